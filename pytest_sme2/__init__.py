@@ -1,0 +1,52 @@
+"""pytest-sme2: performance regression tests of ExecuTorch models on Arm CPUs with and without SME2.
+
+Public API; everything not listed here is private.
+"""
+
+from .assertions import assert_delegation, assert_share, assert_speedup
+from .categories import Category, classify
+from .errors import (
+    EtdumpError,
+    ExportError,
+    ModelDefinitionError,
+    ProgramError,
+    RunnerError,
+    Sme2Error,
+    UnknownModelError,
+    UsageError,
+)
+from .export import ExportedModel, Recipe
+from .profile import Profile, Speedup
+from .registry import register_model
+from .runner import Runner, Timings
+from .stats import Interval, Summary
+from .targets import RunSpec, TargetInfo
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Category",
+    "EtdumpError",
+    "ExportError",
+    "ExportedModel",
+    "Interval",
+    "ModelDefinitionError",
+    "Profile",
+    "ProgramError",
+    "Recipe",
+    "RunSpec",
+    "Runner",
+    "RunnerError",
+    "Sme2Error",
+    "Speedup",
+    "Summary",
+    "TargetInfo",
+    "Timings",
+    "UnknownModelError",
+    "UsageError",
+    "assert_delegation",
+    "assert_share",
+    "assert_speedup",
+    "classify",
+    "register_model",
+]

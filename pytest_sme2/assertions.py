@@ -1,0 +1,58 @@
+"""Assertion helpers whose failures print the numbers, the bound and the variant.
+
+Plain ``assert on.speedup_over(off).low >= 2.0`` also works (the reprs of
+Speedup and Profile carry the same facts); these helpers add the wording and
+check bounds on the right end of the interval.
+"""
+
+from __future__ import annotations
+
+from .categories import Category
+from .profile import Profile, Speedup
+
+
+def assert_speedup(this: Profile, other: Profile, at_least: float) -> Speedup:
+    """Fail unless the lower confidence bound of this-over-other speedup is >= ``at_least``."""
+    speedup = this.speedup_over(other)
+    if not speedup.low >= at_least:
+        raise AssertionError(
+            f"speedup of {speedup.this} over {speedup.other} is {speedup.value:.2f}x with "
+            f"{speedup.confidence:.0%} CI [{speedup.low:.2f}, {speedup.high:.2f}]; the lower bound "
+            f"{speedup.low:.2f} is below the required {at_least:.2f}x "
+            f"(medians {speedup.this_median_ms:.3f} ms vs {speedup.other_median_ms:.3f} ms, "
+            f"{speedup.this_runs} and {speedup.other_runs} runs)"
+        )
+    return speedup
+
+
+def assert_share(profile: Profile, category: str | Category, *, at_most: float | None = None,
+                 at_least: float | None = None) -> float:
+    """Fail if a category's share of E2E is outside [at_least, at_most]."""
+    name = Category.parse(category).value
+    share = profile.share(name)
+    shares = ", ".join(f"{k} {v:.1%}" for k, v in profile.shares.items())
+    if at_most is not None and not share <= at_most:
+        raise AssertionError(
+            f"{profile.label}: {name} share is {share:.1%}, above the allowed {at_most:.1%} (all shares: {shares})"
+        )
+    if at_least is not None and not share >= at_least:
+        raise AssertionError(
+            f"{profile.label}: {name} share is {share:.1%}, below the required {at_least:.1%} (all shares: {shares})"
+        )
+    return share
+
+
+def assert_delegation(profile: Profile, at_least: float, *, by: str = "time") -> float:
+    """Fail if delegation coverage (by "time" or "nodes") is below ``at_least``."""
+    if by not in ("time", "nodes"):
+        raise ValueError(f"by={by!r}: use 'time' or 'nodes'")
+    coverage = profile.delegation_coverage if by == "time" else profile.node_delegation_coverage
+    if coverage is None or not coverage >= at_least:
+        portable = profile.portable_ops
+        heaviest = ", ".join(f"{r.op} ({r.share:.1%})" for r in portable.head(5).itertuples()) or "none"
+        shown = "unknown (no export-time delegation record)" if coverage is None else f"{coverage:.1%}"
+        raise AssertionError(
+            f"{profile.label}: delegation coverage by {by} is {shown}, below the required {at_least:.1%}; "
+            f"heaviest portable operators: {heaviest}"
+        )
+    return coverage

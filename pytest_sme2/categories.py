@@ -1,0 +1,271 @@
+"""The one operator-category table.
+
+Every ETDump operator event is classified here and nowhere else. Names are
+matched on the *operator kind* (the XNNPACK operator type before its format
+list, or the ATen op name of a portable ``native_call_<op>.<overload>`` event),
+never by substring: substring rules are how "Convert" became a convolution and
+"Resize Bilinear" a GEMM in earlier scripts.
+
+OTHER is never assigned to time directly by the Profile: it is E2E minus the
+named categories, so shares always sum to one. Operators listed under OTHER
+here (pooling, reductions, softmax, normalisation) are known and deliberately
+not in a named category; names not in the table are OTHER too but flagged as
+unclassified so a report can show them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import Enum
+
+
+class Category(str, Enum):
+    """Where operator time goes. Values are the names users pass to ``share()``."""
+
+    CONV = "CONV"
+    GEMM = "GEMM"
+    DATA_MOVEMENT = "DATA_MOVEMENT"
+    ELEMENTWISE = "ELEMENTWISE"
+    OTHER = "OTHER"
+
+    @classmethod
+    def parse(cls, name: "str | Category") -> "Category":
+        """Accept ``"data_movement"``, ``"Data Movement"`` or a Category."""
+        if isinstance(name, Category):
+            return name
+        key = re.sub(r"[\s\-]+", "_", str(name).strip()).upper()
+        try:
+            return cls(key)
+        except ValueError:
+            valid = ", ".join(c.value.lower() for c in cls)
+            raise ValueError(f"unknown operator category {name!r}; valid categories: {valid}") from None
+
+
+NAMED_CATEGORIES: tuple[Category, ...] = (
+    Category.CONV,
+    Category.GEMM,
+    Category.DATA_MOVEMENT,
+    Category.ELEMENTWISE,
+)
+
+# XNNPACK operator kinds: the part of the operator name before " (".
+_XNNPACK_KINDS: dict[str, Category] = {
+    # Convolutions, including depthwise (a "DWConv" suffix) and transposed.
+    "Convolution": Category.CONV,
+    "Deconvolution": Category.CONV,
+    # Matrix multiplication. 1x1 convolutions are lowered to Fully Connected.
+    "Fully Connected": Category.GEMM,
+    "Dynamic Fully Connected": Category.GEMM,
+    "Batch Matrix Multiply": Category.GEMM,
+    # Data movement: layout changes, copies, dtype/quantisation conversion.
+    "Transpose": Category.DATA_MOVEMENT,
+    "Copy": Category.DATA_MOVEMENT,
+    "Static Reshape": Category.DATA_MOVEMENT,
+    "Reshape": Category.DATA_MOVEMENT,
+    "Static Expand Dims": Category.DATA_MOVEMENT,
+    "Expand Dims": Category.DATA_MOVEMENT,
+    "Convert": Category.DATA_MOVEMENT,
+    "Constant Pad": Category.DATA_MOVEMENT,
+    "Static Constant Pad": Category.DATA_MOVEMENT,
+    "Concatenate": Category.DATA_MOVEMENT,
+    "Slice": Category.DATA_MOVEMENT,
+    "Static Slice": Category.DATA_MOVEMENT,
+    "Split": Category.DATA_MOVEMENT,
+    "Even Split": Category.DATA_MOVEMENT,
+    "Depth To Space": Category.DATA_MOVEMENT,
+    "Space To Depth": Category.DATA_MOVEMENT,
+    "Channel Shuffle": Category.DATA_MOVEMENT,
+    # Elementwise arithmetic and activations.
+    "Add": Category.ELEMENTWISE,
+    "Subtract": Category.ELEMENTWISE,
+    "Multiply": Category.ELEMENTWISE,
+    "Divide": Category.ELEMENTWISE,
+    "Maximum": Category.ELEMENTWISE,
+    "Minimum": Category.ELEMENTWISE,
+    "Squared Difference": Category.ELEMENTWISE,
+    "Copysign": Category.ELEMENTWISE,
+    "Clamp": Category.ELEMENTWISE,
+    "HardSwish": Category.ELEMENTWISE,
+    "Sigmoid": Category.ELEMENTWISE,
+    "Tanh": Category.ELEMENTWISE,
+    "ELU": Category.ELEMENTWISE,
+    "GELU": Category.ELEMENTWISE,
+    "Leaky ReLU": Category.ELEMENTWISE,
+    "Negate": Category.ELEMENTWISE,
+    "Square": Category.ELEMENTWISE,
+    "Square Root": Category.ELEMENTWISE,
+    "Reciprocal Square Root": Category.ELEMENTWISE,
+    "Abs": Category.ELEMENTWISE,
+    "Exp": Category.ELEMENTWISE,
+    "Log": Category.ELEMENTWISE,
+    "Floor": Category.ELEMENTWISE,
+    "Ceiling": Category.ELEMENTWISE,
+    "Bankers Rounding": Category.ELEMENTWISE,
+    # XNNPACK names unary elementwise operators whose type has no string this
+    # way (seen in int8 graphs); it is still a unary elementwise operator.
+    "Invalid Unary Op": Category.ELEMENTWISE,
+    # Known, deliberately not in a named category.
+    "Max Pooling": Category.OTHER,
+    "Average Pooling": Category.OTHER,
+    "Global Average Pooling": Category.OTHER,
+    "ArgMax Pooling": Category.OTHER,
+    "Unpooling": Category.OTHER,
+    "Mean": Category.OTHER,
+    "Sum": Category.OTHER,
+    "Softmax": Category.OTHER,
+    "Resize Bilinear": Category.OTHER,
+    "RoPE": Category.OTHER,
+}
+
+# Portable (non-delegated) ATen kernels: the op of ``native_call_<op>.<overload>``.
+_ATEN_OPS: dict[str, Category] = {
+    "convolution": Category.CONV,
+    "convolution_backward": Category.CONV,
+    "mm": Category.GEMM,
+    "bmm": Category.GEMM,
+    "addmm": Category.GEMM,
+    "baddbmm": Category.GEMM,
+    "linear": Category.GEMM,
+    "matmul": Category.GEMM,
+    "_to_dim_order_copy": Category.DATA_MOVEMENT,
+    "_clone_dim_order": Category.DATA_MOVEMENT,
+    "_to_copy": Category.DATA_MOVEMENT,
+    "clone": Category.DATA_MOVEMENT,
+    "copy": Category.DATA_MOVEMENT,
+    "copy_": Category.DATA_MOVEMENT,
+    "permute_copy": Category.DATA_MOVEMENT,
+    "transpose_copy": Category.DATA_MOVEMENT,
+    "t_copy": Category.DATA_MOVEMENT,
+    "view_copy": Category.DATA_MOVEMENT,
+    "_unsafe_view": Category.DATA_MOVEMENT,
+    "expand_copy": Category.DATA_MOVEMENT,
+    "select_copy": Category.DATA_MOVEMENT,
+    "slice_copy": Category.DATA_MOVEMENT,
+    "slice_scatter": Category.DATA_MOVEMENT,
+    "split_copy": Category.DATA_MOVEMENT,
+    "split_with_sizes_copy": Category.DATA_MOVEMENT,
+    "unbind_copy": Category.DATA_MOVEMENT,
+    "squeeze_copy": Category.DATA_MOVEMENT,
+    "unsqueeze_copy": Category.DATA_MOVEMENT,
+    "alias_copy": Category.DATA_MOVEMENT,
+    "cat": Category.DATA_MOVEMENT,
+    "stack": Category.DATA_MOVEMENT,
+    "repeat": Category.DATA_MOVEMENT,
+    "constant_pad_nd": Category.DATA_MOVEMENT,
+    "pixel_shuffle": Category.DATA_MOVEMENT,
+    "pixel_unshuffle": Category.DATA_MOVEMENT,
+    "index": Category.DATA_MOVEMENT,
+    "index_select": Category.DATA_MOVEMENT,
+    "gather": Category.DATA_MOVEMENT,
+    "embedding": Category.DATA_MOVEMENT,
+    "quantize_per_tensor": Category.DATA_MOVEMENT,
+    "dequantize_per_tensor": Category.DATA_MOVEMENT,
+    "quantize_per_channel": Category.DATA_MOVEMENT,
+    "dequantize_per_channel": Category.DATA_MOVEMENT,
+    "choose_qparams": Category.DATA_MOVEMENT,
+    "add": Category.ELEMENTWISE,
+    "sub": Category.ELEMENTWISE,
+    "rsub": Category.ELEMENTWISE,
+    "mul": Category.ELEMENTWISE,
+    "div": Category.ELEMENTWISE,
+    "pow": Category.ELEMENTWISE,
+    "neg": Category.ELEMENTWISE,
+    "abs": Category.ELEMENTWISE,
+    "exp": Category.ELEMENTWISE,
+    "log": Category.ELEMENTWISE,
+    "sqrt": Category.ELEMENTWISE,
+    "rsqrt": Category.ELEMENTWISE,
+    "erf": Category.ELEMENTWISE,
+    "relu": Category.ELEMENTWISE,
+    "gelu": Category.ELEMENTWISE,
+    "silu": Category.ELEMENTWISE,
+    "sigmoid": Category.ELEMENTWISE,
+    "tanh": Category.ELEMENTWISE,
+    "hardswish": Category.ELEMENTWISE,
+    "hardsigmoid": Category.ELEMENTWISE,
+    "hardtanh": Category.ELEMENTWISE,
+    "leaky_relu": Category.ELEMENTWISE,
+    "clamp": Category.ELEMENTWISE,
+    "maximum": Category.ELEMENTWISE,
+    "minimum": Category.ELEMENTWISE,
+    "where": Category.ELEMENTWISE,
+    "masked_fill": Category.ELEMENTWISE,
+    "eq": Category.ELEMENTWISE,
+    "ne": Category.ELEMENTWISE,
+    "lt": Category.ELEMENTWISE,
+    "le": Category.ELEMENTWISE,
+    "gt": Category.ELEMENTWISE,
+    "ge": Category.ELEMENTWISE,
+    "logical_not": Category.ELEMENTWISE,
+    "logical_and": Category.ELEMENTWISE,
+    "logical_or": Category.ELEMENTWISE,
+    "bitwise_and": Category.ELEMENTWISE,
+    "bitwise_or": Category.ELEMENTWISE,
+    "bitwise_not": Category.ELEMENTWISE,
+    "native_layer_norm": Category.OTHER,
+    "native_group_norm": Category.OTHER,
+    "_native_batch_norm_legit_no_training": Category.OTHER,
+    "_softmax": Category.OTHER,
+    "_log_softmax": Category.OTHER,
+    "mean": Category.OTHER,
+    "sum": Category.OTHER,
+    "amax": Category.OTHER,
+    "amin": Category.OTHER,
+    "any": Category.OTHER,
+    "all": Category.OTHER,
+    "argmax": Category.OTHER,
+    "cumsum": Category.OTHER,
+    "max_pool2d_with_indices": Category.OTHER,
+    "avg_pool2d": Category.OTHER,
+    "upsample_bilinear2d": Category.OTHER,
+    "upsample_nearest2d": Category.DATA_MOVEMENT,
+    "full": Category.OTHER,
+    "full_like": Category.OTHER,
+    "scalar_tensor": Category.OTHER,
+    "arange": Category.OTHER,
+}
+
+_PORTABLE_PREFIX = "native_call_"
+_XNNPACK_NAME = re.compile(
+    r"^(?P<kind>[^()#]+?)\s*(?:\((?P<formats>[^)]*)\))?\s*(?P<kernel>[^#()]*?)\s*(?:#\d+)?$"
+)
+# XNNPACK formats of packed-LHS kernels that exist only for SME/SME2
+# (KleidiAI): PF32, PF16, PQS8, QP8 ... See FACTS: "How SME2 shows in an ETDump".
+_PACKED_FORMAT = re.compile(r"^(?:P(?:F|QS|QU|QD)\d+|QP\d+)$")
+_INSTANCE_SUFFIX = re.compile(r"\s*#\d+$")
+
+
+@dataclass(frozen=True)
+class OpClass:
+    """What the table knows about one operator event name."""
+
+    kind: str  # "Convolution", "native_layer_norm", ...
+    category: Category
+    formats: tuple[str, ...]  # ("NHWC", "PF32") for XNNPACK ops, () for portable ops
+    kernel: str  # "IGEMM", "DWConv", "GEMM", "" ...
+    portable: bool  # a native_call_* kernel outside any delegate
+    packed: bool  # runs a packed-format (SME/SME2) kernel
+    known: bool  # the kind is in the table (False means OTHER by default)
+
+
+def strip_instance(name: str) -> str:
+    """Drop XNNPACK's per-delegate " #N" suffix so instances of one op kind group."""
+    return _INSTANCE_SUFFIX.sub("", name)
+
+
+def classify(name: str) -> OpClass:
+    """Classify one operator event name from an ETDump."""
+    if name.startswith(_PORTABLE_PREFIX):
+        op = name[len(_PORTABLE_PREFIX):].split(".", 1)[0]
+        category = _ATEN_OPS.get(op)
+        return OpClass(op, category or Category.OTHER, (), "", True, False, category is not None)
+    match = _XNNPACK_NAME.match(name.strip())
+    if not match:
+        return OpClass(name, Category.OTHER, (), "", False, False, False)
+    kind = match["kind"].strip()
+    formats = tuple(f.strip() for f in (match["formats"] or "").split(",") if f.strip())
+    category = _XNNPACK_KINDS.get(kind)
+    packed = any(_PACKED_FORMAT.match(f) for f in formats)
+    return OpClass(kind, category or Category.OTHER, formats, match["kernel"].strip(), False, packed,
+                   category is not None)

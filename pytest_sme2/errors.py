@@ -1,0 +1,39 @@
+"""Error types. Each message names the thing that is wrong and how to fix it.
+
+The plugin turns these into a failure or error of the one test that hit them
+(``pytest.fail(..., pytrace=False)``), never into a crash of the session.
+"""
+
+from __future__ import annotations
+
+
+class Sme2Error(Exception):
+    """Base of every pytest-sme2 error."""
+
+
+class UsageError(Sme2Error):
+    """A marker, option or fixture argument has a value that cannot work."""
+
+
+class UnknownModelError(Sme2Error):
+    """A model name that is not registered."""
+
+
+class ModelDefinitionError(Sme2Error):
+    """A model module does not implement the onboarding interface."""
+
+
+class ExportError(Sme2Error):
+    """torch.export / lowering / quantisation of a model failed."""
+
+
+class ProgramError(Sme2Error):
+    """A .pte file is missing, truncated or not loadable by the runtime."""
+
+
+class RunnerError(Sme2Error):
+    """A run failed: the runtime raised, the runner crashed or timed out."""
+
+
+class EtdumpError(Sme2Error):
+    """An ETDump file is missing, empty, truncated or not an ETDump."""

@@ -1,0 +1,301 @@
+"""Export recipes and the content-addressed export cache.
+
+A recipe is data: dtype (fp32, fp16, int8), int8 quantisation mode (static
+per-channel with calibration, or dynamic) and partitioner (xnnpack, or none
+for portable kernels only). An export is keyed by everything that can change
+its output: model source, input shapes and dtypes, recipe, torch and
+executorch versions and this module's format version. A second session (or
+an xdist worker) with the same key re-uses the .pte without exporting; a lock
+per key plus write-to-temp-then-rename means no two processes export the same
+thing and nobody reads a half-written entry.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import time
+import traceback
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+from .errors import ExportError, UsageError
+from .registry import Model
+
+EXPORT_FORMAT_VERSION = 1
+DTYPES = ("fp32", "fp16", "int8")
+QUANT_MODES = ("static", "dynamic")
+PARTITIONERS = ("xnnpack", "none")
+PTE_NAME = "model.pte"
+ETRECORD_NAME = "model.etrecord"
+INPUTS_NAME = "inputs.pt"
+REFERENCE_NAME = "reference_outputs.pt"
+META_NAME = "export.json"
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """How to export: precision, int8 quantisation mode and partitioner."""
+
+    dtype: str = "fp32"
+    quant: str | None = None
+    partitioner: str = "xnnpack"
+
+    def __post_init__(self) -> None:
+        if self.dtype not in DTYPES:
+            raise UsageError(f"dtype={self.dtype!r} is not supported; use one of {', '.join(DTYPES)}")
+        if self.dtype == "int8":
+            quant = self.quant or "static"
+            if quant not in QUANT_MODES:
+                raise UsageError(f"quant={self.quant!r} is not supported for int8; use one of {', '.join(QUANT_MODES)}")
+            object.__setattr__(self, "quant", quant)
+        elif self.quant is not None:
+            raise UsageError(f"quant={self.quant!r} only applies to dtype='int8' (got dtype={self.dtype!r})")
+        if self.partitioner not in PARTITIONERS:
+            raise UsageError(
+                f"partitioner={self.partitioner!r} is not supported; use one of {', '.join(PARTITIONERS)}"
+            )
+
+    @property
+    def label(self) -> str:
+        parts = [self.dtype] + ([self.quant] if self.quant else []) + [self.partitioner]
+        return "-".join(parts)
+
+
+@dataclass
+class ExportedModel(os.PathLike):
+    """A .pte in the export cache, with its ETRecord, inputs and delegation record.
+
+    It is path-like: ``open(exported_pte, "rb")`` and ``Path(exported_pte)`` work.
+    """
+
+    model: str
+    recipe: Recipe
+    directory: Path
+    cache_key: str
+    from_cache: bool
+    export_seconds: float
+    delegation: dict[str, Any] = field(default_factory=dict)
+
+    def __fspath__(self) -> str:
+        return str(self.path)
+
+    @property
+    def path(self) -> Path:
+        return self.directory / PTE_NAME
+
+    @property
+    def etrecord_path(self) -> Path:
+        return self.directory / ETRECORD_NAME
+
+    @property
+    def inputs_path(self) -> Path:
+        return self.directory / INPUTS_NAME
+
+    @property
+    def reference_outputs_path(self) -> Path:
+        return self.directory / REFERENCE_NAME
+
+    @property
+    def label(self) -> str:
+        return f"{self.model} {self.recipe.label}"
+
+    def __repr__(self) -> str:
+        state = "cached" if self.from_cache else f"exported in {self.export_seconds:.1f} s"
+        return f"ExportedModel({self.label}, {self.path}, {state})"
+
+
+def _input_signature(inputs: tuple) -> list[dict[str, Any]]:
+    import torch
+
+    signature = []
+    for value in inputs:
+        if isinstance(value, torch.Tensor):
+            signature.append({"shape": list(value.shape), "dtype": str(value.dtype)})
+        else:
+            signature.append({"value": repr(value)})
+    return signature
+
+
+def cache_key(model: Model, recipe: Recipe, inputs: tuple) -> str:
+    import executorch.version
+    import torch
+
+    material = {
+        "format": EXPORT_FORMAT_VERSION,
+        "model_source": model.source_hash,
+        "inputs": _input_signature(inputs),
+        "recipe": asdict(recipe),
+        "torch": torch.__version__,
+        "executorch": executorch.version.__version__,
+    }
+    return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()[:24]
+
+
+@contextlib.contextmanager
+def _locked(lock_path: Path) -> Iterator[None]:
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _load_entry(directory: Path, model: str, recipe: Recipe, key: str) -> ExportedModel | None:
+    meta_path = directory / META_NAME
+    try:
+        meta = json.loads(meta_path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not (directory / PTE_NAME).exists():
+        return None
+    return ExportedModel(
+        model=model,
+        recipe=recipe,
+        directory=directory,
+        cache_key=key,
+        from_cache=True,
+        export_seconds=float(meta.get("export_seconds", 0.0)),
+        delegation=meta.get("delegation", {}),
+    )
+
+
+def export(model: Model, recipe: Recipe, cache_dir: Path) -> ExportedModel:
+    """Return the cached export of ``model`` with ``recipe``, exporting it first if needed."""
+    inputs = model.get_example_inputs()
+    key = cache_key(model, recipe, inputs)
+    final = cache_dir / f"{model.name}-{recipe.label}-{key}"
+    cached = _load_entry(final, model.name, recipe, key)
+    if cached is not None:
+        return cached
+    with _locked(cache_dir / "locks" / f"{final.name}.lock"):
+        cached = _load_entry(final, model.name, recipe, key)  # another worker may have finished it
+        if cached is not None:
+            return cached
+        staging = cache_dir / f".staging-{final.name}-{os.getpid()}"
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+        try:
+            started = time.perf_counter()
+            delegation = _export_into(model, recipe, inputs, staging)
+            seconds = time.perf_counter() - started
+            meta = {
+                "model": model.name,
+                "recipe": asdict(recipe),
+                "cache_key": key,
+                "export_seconds": seconds,
+                "delegation": delegation,
+                "source": str(model.source_path) if model.source_path else None,
+            }
+            (staging / META_NAME).write_text(json.dumps(meta, indent=2, sort_keys=True))
+            if final.exists():  # an incomplete leftover (no export.json): replace it
+                shutil.rmtree(final)
+            os.rename(staging, final)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+    return ExportedModel(model.name, recipe, final, key, False, seconds, delegation)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}".rstrip(": ")
+
+
+def _export_into(model: Model, recipe: Recipe, inputs: tuple, out: Path) -> dict[str, Any]:
+    """Run the recipe and write pte, etrecord, inputs, reference outputs; return delegation info."""
+    import torch
+
+    stage = "building the eager model"
+    try:
+        eager = model.get_eager_model().eval()
+        stage = "preparing inputs"
+        if recipe.dtype == "fp16":
+            eager = eager.half()
+            inputs = tuple(x.half() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs)
+        stage = "running the eager model"
+        with torch.no_grad():
+            reference = eager(*inputs)
+        stage = "torch.export"
+        exported = torch.export.export(eager, inputs)
+        if recipe.dtype == "int8":
+            stage = f"int8 {recipe.quant} quantisation"
+            exported = _quantize(model, recipe, exported, inputs)
+        stage = f"lowering ({recipe.partitioner})"
+        from executorch.exir import to_edge_transform_and_lower
+
+        partitioners = []
+        if recipe.partitioner == "xnnpack":
+            from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+
+            partitioners = [XnnpackPartitioner()]
+        edge = to_edge_transform_and_lower(exported, partitioner=partitioners, generate_etrecord=True)
+        delegation = _delegation_record(edge.exported_program().graph_module)
+        stage = "to_executorch"
+        program = edge.to_executorch()
+        stage = "writing artifacts"
+        (out / PTE_NAME).write_bytes(program.buffer)
+        program.get_etrecord().save(str(out / ETRECORD_NAME))
+        torch.save(inputs, out / INPUTS_NAME)
+        torch.save(reference, out / REFERENCE_NAME)
+        return delegation
+    except Exception as exc:
+        tb = traceback.format_exc(limit=-3)
+        raise ExportError(
+            f"export of model {model.name!r} with recipe {recipe.label} failed while {stage}: "
+            f"{_first_line(exc)}\n{tb}"
+        ) from exc
+
+
+def _quantize(model: Model, recipe: Recipe, exported, inputs: tuple):  # noqa: ANN001,ANN202
+    import torch
+    from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
+        XNNPACKQuantizer,
+        get_symmetric_quantization_config,
+    )
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    config = get_symmetric_quantization_config(is_per_channel=True, is_dynamic=recipe.quant == "dynamic")
+    quantizer = XNNPACKQuantizer().set_global(config)
+    prepared = prepare_pt2e(exported.module(), quantizer)
+    # Static quantisation observes activation ranges on the calibration set;
+    # a model without get_calibration_inputs() is calibrated on its example
+    # inputs (documented in the README), dynamic mode needs one pass only.
+    samples = model.get_calibration_inputs() if recipe.quant == "static" else None
+    with torch.no_grad():
+        for sample in samples or [inputs]:
+            prepared(*sample)
+    converted = convert_pt2e(prepared)
+    return torch.export.export(converted, inputs)
+
+
+def _delegation_record(graph_module) -> dict[str, Any]:  # noqa: ANN001
+    """Node-level delegation facts from executorch.devtools.backend_debug, minus getitem plumbing."""
+    from executorch.devtools.backend_debug import get_delegation_info
+
+    info = get_delegation_info(graph_module)
+    table = info.get_operator_delegation_dataframe()
+    ops = []
+    for row in table.to_dict("records"):
+        if row["op_type"] in ("Total", "getitem"):
+            continue
+        ops.append(
+            {
+                "op_type": row["op_type"],
+                "delegated": int(row["occurrences_in_delegated_graphs"]),
+                "non_delegated": int(row["occurrences_in_non_delegated_graphs"]),
+            }
+        )
+    return {
+        "delegated_nodes": sum(op["delegated"] for op in ops),
+        "non_delegated_nodes": sum(op["non_delegated"] for op in ops),
+        "delegated_subgraphs": int(info.num_delegated_subgraphs),
+        "ops": ops,
+    }

@@ -1,0 +1,280 @@
+"""pytest hooks and fixtures of pytest-sme2. Wiring only: the work is done elsewhere.
+
+Precedence of run settings: runner(...) arguments > @pytest.mark.perf(...) >
+command-line options > [tool.pytest.ini_options] > built-in defaults.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pytest
+
+from .errors import Sme2Error, UsageError
+from .export import ExportedModel, Recipe
+from .profile import Profile
+from .report import profile_text, profiles_html
+from .runner import Runner, require_program
+from .session import Settings, Sme2Session
+from .targets import TARGET_NAMES, RunSpec
+
+_SESSION_KEY = pytest.StashKey[Sme2Session]()
+_PROFILES_KEY = pytest.StashKey[list]()
+_DEFAULTS = {"runs": 20, "warmup": 3, "threads": 1, "timeout": 600.0}
+
+MARKERS = (
+    "sme2: an SME2 performance test (select with -m sme2)",
+    "model(name, dtype='fp32', quant=None, partitioner='xnnpack'): the model and export recipe used by the "
+    "exported_pte fixture; dtype fp32|fp16|int8, quant static|dynamic (int8), partitioner xnnpack|none",
+    "perf(runs=None, warmup=None, threads=None, timeout=None): run settings for this test's runners",
+)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("sme2", "pytest-sme2: ExecuTorch SME2 performance tests")
+    group.addoption("--sme2-target", default=None, choices=TARGET_NAMES,
+                    help="where programs run (default: ini sme2_target, else auto = this host)")
+    group.addoption("--sme2-runs", type=int, default=None, help="timed runs per variant (default 20)")
+    group.addoption("--sme2-warmup", type=int, default=None, help="warmup runs per variant (default 3)")
+    group.addoption("--sme2-threads", type=int, default=None, help="runtime threads (default 1)")
+    group.addoption("--sme2-timeout", type=float, default=None, help="seconds before a run is killed (default 600)")
+    group.addoption("--sme2-cache-dir", default=None, help="export cache directory (default .sme2/cache)")
+    group.addoption("--sme2-artifacts-dir", default=None,
+                    help="root of per-session artifact folders (default .sme2/artifacts)")
+    parser.addini("sme2_target", "default --sme2-target", default="auto")
+    parser.addini("sme2_runs", "default timed runs per variant", default=str(_DEFAULTS["runs"]))
+    parser.addini("sme2_warmup", "default warmup runs per variant", default=str(_DEFAULTS["warmup"]))
+    parser.addini("sme2_threads", "default runtime threads", default=str(_DEFAULTS["threads"]))
+    parser.addini("sme2_timeout", "default run timeout in seconds", default=str(_DEFAULTS["timeout"]))
+    parser.addini("sme2_cache_dir", "export cache directory, relative to the rootdir", default=".sme2/cache")
+    parser.addini("sme2_artifacts_dir", "artifacts root, relative to the rootdir", default=".sme2/artifacts")
+    parser.addini("sme2_model_dirs", "directories whose *.py files are models (name = file stem)", type="paths",
+                  default=[])
+    parser.addini("sme2_models", "extra models, one 'name = module.path' or 'name = path/to/file.py' per line",
+                  type="linelist", default=[])
+
+
+def _setting(config: pytest.Config, name: str, cast: Callable[[str], Any]) -> Any:
+    option = config.getoption(f"sme2_{name}")
+    value = option if option is not None else config.getini(f"sme2_{name}")
+    try:
+        return cast(value)
+    except (TypeError, ValueError):
+        raise pytest.UsageError(f"sme2_{name} = {value!r} is not a valid {cast.__name__}") from None
+
+
+def _session_dir(config: pytest.Config, root: Path) -> Path:
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput and "sme2_session_dir" in workerinput:
+        return Path(workerinput["sme2_session_dir"])
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    return root / f"session-{stamp}-{os.getpid()}"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for marker in MARKERS:
+        config.addinivalue_line("markers", marker)
+    rootdir = config.rootpath
+    cache_dir = Path(config.getoption("sme2_cache_dir") or config.getini("sme2_cache_dir"))
+    artifacts = Path(config.getoption("sme2_artifacts_dir") or config.getini("sme2_artifacts_dir"))
+    settings = Settings(
+        target=config.getoption("sme2_target") or config.getini("sme2_target"),
+        runs=_setting(config, "runs", int),
+        warmup=_setting(config, "warmup", int),
+        threads=_setting(config, "threads", int),
+        timeout_s=_setting(config, "timeout", float),
+        cache_dir=cache_dir if cache_dir.is_absolute() else rootdir / cache_dir,
+        session_dir=_session_dir(config, artifacts if artifacts.is_absolute() else rootdir / artifacts),
+    )
+    if settings.target not in TARGET_NAMES:
+        raise pytest.UsageError(f"sme2_target = {settings.target!r}; choose one of {', '.join(TARGET_NAMES)}")
+    session = Sme2Session(settings)
+    try:
+        for directory in config.getini("sme2_model_dirs"):
+            session.registry.register_dir(Path(directory))
+        for line in config.getini("sme2_models"):
+            name, sep, target = line.partition("=")
+            if not sep:
+                raise UsageError(f"sme2_models line {line!r} is not 'name = module.path' or 'name = file.py'")
+            target = target.strip()
+            if target.endswith(".py") and not Path(target).is_absolute():
+                target = str(rootdir / target)
+            session.registry.register(name.strip(), target)
+    except Sme2Error as exc:
+        raise pytest.UsageError(str(exc)) from None
+    config.stash[_SESSION_KEY] = session
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """xdist: every worker writes into the controller's session folder."""
+    node.workerinput["sme2_session_dir"] = str(node.config.stash[_SESSION_KEY].settings.session_dir)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    session = config.stash.get(_SESSION_KEY, None)
+    if session is not None:
+        session.close()
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    session = config.stash.get(_SESSION_KEY, None)
+    if session is None or getattr(config, "workerinput", None):
+        return []
+    from .cpu import host_cpu
+
+    cpu = host_cpu()
+    s = session.settings
+    return [
+        f"sme2: target={s.target} host cpu='{cpu.name}' ({cpu.arch}, SME2 {'yes' if cpu.has_sme2 else 'no'}) "
+        f"runs={s.runs} warmup={s.warmup} threads={s.threads}",
+        f"sme2: models={', '.join(session.registry.names) or '(none)'}",
+        f"sme2: cache={s.cache_dir} artifacts={s.session_dir}",
+    ]
+
+
+@contextlib.contextmanager
+def _as_test_failure() -> Iterator[None]:
+    """An Sme2Error fails (or errors, in setup) this test with its message, not a traceback."""
+    try:
+        yield
+    except Sme2Error as exc:
+        raise pytest.fail.Exception(f"{type(exc).__name__}: {exc}", pytrace=False) from None
+
+
+def _marker_kwargs(item: pytest.Item, name: str, allowed: tuple[str, ...]) -> dict[str, Any]:
+    marker = item.get_closest_marker(name)
+    if marker is None:
+        return {}
+    unknown = sorted(set(marker.kwargs) - set(allowed))
+    if unknown:
+        raise UsageError(f"@pytest.mark.{name} got unknown argument(s) {', '.join(unknown)}; allowed: {', '.join(allowed)}")
+    return dict(marker.kwargs)
+
+
+def _session(request: pytest.FixtureRequest) -> Sme2Session:
+    return request.config.stash[_SESSION_KEY]
+
+
+@pytest.fixture
+def exported_pte(request: pytest.FixtureRequest) -> ExportedModel:
+    """The .pte of the model named by ``@pytest.mark.model(name, dtype=, quant=, partitioner=)``.
+
+    Exported with the recipe on first use and taken from the content-addressed
+    export cache afterwards (across sessions and xdist workers). Path-like; also
+    carries ``.etrecord_path``, ``.inputs_path``, ``.delegation`` and ``.from_cache``.
+    """
+    with _as_test_failure():
+        marker = request.node.get_closest_marker("model")
+        if marker is None:
+            raise UsageError(
+                "exported_pte needs a model: add @pytest.mark.model('name', dtype='fp32') to the test"
+            )
+        args = list(marker.args)
+        kwargs = _marker_kwargs(request.node, "model", ("name", "dtype", "quant", "partitioner"))
+        name = kwargs.pop("name", None) or (args.pop(0) if args else None)
+        if not name or args:
+            raise UsageError(
+                f"@pytest.mark.model{tuple(marker.args)!r} is malformed: use @pytest.mark.model('name', dtype=...)"
+            )
+        return _session(request).export(str(name), Recipe(**kwargs))
+
+
+@pytest.fixture
+def export_pte(request: pytest.FixtureRequest) -> Callable[..., ExportedModel]:
+    """Factory: ``export_pte(name, dtype='fp32', quant=None, partitioner='xnnpack')`` -> ExportedModel.
+
+    For tests that compare several recipes of one model (fp32 vs int8, XNNPACK vs portable).
+    """
+
+    def export_pte(name: str, dtype: str = "fp32", quant: str | None = None,
+                   partitioner: str = "xnnpack") -> ExportedModel:
+        with _as_test_failure():
+            return _session(request).export(name, Recipe(dtype, quant, partitioner))
+
+    return export_pte
+
+
+@pytest.fixture
+def runner(request: pytest.FixtureRequest) -> Callable[..., Runner]:
+    """Factory: ``runner(sme2=None, threads=, runs=, warmup=, timeout=)`` -> Runner for this test.
+
+    ``sme2=True``/``False`` asks for SME2 on/off; ``None`` takes whatever the
+    target has. A request the target cannot honour skips the test with the
+    reason (naming the CPU and where SME2 can be had). Defaults come from
+    @pytest.mark.perf, then --sme2-* options, then ini settings.
+    """
+    session = _session(request)
+    with _as_test_failure():
+        perf = _marker_kwargs(request.node, "perf", ("runs", "warmup", "threads", "timeout"))
+    test_dir = session.test_dir(request.node.nodeid)
+
+    def make_runner(sme2: bool | None = None, *, threads: int | None = None, runs: int | None = None,
+                    warmup: int | None = None, timeout: float | None = None) -> Runner:
+        s = session.settings
+
+        def pick(value: Any, key: str, default: Any) -> Any:
+            return value if value is not None else perf.get(key, default)
+
+        with _as_test_failure():
+            spec = RunSpec(
+                sme2=sme2,
+                threads=pick(threads, "threads", s.threads),
+                runs=pick(runs, "runs", s.runs),
+                warmup=pick(warmup, "warmup", s.warmup),
+                timeout_s=pick(timeout, "timeout", s.timeout_s),
+            )
+            reason = session.target.unsupported(sme2)
+        if reason:
+            pytest.skip(reason)
+        return Runner(session, spec, test_dir, request.node.nodeid)
+
+    return make_runner
+
+
+@pytest.fixture
+def etdump_profile(request: pytest.FixtureRequest) -> Callable[[Any, Runner], Profile]:
+    """Function: ``etdump_profile(pte, runner)`` -> Profile of the runner's timed runs.
+
+    Runs warmup + timed iterations with ETDump on, keeps every artifact in the
+    session's artifacts folder and attaches the profile to this test's report
+    (pytest-html section, terminal section, ``sme2_profiles`` user property).
+    """
+    profiles = request.node.stash.setdefault(_PROFILES_KEY, [])
+
+    def etdump_profile(pte: Any, runner: Runner) -> Profile:
+        with _as_test_failure():
+            require_program(pte)
+            if not isinstance(runner, Runner):
+                raise UsageError(f"etdump_profile() needs a runner from the runner fixture, got {type(runner).__name__}")
+            profile = runner.profile(pte)
+        profiles.append(profile)
+        return profile
+
+    return etdump_profile
+
+
+@pytest.fixture(scope="session")
+def sme2_session(request: pytest.FixtureRequest) -> Sme2Session:
+    """The pytest-sme2 session: settings, model registry, export cache and target."""
+    return request.config.stash[_SESSION_KEY]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
+    report = yield
+    profiles = item.stash.get(_PROFILES_KEY, None)
+    if call.when == "call" and profiles:
+        summaries = [p.summary() for p in profiles]
+        report.user_properties.append(("sme2_profiles", summaries))
+        report.sections.append(("sme2 profiles", "\n".join(profile_text(s) for s in summaries)))
+        try:
+            from pytest_html import extras
+        except ImportError:
+            return report
+        report.extras = [*getattr(report, "extras", []), extras.html(profiles_html(summaries))]
+    return report

@@ -1,0 +1,38 @@
+"""Cheap structural checks of a .pte before any runtime touches it.
+
+The ExecuTorch runtime rejects a truncated program too, but only once a
+method is loaded, with an error code; checking the header first gives a
+message that names the file and what is wrong with it.
+"""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+from .errors import ProgramError
+
+_EXTENDED_HEADER_MAGIC = b"eh00"
+
+
+def check_program(path: str | Path) -> Path:
+    """Raise ProgramError unless ``path`` looks like a complete ExecuTorch program."""
+    path = Path(path)
+    hint = "re-export it (delete its cache entry) or point the test at the right file"
+    if not path.exists():
+        raise ProgramError(f"program {path} does not exist; {hint}")
+    size = path.stat().st_size
+    with open(path, "rb") as handle:
+        head = handle.read(44)
+    if size < 8 or head[4:6] != b"ET":
+        raise ProgramError(
+            f"{path} is not an ExecuTorch program (file identifier {head[4:8]!r}, expected b'ET..'); {hint}"
+        )
+    if head[8:12] == _EXTENDED_HEADER_MAGIC and len(head) >= 36:
+        # magic, header length, program size, segment base offset, segment data size
+        header_length, program_size, segment_base = struct.unpack_from("<IQQ", head, 12)
+        segment_size = struct.unpack_from("<Q", head, 32)[0] if header_length >= 32 else 0
+        expected = segment_base + segment_size if segment_size else program_size
+        if size < expected:
+            raise ProgramError(f"program {path} is truncated: {size} bytes, its header says {expected}; {hint}")
+    return path

@@ -1,0 +1,114 @@
+"""Variants bound to a target, and turning their runs into Profiles.
+
+A Runner is data (target + RunSpec) with the two things tests do with it:
+``profile(pte)`` (ETDump on, the normal case) and ``time(pte)`` (timing only,
+no ETDump, so tracing overhead can be measured against the ETDump runs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import stats
+from .errors import EtdumpError, ProgramError
+from .export import ExportedModel
+from .profile import Profile
+from .program import check_program
+from .session import Sme2Session, link_or_copy, slug
+from .targets import RunResult, RunSpec
+
+
+@dataclass(frozen=True)
+class Timings:
+    """Per-run wall-clock latencies of a timing-only run (no ETDump)."""
+
+    wall_ms: np.ndarray
+    label: str
+    result: RunResult
+
+    @property
+    def latency(self) -> stats.Summary:
+        return stats.Summary.of(self.wall_ms)
+
+    def tracing_overhead(self, profile: Profile) -> stats.Interval:
+        """How much slower per run the ETDump run was: median ratio - 1, with a CI."""
+        if profile.wall_ms is None:
+            raise ValueError(f"{profile!r} has no wall-clock samples to compare")
+        ratio = stats.ratio_of_medians_ci(profile.wall_ms, self.wall_ms)
+        return stats.Interval(ratio.value - 1, ratio.low - 1, ratio.high - 1, ratio.confidence)
+
+    def __repr__(self) -> str:
+        return f"Timings({self.label}: median {float(np.median(self.wall_ms)):.3f} ms over {len(self.wall_ms)} runs)"
+
+
+@dataclass
+class Runner:
+    """One variant on one target. Created by the ``runner`` fixture."""
+
+    session: Sme2Session
+    spec: RunSpec
+    test_dir: Path
+    test_id: str = ""
+    _calls: list[int] = field(default_factory=lambda: [0])
+
+    @property
+    def label(self) -> str:
+        return f"{self.session.target.info.name} {self.spec.sme2_label} threads={self.spec.threads}"
+
+    def _run(self, pte: "ExportedModel | str | Path", etdump: bool) -> tuple[RunResult, dict[str, Any]]:
+        self._calls[0] += 1
+        spec = replace(self.spec, etdump=etdump)
+        kind = "profile" if etdump else "timing"
+        out_dir = self.test_dir / f"{self._calls[0]:02d}-{kind}-{slug(self.label)}"
+        if isinstance(pte, ExportedModel):
+            program = link_or_copy(pte.path, self.test_dir / f"{slug(pte.label)}.pte")
+            if pte.etrecord_path.exists():
+                link_or_copy(pte.etrecord_path, self.test_dir / f"{slug(pte.label)}.etrecord")
+            inputs = pte.inputs_path
+            identity = {"model": pte.model, "recipe": pte.recipe.label, "delegation": pte.delegation}
+        else:
+            program = Path(pte)
+            inputs = None
+            identity = {"model": program.stem, "recipe": "external", "delegation": None}
+        check_program(program)
+        result = self.session.target.run(program, inputs, spec, out_dir)
+        return result, identity
+
+    def profile(self, pte: "ExportedModel | str | Path") -> Profile:
+        """Run with ETDump and build the Profile of the timed runs."""
+        result, identity = self._run(pte, etdump=True)
+        if result.timed_etdump is None:
+            raise EtdumpError(f"the runner did not report an ETDump for {result.out_dir}; see {result.log}")
+        metadata = {
+            "target": result.target.as_dict(),
+            "run": self.spec.as_dict(),
+            "sme2_active": result.sme2_active,
+            "test": self.test_id,
+        }
+        return Profile.from_etdump(
+            result.timed_etdump,
+            result.warmup_etdump,
+            model=identity["model"],
+            recipe=identity["recipe"],
+            variant=self.label,
+            delegation=identity["delegation"],
+            wall_ms=result.wall_ms,
+            metadata=metadata,
+            artifacts=result.artifacts | {"pte": str(pte)},
+        )
+
+    def time(self, pte: "ExportedModel | str | Path") -> Timings:
+        """Run without ETDump: wall-clock latencies only."""
+        result, _ = self._run(pte, etdump=False)
+        return Timings(result.wall_ms, self.label, result)
+
+
+def require_program(pte: object) -> None:
+    if not isinstance(pte, (ExportedModel, str, Path)):
+        raise ProgramError(
+            f"etdump_profile() needs the exported_pte fixture's value or a .pte path, got {type(pte).__name__}"
+        )

@@ -1,0 +1,86 @@
+"""Per-process session state: settings, model registry, export cache, target, artifacts.
+
+Kept apart from plugin.py so the hooks stay thin and this logic can be used
+without pytest (benchmarks, the command line).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import UsageError
+from .export import ExportedModel, Recipe, export
+from .registry import ModelRegistry, default_registry
+from .targets import Target, make_target
+
+
+@dataclass(frozen=True)
+class Settings:
+    target: str = "auto"
+    runs: int = 20
+    warmup: int = 3
+    threads: int = 1
+    timeout_s: float = 600.0
+    cache_dir: Path = Path(".sme2/cache")
+    session_dir: Path = Path(".sme2/artifacts/session")
+
+
+def slug(text: str, limit: int = 120) -> str:
+    """A file-system-safe, readable name for a test id or variant."""
+    cleaned = re.sub(r"[^A-Za-z0-9_.=-]+", "_", text).strip("_.")
+    return cleaned[:limit] or "unnamed"
+
+
+class Sme2Session:
+    def __init__(self, settings: Settings, registry: ModelRegistry | None = None):
+        self.settings = settings
+        self.registry = registry or ModelRegistry(parent=default_registry())
+        self._target: Target | None = None
+        self._exports: dict[tuple[str, Recipe], ExportedModel] = {}
+
+    @property
+    def target(self) -> Target:
+        if self._target is None:
+            self._target = make_target(self.settings.target, self.settings.session_dir / "logs")
+        return self._target
+
+    def export(self, name: str, recipe: Recipe) -> ExportedModel:
+        key = (name, recipe)
+        if key not in self._exports:
+            model = self.registry.get(name)
+            self._exports[key] = export(model, recipe, self.settings.cache_dir)
+        return self._exports[key]
+
+    def test_dir(self, nodeid: str) -> Path:
+        directory = self.settings.session_dir / slug(nodeid)
+        directory.mkdir(parents=True, exist_ok=True)
+        return directory
+
+    def close(self) -> None:
+        if self._target is not None:
+            self._target.close()
+
+
+def positive_int(value: object, name: str) -> int:
+    """Parse an option/ini value; a clear error names the setting."""
+    try:
+        number = int(str(value))
+    except ValueError:
+        raise UsageError(f"{name}={value!r} is not an integer") from None
+    return number
+
+
+def link_or_copy(source: Path, destination: Path) -> Path:
+    """Put an artifact into a test's folder without copying megabytes when a hard link works."""
+    import shutil
+
+    if destination.exists():
+        return destination
+    try:
+        os.link(source, destination)
+    except OSError:
+        shutil.copy2(source, destination)
+    return destination

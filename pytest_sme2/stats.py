@@ -1,0 +1,137 @@
+"""The one statistics module: robust summaries and bootstrap intervals.
+
+Latency samples on shared machines are skewed and drift between processes,
+so verdicts use medians and percentile-bootstrap confidence intervals over
+all per-run samples instead of a single lucky median. The bootstrap is seeded
+so the same samples always give the same interval.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+DEFAULT_CONFIDENCE = 0.95
+DEFAULT_RESAMPLES = 4000
+DEFAULT_SEED = 20261122
+
+
+def as_samples(values: Sequence[float] | np.ndarray, what: str = "samples") -> np.ndarray:
+    array = np.asarray(values, dtype=float).ravel()
+    if array.size == 0:
+        raise ValueError(f"{what}: no samples")
+    if not np.all(np.isfinite(array)):
+        raise ValueError(f"{what}: samples contain NaN or infinity")
+    return array
+
+
+def _bootstrap_medians(samples: np.ndarray, resamples: int, rng: np.random.Generator) -> np.ndarray:
+    idx = rng.integers(0, samples.size, size=(resamples, samples.size))
+    return np.median(samples[idx], axis=1)
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A point estimate with a two-sided confidence interval."""
+
+    value: float
+    low: float
+    high: float
+    confidence: float
+
+    def __str__(self) -> str:
+        return f"{self.value:.3g} [{self.low:.3g}, {self.high:.3g}] ({self.confidence:.0%} CI)"
+
+
+def median_ci(
+    values: Sequence[float] | np.ndarray,
+    confidence: float = DEFAULT_CONFIDENCE,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+) -> Interval:
+    """Median with a percentile-bootstrap confidence interval."""
+    samples = as_samples(values)
+    rng = np.random.default_rng(seed)
+    boot = _bootstrap_medians(samples, resamples, rng)
+    alpha = (1.0 - confidence) / 2.0
+    low, high = np.quantile(boot, [alpha, 1.0 - alpha])
+    return Interval(float(np.median(samples)), float(low), float(high), confidence)
+
+
+def ratio_of_medians_ci(
+    numerator: Sequence[float] | np.ndarray,
+    denominator: Sequence[float] | np.ndarray,
+    confidence: float = DEFAULT_CONFIDENCE,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+) -> Interval:
+    """median(numerator) / median(denominator) with a bootstrap CI.
+
+    The two sample sets are resampled independently (they come from different
+    runs), which is what makes the interval honest about noise on both sides.
+    """
+    num = as_samples(numerator, "numerator")
+    den = as_samples(denominator, "denominator")
+    if np.median(den) <= 0:
+        raise ValueError("denominator median is not positive; cannot form a ratio")
+    rng = np.random.default_rng(seed)
+    boot_num = _bootstrap_medians(num, resamples, rng)
+    boot_den = _bootstrap_medians(den, resamples, rng)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratios = boot_num / boot_den
+    ratios = ratios[np.isfinite(ratios)]
+    alpha = (1.0 - confidence) / 2.0
+    low, high = np.quantile(ratios, [alpha, 1.0 - alpha])
+    return Interval(float(np.median(num) / np.median(den)), float(low), float(high), confidence)
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Per-run latency summary in milliseconds."""
+
+    n: int
+    median: float
+    mean: float
+    stdev: float
+    min: float
+    max: float
+    p10: float
+    p90: float
+    cv: float  # coefficient of variation: stdev / mean
+    median_ci: Interval
+
+    @classmethod
+    def of(cls, values: Sequence[float] | np.ndarray) -> "Summary":
+        samples = as_samples(values)
+        mean = float(samples.mean())
+        stdev = float(samples.std(ddof=1)) if samples.size > 1 else 0.0
+        p10, p90 = np.quantile(samples, [0.1, 0.9])
+        return cls(
+            n=int(samples.size),
+            median=float(np.median(samples)),
+            mean=mean,
+            stdev=stdev,
+            min=float(samples.min()),
+            max=float(samples.max()),
+            p10=float(p10),
+            p90=float(p90),
+            cv=stdev / mean if mean > 0 else 0.0,
+            median_ci=median_ci(samples),
+        )
+
+    def as_dict(self) -> dict[str, float]:
+        return {
+            "n": self.n,
+            "median_ms": self.median,
+            "mean_ms": self.mean,
+            "stdev_ms": self.stdev,
+            "min_ms": self.min,
+            "max_ms": self.max,
+            "p10_ms": self.p10,
+            "p90_ms": self.p90,
+            "cv": self.cv,
+            "median_ci_low_ms": self.median_ci.low,
+            "median_ci_high_ms": self.median_ci.high,
+        }

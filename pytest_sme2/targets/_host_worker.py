@@ -1,0 +1,106 @@
+"""Child process that runs programs with the ExecuTorch Python binding.
+
+Started by HostTarget; reads one JSON request per line on stdin and answers
+one JSON line on the file descriptor given as argv[1]. Everything the runtime
+prints (stdout and stderr) goes to the log the parent gave us, so it never
+corrupts the protocol. Living in its own process means a runtime crash costs
+one test, not the pytest session, and the thread pool (process-global in
+ExecuTorch) can be reset between requests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+from typing import Any
+
+
+def _run(request: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
+    import torch
+    from executorch.extension.pybindings import portable_lib
+
+    threads = int(request["threads"])
+    if state.get("threads") != threads:
+        # Must happen before a program is loaded; safe here because no method is running.
+        portable_lib._unsafe_reset_threadpool(threads)
+        state["threads"] = threads
+    out_dir = request["out_dir"]
+    module = portable_lib._load_for_executorch(
+        request["pte"], enable_etdump=bool(request["etdump"]), debug_buffer_size=0
+    )
+    try:
+        module.method_names()  # forces the program to load and verify now
+    except RuntimeError as exc:
+        return {"ok": False, "kind": "program", "error": f"the runtime could not load {request['pte']}: {exc}"}
+    if request.get("inputs"):
+        inputs = tuple(torch.load(request["inputs"], weights_only=True))
+    else:
+        meta = module.method_meta("forward")
+        inputs = tuple(
+            torch.ones(tuple(info.sizes()), dtype=_torch_dtype(info.dtype()))
+            for info in (meta.input_tensor_meta(i) for i in range(meta.num_inputs()))
+        )
+    for _ in range(int(request["warmup"])):
+        module.run_method("forward", inputs)
+    warmup_etdump = None
+    if request["etdump"] and int(request["warmup"]) > 0:
+        # Writing resets the trace buffer, so the timed file holds timed runs only.
+        warmup_etdump = os.path.join(out_dir, request["warmup_name"])
+        module.write_etdump_result_to_file(warmup_etdump)
+    wall_ms = []
+    outputs = None
+    clock = time.perf_counter_ns
+    for _ in range(int(request["runs"])):
+        start = clock()
+        outputs = module.run_method("forward", inputs)
+        wall_ms.append((clock() - start) / 1e6)
+    timed_etdump = None
+    if request["etdump"]:
+        timed_etdump = os.path.join(out_dir, request["timed_name"])
+        module.write_etdump_result_to_file(timed_etdump)
+    outputs_path = os.path.join(out_dir, request["outputs_name"])
+    torch.save(list(outputs) if outputs is not None else [], outputs_path)
+    return {
+        "ok": True,
+        "wall_ms": wall_ms,
+        "warmup_etdump": warmup_etdump,
+        "timed_etdump": timed_etdump,
+        "outputs": outputs_path,
+        "threads": portable_lib._threadpool_get_thread_count(),
+    }
+
+
+def _torch_dtype(code: int):  # noqa: ANN202 - torch dtype
+    import torch
+
+    # executorch ScalarType codes (same numbering as c10::ScalarType).
+    table = {0: torch.uint8, 1: torch.int8, 2: torch.int16, 3: torch.int32, 4: torch.int64, 5: torch.float16,
+             6: torch.float32, 7: torch.float64, 11: torch.bool, 15: torch.bfloat16}
+    return table[int(code)]
+
+
+def main() -> int:
+    reply = os.fdopen(int(sys.argv[1]), "w", buffering=1)
+    state: dict[str, Any] = {}
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        request = json.loads(line)
+        try:
+            answer = _run(request, state)
+        except Exception as exc:  # the runtime raised: report, stay alive
+            answer = {
+                "ok": False,
+                "kind": "runtime",
+                "error": f"{type(exc).__name__}: {exc}",
+                "traceback": traceback.format_exc(limit=-4),
+            }
+        reply.write(json.dumps(answer) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

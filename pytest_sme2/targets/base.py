@@ -1,0 +1,118 @@
+"""The target interface: where a .pte runs.
+
+A target answers three questions and does one thing:
+- ``info``: what it is (name, CPU, SME2, fingerprint for baselines);
+- ``unsupported(sme2)``: why it cannot give a requested SME2 setting (a skip
+  reason), or None;
+- ``run(pte, spec, out_dir)``: run warmup + timed iterations in one process
+  and leave the ETDump(s), log and outputs in ``out_dir``.
+
+Device, native-runner and emulated targets implement the same three members.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from ..errors import UsageError
+
+WARMUP_ETDUMP = "warmup.etdp"
+TIMED_ETDUMP = "timed.etdp"
+RUNNER_LOG = "runner.log"
+OUTPUTS = "outputs.pt"
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One variant's run settings. ``sme2=None`` means whatever the target has."""
+
+    sme2: bool | None = None
+    threads: int = 1
+    runs: int = 20
+    warmup: int = 3
+    etdump: bool = True
+    timeout_s: float = 600.0
+
+    def __post_init__(self) -> None:
+        for name, minimum in (("threads", 1), ("runs", 1), ("warmup", 0)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+                raise UsageError(
+                    f"{name}={value!r} is invalid: {name} must be an integer >= {minimum} "
+                    f"(set it in @pytest.mark.perf({name}=...), runner({name}=...) or --sme2-{name})"
+                )
+        if self.sme2 not in (True, False, None):
+            raise UsageError(f"sme2={self.sme2!r} is invalid: use True, False or None (whatever the target has)")
+        if not self.timeout_s > 0:
+            raise UsageError(f"timeout={self.timeout_s!r} is invalid: it must be a positive number of seconds")
+
+    @property
+    def sme2_label(self) -> str:
+        return {True: "sme2=on", False: "sme2=off", None: "sme2=auto"}[self.sme2]
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class TargetInfo:
+    name: str  # "host", "adb:SERIAL", ...
+    cpu: str
+    arch: str
+    has_sme2: bool
+    emulated: bool = False
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def fingerprint(self) -> str:
+        """Separates hosts, devices, emulation and SME2-capable from non-capable CPUs."""
+        from ..cpu import CpuInfo
+
+        slug = CpuInfo(self.cpu, self.arch, "", frozenset()).slug
+        kind = "emulated" if self.emulated else self.name.split(":")[0]
+        return f"{kind}-{self.arch}-{slug}-{'sme2' if self.has_sme2 else 'nosme2'}"
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["fingerprint"] = self.fingerprint
+        return data
+
+
+@dataclass
+class RunResult:
+    """What a run left behind. ``wall_ms`` is the runner-side clock per timed run."""
+
+    spec: RunSpec
+    target: TargetInfo
+    out_dir: Path
+    wall_ms: np.ndarray
+    timed_etdump: Path | None
+    warmup_etdump: Path | None
+    log: Path
+    outputs: Path | None
+    sme2_active: bool
+
+    @property
+    def artifacts(self) -> dict[str, str]:
+        paths = {
+            "timed_etdump": self.timed_etdump,
+            "warmup_etdump": self.warmup_etdump,
+            "log": self.log,
+            "outputs": self.outputs,
+        }
+        return {k: str(v) for k, v in paths.items() if v is not None and Path(v).exists()}
+
+
+class Target(Protocol):
+    @property
+    def info(self) -> TargetInfo: ...
+
+    def unsupported(self, sme2: bool | None) -> str | None: ...
+
+    def run(self, pte: Path, inputs: Path | None, spec: RunSpec, out_dir: Path) -> RunResult: ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,232 @@
+"""The host target: this machine's CPU through ExecuTorch's Python binding.
+
+The binding runs in a supervised child process (``_host_worker``), started
+once and reused, so import cost is paid once per pytest worker while a
+segfault in the runtime, an XNNPACK abort or a hang is an error of one test.
+Warmup and timed runs happen in the same process, back to back.
+
+SME2: the binding's XNNPACK picks SME2 kernels whenever the CPU has them and
+cannot be told otherwise in-process, so on this target ``sme2=True`` needs an
+SME2 CPU and ``sme2=False`` needs a CPU without it; the other request is
+skipped with a reason that says where it can be had.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ..cpu import CpuInfo, host_cpu
+from ..errors import ProgramError, RunnerError
+from .base import OUTPUTS, RUNNER_LOG, TIMED_ETDUMP, WARMUP_ETDUMP, RunResult, RunSpec, TargetInfo
+
+_LOG_TAIL_LINES = 25
+
+
+def _tail(text: str, lines: int = _LOG_TAIL_LINES) -> str:
+    kept = [line for line in text.splitlines() if line.strip()]
+    return "\n".join(kept[-lines:])
+
+
+class _Worker:
+    """One child process speaking the JSON-lines protocol."""
+
+    def __init__(self, log_path: Path):
+        self.log_path = log_path
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log = open(log_path, "ab")
+        read_fd, write_fd = os.pipe()
+        env = dict(os.environ)
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "pytest_sme2.targets._host_worker", str(write_fd)],
+            stdin=subprocess.PIPE,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            pass_fds=(write_fd,),
+            env=env,
+            start_new_session=True,
+        )
+        os.close(write_fd)
+        self._reply = os.fdopen(read_fd, "rb", buffering=0)
+        self._buffer = b""
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def log_size(self) -> int:
+        self._log.flush()
+        return self.log_path.stat().st_size
+
+    def log_since(self, offset: int) -> str:
+        with open(self.log_path, "rb") as handle:
+            handle.seek(offset)
+            return handle.read().decode("utf-8", errors="replace")
+
+    def request(self, payload: dict, timeout_s: float) -> dict | None:
+        """Send a request; None means the worker died before answering."""
+        assert self.process.stdin is not None
+        try:
+            self.process.stdin.write((json.dumps(payload) + "\n").encode())
+            self.process.stdin.flush()
+        except BrokenPipeError:
+            return None
+        deadline = time.monotonic() + timeout_s
+        while b"\n" not in self._buffer:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError
+            ready, _, _ = select.select([self._reply], [], [], remaining)
+            if not ready:
+                continue
+            chunk = self._reply.read(65536)
+            if not chunk:
+                return None
+            self._buffer += chunk
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return json.loads(line)
+
+    def kill(self) -> None:
+        if self.alive():
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.process.wait()
+        for stream in (self.process.stdin, self._reply, self._log):
+            try:
+                if stream is not None:
+                    stream.close()
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        if self.alive() and self.process.stdin is not None:
+            try:
+                self.process.stdin.close()
+                self.process.wait(timeout=10)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        self.kill()
+
+
+def _exit_description(returncode: int | None) -> str:
+    if returncode is None:
+        return "is still running"
+    if returncode < 0:
+        try:
+            return f"was killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"was killed by signal {-returncode}"
+    return f"exited with status {returncode}"
+
+
+class HostTarget:
+    """Runs programs on this machine's CPU via the Python binding in a child process."""
+
+    def __init__(self, log_dir: Path, cpu: CpuInfo | None = None):
+        self._cpu = cpu or host_cpu()
+        self._log_dir = log_dir
+        self._worker: _Worker | None = None
+
+    @property
+    def info(self) -> TargetInfo:
+        cpu = self._cpu
+        return TargetInfo(
+            name="host",
+            cpu=cpu.name,
+            arch=cpu.arch,
+            has_sme2=cpu.has_sme2,
+            details={"system": cpu.system, "runtime": "executorch python binding"},
+        )
+
+    def unsupported(self, sme2: bool | None) -> str | None:
+        cpu = self._cpu
+        if sme2 is True and not cpu.has_sme2:
+            return (
+                f"SME2 requested but the host CPU '{cpu.name}' ({cpu.arch}) has no SME2; run on a CPU that "
+                "has it (Apple M4 Mac, Armv9.2 Android phone or Linux board) with the host target"
+            )
+        if sme2 is False and cpu.has_sme2:
+            return (
+                f"SME2 off requested but the host CPU '{cpu.name}' has SME2 and the ExecuTorch Python binding "
+                "always uses it; SME2-off runs need a runner with SME2 masked off (native runner target)"
+            )
+        return None
+
+    def _ensure_worker(self) -> _Worker:
+        if self._worker is None or not self._worker.alive():
+            if self._worker is not None:
+                self._worker.kill()
+            self._worker = _Worker(self._log_dir / f"host-worker-{os.getpid()}.log")
+        return self._worker
+
+    def run(self, pte: Path, inputs: Path | None, spec: RunSpec, out_dir: Path) -> RunResult:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        worker = self._ensure_worker()
+        offset = worker.log_size()
+        payload = {
+            "pte": str(pte),
+            "inputs": str(inputs) if inputs else None,
+            "threads": spec.threads,
+            "runs": spec.runs,
+            "warmup": spec.warmup,
+            "etdump": spec.etdump,
+            "out_dir": str(out_dir),
+            "warmup_name": WARMUP_ETDUMP,
+            "timed_name": TIMED_ETDUMP,
+            "outputs_name": OUTPUTS,
+        }
+        log_path = out_dir / RUNNER_LOG
+        command = f"host worker: run {pte} (threads={spec.threads}, warmup={spec.warmup}, runs={spec.runs})"
+        try:
+            answer = worker.request(payload, spec.timeout_s)
+        except TimeoutError:
+            worker.kill()
+            self._worker = None
+            log = worker.log_since(offset)
+            log_path.write_text(log)
+            raise RunnerError(
+                f"{command} timed out after {spec.timeout_s:g} s and was killed; raise --sme2-timeout if the "
+                f"model is that slow. Log: {log_path}\n{_tail(log)}"
+            ) from None
+        if answer is None:
+            worker.process.wait()
+            log = worker.log_since(offset)
+            log_path.write_text(log)
+            self._worker = None
+            raise RunnerError(
+                f"{command}: the runner process {_exit_description(worker.process.returncode)} "
+                f"(log kept at {log_path}). Last lines:\n{_tail(log)}"
+            )
+        log = worker.log_since(offset)
+        log_path.write_text(log)
+        if not answer["ok"]:
+            message = f"{answer['error']}\nruntime log ({log_path}):\n{_tail(log)}"
+            if answer.get("kind") == "program":
+                raise ProgramError(message)
+            raise RunnerError(f"{command} failed: {message}")
+        return RunResult(
+            spec=spec,
+            target=self.info,
+            out_dir=out_dir,
+            wall_ms=np.asarray(answer["wall_ms"], dtype=float),
+            timed_etdump=Path(answer["timed_etdump"]) if answer.get("timed_etdump") else None,
+            warmup_etdump=Path(answer["warmup_etdump"]) if answer.get("warmup_etdump") else None,
+            log=log_path,
+            outputs=Path(answer["outputs"]) if answer.get("outputs") else None,
+            sme2_active=self._cpu.has_sme2,
+        )
+
+    def close(self) -> None:
+        if self._worker is not None:
+            self._worker.close()
+            self._worker = None
