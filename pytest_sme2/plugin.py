@@ -270,6 +270,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
     profiles = item.stash.get(_PROFILES_KEY, None)
     if call.when == "call" and profiles:
         summaries = [p.summary() for p in profiles]
+        # junitxml reads properties from the teardown report, made from the item's list.
+        item.user_properties.append(("sme2_profiles", summaries))
         report.user_properties.append(("sme2_profiles", summaries))
         report.sections.append(("sme2 profiles", "\n".join(profile_text(s) for s in summaries)))
         try:

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .errors import UsageError
 from .export import ExportedModel, Recipe, export
 from .registry import ModelRegistry, default_registry
 from .targets import Target, make_target
@@ -48,10 +47,12 @@ class Sme2Session:
         return self._target
 
     def export(self, name: str, recipe: Recipe) -> ExportedModel:
+        """The model's .pte for the recipe; only the first request in a process may export."""
         key = (name, recipe)
-        if key not in self._exports:
-            model = self.registry.get(name)
-            self._exports[key] = export(model, recipe, self.settings.cache_dir)
+        if key in self._exports:
+            return replace(self._exports[key], from_cache=True)
+        model = self.registry.get(name)
+        self._exports[key] = export(model, recipe, self.settings.cache_dir)
         return self._exports[key]
 
     def test_dir(self, nodeid: str) -> Path:
@@ -62,15 +63,6 @@ class Sme2Session:
     def close(self) -> None:
         if self._target is not None:
             self._target.close()
-
-
-def positive_int(value: object, name: str) -> int:
-    """Parse an option/ini value; a clear error names the setting."""
-    try:
-        number = int(str(value))
-    except ValueError:
-        raise UsageError(f"{name}={value!r} is not an integer") from None
-    return number
 
 
 def link_or_copy(source: Path, destination: Path) -> Path:

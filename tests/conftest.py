@@ -1,0 +1,66 @@
+"""Shared fixtures for the plugin's own tests."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+# pytester's in-process runs drop every module first imported inside them;
+# torch and executorch are C extensions that cannot be imported twice in one
+# process, so import what export needs here, once, before any inner run.
+import torch  # noqa: F401,E402
+import executorch.exir  # noqa: F401,E402
+from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner  # noqa: F401,E402
+from executorch.backends.xnnpack.quantizer import xnnpack_quantizer  # noqa: F401,E402
+from executorch.devtools import backend_debug  # noqa: F401,E402
+from torchao.quantization.pt2e import quantize_pt2e  # noqa: F401,E402
+
+REPO = Path(__file__).resolve().parent.parent
+
+TINY_MODEL = '''
+"""A tiny conv + linear model for plugin tests."""
+import torch
+
+def get_eager_model():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.Linear(8 * 14 * 14, 10)
+    ).eval()
+
+def get_example_inputs():
+    return (torch.ones(1, 3, 16, 16),)
+'''
+
+
+@pytest.fixture(scope="session")
+def shared_export_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One export cache for all pytester sessions, so each tiny model is exported once per test run."""
+    return tmp_path_factory.mktemp("sme2-export-cache")
+
+
+@pytest.fixture
+def tiny_model_text(request: pytest.FixtureRequest) -> str:
+    """The tiny model's source, made unique per test so it gets its own export-cache key."""
+    return TINY_MODEL + f"\n# {request.node.name}\n"
+
+
+@pytest.fixture
+def sme2_project(pytester: pytest.Pytester, shared_export_cache: Path) -> pytest.Pytester:
+    """A pytester project with a models/ folder holding ``tiny`` and the plugin configured."""
+    models = pytester.mkdir("models")
+    (models / "tiny.py").write_text(TINY_MODEL)
+    pytester.makeini(
+        textwrap.dedent(
+            f"""
+            [pytest]
+            sme2_model_dirs = models
+            sme2_cache_dir = {shared_export_cache}
+            sme2_runs = 5
+            sme2_warmup = 1
+            filterwarnings = ignore
+            """
+        )
+    )
+    return pytester
