@@ -227,9 +227,8 @@ _ATEN_OPS: dict[str, Category] = {
 }
 
 _PORTABLE_PREFIX = "native_call_"
-_XNNPACK_NAME = re.compile(
-    r"^(?P<kind>[^()#]+?)\s*(?:\((?P<formats>[^)]*)\))?\s*(?P<kernel>[^#()]*?)\s*(?:#\d+)?$"
-)
+# "Kind (FORMATS) kernel #N"; the format list and the kernel are optional.
+_XNNPACK_NAME = re.compile(r"^(?P<kind>[^()]+?)\s*(?:\((?P<formats>[^)]*)\)\s*(?P<kernel>[^()]*))?$")
 # XNNPACK formats of packed-LHS kernels that exist only for SME/SME2
 # (KleidiAI): PF32, PF16, PQS8, QP8 ... See FACTS: "How SME2 shows in an ETDump".
 _PACKED_FORMAT = re.compile(r"^(?:P(?:F|QS|QU|QD)\d+|QP\d+)$")
@@ -260,12 +259,12 @@ def classify(name: str) -> OpClass:
         op = name[len(_PORTABLE_PREFIX):].split(".", 1)[0]
         category = _ATEN_OPS.get(op)
         return OpClass(op, category or Category.OTHER, (), "", True, False, category is not None)
-    match = _XNNPACK_NAME.match(name.strip())
+    match = _XNNPACK_NAME.match(strip_instance(name.strip()))
     if not match:
         return OpClass(name, Category.OTHER, (), "", False, False, False)
     kind = match["kind"].strip()
     formats = tuple(f.strip() for f in (match["formats"] or "").split(",") if f.strip())
     category = _XNNPACK_KINDS.get(kind)
     packed = any(_PACKED_FORMAT.match(f) for f in formats)
-    return OpClass(kind, category or Category.OTHER, formats, match["kernel"].strip(), False, packed,
+    return OpClass(kind, category or Category.OTHER, formats, (match["kernel"] or "").strip(), False, packed,
                    category is not None)

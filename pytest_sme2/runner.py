@@ -87,6 +87,7 @@ class Runner:
             "target": result.target.as_dict(),
             "run": self.spec.as_dict(),
             "sme2_active": result.sme2_active,
+            "runtime_threads": result.runtime_threads,
             "test": self.test_id,
         }
         return Profile.from_etdump(

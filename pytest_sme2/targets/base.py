@@ -95,6 +95,7 @@ class RunResult:
     log: Path
     outputs: Path | None
     sme2_active: bool
+    runtime_threads: int | None = None  # what the runtime reported, to prove the setting took
 
     @property
     def artifacts(self) -> dict[str, str]:

@@ -224,6 +224,7 @@ class HostTarget:
             log=log_path,
             outputs=Path(answer["outputs"]) if answer.get("outputs") else None,
             sme2_active=self._cpu.has_sme2,
+            runtime_threads=answer.get("threads"),
         )
 
     def close(self) -> None:
