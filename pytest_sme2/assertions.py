@@ -56,3 +56,19 @@ def assert_delegation(profile: Profile, at_least: float, *, by: str = "time") ->
             f"heaviest portable operators: {heaviest}"
         )
     return coverage
+
+
+def assert_portable_ops(profile: Profile, allowed: "set[str] | frozenset[str] | list[str]") -> None:
+    """Fail if an operator outside ``allowed`` ran outside the delegate (it fell out of it).
+
+    ``allowed`` holds ATen op names as in ``native_call_<op>.<overload>``,
+    e.g. {"native_layer_norm", "_to_dim_order_copy"}.
+    """
+    portable = profile.portable_ops
+    unexpected = portable[~portable["kind"].isin(set(allowed))]
+    if not unexpected.empty:
+        listed = ", ".join(f"{r.kind} ({r.count}x, {r.share:.1%} of E2E)" for r in unexpected.itertuples())
+        raise AssertionError(
+            f"{profile.label}: operators fell out of the delegate and ran as portable kernels: {listed}; "
+            f"allowed portable ops: {', '.join(sorted(allowed)) or 'none'}"
+        )

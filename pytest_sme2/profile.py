@@ -196,7 +196,8 @@ class Profile:
         """Operators that ran outside any delegate, heaviest first, grouped by op."""
         portable = self._ops[~self._ops["delegated"]]
         grouped = portable.groupby("op", sort=False).agg(
-            count=("event", "size"), category=("category", "first"), total_ms=("total_ms", "sum"), share=("share", "sum")
+            count=("event", "size"), kind=("kind", "first"), category=("category", "first"),
+            total_ms=("total_ms", "sum"), share=("share", "sum")
         )
         grouped["median_ms_per_run"] = grouped["total_ms"] / max(self.runs, 1)
         return grouped.sort_values("total_ms", ascending=False).reset_index()
