@@ -97,9 +97,9 @@ class Profile:
                 "op": [strip_instance(key.name) for key in trace.ops],
                 "kind": [c.kind for c in classes],
                 "category": [c.category.value for c in classes],
-                "delegated": [key.delegated for key in trace.ops],
-                "packed": [c.packed for c in classes],
-                "known": [c.known for c in classes],
+                "delegated": np.array([key.delegated for key in trace.ops], dtype=bool),
+                "packed": np.array([c.packed for c in classes], dtype=bool),
+                "known": np.array([c.known for c in classes], dtype=bool),
                 "instruction_id": [key.instruction_id for key in trace.ops],
                 "median_ms": np.median(trace.op_ms, axis=1) if trace.ops else [],
                 "mean_ms": trace.op_ms.mean(axis=1) if trace.ops else [],
@@ -199,7 +199,9 @@ class Profile:
             count=("event", "size"), kind=("kind", "first"), category=("category", "first"),
             total_ms=("total_ms", "sum"), share=("share", "sum")
         )
-        grouped["median_ms_per_run"] = grouped["total_ms"] / max(self.runs, 1)
+        # Per run, the op's instances add up; the median is over those per-run sums.
+        per_run = {op: self.trace.op_ms[rows.index].sum(axis=0) for op, rows in portable.groupby("op", sort=False)}
+        grouped["median_ms_per_run"] = [float(np.median(per_run[op])) for op in grouped.index]
         return grouped.sort_values("total_ms", ascending=False).reset_index()
 
     @property

@@ -28,11 +28,13 @@ def check_program(path: str | Path) -> Path:
         raise ProgramError(
             f"{path} is not an ExecuTorch program (file identifier {head[4:8]!r}, expected b'ET..'); {hint}"
         )
-    if head[8:12] == _EXTENDED_HEADER_MAGIC and len(head) >= 36:
-        # magic, header length, program size, segment base offset, segment data size
-        header_length, program_size, segment_base = struct.unpack_from("<IQQ", head, 12)
-        segment_size = struct.unpack_from("<Q", head, 32)[0] if header_length >= 32 else 0
-        expected = segment_base + segment_size if segment_size else program_size
-        if size < expected:
-            raise ProgramError(f"program {path} is truncated: {size} bytes, its header says {expected}; {hint}")
+    # Every program the 1.x exporter writes carries the extended header:
+    # magic, header length, program size, segment base offset, segment data size.
+    if head[8:12] != _EXTENDED_HEADER_MAGIC or len(head) < 40:
+        raise ProgramError(f"program {path} is truncated or has no extended header ({size} bytes); {hint}")
+    header_length, program_size, segment_base = struct.unpack_from("<IQQ", head, 12)
+    segment_size = struct.unpack_from("<Q", head, 32)[0] if header_length >= 32 else 0
+    expected = segment_base + segment_size if segment_size else program_size
+    if size < expected:
+        raise ProgramError(f"program {path} is truncated: {size} bytes, its header says {expected}; {hint}")
     return path

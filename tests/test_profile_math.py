@@ -1,0 +1,358 @@
+"""Profile semantics on synthetic ETDumps whose every time is known; expectations computed here by hand."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from helpers_etdump import RunSpec, execute_only, write_etdump
+from pytest_sme2 import assert_delegation, assert_share, assert_speedup
+from pytest_sme2.profile import Profile
+
+CONV = "Convolution (NHWC, F32) IGEMM #1"  # delegated, plain F32 kernel
+FC = "Fully Connected (NC, PF32) GEMM #1"  # delegated, packed (SME2) kernel
+TRANSPOSE = "Transpose (ND, X32) #1"
+LAYER_NORM = "native_call_native_layer_norm.out"  # portable, OTHER
+MUL = "native_call_mul.Scalar_out"  # portable, ELEMENTWISE
+OPCALL_OVERHEAD_US = 10
+
+# Per run, microseconds. Runs differ in length so medians, means and totals all differ.
+RUNS = [
+    # e2e, delegate call, conv, fc, transpose, layer_norm#instr1, mul#instr2, layer_norm#instr3
+    dict(e2e=1100, dc=750, conv=400, fc=200, tr=100, ln1=150, mul=20, ln2=40),
+    dict(e2e=1300, dc=900, conv=480, fc=260, tr=110, ln1=180, mul=30, ln2=40),
+    dict(e2e=2000, dc=1400, conv=900, fc=300, tr=150, ln1=250, mul=20, ln2=40),
+]
+KW = dict(model="m", recipe="fp32-xnnpack", variant="v", delegation={"delegated_nodes": 9, "non_delegated_nodes": 1})
+US = 1_000  # ns per us
+
+
+def _spec(r: dict) -> RunSpec:
+    return RunSpec(
+        e2e_ns=r["e2e"] * US,
+        delegate_call_ns=r["dc"] * US,
+        delegate_instr=0,
+        delegate_ops=[(CONV, r["conv"] * US), (FC, r["fc"] * US), (TRANSPOSE, r["tr"] * US)],
+        portable_ops=[
+            (LAYER_NORM, r["ln1"] * US, (r["ln1"] + OPCALL_OVERHEAD_US) * US, 1),
+            (MUL, r["mul"] * US, (r["mul"] + OPCALL_OVERHEAD_US) * US, 2),
+            (LAYER_NORM, r["ln2"] * US, (r["ln2"] + OPCALL_OVERHEAD_US) * US, 3),
+        ],
+    )
+
+
+def total(key: str) -> float:
+    """Sum over runs, in ms."""
+    return sum(r[key] for r in RUNS) / 1000.0
+
+
+def per_run(key: str) -> list[float]:
+    return [r[key] / 1000.0 for r in RUNS]
+
+
+@pytest.fixture(scope="module")
+def etdump(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_etdump(tmp_path_factory.mktemp("profile") / "p.etdp", [_spec(r) for r in RUNS],
+                        load_ns=3_000_000, init_ns=1_000_000)
+
+
+@pytest.fixture(scope="module")
+def profile(etdump: Path) -> Profile:
+    return Profile.from_etdump(etdump, **KW)
+
+
+# ---------------------------------------------------------------- latency
+
+
+def test_latency(profile: Profile) -> None:
+    assert profile.runs == 3
+    np.testing.assert_allclose(profile.e2e_ms, per_run("e2e"), rtol=0, atol=1e-12)
+    assert profile.median_ms == pytest.approx(1.3, abs=1e-12)  # median of 1.1, 1.3, 2.0
+    assert profile.latency.median == pytest.approx(1.3, abs=1e-12)
+    assert profile.latency.mean == pytest.approx((1.1 + 1.3 + 2.0) / 3, abs=1e-12)
+    assert profile.load_ms == pytest.approx(3.0, abs=1e-12)
+    assert profile.init_ms == pytest.approx(1.0, abs=1e-12)
+    assert profile.label == "m fp32-xnnpack [v]"
+
+
+# ------------------------------------------------------------- categories
+
+
+def _expected_shares() -> dict[str, float]:
+    e2e = total("e2e")
+    named = {
+        "CONV": total("conv"),
+        "GEMM": total("fc"),
+        "DATA_MOVEMENT": total("tr"),
+        "ELEMENTWISE": total("mul"),
+    }
+    shares = {k: v / e2e for k, v in named.items()}
+    shares["OTHER"] = (e2e - sum(named.values())) / e2e
+    return shares
+
+
+def test_shares_by_hand(profile: Profile) -> None:
+    expected = _expected_shares()
+    assert profile.shares == pytest.approx(expected, abs=1e-12)
+    assert sum(profile.shares.values()) == pytest.approx(1.0, abs=1e-12)
+    for name, value in expected.items():
+        assert profile.share(name) == pytest.approx(value, abs=1e-12)
+    assert profile.share("data movement") == pytest.approx(expected["DATA_MOVEMENT"], abs=1e-12)
+
+
+def test_share_is_ratio_of_totals_not_mean_of_ratios(profile: Profile) -> None:
+    ratio_of_totals = total("conv") / total("e2e")
+    mean_of_ratios = statistics.mean(r["conv"] / r["e2e"] for r in RUNS)
+    assert abs(ratio_of_totals - mean_of_ratios) > 1e-3  # the data can tell them apart
+    assert profile.share("conv") == pytest.approx(ratio_of_totals, abs=1e-12)
+
+
+def test_other_per_run_is_e2e_minus_named(profile: Profile) -> None:
+    frame = profile.category_ms
+    assert len(frame) == 3
+    for i, r in enumerate(RUNS):
+        named_us = r["conv"] + r["fc"] + r["tr"] + r["mul"]
+        assert frame["CONV"][i] == pytest.approx(r["conv"] / 1000, abs=1e-12)
+        assert frame["GEMM"][i] == pytest.approx(r["fc"] / 1000, abs=1e-12)
+        assert frame["DATA_MOVEMENT"][i] == pytest.approx(r["tr"] / 1000, abs=1e-12)
+        assert frame["ELEMENTWISE"][i] == pytest.approx(r["mul"] / 1000, abs=1e-12)
+        assert frame["OTHER"][i] == pytest.approx((r["e2e"] - named_us) / 1000, abs=1e-12)
+        assert frame.iloc[i].sum() == pytest.approx(r["e2e"] / 1000, abs=1e-12)
+
+
+# ------------------------------------------------------------- delegation
+
+
+def test_delegation_coverage(profile: Profile) -> None:
+    assert profile.delegation_coverage == pytest.approx(total("dc") / total("e2e"), abs=1e-12)
+    assert profile.node_delegation_coverage == pytest.approx(9 / 10, abs=1e-12)
+
+
+def test_node_coverage_unknown_without_record(etdump: Path) -> None:
+    assert Profile.from_etdump(etdump).node_delegation_coverage is None
+
+
+# --------------------------------------------------------------- SME path
+
+
+def test_sme_path(profile: Profile) -> None:
+    # Only the FC ran a packed (PF32) kernel; CONV+GEMM time is conv + fc.
+    assert profile.sme_path_share == pytest.approx(total("fc") / (total("conv") + total("fc")), abs=1e-12)
+    assert profile.sme_path_ops == 1
+
+
+def test_sme_path_none_without_conv_or_gemm(tmp_path: Path) -> None:
+    runs = [RunSpec(e2e_ns=500_000, delegate_call_ns=300_000, delegate_ops=[(TRANSPOSE, 100_000)])]
+    p = Profile.from_etdump(write_etdump(tmp_path / "t.etdp", runs))
+    assert p.sme_path_share is None
+    assert p.sme_path_ops == 0
+
+
+def test_sme_path_all_packed(tmp_path: Path) -> None:
+    runs = [RunSpec(e2e_ns=900_000, delegate_call_ns=800_000, delegate_ops=[
+        ("Convolution (NHWC, PF32) IGEMM #1", 300_000), (FC, 200_000), ("Convolution (NHWC, F32) DWConv #2", 100_000),
+    ])]
+    p = Profile.from_etdump(write_etdump(tmp_path / "t.etdp", runs))
+    assert p.sme_path_share == pytest.approx(500 / 600, abs=1e-12)  # DWConv stays F32
+    assert p.sme_path_ops == 2
+
+
+# -------------------------------------------------------------- operators
+
+
+def test_ops_table(profile: Profile) -> None:
+    ops = profile.ops
+    assert len(ops) == 6
+    by_instr = {(row.event, row.instruction_id): row for row in ops.itertuples()}
+    conv = by_instr[(CONV, 0)]
+    assert conv.delegated and not conv.packed and conv.category == "CONV"
+    assert conv.total_ms == pytest.approx(total("conv"), abs=1e-12)
+    assert conv.median_ms == pytest.approx(statistics.median(per_run("conv")), abs=1e-12)
+    assert conv.mean_ms == pytest.approx(statistics.mean(per_run("conv")), abs=1e-12)
+    assert conv.share == pytest.approx(total("conv") / total("e2e"), abs=1e-12)
+    assert conv.runs_ms == pytest.approx(per_run("conv"), abs=1e-12)
+    fc = by_instr[(FC, 0)]
+    assert fc.packed and fc.category == "GEMM" and fc.op == "Fully Connected (NC, PF32) GEMM"
+    ln = by_instr[(LAYER_NORM, 1)]
+    assert not ln.delegated and ln.category == "OTHER"
+
+
+def test_top_ops_order(profile: Profile) -> None:
+    totals = {
+        CONV: total("conv"), FC: total("fc"), TRANSPOSE: total("tr"),
+        (LAYER_NORM, 1): total("ln1"), MUL: total("mul"), (LAYER_NORM, 3): total("ln2"),
+    }
+    expected = sorted(totals.values(), reverse=True)
+    top = profile.top_ops(4)
+    assert len(top) == 4
+    assert list(top["total_ms"]) == pytest.approx(expected[:4], abs=1e-12)
+    assert list(top["event"][:3]) == [CONV, FC, LAYER_NORM]
+    assert len(profile.top_ops(100)) == 6
+
+
+def test_portable_ops_table(profile: Profile) -> None:
+    portable = profile.portable_ops
+    # Two layer_norm instances group into one row; mul is the other row.
+    assert list(portable["op"]) == [LAYER_NORM, MUL]  # heaviest first
+    ln = portable.iloc[0]
+    ln_runs = [(r["ln1"] + r["ln2"]) / 1000 for r in RUNS]
+    assert ln["count"] == 2
+    assert ln["category"] == "OTHER"
+    assert ln["total_ms"] == pytest.approx(sum(ln_runs), abs=1e-12)
+    assert ln["share"] == pytest.approx(sum(ln_runs) / total("e2e"), abs=1e-12)
+    mul = portable.iloc[1]
+    assert mul["count"] == 1 and mul["category"] == "ELEMENTWISE"
+    assert mul["total_ms"] == pytest.approx(total("mul"), abs=1e-12)
+
+
+def test_portable_ops_median_per_run_is_a_median(profile: Profile) -> None:
+    """The column is called median_ms_per_run; per-run totals 0.19, 0.22, 0.29 ms have median 0.22 (mean 0.2333)."""
+    ln_runs = [(r["ln1"] + r["ln2"]) / 1000 for r in RUNS]
+    assert statistics.median(ln_runs) != pytest.approx(statistics.mean(ln_runs), abs=1e-6)
+    row = profile.portable_ops.iloc[0]
+    assert row["median_ms_per_run"] == pytest.approx(statistics.median(ln_runs), abs=1e-12)
+
+
+def test_unknown_ops_count_as_other_and_are_listed(tmp_path: Path) -> None:
+    runs = [RunSpec(e2e_ns=1_000_000, delegate_call_ns=600_000,
+                    delegate_ops=[("Frobnicate (NC, F32) #1", 300_000), (CONV, 200_000)])]
+    p = Profile.from_etdump(write_etdump(tmp_path / "u.etdp", runs))
+    assert p.unclassified_ops == ["Frobnicate (NC, F32)"]
+    assert p.share("other") == pytest.approx(0.8, abs=1e-12)  # 1000 - 200 conv
+    assert p.share("conv") == pytest.approx(0.2, abs=1e-12)
+
+
+def test_profile_without_operator_events(tmp_path: Path) -> None:
+    """A runtime without per-op profiling writes only Method::execute and DELEGATE_CALL; a Profile must still work."""
+    runs = [RunSpec(e2e_ns=1_000_000, delegate_call_ns=700_000), RunSpec(e2e_ns=2_000_000, delegate_call_ns=1_500_000)]
+    p = Profile.from_etdump(write_etdump(tmp_path / "noops.etdp", runs), **KW)
+    assert p.shares["OTHER"] == pytest.approx(1.0, abs=1e-12)
+    assert p.delegation_coverage == pytest.approx(2.2 / 3.0, abs=1e-12)
+    assert len(p.portable_ops) == 0
+    digest = json.loads(json.dumps(p.summary()))
+    assert digest["portable_ops"] == [] and digest["top_ops"] == []
+
+
+# ---------------------------------------------------------------- summary
+
+
+def test_summary_is_json_and_consistent(profile: Profile) -> None:
+    digest = profile.summary(top=3)
+    text = json.dumps(digest)  # must not raise
+    back = json.loads(text)
+    required = {
+        "model", "recipe", "variant", "runs", "latency", "load_ms", "init_ms", "shares",
+        "delegation_coverage", "node_delegation_coverage", "sme_path_share", "sme_path_ops",
+        "top_ops", "portable_ops", "unclassified_ops",
+    }
+    assert required <= set(back)
+    assert (back["model"], back["recipe"], back["variant"], back["runs"]) == ("m", "fp32-xnnpack", "v", 3)
+    assert back["latency"]["median_ms"] == pytest.approx(1.3, abs=1e-12)
+    assert back["shares"] == pytest.approx(_expected_shares(), abs=1e-12)
+    assert back["delegation_coverage"] == pytest.approx(total("dc") / total("e2e"), abs=1e-12)
+    assert back["node_delegation_coverage"] == pytest.approx(0.9, abs=1e-12)
+    assert back["sme_path_share"] == pytest.approx(total("fc") / (total("conv") + total("fc")), abs=1e-12)
+    assert back["sme_path_ops"] == 1
+    assert [op["event"] for op in back["top_ops"]] == [CONV, FC, LAYER_NORM]
+    assert [op["op"] for op in back["portable_ops"]] == [LAYER_NORM, MUL]
+    assert back["unclassified_ops"] == []
+    assert back["load_ms"] == pytest.approx(3.0, abs=1e-12)
+
+
+# ---------------------------------------------------------------- speedup
+
+ON_NS = [1_000_000 + ((i * 37) % 21 - 10) * 1_000 for i in range(15)]  # 1.0 ms +- 10 us
+OFF_NS = [3_000_000 + ((i * 13) % 11 - 5) * 2_000 for i in range(15)]  # 3.0 ms +- 10 us
+
+
+@pytest.fixture(scope="module")
+def on_off(tmp_path_factory: pytest.TempPathFactory) -> tuple[Profile, Profile]:
+    d = tmp_path_factory.mktemp("speedup")
+    on = Profile.from_etdump(execute_only(d / "on.etdp", ON_NS), model="m", recipe="fp32-xnnpack", variant="sme2-on")
+    off = Profile.from_etdump(execute_only(d / "off.etdp", OFF_NS), model="m", recipe="fp32-xnnpack", variant="sme2-off")
+    return on, off
+
+
+def test_speedup_value_and_interval(on_off) -> None:
+    on, off = on_off
+    on_ms = [ns / 1e6 for ns in ON_NS]
+    off_ms = [ns / 1e6 for ns in OFF_NS]
+    expected = statistics.median(off_ms) / statistics.median(on_ms)
+    speedup = on.speedup_over(off)
+    assert speedup.value == pytest.approx(expected, rel=1e-12)
+    assert speedup.low <= speedup.value <= speedup.high
+    # Any resampled median ratio lies between the extreme sample ratios.
+    assert min(off_ms) / max(on_ms) <= speedup.low
+    assert speedup.high <= max(off_ms) / min(on_ms)
+    assert (speedup.this, speedup.other) == (on.label, off.label)
+    assert (speedup.this_runs, speedup.other_runs) == (15, 15)
+    assert speedup.this_median_ms == pytest.approx(statistics.median(on_ms), abs=1e-12)
+    assert speedup.other_median_ms == pytest.approx(statistics.median(off_ms), abs=1e-12)
+    # The other way round is the reciprocal.
+    assert off.speedup_over(on).value == pytest.approx(1 / expected, rel=1e-12)
+
+
+def test_speedup_repr_names_both_sides(on_off) -> None:
+    on, off = on_off
+    text = repr(on.speedup_over(off))
+    assert "m fp32-xnnpack [sme2-on]" in text and "m fp32-xnnpack [sme2-off]" in text
+    assert f"{statistics.median(ON_NS) / 1e6:.3f}" in text
+    assert f"{statistics.median(OFF_NS) / 1e6:.3f}" in text
+    assert json.dumps(on.speedup_over(off).as_dict())
+
+
+# ------------------------------------------------------------- assertions
+
+
+def test_assert_speedup(on_off) -> None:
+    on, off = on_off
+    expected = statistics.median(OFF_NS) / statistics.median(ON_NS)
+    assert assert_speedup(on, off, at_least=2.0).value == pytest.approx(expected, rel=1e-12)
+    with pytest.raises(AssertionError) as info:
+        assert_speedup(on, off, at_least=5.0)
+    message = str(info.value)
+    assert f"{expected:.2f}" in message
+    assert "5.00" in message
+    assert on.label in message and off.label in message
+
+
+def test_assert_share(profile: Profile) -> None:
+    conv = total("conv") / total("e2e")
+    assert assert_share(profile, "conv", at_most=0.9, at_least=0.1) == pytest.approx(conv, abs=1e-12)
+    with pytest.raises(AssertionError) as info:
+        assert_share(profile, "conv", at_most=0.25)
+    message = str(info.value)
+    assert f"{conv * 100:.1f}%" in message and "25.0%" in message and profile.label in message
+    with pytest.raises(AssertionError) as info:
+        assert_share(profile, "Data Movement", at_least=0.5)
+    message = str(info.value)
+    dm = total("tr") / total("e2e")
+    assert f"{dm * 100:.1f}%" in message and "50.0%" in message and profile.label in message
+
+
+def test_assert_delegation(profile: Profile) -> None:
+    coverage = total("dc") / total("e2e")
+    assert assert_delegation(profile, 0.5) == pytest.approx(coverage, abs=1e-12)
+    with pytest.raises(AssertionError) as info:
+        assert_delegation(profile, 0.95)
+    message = str(info.value)
+    assert f"{coverage * 100:.1f}%" in message and "95.0%" in message and profile.label in message
+    assert LAYER_NORM in message  # names the heaviest portable operator
+
+    assert assert_delegation(profile, 0.85, by="nodes") == pytest.approx(0.9, abs=1e-12)
+    with pytest.raises(AssertionError) as info:
+        assert_delegation(profile, 0.95, by="nodes")
+    message = str(info.value)
+    assert "90.0%" in message and "95.0%" in message and profile.label in message
+    with pytest.raises(ValueError, match="by="):
+        assert_delegation(profile, 0.5, by="ops")
+
+
+def test_assert_delegation_by_nodes_without_record(etdump: Path) -> None:
+    bare = Profile.from_etdump(etdump, model="m", recipe="r", variant="v")
+    with pytest.raises(AssertionError, match="unknown"):
+        assert_delegation(bare, 0.5, by="nodes")

@@ -1,0 +1,158 @@
+"""Bootstrap intervals and summaries on known samples."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from pytest_sme2.stats import Interval, Summary, as_samples, median_ci, ratio_of_medians_ci
+
+NARROW = [1.00, 1.01, 0.99, 1.02, 0.98, 1.00, 1.01, 0.99, 1.00, 1.03, 0.97, 1.00]
+WIDE = [0.5, 1.6, 0.7, 1.3, 0.6, 1.0, 1.5, 0.8, 1.0, 1.9, 0.4, 1.1]
+
+
+# ---------------------------------------------------------------- median_ci
+
+
+def test_constant_samples_have_zero_width() -> None:
+    ci = median_ci([2.5] * 20)
+    assert ci.value == ci.low == ci.high == 2.5
+
+
+def test_median_ci_value_is_the_median() -> None:
+    ci = median_ci(WIDE)
+    assert ci.value == pytest.approx(float(np.median(WIDE)), abs=1e-15)
+    assert ci.low <= ci.value <= ci.high
+    assert min(WIDE) <= ci.low and ci.high <= max(WIDE)
+    assert ci.confidence == 0.95
+
+
+def test_wider_spread_gives_wider_interval() -> None:
+    narrow = median_ci(NARROW)
+    wide = median_ci(WIDE)
+    assert (wide.high - wide.low) > 5 * (narrow.high - narrow.low)
+    assert narrow.high > narrow.low  # not degenerate
+
+
+def test_higher_confidence_is_not_narrower() -> None:
+    c80 = median_ci(WIDE, confidence=0.80)
+    c99 = median_ci(WIDE, confidence=0.99)
+    assert c99.low <= c80.low and c80.high <= c99.high
+    assert c99.confidence == 0.99
+
+
+def test_same_seed_same_interval() -> None:
+    assert median_ci(WIDE, seed=7) == median_ci(WIDE, seed=7)
+    assert median_ci(WIDE) == median_ci(list(WIDE))
+    assert ratio_of_medians_ci(WIDE, NARROW, seed=3) == ratio_of_medians_ci(WIDE, NARROW, seed=3)
+
+
+def test_different_seed_moves_interval_not_value() -> None:
+    a, b = median_ci(WIDE, seed=1, resamples=200), median_ci(WIDE, seed=2, resamples=200)
+    assert a.value == b.value
+    assert (a.low, a.high) != (b.low, b.high) or a.low == a.high
+
+
+def test_single_sample() -> None:
+    ci = median_ci([3.0])
+    assert (ci.value, ci.low, ci.high) == (3.0, 3.0, 3.0)
+
+
+# ------------------------------------------------------------ ratio of medians
+
+
+def test_ratio_value_exact_and_inside_interval() -> None:
+    num = [3.0, 3.1, 2.9, 3.05, 2.95, 3.0, 3.2]
+    den = [1.0, 1.1, 0.9, 1.02, 0.98, 1.0, 1.05]
+    ci = ratio_of_medians_ci(num, den)
+    assert ci.value == pytest.approx(3.0 / 1.0, abs=1e-15)
+    assert ci.low <= ci.value <= ci.high
+    assert min(num) / max(den) <= ci.low and ci.high <= max(num) / min(den)
+
+
+def test_ratio_of_constants_is_exact() -> None:
+    ci = ratio_of_medians_ci([6.0] * 5, [2.0] * 9)
+    assert (ci.value, ci.low, ci.high) == (3.0, 3.0, 3.0)
+
+
+def test_ratio_value_uses_medians_not_means() -> None:
+    num = [1.0, 1.0, 1.0, 100.0]  # median 1.0, mean 25.75
+    den = [0.5, 0.5, 0.5]
+    assert ratio_of_medians_ci(num, den).value == pytest.approx(2.0, abs=1e-15)
+
+
+def test_str_of_interval() -> None:
+    text = str(Interval(1.5, 1.25, 1.75, 0.95))
+    assert "1.5" in text and "1.25" in text and "1.75" in text and "95%" in text
+
+
+# ------------------------------------------------------------------ errors
+
+
+@pytest.mark.parametrize("bad", [[], [1.0, float("nan")], [float("inf"), 1.0]])
+def test_median_ci_rejects_bad_samples(bad) -> None:
+    with pytest.raises(ValueError, match="no samples|NaN"):
+        median_ci(bad)
+
+
+@pytest.mark.parametrize("bad", [[], [float("nan")]])
+def test_ratio_rejects_bad_numerator_and_denominator(bad) -> None:
+    with pytest.raises(ValueError, match="numerator"):
+        ratio_of_medians_ci(bad, [1.0])
+    with pytest.raises(ValueError, match="denominator"):
+        ratio_of_medians_ci([1.0], bad)
+
+
+@pytest.mark.parametrize("den", [[0.0, 0.0, 0.0], [-1.0, -2.0], [0.0, 0.0, 1.0]])
+def test_ratio_rejects_non_positive_denominator(den) -> None:
+    with pytest.raises(ValueError, match="denominator"):
+        ratio_of_medians_ci([1.0, 2.0], den)
+
+
+def test_as_samples_flattens() -> None:
+    assert as_samples([[1, 2], [3, 4]]).tolist() == [1.0, 2.0, 3.0, 4.0]
+
+
+# ----------------------------------------------------------------- Summary
+
+
+def test_summary_fields_match_numpy() -> None:
+    values = np.array(WIDE)
+    s = Summary.of(WIDE)
+    assert s.n == len(WIDE)
+    assert s.median == pytest.approx(np.median(values), abs=1e-15)
+    assert s.mean == pytest.approx(values.mean(), abs=1e-15)
+    assert s.stdev == pytest.approx(values.std(ddof=1), abs=1e-15)
+    assert s.min == values.min() and s.max == values.max()
+    assert s.p10 == pytest.approx(np.percentile(values, 10), abs=1e-15)
+    assert s.p90 == pytest.approx(np.percentile(values, 90), abs=1e-15)
+    assert s.cv == pytest.approx(values.std(ddof=1) / values.mean(), abs=1e-15)
+    assert s.median_ci == median_ci(WIDE)
+
+
+def test_summary_known_small_sample() -> None:
+    s = Summary.of([1.0, 2.0, 3.0, 4.0])
+    assert s.median == 2.5 and s.mean == 2.5
+    assert s.stdev == pytest.approx(math.sqrt(5.0 / 3.0), abs=1e-15)  # sum sq dev 5, n-1 = 3
+    assert s.p10 == pytest.approx(1.3, abs=1e-12)  # linear interpolation: 1 + 0.3 * (2 - 1)
+    assert s.p90 == pytest.approx(3.7, abs=1e-12)
+
+
+def test_summary_of_one_sample_has_zero_spread() -> None:
+    s = Summary.of([4.0])
+    assert (s.n, s.median, s.stdev, s.cv, s.p10, s.p90) == (1, 4.0, 0.0, 0.0, 4.0, 4.0)
+
+
+def test_summary_as_dict_keys_and_values() -> None:
+    s = Summary.of(NARROW)
+    d = s.as_dict()
+    assert d["n"] == len(NARROW)
+    assert d["median_ms"] == s.median and d["p90_ms"] == s.p90
+    assert d["median_ci_low_ms"] == s.median_ci.low and d["median_ci_high_ms"] == s.median_ci.high
+
+
+def test_summary_rejects_nan() -> None:
+    with pytest.raises(ValueError, match="NaN"):
+        Summary.of([1.0, float("nan")])
