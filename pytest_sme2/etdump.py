@@ -75,108 +75,197 @@ class RawBlock:
     events: tuple[RawEvent, ...]
 
 
-class _Reader:
-    """Minimal bounds-checked flatbuffer table reader for the ETDump schema."""
+class _Buffer:
+    """Vectorised, bounds-checked little-endian reads at many offsets at once.
 
-    def __init__(self, buf: bytes, path: Path):
-        self.buf = buf
+    Flatbuffer scalars are aligned to their size relative to the buffer, but a
+    size prefix added afterwards can shift that; reading through one numpy view
+    per possible misalignment handles both without copying the file.
+    """
+
+    def __init__(self, data: bytes, path: Path):
+        self.data = data
+        self.size = len(data)
         self.path = path
+        self._views: dict[tuple[str, int], np.ndarray] = {}
 
-    def _fail(self, what: str) -> EtdumpError:
+    def corrupt(self, what: str) -> EtdumpError:
         return EtdumpError(
-            f"ETDump {self.path} is corrupt or truncated ({what}, file is {len(self.buf)} bytes); "
+            f"ETDump {self.path} is corrupt or truncated ({what}, file is {self.size} bytes); "
             "re-run the test to produce a new one, and check that the runner exited cleanly"
         )
 
-    def u32(self, pos: int) -> int:
-        if pos < 0 or pos + 4 > len(self.buf):
-            raise self._fail(f"offset {pos} out of range")
-        return struct.unpack_from("<I", self.buf, pos)[0]
+    def _view(self, dtype: str, shift: int) -> np.ndarray:
+        key = (dtype, shift)
+        if key not in self._views:
+            width = np.dtype(dtype).itemsize
+            count = max(0, (self.size - shift) // width)
+            self._views[key] = np.frombuffer(self.data, dtype=dtype, count=count, offset=shift)
+        return self._views[key]
 
-    def field_pos(self, table: int, index: int) -> int | None:
-        vtable = table - struct.unpack_from("<i", self.buf, table)[0] if 0 <= table <= len(self.buf) - 4 else -1
-        if vtable < 0 or vtable + 4 > len(self.buf):
-            raise self._fail(f"bad vtable for table at {table}")
-        vt_size = struct.unpack_from("<H", self.buf, vtable)[0]
+    def read(self, pos: np.ndarray, dtype: str, what: str) -> np.ndarray:
+        width = np.dtype(dtype).itemsize
+        pos = np.asarray(pos, dtype=np.int64)
+        if pos.size == 0:
+            return np.zeros(0, dtype=dtype)
+        if pos.min() < 0 or pos.max() + width > self.size:
+            raise self.corrupt(f"{what} points outside the file")
+        shifts = pos % width
+        first = int(shifts[0])
+        if (shifts == first).all():  # the usual case: every value has the same alignment
+            return self._view(dtype, first)[(pos - first) // width]
+        out = np.empty(pos.shape, dtype=dtype)
+        for shift in range(width):
+            mask = shifts == shift
+            if mask.any():
+                out[mask] = self._view(dtype, shift)[(pos[mask] - shift) // width]
+        return out
+
+    def fields(self, tables: np.ndarray, index: int, what: str) -> tuple[np.ndarray, np.ndarray]:
+        """Positions of field ``index`` in each table, and which tables have it."""
+        vtables = tables - self.read(tables, "<i4", f"{what} table").astype(np.int64)
+        vt_size = self.read(vtables, "<u2", f"{what} vtable").astype(np.int64)
         slot = 4 + 2 * index
-        if slot + 2 > vt_size:
-            return None
-        off = struct.unpack_from("<H", self.buf, vtable + slot)[0]
-        return table + off if off else None
+        has_slot = vt_size >= slot + 2
+        offsets = np.zeros(tables.shape, dtype=np.int64)
+        if has_slot.any():
+            offsets[has_slot] = self.read(vtables[has_slot] + slot, "<u2", f"{what} vtable").astype(np.int64)
+        present = offsets != 0
+        return tables + offsets, present
 
-    def scalar(self, table: int, index: int, fmt: str, default: int) -> int:
-        pos = self.field_pos(table, index)
-        if pos is None:
-            return default
-        if pos + struct.calcsize(fmt) > len(self.buf):
-            raise self._fail(f"scalar at {pos} out of range")
-        return struct.unpack_from(fmt, self.buf, pos)[0]
+    def refs(self, tables: np.ndarray, index: int, what: str) -> tuple[np.ndarray, np.ndarray]:
+        positions, present = self.fields(tables, index, what)
+        targets = np.full(tables.shape, -1, dtype=np.int64)
+        if present.any():
+            targets[present] = positions[present] + self.read(positions[present], "<u4", what).astype(np.int64)
+        return targets, present
 
-    def ref(self, table: int, index: int) -> int | None:
-        pos = self.field_pos(table, index)
-        return None if pos is None else pos + self.u32(pos)
+    def scalars(self, tables: np.ndarray, index: int, dtype: str, default: int, what: str) -> np.ndarray:
+        positions, present = self.fields(tables, index, what)
+        values = np.full(tables.shape, default, dtype=np.int64)
+        if present.any():
+            values[present] = self.read(positions[present], dtype, what).astype(np.int64)
+        return values
 
-    def string(self, table: int, index: int) -> str | None:
-        pos = self.ref(table, index)
-        if pos is None:
-            return None
-        length = self.u32(pos)
-        if pos + 4 + length > len(self.buf):
-            raise self._fail(f"string at {pos} runs past the end")
-        return self.buf[pos + 4 : pos + 4 + length].decode("utf-8", errors="replace")
+    def vectors(self, starts: np.ndarray, what: str) -> tuple[np.ndarray, np.ndarray]:
+        """Element table positions of offset vectors, and the owner index of each element."""
+        lengths = self.read(starts, "<u4", f"{what} length").astype(np.int64)
+        if (starts + 4 + 4 * lengths > self.size).any():
+            raise self.corrupt(f"{what} runs past the end")
+        owners = np.repeat(np.arange(starts.size), lengths)
+        firsts = np.repeat(starts + 4 - 4 * np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths)
+        slots = firsts + 4 * np.arange(owners.size)
+        return slots + self.read(slots, "<u4", what).astype(np.int64), owners
 
-    def vector(self, table: int, index: int) -> list[int]:
-        pos = self.ref(table, index)
-        if pos is None:
-            return []
-        length = self.u32(pos)
-        if pos + 4 + 4 * length > len(self.buf):
-            raise self._fail(f"vector at {pos} runs past the end")
-        return [pos + 4 + 4 * i + self.u32(pos + 4 + 4 * i) for i in range(length)]
+    def string_ids(self, starts: np.ndarray, present: np.ndarray, table: dict[bytes, int], what: str) -> np.ndarray:
+        """Intern each present string into ``table``; -1 where absent. Decoding waits for unique ones."""
+        ids = np.full(starts.size, -1, dtype=np.int64)
+        if not present.any():
+            return ids
+        idx = np.flatnonzero(present)
+        begins = starts[idx] + 4
+        ends = begins + self.read(starts[idx], "<u4", f"{what} length").astype(np.int64)
+        if (ends > self.size).any():
+            raise self.corrupt(f"{what} runs past the end")
+        data = self.data
+        ids[idx] = np.fromiter(
+            (table.setdefault(data[b:e], len(table)) for b, e in zip(begins.tolist(), ends.tolist())),
+            np.int64, count=idx.size,
+        )
+        return ids
 
 
-def read_blocks(path: str | Path) -> list[RawBlock]:
-    """Parse an ETDump file into its run blocks, validating it on the way."""
+@dataclass
+class _Columns:
+    """Every ProfileEvent of a file as columns (one row per event)."""
+
+    block_names: list[str]
+    block: np.ndarray  # block index of each event
+    labels: list[str]  # distinct labels: event names and delegate debug strings
+    label_id: np.ndarray  # index into labels: the event name, else the delegate's debug string
+    delegated: np.ndarray  # bool: a delegate-internal operator event (it has no name)
+    has_delegate_str: np.ndarray
+    instruction_id: np.ndarray
+    delegate_id: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+
+    def ids_of(self, *names: str) -> list[int]:
+        return [i for i, label in enumerate(self.labels) if label in names]
+
+
+def _columns(path: str | Path) -> _Columns:
     path = Path(path)
     if not path.exists():
         raise EtdumpError(f"ETDump {path} does not exist; the runner did not write it (see the runner log beside it)")
-    buf = path.read_bytes()
-    if not buf:
+    data = path.read_bytes()
+    if not data:
         raise EtdumpError(f"ETDump {path} is empty; the runner stopped before writing its trace (see its log)")
-    reader = _Reader(buf, path)
-    if len(buf) < 12:
-        raise reader._fail("shorter than a flatbuffer header")
-    size_prefix = struct.unpack_from("<I", buf, 0)[0]
-    if buf[8:12] != _FILE_IDENTIFIER:
+    buf = _Buffer(data, path)
+    if len(data) < 12:
+        raise buf.corrupt("shorter than a flatbuffer header")
+    if data[8:12] != _FILE_IDENTIFIER:
         raise EtdumpError(
-            f"{path} is not an ETDump (file identifier {buf[8:12]!r}, expected {_FILE_IDENTIFIER!r}); "
+            f"{path} is not an ETDump (file identifier {data[8:12]!r}, expected {_FILE_IDENTIFIER!r}); "
             "pass the .etdp file the runner wrote, not a .pte or ETRecord"
         )
-    if size_prefix + 4 > len(buf):
-        raise reader._fail(f"header says {size_prefix + 4} bytes")
-    try:
-        root = 4 + reader.u32(4)
-        blocks = []
-        for run in reader.vector(root, 1):
-            events = []
-            for event in reader.vector(run, 3):
-                pe = reader.ref(event, 0)
-                if pe is None:
-                    continue  # allocation or debug events carry no time
-                events.append(
-                    RawEvent(
-                        name=reader.string(pe, 0),
-                        instruction_id=reader.scalar(pe, 2, "<i", -1),
-                        delegate_debug_id_int=reader.scalar(pe, 3, "<i", -1),
-                        delegate_debug_id_str=reader.string(pe, 4),
-                        start=reader.scalar(pe, 6, "<Q", 0),
-                        end=reader.scalar(pe, 7, "<Q", 0),
-                    )
-                )
-            blocks.append(RawBlock(reader.string(run, 0) or "", tuple(events)))
-    except struct.error as exc:
-        raise reader._fail(str(exc)) from None
-    return blocks
+    size_prefix = struct.unpack_from("<I", data, 0)[0]
+    if size_prefix + 4 > len(data):
+        raise buf.corrupt(f"header says {size_prefix + 4} bytes")
+    root = np.array([4 + struct.unpack_from("<I", data, 4)[0]], dtype=np.int64)
+    run_vector, has_runs = buf.refs(root, 1, "run_data")
+    runs, _ = buf.vectors(run_vector[has_runs], "run_data")
+    block_table: dict[bytes, int] = {}
+    block_ids = buf.string_ids(*buf.refs(runs, 0, "run name"), block_table, "run name")
+    block_texts = [b.decode("utf-8", errors="replace") for b in block_table]
+    event_vectors, has_events = buf.refs(runs, 3, "events")
+    events, owner = buf.vectors(event_vectors[has_events], "events")
+    block = np.flatnonzero(has_events)[owner]
+    profile_events, is_profile = buf.refs(events, 0, "profile_event")
+    pe, block = profile_events[is_profile], block[is_profile]
+    table: dict[bytes, int] = {}
+    name_id = buf.string_ids(*buf.refs(pe, 0, "event name"), table, "event name")
+    delegate_str_id = buf.string_ids(*buf.refs(pe, 4, "delegate debug id"), table, "delegate debug id")
+    delegate_id = buf.scalars(pe, 3, "<i4", -1, "delegate_debug_id_int")
+    labels = [b.decode("utf-8", errors="replace") for b in table]
+    label_id = np.where(name_id >= 0, name_id, delegate_str_id)
+    for i in np.flatnonzero(label_id < 0).tolist():  # delegate events identified by integer only
+        text = f"delegate_op_{int(delegate_id[i])}"
+        if text not in labels:
+            labels.append(text)
+        label_id[i] = labels.index(text)
+    return _Columns(
+        block_names=[block_texts[i] if i >= 0 else "" for i in block_ids.tolist()],
+        block=block,
+        labels=labels,
+        label_id=label_id,
+        delegated=name_id < 0,
+        has_delegate_str=delegate_str_id >= 0,
+        instruction_id=buf.scalars(pe, 2, "<i4", -1, "instruction_id"),
+        delegate_id=delegate_id,
+        start=buf.scalars(pe, 6, "<u8", 0, "start_time"),
+        end=buf.scalars(pe, 7, "<u8", 0, "end_time"),
+    )
+
+
+def read_blocks(path: str | Path) -> list[RawBlock]:
+    """Parse an ETDump file into its run blocks (for inspection; traces use columns)."""
+    cols = _columns(path)
+    per_block: list[list[RawEvent]] = [[] for _ in cols.block_names]
+    for i, b in enumerate(cols.block.tolist()):
+        label = cols.labels[int(cols.label_id[i])]
+        delegated = bool(cols.delegated[i])
+        per_block[b].append(
+            RawEvent(
+                None if delegated else label,
+                int(cols.instruction_id[i]),
+                int(cols.delegate_id[i]),
+                label if delegated and cols.has_delegate_str[i] else None,
+                int(cols.start[i]),
+                int(cols.end[i]),
+            )
+        )
+    return [RawBlock(name, tuple(events)) for name, events in zip(cols.block_names, per_block)]
 
 
 @dataclass(frozen=True)
@@ -206,8 +295,14 @@ class ExecutionTrace:
         return int(self.execute_ms.shape[0])
 
 
-def _ms(event: RawEvent, ticks_per_ms: float) -> float:
-    return (event.end - event.start) / ticks_per_ms
+def _load_init(cols: _Columns, ticks_per_ms: float) -> tuple[float | None, float | None]:
+    """Program::load_method and Method::init from the non-Execute ("Default") blocks."""
+    outside_runs = ~np.array([n == EXECUTE_BLOCK for n in cols.block_names], dtype=bool)
+    found = []
+    for name in (LOAD_METHOD, INIT_METHOD):
+        hits = np.flatnonzero(np.isin(cols.label_id, cols.ids_of(name)) & outside_runs[cols.block])
+        found.append(float(cols.end[hits[-1]] - cols.start[hits[-1]]) / ticks_per_ms if hits.size else None)
+    return found[0], found[1]
 
 
 def read_trace(*paths: str | Path, ticks_per_ms: float = NS_PER_MS) -> ExecutionTrace:
@@ -217,72 +312,84 @@ def read_trace(*paths: str | Path, ticks_per_ms: float = NS_PER_MS) -> Execution
     runner wrote its warmup runs to a separate file.
     """
     load_ms = init_ms = None
-    execute: list[float] = []
-    delegate: list[float] = []
-    per_run_ops: list[dict[OpKey, float]] = []
-    order: dict[OpKey, None] = {}
+    label_ids: dict[str, int] = {}
+    parts: dict[str, list] = {"lid": [], "run": [], "ms": [], "instr": [], "delegated": []}
+    runs_total = 0
     for path in paths:
-        for block in read_blocks(path):
-            if block.name != EXECUTE_BLOCK:
-                for ev in block.events:
-                    if ev.name == LOAD_METHOD:
-                        load_ms = _ms(ev, ticks_per_ms)
-                    elif ev.name == INIT_METHOD:
-                        init_ms = _ms(ev, ticks_per_ms)
-                continue
-            run_execute = 0.0
-            run_delegate = 0.0
-            found_execute = False
-            ops: dict[OpKey, float] = {}
-            has_kernel_event: set[int] = set()
-            operator_calls: dict[int, float] = {}
-            for ev in block.events:
-                label = ev.label
-                if label == RUN_MODEL:
-                    run_execute += _ms(ev, ticks_per_ms)
-                    found_execute = True
-                elif label == DELEGATE_CALL:
-                    run_delegate += _ms(ev, ticks_per_ms)
-                elif label == OPERATOR_CALL:
-                    operator_calls[ev.instruction_id] = operator_calls.get(ev.instruction_id, 0.0) + _ms(
-                        ev, ticks_per_ms
-                    )
-                elif label not in _STRUCTURAL:
-                    key = OpKey(label, ev.instruction_id, ev.is_delegate_op)
-                    while key in ops:
-                        key = OpKey(key.name, key.instruction_id, key.delegated, key.occurrence + 1)
-                    ops[key] = _ms(ev, ticks_per_ms)
-                    if not ev.is_delegate_op:
-                        has_kernel_event.add(ev.instruction_id)
-            # A kernel that was built without its own profiling scope shows only
-            # as OPERATOR_CALL; keep its time rather than lose it to OTHER.
-            for instr, ms in operator_calls.items():
-                if instr not in has_kernel_event:
-                    ops[OpKey(f"{OPERATOR_CALL}[{instr}]", instr, False)] = ms
-            if not found_execute:
-                raise EtdumpError(
-                    f"ETDump {path}: an Execute block has no {RUN_MODEL} event; the runtime was built "
-                    "without event tracing or the file is not a complete run"
-                )
-            execute.append(run_execute)
-            delegate.append(run_delegate)
-            per_run_ops.append(ops)
-            order.update(dict.fromkeys(ops))
-    if not execute:
+        cols = _columns(path)
+        load, init = _load_init(cols, ticks_per_ms)
+        load_ms = load if load is not None else load_ms
+        init_ms = init if init is not None else init_ms
+        is_execute_block = np.array([n == EXECUTE_BLOCK for n in cols.block_names], dtype=bool)
+        in_run = is_execute_block[cols.block] if cols.block.size else np.zeros(0, bool)
+        to_global = np.array([label_ids.setdefault(label, len(label_ids)) for label in cols.labels], dtype=np.int64)
+        lid = to_global[cols.label_id] if cols.label_id.size else np.zeros(0, np.int64)
+        run = (np.cumsum(is_execute_block) - 1)[cols.block] if cols.block.size else np.zeros(0, np.int64)
+        runs = int(is_execute_block.sum())
+        execute_id = label_ids.get(RUN_MODEL, -1)
+        has_execute = np.zeros(runs, dtype=bool)
+        has_execute[run[in_run & (lid == execute_id)]] = True
+        if not has_execute.all():
+            raise EtdumpError(
+                f"ETDump {path}: an Execute block has no {RUN_MODEL} event; the runtime was built "
+                "without event tracing or the file is not a complete run"
+            )
+        parts["lid"].append(lid[in_run])
+        parts["run"].append(run[in_run] + runs_total)
+        parts["ms"].append((cols.end - cols.start)[in_run].astype(np.float64) / ticks_per_ms)
+        parts["instr"].append(cols.instruction_id[in_run])
+        parts["delegated"].append(cols.delegated[in_run])
+        runs_total += runs
+    if runs_total == 0:
         raise EtdumpError(
             f"ETDump {', '.join(map(str, paths))} holds no Execute runs; the runner loaded the "
             "program but never executed it (runs < 1?) or the trace was written too early"
         )
-    keys = list(order)
-    index = {k: i for i, k in enumerate(keys)}
-    op_ms = np.zeros((len(keys), len(execute)))
-    for run, ops in enumerate(per_run_ops):
-        for key, ms in ops.items():
-            op_ms[index[key], run] = ms
+    lid, run, ms, instr, delegated = (np.concatenate(parts[k]) for k in ("lid", "run", "ms", "instr", "delegated"))
+
+    def total(name: str) -> np.ndarray:
+        mask = lid == label_ids.get(name, -1)
+        return np.bincount(run[mask], weights=ms[mask], minlength=runs_total)
+
+    structural = np.isin(lid, [label_ids[n] for n in _STRUCTURAL if n in label_ids])
+    is_op = ~structural
+    # A kernel built without its own profiling scope shows only as OPERATOR_CALL;
+    # keep its time as an op named after its instruction rather than lose it to OTHER.
+    place = run * (1 << 32) + instr
+    orphan = (lid == label_ids.get(OPERATOR_CALL, -1)) & ~np.isin(place, place[is_op & ~delegated])
+    for i in np.flatnonzero(orphan).tolist():
+        lid[i] = label_ids.setdefault(f"{OPERATOR_CALL}[{int(instr[i])}]", len(label_ids))
+    names = list(label_ids)
+    is_op |= orphan
+    op_lid, op_run, op_instr, op_del, op_ms_values = lid[is_op], run[is_op], instr[is_op], delegated[is_op], ms[is_op]
+    # Identity of an op instance: (label, instruction, delegated, occurrence within its run).
+    base = (op_lid << 33) + ((op_instr + 1) << 1) + op_del.astype(np.int64)
+    order = np.lexsort((np.arange(base.size), base, op_run))
+    sorted_base, sorted_run = base[order], op_run[order]
+    new_group = np.ones(base.size, dtype=bool)
+    new_group[1:] = (sorted_base[1:] != sorted_base[:-1]) | (sorted_run[1:] != sorted_run[:-1])
+    group_start = np.maximum.accumulate(np.where(new_group, np.arange(base.size), 0))
+    occurrence = np.empty(base.size, dtype=np.int64)
+    occurrence[order] = np.arange(base.size) - group_start
+    if op_lid.size and op_lid.max() < (1 << 16) and occurrence.max() < (1 << 10) and (op_instr < (1 << 30)).all():
+        keys = (base << 10) + occurrence  # one int64 per identity: much faster to unique than rows
+    else:
+        keys = np.stack([base, occurrence], axis=1)
+    unique, first, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+    by_appearance = np.argsort(first, kind="stable")
+    rank = np.empty(unique.shape[0], dtype=np.int64)
+    rank[by_appearance] = np.arange(unique.shape[0])
+    op_index = rank[inverse.ravel()]
+    op_ms = np.zeros((unique.shape[0], runs_total))
+    np.add.at(op_ms, (op_index, op_run), op_ms_values)
+    ops = [
+        OpKey(names[int(op_lid[i])], int(op_instr[i]), bool(op_del[i]), int(occurrence[i]))
+        for i in first[by_appearance].tolist()
+    ]
     return ExecutionTrace(
-        execute_ms=np.asarray(execute),
-        delegate_ms=np.asarray(delegate),
-        ops=keys,
+        execute_ms=total(RUN_MODEL),
+        delegate_ms=total(DELEGATE_CALL),
+        ops=ops,
         op_ms=op_ms,
         load_ms=load_ms,
         init_ms=init_ms,
@@ -293,15 +400,8 @@ def read_trace(*paths: str | Path, ticks_per_ms: float = NS_PER_MS) -> Execution
 def read_run(timed: str | Path, warmup: str | Path | None = None, *, ticks_per_ms: float = NS_PER_MS) -> ExecutionTrace:
     """Trace of the timed runs; load/init come from the warmup file when the runner split them."""
     trace = read_trace(timed, ticks_per_ms=ticks_per_ms)
-    if warmup is not None and Path(warmup).exists() and trace.load_ms is None:
-        for block in read_blocks(warmup):
-            if block.name == EXECUTE_BLOCK:
-                continue
-            for ev in block.events:
-                if ev.name == LOAD_METHOD:
-                    trace.load_ms = _ms(ev, ticks_per_ms)
-                elif ev.name == INIT_METHOD:
-                    trace.init_ms = _ms(ev, ticks_per_ms)
+    if warmup is not None and trace.load_ms is None:
+        trace.load_ms, trace.init_ms = _load_init(_columns(warmup), ticks_per_ms)
         trace.sources.append(str(warmup))
     return trace
 

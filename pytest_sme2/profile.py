@@ -17,6 +17,7 @@ reports and (later) baselines:
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -129,7 +130,7 @@ class Profile:
     def runs(self) -> int:
         return self.trace.runs
 
-    @property
+    @functools.cached_property
     def latency(self) -> stats.Summary:
         return stats.Summary.of(self.e2e_ms)
 
