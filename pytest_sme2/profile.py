@@ -109,7 +109,7 @@ class Profile:
         )
         total_e2e = float(trace.execute_ms.sum())
         self._ops["share"] = self._ops["total_ms"] / total_e2e if total_e2e > 0 else 0.0
-        self._ops["runs_ms"] = [list(map(float, row)) for row in trace.op_ms]
+        self._ops["runs_ms"] = list(trace.op_ms)  # one array of per-run times per op (views, no copy)
         per_run = {}
         for category in NAMED_CATEGORIES:
             mask = np.array([c.category is category for c in classes], dtype=bool)

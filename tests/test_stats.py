@@ -43,16 +43,26 @@ def test_higher_confidence_is_not_narrower() -> None:
     assert c99.confidence == 0.99
 
 
-def test_same_seed_same_interval() -> None:
-    assert median_ci(WIDE, seed=7) == median_ci(WIDE, seed=7)
+def test_same_samples_same_interval() -> None:
     assert median_ci(WIDE) == median_ci(list(WIDE))
     assert ratio_of_medians_ci(WIDE, NARROW, seed=3) == ratio_of_medians_ci(WIDE, NARROW, seed=3)
 
 
-def test_different_seed_moves_interval_not_value() -> None:
-    a, b = median_ci(WIDE, seed=1, resamples=200), median_ci(WIDE, seed=2, resamples=200)
+def test_median_ci_uses_the_textbook_order_statistics() -> None:
+    # For n = 100 the distribution-free 95% interval of the median runs from
+    # the 40th to the 61st order statistic (binomial tables).
+    ci = median_ci(np.arange(1.0, 101.0)[::-1])
+    assert (ci.low, ci.high) == (40.0, 61.0)
+    # n = 5 is too few for 95% (P(all on one side) = 1/16 > 2.5%): min and max.
+    ci = median_ci([5.0, 1.0, 4.0, 2.0, 3.0])
+    assert (ci.low, ci.value, ci.high) == (1.0, 3.0, 5.0)
+
+
+def test_different_seed_moves_ratio_interval_not_value() -> None:
+    a = ratio_of_medians_ci(WIDE, NARROW, seed=1, resamples=200)
+    b = ratio_of_medians_ci(WIDE, NARROW, seed=2, resamples=200)
     assert a.value == b.value
-    assert (a.low, a.high) != (b.low, b.high) or a.low == a.high
+    assert (a.low, a.high) != (b.low, b.high)
 
 
 def test_single_sample() -> None:
