@@ -246,6 +246,19 @@ class Profile:
         """How many CONV/GEMM operator instances ran packed-format kernels."""
         return int(self._conv_gemm()["packed"].sum())
 
+    def inspector(self):  # noqa: ANN201 - executorch type, imported lazily
+        """ExecuTorch's own Inspector on this profile's timed ETDump (and ETRecord, when known).
+
+        For what the Profile does not cover: numerical debugging, stack traces,
+        module hierarchy. Slower to build than the Profile (see docs/performance.md).
+        """
+        from executorch.devtools import Inspector
+
+        etdump = self.artifacts.get("timed_etdump")
+        if etdump is None:
+            raise ValueError(f"{self!r} has no timed ETDump artifact to inspect")
+        return Inspector(etdump_path=etdump, etrecord=self.artifacts.get("etrecord"))
+
     # --------------------------------------------------------------- output
     def summary(self, top: int = 10) -> dict[str, Any]:
         """A JSON-serialisable digest for reports and baselines."""

@@ -66,14 +66,16 @@ class Runner:
         out_dir = self.test_dir / f"{self._calls[0]:02d}-{kind}-{slug(self.label)}"
         if isinstance(pte, ExportedModel):
             program = link_or_copy(pte.path, self.test_dir / f"{slug(pte.label)}.pte")
+            etrecord = None
             if pte.etrecord_path.exists():
-                link_or_copy(pte.etrecord_path, self.test_dir / f"{slug(pte.label)}.etrecord")
+                etrecord = link_or_copy(pte.etrecord_path, self.test_dir / f"{slug(pte.label)}.etrecord")
             inputs = pte.inputs_path
-            identity = {"model": pte.model, "recipe": pte.recipe.label, "delegation": pte.delegation}
+            identity = {"model": pte.model, "recipe": pte.recipe.label, "delegation": pte.delegation,
+                        "etrecord": str(etrecord) if etrecord else None}
         else:
             program = Path(pte)
             inputs = None
-            identity = {"model": program.stem, "recipe": "external", "delegation": None}
+            identity = {"model": program.stem, "recipe": "external", "delegation": None, "etrecord": None}
         check_program(program)
         result = self.session.target.run(program, inputs, spec, out_dir)
         return result, identity
@@ -99,7 +101,9 @@ class Runner:
             delegation=identity["delegation"],
             wall_ms=result.wall_ms,
             metadata=metadata,
-            artifacts=result.artifacts | {"pte": str(pte)},
+            artifacts=result.artifacts
+            | {"pte": str(pte)}
+            | ({"etrecord": identity["etrecord"]} if identity["etrecord"] else {}),
         )
 
     def time(self, pte: "ExportedModel | str | Path") -> Timings:

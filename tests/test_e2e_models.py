@@ -54,6 +54,8 @@ def test_profile_matches_executorch_inspector(fp32_profiles: dict[str, Profile],
     exported = session.export(name, Recipe())
     inspector = Inspector(etdump_path=profile.artifacts["timed_etdump"], etrecord=str(exported.etrecord_path))
     frame = inspector.to_dataframe()
+    # Profile.inspector() opens the same files (the ETRecord linked into the test's folder).
+    assert len(profile.inspector().to_dataframe()) == len(frame)
     execute = frame[frame["event_name"] == "Method::execute"]
     assert len(execute) == 1
     np.testing.assert_allclose(profile.e2e_ms, execute.iloc[0]["raw"], rtol=1e-9)
