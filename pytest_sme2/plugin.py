@@ -42,6 +42,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--sme2-warmup", type=int, default=None, help="warmup runs per variant (default 3)")
     group.addoption("--sme2-threads", type=int, default=None, help="runtime threads (default 1)")
     group.addoption("--sme2-timeout", type=float, default=None, help="seconds before a run is killed (default 600)")
+    group.addoption("--sme2-runner", default=None,
+                    help="local target: runner executable; SME2 off by masking (default: the built runner)")
+    group.addoption("--sme2-runner-on", default=None, help="local target: runner build used for SME2 on")
+    group.addoption("--sme2-runner-off", default=None, help="local target: runner build used for SME2 off")
     group.addoption("--sme2-cache-dir", default=None, help="export cache directory (default .sme2/cache)")
     group.addoption("--sme2-artifacts-dir", default=None,
                     help="root of per-session artifact folders (default .sme2/artifacts)")
@@ -50,6 +54,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("sme2_warmup", "default warmup runs per variant", default=str(_DEFAULTS["warmup"]))
     parser.addini("sme2_threads", "default runtime threads", default=str(_DEFAULTS["threads"]))
     parser.addini("sme2_timeout", "default run timeout in seconds", default=str(_DEFAULTS["timeout"]))
+    parser.addini("sme2_runner", "local target: runner executable (SME2 off by masking)", default="")
+    parser.addini("sme2_runner_on", "local target: runner build used for SME2 on", default="")
+    parser.addini("sme2_runner_off", "local target: runner build used for SME2 off", default="")
     parser.addini("sme2_cache_dir", "export cache directory, relative to the rootdir", default=".sme2/cache")
     parser.addini("sme2_artifacts_dir", "artifacts root, relative to the rootdir", default=".sme2/artifacts")
     parser.addini("sme2_model_dirs", "directories whose *.py files are models (name = file stem)", type="paths",
@@ -75,6 +82,14 @@ def _session_dir(config: pytest.Config, root: Path) -> Path:
     return root / f"session-{stamp}-{os.getpid()}"
 
 
+def _path_setting(config: pytest.Config, name: str) -> Path | None:
+    value = config.getoption(f"sme2_{name}") or config.getini(f"sme2_{name}")
+    if not value:
+        return None
+    path = Path(value).expanduser()
+    return path if path.is_absolute() else config.rootpath / path
+
+
 def pytest_configure(config: pytest.Config) -> None:
     for marker in MARKERS:
         config.addinivalue_line("markers", marker)
@@ -89,9 +104,22 @@ def pytest_configure(config: pytest.Config) -> None:
         timeout_s=_setting(config, "timeout", float),
         cache_dir=cache_dir if cache_dir.is_absolute() else rootdir / cache_dir,
         session_dir=_session_dir(config, artifacts if artifacts.is_absolute() else rootdir / artifacts),
+        runner=_path_setting(config, "runner"),
+        runner_on=_path_setting(config, "runner_on"),
+        runner_off=_path_setting(config, "runner_off"),
     )
     if settings.target not in TARGET_NAMES:
         raise pytest.UsageError(f"sme2_target = {settings.target!r}; choose one of {', '.join(TARGET_NAMES)}")
+    if settings.target == "local":  # a runner that cannot run here is an error before any test runs
+        from .targets.local import check_runner
+
+        for role, path in (("--sme2-runner", settings.runner), ("--sme2-runner-on", settings.runner_on),
+                           ("--sme2-runner-off", settings.runner_off)):
+            if path is not None:
+                try:
+                    check_runner(path, f"runner ({role})")
+                except Sme2Error as exc:
+                    raise pytest.UsageError(str(exc)) from None
     session = Sme2Session(settings)
     try:
         for directory in config.getini("sme2_model_dirs"):

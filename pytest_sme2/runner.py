@@ -77,6 +77,7 @@ class Runner:
             inputs = None
             identity = {"model": program.stem, "recipe": "external", "delegation": None, "etrecord": None}
         check_program(program)
+        identity["pte"] = str(program)
         result = self.session.target.run(program, inputs, spec, out_dir)
         return result, identity
 
@@ -102,7 +103,7 @@ class Runner:
             wall_ms=result.wall_ms,
             metadata=metadata,
             artifacts=result.artifacts
-            | {"pte": str(pte)}
+            | {"pte": identity["pte"]}
             | ({"etrecord": identity["etrecord"]} if identity["etrecord"] else {}),
         )
 

@@ -25,6 +25,9 @@ class Settings:
     timeout_s: float = 600.0
     cache_dir: Path = Path(".sme2/cache")
     session_dir: Path = Path(".sme2/artifacts/session")
+    runner: Path | None = None  # local target: one build (SME2 off by masking)
+    runner_on: Path | None = None  # local target: two builds
+    runner_off: Path | None = None
 
 
 def slug(text: str, limit: int = 120) -> str:
@@ -43,7 +46,8 @@ class Sme2Session:
     @property
     def target(self) -> Target:
         if self._target is None:
-            self._target = make_target(self.settings.target, self.settings.session_dir / "logs")
+            s = self.settings
+            self._target = make_target(s.target, s.session_dir / "logs", s.runner, s.runner_on, s.runner_off)
         return self._target
 
     def export(self, name: str, recipe: Recipe) -> ExportedModel:

@@ -1,0 +1,1 @@
+"""The native runner: C++ source, SME2-masking preload library, and their build."""

@@ -1,0 +1,231 @@
+// pytest-sme2 native runner: loads a .pte, runs warmup + timed iterations in
+// one process, writes ETDumps and prints per-iteration latencies.
+//
+// Flags follow ExecuTorch's executor_runner where they overlap
+// (--model_path, --etdump_path, --num_executions, --cpu_threads), so a user's
+// own executor_runner build can stand in for this one. Output contract: one
+// line "PYTEST_SME2_RESULT {json}" on stdout; errors go to stderr with a
+// non-zero exit status (2 usage, 3 load, 4 inputs, 5 run, 6 output).
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <executorch/devtools/etdump/etdump_flatcc.h>
+#include <executorch/extension/module/module.h>
+#include <executorch/extension/tensor/tensor.h>
+#include <executorch/runtime/platform/runtime.h>
+
+// The wheel exports these symbols but does not ship threadpool.h.
+namespace executorch::extension::threadpool {
+class ThreadPool {
+ public:
+  size_t get_thread_count() const;
+  bool _unsafe_reset_threadpool(uint32_t num_threads);
+};
+ThreadPool* get_threadpool();
+}  // namespace executorch::extension::threadpool
+
+using executorch::aten::ScalarType;
+using executorch::extension::Module;
+using executorch::extension::TensorPtr;
+using executorch::runtime::EValue;
+
+namespace {
+
+struct Options {
+  std::string model_path;
+  std::string etdump_path;
+  std::string warmup_etdump_path;
+  std::string inputs_path;
+  std::string outputs_path;
+  long num_executions = 1;
+  long warmup = 0;
+  long cpu_threads = 0;  // 0: leave the runtime's default
+};
+
+[[noreturn]] void die(int code, const std::string& message) {
+  std::cerr << "sme2_runner: " << message << std::endl;
+  std::exit(code);
+}
+
+bool take(const std::string& arg, const char* name, std::string* out) {
+  std::string prefix = std::string("--") + name + "=";
+  if (arg.rfind(prefix, 0) == 0) {
+    *out = arg.substr(prefix.size());
+    return true;
+  }
+  return false;
+}
+
+long to_long(const std::string& flag, const std::string& value) {
+  char* end = nullptr;
+  long result = std::strtol(value.c_str(), &end, 10);
+  if (value.empty() || *end != '\0') die(2, "--" + flag + "=" + value + " is not an integer");
+  return result;
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i], v;
+    if (take(arg, "model_path", &o.model_path)) continue;
+    if (take(arg, "etdump_path", &o.etdump_path)) continue;
+    if (take(arg, "warmup_etdump_path", &o.warmup_etdump_path)) continue;
+    if (take(arg, "inputs_path", &o.inputs_path)) continue;
+    if (take(arg, "outputs_path", &o.outputs_path)) continue;
+    if (take(arg, "num_executions", &v)) { o.num_executions = to_long("num_executions", v); continue; }
+    if (take(arg, "warmup", &v)) { o.warmup = to_long("warmup", v); continue; }
+    if (take(arg, "cpu_threads", &v)) { o.cpu_threads = to_long("cpu_threads", v); continue; }
+    die(2, "unknown argument '" + arg + "' (flags take the form --name=value)");
+  }
+  if (o.model_path.empty()) die(2, "--model_path=PATH is required");
+  if (o.num_executions < 1) die(2, "--num_executions must be >= 1");
+  if (o.warmup < 0) die(2, "--warmup must be >= 0");
+  if (o.cpu_threads < 0) die(2, "--cpu_threads must be >= 0");
+  return o;
+}
+
+// Tensor file: repeated [int32 dtype][int32 ndim][int64 sizes[ndim]][int64 nbytes][bytes].
+std::vector<TensorPtr> read_tensors(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) die(4, "cannot open inputs file " + path);
+  std::vector<TensorPtr> tensors;
+  while (in.peek() != EOF) {
+    int32_t dtype = 0, ndim = 0;
+    in.read(reinterpret_cast<char*>(&dtype), 4);
+    in.read(reinterpret_cast<char*>(&ndim), 4);
+    if (!in || ndim < 0 || ndim > 16) die(4, "inputs file " + path + " is corrupt (header)");
+    std::vector<executorch::aten::SizesType> sizes(ndim);
+    for (int d = 0; d < ndim; ++d) {
+      int64_t size = 0;
+      in.read(reinterpret_cast<char*>(&size), 8);
+      sizes[d] = static_cast<executorch::aten::SizesType>(size);
+    }
+    int64_t nbytes = 0;
+    in.read(reinterpret_cast<char*>(&nbytes), 8);
+    if (!in || nbytes < 0) die(4, "inputs file " + path + " is corrupt (size)");
+    std::vector<uint8_t> data(static_cast<size_t>(nbytes));
+    in.read(reinterpret_cast<char*>(data.data()), nbytes);
+    if (!in) die(4, "inputs file " + path + " is truncated");
+    tensors.push_back(executorch::extension::make_tensor_ptr(
+        std::move(sizes), std::move(data), {}, {}, static_cast<ScalarType>(dtype)));
+  }
+  return tensors;
+}
+
+void write_tensors(const std::string& path, const std::vector<EValue>& outputs) {
+  std::ofstream out(path, std::ios::binary);
+  if (!out) die(6, "cannot write outputs file " + path);
+  for (const auto& value : outputs) {
+    if (!value.isTensor()) continue;
+    const auto& t = value.toTensor();
+    int32_t dtype = static_cast<int32_t>(t.scalar_type()), ndim = static_cast<int32_t>(t.dim());
+    out.write(reinterpret_cast<const char*>(&dtype), 4);
+    out.write(reinterpret_cast<const char*>(&ndim), 4);
+    for (int d = 0; d < ndim; ++d) {
+      int64_t size = t.size(d);
+      out.write(reinterpret_cast<const char*>(&size), 8);
+    }
+    int64_t nbytes = static_cast<int64_t>(t.nbytes());
+    out.write(reinterpret_cast<const char*>(&nbytes), 8);
+    out.write(static_cast<const char*>(t.const_data_ptr()), nbytes);
+  }
+}
+
+void write_etdump(executorch::etdump::ETDumpGen* gen, const std::string& path) {
+  executorch::etdump::ETDumpResult result = gen->get_etdump_data();
+  if (result.buf == nullptr || result.size == 0) die(6, "the runtime produced an empty ETDump for " + path);
+  FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr) die(6, "cannot write ETDump " + path);
+  size_t written = std::fwrite(result.buf, 1, result.size, f);
+  std::fclose(f);
+  std::free(result.buf);
+  if (written != result.size) die(6, "short write of ETDump " + path);
+  gen->reset();  // start a fresh trace: the next file holds only the runs after this one
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o = parse(argc, argv);
+  executorch::runtime::runtime_init();
+  auto* pool = executorch::extension::threadpool::get_threadpool();
+  if (o.cpu_threads > 0 && pool != nullptr) pool->_unsafe_reset_threadpool(static_cast<uint32_t>(o.cpu_threads));
+
+  const bool tracing = !o.etdump_path.empty();
+  std::unique_ptr<executorch::etdump::ETDumpGen> tracer;
+  executorch::etdump::ETDumpGen* gen = nullptr;
+  if (tracing) {
+    tracer = std::make_unique<executorch::etdump::ETDumpGen>();
+    gen = tracer.get();
+  }
+  Module module(o.model_path, Module::LoadMode::Mmap, std::move(tracer));
+  auto load_error = module.load_forward();
+  if (load_error != executorch::runtime::Error::Ok) {
+    std::ostringstream m;
+    m << "cannot load method 'forward' of " << o.model_path << " (error 0x" << std::hex
+      << static_cast<int>(load_error) << ")";
+    die(3, m.str());
+  }
+  auto meta = module.method_meta("forward");
+  if (!meta.ok()) die(3, "cannot read method metadata of " + o.model_path);
+
+  std::vector<TensorPtr> tensors;
+  if (!o.inputs_path.empty()) {
+    tensors = read_tensors(o.inputs_path);
+  } else {
+    for (size_t i = 0; i < meta->num_inputs(); ++i) {
+      auto info = meta->input_tensor_meta(i);
+      if (!info.ok()) die(4, "input " + std::to_string(i) + " is not a tensor; pass --inputs_path");
+      std::vector<executorch::aten::SizesType> sizes(info->sizes().begin(), info->sizes().end());
+      tensors.push_back(executorch::extension::ones(std::move(sizes), info->scalar_type()));
+    }
+  }
+  if (tensors.size() != meta->num_inputs()) {
+    die(4, "the program takes " + std::to_string(meta->num_inputs()) + " inputs, the inputs file has " +
+               std::to_string(tensors.size()));
+  }
+  std::vector<EValue> inputs(tensors.begin(), tensors.end());
+
+  std::vector<EValue> outputs;
+  auto run_once = [&]() {
+    auto result = module.forward(inputs);
+    if (!result.ok()) {
+      std::ostringstream m;
+      m << "forward failed (error 0x" << std::hex << static_cast<int>(result.error()) << ")";
+      die(5, m.str());
+    }
+    outputs = std::move(*result);
+  };
+  for (long i = 0; i < o.warmup; ++i) run_once();
+  if (tracing && o.warmup > 0) {
+    write_etdump(gen, o.warmup_etdump_path.empty() ? o.etdump_path + ".warmup" : o.warmup_etdump_path);
+  }
+  std::vector<double> latency_ms;
+  latency_ms.reserve(static_cast<size_t>(o.num_executions));
+  for (long i = 0; i < o.num_executions; ++i) {
+    auto start = std::chrono::steady_clock::now();
+    run_once();
+    auto end = std::chrono::steady_clock::now();
+    latency_ms.push_back(std::chrono::duration<double, std::milli>(end - start).count());
+  }
+  if (tracing) write_etdump(gen, o.etdump_path);
+  if (!o.outputs_path.empty()) write_tensors(o.outputs_path, outputs);
+
+  std::ostringstream json;
+  json.precision(6);
+  json << std::fixed << "{\"latency_ms\": [";
+  for (size_t i = 0; i < latency_ms.size(); ++i) json << (i ? ", " : "") << latency_ms[i];
+  json << "], \"threads\": " << (pool != nullptr ? pool->get_thread_count() : 0) << "}";
+  std::cout << "PYTEST_SME2_RESULT " << json.str() << std::endl;
+  return 0;
+}

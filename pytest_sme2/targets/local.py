@@ -1,0 +1,200 @@
+"""The local target: runner executables on this machine, as subprocesses.
+
+Two ways to get SME2 on and off:
+- two builds, like the reference kit: ``--sme2-runner-on`` and ``--sme2-runner-off``;
+- one build with SME2 masked off: on Linux the preload library hides the
+  SME/SME2 bits of AT_HWCAP2 from getauxval, which is what XNNPACK's cpuinfo
+  reads, so the only difference between the two runs is the kernels chosen.
+
+Runners are checked (exists, executable, built for this CPU architecture)
+before anything runs. Arguments go to the process as a list, never through a
+shell, so model names and paths cannot inject commands.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shlex
+import signal
+import subprocess
+from pathlib import Path
+
+import numpy as np
+
+from ..cpu import CpuInfo, host_cpu
+from ..errors import RunnerError, UsageError
+from ..native.tensorfile import torch_inputs_to_file
+from .base import OUTPUTS, RUNNER_LOG, TIMED_ETDUMP, WARMUP_ETDUMP, RunResult, RunSpec, TargetInfo
+
+RESULT_PREFIX = "PYTEST_SME2_RESULT "
+_ELF_MACHINES = {62: "x86_64", 183: "aarch64", 40: "arm", 3: "i386"}
+_ARCH_ALIASES = {"amd64": "x86_64", "arm64": "aarch64"}
+_TAIL = 25
+
+
+def executable_arch(path: Path) -> str | None:
+    """CPU architecture an ELF executable is built for; None if not ELF (e.g. Mach-O)."""
+    with open(path, "rb") as handle:
+        header = handle.read(20)
+    if header[:4] != b"\x7fELF" or len(header) < 20:
+        return None
+    little = header[5] == 1
+    machine = int.from_bytes(header[18:20], "little" if little else "big")
+    return _ELF_MACHINES.get(machine, f"ELF machine {machine}")
+
+
+def check_runner(path: Path | str, role: str) -> Path:
+    """Fail clearly before anything runs if a runner cannot run here."""
+    path = Path(path)
+    if not path.exists():
+        raise UsageError(
+            f"{role} {path} does not exist; build one with `pytest-sme2 build-runner` or fix the path"
+        )
+    if not path.is_file() or not os.access(path, os.X_OK):
+        raise UsageError(f"{role} {path} is not an executable file; `chmod +x` it or point to the runner binary")
+    arch = executable_arch(path)
+    host = _ARCH_ALIASES.get(platform.machine().lower(), platform.machine().lower())
+    if arch is not None and arch != host:
+        raise UsageError(
+            f"{role} {path} is built for {arch}, but this machine is {host}; use a runner built for {host} "
+            "(`pytest-sme2 build-runner`), or an emulated or device target for other architectures"
+        )
+    return path
+
+
+def _tail(path: Path) -> str:
+    try:
+        lines = [line for line in path.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return ""
+    return "\n".join(lines[-_TAIL:])
+
+
+def _exit_description(code: int) -> str:
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with status {code}"
+
+
+class LocalTarget:
+    """Runs runner executables on this machine's CPU."""
+
+    def __init__(self, log_dir: Path, runner: Path | None = None, runner_on: Path | None = None,
+                 runner_off: Path | None = None, mask_library: Path | None = None, cpu: CpuInfo | None = None):
+        self._cpu = cpu or host_cpu()
+        self._log_dir = log_dir
+        if (runner_on is None) != (runner_off is None):
+            missing = "--sme2-runner-off" if runner_off is None else "--sme2-runner-on"
+            raise UsageError(f"two-build mode needs both --sme2-runner-on and --sme2-runner-off; {missing} is missing")
+        self.two_builds = runner_on is not None
+        if self.two_builds:
+            self._on = check_runner(runner_on, "SME2-on runner (--sme2-runner-on)")
+            self._off = check_runner(runner_off, "SME2-off runner (--sme2-runner-off)")
+            self._mask = None
+        else:
+            if runner is None:
+                from ..native.build import build_runner
+
+                runner = build_runner()
+            self._on = self._off = check_runner(runner, "runner (--sme2-runner)")
+            self._mask = mask_library
+
+    @property
+    def info(self) -> TargetInfo:
+        cpu = self._cpu
+        mode = "two builds" if self.two_builds else "one build, SME2 masked by preload"
+        return TargetInfo(
+            name="local", cpu=cpu.name, arch=cpu.arch, has_sme2=cpu.has_sme2,
+            details={"system": cpu.system, "runtime": "native runner", "sme2_off_mode": mode,
+                     "runner_on": str(self._on), "runner_off": str(self._off)},
+        )
+
+    def unsupported(self, sme2: bool | None) -> str | None:
+        cpu = self._cpu
+        if sme2 is True and not cpu.has_sme2:
+            return (
+                f"SME2 requested but this CPU '{cpu.name}' ({cpu.arch}) has no SME2; run the local target on a CPU "
+                "that has it (Apple M4 Mac, Armv9.2 Linux board), or use a device with SME2"
+            )
+        if sme2 is False and not self.two_builds and cpu.system != "Linux":
+            return (
+                f"SME2 off with one runner build needs the Linux preload library; on {cpu.system} pass two builds "
+                "with --sme2-runner-on and --sme2-runner-off"
+            )
+        return None
+
+    def _command(self, sme2: bool | None) -> tuple[Path, dict[str, str]]:
+        env = dict(os.environ)
+        if sme2 is False and not self.two_builds:
+            if self._mask is None:
+                from ..native.build import build_mask_library
+
+                self._mask = build_mask_library()
+            env["LD_PRELOAD"] = " ".join(p for p in (str(self._mask), env.get("LD_PRELOAD", "")) if p)
+        binary = self._off if sme2 is False or (sme2 is None and not self._cpu.has_sme2) else self._on
+        return binary, env
+
+    def run(self, pte: Path, inputs: Path | None, spec: RunSpec, out_dir: Path) -> RunResult:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        binary, env = self._command(spec.sme2)
+        timed, warmup = out_dir / TIMED_ETDUMP, out_dir / WARMUP_ETDUMP
+        outputs = out_dir / "outputs.bin"
+        command = [str(binary), f"--model_path={pte}", f"--num_executions={spec.runs}", f"--warmup={spec.warmup}",
+                   f"--cpu_threads={spec.threads}", f"--outputs_path={outputs}"]
+        if spec.etdump:
+            command += [f"--etdump_path={timed}", f"--warmup_etdump_path={warmup}"]
+        if inputs is not None:
+            command.append(f"--inputs_path={torch_inputs_to_file(inputs, out_dir / 'inputs.bin')}")
+        log = out_dir / RUNNER_LOG
+        stdout_path = out_dir / "runner.stdout"
+        shown = shlex.join(command)
+        with open(log, "wb") as err, open(stdout_path, "wb") as out:
+            err.write(f"$ {'LD_PRELOAD=' + env['LD_PRELOAD'] + ' ' if 'LD_PRELOAD' in env else ''}{shown}\n".encode())
+            err.flush()
+            process = subprocess.Popen(command, stdout=out, stderr=err, env=env, start_new_session=True)
+            try:
+                code = process.wait(timeout=spec.timeout_s)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+                raise RunnerError(
+                    f"`{shown}` timed out after {spec.timeout_s:g} s and was killed; raise --sme2-timeout if the "
+                    f"model is that slow. Log: {log}\n{_tail(log)}"
+                ) from None
+        if code != 0:
+            raise RunnerError(f"`{shown}` {_exit_description(code)}; log kept at {log}. Last lines:\n{_tail(log)}")
+        result_line = next(
+            (line for line in stdout_path.read_text(errors="replace").splitlines() if line.startswith(RESULT_PREFIX)),
+            None,
+        )
+        if result_line is None:
+            raise RunnerError(
+                f"`{shown}` exited 0 but printed no '{RESULT_PREFIX.strip()}' line; is {binary} pytest-sme2's "
+                f"runner? stdout: {stdout_path}"
+            )
+        answer = json.loads(result_line[len(RESULT_PREFIX):])
+        outputs_pt = None
+        if outputs.exists():
+            import torch
+
+            from ..native.tensorfile import read_tensors
+
+            outputs_pt = out_dir / OUTPUTS
+            torch.save([torch.from_numpy(a.copy()) for a in read_tensors(outputs)], outputs_pt)
+        return RunResult(
+            spec=spec, target=self.info, out_dir=out_dir,
+            wall_ms=np.asarray(answer["latency_ms"], dtype=float),
+            timed_etdump=timed if spec.etdump else None,
+            warmup_etdump=warmup if spec.etdump and spec.warmup > 0 else None,
+            log=log, outputs=outputs_pt,
+            sme2_active=self._cpu.has_sme2 and spec.sme2 is not False,
+            runtime_threads=answer.get("threads"),
+        )
+
+    def close(self) -> None:
+        return None
