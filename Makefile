@@ -2,15 +2,30 @@
 # Each installs what it needs first (torch 2.13 CPU build, executorch 1.5.1, this plugin).
 PYTHON ?= python3
 PIP := $(PYTHON) -m pip
+# Debian packages for the linux-aarch64 runner and its tests under emulation.
+SYSTEM_PACKAGES := g++-aarch64-linux-gnu qemu-user
 
-.PHONY: install perf test
+.PHONY: install system-deps perf test
 
 install:
 	$(PIP) install --quiet "torch==2.13.0"
 	$(PIP) install --quiet -e ".[test]"
 
+# As root with apt: install what is missing. Otherwise say what to install;
+# the tests that need it are skipped with the same advice.
+system-deps:
+	@missing=""; \
+	command -v aarch64-linux-gnu-g++ >/dev/null || missing="$$missing g++-aarch64-linux-gnu"; \
+	command -v qemu-aarch64 >/dev/null || missing="$$missing qemu-user"; \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	else \
+		echo "note: aarch64 runner tests will be skipped; to run them: sudo apt-get install$$missing"; \
+	fi
+
 perf: install
 	$(PYTHON) -m pytest perf_tests/ -m sme2
 
-test: install
+test: install system-deps
 	$(PYTHON) -m pytest tests/ -n 2

@@ -14,7 +14,7 @@ def _build_runner(args: argparse.Namespace) -> int:
     runner = build_runner(args.arch, force=args.force)
     print(f"runner: {runner}")
     if args.mask:
-        print(f"SME2-masking preload library: {build_mask_library(force=args.force)}")
+        print(f"SME2-masking preload library: {build_mask_library(args.arch, force=args.force)}")
     return 0
 
 
@@ -22,7 +22,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="pytest-sme2", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     build = commands.add_parser("build-runner", help="build (or reuse) the native runner for a target architecture")
-    build.add_argument("--arch", default="host", help="architecture to build for (default: host)")
+    build.add_argument("--arch", default="host", choices=("host", "linux-aarch64"),
+                       help="host (default), or linux-aarch64 (cross build against the aarch64 executorch wheel)")
     build.add_argument("--force", action="store_true", help="rebuild even if a cached build exists")
     build.add_argument("--no-mask", dest="mask", action="store_false",
                        help="skip the SME2-masking preload library (Linux)")

@@ -16,6 +16,8 @@ import os
 import platform
 import shutil
 import subprocess
+import sys
+import zipfile
 from pathlib import Path
 from typing import Iterator
 
@@ -26,7 +28,15 @@ RUNNER_SOURCES = ("sme2_runner.cpp", "CMakeLists.txt")
 MASK_SOURCE = "sme2_mask.c"
 RUNNER_NAME = "sme2_runner"
 MASK_NAME = "libsme2_mask.so"
-ARCHES = ("host",)
+ARCHES = ("host", "linux-aarch64")
+CROSS_CXX = "aarch64-linux-gnu-g++"
+CROSS_CC = "aarch64-linux-gnu-gcc"
+CROSS_PACKAGE = "g++-aarch64-linux-gnu"
+_TOOLCHAIN = """set(CMAKE_SYSTEM_NAME Linux)
+set(CMAKE_SYSTEM_PROCESSOR aarch64)
+set(CMAKE_CXX_COMPILER {cxx})
+set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)
+"""
 
 
 def cache_root() -> Path:
@@ -104,28 +114,81 @@ def _run(command: list[str], log: Path, what: str) -> None:
         raise RunnerError(f"{what} failed (exit {result.returncode}); full log: {log}\n{tail}")
 
 
-def build_runner(arch: str = "host", force: bool = False) -> Path:
-    """Build (or reuse) the native runner for ``arch`` and return the executable."""
-    if arch not in ARCHES:
-        raise UsageError(
-            f"runner architecture {arch!r} is not supported yet; available: {', '.join(ARCHES)}. "
-            "The linux-aarch64 cross build comes with the emulated target"
+def _cross_compiler(name: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        raise RunnerError(
+            f"the linux-aarch64 build needs Debian's cross compiler ({name}); install it with "
+            f"`apt-get install {CROSS_PACKAGE}` (as root)"
         )
-    key = f"executorch-{_executorch_version()}-{platform.system().lower()}-{platform.machine()}-{_sources_hash(RUNNER_SOURCES)}"
+    return path
+
+
+def aarch64_executorch(version: str | None = None) -> Path:
+    """The aarch64 executorch wheel's package folder, downloaded and unpacked once."""
+    version = (version or _executorch_version()).split("+")[0]
+    root = cache_root() / f"executorch-{version}-manylinux-aarch64"
+    package = root / "executorch"
+    with _locked(cache_root() / f"{root.name}.lock"):
+        if (package / "share" / "cmake" / "executorch-config.cmake").exists():
+            return package
+        wheels = cache_root() / "wheels"
+        wheels.mkdir(parents=True, exist_ok=True)
+        log = cache_root() / f"{root.name}.log"
+        _run(
+            [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+             "--platform", "manylinux_2_28_aarch64",
+             "--python-version", f"{sys.version_info.major}.{sys.version_info.minor}",
+             f"executorch=={version}", "-d", str(wheels)],
+            log, f"downloading the aarch64 executorch {version} wheel",
+        )
+        found = sorted(wheels.glob(f"executorch-{version}-*aarch64*.whl"))
+        if not found:
+            raise RunnerError(f"pip reported success but no aarch64 executorch {version} wheel is in {wheels}")
+        staging = root.with_name(root.name + ".tmp")
+        shutil.rmtree(staging, ignore_errors=True)
+        with zipfile.ZipFile(found[-1]) as wheel:
+            members = [m for m in wheel.namelist() if m.startswith(("executorch/lib/", "executorch/include/",
+                                                                     "executorch/share/"))]
+            wheel.extractall(staging, members)
+        shutil.rmtree(root, ignore_errors=True)
+        os.replace(staging, root)
+    return package
+
+
+def build_runner(arch: str = "host", force: bool = False) -> Path:
+    """Build (or reuse) the native runner for ``arch`` and return the executable.
+
+    ``host`` links the installed executorch wheel; ``linux-aarch64`` cross
+    compiles with Debian's g++-aarch64-linux-gnu against the aarch64 wheel of
+    the same executorch version (for the emulated target and Arm Linux boards).
+    """
+    if arch not in ARCHES:
+        raise UsageError(f"runner architecture {arch!r} is not supported; choose one of {', '.join(ARCHES)}")
+    machine = "aarch64" if arch == "linux-aarch64" else platform.machine()
+    system = "linux" if arch == "linux-aarch64" else platform.system().lower()
+    key = f"executorch-{_executorch_version()}-{system}-{machine}-{_sources_hash(RUNNER_SOURCES)}"
     directory = cache_root() / key
     binary = directory / "build" / RUNNER_NAME
     with _locked(cache_root() / f"{key}.lock"):
         if binary.exists() and not force:
             return binary
+        cmake = find_cmake()
+        configure = [cmake, "-S", str(SOURCE_DIR), "-B", str(directory / "build"), "-DCMAKE_BUILD_TYPE=Release"]
+        if arch == "linux-aarch64":
+            cxx = _cross_compiler(CROSS_CXX)
+            prefix = aarch64_executorch()
+        else:
+            prefix = executorch_prefix()
         shutil.rmtree(directory, ignore_errors=True)
         directory.mkdir(parents=True)
         log = directory / "build.log"
-        cmake = find_cmake()
-        _run(
-            [cmake, "-S", str(SOURCE_DIR), "-B", str(directory / "build"), "-DCMAKE_BUILD_TYPE=Release",
-             f"-Dexecutorch_DIR={executorch_prefix() / 'share' / 'cmake'}"],
-            log, "configuring the native runner",
-        )
+        if arch == "linux-aarch64":
+            toolchain = directory / "aarch64-toolchain.cmake"
+            toolchain.write_text(_TOOLCHAIN.format(cxx=cxx))
+            configure.append(f"-DCMAKE_TOOLCHAIN_FILE={toolchain}")
+        configure.append(f"-Dexecutorch_DIR={prefix / 'share' / 'cmake'}")
+        _run(configure, log, f"configuring the native runner ({arch})")
         _run([cmake, "--build", str(directory / "build"), "-j", str(os.cpu_count() or 2)], log,
              "building the native runner")
         if not binary.exists():
@@ -133,20 +196,26 @@ def build_runner(arch: str = "host", force: bool = False) -> Path:
     return binary
 
 
-def build_mask_library(force: bool = False) -> Path:
+def build_mask_library(arch: str = "host", force: bool = False) -> Path:
     """Build (or reuse) the LD_PRELOAD library that hides SME/SME2 from getauxval (Linux)."""
-    if platform.system() != "Linux":
+    if arch not in ARCHES:
+        raise UsageError(f"architecture {arch!r} is not supported; choose one of {', '.join(ARCHES)}")
+    if arch == "host" and platform.system() != "Linux":
         raise UsageError(
             f"the SME2-masking preload library is for Linux and Android; on {platform.system()} use two "
             "runner builds (--sme2-runner-on / --sme2-runner-off)"
         )
-    key = f"mask-{platform.machine()}-{_sources_hash((MASK_SOURCE,))}"
+    machine = "aarch64" if arch == "linux-aarch64" else platform.machine()
+    key = f"mask-{machine}-{_sources_hash((MASK_SOURCE,))}"
     library = cache_root() / key / MASK_NAME
     with _locked(cache_root() / f"{key}.lock"):
         if library.exists() and not force:
             return library
         library.parent.mkdir(parents=True, exist_ok=True)
-        compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+        if arch == "linux-aarch64":
+            compiler = _cross_compiler(CROSS_CC)
+        else:
+            compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
         if compiler is None:
             raise RunnerError("no C compiler found to build the SME2-masking library; install gcc")
         staging = library.with_suffix(".tmp")
