@@ -15,7 +15,7 @@ MODELS = ("toy_cnn", "mlp", "mobilenet_v3_small", "transformer_encoder")
 
 
 def session(root: Path) -> Sme2Session:
-    sess = Sme2Session(Settings(cache_dir=root / "cache", session_dir=root / "artifacts"))
+    sess = Sme2Session(Settings(target="host", cache_dir=root / "cache", session_dir=root / "artifacts"))
     sess.registry.register_dir(REPO / "models")
     return sess
 

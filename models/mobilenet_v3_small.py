@@ -102,10 +102,33 @@ class MobileNetV3Small(nn.Module):
         return self.classifier(torch.flatten(self.avgpool(self.features(x)), 1))
 
 
+def _calibrate_batchnorm(model: nn.Module, samples: int = 4) -> None:
+    """Set BatchNorm running statistics from one pass over random images.
+
+    With torchvision's initialisation and identity BatchNorm statistics, the
+    activations of an untrained network shrink about tenfold per block and the
+    logits end up near 1e-15: fp16 underflows and int8 quantizes everything to
+    zero. Statistics taken from a batch (as a trained network would have) keep
+    every layer near unit scale, so all dtypes see realistic values.
+    """
+    bns = [m for m in model.modules() if isinstance(m, nn.BatchNorm2d)]
+    for bn in bns:
+        bn.reset_running_stats()
+        bn.momentum = None  # cumulative average: after one batch, exactly its statistics
+    model.train()
+    with torch.no_grad():
+        model(torch.randn(samples, 3, 224, 224))
+    for bn in bns:
+        bn.momentum = 0.01
+    model.eval()
+
+
 def get_eager_model() -> nn.Module:
     with torch.random.fork_rng():
         torch.manual_seed(0)
-        return MobileNetV3Small().eval()
+        model = MobileNetV3Small()
+        _calibrate_batchnorm(model)
+        return model.eval()
 
 
 def get_example_inputs() -> tuple[torch.Tensor, ...]:

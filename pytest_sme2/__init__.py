@@ -3,7 +3,7 @@
 Public API; everything not listed here is private.
 """
 
-from .assertions import assert_delegation, assert_portable_ops, assert_share, assert_speedup
+from .assertions import assert_delegation, assert_outputs_match, assert_portable_ops, assert_share, assert_speedup
 from .categories import Category, classify
 from .errors import (
     EtdumpError,
@@ -45,6 +45,7 @@ __all__ = [
     "UnknownModelError",
     "UsageError",
     "assert_delegation",
+    "assert_outputs_match",
     "assert_portable_ops",
     "assert_share",
     "assert_speedup",

@@ -8,6 +8,7 @@ check bounds on the right end of the interval.
 from __future__ import annotations
 
 from .categories import Category
+from .export import ExportedModel
 from .profile import Profile, Speedup
 
 
@@ -72,3 +73,38 @@ def assert_portable_ops(profile: Profile, allowed: "set[str] | frozenset[str] | 
             f"{profile.label}: operators fell out of the delegate and ran as portable kernels: {listed}; "
             f"allowed portable ops: {', '.join(sorted(allowed)) or 'none'}"
         )
+
+
+def assert_outputs_match(profile: Profile, exported: "ExportedModel", rtol: float = 1e-3, atol: float = 1e-4) -> float:
+    """Fail unless the run's outputs equal PyTorch eager (from export) within tolerance.
+
+    The failure names the largest difference, where it is, and both values.
+    Returns the largest absolute difference.
+    """
+    import torch
+
+    outputs_path = profile.artifacts.get("outputs")
+    if outputs_path is None:
+        raise AssertionError(f"{profile.label}: the run kept no outputs to compare")
+    produced = torch.load(outputs_path, weights_only=True)
+    reference = torch.load(exported.reference_outputs_path, weights_only=True)
+    references = list(reference) if isinstance(reference, (list, tuple)) else [reference]
+    if len(produced) != len(references):
+        raise AssertionError(f"{profile.label}: {len(produced)} outputs, eager gave {len(references)}")
+    worst = 0.0
+    for index, (got, want) in enumerate(zip(produced, references)):
+        got, want = got.to(torch.float64), want.detach().to(torch.float64)
+        if got.shape != want.shape:
+            raise AssertionError(f"{profile.label}: output {index} has shape {tuple(got.shape)}, eager {tuple(want.shape)}")
+        diff = (got - want).abs()
+        excess = diff - (atol + rtol * want.abs())
+        flat = int(torch.argmax(excess))
+        where = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), diff.shape))
+        if excess.flatten()[flat] > 0:
+            raise AssertionError(
+                f"{profile.label}: output {index} differs from PyTorch eager beyond rtol={rtol}, atol={atol}: "
+                f"largest difference {float(diff.max()):.3g}; worst element {where}: got "
+                f"{float(got[where]):.6g}, eager {float(want[where]):.6g}"
+            )
+        worst = max(worst, float(diff.max()))
+    return worst

@@ -18,6 +18,19 @@ def _build_runner(args: argparse.Namespace) -> int:
     return 0
 
 
+def _setup_emulation(args: argparse.Namespace) -> int:
+    from . import emulation
+
+    status = emulation.setup(force=args.force)
+    print(f"qemu-aarch64: {status.qemu} ({status.version or '?'})")
+    print(f"aarch64 runner: {status.runner}")
+    if not status.ready:
+        print(f"not ready: {status.problem}", file=sys.stderr)
+        return 1
+    print("emulated SME2 target ready: qemu -cpu max reports SME2")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="pytest-sme2", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -28,6 +41,13 @@ def main(argv: list[str] | None = None) -> int:
     build.add_argument("--no-mask", dest="mask", action="store_false",
                        help="skip the SME2-masking preload library (Linux)")
     build.set_defaults(handler=_build_runner)
+    emulate = commands.add_parser(
+        "setup-emulation",
+        help="fetch qemu-user 11.1 from Debian (no root, system apt sources untouched), install the aarch64 "
+             "cross compiler (as root) and build the aarch64 runner",
+    )
+    emulate.add_argument("--force", action="store_true", help="fetch and rebuild even if cached")
+    emulate.set_defaults(handler=_setup_emulation)
     args = parser.parse_args(argv)
     try:
         return args.handler(args)

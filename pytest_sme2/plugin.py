@@ -22,9 +22,23 @@ from .runner import Runner, require_program
 from .session import Settings, Sme2Session
 from .targets import TARGET_NAMES, RunSpec
 
+# Hook modules that extend this one (baselines and verdicts; reports and session outputs).
+# Each reads a test's profiles through profiles_of(item) and the session through session_of(config).
+pytest_plugins = ("pytest_sme2._baseline_hooks", "pytest_sme2._report_hooks")
+
 _SESSION_KEY = pytest.StashKey[Sme2Session]()
 _PROFILES_KEY = pytest.StashKey[list]()
-_DEFAULTS = {"runs": 20, "warmup": 3, "threads": 1, "timeout": 600.0}
+
+
+def session_of(config: pytest.Config) -> Sme2Session | None:
+    """The pytest-sme2 session of this pytest process (None before configure or when disabled)."""
+    return config.stash.get(_SESSION_KEY, None)
+
+
+def profiles_of(item: pytest.Item) -> list[Profile]:
+    """The Profiles a test built with etdump_profile, in call order (empty if none)."""
+    return item.stash.get(_PROFILES_KEY, [])
+_DEFAULTS = {"threads": 1, "timeout": 600.0}
 
 MARKERS = (
     "sme2: an SME2 performance test (select with -m sme2)",
@@ -38,8 +52,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("sme2", "pytest-sme2: ExecuTorch SME2 performance tests")
     group.addoption("--sme2-target", default=None, choices=TARGET_NAMES,
                     help="where programs run (default: ini sme2_target, else auto = this host)")
-    group.addoption("--sme2-runs", type=int, default=None, help="timed runs per variant (default 20)")
-    group.addoption("--sme2-warmup", type=int, default=None, help="warmup runs per variant (default 3)")
+    group.addoption("--sme2-runs", type=int, default=None,
+                    help="timed runs per variant (default 20; 2 on the emulated target)")
+    group.addoption("--sme2-warmup", type=int, default=None,
+                    help="warmup runs per variant (default 3; 0 on the emulated target)")
+    group.addoption("--sme2-emulated-svl", type=int, default=None,
+                    help="emulated target: SME streaming vector length in bits (default 512, like the M4)")
     group.addoption("--sme2-threads", type=int, default=None, help="runtime threads (default 1)")
     group.addoption("--sme2-timeout", type=float, default=None, help="seconds before a run is killed (default 600)")
     group.addoption("--sme2-runner", default=None,
@@ -50,8 +68,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--sme2-artifacts-dir", default=None,
                     help="root of per-session artifact folders (default .sme2/artifacts)")
     parser.addini("sme2_target", "default --sme2-target", default="auto")
-    parser.addini("sme2_runs", "default timed runs per variant", default=str(_DEFAULTS["runs"]))
-    parser.addini("sme2_warmup", "default warmup runs per variant", default=str(_DEFAULTS["warmup"]))
+    parser.addini("sme2_runs", "default timed runs per variant (empty: the target's default)", default="")
+    parser.addini("sme2_warmup", "default warmup runs per variant (empty: the target's default)", default="")
+    parser.addini("sme2_emulated_svl", "emulated target: streaming vector length in bits", default="512")
     parser.addini("sme2_threads", "default runtime threads", default=str(_DEFAULTS["threads"]))
     parser.addini("sme2_timeout", "default run timeout in seconds", default=str(_DEFAULTS["timeout"]))
     parser.addini("sme2_runner", "local target: runner executable (SME2 off by masking)", default="")
@@ -68,6 +87,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def _setting(config: pytest.Config, name: str, cast: Callable[[str], Any]) -> Any:
     option = config.getoption(f"sme2_{name}")
     value = option if option is not None else config.getini(f"sme2_{name}")
+    if value == "":
+        return None
     try:
         return cast(value)
     except (TypeError, ValueError):
@@ -107,6 +128,7 @@ def pytest_configure(config: pytest.Config) -> None:
         runner=_path_setting(config, "runner"),
         runner_on=_path_setting(config, "runner_on"),
         runner_off=_path_setting(config, "runner_off"),
+        svl_bits=_setting(config, "emulated_svl", int),
     )
     if settings.target not in TARGET_NAMES:
         raise pytest.UsageError(f"sme2_target = {settings.target!r}; choose one of {', '.join(TARGET_NAMES)}")
@@ -159,7 +181,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     s = session.settings
     return [
         f"sme2: target={s.target} host cpu='{cpu.name}' ({cpu.arch}, SME2 {'yes' if cpu.has_sme2 else 'no'}) "
-        f"runs={s.runs} warmup={s.warmup} threads={s.threads}",
+        f"runs={s.runs if s.runs is not None else 'target default'} threads={s.threads}",
         f"sme2: models={', '.join(session.registry.names) or '(none)'}",
         f"sme2: cache={s.cache_dir} artifacts={s.session_dir}",
     ]
@@ -249,11 +271,12 @@ def runner(request: pytest.FixtureRequest) -> Callable[..., Runner]:
             return value if value is not None else perf.get(key, default)
 
         with _as_test_failure():
+            default_runs, default_warmup = session.default_runs()
             spec = RunSpec(
                 sme2=sme2,
                 threads=pick(threads, "threads", s.threads),
-                runs=pick(runs, "runs", s.runs),
-                warmup=pick(warmup, "warmup", s.warmup),
+                runs=pick(runs, "runs", default_runs),
+                warmup=pick(warmup, "warmup", default_warmup),
                 timeout_s=pick(timeout, "timeout", s.timeout_s),
             )
             reason = session.target.unsupported(sme2)

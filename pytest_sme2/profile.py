@@ -150,8 +150,22 @@ class Profile:
     def label(self) -> str:
         return f"{self.model} {self.recipe} [{self.variant}]"
 
+    @property
+    def emulated(self) -> bool:
+        """True when the numbers come from an emulator: kernels and outputs are real, time is not."""
+        return bool(self.metadata.get("target", {}).get("emulated"))
+
     def speedup_over(self, other: "Profile") -> Speedup:
-        """median(other) / median(self) with a CI from all per-run samples of both."""
+        """median(other) / median(self) with a CI from all per-run samples of both.
+
+        On emulated profiles the test is skipped: emulated timing is not hardware timing.
+        """
+        if self.emulated or other.emulated:
+            import pytest
+
+            raise pytest.skip.Exception(
+                f"emulated timing is not hardware timing: speedup of {self.label} over {other.label} not checked"
+            )
         interval = stats.ratio_of_medians_ci(other.e2e_ms, self.e2e_ms)
         return Speedup(
             value=interval.value,
@@ -267,6 +281,7 @@ class Profile:
         return {
             "model": self.model,
             "recipe": self.recipe,
+            "emulated": self.emulated,
             "variant": self.variant,
             "runs": self.runs,
             "latency": self.latency.as_dict(),

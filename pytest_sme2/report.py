@@ -52,6 +52,8 @@ def profile_html(summary: Mapping[str, Any]) -> str:
     lat = summary["latency"]
     wall = summary.get("wall_latency")
     title = f"{summary['model']} {summary['recipe']} [{summary['variant']}]"
+    if summary.get("emulated"):
+        title += " - EMULATED: kernels and outputs are real, times are not hardware timing"
     latency_rows = [
         ["E2E (Method::execute)", lat["n"], _ms(lat["median_ms"]),
          f"[{_ms(lat['median_ci_low_ms'])}, {_ms(lat['median_ci_high_ms'])}]",
@@ -112,7 +114,8 @@ def profile_text(summary: Mapping[str, Any]) -> str:
     lat = summary["latency"]
     shares = ", ".join(f"{k} {v:.1%}" for k, v in summary["shares"].items())
     lines = [
-        f"{summary['model']} {summary['recipe']} [{summary['variant']}]",
+        f"{summary['model']} {summary['recipe']} [{summary['variant']}]"
+        + (" (EMULATED: times are not hardware timing)" if summary.get("emulated") else ""),
         f"  E2E median {lat['median_ms']:.3f} ms (95% CI {lat['median_ci_low_ms']:.3f}-{lat['median_ci_high_ms']:.3f}),"
         f" p10 {lat['p10_ms']:.3f}, p90 {lat['p90_ms']:.3f}, CV {lat['cv']:.1%}, {lat['n']} runs",
         f"  shares: {shares}",

@@ -19,8 +19,8 @@ from .targets import Target, make_target
 @dataclass(frozen=True)
 class Settings:
     target: str = "auto"
-    runs: int = 20
-    warmup: int = 3
+    runs: int | None = None  # None: the target's default (20 on hardware, fewer under emulation)
+    warmup: int | None = None
     threads: int = 1
     timeout_s: float = 600.0
     cache_dir: Path = Path(".sme2/cache")
@@ -28,6 +28,7 @@ class Settings:
     runner: Path | None = None  # local target: one build (SME2 off by masking)
     runner_on: Path | None = None  # local target: two builds
     runner_off: Path | None = None
+    svl_bits: int = 512  # emulated target: streaming vector length
 
 
 def slug(text: str, limit: int = 120) -> str:
@@ -47,8 +48,15 @@ class Sme2Session:
     def target(self) -> Target:
         if self._target is None:
             s = self.settings
-            self._target = make_target(s.target, s.session_dir / "logs", s.runner, s.runner_on, s.runner_off)
+            self._target = make_target(s.target, s.session_dir / "logs", s.runner, s.runner_on, s.runner_off,
+                                       s.svl_bits)
         return self._target
+
+    def default_runs(self) -> tuple[int, int]:
+        """Timed and warmup runs when nothing sets them: the settings, else the target's defaults."""
+        runs = self.settings.runs if self.settings.runs is not None else getattr(self.target, "default_runs", 20)
+        warmup = self.settings.warmup if self.settings.warmup is not None else getattr(self.target, "default_warmup", 3)
+        return runs, warmup
 
     def export(self, name: str, recipe: Recipe) -> ExportedModel:
         """The model's .pte for the recipe; only the first request in a process may export."""

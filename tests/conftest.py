@@ -56,6 +56,7 @@ def sme2_project(pytester: pytest.Pytester, shared_export_cache: Path) -> pytest
             f"""
             [pytest]
             sme2_model_dirs = models
+            sme2_target = host
             sme2_cache_dir = {shared_export_cache}
             sme2_runs = 5
             sme2_warmup = 1

@@ -28,7 +28,7 @@ RUNS = 6
 @pytest.fixture(scope="module")
 def session(tmp_path_factory: pytest.TempPathFactory) -> Sme2Session:
     root = tmp_path_factory.mktemp("e2e")
-    sess = Sme2Session(Settings(cache_dir=root / "cache", session_dir=root / "artifacts"))
+    sess = Sme2Session(Settings(target="host", cache_dir=root / "cache", session_dir=root / "artifacts"))
     sess.registry.register_dir(REPO / "models")
     yield sess
     sess.close()

@@ -314,7 +314,8 @@ def test_export_cache_is_reused_by_a_second_session(pytester: pytest.Pytester, t
     models = pytester.mkdir("models")
     (models / "cached.py").write_text(tiny_model_text)
     cache = tmp_path / "cache"
-    pytester.makeini(f"[pytest]\nsme2_model_dirs = models\nsme2_cache_dir = {cache}\nfilterwarnings = ignore\n")
+    pytester.makeini(f"[pytest]\nsme2_model_dirs = models\nsme2_target = host\nsme2_cache_dir = {cache}\n"
+                     "filterwarnings = ignore\n")
     pytester.makepyfile(
         """
         import pytest
@@ -344,7 +345,8 @@ def test_xdist_workers_export_once_and_share_the_session_folder(pytester: pytest
     marks = tmp_path / "marks"
     marks.mkdir()
     pytester.makeini(
-        f"[pytest]\nsme2_model_dirs = models\nsme2_cache_dir = {cache}\nsme2_runs = 3\nsme2_warmup = 0\n"
+        f"[pytest]\nsme2_model_dirs = models\nsme2_target = host\nsme2_cache_dir = {cache}\nsme2_runs = 3\n"
+        "sme2_warmup = 0\n"
         "filterwarnings = ignore\n"
     )
     pytester.makepyfile(

@@ -81,6 +81,65 @@ def _exit_description(code: int) -> str:
     return f"exited with status {code}"
 
 
+def run_runner_process(prefix: list[str], binary: Path, env: dict[str, str], pte: Path, inputs: Path | None,
+                       spec: RunSpec, out_dir: Path, info: TargetInfo, sme2_active: bool) -> RunResult:
+    """Run a pytest-sme2 runner (optionally behind ``prefix``, e.g. qemu) and collect its artifacts."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    timed, warmup = out_dir / TIMED_ETDUMP, out_dir / WARMUP_ETDUMP
+    outputs = out_dir / "outputs.bin"
+    command = [*prefix, str(binary), f"--model_path={pte}", f"--num_executions={spec.runs}",
+               f"--warmup={spec.warmup}", f"--cpu_threads={spec.threads}", f"--outputs_path={outputs}"]
+    if spec.etdump:
+        command += [f"--etdump_path={timed}", f"--warmup_etdump_path={warmup}"]
+    if inputs is not None:
+        command.append(f"--inputs_path={torch_inputs_to_file(inputs, out_dir / 'inputs.bin')}")
+    log = out_dir / RUNNER_LOG
+    stdout_path = out_dir / "runner.stdout"
+    shown = shlex.join(command)
+    preload = f"LD_PRELOAD={env['LD_PRELOAD']} " if "LD_PRELOAD" in env else ""
+    with open(log, "wb") as err, open(stdout_path, "wb") as out:
+        err.write(f"$ {preload}{shown}\n".encode())
+        err.flush()
+        process = subprocess.Popen(command, stdout=out, stderr=err, env=env, start_new_session=True)
+        try:
+            code = process.wait(timeout=spec.timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            raise RunnerError(
+                f"`{shown}` timed out after {spec.timeout_s:g} s and was killed; raise --sme2-timeout if the "
+                f"model is that slow. Log: {log}\n{_tail(log)}"
+            ) from None
+    if code != 0:
+        raise RunnerError(f"`{shown}` {_exit_description(code)}; log kept at {log}. Last lines:\n{_tail(log)}")
+    result_line = next(
+        (line for line in stdout_path.read_text(errors="replace").splitlines() if line.startswith(RESULT_PREFIX)),
+        None,
+    )
+    if result_line is None:
+        raise RunnerError(
+            f"`{shown}` exited 0 but printed no '{RESULT_PREFIX.strip()}' line; is {binary} pytest-sme2's "
+            f"runner? stdout: {stdout_path}"
+        )
+    answer = json.loads(result_line[len(RESULT_PREFIX):])
+    outputs_pt = None
+    if outputs.exists():
+        import torch
+
+        from ..native.tensorfile import read_tensors
+
+        outputs_pt = out_dir / OUTPUTS
+        torch.save([torch.from_numpy(a.copy()) for a in read_tensors(outputs)], outputs_pt)
+    return RunResult(
+        spec=spec, target=info, out_dir=out_dir,
+        wall_ms=np.asarray(answer["latency_ms"], dtype=float),
+        timed_etdump=timed if spec.etdump else None,
+        warmup_etdump=warmup if spec.etdump and spec.warmup > 0 else None,
+        log=log, outputs=outputs_pt, sme2_active=sme2_active,
+        runtime_threads=answer.get("threads"),
+    )
+
+
 class LocalTarget:
     """Runs runner executables on this machine's CPU."""
 
@@ -140,61 +199,9 @@ class LocalTarget:
         return binary, env
 
     def run(self, pte: Path, inputs: Path | None, spec: RunSpec, out_dir: Path) -> RunResult:
-        out_dir.mkdir(parents=True, exist_ok=True)
         binary, env = self._command(spec.sme2)
-        timed, warmup = out_dir / TIMED_ETDUMP, out_dir / WARMUP_ETDUMP
-        outputs = out_dir / "outputs.bin"
-        command = [str(binary), f"--model_path={pte}", f"--num_executions={spec.runs}", f"--warmup={spec.warmup}",
-                   f"--cpu_threads={spec.threads}", f"--outputs_path={outputs}"]
-        if spec.etdump:
-            command += [f"--etdump_path={timed}", f"--warmup_etdump_path={warmup}"]
-        if inputs is not None:
-            command.append(f"--inputs_path={torch_inputs_to_file(inputs, out_dir / 'inputs.bin')}")
-        log = out_dir / RUNNER_LOG
-        stdout_path = out_dir / "runner.stdout"
-        shown = shlex.join(command)
-        with open(log, "wb") as err, open(stdout_path, "wb") as out:
-            err.write(f"$ {'LD_PRELOAD=' + env['LD_PRELOAD'] + ' ' if 'LD_PRELOAD' in env else ''}{shown}\n".encode())
-            err.flush()
-            process = subprocess.Popen(command, stdout=out, stderr=err, env=env, start_new_session=True)
-            try:
-                code = process.wait(timeout=spec.timeout_s)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
-                raise RunnerError(
-                    f"`{shown}` timed out after {spec.timeout_s:g} s and was killed; raise --sme2-timeout if the "
-                    f"model is that slow. Log: {log}\n{_tail(log)}"
-                ) from None
-        if code != 0:
-            raise RunnerError(f"`{shown}` {_exit_description(code)}; log kept at {log}. Last lines:\n{_tail(log)}")
-        result_line = next(
-            (line for line in stdout_path.read_text(errors="replace").splitlines() if line.startswith(RESULT_PREFIX)),
-            None,
-        )
-        if result_line is None:
-            raise RunnerError(
-                f"`{shown}` exited 0 but printed no '{RESULT_PREFIX.strip()}' line; is {binary} pytest-sme2's "
-                f"runner? stdout: {stdout_path}"
-            )
-        answer = json.loads(result_line[len(RESULT_PREFIX):])
-        outputs_pt = None
-        if outputs.exists():
-            import torch
-
-            from ..native.tensorfile import read_tensors
-
-            outputs_pt = out_dir / OUTPUTS
-            torch.save([torch.from_numpy(a.copy()) for a in read_tensors(outputs)], outputs_pt)
-        return RunResult(
-            spec=spec, target=self.info, out_dir=out_dir,
-            wall_ms=np.asarray(answer["latency_ms"], dtype=float),
-            timed_etdump=timed if spec.etdump else None,
-            warmup_etdump=warmup if spec.etdump and spec.warmup > 0 else None,
-            log=log, outputs=outputs_pt,
-            sme2_active=self._cpu.has_sme2 and spec.sme2 is not False,
-            runtime_threads=answer.get("threads"),
-        )
+        return run_runner_process([], binary, env, pte, inputs, spec, out_dir, self.info,
+                                  sme2_active=self._cpu.has_sme2 and spec.sme2 is not False)
 
     def close(self) -> None:
         return None

@@ -1,0 +1,61 @@
+"""The emulated target: the aarch64 runner under qemu-aarch64 11.1 with SME2 on or off.
+
+SME2 on is ``-cpu max`` with a 512-bit streaming vector length (like the M4,
+configurable); SME2 off is ``-cpu max,sme=off``. Same runner binary, same
+.pte (exported on the host), same inputs. Which kernels run, whether outputs
+are right and how much of the model takes the SME2 path are real; the time
+is not, so every Profile from here is marked emulated and latency verdicts
+are skipped.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .. import emulation
+from ..errors import UsageError
+from .base import RunResult, RunSpec, TargetInfo
+from .local import run_runner_process
+
+EMULATED_TIMING = "emulated timing is not hardware timing"
+
+
+class EmulatedTarget:
+    # Emulation runs a mobilenet inference in about a second: fewer runs by default.
+    default_runs = 2
+    default_warmup = 0
+
+    def __init__(self, log_dir: Path, svl_bits: int = emulation.DEFAULT_SVL_BITS,
+                 status: emulation.EmulationStatus | None = None):
+        if svl_bits not in (128, 256, 512, 1024, 2048):
+            raise UsageError(f"--sme2-emulated-svl={svl_bits} is not a streaming vector length; use 128..2048 bits")
+        self._svl = svl_bits
+        self._status = status or emulation.status()
+
+    @property
+    def info(self) -> TargetInfo:
+        st = self._status
+        return TargetInfo(
+            name="emulated", cpu=f"qemu-aarch64 {st.version or '?'} -cpu max SVL {self._svl}", arch="aarch64",
+            has_sme2=True, emulated=True,
+            details={"qemu": str(st.qemu), "runner": str(st.runner), "svl_bits": self._svl,
+                     "timing": EMULATED_TIMING},
+        )
+
+    def unsupported(self, sme2: bool | None) -> str | None:
+        if not self._status.ready:
+            return f"emulated SME2 target not ready: {self._status.problem}"
+        return None
+
+    def run(self, pte: Path, inputs: Path | None, spec: RunSpec, out_dir: Path) -> RunResult:
+        st = self._status
+        if not st.ready:
+            raise UsageError(f"emulated SME2 target not ready: {st.problem}")
+        cpu = "max,sme=off" if spec.sme2 is False else emulation.svl_cpu(self._svl)
+        env = {**os.environ, "QEMU_LD_PREFIX": str(emulation.SYSROOT)}
+        return run_runner_process([str(st.qemu), "-cpu", cpu], st.runner, env, pte, inputs, spec, out_dir,
+                                  self.info, sme2_active=spec.sme2 is not False)
+
+    def close(self) -> None:
+        return None
