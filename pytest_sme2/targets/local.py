@@ -13,7 +13,6 @@ shell, so model names and paths cannot inject commands.
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import shlex
@@ -21,32 +20,20 @@ import signal
 import subprocess
 from pathlib import Path
 
-import numpy as np
-
 from ..cpu import CpuInfo, host_cpu
 from ..errors import RunnerError, UsageError
+from ..native.elf import executable_arch
 from ..native.tensorfile import torch_inputs_to_file
-from .base import OUTPUTS, RUNNER_LOG, TIMED_ETDUMP, WARMUP_ETDUMP, RunResult, RunSpec, TargetInfo
+from ._runner_contract import (INPUTS_FILE, OUTPUTS_FILE, RESULT_PREFIX, RunnerFiles, build_result,
+                               exit_description as _exit_description, read_result, runner_arguments,
+                               tail as _tail)
+from .base import RUNNER_LOG, TIMED_ETDUMP, WARMUP_ETDUMP, RunResult, RunSpec, TargetInfo
 
-RESULT_PREFIX = "PYTEST_SME2_RESULT "
-_ELF_MACHINES = {62: "x86_64", 183: "aarch64", 40: "arm", 3: "i386"}
 _ARCH_ALIASES = {"amd64": "x86_64", "arm64": "aarch64"}
-_TAIL = 25
 
 
-def executable_arch(path: Path) -> str | None:
-    """CPU architecture an ELF executable is built for; None if not ELF (e.g. Mach-O)."""
-    with open(path, "rb") as handle:
-        header = handle.read(20)
-    if header[:4] != b"\x7fELF" or len(header) < 20:
-        return None
-    little = header[5] == 1
-    machine = int.from_bytes(header[18:20], "little" if little else "big")
-    return _ELF_MACHINES.get(machine, f"ELF machine {machine}")
-
-
-def check_runner(path: Path | str, role: str) -> Path:
-    """Fail clearly before anything runs if a runner cannot run here."""
+def check_runner(path: Path | str, role: str, arch: str | None = None) -> Path:
+    """Fail clearly before anything runs if a runner cannot run here (``arch``: where it runs; default this CPU)."""
     path = Path(path)
     if not path.exists():
         raise UsageError(
@@ -54,31 +41,21 @@ def check_runner(path: Path | str, role: str) -> Path:
         )
     if not path.is_file() or not os.access(path, os.X_OK):
         raise UsageError(f"{role} {path} is not an executable file; `chmod +x` it or point to the runner binary")
-    arch = executable_arch(path)
+    built_for = executable_arch(path)
+    if arch is not None:
+        if built_for != arch:
+            raise UsageError(
+                f"{role} {path} is built for {built_for or 'a non-ELF format'}, but this target runs {arch} "
+                f"binaries; build one with `pytest-sme2 build-runner --arch linux-{arch}`"
+            )
+        return path
     host = _ARCH_ALIASES.get(platform.machine().lower(), platform.machine().lower())
-    if arch is not None and arch != host:
+    if built_for is not None and built_for != host:
         raise UsageError(
-            f"{role} {path} is built for {arch}, but this machine is {host}; use a runner built for {host} "
+            f"{role} {path} is built for {built_for}, but this machine is {host}; use a runner built for {host} "
             "(`pytest-sme2 build-runner`), or an emulated or device target for other architectures"
         )
     return path
-
-
-def _tail(path: Path) -> str:
-    try:
-        lines = [line for line in path.read_text(errors="replace").splitlines() if line.strip()]
-    except OSError:
-        return ""
-    return "\n".join(lines[-_TAIL:])
-
-
-def _exit_description(code: int) -> str:
-    if code < 0:
-        try:
-            return f"was killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"was killed by signal {-code}"
-    return f"exited with status {code}"
 
 
 def run_runner_process(prefix: list[str], binary: Path, env: dict[str, str], pte: Path, inputs: Path | None,
@@ -86,13 +63,11 @@ def run_runner_process(prefix: list[str], binary: Path, env: dict[str, str], pte
     """Run a pytest-sme2 runner (optionally behind ``prefix``, e.g. qemu) and collect its artifacts."""
     out_dir.mkdir(parents=True, exist_ok=True)
     timed, warmup = out_dir / TIMED_ETDUMP, out_dir / WARMUP_ETDUMP
-    outputs = out_dir / "outputs.bin"
-    command = [*prefix, str(binary), f"--model_path={pte}", f"--num_executions={spec.runs}",
-               f"--warmup={spec.warmup}", f"--cpu_threads={spec.threads}", f"--outputs_path={outputs}"]
-    if spec.etdump:
-        command += [f"--etdump_path={timed}", f"--warmup_etdump_path={warmup}"]
-    if inputs is not None:
-        command.append(f"--inputs_path={torch_inputs_to_file(inputs, out_dir / 'inputs.bin')}")
+    files = RunnerFiles(
+        pte=str(pte), timed_etdump=str(timed), warmup_etdump=str(warmup), outputs=str(out_dir / OUTPUTS_FILE),
+        inputs=None if inputs is None else str(torch_inputs_to_file(inputs, out_dir / INPUTS_FILE)),
+    )
+    command = [*prefix, *runner_arguments(str(binary), files, spec)]
     log = out_dir / RUNNER_LOG
     stdout_path = out_dir / "runner.stdout"
     shown = shlex.join(command)
@@ -112,32 +87,8 @@ def run_runner_process(prefix: list[str], binary: Path, env: dict[str, str], pte
             ) from None
     if code != 0:
         raise RunnerError(f"`{shown}` {_exit_description(code)}; log kept at {log}. Last lines:\n{_tail(log)}")
-    result_line = next(
-        (line for line in stdout_path.read_text(errors="replace").splitlines() if line.startswith(RESULT_PREFIX)),
-        None,
-    )
-    if result_line is None:
-        raise RunnerError(
-            f"`{shown}` exited 0 but printed no '{RESULT_PREFIX.strip()}' line; is {binary} pytest-sme2's "
-            f"runner? stdout: {stdout_path}"
-        )
-    answer = json.loads(result_line[len(RESULT_PREFIX):])
-    outputs_pt = None
-    if outputs.exists():
-        import torch
-
-        from ..native.tensorfile import read_tensors
-
-        outputs_pt = out_dir / OUTPUTS
-        torch.save([torch.from_numpy(a.copy()) for a in read_tensors(outputs)], outputs_pt)
-    return RunResult(
-        spec=spec, target=info, out_dir=out_dir,
-        wall_ms=np.asarray(answer["latency_ms"], dtype=float),
-        timed_etdump=timed if spec.etdump else None,
-        warmup_etdump=warmup if spec.etdump and spec.warmup > 0 else None,
-        log=log, outputs=outputs_pt, sme2_active=sme2_active,
-        runtime_threads=answer.get("threads"),
-    )
+    answer = read_result(stdout_path, shown, str(binary))
+    return build_result(answer, spec, info, out_dir, log, sme2_active)
 
 
 class LocalTarget:

@@ -1,0 +1,118 @@
+"""Just enough ELF reading to ship a runner to another machine.
+
+Which CPU architecture an executable is for (to refuse a wrong-architecture
+runner before anything runs), and which of its shared libraries are not part
+of the system (to push them alongside it to a device). Read from the file
+itself, so no ``readelf`` is needed on macOS or on a CI machine without
+binutils.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+_ELF_MACHINES = {62: "x86_64", 183: "aarch64", 40: "arm", 3: "i386"}
+_PT_LOAD, _PT_DYNAMIC = 1, 2
+_DT_NULL, _DT_NEEDED, _DT_STRTAB, _DT_RPATH, _DT_RUNPATH = 0, 1, 5, 15, 29
+
+
+def executable_arch(path: Path) -> str | None:
+    """CPU architecture an ELF executable is built for; None if not ELF (e.g. Mach-O or a script)."""
+    with open(path, "rb") as handle:
+        header = handle.read(20)
+    if header[:4] != b"\x7fELF" or len(header) < 20:
+        return None
+    little = header[5] == 1
+    machine = int.from_bytes(header[18:20], "little" if little else "big")
+    return _ELF_MACHINES.get(machine, f"ELF machine {machine}")
+
+
+@dataclass(frozen=True)
+class DynamicSection:
+    """The dynamic-linking facts of one ELF file."""
+
+    needed: tuple[str, ...]
+    search_path: tuple[str, ...]  # RUNPATH, else RPATH, with $ORIGIN still in it
+
+
+def read_dynamic(path: Path) -> DynamicSection:
+    """DT_NEEDED and RUNPATH/RPATH of an ELF file (empty for static or non-ELF files)."""
+    data = Path(path).read_bytes()
+    if data[:4] != b"\x7fELF" or len(data) < 52:
+        return DynamicSection((), ())
+    wide = data[4] == 2
+    end = "<" if data[5] == 1 else ">"
+    if wide:
+        phoff, = struct.unpack_from(end + "Q", data, 32)
+        phentsize, phnum = struct.unpack_from(end + "HH", data, 54)
+    else:
+        phoff, = struct.unpack_from(end + "I", data, 28)
+        phentsize, phnum = struct.unpack_from(end + "HH", data, 42)
+    loads: list[tuple[int, int, int]] = []  # (vaddr, offset, filesz)
+    dynamic: tuple[int, int] | None = None
+    for index in range(phnum):
+        at = phoff + index * phentsize
+        if wide:
+            p_type, _flags, offset, vaddr, _paddr, filesz = struct.unpack_from(end + "IIQQQQ", data, at)
+        else:
+            p_type, offset, vaddr, _paddr, filesz = struct.unpack_from(end + "IIIII", data, at)
+        if p_type == _PT_LOAD:
+            loads.append((vaddr, offset, filesz))
+        elif p_type == _PT_DYNAMIC:
+            dynamic = (offset, filesz)
+    if dynamic is None:
+        return DynamicSection((), ())
+    entry = struct.Struct(end + ("qQ" if wide else "iI"))
+    entries: list[tuple[int, int]] = []
+    for at in range(dynamic[0], dynamic[0] + dynamic[1], entry.size):
+        tag, value = entry.unpack_from(data, at)
+        if tag == _DT_NULL:
+            break
+        entries.append((tag, value))
+    strtab_vaddr = next((value for tag, value in entries if tag == _DT_STRTAB), None)
+    if strtab_vaddr is None:
+        return DynamicSection((), ())
+    strtab = next((offset + strtab_vaddr - vaddr for vaddr, offset, size in loads
+                   if vaddr <= strtab_vaddr < vaddr + size), strtab_vaddr)
+
+    def string(offset: int) -> str:
+        start = strtab + offset
+        return data[start:data.index(b"\0", start)].decode(errors="replace")
+
+    needed = tuple(string(value) for tag, value in entries if tag == _DT_NEEDED)
+    runpath = [string(value) for tag, value in entries if tag == _DT_RUNPATH]
+    rpath = [string(value) for tag, value in entries if tag == _DT_RPATH]
+    paths = (runpath or rpath or [""])[0]
+    return DynamicSection(needed, tuple(p for p in paths.split(":") if p))
+
+
+def bundled_libraries(binary: Path) -> dict[str, Path]:
+    """The shared libraries a binary needs that are not system libraries, by the name it asks for.
+
+    A library counts as bundled when it is found through the binary's (or the
+    needing library's) RUNPATH/RPATH, ``$ORIGIN`` expanded, or next to the
+    binary, the way Android builds ship their .so files. Anything else (libc,
+    libm, libstdc++, liblog, ...) is left to the device. Followed transitively.
+    """
+    binary = Path(binary)
+    found: dict[str, Path] = {}
+    pending = [binary]
+    while pending:
+        current = pending.pop()
+        section = read_dynamic(current)
+        origin = str(current.resolve().parent)
+        directories = [p.replace("$ORIGIN", origin).replace("${ORIGIN}", origin) for p in section.search_path]
+        directories.append(str(binary.parent))
+        for name in section.needed:
+            if name in found:
+                continue
+            for directory in directories:
+                candidate = Path(directory) / name
+                if candidate.is_file() and os.access(candidate, os.R_OK):
+                    found[name] = candidate.resolve()
+                    pending.append(found[name])
+                    break
+    return found

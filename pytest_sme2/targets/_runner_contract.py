@@ -1,0 +1,103 @@
+"""The native runner's contract, shared by every target that runs it (local, emulated, adb).
+
+What the runner is told (its command line), what it answers (one
+``PYTEST_SME2_RESULT {json}`` line on stdout) and what it leaves (ETDumps and
+an outputs tensor file), plus how a failed run is described. Targets differ
+only in where the process runs and how files get there and back.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import RunnerError
+from .base import OUTPUTS, TIMED_ETDUMP, WARMUP_ETDUMP, RunResult, RunSpec, TargetInfo
+
+RESULT_PREFIX = "PYTEST_SME2_RESULT "
+OUTPUTS_FILE = "outputs.bin"
+INPUTS_FILE = "inputs.bin"
+TAIL_LINES = 25
+
+
+@dataclass(frozen=True)
+class RunnerFiles:
+    """Where the runner reads and writes, as paths on the machine that runs it."""
+
+    pte: str
+    timed_etdump: str
+    warmup_etdump: str
+    outputs: str
+    inputs: str | None = None
+
+
+def runner_arguments(binary: str, files: RunnerFiles, spec: RunSpec) -> list[str]:
+    """The runner's argv (flags as in ExecuTorch's executor_runner where they overlap)."""
+    command = [binary, f"--model_path={files.pte}", f"--num_executions={spec.runs}", f"--warmup={spec.warmup}",
+               f"--cpu_threads={spec.threads}", f"--outputs_path={files.outputs}"]
+    if spec.etdump:
+        command += [f"--etdump_path={files.timed_etdump}", f"--warmup_etdump_path={files.warmup_etdump}"]
+    if files.inputs is not None:
+        command.append(f"--inputs_path={files.inputs}")
+    return command
+
+
+def tail(path: Path) -> str:
+    """The last non-empty lines of a log, for error messages."""
+    try:
+        lines = [line for line in path.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return ""
+    return "\n".join(lines[-TAIL_LINES:])
+
+
+def exit_description(code: int) -> str:
+    """'exited with status N' or 'was killed by SIGNAME' for a subprocess return code."""
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with status {code}"
+
+
+def read_result(stdout_path: Path, shown: str, binary: str) -> dict[str, Any]:
+    """The runner's result line from its stdout, or a RunnerError that says what ran."""
+    try:
+        text = stdout_path.read_text(errors="replace")
+    except OSError:
+        text = ""
+    line = next((line for line in text.splitlines() if line.startswith(RESULT_PREFIX)), None)
+    if line is None:
+        raise RunnerError(
+            f"`{shown}` exited 0 but printed no '{RESULT_PREFIX.strip()}' line; is {binary} pytest-sme2's "
+            f"runner? stdout: {stdout_path}"
+        )
+    return json.loads(line[len(RESULT_PREFIX):])
+
+
+def build_result(answer: dict[str, Any], spec: RunSpec, info: TargetInfo, out_dir: Path, log: Path,
+                 sme2_active: bool) -> RunResult:
+    """The RunResult of a finished run whose files are in ``out_dir`` under the standard names."""
+    outputs_bin = out_dir / OUTPUTS_FILE
+    outputs_pt = None
+    if outputs_bin.exists():
+        import torch
+
+        from ..native.tensorfile import read_tensors
+
+        outputs_pt = out_dir / OUTPUTS
+        torch.save([torch.from_numpy(a.copy()) for a in read_tensors(outputs_bin)], outputs_pt)
+    return RunResult(
+        spec=spec, target=info, out_dir=out_dir,
+        wall_ms=np.asarray(answer["latency_ms"], dtype=float),
+        timed_etdump=out_dir / TIMED_ETDUMP if spec.etdump else None,
+        warmup_etdump=out_dir / WARMUP_ETDUMP if spec.etdump and spec.warmup > 0 else None,
+        log=log, outputs=outputs_pt, sme2_active=sme2_active,
+        runtime_threads=answer.get("threads"),
+    )
