@@ -2,8 +2,9 @@
 # Each installs what it needs first (torch 2.13 CPU build, executorch 1.5.1, this plugin).
 PYTHON ?= python3
 PIP := $(PYTHON) -m pip
-# Debian packages for the linux-aarch64 runner and its tests under emulation.
-SYSTEM_PACKAGES := g++-aarch64-linux-gnu qemu-user
+# Debian packages for the linux-aarch64 runner and its tests under emulation, and the
+# headless browser that checks the HTML report (tests/test_report_browser.py).
+SYSTEM_PACKAGES := g++-aarch64-linux-gnu qemu-user chromium
 
 .PHONY: install system-deps perf test
 
@@ -17,11 +18,12 @@ system-deps:
 	@missing=""; \
 	command -v aarch64-linux-gnu-g++ >/dev/null || missing="$$missing g++-aarch64-linux-gnu"; \
 	command -v qemu-aarch64 >/dev/null || missing="$$missing qemu-user"; \
+	command -v chromium >/dev/null || missing="$$missing chromium"; \
 	if [ -z "$$missing" ]; then exit 0; fi; \
 	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	else \
-		echo "note: aarch64 runner tests will be skipped; to run them: sudo apt-get install$$missing"; \
+		echo "note: aarch64 runner and report browser tests will be skipped; to run them: sudo apt-get install$$missing"; \
 	fi
 
 perf: install

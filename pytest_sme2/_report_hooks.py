@@ -1,1 +1,174 @@
-"""pytest hooks for reports and session outputs (issue 6). Filled in by that work."""
+"""pytest hooks for reports and session outputs.
+
+Per test (where the Profiles live: the worker under xdist), ``makereport``
+turns the test's Profiles into a record (report/record.py), writes the
+reference kit's CSVs next to its ETDumps, and attaches the record to the
+report: the ``sme2_record`` and ``sme2_profiles`` user properties, the
+"sme2 profiles" text section and a pytest-html extra with charts.
+
+Per session (the controller only under xdist, which sees every worker's
+reports through ``pytest_runtest_logreport``), the records are gathered and
+written to summary.json, summary.md and report.html in the session folder,
+and the terminal shows one table of all perf tests.
+
+Baseline verdicts are read, never computed, here: a ``sme2_verdicts`` user
+property (a list of dicts with at least ``verdict``; see docs/artifacts.md)
+on the item or any of its reports is shown with the test; without one the
+reports say "no baseline check".
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .report.record import build_record, verdicts_of
+
+RECORD_PROPERTY = "sme2_record"
+PROFILES_PROPERTY = "sme2_profiles"
+_RECORDS_KEY = pytest.StashKey[dict]()
+
+
+def _is_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def _records(config: pytest.Config) -> dict[str, dict[str, Any]]:
+    return config.stash.setdefault(_RECORDS_KEY, {})
+
+
+def _write_csvs(entry: dict[str, Any]) -> None:
+    """The kit-compatible CSVs of one profile, in its run folder next to its ETDumps; paths go into the entry."""
+    from .report.csv_export import write_csvs
+    from .session import slug
+
+    etdump = entry.get("artifacts", {}).get("timed_etdump")
+    if not etdump:
+        return
+    out_dir = Path(etdump).parent
+    prefix = slug(f"{entry['model']}_{entry['recipe']}_{entry['variant']}")
+    entry["artifacts"].update(write_csvs(etdump, out_dir, prefix, model_id=f"{entry['model']} {entry['recipe']}"))
+
+
+def _build(item: pytest.Item, report: pytest.TestReport) -> dict[str, Any] | None:
+    from .plugin import profiles_of, session_of
+
+    profiles = profiles_of(item)
+    if not profiles:
+        return None
+    record = build_record(item.nodeid, profiles)
+    session = session_of(item.config)
+    if session is not None:
+        record["test_dir"] = str(session.test_dir(item.nodeid))
+    for entry in record["profiles"]:
+        _write_csvs(entry)
+    record["verdicts"] = verdicts_of([*item.user_properties, *report.user_properties])
+    # One JSON round trip: what crosses to the xdist controller must be plain data.
+    return json.loads(json.dumps(record, default=str))
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)  # outermost: sees what other wrappers (baselines) added
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
+    report = yield
+    if call.when != "call":
+        return report
+    try:
+        record = _build(item, report)
+    except Exception as exc:  # a report problem must not take the session down; it is shown with the test
+        report.sections.append(("sme2 report error", f"building the sme2 report failed: {type(exc).__name__}: {exc}"))
+        return report
+    if record is None:
+        return report
+    from .report.text import record_text
+
+    # junitxml reads properties from the teardown report, made from the item's list.
+    item.user_properties.append((PROFILES_PROPERTY, record["profiles"]))
+    report.user_properties.append((PROFILES_PROPERTY, record["profiles"]))
+    report.user_properties.append((RECORD_PROPERTY, record))
+    report.sections.append(("sme2 profiles", record_text(record)))
+    try:
+        from pytest_html import extras
+    except ImportError:
+        return report
+    from .report.html import extra_html
+
+    htmlpath = getattr(item.config.option, "htmlpath", None)
+    base = Path(htmlpath).absolute().parent if htmlpath else None
+    try:
+        report.extras = [*getattr(report, "extras", []), extras.html(extra_html(record, base))]
+    except Exception as exc:
+        report.sections.append(("sme2 report error", f"rendering the HTML section failed: {type(exc).__name__}: {exc}"))
+    return report
+
+
+class _Collector:
+    """Gathers every perf test's record on the controller (or the only process)."""
+
+    def __init__(self, config: pytest.Config):
+        self.config = config
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        records = _records(self.config)
+        properties = list(report.user_properties)
+        record = next((value for key, value in properties if key == RECORD_PROPERTY), None)
+        if record is not None:
+            records[report.nodeid] = {**record, "outcome": report.outcome, "duration_s": report.duration,
+                                      "verdicts": list(record.get("verdicts", []))}
+        existing = records.get(report.nodeid)
+        if existing is None:
+            return
+        if report.when != "call" and report.failed:
+            existing["outcome"] = "error" if report.when == "setup" else f"failed in {report.when}"
+        for verdict in verdicts_of(properties):
+            if verdict not in existing["verdicts"]:
+                existing["verdicts"].append(verdict)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        records = _records(self.config)
+        if not records:
+            return
+        from .plugin import session_of
+        from .report.summary import session_summary, write_session
+
+        sme2 = session_of(self.config)
+        out_dir = sme2.settings.session_dir if sme2 is not None else Path(".sme2")
+        try:
+            paths = write_session(session_summary(list(records.values()), out_dir), out_dir)
+        except Exception as exc:  # never lose the session over a report
+            self.config.stash[_OUTPUTS_KEY] = f"writing the session summary failed: {type(exc).__name__}: {exc}"
+            return
+        self.config.stash[_OUTPUTS_KEY] = paths
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        records = _records(self.config)
+        if not records:
+            return
+        from .report.summary import session_summary
+        from .report.table import COLUMNS, summary_rows, text_table
+
+        rows = summary_rows(session_summary(list(records.values()), None)["tests"])
+        terminalreporter.write_sep("=", "sme2 performance summary")
+        for line in text_table(COLUMNS, rows):
+            terminalreporter.write_line(line)
+        outputs = self.config.stash.get(_OUTPUTS_KEY, None)
+        if isinstance(outputs, dict):
+            terminalreporter.write_line(
+                f"sme2: summary {outputs['json']}, markdown {outputs['markdown']}, report {outputs['html']}")
+        elif outputs:
+            terminalreporter.write_line(f"sme2: {outputs}", red=True)
+
+
+_OUTPUTS_KEY = pytest.StashKey[Any]()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config: pytest.Config) -> None:
+    from . import progress
+
+    progress.install(config)
+    if not _is_worker(config):
+        config.pluginmanager.register(_Collector(config), "sme2-report-collector")

@@ -1,9 +1,11 @@
-"""The ``pytest-sme2`` command. Exit codes: 0 ok, 1 the command failed, 2 bad usage."""
+"""The ``pytest-sme2`` command. Exit codes: 0 ok, 1 the command failed or found a problem (doctor:
+not ready; compare: below --min-speedup), 2 bad usage or unreadable input."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from .errors import Sme2Error, UsageError
 
@@ -31,6 +33,49 @@ def _setup_emulation(args: argparse.Namespace) -> int:
     return 0
 
 
+def _analyze(args: argparse.Namespace) -> int:
+    from .report.commands import analyze
+
+    print(analyze(Path(args.etdump), _path(args.etrecord), _path(args.warmup), args.json))
+    return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from .report.commands import compare_files
+
+    text, result = compare_files(Path(args.a), Path(args.b), args.json)
+    print(text)
+    if args.min_speedup is not None:
+        if result["speedup"] is None or result["speedup"]["low"] < args.min_speedup:
+            print(f"speedup lower bound below --min-speedup {args.min_speedup:g}", file=sys.stderr)
+            return 1
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    from .report.commands import rebuild_report
+
+    for kind, path in rebuild_report(Path(args.artifacts_dir), _path(args.out)).items():
+        print(f"{kind}: {path}")
+    return 0
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    from .doctor import MISSING, run_checks
+
+    checks = run_checks()
+    width = max(len(c.name) for c in checks)
+    for check in checks:
+        print(f"{check.state:>7}  {check.name.ljust(width)}  {check.detail}")
+        if check.fix and check.state != "ok":
+            print(f"{'':>7}  {'':{width}}  fix: {check.fix}")
+    return 1 if any(c.state == MISSING for c in checks) else 0
+
+
+def _path(value: str | None) -> Path | None:
+    return Path(value) if value else None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="pytest-sme2", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -48,6 +93,27 @@ def main(argv: list[str] | None = None) -> int:
     )
     emulate.add_argument("--force", action="store_true", help="fetch and rebuild even if cached")
     emulate.set_defaults(handler=_setup_emulation)
+    analyze = commands.add_parser("analyze", help="an ETDump's profile as tables: latency, categories, operators, "
+                                  "delegation, SME kernel path")
+    analyze.add_argument("etdump", help="timed ETDump (.etdp/.etdump)")
+    analyze.add_argument("--etrecord", help="ETRecord of the .pte: checked, and kept for Profile.inspector()")
+    analyze.add_argument("--warmup", help="warmup ETDump holding load/init, when the runner split them")
+    analyze.add_argument("--json", action="store_true", help="print the profile digest as JSON")
+    analyze.set_defaults(handler=_analyze)
+    compare = commands.add_parser("compare", help="B against A: E2E speedup with interval, category and operator deltas")
+    compare.add_argument("a", help="reference ETDump (e.g. SME2 off)")
+    compare.add_argument("b", help="ETDump to compare (e.g. SME2 on); speedup = median(A) / median(B)")
+    compare.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    compare.add_argument("--min-speedup", type=float, default=None,
+                         help="exit 1 when the speedup's lower 95%% bound is below this")
+    compare.set_defaults(handler=_compare)
+    report = commands.add_parser("report", help="rebuild report.html and summary.md from a session's summary.json")
+    report.add_argument("artifacts_dir", help="a session folder (.sme2/artifacts/session-<time>-<pid>) or its summary.json")
+    report.add_argument("--out", help="write into this folder instead of the session folder")
+    report.set_defaults(handler=_report)
+    doctor = commands.add_parser("doctor", help="what this machine can do, with the command that fixes each missing "
+                                 "piece (exit 1 if something is missing)")
+    doctor.set_defaults(handler=_doctor)
     args = parser.parse_args(argv)
     try:
         return args.handler(args)

@@ -14,10 +14,10 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
+from . import progress
 from .errors import Sme2Error, UsageError
 from .export import ExportedModel, Recipe
 from .profile import Profile
-from .report import profile_text, profiles_html
 from .runner import Runner, require_program
 from .session import Settings, Sme2Session
 from .targets import TARGET_NAMES, RunSpec
@@ -231,7 +231,9 @@ def exported_pte(request: pytest.FixtureRequest) -> ExportedModel:
             raise UsageError(
                 f"@pytest.mark.model{tuple(marker.args)!r} is malformed: use @pytest.mark.model('name', dtype=...)"
             )
-        return _session(request).export(str(name), Recipe(**kwargs))
+        recipe = Recipe(**kwargs)
+        with progress.exporting(request.config, str(name), recipe.label):
+            return _session(request).export(str(name), recipe)
 
 
 @pytest.fixture
@@ -244,7 +246,9 @@ def export_pte(request: pytest.FixtureRequest) -> Callable[..., ExportedModel]:
     def export_pte(name: str, dtype: str = "fp32", quant: str | None = None,
                    partitioner: str = "xnnpack") -> ExportedModel:
         with _as_test_failure():
-            return _session(request).export(name, Recipe(dtype, quant, partitioner))
+            recipe = Recipe(dtype, quant, partitioner)
+            with progress.exporting(request.config, name, recipe.label):
+                return _session(request).export(name, recipe)
 
     return export_pte
 
@@ -302,7 +306,8 @@ def etdump_profile(request: pytest.FixtureRequest) -> Callable[[Any, Runner], Pr
             require_program(pte)
             if not isinstance(runner, Runner):
                 raise UsageError(f"etdump_profile() needs a runner from the runner fixture, got {type(runner).__name__}")
-            profile = runner.profile(pte)
+            with progress.running(request.config, runner, pte):
+                profile = runner.profile(pte)
         profiles.append(profile)
         return profile
 
@@ -313,21 +318,3 @@ def etdump_profile(request: pytest.FixtureRequest) -> Callable[[Any, Runner], Pr
 def sme2_session(request: pytest.FixtureRequest) -> Sme2Session:
     """The pytest-sme2 session: settings, model registry, export cache and target."""
     return request.config.stash[_SESSION_KEY]
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
-    report = yield
-    profiles = item.stash.get(_PROFILES_KEY, None)
-    if call.when == "call" and profiles:
-        summaries = [p.summary() for p in profiles]
-        # junitxml reads properties from the teardown report, made from the item's list.
-        item.user_properties.append(("sme2_profiles", summaries))
-        report.user_properties.append(("sme2_profiles", summaries))
-        report.sections.append(("sme2 profiles", "\n".join(profile_text(s) for s in summaries)))
-        try:
-            from pytest_html import extras
-        except ImportError:
-            return report
-        report.extras = [*getattr(report, "extras", []), extras.html(profiles_html(summaries))]
-    return report

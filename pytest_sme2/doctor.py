@@ -1,0 +1,97 @@
+"""``pytest-sme2 doctor``: what this machine can do, and the command that fixes each missing piece.
+
+Checks only look; they never install, build or start anything (not even the
+adb server: a closed port 5037 is reported with the command to start it).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import socket
+from dataclasses import dataclass
+
+READY, MISSING, INFO = "ok", "MISSING", "info"
+ADB_PORT = 5037
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    state: str  # READY, MISSING (exit code 1) or INFO (a fact, not something to fix)
+    detail: str
+    fix: str = ""
+
+
+def _version(package: str) -> str | None:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _packages() -> list[Check]:
+    checks = []
+    for package, fix in (("torch", "pip install torch==2.13.0 (the CPU build; install it before executorch)"),
+                         ("executorch", "pip install executorch==1.5.1"),
+                         ("matplotlib", "pip install 'matplotlib>=3.8,<4' (report charts)"),
+                         ("pytest-html", "pip install 'pytest-html>=4.1'")):
+        version = _version(package)
+        checks.append(Check(package, READY if version else MISSING, version or "not installed", "" if version else fix))
+    return checks
+
+
+def _host() -> Check:
+    from .cpu import host_cpu
+
+    cpu = host_cpu()
+    if cpu.has_sme2:
+        return Check("SME2 on this host", READY, f"{cpu.name} ({cpu.arch}) has SME2")
+    return Check("SME2 on this host", INFO, f"{cpu.name} ({cpu.arch}) has no SME2: SME2-on tests skip on the host target",
+                 "use the emulated target (pytest-sme2 setup-emulation) or an SME2 device over adb")
+
+
+def _runner() -> Check:
+    from .native.build import runner_binary
+
+    try:
+        binary = runner_binary("host")
+    except Exception as exc:  # no executorch, unsupported platform
+        return Check("native runner (local target)", MISSING, f"cannot locate: {exc}", "pytest-sme2 build-runner")
+    if binary.exists():
+        return Check("native runner (local target)", READY, str(binary))
+    return Check("native runner (local target)", MISSING, f"not built ({binary})", "pytest-sme2 build-runner")
+
+
+def _emulation() -> Check:
+    from . import emulation
+
+    try:
+        status = emulation.status()
+    except Exception as exc:
+        return Check("emulated SME2 target", MISSING, f"{type(exc).__name__}: {exc}", emulation.SETUP_COMMAND)
+    if status.ready:
+        return Check("emulated SME2 target", READY, f"qemu {status.version} at {status.qemu}, runner {status.runner}")
+    return Check("emulated SME2 target", MISSING, status.problem or "not ready", emulation.SETUP_COMMAND)
+
+
+def _adb() -> Check:
+    try:
+        with socket.create_connection(("127.0.0.1", ADB_PORT), timeout=1.0):
+            pass
+    except OSError:
+        return Check("adb devices", INFO, f"no adb server on port {ADB_PORT}",
+                     "adb start-server (Debian: apt-get install adb), then connect an SME2 device with USB debugging")
+    try:
+        import adbutils
+
+        devices = adbutils.AdbClient(host="127.0.0.1", port=ADB_PORT, socket_timeout=5).device_list()
+    except Exception as exc:
+        return Check("adb devices", INFO, f"adb server did not answer: {type(exc).__name__}: {exc}", "adb kill-server; adb start-server")
+    if not devices:
+        return Check("adb devices", INFO, "adb server running, no device attached",
+                     "connect a device with USB debugging on (adb devices should list it)")
+    return Check("adb devices", READY, ", ".join(d.serial for d in devices))
+
+
+def run_checks() -> list[Check]:
+    return [*_packages(), _host(), _runner(), _emulation(), _adb()]

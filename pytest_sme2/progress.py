@@ -1,0 +1,97 @@
+"""Progress of long runs: which model and variant is exporting or running.
+
+Exports take seconds to minutes and emulated runs seconds each, so a silent
+pytest looks hung. Each step is announced when it starts and when it ends.
+Lines go to the terminal through pytest's terminal reporter (not with -q, and
+not from xdist workers, whose output pytest does not show) and always to
+``progress.log`` in the session folder, which is where to look under xdist
+(``tail -f .sme2/artifacts/session-*/progress.log``).
+
+Granularity is one variant (warmup + timed runs), not one run: the host
+target runs them back to back in a child process that answers once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+LOG_NAME = "progress.log"
+_KEY = pytest.StashKey["Progress"]()
+
+
+class Progress:
+    def __init__(self, config: pytest.Config):
+        self._config = config
+        workerinput = getattr(config, "workerinput", None)
+        self._worker = workerinput.get("workerid") if workerinput else None
+
+    def _log_path(self) -> Path | None:
+        from .plugin import session_of
+
+        session = session_of(self._config)
+        return session.settings.session_dir / LOG_NAME if session is not None else None
+
+    def say(self, text: str) -> None:
+        path = self._log_path()
+        if path is not None:
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                with path.open("a", encoding="utf-8") as log:
+                    who = self._worker or f"pid {os.getpid()}"
+                    log.write(f"{time.strftime('%H:%M:%S')} [{who}] {text}\n")
+            except OSError:
+                pass  # progress is a courtesy; a full disk fails the artifacts, not the test
+        if self._worker is None and self._config.get_verbosity() >= 0:
+            reporter = self._config.pluginmanager.get_plugin("terminalreporter")
+            if reporter is not None:
+                reporter.write_line(text)
+
+
+def install(config: pytest.Config) -> None:
+    config.stash[_KEY] = Progress(config)
+
+
+def _progress(config: pytest.Config) -> Progress | None:
+    return config.stash.get(_KEY, None)
+
+
+@contextlib.contextmanager
+def exporting(config: pytest.Config, model: str, recipe_label: str) -> Iterator[None]:
+    """Announce an export (or export-cache lookup) and how it ended."""
+    progress = _progress(config)
+    if progress is None:
+        yield
+        return
+    started = time.perf_counter()
+    progress.say(f"sme2: exporting {model} {recipe_label} ...")
+    try:
+        yield
+    except BaseException:
+        progress.say(f"sme2: export of {model} {recipe_label} failed after {time.perf_counter() - started:.1f} s")
+        raise
+    progress.say(f"sme2: {model} {recipe_label} ready in {time.perf_counter() - started:.1f} s")
+
+
+@contextlib.contextmanager
+def running(config: pytest.Config, runner: Any, pte: Any) -> Iterator[None]:
+    """Announce a variant's warmup + timed runs and how they ended."""
+    progress = _progress(config)
+    if progress is None:
+        yield
+        return
+    spec = runner.spec
+    what = f"{getattr(pte, 'label', Path(str(pte)).name)} [{runner.label}]"
+    started = time.perf_counter()
+    progress.say(f"sme2: running {what}: {spec.warmup} warmup + {spec.runs} timed runs ...")
+    try:
+        yield
+    except BaseException:
+        progress.say(f"sme2: {what} failed after {time.perf_counter() - started:.1f} s")
+        raise
+    progress.say(f"sme2: {what} done: {spec.runs}/{spec.runs} runs in {time.perf_counter() - started:.1f} s")

@@ -1,0 +1,130 @@
+"""Charts of a test record as self-contained ``data:`` PNG URIs (matplotlib, Agg backend).
+
+Three charts answer the three questions a perf report gets asked: how noisy
+and how far apart are the variants (per-run E2E of each), where did the time
+go and how did the bottleneck shift (category bars, SME2 off vs on), and which
+operators matter (top operators by share of E2E, with their speedups). Images
+are embedded, so the report works offline and makes no requests.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from ..categories import Category
+
+CATEGORY_COLOURS = {
+    Category.CONV.value: "#4e79a7",
+    Category.GEMM.value: "#f28e2b",
+    Category.DATA_MOVEMENT.value: "#e15759",
+    Category.ELEMENTWISE.value: "#76b7b2",
+    Category.OTHER.value: "#bab0ac",
+}
+_DPI = 96
+
+
+def _figure(width: float, height: float):  # noqa: ANN202 - matplotlib types
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=(width, height), dpi=_DPI, layout="constrained")
+
+
+def _data_uri(figure) -> str:  # noqa: ANN001
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=_DPI)
+    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def _time_label(emulated: bool) -> str:
+    return "ms per run (EMULATED, not hardware timing)" if emulated else "ms per run"
+
+
+def latency_chart(profiles: Sequence[Mapping[str, Any]]) -> str:
+    """Per-run E2E latency of each variant: a box plot with every run as a dot."""
+    figure = _figure(7.0, 0.9 + 0.55 * len(profiles))
+    axes = figure.add_subplot()
+    samples = [np.asarray(p["e2e_ms"], dtype=float) for p in profiles]
+    labels = [p["variant"] for p in profiles]
+    axes.boxplot(samples, vert=False, widths=0.5, showfliers=False)
+    rng = np.random.default_rng(0)  # fixed jitter: the same record always draws the same picture
+    for i, values in enumerate(samples, start=1):
+        axes.scatter(values, i + rng.uniform(-0.15, 0.15, values.size), s=10, alpha=0.6, color="#4e79a7")
+        axes.annotate(f"median {np.median(values):.3f}", (np.median(values), i + 0.3), fontsize=8, ha="center")
+    axes.set_yticks(range(1, len(labels) + 1), labels, fontsize=8)
+    axes.set_xlabel("E2E (Method::execute) " + _time_label(any(p.get("emulated") for p in profiles)), fontsize=8)
+    axes.set_title("Per-run latency of each variant", fontsize=10)
+    axes.tick_params(labelsize=8)
+    return _data_uri(figure)
+
+
+def category_chart(profiles: Sequence[Mapping[str, Any]]) -> str:
+    """Stacked bars of mean time per category per run (share x mean E2E), one bar per variant."""
+    figure = _figure(7.0, 1.2 + 0.55 * len(profiles))
+    axes = figure.add_subplot()
+    left = np.zeros(len(profiles))
+    for category in Category:
+        name = category.value
+        widths = np.array([p["shares"][name] * p["latency"]["mean_ms"] for p in profiles])
+        bars = axes.barh(range(len(profiles)), widths, left=left, color=CATEGORY_COLOURS[name], label=name)
+        for bar, profile in zip(bars, profiles):
+            share = profile["shares"][name]
+            if share >= 0.08:
+                axes.text(bar.get_x() + bar.get_width() / 2, bar.get_y() + bar.get_height() / 2, f"{share:.0%}",
+                          ha="center", va="center", fontsize=7, color="white")
+        left += widths
+    axes.set_yticks(range(len(profiles)), [p["variant"] for p in profiles], fontsize=8)
+    axes.invert_yaxis()
+    axes.set_xlabel("mean " + _time_label(any(p.get("emulated") for p in profiles)), fontsize=8)
+    axes.set_title("Where time went (labels: share of E2E)", fontsize=10)
+    figure.legend(fontsize=7, ncols=5, loc="outside lower center", frameon=False)
+    axes.tick_params(labelsize=8)
+    return _data_uri(figure)
+
+
+def operator_chart(comparison: Mapping[str, Any], top: int = 10) -> str:
+    """Top operators by share of E2E, SME2 off vs on, annotated with each operator's speedup."""
+    ops = list(comparison["operators"])[:top]
+    figure = _figure(7.0, 1.2 + 0.38 * len(ops))
+    axes = figure.add_subplot()
+    y = np.arange(len(ops))
+    axes.barh(y - 0.2, [op["off_share"] for op in ops], height=0.4, color="#bab0ac", label="SME2 off")
+    axes.barh(y + 0.2, [op["on_share"] for op in ops], height=0.4, color="#4e79a7", label="SME2 on")
+    for i, op in enumerate(ops):
+        sp = op.get("speedup")
+        text = f"{sp['value']:.2f}x" if sp else ("emulated" if comparison.get("emulated") else "unmatched")
+        axes.text(max(op["off_share"], op["on_share"]) + 0.005, i, text, va="center", fontsize=7)
+    axes.set_yticks(y, [_short(op["op"]) for op in ops], fontsize=7)
+    axes.invert_yaxis()
+    axes.xaxis.set_major_formatter(lambda value, _pos: f"{value:.0%}")
+    axes.set_xlabel("share of E2E" + (" (EMULATED timing)" if comparison.get("emulated") else ""), fontsize=8)
+    axes.set_title("Top operators: share of E2E and speedup", fontsize=10)
+    axes.legend(fontsize=7, loc="lower right")
+    axes.tick_params(labelsize=8)
+    return _data_uri(figure)
+
+
+def top_ops_chart(profile: Mapping[str, Any], top: int = 10) -> str:
+    """Top operators of a single profile by share of E2E (for tests without an on/off pair)."""
+    ops = list(profile["top_ops"])[:top]
+    figure = _figure(7.0, 1.0 + 0.32 * len(ops))
+    axes = figure.add_subplot()
+    colours = [CATEGORY_COLOURS.get(op["category"], "#999999") for op in ops]
+    axes.barh(range(len(ops)), [op["share"] for op in ops], color=colours)
+    axes.set_yticks(range(len(ops)), [_short(op["event"]) for op in ops], fontsize=7)
+    axes.invert_yaxis()
+    axes.xaxis.set_major_formatter(lambda value, _pos: f"{value:.0%}")
+    axes.set_xlabel("share of E2E" + (" (EMULATED timing)" if profile.get("emulated") else ""), fontsize=8)
+    axes.set_title(f"Top operators: {profile['variant']}", fontsize=10)
+    axes.tick_params(labelsize=8)
+    return _data_uri(figure)
+
+
+def _short(name: str, limit: int = 48) -> str:
+    return name if len(name) <= limit else name[: limit - 1] + "\u2026"

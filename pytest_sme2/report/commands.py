@@ -1,0 +1,116 @@
+"""``pytest-sme2 analyze | compare | report``: the reports without a pytest run.
+
+Inputs are checked up front and every problem is a UsageError naming the file
+(exit code 2); a damaged ETDump is the reader's EtdumpError, re-raised as a
+UsageError with the same message. Output goes to stdout.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ..errors import EtdumpError, UsageError
+from ..profile import Profile
+from .record import compare, profile_entry
+from .table import ms, pct, speedup, text_table
+from .text import profile_text
+
+
+def _readable(path: Path, what: str) -> Path:
+    if not path.exists():
+        raise UsageError(f"{what} {path} does not exist")
+    if not path.is_file():
+        raise UsageError(f"{what} {path} is not a file")
+    try:
+        with path.open("rb") as handle:
+            handle.read(1)
+    except OSError as exc:
+        raise UsageError(f"{what} {path} cannot be read: {exc.strerror}") from None
+    return path
+
+
+def _check_etrecord(path: Path) -> None:
+    """Parse the ETRecord so a wrong or damaged file is an error now, not a surprise in Profile.inspector().
+
+    Its edge program is the graph *before* partitioning (checked on executorch
+    1.5.1), so it cannot give node-level delegation; that comes from the
+    export record of pytest-sme2's own exports.
+    """
+    try:
+        from executorch.devtools.etrecord import parse_etrecord
+
+        parse_etrecord(str(path))
+    except Exception as exc:  # the ETRecord loader raises many types for a bad file
+        raise UsageError(f"ETRecord {path} cannot be read ({type(exc).__name__}: {exc}); pass the .etrecord "
+                         "written with the .pte, by the same executorch version") from None
+
+
+def load_profile(etdump: Path, etrecord: Path | None = None, warmup: Path | None = None) -> Profile:
+    """A Profile of an ETDump file given on the command line."""
+    _readable(etdump, "ETDump")
+    if warmup is not None:
+        _readable(warmup, "warmup ETDump")
+    if etrecord is not None:
+        _check_etrecord(_readable(etrecord, "ETRecord"))
+    try:
+        profile = Profile.from_etdump(etdump, warmup, model=etdump.stem, recipe="etdump", variant=etdump.name)
+    except EtdumpError as exc:
+        raise UsageError(str(exc)) from None
+    profile.artifacts["timed_etdump"] = str(etdump)
+    if etrecord:
+        profile.artifacts["etrecord"] = str(etrecord)
+    return profile
+
+
+def analyze(etdump: Path, etrecord: Path | None, warmup: Path | None, as_json: bool) -> str:
+    profile = load_profile(etdump, etrecord, warmup)
+    entry = profile_entry(profile)
+    if as_json:
+        return json.dumps(entry, indent=1, default=str)
+    lines = [profile_text(entry), "", "categories:"]
+    lines += text_table(["category", "share of E2E", "median ms per run"],
+                        [[name, pct(share), ms(float(profile.category_ms[name].median()))]
+                         for name, share in entry["shares"].items()])
+    lines += ["", "top operators:"]
+    lines += text_table(["operator", "category", "delegated", "SME/SME2", "median ms", "share of E2E"],
+                        [[op["event"], op["category"], "yes" if op["delegated"] else "portable",
+                          "yes" if op["packed"] else "no", ms(op["median_ms"]), pct(op["share"])]
+                         for op in entry["top_ops"]])
+    lines += ["", "portable operators:"]
+    lines += text_table(["operator", "count", "category", "ms per run", "share of E2E", "worth delegating"],
+                        [[op["op"], op["count"], op["category"], ms(op["median_ms_per_run"]), pct(op["share"]),
+                          "YES" if op["op"] in entry["worth_delegating"] else ""] for op in entry["portable_ops"]]) \
+        if entry["portable_ops"] else ["  none: every operator ran in a delegate"]
+    return "\n".join(lines)
+
+
+def compare_files(a: Path, b: Path, as_json: bool) -> tuple[str, dict[str, Any]]:
+    """B against A: speedup = median(A) / median(B), so > 1 means B is faster."""
+    before, after = load_profile(a), load_profile(b)
+    result = compare(on=after, off=before)
+    if as_json:
+        return json.dumps(result, indent=1, default=str), result
+    lines = [f"A: {a} (median {ms(result['off_median_ms'])} ms, {before.runs} runs)",
+             f"B: {b} (median {ms(result['on_median_ms'])} ms, {after.runs} runs)",
+             f"E2E speedup of B over A (median A / median B, 95% bootstrap CI): {speedup(result['speedup'])}",
+             f"largest category: {result['bottleneck_off']} (A) -> {result['bottleneck_on']} (B)", ""]
+    lines += text_table(["category", "share A", "share B", "median ms A", "median ms B", "speedup [95% CI]"],
+                        [[c["category"], pct(c["off_share"]), pct(c["on_share"]), ms(c["off_median_ms"]),
+                          ms(c["on_median_ms"]), speedup(c["speedup"])] for c in result["categories"]])
+    lines.append("")
+    lines += text_table(["operator A", "operator B", "share A", "share B", "median ms A", "median ms B",
+                         "speedup [95% CI]"],
+                        [[op["off_op"] or "-", op["on_op"] or "-", pct(op["off_share"]), pct(op["on_share"]),
+                          ms(op["off_median_ms"]), ms(op["on_median_ms"]), speedup(op["speedup"])]
+                         for op in result["operators"]])
+    return "\n".join(lines), result
+
+
+def rebuild_report(directory: Path, out_dir: Path | None) -> dict[str, Path]:
+    from .summary import load_summary, render
+
+    summary = load_summary(directory)
+    return render(summary, out_dir or (directory if directory.is_dir() else directory.parent))
+

@@ -1,0 +1,171 @@
+"""HTML for people: a test's section (pytest-html extra) and the session page (report.html).
+
+Both render test records (see record.py), never Profiles, so ``pytest-sme2
+report`` can rebuild them from summary.json. The output is self-contained:
+charts are embedded ``data:`` images, styles are inline, there are no scripts
+and no external URLs; artifact links are relative paths.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+from . import charts
+from .record import EMULATED_NOTE, WORTH_DELEGATING
+from .table import COLUMNS, ms, pct, speedup, summary_rows
+
+STYLE = """<style>
+.sme2 {font-family: system-ui, sans-serif; font-size: 13px; color: #222}
+.sme2 h2 {font-size: 18px; margin: 18px 0 6px}
+.sme2 h3 {font-size: 15px; margin: 14px 0 4px}
+.sme2 h4 {font-size: 13px; margin: 10px 0 4px}
+.sme2 table {border-collapse: collapse; margin: 4px 0}
+.sme2 td, .sme2 th {border: 1px solid #ccc; padding: 2px 6px; font-size: 12px; text-align: left}
+.sme2 th {background: #f3f3f3}
+.sme2 img {display: block; max-width: 100%; margin: 4px 0}
+.sme2 .emulated {background: #fff3cd; border: 1px solid #e0c36a; padding: 4px 8px; margin: 4px 0}
+.sme2 .note {color: #555}
+.sme2 code {font-size: 11px}
+</style>"""
+
+
+def _esc(value: Any) -> str:
+    return html.escape(str(value))
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    head = "".join(f"<th>{_esc(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{_esc(c)}</td>" for c in row) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _img(uri: str, alt: str) -> str:
+    return f'<img src="{uri}" alt="{_esc(alt)}">'
+
+
+def _link(path: str, base: Path | None) -> str:
+    target = path
+    if base is not None:
+        try:
+            target = os.path.relpath(path, base)
+        except ValueError:  # another drive (Windows)
+            target = path
+    return f'<a href="{_esc(Path(target).as_posix())}">{_esc(Path(path).name)}</a>'
+
+
+def _latency_rows(profile: Mapping[str, Any]) -> list[list[Any]]:
+    rows = []
+    for name, lat in (("E2E (Method::execute)", profile["latency"]), ("wall clock (runner)", profile.get("wall_latency"))):
+        if lat:
+            rows.append([profile["variant"], name, lat["n"], ms(lat["median_ms"]),
+                         f"[{ms(lat['median_ci_low_ms'])}, {ms(lat['median_ci_high_ms'])}]", ms(lat["p10_ms"]),
+                         ms(lat["p90_ms"]), ms(lat["min_ms"]), ms(lat["max_ms"]), pct(lat["cv"])])
+    return rows
+
+
+def _comparison_html(comparison: Mapping[str, Any]) -> str:
+    emulated = comparison["emulated"]
+    parts = [
+        f"<h4>SME2 on vs off: {_esc(comparison['model'])} {_esc(comparison['recipe'])}</h4>",
+        f"<p>E2E speedup (median off / median on, 95% bootstrap CI): <b>{_esc(speedup(comparison['speedup'], emulated))}"
+        f"</b>; bottleneck {_esc(comparison['bottleneck_off'])} (off) &rarr; {_esc(comparison['bottleneck_on'])} (on)</p>",
+        table(["category", "share off", "share on", "median ms off", "median ms on", "speedup [95% CI]"],
+              [[c["category"], pct(c["off_share"]), pct(c["on_share"]), ms(c["off_median_ms"]), ms(c["on_median_ms"]),
+                speedup(c["speedup"], emulated)] for c in comparison["categories"]]),
+        _img(charts.operator_chart(comparison), "top operators by share of E2E, SME2 off vs on"),
+        table(["operator (off)", "operator (on)", "category", "share off", "share on", "median ms off", "median ms on",
+               "speedup [95% CI]"],
+              [[op["off_op"] or "-", op["on_op"] or "-", op["category"] + (" (portable)" if op["portable"] else ""),
+                pct(op["off_share"]), pct(op["on_share"]), ms(op["off_median_ms"]), ms(op["on_median_ms"]),
+                speedup(op["speedup"], emulated)] for op in comparison["operators"]]),
+    ]
+    return "".join(parts)
+
+
+def _profile_details_html(profile: Mapping[str, Any], base: Path | None) -> str:
+    parts = [f"<h4>{_esc(profile['variant'])}: delegation and SME kernel path</h4>",
+             table(["delegated (time)", "delegated (nodes)", "SME path share of CONV+GEMM", "SME-path operators",
+                    "load ms", "init ms"],
+                   [[pct(profile["delegation_coverage"]), pct(profile["node_delegation_coverage"]),
+                     pct(profile["sme_path_share"]), profile["sme_path_ops"], ms(profile["load_ms"]),
+                     ms(profile["init_ms"])]])]
+    kernels = profile.get("kernels", [])
+    if kernels:
+        parts.append(table(["CONV/GEMM kernel", "category", "SME/SME2 (packed format)", "instances", "share of E2E"],
+                           [[k["op"], k["category"], "yes" if k["packed"] else "no", k["instances"], pct(k["share"])]
+                            for k in kernels]))
+    portable = profile.get("portable_ops", [])
+    worth = set(profile.get("worth_delegating", []))
+    if portable:
+        parts.append(table(
+            ["portable operator", "count", "category", "ms per run", "share of E2E",
+             f"worth delegating (> {WORTH_DELEGATING:.0%})"],
+            [[op["op"], op["count"], op["category"], ms(op["median_ms_per_run"]), pct(op["share"]),
+              "YES" if op["op"] in worth else ""] for op in portable]))
+    else:
+        parts.append("<p>Portable operators: none, every operator ran in a delegate.</p>")
+    if profile.get("unclassified_ops"):
+        parts.append(f"<p>Unclassified (counted as OTHER): {_esc(', '.join(profile['unclassified_ops']))}</p>")
+    artifacts = profile.get("artifacts") or {}
+    if artifacts:
+        parts.append("<p>Artifacts: " + ", ".join(f"{_esc(k)} {_link(v, base)}" for k, v in artifacts.items()) + "</p>")
+    return "".join(parts)
+
+
+def _verdicts_html(verdicts: Sequence[Mapping[str, Any]]) -> str:
+    if not verdicts:
+        return "<p>Baseline: no baseline check.</p>"
+    keys = list(dict.fromkeys(k for v in verdicts for k in v))
+    return "<h4>Baseline comparison</h4>" + table(keys, [[v.get(k, "") for k in keys] for v in verdicts])
+
+
+def record_html(record: Mapping[str, Any], base: Path | None = None) -> str:
+    """One test's section: charts, comparisons, per-variant details, verdicts and artifact links."""
+    profiles = record["profiles"]
+    if not profiles:
+        return ""
+    parts = ['<div class="sme2">']
+    if any(p.get("emulated") for p in profiles):
+        parts.append(f'<div class="emulated">EMULATED target: kernels, SME path and outputs are real; every time, '
+                     f'share and speedup is from an emulator ({EMULATED_NOTE}).</div>')
+    parts.append(table(["variant", "latency", "runs", "median ms", "95% CI", "p10", "p90", "min", "max", "CV"],
+                       [row for p in profiles for row in _latency_rows(p)]))
+    parts.append(_img(charts.latency_chart(profiles), "per-run latency of each variant"))
+    parts.append(_img(charts.category_chart(profiles), "time per operator category of each variant"))
+    for comparison in record.get("comparisons", []):
+        parts.append(_comparison_html(comparison))
+    if not record.get("comparisons"):
+        for profile in profiles:
+            parts.append(_img(charts.top_ops_chart(profile), f"top operators of {profile['variant']}"))
+    for profile in profiles:
+        parts.append(_profile_details_html(profile, base))
+    parts.append(_verdicts_html(record.get("verdicts", [])))
+    parts.append("</div>")
+    return "".join(parts)
+
+
+def extra_html(record: Mapping[str, Any], base: Path | None = None) -> str:
+    """The pytest-html extra of one test (its own style block, since extras are inserted as-is)."""
+    return STYLE + record_html(record, base)
+
+
+def session_html(summary: Mapping[str, Any]) -> str:
+    """The whole session as one self-contained page (report.html in the session folder)."""
+    base = Path(summary["session_dir"]) if summary.get("session_dir") else None
+    records = summary["tests"]
+    target = summary.get("target") or {}
+    parts = ["<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">",
+             "<title>pytest-sme2 report</title>", STYLE, "</head><body class=\"sme2\">",
+             "<h2>pytest-sme2 session report</h2>",
+             f"<p class=\"note\">created {_esc(summary.get('created', '?'))}; target {_esc(target.get('name', '?'))}"
+             f" ({_esc(target.get('cpu', '?'))}, SME2 {'yes' if target.get('has_sme2') else 'no'}"
+             f"{', EMULATED' if target.get('emulated') else ''}); {len(records)} perf test(s)</p>",
+             table(COLUMNS, summary_rows(records))]
+    for record in records:
+        parts.append(f"<h3>{_esc(record['nodeid'])}: {_esc(record.get('outcome', '?'))}</h3>")
+        parts.append(record_html(record, base))
+    parts.append("</body></html>")
+    return "".join(parts)

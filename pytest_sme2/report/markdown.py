@@ -1,0 +1,61 @@
+"""summary.md: the session as markdown, short enough for a CI job summary ($GITHUB_STEP_SUMMARY).
+
+Text and tables only (job summaries do not show embedded images): the one
+summary table, then per test the SME2 comparison, portable operators worth
+delegating, SME kernel-path evidence, the verdict and where the artifacts are.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Mapping
+
+from .record import EMULATED_NOTE, verdict_text
+from .table import COLUMNS, markdown_table, ms, pct, speedup, summary_rows
+
+
+def _rel(path: str, base: Path | None) -> str:
+    if base is None:
+        return path
+    try:
+        return os.path.relpath(path, base)
+    except ValueError:
+        return path
+
+
+def session_markdown(summary: Mapping[str, Any]) -> str:
+    records = summary["tests"]
+    base = Path(summary["session_dir"]) if summary.get("session_dir") else None
+    target = summary.get("target") or {}
+    lines = ["## pytest-sme2: SME2 performance", ""]
+    lines.append(f"Target `{target.get('name', '?')}` ({target.get('cpu', '?')}, SME2 "
+                 f"{'yes' if target.get('has_sme2') else 'no'}); {len(records)} perf test(s); "
+                 f"artifacts `{summary.get('session_dir', '?')}`.")
+    if any(p.get("emulated") for r in records for p in r["profiles"]):
+        lines += ["", f"> **Emulated target**: kernels and SME path are real; times marked (emu) are not ({EMULATED_NOTE})."]
+    lines += [""] + markdown_table(COLUMNS, summary_rows(records))
+    for record in records:
+        lines += ["", f"### `{record['nodeid']}` ({record.get('outcome', '?')})", ""]
+        for c in record.get("comparisons", []):
+            lines.append(f"SME2 on vs off: E2E speedup **{speedup(c['speedup'], c['emulated'])}**, bottleneck "
+                         f"{c['bottleneck_off']} -> {c['bottleneck_on']}.")
+            lines += [""] + markdown_table(
+                ["category", "share off", "share on", "speedup [95% CI]"],
+                [[k["category"], pct(k["off_share"]), pct(k["on_share"]), speedup(k["speedup"], c["emulated"])]
+                 for k in c["categories"]])
+            lines += [""] + markdown_table(
+                ["operator (off -> on)", "share off", "share on", "speedup [95% CI]"],
+                [[f"{op['off_op'] or '-'} -> {op['on_op'] or '-'}" if op["off_op"] != op["on_op"] else op["op"],
+                  pct(op["off_share"]), pct(op["on_share"]), speedup(op["speedup"], c["emulated"])]
+                 for op in c["operators"][:5]]) + [""]
+        for p in record["profiles"]:
+            worth = ", ".join(f"`{op}`" for op in p.get("worth_delegating", [])) or "none"
+            lines.append(f"- **{p['variant']}**: median {ms(p['latency']['median_ms'])} ms"
+                         f"{' (emu)' if p.get('emulated') else ''}, delegated {pct(p['delegation_coverage'])} of time, "
+                         f"SME path {pct(p['sme_path_share'])} of CONV+GEMM ({p['sme_path_ops']} ops); "
+                         f"portable ops worth delegating: {worth}")
+        lines.append(f"- verdict: {verdict_text(record.get('verdicts', []))}")
+        if record.get("test_dir"):
+            lines.append(f"- artifacts: `{_rel(record['test_dir'], base)}`")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,77 @@
+"""The session summary (summary.json) and writing a session's report files from it.
+
+summary.json is the source every session output is rendered from, so
+``pytest-sme2 report DIR`` rebuilds summary.md and report.html without
+re-running anything. Its schema is documented in docs/artifacts.md; bump
+SCHEMA_VERSION on any incompatible change.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from ..errors import UsageError
+from .html import session_html
+from .markdown import session_markdown
+
+SCHEMA_VERSION = 1
+SUMMARY_JSON = "summary.json"
+SUMMARY_MD = "summary.md"
+REPORT_HTML = "report.html"
+
+
+def session_summary(records: Sequence[Mapping[str, Any]], session_dir: Path | None) -> dict[str, Any]:
+    """The summary document: schema version, when, where, the target, and one record per perf test."""
+    from .. import __version__
+
+    target = next((p["metadata"].get("target") for r in records for p in r["profiles"]
+                   if p.get("metadata", {}).get("target")), None)
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "tool": "pytest-sme2",
+        "tool_version": __version__,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "session_dir": str(session_dir) if session_dir else None,
+        "target": target,
+        "tests": sorted((dict(r) for r in records), key=lambda r: r["nodeid"]),
+    }
+
+
+def render(summary: Mapping[str, Any], out_dir: Path) -> dict[str, Path]:
+    """Write summary.md and report.html into ``out_dir`` from a summary document."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = {"markdown": out_dir / SUMMARY_MD, "html": out_dir / REPORT_HTML}
+    paths["markdown"].write_text(session_markdown(summary), encoding="utf-8")
+    paths["html"].write_text(session_html(summary), encoding="utf-8")
+    return paths
+
+
+def write_session(summary: Mapping[str, Any], out_dir: Path) -> dict[str, Path]:
+    """summary.json, summary.md and report.html of a session."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / SUMMARY_JSON
+    path.write_text(json.dumps(summary, indent=1, default=str), encoding="utf-8")
+    return {"json": path, **render(summary, out_dir)}
+
+
+def load_summary(directory: Path) -> dict[str, Any]:
+    """Read and check a session's summary.json; errors say which file and what is wrong."""
+    path = directory / SUMMARY_JSON if directory.is_dir() else directory
+    if not directory.exists():
+        raise UsageError(f"{directory} does not exist; pass a session folder such as .sme2/artifacts/session-<time>-<pid>")
+    if not path.is_file():
+        raise UsageError(f"{directory} has no {SUMMARY_JSON}; it is not a pytest-sme2 session folder, or that "
+                         "session ended before writing its summary")
+    try:
+        summary = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UsageError(f"{path} is not readable JSON ({exc}); re-run the session to write it again") from None
+    version = summary.get("schema_version") if isinstance(summary, dict) else None
+    if version != SCHEMA_VERSION:
+        raise UsageError(f"{path} has schema_version {version!r}; this pytest-sme2 reads version {SCHEMA_VERSION}")
+    if not isinstance(summary.get("tests"), list):
+        raise UsageError(f"{path} has no 'tests' list; the file is damaged")
+    return summary

@@ -1,0 +1,88 @@
+"""Number formatting and the one summary table (a row per profile) shared by every output.
+
+The terminal, summary.md and the HTML pages show the same table, so its
+columns and wording are decided here once: model, variant, median E2E,
+SME2 speedup with its interval, the shift of the top category, delegation by
+time and the baseline verdict. Emulated numbers carry an "(emu)" mark.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from .record import verdict_text
+
+COLUMNS = ("test", "model", "variant", "median ms", "SME2 speedup [95% CI]", "top category shift", "delegated",
+           "verdict")
+EMULATED_MARK = " (emu)"
+
+
+def pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1%}"
+
+
+def ms(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
+
+
+def speedup(value: Mapping[str, float] | None, emulated: bool = False) -> str:
+    if value is None:
+        return "n/a (emulated)" if emulated else "n/a"
+    return f"{value['value']:.2f}x [{value['low']:.2f}, {value['high']:.2f}]"
+
+
+def category_shift(comparison: Mapping[str, Any]) -> str:
+    """"CONV 62% -> DATA_MOVEMENT 41%": the largest category off, then on."""
+    shares = {c["category"]: c for c in comparison["categories"]}
+    off, on = comparison["bottleneck_off"], comparison["bottleneck_on"]
+    return f"{off} {shares[off]['off_share']:.0%} -> {on} {shares[on]['on_share']:.0%}"
+
+
+def top_category(profile: Mapping[str, Any]) -> str:
+    shares = profile["shares"]
+    top = max(shares, key=shares.get)
+    return f"{top} {shares[top]:.0%}"
+
+
+def short_test(nodeid: str) -> str:
+    return nodeid.rsplit("::", 1)[-1]
+
+
+def summary_rows(records: Sequence[Mapping[str, Any]]) -> list[list[str]]:
+    """One row per profile of every record; the SME2-on row of a pair carries the comparison."""
+    rows = []
+    for record in records:
+        by_on = {c["on"]: c for c in record.get("comparisons", [])}
+        verdict = verdict_text(record.get("verdicts", []))
+        for profile in record["profiles"]:
+            emulated = bool(profile.get("emulated"))
+            comparison = by_on.get(profile["variant"]) if profile.get("sme2") is True else None
+            rows.append([
+                short_test(record["nodeid"]),
+                f"{profile['model']} {profile['recipe']}",
+                profile["variant"],
+                ms(profile["latency"]["median_ms"]) + (EMULATED_MARK if emulated else ""),
+                speedup(comparison["speedup"], comparison["emulated"]) if comparison else "",
+                category_shift(comparison) if comparison else top_category(profile),
+                pct(profile["delegation_coverage"]),
+                verdict,
+            ])
+    return rows
+
+
+def text_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """Aligned plain-text table lines."""
+    widths = [max(len(str(h)), *(len(str(r[i])) for r in rows)) if rows else len(str(h)) for i, h in enumerate(headers)]
+    line = "  ".join(str(h).ljust(w) for h, w in zip(headers, widths))
+    out = [line, "  ".join("-" * w for w in widths)]
+    out += ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
+    return out
+
+
+def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
+    def cell(value: Any) -> str:
+        return str(value).replace("|", "\\|").replace("\n", " ")
+
+    out = ["| " + " | ".join(cell(h) for h in headers) + " |", "|" + "---|" * len(headers)]
+    out += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
+    return out
