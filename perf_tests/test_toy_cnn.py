@@ -2,7 +2,7 @@
 
 import pytest
 
-from pytest_sme2 import assert_delegation, assert_portable_ops, assert_speedup
+from pytest_sme2 import assert_delegation, assert_outputs_match, assert_portable_ops, assert_speedup
 
 pytestmark = [pytest.mark.sme2, pytest.mark.model("toy_cnn", dtype="fp32")]
 
@@ -14,10 +14,21 @@ def test_toy_cnn_is_fully_delegated(exported_pte, runner, etdump_profile):
     assert_portable_ops(profile, allowed=set())
 
 
-def test_toy_cnn_sme2_on_vs_off(exported_pte, runner, etdump_profile):
-    on_runner, off_runner = runner(sme2=True), runner(sme2=False)
-    on = etdump_profile(exported_pte, on_runner)
-    off = etdump_profile(exported_pte, off_runner)
-    assert off.sme_path_share == 0.0
-    assert on.sme_path_share >= 0.5  # IGEMM convolutions take packed SME2 kernels; DWConv does not exist here
+@pytest.mark.parametrize("dtype", ["fp32", "fp16", "int8"])
+def test_toy_cnn_sme2_kernel_path(export_pte, runner, etdump_profile, dtype):
+    """Runs on hardware and under emulation: which kernels ran, and were the outputs right."""
+    exported = export_pte("toy_cnn", dtype=dtype)
+    on = etdump_profile(exported, runner(sme2=True))
+    off = etdump_profile(exported, runner(sme2=False))
+    # every IGEMM convolution and the classifier take packed SME kernels (PF32/PF16/PQS8)
+    assert on.sme_path_share >= 0.9
+    assert off.sme_path_share == 0.0 and off.sme_path_ops == 0
+    assert_outputs_match(on, exported)
+    assert_outputs_match(off, exported)
+
+
+@pytest.mark.latency
+def test_toy_cnn_sme2_speedup(exported_pte, runner, etdump_profile):
+    on = etdump_profile(exported_pte, runner(sme2=True))
+    off = etdump_profile(exported_pte, runner(sme2=False))
     assert_speedup(on, off, at_least=0.9)  # a 30 us model: SME2 must at least not make it slower

@@ -230,8 +230,11 @@ _PORTABLE_PREFIX = "native_call_"
 # "Kind (FORMATS) kernel #N"; the format list and the kernel are optional.
 _XNNPACK_NAME = re.compile(r"^(?P<kind>[^()]+?)\s*(?:\((?P<formats>[^)]*)\)\s*(?P<kernel>[^()]*))?$")
 # XNNPACK formats of packed-LHS kernels that exist only for SME/SME2
-# (KleidiAI): PF32, PF16, PQS8, QP8 ... See FACTS: "How SME2 shows in an ETDump".
-_PACKED_FORMAT = re.compile(r"^(?:P(?:F|QS|QU|QD)\d+|QP\d+)$")
+# (KleidiAI): PF32, PF16, PQS8 ... See FACTS: "How SME2 shows in an ETDump".
+# Not QP8: the packed-activation int8 dynamic GEMM ("QP8, F32, QC8W") has
+# NEON (dotprod/i8mm) kernels too and shows the same name with SME off
+# (seen under qemu -cpu max,sme=off), so its name proves nothing about SME.
+_PACKED_FORMAT = re.compile(r"^P(?:F|QS|QU|QD)\d+$")
 _INSTANCE_SUFFIX = re.compile(r"\s*#\d+$")
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import RunnerError
-from .native.build import _locked, _run, build_runner, cache_root
+from .native.build import _locked, _run, build_runner, cache_root, runner_binary
 
 SETUP_COMMAND = "pytest-sme2 setup-emulation"
 QEMU_SERIES = "11.1"
@@ -168,29 +168,34 @@ def svl_cpu(svl_bits: int) -> str:
     return f"max,sme-default-vector-length={svl_bits // 8}"
 
 
-def status(build: bool = False) -> EmulationStatus:
-    """Is the emulated target ready? ``problem`` names what is missing and the setup command."""
+def status(build: bool = False, runner: Path | None = None) -> EmulationStatus:
+    """Is the emulated target ready? ``problem`` names what is missing and the setup command.
+
+    ``runner``: a user's aarch64 runner instead of the one ``setup-emulation`` builds.
+    """
     qemu = qemu_binary()
     if not qemu.exists():
         return EmulationStatus(None, None, None, f"qemu-user {QEMU_SERIES} is not set up; run `{SETUP_COMMAND}`")
     try:
         first = subprocess.run([str(qemu), "--version"], capture_output=True, text=True, timeout=30).stdout
-    except OSError as exc:
+    except (OSError, subprocess.TimeoutExpired) as exc:
         return EmulationStatus(qemu, None, None, f"{qemu} does not run ({exc}); run `{SETUP_COMMAND} --force`")
     match = re.search(r"version (\d+)\.(\d+)", first)
     version = f"{match.group(1)}.{match.group(2)}" if match else None
     if match is None or (int(match.group(1)), int(match.group(2))) < (11, 1):
         return EmulationStatus(qemu, version, None,
-                               f"{qemu} is qemu {version or '?'}, which has no SME2 for linux-user; run `{SETUP_COMMAND} --force`")
-    if not SYSROOT.exists() or shutil.which("aarch64-linux-gnu-g++") is None:
+                               f"{qemu} is qemu {version or '?'}, which has no SME2 for linux-user; "
+                               f"run `{SETUP_COMMAND} --force`")
+    if not SYSROOT.exists():
         return EmulationStatus(qemu, version, None,
-                               f"the aarch64 sysroot and cross compiler are missing; run `{SETUP_COMMAND}` as root "
+                               f"the aarch64 sysroot {SYSROOT} is missing; run `{SETUP_COMMAND}` as root "
                                "or `sudo apt-get install g++-aarch64-linux-gnu`")
     try:
-        runner = build_runner("linux-aarch64") if build else _cached_aarch64_runner()
+        if runner is None:
+            runner = build_runner("linux-aarch64") if build else _cached_aarch64_runner()
         probe = subprocess.run([str(qemu), "-cpu", "max", str(_probe_binary())], capture_output=True, text=True,
                                timeout=60, env={**os.environ, "QEMU_LD_PREFIX": str(SYSROOT)}).stdout
-    except RunnerError as exc:
+    except (RunnerError, OSError, subprocess.TimeoutExpired) as exc:
         return EmulationStatus(qemu, version, None, f"{exc}; run `{SETUP_COMMAND}`")
     if runner is None:
         return EmulationStatus(qemu, version, None, f"the aarch64 runner is not built; run `{SETUP_COMMAND}`")
@@ -199,11 +204,19 @@ def status(build: bool = False) -> EmulationStatus:
     return EmulationStatus(qemu, version, runner, None)
 
 
-def _cached_aarch64_runner() -> Path | None:
-    from .native.build import RUNNER_NAME, RUNNER_SOURCES, _executorch_version, _sources_hash
+def runner_version(qemu: Path, runner: Path) -> str | None:
+    """The executorch version an aarch64 runner was built against (None: not a pytest-sme2 runner)."""
+    try:
+        answer = subprocess.run([str(qemu), str(runner), "--version"], capture_output=True, text=True, timeout=120,
+                                env={**os.environ, "QEMU_LD_PREFIX": str(SYSROOT)})
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    match = re.search(r"pytest-sme2 runner executorch=(\S+)", answer.stdout)
+    return match.group(1) if match else None
 
-    key = f"executorch-{_executorch_version()}-linux-aarch64-{_sources_hash(RUNNER_SOURCES)}"
-    binary = cache_root() / key / "build" / RUNNER_NAME
+
+def _cached_aarch64_runner() -> Path | None:
+    binary = runner_binary("linux-aarch64")
     return binary if binary.exists() else None
 
 

@@ -151,6 +151,8 @@ def test_max_pooling_is_not_elementwise(name: str) -> None:
         "Convolution (NHWC, PF32) IGEMM #2",
         "Fully Connected (NC, PF16) GEMM #3",
         "Convolution (NHWC, PF16) IGEMM #1",
+        "Convolution (NHWC, PQS8, QS8, QC8W) IGEMM #4",
+        "Fully Connected (NC, PQS8, QC8W) GEMM #2",
     ],
 )
 def test_packed_formats_are_packed(name: str) -> None:
@@ -166,6 +168,8 @@ def test_packed_formats_are_packed(name: str) -> None:
         "Convolution (NHWC, F16) IGEMM #1",
         "Convolution (NHWC, QC8) IGEMM #1",
         "Fully Connected (NC, QS8, QC8W) GEMM #1",
+        # int8 dynamic packs activations (QP8) with or without SME: NEON kernels exist too
+        "Fully Connected (NC, QP8, F32, QC8W) GEMM #1",
         "Transpose (ND, X32) #1",
         "native_call_native_layer_norm.out",
     ],

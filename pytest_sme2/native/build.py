@@ -60,6 +60,11 @@ def _executorch_version() -> str:
     return executorch.version.__version__
 
 
+def executorch_release(version: str | None = None) -> str:
+    """The executorch release without local tags ("1.5.1+cpu" -> "1.5.1"): what runner builds are matched on."""
+    return (version or _executorch_version()).split("+")[0]
+
+
 def _sources_hash(names: tuple[str, ...]) -> str:
     digest = hashlib.sha256()
     for name in names:
@@ -126,7 +131,7 @@ def _cross_compiler(name: str) -> str:
 
 def aarch64_executorch(version: str | None = None) -> Path:
     """The aarch64 executorch wheel's package folder, downloaded and unpacked once."""
-    version = (version or _executorch_version()).split("+")[0]
+    version = executorch_release(version)
     root = cache_root() / f"executorch-{version}-manylinux-aarch64"
     package = root / "executorch"
     with _locked(cache_root() / f"{root.name}.lock"):
@@ -156,6 +161,16 @@ def aarch64_executorch(version: str | None = None) -> Path:
     return package
 
 
+def runner_binary(arch: str = "host") -> Path:
+    """Where the runner for ``arch`` is (or would be) built: one folder per executorch version, arch and source."""
+    if arch not in ARCHES:
+        raise UsageError(f"runner architecture {arch!r} is not supported; choose one of {', '.join(ARCHES)}")
+    machine = "aarch64" if arch == "linux-aarch64" else platform.machine()
+    system = "linux" if arch == "linux-aarch64" else platform.system().lower()
+    key = f"executorch-{_executorch_version()}-{system}-{machine}-{_sources_hash(RUNNER_SOURCES)}"
+    return cache_root() / key / "build" / RUNNER_NAME
+
+
 def build_runner(arch: str = "host", force: bool = False) -> Path:
     """Build (or reuse) the native runner for ``arch`` and return the executable.
 
@@ -163,13 +178,9 @@ def build_runner(arch: str = "host", force: bool = False) -> Path:
     compiles with Debian's g++-aarch64-linux-gnu against the aarch64 wheel of
     the same executorch version (for the emulated target and Arm Linux boards).
     """
-    if arch not in ARCHES:
-        raise UsageError(f"runner architecture {arch!r} is not supported; choose one of {', '.join(ARCHES)}")
-    machine = "aarch64" if arch == "linux-aarch64" else platform.machine()
-    system = "linux" if arch == "linux-aarch64" else platform.system().lower()
-    key = f"executorch-{_executorch_version()}-{system}-{machine}-{_sources_hash(RUNNER_SOURCES)}"
-    directory = cache_root() / key
-    binary = directory / "build" / RUNNER_NAME
+    binary = runner_binary(arch)
+    directory = binary.parent.parent
+    key = directory.name
     with _locked(cache_root() / f"{key}.lock"):
         if binary.exists() and not force:
             return binary
@@ -180,6 +191,7 @@ def build_runner(arch: str = "host", force: bool = False) -> Path:
             prefix = aarch64_executorch()
         else:
             prefix = executorch_prefix()
+        configure.append(f"-DPYTEST_SME2_EXECUTORCH_VERSION={executorch_release()}")
         shutil.rmtree(directory, ignore_errors=True)
         directory.mkdir(parents=True)
         log = directory / "build.log"

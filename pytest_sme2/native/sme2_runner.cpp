@@ -6,6 +6,7 @@
 // own executor_runner build can stand in for this one. Output contract: one
 // line "PYTEST_SME2_RESULT {json}" on stdout; errors go to stderr with a
 // non-zero exit status (2 usage, 3 load, 4 inputs, 5 run, 6 output).
+// --version prints "pytest-sme2 runner executorch=<version it was built against>".
 
 #include <chrono>
 #include <cstdint>
@@ -73,10 +74,18 @@ long to_long(const std::string& flag, const std::string& value) {
   return result;
 }
 
+#ifndef PYTEST_SME2_EXECUTORCH_VERSION
+#define PYTEST_SME2_EXECUTORCH_VERSION "unknown"
+#endif
+
 Options parse(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i], v;
+    if (arg == "--version") {  // lets a target check the runtime this binary links before using it
+      std::cout << "pytest-sme2 runner executorch=" << PYTEST_SME2_EXECUTORCH_VERSION << std::endl;
+      std::exit(0);
+    }
     if (take(arg, "model_path", &o.model_path)) continue;
     if (take(arg, "etdump_path", &o.etdump_path)) continue;
     if (take(arg, "warmup_etdump_path", &o.warmup_etdump_path)) continue;

@@ -5,7 +5,7 @@ configurable); SME2 off is ``-cpu max,sme=off``. Same runner binary, same
 .pte (exported on the host), same inputs. Which kernels run, whether outputs
 are right and how much of the model takes the SME2 path are real; the time
 is not, so every Profile from here is marked emulated and latency verdicts
-are skipped.
+are skipped (see ``EMULATED_TIMING``).
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ import os
 from pathlib import Path
 
 from .. import emulation
-from ..errors import UsageError
-from .base import RunResult, RunSpec, TargetInfo
-from .local import run_runner_process
+from ..errors import RunnerError, UsageError
+from .base import EMULATED_TIMING, RunResult, RunSpec, TargetInfo
+from .local import check_runner, run_runner_process
 
-EMULATED_TIMING = "emulated timing is not hardware timing"
+SVL_CHOICES = (128, 256, 512, 1024, 2048)
 
 
 class EmulatedTarget:
@@ -27,11 +27,17 @@ class EmulatedTarget:
     default_warmup = 0
 
     def __init__(self, log_dir: Path, svl_bits: int = emulation.DEFAULT_SVL_BITS,
-                 status: emulation.EmulationStatus | None = None):
-        if svl_bits not in (128, 256, 512, 1024, 2048):
-            raise UsageError(f"--sme2-emulated-svl={svl_bits} is not a streaming vector length; use 128..2048 bits")
+                 status: emulation.EmulationStatus | None = None, runner: Path | None = None):
+        if svl_bits not in SVL_CHOICES:
+            raise UsageError(
+                f"--sme2-emulated-svl={svl_bits} is not an SME streaming vector length; use one of "
+                f"{', '.join(map(str, SVL_CHOICES))} bits"
+            )
+        if runner is not None:  # a user's build: the right architecture and executorch, or nothing runs
+            check_runner(runner, "emulated target runner (--sme2-runner)", arch="aarch64")
         self._svl = svl_bits
-        self._status = status or emulation.status()
+        self._status = status or emulation.status(runner=runner)
+        self._version_checked = False
 
     @property
     def info(self) -> TargetInfo:
@@ -48,10 +54,32 @@ class EmulatedTarget:
             return f"emulated SME2 target not ready: {self._status.problem}"
         return None
 
+    def _check_runner_version(self) -> None:
+        """A runner linked against another executorch than the exporter's is a clear error, once."""
+        if self._version_checked:
+            return
+        from ..native.build import executorch_release
+
+        st = self._status
+        built = emulation.runner_version(st.qemu, st.runner)
+        wanted = executorch_release()
+        if built is None:
+            raise RunnerError(
+                f"{st.runner} did not answer `--version` like pytest-sme2's runner; the emulated target needs "
+                f"it: run `{emulation.SETUP_COMMAND}` (or `pytest-sme2 build-runner --arch linux-aarch64`)"
+            )
+        if built != wanted:
+            raise RunnerError(
+                f"{st.runner} was built against executorch {built}, but programs are exported with executorch "
+                f"{wanted}; rebuild it with `{emulation.SETUP_COMMAND} --force`"
+            )
+        self._version_checked = True
+
     def run(self, pte: Path, inputs: Path | None, spec: RunSpec, out_dir: Path) -> RunResult:
         st = self._status
         if not st.ready:
             raise UsageError(f"emulated SME2 target not ready: {st.problem}")
+        self._check_runner_version()
         cpu = "max,sme=off" if spec.sme2 is False else emulation.svl_cpu(self._svl)
         env = {**os.environ, "QEMU_LD_PREFIX": str(emulation.SYSROOT)}
         return run_runner_process([str(st.qemu), "-cpu", cpu], st.runner, env, pte, inputs, spec, out_dir,
@@ -59,3 +87,4 @@ class EmulatedTarget:
 
     def close(self) -> None:
         return None
+

@@ -132,8 +132,9 @@ def _exit_description(returncode: int | None) -> str:
 class HostTarget:
     """Runs programs on this machine's CPU via the Python binding in a child process."""
 
-    def __init__(self, log_dir: Path, cpu: CpuInfo | None = None):
+    def __init__(self, log_dir: Path, cpu: CpuInfo | None = None, sme2_advice: str | None = None):
         self._cpu = cpu or host_cpu()
+        self._sme2_advice = sme2_advice  # where else SME2 can be had (e.g. the emulated target's setup)
         self._log_dir = log_dir
         self._worker: _Worker | None = None
 
@@ -154,6 +155,7 @@ class HostTarget:
             return (
                 f"SME2 requested but the host CPU '{cpu.name}' ({cpu.arch}) has no SME2; run on a CPU that "
                 "has it (Apple M4 Mac, Armv9.2 Android phone or Linux board) with the host target"
+                + (f", or {self._sme2_advice}" if self._sme2_advice else "")
             )
         if sme2 is False and cpu.has_sme2:
             return (
