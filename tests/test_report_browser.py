@@ -1,0 +1,111 @@
+"""The HTML reports in a real browser: headless Chromium (Debian's chromium package).
+
+A pytester session on the tiny model writes the pytest-html report and the
+session's report.html. Each is opened in headless Chromium twice: once as is,
+for a screenshot, and once as a copy with a checker injected at the top of
+<head>. The checker forbids every network request with a Content-Security-
+Policy (a self-contained page needs none, so any violation is an external
+request), records script errors and resource load failures, and, after the
+page has loaded and run its own scripts, writes what it found into the DOM,
+which ``--dump-dom`` prints. No DevTools client is needed. ``<img src="">``
+is skipped: pytest-html's media viewer template clones one into every row
+as an empty placeholder (hidden when a test has no image extras).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+INSTALL = "apt-get install -y chromium (as root; `make test` does it)"
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHECKER = """<meta http-equiv="Content-Security-Policy" content="default-src 'none'; img-src data:;
+ style-src 'unsafe-inline' data:; script-src 'unsafe-inline'; font-src data:">
+<script>
+window.__sme2 = {errors: [], blocked: []};
+window.addEventListener("error", function (e) {
+  var t = e.target;
+  if (t && t.getAttribute && t.getAttribute("src") === "") return;  // an empty placeholder, not an image
+  window.__sme2.errors.push(t && t !== window && (t.src || t.href) ? "failed to load " + String(t.src || t.href).slice(0, 80)
+                                                                  : String(e.message));
+}, true);
+document.addEventListener("securitypolicyviolation", function (e) { window.__sme2.blocked.push(e.blockedURI); });
+window.addEventListener("load", function () {
+  setTimeout(function () {
+    var images = Array.prototype.slice.call(document.images).filter(function (i) { return i.getAttribute("src") !== ""; });
+    var broken = images.filter(function (i) { return !i.complete || i.naturalWidth === 0; });
+    var out = document.createElement("pre");
+    out.id = "sme2-browser-check";
+    out.textContent = JSON.stringify({images: images.length, broken: broken.map(function (i) { return i.alt || i.src.slice(0, 40); }),
+                                      errors: window.__sme2.errors, blocked: window.__sme2.blocked});
+    document.body.appendChild(out);
+  }, 1000);
+});
+</script>"""
+
+PERF_TEST = """
+import pytest
+
+@pytest.mark.perf(runs=4, warmup=1)
+@pytest.mark.model("tiny")
+def test_tiny(exported_pte, runner, etdump_profile):
+    etdump_profile(exported_pte, runner())
+"""
+
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason=f"headless Chromium is not installed: {INSTALL}")
+
+
+def _chromium(args: list[str], profile_dir: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile_dir}", *args], capture_output=True, text=True,
+                          timeout=120)
+
+
+def _check(page: Path, tmp_path: Path) -> dict:
+    """What the injected checker saw in the page (images, broken images, script errors, blocked requests)."""
+    text = page.read_text(encoding="utf-8")
+    checked = page.with_name(page.stem + ".checked.html")
+    checked.write_text(re.sub(r"<head[^>]*>", lambda m: m.group(0) + CHECKER, text, count=1), encoding="utf-8")
+    run = _chromium(["--virtual-time-budget=10000", "--dump-dom", checked.as_uri()], tmp_path / "profile-check")
+    found = re.search(r'<pre id="sme2-browser-check">(.*?)</pre>', run.stdout, re.S)
+    assert found, f"the checker never reported for {page}; chromium stderr:\n{run.stderr[-2000:]}"
+    return json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&").replace("&lt;", "<")
+                      .replace("&gt;", ">"))
+
+
+def _screenshot(page: Path, png: Path, tmp_path: Path) -> None:
+    _chromium(["--window-size=1280,2400", "--hide-scrollbars", f"--screenshot={png}", page.as_uri()],
+              tmp_path / "profile-shot")
+    assert png.exists() and png.stat().st_size > 10_000, f"no screenshot of {page}"
+
+
+def test_reports_render_in_headless_chromium(sme2_project: pytest.Pytester, tmp_path: Path) -> None:
+    sme2_project.makepyfile(PERF_TEST)
+    sme2_project.runpytest_inprocess("--sme2-artifacts-dir=artifacts", "--html=report.html", "--self-contained-html")
+    (session,) = (sme2_project.path / "artifacts").glob("session-*")
+    pages = {"pytest-html": sme2_project.path / "report.html", "session": session / "report.html"}
+    for name, page in pages.items():
+        assert page.exists(), f"{name} report was not written"
+        result = _check(page, tmp_path)
+        assert result["errors"] == [] and result["broken"] == [], f"{name} report: {result}"
+        assert result["blocked"] == [], f"{name} report makes external requests: {result['blocked']}"
+        # the session page has the three charts; pytest-html renders them from its data blob with its own script
+        assert result["images"] >= 3, f"{name} report shows {result['images']} images"
+        _screenshot(page, tmp_path / f"{name}.png", tmp_path)
+    shutil.copy(tmp_path / "session.png", sme2_project.path / "session.png")  # kept with the pytester project
+
+
+def test_checker_catches_a_broken_image_and_an_external_request(tmp_path: Path) -> None:
+    page = tmp_path / "bad.html"
+    page.write_text('<html><head></head><body><img alt="broken" src="data:image/png;base64,AAAA">'
+                    '<img alt="remote" src="http://192.0.2.1/x.png"><script>undefinedFunction()</script></body></html>')
+    result = _check(page, tmp_path)
+    assert "broken" in result["broken"] and "remote" in result["broken"]
+    assert any("undefinedFunction" in e for e in result["errors"])
+    assert any("192.0.2.1" in b for b in result["blocked"])

@@ -1,0 +1,164 @@
+"""Report writers on synthetic ETDumps whose every event time is known.
+
+The two variants below are laid out by hand (tests/helpers_etdump.py), and
+every expected number is worked out from those times in the comments, not
+taken from the code under test:
+
+SME2 off, 2 runs: Method::execute 1.0 ms; DELEGATE_CALL 0.8 ms holding
+  "Convolution (NHWC, F32) IGEMM #1" 0.5 ms and "Transpose (ND, X32) #1" 0.1 ms;
+  then portable native_layer_norm 0.06 ms inside an OPERATOR_CALL of 0.08 ms.
+SME2 on, 2 runs: Method::execute 0.5 ms; DELEGATE_CALL 0.3 ms holding
+  "Convolution (NHWC, PF32) IGEMM #1" 0.1 ms and the same transpose 0.1 ms;
+  the same layer norm.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_sme2.cli import main
+from pytest_sme2.profile import Profile
+from pytest_sme2.report.csv_export import OPS_STATS_COLUMNS, TIMELINE_COLUMNS, write_csvs
+from pytest_sme2.report.html import session_html
+from pytest_sme2.report.markdown import session_markdown
+from pytest_sme2.report.record import build_record, verdicts_of
+from pytest_sme2.report.summary import SCHEMA_VERSION, load_summary, session_summary, write_session
+from pytest_sme2.report.table import COLUMNS, summary_rows
+
+from helpers_etdump import RunSpec, write_etdump
+
+CONV_OFF, CONV_ON, TRANSPOSE = "Convolution (NHWC, F32) IGEMM #1", "Convolution (NHWC, PF32) IGEMM #1", "Transpose (ND, X32) #1"
+LAYER_NORM = "native_call_native_layer_norm.out"
+
+
+def _run(e2e_ns: int, call_ns: int, conv: str, conv_ns: int) -> RunSpec:
+    return RunSpec(e2e_ns=e2e_ns, delegate_call_ns=call_ns, delegate_instr=1,
+                   delegate_ops=[(conv, conv_ns), (TRANSPOSE, 100_000)],
+                   portable_ops=[(LAYER_NORM, 60_000, 80_000, 5)])
+
+
+def _profile(path: Path, sme2: bool, emulated: bool = False) -> Profile:
+    if sme2:
+        write_etdump(path, [_run(500_000, 300_000, CONV_ON, 100_000)] * 2)
+    else:
+        write_etdump(path, [_run(1_000_000, 800_000, CONV_OFF, 500_000)] * 2)
+    return Profile.from_etdump(
+        path, model="m", recipe="fp32-xnnpack", variant=f"host sme2={'on' if sme2 else 'off'} threads=1",
+        metadata={"run": {"sme2": sme2, "threads": 1}, "target": {"name": "host", "emulated": emulated}},
+        artifacts={"timed_etdump": str(path)})
+
+
+@pytest.fixture
+def record(tmp_path: Path) -> dict:
+    return build_record("test_m.py::test_m", [_profile(tmp_path / "on.etdp", True),
+                                              _profile(tmp_path / "off.etdp", False)])
+
+
+def test_on_off_comparison_numbers(record: dict) -> None:
+    (comparison,) = record["comparisons"]
+    assert comparison["speedup"]["value"] == pytest.approx(2.0)  # 1.0 ms / 0.5 ms
+    cats = {c["category"]: c for c in comparison["categories"]}
+    assert cats["CONV"]["off_share"] == pytest.approx(0.5) and cats["CONV"]["on_share"] == pytest.approx(0.2)
+    assert cats["CONV"]["speedup"]["value"] == pytest.approx(5.0)  # 0.5 ms / 0.1 ms
+    # OTHER = E2E - named: off 1.0 - 0.5 - 0.1 = 0.4 (layer norm is OTHER), on 0.5 - 0.1 - 0.1 = 0.3 -> 60%
+    assert cats["OTHER"]["off_share"] == pytest.approx(0.4) and cats["OTHER"]["on_share"] == pytest.approx(0.6)
+    assert (comparison["bottleneck_off"], comparison["bottleneck_on"]) == ("CONV", "OTHER")
+    ops = {op["op"]: op for op in comparison["operators"]}
+    conv = ops["Convolution (NHWC, F32) IGEMM"]  # matched across the kernel-path change by kind and kernel
+    assert conv["on_op"] == "Convolution (NHWC, PF32) IGEMM" and conv["on_packed"] and not conv["off_packed"]
+    assert conv["speedup"]["value"] == pytest.approx(5.0)
+    assert ops["Transpose (ND, X32)"]["speedup"]["value"] == pytest.approx(1.0)
+    assert ops["Transpose (ND, X32)"]["on_share"] == pytest.approx(0.2)  # 0.1 / 0.5
+
+
+def test_profile_entries_show_kernels_and_portable_ops_worth_delegating(record: dict) -> None:
+    on, off = record["profiles"]
+    assert on["e2e_ms"] == pytest.approx([0.5, 0.5])
+    assert [(k["op"], k["packed"]) for k in on["kernels"]] == [("Convolution (NHWC, PF32) IGEMM", True)]
+    assert on["sme_path_share"] == pytest.approx(1.0) and off["sme_path_share"] == pytest.approx(0.0)
+    # layer norm 0.06 ms: 12% of 0.5 ms (on) and 6% of 1.0 ms (off), both above the 5% line
+    assert on["worth_delegating"] == [LAYER_NORM] and off["worth_delegating"] == [LAYER_NORM]
+
+
+def test_summary_table_and_markdown(record: dict, tmp_path: Path) -> None:
+    rows = summary_rows([record])
+    assert len(rows) == 2 and len(rows[0]) == len(COLUMNS)
+    on_row, off_row = rows
+    assert on_row[1:4] == ["m fp32-xnnpack", "host sme2=on threads=1", "0.500"]
+    assert on_row[4].startswith("2.00x [")
+    assert on_row[5] == "CONV 50% -> OTHER 60%"
+    assert on_row[6] == "60.0%"  # DELEGATE_CALL 0.3 of 0.5 ms
+    assert on_row[7] == "no baseline check"
+    assert off_row[4] == "" and off_row[5] == "CONV 50%" and off_row[6] == "80.0%"
+    text = session_markdown(session_summary([record], tmp_path))
+    assert "| test_m | m fp32-xnnpack | host sme2=on threads=1 | 0.500 | 2.00x [" in text
+    assert "portable ops worth delegating: `native_call_native_layer_norm.out`" in text
+
+
+def test_emulated_records_label_time_and_give_no_speedup(tmp_path: Path) -> None:
+    record = build_record("t.py::t", [_profile(tmp_path / "on.etdp", True, emulated=True),
+                                      _profile(tmp_path / "off.etdp", False, emulated=True)])
+    (comparison,) = record["comparisons"]
+    assert comparison["speedup"] is None and all(c["speedup"] is None for c in comparison["categories"])
+    on_row = summary_rows([record])[0]
+    assert on_row[3] == "0.500 (emu)" and on_row[4] == "n/a (emulated)"
+    page = session_html(session_summary([record], tmp_path))
+    assert "EMULATED target" in page and "Convolution (NHWC, PF32) IGEMM" in page
+
+
+def test_csv_exports_use_the_kits_columns_and_event_times(tmp_path: Path) -> None:
+    etdump = write_etdump(tmp_path / "off.etdp", [_run(1_000_000, 800_000, CONV_OFF, 500_000)] * 2)
+    paths = write_csvs(etdump, tmp_path, "m_off", model_id="m fp32")
+    with open(paths["timeline_csv"], newline="") as handle:
+        reader = csv.DictReader(handle)
+        assert reader.fieldnames == TIMELINE_COLUMNS
+        timeline = list(reader)
+    assert len(timeline) == 12  # conv, transpose, DELEGATE_CALL, layer norm, OPERATOR_CALL, Method::execute x 2 runs
+    conv = [r for r in timeline if r["name"] == CONV_OFF]
+    assert [r["run_index"] for r in conv] == ["0", "1"]
+    assert float(conv[0]["duration_ms"]) == pytest.approx(0.5)
+    assert conv[0]["type"] == "Convolution (NHWC, F32) IGEMM" and conv[0]["delegate_backend"] == "XnnpackBackend"
+    # run 0 starts at 0: DELEGATE_CALL at 1 us (one gap), its first op one gap later
+    assert float(conv[0]["start_us"]) == pytest.approx(2.0) and float(conv[0]["end_us"]) == pytest.approx(502.0)
+    # kit semantics: share of the sum of all of the run's rows, 0.5 + 0.1 + 0.8 + 0.06 + 0.08 + 1.0 = 2.54 ms
+    assert float(conv[0]["pct_total"]) == pytest.approx(0.5 / 2.54 * 100)
+    execute = [r for r in timeline if r["name"] == "Method::execute"]
+    assert execute[0]["delegate_backend"] == "portable" and float(execute[1]["duration_ms"]) == pytest.approx(1.0)
+    with open(paths["ops_stats_csv"], newline="") as handle:
+        reader = csv.DictReader(handle)
+        assert reader.fieldnames == OPS_STATS_COLUMNS
+        stats = {r["name"]: r for r in reader}
+    assert stats["Method::execute"]["count"] == "1" and float(stats["Method::execute"]["total_ms"]) == pytest.approx(1.0)
+    conv_stats = stats["Convolution (NHWC, F32) IGEMM"]
+    assert conv_stats["model_id"] == "m fp32" and float(conv_stats["avg_ms"]) == pytest.approx(0.5)
+    assert float(conv_stats["pct_total"]) == pytest.approx(0.5 / 2.54 * 100)
+
+
+def test_summary_json_round_trip_and_report_rebuild(record: dict, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    session = tmp_path / "session"
+    record = {**record, "outcome": "passed", "verdicts": [{"verdict": "ok", "message": "within 10%"}]}
+    paths = write_session(session_summary([record], session), session)
+    data = json.loads(paths["json"].read_text())
+    assert data["schema_version"] == SCHEMA_VERSION and data["tests"][0]["nodeid"] == "test_m.py::test_m"
+    assert load_summary(session)["tests"][0]["verdicts"] == [{"verdict": "ok", "message": "within 10%"}]
+    paths["html"].unlink()
+    assert main(["report", str(session)]) == 0
+    page = (session / "report.html").read_text()
+    assert page.count('src="data:image/png;base64,') >= 3 and "within 10%" in page
+    assert "http://" not in page and "https://" not in page
+    assert "summary.md" in capsys.readouterr().out
+
+
+def test_verdicts_are_read_from_both_documented_properties() -> None:
+    verdicts = verdicts_of([
+        ("sme2_verdicts", {"verdict": "regression", "message": "12% slower"}),
+        ("sme2_baseline", {"failed": [], "missing": ["no baseline for x"], "written": [], "verdicts": []}),
+        ("other", "ignored"),
+    ])
+    assert verdicts == [{"verdict": "regression", "message": "12% slower"},
+                        {"verdict": "no baseline", "message": "no baseline for x"}]
