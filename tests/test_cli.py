@@ -1,0 +1,115 @@
+"""The pytest-sme2 command on real ETDumps of toy_cnn, and on bad inputs (exit 2, clear message)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_sme2 import Profile, Recipe
+from pytest_sme2.cli import main
+from pytest_sme2.report.record import build_record
+from pytest_sme2.report.summary import session_summary, write_session
+from pytest_sme2.runner import Runner
+from pytest_sme2.session import Settings, Sme2Session
+from pytest_sme2.targets import RunSpec
+
+from conftest import REPO
+
+
+@pytest.fixture(scope="module")
+def toy_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Profile, Profile]:
+    """Two real profiles of toy_cnn: 1 and 2 threads (a real A/B with different runs)."""
+    root = tmp_path_factory.mktemp("cli")
+    session = Sme2Session(Settings(target="host", cache_dir=root / "cache", session_dir=root / "artifacts"))
+    session.registry.register_dir(REPO / "models")
+    try:
+        exported = session.export("toy_cnn", Recipe())
+        return tuple(Runner(session, RunSpec(runs=6, warmup=1, threads=threads), session.test_dir(f"t{threads}"))
+                     .profile(exported) for threads in (1, 2))  # type: ignore[return-value]
+    finally:
+        session.close()
+
+
+def test_analyze_prints_the_profile_as_tables(toy_runs: tuple[Profile, Profile],
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    profile = toy_runs[0]
+    etdump, etrecord = profile.artifacts["timed_etdump"], profile.artifacts["etrecord"]
+    assert main(["analyze", etdump, "--etrecord", etrecord, "--warmup", profile.artifacts["warmup_etdump"]]) == 0
+    out = capsys.readouterr().out
+    for text in ("E2E median", "categories:", "CONV", "top operators:", "Convolution (NHWC, F32) IGEMM",
+                 "portable operators:"):
+        assert text in out
+    assert main(["analyze", etdump, "--json"]) == 0
+    digest = json.loads(capsys.readouterr().out)
+    assert digest["runs"] == 6 and len(digest["e2e_ms"]) == 6
+    assert digest["latency"]["median_ms"] == pytest.approx(profile.median_ms)
+
+
+def test_compare_gives_speedup_with_interval_and_deltas(toy_runs: tuple[Profile, Profile],
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = (p.artifacts["timed_etdump"] for p in toy_runs)
+    assert main(["compare", a, b]) == 0
+    out = capsys.readouterr().out
+    expected = toy_runs[1].speedup_over(toy_runs[0])
+    assert f"E2E speedup of B over A (median A / median B, 95% bootstrap CI): {expected.value:.2f}x " \
+           f"[{expected.low:.2f}, {expected.high:.2f}]" in out
+    assert "CONV" in out and "Convolution (NHWC, F32) IGEMM" in out
+    assert main(["compare", a, b, "--min-speedup", "1000"]) == 1
+    assert "below --min-speedup" in capsys.readouterr().err
+
+
+def test_report_rebuilds_html_and_markdown(toy_runs: tuple[Profile, Profile], tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    session = tmp_path / "session"
+    write_session(session_summary([{**build_record("t.py::t", list(toy_runs)), "outcome": "passed"}], session), session)
+    (session / "report.html").unlink()
+    (session / "summary.md").unlink()
+    assert main(["report", str(session), "--out", str(tmp_path / "out")]) == 0
+    assert "toy_cnn fp32-xnnpack" in (tmp_path / "out" / "summary.md").read_text()
+    assert (tmp_path / "out" / "report.html").read_text().count("data:image/png;base64,") >= 3
+    assert "report.html" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["analyze", "{missing}"], "ETDump {missing} does not exist"),
+    (["analyze", "{garbage}"], "{garbage} is not an ETDump"),
+    (["analyze", "{tmp}"], "is not a file"),
+    (["compare", "{garbage}", "{garbage}"], "{garbage}"),
+    (["report", "{tmp}"], "has no summary.json"),
+    (["report", "{missing}"], "does not exist"),
+    (["report", "{old_schema}"], "has schema_version 0"),
+])
+def test_bad_inputs_exit_2_naming_the_file(argv: list[str], message: str, tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    names = {"missing": str(tmp_path / "nope.etdp"), "garbage": str(tmp_path / "garbage.etdp"), "tmp": str(tmp_path),
+             "old_schema": str(tmp_path / "old")}
+    Path(names["garbage"]).write_bytes(b"not an etdump at all, just text")
+    Path(names["old_schema"]).mkdir()
+    (Path(names["old_schema"]) / "summary.json").write_text('{"schema_version": 0, "tests": []}')
+    assert main([arg.format(**names) for arg in argv]) == 2
+    err = capsys.readouterr().err
+    assert message.format(**names) in err and err.startswith(f"pytest-sme2 {argv[0]}: ")
+
+
+def test_doctor_lists_what_this_machine_can_do_and_exits_for_ci() -> None:
+    run = subprocess.run([sys.executable, "-m", "pytest_sme2.cli", "doctor"], capture_output=True, text=True,
+                         timeout=300)
+    lines = run.stdout.splitlines()
+    assert run.returncode in (0, 1), run.stderr
+    for name in ("torch", "executorch", "SME2 on this host", "native runner", "emulated SME2 target", "adb devices"):
+        assert any(name in line for line in lines), f"doctor does not report {name!r}:\n{run.stdout}"
+    missing = [line for line in lines if line.lstrip().startswith("MISSING")]
+    assert run.returncode == (1 if missing else 0)
+    for index, line in enumerate(lines):  # every missing piece comes with its fix
+        if line.lstrip().startswith("MISSING"):
+            assert "fix: " in lines[index + 1]
+
+
+def test_unknown_subcommand_is_a_usage_error() -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["frobnicate"])
+    assert exit_info.value.code == 2
