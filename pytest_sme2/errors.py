@@ -37,3 +37,7 @@ class RunnerError(Sme2Error):
 
 class EtdumpError(Sme2Error):
     """An ETDump file is missing, empty, truncated or not an ETDump."""
+
+
+class BaselineError(Sme2Error):
+    """A stored baseline file is unreadable, hand-broken or from an unknown schema."""

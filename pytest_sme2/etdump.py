@@ -294,6 +294,42 @@ class ExecutionTrace:
     def runs(self) -> int:
         return int(self.execute_ms.shape[0])
 
+    @classmethod
+    def concat(cls, traces: "list[ExecutionTrace]") -> "ExecutionTrace":
+        """The runs of several traces of the same program as one trace (e.g. chunks from alternated processes).
+
+        Operator instances are matched by identity (name, instruction, delegated,
+        occurrence); an op missing from a chunk counts 0 ms there, as within one
+        trace. Load and init come from the first trace that has them.
+        """
+        if not traces:
+            raise ValueError("ExecutionTrace.concat needs at least one trace")
+        ops: list[OpKey] = []
+        index: dict[OpKey, int] = {}
+        for trace in traces:
+            for key in trace.ops:
+                if key not in index:
+                    index[key] = len(ops)
+                    ops.append(key)
+        total_runs = sum(t.runs for t in traces)
+        op_ms = np.zeros((len(ops), total_runs))
+        start = 0
+        for trace in traces:
+            if trace.ops:
+                rows = np.array([index[key] for key in trace.ops], dtype=np.int64)
+                op_ms[rows, start:start + trace.runs] = trace.op_ms
+            start += trace.runs
+        first = lambda name: next((getattr(t, name) for t in traces if getattr(t, name) is not None), None)  # noqa: E731
+        return cls(
+            execute_ms=np.concatenate([t.execute_ms for t in traces]),
+            delegate_ms=np.concatenate([t.delegate_ms for t in traces]),
+            ops=ops,
+            op_ms=op_ms,
+            load_ms=first("load_ms"),
+            init_ms=first("init_ms"),
+            sources=[s for t in traces for s in t.sources],
+        )
+
 
 def _load_init(cols: _Columns, ticks_per_ms: float) -> tuple[float | None, float | None]:
     """Program::load_method and Method::init from the non-Execute ("Default") blocks."""

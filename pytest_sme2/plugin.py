@@ -314,6 +314,32 @@ def etdump_profile(request: pytest.FixtureRequest) -> Callable[[Any, Runner], Pr
     return etdump_profile
 
 
+@pytest.fixture
+def compare_variants(request: pytest.FixtureRequest) -> Callable[..., tuple[Profile, Profile]]:
+    """Function: ``compare_variants(pte, runner_a, runner_b, rounds=4)`` -> (profile_a, profile_b).
+
+    For speedup assertions between two variants (SME2 on/off, threads, recipes):
+    runs A, B, A, B... in ``rounds`` chunks and merges each variant's chunks into
+    one Profile, so drift of a shared machine hits both variants alike. Both
+    profiles are attached to the test like etdump_profile's.
+    """
+    profiles = request.node.stash.setdefault(_PROFILES_KEY, [])
+
+    def compare_variants(pte: Any, runner_a: Runner, runner_b: Runner, rounds: int = 4) -> tuple[Profile, Profile]:
+        from .runner import alternate
+
+        with _as_test_failure():
+            require_program(pte)
+            for name, value in (("runner_a", runner_a), ("runner_b", runner_b)):
+                if not isinstance(value, Runner):
+                    raise UsageError(f"compare_variants() needs {name} from the runner fixture, got {type(value).__name__}")
+            pair = alternate(pte, runner_a, runner_b, rounds)
+        profiles.extend(pair)
+        return pair
+
+    return compare_variants
+
+
 @pytest.fixture(scope="session")
 def sme2_session(request: pytest.FixtureRequest) -> Sme2Session:
     """The pytest-sme2 session: settings, model registry, export cache and target."""

@@ -89,6 +89,34 @@ class Profile:
         """Build from the timed ETDump (and the warmup one holding load/init, if split)."""
         return cls(read_run(etdump, warmup_etdump), **kwargs)
 
+    @classmethod
+    def concat(cls, profiles: "Sequence[Profile]") -> "Profile":
+        """One profile of a variant from chunks of its runs in separate processes (see compare_variants).
+
+        The chunks must be the same program and variant; identity, delegation and
+        metadata come from the first, artifacts of later chunks get a ``.N`` suffix.
+        """
+        if not profiles:
+            raise ValueError("Profile.concat needs at least one profile")
+        head = profiles[0]
+        for other in profiles[1:]:
+            if (other.model, other.recipe, other.variant) != (head.model, head.recipe, head.variant):
+                raise ValueError(f"cannot merge {other.label} into {head.label}: different program or variant")
+        walls = [p.wall_ms for p in profiles]
+        artifacts = dict(head.artifacts)
+        for number, other in enumerate(profiles[1:], start=2):
+            artifacts.update({f"{k}.{number}": v for k, v in other.artifacts.items() if v != artifacts.get(k)})
+        return cls(
+            ExecutionTrace.concat([p.trace for p in profiles]),
+            model=head.model,
+            recipe=head.recipe,
+            variant=head.variant,
+            delegation=head.delegation,
+            wall_ms=np.concatenate(walls) if all(w is not None for w in walls) else None,
+            metadata={**head.metadata, "chunks": len(profiles)},
+            artifacts=artifacts,
+        )
+
     def __post_init__(self) -> None:
         trace = self.trace
         classes = [classify(key.name) for key in trace.ops]

@@ -7,14 +7,15 @@ no ETDump, so tracing overhead can be measured against the ETDump runs).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+import hashlib
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from . import stats
-from .errors import EtdumpError, ProgramError
+from .errors import EtdumpError, ProgramError, Sme2Error, UsageError
 from .export import ExportedModel
 from .profile import Profile
 from .program import check_program
@@ -71,13 +72,15 @@ class Runner:
                 etrecord = link_or_copy(pte.etrecord_path, self.test_dir / f"{slug(pte.label)}.etrecord")
             inputs = pte.inputs_path
             identity = {"model": pte.model, "recipe": pte.recipe.label, "delegation": pte.delegation,
-                        "etrecord": str(etrecord) if etrecord else None}
+                        "etrecord": str(etrecord) if etrecord else None, "export": self._provenance(pte)}
         else:
             program = Path(pte)
             inputs = None
-            identity = {"model": program.stem, "recipe": "external", "delegation": None, "etrecord": None}
+            identity = {"model": program.stem, "recipe": "external", "delegation": None, "etrecord": None,
+                        "export": {"pte_sha256": _sha256(program), **_versions()}}
         check_program(program)
         identity["pte"] = str(program)
+        identity["inputs"] = str(inputs) if inputs is not None else None
         result = self.session.target.run(program, inputs, spec, out_dir)
         return result, identity
 
@@ -92,6 +95,7 @@ class Runner:
             "sme2_active": result.sme2_active,
             "runtime_threads": result.runtime_threads,
             "test": self.test_id,
+            "export": identity["export"],
         }
         return Profile.from_etdump(
             result.timed_etdump,
@@ -104,13 +108,61 @@ class Runner:
             metadata=metadata,
             artifacts=result.artifacts
             | {"pte": identity["pte"]}
+            | ({"inputs": identity["inputs"]} if identity["inputs"] else {})
             | ({"etrecord": identity["etrecord"]} if identity["etrecord"] else {}),
         )
+
+    def _provenance(self, pte: ExportedModel) -> dict[str, Any]:
+        """What produced this program (for baselines): model source hash, recipe, export key, versions."""
+        try:
+            source_hash = self.session.registry.get(pte.model).source_hash
+        except Sme2Error:  # a model unknown to this registry still runs; its source hash is just unknown
+            source_hash = None
+        return {"model_source_hash": source_hash, "recipe": asdict(pte.recipe), "cache_key": pte.cache_key,
+                **_versions()}
 
     def time(self, pte: "ExportedModel | str | Path") -> Timings:
         """Run without ETDump: wall-clock latencies only."""
         result, _ = self._run(pte, etdump=False)
         return Timings(result.wall_ms, self.label, result)
+
+
+def alternate(pte: "ExportedModel | str | Path", first: Runner, second: Runner,
+              rounds: int = 4) -> tuple[Profile, Profile]:
+    """Profile two variants in alternating chunks (A, B, A, B, ...) and merge each variant's chunks.
+
+    On a shared machine the speed of the whole box drifts over seconds; running
+    one variant after the other puts the drift into the comparison. Alternating
+    chunks spreads it over both. Each variant's runs are split into ``rounds``
+    chunks (separate processes, each with its own warmup), so the merged profile
+    has the variant's usual number of timed runs.
+    """
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
+        raise UsageError(f"rounds={rounds!r} is invalid: use an integer >= 1")
+    chunks: tuple[list[Profile], list[Profile]] = ([], [])
+    plans = []
+    for runner in (first, second):
+        count = min(rounds, runner.spec.runs)
+        sizes = [runner.spec.runs // count + (1 if i < runner.spec.runs % count else 0) for i in range(count)]
+        plans.append(sizes + [0] * (rounds - count))
+    for round_index in range(rounds):
+        for side, runner in enumerate((first, second)):
+            runs = plans[side][round_index]
+            if runs:
+                chunk = replace(runner, spec=replace(runner.spec, runs=runs))
+                chunks[side].append(chunk.profile(pte))
+    return Profile.concat(chunks[0]), Profile.concat(chunks[1])
+
+
+def _versions() -> dict[str, str]:
+    import executorch.version
+    import torch
+
+    return {"torch": torch.__version__, "executorch": executorch.version.__version__}
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def require_program(pte: object) -> None:

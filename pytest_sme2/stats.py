@@ -144,3 +144,62 @@ class Summary:
             "median_ci_low_ms": self.median_ci.low,
             "median_ci_high_ms": self.median_ci.high,
         }
+
+
+@dataclass(frozen=True)
+class ShiftTest:
+    """Is ``current`` slower (or faster) than ``baseline``? Ratio of medians plus rank tests.
+
+    The ratio says how big a change is; the one-sided Mann-Whitney U p-values
+    say whether it is more than noise. A verdict needs both (as asv does with
+    its factor plus significance): a big but insignificant change is noise, a
+    significant but tiny one is not worth failing a build for.
+    """
+
+    ratio: Interval  # median(current) / median(baseline), bootstrap CI
+    p_slower: float  # H1: current samples tend to be larger
+    p_faster: float  # H1: current samples tend to be smaller
+    n_current: int
+    n_baseline: int
+
+
+def mann_whitney_p(first: Sequence[float] | np.ndarray, second: Sequence[float] | np.ndarray,
+                   alternative: str = "greater") -> float:
+    """One- or two-sided Mann-Whitney U p-value that ``first`` tends to be larger than ``second``.
+
+    Rank-based, so one slow outlier run cannot make or break a verdict; exact
+    for small tie-free samples, normal approximation with tie correction otherwise.
+    """
+    from scipy.stats import mannwhitneyu
+
+    a = as_samples(first, "first")
+    b = as_samples(second, "second")
+    if alternative not in ("greater", "less", "two-sided"):
+        raise ValueError(f"alternative={alternative!r}: use 'greater', 'less' or 'two-sided'")
+    if np.all(a == a[0]) and np.all(b == b[0]) and a[0] == b[0]:
+        return 1.0  # identical constant samples: no evidence either way (scipy would return NaN)
+    return float(mannwhitneyu(a, b, alternative=alternative, method="auto").pvalue)
+
+
+def mann_whitney_floor(n: int, m: int) -> float:
+    """The smallest one-sided Mann-Whitney U p-value possible with n and m samples: 1 / C(n+m, n).
+
+    With 5 runs a side it is 0.004, so a gate at alpha 0.001 could never fire.
+    """
+    from math import comb
+
+    return 1.0 / comb(n + m, n)
+
+
+def shift_test(baseline: Sequence[float] | np.ndarray, current: Sequence[float] | np.ndarray,
+               confidence: float = DEFAULT_CONFIDENCE, seed: int = DEFAULT_SEED) -> ShiftTest:
+    """Compare all per-run samples of a current run with a baseline's (see :class:`ShiftTest`)."""
+    base = as_samples(baseline, "baseline")
+    cur = as_samples(current, "current")
+    return ShiftTest(
+        ratio=ratio_of_medians_ci(cur, base, confidence=confidence, seed=seed),
+        p_slower=mann_whitney_p(cur, base, "greater"),
+        p_faster=mann_whitney_p(cur, base, "less"),
+        n_current=int(cur.size),
+        n_baseline=int(base.size),
+    )

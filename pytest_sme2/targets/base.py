@@ -69,12 +69,20 @@ class TargetInfo:
 
     @property
     def fingerprint(self) -> str:
-        """Separates hosts, devices, emulation and SME2-capable from non-capable CPUs."""
+        """Separates hosts, devices, emulation and SME2-capable from non-capable CPUs.
+
+        Baselines are stored per fingerprint. Device targets that know the
+        device model or SoC (``details["device_model"]`` / ``details["soc"]``)
+        add it, so two phones with the same CPU cores do not share baselines.
+        """
         from ..cpu import CpuInfo
 
-        slug = CpuInfo(self.cpu, self.arch, "", frozenset()).slug
+        def slug(text: str) -> str:
+            return CpuInfo(text, self.arch, "", frozenset()).slug
+
         kind = "emulated" if self.emulated else self.name.split(":")[0]
-        return f"{kind}-{self.arch}-{slug}-{'sme2' if self.has_sme2 else 'nosme2'}"
+        device = [slug(str(self.details[k])) for k in ("device_model", "soc") if self.details.get(k)]
+        return "-".join([kind, self.arch, *device, slug(self.cpu), "sme2" if self.has_sme2 else "nosme2"])
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)

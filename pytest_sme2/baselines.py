@@ -1,0 +1,219 @@
+"""The baseline store: one human-diffable JSON file per (target fingerprint, test id).
+
+Layout: ``<baselines dir>/<target fingerprint>/<test id slug>.json``. A file
+holds one record per profile the test built, keyed by the profile's label
+(model, recipe and variant), so a test that compares SME2 on and off keeps
+both in one file and a review shows what changed in one place.
+
+Why one file per test: pytest-xdist runs a test on one worker, so concurrent
+updates never write the same file; each write goes to a temporary file in
+the same folder and is renamed over the old one (``os.replace``), so a reader
+sees the old or the new baseline, never half of one.
+
+Formatting is stable (sorted keys, two-space indent, numbers rounded to six
+significant digits, number lists on one line) so a baseline update reads
+well in code review. A file that cannot be read is a :class:`BaselineError`
+naming the file; nothing but an explicit update ever overwrites it.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import os
+import re
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from .errors import BaselineError
+from .session import slug
+
+SCHEMA_VERSION = 1
+SUFFIX = ".json"
+_NAME_LIMIT = 100
+_SIGNIFICANT = 6
+_NUMBER_LIST = re.compile(r"\[\s*(-?[0-9][-+0-9.eE]*(?:,\s*-?[0-9][-+0-9.eE]*)*)\s*\]")
+# Target facts that identify it; details such as runner paths change between checkouts and stay out.
+_TARGET_KEYS = ("name", "cpu", "arch", "has_sme2", "emulated", "fingerprint")
+
+
+def baseline_path(root: Path, fingerprint: str, test_id: str) -> Path:
+    """Where the baseline of ``test_id`` on the target ``fingerprint`` lives.
+
+    Long test ids are cut and given a short hash so two ids never share a file.
+    """
+    name = slug(test_id, limit=1000)
+    if len(name) > _NAME_LIMIT:
+        name = f"{name[:_NAME_LIMIT]}-{hashlib.sha256(test_id.encode()).hexdigest()[:10]}"
+    return Path(root) / slug(fingerprint) / f"{name}{SUFFIX}"
+
+
+def _rounded(value: Any) -> Any:
+    """Numbers to six significant digits (diffs show real changes, not float noise)."""
+    if isinstance(value, bool) or value is None or isinstance(value, (str, int)):
+        return value
+    if isinstance(value, float):
+        return float(f"{value:.{_SIGNIFICANT}g}")
+    if isinstance(value, Mapping):
+        return {str(k): _rounded(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_rounded(v) for v in value]
+    if hasattr(value, "item"):  # numpy scalars
+        return _rounded(value.item())
+    if hasattr(value, "tolist"):  # numpy arrays
+        return _rounded(value.tolist())
+    raise TypeError(f"cannot store {type(value).__name__} in a baseline")
+
+
+def dumps(data: Mapping[str, Any]) -> str:
+    """The canonical text of a baseline: sorted keys, indent 2, number lists on one line, final newline."""
+    text = json.dumps(_rounded(data), indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False)
+    return _NUMBER_LIST.sub(lambda m: "[" + ", ".join(p.strip() for p in m.group(1).split(",")) + "]", text) + "\n"
+
+
+def record_of(profile: Any, instructions: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """What a baseline keeps of one Profile: everything a verdict compares, and where it came from."""
+    delegation = dict(profile.delegation or {})
+    ops = {op["op_type"]: [op["delegated"], op["non_delegated"]] for op in delegation.pop("ops", [])}
+    metadata = profile.metadata
+    record: dict[str, Any] = {
+        "model": profile.model,
+        "recipe": profile.recipe,
+        "variant": profile.variant,
+        "emulated": profile.emulated,
+        "latency": profile.latency.as_dict(),
+        "samples_ms": [float(x) for x in profile.e2e_ms],
+        "shares": profile.shares,
+        "delegation_coverage": profile.delegation_coverage,
+        "node_delegation_coverage": profile.node_delegation_coverage,
+        "delegation": {**delegation, "ops": ops} if profile.delegation else None,
+        "portable_ops": sorted(set(profile.portable_ops["op"])) if len(profile.portable_ops) else [],
+        "sme_path_share": profile.sme_path_share,
+        "sme_path_ops": profile.sme_path_ops,
+        "run": metadata.get("run", {}),
+        "provenance": metadata.get("export", {}),
+    }
+    if instructions is not None:
+        record["instructions"] = dict(instructions)
+    return record
+
+
+def git_commit(directory: Path) -> str | None:
+    """The commit checked out in ``directory`` (None outside a git work tree)."""
+    try:
+        result = subprocess.run(["git", "rev-parse", "HEAD"], cwd=directory, capture_output=True, text=True,
+                                timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return (result.stdout.strip() or None) if result.returncode == 0 else None
+
+
+@dataclass
+class Baseline:
+    """One stored baseline file."""
+
+    path: Path
+    test_id: str
+    fingerprint: str
+    profiles: dict[str, dict[str, Any]]
+    target: dict[str, Any] = field(default_factory=dict)
+    recorded: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA_VERSION,
+            "test": self.test_id,
+            "fingerprint": self.fingerprint,
+            "target": {k: self.target[k] for k in _TARGET_KEYS if k in self.target},
+            "recorded": self.recorded,
+            "profiles": self.profiles,
+        }
+
+
+def _broken(path: Path, why: str) -> BaselineError:
+    return BaselineError(
+        f"baseline {path} is unreadable: {why}. Fix it by hand (e.g. `git checkout -- {path}`) or record it "
+        "again with --sme2-update-baselines; pytest-sme2 never overwrites it otherwise"
+    )
+
+
+def load(path: Path) -> Baseline | None:
+    """The baseline at ``path``; None if there is none; BaselineError if the file is broken."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise _broken(path, f"cannot read it ({exc})") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise _broken(path, f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+    if not isinstance(data, dict):
+        raise _broken(path, "the top level is not a JSON object")
+    schema = data.get("schema")
+    if schema != SCHEMA_VERSION:
+        raise _broken(path, f"schema {schema!r}, this pytest-sme2 reads schema {SCHEMA_VERSION}")
+    missing = [k for k in ("test", "fingerprint", "profiles") if k not in data]
+    if missing:
+        raise _broken(path, f"missing key(s) {', '.join(missing)}")
+    profiles = data["profiles"]
+    if not isinstance(profiles, dict) or not all(isinstance(v, dict) for v in profiles.values()):
+        raise _broken(path, "'profiles' is not an object of profile records")
+    for label, record in profiles.items():
+        for key in ("latency", "samples_ms", "shares"):
+            if key not in record:
+                raise _broken(path, f"profile {label!r} has no {key!r}")
+        samples = record["samples_ms"]
+        if not isinstance(samples, list) or not samples or not all(
+            isinstance(x, (int, float)) and not isinstance(x, bool) and x >= 0 for x in samples
+        ):
+            raise _broken(path, f"profile {label!r}: 'samples_ms' must be a non-empty list of non-negative numbers")
+    return Baseline(path=path, test_id=str(data["test"]), fingerprint=str(data["fingerprint"]),
+                    profiles=profiles, target=dict(data.get("target") or {}), recorded=dict(data.get("recorded") or {}))
+
+
+def write(baseline: Baseline) -> Path:
+    """Write atomically: a temporary file in the same folder, then os.replace over the old one."""
+    path = Path(baseline.path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = dumps(baseline.as_dict())
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def recorded_now(directory: Path) -> dict[str, Any]:
+    """Date and git commit of a baseline recorded now."""
+    return {
+        "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "git_commit": git_commit(directory),
+    }
+
+
+def stored(root: Path, fingerprint: str) -> Iterable[Path]:
+    """Every baseline file of one target fingerprint (for the unused-baselines report)."""
+    folder = Path(root) / slug(fingerprint)
+    return sorted(folder.glob(f"*{SUFFIX}")) if folder.is_dir() else []
+
+
+def stored_test_id(path: Path) -> str | None:
+    """The test id a stored file belongs to (None if it cannot be read; load() says why)."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data.get("test") if isinstance(data, dict) else None

@@ -1,0 +1,224 @@
+"""pytester tests of the baseline gate on a real tiny model: the whole update/compare flow.
+
+Latency and share tolerances are widened in these projects where a rerun must
+pass (a 30 us model's timing on a shared machine says little); structural
+verdicts and the instruction metric are exact and keep their defaults.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from pytest_sme2.baselines import SCHEMA_VERSION
+
+PERF_TEST = """
+import json, pytest
+
+@pytest.mark.baseline(latency=5.0, shares=0.5)
+@pytest.mark.model("tiny")
+def test_tiny(exported_pte, runner, etdump_profile):
+    profile = etdump_profile(exported_pte, runner())
+    with open("samples_{name}.json", "w") as out:
+        json.dump(list(profile.e2e_ms), out)
+"""
+
+
+def _baseline_files(project: pytest.Pytester) -> list[Path]:
+    return sorted((project.path / "baselines").rglob("*.json"))
+
+
+def _test_file(name: str = "tiny", extra: str = "") -> str:
+    return PERF_TEST.format(name=name) + extra
+
+
+def test_missing_baseline_fails_with_update_command_then_update_and_rerun_pass(sme2_project: pytest.Pytester) -> None:
+    sme2_project.makepyfile(test_gate=_test_file())
+    first = sme2_project.runpytest_inprocess()
+    first.assert_outcomes(failed=1)
+    text = first.stdout.str()
+    assert "no baseline for tiny fp32-xnnpack" in text
+    assert "pytest test_gate.py::test_tiny --sme2-update-baselines" in text
+    assert _baseline_files(sme2_project) == []
+
+    update = sme2_project.runpytest_inprocess("--sme2-update-baselines")
+    update.assert_outcomes(passed=1)
+    [path] = _baseline_files(sme2_project)
+    assert path.parent.name.startswith("host-") and path.name == "test_gate.py_test_tiny.json"
+    data = json.loads(path.read_text())
+    assert data["schema"] == SCHEMA_VERSION and data["test"] == "test_gate.py::test_tiny"
+    [record] = data["profiles"].values()
+    samples = json.loads((sme2_project.path / "samples_tiny.json").read_text())
+    assert record["samples_ms"] == pytest.approx(samples, rel=1e-5)
+    assert record["provenance"]["executorch"] and len(record["provenance"]["model_source_hash"]) == 64
+    assert record["delegation_coverage"] > 0.5 and record["portable_ops"] == []
+    assert "1 written" in update.stdout.str()
+
+    rerun = sme2_project.runpytest_inprocess("-rA")
+    rerun.assert_outcomes(passed=1)
+    assert "[ok]" in rerun.stdout.str() and "0 regression(s)" in rerun.stdout.str()
+
+
+def test_missing_policy_skip_and_warn(sme2_project: pytest.Pytester) -> None:
+    sme2_project.makepyfile(test_gate=_test_file())
+    skipped = sme2_project.runpytest_inprocess("-o", "sme2_baseline_missing=skip", "-rs")
+    skipped.assert_outcomes(skipped=1)
+    assert "--sme2-update-baselines" in skipped.stdout.str()
+    warned = sme2_project.runpytest_inprocess("-o", "sme2_baseline_missing=warn", "-W", "always::pytest.PytestWarning")
+    warned.assert_outcomes(passed=1, warnings=1)
+    assert "PytestWarning: test_gate.py::test_tiny: no baseline for tiny" in warned.stdout.str()
+    bad = sme2_project.runpytest_inprocess("-o", "sme2_baseline_missing=maybe")
+    assert "sme2_baseline_missing = 'maybe'" in bad.stderr.str()
+
+
+def test_structurally_different_model_is_flagged(sme2_project: pytest.Pytester) -> None:
+    sme2_project.makepyfile(test_gate=_test_file())
+    sme2_project.runpytest_inprocess("--sme2-update-baselines").assert_outcomes(passed=1)
+    # The same test, now exported without the XNNPACK partitioner: everything falls out of the delegate.
+    text = _test_file().replace('@pytest.mark.model("tiny")', '@pytest.mark.model("tiny", partitioner="none")')
+    sme2_project.makepyfile(test_gate=text)
+    result = sme2_project.runpytest_inprocess()
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert "delegation coverage dropped from" in out
+    assert "fell out of the delegate" in out and "aten_convolution_default (1 more node(s) outside" in out
+    assert "native_call_convolution.out (now runs as a portable kernel)" in out
+    assert "recipe dtype=fp32, partitioner=xnnpack, quant=None in the baseline, " \
+           "dtype=fp32, partitioner=none, quant=None now" in out
+    assert "if the change is intended, update the baseline: pytest test_gate.py::test_tiny --sme2-update-baselines" in out
+
+
+def test_unused_baselines_are_listed_and_corrupt_ones_fail_without_being_overwritten(
+    sme2_project: pytest.Pytester,
+) -> None:
+    extra = textwrap.dedent(
+        """
+
+        @pytest.mark.baseline(latency=5.0, shares=0.5)
+        @pytest.mark.model("tiny")
+        def test_old(exported_pte, runner, etdump_profile):
+            etdump_profile(exported_pte, runner())
+        """
+    )
+    sme2_project.makepyfile(test_gate=_test_file(extra=extra))
+    sme2_project.runpytest_inprocess("--sme2-update-baselines").assert_outcomes(passed=2)
+    assert len(_baseline_files(sme2_project)) == 2
+    sme2_project.makepyfile(test_gate=_test_file())  # test_old was deleted
+    result = sme2_project.runpytest_inprocess()
+    result.assert_outcomes(passed=1)
+    out = result.stdout.str()
+    assert "1 unused baseline(s)" in out
+    assert "test_gate.py_test_old.json (test test_gate.py::test_old no longer exists)" in out
+
+    path = next(p for p in _baseline_files(sme2_project) if p.name == "test_gate.py_test_tiny.json")
+    path.write_text('{"schema": 1, "test": "test_gate.py::test_tiny", ')  # hand-broken
+    broken = sme2_project.runpytest_inprocess()
+    broken.assert_outcomes(failed=1)
+    assert f"BaselineError: baseline {path} is unreadable: not valid JSON" in broken.stdout.str()
+    assert path.read_text() == '{"schema": 1, "test": "test_gate.py::test_tiny", '
+    sme2_project.runpytest_inprocess("--sme2-update-baselines").assert_outcomes(passed=1)
+    assert json.loads(path.read_text())["schema"] == SCHEMA_VERSION
+
+
+def test_marker_can_disable_the_gate_and_rejects_unknown_arguments(sme2_project: pytest.Pytester) -> None:
+    sme2_project.makepyfile(
+        test_gate="""
+        import pytest
+
+        @pytest.mark.baseline(enabled=False)
+        @pytest.mark.model("tiny")
+        def test_off(exported_pte, runner, etdump_profile):
+            etdump_profile(exported_pte, runner())
+
+        @pytest.mark.baseline(latncy=0.1)
+        @pytest.mark.model("tiny")
+        def test_typo(exported_pte, runner, etdump_profile):
+            etdump_profile(exported_pte, runner())
+        """
+    )
+    result = sme2_project.runpytest_inprocess("--strict-markers")
+    result.assert_outcomes(passed=1, failed=1)
+    assert "@pytest.mark.baseline got unknown argument(s) latncy" in result.stdout.str()
+
+
+def test_xdist_workers_updating_at_once_lose_nothing(sme2_project: pytest.Pytester) -> None:
+    tests = "\n".join(
+        f"""
+@pytest.mark.model("tiny")
+def test_{i}(exported_pte, runner, etdump_profile):
+    etdump_profile(exported_pte, runner())
+"""
+        for i in range(6)
+    )
+    sme2_project.makepyfile(test_many="import pytest\n" + tests)
+    result = sme2_project.runpytest_subprocess("-n", "2", "--sme2-update-baselines")
+    result.assert_outcomes(passed=6)
+    files = _baseline_files(sme2_project)
+    assert sorted(json.loads(p.read_text())["test"] for p in files) == [f"test_many.py::test_{i}" for i in range(6)]
+    assert not list((sme2_project.path / "baselines").rglob("*.tmp"))
+    assert "6 written" in result.stdout.str()  # the controller saw every worker's outcome
+
+
+def test_profiles_become_pytest_benchmark_results(sme2_project: pytest.Pytester) -> None:
+    sme2_project.makepyfile(test_gate=_test_file())
+    result = sme2_project.runpytest_inprocess("--benchmark-json=bench.json", "-o", "sme2_baselines=false")
+    result.assert_outcomes(passed=1)
+    data = json.loads((sme2_project.path / "bench.json").read_text())
+    [bench] = data["benchmarks"]
+    assert bench["fullname"].startswith("test_gate.py::test_tiny[tiny fp32-xnnpack [host")
+    samples = json.loads((sme2_project.path / "samples_tiny.json").read_text())
+    assert [x * 1000 for x in bench["stats"]["data"]] == pytest.approx(samples)
+    assert bench["stats"]["rounds"] == len(samples) == 5
+    assert bench["extra_info"]["sme2_timer"] == "ETDump Method::execute"
+    # and --benchmark-compare reads what --benchmark-autosave stored
+    sme2_project.runpytest_inprocess("--benchmark-autosave", "-o", "sme2_baselines=false").assert_outcomes(passed=1)
+    compared = sme2_project.runpytest_inprocess("--benchmark-compare", "-o", "sme2_baselines=false")
+    compared.assert_outcomes(passed=1)
+    assert "0001_" in compared.stdout.str()
+
+
+def test_compare_variants_alternates_chunks_and_merges_them(sme2_project: pytest.Pytester) -> None:
+    sme2_project.makepyfile(
+        test_pair="""
+        from pathlib import Path
+        import pytest
+
+        @pytest.mark.baseline(enabled=False)
+        @pytest.mark.perf(runs=4, warmup=1)
+        @pytest.mark.model("tiny")
+        def test_pair(exported_pte, runner, compare_variants):
+            a, b = compare_variants(exported_pte, runner(threads=1), runner(threads=2), rounds=2)
+            assert a.runs == 4 and b.runs == 4 and a.metadata["chunks"] == 2
+            assert a.variant.endswith("threads=1") and b.variant.endswith("threads=2")
+            etdumps = [Path(p) for x in (a, b) for p in x.artifacts.values() if p.endswith("timed.etdp")]
+            in_time_order = sorted(etdumps, key=lambda p: p.stat().st_mtime_ns)
+            assert [p.parent.name.endswith("threads=1") for p in in_time_order] == [True, False, True, False]
+            speedup = a.speedup_over(b)
+            assert speedup.low <= speedup.value <= speedup.high
+            assert a.speedup_over(b) == speedup  # seeded bootstrap: reproducible
+        """
+    )
+    sme2_project.runpytest_inprocess().assert_outcomes(passed=1)
+
+
+def test_instruction_metric_catches_an_extra_operator(sme2_project: pytest.Pytester) -> None:
+    sme2_project.makepyfile(test_gate=_test_file())
+    args = ("--sme2-metric=instructions", "-o", "sme2_instruction_inferences=10")
+    sme2_project.runpytest_inprocess(*args, "--sme2-update-baselines").assert_outcomes(passed=1)
+    [path] = _baseline_files(sme2_project)
+    counted = json.loads(path.read_text())["profiles"]
+    [record] = counted.values()
+    assert record["instructions"]["per_inference"] > 1e4 and record["instructions"]["inferences"] == 10
+    sme2_project.runpytest_inprocess(*args).assert_outcomes(passed=1)
+    # a real extra operator: one more linear layer on the output
+    model = sme2_project.path / "models" / "tiny.py"
+    model.write_text(model.read_text().replace("torch.nn.Linear(8 * 14 * 14, 10)",
+                                               "torch.nn.Linear(8 * 14 * 14, 10), torch.nn.Linear(10, 10)"))
+    result = sme2_project.runpytest_inprocess(*args)
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert "instruction regression" in out and "tolerance +0.50%" in out
+    assert "--sme2-update-baselines --sme2-metric=instructions" in out

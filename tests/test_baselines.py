@@ -1,0 +1,132 @@
+"""The baseline store: paths, schema, stable formatting, atomic concurrent writes, clear errors."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+from pathlib import Path
+
+import pytest
+
+from pytest_sme2 import baselines
+from pytest_sme2.errors import BaselineError
+from pytest_sme2.etdump import SyntheticEvent, read_run, write_synthetic_etdump
+from pytest_sme2.profile import Profile
+
+
+def _record(samples: list[float]) -> dict:
+    return {"latency": {"median_ms": sorted(samples)[len(samples) // 2]}, "samples_ms": samples,
+            "shares": {"CONV": 0.5, "OTHER": 0.5}}
+
+
+def _baseline(path: Path, test_id: str = "tests/test_x.py::test_a", samples: list[float] | None = None) -> baselines.Baseline:
+    return baselines.Baseline(path, test_id, "host-x86_64-cpu-nosme2", {"m fp32 [host]": _record(samples or [1.0, 2.0])},
+                              {"name": "host", "cpu": "cpu", "details": {"runner": "/tmp/x"}}, {"date": "d"})
+
+
+def test_path_is_per_fingerprint_and_test_and_long_ids_stay_distinct(tmp_path: Path) -> None:
+    path = baselines.baseline_path(tmp_path, "host-x86_64-amd-epyc-nosme2", "perf_tests/test_a.py::test_b[x y]")
+    assert path == tmp_path / "host-x86_64-amd-epyc-nosme2" / "perf_tests_test_a.py_test_b_x_y.json"
+    long_a = "t.py::test_" + "a" * 200 + "[1]"
+    long_b = "t.py::test_" + "a" * 200 + "[2]"
+    path_a, path_b = (baselines.baseline_path(tmp_path, "fp", t) for t in (long_a, long_b))
+    assert path_a != path_b and len(path_a.name) < 130
+
+
+def test_format_is_stable_sorted_rounded_and_keeps_number_lists_on_one_line(tmp_path: Path) -> None:
+    path = baselines.write(_baseline(tmp_path / "a.json", samples=[2.123456789, 1.0000001, 3.5]))
+    text = path.read_text()
+    assert text.endswith("}\n")
+    assert '"samples_ms": [2.12346, 1.0, 3.5]' in text
+    data = json.loads(text)
+    assert list(data) == sorted(data) and data["schema"] == baselines.SCHEMA_VERSION
+    assert "details" not in data["target"]  # machine-local paths stay out of the file
+    # writing the loaded baseline again gives byte-identical text
+    again = baselines.load(path)
+    baselines.write(again)
+    assert path.read_text() == text
+
+
+def test_load_round_trip_and_missing_file_is_none(tmp_path: Path) -> None:
+    path = baselines.write(_baseline(tmp_path / "fp" / "t.json"))
+    loaded = baselines.load(path)
+    assert loaded.test_id == "tests/test_x.py::test_a" and loaded.profiles["m fp32 [host]"]["samples_ms"] == [1.0, 2.0]
+    assert baselines.load(tmp_path / "nope.json") is None
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ('{"schema": 1, "test": ', "not valid JSON (Expecting value at line 1 column 23)"),
+        ("[1, 2]", "the top level is not a JSON object"),
+        ('{"schema": 99, "test": "t", "fingerprint": "f", "profiles": {}}', "schema 99, this pytest-sme2 reads schema 1"),
+        ('{"schema": 1, "test": "t", "profiles": {}}', "missing key(s) fingerprint"),
+        ('{"schema": 1, "test": "t", "fingerprint": "f", "profiles": {"a": {"latency": {}, "shares": {}}}}',
+         "profile 'a' has no 'samples_ms'"),
+        ('{"schema": 1, "test": "t", "fingerprint": "f", "profiles": {"a": {"latency": {}, "shares": {}, '
+         '"samples_ms": [1, "x"]}}}', "'samples_ms' must be a non-empty list of non-negative numbers"),
+    ],
+)
+def test_broken_files_are_clear_errors_naming_the_file(tmp_path: Path, text: str, why: str) -> None:
+    path = tmp_path / "broken.json"
+    path.write_text(text)
+    with pytest.raises(BaselineError) as info:
+        baselines.load(path)
+    message = str(info.value)
+    assert str(path) in message and why in message and "--sme2-update-baselines" in message
+    assert path.read_text() == text  # loading never rewrites
+
+
+def _write_many(args: tuple[str, int]) -> None:
+    root, worker = args
+    for i in range(20):
+        test_id = f"t.py::test_{worker}_{i}"
+        baselines.write(_baseline(baselines.baseline_path(Path(root), "fp", test_id), test_id, [float(i), 1.0]))
+        baselines.write(_baseline(baselines.baseline_path(Path(root), "fp", "t.py::shared"), "t.py::shared",
+                                  [float(worker), float(i)]))
+
+
+def test_concurrent_writers_lose_nothing_and_never_leave_half_files(tmp_path: Path) -> None:
+    with multiprocessing.get_context("fork").Pool(4) as pool:
+        pool.map(_write_many, [(str(tmp_path), w) for w in range(4)])
+    files = sorted((tmp_path / "fp").glob("*.json"))
+    assert len(files) == 4 * 20 + 1
+    for path in files:
+        assert baselines.load(path) is not None  # every file complete and valid
+    assert not list(tmp_path.rglob("*.tmp"))
+
+
+def test_failed_write_keeps_the_old_file(tmp_path: Path) -> None:
+    path = baselines.write(_baseline(tmp_path / "b.json"))
+    before = path.read_text()
+    broken = _baseline(path)
+    broken.profiles["m fp32 [host]"]["samples_ms"] = [object()]
+    with pytest.raises(TypeError):
+        baselines.write(broken)
+    assert path.read_text() == before and not list(tmp_path.glob("*.tmp"))
+
+
+def test_record_of_a_real_profile(tmp_path: Path) -> None:
+    runs = []
+    for r in range(3):
+        t0 = r * 10_000_000
+        runs.append(("Execute", [
+            SyntheticEvent(t0 + 100_000, t0 + 600_000, delegate_name="Convolution (NHWC, PF32) IGEMM #1"),
+            SyntheticEvent(t0, t0 + 700_000, name="DELEGATE_CALL", instruction_id=0),
+            SyntheticEvent(t0 + 700_000, t0 + 900_000, name="native_call_where.self_out", instruction_id=1),
+            SyntheticEvent(t0 + 700_000, t0 + 900_000, name="OPERATOR_CALL", instruction_id=1),
+            SyntheticEvent(t0, t0 + 1_000_000, name="Method::execute"),
+        ]))
+    trace = read_run(write_synthetic_etdump(tmp_path / "t.etdp", runs))
+    profile = Profile(trace, model="m", recipe="fp32-xnnpack", variant="host",
+                      delegation={"delegated_nodes": 3, "non_delegated_nodes": 1, "delegated_subgraphs": 1,
+                                  "ops": [{"op_type": "aten.where.self", "delegated": 0, "non_delegated": 1}]},
+                      metadata={"run": {"runs": 3}, "export": {"torch": "2.13.0"}})
+    record = baselines.record_of(profile, {"per_inference": 10.0})
+    assert record["samples_ms"] == [1.0, 1.0, 1.0]
+    assert record["delegation_coverage"] == pytest.approx(0.7)
+    assert record["portable_ops"] == ["native_call_where.self_out"]
+    assert record["delegation"]["ops"] == {"aten.where.self": [0, 1]}
+    assert record["sme_path_share"] == 1.0 and record["instructions"] == {"per_inference": 10.0}
+    assert record["provenance"] == {"torch": "2.13.0"}
+    json.loads(baselines.dumps(record))  # serialisable as is
