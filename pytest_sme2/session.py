@@ -10,6 +10,7 @@ import os
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from .export import ExportedModel, Recipe, export
 from .registry import ModelRegistry, default_registry
@@ -29,6 +30,7 @@ class Settings:
     runner_on: Path | None = None  # local target: two builds
     runner_off: Path | None = None
     svl_bits: int = 512  # emulated target: streaming vector length
+    adb: Any = None  # adb target: targets.adb.AdbOptions (serial comes from the target name)
 
 
 def slug(text: str, limit: int = 120) -> str:
@@ -49,7 +51,7 @@ class Sme2Session:
         if self._target is None:
             s = self.settings
             self._target = make_target(s.target, s.session_dir / "logs", s.runner, s.runner_on, s.runner_off,
-                                       s.svl_bits)
+                                       s.svl_bits, adb=s.adb)
         return self._target
 
     def default_runs(self) -> tuple[int, int]:

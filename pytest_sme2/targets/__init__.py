@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from ..errors import UsageError
@@ -9,12 +10,23 @@ from .base import RunResult, RunSpec, Target, TargetInfo
 from .host import HostTarget
 from .emulated import EmulatedTarget
 from .local import LocalTarget
+from .adb import AdbOptions, AdbTarget, is_adb_target, parse_adb_target
 
-TARGET_NAMES = ("auto", "host", "local", "emulated")
+TARGET_NAMES = ("auto", "host", "local", "emulated", "adb", "adb:SERIAL")
+
+
+def check_target_name(name: str) -> str:
+    """``name`` if it is a --sme2-target value, else a UsageError listing the choices."""
+    if is_adb_target(name):
+        parse_adb_target(name)
+        return name
+    if name not in TARGET_NAMES:
+        raise UsageError(f"--sme2-target={name!r} is not a known target; choose one of {', '.join(TARGET_NAMES)}")
+    return name
 
 
 def make_target(name: str, log_dir: Path, runner: Path | None = None, runner_on: Path | None = None,
-                runner_off: Path | None = None, svl_bits: int = 512) -> Target:
+                runner_off: Path | None = None, svl_bits: int = 512, adb: AdbOptions | None = None) -> Target:
     """Build the target named by ``--sme2-target``.
 
     "auto": the host when its CPU has SME2; otherwise the emulated target when
@@ -28,16 +40,22 @@ def make_target(name: str, log_dir: Path, runner: Path | None = None, runner_on:
             status = emulation.status()
             if status.ready:
                 return EmulatedTarget(log_dir, svl_bits, status)
+            return HostTarget(log_dir, sme2_advice=(
+                f"use the emulated SME2 target (qemu), which is not ready here: {status.problem}"))
         return HostTarget(log_dir)
     if name == "host":
         return HostTarget(log_dir)
     if name == "emulated":
-        return EmulatedTarget(log_dir, svl_bits)
+        return EmulatedTarget(log_dir, svl_bits, runner=runner)
     if name == "local":
         return LocalTarget(log_dir, runner=runner, runner_on=runner_on, runner_off=runner_off)
+    if is_adb_target(name):
+        options = replace(adb or AdbOptions(), serial=parse_adb_target(name))
+        return AdbTarget(log_dir, options, runner=runner, runner_on=runner_on, runner_off=runner_off)
     raise UsageError(
         f"--sme2-target={name!r} is not a known target; choose one of: {', '.join(TARGET_NAMES)}"
     )
 
 
-__all__ = ["RunResult", "RunSpec", "Target", "TargetInfo", "HostTarget", "LocalTarget", "EmulatedTarget", "make_target", "TARGET_NAMES"]
+__all__ = ["RunResult", "RunSpec", "Target", "TargetInfo", "HostTarget", "LocalTarget", "EmulatedTarget", "AdbTarget",
+           "AdbOptions", "make_target", "check_target_name", "TARGET_NAMES"]

@@ -1,0 +1,539 @@
+"""A stand-in adb server with stand-in devices, on loopback, for testing the adb target.
+
+It speaks the adb server's smart-socket protocol the way adbutils does
+(host:version, host:devices(-l), host:tport:serial / host:transport,
+host-serial:SERIAL:features|get-state|get-serialno, then shell:, shell,v2: and
+sync: with STAT/STA2/LIST/SEND/RECV/QUIT), and runs device shell commands for
+real with /bin/sh on this machine inside a private mount namespace
+(``unshare --mount``, as root) in which each device's folder is bind-mounted on
+/data/local/tmp and its own cpuinfo on /proc/cpuinfo. ``getprop`` answers from
+the device's properties. So the adb target pushes the real runner, runs it and
+pulls its ETDumps with the real adbutils client, and nothing of it is mocked.
+
+Faults it can simulate: a device that goes offline (connections dropped,
+processes killed, state reported as offline), hooks when a runner starts or
+exits (to crash it or to lose its ETDump), several devices with different
+serials, SME2 or no SME2 in /proc/cpuinfo, another ABI. It counts concurrent
+runner processes per device, so tests can prove no two ran on one phone.
+
+A test helper, not shipped. Every thread and process it starts ends at ``stop()``.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+DEVICE_TMP = "/data/local/tmp"
+SERVER_VERSION = 41
+FEATURES = "shell_v2,cmd,stat_v2,ls_v2,fixed_push_mkdir,apex,abb,fixed_push_symlink_timestamp,abb_exec"
+_SETUP = ('mount --bind "$1" /data/local/tmp && mount --bind "$2" /proc/cpuinfo && PATH="$3:$PATH" && '
+          'export PATH && cd / && exec /bin/sh -c "$4"')
+_GETPROP = """#!/bin/sh
+props={props}
+if [ "$#" -eq 0 ]; then
+  while IFS='=' read -r k v; do printf '[%s]: [%s]\\n' "$k" "$v"; done < "$props"
+else
+  while IFS='=' read -r k v; do if [ "$k" = "$1" ]; then printf '%s\\n' "$v"; fi; done < "$props"
+fi
+"""
+_ARM_FEATURES = "fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid asimdrdm lrcpc dcpop asimddp"
+
+
+def namespaces_available() -> str | None:
+    """None when this machine can give shell commands a private /data/local/tmp, else why not."""
+    if os.geteuid() != 0:
+        return "the adb stand-in needs root for its mount namespace (unshare --mount)"
+    if shutil.which("unshare") is None:
+        return "the adb stand-in needs util-linux's unshare"
+    try:
+        os.makedirs(DEVICE_TMP, exist_ok=True)
+        probe = subprocess.run(["unshare", "--mount", "--propagation", "private", "/bin/sh", "-c",
+                                f"mount --bind /tmp {DEVICE_TMP}"], capture_output=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"the adb stand-in cannot make a mount namespace: {exc}"
+    if probe.returncode != 0:
+        return f"the adb stand-in cannot bind-mount in a mount namespace: {probe.stderr.decode(errors='replace')}"
+    return None
+
+
+@dataclass
+class RunRecord:
+    """One runner process on a stand-in device (a shell command with --model_path=)."""
+
+    command: str
+    started: float
+    ended: float | None = None
+    exit_code: int | None = None
+
+
+@dataclass(eq=False)
+class StandinDevice:
+    serial: str
+    home: Path  # holds the device's /data/local/tmp, cpuinfo and bin/
+    model: str = "Standin Phone"
+    soc: str = "Standin SoC 1"
+    sme2: bool = False
+    abi: str = "x86_64"
+    android: str = "15"
+    state: str = "device"
+    transport_id: int = 1
+    # Called in a thread right after a runner process starts, with the process.
+    on_runner_start: Callable[["StandinDevice", subprocess.Popen], None] | None = None
+    # Called after a runner process exits, before its exit code is sent.
+    on_runner_exit: Callable[["StandinDevice"], None] | None = None
+    runs: list[RunRecord] = field(default_factory=list)
+    max_running: int = 0
+    shell_commands: list[str] = field(default_factory=list)
+    pushed: list[str] = field(default_factory=list)
+    _running: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _sockets: set = field(default_factory=set)
+    _processes: set = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.bin_dir.mkdir(parents=True, exist_ok=True)
+        features = _ARM_FEATURES + (" sme sme2 smei16i64 smef64f64" if self.sme2 else "")
+        self.cpuinfo.write_text("".join(
+            f"processor\t: {n}\nBogoMIPS\t: 2000.00\nFeatures\t: {features}\nCPU implementer\t: 0x41\n"
+            f"CPU architecture: 8\nCPU part\t: 0xd85\n\n" for n in range(2)
+        ))
+        props = {
+            "ro.product.model": self.model, "ro.product.manufacturer": "Standin", "ro.product.brand": "standin",
+            "ro.soc.model": self.soc, "ro.soc.manufacturer": "Standin Silicon", "ro.board.platform": "standin",
+            "ro.build.version.release": self.android, "ro.build.version.sdk": "35",
+            "ro.product.cpu.abi": self.abi, "ro.product.cpu.abilist": self.abi, "ro.serialno": self.serial,
+        }
+        props_file = self.home / "build.prop"
+        props_file.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        getprop = self.bin_dir / "getprop"
+        getprop.write_text(_GETPROP.format(props=_sh_quote(str(props_file))))
+        getprop.chmod(0o755)
+
+    @property
+    def root(self) -> Path:
+        return self.home / "data-local-tmp"
+
+    @property
+    def cpuinfo(self) -> Path:
+        return self.home / "cpuinfo"
+
+    @property
+    def bin_dir(self) -> Path:
+        return self.home / "bin"
+
+    def host_path(self, device_path: str) -> Path | None:
+        """Where a device path under /data/local/tmp lives on this machine; None elsewhere."""
+        norm = posixpath.normpath(device_path)
+        if norm == DEVICE_TMP:
+            return self.root
+        if norm.startswith(DEVICE_TMP + "/"):
+            return self.root / norm[len(DEVICE_TMP) + 1:]
+        return None
+
+    def drop(self) -> None:
+        """Close every connection to this device and kill its processes (what unplugging does)."""
+        with self._lock:
+            sockets, processes = list(self._sockets), list(self._processes)
+        for sock in sockets:
+            _close(sock)
+        for process in processes:
+            _kill_group(process, signal.SIGKILL)
+
+
+def _sh_quote(text: str) -> str:
+    return "'" + text.replace("'", "'\"'\"'") + "'"
+
+
+def _close(sock: socket.socket) -> None:
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    sock.close()
+
+
+def _kill_group(process: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(process.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes | None:
+    data = b""
+    while len(data) < n:
+        try:
+            chunk = sock.recv(n - len(data))
+        except OSError:
+            return None
+        if not chunk:
+            return None
+        data += chunk
+    return data
+
+
+def _block(text: str | bytes) -> bytes:
+    data = text.encode() if isinstance(text, str) else text
+    return f"{len(data):04x}".encode() + data
+
+
+class AdbStandin:
+    """The stand-in adb server. Use as a context manager, or call ``stop()``."""
+
+    def __init__(self, workdir: Path):
+        reason = namespaces_available()
+        if reason is not None:
+            raise RuntimeError(reason)
+        self.workdir = Path(workdir)
+        self.devices: dict[str, StandinDevice] = {}
+        self.requests: list[str] = []
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self._listener.getsockname()[1]
+        self._stopping = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._connections: set[socket.socket] = set()
+        self._lock = threading.Lock()
+        self._accepter = threading.Thread(target=self._accept_loop, name="adb-standin-accept", daemon=True)
+        self._accepter.start()
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def add_device(self, serial: str, **facts) -> StandinDevice:
+        home = self.workdir / f"device-{len(self.devices)}"
+        device = StandinDevice(serial=serial, home=home, transport_id=len(self.devices) + 1, **facts)
+        self.devices[serial] = device
+        return device
+
+    def go_offline(self, serial: str) -> None:
+        device = self.devices[serial]
+        device.state = "offline"
+        device.drop()
+
+    def go_online(self, serial: str) -> None:
+        self.devices[serial].state = "device"
+
+    def stop(self) -> None:
+        self._stopping.set()
+        _close(self._listener)
+        with self._lock:
+            connections = list(self._connections)
+        for sock in connections:
+            _close(sock)
+        for device in self.devices.values():
+            device.drop()
+        self._accepter.join(timeout=10)
+        for thread in list(self._threads):
+            thread.join(timeout=10)
+
+    def __enter__(self) -> "AdbStandin":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # --- the host side of the protocol ---------------------------------------------------------
+
+    def _accept_loop(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                conn, _ = self._listener.accept()
+            except OSError:
+                return
+            with self._lock:
+                self._connections.add(conn)
+                self._threads = [t for t in self._threads if t.is_alive()]
+                thread = threading.Thread(target=self._serve, args=(conn,), name="adb-standin-conn", daemon=True)
+                self._threads.append(thread)
+            thread.start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        try:
+            self._dispatch(conn)
+        except OSError:
+            pass
+        finally:
+            with self._lock:
+                self._connections.discard(conn)
+            _close(conn)
+
+    @staticmethod
+    def _read_request(conn: socket.socket) -> str | None:
+        head = _recv_exact(conn, 4)
+        if head is None:
+            return None
+        body = _recv_exact(conn, int(head, 16))
+        return None if body is None else body.decode(errors="replace")
+
+    @staticmethod
+    def _fail(conn: socket.socket, message: str) -> None:
+        conn.sendall(b"FAIL" + _block(message))
+
+    def _device(self, conn: socket.socket, serial: str) -> StandinDevice | None:
+        device = self.devices.get(serial)
+        if device is None:
+            self._fail(conn, f"device '{serial}' not found")
+            return None
+        if device.state != "device":
+            self._fail(conn, f"device {device.state}")
+            return None
+        return device
+
+    def _dispatch(self, conn: socket.socket) -> None:
+        request = self._read_request(conn)
+        if request is None:
+            return
+        self.requests.append(request)
+        if request == "host:version":
+            conn.sendall(b"OKAY" + _block(f"{SERVER_VERSION:04x}"))
+        elif request in ("host:devices", "host:devices-l"):
+            lines = []
+            for d in self.devices.values():
+                line = f"{d.serial}\t{d.state}"
+                if request.endswith("-l"):
+                    line = (f"{d.serial:<22} {d.state} product:standin model:{d.model.replace(' ', '_')} "
+                            f"device:standin transport_id:{d.transport_id}")
+                lines.append(line + "\n")
+            conn.sendall(b"OKAY" + _block("".join(lines)))
+        elif request.startswith("host:tport:serial:") or request.startswith("host:transport:"):
+            serial = request.split(":", 3)[-1] if request.startswith("host:tport:") else request.split(":", 2)[-1]
+            device = self._device(conn, serial)
+            if device is None:
+                return
+            conn.sendall(b"OKAY" + (struct.pack("<Q", device.transport_id) if "tport" in request else b""))
+            service = self._read_request(conn)
+            if service is not None:
+                self._device_service(device, conn, service)
+        elif request.startswith("host-serial:"):
+            serial, _, command = request[len("host-serial:"):].rpartition(":")
+            device = self.devices.get(serial)
+            if device is None:
+                self._fail(conn, f"device '{serial}' not found")
+            elif command == "get-state":
+                conn.sendall(b"OKAY" + _block(device.state))
+            elif device.state != "device":
+                self._fail(conn, f"device {device.state}")
+            elif command == "features":
+                conn.sendall(b"OKAY" + _block(FEATURES))
+            elif command == "get-serialno":
+                conn.sendall(b"OKAY" + _block(device.serial))
+            else:
+                self._fail(conn, f"unsupported host-serial service {command!r}")
+        elif request == "host:kill":
+            conn.sendall(b"OKAY")
+        else:
+            self._fail(conn, f"unknown host service {request!r}")
+
+    # --- the device side -------------------------------------------------------------------------
+
+    def _device_service(self, device: StandinDevice, conn: socket.socket, service: str) -> None:
+        with device._lock:
+            device._sockets.add(conn)
+        try:
+            if service.startswith("shell,v2:"):
+                self._shell(device, conn, service[len("shell,v2:"):], v2=True)
+            elif service.startswith("shell:"):
+                self._shell(device, conn, service[len("shell:"):], v2=False)
+            elif service == "sync:":
+                conn.sendall(b"OKAY")
+                _SyncSession(device, conn).serve()
+            else:
+                self._fail(conn, f"unsupported device service {service!r}")
+        finally:
+            with device._lock:
+                device._sockets.discard(conn)
+
+    def _shell(self, device: StandinDevice, conn: socket.socket, command: str, v2: bool) -> None:
+        device.shell_commands.append(command)
+        conn.sendall(b"OKAY")
+        argv = ["unshare", "--mount", "--propagation", "private", "/bin/sh", "-c", _SETUP, "standin-sh",
+                str(device.root), str(device.cpuinfo), str(device.bin_dir), command]
+        process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE if v2 else subprocess.STDOUT, start_new_session=True)
+        is_runner = "--model_path=" in command
+        record = RunRecord(command, time.monotonic())
+        with device._lock:
+            device._processes.add(process)
+            if is_runner:
+                device._running += 1
+                device.max_running = max(device.max_running, device._running)
+                device.runs.append(record)
+        if is_runner and device.on_runner_start is not None:
+            threading.Thread(target=device.on_runner_start, args=(device, process), daemon=True).start()
+        send_lock = threading.Lock()
+
+        def pump(stream, kind: int) -> None:
+            for chunk in iter(lambda: stream.read1(65536), b""):
+                with send_lock:
+                    try:
+                        conn.sendall(struct.pack("<BI", kind, len(chunk)) + chunk if v2 else chunk)
+                    except OSError:
+                        pass
+
+        def watch_client() -> None:  # like adbd: a closed shell socket ends the command
+            try:
+                while conn.recv(4096):
+                    pass
+            except OSError:
+                pass
+            if process.poll() is None:
+                _kill_group(process, signal.SIGKILL)
+
+        pumps = [threading.Thread(target=pump, args=(process.stdout, 1), daemon=True)]
+        if v2:
+            pumps.append(threading.Thread(target=pump, args=(process.stderr, 2), daemon=True))
+        watcher = threading.Thread(target=watch_client, daemon=True)
+        for thread in (*pumps, watcher):
+            thread.start()
+        code = process.wait()
+        for thread in pumps:
+            thread.join(timeout=10)
+        exit_code = code if code >= 0 else 128 - code
+        with device._lock:
+            device._processes.discard(process)
+            if is_runner:
+                device._running -= 1
+                record.ended, record.exit_code = time.monotonic(), exit_code
+        if is_runner and device.on_runner_exit is not None:
+            device.on_runner_exit(device)
+        if v2:
+            with send_lock:
+                try:
+                    conn.sendall(struct.pack("<BI", 3, 1) + bytes([exit_code & 0xFF]))
+                except OSError:
+                    pass
+        _close(conn)
+        watcher.join(timeout=10)
+
+
+class _SyncSession:
+    """The sync: service for one connection, on the device's folder."""
+
+    def __init__(self, device: StandinDevice, conn: socket.socket):
+        self.device, self.conn = device, conn
+
+    def serve(self) -> None:
+        while True:
+            head = _recv_exact(self.conn, 8)
+            if head is None:
+                return
+            command, length = head[:4], struct.unpack("<I", head[4:])[0]
+            if command == b"QUIT":
+                return
+            body = _recv_exact(self.conn, length)
+            if body is None:
+                return
+            path = body.decode(errors="replace")
+            handler = {b"STAT": self.stat, b"STA2": self.stat2, b"LST2": self.stat2, b"LIST": self.list,
+                       b"SEND": self.send, b"RECV": self.recv}.get(command)
+            if handler is None:
+                self._fail(f"unknown sync command {command!r}")
+                return
+            if handler(path) is False:
+                return
+
+    def _fail(self, message: str) -> None:
+        data = message.encode()
+        self.conn.sendall(b"FAIL" + struct.pack("<I", len(data)) + data)
+
+    def _lstat(self, path: str) -> os.stat_result | None:
+        local = self.device.host_path(path)
+        try:
+            return None if local is None else os.lstat(local)
+        except OSError:
+            return None
+
+    def stat(self, path: str) -> None:
+        st = self._lstat(path)
+        values = (0, 0, 0) if st is None else (st.st_mode, st.st_size & 0xFFFFFFFF, int(st.st_mtime))
+        self.conn.sendall(b"STAT" + struct.pack("<III", *values))
+
+    def stat2(self, path: str) -> None:
+        st = self._lstat(path)
+        if st is None:
+            self.conn.sendall(b"STA2" + struct.pack("<IQQIIIIQqqq", 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
+            return
+        self.conn.sendall(b"STA2" + struct.pack("<IQQIIIIQqqq", 0, st.st_dev, st.st_ino, st.st_mode, st.st_nlink,
+                                                st.st_uid, st.st_gid, st.st_size, int(st.st_atime),
+                                                int(st.st_mtime), int(st.st_ctime)))
+
+    def list(self, path: str) -> None:
+        local = self.device.host_path(path)
+        if local is not None and local.is_dir():
+            for entry in sorted(local.iterdir()):
+                st = entry.lstat()
+                name = entry.name.encode()
+                self.conn.sendall(b"DENT" + struct.pack("<IIII", st.st_mode, st.st_size & 0xFFFFFFFF,
+                                                        int(st.st_mtime), len(name)) + name)
+        self.conn.sendall(b"DONE" + bytes(16))
+
+    def send(self, spec: str) -> bool:
+        path, _, mode_text = spec.rpartition(",")
+        local = self.device.host_path(path)
+        data = bytearray()
+        while True:
+            head = _recv_exact(self.conn, 8)
+            if head is None:
+                return False
+            kind, value = head[:4], struct.unpack("<I", head[4:])[0]
+            if kind == b"DATA":
+                chunk = _recv_exact(self.conn, value)
+                if chunk is None:
+                    return False
+                data += chunk
+            elif kind == b"DONE":
+                break
+            else:
+                self._fail(f"unexpected {kind!r} during SEND")
+                return False
+        if local is None:
+            self._fail(f"remote couldn't create file {path}: Permission denied")
+            return True
+        try:
+            local.parent.mkdir(parents=True, exist_ok=True)
+            staging = local.with_name(local.name + ".standin-partial")
+            staging.write_bytes(bytes(data))
+            staging.chmod(int(mode_text) & 0o777 if mode_text.isdigit() else 0o644)  # adb sends decimal st_mode
+            os.replace(staging, local)
+        except OSError as exc:
+            self._fail(f"remote couldn't create file {path}: {exc.strerror}")
+            return True
+        self.device.pushed.append(path)
+        self.conn.sendall(b"OKAY" + bytes(4))
+        return True
+
+    def recv(self, path: str) -> None:
+        local = self.device.host_path(path)
+        if local is None or not local.is_file():
+            self._fail(f"remote object '{path}' does not exist")
+            return
+        with open(local, "rb") as handle:
+            for chunk in iter(lambda: handle.read(64 * 1024), b""):
+                self.conn.sendall(b"DATA" + struct.pack("<I", len(chunk)) + chunk)
+        self.conn.sendall(b"DONE" + bytes(4))
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float = 30.0) -> bool:
+    """Poll ``predicate`` until it holds or ``timeout`` seconds pass."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return predicate()
+
+
+__all__ = ["AdbStandin", "StandinDevice", "RunRecord", "namespaces_available", "wait_until", "DEVICE_TMP"]
