@@ -7,6 +7,7 @@ command-line options > [tool.pytest.ini_options] > built-in defaults.
 from __future__ import annotations
 
 import contextlib
+from dataclasses import replace
 import os
 import time
 from pathlib import Path
@@ -20,7 +21,8 @@ from .export import ExportedModel, Recipe
 from .profile import Profile
 from .runner import Runner, require_program
 from .session import Settings, Sme2Session
-from .targets import TARGET_NAMES, RunSpec
+from .targets import TARGET_NAMES, RunSpec, check_target_name
+from .targets.adb import AdbOptions, is_adb_target
 
 # Hook modules that extend this one (baselines and verdicts; reports and session outputs).
 # Each reads a test's profiles through profiles_of(item) and the session through session_of(config).
@@ -50,8 +52,8 @@ MARKERS = (
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("sme2", "pytest-sme2: ExecuTorch SME2 performance tests")
-    group.addoption("--sme2-target", default=None, choices=TARGET_NAMES,
-                    help="where programs run (default: ini sme2_target, else auto = this host)")
+    group.addoption("--sme2-target", default=None, type=_target_option,
+                    help=f"where programs run: {', '.join(TARGET_NAMES)} (default: ini sme2_target, else auto)")
     group.addoption("--sme2-runs", type=int, default=None,
                     help="timed runs per variant (default 20; 2 on the emulated target)")
     group.addoption("--sme2-warmup", type=int, default=None,
@@ -68,6 +70,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--sme2-artifacts-dir", default=None,
                     help="root of per-session artifact folders (default .sme2/artifacts)")
     parser.addini("sme2_target", "default --sme2-target", default="auto")
+    for name, help_text in _ADB_OPTIONS.items():
+        group.addoption(f"--sme2-{name.replace('_', '-')}", default=None, help=help_text)
+        parser.addini(f"sme2_{name}", help_text, default="")
     parser.addini("sme2_runs", "default timed runs per variant (empty: the target's default)", default="")
     parser.addini("sme2_warmup", "default warmup runs per variant (empty: the target's default)", default="")
     parser.addini("sme2_emulated_svl", "emulated target: streaming vector length in bits", default="512")
@@ -82,6 +87,25 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                   default=[])
     parser.addini("sme2_models", "extra models, one 'name = module.path' or 'name = path/to/file.py' per line",
                   type="linelist", default=[])
+
+
+_ADB_OPTIONS = {
+    "adb_server": "adb target: adb server HOST:PORT (default: ADB_SERVER_SOCKET, ANDROID_ADB_SERVER_PORT, 5037)",
+    "adb_affinity": "adb target: CPU affinity mask for the runner, in hex as taskset takes it (e.g. f0)",
+    "adb_dir": "adb target: device folder for per-session files (default /data/local/tmp)",
+    "adb_mask_library": "adb target: libsme2_mask.so built for the device, for SME2 off with one runner build",
+    "adb_claim_timeout": "adb target: seconds to wait for a device no other worker has claimed (default 600)",
+}
+
+
+def _target_option(value: str) -> str:
+    """argparse type of --sme2-target: a usage error that names the choices for anything else."""
+    import argparse
+
+    try:
+        return check_target_name(value)
+    except Sme2Error as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _setting(config: pytest.Config, name: str, cast: Callable[[str], Any]) -> Any:
@@ -130,8 +154,17 @@ def pytest_configure(config: pytest.Config) -> None:
         runner_off=_path_setting(config, "runner_off"),
         svl_bits=_setting(config, "emulated_svl", int),
     )
-    if settings.target not in TARGET_NAMES:
-        raise pytest.UsageError(f"sme2_target = {settings.target!r}; choose one of {', '.join(TARGET_NAMES)}")
+    try:
+        check_target_name(settings.target)
+        if is_adb_target(settings.target):
+            claim_timeout = _setting(config, "adb_claim_timeout", float)
+            settings = replace(settings, adb=AdbOptions(
+                server=_setting(config, "adb_server", str), affinity=_setting(config, "adb_affinity", str),
+                device_dir=_setting(config, "adb_dir", str) or AdbOptions.device_dir,
+                mask_library=_path_setting(config, "adb_mask_library"),
+                claim_timeout_s=AdbOptions.claim_timeout_s if claim_timeout is None else claim_timeout))
+    except Sme2Error as exc:
+        raise pytest.UsageError(str(exc)) from None
     if settings.target == "local":  # a runner that cannot run here is an error before any test runs
         from .targets.local import check_runner
 
