@@ -6,7 +6,7 @@ PIP := $(PYTHON) -m pip
 # headless browser that checks the HTML report (tests/test_report_browser.py).
 SYSTEM_PACKAGES := g++-aarch64-linux-gnu qemu-user chromium
 
-.PHONY: install system-deps perf test
+.PHONY: install system-deps emulation perf test
 
 install:
 	$(PIP) install --quiet "torch==2.13.0"
@@ -26,8 +26,17 @@ system-deps:
 		echo "note: aarch64 runner and report browser tests will be skipped; to run them: sudo apt-get install$$missing"; \
 	fi
 
-perf: install
+# The emulated SME2 target: qemu-user 11.1 fetched from Debian's archive without root and
+# without touching apt's sources, the aarch64 executorch wheel and the aarch64 runner.
+# As root it also installs the cross compiler, and a failure stops here; otherwise it says
+# what is missing and the SME2 on/off tests skip with the same advice.
+SETUP_EMULATION := $(PYTHON) -c "import sys; from pytest_sme2.cli import main; sys.exit(main(['setup-emulation']))"
+emulation: install
+	@if [ "$$(id -u)" = 0 ]; then $(SETUP_EMULATION); \
+	else $(SETUP_EMULATION) || echo "note: the emulated SME2 target is not set up (see above); SME2 on/off tests will skip"; fi
+
+perf: install emulation
 	$(PYTHON) -m pytest perf_tests/ -m sme2
 
-test: install system-deps
+test: install system-deps emulation
 	$(PYTHON) -m pytest tests/ -n 2

@@ -2,9 +2,9 @@
 
 import pytest
 
-from pytest_sme2 import assert_delegation, assert_portable_ops, assert_speedup
+from pytest_sme2 import assert_delegation, assert_outputs_match, assert_portable_ops, assert_speedup
 
-pytestmark = [pytest.mark.sme2, pytest.mark.model("transformer_encoder", dtype="fp32")]
+pytestmark = pytest.mark.sme2
 
 # What XNNPACK 1.5.1 leaves to portable kernels in this model (FACTS.md).
 # A new entry here means an operator fell out of the delegate: look before you add it.
@@ -14,6 +14,7 @@ KNOWN_PORTABLE = {
 }
 
 
+@pytest.mark.model("transformer_encoder", dtype="fp32")
 def test_transformer_fallbacks_are_the_known_ones(exported_pte, runner, etdump_profile):
     profile = etdump_profile(exported_pte, runner())
     assert_portable_ops(profile, allowed=KNOWN_PORTABLE)
@@ -21,11 +22,24 @@ def test_transformer_fallbacks_are_the_known_ones(exported_pte, runner, etdump_p
     assert profile.share("gemm") >= 0.2
 
 
-def test_transformer_sme2_on_vs_off(exported_pte, runner, etdump_profile):
-    on_runner, off_runner = runner(sme2=True), runner(sme2=False)
-    on = etdump_profile(exported_pte, on_runner)
-    off = etdump_profile(exported_pte, off_runner)
-    assert on.sme_path_share >= 0.5
+@pytest.mark.parametrize("dtype", ["fp32", "int8"])
+def test_transformer_sme2_kernel_path(export_pte, runner, etdump_profile, dtype):
+    """Patch embedding, projections, MLPs and attention matmuls all take packed SME kernels."""
+    exported = export_pte("transformer_encoder", dtype=dtype)
+    on = etdump_profile(exported, runner(sme2=True))
+    off = etdump_profile(exported, runner(sme2=False))
+    assert on.sme_path_share >= 0.9
+    assert off.sme_path_share == 0.0 and off.sme_path_ops == 0
+    assert_portable_ops(on, allowed=KNOWN_PORTABLE)
+    assert_outputs_match(on, exported)
+    assert_outputs_match(off, exported)
+
+
+@pytest.mark.latency
+@pytest.mark.model("transformer_encoder", dtype="fp32")
+def test_transformer_sme2_speedup(exported_pte, runner, etdump_profile):
+    on = etdump_profile(exported_pte, runner(sme2=True))
+    off = etdump_profile(exported_pte, runner(sme2=False))
     assert_speedup(on, off, at_least=1.2)
     # SME2 shrinks GEMM time, so the portable (non-delegated) share must grow.
     assert on.delegation_coverage <= off.delegation_coverage

@@ -19,6 +19,14 @@ from torchao.quantization.pt2e import quantize_pt2e  # noqa: F401,E402
 
 REPO = Path(__file__).resolve().parent.parent
 
+# pytester points HOME at each test's folder; keep the runner/qemu cache where it
+# really is (built once by `pytest-sme2 setup-emulation` / build-runner).
+import os  # noqa: E402
+
+from pytest_sme2.native.build import cache_root  # noqa: E402
+
+os.environ.setdefault("PYTEST_SME2_RUNNER_CACHE", str(cache_root()))
+
 TINY_MODEL = '''
 """A tiny conv + linear model for plugin tests."""
 import torch

@@ -1,0 +1,187 @@
+"""The emulated SME2 target: the aarch64 runner under qemu-aarch64 11.1, SME2 on and off.
+
+Real qemu, real runner, real .pte: `make test` runs `pytest-sme2 setup-emulation`
+first (and fails if it cannot), so on CI these tests run rather than skip.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+
+from pytest_sme2 import Recipe, assert_outputs_match
+from pytest_sme2 import emulation
+from pytest_sme2.runner import Runner
+from pytest_sme2.session import Settings, Sme2Session
+from pytest_sme2.targets import RunSpec
+
+from conftest import REPO
+
+STATUS = emulation.status()
+needs_emulation = pytest.mark.skipif(not STATUS.ready, reason=f"emulated target not ready: {STATUS.problem}")
+DEBIAN_QEMU = Path("/usr/bin/qemu-aarch64")  # bookworm's qemu-user 7.2: SME1 only
+NO_BASELINES = ("--sme2-no-baselines",)  # these tests are about the target; baselines are tested elsewhere
+
+SME2_TEST = """
+import pytest
+from pytest_sme2 import assert_outputs_match
+
+pytestmark = [pytest.mark.sme2, pytest.mark.model("tiny")]
+
+def test_kernel_path(exported_pte, runner, etdump_profile):
+    on = etdump_profile(exported_pte, runner(sme2=True))
+    off = etdump_profile(exported_pte, runner(sme2=False))
+    assert on.emulated and off.emulated
+    assert on.metadata["target"]["name"] == "emulated"
+    # the tiny model's only heavy ops (a 3x3 convolution and a linear) both have SME kernels
+    assert on.sme_path_share == 1.0 and on.sme_path_ops == 2
+    assert off.sme_path_share == 0.0 and off.sme_path_ops == 0
+    assert_outputs_match(on, exported_pte)
+    assert_outputs_match(off, exported_pte)
+    assert on.summary()["emulated"] is True
+
+def test_speedup(exported_pte, runner, etdump_profile):
+    on = etdump_profile(exported_pte, runner(sme2=True))
+    off = etdump_profile(exported_pte, runner(sme2=False))
+    on.speedup_over(off)
+    raise AssertionError("speedup_over must skip on an emulated target")
+
+@pytest.mark.latency
+def test_latency_only(exported_pte, runner, etdump_profile):
+    raise AssertionError("a latency test must be skipped before it runs on an emulated target")
+"""
+
+
+@pytest.fixture
+def runner_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty runner cache: no qemu, no aarch64 runner."""
+    cache = tmp_path / "runner-cache"
+    cache.mkdir()
+    monkeypatch.setenv("PYTEST_SME2_RUNNER_CACHE", str(cache))
+    return cache
+
+
+def _logs(root: Path) -> str:
+    return "\n".join(log.read_text(errors="replace") for log in sorted(root.rglob("runner.log")))
+
+
+@needs_emulation
+def test_sme2_on_and_off_run_for_real_and_timing_checks_skip(sme2_project: pytest.Pytester) -> None:
+    sme2_project.makepyfile(SME2_TEST)
+    result = sme2_project.runpytest_inprocess(*NO_BASELINES, "--sme2-target=emulated", "--sme2-runs=1", "--sme2-warmup=0", "-rs",
+                                              "--sme2-artifacts-dir=artifacts")
+    result.assert_outcomes(passed=1, skipped=2)
+    result.stdout.fnmatch_lines([
+        "*emulated timing is not hardware timing: speedup of tiny fp32-xnnpack*not checked",
+        "*emulated timing is not hardware timing: this @pytest.mark.latency test only runs on hardware*",
+    ])
+    logs = _logs(sme2_project.path / "artifacts")
+    assert "-cpu max,sme-default-vector-length=64 " in logs  # SME2 on: 512-bit SVL like the M4
+    assert "-cpu max,sme=off " in logs
+    # the latency-only test ran nothing: only the two other tests left run folders (2 variants each)
+    assert len(list((sme2_project.path / "artifacts").rglob("timed.etdp"))) == 4
+
+
+@needs_emulation
+def test_streaming_vector_length_is_configurable(sme2_project: pytest.Pytester) -> None:
+    sme2_project.makepyfile(SME2_TEST)
+    result = sme2_project.runpytest_inprocess(*NO_BASELINES, "--sme2-target=emulated", "--sme2-emulated-svl=256", "--sme2-runs=1",
+                                              "--sme2-artifacts-dir=artifacts", "-k", "kernel_path")
+    result.assert_outcomes(passed=1)
+    assert "-cpu max,sme-default-vector-length=32 " in _logs(sme2_project.path / "artifacts")
+
+
+def test_invalid_streaming_vector_length_is_a_usage_error(sme2_project: pytest.Pytester) -> None:
+    sme2_project.makepyfile("def test_nothing():\n    pass\n")
+    result = sme2_project.runpytest_inprocess(*NO_BASELINES, "--sme2-target=emulated", "--sme2-emulated-svl=100")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--sme2-emulated-svl=100 is not an SME streaming vector length*"])
+
+
+def test_missing_qemu_skips_with_the_setup_command(sme2_project: pytest.Pytester, runner_cache: Path) -> None:
+    sme2_project.makepyfile(SME2_TEST)
+    result = sme2_project.runpytest_inprocess(*NO_BASELINES, "--sme2-target=emulated", "-rs", "-k", "kernel_path")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*qemu-user 11.1 is not set up; run `pytest-sme2 setup-emulation`*"])
+
+
+@pytest.mark.skipif(not DEBIAN_QEMU.exists(), reason="needs Debian's qemu-user 7.2: apt-get install qemu-user")
+def test_qemu_without_sme2_skips_with_the_setup_command(sme2_project: pytest.Pytester, runner_cache: Path) -> None:
+    (runner_cache / "qemu").mkdir()
+    shutil.copy2(DEBIAN_QEMU, runner_cache / "qemu" / "qemu-aarch64")
+    sme2_project.makepyfile(SME2_TEST)
+    result = sme2_project.runpytest_inprocess(*NO_BASELINES, "--sme2-target=emulated", "-rs", "-k", "kernel_path")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*which has no SME2 for linux-user; run `pytest-sme2 setup-emulation --force`*"])
+
+
+def test_auto_target_without_emulation_names_the_setup_in_the_skip(sme2_project: pytest.Pytester,
+                                                                    runner_cache: Path) -> None:
+    sme2_project.makepyfile(SME2_TEST)
+    result = sme2_project.runpytest_inprocess(*NO_BASELINES, "--sme2-target=auto", "-rs", "-k", "kernel_path")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*has no SME2*use the emulated SME2 target (qemu)*pytest-sme2 setup-emulation*"])
+
+
+@needs_emulation
+def test_auto_target_uses_emulation_on_a_cpu_without_sme2(sme2_project: pytest.Pytester) -> None:
+    sme2_project.makepyfile(SME2_TEST)
+    result = sme2_project.runpytest_inprocess(*NO_BASELINES, "--sme2-target=auto", "--sme2-runs=1", "-k", "kernel_path")
+    result.assert_outcomes(passed=1)
+
+
+def test_runner_for_another_architecture_is_refused_before_anything_runs(sme2_project: pytest.Pytester) -> None:
+    sme2_project.makepyfile("def test_nothing():\n    pass\n")
+    host_binary = shutil.which("true")
+    result = sme2_project.runpytest_inprocess(*NO_BASELINES, "--sme2-target=emulated", f"--sme2-runner={host_binary}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*is built for x86_64, but this target runs aarch64 binaries*build-runner --arch linux-aarch64*"])
+
+
+def _aarch64_program(tmp_path: Path, name: str, source: str) -> Path:
+    compiler = shutil.which("aarch64-linux-gnu-gcc")
+    if compiler is None:
+        pytest.skip("needs Debian's aarch64 cross compiler: apt-get install g++-aarch64-linux-gnu")
+    (tmp_path / f"{name}.c").write_text(source)
+    subprocess.run([compiler, "-O1", "-o", str(tmp_path / name), str(tmp_path / f"{name}.c")], check=True)
+    return tmp_path / name
+
+
+@needs_emulation
+@pytest.mark.parametrize(
+    ("printed", "message"),
+    [
+        ("pytest-sme2 runner executorch=0.9.0", "*was built against executorch 0.9.0, but programs are exported with*"
+                                                 "setup-emulation --force*"),
+        ("hello", "*did not answer `--version` like pytest-sme2's runner*"),
+    ],
+)
+def test_runner_of_another_executorch_is_a_clear_error(sme2_project: pytest.Pytester, tmp_path: Path,
+                                                       printed: str, message: str) -> None:
+    fake = _aarch64_program(tmp_path, "fake_runner", f'#include <stdio.h>\nint main(void) {{ puts("{printed}"); return 0; }}\n')
+    sme2_project.makepyfile(SME2_TEST)
+    result = sme2_project.runpytest_inprocess(*NO_BASELINES, "--sme2-target=emulated", f"--sme2-runner={fake}", "-k", "kernel_path")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([message])
+
+
+@needs_emulation
+def test_wrong_output_fails_with_the_largest_difference_and_where(tmp_path: Path) -> None:
+    session = Sme2Session(Settings(target="emulated", cache_dir=tmp_path / "cache", session_dir=tmp_path / "run"))
+    session.registry.register_dir(REPO / "models")
+    exported = session.export("toy_cnn", Recipe())
+    profile = Runner(session, RunSpec(sme2=True, runs=1, warmup=0), session.test_dir("wrong-output")).profile(exported)
+    assert_outputs_match(profile, exported)  # the real outputs are right
+
+    tampered = tmp_path / "tampered"
+    shutil.copytree(exported.directory, tampered)
+    reference = torch.load(exported.reference_outputs_path, weights_only=True)
+    reference[0, 7] += 0.5
+    torch.save(reference, tampered / exported.reference_outputs_path.name)
+    with pytest.raises(AssertionError, match=r"largest difference 0\.5.*worst element \(0, 7\)"):
+        assert_outputs_match(profile, dataclasses.replace(exported, directory=tampered))
