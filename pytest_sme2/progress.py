@@ -62,36 +62,31 @@ def _progress(config: pytest.Config) -> Progress | None:
 
 
 @contextlib.contextmanager
-def exporting(config: pytest.Config, model: str, recipe_label: str) -> Iterator[None]:
-    """Announce an export (or export-cache lookup) and how it ended."""
+def _step(config: pytest.Config, what: str, start: str, done: str) -> Iterator[None]:
+    """Say ``start`` now, then ``done`` (or that it failed) with the seconds it took."""
     progress = _progress(config)
     if progress is None:
         yield
         return
     started = time.perf_counter()
-    progress.say(f"sme2: exporting {model} {recipe_label} ...")
-    try:
-        yield
-    except BaseException:
-        progress.say(f"sme2: export of {model} {recipe_label} failed after {time.perf_counter() - started:.1f} s")
-        raise
-    progress.say(f"sme2: {model} {recipe_label} ready in {time.perf_counter() - started:.1f} s")
-
-
-@contextlib.contextmanager
-def running(config: pytest.Config, runner: Any, pte: Any) -> Iterator[None]:
-    """Announce a variant's warmup + timed runs and how they ended."""
-    progress = _progress(config)
-    if progress is None:
-        yield
-        return
-    spec = runner.spec
-    what = f"{getattr(pte, 'label', Path(str(pte)).name)} [{runner.label}]"
-    started = time.perf_counter()
-    progress.say(f"sme2: running {what}: {spec.warmup} warmup + {spec.runs} timed runs ...")
+    progress.say(f"sme2: {start} ...")
     try:
         yield
     except BaseException:
         progress.say(f"sme2: {what} failed after {time.perf_counter() - started:.1f} s")
         raise
-    progress.say(f"sme2: {what} done: {spec.runs}/{spec.runs} runs in {time.perf_counter() - started:.1f} s")
+    progress.say(f"sme2: {done} in {time.perf_counter() - started:.1f} s")
+
+
+def exporting(config: pytest.Config, model: str, recipe_label: str) -> contextlib.AbstractContextManager[None]:
+    """Announce an export (or export-cache lookup) and how it ended."""
+    name = f"{model} {recipe_label}"
+    return _step(config, f"export of {name}", f"exporting {name}", f"{name} ready")
+
+
+def running(config: pytest.Config, runner: Any, pte: Any) -> contextlib.AbstractContextManager[None]:
+    """Announce a variant's warmup + timed runs and how they ended."""
+    spec = runner.spec
+    what = f"{getattr(pte, 'label', Path(str(pte)).name)} [{runner.label}]"
+    return _step(config, what, f"running {what}: {spec.warmup} warmup + {spec.runs} timed runs",
+                 f"{what} done: {spec.runs}/{spec.runs} runs")

@@ -101,13 +101,9 @@ def operator_chart(comparison: Mapping[str, Any], top: int = 10) -> str:
         sp = op.get("speedup")
         text = f"{sp['value']:.2f}x" if sp else ("emulated" if comparison.get("emulated") else "unmatched")
         axes.text(max(op["off_share"], op["on_share"]) + 0.005, i, text, va="center", fontsize=7)
-    axes.set_yticks(y, [_short(op["op"]) for op in ops], fontsize=7)
-    axes.invert_yaxis()
-    axes.xaxis.set_major_formatter(lambda value, _pos: f"{value:.0%}")
-    axes.set_xlabel("share of E2E" + (" (EMULATED timing)" if comparison.get("emulated") else ""), fontsize=8)
-    axes.set_title("Top operators: share of E2E and speedup", fontsize=10)
+    _share_axes(axes, [op["op"] for op in ops], bool(comparison.get("emulated")),
+                "Top operators: share of E2E and speedup")
     axes.legend(fontsize=7, loc="lower right")
-    axes.tick_params(labelsize=8)
     return _data_uri(figure)
 
 
@@ -118,13 +114,19 @@ def top_ops_chart(profile: Mapping[str, Any], top: int = 10) -> str:
     axes = figure.add_subplot()
     colours = [CATEGORY_COLOURS.get(op["category"], "#999999") for op in ops]
     axes.barh(range(len(ops)), [op["share"] for op in ops], color=colours)
-    axes.set_yticks(range(len(ops)), [_short(op["event"]) for op in ops], fontsize=7)
+    _share_axes(axes, [op["event"] for op in ops], bool(profile.get("emulated")),
+                f"Top operators: {profile['variant']}")
+    return _data_uri(figure)
+
+
+def _share_axes(axes, labels: Sequence[str], emulated: bool, title: str) -> None:  # noqa: ANN001
+    """Operator names down the side (heaviest on top), share of E2E along the bottom."""
+    axes.set_yticks(range(len(labels)), [_short(label) for label in labels], fontsize=7)
     axes.invert_yaxis()
     axes.xaxis.set_major_formatter(lambda value, _pos: f"{value:.0%}")
-    axes.set_xlabel("share of E2E" + (" (EMULATED timing)" if profile.get("emulated") else ""), fontsize=8)
-    axes.set_title(f"Top operators: {profile['variant']}", fontsize=10)
+    axes.set_xlabel("share of E2E" + (" (EMULATED timing)" if emulated else ""), fontsize=8)
+    axes.set_title(title, fontsize=10)
     axes.tick_params(labelsize=8)
-    return _data_uri(figure)
 
 
 def _short(name: str, limit: int = 48) -> str:
