@@ -131,13 +131,18 @@ def record_html(record: Mapping[str, Any], base: Path | None = None) -> str:
     if any(p.get("emulated") for p in profiles):
         parts.append(f'<div class="emulated">EMULATED target: kernels, SME path and outputs are real; every time, '
                      f'share and speedup is from an emulator ({EMULATED_NOTE}).</div>')
+    parts.append("<h4>Latency per run</h4>")
     parts.append(table(["variant", "latency", "runs", "median ms", "95% CI", "p10", "p90", "min", "max", "CV"],
                        [row for p in profiles for row in _latency_rows(p)]))
     parts.append(_img(charts.latency_chart(profiles), "per-run latency of each variant"))
+    parts.append("<h4>Where time went</h4>")
+    parts.append(table(["variant", *profiles[0]["shares"]],
+                       [[p["variant"], *(pct(v) for v in p["shares"].values())] for p in profiles]))
     parts.append(_img(charts.category_chart(profiles), "time per operator category of each variant"))
     for comparison in record.get("comparisons", []):
         parts.append(_comparison_html(comparison))
     if not record.get("comparisons"):
+        parts.append("<h4>Top operators</h4>")
         for profile in profiles:
             parts.append(_img(charts.top_ops_chart(profile), f"top operators of {profile['variant']}"))
     for profile in profiles:
