@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import RunnerError
+from ..errors import RunnerError, UsageError
 from .base import OUTPUTS, TIMED_ETDUMP, WARMUP_ETDUMP, RunResult, RunSpec, TargetInfo
 
 RESULT_PREFIX = "PYTEST_SME2_RESULT "
@@ -34,6 +34,19 @@ class RunnerFiles:
     warmup_etdump: str
     outputs: str
     inputs: str | None = None
+
+
+def two_builds(runner_on: Path | None, runner_off: Path | None) -> bool:
+    """Whether SME2 on/off come from two runner builds; one of the pair alone is a UsageError."""
+    if (runner_on is None) != (runner_off is None):
+        missing = "--sme2-runner-off" if runner_off is None else "--sme2-runner-on"
+        raise UsageError(f"two-build mode needs both --sme2-runner-on and --sme2-runner-off; {missing} is missing")
+    return runner_on is not None
+
+
+def pick_build(sme2: bool | None, has_sme2: bool, runner_on: Path, runner_off: Path) -> Path:
+    """The build for a variant: the SME2-off one for sme2=False, and for None on a CPU without SME2."""
+    return runner_off if sme2 is False or (sme2 is None and not has_sme2) else runner_on
 
 
 def runner_arguments(binary: str, files: RunnerFiles, spec: RunSpec) -> list[str]:

@@ -31,10 +31,10 @@ from typing import IO, Any
 
 from ..cpu import parse_proc_cpuinfo
 from ..errors import EtdumpError, RunnerError, UsageError
-from ..native.elf import bundled_libraries
+from ..native.elf import bundled_libraries, executable_arch
 from ..native.tensorfile import torch_inputs_to_file
-from ._runner_contract import (INPUTS_FILE, OUTPUTS_FILE, RunnerFiles, build_result, read_result,
-                               runner_arguments, tail)
+from ._runner_contract import (INPUTS_FILE, OUTPUTS_FILE, RunnerFiles, build_result, pick_build, read_result,
+                               runner_arguments, tail, two_builds)
 from .base import RUNNER_LOG, TIMED_ETDUMP, WARMUP_ETDUMP, RunResult, RunSpec, TargetInfo
 from .local import check_runner
 
@@ -198,10 +198,7 @@ class AdbTarget:
 
         self._options = options or AdbOptions()
         self._log_dir = log_dir
-        if (runner_on is None) != (runner_off is None):
-            missing = "--sme2-runner-off" if runner_off is None else "--sme2-runner-on"
-            raise UsageError(f"two-build mode needs both --sme2-runner-on and --sme2-runner-off; {missing} is missing")
-        self.two_builds = runner_on is not None
+        self.two_builds = two_builds(runner_on, runner_off)
         self._mask: Path | None = self._options.mask_library
         self._mask_is_host_build = False
         if not self.two_builds and runner is None:
@@ -325,8 +322,6 @@ class AdbTarget:
         path = Path(path)
         if not path.is_file():
             raise UsageError(f"{role} {path} does not exist; build libsme2_mask.so for the device or fix the path")
-        from ..native.elf import executable_arch
-
         built_for = executable_arch(path)
         if built_for != arch:
             raise UsageError(f"{role} {path} is built for {built_for or 'a non-ELF format'}, but the {where}")
@@ -365,7 +360,7 @@ class AdbTarget:
             raise UsageError(reason)
         out_dir.mkdir(parents=True, exist_ok=True)
         log, stdout_path = out_dir / RUNNER_LOG, out_dir / "runner.stdout"
-        binary = self._off if spec.sme2 is False or (spec.sme2 is None and not self.facts.has_sme2) else self._on
+        binary = pick_build(spec.sme2, self.facts.has_sme2, self._on, self._off)
         self._runs += 1
         run_dir = f"{self._session_dir}/run-{self._runs:03d}"
         try:
@@ -546,6 +541,10 @@ class AdbTarget:
     def _cleanup(self, remote: str) -> None:
         import adbutils
 
+        try:
+            socket.create_connection(self._server, timeout=3).close()
+        except OSError:
+            return  # the adb server is gone; adbutils would try to start a new one
         try:
             self._device.shell2(f"rm -rf {shlex.quote(remote)}", timeout=_CLEANUP_TIMEOUT_S, v2=True)
         except (adbutils.AdbError, OSError, EOFError):

@@ -24,9 +24,9 @@ from ..cpu import CpuInfo, host_cpu
 from ..errors import RunnerError, UsageError
 from ..native.elf import executable_arch
 from ..native.tensorfile import torch_inputs_to_file
-from ._runner_contract import (INPUTS_FILE, OUTPUTS_FILE, RESULT_PREFIX, RunnerFiles, build_result,
-                               exit_description as _exit_description, read_result, runner_arguments,
-                               tail as _tail)
+from ._runner_contract import (INPUTS_FILE, OUTPUTS_FILE, RESULT_PREFIX, RunnerFiles, build_result,  # noqa: F401
+                               exit_description as _exit_description, pick_build, read_result, runner_arguments,
+                               tail as _tail, two_builds)
 from .base import RUNNER_LOG, TIMED_ETDUMP, WARMUP_ETDUMP, RunResult, RunSpec, TargetInfo
 
 _ARCH_ALIASES = {"amd64": "x86_64", "arm64": "aarch64"}
@@ -98,10 +98,7 @@ class LocalTarget:
                  runner_off: Path | None = None, mask_library: Path | None = None, cpu: CpuInfo | None = None):
         self._cpu = cpu or host_cpu()
         self._log_dir = log_dir
-        if (runner_on is None) != (runner_off is None):
-            missing = "--sme2-runner-off" if runner_off is None else "--sme2-runner-on"
-            raise UsageError(f"two-build mode needs both --sme2-runner-on and --sme2-runner-off; {missing} is missing")
-        self.two_builds = runner_on is not None
+        self.two_builds = two_builds(runner_on, runner_off)
         if self.two_builds:
             self._on = check_runner(runner_on, "SME2-on runner (--sme2-runner-on)")
             self._off = check_runner(runner_off, "SME2-off runner (--sme2-runner-off)")
@@ -146,7 +143,7 @@ class LocalTarget:
 
                 self._mask = build_mask_library()
             env["LD_PRELOAD"] = " ".join(p for p in (str(self._mask), env.get("LD_PRELOAD", "")) if p)
-        binary = self._off if sme2 is False or (sme2 is None and not self._cpu.has_sme2) else self._on
+        binary = pick_build(sme2, self._cpu.has_sme2, self._on, self._off)
         return binary, env
 
     def run(self, pte: Path, inputs: Path | None, spec: RunSpec, out_dir: Path) -> RunResult:
