@@ -400,3 +400,38 @@ def test_xdist_workers_claim_different_devices(pytester: pytest.Pytester, standi
     assert len(claims) == 2 and all(len(names) == 1 for names in claims.values())
     assert set.union(*claims.values()) == {"adb:FARM-1", "adb:FARM-2"}
     assert all(d.max_running == 1 for d in devices) and sum(len(d.runs) for d in devices) == 4
+
+
+def test_two_builds_and_a_user_mask_library(standin: AdbStandin, runner_binary: Path, exported,
+                                            tmp_path: Path) -> None:
+    from pytest_sme2.native.build import build_mask_library
+
+    device = standin.add_device("TWO-1", sme2=True)
+    on, off = tmp_path / "runner on", tmp_path / "runner off"
+    for copy in (on, off):
+        shutil.copy2(runner_binary, copy)
+    target = AdbTarget(tmp_path / "logs", AdbOptions(serial="TWO-1", server=standin.address),
+                       runner_on=on, runner_off=off)
+    try:
+        target.run(exported.path, exported.inputs_path, RunSpec(sme2=False, runs=2, warmup=0), tmp_path / "a")
+        target.run(exported.path, exported.inputs_path, RunSpec(sme2=True, runs=2, warmup=0), tmp_path / "b")
+    finally:
+        target.close()
+    off_run, on_run = (r.command for r in device.runs)
+    assert "/runner off' --model_path=" in off_run and "LD_PRELOAD" not in off_run
+    assert "/runner on' --model_path=" in on_run and target.info.details["sme2_off_mode"] == "two builds"
+    with pytest.raises(UsageError, match="--sme2-runner-off is missing"):
+        AdbTarget(tmp_path, AdbOptions(serial="TWO-1", server=standin.address), runner_on=on)
+    # A user's runner with a user's masking library: SME2 off preloads that library, pushed alongside.
+    mask = tmp_path / "my mask" / "libsme2_mask.so"
+    mask.parent.mkdir()
+    shutil.copy2(build_mask_library(), mask)
+    target = AdbTarget(tmp_path / "logs", AdbOptions(serial="TWO-1", server=standin.address, mask_library=mask),
+                       runner=on)
+    try:
+        assert target.unsupported(False) is None
+        target.run(exported.path, exported.inputs_path, RunSpec(sme2=False, runs=2, warmup=0), tmp_path / "c")
+    finally:
+        target.close()
+    assert "export LD_PRELOAD=" in device.runs[-1].command and device.runs[-1].exit_code == 0
+    assert any(p.endswith("/libsme2_mask.so") for p in device.pushed)
