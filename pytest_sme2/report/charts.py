@@ -56,9 +56,11 @@ def latency_chart(profiles: Sequence[Mapping[str, Any]]) -> str:
     rng = np.random.default_rng(0)  # fixed jitter: the same record always draws the same picture
     for i, values in enumerate(samples, start=1):
         axes.scatter(values, i + rng.uniform(-0.15, 0.15, values.size), s=10, alpha=0.6, color="#4e79a7")
-        axes.annotate(f"median {np.median(values):.3f}", (np.median(values), i + 0.3), fontsize=8, ha="center")
+        axes.annotate(f"median {np.median(values):.3f}", (np.median(values), i - 0.36), fontsize=8, ha="center",
+                      va="center")
     axes.set_yticks(range(1, len(labels) + 1), labels, fontsize=8)
     axes.invert_yaxis()  # first variant on top, as in the category chart
+    axes.margins(x=0.08)  # room for the median labels at either end
     axes.set_xlabel("E2E (Method::execute) " + _time_label(any(p.get("emulated") for p in profiles)), fontsize=8)
     axes.set_title("Per-run latency of each variant", fontsize=10)
     axes.tick_params(labelsize=8)
