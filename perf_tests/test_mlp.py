@@ -43,3 +43,16 @@ def test_mlp_int8_dynamic_sme2_speedup(exported_pte, runner, etdump_profile):
     on = etdump_profile(exported_pte, runner(sme2=True))
     off = etdump_profile(exported_pte, runner(sme2=False))
     assert_speedup(on, off, at_least=1.2)
+
+
+@pytest.mark.model("mlp", dtype="int8", quant="dynamic")
+def test_mlp_int8_dynamic_runs_sme2_kernels(exported_pte, runner, etdump_profile):
+    # Operator names cannot tell here (QP8 either way); the emulated target's qemu trace names
+    # the kernels that executed: KleidiAI's qai8dx x qsi8cx SME2 MOPA with SME2 on, no SME code off.
+    on = etdump_profile(exported_pte, runner(sme2=True))
+    off = etdump_profile(exported_pte, runner(sme2=False))
+    if on.executed_sme_kernels is None:
+        pytest.skip("naming the kernels that ran needs a kernel trace (the emulated target records one)")
+    assert any("sme2" in kernel for kernel in on.executed_sme_kernels)
+    assert off.executed_sme_kernels == ()
+    assert_outputs_match(on, exported_pte)

@@ -44,6 +44,9 @@ def test_kernel_path(exported_pte, runner, etdump_profile):
     assert_outputs_match(on, exported_pte)
     assert_outputs_match(off, exported_pte)
     assert on.summary()["emulated"] is True
+    # the qemu trace names the kernels that really ran: KleidiAI SME2 matmuls on, no SME code off
+    assert any(k.startswith("kai_run_matmul_") and k.endswith("_sme2_mopa") for k in on.executed_sme_kernels)
+    assert off.executed_sme_kernels == ()
 
 def test_speedup(exported_pte, runner, etdump_profile):
     on = etdump_profile(exported_pte, runner(sme2=True))
@@ -185,3 +188,35 @@ def test_wrong_output_fails_with_the_largest_difference_and_where(tmp_path: Path
     torch.save(reference, tampered / exported.reference_outputs_path.name)
     with pytest.raises(AssertionError, match=r"largest difference 0\.5.*worst element \(0, 7\)"):
         assert_outputs_match(profile, dataclasses.replace(exported, directory=tampered))
+
+
+def test_kernel_trace_attributes_blocks_to_symbols_and_ignores_lookalikes(tmp_path: Path) -> None:
+    """A real shared library, a qemu-style in_asm log and maps: each block is named by the symbol around it."""
+    from pytest_sme2.kernel_trace import KernelTrace
+
+    source = tmp_path / "kernels.c"
+    source.write_text(
+        "int kai_run_matmul_fake_sme2_mopa(int x) { return x * 3 + 1; }\n"
+        "int xnn_f32_gemm_ukernel__neonsme2(int x) { return x * 5 + 2; }\n"
+        "int kai_get_m_step_matmul_fake_sme2_mopa(int x) { return x + 7; }\n"
+        "int _ZN10executorch6TensorDynamismE(int x) { return x - 1; }\n"
+        "int plain_neon_kernel(int x) { return x * 11; }\n"
+    )
+    library = tmp_path / "libkernels.so"
+    subprocess.run(["cc", "-shared", "-fPIC", "-O1", "-o", str(library), str(source)], check=True)
+    symbols = subprocess.run(["nm", "-D", "--defined-only", str(library)], capture_output=True, text=True,
+                             check=True).stdout
+    address = {line.split()[2]: int(line.split()[0], 16) for line in symbols.splitlines() if " T " in line}
+    base = 0x7F0000000000
+    # map the whole file at ``base``; the text of a small x86 library is linked at vaddr == file offset
+    (tmp_path / "maps.txt").write_text(f"{base:x}-{base + 0x100000:x} r-xp 00000000 08:01 42 {library}\n")
+    log_lines = []
+    for name in ("kai_run_matmul_fake_sme2_mopa", "kai_get_m_step_matmul_fake_sme2_mopa",
+                 "_ZN10executorch6TensorDynamismE", "plain_neon_kernel"):
+        log_lines += ["----------------", f"IN: {name}", f"0x{base + address[name]:016x}:  d503201f  nop", ""]
+    log_lines += ["IN:", f"0x{0x400000:016x}:  d503201f  nop"]  # outside any mapping: ignored
+    (tmp_path / "in_asm.log").write_text("\n".join(log_lines) + "\n")
+    trace = KernelTrace.from_files(tmp_path / "in_asm.log", tmp_path / "maps.txt")
+    assert trace.sme_kernels == ("kai_run_matmul_fake_sme2_mopa",)  # helper, mangled look-alike and NEON left out
+    assert trace.sme2_kernels == ("kai_run_matmul_fake_sme2_mopa",)
+    assert trace.functions == 4

@@ -48,6 +48,7 @@ struct Options {
   std::string warmup_etdump_path;
   std::string inputs_path;
   std::string outputs_path;
+  std::string maps_path;  // copy of /proc/self/maps at exit: where each library was loaded (kernel traces)
   long num_executions = 1;
   long warmup = 0;
   long cpu_threads = 0;  // 0: leave the runtime's default
@@ -91,6 +92,7 @@ Options parse(int argc, char** argv) {
     if (take(arg, "warmup_etdump_path", &o.warmup_etdump_path)) continue;
     if (take(arg, "inputs_path", &o.inputs_path)) continue;
     if (take(arg, "outputs_path", &o.outputs_path)) continue;
+    if (take(arg, "maps_path", &o.maps_path)) continue;
     if (take(arg, "num_executions", &v)) { o.num_executions = to_long("num_executions", v); continue; }
     if (take(arg, "warmup", &v)) { o.warmup = to_long("warmup", v); continue; }
     if (take(arg, "cpu_threads", &v)) { o.cpu_threads = to_long("cpu_threads", v); continue; }
@@ -229,6 +231,12 @@ int main(int argc, char** argv) {
   }
   if (tracing) write_etdump(gen, o.etdump_path);
   if (!o.outputs_path.empty()) write_tensors(o.outputs_path, outputs);
+  if (!o.maps_path.empty()) {
+    std::ifstream maps("/proc/self/maps");
+    std::ofstream copy(o.maps_path);
+    copy << maps.rdbuf();
+    if (!copy) die(6, "cannot write " + o.maps_path);
+  }
 
   std::ostringstream json;
   json.precision(6);

@@ -10,15 +10,28 @@ are skipped (see ``EMULATED_TIMING``).
 
 from __future__ import annotations
 
+import json
 import os
+from dataclasses import replace
 from pathlib import Path
 
 from .. import emulation
 from ..errors import RunnerError, UsageError
+from ..kernel_trace import KernelTrace
 from .base import EMULATED_TIMING, RunResult, RunSpec, TargetInfo
 from .local import check_runner, run_runner_process
 
 SVL_CHOICES = (128, 256, 512, 1024, 2048)
+
+
+def check_svl(svl_bits: int) -> int:
+    """``svl_bits`` if qemu can emulate that streaming vector length, else a usage error."""
+    if svl_bits not in SVL_CHOICES:
+        raise UsageError(
+            f"--sme2-emulated-svl={svl_bits} is not an SME streaming vector length; use one of "
+            f"{', '.join(map(str, SVL_CHOICES))} bits"
+        )
+    return svl_bits
 
 
 class EmulatedTarget:
@@ -27,15 +40,13 @@ class EmulatedTarget:
     default_warmup = 0
 
     def __init__(self, log_dir: Path, svl_bits: int = emulation.DEFAULT_SVL_BITS,
-                 status: emulation.EmulationStatus | None = None, runner: Path | None = None):
-        if svl_bits not in SVL_CHOICES:
-            raise UsageError(
-                f"--sme2-emulated-svl={svl_bits} is not an SME streaming vector length; use one of "
-                f"{', '.join(map(str, SVL_CHOICES))} bits"
-            )
+                 status: emulation.EmulationStatus | None = None, runner: Path | None = None,
+                 trace_kernels: bool = True):
+        check_svl(svl_bits)
         if runner is not None:  # a user's build: the right architecture and executorch, or nothing runs
             check_runner(runner, "emulated target runner (--sme2-runner)", arch="aarch64")
         self._svl = svl_bits
+        self._trace_kernels = trace_kernels
         self._status = status or emulation.status(runner=runner)
         self._version_checked = False
 
@@ -82,8 +93,25 @@ class EmulatedTarget:
         self._check_runner_version()
         cpu = "max,sme=off" if spec.sme2 is False else emulation.svl_cpu(self._svl)
         env = {**os.environ, "QEMU_LD_PREFIX": str(emulation.SYSROOT)}
-        return run_runner_process([str(st.qemu), "-cpu", cpu], st.runner, env, pte, inputs, spec, out_dir,
-                                  self.info, sme2_active=spec.sme2 is not False)
+        result = run_runner_process([str(st.qemu), "-cpu", cpu], st.runner, env, pte, inputs, spec, out_dir,
+                                    self.info, sme2_active=spec.sme2 is not False)
+        if self._trace_kernels and spec.etdump:
+            result.evidence["kernel_trace"] = self._kernel_trace(cpu, env, pte, inputs, spec, out_dir).as_dict()
+        return result
+
+    def _kernel_trace(self, cpu: str, env: dict[str, str], pte: Path, inputs: Path | None, spec: RunSpec,
+                      out_dir: Path) -> KernelTrace:
+        """One more inference with qemu's in_asm log, to name the SME/SME2 kernels that ran (kernel_trace.py)."""
+        trace_dir = out_dir / "kernel-trace"
+        trace_dir.mkdir(parents=True, exist_ok=True)
+        log, maps = trace_dir / "qemu_in_asm.log", trace_dir / "maps.txt"
+        run_runner_process([str(self._status.qemu), "-cpu", cpu, "-d", "in_asm", "-D", str(log)], self._status.runner,
+                           env, pte, inputs, replace(spec, runs=1, warmup=0, etdump=False), trace_dir, self.info,
+                           sme2_active=spec.sme2 is not False, extra_args=(f"--maps_path={maps}",))
+        trace = KernelTrace.from_files(log, maps)
+        log.unlink()  # megabytes of disassembly; the kernel list is what is kept
+        (trace_dir / "kernels.json").write_text(json.dumps(trace.as_dict(), indent=2) + "\n")
+        return trace
 
     def close(self) -> None:
         return None

@@ -1,0 +1,109 @@
+"""Which SME/SME2 kernels really executed, from a qemu ``-d in_asm`` trace.
+
+Operator names in an ETDump show packed formats (PF32, PQS8, ...) when XNNPACK
+picked an SME kernel, but some kernels keep their name either way (the int8
+dynamic "QP8" GEMM has NEON and SME2 variants). qemu logs every guest code
+block once, when it first translates it; the runner copies its
+``/proc/self/maps`` (which qemu-user emulates with guest addresses) at exit, so
+each block address maps to a library file offset, and the library's function
+symbols (KleidiAI's ``kai_run_*_sme2_mopa`` and XNNPACK's ``*neonsme2`` kernels
+are exported) name the code that ran. The static Debian qemu has no TCG
+plugins, so this is the cheapest exact evidence there is.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+from .errors import RunnerError
+from .native.elf import FunctionSymbols, function_symbols
+
+_MAPS_LINE = re.compile(r"^([0-9a-f]+)-([0-9a-f]+)\s+(\S+)\s+([0-9a-f]+)\s+\S+\s+\d+\s+(/.+?)\s*$")
+_BLOCK_START = re.compile(r"^0x([0-9a-f]+):")
+# KleidiAI ("..._sme", "..._sme2_mopa") and XNNPACK ("...__neonsme2") kernel names; case-sensitive,
+# so mangled C++ names ("...DynamismE...") do not match. Helpers that only describe a kernel
+# (kai_get_m_step_..., xnn_..._get_mr) run at setup and prove nothing.
+_SME_KERNEL = re.compile(r"(?:_|neon)sme2?(?:_|$)")
+_HELPER = re.compile(r"^kai_get_|_get_[mn]r$")
+
+
+@dataclass(frozen=True)
+class Mapping:
+    start: int
+    end: int
+    offset: int
+    path: str
+
+
+def parse_maps(text: str) -> list[Mapping]:
+    """Executable file-backed mappings of a /proc/self/maps copy."""
+    mappings = []
+    for line in text.splitlines():
+        match = _MAPS_LINE.match(line)
+        if match and "x" in match.group(3):
+            mappings.append(Mapping(int(match.group(1), 16), int(match.group(2), 16), int(match.group(4), 16),
+                                    match.group(5)))
+    return mappings
+
+
+def block_addresses(log: Path) -> Iterator[int]:
+    """Start address of every translated block in a qemu ``-d in_asm`` log."""
+    expect_start = False
+    with open(log, errors="replace") as handle:
+        for line in handle:
+            if line.startswith("IN:"):
+                expect_start = True
+            elif expect_start:
+                match = _BLOCK_START.match(line)
+                if match:
+                    yield int(match.group(1), 16)
+                    expect_start = False
+
+
+def executed_functions(log: Path, maps: Path) -> dict[str, set[str]]:
+    """Names of the functions whose code ran, per library path (only symbolised code counts)."""
+    try:
+        mappings = parse_maps(maps.read_text(errors="replace"))
+    except OSError as exc:
+        raise RunnerError(f"the kernel trace left no memory map ({maps}): {exc}") from None
+    symbols: dict[str, FunctionSymbols] = {}
+    found: dict[str, set[str]] = {}
+    for address in block_addresses(log):
+        mapping = next((m for m in mappings if m.start <= address < m.end), None)
+        if mapping is None:
+            continue
+        if mapping.path not in symbols:
+            try:
+                symbols[mapping.path] = function_symbols(Path(mapping.path))
+            except OSError:
+                symbols[mapping.path] = FunctionSymbols((), (), (), ())  # gone or unreadable: unnamed
+        name = symbols[mapping.path].at_file_offset(address - mapping.start + mapping.offset)
+        if name is not None:
+            found.setdefault(mapping.path, set()).add(name)
+    return found
+
+
+@dataclass(frozen=True)
+class KernelTrace:
+    """The SME and SME2 kernels that executed during one traced inference."""
+
+    sme_kernels: tuple[str, ...]  # every executed kernel whose name says SME (SME2 ones included)
+    functions: int  # distinct symbolised functions that ran, for scale
+
+    @property
+    def sme2_kernels(self) -> tuple[str, ...]:
+        return tuple(k for k in self.sme_kernels if "sme2" in k.lower())
+
+    @classmethod
+    def from_files(cls, log: Path, maps: Path) -> "KernelTrace":
+        functions = executed_functions(log, maps)
+        names = {name for names in functions.values() for name in names}
+        kernels = sorted(n for n in names if _SME_KERNEL.search(n) and not _HELPER.match(n))
+        return cls(tuple(kernels), len(names))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"sme_kernels": list(self.sme_kernels), "sme2_kernels": list(self.sme2_kernels),
+                "functions": self.functions}
