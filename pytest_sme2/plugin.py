@@ -22,6 +22,7 @@ from .profile import Profile
 from .runner import Runner, require_program
 from .session import Settings, Sme2Session
 from .targets import TARGET_NAMES, RunSpec, check_target_name
+from .targets.emulated import check_svl
 from .targets.adb import AdbOptions, is_adb_target
 
 # Hook modules that extend this one (baselines and verdicts; reports and session outputs).
@@ -47,6 +48,8 @@ MARKERS = (
     "model(name, dtype='fp32', quant=None, partitioner='xnnpack'): the model and export recipe used by the "
     "exported_pte fixture; dtype fp32|fp16|int8, quant static|dynamic (int8), partitioner xnnpack|none",
     "perf(runs=None, warmup=None, threads=None, timeout=None): run settings for this test's runners",
+    "latency: the test asserts on time (speedups, latencies); skipped before anything runs on emulated "
+    "targets, whose timing is not hardware timing",
 )
 
 
@@ -76,6 +79,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("sme2_runs", "default timed runs per variant (empty: the target's default)", default="")
     parser.addini("sme2_warmup", "default warmup runs per variant (empty: the target's default)", default="")
     parser.addini("sme2_emulated_svl", "emulated target: streaming vector length in bits", default="512")
+    group.addoption("--sme2-no-kernel-trace", action="store_true", default=False,
+                    help="emulated target: skip the traced inference that names the SME kernels that ran")
+    parser.addini("sme2_kernel_trace", "emulated target: name the SME kernels that ran (one traced inference "
+                  "per variant)", type="bool", default=True)
     parser.addini("sme2_threads", "default runtime threads", default=str(_DEFAULTS["threads"]))
     parser.addini("sme2_timeout", "default run timeout in seconds", default=str(_DEFAULTS["timeout"]))
     parser.addini("sme2_runner", "local target: runner executable (SME2 off by masking)", default="")
@@ -153,9 +160,11 @@ def pytest_configure(config: pytest.Config) -> None:
         runner_on=_path_setting(config, "runner_on"),
         runner_off=_path_setting(config, "runner_off"),
         svl_bits=_setting(config, "emulated_svl", int),
+        kernel_trace=config.getini("sme2_kernel_trace") and not config.getoption("sme2_no_kernel_trace"),
     )
     try:
         check_target_name(settings.target)
+        check_svl(settings.svl_bits)
         if is_adb_target(settings.target):
             claim_timeout = _setting(config, "adb_claim_timeout", float)
             settings = replace(settings, adb=AdbOptions(
@@ -165,14 +174,15 @@ def pytest_configure(config: pytest.Config) -> None:
                 claim_timeout_s=AdbOptions.claim_timeout_s if claim_timeout is None else claim_timeout))
     except Sme2Error as exc:
         raise pytest.UsageError(str(exc)) from None
-    if settings.target == "local":  # a runner that cannot run here is an error before any test runs
+    if settings.target in ("local", "emulated"):  # a runner that cannot run there is an error before any test
         from .targets.local import check_runner
 
+        arch = "aarch64" if settings.target == "emulated" else None
         for role, path in (("--sme2-runner", settings.runner), ("--sme2-runner-on", settings.runner_on),
                            ("--sme2-runner-off", settings.runner_off)):
             if path is not None:
                 try:
-                    check_runner(path, f"runner ({role})")
+                    check_runner(path, f"runner ({role})", arch=arch)
                 except Sme2Error as exc:
                     raise pytest.UsageError(str(exc)) from None
     session = Sme2Session(settings)
@@ -298,6 +308,10 @@ def runner(request: pytest.FixtureRequest) -> Callable[..., Runner]:
     session = _session(request)
     with _as_test_failure():
         perf = _marker_kwargs(request.node, "perf", ("runs", "warmup", "threads", "timeout"))
+        if request.node.get_closest_marker("latency") is not None and session.target.info.emulated:
+            from .targets.base import EMULATED_TIMING
+
+            pytest.skip(f"{EMULATED_TIMING}: this @pytest.mark.latency test only runs on hardware targets")
     test_dir = session.test_dir(request.node.nodeid)
 
     def make_runner(sme2: bool | None = None, *, threads: int | None = None, runs: int | None = None,

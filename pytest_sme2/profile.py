@@ -191,8 +191,11 @@ class Profile:
         if self.emulated or other.emulated:
             import pytest
 
+            from .targets.base import EMULATED_TIMING
+
             raise pytest.skip.Exception(
-                f"emulated timing is not hardware timing: speedup of {self.label} over {other.label} not checked"
+                f"{EMULATED_TIMING}: speedup of {self.label} over {other.label} not checked",
+                _use_item_location=True,
             )
         interval = stats.ratio_of_medians_ci(other.e2e_ms, self.e2e_ms)
         return Speedup(
@@ -287,6 +290,17 @@ class Profile:
     def sme_path_ops(self) -> int:
         """How many CONV/GEMM operator instances ran packed-format kernels."""
         return int(self._conv_gemm()["packed"].sum())
+
+    @property
+    def executed_sme_kernels(self) -> tuple[str, ...] | None:
+        """SME/SME2 kernels a traced inference really executed (None: the target traces no kernels).
+
+        Stronger than ``sme_path_share``, which reads operator names: some kernels
+        (the int8 dynamic QP8 GEMM) keep their name with and without SME. The
+        emulated target records it from a qemu trace (see kernel_trace.py).
+        """
+        trace = self.metadata.get("kernel_trace")
+        return None if trace is None else tuple(trace["sme_kernels"])
 
     def inspector(self):  # noqa: ANN201 - executorch type, imported lazily
         """ExecuTorch's own Inspector on this profile's timed ETDump (and ETRecord, when known).

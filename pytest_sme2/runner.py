@@ -96,6 +96,7 @@ class Runner:
             "runtime_threads": result.runtime_threads,
             "test": self.test_id,
             "export": identity["export"],
+            **result.evidence,
         }
         return Profile.from_etdump(
             result.timed_etdump,

@@ -30,6 +30,7 @@ class Settings:
     runner_on: Path | None = None  # local target: two builds
     runner_off: Path | None = None
     svl_bits: int = 512  # emulated target: streaming vector length
+    kernel_trace: bool = True  # emulated target: name the SME kernels that ran (one traced inference more)
     adb: Any = None  # adb target: targets.adb.AdbOptions (serial comes from the target name)
 
 
@@ -51,7 +52,7 @@ class Sme2Session:
         if self._target is None:
             s = self.settings
             self._target = make_target(s.target, s.session_dir / "logs", s.runner, s.runner_on, s.runner_off,
-                                       s.svl_bits, adb=s.adb)
+                                       s.svl_bits, adb=s.adb, kernel_trace=s.kernel_trace)
         return self._target
 
     def default_runs(self) -> tuple[int, int]:

@@ -9,6 +9,7 @@ binutils.
 
 from __future__ import annotations
 
+import bisect
 import os
 import struct
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from pathlib import Path
 _ELF_MACHINES = {62: "x86_64", 183: "aarch64", 40: "arm", 3: "i386"}
 _PT_LOAD, _PT_DYNAMIC = 1, 2
 _DT_NULL, _DT_NEEDED, _DT_STRTAB, _DT_RPATH, _DT_RUNPATH = 0, 1, 5, 15, 29
+_SHT_SYMTAB, _SHT_DYNSYM, _STT_FUNC = 2, 11, 2
 
 
 def executable_arch(path: Path) -> str | None:
@@ -38,11 +40,10 @@ class DynamicSection:
     search_path: tuple[str, ...]  # RUNPATH, else RPATH, with $ORIGIN still in it
 
 
-def read_dynamic(path: Path) -> DynamicSection:
-    """DT_NEEDED and RUNPATH/RPATH of an ELF file (empty for static or non-ELF files)."""
-    data = Path(path).read_bytes()
+def _program_headers(data: bytes) -> tuple[bool, str, list[tuple[int, int, int]], tuple[int, int] | None] | None:
+    """(64-bit?, struct byte order, PT_LOAD (vaddr, offset, filesz) list, PT_DYNAMIC (offset, size)); None if not ELF."""
     if data[:4] != b"\x7fELF" or len(data) < 52:
-        return DynamicSection((), ())
+        return None
     wide = data[4] == 2
     end = "<" if data[5] == 1 else ">"
     if wide:
@@ -51,7 +52,7 @@ def read_dynamic(path: Path) -> DynamicSection:
     else:
         phoff, = struct.unpack_from(end + "I", data, 28)
         phentsize, phnum = struct.unpack_from(end + "HH", data, 42)
-    loads: list[tuple[int, int, int]] = []  # (vaddr, offset, filesz)
+    loads: list[tuple[int, int, int]] = []
     dynamic: tuple[int, int] | None = None
     for index in range(phnum):
         at = phoff + index * phentsize
@@ -63,6 +64,76 @@ def read_dynamic(path: Path) -> DynamicSection:
             loads.append((vaddr, offset, filesz))
         elif p_type == _PT_DYNAMIC:
             dynamic = (offset, filesz)
+    return wide, end, loads, dynamic
+
+
+@dataclass(frozen=True)
+class FunctionSymbols:
+    """The function symbols of one ELF file, to name the code at an address (kernel traces)."""
+
+    starts: tuple[int, ...]  # sorted virtual addresses
+    ends: tuple[int, ...]
+    names: tuple[str, ...]
+    loads: tuple[tuple[int, int, int], ...]  # PT_LOAD (vaddr, offset, filesz)
+
+    def at_file_offset(self, offset: int) -> str | None:
+        """The function whose code lies at ``offset`` in the file (None: no symbol covers it)."""
+        vaddr = next((offset - off + va for va, off, size in self.loads if off <= offset < off + size), None)
+        if vaddr is None:
+            return None
+        index = bisect.bisect_right(self.starts, vaddr) - 1
+        if index >= 0 and vaddr < self.ends[index]:
+            return self.names[index]
+        return None
+
+
+def function_symbols(path: Path) -> FunctionSymbols:
+    """STT_FUNC symbols from .symtab and .dynsym (exported kernels are in .dynsym of a stripped library)."""
+    data = Path(path).read_bytes()
+    headers = _program_headers(data)
+    if headers is None:
+        return FunctionSymbols((), (), (), ())
+    wide, end, loads, _dynamic = headers
+    if wide:
+        shoff, = struct.unpack_from(end + "Q", data, 40)
+        shentsize, shnum = struct.unpack_from(end + "HH", data, 58)
+        section = struct.Struct(end + "IIQQQQIIQQ")
+        symbol = struct.Struct(end + "IBBHQQ")
+    else:
+        shoff, = struct.unpack_from(end + "I", data, 32)
+        shentsize, shnum = struct.unpack_from(end + "HH", data, 46)
+        section = struct.Struct(end + "IIIIIIIIII")
+        symbol = struct.Struct(end + "IIIBBH")
+    sections = [section.unpack_from(data, shoff + i * shentsize) for i in range(shnum)]
+    found: dict[int, tuple[int, str]] = {}
+    for sh in sections:
+        sh_type, sh_offset, sh_size, sh_link = sh[1], sh[4], sh[5], sh[6]
+        if sh_type not in (_SHT_SYMTAB, _SHT_DYNSYM):
+            continue
+        strtab = sections[sh_link][4]
+        for at in range(sh_offset, sh_offset + sh_size, symbol.size):
+            fields = symbol.unpack_from(data, at)
+            if wide:
+                name, info, _other, shndx, value, size = fields
+            else:
+                name, value, size, info, _other, shndx = fields
+            if info & 0xF != _STT_FUNC or shndx == 0 or value == 0:
+                continue
+            text = data[strtab + name:data.index(b"\0", strtab + name)].decode(errors="replace")
+            if value not in found or size > found[value][0]:
+                found[value] = (max(size, 1), text)
+    ordered = sorted(found.items())
+    return FunctionSymbols(tuple(v for v, _ in ordered), tuple(v + s for v, (s, _) in ordered),
+                           tuple(n for _, (_, n) in ordered), tuple(loads))
+
+
+def read_dynamic(path: Path) -> DynamicSection:
+    """DT_NEEDED and RUNPATH/RPATH of an ELF file (empty for static or non-ELF files)."""
+    data = Path(path).read_bytes()
+    headers = _program_headers(data)
+    if headers is None:
+        return DynamicSection((), ())
+    wide, end, loads, dynamic = headers
     if dynamic is None:
         return DynamicSection((), ())
     entry = struct.Struct(end + ("qQ" if wide else "iI"))

@@ -26,7 +26,8 @@ def check_target_name(name: str) -> str:
 
 
 def make_target(name: str, log_dir: Path, runner: Path | None = None, runner_on: Path | None = None,
-                runner_off: Path | None = None, svl_bits: int = 512, adb: AdbOptions | None = None) -> Target:
+                runner_off: Path | None = None, svl_bits: int = 512, adb: AdbOptions | None = None,
+                kernel_trace: bool = True) -> Target:
     """Build the target named by ``--sme2-target``.
 
     "auto": the host when its CPU has SME2; otherwise the emulated target when
@@ -39,14 +40,14 @@ def make_target(name: str, log_dir: Path, runner: Path | None = None, runner_on:
         if not host_cpu().has_sme2:
             status = emulation.status()
             if status.ready:
-                return EmulatedTarget(log_dir, svl_bits, status)
+                return EmulatedTarget(log_dir, svl_bits, status, trace_kernels=kernel_trace)
             return HostTarget(log_dir, sme2_advice=(
                 f"use the emulated SME2 target (qemu), which is not ready here: {status.problem}"))
         return HostTarget(log_dir)
     if name == "host":
         return HostTarget(log_dir)
     if name == "emulated":
-        return EmulatedTarget(log_dir, svl_bits, runner=runner)
+        return EmulatedTarget(log_dir, svl_bits, runner=runner, trace_kernels=kernel_trace)
     if name == "local":
         return LocalTarget(log_dir, runner=runner, runner_on=runner_on, runner_off=runner_off)
     if is_adb_target(name):

@@ -24,6 +24,8 @@ WARMUP_ETDUMP = "warmup.etdp"
 TIMED_ETDUMP = "timed.etdp"
 RUNNER_LOG = "runner.log"
 OUTPUTS = "outputs.pt"
+# Why time-based checks are skipped on emulated targets (kernels and outputs there are real, time is not).
+EMULATED_TIMING = "emulated timing is not hardware timing"
 
 
 @dataclass(frozen=True)
@@ -104,6 +106,8 @@ class RunResult:
     outputs: Path | None
     sme2_active: bool
     runtime_threads: int | None = None  # what the runtime reported, to prove the setting took
+    # Target-specific evidence for the profile's metadata, e.g. {"kernel_trace": {...}} under emulation.
+    evidence: dict[str, Any] = field(default_factory=dict)
 
     @property
     def artifacts(self) -> dict[str, str]:

@@ -59,7 +59,8 @@ def check_runner(path: Path | str, role: str, arch: str | None = None) -> Path:
 
 
 def run_runner_process(prefix: list[str], binary: Path, env: dict[str, str], pte: Path, inputs: Path | None,
-                       spec: RunSpec, out_dir: Path, info: TargetInfo, sme2_active: bool) -> RunResult:
+                       spec: RunSpec, out_dir: Path, info: TargetInfo, sme2_active: bool,
+                       extra_args: tuple[str, ...] = ()) -> RunResult:
     """Run a pytest-sme2 runner (optionally behind ``prefix``, e.g. qemu) and collect its artifacts."""
     out_dir.mkdir(parents=True, exist_ok=True)
     timed, warmup = out_dir / TIMED_ETDUMP, out_dir / WARMUP_ETDUMP
@@ -67,7 +68,7 @@ def run_runner_process(prefix: list[str], binary: Path, env: dict[str, str], pte
         pte=str(pte), timed_etdump=str(timed), warmup_etdump=str(warmup), outputs=str(out_dir / OUTPUTS_FILE),
         inputs=None if inputs is None else str(torch_inputs_to_file(inputs, out_dir / INPUTS_FILE)),
     )
-    command = [*prefix, *runner_arguments(str(binary), files, spec)]
+    command = [*prefix, *runner_arguments(str(binary), files, spec), *extra_args]
     log = out_dir / RUNNER_LOG
     stdout_path = out_dir / "runner.stdout"
     shown = shlex.join(command)
