@@ -4,9 +4,11 @@ which runs the pushed native runner on this machine. Nothing of adbutils or the 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import stat
+import subprocess
 import textwrap
 import time
 from pathlib import Path
@@ -435,3 +437,15 @@ def test_two_builds_and_a_user_mask_library(standin: AdbStandin, runner_binary: 
         target.close()
     assert "export LD_PRELOAD=" in device.runs[-1].command and device.runs[-1].exit_code == 0
     assert any(p.endswith("/libsme2_mask.so") for p in device.pushed)
+
+
+def test_bundled_libraries_are_the_non_system_ones_ldd_resolves(runner_binary: Path) -> None:
+    from pytest_sme2.native.elf import bundled_libraries
+
+    ldd = subprocess.run(["ldd", str(runner_binary)], capture_output=True, text=True, check=True).stdout
+    resolved = dict(re.findall(r"^\s*(\S+) => (\S+)", ldd, re.M))
+    system = ("/lib", "/usr/lib", "/lib64", "/usr/lib64")
+    expected = {name for name, path in resolved.items() if not path.startswith(system)}
+    found = bundled_libraries(runner_binary)
+    assert expected and set(found) == expected
+    assert all(found[name].resolve() == Path(resolved[name]).resolve() for name in found)
