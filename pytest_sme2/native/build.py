@@ -28,6 +28,8 @@ RUNNER_SOURCES = ("sme2_runner.cpp", "CMakeLists.txt")
 MASK_SOURCE = "sme2_mask.c"
 RUNNER_NAME = "sme2_runner"
 MASK_NAME = "libsme2_mask.so"
+MASK_SOURCE_MACOS = "sme2_mask_macos.c"
+MASK_NAME_MACOS = "libsme2_mask.dylib"
 ARCHES = ("host", "linux-aarch64")
 CROSS_CXX = "aarch64-linux-gnu-g++"
 CROSS_CC = "aarch64-linux-gnu-gcc"
@@ -208,18 +210,30 @@ def build_runner(arch: str = "host", force: bool = False) -> Path:
     return binary
 
 
+def mask_preload_variable(system: str | None = None) -> str:
+    """The loader variable that injects the masking library: LD_PRELOAD (Linux, Android), DYLD_INSERT_LIBRARIES (macOS)."""
+    return "DYLD_INSERT_LIBRARIES" if (system or platform.system()) == "Darwin" else "LD_PRELOAD"
+
+
 def build_mask_library(arch: str = "host", force: bool = False) -> Path:
-    """Build (or reuse) the LD_PRELOAD library that hides SME/SME2 from getauxval (Linux)."""
+    """Build (or reuse) the preload library that hides SME/SME2 from CPU feature detection.
+
+    Linux/Android: ``libsme2_mask.so`` answers getauxval(AT_HWCAP2) without the
+    SME bits. macOS: ``libsme2_mask.dylib`` answers 0 for the
+    hw.optional.arm.FEAT_SME* sysctls (untested: no Mac in CI).
+    """
     if arch not in ARCHES:
         raise UsageError(f"architecture {arch!r} is not supported; choose one of {', '.join(ARCHES)}")
-    if arch == "host" and platform.system() != "Linux":
+    darwin = arch == "host" and platform.system() == "Darwin"
+    if arch == "host" and platform.system() not in ("Linux", "Darwin"):
         raise UsageError(
-            f"the SME2-masking preload library is for Linux and Android; on {platform.system()} use two "
+            f"the SME2-masking library is for Linux, Android and macOS; on {platform.system()} use two "
             "runner builds (--sme2-runner-on / --sme2-runner-off)"
         )
+    source = MASK_SOURCE_MACOS if darwin else MASK_SOURCE
     machine = "aarch64" if arch == "linux-aarch64" else platform.machine()
-    key = f"mask-{machine}-{_sources_hash((MASK_SOURCE,))}"
-    library = cache_root() / key / MASK_NAME
+    key = f"mask-{platform.system().lower() if darwin else 'linux'}-{machine}-{_sources_hash((source,))}"
+    library = cache_root() / key / (MASK_NAME_MACOS if darwin else MASK_NAME)
     with _locked(cache_root() / f"{key}.lock"):
         if library.exists() and not force:
             return library
@@ -229,9 +243,11 @@ def build_mask_library(arch: str = "host", force: bool = False) -> Path:
         else:
             compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
         if compiler is None:
-            raise RunnerError("no C compiler found to build the SME2-masking library; install gcc")
+            raise RunnerError("no C compiler found to build the SME2-masking library; install gcc (or Xcode's clang)")
         staging = library.with_suffix(".tmp")
-        _run([compiler, "-shared", "-fPIC", "-O2", "-o", str(staging), str(SOURCE_DIR / MASK_SOURCE), "-ldl"],
+        flags = ["-dynamiclib"] if darwin else ["-shared", "-fPIC"]
+        libraries = [] if darwin else ["-ldl"]
+        _run([compiler, *flags, "-O2", "-o", str(staging), str(SOURCE_DIR / source), *libraries],
              library.parent / "build.log", "building the SME2-masking library")
         os.replace(staging, library)
     return library

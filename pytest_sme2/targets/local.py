@@ -72,7 +72,7 @@ def run_runner_process(prefix: list[str], binary: Path, env: dict[str, str], pte
     log = out_dir / RUNNER_LOG
     stdout_path = out_dir / "runner.stdout"
     shown = shlex.join(command)
-    preload = f"LD_PRELOAD={env['LD_PRELOAD']} " if "LD_PRELOAD" in env else ""
+    preload = "".join(f"{name}={env[name]} " for name in ("LD_PRELOAD", "DYLD_INSERT_LIBRARIES") if name in env)
     with open(log, "wb") as err, open(stdout_path, "wb") as out:
         err.write(f"$ {preload}{shown}\n".encode())
         err.flush()
@@ -129,10 +129,10 @@ class LocalTarget:
                 f"SME2 requested but this CPU '{cpu.name}' ({cpu.arch}) has no SME2; run the local target on a CPU "
                 "that has it (Apple M4 Mac, Armv9.2 Linux board), or use a device with SME2"
             )
-        if sme2 is False and not self.two_builds and cpu.system != "Linux":
+        if sme2 is False and not self.two_builds and cpu.system not in ("Linux", "Darwin"):
             return (
-                f"SME2 off with one runner build needs the Linux preload library; on {cpu.system} pass two builds "
-                "with --sme2-runner-on and --sme2-runner-off"
+                f"SME2 off with one runner build needs the Linux or macOS masking library; on {cpu.system} pass two "
+                "builds with --sme2-runner-on and --sme2-runner-off"
             )
         return None
 
@@ -143,7 +143,11 @@ class LocalTarget:
                 from ..native.build import build_mask_library
 
                 self._mask = build_mask_library()
-            env["LD_PRELOAD"] = " ".join(p for p in (str(self._mask), env.get("LD_PRELOAD", "")) if p)
+            from ..native.build import mask_preload_variable
+
+            variable = mask_preload_variable(self._cpu.system)
+            separator = ":" if variable == "DYLD_INSERT_LIBRARIES" else " "
+            env[variable] = separator.join(p for p in (str(self._mask), env.get(variable, "")) if p)
         binary = pick_build(sme2, self._cpu.has_sme2, self._on, self._off)
         return binary, env
 
