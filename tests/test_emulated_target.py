@@ -123,6 +123,18 @@ def test_qemu_without_sme2_skips_with_the_setup_command(sme2_project: pytest.Pyt
     result.stdout.fnmatch_lines(["*which has no SME2 for linux-user; run `pytest-sme2 setup-emulation --force`*"])
 
 
+def test_qemu_that_does_not_run_skips_with_the_setup_command(sme2_project: pytest.Pytester,
+                                                             runner_cache: Path) -> None:
+    broken = runner_cache / "qemu" / "qemu-aarch64"
+    broken.parent.mkdir()
+    broken.write_bytes(b"\x00not an executable\x00")
+    broken.chmod(0o755)
+    sme2_project.makepyfile(SME2_TEST)
+    result = sme2_project.runpytest_inprocess(*NO_BASELINES, "--sme2-target=emulated", "-rs", "-k", "kernel_path")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*qemu-aarch64 does not run (*); run `pytest-sme2 setup-emulation --force`*"])
+
+
 def test_auto_target_without_emulation_names_the_setup_in_the_skip(sme2_project: pytest.Pytester,
                                                                     runner_cache: Path) -> None:
     sme2_project.makepyfile(SME2_TEST)
