@@ -23,7 +23,12 @@ from pytest_sme2.session import Settings, Sme2Session
 
 from conftest import REPO
 
-QEMU = shutil.which("qemu-aarch64")
+from pytest_sme2 import emulation
+
+# Prefer the emulated target's qemu 11.1 (SME and SME2, so the mask must hide both); Debian's
+# qemu-user (7.2 on bookworm: SME only) still exercises the SME bits.
+_STATUS = emulation.status()
+QEMU = str(_STATUS.qemu) if _STATUS.ready else shutil.which("qemu-aarch64")
 SYSROOT = Path("/usr/aarch64-linux-gnu")
 pytestmark = pytest.mark.skipif(
     QEMU is None or shutil.which("aarch64-linux-gnu-g++") is None or not SYSROOT.exists(),
