@@ -3,8 +3,9 @@
 PYTHON ?= python3
 PIP := $(PYTHON) -m pip
 # Debian packages for the linux-aarch64 runner and its tests under emulation, and the
-# headless browser that checks the HTML report (tests/test_report_browser.py).
-SYSTEM_PACKAGES := g++-aarch64-linux-gnu qemu-user chromium
+# headless browser that checks the HTML report (tests/test_report_browser.py), and valgrind
+# for the deterministic instruction metric (--sme2-metric=instructions).
+SYSTEM_PACKAGES := g++-aarch64-linux-gnu qemu-user chromium valgrind
 
 .PHONY: install system-deps emulation perf test
 
@@ -19,11 +20,12 @@ system-deps:
 	command -v aarch64-linux-gnu-g++ >/dev/null || missing="$$missing g++-aarch64-linux-gnu"; \
 	command -v qemu-aarch64 >/dev/null || missing="$$missing qemu-user"; \
 	command -v chromium >/dev/null || missing="$$missing chromium"; \
+	command -v valgrind >/dev/null || missing="$$missing valgrind"; \
 	if [ -z "$$missing" ]; then exit 0; fi; \
 	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	else \
-		echo "note: aarch64 runner and report browser tests will be skipped; to run them: sudo apt-get install$$missing"; \
+		echo "note: aarch64 runner, report browser and instruction metric tests will be skipped; to run them: sudo apt-get install$$missing"; \
 	fi
 
 # The emulated SME2 target: qemu-user 11.1 fetched from Debian's archive without root and

@@ -6,6 +6,7 @@ Public API; everything not listed here is private.
 from .assertions import assert_delegation, assert_outputs_match, assert_portable_ops, assert_share, assert_speedup
 from .categories import Category, classify
 from .errors import (
+    BaselineError,
     EtdumpError,
     ExportError,
     ModelDefinitionError,
@@ -19,16 +20,20 @@ from .export import ExportedModel, Recipe
 from .profile import Profile, Speedup
 from .registry import register_model
 from .runner import Runner, Timings
+from .instructions import InstructionCount, count_instructions
 from .stats import Interval, Summary
 from .targets import RunSpec, TargetInfo
+from .verdicts import Tolerances, Verdict
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "BaselineError",
     "Category",
     "EtdumpError",
     "ExportError",
     "ExportedModel",
+    "InstructionCount",
     "Interval",
     "ModelDefinitionError",
     "Profile",
@@ -42,13 +47,16 @@ __all__ = [
     "Summary",
     "TargetInfo",
     "Timings",
+    "Tolerances",
     "UnknownModelError",
     "UsageError",
+    "Verdict",
     "assert_delegation",
     "assert_outputs_match",
     "assert_portable_ops",
     "assert_share",
     "assert_speedup",
     "classify",
+    "count_instructions",
     "register_model",
 ]

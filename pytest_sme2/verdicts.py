@@ -91,7 +91,8 @@ def _pct(value: float) -> str:
     return f"{value:.1%}"
 
 
-def _latency(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any], tol: Tolerances) -> Verdict:
+def latency_verdict(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any], tol: Tolerances) -> Verdict:
+    """Regression only if the median moved more than the tolerance and Mann-Whitney U says it is not noise."""
     if current.get("emulated") or baseline.get("emulated"):
         return Verdict("latency", SKIPPED, label, "emulated timing is not hardware timing: latency not compared")
     test = stats.shift_test(baseline["samples_ms"], current["samples_ms"])
@@ -126,7 +127,9 @@ def _latency(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any]
     return Verdict("latency", OK, label, f"latency {why}: {numbers}; tolerance {tol.latency:.0%}", evidence)
 
 
-def _instructions(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any], tol: Tolerances) -> Verdict:
+def instruction_verdict(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any],
+                        tol: Tolerances) -> Verdict:
+    """Instructions per inference against the baseline's, with a plain relative tolerance (they barely vary)."""
     now, then = current.get("instructions"), baseline.get("instructions")
     if not now:
         return Verdict("instructions", MISSING, label, "this run has no instruction count")
@@ -233,8 +236,8 @@ def judge(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any], t
     if metric not in METRICS:
         raise UsageError(f"metric {metric!r} is unknown; use one of {', '.join(METRICS)}")
     verdicts = _provenance(label, current, baseline)
-    verdicts.append(_latency(label, current, baseline, tol) if metric == "latency"
-                    else _instructions(label, current, baseline, tol))
+    verdicts.append(latency_verdict(label, current, baseline, tol) if metric == "latency"
+                    else instruction_verdict(label, current, baseline, tol))
     verdicts += _coverage(label, current, baseline, tol)
     verdicts.append(_delegated_ops(label, current, baseline))
     verdicts.append(_sme_path(label, current, baseline, tol))

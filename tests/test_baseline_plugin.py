@@ -8,6 +8,7 @@ verdicts and the instruction metric are exact and keep their defaults.
 from __future__ import annotations
 
 import json
+import shutil
 import textwrap
 from pathlib import Path
 
@@ -204,6 +205,7 @@ def test_compare_variants_alternates_chunks_and_merges_them(sme2_project: pytest
     sme2_project.runpytest_inprocess().assert_outcomes(passed=1)
 
 
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="needs valgrind: `make system-deps` or apt-get install valgrind")
 def test_instruction_metric_catches_an_extra_operator(sme2_project: pytest.Pytester) -> None:
     sme2_project.makepyfile(test_gate=_test_file())
     args = ("--sme2-metric=instructions", "-o", "sme2_instruction_inferences=10")
