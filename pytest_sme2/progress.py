@@ -7,8 +7,10 @@ not from xdist workers, whose output pytest does not show) and always to
 ``progress.log`` in the session folder, which is where to look under xdist
 (``tail -f .sme2/artifacts/session-*/progress.log``).
 
-Granularity is one variant (warmup + timed runs), not one run: the host
-target runs them back to back in a child process that answers once.
+Timed runs are reported as "run i/N" by targets that can: the host target's
+child process sends a line after a run (outside the timed region, at most
+twice a second); the terminal shows about four per variant, progress.log all.
+Other targets report per variant (start and end).
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ class Progress:
         session = session_of(self._config)
         return session.settings.session_dir / LOG_NAME if session is not None else None
 
-    def say(self, text: str) -> None:
+    def say(self, text: str, terminal: bool = True) -> None:
         path = self._log_path()
         if path is not None:
             try:
@@ -47,7 +49,7 @@ class Progress:
                     log.write(f"{time.strftime('%H:%M:%S')} [{who}] {text}\n")
             except OSError:
                 pass  # progress is a courtesy; a full disk fails the artifacts, not the test
-        if self._worker is None and self._config.get_verbosity() >= 0:
+        if terminal and self._worker is None and self._config.get_verbosity() >= 0:
             reporter = self._config.pluginmanager.get_plugin("terminalreporter")
             if reporter is not None:
                 reporter.write_line(text)
@@ -85,8 +87,37 @@ def exporting(config: pytest.Config, model: str, recipe_label: str) -> contextli
 
 
 def running(config: pytest.Config, runner: Any, pte: Any) -> contextlib.AbstractContextManager[None]:
-    """Announce a variant's warmup + timed runs and how they ended."""
+    """Announce a variant's warmup + timed runs, each timed run where the target reports it, and the end."""
     spec = runner.spec
     what = f"{getattr(pte, 'label', Path(str(pte)).name)} [{runner.label}]"
-    return _step(config, what, f"running {what}: {spec.warmup} warmup + {spec.runs} timed runs",
-                 f"{what} done: {spec.runs}/{spec.runs} runs")
+    return _with_run_progress(
+        config, runner.session.target, what,
+        _step(config, what, f"running {what}: {spec.warmup} warmup + {spec.runs} timed runs",
+              f"{what} done: {spec.runs}/{spec.runs} runs"))
+
+
+@contextlib.contextmanager
+def _with_run_progress(config: pytest.Config, target: Any, what: str,
+                       step: contextlib.AbstractContextManager[None]) -> Iterator[None]:
+    """While ``step`` runs, a target that reports timed runs (``target.progress``, the host target) says
+    "run i/N": every run in progress.log, about four per variant on the terminal."""
+    progress = _progress(config)
+    if progress is None or not hasattr(target, "progress"):
+        with step:
+            yield
+        return
+
+    shown = [0]
+
+    def on_run(done: int, total: int) -> None:
+        milestone = done < total and done - shown[0] >= max(1, total // 4)
+        if milestone:
+            shown[0] = done
+        progress.say(f"sme2: running {what} run {done}/{total}", terminal=milestone)
+
+    target.progress = on_run
+    try:
+        with step:
+            yield
+    finally:
+        target.progress = None

@@ -22,13 +22,46 @@ def test_not_perf():
 """
 
 
+SLOW_MODEL = '''
+"""About a second per run on one thread (34 GFLOP): one 1024x1024 Linear applied 8 times to 2048 rows."""
+import torch
+
+class Slow(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(1024, 1024)
+
+    def forward(self, x):
+        for _ in range(8):
+            x = torch.relu(self.linear(x))
+        return x
+
+def get_eager_model():
+    torch.manual_seed(0)
+    return Slow().eval()
+
+def get_example_inputs():
+    return (torch.ones(2048, 1024),)
+'''
+
+
+SLOW_TEST = """
+
+@pytest.mark.perf(runs=3, warmup=0)
+@pytest.mark.model("slow")
+def test_slow(exported_pte, runner, etdump_profile):
+    etdump_profile(exported_pte, runner())
+"""
+
+
 def _session_dir(project: pytest.Pytester) -> Path:
     (session,) = (project.path / "artifacts").glob("session-*")
     return session
 
 
 def test_session_outputs_table_and_html_extra(sme2_project: pytest.Pytester) -> None:
-    sme2_project.makepyfile(PERF_TEST)
+    (sme2_project.path / "models" / "slow.py").write_text(SLOW_MODEL)
+    sme2_project.makepyfile(PERF_TEST + SLOW_TEST)
     result = sme2_project.runpytest_inprocess("--sme2-artifacts-dir=artifacts", "--html=report.html",
                                               "--self-contained-html")
     out = result.stdout.str()
@@ -40,14 +73,18 @@ def test_session_outputs_table_and_html_extra(sme2_project: pytest.Pytester) -> 
     result.stdout.fnmatch_lines(["*= sme2 performance summary =*", "test * model * variant * median ms *verdict*",
                                  "test_tiny * tiny fp32-xnnpack * host sme2=auto threads=1 * 0.* OTHER* *%*"])
     assert "test_not_perf  " not in out
+    # the host target reports timed runs: slow runs take longer than its half-second reporting interval
+    result.stdout.fnmatch_lines(["sme2: running slow fp32-xnnpack [[]host sme2=auto threads=1[]] run [12]/3",
+                                 "sme2: slow fp32-xnnpack [[]host sme2=auto threads=1[]] done: 3/3 runs in *"])
     session = _session_dir(sme2_project)
     summary = json.loads((session / "summary.json").read_text())
-    assert summary["schema_version"] == 1 and [t["nodeid"] for t in summary["tests"]] == [
-        "test_session_outputs_table_and_html_extra.py::test_tiny"]
-    (profile,) = summary["tests"][0]["profiles"]
+    assert summary["schema_version"] == 1 and [t["nodeid"].rsplit("::")[1] for t in summary["tests"]] == [
+        "test_slow", "test_tiny"]
+    (profile,) = summary["tests"][1]["profiles"]
     assert len(profile["e2e_ms"]) == 3 and profile["model"] == "tiny"
     assert "| test_tiny | tiny fp32-xnnpack |" in (session / "summary.md").read_text()
-    assert (session / "progress.log").read_text().count("sme2: ") == 4
+    log = (session / "progress.log").read_text()
+    assert log.count("sme2: exporting") == 2 and "slow fp32-xnnpack [host sme2=auto threads=1] run 3/3" in log
     timeline = Path(profile["artifacts"]["timeline_csv"])
     assert timeline.parent.parent.parent == session and timeline.name.endswith("_all_runs_timeline.csv")
     with timeline.open(newline="") as handle:
@@ -56,7 +93,7 @@ def test_session_outputs_table_and_html_extra(sme2_project: pytest.Pytester) -> 
     assert any(r["name"].startswith("Convolution (NHWC, F32) IGEMM") for r in rows)
     html = (sme2_project.path / "report.html").read_text()
     assert "Where time went" not in html or "data:image/png;base64" in html
-    assert html.count("data:image/png;base64") >= 3  # latency, categories, top operators
+    assert html.count("data:image/png;base64") >= 6  # latency, categories, top operators of each test
 
 
 def test_xdist_controller_gathers_every_workers_tests(sme2_project: pytest.Pytester) -> None:
@@ -71,3 +108,4 @@ def test_xdist_controller_gathers_every_workers_tests(sme2_project: pytest.Pytes
     log = (session / "progress.log").read_text()
     # each line names its worker; which worker ran which test is xdist's choice
     assert len(re.findall(r"\[gw[01]\] sme2: running tiny", log)) == 2
+

@@ -1,7 +1,9 @@
 """Child process that runs programs with the ExecuTorch Python binding.
 
 Started by HostTarget; reads one JSON request per line on stdin and answers
-one JSON line on the file descriptor given as argv[1]. Everything the runtime
+one JSON line on the file descriptor given as argv[1], preceded, when the
+request asks for ``progress``, by ``{"progress": i, "of": n}`` lines (after a
+timed run, at most twice a second, and after the last). Everything the runtime
 prints (stdout and stderr) goes to the log the parent gave us, so it never
 corrupts the protocol. Living in its own process means a runtime crash costs
 one test, not the pytest session, and the thread pool (process-global in
@@ -15,10 +17,13 @@ import os
 import sys
 import time
 import traceback
-from typing import Any
+from typing import Any, Callable
+
+PROGRESS_INTERVAL_NS = 500_000_000  # at most one progress line per half second
 
 
-def _run(request: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
+def _run(request: dict[str, Any], state: dict[str, Any],
+         progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     import torch
     from executorch.extension.pybindings import portable_lib
 
@@ -53,10 +58,17 @@ def _run(request: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
     wall_ms = []
     outputs = None
     clock = time.perf_counter_ns
-    for _ in range(int(request["runs"])):
+    runs = int(request["runs"])
+    reported = clock()
+    for done in range(1, runs + 1):
         start = clock()
         outputs = module.run_method("forward", inputs)
-        wall_ms.append((clock() - start) / 1e6)
+        end = clock()
+        wall_ms.append((end - start) / 1e6)
+        # Outside the timed region, and at most twice a second, so fast models run undisturbed.
+        if progress is not None and (end - reported >= PROGRESS_INTERVAL_NS or done == runs):
+            progress(done, runs)
+            reported = end
     timed_etdump = None
     if request["etdump"]:
         timed_etdump = os.path.join(out_dir, request["timed_name"])
@@ -85,12 +97,16 @@ def _torch_dtype(code: int):  # noqa: ANN202 - torch dtype
 def main() -> int:
     reply = os.fdopen(int(sys.argv[1]), "w", buffering=1)
     state: dict[str, Any] = {}
+
+    def progress(done: int, total: int) -> None:
+        reply.write(json.dumps({"progress": done, "of": total}) + "\n")
+
     for line in sys.stdin:
         if not line.strip():
             continue
         request = json.loads(line)
         try:
-            answer = _run(request, state)
+            answer = _run(request, state, progress if request.get("progress") else None)
         except Exception as exc:  # the runtime raised: report, stay alive
             answer = {
                 "ok": False,

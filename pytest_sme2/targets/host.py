@@ -21,6 +21,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -71,8 +72,12 @@ class _Worker:
             handle.seek(offset)
             return handle.read().decode("utf-8", errors="replace")
 
-    def request(self, payload: dict, timeout_s: float) -> dict | None:
-        """Send a request; None means the worker died before answering."""
+    def request(self, payload: dict, timeout_s: float,
+                on_progress: Callable[[int, int], None] | None = None) -> dict | None:
+        """Send a request; None means the worker died before answering.
+
+        Progress lines (``{"progress": i, "of": n}``) before the answer go to ``on_progress``.
+        """
         assert self.process.stdin is not None
         try:
             self.process.stdin.write((json.dumps(payload) + "\n").encode())
@@ -80,19 +85,24 @@ class _Worker:
         except BrokenPipeError:
             return None
         deadline = time.monotonic() + timeout_s
-        while b"\n" not in self._buffer:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise TimeoutError
-            ready, _, _ = select.select([self._reply], [], [], remaining)
-            if not ready:
-                continue
-            chunk = self._reply.read(65536)
-            if not chunk:
-                return None
-            self._buffer += chunk
-        line, _, self._buffer = self._buffer.partition(b"\n")
-        return json.loads(line)
+        while True:
+            while b"\n" not in self._buffer:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise TimeoutError
+                ready, _, _ = select.select([self._reply], [], [], remaining)
+                if not ready:
+                    continue
+                chunk = self._reply.read(65536)
+                if not chunk:
+                    return None
+                self._buffer += chunk
+            line, _, self._buffer = self._buffer.partition(b"\n")
+            message = json.loads(line)
+            if "progress" not in message:
+                return message
+            if on_progress is not None:
+                on_progress(int(message["progress"]), int(message["of"]))
 
     def kill(self) -> None:
         if self.alive():
@@ -137,6 +147,8 @@ class HostTarget:
         self._sme2_advice = sme2_advice  # where else SME2 can be had (e.g. the emulated target's setup)
         self._log_dir = log_dir
         self._worker: _Worker | None = None
+        # Called with (run, runs) after each timed run; set by whoever shows progress (progress.py).
+        self.progress: Callable[[int, int], None] | None = None
 
     @property
     def info(self) -> TargetInfo:
@@ -190,7 +202,8 @@ class HostTarget:
         log_path = out_dir / RUNNER_LOG
         command = f"host worker: run {pte} (threads={spec.threads}, warmup={spec.warmup}, runs={spec.runs})"
         try:
-            answer = worker.request(payload, spec.timeout_s)
+            answer = worker.request({**payload, "progress": self.progress is not None}, spec.timeout_s,
+                                    self.progress)
         except TimeoutError:
             worker.kill()
             self._worker = None
