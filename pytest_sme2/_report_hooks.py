@@ -135,7 +135,9 @@ class _Collector:
         from .report.summary import session_summary, write_session
 
         sme2 = session_of(self.config)
-        out_dir = sme2.settings.session_dir if sme2 is not None else Path(".sme2")
+        if sme2 is None:  # records exist only when the plugin configured a session; nothing to write into
+            return
+        out_dir = sme2.settings.session_dir
         try:
             paths = write_session(session_summary(list(records.values()), out_dir), out_dir)
         except Exception as exc:  # never lose the session over a report

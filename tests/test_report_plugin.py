@@ -107,5 +107,5 @@ def test_xdist_controller_gathers_every_workers_tests(sme2_project: pytest.Pytes
     assert [t["nodeid"].rsplit("::", 1)[1] for t in summary["tests"]] == ["test_other", "test_tiny"]
     log = (session / "progress.log").read_text()
     # each line names its worker; which worker ran which test is xdist's choice
-    assert len(re.findall(r"\[gw[01]\] sme2: running tiny", log)) == 2
+    assert len(re.findall(r"\[gw[01]\] sme2: running tiny fp32-xnnpack \[[^]]*\]: ", log)) == 2
 
