@@ -22,6 +22,7 @@ import pytest
 
 from pytest_sme2.cli import main
 from pytest_sme2.profile import Profile
+from pytest_sme2.report.advice import recommendations
 from pytest_sme2.report.csv_export import OPS_STATS_COLUMNS, TIMELINE_COLUMNS, write_csvs
 from pytest_sme2.report.html import session_html
 from pytest_sme2.report.markdown import session_markdown
@@ -82,6 +83,20 @@ def test_profile_entries_show_kernels_and_portable_ops_worth_delegating(record: 
     assert on["sme_path_share"] == pytest.approx(1.0) and off["sme_path_share"] == pytest.approx(0.0)
     # layer norm 0.06 ms: 12% of 0.5 ms (on) and 6% of 1.0 ms (off), both above the 5% line
     assert on["worth_delegating"] == [LAYER_NORM] and off["worth_delegating"] == [LAYER_NORM]
+
+
+def test_recommendations_name_their_evidence(record: dict) -> None:
+    assert recommendations(record) == [
+        # DELEGATE_CALL 0.3 of 0.5 ms (on) and 0.8 of 1.0 ms (off); SME path is 100% on, so no SME advice
+        "host sme2=on threads=1: only 60% of E2E time is delegated; see the portable operators.",
+        "host sme2=off threads=1: only 80% of E2E time is delegated; see the portable operators.",
+        # 0.06 ms of 0.5 ms on, the larger of its two shares
+        "Delegate `native_call_native_layer_norm.out`: it runs in the portable runtime and takes 12% of E2E on "
+        "host sme2=on threads=1.",
+        # OTHER is 60% with SME2 on (see test_on_off_comparison_numbers)
+        "With SME2 the largest category moved from CONV to OTHER (60% of E2E): optimise OTHER next (pooling, "
+        "normalisation, softmax, portable kernels and delegate overhead).",
+    ]
 
 
 def test_summary_table_and_markdown(record: dict, tmp_path: Path) -> None:
@@ -162,3 +177,12 @@ def test_verdicts_are_read_from_both_documented_properties() -> None:
     ])
     assert verdicts == [{"verdict": "regression", "message": "12% slower"},
                         {"verdict": "no baseline", "message": "no baseline for x"}]
+
+
+def test_sme2_variant_without_sme_kernels_is_called_out(tmp_path: Path) -> None:
+    path = write_etdump(tmp_path / "on.etdp", [_run(1_000_000, 800_000, CONV_OFF, 500_000)] * 2)  # F32 kernels only
+    profile = Profile.from_etdump(path, model="m", recipe="fp32-xnnpack", variant="host sme2=on threads=1",
+                                  metadata={"run": {"sme2": True, "threads": 1}})
+    advice = recommendations(build_record("t.py::t", [profile]))
+    assert advice[0] == ("host sme2=on threads=1: only 0% of CONV+GEMM time ran SME/SME2 kernels; check that the "
+                         "dtype has SME2 kernels (packed PF32/PF16/QP8 formats) and the CPU really has SME2.")

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from . import charts
+from .advice import recommendations
 from .record import EMULATED_NOTE, WORTH_DELEGATING
 from .table import COLUMNS, ms, pct, speedup, summary_rows
 
@@ -147,6 +148,9 @@ def record_html(record: Mapping[str, Any], base: Path | None = None) -> str:
             parts.append(_img(charts.top_ops_chart(profile), f"top operators of {profile['variant']}"))
     for profile in profiles:
         parts.append(_profile_details_html(profile, base))
+    advice = recommendations(record)
+    if advice:
+        parts.append("<h4>Recommendations</h4><ul>" + "".join(f"<li>{_esc(a)}</li>" for a in advice) + "</ul>")
     parts.append(_verdicts_html(record.get("verdicts", [])))
     parts.append("</div>")
     return "".join(parts)

@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 from typing import Any, Mapping
 
+from .advice import recommendations
 from .record import EMULATED_NOTE, verdict_text
 from .table import COLUMNS, markdown_table, ms, pct, speedup, summary_rows
 
@@ -55,6 +56,7 @@ def session_markdown(summary: Mapping[str, Any]) -> str:
                          f"{' (emu)' if p.get('emulated') else ''}, delegated {pct(p['delegation_coverage'])} of time, "
                          f"SME path {pct(p['sme_path_share'])} of CONV+GEMM ({p['sme_path_ops']} ops); "
                          f"portable ops worth delegating: {worth}")
+        lines += [f"- recommendation: {advice}" for advice in recommendations(record)]
         lines.append(f"- verdict: {verdict_text(record.get('verdicts', []))}")
         if record.get("test_dir"):
             lines.append(f"- artifacts: `{_rel(record['test_dir'], base)}`")
