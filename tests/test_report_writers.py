@@ -186,3 +186,17 @@ def test_sme2_variant_without_sme_kernels_is_called_out(tmp_path: Path) -> None:
     advice = recommendations(build_record("t.py::t", [profile]))
     assert advice[0] == ("host sme2=on threads=1: only 0% of CONV+GEMM time ran SME/SME2 kernels; check that the "
                          "dtype has SME2 kernels (packed PF32/PF16/QP8 formats) and the CPU really has SME2.")
+
+
+def test_kernel_trace_evidence_is_shown_when_the_target_traced_kernels(tmp_path: Path) -> None:
+    profile = _profile(tmp_path / "on.etdp", True, emulated=True)
+    kernels = ["xnn_pf32_gemm_minmax_ukernel_32x32__neonsme2", "kai_run_lhs_pack_f32p2vlx1_f32_sme"]
+    profile.metadata["kernel_trace"] = {"sme_kernels": kernels, "sme2_kernels": kernels[:1], "functions": {}}
+    record = build_record("t.py::t", [profile])
+    assert record["profiles"][0]["executed_sme_kernels"] == kernels
+    page = session_html(session_summary([record], tmp_path))
+    assert "Kernel trace: 2 SME/SME2 kernel(s) executed" in page and f"<code>{kernels[0]}</code>" in page
+    assert "kernel trace: 2 SME/SME2 kernel(s) executed" in session_markdown(session_summary([record], tmp_path))
+    untraced = build_record("t.py::t", [_profile(tmp_path / "off.etdp", False)])
+    assert untraced["profiles"][0]["executed_sme_kernels"] is None
+    assert "Kernel trace" not in session_html(session_summary([untraced], tmp_path))

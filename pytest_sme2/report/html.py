@@ -98,6 +98,11 @@ def _profile_details_html(profile: Mapping[str, Any], base: Path | None) -> str:
         parts.append(table(["CONV/GEMM kernel", "category", "SME/SME2 (packed format)", "instances", "share of E2E"],
                            [[k["op"], k["category"], "yes" if k["packed"] else "no", k["instances"], pct(k["share"])]
                             for k in kernels]))
+    executed = profile.get("executed_sme_kernels")
+    if executed is not None:
+        parts.append(f"<p>Kernel trace: {len(executed)} SME/SME2 kernel(s) executed"
+                     + (": " + ", ".join(f"<code>{_esc(k)}</code>" for k in executed) if executed else
+                        " (none: this variant ran no SME code)") + "</p>")
     portable = profile.get("portable_ops", [])
     worth = set(profile.get("worth_delegating", []))
     if portable:

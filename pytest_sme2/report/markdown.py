@@ -55,7 +55,9 @@ def session_markdown(summary: Mapping[str, Any]) -> str:
             lines.append(f"- **{p['variant']}**: median {ms(p['latency']['median_ms'])} ms"
                          f"{' (emu)' if p.get('emulated') else ''}, delegated {pct(p['delegation_coverage'])} of time, "
                          f"SME path {pct(p['sme_path_share'])} of CONV+GEMM ({p['sme_path_ops']} ops); "
-                         f"portable ops worth delegating: {worth}")
+                         f"portable ops worth delegating: {worth}"
+                         + (f"; kernel trace: {len(p['executed_sme_kernels'])} SME/SME2 kernel(s) executed"
+                            if p.get("executed_sme_kernels") is not None else ""))
         lines += [f"- recommendation: {advice}" for advice in recommendations(record)]
         lines.append(f"- verdict: {verdict_text(record.get('verdicts', []))}")
         if record.get("test_dir"):
