@@ -12,6 +12,7 @@ import shutil
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from pytest_sme2.baselines import SCHEMA_VERSION
@@ -224,3 +225,32 @@ def test_instruction_metric_catches_an_extra_operator(sme2_project: pytest.Pytes
     out = result.stdout.str()
     assert "instruction regression" in out and "tolerance +0.50%" in out
     assert "--sme2-update-baselines --sme2-metric=instructions" in out
+
+
+def test_profile_concat_matches_operators_by_identity(tmp_path: Path) -> None:
+    from pytest_sme2.etdump import SyntheticEvent, read_run, write_synthetic_etdump
+    from pytest_sme2.profile import Profile
+
+    def trace(name: str, durations: list[int], with_extra_op: bool):
+        blocks = []
+        for r, ms in enumerate(durations):
+            t0 = r * 10_000_000
+            events = [SyntheticEvent(t0, t0 + ms * 500_000, delegate_name="Convolution (NHWC, F32) IGEMM #1")]
+            if with_extra_op:
+                events.append(SyntheticEvent(t0 + ms * 500_000, t0 + ms * 600_000, delegate_name="Add (ND) #1"))
+            events += [SyntheticEvent(t0, t0 + ms * 800_000, name="DELEGATE_CALL", instruction_id=0),
+                       SyntheticEvent(t0, t0 + ms * 1_000_000, name="Method::execute")]
+            blocks.append(("Execute", events))
+        return read_run(write_synthetic_etdump(tmp_path / f"{name}.etdp", blocks))
+
+    first = Profile(trace("a", [1, 2], False), model="m", recipe="r", variant="v", wall_ms=np.array([1.0, 2.0]))
+    second = Profile(trace("b", [3], True), model="m", recipe="r", variant="v", wall_ms=np.array([3.0]))
+    merged = Profile.concat([first, second])
+    assert merged.e2e_ms.tolist() == [1.0, 2.0, 3.0] and merged.wall_ms.tolist() == [1.0, 2.0, 3.0]
+    assert merged.metadata["chunks"] == 2
+    ops = merged.ops.set_index("event")
+    assert ops.loc["Convolution (NHWC, F32) IGEMM #1", "runs_ms"].tolist() == [0.5, 1.0, 1.5]
+    assert ops.loc["Add (ND) #1", "runs_ms"].tolist() == [0.0, 0.0, 0.3]  # absent in the first chunk: 0 ms
+    assert merged.delegation_coverage == pytest.approx((0.8 + 1.6 + 2.4) / 6.0)
+    with pytest.raises(ValueError, match="different program or variant"):
+        Profile.concat([first, Profile(first.trace, model="m", recipe="r", variant="other")])
