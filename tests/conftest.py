@@ -42,6 +42,19 @@ def get_example_inputs():
 '''
 
 
+@pytest.fixture(autouse=True)
+def _no_baseline_gate_in_inner_runs(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inner pytest runs (pytester, in-process or subprocess) have no stored baselines.
+
+    The gate fails a test without a baseline by default, so every inner run gets
+    --sme2-no-baselines through PYTEST_ADDOPTS (set after pytester, which clears
+    it); tests/test_baseline_plugin.py, which tests the gate, removes it again.
+    """
+    if "pytester" in request.fixturenames:
+        request.getfixturevalue("pytester")
+        monkeypatch.setenv("PYTEST_ADDOPTS", "--sme2-no-baselines")
+
+
 @pytest.fixture(scope="session")
 def shared_export_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One export cache for all pytester sessions, so each tiny model is exported once per test run."""

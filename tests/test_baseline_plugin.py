@@ -29,6 +29,12 @@ def test_tiny(exported_pte, runner, etdump_profile):
 """
 
 
+@pytest.fixture(autouse=True)
+def _baseline_gate_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These inner runs test the gate: undo conftest's --sme2-no-baselines."""
+    monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)
+
+
 def _baseline_files(project: pytest.Pytester) -> list[Path]:
     return sorted((project.path / "baselines").rglob("*.json"))
 
