@@ -170,7 +170,10 @@ def test_{i}(exported_pte, runner, etdump_profile):
     assert "6 written" in result.stdout.str()  # the controller saw every worker's outcome
 
 
-def test_profiles_become_pytest_benchmark_results(sme2_project: pytest.Pytester) -> None:
+def test_profiles_become_pytest_benchmark_results(sme2_project: pytest.Pytester,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    # pytest-benchmark switches itself off inside xdist workers; the inner run here is not one
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
     sme2_project.makepyfile(test_gate=_test_file())
     result = sme2_project.runpytest_inprocess("--benchmark-json=bench.json", "-o", "sme2_baselines=false")
     result.assert_outcomes(passed=1)
