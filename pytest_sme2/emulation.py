@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import RunnerError
-from .native.build import _locked, _run, build_runner, cache_root, runner_binary
+from ._filelock import locked
+from .native.build import _run, build_runner, cache_root, runner_binary
 
 SETUP_COMMAND = "pytest-sme2 setup-emulation"
 QEMU_SERIES = "11.1"
@@ -82,7 +83,7 @@ def _apt_options(root: Path) -> list[str]:
 def fetch_qemu(force: bool = False) -> Path:
     """Download qemu-user 11.1.x from Debian into the cache; return the qemu-aarch64 path."""
     target = qemu_binary()
-    with _locked(cache_root() / "qemu.lock"):
+    with locked(cache_root() / "qemu.lock"):
         if target.exists() and not force:
             return target
         if shutil.which("apt-get") is None or shutil.which("dpkg-deb") is None:

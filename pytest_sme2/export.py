@@ -12,8 +12,6 @@ thing and nobody reads a half-written entry.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -22,8 +20,9 @@ import time
 import traceback
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
+from ._filelock import locked
 from .errors import ExportError, UsageError
 from .registry import Model
 
@@ -137,17 +136,6 @@ def cache_key(model: Model, recipe: Recipe, inputs: tuple) -> str:
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()[:24]
 
 
-@contextlib.contextmanager
-def _locked(lock_path: Path) -> Iterator[None]:
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock_path, "a+") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def _load_entry(directory: Path, model: str, recipe: Recipe, key: str) -> ExportedModel | None:
     meta_path = directory / META_NAME
     try:
@@ -175,7 +163,7 @@ def export(model: Model, recipe: Recipe, cache_dir: Path) -> ExportedModel:
     cached = _load_entry(final, model.name, recipe, key)
     if cached is not None:
         return cached
-    with _locked(cache_dir / "locks" / f"{final.name}.lock"):
+    with locked(cache_dir / "locks" / f"{final.name}.lock"):
         cached = _load_entry(final, model.name, recipe, key)  # another worker may have finished it
         if cached is not None:
             return cached

@@ -8,8 +8,6 @@ executorch version, architecture and runner source, under
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import importlib.util
 import os
@@ -19,8 +17,8 @@ import subprocess
 import sys
 import zipfile
 from pathlib import Path
-from typing import Iterator
 
+from .._filelock import locked
 from ..errors import RunnerError, UsageError
 
 SOURCE_DIR = Path(__file__).resolve().parent
@@ -100,17 +98,6 @@ def find_cmake() -> str:
     )
 
 
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def _run(command: list[str], log: Path, what: str) -> None:
     with open(log, "ab") as out:
         out.write(("$ " + " ".join(command) + "\n").encode())
@@ -136,7 +123,7 @@ def aarch64_executorch(version: str | None = None) -> Path:
     version = executorch_release(version)
     root = cache_root() / f"executorch-{version}-manylinux-aarch64"
     package = root / "executorch"
-    with _locked(cache_root() / f"{root.name}.lock"):
+    with locked(cache_root() / f"{root.name}.lock"):
         if (package / "share" / "cmake" / "executorch-config.cmake").exists():
             return package
         wheels = cache_root() / "wheels"
@@ -183,7 +170,7 @@ def build_runner(arch: str = "host", force: bool = False) -> Path:
     binary = runner_binary(arch)
     directory = binary.parent.parent
     key = directory.name
-    with _locked(cache_root() / f"{key}.lock"):
+    with locked(cache_root() / f"{key}.lock"):
         if binary.exists() and not force:
             return binary
         cmake = find_cmake()
@@ -234,7 +221,7 @@ def build_mask_library(arch: str = "host", force: bool = False) -> Path:
     machine = "aarch64" if arch == "linux-aarch64" else platform.machine()
     key = f"mask-{platform.system().lower() if darwin else 'linux'}-{machine}-{_sources_hash((source,))}"
     library = cache_root() / key / (MASK_NAME_MACOS if darwin else MASK_NAME)
-    with _locked(cache_root() / f"{key}.lock"):
+    with locked(cache_root() / f"{key}.lock"):
         if library.exists() and not force:
             return library
         library.parent.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,25 @@
+"""One inter-process lock for every cache in pytest-sme2 (exports, runner builds, qemu).
+
+An flock on a lock file beside the entry: pytest-xdist workers and parallel
+sessions that want the same entry wait for the first one to finish it, and the
+lock dies with its process, so a crash never leaves a stale lock behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+from pathlib import Path
+from typing import Iterator
+
+
+@contextlib.contextmanager
+def locked(lock_path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``lock_path`` (created with its folder) for the block."""
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
