@@ -58,7 +58,11 @@ class Runner:
 
     @property
     def label(self) -> str:
-        return f"{self.session.target.info.name} {self.spec.sme2_label} threads={self.spec.threads}"
+        """The variant's name: target kind, SME2 setting, threads. No device serial ("adb", not
+        "adb:SERIAL"), so a baseline recorded on one phone serves every phone with the same
+        fingerprint (model, SoC); the serial stays in the profile's target metadata."""
+        kind = self.session.target.info.name.split(":")[0]
+        return f"{kind} {self.spec.sme2_label} threads={self.spec.threads}"
 
     def _run(self, pte: "ExportedModel | str | Path", etdump: bool) -> tuple[RunResult, dict[str, Any]]:
         self._calls[0] += 1
