@@ -3,7 +3,7 @@ convolutions, data movement and the portable dim-order copies are what is left."
 
 import pytest
 
-from pytest_sme2 import assert_delegation, assert_outputs_match, assert_portable_ops, assert_share
+from pytest_sme2 import assert_delegation, assert_outputs_match, assert_portable_ops, assert_share, assert_sme2_kernel_path
 
 pytestmark = pytest.mark.sme2
 
@@ -34,8 +34,7 @@ def test_mobilenet_sme2_kernel_path(export_pte, runner, etdump_profile, dtype, a
     exported = export_pte("mobilenet_v3_small", dtype=dtype)
     on = etdump_profile(exported, runner(sme2=True))
     off = etdump_profile(exported, runner(sme2=False))
-    assert on.sme_path_share >= at_least
-    assert off.sme_path_share == 0.0 and off.sme_path_ops == 0
+    assert_sme2_kernel_path(on, off, at_least=at_least)
     assert_outputs_match(on, exported)
     assert_outputs_match(off, exported)
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from pytest_sme2 import assert_delegation, assert_outputs_match, assert_portable_ops, assert_speedup
+from pytest_sme2 import assert_delegation, assert_outputs_match, assert_portable_ops, assert_sme2_kernel_path, assert_speedup
 
 pytestmark = [pytest.mark.sme2, pytest.mark.model("toy_cnn", dtype="fp32")]
 
@@ -21,8 +21,7 @@ def test_toy_cnn_sme2_kernel_path(export_pte, runner, etdump_profile, dtype):
     on = etdump_profile(exported, runner(sme2=True))
     off = etdump_profile(exported, runner(sme2=False))
     # every IGEMM convolution and the classifier take packed SME kernels (PF32/PF16/PQS8)
-    assert on.sme_path_share >= 0.9
-    assert off.sme_path_share == 0.0 and off.sme_path_ops == 0
+    assert_sme2_kernel_path(on, off, at_least=0.9)
     assert_outputs_match(on, exported)
     assert_outputs_match(off, exported)
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from pytest_sme2 import assert_delegation, assert_outputs_match, assert_portable_ops, assert_speedup
+from pytest_sme2 import assert_delegation, assert_outputs_match, assert_portable_ops, assert_sme2_kernel_path, assert_speedup
 
 pytestmark = pytest.mark.sme2
 
@@ -28,8 +28,7 @@ def test_transformer_sme2_kernel_path(export_pte, runner, etdump_profile, dtype)
     exported = export_pte("transformer_encoder", dtype=dtype)
     on = etdump_profile(exported, runner(sme2=True))
     off = etdump_profile(exported, runner(sme2=False))
-    assert on.sme_path_share >= 0.9
-    assert off.sme_path_share == 0.0 and off.sme_path_ops == 0
+    assert_sme2_kernel_path(on, off, at_least=0.9)
     assert_portable_ops(on, allowed=KNOWN_PORTABLE)
     assert_outputs_match(on, exported)
     assert_outputs_match(off, exported)

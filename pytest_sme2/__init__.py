@@ -3,7 +3,14 @@
 Public API; everything not listed here is private.
 """
 
-from .assertions import assert_delegation, assert_outputs_match, assert_portable_ops, assert_share, assert_speedup
+from .assertions import (
+    assert_delegation,
+    assert_outputs_match,
+    assert_portable_ops,
+    assert_share,
+    assert_sme2_kernel_path,
+    assert_speedup,
+)
 from .categories import Category, classify
 from .errors import (
     BaselineError,
@@ -55,6 +62,7 @@ __all__ = [
     "assert_outputs_match",
     "assert_portable_ops",
     "assert_share",
+    "assert_sme2_kernel_path",
     "assert_speedup",
     "classify",
     "count_instructions",

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from pytest_sme2 import Recipe, assert_outputs_match
+from pytest_sme2 import Recipe, assert_outputs_match, assert_sme2_kernel_path
 from pytest_sme2 import emulation
 from pytest_sme2.runner import Runner
 from pytest_sme2.session import Settings, Sme2Session
@@ -185,12 +185,22 @@ def test_runner_of_another_executorch_is_a_clear_error(sme2_project: pytest.Pyte
     result.stdout.fnmatch_lines([message])
 
 
-@needs_emulation
-def test_wrong_output_fails_with_the_largest_difference_and_where(tmp_path: Path) -> None:
-    session = Sme2Session(Settings(target="emulated", cache_dir=tmp_path / "cache", session_dir=tmp_path / "run"))
+@pytest.fixture(scope="module")
+def toy_on_off(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
+    """toy_cnn fp32 exported on the host, profiled under emulation with SME2 on and off."""
+    if not STATUS.ready:
+        pytest.skip(f"emulated target not ready: {STATUS.problem}")
+    root = tmp_path_factory.mktemp("toy-emulated")
+    session = Sme2Session(Settings(target="emulated", cache_dir=root / "cache", session_dir=root / "run"))
     session.registry.register_dir(REPO / "models")
     exported = session.export("toy_cnn", Recipe())
-    profile = Runner(session, RunSpec(sme2=True, runs=1, warmup=0), session.test_dir("wrong-output")).profile(exported)
+    on, off = (Runner(session, RunSpec(sme2=sme2, runs=1, warmup=0), session.test_dir(f"sme2-{sme2}")).profile(exported)
+               for sme2 in (True, False))
+    return exported, on, off
+
+
+def test_wrong_output_fails_with_the_largest_difference_and_where(toy_on_off, tmp_path: Path) -> None:
+    exported, profile, _ = toy_on_off
     assert_outputs_match(profile, exported)  # the real outputs are right
 
     tampered = tmp_path / "tampered"
@@ -200,6 +210,16 @@ def test_wrong_output_fails_with_the_largest_difference_and_where(tmp_path: Path
     torch.save(reference, tampered / exported.reference_outputs_path.name)
     with pytest.raises(AssertionError, match=r"largest difference 0\.5.*worst element \(0, 7\)"):
         assert_outputs_match(profile, dataclasses.replace(exported, directory=tampered))
+
+
+def test_kernel_path_assertion_passes_on_real_runs_and_fails_when_the_path_is_wrong(toy_on_off) -> None:
+    _, on, off = toy_on_off
+    assert_sme2_kernel_path(on, off, at_least=0.9)
+    with pytest.raises(AssertionError, match=r"with SME2 on, less than 90% of CONV\+GEMM time took packed SME "
+                                             r"kernels.*Convolution \(NHWC, F32\) IGEMM"):
+        assert_sme2_kernel_path(off, off, at_least=0.9)
+    with pytest.raises(AssertionError, match=r"with SME2 off, operators still took packed SME kernels.*PF32"):
+        assert_sme2_kernel_path(on, on, at_least=0.9)
 
 
 def test_kernel_trace_attributes_blocks_to_symbols_and_ignores_lookalikes(tmp_path: Path) -> None:
