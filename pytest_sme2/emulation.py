@@ -20,13 +20,14 @@ from pathlib import Path
 
 from .errors import RunnerError
 from ._filelock import locked
-from .native.build import _run, build_runner, cache_root, runner_binary
+from .native.build import CROSS_PACKAGE, _run, build_runner, cache_root, runner_binary
 
 SETUP_COMMAND = "pytest-sme2 setup-emulation"
 QEMU_SERIES = "11.1"
 QEMU_SUITES = ("trixie-backports", "sid")
 SYSROOT = Path("/usr/aarch64-linux-gnu")
 DEFAULT_SVL_BITS = 512  # like the Apple M4
+CROSS_COMPILER_ADVICE = f"install Debian's aarch64 cross compiler: sudo apt-get install {CROSS_PACKAGE}"
 _PROBE_SOURCE = r"""
 #include <stdio.h>
 #include <sys/auxv.h>
@@ -134,10 +135,10 @@ def install_cross_compiler() -> str | None:
     if os.geteuid() == 0 and shutil.which("apt-get"):
         env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
         subprocess.run(["apt-get", "update", "-qq"], check=False, env=env)
-        done = subprocess.run(["apt-get", "install", "-y", "-qq", "g++-aarch64-linux-gnu"], env=env)
+        done = subprocess.run(["apt-get", "install", "-y", "-qq", CROSS_PACKAGE], env=env)
         if done.returncode == 0:
             return None
-    return "install Debian's aarch64 cross compiler: sudo apt-get install g++-aarch64-linux-gnu"
+    return CROSS_COMPILER_ADVICE
 
 
 def _probe_binary() -> Path:
@@ -145,7 +146,7 @@ def _probe_binary() -> Path:
     if not probe.exists():
         compiler = shutil.which("aarch64-linux-gnu-gcc")
         if compiler is None:
-            raise RunnerError("building the SME2 probe needs aarch64-linux-gnu-gcc; " + (install_cross_compiler() or ""))
+            raise RunnerError(f"building the SME2 probe needs aarch64-linux-gnu-gcc; {CROSS_COMPILER_ADVICE}")
         source = probe.with_suffix(".c")
         probe.parent.mkdir(parents=True, exist_ok=True)
         source.write_text(_PROBE_SOURCE)
@@ -190,7 +191,7 @@ def status(build: bool = False, runner: Path | None = None) -> EmulationStatus:
     if not SYSROOT.exists():
         return EmulationStatus(qemu, version, None,
                                f"the aarch64 sysroot {SYSROOT} is missing; run `{SETUP_COMMAND}` as root "
-                               "or `sudo apt-get install g++-aarch64-linux-gnu`")
+                               f"or {CROSS_COMPILER_ADVICE}")
     try:
         if runner is None:
             runner = build_runner("linux-aarch64") if build else _cached_aarch64_runner()

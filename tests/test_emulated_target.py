@@ -106,21 +106,23 @@ def test_invalid_streaming_vector_length_is_a_usage_error(sme2_project: pytest.P
     result.stderr.fnmatch_lines(["*--sme2-emulated-svl=100 is not an SME streaming vector length*"])
 
 
-def test_missing_qemu_skips_with_the_setup_command(sme2_project: pytest.Pytester, runner_cache: Path) -> None:
-    sme2_project.makepyfile(SME2_TEST)
-    result = sme2_project.runpytest_inprocess(*NO_BASELINES, "--sme2-target=emulated", "-rs", "-k", "kernel_path")
+def _assert_emulated_tests_skip(project: pytest.Pytester, reason: str) -> None:
+    """The SME2 test on the emulated target skips, with ``reason`` (an fnmatch pattern) shown by -rs."""
+    project.makepyfile(SME2_TEST)
+    result = project.runpytest_inprocess(*NO_BASELINES, "--sme2-target=emulated", "-rs", "-k", "kernel_path")
     result.assert_outcomes(skipped=1)
-    result.stdout.fnmatch_lines(["*qemu-user 11.1 is not set up; run `pytest-sme2 setup-emulation`*"])
+    result.stdout.fnmatch_lines([reason])
+
+
+def test_missing_qemu_skips_with_the_setup_command(sme2_project: pytest.Pytester, runner_cache: Path) -> None:
+    _assert_emulated_tests_skip(sme2_project, "*qemu-user 11.1 is not set up; run `pytest-sme2 setup-emulation`*")
 
 
 @pytest.mark.skipif(not DEBIAN_QEMU.exists(), reason="needs Debian's qemu-user 7.2: apt-get install qemu-user")
 def test_qemu_without_sme2_skips_with_the_setup_command(sme2_project: pytest.Pytester, runner_cache: Path) -> None:
     (runner_cache / "qemu").mkdir()
     shutil.copy2(DEBIAN_QEMU, runner_cache / "qemu" / "qemu-aarch64")
-    sme2_project.makepyfile(SME2_TEST)
-    result = sme2_project.runpytest_inprocess(*NO_BASELINES, "--sme2-target=emulated", "-rs", "-k", "kernel_path")
-    result.assert_outcomes(skipped=1)
-    result.stdout.fnmatch_lines(["*which has no SME2 for linux-user; run `pytest-sme2 setup-emulation --force`*"])
+    _assert_emulated_tests_skip(sme2_project, "*which has no SME2 for linux-user; run `pytest-sme2 setup-emulation --force`*")
 
 
 def test_qemu_that_does_not_run_skips_with_the_setup_command(sme2_project: pytest.Pytester,
@@ -129,10 +131,7 @@ def test_qemu_that_does_not_run_skips_with_the_setup_command(sme2_project: pytes
     broken.parent.mkdir()
     broken.write_bytes(b"\x00not an executable\x00")
     broken.chmod(0o755)
-    sme2_project.makepyfile(SME2_TEST)
-    result = sme2_project.runpytest_inprocess(*NO_BASELINES, "--sme2-target=emulated", "-rs", "-k", "kernel_path")
-    result.assert_outcomes(skipped=1)
-    result.stdout.fnmatch_lines(["*qemu-aarch64 does not run (*); run `pytest-sme2 setup-emulation --force`*"])
+    _assert_emulated_tests_skip(sme2_project, "*qemu-aarch64 does not run (*); run `pytest-sme2 setup-emulation --force`*")
 
 
 def test_auto_target_without_emulation_names_the_setup_in_the_skip(sme2_project: pytest.Pytester,

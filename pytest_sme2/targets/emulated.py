@@ -92,20 +92,21 @@ class EmulatedTarget:
             raise UsageError(f"emulated SME2 target not ready: {st.problem}")
         self._check_runner_version()
         cpu = "max,sme=off" if spec.sme2 is False else emulation.svl_cpu(self._svl)
+        qemu = [str(st.qemu), "-cpu", cpu]
         env = {**os.environ, "QEMU_LD_PREFIX": str(emulation.SYSROOT)}
-        result = run_runner_process([str(st.qemu), "-cpu", cpu], st.runner, env, pte, inputs, spec, out_dir,
-                                    self.info, sme2_active=spec.sme2 is not False)
+        result = run_runner_process(qemu, st.runner, env, pte, inputs, spec, out_dir, self.info,
+                                    sme2_active=spec.sme2 is not False)
         if self._trace_kernels and spec.etdump:
-            result.evidence["kernel_trace"] = self._kernel_trace(cpu, env, pte, inputs, spec, out_dir).as_dict()
+            result.evidence["kernel_trace"] = self._kernel_trace(qemu, env, pte, inputs, spec, out_dir).as_dict()
         return result
 
-    def _kernel_trace(self, cpu: str, env: dict[str, str], pte: Path, inputs: Path | None, spec: RunSpec,
+    def _kernel_trace(self, qemu: list[str], env: dict[str, str], pte: Path, inputs: Path | None, spec: RunSpec,
                       out_dir: Path) -> KernelTrace:
         """One more inference with qemu's in_asm log, to name the SME/SME2 kernels that ran (kernel_trace.py)."""
         trace_dir = out_dir / "kernel-trace"
         trace_dir.mkdir(parents=True, exist_ok=True)
         log, maps = trace_dir / "qemu_in_asm.log", trace_dir / "maps.txt"
-        run_runner_process([str(self._status.qemu), "-cpu", cpu, "-d", "in_asm", "-D", str(log)], self._status.runner,
+        run_runner_process([*qemu, "-d", "in_asm", "-D", str(log)], self._status.runner,
                            env, pte, inputs, replace(spec, runs=1, warmup=0, etdump=False), trace_dir, self.info,
                            sme2_active=spec.sme2 is not False, extra_args=(f"--maps_path={maps}",))
         trace = KernelTrace.from_files(log, maps)
