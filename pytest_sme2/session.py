@@ -14,7 +14,7 @@ from typing import Any
 
 from .export import ExportedModel, Recipe, export
 from .registry import ModelRegistry, default_registry
-from .targets import Target, make_target
+from .targets import RunSpec, Target, make_target
 
 
 @dataclass(frozen=True)
@@ -57,8 +57,10 @@ class Sme2Session:
 
     def default_runs(self) -> tuple[int, int]:
         """Timed and warmup runs when nothing sets them: the settings, else the target's defaults."""
-        runs = self.settings.runs if self.settings.runs is not None else getattr(self.target, "default_runs", 20)
-        warmup = self.settings.warmup if self.settings.warmup is not None else getattr(self.target, "default_warmup", 3)
+        # Hardware targets use RunSpec's defaults; a target may set fewer (the emulated one does).
+        runs = self.settings.runs if self.settings.runs is not None else getattr(self.target, "default_runs", RunSpec.runs)
+        warmup = (self.settings.warmup if self.settings.warmup is not None
+                  else getattr(self.target, "default_warmup", RunSpec.warmup))
         return runs, warmup
 
     def export(self, name: str, recipe: Recipe) -> ExportedModel:
