@@ -87,6 +87,8 @@ def record_of(profile: Any, instructions: Mapping[str, Any] | None = None) -> di
         "emulated": profile.emulated,
         "latency": profile.latency.as_dict(),
         "samples_ms": [float(x) for x in profile.e2e_ms],
+        # The reference program's time before each run: the gate compares samples_ms / reference_ms.
+        "reference_ms": [float(x) for x in profile.reference_ms] if profile.relative_ms is not None else None,
         "shares": profile.shares,
         "delegation_coverage": profile.delegation_coverage,
         "node_delegation_coverage": profile.node_delegation_coverage,
@@ -174,6 +176,12 @@ def load(path: Path) -> Baseline | None:
             isinstance(x, (int, float)) and not isinstance(x, bool) and x >= 0 for x in samples
         ):
             raise _broken(path, f"profile {label!r}: 'samples_ms' must be a non-empty list of non-negative numbers")
+        reference = record.get("reference_ms")
+        if reference is not None and (not isinstance(reference, list) or len(reference) != len(samples) or not all(
+            isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0 for x in reference
+        )):
+            raise _broken(path, f"profile {label!r}: 'reference_ms' must be null or a list of positive numbers, one "
+                                f"per entry of 'samples_ms' ({len(samples)})")
     return Baseline(path=path, test_id=str(data["test"]), fingerprint=str(data["fingerprint"]),
                     profiles=profiles, target=dict(data.get("target") or {}), recorded=dict(data.get("recorded") or {}))
 

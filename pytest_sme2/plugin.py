@@ -83,6 +83,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="emulated target: skip the traced inference that names the SME kernels that ran")
     parser.addini("sme2_kernel_trace", "emulated target: name the SME kernels that ran (one traced inference "
                   "per variant)", type="bool", default=True)
+    group.addoption("--sme2-latency-reference", default=None, choices=("on", "off"),
+                    help="run pytest-sme2's reference program before each timed run so latency is gated relative "
+                         "to it, cancelling drift of the machine (default: ini sme2_latency_reference, on); off for "
+                         "a runner that is not pytest-sme2's")
+    parser.addini("sme2_latency_reference", "run the reference program before each timed run (relative latency gate)",
+                  type="bool", default=True)
     parser.addini("sme2_threads", "default runtime threads", default=str(_DEFAULTS["threads"]))
     parser.addini("sme2_timeout", "default run timeout in seconds", default=str(_DEFAULTS["timeout"]))
     parser.addini("sme2_runner", "local target: runner executable (SME2 off by masking)", default="")
@@ -161,6 +167,8 @@ def pytest_configure(config: pytest.Config) -> None:
         runner_off=_path_setting(config, "runner_off"),
         svl_bits=_setting(config, "emulated_svl", int),
         kernel_trace=config.getini("sme2_kernel_trace") and not config.getoption("sme2_no_kernel_trace"),
+        latency_reference=(config.getoption("sme2_latency_reference") == "on"
+                           if config.getoption("sme2_latency_reference") else config.getini("sme2_latency_reference")),
     )
     try:
         check_target_name(settings.target)

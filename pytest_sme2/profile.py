@@ -75,6 +75,8 @@ class Profile:
     variant: str = "?"
     delegation: Mapping[str, Any] | None = None
     wall_ms: np.ndarray | None = None
+    # The reference program's time right before each timed run (reference_program.py), or None.
+    reference_ms: np.ndarray | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     artifacts: dict[str, str] = field(default_factory=dict)
 
@@ -103,6 +105,7 @@ class Profile:
             if (other.model, other.recipe, other.variant) != (head.model, head.recipe, head.variant):
                 raise ValueError(f"cannot merge {other.label} into {head.label}: different program or variant")
         walls = [p.wall_ms for p in profiles]
+        references = [p.reference_ms for p in profiles]
         artifacts = dict(head.artifacts)
         for number, other in enumerate(profiles[1:], start=2):
             artifacts.update({f"{k}.{number}": v for k, v in other.artifacts.items() if v != artifacts.get(k)})
@@ -113,6 +116,7 @@ class Profile:
             variant=head.variant,
             delegation=head.delegation,
             wall_ms=np.concatenate(walls) if all(w is not None for w in walls) else None,
+            reference_ms=np.concatenate(references) if all(r is not None for r in references) else None,
             metadata={**head.metadata, "chunks": len(profiles)},
             artifacts=artifacts,
         )
@@ -157,6 +161,17 @@ class Profile:
     @property
     def runs(self) -> int:
         return self.trace.runs
+
+    @property
+    def relative_ms(self) -> np.ndarray | None:
+        """Per-run latency divided by the reference program's time right before it, or None without one.
+
+        Drift of the whole machine slows both alike, so this moves far less between
+        processes than ``e2e_ms``; the baseline gate compares it (reference_program.py).
+        """
+        if self.reference_ms is None or len(self.reference_ms) != self.runs:
+            return None
+        return self.e2e_ms / self.reference_ms
 
     @functools.cached_property
     def latency(self) -> stats.Summary:
@@ -328,6 +343,7 @@ class Profile:
             "runs": self.runs,
             "latency": self.latency.as_dict(),
             "wall_latency": stats.Summary.of(self.wall_ms).as_dict() if self.wall_ms is not None and len(self.wall_ms) else None,
+            "relative_latency": stats.Summary.of(self.relative_ms).as_dict(unit="") if self.relative_ms is not None else None,
             "load_ms": self.load_ms,
             "init_ms": self.init_ms,
             "shares": self.shares,

@@ -85,7 +85,9 @@ class Runner:
         check_program(program)
         identity["pte"] = str(program)
         identity["inputs"] = str(inputs) if inputs is not None else None
-        result = self.session.target.run(program, inputs, spec, out_dir)
+        reference = self.session.reference()
+        result = self.session.target.run(program, inputs, spec, out_dir,
+                                         reference=reference.path if reference is not None else None)
         return result, identity
 
     def profile(self, pte: "ExportedModel | str | Path") -> Profile:
@@ -110,6 +112,7 @@ class Runner:
             variant=self.label,
             delegation=identity["delegation"],
             wall_ms=result.wall_ms,
+            reference_ms=result.reference_ms,
             metadata=metadata,
             artifacts=result.artifacts
             | {"pte": identity["pte"]}

@@ -32,6 +32,9 @@ class Settings:
     svl_bits: int = 512  # emulated target: streaming vector length
     kernel_trace: bool = True  # emulated target: name the SME kernels that ran (one traced inference more)
     adb: Any = None  # adb target: targets.adb.AdbOptions (serial comes from the target name)
+    # Run the reference program before each timed run, so latency can be gated relative to it
+    # (reference_program.py); off only for runners that cannot (a user's own executor_runner).
+    latency_reference: bool = True
 
 
 def slug(text: str, limit: int = 120) -> str:
@@ -46,6 +49,7 @@ class Sme2Session:
         self.registry = registry or ModelRegistry(parent=default_registry())
         self._target: Target | None = None
         self._exports: dict[tuple[str, Recipe], ExportedModel] = {}
+        self._reference: ExportedModel | None = None
 
     @property
     def target(self) -> Target:
@@ -71,6 +75,19 @@ class Sme2Session:
         model = self.registry.get(name)
         self._exports[key] = export(model, recipe, self.settings.cache_dir)
         return self._exports[key]
+
+    def reference(self) -> ExportedModel | None:
+        """The reference program runs interleave with timed runs, or None: turned off, or emulated timing
+        (never compared, so the reference would only cost emulation time)."""
+        if not self.settings.latency_reference or self.target.info.emulated:
+            return None
+        if self._reference is None:
+            from . import reference_program
+
+            registry = ModelRegistry()
+            registry.register(reference_program.NAME, reference_program)
+            self._reference = export(registry.get(reference_program.NAME), Recipe(), self.settings.cache_dir)
+        return self._reference
 
     def test_dir(self, nodeid: str) -> Path:
         directory = self.settings.session_dir / slug(nodeid)

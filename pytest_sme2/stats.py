@@ -130,19 +130,21 @@ class Summary:
             median_ci=median_ci(samples),
         )
 
-    def as_dict(self) -> dict[str, float]:
+    def as_dict(self, unit: str = "ms") -> dict[str, float]:
+        """Keys carry the unit (``median_ms``); ``unit=""`` for unitless samples such as relative latency."""
+        u = f"_{unit}" if unit else ""
         return {
             "n": self.n,
-            "median_ms": self.median,
-            "mean_ms": self.mean,
-            "stdev_ms": self.stdev,
-            "min_ms": self.min,
-            "max_ms": self.max,
-            "p10_ms": self.p10,
-            "p90_ms": self.p90,
+            f"median{u}": self.median,
+            f"mean{u}": self.mean,
+            f"stdev{u}": self.stdev,
+            f"min{u}": self.min,
+            f"max{u}": self.max,
+            f"p10{u}": self.p10,
+            f"p90{u}": self.p90,
             "cv": self.cv,
-            "median_ci_low_ms": self.median_ci.low,
-            "median_ci_high_ms": self.median_ci.high,
+            f"median_ci_low{u}": self.median_ci.low,
+            f"median_ci_high{u}": self.median_ci.high,
         }
 
 

@@ -2,10 +2,13 @@
 
 Two kinds of checks, because they fail for different reasons:
 
-- Latency is noisy (medians move about +-20% between processes on a shared
-  machine), so a latency regression needs a change both larger than the
-  tolerance and statistically significant over all per-run samples
-  (one-sided Mann-Whitney U at a strict alpha). Improvements are reported the
+- Latency is noisy (raw medians moved by a factor of two between processes
+  on this shared machine), so the gate compares relative latency: each run
+  divided by the run of pytest-sme2's fixed reference program right before it
+  (reference_program.py), which cancels drift of the whole machine. A
+  regression needs a change both larger than the tolerance and statistically
+  significant over all per-run samples (one-sided Mann-Whitney U at a strict
+  alpha). Improvements are reported the
   same way. Emulated timing is not hardware timing and is never compared.
   ``metric="instructions"`` replaces latency by instructions per inference
   counted under callgrind, which repeat to about 1e-6, so a plain relative
@@ -91,13 +94,39 @@ def _pct(value: float) -> str:
     return f"{value:.1%}"
 
 
+def _relative_samples(record: Mapping[str, Any]) -> list[float] | None:
+    """Per-run latency / reference time before it (reference_program.py), or None when not recorded."""
+    reference = record.get("reference_ms")
+    samples = record["samples_ms"]
+    if not reference or len(reference) != len(samples):
+        return None
+    return [s / r for s, r in zip(samples, reference)]
+
+
 def latency_verdict(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any], tol: Tolerances) -> Verdict:
-    """Regression only if the median moved more than the tolerance and Mann-Whitney U says it is not noise."""
+    """Regression only if the median moved more than the tolerance and Mann-Whitney U says it is not noise.
+
+    What is compared is the relative latency (each run divided by the reference program's run right
+    before it) when both sides have it, because drift of the whole machine cancels there; raw
+    milliseconds otherwise, with a note saying so and how to get the relative gate.
+    """
     if current.get("emulated") or baseline.get("emulated"):
         return Verdict("latency", SKIPPED, label, "emulated timing is not hardware timing: latency not compared")
-    test = stats.shift_test(baseline["samples_ms"], current["samples_ms"])
+    relative = (_relative_samples(current), _relative_samples(baseline))
+    if relative[0] is not None and relative[1] is not None:
+        test = stats.shift_test(relative[1], relative[0])
+        basis, how = "relative latency", "each run / the reference program's run right before it; "
+        raw_note = ""
+    else:
+        test = stats.shift_test(baseline["samples_ms"], current["samples_ms"])
+        which = " and ".join(side for side, r in (("this run", relative[0]), ("the baseline", relative[1])) if r is None)
+        basis, how = "raw latency", ""
+        raw_note = (f"; judged on raw milliseconds because {which} has no reference-program times, so drift of "
+                    f"the machine is not cancelled (record the baseline again with --sme2-update-baselines and "
+                    f"keep --sme2-latency-reference on)")
     ratio = test.ratio
     evidence = {
+        "basis": "relative" if not raw_note else "raw",
         "current_median_ms": current["latency"]["median_ms"],
         "baseline_median_ms": baseline["latency"]["median_ms"],
         "ratio": ratio.value, "ratio_low": ratio.low, "ratio_high": ratio.high,
@@ -106,9 +135,9 @@ def latency_verdict(label: str, current: Mapping[str, Any], baseline: Mapping[st
         "current_runs": test.n_current, "baseline_runs": test.n_baseline,
     }
     numbers = (
-        f"median {evidence['current_median_ms']:.4g} ms vs baseline {evidence['baseline_median_ms']:.4g} ms "
-        f"({ratio.value - 1:+.1%}, {ratio.confidence:.0%} CI of the ratio [{ratio.low:.3f}, {ratio.high:.3f}], "
-        f"{test.n_current} vs {test.n_baseline} runs)"
+        f"{basis} {ratio.value - 1:+.1%} ({how}{ratio.confidence:.0%} CI of the ratio [{ratio.low:.3f}, {ratio.high:.3f}], "
+        f"{test.n_current} vs {test.n_baseline} runs; raw median {evidence['current_median_ms']:.4g} ms vs baseline "
+        f"{evidence['baseline_median_ms']:.4g} ms){raw_note}"
     )
     if ratio.value > 1 + tol.latency and test.p_slower < tol.alpha:
         return Verdict("latency", REGRESSION, label,

@@ -6,6 +6,7 @@ import json
 import multiprocessing
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from pytest_sme2 import baselines
@@ -65,6 +66,11 @@ def test_load_round_trip_and_missing_file_is_none(tmp_path: Path) -> None:
          "profile 'a' has no 'samples_ms'"),
         ('{"schema": 1, "test": "t", "fingerprint": "f", "profiles": {"a": {"latency": {}, "shares": {}, '
          '"samples_ms": [1, "x"]}}}', "'samples_ms' must be a non-empty list of non-negative numbers"),
+        ('{"schema": 1, "test": "t", "fingerprint": "f", "profiles": {"a": {"latency": {}, "shares": {}, '
+         '"samples_ms": [1, 2], "reference_ms": [3]}}}',
+         "'reference_ms' must be null or a list of positive numbers, one per entry of 'samples_ms' (2)"),
+        ('{"schema": 1, "test": "t", "fingerprint": "f", "profiles": {"a": {"latency": {}, "shares": {}, '
+         '"samples_ms": [1], "reference_ms": [0]}}}', "'reference_ms' must be null or a list of positive numbers"),
     ],
 )
 def test_broken_files_are_clear_errors_naming_the_file(tmp_path: Path, text: str, why: str) -> None:
@@ -123,7 +129,11 @@ def test_record_of_a_real_profile(tmp_path: Path) -> None:
                                   "ops": [{"op_type": "aten.where.self", "delegated": 0, "non_delegated": 1}]},
                       metadata={"run": {"runs": 3}, "export": {"torch": "2.13.0"}})
     record = baselines.record_of(profile, {"per_inference": 10.0})
-    assert record["samples_ms"] == [1.0, 1.0, 1.0]
+    assert record["samples_ms"] == [1.0, 1.0, 1.0] and record["reference_ms"] is None
+    referenced = Profile(trace, model="m", recipe="fp32-xnnpack", variant="host", reference_ms=np.array([2.0, 4.0, 0.5]))
+    assert baselines.record_of(referenced)["reference_ms"] == [2.0, 4.0, 0.5]
+    assert list(referenced.relative_ms) == [0.5, 0.25, 2.0]
+    assert referenced.summary()["relative_latency"]["median"] == 0.5
     assert record["delegation_coverage"] == pytest.approx(0.7)
     assert record["portable_ops"] == ["native_call_where.self_out"]
     assert record["delegation"]["ops"] == {"aten.where.self": [0, 1]}

@@ -79,6 +79,31 @@ def test_native_runner_profile_matches_eager_and_etdump(session: Sme2Session) ->
     # ExecuTorch's Inspector reads the runner's ETDump too.
     frame = profile.inspector().to_dataframe()
     assert (frame["event_name"] == "Method::execute").sum() == 1
+    # The reference program ran before each timed run, untraced (the ETDump holds the 5 model runs only).
+    assert profile.reference_ms is not None and len(profile.reference_ms) == 5 and np.all(profile.reference_ms > 0)
+    assert np.allclose(profile.relative_ms, profile.e2e_ms / profile.reference_ms)
+
+
+def test_reference_program_errors_are_clear(session: Sme2Session, tmp_path: Path) -> None:
+    exported = session.export("toy_cnn", Recipe())
+    target = session.target
+    with pytest.raises(RunnerError) as info:
+        target.run(exported.path, exported.inputs_path, RunSpec(runs=2, warmup=0), tmp_path / "missing",
+                   reference=tmp_path / "no such reference.pte")
+    assert "exited with status 3" in str(info.value) and "reference program" in str(info.value)
+    # A runner that is not pytest-sme2's (here: a script printing a result without reference times).
+    foreign = tmp_path / "foreign_runner"
+    foreign.write_text("#!/bin/sh\necho 'PYTEST_SME2_RESULT {\"latency_ms\": [1.0, 1.0], \"threads\": 1}'\n")
+    foreign.chmod(0o755)
+    other = Sme2Session(Settings(target="local", cache_dir=session.settings.cache_dir,
+                                 session_dir=tmp_path / "artifacts", runner=foreign))
+    with pytest.raises(RunnerError, match="reported none in 'reference_ms'.*--sme2-latency-reference=off"):
+        other.target.run(exported.path, exported.inputs_path, RunSpec(runs=2, warmup=0, etdump=False),
+                         tmp_path / "foreign", reference=exported.path)
+    # Without a reference it is accepted: the relative gate is off, raw latency is all there is.
+    result = other.target.run(exported.path, exported.inputs_path, RunSpec(runs=2, warmup=0, etdump=False),
+                              tmp_path / "foreign2")
+    assert result.reference_ms is None and list(result.wall_ms) == [1.0, 1.0]
 
 
 def test_sme2_off_with_one_build_preloads_the_mask_library(session: Sme2Session, tmp_path: Path) -> None:

@@ -72,6 +72,31 @@ def test_profile_end_to_end_and_report_sections(sme2_project: pytest.Pytester) -
     assert "Convolution (NHWC, F32) IGEMM" in report
 
 
+@pytest.mark.parametrize(("option", "expected"), [((), "interleaved"), (("--sme2-latency-reference=off",), "none")])
+def test_reference_program_runs_before_each_timed_run_unless_turned_off(sme2_project: pytest.Pytester,
+                                                                      option: tuple, expected: str) -> None:
+    sme2_project.makepyfile(
+        f"""
+        import numpy as np
+        import pytest
+
+        @pytest.mark.perf(runs=4, warmup=1)
+        @pytest.mark.model("tiny")
+        def test_profile(exported_pte, runner, etdump_profile):
+            profile = etdump_profile(exported_pte, runner())
+            assert profile.runs == 4  # the ETDump holds the model's runs only
+            if {expected!r} == "none":
+                assert profile.reference_ms is None and profile.relative_ms is None
+                assert profile.summary()["relative_latency"] is None
+            else:
+                assert len(profile.reference_ms) == 4 and np.all(profile.reference_ms > 0)
+                assert np.allclose(profile.relative_ms, profile.e2e_ms / profile.reference_ms)
+                assert profile.summary()["relative_latency"]["n"] == 4
+        """
+    )
+    sme2_project.runpytest_inprocess(*option).assert_outcomes(passed=1)
+
+
 def test_sme2_request_on_a_cpu_without_sme2_skips_naming_the_cpu(sme2_project: pytest.Pytester) -> None:
     cpu = host_cpu()
     if cpu.has_sme2:

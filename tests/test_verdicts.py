@@ -80,6 +80,46 @@ def test_improvement_is_reported() -> None:
     assert verdict.status == "improvement" and not verdict.failed and "latency improvement" in verdict.message
 
 
+def with_reference(samples: np.ndarray, reference: np.ndarray) -> dict:
+    """A record whose runs each followed a reference-program run of the given time."""
+    return record(samples, reference_ms=[float(x) for x in reference])
+
+
+def test_drift_of_the_whole_machine_is_not_a_regression_on_relative_latency() -> None:
+    # The machine is 60% slower for the current run: model and reference alike.
+    reference, model = noisy(3.0, seed=6), noisy(2.0, seed=7)
+    base = with_reference(model, reference)
+    drifted = with_reference(model * 1.6, reference * 1.6)
+    [verdict] = by_check(judge("m", drifted, base), "latency")
+    assert verdict.status == "ok", verdict.message
+    assert verdict.evidence["basis"] == "relative" and verdict.evidence["ratio"] == pytest.approx(1.0)
+    assert "relative latency" in verdict.message and "raw median" in verdict.message
+    # Judged on raw milliseconds the same data is a 60% "regression": what the reference prevents.
+    [raw] = by_check(judge("m", record(drifted["samples_ms"]), record(base["samples_ms"])), "latency")
+    assert raw.status == "regression" and raw.evidence["basis"] == "raw"
+
+
+def test_model_slower_than_its_reference_is_a_regression() -> None:
+    reference, model = noisy(3.0, seed=8), noisy(2.0, seed=9)
+    base = with_reference(model, reference)
+    slowed = with_reference(model * 1.2, reference * 0.97)  # the machine even got a little faster
+    [verdict] = by_check(judge("m", slowed, base), "latency")
+    assert verdict.status == "regression", verdict.message
+    expected = np.median(model * 1.2 / (reference * 0.97)) / np.median(model / reference)
+    assert verdict.evidence["ratio"] == pytest.approx(expected)
+    assert "latency regression: relative latency +" in verdict.message
+
+
+def test_a_side_without_reference_times_is_judged_raw_and_says_how_to_fix_it() -> None:
+    reference, model = noisy(3.0, seed=10), noisy(2.0, seed=11)
+    for current, baseline, missing in ((record(model), with_reference(model, reference), "this run"),
+                                       (with_reference(model, reference), record(model), "the baseline")):
+        [verdict] = by_check(judge("m", current, baseline), "latency")
+        assert verdict.evidence["basis"] == "raw"
+        assert f"because {missing} has no reference-program times" in verdict.message
+        assert "--sme2-update-baselines" in verdict.message
+
+
 def test_emulated_latency_is_skipped_but_structure_is_checked() -> None:
     base = record(noisy(2.0), emulated=True)
     cur = record(noisy(9.0), emulated=True, delegation_coverage=0.5)

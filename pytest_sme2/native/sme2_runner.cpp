@@ -7,6 +7,10 @@
 // line "PYTEST_SME2_RESULT {json}" on stdout; errors go to stderr with a
 // non-zero exit status (2 usage, 3 load, 4 inputs, 5 run, 6 output).
 // --version prints "pytest-sme2 runner executorch=<version it was built against>".
+// --reference_path=PTE runs one inference of that program right before each
+// timed (and warmup) inference and reports its times as "reference_ms": the
+// baseline gate divides by it so drift of the whole machine cancels
+// (pytest_sme2/reference_program.py says why).
 
 #include <chrono>
 #include <cstdint>
@@ -48,6 +52,7 @@ struct Options {
   std::string warmup_etdump_path;
   std::string inputs_path;
   std::string outputs_path;
+  std::string reference_path;  // program run before each inference, timed apart (relative latency)
   std::string maps_path;  // copy of /proc/self/maps at exit: where each library was loaded (kernel traces)
   long num_executions = 1;
   long warmup = 0;
@@ -93,6 +98,7 @@ Options parse(int argc, char** argv) {
     if (take(arg, "inputs_path", &o.inputs_path)) continue;
     if (take(arg, "outputs_path", &o.outputs_path)) continue;
     if (take(arg, "maps_path", &o.maps_path)) continue;
+    if (take(arg, "reference_path", &o.reference_path)) continue;
     if (take(arg, "num_executions", &v)) { o.num_executions = to_long("num_executions", v); continue; }
     if (take(arg, "warmup", &v)) { o.warmup = to_long("warmup", v); continue; }
     if (take(arg, "cpu_threads", &v)) { o.cpu_threads = to_long("cpu_threads", v); continue; }
@@ -164,6 +170,38 @@ void write_etdump(executorch::etdump::ETDumpGen* gen, const std::string& path) {
   gen->reset();  // start a fresh trace: the next file holds only the runs after this one
 }
 
+// All-ones inputs from the method's metadata, for programs run without an inputs file.
+std::vector<TensorPtr> ones_inputs(const executorch::runtime::MethodMeta& meta, const std::string& program) {
+  std::vector<TensorPtr> tensors;
+  for (size_t i = 0; i < meta.num_inputs(); ++i) {
+    auto info = meta.input_tensor_meta(i);
+    if (!info.ok()) die(4, "input " + std::to_string(i) + " of " + program + " is not a tensor; pass --inputs_path");
+    std::vector<executorch::aten::SizesType> sizes(info->sizes().begin(), info->sizes().end());
+    tensors.push_back(executorch::extension::ones(std::move(sizes), info->scalar_type()));
+  }
+  return tensors;
+}
+
+void load_forward(Module& module, const std::string& path, const char* what) {
+  auto error = module.load_forward();
+  if (error != executorch::runtime::Error::Ok) {
+    std::ostringstream m;
+    m << "cannot load method 'forward' of " << what << path << " (error 0x" << std::hex << static_cast<int>(error)
+      << ")";
+    die(3, m.str());
+  }
+}
+
+std::vector<EValue> run_forward(Module& module, const std::vector<EValue>& inputs, const char* what) {
+  auto result = module.forward(inputs);
+  if (!result.ok()) {
+    std::ostringstream m;
+    m << what << "forward failed (error 0x" << std::hex << static_cast<int>(result.error()) << ")";
+    die(5, m.str());
+  }
+  return std::move(*result);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -180,13 +218,7 @@ int main(int argc, char** argv) {
     gen = tracer.get();
   }
   Module module(o.model_path, Module::LoadMode::Mmap, std::move(tracer));
-  auto load_error = module.load_forward();
-  if (load_error != executorch::runtime::Error::Ok) {
-    std::ostringstream m;
-    m << "cannot load method 'forward' of " << o.model_path << " (error 0x" << std::hex
-      << static_cast<int>(load_error) << ")";
-    die(3, m.str());
-  }
+  load_forward(module, o.model_path, "");
   auto meta = module.method_meta("forward");
   if (!meta.ok()) die(3, "cannot read method metadata of " + o.model_path);
 
@@ -194,12 +226,7 @@ int main(int argc, char** argv) {
   if (!o.inputs_path.empty()) {
     tensors = read_tensors(o.inputs_path);
   } else {
-    for (size_t i = 0; i < meta->num_inputs(); ++i) {
-      auto info = meta->input_tensor_meta(i);
-      if (!info.ok()) die(4, "input " + std::to_string(i) + " is not a tensor; pass --inputs_path");
-      std::vector<executorch::aten::SizesType> sizes(info->sizes().begin(), info->sizes().end());
-      tensors.push_back(executorch::extension::ones(std::move(sizes), info->scalar_type()));
-    }
+    tensors = ones_inputs(*meta, o.model_path);
   }
   if (tensors.size() != meta->num_inputs()) {
     die(4, "the program takes " + std::to_string(meta->num_inputs()) + " inputs, the inputs file has " +
@@ -207,23 +234,40 @@ int main(int argc, char** argv) {
   }
   std::vector<EValue> inputs(tensors.begin(), tensors.end());
 
+  // The reference program has no tracer, so the model's ETDump holds the model's runs only.
+  std::unique_ptr<Module> reference;
+  std::vector<TensorPtr> reference_tensors;
+  std::vector<EValue> reference_inputs;
+  if (!o.reference_path.empty()) {
+    reference = std::make_unique<Module>(o.reference_path, Module::LoadMode::Mmap);
+    load_forward(*reference, o.reference_path, "reference program ");
+    auto reference_meta = reference->method_meta("forward");
+    if (!reference_meta.ok()) die(3, "cannot read method metadata of reference program " + o.reference_path);
+    reference_tensors = ones_inputs(*reference_meta, o.reference_path);
+    reference_inputs.assign(reference_tensors.begin(), reference_tensors.end());
+  }
+  std::vector<double> reference_ms;
+
   std::vector<EValue> outputs;
-  auto run_once = [&]() {
-    auto result = module.forward(inputs);
-    if (!result.ok()) {
-      std::ostringstream m;
-      m << "forward failed (error 0x" << std::hex << static_cast<int>(result.error()) << ")";
-      die(5, m.str());
-    }
-    outputs = std::move(*result);
+  auto run_once = [&]() { outputs = run_forward(module, inputs, ""); };
+  auto run_reference = [&](bool timed) {
+    if (!reference) return;
+    auto start = std::chrono::steady_clock::now();
+    run_forward(*reference, reference_inputs, "reference program ");
+    auto end = std::chrono::steady_clock::now();
+    if (timed) reference_ms.push_back(std::chrono::duration<double, std::milli>(end - start).count());
   };
-  for (long i = 0; i < o.warmup; ++i) run_once();
+  for (long i = 0; i < o.warmup; ++i) {
+    run_reference(false);
+    run_once();
+  }
   if (tracing && o.warmup > 0) {
     write_etdump(gen, o.warmup_etdump_path.empty() ? o.etdump_path + ".warmup" : o.warmup_etdump_path);
   }
   std::vector<double> latency_ms;
   latency_ms.reserve(static_cast<size_t>(o.num_executions));
   for (long i = 0; i < o.num_executions; ++i) {
+    run_reference(true);
     auto start = std::chrono::steady_clock::now();
     run_once();
     auto end = std::chrono::steady_clock::now();
@@ -242,7 +286,13 @@ int main(int argc, char** argv) {
   json.precision(6);
   json << std::fixed << "{\"latency_ms\": [";
   for (size_t i = 0; i < latency_ms.size(); ++i) json << (i ? ", " : "") << latency_ms[i];
-  json << "], \"threads\": " << (pool != nullptr ? pool->get_thread_count() : 0) << "}";
+  json << "]";
+  if (reference) {
+    json << ", \"reference_ms\": [";
+    for (size_t i = 0; i < reference_ms.size(); ++i) json << (i ? ", " : "") << reference_ms[i];
+    json << "]";
+  }
+  json << ", \"threads\": " << (pool != nullptr ? pool->get_thread_count() : 0) << "}";
   std::cout << "PYTEST_SME2_RESULT " << json.str() << std::endl;
   return 0;
 }

@@ -59,11 +59,15 @@ def _link(path: str, base: Path | None) -> str:
 
 def _latency_rows(profile: Mapping[str, Any]) -> list[list[Any]]:
     rows = []
-    for name, lat in (("E2E (Method::execute)", profile["latency"]), ("wall clock (runner)", profile.get("wall_latency"))):
+    # (row name, summary, key suffix): relative latency is a ratio (stats.Summary.as_dict(unit="")).
+    for name, lat, u in (("E2E (Method::execute)", profile["latency"], "_ms"),
+                         ("wall clock (runner)", profile.get("wall_latency"), "_ms"),
+                         ("E2E / reference program (ratio, what the baseline gate compares)",
+                          profile.get("relative_latency"), "")):
         if lat:
-            rows.append([profile["variant"], name, lat["n"], ms(lat["median_ms"]),
-                         f"[{ms(lat['median_ci_low_ms'])}, {ms(lat['median_ci_high_ms'])}]", ms(lat["p10_ms"]),
-                         ms(lat["p90_ms"]), ms(lat["min_ms"]), ms(lat["max_ms"]), pct(lat["cv"])])
+            rows.append([profile["variant"], name, lat["n"], ms(lat[f"median{u}"]),
+                         f"[{ms(lat[f'median_ci_low{u}'])}, {ms(lat[f'median_ci_high{u}'])}]", ms(lat[f"p10{u}"]),
+                         ms(lat[f"p90{u}"]), ms(lat[f"min{u}"]), ms(lat[f"max{u}"]), pct(lat["cv"])])
     return rows
 
 

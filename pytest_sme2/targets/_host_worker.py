@@ -43,12 +43,11 @@ def _run(request: dict[str, Any], state: dict[str, Any],
     if request.get("inputs"):
         inputs = tuple(torch.load(request["inputs"], weights_only=True))
     else:
-        meta = module.method_meta("forward")
-        inputs = tuple(
-            torch.ones(tuple(info.sizes()), dtype=_torch_dtype(info.dtype()))
-            for info in (meta.input_tensor_meta(i) for i in range(meta.num_inputs()))
-        )
+        inputs = _ones_inputs(module)
+    reference = _reference(request.get("reference"), state)
     for _ in range(int(request["warmup"])):
+        if reference is not None:
+            reference[0].run_method("forward", reference[1])
         module.run_method("forward", inputs)
     warmup_etdump = None
     if request["etdump"] and int(request["warmup"]) > 0:
@@ -56,11 +55,16 @@ def _run(request: dict[str, Any], state: dict[str, Any],
         warmup_etdump = os.path.join(out_dir, request["warmup_name"])
         module.write_etdump_result_to_file(warmup_etdump)
     wall_ms = []
+    reference_ms = []
     outputs = None
     clock = time.perf_counter_ns
     runs = int(request["runs"])
     reported = clock()
     for done in range(1, runs + 1):
+        if reference is not None:  # right before the timed run, so drift of the machine hits both alike
+            start = clock()
+            reference[0].run_method("forward", reference[1])
+            reference_ms.append((clock() - start) / 1e6)
         start = clock()
         outputs = module.run_method("forward", inputs)
         end = clock()
@@ -82,7 +86,33 @@ def _run(request: dict[str, Any], state: dict[str, Any],
         "timed_etdump": timed_etdump,
         "outputs": outputs_path,
         "threads": portable_lib._threadpool_get_thread_count(),
+        **({"reference_ms": reference_ms} if reference is not None else {}),
     }
+
+
+def _reference(path: str | None, state: dict[str, Any]) -> tuple[Any, tuple] | None:
+    """The reference program (no ETDump) and its all-ones inputs, loaded once per worker and path."""
+    if path is None:
+        return None
+    # Keyed by thread count too: a thread-pool reset may free the pool a loaded XNNPACK runtime points at.
+    key = (path, state.get("threads"))
+    if state.get("reference_key") != key:
+        from executorch.extension.pybindings import portable_lib
+
+        module = portable_lib._load_for_executorch(path, enable_etdump=False, debug_buffer_size=0)
+        state["reference_key"], state["reference"] = key, (module, _ones_inputs(module))
+    return state["reference"]
+
+
+def _ones_inputs(module: Any) -> tuple:
+    """All-ones inputs from the method's metadata, for programs run without an inputs file."""
+    import torch
+
+    meta = module.method_meta("forward")
+    return tuple(
+        torch.ones(tuple(info.sizes()), dtype=_torch_dtype(info.dtype()))
+        for info in (meta.input_tensor_meta(i) for i in range(meta.num_inputs()))
+    )
 
 
 def _torch_dtype(code: int):  # noqa: ANN202 - torch dtype

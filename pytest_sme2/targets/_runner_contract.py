@@ -34,6 +34,7 @@ class RunnerFiles:
     warmup_etdump: str
     outputs: str
     inputs: str | None = None
+    reference: str | None = None  # reference program run before each inference (relative latency)
 
 
 def two_builds(runner_on: Path | None, runner_off: Path | None) -> bool:
@@ -57,6 +58,8 @@ def runner_arguments(binary: str, files: RunnerFiles, spec: RunSpec) -> list[str
         command += [f"--etdump_path={files.timed_etdump}", f"--warmup_etdump_path={files.warmup_etdump}"]
     if files.inputs is not None:
         command.append(f"--inputs_path={files.inputs}")
+    if files.reference is not None:
+        command.append(f"--reference_path={files.reference}")
     return command
 
 
@@ -95,8 +98,12 @@ def read_result(stdout_path: Path, shown: str, binary: str) -> dict[str, Any]:
 
 
 def build_result(answer: dict[str, Any], spec: RunSpec, info: TargetInfo, out_dir: Path, log: Path,
-                 sme2_active: bool) -> RunResult:
-    """The RunResult of a finished run whose files are in ``out_dir`` under the standard names."""
+                 sme2_active: bool, reference: bool = False) -> RunResult:
+    """The RunResult of a finished run whose files are in ``out_dir`` under the standard names.
+
+    ``reference``: whether the runner was given a reference program, so its times must be in the answer.
+    """
+    reference_ms = reference_samples(answer, spec, reference, log)
     outputs_bin = out_dir / OUTPUTS_FILE
     outputs_pt = None
     if outputs_bin.exists():
@@ -112,5 +119,19 @@ def build_result(answer: dict[str, Any], spec: RunSpec, info: TargetInfo, out_di
         timed_etdump=out_dir / TIMED_ETDUMP if spec.etdump else None,
         warmup_etdump=out_dir / WARMUP_ETDUMP if spec.etdump and spec.warmup > 0 else None,
         log=log, outputs=outputs_pt, sme2_active=sme2_active,
-        runtime_threads=answer.get("threads"),
+        runtime_threads=answer.get("threads"), reference_ms=reference_ms,
     )
+
+
+def reference_samples(answer: dict[str, Any], spec: RunSpec, expected: bool, log: Path) -> np.ndarray | None:
+    """The reference program's per-run times from a runner's answer; one per timed run when one was given."""
+    if not expected:
+        return None
+    samples = answer.get("reference_ms")
+    if samples is None or len(samples) != spec.runs:
+        got = "none" if samples is None else f"{len(samples)} times for {spec.runs} runs"
+        raise RunnerError(
+            f"the runner was given a reference program but reported {got} in 'reference_ms'; a runner that is not "
+            f"pytest-sme2's cannot interleave it: use pytest-sme2's runner or --sme2-latency-reference=off. Log: {log}"
+        )
+    return np.asarray(samples, dtype=float)

@@ -206,7 +206,7 @@ class AdbTarget:
 
             runner = build_runner()
             self._mask_is_host_build = self._mask is None  # the masking library that matches the host build
-        self._pushed: dict[Path, str] = {}  # local binary -> its folder on the device
+        self._pushed: dict[Path, str] = {}  # local binary or reference program -> its folder on the device
         self._runs = 0
         self._server = adb_server_address(self._options.server)
         self._require_server()
@@ -354,7 +354,8 @@ class AdbTarget:
                     "--sme2-runner-on / --sme2-runner-off")
         return None
 
-    def run(self, pte: Path, inputs: Path | None, spec: RunSpec, out_dir: Path) -> RunResult:
+    def run(self, pte: Path, inputs: Path | None, spec: RunSpec, out_dir: Path,
+            reference: Path | None = None) -> RunResult:
         reason = self.unsupported(spec.sme2)
         if reason is not None and spec.sme2 is False:
             raise UsageError(reason)
@@ -364,7 +365,7 @@ class AdbTarget:
         self._runs += 1
         run_dir = f"{self._session_dir}/run-{self._runs:03d}"
         try:
-            command = self._prepare(binary, Path(pte), inputs, spec, out_dir, run_dir)
+            command = self._prepare(binary, Path(pte), inputs, spec, out_dir, run_dir, reference)
             shown = f"adb -s {self.facts.serial} shell {shlex.quote(command)}"
             with open(log, "wb") as err, open(stdout_path, "wb") as out:
                 err.write(f"$ {shown}\n".encode())
@@ -378,7 +379,8 @@ class AdbTarget:
         finally:
             self._cleanup(run_dir)
         return build_result(answer, spec, self.info, out_dir, log,
-                            sme2_active=self.facts.has_sme2 and spec.sme2 is not False)
+                            sme2_active=self.facts.has_sme2 and spec.sme2 is not False,
+                            reference=reference is not None)
 
     def close(self) -> None:
         try:
@@ -423,10 +425,20 @@ class AdbTarget:
         self._pushed[binary] = folder
         return folder
 
+    def _push_reference(self, reference: Path) -> str:
+        """Push the reference program once per session (it is megabytes and the same for every run)."""
+        if reference not in self._pushed:
+            folder = f"{self._session_dir}/reference-{len(self._pushed)}"
+            self._shell(f"mkdir -p {shlex.quote(folder)}")
+            self._push(reference, f"{folder}/{reference.name}")
+            self._pushed[reference] = folder
+        return f"{self._pushed[reference]}/{reference.name}"
+
     def _prepare(self, binary: Path, pte: Path, inputs: Path | None, spec: RunSpec, out_dir: Path,
-                 run_dir: str) -> str:
+                 run_dir: str, reference: Path | None = None) -> str:
         """Push what the run needs and return the device shell command, every word quoted."""
         folder = self._push_binary(binary)
+        device_reference = self._push_reference(reference) if reference is not None else None
         self._shell(f"mkdir -p {shlex.quote(run_dir)}")
         device_pte = f"{run_dir}/{pte.name}"
         self._push(pte, device_pte)
@@ -436,7 +448,7 @@ class AdbTarget:
             self._push(torch_inputs_to_file(inputs, out_dir / INPUTS_FILE), device_inputs)
         files = RunnerFiles(pte=device_pte, timed_etdump=f"{run_dir}/{TIMED_ETDUMP}",
                             warmup_etdump=f"{run_dir}/{WARMUP_ETDUMP}", outputs=f"{run_dir}/{OUTPUTS_FILE}",
-                            inputs=device_inputs)
+                            inputs=device_inputs, reference=device_reference)
         argv = runner_arguments(f"{folder}/{binary.name}", files, spec)
         if self._options.affinity:
             argv = ["taskset", self._options.affinity, *argv]

@@ -106,6 +106,8 @@ class RunResult:
     outputs: Path | None
     sme2_active: bool
     runtime_threads: int | None = None  # what the runtime reported, to prove the setting took
+    # The reference program's time right before each timed run (reference_program.py), or None.
+    reference_ms: np.ndarray | None = None
     # Target-specific evidence for the profile's metadata, e.g. {"kernel_trace": {...}} under emulation.
     evidence: dict[str, Any] = field(default_factory=dict)
 
@@ -126,6 +128,8 @@ class Target(Protocol):
 
     def unsupported(self, sme2: bool | None) -> str | None: ...
 
-    def run(self, pte: Path, inputs: Path | None, spec: RunSpec, out_dir: Path) -> RunResult: ...
+    def run(self, pte: Path, inputs: Path | None, spec: RunSpec, out_dir: Path,
+            reference: Path | None = None) -> RunResult: ...
+    # ``reference``: a program to run right before each timed inference, timed apart (reference_program.py).
 
     def close(self) -> None: ...

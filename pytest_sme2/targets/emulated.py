@@ -86,7 +86,9 @@ class EmulatedTarget:
             )
         self._version_checked = True
 
-    def run(self, pte: Path, inputs: Path | None, spec: RunSpec, out_dir: Path) -> RunResult:
+    def run(self, pte: Path, inputs: Path | None, spec: RunSpec, out_dir: Path,
+            reference: Path | None = None) -> RunResult:
+        """``reference`` is not run: emulated time is never compared, so it would only cost emulation time."""
         st = self._status
         if not st.ready:
             raise UsageError(f"emulated SME2 target not ready: {st.problem}")

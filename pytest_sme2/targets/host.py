@@ -27,6 +27,7 @@ import numpy as np
 
 from ..cpu import CpuInfo, host_cpu
 from ..errors import ProgramError, RunnerError
+from ._runner_contract import reference_samples
 from .base import OUTPUTS, RUNNER_LOG, TIMED_ETDUMP, WARMUP_ETDUMP, RunResult, RunSpec, TargetInfo
 
 _LOG_TAIL_LINES = 25
@@ -183,7 +184,8 @@ class HostTarget:
             self._worker = _Worker(self._log_dir / f"host-worker-{os.getpid()}.log")
         return self._worker
 
-    def run(self, pte: Path, inputs: Path | None, spec: RunSpec, out_dir: Path) -> RunResult:
+    def run(self, pte: Path, inputs: Path | None, spec: RunSpec, out_dir: Path,
+            reference: Path | None = None) -> RunResult:
         out_dir.mkdir(parents=True, exist_ok=True)
         worker = self._ensure_worker()
         offset = worker.log_size()
@@ -198,6 +200,7 @@ class HostTarget:
             "warmup_name": WARMUP_ETDUMP,
             "timed_name": TIMED_ETDUMP,
             "outputs_name": OUTPUTS,
+            "reference": str(reference) if reference is not None else None,
         }
         log_path = out_dir / RUNNER_LOG
         command = f"host worker: run {pte} (threads={spec.threads}, warmup={spec.warmup}, runs={spec.runs})"
@@ -240,6 +243,7 @@ class HostTarget:
             outputs=Path(answer["outputs"]) if answer.get("outputs") else None,
             sme2_active=self._cpu.has_sme2,
             runtime_threads=answer.get("threads"),
+            reference_ms=reference_samples(answer, spec, reference is not None, log_path),
         )
 
     def close(self) -> None:

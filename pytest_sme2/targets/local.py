@@ -60,13 +60,14 @@ def check_runner(path: Path | str, role: str, arch: str | None = None) -> Path:
 
 def run_runner_process(prefix: list[str], binary: Path, env: dict[str, str], pte: Path, inputs: Path | None,
                        spec: RunSpec, out_dir: Path, info: TargetInfo, sme2_active: bool,
-                       extra_args: tuple[str, ...] = ()) -> RunResult:
+                       extra_args: tuple[str, ...] = (), reference: Path | None = None) -> RunResult:
     """Run a pytest-sme2 runner (optionally behind ``prefix``, e.g. qemu) and collect its artifacts."""
     out_dir.mkdir(parents=True, exist_ok=True)
     timed, warmup = out_dir / TIMED_ETDUMP, out_dir / WARMUP_ETDUMP
     files = RunnerFiles(
         pte=str(pte), timed_etdump=str(timed), warmup_etdump=str(warmup), outputs=str(out_dir / OUTPUTS_FILE),
         inputs=None if inputs is None else str(torch_inputs_to_file(inputs, out_dir / INPUTS_FILE)),
+        reference=None if reference is None else str(reference),
     )
     command = [*prefix, *runner_arguments(str(binary), files, spec), *extra_args]
     log = out_dir / RUNNER_LOG
@@ -89,7 +90,7 @@ def run_runner_process(prefix: list[str], binary: Path, env: dict[str, str], pte
     if code != 0:
         raise RunnerError(f"`{shown}` {_exit_description(code)}; log kept at {log}. Last lines:\n{_tail(log)}")
     answer = read_result(stdout_path, shown, str(binary))
-    return build_result(answer, spec, info, out_dir, log, sme2_active)
+    return build_result(answer, spec, info, out_dir, log, sme2_active, reference=reference is not None)
 
 
 class LocalTarget:
@@ -151,10 +152,11 @@ class LocalTarget:
         binary = pick_build(sme2, self._cpu.has_sme2, self._on, self._off)
         return binary, env
 
-    def run(self, pte: Path, inputs: Path | None, spec: RunSpec, out_dir: Path) -> RunResult:
+    def run(self, pte: Path, inputs: Path | None, spec: RunSpec, out_dir: Path,
+            reference: Path | None = None) -> RunResult:
         binary, env = self._command(spec.sme2)
         return run_runner_process([], binary, env, pte, inputs, spec, out_dir, self.info,
-                                  sme2_active=self._cpu.has_sme2 and spec.sme2 is not False)
+                                  sme2_active=self._cpu.has_sme2 and spec.sme2 is not False, reference=reference)
 
     def close(self) -> None:
         return None
