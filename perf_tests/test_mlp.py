@@ -28,19 +28,19 @@ def test_mlp_sme2_kernel_path(export_pte, runner, etdump_profile, dtype):
 
 @pytest.mark.latency
 @pytest.mark.model("mlp", dtype="fp32")
-def test_mlp_fp32_sme2_speedup(exported_pte, runner, etdump_profile):
-    on = etdump_profile(exported_pte, runner(sme2=True))
-    off = etdump_profile(exported_pte, runner(sme2=False))
+def test_mlp_fp32_sme2_speedup(exported_pte, runner, compare_variants):
+    # Alternating chunks of SME2-on and SME2-off runs, so drift of the machine hits both alike.
+    on, off = compare_variants(exported_pte, runner(sme2=True), runner(sme2=False))
     assert_speedup(on, off, at_least=2.0)
 
 
 @pytest.mark.latency
 @pytest.mark.model("mlp", dtype="int8", quant="dynamic")
-def test_mlp_int8_dynamic_sme2_speedup(exported_pte, runner, etdump_profile):
+def test_mlp_int8_dynamic_sme2_speedup(exported_pte, runner, compare_variants):
     # int8 dynamic GEMMs are named "(NC, QP8, F32, QC8W)" with SME on and off (NEON
     # KleidiAI kernels exist too), so here only the time tells whether SME2 helped.
-    on = etdump_profile(exported_pte, runner(sme2=True))
-    off = etdump_profile(exported_pte, runner(sme2=False))
+    # Alternating chunks of SME2-on and SME2-off runs, so drift of the machine hits both alike.
+    on, off = compare_variants(exported_pte, runner(sme2=True), runner(sme2=False))
     assert_speedup(on, off, at_least=1.2)
 
 
