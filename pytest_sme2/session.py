@@ -100,11 +100,21 @@ class Sme2Session:
 
 
 def link_or_copy(source: Path, destination: Path) -> Path:
-    """Put an artifact into a test's folder without copying megabytes when a hard link works."""
+    """Put an artifact into a test's folder without copying megabytes when a hard link works.
+
+    A file already there is kept only if it *is* the source (the same hard link); anything else,
+    e.g. a program a reused artifacts folder kept from an earlier export of a changed model, is
+    replaced, so a run never silently uses a stale program.
+    """
     import shutil
 
     if destination.exists():
-        return destination
+        try:
+            if os.path.samefile(source, destination):
+                return destination
+        except OSError:
+            pass
+        destination.unlink()
     try:
         os.link(source, destination)
     except OSError:
