@@ -58,7 +58,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--sme2-target", default=None, type=_target_option,
                     help=f"where programs run: {', '.join(TARGET_NAMES)} (default: ini sme2_target, else auto)")
     group.addoption("--sme2-runs", type=int, default=None,
-                    help="timed runs per variant (default 20; 2 on the emulated target)")
+                    help="timed runs per variant (default 40; 2 on the emulated target)")
     group.addoption("--sme2-warmup", type=int, default=None,
                     help="warmup runs per variant (default 3; 0 on the emulated target)")
     group.addoption("--sme2-emulated-svl", type=int, default=None,

@@ -34,7 +34,7 @@ class RunSpec:
 
     sme2: bool | None = None
     threads: int = 1
-    runs: int = 20
+    runs: int = 40  # enough for the latency gate to catch a 15% slowdown on a loaded 2-core VM (docs/performance.md)
     warmup: int = 3
     etdump: bool = True
     timeout_s: float = 600.0
