@@ -1,19 +1,24 @@
 """How trustworthy is the baseline gate on this machine? False alarms and detection rate.
 
 Three programs: mobilenet_v3_small fp32 as bundled; the same with a real extra
-operator costing about 15% of instructions (two 1x1 convolutions and an add on the input);
-and the same with one costing about 1% of instructions (a slice and a 500 x 1000
-linear layer added to the logits). Every gate decision is ``verdicts.judge``,
-exactly what the plugin runs after a test.
+layers costing about 15% of its latency (copies of two of the network's own
+inverted-residual blocks, as a model author adding layers would); and the same with one costing about 1% of instructions (a slice
+and a 500 x 1000 linear layer added to the logits). Every gate decision is
+``verdicts.latency_verdict`` / ``instruction_verdict``, what the plugin runs
+after a test.
 
 Latency (the default metric): M independent processes per program on the host
-target at the default run count. Every ordered pair (baseline process i,
-current process j != i) of the unchanged model is one gate run that should
-pass: a regression verdict there is a false alarm. Every pair (unchanged i,
-slowed j) should fail: the share that does is the detection rate. Pairs share
-processes, so they are not independent trials; the process counts are given.
-The same data re-judged with the first n runs of each process and with other
-tolerances shows what run count and tolerance the targets need.
+target at the default run count, each with pytest-sme2's reference program run
+before every timed run. Every ordered pair (baseline process i, current
+process j != i) of the unchanged model is one gate run that should pass: a
+regression verdict there is a false alarm. Every pair (unchanged i, slowed j)
+should fail: the share that does is the detection rate. Pairs share processes,
+so they are not independent trials; the process counts are given. The same
+records are judged twice: on relative latency (the plugin's gate) and with
+the reference times dropped (raw milliseconds, the gate without the
+reference), and again with the first n runs and other tolerances, to show what
+run count and tolerance the targets need. ``--load K`` runs K background
+processes (GEMMs and 32 MB copies) during the study, as other CI jobs would.
 
 Instructions: K callgrind counts per program (``--sme2-metric=instructions``);
 every pair of unchanged counts should pass and every (unchanged, +1%) pair
@@ -30,6 +35,8 @@ import argparse
 import itertools
 import json
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -42,7 +49,8 @@ from pytest_sme2.runner import Runner
 from pytest_sme2.targets import RunSpec
 
 _VARIANT = '''
-"""mobilenet_v3_small plus a real extra operator, for the regression-gate study."""
+"""mobilenet_v3_small plus real extra layers, for the regression-gate study."""
+import copy
 import importlib.util
 
 import torch
@@ -56,12 +64,15 @@ class Slowed(torch.nn.Module):
     def __init__(self):
         super().__init__()
         self.base = _base.get_eager_model()
-        self.front = torch.nn.Sequential(*[torch.nn.Conv2d(3, 3, 1) for _ in range({front_convs})])
+        # The slowdown's knob: copies of the network's own shape-keeping inverted-residual blocks,
+        # inserted after the originals (what a model author adding layers does).
+        features = list(self.base.features)
+        for index in sorted({extra_blocks}, reverse=True):
+            features.insert(index + 1, copy.deepcopy(features[index]))
+        self.base.features = torch.nn.Sequential(*features)
         self.head = torch.nn.Linear(500, 1000) if {head} else None
 
     def forward(self, x):
-        if len(self.front):
-            x = x + self.front(x)
         y = self.base(x)
         return y + self.head(y[:, :500]) if self.head is not None else y
 
@@ -74,8 +85,9 @@ def get_eager_model():
 def get_example_inputs():
     return _base.get_example_inputs()
 '''
-SLOWED = {"mobilenet_v3_small_plus15": {"front_convs": 2, "head": False},
-          "mobilenet_v3_small_plus1": {"front_convs": 0, "head": True}}
+# plus15: copies of blocks 5 (40 channels at 14 x 14) and 10 (96 channels at 7 x 7); plus1: a 500 x 1000 linear layer on the logits.
+SLOWED = {"mobilenet_v3_small_plus15": {"extra_blocks": [5, 10], "head": False},
+          "mobilenet_v3_small_plus1": {"extra_blocks": [], "head": True}}
 
 
 def _session(root: Path):  # noqa: ANN202
@@ -95,9 +107,12 @@ def _load_average() -> str:
     return f"{one:.1f}/{five:.1f}/{fifteen:.1f}"
 
 
-def _rates(base: list[dict], slow: list[dict], runs: int, tol: verdicts.Tolerances) -> tuple[float, float, int, int]:
+def _rates(base: list[dict], slow: list[dict], runs: int, tol: verdicts.Tolerances,
+           relative: bool) -> tuple[float, float, int, int]:
+    """``relative=False`` judges the same records with their reference times dropped: the raw-latency gate."""
     def cut(record: dict) -> dict:
-        return {**record, "samples_ms": record["samples_ms"][:runs]}
+        reference = record["reference_ms"][:runs] if relative and record.get("reference_ms") else None
+        return {**record, "samples_ms": record["samples_ms"][:runs], "reference_ms": reference}
 
     def regressed(current: dict, baseline: dict) -> bool:
         return verdicts.latency_verdict("m", cut(current), cut(baseline), tol).failed
@@ -108,41 +123,63 @@ def _rates(base: list[dict], slow: list[dict], runs: int, tol: verdicts.Toleranc
     return alarms / len(null), caught / (len(base) * len(slow)), len(null), len(base) * len(slow)
 
 
-def latency_study(root: Path, processes: int, runs: int, warmup: int) -> dict:
+def _start_load(count: int) -> list[subprocess.Popen]:
+    """``count`` single-threaded processes doing GEMMs and 32 MB copies: other CI jobs on the machine."""
+    code = ("import numpy as np\na = np.random.rand(600, 600); b = np.random.rand(4_000_000)\n"
+            "while True:\n    a @ a; b.copy()\n")
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+    return [subprocess.Popen([sys.executable, "-c", code], env=env) for _ in range(count)]
+
+
+def latency_study(root: Path, processes: int, runs: int, warmup: int, load: int = 0) -> dict:
     """Each profile in its own session, so in its own host worker process, as in separate CI jobs."""
     records: dict[str, list[dict]] = {"base": [], "slow": []}
+    background = _start_load(load)
     names = {"base": "mobilenet_v3_small", "slow": "mobilenet_v3_small_plus15"}
     seconds: list[float] = []
     loads = [_load_average()]
-    for i in range(processes):  # alternate the programs so machine drift hits both alike
-        for key, name in names.items():
-            sess = _session(root)
-            try:
-                pte = sess.export(name, Recipe())
-                runner = Runner(sess, RunSpec(runs=runs, warmup=warmup), sess.test_dir(f"{key}-{i}"))
-                started = time.perf_counter()
-                records[key].append(baselines.record_of(runner.profile(pte)))
-                seconds.append(time.perf_counter() - started)
-            finally:
-                sess.close()
-        loads.append(_load_average())
+    try:
+        for i in range(processes):  # alternate the programs so machine drift hits both alike
+            for key, name in names.items():
+                sess = _session(root)
+                try:
+                    pte = sess.export(name, Recipe())
+                    runner = Runner(sess, RunSpec(runs=runs, warmup=warmup), sess.test_dir(f"{key}-{i}"))
+                    started = time.perf_counter()
+                    records[key].append(baselines.record_of(runner.profile(pte)))
+                    seconds.append(time.perf_counter() - started)
+                finally:
+                    sess.close()
+            loads.append(_load_average())
+    finally:
+        for process in background:
+            process.kill()
+            process.wait()
     medians = {k: [float(np.median(r["samples_ms"])) for r in v] for k, v in records.items()}
+    relative = {k: [float(np.median(np.divide(r["samples_ms"], r["reference_ms"]))) for r in v]
+                for k, v in records.items()}
     table = []
-    for n in sorted({5, 10, runs} | ({40} if runs >= 40 else set())):
+    for n in sorted({5, 10, 20, runs}):
         if n > runs:
             continue
         for latency in (0.05, 0.10, 0.15):
-            fa, det, n_null, n_alt = _rates(records["base"], records["slow"], n, verdicts.Tolerances(latency=latency))
-            table.append({"runs": n, "tolerance": latency, "false_alarms": fa, "detected": det,
-                          "null_pairs": n_null, "slowed_pairs": n_alt})
+            for basis in ("relative", "raw"):
+                fa, det, n_null, n_alt = _rates(records["base"], records["slow"], n,
+                                                verdicts.Tolerances(latency=latency), relative=basis == "relative")
+                table.append({"runs": n, "tolerance": latency, "basis": basis, "false_alarms": fa, "detected": det,
+                              "null_pairs": n_null, "slowed_pairs": n_alt})
     return {
         "processes_per_program": processes,
         "runs": runs,
         "warmup": warmup,
+        "background_load_processes": load,
         "seconds_per_profile_median": float(np.median(seconds)),  # worker start + warmup + runs
-        "true_slowdown": float(np.median(medians["slow"]) / np.median(medians["base"]) - 1),
+        "true_slowdown_raw": float(np.median(medians["slow"]) / np.median(medians["base"]) - 1),
+        "true_slowdown_relative": float(np.median(relative["slow"]) / np.median(relative["base"]) - 1),
         "process_medians_ms": medians,
-        "between_process_spread": {k: [float(min(v)), float(max(v))] for k, v in medians.items()},
+        "process_relative_medians": relative,
+        "between_process_spread_ms": {k: [float(min(v)), float(max(v))] for k, v in medians.items()},
+        "between_process_spread_relative": {k: [float(min(v)), float(max(v))] for k, v in relative.items()},
         "load_averages": loads,
         "table": table,
     }
@@ -191,11 +228,13 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=Path(".sme2/bench-regression-gate"),
                         help="work folder (export cache kept between runs)")
     parser.add_argument("--skip", choices=("latency", "instructions"), default=None)
+    parser.add_argument("--load", type=int, default=0,
+                        help="latency: background processes (GEMMs and memory copies) running during the study")
     args = parser.parse_args()
     started = time.perf_counter()
     out = {"machine": machine(), "load_average_at_start": _load_average()}
     if args.skip != "latency":
-        out["latency"] = latency_study(args.work, args.processes, args.runs, args.warmup)
+        out["latency"] = latency_study(args.work, args.processes, args.runs, args.warmup, args.load)
     if args.skip != "instructions":
         out["instructions"] = instruction_study(args.work, args.counts, args.inferences, verdicts.Tolerances().instructions)
     out["seconds"] = time.perf_counter() - started
