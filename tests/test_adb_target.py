@@ -90,13 +90,16 @@ def test_push_run_pull_with_device_facts_and_masking(standin: AdbStandin, export
     session = Sme2Session(Settings(target="adb:R5CW10ABCDE", cache_dir=tmp_path / "cache",
                                    session_dir=tmp_path / "artifacts", adb=AdbOptions(server=standin.address)))
     try:
-        # Enough runs (about half a second) for the hook to read the live process's memory map.
-        on = Runner(session, RunSpec(sme2=True, runs=1500, warmup=1), session.test_dir("on")).profile(exported)
-        off = Runner(session, RunSpec(sme2=False, runs=1500, warmup=1), session.test_dir("off")).profile(exported)
+        # Enough runs (about half a second, most of it the reference program's) for the hook to read the
+        # live process's memory map.
+        on = Runner(session, RunSpec(sme2=True, runs=150, warmup=1), session.test_dir("on")).profile(exported)
+        off = Runner(session, RunSpec(sme2=False, runs=150, warmup=1), session.test_dir("off")).profile(exported)
         target = session.target.info
     finally:
         session.close()
-    assert on.runs == 1500 and len(on.wall_ms) == 1500 and on.delegation_coverage > 0.5
+    assert on.runs == 150 and len(on.wall_ms) == 150 and on.delegation_coverage > 0.5
+    # The reference program was pushed once (its own folder) and ran before every timed run.
+    assert len(on.reference_ms) == 150 and len(off.reference_ms) == 150 and min(on.reference_ms) > 0
     assert on.metadata["sme2_active"] is True and off.metadata["sme2_active"] is False
     details = on.metadata["target"]["details"]
     assert (details["device_model"], details["soc"], details["android_version"]) == ("Pixel Standin",
