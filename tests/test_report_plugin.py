@@ -71,7 +71,9 @@ def test_session_outputs_table_and_html_extra(sme2_project: pytest.Pytester) -> 
                                  "sme2: tiny fp32-xnnpack [[]host sme2=auto threads=1[]] done: 3/3 runs in *"])
     # one table of perf tests only
     result.stdout.fnmatch_lines(["*= sme2 performance summary =*", "test * model * variant * median ms *verdict*",
-                                 "test_tiny * tiny fp32-xnnpack * host sme2=auto threads=1 * 0.* OTHER* *%*"])
+                                 "test_tiny * tiny fp32-xnnpack * host sme2=auto threads=1 * 0.* *%*"])
+    # The top category of a 40-microsecond model depends on timing (overhead vs its one GEMM), so any named one.
+    assert re.search(r"^test_tiny .* (CONV|GEMM|DATA_MOVEMENT|ELEMENTWISE|OTHER) \d+%", out, re.MULTILINE), out
     assert "test_not_perf  " not in out
     # the host target reports timed runs: slow runs take longer than its half-second reporting interval
     result.stdout.fnmatch_lines(["sme2: running slow fp32-xnnpack [[]host sme2=auto threads=1[]] run [12]/3",
