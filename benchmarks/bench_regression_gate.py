@@ -43,7 +43,7 @@ from pathlib import Path
 import numpy as np
 
 from _common import machine, session
-from pytest_sme2 import Recipe, baselines, verdicts
+from pytest_sme2 import Recipe, baselines, stats, verdicts
 from pytest_sme2.instructions import count_instructions
 from pytest_sme2.runner import Runner
 from pytest_sme2.targets import RunSpec
@@ -156,7 +156,7 @@ def latency_study(root: Path, processes: int, runs: int, warmup: int, load: int 
             process.kill()
             process.wait()
     medians = {k: [float(np.median(r["samples_ms"])) for r in v] for k, v in records.items()}
-    relative = {k: [float(np.median(np.divide(r["samples_ms"], r["reference_ms"]))) for r in v]
+    relative = {k: [float(np.median(stats.per_run_ratio(r["samples_ms"], r["reference_ms"]))) for r in v]
                 for k, v in records.items()}
     table = []
     for n in sorted({5, 10, 20, runs}):

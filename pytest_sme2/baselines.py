@@ -172,18 +172,22 @@ def load(path: Path) -> Baseline | None:
             if key not in record:
                 raise _broken(path, f"profile {label!r} has no {key!r}")
         samples = record["samples_ms"]
-        if not isinstance(samples, list) or not samples or not all(
-            isinstance(x, (int, float)) and not isinstance(x, bool) and x >= 0 for x in samples
-        ):
+        if not _number_list(samples, allow_zero=True) or not samples:
             raise _broken(path, f"profile {label!r}: 'samples_ms' must be a non-empty list of non-negative numbers")
         reference = record.get("reference_ms")
-        if reference is not None and (not isinstance(reference, list) or len(reference) != len(samples) or not all(
-            isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0 for x in reference
-        )):
+        if reference is not None and (not _number_list(reference, allow_zero=False)
+                                      or len(reference) != len(samples)):
             raise _broken(path, f"profile {label!r}: 'reference_ms' must be null or a list of positive numbers, one "
                                 f"per entry of 'samples_ms' ({len(samples)})")
     return Baseline(path=path, test_id=str(data["test"]), fingerprint=str(data["fingerprint"]),
                     profiles=profiles, target=dict(data.get("target") or {}), recorded=dict(data.get("recorded") or {}))
+
+
+def _number_list(values: Any, allow_zero: bool) -> bool:
+    """A JSON list of numbers (not booleans), each positive, or also zero when ``allow_zero``."""
+    return isinstance(values, list) and all(
+        isinstance(x, (int, float)) and not isinstance(x, bool) and (x >= 0 if allow_zero else x > 0) for x in values
+    )
 
 
 def write(baseline: Baseline) -> Path:

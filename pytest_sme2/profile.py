@@ -169,9 +169,7 @@ class Profile:
         Drift of the whole machine slows both alike, so this moves far less between
         processes than ``e2e_ms``; the baseline gate compares it (reference_program.py).
         """
-        if self.reference_ms is None or len(self.reference_ms) != self.runs:
-            return None
-        return self.e2e_ms / self.reference_ms
+        return stats.per_run_ratio(self.e2e_ms, self.reference_ms)
 
     @functools.cached_property
     def latency(self) -> stats.Summary:

@@ -28,6 +28,14 @@ def as_samples(values: Sequence[float] | np.ndarray, what: str = "samples") -> n
     return array
 
 
+def per_run_ratio(samples: Sequence[float] | np.ndarray,
+                  reference: Sequence[float] | np.ndarray | None) -> np.ndarray | None:
+    """samples[i] / reference[i] (relative latency), or None without one reference time per sample."""
+    if reference is None or len(reference) == 0 or len(reference) != len(samples):
+        return None
+    return np.asarray(samples, dtype=float) / np.asarray(reference, dtype=float)
+
+
 def _bootstrap_medians(samples: np.ndarray, resamples: int, rng: np.random.Generator) -> np.ndarray:
     idx = rng.integers(0, samples.size, size=(resamples, samples.size))
     return np.median(samples[idx], axis=1)

@@ -94,15 +94,6 @@ def _pct(value: float) -> str:
     return f"{value:.1%}"
 
 
-def _relative_samples(record: Mapping[str, Any]) -> list[float] | None:
-    """Per-run latency / reference time before it (reference_program.py), or None when not recorded."""
-    reference = record.get("reference_ms")
-    samples = record["samples_ms"]
-    if not reference or len(reference) != len(samples):
-        return None
-    return [s / r for s, r in zip(samples, reference)]
-
-
 def latency_verdict(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any], tol: Tolerances) -> Verdict:
     """Regression only if the median moved more than the tolerance and Mann-Whitney U says it is not noise.
 
@@ -112,8 +103,9 @@ def latency_verdict(label: str, current: Mapping[str, Any], baseline: Mapping[st
     """
     if current.get("emulated") or baseline.get("emulated"):
         return Verdict("latency", SKIPPED, label, "emulated timing is not hardware timing: latency not compared")
-    relative = (_relative_samples(current), _relative_samples(baseline))
-    if relative[0] is not None and relative[1] is not None:
+    relative = tuple(stats.per_run_ratio(r["samples_ms"], r.get("reference_ms")) for r in (current, baseline))
+    judged_relative = relative[0] is not None and relative[1] is not None
+    if judged_relative:
         test = stats.shift_test(relative[1], relative[0])
         basis, how = "relative latency", "each run / the reference program's run right before it; "
         raw_note = ""
@@ -126,7 +118,7 @@ def latency_verdict(label: str, current: Mapping[str, Any], baseline: Mapping[st
                     f"keep --sme2-latency-reference on)")
     ratio = test.ratio
     evidence = {
-        "basis": "relative" if not raw_note else "raw",
+        "basis": "relative" if judged_relative else "raw",
         "current_median_ms": current["latency"]["median_ms"],
         "baseline_median_ms": baseline["latency"]["median_ms"],
         "ratio": ratio.value, "ratio_low": ratio.low, "ratio_high": ratio.high,
