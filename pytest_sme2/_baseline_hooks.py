@@ -32,17 +32,20 @@ from .session import slug
 MISSING_POLICIES = ("fail", "skip", "warn")
 MARKER = (
     "baseline(latency=None, shares=None, coverage=None, sme_path=None, alpha=None, instructions=None, "
-    "missing=None, enabled=True): per-test baseline tolerances and policy for the regression gate "
-    "(enabled=False turns the gate off for this test)"
+    "min_effect_ms=None, missing=None, enabled=True): per-test baseline tolerances and policy for the regression "
+    "gate (enabled=False turns the gate off for this test)"
 )
-_MARKER_KEYS = ("latency", "shares", "coverage", "sme_path", "alpha", "instructions", "missing", "enabled")
+_MARKER_KEYS = ("latency", "shares", "coverage", "sme_path", "alpha", "instructions", "min_effect_ms", "missing",
+                "enabled")
 _USED = "sme2_baseline"  # report user property: what this test did with its baseline
 _INI_TOLERANCES = {
     "latency": ("sme2_baseline_tolerance", "relative latency change allowed (0.10 = 10% slower)"),
     "shares": ("sme2_baseline_share_tolerance", "category share change allowed, in share points (0.05)"),
     "coverage": ("sme2_baseline_coverage_tolerance", "delegation coverage drop allowed, in share points (0.02)"),
     "sme_path": ("sme2_baseline_sme_path_tolerance", "SME path share drop allowed, in share points (0.05)"),
-    "alpha": ("sme2_baseline_alpha", "significance level of the latency test (Mann-Whitney U, 0.001)"),
+    "alpha": ("sme2_baseline_alpha", "significance level of every per-run test (Mann-Whitney U, 0.001)"),
+    "min_effect_ms": ("sme2_baseline_min_effect_ms",
+                      "smallest latency change in ms per run that can fail a test (0.02; for tiny models)"),
     "instructions": ("sme2_baseline_instruction_tolerance", "relative instruction-count change allowed (0.005)"),
 }
 
@@ -51,6 +54,7 @@ _INI_TOLERANCES = {
 class _GateConfig:
     root: Path
     update: bool
+    accept_noisy: bool
     metric: str
     missing: str
     enabled: bool
@@ -71,6 +75,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--sme2-metric", default=None, choices=verdicts.METRICS,
                     help="what the regression gate compares: latency (default; tolerance plus significance) or "
                          "instructions (callgrind instructions per inference; deterministic, for shared CI)")
+    group.addoption("--sme2-accept-noisy-baselines", action="store_true", default=False,
+                    help="with --sme2-update-baselines: write baselines even when their runs fail the quality check "
+                         "(too many disturbed runs, a wide or unstable median); the file records that")
     group.addoption("--sme2-baselines-dir", default=None, help="where baselines live (default: ini sme2_baselines_dir)")
     group.addoption("--sme2-no-baselines", action="store_true", default=False,
                     help="turn the baseline gate off for this run")
@@ -109,6 +116,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_GATE_KEY] = _GateConfig(
         root=root if root.is_absolute() else config.rootpath / root,
         update=config.getoption("sme2_update_baselines"),
+        accept_noisy=config.getoption("sme2_accept_noisy_baselines"),
         metric=metric,
         missing=missing,
         enabled=config.getini("sme2_baselines") and not config.getoption("sme2_no_baselines"),
@@ -224,6 +232,14 @@ def _check_one_file(item: pytest.Item, gate: _GateConfig, tolerances: verdicts.T
     outcome["paths"].append(str(path))
     update = _update_command(item, gate)
     if gate.update:
+        refused = _assess_quality(records, tolerances, gate.accept_noisy)
+        if refused:
+            outcome["refused"].append(str(path))
+            return [f"baseline not written to {path}: the runs are not good enough to judge later runs by:",
+                    *refused,
+                    "ways out: run again on a quieter machine; more runs (--sme2-runs or "
+                    "@pytest.mark.perf(runs=...)); or, knowing the risk, write it anyway with "
+                    "--sme2-accept-noisy-baselines (the file then records the problems)"]
         baselines.write(baselines.Baseline(path, item.nodeid, fingerprint, records, target,
                                            baselines.recorded_now(item.config.rootpath)))
         outcome["written"].append(str(path))
@@ -263,6 +279,19 @@ def _check_one_file(item: pytest.Item, gate: _GateConfig, tolerances: verdicts.T
     return failures
 
 
+def _assess_quality(records: dict[str, dict[str, Any]], tolerances: verdicts.Tolerances,
+                    accept_noisy: bool) -> list[str]:
+    """Put each record's quality into it; the reasons to refuse the file (empty: write it)."""
+    refused = []
+    for label, record in records.items():
+        quality, problems = verdicts.baseline_quality(record, tolerances)
+        if problems and accept_noisy:
+            quality["accepted_despite"] = problems
+        record["quality"] = quality
+        refused += [f"  {label}: {problem}" for problem in problems]
+    return [] if accept_noisy else refused
+
+
 def _gate(item: pytest.Item) -> None:
     from .plugin import profiles_of
 
@@ -276,8 +305,8 @@ def _gate(item: pytest.Item) -> None:
         return
     missing = options.pop("missing", gate.missing)
     tolerances = gate.tolerances.replace(**options)
-    outcome: dict[str, Any] = {"paths": [], "written": [], "verdicts": [], "failed": [], "missing": [],
-                               "unused_labels": [], "fingerprints": []}
+    outcome: dict[str, Any] = {"paths": [], "written": [], "refused": [], "verdicts": [], "failed": [],
+                               "missing": [], "unused_labels": [], "fingerprints": []}
     item.stash[_ITEM_KEY] = outcome
     by_target: dict[str, tuple[dict[str, Any], list[tuple[str, Any]]]] = {}
     for label, profile in _labelled(profiles):
@@ -311,7 +340,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
     outcome = item.stash.get(_ITEM_KEY, None)
     if call.when == "call" and outcome is not None:
         report.user_properties.append((_USED, outcome))
-        lines = [f"written {p}" for p in outcome["written"]] + outcome["verdicts"] + outcome["missing"]
+        lines = ([f"written {p}" for p in outcome["written"]] + [f"refused {p}" for p in outcome["refused"]]
+                 + outcome["verdicts"] + outcome["missing"])
         if lines:
             report.sections.append(("sme2 baselines", "\n".join(lines)))
     return report
@@ -391,14 +421,17 @@ class _Summary:
         reports = self.reports
         verdict_lines = [v for r in reports for v in r["verdicts"]]
         improvements = [v for v in verdict_lines if v.startswith(f"[{verdicts.IMPROVEMENT}]")]
+        inconclusive = [v for v in verdict_lines if v.startswith(f"[{verdicts.INCONCLUSIVE}]")]
         unused = self.unused()
         terminalreporter.section("sme2 baselines")
         terminalreporter.write_line(
             f"{len({p for r in reports for p in r['paths']})} baseline file(s) ({self.gate.metric}): "
-            f"{sum(len(r['written']) for r in reports)} written, {sum(len(r['failed']) for r in reports)} "
-            f"regression(s), {len(improvements)} improvement(s), {sum(len(r['missing']) for r in reports)} missing"
+            f"{sum(len(r['written']) for r in reports)} written, "
+            f"{sum(len(r.get('refused', [])) for r in reports)} refused, {sum(len(r['failed']) for r in reports)} "
+            f"regression(s), {len(improvements)} improvement(s), {len(inconclusive)} inconclusive, "
+            f"{sum(len(r['missing']) for r in reports)} missing"
         )
-        for line in improvements:
+        for line in improvements + inconclusive:
             terminalreporter.write_line(f"  {line}")
         if unused:
             terminalreporter.write_line(f"{len(unused)} unused baseline(s) (no test used them; delete them if obsolete):")

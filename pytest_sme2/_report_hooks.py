@@ -89,14 +89,16 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
     report.user_properties.append((PROFILES_PROPERTY, record["profiles"]))
     report.user_properties.append((RECORD_PROPERTY, record))
     report.sections.append(("sme2 profiles", record_text(record)))
+    htmlpath = getattr(item.config.option, "htmlpath", None)
+    if not htmlpath:  # charts cost about a second per test: draw them only for a pytest-html report
+        return report
     try:
         from pytest_html import extras
     except ImportError:
         return report
     from .report.html import extra_html
 
-    htmlpath = getattr(item.config.option, "htmlpath", None)
-    base = Path(htmlpath).absolute().parent if htmlpath else None
+    base = Path(htmlpath).absolute().parent
     try:
         report.extras = [*getattr(report, "extras", []), extras.html(extra_html(record, base))]
     except Exception as exc:
@@ -138,8 +140,9 @@ class _Collector:
         if sme2 is None:  # records exist only when the plugin configured a session; nothing to write into
             return
         out_dir = sme2.settings.session_dir
+        html = bool(getattr(self.config.option, "htmlpath", None)) or session_report_wanted(self.config)
         try:
-            paths = write_session(session_summary(list(records.values()), out_dir), out_dir)
+            paths = write_session(session_summary(list(records.values()), out_dir), out_dir, html=html)
         except Exception as exc:  # never lose the session over a report
             self.config.stash[_OUTPUTS_KEY] = f"writing the session summary failed: {type(exc).__name__}: {exc}"
             return
@@ -158,13 +161,29 @@ class _Collector:
             terminalreporter.write_line(line)
         outputs = self.config.stash.get(_OUTPUTS_KEY, None)
         if isinstance(outputs, dict):
+            report = outputs.get("html") or (f"not drawn (--html or --sme2-session-report draws it; later: "
+                                             f"pytest-sme2 report {Path(outputs['json']).parent})")
             terminalreporter.write_line(
-                f"sme2: summary {outputs['json']}, markdown {outputs['markdown']}, report {outputs['html']}")
+                f"sme2: summary {outputs['json']}, markdown {outputs['markdown']}, report {report}")
         elif outputs:
             terminalreporter.write_line(f"sme2: {outputs}", red=True)
 
 
 _OUTPUTS_KEY = pytest.StashKey[Any]()
+
+
+def session_report_wanted(config: pytest.Config) -> bool:
+    """--sme2-session-report or ini sme2_session_report: write report.html at the end of every session."""
+    return bool(config.getoption("sme2_session_report", False)) or bool(config.getini("sme2_session_report"))
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.getgroup("sme2").addoption(
+        "--sme2-session-report", action="store_true", default=False,
+        help="write the session's report.html with charts (also written with --html; otherwise draw it later "
+             "with `pytest-sme2 report SESSION_DIR`)")
+    parser.addini("sme2_session_report", "write the session's report.html with charts at the end of every session",
+                  type="bool", default=False)
 
 
 @pytest.hookimpl(trylast=True)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
+import math
 import os
 import re
 import subprocess
@@ -36,7 +37,8 @@ SCHEMA_VERSION = 1
 SUFFIX = ".json"
 _NAME_LIMIT = 100
 _SIGNIFICANT = 6
-_NUMBER_LIST = re.compile(r"\[\s*(-?[0-9][-+0-9.eE]*(?:,\s*-?[0-9][-+0-9.eE]*)*)\s*\]")
+_NUMBER = r"(?:-?[0-9][-+0-9.eE]*|null)"
+_NUMBER_LIST = re.compile(rf"\[\s*({_NUMBER}(?:,\s*{_NUMBER})*)\s*\]")
 # Target facts that identify it; details such as runner paths change between checkouts and stay out.
 _TARGET_KEYS = ("name", "cpu", "arch", "has_sme2", "emulated", "fingerprint")
 
@@ -89,7 +91,17 @@ def record_of(profile: Any, instructions: Mapping[str, Any] | None = None) -> di
         "samples_ms": [float(x) for x in profile.e2e_ms],
         # The reference program's time before each run: the gate compares samples_ms / reference_ms.
         "reference_ms": [float(x) for x in profile.reference_ms] if profile.relative_ms is not None else None,
+        "disturbed_runs": profile.disturbed_runs,
+        # Which runs: the Profile also sees stalls inside one operator, which samples_ms alone cannot show.
+        "disturbed_run_indices": profile.disturbed_run_indices,
+        "disturbed_references": profile.disturbed_references,
         "shares": profile.shares,
+        # Per-run values behind the medians above: the gate judges these like latency samples.
+        "per_run": {
+            "shares": {c: _finite_list(profile.share_samples(c)) for c in profile.shares},
+            "delegation_coverage": _finite_list(profile.coverage_samples),
+            "sme_path_share": None if profile.sme_path_samples is None else _finite_list(profile.sme_path_samples),
+        },
         "delegation_coverage": profile.delegation_coverage,
         "node_delegation_coverage": profile.node_delegation_coverage,
         "delegation": {**delegation, "ops": ops} if profile.delegation else None,
@@ -102,6 +114,11 @@ def record_of(profile: Any, instructions: Mapping[str, Any] | None = None) -> di
     if instructions is not None:
         record["instructions"] = dict(instructions)
     return record
+
+
+def _finite_list(values: Any) -> list[float | None]:
+    """Per-run values for JSON: NaN (a run without that kind of time) becomes null."""
+    return [float(x) if math.isfinite(x) else None for x in values]
 
 
 def git_commit(directory: Path) -> str | None:

@@ -47,7 +47,7 @@ MARKERS = (
     "sme2: an SME2 performance test (select with -m sme2)",
     "model(name, dtype='fp32', quant=None, partitioner='xnnpack'): the model and export recipe used by the "
     "exported_pte fixture; dtype fp32|fp16|int8, quant static|dynamic (int8), partitioner xnnpack|none",
-    "perf(runs=None, warmup=None, threads=None, timeout=None): run settings for this test's runners",
+    "perf(runs=None, warmup=None, threads=None, timeout=None, max_rounds=None): run settings for this test's runners",
     "latency: the test asserts on time (speedups, latencies); skipped before anything runs on emulated "
     "targets, whose timing is not hardware timing",
 )
@@ -61,6 +61,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="timed runs per variant (default 40; 2 on the emulated target)")
     group.addoption("--sme2-warmup", type=int, default=None,
                     help="warmup runs per variant (default 3; 0 on the emulated target)")
+    group.addoption("--sme2-max-rounds", type=int, default=None,
+                    help="when the machine disturbs more than half of a variant's runs, run them again, up to this "
+                         "many rounds in all (default 3; 1 never repeats)")
     group.addoption("--sme2-emulated-svl", type=int, default=None,
                     help="emulated target: SME streaming vector length in bits (default 512, like the M4)")
     group.addoption("--sme2-threads", type=int, default=None, help="runtime threads (default 1)")
@@ -78,6 +81,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         parser.addini(f"sme2_{name}", help_text, default="")
     parser.addini("sme2_runs", "default timed runs per variant (empty: the target's default)", default="")
     parser.addini("sme2_warmup", "default warmup runs per variant (empty: the target's default)", default="")
+    parser.addini("sme2_max_rounds", "rounds of runs at most when the machine disturbs more than half of them",
+                  default=str(RunSpec.max_rounds))
     parser.addini("sme2_emulated_svl", "emulated target: streaming vector length in bits", default="512")
     group.addoption("--sme2-no-kernel-trace", action="store_true", default=False,
                     help="emulated target: skip the traced inference that names the SME kernels that ran")
@@ -158,6 +163,7 @@ def pytest_configure(config: pytest.Config) -> None:
         target=config.getoption("sme2_target") or config.getini("sme2_target"),
         runs=_setting(config, "runs", int),
         warmup=_setting(config, "warmup", int),
+        max_rounds=_setting(config, "max_rounds", int),
         threads=_setting(config, "threads", int),
         timeout_s=_setting(config, "timeout", float),
         cache_dir=cache_dir if cache_dir.is_absolute() else rootdir / cache_dir,
@@ -315,7 +321,7 @@ def runner(request: pytest.FixtureRequest) -> Callable[..., Runner]:
     """
     session = _session(request)
     with _as_test_failure():
-        perf = _marker_kwargs(request.node, "perf", ("runs", "warmup", "threads", "timeout"))
+        perf = _marker_kwargs(request.node, "perf", ("runs", "warmup", "threads", "timeout", "max_rounds"))
         if request.node.get_closest_marker("latency") is not None and session.target.info.emulated:
             from .targets.base import EMULATED_TIMING
 
@@ -337,6 +343,7 @@ def runner(request: pytest.FixtureRequest) -> Callable[..., Runner]:
                 runs=pick(runs, "runs", default_runs),
                 warmup=pick(warmup, "warmup", default_warmup),
                 timeout_s=pick(timeout, "timeout", s.timeout_s),
+                max_rounds=perf.get("max_rounds", s.max_rounds),
             )
             reason = session.target.unsupported(sme2)
         if reason:

@@ -7,8 +7,16 @@ reports and (later) baselines:
 - E2E latency per run is Method::execute only; load and init are separate.
 - Category time per run is the sum of its operators; OTHER is E2E minus the
   named categories, so the shares of all categories sum to exactly one.
-- Shares are ratios of totals over all runs (sum of category time / sum of
-  E2E), which weights runs by their length and also sums to one.
+- Runs the machine disturbed (a stall in the run or in one of its operators:
+  stats.disturbed) are counted and kept out of every statistic a verdict
+  reads; relative latency also leaves out runs whose reference run was
+  disturbed. On a busy machine one 4-8 ms stall lands in one operator of a
+  1 ms model: a total over runs then moves a share by tens of points, a
+  median over undisturbed runs by none.
+- Shares, delegation coverage and SME path share are computed per run and
+  summarised by their median over the undisturbed runs, so one stalled run
+  cannot move them. Medians of shares need not sum to exactly one; per-run
+  category times (``category_ms``, totals over runs) do.
 - Delegation coverage by time is the share of E2E inside DELEGATE_CALL events;
   by nodes it comes from the export-time graph (getitem nodes excluded).
 - SME path share: of the CONV+GEMM time, how much ran packed-format kernels,
@@ -42,14 +50,19 @@ class Speedup:
     other: str
     this_median_ms: float
     other_median_ms: float
-    this_runs: int
+    this_runs: int  # undisturbed runs the interval is computed from
     other_runs: int
+    this_disturbed: int = 0  # runs the machine disturbed, left out
+    other_disturbed: int = 0
 
     def __repr__(self) -> str:
+        def runs(count: int, disturbed: int) -> str:
+            return f"{count} runs" + (f", {disturbed} disturbed left out" if disturbed else "")
+
         return (
             f"Speedup({self.value:.2f}x, {self.confidence:.0%} CI [{self.low:.2f}, {self.high:.2f}]: "
-            f"{self.this} (median {self.this_median_ms:.3f} ms, {self.this_runs} runs) over "
-            f"{self.other} (median {self.other_median_ms:.3f} ms, {self.other_runs} runs))"
+            f"{self.this} (median {self.this_median_ms:.3f} ms, {runs(self.this_runs, self.this_disturbed)}) over "
+            f"{self.other} (median {self.other_median_ms:.3f} ms, {runs(self.other_runs, self.other_disturbed)}))"
         )
 
     __str__ = __repr__
@@ -175,6 +188,47 @@ class Profile:
     def latency(self) -> stats.Summary:
         return stats.Summary.of(self.e2e_ms)
 
+    @functools.cached_property
+    def clean(self) -> np.ndarray:
+        """Per run: True unless the machine disturbed the run (stats.disturbed). Shares, coverage, SME
+        path and speedups read these runs. Emulated time says nothing about the machine: every run counts."""
+        return stats.undisturbed_runs(self.e2e_ms, None, self.emulated, op_ms=self.trace.op_ms)
+
+    @functools.cached_property
+    def clean_relative(self) -> np.ndarray:
+        """Runs undisturbed themselves *and* in the reference run right before them: what relative latency
+        reads (a reference stalled by 4 ms makes its run look 2x faster)."""
+        return stats.undisturbed_runs(self.e2e_ms, self.reference_ms, self.emulated, op_ms=self.trace.op_ms)
+
+    @property
+    def disturbed_run_indices(self) -> list[int]:
+        """Which timed runs (0-based) the machine disturbed in their own or an operator's time."""
+        return [int(i) for i in np.flatnonzero(~self.clean)]
+
+    @property
+    def disturbed_runs(self) -> int:
+        """How many timed runs the machine disturbed (kept out of shares, coverage and verdicts)."""
+        return int(self.runs - self.clean.sum())
+
+    @property
+    def disturbed_references(self) -> int:
+        """How many runs were left out of relative latency because their reference run was disturbed."""
+        return int(self.clean.sum() - self.clean_relative.sum())
+
+    def _per_run(self, part: np.ndarray, whole: np.ndarray) -> np.ndarray:
+        """part / whole per run; NaN where the whole is zero."""
+        part, whole = np.asarray(part, dtype=float), np.asarray(whole, dtype=float)
+        out = np.full(part.shape, np.nan)
+        np.divide(part, whole, out=out, where=whole > 0)
+        return out
+
+    def _clean_median(self, per_run: np.ndarray) -> float | None:
+        """Median over undisturbed runs with a value (all runs if none is undisturbed); None if no run has one."""
+        values = per_run[self.clean & np.isfinite(per_run)]
+        if values.size == 0:
+            values = per_run[np.isfinite(per_run)]
+        return float(np.median(values)) if values.size else None
+
     @property
     def median_ms(self) -> float:
         return float(np.median(self.e2e_ms))
@@ -197,7 +251,7 @@ class Profile:
         return bool(self.metadata.get("target", {}).get("emulated"))
 
     def speedup_over(self, other: "Profile") -> Speedup:
-        """median(other) / median(self) with a CI from all per-run samples of both.
+        """median(other) / median(self) with a CI from the undisturbed per-run samples of both.
 
         On emulated profiles the test is skipped: emulated timing is not hardware timing.
         """
@@ -210,7 +264,8 @@ class Profile:
                 f"{EMULATED_TIMING}: speedup of {self.label} over {other.label} not checked",
                 _use_item_location=True,
             )
-        interval = stats.ratio_of_medians_ci(other.e2e_ms, self.e2e_ms)
+        mine, theirs = self.e2e_ms[self.clean], other.e2e_ms[other.clean]
+        interval = stats.ratio_of_medians_ci(theirs, mine)
         return Speedup(
             value=interval.value,
             low=interval.low,
@@ -218,10 +273,12 @@ class Profile:
             confidence=interval.confidence,
             this=self.label,
             other=other.label,
-            this_median_ms=self.median_ms,
-            other_median_ms=other.median_ms,
-            this_runs=self.runs,
-            other_runs=other.runs,
+            this_median_ms=float(np.median(mine)),
+            other_median_ms=float(np.median(theirs)),
+            this_runs=int(mine.size),
+            other_runs=int(theirs.size),
+            this_disturbed=self.disturbed_runs,
+            other_disturbed=other.disturbed_runs,
         )
 
     # ----------------------------------------------------------- categories
@@ -230,16 +287,25 @@ class Profile:
         """Per-run time of each category (rows: runs); OTHER = E2E - named."""
         return self._category_ms.copy()
 
+    def share_samples(self, category: str | Category) -> np.ndarray:
+        """Per-run share of E2E time in a category (every run; see ``clean`` for which to trust)."""
+        return self._per_run(self._category_ms[Category.parse(category).value].to_numpy(), self.e2e_ms)
+
     def share(self, category: str | Category) -> float:
-        """Share of total E2E time spent in a category (all categories sum to 1)."""
-        name = Category.parse(category).value
-        if self._total_e2e <= 0:
-            return 0.0
-        return float(self._category_ms[name].sum() / self._total_e2e)
+        """Median over undisturbed runs of the per-run share of E2E time in a category."""
+        return self._clean_median(self.share_samples(category)) or 0.0
 
     @property
     def shares(self) -> dict[str, float]:
         return {c.value: self.share(c) for c in Category}
+
+    @property
+    def total_shares(self) -> dict[str, float]:
+        """Category time summed over all runs / E2E summed over all runs: sums to exactly one, but one
+        stalled run moves it (reports of where the time of a whole session went; never a verdict)."""
+        if self._total_e2e <= 0:
+            return {c.value: 0.0 for c in Category}
+        return {c.value: float(self._category_ms[c.value].sum() / self._total_e2e) for c in Category}
 
     # ------------------------------------------------------------ operators
     @property
@@ -270,11 +336,14 @@ class Profile:
 
     # ----------------------------------------------------------- delegation
     @property
+    def coverage_samples(self) -> np.ndarray:
+        """Per-run share of E2E time inside delegate calls."""
+        return self._per_run(self.trace.delegate_ms, self.e2e_ms)
+
+    @property
     def delegation_coverage(self) -> float:
-        """Share of E2E time spent inside delegate calls."""
-        if self._total_e2e <= 0:
-            return 0.0
-        return float(self.trace.delegate_ms.sum() / self._total_e2e)
+        """Median over undisturbed runs of the share of E2E time spent inside delegate calls."""
+        return self._clean_median(self.coverage_samples) or 0.0
 
     @property
     def node_delegation_coverage(self) -> float | None:
@@ -291,13 +360,22 @@ class Profile:
         return self._ops[mask]
 
     @property
-    def sme_path_share(self) -> float | None:
-        """Share of CONV+GEMM time in packed-format (SME/SME2) kernels; None without CONV/GEMM."""
+    def sme_path_samples(self) -> np.ndarray | None:
+        """Per-run share of CONV+GEMM time in packed-format kernels (NaN for a run without CONV/GEMM time);
+        None when the program has no CONV/GEMM operator."""
         heavy = self._conv_gemm()
-        total = float(heavy["total_ms"].sum())
-        if heavy.empty or total <= 0:
+        if heavy.empty:
             return None
-        return float(heavy.loc[heavy["packed"], "total_ms"].sum() / total)
+        op_ms = self.trace.op_ms[heavy.index.to_numpy()]
+        packed = op_ms[heavy["packed"].to_numpy()].sum(axis=0)
+        return self._per_run(packed, op_ms.sum(axis=0))
+
+    @property
+    def sme_path_share(self) -> float | None:
+        """Median over undisturbed runs of the share of CONV+GEMM time in packed-format (SME/SME2) kernels;
+        None without CONV/GEMM time."""
+        samples = self.sme_path_samples
+        return None if samples is None else self._clean_median(samples)
 
     @property
     def sme_path_ops(self) -> int:
@@ -344,7 +422,10 @@ class Profile:
             "relative_latency": stats.Summary.of(self.relative_ms).as_dict(unit="") if self.relative_ms is not None else None,
             "load_ms": self.load_ms,
             "init_ms": self.init_ms,
+            "disturbed_runs": self.disturbed_runs,
+            "disturbed_references": self.disturbed_references,
             "shares": self.shares,
+            "total_shares": self.total_shares,
             "delegation_coverage": self.delegation_coverage,
             "node_delegation_coverage": self.node_delegation_coverage,
             "sme_path_share": self.sme_path_share,

@@ -90,8 +90,24 @@ class Runner:
                                          reference=reference.path if reference is not None else None)
         return result, identity
 
-    def profile(self, pte: "ExportedModel | str | Path") -> Profile:
-        """Run with ETDump and build the Profile of the timed runs."""
+    def profile(self, pte: "ExportedModel | str | Path", top_up: bool = True) -> Profile:
+        """Run with ETDump and build the Profile of the timed runs.
+
+        When the machine disturbed so many runs that fewer than half of them
+        are undisturbed (for 20 runs or more: clean_runs_wanted), the same number of runs
+        is made again, up to ``spec.max_rounds`` in all, and the rounds are merged: on a
+        busy machine the run count grows until a verdict has enough undisturbed
+        runs to stand on, and on a quiet one it costs nothing.
+        """
+        chunks = [self._profile_once(pte)]
+        profile = chunks[0]
+        while top_up and len(chunks) < self.spec.max_rounds and not profile.emulated \
+                and int(profile.clean_relative.sum()) < clean_runs_wanted(self.spec.runs):
+            chunks.append(self._profile_once(pte))
+            profile = Profile.concat(chunks)
+        return profile
+
+    def _profile_once(self, pte: "ExportedModel | str | Path") -> Profile:
         result, identity = self._run(pte, etdump=True)
         if result.timed_etdump is None:
             raise EtdumpError(f"the runner did not report an ETDump for {result.out_dir}; see {result.log}")
@@ -135,6 +151,14 @@ class Runner:
         return Timings(result.wall_ms, self.label, result)
 
 
+def clean_runs_wanted(runs: int) -> int:
+    """Undisturbed runs a variant should have before its Profile is used: at least half the requested runs.
+
+    Fewer than 2 x stats.MIN_CLEAN_RUNS runs is a quick look that no verdict needs to stand on: taken as it is.
+    """
+    return -(-runs // 2) if runs >= 2 * stats.MIN_CLEAN_RUNS else 0
+
+
 def alternate(pte: "ExportedModel | str | Path", first: Runner, second: Runner,
               rounds: int = 4) -> tuple[Profile, Profile]:
     """Profile two variants in alternating chunks (A, B, A, B, ...) and merge each variant's chunks.
@@ -153,13 +177,24 @@ def alternate(pte: "ExportedModel | str | Path", first: Runner, second: Runner,
         count = min(rounds, runner.spec.runs)
         sizes = [runner.spec.runs // count + (1 if i < runner.spec.runs % count else 0) for i in range(count)]
         plans.append(sizes + [0] * (rounds - count))
-    for round_index in range(rounds):
+    def one_round(round_index: int) -> None:
         for side, runner in enumerate((first, second)):
-            runs = plans[side][round_index]
+            runs = plans[side][round_index % rounds]
             if runs:
                 chunk = replace(runner, spec=replace(runner.spec, runs=runs))
-                chunks[side].append(chunk.profile(pte))
-    return Profile.concat(chunks[0]), Profile.concat(chunks[1])
+                chunks[side].append(chunk.profile(pte, top_up=False))
+
+    for round_index in range(rounds):
+        one_round(round_index)
+    merged = Profile.concat(chunks[0]), Profile.concat(chunks[1])
+    # Too many disturbed runs on either side: more alternating rounds, up to max_rounds times the runs asked for.
+    extra = 0
+    while extra < (max(first.spec.max_rounds, second.spec.max_rounds) - 1) * rounds and not merged[0].emulated and any(
+            int(p.clean_relative.sum()) < clean_runs_wanted(r.spec.runs) for p, r in zip(merged, (first, second))):
+        one_round(extra)
+        extra += 1
+        merged = Profile.concat(chunks[0]), Profile.concat(chunks[1])
+    return merged
 
 
 def _versions() -> dict[str, str]:

@@ -22,6 +22,7 @@ class Settings:
     target: str = "auto"
     runs: int | None = None  # None: the target's default (20 on hardware, fewer under emulation)
     warmup: int | None = None
+    max_rounds: int = RunSpec.max_rounds
     threads: int = 1
     timeout_s: float = 600.0
     cache_dir: Path = Path(".sme2/cache")

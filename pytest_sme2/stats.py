@@ -17,6 +17,18 @@ import numpy as np
 DEFAULT_CONFIDENCE = 0.95
 DEFAULT_RESAMPLES = 4000
 DEFAULT_SEED = 20261122
+# A run was disturbed by the machine (another job took the core) when it is slower than the
+# fastest run of its kind by more than DISTURBANCE_FACTOR - 1 of that fastest run *and* by more
+# than STALL_MIN_MS. Measured on a busy 2-core VM (docs/design.md, "Disturbed runs"): a stall is
+# a scheduler slice of 4-9 ms, far above both bounds; undisturbed runs of one process stay within
+# 1.45x of the fastest and, for models of tens of microseconds (where 1.5x is a few microseconds
+# of cache and timer noise), within 0.06 ms of it. Either bound alone misfires: the factor alone
+# called a third of a 44-us model's quiet runs disturbed; the absolute bound alone called most of
+# a 6 ms model's runs disturbed (its quiet runs wander by 1-2 ms).
+DISTURBANCE_FACTOR = 1.5
+STALL_MIN_MS = 0.5
+# Fewer undisturbed runs than this on either side and no verdict is given (it would be a guess).
+MIN_CLEAN_RUNS = 10
 
 
 def as_samples(values: Sequence[float] | np.ndarray, what: str = "samples") -> np.ndarray:
@@ -34,6 +46,80 @@ def per_run_ratio(samples: Sequence[float] | np.ndarray,
     if reference is None or len(reference) == 0 or len(reference) != len(samples):
         return None
     return np.asarray(samples, dtype=float) / np.asarray(reference, dtype=float)
+
+
+def disturbed(samples_ms: Sequence[float] | np.ndarray, factor: float = DISTURBANCE_FACTOR,
+              min_excess_ms: float = STALL_MIN_MS) -> np.ndarray:
+    """Which runs the machine disturbed, per run (the last axis); rows of a 2-D array are separate series
+    (the operators of a program), and a run is disturbed when any of them is.
+
+    Interference on a shared machine only ever adds time, and a deterministic
+    program has a hard floor, so the fastest run is the best estimate of an
+    undisturbed one and stays right however many runs stalled (a median-based
+    fence fails once half the runs stall, as they do beside two busy jobs).
+    """
+    array = np.asarray(samples_ms, dtype=float)
+    if array.size == 0:
+        return np.zeros(array.shape[-1] if array.ndim else 0, dtype=bool)
+    floor = np.min(array, axis=-1, keepdims=True)
+    excess = array - floor
+    stalled = (excess > (factor - 1) * floor) & (excess > min_excess_ms) & (floor >= 0)
+    return stalled.any(axis=0) if stalled.ndim == 2 else stalled
+
+
+def undisturbed_runs(samples_ms: Sequence[float] | np.ndarray, reference_ms: Sequence[float] | np.ndarray | None = None,
+                     emulated: bool = False, op_ms: np.ndarray | None = None) -> np.ndarray:
+    """The runs a verdict may read: undisturbed in their own time, in each operator's time (``op_ms``,
+    operators x runs; a 5 ms stall landing in a 0.2 ms operator of a 20 ms model is invisible in the
+    total) and in the reference run right before them.
+
+    The one definition used by Profiles and by baseline records. Emulated time
+    says nothing about the machine, so there every run counts.
+    """
+    samples = np.asarray(samples_ms, dtype=float)
+    if emulated:
+        return np.ones(samples.size, dtype=bool)
+    mask = ~disturbed(samples)
+    if op_ms is not None and np.size(op_ms) and np.shape(op_ms)[-1] == samples.size:
+        mask &= ~disturbed(op_ms)
+    if reference_ms is not None and len(reference_ms) == samples.size:
+        mask &= ~disturbed(reference_ms)
+    return mask
+
+
+@dataclass(frozen=True)
+class PointShift:
+    """Did a per-run quantity (a share, a coverage) move between a baseline and now?
+
+    Judged like latency: the change of the medians must exceed the tolerance
+    *and* the Mann-Whitney U test over the per-run samples must find it
+    significant, so one stalled run cannot move a verdict.
+    """
+
+    current: float  # median of the current per-run samples
+    baseline: float
+    p_up: float  # H1: current samples tend to be larger
+    p_down: float
+    n_current: int
+    n_baseline: int
+
+    @property
+    def change(self) -> float:
+        return self.current - self.baseline
+
+
+def point_shift(baseline: Sequence[float] | np.ndarray, current: Sequence[float] | np.ndarray) -> PointShift:
+    """Medians of two sets of per-run values and one-sided rank tests both ways (see :class:`PointShift`)."""
+    base = as_samples(baseline, "baseline")
+    cur = as_samples(current, "current")
+    return PointShift(
+        current=float(np.median(cur)),
+        baseline=float(np.median(base)),
+        p_up=mann_whitney_p(cur, base, "greater"),
+        p_down=mann_whitney_p(cur, base, "less"),
+        n_current=int(cur.size),
+        n_baseline=int(base.size),
+    )
 
 
 def _bootstrap_medians(samples: np.ndarray, resamples: int, rng: np.random.Generator) -> np.ndarray:

@@ -13,9 +13,17 @@ Two kinds of checks, because they fail for different reasons:
   ``metric="instructions"`` replaces latency by instructions per inference
   counted under callgrind, which repeat to about 1e-6, so a plain relative
   tolerance is enough.
-- Structure needs no statistics: delegation coverage dropped, an operator
-  fell out of the delegate, the SME path share dropped, a category share moved
-  more than its tolerance.
+- Per-run quantities of time (category shares, delegation coverage by time,
+  SME path share) are judged like latency: the median over undisturbed runs
+  must move more than the tolerance *and* the Mann-Whitney U test over the
+  per-run values must call it significant. A total over runs is moved by tens
+  of points by one 4-8 ms stall; these are not.
+- Runs the machine disturbed (stats.undisturbed_runs) never decide a verdict;
+  every verdict says how many were left out, and with fewer than
+  stats.MIN_CLEAN_RUNS undisturbed runs on a side the verdict is
+  ``inconclusive`` (shown, not failed) instead of a guess.
+- Structure needs no statistics: an operator fell out of the delegate, the
+  delegated share of graph nodes dropped.
 
 Records are the dicts of :func:`pytest_sme2.baselines.record_of`, so the same
 code judges a live Profile and synthetic numbers in unit tests.
@@ -26,6 +34,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, Mapping
 
+import numpy as np
+
 from . import stats
 from .errors import UsageError
 
@@ -33,6 +43,7 @@ REGRESSION = "regression"
 IMPROVEMENT = "improvement"
 OK = "ok"
 SKIPPED = "skipped"
+INCONCLUSIVE = "inconclusive"  # too few undisturbed runs to judge: shown, never failed
 NOTE = "note"
 MISSING = "missing"
 FAILING = (REGRESSION, MISSING)
@@ -46,10 +57,14 @@ class Tolerances:
     ``latency`` and ``instructions`` are relative (0.10 = 10% slower);
     ``shares``, ``coverage`` and ``sme_path`` are absolute share points
     (0.05 = five percentage points); ``alpha`` is the significance level
-    of the latency test.
+    of every per-run test; ``min_effect_ms`` is the smallest change of the
+    median latency in milliseconds that can fail a test: for a model of tens
+    of microseconds a relative tolerance alone is a few microseconds, less
+    than where a fresh process happens to place its memory moves it.
     """
 
     latency: float = 0.10
+    min_effect_ms: float = 0.02
     shares: float = 0.05
     coverage: float = 0.02
     sme_path: float = 0.05
@@ -105,42 +120,60 @@ def latency_verdict(label: str, current: Mapping[str, Any], baseline: Mapping[st
         return Verdict("latency", SKIPPED, label, "emulated timing is not hardware timing: latency not compared")
     relative = tuple(stats.per_run_ratio(r["samples_ms"], r.get("reference_ms")) for r in (current, baseline))
     judged_relative = relative[0] is not None and relative[1] is not None
+    clean = tuple(clean_runs(r, with_reference=judged_relative) for r in (current, baseline))
+    raw = tuple(np.asarray(r["samples_ms"], dtype=float)[mask] for r, mask in zip((current, baseline), clean))
+    left_out = _left_out(clean)
+    too_few = _too_few(clean)
+    if too_few:
+        return Verdict("latency", INCONCLUSIVE, label, f"latency not judged: {too_few}",
+                       {"disturbed": [int((~m).sum()) for m in clean]})
     if judged_relative:
-        test = stats.shift_test(relative[1], relative[0])
+        test = stats.shift_test(relative[1][clean[1]], relative[0][clean[0]])
         basis, how = "relative latency", "each run / the reference program's run right before it; "
         raw_note = ""
     else:
-        test = stats.shift_test(baseline["samples_ms"], current["samples_ms"])
+        test = stats.shift_test(raw[1], raw[0])
         which = " and ".join(side for side, r in (("this run", relative[0]), ("the baseline", relative[1])) if r is None)
         basis, how = "raw latency", ""
         raw_note = (f"; judged on raw milliseconds because {which} has no reference-program times, so drift of "
                     f"the machine is not cancelled (record the baseline again with --sme2-update-baselines and "
                     f"keep --sme2-latency-reference on)")
     ratio = test.ratio
+    medians = [float(np.median(side)) for side in raw]
     evidence = {
         "basis": "relative" if judged_relative else "raw",
-        "current_median_ms": current["latency"]["median_ms"],
-        "baseline_median_ms": baseline["latency"]["median_ms"],
+        "current_median_ms": medians[0],
+        "baseline_median_ms": medians[1],
         "ratio": ratio.value, "ratio_low": ratio.low, "ratio_high": ratio.high,
         "p_slower": test.p_slower, "p_faster": test.p_faster,
-        "tolerance": tol.latency, "alpha": tol.alpha,
+        "tolerance": tol.latency, "alpha": tol.alpha, "min_effect_ms": tol.min_effect_ms,
         "current_runs": test.n_current, "baseline_runs": test.n_baseline,
+        "current_disturbed": int((~clean[0]).sum()), "baseline_disturbed": int((~clean[1]).sum()),
     }
     numbers = (
         f"{basis} {ratio.value - 1:+.1%} ({how}{ratio.confidence:.0%} CI of the ratio [{ratio.low:.3f}, {ratio.high:.3f}], "
-        f"{test.n_current} vs {test.n_baseline} runs; raw median {evidence['current_median_ms']:.4g} ms vs baseline "
-        f"{evidence['baseline_median_ms']:.4g} ms){raw_note}"
+        f"{test.n_current} vs {test.n_baseline} runs, undisturbed{left_out}; raw median "
+        f"{medians[0]:.4g} ms vs baseline {medians[1]:.4g} ms){raw_note}"
     )
-    if ratio.value > 1 + tol.latency and test.p_slower < tol.alpha:
+    # The change in milliseconds the ratio stands for, measured on the baseline's median.
+    effect_ms = abs(ratio.value - 1) * medians[1]
+    big_enough = effect_ms > tol.min_effect_ms
+    if ratio.value > 1 + tol.latency and big_enough and test.p_slower < tol.alpha:
         return Verdict("latency", REGRESSION, label,
-                       f"latency regression: {numbers}; tolerance +{tol.latency:.0%}, "
+                       f"latency regression: {numbers}; tolerance +{tol.latency:.0%} and {tol.min_effect_ms:g} ms, "
                        f"Mann-Whitney U p={test.p_slower:.2g} < alpha {tol.alpha:g}", evidence)
-    if ratio.value < 1 / (1 + tol.latency) and test.p_faster < tol.alpha:
+    if ratio.value < 1 / (1 + tol.latency) and big_enough and test.p_faster < tol.alpha:
         return Verdict("latency", IMPROVEMENT, label,
                        f"latency improvement: {numbers}; Mann-Whitney U p={test.p_faster:.2g} < alpha {tol.alpha:g}",
                        evidence)
     p = test.p_slower if ratio.value >= 1 else test.p_faster
-    why = "within tolerance" if abs(ratio.value - 1) <= tol.latency else f"not significant (p={p:.2g})"
+    if abs(ratio.value - 1) <= tol.latency:
+        why = "within tolerance"
+    elif not big_enough:
+        why = (f"change of about {effect_ms * 1000:.3g} us per run is below the minimum effect of "
+               f"{tol.min_effect_ms:g} ms (min_effect_ms)")
+    else:
+        why = f"not significant (p={p:.2g})"
     floor = stats.mann_whitney_floor(test.n_current, test.n_baseline)
     if floor >= tol.alpha:
         why += f"; with {test.n_current} vs {test.n_baseline} runs p cannot go below {floor:.2g}, so no " \
@@ -170,17 +203,96 @@ def instruction_verdict(label: str, current: Mapping[str, Any], baseline: Mappin
     return Verdict("instructions", OK, label, f"instructions within tolerance: {numbers}", evidence)
 
 
-def _coverage(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any], tol: Tolerances) -> list[Verdict]:
-    out = []
-    now, then = float(current["delegation_coverage"]), float(baseline["delegation_coverage"])
-    evidence = {"current": now, "baseline": then, "tolerance": tol.coverage}
-    if then - now > tol.coverage:
-        out.append(Verdict("delegation_coverage", REGRESSION, label,
-                           f"delegation coverage dropped from {_pct(then)} to {_pct(now)} of E2E time "
-                           f"(tolerance {tol.coverage * 100:g} points)", evidence))
+def clean_runs(record: Mapping[str, Any], with_reference: bool = False) -> np.ndarray:
+    """Which runs of a record a verdict may read (stats.undisturbed_runs, the Profile's own definition):
+    undisturbed runs, and for relative latency also an undisturbed reference run before each."""
+    reference = record.get("reference_ms") if with_reference else None
+    mask = stats.undisturbed_runs(record["samples_ms"], reference, bool(record.get("emulated")))
+    indices = record.get("disturbed_run_indices")
+    if indices and not record.get("emulated"):  # stalls inside one operator, seen by the Profile
+        mask[[i for i in indices if 0 <= i < mask.size]] = False
+    return mask
+
+
+def _left_out(clean: tuple[np.ndarray, np.ndarray]) -> str:
+    counts = [int((~mask).sum()) for mask in clean]
+    return f"; {counts[0]} vs {counts[1]} disturbed runs left out" if any(counts) else ""
+
+
+def _too_few(clean: tuple[np.ndarray, np.ndarray]) -> str:
+    """Why no verdict can be given (empty if it can): too few undisturbed runs on a side."""
+    for side, mask in zip(("this run", "the baseline"), clean):
+        if int(mask.sum()) < stats.MIN_CLEAN_RUNS:
+            return (f"{side} has {int(mask.sum())} undisturbed of {mask.size} runs, fewer than "
+                    f"{stats.MIN_CLEAN_RUNS}; the machine was too busy (run again on a quieter machine, or with "
+                    f"more runs: --sme2-runs)")
+    return ""
+
+
+def _per_run(record: Mapping[str, Any], key: str, category: str | None = None) -> np.ndarray | None:
+    """The record's per-run values of one quantity (NaN where a run has none); None if it has none."""
+    per_run = record.get("per_run") or {}
+    values = per_run.get(key)
+    if category is not None:
+        values = (values or {}).get(category)
+    if values is None:
+        return None
+    return np.array([np.nan if v is None else v for v in values], dtype=float)
+
+
+def _per_run_verdict(check: str, label: str, what: str, key: str, current: Mapping[str, Any],
+                     baseline: Mapping[str, Any], tolerance: float, alpha: float, two_sided: bool,
+                     category: str | None = None) -> Verdict:
+    """One per-run quantity judged like latency: median change beyond ``tolerance`` points *and* significant."""
+    evidence: dict[str, Any] = {"tolerance": tolerance, "alpha": alpha}
+    if category is not None:
+        evidence["category"] = category
+    values = tuple(_per_run(r, key, category) for r in (current, baseline))
+    if values[0] is None and values[1] is None:
+        return Verdict(check, OK, label, f"{what}: neither side has any", evidence)
+    if values[1] is None or values[0] is None:
+        side = "the baseline" if values[1] is None else "this run"
+        if side == "the baseline" and baseline.get("per_run") is None:
+            return Verdict(check, INCONCLUSIVE, label,
+                           f"{what} not judged: the baseline was recorded by an older pytest-sme2 without per-run "
+                           f"values; record it again with --sme2-update-baselines", evidence)
+        if two_sided or side == "this run":
+            return Verdict(check, REGRESSION, label, f"{what}: {side} has none, the other side has", evidence)
+        return Verdict(check, OK, label, f"{what}: the baseline had none", evidence)
+    clean = tuple(clean_runs(r) for r in (current, baseline))
+    if len(values[0]) != clean[0].size or len(values[1]) != clean[1].size:
+        return Verdict(check, INCONCLUSIVE, label, f"{what} not judged: per-run values do not match the runs", evidence)
+    kept = tuple(v[m & np.isfinite(v)] for v, m in zip(values, clean))
+    too_few = _too_few(tuple(m & np.isfinite(v) for v, m in zip(values, clean)))
+    if too_few:
+        return Verdict(check, INCONCLUSIVE, label, f"{what} not judged: {too_few}", evidence)
+    test = stats.point_shift(kept[1], kept[0])
+    change = test.change
+    p = test.p_up if change > 0 else test.p_down
+    evidence.update({"current": test.current, "baseline": test.baseline, "change": change, "p": p,
+                     "current_runs": test.n_current, "baseline_runs": test.n_baseline,
+                     "current_disturbed": int((~clean[0]).sum()), "baseline_disturbed": int((~clean[1]).sum())})
+    interval = stats.median_ci(kept[0])
+    evidence.update({"current_low": interval.low, "current_high": interval.high})
+    numbers = (f"{what} {_pct(test.baseline)} -> {_pct(test.current)} ({change * 100:+.1f} points; medians of "
+               f"{test.n_current} vs {test.n_baseline} undisturbed runs{_left_out(clean)}, now 95% CI "
+               f"[{_pct(interval.low)}, {_pct(interval.high)}]; Mann-Whitney U p={p:.2g})")
+    bad_direction = two_sided or change < 0
+    if abs(change) > tolerance and p < alpha and bad_direction:
+        bound = f"+-{tolerance * 100:g}" if two_sided else f"-{tolerance * 100:g}"
+        return Verdict(check, REGRESSION, label, f"{numbers}; tolerance {bound} points, alpha {alpha:g}", evidence)
+    if abs(change) <= tolerance:
+        why = "within tolerance"
+    elif p >= alpha:
+        why = "not significant"
     else:
-        out.append(Verdict("delegation_coverage", OK, label, f"delegation coverage {_pct(now)} (baseline {_pct(then)})",
-                           evidence))
+        why = "improved"
+    return Verdict(check, OK, label, f"{numbers}: {why}", evidence)
+
+
+def _coverage(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any], tol: Tolerances) -> list[Verdict]:
+    out = [_per_run_verdict("delegation_coverage", label, "delegation coverage of E2E time", "delegation_coverage",
+                            current, baseline, tol.coverage, tol.alpha, two_sided=False)]
     nodes_now, nodes_then = current.get("node_delegation_coverage"), baseline.get("node_delegation_coverage")
     if nodes_now is not None and nodes_then is not None and nodes_now < nodes_then - 1e-9:
         out.append(Verdict("delegation_coverage", REGRESSION, label,
@@ -207,29 +319,14 @@ def _delegated_ops(label: str, current: Mapping[str, Any], baseline: Mapping[str
 
 
 def _sme_path(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any], tol: Tolerances) -> Verdict:
-    now, then = current.get("sme_path_share"), baseline.get("sme_path_share")
-    evidence = {"current": now, "baseline": then, "tolerance": tol.sme_path}
-    if then is not None and (now is None or then - now > tol.sme_path):
-        shown = "no CONV/GEMM time" if now is None else _pct(now)
-        return Verdict("sme_path", REGRESSION, label,
-                       f"SME path share of CONV+GEMM time dropped from {_pct(then)} to {shown} "
-                       f"(tolerance {tol.sme_path * 100:g} points)", evidence)
-    return Verdict("sme_path", OK, label, f"SME path share {now if now is None else _pct(now)}", evidence)
+    return _per_run_verdict("sme_path", label, "SME path share of CONV+GEMM time", "sme_path_share", current,
+                            baseline, tol.sme_path, tol.alpha, two_sided=False)
 
 
 def _shares(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any], tol: Tolerances) -> list[Verdict]:
-    out = []
-    now, then = current.get("shares") or {}, baseline.get("shares") or {}
-    for category in sorted(set(now) | set(then)):
-        a, b = float(now.get(category, 0.0)), float(then.get(category, 0.0))
-        if abs(a - b) > tol.shares:
-            out.append(Verdict("share", REGRESSION, label,
-                               f"share of {category} moved from {_pct(b)} to {_pct(a)} of E2E time "
-                               f"({(a - b) * 100:+.1f} points, tolerance +-{tol.shares * 100:g} points)",
-                               {"category": category, "current": a, "baseline": b, "tolerance": tol.shares}))
-    if not out:
-        out.append(Verdict("share", OK, label, f"category shares within +-{tol.shares * 100:g} points", {}))
-    return out
+    categories = sorted(set(current.get("shares") or {}) | set(baseline.get("shares") or {}))
+    return [_per_run_verdict("share", label, f"share of {category}", "shares", current, baseline, tol.shares,
+                             tol.alpha, two_sided=True, category=category) for category in categories]
 
 
 def _provenance(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any]) -> list[Verdict]:
@@ -248,6 +345,45 @@ def _provenance(label: str, current: Mapping[str, Any], baseline: Mapping[str, A
         notes.append(f"recipe {text(then['recipe'])} in the baseline, {text(now['recipe'])} now")
     return [Verdict("provenance", NOTE, label, "baseline from another setup: " + "; ".join(notes),
                     {"current": now, "baseline": then})] if notes else []
+
+
+def baseline_quality(record: Mapping[str, Any], tol: Tolerances) -> tuple[dict[str, Any], list[str]]:
+    """How trustworthy a record is as a baseline, and what makes it unfit (empty list: fit).
+
+    A baseline recorded while the machine was busy blinds every later check
+    (a reference stalled in 21 of 40 runs made an unchanged model read +150%
+    and hid a real +12.7% slowdown). So before writing one: enough undisturbed
+    runs, at most half of them disturbed, a median whose 95% interval is
+    narrower than the latency tolerance, and the same median in the first and
+    second half of the runs. Emulated records have no time to judge.
+    """
+    if record.get("emulated"):
+        return {"emulated": True}, []
+    relative = stats.per_run_ratio(record["samples_ms"], record.get("reference_ms"))
+    clean = clean_runs(record, with_reference=relative is not None)
+    runs, kept = int(clean.size), int(clean.sum())
+    values = (relative if relative is not None else np.asarray(record["samples_ms"], dtype=float))[clean]
+    quality: dict[str, Any] = {"runs": runs, "disturbed_runs": runs - kept,
+                               "basis": "relative" if relative is not None else "raw"}
+    problems = []
+    if kept < stats.MIN_CLEAN_RUNS:
+        problems.append(f"only {kept} of {runs} runs were undisturbed (need {stats.MIN_CLEAN_RUNS})")
+    if runs - kept > runs / 2:
+        problems.append(f"{runs - kept} of {runs} runs were disturbed by other work on the machine "
+                        f"(the run, or the reference run right before it)")
+    if values.size >= 2:
+        interval = stats.median_ci(values)
+        width = (interval.high - interval.low) / interval.value if interval.value > 0 else float("inf")
+        half = values.size // 2
+        halves = float(np.median(values[half:]) / np.median(values[:half]) - 1) if half else 0.0
+        quality.update({"median_ci_width": width, "halves_change": halves})
+        if width > tol.latency:
+            problems.append(f"the 95% interval of the median is {width:.1%} of it wide, more than the latency "
+                            f"tolerance {tol.latency:.0%}")
+        if abs(halves) > tol.latency / 2:
+            problems.append(f"the median moved {halves:+.1%} between the first and second half of the runs "
+                            f"(more than half the latency tolerance, {tol.latency / 2:.0%})")
+    return quality, problems
 
 
 def judge(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any], tolerances: Tolerances | None = None,

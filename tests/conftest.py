@@ -81,6 +81,9 @@ def sme2_project(pytester: pytest.Pytester, shared_export_cache: Path) -> pytest
             sme2_cache_dir = {shared_export_cache}
             sme2_runs = 5
             sme2_warmup = 1
+            # Exact run counts in these tests: no extra rounds when this busy machine disturbs runs
+            # (tests/test_runner_rounds.py tests those).
+            sme2_max_rounds = 1
             filterwarnings = ignore
             """
         )

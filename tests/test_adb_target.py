@@ -92,8 +92,10 @@ def test_push_run_pull_with_device_facts_and_masking(standin: AdbStandin, export
     try:
         # Enough runs (about half a second, most of it the reference program's) for the hook to read the
         # live process's memory map.
-        on = Runner(session, RunSpec(sme2=True, runs=150, warmup=1), session.test_dir("on")).profile(exported)
-        off = Runner(session, RunSpec(sme2=False, runs=150, warmup=1), session.test_dir("off")).profile(exported)
+        # One round each (max_rounds=1): the checks below count the runs of one runner process.
+        on = Runner(session, RunSpec(sme2=True, runs=150, warmup=1, max_rounds=1), session.test_dir("on")).profile(exported)
+        off = Runner(session, RunSpec(sme2=False, runs=150, warmup=1, max_rounds=1),
+                     session.test_dir("off")).profile(exported)
         target = session.target.info
     finally:
         session.close()

@@ -80,7 +80,7 @@ def test_profile_invariants(fp32_profiles: dict[str, Profile], name: str) -> Non
     profile = fp32_profiles[name]
     assert profile.runs == RUNS
     assert len(profile.wall_ms) == RUNS
-    assert sum(profile.shares.values()) == pytest.approx(1.0, abs=1e-9)
+    assert sum(profile.total_shares.values()) == pytest.approx(1.0, abs=1e-9)
     for category in ("CONV", "GEMM", "DATA_MOVEMENT", "ELEMENTWISE"):
         assert 0.0 <= profile.share(category) <= 1.0
     # Method::execute is measured inside the runner's own per-run wall clock.
@@ -89,6 +89,23 @@ def test_profile_invariants(fp32_profiles: dict[str, Profile], name: str) -> Non
     assert profile.load_ms is not None and profile.load_ms > 0
     assert profile.init_ms is not None and profile.init_ms > 0
     assert profile.sme_path_share in (0.0, None) or profile.metadata["sme2_active"]
+
+
+@pytest.mark.parametrize("name", ["toy_cnn", "mobilenet_v3_small", "transformer_encoder"])
+def test_robust_statistics_on_real_runs(fp32_profiles: dict[str, Profile], name: str) -> None:
+    """On real ETDumps: disturbed runs, and shares/coverage as medians over the undisturbed runs, by definition."""
+    profile = fp32_profiles[name]
+    e2e = profile.e2e_ms
+    undisturbed = e2e <= 1.5 * e2e.min()
+    assert list(profile.clean) == list(undisturbed) and profile.disturbed_runs == int((~undisturbed).sum())
+    per_run = profile.category_ms.div(e2e, axis=0)
+    for category in per_run.columns:
+        assert profile.share(category) == pytest.approx(float(np.median(per_run[category][undisturbed])), abs=1e-12)
+    delegate = np.array([profile.trace.delegate_ms[i] / e2e[i] for i in range(len(e2e))])
+    assert profile.delegation_coverage == pytest.approx(float(np.median(delegate[undisturbed])), abs=1e-12)
+    if profile.reference_ms is not None:
+        both = undisturbed & (profile.reference_ms <= 1.5 * profile.reference_ms.min())
+        assert list(profile.clean_relative) == list(both)
 
 
 def test_model_character_shows_in_categories(fp32_profiles: dict[str, Profile]) -> None:

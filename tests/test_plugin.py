@@ -59,7 +59,7 @@ def test_profile_end_to_end_and_report_sections(sme2_project: pytest.Pytester) -
         def test_profile(exported_pte, runner, etdump_profile):
             profile = etdump_profile(exported_pte, runner())
             assert profile.runs == 4
-            assert abs(sum(profile.shares.values()) - 1) < 1e-9
+            assert abs(sum(profile.total_shares.values()) - 1) < 1e-9  # medians (shares) need not sum to 1
             assert profile.share("conv") > 0 and profile.share("gemm") > 0
             assert profile.delegation_coverage > 0.5
         """

@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 
+from pytest_sme2 import stats
 from pytest_sme2.stats import Interval, Summary, as_samples, median_ci, ratio_of_medians_ci
 
 NARROW = [1.00, 1.01, 0.99, 1.02, 0.98, 1.00, 1.01, 0.99, 1.00, 1.03, 0.97, 1.00]
@@ -166,3 +167,38 @@ def test_summary_as_dict_keys_and_values() -> None:
 def test_summary_rejects_nan() -> None:
     with pytest.raises(ValueError, match="NaN"):
         Summary.of([1.0, float("nan")])
+
+
+# --------------------------------------------------------------------- disturbed runs
+
+
+def test_a_stall_is_both_far_above_the_fastest_run_and_long() -> None:
+    # 1.1 ms program: the 2.0 ms run is 0.9 ms (> 0.5 ms) and 82% (> 50%) above the fastest.
+    assert stats.disturbed([1.1, 1.2, 2.0, 1.15]).tolist() == [False, False, True, False]
+
+
+def test_quiet_jitter_of_a_tiny_model_is_not_a_stall() -> None:
+    # A 44 us model: 66 us is 1.5x the fastest but only 22 us slower, cache and timer noise, not a stall.
+    assert not stats.disturbed([0.044, 0.066, 0.050, 0.071]).any()
+    # A 4.5 ms scheduler slice landing in it is one.
+    assert stats.disturbed([0.044, 4.544, 0.050]).tolist() == [False, True, False]
+
+
+def test_quiet_wander_of_a_long_model_is_not_a_stall() -> None:
+    # A 6 ms model whose quiet runs wander by 1-2 ms (seen on this VM): above 0.5 ms, below 1.5x.
+    assert not stats.disturbed([5.2, 6.3, 7.1, 6.0]).any()
+
+
+def test_a_stall_inside_one_operator_of_a_long_model_is_seen_by_the_operator() -> None:
+    e2e = np.array([20.0, 20.1, 24.6, 20.05])  # +4.5 ms: 23% of E2E, below 1.5x
+    ops = np.array([[0.2, 0.21, 4.7, 0.2],  # the stall landed in this 0.2 ms operator
+                    [19.8, 19.89, 19.9, 19.85]])
+    assert not stats.disturbed(e2e).any()
+    assert stats.disturbed(ops).tolist() == [False, False, True, False]
+    assert stats.undisturbed_runs(e2e, op_ms=ops).tolist() == [True, True, False, True]
+
+
+def test_runs_after_a_stalled_reference_run_are_left_out_and_emulated_runs_all_count() -> None:
+    e2e, reference = [1.0, 1.0, 1.0], [3.0, 9.0, 3.1]
+    assert stats.undisturbed_runs(e2e, reference).tolist() == [True, False, True]
+    assert stats.undisturbed_runs([1.0, 9.0], emulated=True).tolist() == [True, True]

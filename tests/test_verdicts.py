@@ -12,8 +12,22 @@ from pytest_sme2.verdicts import Tolerances, judge
 RNG_SEED = 5
 
 
+SHARES = {"CONV": 0.5, "GEMM": 0.2, "DATA_MOVEMENT": 0.1, "ELEMENTWISE": 0.05, "OTHER": 0.15}
+
+
+def per_run(value: float | None, n: int, seed: int, spread: float = 0.005) -> list[float] | None:
+    """n per-run values around ``value`` (share points), as a Profile's per-run shares scatter."""
+    if value is None:
+        return None
+    return [float(x) for x in value + spread * np.random.default_rng(seed).standard_normal(n)]
+
+
 def record(samples: np.ndarray | list[float], **changes: object) -> dict:
+    """A record like baselines.record_of makes; per-run values follow the scalar shares, coverage and SME path."""
     samples = [float(x) for x in samples]
+    n = len(samples)
+    shares = changes.get("shares", SHARES)
+    seed = int(changes.pop("seed", 0))
     base = {
         "latency": {"median_ms": float(np.median(samples))},
         "samples_ms": samples,
@@ -24,6 +38,11 @@ def record(samples: np.ndarray | list[float], **changes: object) -> dict:
         "delegation": {"delegated_nodes": 10, "non_delegated_nodes": 0, "ops": {"aten.convolution.default": [5, 0]}},
         "portable_ops": [],
         "sme_path_share": 0.9,
+        "per_run": {
+            "shares": {c: per_run(v, n, seed + k) for k, (c, v) in enumerate(shares.items())},
+            "delegation_coverage": per_run(changes.get("delegation_coverage", 0.98), n, seed + 10),
+            "sme_path_share": per_run(changes.get("sme_path_share", 0.9), n, seed + 11),
+        },
         "provenance": {"torch": "2.13.0", "executorch": "1.5.1", "model_source_hash": "a" * 64,
                        "recipe": {"dtype": "fp32", "quant": None, "partitioner": "xnnpack"}},
     }
@@ -62,17 +81,44 @@ def test_latency_regression_needs_size_and_significance() -> None:
 
 
 def test_big_but_insignificant_change_is_not_a_regression() -> None:
-    base = record([1.0, 1.0, 3.0, 1.0, 3.0, 1.0, 3.0, 1.0])  # bimodal noise
-    cur = record([3.0, 1.0, 3.0, 1.0, 3.0, 3.0, 1.0, 1.0])
+    base = record([1.0, 1.4] * 6)  # bimodal noise, every run within 1.5x of the fastest
+    cur = record([1.0] * 5 + [1.4] * 7)
     [verdict] = by_check(judge("m", cur, base), "latency")
-    assert np.median(cur["samples_ms"]) / np.median(base["samples_ms"]) == 2.0
+    assert np.median(cur["samples_ms"]) / np.median(base["samples_ms"]) == pytest.approx(1.4 / 1.2)
     assert verdict.status == "ok" and "not significant" in verdict.message
 
 
-def test_too_few_runs_say_so() -> None:
+def test_too_few_undisturbed_runs_give_no_verdict() -> None:
     [verdict] = by_check(judge("m", record([2.0] * 4 + [2.1]), record([1.0] * 4 + [1.1])), "latency")
+    assert verdict.status == "inconclusive" and not verdict.failed
+    assert "this run has 5 undisturbed of 5 runs, fewer than 10" in verdict.message
+
+
+def test_a_strict_alpha_that_the_run_count_cannot_reach_says_so() -> None:
+    [verdict] = by_check(judge("m", record([2.0] * 9 + [2.1]), record([1.0] * 9 + [1.1]), Tolerances(alpha=1e-6)),
+                         "latency")
     assert verdict.status == "ok"
-    assert "p cannot go below 0.004" in verdict.message and "use more runs" in verdict.message
+    assert f"p cannot go below {stats.mann_whitney_floor(10, 10):.2g}" in verdict.message
+    assert "use more runs" in verdict.message
+
+
+def test_stalled_runs_are_left_out_and_counted() -> None:
+    steady = noisy(2.0, n=30, seed=12)
+    stalled = steady.copy()
+    stalled[[3, 7, 11, 19]] += 6.0  # four runs each hit by a 6 ms stall
+    [verdict] = by_check(judge("m", record(stalled), record(steady)), "latency")
+    assert verdict.status == "ok", verdict.message
+    assert verdict.evidence["current_disturbed"] == 4 and verdict.evidence["current_runs"] == 26
+    assert "4 vs 0 disturbed runs left out" in verdict.message
+
+
+def test_tiny_model_change_below_the_minimum_effect_is_not_a_regression() -> None:
+    base = record(noisy(0.040, n=40, seed=13))  # a 40-microsecond model
+    cur = record(noisy(0.040 * 1.3, n=40, seed=14))  # +30% = 12 us per run
+    [verdict] = by_check(judge("m", cur, base), "latency")
+    assert verdict.status == "ok" and "below the minimum effect of 0.02 ms" in verdict.message
+    [strict] = by_check(judge("m", cur, base, Tolerances(min_effect_ms=0.005)), "latency")
+    assert strict.status == "regression"
 
 
 def test_improvement_is_reported() -> None:
@@ -127,7 +173,9 @@ def test_emulated_latency_is_skipped_but_structure_is_checked() -> None:
     [latency] = by_check(verdicts, "latency")
     assert latency.status == "skipped" and "emulated timing is not hardware timing" in latency.message
     [coverage] = [v for v in by_check(verdicts, "delegation_coverage") if v.failed]
-    assert "dropped from 98.0% to 50.0%" in coverage.message
+    assert "delegation coverage of E2E time 97.9% -> 49.9%" in coverage.message  # medians of the per-run values
+    expected = np.median(cur["per_run"]["delegation_coverage"]) - np.median(base["per_run"]["delegation_coverage"])
+    assert coverage.evidence["change"] == pytest.approx(expected)
 
 
 def test_structural_regressions() -> None:
@@ -146,15 +194,68 @@ def test_structural_regressions() -> None:
     assert "delegated share of graph nodes dropped from 100.0% to 90.0%" == failed["delegation_coverage"]
     assert "aten.convolution.default (1 more node(s) outside the delegate)" in failed["delegated_ops"]
     assert "native_call_convolution.out (now runs as a portable kernel)" in failed["delegated_ops"]
-    assert "SME path share of CONV+GEMM time dropped from 90.0% to 50.0%" in failed["sme_path"]
+    [sme] = [v for v in by_check(verdicts, "sme_path") if v.failed]
+    assert "SME path share of CONV+GEMM time 90." in sme.message and "-> 50." in sme.message
+    assert sme.evidence["change"] == pytest.approx(-0.4, abs=0.01) and sme.evidence["p"] < 0.001
     shares = [v for v in by_check(verdicts, "share") if v.failed]
     assert [v.evidence["category"] for v in shares] == ["CONV", "OTHER"]  # DATA_MOVEMENT moved 4 points only
-    assert "-10.0 points, tolerance +-5 points" in shares[0].message
+    assert "tolerance +-5 points" in shares[0].message and "share of CONV" in shares[0].message
+    assert shares[0].evidence["change"] == pytest.approx(-0.10, abs=0.01)
+
+
+def test_one_stalled_run_cannot_move_a_share_verdict() -> None:
+    base, cur = record(noisy(2.0, n=40), seed=1), record(noisy(2.0, n=40), seed=2)
+    # One run of the current side: a 5 ms stall landed in its convolution (CONV share 0.5 -> 0.9 of that run).
+    cur["samples_ms"][5] += 5.0
+    cur["per_run"]["shares"]["CONV"][5] = 0.9
+    assert not [v for v in judge("m", cur, base) if v.failed]
+
+
+def test_a_consistent_share_shift_needs_significance_too() -> None:
+    # CONV +8 points in every run: a real change, beyond the 5-point tolerance and significant.
+    moved = {**SHARES, "CONV": 0.58, "OTHER": 0.07}
+    [conv] = [v for v in by_check(judge("m", record(noisy(2.0), shares=moved, seed=3), record(noisy(2.0))), "share")
+              if v.evidence.get("category") == "CONV"]
+    assert conv.failed and conv.evidence["p"] < 0.001
+    # The same medians from 10 runs whose per-run values scatter by 20 points: not significant.
+    wide = record(noisy(2.0, n=10), shares=moved, seed=4)
+    wide["per_run"]["shares"]["CONV"] = per_run(0.58, 10, 5, spread=0.2)
+    narrow = record(noisy(2.0, n=10), seed=6)
+    narrow["per_run"]["shares"]["CONV"] = per_run(0.50, 10, 7, spread=0.2)
+    [loose] = [v for v in by_check(judge("m", wide, narrow), "share") if v.evidence.get("category") == "CONV"]
+    assert not loose.failed
 
 
 def test_sme_path_lost_entirely_fails() -> None:
     [verdict] = by_check(judge("m", record(noisy(2.0), sme_path_share=None), record(noisy(2.0))), "sme_path")
-    assert verdict.failed and "no CONV/GEMM time" in verdict.message
+    assert verdict.failed and "this run has none" in verdict.message
+
+
+def test_old_baseline_without_per_run_values_is_inconclusive_not_silent() -> None:
+    old = record(noisy(2.0))
+    del old["per_run"]
+    verdicts = judge("m", record(noisy(2.0)), old)
+    shares = by_check(verdicts, "share")
+    assert shares and all(v.status == "inconclusive" and "--sme2-update-baselines" in v.message for v in shares)
+
+
+def test_baseline_quality_refuses_a_stalled_or_unstable_record() -> None:
+    from pytest_sme2.verdicts import baseline_quality
+
+    reference, model = noisy(3.0, n=40, seed=20), noisy(2.0, n=40, seed=21)
+    good = with_reference(model, reference)
+    quality, problems = baseline_quality(good, Tolerances())
+    assert problems == [] and quality["disturbed_runs"] == 0 and quality["basis"] == "relative"
+    stalled = with_reference(model, np.where(np.arange(40) % 2 == 0, reference + 5.0, reference))  # 20 stalls
+    _, problems = baseline_quality(stalled, Tolerances())
+    assert problems == []  # half stalled: 20 undisturbed runs remain, the rest is left out
+    stalled = with_reference(model, np.where(np.arange(40) % 40 < 21, reference + 5.0, reference))  # 21 stalls
+    _, problems = baseline_quality(stalled, Tolerances())
+    assert any("21 of 40 runs were disturbed" in p for p in problems)
+    drifting = with_reference(np.concatenate([model[:20], model[20:] * 1.3]), reference)
+    _, problems = baseline_quality(drifting, Tolerances())
+    assert any("between the first and second half" in p for p in problems)
+    assert baseline_quality(record(noisy(2.0), emulated=True), Tolerances()) == ({"emulated": True}, [])
 
 
 def test_other_versions_are_flagged_without_failing() -> None:

@@ -93,10 +93,10 @@ def _comparison_html(comparison: Mapping[str, Any]) -> str:
 def _profile_details_html(profile: Mapping[str, Any], base: Path | None) -> str:
     parts = [f"<h4>{_esc(profile['variant'])}: delegation and SME kernel path</h4>",
              table(["delegated (time)", "delegated (nodes)", "SME path share of CONV+GEMM", "SME-path operators",
-                    "load ms", "init ms"],
+                    "load ms", "init ms", "runs disturbed (left out)"],
                    [[pct(profile["delegation_coverage"]), pct(profile["node_delegation_coverage"]),
                      pct(profile["sme_path_share"]), profile["sme_path_ops"], ms(profile["load_ms"]),
-                     ms(profile["init_ms"])]])]
+                     ms(profile["init_ms"]), f"{profile.get('disturbed_runs', 0)} of {profile['runs']}"]])]
     kernels = profile.get("kernels", [])
     if kernels:
         parts.append(table(["CONV/GEMM kernel", "category", "SME/SME2 (packed format)", "instances", "share of E2E"],

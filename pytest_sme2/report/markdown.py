@@ -13,6 +13,7 @@ from typing import Any, Mapping
 
 from .advice import recommendations
 from .record import EMULATED_NOTE, verdict_text
+from .text import disturbed_text
 from .table import COLUMNS, markdown_table, ms, pct, speedup, summary_rows
 
 
@@ -53,7 +54,7 @@ def session_markdown(summary: Mapping[str, Any]) -> str:
         for p in record["profiles"]:
             worth = ", ".join(f"`{op}`" for op in p.get("worth_delegating", [])) or "none"
             lines.append(f"- **{p['variant']}**: median {ms(p['latency']['median_ms'])} ms"
-                         f"{' (emu)' if p.get('emulated') else ''}, delegated {pct(p['delegation_coverage'])} of time, "
+                         f"{' (emu)' if p.get('emulated') else ''}{disturbed_text(p)}, delegated {pct(p['delegation_coverage'])} of time, "
                          f"SME path {pct(p['sme_path_share'])} of CONV+GEMM ({p['sme_path_ops']} ops); "
                          f"portable ops worth delegating: {worth}"
                          + (f"; kernel trace: {len(p['executed_sme_kernels'])} SME/SME2 kernel(s) executed"

@@ -40,21 +40,27 @@ def session_summary(records: Sequence[Mapping[str, Any]], session_dir: Path | No
     }
 
 
-def render(summary: Mapping[str, Any], out_dir: Path) -> dict[str, Path]:
-    """Write summary.md and report.html into ``out_dir`` from a summary document."""
+def render(summary: Mapping[str, Any], out_dir: Path, html: bool = True) -> dict[str, Path]:
+    """Write summary.md (and report.html unless ``html`` is false) into ``out_dir`` from a summary document."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    paths = {"markdown": out_dir / SUMMARY_MD, "html": out_dir / REPORT_HTML}
+    paths = {"markdown": out_dir / SUMMARY_MD}
     paths["markdown"].write_text(session_markdown(summary), encoding="utf-8")
-    paths["html"].write_text(session_html(summary), encoding="utf-8")
+    if html:
+        paths["html"] = out_dir / REPORT_HTML
+        paths["html"].write_text(session_html(summary), encoding="utf-8")
     return paths
 
 
-def write_session(summary: Mapping[str, Any], out_dir: Path) -> dict[str, Path]:
-    """summary.json, summary.md and report.html of a session."""
+def write_session(summary: Mapping[str, Any], out_dir: Path, html: bool = True) -> dict[str, Path]:
+    """summary.json, summary.md and (with ``html``) report.html of a session.
+
+    report.html draws charts for every test, about a second each; without it
+    `pytest-sme2 report SESSION_DIR` draws it later from summary.json.
+    """
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / SUMMARY_JSON
     path.write_text(json.dumps(summary, indent=1, default=str), encoding="utf-8")
-    return {"json": path, **render(summary, out_dir)}
+    return {"json": path, **render(summary, out_dir, html=html)}
 
 
 def load_summary(directory: Path) -> dict[str, Any]:

@@ -8,6 +8,16 @@ from .record import EMULATED_NOTE
 from .table import pct, speedup
 
 
+def disturbed_text(summary: Mapping[str, Any]) -> str:
+    """", 3 disturbed by the machine (left out)" or nothing: every report says how many runs were disturbed."""
+    runs, refs = summary.get("disturbed_runs") or 0, summary.get("disturbed_references") or 0
+    if not runs and not refs:
+        return ""
+    parts = [f"{runs} disturbed by the machine"] if runs else []
+    parts += [f"{refs} after a disturbed reference run"] if refs else []
+    return f" ({', '.join(parts)}: left out of verdicts)"
+
+
 def profile_text(summary: Mapping[str, Any]) -> str:
     lat = summary["latency"]
     shares = ", ".join(f"{k} {v:.1%}" for k, v in summary["shares"].items())
@@ -15,8 +25,9 @@ def profile_text(summary: Mapping[str, Any]) -> str:
         f"{summary['model']} {summary['recipe']} [{summary['variant']}]"
         + (f" (EMULATED: {EMULATED_NOTE})" if summary.get("emulated") else ""),
         f"  E2E median {lat['median_ms']:.3f} ms (95% CI {lat['median_ci_low_ms']:.3f}-{lat['median_ci_high_ms']:.3f}),"
-        f" p10 {lat['p10_ms']:.3f}, p90 {lat['p90_ms']:.3f}, CV {lat['cv']:.1%}, {lat['n']} runs",
-        f"  shares: {shares}",
+        f" p10 {lat['p10_ms']:.3f}, p90 {lat['p90_ms']:.3f}, CV {lat['cv']:.1%}, {lat['n']} runs"
+        f"{disturbed_text(summary)}",
+        f"  shares (medians over undisturbed runs): {shares}",
         f"  delegation: {pct(summary['delegation_coverage'])} of time, {pct(summary['node_delegation_coverage'])} of nodes;"
         f" SME path: {pct(summary['sme_path_share'])} of CONV+GEMM ({summary['sme_path_ops']} ops)",
     ]

@@ -38,9 +38,11 @@ class RunSpec:
     warmup: int = 3
     etdump: bool = True
     timeout_s: float = 600.0
+    # Up to this many rounds of ``runs`` when the machine disturbs more than half of them (Runner.profile).
+    max_rounds: int = 3
 
     def __post_init__(self) -> None:
-        for name, minimum in (("threads", 1), ("runs", 1), ("warmup", 0)):
+        for name, minimum in (("threads", 1), ("runs", 1), ("warmup", 0), ("max_rounds", 1)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
                 raise UsageError(
