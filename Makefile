@@ -5,9 +5,10 @@ PIP := $(PYTHON) -m pip
 # Debian packages for the linux-aarch64 runner and its tests under emulation, and the
 # headless browser that checks the HTML report (tests/test_report_browser.py), and valgrind
 # for the deterministic instruction metric (--sme2-metric=instructions).
-SYSTEM_PACKAGES := g++-aarch64-linux-gnu qemu-user chromium valgrind
+# clang and lld cross-build the macOS masking library for its contract test (tests/test_macos_contract.py).
+SYSTEM_PACKAGES := g++-aarch64-linux-gnu qemu-user chromium valgrind clang lld
 
-.PHONY: install system-deps emulation perf test
+.PHONY: install system-deps emulation auto-target perf test
 
 install:
 	$(PIP) install --quiet "torch==2.13.0"
@@ -21,6 +22,8 @@ system-deps:
 	command -v qemu-aarch64 >/dev/null || missing="$$missing qemu-user"; \
 	command -v chromium >/dev/null || missing="$$missing chromium"; \
 	command -v valgrind >/dev/null || missing="$$missing valgrind"; \
+	command -v clang >/dev/null || missing="$$missing clang"; \
+	command -v ld64.lld >/dev/null || ls /usr/bin/ld64.lld* >/dev/null 2>&1 || missing="$$missing lld"; \
 	if [ -z "$$missing" ]; then exit 0; fi; \
 	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
@@ -33,11 +36,22 @@ system-deps:
 # As root it also installs the cross compiler, and a failure stops here; otherwise it says
 # what is missing and the SME2 on/off tests skip with the same advice.
 SETUP_EMULATION := $(PYTHON) -c "import sys; from pytest_sme2.cli import main; sys.exit(main(['setup-emulation']))"
-emulation: install
-	@if [ "$$(id -u)" = 0 ]; then $(SETUP_EMULATION); \
+EMULATION_STEP = if [ "$$(id -u)" = 0 ]; then $(SETUP_EMULATION); \
 	else $(SETUP_EMULATION) || echo "note: the emulated SME2 target is not set up (see above); SME2 on/off tests will skip"; fi
+emulation: install
+	@$(EMULATION_STEP)
 
-perf: install emulation
+# What the default target (auto) uses here (pytest_sme2/targets/auto.py): on a CPU with SME2 the
+# native runner and the SME2-masking library, built with this machine's C/C++ compiler and CMake
+# (the PyPI cmake package comes with the plugin); on a CPU without SME2 the emulated target.
+HAS_SME2 := $(PYTHON) -c "import sys; from pytest_sme2.cpu import host_cpu; sys.exit(0 if host_cpu().has_sme2 else 1)"
+BUILD_RUNNER := $(PYTHON) -c "import sys; from pytest_sme2.cli import main; sys.exit(main(['build-runner']))"
+auto-target: install
+	@if $(HAS_SME2); then \
+		$(BUILD_RUNNER) || echo "note: the native runner did not build (see above); pytest-sme2 doctor says what the default target can run"; \
+	else $(EMULATION_STEP); fi
+
+perf: install auto-target
 	$(PYTHON) -m pytest perf_tests/ -m sme2
 
 test: install system-deps emulation

@@ -93,5 +93,22 @@ def _adb() -> Check:
     return Check("adb devices", READY, ", ".join(d.serial for d in devices))
 
 
+def _default_target() -> Check:
+    """Which target the default command (``--sme2-target=auto``) will use, what SME2 settings it runs, and why."""
+    from .targets.auto import current_plan
+
+    try:
+        chosen = current_plan()
+    except Exception as exc:  # no executorch, unreadable cache: the other checks name the fix
+        return Check("default target (auto)", MISSING, f"cannot decide: {type(exc).__name__}: {exc}")
+    detail = f"{chosen.target}: runs {chosen.modes}; {chosen.why}"
+    problems = [f"SME2 {side} skips: {problem}" for side, problem in (("on", chosen.sme2_on), ("off", chosen.sme2_off))
+                if problem is not None]
+    if not problems:
+        return Check("default target (auto)", READY, detail)
+    # A missing half of the headline comparison is something to fix, except SME2 on where no SME2 can be had.
+    return Check("default target (auto)", MISSING if chosen.sme2_off else INFO, detail, "; ".join(problems))
+
+
 def run_checks() -> list[Check]:
-    return [*_packages(), _host(), _runner(), _emulation(), _adb()]
+    return [*_packages(), _host(), _default_target(), _runner(), _emulation(), _adb()]

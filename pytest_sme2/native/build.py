@@ -118,27 +118,84 @@ def _cross_compiler(name: str) -> str:
     return path
 
 
-def aarch64_executorch(version: str | None = None) -> Path:
-    """The aarch64 executorch wheel's package folder, downloaded and unpacked once."""
+def compiler_advice(system: str | None = None) -> str:
+    """How to get a C/C++ compiler on ``system`` (what the runner and the masking library need)."""
+    system = system or platform.system()
+    if system == "Darwin":
+        return "install Apple's command line tools: `xcode-select --install`"
+    return "install a C and C++ compiler: `sudo apt-get install g++` (Debian/Ubuntu) or your distribution's gcc/g++"
+
+
+def _host_compilers() -> tuple[str | None, str | None]:
+    """The C compiler the masking library is built with and the C++ compiler CMake will pick."""
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    cxx = os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++") or shutil.which("clang++")
+    return cc, cxx
+
+
+def build_problem(arch: str = "host") -> str | None:
+    """What stops ``build_runner(arch)`` and ``build_mask_library(arch)`` from working here, or None.
+
+    Only looks (cached builds, compilers, CMake, the executorch wheel); never builds, so
+    ``pytest-sme2 doctor`` and the ``auto`` target choice can ask it cheaply. The answer
+    names what to install and the command to run next.
+    """
+    if arch not in ARCHES:
+        raise UsageError(f"runner architecture {arch!r} is not supported; choose one of {', '.join(ARCHES)}")
+    then = "then run `pytest-sme2 build-runner`" + (" --arch linux-aarch64" if arch == "linux-aarch64" else "")
+    if arch == "host" and platform.system() not in ("Linux", "Darwin"):
+        return (f"SME2 off with one runner build needs the Linux or macOS masking library; on {platform.system()} "
+                "pass two runner builds with --sme2-runner-on and --sme2-runner-off")
+    try:
+        binary = runner_binary(arch)
+    except (ImportError, RunnerError) as exc:
+        return f"{exc}"
+    if binary.exists() and _mask_library_path(arch).exists():
+        return None
+    if arch == "linux-aarch64":
+        missing = [name for name in (CROSS_CXX, CROSS_CC) if shutil.which(name) is None]
+        if missing:
+            return f"{', '.join(missing)} not found: `sudo apt-get install {CROSS_PACKAGE}`, {then}"
+    else:
+        cc, cxx = _host_compilers()
+        if cc is None or cxx is None:
+            return f"no {'C++' if cc else 'C'} compiler found: {compiler_advice()}, {then}"
+        if not (executorch_prefix() / "share" / "cmake" / "executorch-config.cmake").exists():
+            reinstall = f"pip install --force-reinstall executorch=={executorch_release()}"
+            return (f"the installed executorch at {executorch_prefix()} has no share/cmake/executorch-config.cmake "
+                    f"to build against; reinstall it with `{reinstall}`")
+    try:
+        find_cmake()
+    except RunnerError as exc:
+        return f"{exc}, {then}"
+    return None
+
+
+def _executorch_wheel(version: str | None, platform_tag: str, label: str, marker: str) -> Path:
+    """The executorch wheel for ``platform_tag`` (pip download), its lib/, include/ and share/ unpacked once.
+
+    ``marker``: a file under the package whose presence means the unpacking finished.
+    """
     version = executorch_release(version)
-    root = cache_root() / f"executorch-{version}-manylinux-aarch64"
+    root = cache_root() / f"executorch-{version}-{label}"
     package = root / "executorch"
     with locked(cache_root() / f"{root.name}.lock"):
-        if (package / "share" / "cmake" / "executorch-config.cmake").exists():
+        if (package / marker).exists():
             return package
         wheels = cache_root() / "wheels"
         wheels.mkdir(parents=True, exist_ok=True)
         log = cache_root() / f"{root.name}.log"
         _run(
             [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-             "--platform", "manylinux_2_28_aarch64",
+             "--platform", platform_tag,
              "--python-version", f"{sys.version_info.major}.{sys.version_info.minor}",
              f"executorch=={version}", "-d", str(wheels)],
-            log, f"downloading the aarch64 executorch {version} wheel",
+            log, f"downloading the {label} executorch {version} wheel",
         )
-        found = sorted(wheels.glob(f"executorch-{version}-*aarch64*.whl"))
+        arch_tag = platform_tag.rsplit("_", 1)[-1]  # aarch64, arm64
+        found = sorted(wheels.glob(f"executorch-{version}-*{platform_tag.split('_')[0]}*{arch_tag}.whl"))
         if not found:
-            raise RunnerError(f"pip reported success but no aarch64 executorch {version} wheel is in {wheels}")
+            raise RunnerError(f"pip reported success but no {label} executorch {version} wheel is in {wheels}")
         staging = root.with_name(root.name + ".tmp")
         shutil.rmtree(staging, ignore_errors=True)
         with zipfile.ZipFile(found[-1]) as wheel:
@@ -148,6 +205,17 @@ def aarch64_executorch(version: str | None = None) -> Path:
         shutil.rmtree(root, ignore_errors=True)
         os.replace(staging, root)
     return package
+
+
+def aarch64_executorch(version: str | None = None) -> Path:
+    """The aarch64 executorch wheel's package folder, downloaded and unpacked once."""
+    return _executorch_wheel(version, "manylinux_2_28_aarch64", "manylinux-aarch64",
+                             "share/cmake/executorch-config.cmake")
+
+
+def macos_executorch(version: str | None = None) -> Path:
+    """The macOS arm64 executorch wheel's package folder (read by the macOS masking contract test), unpacked once."""
+    return _executorch_wheel(version, "macosx_14_0_arm64", "macosx-arm64", "lib/libexecutorch_threadpool.dylib")
 
 
 def runner_binary(arch: str = "host") -> Path:
@@ -202,6 +270,15 @@ def mask_preload_variable(system: str | None = None) -> str:
     return "DYLD_INSERT_LIBRARIES" if (system or platform.system()) == "Darwin" else "LD_PRELOAD"
 
 
+def _mask_library_path(arch: str) -> Path:
+    """Where the masking library for ``arch`` is (or would be) built: one folder per system, machine and source."""
+    darwin = arch == "host" and platform.system() == "Darwin"
+    source = MASK_SOURCE_MACOS if darwin else MASK_SOURCE
+    machine = "aarch64" if arch == "linux-aarch64" else platform.machine()
+    key = f"mask-{platform.system().lower() if darwin else 'linux'}-{machine}-{_sources_hash((source,))}"
+    return cache_root() / key / (MASK_NAME_MACOS if darwin else MASK_NAME)
+
+
 def build_mask_library(arch: str = "host", force: bool = False) -> Path:
     """Build (or reuse) the preload library that hides SME/SME2 from CPU feature detection.
 
@@ -218,9 +295,8 @@ def build_mask_library(arch: str = "host", force: bool = False) -> Path:
             "runner builds (--sme2-runner-on / --sme2-runner-off)"
         )
     source = MASK_SOURCE_MACOS if darwin else MASK_SOURCE
-    machine = "aarch64" if arch == "linux-aarch64" else platform.machine()
-    key = f"mask-{platform.system().lower() if darwin else 'linux'}-{machine}-{_sources_hash((source,))}"
-    library = cache_root() / key / (MASK_NAME_MACOS if darwin else MASK_NAME)
+    library = _mask_library_path(arch)
+    key = library.parent.name
     with locked(cache_root() / f"{key}.lock"):
         if library.exists() and not force:
             return library
@@ -228,9 +304,9 @@ def build_mask_library(arch: str = "host", force: bool = False) -> Path:
         if arch == "linux-aarch64":
             compiler = _cross_compiler(CROSS_CC)
         else:
-            compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+            compiler = _host_compilers()[0]
         if compiler is None:
-            raise RunnerError("no C compiler found to build the SME2-masking library; install gcc (or Xcode's clang)")
+            raise RunnerError(f"no C compiler found to build the SME2-masking library; {compiler_advice()}")
         staging = library.with_suffix(".tmp")
         flags = ["-dynamiclib"] if darwin else ["-shared", "-fPIC"]
         libraries = [] if darwin else ["-ldl"]

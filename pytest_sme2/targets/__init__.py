@@ -28,22 +28,12 @@ def check_target_name(name: str) -> str:
 def make_target(name: str, log_dir: Path, runner: Path | None = None, runner_on: Path | None = None,
                 runner_off: Path | None = None, svl_bits: int = 512, adb: AdbOptions | None = None,
                 kernel_trace: bool = True) -> Target:
-    """Build the target named by ``--sme2-target``.
-
-    "auto": the host when its CPU has SME2; otherwise the emulated target when
-    it is set up (so SME2 on/off really runs); otherwise the host.
-    """
+    """Build the target named by ``--sme2-target``; "auto" is decided in ``auto.py``."""
     if name == "auto":
-        from .. import emulation
-        from ..cpu import host_cpu
+        from .auto import make_auto_target
 
-        if not host_cpu().has_sme2:
-            status = emulation.status()
-            if status.ready:
-                return EmulatedTarget(log_dir, svl_bits, status, trace_kernels=kernel_trace)
-            return HostTarget(log_dir, sme2_advice=(
-                f"use the emulated SME2 target (qemu), which is not ready here: {status.problem}"))
-        return HostTarget(log_dir)
+        return make_auto_target(log_dir, svl_bits, kernel_trace, runner=runner, runner_on=runner_on,
+                                runner_off=runner_off)
     if name == "host":
         return HostTarget(log_dir)
     if name == "emulated":

@@ -143,9 +143,11 @@ def _exit_description(returncode: int | None) -> str:
 class HostTarget:
     """Runs programs on this machine's CPU via the Python binding in a child process."""
 
-    def __init__(self, log_dir: Path, cpu: CpuInfo | None = None, sme2_advice: str | None = None):
+    def __init__(self, log_dir: Path, cpu: CpuInfo | None = None, sme2_advice: str | None = None,
+                 sme2_off_advice: str | None = None):
         self._cpu = cpu or host_cpu()
         self._sme2_advice = sme2_advice  # where else SME2 can be had (e.g. the emulated target's setup)
+        self._sme2_off_advice = sme2_off_advice  # on an SME2 CPU: what the native runner needs (targets/auto.py)
         self._log_dir = log_dir
         self._worker: _Worker | None = None
         # Called with (run, runs) after each timed run; set by whoever shows progress (progress.py).
@@ -173,7 +175,8 @@ class HostTarget:
         if sme2 is False and cpu.has_sme2:
             return (
                 f"SME2 off requested but the host CPU '{cpu.name}' has SME2 and the ExecuTorch Python binding "
-                "always uses it; SME2-off runs need a runner with SME2 masked off (native runner target)"
+                "always uses it; " + (self._sme2_off_advice or "SME2-off runs need the native runner with SME2 masked "
+                                      "off: use --sme2-target=auto or local (`pytest-sme2 build-runner`)")
             )
         return None
 

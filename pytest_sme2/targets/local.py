@@ -27,7 +27,7 @@ from ..native.tensorfile import torch_inputs_to_file
 from ._runner_contract import (INPUTS_FILE, OUTPUTS_FILE, RESULT_PREFIX, RunnerFiles, build_result,  # noqa: F401
                                exit_description as _exit_description, pick_build, read_result, runner_arguments,
                                tail as _tail, two_builds)
-from .base import RUNNER_LOG, TIMED_ETDUMP, WARMUP_ETDUMP, RunResult, RunSpec, TargetInfo
+from .base import EMULATED_TIMING, RUNNER_LOG, TIMED_ETDUMP, WARMUP_ETDUMP, RunResult, RunSpec, TargetInfo
 
 _ARCH_ALIASES = {"amd64": "x86_64", "arm64": "aarch64"}
 
@@ -97,31 +97,38 @@ class LocalTarget:
     """Runs runner executables on this machine's CPU."""
 
     def __init__(self, log_dir: Path, runner: Path | None = None, runner_on: Path | None = None,
-                 runner_off: Path | None = None, mask_library: Path | None = None, cpu: CpuInfo | None = None):
+                 runner_off: Path | None = None, mask_library: Path | None = None, cpu: CpuInfo | None = None,
+                 launcher: tuple[str, ...] = (), launcher_env: dict[str, str] | None = None):
+        # ``launcher``/``launcher_env``: an emulator that runs ``cpu``'s programs here (the tests' qemu SME2
+        # machine, targets/auto.py); runners must then be built for ``cpu.arch``, and times are not hardware times.
         self._cpu = cpu or host_cpu()
         self._log_dir = log_dir
+        self._launcher = list(launcher)
+        self._launcher_env = dict(launcher_env or {})
+        arch = self._cpu.arch if launcher else None
         self.two_builds = two_builds(runner_on, runner_off)
         if self.two_builds:
-            self._on = check_runner(runner_on, "SME2-on runner (--sme2-runner-on)")
-            self._off = check_runner(runner_off, "SME2-off runner (--sme2-runner-off)")
+            self._on = check_runner(runner_on, "SME2-on runner (--sme2-runner-on)", arch)
+            self._off = check_runner(runner_off, "SME2-off runner (--sme2-runner-off)", arch)
             self._mask = None
         else:
             if runner is None:
                 from ..native.build import build_runner
 
                 runner = build_runner()
-            self._on = self._off = check_runner(runner, "runner (--sme2-runner)")
+            self._on = self._off = check_runner(runner, "runner (--sme2-runner)", arch)
             self._mask = mask_library
 
     @property
     def info(self) -> TargetInfo:
         cpu = self._cpu
         mode = "two builds" if self.two_builds else "one build, SME2 masked by preload"
-        return TargetInfo(
-            name="local", cpu=cpu.name, arch=cpu.arch, has_sme2=cpu.has_sme2,
-            details={"system": cpu.system, "runtime": "native runner", "sme2_off_mode": mode,
-                     "runner_on": str(self._on), "runner_off": str(self._off)},
-        )
+        details = {"system": cpu.system, "runtime": "native runner", "sme2_off_mode": mode,
+                   "runner_on": str(self._on), "runner_off": str(self._off)}
+        if self._launcher:
+            details.update(launcher=shlex.join(self._launcher), timing=EMULATED_TIMING)
+        return TargetInfo(name="local", cpu=cpu.name, arch=cpu.arch, has_sme2=cpu.has_sme2,
+                          emulated=bool(self._launcher), details=details)
 
     def unsupported(self, sme2: bool | None) -> str | None:
         cpu = self._cpu
@@ -138,7 +145,7 @@ class LocalTarget:
         return None
 
     def _command(self, sme2: bool | None) -> tuple[Path, dict[str, str]]:
-        env = dict(os.environ)
+        env = {**os.environ, **self._launcher_env}
         if sme2 is False and not self.two_builds:
             if self._mask is None:
                 from ..native.build import build_mask_library
@@ -155,7 +162,7 @@ class LocalTarget:
     def run(self, pte: Path, inputs: Path | None, spec: RunSpec, out_dir: Path,
             reference: Path | None = None) -> RunResult:
         binary, env = self._command(spec.sme2)
-        return run_runner_process([], binary, env, pte, inputs, spec, out_dir, self.info,
+        return run_runner_process(self._launcher, binary, env, pte, inputs, spec, out_dir, self.info,
                                   sme2_active=self._cpu.has_sme2 and spec.sme2 is not False, reference=reference)
 
     def close(self) -> None:
