@@ -26,8 +26,9 @@ ETDump facts this module relies on (FACTS.md, checked on executorch 1.5.1):
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 
@@ -289,6 +290,8 @@ class ExecutionTrace:
     load_ms: float | None = None
     init_ms: float | None = None
     sources: list[str] = field(default_factory=list)
+    # Per op: (index of the file in ``sources``, index of the event in that file) of its first appearance.
+    op_events: np.ndarray | None = None
 
     @property
     def runs(self) -> int:
@@ -341,18 +344,43 @@ def _load_init(cols: _Columns, ticks_per_ms: float) -> tuple[float | None, float
     return found[0], found[1]
 
 
-def read_trace(*paths: str | Path, ticks_per_ms: float = NS_PER_MS) -> ExecutionTrace:
+def event_kinds(path: str | Path) -> np.ndarray:
+    """Per ProfileEvent of a file, in file order: True for a delegate-internal operator event.
+
+    ETDumpGen appends events as they end, so file order is the order of its
+    end_profiling and log_profiling_delegate calls (instruction_trace.py relies on it).
+    """
+    return _columns(path).delegated.copy()
+
+
+def _with_values(cols: _Columns, values: np.ndarray | None, path: str | Path) -> _Columns:
+    """The columns with each event's duration replaced by ``values`` (one per event, in file order)."""
+    if values is None:
+        return cols
+    values = np.asarray(values, dtype=np.int64)
+    if values.shape != cols.start.shape:
+        raise EtdumpError(f"ETDump {path} has {cols.start.size} events but {values.size} values were given for them")
+    return replace(cols, start=np.zeros_like(values), end=values)
+
+
+def read_trace(*paths: str | Path, ticks_per_ms: float = NS_PER_MS,
+               values: Sequence[np.ndarray | None] | None = None) -> ExecutionTrace:
     """Every Execute block of the given files, in order, as runs.
 
     Load/init time comes from any "Default" block. Use :func:`read_run` when a
-    runner wrote its warmup runs to a separate file.
+    runner wrote its warmup runs to a separate file. ``values`` (one array per
+    file, one value per event in file order) replaces each event's duration:
+    the same events measured in another unit, e.g. instructions counted under
+    emulation (then ``ticks_per_ms=1`` keeps the values as they are).
     """
     load_ms = init_ms = None
     label_ids: dict[str, int] = {}
-    parts: dict[str, list] = {"lid": [], "run": [], "ms": [], "instr": [], "delegated": []}
+    parts: dict[str, list] = {"lid": [], "run": [], "ms": [], "instr": [], "delegated": [], "event": []}
     runs_total = 0
-    for path in paths:
-        cols = _columns(path)
+    if values is not None and len(values) != len(paths):
+        raise ValueError(f"read_trace: {len(values)} value arrays for {len(paths)} files")
+    for index, path in enumerate(paths):
+        cols = _with_values(_columns(path), None if values is None else values[index], path)
         load, init = _load_init(cols, ticks_per_ms)
         load_ms = load if load is not None else load_ms
         init_ms = init if init is not None else init_ms
@@ -375,13 +403,15 @@ def read_trace(*paths: str | Path, ticks_per_ms: float = NS_PER_MS) -> Execution
         parts["ms"].append((cols.end - cols.start)[in_run].astype(np.float64) / ticks_per_ms)
         parts["instr"].append(cols.instruction_id[in_run])
         parts["delegated"].append(cols.delegated[in_run])
+        parts["event"].append(np.stack([np.full(int(in_run.sum()), index), np.flatnonzero(in_run)], axis=1))
         runs_total += runs
     if runs_total == 0:
         raise EtdumpError(
             f"ETDump {', '.join(map(str, paths))} holds no Execute runs; the runner loaded the "
             "program but never executed it (runs < 1?) or the trace was written too early"
         )
-    lid, run, ms, instr, delegated = (np.concatenate(parts[k]) for k in ("lid", "run", "ms", "instr", "delegated"))
+    lid, run, ms, instr, delegated, event = (np.concatenate(parts[k])
+                                             for k in ("lid", "run", "ms", "instr", "delegated", "event"))
 
     def total(name: str) -> np.ndarray:
         mask = lid == label_ids.get(name, -1)
@@ -398,6 +428,7 @@ def read_trace(*paths: str | Path, ticks_per_ms: float = NS_PER_MS) -> Execution
     names = list(label_ids)
     is_op |= orphan
     op_lid, op_run, op_instr, op_del, op_ms_values = lid[is_op], run[is_op], instr[is_op], delegated[is_op], ms[is_op]
+    op_event = event[is_op]
     # Identity of an op instance: (label, instruction, delegated, occurrence within its run).
     base = (op_lid << 33) + ((op_instr + 1) << 1) + op_del.astype(np.int64)
     order = np.lexsort((np.arange(base.size), base, op_run))
@@ -430,14 +461,20 @@ def read_trace(*paths: str | Path, ticks_per_ms: float = NS_PER_MS) -> Execution
         load_ms=load_ms,
         init_ms=init_ms,
         sources=[str(p) for p in paths],
+        op_events=op_event[first[by_appearance]].reshape(-1, 2),
     )
 
 
-def read_run(timed: str | Path, warmup: str | Path | None = None, *, ticks_per_ms: float = NS_PER_MS) -> ExecutionTrace:
-    """Trace of the timed runs; load/init come from the warmup file when the runner split them."""
-    trace = read_trace(timed, ticks_per_ms=ticks_per_ms)
+def read_run(timed: str | Path, warmup: str | Path | None = None, *, ticks_per_ms: float = NS_PER_MS,
+             values: tuple[np.ndarray, np.ndarray | None] | None = None) -> ExecutionTrace:
+    """Trace of the timed runs; load/init come from the warmup file when the runner split them.
+
+    ``values``: (timed file's, warmup file's) per-event values replacing durations (see read_trace).
+    """
+    trace = read_trace(timed, ticks_per_ms=ticks_per_ms, values=None if values is None else [values[0]])
     if warmup is not None and trace.load_ms is None:
-        trace.load_ms, trace.init_ms = _load_init(_columns(warmup), ticks_per_ms)
+        cols = _with_values(_columns(warmup), None if values is None else values[1], warmup)
+        trace.load_ms, trace.init_ms = _load_init(cols, ticks_per_ms)
         trace.sources.append(str(warmup))
     return trace
 

@@ -18,10 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from .errors import RunnerError
-from .native.elf import FunctionSymbols, function_symbols
+from .instruction_trace import AddressSpace
 
-_MAPS_LINE = re.compile(r"^([0-9a-f]+)-([0-9a-f]+)\s+(\S+)\s+([0-9a-f]+)\s+\S+\s+\d+\s+(/.+?)\s*$")
 _BLOCK_START = re.compile(r"^0x([0-9a-f]+):")
 # KleidiAI ("..._sme", "..._sme2_mopa") and XNNPACK ("...__neonsme2") kernel names; case-sensitive,
 # so mangled C++ names ("...DynamismE...") do not match. Helpers that only describe a kernel
@@ -30,23 +28,9 @@ _SME_KERNEL = re.compile(r"(?:_|neon)sme2?(?:_|$)")
 _HELPER = re.compile(r"^kai_get_|_get_[mn]r$")
 
 
-@dataclass(frozen=True)
-class Mapping:
-    start: int
-    end: int
-    offset: int
-    path: str
-
-
-def parse_maps(text: str) -> list[Mapping]:
-    """Executable file-backed mappings of a /proc/self/maps copy."""
-    mappings = []
-    for line in text.splitlines():
-        match = _MAPS_LINE.match(line)
-        if match and "x" in match.group(3):
-            mappings.append(Mapping(int(match.group(1), 16), int(match.group(2), 16), int(match.group(4), 16),
-                                    match.group(5)))
-    return mappings
+def is_sme_kernel(name: str) -> bool:
+    """Whether a function name is an SME/SME2 compute kernel (not a helper that only describes one)."""
+    return bool(_SME_KERNEL.search(name)) and not _HELPER.match(name)
 
 
 def block_addresses(log: Path) -> Iterator[int]:
@@ -65,24 +49,12 @@ def block_addresses(log: Path) -> Iterator[int]:
 
 def executed_functions(log: Path, maps: Path) -> dict[str, set[str]]:
     """Names of the functions whose code ran, per library path (only symbolised code counts)."""
-    try:
-        mappings = parse_maps(maps.read_text(errors="replace"))
-    except OSError as exc:
-        raise RunnerError(f"the kernel trace left no memory map ({maps}): {exc}") from None
-    symbols: dict[str, FunctionSymbols] = {}
+    space = AddressSpace.from_file(maps)
     found: dict[str, set[str]] = {}
     for address in block_addresses(log):
-        mapping = next((m for m in mappings if m.start <= address < m.end), None)
-        if mapping is None:
-            continue
-        if mapping.path not in symbols:
-            try:
-                symbols[mapping.path] = function_symbols(Path(mapping.path))
-            except OSError:
-                symbols[mapping.path] = FunctionSymbols((), (), (), ())  # gone or unreadable: unnamed
-        name = symbols[mapping.path].at_file_offset(address - mapping.start + mapping.offset)
+        path, name = space.locate(address)
         if name is not None:
-            found.setdefault(mapping.path, set()).add(name)
+            found.setdefault(path, set()).add(name)
     return found
 
 
@@ -99,9 +71,15 @@ class KernelTrace:
 
     @classmethod
     def from_files(cls, log: Path, maps: Path) -> "KernelTrace":
+        """From a qemu ``-d in_asm`` log (code translated, a superset of code run) and the runner's maps."""
         functions = executed_functions(log, maps)
-        names = {name for names in functions.values() for name in names}
-        kernels = sorted(n for n in names if _SME_KERNEL.search(n) and not _HELPER.match(n))
+        return cls.from_names({name for names in functions.values() for name in names})
+
+    @classmethod
+    def from_names(cls, names: set[str] | list[str]) -> "KernelTrace":
+        """From the names of the functions that executed (e.g. instruction_trace's per-event functions)."""
+        names = set(names)
+        kernels = sorted(n for n in names if is_sme_kernel(n))
         return cls(tuple(kernels), len(names))
 
     def as_dict(self) -> dict[str, Any]:

@@ -38,3 +38,22 @@ def check_program(path: str | Path) -> Path:
     if size < expected:
         raise ProgramError(f"program {path} is truncated: {size} bytes, its header says {expected}; {hint}")
     return path
+
+
+def planned_buffers(path: str | Path) -> list[int]:
+    """Sizes in bytes of the forward method's memory-planned buffers, as the exporter planned them.
+
+    Deterministic from the .pte alone (the runtime allocates exactly these for activations), read with
+    ExecuTorch's own deserializer; the same list the runtime's MethodMeta reports (the native runner's answer).
+    """
+    from executorch.exir._serialize._program import deserialize_pte_binary
+
+    try:
+        program = deserialize_pte_binary(Path(path).read_bytes())
+    except Exception as exc:  # noqa: BLE001 - any parse failure is a bad program
+        raise ProgramError(f"cannot read the execution plan of {path}: {type(exc).__name__}: {exc}") from None
+    plans = getattr(program, "program", program).execution_plan
+    plan = next((p for p in plans if p.name == "forward"), plans[0] if plans else None)
+    if plan is None:
+        raise ProgramError(f"program {path} has no execution plan")
+    return [int(size) for size in plan.non_const_buffer_sizes[1:]]  # entry 0 is ExecuTorch's reserved slot

@@ -28,6 +28,8 @@ RUNNER_NAME = "sme2_runner"
 MASK_NAME = "libsme2_mask.so"
 MASK_SOURCE_MACOS = "sme2_mask_macos.c"
 MASK_NAME_MACOS = "libsme2_mask.dylib"
+EXEC_COUNTER_SOURCE = "exec_counter.c"
+EXEC_COUNTER_NAME = "exec_counter"
 ARCHES = ("host", "linux-aarch64")
 CROSS_CXX = "aarch64-linux-gnu-g++"
 CROSS_CC = "aarch64-linux-gnu-gcc"
@@ -314,3 +316,25 @@ def build_mask_library(arch: str = "host", force: bool = False) -> Path:
              library.parent / "build.log", "building the SME2-masking library")
         os.replace(staging, library)
     return library
+
+
+def build_exec_counter(force: bool = False) -> Path:
+    """Build (or reuse) the host program that compacts qemu's execution log (see exec_counter.c).
+
+    Built with this machine's C compiler, once per source version, beside the runners.
+    """
+    binary = cache_root() / f"exec-counter-{platform.machine()}-{_sources_hash((EXEC_COUNTER_SOURCE,))}" \
+        / EXEC_COUNTER_NAME
+    with locked(cache_root() / f"{binary.parent.name}.lock"):
+        if binary.exists() and not force:
+            return binary
+        compiler = _host_compilers()[0]
+        if compiler is None:
+            raise RunnerError(f"no C compiler found to build the emulated target's instruction counter; "
+                              f"{compiler_advice()}")
+        binary.parent.mkdir(parents=True, exist_ok=True)
+        staging = binary.with_suffix(".tmp")
+        _run([compiler, "-O2", "-o", str(staging), str(SOURCE_DIR / EXEC_COUNTER_SOURCE)],
+             binary.parent / "build.log", "building the instruction counter")
+        os.replace(staging, binary)
+    return binary

@@ -24,6 +24,8 @@
 #include <string>
 #include <vector>
 
+#include <sys/resource.h>
+
 #include <executorch/devtools/etdump/etdump_flatcc.h>
 #include <executorch/extension/module/module.h>
 #include <executorch/extension/tensor/tensor.h>
@@ -37,6 +39,12 @@ class ThreadPool {
   bool _unsafe_reset_threadpool(uint32_t num_threads);
 };
 ThreadPool* get_threadpool();
+// Exported by libexecutorch_threadpool: while enabled on a thread, get_pthreadpool() answers no pool and
+// ThreadPool::run runs inline there, so XNNPACK and the kernels run on the calling thread alone.
+class NoThreadPoolGuard {
+ public:
+  static void set_enabled(bool enabled);
+};
 }  // namespace executorch::extension::threadpool
 
 using executorch::aten::ScalarType;
@@ -158,6 +166,31 @@ void write_tensors(const std::string& path, const std::vector<EValue>& outputs) 
   }
 }
 
+// Peak resident memory of this process since the last reset, in KiB: VmHWM, reset by writing 5 to
+// /proc/self/clear_refs (Linux and Android), so each timed run gets its own peak; where that does not
+// exist (macOS) the process-lifetime peak from getrusage.
+void reset_peak_rss() {
+  FILE* f = std::fopen("/proc/self/clear_refs", "w");
+  if (f == nullptr) return;
+  std::fputs("5", f);
+  std::fclose(f);
+}
+
+long peak_rss_kb() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::strtol(line.c_str() + 6, nullptr, 10);
+  }
+  struct rusage usage {};
+  if (getrusage(RUSAGE_SELF, &usage) != 0) return -1;
+#ifdef __APPLE__
+  return usage.ru_maxrss / 1024;  // bytes on macOS
+#else
+  return usage.ru_maxrss;
+#endif
+}
+
 void write_etdump(executorch::etdump::ETDumpGen* gen, const std::string& path) {
   executorch::etdump::ETDumpResult result = gen->get_etdump_data();
   if (result.buf == nullptr || result.size == 0) die(6, "the runtime produced an empty ETDump for " + path);
@@ -207,8 +240,17 @@ std::vector<EValue> run_forward(Module& module, const std::vector<EValue>& input
 int main(int argc, char** argv) {
   Options o = parse(argc, argv);
   executorch::runtime::runtime_init();
-  auto* pool = executorch::extension::threadpool::get_threadpool();
-  if (o.cpu_threads > 0 && pool != nullptr) pool->_unsafe_reset_threadpool(static_cast<uint32_t>(o.cpu_threads));
+  // One thread: no thread pool at all. Creating the default pool starts a worker per core, which
+  // another reset then stops; those threads' start-up and shutdown race the main thread for the
+  // allocator and the dynamic linker's TLS state, and the instruction counts of the emulated
+  // target's traced run (instruction_trace.py) then differ by tens of instructions run to run.
+  executorch::extension::threadpool::ThreadPool* pool = nullptr;
+  if (o.cpu_threads == 1) {
+    executorch::extension::threadpool::NoThreadPoolGuard::set_enabled(true);
+  } else {
+    pool = executorch::extension::threadpool::get_threadpool();
+    if (o.cpu_threads > 0 && pool != nullptr) pool->_unsafe_reset_threadpool(static_cast<uint32_t>(o.cpu_threads));
+  }
 
   const bool tracing = !o.etdump_path.empty();
   std::unique_ptr<executorch::etdump::ETDumpGen> tracer;
@@ -265,13 +307,16 @@ int main(int argc, char** argv) {
     write_etdump(gen, o.warmup_etdump_path.empty() ? o.etdump_path + ".warmup" : o.warmup_etdump_path);
   }
   std::vector<double> latency_ms;
+  std::vector<long> rss_kb;
   latency_ms.reserve(static_cast<size_t>(o.num_executions));
   for (long i = 0; i < o.num_executions; ++i) {
+    reset_peak_rss();
     run_reference(true);
     auto start = std::chrono::steady_clock::now();
     run_once();
     auto end = std::chrono::steady_clock::now();
     latency_ms.push_back(std::chrono::duration<double, std::milli>(end - start).count());
+    rss_kb.push_back(peak_rss_kb());
   }
   if (tracing) write_etdump(gen, o.etdump_path);
   if (!o.outputs_path.empty()) write_tensors(o.outputs_path, outputs);
@@ -292,7 +337,15 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < reference_ms.size(); ++i) json << (i ? ", " : "") << reference_ms[i];
     json << "]";
   }
-  json << ", \"threads\": " << (pool != nullptr ? pool->get_thread_count() : 0) << "}";
+  json << ", \"peak_rss_kb\": [";
+  for (size_t i = 0; i < rss_kb.size(); ++i) json << (i ? ", " : "") << rss_kb[i];
+  json << "], \"planned_buffers\": [";
+  for (size_t i = 0; i < meta->num_memory_planned_buffers(); ++i) {
+    auto size = meta->memory_planned_buffer_size(i);
+    json << (i ? ", " : "") << (size.ok() ? *size : -1);
+  }
+  json << "]";
+  json << ", \"threads\": " << (o.cpu_threads == 1 ? 1 : pool != nullptr ? pool->get_thread_count() : 0) << "}";
   std::cout << "PYTEST_SME2_RESULT " << json.str() << std::endl;
   return 0;
 }

@@ -113,8 +113,11 @@ def build_result(answer: dict[str, Any], spec: RunSpec, info: TargetInfo, out_di
 
         outputs_pt = out_dir / OUTPUTS
         torch.save([torch.from_numpy(a.copy()) for a in read_tensors(outputs_bin)], outputs_pt)
+    evidence = {}
+    if "planned_buffers" in answer or "peak_rss_kb" in answer:
+        evidence["memory"] = {"planned_buffers": answer.get("planned_buffers"), "peak_rss_kb": answer.get("peak_rss_kb")}
     return RunResult(
-        spec=spec, target=info, out_dir=out_dir,
+        spec=spec, target=info, out_dir=out_dir, evidence=evidence,
         wall_ms=np.asarray(answer["latency_ms"], dtype=float),
         timed_etdump=out_dir / TIMED_ETDUMP if spec.etdump else None,
         warmup_etdump=out_dir / WARMUP_ETDUMP if spec.etdump and spec.warmup > 0 else None,

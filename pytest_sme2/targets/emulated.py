@@ -10,16 +10,28 @@ are skipped (see ``EMULATED_TIMING``).
 
 from __future__ import annotations
 
-import json
 import os
-from dataclasses import replace
+import shutil
+import subprocess
 from pathlib import Path
 
 from .. import emulation
 from ..errors import RunnerError, UsageError
-from ..kernel_trace import KernelTrace
+from ..instruction_trace import (COUNTS_FILE, QEMU_LOG_FLAGS, AddressSpace, ExecutedBlocks, count_events,
+                                 kernel_trace_of, write_counts)
 from .base import EMULATED_TIMING, RunResult, RunSpec, TargetInfo
 from .local import check_runner, run_runner_process
+
+MAPS = "maps.txt"
+
+
+def _release_reader(fifo: Path) -> None:
+    """If qemu never opened the log FIFO (it failed first), open and close it so the counter sees EOF."""
+    try:
+        handle = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+    except OSError:  # no reader waiting (it finished), or the FIFO is gone
+        return
+    os.close(handle)
 
 SVL_CHOICES = (128, 256, 512, 1024, 2048)
 
@@ -35,9 +47,10 @@ def check_svl(svl_bits: int) -> int:
 
 
 class EmulatedTarget:
-    # Emulation runs a mobilenet inference in about a second: fewer runs by default.
-    default_runs = 2
-    default_warmup = 0
+    # Emulated time is never compared and the counted run repeats exactly, so one inference after one
+    # warmup (the steady state: the first inference also sets up XNNPACK's runtime) says everything.
+    default_runs = 1
+    default_warmup = 1
 
     def __init__(self, log_dir: Path, svl_bits: int = emulation.DEFAULT_SVL_BITS,
                  status: emulation.EmulationStatus | None = None, runner: Path | None = None,
@@ -88,33 +101,70 @@ class EmulatedTarget:
 
     def run(self, pte: Path, inputs: Path | None, spec: RunSpec, out_dir: Path,
             reference: Path | None = None) -> RunResult:
-        """``reference`` is not run: emulated time is never compared, so it would only cost emulation time."""
+        """``reference`` is not run: emulated time is never compared, so it would only cost emulation time.
+
+        With ETDump on and counting on (the default), the run is counted: every block the
+        inference executes is logged and cut into ETDump events (instruction_trace.py), and
+        the result carries the path of the counts (``evidence["instruction_counts"]``).
+        """
         st = self._status
         if not st.ready:
             raise UsageError(f"emulated SME2 target not ready: {st.problem}")
         self._check_runner_version()
         cpu = "max,sme=off" if spec.sme2 is False else emulation.svl_cpu(self._svl)
         qemu = [str(st.qemu), "-cpu", cpu]
-        env = {**os.environ, "QEMU_LD_PREFIX": str(emulation.SYSROOT)}
-        result = run_runner_process(qemu, st.runner, env, pte, inputs, spec, out_dir, self.info,
-                                    sme2_active=spec.sme2 is not False)
         if self._trace_kernels and spec.etdump:
-            result.evidence["kernel_trace"] = self._kernel_trace(qemu, env, pte, inputs, spec, out_dir).as_dict()
-        return result
+            return self._counted_run(qemu, pte, inputs, spec, out_dir)
+        env = {**os.environ, "QEMU_LD_PREFIX": str(emulation.SYSROOT)}
+        return run_runner_process(qemu, st.runner, env, pte, inputs, spec, out_dir, self.info,
+                                  sme2_active=spec.sme2 is not False)
 
-    def _kernel_trace(self, qemu: list[str], env: dict[str, str], pte: Path, inputs: Path | None, spec: RunSpec,
-                      out_dir: Path) -> KernelTrace:
-        """One more inference with qemu's in_asm log, to name the SME/SME2 kernels that ran (kernel_trace.py)."""
-        trace_dir = out_dir / "kernel-trace"
-        trace_dir.mkdir(parents=True, exist_ok=True)
-        log, maps = trace_dir / "qemu_in_asm.log", trace_dir / "maps.txt"
-        run_runner_process([*qemu, "-d", "in_asm", "-D", str(log)], self._status.runner,
-                           env, pte, inputs, replace(spec, runs=1, warmup=0, etdump=False), trace_dir, self.info,
-                           sme2_active=spec.sme2 is not False, extra_args=(f"--maps_path={maps}",))
-        trace = KernelTrace.from_files(log, maps)
-        log.unlink()  # megabytes of disassembly; the kernel list is what is kept
-        (trace_dir / "kernels.json").write_text(json.dumps(trace.as_dict(), indent=2) + "\n")
-        return trace
+    def _counted_run(self, qemu: list[str], pte: Path, inputs: Path | None, spec: RunSpec,
+                     out_dir: Path) -> RunResult:
+        """The run under qemu's execution log, counted per ETDump event (see instruction_trace.py).
+
+        The same program must count the same on every machine, so the guest sees the same
+        address space each time: no address randomisation (setarch -R), a fixed working folder
+        layout with short relative names, and an environment holding only what qemu needs.
+        """
+        from ..native.build import build_exec_counter
+
+        setarch = shutil.which("setarch")
+        if setarch is None:
+            raise UsageError("counting instructions on the emulated target needs `setarch` (util-linux): "
+                             "`sudo apt-get install util-linux`, or turn counting off with --sme2-no-kernel-trace")
+        out_dir.mkdir(parents=True, exist_ok=True)
+        fifo = out_dir / "qemu-exec.fifo"
+        blocks, sequence = out_dir / "blocks.tsv", out_dir / "blocks.u32"
+        fifo.unlink(missing_ok=True)
+        os.mkfifo(fifo)
+        counter = subprocess.Popen([str(build_exec_counter()), str(blocks), str(sequence), str(fifo)],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+        env = {"QEMU_LD_PREFIX": str(emulation.SYSROOT)}  # all the guest sees, the same on every machine
+        prefix = [setarch, "-R", *qemu, *QEMU_LOG_FLAGS, "-D", fifo.name]
+        try:
+            result = run_runner_process(prefix, self._status.runner, env, pte, inputs, spec, out_dir, self.info,
+                                        sme2_active=spec.sme2 is not False, extra_args=(f"--maps_path={MAPS}",),
+                                        fixed_layout=True)
+        finally:
+            _release_reader(fifo)
+            try:
+                _, errors = counter.communicate(timeout=120)
+            except subprocess.TimeoutExpired:
+                counter.kill()
+                _, errors = counter.communicate()
+            fifo.unlink(missing_ok=True)
+        summary = errors.decode(errors="replace").strip().splitlines()
+        if counter.returncode != 0 or not summary or " 0 unbound" not in summary[-1]:
+            raise RunnerError(f"the instruction counter failed on the emulated run in {out_dir} "
+                              f"(exit {counter.returncode}): {' '.join(summary[-2:])}")
+        counts = count_events(ExecutedBlocks.from_files(blocks, sequence), AddressSpace.from_file(out_dir / MAPS))
+        path = write_counts(counts, result.timed_etdump, result.warmup_etdump, out_dir / COUNTS_FILE)
+        blocks.unlink()
+        sequence.unlink()  # megabytes of block ids; the per-event counts are what is kept
+        result.evidence["instruction_counts"] = str(path)
+        result.evidence["kernel_trace"] = kernel_trace_of(counts, result.timed_etdump).as_dict()
+        return result
 
     def close(self) -> None:
         return None

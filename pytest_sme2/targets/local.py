@@ -60,13 +60,29 @@ def check_runner(path: Path | str, role: str, arch: str | None = None) -> Path:
 
 def run_runner_process(prefix: list[str], binary: Path, env: dict[str, str], pte: Path, inputs: Path | None,
                        spec: RunSpec, out_dir: Path, info: TargetInfo, sme2_active: bool,
-                       extra_args: tuple[str, ...] = (), reference: Path | None = None) -> RunResult:
-    """Run a pytest-sme2 runner (optionally behind ``prefix``, e.g. qemu) and collect its artifacts."""
+                       extra_args: tuple[str, ...] = (), reference: Path | None = None,
+                       fixed_layout: bool = False) -> RunResult:
+    """Run a pytest-sme2 runner (optionally behind ``prefix``, e.g. qemu) and collect its artifacts.
+
+    ``fixed_layout``: run inside ``out_dir`` with the same short relative names for the runner, the
+    program and every file on every machine, so the guest's argv (and with it the stack and heap
+    layout the program sees) does not depend on where the checkout or the cache lives; used by the
+    emulated target's counted run, whose instruction counts must repeat across machines.
+    """
     out_dir.mkdir(parents=True, exist_ok=True)
     timed, warmup = out_dir / TIMED_ETDUMP, out_dir / WARMUP_ETDUMP
+    inputs_file = None if inputs is None else torch_inputs_to_file(inputs, out_dir / INPUTS_FILE)
+    cwd = None
+    if fixed_layout:
+        cwd = out_dir
+        binary = Path(".") / _link(out_dir / "runner", binary).name
+        pte = Path(_link(out_dir / "program.pte", Path(pte)).name)
+        timed, warmup = Path(TIMED_ETDUMP), Path(WARMUP_ETDUMP)
+        inputs_file = None if inputs_file is None else Path(INPUTS_FILE)
     files = RunnerFiles(
-        pte=str(pte), timed_etdump=str(timed), warmup_etdump=str(warmup), outputs=str(out_dir / OUTPUTS_FILE),
-        inputs=None if inputs is None else str(torch_inputs_to_file(inputs, out_dir / INPUTS_FILE)),
+        pte=str(pte), timed_etdump=str(timed), warmup_etdump=str(warmup),
+        outputs=OUTPUTS_FILE if fixed_layout else str(out_dir / OUTPUTS_FILE),
+        inputs=None if inputs_file is None else str(inputs_file),
         reference=None if reference is None else str(reference),
     )
     command = [*prefix, *runner_arguments(str(binary), files, spec), *extra_args]
@@ -77,7 +93,7 @@ def run_runner_process(prefix: list[str], binary: Path, env: dict[str, str], pte
     with open(log, "wb") as err, open(stdout_path, "wb") as out:
         err.write(f"$ {preload}{shown}\n".encode())
         err.flush()
-        process = subprocess.Popen(command, stdout=out, stderr=err, env=env, start_new_session=True)
+        process = subprocess.Popen(command, stdout=out, stderr=err, env=env, start_new_session=True, cwd=cwd)
         try:
             code = process.wait(timeout=spec.timeout_s)
         except subprocess.TimeoutExpired:
@@ -91,6 +107,13 @@ def run_runner_process(prefix: list[str], binary: Path, env: dict[str, str], pte
         raise RunnerError(f"`{shown}` {_exit_description(code)}; log kept at {log}. Last lines:\n{_tail(log)}")
     answer = read_result(stdout_path, shown, str(binary))
     return build_result(answer, spec, info, out_dir, log, sme2_active, reference=reference is not None)
+
+
+def _link(link: Path, target: Path) -> Path:
+    """``link`` pointing at ``target`` (replaced if it exists)."""
+    link.unlink(missing_ok=True)
+    link.symlink_to(Path(target).resolve())
+    return link
 
 
 class LocalTarget:

@@ -1,0 +1,192 @@
+"""Instruction counts under emulation: exact on a program whose counts are known, identical run to run on a
+real model, and cut into the same events as the ETDump."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pytest_sme2 import emulation
+from pytest_sme2.instruction_trace import QEMU_LOG_FLAGS, AddressSpace, ExecutedBlocks
+from pytest_sme2.native.build import build_exec_counter
+
+STATUS = emulation.status()
+needs_emulation = pytest.mark.skipif(not STATUS.ready, reason=f"emulated target not ready: {STATUS.problem}")
+needs_cross = pytest.mark.skipif(shutil.which("aarch64-linux-gnu-gcc") is None,
+                                 reason="needs Debian's aarch64 cross compiler (make system-deps)")
+
+# A function of exactly known cost: 2 setup instructions, then a 4-instruction loop body run N times
+# (the loop ends in one block per pass under qemu, so every pass is one logged block), then a 5-instruction
+# SME section (SMSTART, ZERO {ZA}, two ZA-free instructions, SMSTOP) and RET.
+PROGRAM = textwrap.dedent("""
+    .text
+    .global counted
+    .type counted, %function
+    counted:
+        mov x1, #0
+        mov x2, x0
+    1:  add x1, x1, #3
+        eor x3, x1, x2
+        subs x2, x2, #1
+        b.ne 1b
+        .inst 0xd503477f    // smstart (GCC 12 has no +sme; the encodings are the ISA's)
+        .inst 0xc00800ff    // zero {za}
+        mov x4, #1
+        add x4, x4, #2
+        .inst 0xd503467f    // smstop
+        ret
+    .size counted, .-counted
+
+    .global main
+    .type main, %function
+    main:
+        stp x29, x30, [sp, #-16]!
+        mov x0, #1000
+        bl counted
+        mov w0, #0
+        ldp x29, x30, [sp], #16
+        ret
+""")
+LOOPS = 1000
+SETUP, BODY, TAIL = 2, 4, 6  # instructions; TAIL counts SMSTART ... RET
+SME_INSTRUCTIONS = 3  # SMSTART, ZERO {ZA}, SMSTOP
+
+
+@needs_emulation
+@needs_cross
+def test_counts_of_a_program_with_known_instruction_counts_are_exact(tmp_path: Path) -> None:
+    source = tmp_path / "counted.S"
+    source.write_text(PROGRAM)
+    binary = tmp_path / "counted"
+    subprocess.run(["aarch64-linux-gnu-gcc", "-static", "-no-pie", "-o", str(binary), str(source)],
+                   check=True)
+    totals = []
+    for attempt in range(2):  # and the same again: the count is a property of the program
+        log = tmp_path / f"log{attempt}.txt"
+        maps = tmp_path / "maps.txt"
+        env = {**os.environ, "QEMU_LD_PREFIX": str(emulation.SYSROOT)}
+        subprocess.run([str(STATUS.qemu), "-cpu", "max", *QEMU_LOG_FLAGS, "-D", str(log), str(binary)], env=env,
+                       check=True, timeout=120)
+        blocks_tsv, sequence = tmp_path / f"b{attempt}.tsv", tmp_path / f"s{attempt}.u32"
+        subprocess.run([str(build_exec_counter()), str(blocks_tsv), str(sequence), str(log)], check=True)
+        blocks = ExecutedBlocks.from_files(blocks_tsv, sequence)
+        # the program's own text is where the binary is mapped: find it from the disassembly's symbol
+        symbols = subprocess.run(["aarch64-linux-gnu-nm", str(binary)], capture_output=True, text=True,
+                                 check=True).stdout
+        start = int(next(line.split()[0] for line in symbols.splitlines() if line.endswith(" counted")), 16)
+        size = (SETUP + BODY + TAIL) * 4
+        # a static, non-PIE binary runs at its link address
+        inside = (blocks.pcs >= start) & (blocks.pcs < start + size)
+        executed = np.bincount(blocks.sequence, minlength=blocks.pcs.size)
+        totals.append((int((blocks.instructions * executed)[inside].sum()), int((blocks.sme * executed)[inside].sum())))
+    assert totals[0] == (SETUP + BODY * LOOPS + TAIL, SME_INSTRUCTIONS)
+    assert totals[1] == totals[0]
+
+
+def test_the_counter_binds_a_reused_host_pointer_to_the_new_translation(tmp_path: Path) -> None:
+    """qemu reuses host code memory after invalidating blocks: a listing seen later rebinds the pointer."""
+    log = tmp_path / "log.txt"
+    log.write_text(textwrap.dedent("""\
+        ----------------
+        IN: f
+        0x0000000000400000:  d503201f  nop
+        0x0000000000400004:  d65f03c0  ret
+
+        Trace 0: 0x7f0000000100 [00000000/0000000000400000/00000001/00000200] f
+        Trace 0: 0x7f0000000100 [00000000/0000000000400000/00000001/00000200] f
+        Trace 1: 0x7f0000000200 [00000000/0000000000500000/00000001/00000200] other thread, not counted
+        ----------------
+        IN: g
+        0x0000000000401000:  c00800ff  zero {za}
+        0x0000000000401004:  d503201f  nop
+        0x0000000000401008:  d503201f  nop
+
+        Trace 0: 0x7f0000000100 [00000000/0000000000401000/00000001/00000200] g
+        Trace 0: 0x7f0000000100 [00000000/0000000000401000/00000001/00000200] g
+        """))
+    blocks_tsv, sequence = tmp_path / "b.tsv", tmp_path / "s.u32"
+    done = subprocess.run([str(build_exec_counter()), str(blocks_tsv), str(sequence), str(log)], capture_output=True,
+                          text=True, check=True)
+    assert done.stderr.strip().endswith("2 blocks, 4 executions, 0 unbound")
+    blocks = ExecutedBlocks.from_files(blocks_tsv, sequence)
+    assert blocks.sequence.tolist() == [0, 0, 1, 1]
+    assert blocks.instructions.tolist() == [2, 3] and blocks.sme.tolist() == [0, 1]
+
+
+def test_addresses_are_named_by_library_and_function(tmp_path: Path) -> None:
+    source = tmp_path / "lib.c"
+    source.write_text("int kai_run_fake_sme2_mopa(int x) { return x * 3; }\nint other(int x) { return x + 1; }\n")
+    library = tmp_path / "libk.so"
+    subprocess.run(["cc", "-shared", "-fPIC", "-O1", "-o", str(library), str(source)], check=True)
+    nm = subprocess.run(["nm", "-D", "--defined-only", str(library)], capture_output=True, text=True, check=True)
+    address = {line.split()[2]: int(line.split()[0], 16) for line in nm.stdout.splitlines() if " T " in line}
+    base = 0x7F0000000000
+    space = AddressSpace(f"{base:x}-{base + 0x100000:x} r-xp 00000000 08:01 42 {library}\n")
+    assert space.locate(base + address["kai_run_fake_sme2_mopa"]) == (str(library), "kai_run_fake_sme2_mopa")
+    assert space.locate(0x1000) == (None, None)
+    assert space.function_range(str(library), "other")[0] == base + address["other"]
+
+
+@pytest.fixture(scope="module")
+def mobilenet_counted(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
+    """mobilenet_v3_small fp32 (portable and delegated operators) counted twice with SME2 on, once off."""
+    if not STATUS.ready:
+        pytest.skip(f"emulated target not ready: {STATUS.problem}")
+    from pytest_sme2 import Recipe
+    from pytest_sme2.runner import Runner
+    from pytest_sme2.session import Settings, Sme2Session
+    from pytest_sme2.targets import RunSpec
+
+    root = tmp_path_factory.mktemp("counted")
+    session = Sme2Session(Settings(target="emulated", cache_dir=root / "cache", session_dir=root / "run"))
+    session.registry.register_dir(Path(__file__).resolve().parent.parent / "models")
+    try:
+        exported = session.export("mobilenet_v3_small", Recipe())
+        profiles = [Runner(session, RunSpec(sme2=sme2, runs=1, warmup=1), session.test_dir(f"run-{i}")).profile(exported)
+                    for i, sme2 in enumerate((True, True, False))]
+    finally:
+        session.close()
+    return profiles
+
+
+def test_two_runs_of_a_real_model_count_the_same_for_every_event(mobilenet_counted) -> None:
+    first, second, _ = mobilenet_counted
+    a, b = first.instructions, second.instructions
+    assert a.instructions.ops == b.instructions.ops == first.trace.ops
+    np.testing.assert_array_equal(a.instructions.op_ms, b.instructions.op_ms)
+    np.testing.assert_array_equal(a.sme.op_ms, b.sme.op_ms)
+    assert a.instructions.execute_ms.tolist() == b.instructions.execute_ms.tolist()
+    assert a.instructions.delegate_ms.tolist() == b.instructions.delegate_ms.tolist()
+    assert first.instructions_per_inference == second.instructions_per_inference > 1_000_000
+
+
+def test_events_nest_as_in_the_etdump_and_sme_runs_only_in_packed_operators(mobilenet_counted) -> None:
+    on, _, off = mobilenet_counted
+    counted = on.instructions.instructions
+    ops = on.ops
+    delegated = counted.op_ms[ops["delegated"].to_numpy()].sum()
+    portable = counted.op_ms[~ops["delegated"].to_numpy()].sum()
+    # every delegate operator lies inside a DELEGATE_CALL, every event inside Method::execute
+    assert 0 < delegated <= counted.delegate_ms.sum() <= counted.execute_ms.sum()
+    assert portable > 0 and delegated + portable <= counted.execute_ms.sum()
+    sme = on.ops["sme_instructions"]
+    assert (sme[on.ops["packed"]] > 0).all(), "every packed (SME) operator executed SME instructions"
+    assert (sme[~on.ops["packed"] & on.ops["category"].isin(["CONV", "GEMM"])] == 0).all()
+    assert off.sme_instructions_per_inference == 0 and (off.ops["sme_instructions"] == 0).all()
+    # SME2 changes the work's instruction count, not which events run outside the delegate
+    assert on.instructions_per_inference < off.instructions_per_inference
+    assert sorted(on.portable_ops["op"]) == sorted(off.portable_ops["op"])
+
+
+def test_kernels_per_operator_name_the_sme2_kernels(mobilenet_counted) -> None:
+    on, _, off = mobilenet_counted
+    packed = on.ops[on.ops["packed"] & (on.ops["category"] == "GEMM")].iloc[0]
+    names = " ".join(packed["kernels"])
+    assert "sme2" in names, names
+    assert any("sme2" in k for k in on.executed_sme_kernels) and off.executed_sme_kernels == ()
