@@ -32,11 +32,11 @@ from .session import slug
 MISSING_POLICIES = ("fail", "skip", "warn")
 MARKER = (
     "baseline(latency=None, shares=None, coverage=None, sme_path=None, alpha=None, instructions=None, "
-    "min_effect_ms=None, missing=None, enabled=True): per-test baseline tolerances and policy for the regression "
-    "gate (enabled=False turns the gate off for this test)"
+    "op_instructions=None, memory=None, min_effect_ms=None, missing=None, enabled=True): per-test baseline tolerances and policy "
+    "for the regression gate (enabled=False turns the gate off for this test)"
 )
-_MARKER_KEYS = ("latency", "shares", "coverage", "sme_path", "alpha", "instructions", "min_effect_ms", "missing",
-                "enabled")
+_MARKER_KEYS = ("latency", "shares", "coverage", "sme_path", "alpha", "instructions", "op_instructions",
+                "memory", "min_effect_ms", "missing", "enabled")
 _USED = "sme2_baseline"  # report user property: what this test did with its baseline
 _INI_TOLERANCES = {
     "latency": ("sme2_baseline_tolerance", "relative latency change allowed (0.10 = 10% slower)"),
@@ -47,6 +47,9 @@ _INI_TOLERANCES = {
     "min_effect_ms": ("sme2_baseline_min_effect_ms",
                       "smallest latency change in ms per run that can fail a test (0.02; for tiny models)"),
     "instructions": ("sme2_baseline_instruction_tolerance", "relative instruction-count change allowed (0.005)"),
+    "memory": ("sme2_baseline_memory_tolerance", "relative growth of the program's planned memory allowed (0)"),
+    "op_instructions": ("sme2_baseline_op_instruction_tolerance",
+                        "relative change of one operator's counted instructions allowed (emulated target, 0.02)"),
 }
 
 
@@ -78,6 +81,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--sme2-accept-noisy-baselines", action="store_true", default=False,
                     help="with --sme2-update-baselines: write baselines even when their runs fail the quality check "
                          "(too many disturbed runs, a wide or unstable median); the file records that")
+    group.addoption("--sme2-benchmark-emulated", action="store_true", default=False,
+                    help="also record emulated-target profiles as pytest-benchmark results (their time is the "
+                         "emulator's; off by default so benchmark tables show hardware time only)")
     group.addoption("--sme2-baselines-dir", default=None, help="where baselines live (default: ini sme2_baselines_dir)")
     group.addoption("--sme2-no-baselines", action="store_true", default=False,
                     help="turn the baseline gate off for this run")
@@ -370,7 +376,10 @@ def _record_benchmarks(item: pytest.Item, profiles: list[Any]) -> None:
     from pytest_benchmark.stats import Metadata
 
     callspec = getattr(item, "callspec", None)
+    with_emulated = item.config.getoption("sme2_benchmark_emulated", False)
     for label, profile in _labelled(profiles):
+        if profile.emulated and not with_emulated:
+            continue  # emulated time is the emulator's: not a benchmark result unless asked for
         source = _BenchmarkSource(
             name=f"{item.name}[{label}]",
             fullname=f"{item.nodeid}[{label}]",
@@ -391,6 +400,13 @@ def _record_benchmarks(item: pytest.Item, profiles: list[Any]) -> None:
 # ------------------------------------------------------------- the summary
 class _Summary:
     """Collects every test's gate outcome from its report (also from xdist workers) and prints the summary."""
+
+    def _measure(self, reports: list[dict[str, Any]]) -> str:
+        """What the gate compared: counted instructions on the emulated target, else the chosen metric."""
+        fingerprints = {f for r in reports for f in r["fingerprints"]}
+        if fingerprints and all(f.startswith("emulated") for f in fingerprints):
+            return "counted instructions, emulated target"
+        return self.gate.metric
 
     def __init__(self, gate: _GateConfig):
         self.gate = gate
@@ -425,7 +441,7 @@ class _Summary:
         unused = self.unused()
         terminalreporter.section("sme2 baselines")
         terminalreporter.write_line(
-            f"{len({p for r in reports for p in r['paths']})} baseline file(s) ({self.gate.metric}): "
+            f"{len({p for r in reports for p in r['paths']})} baseline file(s) ({self._measure(reports)}): "
             f"{sum(len(r['written']) for r in reports)} written, "
             f"{sum(len(r.get('refused', [])) for r in reports)} refused, {sum(len(r['failed']) for r in reports)} "
             f"regression(s), {len(improvements)} improvement(s), {len(inconclusive)} inconclusive, "

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from .categories import Category
 from .export import ExportedModel
-from .profile import Profile, Speedup
+from .profile import BASES, TIME, Profile, Speedup
+from .targets.base import EMULATED_TIMING
 
 
 def assert_speedup(this: Profile, other: Profile, at_least: float) -> Speedup:
@@ -26,28 +27,46 @@ def assert_speedup(this: Profile, other: Profile, at_least: float) -> Speedup:
     return speedup
 
 
+def _basis(profile: Profile, by: str | None, allowed: tuple[str, ...]) -> str:
+    """The measure an assertion reads: ``by``, else the profile's basis (time; instructions when emulated).
+    Emulated time decides nothing: asking for it there is an error that says what to use instead."""
+    basis = by or profile.basis
+    if basis not in allowed:
+        raise ValueError(f"by={basis!r}: use one of {', '.join(allowed)}")
+    if basis == TIME and profile.emulated:
+        raise AssertionError(f"{profile.label}: {EMULATED_TIMING}; assert by='instructions' (the default there), "
+                             f"which the emulated target counts exactly")
+    return basis
+
+
 def assert_share(profile: Profile, category: str | Category, *, at_most: float | None = None,
-                 at_least: float | None = None) -> float:
-    """Fail if a category's share of E2E is outside [at_least, at_most]."""
+                 at_least: float | None = None, by: str | None = None) -> float:
+    """Fail if a category's share of E2E is outside [at_least, at_most].
+
+    By ``profile.basis`` unless ``by`` says: time on hardware, instructions on the emulated target.
+    """
+    basis = _basis(profile, by, BASES)
     name = Category.parse(category).value
-    share = profile.share(name)
-    shares = ", ".join(f"{k} {v:.1%}" for k, v in profile.shares.items())
+    share = profile.share(name, basis)
+    shares = ", ".join(f"{k} {v:.1%}" for k, v in profile.shares_by(basis).items())
     if at_most is not None and not share <= at_most:
         raise AssertionError(
-            f"{profile.label}: {name} share is {share:.1%}, above the allowed {at_most:.1%} (all shares: {shares})"
+            f"{profile.label}: {name} share of {basis} is {share:.1%}, above the allowed {at_most:.1%} "
+            f"(all shares: {shares})"
         )
     if at_least is not None and not share >= at_least:
         raise AssertionError(
-            f"{profile.label}: {name} share is {share:.1%}, below the required {at_least:.1%} (all shares: {shares})"
+            f"{profile.label}: {name} share of {basis} is {share:.1%}, below the required {at_least:.1%} "
+            f"(all shares: {shares})"
         )
     return share
 
 
-def assert_delegation(profile: Profile, at_least: float, *, by: str = "time") -> float:
-    """Fail if delegation coverage (by "time" or "nodes") is below ``at_least``."""
-    if by not in ("time", "nodes"):
-        raise ValueError(f"by={by!r}: use 'time' or 'nodes'")
-    coverage = profile.delegation_coverage if by == "time" else profile.node_delegation_coverage
+def assert_delegation(profile: Profile, at_least: float, *, by: str | None = None) -> float:
+    """Fail if delegation coverage is below ``at_least``: by "time", "instructions" (default: the profile's
+    basis) or "nodes" (the export-time graph)."""
+    by = "nodes" if by == "nodes" else _basis(profile, by, (*BASES, "nodes"))
+    coverage = profile.coverage(by) if by != "nodes" else profile.node_delegation_coverage
     if coverage is None or not coverage >= at_least:
         portable = profile.portable_ops
         heaviest = ", ".join(f"{r.op} ({r.share:.1%})" for r in portable.head(5).itertuples()) or "none"
@@ -84,12 +103,13 @@ def assert_sme2_kernel_path(on: Profile, off: Profile, at_least: float) -> None:
     def shown(profile: Profile) -> str:
         heavy = profile.ops[profile.ops["category"].isin([Category.CONV.value, Category.GEMM.value])]
         kinds = ", ".join(sorted(set(heavy["op"]))) or "none"
-        return f"{profile.label}: SME path {profile.sme_path_share!r} of CONV+GEMM, {profile.sme_path_ops} ops; kernels: {kinds}"
+        return (f"{profile.label}: SME path {profile.sme_path_share!r} of CONV+GEMM {profile.basis}, "
+                f"{profile.sme_path_ops} ops; kernels: {kinds}")
 
     share = on.sme_path_share
     if share is None or not share >= at_least:
-        raise AssertionError(f"with SME2 on, less than {at_least:.0%} of CONV+GEMM time took packed SME kernels. "
-                             f"{shown(on)}")
+        raise AssertionError(f"with SME2 on, less than {at_least:.0%} of CONV+GEMM {on.basis} took packed SME "
+                             f"kernels. {shown(on)}")
     if off.sme_path_share not in (0.0, None) or off.sme_path_ops:
         raise AssertionError(f"with SME2 off, operators still took packed SME kernels. {shown(off)}")
     traced_on, traced_off = on.executed_sme_kernels, off.executed_sme_kernels

@@ -87,8 +87,10 @@ def record_of(profile: Any, instructions: Mapping[str, Any] | None = None) -> di
         "recipe": profile.recipe,
         "variant": profile.variant,
         "emulated": profile.emulated,
-        "latency": profile.latency.as_dict(),
-        "samples_ms": [float(x) for x in profile.e2e_ms],
+        "basis": profile.basis,
+        # Emulated time is the emulator's: not kept, so a committed emulated baseline changes only with the program.
+        "latency": None if profile.emulated else profile.latency.as_dict(),
+        "samples_ms": [] if profile.emulated else [float(x) for x in profile.e2e_ms],
         # The reference program's time before each run: the gate compares samples_ms / reference_ms.
         "reference_ms": [float(x) for x in profile.reference_ms] if profile.relative_ms is not None else None,
         "disturbed_runs": profile.disturbed_runs,
@@ -108,12 +110,40 @@ def record_of(profile: Any, instructions: Mapping[str, Any] | None = None) -> di
         "portable_ops": sorted(set(profile.portable_ops["op"])) if len(profile.portable_ops) else [],
         "sme_path_share": profile.sme_path_share,
         "sme_path_ops": profile.sme_path_ops,
+        # Exact on every target: what the exporter planned for activations.
+        "memory": {"planned_bytes": profile.planned_memory_bytes,
+                   "planned_buffers": (metadata.get("memory") or {}).get("planned_buffers")},
         "run": metadata.get("run", {}),
         "provenance": metadata.get("export", {}),
     }
+    counted = counted_record(profile)
     if instructions is not None:
-        record["instructions"] = dict(instructions)
+        record["instructions"] = {"source": "callgrind (host)", **dict(instructions)}
+    elif counted is not None:
+        record["instructions"] = counted
+    if profile.emulated:
+        # Emulated time decides nothing: no per-run time values for verdicts to read (they judge the counts).
+        record["per_run"] = None
     return record
+
+
+def op_id(key: Any) -> str:
+    """A readable, stable name of one operator instance: its event name, ``@`` its instruction, and
+    ``.N`` for the N-th repeat within that instruction."""
+    return f"{key.name} @{key.instruction_id}" + (f".{key.occurrence}" if key.occurrence else "")
+
+
+def counted_record(profile: Any) -> dict[str, Any] | None:
+    """What a baseline keeps of a counted run (emulated target): the whole inference's instructions and
+    SME instructions, the same per operator, shares, coverage and SME path by instructions, the SME kernels
+    that executed. All deterministic: the gate compares them with plain tolerances."""
+    summary = profile.summary_of_instructions()
+    if summary is None:
+        return None
+    ops = profile.ops
+    per_op = {op_id(key): [int(round(ins)), int(round(sme))]
+              for key, ins, sme in zip(profile.trace.ops, ops["instructions"], ops["sme_instructions"])}
+    return {**summary, "ops": per_op, "sme_kernels": list(profile.executed_sme_kernels or ())}
 
 
 def _finite_list(values: Any) -> list[float | None]:
@@ -189,7 +219,7 @@ def load(path: Path) -> Baseline | None:
             if key not in record:
                 raise _broken(path, f"profile {label!r} has no {key!r}")
         samples = record["samples_ms"]
-        if not _number_list(samples, allow_zero=True) or not samples:
+        if not _number_list(samples, allow_zero=True) or not (samples or record.get("emulated")):
             raise _broken(path, f"profile {label!r}: 'samples_ms' must be a non-empty list of non-negative numbers")
         reference = record.get("reference_ms")
         if reference is not None and (not _number_list(reference, allow_zero=False)

@@ -36,6 +36,7 @@ import pandas as pd
 from . import stats
 from .categories import NAMED_CATEGORIES, Category, classify, strip_instance
 from .etdump import ExecutionTrace, read_run
+from .instruction_trace import InstructionTrace
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,50 @@ class Speedup:
         }
 
 
+TIME, INSTRUCTIONS = "time", "instructions"
+BASES = (TIME, INSTRUCTIONS)
+
+
+def _per_run(part: np.ndarray, whole: np.ndarray) -> np.ndarray:
+    """part / whole per run; NaN where the whole is zero."""
+    part, whole = np.asarray(part, dtype=float), np.asarray(whole, dtype=float)
+    out = np.full(part.shape, np.nan)
+    np.divide(part, whole, out=out, where=whole > 0)
+    return out
+
+
+class _Breakdown:
+    """Per-run category, delegation and SME-path arithmetic of one measure of the same events:
+    milliseconds (the ETDump's time) or instructions (counted under emulation). One code path for
+    both, so a share by instructions means exactly what a share by time means."""
+
+    def __init__(self, trace: ExecutionTrace, classes: list):
+        self.trace = trace
+        per_run = {}
+        for category in NAMED_CATEGORIES:
+            mask = np.array([c.category is category for c in classes], dtype=bool)
+            per_run[category.value] = trace.op_ms[mask].sum(axis=0) if mask.any() else np.zeros(trace.runs)
+        per_run[Category.OTHER.value] = trace.execute_ms - sum(per_run.values())
+        self.category = pd.DataFrame(per_run)
+        self.total = float(trace.execute_ms.sum())
+
+    def share_samples(self, category: str | Category) -> np.ndarray:
+        return _per_run(self.category[Category.parse(category).value].to_numpy(), self.trace.execute_ms)
+
+    def coverage_samples(self) -> np.ndarray:
+        return _per_run(self.trace.delegate_ms, self.trace.execute_ms)
+
+    def sme_path_samples(self, heavy: np.ndarray, packed: np.ndarray) -> np.ndarray:
+        """Per run: of the CONV+GEMM rows ``heavy`` (operator indices), the share in ``packed`` ones."""
+        op_values = self.trace.op_ms[heavy]
+        return _per_run(op_values[packed].sum(axis=0), op_values.sum(axis=0))
+
+    def total_shares(self) -> dict[str, float]:
+        if self.total <= 0:
+            return {c.value: 0.0 for c in Category}
+        return {c.value: float(self.category[c.value].sum() / self.total) for c in Category}
+
+
 @dataclass
 class Profile:
     """Latency, operator mix, delegation and SME-path evidence of one run."""
@@ -92,6 +137,8 @@ class Profile:
     reference_ms: np.ndarray | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     artifacts: dict[str, str] = field(default_factory=dict)
+    # The same events counted in instructions (emulated target; instruction_trace.py), or None.
+    instructions: "InstructionTrace | None" = None
 
     # ------------------------------------------------------------------ build
     @classmethod
@@ -132,6 +179,8 @@ class Profile:
             reference_ms=np.concatenate(references) if all(r is not None for r in references) else None,
             metadata={**head.metadata, "chunks": len(profiles)},
             artifacts=artifacts,
+            instructions=InstructionTrace.concat([p.instructions for p in profiles])
+            if all(p.instructions is not None for p in profiles) else None,
         )
 
     def __post_init__(self) -> None:
@@ -155,13 +204,19 @@ class Profile:
         total_e2e = float(trace.execute_ms.sum())
         self._ops["share"] = self._ops["total_ms"] / total_e2e if total_e2e > 0 else 0.0
         self._ops["runs_ms"] = list(trace.op_ms)  # one array of per-run times per op (views, no copy)
-        per_run = {}
-        for category in NAMED_CATEGORIES:
-            mask = np.array([c.category is category for c in classes], dtype=bool)
-            per_run[category.value] = trace.op_ms[mask].sum(axis=0) if mask.any() else np.zeros(trace.runs)
-        named = sum(per_run.values())
-        per_run[Category.OTHER.value] = trace.execute_ms - named
-        self._category_ms = pd.DataFrame(per_run)
+        self._breakdowns = {TIME: _Breakdown(trace, classes)}
+        counted = self.instructions
+        if counted is not None:
+            if counted.instructions.ops != trace.ops:
+                raise ValueError(f"instruction counts of {self.label} ({counted.source}) are for other events than "
+                                 f"its ETDump")
+            self._breakdowns[INSTRUCTIONS] = _Breakdown(counted.instructions, classes)
+            self._ops["instructions"] = np.median(counted.instructions.op_ms, axis=1) if trace.ops else []
+            whole = float(np.median(counted.instructions.execute_ms))
+            self._ops["instruction_share"] = self._ops["instructions"] / whole if whole > 0 else 0.0
+            self._ops["sme_instructions"] = np.median(counted.sme.op_ms, axis=1) if trace.ops else []
+            self._ops["kernels"] = counted.functions if trace.ops else []
+        self._category_ms = self._breakdowns[TIME].category
         self._total_e2e = total_e2e
         self._classes = classes
 
@@ -215,12 +270,21 @@ class Profile:
         """How many runs were left out of relative latency because their reference run was disturbed."""
         return int(self.clean.sum() - self.clean_relative.sum())
 
-    def _per_run(self, part: np.ndarray, whole: np.ndarray) -> np.ndarray:
-        """part / whole per run; NaN where the whole is zero."""
-        part, whole = np.asarray(part, dtype=float), np.asarray(whole, dtype=float)
-        out = np.full(part.shape, np.nan)
-        np.divide(part, whole, out=out, where=whole > 0)
-        return out
+    @property
+    def basis(self) -> str:
+        """What shares, delegation coverage and SME path share measure unless told otherwise: ``time``
+        (the ETDump's), or ``instructions`` on the emulated target, whose time is the emulator's but whose
+        instruction counts are exact and repeat run to run (instruction_trace.py)."""
+        return INSTRUCTIONS if self.emulated and INSTRUCTIONS in self._breakdowns else TIME
+
+    def _breakdown(self, by: str | None) -> _Breakdown:
+        basis = by or self.basis
+        if basis not in BASES:
+            raise ValueError(f"by={basis!r}: use one of {', '.join(BASES)}")
+        if basis not in self._breakdowns:
+            raise ValueError(f"{self.label} has no {basis} counts: instructions are counted on the emulated target "
+                             f"(--sme2-target=emulated, counting on)")
+        return self._breakdowns[basis]
 
     def _clean_median(self, per_run: np.ndarray) -> float | None:
         """Median over undisturbed runs with a value (all runs if none is undisturbed); None if no run has one."""
@@ -287,25 +351,35 @@ class Profile:
         """Per-run time of each category (rows: runs); OTHER = E2E - named."""
         return self._category_ms.copy()
 
-    def share_samples(self, category: str | Category) -> np.ndarray:
-        """Per-run share of E2E time in a category (every run; see ``clean`` for which to trust)."""
-        return self._per_run(self._category_ms[Category.parse(category).value].to_numpy(), self.e2e_ms)
+    def share_samples(self, category: str | Category, by: str | None = None) -> np.ndarray:
+        """Per-run share of E2E in a category, by ``basis`` unless ``by`` says (every run; see ``clean``)."""
+        return self._breakdown(by).share_samples(category)
 
-    def share(self, category: str | Category) -> float:
-        """Median over undisturbed runs of the per-run share of E2E time in a category."""
-        return self._clean_median(self.share_samples(category)) or 0.0
+    def share(self, category: str | Category, by: str | None = None) -> float:
+        """Median over undisturbed runs of the per-run share of E2E in a category (by ``basis``: time, or
+        instructions on the emulated target)."""
+        return self._clean_median(self.share_samples(category, by)) or 0.0
 
     @property
     def shares(self) -> dict[str, float]:
         return {c.value: self.share(c) for c in Category}
 
+    def shares_by(self, by: str) -> dict[str, float]:
+        return {c.value: self.share(c, by) for c in Category}
+
+    def category_values(self, by: str | None = None) -> pd.DataFrame:
+        """Per-run amount of each category (rows: runs) in ms or instructions (default: the basis)."""
+        return self._breakdown(by).category.copy()
+
+    def op_values(self, by: str | None = None) -> np.ndarray:
+        """Per-run amount of each operator (rows: ``ops``, columns: runs) in ms or instructions."""
+        return self._breakdown(by).trace.op_ms
+
     @property
     def total_shares(self) -> dict[str, float]:
         """Category time summed over all runs / E2E summed over all runs: sums to exactly one, but one
         stalled run moves it (reports of where the time of a whole session went; never a verdict)."""
-        if self._total_e2e <= 0:
-            return {c.value: 0.0 for c in Category}
-        return {c.value: float(self._category_ms[c.value].sum() / self._total_e2e) for c in Category}
+        return self._breakdowns[TIME].total_shares()
 
     # ------------------------------------------------------------ operators
     @property
@@ -313,21 +387,27 @@ class Profile:
         """One row per operator instance: event, category, delegated, per-run times."""
         return self._ops.copy()
 
-    def top_ops(self, n: int = 10) -> pd.DataFrame:
-        return self._ops.sort_values("total_ms", ascending=False).head(n).reset_index(drop=True)
+    def top_ops(self, n: int = 10, by: str | None = None) -> pd.DataFrame:
+        """The ``n`` heaviest operators by time, or by instructions (default: the profile's basis)."""
+        key = "instructions" if (by or self.basis) == INSTRUCTIONS else "total_ms"
+        return self._ops.sort_values(key, ascending=False).head(n).reset_index(drop=True)
 
     @property
     def portable_ops(self) -> pd.DataFrame:
         """Operators that ran outside any delegate, heaviest first, grouped by op."""
         portable = self._ops[~self._ops["delegated"]]
+        counted = "instruction_share" in portable
+        extra = {"instructions": ("instructions", "sum"), "instruction_share": ("instruction_share", "sum")} \
+            if counted else {}
         grouped = portable.groupby("op", sort=False).agg(
             count=("event", "size"), kind=("kind", "first"), category=("category", "first"),
-            total_ms=("total_ms", "sum"), share=("share", "sum")
+            total_ms=("total_ms", "sum"), share=("share", "sum"), **extra
         )
         # Per run, the op's instances add up; the median is over those per-run sums.
         per_run = {op: self.trace.op_ms[rows.index].sum(axis=0) for op, rows in portable.groupby("op", sort=False)}
         grouped["median_ms_per_run"] = [float(np.median(per_run[op])) for op in grouped.index]
-        return grouped.sort_values("total_ms", ascending=False).reset_index()
+        heaviest = "instructions" if self.basis == INSTRUCTIONS else "total_ms"
+        return grouped.sort_values(heaviest, ascending=False).reset_index()
 
     @property
     def unclassified_ops(self) -> list[str]:
@@ -337,13 +417,17 @@ class Profile:
     # ----------------------------------------------------------- delegation
     @property
     def coverage_samples(self) -> np.ndarray:
-        """Per-run share of E2E time inside delegate calls."""
-        return self._per_run(self.trace.delegate_ms, self.e2e_ms)
+        """Per-run share of E2E inside delegate calls (by ``basis``)."""
+        return self._breakdown(None).coverage_samples()
+
+    def coverage(self, by: str | None = None) -> float:
+        """Median over undisturbed runs of the share of E2E inside delegate calls, by time or instructions."""
+        return self._clean_median(self._breakdown(by).coverage_samples()) or 0.0
 
     @property
     def delegation_coverage(self) -> float:
-        """Median over undisturbed runs of the share of E2E time spent inside delegate calls."""
-        return self._clean_median(self.coverage_samples) or 0.0
+        """Median over undisturbed runs of the share of E2E spent inside delegate calls (by ``basis``)."""
+        return self.coverage()
 
     @property
     def node_delegation_coverage(self) -> float | None:
@@ -359,28 +443,75 @@ class Profile:
         mask = self._ops["category"].isin([Category.CONV.value, Category.GEMM.value])
         return self._ops[mask]
 
-    @property
-    def sme_path_samples(self) -> np.ndarray | None:
-        """Per-run share of CONV+GEMM time in packed-format kernels (NaN for a run without CONV/GEMM time);
-        None when the program has no CONV/GEMM operator."""
+    def _sme_path_samples(self, by: str | None) -> np.ndarray | None:
         heavy = self._conv_gemm()
         if heavy.empty:
             return None
-        op_ms = self.trace.op_ms[heavy.index.to_numpy()]
-        packed = op_ms[heavy["packed"].to_numpy()].sum(axis=0)
-        return self._per_run(packed, op_ms.sum(axis=0))
+        return self._breakdown(by).sme_path_samples(heavy.index.to_numpy(), heavy["packed"].to_numpy())
+
+    @property
+    def sme_path_samples(self) -> np.ndarray | None:
+        """Per-run share of CONV+GEMM (by ``basis``) in packed-format kernels (NaN for a run without any);
+        None when the program has no CONV/GEMM operator."""
+        return self._sme_path_samples(None)
+
+    def sme_path(self, by: str | None = None) -> float | None:
+        """Median over undisturbed runs of the share of CONV+GEMM in packed-format (SME/SME2) kernels,
+        by time or instructions; None without CONV/GEMM."""
+        samples = self._sme_path_samples(by)
+        return None if samples is None else self._clean_median(samples)
 
     @property
     def sme_path_share(self) -> float | None:
-        """Median over undisturbed runs of the share of CONV+GEMM time in packed-format (SME/SME2) kernels;
-        None without CONV/GEMM time."""
-        samples = self.sme_path_samples
-        return None if samples is None else self._clean_median(samples)
+        """The SME path share by ``basis`` (time, or instructions on the emulated target)."""
+        return self.sme_path()
 
     @property
     def sme_path_ops(self) -> int:
         """How many CONV/GEMM operator instances ran packed-format kernels."""
         return int(self._conv_gemm()["packed"].sum())
+
+    # ---------------------------------------------------------------- memory
+    @property
+    def planned_memory_bytes(self) -> int | None:
+        """Bytes of the program's memory-planned buffers (activations), from the .pte's execution plan: exact
+        and the same on every target, so a change means the program changed."""
+        buffers = (self.metadata.get("memory") or {}).get("planned_buffers")
+        return None if buffers is None else int(sum(max(int(b), 0) for b in buffers))
+
+    @property
+    def peak_rss_kb(self) -> np.ndarray | None:
+        """The runner process's peak resident memory during each timed run (KiB; reference program included).
+        Under emulation it is qemu's own, so reported, never gated."""
+        peaks = (self.metadata.get("memory") or {}).get("peak_rss_kb")
+        return None if not peaks else np.asarray(peaks, dtype=float)
+
+    # ---------------------------------------------------------- instructions
+    @property
+    def instructions_per_inference(self) -> float | None:
+        """Instructions of one inference (Method::execute; median over runs, which all count the same),
+        counted under emulation; None where nothing counted them."""
+        if self.instructions is None:
+            return None
+        return float(np.median(self.instructions.instructions.execute_ms))
+
+    @property
+    def sme_instructions_per_inference(self) -> float | None:
+        """How many of those were SME/SME2 instructions (SME encodings, SMSTART/SMSTOP)."""
+        if self.instructions is None:
+            return None
+        return float(np.median(self.instructions.sme.execute_ms))
+
+    @property
+    def sme_instruction_share(self) -> float | None:
+        """Of the CONV+GEMM operators' instructions, the share that were SME/SME2 instructions: the
+        outer products and ZA traffic of SME kernels, from the instruction encodings themselves."""
+        heavy = self._conv_gemm()
+        if self.instructions is None or heavy.empty:
+            return None
+        rows = heavy.index.to_numpy()
+        total = float(np.median(self.instructions.instructions.op_ms[rows].sum(axis=0)))
+        return float(np.median(self.instructions.sme.op_ms[rows].sum(axis=0))) / total if total > 0 else None
 
     @property
     def executed_sme_kernels(self) -> tuple[str, ...] | None:
@@ -424,14 +555,20 @@ class Profile:
             "init_ms": self.init_ms,
             "disturbed_runs": self.disturbed_runs,
             "disturbed_references": self.disturbed_references,
+            "basis": self.basis,
+            "memory": {"planned_bytes": self.planned_memory_bytes,
+                       "planned_buffers": (self.metadata.get("memory") or {}).get("planned_buffers"),
+                       "peak_rss_kb_median": None if self.peak_rss_kb is None else float(np.median(self.peak_rss_kb))},
             "shares": self.shares,
             "total_shares": self.total_shares,
+            "instructions": self.summary_of_instructions(),
             "delegation_coverage": self.delegation_coverage,
             "node_delegation_coverage": self.node_delegation_coverage,
             "sme_path_share": self.sme_path_share,
             "sme_path_ops": self.sme_path_ops,
             "top_ops": [
-                {k: (v.item() if hasattr(v, "item") else v) for k, v in row.items() if k != "runs_ms"}
+                {k: (v.item() if hasattr(v, "item") else v) for k, v in row.items() if k not in ("runs_ms", "kernels")}
+                | ({"kernels": row["kernels"]} if "kernels" in row else {})
                 for row in top_ops.to_dict("records")
             ],
             "portable_ops": [
@@ -440,6 +577,24 @@ class Profile:
             "unclassified_ops": self.unclassified_ops,
             "metadata": self.metadata,
             "artifacts": self.artifacts,
+        }
+
+    def summary_of_instructions(self) -> dict[str, Any] | None:
+        """What the counted run says, for reports and baselines (None where nothing was counted)."""
+        if self.instructions is None:
+            return None
+        counted = self.instructions.instructions
+        whole = (lambda value: None if value is None else int(round(value)))  # noqa: E731 - exact counts stay ints
+        return {
+            "source": "qemu (emulated target)",
+            "per_inference": whole(self.instructions_per_inference),
+            "sme_per_inference": whole(self.sme_instructions_per_inference),
+            "sme_share_of_conv_gemm": self.sme_instruction_share,
+            "shares": self.shares_by(INSTRUCTIONS),
+            "delegation_coverage": self.coverage(INSTRUCTIONS),
+            "sme_path_share": self.sme_path(INSTRUCTIONS),
+            "load": whole(counted.load_ms),
+            "init": whole(counted.init_ms),
         }
 
     def __repr__(self) -> str:

@@ -17,8 +17,9 @@ import numpy as np
 from . import stats
 from .errors import EtdumpError, ProgramError, Sme2Error, UsageError
 from .export import ExportedModel
+from .instruction_trace import InstructionTrace
 from .profile import Profile
-from .program import check_program
+from .program import check_program, planned_buffers
 from .session import Sme2Session, link_or_copy, slug
 from .targets import RunResult, RunSpec
 
@@ -111,6 +112,9 @@ class Runner:
         result, identity = self._run(pte, etdump=True)
         if result.timed_etdump is None:
             raise EtdumpError(f"the runner did not report an ETDump for {result.out_dir}; see {result.log}")
+        memory = dict(result.evidence.get("memory") or {})
+        if not memory.get("planned_buffers"):  # a runtime that does not report it (the Python binding)
+            memory["planned_buffers"] = planned_buffers(identity["pte"])
         metadata = {
             "target": result.target.as_dict(),
             "run": self.spec.as_dict(),
@@ -119,6 +123,7 @@ class Runner:
             "test": self.test_id,
             "export": identity["export"],
             **result.evidence,
+            "memory": memory,
         }
         return Profile.from_etdump(
             result.timed_etdump,
@@ -130,6 +135,7 @@ class Runner:
             wall_ms=result.wall_ms,
             reference_ms=result.reference_ms,
             metadata=metadata,
+            instructions=_counted(result),
             artifacts=result.artifacts
             | {"pte": identity["pte"]}
             | ({"inputs": identity["inputs"]} if identity["inputs"] else {})
@@ -149,6 +155,14 @@ class Runner:
         """Run without ETDump: wall-clock latencies only."""
         result, _ = self._run(pte, etdump=False)
         return Timings(result.wall_ms, self.label, result)
+
+
+def _counted(result: RunResult) -> InstructionTrace | None:
+    """The run's events in instructions, when the target counted them (the emulated target)."""
+    counts = result.evidence.get("instruction_counts")
+    if counts is None or result.timed_etdump is None:
+        return None
+    return InstructionTrace.from_counts(Path(counts), result.timed_etdump, result.warmup_etdump)
 
 
 def clean_runs_wanted(runs: int) -> int:

@@ -54,7 +54,9 @@ METRICS = ("latency", "instructions")
 class Tolerances:
     """How much change is allowed before a verdict fails.
 
-    ``latency`` and ``instructions`` are relative (0.10 = 10% slower);
+    ``latency``, ``instructions``, ``op_instructions`` (one operator's counted instructions, emulated
+    target) and ``memory`` (the program's planned memory; exact, so 0 by default) are relative
+    (0.10 = 10% slower);
     ``shares``, ``coverage`` and ``sme_path`` are absolute share points
     (0.05 = five percentage points); ``alpha`` is the significance level
     of every per-run test; ``min_effect_ms`` is the smallest change of the
@@ -64,6 +66,8 @@ class Tolerances:
     """
 
     latency: float = 0.10
+    op_instructions: float = 0.02
+    memory: float = 0.0
     min_effect_ms: float = 0.02
     shares: float = 0.05
     coverage: float = 0.02
@@ -290,14 +294,19 @@ def _per_run_verdict(check: str, label: str, what: str, key: str, current: Mappi
     return Verdict(check, OK, label, f"{numbers}: {why}", evidence)
 
 
+def _node_coverage(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any]) -> list[Verdict]:
+    nodes_now, nodes_then = current.get("node_delegation_coverage"), baseline.get("node_delegation_coverage")
+    if nodes_now is not None and nodes_then is not None and nodes_now < nodes_then - 1e-9:
+        return [Verdict("delegation_coverage", REGRESSION, label,
+                        f"delegated share of graph nodes dropped from {_pct(nodes_then)} to {_pct(nodes_now)}",
+                        {"current": nodes_now, "baseline": nodes_then})]
+    return []
+
+
 def _coverage(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any], tol: Tolerances) -> list[Verdict]:
     out = [_per_run_verdict("delegation_coverage", label, "delegation coverage of E2E time", "delegation_coverage",
                             current, baseline, tol.coverage, tol.alpha, two_sided=False)]
-    nodes_now, nodes_then = current.get("node_delegation_coverage"), baseline.get("node_delegation_coverage")
-    if nodes_now is not None and nodes_then is not None and nodes_now < nodes_then - 1e-9:
-        out.append(Verdict("delegation_coverage", REGRESSION, label,
-                           f"delegated share of graph nodes dropped from {_pct(nodes_then)} to {_pct(nodes_now)}",
-                           {"current": nodes_now, "baseline": nodes_then}))
+    out += _node_coverage(label, current, baseline)
     return out
 
 
@@ -386,13 +395,147 @@ def baseline_quality(record: Mapping[str, Any], tol: Tolerances) -> tuple[dict[s
     return quality, problems
 
 
+# An operator's count moves by tens of instructions when the address layout the program sees changes
+# (alignment-dependent copies in tiny transposes; measured in docs/performance.md): an operator is only
+# judged on its own when its count moved by more than this too. Its share of the whole inference is
+# judged anyway through the instructions per inference.
+MIN_OP_INSTRUCTIONS = 1000
+QEMU = "qemu (emulated target)"
+
+
+def _counted(record: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    counts = record.get("instructions")
+    return counts if isinstance(counts, Mapping) and counts.get("source") == QEMU else None
+
+
+def counted_verdicts(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any],
+                     tol: Tolerances) -> list[Verdict]:
+    """The emulated target's gate: what the counted run says, compared with plain tolerances.
+
+    Every quantity here repeats exactly run to run (instruction_trace.py), so a change beyond its
+    tolerance is a change of the program or of the kernels XNNPACK picked, never noise; no
+    statistics are needed and none of it reads emulated time.
+    """
+    now, then = _counted(current), _counted(baseline)
+    if now is None or then is None:
+        side = "this run" if now is None else "the baseline"
+        return [Verdict("instructions", MISSING, label,
+                        f"{side} has no instruction counts of the emulated target; "
+                        + ("counting is off (--sme2-no-kernel-trace)" if now is None else
+                           "record the baseline again with --sme2-update-baselines on the emulated target"))]
+    out = [instruction_verdict(label, current, baseline, tol)]
+    out += _op_instructions(label, now, then, tol)
+    out += _sme_kernels(label, now, then)
+    for check, what, key, tolerance, two_sided in (
+            ("delegation_coverage", "delegation coverage of E2E instructions", "delegation_coverage", tol.coverage, False),
+            ("sme_path", "SME path share of CONV+GEMM instructions", "sme_path_share", tol.sme_path, False)):
+        out.append(_counted_share(check, label, what, now.get(key), then.get(key), tolerance, two_sided))
+    for category in sorted(set(now.get("shares") or {}) | set(then.get("shares") or {})):
+        out.append(_counted_share("share", label, f"share of {category} in instructions",
+                                  (now.get("shares") or {}).get(category, 0.0),
+                                  (then.get("shares") or {}).get(category, 0.0), tol.shares, True, category))
+    return out
+
+
+def _counted_share(check: str, label: str, what: str, now: float | None, then: float | None, tolerance: float,
+                   two_sided: bool, category: str | None = None) -> Verdict:
+    evidence: dict[str, Any] = {"current": now, "baseline": then, "tolerance": tolerance}
+    if category is not None:
+        evidence["category"] = category
+    if then is None:
+        return Verdict(check, OK, label, f"{what}: the baseline had none", evidence)
+    if now is None:
+        return Verdict(check, REGRESSION, label, f"{what}: {_pct(then)} in the baseline, none now", evidence)
+    change = now - then
+    numbers = f"{what} {_pct(then)} -> {_pct(now)} ({change * 100:+.2f} points; counted, exact)"
+    if abs(change) > tolerance and (two_sided or change < 0):
+        bound = f"+-{tolerance * 100:g}" if two_sided else f"-{tolerance * 100:g}"
+        return Verdict(check, REGRESSION, label, f"{numbers}; tolerance {bound} points", evidence)
+    return Verdict(check, OK, label, f"{numbers}: within tolerance" if abs(change) <= tolerance else
+                   f"{numbers}: improved", evidence)
+
+
+def _op_instructions(label: str, now: Mapping[str, Any], then: Mapping[str, Any], tol: Tolerances) -> list[Verdict]:
+    """Each operator's instructions against the baseline's: which operator got more expensive, and which
+    operators appeared or disappeared (a kernel path change renames them: PF32 -> F32)."""
+    ops_now, ops_then = now.get("ops") or {}, then.get("ops") or {}
+    grown = []
+    for name in ops_now.keys() & ops_then.keys():
+        cur, base = float(ops_now[name][0]), float(ops_then[name][0])
+        if base > 0 and cur / base - 1 > tol.op_instructions and cur - base > MIN_OP_INSTRUCTIONS:
+            grown.append((cur - base, name, cur, base))
+    out = []
+    for _, name, cur, base in sorted(grown, reverse=True):
+        out.append(Verdict("op_instructions", REGRESSION, label,
+                           f"operator {name}: {cur:,.0f} instructions vs baseline {base:,.0f} "
+                           f"({cur / base - 1:+.2%}; tolerance +{tol.op_instructions:.1%} and "
+                           f"{MIN_OP_INSTRUCTIONS} instructions)",
+                           {"op": name, "current": cur, "baseline": base, "tolerance": tol.op_instructions}))
+    gone = sorted(ops_then.keys() - ops_now.keys())
+    new = sorted(ops_now.keys() - ops_then.keys())
+    if gone or new:
+        lost_sme = [n for n in gone if ops_then[n][1] > 0]
+        text = "; ".join(part for part in (
+            f"gone: {', '.join(gone[:6])}{' ...' if len(gone) > 6 else ''}" if gone else "",
+            f"new: {', '.join(new[:6])}{' ...' if len(new) > 6 else ''}" if new else "") if part)
+        status = REGRESSION if lost_sme else NOTE
+        why = (f"operators that ran SME instructions are gone: {', '.join(lost_sme)}; " if lost_sme else "")
+        out.append(Verdict("op_instructions", status, label, f"{why}the program's operators changed ({text})",
+                           {"gone": gone, "new": new, "lost_sme": lost_sme}))
+    still = [n for n in ops_now.keys() & ops_then.keys() if ops_then[n][1] > 0 and ops_now[n][1] == 0]
+    for name in sorted(still):
+        out.append(Verdict("sme_path", REGRESSION, label,
+                           f"operator {name} ran {ops_then[name][1]:,} SME instructions in the baseline and none now: "
+                           f"its SME kernel path is lost",
+                           {"op": name, "baseline_sme": ops_then[name][1]}))
+    if not out:
+        out.append(Verdict("op_instructions", OK, label, f"every operator within +{tol.op_instructions:.1%} "
+                                                         f"instructions ({len(ops_now)} operators)"))
+    return out
+
+
+def _sme_kernels(label: str, now: Mapping[str, Any], then: Mapping[str, Any]) -> list[Verdict]:
+    lost = sorted(set(then.get("sme_kernels") or ()) - set(now.get("sme_kernels") or ()))
+    if lost:
+        return [Verdict("sme_path", REGRESSION, label,
+                        f"SME/SME2 kernel(s) executed in the baseline but not now: {', '.join(lost)}",
+                        {"lost": lost})]
+    return []
+
+
+def memory_verdict(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any], tol: Tolerances) -> Verdict:
+    """The program's planned memory against the baseline's: exact, so any growth beyond ``tol.memory`` fails."""
+    now = (current.get("memory") or {}).get("planned_bytes")
+    then = (baseline.get("memory") or {}).get("planned_bytes")
+    evidence = {"current": now, "baseline": then, "tolerance": tol.memory}
+    if now is None or then is None:
+        return Verdict("memory", OK, label, "planned memory: " + ("the baseline has none (recorded by an older "
+                                                                  "pytest-sme2)" if then is None else "not known now"),
+                       evidence)
+    change = now / then - 1 if then > 0 else (0.0 if now == 0 else float("inf"))
+    numbers = f"planned memory {now:,} bytes vs baseline {then:,} ({change:+.2%})"
+    if change > tol.memory:
+        return Verdict("memory", REGRESSION, label, f"{numbers}; tolerance +{tol.memory:.1%}", evidence)
+    return Verdict("memory", OK if change >= 0 else IMPROVEMENT, label, numbers, evidence)
+
+
 def judge(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any], tolerances: Tolerances | None = None,
           metric: str = "latency") -> list[Verdict]:
-    """Every verdict for one profile record against its baseline record."""
+    """Every verdict for one profile record against its baseline record.
+
+    Records of the emulated target are judged on their instruction counts (counted_verdicts), never on
+    emulated time; other records on latency (or callgrind instructions) and per-run statistics.
+    """
     tol = tolerances or Tolerances()
     if metric not in METRICS:
         raise UsageError(f"metric {metric!r} is unknown; use one of {', '.join(METRICS)}")
     verdicts = _provenance(label, current, baseline)
+    verdicts.append(memory_verdict(label, current, baseline, tol))
+    if current.get("emulated") or baseline.get("emulated"):
+        verdicts += counted_verdicts(label, current, baseline, tol)
+        verdicts.append(_delegated_ops(label, current, baseline))
+        verdicts += _node_coverage(label, current, baseline)
+        return verdicts
     verdicts.append(latency_verdict(label, current, baseline, tol) if metric == "latency"
                     else instruction_verdict(label, current, baseline, tol))
     verdicts += _coverage(label, current, baseline, tol)

@@ -137,6 +137,6 @@ def test_record_of_a_real_profile(tmp_path: Path) -> None:
     assert record["delegation_coverage"] == pytest.approx(0.7)
     assert record["portable_ops"] == ["native_call_where.self_out"]
     assert record["delegation"]["ops"] == {"aten.where.self": [0, 1]}
-    assert record["sme_path_share"] == 1.0 and record["instructions"] == {"per_inference": 10.0}
+    assert record["sme_path_share"] == 1.0 and record["instructions"] == {"source": "callgrind (host)", "per_inference": 10.0}
     assert record["provenance"] == {"torch": "2.13.0"}
     json.loads(baselines.dumps(record))  # serialisable as is

@@ -91,10 +91,10 @@ def test_recommendations_name_their_evidence(record: dict) -> None:
         "host sme2=on threads=1: only 60% of E2E time is delegated; see the portable operators.",
         "host sme2=off threads=1: only 80% of E2E time is delegated; see the portable operators.",
         # 0.06 ms of 0.5 ms on, the larger of its two shares
-        "Delegate `native_call_native_layer_norm.out`: it runs in the portable runtime and takes 12% of E2E on "
-        "host sme2=on threads=1.",
+        "Delegate `native_call_native_layer_norm.out`: it runs in the portable runtime and takes 12% of E2E time "
+        "on host sme2=on threads=1.",
         # OTHER is 60% with SME2 on (see test_on_off_comparison_numbers)
-        "With SME2 the largest category moved from CONV to OTHER (60% of E2E): optimise OTHER next (pooling, "
+        "With SME2 the largest category moved from CONV to OTHER (60% of E2E time): optimise OTHER next (pooling, "
         "normalisation, softmax, portable kernels and delegate overhead).",
     ]
 
@@ -184,8 +184,25 @@ def test_sme2_variant_without_sme_kernels_is_called_out(tmp_path: Path) -> None:
     profile = Profile.from_etdump(path, model="m", recipe="fp32-xnnpack", variant="host sme2=on threads=1",
                                   metadata={"run": {"sme2": True, "threads": 1}})
     advice = recommendations(build_record("t.py::t", [profile]))
-    assert advice[0] == ("host sme2=on threads=1: only 0% of CONV+GEMM time ran SME/SME2 kernels; check that the "
-                         "dtype has SME2 kernels (packed PF32/PF16/QP8 formats) and the CPU really has SME2.")
+    assert advice[0] == ("host sme2=on threads=1: only 0% of CONV+GEMM time ran packed SME kernels (PF32/PF16/PQS8; "
+                         "QP8 is not SME evidence); check that the dtype has SME2 kernels and the CPU really has SME2.")
+
+
+def test_sme_path_advice_agrees_with_the_kernel_trace(tmp_path: Path) -> None:
+    """Names without packed formats, but SME kernels executed (int8 dynamic QP8): no "0% ran SME" claim."""
+    path = write_etdump(tmp_path / "on.etdp", [_run(1_000_000, 800_000, CONV_OFF, 500_000)] * 2)
+    traced = {"sme_kernels": ["kai_run_matmul_clamp_f32_qai8dxp1vlx4_qsi8cxp4vlx4_1vlx4vl_sme2_mopa"],
+              "sme2_kernels": [], "functions": 1}
+    profile = Profile.from_etdump(path, model="m", recipe="int8-dynamic-xnnpack", variant="emulated sme2=on threads=1",
+                                  metadata={"run": {"sme2": True, "threads": 1}, "kernel_trace": traced})
+    advice = recommendations(build_record("t.py::t", [profile]))
+    assert not any("only 0%" in line for line in advice)
+    assert advice[0].startswith("emulated sme2=on threads=1: 0% of CONV+GEMM time is in operators with packed SME "
+                                "formats (PF32/PF16/PQS8), and the kernel trace shows 1 SME/SME2 kernel(s) executed")
+    untraced = Profile.from_etdump(path, model="m", recipe="fp32", variant="emulated sme2=on threads=1",
+                                   metadata={"run": {"sme2": True, "threads": 1},
+                                             "kernel_trace": {"sme_kernels": [], "sme2_kernels": [], "functions": 1}})
+    assert "and the kernel trace shows no SME kernel executed" in recommendations(build_record("t", [untraced]))[0]
 
 
 def test_kernel_trace_evidence_is_shown_when_the_target_traced_kernels(tmp_path: Path) -> None:

@@ -166,16 +166,74 @@ def test_a_side_without_reference_times_is_judged_raw_and_says_how_to_fix_it() -
         assert "--sme2-update-baselines" in verdict.message
 
 
-def test_emulated_latency_is_skipped_but_structure_is_checked() -> None:
-    base = record(noisy(2.0), emulated=True)
-    cur = record(noisy(9.0), emulated=True, delegation_coverage=0.5)
-    verdicts = judge("m", cur, base)
-    [latency] = by_check(verdicts, "latency")
-    assert latency.status == "skipped" and "emulated timing is not hardware timing" in latency.message
-    [coverage] = [v for v in by_check(verdicts, "delegation_coverage") if v.failed]
-    assert "delegation coverage of E2E time 97.9% -> 49.9%" in coverage.message  # medians of the per-run values
-    expected = np.median(cur["per_run"]["delegation_coverage"]) - np.median(base["per_run"]["delegation_coverage"])
-    assert coverage.evidence["change"] == pytest.approx(expected)
+COUNTED_OPS = {"Convolution (NHWC, PF32) IGEMM #1 @0": [400_000, 150_000],
+               "Convolution (NHWC, F32) DWConv #1 @0": [250_000, 0],
+               "Transpose (ND, X32) #1 @0": [129, 0]}
+
+
+def counted(**changes: object) -> dict:
+    """An emulated record: its time says nothing; its counted instructions are the evidence."""
+    instructions = {"source": "qemu (emulated target)", "per_inference": 1_000_000, "sme_per_inference": 150_000,
+                    "shares": dict(SHARES), "delegation_coverage": 0.98, "sme_path_share": 0.6,
+                    "ops": {k: list(v) for k, v in COUNTED_OPS.items()},
+                    "sme_kernels": ["kai_run_matmul_clamp_f32_f32p2vlx1_f32p2vlx1biasf32_sme2_mopa"]}
+    instructions.update(changes.pop("instructions", {}))
+    return record([], emulated=True, latency=None, per_run=None, instructions=instructions, **changes)
+
+
+def test_emulated_records_are_judged_on_counts_never_on_time() -> None:
+    verdicts = judge("m", counted(), counted())
+    assert not any(v.failed for v in verdicts)
+    assert not by_check(verdicts, "latency")  # emulated time is not compared at all
+    [whole] = by_check(verdicts, "instructions")
+    assert "1,000,000 instructions per inference vs baseline 1,000,000 (+0.000%)" in whole.message
+
+
+def test_one_operator_five_percent_more_instructions_fails_naming_it() -> None:
+    ops = {k: list(v) for k, v in COUNTED_OPS.items()}
+    ops["Convolution (NHWC, F32) DWConv #1 @0"][0] = 262_500  # +5%: +1.25% of the whole inference
+    failed = [v for v in judge("m", counted(instructions={"ops": ops, "per_inference": 1_012_500}), counted())
+              if v.failed]
+    [op] = [v for v in failed if v.check == "op_instructions"]
+    assert op.message.startswith("operator Convolution (NHWC, F32) DWConv #1 @0: 262,500 instructions vs baseline "
+                                 "250,000 (+5.00%")
+    assert any(v.check == "instructions" for v in failed)  # the whole inference grew by more than 0.5% too
+
+
+def test_tiny_operators_moving_by_a_few_instructions_are_not_judged_alone() -> None:
+    ops = {k: list(v) for k, v in COUNTED_OPS.items()}
+    ops["Transpose (ND, X32) #1 @0"][0] = 160  # +24%, but 31 instructions: address-layout noise
+    assert not any(v.failed for v in judge("m", counted(instructions={"ops": ops}), counted()))
+
+
+def test_lost_sme_path_fails_naming_the_operator_and_the_kernels() -> None:
+    ops = {k: list(v) for k, v in COUNTED_OPS.items()}
+    ops["Convolution (NHWC, F32) IGEMM #1 @0"] = [900_000, 0]  # the packed operator is now a NEON one
+    del ops["Convolution (NHWC, PF32) IGEMM #1 @0"]
+    current = counted(instructions={"ops": ops, "sme_kernels": [], "per_inference": 1_500_000,
+                                    "sme_per_inference": 0, "sme_path_share": 0.0})
+    failed = {v.check: [x.message for x in judge("m", current, counted()) if x.failed and x.check == v.check]
+              for v in judge("m", current, counted()) if v.failed}
+    assert any("operators that ran SME instructions are gone: Convolution (NHWC, PF32) IGEMM #1 @0" in m
+               for m in failed["op_instructions"])
+    assert any("SME/SME2 kernel(s) executed in the baseline but not now: kai_run_matmul" in m for m in failed["sme_path"])
+    assert any("SME path share of CONV+GEMM instructions 60.0% -> 0.0%" in m for m in failed["sme_path"])
+
+
+def test_counted_shares_and_coverage_use_plain_tolerances() -> None:
+    moved = dict(SHARES, CONV=0.44, OTHER=0.21)
+    failed = [v for v in judge("m", counted(instructions={"shares": moved, "delegation_coverage": 0.95}), counted())
+              if v.failed]
+    assert {(v.check, v.evidence.get("category")) for v in failed} == {
+        ("share", "CONV"), ("share", "OTHER"), ("delegation_coverage", None)}
+    within = dict(SHARES, CONV=0.46, OTHER=0.19)
+    assert not any(v.failed for v in judge("m", counted(instructions={"shares": within}), counted()))
+
+
+def test_an_emulated_baseline_without_counts_asks_to_be_recorded_again() -> None:
+    old = record(noisy(2.0), emulated=True)
+    [missing] = [v for v in judge("m", counted(), old) if v.failed]
+    assert missing.status == "missing" and "record the baseline again" in missing.message
 
 
 def test_structural_regressions() -> None:

@@ -24,29 +24,55 @@ _NEXT_STEPS = {
 }
 
 
+def _measure(profile: Mapping[str, Any]) -> str:
+    """What a profile's shares measure: time, or instructions counted on the emulated target."""
+    return "instructions" if profile.get("basis") == "instructions" else "time"
+
+
+def _sme_path_advice(profile: Mapping[str, Any]) -> str | None:
+    """An SME2-on variant whose CONV/GEMM shows little SME path: what the names and the kernel trace say.
+
+    Packed formats in operator names (PF32, PF16, PQS8) are SME evidence; QP8 is not (the int8 dynamic
+    GEMM keeps that name with NEON kernels too), so where a kernel trace exists it has the last word.
+    """
+    share = profile.get("sme_path_share")
+    if profile.get("sme2") is not True or share is None or share >= SME_PATH_EXPECTED:
+        return None
+    measure = _measure(profile)
+    executed = profile.get("executed_sme_kernels")
+    if executed:
+        return (f"{profile['variant']}: {share:.0%} of CONV+GEMM {measure} is in operators with packed SME formats "
+                f"(PF32/PF16/PQS8), and the kernel trace shows {len(executed)} SME/SME2 kernel(s) executed: names "
+                f"undercount SME here (QP8 GEMMs keep their name on SME2 kernels); the rest is operators without an "
+                f"SME kernel, such as depthwise convolutions.")
+    trace = "" if executed is None else " and the kernel trace shows no SME kernel executed"
+    return (f"{profile['variant']}: only {share:.0%} of CONV+GEMM {measure} ran packed SME kernels (PF32/PF16/PQS8; "
+            f"QP8 is not SME evidence){trace}; check that the dtype has SME2 kernels and the CPU really has SME2.")
+
+
 def recommendations(record: Mapping[str, Any]) -> list[str]:
     advice: list[str] = []
-    emulated = any(p.get("emulated") for p in record["profiles"])
-    timing = " (emulated timing)" if emulated else ""
-    worst: dict[str, tuple[float, str]] = {}
+    worst: dict[str, tuple[float, str, str]] = {}
     for profile in record["profiles"]:
+        measure = _measure(profile)
         for op in profile.get("portable_ops", []):
-            if op["share"] > WORTH_DELEGATING and op["share"] > worst.get(op["op"], (0.0, ""))[0]:
-                worst[op["op"]] = (op["share"], profile["variant"])
-        share = profile.get("sme_path_share")
-        if profile.get("sme2") is True and share is not None and share < SME_PATH_EXPECTED:
-            advice.append(f"{profile['variant']}: only {share:.0%} of CONV+GEMM time ran SME/SME2 kernels; check that "
-                          "the dtype has SME2 kernels (packed PF32/PF16/QP8 formats) and the CPU really has SME2.")
+            share = op.get("instruction_share", op["share"]) if measure == "instructions" else op["share"]
+            if share > WORTH_DELEGATING and share > worst.get(op["op"], (0.0, "", ""))[0]:
+                worst[op["op"]] = (share, profile["variant"], measure)
+        sme = _sme_path_advice(profile)
+        if sme:
+            advice.append(sme)
         if profile["delegation_coverage"] < DELEGATION_EXPECTED:
-            advice.append(f"{profile['variant']}: only {profile['delegation_coverage']:.0%} of E2E time is delegated"
-                          f"{timing}; see the portable operators.")
-    for op, (share, variant) in sorted(worst.items(), key=lambda item: -item[1][0]):
-        advice.append(f"Delegate `{op}`: it runs in the portable runtime and takes {share:.0%} of E2E on {variant}"
-                      f"{timing}.")
+            advice.append(f"{profile['variant']}: only {profile['delegation_coverage']:.0%} of E2E {measure} is "
+                          f"delegated; see the portable operators.")
+    for op, (share, variant, measure) in sorted(worst.items(), key=lambda item: -item[1][0]):
+        advice.append(f"Delegate `{op}`: it runs in the portable runtime and takes {share:.0%} of E2E {measure} on "
+                      f"{variant}.")
     for comparison in record.get("comparisons", []):
         off, on = comparison["bottleneck_off"], comparison["bottleneck_on"]
         on_share = next(c["on_share"] for c in comparison["categories"] if c["category"] == on)
+        measure = "instructions" if comparison.get("unit") == "instructions" else "time"
         if off != on:
-            advice.append(f"With SME2 the largest category moved from {off} to {on} ({on_share:.0%} of E2E{timing}): "
-                          f"optimise {on} next ({_NEXT_STEPS[on]}).")
+            advice.append(f"With SME2 the largest category moved from {off} to {on} ({on_share:.0%} of E2E "
+                          f"{measure}): optimise {on} next ({_NEXT_STEPS[on]}).")
     return list(dict.fromkeys(advice))

@@ -67,14 +67,21 @@ def latency_chart(profiles: Sequence[Mapping[str, Any]]) -> str:
     return _data_uri(figure)
 
 
+def _counted(profiles: Sequence[Mapping[str, Any]]) -> bool:
+    return bool(profiles) and all(p.get("basis") == "instructions" for p in profiles)
+
+
 def category_chart(profiles: Sequence[Mapping[str, Any]]) -> str:
-    """Stacked bars of mean time per category per run (share x mean E2E), one bar per variant."""
+    """Stacked bars of mean time (or, counted under emulation, instructions) per category per run, one bar
+    per variant (share x mean E2E)."""
     figure = _figure(7.0, 1.2 + 0.55 * len(profiles))
     axes = figure.add_subplot()
     left = np.zeros(len(profiles))
+    counted = _counted(profiles)
+    scale = [p["instructions"]["per_inference"] / 1e6 if counted else p["latency"]["mean_ms"] for p in profiles]
     for category in Category:
         name = category.value
-        widths = np.array([p["shares"][name] * p["latency"]["mean_ms"] for p in profiles])
+        widths = np.array([p["shares"][name] * size for p, size in zip(profiles, scale)])
         bars = axes.barh(range(len(profiles)), widths, left=left, color=CATEGORY_COLOURS[name], label=name)
         for bar, profile in zip(bars, profiles):
             share = profile["shares"][name]
@@ -84,8 +91,12 @@ def category_chart(profiles: Sequence[Mapping[str, Any]]) -> str:
         left += widths
     axes.set_yticks(range(len(profiles)), [p["variant"] for p in profiles], fontsize=8)
     axes.invert_yaxis()
-    axes.set_xlabel("mean " + _time_label(any(p.get("emulated") for p in profiles)), fontsize=8)
-    axes.set_title("Where time went (labels: share of E2E)", fontsize=10)
+    if counted:
+        axes.set_xlabel("million instructions per inference (counted under emulation, exact)", fontsize=8)
+        axes.set_title("Where the instructions went (labels: share of E2E instructions)", fontsize=10)
+    else:
+        axes.set_xlabel("mean " + _time_label(any(p.get("emulated") for p in profiles)), fontsize=8)
+        axes.set_title("Where time went (labels: share of E2E)", fontsize=10)
     figure.legend(fontsize=7, ncols=5, loc="outside lower center", frameon=False)
     axes.tick_params(labelsize=8)
     return _data_uri(figure)
@@ -99,12 +110,15 @@ def operator_chart(comparison: Mapping[str, Any], top: int = 10) -> str:
     y = np.arange(len(ops))
     axes.barh(y - 0.2, [op["off_share"] for op in ops], height=0.4, color="#bab0ac", label="SME2 off")
     axes.barh(y + 0.2, [op["on_share"] for op in ops], height=0.4, color="#4e79a7", label="SME2 on")
+    counted = comparison.get("unit") == "instructions"
     for i, op in enumerate(ops):
-        sp = op.get("speedup")
-        text = f"{sp['value']:.2f}x" if sp else ("emulated" if comparison.get("emulated") else "unmatched")
+        sp, fewer = op.get("speedup"), op.get("fewer_instructions")
+        text = (f"{fewer:.2f}x fewer instr" if counted and fewer else f"{sp['value']:.2f}x" if sp else
+                "emulated" if comparison.get("emulated") else "unmatched")
         axes.text(max(op["off_share"], op["on_share"]) + 0.005, i, text, va="center", fontsize=7)
     _share_axes(axes, [op["op"] for op in ops], bool(comparison.get("emulated")),
-                "Top operators: share of E2E and speedup")
+                "Top operators: share of E2E instructions, and how many times fewer with SME2" if counted else
+                "Top operators: share of E2E and speedup", counted)
     axes.legend(fontsize=7, loc="lower right")
     return _data_uri(figure)
 
@@ -112,21 +126,24 @@ def operator_chart(comparison: Mapping[str, Any], top: int = 10) -> str:
 def top_ops_chart(profile: Mapping[str, Any], top: int = 10) -> str:
     """Top operators of a single profile by share of E2E (for tests without an on/off pair)."""
     ops = list(profile["top_ops"])[:top]
+    counted = _counted([profile])
     figure = _figure(7.0, 1.0 + 0.32 * len(ops))
     axes = figure.add_subplot()
     colours = [CATEGORY_COLOURS.get(op["category"], "#999999") for op in ops]
-    axes.barh(range(len(ops)), [op["share"] for op in ops], color=colours)
+    axes.barh(range(len(ops)), [op["instruction_share" if counted else "share"] for op in ops], color=colours)
     _share_axes(axes, [op["event"] for op in ops], bool(profile.get("emulated")),
-                f"Top operators: {profile['variant']}")
+                f"Top operators: {profile['variant']}", counted)
     return _data_uri(figure)
 
 
-def _share_axes(axes, labels: Sequence[str], emulated: bool, title: str) -> None:  # noqa: ANN001
+def _share_axes(axes, labels: Sequence[str], emulated: bool, title: str,  # noqa: ANN001
+                counted: bool = False) -> None:
     """Operator names down the side (heaviest on top), share of E2E along the bottom."""
     axes.set_yticks(range(len(labels)), [_short(label) for label in labels], fontsize=7)
     axes.invert_yaxis()
     axes.xaxis.set_major_formatter(lambda value, _pos: f"{value:.0%}")
-    axes.set_xlabel("share of E2E" + (" (EMULATED timing)" if emulated else ""), fontsize=8)
+    axes.set_xlabel("share of E2E instructions (counted under emulation)" if counted else
+                    "share of E2E" + (" (EMULATED timing)" if emulated else ""), fontsize=8)
     axes.set_title(title, fontsize=10)
     axes.tick_params(labelsize=8)
 

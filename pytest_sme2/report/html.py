@@ -16,7 +16,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from . import charts
 from .advice import recommendations
 from .record import EMULATED_NOTE, WORTH_DELEGATING
-from .table import COLUMNS, ms, pct, speedup, summary_rows
+from .table import COLUMNS, fewer, instructions, ms, pct, speedup, summary_rows
 
 STYLE = """<style>
 .sme2 {font-family: system-ui, sans-serif; font-size: 13px; color: #222}
@@ -71,7 +71,37 @@ def _latency_rows(profile: Mapping[str, Any]) -> list[list[Any]]:
     return rows
 
 
+def _instruction_rows(profile: Mapping[str, Any]) -> list[list[Any]]:
+    counted = profile.get("instructions")
+    if not counted:
+        return []
+    return [[profile["variant"], instructions(counted["per_inference"]), instructions(counted["sme_per_inference"]),
+             pct(counted["sme_share_of_conv_gemm"]), instructions(counted["load"]), instructions(counted["init"])]]
+
+
+def _counted_comparison_html(comparison: Mapping[str, Any]) -> str:
+    """SME2 on vs off on the emulated target: counted instructions (exact), no time."""
+    return "".join([
+        f"<h4>SME2 on vs off: {_esc(comparison['model'])} {_esc(comparison['recipe'])} (counted instructions)</h4>",
+        f"<p>Instructions per inference: SME2 on needs <b>{_esc(fewer(comparison.get('fewer_instructions')))}</b>; "
+        f"largest category {_esc(comparison['bottleneck_off'])} (off) &rarr; {_esc(comparison['bottleneck_on'])} "
+        f"(on). {EMULATED_NOTE}: no speedup is shown.</p>",
+        table(["category", "share off", "share on", "instructions off", "instructions on", "fewer (off/on)"],
+              [[c["category"], pct(c["off_share"]), pct(c["on_share"]), instructions(c["off_instructions"]),
+                instructions(c["on_instructions"]), fewer(c["fewer_instructions"])] for c in comparison["categories"]]),
+        _img(charts.operator_chart(comparison), "top operators by share of instructions, SME2 off vs on"),
+        table(["operator (off)", "operator (on)", "category", "share off", "share on", "instructions off",
+               "instructions on", "fewer (off/on)"],
+              [[op["off_op"] or "-", op["on_op"] or "-", op["category"] + (" (portable)" if op["portable"] else ""),
+                pct(op["off_share"]), pct(op["on_share"]), instructions(op["off_instructions"]),
+                instructions(op["on_instructions"]), fewer(op.get("fewer_instructions"))]
+               for op in comparison["operators"]]),
+    ])
+
+
 def _comparison_html(comparison: Mapping[str, Any]) -> str:
+    if comparison.get("unit") == "instructions":
+        return _counted_comparison_html(comparison)
     emulated = comparison["emulated"]
     parts = [
         f"<h4>SME2 on vs off: {_esc(comparison['model'])} {_esc(comparison['recipe'])}</h4>",
@@ -91,15 +121,23 @@ def _comparison_html(comparison: Mapping[str, Any]) -> str:
 
 
 def _profile_details_html(profile: Mapping[str, Any], base: Path | None) -> str:
-    parts = [f"<h4>{_esc(profile['variant'])}: delegation and SME kernel path</h4>",
-             table(["delegated (time)", "delegated (nodes)", "SME path share of CONV+GEMM", "SME-path operators",
-                    "load ms", "init ms", "runs disturbed (left out)"],
-                   [[pct(profile["delegation_coverage"]), pct(profile["node_delegation_coverage"]),
-                     pct(profile["sme_path_share"]), profile["sme_path_ops"], ms(profile["load_ms"]),
-                     ms(profile["init_ms"]), f"{profile.get('disturbed_runs', 0)} of {profile['runs']}"]])]
+    basis = profile.get("basis", "time")
+    if basis == "instructions":
+        header = ["delegated (instructions)", "delegated (nodes)", "SME path share of CONV+GEMM instructions",
+                  "SME-path operators"]
+        row = [pct(profile["delegation_coverage"]), pct(profile["node_delegation_coverage"]),
+               pct(profile["sme_path_share"]), profile["sme_path_ops"]]
+    else:
+        header = ["delegated (time)", "delegated (nodes)", "SME path share of CONV+GEMM", "SME-path operators",
+                  "load ms", "init ms", "runs disturbed (left out)"]
+        row = [pct(profile["delegation_coverage"]), pct(profile["node_delegation_coverage"]),
+               pct(profile["sme_path_share"]), profile["sme_path_ops"], ms(profile["load_ms"]), ms(profile["init_ms"]),
+               f"{profile.get('disturbed_runs', 0)} of {profile['runs']}"]
+    parts = [f"<h4>{_esc(profile['variant'])}: delegation and SME kernel path</h4>", table(header, [row])]
     kernels = profile.get("kernels", [])
     if kernels:
-        parts.append(table(["CONV/GEMM kernel", "category", "SME/SME2 (packed format)", "instances", "share of E2E"],
+        parts.append(table(["CONV/GEMM kernel", "category", "SME/SME2 (packed format)", "instances",
+                            "share of E2E" + (" instructions" if basis == "instructions" else "")],
                            [[k["op"], k["category"], "yes" if k["packed"] else "no", k["instances"], pct(k["share"])]
                             for k in kernels]))
     executed = profile.get("executed_sme_kernels")
@@ -138,17 +176,27 @@ def record_html(record: Mapping[str, Any], base: Path | None = None) -> str:
     if not profiles:
         return ""
     parts = ['<div class="sme2">']
+    timed = [p for p in profiles if p.get("basis", "time") == "time"]
+    counted = [p for p in profiles if p.get("basis") == "instructions"]
     if any(p.get("emulated") for p in profiles):
-        parts.append(f'<div class="emulated">EMULATED target: kernels, SME path and outputs are real; every time, '
-                     f'share and speedup is from an emulator ({EMULATED_NOTE}).</div>')
-    parts.append("<h4>Latency per run</h4>")
-    parts.append(table(["variant", "latency", "runs", "median ms", "95% CI", "p10", "p90", "min", "max", "CV"],
-                       [row for p in profiles for row in _latency_rows(p)]))
-    parts.append(_img(charts.latency_chart(profiles), "per-run latency of each variant"))
-    parts.append("<h4>Where time went</h4>")
-    parts.append(table(["variant", *profiles[0]["shares"]],
-                       [[p["variant"], *(pct(v) for v in p["shares"].values())] for p in profiles]))
-    parts.append(_img(charts.category_chart(profiles), "time per operator category of each variant"))
+        parts.append(f'<div class="emulated">EMULATED target: kernels, SME path, outputs and instruction counts are '
+                     f'real and exact; time is the emulator\'s ({EMULATED_NOTE}), so shares, coverage and SME path '
+                     f'here are shares of counted instructions and no latency or speedup is shown.</div>')
+    if counted:
+        parts.append("<h4>Instructions per inference (counted under emulation, exact)</h4>")
+        parts.append(table(["variant", "instructions", "SME instructions", "SME share of CONV+GEMM", "load", "init"],
+                           [row for p in counted for row in _instruction_rows(p)]))
+    if timed:
+        parts.append("<h4>Latency per run</h4>")
+        parts.append(table(["variant", "latency", "runs", "median ms", "95% CI", "p10", "p90", "min", "max", "CV"],
+                           [row for p in timed for row in _latency_rows(p)]))
+        parts.append(_img(charts.latency_chart(timed), "per-run latency of each variant"))
+    for group, title in ((timed, "Where time went"), (counted, "Where the instructions went")):
+        if group:
+            parts.append(f"<h4>{title}</h4>")
+            parts.append(table(["variant", *group[0]["shares"]],
+                               [[p["variant"], *(pct(v) for v in p["shares"].values())] for p in group]))
+            parts.append(_img(charts.category_chart(group), f"{title.lower()}, per operator category"))
     for comparison in record.get("comparisons", []):
         parts.append(_comparison_html(comparison))
     if not record.get("comparisons"):

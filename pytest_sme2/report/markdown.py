@@ -14,7 +14,7 @@ from typing import Any, Mapping
 from .advice import recommendations
 from .record import EMULATED_NOTE, verdict_text
 from .text import disturbed_text
-from .table import COLUMNS, markdown_table, ms, pct, speedup, summary_rows
+from .table import COLUMNS, fewer, instructions, markdown_table, ms, pct, speedup, summary_rows
 
 
 def _rel(path: str, base: Path | None) -> str:
@@ -26,6 +26,22 @@ def _rel(path: str, base: Path | None) -> str:
         return path
 
 
+def _counted_comparison(c: Mapping[str, Any]) -> list[str]:
+    """SME2 on vs off on the emulated target, in counted instructions (no speedups there)."""
+    lines = [f"SME2 on vs off (counted instructions, exact): SME2 on needs **{fewer(c.get('fewer_instructions'))}**, "
+             f"largest category {c['bottleneck_off']} -> {c['bottleneck_on']}."]
+    lines += [""] + markdown_table(
+        ["category", "share off", "share on", "instructions off", "instructions on", "fewer (off/on)"],
+        [[k["category"], pct(k["off_share"]), pct(k["on_share"]), instructions(k["off_instructions"]),
+          instructions(k["on_instructions"]), fewer(k["fewer_instructions"])] for k in c["categories"]])
+    lines += [""] + markdown_table(
+        ["operator (off -> on)", "share off", "share on", "fewer (off/on)"],
+        [[f"{op['off_op'] or '-'} -> {op['on_op'] or '-'}" if op["off_op"] != op["on_op"] else op["op"],
+          pct(op["off_share"]), pct(op["on_share"]), fewer(op.get("fewer_instructions"))]
+         for op in c["operators"][:5]]) + [""]
+    return lines
+
+
 def session_markdown(summary: Mapping[str, Any]) -> str:
     records = summary["tests"]
     base = Path(summary["session_dir"]) if summary.get("session_dir") else None
@@ -35,11 +51,15 @@ def session_markdown(summary: Mapping[str, Any]) -> str:
                  f"{'yes' if target.get('has_sme2') else 'no'}); {len(records)} perf test(s); "
                  f"artifacts `{summary.get('session_dir', '?')}`.")
     if any(p.get("emulated") for r in records for p in r["profiles"]):
-        lines += ["", f"> **Emulated target**: kernels and SME path are real; times marked (emu) are not ({EMULATED_NOTE})."]
+        lines += ["", f"> **Emulated target**: kernels, SME path, outputs and instruction counts are real and exact; "
+                      f"time is not ({EMULATED_NOTE}), so shares there are shares of counted instructions."]
     lines += [""] + markdown_table(COLUMNS, summary_rows(records))
     for record in records:
         lines += ["", f"### `{record['nodeid']}` ({record.get('outcome', '?')})", ""]
         for c in record.get("comparisons", []):
+            if c.get("unit") == "instructions":
+                lines += _counted_comparison(c)
+                continue
             lines.append(f"SME2 on vs off: E2E speedup **{speedup(c['speedup'], c['emulated'])}**, bottleneck "
                          f"{c['bottleneck_off']} -> {c['bottleneck_on']}.")
             lines += [""] + markdown_table(
@@ -53,9 +73,12 @@ def session_markdown(summary: Mapping[str, Any]) -> str:
                  for op in c["operators"][:5]]) + [""]
         for p in record["profiles"]:
             worth = ", ".join(f"`{op}`" for op in p.get("worth_delegating", [])) or "none"
-            lines.append(f"- **{p['variant']}**: median {ms(p['latency']['median_ms'])} ms"
-                         f"{' (emu)' if p.get('emulated') else ''}{disturbed_text(p)}, delegated {pct(p['delegation_coverage'])} of time, "
-                         f"SME path {pct(p['sme_path_share'])} of CONV+GEMM ({p['sme_path_ops']} ops); "
+            measure = "instructions" if p.get("basis") == "instructions" else "time"
+            size = (f"{instructions(p['instructions']['per_inference'])} instructions per inference (counted)"
+                    if measure == "instructions" else f"median {ms(p['latency']['median_ms'])} ms"
+                    f"{' (emu)' if p.get('emulated') else ''}{disturbed_text(p)}")
+            lines.append(f"- **{p['variant']}**: {size}, delegated {pct(p['delegation_coverage'])} of {measure}, "
+                         f"SME path {pct(p['sme_path_share'])} of CONV+GEMM {measure} ({p['sme_path_ops']} ops); "
                          f"portable ops worth delegating: {worth}"
                          + (f"; kernel trace: {len(p['executed_sme_kernels'])} SME/SME2 kernel(s) executed"
                             if p.get("executed_sme_kernels") is not None else ""))

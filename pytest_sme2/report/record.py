@@ -12,8 +12,9 @@ recipe and thread count. Operators are matched by name with the per-delegate
 is paired once more by operator kind and kernel when that pairing is unique.
 Every ratio comes from :mod:`pytest_sme2.stats` (E2E speedup from
 ``Profile.speedup_over``), never from a second formula. Emulated timing is not
-hardware timing, so emulated comparisons carry shares and kernels but no
-speedups.
+hardware timing, so emulated comparisons carry no speedups: their shares and
+amounts are counted instructions (``unit``), with how many times fewer
+instructions SME2 on needed.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import numpy as np
 
 from .. import stats
 from ..categories import Category, classify
-from ..profile import Profile
+from ..profile import INSTRUCTIONS, TIME, Profile
 
 RECORD_TOP_OPS = 12  # operators listed per comparison
 WORTH_DELEGATING = 0.05  # a portable operator above this share of E2E is worth delegating
@@ -67,10 +68,15 @@ def pair_variants(profiles: Iterable[Profile]) -> list[tuple[Profile, Profile]]:
     return pairs
 
 
-def _per_run_by_op(profile: Profile) -> dict[str, np.ndarray]:
-    """Per-run time of each operator, its instances added up (keys: names without " #N")."""
-    ops = profile.ops
-    return {op: np.sum(np.stack(rows["runs_ms"].tolist()), axis=0) for op, rows in ops.groupby("op", sort=False)}
+def _per_run_by_op(profile: Profile, by: str) -> dict[str, np.ndarray]:
+    """Per-run time (or instructions) of each operator, its instances added up (keys: names without " #N")."""
+    values = profile.op_values(by)
+    return {op: values[rows.index.to_numpy()].sum(axis=0) for op, rows in profile.ops.groupby("op", sort=False)}
+
+
+def _fewer(off: float, on: float) -> float | None:
+    """How many times fewer instructions SME2 on needed than off (exact counts: no interval)."""
+    return off / on if on > 0 and off > 0 else None
 
 
 def _match_ops(on: dict[str, np.ndarray], off: dict[str, np.ndarray]) -> list[tuple[str | None, str | None]]:
@@ -96,21 +102,29 @@ def _match_ops(on: dict[str, np.ndarray], off: dict[str, np.ndarray]) -> list[tu
 def compare(on: Profile, off: Profile, top: int = RECORD_TOP_OPS) -> dict[str, Any]:
     """How SME2 on differs from off: E2E speedup, category shift, per-operator speedups."""
     emulated = on.emulated or off.emulated
+    # Emulated: everything by counted instructions (time there is the emulator's); else by time.
+    by = INSTRUCTIONS if emulated and on.basis == off.basis == INSTRUCTIONS else TIME
+    counted = by == INSTRUCTIONS
     speedup = None if emulated else on.speedup_over(off).as_dict()
-    on_cat, off_cat = on.category_ms, off.category_ms
+    on_cat, off_cat = on.category_values(by), off.category_values(by)
     categories = []
     for category in Category:
         name = category.value
+        off_value, on_value = float(np.median(off_cat[name])), float(np.median(on_cat[name]))
         categories.append({
             "category": name,
-            "off_share": off.share(category),
-            "on_share": on.share(category),
-            "off_median_ms": float(np.median(off_cat[name])),
-            "on_median_ms": float(np.median(on_cat[name])),
+            "off_share": off.share(category, by),
+            "on_share": on.share(category, by),
+            "off_median_ms": None if counted else off_value,
+            "on_median_ms": None if counted else on_value,
+            "off_instructions": off_value if counted else None,
+            "on_instructions": on_value if counted else None,
+            "fewer_instructions": _fewer(off_value, on_value) if counted else None,
             "speedup": None if emulated else _ratio(off_cat[name].to_numpy(), on_cat[name].to_numpy()),
         })
-    on_ops, off_ops = _per_run_by_op(on), _per_run_by_op(off)
-    on_total, off_total = float(on.e2e_ms.sum()), float(off.e2e_ms.sum())
+    on_ops, off_ops = _per_run_by_op(on, by), _per_run_by_op(off, by)
+    on_total = float(on.category_values(by).sum(axis=1).sum())
+    off_total = float(off.category_values(by).sum(axis=1).sum())
     operators = []
     for off_name, on_name in _match_ops(on_ops, off_ops):
         name = off_name or on_name
@@ -127,8 +141,10 @@ def compare(on: Profile, off: Profile, top: int = RECORD_TOP_OPS) -> dict[str, A
             "portable": (c_off or c_on).portable,  # type: ignore[union-attr]
             "off_packed": bool(c_off and c_off.packed),
             "on_packed": bool(c_on and c_on.packed),
-            "off_median_ms": float(np.median(off_runs)) if off_runs is not None else None,
-            "on_median_ms": float(np.median(on_runs)) if on_runs is not None else None,
+            "off_median_ms": float(np.median(off_runs)) if off_runs is not None and not counted else None,
+            "on_median_ms": float(np.median(on_runs)) if on_runs is not None and not counted else None,
+            "off_instructions": float(np.median(off_runs)) if off_runs is not None and counted else None,
+            "on_instructions": float(np.median(on_runs)) if on_runs is not None and counted else None,
             "off_share": float(off_runs.sum() / off_total) if off_runs is not None and off_total > 0 else 0.0,
             "on_share": float(on_runs.sum() / on_total) if on_runs is not None and on_total > 0 else 0.0,
             "speedup": None,
@@ -138,7 +154,9 @@ def compare(on: Profile, off: Profile, top: int = RECORD_TOP_OPS) -> dict[str, A
     for op in operators:
         if not emulated and op["off_op"] is not None and op["on_op"] is not None:
             op["speedup"] = _ratio(off_ops[op["off_op"]], on_ops[op["on_op"]])
-    off_shares, on_shares = off.shares, on.shares
+        op["fewer_instructions"] = (_fewer(op["off_instructions"], op["on_instructions"])
+                                    if counted and op["off_instructions"] and op["on_instructions"] else None)
+    off_shares, on_shares = off.shares_by(by), on.shares_by(by)
     return {
         "model": on.model,
         "recipe": on.recipe,
@@ -147,8 +165,11 @@ def compare(on: Profile, off: Profile, top: int = RECORD_TOP_OPS) -> dict[str, A
         "emulated": emulated,
         "note": EMULATED_NOTE if emulated else None,
         "speedup": speedup,
-        "on_median_ms": on.median_ms,
-        "off_median_ms": off.median_ms,
+        "unit": by,  # what shares and amounts measure: time (ms) or instructions (counted, emulated)
+        "fewer_instructions": _fewer(off.instructions_per_inference or 0, on.instructions_per_inference or 0)
+        if counted else None,
+        "on_median_ms": None if emulated else on.median_ms,
+        "off_median_ms": None if emulated else off.median_ms,
         "bottleneck_off": max(off_shares, key=off_shares.get),
         "bottleneck_on": max(on_shares, key=on_shares.get),
         "categories": categories,
@@ -163,9 +184,10 @@ def profile_entry(profile: Profile) -> dict[str, Any]:
     entry["e2e_ms"] = [float(x) for x in profile.e2e_ms]
     ops = profile.ops
     heavy = ops[ops["category"].isin([Category.CONV.value, Category.GEMM.value])]
+    share = "instruction_share" if profile.basis == INSTRUCTIONS else "share"
     entry["kernels"] = [
         {"op": op, "category": rows["category"].iloc[0], "packed": bool(rows["packed"].iloc[0]),
-         "instances": int(len(rows)), "share": float(rows["share"].sum())}
+         "instances": int(len(rows)), "share": float(rows[share].sum())}
         for op, rows in heavy.groupby("op", sort=False)
     ]
     entry["kernels"].sort(key=lambda k: k["share"], reverse=True)

@@ -3,7 +3,9 @@
 The terminal, summary.md and the HTML pages show the same table, so its
 columns and wording are decided here once: model, variant, median E2E,
 SME2 speedup with its interval, the shift of the top category, delegation by
-time and the baseline verdict. Emulated numbers carry an "(emu)" mark.
+time and the baseline verdict. On the emulated target, whose time is the
+emulator's, the row shows counted instructions instead and how many times
+fewer SME2 on needed; shares there are shares of instructions.
 """
 
 from __future__ import annotations
@@ -12,8 +14,8 @@ from typing import Any, Mapping, Sequence
 
 from .record import verdict_text
 
-COLUMNS = ("test", "model", "variant", "median ms", "SME2 speedup [95% CI]", "top category shift", "delegated",
-           "verdict")
+COLUMNS = ("test", "model", "variant", "median ms (emulated: instructions)", "SME2 speedup [95% CI]",
+           "top category shift", "delegated", "verdict")
 EMULATED_MARK = " (emu)"
 
 
@@ -29,6 +31,34 @@ def speedup(value: Mapping[str, float] | None, emulated: bool = False) -> str:
     if value is None:
         return "n/a (emulated)" if emulated else "n/a"
     return f"{value['value']:.2f}x [{value['low']:.2f}, {value['high']:.2f}]"
+
+
+def instructions(value: float | None) -> str:
+    """Counted instructions, short: 12.65 M, 361.8 k, 950."""
+    if value is None:
+        return "n/a"
+    if value >= 1e6:
+        return f"{value / 1e6:.2f} M"
+    return f"{value / 1e3:.1f} k" if value >= 1e3 else f"{value:.0f}"
+
+
+def fewer(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}x fewer instr"
+
+
+def amount(profile: Mapping[str, Any]) -> str:
+    """The size of one inference: median ms, or counted instructions on the emulated target."""
+    counted = profile.get("instructions") if profile.get("basis") == "instructions" else None
+    if counted:
+        return f"{instructions(counted['per_inference'])} instr"
+    return ms(profile["latency"]["median_ms"]) + (EMULATED_MARK if profile.get("emulated") else "")
+
+
+def comparison_cell(comparison: Mapping[str, Any]) -> str:
+    """The SME2 speedup with its interval, or on the emulated target how many times fewer instructions."""
+    if comparison.get("unit") == "instructions":
+        return f"n/a (emulated); {fewer(comparison.get('fewer_instructions'))}"
+    return speedup(comparison["speedup"], comparison["emulated"])
 
 
 def category_shift(comparison: Mapping[str, Any]) -> str:
@@ -55,14 +85,13 @@ def summary_rows(records: Sequence[Mapping[str, Any]]) -> list[list[str]]:
         by_on = {c["on"]: c for c in record.get("comparisons", [])}
         verdict = verdict_text(record.get("verdicts", []))
         for profile in record["profiles"]:
-            emulated = bool(profile.get("emulated"))
             comparison = by_on.get(profile["variant"]) if profile.get("sme2") is True else None
             rows.append([
                 short_test(record["nodeid"]),
                 f"{profile['model']} {profile['recipe']}",
                 profile["variant"],
-                ms(profile["latency"]["median_ms"]) + (EMULATED_MARK if emulated else ""),
-                speedup(comparison["speedup"], comparison["emulated"]) if comparison else "",
+                amount(profile),
+                comparison_cell(comparison) if comparison else "",
                 category_shift(comparison) if comparison else top_category(profile),
                 pct(profile["delegation_coverage"]),
                 verdict,
