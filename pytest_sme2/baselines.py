@@ -141,8 +141,11 @@ def counted_record(profile: Any) -> dict[str, Any] | None:
     if summary is None:
         return None
     ops = profile.ops
-    per_op = {op_id(key): [int(round(ins)), int(round(sme))]
-              for key, ins, sme in zip(profile.trace.ops, ops["instructions"], ops["sme_instructions"])}
+    # [execution order, instructions, SME instructions]: the file's keys are sorted, the gate pairs operators
+    # in execution order (verdicts._align_ops).
+    per_op = {op_id(key): [order, int(round(ins)), int(round(sme))]
+              for order, (key, ins, sme) in enumerate(zip(profile.trace.ops, ops["instructions"],
+                                                          ops["sme_instructions"]))}
     return {**summary, "ops": per_op, "sme_kernels": list(profile.executed_sme_kernels or ())}
 
 

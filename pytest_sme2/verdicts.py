@@ -31,12 +31,14 @@ code judges a live Profile and synthetic numbers in unit tests.
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, field, fields
 from typing import Any, Mapping
 
 import numpy as np
 
 from . import stats
+from .categories import strip_instance
 from .errors import UsageError
 
 REGRESSION = "regression"
@@ -455,39 +457,65 @@ def _counted_share(check: str, label: str, what: str, now: float | None, then: f
                    f"{numbers}: improved", evidence)
 
 
+def _op_kind(name: str) -> str:
+    """An operator's identity without its position: the event name without " #N" and " @instruction"."""
+    return strip_instance(name.rsplit(" @", 1)[0])
+
+
+def _align_ops(ops_then: Mapping[str, Any], ops_now: Mapping[str, Any]) -> tuple[list[tuple[str, str]], list[str], list[str]]:
+    """Pairs (baseline op, current op) in execution order, and the ops only one side has.
+
+    Names alone cannot pair them: XNNPACK numbers operators per kind (" #N"), so a convolution that
+    changes kind renumbers every later one. The two execution orders are aligned instead (difflib, on
+    names without numbers); operators replaced one for one are paired, so a kernel-path change reads
+    "X is now Y" rather than "X gone, Y new".
+    """
+    then, now = (sorted(ops, key=lambda name: ops[name][0]) for ops in (ops_then, ops_now))
+    matcher = difflib.SequenceMatcher(None, [_op_kind(n) for n in then], [_op_kind(n) for n in now], autojunk=False)
+    pairs, gone, new = [], [], []
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal" or (tag == "replace" and i2 - i1 == j2 - j1):
+            pairs += list(zip(then[i1:i2], now[j1:j2]))
+        else:
+            gone += then[i1:i2]
+            new += now[j1:j2]
+    return pairs, gone, new
+
+
 def _op_instructions(label: str, now: Mapping[str, Any], then: Mapping[str, Any], tol: Tolerances) -> list[Verdict]:
-    """Each operator's instructions against the baseline's: which operator got more expensive, and which
-    operators appeared or disappeared (a kernel path change renames them: PF32 -> F32)."""
+    """Each operator's instructions against the baseline's, operators paired in execution order: which
+    got more expensive, which lost their SME kernels, and which appeared or disappeared."""
     ops_now, ops_then = now.get("ops") or {}, then.get("ops") or {}
-    grown = []
-    for name in ops_now.keys() & ops_then.keys():
-        cur, base = float(ops_now[name][0]), float(ops_then[name][0])
-        if base > 0 and cur / base - 1 > tol.op_instructions and cur - base > MIN_OP_INSTRUCTIONS:
-            grown.append((cur - base, name, cur, base))
+    pairs, gone, new = _align_ops(ops_then, ops_now)
     out = []
-    for _, name, cur, base in sorted(grown, reverse=True):
+    grown = []
+    for before, after in pairs:
+        base, cur = float(ops_then[before][1]), float(ops_now[after][1])
+        if ops_then[before][2] > 0 and ops_now[after][2] == 0:
+            renamed = f" (now {after})" if _op_kind(after) != _op_kind(before) else ""
+            out.append(Verdict("sme_path", REGRESSION, label,
+                               f"operator {before}{renamed} ran {ops_then[before][2]:,} SME instructions in the "
+                               f"baseline and none now: its SME kernel path is lost",
+                               {"op": before, "now": after, "baseline_sme": ops_then[before][2]}))
+        if base > 0 and cur / base - 1 > tol.op_instructions and cur - base > MIN_OP_INSTRUCTIONS:
+            grown.append((cur - base, before, after, cur, base))
+    for _, before, after, cur, base in sorted(grown, reverse=True):
+        renamed = f" (now {after})" if after != before else ""
         out.append(Verdict("op_instructions", REGRESSION, label,
-                           f"operator {name}: {cur:,.0f} instructions vs baseline {base:,.0f} "
+                           f"operator {before}{renamed}: {cur:,.0f} instructions vs baseline {base:,.0f} "
                            f"({cur / base - 1:+.2%}; tolerance +{tol.op_instructions:.1%} and "
                            f"{MIN_OP_INSTRUCTIONS} instructions)",
-                           {"op": name, "current": cur, "baseline": base, "tolerance": tol.op_instructions}))
-    gone = sorted(ops_then.keys() - ops_now.keys())
-    new = sorted(ops_now.keys() - ops_then.keys())
+                           {"op": before, "now": after, "current": cur, "baseline": base,
+                            "tolerance": tol.op_instructions}))
     if gone or new:
-        lost_sme = [n for n in gone if ops_then[n][1] > 0]
+        lost_sme = [n for n in gone if ops_then[n][2] > 0]
         text = "; ".join(part for part in (
             f"gone: {', '.join(gone[:6])}{' ...' if len(gone) > 6 else ''}" if gone else "",
             f"new: {', '.join(new[:6])}{' ...' if len(new) > 6 else ''}" if new else "") if part)
-        status = REGRESSION if lost_sme else NOTE
-        why = (f"operators that ran SME instructions are gone: {', '.join(lost_sme)}; " if lost_sme else "")
-        out.append(Verdict("op_instructions", status, label, f"{why}the program's operators changed ({text})",
+        why = f"operators that ran SME instructions are gone: {', '.join(lost_sme)}; " if lost_sme else ""
+        out.append(Verdict("op_instructions", REGRESSION if lost_sme else NOTE, label,
+                           f"{why}the program's operators changed ({text})",
                            {"gone": gone, "new": new, "lost_sme": lost_sme}))
-    still = [n for n in ops_now.keys() & ops_then.keys() if ops_then[n][1] > 0 and ops_now[n][1] == 0]
-    for name in sorted(still):
-        out.append(Verdict("sme_path", REGRESSION, label,
-                           f"operator {name} ran {ops_then[name][1]:,} SME instructions in the baseline and none now: "
-                           f"its SME kernel path is lost",
-                           {"op": name, "baseline_sme": ops_then[name][1]}))
     if not out:
         out.append(Verdict("op_instructions", OK, label, f"every operator within +{tol.op_instructions:.1%} "
                                                          f"instructions ({len(ops_now)} operators)"))

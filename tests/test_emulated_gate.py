@@ -1,0 +1,114 @@
+"""The emulated target's gate, end to end: record a baseline of a real program under qemu, change the
+model the way a model author would, and the gate names what changed. Counts are exact, so an unchanged
+model passes every time and each change fails every time."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from pytest_sme2 import emulation
+
+STATUS = emulation.status()
+pytestmark = pytest.mark.skipif(not STATUS.ready, reason=f"emulated target not ready: {STATUS.problem}")
+
+# conv (packed PF32 with SME2) -> ReLU -> conv -> flatten -> linear (packed). ``{change}`` edits it.
+MODEL = '''
+"""A small CNN for the emulated gate's tests."""
+import torch
+
+CHANNELS = {channels}
+SIZE = {size}
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.first = torch.nn.Conv2d(8, CHANNELS, 3, padding=1, groups={groups})
+        self.second = torch.nn.Conv2d(CHANNELS, 16, 3, padding=1)
+        self.head = torch.nn.Linear(16 * SIZE * SIZE, 10)
+
+    def forward(self, x):
+        y = self.second(torch.relu(self.first(x)))
+        y = self.head(torch.flatten(y, 1))
+        return {output}
+
+
+def get_eager_model():
+    torch.manual_seed(0)
+    return Net().eval()
+
+
+def get_example_inputs():
+    return (torch.ones(1, 8, SIZE, SIZE),)
+'''
+BASE = {"channels": 32, "size": 16, "groups": 1, "output": "y"}
+TEST = '''
+import pytest
+from pytest_sme2 import assert_outputs_match
+
+
+@pytest.mark.model("gated")
+def test_gated(exported_pte, runner, etdump_profile):
+    on = etdump_profile(exported_pte, runner(sme2=True))
+    assert_outputs_match(on, exported_pte)
+'''
+
+
+def _project(pytester: pytest.Pytester, shared_export_cache, **change: object) -> None:  # noqa: ANN001
+    models = pytester.path / "models"
+    models.mkdir(exist_ok=True)
+    (models / "gated.py").write_text(MODEL.format(**{**BASE, **change}))
+    pytester.makeini(textwrap.dedent(f"""
+        [pytest]
+        sme2_model_dirs = models
+        sme2_target = emulated
+        sme2_cache_dir = {shared_export_cache}
+        filterwarnings = ignore
+        """))
+    pytester.makepyfile(test_gated=TEST)
+
+
+@pytest.fixture
+def recorded(pytester: pytest.Pytester, shared_export_cache, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """A project whose baseline of the unchanged model is recorded, and rerun unchanged: it passes."""
+    monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)  # this file tests the gate: turn it back on
+    _project(pytester, shared_export_cache)
+    pytester.runpytest_subprocess("--sme2-update-baselines").assert_outcomes(passed=1)
+    rerun = pytester.runpytest_subprocess()
+    rerun.assert_outcomes(passed=1)
+    rerun.stdout.fnmatch_lines(["*1 baseline file(s) (counted instructions, emulated target): 0 written*"
+                                "0 regression(s)*"])
+    return pytester
+
+
+def _changed(pytester: pytest.Pytester, shared_export_cache, **change: object):  # noqa: ANN001, ANN202
+    _project(pytester, shared_export_cache, **change)
+    result = pytester.runpytest_subprocess()
+    result.assert_outcomes(failed=1)
+    return result
+
+
+def test_an_operator_that_falls_out_of_the_delegate_fails_naming_it(recorded, shared_export_cache) -> None:
+    result = _changed(recorded, shared_export_cache, output="torch.where(y > 0, y, 0.5 * y)")
+    result.stdout.fnmatch_lines(["*[[]regression[]]*operator(s) fell out of the delegate: *"
+                                 "native_call_where.self_out (now runs as a portable kernel)*"])
+
+
+def test_a_lost_sme_kernel_path_fails_naming_the_operator(recorded, shared_export_cache) -> None:
+    # the first convolution made depthwise: XNNPACK has no SME kernel for it (DWConv instead of PF32 IGEMM)
+    result = _changed(recorded, shared_export_cache, channels=8, groups=8)
+    result.stdout.fnmatch_lines(["*operator Convolution (NHWC, PF32) IGEMM #1 @0 (now Convolution (NHWC, F32) DWConv #1 @0) "
+                                 "ran * SME instructions in the baseline and none now: its SME kernel path is lost*"])
+
+
+def test_five_percent_more_instructions_in_one_operator_fails_naming_it(recorded, shared_export_cache) -> None:
+    # 34 instead of 32 channels out of the first convolution: that operator and the next do 6% more work
+    result = _changed(recorded, shared_export_cache, channels=34)
+    result.stdout.fnmatch_lines(["*operator Convolution (NHWC, PF32) IGEMM #1 @0: * instructions vs baseline *"])
+
+
+def test_ten_percent_more_planned_memory_fails(recorded, shared_export_cache) -> None:
+    result = _changed(recorded, shared_export_cache, size=17)  # 17x17 maps instead of 16x16: +13% activations
+    result.stdout.fnmatch_lines(["*planned memory * bytes vs baseline * (+1?.??%); tolerance +0.0%*"])
