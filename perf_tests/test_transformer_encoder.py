@@ -18,7 +18,9 @@ KNOWN_PORTABLE = {
 def test_transformer_fallbacks_are_the_known_ones(exported_pte, runner, etdump_profile):
     profile = etdump_profile(exported_pte, runner())
     assert_portable_ops(profile, allowed=KNOWN_PORTABLE)
-    assert_delegation(profile, at_least=0.5)  # about a quarter to a third of the time is portable
+    # Portable kernels take about a third of the time on an x86 host; with SME2 the delegated GEMMs get far
+    # cheaper, and on the emulated target (SME2 on, by counted instructions) they are about two thirds.
+    assert_delegation(profile, at_least=0.3)
     assert profile.share("gemm") >= 0.2
 
 

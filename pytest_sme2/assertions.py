@@ -94,6 +94,11 @@ def assert_portable_ops(profile: Profile, allowed: "set[str] | frozenset[str] | 
         )
 
 
+def _measure(profile: Profile) -> str:
+    """What a profile's SME path share measures, in words."""
+    return {"work": "multiply-accumulates"}.get(profile.sme_path_basis, profile.sme_path_basis)
+
+
 def assert_sme2_kernel_path(on: Profile, off: Profile, at_least: float) -> None:
     """Fail unless SME2 on runs packed SME kernels for ``at_least`` of CONV+GEMM time and SME2 off runs none.
 
@@ -103,12 +108,12 @@ def assert_sme2_kernel_path(on: Profile, off: Profile, at_least: float) -> None:
     def shown(profile: Profile) -> str:
         heavy = profile.ops[profile.ops["category"].isin([Category.CONV.value, Category.GEMM.value])]
         kinds = ", ".join(sorted(set(heavy["op"]))) or "none"
-        return (f"{profile.label}: SME path {profile.sme_path_share!r} of CONV+GEMM {profile.basis}, "
+        return (f"{profile.label}: SME path {profile.sme_path_share!r} of CONV+GEMM {_measure(profile)}, "
                 f"{profile.sme_path_ops} ops; kernels: {kinds}")
 
     share = on.sme_path_share
     if share is None or not share >= at_least:
-        raise AssertionError(f"with SME2 on, less than {at_least:.0%} of CONV+GEMM {on.basis} took packed SME "
+        raise AssertionError(f"with SME2 on, less than {at_least:.0%} of CONV+GEMM {_measure(on)} took packed SME "
                              f"kernels. {shown(on)}")
     if off.sme_path_share not in (0.0, None) or off.sme_path_ops:
         raise AssertionError(f"with SME2 off, operators still took packed SME kernels. {shown(off)}")

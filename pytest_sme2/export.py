@@ -25,6 +25,7 @@ from typing import Any
 from ._filelock import locked
 from .errors import ExportError, UsageError
 from .registry import Model
+from .work import FACTS_FILE, facts_document, write_facts
 
 EXPORT_FORMAT_VERSION = 2  # 2: int8 reference outputs come from the quantized model
 DTYPES = ("fp32", "fp16", "int8")
@@ -183,6 +184,8 @@ def export(model: Model, recipe: Recipe, cache_dir: Path) -> ExportedModel:
                 "source": str(model.source_path) if model.source_path else None,
             }
             (staging / META_NAME).write_text(json.dumps(meta, indent=2, sort_keys=True))
+            # Planned memory and per-operator work, read from the .pte now that ExecuTorch's exporter is loaded.
+            write_facts(facts_document(staging / PTE_NAME), staging / FACTS_FILE)
             if final.exists():  # an incomplete leftover (no export.json): replace it
                 shutil.rmtree(final)
             os.rename(staging, final)

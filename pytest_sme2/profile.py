@@ -37,6 +37,7 @@ from . import stats
 from .categories import NAMED_CATEGORIES, Category, classify, strip_instance
 from .etdump import ExecutionTrace, read_run
 from .instruction_trace import InstructionTrace
+from .work import ProgramWork
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,7 @@ class Speedup:
         }
 
 
-TIME, INSTRUCTIONS = "time", "instructions"
+TIME, INSTRUCTIONS, WORK = "time", "instructions", "work"
 BASES = (TIME, INSTRUCTIONS)
 
 
@@ -139,6 +140,8 @@ class Profile:
     artifacts: dict[str, str] = field(default_factory=dict)
     # The same events counted in instructions (emulated target; instruction_trace.py), or None.
     instructions: "InstructionTrace | None" = None
+    # Arithmetic work and bytes of the program's operators (work.py), or None.
+    work: "ProgramWork | None" = None
 
     # ------------------------------------------------------------------ build
     @classmethod
@@ -181,6 +184,7 @@ class Profile:
             artifacts=artifacts,
             instructions=InstructionTrace.concat([p.instructions for p in profiles])
             if all(p.instructions is not None for p in profiles) else None,
+            work=head.work,
         )
 
     def __post_init__(self) -> None:
@@ -205,6 +209,16 @@ class Profile:
         self._ops["share"] = self._ops["total_ms"] / total_e2e if total_e2e > 0 else 0.0
         self._ops["runs_ms"] = list(trace.op_ms)  # one array of per-run times per op (views, no copy)
         self._breakdowns = {TIME: _Breakdown(trace, classes)}
+        if self.work is not None:
+            per_op = self.work.for_ops(trace.ops)
+            for column in ("macs", "flops", "bytes_read", "bytes_written"):
+                self._ops[column] = [getattr(w, column) for w in per_op]
+            self._ops["work_unknown"] = [w.why_unknown for w in per_op]
+            if not self.emulated:  # achieved throughput from the median time (emulated time is no time)
+                seconds = self._ops["median_ms"] / 1e3
+                self._ops["gflops"] = np.where(seconds > 0, self._ops["flops"] / 1e9 / seconds, np.nan)
+                self._ops["gbytes_per_s"] = np.where(
+                    seconds > 0, (self._ops["bytes_read"] + self._ops["bytes_written"]) / 1e9 / seconds, np.nan)
         counted = self.instructions
         if counted is not None:
             if counted.instructions.ops != trace.ops:
@@ -447,7 +461,27 @@ class Profile:
         heavy = self._conv_gemm()
         if heavy.empty:
             return None
+        if (by or self.sme_path_basis) == WORK:
+            macs = heavy["macs"].to_numpy(dtype=float) if "macs" in heavy else np.full(len(heavy), np.nan)
+            if np.isnan(macs).any():
+                return None if by == WORK else self._breakdown(None).sme_path_samples(
+                    heavy.index.to_numpy(), heavy["packed"].to_numpy())
+            total = macs.sum()
+            share = macs[heavy["packed"].to_numpy()].sum() / total if total > 0 else np.nan
+            return np.full(self.runs, share)  # the same in every run: work is a property of the program
         return self._breakdown(by).sme_path_samples(heavy.index.to_numpy(), heavy["packed"].to_numpy())
+
+    @property
+    def sme_path_basis(self) -> str:
+        """What the SME path share measures by default: time on hardware; on the emulated target the
+        multiply-accumulates of CONV+GEMM (work), when every such operator's work is known, since
+        instruction counts undercount SME kernels (one SME outer product does the work of many NEON
+        instructions)."""
+        if self.basis == INSTRUCTIONS and "macs" in self._ops:
+            heavy = self._conv_gemm()
+            if not heavy.empty and not heavy["macs"].isna().any():
+                return WORK
+        return self.basis
 
     @property
     def sme_path_samples(self) -> np.ndarray | None:
@@ -457,7 +491,7 @@ class Profile:
 
     def sme_path(self, by: str | None = None) -> float | None:
         """Median over undisturbed runs of the share of CONV+GEMM in packed-format (SME/SME2) kernels,
-        by time or instructions; None without CONV/GEMM."""
+        by time, instructions or work (MACs; default ``sme_path_basis``); None without CONV/GEMM."""
         samples = self._sme_path_samples(by)
         return None if samples is None else self._clean_median(samples)
 
@@ -470,6 +504,23 @@ class Profile:
     def sme_path_ops(self) -> int:
         """How many CONV/GEMM operator instances ran packed-format kernels."""
         return int(self._conv_gemm()["packed"].sum())
+
+    # ------------------------------------------------------------------ work
+    def work_summary(self) -> dict[str, Any] | None:
+        """Per category: MACs and bytes of one inference (work.py); on hardware also achieved GFLOP/s and
+        GB/s from the median times. None where the program's work is unknown."""
+        if "macs" not in self._ops:
+            return None
+        out: dict[str, Any] = {"unknown_ops": int(self._ops["work_unknown"].notna().sum())}
+        for category, rows in self._ops.groupby("category", sort=False):
+            entry = {"macs": float(np.nansum(rows["macs"])), "bytes": float(np.nansum(rows["bytes_read"])
+                                                                             + np.nansum(rows["bytes_written"]))}
+            if "gflops" in rows and not self.emulated:
+                seconds = float(rows["median_ms"].sum()) / 1e3
+                entry["gflops"] = 2 * entry["macs"] / 1e9 / seconds if seconds > 0 and entry["macs"] else None
+                entry["gbytes_per_s"] = entry["bytes"] / 1e9 / seconds if seconds > 0 else None
+            out[category] = entry
+        return out
 
     # ---------------------------------------------------------------- memory
     @property
@@ -565,7 +616,9 @@ class Profile:
             "delegation_coverage": self.delegation_coverage,
             "node_delegation_coverage": self.node_delegation_coverage,
             "sme_path_share": self.sme_path_share,
+            "sme_path_basis": self.sme_path_basis,
             "sme_path_ops": self.sme_path_ops,
+            "work": self.work_summary(),
             "top_ops": [
                 {k: (v.item() if hasattr(v, "item") else v) for k, v in row.items() if k not in ("runs_ms", "kernels")}
                 | ({"kernels": row["kernels"]} if "kernels" in row else {})
@@ -592,7 +645,8 @@ class Profile:
             "sme_share_of_conv_gemm": self.sme_instruction_share,
             "shares": self.shares_by(INSTRUCTIONS),
             "delegation_coverage": self.coverage(INSTRUCTIONS),
-            "sme_path_share": self.sme_path(INSTRUCTIONS),
+            "sme_path_share": self.sme_path_share,
+            "sme_path_basis": self.sme_path_basis,
             "load": whole(counted.load_ms),
             "init": whole(counted.init_ms),
         }

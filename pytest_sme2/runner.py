@@ -8,6 +8,7 @@ no ETDump, so tracing overhead can be measured against the ETDump runs).
 from __future__ import annotations
 
 import hashlib
+import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,8 @@ from .errors import EtdumpError, ProgramError, Sme2Error, UsageError
 from .export import ExportedModel
 from .instruction_trace import InstructionTrace
 from .profile import Profile
-from .program import check_program, planned_buffers
+from .program import check_program
+from .work import ProgramFacts
 from .session import Sme2Session, link_or_copy, slug
 from .targets import RunResult, RunSpec
 
@@ -87,8 +89,12 @@ class Runner:
         identity["pte"] = str(program)
         identity["inputs"] = str(inputs) if inputs is not None else None
         reference = self.session.reference()
+        started = time.perf_counter()
         result = self.session.target.run(program, inputs, spec, out_dir,
                                          reference=reference.path if reference is not None else None)
+        # How long the target took (runs, reference runs, process start): what the plugin's own cost is
+        # measured against (benchmarks/bench_plugin_overhead.py).
+        identity["run_seconds"] = time.perf_counter() - started
         return result, identity
 
     def profile(self, pte: "ExportedModel | str | Path", top_up: bool = True) -> Profile:
@@ -112,9 +118,10 @@ class Runner:
         result, identity = self._run(pte, etdump=True)
         if result.timed_etdump is None:
             raise EtdumpError(f"the runner did not report an ETDump for {result.out_dir}; see {result.log}")
+        facts = self._facts(pte, identity["pte"])
         memory = dict(result.evidence.get("memory") or {})
         if not memory.get("planned_buffers"):  # a runtime that does not report it (the Python binding)
-            memory["planned_buffers"] = planned_buffers(identity["pte"])
+            memory["planned_buffers"] = facts.planned_buffers
         metadata = {
             "target": result.target.as_dict(),
             "run": self.spec.as_dict(),
@@ -122,6 +129,7 @@ class Runner:
             "runtime_threads": result.runtime_threads,
             "test": self.test_id,
             "export": identity["export"],
+            "run_seconds": identity["run_seconds"],
             **result.evidence,
             "memory": memory,
         }
@@ -136,11 +144,20 @@ class Runner:
             reference_ms=result.reference_ms,
             metadata=metadata,
             instructions=_counted(result),
+            work=facts.work,
             artifacts=result.artifacts
             | {"pte": identity["pte"]}
             | ({"inputs": identity["inputs"]} if identity["inputs"] else {})
             | ({"etrecord": identity["etrecord"]} if identity["etrecord"] else {}),
         )
+
+    def _facts(self, pte: "ExportedModel | str | Path", program: str) -> ProgramFacts:
+        """Planned memory and per-operator work of the program: from its export cache entry when it has one
+        (written at export), else read from the .pte once per session."""
+        cache = self.session.program_facts
+        if program not in cache:
+            cache[program] = ProgramFacts.of(program, pte.directory if isinstance(pte, ExportedModel) else None)
+        return cache[program]
 
     def _provenance(self, pte: ExportedModel) -> dict[str, Any]:
         """What produced this program (for baselines): model source hash, recipe, export key, versions."""

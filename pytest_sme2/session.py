@@ -51,6 +51,7 @@ class Sme2Session:
         self._target: Target | None = None
         self._exports: dict[tuple[str, Recipe], ExportedModel] = {}
         self._reference: ExportedModel | None = None
+        self.program_facts: dict[str, Any] = {}  # .pte path -> work.ProgramFacts, read once per process
 
     @property
     def target(self) -> Target:

@@ -428,9 +428,10 @@ def counted_verdicts(label: str, current: Mapping[str, Any], baseline: Mapping[s
     out = [instruction_verdict(label, current, baseline, tol)]
     out += _op_instructions(label, now, then, tol)
     out += _sme_kernels(label, now, then)
+    sme_basis = {"work": "multiply-accumulates"}.get(now.get("sme_path_basis"), "instructions")
     for check, what, key, tolerance, two_sided in (
             ("delegation_coverage", "delegation coverage of E2E instructions", "delegation_coverage", tol.coverage, False),
-            ("sme_path", "SME path share of CONV+GEMM instructions", "sme_path_share", tol.sme_path, False)):
+            ("sme_path", f"SME path share of CONV+GEMM {sme_basis}", "sme_path_share", tol.sme_path, False)):
         out.append(_counted_share(check, label, what, now.get(key), then.get(key), tolerance, two_sided))
     for category in sorted(set(now.get("shares") or {}) | set(then.get("shares") or {})):
         out.append(_counted_share("share", label, f"share of {category} in instructions",

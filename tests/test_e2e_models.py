@@ -200,3 +200,33 @@ def test_damaged_etdump_is_a_clear_error_and_artifacts_stay(fp32_profiles: dict[
     assert source.read_bytes() == data  # the original artifact is untouched
     with pytest.raises(EtdumpError, match="does not exist"):
         Profile.from_etdump(tmp_path / "missing.etdp")
+
+
+@pytest.mark.parametrize("name", ["toy_cnn", "mlp", "mobilenet_v3_small", "transformer_encoder"])
+def test_every_conv_and_gemm_gets_work_that_matches_pytorchs_own_count(fp32_profiles: dict[str, Profile],
+                                                                      session: Sme2Session, name: str) -> None:
+    """Work per operator (work.py, read from the .pte) against torch.utils.flop_counter on the eager model."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    profile = fp32_profiles[name]
+    ops = profile.ops
+    heavy = ops[ops["category"].isin(["CONV", "GEMM"])]
+    assert not heavy["macs"].isna().any(), heavy.loc[heavy["macs"].isna(), ["event", "work_unknown"]].to_string()
+    attention = ops["op"].str.startswith("Batch Matrix Multiply")
+    model = session.registry.get(name)
+    eager_model, inputs = model.get_eager_model(), model.get_example_inputs()  # outside: building may run it
+    with FlopCounterMode(display=False) as counter, torch.no_grad():
+        eager_model(*inputs)
+    eager = {str(op): flops / 2 for op, flops in counter.get_flop_counts()["Global"].items()}
+    # PyTorch counts convolutions and linear layers (addmm, mm) of the eager model; its fused attention
+    # kernel is not counted there, so the attention's matrix products are checked against a hand count.
+    assert float(ops.loc[~attention, "macs"].fillna(0).sum()) == pytest.approx(
+        sum(v for k, v in eager.items() if k in ("aten.convolution", "aten.addmm", "aten.mm")), rel=0.01)
+    if name == "transformer_encoder":  # 4 layers x 3 heads x (Q K^T and A V), 64 tokens, head width 64
+        assert float(ops.loc[attention, "macs"].sum()) == 4 * 3 * 2 * 64 * 64 * 64
+    summary = profile.work_summary()
+    assert summary is not None
+    assert sum(summary.get(c, {}).get("macs", 0.0) for c in ("CONV", "GEMM")) == pytest.approx(float(heavy["macs"].sum()))
+    timed = heavy[heavy["median_ms"] > 0]  # XNNPACK times operators in whole microseconds: tiny ones read 0
+    if not profile.emulated:  # throughput from real time
+        assert (timed["gflops"] > 0).all() and len(timed) > 0

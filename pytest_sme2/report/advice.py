@@ -38,7 +38,7 @@ def _sme_path_advice(profile: Mapping[str, Any]) -> str | None:
     share = profile.get("sme_path_share")
     if profile.get("sme2") is not True or share is None or share >= SME_PATH_EXPECTED:
         return None
-    measure = _measure(profile)
+    measure = {"work": "multiply-accumulates"}.get(profile.get("sme_path_basis"), _measure(profile))
     executed = profile.get("executed_sme_kernels")
     if executed:
         return (f"{profile['variant']}: {share:.0%} of CONV+GEMM {measure} is in operators with packed SME formats "

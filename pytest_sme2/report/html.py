@@ -123,7 +123,8 @@ def _comparison_html(comparison: Mapping[str, Any]) -> str:
 def _profile_details_html(profile: Mapping[str, Any], base: Path | None) -> str:
     basis = profile.get("basis", "time")
     if basis == "instructions":
-        header = ["delegated (instructions)", "delegated (nodes)", "SME path share of CONV+GEMM instructions",
+        sme_measure = {"work": "multiply-accumulates"}.get(profile.get("sme_path_basis"), "instructions")
+        header = ["delegated (instructions)", "delegated (nodes)", f"SME path share of CONV+GEMM {sme_measure}",
                   "SME-path operators"]
         row = [pct(profile["delegation_coverage"]), pct(profile["node_delegation_coverage"]),
                pct(profile["sme_path_share"]), profile["sme_path_ops"]]

@@ -78,7 +78,8 @@ def session_markdown(summary: Mapping[str, Any]) -> str:
                     if measure == "instructions" else f"median {ms(p['latency']['median_ms'])} ms"
                     f"{' (emu)' if p.get('emulated') else ''}{disturbed_text(p)}")
             lines.append(f"- **{p['variant']}**: {size}, delegated {pct(p['delegation_coverage'])} of {measure}, "
-                         f"SME path {pct(p['sme_path_share'])} of CONV+GEMM {measure} ({p['sme_path_ops']} ops); "
+                         f"SME path {pct(p['sme_path_share'])} of CONV+GEMM "
+                         f"{ {'work': 'multiply-accumulates'}.get(p.get('sme_path_basis'), measure)} ({p['sme_path_ops']} ops); "
                          f"portable ops worth delegating: {worth}"
                          + (f"; kernel trace: {len(p['executed_sme_kernels'])} SME/SME2 kernel(s) executed"
                             if p.get("executed_sme_kernels") is not None else ""))

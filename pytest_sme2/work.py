@@ -1,0 +1,312 @@
+"""Arithmetic work and bytes moved per operator, from the exported program alone.
+
+Time depends on the machine; how much arithmetic an operator does and how many
+bytes it reads and writes do not. They turn times into throughput (GFLOP/s,
+GB/s) on hardware and, on the emulated target, give the SME path share *by
+work*: of the CONV+GEMM multiply-accumulates, the share that ran on packed
+(SME) kernels, which no emulator timing or instruction count distorts.
+
+Where the numbers come from:
+
+- **Delegated (XNNPACK) operators.** Each XNNPACK delegate blob in the .pte is a
+  flatbuffer (``executorch/backends/xnnpack/serialization/schema.fbs``) whose
+  ``XNode``s reference ``XValue`` tensors with their dims; it is read with
+  ExecuTorch's own deserializers and the ``flatc`` it ships. The runtime
+  creates its operators from the nodes in node order, but fuses some (a clamp
+  into the convolution before it), skips others and numbers them per kind
+  (" #N"), so operators are matched to nodes *per kind, in order*: the i-th
+  convolution-or-fully-connected operator of a delegate call is its i-th
+  ``XNNConv2d``/``XNNDepthwiseConv2d``/``XNNFullyConnected`` node (XNNPACK runs
+  some 1x1 convolutions as Fully Connected), the i-th transpose its i-th
+  ``XNNStaticTranspose``, and so on. A kind whose operator and node counts
+  differ is not matched at all: its operators get no work and a reason,
+  never a neighbour's numbers.
+- **Portable operators** (``native_call_*``): their instruction in the
+  execution plan names the kernel and its tensor arguments; bytes read and
+  written follow from those tensors, arithmetic for the matrix products.
+
+MACs are multiply-accumulates; FLOPs count two per MAC and one per element of
+elementwise operators. Bytes count each tensor once (inputs and weights read,
+outputs written).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from .categories import classify
+from .errors import ProgramError
+
+_XNN_BYTES = {"xnn_datatype_fp32": 4, "xnn_datatype_fp16": 2, "xnn_datatype_qint8": 1, "xnn_datatype_quint8": 1,
+              "xnn_datatype_qint32": 4, "xnn_datatype_qcint8": 1, "xnn_datatype_qcint32": 4, "xnn_datatype_qcint4": 0.5,
+              "xnn_datatype_qdint8": 1, "xnn_datatype_qbint4": 0.5, "xnn_datatype_qpint8": 1, "xnn_datatype_int32": 4,
+              "xnn_datatype_pfp32": 4, "xnn_datatype_bf16": 2}
+# ExecuTorch ScalarType codes -> bytes per element
+_ET_BYTES = {0: 1, 1: 1, 2: 2, 3: 4, 4: 8, 5: 2, 6: 4, 7: 8, 11: 1, 12: 1, 13: 1, 15: 2}
+# Runtime operator kinds (categories.classify(...).kind) and the XNode types they come from, per matching group.
+_GROUPS = {
+    "matmul": ({"Convolution", "Fully Connected", "Deconvolution"},
+               {"XNNConv2d", "XNNDepthwiseConv2d", "XNNFullyConnected", "XNNConvTranspose2d"}),
+    "bmm": ({"Batch Matrix Multiply"}, {"XNNBatchMatrixMultiply"}),
+    "transpose": ({"Transpose"}, {"XNNStaticTranspose"}),
+    "reshape": ({"Static Reshape", "Reshape"}, {"XNNStaticReshape"}),
+    "pad": ({"Constant Pad", "Static Constant Pad"}, {"XNNStaticConstantPad"}),
+    "slice": ({"Slice", "Static Slice"}, {"XNNStaticSlice"}),
+    "concat": ({"Concatenate"}, {"XNNConcatenate2", "XNNConcatenate3", "XNNConcatenate4", "XNNConcatenate5"}),
+    "convert": ({"Convert"}, {"XNNConvert"}),
+    "copy": ({"Copy"}, {"XNNCopy"}),
+}
+_MATMUL_PORTABLE = {"mm", "bmm", "addmm", "linear", "matmul"}
+
+
+@dataclass(frozen=True)
+class OpWork:
+    """The work of one operator instance; NaN where unknown, with the reason."""
+
+    macs: float = math.nan
+    flops: float = math.nan
+    bytes_read: float = math.nan
+    bytes_written: float = math.nan
+    why_unknown: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"macs": self.macs, "flops": self.flops, "bytes_read": self.bytes_read,
+                "bytes_written": self.bytes_written, "why_unknown": self.why_unknown}
+
+
+UNKNOWN = OpWork(why_unknown="not an operator this module knows")
+
+
+def _numel(dims: Sequence[int]) -> int:
+    return int(math.prod(int(d) for d in dims)) if dims else 1
+
+
+# ------------------------------------------------------------------------------------------ the .pte
+def _program(pte: Path):  # noqa: ANN202 - executorch schema type
+    from executorch.exir._serialize._program import deserialize_pte_binary
+
+    try:
+        return deserialize_pte_binary(Path(pte).read_bytes()).program
+    except Exception as exc:  # noqa: BLE001 - any failure to parse is a bad program
+        raise ProgramError(f"cannot read {pte} to compute operator work: {type(exc).__name__}: {exc}") from None
+
+
+def _xnnpack_graph(blob: bytes) -> dict[str, Any]:
+    """An XNNPACK delegate blob as the schema's JSON (flatc, shipped with executorch, does the reading)."""
+    from executorch.backends.xnnpack.serialization import xnnpack_graph_serialize as serialize
+    from executorch.exir._serialize._flatbuffer import _flatc_decompile
+
+    header = serialize.XNNHeader.from_bytes(blob[:serialize.XNNHeader.EXPECTED_LENGTH])
+    flatbuffer = blob[header.flatbuffer_offset:header.flatbuffer_offset + header.flatbuffer_size]
+    folder = Path(tempfile.mkdtemp(prefix="sme2-xnngraph-"))
+    try:
+        (folder / "graph.bin").write_bytes(flatbuffer)
+        shutil.copy(Path(serialize.__file__).parent / "schema.fbs", folder / "schema.fbs")
+        _flatc_decompile(str(folder), str(folder / "schema.fbs"), str(folder / "graph.bin"), ["--raw-binary"])
+        text = (folder / "graph.json").read_text()
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    # flatc writes non-finite floats (clamp bounds) bare; they are irrelevant here but must parse
+    return json.loads(re.sub(r"(?<=[:\s])(-?inf|nan)(?=[,\s\]}])", r'"\1"', text))
+
+
+def _node_work(graph: dict[str, Any], node: dict[str, Any]) -> OpWork:
+    values = {v["xvalue_union"].get("id_out", i): v["xvalue_union"] for i, v in enumerate(graph["xvalues"])}
+    kind, args = node["xnode_union_type"], node["xnode_union"]
+
+    def tensor(key: str) -> tuple[int, float] | None:
+        value = values.get(args.get(key)) if key in args else None
+        if value is None or "dims" not in value:
+            return None
+        return _numel(value["dims"]), _XNN_BYTES.get(value.get("datatype", ""), math.nan)
+
+    def size(key: str) -> float:
+        found = tensor(key)
+        return found[0] * found[1] if found else 0.0
+
+    out = tensor("output_id")
+    if out is None:
+        return OpWork(why_unknown=f"{kind}: output tensor not in the graph")
+    written = out[0] * out[1]
+    inputs = [k for k in ("input_id", "input1_id", "input2_id", "input3_id", "input4_id", "input5_id") if k in args]
+    if kind in ("XNNConv2d", "XNNDepthwiseConv2d", "XNNFullyConnected", "XNNConvTranspose2d"):
+        weights = values.get(args.get("filter_id"))
+        output = values[args["output_id"]]
+        if weights is None:
+            return OpWork(why_unknown=f"{kind}: filter tensor not in the graph")
+        out_channels = int(output["dims"][-1])
+        macs = out[0] * _numel(weights["dims"]) / out_channels  # per output element: the filter's other dims
+        read = size("input1_id" if "input1_id" in args else "input_id") + size("filter_id") + size("bias_id")
+        return OpWork(macs, 2 * macs, read, written)
+    if kind == "XNNBatchMatrixMultiply":
+        first = values[args["input1_id"]]
+        macs = out[0] * int(first["dims"][-1])
+        return OpWork(macs, 2 * macs, size("input1_id") + size("input2_id"), written)
+    read = sum(size(k) for k in inputs)
+    flops = float(out[0]) if classify(kind).category.value == "ELEMENTWISE" else math.nan
+    return OpWork(math.nan, flops, read, written)
+
+
+def _portable_work(plan: Any, kernel: Any) -> OpWork:
+    """Bytes of a portable kernel call's tensors (out-variant kernels take their output last), and MACs of
+    the matrix products: the output's elements times the reduced dimension (the first operand's last)."""
+    name = plan.operators[kernel.op_index].name.split("::")[-1]
+    tensors = []
+    for index in kernel.args:
+        value = plan.values[index].val
+        if type(value).__name__ == "Tensor":
+            code = int(getattr(value.scalar_type, "value", value.scalar_type))
+            tensors.append((list(value.sizes), _ET_BYTES.get(code, math.nan)))
+    if not tensors:
+        return OpWork(why_unknown=f"{name}: no tensor arguments")
+    *read, written = tensors
+    out_elements = _numel(written[0])
+    macs = math.nan
+    operands = read[1:] if name == "addmm" else read
+    if name in _MATMUL_PORTABLE and operands and operands[0][0]:
+        macs = float(out_elements * int(operands[0][0][-1]))
+    return OpWork(macs, 2 * macs, float(sum(_numel(d) * b for d, b in read)), float(out_elements * written[1]))
+
+
+@dataclass
+class ProgramWork:
+    """Per delegate call (instruction id) the XNNPACK graph's nodes, and the plan's portable kernel calls."""
+
+    pte: str
+    delegate_nodes: dict[int, list[tuple[str, OpWork]]] = field(default_factory=dict)  # instruction -> (node kind, work)
+    portable: dict[int, OpWork] = field(default_factory=dict)  # instruction -> work
+
+    def for_ops(self, ops: Iterable[Any]) -> list[OpWork]:
+        """Work of each operator of a trace (``ExecutionTrace.ops``), matched per delegate call and kind."""
+        ops = list(ops)
+        result: list[OpWork] = [UNKNOWN] * len(ops)
+        by_call: dict[int, list[int]] = {}
+        for index, key in enumerate(ops):
+            if key.delegated:
+                by_call.setdefault(key.instruction_id, []).append(index)
+            else:
+                result[index] = self.portable.get(key.instruction_id, OpWork(why_unknown="no kernel call at its "
+                                                                                         "instruction"))
+        for instruction, indices in by_call.items():
+            nodes = self.delegate_nodes.get(instruction)
+            if nodes is None:
+                for i in indices:
+                    result[i] = OpWork(why_unknown=f"instruction {instruction} is not an XNNPACK delegate call")
+                continue
+            for group, (op_kinds, node_kinds) in _GROUPS.items():
+                members = [i for i in indices if classify(ops[i].name).kind in op_kinds]
+                candidates = [work for kind, work in nodes if kind in node_kinds]
+                if not members:
+                    continue
+                if len(members) != len(candidates):
+                    reason = (f"{len(members)} {group} operators but {len(candidates)} such graph nodes in delegate "
+                              f"call {instruction}: not matched")
+                    for i in members:
+                        result[i] = OpWork(why_unknown=reason)
+                    continue
+                for i, work in zip(members, candidates):
+                    result[i] = work
+        return result
+
+
+def program_work(pte: str | Path) -> ProgramWork:
+    """Read the work of every XNNPACK node and portable kernel call of a program (about 0.1-0.5 s)."""
+    program = _program(Path(pte))
+    plan = next((p for p in program.execution_plan if p.name == "forward"), program.execution_plan[0])
+    work = ProgramWork(str(pte))
+    graphs: dict[int, dict[str, Any]] = {}
+    for index, instruction in enumerate(plan.chains[0].instructions):
+        args = instruction.instr_args
+        kind = type(args).__name__
+        if kind == "DelegateCall":
+            delegate = plan.delegates[args.delegate_index]
+            if delegate.id != "XnnpackBackend":
+                continue
+            reference = delegate.processed
+            if reference.index not in graphs:
+                graphs[reference.index] = _xnnpack_graph(program.backend_delegate_data[reference.index].data)
+            graph = graphs[reference.index]
+            work.delegate_nodes[index] = [(node["xnode_union_type"], _node_work(graph, node))
+                                          for node in graph["xnodes"]]
+        elif kind == "KernelCall":
+            work.portable[index] = _portable_work(plan, args)
+    return work
+
+
+FACTS_FILE = "program.json"  # beside model.pte in an export cache entry
+FACTS_VERSION = 1
+
+
+def _encode(work: OpWork) -> list[Any]:
+    return [None if math.isnan(v) else v for v in (work.macs, work.flops, work.bytes_read, work.bytes_written)] \
+        + [work.why_unknown]
+
+
+def _decode(row: Sequence[Any]) -> OpWork:
+    return OpWork(*(math.nan if v is None else float(v) for v in row[:4]), why_unknown=row[4])
+
+
+def _facts_of(pte: Path) -> dict[str, Any]:
+    from .program import planned_buffers
+
+    work = program_work(pte)
+    return {"version": FACTS_VERSION,
+            "planned_buffers": planned_buffers(pte),
+            "delegate_nodes": {str(k): [[kind, *_encode(w)] for kind, w in nodes]
+                               for k, nodes in work.delegate_nodes.items()},
+            "portable": {str(k): _encode(w) for k, w in work.portable.items()}}
+
+
+@dataclass
+class ProgramFacts:
+    """What the exported program says without running it: planned memory and per-operator work."""
+
+    planned_buffers: list[int]
+    work: ProgramWork
+
+    @classmethod
+    def of(cls, pte: str | Path, cache_dir: Path | None = None) -> "ProgramFacts":
+        """Read from ``cache_dir/program.json`` (an export cache entry), computing and writing it if missing.
+
+        Reading the .pte needs ``executorch.exir`` (seconds to import in a fresh process), so the facts are
+        written once per exported program, at export time or on first use.
+        """
+        pte = Path(pte)
+        path = None if cache_dir is None else Path(cache_dir) / FACTS_FILE
+        document = None
+        if path is not None and path.exists():
+            try:
+                document = json.loads(path.read_text())
+            except (OSError, ValueError):
+                document = None
+            if not isinstance(document, dict) or document.get("version") != FACTS_VERSION:
+                document = None
+        if document is None:
+            document = _facts_of(pte)
+            if path is not None:
+                write_facts(document, path)
+        work = ProgramWork(str(pte),
+                           {int(k): [(row[0], _decode(row[1:])) for row in rows]
+                            for k, rows in document["delegate_nodes"].items()},
+                           {int(k): _decode(row) for k, row in document["portable"].items()})
+        return cls([int(b) for b in document["planned_buffers"]], work)
+
+
+def write_facts(document: dict[str, Any], path: Path) -> None:
+    """Atomically: concurrent writers of one cache entry write the same content."""
+    handle = tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", suffix=".tmp", delete=False)
+    with handle:
+        handle.write(json.dumps(document) + "\n")
+    Path(handle.name).replace(path)
+
+
+def facts_document(pte: str | Path) -> dict[str, Any]:
+    """The facts of a program as stored in an export cache entry (export.py writes them at export time)."""
+    return _facts_of(Path(pte))
