@@ -21,7 +21,9 @@ def test_transformer_fallbacks_are_the_known_ones(exported_pte, runner, etdump_p
     # Portable kernels take about a third of the time on an x86 host; with SME2 the delegated GEMMs get far
     # cheaper, and on the emulated target (SME2 on, by counted instructions) they are about two thirds.
     assert_delegation(profile, at_least=0.3)
-    assert profile.share("gemm") >= 0.2
+    # The arithmetic is GEMM's (projections, MLPs, attention), whatever the time or instructions say.
+    work = profile.work_summary()
+    assert work["GEMM"]["macs"] >= 0.9 * sum(v["macs"] for k, v in work.items() if isinstance(v, dict))
 
 
 @pytest.mark.parametrize("dtype", ["fp32", "int8"])

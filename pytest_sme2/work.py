@@ -118,7 +118,12 @@ def _xnnpack_graph(blob: bytes) -> dict[str, Any]:
 
 
 def _node_work(graph: dict[str, Any], node: dict[str, Any]) -> OpWork:
-    values = {v["xvalue_union"].get("id_out", i): v["xvalue_union"] for i, v in enumerate(graph["xvalues"])}
+    values = {}
+    for i, entry in enumerate(graph["xvalues"]):
+        value = entry["xvalue_union"]
+        if "tensor_value" in value:  # XNNQuantizedTensorValue (and friends) wrap an XNNTensorValue
+            value = {**value["tensor_value"], **{k: v for k, v in value.items() if k != "tensor_value"}}
+        values[value.get("id_out", i)] = value
     kind, args = node["xnode_union_type"], node["xnode_union"]
 
     def tensor(key: str) -> tuple[int, float] | None:
@@ -241,7 +246,7 @@ def program_work(pte: str | Path) -> ProgramWork:
 
 
 FACTS_FILE = "program.json"  # beside model.pte in an export cache entry
-FACTS_VERSION = 1
+FACTS_VERSION = 2  # 2: quantized tensors read through their wrapper
 
 
 def _encode(work: OpWork) -> list[Any]:

@@ -62,7 +62,9 @@ def layers(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
     session = Sme2Session(Settings(target="host", cache_dir=root / "cache", session_dir=root / "run"))
     session.registry.register_dir(root / "models")
     try:
-        yield {dtype: session.export("layers", Recipe(dtype=dtype)) for dtype in ("fp32", "fp16")}
+        recipes = {"fp32": Recipe(), "fp16": Recipe(dtype="fp16"), "int8": Recipe(dtype="int8"),
+                   "int8-dynamic": Recipe(dtype="int8", quant="dynamic")}
+        yield {name: session.export("layers", recipe) for name, recipe in recipes.items()}
     finally:
         session.close()
 
@@ -72,7 +74,7 @@ def _graph_macs(exported) -> list[float]:  # noqa: ANN001
     return sorted(w.macs for nodes in work.delegate_nodes.values() for _, w in nodes if not math.isnan(w.macs))
 
 
-@pytest.mark.parametrize("dtype", ["fp32", "fp16"])
+@pytest.mark.parametrize("dtype", ["fp32", "fp16", "int8", "int8-dynamic"])
 def test_each_layer_kind_counts_exactly_what_a_hand_count_says(layers, dtype: str) -> None:
     assert _graph_macs(layers[dtype]) == sorted(float(m) for m in HAND_MACS.values())
 

@@ -1,0 +1,107 @@
+"""Is the emulated target's evidence deterministic? The perf suite N times, every counted quantity compared.
+
+Runs ``pytest perf_tests -m sme2 --sme2-target=emulated`` N times in fresh sessions (the export cache is
+shared, as on a developer's machine) and, per test and variant, compares across sessions: the
+instruction count of every ETDump event (load, init, every operator, DELEGATE_CALL, Method::execute),
+the SME instructions of every event, shares and delegation coverage by instructions, the SME path share
+by work, planned memory and the SME kernels that executed. Prints how many quantities were compared
+and every one that differed, with its spread. Then times one variant with and without counting.
+
+Run it beside background jobs to check that load moves nothing:
+
+    ../shared/tools/with-load 2 -- python benchmarks/bench_emulated_determinism.py --sessions 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from _common import REPO, machine
+
+
+def run_suite(root: Path, index: int, extra: list[str]) -> tuple[Path, float]:
+    """One session of the perf suite; its artifacts folder and wall time."""
+    artifacts = root / f"artifacts-{index}"
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "pytest", "perf_tests", "-m", "sme2", "-q", "-p", "no:cacheprovider",
+                           "--sme2-target=emulated", f"--sme2-artifacts-dir={artifacts}", "--sme2-no-baselines",
+                           *extra], cwd=REPO, capture_output=True, text=True)
+    seconds = time.perf_counter() - started
+    if done.returncode not in (0, 1):
+        raise SystemExit(f"session {index} could not run (exit {done.returncode}):\n{done.stdout[-3000:]}")
+    return max(artifacts.glob("session-*"), key=lambda p: p.stat().st_mtime), seconds
+
+
+def quantities(session: Path) -> dict[str, object]:
+    """Every deterministic quantity of a session, keyed by test, variant and name."""
+    summary = json.loads((session / "summary.json").read_text())
+    found: dict[str, object] = {}
+    for test in summary["tests"]:
+        for profile in test["profiles"]:
+            key = f"{test['nodeid']} [{profile['variant']} {profile['recipe']}]"
+            counted = profile.get("instructions") or {}
+            for name in ("per_inference", "sme_per_inference", "shares", "delegation_coverage", "load", "init"):
+                found[f"{key} {name}"] = counted.get(name)
+            found[f"{key} sme_path_share ({profile.get('sme_path_basis')})"] = profile.get("sme_path_share")
+            found[f"{key} planned memory"] = (profile.get("memory") or {}).get("planned_bytes")
+            found[f"{key} SME kernels"] = profile.get("executed_sme_kernels")
+            path = (profile.get("metadata") or {}).get("instruction_counts")
+            if path and Path(path).exists():
+                files = json.loads(Path(path).read_text())["files"]
+                for file_name, counts in files.items():
+                    for i, (ins, sme) in enumerate(zip(counts["instructions"], counts["sme"])):
+                        found[f"{key} {file_name} event {i}"] = (ins, sme)
+    return found
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sessions", type=int, default=5)
+    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--timing-test", default="perf_tests/test_mobilenet_v3_small.py::test_mobilenet_structure",
+                        help="test whose variants are timed with and without counting")
+    args = parser.parse_args()
+    result: dict[str, object] = {"machine": machine(), "load_average_at_start": os.getloadavg()}
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        sessions, seconds = [], []
+        for index in range(args.sessions):
+            session, took = run_suite(root, index, [])
+            sessions.append(quantities(session))
+            seconds.append(took)
+            print(f"session {index}: {took:.0f} s, {len(sessions[-1])} quantities", flush=True)
+        keys = set().union(*sessions)
+        differing = {k: [s.get(k) for s in sessions] for k in sorted(keys)
+                     if any(s.get(k) != sessions[0].get(k) for s in sessions)}
+        result.update({"sessions": args.sessions, "session_seconds": seconds, "quantities": len(keys),
+                       "differing": differing})
+        timing = {}
+        for label, extra in (("counted", []), ("not counted", ["--sme2-no-kernel-trace"])):
+            started = time.perf_counter()
+            subprocess.run([sys.executable, "-m", "pytest", args.timing_test, "-q", "-p", "no:cacheprovider",
+                            "--sme2-target=emulated", "--sme2-no-baselines",
+                            f"--sme2-artifacts-dir={root / 'timing'}", *extra], cwd=REPO, capture_output=True)
+            timing[label] = time.perf_counter() - started
+        result["timing_test"] = args.timing_test
+        result["timing_seconds"] = timing
+    result["load_average_at_end"] = os.getloadavg()
+    text = json.dumps(result, indent=2)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text)
+    print(f"{result['quantities']} quantities compared over {args.sessions} sessions; "
+          f"{len(result['differing'])} differed")
+    for key, values in list(result["differing"].items())[:20]:
+        print(f"  {key}: {values}")
+    print(f"{args.timing_test}: {timing['counted']:.0f} s counted, {timing['not counted']:.0f} s not counted")
+
+
+if __name__ == "__main__":
+    main()
