@@ -214,7 +214,7 @@ def test_wrong_output_fails_with_the_largest_difference_and_where(toy_on_off, tm
 def test_kernel_path_assertion_passes_on_real_runs_and_fails_when_the_path_is_wrong(toy_on_off) -> None:
     _, on, off = toy_on_off
     assert_sme2_kernel_path(on, off, at_least=0.9)
-    with pytest.raises(AssertionError, match=r"with SME2 on, less than 90% of CONV\+GEMM instructions took packed SME "
+    with pytest.raises(AssertionError, match=r"with SME2 on, less than 90% of CONV\+GEMM multiply-accumulates took packed SME "
                                              r"kernels.*Convolution \(NHWC, F32\) IGEMM"):
         assert_sme2_kernel_path(off, off, at_least=0.9)
     with pytest.raises(AssertionError, match=r"with SME2 off, operators still took packed SME kernels.*PF32"):
