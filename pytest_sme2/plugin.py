@@ -21,7 +21,7 @@ from .export import ExportedModel, Recipe
 from .profile import Profile
 from .runner import Runner, require_program
 from .session import Settings, Sme2Session
-from .targets import TARGET_NAMES, RunSpec, check_target_name
+from .targets import TARGET_NAMES, EmulatedTarget, RunSpec, check_target_name
 from .targets.emulated import check_svl
 from .targets.adb import AdbOptions, is_adb_target
 
@@ -58,9 +58,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--sme2-target", default=None, type=_target_option,
                     help=f"where programs run: {', '.join(TARGET_NAMES)} (default: ini sme2_target, else auto)")
     group.addoption("--sme2-runs", type=int, default=None,
-                    help="timed runs per variant (default 40; 2 on the emulated target)")
+                    help=f"timed runs per variant (default {RunSpec.runs}; {EmulatedTarget.default_runs} on the "
+                         "emulated target)")
     group.addoption("--sme2-warmup", type=int, default=None,
-                    help="warmup runs per variant (default 3; 0 on the emulated target)")
+                    help=f"warmup runs per variant (default {RunSpec.warmup}; {EmulatedTarget.default_warmup} on "
+                         "the emulated target)")
     group.addoption("--sme2-max-rounds", type=int, default=None,
                     help="when the machine disturbs more than half of a variant's runs, run them again, up to this "
                          "many rounds in all (default 3; 1 never repeats)")

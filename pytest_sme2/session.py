@@ -20,7 +20,7 @@ from .targets import RunSpec, Target, make_target
 @dataclass(frozen=True)
 class Settings:
     target: str = "auto"
-    runs: int | None = None  # None: the target's default (20 on hardware, fewer under emulation)
+    runs: int | None = None  # None: the target's default (RunSpec.runs on hardware, fewer under emulation)
     warmup: int | None = None
     max_rounds: int = RunSpec.max_rounds
     threads: int = 1

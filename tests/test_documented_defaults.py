@@ -1,0 +1,57 @@
+"""The run-count defaults the user reads (README, `pytest --help`, session.py) are the ones the code uses.
+
+Issue 13, case 10: the README and session.py said 20 timed runs while RunSpec used 40. The numbers
+here are read from the code (RunSpec, EmulatedTarget), never copied into the test.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from pytest_sme2.targets import EmulatedTarget, RunSpec
+
+from conftest import REPO
+
+README = (REPO / "README.md").read_text(encoding="utf-8")
+
+
+def _option_row(option: str) -> str:
+    row = next((line for line in README.splitlines() if line.startswith(f"| `{option}`")), None)
+    assert row is not None, f"README's options table has no row for {option}"
+    return row
+
+
+@pytest.mark.parametrize("option, hardware, emulated", [
+    ("--sme2-runs", RunSpec.runs, EmulatedTarget.default_runs),
+    ("--sme2-warmup", RunSpec.warmup, EmulatedTarget.default_warmup),
+])
+def test_options_table_states_the_code_defaults(option: str, hardware: int, emulated: int) -> None:
+    default = _option_row(option).rsplit("|", 2)[1].strip()
+    assert default == f"{hardware} (emulated: {emulated})", f"README row of {option}: {default!r}"
+
+
+def test_run_settings_paragraph_states_the_code_defaults() -> None:
+    paragraph = README[README.index("Run settings are taken, first match wins"):][:600]
+    paragraph = " ".join(paragraph.split())
+    assert f"the defaults ({RunSpec.runs} runs, {RunSpec.warmup} warmup runs" in paragraph
+    runs = f"{EmulatedTarget.default_runs} run" + ("s" if EmulatedTarget.default_runs != 1 else "")
+    warmup = "no warmup" if EmulatedTarget.default_warmup == 0 else f"{EmulatedTarget.default_warmup} warmup run"
+    assert f"emulated target {runs} and {warmup}" in paragraph, paragraph
+
+
+def test_help_states_the_code_defaults(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest("--help")
+    text = " ".join(result.stdout.str().split())
+    runs = re.search(r"--sme2-runs=SME2_RUNS (.*?)--sme2-", text).group(1)
+    assert f"default {RunSpec.runs};" in runs and f"{EmulatedTarget.default_runs} on the emulated target" in runs
+    warmup = re.search(r"--sme2-warmup=SME2_WARMUP (.*?)--sme2-", text).group(1)
+    assert f"default {RunSpec.warmup};" in warmup and f"{EmulatedTarget.default_warmup} on the emulated target" in warmup
+
+
+def test_session_settings_comment_names_no_stale_number() -> None:
+    source = (REPO / "pytest_sme2" / "session.py").read_text(encoding="utf-8")
+    line = next(line for line in source.splitlines() if line.strip().startswith("runs: int | None"))
+    numbers = [int(n) for n in re.findall(r"\b\d+\b", line.split("#", 1)[1])]
+    assert all(n == RunSpec.runs for n in numbers), f"session.py says {line.strip()!r}; RunSpec.runs is {RunSpec.runs}"
