@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from . import progress
+from . import _processes, progress
 from .errors import Sme2Error, UsageError
 from .export import ExportedModel, Recipe
 from .profile import Profile
@@ -158,6 +158,7 @@ def _path_setting(config: pytest.Config, name: str) -> Path | None:
 def pytest_configure(config: pytest.Config) -> None:
     for marker in MARKERS:
         config.addinivalue_line("markers", marker)
+    _processes.install_signal_handlers()  # SIGTERM/SIGHUP to pytest end the runners it started
     rootdir = config.rootpath
     cache_dir = Path(config.getoption("sme2_cache_dir") or config.getini("sme2_cache_dir"))
     artifacts = Path(config.getoption("sme2_artifacts_dir") or config.getini("sme2_artifacts_dir"))
@@ -226,8 +227,11 @@ def pytest_configure_node(node: Any) -> None:
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     session = config.stash.get(_SESSION_KEY, None)
-    if session is not None:
-        session.close()
+    try:
+        if session is not None:
+            session.close()
+    finally:
+        _processes.end_all()  # nothing a target started outlives the session, whatever stopped it
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:

@@ -92,6 +92,8 @@ class StandinDevice:
     on_runner_start: Callable[["StandinDevice", subprocess.Popen], None] | None = None
     # Called after a runner process exits, before its exit code is sent.
     on_runner_exit: Callable[["StandinDevice"], None] | None = None
+    # An old adbd that leaves a shell command running when its connection closes.
+    keeps_orphans: bool = False
     runs: list[RunRecord] = field(default_factory=list)
     max_running: int = 0
     shell_commands: list[str] = field(default_factory=list)
@@ -389,7 +391,7 @@ class AdbStandin:
                     pass
             except OSError:
                 pass
-            if process.poll() is None:
+            if process.poll() is None and not device.keeps_orphans:
                 _kill_group(process, signal.SIGKILL)
 
         pumps = [threading.Thread(target=pump, args=(process.stdout, 1), daemon=True)]

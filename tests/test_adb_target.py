@@ -10,6 +10,7 @@ import signal
 import stat
 import subprocess
 import textwrap
+import threading
 import time
 from pathlib import Path
 from typing import Callable, Iterator
@@ -241,6 +242,22 @@ def test_timeout_kills_the_runner_on_the_device(standin: AdbStandin, adb_target,
         adb_target("SLOW-1").run(exported.path, exported.inputs_path, _long(1.5), tmp_path / "slow")
     assert time.monotonic() - started < 20
     assert wait_until(lambda: device.runs and device.runs[-1].ended is not None, timeout=10)
+    assert device.runs[-1].exit_code == 128 + signal.SIGKILL
+
+
+@pytest.mark.parametrize("keeps_orphans", [False, True], ids=["adbd", "old-adbd"])
+def test_ctrl_c_kills_the_runner_on_the_device(standin: AdbStandin, adb_target, exported, tmp_path: Path,
+                                              keeps_orphans: bool) -> None:
+    """Ctrl-C while a runner runs on the device ends it there, even where adbd leaves orphans running."""
+    def ctrl_c(dev: StandinDevice, process) -> None:
+        time.sleep(1.0)
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+
+    device = standin.add_device("CTRLC-1", keeps_orphans=keeps_orphans, on_runner_start=ctrl_c)
+    with pytest.raises(KeyboardInterrupt):
+        adb_target("CTRLC-1").run(exported.path, exported.inputs_path, _long(600), tmp_path / "interrupted")
+    assert wait_until(lambda: device.runs and device.runs[-1].ended is not None, timeout=15), \
+        "the runner still runs on the device after Ctrl-C"
     assert device.runs[-1].exit_code == 128 + signal.SIGKILL
 
 

@@ -477,6 +477,7 @@ class AdbTarget:
         except (adbutils.AdbError, OSError, EOFError) as exc:
             raise self._device_error(f"starting `{shown}`", exc, log) from None
         sock = connection.conn
+        finished = False
         try:
             while True:
                 header = self._read(sock, 5, deadline)
@@ -489,10 +490,9 @@ class AdbTarget:
                     err.write(data)
                     err.flush()
                 elif kind == 3:
+                    finished = True
                     return data[0] if data else 255
         except socket.timeout:
-            connection.close()  # adbd ends a shell whose socket closes; the kill is for older devices
-            self._kill(run_dir)
             raise RunnerError(
                 f"`{shown}` timed out after {spec.timeout_s:g} s on {self.facts.described} and was killed; raise "
                 f"--sme2-timeout if the model is that slow. Log: {log}\n{tail(log)}"
@@ -502,7 +502,11 @@ class AdbTarget:
             err.flush()
             raise self._device_error(f"the run of `{shown}`", exc, log) from None
         finally:
+            # A timeout, Ctrl-C or any exception before the exit status: the runner must not go on
+            # on the device. adbd ends a shell whose socket closes; the kill is for devices that do not.
             connection.close()
+            if not finished:
+                self._kill(run_dir)
 
     @staticmethod
     def _read(sock: socket.socket, n: int, deadline: float) -> bytes:
@@ -519,7 +523,7 @@ class AdbTarget:
         return data
 
     def _kill(self, run_dir: str) -> None:
-        """Kill the runner of a timed-out run (its pid is in the run folder)."""
+        """Kill the runner of a run that did not finish (its pid is in the run folder)."""
         import adbutils
 
         try:

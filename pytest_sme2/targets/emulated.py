@@ -15,7 +15,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from .. import emulation
+from .. import _processes, emulation
 from ..errors import RunnerError, UsageError
 from ..instruction_trace import (COUNTS_FILE, QEMU_LOG_FLAGS, AddressSpace, ExecutedBlocks, count_events,
                                  kernel_trace_of, write_counts)
@@ -138,8 +138,8 @@ class EmulatedTarget:
         blocks, sequence = out_dir / "blocks.tsv", out_dir / "blocks.u32"
         fifo.unlink(missing_ok=True)
         os.mkfifo(fifo)
-        counter = subprocess.Popen([str(build_exec_counter()), str(blocks), str(sequence), str(fifo)],
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+        counter = _processes.start([str(build_exec_counter()), str(blocks), str(sequence), str(fifo)],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         env = {"QEMU_LD_PREFIX": str(emulation.SYSROOT)}  # all the guest sees, the same on every machine
         prefix = [setarch, "-R", *qemu, *QEMU_LOG_FLAGS, "-D", fifo.name]
         try:
@@ -150,10 +150,12 @@ class EmulatedTarget:
             _release_reader(fifo)
             try:
                 _, errors = counter.communicate(timeout=120)
-            except subprocess.TimeoutExpired:
-                counter.kill()
-                _, errors = counter.communicate()
-            fifo.unlink(missing_ok=True)
+            except BaseException:  # a hung counter, or Ctrl-C while it drains the log
+                _processes.end(counter)
+                raise
+            finally:
+                fifo.unlink(missing_ok=True)
+            _processes.forget(counter)
         summary = errors.decode(errors="replace").strip().splitlines()
         if counter.returncode != 0 or not summary or " 0 unbound" not in summary[-1]:
             raise RunnerError(f"the instruction counter failed on the emulated run in {out_dir} "

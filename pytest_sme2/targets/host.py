@@ -25,6 +25,7 @@ from typing import Callable
 
 import numpy as np
 
+from .. import _processes
 from ..cpu import CpuInfo, host_cpu
 from ..errors import ProgramError, RunnerError
 from ._runner_contract import reference_samples
@@ -48,14 +49,13 @@ class _Worker:
         read_fd, write_fd = os.pipe()
         env = dict(os.environ)
         env.setdefault("PYTHONUNBUFFERED", "1")
-        self.process = subprocess.Popen(
+        self.process = _processes.start(
             [sys.executable, "-m", "pytest_sme2.targets._host_worker", str(write_fd)],
             stdin=subprocess.PIPE,
             stdout=self._log,
             stderr=subprocess.STDOUT,
             pass_fds=(write_fd,),
             env=env,
-            start_new_session=True,
         )
         os.close(write_fd)
         self._reply = os.fdopen(read_fd, "rb", buffering=0)
@@ -106,12 +106,7 @@ class _Worker:
                 on_progress(int(message["progress"]), int(message["of"]))
 
     def kill(self) -> None:
-        if self.alive():
-            try:
-                os.killpg(self.process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        self.process.wait()
+        _processes.end(self.process)
         for stream in (self.process.stdin, self._reply, self._log):
             try:
                 if stream is not None:

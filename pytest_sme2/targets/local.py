@@ -16,10 +16,10 @@ from __future__ import annotations
 import os
 import platform
 import shlex
-import signal
 import subprocess
 from pathlib import Path
 
+from .. import _processes
 from ..cpu import CpuInfo, host_cpu
 from ..errors import RunnerError, UsageError
 from ..native.elf import executable_arch
@@ -93,12 +93,10 @@ def run_runner_process(prefix: list[str], binary: Path, env: dict[str, str], pte
     with open(log, "wb") as err, open(stdout_path, "wb") as out:
         err.write(f"$ {preload}{shown}\n".encode())
         err.flush()
-        process = subprocess.Popen(command, stdout=out, stderr=err, env=env, start_new_session=True, cwd=cwd)
+        process = _processes.start(command, stdout=out, stderr=err, env=env, cwd=cwd)
         try:
-            code = process.wait(timeout=spec.timeout_s)
+            code = _processes.wait(process, timeout=spec.timeout_s)  # ends the runner on any interruption
         except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
             raise RunnerError(
                 f"`{shown}` timed out after {spec.timeout_s:g} s and was killed; raise --sme2-timeout if the "
                 f"model is that slow. Log: {log}\n{_tail(log)}"

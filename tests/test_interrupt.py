@@ -1,0 +1,114 @@
+"""Ctrl-C, an exception or the end of pytest ends every process a target started (issue 13, case 1).
+
+Real runners, really started: an inner pytest runs a long profile of toy_cnn (ten million runs) on the
+local target (the native runner), the emulated target (setarch + qemu-aarch64 + the instruction
+counter), the host target (the Python-binding worker) and, under pytest-xdist, the local target again;
+the test sends SIGINT to the inner pytest process only (``kill -INT PID``), then checks with ``ps``
+that none of the processes it had started is left and that nothing writes into the artifacts folder
+any more. Over adb the runner runs on the (stand-in) device: it must be killed there too, even by a
+device whose adbd leaves a shell's process running when the connection closes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from pytest_sme2 import emulation
+from pytest_sme2.native.build import build_runner
+
+from helpers_faults import alive, descendants, interrupt, processes_touching, snapshot, start_pytest, wait_for, \
+    write_project
+
+LONG_TEST = """
+import pytest
+
+@pytest.mark.model("toy_cnn")
+def test_long(exported_pte, runner, etdump_profile):
+    etdump_profile(exported_pte, runner(runs=10_000_000, warmup=0, timeout=3000))
+"""
+EMULATION = emulation.status()
+
+
+def _project(tmp_path: Path, cache: Path, target: str) -> Path:
+    return write_project(tmp_path / "project", LONG_TEST, {
+        "sme2_target": target, "sme2_cache_dir": str(cache), "sme2_baselines": "false", "sme2_max_rounds": "1"})
+
+
+def _running_runner(pid: int, marker: str) -> dict[int, str] | None:
+    """The inner pytest's processes once the long run has started (``marker`` is in its command line)."""
+    below = descendants(pid)
+    return below if any(marker in args for args in below.values()) else None
+
+
+def _assert_nothing_left(project: Path, started: dict[int, str]) -> None:
+    wait_for(lambda: not alive(started), timeout=3)  # orphans killed at exit may take a moment to be reaped
+    left = alive(started)
+    assert not left, f"processes started by the interrupted pytest are still running: {left}"
+    touching = processes_touching(project)
+    assert not touching, f"processes still use the project folder: {touching}"
+    artifacts = project / ".sme2" / "artifacts"
+    before = snapshot(artifacts)
+    time.sleep(3)
+    assert snapshot(artifacts) == before, "something still writes into the artifacts folder"
+
+
+@pytest.mark.parametrize("target, args, marker", [
+    pytest.param("local", (), "--num_executions=10000000", id="local"),
+    pytest.param("emulated", (), "--num_executions=10000000", id="emulated",
+                 marks=pytest.mark.skipif(not EMULATION.ready, reason=f"emulated target not ready: {EMULATION.problem}")),
+    pytest.param("host", (), "pytest_sme2.targets._host_worker", id="host"),
+    pytest.param("local", ("-n", "1"), "--num_executions=10000000", id="local-xdist"),
+])
+def test_sigint_ends_every_process_the_target_started(tmp_path: Path, shared_export_cache: Path, target: str,
+                                                      args: tuple[str, ...], marker: str) -> None:
+    if target == "local":
+        build_runner()  # built (or found in the cache) here, not inside the timed wait below
+    project = _project(tmp_path, shared_export_cache, target)
+    inner = start_pytest(project, *args)
+    started: dict[int, str] = {}
+    try:
+        found = wait_for(lambda: _running_runner(inner.pid, marker), timeout=600, interval=0.5)
+        assert found, f"the long run never started:\n{(project / 'out.txt').read_text()[-3000:]}"
+        time.sleep(3)  # well inside the timed runs
+        started = descendants(inner.pid)  # everything it runs now, e.g. qemu's instruction counter
+        code = interrupt(inner, signal.SIGINT)
+        output = (project / "out.txt").read_text(errors="replace")
+        assert "KeyboardInterrupt" in output, output[-3000:]
+        assert code == pytest.ExitCode.INTERRUPTED, output[-3000:]
+        _assert_nothing_left(project, started)
+    finally:
+        _kill(inner, started)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_termination_signals_end_the_runner_too(tmp_path: Path, shared_export_cache: Path, sig: int) -> None:
+    """A CI job cancelled (SIGTERM) or a closed terminal (SIGHUP): pytest dies of the signal, its runner with it."""
+    build_runner()
+    project = _project(tmp_path, shared_export_cache, "local")
+    inner = start_pytest(project)
+    started: dict[int, str] = {}
+    try:
+        found = wait_for(lambda: _running_runner(inner.pid, "--num_executions=10000000"), timeout=600, interval=0.5)
+        assert found, f"the long run never started:\n{(project / 'out.txt').read_text()[-3000:]}"
+        started = descendants(inner.pid)
+        assert interrupt(inner, sig) == -sig  # the signal still ends pytest as it would without the plugin
+        _assert_nothing_left(project, started)
+    finally:
+        _kill(inner, started)
+
+
+def _kill(inner: subprocess.Popen, started: dict[int, str]) -> None:
+    """Whatever a failed check left behind, so one failure does not leave runners burning the CPU."""
+    if inner.poll() is None:
+        inner.kill()
+        inner.wait()
+    for pid in alive(started):
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
