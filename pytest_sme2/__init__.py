@@ -20,6 +20,7 @@ from .errors import (
     ProgramError,
     RunnerError,
     Sme2Error,
+    StorageError,
     UnknownModelError,
     UsageError,
 )
@@ -51,6 +52,7 @@ __all__ = [
     "RunnerError",
     "Sme2Error",
     "Speedup",
+    "StorageError",
     "Summary",
     "TargetInfo",
     "Timings",

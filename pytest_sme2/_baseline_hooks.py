@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from . import baselines, verdicts
+from . import _storage, baselines, verdicts
 from .errors import Sme2Error, UsageError
 from .session import slug
 
@@ -65,6 +65,11 @@ class _GateConfig:
     inferences: int
     known_ids: set[str] = field(default_factory=set)
     reports: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def place(self) -> _storage.Place:
+        return _storage.Place("baselines folder", self.root,
+                              _storage.option_and_ini("--sme2-baselines-dir", "sme2_baselines_dir"))
 
 
 _GATE_KEY = pytest.StashKey[_GateConfig]()
@@ -131,6 +136,17 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     if getattr(config, "workerinput", None) is None:  # the controller (or a plain run) prints the summary
         config.pluginmanager.register(_Summary(config.stash[_GATE_KEY]), "sme2-baseline-summary")
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """An update that could not write its files stops before the first test, not after the last."""
+    gate = session.config.stash.get(_GATE_KEY, None)
+    if gate is None or not gate.update or not gate.enabled or getattr(session.config, "workerinput", None):
+        return
+    try:
+        _storage.check_writable(gate.place)
+    except Sme2Error as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 # ------------------------------------------------------------ known test ids
@@ -235,9 +251,16 @@ def _check_one_file(item: pytest.Item, gate: _GateConfig, tolerances: verdicts.T
                     outcome: dict[str, Any]) -> list[str]:
     """Write or judge one baseline file; return failure lines (empty if all is well)."""
     path = baselines.baseline_path(gate.root, fingerprint, item.nodeid)
+    legacy = baselines.legacy_baseline_path(gate.root, fingerprint, item.nodeid)
+    if legacy == path or not legacy.is_file() or baselines.stored_test_id(legacy) != item.nodeid:
+        legacy = None  # no file of this test under the name older versions gave it
     outcome["paths"].append(str(path))
     update = _update_command(item, gate)
     if gate.update:
+        owner = baselines.stored_test_id(path) if path.is_file() else None
+        if owner is not None and owner != item.nodeid:
+            return [f"baseline not written to {path}: that file belongs to test {owner!r}; "
+                    f"move it away (it is never overwritten by another test's update)"]
         refused = _assess_quality(records, tolerances, gate.accept_noisy)
         if refused:
             outcome["refused"].append(str(path))
@@ -249,7 +272,12 @@ def _check_one_file(item: pytest.Item, gate: _GateConfig, tolerances: verdicts.T
         baselines.write(baselines.Baseline(path, item.nodeid, fingerprint, records, target,
                                            baselines.recorded_now(item.config.rootpath)))
         outcome["written"].append(str(path))
+        if legacy is not None:
+            legacy.unlink()  # its record now lives under the collision-free name
+            outcome["written"][-1] += f" (moved from {legacy.name})"
         return []
+    if legacy is not None and not path.exists():
+        path = legacy  # recorded by an older pytest-sme2; the next update moves it
     stored = baselines.load(path)  # BaselineError names the file; the test fails, the file stays
     pairs = _pair_records(records, stored.profiles) if stored is not None else {}
     absent = [label for label in records if label not in pairs]
@@ -337,6 +365,14 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
         _gate(item)
     except Sme2Error as exc:
         raise pytest.fail.Exception(f"{type(exc).__name__}: {exc}", pytrace=False) from None
+    except OSError as exc:  # writing a baseline or counting instructions: name the folder and what moves it
+        from .plugin import session_of
+
+        gate, session = item.config.stash[_GATE_KEY], session_of(item.config)
+        error = _storage.explain(exc, [gate.place, *(session.places if session is not None else ())])
+        if error is None:
+            raise
+        raise pytest.fail.Exception(f"StorageError: {error}", pytrace=False) from None
     return result
 
 

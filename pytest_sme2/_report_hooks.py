@@ -144,7 +144,10 @@ class _Collector:
         try:
             paths = write_session(session_summary(list(records.values()), out_dir), out_dir, html=html)
         except Exception as exc:  # never lose the session over a report
-            self.config.stash[_OUTPUTS_KEY] = f"writing the session summary failed: {type(exc).__name__}: {exc}"
+            from ._storage import explain
+
+            why = explain(exc, sme2.places) if isinstance(exc, OSError) else None
+            self.config.stash[_OUTPUTS_KEY] = f"writing the session summary failed: {why or f'{type(exc).__name__}: {exc}'}"
             return
         self.config.stash[_OUTPUTS_KEY] = paths
 

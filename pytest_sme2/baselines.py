@@ -24,12 +24,15 @@ import json
 import math
 import os
 import re
+import shlex
+import stat
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from . import _baseline_fields
 from .errors import BaselineError
 from .session import slug
 
@@ -44,11 +47,17 @@ _TARGET_KEYS = ("name", "cpu", "arch", "has_sme2", "emulated", "fingerprint")
 
 
 def baseline_path(root: Path, fingerprint: str, test_id: str) -> Path:
-    """Where the baseline of ``test_id`` on the target ``fingerprint`` lives.
+    """Where the baseline of ``test_id`` on the target ``fingerprint`` lives (one file per test id:
+    session.slug gives distinct ids distinct names)."""
+    return Path(root) / slug(fingerprint) / f"{slug(test_id, limit=_NAME_LIMIT)}{SUFFIX}"
 
-    Long test ids are cut and given a short hash so two ids never share a file.
+
+def legacy_baseline_path(root: Path, fingerprint: str, test_id: str) -> Path:
+    """Where pytest-sme2 before collision-free names put the file (``a/b`` and ``a_b`` shared it).
+
+    Read when the file is not at its new place and belongs to this test; an update moves it.
     """
-    name = slug(test_id, limit=1000)
+    name = re.sub(r"[^A-Za-z0-9_.=-]+", "_", test_id).strip("_.") or "unnamed"
     if len(name) > _NAME_LIMIT:
         name = f"{name[:_NAME_LIMIT]}-{hashlib.sha256(test_id.encode()).hexdigest()[:10]}"
     return Path(root) / slug(fingerprint) / f"{name}{SUFFIX}"
@@ -188,7 +197,7 @@ class Baseline:
 
 def _broken(path: Path, why: str) -> BaselineError:
     return BaselineError(
-        f"baseline {path} is unreadable: {why}. Fix it by hand (e.g. `git checkout -- {path}`) or record it "
+        f"baseline {path} cannot be used: {why}. Fix it by hand (e.g. `git checkout -- {path}`) or record it "
         "again with --sme2-update-baselines; pytest-sme2 never overwrites it otherwise"
     )
 
@@ -217,36 +226,44 @@ def load(path: Path) -> Baseline | None:
     profiles = data["profiles"]
     if not isinstance(profiles, dict) or not all(isinstance(v, dict) for v in profiles.values()):
         raise _broken(path, "'profiles' is not an object of profile records")
+    for key, kind in (("test", str), ("fingerprint", str), ("target", dict), ("recorded", dict)):
+        if key in data and not isinstance(data[key], kind) and not (key in ("target", "recorded") and data[key] is None):
+            raise _broken(path, f"{key!r} must be {'a string' if kind is str else 'an object'} "
+                                f"(it is {type(data[key]).__name__})")
     for label, record in profiles.items():
-        for key in ("latency", "samples_ms", "shares"):
+        where = f"profiles[{label!r}]"
+        for key in _baseline_fields.REQUIRED:
             if key not in record:
-                raise _broken(path, f"profile {label!r} has no {key!r}")
-        samples = record["samples_ms"]
-        if not _number_list(samples, allow_zero=True) or not (samples or record.get("emulated")):
-            raise _broken(path, f"profile {label!r}: 'samples_ms' must be a non-empty list of non-negative numbers")
-        reference = record.get("reference_ms")
-        if reference is not None and (not _number_list(reference, allow_zero=False)
-                                      or len(reference) != len(samples)):
-            raise _broken(path, f"profile {label!r}: 'reference_ms' must be null or a list of positive numbers, one "
-                                f"per entry of 'samples_ms' ({len(samples)})")
+                raise _broken(path, f"{where} has no {key!r}")
+        wrong = _baseline_fields.problem(record, _baseline_fields.PROFILE, where)
+        if wrong:
+            raise _broken(path, wrong)
+        samples, reference = record["samples_ms"], record.get("reference_ms")
+        if not (samples or record.get("emulated")):
+            raise _broken(path, f"{where}.samples_ms is empty (only an emulated record has no timed runs)")
+        if reference is not None and len(reference) != len(samples):
+            raise _broken(path, f"{where}.reference_ms has {len(reference)} entries, one per entry of "
+                                f"'samples_ms' ({len(samples)}) expected")
     return Baseline(path=path, test_id=str(data["test"]), fingerprint=str(data["fingerprint"]),
                     profiles=profiles, target=dict(data.get("target") or {}), recorded=dict(data.get("recorded") or {}))
 
 
-def _number_list(values: Any, allow_zero: bool) -> bool:
-    """A JSON list of numbers (not booleans), each positive, or also zero when ``allow_zero``."""
-    return isinstance(values, list) and all(
-        isinstance(x, (int, float)) and not isinstance(x, bool) and (x >= 0 if allow_zero else x > 0) for x in values
-    )
-
-
 def write(baseline: Baseline) -> Path:
-    """Write atomically: a temporary file in the same folder, then os.replace over the old one."""
+    """Write atomically: a temporary file in the same folder, then os.replace over the old one.
+
+    The file gets the mode any new file in the checkout gets (0644 under the usual umask), not the
+    temporary file's private 0600. A file someone made read-only is refused, not replaced.
+    """
     path = Path(baseline.path)
+    if path.is_file() and not path.stat().st_mode & stat.S_IWUSR:
+        raise BaselineError(f"baseline {path} is read-only (mode {stat.S_IMODE(path.stat().st_mode):04o}), so it "
+                            f"is not updated: make it writable (chmod u+w {shlex.quote(str(path))}) to record it "
+                            "again, or leave its test out of the update (-k)")
     path.parent.mkdir(parents=True, exist_ok=True)
     text = dumps(baseline.as_dict())
     handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(handle, 0o666 & ~_umask())
         with os.fdopen(handle, "w", encoding="utf-8") as out:
             out.write(text)
             out.flush()
@@ -256,6 +273,13 @@ def write(baseline: Baseline) -> Path:
         Path(temporary).unlink(missing_ok=True)
         raise
     return path
+
+
+def _umask() -> int:
+    """The process umask (reading it means setting it; set straight back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def recorded_now(directory: Path) -> dict[str, Any]:

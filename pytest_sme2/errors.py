@@ -41,3 +41,7 @@ class EtdumpError(Sme2Error):
 
 class BaselineError(Sme2Error):
     """A stored baseline file is unreadable, hand-broken or from an unknown schema."""
+
+
+class StorageError(Sme2Error):
+    """A folder pytest-sme2 writes into (artifacts, export cache, baselines) cannot be written."""

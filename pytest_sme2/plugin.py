@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from . import _processes, progress
+from . import _processes, _storage, progress
 from .errors import Sme2Error, UsageError
 from .export import ExportedModel, Recipe
 from .profile import Profile
@@ -41,6 +41,8 @@ def session_of(config: pytest.Config) -> Sme2Session | None:
 def profiles_of(item: pytest.Item) -> list[Profile]:
     """The Profiles a test built with etdump_profile, in call order (empty if none)."""
     return item.stash.get(_PROFILES_KEY, [])
+
+
 _DEFAULTS = {"threads": 1, "timeout": 600.0}
 
 MARKERS = (
@@ -251,12 +253,31 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 
 @contextlib.contextmanager
-def _as_test_failure() -> Iterator[None]:
-    """An Sme2Error fails (or errors, in setup) this test with its message, not a traceback."""
+def _as_test_failure(session: Sme2Session | None = None) -> Iterator[None]:
+    """An Sme2Error fails (or errors, in setup) this test with its message, not a traceback; so does an
+    OSError while writing into one of the session's folders (a full disk), as a StorageError naming the
+    folder and the setting that moves it."""
     try:
         yield
     except Sme2Error as exc:
         raise pytest.fail.Exception(f"{type(exc).__name__}: {exc}", pytrace=False) from None
+    except OSError as exc:
+        error = _storage.explain(exc, session.places) if session is not None else None
+        if error is None:
+            raise
+        raise pytest.fail.Exception(f"StorageError: {error}", pytrace=False) from None
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Folders that cannot be written stop the session before the first test, with one error each names."""
+    sme2 = session.config.stash.get(_SESSION_KEY, None)
+    if sme2 is None or getattr(session.config, "workerinput", None):
+        return
+    for place in sme2.places[:2]:  # artifacts and export cache; the runner cache only matters where builds run
+        try:
+            _storage.check_writable(place)
+        except Sme2Error as exc:
+            raise pytest.UsageError(str(exc)) from None
 
 
 def _marker_kwargs(item: pytest.Item, name: str, allowed: tuple[str, ...]) -> dict[str, Any]:
@@ -281,7 +302,7 @@ def exported_pte(request: pytest.FixtureRequest) -> ExportedModel:
     export cache afterwards (across sessions and xdist workers). Path-like; also
     carries ``.etrecord_path``, ``.inputs_path``, ``.delegation`` and ``.from_cache``.
     """
-    with _as_test_failure():
+    with _as_test_failure(_session(request)):
         marker = request.node.get_closest_marker("model")
         if marker is None:
             raise UsageError(
@@ -308,7 +329,7 @@ def export_pte(request: pytest.FixtureRequest) -> Callable[..., ExportedModel]:
 
     def export_pte(name: str, dtype: str = "fp32", quant: str | None = None,
                    partitioner: str = "xnnpack") -> ExportedModel:
-        with _as_test_failure():
+        with _as_test_failure(_session(request)):
             recipe = Recipe(dtype, quant, partitioner)
             with progress.exporting(request.config, name, recipe.label):
                 return _session(request).export(name, recipe)
@@ -326,13 +347,13 @@ def runner(request: pytest.FixtureRequest) -> Callable[..., Runner]:
     @pytest.mark.perf, then --sme2-* options, then ini settings.
     """
     session = _session(request)
-    with _as_test_failure():
+    with _as_test_failure(_session(request)):
         perf = _marker_kwargs(request.node, "perf", ("runs", "warmup", "threads", "timeout", "max_rounds"))
         if request.node.get_closest_marker("latency") is not None and session.target.info.emulated:
             from .targets.base import EMULATED_TIMING
 
             pytest.skip(f"{EMULATED_TIMING}: this @pytest.mark.latency test only runs on hardware targets")
-    test_dir = session.test_dir(request.node.nodeid)
+        test_dir = session.test_dir(request.node.nodeid)
 
     def make_runner(sme2: bool | None = None, *, threads: int | None = None, runs: int | None = None,
                     warmup: int | None = None, timeout: float | None = None) -> Runner:
@@ -341,7 +362,7 @@ def runner(request: pytest.FixtureRequest) -> Callable[..., Runner]:
         def pick(value: Any, key: str, default: Any) -> Any:
             return value if value is not None else perf.get(key, default)
 
-        with _as_test_failure():
+        with _as_test_failure(_session(request)):
             default_runs, default_warmup = session.default_runs()
             spec = RunSpec(
                 sme2=sme2,
@@ -370,7 +391,7 @@ def etdump_profile(request: pytest.FixtureRequest) -> Callable[[Any, Runner], Pr
     profiles = request.node.stash.setdefault(_PROFILES_KEY, [])
 
     def etdump_profile(pte: Any, runner: Runner) -> Profile:
-        with _as_test_failure():
+        with _as_test_failure(_session(request)):
             require_program(pte)
             if not isinstance(runner, Runner):
                 raise UsageError(f"etdump_profile() needs a runner from the runner fixture, got {type(runner).__name__}")
@@ -396,7 +417,7 @@ def compare_variants(request: pytest.FixtureRequest) -> Callable[..., tuple[Prof
     def compare_variants(pte: Any, runner_a: Runner, runner_b: Runner, rounds: int = 4) -> tuple[Profile, Profile]:
         from .runner import alternate
 
-        with _as_test_failure():
+        with _as_test_failure(_session(request)):
             require_program(pte)
             for name, value in (("runner_a", runner_a), ("runner_b", runner_b)):
                 if not isinstance(value, Runner):

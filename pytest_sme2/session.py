@@ -6,6 +6,7 @@ without pytest (benchmarks, the command line).
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from dataclasses import dataclass, replace
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .export import ExportedModel, Recipe, export
+from ._storage import Place, option_and_ini
 from .registry import ModelRegistry, default_registry
 from .targets import RunSpec, Target, make_target
 
@@ -38,10 +40,24 @@ class Settings:
     latency_reference: bool = True
 
 
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.=-]+")
+_HASH_MARK = "~"  # never in a cleaned name, so hashed and plain names cannot meet
+
+
 def slug(text: str, limit: int = 120) -> str:
-    """A file-system-safe, readable name for a test id or variant."""
-    cleaned = re.sub(r"[^A-Za-z0-9_.=-]+", "_", text).strip("_.")
-    return cleaned[:limit] or "unnamed"
+    """A file-system-safe, readable name for a test id or variant, distinct for distinct texts.
+
+    A text that is already safe and short is its own name. Any other text (a
+    test id with ``/``, ``::`` or ``[...]``, shell metacharacters, ``..``)
+    is cleaned for reading and given ``~`` and a hash of the original text, so
+    ``test[a/b]`` and ``test[a_b]`` get different folders and baseline files
+    by construction rather than by luck.
+    """
+    cleaned = _UNSAFE.sub("_", text).strip("_.")
+    if cleaned == text and 0 < len(text) <= limit:
+        return text
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    return f"{cleaned[:max(limit - len(digest) - 1, 1)] or 'unnamed'}{_HASH_MARK}{digest}"
 
 
 class Sme2Session:
@@ -90,6 +106,16 @@ class Sme2Session:
             registry.register(reference_program.NAME, reference_program)
             self._reference = export(registry.get(reference_program.NAME), Recipe(), self.settings.cache_dir)
         return self._reference
+
+    @property
+    def places(self) -> tuple[Place, ...]:
+        """The folders this session writes into, each with the setting that moves it (for storage errors)."""
+        from .native.build import cache_root
+
+        s = self.settings
+        return (Place("artifacts folder", s.session_dir.parent, option_and_ini("--sme2-artifacts-dir", "sme2_artifacts_dir")),
+                Place("export cache", s.cache_dir, option_and_ini("--sme2-cache-dir", "sme2_cache_dir")),
+                Place("runner and emulator cache", cache_root(), "the PYTEST_SME2_RUNNER_CACHE environment variable"))
 
     def test_dir(self, nodeid: str) -> Path:
         directory = self.settings.session_dir / slug(nodeid)

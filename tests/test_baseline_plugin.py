@@ -8,6 +8,7 @@ verdicts and the instruction metric are exact and keep their defaults.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import textwrap
 from pathlib import Path
@@ -15,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from pytest_sme2 import baselines
 from pytest_sme2.baselines import SCHEMA_VERSION
 
 PERF_TEST = """
@@ -48,6 +50,57 @@ def _test_file(name: str = "tiny", extra: str = "") -> str:
     return PERF_TEST.format(name=name) + extra
 
 
+WEIRD_IDS = """
+import pytest
+
+@pytest.mark.baseline(latency=5.0, shares=0.5)
+@pytest.mark.model("tiny")
+@pytest.mark.parametrize("case", ["a/b", "a_b", "$(touch x)", "`touch x`"])
+def test_weird(case, exported_pte, runner, etdump_profile):
+    etdump_profile(exported_pte, runner())
+"""
+
+
+def test_ids_that_clean_alike_get_their_own_baselines_and_artifacts(sme2_project: pytest.Pytester) -> None:
+    """test_weird[a/b] and test_weird[a_b] once shared one file: the update overwrote one with the other."""
+    sme2_project.makepyfile(test_gate=WEIRD_IDS)
+    update = sme2_project.runpytest_inprocess(*UPDATE)
+    update.assert_outcomes(passed=4)
+    files = _baseline_files(sme2_project)
+    assert len(files) == 4 and not (sme2_project.path / "x").exists()  # nothing ran in a shell
+    owners = {json.loads(path.read_text())["test"] for path in files}
+    assert owners == {f"test_gate.py::test_weird[{case}]" for case in ("a/b", "a_b", "$(touch x)", "`touch x`")}
+    sme2_project.runpytest_inprocess().assert_outcomes(passed=4)
+    sessions = [p for p in (sme2_project.path / ".sme2" / "artifacts").iterdir() if p.is_dir()]
+    test_dirs = {p.name for session in sessions for p in session.iterdir() if p.name.startswith("test_gate")}
+    assert len(test_dirs) == 4
+
+
+def test_a_baseline_under_its_old_name_is_read_then_moved_by_the_update(sme2_project: pytest.Pytester) -> None:
+    sme2_project.makepyfile(test_gate=_test_file())
+    sme2_project.runpytest_inprocess(*UPDATE).assert_outcomes(passed=1)
+    [path] = _baseline_files(sme2_project)
+    old = path.with_name("test_gate.py_test_tiny.json")  # the name pytest-sme2 gave it before
+    assert old == baselines.legacy_baseline_path(path.parent.parent, path.parent.name, "test_gate.py::test_tiny")
+    path.rename(old)
+    sme2_project.runpytest_inprocess().assert_outcomes(passed=1)  # judged against the old file, not "missing"
+    sme2_project.runpytest_inprocess(*UPDATE).assert_outcomes(passed=1)
+    assert _baseline_files(sme2_project) == [path]
+
+
+def test_an_update_never_overwrites_another_tests_file(sme2_project: pytest.Pytester) -> None:
+    sme2_project.makepyfile(test_gate=_test_file())
+    sme2_project.runpytest_inprocess(*UPDATE).assert_outcomes(passed=1)
+    [path] = _baseline_files(sme2_project)
+    data = json.loads(path.read_text())
+    data["test"] = "test_other.py::test_someone_else"
+    path.write_text(json.dumps(data))
+    result = sme2_project.runpytest_inprocess(*UPDATE)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*baseline not written to *that file belongs to test 'test_other.py::test_someone_else'*"])
+    assert json.loads(path.read_text())["test"] == "test_other.py::test_someone_else"
+
+
 def test_missing_baseline_fails_with_update_command_then_update_and_rerun_pass(sme2_project: pytest.Pytester) -> None:
     sme2_project.makepyfile(test_gate=_test_file())
     first = sme2_project.runpytest_inprocess()
@@ -60,7 +113,8 @@ def test_missing_baseline_fails_with_update_command_then_update_and_rerun_pass(s
     update = sme2_project.runpytest_inprocess(*UPDATE)
     update.assert_outcomes(passed=1)
     [path] = _baseline_files(sme2_project)
-    assert path.parent.name.startswith("host-") and path.name == "test_gate.py_test_tiny.json"
+    assert path.parent.name.startswith("host-") and path.name.startswith("test_gate.py_test_tiny~")
+    assert path == baselines.baseline_path(sme2_project.path / "baselines", path.parent.name, "test_gate.py::test_tiny")
     data = json.loads(path.read_text())
     assert data["schema"] == SCHEMA_VERSION and data["test"] == "test_gate.py::test_tiny"
     [record] = data["profiles"].values()
@@ -124,14 +178,25 @@ def test_unused_baselines_are_listed_and_corrupt_ones_fail_without_being_overwri
     result.assert_outcomes(passed=1)
     out = result.stdout.str()
     assert "1 unused baseline(s)" in out
-    assert "test_gate.py_test_old.json (test test_gate.py::test_old no longer exists)" in out
+    assert re.search(r"test_gate\.py_test_old~[0-9a-f]{12}\.json \(test test_gate\.py::test_old no longer exists\)", out)
 
-    path = next(p for p in _baseline_files(sme2_project) if p.name == "test_gate.py_test_tiny.json")
+    path = next(p for p in _baseline_files(sme2_project) if p.name.startswith("test_gate.py_test_tiny~"))
     path.write_text('{"schema": 1, "test": "test_gate.py::test_tiny", ')  # hand-broken
     broken = sme2_project.runpytest_inprocess()
     broken.assert_outcomes(failed=1)
-    assert f"BaselineError: baseline {path} is unreadable: not valid JSON" in broken.stdout.str()
+    assert f"BaselineError: baseline {path} cannot be used: not valid JSON" in broken.stdout.str()
     assert path.read_text() == '{"schema": 1, "test": "test_gate.py::test_tiny", '
+    sme2_project.runpytest_inprocess(*UPDATE).assert_outcomes(passed=1)
+
+    data = json.loads(path.read_text())  # a real record with one field of the wrong type (a bad merge)
+    [label] = data["profiles"]
+    data["profiles"][label]["shares"] = "abc"
+    path.write_text(json.dumps(data))
+    wrong = sme2_project.runpytest_inprocess()
+    wrong.assert_outcomes(failed=1)
+    out = wrong.stdout.str()
+    assert f"BaselineError: baseline {path} cannot be used: profiles[{label!r}].shares must be an object" in out
+    assert "AttributeError" not in out and "Traceback" not in out
     sme2_project.runpytest_inprocess(*UPDATE).assert_outcomes(passed=1)
     assert json.loads(path.read_text())["schema"] == SCHEMA_VERSION
 
@@ -211,7 +276,7 @@ def test_compare_variants_alternates_chunks_and_merges_them(sme2_project: pytest
             assert a.variant.endswith("threads=1") and b.variant.endswith("threads=2")
             etdumps = [Path(p) for x in (a, b) for p in x.artifacts.values() if p.endswith("timed.etdp")]
             in_time_order = sorted(etdumps, key=lambda p: p.stat().st_mtime_ns)
-            assert [p.parent.name.endswith("threads=1") for p in in_time_order] == [True, False, True, False]
+            assert ["threads=1~" in p.parent.name for p in in_time_order] == [True, False, True, False]
             speedup = a.speedup_over(b)
             assert speedup.low <= speedup.value <= speedup.high
             assert a.speedup_over(b) == speedup  # seeded bootstrap: reproducible

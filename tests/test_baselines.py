@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import re
 from pathlib import Path
 
 import numpy as np
@@ -27,11 +28,22 @@ def _baseline(path: Path, test_id: str = "tests/test_x.py::test_a", samples: lis
 
 def test_path_is_per_fingerprint_and_test_and_long_ids_stay_distinct(tmp_path: Path) -> None:
     path = baselines.baseline_path(tmp_path, "host-x86_64-amd-epyc-nosme2", "perf_tests/test_a.py::test_b[x y]")
-    assert path == tmp_path / "host-x86_64-amd-epyc-nosme2" / "perf_tests_test_a.py_test_b_x_y.json"
+    assert path.parent == tmp_path / "host-x86_64-amd-epyc-nosme2"
+    assert re.fullmatch(r"perf_tests_test_a\.py_test_b_x_y~[0-9a-f]{12}\.json", path.name)
     long_a = "t.py::test_" + "a" * 200 + "[1]"
     long_b = "t.py::test_" + "a" * 200 + "[2]"
     path_a, path_b = (baselines.baseline_path(tmp_path, "fp", t) for t in (long_a, long_b))
     assert path_a != path_b and len(path_a.name) < 130
+
+
+@pytest.mark.parametrize("pair", [("t.py::test_weird[a/b]", "t.py::test_weird[a_b]"),
+                                  ("t.py::test[$(touch x)]", "t.py::test[`touch x`]"),
+                                  ("t.py::test[..]", "t.py::test[__]"),
+                                  ("plain", "plain~" + "0" * 12)])
+def test_ids_that_clean_alike_get_different_files(tmp_path: Path, pair: tuple[str, str]) -> None:
+    first, second = (baselines.baseline_path(tmp_path, "fp", test_id) for test_id in pair)
+    assert first != second
+    assert first.parent == second.parent == tmp_path / "fp"  # nothing escapes the target folder
 
 
 def test_format_is_stable_sorted_rounded_and_keeps_number_lists_on_one_line(tmp_path: Path) -> None:
@@ -62,15 +74,36 @@ def test_load_round_trip_and_missing_file_is_none(tmp_path: Path) -> None:
         ("[1, 2]", "the top level is not a JSON object"),
         ('{"schema": 99, "test": "t", "fingerprint": "f", "profiles": {}}', "schema 99, this pytest-sme2 reads schema 1"),
         ('{"schema": 1, "test": "t", "profiles": {}}', "missing key(s) fingerprint"),
-        ('{"schema": 1, "test": "t", "fingerprint": "f", "profiles": {"a": {"latency": {}, "shares": {}}}}',
-         "profile 'a' has no 'samples_ms'"),
-        ('{"schema": 1, "test": "t", "fingerprint": "f", "profiles": {"a": {"latency": {}, "shares": {}, '
-         '"samples_ms": [1, "x"]}}}', "'samples_ms' must be a non-empty list of non-negative numbers"),
-        ('{"schema": 1, "test": "t", "fingerprint": "f", "profiles": {"a": {"latency": {}, "shares": {}, '
-         '"samples_ms": [1, 2], "reference_ms": [3]}}}',
-         "'reference_ms' must be null or a list of positive numbers, one per entry of 'samples_ms' (2)"),
-        ('{"schema": 1, "test": "t", "fingerprint": "f", "profiles": {"a": {"latency": {}, "shares": {}, '
-         '"samples_ms": [1], "reference_ms": [0]}}}', "'reference_ms' must be null or a list of positive numbers"),
+        ('{"schema": 1, "test": "t", "fingerprint": "f", "profiles": {"a": {"latency": {}, "shares": {}}}}', "profiles['a'] has no 'samples_ms'"),
+        ('{"schema": 1, "test": "t", "fingerprint": "f", "profiles": {"a": {"latency": {}, "shares": {}, "samples_ms": [1, "x"]}}}',
+         "profiles['a'].samples_ms must be a list of numbers >= 0 (ms per run) (it is list [1, 'x'])"),
+        ('{"schema": 1, "test": "t", "fingerprint": "f", "profiles": {"a": {"latency": {}, "shares": {}, "samples_ms": []}}}',
+         "profiles['a'].samples_ms is empty (only an emulated record has no timed runs)"),
+        ('{"schema": 1, "test": "t", "fingerprint": "f", "profiles": {"a": {"latency": {}, "shares": {}, "samples_ms": [1, 2], "reference_ms": [3]}}}',
+         "profiles['a'].reference_ms has 1 entries, one per entry of 'samples_ms' (2) expected"),
+        ('{"schema": 1, "test": "t", "fingerprint": "f", "profiles": {"a": {"latency": {}, "shares": {}, "samples_ms": [1], "reference_ms": [0]}}}',
+         "profiles['a'].reference_ms must be null or a list of numbers > 0"),
+        # A right schema with wrong inner types (issue 13, case 3): named by field, never a traceback later.
+        ('{"schema": 1, "test": "t", "fingerprint": "f", "profiles": {"a": {"latency": {}, "shares": "abc", "samples_ms": [1]}}}',
+         "profiles['a'].shares must be an object of named values (it is str 'abc')"),
+        ('{"schema": 1, "test": "t", "fingerprint": "f", "profiles": {"a": {"latency": [], "shares": {}, "samples_ms": [1]}}}',
+         "profiles['a'].latency must be null or an object of statistics"),
+        ('{"schema": 1, "test": "t", "fingerprint": "f", "profiles": {"a": {"latency": {}, "shares": {"CONV": "half"}, "samples_ms": [1]}}}',
+         "profiles['a'].shares['CONV'] must be a share (a number, 0.25 for 25%) or null (it is str 'half')"),
+        ('{"schema": 1, "test": "t", "fingerprint": "f", "profiles": {"a": {"latency": {}, "shares": {}, "samples_ms": [1], "per_run": {"shares": {"CONV": 0.5}}}}}',
+         "profiles['a'].per_run.shares['CONV'] must be null or a list of shares, one per run"),
+        ('{"schema": 1, "test": "t", "fingerprint": "f", "profiles": {"a": {"latency": {}, "shares": {}, "samples_ms": [1], "delegation_coverage": 1.5}}}',
+         "profiles['a'].delegation_coverage must be a fraction between 0 and 1, or null (it is float 1.5)"),
+        ('{"schema": 1, "test": "t", "fingerprint": "f", "profiles": {"a": {"latency": {}, "shares": {}, "samples_ms": [1], "delegation": {"ops": {"aten.add": [1]}}}}}',
+         "profiles['a'].delegation.ops['aten.add'] must be [delegated, not delegated]"),
+        ('{"schema": 1, "test": "t", "fingerprint": "f", "profiles": {"a": {"latency": null, "shares": {}, "samples_ms": [], "emulated": true, '
+         '"instructions": {"source": "qemu (emulated target)", "ops": {"Convolution @3": [0, 100]}}}}}',
+         "profiles['a'].instructions.ops['Convolution @3'] must be [execution order, instructions, SME instructions]"),
+        ('{"schema": 1, "test": "t", "fingerprint": "f", "profiles": {"a": {"latency": {}, "shares": {}, "samples_ms": [1], "portable_ops": "aten.add"}}}',
+         "profiles['a'].portable_ops must be a list of strings (it is str 'aten.add')"),
+        ('{"schema": 1, "test": "t", "fingerprint": "f", "profiles": {"a": {"latency": {}, "shares": {}, "samples_ms": [1], "memory": {"planned_bytes": -4}}}}',
+         "profiles['a'].memory.planned_bytes must be a whole number >= 0 or null (it is int -4)"),
+        ('{"schema": 1, "test": 7, "fingerprint": "f", "profiles": {}}', "'test' must be a string (it is int)"),
     ],
 )
 def test_broken_files_are_clear_errors_naming_the_file(tmp_path: Path, text: str, why: str) -> None:
@@ -140,3 +173,14 @@ def test_record_of_a_real_profile(tmp_path: Path) -> None:
     assert record["sme_path_share"] == 1.0 and record["instructions"] == {"source": "callgrind (host)", "per_inference": 10.0}
     assert record["provenance"] == {"torch": "2.13.0"}
     json.loads(baselines.dumps(record))  # serialisable as is
+
+
+def test_every_committed_baseline_loads_and_is_at_its_tests_name() -> None:
+    """The repository's own baselines pass the field checks and sit where their test looks for them."""
+    root = Path(__file__).resolve().parent.parent / "baselines"
+    files = sorted(root.rglob(f"*{baselines.SUFFIX}"))
+    assert files, f"no committed baselines under {root}"
+    for path in files:
+        stored = baselines.load(path)
+        assert stored is not None and stored.profiles
+        assert baselines.baseline_path(root, stored.fingerprint, stored.test_id) == path

@@ -1,0 +1,155 @@
+"""The shape of a stored baseline record, checked field by field when a file is loaded.
+
+Why: a baseline is a file people edit, merge and resolve conflicts in. A field
+of the wrong type (``"shares": "abc"``, ``"latency": []``) used to surface as
+an ``AttributeError`` deep inside the gate, without the file's name. Checking
+every field the gate or a report reads, at load time, turns that into one
+error naming the file, the field and what it must hold. Fields are optional
+unless listed as required (files from older versions lack newer ones), but a
+field that is present must have its documented shape.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+REQUIRED = ("latency", "samples_ms", "shares")
+
+
+@dataclass(frozen=True)
+class Leaf:
+    """A value ``check`` accepts, described as ``expected`` in the error."""
+
+    check: Callable[[Any], bool]
+    expected: str
+
+
+@dataclass(frozen=True)
+class Fields:
+    """An object with known keys (each optional), or null when ``nullable``."""
+
+    fields: Mapping[str, Any]
+    nullable: bool = False
+
+
+@dataclass(frozen=True)
+class MapOf:
+    """An object whose keys are names and whose values all have one shape, or null when ``nullable``."""
+
+    value: Any
+    nullable: bool = False
+
+
+def _number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _count(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and x >= 0
+
+
+def _fraction(x: Any) -> bool:
+    return _number(x) and -1e-6 <= x <= 1 + 1e-6
+
+
+def _optional(check: Callable[[Any], bool]) -> Callable[[Any], bool]:
+    return lambda x: x is None or check(x)
+
+
+def _list(check: Callable[[Any], bool]) -> Callable[[Any], bool]:
+    return lambda x: isinstance(x, list) and all(check(v) for v in x)
+
+
+def _text(x: Any) -> bool:
+    return isinstance(x, str)
+
+
+NUMBER = Leaf(_optional(_number), "a number or null")
+COUNT = Leaf(_optional(_count), "a whole number >= 0 or null")
+FRACTION = Leaf(_optional(_fraction), "a fraction between 0 and 1, or null")
+FLAG = Leaf(lambda x: x is None or isinstance(x, bool), "true, false or null")
+TEXT = Leaf(_optional(_text), "a string or null")
+TEXTS = Leaf(_list(_text), "a list of strings")
+SHARE = Leaf(_optional(_number), "a share (a number, 0.25 for 25%) or null")
+SHARES = Leaf(_optional(_list(_optional(_number))), "null or a list of shares, one per run (null for a run without one)")
+ANY_OBJECT = Leaf(lambda x: x is None or isinstance(x, dict), "an object or null")
+
+_LATENCY = Leaf(lambda x: x is None or (isinstance(x, dict) and all(_optional(_number)(v) for v in x.values())),
+                "null or an object of statistics (numbers), e.g. {\"median_ms\": 1.2, ...}")
+
+_INSTRUCTIONS = Fields({
+    "source": TEXT,
+    "per_inference": NUMBER,
+    "sme_per_inference": NUMBER,
+    "sme_share_of_conv_gemm": FRACTION,
+    "shares": MapOf(SHARE, nullable=True),
+    "delegation_coverage": FRACTION,
+    "sme_path_share": FRACTION,
+    "sme_path_basis": TEXT,
+    "ops": MapOf(Leaf(lambda x: isinstance(x, list) and len(x) == 3 and all(_count(v) for v in x),
+                      "[execution order, instructions, SME instructions], three whole numbers >= 0"), nullable=True),
+    "sme_kernels": TEXTS,
+}, nullable=True)
+
+PROFILE = Fields({
+    "model": TEXT,
+    "recipe": TEXT,
+    "variant": TEXT,
+    "emulated": FLAG,
+    "basis": TEXT,
+    "latency": _LATENCY,
+    "samples_ms": Leaf(_list(lambda x: _number(x) and x >= 0), "a list of numbers >= 0 (ms per run)"),
+    "reference_ms": Leaf(_optional(_list(lambda x: _number(x) and x > 0)),
+                         "null or a list of numbers > 0 (ms of the reference program before each run)"),
+    "disturbed_runs": COUNT,
+    "disturbed_run_indices": Leaf(_optional(_list(_count)), "null or a list of run indices (whole numbers >= 0)"),
+    "disturbed_references": COUNT,
+    "shares": MapOf(SHARE),
+    "per_run": Fields({"shares": MapOf(SHARES, nullable=True),
+                       "delegation_coverage": SHARES,
+                       "sme_path_share": SHARES}, nullable=True),
+    "delegation_coverage": FRACTION,
+    "node_delegation_coverage": FRACTION,
+    "delegation": Fields({"delegated_nodes": COUNT, "non_delegated_nodes": COUNT,
+                          "ops": MapOf(Leaf(lambda x: isinstance(x, list) and len(x) == 2 and all(_count(v) for v in x),
+                                            "[delegated, not delegated], two whole numbers >= 0"), nullable=True)},
+                         nullable=True),
+    "portable_ops": TEXTS,
+    "sme_path_share": FRACTION,
+    "sme_path_ops": COUNT,
+    "memory": Fields({"planned_bytes": COUNT,
+                       "planned_buffers": Leaf(_optional(_list(_count)), "null or a list of buffer sizes in bytes")},
+                      nullable=True),
+    "run": ANY_OBJECT,
+    "provenance": ANY_OBJECT,
+    "instructions": _INSTRUCTIONS,
+    "quality": ANY_OBJECT,
+})
+
+
+def problem(value: Any, spec: Any, where: str) -> str | None:
+    """The first field of ``value`` that does not have the shape ``spec`` describes, as
+    ``"<field path> must be <expected> (it is <what it is>)"``; None when all is well."""
+    if isinstance(spec, Leaf):
+        return None if spec.check(value) else f"{where} must be {spec.expected} (it is {_shown(value)})"
+    if value is None and spec.nullable:
+        return None
+    if not isinstance(value, dict):
+        kind = "an object of named values" if isinstance(spec, MapOf) else "an object"
+        return f"{where} must be {kind}{' or null' if spec.nullable else ''} (it is {_shown(value)})"
+    if isinstance(spec, MapOf):
+        items = [(f"{where}[{key!r}]", item, spec.value) for key, item in value.items()]
+    else:
+        items = [(f"{where}.{key}", value[key], sub) for key, sub in spec.fields.items() if key in value]
+    for path, item, sub in items:
+        found = problem(item, sub, path)
+        if found:
+            return found
+    return None
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return f"{type(value).__name__} {text[:60]}{'...' if len(text) > 60 else ''}"

@@ -1,0 +1,134 @@
+"""Folders that cannot be written (issue 13, case 4): one clear error naming the folder and what moves it.
+
+Read-only folders and full disks are real here: small tmpfs mounts (root in
+CI; the tests skip with the reason where mounting is not allowed). Running as
+root, permission bits do not stop writes, so a read-only mount stands in for
+"not writable"; a file where a folder should be covers it without mounting.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import stat
+import subprocess
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from pytest_sme2 import _storage
+
+TEST = """
+import pytest
+
+@pytest.mark.model("tiny")
+def test_tiny(exported_pte, runner, etdump_profile):
+    etdump_profile(exported_pte, runner())
+"""
+
+
+@contextlib.contextmanager
+def _tmpfs(path: Path, size: str = "64k", read_only: bool = False) -> Iterator[Path]:
+    path.mkdir(parents=True, exist_ok=True)
+    options = f"size={size}" + (",ro" if read_only else "")
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)], capture_output=True,
+                             text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({mounted.stderr.strip()}); needs root with CAP_SYS_ADMIN")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False)
+
+
+def _clean(result: pytest.RunResult) -> str:
+    text = result.stdout.str() + result.stderr.str()
+    assert "Traceback" not in text and "PermissionError" not in text and "OSError" not in text
+    return text
+
+
+def test_an_artifacts_folder_that_cannot_be_created_is_one_usage_error(sme2_project: pytest.Pytester) -> None:
+    (sme2_project.path / "blocker").write_text("a file where the artifacts folder should go")
+    sme2_project.makepyfile(test_gate=TEST)
+    result = sme2_project.runpytest_inprocess("--sme2-artifacts-dir=blocker/artifacts")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    text = _clean(result)
+    assert f"the artifacts folder {sme2_project.path / 'blocker' / 'artifacts'} cannot be created" in text
+    assert "is a file, not a folder" in text and "--sme2-artifacts-dir (or ini sme2_artifacts_dir)" in text
+
+
+@pytest.mark.parametrize(("args", "what", "moved_by"), [
+    (("--sme2-artifacts-dir={ro}/artifacts",), "artifacts folder", "--sme2-artifacts-dir (or ini sme2_artifacts_dir)"),
+    (("--sme2-cache-dir={ro}/cache",), "export cache", "--sme2-cache-dir (or ini sme2_cache_dir)"),
+    (("--sme2-baselines-dir={ro}/baselines", "--sme2-update-baselines"), "baselines folder",
+     "--sme2-baselines-dir (or ini sme2_baselines_dir)"),
+], ids=["artifacts", "cache", "baselines-update"])
+def test_a_read_only_folder_stops_the_session_before_the_first_test(
+        sme2_project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, args: tuple[str, ...], what: str,
+        moved_by: str) -> None:
+    monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)  # the baselines case needs the gate on
+    sme2_project.makepyfile(test_gate=TEST)
+    with _tmpfs(sme2_project.path / "ro", read_only=True) as ro:
+        result = sme2_project.runpytest_inprocess(*(a.format(ro=ro) for a in args))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    text = _clean(result)
+    assert f"the {what} {ro}" in text and "is not writable: it is on a read-only file system" in text
+    assert moved_by in text
+
+
+def test_read_only_baselines_are_fine_when_only_read(sme2_project: pytest.Pytester,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)
+    sme2_project.makepyfile(test_gate=TEST)
+    with _tmpfs(sme2_project.path / "ro", read_only=True) as ro:
+        result = sme2_project.runpytest_inprocess(f"--sme2-baselines-dir={ro}", "-o", "sme2_baseline_missing=warn")
+    result.assert_outcomes(passed=1)
+
+
+def test_a_full_disk_fails_the_test_naming_the_folder_and_the_session_goes_on(sme2_project: pytest.Pytester) -> None:
+    sme2_project.makepyfile(test_gate=TEST + TEST.replace("test_tiny", "test_second").replace("import pytest", ""))
+    with _tmpfs(sme2_project.path / "small", size="64k") as small:  # the tiny model's program alone is ~70 kB
+        result = sme2_project.runpytest_inprocess(f"--sme2-artifacts-dir={small}")
+    result.assert_outcomes(failed=2)
+    text = _clean(result)
+    assert "StorageError: cannot write the artifacts folder: no space left on the device at " in text
+    assert "--sme2-artifacts-dir (or ini sme2_artifacts_dir)" in text
+
+
+def test_baselines_are_written_readable_and_a_read_only_one_is_not_replaced(sme2_project: pytest.Pytester,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)
+    sme2_project.makepyfile(test_gate=TEST)
+    update = ("--sme2-update-baselines", "--sme2-accept-noisy-baselines")
+    sme2_project.runpytest_inprocess(*update).assert_outcomes(passed=1)
+    [path] = (sme2_project.path / "baselines").rglob("*.json")
+    umask = os.umask(0o022)
+    os.umask(umask)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~umask  # not mkstemp's private 0600
+
+    path.chmod(0o444)
+    before = path.read_text()
+    result = sme2_project.runpytest_inprocess(*update)
+    result.assert_outcomes(failed=1)
+    text = _clean(result)
+    assert f"baseline {path} is read-only (mode 0444)" in text and "chmod u+w" in text
+    assert path.read_text() == before and json.loads(before)["test"] == "test_gate.py::test_tiny"
+
+
+def test_explain_names_the_place_that_holds_the_path(tmp_path: Path) -> None:
+    cache = _storage.Place("export cache", tmp_path / "cache", "--sme2-cache-dir (or ini sme2_cache_dir)")
+    artifacts = _storage.Place("artifacts folder", tmp_path / "art", "--sme2-artifacts-dir (or ini x)")
+    full = OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "src.pte"))
+    full.filename2 = str(tmp_path / "art" / "s" / "t" / "x.pte")
+    message = str(_storage.explain(full, [cache, artifacts]))
+    assert message.startswith("cannot write the artifacts folder: no space left on the device at ")
+    assert "--sme2-artifacts-dir" in message and "--sme2-cache-dir" not in message
+    denied = PermissionError(errno.EACCES, "Permission denied", str(tmp_path / "cache" / "locks"))
+    assert "cannot write the export cache: permission denied" in str(_storage.explain(denied, [cache, artifacts]))
+    elsewhere = PermissionError(errno.EACCES, "Permission denied", "/etc/shadow")
+    assert _storage.explain(elsewhere, [cache, artifacts]) is None  # not ours: the real error stays
+    anonymous = OSError(errno.ENOSPC, "No space left on device")
+    assert "no space left on the device" in str(_storage.explain(anonymous, [cache]))
