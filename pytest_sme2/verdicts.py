@@ -296,13 +296,38 @@ def _per_run_verdict(check: str, label: str, what: str, key: str, current: Mappi
     return Verdict(check, OK, label, f"{numbers}: {why}", evidence)
 
 
+# Stored fractions keep six significant digits (baselines.dumps): a fraction read back from a file can
+# differ from the same fraction computed now by half a unit in the sixth digit.
+_STORED_PRECISION = 1e-6
+
+
 def _node_coverage(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any]) -> list[Verdict]:
+    """The export-time graph's delegated share: judged on the node counts where both sides have them
+    (exact), else on the stored fraction, up to its rounding."""
     nodes_now, nodes_then = current.get("node_delegation_coverage"), baseline.get("node_delegation_coverage")
-    if nodes_now is not None and nodes_then is not None and nodes_now < nodes_then - 1e-9:
+    if nodes_now is None or nodes_then is None:
+        return []
+    counts_now, counts_then = (_node_counts(r) for r in (current, baseline))
+    if counts_now is not None and counts_then is not None:
+        dropped = counts_now[0] * sum(counts_then) < counts_then[0] * sum(counts_now)
+    else:
+        dropped = nodes_now < nodes_then - _STORED_PRECISION
+    if dropped:
+        counts = (f" ({counts_then[0]} of {sum(counts_then)} nodes -> {counts_now[0]} of {sum(counts_now)})"
+                  if counts_now is not None and counts_then is not None else "")
         return [Verdict("delegation_coverage", REGRESSION, label,
-                        f"delegated share of graph nodes dropped from {_pct(nodes_then)} to {_pct(nodes_now)}",
+                        f"delegated share of graph nodes dropped from {_pct(nodes_then)} to {_pct(nodes_now)}{counts}",
                         {"current": nodes_now, "baseline": nodes_then})]
     return []
+
+
+def _node_counts(record: Mapping[str, Any]) -> tuple[int, int] | None:
+    """(delegated, not delegated) graph nodes of a record, None if it does not say."""
+    delegation = record.get("delegation") or {}
+    delegated, other = delegation.get("delegated_nodes"), delegation.get("non_delegated_nodes")
+    if isinstance(delegated, int) and isinstance(other, int) and delegated + other > 0:
+        return delegated, other
+    return None
 
 
 def _coverage(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any], tol: Tolerances) -> list[Verdict]:

@@ -355,3 +355,24 @@ def test_shift_test_and_mann_whitney_floor() -> None:
     test = stats.shift_test([1.0, 2.0, 3.0, 4.0], [5.0, 6.0, 7.0, 8.0])
     assert test.p_slower == pytest.approx(1 / 70) and test.p_faster == pytest.approx(1.0)
     assert test.ratio.value == pytest.approx(6.5 / 2.5)
+
+
+def test_a_fraction_read_back_from_a_baseline_file_is_not_a_drop(tmp_path) -> None:
+    """Stored fractions keep six digits: 95 of 99 nodes is 0.959596 in the file, above 95/99 computed now.
+    That once failed every mobilenet int8/fp16 test against its committed baseline."""
+    from pytest_sme2 import baselines
+
+    for delegation in ({"delegated_nodes": 95, "non_delegated_nodes": 4, "ops": {}}, None):
+        current = record(noisy(2.0), node_delegation_coverage=95 / 99, delegation=delegation)
+        path = baselines.write(baselines.Baseline(tmp_path / "b.json", "t.py::t", "fp", {"m": current}))
+        stored = baselines.load(path).profiles["m"]
+        assert stored["node_delegation_coverage"] > 95 / 99  # the rounding is real
+        assert not [v for v in by_check(judge("m", current, stored), "delegation_coverage") if v.failed]
+    one_less = record(noisy(2.0), node_delegation_coverage=94 / 99,
+                      delegation={"delegated_nodes": 94, "non_delegated_nodes": 5, "ops": {}})
+    failed = [v.message for v in by_check(judge("m", one_less, stored), "delegation_coverage") if v.failed]
+    assert failed == ["delegated share of graph nodes dropped from 96.0% to 94.9%"]
+    counted = record(noisy(2.0), node_delegation_coverage=95 / 99,
+                     delegation={"delegated_nodes": 95, "non_delegated_nodes": 4, "ops": {}})
+    failed = [v.message for v in by_check(judge("m", one_less, counted), "delegation_coverage") if v.failed]
+    assert failed == ["delegated share of graph nodes dropped from 96.0% to 94.9% (95 of 99 nodes -> 94 of 99)"]
