@@ -1,13 +1,17 @@
-"""The ``pytest-sme2`` command. Exit codes: 0 ok, 1 the command failed or found a problem (doctor:
-not ready; compare: below --min-speedup), 2 bad usage or unreadable input."""
+"""The ``pytest-sme2`` command. Exit codes: 0 ok; 1 a finding of a command that worked (doctor: something
+is missing; compare: below --min-speedup); 2 the command could not do its job (bad usage, an unreadable or
+damaged input, an output it cannot write, a failed build or setup), always with one message, never a
+traceback, so a CI step can tell "found a problem" from "could not look"."""
 
 from __future__ import annotations
 
 import argparse
+import math
+import os
 import sys
 from pathlib import Path
 
-from .errors import Sme2Error, UsageError
+from .errors import Sme2Error
 
 
 def _build_runner(args: argparse.Namespace) -> int:
@@ -27,8 +31,8 @@ def _setup_emulation(args: argparse.Namespace) -> int:
     print(f"qemu-aarch64: {status.qemu} ({status.version or '?'})")
     print(f"aarch64 runner: {status.runner}")
     if not status.ready:
-        print(f"not ready: {status.problem}", file=sys.stderr)
-        return 1
+        print(f"pytest-sme2 setup-emulation: not ready: {status.problem}", file=sys.stderr)
+        return 2
     print("emulated SME2 target ready: qemu -cpu max reports SME2")
     return 0
 
@@ -76,6 +80,17 @@ def _path(value: str | None) -> Path | None:
     return Path(value) if value else None
 
 
+def _speedup_bound(text: str) -> float:
+    """argparse type of --min-speedup: a finite number above 0 (nan would make every comparison pass)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number; pass e.g. --min-speedup 1.5") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a speedup: pass a finite number above 0, e.g. 1.5")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="pytest-sme2", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -104,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     compare.add_argument("a", help="reference ETDump (e.g. SME2 off)")
     compare.add_argument("b", help="ETDump to compare (e.g. SME2 on); speedup = median(A) / median(B)")
     compare.add_argument("--json", action="store_true", help="print the comparison as JSON")
-    compare.add_argument("--min-speedup", type=float, default=None,
+    compare.add_argument("--min-speedup", type=_speedup_bound, default=None,
                          help="exit 1 when the speedup's lower 95%% bound is below this")
     compare.set_defaults(handler=_compare)
     report = commands.add_parser("report", help="rebuild report.html and summary.md from a session's summary.json")
@@ -117,12 +132,18 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.handler(args)
-    except UsageError as exc:
-        print(f"pytest-sme2 {args.command}: {exc}", file=sys.stderr)
-        return 2
     except Sme2Error as exc:
         print(f"pytest-sme2 {args.command}: {exc}", file=sys.stderr)
-        return 1
+    except OSError as exc:  # an output folder that cannot be written, a file that vanished
+        where = f" {exc.filename}" if exc.filename else ""
+        print(f"pytest-sme2 {args.command}: cannot use{where}: {exc.strerror or exc}", file=sys.stderr)
+    except Exception as exc:  # a bug: still one message and exit 2, with the way to see more
+        if os.environ.get("PYTEST_SME2_TRACEBACK"):
+            raise
+        print(f"pytest-sme2 {args.command}: internal error {type(exc).__name__}: {exc}. This is a bug in "
+              "pytest-sme2; run again with PYTEST_SME2_TRACEBACK=1 for the traceback and report it",
+              file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":

@@ -207,8 +207,7 @@ def _columns(path: str | Path) -> _Columns:
         raise buf.corrupt("shorter than a flatbuffer header")
     if data[8:12] != _FILE_IDENTIFIER:
         raise EtdumpError(
-            f"{path} is not an ETDump (file identifier {data[8:12]!r}, expected {_FILE_IDENTIFIER!r}); "
-            "pass the .etdp file the runner wrote, not a .pte or ETRecord"
+            f"{path} is not an ETDump (file identifier {data[8:12]!r}, expected {_FILE_IDENTIFIER!r})"
         )
     size_prefix = struct.unpack_from("<I", data, 0)[0]
     if size_prefix + 4 > len(data):

@@ -12,7 +12,7 @@ import pytest
 from pytest_sme2 import Profile, Recipe
 from pytest_sme2.cli import main
 from pytest_sme2.report.record import build_record
-from pytest_sme2.report.summary import session_summary, write_session
+from pytest_sme2.report.summary import SCHEMA_VERSION, session_summary, write_session
 from pytest_sme2.runner import Runner
 from pytest_sme2.session import Settings, Sme2Session
 from pytest_sme2.targets import RunSpec
@@ -82,14 +82,20 @@ def test_report_rebuilds_html_and_markdown(toy_runs: tuple[Profile, Profile], tm
     (["report", "{tmp}"], "has no summary.json"),
     (["report", "{missing}"], "does not exist"),
     (["report", "{old_schema}"], "has schema_version 0"),
+    # The right version, the wrong shape (issue 13, case 5): once a KeyError and exit 1.
+    (["report", "{wrong_shape}"], "summary.json is damaged: tests[0] has no 'profiles' list"),
+    (["report", "{empty}", "--out", "{garbage}/out"], "cannot write the report into {garbage}/out"),
 ])
 def test_bad_inputs_exit_2_naming_the_file(argv: list[str], message: str, tmp_path: Path,
                                            capsys: pytest.CaptureFixture[str]) -> None:
     names = {"missing": str(tmp_path / "nope.etdp"), "garbage": str(tmp_path / "garbage.etdp"), "tmp": str(tmp_path),
-             "old_schema": str(tmp_path / "old")}
+             "old_schema": str(tmp_path / "old"), "wrong_shape": str(tmp_path / "wrong"), "empty": str(tmp_path / "empty")}
     Path(names["garbage"]).write_bytes(b"not an etdump at all, just text")
-    Path(names["old_schema"]).mkdir()
-    (Path(names["old_schema"]) / "summary.json").write_text('{"schema_version": 0, "tests": []}')
+    for name, text in (("old_schema", '{"schema_version": 0, "tests": []}'),
+                       ("wrong_shape", json.dumps({"schema_version": SCHEMA_VERSION, "tests": [{"nodeid": "t.py::t"}]})),
+                       ("empty", json.dumps({"schema_version": SCHEMA_VERSION, "tests": []}))):
+        Path(names[name]).mkdir()
+        (Path(names[name]) / "summary.json").write_text(text)
     assert main([arg.format(**names) for arg in argv]) == 2
     err = capsys.readouterr().err
     assert message.format(**names) in err and err.startswith(f"pytest-sme2 {argv[0]}: ")
@@ -107,6 +113,30 @@ def test_doctor_lists_what_this_machine_can_do_and_exits_for_ci() -> None:
     for index, line in enumerate(lines):  # every missing piece comes with its fix
         if line.lstrip().startswith("MISSING"):
             assert "fix: " in lines[index + 1]
+
+
+@pytest.mark.parametrize("bound", ["nan", "inf", "0", "-1", "fast"])
+def test_min_speedup_must_be_a_finite_positive_number(bound: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["compare", "a.etdp", "b.etdp", "--min-speedup", bound])
+    assert exit_info.value.code == 2 and f"--min-speedup: {bound!r} is not a" in capsys.readouterr().err
+
+
+def test_a_crash_inside_a_command_is_one_message_and_exit_2(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_sme2.report import commands
+
+    def broken(directory: Path, out_dir: Path | None) -> dict[str, Path]:
+        raise KeyError("profiles")
+
+    monkeypatch.setattr(commands, "rebuild_report", broken)
+    monkeypatch.delenv("PYTEST_SME2_TRACEBACK", raising=False)
+    assert main(["report", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("pytest-sme2 report: internal error KeyError: 'profiles'") and "PYTEST_SME2_TRACEBACK=1" in err
+    monkeypatch.setenv("PYTEST_SME2_TRACEBACK", "1")
+    with pytest.raises(KeyError):
+        main(["report", str(tmp_path)])
 
 
 def test_unknown_subcommand_is_a_usage_error() -> None:

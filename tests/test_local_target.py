@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from pytest_sme2 import Recipe, RunnerError, UsageError
+from pytest_sme2 import EtdumpError, Recipe, RunnerError, UsageError
 from pytest_sme2.native.build import build_mask_library, build_runner
 from pytest_sme2.runner import Runner
 from pytest_sme2.session import Settings, Sme2Session
@@ -104,6 +104,29 @@ def test_reference_program_errors_are_clear(session: Sme2Session, tmp_path: Path
     result = other.target.run(exported.path, exported.inputs_path, RunSpec(runs=2, warmup=0, etdump=False),
                               tmp_path / "foreign2")
     assert result.reference_ms is None and list(result.wall_ms) == [1.0, 1.0]
+
+
+@pytest.mark.parametrize(("line", "message"), [
+    ("PYTEST_SME2_RESULT {not json", "printed a result line that is not JSON (Expecting property name enclosed in "
+                                     "double quotes at column 21): 'PYTEST_SME2_RESULT {not json'"),
+    ("PYTEST_SME2_RESULT {}", "printed a result line without what pytest-sme2 needs (no 'latency_ms'): "
+                              "'PYTEST_SME2_RESULT {}'"),
+    ("PYTEST_SME2_RESULT [1, 2]", "(a JSON object expected, got list)"),
+    ('PYTEST_SME2_RESULT {"latency_ms": "fast"}', "('latency_ms' must be a list of milliseconds, one per timed run)"),
+    ('PYTEST_SME2_RESULT {"latency_ms": [1.0]}', "reported 1 times in 'latency_ms' for 2 timed runs"),
+], ids=["not-json", "empty", "list", "wrong-type", "wrong-count"])
+def test_malformed_runner_output_is_a_runner_error_naming_the_runner_and_line(
+        session: Sme2Session, tmp_path: Path, line: str, message: str) -> None:
+    exported = session.export("toy_cnn", Recipe())
+    foreign = tmp_path / "odd_runner"
+    foreign.write_text(f"#!/bin/sh\necho '{line}'\n")
+    foreign.chmod(0o755)
+    other = Sme2Session(Settings(target="local", cache_dir=session.settings.cache_dir,
+                                 session_dir=tmp_path / "artifacts", runner=foreign))
+    with pytest.raises(RunnerError) as info:
+        other.target.run(exported.path, exported.inputs_path, RunSpec(runs=2, warmup=0, etdump=False), tmp_path / "o")
+    text = str(info.value)
+    assert message in text and ("odd_runner" in text or "Log: " in text)
 
 
 def test_sme2_off_with_one_build_preloads_the_mask_library(session: Sme2Session, tmp_path: Path) -> None:
@@ -224,3 +247,21 @@ def test_paths_with_spaces_and_quotes(session: Sme2Session, tmp_path: Path) -> N
     result = session.target.run(pte, exported.inputs_path, RunSpec(runs=2, warmup=1), odd / "out dir")
     assert result.timed_etdump is not None and result.timed_etdump.exists()
     assert not (Path.cwd() / "x").exists()
+
+
+def test_a_garbage_etdump_from_the_runner_blames_the_runner_not_the_user(session: Sme2Session, tmp_path: Path) -> None:
+    """Inside a test nobody passed a file by hand: the advice must point at the runner and its log."""
+    exported = session.export("toy_cnn", Recipe())
+    garbage = tmp_path / "garbage_runner"
+    garbage.write_text(
+        "#!/bin/sh\nfor arg in \"$@\"; do case $arg in --etdump_path=*) echo 'not an etdump, just text' > "
+        "\"${arg#--etdump_path=}\";; esac; done\n"
+        "echo 'PYTEST_SME2_RESULT {\"latency_ms\": [1.0, 1.0], \"threads\": 1}'\n")
+    garbage.chmod(0o755)
+    other = Sme2Session(Settings(target="local", cache_dir=session.settings.cache_dir,
+                                 session_dir=tmp_path / "artifacts", runner=garbage, latency_reference=False))
+    with pytest.raises(EtdumpError) as info:
+        Runner(other, RunSpec(runs=2, warmup=0), other.test_dir("t")).profile(exported, top_up=False)
+    text = str(info.value)
+    assert "is not an ETDump" in text and "The runner wrote it in this run" in text and "runner.log" in text
+    assert ".pte" not in text.split("is not an ETDump")[1]

@@ -56,8 +56,8 @@ def load_profile(etdump: Path, etrecord: Path | None = None, warmup: Path | None
         _check_etrecord(_readable(etrecord, "ETRecord"))
     try:
         profile = Profile.from_etdump(etdump, warmup, model=etdump.stem, recipe="etdump", variant=etdump.name)
-    except EtdumpError as exc:
-        raise UsageError(str(exc)) from None
+    except EtdumpError as exc:  # the user named this file: point at the file they meant to name
+        raise UsageError(f"{exc}; pass the .etdp file a runner wrote (not a .pte or an ETRecord)") from None
     profile.artifacts["timed_etdump"] = str(etdump)
     if etrecord:
         profile.artifacts["etrecord"] = str(etrecord)
@@ -112,5 +112,10 @@ def rebuild_report(directory: Path, out_dir: Path | None) -> dict[str, Path]:
     from .summary import load_summary, render
 
     summary = load_summary(directory)
-    return render(summary, out_dir or (directory if directory.is_dir() else directory.parent))
+    out = out_dir or (directory if directory.is_dir() else directory.parent)
+    try:
+        return render(summary, out)
+    except OSError as exc:
+        raise UsageError(f"cannot write the report into {out} ({exc.strerror or exc}"
+                         f"{f': {exc.filename}' if exc.filename else ''}); pass --out a folder you can write") from None
 

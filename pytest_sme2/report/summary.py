@@ -80,4 +80,29 @@ def load_summary(directory: Path) -> dict[str, Any]:
         raise UsageError(f"{path} has schema_version {version!r}; this pytest-sme2 reads version {SCHEMA_VERSION}")
     if not isinstance(summary.get("tests"), list):
         raise UsageError(f"{path} has no 'tests' list; the file is damaged")
+    for i, test in enumerate(summary["tests"]):
+        wrong = _shape_problem(test, i)
+        if wrong:
+            raise UsageError(f"{path} is damaged: {wrong}; re-run the session to write it again")
     return summary
+
+
+# What every test record and profile digest in a summary.json has (the report reads them unconditionally).
+_TEST_KEYS = {"nodeid": str, "profiles": list}
+_PROFILE_KEYS = {"model": str, "recipe": str, "variant": str, "latency": dict, "shares": dict}
+
+
+def _shape_problem(test: Any, i: int) -> str | None:
+    if not isinstance(test, dict):
+        return f"tests[{i}] is not an object"
+    for key, kind in _TEST_KEYS.items():
+        if not isinstance(test.get(key), kind):
+            return f"tests[{i}] has no {key!r} {kind.__name__}"
+    for j, profile in enumerate(test["profiles"]):
+        where = f"tests[{i}].profiles[{j}]"
+        if not isinstance(profile, dict):
+            return f"{where} is not an object"
+        for key, kind in _PROFILE_KEYS.items():
+            if not isinstance(profile.get(key), kind):
+                return f"{where} has no {key!r} {'object' if kind is dict else kind.__name__}"
+    return None

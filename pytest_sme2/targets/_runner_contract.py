@@ -94,7 +94,47 @@ def read_result(stdout_path: Path, shown: str, binary: str) -> dict[str, Any]:
             f"`{shown}` exited 0 but printed no '{RESULT_PREFIX.strip()}' line; is {binary} pytest-sme2's "
             f"runner? stdout: {stdout_path}"
         )
-    return json.loads(line[len(RESULT_PREFIX):])
+    try:
+        answer = json.loads(line[len(RESULT_PREFIX):])
+    except json.JSONDecodeError as exc:
+        raise RunnerError(f"`{shown}` printed a result line that is not JSON ({exc.msg} at column {exc.colno + len(RESULT_PREFIX)}): "
+                          f"{_shown_line(line)}; is {binary} pytest-sme2's runner, of this version? stdout: {stdout_path}") from None
+    wrong = _answer_problem(answer)
+    if wrong:
+        raise RunnerError(f"`{shown}` printed a result line without what pytest-sme2 needs ({wrong}): {_shown_line(line)}; "
+                          f"is {binary} pytest-sme2's runner, of this version? stdout: {stdout_path}")
+    return answer
+
+
+def _numbers(value: Any, whole: bool = False) -> bool:
+    kinds = (int,) if whole else (int, float)
+    return isinstance(value, list) and all(isinstance(x, kinds) and not isinstance(x, bool) and x >= 0 for x in value)
+
+
+# What a result line holds: key -> (check, what it must be); latency_ms is required, the rest optional.
+_ANSWER = {
+    "latency_ms": (_numbers, "a list of milliseconds, one per timed run"),
+    "reference_ms": (_numbers, "a list of milliseconds, one per timed run"),
+    "planned_buffers": (lambda v: _numbers(v, whole=True), "a list of buffer sizes in bytes"),
+    "peak_rss_kb": (lambda v: _numbers(v if isinstance(v, list) else [v], whole=True),
+                    "kB of peak memory (a whole number, or one per run)"),
+    "threads": (lambda v: isinstance(v, int) and not isinstance(v, bool), "a whole number"),
+}
+
+
+def _answer_problem(answer: Any) -> str | None:
+    if not isinstance(answer, dict):
+        return f"a JSON object expected, got {type(answer).__name__}"
+    if "latency_ms" not in answer:
+        return "no 'latency_ms'"
+    for key, (check, what) in _ANSWER.items():
+        if key in answer and answer[key] is not None and not check(answer[key]):
+            return f"{key!r} must be {what}"
+    return None
+
+
+def _shown_line(line: str, limit: int = 200) -> str:
+    return repr(line if len(line) <= limit else line[:limit] + "...")
 
 
 def build_result(answer: dict[str, Any], spec: RunSpec, info: TargetInfo, out_dir: Path, log: Path,
@@ -103,6 +143,9 @@ def build_result(answer: dict[str, Any], spec: RunSpec, info: TargetInfo, out_di
 
     ``reference``: whether the runner was given a reference program, so its times must be in the answer.
     """
+    if len(answer["latency_ms"]) != spec.runs:
+        raise RunnerError(f"the runner reported {len(answer['latency_ms'])} times in 'latency_ms' for {spec.runs} "
+                          f"timed runs; is it pytest-sme2's runner, of this version? Log: {log}")
     reference_ms = reference_samples(answer, spec, reference, log)
     outputs_bin = out_dir / OUTPUTS_FILE
     outputs_pt = None
