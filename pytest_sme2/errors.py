@@ -24,7 +24,15 @@ class ModelDefinitionError(Sme2Error):
 
 
 class ExportError(Sme2Error):
-    """torch.export / lowering / quantisation of a model failed."""
+    """torch.export / lowering / quantisation of a model failed.
+
+    The message is the cause in a few lines; ``detail`` holds the full traceback and torch's trace log,
+    which the plugin keeps in the test's artifacts folder instead of printing hundreds of lines.
+    """
+
+    def __init__(self, message: str, detail: str = "") -> None:
+        super().__init__(message)
+        self.detail = detail
 
 
 class ProgramError(Sme2Error):

@@ -12,8 +12,10 @@ thing and nobody reads a half-written entry.
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import json
+import logging
 import os
 import shutil
 import time
@@ -168,6 +170,7 @@ def export(model: Model, recipe: Recipe, cache_dir: Path) -> ExportedModel:
         cached = _load_entry(final, model.name, recipe, key)  # another worker may have finished it
         if cached is not None:
             return cached
+        _remove_stale_staging(cache_dir)
         staging = cache_dir / f".staging-{final.name}-{os.getpid()}"
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir(parents=True)
@@ -195,6 +198,25 @@ def export(model: Model, recipe: Recipe, cache_dir: Path) -> ExportedModel:
     return ExportedModel(model.name, recipe, final, key, False, seconds, delegation)
 
 
+def _remove_stale_staging(cache_dir: Path) -> None:
+    """Remove the staging folders of exports whose process is gone (a SIGKILLed export never reaches its
+    cleanup). A folder's owner is the pid at the end of its name; a live process's folder is left alone."""
+    for folder in cache_dir.glob(".staging-*-*"):
+        pid = folder.name.rsplit("-", 1)[-1]
+        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's live process
+        return True
+    return True
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}".rstrip(": ")
@@ -205,6 +227,11 @@ def _export_into(model: Model, recipe: Recipe, inputs: tuple, out: Path) -> dict
     import torch
 
     stage = "building the eager model"
+    trace: collections.deque[str] = collections.deque(maxlen=_TRACE_RECORDS)
+    logger = logging.getLogger(_TORCH_TRACE)
+    keeper = _Keep(trace)
+    propagate, logger.propagate = logger.propagate, False  # see _TORCH_TRACE
+    logger.addHandler(keeper)
     try:
         eager = model.get_eager_model().eval()
         stage = "preparing inputs"
@@ -244,11 +271,49 @@ def _export_into(model: Model, recipe: Recipe, inputs: tuple, out: Path) -> dict
         torch.save(reference, out / REFERENCE_NAME)
         return delegation
     except Exception as exc:
-        tb = traceback.format_exc(limit=-3)
         raise ExportError(
-            f"export of model {model.name!r} with recipe {recipe.label} failed while {stage}: "
-            f"{_first_line(exc)}\n{tb}"
-        ) from exc
+            f"export of model {model.name!r} with recipe {recipe.label} failed while {stage}: {_first_line(exc)}"
+            f"{_where_in_model(exc, model)}",
+            detail=traceback.format_exc() + _trace_log(trace),
+        ) from None
+    finally:
+        logger.removeHandler(keeper)
+        logger.propagate = propagate
+
+
+# torch sets its "torch.__trace" logger to DEBUG: hundreds of records (FX graphs) per export, which pytest's
+# log capture then prints under every failing test that exported. They are kept from propagating during an
+# export, and the last of them go into an ExportError's detail (the test's export-error.log).
+_TORCH_TRACE = "torch.__trace"
+_TRACE_RECORDS = 200
+
+
+class _Keep(logging.Handler):
+    def __init__(self, records: "collections.deque[str]") -> None:
+        super().__init__(logging.DEBUG)
+        self.records = records
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self.records.append(f"{record.levelname} {record.name}: {record.getMessage()}")
+        except Exception:  # a record that cannot format itself is not worth failing an export over
+            pass
+
+
+def _trace_log(records: "collections.deque[str]") -> str:
+    if not records:
+        return ""
+    return f"\n--- the last {len(records)} records of torch's {_TORCH_TRACE} log ---\n" + "\n".join(records)
+
+
+def _where_in_model(exc: BaseException, model: Model) -> str:
+    """The innermost line of the model's own source in the traceback: where its author should look."""
+    source = str(model.source_path) if model.source_path else None
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if source and f.filename == source]
+    if not frames:
+        return ""
+    frame = frames[-1]
+    return f" (at {frame.filename}:{frame.lineno}: {(frame.line or '').strip()})"
 
 
 def _quantize(model: Model, recipe: Recipe, exported, inputs: tuple):  # noqa: ANN001,ANN202

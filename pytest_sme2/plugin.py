@@ -7,8 +7,9 @@ command-line options > [tool.pytest.ini_options] > built-in defaults.
 from __future__ import annotations
 
 import contextlib
-from dataclasses import replace
+import math
 import os
+from dataclasses import replace
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -44,6 +45,9 @@ def profiles_of(item: pytest.Item) -> list[Profile]:
 
 
 _DEFAULTS = {"threads": 1, "timeout": 600.0}
+# Ini defaults of the numeric settings ("" = the target's default), shared by addini and setting_source.
+_INI_DEFAULTS = {"runs": "", "warmup": "", "max_rounds": str(RunSpec.max_rounds), "emulated_svl": "512",
+                 "threads": str(_DEFAULTS["threads"]), "timeout": str(_DEFAULTS["timeout"])}
 
 MARKERS = (
     "sme2: an SME2 performance test (select with -m sme2)",
@@ -86,8 +90,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("sme2_runs", "default timed runs per variant (empty: the target's default)", default="")
     parser.addini("sme2_warmup", "default warmup runs per variant (empty: the target's default)", default="")
     parser.addini("sme2_max_rounds", "rounds of runs at most when the machine disturbs more than half of them",
-                  default=str(RunSpec.max_rounds))
-    parser.addini("sme2_emulated_svl", "emulated target: streaming vector length in bits", default="512")
+                  default=_INI_DEFAULTS["max_rounds"])
+    parser.addini("sme2_emulated_svl", "emulated target: streaming vector length in bits",
+                  default=_INI_DEFAULTS["emulated_svl"])
     group.addoption("--sme2-no-kernel-trace", action="store_true", default=False,
                     help="emulated target: skip the traced inference that names the SME kernels that ran")
     parser.addini("sme2_kernel_trace", "emulated target: name the SME kernels that ran (one traced inference "
@@ -98,8 +103,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "a runner that is not pytest-sme2's")
     parser.addini("sme2_latency_reference", "run the reference program before each timed run (relative latency gate)",
                   type="bool", default=True)
-    parser.addini("sme2_threads", "default runtime threads", default=str(_DEFAULTS["threads"]))
-    parser.addini("sme2_timeout", "default run timeout in seconds", default=str(_DEFAULTS["timeout"]))
+    parser.addini("sme2_threads", "default runtime threads", default=_INI_DEFAULTS["threads"])
+    parser.addini("sme2_timeout", "default run timeout in seconds", default=_INI_DEFAULTS["timeout"])
     parser.addini("sme2_runner", "local target: runner executable (SME2 off by masking)", default="")
     parser.addini("sme2_runner_on", "local target: runner build used for SME2 on", default="")
     parser.addini("sme2_runner_off", "local target: runner build used for SME2 off", default="")
@@ -130,15 +135,46 @@ def _target_option(value: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+# Lowest valid value of each numeric run setting (checked at configure, so a bad value is one usage error
+# before any test instead of a failure of every test). ``strict``: the value must be above it.
+_LIMITS: dict[str, tuple[float, bool, str]] = {
+    "runs": (1, False, "a whole number >= 1"),
+    "warmup": (0, False, "a whole number >= 0"),
+    "max_rounds": (1, False, "a whole number >= 1"),
+    "threads": (1, False, "a whole number >= 1"),
+    "timeout": (0, True, "a number of seconds > 0"),
+    "adb_claim_timeout": (0, False, "a number of seconds >= 0"),
+}
+
+
+def setting_source(config: pytest.Config, name: str) -> str:
+    """Where a setting's value comes from, as the user wrote it: ``--sme2-runs=0`` or ``ini sme2_runs = 0``
+    (or the default), so an error about it names the place to fix."""
+    option = config.getoption(f"sme2_{name}")
+    if option is not None:
+        return f"--sme2-{name.replace('_', '-')}={option}"
+    value = config.getini(f"sme2_{name}")
+    if value == _INI_DEFAULTS.get(name, ""):
+        return f"the default (--sme2-{name.replace('_', '-')} or ini sme2_{name} changes it)"
+    where = f" (in {config.inipath} or -o)" if config.inipath else " (-o)"
+    return f"ini sme2_{name} = {value}{where}"
+
+
 def _setting(config: pytest.Config, name: str, cast: Callable[[str], Any]) -> Any:
     option = config.getoption(f"sme2_{name}")
     value = option if option is not None else config.getini(f"sme2_{name}")
     if value == "":
         return None
+    kind = "a whole number" if cast is int else "a number" if cast is float else "text"
     try:
-        return cast(value)
+        result = cast(value.strip() if isinstance(value, str) else value)
     except (TypeError, ValueError):
-        raise pytest.UsageError(f"sme2_{name} = {value!r} is not a valid {cast.__name__}") from None
+        raise pytest.UsageError(f"{setting_source(config, name)} is not {kind}") from None
+    if name in _LIMITS:
+        low, strict, what = _LIMITS[name]
+        if not math.isfinite(result) or result < low or (strict and result == low):
+            raise pytest.UsageError(f"{setting_source(config, name)} is invalid: it must be {what}")
+    return result
 
 
 def _session_dir(config: pytest.Config, root: Path) -> Path:
@@ -183,7 +219,7 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     try:
         check_target_name(settings.target)
-        check_svl(settings.svl_bits)
+        check_svl(settings.svl_bits, setting_source(config, "emulated_svl"))
         if is_adb_target(settings.target):
             claim_timeout = _setting(config, "adb_claim_timeout", float)
             settings = replace(settings, adb=AdbOptions(
@@ -253,16 +289,27 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 
 @contextlib.contextmanager
-def _as_test_failure(session: Sme2Session | None = None) -> Iterator[None]:
+def _as_test_failure(request: pytest.FixtureRequest) -> Iterator[None]:
     """An Sme2Error fails (or errors, in setup) this test with its message, not a traceback; so does an
     OSError while writing into one of the session's folders (a full disk), as a StorageError naming the
-    folder and the setting that moves it."""
+    folder and the setting that moves it. An error's long detail (an export's traceback and torch log)
+    goes into the test's artifacts folder, and the message says where."""
+    session = _session(request)
     try:
         yield
     except Sme2Error as exc:
-        raise pytest.fail.Exception(f"{type(exc).__name__}: {exc}", pytrace=False) from None
+        message = f"{type(exc).__name__}: {exc}"
+        detail = getattr(exc, "detail", "")
+        if detail:
+            try:
+                path = session.test_dir(request.node.nodeid) / f"{type(exc).__name__.lower()}.log"
+                path.write_text(f"{message}\n\n{detail}\n", encoding="utf-8")
+                message += f"\nfull traceback and log: {path}"
+            except OSError:  # the folder is not writable: the message alone still says what failed
+                pass
+        raise pytest.fail.Exception(message, pytrace=False) from None
     except OSError as exc:
-        error = _storage.explain(exc, session.places) if session is not None else None
+        error = _storage.explain(exc, session.places)
         if error is None:
             raise
         raise pytest.fail.Exception(f"StorageError: {error}", pytrace=False) from None
@@ -302,7 +349,7 @@ def exported_pte(request: pytest.FixtureRequest) -> ExportedModel:
     export cache afterwards (across sessions and xdist workers). Path-like; also
     carries ``.etrecord_path``, ``.inputs_path``, ``.delegation`` and ``.from_cache``.
     """
-    with _as_test_failure(_session(request)):
+    with _as_test_failure(request):
         marker = request.node.get_closest_marker("model")
         if marker is None:
             raise UsageError(
@@ -329,7 +376,7 @@ def export_pte(request: pytest.FixtureRequest) -> Callable[..., ExportedModel]:
 
     def export_pte(name: str, dtype: str = "fp32", quant: str | None = None,
                    partitioner: str = "xnnpack") -> ExportedModel:
-        with _as_test_failure(_session(request)):
+        with _as_test_failure(request):
             recipe = Recipe(dtype, quant, partitioner)
             with progress.exporting(request.config, name, recipe.label):
                 return _session(request).export(name, recipe)
@@ -347,7 +394,7 @@ def runner(request: pytest.FixtureRequest) -> Callable[..., Runner]:
     @pytest.mark.perf, then --sme2-* options, then ini settings.
     """
     session = _session(request)
-    with _as_test_failure(_session(request)):
+    with _as_test_failure(request):
         perf = _marker_kwargs(request.node, "perf", ("runs", "warmup", "threads", "timeout", "max_rounds"))
         if request.node.get_closest_marker("latency") is not None and session.target.info.emulated:
             from .targets.base import EMULATED_TIMING
@@ -362,7 +409,7 @@ def runner(request: pytest.FixtureRequest) -> Callable[..., Runner]:
         def pick(value: Any, key: str, default: Any) -> Any:
             return value if value is not None else perf.get(key, default)
 
-        with _as_test_failure(_session(request)):
+        with _as_test_failure(request):
             default_runs, default_warmup = session.default_runs()
             spec = RunSpec(
                 sme2=sme2,
@@ -371,6 +418,9 @@ def runner(request: pytest.FixtureRequest) -> Callable[..., Runner]:
                 warmup=pick(warmup, "warmup", default_warmup),
                 timeout_s=pick(timeout, "timeout", s.timeout_s),
                 max_rounds=perf.get("max_rounds", s.max_rounds),
+                timeout_source=(f"runner(timeout={timeout!r})" if timeout is not None else
+                                f"@pytest.mark.perf(timeout={perf['timeout']!r})" if "timeout" in perf else
+                                setting_source(request.config, "timeout")),
             )
             reason = session.target.unsupported(sme2)
         if reason:
@@ -391,7 +441,7 @@ def etdump_profile(request: pytest.FixtureRequest) -> Callable[[Any, Runner], Pr
     profiles = request.node.stash.setdefault(_PROFILES_KEY, [])
 
     def etdump_profile(pte: Any, runner: Runner) -> Profile:
-        with _as_test_failure(_session(request)):
+        with _as_test_failure(request):
             require_program(pte)
             if not isinstance(runner, Runner):
                 raise UsageError(f"etdump_profile() needs a runner from the runner fixture, got {type(runner).__name__}")
@@ -417,7 +467,7 @@ def compare_variants(request: pytest.FixtureRequest) -> Callable[..., tuple[Prof
     def compare_variants(pte: Any, runner_a: Runner, runner_b: Runner, rounds: int = 4) -> tuple[Profile, Profile]:
         from .runner import alternate
 
-        with _as_test_failure(_session(request)):
+        with _as_test_failure(request):
             require_program(pte)
             for name, value in (("runner_a", runner_a), ("runner_b", runner_b)):
                 if not isinstance(value, Runner):

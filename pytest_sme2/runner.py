@@ -133,6 +133,16 @@ class Runner:
             **result.evidence,
             "memory": memory,
         }
+        try:
+            return self._profile_of(result, identity, facts, metadata)
+        except EtdumpError as exc:  # a file the runner wrote: the runner (or its ETDump writer) is at fault
+            if not (result.timed_etdump.is_file() and result.timed_etdump.stat().st_size):
+                raise  # missing or empty: the reader's message already points at the runner's log
+            raise EtdumpError(f"{exc}. The runner wrote it in this run, so the runner is broken or from another "
+                              f"ExecuTorch version than this pytest-sme2 reads; its log: {result.log}") from None
+
+    def _profile_of(self, result: RunResult, identity: dict[str, Any], facts: ProgramFacts,
+                    metadata: dict[str, Any]) -> Profile:
         return Profile.from_etdump(
             result.timed_etdump,
             result.warmup_etdump,

@@ -238,7 +238,7 @@ def test_nonzero_exit_shows_command_and_stderr_tail(standin: AdbStandin, adb_tar
 def test_timeout_kills_the_runner_on_the_device(standin: AdbStandin, adb_target, exported, tmp_path: Path) -> None:
     device = standin.add_device("SLOW-1")
     started = time.monotonic()
-    with pytest.raises(RunnerError, match=r"timed out after 1.5 s on device SLOW-1 .* and was killed"):
+    with pytest.raises(RunnerError, match=r"timed out after 1.5 s \(set by .*\) on device SLOW-1 .* and was killed"):
         adb_target("SLOW-1").run(exported.path, exported.inputs_path, _long(1.5), tmp_path / "slow")
     assert time.monotonic() - started < 20
     assert wait_until(lambda: device.runs and device.runs[-1].ended is not None, timeout=10)

@@ -164,8 +164,16 @@ def test_export_failure_names_model_recipe_and_cause(sme2_project: pytest.Pytest
     result.assert_outcomes(passed=1, errors=1)
     result.stdout.fnmatch_lines(
         ["*export of model 'broken' with recipe fp16-xnnpack failed while running the eager model: "
-         "ValueError: the model author broke forward*"]
+         "ValueError: the model author broke forward (at */models/broken.py:4: "
+         "raise ValueError('the model author broke forward'))*",
+         "*full traceback and log: *test_broken~*/exporterror.log"]
     )
+    out = result.stdout.str()
+    section = out[out.index("ERROR at setup of test_broken"):out.index("short test summary")]
+    # The cause in a few lines (issue 13, case 8): no torch traceback, FX graph or torch.__trace records.
+    assert len(section.splitlines()) < 25 and "torch.__trace" not in out and "Traceback" not in section
+    [log] = (sme2_project.path / ".sme2" / "artifacts").rglob("exporterror.log")
+    assert "Traceback (most recent call last)" in log.read_text() and "def forward" not in section
 
 
 def test_model_module_missing_interface_is_a_clear_error(sme2_project: pytest.Pytester) -> None:
@@ -303,7 +311,7 @@ def test_run_timeout_kills_the_run_and_the_session_goes_on(sme2_project: pytest.
     )
     result = sme2_project.runpytest_inprocess()
     result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines(["*timed out after 2 s and was killed*"])
+    result.stdout.fnmatch_lines(["*timed out after 2 s (set by @pytest.mark.perf(timeout=2)) and was killed*"])
 
 
 def test_speedup_failure_prints_numbers_interval_and_variants(sme2_project: pytest.Pytester) -> None:

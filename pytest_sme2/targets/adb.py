@@ -494,8 +494,8 @@ class AdbTarget:
                     return data[0] if data else 255
         except socket.timeout:
             raise RunnerError(
-                f"`{shown}` timed out after {spec.timeout_s:g} s on {self.facts.described} and was killed; raise "
-                f"--sme2-timeout if the model is that slow. Log: {log}\n{tail(log)}"
+                f"`{shown}` {spec.timed_out()} on {self.facts.described} and was killed; raise "
+                f"it there if the model is that slow. Log: {log}\n{tail(log)}"
             ) from None
         except (_Lost, OSError) as exc:
             err.write(f"\npytest-sme2: the adb stream ended before the runner's exit status ({exc})\n".encode())

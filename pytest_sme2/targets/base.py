@@ -40,6 +40,9 @@ class RunSpec:
     timeout_s: float = 600.0
     # Up to this many rounds of ``runs`` when the machine disturbs more than half of them (Runner.profile).
     max_rounds: int = 3
+    # Where timeout_s was set (``--sme2-timeout=5``, ``@pytest.mark.perf(timeout=...)``...), for the message
+    # of a run that hits it; not a run setting, so not compared, stored or shown in labels.
+    timeout_source: str = field(default="", compare=False, repr=False)
 
     def __post_init__(self) -> None:
         for name, minimum in (("threads", 1), ("runs", 1), ("warmup", 0), ("max_rounds", 1)):
@@ -59,7 +62,14 @@ class RunSpec:
         return {True: "sme2=on", False: "sme2=off", None: "sme2=auto"}[self.sme2]
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        data.pop("timeout_source")
+        return data
+
+    def timed_out(self) -> str:
+        """``timed out after N s`` and where N was set, so the user knows what to raise."""
+        source = self.timeout_source or "RunSpec(timeout_s=...)"
+        return f"timed out after {self.timeout_s:g} s (set by {source})"
 
 
 @dataclass(frozen=True)

@@ -36,11 +36,12 @@ def _release_reader(fifo: Path) -> None:
 SVL_CHOICES = (128, 256, 512, 1024, 2048)
 
 
-def check_svl(svl_bits: int) -> int:
-    """``svl_bits`` if qemu can emulate that streaming vector length, else a usage error."""
+def check_svl(svl_bits: int, source: str | None = None) -> int:
+    """``svl_bits`` if qemu can emulate that streaming vector length, else a usage error naming ``source``
+    (where the value was set)."""
     if svl_bits not in SVL_CHOICES:
         raise UsageError(
-            f"--sme2-emulated-svl={svl_bits} is not an SME streaming vector length; use one of "
+            f"{source or f'--sme2-emulated-svl={svl_bits}'} is not an SME streaming vector length; use one of "
             f"{', '.join(map(str, SVL_CHOICES))} bits"
         )
     return svl_bits

@@ -211,8 +211,8 @@ class HostTarget:
             log = worker.log_since(offset)
             log_path.write_text(log)
             raise RunnerError(
-                f"{command} timed out after {spec.timeout_s:g} s and was killed; raise --sme2-timeout if the "
-                f"model is that slow. Log: {log_path}\n{_tail(log)}"
+                f"{command} {spec.timed_out()} and was killed; raise it there if the model "
+                f"is that slow. Log: {log_path}\n{_tail(log)}"
             ) from None
         if answer is None:
             worker.process.wait()

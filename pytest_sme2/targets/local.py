@@ -98,8 +98,8 @@ def run_runner_process(prefix: list[str], binary: Path, env: dict[str, str], pte
             code = _processes.wait(process, timeout=spec.timeout_s)  # ends the runner on any interruption
         except subprocess.TimeoutExpired:
             raise RunnerError(
-                f"`{shown}` timed out after {spec.timeout_s:g} s and was killed; raise --sme2-timeout if the "
-                f"model is that slow. Log: {log}\n{_tail(log)}"
+                f"`{shown}` {spec.timed_out()} and was killed; raise it there if the model "
+                f"is that slow. Log: {log}\n{_tail(log)}"
             ) from None
     if code != 0:
         raise RunnerError(f"`{shown}` {_exit_description(code)}; log kept at {log}. Last lines:\n{_tail(log)}")

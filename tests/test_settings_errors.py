@@ -1,0 +1,68 @@
+"""Run settings are checked once, at start-up, and errors name where the value was set (issue 13, case 7).
+
+``--sme2-runs=0`` used to start the session and then fail every test; an ini
+value's error named the command-line flag. Each case here is a real inner
+pytest run: one usage error (exit 4) before any test, no traceback.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+TEST = """
+import pytest
+
+@pytest.mark.model("tiny")
+def test_tiny(exported_pte, runner, etdump_profile):
+    etdump_profile(exported_pte, runner())
+"""
+
+
+@pytest.mark.parametrize(("args", "ini", "message"), [
+    (["--sme2-runs=0"], None, "--sme2-runs=0 is invalid: it must be a whole number >= 1"),
+    ([], "sme2_runs = 0", "ini sme2_runs = 0 (in {ini} or -o) is invalid: it must be a whole number >= 1"),
+    (["-o", "sme2_runs=0"], None, "ini sme2_runs = 0 (in {ini} or -o) is invalid"),
+    ([], "sme2_warmup = -1", "ini sme2_warmup = -1 (in {ini} or -o) is invalid: it must be a whole number >= 0"),
+    ([], "sme2_threads = two", "ini sme2_threads = two (in {ini} or -o) is not a whole number"),
+    (["--sme2-threads=0"], None, "--sme2-threads=0 is invalid: it must be a whole number >= 1"),
+    (["--sme2-max-rounds=0"], None, "--sme2-max-rounds=0 is invalid: it must be a whole number >= 1"),
+    (["--sme2-timeout=0"], None, "--sme2-timeout=0.0 is invalid: it must be a number of seconds > 0"),
+    (["--sme2-timeout=nan"], None, "--sme2-timeout=nan is invalid: it must be a number of seconds > 0"),
+    ([], "sme2_timeout = -5", "ini sme2_timeout = -5 (in {ini} or -o) is invalid: it must be a number of seconds > 0"),
+    ([], "sme2_emulated_svl = 100", "ini sme2_emulated_svl = 100 (in {ini} or -o) is not an SME streaming vector length"),
+], ids=["runs-option", "runs-ini", "runs-override", "warmup-ini", "threads-text", "threads-option", "max-rounds",
+        "timeout-zero", "timeout-nan", "timeout-ini", "svl-ini"])
+def test_a_bad_run_setting_is_one_usage_error_naming_its_source(sme2_project: pytest.Pytester, args: list[str],
+                                                                 ini: str | None, message: str) -> None:
+    inifile = sme2_project.path / "tox.ini"
+    if ini is not None:  # replace the project's own line for that key, or add one
+        key = ini.split("=")[0].strip()
+        lines = [line for line in inifile.read_text().splitlines() if line.split("=")[0].strip() != key]
+        inifile.write_text("\n".join([*lines, ini]) + "\n")
+    sme2_project.makepyfile(test_settings=TEST)
+    result = sme2_project.runpytest_inprocess(*args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    text = result.stdout.str() + result.stderr.str()
+    assert message.format(ini=inifile) in text and "Traceback" not in text
+    assert "passed" not in text and "failed" not in text  # no test ran
+
+
+def test_a_run_that_hits_its_timeout_says_where_the_timeout_was_set(sme2_project: pytest.Pytester) -> None:
+    sme2_project.makepyfile(test_settings="""
+        import pytest
+
+        @pytest.mark.perf(runs=10000000, warmup=0)
+        @pytest.mark.model("tiny")
+        def test_slow(exported_pte, runner, etdump_profile):
+            etdump_profile(exported_pte, runner())
+
+        @pytest.mark.perf(runs=10000000, warmup=0, timeout=1.5)
+        @pytest.mark.model("tiny")
+        def test_marked(exported_pte, runner, etdump_profile):
+            etdump_profile(exported_pte, runner())
+        """)
+    result = sme2_project.runpytest_inprocess("--sme2-timeout=1")
+    result.assert_outcomes(failed=2)
+    text = result.stdout.str()
+    assert "timed out after 1 s (set by --sme2-timeout=1.0)" in text
+    assert "timed out after 1.5 s (set by @pytest.mark.perf(timeout=1.5))" in text
