@@ -26,13 +26,13 @@ from pathlib import Path
 from _common import REPO, machine
 
 
-def run_suite(root: Path, index: int, extra: list[str]) -> tuple[Path, float]:
-    """One session of the perf suite; its artifacts folder and wall time."""
+def run_suite(root: Path, index: int, tests: list[str]) -> tuple[Path, float]:
+    """One session of the perf suite (or the ``tests`` given); its artifacts folder and wall time."""
     artifacts = root / f"artifacts-{index}"
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "pytest", "perf_tests", "-m", "sme2", "-q", "-p", "no:cacheprovider",
+    done = subprocess.run([sys.executable, "-m", "pytest", *tests, "-m", "sme2", "-q", "-p", "no:cacheprovider",
                            "--sme2-target=emulated", f"--sme2-artifacts-dir={artifacts}", "--sme2-no-baselines",
-                           *extra], cwd=REPO, capture_output=True, text=True)
+                           ], cwd=REPO, capture_output=True, text=True)
     seconds = time.perf_counter() - started
     if done.returncode not in (0, 1):
         raise SystemExit(f"session {index} could not run (exit {done.returncode}):\n{done.stdout[-3000:]}")
@@ -64,6 +64,8 @@ def quantities(session: Path) -> dict[str, object]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sessions", type=int, default=5)
+    parser.add_argument("--tests", nargs="+", default=["perf_tests"],
+                        help="test files or ids to run each session (default: the whole perf suite)")
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--timing-test", default="perf_tests/test_mobilenet_v3_small.py::test_mobilenet_structure",
                         help="test whose variants are timed with and without counting")
@@ -73,14 +75,14 @@ def main() -> None:
         root = Path(tmp)
         sessions, seconds = [], []
         for index in range(args.sessions):
-            session, took = run_suite(root, index, [])
+            session, took = run_suite(root, index, args.tests)
             sessions.append(quantities(session))
             seconds.append(took)
             print(f"session {index}: {took:.0f} s, {len(sessions[-1])} quantities", flush=True)
         keys = set().union(*sessions)
         differing = {k: [s.get(k) for s in sessions] for k in sorted(keys)
                      if any(s.get(k) != sessions[0].get(k) for s in sessions)}
-        result.update({"sessions": args.sessions, "session_seconds": seconds, "quantities": len(keys),
+        result.update({"tests": args.tests, "sessions": args.sessions, "session_seconds": seconds, "quantities": len(keys),
                        "differing": differing})
         timing = {}
         for label, extra in (("counted", []), ("not counted", ["--sme2-no-kernel-trace"])):

@@ -215,6 +215,22 @@ def study(root: Path, model: str, unchanged: int, changed: int, runs: int) -> di
     }
 
 
+def table(out: dict) -> str:
+    """The study as one markdown table: per model, refused baselines, false alarms and each regression caught."""
+    rows = ["| model | unchanged profiles | disturbed runs per profile | refused as baseline | false alarms "
+            "(pairs) | inconclusive verdicts | caught: slow / undelegated / datamove |", "|---|---|---|---|---|---|---|"]
+    for s in out["studies"]:
+        disturbed = s["disturbed_runs_per_profile"]["base"]
+        rate = s["false_alarm_rate"]
+        alarms = f"{s['false_alarm_pairs']} of {s['null_pairs']}" + (f" ({rate:.1%})" if rate is not None else "")
+        caught = " / ".join(f"{d['caught']} of {d['pairs']}" if d["pairs"] else "-"
+                            for d in (s["detection"].get(k, {"pairs": 0}) for k in ("slow", "undelegated", "datamove")))
+        rows.append(f"| {s['model']} | {s['unchanged_profiles']} | {min(disturbed)}-{max(disturbed)} of "
+                    f"{min(s['runs_per_profile']['base'])}-{max(s['runs_per_profile']['base'])} | "
+                    f"{len(s['refused_as_baseline'])} | {alarms} | {s['inconclusive_verdicts_in_null_pairs']} | {caught} |")
+    return "\n".join(rows)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", nargs="+", default=["toy_cnn", "mobilenet_v3_small", "transformer_encoder"])
@@ -224,7 +240,11 @@ def main() -> None:
     parser.add_argument("--load-label", default="?", help="how many background jobs ran (with-load K), for the record")
     parser.add_argument("--work", type=Path, default=Path(".sme2/bench-whole-gate"))
     parser.add_argument("--out", type=Path, default=None, help="also write the JSON here")
+    parser.add_argument("--table", type=Path, default=None, help="only print the table of an earlier run's JSON")
     args = parser.parse_args()
+    if args.table:
+        print(table(json.loads(args.table.read_text())))
+        return
     started = time.perf_counter()
     out = {"machine": machine(), "background_jobs": args.load_label, "load_average_at_start": os.getloadavg(),
            "studies": [study(args.work, m, args.unchanged, args.changed, args.runs) for m in args.models]}
@@ -234,7 +254,9 @@ def main() -> None:
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(text)
-    print(text)
+    else:
+        print(text)
+    print(table(out))
 
 
 if __name__ == "__main__":
