@@ -376,3 +376,16 @@ def test_a_fraction_read_back_from_a_baseline_file_is_not_a_drop(tmp_path) -> No
                      delegation={"delegated_nodes": 95, "non_delegated_nodes": 4, "ops": {}})
     failed = [v.message for v in by_check(judge("m", one_less, counted), "delegation_coverage") if v.failed]
     assert failed == ["delegated share of graph nodes dropped from 96.0% to 94.9% (95 of 99 nodes -> 94 of 99)"]
+
+
+def test_a_tiny_models_baseline_is_judged_in_milliseconds_too() -> None:
+    """40 us model: a 10% wide interval or 8% drift is 4 us, below the 0.02 ms the gate can judge at all;
+    the same relative spread on a 2 ms model is 200 us and is refused (whole-gate study, docs/performance.md)."""
+    from pytest_sme2.verdicts import baseline_quality
+
+    reference = noisy(3.0, n=40, seed=30, cv=0.005)
+    for median_ms, refused in ((0.04, False), (2.0, True)):
+        drifting = noisy(median_ms, n=40, seed=31, cv=0.005) * np.r_[np.ones(20), np.full(20, 1.08)]
+        quality, problems = baseline_quality(with_reference(drifting, reference), Tolerances())
+        assert quality["halves_change"] == pytest.approx(0.08, abs=0.01)
+        assert bool(any("between the first and second half" in p for p in problems)) == refused
