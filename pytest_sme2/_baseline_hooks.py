@@ -361,18 +361,14 @@ def _gate(item: pytest.Item) -> None:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Any:
     result = yield  # a failing or skipped test body raises here: nothing to gate
-    try:
-        _gate(item)
-    except Sme2Error as exc:
-        raise pytest.fail.Exception(f"{type(exc).__name__}: {exc}", pytrace=False) from None
-    except OSError as exc:  # writing a baseline or counting instructions: name the folder and what moves it
-        from .plugin import session_of
+    from .plugin import failures_of_test, session_of
 
-        gate, session = item.config.stash[_GATE_KEY], session_of(item.config)
-        error = _storage.explain(exc, [gate.place, *(session.places if session is not None else ())])
-        if error is None:
-            raise
-        raise pytest.fail.Exception(f"StorageError: {error}", pytrace=False) from None
+    session = session_of(item.config)
+    if session is None:  # the plugin's session was never configured: no profiles to gate
+        return result
+    # A broken baseline, or writing one (or counting instructions) into a folder that cannot be written.
+    with failures_of_test(session, item.nodeid, (item.config.stash[_GATE_KEY].place,)):
+        _gate(item)
     return result
 
 

@@ -34,7 +34,7 @@ from typing import Any, Iterable, Mapping
 
 from . import _baseline_fields
 from .errors import BaselineError
-from .session import slug
+from .session import clean, slug
 
 SCHEMA_VERSION = 1
 SUFFIX = ".json"
@@ -57,7 +57,7 @@ def legacy_baseline_path(root: Path, fingerprint: str, test_id: str) -> Path:
 
     Read when the file is not at its new place and belongs to this test; an update moves it.
     """
-    name = re.sub(r"[^A-Za-z0-9_.=-]+", "_", test_id).strip("_.") or "unnamed"
+    name = clean(test_id) or "unnamed"
     if len(name) > _NAME_LIMIT:
         name = f"{name[:_NAME_LIMIT]}-{hashlib.sha256(test_id.encode()).hexdigest()[:10]}"
     return Path(root) / slug(fingerprint) / f"{name}{SUFFIX}"

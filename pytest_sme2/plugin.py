@@ -9,8 +9,8 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-from dataclasses import replace
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -288,13 +288,16 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     ]
 
 
+def _as_test_failure(request: pytest.FixtureRequest) -> contextlib.AbstractContextManager[None]:
+    return failures_of_test(_session(request), request.node.nodeid)
+
+
 @contextlib.contextmanager
-def _as_test_failure(request: pytest.FixtureRequest) -> Iterator[None]:
+def failures_of_test(session: Sme2Session, nodeid: str, places: tuple[_storage.Place, ...] = ()) -> Iterator[None]:
     """An Sme2Error fails (or errors, in setup) this test with its message, not a traceback; so does an
-    OSError while writing into one of the session's folders (a full disk), as a StorageError naming the
-    folder and the setting that moves it. An error's long detail (an export's traceback and torch log)
-    goes into the test's artifacts folder, and the message says where."""
-    session = _session(request)
+    OSError while writing into one of the session's folders or ``places`` (a full disk), as a StorageError
+    naming the folder and the setting that moves it. An error's long detail (an export's traceback and
+    torch log) goes into the test's artifacts folder, and the message says where."""
     try:
         yield
     except Sme2Error as exc:
@@ -302,14 +305,14 @@ def _as_test_failure(request: pytest.FixtureRequest) -> Iterator[None]:
         detail = getattr(exc, "detail", "")
         if detail:
             try:
-                path = session.test_dir(request.node.nodeid) / f"{type(exc).__name__.lower()}.log"
+                path = session.test_dir(nodeid) / f"{type(exc).__name__.lower()}.log"
                 path.write_text(f"{message}\n\n{detail}\n", encoding="utf-8")
                 message += f"\nfull traceback and log: {path}"
             except OSError:  # the folder is not writable: the message alone still says what failed
                 pass
         raise pytest.fail.Exception(message, pytrace=False) from None
     except OSError as exc:
-        error = _storage.explain(exc, session.places)
+        error = _storage.explain(exc, (*places, *session.places))
         if error is None:
             raise
         raise pytest.fail.Exception(f"StorageError: {error}", pytrace=False) from None
@@ -320,7 +323,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     sme2 = session.config.stash.get(_SESSION_KEY, None)
     if sme2 is None or getattr(session.config, "workerinput", None):
         return
-    for place in sme2.places[:2]:  # artifacts and export cache; the runner cache only matters where builds run
+    for place in sme2.session_places:
         try:
             _storage.check_writable(place)
         except Sme2Error as exc:

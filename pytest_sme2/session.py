@@ -44,6 +44,11 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_.=-]+")
 _HASH_MARK = "~"  # never in a cleaned name, so hashed and plain names cannot meet
 
 
+def clean(text: str) -> str:
+    """``text`` with every run of characters unsafe in a file name replaced by ``_`` (may be empty)."""
+    return _UNSAFE.sub("_", text).strip("_.")
+
+
 def slug(text: str, limit: int = 120) -> str:
     """A file-system-safe, readable name for a test id or variant, distinct for distinct texts.
 
@@ -53,7 +58,7 @@ def slug(text: str, limit: int = 120) -> str:
     ``test[a/b]`` and ``test[a_b]`` get different folders and baseline files
     by construction rather than by luck.
     """
-    cleaned = _UNSAFE.sub("_", text).strip("_.")
+    cleaned = clean(text)
     if cleaned == text and 0 < len(text) <= limit:
         return text
     digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:12]
@@ -108,13 +113,19 @@ class Sme2Session:
         return self._reference
 
     @property
-    def places(self) -> tuple[Place, ...]:
-        """The folders this session writes into, each with the setting that moves it (for storage errors)."""
-        from .native.build import cache_root
-
+    def session_places(self) -> tuple[Place, ...]:
+        """The folders every session writes into (checked before the first test)."""
         s = self.settings
         return (Place("artifacts folder", s.session_dir.parent, option_and_ini("--sme2-artifacts-dir", "sme2_artifacts_dir")),
-                Place("export cache", s.cache_dir, option_and_ini("--sme2-cache-dir", "sme2_cache_dir")),
+                Place("export cache", s.cache_dir, option_and_ini("--sme2-cache-dir", "sme2_cache_dir")))
+
+    @property
+    def places(self) -> tuple[Place, ...]:
+        """Every folder this session may write into, each with the setting that moves it (for storage
+        errors): the session's own, and the runner and emulator cache, used only where builds run."""
+        from .native.build import cache_root
+
+        return (*self.session_places,
                 Place("runner and emulator cache", cache_root(), "the PYTEST_SME2_RUNNER_CACHE environment variable"))
 
     def test_dir(self, nodeid: str) -> Path:
