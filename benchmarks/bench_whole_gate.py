@@ -170,6 +170,12 @@ def study(root: Path, model: str, unchanged: int, changed: int, runs: int) -> di
                 record, took = _record(root, model, program, f"{model}-{key}-{i}", runs)
                 records[key].append(record)
                 seconds.append(took)
+    return judged(model, records, runs, float(np.median(seconds)))
+
+
+def judged(model: str, records: dict[str, list[dict]], runs: int, seconds_per_profile: float) -> dict:
+    """Every pair of the records judged by the gate as it is now (so earlier records can be judged again)."""
+    tol = verdicts.Tolerances()
     quality = [verdicts.baseline_quality(r, tol)[1] for r in records["base"]]
     usable = [i for i, problems in enumerate(quality) if not problems]
     base = records["base"]
@@ -207,10 +213,10 @@ def study(root: Path, model: str, unchanged: int, changed: int, runs: int) -> di
         "false_alarm_rate": len(false_alarms) / len(null_pairs) if null_pairs else None,
         "false_alarms": false_alarms,
         "inconclusive_verdicts_in_null_pairs": int(inconclusive),
-        "disturbed_runs_per_profile": {k: [r["disturbed_runs"] for r in v] for k, v in records.items()},
         "runs_per_profile": {k: [len(r["samples_ms"]) for r in v] for k, v in records.items()},
         "detection": detection,
-        "seconds_per_profile_median": float(np.median(seconds)),
+        "disturbed_runs_per_profile": {k: [int(np.sum(~verdicts.clean_runs(r, with_reference=True))) for r in v] for k, v in records.items()},
+        "seconds_per_profile_median": seconds_per_profile,
         "records": records,
     }
 
@@ -241,9 +247,20 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=Path(".sme2/bench-whole-gate"))
     parser.add_argument("--out", type=Path, default=None, help="also write the JSON here")
     parser.add_argument("--table", type=Path, default=None, help="only print the table of an earlier run's JSON")
+    parser.add_argument("--rejudge", type=Path, default=None,
+                        help="judge an earlier run's recorded profiles again with the gate as it is now")
     args = parser.parse_args()
     if args.table:
         print(table(json.loads(args.table.read_text())))
+        return
+    if args.rejudge:
+        earlier = json.loads(args.rejudge.read_text())
+        out = {**earlier, "rejudged_from": str(args.rejudge),
+               "studies": [judged(s["model"], s["records"], s["runs"], s["seconds_per_profile_median"])
+                           for s in earlier["studies"]]}
+        if args.out:
+            args.out.write_text(json.dumps(out, indent=2))
+        print(table(out))
         return
     started = time.perf_counter()
     out = {"machine": machine(), "background_jobs": args.load_label, "load_average_at_start": os.getloadavg(),

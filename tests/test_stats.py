@@ -202,3 +202,12 @@ def test_runs_after_a_stalled_reference_run_are_left_out_and_emulated_runs_all_c
     e2e, reference = [1.0, 1.0, 1.0], [3.0, 9.0, 3.1]
     assert stats.undisturbed_runs(e2e, reference).tolist() == [True, False, True]
     assert stats.undisturbed_runs([1.0, 9.0], emulated=True).tolist() == [True, True]
+
+
+def test_reference_runs_sharing_their_core_are_left_out_though_below_the_models_bound() -> None:
+    # Beside two busy jobs on 2 cores the 9 ms reference runs whole stretches at about 1.45x its fastest
+    # (three tasks on two cores) while the short model between two slices is untouched: the model's 1.5x
+    # bound misses them, the reference's own 1.25x bound does not; its quiet 1.1x wander stays in.
+    reference = [9.0, 9.9, 13.05, 13.0, 9.1, 17.2]
+    assert stats.disturbed(reference).tolist() == [False, False, False, False, False, True]
+    assert stats.undisturbed_runs([0.3] * 6, reference).tolist() == [True, True, False, False, True, False]
