@@ -27,14 +27,16 @@ DEFAULT_SEED = 20261122
 # a 6 ms model's runs disturbed (its quiet runs wander by 1-2 ms).
 DISTURBANCE_FACTOR = 1.5
 STALL_MIN_MS = 0.5
-# The reference program is ours: a fixed 9 ms (on this VM) of dense arithmetic whose quiet runs stay
-# within 1.2x of its fastest (95th percentile 1.15-1.29x over 2,240 runs on a busy idle-ish VM).
-# Beside two busy jobs on 2 cores the scheduler shares its core for whole stretches: it then reads
-# 1.43-1.47x its fastest (three runnable tasks on two cores), under the model's 1.5x bound, while a
-# 0.3 ms model run between two slices is untouched, so the ratio reads 30% fast and hid a +17%
-# slowdown in 5 of 10 pairs (docs/performance.md, "Beside two busy jobs"). Its own tighter bound
-# catches those stretches.
-REFERENCE_DISTURBANCE_FACTOR = 1.25
+# The reference run before a model run is disturbed when it was slowed more than that model run was,
+# by more than REFERENCE_UNMATCHED_FACTOR (and by more than STALL_MIN_MS). Two things slow runs on a
+# shared VM, and the ratio must survive one and leave out the other (docs/design.md, "Disturbed runs"):
+# - the whole machine slows (a busy SMT sibling, the hypervisor): model and reference alike, 1.4-1.8x
+#   for minutes beside one busy job; the ratio cancels it, and these runs must count;
+# - the scheduler shares the core (three runnable tasks on two cores): the 9 ms reference reads 1.45x
+#   for whole stretches, under the 1.5x stall bound, while a 0.3 ms model run between two slices is
+#   untouched; the ratio then reads 30% fast and hid a +17% slowdown in 5 of 10 pairs.
+# The reference's quiet runs stay within 1.2x of its fastest (95th percentile 1.15-1.29x over 2,240).
+REFERENCE_UNMATCHED_FACTOR = 1.25
 # Fewer undisturbed runs than this on either side and no verdict is given (it would be a guess).
 MIN_CLEAN_RUNS = 10
 
@@ -75,6 +77,24 @@ def disturbed(samples_ms: Sequence[float] | np.ndarray, factor: float = DISTURBA
     return stalled.any(axis=0) if stalled.ndim == 2 else stalled
 
 
+def reference_unmatched(reference_ms: Sequence[float] | np.ndarray, samples_ms: Sequence[float] | np.ndarray,
+                        factor: float = REFERENCE_UNMATCHED_FACTOR, min_excess_ms: float = STALL_MIN_MS) -> np.ndarray:
+    """Per run: was the reference run before it slowed by more than the run itself (each against its fastest)?
+
+    Relative latency assumes both were measured at the same machine speed; a reference
+    slowed alone (a stall, or its core shared for its whole 9 ms) breaks that, a machine
+    slowed for both does not.
+    """
+    reference, samples = np.asarray(reference_ms, dtype=float), np.asarray(samples_ms, dtype=float)
+    if reference.size == 0:
+        return np.zeros(0, dtype=bool)
+    ref_floor, floor = reference.min(), samples.min()
+    if ref_floor <= 0 or floor <= 0:
+        return np.zeros(reference.size, dtype=bool)
+    slowed_alone = (reference / ref_floor) / np.maximum(samples / floor, 1.0)
+    return (slowed_alone > factor) & (reference - ref_floor > min_excess_ms)
+
+
 def undisturbed_runs(samples_ms: Sequence[float] | np.ndarray, reference_ms: Sequence[float] | np.ndarray | None = None,
                      emulated: bool = False, op_ms: np.ndarray | None = None) -> np.ndarray:
     """The runs a verdict may read: undisturbed in their own time, in each operator's time (``op_ms``,
@@ -91,7 +111,7 @@ def undisturbed_runs(samples_ms: Sequence[float] | np.ndarray, reference_ms: Seq
     if op_ms is not None and np.size(op_ms) and np.shape(op_ms)[-1] == samples.size:
         mask &= ~disturbed(op_ms)
     if reference_ms is not None and len(reference_ms) == samples.size:
-        mask &= ~disturbed(reference_ms, factor=REFERENCE_DISTURBANCE_FACTOR)
+        mask &= ~reference_unmatched(reference_ms, samples)
     return mask
 
 
