@@ -102,9 +102,10 @@ _CHANGES = {
                          "        return self.base.classifier(torch.flatten(self.base.avgpool(f), 1))"),
     },
     "transformer_encoder": {
-        # one more feed-forward block (192 -> 768 -> 192) on the tokens after the encoder
-        "slow": ("        self.extra = torch.nn.Sequential(torch.nn.Linear(192, 768), torch.nn.ReLU(),\n"
-                 "                                         torch.nn.Linear(768, 192))",
+        # one more feed-forward block (192 -> 1152 -> 192) on the tokens after the encoder; with the
+        # encoder's own width (768) it was +10-11%, at the 10% tolerance (8 of 10 caught beside one job)
+        "slow": ("        self.extra = torch.nn.Sequential(torch.nn.Linear(192, 1152), torch.nn.ReLU(),\n"
+                 "                                         torch.nn.Linear(1152, 192))",
                  "        b = self.base\n        t = b.patch_embed(x).flatten(2).transpose(1, 2) + b.pos_embed\n"
                  "        t = b.encoder(t)\n        t = t + self.extra(t)\n"
                  "        return b.head(b.norm(t).mean(dim=1))"),
