@@ -19,6 +19,7 @@ _ELF_MACHINES = {62: "x86_64", 183: "aarch64", 40: "arm", 3: "i386"}
 _PT_LOAD, _PT_DYNAMIC = 1, 2
 _DT_NULL, _DT_NEEDED, _DT_STRTAB, _DT_RPATH, _DT_RUNPATH = 0, 1, 5, 15, 29
 _SHT_SYMTAB, _SHT_DYNSYM, _STT_FUNC = 2, 11, 2
+_PT_GNU_EH_FRAME = 0x6474E550
 
 
 def executable_arch(path: Path) -> str | None:
@@ -40,8 +41,8 @@ class DynamicSection:
     search_path: tuple[str, ...]  # RUNPATH, else RPATH, with $ORIGIN still in it
 
 
-def _program_headers(data: bytes) -> tuple[bool, str, list[tuple[int, int, int]], tuple[int, int] | None] | None:
-    """(64-bit?, struct byte order, PT_LOAD (vaddr, offset, filesz) list, PT_DYNAMIC (offset, size)); None if not ELF."""
+def _segments(data: bytes) -> tuple[bool, str, list[tuple[int, int, int, int]]] | None:
+    """(64-bit?, struct byte order, every program header as (type, vaddr, offset, filesz)); None if not ELF."""
     if data[:4] != b"\x7fELF" or len(data) < 52:
         return None
     wide = data[4] == 2
@@ -52,18 +53,25 @@ def _program_headers(data: bytes) -> tuple[bool, str, list[tuple[int, int, int]]
     else:
         phoff, = struct.unpack_from(end + "I", data, 28)
         phentsize, phnum = struct.unpack_from(end + "HH", data, 42)
-    loads: list[tuple[int, int, int]] = []
-    dynamic: tuple[int, int] | None = None
+    found = []
     for index in range(phnum):
         at = phoff + index * phentsize
         if wide:
             p_type, _flags, offset, vaddr, _paddr, filesz = struct.unpack_from(end + "IIQQQQ", data, at)
         else:
             p_type, offset, vaddr, _paddr, filesz = struct.unpack_from(end + "IIIII", data, at)
-        if p_type == _PT_LOAD:
-            loads.append((vaddr, offset, filesz))
-        elif p_type == _PT_DYNAMIC:
-            dynamic = (offset, filesz)
+        found.append((p_type, vaddr, offset, filesz))
+    return wide, end, found
+
+
+def _program_headers(data: bytes) -> tuple[bool, str, list[tuple[int, int, int]], tuple[int, int] | None] | None:
+    """(64-bit?, struct byte order, PT_LOAD (vaddr, offset, filesz) list, PT_DYNAMIC (offset, size)); None if not ELF."""
+    headers = _segments(data)
+    if headers is None:
+        return None
+    wide, end, segments = headers
+    loads = [(vaddr, offset, size) for kind, vaddr, offset, size in segments if kind == _PT_LOAD]
+    dynamic = next(((offset, size) for kind, _vaddr, offset, size in segments if kind == _PT_DYNAMIC), None)
     return wide, end, loads, dynamic
 
 
@@ -125,6 +133,119 @@ def function_symbols(path: Path) -> FunctionSymbols:
     ordered = sorted(found.items())
     return FunctionSymbols(tuple(v for v, _ in ordered), tuple(v + s for v, (s, _) in ordered),
                            tuple(n for _, (_, n) in ordered), tuple(loads))
+
+
+def unwind_function_ranges(path: Path) -> list[tuple[int, int]]:
+    """Every function's (start, end) virtual addresses from the unwind tables (.eh_frame_hdr, .eh_frame).
+
+    Why: a stripped library keeps no symbol for most of its code (the executorch
+    x86_64 wheel names none of the f32 XNNPACK kernels mobilenet runs), but the
+    unwinder needs every function's bounds, so they are there even without symbols.
+    A sampled address can then be named by its library and function range, stable
+    for a given build. Empty when the file has no unwind table.
+    """
+    data = Path(path).read_bytes()
+    headers = _segments(data)
+    if headers is None:
+        return []
+    wide, end, segments = headers
+    loads = [(vaddr, offset, size) for kind, vaddr, offset, size in segments if kind == _PT_LOAD]
+    hdr = next(((vaddr, offset) for kind, vaddr, offset, _size in segments if kind == _PT_GNU_EH_FRAME), None)
+    if hdr is None or data[hdr[1]] != 1:
+        return []
+
+    def file_offset(vaddr: int) -> int:
+        return next(vaddr - va + off for va, off, size in loads if va <= vaddr < va + size)
+
+    reader = _EncodedReader(data, end, wide, hdr[0], hdr[1])
+    ptr_enc, count_enc, table_enc = data[hdr[1] + 1], data[hdr[1] + 2], data[hdr[1] + 3]
+    at = hdr[1] + 4
+    _eh_frame, at = reader.read(at, ptr_enc)
+    count, at = reader.read(at, count_enc)
+    cie_encoding: dict[int, int] = {}
+    ranges = []
+    for _ in range(count or 0):
+        start, at = reader.read(at, table_enc)
+        fde_vaddr, at = reader.read(at, table_enc)
+        fde = file_offset(fde_vaddr)
+        header = 12 if struct.unpack_from(end + "I", data, fde)[0] == 0xFFFFFFFF else 4
+        cie_pointer_at = fde + header
+        cie = cie_pointer_at - struct.unpack_from(end + ("Q" if header == 12 else "I"), data, cie_pointer_at)[0]
+        if cie not in cie_encoding:
+            cie_encoding[cie] = _cie_pointer_encoding(data, end, cie)
+        pc_at = cie_pointer_at + (8 if header == 12 else 4)
+        _begin, pc_at = reader.read(pc_at, cie_encoding[cie])
+        length, _ = reader.read(pc_at, cie_encoding[cie] & 0x0F)  # the range is a plain number
+        ranges.append((start, start + length))
+    return sorted(ranges)
+
+
+class _EncodedReader:
+    """Reads DWARF exception-header pointers (DW_EH_PE_*): a format and what the value is relative to."""
+
+    def __init__(self, data: bytes, end: str, wide: bool, hdr_vaddr: int, hdr_offset: int):
+        self.data, self.end, self.wide = data, end, wide
+        self.hdr_vaddr, self.hdr_offset = hdr_vaddr, hdr_offset
+
+    def read(self, at: int, encoding: int) -> tuple[int | None, int]:
+        if encoding == 0xFF:  # DW_EH_PE_omit
+            return None, at
+        fmt = encoding & 0x0F
+        if fmt in (0x01, 0x09):
+            value, after = _leb128(self.data, at, signed=fmt == 0x09)
+        else:
+            code = {0x00: "Q" if self.wide else "I", 0x02: "H", 0x03: "I", 0x04: "Q",
+                    0x0A: "h", 0x0B: "i", 0x0C: "q"}[fmt]
+            value = struct.unpack_from(self.end + code, self.data, at)[0]
+            after = at + struct.calcsize(code)
+        base = {0x00: 0, 0x10: self.hdr_vaddr + (at - self.hdr_offset),  # pcrel: the field's own address
+                0x30: self.hdr_vaddr}[encoding & 0x70]  # datarel: .eh_frame_hdr's address
+        return base + value, after
+
+
+def _leb128(data: bytes, at: int, signed: bool) -> tuple[int, int]:
+    value, shift = 0, 0
+    while True:
+        byte = data[at]
+        at += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            break
+    if signed and byte & 0x40:
+        value -= 1 << shift
+    return value, at
+
+
+def _cie_pointer_encoding(data: bytes, end: str, cie: int) -> int:
+    """The FDE pointer encoding a CIE declares (augmentation 'R'); absptr when it declares none."""
+    at = cie + (12 if struct.unpack_from(end + "I", data, cie)[0] == 0xFFFFFFFF else 4) + 4  # length, CIE id
+    version = data[at]
+    at += 1
+    augmentation = data[at:data.index(b"\0", at)].decode()
+    at += len(augmentation) + 1
+    _, at = _leb128(data, at, signed=False)  # code alignment
+    _, at = _leb128(data, at, signed=True)  # data alignment
+    if version == 1:
+        at += 1
+    else:
+        _, at = _leb128(data, at, signed=False)  # return address register
+    if not augmentation.startswith("z"):
+        return 0x00
+    _, at = _leb128(data, at, signed=False)  # augmentation data length
+    for letter in augmentation[1:]:
+        if letter == "R":
+            return data[at]
+        if letter == "L":
+            at += 1
+        elif letter == "P":
+            personality = data[at]
+            at += 1
+            fmt = personality & 0x0F
+            at += {0x00: 8, 0x02: 2, 0x03: 4, 0x04: 8, 0x0A: 2, 0x0B: 4, 0x0C: 8}.get(fmt, 0)
+            if fmt in (0x01, 0x09):
+                _, at = _leb128(data, at, signed=fmt == 0x09)
+    return 0x00
 
 
 def read_dynamic(path: Path) -> DynamicSection:
