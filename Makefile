@@ -6,7 +6,8 @@ PIP := $(PYTHON) -m pip
 # headless browser that checks the HTML report (tests/test_report_browser.py), and valgrind
 # for the deterministic instruction metric (--sme2-metric=instructions).
 # clang and lld cross-build the macOS masking library for its contract test (tests/test_macos_contract.py).
-SYSTEM_PACKAGES := g++-aarch64-linux-gnu qemu-user chromium valgrind clang lld
+# linux-perf samples which kernels run (tests/test_perf_samples.py).
+SYSTEM_PACKAGES := g++-aarch64-linux-gnu qemu-user chromium valgrind clang lld linux-perf
 
 .PHONY: install system-deps emulation auto-target perf test
 
@@ -24,11 +25,12 @@ system-deps:
 	command -v valgrind >/dev/null || missing="$$missing valgrind"; \
 	command -v clang >/dev/null || missing="$$missing clang"; \
 	command -v ld64.lld >/dev/null || ls /usr/bin/ld64.lld* >/dev/null 2>&1 || missing="$$missing lld"; \
+	command -v perf >/dev/null || missing="$$missing linux-perf"; \
 	if [ -z "$$missing" ]; then exit 0; fi; \
 	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	else \
-		echo "note: aarch64 runner, report browser and instruction metric tests will be skipped; to run them: sudo apt-get install$$missing"; \
+		echo "note: aarch64 runner, report browser, instruction metric and kernel sampling tests will be skipped; to run them: sudo apt-get install$$missing"; \
 	fi
 
 # The emulated SME2 target: qemu-user 11.1 fetched from Debian's archive without root and

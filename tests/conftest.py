@@ -61,6 +61,18 @@ def shared_export_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("sme2-export-cache")
 
 
+@pytest.fixture(scope="module")
+def exported_toy_cnn(shared_export_cache: Path, tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
+    """The bundled toy_cnn, fp32 XNNPACK, from the shared export cache (an ExportedModel)."""
+    from pytest_sme2 import Recipe
+    from pytest_sme2.session import Settings, Sme2Session
+
+    session = Sme2Session(Settings(target="host", cache_dir=shared_export_cache,
+                                   session_dir=tmp_path_factory.mktemp("export-artifacts")))
+    session.registry.register_dir(REPO / "models")
+    return session.export("toy_cnn", Recipe())
+
+
 @pytest.fixture
 def tiny_model_text(request: pytest.FixtureRequest) -> str:
     """The tiny model's source, made unique per test so it gets its own export-cache key."""

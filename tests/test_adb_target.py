@@ -38,11 +38,8 @@ def runner_binary() -> Path:
 
 
 @pytest.fixture(scope="module")
-def exported(shared_export_cache: Path, tmp_path_factory: pytest.TempPathFactory):
-    session = Sme2Session(Settings(target="host", cache_dir=shared_export_cache,
-                                   session_dir=tmp_path_factory.mktemp("export-artifacts")))
-    session.registry.register_dir(REPO / "models")
-    return session.export("toy_cnn", Recipe())
+def exported(exported_toy_cnn):  # noqa: ANN001,ANN201
+    return exported_toy_cnn
 
 
 @pytest.fixture
