@@ -336,7 +336,8 @@ def test_speedup_failure_prints_numbers_interval_and_variants(sme2_project: pyte
     result = sme2_project.runpytest_inprocess()
     result.assert_outcomes(failed=2)
     result.stdout.fnmatch_lines(
-        ["*Speedup(*x, 95% CI [[]*]: tiny fp32-xnnpack [[]host sme2=auto threads=1[]] (median * ms, 5 runs) over "
+        # "(median 0.05 ms, 5 runs)", or "(..., 4 runs, 1 disturbed left out)" on a busy machine
+        ["*Speedup(*x, 95% CI [[]*]: tiny fp32-xnnpack [[]host sme2=auto threads=1[]] (median * ms, * runs*) over "
          "tiny fp32-xnnpack [[]host sme2=auto threads=2[]]*"]
     )
     result.stdout.fnmatch_lines(["*is below the required 50.00x*"])
