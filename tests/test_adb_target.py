@@ -242,6 +242,9 @@ def test_timeout_kills_the_runner_on_the_device(standin: AdbStandin, adb_target,
     assert device.runs[-1].exit_code == 128 + signal.SIGKILL
 
 
+# The stand-in runs the device's runner on this machine with the marker test_interrupt.py looks for
+# (--num_executions=10000000): one xdist worker, so neither reads the other's runner as its own.
+@pytest.mark.xdist_group("long_runners")
 @pytest.mark.parametrize("keeps_orphans", [False, True], ids=["adbd", "old-adbd"])
 def test_ctrl_c_kills_the_runner_on_the_device(standin: AdbStandin, adb_target, exported, tmp_path: Path,
                                               keeps_orphans: bool) -> None:

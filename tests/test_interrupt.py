@@ -59,6 +59,7 @@ def _assert_nothing_left(project: Path, started: dict[int, str]) -> None:
     assert snapshot(artifacts) == before, "something still writes into the artifacts folder"
 
 
+@pytest.mark.xdist_group("long_runners")  # with test_adb_target's Ctrl-C test: both look for the same runners
 @pytest.mark.parametrize("target, args, marker", [
     pytest.param("local", (), "--num_executions=10000000", id="local"),
     pytest.param("emulated", (), "--num_executions=10000000", id="emulated",
@@ -87,6 +88,7 @@ def test_sigint_ends_every_process_the_target_started(tmp_path: Path, shared_exp
         _kill(inner, started)
 
 
+@pytest.mark.xdist_group("long_runners")
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
 def test_termination_signals_end_the_runner_too(tmp_path: Path, shared_export_cache: Path, sig: int) -> None:
     """A CI job cancelled (SIGTERM) or a closed terminal (SIGHUP): pytest dies of the signal, its runner with it."""
