@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 from _common import REPO, machine
@@ -45,18 +46,13 @@ def run_suite(root: Path, index: int, tests: list[str]) -> tuple[Path, float]:
     return max(artifacts.glob("session-*"), key=lambda p: p.stat().st_mtime), seconds
 
 
-def outcomes(session: Path) -> dict[str, int]:
-    """How many tests of a session passed, failed and were skipped (its summary.json)."""
-    tests = json.loads((session / "summary.json").read_text())["tests"]
-    counted: dict[str, int] = {}
-    for test in tests:
-        counted[test["outcome"]] = counted.get(test["outcome"], 0) + 1
-    return counted
+def outcomes(summary: dict) -> dict[str, int]:
+    """How many tests of a session passed, failed and were skipped."""
+    return dict(Counter(test["outcome"] for test in summary["tests"]))
 
 
-def quantities(session: Path) -> dict[str, object]:
-    """Every deterministic quantity of a session, keyed by test, variant and name."""
-    summary = json.loads((session / "summary.json").read_text())
+def quantities(summary: dict) -> dict[str, object]:
+    """Every deterministic quantity of a session (its summary.json), keyed by test, variant and name."""
     found: dict[str, object] = {}
     for test in summary["tests"]:
         for profile in test["profiles"]:
@@ -103,13 +99,14 @@ def main() -> None:
                 folders.append(folder)
                 seconds.append(took)
                 print(f"session {index}: {took:.0f} s", flush=True)
-        sessions = [quantities(folder) for folder in folders]
+        summaries = [json.loads((folder / "summary.json").read_text()) for folder in folders]
+        sessions = [quantities(summary) for summary in summaries]
         keys = set().union(*sessions)
         differing = {k: [s.get(k) for s in sessions] for k in sorted(keys)
                      if any(s.get(k) != sessions[0].get(k) for s in sessions)}
         result.update({"tests": args.tests if not args.sessions_from else "as run",
                        "session_folders": [str(f) for f in folders], "sessions": len(folders),
-                       "session_seconds": seconds, "outcomes": [outcomes(f) for f in folders],
+                       "session_seconds": seconds, "outcomes": [outcomes(summary) for summary in summaries],
                        "quantities": len(keys), "differing": differing})
         timing = {}
         for label, extra in (() if args.no_timing else (("counted", []), ("not counted", ["--sme2-no-kernel-trace"]))):

@@ -66,7 +66,7 @@ def test_a_real_perf_recording_names_every_xnnpack_sample_by_a_function_of_the_l
     starts = [start for start, _ in ranges]
     for sample in samples:
         assert sample.file_offset is not None
-        vaddr = next(sample.file_offset - off + va for va, off, size in symbols.loads if off <= sample.file_offset < off + size)
+        vaddr = symbols.vaddr_at(sample.file_offset)
         index = bisect.bisect_right(starts, vaddr) - 1
         assert ranges[index][0] <= vaddr < ranges[index][1], sample
         # perf's own names for PLT stubs ("f@plt") are no symbol of the file

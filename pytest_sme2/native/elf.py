@@ -64,13 +64,28 @@ def _segments(data: bytes) -> tuple[bool, str, list[tuple[int, int, int, int]]] 
     return wide, end, found
 
 
+def _loads(segments: list[tuple[int, int, int, int]]) -> list[tuple[int, int, int]]:
+    """The PT_LOAD segments as (vaddr, offset, filesz)."""
+    return [(vaddr, offset, size) for kind, vaddr, offset, size in segments if kind == _PT_LOAD]
+
+
+def _file_offset_of(loads: "list[tuple[int, int, int]] | tuple[tuple[int, int, int], ...]", vaddr: int) -> int | None:
+    """Where the byte at virtual address ``vaddr`` is in the file (None: no loaded segment holds it)."""
+    return next((vaddr - va + off for va, off, size in loads if va <= vaddr < va + size), None)
+
+
+def _vaddr_of(loads: "list[tuple[int, int, int]] | tuple[tuple[int, int, int], ...]", offset: int) -> int | None:
+    """The virtual address the file's byte at ``offset`` is loaded at (None: outside every loaded segment)."""
+    return next((offset - off + va for va, off, size in loads if off <= offset < off + size), None)
+
+
 def _program_headers(data: bytes) -> tuple[bool, str, list[tuple[int, int, int]], tuple[int, int] | None] | None:
     """(64-bit?, struct byte order, PT_LOAD (vaddr, offset, filesz) list, PT_DYNAMIC (offset, size)); None if not ELF."""
     headers = _segments(data)
     if headers is None:
         return None
     wide, end, segments = headers
-    loads = [(vaddr, offset, size) for kind, vaddr, offset, size in segments if kind == _PT_LOAD]
+    loads = _loads(segments)
     dynamic = next(((offset, size) for kind, _vaddr, offset, size in segments if kind == _PT_DYNAMIC), None)
     return wide, end, loads, dynamic
 
@@ -84,9 +99,13 @@ class FunctionSymbols:
     names: tuple[str, ...]
     loads: tuple[tuple[int, int, int], ...]  # PT_LOAD (vaddr, offset, filesz)
 
+    def vaddr_at(self, offset: int) -> int | None:
+        """The virtual address of the file's byte at ``offset`` (None: not in a loaded segment)."""
+        return _vaddr_of(self.loads, offset)
+
     def at_file_offset(self, offset: int) -> str | None:
         """The function whose code lies at ``offset`` in the file (None: no symbol covers it)."""
-        vaddr = next((offset - off + va for va, off, size in self.loads if off <= offset < off + size), None)
+        vaddr = self.vaddr_at(offset)
         if vaddr is None:
             return None
         index = bisect.bisect_right(self.starts, vaddr) - 1
@@ -149,13 +168,10 @@ def unwind_function_ranges(path: Path) -> list[tuple[int, int]]:
     if headers is None:
         return []
     wide, end, segments = headers
-    loads = [(vaddr, offset, size) for kind, vaddr, offset, size in segments if kind == _PT_LOAD]
+    loads = _loads(segments)
     hdr = next(((vaddr, offset) for kind, vaddr, offset, _size in segments if kind == _PT_GNU_EH_FRAME), None)
     if hdr is None or data[hdr[1]] != 1:
         return []
-
-    def file_offset(vaddr: int) -> int:
-        return next(vaddr - va + off for va, off, size in loads if va <= vaddr < va + size)
 
     reader = _EncodedReader(data, end, wide, hdr[0], hdr[1])
     ptr_enc, count_enc, table_enc = data[hdr[1] + 1], data[hdr[1] + 2], data[hdr[1] + 3]
@@ -167,12 +183,14 @@ def unwind_function_ranges(path: Path) -> list[tuple[int, int]]:
     for _ in range(count or 0):
         start, at = reader.read(at, table_enc)
         fde_vaddr, at = reader.read(at, table_enc)
-        fde = file_offset(fde_vaddr)
+        fde = _file_offset_of(loads, fde_vaddr)
+        if fde is None:
+            raise ValueError(f"{path}: .eh_frame_hdr points outside the loaded segments ({fde_vaddr:#x})")
         header = 12 if struct.unpack_from(end + "I", data, fde)[0] == 0xFFFFFFFF else 4
         cie_pointer_at = fde + header
         cie = cie_pointer_at - struct.unpack_from(end + ("Q" if header == 12 else "I"), data, cie_pointer_at)[0]
         if cie not in cie_encoding:
-            cie_encoding[cie] = _cie_pointer_encoding(data, end, cie)
+            cie_encoding[cie] = _cie_pointer_encoding(reader, cie)
         pc_at = cie_pointer_at + (8 if header == 12 else 4)
         _begin, pc_at = reader.read(pc_at, cie_encoding[cie])
         length, _ = reader.read(pc_at, cie_encoding[cie] & 0x0F)  # the range is a plain number
@@ -217,8 +235,9 @@ def _leb128(data: bytes, at: int, signed: bool) -> tuple[int, int]:
     return value, at
 
 
-def _cie_pointer_encoding(data: bytes, end: str, cie: int) -> int:
+def _cie_pointer_encoding(reader: _EncodedReader, cie: int) -> int:
     """The FDE pointer encoding a CIE declares (augmentation 'R'); absptr when it declares none."""
+    data, end = reader.data, reader.end
     at = cie + (12 if struct.unpack_from(end + "I", data, cie)[0] == 0xFFFFFFFF else 4) + 4  # length, CIE id
     version = data[at]
     at += 1
@@ -238,13 +257,8 @@ def _cie_pointer_encoding(data: bytes, end: str, cie: int) -> int:
             return data[at]
         if letter == "L":
             at += 1
-        elif letter == "P":
-            personality = data[at]
-            at += 1
-            fmt = personality & 0x0F
-            at += {0x00: 8, 0x02: 2, 0x03: 4, 0x04: 8, 0x0A: 2, 0x0B: 4, 0x0C: 8}.get(fmt, 0)
-            if fmt in (0x01, 0x09):
-                _, at = _leb128(data, at, signed=fmt == 0x09)
+        elif letter == "P":  # the personality routine's pointer: skipped, its format read like any other
+            _, at = reader.read(at + 1, data[at] & 0x0F)
     return 0x00
 
 
@@ -267,8 +281,9 @@ def read_dynamic(path: Path) -> DynamicSection:
     strtab_vaddr = next((value for tag, value in entries if tag == _DT_STRTAB), None)
     if strtab_vaddr is None:
         return DynamicSection((), ())
-    strtab = next((offset + strtab_vaddr - vaddr for vaddr, offset, size in loads
-                   if vaddr <= strtab_vaddr < vaddr + size), strtab_vaddr)
+    strtab = _file_offset_of(loads, strtab_vaddr)
+    if strtab is None:
+        strtab = strtab_vaddr
 
     def string(offset: int) -> str:
         start = strtab + offset
