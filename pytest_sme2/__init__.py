@@ -5,6 +5,7 @@ Public API; everything not listed here is private.
 
 from .assertions import (
     assert_delegation,
+    assert_kernel_share,
     assert_outputs_match,
     assert_portable_ops,
     assert_share,
@@ -16,6 +17,7 @@ from .errors import (
     BaselineError,
     EtdumpError,
     ExportError,
+    KernelSamplingWarning,
     ModelDefinitionError,
     ProgramError,
     RunnerError,
@@ -25,6 +27,7 @@ from .errors import (
     UsageError,
 )
 from .export import ExportedModel, Recipe
+from .kernel_sampling import KernelTime
 from .profile import Profile, Speedup
 from .registry import register_model
 from .runner import Runner, Timings
@@ -43,6 +46,8 @@ __all__ = [
     "ExportedModel",
     "InstructionCount",
     "Interval",
+    "KernelSamplingWarning",
+    "KernelTime",
     "ModelDefinitionError",
     "Profile",
     "ProgramError",
@@ -61,6 +66,7 @@ __all__ = [
     "UsageError",
     "Verdict",
     "assert_delegation",
+    "assert_kernel_share",
     "assert_outputs_match",
     "assert_portable_ops",
     "assert_share",

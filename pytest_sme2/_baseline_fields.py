@@ -125,6 +125,7 @@ PROFILE = Fields({
     "run": ANY_OBJECT,
     "provenance": ANY_OBJECT,
     "instructions": _INSTRUCTIONS,
+    "kernel_time": MapOf(Fields({"samples": COUNT, "kernels": MapOf(FRACTION)}), nullable=True),
     "quality": ANY_OBJECT,
 })
 

@@ -42,7 +42,7 @@ def _records(config: pytest.Config) -> dict[str, dict[str, Any]]:
 
 def _write_csvs(entry: dict[str, Any]) -> None:
     """The kit-compatible CSVs of one profile, in its run folder next to its ETDumps; paths go into the entry."""
-    from .report.csv_export import write_csvs
+    from .report.csv_export import write_csvs, write_kernels_csv
     from .session import slug
 
     etdump = entry.get("artifacts", {}).get("timed_etdump")
@@ -50,7 +50,10 @@ def _write_csvs(entry: dict[str, Any]) -> None:
         return
     out_dir = Path(etdump).parent
     prefix = slug(f"{entry['model']}_{entry['recipe']}_{entry['variant']}")
-    entry["artifacts"].update(write_csvs(etdump, out_dir, prefix, model_id=f"{entry['model']} {entry['recipe']}"))
+    model_id = f"{entry['model']} {entry['recipe']}"
+    entry["artifacts"].update(write_csvs(etdump, out_dir, prefix, model_id=model_id))
+    entry["artifacts"].update(write_kernels_csv(entry.get("kernel_time") or {}, out_dir, prefix, model_id,
+                                                entry["variant"]))
 
 
 def _build(item: pytest.Item, report: pytest.TestReport) -> dict[str, Any] | None:

@@ -7,8 +7,13 @@ check bounds on the right end of the interval.
 
 from __future__ import annotations
 
+from typing import Sequence
+
+import pytest
+
 from .categories import Category
 from .export import ExportedModel
+from .kernel_sampling import SME_CATEGORIES, SME_KINDS
 from .profile import BASES, TIME, Profile, Speedup
 from .targets.base import EMULATED_TIMING
 
@@ -123,6 +128,31 @@ def assert_sme2_kernel_path(on: Profile, off: Profile, at_least: float) -> None:
                              f"(SME kernels seen: {', '.join(traced_on) or 'none'})")
     if traced_off:
         raise AssertionError(f"{off.label}: SME kernels executed with SME2 off: {', '.join(traced_off)}")
+
+
+def assert_kernel_share(profile: Profile, at_least: float, *, kinds: Sequence[str] = SME_KINDS,
+                        categories: Sequence[str] | None = SME_CATEGORIES) -> float:
+    """Fail unless ``at_least`` of the sampled time of ``categories``' operators went to kernels of ``kinds``
+    (default: SME or SME2 kernels in CONV and GEMM time); returns the share.
+
+    Needs kernel sampling (``--sme2-kernel-sampling=on``, local or adb target); where there is no
+    sampled kernel time (sampling off, the emulated target, perf missing) the test is skipped
+    with the reason, since there is nothing to assert on.
+    """
+    kernel_time = profile.kernel_time
+    if kernel_time is None:
+        pytest.skip(f"{profile.label}: kernel time was not sampled; run with --sme2-kernel-sampling=on "
+                    "(ini sme2_kernel_sampling = true) on the local or adb target")
+    if not kernel_time.available:
+        pytest.skip(f"{profile.label}: no kernel time: {kernel_time.problem}")
+    share = kernel_time.kind_share(kinds, categories)
+    where = "all operators" if categories is None else "+".join(categories) + " operators"
+    if share is None or not share >= at_least:
+        top = "; ".join(f"{k['kernel']} ({k['kind']}, {k['ms_per_run']:.3f} ms/run)" for k in kernel_time.top_kernels(5))
+        raise AssertionError(f"{profile.label}: {'no samples' if share is None else f'{share:.1%}'} of the sampled "
+                             f"time of {where} went to {'/'.join(kinds)} kernels, less than {at_least:.0%}. "
+                             f"Top kernels: {top or 'none'}")
+    return share
 
 
 # Default output tolerance per dtype, as a fraction of the largest |eager output|. Measured

@@ -34,6 +34,7 @@ from typing import Any, Iterable, Mapping
 
 from . import _baseline_fields
 from .errors import BaselineError
+from .etdump import op_id
 from .session import clean, slug
 
 SCHEMA_VERSION = 1
@@ -125,6 +126,9 @@ def record_of(profile: Any, instructions: Mapping[str, Any] | None = None) -> di
         "run": metadata.get("run", {}),
         "provenance": metadata.get("export", {}),
     }
+    kernels = kernel_record(profile)
+    if kernels is not None:
+        record["kernel_time"] = kernels
     counted = counted_record(profile)
     if instructions is not None:
         record["instructions"] = {"source": "callgrind (host)", **dict(instructions)}
@@ -136,10 +140,18 @@ def record_of(profile: Any, instructions: Mapping[str, Any] | None = None) -> di
     return record
 
 
-def op_id(key: Any) -> str:
-    """A readable, stable name of one operator instance: its event name, ``@`` its instruction, and
-    ``.N`` for the N-th repeat within that instruction."""
-    return f"{key.name} @{key.instruction_id}" + (f".{key.occurrence}" if key.occurrence else "")
+def kernel_record(profile: Any, per_op: int = 3) -> dict[str, dict[str, Any]] | None:
+    """What a baseline keeps of sampled kernel time: per operator (op id), its samples and its top kernels'
+    shares, so a later run can tell whether an operator's dominant kernel was replaced (verdicts)."""
+    kernel_time = getattr(profile, "kernel_time", None)
+    if kernel_time is None or not kernel_time.available:
+        return None
+    kept: dict[str, dict[str, Any]] = {}
+    for op in kernel_time.ops.itertuples(index=False):
+        rows = kernel_time.kernels_of(op.op).head(per_op)
+        kept[op.op] = {"samples": int(op.samples),
+                       "kernels": {row.kernel: float(row.share) for row in rows.itertuples(index=False)}}
+    return kept
 
 
 def counted_record(profile: Any) -> dict[str, Any] | None:

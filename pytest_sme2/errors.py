@@ -53,3 +53,10 @@ class BaselineError(Sme2Error):
 
 class StorageError(Sme2Error):
     """A folder pytest-sme2 writes into (artifacts, export cache, baselines) cannot be written."""
+
+
+class KernelSamplingWarning(UserWarning):
+    """Kernel sampling was asked for but gave nothing for a profile: the sampler is missing, not permitted or failed.
+
+    A warning, not an error: the profile and every verdict on it stand without kernel attribution.
+    """

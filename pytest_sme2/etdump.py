@@ -278,6 +278,34 @@ class OpKey:
     occurrence: int = 0  # >0 only if the same name repeats within one instruction
 
 
+def op_id(key: OpKey) -> str:
+    """A readable, stable name of one operator instance: its event name, ``@`` its instruction, and
+    ``.N`` for the N-th repeat within that instruction (event names alone repeat: each delegate
+    partition numbers its operators from #1)."""
+    return f"{key.name} @{key.instruction_id}" + (f".{key.occurrence}" if key.occurrence else "")
+
+
+@dataclass(frozen=True)
+class EventSpans:
+    """When each event of the runs began and ended, in the ETDump's ticks (not durations).
+
+    What places a sampling profiler's samples inside operators (kernel_sampling.py).
+    XNNPACK's delegate operator events are written back to back from the start of
+    the delegate call with XNNPACK's own per-operator times (microseconds), so their
+    positions are as good as those times, not exact.
+    """
+
+    op: np.ndarray  # per operator event: index into ExecutionTrace.ops
+    op_run: np.ndarray
+    op_delegated: np.ndarray  # bool
+    op_start: np.ndarray  # int64 ticks
+    op_end: np.ndarray
+    delegate_start: np.ndarray  # DELEGATE_CALL events
+    delegate_end: np.ndarray
+    execute_start: np.ndarray  # Method::execute, one per run
+    execute_end: np.ndarray
+
+
 @dataclass
 class ExecutionTrace:
     """What the ETDump(s) of one run of a program say, in milliseconds."""
@@ -291,6 +319,8 @@ class ExecutionTrace:
     sources: list[str] = field(default_factory=list)
     # Per op: (index of the file in ``sources``, index of the event in that file) of its first appearance.
     op_events: np.ndarray | None = None
+    # When each event happened (None for merged traces and for events measured in other units).
+    spans: EventSpans | None = None
 
     @property
     def runs(self) -> int:
@@ -374,7 +404,8 @@ def read_trace(*paths: str | Path, ticks_per_ms: float = NS_PER_MS,
     """
     load_ms = init_ms = None
     label_ids: dict[str, int] = {}
-    parts: dict[str, list] = {"lid": [], "run": [], "ms": [], "instr": [], "delegated": [], "event": []}
+    parts: dict[str, list] = {"lid": [], "run": [], "ms": [], "instr": [], "delegated": [], "event": [],
+                              "start": [], "end": []}
     runs_total = 0
     if values is not None and len(values) != len(paths):
         raise ValueError(f"read_trace: {len(values)} value arrays for {len(paths)} files")
@@ -403,14 +434,16 @@ def read_trace(*paths: str | Path, ticks_per_ms: float = NS_PER_MS,
         parts["instr"].append(cols.instruction_id[in_run])
         parts["delegated"].append(cols.delegated[in_run])
         parts["event"].append(np.stack([np.full(int(in_run.sum()), index), np.flatnonzero(in_run)], axis=1))
+        parts["start"].append(cols.start[in_run].astype(np.int64))
+        parts["end"].append(cols.end[in_run].astype(np.int64))
         runs_total += runs
     if runs_total == 0:
         raise EtdumpError(
             f"ETDump {', '.join(map(str, paths))} holds no Execute runs; the runner loaded the "
             "program but never executed it (runs < 1?) or the trace was written too early"
         )
-    lid, run, ms, instr, delegated, event = (np.concatenate(parts[k])
-                                             for k in ("lid", "run", "ms", "instr", "delegated", "event"))
+    lid, run, ms, instr, delegated, event, start, end = (
+        np.concatenate(parts[k]) for k in ("lid", "run", "ms", "instr", "delegated", "event", "start", "end"))
 
     def total(name: str) -> np.ndarray:
         mask = lid == label_ids.get(name, -1)
@@ -452,6 +485,13 @@ def read_trace(*paths: str | Path, ticks_per_ms: float = NS_PER_MS,
         OpKey(names[int(op_lid[i])], int(op_instr[i]), bool(op_del[i]), int(occurrence[i]))
         for i in first[by_appearance].tolist()
     ]
+    spans = None
+    if values is None:
+        frame = {name: lid == label_ids.get(name, -1) for name in (DELEGATE_CALL, RUN_MODEL)}
+        spans = EventSpans(op=op_index, op_run=op_run, op_delegated=op_del, op_start=start[is_op],
+                           op_end=end[is_op], delegate_start=start[frame[DELEGATE_CALL]],
+                           delegate_end=end[frame[DELEGATE_CALL]], execute_start=start[frame[RUN_MODEL]],
+                           execute_end=end[frame[RUN_MODEL]])
     return ExecutionTrace(
         execute_ms=total(RUN_MODEL),
         delegate_ms=total(DELEGATE_CALL),
@@ -461,6 +501,7 @@ def read_trace(*paths: str | Path, ticks_per_ms: float = NS_PER_MS,
         init_ms=init_ms,
         sources=[str(p) for p in paths],
         op_events=op_event[first[by_appearance]].reshape(-1, 2),
+        spans=spans,
     )
 
 

@@ -33,6 +33,29 @@ def is_sme_kernel(name: str) -> bool:
     return bool(_SME_KERNEL.search(name)) and not _HELPER.match(name)
 
 
+# The instruction set a kernel's name says it uses (XNNPACK's ``__neonfma``/``__avx2``... suffixes,
+# KleidiAI's ``_neon_dotprod``/``_sme2_mopa``). A name made of library and address range
+# (kernel_sampling.py) says nothing: "unnamed".
+KERNEL_KINDS = ("SME2", "SME", "NEON", "x86 SIMD", "other", "unnamed")
+_SME2_KERNEL = re.compile(r"(?:_|neon)sme2(?:_|$)")
+_NEON_KERNEL = re.compile(r"neon|aarch64|asimd|dotprod|i8mm")
+_X86_KERNEL = re.compile(r"avx|sse[0-9]|ssse3|fma3|f16c|amx|xop")
+UNNAMED_MARK = "@0x"
+
+
+def kernel_kind(name: str) -> str:
+    """One of KERNEL_KINDS for a function name."""
+    if UNNAMED_MARK in name:
+        return "unnamed"
+    if is_sme_kernel(name):
+        return "SME2" if _SME2_KERNEL.search(name) else "SME"
+    if _NEON_KERNEL.search(name):
+        return "NEON"
+    if _X86_KERNEL.search(name):
+        return "x86 SIMD"
+    return "other"
+
+
 def block_addresses(log: Path) -> Iterator[int]:
     """Start address of every translated block in a qemu ``-d in_asm`` log."""
     expect_start = False

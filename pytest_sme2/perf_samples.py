@@ -16,6 +16,7 @@ and stamped with CLOCK_MONOTONIC (``-k``), the clock ExecuTorch's ETDump ticks f
 from __future__ import annotations
 
 import bisect
+import os
 import re
 import shutil
 import subprocess
@@ -41,6 +42,7 @@ class Sample:
     library: str  # path of the mapped file ("[kernel.kallsyms]" for the kernel)
     symbol: str | None  # as perf names it (mangled); None where perf has no name
     file_offset: int | None  # of the sampled address in ``library``; None outside a file mapping
+    vaddr: int | None = None  # the address in the library's own address space, where the profiler gives it
 
 
 def perf_executable() -> str:
@@ -52,10 +54,43 @@ def perf_executable() -> str:
     return found
 
 
+def permission_problem() -> str | None:
+    """Why this user may not sample its own processes with perf, with the fix; None when it may."""
+    if os.geteuid() == 0:
+        return None
+    level = _paranoid_level()
+    if level is not None and level > 2:
+        return (f"kernel.perf_event_paranoid is {level}, which keeps perf from users: "
+                "`sudo sysctl kernel.perf_event_paranoid=2` (or run as root)")
+    return None
+
+
+def sampling_event() -> str:
+    """``cpu-clock``, or its user-space part where the kernel may not be sampled (perf_event_paranoid 2)."""
+    level = _paranoid_level()
+    return "cpu-clock" if os.geteuid() == 0 or (level is not None and level <= 1) else "cpu-clock:u"
+
+
+def _paranoid_level() -> int | None:
+    try:
+        return int(Path("/proc/sys/kernel/perf_event_paranoid").read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def _record(perf: str, output: Path, period_ns: int) -> list[str]:
+    return [perf, "record", "--quiet", "-e", sampling_event(), "-c", str(period_ns), "-k", "CLOCK_MONOTONIC",
+            "-o", str(output)]
+
+
 def record_command(perf: str, pid: int, output: Path, period_ns: int = DEFAULT_PERIOD_NS) -> list[str]:
     """``perf record`` attached to a running process (every thread), until it is sent SIGINT."""
-    return [perf, "record", "--quiet", "-e", "cpu-clock", "-c", str(period_ns), "-k", "CLOCK_MONOTONIC",
-            "-p", str(pid), "-o", str(output)]
+    return [*_record(perf, output, period_ns), "-p", str(pid)]
+
+
+def wrap_command(perf: str, command: list[str], output: Path, period_ns: int = DEFAULT_PERIOD_NS) -> list[str]:
+    """``command`` run under ``perf record`` (its threads and children); perf exits with the command's status."""
+    return [*_record(perf, output, period_ns), "--", *command]
 
 
 def read_samples(perf: str, data: Path) -> list[Sample]:
@@ -98,3 +133,41 @@ def _file_offset(mapped: "list[tuple[int, int, int]] | tuple[()]", ip: int) -> i
         if start <= ip < end:
             return ip - start + offset
     return None
+
+
+def parse_simpleperf_samples(text: str) -> list[Sample]:
+    """Samples from ``simpleperf report-sample`` text (Android): ``sample:`` blocks of ``key: value`` lines.
+
+    Their addresses are ``vaddr_in_file`` (the library's own virtual addresses), not file offsets; times
+    come from ``simpleperf record --clockid monotonic``. simpleperf names code it has no symbol for "unknown".
+    """
+    samples: list[Sample] = []
+    fields: dict[str, str] | None = None
+
+    def flush() -> None:
+        if fields is None:
+            return
+        try:
+            symbol = fields.get("symbol", "").strip()
+            samples.append(Sample(int(fields["time"]), int(fields["thread_id"]), int(fields["event_count"]),
+                                  fields.get("file", "").strip() or "[unknown]",
+                                  None if symbol in ("", "unknown") else symbol, None,
+                                  int(fields["vaddr_in_file"], 16)))
+        except (KeyError, ValueError) as exc:
+            raise RuntimeError(f"simpleperf report-sample printed a sample without {exc}: {fields}") from None
+
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        if not line.startswith((" ", "\t")):  # a new record: "sample:", "meta_info:", "lost_situation:"
+            flush()
+            fields = {} if line.strip() == "sample:" else None
+            continue
+        if fields is not None and line.startswith("  ") and not line.startswith("    "):
+            key, _, value = line.strip().partition(": ")
+            if key == "callchain:":
+                continue
+            fields.setdefault(key, value)
+    flush()
+    samples.sort(key=lambda s: s.time_ns)
+    return samples

@@ -19,6 +19,8 @@ import pytest
 from . import _processes, _storage, progress
 from .errors import Sme2Error, UsageError
 from .export import ExportedModel, Recipe
+from .kernel_sampling import SamplingSettings
+from .perf_samples import DEFAULT_PERIOD_NS
 from .profile import Profile
 from .runner import Runner, require_program
 from .session import Settings, Sme2Session
@@ -47,7 +49,8 @@ def profiles_of(item: pytest.Item) -> list[Profile]:
 _DEFAULTS = {"threads": 1, "timeout": 600.0}
 # Ini defaults of the numeric settings ("" = the target's default), shared by addini and setting_source.
 _INI_DEFAULTS = {"runs": "", "warmup": "", "max_rounds": str(RunSpec.max_rounds), "emulated_svl": "512",
-                 "threads": str(_DEFAULTS["threads"]), "timeout": str(_DEFAULTS["timeout"])}
+                 "threads": str(_DEFAULTS["threads"]), "timeout": str(_DEFAULTS["timeout"]),
+                 "kernel_sampling_hz": f"{1e9 / DEFAULT_PERIOD_NS:g}"}
 
 MARKERS = (
     "sme2: an SME2 performance test (select with -m sme2)",
@@ -103,6 +106,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "a runner that is not pytest-sme2's")
     parser.addini("sme2_latency_reference", "run the reference program before each timed run (relative latency gate)",
                   type="bool", default=True)
+    group.addoption("--sme2-kernel-sampling", default=None, choices=("on", "off"),
+                    help="sample which kernels took each operator's time, in one more round per profile under Linux "
+                         "perf (local target) or simpleperf (adb target); default: ini sme2_kernel_sampling, off")
+    parser.addini("sme2_kernel_sampling", "sample which kernels took each operator's time (one more round per "
+                  "profile)", type="bool", default=False)
+    group.addoption("--sme2-kernel-sampling-hz", type=float, default=None,
+                    help=f"kernel sampling: samples per second of CPU time (default {_INI_DEFAULTS['kernel_sampling_hz']})")
+    parser.addini("sme2_kernel_sampling_hz", "kernel sampling: samples per second of CPU time",
+                  default=_INI_DEFAULTS["kernel_sampling_hz"])
+    group.addoption("--sme2-symfs", default=None,
+                    help="kernel sampling: folder of unstripped copies of the runtime's libraries (by mapped path or "
+                         "file name), to name kernels the shipped libraries leave unnamed")
+    parser.addini("sme2_symfs", "kernel sampling: folder of unstripped library copies", default="")
     parser.addini("sme2_threads", "default runtime threads", default=_INI_DEFAULTS["threads"])
     parser.addini("sme2_timeout", "default run timeout in seconds", default=_INI_DEFAULTS["timeout"])
     parser.addini("sme2_runner", "local target: runner executable (SME2 off by masking)", default="")
@@ -144,6 +160,7 @@ _LIMITS: dict[str, tuple[float, bool, str]] = {
     "threads": (1, False, "a whole number >= 1"),
     "timeout": (0, True, "a number of seconds > 0"),
     "adb_claim_timeout": (0, False, "a number of seconds >= 0"),
+    "kernel_sampling_hz": (0, True, "a number of samples per second > 0 (at most 100000)"),
 }
 
 
@@ -193,6 +210,21 @@ def _path_setting(config: pytest.Config, name: str) -> Path | None:
     return path if path.is_absolute() else config.rootpath / path
 
 
+def _kernel_sampling(config: pytest.Config) -> SamplingSettings | None:
+    option = config.getoption("sme2_kernel_sampling")
+    if not (option == "on" if option else config.getini("sme2_kernel_sampling")):
+        return None
+    hz = _setting(config, "kernel_sampling_hz", float)
+    if hz > 100_000:  # perf's cpu-clock cannot fire faster than the kernel's timer slack allows; beyond it, noise
+        raise pytest.UsageError(f"{setting_source(config, 'kernel_sampling_hz')} is invalid: it must be "
+                                f"{_LIMITS['kernel_sampling_hz'][2]}")
+    symfs = _path_setting(config, "symfs")
+    if symfs is not None and not symfs.is_dir():
+        raise pytest.UsageError(f"--sme2-symfs (or ini sme2_symfs) {symfs} is not a folder; point it at a folder of "
+                                "unstripped copies of the runtime's libraries")
+    return SamplingSettings(period_ns=int(round(1e9 / hz)), symfs=(symfs,) if symfs is not None else ())
+
+
 def pytest_configure(config: pytest.Config) -> None:
     for marker in MARKERS:
         config.addinivalue_line("markers", marker)
@@ -216,6 +248,7 @@ def pytest_configure(config: pytest.Config) -> None:
         kernel_trace=config.getini("sme2_kernel_trace") and not config.getoption("sme2_no_kernel_trace"),
         latency_reference=(config.getoption("sme2_latency_reference") == "on"
                            if config.getoption("sme2_latency_reference") else config.getini("sme2_latency_reference")),
+        kernel_sampling=_kernel_sampling(config),
     )
     try:
         check_target_name(settings.target)

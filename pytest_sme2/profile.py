@@ -37,6 +37,7 @@ from . import stats
 from .categories import NAMED_CATEGORIES, Category, classify, strip_instance
 from .etdump import ExecutionTrace, read_run
 from .instruction_trace import InstructionTrace
+from .kernel_sampling import KernelTime
 from .work import ProgramWork
 
 
@@ -82,6 +83,7 @@ class Speedup:
 
 TIME, INSTRUCTIONS, WORK = "time", "instructions", "work"
 BASES = (TIME, INSTRUCTIONS)
+KERNELS_PER_OP = 5  # kernels kept per operator event in summaries (the rest are in the sampled round's perf.data)
 
 
 def _per_run(part: np.ndarray, whole: np.ndarray) -> np.ndarray:
@@ -142,6 +144,8 @@ class Profile:
     instructions: "InstructionTrace | None" = None
     # Arithmetic work and bytes of the program's operators (work.py), or None.
     work: "ProgramWork | None" = None
+    # Which kernels took each operator's time, from a sampled round (kernel_sampling.py); None: not sampled.
+    kernel_time: "KernelTime | None" = None
 
     # ------------------------------------------------------------------ build
     @classmethod
@@ -185,6 +189,7 @@ class Profile:
             instructions=InstructionTrace.concat([p.instructions for p in profiles])
             if all(p.instructions is not None for p in profiles) else None,
             work=head.work,
+            kernel_time=next((p.kernel_time for p in profiles if p.kernel_time is not None), None),
         )
 
     def __post_init__(self) -> None:
@@ -619,6 +624,7 @@ class Profile:
             "sme_path_basis": self.sme_path_basis,
             "sme_path_ops": self.sme_path_ops,
             "work": self.work_summary(),
+            "kernel_time": None if self.kernel_time is None else self.kernel_time.as_dict(top=KERNELS_PER_OP),
             "top_ops": [
                 {k: (v.item() if hasattr(v, "item") else v) for k, v in row.items() if k not in ("runs_ms", "kernels")}
                 | ({"kernels": row["kernels"]} if "kernels" in row else {})

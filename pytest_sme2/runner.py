@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+import warnings
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -16,9 +17,11 @@ from typing import Any
 import numpy as np
 
 from . import stats
-from .errors import EtdumpError, ProgramError, Sme2Error, UsageError
+from .errors import EtdumpError, KernelSamplingWarning, ProgramError, RunnerError, Sme2Error, UsageError
+from .etdump import read_run
 from .export import ExportedModel
 from .instruction_trace import InstructionTrace
+from .kernel_sampling import PERF_DATA, KernelNamer, KernelTime, Sampler, attribute, sampler_for
 from .profile import Profile
 from .program import check_program
 from .work import ProgramFacts
@@ -67,10 +70,11 @@ class Runner:
         kind = self.session.target.info.name.split(":")[0]
         return f"{kind} {self.spec.sme2_label} threads={self.spec.threads}"
 
-    def _run(self, pte: "ExportedModel | str | Path", etdump: bool) -> tuple[RunResult, dict[str, Any]]:
+    def _run(self, pte: "ExportedModel | str | Path", etdump: bool,
+             sampler: "Sampler | None" = None) -> tuple[RunResult, dict[str, Any]]:
         self._calls[0] += 1
         spec = replace(self.spec, etdump=etdump)
-        kind = "profile" if etdump else "timing"
+        kind = "kernels" if sampler is not None else "profile" if etdump else "timing"
         out_dir = self.test_dir / f"{self._calls[0]:02d}-{kind}-{slug(self.label)}"
         if isinstance(pte, ExportedModel):
             program = link_or_copy(pte.path, self.test_dir / f"{slug(pte.label)}.pte")
@@ -88,10 +92,11 @@ class Runner:
         check_program(program)
         identity["pte"] = str(program)
         identity["inputs"] = str(inputs) if inputs is not None else None
-        reference = self.session.reference()
+        reference = self.session.reference() if sampler is None else None  # a sampled round is not timed
         started = time.perf_counter()
+        extra = {"sampler": sampler} if sampler is not None else {}
         result = self.session.target.run(program, inputs, spec, out_dir,
-                                         reference=reference.path if reference is not None else None)
+                                         reference=reference.path if reference is not None else None, **extra)
         # How long the target took (runs, reference runs, process start): what the plugin's own cost is
         # measured against (benchmarks/bench_plugin_overhead.py).
         identity["run_seconds"] = time.perf_counter() - started
@@ -112,6 +117,42 @@ class Runner:
                 and int(profile.clean_relative.sum()) < clean_runs_wanted(self.spec.runs):
             chunks.append(self._profile_once(pte))
             profile = Profile.concat(chunks)
+        return self.with_kernel_time(profile, pte) if top_up else profile
+
+    def with_kernel_time(self, profile: Profile, pte: "ExportedModel | str | Path") -> Profile:
+        """``profile`` with the kernels that took each operator's time, when the session samples kernels.
+
+        One more round under the sampler, never the timed runs (kernel_sampling.py). A
+        sampler that is missing, not permitted or fails leaves the profile without
+        attribution (``kernel_time.problem`` says why, and a warning) rather than failing the test.
+        """
+        settings = self.session.settings.kernel_sampling
+        if settings is None:
+            return profile
+        try:
+            sampler = sampler_for(self.session.target, settings)
+        except Sme2Error as exc:
+            return self._without_kernel_time(profile, str(exc), "")
+        try:
+            result, _ = self._run(pte, etdump=True, sampler=sampler)
+            if result.clock_offset_ns is None:
+                raise RunnerError(f"the runner ({result.log}) did not report 'clock_offset_ns', which places samples "
+                                  "in ETDump events; rebuild it with `pytest-sme2 build-runner`")
+            trace = read_run(result.timed_etdump)
+            kernel_time = attribute(sampler.samples(result.out_dir), trace, result.clock_offset_ns,
+                                    KernelNamer(settings.symfs, sampler.library_copies), settings.period_ns,
+                                    sampler.description)
+        except (Sme2Error, OSError, ValueError) as exc:
+            return self._without_kernel_time(profile, f"the sampled round failed: {exc}", sampler.description)
+        kernel_time.artifacts = {"samples": str(result.out_dir / PERF_DATA), "etdump": str(result.timed_etdump),
+                                 "log": str(result.log)}
+        profile.kernel_time = kernel_time
+        return profile
+
+    def _without_kernel_time(self, profile: Profile, problem: str, sampler: str) -> Profile:
+        warnings.warn(KernelSamplingWarning(f"{self.test_id or profile.label}: no kernel time for "
+                                            f"{profile.label}: {problem}"), stacklevel=3)
+        profile.kernel_time = KernelTime.unavailable(problem, sampler)
         return profile
 
     def _profile_once(self, pte: "ExportedModel | str | Path") -> Profile:
@@ -235,7 +276,7 @@ def alternate(pte: "ExportedModel | str | Path", first: Runner, second: Runner,
         one_round(extra)
         extra += 1
         merged = Profile.concat(chunks[0]), Profile.concat(chunks[1])
-    return merged
+    return first.with_kernel_time(merged[0], pte), second.with_kernel_time(merged[1], pte)
 
 
 def _versions() -> dict[str, str]:

@@ -38,6 +38,8 @@ class Settings:
     # Run the reference program before each timed run, so latency can be gated relative to it
     # (reference_program.py); off only for runners that cannot (a user's own executor_runner).
     latency_reference: bool = True
+    # Sample which kernels took each operator's time in one more round per profile (kernel_sampling.py); None: off.
+    kernel_sampling: Any = None
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.=-]+")

@@ -47,6 +47,63 @@ else
   while IFS='=' read -r k v; do if [ "$k" = "$1" ]; then printf '%s\\n' "$v"; fi; done < "$props"
 fi
 """
+# simpleperf on a stand-in device: records with this machine's Linux perf (real samples of the real runner)
+# and reports them in simpleperf's report-sample text format. Addresses become vaddr_in_file through
+# readelf's program headers, not through pytest-sme2's own ELF reader.
+_SIMPLEPERF = r"""#!{python}
+import os, re, subprocess, sys
+
+args = sys.argv[1:]
+if args[:1] == ["record"]:
+    options, i = {{}}, 1
+    while i < len(args) and args[i].startswith("-"):
+        options[args[i]] = args[i + 1]
+        i += 2
+    if options.get("--clockid") != "monotonic":
+        sys.exit("simpleperf stand-in: only --clockid monotonic is supported")
+    os.execvp("perf", ["perf", "record", "--quiet", "-e", options["-e"], "-c", options["-c"], "-k", "CLOCK_MONOTONIC",
+                       "-o", options["-o"], "--", *args[i:]])
+if args[:1] != ["report-sample"]:
+    sys.exit(f"simpleperf stand-in: unsupported command {{args[:1]}}")
+data, out = args[args.index("-i") + 1], args[args.index("-o") + 1]
+script = subprocess.run(["perf", "script", "-i", data, "-F", "tid,time,period,ip,sym,dso", "--ns",
+                         "--show-mmap-events"], capture_output=True, text=True, check=True).stdout
+maps, loads, lines = {{}}, {{}}, []
+mmap = re.compile(r"PERF_RECORD_MMAP2? \d+/\d+: \[0x([0-9a-f]+)\(0x([0-9a-f]+)\) @ (?:0x)?([0-9a-f]+).*\]: \S+ (/\S+)$")
+sample = re.compile(r"^\s*(\d+)\s+(\d+)\.(\d{{9}}):\s+(\d+)\s+([0-9a-f]+)\s+(.*?)\s+\((\S*)\)\s*$")
+
+
+def vaddr_in_file(library, ip):
+    for start, length, offset in reversed(maps.get(library, [])):
+        if start <= ip < start + length:
+            file_offset = ip - start + offset
+            if library not in loads:
+                headers = subprocess.run(["readelf", "-lW", library], capture_output=True, text=True).stdout
+                loads[library] = [tuple(int(v, 16) for v in row.split()[1:3]) + (int(row.split()[4], 16),)
+                                  for row in headers.splitlines() if row.split()[:1] == ["LOAD"]]
+            for seg_offset, seg_vaddr, size in loads[library]:
+                if seg_offset <= file_offset < seg_offset + size:
+                    return file_offset - seg_offset + seg_vaddr
+            return file_offset
+    return ip
+
+
+for line in script.splitlines():
+    found = mmap.search(line)
+    if found:
+        start, length, offset, library = found.groups()
+        maps.setdefault(library, []).append((int(start, 16), int(length, 16), int(offset, 16)))
+        continue
+    found = sample.match(line)
+    if found:
+        tid, seconds, nanos, period, ip, symbol, library = found.groups()
+        lines += ["sample:", "  event_type: cpu-clock", f"  time: {{int(seconds) * 10**9 + int(nanos)}}",
+                  f"  event_count: {{period}}", f"  thread_id: {{tid}}", "  thread_name: sme2_runner",
+                  f"  vaddr_in_file: {{vaddr_in_file(library, int(ip, 16)):x}}", f"  file: {{library}}",
+                  f"  symbol: {{'unknown' if symbol == '[unknown]' else symbol}}"]
+with open(out, "w") as handle:
+    handle.write("\n".join(lines) + "\n")
+"""
 _ARM_FEATURES = "fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid asimdrdm lrcpc dcpop asimddp"
 
 
@@ -94,6 +151,8 @@ class StandinDevice:
     on_runner_exit: Callable[["StandinDevice"], None] | None = None
     # An old adbd that leaves a shell command running when its connection closes.
     keeps_orphans: bool = False
+    # A simpleperf on its PATH (Android 9+ ship one), backed by this machine's Linux perf.
+    simpleperf: bool = False
     runs: list[RunRecord] = field(default_factory=list)
     max_running: int = 0
     shell_commands: list[str] = field(default_factory=list)
@@ -122,6 +181,12 @@ class StandinDevice:
         getprop = self.bin_dir / "getprop"
         getprop.write_text(_GETPROP.format(props=_sh_quote(str(props_file))))
         getprop.chmod(0o755)
+        if self.simpleperf:
+            import sys
+
+            shim = self.bin_dir / "simpleperf"
+            shim.write_text(_SIMPLEPERF.format(python=sys.executable))
+            shim.chmod(0o755)
 
     @property
     def root(self) -> Path:

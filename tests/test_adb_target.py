@@ -473,3 +473,61 @@ def test_bundled_libraries_are_the_non_system_ones_ldd_resolves(runner_binary: P
     found = bundled_libraries(runner_binary)
     assert expected and set(found) == expected
     assert all(found[name].resolve() == Path(resolved[name]).resolve() for name in found)
+
+
+@pytest.mark.skipif(shutil.which("perf") is None or shutil.which("readelf") is None,
+                    reason="the stand-in's simpleperf records with Linux perf: apt-get install linux-perf binutils")
+def test_kernel_sampling_over_adb_with_simpleperf(pytester: pytest.Pytester, standin: AdbStandin,
+                                                  shared_export_cache: Path, exported) -> None:
+    import json
+
+    with_simpleperf = standin.add_device("emulator-5554", sme2=True, simpleperf=True)
+    standin.add_device("emulator-5556", sme2=True)  # an Android older than 9: no simpleperf
+    pytester.makeini(textwrap.dedent(f"""
+        [pytest]
+        sme2_model_dirs = {REPO / 'models'}
+        sme2_cache_dir = {shared_export_cache}
+        sme2_adb_server = {standin.address}
+        sme2_max_rounds = 1
+        filterwarnings = ignore
+        """))
+    pytester.makepyfile(textwrap.dedent("""
+        import pytest
+
+        @pytest.mark.model("mobilenet_v3_small")
+        def test_on_off(exported_pte, runner, etdump_profile):
+            etdump_profile(exported_pte, runner(sme2=True))
+            etdump_profile(exported_pte, runner(sme2=False))
+        """))
+
+    def kernel_time(serial: str) -> dict:
+        result = pytester.runpytest_inprocess(f"--sme2-target=adb:{serial}", "--sme2-kernel-sampling=on",
+                                              "--sme2-no-baselines", "--sme2-runs=20", "-p", "no:cacheprovider",
+                                              f"--sme2-artifacts-dir=artifacts-{serial}", "--sme2-session-report")
+        result.assert_outcomes(passed=1)
+        [summary] = (pytester.path / f"artifacts-{serial}").glob("session-*/summary.json")
+        return json.loads(summary.read_text())["tests"][0]
+
+    record = kernel_time("emulator-5554")
+    sampled = record["profiles"][0]["kernel_time"]
+    session = Path(record["test_dir"]).parent
+    markdown = (session / "summary.md").read_text()
+    # reports: a kernel table per profile, the off-vs-on kernel view, and a kernels CSV next to each ETDump
+    assert "kernels (sampled," in markdown and "Kernels SME2 off vs on (sampled)" in markdown
+    html = next(session.glob("*.html")).read_text()
+    assert "kernel time (sampled)" in html and "top kernels off" in html
+    rows = Path(record["profiles"][0]["artifacts"]["kernels_csv"]).read_text().splitlines()
+    assert rows[0].startswith("model_id,variant,op,event,category") and len(rows) > 10
+    assert sampled["available"], sampled.get("problem")
+    assert sampled["sampler"].startswith("simpleperf record -e cpu-clock")
+    assert any("simpleperf record" in run.command for run in with_simpleperf.runs)
+    convolutions = [op for op in sampled["ops"] if op["category"] == "CONV" and op["samples"] >= 20]
+    assert convolutions
+    for op in convolutions:  # named from this machine's copies of the libraries pushed to the device
+        assert op["kernels"][0]["library"] == "libexecutorch_backend_xnnpack.so", op
+        assert not op["kernels"][0]["kernel"].endswith("@0x?"), op  # a symbol or a function range, not unknown
+    total_sampled = sum(op["sampled_ms_per_run"] for op in sampled["ops"])
+    total_etdump = sum(op["etdump_ms_per_run"] for op in sampled["ops"])
+    assert total_sampled == pytest.approx(total_etdump, rel=0.05)
+    missing = kernel_time("emulator-5556")["profiles"][0]["kernel_time"]
+    assert missing["available"] is False and "has no simpleperf" in missing["problem"]

@@ -279,6 +279,10 @@ def test_runner_crash_fails_one_test_and_the_next_one_runs(sme2_project: pytest.
         def test_crash(exported_pte, runner, etdump_profile, sme2_session):
             r = runner()
             def kill_soon():
+                # once the worker runs (it may take seconds to start on a busy machine), let the run begin
+                deadline = time.monotonic() + 100
+                while getattr(sme2_session.target, "_worker", None) is None and time.monotonic() < deadline:
+                    time.sleep(0.1)
                 time.sleep(1.5)
                 os.kill(sme2_session.target._worker.process.pid, signal.SIGKILL)
             threading.Thread(target=kill_soon, daemon=True).start()

@@ -106,8 +106,10 @@ class FunctionSymbols:
     def at_file_offset(self, offset: int) -> str | None:
         """The function whose code lies at ``offset`` in the file (None: no symbol covers it)."""
         vaddr = self.vaddr_at(offset)
-        if vaddr is None:
-            return None
+        return None if vaddr is None else self.at_vaddr(vaddr)
+
+    def at_vaddr(self, vaddr: int) -> str | None:
+        """The function whose code lies at the virtual address ``vaddr`` (None: no symbol covers it)."""
         index = bisect.bisect_right(self.starts, vaddr) - 1
         if index >= 0 and vaddr < self.ends[index]:
             return self.names[index]

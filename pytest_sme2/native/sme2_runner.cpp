@@ -11,6 +11,11 @@
 // timed (and warmup) inference and reports its times as "reference_ms": the
 // baseline gate divides by it so drift of the whole machine cancels
 // (pytest_sme2/reference_program.py says why).
+// "clock_offset_ns" is the steady clock (CLOCK_MONOTONIC on Linux and Android)
+// minus the ETDump's clock, read back to back: ETDump ticks count from the
+// runtime's init, and a sampling profiler's samples (perf -k CLOCK_MONOTONIC,
+// simpleperf) are placed inside ETDump operator events with it
+// (pytest_sme2/kernel_sampling.py).
 
 #include <chrono>
 #include <cstdint>
@@ -29,6 +34,7 @@
 #include <executorch/devtools/etdump/etdump_flatcc.h>
 #include <executorch/extension/module/module.h>
 #include <executorch/extension/tensor/tensor.h>
+#include <executorch/runtime/platform/platform.h>
 #include <executorch/runtime/platform/runtime.h>
 
 // The wheel exports these symbols but does not ship threadpool.h.
@@ -327,6 +333,15 @@ int main(int argc, char** argv) {
     if (!copy) die(6, "cannot write " + o.maps_path);
   }
 
+  // Both clocks, the ETDump's between two steady-clock reads, so the offset is exact to a few ns.
+  auto before = std::chrono::steady_clock::now().time_since_epoch();
+  et_timestamp_t ticks = et_pal_current_ticks();
+  auto after = std::chrono::steady_clock::now().time_since_epoch();
+  et_tick_ratio_t ns_per_tick = et_pal_ticks_to_ns_multiplier();
+  long long steady_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(before + (after - before) / 2).count();
+  long long clock_offset_ns =
+      steady_ns - static_cast<long long>(ticks * ns_per_tick.numerator / ns_per_tick.denominator);
+
   std::ostringstream json;
   json.precision(6);
   json << std::fixed << "{\"latency_ms\": [";
@@ -345,6 +360,7 @@ int main(int argc, char** argv) {
     json << (i ? ", " : "") << (size.ok() ? *size : -1);
   }
   json << "]";
+  json << ", \"clock_offset_ns\": " << clock_offset_ns;
   json << ", \"threads\": " << (o.cpu_threads == 1 ? 1 : pool != nullptr ? pool->get_thread_count() : 0) << "}";
   std::cout << "PYTEST_SME2_RESULT " << json.str() << std::endl;
   return 0;

@@ -14,7 +14,7 @@ from __future__ import annotations
 import csv
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from ..categories import strip_instance
 from ..etdump import EXECUTE_BLOCK, read_blocks
@@ -99,3 +99,27 @@ def write_csvs(etdump: str | Path, out_dir: Path, prefix: str, model_id: str,
                       timeline_rows(etdump, model_id, backend))
     stats = _write(out_dir / f"{prefix}_ops_stats.csv", OPS_STATS_COLUMNS, ops_stats_rows(etdump, model_id, backend))
     return {"timeline_csv": str(timeline), "ops_stats_csv": str(stats)}
+
+
+# One row per (operator, kernel) of a profile's sampled round (kernel_sampling.py): which kernels took each
+# operator's time, like the reference kit's kernel view but measured in time rather than logged at setup.
+KERNELS_COLUMNS = ["model_id", "variant", "op", "event", "category", "delegated", "kernel", "library", "kind",
+                   "samples", "ms_per_run", "share_of_op"]
+
+
+def kernel_rows(kernel_time: Mapping[str, Any], model_id: str, variant: str) -> list[dict[str, Any]]:
+    """The rows of ``<prefix>_kernels.csv`` from a profile's ``kernel_time`` (summary.json form)."""
+    return [{"model_id": model_id, "variant": variant, "op": op["op"], "event": op["event"],
+             "category": op["category"], "delegated": op["delegated"], "kernel": kernel["kernel"],
+             "library": kernel["library"], "kind": kernel["kind"], "samples": kernel["samples"],
+             "ms_per_run": kernel["ms_per_run"], "share_of_op": kernel["share"]}
+            for op in kernel_time.get("ops", []) for kernel in op["kernels"]]
+
+
+def write_kernels_csv(kernel_time: Mapping[str, Any], out_dir: Path, prefix: str, model_id: str,
+                      variant: str) -> dict[str, str]:
+    """``<prefix>_kernels.csv`` when the profile's kernels were sampled; else nothing."""
+    if not kernel_time or not kernel_time.get("available"):
+        return {}
+    path = _write(out_dir / f"{prefix}_kernels.csv", KERNELS_COLUMNS, kernel_rows(kernel_time, model_id, variant))
+    return {"kernels_csv": str(path)}

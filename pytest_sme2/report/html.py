@@ -17,6 +17,8 @@ from . import charts
 from .advice import recommendations
 from .record import EMULATED_NOTE, WORTH_DELEGATING
 from .table import COLUMNS, fewer, instructions, ms, pct, speedup, summary_rows
+from .text import (KERNEL_TABLE_HEADERS, kernel_comparison_tables, kernel_comparison_text, kernel_rows_by_op,
+                   kernel_time_text)
 
 STYLE = """<style>
 .sme2 {font-family: system-ui, sans-serif; font-size: 13px; color: #222}
@@ -117,6 +119,10 @@ def _comparison_html(comparison: Mapping[str, Any]) -> str:
                 pct(op["off_share"]), pct(op["on_share"]), ms(op["off_median_ms"]), ms(op["on_median_ms"]),
                 speedup(op["speedup"], emulated)] for op in comparison["operators"]]),
     ]
+    kernels = comparison.get("kernels")
+    if kernels:
+        parts.append(f"<p>{_esc(kernel_comparison_text(kernels))}</p>")
+        parts += [table(headers, rows) for headers, rows in kernel_comparison_tables(kernels)]
     return "".join(parts)
 
 
@@ -146,6 +152,11 @@ def _profile_details_html(profile: Mapping[str, Any], base: Path | None) -> str:
         parts.append(f"<p>Kernel trace: {len(executed)} SME/SME2 kernel(s) executed"
                      + (": " + ", ".join(f"<code>{_esc(k)}</code>" for k in executed) if executed else
                         " (none: this variant ran no SME code)") + "</p>")
+    kernel_time = profile.get("kernel_time")
+    if kernel_time:
+        parts.append(f"<h4>{_esc(profile['variant'])}: kernel time (sampled)</h4><p>{_esc(kernel_time_text(kernel_time))}</p>")
+        if kernel_time.get("available"):
+            parts.append(table(KERNEL_TABLE_HEADERS, kernel_rows_by_op(kernel_time)))
     portable = profile.get("portable_ops", [])
     worth = set(profile.get("worth_delegating", []))
     if portable:

@@ -13,7 +13,8 @@ from typing import Any, Mapping
 
 from .advice import recommendations
 from .record import EMULATED_NOTE, verdict_text
-from .text import disturbed_text
+from .text import (KERNEL_TABLE_HEADERS, disturbed_text, kernel_comparison_tables, kernel_comparison_text,
+                   kernel_rows_by_op, kernel_time_text)
 from .table import COLUMNS, fewer, instructions, markdown_table, ms, pct, speedup, summary_rows
 
 
@@ -42,6 +43,16 @@ def _counted_comparison(c: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def _kernel_comparison(kernels: Mapping[str, Any] | None) -> list[str]:
+    """Kernels SME2 off vs on, in sampled time per run (when both variants were sampled)."""
+    if not kernels:
+        return []
+    (kind_headers, kind_rows), (top_headers, top_rows) = kernel_comparison_tables(kernels)
+    lines = ["", kernel_comparison_text(kernels), ""] + markdown_table(kind_headers, kind_rows)
+    return lines + [""] + markdown_table(top_headers, [[f"`{c}`" if i in (0, 3) and c else c for i, c in enumerate(row)]
+                                                      for row in top_rows])
+
+
 def session_markdown(summary: Mapping[str, Any]) -> str:
     records = summary["tests"]
     base = Path(summary["session_dir"]) if summary.get("session_dir") else None
@@ -66,6 +77,7 @@ def session_markdown(summary: Mapping[str, Any]) -> str:
                 ["category", "share off", "share on", "speedup [95% CI]"],
                 [[k["category"], pct(k["off_share"]), pct(k["on_share"]), speedup(k["speedup"], c["emulated"])]
                  for k in c["categories"]])
+            lines += _kernel_comparison(c.get("kernels"))
             lines += [""] + markdown_table(
                 ["operator (off -> on)", "share off", "share on", "speedup [95% CI]"],
                 [[f"{op['off_op'] or '-'} -> {op['on_op'] or '-'}" if op["off_op"] != op["on_op"] else op["op"],
@@ -83,6 +95,13 @@ def session_markdown(summary: Mapping[str, Any]) -> str:
                          f"portable ops worth delegating: {worth}"
                          + (f"; kernel trace: {len(p['executed_sme_kernels'])} SME/SME2 kernel(s) executed"
                             if p.get("executed_sme_kernels") is not None else ""))
+            kernels = kernel_time_text(p.get("kernel_time"))
+            if kernels:
+                lines.append(f"  - {kernels}")
+                if p["kernel_time"].get("available"):
+                    lines += [""] + ["  " + row for row in markdown_table(KERNEL_TABLE_HEADERS,
+                                                                         kernel_rows_by_op(p["kernel_time"], top=8))]
+                    lines.append("")
         lines += [f"- recommendation: {advice}" for advice in recommendations(record)]
         lines.append(f"- verdict: {verdict_text(record.get('verdicts', []))}")
         if record.get("test_dir"):

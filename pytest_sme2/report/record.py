@@ -174,7 +174,18 @@ def compare(on: Profile, off: Profile, top: int = RECORD_TOP_OPS) -> dict[str, A
         "bottleneck_on": max(on_shares, key=on_shares.get),
         "categories": categories,
         "operators": operators,
+        "kernels": _kernel_comparison(on, off),
     }
+
+
+def _kernel_comparison(on: Profile, off: Profile) -> dict[str, Any] | None:
+    """Kernels SME2 on vs off, in sampled time (both variants' kernels sampled), else None."""
+    sampled = on.kernel_time, off.kernel_time
+    if any(k is None or not k.available for k in sampled):
+        return None
+    return {"sme_share_on": on.kernel_time.kind_share(), "sme_share_off": off.kernel_time.kind_share(),
+            "kind_ms_on": on.kernel_time.kind_ms(), "kind_ms_off": off.kernel_time.kind_ms(),
+            "top_on": on.kernel_time.top_kernels(), "top_off": off.kernel_time.top_kernels()}
 
 
 def profile_entry(profile: Profile) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from .record import EMULATED_NOTE
-from .table import pct, speedup
+from .table import ms, pct, speedup
 
 
 def disturbed_text(summary: Mapping[str, Any]) -> str:
@@ -16,6 +16,65 @@ def disturbed_text(summary: Mapping[str, Any]) -> str:
     parts = [f"{runs} disturbed by the machine"] if runs else []
     parts += [f"{refs} after a disturbed reference run"] if refs else []
     return f" ({', '.join(parts)}: left out of verdicts)"
+
+
+def kernel_time_text(kernel_time: Mapping[str, Any] | None) -> str | None:
+    """One line on a profile's sampled kernels, or why there are none; None where sampling was off."""
+    if not kernel_time:
+        return None
+    if not kernel_time.get("available"):
+        return f"kernels: not sampled ({kernel_time.get('problem')})"
+    kinds = ", ".join(f"{kind} {ms_value:.3f} ms" for kind, ms_value in (kernel_time.get("kind_ms_per_run") or {}).items())
+    top = "; ".join(f"{k['kernel']} ({k['kind']}, {pct(k['share'])})" for k in kernel_time.get("top_kernels", [])[:3])
+    return (f"kernels (sampled, {kernel_time['samples_placed']} samples in {kernel_time['runs']} runs): SME/SME2 "
+            f"kernels {pct(kernel_time.get('sme_kernel_share_conv_gemm'))} of CONV+GEMM samples; per run {kinds}; "
+            f"top: {top}")
+
+
+def kernel_rows_by_op(kernel_time: Mapping[str, Any], top: int = 12) -> list[list[str]]:
+    """Rows (operator, category, sampled/ETDump ms per run, top kernel, kind, share, other kernels) of the
+    operators with the most samples: the kernel table of the reports."""
+    ops = sorted(kernel_time.get("ops", []), key=lambda op: op["samples"], reverse=True)[:top]
+    rows = []
+    for op in ops:
+        kernels = op["kernels"] or [{"kernel": "-", "kind": "-", "share": None}]
+        first = kernels[0]
+        rest = ", ".join(f"{_short(k['kernel'])} {pct(k['share'])}" for k in kernels[1:3])
+        etdump = op["etdump_ms_per_run"]
+        rows.append([op["op"], op["category"],
+                     f"{op['sampled_ms_per_run']:.3f} / {etdump:.3f}" if etdump is not None else f"{op['sampled_ms_per_run']:.3f} / -",
+                     _short(first["kernel"]), first["kind"], pct(first["share"]), rest])
+    return rows
+
+
+def kernel_comparison_text(kernels: Mapping[str, Any]) -> str:
+    return (f"Kernels SME2 off vs on (sampled): SME/SME2 kernels {pct(kernels['sme_share_off'])} -> "
+            f"{pct(kernels['sme_share_on'])} of CONV+GEMM samples.")
+
+
+def kernel_comparison_tables(kernels: Mapping[str, Any]) -> tuple[tuple[list[str], list[list[str]]], ...]:
+    """(headers, rows) of the time per kernel kind, off and on, and of the top kernels off and on side by side."""
+    kinds = list(dict.fromkeys([*kernels["kind_ms_off"], *kernels["kind_ms_on"]]))
+    by_kind = [[kind, ms(kernels["kind_ms_off"].get(kind)), ms(kernels["kind_ms_on"].get(kind))] for kind in kinds]
+
+    def cells(top: list[Mapping[str, Any]], index: int) -> list[str]:
+        if index >= len(top):
+            return ["", "", ""]
+        return [top[index]["kernel"], top[index]["kind"], ms(top[index]["ms_per_run"])]
+
+    count = max(len(kernels["top_off"]), len(kernels["top_on"]))
+    side_by_side = [[*cells(kernels["top_off"], i), *cells(kernels["top_on"], i)] for i in range(count)]
+    return ((["kernel kind", "ms per run off", "ms per run on"], by_kind),
+            (["top kernels off", "kind", "ms per run", "top kernels on", "kind", "ms per run"], side_by_side))
+
+
+def _short(name: str, limit: int = 72) -> str:
+    """A kernel name cut for a table cell (demangled C++ names run to hundreds of characters)."""
+    return name if len(name) <= limit else name[:limit - 3] + "..."
+
+
+KERNEL_TABLE_HEADERS = ["operator", "category", "ms per run (sampled / ETDump)", "top kernel", "kind",
+                        "share of operator", "next kernels"]
 
 
 def profile_text(summary: Mapping[str, Any]) -> str:
@@ -33,6 +92,9 @@ def profile_text(summary: Mapping[str, Any]) -> str:
     ]
     for op in summary["top_ops"][:5]:
         lines.append(f"    {op['share']:6.1%}  {op['event']}  [{op['category']}{'' if op['delegated'] else ', portable'}]")
+    kernels = kernel_time_text(summary.get("kernel_time"))
+    if kernels:
+        lines.append(f"  {kernels}")
     return "\n".join(lines)
 
 

@@ -119,6 +119,7 @@ _ANSWER = {
     "peak_rss_kb": (lambda v: _numbers(v if isinstance(v, list) else [v], whole=True),
                     "kB of peak memory (a whole number, or one per run)"),
     "threads": (lambda v: isinstance(v, int) and not isinstance(v, bool), "a whole number"),
+    "clock_offset_ns": (lambda v: isinstance(v, int) and not isinstance(v, bool), "a whole number of nanoseconds"),
 }
 
 
@@ -156,7 +157,7 @@ def build_result(answer: dict[str, Any], spec: RunSpec, info: TargetInfo, out_di
 
         outputs_pt = out_dir / OUTPUTS
         torch.save([torch.from_numpy(a.copy()) for a in read_tensors(outputs_bin)], outputs_pt)
-    evidence = {}
+    evidence: dict[str, Any] = {}
     if "planned_buffers" in answer or "peak_rss_kb" in answer:
         evidence["memory"] = {"planned_buffers": answer.get("planned_buffers"), "peak_rss_kb": answer.get("peak_rss_kb")}
     return RunResult(
@@ -166,6 +167,7 @@ def build_result(answer: dict[str, Any], spec: RunSpec, info: TargetInfo, out_di
         warmup_etdump=out_dir / WARMUP_ETDUMP if spec.etdump and spec.warmup > 0 else None,
         log=log, outputs=outputs_pt, sme2_active=sme2_active,
         runtime_threads=answer.get("threads"), reference_ms=reference_ms,
+        clock_offset_ns=answer.get("clock_offset_ns"),
     )
 
 

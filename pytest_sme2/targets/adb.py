@@ -27,7 +27,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from ..cpu import parse_proc_cpuinfo
 from ..errors import EtdumpError, RunnerError, UsageError
@@ -38,6 +38,9 @@ from ._runner_contract import (INPUTS_FILE, OUTPUTS_FILE, RunnerFiles, build_res
 from .base import RUNNER_LOG, TIMED_ETDUMP, WARMUP_ETDUMP, RunResult, RunSpec, TargetInfo
 from .local import check_runner
 
+if TYPE_CHECKING:
+    from ..kernel_sampling import SimpleperfSampler
+
 ADB = "adb"
 DEFAULT_DEVICE_DIR = "/data/local/tmp"
 DEFAULT_SERVER = ("127.0.0.1", 5037)
@@ -46,6 +49,7 @@ _AFFINITY = re.compile(r"(0x)?[0-9A-Fa-f]+")
 _ABI_ARCH = {"arm64-v8a": "aarch64", "armeabi-v7a": "arm", "armeabi": "arm", "x86_64": "x86_64", "x86": "i386"}
 _FACTS_TIMEOUT_S = 30.0
 _CLEANUP_TIMEOUT_S = 15.0
+_REPORT_TIMEOUT_S = 300.0  # simpleperf report-sample of one sampled round
 
 
 def parse_adb_target(value: str) -> str | None:
@@ -354,8 +358,21 @@ class AdbTarget:
                     "--sme2-runner-on / --sme2-runner-off")
         return None
 
+    def kernel_sampler(self, period_ns: int) -> "SimpleperfSampler":
+        """The device's simpleperf (kernel_sampling.py), or a UsageError saying how to get one onto it."""
+        from ..kernel_sampling import SimpleperfSampler
+
+        found = self._shell("command -v simpleperf || { test -x /data/local/tmp/simpleperf && "
+                            "echo /data/local/tmp/simpleperf; }").stdout.strip()
+        if not found:
+            raise UsageError(f"{self.facts.described} has no simpleperf (Android 9 and later ship "
+                             "/system/bin/simpleperf); push the NDK's simpleperf/bin/android/arm64/simpleperf to "
+                             "/data/local/tmp/simpleperf")
+        libraries = {library.parent for binary in {self._on, self._off} for library in bundled_libraries(binary).values()}
+        return SimpleperfSampler(found.splitlines()[-1], period_ns, tuple(sorted(libraries)))
+
     def run(self, pte: Path, inputs: Path | None, spec: RunSpec, out_dir: Path,
-            reference: Path | None = None) -> RunResult:
+            reference: Path | None = None, sampler: "SimpleperfSampler | None" = None) -> RunResult:
         reason = self.unsupported(spec.sme2)
         if reason is not None and spec.sme2 is False:
             raise UsageError(reason)
@@ -365,7 +382,7 @@ class AdbTarget:
         self._runs += 1
         run_dir = f"{self._session_dir}/run-{self._runs:03d}"
         try:
-            command = self._prepare(binary, Path(pte), inputs, spec, out_dir, run_dir, reference)
+            command = self._prepare(binary, Path(pte), inputs, spec, out_dir, run_dir, reference, sampler)
             shown = f"adb -s {self.facts.serial} shell {shlex.quote(command)}"
             with open(log, "wb") as err, open(stdout_path, "wb") as out:
                 err.write(f"$ {shown}\n".encode())
@@ -375,7 +392,9 @@ class AdbTarget:
                 raise RunnerError(f"`{shown}` exited with status {code}{_signal_note(code)} on "
                                   f"{self.facts.described}; log kept at {log}. Last lines:\n{tail(log)}")
             answer = read_result(stdout_path, shown, str(binary))
-            self._pull(run_dir, spec, out_dir, log)
+            if sampler is not None:
+                self._report_samples(sampler, run_dir, log)
+            self._pull(run_dir, spec, out_dir, log, sampled=sampler is not None)
         finally:
             self._cleanup(run_dir)
         return build_result(answer, spec, self.info, out_dir, log,
@@ -434,8 +453,16 @@ class AdbTarget:
             self._pushed[reference] = folder
         return f"{self._pushed[reference]}/{reference.name}"
 
+    def _report_samples(self, sampler: "SimpleperfSampler", run_dir: str, log: Path) -> None:
+        """``simpleperf report-sample`` on the device, next to its perf.data; a RunnerError if it fails."""
+        command = " ".join(shlex.quote(word) for word in sampler.report_argv(run_dir))
+        done = self._shell(command, timeout=_REPORT_TIMEOUT_S)
+        if done.returncode != 0:
+            raise RunnerError(f"`adb -s {self.facts.serial} shell {command}` exited with status {done.returncode}: "
+                              f"{(done.stderr or done.stdout or '').strip()[-500:]}; run log: {log}")
+
     def _prepare(self, binary: Path, pte: Path, inputs: Path | None, spec: RunSpec, out_dir: Path,
-                 run_dir: str, reference: Path | None = None) -> str:
+                 run_dir: str, reference: Path | None = None, sampler: "SimpleperfSampler | None" = None) -> str:
         """Push what the run needs and return the device shell command, every word quoted."""
         folder = self._push_binary(binary)
         device_reference = self._push_reference(reference) if reference is not None else None
@@ -450,6 +477,8 @@ class AdbTarget:
                             warmup_etdump=f"{run_dir}/{WARMUP_ETDUMP}", outputs=f"{run_dir}/{OUTPUTS_FILE}",
                             inputs=device_inputs, reference=device_reference)
         argv = runner_arguments(f"{folder}/{binary.name}", files, spec)
+        if sampler is not None:
+            argv = sampler.device_argv(argv, run_dir)
         if self._options.affinity:
             argv = ["taskset", self._options.affinity, *argv]
         environment = [f"LD_LIBRARY_PATH={shlex.quote(folder)}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"]
@@ -532,10 +561,12 @@ class AdbTarget:
         except (adbutils.AdbError, OSError, EOFError):
             pass
 
-    def _pull(self, run_dir: str, spec: RunSpec, out_dir: Path, log: Path) -> None:
+    def _pull(self, run_dir: str, spec: RunSpec, out_dir: Path, log: Path, sampled: bool = False) -> None:
         import adbutils
 
-        wanted = [(OUTPUTS_FILE, False)]
+        from ..kernel_sampling import PERF_DATA, SIMPLEPERF_SAMPLES
+
+        wanted = [(OUTPUTS_FILE, False)] + ([(PERF_DATA, True), (SIMPLEPERF_SAMPLES, True)] if sampled else [])
         if spec.etdump:
             wanted.append((TIMED_ETDUMP, True))
             if spec.warmup > 0:
@@ -548,6 +579,8 @@ class AdbTarget:
                     self._device.sync.pull_file(remote, out_dir / name)
             except (adbutils.AdbError, OSError, EOFError) as exc:
                 raise self._device_error(f"pulling {remote}", exc, log) from None
+            if required and not present and name not in (OUTPUTS_FILE, TIMED_ETDUMP, WARMUP_ETDUMP):
+                raise RunnerError(f"the sampler on {self.facts.described} left no {remote}; log: {log}")
             if required and not present:
                 raise EtdumpError(
                     f"the runner on {self.facts.described} exited 0 but {remote} never appeared; was the runner "

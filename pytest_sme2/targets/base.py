@@ -120,6 +120,9 @@ class RunResult:
     runtime_threads: int | None = None  # what the runtime reported, to prove the setting took
     # The reference program's time right before each timed run (reference_program.py), or None.
     reference_ms: np.ndarray | None = None
+    # The steady clock (CLOCK_MONOTONIC on Linux/Android) minus the ETDump's clock, in ns, when the runtime
+    # reported it: what places a sampling profiler's samples inside ETDump events (kernel_sampling.py).
+    clock_offset_ns: int | None = None
     # Target-specific evidence for the profile's metadata, e.g. {"kernel_trace": {...}} under emulation.
     evidence: dict[str, Any] = field(default_factory=dict)
 

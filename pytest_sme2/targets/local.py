@@ -18,6 +18,7 @@ import platform
 import shlex
 import subprocess
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .. import _processes
 from ..cpu import CpuInfo, host_cpu
@@ -28,6 +29,9 @@ from ._runner_contract import (INPUTS_FILE, OUTPUTS_FILE, RESULT_PREFIX, RunnerF
                                exit_description as _exit_description, pick_build, read_result, runner_arguments,
                                tail as _tail, two_builds)
 from .base import EMULATED_TIMING, RUNNER_LOG, TIMED_ETDUMP, WARMUP_ETDUMP, RunResult, RunSpec, TargetInfo
+
+if TYPE_CHECKING:
+    from ..kernel_sampling import Sampler
 
 _ARCH_ALIASES = {"amd64": "x86_64", "arm64": "aarch64"}
 
@@ -61,7 +65,7 @@ def check_runner(path: Path | str, role: str, arch: str | None = None) -> Path:
 def run_runner_process(prefix: list[str], binary: Path, env: dict[str, str], pte: Path, inputs: Path | None,
                        spec: RunSpec, out_dir: Path, info: TargetInfo, sme2_active: bool,
                        extra_args: tuple[str, ...] = (), reference: Path | None = None,
-                       fixed_layout: bool = False) -> RunResult:
+                       fixed_layout: bool = False, sampler: "Sampler | None" = None) -> RunResult:
     """Run a pytest-sme2 runner (optionally behind ``prefix``, e.g. qemu) and collect its artifacts.
 
     ``fixed_layout``: run inside ``out_dir`` with the same short relative names for the runner, the
@@ -86,6 +90,8 @@ def run_runner_process(prefix: list[str], binary: Path, env: dict[str, str], pte
         reference=None if reference is None else str(reference),
     )
     command = [*prefix, *runner_arguments(str(binary), files, spec), *extra_args]
+    if sampler is not None:  # kernel_sampling.py: the sampled round runs under the profiler
+        command = sampler.wrap(command, out_dir)
     log = out_dir / RUNNER_LOG
     stdout_path = out_dir / "runner.stdout"
     shown = shlex.join(command)
@@ -181,10 +187,11 @@ class LocalTarget:
         return binary, env
 
     def run(self, pte: Path, inputs: Path | None, spec: RunSpec, out_dir: Path,
-            reference: Path | None = None) -> RunResult:
+            reference: Path | None = None, sampler: "Sampler | None" = None) -> RunResult:
         binary, env = self._command(spec.sme2)
         return run_runner_process(self._launcher, binary, env, pte, inputs, spec, out_dir, self.info,
-                                  sme2_active=self._cpu.has_sme2 and spec.sme2 is not False, reference=reference)
+                                  sme2_active=self._cpu.has_sme2 and spec.sme2 is not False, reference=reference,
+                                  sampler=sampler)
 
     def close(self) -> None:
         return None

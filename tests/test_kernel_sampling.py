@@ -1,0 +1,258 @@
+"""Kernel time from samples (issue 14): placing samples in ETDump events, naming and classifying kernels.
+
+The ETDumps here are synthetic (ExecuTorch's own schema), so every event's time is known and each
+sample's expected place is computed from the layout below, not read from the code under test.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from pytest_sme2.etdump import read_run
+from pytest_sme2.kernel_sampling import (BETWEEN_OPS, DELEGATE_OUTSIDE_OPS, KernelNamer, KernelTime, attribute,
+                                         sampler_for)
+from pytest_sme2.kernel_trace import kernel_kind
+from pytest_sme2.perf_samples import Sample
+from pytest_sme2.errors import UsageError
+
+from helpers_etdump import GAP_NS, RunSpec, write_etdump
+
+OFFSET_NS = 5_000_000_000  # the runner's steady clock - ETDump clock
+LIB = "/opt/et/lib/libexecutorch_backend_xnnpack.so"
+PORTABLE = "/opt/et/lib/libportable_kernels.so"
+# One run: a delegate call holding two XNNPACK operators, then one portable operator.
+CONV_NS, GEMM_NS, DELEGATE_NS, ADD_NS, ADD_CALL_NS, E2E_NS = 40_000, 20_000, 70_000, 10_000, 12_000, 100_000
+RUN = RunSpec(e2e_ns=E2E_NS, delegate_call_ns=DELEGATE_NS, delegate_instr=0,
+              delegate_ops=[("Convolution (NHWC, F32) IGEMM #1", CONV_NS), ("Fully Connected (NC, F32) GEMM #1", GEMM_NS)],
+              portable_ops=[("native_call_add.out", ADD_NS, ADD_CALL_NS, 1)])
+
+
+def _layout(t0: int) -> dict[str, tuple[int, int]]:
+    """Where helpers_etdump puts each event of RUN that starts at t0 (ETDump ns)."""
+    delegate = t0 + GAP_NS
+    conv = delegate + GAP_NS
+    add_call = delegate + DELEGATE_NS + GAP_NS
+    add = add_call + (ADD_CALL_NS - ADD_NS) // 2
+    return {"execute": (t0, t0 + E2E_NS), "delegate": (delegate, delegate + DELEGATE_NS),
+            "conv": (conv, conv + CONV_NS), "gemm": (conv + CONV_NS, conv + CONV_NS + GEMM_NS),
+            "add": (add, add + ADD_NS)}
+
+
+@pytest.fixture
+def two_runs(tmp_path: Path):  # noqa: ANN201
+    path = write_etdump(tmp_path / "timed.etdp", [RUN, RUN])
+    second = E2E_NS + 10 * GAP_NS
+    return read_run(path), [_layout(0), _layout(second)]
+
+
+def _at(etdump_ns: int, symbol: str | None, library: str = LIB, period: int = 10_000) -> Sample:
+    return Sample(etdump_ns + OFFSET_NS, 1, period, library, symbol, None)
+
+
+def test_each_sample_lands_in_the_innermost_event_that_holds_it(two_runs) -> None:  # noqa: ANN001
+    trace, runs = two_runs
+    middle = lambda span: (span[0] + span[1]) // 2  # noqa: E731
+    samples = []
+    for run in runs:
+        samples += [_at(middle(run["conv"]), "conv_kernel"), _at(middle(run["conv"]), "conv_kernel"),
+                    _at(middle(run["gemm"]), "gemm_kernel"), _at(middle(run["add"]), "add_kernel"),
+                    _at(run["delegate"][1] - 100, "xnn_setup"),  # after the last XNNPACK op, inside the call
+                    _at(run["execute"][1] - 100, "runtime")]  # after every operator, inside the run
+    samples += [_at(runs[1]["execute"][1] + 5_000, "outside"), _at(-1_000, "before")]  # between/before runs
+    kernel_time = attribute(samples, trace, OFFSET_NS, KernelNamer(), period_ns=10_000)
+    assert (kernel_time.samples_total, kernel_time.samples_placed) == (len(samples), len(samples) - 2)
+    placed = {(row.event, row.kernel): row.samples for row in kernel_time.kernels.itertuples()}
+    assert placed == {("Convolution (NHWC, F32) IGEMM #1", "conv_kernel"): 4,
+                      ("Fully Connected (NC, F32) GEMM #1", "gemm_kernel"): 2,
+                      ("native_call_add.out", "add_kernel"): 2,
+                      (DELEGATE_OUTSIDE_OPS, "xnn_setup"): 2, (BETWEEN_OPS, "runtime"): 2}
+    conv = kernel_time.ops.set_index("event").loc["Convolution (NHWC, F32) IGEMM #1"]
+    # 4 samples of 10 us over 2 runs; the ETDump says 40 us per run
+    assert conv["sampled_ms_per_run"] == pytest.approx(4 * 0.010 / 2)
+    assert conv["etdump_ms_per_run"] == pytest.approx(CONV_NS / 1e6)
+    assert conv["category"] == "CONV" and bool(conv["delegated"])
+
+
+def test_xnnpack_operators_are_placed_where_their_truncated_microseconds_put_them(two_runs) -> None:  # noqa: ANN001
+    # XNNPACK's per-operator times are whole microseconds, truncated; laid back to back, each later operator
+    # really starts half a microsecond per earlier operator later than written
+    trace, runs = two_runs
+    written_conv_end = runs[0]["conv"][1]
+    just_after = attribute([_at(written_conv_end + 200, "k")], trace, OFFSET_NS, KernelNamer())
+    assert just_after.kernels["event"].tolist() == ["Convolution (NHWC, F32) IGEMM #1"]
+    later = attribute([_at(written_conv_end + 700, "k")], trace, OFFSET_NS, KernelNamer())
+    assert later.kernels["event"].tolist() == ["Fully Connected (NC, F32) GEMM #1"]
+
+
+def test_durations_that_are_not_whole_microseconds_are_placed_as_written(tmp_path: Path) -> None:
+    run = RunSpec(e2e_ns=E2E_NS, delegate_call_ns=DELEGATE_NS, delegate_instr=0,
+                  delegate_ops=[("Convolution (NHWC, F32) IGEMM #1", CONV_NS + 1), ("Add (ND) #1", 20_000)])
+    trace = read_run(write_etdump(tmp_path / "ns.etdp", [run]))
+    written_conv_end = _layout(0)["conv"][1] + 1
+    placed = attribute([_at(written_conv_end + 200, "k")], trace, OFFSET_NS, KernelNamer())
+    assert placed.kernels["event"].tolist() == ["Add (ND) #1"]
+
+
+def test_the_clock_offset_is_what_places_samples(two_runs) -> None:  # noqa: ANN001
+    trace, runs = two_runs
+    conv_middle = sum(runs[0]["conv"]) // 2
+    shifted = attribute([_at(conv_middle, "k")], trace, OFFSET_NS + CONV_NS, KernelNamer(), period_ns=10_000)
+    # read with an offset one convolution too large, the sample lands before the run began
+    assert shifted.samples_placed == 0
+
+
+def test_kernels_per_operator_share_dominant_kernel_and_sme_share(two_runs) -> None:  # noqa: ANN001
+    trace, runs = two_runs
+    conv = sum(runs[0]["conv"]) // 2
+    gemm = sum(runs[0]["gemm"]) // 2
+    sme2 = "kai_run_matmul_clamp_f32_f32p2vlx1_f32p2vlx1biasf32_sme2_mopa"
+    neon = "xnn_f32_gemm_minmax_ukernel_4x8__neonfma_lane_ld64"
+    samples = [_at(conv, sme2)] * 6 + [_at(conv, neon)] * 2 + [_at(gemm, neon)] * 2
+    kernel_time = attribute(samples, trace, OFFSET_NS, KernelNamer(), period_ns=10_000)
+    conv_kernels = kernel_time.kernels_of("Convolution (NHWC, F32) IGEMM #1")
+    assert list(conv_kernels["kernel"]) == [sme2, neon]
+    assert list(conv_kernels["share"]) == pytest.approx([0.75, 0.25])
+    assert list(conv_kernels["kind"]) == ["SME2", "NEON"]
+    assert kernel_time.dominant_kernels(min_samples=1) == {"Convolution (NHWC, F32) IGEMM #1 @0": sme2,
+                                                           "Fully Connected (NC, F32) GEMM #1 @0": neon}
+    assert kernel_time.kind_share() == pytest.approx(6 / 10)  # SME kernels over CONV+GEMM samples
+    assert kernel_time.kind_share(categories=["GEMM"]) == 0.0
+    with pytest.raises(ValueError, match="unknown kernel kinds"):
+        kernel_time.kind_share(kinds=["SME3"])
+    again = KernelTime.from_dict(kernel_time.as_dict())
+    assert again.dominant_kernels(min_samples=1) == kernel_time.dominant_kernels(min_samples=1)
+    assert again.kind_share() == kernel_time.kind_share()
+
+
+def test_operators_with_one_event_name_in_two_partitions_stay_apart(tmp_path: Path) -> None:
+    # each XNNPACK partition numbers its operators from #1, so event names repeat across delegate calls
+    first = RunSpec(e2e_ns=50_000, delegate_call_ns=20_000, delegate_instr=0, delegate_ops=[("Transpose (ND, X32) #1", 10_000)])
+    path = write_etdump(tmp_path / "t.etdp", [first])
+    trace = read_run(path)
+    assert len(trace.ops) == 1
+    second_partition = RunSpec(e2e_ns=50_000, delegate_call_ns=20_000, delegate_instr=3,
+                               delegate_ops=[("Transpose (ND, X32) #1", 10_000)])
+    both = read_run(write_etdump(tmp_path / "u.etdp", [first, second_partition]))
+    ids = [f"{key.name} @{key.instruction_id}" for key in both.ops]
+    assert ids == ["Transpose (ND, X32) #1 @0", "Transpose (ND, X32) #1 @3"]
+    in_op = 2 * GAP_NS + 5_000  # inside the transpose of each run, relative to its run's start
+    second_run = 50_000 + 10 * GAP_NS
+    kernel_time = attribute([_at(in_op, "a"), _at(second_run + in_op, "b")], both, OFFSET_NS, KernelNamer())
+    assert kernel_time.dominant_kernels(min_samples=1) == {ids[0]: "a", ids[1]: "b"}
+    with pytest.raises(ValueError, match="several operators"):
+        kernel_time.kernels_of("Transpose (ND, X32) #1")
+
+
+@pytest.mark.parametrize("name, kind", [
+    ("kai_run_matmul_clamp_f32_f32p2vlx1_f32p2vlx1biasf32_sme2_mopa", "SME2"),
+    ("xnn_f32_gemm_minmax_ukernel_1x32__neonsme2", "SME2"),
+    ("xnn_pf32_gemm_minmax_ukernel_32x32__neonsme", "SME"),
+    ("kai_run_matmul_clamp_f32_qai8dxp1x8_qsi4cxp4x8_1x4x32_neon_dotprod", "NEON"),
+    ("xnn_f16_f32acc_gemm_minmax_ukernel_4x16__avx2_broadcast", "x86 SIMD"),
+    ("libexecutorch_backend_xnnpack.so@0xf7ad0-0xf830a", "unnamed"),
+    ("kai_get_m_step_matmul_clamp_f32_f32p2vlx1_f32p2vlx1biasf32_sme2_mopa", "other"),  # a helper, not a kernel
+    ("memcpy", "other"),
+])
+def test_kernel_kinds_follow_the_instruction_set_in_the_name(name: str, kind: str) -> None:
+    assert kernel_kind(name) == kind
+
+
+def _library(tmp_path: Path) -> tuple[Path, Path]:
+    """A shared library with two functions, and its stripped copy (what wheels ship)."""
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None or shutil.which("strip") is None:
+        pytest.skip("needs a C compiler and strip: apt-get install gcc binutils")
+    source = tmp_path / "k.c"
+    # not exported: like most XNNPACK kernels, only the unstripped copy's .symtab names it
+    source.write_text('__attribute__((noinline, visibility("hidden"))) int hidden_kernel(int x) {\n'
+                      "  int s = 0; for (int i = 0; i < x; ++i) s += i * x; return s; }\n"
+                      "int exported_entry(int x) { return hidden_kernel(x) + 1; }\n")
+    unstripped = tmp_path / "full" / "libk.so"
+    unstripped.parent.mkdir()
+    subprocess.run([compiler, "-O1", "-shared", "-fPIC", "-o", str(unstripped), str(source)], check=True)
+    stripped = tmp_path / "shipped" / "libk.so"
+    stripped.parent.mkdir()
+    subprocess.run(["strip", "--strip-all", "-o", str(stripped), str(unstripped)], check=True)
+    return unstripped, stripped
+
+
+def test_unnamed_code_is_named_by_its_function_range_and_by_an_unstripped_copy(tmp_path: Path) -> None:
+    from pytest_sme2.native.elf import function_symbols
+
+    unstripped, stripped = _library(tmp_path)
+    symbols = function_symbols(unstripped)
+    start = symbols.starts[symbols.names.index("hidden_kernel")]
+    end = symbols.ends[symbols.names.index("hidden_kernel")]
+    offset = next(o - v + start for v, o, size in symbols.loads if v <= start < v + size) + 1  # inside the function
+    assert function_symbols(stripped).at_file_offset(offset) is None  # the shipped copy names nothing
+    by_range = KernelNamer().name(str(stripped), None, offset)
+    assert by_range == f"libk.so@0x{start:x}-0x{end:x}" and kernel_kind(by_range) == "unnamed"
+    assert KernelNamer([unstripped.parent]).name(str(stripped), None, offset) == "hidden_kernel"
+    # the profiler's own name is used when there is no unstripped copy
+    assert KernelNamer().name(str(stripped), "from_perf", offset) == "from_perf"
+    assert KernelNamer().name("[kernel.kallsyms]", "do_page_fault", None) == "do_page_fault"
+
+
+class _Emulated:
+    class info:  # noqa: N801 - stands for a TargetInfo
+        name = "emulated"
+        emulated = True
+        details: dict = {}
+
+
+def test_the_emulated_target_is_not_sampled_and_says_where_its_kernels_come_from() -> None:
+    from pytest_sme2.kernel_sampling import SamplingSettings
+
+    with pytest.raises(UsageError, match="emulated timing is not hardware timing.*qemu's trace"):
+        sampler_for(_Emulated(), SamplingSettings())
+
+
+# --- the baseline check: an operator's dominant kernel replaced ------------------------------------------
+
+def _record(**ops: tuple[int, dict[str, float]]) -> dict:
+    return {"kernel_time": {op.replace("_", " "): {"samples": n, "kernels": k} for op, (n, k) in ops.items()}}
+
+
+def test_a_replaced_dominant_kernel_fails_the_gate_naming_the_operator_and_both_kernels() -> None:
+    from pytest_sme2.verdicts import REGRESSION, _dominant_kernels
+
+    before = _record(conv_1=(400, {"xnn_f32_igemm__neonfma": 0.97, "xnn_f32_igemm_1x8__neonfma": 0.03}))
+    after = _record(conv_1=(390, {"kai_run_matmul_f32_sme2_mopa": 0.95, "xnn_f32_igemm__neonfma": 0.05}))
+    [verdict] = _dominant_kernels("local sme2=on", after, before)
+    assert verdict.status == REGRESSION and verdict.check == "dominant_kernel"
+    assert "conv 1: xnn_f32_igemm__neonfma (97% of its samples) -> kai_run_matmul_f32_sme2_mopa (95%)" in verdict.message
+
+
+@pytest.mark.parametrize("before, after", [
+    # two kernels sharing an operator trade places: no change of kernel
+    ((200, {"main": 0.55, "remainder": 0.45}), (200, {"remainder": 0.52, "main": 0.48})),
+    # too few samples on one side to say anything
+    ((10, {"a": 1.0}), (200, {"b": 1.0})),
+    ((200, {"a": 1.0}), (12, {"b": 1.0})),
+])
+def test_kernels_trading_places_or_too_few_samples_pass(before, after) -> None:  # noqa: ANN001
+    from pytest_sme2.verdicts import OK, _dominant_kernels
+
+    [verdict] = _dominant_kernels("x", _record(op=after), _record(op=before))
+    assert verdict.status == OK
+
+
+def test_no_kernel_check_when_either_side_was_not_sampled() -> None:
+    from pytest_sme2.verdicts import _dominant_kernels
+
+    assert _dominant_kernels("x", {}, _record(op=(200, {"a": 1.0}))) == []
+    assert _dominant_kernels("x", _record(op=(200, {"a": 1.0})), {"kernel_time": None}) == []
+
+
+def test_a_stored_kernel_record_of_the_wrong_shape_names_the_field() -> None:
+    from pytest_sme2 import _baseline_fields
+
+    good = {"latency": None, "samples_ms": [], "shares": {}, **_record(op=(200, {"a": 1.0}))}
+    assert _baseline_fields.problem(good, _baseline_fields.PROFILE, "p") is None
+    bad = {**good, "kernel_time": {"op": {"samples": 200, "kernels": {"a": 3}}}}
+    assert _baseline_fields.problem(bad, _baseline_fields.PROFILE, "p") == \
+        "p.kernel_time['op'].kernels['a'] must be a fraction between 0 and 1, or null (it is int 3)"
