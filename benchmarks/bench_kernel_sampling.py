@@ -1,7 +1,7 @@
 """Kernel sampling (issue 14): what the sampled round costs, how much sampling slows a run, how well it attributes.
 
 On the local target (the native runner under Linux perf), per round: one normal profile
-(timed runs with the reference program, ETDump on) and its sampled round (same runner,
+(timed runs, ETDump on, no reference program between runs) and its sampled round (same runner,
 program and settings, under ``perf record -e cpu-clock``). Rounds repeat, so machine drift
 hits both alike. Reported:
 - slowdown by sampling: median Method::execute of the sampled rounds' runs over the
@@ -45,7 +45,10 @@ def main() -> None:
     sampling = SamplingSettings(period_ns=int(round(1e9 / args.hz)))
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        sess = Sme2Session(Settings(target="local", cache_dir=REPO / ".sme2" / "cache", session_dir=root / "artifacts"))
+        # No reference program between runs: it slows the model's next run by a few percent (cache), and the
+        # sampled round runs none, so with it the comparison would mix the two effects.
+        sess = Sme2Session(Settings(target="local", cache_dir=REPO / ".sme2" / "cache", session_dir=root / "artifacts",
+                                    latency_reference=False))
         sess.registry.register_dir(REPO / "models")
         exported = sess.export(args.model, Recipe(dtype=args.dtype))
         runner = Runner(sess, RunSpec(runs=args.runs, warmup=3, max_rounds=1), sess.test_dir("sampling"))
