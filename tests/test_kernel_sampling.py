@@ -256,3 +256,43 @@ def test_a_stored_kernel_record_of_the_wrong_shape_names_the_field() -> None:
     bad = {**good, "kernel_time": {"op": {"samples": 200, "kernels": {"a": 3}}}}
     assert _baseline_fields.problem(bad, _baseline_fields.PROFILE, "p") == \
         "p.kernel_time['op'].kernels['a'] must be a fraction between 0 and 1, or null (it is int 3)"
+
+
+def test_perf_forbidden_to_users_says_how_to_allow_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_sme2 import perf_samples
+    from pytest_sme2.kernel_sampling import PerfSampler
+
+    monkeypatch.setattr(perf_samples.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(perf_samples, "_paranoid_level", lambda: 3)
+    monkeypatch.setattr(perf_samples.shutil, "which", lambda name: "/usr/bin/perf")
+    with pytest.raises(UsageError, match=r"perf_event_paranoid is 3.*sysctl kernel.perf_event_paranoid=2"):
+        PerfSampler.here(100_000)
+    monkeypatch.setattr(perf_samples, "_paranoid_level", lambda: 2)  # users may sample their own code only
+    assert perf_samples.permission_problem() is None and perf_samples.sampling_event() == "cpu-clock:u"
+
+
+def _profile_with_kernels(tmp_path: Path, samples: list) -> "object":
+    from pytest_sme2 import Profile
+
+    path = write_etdump(tmp_path / "timed.etdp", [RUN, RUN])
+    profile = Profile.from_etdump(path, variant="local sme2=on threads=1")
+    profile.kernel_time = attribute(samples, profile.trace, OFFSET_NS, KernelNamer())
+    return profile
+
+
+def test_assert_kernel_share_passes_fails_with_the_top_kernels_and_skips_without_samples(tmp_path: Path) -> None:
+    from pytest_sme2 import assert_kernel_share
+
+    conv = sum(_layout(0)["conv"]) // 2
+    sme2 = "kai_run_matmul_clamp_f32_f32p2vlx1_f32p2vlx1biasf32_sme2_mopa"
+    profile = _profile_with_kernels(tmp_path, [_at(conv, sme2)] * 9 + [_at(conv, "xnn_f32_igemm__neonfma")])
+    assert assert_kernel_share(profile, at_least=0.9) == pytest.approx(0.9)
+    with pytest.raises(AssertionError, match=r"90.0% of the sampled time of CONV\+GEMM operators went to SME2/SME "
+                                             r"kernels, less than 95%\. Top kernels: kai_run_matmul"):
+        assert_kernel_share(profile, at_least=0.95)
+    profile.kernel_time = None
+    with pytest.raises(pytest.skip.Exception, match="--sme2-kernel-sampling=on"):
+        assert_kernel_share(profile, at_least=0.5)
+    profile.kernel_time = KernelTime.unavailable("Linux perf is missing: apt-get install linux-perf")
+    with pytest.raises(pytest.skip.Exception, match="apt-get install linux-perf"):
+        assert_kernel_share(profile, at_least=0.5)
