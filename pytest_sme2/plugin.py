@@ -437,6 +437,7 @@ def runner(request: pytest.FixtureRequest) -> Callable[..., Runner]:
 
             pytest.skip(f"{EMULATED_TIMING}: this @pytest.mark.latency test only runs on hardware targets")
         test_dir = session.test_dir(request.node.nodeid)
+    calls = [0]  # one count of runs per test, so the run folders of all its runners are numbered in call order
 
     def make_runner(sme2: bool | None = None, *, threads: int | None = None, runs: int | None = None,
                     warmup: int | None = None, timeout: float | None = None) -> Runner:
@@ -461,7 +462,7 @@ def runner(request: pytest.FixtureRequest) -> Callable[..., Runner]:
             reason = session.target.unsupported(sme2)
         if reason:
             pytest.skip(reason)
-        return Runner(session, spec, test_dir, request.node.nodeid)
+        return Runner(session, spec, test_dir, request.node.nodeid, calls)
 
     return make_runner
 

@@ -21,3 +21,17 @@ def test_a_stale_artifact_is_replaced_not_reused(tmp_path: Path) -> None:
     assert os.path.samefile(second, destination)  # a hard link, not a copy
     assert link_or_copy(second, destination) == destination  # the same file is kept as is
     assert first.read_bytes() == b"old program"  # the earlier export is untouched
+
+
+def test_run_folders_of_one_test_are_numbered_in_call_order_across_its_runners(sme2_project: pytest.Pytester) -> None:
+    sme2_project.makepyfile("""
+        import pytest
+
+        @pytest.mark.model("tiny")
+        def test_pair(exported_pte, runner, etdump_profile):
+            etdump_profile(exported_pte, runner(threads=1))
+            etdump_profile(exported_pte, runner(threads=2))
+        """)
+    sme2_project.runpytest_inprocess("--sme2-artifacts-dir=artifacts", "-p", "no:cacheprovider").assert_outcomes(passed=1)
+    folders = sorted(p.name.split("-", 1)[0] for p in (sme2_project.path / "artifacts").glob("session-*/*/[0-9]*-profile-*"))
+    assert folders == ["01", "02"]  # each runner used to count from 01, so a pair shared one number
