@@ -43,6 +43,8 @@ def test_analyze_prints_the_profile_as_tables(toy_runs: tuple[Profile, Profile],
     for text in ("E2E median", "categories:", "CONV", "top operators:", "Convolution (NHWC, F32) IGEMM",
                  "portable operators:"):
         assert text in out
+    load_init = f"load {profile.load_ms:.3f} ms, init {profile.init_ms:.3f} ms"
+    assert load_init in out, out  # taken from the warmup ETDump, which holds them
     assert main(["analyze", etdump, "--json"]) == 0
     digest = json.loads(capsys.readouterr().out)
     assert digest["runs"] == 6 and len(digest["e2e_ms"]) == 6
@@ -143,3 +145,32 @@ def test_unknown_subcommand_is_a_usage_error() -> None:
     with pytest.raises(SystemExit) as exit_info:
         main(["frobnicate"])
     assert exit_info.value.code == 2
+
+
+def test_compare_of_emulated_runs_computes_no_speedup_and_says_why(toy_runs: tuple[Profile, Profile], tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    import shutil
+
+    folders = []
+    for name, profile in zip("ab", toy_runs):  # the same files, as if an emulated target had written them
+        folder = tmp_path / name
+        folder.mkdir()
+        shutil.copy(profile.artifacts["timed_etdump"], folder / "timed.etdp")
+        (folder / "runner.log").write_text("$ /usr/bin/setarch -R /cache/qemu/qemu-aarch64 -cpu max runner\n")
+        folders.append(folder / "timed.etdp")
+    assert main(["compare", *map(str, folders)]) == 0
+    out = capsys.readouterr().out
+    assert "E2E speedup" not in out and "EMULATED" in out
+    assert "emulated timing is not hardware timing, so no speedups are computed" in out
+
+
+def test_report_of_an_artifacts_folder_lists_its_sessions(toy_runs: tuple[Profile, Profile], tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    root = tmp_path / "artifacts"
+    for stamp in ("20261101-000000-1", "20261102-000000-2"):
+        write_session(session_summary([build_record("t::x", [toy_runs[0]])], root / f"session-{stamp}"),
+                      root / f"session-{stamp}", html=False)
+    assert main(["report", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert "holds 2 session(s)" in out and out.index("20261101") < out.index("20261102")
+    assert f"pytest-sme2 report {root / 'session-20261102-000000-2'}" in out

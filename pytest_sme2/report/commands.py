@@ -13,6 +13,7 @@ from typing import Any
 
 from ..errors import EtdumpError, UsageError
 from ..profile import Profile
+from ..targets.base import EMULATED_TIMING, RUNNER_LOG
 from .record import compare, profile_entry
 from .table import ms, pct, speedup, text_table
 from .text import profile_text
@@ -58,6 +59,8 @@ def load_profile(etdump: Path, etrecord: Path | None = None, warmup: Path | None
         profile = Profile.from_etdump(etdump, warmup, model=etdump.stem, recipe="etdump", variant=etdump.name)
     except EtdumpError as exc:  # the user named this file: point at the file they meant to name
         raise UsageError(f"{exc}; pass the .etdp file a runner wrote (not a .pte or an ETRecord)") from None
+    if emulated_run(etdump):  # its time is the emulator's: reports say so and compute no speedups from it
+        profile.metadata["target"] = {"name": "emulated", "emulated": True}
     profile.artifacts["timed_etdump"] = str(etdump)
     if etrecord:
         profile.artifacts["etrecord"] = str(etrecord)
@@ -69,7 +72,8 @@ def analyze(etdump: Path, etrecord: Path | None, warmup: Path | None, as_json: b
     entry = profile_entry(profile)
     if as_json:
         return json.dumps(entry, indent=1, default=str)
-    lines = [profile_text(entry), "", "categories:"]
+    lines = [profile_text(entry), f"  load {ms(entry['load_ms'])} ms, init {ms(entry['init_ms'])} ms "
+                                  "(Program::load_method, Method::init; not part of E2E)", "", "categories:"]
     lines += text_table(["category", "share of E2E", "median ms per run"],
                         [[name, pct(share), ms(float(profile.category_ms[name].median()))]
                          for name, share in entry["shares"].items()])
@@ -86,15 +90,34 @@ def analyze(etdump: Path, etrecord: Path | None, warmup: Path | None, as_json: b
     return "\n".join(lines)
 
 
+def emulated_run(etdump: Path) -> bool:
+    """Whether an ETDump came from the emulated target: its run folder's runner.log shows the qemu command."""
+    log = Path(etdump).parent / RUNNER_LOG
+    try:
+        with log.open(encoding="utf-8", errors="replace") as handle:
+            first = handle.readline()
+    except OSError:
+        return False
+    return first.startswith("$ ") and "qemu-aarch64" in first
+
+
 def compare_files(a: Path, b: Path, as_json: bool) -> tuple[str, dict[str, Any]]:
     """B against A: speedup = median(A) / median(B), so > 1 means B is faster."""
     before, after = load_profile(a), load_profile(b)
     result = compare(on=after, off=before)
+    emulated = [str(path) for path, profile in ((a, before), (b, after)) if profile.emulated]
+    result["emulated_files"] = emulated
     if as_json:
         return json.dumps(result, indent=1, default=str), result
-    lines = [f"A: {a} (median {ms(result['off_median_ms'])} ms, {before.runs} runs)",
-             f"B: {b} (median {ms(result['on_median_ms'])} ms, {after.runs} runs)",
-             f"E2E speedup of B over A (median A / median B, 95% bootstrap CI): {speedup(result['speedup'])}",
+    lines = [f"A: {a} (median {ms(before.median_ms)} ms{' EMULATED' if before.emulated else ''}, {before.runs} runs)",
+             f"B: {b} (median {ms(after.median_ms)} ms{' EMULATED' if after.emulated else ''}, {after.runs} runs)"]
+    if emulated:
+        lines.append(f"EMULATED: {', '.join(emulated)} ran under qemu; {EMULATED_TIMING}, so no speedups are "
+                     "computed and the times below are the emulator's (the perf tests compare counted "
+                     "instructions there)")
+    else:
+        lines.append(f"E2E speedup of B over A (median A / median B, 95% bootstrap CI): {speedup(result['speedup'])}")
+    lines += [
              f"largest category: {result['bottleneck_off']} (A) -> {result['bottleneck_on']} (B)", ""]
     lines += text_table(["category", "share A", "share B", "median ms A", "median ms B", "speedup [95% CI]"],
                         [[c["category"], pct(c["off_share"]), pct(c["on_share"]), ms(c["off_median_ms"]),
