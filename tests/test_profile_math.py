@@ -398,3 +398,13 @@ def test_assert_delegation_by_nodes_without_record(etdump: Path) -> None:
     bare = Profile.from_etdump(etdump, model="m", recipe="r", variant="v")
     with pytest.raises(AssertionError, match="unknown"):
         assert_delegation(bare, 0.5, by="nodes")
+
+
+def test_delegate_time_outside_every_delegate_operator_is_its_own_part_of_other(tmp_path: Path) -> None:
+    # 100 us runs: a 70 us delegate call holding 40 + 20 us of XNNPACK operators, so 10 us of it is in no operator
+    run = RunSpec(e2e_ns=100_000, delegate_call_ns=70_000, delegate_instr=0,
+                  delegate_ops=[("Convolution (NHWC, F32) IGEMM #1", 40_000), ("Fully Connected (NC, F32) GEMM #1", 20_000)])
+    profile = Profile.from_etdump(write_etdump(tmp_path / "d.etdp", [run, run, run]))
+    assert profile.delegate_outside_ops_share() == pytest.approx(0.10)
+    assert profile.share("other") == pytest.approx(0.40)  # it stays in OTHER, now with its part named
+    assert profile.summary()["other_delegate_outside_ops"] == pytest.approx(0.10)

@@ -17,8 +17,8 @@ from . import charts
 from .advice import recommendations
 from .record import EMULATED_NOTE, WORTH_DELEGATING
 from .table import COLUMNS, fewer, instructions, ms, pct, speedup, summary_rows
-from .text import (KERNEL_TABLE_HEADERS, kernel_comparison_tables, kernel_comparison_text, kernel_rows_by_op,
-                   kernel_time_text)
+from .text import (KERNEL_TABLE_HEADERS, OUTSIDE_OPS_LABEL, kernel_comparison_tables, kernel_comparison_text,
+                   kernel_rows_by_op, kernel_time_text)
 
 STYLE = """<style>
 .sme2 {font-family: system-ui, sans-serif; font-size: 13px; color: #222}
@@ -206,8 +206,9 @@ def record_html(record: Mapping[str, Any], base: Path | None = None) -> str:
     for group, title in ((timed, "Where time went"), (counted, "Where the instructions went")):
         if group:
             parts.append(f"<h4>{title}</h4>")
-            parts.append(table(["variant", *group[0]["shares"]],
-                               [[p["variant"], *(pct(v) for v in p["shares"].values())] for p in group]))
+            parts.append(table(["variant", *group[0]["shares"], f"of OTHER: {OUTSIDE_OPS_LABEL}"],
+                               [[p["variant"], *(pct(v) for v in p["shares"].values()),
+                                 pct(p.get("other_delegate_outside_ops"))] for p in group]))
             parts.append(_img(charts.category_chart(group), f"{title.lower()}, per operator category"))
     for comparison in record.get("comparisons", []):
         parts.append(_comparison_html(comparison))

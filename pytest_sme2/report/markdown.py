@@ -14,7 +14,7 @@ from typing import Any, Mapping
 from .advice import recommendations
 from .record import EMULATED_NOTE, verdict_text
 from .text import (KERNEL_TABLE_HEADERS, disturbed_text, kernel_comparison_tables, kernel_comparison_text,
-                   kernel_rows_by_op, kernel_time_text)
+                   kernel_rows_by_op, kernel_time_text, shares_text)
 from .table import COLUMNS, fewer, instructions, markdown_table, ms, pct, speedup, summary_rows
 
 
@@ -89,7 +89,9 @@ def session_markdown(summary: Mapping[str, Any]) -> str:
             size = (f"{instructions(p['instructions']['per_inference'])} instructions per inference (counted)"
                     if measure == "instructions" else f"median {ms(p['latency']['median_ms'])} ms"
                     f"{' (emu)' if p.get('emulated') else ''}{disturbed_text(p)}")
-            lines.append(f"- **{p['variant']}**: {size}, delegated {pct(p['delegation_coverage'])} of {measure}, "
+            shares = shares_text(p.get("shares") or {}, p.get("other_delegate_outside_ops"))
+            lines.append(f"- **{p['variant']}**: {size}, shares of {measure}: {shares}; "
+                         f"delegated {pct(p['delegation_coverage'])} of {measure}, "
                          f"SME path {pct(p['sme_path_share'])} of CONV+GEMM "
                          f"{ {'work': 'multiply-accumulates'}.get(p.get('sme_path_basis'), measure)} ({p['sme_path_ops']} ops); "
                          f"portable ops worth delegating: {worth}"

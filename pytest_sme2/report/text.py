@@ -18,6 +18,19 @@ def disturbed_text(summary: Mapping[str, Any]) -> str:
     return f" ({', '.join(parts)}: left out of verdicts)"
 
 
+OUTSIDE_OPS_LABEL = "delegate, no operator"
+
+
+def shares_text(shares: Mapping[str, float], outside_ops: float | None) -> str:
+    """``CONV 47.0%, ..., OTHER 20.1% (of which delegate, no operator 16.6%)``: OTHER's delegate time outside
+    every delegate operator is shown apart, since it is time no operator can be blamed for."""
+    parts = [f"{name} {pct(value)}" for name, value in shares.items()]
+    if outside_ops and "OTHER" in shares:
+        index = list(shares).index("OTHER")
+        parts[index] += f" (of which {OUTSIDE_OPS_LABEL} {pct(outside_ops)})"
+    return ", ".join(parts)
+
+
 def kernel_time_text(kernel_time: Mapping[str, Any] | None) -> str | None:
     """One line on a profile's sampled kernels, or why there are none; None where sampling was off."""
     if not kernel_time:
@@ -79,7 +92,7 @@ KERNEL_TABLE_HEADERS = ["operator", "category", "ms per run (sampled / ETDump)",
 
 def profile_text(summary: Mapping[str, Any]) -> str:
     lat = summary["latency"]
-    shares = ", ".join(f"{k} {v:.1%}" for k, v in summary["shares"].items())
+    shares = shares_text(summary["shares"], summary.get("other_delegate_outside_ops"))
     lines = [
         f"{summary['model']} {summary['recipe']} [{summary['variant']}]"
         + (f" (EMULATED: {EMULATED_NOTE})" if summary.get("emulated") else ""),
