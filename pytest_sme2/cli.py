@@ -57,9 +57,24 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
+    from .report.combined import sessions_in, write_combined
     from .report.commands import rebuild_report
 
-    for kind, path in rebuild_report(Path(args.artifacts_dir), _path(args.out)).items():
+    folders = [Path(d) for d in args.artifacts_dir]
+    if len(folders) > 1:
+        written = write_combined(folders, _path(args.out) or Path("sme2-combined-report"))
+    else:
+        sessions = sessions_in(folders[0]) if not (folders[0] / "summary.json").exists() else []
+        if sessions:  # an artifacts folder: say which sessions it holds and how to report them
+            print(f"{folders[0]} holds {len(sessions)} session(s), oldest first; report one, or several side by side:")
+            for session in sessions:
+                print(f"  {session}")
+            print(f"  pytest-sme2 report {sessions[-1]}")
+            if len(sessions) > 1:
+                print(f"  pytest-sme2 report {sessions[-2]} {sessions[-1]} --out combined-report")
+            return 0
+        written = rebuild_report(folders[0], _path(args.out))
+    for kind, path in written.items():
         print(f"{kind}: {path}")
     return 0
 
@@ -122,9 +137,13 @@ def main(argv: list[str] | None = None) -> int:
     compare.add_argument("--min-speedup", type=_speedup_bound, default=None,
                          help="exit 1 when the speedup's lower 95%% bound is below this")
     compare.set_defaults(handler=_compare)
-    report = commands.add_parser("report", help="rebuild report.html and summary.md from a session's summary.json")
-    report.add_argument("artifacts_dir", help="a session folder (.sme2/artifacts/session-<time>-<pid>) or its summary.json")
-    report.add_argument("--out", help="write into this folder instead of the session folder")
+    report = commands.add_parser("report", help="rebuild report.html and summary.md from a session's summary.json; "
+                                 "with several sessions (e.g. one per target), one report with them side by side")
+    report.add_argument("artifacts_dir", nargs="+",
+                        help="session folders (.sme2/artifacts/session-<time>-<pid>) or summary.json files; an "
+                             "artifacts folder lists its sessions")
+    report.add_argument("--out", help="write into this folder (one session: instead of the session folder; several: "
+                                      "default ./sme2-combined-report)")
     report.set_defaults(handler=_report)
     doctor = commands.add_parser("doctor", help="what this machine can do, with the command that fixes each missing "
                                  "piece (exit 1 if something is missing)")

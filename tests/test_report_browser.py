@@ -109,3 +109,32 @@ def test_checker_catches_a_broken_image_and_an_external_request(tmp_path: Path) 
     assert "broken" in result["broken"] and "remote" in result["broken"]
     assert any("undefinedFunction" in e for e in result["errors"])
     assert any("192.0.2.1" in b for b in result["blocked"])
+
+
+def test_combined_report_of_an_emulated_and_a_host_session_renders_both_targets(sme2_project: pytest.Pytester,
+                                                                                tmp_path: Path) -> None:
+    from pytest_sme2 import emulation
+    from pytest_sme2.cli import main
+
+    status = emulation.status()
+    if not status.ready:
+        pytest.skip(f"the emulated target is not ready: {status.problem}")
+    sme2_project.makepyfile(PERF_TEST)
+    for target in ("emulated", "host"):
+        result = sme2_project.runpytest_inprocess(f"--sme2-target={target}", f"--sme2-artifacts-dir=artifacts-{target}",
+                                                  "--sme2-no-baselines", "-p", "no:cacheprovider")
+        result.assert_outcomes(passed=1)
+    sessions = [str(next((sme2_project.path / f"artifacts-{t}").glob("session-*"))) for t in ("emulated", "host")]
+    out = sme2_project.path / "combined"
+    assert main(["report", *sessions, "--out", str(out)]) == 0
+    markdown = (out / "combined.md").read_text()
+    table = markdown[markdown.index("### `"):]
+    header = next(line for line in table.splitlines() if line.startswith("| variant |"))
+    assert "emulated (" in header and "host (" in header  # both targets side by side for the test
+    row = next(line for line in table.splitlines() if line.startswith("| sme2=auto threads=1 |"))
+    emulated_cell, host_cell = [cell.strip() for cell in row.strip("|").split("|")[1:3]]
+    assert emulated_cell.endswith("instr") and host_cell.endswith(" ms")  # counted there, timed here
+    result = _check(out / "combined.html", tmp_path)
+    assert result["errors"] == [] and result["broken"] == [] and result["blocked"] == [], result
+    # an artifacts folder lists its sessions instead of failing
+    assert main(["report", str(sme2_project.path / "artifacts-host")]) == 0

@@ -1,0 +1,134 @@
+"""One report across targets: sessions of the same perf tests on different targets, side by side.
+
+Like the reference kit's combined report (Mac and Android runs side by side), from
+pytest-sme2 session folders (``summary.json``) of any targets: host, local, adb devices,
+the emulated target. Per test and variant each target's numbers stand in one row: a
+hardware target's median latency and SME2 speedup with its interval; the emulated
+target's counted instructions and how many fewer SME2 on needs, never its time.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from ..categories import Category
+from ..errors import UsageError
+from .html import STYLE, _esc, table
+from .summary import load_summary
+from .table import amount, comparison_cell, markdown_table, pct
+
+COMBINED_MD = "combined.md"
+COMBINED_HTML = "combined.html"
+
+
+def target_label(summary: Mapping[str, Any]) -> str:
+    """``adb:SERIAL (Pixel 9, SME2)``: a target as a column header."""
+    target = summary.get("target") or {}
+    details = target.get("details") or {}
+    what = details.get("device_model") or target.get("cpu", "?")
+    flags = ["SME2" if target.get("has_sme2") else "no SME2"] + (["EMULATED"] if target.get("emulated") else [])
+    return f"{target.get('name', '?')} ({what}, {', '.join(flags)})"
+
+
+def _variant_key(profile: Mapping[str, Any]) -> str:
+    """The variant without its target kind (``host sme2=on threads=1`` -> ``sme2=on threads=1``)."""
+    return profile["variant"].split(" ", 1)[-1]
+
+
+def combine(summaries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Tests x variants x targets from several sessions' summaries (the data both renderings read)."""
+    labels = [target_label(s) for s in summaries]
+    seen: dict[str, int] = {}
+    for i, label in enumerate(labels):  # the same target twice (two sessions): number them
+        seen[label] = seen.get(label, 0) + 1
+        if seen[label] > 1:
+            labels[i] = f"{label} #{seen[label]}"
+    tests: dict[str, dict[str, Any]] = {}
+    for label, summary in zip(labels, summaries):
+        for record in summary["tests"]:
+            test = tests.setdefault(record["nodeid"], {"nodeid": record["nodeid"], "variants": {}, "comparisons": {}})
+            for profile in record["profiles"]:
+                test["variants"].setdefault(_variant_key(profile), {})[label] = profile
+            for comparison in record.get("comparisons", []):
+                test["comparisons"][label] = comparison
+    return {"targets": labels, "sessions": [str(s.get("session_dir", "?")) for s in summaries],
+            "tests": list(tests.values())}
+
+
+def _amount(profile: Mapping[str, Any]) -> str:
+    text = amount(profile)
+    return text if text.endswith("instr") or profile.get("emulated") else f"{text} ms"
+
+
+def _test_tables(test: Mapping[str, Any], targets: Sequence[str]) -> list[tuple[str, list[str], list[list[str]]]]:
+    """(title, headers, rows) of one test: per variant each target's amount, the SME2 comparison per target,
+    and per variant the category shares per target."""
+    present = [t for t in targets if any(t in per for per in test["variants"].values())]
+    tables = []
+    rows = [[variant, *(_amount(per[t]) if t in per else "-" for t in present)]
+            for variant, per in test["variants"].items()]
+    if test["comparisons"]:
+        rows.append(["SME2 on vs off", *(comparison_cell(test["comparisons"][t]) if t in test["comparisons"] else "-"
+                                          for t in present)])
+    tables.append(("median latency (hardware) or counted instructions (emulated) per target", ["variant", *present],
+                   rows))
+    for variant, per in test["variants"].items():
+        shares = [[c.value, *(pct((per[t].get("shares") or {}).get(c.value)) if t in per else "-" for t in present)]
+                  for c in Category]
+        shares.append(["delegated", *(pct(per[t].get("delegation_coverage")) if t in per else "-" for t in present)])
+        shares.append(["SME path of CONV+GEMM", *(pct(per[t].get("sme_path_share")) if t in per else "-"
+                                                  for t in present)])
+        tables.append((f"{variant}: shares (of time on hardware, of counted instructions where emulated)",
+                       ["category", *present], shares))
+    return tables
+
+
+def combined_markdown(combined: Mapping[str, Any]) -> str:
+    lines = ["## pytest-sme2: SME2 performance across targets", "",
+             f"{len(combined['targets'])} sessions: " + "; ".join(f"{t} (`{s}`)" for t, s in
+                                                                 zip(combined["targets"], combined["sessions"])), "",
+             "> Emulated targets show counted instructions and their shares, never time: emulated timing is not "
+             "hardware timing."]
+    for test in combined["tests"]:
+        lines += ["", f"### `{test['nodeid']}`"]
+        for title, headers, rows in _test_tables(test, combined["targets"]):
+            lines += ["", f"{title}:", ""] + markdown_table(headers, rows)
+    return "\n".join(lines) + "\n"
+
+
+def combined_html(combined: Mapping[str, Any]) -> str:
+    parts = ["<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">",
+             "<title>pytest-sme2 report across targets</title>", STYLE, "</head><body class=\"sme2\">",
+             "<h2>pytest-sme2: SME2 performance across targets</h2>",
+             table(["target", "session"], list(zip(combined["targets"], combined["sessions"]))),
+             "<div class=\"emulated\">Emulated targets show counted instructions and their shares, never time: "
+             "emulated timing is not hardware timing.</div>"]
+    for test in combined["tests"]:
+        parts.append(f"<h3>{_esc(test['nodeid'])}</h3>")
+        for title, headers, rows in _test_tables(test, combined["targets"]):
+            parts.append(f"<h4>{_esc(title)}</h4>{table(headers, rows)}")
+    parts.append("</body></html>")
+    return "".join(parts)
+
+
+def write_combined(directories: Sequence[Path], out_dir: Path) -> dict[str, Path]:
+    """``combined.md`` and ``combined.html`` of the sessions in ``directories`` (each a session folder)."""
+    combined = combine([load_summary(Path(d)) for d in directories])
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        markdown = out_dir / COMBINED_MD
+        markdown.write_text(combined_markdown(combined), encoding="utf-8")
+        page = out_dir / COMBINED_HTML
+        page.write_text(combined_html(combined), encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot write the combined report into {out_dir} ({exc.strerror or exc}); pass --out a "
+                         "folder you can write") from None
+    return {"markdown": markdown, "html": page}
+
+
+def sessions_in(root: Path) -> list[Path]:
+    """Session folders (with a summary.json) directly under an artifacts folder, oldest first."""
+    if not root.is_dir():
+        return []
+    return sorted(p.parent for p in root.glob("session-*/summary.json"))
