@@ -202,6 +202,10 @@ def _columns(path: str | Path) -> _Columns:
     data = path.read_bytes()
     if not data:
         raise EtdumpError(f"ETDump {path} is empty; the runner stopped before writing its trace (see its log)")
+    if data[4:8] == _FILE_IDENTIFIER and data[8:12] != _FILE_IDENTIFIER:
+        # Written by serialize_to_etdump_flatcc (Python) or flatcc without the runtime's 4-byte size prefix:
+        # the same flatbuffer, read as if prefixed.
+        data = struct.pack("<I", len(data)) + data
     buf = _Buffer(data, path)
     if len(data) < 12:
         raise buf.corrupt("shorter than a flatbuffer header")

@@ -309,3 +309,15 @@ def test_one_bad_run_among_good_ones_is_reported(tmp_path: Path) -> None:
     path = write_synthetic_etdump(tmp_path / "mixed.etdp", [good, bad])
     with pytest.raises(EtdumpError, match="Method::execute"):
         read_run(path)
+
+
+def test_an_etdump_without_the_runtimes_size_prefix_reads_the_same(tmp_path: Path) -> None:
+    # serialize_to_etdump_flatcc (Python) writes the flatbuffer alone; the runtime prefixes its size
+    from pytest_sme2.etdump import SyntheticEvent, read_run, write_synthetic_etdump
+
+    prefixed = write_synthetic_etdump(tmp_path / "prefixed.etdp", [
+        ("Execute", [SyntheticEvent(0, 1_500, name="Method::execute")]),
+        ("Execute", [SyntheticEvent(5_000, 7_000, name="Method::execute")])])
+    bare = tmp_path / "bare.etdp"
+    bare.write_bytes(prefixed.read_bytes()[4:])
+    assert read_run(bare).execute_ms.tolist() == read_run(prefixed).execute_ms.tolist() == [0.0015, 0.002]
