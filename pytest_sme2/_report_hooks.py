@@ -56,6 +56,25 @@ def _write_csvs(entry: dict[str, Any]) -> None:
                                                 entry["variant"]))
 
 
+_HISTORY_FACTS_KEY = pytest.StashKey[dict]()
+
+
+def _append_history(config: pytest.Config, record: dict[str, Any]) -> None:
+    """With --sme2-history: one line per profile of this test appended to the history (history.py)."""
+    from . import history
+    from .plugin import history_path, session_of
+
+    path = history_path(config)
+    session = session_of(config)
+    if path is None or session is None:
+        return
+    if _HISTORY_FACTS_KEY not in config.stash:  # once per process: the commit and target do not change
+        config.stash[_HISTORY_FACTS_KEY] = history.session_facts(config.rootpath, session.settings.session_dir,
+                                                                 session.target.info.fingerprint)
+    facts = config.stash[_HISTORY_FACTS_KEY]
+    history.append(path, [history.digest(record["nodeid"], entry, facts) for entry in record["profiles"]])
+
+
 def _build(item: pytest.Item, report: pytest.TestReport) -> dict[str, Any] | None:
     from .plugin import profiles_of, session_of
 
@@ -68,6 +87,7 @@ def _build(item: pytest.Item, report: pytest.TestReport) -> dict[str, Any] | Non
         record["test_dir"] = str(session.test_dir(item.nodeid))
     for entry in record["profiles"]:
         _write_csvs(entry)
+    _append_history(item.config, record)
     record["verdicts"] = verdicts_of([*item.user_properties, *report.user_properties])
     # One JSON round trip: what crosses to the xdist controller must be plain data.
     return json.loads(json.dumps(record, default=str))

@@ -79,6 +79,17 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _history(args: argparse.Namespace) -> int:
+    from .report.history_report import history_lines, write_history_report
+
+    written, found = write_history_report(Path(args.history), _path(args.out) or Path("sme2-history-report"))
+    for line in history_lines(found):
+        print(line)
+    for kind, path in written.items():
+        print(f"{kind}: {path}")
+    return 0
+
+
 def _doctor(args: argparse.Namespace) -> int:
     from .doctor import MISSING, run_checks
 
@@ -145,6 +156,11 @@ def main(argv: list[str] | None = None) -> int:
     report.add_argument("--out", help="write into this folder (one session: instead of the session folder; several: "
                                       "default ./sme2-combined-report)")
     report.set_defaults(handler=_report)
+    trend = commands.add_parser("history", help="draw a --sme2-history file per test and quantity over sessions and "
+                                "list where each changed (change points)")
+    trend.add_argument("history", help="the JSON Lines file sessions appended to with --sme2-history")
+    trend.add_argument("--out", help="write history.html and history.md here (default ./sme2-history-report)")
+    trend.set_defaults(handler=_history)
     doctor = commands.add_parser("doctor", help="what this machine can do, with the command that fixes each missing "
                                  "piece (exit 1 if something is missing)")
     doctor.set_defaults(handler=_doctor)

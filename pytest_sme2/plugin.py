@@ -119,6 +119,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="kernel sampling: folder of unstripped copies of the runtime's libraries (by mapped path or "
                          "file name), to name kernels the shipped libraries leave unnamed")
     parser.addini("sme2_symfs", "kernel sampling: folder of unstripped library copies", default="")
+    group.addoption("--sme2-history", default=None,
+                    help="append every perf test's quantities to this JSON Lines history (pytest-sme2 history draws "
+                         "it and flags where they changed); default: ini sme2_history, none")
+    parser.addini("sme2_history", "JSON Lines history the gate's quantities are appended to (relative to the rootdir)",
+                  default="")
     parser.addini("sme2_threads", "default runtime threads", default=_INI_DEFAULTS["threads"])
     parser.addini("sme2_timeout", "default run timeout in seconds", default=_INI_DEFAULTS["timeout"])
     parser.addini("sme2_runner", "local target: runner executable (SME2 off by masking)", default="")
@@ -208,6 +213,11 @@ def _path_setting(config: pytest.Config, name: str) -> Path | None:
         return None
     path = Path(value).expanduser()
     return path if path.is_absolute() else config.rootpath / path
+
+
+def history_path(config: pytest.Config) -> Path | None:
+    """The history file of --sme2-history / ini sme2_history (relative to the rootdir), or None."""
+    return _path_setting(config, "history")
 
 
 def _kernel_sampling(config: pytest.Config) -> SamplingSettings | None:

@@ -288,7 +288,7 @@ class ShiftTest:
 
 
 def mann_whitney_p(first: Sequence[float] | np.ndarray, second: Sequence[float] | np.ndarray,
-                   alternative: str = "greater") -> float:
+                   alternative: str = "greater", method: str = "auto") -> float:
     """One- or two-sided Mann-Whitney U p-value that ``first`` tends to be larger than ``second``.
 
     Rank-based, so one slow outlier run cannot make or break a verdict; exact
@@ -302,7 +302,7 @@ def mann_whitney_p(first: Sequence[float] | np.ndarray, second: Sequence[float] 
         raise ValueError(f"alternative={alternative!r}: use 'greater', 'less' or 'two-sided'")
     if np.all(a == a[0]) and np.all(b == b[0]) and a[0] == b[0]:
         return 1.0  # identical constant samples: no evidence either way (scipy would return NaN)
-    return float(mannwhitneyu(a, b, alternative=alternative, method="auto").pvalue)
+    return float(mannwhitneyu(a, b, alternative=alternative, method=method).pvalue)
 
 
 def mann_whitney_floor(n: int, m: int) -> float:
@@ -327,3 +327,49 @@ def shift_test(baseline: Sequence[float] | np.ndarray, current: Sequence[float] 
         n_current=int(cur.size),
         n_baseline=int(base.size),
     )
+
+
+CHANGE_ALPHA = 0.001
+CHANGE_MIN_SEGMENT = 5
+
+
+def change_points(values: Sequence[float] | np.ndarray, *, min_effect: float = 0.0, relative: bool = True,
+                  alpha: float = CHANGE_ALPHA, min_segment: int = CHANGE_MIN_SEGMENT) -> list[int]:
+    """Indices where a new level of a series begins (a history of one quantity, one value per session).
+
+    Binary segmentation with the two-sided Mann-Whitney U test: of every split leaving at least
+    ``min_segment`` values on each side, take the one with the smallest p-value; it is a change
+    point when p < ``alpha`` and the medians on its two sides differ by more than ``min_effect``
+    (relative to the earlier median when ``relative``, else absolute); then each side is
+    searched the same way. Rank-based, so one odd session is not a change, and exact values
+    (instruction counts, planned memory: ``min_effect`` 0) change wherever they change. The
+    smallest p-value of 5 vs 5 values (about 0.009 two-sided) is above alpha: a level must hold
+    for more sessions than that before it can be told from noise. Binary segmentation finds
+    steps; a level that leaves and comes back within a few sessions can be missed.
+    """
+    series = np.asarray(values, dtype=float)
+    found: list[int] = []
+
+    def search(start: int, end: int) -> None:
+        best: tuple[float, int] | None = None
+        for split in range(start + min_segment, end - min_segment + 1):
+            before, after = series[start:split], series[split:end]
+            # one method for every split (the normal approximation with tie correction): "auto" would be exact
+            # for small sides only, and p-values of different methods do not rank splits fairly
+            p = mann_whitney_p(after, before, "two-sided", method="asymptotic")
+            if best is None or p < best[0]:
+                best = (p, split)
+        if best is None or not best[0] < alpha:
+            return
+        split = best[1]
+        then, now = float(np.median(series[start:split])), float(np.median(series[split:end]))
+        effect = abs(now - then) / abs(then) if relative and then != 0 else abs(now - then)
+        if not effect > min_effect:
+            return
+        found.append(split)
+        search(start, split)
+        search(split, end)
+
+    if np.isfinite(series).all():
+        search(0, series.size)
+    return sorted(found)

@@ -150,3 +150,21 @@ def _share_axes(axes, labels: Sequence[str], emulated: bool, title: str,  # noqa
 
 def _short(name: str, limit: int = 48) -> str:
     return name if len(name) <= limit else name[: limit - 1] + "\u2026"
+
+
+def history_chart(title: str, quantity: str, values: Sequence[float], labels: Sequence[str],
+                  cuts: Sequence[int]) -> str:
+    """One quantity over sessions, with each change point drawn where its new level begins."""
+    figure = _figure(7.0, 2.2)
+    axes = figure.add_subplot()
+    positions = np.arange(len(values))
+    axes.plot(positions, values, marker="o", markersize=3, linewidth=1, color="#4e79a7")
+    for cut in cuts:
+        axes.axvline(cut - 0.5, color="#e15759", linestyle="--", linewidth=1)
+        axes.annotate(f"change at {labels[cut]}", (cut - 0.5, max(values)), fontsize=7, color="#e15759",
+                      ha="left", va="top", rotation=90)
+    axes.set_xlabel("session (oldest first)", fontsize=8)
+    axes.set_ylabel(quantity, fontsize=8)
+    axes.set_title(title, fontsize=9)
+    axes.tick_params(labelsize=7)
+    return _data_uri(figure)

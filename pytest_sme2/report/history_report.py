@@ -1,0 +1,71 @@
+"""``pytest-sme2 history``: a history file drawn as one self-contained page, with its change points listed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from .. import history, stats
+from ..errors import UsageError
+from . import charts
+from .html import STYLE, _esc, _img, table
+from .table import markdown_table
+
+HISTORY_HTML = "history.html"
+HISTORY_MD = "history.md"
+# The series drawn for every (test, variant, target) even without a change: the size of one inference.
+_PRIMARY = ("relative_latency", "median_ms", "instructions_per_inference")
+
+
+def _change_rows(found: list[history.Change]) -> list[list[str]]:
+    return [[c.test, c.variant, c.target, c.quantity, f"{c.before:.6g}", f"{c.after:.6g}", c.session,
+             (c.commit or "?")[:12]] for c in found]
+
+
+_CHANGE_HEADERS = ["test", "variant", "target", "quantity", "before", "after", "from session", "commit"]
+
+
+def write_history_report(path: Path, out_dir: Path) -> tuple[dict[str, Path], list[history.Change]]:
+    rows = history.load(path)
+    all_series = history.series(rows)
+    found = history.changes(rows)
+    changed = {(c.test, c.variant, c.target, c.quantity) for c in found}
+    sessions = sorted({str(r["session"]) for r in rows})
+    parts = ["<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>pytest-sme2 history</title>",
+             STYLE, "</head><body class=\"sme2\"><h2>pytest-sme2 history</h2>",
+             f"<p class=\"note\">{_esc(path)}: {len(rows)} lines from {len(sessions)} sessions. A change point "
+             f"is where a new level begins: the two-sided Mann-Whitney U test on the sessions before and after it "
+             f"(p &lt; {stats.CHANGE_ALPHA}, at least {stats.CHANGE_MIN_SEGMENT} sessions a side, binary "
+             "segmentation) and a change of the median beyond the quantity's smallest effect.</p>",
+             "<h3>Change points</h3>",
+             table(_CHANGE_HEADERS, _change_rows(found)) if found else "<p>None.</p>"]
+    drawn: dict[tuple[str, str, str], list[str]] = {}
+    for key, points in all_series.items():
+        test, variant, target, quantity = key
+        primary = next((q for q in _PRIMARY if (test, variant, target, q) in all_series), None)
+        if len(points) < 2 or (quantity != primary and key not in changed):
+            continue
+        values = [value for _, value in points]
+        labels = [str(row["session"]) for row, _ in points]
+        relative, effect = history.QUANTITIES.get(quantity, (True, 0.05))
+        cuts = stats.change_points(values, min_effect=effect, relative=relative)
+        drawn.setdefault((test, variant, target), []).append(
+            _img(charts.history_chart(f"{variant} on {target}", quantity, values, labels, cuts),
+                 f"{test} {variant} {quantity} over sessions"))
+    for (test, variant, target), images in drawn.items():
+        parts.append(f"<h3>{_esc(test)}</h3><h4>{_esc(variant)} on {_esc(target)}</h4>" + "".join(images))
+    parts.append("</body></html>")
+    markdown = [f"## pytest-sme2 history: {len(sessions)} sessions", "", f"`{path}`, {len(rows)} lines.", ""]
+    markdown += (markdown_table(_CHANGE_HEADERS, _change_rows(found)) if found else ["No change points."])
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        page, text = out_dir / HISTORY_HTML, out_dir / HISTORY_MD
+        page.write_text("".join(parts), encoding="utf-8")
+        text.write_text("\n".join(markdown) + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot write the history report into {out_dir} ({exc.strerror or exc}); pass --out a "
+                         "folder you can write") from None
+    return {"html": page, "markdown": text}, found
+
+
+def history_lines(found: list[history.Change]) -> list[str]:
+    return [str(change) for change in found] or ["no change points"]
+

@@ -1,0 +1,108 @@
+"""History and change detection (issue 15): appends safe under xdist, change points at the right session."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pytest_sme2 import history
+from pytest_sme2.cli import main
+from pytest_sme2.errors import UsageError
+
+STEP_AT = 14
+
+
+def _synthetic(path: Path, sessions: int = 24) -> None:
+    """A mobilenet-like series: 6.0 ms with 2% noise, then 6.9 ms (+15%) from session STEP_AT on; the counted
+    instructions of an emulated target change exactly once at session 9; shares never change."""
+    rng = np.random.default_rng(7)
+    lines = []
+    for i in range(sessions):
+        facts = {"session": f"session-{i:02d}", "time": f"2026-11-{i + 1:02d}T00:00:00+00:00",
+                 "commit": f"{i:040x}", "target": "local-aarch64-m4-sme2"}
+        latency = (6.0 if i < STEP_AT else 6.9) * (1 + rng.normal(0, 0.02))
+        lines.append(history.digest("perf_tests/test_m.py::test_m", {
+            "model": "m", "recipe": "fp32", "variant": "local sme2=on threads=1", "emulated": False,
+            "latency": {"median_ms": latency}, "shares": {"CONV": 0.4 + rng.normal(0, 0.005), "OTHER": 0.6},
+            "delegation_coverage": 0.99}, facts))
+        lines.append(history.digest("perf_tests/test_m.py::test_m", {
+            "model": "m", "recipe": "fp32", "variant": "emulated sme2=on threads=1", "emulated": True,
+            "basis": "instructions", "instructions": {"per_inference": 1_000_000 if i < 9 else 1_020_000},
+            "latency": {"median_ms": 300 + rng.normal(0, 30)}}, {**facts, "target": "emulated"}))
+    history.append(path, lines)
+
+
+def test_a_step_change_is_flagged_at_the_session_it_began(tmp_path: Path) -> None:
+    path = tmp_path / "history.jsonl"
+    _synthetic(path)
+    found = history.changes(history.load(path))
+    assert [(c.quantity, c.session, c.target) for c in found] == [
+        ("median_ms", f"session-{STEP_AT:02d}", "local-aarch64-m4-sme2"),
+        ("instructions_per_inference", "session-09", "emulated")]
+    step = found[0]
+    assert step.before == pytest.approx(6.0, rel=0.03) and step.after == pytest.approx(6.9, rel=0.03)
+    assert step.commit == f"{STEP_AT:040x}"  # the first commit of the new level: where to start bisecting
+
+
+def test_emulated_time_is_never_kept_as_latency(tmp_path: Path) -> None:
+    path = tmp_path / "history.jsonl"
+    _synthetic(path, sessions=3)
+    emulated = [row for row in history.load(path) if row["emulated"]]
+    assert emulated and all("median_ms" not in row["quantities"] for row in emulated)
+
+
+def test_the_history_command_draws_the_series_and_lists_the_change(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "history.jsonl"
+    _synthetic(path)
+    assert main(["history", str(path), "--out", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert f"median_ms: " in out and f"from session session-{STEP_AT:02d}" in out
+    page = (tmp_path / "out" / "history.html").read_text()
+    assert page.count("data:image/png;base64,") >= 2 and "Change points" in page
+
+
+def test_a_damaged_history_line_names_the_file_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "history.jsonl"
+    _synthetic(path, sessions=2)
+    with open(path, "a") as handle:
+        handle.write("{half a line\n")
+    with pytest.raises(UsageError, match=r"history .*history.jsonl line 5 is not JSON"):
+        history.load(path)
+
+
+def test_xdist_workers_append_to_one_history_without_losing_a_line(pytester: pytest.Pytester,
+                                                                   shared_export_cache: Path) -> None:
+    from conftest import TINY_MODEL
+
+    (pytester.mkdir("models") / "tiny.py").write_text(TINY_MODEL)
+    pytester.makeini(f"""
+[pytest]
+sme2_model_dirs = models
+sme2_target = host
+sme2_cache_dir = {shared_export_cache}
+sme2_runs = 3
+sme2_warmup = 0
+sme2_max_rounds = 1
+sme2_history = history/sme2.jsonl
+""")
+    pytester.makepyfile("""
+import pytest
+
+@pytest.mark.parametrize("threads", [1, 2, 1, 2, 1, 2])
+@pytest.mark.model("tiny")
+def test_tiny(exported_pte, runner, etdump_profile, threads):
+    etdump_profile(exported_pte, runner(threads=threads))
+""")
+    for _ in range(2):
+        pytester.runpytest_subprocess("-n", "2", "-p", "no:cacheprovider", "--sme2-no-baselines").assert_outcomes(
+            passed=6)
+    rows = history.load(pytester.path / "history" / "sme2.jsonl")
+    assert len(rows) == 12  # 6 profiles per session, two sessions, from two workers each
+    assert len({row["session"] for row in rows}) == 2
+    assert len({row["test"] for row in rows}) == 6
+    assert all(row["quantities"]["median_ms"] > 0 for row in rows)
+    json.dumps(rows)  # plain data
