@@ -9,6 +9,7 @@ import argparse
 import math
 import os
 import sys
+import time
 from pathlib import Path
 
 from .errors import Sme2Error
@@ -90,6 +91,19 @@ def _history(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bisect(args: argparse.Namespace) -> int:
+    from . import bisect
+
+    pytest_args = args.pytest_args
+    out = _path(args.out) or Path(".sme2") / f"bisect-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}"
+    result = bisect.run(args.good, args.bad, pytest_args, out)
+    for step in result.steps:
+        print(f"step {step['step']}: {step['commit'][:12]} {step['subject']}: {step['verdict']}"
+              f"{' (' + step['pytest_summary'] + ')' if step['pytest_summary'] else ''}")
+    print(result.message)
+    return 0 if result.first_bad else 1
+
+
 def _doctor(args: argparse.Namespace) -> int:
     from .doctor import MISSING, run_checks
 
@@ -161,10 +175,20 @@ def main(argv: list[str] | None = None) -> int:
     trend.add_argument("history", help="the JSON Lines file sessions appended to with --sme2-history")
     trend.add_argument("--out", help="write history.html and history.md here (default ./sme2-history-report)")
     trend.set_defaults(handler=_history)
+    bisect = commands.add_parser("bisect", help="the first commit between GOOD and BAD where the given perf tests "
+                                 "fail (git bisect run with the gate; untestable commits are skipped)")
+    bisect.add_argument("good", help="a commit where the tests pass")
+    bisect.add_argument("bad", help="a later commit where they fail")
+    bisect.add_argument("--out", help="folder for each step's session and verdict (default .sme2/bisect-<time>)")
+    bisect.epilog = "then -- and the pytest arguments of the tests, e.g. -- perf_tests/test_net.py -m sme2"
+    bisect.set_defaults(handler=_bisect)
     doctor = commands.add_parser("doctor", help="what this machine can do, with the command that fixes each missing "
                                  "piece (exit 1 if something is missing)")
     doctor.set_defaults(handler=_doctor)
-    args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    after = argv.index("--") if "--" in argv else len(argv)  # bisect: what follows -- is pytest's, untouched
+    args = parser.parse_args(argv[:after])
+    args.pytest_args = argv[after + 1:]
     try:
         return args.handler(args)
     except Sme2Error as exc:

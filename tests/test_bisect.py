@@ -1,0 +1,110 @@
+"""pytest-sme2 bisect (issue 15): a real git repository, a real model, real runs; names the commit that added
+an operator the perf test does not allow."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from pytest_sme2.cli import main
+from pytest_sme2.errors import UsageError
+
+MODEL = '''
+import torch
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+
+    def forward(self, x):
+        y = torch.relu(self.conv(x))
+        return y{extra}
+
+def get_eager_model():
+    torch.manual_seed(0)
+    return Net().eval()
+
+def get_example_inputs():
+    return (torch.ones(1, 3, 16, 16),)
+'''
+PERF_TEST = '''
+import pytest
+from pytest_sme2 import assert_portable_ops
+
+@pytest.mark.model("net")
+def test_net(exported_pte, runner, etdump_profile):
+    assert_portable_ops(etdump_profile(exported_pte, runner()), allowed=set())
+'''
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout.strip()
+
+
+@pytest.fixture
+def repo(tmp_path: Path, shared_export_cache: Path) -> Path:
+    if shutil.which("git") is None:
+        pytest.skip("needs git: apt-get install git")
+    root = tmp_path / "models-repo"
+    (root / "models").mkdir(parents=True)
+    _git(root, "init", "-q", "-b", "main")
+    _git(root, "config", "user.email", "t@example.com")
+    _git(root, "config", "user.name", "t")
+    (root / "pytest.ini").write_text(textwrap.dedent(f"""
+        [pytest]
+        sme2_model_dirs = models
+        sme2_target = host
+        sme2_cache_dir = {shared_export_cache}
+        sme2_runs = 3
+        sme2_warmup = 0
+        sme2_max_rounds = 1
+        """))
+    (root / ".gitignore").write_text(".sme2/\n.pytest_cache/\n__pycache__/\n")
+    (root / "test_perf.py").write_text(PERF_TEST)
+    history = ["net: conv + relu", "docs: readme", "docs: usage", "net: cumulative sum of the output",
+               "docs: more readme", "docs: changelog"]
+    for subject in history:
+        if subject.startswith("docs"):
+            (root / "README.md").write_text(subject + "\n")
+        else:  # a real extra operator: cumsum has no XNNPACK kernel, so it runs as a portable one
+            extra = ".cumsum(dim=1)" if "cumulative" in subject else ""
+            (root / "models" / "net.py").write_text(MODEL.format(extra=extra))
+        _git(root, "add", "-A")
+        _git(root, "commit", "-q", "-m", subject)
+    return root
+
+
+def test_bisect_names_the_commit_that_added_a_portable_operator(repo: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    commits = _git(repo, "log", "--format=%H %s", "--reverse").splitlines()
+    good, bad = commits[0].split()[0], commits[-1].split()[0]
+    culprit = next(line.split()[0] for line in commits if "cumulative sum" in line)
+    monkeypatch.chdir(repo)
+    out = repo.parent / "bisect-out"
+    assert main(["bisect", good, bad, "--out", str(out), "--", "test_perf.py", "-p", "no:cacheprovider",
+                 "--sme2-no-baselines"]) == 0
+    printed = capsys.readouterr().out
+    assert f"first bad commit: {culprit[:12]} net: cumulative sum of the output" in printed
+    steps = [json.loads(line) for line in (out / "steps.jsonl").read_text().splitlines()]
+    assert {s["verdict"] for s in steps} <= {"good", "bad"} and steps
+    assert all(Path(s["artifacts"], "pytest.log").is_file() for s in steps)  # each step's session kept
+    assert any(s["commit"] == culprit and s["verdict"] == "bad" for s in steps)
+    assert _git(repo, "rev-parse", "HEAD") == bad  # the checkout is restored
+    assert not (repo / ".git" / "BISECT_LOG").exists()
+
+
+def test_bisect_refuses_a_dirty_tree_and_unknown_commits(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_sme2 import bisect
+
+    monkeypatch.chdir(repo)
+    with pytest.raises(UsageError, match="'nosuch' is not a commit"):
+        bisect.run("nosuch", "HEAD", ["test_perf.py"], repo.parent / "o")
+    (repo / "test_perf.py").write_text(PERF_TEST + "\n# edited\n")
+    with pytest.raises(UsageError, match="uncommitted changes; commit or stash them"):
+        bisect.run("HEAD~1", "HEAD", ["test_perf.py"], repo.parent / "o")
