@@ -43,17 +43,28 @@ def _records(config: pytest.Config) -> dict[str, dict[str, Any]]:
 def _write_csvs(entry: dict[str, Any]) -> None:
     """The kit-compatible CSVs of one profile, in its run folder next to its ETDumps; paths go into the entry."""
     from .report.csv_export import write_csvs, write_kernels_csv
-    from .session import slug
+    from .report.kit_layout import kit_variant
+    from .session import link_or_copy, slug
 
     etdump = entry.get("artifacts", {}).get("timed_etdump")
     if not etdump:
         return
     out_dir = Path(etdump).parent
-    prefix = slug(f"{entry['model']}_{entry['recipe']}_{entry['variant']}")
-    model_id = f"{entry['model']} {entry['recipe']}"
+    variant = kit_variant(entry["variant"])  # sme2_on / sme2_off, as the kit's tools tell them apart
+    prefix = slug(f"{entry['model']}_{entry['recipe']}_{variant}")
+    # the variant in model_id: the kit's --compare keys runs by it, and SME2 on and off must stay apart
+    model_id = f"{entry['model']} {entry['recipe']} [{variant}]"
     entry["artifacts"].update(write_csvs(etdump, out_dir, prefix, model_id=model_id))
     entry["artifacts"].update(write_kernels_csv(entry.get("kernel_time") or {}, out_dir, prefix, model_id,
                                                 entry["variant"]))
+    # the kit's tools look for *.etdump: the same file under that name (a hard link where possible)
+    entry["artifacts"]["kit_etdump"] = str(link_or_copy(Path(etdump), out_dir / f"{prefix}.etdump"))
+    if not entry.get("emulated"):  # the latency statistics the kit's robust analysis writes; never emulated time
+        robust = out_dir / f"{prefix}_robust_stats.json"
+        robust.write_text(json.dumps({"model_id": model_id, "latency": entry.get("latency"),
+                                      "relative_latency": entry.get("relative_latency"),
+                                      "disturbed_runs": entry.get("disturbed_runs")}, indent=1) + "\n")
+        entry["artifacts"]["robust_stats"] = str(robust)
 
 
 _HISTORY_FACTS_KEY = pytest.StashKey[dict]()
@@ -157,6 +168,7 @@ class _Collector:
         if not records:
             return
         from .plugin import session_of
+        from .report import kit_layout
         from .report.summary import session_summary, write_session
 
         sme2 = session_of(self.config)
@@ -165,7 +177,9 @@ class _Collector:
         out_dir = sme2.settings.session_dir
         html = bool(getattr(self.config.option, "htmlpath", None)) or session_report_wanted(self.config)
         try:
-            paths = write_session(session_summary(list(records.values()), out_dir), out_dir, html=html)
+            summary = session_summary(list(records.values()), out_dir)
+            paths = write_session(summary, out_dir, html=html)
+            paths.update(kit_layout.write(summary["tests"], out_dir))
         except Exception as exc:  # never lose the session over a report
             from ._storage import explain
 

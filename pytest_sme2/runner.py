@@ -23,6 +23,7 @@ from .export import ExportedModel
 from .instruction_trace import InstructionTrace
 from .kernel_sampling import PERF_DATA, KernelNamer, KernelTime, Sampler, attribute, sampler_for
 from .profile import Profile
+from .report.kit_layout import kit_variant
 from .program import check_program
 from .work import ProgramFacts
 from .session import Sme2Session, link_or_copy, slug
@@ -75,7 +76,8 @@ class Runner:
         self._calls[0] += 1
         spec = replace(self.spec, etdump=etdump)
         kind = "kernels" if sampler is not None else "profile" if etdump else "timing"
-        out_dir = self.test_dir / f"{self._calls[0]:02d}-{kind}-{slug(self.label)}"
+        # sme2_on / sme2_off in folder names: how the reference kit's tools tell the two apart
+        out_dir = self.test_dir / f"{self._calls[0]:02d}-{kind}-{slug(kit_variant(self.label))}"
         if isinstance(pte, ExportedModel):
             program = link_or_copy(pte.path, self.test_dir / f"{slug(pte.label)}.pte")
             etrecord = None

@@ -104,14 +104,15 @@ def write_csvs(etdump: str | Path, out_dir: Path, prefix: str, model_id: str,
 # One row per (operator, kernel) of a profile's sampled round (kernel_sampling.py): which kernels took each
 # operator's time, like the reference kit's kernel view but measured in time rather than logged at setup.
 KERNELS_COLUMNS = ["model_id", "variant", "op", "event", "category", "delegated", "kernel", "library", "kind",
-                   "samples", "ms_per_run", "share_of_op"]
+                   "has_sme2", "samples", "ms_per_run", "share_of_op"]
 
 
 def kernel_rows(kernel_time: Mapping[str, Any], model_id: str, variant: str) -> list[dict[str, Any]]:
     """The rows of ``<prefix>_kernels.csv`` from a profile's ``kernel_time`` (summary.json form)."""
     return [{"model_id": model_id, "variant": variant, "op": op["op"], "event": op["event"],
              "category": op["category"], "delegated": op["delegated"], "kernel": kernel["kernel"],
-             "library": kernel["library"], "kind": kernel["kind"], "samples": kernel["samples"],
+             "library": kernel["library"], "kind": kernel["kind"],
+             "has_sme2": 1 if kernel["kind"] == "SME2" else 0, "samples": kernel["samples"],
              "ms_per_run": kernel["ms_per_run"], "share_of_op": kernel["share"]}
             for op in kernel_time.get("ops", []) for kernel in op["kernels"]]
 
