@@ -54,17 +54,20 @@ def _write_csvs(entry: dict[str, Any]) -> None:
     prefix = slug(f"{entry['model']}_{entry['recipe']}_{variant}")
     # the variant in model_id: the kit's --compare keys runs by it, and SME2 on and off must stay apart
     model_id = f"{entry['model']} {entry['recipe']} [{variant}]"
-    entry["artifacts"].update(write_csvs(etdump, out_dir, prefix, model_id=model_id))
+    emulated = bool(entry.get("emulated"))
+    entry["artifacts"].update(write_csvs(etdump, out_dir, prefix, model_id=model_id, emulated=emulated))
     entry["artifacts"].update(write_kernels_csv(entry.get("kernel_time") or {}, out_dir, prefix, model_id,
                                                 entry["variant"]))
+    if emulated:  # emulator time: nothing under the names the kit's tools read as latency
+        return
     # the kit's tools look for *.etdump: the same file under that name (a hard link where possible)
     entry["artifacts"]["kit_etdump"] = str(link_or_copy(Path(etdump), out_dir / f"{prefix}.etdump"))
-    if not entry.get("emulated"):  # the latency statistics the kit's robust analysis writes; never emulated time
-        robust = out_dir / f"{prefix}_robust_stats.json"
-        robust.write_text(json.dumps({"model_id": model_id, "latency": entry.get("latency"),
-                                      "relative_latency": entry.get("relative_latency"),
-                                      "disturbed_runs": entry.get("disturbed_runs")}, indent=1) + "\n")
-        entry["artifacts"]["robust_stats"] = str(robust)
+    # the latency statistics the kit's robust analysis writes
+    robust = out_dir / f"{prefix}_robust_stats.json"
+    robust.write_text(json.dumps({"model_id": model_id, "latency": entry.get("latency"),
+                                  "relative_latency": entry.get("relative_latency"),
+                                  "disturbed_runs": entry.get("disturbed_runs")}, indent=1) + "\n")
+    entry["artifacts"]["robust_stats"] = str(robust)
 
 
 _HISTORY_FACTS_KEY = pytest.StashKey[dict]()

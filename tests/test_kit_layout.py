@@ -64,3 +64,19 @@ def test_etdumps_variants_and_model_ids_as_the_kit_finds_them(session_dir: Path)
             model_ids |= {row["model_id"] for row in csv.DictReader(handle)}
     assert len(model_ids) == 2  # SME2 off and the target's default no longer share one model_id
     assert any("sme2_off" in m for m in model_ids)
+
+
+def test_emulated_times_are_not_written_where_the_kits_tools_read_latency(tmp_path: Path) -> None:
+    from helpers_etdump import execute_only
+    from pytest_sme2.report import kit_layout
+    from pytest_sme2.report.csv_export import write_csvs
+
+    etdump = execute_only(tmp_path / "timed.etdp", [300_000_000])  # 300 ms of emulator time
+    written = write_csvs(etdump, tmp_path, "m_fp32_emulated_sme2_on", "m fp32 [emulated sme2_on]", emulated=True)
+    assert sorted(Path(p).name for p in written.values()) == ["m_fp32_emulated_sme2_on_emulated_events.csv",
+                                                               "m_fp32_emulated_sme2_on_emulated_ops.csv"]
+    assert not list(tmp_path.glob("*_all_runs_timeline.csv")) and not list(tmp_path.glob("*_ops_stats.csv"))
+    record = {"nodeid": "t::e", "profiles": [{"model": "m", "variant": "emulated sme2=on threads=1", "emulated": True,
+                                               "instructions": {"per_inference": 123}, "artifacts": {}}]}
+    [result] = kit_layout.metrics([record])["results"]
+    assert result["mode"] == "instructions" and "latency_ms" not in result["metrics"]

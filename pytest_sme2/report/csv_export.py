@@ -93,11 +93,15 @@ def _write(path: Path, columns: list[str], rows: list[dict[str, Any]]) -> Path:
 
 
 def write_csvs(etdump: str | Path, out_dir: Path, prefix: str, model_id: str,
-               backend: str = "XnnpackBackend") -> dict[str, str]:
-    """Write ``<prefix>_all_runs_timeline.csv`` and ``<prefix>_ops_stats.csv``; returns their paths."""
-    timeline = _write(out_dir / f"{prefix}_all_runs_timeline.csv", TIMELINE_COLUMNS,
-                      timeline_rows(etdump, model_id, backend))
-    stats = _write(out_dir / f"{prefix}_ops_stats.csv", OPS_STATS_COLUMNS, ops_stats_rows(etdump, model_id, backend))
+               backend: str = "XnnpackBackend", emulated: bool = False) -> dict[str, str]:
+    """Write ``<prefix>_all_runs_timeline.csv`` and ``<prefix>_ops_stats.csv``; returns their paths.
+
+    ``emulated``: the times are the emulator's, so the files are named ``_emulated_events.csv`` and
+    ``_emulated_ops.csv``, which the reference kit's tools do not pick up and draw as latency.
+    """
+    names = ("emulated_events", "emulated_ops") if emulated else ("all_runs_timeline", "ops_stats")
+    timeline = _write(out_dir / f"{prefix}_{names[0]}.csv", TIMELINE_COLUMNS, timeline_rows(etdump, model_id, backend))
+    stats = _write(out_dir / f"{prefix}_{names[1]}.csv", OPS_STATS_COLUMNS, ops_stats_rows(etdump, model_id, backend))
     return {"timeline_csv": str(timeline), "ops_stats_csv": str(stats)}
 
 
