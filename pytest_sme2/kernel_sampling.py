@@ -159,6 +159,7 @@ class KernelTime:
     sampler: str = ""
     samples_total: int = 0
     samples_placed: int = 0
+    runs_left_out: int = 0  # runs in which the runner lost its core (_runs_on_cpu)
     problem: str | None = None
     artifacts: dict[str, str] = field(default_factory=dict)
 
@@ -249,7 +250,7 @@ class KernelTime:
         return {
             "version": KERNEL_TIME_VERSION, "available": True, "sampler": self.sampler,
             "period_ns": self.period_ns, "runs": self.runs, "samples_total": self.samples_total,
-            "samples_placed": self.samples_placed,
+            "samples_placed": self.samples_placed, "runs_left_out": self.runs_left_out,
             "sme_kernel_share_conv_gemm": self.kind_share(),
             "kind_ms_per_run": {k: _round(v) for k, v in self.kind_ms().items()},
             "dominant_kernels": self.dominant_kernels(),
@@ -273,6 +274,7 @@ class KernelTime:
                    pd.DataFrame(op_rows, columns=list(cls._OP_COLUMNS)), runs=int(data["runs"]),
                    period_ns=int(data["period_ns"]), sampler=str(data["sampler"]),
                    samples_total=int(data["samples_total"]), samples_placed=int(data["samples_placed"]),
+                   runs_left_out=int(data.get("runs_left_out", 0)),
                    artifacts=dict(data.get("artifacts") or {}))
 
     def __repr__(self) -> str:
@@ -318,10 +320,13 @@ def attribute(samples: Sequence[Sample], trace: ExecutionTrace, clock_offset_ns:
         inside = (index >= 0) & (place == _OUTSIDE_RUNS)
         inside[inside] &= ticks[inside] < ends[index[inside]]
         place[inside] = values[index[inside]]
-    runs = trace.runs
-    placed = np.flatnonzero(place != _OUTSIDE_RUNS)
+    periods_ms = np.array([s.period_ns for s in samples], dtype=float) / 1e6
+    clean = _runs_on_cpu(ticks, periods_ms, place, spans, trace.execute_ms)
+    runs = int(clean.sum())
+    run_of = np.searchsorted(spans.execute_start, ticks, side="right") - 1
+    placed = np.flatnonzero((place != _OUTSIDE_RUNS) & clean[np.clip(run_of, 0, None)])
     ids = [op_id(key) for key in trace.ops]
-    ms_per_sample = np.array([s.period_ns for s in samples], dtype=float) / 1e6 / max(runs, 1)
+    ms_per_sample = periods_ms / max(runs, 1)
     rows: dict[tuple[int, str, str], list[float]] = {}
     for i in placed.tolist():
         sample = samples[i]
@@ -330,7 +335,7 @@ def attribute(samples: Sequence[Sample], trace: ExecutionTrace, clock_offset_ns:
         entry = rows.setdefault(key, [0, 0.0])
         entry[0] += 1
         entry[1] += ms_per_sample[i]
-    etdump_ms = _etdump_ms_per_place(trace)
+    etdump_ms = _etdump_ms_per_place(trace, clean)
     kernel_rows, per_place = [], {}
     for (where, kernel, library), (count, ms) in rows.items():
         op = _PLACES.get(where) or ids[where]
@@ -352,7 +357,32 @@ def attribute(samples: Sequence[Sample], trace: ExecutionTrace, clock_offset_ns:
     kernels["share"] = kernels["samples"] / event_samples if len(kernels) else []
     kernels = kernels.sort_values(["samples", "kernel"], ascending=[False, True], kind="stable").reset_index(drop=True)
     return KernelTime(kernels, ops, runs=runs, period_ns=period_ns, sampler=sampler, samples_total=int(times.size),
-                      samples_placed=int(placed.size))
+                      samples_placed=int(placed.size), runs_left_out=int(trace.runs - runs))
+
+
+# A run whose samples add up to less than this share of its ETDump time lost its core part of the time
+# (the runner waited while another job ran: samples count CPU time, the ETDump wall time). Judged only where
+# a run is long enough to carry MIN_SAMPLES_PER_RUN samples; shorter runs cannot tell and are all kept.
+ON_CPU_SHARE = 0.8
+MIN_SAMPLES_PER_RUN = 20
+
+
+def _runs_on_cpu(ticks: np.ndarray, periods_ms: np.ndarray, place: np.ndarray, spans: EventSpans,
+                 execute_ms: np.ndarray) -> np.ndarray:
+    """Per run: whether the runner had its core (its samples cover its ETDump time), so its samples are kept.
+
+    Like the gate's disturbed runs: on a busy machine a run that was descheduled has too few samples for its
+    time, and its operators' sampled milliseconds would read low; such runs are left out of kernel time.
+    """
+    runs = execute_ms.size
+    keep = np.ones(runs, dtype=bool)
+    if runs == 0 or periods_ms.size == 0 or np.median(execute_ms) < MIN_SAMPLES_PER_RUN * np.median(periods_ms):
+        return keep
+    run_of = np.searchsorted(spans.execute_start, ticks, side="right") - 1
+    inside = (place != _OUTSIDE_RUNS) & (run_of >= 0)
+    sampled = np.bincount(run_of[inside], weights=periods_ms[inside], minlength=runs)[:runs]
+    keep = sampled >= ON_CPU_SHARE * execute_ms
+    return keep if keep.any() else np.ones(runs, dtype=bool)
 
 
 def _true_positions(spans: EventSpans, delegated: np.ndarray, ticks_per_us: float) -> tuple[np.ndarray, np.ndarray]:
@@ -379,15 +409,15 @@ def _true_positions(spans: EventSpans, delegated: np.ndarray, ticks_per_us: floa
     return start, end
 
 
-def _etdump_ms_per_place(trace: ExecutionTrace) -> dict[int, float]:
-    """Per operator (its index) and per leftover place (-1, -2): ETDump milliseconds per run."""
-    runs = max(trace.runs, 1)
-    per_op = trace.op_ms.sum(axis=1) / runs if trace.ops else np.zeros(0)
+def _etdump_ms_per_place(trace: ExecutionTrace, clean: np.ndarray) -> dict[int, float]:
+    """Per operator (its index) and per leftover place (-1, -2): ETDump milliseconds per run (``clean`` runs)."""
+    runs = max(int(clean.sum()), 1)
+    per_op = trace.op_ms[:, clean].sum(axis=1) / runs if trace.ops else np.zeros(0)
     delegated = np.array([key.delegated for key in trace.ops], dtype=bool)
     inside_delegate = float(per_op[delegated].sum()) if per_op.size else 0.0
     outside_delegate = float(per_op[~delegated].sum()) if per_op.size else 0.0
-    delegate = float(trace.delegate_ms.sum()) / runs
-    execute = float(trace.execute_ms.sum()) / runs
+    delegate = float(trace.delegate_ms[clean].sum()) / runs
+    execute = float(trace.execute_ms[clean].sum()) / runs
     places = {i: float(v) for i, v in enumerate(per_op.tolist())}
     places[-1] = max(delegate - inside_delegate, 0.0)
     places[-2] = max(execute - delegate - outside_delegate, 0.0)

@@ -296,3 +296,20 @@ def test_assert_kernel_share_passes_fails_with_the_top_kernels_and_skips_without
     profile.kernel_time = KernelTime.unavailable("Linux perf is missing: apt-get install linux-perf")
     with pytest.raises(pytest.skip.Exception, match="apt-get install linux-perf"):
         assert_kernel_share(profile, at_least=0.5)
+
+
+def test_runs_in_which_the_runner_lost_its_core_are_left_out(tmp_path: Path) -> None:
+    # two 400 us runs at a 10 us period: 40 samples each when the runner has its core; the second run
+    # got only 16 (it waited while another job ran), so its operators' sampled time would read low
+    long_run = RunSpec(e2e_ns=400_000, delegate_call_ns=350_000, delegate_instr=0,
+                       delegate_ops=[("Convolution (NHWC, F32) IGEMM #1", 300_000)])
+    trace = read_run(write_etdump(tmp_path / "long.etdp", [long_run, long_run]))
+    second = 400_000 + 10 * GAP_NS
+    on_cpu = [_at(t, "k") for t in range(2 * GAP_NS + 5_000, 2 * GAP_NS + 300_000, 10_000)]  # 30 in the conv
+    on_cpu += [_at(t, "rt") for t in range(2 * GAP_NS + 305_000, 395_000, 10_000)]  # 10 more in the run
+    lost = [_at(second + t, "k") for t in range(2 * GAP_NS + 5_000, 2 * GAP_NS + 160_000, 10_000)]  # 16
+    kernel_time = attribute(on_cpu + lost, trace, OFFSET_NS, KernelNamer(), period_ns=10_000)
+    assert (kernel_time.runs, kernel_time.runs_left_out) == (1, 1)
+    conv = kernel_time.ops.set_index("event").loc["Convolution (NHWC, F32) IGEMM #1"]
+    assert conv["samples"] == 30 and conv["sampled_ms_per_run"] == pytest.approx(0.300)
+    assert conv["etdump_ms_per_run"] == pytest.approx(0.300)
