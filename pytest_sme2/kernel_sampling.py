@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any, Protocol, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
@@ -37,13 +37,7 @@ from .categories import classify
 from .etdump import EventSpans, ExecutionTrace, op_id
 from .kernel_trace import KERNEL_KINDS, UNNAMED_MARK, kernel_kind
 from .native.elf import FunctionSymbols, function_symbols, unwind_function_ranges
-from .errors import RunnerError, UsageError
-from .perf_samples import (DEFAULT_PERIOD_NS, Sample, parse_simpleperf_samples, perf_executable, permission_problem,
-                           read_samples, sampling_event, wrap_command)
-from .targets.base import EMULATED_TIMING
-
-if TYPE_CHECKING:
-    from .targets.base import Target
+from .perf_samples import DEFAULT_PERIOD_NS, Sample
 
 DELEGATE_OUTSIDE_OPS = "(delegate, no operator)"
 BETWEEN_OPS = "(runtime, between operators)"
@@ -422,117 +416,3 @@ def _etdump_ms_per_place(trace: ExecutionTrace, clean: np.ndarray) -> dict[int, 
     places[-1] = max(delegate - inside_delegate, 0.0)
     places[-2] = max(execute - delegate - outside_delegate, 0.0)
     return places
-
-
-# ---------------------------------------------------------------------------------------------- samplers
-PERF_DATA = "perf.data"
-
-
-class Sampler(Protocol):
-    """A sampling profiler around one runner process: what a target needs to run its sampled round.
-
-    ``library_copies``: folders on this machine holding the libraries the runner mapped where it ran
-    (a device), so kernels can be named from them.
-    """
-
-    description: str
-    library_copies: tuple[Path, ...]
-
-    def samples(self, out_dir: Path) -> list[Sample]: ...
-
-
-@dataclass(frozen=True)
-class PerfSampler:
-    """Linux ``perf record`` around a runner on this machine; the data stays in the run's folder."""
-
-    executable: str
-    period_ns: int = DEFAULT_PERIOD_NS
-    library_copies: tuple[Path, ...] = ()
-
-    @classmethod
-    def here(cls, period_ns: int) -> "PerfSampler":
-        """The sampler of this machine, or a UsageError saying what to install or allow."""
-        executable = perf_executable()
-        problem = permission_problem()
-        if problem is not None:
-            raise UsageError(f"kernel sampling cannot use perf here: {problem}")
-        return cls(executable, period_ns)
-
-    @property
-    def description(self) -> str:
-        return f"perf record -e {sampling_event()} -c {self.period_ns} -k CLOCK_MONOTONIC"
-
-    def wrap(self, command: list[str], out_dir: Path) -> list[str]:
-        return wrap_command(self.executable, command, out_dir / PERF_DATA, self.period_ns)
-
-    def samples(self, out_dir: Path) -> list[Sample]:
-        data = out_dir / PERF_DATA
-        if not data.is_file() or data.stat().st_size == 0:
-            raise RunnerError(f"perf wrote no samples to {data}; see the run's log in {out_dir}")
-        try:
-            return read_samples(self.executable, data)
-        except RuntimeError as exc:
-            raise RunnerError(str(exc)) from None
-
-
-SIMPLEPERF_SAMPLES = "samples.txt"
-
-
-@dataclass(frozen=True)
-class SimpleperfSampler:
-    """Android's ``simpleperf`` (on devices since Android 9) around the runner on the device.
-
-    Recorded with ``--clockid monotonic`` (the steady clock of the runner's ``clock_offset_ns``), reported on
-    the device with ``report-sample`` (text: time, thread, ``vaddr_in_file``, file, symbol per sample), both
-    files pulled into the run's folder.
-    """
-
-    executable: str = "simpleperf"
-    period_ns: int = DEFAULT_PERIOD_NS
-    library_copies: tuple[Path, ...] = ()
-
-    @property
-    def description(self) -> str:
-        return f"simpleperf record -e cpu-clock -c {self.period_ns} --clockid monotonic"
-
-    def device_argv(self, argv: list[str], run_dir: str) -> list[str]:
-        return [self.executable, "record", "-e", "cpu-clock", "-c", str(self.period_ns), "--clockid", "monotonic",
-                "-o", f"{run_dir}/{PERF_DATA}", *argv]
-
-    def report_argv(self, run_dir: str) -> list[str]:
-        return [self.executable, "report-sample", "-i", f"{run_dir}/{PERF_DATA}", "-o",
-                f"{run_dir}/{SIMPLEPERF_SAMPLES}"]
-
-    def samples(self, out_dir: Path) -> list[Sample]:
-        report = out_dir / SIMPLEPERF_SAMPLES
-        try:
-            return parse_simpleperf_samples(report.read_text(errors="replace"))
-        except OSError as exc:
-            raise RunnerError(f"simpleperf's report {report} cannot be read: {exc.strerror}") from None
-        except RuntimeError as exc:
-            raise RunnerError(f"{report}: {exc}") from None
-
-
-def sampler_for(target: "Target", settings: SamplingSettings) -> Sampler:
-    """The sampler that runs around ``target``'s runner, or a UsageError saying why there is none and what to do."""
-    from .targets.local import LocalTarget
-
-    info = target.info
-    if info.emulated:
-        raise UsageError(f"{info.name} target: {EMULATED_TIMING}, so its kernels are not sampled; there the kernels "
-                         "that ran come from qemu's trace (Profile.executed_sme_kernels) and the instructions counted "
-                         "per operator")
-    if isinstance(target, LocalTarget):
-        system = info.details.get("system")
-        if system != "Linux":
-            raise UsageError(f"kernel sampling on {system} is not supported yet (Linux perf and Android simpleperf "
-                             "are); README 'Kernel time' says what is known of macOS samplers")
-        return PerfSampler.here(settings.period_ns)
-    kind = info.name.split(":")[0]
-    if kind == "adb":
-        return target.kernel_sampler(settings.period_ns)  # type: ignore[attr-defined]
-    if kind == "host":
-        raise UsageError("the host target does not sample kernels: it runs ExecuTorch's Python binding in a "
-                         "long-lived worker; use --sme2-target=local (pytest-sme2 build-runner builds its runner), "
-                         "whose runs are sampled with Linux perf")
-    raise UsageError(f"the {kind} target does not sample kernels")

@@ -21,7 +21,8 @@ from .errors import EtdumpError, KernelSamplingWarning, ProgramError, RunnerErro
 from .etdump import read_run
 from .export import ExportedModel
 from .instruction_trace import InstructionTrace
-from .kernel_sampling import PERF_DATA, KernelNamer, KernelTime, Sampler, attribute, sampler_for
+from .kernel_sampling import KernelNamer, KernelTime, attribute
+from .samplers import PERF_DATA, Sampler, sampler_for
 from .profile import Profile
 from .report.kit_layout import kit_variant
 from .program import check_program

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from pytest_sme2.etdump import read_run
-from pytest_sme2.kernel_sampling import (BETWEEN_OPS, DELEGATE_OUTSIDE_OPS, KernelNamer, KernelTime, attribute,
-                                         sampler_for)
+from pytest_sme2.kernel_sampling import BETWEEN_OPS, DELEGATE_OUTSIDE_OPS, KernelNamer, KernelTime, attribute
+from pytest_sme2.samplers import sampler_for
 from pytest_sme2.kernel_trace import kernel_kind
 from pytest_sme2.perf_samples import Sample
 from pytest_sme2.errors import UsageError
@@ -260,7 +260,7 @@ def test_a_stored_kernel_record_of_the_wrong_shape_names_the_field() -> None:
 
 def test_perf_forbidden_to_users_says_how_to_allow_it(monkeypatch: pytest.MonkeyPatch) -> None:
     from pytest_sme2 import perf_samples
-    from pytest_sme2.kernel_sampling import PerfSampler
+    from pytest_sme2.samplers import PerfSampler
 
     monkeypatch.setattr(perf_samples.os, "geteuid", lambda: 1000)
     monkeypatch.setattr(perf_samples, "_paranoid_level", lambda: 3)

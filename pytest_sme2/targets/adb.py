@@ -39,7 +39,7 @@ from .base import RUNNER_LOG, TIMED_ETDUMP, WARMUP_ETDUMP, RunResult, RunSpec, T
 from .local import check_runner
 
 if TYPE_CHECKING:
-    from ..kernel_sampling import SimpleperfSampler
+    from ..samplers import SimpleperfSampler
 
 ADB = "adb"
 DEFAULT_DEVICE_DIR = "/data/local/tmp"
@@ -360,7 +360,7 @@ class AdbTarget:
 
     def kernel_sampler(self, period_ns: int) -> "SimpleperfSampler":
         """The device's simpleperf (kernel_sampling.py), or a UsageError saying how to get one onto it."""
-        from ..kernel_sampling import SimpleperfSampler
+        from ..samplers import SimpleperfSampler
 
         found = self._shell("command -v simpleperf || { test -x /data/local/tmp/simpleperf && "
                             "echo /data/local/tmp/simpleperf; }").stdout.strip()
@@ -564,7 +564,7 @@ class AdbTarget:
     def _pull(self, run_dir: str, spec: RunSpec, out_dir: Path, log: Path, sampled: bool = False) -> None:
         import adbutils
 
-        from ..kernel_sampling import PERF_DATA, SIMPLEPERF_SAMPLES
+        from ..samplers import PERF_DATA, SIMPLEPERF_SAMPLES
 
         wanted = [(OUTPUTS_FILE, False)] + ([(PERF_DATA, True), (SIMPLEPERF_SAMPLES, True)] if sampled else [])
         if spec.etdump:

@@ -31,7 +31,7 @@ from ._runner_contract import (INPUTS_FILE, OUTPUTS_FILE, RESULT_PREFIX, RunnerF
 from .base import EMULATED_TIMING, RUNNER_LOG, TIMED_ETDUMP, WARMUP_ETDUMP, RunResult, RunSpec, TargetInfo
 
 if TYPE_CHECKING:
-    from ..kernel_sampling import Sampler
+    from ..samplers import PerfSampler
 
 _ARCH_ALIASES = {"amd64": "x86_64", "arm64": "aarch64"}
 
@@ -65,7 +65,7 @@ def check_runner(path: Path | str, role: str, arch: str | None = None) -> Path:
 def run_runner_process(prefix: list[str], binary: Path, env: dict[str, str], pte: Path, inputs: Path | None,
                        spec: RunSpec, out_dir: Path, info: TargetInfo, sme2_active: bool,
                        extra_args: tuple[str, ...] = (), reference: Path | None = None,
-                       fixed_layout: bool = False, sampler: "Sampler | None" = None) -> RunResult:
+                       fixed_layout: bool = False, sampler: "PerfSampler | None" = None) -> RunResult:
     """Run a pytest-sme2 runner (optionally behind ``prefix``, e.g. qemu) and collect its artifacts.
 
     ``fixed_layout``: run inside ``out_dir`` with the same short relative names for the runner, the
@@ -187,7 +187,7 @@ class LocalTarget:
         return binary, env
 
     def run(self, pte: Path, inputs: Path | None, spec: RunSpec, out_dir: Path,
-            reference: Path | None = None, sampler: "Sampler | None" = None) -> RunResult:
+            reference: Path | None = None, sampler: "PerfSampler | None" = None) -> RunResult:
         binary, env = self._command(spec.sme2)
         return run_runner_process(self._launcher, binary, env, pte, inputs, spec, out_dir, self.info,
                                   sme2_active=self._cpu.has_sme2 and spec.sme2 is not False, reference=reference,
