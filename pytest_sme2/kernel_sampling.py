@@ -95,6 +95,11 @@ class KernelNamer:
             index = int(np.searchsorted([start for start, _ in ranges], vaddr, side="right")) - 1
             if index >= 0 and vaddr < ranges[index][1]:
                 return f"{base}{UNNAMED_MARK}{ranges[index][0]:x}-0x{ranges[index][1]:x}"
+            if 0 <= index < len(ranges) - 1:
+                # Code without an unwind entry (hand-written assembly kernels have none: on x86_64 mobilenet
+                # fp32, 37% of XNNPACK's samples): named by the gap between the functions around it, as stable
+                # for one build as a function's range, instead of one "?" for all such kernels.
+                return f"{base}{UNNAMED_MARK}{ranges[index][1]:x}-0x{ranges[index + 1][0]:x}"
         return f"{base}{UNNAMED_MARK}?"
 
     def _library(self, library: str) -> tuple[FunctionSymbols | None, FunctionSymbols | None, list[tuple[int, int]]]:

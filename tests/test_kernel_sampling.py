@@ -197,6 +197,35 @@ def test_unnamed_code_is_named_by_its_function_range_and_by_an_unstripped_copy(t
     assert KernelNamer().name("[kernel.kallsyms]", "do_page_fault", None) == "do_page_fault"
 
 
+def test_code_without_an_unwind_entry_is_named_by_the_gap_around_it(tmp_path: Path) -> None:
+    """Hand-written assembly kernels carry no CFI, so no unwind entry: named by the functions around them."""
+    from pytest_sme2.native.elf import function_symbols, unwind_function_ranges
+
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        pytest.skip("needs a C compiler: apt-get install gcc")
+    (tmp_path / "a.c").write_text("int before_kernel(int x) { return x * 3 + 1; }\n")
+    (tmp_path / "k.s").write_text(".text\n.globl asm_kernel\n.hidden asm_kernel\n.type asm_kernel,@function\n"
+                                  "asm_kernel:\n"
+                                  + "  nop\n" * 64 + "  ret\n.size asm_kernel, .-asm_kernel\n")
+    (tmp_path / "b.c").write_text("int after_kernel(int x) { return x * 5 + 2; }\n")
+    if shutil.which("strip") is None:
+        pytest.skip("needs strip: apt-get install binutils")
+    unstripped, library = tmp_path / "full.so", tmp_path / "libgap.so"
+    subprocess.run([compiler, "-O1", "-shared", "-fPIC", "-o", str(unstripped),
+                    *(str(tmp_path / name) for name in ("a.c", "k.s", "b.c"))], check=True)
+    subprocess.run(["strip", "--strip-all", "-o", str(library), str(unstripped)], check=True)  # as wheels ship
+    symbols = function_symbols(unstripped)
+    start = symbols.starts[symbols.names.index("asm_kernel")]
+    ranges = unwind_function_ranges(library)
+    assert not any(low <= start < high for low, high in ranges)  # really no unwind entry
+    previous_end = max(high for _, high in ranges if high <= start)
+    next_start = min(low for low, _ in ranges if low > start)
+    offset = next(o - v + start for v, o, size in symbols.loads if v <= start < v + size) + 8
+    name = KernelNamer().name(str(library), None, offset)
+    assert name == f"libgap.so@0x{previous_end:x}-0x{next_start:x}" and kernel_kind(name) == "unnamed"
+
+
 class _Emulated:
     class info:  # noqa: N801 - stands for a TargetInfo
         name = "emulated"
