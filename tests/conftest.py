@@ -73,6 +73,14 @@ def exported_toy_cnn(shared_export_cache: Path, tmp_path_factory: pytest.TempPat
     return session.export("toy_cnn", Recipe())
 
 
+def quick_host_ini(cache: Path, *extra: str) -> str:
+    """A pytest.ini for inner sessions that only need a few real runs of small models on the host target:
+    three timed runs, no warmup, one round (history and bisect count sessions and verdicts, not latency)."""
+    lines = ["[pytest]", "sme2_model_dirs = models", "sme2_target = host", f"sme2_cache_dir = {cache}",
+             "sme2_runs = 3", "sme2_warmup = 0", "sme2_max_rounds = 1", *extra]
+    return "\n".join(lines) + "\n"
+
+
 @pytest.fixture
 def tiny_model_text(request: pytest.FixtureRequest) -> str:
     """The tiny model's source, made unique per test so it gets its own export-cache key."""

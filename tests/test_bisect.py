@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import textwrap
 from pathlib import Path
 
 import pytest
 
+from conftest import quick_host_ini
 from pytest_sme2.cli import main
 from pytest_sme2.errors import UsageError
 
@@ -56,15 +56,7 @@ def repo(tmp_path: Path, shared_export_cache: Path) -> Path:
     _git(root, "init", "-q", "-b", "main")
     _git(root, "config", "user.email", "t@example.com")
     _git(root, "config", "user.name", "t")
-    (root / "pytest.ini").write_text(textwrap.dedent(f"""
-        [pytest]
-        sme2_model_dirs = models
-        sme2_target = host
-        sme2_cache_dir = {shared_export_cache}
-        sme2_runs = 3
-        sme2_warmup = 0
-        sme2_max_rounds = 1
-        """))
+    (root / "pytest.ini").write_text(quick_host_ini(shared_export_cache))
     (root / ".gitignore").write_text(".sme2/\n.pytest_cache/\n__pycache__/\n")
     (root / "test_perf.py").write_text(PERF_TEST)
     history = ["net: conv + relu", "docs: readme", "docs: usage", "net: cumulative sum of the output",

@@ -76,19 +76,10 @@ def test_a_damaged_history_line_names_the_file_and_line(tmp_path: Path) -> None:
 
 def test_xdist_workers_append_to_one_history_without_losing_a_line(pytester: pytest.Pytester,
                                                                    shared_export_cache: Path) -> None:
-    from conftest import TINY_MODEL
+    from conftest import TINY_MODEL, quick_host_ini
 
     (pytester.mkdir("models") / "tiny.py").write_text(TINY_MODEL)
-    pytester.makeini(f"""
-[pytest]
-sme2_model_dirs = models
-sme2_target = host
-sme2_cache_dir = {shared_export_cache}
-sme2_runs = 3
-sme2_warmup = 0
-sme2_max_rounds = 1
-sme2_history = history/sme2.jsonl
-""")
+    pytester.makeini(quick_host_ini(shared_export_cache, "sme2_history = history/sme2.jsonl"))
     pytester.makepyfile("""
 import pytest
 
