@@ -333,14 +333,22 @@ int main(int argc, char** argv) {
     if (!copy) die(6, "cannot write " + o.maps_path);
   }
 
-  // Both clocks, the ETDump's between two steady-clock reads, so the offset is exact to a few ns.
-  auto before = std::chrono::steady_clock::now().time_since_epoch();
-  et_timestamp_t ticks = et_pal_current_ticks();
-  auto after = std::chrono::steady_clock::now().time_since_epoch();
+  // Both clocks, the ETDump's between two steady-clock reads, so the offset is exact to a few ns. A read
+  // interrupted between the two (a busy machine) would be off by half the interruption, so the narrowest
+  // of several reads is kept.
   et_tick_ratio_t ns_per_tick = et_pal_ticks_to_ns_multiplier();
-  long long steady_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(before + (after - before) / 2).count();
-  long long clock_offset_ns =
-      steady_ns - static_cast<long long>(ticks * ns_per_tick.numerator / ns_per_tick.denominator);
+  long long clock_offset_ns = 0;
+  long long narrowest_ns = -1;
+  for (int attempt = 0; attempt < 64; ++attempt) {
+    auto before = std::chrono::steady_clock::now().time_since_epoch();
+    et_timestamp_t ticks = et_pal_current_ticks();
+    auto after = std::chrono::steady_clock::now().time_since_epoch();
+    long long window_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(after - before).count();
+    if (narrowest_ns >= 0 && window_ns >= narrowest_ns) continue;
+    narrowest_ns = window_ns;
+    long long steady_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(before + (after - before) / 2).count();
+    clock_offset_ns = steady_ns - static_cast<long long>(ticks * ns_per_tick.numerator / ns_per_tick.denominator);
+  }
 
   std::ostringstream json;
   json.precision(6);
