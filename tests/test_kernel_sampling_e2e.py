@@ -63,7 +63,9 @@ def test_mobilenet_convolutions_time_is_attributed_to_xnnpack_kernels_and_adds_u
     result, kernel_time = _kernel_time(pytester, "--sme2-kernel-sampling=on", "--sme2-runs=40")
     result.assert_outcomes(passed=1)
     assert kernel_time["available"], kernel_time.get("problem")
-    assert kernel_time["sampler"].startswith("perf record") and kernel_time["runs"] == 40
+    assert kernel_time["sampler"].startswith("perf record")
+    # a run in which the runner lost its core is left out (beside other jobs: one or two of 40), never lost
+    assert kernel_time["runs"] + kernel_time["runs_left_out"] == 40 and kernel_time["runs"] >= 20, kernel_time["runs"]
     period_ms = kernel_time["period_ns"] / 1e6
     runs = kernel_time["runs"]
     ops = [op for op in kernel_time["ops"] if not op["event"].startswith("(")]
