@@ -110,5 +110,27 @@ def _default_target() -> Check:
     return Check("default target (auto)", MISSING if chosen.sme2_off else INFO, detail, "; ".join(problems))
 
 
+def _kernel_sampling() -> Check:
+    """Whether ``--sme2-kernel-sampling`` can sample the local target here (adb devices bring their own simpleperf).
+
+    Reported, not required: without it the tests run and profiles have no kernel time."""
+    import platform
+
+    from .errors import UsageError
+    from .perf_samples import perf_executable, permission_problem, sampling_event
+
+    name = "kernel sampling (local target)"
+    if platform.system() != "Linux":
+        return Check(name, INFO, f"not supported on {platform.system()} (Linux perf and Android simpleperf are)")
+    try:
+        executable = perf_executable()
+    except UsageError as exc:
+        return Check(name, INFO, "no Linux perf", str(exc).split(": ", 1)[-1])
+    problem = permission_problem()
+    if problem is not None:
+        return Check(name, INFO, f"{executable} may not sample this user's processes", problem)
+    return Check(name, READY, f"{executable} record -e {sampling_event()} (--sme2-kernel-sampling=on)")
+
+
 def run_checks() -> list[Check]:
-    return [*_packages(), _host(), _default_target(), _runner(), _emulation(), _adb()]
+    return [*_packages(), _host(), _default_target(), _runner(), _emulation(), _kernel_sampling(), _adb()]

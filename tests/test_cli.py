@@ -108,7 +108,8 @@ def test_doctor_lists_what_this_machine_can_do_and_exits_for_ci() -> None:
                          timeout=300)
     lines = run.stdout.splitlines()
     assert run.returncode in (0, 1), run.stderr
-    for name in ("torch", "executorch", "SME2 on this host", "native runner", "emulated SME2 target", "adb devices"):
+    for name in ("torch", "executorch", "SME2 on this host", "native runner", "emulated SME2 target",
+                 "kernel sampling", "adb devices"):
         assert any(name in line for line in lines), f"doctor does not report {name!r}:\n{run.stdout}"
     missing = [line for line in lines if line.lstrip().startswith("MISSING")]
     assert run.returncode == (1 if missing else 0)
