@@ -134,6 +134,8 @@ def test_combined_report_of_an_emulated_and_a_host_session_renders_both_targets(
     row = next(line for line in table.splitlines() if line.startswith("| sme2=auto threads=1 |"))
     emulated_cell, host_cell = [cell.strip() for cell in row.strip("|").split("|")[1:3]]
     assert emulated_cell.endswith("instr") and host_cell.endswith(" ms")  # counted there, timed here
+    # a category-share chart per variant, one bar per target, drawn inside the page
+    assert (out / "combined.html").read_text().count('src="data:image/png;base64,') >= 1
     result = _check(out / "combined.html", tmp_path)
     assert result["errors"] == [] and result["broken"] == [] and result["blocked"] == [], result
     # an artifacts folder lists its sessions instead of failing

@@ -102,6 +102,34 @@ def category_chart(profiles: Sequence[Mapping[str, Any]]) -> str:
     return _data_uri(figure)
 
 
+def target_share_chart(title: str, columns: Sequence[tuple[str, Mapping[str, Any]]]) -> str:
+    """One variant on several targets (combined report): a 100% bar of category shares per target, where the
+    bottleneck sits on each; shares of time on hardware, of counted instructions where emulated."""
+    figure = _figure(7.0, 1.2 + 0.55 * len(columns))
+    axes = figure.add_subplot()
+    left = np.zeros(len(columns))
+    for category in Category:
+        name = category.value
+        widths = np.array([float((profile.get("shares") or {}).get(name) or 0.0) for _, profile in columns])
+        bars = axes.barh(range(len(columns)), widths, left=left, color=CATEGORY_COLOURS[name], label=name)
+        for bar, share in zip(bars, widths):
+            if share >= 0.08:
+                axes.text(bar.get_x() + bar.get_width() / 2, bar.get_y() + bar.get_height() / 2, f"{share:.0%}",
+                          ha="center", va="center", fontsize=7, color="white")
+        left += widths
+    # "emulated (qemu ... , EMULATED) #2" -> "emulated #2, instructions": the tables above carry the details
+    labels = [f"{target.split(' (')[0]}{' #' + target.rsplit(' #', 1)[1] if ') #' in target else ''}, "
+              f"{'instructions' if _counted([profile]) else 'time'}" for target, profile in columns]
+    axes.set_yticks(range(len(columns)), labels, fontsize=8)
+    axes.invert_yaxis()
+    axes.xaxis.set_major_formatter(lambda value, _pos: f"{value:.0%}")
+    axes.set_xlabel("share of E2E: of time on hardware, of counted instructions where emulated", fontsize=8)
+    axes.set_title(title, fontsize=10)
+    figure.legend(fontsize=7, ncols=5, loc="outside lower center", frameon=False)
+    axes.tick_params(labelsize=8)
+    return _data_uri(figure)
+
+
 def operator_chart(comparison: Mapping[str, Any], top: int = 10) -> str:
     """Top operators by share of E2E, SME2 off vs on, annotated with each operator's speedup."""
     ops = list(comparison["operators"])[:top]

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ..categories import Category
+from .charts import target_share_chart
 from ..errors import UsageError
 from .html import STYLE, _esc, table
 from .summary import load_summary
@@ -108,6 +109,11 @@ def combined_html(combined: Mapping[str, Any]) -> str:
         parts.append(f"<h3>{_esc(test['nodeid'])}</h3>")
         for title, headers, rows in _test_tables(test, combined["targets"]):
             parts.append(f"<h4>{_esc(title)}</h4>{table(headers, rows)}")
+        for variant, per in test["variants"].items():
+            columns = [(target, per[target]) for target in combined["targets"] if target in per]
+            if columns and all(profile.get("shares") for _, profile in columns):
+                chart = target_share_chart(f"{variant}: category shares per target", columns)
+                parts.append(f'<img alt="category shares of {_esc(variant)} per target" src="{chart}">')
     parts.append("</body></html>")
     return "".join(parts)
 
