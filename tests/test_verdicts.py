@@ -29,7 +29,7 @@ def record(samples: np.ndarray | list[float], **changes: object) -> dict:
     shares = changes.get("shares", SHARES)
     seed = int(changes.pop("seed", 0))
     base = {
-        "latency": {"median_ms": float(np.median(samples))},
+        "latency": {"median_ms": float(np.median(samples))} if samples else None,
         "samples_ms": samples,
         "emulated": False,
         "shares": {"CONV": 0.5, "GEMM": 0.2, "DATA_MOVEMENT": 0.1, "ELEMENTWISE": 0.05, "OTHER": 0.15},
