@@ -60,12 +60,12 @@ def _kernel_time(pytester: pytest.Pytester, *args: str) -> tuple[pytest.RunResul
 def test_mobilenet_convolutions_time_is_attributed_to_xnnpack_kernels_and_adds_up(
         pytester: pytest.Pytester, shared_export_cache: Path) -> None:
     _project(pytester, shared_export_cache, "mobilenet_v3_small", "fp32")
-    result, kernel_time = _kernel_time(pytester, "--sme2-kernel-sampling=on", "--sme2-runs=40")
+    result, kernel_time = _kernel_time(pytester, "--sme2-kernel-sampling=on", "--sme2-runs=60")
     result.assert_outcomes(passed=1)
     assert kernel_time["available"], kernel_time.get("problem")
     assert kernel_time["sampler"].startswith("perf record")
-    # a run in which the runner lost its core is left out (beside other jobs: one or two of 40), never lost
-    assert kernel_time["runs"] + kernel_time["runs_left_out"] == 40 and kernel_time["runs"] >= 20, kernel_time["runs"]
+    # a run in which the runner lost its core is left out (beside other jobs: 1 of 40, beside three busy ones 19), never lost
+    assert kernel_time["runs"] + kernel_time["runs_left_out"] == 60 and kernel_time["runs"] >= 20, kernel_time["runs"]
     period_ms = kernel_time["period_ns"] / 1e6
     runs = kernel_time["runs"]
     ops = [op for op in kernel_time["ops"] if not op["event"].startswith("(")]
@@ -85,7 +85,13 @@ def test_mobilenet_convolutions_time_is_attributed_to_xnnpack_kernels_and_adds_u
             tolerance = 3 * math.sqrt(expected) + 4
             assert abs(op["samples"] - expected) <= tolerance, (op["event"], op["samples"], expected)
             checked += 1
-    assert checked >= 5
+    # How many convolutions carry 20 expected samples depends on the runs kept: 5 or more with 40 runs, 3 with the
+    # 21 a run beside three busy jobs kept (19 left out where the runner lost its core). The first, 0.4 ms/run
+    # IGEMM carries 80 or more samples in any 20 runs; the convolutions together must match as well.
+    assert checked >= 1
+    expected_all = sum(op["etdump_ms_per_run"] for op in convolutions) * runs / period_ms
+    sampled_all = sum(op["samples"] for op in convolutions)
+    assert abs(sampled_all - expected_all) <= 3 * math.sqrt(expected_all) + 4, (sampled_all, expected_all)
     # Sample counts follow durations wherever the samples are placed; which kernel they name does not. Each
     # convolution or GEMM runs one kernel, so a misplaced timeline (measured: 20 us off) mixes neighbours'
     # kernels into an operator and lowers its top kernel's share from about 0.99 to 0.86 on average.
