@@ -64,7 +64,7 @@ def test_mobilenet_convolutions_time_is_attributed_to_xnnpack_kernels_and_adds_u
     result.assert_outcomes(passed=1)
     assert kernel_time["available"], kernel_time.get("problem")
     assert kernel_time["sampler"].startswith("perf record")
-    # a run in which the runner lost its core is left out (beside other jobs: 1 of 40, beside three busy ones 19), never lost
+    # a run in which the runner lost its core is left out (beside busy jobs 1 of 40, beside three 19), never lost
     assert kernel_time["runs"] + kernel_time["runs_left_out"] == 60 and kernel_time["runs"] >= 20, kernel_time["runs"]
     period_ms = kernel_time["period_ns"] / 1e6
     runs = kernel_time["runs"]
