@@ -83,8 +83,8 @@ def _report(args: argparse.Namespace) -> int:
 def _history(args: argparse.Namespace) -> int:
     from .report.history_report import history_lines, write_history_report
 
-    written, found = write_history_report(Path(args.history), _path(args.out) or Path("sme2-history-report"))
-    for line in history_lines(found):
+    written, found, short = write_history_report(Path(args.history), _path(args.out) or Path("sme2-history-report"))
+    for line in history_lines(found, short):
         print(line)
     for kind, path in written.items():
         print(f"{kind}: {path}")

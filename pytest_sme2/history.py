@@ -54,7 +54,8 @@ def digest(test: str, entry: Mapping[str, Any], session: Mapping[str, Any]) -> d
     quantities: dict[str, float | None] = {
         # emulated time is the emulator's: never kept as latency
         "median_ms": None if emulated else (entry.get("latency") or {}).get("median_ms"),
-        "relative_latency": None if emulated else (entry.get("relative_latency") or {}).get("median_ms"),
+        # a ratio (model / reference program per run pair): its summary keys carry no unit (stats.Summary.as_dict)
+        "relative_latency": None if emulated else (entry.get("relative_latency") or {}).get("median"),
         "instructions_per_inference": (counted or {}).get("per_inference"),
         "planned_memory_bytes": (entry.get("memory") or {}).get("planned_bytes"),
         "delegation_coverage": entry.get("delegation_coverage"),

@@ -65,6 +65,19 @@ def test_the_history_command_draws_the_series_and_lists_the_change(tmp_path: Pat
     assert page.count("data:image/png;base64,") >= 2 and "Change points" in page
 
 
+def test_a_history_too_short_for_change_points_says_so_rather_than_stable(tmp_path: Path,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "history.jsonl"
+    _synthetic(path, sessions=4)
+    assert main(["history", str(path), "--out", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert "no change points (" in out and "fewer than 10 sessions (the shortest 4)" in out
+    assert "none can be found in them yet" in (tmp_path / "out" / "history.md").read_text()
+    path.write_text("")
+    assert main(["history", str(path), "--out", str(tmp_path / "out")]) == 2
+    assert "has no lines yet" in capsys.readouterr().err
+
+
 def test_a_damaged_history_line_names_the_file_and_line(tmp_path: Path) -> None:
     path = tmp_path / "history.jsonl"
     _synthetic(path, sessions=2)
@@ -96,4 +109,6 @@ def test_tiny(exported_pte, runner, etdump_profile, threads):
     assert len({row["session"] for row in rows}) == 2
     assert len({row["test"] for row in rows}) == 6
     assert all(row["quantities"]["median_ms"] > 0 for row in rows)
+    # the gate's latency quantity (model / reference program per run pair) is kept too, not only raw time
+    assert all(row["quantities"]["relative_latency"] > 0 for row in rows)
     json.dumps(rows)  # plain data

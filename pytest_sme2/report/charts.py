@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import io
+import re
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -180,6 +181,12 @@ def _short(name: str, limit: int = 48) -> str:
     return name if len(name) <= limit else name[: limit - 1] + "\u2026"
 
 
+def _session_label(session: str) -> str:
+    """``session-20261125-161714-12837`` -> ``11-25 16:17``; other names shortened as they are."""
+    stamp = re.search(r"(\d{4})(\d{2})(\d{2})-(\d{2})(\d{2})\d{2}", session)
+    return f"{stamp[2]}-{stamp[3]} {stamp[4]}:{stamp[5]}" if stamp else session.removeprefix("session-")[:14]
+
+
 def history_chart(title: str, quantity: str, values: Sequence[float], labels: Sequence[str],
                   cuts: Sequence[int]) -> str:
     """One quantity over sessions, with each change point drawn where its new level begins."""
@@ -191,6 +198,10 @@ def history_chart(title: str, quantity: str, values: Sequence[float], labels: Se
         axes.axvline(cut - 0.5, color="#e15759", linestyle="--", linewidth=1)
         axes.annotate(f"change at {labels[cut]}", (cut - 0.5, max(values)), fontsize=7, color="#e15759",
                       ha="left", va="top", rotation=90)
+    # whole sessions on the axis, named by their (shortened) session folder, at most about 12 of them
+    step = max(1, len(values) // 12 + (len(values) % 12 > 0))
+    ticks = positions[::step]
+    axes.set_xticks(ticks, [_session_label(labels[i]) for i in ticks], rotation=30, ha="right")
     axes.set_xlabel("session (oldest first)", fontsize=8)
     axes.set_ylabel(quantity, fontsize=8)
     axes.set_title(title, fontsize=9)

@@ -23,10 +23,13 @@ def _change_rows(found: list[history.Change]) -> list[list[str]]:
 _CHANGE_HEADERS = ["test", "variant", "target", "quantity", "before", "after", "from session", "commit"]
 
 
-def write_history_report(path: Path, out_dir: Path) -> tuple[dict[str, Path], list[history.Change]]:
+def write_history_report(path: Path, out_dir: Path) -> tuple[dict[str, Path], list[history.Change], str]:
     rows = history.load(path)
+    if not rows:
+        raise UsageError(f"history {path} has no lines yet; sessions append to it with --sme2-history {path}")
     all_series = history.series(rows)
     found = history.changes(rows)
+    short = too_short(all_series)
     changed = {(c.test, c.variant, c.target, c.quantity) for c in found}
     sessions = sorted({str(r["session"]) for r in rows})
     parts = ["<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>pytest-sme2 history</title>",
@@ -37,6 +40,8 @@ def write_history_report(path: Path, out_dir: Path) -> tuple[dict[str, Path], li
              "segmentation) and a change of the median beyond the quantity's smallest effect.</p>",
              "<h3>Change points</h3>",
              table(_CHANGE_HEADERS, _change_rows(found)) if found else "<p>None.</p>"]
+    if short:
+        parts.append(f"<p class=\"note\">{_esc(short)}</p>")
     drawn: dict[tuple[str, str, str], list[str]] = {}
     for key, points in all_series.items():
         test, variant, target, quantity = key
@@ -55,6 +60,7 @@ def write_history_report(path: Path, out_dir: Path) -> tuple[dict[str, Path], li
     parts.append("</body></html>")
     markdown = [f"## pytest-sme2 history: {len(sessions)} sessions", "", f"`{path}`, {len(rows)} lines.", ""]
     markdown += (markdown_table(_CHANGE_HEADERS, _change_rows(found)) if found else ["No change points."])
+    markdown += ["", short] if short else []
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         page, text = out_dir / HISTORY_HTML, out_dir / HISTORY_MD
@@ -63,9 +69,20 @@ def write_history_report(path: Path, out_dir: Path) -> tuple[dict[str, Path], li
     except OSError as exc:
         raise UsageError(f"cannot write the history report into {out_dir} ({exc.strerror or exc}); pass --out a "
                          "folder you can write") from None
-    return {"html": page, "markdown": text}, found
+    return {"html": page, "markdown": text}, found, short
 
 
-def history_lines(found: list[history.Change]) -> list[str]:
-    return [str(change) for change in found] or ["no change points"]
+def too_short(all_series: dict[tuple[str, str, str, str], list]) -> str:
+    """Which series are too short for any change point yet, so "no change points" is not read as "stable"."""
+    need = 2 * stats.CHANGE_MIN_SEGMENT
+    short = [points for points in all_series.values() if len(points) < need]
+    if not short:
+        return ""
+    return (f"{len(short)} of {len(all_series)} series have fewer than {need} sessions (the shortest "
+            f"{min(len(points) for points in short)}): a change point needs {stats.CHANGE_MIN_SEGMENT} sessions on "
+            "each side, so none can be found in them yet.")
+
+
+def history_lines(found: list[history.Change], short: str = "") -> list[str]:
+    return [str(change) for change in found] or ["no change points" + (f" ({short})" if short else "")]
 
