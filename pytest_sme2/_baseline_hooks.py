@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from . import _storage, baselines, verdicts
-from .errors import Sme2Error, UsageError
+from .errors import MissingBaselineWarning, Sme2Error, UsageError
 from .session import slug
 
 MISSING_POLICIES = ("fail", "skip", "warn")
@@ -303,13 +303,14 @@ def _check_one_file(item: pytest.Item, gate: _GateConfig, tolerances: verdicts.T
         if missing == "fail":
             failures.append(text)
         elif missing == "warn":
-            warnings.warn(pytest.PytestWarning(f"{item.nodeid}: {text}"))
+            warnings.warn(MissingBaselineWarning(f"{item.nodeid}: {text}"))
     if failures:
         recorded = stored.recorded if stored is not None else {}
         when = f" (recorded {recorded.get('date', '?')} at commit {str(recorded.get('git_commit') or '?')[:12]})"
         failures += notes
         failures.append(f"baseline: {path}{when if stored else ''}")
-        failures.append(f"if the change is intended, update the baseline: {update}")
+        if outcome["failed"]:  # a regression; a missing record already said how to record it
+            failures.append(f"if the change is intended, update the baseline: {update}")
     return failures
 
 

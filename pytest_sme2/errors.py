@@ -55,7 +55,16 @@ class StorageError(Sme2Error):
     """A folder pytest-sme2 writes into (artifacts, export cache, baselines) cannot be written."""
 
 
-class KernelSamplingWarning(UserWarning):
+class Sme2Warning(UserWarning):
+    """Something asked of pytest-sme2 was not done in full, while the test stands: shown even where a project
+    ignores UserWarning (as many do for torch's export noise; this repository's pyproject shows it again)."""
+
+
+class MissingBaselineWarning(Sme2Warning):
+    """A test has no stored baseline and the policy is ``sme2_baseline_missing = warn``: nothing was gated."""
+
+
+class KernelSamplingWarning(Sme2Warning):
     """Kernel sampling was asked for but gave nothing for a profile: the sampler is missing, not permitted or failed.
 
     A warning, not an error: the profile and every verdict on it stand without kernel attribution.
