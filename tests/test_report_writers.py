@@ -217,3 +217,13 @@ def test_kernel_trace_evidence_is_shown_when_the_target_traced_kernels(tmp_path:
     untraced = build_record("t.py::t", [_profile(tmp_path / "off.etdp", False)])
     assert untraced["profiles"][0]["executed_sme_kernels"] is None
     assert "Kernel trace" not in session_html(session_summary([untraced], tmp_path))
+
+
+def test_html_and_terminal_count_the_same_runs_left_out(record: dict, tmp_path: Path) -> None:
+    from pytest_sme2.report.text import disturbed_text
+
+    # a busy machine: one run disturbed itself, two more after a disturbed reference run (numbers set here)
+    entry = dict(record["profiles"][0], disturbed_runs=1, disturbed_references=2, runs=40)
+    assert disturbed_text(entry) == " (1 disturbed by the machine, 2 after a disturbed reference run: left out of verdicts)"
+    page = session_html(session_summary([dict(record, profiles=[entry, record["profiles"][1]])], tmp_path))
+    assert "<td>3 of 40 (1 disturbed by the machine, 2 after a disturbed reference run)</td>" in page

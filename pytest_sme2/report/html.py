@@ -17,8 +17,8 @@ from . import charts
 from .advice import recommendations
 from .record import EMULATED_NOTE, WORTH_DELEGATING
 from .table import COLUMNS, fewer, instructions, ms, pct, speedup, summary_rows
-from .text import (KERNEL_TABLE_HEADERS, OUTSIDE_OPS_LABEL, kernel_comparison_tables, kernel_comparison_text,
-                   kernel_rows_by_op, kernel_time_text)
+from .text import (KERNEL_TABLE_HEADERS, OUTSIDE_OPS_LABEL, disturbed_cell, kernel_comparison_tables,
+                   kernel_comparison_text, kernel_rows_by_op, kernel_time_text)
 
 STYLE = """<style>
 .sme2 {font-family: system-ui, sans-serif; font-size: 13px; color: #222}
@@ -139,7 +139,7 @@ def _profile_details_html(profile: Mapping[str, Any], base: Path | None) -> str:
                   "load ms", "init ms", "runs disturbed (left out)"]
         row = [pct(profile["delegation_coverage"]), pct(profile["node_delegation_coverage"]),
                pct(profile["sme_path_share"]), profile["sme_path_ops"], ms(profile["load_ms"]), ms(profile["init_ms"]),
-               f"{profile.get('disturbed_runs', 0)} of {profile['runs']}"]
+               disturbed_cell(profile)]
     parts = [f"<h4>{_esc(profile['variant'])}: delegation and SME kernel path</h4>", table(header, [row])]
     kernels = profile.get("kernels", [])
     if kernels:

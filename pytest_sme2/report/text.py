@@ -8,14 +8,23 @@ from .record import EMULATED_NOTE
 from .table import ms, pct, speedup
 
 
+def _disturbed_parts(summary: Mapping[str, Any]) -> list[str]:
+    runs, refs = summary.get("disturbed_runs") or 0, summary.get("disturbed_references") or 0
+    return ([f"{runs} disturbed by the machine"] if runs else []) + (
+        [f"{refs} after a disturbed reference run"] if refs else [])
+
+
 def disturbed_text(summary: Mapping[str, Any]) -> str:
     """", 3 disturbed by the machine (left out)" or nothing: every report says how many runs were disturbed."""
-    runs, refs = summary.get("disturbed_runs") or 0, summary.get("disturbed_references") or 0
-    if not runs and not refs:
-        return ""
-    parts = [f"{runs} disturbed by the machine"] if runs else []
-    parts += [f"{refs} after a disturbed reference run"] if refs else []
-    return f" ({', '.join(parts)}: left out of verdicts)"
+    parts = _disturbed_parts(summary)
+    return f" ({', '.join(parts)}: left out of verdicts)" if parts else ""
+
+
+def disturbed_cell(summary: Mapping[str, Any]) -> str:
+    """The same count as a table cell: ``2 of 40 (2 after a disturbed reference run)`` or ``0 of 40``."""
+    left_out = (summary.get("disturbed_runs") or 0) + (summary.get("disturbed_references") or 0)
+    parts = _disturbed_parts(summary)
+    return f"{left_out} of {summary.get('runs', '?')}" + (f" ({', '.join(parts)})" if parts else "")
 
 
 OUTSIDE_OPS_LABEL = "delegate, no operator"
