@@ -182,6 +182,11 @@ class KernelTime:
             matches = sorted(set(self.kernels.loc[self.kernels["event"] == op, "op"]))
             if len(matches) > 1:
                 raise ValueError(f"event {op!r} is several operators ({', '.join(matches)}); name one by its op id")
+            if not matches:
+                known = sorted(set(self.kernels["op"]) - set(_PLACES.values()))
+                raise ValueError(f"no operator {op!r} was sampled; name one by its event name or op id (the op "
+                                 f"column of kernel_time.ops): {', '.join(known[:8])}"
+                                 + (f" and {len(known) - 8} more" if len(known) > 8 else ""))
             rows = self.kernels[self.kernels["op"].isin(matches)]
         return rows.sort_values(["samples", "kernel"], ascending=[False, True], kind="stable").reset_index(drop=True)
 

@@ -117,6 +117,10 @@ def test_kernels_per_operator_share_dominant_kernel_and_sme_share(two_runs) -> N
     assert list(conv_kernels["kernel"]) == [sme2, neon]
     assert list(conv_kernels["share"]) == pytest.approx([0.75, 0.25])
     assert list(conv_kernels["kind"]) == ["SME2", "NEON"]
+    assert kernel_time.kernels_of("Convolution (NHWC, F32) IGEMM #1 @0").equals(conv_kernels)  # by op id
+    with pytest.raises(ValueError, match=r"no operator 'Convolution \(NHWC, F16\) IGEMM #1' was sampled.*"
+                                         r"Convolution \(NHWC, F32\) IGEMM #1 @0"):
+        kernel_time.kernels_of("Convolution (NHWC, F16) IGEMM #1")  # a typo must not read as "no kernels"
     assert kernel_time.dominant_kernels(min_samples=1) == {"Convolution (NHWC, F32) IGEMM #1 @0": sme2,
                                                            "Fully Connected (NC, F32) GEMM #1 @0": neon}
     assert kernel_time.kind_share() == pytest.approx(6 / 10)  # SME kernels over CONV+GEMM samples
