@@ -346,3 +346,16 @@ def test_runs_in_which_the_runner_lost_its_core_are_left_out(tmp_path: Path) -> 
     conv = kernel_time.ops.set_index("event").loc["Convolution (NHWC, F32) IGEMM #1"]
     assert conv["samples"] == 30 and conv["sampled_ms_per_run"] == pytest.approx(0.300)
     assert conv["etdump_ms_per_run"] == pytest.approx(0.300)
+
+
+def test_the_kernel_line_says_its_round_is_not_the_timed_one() -> None:
+    from pytest_sme2.report.text import kernel_time_text
+
+    # two operators of 1.25 and 0.5 ms per run in the sampled round's ETDump (one without an ETDump time)
+    line = kernel_time_text({"available": True, "runs": 30, "samples_placed": 500, "samples_total": 620,
+                             "sme_kernel_share_conv_gemm": 0.25, "kind_ms_per_run": {"SME2": 0.4},
+                             "top_kernels": [], "ops": [{"etdump_ms_per_run": 1.25}, {"etdump_ms_per_run": 0.5},
+                                                        {"etdump_ms_per_run": None}]})
+    assert line.startswith("kernels (a separate sampled round of 30 runs, about 1.750 ms each in its ETDump; "
+                           "500 of 620 samples fell in those runs")
+    assert "CPU time per run SME2 0.400 ms" in line

@@ -48,9 +48,12 @@ def kernel_time_text(kernel_time: Mapping[str, Any] | None) -> str | None:
         return f"kernels: not sampled ({kernel_time.get('problem')})"
     kinds = ", ".join(f"{kind} {ms_value:.3f} ms" for kind, ms_value in (kernel_time.get("kind_ms_per_run") or {}).items())
     top = "; ".join(f"{k['kernel']} ({k['kind']}, {pct(k['share'])})" for k in kernel_time.get("top_kernels", [])[:3])
-    return (f"kernels (sampled, {kernel_time['samples_placed']} samples in {kernel_time['runs']} runs): SME/SME2 "
-            f"kernels {pct(kernel_time.get('sme_kernel_share_conv_gemm'))} of CONV+GEMM samples; per run {kinds}; "
-            f"top: {top}")
+    etdump = sum(op["etdump_ms_per_run"] or 0.0 for op in kernel_time.get("ops", []))
+    # The sampled round is its own round (sampling slows it), so its times are not the timed runs' E2E.
+    return (f"kernels (a separate sampled round of {kernel_time['runs']} runs, about {etdump:.3f} ms each in its ETDump; "
+            f"{kernel_time['samples_placed']} of {kernel_time['samples_total']} samples fell in those runs, the "
+            f"rest in loading, setup and runs left out): SME/SME2 kernels {pct(kernel_time.get('sme_kernel_share_conv_gemm'))} of "
+            f"CONV+GEMM samples; CPU time per run {kinds}; top: {top}")
 
 
 def kernel_rows_by_op(kernel_time: Mapping[str, Any], top: int = 12) -> list[list[str]]:
