@@ -58,7 +58,7 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from .report.combined import sessions_in, write_combined
+    from .report.combined import session_target, sessions_in, write_combined
     from .report.commands import rebuild_report
 
     folders = [Path(d) for d in args.artifacts_dir]
@@ -69,7 +69,7 @@ def _report(args: argparse.Namespace) -> int:
         if sessions:  # an artifacts folder: say which sessions it holds and how to report them
             print(f"{folders[0]} holds {len(sessions)} session(s), oldest first; report one, or several side by side:")
             for session in sessions:
-                print(f"  {session}")
+                print(f"  {session}  {session_target(session)}")
             print(f"  pytest-sme2 report {sessions[-1]}")
             if len(sessions) > 1:
                 print(f"  pytest-sme2 report {sessions[-2]} {sessions[-1]} --out combined-report")

@@ -175,3 +175,22 @@ def test_report_of_an_artifacts_folder_lists_its_sessions(toy_runs: tuple[Profil
     out = capsys.readouterr().out
     assert "holds 2 session(s)" in out and out.index("20261101") < out.index("20261102")
     assert f"pytest-sme2 report {root / 'session-20261102-000000-2'}" in out
+
+
+def test_combined_report_refuses_a_session_twice_and_names_targets_without_a_test(
+        toy_runs: tuple[Profile, Profile], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = tmp_path / "artifacts"
+    first, second = root / "session-20261101-000000-1", root / "session-20261102-000000-2"
+    write_session(session_summary([build_record("t::x", [toy_runs[0]]), build_record("t::y", [toy_runs[0]])], first),
+                  first, html=False)
+    write_session(session_summary([build_record("t::x", [toy_runs[0]])], second), second, html=False)
+    assert main(["report", str(root)]) == 0
+    listing = capsys.readouterr().out
+    assert f"{first}  host (" in listing and ", 2 tests" in listing and ", 1 tests" in listing
+    assert main(["report", str(first), str(first / ".." / first.name), "--out", str(tmp_path / "c")]) == 2
+    assert f"session {first} is given twice" in capsys.readouterr().err
+    assert main(["report", str(first), str(second), "--out", str(tmp_path / "c")]) == 0
+    markdown = (tmp_path / "c" / "combined.md").read_text()
+    y = markdown[markdown.index("### `t::y`"):]
+    assert y.splitlines()[2].startswith("No profile on host (") and y.splitlines()[2].count("host (") == 1
+    assert "Emulated targets show" not in markdown  # no session here is emulated

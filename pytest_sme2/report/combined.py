@@ -53,8 +53,22 @@ def combine(summaries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
                 test["variants"].setdefault(_variant_key(profile), {})[label] = profile
             for comparison in record.get("comparisons", []):
                 test["comparisons"][label] = comparison
+    for test in tests.values():  # a target whose session has no profile of the test: skipped there, or not run
+        ran = {t for per in test["variants"].values() for t in per}
+        test["absent"] = [label for label in labels if label not in ran]
     return {"targets": labels, "sessions": [str(s.get("session_dir", "?")) for s in summaries],
-            "tests": list(tests.values())}
+            "tests": list(tests.values()),
+            "emulated": any((s.get("target") or {}).get("emulated") for s in summaries)}
+
+
+EMULATED_NOTE = ("Emulated targets show counted instructions and their shares, never time: emulated timing is not "
+                 "hardware timing.")
+
+
+def _absent_text(test: Mapping[str, Any]) -> str:
+    absent = test.get("absent") or []
+    return (f"No profile on {', '.join(absent)}: the test was skipped there (its session's pytest output says why) "
+            "or not run in that session.") if absent else ""
 
 
 def _amount(profile: Mapping[str, Any]) -> str:
@@ -88,11 +102,11 @@ def _test_tables(test: Mapping[str, Any], targets: Sequence[str]) -> list[tuple[
 def combined_markdown(combined: Mapping[str, Any]) -> str:
     lines = ["## pytest-sme2: SME2 performance across targets", "",
              f"{len(combined['targets'])} sessions: " + "; ".join(f"{t} (`{s}`)" for t, s in
-                                                                 zip(combined["targets"], combined["sessions"])), "",
-             "> Emulated targets show counted instructions and their shares, never time: emulated timing is not "
-             "hardware timing."]
+                                                                 zip(combined["targets"], combined["sessions"]))]
+    lines += ["", f"> {EMULATED_NOTE}"] if combined.get("emulated") else []
     for test in combined["tests"]:
         lines += ["", f"### `{test['nodeid']}`"]
+        lines += ["", _absent_text(test)] if _absent_text(test) else []
         for title, headers, rows in _test_tables(test, combined["targets"]):
             lines += ["", f"{title}:", ""] + markdown_table(headers, rows)
     return "\n".join(lines) + "\n"
@@ -102,11 +116,11 @@ def combined_html(combined: Mapping[str, Any]) -> str:
     parts = ["<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">",
              "<title>pytest-sme2 report across targets</title>", STYLE, "</head><body class=\"sme2\">",
              "<h2>pytest-sme2: SME2 performance across targets</h2>",
-             table(["target", "session"], list(zip(combined["targets"], combined["sessions"]))),
-             "<div class=\"emulated\">Emulated targets show counted instructions and their shares, never time: "
-             "emulated timing is not hardware timing.</div>"]
+             table(["target", "session"], list(zip(combined["targets"], combined["sessions"])))]
+    parts += [f"<div class=\"emulated\">{_esc(EMULATED_NOTE)}</div>"] if combined.get("emulated") else []
     for test in combined["tests"]:
         parts.append(f"<h3>{_esc(test['nodeid'])}</h3>")
+        parts += [f"<p class=\"note\">{_esc(_absent_text(test))}</p>"] if _absent_text(test) else []
         for title, headers, rows in _test_tables(test, combined["targets"]):
             parts.append(f"<h4>{_esc(title)}</h4>{table(headers, rows)}")
         for variant, per in test["variants"].items():
@@ -120,6 +134,10 @@ def combined_html(combined: Mapping[str, Any]) -> str:
 
 def write_combined(directories: Sequence[Path], out_dir: Path) -> dict[str, Path]:
     """``combined.md`` and ``combined.html`` of the sessions in ``directories`` (each a session folder)."""
+    resolved = [Path(d).resolve() for d in directories]
+    twice = next((d for d, r in zip(directories, resolved) if resolved.count(r) > 1), None)
+    if twice is not None:  # it would read as two targets agreeing perfectly
+        raise UsageError(f"session {twice} is given twice; give each session folder once")
     combined = combine([load_summary(Path(d)) for d in directories])
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -138,3 +156,12 @@ def sessions_in(root: Path) -> list[Path]:
     if not root.is_dir():
         return []
     return sorted(p.parent for p in root.glob("session-*/summary.json"))
+
+
+def session_target(session: Path) -> str:
+    """A listed session's target and test count (``host (AMD EPYC, no SME2), 3 tests``), or why it is unreadable."""
+    try:
+        summary = load_summary(session)
+    except UsageError as exc:
+        return f"(unreadable: {exc})"
+    return f"{target_label(summary)}, {len(summary.get('tests', []))} tests"
