@@ -198,7 +198,8 @@ class _Columns:
 def _columns(path: str | Path) -> _Columns:
     path = Path(path)
     if not path.exists():
-        raise EtdumpError(f"ETDump {path} does not exist; the runner did not write it (see the runner log beside it)")
+        raise EtdumpError(f"ETDump {path} does not exist; check the path (for a run's ETDump: the runner did not "
+                          "write it, see the runner log beside it)")
     data = path.read_bytes()
     if not data:
         raise EtdumpError(f"ETDump {path} is empty; the runner stopped before writing its trace (see its log)")
