@@ -3,15 +3,19 @@
 Drives ``git bisect run`` with a step that runs pytest on the checked-out commit: exit 0 is
 good, a failing test (the gate: assertions, baseline verdicts) is bad, and a commit that
 cannot be tested (collection or usage error, nothing collected, interrupted) is skipped
-rather than blamed. Each step keeps its session folder and verdict under the output
-folder. The models are exported again wherever their source changed (the export cache is
-keyed by source), and every verdict is the gate's own: on noisy targets its statistics over
-all runs, never one lucky run; on the emulated target its exact counts.
+rather than blamed. A missing baseline is not a failure in a step: an old commit that has no
+baseline yet says nothing about that commit, and failing it would make every commit bad.
+GOOD and BAD are tested first, so a wrong pair of ends stops the bisect instead of blaming
+the commit after GOOD. Each step keeps its session folder, verdict and the reason for it
+under the output folder. The models are exported again wherever their source changed (the
+export cache is keyed by source), and every verdict is the gate's own: on noisy targets its
+statistics over all runs, never one lucky run; on the emulated target its exact counts.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -25,6 +29,13 @@ STEPS = "steps.jsonl"
 # pytest's exit codes that say nothing about the commit: bisect skips those commits (git's 125).
 _UNTESTABLE = {2: "interrupted", 3: "internal error", 4: "usage error", 5: "no tests collected"}
 SKIP = 125
+# Before the user's arguments, so that their own later `-o sme2_baseline_missing=...` still wins (pytest keeps the
+# last -o of a name). skip rather than warn: the test has passed its assertions by then, and a warning would fail
+# it in projects with `filterwarnings = error`; regressions against baselines that do exist still fail.
+MISSING_BASELINE_IS_NO_FAILURE = ("-o", "sme2_baseline_missing=skip")
+REASON_CHARS = 160
+_SUMMARY = re.compile(r"^=+ (.* in [0-9.]+s\b.*?) =+$", re.M)  # "1 failed, 2 passed in 3.1s", "no tests ran in 1s"
+_ERROR = re.compile(r"(error|exception)\b.*:", re.I)  # "error: unrecognized arguments: --x", "E   ImportError: ..."
 
 
 @dataclass(frozen=True)
@@ -51,9 +62,7 @@ def run(good: str, bad: str, pytest_args: list[str], out_dir: Path, repo: Path |
         raise UsageError(f"{here} is not inside a git repository; run pytest-sme2 bisect from the repository whose "
                          "history holds the change")
     top = Path(found.stdout.strip())
-    for name, commit in (("GOOD", good), ("BAD", bad)):
-        if _git(top, "rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}", check=False).returncode != 0:
-            raise UsageError(f"{name} {commit!r} is not a commit of {top}; pass a commit id, tag or branch")
+    ends = [(name, commit, _commit_id(top, name, commit)) for name, commit in (("GOOD", good), ("BAD", bad))]
     if _git(top, "status", "--porcelain", "--untracked-files=no").stdout.strip():
         raise UsageError(f"{top} has uncommitted changes; commit or stash them first: bisect checks out other commits")
     if not pytest_args:
@@ -61,40 +70,143 @@ def run(good: str, bad: str, pytest_args: list[str], out_dir: Path, repo: Path |
                          "pytest-sme2 bisect v1.0 main -- perf_tests/test_mobilenet_v3_small.py -m sme2")
     out_dir = out_dir.resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
-    step = [sys.executable, "-m", "pytest_sme2.bisect", str(out_dir), "--", *pytest_args]
-    start = _git(top, "bisect", "start", bad, good, check=False)
+    log = out_dir / "bisect.log"
+    _check_ends(top, ends, out_dir, pytest_args, log)
+    start = _git(top, "bisect", "start", ends[1][2], ends[0][2], check=False)
     try:
         if start.returncode != 0:
             raise UsageError(f"`git bisect start {bad} {good}` failed: {start.stderr.strip()[-400:]}")
-        done = subprocess.run(["git", "bisect", "run", *step], cwd=top, capture_output=True, text=True)
-        log = out_dir / "bisect.log"
-        log.write_text(done.stdout + done.stderr + _git(top, "bisect", "log", check=False).stdout, encoding="utf-8")
+        done = subprocess.run(["git", "bisect", "run", *_step_command(out_dir, "bisect", pytest_args)], cwd=top,
+                              capture_output=True, text=True)
+        _append(log, done.stdout + done.stderr + _git(top, "bisect", "log", check=False).stdout)
     finally:
         _git(top, "bisect", "reset", check=False)
+    return _result(top, done, out_dir, log)
+
+
+def _result(top: Path, done: subprocess.CompletedProcess[str], out_dir: Path, log: Path) -> BisectResult:
+    """What `git bisect run` found, with the reason the first bad commit failed (its step's first FAILED line)."""
     first = re.search(r"^([0-9a-f]{40}) is the first bad commit", done.stdout, re.M)
-    steps = [json.loads(line) for line in (out_dir / STEPS).read_text().splitlines()] if (out_dir / STEPS).exists() else []
+    steps = _read_steps(out_dir)
     if first is None:
         why = (done.stdout + done.stderr).strip().splitlines()[-1:]
-        if steps and all(s["verdict"].startswith("skipped") for s in steps):  # e.g. a wrong pytest argument
-            last = Path(steps[-1]["artifacts"], "pytest.log").read_text(errors="replace").strip().splitlines()[-3:]
-            why = [f"every step was untestable; the last pytest said: {' / '.join(last)}"]
+        middle = [s for s in steps if s.get("role") == "bisect"]
+        if middle and all(s["verdict"].startswith("skipped") for s in middle):
+            why = [f"every commit between GOOD and BAD was untestable; the last pytest said: {middle[-1]['reason']} "
+                   f"(see {middle[-1]['artifacts']})"]
         return BisectResult(None, "", steps, log, f"git bisect did not name one first bad commit (see {log}): "
                                                   f"{' '.join(why)}")
     subject = _git(top, "log", "-1", "--format=%s", first.group(1)).stdout.strip()
+    why = next((f": {s['reason']}" for s in reversed(steps) if s["commit"] == first.group(1) and s.get("reason")), "")
     return BisectResult(first.group(1), subject, steps, log,
-                        f"first bad commit: {first.group(1)[:12]} {subject} ({len(steps)} steps; each step's session "
-                        f"folder and verdict in {out_dir})")
+                        f"first bad commit: {first.group(1)[:12]} {subject}{why} ({len(steps)} steps; each step's "
+                        f"session folder, verdict and reason in {out_dir})")
 
 
-def step(out_dir: Path, pytest_args: list[str]) -> int:
-    """One bisect step on the checked-out commit: pytest's verdict as git bisect's exit code."""
+def _commit_id(top: Path, name: str, commit: str) -> str:
+    """The full id of GOOD or BAD, resolved once: a relative name such as HEAD~1 moves with each checkout."""
+    found = _git(top, "rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}", check=False)
+    if found.returncode != 0:
+        raise UsageError(f"{name} {commit!r} is not a commit of {top}; pass a commit id, tag or branch")
+    return found.stdout.strip()
+
+
+def _check_ends(top: Path, ends: list[tuple[str, str, str]], out_dir: Path, pytest_args: list[str],
+                log: Path) -> None:
+    """Test GOOD and BAD as steps before bisecting; raise UsageError when GOOD is not good or BAD not bad.
+
+    git bisect trusts both ends: with a failing GOOD every commit is bad and it names the commit after GOOD,
+    whatever that commit changed. The original checkout is restored however the steps end.
+    """
+    original = _git(top, "symbolic-ref", "-q", "--short", "HEAD", check=False).stdout.strip()
+    original = original or _git(top, "rev-parse", "HEAD").stdout.strip()  # a detached checkout
+    try:
+        for name, commit, commit_id in ends:  # GOOD or BAD, as given, its full id
+            expected = name.lower()
+            _git(top, "checkout", "-q", "--detach", commit_id)
+            before = len(_read_steps(out_dir))
+            done = subprocess.run(_step_command(out_dir, f"{expected} end", pytest_args), cwd=top,
+                                  capture_output=True, text=True)
+            _append(log, done.stdout + done.stderr)
+            if len(_read_steps(out_dir)) == before:  # the step itself broke before it could record a verdict
+                raise UsageError(f"the step at {name} {commit} recorded no verdict: {done.stderr.strip()[-400:]}")
+            end = _read_steps(out_dir)[-1]
+            if end["verdict"] != expected:
+                raise _wrong_end(name, commit, expected, end)
+    finally:
+        _git(top, "checkout", "-q", original, check=False)
+
+
+def _wrong_end(name: str, commit: str, expected: str, end: dict) -> UsageError:
+    """The error of an end whose verdict is not the expected one: which commit, its verdict, why, and its log."""
+    why = f": {end['reason']}" if end["reason"] else ""
+    return UsageError(f"{name} {commit} ({end['commit'][:12]} {end['subject']}) is not {expected}: {end['verdict']}"
+                      f"{why}. Nothing was bisected; pass a {name} commit where these tests "
+                      f"{'pass' if expected == 'good' else 'fail'}. Its session folder and pytest.log: "
+                      f"{end['artifacts']}")
+
+
+def _step_command(out_dir: Path, role: str, pytest_args: list[str]) -> list[str]:
+    return [sys.executable, "-m", "pytest_sme2.bisect", str(out_dir), "--role", role, "--", *pytest_args]
+
+
+def _append(log: Path, text: str) -> None:
+    with open(log, "a", encoding="utf-8") as handle:
+        handle.write(text)
+
+
+def _read_steps(out_dir: Path) -> list[dict]:
+    path = out_dir / STEPS
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def pytest_command(pytest_args: list[str], session_root: Path) -> list[str]:
+    """The pytest session of one step: a missing baseline is no failure, unless the user's own -o says so."""
+    return [sys.executable, "-m", "pytest", *MISSING_BASELINE_IS_NO_FAILURE, *pytest_args,
+            f"--sme2-artifacts-dir={session_root}"]
+
+
+def reason(output: str, verdict: str, summary: str) -> str:
+    """Why a step was bad or skipped, in one line, so the printed step says it without opening its pytest.log.
+
+    Bad: the first ``FAILED <nodeid> - <message>`` line of pytest's short summary (else its first ERROR line);
+    skipped: the last error line (a usage error, a module that cannot be imported); else the summary line.
+    """
+    if verdict == "good":
+        return ""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    if verdict == "bad":
+        found = [_first_failure(lines)] if any(line.startswith("FAILED ") for line in lines) else [
+            line for line in lines if re.match(r"ERROR \S", line)][:1]
+    else:
+        found = [re.sub(r"^E\s+", "", line) for line in lines if _ERROR.search(line)][-1:]
+    text = found[0] if found else summary or (lines[-1] if lines else "pytest printed nothing")
+    return text if len(text) <= REASON_CHARS else text[:REASON_CHARS - 1] + "…"
+
+
+def _first_failure(lines: list[str]) -> str:
+    """The first FAILED line; a message that is only a heading ("Failed: sme2 baseline check failed:") gets the
+    line that follows the heading in the failure's report, the regression or the missing baseline itself."""
+    failed = next(line for line in lines if line.startswith("FAILED "))
+    heading = failed.split(" - ", 1)[-1]
+    if not heading.endswith(":"):
+        return failed
+    plain = [re.sub(r"^E\s+", "", line) for line in lines]
+    after = next((plain[i + 1] for i, line in enumerate(plain[:-1]) if len(line) > 1 and heading.endswith(line)), "")
+    return f"{failed} {after}".strip()
+
+
+def step(out_dir: Path, pytest_args: list[str], role: str = "bisect") -> int:
+    """One step on the checked-out commit (``role``: a bisect step, or the good or bad end checked first):
+    pytest's verdict as git bisect's exit code."""
     commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     subject = subprocess.run(["git", "log", "-1", "--format=%s"], capture_output=True, text=True).stdout.strip()
-    number = len((out_dir / STEPS).read_text().splitlines()) + 1 if (out_dir / STEPS).exists() else 1
+    number = len(_read_steps(out_dir)) + 1
     session_root = out_dir / f"step-{number:02d}-{commit[:12]}"
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "pytest", *pytest_args, f"--sme2-artifacts-dir={session_root}"],
-                          capture_output=True, text=True)
+    # Wide enough that pytest does not cut the FAILED line's message before the reason is taken from it.
+    done = subprocess.run(pytest_command(pytest_args, session_root), capture_output=True, text=True,
+                          env={**os.environ, "COLUMNS": "240"})
     session_root.mkdir(parents=True, exist_ok=True)
     (session_root / "pytest.log").write_text(done.stdout + done.stderr, encoding="utf-8")
     if done.returncode == 0:
@@ -103,16 +215,25 @@ def step(out_dir: Path, pytest_args: list[str]) -> int:
         verdict, code = "bad", 1
     else:
         verdict, code = f"skipped ({_UNTESTABLE.get(done.returncode, f'pytest exit {done.returncode}')})", SKIP
-    summary = re.findall(r"^=+ (.*(?:passed|failed|error|skipped|no tests ran).*) =+$", done.stdout, re.M)
+    summary = _SUMMARY.findall(done.stdout)
+    why = reason(done.stdout + done.stderr, verdict, summary[-1] if summary else "")
     with open(out_dir / STEPS, "a", encoding="utf-8") as handle:
-        handle.write(json.dumps({"step": number, "commit": commit, "subject": subject, "verdict": verdict,
-                                 "pytest_exit": done.returncode, "pytest_summary": summary[-1] if summary else "",
+        handle.write(json.dumps({"step": number, "role": role, "commit": commit, "subject": subject,
+                                 "verdict": verdict, "reason": why, "pytest_exit": done.returncode,
+                                 "pytest_summary": summary[-1] if summary else "",
                                  "seconds": round(time.monotonic() - started, 1),
                                  "artifacts": str(session_root)}) + "\n")
-    print(f"step {number}: {commit[:12]} {subject}: {verdict}")
+    print(f"step {number}: {commit[:12]} {subject}: {verdict}{': ' + why if why else ''}")
     return code
 
 
-if __name__ == "__main__":  # git bisect run python -m pytest_sme2.bisect OUT -- PYTEST_ARGS
-    separator = sys.argv.index("--")
-    sys.exit(step(Path(sys.argv[1]), sys.argv[separator + 1:]))
+def _main(argv: list[str]) -> int:
+    """The step's command line: OUT [--role ROLE] -- PYTEST_ARGS."""
+    separator = argv.index("--")
+    head = argv[:separator]
+    role = head[head.index("--role") + 1] if "--role" in head else "bisect"
+    return step(Path(head[0]), argv[separator + 1:], role)
+
+
+if __name__ == "__main__":  # git bisect run python -m pytest_sme2.bisect OUT --role bisect -- PYTEST_ARGS
+    sys.exit(_main(sys.argv[1:]))

@@ -87,8 +87,79 @@ def test_bisect_names_the_commit_that_added_a_portable_operator(repo: Path, monk
     assert {s["verdict"] for s in steps} <= {"good", "bad"} and steps
     assert all(Path(s["artifacts"], "pytest.log").is_file() for s in steps)  # each step's session kept
     assert any(s["commit"] == culprit and s["verdict"] == "bad" for s in steps)
+    assert [(s["role"], s["commit"]) for s in steps[:2]] == [("good end", good), ("bad end", bad)]  # checked first
     assert _git(repo, "rev-parse", "HEAD") == bad  # the checkout is restored
     assert not (repo / ".git" / "BISECT_LOG").exists()
+
+
+def test_missing_baselines_at_old_commits_are_no_failure(repo: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """The ini keeps the default policy (a missing baseline fails the test) and no commit has a baseline: bisect
+    must still name the commit that added cumsum, not the one after GOOD (docs: usage), and say why it is bad."""
+    commits = _git(repo, "log", "--format=%H", "--reverse").splitlines()
+    good, culprit, bad = commits[1], commits[3], commits[4]  # docs: readme .. docs: more readme
+    monkeypatch.chdir(repo)
+    out = repo.parent / "bisect-out"
+    assert main(["bisect", good, bad, "--out", str(out), "--", "test_perf.py", "-p", "no:cacheprovider"]) == 0
+    printed = capsys.readouterr().out
+    assert f"first bad commit: {culprit[:12]} net: cumulative sum of the output" in printed  # not docs: usage
+    steps = {s["commit"]: s for s in map(json.loads, (out / "steps.jsonl").read_text().splitlines())}
+    assert steps[good]["verdict"] == "good" and steps[good]["reason"] == ""
+    why = steps[culprit]["reason"]  # the gate's own message (not a missing baseline), whole up to ~160 characters
+    assert why.startswith("FAILED test_perf.py::test_net - AssertionError: ") and "portable kernels" in why
+    assert len(why) <= 160
+    assert f"first bad commit: {culprit[:12]} net: cumulative sum of the output: {why} (" in printed
+    step_lines = (out / "bisect.log").read_text()  # what each step printed, as git bisect run shows it
+    assert f"{culprit[:12]} net: cumulative sum of the output: bad: {why}\n" in step_lines
+
+
+def test_a_failing_good_end_stops_before_bisecting(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_sme2 import bisect
+
+    commits = _git(repo, "log", "--format=%H", "--reverse").splitlines()
+    good, bad = commits[3], commits[5]  # GOOD already has cumsum: every commit would be bad
+    monkeypatch.chdir(repo)
+    out = repo.parent / "bisect-out"
+    expected = (rf"GOOD {good} \({good[:12]} net: cumulative sum of the output\) is not good: bad: "
+                r"FAILED test_perf.py::test_net - .*Nothing was bisected")
+    with pytest.raises(UsageError, match=expected) as caught:
+        bisect.run(good, bad, ["test_perf.py", "-p", "no:cacheprovider"], out)
+    steps = [json.loads(line) for line in (out / "steps.jsonl").read_text().splitlines()]
+    assert [(s["role"], s["verdict"]) for s in steps] == [("good end", "bad")]  # BAD is not even tested
+    assert steps[0]["artifacts"] in str(caught.value) and Path(steps[0]["artifacts"], "pytest.log").is_file()
+    assert _git(repo, "rev-parse", "HEAD") == bad and _git(repo, "symbolic-ref", "--short", "HEAD") == "main"
+    assert not (repo / ".git" / "BISECT_LOG").exists()
+
+
+def test_a_passing_bad_end_stops_before_bisecting(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two quick sessions of a plain test, no model: BAD passes too, so there is nothing to find."""
+    from pytest_sme2 import bisect
+
+    (repo / "test_plain.py").write_text("def test_plain():\n    assert True\n")
+    _git(repo, "add", "test_plain.py")
+    _git(repo, "commit", "-q", "-m", "a plain test")
+    (repo / "README.md").write_text("still passing\n")
+    _git(repo, "commit", "-q", "-am", "docs: still passing")
+    monkeypatch.chdir(repo)
+    out = repo.parent / "bisect-out"
+    with pytest.raises(UsageError, match=r"BAD HEAD \(\w{12} docs: still passing\) is not bad: good\. Nothing"):
+        bisect.run("HEAD~1", "HEAD", ["test_plain.py", "-p", "no:cacheprovider"], out)
+    steps = [json.loads(line) for line in (out / "steps.jsonl").read_text().splitlines()]
+    assert [(s["role"], s["verdict"]) for s in steps] == [("good end", "good"), ("bad end", "good")]
+    assert _git(repo, "symbolic-ref", "--short", "HEAD") == "main"
+
+
+def test_a_missing_baseline_is_no_failure_unless_the_user_says_so(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The step's own -o comes before the user's arguments, and pytest keeps the last -o of a name: the user's
+    `-o sme2_baseline_missing=fail` fails GOOD (no baseline anywhere), and the reason names the missing baseline."""
+    from pytest_sme2 import bisect
+
+    commits = _git(repo, "log", "--format=%H", "--reverse").splitlines()
+    monkeypatch.chdir(repo)
+    with pytest.raises(UsageError, match=r"is not good: bad: FAILED test_perf.py::test_net - Failed: sme2 baseline "
+                                         r"check failed: no baseline for net fp32-xnnpack"):
+        bisect.run(commits[0], commits[-1], ["test_perf.py", "-p", "no:cacheprovider", "-o",
+                                             "sme2_baseline_missing=fail"], repo.parent / "bisect-out")
 
 
 def test_bisect_refuses_a_dirty_tree_and_unknown_commits(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
