@@ -99,7 +99,8 @@ def _bisect(args: argparse.Namespace) -> int:
     result = bisect.run(args.good, args.bad, pytest_args, out)
     for step in result.steps:
         print(f"step {step['step']}: {step['commit'][:12]} {step['subject']}: {step['verdict']}"
-              f"{' (' + step['pytest_summary'] + ')' if step['pytest_summary'] else ''}")
+              f"{' (' + step['pytest_summary'] + ')' if step['pytest_summary'] else ''}"
+              f"{': ' + step['reason'] if step.get('reason') and step['verdict'] != 'good' else ''}")
     print(result.message)
     return 0 if result.first_bad else 1
 

@@ -140,3 +140,13 @@ def test_combined_report_of_an_emulated_and_a_host_session_renders_both_targets(
     assert result["errors"] == [] and result["broken"] == [] and result["blocked"] == [], result
     # an artifacts folder lists its sessions instead of failing
     assert main(["report", str(sme2_project.path / "artifacts-host")]) == 0
+    # analyze of the emulated run's ETDump reads the counted instructions beside it, as its session did
+    import json
+
+    from pytest_sme2.report.commands import analyze
+    [emulated_profile] = json.loads(Path(sessions[0], "summary.json").read_text())["tests"][0]["profiles"]
+    etdump = next(Path(sessions[0]).rglob("timed.etdp"))
+    analyzed = json.loads(analyze(etdump, None, None, as_json=True))
+    assert emulated_profile["basis"] == analyzed["basis"] == "instructions"
+    assert analyzed["shares"] == pytest.approx(emulated_profile["shares"], abs=1e-6)
+    assert "shares of counted instructions" in analyze(etdump, None, None, as_json=False)

@@ -11,7 +11,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..errors import EtdumpError, UsageError
+from ..errors import EtdumpError, RunnerError, UsageError
+from ..instruction_trace import COUNTS_FILE, InstructionTrace
 from ..profile import Profile
 from ..targets.base import EMULATED_TIMING, RUNNER_LOG
 from .record import compare, profile_entry
@@ -55,11 +56,19 @@ def load_profile(etdump: Path, etrecord: Path | None = None, warmup: Path | None
         _readable(warmup, "warmup ETDump")
     if etrecord is not None:
         _check_etrecord(_readable(etrecord, "ETRecord"))
+    emulated = emulated_run(etdump)
+    counts = etdump.parent / COUNTS_FILE
     try:
-        profile = Profile.from_etdump(etdump, warmup, model=etdump.stem, recipe="etdump", variant=etdump.name)
+        # the emulated target's counted instructions beside its ETDump: shares by instructions, as its session read
+        instructions = (InstructionTrace.from_counts(counts, etdump, warmup)
+                        if emulated and counts.is_file() else None)
+        profile = Profile.from_etdump(etdump, warmup, model=etdump.stem, recipe="etdump", variant=etdump.name,
+                                      instructions=instructions)
     except EtdumpError as exc:  # the user named this file: point at the file they meant to name
         raise UsageError(f"{exc}; pass the .etdp file a runner wrote (not a .pte or an ETRecord)") from None
-    if emulated_run(etdump):  # its time is the emulator's: reports say so and compute no speedups from it
+    except RunnerError as exc:  # the counts file beside it is damaged or of another ETDump
+        raise UsageError(f"{exc}; or move {counts} away to read {etdump} by its (emulated) time") from None
+    if emulated:  # its time is the emulator's: reports say so and compute no speedups from it
         profile.metadata["target"] = {"name": "emulated", "emulated": True}
     profile.artifacts["timed_etdump"] = str(etdump)
     if etrecord:
@@ -74,7 +83,9 @@ def analyze(etdump: Path, etrecord: Path | None, warmup: Path | None, as_json: b
         return json.dumps(entry, indent=1, default=str)
     lines = [profile_text(entry), f"  load {ms(entry['load_ms'])} ms, init {ms(entry['init_ms'])} ms "
                                   "(Program::load_method, Method::init; not part of E2E)", "", "categories:"]
-    lines += text_table(["category", "share of E2E", "median ms per run"],
+    counted = profile.basis == "instructions"  # the emulated target: shares of counted instructions
+    lines += text_table(["category", "share of E2E" + (" instructions" if counted else ""),
+                         "emulated ms per run (not time)" if profile.emulated else "median ms per run"],
                         [[name, pct(share), ms(float(profile.category_ms[name].median()))]
                          for name, share in entry["shares"].items()])
     lines += ["", "top operators:"]

@@ -105,14 +105,18 @@ KERNEL_TABLE_HEADERS = ["operator", "category", "ms per run (sampled / ETDump)",
 def profile_text(summary: Mapping[str, Any]) -> str:
     lat = summary["latency"]
     shares = shares_text(summary["shares"], summary.get("other_delegate_outside_ops"))
+    # the emulated target's shares and coverage are of counted instructions; its time is the emulator's
+    measure = "counted instructions" if summary.get("basis") == "instructions" else "time"
     lines = [
         f"{summary['model']} {summary['recipe']} [{summary['variant']}]"
         + (f" (EMULATED: {EMULATED_NOTE})" if summary.get("emulated") else ""),
-        f"  E2E median {lat['median_ms']:.3f} ms (95% CI {lat['median_ci_low_ms']:.3f}-{lat['median_ci_high_ms']:.3f}),"
+        f"  {'emulator time, not hardware: ' if summary.get('emulated') else ''}"
+        f"E2E median {lat['median_ms']:.3f} ms (95% CI {lat['median_ci_low_ms']:.3f}-{lat['median_ci_high_ms']:.3f}),"
         f" p10 {lat['p10_ms']:.3f}, p90 {lat['p90_ms']:.3f}, CV {lat['cv']:.1%}, {lat['n']} runs"
         f"{disturbed_text(summary)}",
-        f"  shares (medians over undisturbed runs): {shares}",
-        f"  delegation: {pct(summary['delegation_coverage'])} of time, {pct(summary['node_delegation_coverage'])} of nodes;"
+        f"  shares of {measure} (medians over undisturbed runs): {shares}",
+        f"  delegation: {pct(summary['delegation_coverage'])} of {measure}, "
+        f"{pct(summary['node_delegation_coverage'])} of nodes;"
         f" SME path: {pct(summary['sme_path_share'])} of CONV+GEMM ({summary['sme_path_ops']} ops)",
     ]
     for op in summary["top_ops"][:5]:
