@@ -265,3 +265,11 @@ def test_a_garbage_etdump_from_the_runner_blames_the_runner_not_the_user(session
     text = str(info.value)
     assert "is not an ETDump" in text and "The runner wrote it in this run" in text and "runner.log" in text
     assert ".pte" not in text.split("is not an ETDump")[1]
+
+
+def test_sme2_on_without_sme2_here_names_where_it_can_run(session: Sme2Session) -> None:
+    if session.target.info.has_sme2:
+        pytest.skip("this CPU has SME2: the local target runs SME2 on")
+    reason = session.target.unsupported(True)
+    assert reason is not None and "has no SME2" in reason
+    assert "--sme2-target=adb" in reason and "--sme2-target=emulated" in reason  # the two places it can run

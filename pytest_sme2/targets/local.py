@@ -162,7 +162,8 @@ class LocalTarget:
         if sme2 is True and not cpu.has_sme2:
             return (
                 f"SME2 requested but this CPU '{cpu.name}' ({cpu.arch}) has no SME2; run the local target on a CPU "
-                "that has it (Apple M4 Mac, Armv9.2 Linux board), or use a device with SME2"
+                "that has it (Apple M4 Mac, Armv9.2 Linux board), use a device with SME2 (--sme2-target=adb), or "
+                "run SME2 on and off emulated here (--sme2-target=emulated, after pytest-sme2 setup-emulation)"
             )
         if sme2 is False and not self.two_builds and cpu.system not in ("Linux", "Darwin"):
             return (
