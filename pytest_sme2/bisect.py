@@ -217,14 +217,20 @@ def step(out_dir: Path, pytest_args: list[str], role: str = "bisect") -> int:
         verdict, code = f"skipped ({_UNTESTABLE.get(done.returncode, f'pytest exit {done.returncode}')})", SKIP
     summary = _SUMMARY.findall(done.stdout)
     why = reason(done.stdout + done.stderr, verdict, summary[-1] if summary else "")
+    record = {"step": number, "role": role, "commit": commit, "subject": subject, "verdict": verdict, "reason": why,
+              "pytest_exit": done.returncode, "pytest_summary": summary[-1] if summary else "",
+              "seconds": round(time.monotonic() - started, 1), "artifacts": str(session_root)}
     with open(out_dir / STEPS, "a", encoding="utf-8") as handle:
-        handle.write(json.dumps({"step": number, "role": role, "commit": commit, "subject": subject,
-                                 "verdict": verdict, "reason": why, "pytest_exit": done.returncode,
-                                 "pytest_summary": summary[-1] if summary else "",
-                                 "seconds": round(time.monotonic() - started, 1),
-                                 "artifacts": str(session_root)}) + "\n")
-    print(f"step {number}: {commit[:12]} {subject}: {verdict}{': ' + why if why else ''}")
+        handle.write(json.dumps(record) + "\n")
+    print(step_line(record))
     return code
+
+
+def step_line(record: dict) -> str:
+    """``step 3: <commit> <subject>: bad: <reason>``: one step as each step prints it and the CLI lists it."""
+    why = record.get("reason")
+    return f"step {record['step']}: {record['commit'][:12]} {record['subject']}: {record['verdict']}" + (
+        f": {why}" if why else "")
 
 
 def _main(argv: list[str]) -> int:

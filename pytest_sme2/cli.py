@@ -98,9 +98,7 @@ def _bisect(args: argparse.Namespace) -> int:
     out = _path(args.out) or Path(".sme2") / f"bisect-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}"
     result = bisect.run(args.good, args.bad, pytest_args, out)
     for step in result.steps:
-        print(f"step {step['step']}: {step['commit'][:12]} {step['subject']}: {step['verdict']}"
-              f"{' (' + step['pytest_summary'] + ')' if step['pytest_summary'] else ''}"
-              f"{': ' + step['reason'] if step.get('reason') and step['verdict'] != 'good' else ''}")
+        print(bisect.step_line(step) + (f" ({step['pytest_summary']})" if step["pytest_summary"] else ""))
     print(result.message)
     return 0 if result.first_bad else 1
 

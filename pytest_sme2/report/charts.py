@@ -72,26 +72,33 @@ def _counted(profiles: Sequence[Mapping[str, Any]]) -> bool:
     return bool(profiles) and all(p.get("basis") == "instructions" for p in profiles)
 
 
+def _category_bars(axes, shares: Sequence[Mapping[str, float]], sizes: Sequence[float],  # noqa: ANN001
+                   labels: Sequence[str]) -> None:
+    """One horizontal bar per row, stacked by category: each category ``share x size`` wide, labelled with its
+    share where it is wide enough to read (8% or more)."""
+    left = np.zeros(len(shares))
+    for category in Category:
+        name = category.value
+        row_shares = [float(row.get(name) or 0.0) for row in shares]
+        widths = np.array([share * size for share, size in zip(row_shares, sizes)])
+        bars = axes.barh(range(len(shares)), widths, left=left, color=CATEGORY_COLOURS[name], label=name)
+        for bar, share in zip(bars, row_shares):
+            if share >= 0.08:
+                axes.text(bar.get_x() + bar.get_width() / 2, bar.get_y() + bar.get_height() / 2, f"{share:.0%}",
+                          ha="center", va="center", fontsize=7, color="white")
+        left += widths
+    axes.set_yticks(range(len(shares)), labels, fontsize=8)
+    axes.invert_yaxis()
+
+
 def category_chart(profiles: Sequence[Mapping[str, Any]]) -> str:
     """Stacked bars of mean time (or, counted under emulation, instructions) per category per run, one bar
     per variant (share x mean E2E)."""
     figure = _figure(7.0, 1.2 + 0.55 * len(profiles))
     axes = figure.add_subplot()
-    left = np.zeros(len(profiles))
     counted = _counted(profiles)
     scale = [p["instructions"]["per_inference"] / 1e6 if counted else p["latency"]["mean_ms"] for p in profiles]
-    for category in Category:
-        name = category.value
-        widths = np.array([p["shares"][name] * size for p, size in zip(profiles, scale)])
-        bars = axes.barh(range(len(profiles)), widths, left=left, color=CATEGORY_COLOURS[name], label=name)
-        for bar, profile in zip(bars, profiles):
-            share = profile["shares"][name]
-            if share >= 0.08:
-                axes.text(bar.get_x() + bar.get_width() / 2, bar.get_y() + bar.get_height() / 2, f"{share:.0%}",
-                          ha="center", va="center", fontsize=7, color="white")
-        left += widths
-    axes.set_yticks(range(len(profiles)), [p["variant"] for p in profiles], fontsize=8)
-    axes.invert_yaxis()
+    _category_bars(axes, [p["shares"] for p in profiles], scale, [p["variant"] for p in profiles])
     if counted:
         axes.set_xlabel("million instructions per inference (counted under emulation, exact)", fontsize=8)
         axes.set_title("Where the instructions went (labels: share of E2E instructions)", fontsize=10)
@@ -108,21 +115,10 @@ def target_share_chart(title: str, columns: Sequence[tuple[str, Mapping[str, Any
     bottleneck sits on each; shares of time on hardware, of counted instructions where emulated."""
     figure = _figure(7.0, 1.2 + 0.55 * len(columns))
     axes = figure.add_subplot()
-    left = np.zeros(len(columns))
-    for category in Category:
-        name = category.value
-        widths = np.array([float((profile.get("shares") or {}).get(name) or 0.0) for _, profile in columns])
-        bars = axes.barh(range(len(columns)), widths, left=left, color=CATEGORY_COLOURS[name], label=name)
-        for bar, share in zip(bars, widths):
-            if share >= 0.08:
-                axes.text(bar.get_x() + bar.get_width() / 2, bar.get_y() + bar.get_height() / 2, f"{share:.0%}",
-                          ha="center", va="center", fontsize=7, color="white")
-        left += widths
     # "emulated (qemu ... , EMULATED) #2" -> "emulated #2, instructions": the tables above carry the details
     labels = [f"{target.split(' (')[0]}{' #' + target.rsplit(' #', 1)[1] if ') #' in target else ''}, "
               f"{'instructions' if _counted([profile]) else 'time'}" for target, profile in columns]
-    axes.set_yticks(range(len(columns)), labels, fontsize=8)
-    axes.invert_yaxis()
+    _category_bars(axes, [profile.get("shares") or {} for _, profile in columns], [1.0] * len(columns), labels)
     axes.xaxis.set_major_formatter(lambda value, _pos: f"{value:.0%}")
     axes.set_xlabel("share of E2E: of time on hardware, of counted instructions where emulated", fontsize=8)
     axes.set_title(title, fontsize=10)

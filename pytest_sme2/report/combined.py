@@ -105,8 +105,8 @@ def combined_markdown(combined: Mapping[str, Any]) -> str:
                                                                  zip(combined["targets"], combined["sessions"]))]
     lines += ["", f"> {EMULATED_NOTE}"] if combined.get("emulated") else []
     for test in combined["tests"]:
-        lines += ["", f"### `{test['nodeid']}`"]
-        lines += ["", _absent_text(test)] if _absent_text(test) else []
+        absent = _absent_text(test)
+        lines += ["", f"### `{test['nodeid']}`"] + (["", absent] if absent else [])
         for title, headers, rows in _test_tables(test, combined["targets"]):
             lines += ["", f"{title}:", ""] + markdown_table(headers, rows)
     return "\n".join(lines) + "\n"
@@ -119,8 +119,8 @@ def combined_html(combined: Mapping[str, Any]) -> str:
              table(["target", "session"], list(zip(combined["targets"], combined["sessions"])))]
     parts += [f"<div class=\"emulated\">{_esc(EMULATED_NOTE)}</div>"] if combined.get("emulated") else []
     for test in combined["tests"]:
-        parts.append(f"<h3>{_esc(test['nodeid'])}</h3>")
-        parts += [f"<p class=\"note\">{_esc(_absent_text(test))}</p>"] if _absent_text(test) else []
+        absent = _absent_text(test)
+        parts.append(f"<h3>{_esc(test['nodeid'])}</h3>" + (f"<p class=\"note\">{_esc(absent)}</p>" if absent else ""))
         for title, headers, rows in _test_tables(test, combined["targets"]):
             parts.append(f"<h4>{_esc(title)}</h4>{table(headers, rows)}")
         for variant, per in test["variants"].items():

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..errors import EtdumpError, RunnerError, UsageError
 from ..instruction_trace import COUNTS_FILE, InstructionTrace
-from ..profile import Profile
+from ..profile import INSTRUCTIONS, Profile
 from ..targets.base import EMULATED_TIMING, RUNNER_LOG
 from .record import compare, profile_entry
 from .table import ms, pct, speedup, text_table
@@ -83,7 +83,7 @@ def analyze(etdump: Path, etrecord: Path | None, warmup: Path | None, as_json: b
         return json.dumps(entry, indent=1, default=str)
     lines = [profile_text(entry), f"  load {ms(entry['load_ms'])} ms, init {ms(entry['init_ms'])} ms "
                                   "(Program::load_method, Method::init; not part of E2E)", "", "categories:"]
-    counted = profile.basis == "instructions"  # the emulated target: shares of counted instructions
+    counted = profile.basis == INSTRUCTIONS  # the emulated target: shares of counted instructions
     lines += text_table(["category", "share of E2E" + (" instructions" if counted else ""),
                          "emulated ms per run (not time)" if profile.emulated else "median ms per run"],
                         [[name, pct(share), ms(float(profile.category_ms[name].median()))]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from ..profile import INSTRUCTIONS
 from .record import EMULATED_NOTE
 from .table import ms, pct, speedup
 
@@ -106,7 +107,7 @@ def profile_text(summary: Mapping[str, Any]) -> str:
     lat = summary["latency"]
     shares = shares_text(summary["shares"], summary.get("other_delegate_outside_ops"))
     # the emulated target's shares and coverage are of counted instructions; its time is the emulator's
-    measure = "counted instructions" if summary.get("basis") == "instructions" else "time"
+    measure = "counted instructions" if summary.get("basis") == INSTRUCTIONS else "time"
     lines = [
         f"{summary['model']} {summary['recipe']} [{summary['variant']}]"
         + (f" (EMULATED: {EMULATED_NOTE})" if summary.get("emulated") else ""),
