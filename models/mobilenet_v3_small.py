@@ -110,14 +110,24 @@ def _calibrate_batchnorm(model: nn.Module, samples: int = 4) -> None:
     logits end up near 1e-15: fp16 underflows and int8 quantizes everything to
     zero. Statistics taken from a batch (as a trained network would have) keep
     every layer near unit scale, so all dtypes see realistic values.
+
+    The pass runs on one thread: a float reduction's result depends on how many
+    threads share it, and these statistics become weights of the program, whose
+    bytes are the export cache key. With the machine's thread count, a 1-thread
+    and a 2-thread process built different weights (and so different keys).
     """
     bns = [m for m in model.modules() if isinstance(m, nn.BatchNorm2d)]
     for bn in bns:
         bn.reset_running_stats()
         bn.momentum = None  # cumulative average: after one batch, exactly its statistics
     model.train()
-    with torch.no_grad():
-        model(torch.randn(samples, 3, 224, 224))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with torch.no_grad():
+            model(torch.randn(samples, 3, 224, 224))
+    finally:
+        torch.set_num_threads(threads)
     for bn in bns:
         bn.momentum = 0.01
     model.eval()

@@ -7,9 +7,12 @@ rather than blamed. A missing baseline is not a failure in a step: an old commit
 baseline yet says nothing about that commit, and failing it would make every commit bad.
 GOOD and BAD are tested first, so a wrong pair of ends stops the bisect instead of blaming
 the commit after GOOD. Each step keeps its session folder, verdict and the reason for it
-under the output folder. The models are exported again wherever their source changed (the
-export cache is keyed by source), and every verdict is the gate's own: on noisy targets its
-statistics over all runs, never one lucky run; on the emulated target its exact counts.
+under the output folder. A step re-exports a model exactly when the program it traces to
+changed: the export cache is keyed by the traced program's content (graph, weights, input
+values; see export_key.py), so a commit that touches only a module the model imports, or a
+weights file it loads, is exported anew, and a commit that touches neither is a cache hit.
+Every verdict is the gate's own: on noisy targets its statistics over all runs, never one
+lucky run; on the emulated target its exact counts.
 """
 
 from __future__ import annotations

@@ -2,18 +2,36 @@
 
 A recipe is data: dtype (fp32, fp16, int8), int8 quantisation mode (static
 per-channel with calibration, or dynamic) and partitioner (xnnpack, or none
-for portable kernels only). An export is keyed by everything that can change
-its output: model source, input shapes and dtypes, recipe, torch and
-executorch versions and this module's format version. A second session (or
-an xdist worker) with the same key re-uses the .pte without exporting; a lock
-per key plus write-to-temp-then-rename means no two processes export the same
-thing and nobody reads a half-written entry.
+for portable kernels only).
+
+An export runs in two stages. Stage 1, the trace, always runs: build the eager
+model, prepare it for the dtype (fp16: ``.half()`` of the model and its float
+inputs) and ``torch.export`` it. The cache key is a digest of that ATen
+program's content (graph code, signature, every parameter, buffer and constant
+byte for byte), the example and calibration input values, the recipe, torch and
+executorch versions and this module's format version (see export_key.py). Stage
+2 runs only on a miss: quantize the stage-1 program (int8), lower, to_executorch,
+write the artifacts.
+
+Why the program's content and not its source: a model's program depends on
+every module it imports, the weights files it loads and the values it is fed,
+and no list of source files is complete; the traced program is. It costs a
+trace per session, model and recipe (0.06 s for a toy CNN, 1-3 s for
+mobilenet_v3_small, plus 3.5-4 s for a process's first torch.export; a full
+export takes 2-35 s; docs/performance.md "Export cache keyed by the traced
+program"), and it means an entry is only ever stored under the key of the
+very program that was lowered: an edit gets a new entry, its revert finds the
+original one again, and a comment or a renamed local variable costs nothing.
+
+A second session (or an xdist worker) with the same key re-uses the .pte without
+lowering; a lock per key plus write-to-temp-then-rename means no two processes
+lower the same program and nobody reads a half-written entry.
 """
 
 from __future__ import annotations
 
 import collections
-import hashlib
+import contextlib
 import json
 import logging
 import os
@@ -22,14 +40,16 @@ import time
 import traceback
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
+from . import export_key
 from ._filelock import locked
 from .errors import ExportError, UsageError
 from .registry import Model
 from .work import FACTS_FILE, facts_document, write_facts
 
-EXPORT_FORMAT_VERSION = 2  # 2: int8 reference outputs come from the quantized model
+# 2: int8 reference outputs come from the quantized model; 3: keyed by the traced program's content
+EXPORT_FORMAT_VERSION = 3
 DTYPES = ("fp32", "fp16", "int8")
 QUANT_MODES = ("static", "dynamic")
 PARTITIONERS = ("xnnpack", "none")
@@ -83,6 +103,8 @@ class ExportedModel(os.PathLike):
     from_cache: bool
     export_seconds: float
     delegation: dict[str, Any] = field(default_factory=dict)
+    program_digest: str | None = None  # export_key.program_digest of the traced program (recipe-independent)
+    trace_seconds: float = 0.0  # stage 1 (build the eager model and torch.export it) in this process
 
     def __fspath__(self) -> str:
         return str(self.path)
@@ -112,34 +134,60 @@ class ExportedModel(os.PathLike):
         return f"ExportedModel({self.label}, {self.path}, {state})"
 
 
-def _input_signature(inputs: tuple) -> list[dict[str, Any]]:
-    import torch
+@dataclass
+class Traced:
+    """Stage 1 of an export: the eager model prepared for the recipe, its inputs and its ATen program."""
 
-    signature = []
-    for value in inputs:
-        if isinstance(value, torch.Tensor):
-            signature.append({"shape": list(value.shape), "dtype": str(value.dtype)})
-        else:
-            signature.append({"value": repr(value)})
-    return signature
+    eager: Any
+    inputs: tuple
+    program: Any  # torch.export.ExportedProgram
+    calibration: list[tuple] | None  # int8 static only: the values the quantizer observes
+    digest: str
+    key: str
+    seconds: float
 
 
-def cache_key(model: Model, recipe: Recipe, inputs: tuple) -> str:
+def versions() -> dict[str, Any]:
+    """The tool versions and format in every cache key."""
     import executorch.version
     import torch
 
-    material = {
-        "format": EXPORT_FORMAT_VERSION,
-        "model_source": model.source_hash,
-        "inputs": _input_signature(inputs),
-        "recipe": asdict(recipe),
-        "torch": torch.__version__,
-        "executorch": executorch.version.__version__,
-    }
-    return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()[:24]
+    return {"format": EXPORT_FORMAT_VERSION, "torch": torch.__version__,
+            "executorch": executorch.version.__version__}
 
 
-def _load_entry(directory: Path, model: str, recipe: Recipe, key: str) -> ExportedModel | None:
+def trace(model: Model, recipe: Recipe) -> Traced:
+    """Stage 1: the program the recipe would lower, and the cache key describing it."""
+    import torch
+
+    started = time.perf_counter()
+    with _reporting(model, recipe) as stage:
+        stage.name = "building the eager model"
+        eager = model.get_eager_model().eval()
+        stage.name = "preparing inputs"
+        inputs = model.get_example_inputs()
+        if recipe.dtype == "fp16":
+            eager = eager.half()
+            inputs = tuple(x.half() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs)
+        calibration = None
+        if recipe.dtype == "int8" and recipe.quant == "static":
+            # A model without get_calibration_inputs() is calibrated on its example inputs (README).
+            stage.name = "getting calibration inputs"
+            calibration = model.get_calibration_inputs() or [inputs]
+        stage.name = "torch.export"
+        program = torch.export.export(eager, inputs)
+        stage.name = "computing the cache key"
+        digest = export_key.program_digest(program, inputs, calibration)
+    key = export_key.cache_key(digest, asdict(recipe), versions())
+    return Traced(eager, inputs, program, calibration, digest, key, time.perf_counter() - started)
+
+
+def cache_key(model: Model, recipe: Recipe) -> str:
+    """The key ``model`` exported with ``recipe`` has in the cache now (runs stage 1)."""
+    return trace(model, recipe).key
+
+
+def _load_entry(directory: Path, model: str, recipe: Recipe, traced: Traced) -> ExportedModel | None:
     meta_path = directory / META_NAME
     try:
         meta = json.loads(meta_path.read_text())
@@ -151,23 +199,28 @@ def _load_entry(directory: Path, model: str, recipe: Recipe, key: str) -> Export
         model=model,
         recipe=recipe,
         directory=directory,
-        cache_key=key,
+        cache_key=traced.key,
         from_cache=True,
         export_seconds=float(meta.get("export_seconds", 0.0)),
         delegation=meta.get("delegation", {}),
+        program_digest=traced.digest,
+        trace_seconds=traced.seconds,
     )
 
 
 def export(model: Model, recipe: Recipe, cache_dir: Path) -> ExportedModel:
-    """Return the cached export of ``model`` with ``recipe``, exporting it first if needed."""
-    inputs = model.get_example_inputs()
-    key = cache_key(model, recipe, inputs)
-    final = cache_dir / f"{model.name}-{recipe.label}-{key}"
-    cached = _load_entry(final, model.name, recipe, key)
+    """Return the cached export of ``model`` with ``recipe``, lowering it first if needed.
+
+    The entry is looked up, and stored, under the key of the program traced here: what it holds is
+    what the model is now.
+    """
+    traced = trace(model, recipe)
+    final = cache_dir / f"{model.name}-{recipe.label}-{traced.key}"
+    cached = _load_entry(final, model.name, recipe, traced)
     if cached is not None:
         return cached
     with locked(cache_dir / "locks" / f"{final.name}.lock"):
-        cached = _load_entry(final, model.name, recipe, key)  # another worker may have finished it
+        cached = _load_entry(final, model.name, recipe, traced)  # another worker may have finished it
         if cached is not None:
             return cached
         _remove_stale_staging(cache_dir)
@@ -176,12 +229,14 @@ def export(model: Model, recipe: Recipe, cache_dir: Path) -> ExportedModel:
         staging.mkdir(parents=True)
         try:
             started = time.perf_counter()
-            delegation = _export_into(model, recipe, inputs, staging)
-            seconds = time.perf_counter() - started
+            delegation = _lower_into(model, recipe, traced, staging)
+            seconds = traced.seconds + time.perf_counter() - started
             meta = {
                 "model": model.name,
                 "recipe": asdict(recipe),
-                "cache_key": key,
+                "cache_key": traced.key,
+                "program_digest": traced.digest,
+                **versions(),
                 "export_seconds": seconds,
                 "delegation": delegation,
                 "source": str(model.source_path) if model.source_path else None,
@@ -195,7 +250,8 @@ def export(model: Model, recipe: Recipe, cache_dir: Path) -> ExportedModel:
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
-    return ExportedModel(model.name, recipe, final, key, False, seconds, delegation)
+    return ExportedModel(model.name, recipe, final, traced.key, False, seconds, delegation, traced.digest,
+                         traced.seconds)
 
 
 def _remove_stale_staging(cache_dir: Path) -> None:
@@ -222,37 +278,56 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}".rstrip(": ")
 
 
-def _export_into(model: Model, recipe: Recipe, inputs: tuple, out: Path) -> dict[str, Any]:
-    """Run the recipe and write pte, etrecord, inputs, reference outputs; return delegation info."""
-    import torch
+class _Stage:
+    """What an export is doing, for its error message."""
 
-    stage = "building the eager model"
-    trace: collections.deque[str] = collections.deque(maxlen=_TRACE_RECORDS)
+    name = "starting"
+
+
+@contextlib.contextmanager
+def _reporting(model: Model, recipe: Recipe) -> Iterator[_Stage]:
+    """Turn any failure inside into an ExportError naming the stage and the model's own failing line; keep
+    torch's trace log from propagating meanwhile (see _TORCH_TRACE) and put its last records in the detail."""
+    stage = _Stage()
+    trace_records: collections.deque[str] = collections.deque(maxlen=_TRACE_RECORDS)
     logger = logging.getLogger(_TORCH_TRACE)
-    keeper = _Keep(trace)
-    propagate, logger.propagate = logger.propagate, False  # see _TORCH_TRACE
+    keeper = _Keep(trace_records)
+    propagate, logger.propagate = logger.propagate, False
     logger.addHandler(keeper)
     try:
-        eager = model.get_eager_model().eval()
-        stage = "preparing inputs"
-        if recipe.dtype == "fp16":
-            eager = eager.half()
-            inputs = tuple(x.half() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs)
-        stage = "running the eager model"
+        yield stage
+    except Exception as exc:
+        raise ExportError(
+            f"export of model {model.name!r} with recipe {recipe.label} failed while {stage.name}: "
+            f"{_first_line(exc)}{_where_in_model(exc, model)}",
+            detail=traceback.format_exc() + _trace_log(trace_records),
+        ) from None
+    finally:
+        logger.removeHandler(keeper)
+        logger.propagate = propagate
+
+
+def _lower_into(model: Model, recipe: Recipe, traced: Traced, out: Path) -> dict[str, Any]:
+    """Stage 2: quantize (int8) and lower the traced program; write pte, etrecord, inputs, reference
+    outputs; return delegation info."""
+    import torch
+
+    inputs = traced.inputs
+    with _reporting(model, recipe) as stage:
+        stage.name = "running the eager model"
         with torch.no_grad():
-            reference = eager(*inputs)
-        stage = "torch.export"
-        exported = torch.export.export(eager, inputs)
+            reference = traced.eager(*inputs)
+        exported = traced.program
         if recipe.dtype == "int8":
-            stage = f"int8 {recipe.quant} quantisation"
-            exported = _quantize(model, recipe, exported, inputs)
+            stage.name = f"int8 {recipe.quant} quantisation"
+            exported = _quantize(recipe, exported, inputs, traced.calibration)
             # The reference of an int8 program is the quantized model in PyTorch eager
             # (quantize/dequantize simulated in float), not the float model: that is what
             # the runtime must reproduce, so output checks can use tight tolerances.
-            stage = "running the quantized eager model"
+            stage.name = "running the quantized eager model"
             with torch.no_grad():
                 reference = exported.module()(*inputs)
-        stage = f"lowering ({recipe.partitioner})"
+        stage.name = f"lowering ({recipe.partitioner})"
         from executorch.exir import to_edge_transform_and_lower
 
         partitioners = []
@@ -262,23 +337,14 @@ def _export_into(model: Model, recipe: Recipe, inputs: tuple, out: Path) -> dict
             partitioners = [XnnpackPartitioner()]
         edge = to_edge_transform_and_lower(exported, partitioner=partitioners, generate_etrecord=True)
         delegation = _delegation_record(edge.exported_program().graph_module)
-        stage = "to_executorch"
+        stage.name = "to_executorch"
         program = edge.to_executorch()
-        stage = "writing artifacts"
+        stage.name = "writing artifacts"
         (out / PTE_NAME).write_bytes(program.buffer)
         program.get_etrecord().save(str(out / ETRECORD_NAME))
         torch.save(inputs, out / INPUTS_NAME)
         torch.save(reference, out / REFERENCE_NAME)
-        return delegation
-    except Exception as exc:
-        raise ExportError(
-            f"export of model {model.name!r} with recipe {recipe.label} failed while {stage}: {_first_line(exc)}"
-            f"{_where_in_model(exc, model)}",
-            detail=traceback.format_exc() + _trace_log(trace),
-        ) from None
-    finally:
-        logger.removeHandler(keeper)
-        logger.propagate = propagate
+    return delegation
 
 
 # torch sets its "torch.__trace" logger to DEBUG: hundreds of records (FX graphs) per export, which pytest's
@@ -316,7 +382,9 @@ def _where_in_model(exc: BaseException, model: Model) -> str:
     return f" (at {frame.filename}:{frame.lineno}: {(frame.line or '').strip()})"
 
 
-def _quantize(model: Model, recipe: Recipe, exported, inputs: tuple):  # noqa: ANN001,ANN202
+def _quantize(recipe: Recipe, exported, inputs: tuple, calibration: list[tuple] | None):  # noqa: ANN001,ANN202
+    """PT2E quantisation of the stage-1 program. Static mode observes activation ranges on the calibration
+    samples the cache key was computed from; dynamic mode needs one pass only."""
     import torch
     from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
         XNNPACKQuantizer,
@@ -327,12 +395,8 @@ def _quantize(model: Model, recipe: Recipe, exported, inputs: tuple):  # noqa: A
     config = get_symmetric_quantization_config(is_per_channel=True, is_dynamic=recipe.quant == "dynamic")
     quantizer = XNNPACKQuantizer().set_global(config)
     prepared = prepare_pt2e(exported.module(), quantizer)
-    # Static quantisation observes activation ranges on the calibration set;
-    # a model without get_calibration_inputs() is calibrated on its example
-    # inputs (documented in the README), dynamic mode needs one pass only.
-    samples = model.get_calibration_inputs() if recipe.quant == "static" else None
     with torch.no_grad():
-        for sample in samples or [inputs]:
+        for sample in calibration or [inputs]:
             prepared(*sample)
     converted = convert_pt2e(prepared)
     return torch.export.export(converted, inputs)

@@ -284,6 +284,7 @@ def pytest_configure(config: pytest.Config) -> None:
                 except Sme2Error as exc:
                     raise pytest.UsageError(str(exc)) from None
     session = Sme2Session(settings)
+    session.registry.root = rootdir  # where an unimportable model package is looked for (its error names the fix)
     try:
         for directory in config.getini("sme2_model_dirs"):
             session.registry.register_dir(Path(directory))
@@ -409,8 +410,8 @@ def exported_pte(request: pytest.FixtureRequest) -> ExportedModel:
                 f"@pytest.mark.model{tuple(marker.args)!r} is malformed: use @pytest.mark.model('name', dtype=...)"
             )
         recipe = Recipe(**kwargs)
-        with progress.exporting(request.config, str(name), recipe.label):
-            return _session(request).export(str(name), recipe)
+        with progress.exporting(request.config, str(name), recipe.label) as step:
+            return step.ended(_session(request).export(str(name), recipe))
 
 
 @pytest.fixture
@@ -424,8 +425,8 @@ def export_pte(request: pytest.FixtureRequest) -> Callable[..., ExportedModel]:
                    partitioner: str = "xnnpack") -> ExportedModel:
         with _as_test_failure(request):
             recipe = Recipe(dtype, quant, partitioner)
-            with progress.exporting(request.config, name, recipe.label):
-                return _session(request).export(name, recipe)
+            with progress.exporting(request.config, name, recipe.label) as step:
+                return step.ended(_session(request).export(name, recipe))
 
     return export_pte
 

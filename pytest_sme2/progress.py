@@ -63,30 +63,55 @@ def _progress(config: pytest.Config) -> Progress | None:
     return config.stash.get(_KEY, None)
 
 
+class Outcome:
+    """The end line of a step, which the step may change once it knows how it ended."""
+
+    def __init__(self, done: str) -> None:
+        self.done = done
+
+
 @contextlib.contextmanager
-def _step(config: pytest.Config, what: str, start: str, done: str) -> Iterator[None]:
-    """Say ``start`` now, then ``done`` (or that it failed) with the seconds it took."""
+def _step(config: pytest.Config, what: str, start: str, done: str) -> Iterator[Outcome]:
+    """Say ``start`` now, then ``done`` (or the outcome's own text, or that it failed) with the seconds it took."""
+    outcome = Outcome(done)
     progress = _progress(config)
     if progress is None:
-        yield
+        yield outcome
         return
     started = time.perf_counter()
     progress.say(f"sme2: {start} ...")
     try:
-        yield
+        yield outcome
     except BaseException:
         progress.say(f"sme2: {what} failed after {time.perf_counter() - started:.1f} s")
         raise
-    progress.say(f"sme2: {done} in {time.perf_counter() - started:.1f} s")
+    progress.say(f"sme2: {outcome.done} in {time.perf_counter() - started:.1f} s")
 
 
-def exporting(config: pytest.Config, model: str, recipe_label: str) -> contextlib.AbstractContextManager[None]:
-    """Announce an export (or export-cache lookup) and how it ended."""
+class ExportStep:
+    """An announced export: :meth:`ended` says whether the program came from the cache, and its key."""
+
+    def __init__(self, name: str, outcome: Outcome) -> None:
+        self._name = name
+        self._outcome = outcome
+
+    def ended(self, exported: Any) -> Any:
+        """Set the end line from the ExportedModel (a hit must not read like a fresh export) and return it."""
+        how = "from cache" if exported.from_cache else "exported"
+        self._outcome.done = f"{self._name} {how} (key {exported.cache_key})"
+        return exported
+
+
+@contextlib.contextmanager
+def exporting(config: pytest.Config, model: str, recipe_label: str) -> Iterator[ExportStep]:
+    """Announce an export (or export-cache lookup) and how it ended: ``sme2: NAME from cache (key K) in 0.2 s``
+    or ``sme2: NAME exported (key K) in 12.0 s``; the seconds include the trace that computes the key."""
     name = f"{model} {recipe_label}"
-    return _step(config, f"export of {name}", f"exporting {name}", f"{name} ready")
+    with _step(config, f"export of {name}", f"exporting {name}", f"{name} ready") as outcome:
+        yield ExportStep(name, outcome)
 
 
-def running(config: pytest.Config, runner: Any, pte: Any) -> contextlib.AbstractContextManager[None]:
+def running(config: pytest.Config, runner: Any, pte: Any) -> contextlib.AbstractContextManager[Any]:
     """Announce a variant's warmup + timed runs, each timed run where the target reports it, and the end."""
     spec = runner.spec
     what = f"{getattr(pte, 'label', Path(str(pte)).name)} [{runner.label}]"
@@ -98,7 +123,7 @@ def running(config: pytest.Config, runner: Any, pte: Any) -> contextlib.Abstract
 
 @contextlib.contextmanager
 def _with_run_progress(config: pytest.Config, target: Any, what: str,
-                       step: contextlib.AbstractContextManager[None]) -> Iterator[None]:
+                       step: contextlib.AbstractContextManager[Outcome]) -> Iterator[None]:
     """While ``step`` runs, a target that reports timed runs (``target.progress``, the host target) says
     "run i/N": every run in progress.log, about four per variant on the terminal."""
     progress = _progress(config)

@@ -214,12 +214,11 @@ class Runner:
         return cache[program]
 
     def _provenance(self, pte: ExportedModel) -> dict[str, Any]:
-        """What produced this program (for baselines): model source hash, recipe, export key, versions."""
-        try:
-            source_hash = self.session.registry.get(pte.model).source_hash
-        except Sme2Error:  # a model unknown to this registry still runs; its source hash is just unknown
-            source_hash = None
-        return {"model_source_hash": source_hash, "recipe": asdict(pte.recipe), "cache_key": pte.cache_key,
+        """What produced this program (for baselines): recipe, export key, versions, and under
+        ``model_source_hash`` the digest of the traced model (code of every module it uses, weights, input
+        values; export_key.program_digest), so that a baseline notes "the model's source changed" exactly
+        when the program the model traces to did."""
+        return {"model_source_hash": pte.program_digest, "recipe": asdict(pte.recipe), "cache_key": pte.cache_key,
                 **_versions()}
 
     def time(self, pte: "ExportedModel | str | Path") -> Timings:

@@ -83,7 +83,8 @@ def quick_host_ini(cache: Path, *extra: str) -> str:
 
 @pytest.fixture
 def tiny_model_text(request: pytest.FixtureRequest) -> str:
-    """The tiny model's source, made unique per test so it gets its own export-cache key."""
+    """The tiny model's source with a comment naming the test. The export-cache key is the traced program's
+    content, which a comment does not change: a test that needs a fresh export uses its own cache folder."""
     return TINY_MODEL + f"\n# {request.node.name}\n"
 
 

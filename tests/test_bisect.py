@@ -171,3 +171,75 @@ def test_bisect_refuses_a_dirty_tree_and_unknown_commits(repo: Path, monkeypatch
     (repo / "test_perf.py").write_text(PERF_TEST + "\n# edited\n")
     with pytest.raises(UsageError, match="uncommitted changes; commit or stash them"):
         bisect.run("HEAD~1", "HEAD", ["test_perf.py"], repo.parent / "o")
+
+
+PACKAGE_BLOCKS = '''
+import torch
+
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+
+    def forward(self, x):
+        return torch.relu(self.conv(x)){extra}
+'''
+PACKAGE_MODEL = '''
+import torch
+from .blocks import Block
+
+def get_eager_model():
+    torch.manual_seed(0)
+    return Block().eval()
+
+def get_example_inputs():
+    return (torch.ones(1, 3, 16, 16),)
+'''
+
+
+@pytest.fixture
+def package_repo(tmp_path: Path, shared_export_cache: Path) -> Path:
+    """A model split over a package (mynet/model.py imports mynet/blocks.py), registered by module name with
+    pytest's pythonpath; one commit changes only blocks.py."""
+    if shutil.which("git") is None:
+        pytest.skip("needs git: apt-get install git")
+    root = tmp_path / "package-repo"
+    (root / "mynet").mkdir(parents=True)
+    (root / "models").mkdir()
+    (root / "models" / ".keep").write_text("")
+    _git(root, "init", "-q", "-b", "main")
+    _git(root, "config", "user.email", "t@example.com")
+    _git(root, "config", "user.name", "t")
+    (root / "pytest.ini").write_text(quick_host_ini(shared_export_cache, "pythonpath = .",
+                                                    "sme2_models = net = mynet.model"))
+    (root / ".gitignore").write_text(".sme2/\n.pytest_cache/\n__pycache__/\n")
+    (root / "test_perf.py").write_text(PERF_TEST)
+    (root / "mynet" / "__init__.py").write_text("")
+    (root / "mynet" / "model.py").write_text(PACKAGE_MODEL)
+    for subject in ["mynet: conv + relu", "docs: readme", "blocks: cumulative sum of the output", "docs: changelog"]:
+        if subject.startswith("docs"):
+            (root / "README.md").write_text(subject + "\n")
+        else:
+            extra = ".cumsum(dim=1)" if "cumulative" in subject else ""
+            (root / "mynet" / "blocks.py").write_text(PACKAGE_BLOCKS.format(extra=extra))
+        _git(root, "add", "-A")
+        _git(root, "commit", "-q", "-m", subject)
+    return root
+
+
+def test_bisect_names_a_commit_that_changes_only_an_imported_module(package_repo: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """The export cache keys the traced program, not the file defining get_eager_model: the commit that
+    touches only mynet/blocks.py is re-exported, and named."""
+    commits = _git(package_repo, "log", "--format=%H %s", "--reverse").splitlines()
+    good, bad = commits[0].split()[0], commits[-1].split()[0]
+    culprit = next(line.split()[0] for line in commits if "cumulative sum" in line)
+    assert _git(package_repo, "show", "--format=", "--name-only", culprit) == "mynet/blocks.py"
+    monkeypatch.chdir(package_repo)
+    out = package_repo.parent / "bisect-out"
+    assert main(["bisect", good, bad, "--out", str(out), "--", "test_perf.py", "-p", "no:cacheprovider",
+                 "--sme2-no-baselines"]) == 0
+    assert f"first bad commit: {culprit[:12]} blocks: cumulative sum of the output" in capsys.readouterr().out
+    steps = [json.loads(line) for line in (out / "steps.jsonl").read_text().splitlines()]
+    assert [(s["role"], s["verdict"]) for s in steps[:2]] == [("good end", "good"), ("bad end", "bad")]

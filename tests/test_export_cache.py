@@ -1,19 +1,25 @@
-"""The export cache after a killed export (issue 13, case 9): no staging folder stays behind forever."""
+"""The export cache: after a killed export no staging folder stays behind forever (issue 13, case 9); the
+cache never serves a program that does not match the model's code, weights and inputs (issue 22)."""
 
 from __future__ import annotations
 
+import importlib
+import json
 import signal
 import subprocess
 import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Iterator
+
+import pytest
 
 from pytest_sme2 import Recipe
-from pytest_sme2.export import export
+from pytest_sme2.export import ExportedModel, cache_key, export
 from pytest_sme2.registry import ModelRegistry
 
-from conftest import TINY_MODEL
+from conftest import REPO, TINY_MODEL
 
 
 def _registry(tmp_path: Path, name: str, text: str) -> ModelRegistry:
@@ -27,10 +33,24 @@ def _registry(tmp_path: Path, name: str, text: str) -> ModelRegistry:
 def test_a_sigkilled_exports_staging_folder_is_removed_by_the_next_export(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     # The export that gets killed: it must have made its staging folder first, so it blocks after that
-    # (the eager model builds inside the staging step here: get_eager_model sleeps).
-    (tmp_path / "slow.py").write_text(TINY_MODEL.replace("def get_eager_model():",
-                                                         "def get_eager_model():\n    import time; time.sleep(600)\n"
-                                                         "\ndef _original_eager_model():"))
+    # (stage 2 runs the eager model for its reference outputs inside the staging step: its forward sleeps
+    # there, never while torch.export traces it in stage 1).
+    (tmp_path / "slow.py").write_text(TINY_MODEL + textwrap.dedent("""
+        class _Slow(torch.nn.Module):
+            def __init__(self, inner):
+                super().__init__()
+                self.inner = inner
+
+            def forward(self, x):
+                if not torch.compiler.is_exporting():
+                    import time; time.sleep(600)
+                return self.inner(x)
+
+        _eager = get_eager_model
+
+        def get_eager_model():
+            return _Slow(_eager())
+        """))
     script = textwrap.dedent(f"""
         from pathlib import Path
         from pytest_sme2 import Recipe
@@ -59,3 +79,207 @@ def test_a_sigkilled_exports_staging_folder_is_removed_by_the_next_export(tmp_pa
     finally:
         live.kill()
         live.wait()
+
+
+# Issue 22: the cache key is the traced program's content. A model split over a package (model.py imports
+# blocks.py and data.py, and loads weights.pt when it exists), edited between exports the way a user would.
+BLOCKS = '''
+import torch
+
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, {kernel}, padding={padding})
+
+    def forward(self, x):
+        return torch.relu(self.conv(x)){extra}
+'''
+DATA = "VALUE = {value}\nCALIBRATION = {calibration}\n"
+PACKAGE_MODEL = '''
+from pathlib import Path
+
+import torch
+
+from .blocks import Block
+from mynet.data import CALIBRATION, VALUE
+
+WEIGHTS = Path(__file__).with_name("weights.pt")
+
+def get_eager_model():
+    torch.manual_seed(0)
+    net = Block()
+    if WEIGHTS.exists():
+        net.load_state_dict(torch.load(WEIGHTS))
+    return net.eval()
+
+def get_example_inputs():
+    return (torch.full((1, 3, 16, 16), VALUE),)
+
+def get_calibration_inputs():
+    return [(torch.full((1, 3, 16, 16), value),) for value in CALIBRATION]
+'''
+
+
+def _write_blocks(root: Path, kernel: int = 3, extra: str = "") -> None:
+    (root / "mynet" / "blocks.py").write_text(BLOCKS.format(kernel=kernel, padding=kernel // 2, extra=extra))
+
+
+def _write_data(root: Path, value: float = 1.0, calibration: tuple[float, ...] = (0.5, 1.5)) -> None:
+    (root / "mynet" / "data.py").write_text(DATA.format(value=value, calibration=list(calibration)))
+
+
+@pytest.fixture
+def package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A project folder holding the package ``mynet``; its modules are forgotten after each export and after
+    the test, so that every export sees the files as they are (as a new session would)."""
+    root = tmp_path / "project"
+    (root / "mynet").mkdir(parents=True)
+    (root / "mynet" / "__init__.py").write_text("")
+    (root / "mynet" / "model.py").write_text(PACKAGE_MODEL)
+    _write_blocks(root)
+    _write_data(root)
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)  # a same-size edit within a second must not hit a .pyc
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    yield root
+    _forget_package()
+
+
+def _forget_package() -> None:
+    for name in [n for n in sys.modules if n == "mynet" or n.startswith("mynet.")]:
+        del sys.modules[name]
+    importlib.invalidate_caches()
+
+
+def _export_package(root: Path, cache: Path, dtype: str = "fp32") -> ExportedModel:
+    """Export the package's model as a new session would: fresh registry, modules imported anew."""
+    _forget_package()
+    registry = ModelRegistry()
+    registry.register("net", str(root / "mynet" / "model.py"))
+    return export(registry.get("net"), Recipe(dtype=dtype), cache)
+
+
+def _portable_ops(exported: ExportedModel) -> set[str]:
+    return {op["op_type"] for op in exported.delegation["ops"] if op["non_delegated"]}
+
+
+def test_an_edit_in_an_imported_module_is_re_exported(package: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    first = _export_package(package, cache)
+    assert not first.from_cache and _portable_ops(first) == set()
+    _write_blocks(package, extra=".cumsum(dim=1)")  # only mynet/blocks.py changes; model.py is untouched
+    cumsum = _export_package(package, cache)
+    assert not cumsum.from_cache and cumsum.cache_key != first.cache_key
+    assert any("cumsum" in op for op in _portable_ops(cumsum))
+    _write_blocks(package, kernel=5)  # 3x3 -> 5x5: same operators, bigger weights
+    wider = _export_package(package, cache)
+    assert not wider.from_cache and wider.cache_key not in (first.cache_key, cumsum.cache_key)
+    assert wider.path.stat().st_size >= first.path.stat().st_size + 8 * 3 * (25 - 9) * 4
+
+
+def test_a_changed_weights_file_is_re_exported(package: Path, tmp_path: Path) -> None:
+    import torch
+
+    cache = tmp_path / "cache"
+    weights = package / "mynet" / "weights.pt"
+    conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+    torch.save({"conv." + k: v for k, v in conv.state_dict().items()}, weights)
+    first = _export_package(package, cache)
+    assert not first.from_cache
+    torch.save({"conv." + k: v * 2 for k, v in conv.state_dict().items()}, weights)  # same shapes, new values
+    second = _export_package(package, cache)
+    assert not second.from_cache and second.cache_key != first.cache_key
+    assert second.path.read_bytes() != first.path.read_bytes()
+
+
+def test_changed_example_input_values_are_re_exported(package: Path, tmp_path: Path) -> None:
+    import torch
+
+    cache = tmp_path / "cache"
+    first = _export_package(package, cache)
+    _write_data(package, value=2.0)  # same shape and dtype, other values
+    second = _export_package(package, cache)
+    assert not second.from_cache and second.cache_key != first.cache_key
+    assert torch.load(second.inputs_path)[0].flatten()[0].item() == 2.0
+
+
+def test_changed_calibration_values_change_the_int8_key_only(package: Path) -> None:
+    registry_keys = []
+    for calibration in ((0.5, 1.5), (0.5, 3.0)):
+        _write_data(package, calibration=calibration)
+        _forget_package()
+        registry = ModelRegistry()
+        registry.register("net", str(package / "mynet" / "model.py"))
+        model = registry.get("net")
+        registry_keys.append((cache_key(model, Recipe("int8")), cache_key(model, Recipe("int8", "dynamic")),
+                              cache_key(model, Recipe())))
+    (static_a, dynamic_a, fp32_a), (static_b, dynamic_b, fp32_b) = registry_keys
+    assert static_a != static_b  # the quantizer observes the calibration values
+    assert dynamic_a == dynamic_b and fp32_a == fp32_b  # they never see them
+
+
+def test_edit_then_revert_gets_the_original_program_back(package: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    original = _export_package(package, cache)
+    original_bytes = original.path.read_bytes()
+    _write_blocks(package, extra=".cumsum(dim=1)")
+    edited = _export_package(package, cache)
+    assert any("cumsum" in op for op in _portable_ops(edited)) and edited.directory != original.directory
+    _write_blocks(package)  # the revert
+    reverted = _export_package(package, cache)
+    assert reverted.from_cache and reverted.cache_key == original.cache_key
+    assert reverted.directory == original.directory
+    assert reverted.path.read_bytes() == original_bytes  # the original program, not the cumsum one
+    assert _portable_ops(reverted) == set()
+    meta = json.loads((reverted.directory / "export.json").read_text())
+    assert meta["cache_key"] == reverted.cache_key and meta["program_digest"] == reverted.program_digest
+
+
+def test_an_unchanged_model_is_a_hit_in_a_fresh_process(package: Path, tmp_path: Path,
+                                                        exported_toy_cnn: ExportedModel) -> None:
+    """Keys carry nothing of the process that computed them: the package model and the bundled toy_cnn (both
+    exported in this process) are hits in another one."""
+    cache = tmp_path / "cache"
+    here = _export_package(package, cache)
+    script = textwrap.dedent(f"""
+        import json
+        from pathlib import Path
+        from pytest_sme2 import Recipe
+        from pytest_sme2.export import export
+        from pytest_sme2.registry import ModelRegistry
+        registry = ModelRegistry()
+        registry.register("net", {str(package / "mynet" / "model.py")!r})
+        registry.register_dir(Path({str(REPO / "models")!r}))
+        net = export(registry.get("net"), Recipe(), Path({str(cache)!r}))
+        toy = export(registry.get("toy_cnn"), Recipe(), Path({str(exported_toy_cnn.directory.parent)!r}))
+        print("RESULT", json.dumps([[net.from_cache, net.cache_key], [toy.from_cache, toy.cache_key]]))
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout.split("RESULT ", 1)[1])
+    assert result == [[True, here.cache_key], [True, exported_toy_cnn.cache_key]]
+
+
+def test_the_progress_line_says_from_cache_with_the_key(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    models = pytester.mkdir("models")
+    (models / "tiny.py").write_text(TINY_MODEL)
+    cache = tmp_path / "cache"
+    pytester.makeini(f"[pytest]\nsme2_model_dirs = models\nsme2_target = host\nsme2_cache_dir = {cache}\n"
+                     "filterwarnings = ignore\n")
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.model("tiny")
+        def test_export(exported_pte):
+            pass
+        """
+    )
+    first = pytester.runpytest_inprocess()
+    first.assert_outcomes(passed=1)
+    (entry,) = cache.glob("tiny-fp32-xnnpack-*")
+    key = entry.name.rsplit("-", 1)[1]
+    first.stdout.fnmatch_lines([f"sme2: tiny fp32-xnnpack exported (key {key}) in *"])
+    second = pytester.runpytest_inprocess()
+    second.assert_outcomes(passed=1)
+    second.stdout.fnmatch_lines([f"sme2: tiny fp32-xnnpack from cache (key {key}) in *"])
+    assert "exported (key" not in second.stdout.str() and "ready in" not in second.stdout.str()

@@ -66,7 +66,7 @@ def test_session_outputs_table_and_html_extra(sme2_project: pytest.Pytester) -> 
                                               "--self-contained-html")
     out = result.stdout.str()
     # progress: the export and the variant, each when it starts and ends
-    result.stdout.fnmatch_lines(["sme2: exporting tiny fp32-xnnpack ...", "sme2: tiny fp32-xnnpack ready in *",
+    result.stdout.fnmatch_lines(["sme2: exporting tiny fp32-xnnpack ...", "sme2: tiny fp32-xnnpack * (key *) in *",
                                  "sme2: running tiny fp32-xnnpack [[]host sme2=auto threads=1[]]: 1 warmup + 3 timed runs ...",
                                  "sme2: tiny fp32-xnnpack [[]host sme2=auto threads=1[]] done: 3/3 runs in *"])
     # one table of perf tests only

@@ -1,0 +1,111 @@
+"""Models that live in a package (issue 22, "Also"): registered by file they import as part of their package;
+registered by module name without the project root on sys.path, the error names pytest's pythonpath setting."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import textwrap
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from pytest_sme2.errors import ModelDefinitionError
+from pytest_sme2.registry import ModelRegistry
+
+from conftest import TINY_MODEL
+
+MODEL = '''
+from .blocks import get_eager_model
+from mynet.blocks import get_example_inputs
+'''
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """``<project>/mynet/{__init__,blocks,model}.py``: model.py imports blocks.py relatively and absolutely."""
+    root = tmp_path / "project"
+    (root / "mynet").mkdir(parents=True)
+    (root / "mynet" / "__init__.py").write_text("")
+    (root / "mynet" / "blocks.py").write_text(TINY_MODEL)
+    (root / "mynet" / "model.py").write_text(MODEL)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", ".", str(Path.cwd()))])
+    monkeypatch.chdir(tmp_path)  # not the project: the current folder must not make mynet importable
+    yield root
+    for name in [n for n in sys.modules if n == "mynet" or n.startswith("mynet.")]:
+        del sys.modules[name]
+    importlib.invalidate_caches()
+
+
+def test_a_package_module_registered_by_file_imports_as_part_of_its_package(project: Path) -> None:
+    registry = ModelRegistry()
+    registry.register("edge_seg", str(project / "mynet" / "model.py"))
+    model = registry.get("edge_seg")
+    assert model.module.__name__ == "mynet.model"  # not pytest_sme2_models.edge_seg
+    assert model.module.get_eager_model is sys.modules["mynet.blocks"].get_eager_model  # one blocks module
+    assert sys.path[0] == str(project)
+    assert model.get_example_inputs()[0].shape == (1, 3, 16, 16)
+
+
+def test_a_plain_file_still_imports_under_its_own_name(tmp_path: Path) -> None:
+    (tmp_path / "plain.py").write_text(TINY_MODEL)
+    registry = ModelRegistry()
+    registry.register("plain", str(tmp_path / "plain.py"))
+    assert registry.get("plain").module.__name__ == "pytest_sme2_models.plain"
+
+
+def test_a_package_of_the_same_name_elsewhere_is_refused_naming_both(project: Path, tmp_path: Path) -> None:
+    other = tmp_path / "other"
+    (other / "mynet").mkdir(parents=True)
+    (other / "mynet" / "__init__.py").write_text("")
+    (other / "mynet" / "model.py").write_text(MODEL)
+    (other / "mynet" / "blocks.py").write_text(TINY_MODEL)
+    sys.path.insert(0, str(other))
+    importlib.import_module("mynet.model")  # another mynet is imported first
+    registry = ModelRegistry()
+    registry.register("edge_seg", str(project / "mynet" / "model.py"))
+    with pytest.raises(ModelDefinitionError, match=r"is module mynet\.model of the package under .*project.* "
+                                                    r"imports from .*other"):
+        registry.get("edge_seg")
+
+
+def test_a_module_name_whose_package_is_in_the_rootdir_says_to_set_pythonpath(project: Path) -> None:
+    registry = ModelRegistry(root=project)
+    registry.register("edge_seg", "mynet.model")
+    with pytest.raises(ModelDefinitionError) as caught:
+        registry.get("edge_seg")
+    message = str(caught.value)
+    assert "No module named 'mynet'" in message
+    assert f"{project / 'mynet'} exists, but {project} is not on sys.path" in message
+    assert 'add pythonpath = ["."] under [tool.pytest.ini_options]' in message
+    assert "edge_seg = mynet/model.py" in message
+
+
+def test_a_module_name_that_exists_nowhere_gets_no_pythonpath_hint(project: Path) -> None:
+    registry = ModelRegistry(root=project)
+    registry.register("edge_seg", "othernet.model")
+    with pytest.raises(ModelDefinitionError) as caught:
+        registry.get("edge_seg")
+    assert "No module named 'othernet'" in str(caught.value) and "pythonpath" not in str(caught.value)
+
+
+def test_the_plugin_imports_a_package_model_registered_by_file(pytester: pytest.Pytester,
+                                                               shared_export_cache: Path) -> None:
+    """``sme2_models = edge_seg = mynet/model.py`` in a real session: exported, and the module is mynet.model."""
+    (pytester.path / "mynet").mkdir()
+    (pytester.path / "mynet" / "__init__.py").write_text("")
+    (pytester.path / "mynet" / "blocks.py").write_text(TINY_MODEL)
+    (pytester.path / "mynet" / "model.py").write_text(MODEL)
+    pytester.makeini(f"[pytest]\nsme2_target = host\nsme2_cache_dir = {shared_export_cache}\n"
+                     "sme2_models = edge_seg = mynet/model.py\nfilterwarnings = ignore\n")
+    pytester.makepyfile(textwrap.dedent(
+        """
+        import pytest
+
+        @pytest.mark.model("edge_seg")
+        def test_export(exported_pte, sme2_session):
+            assert exported_pte.path.exists()
+            assert sme2_session.registry.get("edge_seg").module.__name__ == "mynet.model"
+        """))
+    pytester.runpytest_inprocess().assert_outcomes(passed=1)
