@@ -267,8 +267,9 @@ def _check_one_file(item: pytest.Item, gate: _GateConfig, tolerances: verdicts.T
             return [f"baseline not written to {path}: the runs are not good enough to judge later runs by:",
                     *refused,
                     "ways out: run again on a quieter machine; more runs (--sme2-runs or "
-                    "@pytest.mark.perf(runs=...)); or, knowing the risk, write it anyway with "
-                    "--sme2-accept-noisy-baselines (the file then records the problems)"]
+                    "@pytest.mark.perf(runs=...)) or processes (--sme2-baseline-processes); a tolerance the "
+                    "quantity can meet (@pytest.mark.baseline(latency=..., shares=...)); or, knowing the risk, "
+                    "write it anyway with --sme2-accept-noisy-baselines (the file then records the problems)"]
         baselines.write(baselines.Baseline(path, item.nodeid, fingerprint, records, target,
                                            baselines.recorded_now(item.config.rootpath)))
         outcome["written"].append(str(path))

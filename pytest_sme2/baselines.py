@@ -104,6 +104,8 @@ def record_of(profile: Any, instructions: Mapping[str, Any] | None = None) -> di
         # The reference program's time before each run: the gate compares samples_ms / reference_ms.
         "reference_ms": [float(x) for x in profile.reference_ms] if profile.relative_ms is not None else None,
         "disturbed_runs": profile.disturbed_runs,
+        # Runs per process, in order: the gate compares process medians (stats.ProcessShift).
+        "process_sizes": profile.process_sizes,
         # Which runs: the Profile also sees stalls inside one operator, which samples_ms alone cannot show.
         "disturbed_run_indices": profile.disturbed_run_indices,
         "disturbed_references": profile.disturbed_references,

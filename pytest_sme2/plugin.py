@@ -27,6 +27,7 @@ from .session import Settings, Sme2Session
 from .targets import TARGET_NAMES, EmulatedTarget, RunSpec, check_target_name
 from .targets.emulated import check_svl
 from .targets.adb import AdbOptions, is_adb_target
+from .verdicts import BASELINE_PROCESSES, MIN_BASELINE_PROCESSES
 
 # Hook modules that extend this one (baselines and verdicts; reports and session outputs).
 # Each reads a test's profiles through profiles_of(item) and the session through session_of(config).
@@ -49,6 +50,7 @@ def profiles_of(item: pytest.Item) -> list[Profile]:
 _DEFAULTS = {"threads": 1, "timeout": 600.0}
 # Ini defaults of the numeric settings ("" = the target's default), shared by addini and setting_source.
 _INI_DEFAULTS = {"runs": "", "warmup": "", "max_rounds": str(RunSpec.max_rounds), "emulated_svl": "512",
+                 "baseline_processes": str(BASELINE_PROCESSES),
                  "threads": str(_DEFAULTS["threads"]), "timeout": str(_DEFAULTS["timeout"]),
                  "kernel_sampling_hz": f"{1e9 / DEFAULT_PERIOD_NS:g}"}
 
@@ -75,6 +77,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--sme2-max-rounds", type=int, default=None,
                     help="when the machine disturbs more than half of a variant's runs, run them again, up to this "
                          "many rounds in all (default 3; 1 never repeats)")
+    group.addoption("--sme2-baseline-processes", type=int, default=None,
+                    help=f"with --sme2-update-baselines: measure each variant this many times, each in a fresh "
+                         f"process, so the gate knows how far its quantities move between processes (default "
+                         f"{BASELINE_PROCESSES}; at least 3; not used on the emulated target, whose counts repeat)")
+    parser.addini("sme2_baseline_processes", "processes a baseline update measures each variant in",
+                  default=_INI_DEFAULTS["baseline_processes"])
     group.addoption("--sme2-emulated-svl", type=int, default=None,
                     help="emulated target: SME streaming vector length in bits (default 512, like the M4)")
     group.addoption("--sme2-threads", type=int, default=None, help="runtime threads (default 1)")
@@ -162,6 +170,7 @@ _LIMITS: dict[str, tuple[float, bool, str]] = {
     "runs": (1, False, "a whole number >= 1"),
     "warmup": (0, False, "a whole number >= 0"),
     "max_rounds": (1, False, "a whole number >= 1"),
+    "baseline_processes": (MIN_BASELINE_PROCESSES, False, f"a whole number >= {MIN_BASELINE_PROCESSES}"),
     "threads": (1, False, "a whole number >= 1"),
     "timeout": (0, True, "a number of seconds > 0"),
     "adb_claim_timeout": (0, False, "a number of seconds >= 0"),
@@ -247,6 +256,8 @@ def pytest_configure(config: pytest.Config) -> None:
         runs=_setting(config, "runs", int),
         warmup=_setting(config, "warmup", int),
         max_rounds=_setting(config, "max_rounds", int),
+        # A baseline update measures each variant in several processes (RunSpec.processes); checks in one.
+        processes=_setting(config, "baseline_processes", int) if config.getoption("sme2_update_baselines") else 1,
         threads=_setting(config, "threads", int),
         timeout_s=_setting(config, "timeout", float),
         cache_dir=cache_dir if cache_dir.is_absolute() else rootdir / cache_dir,
@@ -466,6 +477,7 @@ def runner(request: pytest.FixtureRequest) -> Callable[..., Runner]:
                 warmup=pick(warmup, "warmup", default_warmup),
                 timeout_s=pick(timeout, "timeout", s.timeout_s),
                 max_rounds=perf.get("max_rounds", s.max_rounds),
+                processes=s.processes,
                 timeout_source=(f"runner(timeout={timeout!r})" if timeout is not None else
                                 f"@pytest.mark.perf(timeout={perf['timeout']!r})" if "timeout" in perf else
                                 setting_source(request.config, "timeout")),

@@ -165,11 +165,14 @@ class Profile:
         return cls(read_run(etdump, warmup_etdump), **kwargs)
 
     @classmethod
-    def concat(cls, profiles: "Sequence[Profile]") -> "Profile":
-        """One profile of a variant from chunks of its runs in separate processes (see compare_variants).
+    def concat(cls, profiles: "Sequence[Profile]", replicas: bool = False) -> "Profile":
+        """One profile of a variant from chunks of its runs (see compare_variants and Runner.profile).
 
         The chunks must be the same program and variant; identity, delegation and
         metadata come from the first, artifacts of later chunks get a ``.N`` suffix.
+        ``replicas``: the chunks are independent replicas of the whole measurement, each in its
+        own process (a baseline update), and keep their own process sizes; otherwise they are
+        parts of one measurement, which the gate treats as one process.
         """
         if not profiles:
             raise ValueError("Profile.concat needs at least one profile")
@@ -190,7 +193,9 @@ class Profile:
             delegation=head.delegation,
             wall_ms=np.concatenate(walls) if all(w is not None for w in walls) else None,
             reference_ms=np.concatenate(references) if all(r is not None for r in references) else None,
-            metadata={**head.metadata, "chunks": len(profiles)},
+            metadata={**head.metadata, "chunks": sum(int(p.metadata.get("chunks", 1)) for p in profiles),
+                      "process_sizes": [size for p in profiles for size in p.process_sizes] if replicas
+                      else [sum(p.runs for p in profiles)]},
             artifacts=artifacts,
             instructions=InstructionTrace.concat([p.instructions for p in profiles])
             if all(p.instructions is not None for p in profiles) else None,
@@ -254,6 +259,13 @@ class Profile:
     @property
     def runs(self) -> int:
         return self.trace.runs
+
+    @property
+    def process_sizes(self) -> list[int]:
+        """How many of the runs each process (round) made, in order: the unit the gate compares between
+        sessions, since the level of a quantity moves between processes (stats.ProcessShift)."""
+        sizes = self.metadata.get("process_sizes")
+        return [int(n) for n in sizes] if sizes and sum(sizes) == self.runs else [self.runs]
 
     @property
     def relative_ms(self) -> np.ndarray | None:

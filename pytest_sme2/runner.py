@@ -113,14 +113,29 @@ class Runner:
         is made again, up to ``spec.max_rounds`` in all, and the rounds are merged: on a
         busy machine the run count grows until a verdict has enough undisturbed
         runs to stand on, and on a quiet one it costs nothing.
+
+        With ``spec.processes`` > 1 (a baseline update) the whole measurement is made that many
+        times, each replica in a fresh process, so the baseline knows how far its quantities move
+        between processes (stats.ProcessShift). Counted (emulated) runs repeat exactly: one is enough.
         """
+        replicas = 1 if self.session.target.info.emulated else self.spec.processes
+        if replicas == 1:
+            profile = self._one_process(pte, top_up)
+        else:
+            fresh = replace(self, spec=replace(self.spec, fresh_process=True))
+            profile = Profile.concat([fresh._one_process(pte, top_up) for _ in range(replicas)], replicas=True)
+        return self.with_kernel_time(profile, pte) if top_up else profile
+
+    def _one_process(self, pte: "ExportedModel | str | Path", top_up: bool) -> Profile:
+        """One measurement: the runs asked for, topped up in the same process when the machine disturbed them."""
         chunks = [self._profile_once(pte)]
         profile = chunks[0]
+        same = replace(self, spec=replace(self.spec, fresh_process=False))
         while top_up and len(chunks) < self.spec.max_rounds and not profile.emulated \
                 and int(profile.clean_relative.sum()) < clean_runs_wanted(self.spec.runs):
-            chunks.append(self._profile_once(pte))
+            chunks.append(same._profile_once(pte))
             profile = Profile.concat(chunks)
-        return self.with_kernel_time(profile, pte) if top_up else profile
+        return profile
 
     def with_kernel_time(self, profile: Profile, pte: "ExportedModel | str | Path") -> Profile:
         """``profile`` with the kernels that took each operator's time, when the session samples kernels.

@@ -25,6 +25,7 @@ class Settings:
     runs: int | None = None  # None: the target's default (RunSpec.runs on hardware, fewer under emulation)
     warmup: int | None = None
     max_rounds: int = RunSpec.max_rounds
+    processes: int = 1  # RunSpec.processes: a baseline update's --sme2-baseline-processes, else 1
     threads: int = 1
     timeout_s: float = 600.0
     cache_dir: Path = Path(".sme2/cache")

@@ -150,6 +150,114 @@ def point_shift(baseline: Sequence[float] | np.ndarray, current: Sequence[float]
     )
 
 
+# A process (round) with fewer undisturbed runs than this gives no median of its own to the between-process test.
+MIN_RUNS_PER_PROCESS = 5
+
+
+@dataclass(frozen=True)
+class ProcessShift:
+    """Did a quantity move between the baseline's processes and the current ones?
+
+    The runs of one process are not independent samples of what a later session will see: the
+    program's memory layout, the delegate's overhead and the core the process lands on hold for
+    all of its runs, and move the level between processes (docs/design.md, "Between processes").
+    So each process contributes one value, the median of its undisturbed runs, and the two sets of
+    process medians are compared with a pooled two-sample t-test: its spread is the spread between
+    processes, and its few degrees of freedom say honestly how little a handful of processes knows.
+    ``log`` compares logarithms (latency ratios); the change is then a ratio - 1.
+    """
+
+    current: float  # mean of the current process medians (back-transformed when log)
+    baseline: float
+    change: float  # current - baseline, or current / baseline - 1 when log
+    p_up: float  # H1: the current processes are higher
+    p_down: float
+    spread: float  # pooled standard deviation between processes (log units when log)
+    df: int
+    n_current: int  # processes
+    n_baseline: int
+    runs_current: int  # undisturbed runs behind the process medians
+    runs_baseline: int
+    log: bool = False
+
+    @property
+    def standard_error(self) -> float:
+        return float(self.spread * np.sqrt(1 / self.n_current + 1 / self.n_baseline))
+
+    def interval(self, confidence: float = DEFAULT_CONFIDENCE) -> tuple[float, float]:
+        """Two-sided confidence interval of the change (a ratio - 1 when log)."""
+        from scipy.stats import t as student
+
+        half = student.ppf(0.5 + confidence / 2, self.df) * self.standard_error
+        centre = np.log1p(self.change) if self.log else self.change
+        low, high = centre - half, centre + half
+        return (float(np.expm1(low)), float(np.expm1(high))) if self.log else (float(low), float(high))
+
+    def detectable_change(self, alpha: float, power: float = 0.95) -> float:
+        """The change this design catches with probability ``power`` at ``alpha`` (one-sided), in its units:
+        what a baseline must allow for its tolerance to mean anything (verdicts.baseline_quality)."""
+        from scipy.stats import t as student
+
+        step = (student.ppf(1 - alpha, self.df) + student.ppf(power, self.df)) * self.standard_error
+        return float(np.expm1(step)) if self.log else float(step)
+
+    def significant_change(self, alpha: float) -> float:
+        """The smallest change this comparison could call significant at ``alpha`` (one-sided), in its units."""
+        from scipy.stats import t as student
+
+        step = student.ppf(1 - alpha, self.df) * self.standard_error
+        return float(np.expm1(step)) if self.log else float(step)
+
+
+def process_medians(values: Sequence[float] | np.ndarray, sizes: Sequence[int], keep: np.ndarray | None = None,
+                    min_runs: int = MIN_RUNS_PER_PROCESS) -> tuple[np.ndarray, int]:
+    """The median of each process's kept runs (processes with fewer than ``min_runs`` left out), and the runs used.
+
+    ``sizes`` are the run counts of the processes in order (Profile.process_sizes); ``keep`` masks runs
+    (undisturbed and finite)."""
+    array = np.asarray(values, dtype=float)
+    if sum(sizes) != array.size:
+        raise ValueError(f"process sizes {list(sizes)} do not add up to the {array.size} runs")
+    mask = np.isfinite(array) if keep is None else (np.asarray(keep, dtype=bool) & np.isfinite(array))
+    medians, used, start = [], 0, 0
+    for size in sizes:
+        part = array[start:start + size][mask[start:start + size]]
+        start += size
+        if part.size >= min_runs:
+            medians.append(float(np.median(part)))
+            used += int(part.size)
+    return np.asarray(medians, dtype=float), used
+
+
+def process_shift(baseline: np.ndarray, current: np.ndarray, runs: tuple[int, int] = (0, 0),
+                  log: bool = False) -> ProcessShift | None:
+    """Compare process medians (see :class:`ProcessShift`); None when the spread between processes
+    cannot be estimated (fewer than three processes in all)."""
+    from scipy.stats import t as student
+
+    base = np.log(baseline) if log else np.asarray(baseline, dtype=float)
+    cur = np.log(current) if log else np.asarray(current, dtype=float)
+    k, r = base.size, cur.size
+    df = k + r - 2
+    if k < 1 or r < 1 or df < 1:
+        return None
+    pooled = float(np.sqrt((((base - base.mean()) ** 2).sum() + ((cur - cur.mean()) ** 2).sum()) / df))
+    difference = float(cur.mean() - base.mean())
+    se = pooled * np.sqrt(1 / k + 1 / r)
+    if se > 0:
+        statistic = difference / se
+        p_up, p_down = float(student.sf(statistic, df)), float(student.cdf(statistic, df))
+    else:  # every process agrees exactly: any difference is certain, none is no evidence
+        p_up = 0.0 if difference > 0 else 1.0
+        p_down = 0.0 if difference < 0 else 1.0
+    back = np.exp if log else (lambda x: x)
+    return ProcessShift(
+        current=float(back(cur.mean())), baseline=float(back(base.mean())),
+        change=float(np.expm1(difference)) if log else difference,
+        p_up=p_up, p_down=p_down, spread=pooled, df=df, n_current=r, n_baseline=k,
+        runs_current=runs[1], runs_baseline=runs[0], log=log)
+
+
 def _bootstrap_medians(samples: np.ndarray, resamples: int, rng: np.random.Generator) -> np.ndarray:
     idx = rng.integers(0, samples.size, size=(resamples, samples.size))
     return np.median(samples[idx], axis=1)

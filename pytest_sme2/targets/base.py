@@ -40,12 +40,19 @@ class RunSpec:
     timeout_s: float = 600.0
     # Up to this many rounds of ``runs`` when the machine disturbs more than half of them (Runner.profile).
     max_rounds: int = 3
+    # Independent replicas of the whole measurement, each in a process of its own with a fresh program
+    # load (a baseline update's --sme2-baseline-processes): the gate compares quantities between
+    # processes, because their level moves between processes, not only between runs (stats.ProcessShift).
+    processes: int = 1
+    # Run in a process no earlier run used (the host target starts a new worker; runner-binary targets
+    # start one per run anyway). Set by Runner for each replica; not a setting, so not stored.
+    fresh_process: bool = field(default=False, compare=False, repr=False)
     # Where timeout_s was set (``--sme2-timeout=5``, ``@pytest.mark.perf(timeout=...)``...), for the message
     # of a run that hits it; not a run setting, so not compared, stored or shown in labels.
     timeout_source: str = field(default="", compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        for name, minimum in (("threads", 1), ("runs", 1), ("warmup", 0), ("max_rounds", 1)):
+        for name, minimum in (("threads", 1), ("runs", 1), ("warmup", 0), ("max_rounds", 1), ("processes", 1)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
                 raise UsageError(
@@ -64,6 +71,7 @@ class RunSpec:
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data.pop("timeout_source")
+        data.pop("fresh_process")
         return data
 
     def timed_out(self) -> str:

@@ -185,6 +185,9 @@ class HostTarget:
     def run(self, pte: Path, inputs: Path | None, spec: RunSpec, out_dir: Path,
             reference: Path | None = None) -> RunResult:
         out_dir.mkdir(parents=True, exist_ok=True)
+        if spec.fresh_process and self._worker is not None:  # an independent replica: nothing shared with earlier runs
+            self._worker.close()
+            self._worker = None
         worker = self._ensure_worker()
         offset = worker.log_size()
         payload = {
