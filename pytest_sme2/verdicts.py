@@ -317,7 +317,7 @@ def _node_coverage(label: str, current: Mapping[str, Any], baseline: Mapping[str
                   if counts_now is not None and counts_then is not None else "")
         return [Verdict("delegation_coverage", REGRESSION, label,
                         f"delegated share of graph nodes dropped from {_pct(nodes_then)} to {_pct(nodes_now)}{counts}",
-                        {"current": nodes_now, "baseline": nodes_then})]
+                        {"current": nodes_now, "baseline": nodes_then, "basis": "nodes"})]
     return []
 
 
@@ -563,9 +563,13 @@ def _op_instructions(label: str, now: Mapping[str, Any], then: Mapping[str, Any]
                             "tolerance": tol.op_instructions}))
     if gone or new:
         lost_sme = [n for n in gone if ops_then[n][2] > 0]
-        text = "; ".join(part for part in (
-            f"gone: {', '.join(gone[:6])}{' ...' if len(gone) > 6 else ''}" if gone else "",
-            f"new: {', '.join(new[:6])}{' ...' if len(new) > 6 else ''}" if new else "") if part)
+        def named(names: list[str], ids: Mapping[str, str] | None) -> str:
+            """Operators with the graph node they implement, where they have one (identity.py)."""
+            shown = [f"{n} ({ids[n]})" if ids and n in ids and " after " not in ids[n] else n for n in names[:6]]
+            return ", ".join(shown) + (" ..." if len(names) > 6 else "")
+
+        text = "; ".join(part for part in (f"gone: {named(gone, ids_then)}" if gone else "",
+                                           f"new: {named(new, ids_now)}" if new else "") if part)
         why = f"operators that ran SME instructions are gone: {', '.join(lost_sme)}; " if lost_sme else ""
         out.append(Verdict("op_instructions", REGRESSION if lost_sme else NOTE, label,
                            f"{why}the program's operators changed ({text})",
