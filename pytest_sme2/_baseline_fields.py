@@ -91,6 +91,8 @@ _INSTRUCTIONS = Fields({
     "ops": MapOf(Leaf(lambda x: isinstance(x, list) and len(x) == 3 and all(_count(v) for v in x),
                       "[execution order, instructions, SME instructions], three whole numbers >= 0"), nullable=True),
     "sme_kernels": TEXTS,
+    # op id -> its graph node's name (identity.py); absent in records of older pytest-sme2
+    "op_identity": MapOf(Leaf(_text, "a string"), nullable=True),
 }, nullable=True)
 
 PROFILE = Fields({

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from . import _storage, baselines, verdicts
+from . import _storage, baselines, findings, verdicts
 from .errors import MissingBaselineWarning, Sme2Error, UsageError
 from .session import slug
 
@@ -288,15 +288,18 @@ def _check_one_file(item: pytest.Item, gate: _GateConfig, tolerances: verdicts.T
                 f"baseline {path} belongs to test {stored.test_id!r}, not {item.nodeid!r}; rename or remove it")
         compared = set(pairs.values())
         outcome["unused_labels"] += [f"{path} :: {label}" for label in stored.profiles if label not in compared]
-    failures: list[str] = []
-    notes: list[str] = []
+    judged: list[verdicts.Verdict] = []
     for label, record in records.items():
         if label in pairs:
-            found = verdicts.judge(label, record, stored.profiles[pairs[label]], tolerances, gate.metric)
-            outcome["verdicts"] += [str(v) for v in found]
-            failures += [str(v) for v in found if v.failed]
-            notes += [str(v) for v in found if v.status == verdicts.NOTE]
-    outcome["failed"] += failures
+            judged += verdicts.judge(label, record, stored.profiles[pairs[label]], tolerances, gate.metric)
+    ordered = findings.findings(judged)
+    outcome["verdicts"] += [str(v) for v in judged]
+    outcome["failed"] += [str(v) for f in ordered for v in f.verdicts if v.failed]  # root cause first
+    outcome.setdefault("notes", []).extend(str(v) for f in ordered for v in f.verdicts if v.status == verdicts.NOTE)
+    written = _write_verdicts(item, fingerprint, ordered, judged) if judged else None
+    failures: list[str] = findings.message_lines(ordered) if findings.failed(ordered) else []
+    if failures and written is not None:
+        failures.append(f"every verdict ({len(judged)}, root cause first): {written}")
     if absent:
         text = (f"no baseline for {', '.join(absent)} on target {fingerprint} in {path}; "
                 f"record it with: {update}")
@@ -305,14 +308,30 @@ def _check_one_file(item: pytest.Item, gate: _GateConfig, tolerances: verdicts.T
             failures.append(text)
         elif missing == "warn":
             warnings.warn(MissingBaselineWarning(f"{item.nodeid}: {text}"))
-    if failures:
+    if failures:  # the baseline block: once per baseline file (one file holds every variant of the test)
         recorded = stored.recorded if stored is not None else {}
         when = f" (recorded {recorded.get('date', '?')} at commit {str(recorded.get('git_commit') or '?')[:12]})"
-        failures += notes
         failures.append(f"baseline: {path}{when if stored else ''}")
         if outcome["failed"]:  # a regression; a missing record already said how to record it
             failures.append(f"if the change is intended, update the baseline: {update}")
     return failures
+
+
+def _write_verdicts(item: pytest.Item, fingerprint: str, ordered: list[findings.Finding],
+                    judged: list[verdicts.Verdict]) -> Path | None:
+    """Every verdict of one baseline file into the test's session folder, findings first: the failing
+    message stays short and names this file. None when the plugin's session is not there."""
+    from .plugin import session_of
+
+    session = session_of(item.config)
+    if session is None:
+        return None
+    path = session.test_dir(item.nodeid) / f"baseline-verdicts~{slug(fingerprint, limit=40)}.txt"
+    lines = ["findings, root cause first:"]
+    lines += [f"  [{f.cause_name}] {f.line()}" for f in ordered] or ["  none"]
+    lines += ["", f"every verdict ({len(judged)}):"] + [f"  {v}" for v in judged]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
 
 
 def _assess_quality(records: dict[str, dict[str, Any]], tolerances: verdicts.Tolerances,

@@ -35,6 +35,7 @@ from typing import Any, Iterable, Mapping
 from . import _baseline_fields
 from .errors import BaselineError
 from .etdump import op_id
+from .identity import anchors_of
 from .session import clean, slug
 
 SCHEMA_VERSION = 1
@@ -164,12 +165,17 @@ def counted_record(profile: Any) -> dict[str, Any] | None:
     if summary is None:
         return None
     ops = profile.ops
-    # [execution order, instructions, SME instructions]: the file's keys are sorted, the gate pairs operators
-    # in execution order (verdicts._align_ops).
+    # [execution order, instructions, SME instructions]: the file's keys are sorted; the order keeps what the
+    # gate needs to pair operators of records without identities (verdicts._align_ops).
+    keys = profile.trace.ops
     per_op = {op_id(key): [order, int(round(ins)), int(round(sme))]
-              for order, (key, ins, sme) in enumerate(zip(profile.trace.ops, ops["instructions"],
-                                                          ops["sme_instructions"]))}
-    return {**summary, "ops": per_op, "sme_kernels": list(profile.executed_sme_kernels or ())}
+              for order, (key, ins, sme) in enumerate(zip(keys, ops["instructions"], ops["sme_instructions"]))}
+    record = {**summary, "ops": per_op, "sme_kernels": list(profile.executed_sme_kernels or ())}
+    # Each operator's graph node (identity.py): what pairs it with the baseline's across a delegate split.
+    identities = anchors_of(keys, profile.work) if getattr(profile, "work", None) is not None else None
+    if identities is not None:
+        record["op_identity"] = {op_id(key): name for key, name in zip(keys, identities)}
+    return record
 
 
 def _finite_list(values: Any) -> list[float | None]:

@@ -353,7 +353,7 @@ def _node_coverage(label: str, current: Mapping[str, Any], baseline: Mapping[str
                   if counts_now is not None and counts_then is not None else "")
         return [Verdict("delegation_coverage", REGRESSION, label,
                         f"delegated share of graph nodes dropped from {_pct(nodes_then)} to {_pct(nodes_now)}{counts}",
-                        {"current": nodes_now, "baseline": nodes_then})]
+                        {"current": nodes_now, "baseline": nodes_then, "basis": "nodes"})]
     return []
 
 
@@ -594,15 +594,29 @@ def _op_kind(name: str) -> str:
     return strip_instance(name.rsplit(" @", 1)[0])
 
 
-def _align_ops(ops_then: Mapping[str, Any], ops_now: Mapping[str, Any]) -> tuple[list[tuple[str, str]], list[str], list[str]]:
-    """Pairs (baseline op, current op) in execution order, and the ops only one side has.
+def _align_ops(ops_then: Mapping[str, Any], ops_now: Mapping[str, Any],
+               ids_then: Mapping[str, str] | None = None,
+               ids_now: Mapping[str, str] | None = None) -> tuple[list[tuple[str, str]], list[str], list[str]]:
+    """Pairs (baseline op, current op), and the ops only one side has (each list in execution order).
 
-    Names alone cannot pair them: XNNPACK numbers operators per kind (" #N"), so a convolution that
-    changes kind renumbers every later one. The two execution orders are aligned instead (difflib, on
-    names without numbers); operators replaced one for one are paired, so a kernel-path change reads
-    "X is now Y" rather than "X gone, Y new".
+    With both sides' identities (``op_identity``, identity.py: the graph node an operator implements)
+    operators are paired by identity: a delegate split renames and renumbers operators (``#2 @0`` becomes
+    ``#1 @2``) and an inserted operator shifts every later one in execution order, but neither changes
+    another operator's graph node. An operator that changed kind on the same node (a convolution now
+    depthwise) stays paired, so a kernel-path change reads "X is now Y".
+
+    Records of an older pytest-sme2 have no identities: their operators are paired as before, by aligning
+    the two execution orders (difflib, on names without numbers) and pairing operators replaced one for
+    one; a delegate split can pair the wrong operators there (counted_verdicts says so in a note).
     """
     then, now = (sorted(ops, key=lambda name: ops[name][0]) for ops in (ops_then, ops_now))
+    if ids_then and ids_now:
+        by_identity = {ids_now.get(name, name): name for name in now}
+        pairs = [(name, by_identity[ids_then.get(name, name)]) for name in then
+                 if ids_then.get(name, name) in by_identity]
+        paired_now = {after for _, after in pairs}
+        return (pairs, [name for name in then if ids_then.get(name, name) not in by_identity],
+                [name for name in now if name not in paired_now])
     matcher = difflib.SequenceMatcher(None, [_op_kind(n) for n in then], [_op_kind(n) for n in now], autojunk=False)
     pairs, gone, new = [], [], []
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
@@ -614,12 +628,20 @@ def _align_ops(ops_then: Mapping[str, Any], ops_now: Mapping[str, Any]) -> tuple
     return pairs, gone, new
 
 
+LEGACY_PAIRING = ("operators paired by execution order: the baseline was recorded by an older pytest-sme2 without "
+                  "operator identities, so after a delegate split or an inserted operator some pairs can be wrong; "
+                  "record the baseline again with --sme2-update-baselines to pair them by graph node")
+
+
 def _op_instructions(label: str, now: Mapping[str, Any], then: Mapping[str, Any], tol: Tolerances) -> list[Verdict]:
-    """Each operator's instructions against the baseline's, operators paired in execution order: which
+    """Each operator's instructions against the baseline's, operators paired by identity (_align_ops): which
     got more expensive, which lost their SME kernels, and which appeared or disappeared."""
     ops_now, ops_then = now.get("ops") or {}, then.get("ops") or {}
-    pairs, gone, new = _align_ops(ops_then, ops_now)
+    ids_now, ids_then = now.get("op_identity"), then.get("op_identity")
+    pairs, gone, new = _align_ops(ops_then, ops_now, ids_then, ids_now)
     out = []
+    if ops_now and ops_then and not (ids_now and ids_then):
+        out.append(Verdict("op_instructions", NOTE, label, LEGACY_PAIRING, {"pairing": "execution order"}))
     grown = []
     for before, after in pairs:
         base, cur = float(ops_then[before][1]), float(ops_now[after][1])
@@ -641,14 +663,20 @@ def _op_instructions(label: str, now: Mapping[str, Any], then: Mapping[str, Any]
                             "tolerance": tol.op_instructions}))
     if gone or new:
         lost_sme = [n for n in gone if ops_then[n][2] > 0]
-        text = "; ".join(part for part in (
-            f"gone: {', '.join(gone[:6])}{' ...' if len(gone) > 6 else ''}" if gone else "",
-            f"new: {', '.join(new[:6])}{' ...' if len(new) > 6 else ''}" if new else "") if part)
+        def named(names: list[str], ids: Mapping[str, str] | None) -> str:
+            """Operators with the graph node they implement, where they have one (identity.py)."""
+            shown = [f"{n} ({ids[n]})" if ids and n in ids and " after " not in ids[n] else n for n in names[:6]]
+            return ", ".join(shown) + (" ..." if len(names) > 6 else "")
+
+        text = "; ".join(part for part in (f"gone: {named(gone, ids_then)}" if gone else "",
+                                           f"new: {named(new, ids_now)}" if new else "") if part)
         why = f"operators that ran SME instructions are gone: {', '.join(lost_sme)}; " if lost_sme else ""
         out.append(Verdict("op_instructions", REGRESSION if lost_sme else NOTE, label,
                            f"{why}the program's operators changed ({text})",
-                           {"gone": gone, "new": new, "lost_sme": lost_sme}))
-    if not out:
+                           {"gone": gone, "new": new, "lost_sme": lost_sme,
+                            "gone_identity": [(ids_then or {}).get(n) for n in gone],
+                            "new_identity": [(ids_now or {}).get(n) for n in new]}))
+    if all("pairing" in v.evidence for v in out):  # nothing found (the legacy-pairing note aside)
         out.append(Verdict("op_instructions", OK, label, f"every operator within +{tol.op_instructions:.1%} "
                                                          f"instructions ({len(ops_now)} operators)"))
     return out

@@ -43,6 +43,7 @@ from typing import Any, Iterable, Sequence
 
 from .categories import classify
 from .errors import ProgramError
+from .identity import NO_HANDLE, graph_anchors
 
 _XNN_BYTES = {"xnn_datatype_fp32": 4, "xnn_datatype_fp16": 2, "xnn_datatype_qint8": 1, "xnn_datatype_quint8": 1,
               "xnn_datatype_qint32": 4, "xnn_datatype_qcint8": 1, "xnn_datatype_qcint32": 4, "xnn_datatype_qcint4": 0.5,
@@ -182,42 +183,63 @@ def _portable_work(plan: Any, kernel: Any) -> OpWork:
 
 @dataclass
 class ProgramWork:
-    """Per delegate call (instruction id) the XNNPACK graph's nodes, and the plan's portable kernel calls."""
+    """Per delegate call (instruction id) the XNNPACK graph's nodes, and the plan's portable kernel calls.
+
+    ``delegate_handles`` (the XNodes' debug handles, per delegate call), ``portable_handles`` (a kernel
+    call's handles) and ``node_names`` (handle -> graph node name, from the ETRecord) let identity.py name
+    each operator by its graph node; they are empty when the facts were read without an ETRecord.
+    """
 
     pte: str
     delegate_nodes: dict[int, list[tuple[str, OpWork]]] = field(default_factory=dict)  # instruction -> (node kind, work)
     portable: dict[int, OpWork] = field(default_factory=dict)  # instruction -> work
+    delegate_handles: dict[int, list[int]] = field(default_factory=dict)  # instruction -> XNode debug handles
+    portable_handles: dict[int, list[int]] = field(default_factory=dict)  # instruction -> debug handles
+    node_names: dict[int, str] = field(default_factory=dict)  # debug handle -> identity.node_names' name
 
-    def for_ops(self, ops: Iterable[Any]) -> list[OpWork]:
-        """Work of each operator of a trace (``ExecutionTrace.ops``), matched per delegate call and kind."""
+    def node_matches(self, ops: Iterable[Any]) -> list[tuple[int, int] | str | None]:
+        """Per operator of a trace: (delegate call's instruction, index of its XNode) when matched, the
+        reason when not, None for a portable operator. One matching for work and identity alike."""
         ops = list(ops)
-        result: list[OpWork] = [UNKNOWN] * len(ops)
+        result: list[tuple[int, int] | str | None] = [None] * len(ops)
         by_call: dict[int, list[int]] = {}
         for index, key in enumerate(ops):
             if key.delegated:
                 by_call.setdefault(key.instruction_id, []).append(index)
-            else:
-                result[index] = self.portable.get(key.instruction_id, OpWork(why_unknown="no kernel call at its "
-                                                                                         "instruction"))
+                result[index] = "not an operator this module knows"
         for instruction, indices in by_call.items():
             nodes = self.delegate_nodes.get(instruction)
             if nodes is None:
                 for i in indices:
-                    result[i] = OpWork(why_unknown=f"instruction {instruction} is not an XNNPACK delegate call")
+                    result[i] = f"instruction {instruction} is not an XNNPACK delegate call"
                 continue
             for group, (op_kinds, node_kinds) in _GROUPS.items():
                 members = [i for i in indices if classify(ops[i].name).kind in op_kinds]
-                candidates = [work for kind, work in nodes if kind in node_kinds]
+                candidates = [n for n, (kind, _) in enumerate(nodes) if kind in node_kinds]
                 if not members:
                     continue
                 if len(members) != len(candidates):
                     reason = (f"{len(members)} {group} operators but {len(candidates)} such graph nodes in delegate "
                               f"call {instruction}: not matched")
                     for i in members:
-                        result[i] = OpWork(why_unknown=reason)
+                        result[i] = reason
                     continue
-                for i, work in zip(members, candidates):
-                    result[i] = work
+                for i, node in zip(members, candidates):
+                    result[i] = (instruction, node)
+        return result
+
+    def for_ops(self, ops: Iterable[Any]) -> list[OpWork]:
+        """Work of each operator of a trace (``ExecutionTrace.ops``), matched per delegate call and kind."""
+        ops = list(ops)
+        result: list[OpWork] = []
+        for key, match in zip(ops, self.node_matches(ops)):
+            if match is None:
+                result.append(self.portable.get(key.instruction_id, OpWork(why_unknown="no kernel call at its "
+                                                                                       "instruction")))
+            elif isinstance(match, tuple):
+                result.append(self.delegate_nodes[match[0]][match[1]][1])
+            else:
+                result.append(UNKNOWN if match == UNKNOWN.why_unknown else OpWork(why_unknown=match))
         return result
 
 
@@ -240,13 +262,14 @@ def program_work(pte: str | Path) -> ProgramWork:
             graph = graphs[reference.index]
             work.delegate_nodes[index] = [(node["xnode_union_type"], _node_work(graph, node))
                                           for node in graph["xnodes"]]
+            work.delegate_handles[index] = [int(node.get("debug_handle", NO_HANDLE)) for node in graph["xnodes"]]
         elif kind == "KernelCall":
             work.portable[index] = _portable_work(plan, args)
     return work
 
 
 FACTS_FILE = "program.json"  # beside model.pte in an export cache entry
-FACTS_VERSION = 2  # 2: quantized tensors read through their wrapper
+FACTS_VERSION = 3  # 2: quantized tensors read through their wrapper; 3: debug handles and graph node names
 
 
 def _encode(work: OpWork) -> list[Any]:
@@ -258,11 +281,24 @@ def _decode(row: Sequence[Any]) -> OpWork:
     return OpWork(*(math.nan if v is None else float(v) for v in row[:4]), why_unknown=row[4])
 
 
+def _etrecord_beside(pte: Path) -> Path | None:
+    """The ETRecord exported with a program: ``model.etrecord`` in its cache entry, else ``<stem>.etrecord``."""
+    for candidate in (pte.parent / "model.etrecord", pte.with_suffix(".etrecord")):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
 def _facts_of(pte: Path) -> dict[str, Any]:
     from .program import planned_buffers
 
     work = program_work(pte)
+    etrecord = _etrecord_beside(pte)
+    names, portable_handles = graph_anchors(etrecord) if etrecord is not None else ({}, {})
     return {"version": FACTS_VERSION,
+            "delegate_handles": {str(k): v for k, v in work.delegate_handles.items()},
+            "portable_handles": {str(k): v for k, v in portable_handles.items()},
+            "node_names": {str(k): v for k, v in names.items()},
             "planned_buffers": planned_buffers(pte),
             "delegate_nodes": {str(k): [[kind, *_encode(w)] for kind, w in nodes]
                                for k, nodes in work.delegate_nodes.items()},
@@ -300,7 +336,10 @@ class ProgramFacts:
         work = ProgramWork(str(pte),
                            {int(k): [(row[0], _decode(row[1:])) for row in rows]
                             for k, rows in document["delegate_nodes"].items()},
-                           {int(k): _decode(row) for k, row in document["portable"].items()})
+                           {int(k): _decode(row) for k, row in document["portable"].items()},
+                           *({int(k): [int(h) for h in v] for k, v in document[key].items()}
+                             for key in ("delegate_handles", "portable_handles")),
+                           {int(k): str(v) for k, v in document["node_names"].items()})
         return cls([int(b) for b in document["planned_buffers"]], work)
 
 

@@ -30,7 +30,9 @@ class Net(torch.nn.Module):
         self.head = torch.nn.Linear(16 * SIZE * SIZE, 10)
 
     def forward(self, x):
-        y = self.second(torch.relu(self.first(x)))
+        y = torch.relu(self.first(x))
+        y = {middle}
+        y = self.second(y)
         y = self.head(torch.flatten(y, 1))
         return {output}
 
@@ -43,7 +45,7 @@ def get_eager_model():
 def get_example_inputs():
     return (torch.ones(1, 8, SIZE, SIZE),)
 '''
-BASE = {"channels": 32, "size": 16, "groups": 1, "output": "y"}
+BASE = {"channels": 32, "size": 16, "groups": 1, "output": "y", "middle": "y"}
 TEST = '''
 import pytest
 from pytest_sme2 import assert_outputs_match
@@ -112,3 +114,37 @@ def test_five_percent_more_instructions_in_one_operator_fails_naming_it(recorded
 def test_ten_percent_more_planned_memory_fails(recorded, shared_export_cache) -> None:
     result = _changed(recorded, shared_export_cache, size=17)  # 17x17 maps instead of 16x16: +13% activations
     result.stdout.fnmatch_lines(["*planned memory * bytes vs baseline * (+1?.??%); tolerance +0.0%*"])
+
+
+def _message(result) -> list[str]:  # noqa: ANN001
+    """The failing test's message: the lines after its header, up to pytest's next section."""
+    lines = result.stdout.lines
+    start = next(i for i, line in enumerate(lines) if line.endswith("sme2 baseline check failed:"))
+    end = next(i for i in range(start + 1, len(lines)) if lines[i].startswith("---") or lines[i].startswith("==="))
+    return lines[start + 1:end]
+
+
+def test_an_operator_inserted_mid_model_is_the_headline_and_splits_no_pairing(recorded, shared_export_cache) -> None:
+    # a cumsum between the convolutions falls out of XNNPACK: the delegate splits in two, transposes are
+    # added at the new boundary, and every later operator is renumbered and moves in execution order
+    result = _changed(recorded, shared_export_cache, middle="torch.cumsum(y, dim=1)")
+    message = _message(result)
+    assert "operator(s) fell out of the delegate: aten_cumsum_default" in message[0], message
+    assert not any("SME kernel path is lost" in line for line in result.stdout.lines)
+    assert not any("instructions vs baseline" in line for line in result.stdout.lines)  # no operator mispaired
+    assert len(message) <= 8, message
+    assert sum(line.startswith("baseline: ") for line in message) == 1
+    assert sum("update the baseline" in line for line in message) == 1
+    [listed] = [line for line in message if line.startswith("every verdict")]
+    verdicts_file = listed.split(": ", 1)[1]
+    text = open(verdicts_file, encoding="utf-8").read()
+    assert "[delegate]" in text.splitlines()[1] and "share of CONV in instructions" in text
+
+
+def test_a_permute_and_contiguous_pair_is_headlined_by_the_new_operators(recorded, shared_export_cache) -> None:
+    result = _changed(recorded, shared_export_cache, middle="y.permute(0, 1, 3, 2).contiguous()")
+    message = _message(result)
+    assert "the program's operators changed (new: Transpose (ND, X32)" in message[0], message
+    assert "aten.permute_copy.default" in message[0]
+    assert not any("SME kernel path is lost" in line for line in result.stdout.lines)
+    assert len(message) <= 8, message

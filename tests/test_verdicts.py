@@ -468,3 +468,101 @@ def test_a_slowdown_is_caught_while_the_reference_shares_its_core_for_a_stretch(
     assert verdict.status == "regression", verdict.message
     assert "15 vs 0 disturbed runs left out" in verdict.message
     assert verdict.evidence["ratio"] == pytest.approx(1.17, abs=0.02)
+
+
+# A delegate of six operators (the baseline), then the same model with a portable operator inserted in
+# the middle: the delegate splits in two, XNNPACK numbers each part from #1, the lowering adds a layout
+# transpose at each new boundary, and every later operator moves in execution order. [order, instructions,
+# SME instructions] and each operator's graph node (identity.py), as counted_record stores them.
+SPLIT_BEFORE = {"Transpose (ND, X32) #1 @0": ([0, 6_486, 0], "Transpose (ND, X32) after start"),
+                "Convolution (NHWC, PF32) IGEMM #1 @0": ([1, 47_187, 7_056], "first: aten.convolution.default"),
+                "Convolution (NHWC, PF32) IGEMM #2 @0": ([2, 79_947, 72_960], "second: aten.convolution.default"),
+                "Convolution (NHWC, F32) DWConv #1 @0": ([3, 30_000, 0], "third: aten.convolution.default"),
+                "Transpose (ND, X32) #2 @0": ([4, 8_738, 0], "Transpose (ND, X32) after third: aten.convolution.default"),
+                "Fully Connected (NC, PF32) GEMM #1 @0": ([5, 26_937, 12_296], "head: aten.linear.default")}
+SPLIT_AFTER = {"Transpose (ND, X32) #1 @0": ([0, 6_486, 0], "Transpose (ND, X32) after start"),
+               "Convolution (NHWC, PF32) IGEMM #1 @0": ([1, 47_187, 7_056], "first: aten.convolution.default"),
+               "Transpose (ND, X32) #2 @0": ([2, 17_318, 0], "Transpose (ND, X32) after first: aten.convolution.default"),
+               "native_call_cumsum.out @1": ([3, 197_267, 0], "<root>: aten.cumsum.default"),
+               "Transpose (ND, X32) #1 @2": ([4, 19_158, 0], "Transpose (ND, X32) after <root>: aten.cumsum.default"),
+               "Convolution (NHWC, PF32) IGEMM #1 @2": ([5, 79_947, 72_960], "second: aten.convolution.default"),
+               "Convolution (NHWC, F32) DWConv #1 @2": ([6, 30_000, 0], "third: aten.convolution.default"),
+               "Transpose (ND, X32) #2 @2": ([7, 8_738, 0], "Transpose (ND, X32) after third: aten.convolution.default"),
+               "Fully Connected (NC, PF32) GEMM #1 @2": ([8, 26_937, 12_296], "head: aten.linear.default")}
+
+
+def split_record(ops: dict, identities: bool = True, **changes: object) -> dict:
+    instructions = {"ops": {k: list(v[0]) for k, v in ops.items()}, **changes}
+    if identities:
+        instructions["op_identity"] = {k: v[1] for k, v in ops.items()}
+    return counted(instructions=instructions)
+
+
+def test_a_delegate_split_and_an_inserted_operator_pair_every_unchanged_operator_with_itself() -> None:
+    from pytest_sme2.verdicts import _align_ops
+
+    now, then = split_record(SPLIT_AFTER)["instructions"], split_record(SPLIT_BEFORE)["instructions"]
+    pairs, gone, new = _align_ops(then["ops"], now["ops"], then["op_identity"], now["op_identity"])
+    assert dict(pairs) == {
+        "Transpose (ND, X32) #1 @0": "Transpose (ND, X32) #1 @0",
+        "Convolution (NHWC, PF32) IGEMM #1 @0": "Convolution (NHWC, PF32) IGEMM #1 @0",
+        "Convolution (NHWC, PF32) IGEMM #2 @0": "Convolution (NHWC, PF32) IGEMM #1 @2",
+        "Convolution (NHWC, F32) DWConv #1 @0": "Convolution (NHWC, F32) DWConv #1 @2",
+        "Transpose (ND, X32) #2 @0": "Transpose (ND, X32) #2 @2",
+        "Fully Connected (NC, PF32) GEMM #1 @0": "Fully Connected (NC, PF32) GEMM #1 @2"}
+    assert gone == []
+    assert new == ["Transpose (ND, X32) #2 @0", "native_call_cumsum.out @1", "Transpose (ND, X32) #1 @2"]
+    found = judge("m", split_record(SPLIT_AFTER, per_inference=1_500_000), split_record(SPLIT_BEFORE))
+    assert not [v for v in found if v.check == "sme_path" and v.failed]  # no false "SME kernel path is lost"
+    assert not [v for v in found if v.check == "op_instructions" and "op" in v.evidence]  # no operator grew
+    [changed] = [v for v in found if v.check == "op_instructions" and "new" in v.evidence]
+    assert "native_call_cumsum.out @1 (<root>: aten.cumsum.default)" in changed.message
+
+
+def test_records_without_identities_are_paired_by_execution_order_and_say_so() -> None:
+    # the same records without identities (an older pytest-sme2): paired by execution order as before
+    found = judge("m", split_record(SPLIT_AFTER, identities=False), split_record(SPLIT_BEFORE, identities=False))
+    [note] = [v for v in found if v.evidence.get("pairing") == "execution order"]
+    assert note.status == "note" and "--sme2-update-baselines" in note.message
+    # one side with identities is not enough: the other side's names cannot be matched
+    mixed = judge("m", split_record(SPLIT_AFTER), split_record(SPLIT_BEFORE, identities=False))
+    assert any(v.evidence.get("pairing") == "execution order" for v in mixed)
+    assert not any(v.evidence.get("pairing") for v in judge("m", split_record(SPLIT_AFTER),
+                                                            split_record(SPLIT_BEFORE)))
+
+
+def test_a_kernel_path_change_on_the_same_graph_node_reads_x_is_now_y() -> None:
+    after = dict(SPLIT_BEFORE)
+    after["Convolution (NHWC, F32) DWConv #2 @0"] = ([2, 95_000, 0], "second: aten.convolution.default")
+    del after["Convolution (NHWC, PF32) IGEMM #2 @0"]
+    found = judge("m", split_record(after), split_record(SPLIT_BEFORE))
+    [lost] = [v for v in found if v.check == "sme_path" and v.failed]
+    assert lost.message.startswith("operator Convolution (NHWC, PF32) IGEMM #2 @0 (now Convolution (NHWC, F32) "
+                                   "DWConv #2 @0) ran 72,960 SME instructions in the baseline and none now")
+
+
+def test_findings_lead_with_the_structural_cause_and_name_each_quantity_once() -> None:
+    from pytest_sme2 import findings
+
+    before = split_record(SPLIT_BEFORE, delegation={"delegated_nodes": 5, "non_delegated_nodes": 0,
+                                                    "ops": {"aten_convolution_default": [3, 0]}})
+    variants = {}
+    for variant in ("sme2=on", "sme2=off"):
+        now = split_record(SPLIT_AFTER, per_inference=1_500_000, delegation_coverage=0.54,
+                           shares=dict(SHARES, CONV=0.29, OTHER=0.52))
+        now["delegation"] = {"delegated_nodes": 5, "non_delegated_nodes": 1,
+                             "ops": {"aten_convolution_default": [3, 0], "aten_cumsum_default": [0, 1]}}
+        now["portable_ops"] = ["native_call_cumsum.out"]
+        variants[variant] = judge(f"m [{variant}]", now, before)
+    ordered = findings.findings([v for found in variants.values() for v in found])
+    lines = findings.message_lines(ordered)
+    assert lines[0].startswith("m [sme2=on] (and 1 more variant(s)): operator(s) fell out of the delegate: "
+                               "aten_cumsum_default")
+    assert "the program's operators changed (new: " in lines[1]
+    assert sum("moved" in line for line in lines) == 2  # one line of quantities per variant
+    assert len(lines) <= 6
+    assert not any("SME kernel path is lost" in line for line in lines)
+    moved = [line for line in lines if "m [sme2=on]" in line and "moved" in line][0]
+    assert moved.count("share of CONV") == 1 and "instructions per inference +50.0%" in moved
+    # every failing verdict is in some finding (the message is short, nothing is dropped)
+    assert sum(v.failed for f in ordered for v in f.verdicts) == sum(v.failed for f in variants.values() for v in f)

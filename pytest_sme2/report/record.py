@@ -220,7 +220,9 @@ def build_record(nodeid: str, profiles: list[Profile]) -> dict[str, Any]:
 
 def _baseline_outcome(outcome: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Verdict rows from the baseline gate's ``sme2_baseline`` property (lists of message strings)."""
-    rows = [{"verdict": "regression", "message": m} for m in outcome.get("failed", [])]
+    rows = [{"verdict": "regression", "message": m} for m in outcome.get("failed", [])]  # root cause first
+    if rows:  # what explains them without failing (the operators that changed, another setup)
+        rows += [{"verdict": "note", "message": m} for m in outcome.get("notes", [])]
     rows += [{"verdict": "no baseline", "message": m} for m in outcome.get("missing", [])]
     rows += [{"verdict": "baseline written", "message": m} for m in outcome.get("written", [])]
     if not rows:
