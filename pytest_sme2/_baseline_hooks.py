@@ -261,13 +261,14 @@ def _check_one_file(item: pytest.Item, gate: _GateConfig, tolerances: verdicts.T
         if owner is not None and owner != item.nodeid:
             return [f"baseline not written to {path}: that file belongs to test {owner!r}; "
                     f"move it away (it is never overwritten by another test's update)"]
-        refused = _assess_quality(records, tolerances, gate.accept_noisy)
+        refused = _assess_quality(records, tolerances, gate.accept_noisy, _check_processes(item.config))
         if refused:
             outcome["refused"].append(str(path))
             return [f"baseline not written to {path}: the runs are not good enough to judge later runs by:",
                     *refused,
                     "ways out: run again on a quieter machine; more runs (--sme2-runs or "
-                    "@pytest.mark.perf(runs=...)) or processes (--sme2-baseline-processes); a tolerance the "
+                    "@pytest.mark.perf(runs=...)) or processes (--sme2-baseline-processes, and --sme2-processes for "
+                    "the checks that will use it); a tolerance the "
                     "quantity can meet (@pytest.mark.baseline(latency=..., shares=...)); or, knowing the risk, "
                     "write it anyway with --sme2-accept-noisy-baselines (the file then records the problems)"]
         baselines.write(baselines.Baseline(path, item.nodeid, fingerprint, records, target,
@@ -334,12 +335,20 @@ def _write_verdicts(item: pytest.Item, fingerprint: str, ordered: list[findings.
     return path
 
 
+def _check_processes(config: pytest.Config) -> int:
+    """How many processes later checks measure (--sme2-processes): the design a baseline must serve."""
+    from .plugin import session_of
+
+    session = session_of(config)
+    return session.settings.check_processes if session is not None else 1
+
+
 def _assess_quality(records: dict[str, dict[str, Any]], tolerances: verdicts.Tolerances,
-                    accept_noisy: bool) -> list[str]:
+                    accept_noisy: bool, check_processes: int = 1) -> list[str]:
     """Put each record's quality into it; the reasons to refuse the file (empty: write it)."""
     refused = []
     for label, record in records.items():
-        quality, problems = verdicts.baseline_quality(record, tolerances)
+        quality, problems = verdicts.baseline_quality(record, tolerances, check_processes)
         if problems and accept_noisy:
             quality["accepted_despite"] = problems
         record["quality"] = quality

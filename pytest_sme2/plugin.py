@@ -50,7 +50,7 @@ def profiles_of(item: pytest.Item) -> list[Profile]:
 _DEFAULTS = {"threads": 1, "timeout": 600.0}
 # Ini defaults of the numeric settings ("" = the target's default), shared by addini and setting_source.
 _INI_DEFAULTS = {"runs": "", "warmup": "", "max_rounds": str(RunSpec.max_rounds), "emulated_svl": "512",
-                 "baseline_processes": str(BASELINE_PROCESSES),
+                 "baseline_processes": str(BASELINE_PROCESSES), "processes": "1",
                  "threads": str(_DEFAULTS["threads"]), "timeout": str(_DEFAULTS["timeout"]),
                  "kernel_sampling_hz": f"{1e9 / DEFAULT_PERIOD_NS:g}"}
 
@@ -83,6 +83,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          f"{BASELINE_PROCESSES}; at least 3; not used on the emulated target, whose counts repeat)")
     parser.addini("sme2_baseline_processes", "processes a baseline update measures each variant in",
                   default=_INI_DEFAULTS["baseline_processes"])
+    group.addoption("--sme2-processes", type=int, default=None,
+                    help="measure each variant this many times, each in a fresh process, and judge their medians "
+                         "against the baseline's processes (default 1; more catch smaller changes on a noisy machine "
+                         "at the cost of a process start each)")
+    parser.addini("sme2_processes", "processes each variant is measured in (checks)", default=_INI_DEFAULTS["processes"])
     group.addoption("--sme2-emulated-svl", type=int, default=None,
                     help="emulated target: SME streaming vector length in bits (default 512, like the M4)")
     group.addoption("--sme2-threads", type=int, default=None, help="runtime threads (default 1)")
@@ -171,6 +176,7 @@ _LIMITS: dict[str, tuple[float, bool, str]] = {
     "warmup": (0, False, "a whole number >= 0"),
     "max_rounds": (1, False, "a whole number >= 1"),
     "baseline_processes": (MIN_BASELINE_PROCESSES, False, f"a whole number >= {MIN_BASELINE_PROCESSES}"),
+    "processes": (1, False, "a whole number >= 1"),
     "threads": (1, False, "a whole number >= 1"),
     "timeout": (0, True, "a number of seconds > 0"),
     "adb_claim_timeout": (0, False, "a number of seconds >= 0"),
@@ -256,8 +262,11 @@ def pytest_configure(config: pytest.Config) -> None:
         runs=_setting(config, "runs", int),
         warmup=_setting(config, "warmup", int),
         max_rounds=_setting(config, "max_rounds", int),
-        # A baseline update measures each variant in several processes (RunSpec.processes); checks in one.
-        processes=_setting(config, "baseline_processes", int) if config.getoption("sme2_update_baselines") else 1,
+        # A baseline update measures each variant in several processes (RunSpec.processes); checks in
+        # --sme2-processes (default 1), which the update's quality check assumes of later checks.
+        processes=_setting(config, "baseline_processes" if config.getoption("sme2_update_baselines") else "processes",
+                           int),
+        check_processes=_setting(config, "processes", int),
         threads=_setting(config, "threads", int),
         timeout_s=_setting(config, "timeout", float),
         cache_dir=cache_dir if cache_dir.is_absolute() else rootdir / cache_dir,

@@ -266,21 +266,39 @@ def alternate(pte: "ExportedModel | str | Path", first: Runner, second: Runner,
     one variant after the other puts the drift into the comparison. Alternating
     chunks spreads it over both. Each variant's runs are split into ``rounds``
     chunks (separate processes, each with its own warmup), so the merged profile
-    has the variant's usual number of timed runs.
+    has the variant's usual number of timed runs. With ``spec.processes`` > 1 (a baseline
+    update) the whole alternating measurement is made that many times, each starting in a
+    fresh process, and kept as replicas (Runner.profile).
     """
     if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
         raise UsageError(f"rounds={rounds!r} is invalid: use an integer >= 1")
+    replicas = 1 if first.session.target.info.emulated else max(first.spec.processes, second.spec.processes)
+    once = [replace(r, spec=replace(r.spec, processes=1)) for r in (first, second)]
+    if replicas == 1:
+        merged = _alternate_once(pte, once[0], once[1], rounds, fresh=False)
+    else:
+        parts = [_alternate_once(pte, once[0], once[1], rounds, fresh=True) for _ in range(replicas)]
+        merged = (Profile.concat([part[0] for part in parts], replicas=True),
+                  Profile.concat([part[1] for part in parts], replicas=True))
+    return first.with_kernel_time(merged[0], pte), second.with_kernel_time(merged[1], pte)
+
+
+def _alternate_once(pte: "ExportedModel | str | Path", first: Runner, second: Runner, rounds: int,
+                    fresh: bool) -> tuple[Profile, Profile]:
+    """One alternating measurement of both variants; ``fresh``: its first chunk starts a fresh process."""
     chunks: tuple[list[Profile], list[Profile]] = ([], [])
     plans = []
     for runner in (first, second):
         count = min(rounds, runner.spec.runs)
         sizes = [runner.spec.runs // count + (1 if i < runner.spec.runs % count else 0) for i in range(count)]
         plans.append(sizes + [0] * (rounds - count))
+
     def one_round(round_index: int) -> None:
         for side, runner in enumerate((first, second)):
             runs = plans[side][round_index % rounds]
             if runs:
-                chunk = replace(runner, spec=replace(runner.spec, runs=runs))
+                starts = fresh and not chunks[0] and not chunks[1]
+                chunk = replace(runner, spec=replace(runner.spec, runs=runs, fresh_process=starts))
                 chunks[side].append(chunk.profile(pte, top_up=False))
 
     for round_index in range(rounds):
@@ -293,7 +311,7 @@ def alternate(pte: "ExportedModel | str | Path", first: Runner, second: Runner,
         one_round(extra)
         extra += 1
         merged = Profile.concat(chunks[0]), Profile.concat(chunks[1])
-    return first.with_kernel_time(merged[0], pte), second.with_kernel_time(merged[1], pte)
+    return merged
 
 
 def _versions() -> dict[str, str]:

@@ -25,7 +25,8 @@ class Settings:
     runs: int | None = None  # None: the target's default (RunSpec.runs on hardware, fewer under emulation)
     warmup: int | None = None
     max_rounds: int = RunSpec.max_rounds
-    processes: int = 1  # RunSpec.processes: a baseline update's --sme2-baseline-processes, else 1
+    processes: int = 1  # RunSpec.processes: a baseline update's --sme2-baseline-processes, else --sme2-processes
+    check_processes: int = 1  # --sme2-processes: what a baseline must serve (verdicts.baseline_quality)
     threads: int = 1
     timeout_s: float = 600.0
     cache_dir: Path = Path(".sme2/cache")

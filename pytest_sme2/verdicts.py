@@ -435,13 +435,15 @@ DETECT_TOLERANCES = 1.5
 DETECT_POWER = 0.95
 
 
-def baseline_quality(record: Mapping[str, Any], tol: Tolerances) -> tuple[dict[str, Any], list[str]]:
+def baseline_quality(record: Mapping[str, Any], tol: Tolerances,
+                     check_processes: int = 1) -> tuple[dict[str, Any], list[str]]:
     """How trustworthy a record is as a baseline, and what makes it unfit (empty list: fit).
 
     It judges what the verdicts use. Verdicts compare one session's process with the baseline's
     processes (stats.ProcessShift), so a baseline needs several processes, few disturbed runs,
     and for latency and every per-run share a spread between processes small enough that a
-    change of DETECT_TOLERANCES tolerances would be caught at least DETECT_POWER of the time; a
+    change of DETECT_TOLERANCES tolerances would be caught at least DETECT_POWER of the time by a
+    check of ``check_processes`` processes (--sme2-processes); a
     quantity whose processes disagree more than that would make its verdicts noise or blind.
     Latency counts only above the gate's minimum effect in milliseconds (tiny models). Emulated
     records have no time to judge: their counts repeat exactly.
@@ -471,25 +473,26 @@ def baseline_quality(record: Mapping[str, Any], tol: Tolerances) -> tuple[dict[s
     detectable: dict[str, float] = {}
     median_ms = float(np.median(np.asarray(record["samples_ms"], dtype=float)[clean])) if kept else 0.0
     if np.all(medians > 0):
-        design = _one_process_design(np.log(medians), log=True)
+        design = _check_design(np.log(medians), check_processes, log=True)
         spreads["latency"], detectable["latency"] = float(np.expm1(design.spread)), design.detectable_change(
             tol.alpha, DETECT_POWER)
         if detectable["latency"] > DETECT_TOLERANCES * tol.latency and \
                 detectable["latency"] * median_ms > tol.min_effect_ms:
             problems.append(f"{quality['basis']} latency moves by {spreads['latency']:.1%} (sd) between its "
-                            f"{medians.size} processes: the gate would catch only slowdowns above "
-                            f"{detectable['latency']:+.0%} reliably, not {DETECT_TOLERANCES * tol.latency:+.0%} "
+                            f"{medians.size} processes: a check of {check_processes} process(es) would catch "
+                            f"only slowdowns above {detectable['latency']:+.0%} reliably, not {DETECT_TOLERANCES * tol.latency:+.0%} "
                             f"({DETECT_TOLERANCES:g} x the tolerance)")
     for what, values, tolerance in _per_run_quantities(record, tol):
         keep = clean & np.isfinite(values)
         found, _ = _medians(record, values, keep)
         if found.size < MIN_BASELINE_PROCESSES:
             continue
-        design = _one_process_design(found, log=False)
+        design = _check_design(found, check_processes, log=False)
         spreads[what], detectable[what] = design.spread, design.detectable_change(tol.alpha, DETECT_POWER)
         if detectable[what] > DETECT_TOLERANCES * tolerance:
             problems.append(f"{what} moves by {design.spread * 100:.1f} points (sd) between its {found.size} "
-                            f"processes: the gate would catch only changes above {detectable[what] * 100:.0f} points "
+                            f"processes: a check of {check_processes} process(es) would catch only changes above "
+                            f"{detectable[what] * 100:.0f} points "
                             f"reliably, not {DETECT_TOLERANCES * tolerance * 100:g} ({DETECT_TOLERANCES:g} x the "
                             f"tolerance)")
     quality.update({"between_processes": spreads, "detectable_change": detectable})
@@ -504,12 +507,14 @@ def _medians(record: Mapping[str, Any], values: np.ndarray, keep: np.ndarray) ->
         return stats.process_medians(values, [len(values)], keep)
 
 
-def _one_process_design(medians: np.ndarray, log: bool) -> "stats.ProcessShift":
-    """The comparison a later check makes with this baseline: one process against these (no change)."""
+def _check_design(medians: np.ndarray, processes: int, log: bool) -> "stats.ProcessShift":
+    """The comparison a later check of ``processes`` processes makes with this baseline (no change); the
+    spread between processes is the baseline's."""
     spread = float(np.std(medians, ddof=1))
     centre = float(np.mean(medians))
     return stats.ProcessShift(current=centre, baseline=centre, change=0.0, p_up=1.0, p_down=1.0, spread=spread,
-                              df=int(medians.size) - 1, n_current=1, n_baseline=int(medians.size),
+                              df=int(medians.size) + processes - 2, n_current=processes,
+                              n_baseline=int(medians.size),
                               runs_current=0, runs_baseline=0, log=log)
 
 

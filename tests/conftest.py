@@ -77,7 +77,7 @@ def quick_host_ini(cache: Path, *extra: str) -> str:
     """A pytest.ini for inner sessions that only need a few real runs of small models on the host target:
     three timed runs, no warmup, one round (history and bisect count sessions and verdicts, not latency)."""
     lines = ["[pytest]", "sme2_model_dirs = models", "sme2_target = host", f"sme2_cache_dir = {cache}",
-             "sme2_runs = 3", "sme2_warmup = 0", "sme2_max_rounds = 1", *extra]
+             "sme2_runs = 3", "sme2_warmup = 0", "sme2_max_rounds = 1", "sme2_baseline_processes = 3", *extra]
     return "\n".join(lines) + "\n"
 
 
@@ -105,6 +105,8 @@ def sme2_project(pytester: pytest.Pytester, shared_export_cache: Path) -> pytest
             # Exact run counts in these tests: no extra rounds when this busy machine disturbs runs
             # (tests/test_runner_rounds.py tests those).
             sme2_max_rounds = 1
+            # Baseline updates measure the fewest processes the gate accepts (each a host worker start).
+            sme2_baseline_processes = 3
             filterwarnings = ignore
             """
         )

@@ -26,6 +26,7 @@ class ScriptedTarget:
     def __init__(self, stalled_per_round: list[int]):
         self.stalled = list(stalled_per_round)
         self.calls = 0
+        self.fresh: list[bool] = []  # spec.fresh_process of each call
         self.info = TargetInfo(name="host", cpu="scripted", arch="x86_64", has_sme2=False)
 
     def unsupported(self, sme2: bool | None) -> str | None:
@@ -34,6 +35,7 @@ class ScriptedTarget:
     def run(self, pte: Path, inputs: Path | None, spec: RunSpec, out_dir: Path, reference: Path | None = None):
         stalled = self.stalled[min(self.calls, len(self.stalled) - 1)]
         self.calls += 1
+        self.fresh.append(spec.fresh_process)
         out_dir.mkdir(parents=True, exist_ok=True)
         times = [STALLED_NS if i < stalled else STEADY_NS for i in range(spec.runs)]
         etdump = write_etdump(out_dir / "timed.etdp", [EtRun(e2e_ns=ns) for ns in times])
@@ -103,3 +105,30 @@ def test_alternating_variants_get_extra_rounds_too(tmp_path: Path, program: Path
     # Two more alternating rounds of 10 clean runs a side bring each to 28 undisturbed.
     assert (first.runs, second.runs) == (60, 60)
     assert int(first.clean.sum()) == int(second.clean.sum()) == 28
+
+
+def test_a_baseline_update_measures_each_process_afresh_and_keeps_their_sizes(tmp_path: Path, program: Path) -> None:
+    # 3 processes; the second one's machine was busy (30 of 40 stalled), so it is topped up in its own process.
+    target = ScriptedTarget([0, 30, 0, 0])
+    profile = runner(tmp_path, target, runs=40, processes=3).profile(program)
+    assert target.fresh == [True, True, False, True]  # each process starts fresh; its top-up does not
+    assert profile.process_sizes == [40, 80, 40] and profile.runs == 160
+
+
+def test_a_check_is_one_process_and_emulated_counts_need_no_replicas(tmp_path: Path, program: Path) -> None:
+    target = ScriptedTarget([0])
+    assert runner(tmp_path, target, runs=40).profile(program).process_sizes == [40] and target.fresh == [False]
+    emulated = ScriptedTarget([0])
+    emulated.info = TargetInfo(name="emulated", cpu="scripted", arch="aarch64", has_sme2=True, emulated=True)
+    runner(tmp_path / "e", emulated, runs=2, processes=3).profile(program)
+    assert emulated.calls == 1
+
+
+def test_alternating_variants_of_a_baseline_update_are_replicated_whole(tmp_path: Path, program: Path) -> None:
+    target = ScriptedTarget([0])
+    a = runner(tmp_path, target, runs=40, processes=2)
+    b = Runner(a.session, RunSpec(runs=40, sme2=None, threads=2, processes=2), a.test_dir)
+    first, second = alternate(program, a, b, rounds=4)
+    # two replicas of the whole A, B, A, B ... measurement, each starting in a fresh process
+    assert target.fresh == [True] + [False] * 7 + [True] + [False] * 7
+    assert first.process_sizes == second.process_sizes == [40, 40]
