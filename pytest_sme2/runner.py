@@ -120,7 +120,7 @@ class Runner:
         """
         replicas = 1 if self.session.target.info.emulated else self.spec.processes
         if replicas == 1:
-            profile = self._one_process(pte, top_up)
+            profile = replace(self, spec=replace(self.spec, processes=1))._one_process(pte, top_up)
         else:
             fresh = replace(self, spec=replace(self.spec, fresh_process=True))
             profile = Profile.concat([fresh._one_process(pte, top_up) for _ in range(replicas)], replicas=True)
