@@ -144,7 +144,12 @@ def _short(verdict: Verdict) -> str:
         what = "instructions per inference" if check == "instructions" else "planned memory"
         return f"{what} {evidence['current'] / evidence['baseline'] - 1:+.1%}"
     if check == "latency" and isinstance(evidence.get("ratio"), (int, float)):
-        return f"{'relative' if evidence.get('basis') == 'relative' else 'raw'} latency {evidence['ratio'] - 1:+.1%}"
+        basis = "relative" if evidence.get("basis") == "relative" else "raw"
+        interval = (f" (95% CI {evidence['ratio_low'] - 1:+.1%} to {evidence['ratio_high'] - 1:+.1%}, tolerance "
+                    f"{evidence['tolerance']:+.0%}, p={evidence['p_slower']:.2g})"
+                    if all(isinstance(evidence.get(k), (int, float)) for k in
+                           ("ratio_low", "ratio_high", "tolerance", "p_slower")) else "")
+        return f"{basis} latency {evidence['ratio'] - 1:+.1%}{interval}"
     if check == "op_instructions" and "op" in evidence:
         return f"operator {evidence['op']} {evidence['current'] / evidence['baseline'] - 1:+.1%} instructions"
     points = _points(verdict)
