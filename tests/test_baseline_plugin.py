@@ -359,19 +359,21 @@ def test_profile_concat_matches_operators_by_identity(tmp_path: Path) -> None:
 
 def test_quality_check_refuses_a_baseline_too_few_undisturbed_runs_stand_on(sme2_project: pytest.Pytester) -> None:
     sme2_project.makepyfile(test_gate=_test_file())
-    refused = sme2_project.runpytest_inprocess("--sme2-update-baselines")  # 5 runs: fewer than 10 undisturbed
+    # 3 processes of 3 runs: fewer than 10 undisturbed runs, whatever the machine does
+    refused = sme2_project.runpytest_inprocess("--sme2-update-baselines", "--sme2-runs=3")
     refused.assert_outcomes(failed=1)
     out = refused.stdout.str()
     assert "baseline not written to" in out and "runs were undisturbed (need 10)" in out
     assert "--sme2-accept-noisy-baselines" in out and "--sme2-runs" in out
     assert _baseline_files(sme2_project) == [] and "1 refused" in out
 
-    written = sme2_project.runpytest_inprocess(*UPDATE)
+    written = sme2_project.runpytest_inprocess(*UPDATE, "--sme2-runs=3")
     written.assert_outcomes(passed=1)
     [path] = _baseline_files(sme2_project)
     [record] = json.loads(path.read_text())["profiles"].values()
-    assert record["quality"]["runs"] == 5 and any("(need 10)" in p for p in record["quality"]["accepted_despite"])
-    assert set(record["per_run"]["shares"]) == set(record["shares"]) and len(record["per_run"]["delegation_coverage"]) == 5
+    assert record["quality"]["runs"] == 9 and any("(need 10)" in p for p in record["quality"]["accepted_despite"])
+    assert record["process_sizes"] == [3, 3, 3]
+    assert set(record["per_run"]["shares"]) == set(record["shares"]) and len(record["per_run"]["delegation_coverage"]) == 9
 
 
 def test_quality_check_writes_a_good_baseline_and_records_its_quality(sme2_project: pytest.Pytester) -> None:
