@@ -481,7 +481,8 @@ def baseline_quality(record: Mapping[str, Any], tol: Tolerances,
             problems.append(f"{quality['basis']} latency moves by {spreads['latency']:.1%} (sd) between its "
                             f"{medians.size} processes: a check of {check_processes} process(es) would catch "
                             f"only slowdowns above {detectable['latency']:+.0%} reliably, not {DETECT_TOLERANCES * tol.latency:+.0%} "
-                            f"({DETECT_TOLERANCES:g} x the tolerance)")
+                            f"({DETECT_TOLERANCES:g} x the tolerance); "
+                            + _remedy(np.log(medians), check_processes, tol.latency, tol.alpha, "latency", log=True))
     for what, values, tolerance in _per_run_quantities(record, tol):
         keep = clean & np.isfinite(values)
         found, _ = _medians(record, values, keep)
@@ -494,9 +495,28 @@ def baseline_quality(record: Mapping[str, Any], tol: Tolerances,
                             f"processes: a check of {check_processes} process(es) would catch only changes above "
                             f"{detectable[what] * 100:.0f} points "
                             f"reliably, not {DETECT_TOLERANCES * tolerance * 100:g} ({DETECT_TOLERANCES:g} x the "
-                            f"tolerance)")
+                            f"tolerance); " + _remedy(found, check_processes, tolerance, tol.alpha,
+                                                       _TOLERANCE_NAMES.get(what.split(" of ")[0], "shares")))
     quality.update({"between_processes": spreads, "detectable_change": detectable})
     return quality, problems
+
+
+_TOLERANCE_NAMES = {"share": "shares", "delegation coverage": "coverage", "SME path share": "sme_path"}
+MAX_SUGGESTED_PROCESSES = 10
+
+
+def _remedy(medians: np.ndarray, processes: int, tolerance: float, alpha: float, name: str,
+            log: bool = False) -> str:
+    """What would make this baseline usable: the fewest check processes that catch 1.5 tolerances, and the
+    tolerance that checks of the current count could meet (so the refusal names settings, not a vague hope)."""
+    needed = next((r for r in range(processes + 1, MAX_SUGGESTED_PROCESSES + 1)
+                   if _check_design(medians, r, log).detectable_change(alpha, DETECT_POWER)
+                   <= DETECT_TOLERANCES * tolerance), None)
+    meetable = _check_design(medians, processes, log).detectable_change(alpha, DETECT_POWER) / DETECT_TOLERANCES
+    parts = [f"checks of {needed} processes would catch it (ini sme2_processes = {needed}, then record again)"] \
+        if needed else []
+    parts.append(f"a tolerance of {meetable:.2f} would be met (@pytest.mark.baseline({name}={meetable:.2f}))")
+    return " or ".join(parts)
 
 
 def _medians(record: Mapping[str, Any], values: np.ndarray, keep: np.ndarray) -> tuple[np.ndarray, int]:

@@ -355,6 +355,13 @@ def test_baseline_quality_refuses_a_stalled_or_unstable_record() -> None:
     _, problems = baseline_quality(wobbly, Tolerances())
     assert [p.split(" moves")[0] for p in problems] == ["share of CONV"]
     assert baseline_quality(record(noisy(2.0), emulated=True), Tolerances()) == ({"emulated": True}, [])
+    # a moderate spread: the refusal names the settings that would make it usable
+    moderate = record(leveled(2.0, [1.0, 1.03, 0.97, 1.02, 0.96, 1.04, 0.98, 1.01, 0.95, 1.03], runs=5, cv=0.005),
+                      reference_ms=list(reference), processes=10)
+    [problem] = baseline_quality(moderate, Tolerances())[1]
+    assert "checks of 3 processes would catch it (ini sme2_processes = 3" in problem
+    assert "@pytest.mark.baseline(latency=0.1" in problem
+    assert baseline_quality(moderate, Tolerances(), check_processes=3)[1] == []
     few = record(model, reference_ms=list(reference), processes=2)
     assert any("the gate needs 3 or more" in p for p in baseline_quality(few, Tolerances())[1])
 
