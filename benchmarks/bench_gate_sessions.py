@@ -35,7 +35,7 @@ from bench_whole_gate import _CHANGES, _UNDELEGATED, _WRAPPER
 
 MODELS = ("toy_cnn", "mobilenet_v3_small", "transformer_encoder")
 KINDS = ("slow", "undelegated", "datamove")
-EXPECTED = {"slow": "latency regression", "undelegated": "fell out of the delegate",
+EXPECTED = {"slow": "latency +", "undelegated": "fell out of the delegate",
             "datamove": "share of DATA_MOVEMENT"}
 
 BLOCKS = '''"""Layers of mynet (the study's package model)."""
@@ -127,7 +127,9 @@ def pytest_session(root: Path, *args: str, timeout: float = 3600) -> dict:
         block = re.search(rf"_+ test_model\[{name}\] _+\n(.*?)(?=\n_{{5,}} |\n-+ sme2|\n=+ )", out, re.S)
         if block:
             messages[name] = block.group(1)[-3000:]
+    skipped = re.search(r"(\d+) skipped", out)
     return {"exit": done.returncode, "seconds": time.perf_counter() - started, "failed": [n for n, _ in failed],
+            "skipped": int(skipped.group(1)) if skipped else 0,
             "messages": messages, "tail": out[-1500:]}
 
 
@@ -137,6 +139,7 @@ def main() -> None:
     parser.add_argument("--load-label", default="0")
     parser.add_argument("--work", type=Path, default=Path(".sme2/bench-gate-sessions"))
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("pytest_args", nargs="*", help="more pytest arguments for every session (after --)")
     args = parser.parse_args()
     root = args.work.resolve()
     shutil.rmtree(root / "baselines", ignore_errors=True)
@@ -149,17 +152,19 @@ def main() -> None:
 
     write_project(root, "base")
     for attempt in range(2):
-        update = pytest_session(root, "--sme2-update-baselines")
+        update = pytest_session(root, "--sme2-update-baselines", *args.pytest_args)
         result["update"].append(update)
         save()
         if update["exit"] == 0:
             break
+    # A test whose baseline was refused has none: skipped (counted), never a false alarm or a catch.
+    checks = ("-o", "sme2_baseline_missing=skip", *args.pytest_args)
     for _ in range(args.unchanged):
-        result["unchanged"].append(pytest_session(root))
+        result["unchanged"].append(pytest_session(root, *checks))
         save()
     for kind in KINDS:
         write_project(root, kind)
-        session = pytest_session(root)
+        session = pytest_session(root, *checks)
         session["caught_on_expected_check"] = [name for name in session["failed"]
                                                if EXPECTED[kind] in session["messages"].get(name, "")]
         result["changed"][kind] = session
