@@ -175,7 +175,15 @@ def trace(model: Model, recipe: Recipe) -> Traced:
             stage.name = "getting calibration inputs"
             calibration = model.get_calibration_inputs() or [inputs]
         stage.name = "torch.export"
-        program = torch.export.export(eager, inputs)
+        try:
+            program = torch.export.export(eager, inputs)
+        except Exception:
+            # A forward that fails by itself is the model author's to fix, not an export problem: say so.
+            stage.name = "running the eager model"
+            with torch.no_grad():
+                eager(*inputs)
+            stage.name = "torch.export"
+            raise
         stage.name = "computing the cache key"
         digest = export_key.program_digest(program, inputs, calibration)
     key = export_key.cache_key(digest, asdict(recipe), versions())
