@@ -1,10 +1,10 @@
 """The one statistics module: robust summaries and confidence intervals.
 
-Latency samples on shared machines are skewed and drift between processes,
-so verdicts use medians and confidence intervals over all per-run samples
-instead of a single lucky median: order-statistic intervals for one median,
-a seeded percentile bootstrap for ratios of medians (so the same samples
-always give the same interval).
+Latency samples on shared machines are skewed and their level moves between
+processes, so verdicts compare process medians (ProcessShift: a t-test between
+the baseline's processes and the current ones) rather than runs of one process;
+summaries use order-statistic intervals for one median and a seeded percentile
+bootstrap for ratios of medians (so the same samples always give the same interval).
 """
 
 from __future__ import annotations
@@ -115,41 +115,6 @@ def undisturbed_runs(samples_ms: Sequence[float] | np.ndarray, reference_ms: Seq
     return mask
 
 
-@dataclass(frozen=True)
-class PointShift:
-    """Did a per-run quantity (a share, a coverage) move between a baseline and now?
-
-    Judged like latency: the change of the medians must exceed the tolerance
-    *and* the Mann-Whitney U test over the per-run samples must find it
-    significant, so one stalled run cannot move a verdict.
-    """
-
-    current: float  # median of the current per-run samples
-    baseline: float
-    p_up: float  # H1: current samples tend to be larger
-    p_down: float
-    n_current: int
-    n_baseline: int
-
-    @property
-    def change(self) -> float:
-        return self.current - self.baseline
-
-
-def point_shift(baseline: Sequence[float] | np.ndarray, current: Sequence[float] | np.ndarray) -> PointShift:
-    """Medians of two sets of per-run values and one-sided rank tests both ways (see :class:`PointShift`)."""
-    base = as_samples(baseline, "baseline")
-    cur = as_samples(current, "current")
-    return PointShift(
-        current=float(np.median(cur)),
-        baseline=float(np.median(base)),
-        p_up=mann_whitney_p(cur, base, "greater"),
-        p_down=mann_whitney_p(cur, base, "less"),
-        n_current=int(cur.size),
-        n_baseline=int(base.size),
-    )
-
-
 # A process (round) with fewer undisturbed runs than this gives no median of its own to the between-process test.
 MIN_RUNS_PER_PROCESS = 5
 
@@ -202,11 +167,9 @@ class ProcessShift:
         return float(np.expm1(step)) if self.log else float(step)
 
     def significant_change(self, alpha: float) -> float:
-        """The smallest change this comparison could call significant at ``alpha`` (one-sided), in its units."""
-        from scipy.stats import t as student
-
-        step = student.ppf(1 - alpha, self.df) * self.standard_error
-        return float(np.expm1(step)) if self.log else float(step)
+        """The smallest change this comparison could call significant at ``alpha`` (one-sided), in its units:
+        the change caught half the time."""
+        return self.detectable_change(alpha, power=0.5)
 
 
 def process_medians(values: Sequence[float] | np.ndarray, sizes: Sequence[int], keep: np.ndarray | None = None,
@@ -378,23 +341,6 @@ class Summary:
         }
 
 
-@dataclass(frozen=True)
-class ShiftTest:
-    """Is ``current`` slower (or faster) than ``baseline``? Ratio of medians plus rank tests.
-
-    The ratio says how big a change is; the one-sided Mann-Whitney U p-values
-    say whether it is more than noise. A verdict needs both (as asv does with
-    its factor plus significance): a big but insignificant change is noise, a
-    significant but tiny one is not worth failing a build for.
-    """
-
-    ratio: Interval  # median(current) / median(baseline), bootstrap CI
-    p_slower: float  # H1: current samples tend to be larger
-    p_faster: float  # H1: current samples tend to be smaller
-    n_current: int
-    n_baseline: int
-
-
 def mann_whitney_p(first: Sequence[float] | np.ndarray, second: Sequence[float] | np.ndarray,
                    alternative: str = "greater", method: str = "auto") -> float:
     """One- or two-sided Mann-Whitney U p-value that ``first`` tends to be larger than ``second``.
@@ -411,30 +357,6 @@ def mann_whitney_p(first: Sequence[float] | np.ndarray, second: Sequence[float] 
     if np.all(a == a[0]) and np.all(b == b[0]) and a[0] == b[0]:
         return 1.0  # identical constant samples: no evidence either way (scipy would return NaN)
     return float(mannwhitneyu(a, b, alternative=alternative, method=method).pvalue)
-
-
-def mann_whitney_floor(n: int, m: int) -> float:
-    """The smallest one-sided Mann-Whitney U p-value possible with n and m samples: 1 / C(n+m, n).
-
-    With 5 runs a side it is 0.004, so a gate at alpha 0.001 could never fire.
-    """
-    from math import comb
-
-    return 1.0 / comb(n + m, n)
-
-
-def shift_test(baseline: Sequence[float] | np.ndarray, current: Sequence[float] | np.ndarray,
-               confidence: float = DEFAULT_CONFIDENCE, seed: int = DEFAULT_SEED) -> ShiftTest:
-    """Compare all per-run samples of a current run with a baseline's (see :class:`ShiftTest`)."""
-    base = as_samples(baseline, "baseline")
-    cur = as_samples(current, "current")
-    return ShiftTest(
-        ratio=ratio_of_medians_ci(cur, base, confidence=confidence, seed=seed),
-        p_slower=mann_whitney_p(cur, base, "greater"),
-        p_faster=mann_whitney_p(cur, base, "less"),
-        n_current=int(cur.size),
-        n_baseline=int(base.size),
-    )
 
 
 CHANGE_ALPHA = 0.001
