@@ -8,8 +8,9 @@ exactly that with real pytest sessions on the host target at default settings:
 1. a project with one perf test per model (toy_cnn, mobilenet_v3_small, the transformer
    encoder, and ``mynet``: a model split over a package, its layers in ``mynet/blocks.py``);
 2. ``pytest --sme2-update-baselines`` once (refused baselines are counted and re-tried once);
-3. ``--unchanged`` sessions of the unchanged project: every failed test is a false alarm;
-4. one session per injected regression, the change written into the model's own file (into
+3. ``--unchanged`` sessions (or as many as ``--hours`` allows) of the unchanged project: every failed test is a false alarm;
+4. one session per injected regression (run before the unchanged sessions, so a study cut
+   short by ``--hours`` still has them), the change written into the model's own file (into
    ``mynet/blocks.py`` for the package model): ``slow`` (about +15% latency from extra
    layers), ``undelegated`` (torch.where on the output) and ``datamove`` (feature maps padded
    and cut back); every test of that session must fail, on the check that names the change.
@@ -136,11 +137,14 @@ def pytest_session(root: Path, *args: str, timeout: float = 3600) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--unchanged", type=int, default=6, help="unchanged sessions after the update")
+    parser.add_argument("--hours", type=float, default=24.0,
+                        help="start no unchanged session after this many hours (results are saved as they come)")
     parser.add_argument("--load-label", default="0")
     parser.add_argument("--work", type=Path, default=Path(".sme2/bench-gate-sessions"))
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("pytest_args", nargs="*", help="more pytest arguments for every session (after --)")
     args = parser.parse_args()
+    started = time.time()
     root = args.work.resolve()
     shutil.rmtree(root / "baselines", ignore_errors=True)
     result: dict = {"machine": machine(), "background_jobs": args.load_label,
@@ -159,15 +163,18 @@ def main() -> None:
             break
     # A test whose baseline was refused has none: skipped (counted), never a false alarm or a catch.
     checks = ("-o", "sme2_baseline_missing=skip", *args.pytest_args)
-    for _ in range(args.unchanged):
-        result["unchanged"].append(pytest_session(root, *checks))
-        save()
+    # The injected changes first, so a long study cut short by --hours still has them.
     for kind in KINDS:
         write_project(root, kind)
         session = pytest_session(root, *checks)
         session["caught_on_expected_check"] = [name for name in session["failed"]
                                                if EXPECTED[kind] in session["messages"].get(name, "")]
         result["changed"][kind] = session
+        save()
+    write_project(root, "base")
+    deadline = started + args.hours * 3600
+    while len(result["unchanged"]) < args.unchanged and time.time() < deadline:
+        result["unchanged"].append(pytest_session(root, *checks))
         save()
     write_project(root, "base")
     result["load_average_at_end"] = list(os.getloadavg())
