@@ -3,11 +3,13 @@
 Each case is a real pytest session (or ``pytest-sme2`` command) in a throwaway
 project on the tiny model, host target, run in a subprocess. The sweep prints
 one table: case, what happened (exit code and outcome), and the first line of
-the message the user sees, and checks that no case shows a Python traceback.
+the message the user sees, and checks that no case shows a Python traceback and
+that no case harms what it planted (a victim file behind a link, a record the case
+checks; issue 23).
 Ctrl-C / SIGTERM on every target are tests/test_interrupt.py (they need the
 process tree inspected with ps); they are not repeated here.
 
-    python benchmarks/fault_sweep.py [--out results.json]
+    python benchmarks/fault_sweep.py [--out results.json] [--only TEXT]
 """
 
 from __future__ import annotations
@@ -176,6 +178,96 @@ def unknown_target(root: Path) -> subprocess.CompletedProcess[str]:
     return _pytest(root, "--sme2-target=phone")
 
 
+# ------------------------------------------------------- issue 23: links, history, session folders
+# A case that plants a link writes VICTIM_TEXT into ``root / "victim"``; the sweep checks it is intact.
+VICTIM_TEXT = "DATA\n"
+
+
+def _victim(root: Path) -> Path:
+    victim = root / "victim"
+    victim.write_text(VICTIM_TEXT)
+    return victim
+
+
+def adb_claim_link(root: Path) -> subprocess.CompletedProcess[str]:
+    """23.1: a claims folder made first by someone else, with a link planted at the lock."""
+    victim = _victim(root)
+    claims = root / "pytest-sme2-adb-claims"
+    claims.mkdir()
+    (claims / "127.0.0.1_5037_X.lock").symlink_to(victim)
+    code = "from pytest_sme2.targets.adb import _DeviceClaim as C; C.try_claim(('127.0.0.1', 5037), 'X')"
+    mine = root / f"pytest-sme2-adb-claims-{os.getuid()}"
+    mine.mkdir(mode=0o777)
+    mine.chmod(0o777)
+    (mine / "127.0.0.1_5037_X.lock").symlink_to(victim)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "TMPDIR": str(root)})
+
+
+def report_link_and_markup(root: Path) -> subprocess.CompletedProcess[str]:
+    """23.2: a shared session folder with summary.md -> victim and a target name that is shell code."""
+    _project(root)
+    session = _pytest(root, "--sme2-no-baselines", "--sme2-artifacts-dir", "art")
+    if session.returncode != 0:
+        return session
+    (folder,) = (root / "art").iterdir()
+    data = json.loads((folder / "summary.json").read_text())
+    data["target"]["name"] = "x`;touch /tmp/PWNED;#"
+    (folder / "summary.json").write_text(json.dumps(data))
+    (folder / "summary.md").unlink()
+    (folder / "summary.md").symlink_to(_victim(root))
+    result = _cli("report", str(folder))
+    if "``x`;touch /tmp/PWNED;#``" not in (folder / "summary.md").read_text():
+        result.stdout += "\nFAILED: the target name is not one code span in summary.md"
+    return result
+
+
+def history_is_a_folder(root: Path) -> subprocess.CompletedProcess[str]:
+    """23.4: --sme2-history names a folder."""
+    _project(root)
+    (root / "hdir").mkdir()
+    return _pytest(root, "--sme2-no-baselines", "--sme2-history", "hdir")
+
+
+def history_is_a_link(root: Path) -> subprocess.CompletedProcess[str]:
+    """23.4: the history write fails mid-session (a link planted at its name): outputs kept, exit 1."""
+    _project(root)
+    (root / "h.jsonl").symlink_to(_victim(root))
+    result = _pytest(root, "--sme2-no-baselines", "--sme2-history", "h.jsonl", "--sme2-artifacts-dir", "art")
+    if not list((root / "art").glob("session-*/summary.json")):
+        result.stdout += "\nFAILED: no summary.json"
+    return result
+
+
+def history_cut_short(root: Path) -> subprocess.CompletedProcess[str]:
+    """23.7: a history file without a final newline, then a session appends to it."""
+    _project(root)
+    _pytest(root, "--sme2-no-baselines", "--sme2-history", "h.jsonl")
+    (root / "h.jsonl").write_text((root / "h.jsonl").read_text()[:-40])
+    _pytest(root, "--sme2-no-baselines", "--sme2-history", "h.jsonl")
+    result = _cli("history", str(root / "h.jsonl"), "--out", str(root / "out"))
+    lines = (root / "h.jsonl").read_text().splitlines()
+    if len(lines) != 2 or not lines[1].startswith("{") or not lines[1].endswith("}"):
+        result.stdout += "\nFAILED: the new record was swallowed"
+    return result
+
+
+def sessions_in_two_pid_namespaces(root: Path) -> subprocess.CompletedProcess[str]:
+    """23.8: two sessions as pid 1 of their own pid namespaces, in one second, into one artifacts folder."""
+    _project(root)
+    command = ["unshare", "--pid", "--fork", sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+               "--sme2-no-baselines", "--sme2-artifacts-dir", "art"]
+    env = {**os.environ, "PYTEST_ADDOPTS": ""}
+    both = [subprocess.Popen(command, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+            for _ in range(2)]
+    outs = [p.communicate(timeout=900) for p in both]
+    folders = list((root / "art").glob("session-*"))
+    result = subprocess.CompletedProcess(command, max(p.returncode for p in both), outs[0][0], outs[0][1])
+    if len(folders) != 2:
+        result.stdout += f"\nFAILED: {len(folders)} session folder(s) for two sessions"
+    return result
+
+
 CASES: list[tuple[str, Callable[[Path], subprocess.CompletedProcess[str]]]] = [
     ("13.2 ids that clean alike (a/b, a_b)", weird_ids),
     ("13.3 baseline with shares: \"abc\"", malformed_baseline),
@@ -195,6 +287,12 @@ CASES: list[tuple[str, Callable[[Path], subprocess.CompletedProcess[str]]]] = [
     ("unknown model", unknown_model),
     ("unknown dtype in the marker", bad_marker),
     ("unknown --sme2-target", unknown_target),
+    ("23.1 link planted at the adb claim lock", adb_claim_link),
+    ("23.2 report: summary.md -> victim, shell code as target name", report_link_and_markup),
+    ("23.4 --sme2-history is a folder", history_is_a_folder),
+    ("23.4 history write fails mid-session (a link)", history_is_a_link),
+    ("23.7 history cut short, then appended", history_cut_short),
+    ("23.8 two sessions as pid 1 in one second", sessions_in_two_pid_namespaces),
 ]
 
 
@@ -214,27 +312,33 @@ def _message(result: subprocess.CompletedProcess[str]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--only", default="", help="run only the cases whose name contains this text")
     args = parser.parse_args()
     rows = []
     for name, case in CASES:
+        if args.only not in name:
+            continue
         with tempfile.TemporaryDirectory(prefix="sme2-fault-") as tmp:
             started = time.monotonic()
             result = case(Path(tmp))
             text = result.stdout + result.stderr
+            victim = Path(tmp) / "victim"
+            harmed = victim.exists() and victim.read_text() != VICTIM_TEXT
             rows.append({"case": name, "outcome": _outcome(result), "message": _message(result),
                          "traceback": "Traceback (most recent call last)" in text,
+                         "harm": harmed or "FAILED:" in result.stdout,
                          "seconds": round(time.monotonic() - started, 1),
                          "extra": [line for line in result.stdout.splitlines() if line.startswith("baseline files:")]})
         print(f"{rows[-1]['case']}: {rows[-1]['outcome']}", file=sys.stderr)
-    print("| case | outcome | message the user sees | traceback |\n|---|---|---|---|")
+    print("| case | outcome | message the user sees | traceback | harm |\n|---|---|---|---|---|")
     for row in rows:
         extra = f" ({row['extra'][0]})" if row["extra"] else ""
         print(f"| {row['case']} | {row['outcome']}{extra} | `{row['message'].replace('|', '/')}` | "
-              f"{'YES' if row['traceback'] else 'no'} |")
+              f"{'YES' if row['traceback'] else 'no'} | {'YES' if row['harm'] else 'no'} |")
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps({"machine": machine(), "cases": rows}, indent=1))
-    if any(row["traceback"] for row in rows):
+    if any(row["traceback"] or row["harm"] for row in rows):
         sys.exit(1)
 
 

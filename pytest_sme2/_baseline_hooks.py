@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from .safe_files import write_file
 from . import _storage, baselines, findings, verdicts
 from .errors import MissingBaselineWarning, Sme2Error, UsageError
 from .session import slug
@@ -331,7 +332,7 @@ def _write_verdicts(item: pytest.Item, fingerprint: str, ordered: list[findings.
     lines = ["findings, root cause first:"]
     lines += [f"  [{f.cause_name}] {f.line()}" for f in ordered] or ["  none"]
     lines += ["", f"every verdict ({len(judged)}):"] + [f"  {v}" for v in judged]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    write_file(path, "\n".join(lines) + "\n")
     return path
 
 

@@ -9,15 +9,19 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import os
 from pathlib import Path
 from typing import Iterator
+
+from .safe_files import open_no_follow
 
 
 @contextlib.contextmanager
 def locked(lock_path: Path) -> Iterator[None]:
-    """Hold an exclusive lock on ``lock_path`` (created with its folder) for the block."""
+    """Hold an exclusive lock on ``lock_path`` (created with its folder) for the block; a link planted
+    at ``lock_path`` in a shared cache is refused, never opened (safe_files)."""
     lock_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock_path, "a+") as handle:
+    with os.fdopen(open_no_follow(lock_path, os.O_RDWR | os.O_CREAT), "r+") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield

@@ -26,14 +26,23 @@ from typing import Any
 import pytest
 
 from .report.record import build_record, verdicts_of
+from .safe_files import write_file
 
 RECORD_PROPERTY = "sme2_record"
 PROFILES_PROPERTY = "sme2_profiles"
+# An output the user asked for (history line, session summary) could not be written: the session fails.
+OUTPUT_ERROR_PROPERTY = "sme2_output_error"
 _RECORDS_KEY = pytest.StashKey[dict]()
+_OUTPUT_ERRORS_KEY = pytest.StashKey[list]()
 
 
 def _is_worker(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput")
+
+
+def _output_errors(config: pytest.Config) -> list[str]:
+    """Outputs this session could not write, each one message (shown red at the end; exit status 1)."""
+    return config.stash.setdefault(_OUTPUT_ERRORS_KEY, [])
 
 
 def _records(config: pytest.Config) -> dict[str, dict[str, Any]]:
@@ -64,9 +73,9 @@ def _write_csvs(entry: dict[str, Any]) -> None:
     entry["artifacts"]["kit_etdump"] = str(link_or_copy(Path(etdump), out_dir / f"{prefix}.etdump"))
     # the latency statistics the kit's robust analysis writes
     robust = out_dir / f"{prefix}_robust_stats.json"
-    robust.write_text(json.dumps({"model_id": model_id, "latency": entry.get("latency"),
-                                  "relative_latency": entry.get("relative_latency"),
-                                  "disturbed_runs": entry.get("disturbed_runs")}, indent=1) + "\n")
+    write_file(robust, json.dumps({"model_id": model_id, "latency": entry.get("latency"),
+                                   "relative_latency": entry.get("relative_latency"),
+                                   "disturbed_runs": entry.get("disturbed_runs")}, indent=1) + "\n")
     entry["artifacts"]["robust_stats"] = str(robust)
 
 
@@ -101,7 +110,6 @@ def _build(item: pytest.Item, report: pytest.TestReport) -> dict[str, Any] | Non
         record["test_dir"] = str(session.test_dir(item.nodeid))
     for entry in record["profiles"]:
         _write_csvs(entry)
-    _append_history(item.config, record)
     record["verdicts"] = verdicts_of([*item.user_properties, *report.user_properties])
     # One JSON round trip: what crosses to the xdist controller must be plain data.
     return json.loads(json.dumps(record, default=str))
@@ -119,6 +127,17 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
         return report
     if record is None:
         return report
+    try:
+        _append_history(item.config, record)
+    except Exception as exc:  # the test stands; the session fails at its end, saying why
+        from ._storage import explain
+        from .plugin import session_of
+
+        session = session_of(item.config)
+        why = (explain(exc, session.places) if isinstance(exc, OSError) and session is not None else None) or exc
+        message = f"appending to the history file failed: {why}"
+        report.sections.append(("sme2 history error", message))
+        report.user_properties.append((OUTPUT_ERROR_PROPERTY, message))
     from .report.text import record_text
 
     # junitxml reads properties from the teardown report, made from the item's list.
@@ -156,6 +175,9 @@ class _Collector:
         if record is not None:
             records[report.nodeid] = {**record, "outcome": report.outcome, "duration_s": report.duration,
                                       "verdicts": list(record.get("verdicts", []))}
+        for key, value in properties:
+            if key == OUTPUT_ERROR_PROPERTY and value not in _output_errors(self.config):
+                _output_errors(self.config).append(value)
         existing = records.get(report.nodeid)
         if existing is None:
             return
@@ -183,13 +205,16 @@ class _Collector:
             summary = session_summary(list(records.values()), out_dir)
             paths = write_session(summary, out_dir, html=html)
             paths.update(kit_layout.write(summary["tests"], out_dir))
-        except Exception as exc:  # never lose the session over a report
+        except Exception as exc:  # never lose the session over a report; the session fails, saying why
             from ._storage import explain
 
             why = explain(exc, sme2.places) if isinstance(exc, OSError) else None
-            self.config.stash[_OUTPUTS_KEY] = f"writing the session summary failed: {why or f'{type(exc).__name__}: {exc}'}"
-            return
-        self.config.stash[_OUTPUTS_KEY] = paths
+            _output_errors(self.config).append(
+                f"writing the session summary failed: {why or f'{type(exc).__name__}: {exc}'}")
+        else:
+            self.config.stash[_OUTPUTS_KEY] = paths
+        if _output_errors(self.config) and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED  # an output asked for is missing: never exit 0
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         records = _records(self.config)
@@ -208,8 +233,8 @@ class _Collector:
                                              f"pytest-sme2 report {Path(outputs['json']).parent})")
             terminalreporter.write_line(
                 f"sme2: summary {outputs['json']}, markdown {outputs['markdown']}, report {report}")
-        elif outputs:
-            terminalreporter.write_line(f"sme2: {outputs}", red=True)
+        for error in _output_errors(self.config):
+            terminalreporter.write_line(f"sme2: {error}; the session fails for it", red=True)
 
 
 _OUTPUTS_KEY = pytest.StashKey[Any]()

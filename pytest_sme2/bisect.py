@@ -26,6 +26,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from .safe_files import write_file
 from .errors import UsageError
 
 STEPS = "steps.jsonl"
@@ -211,7 +212,7 @@ def step(out_dir: Path, pytest_args: list[str], role: str = "bisect") -> int:
     done = subprocess.run(pytest_command(pytest_args, session_root), capture_output=True, text=True,
                           env={**os.environ, "COLUMNS": "240"})
     session_root.mkdir(parents=True, exist_ok=True)
-    (session_root / "pytest.log").write_text(done.stdout + done.stderr, encoding="utf-8")
+    write_file(session_root / "pytest.log", done.stdout + done.stderr)
     if done.returncode == 0:
         verdict, code = "good", 0
     elif done.returncode == 1:

@@ -27,7 +27,9 @@ import numpy as np
 
 from . import stats
 from ._filelock import locked
+from ._storage import Place, check_writable
 from .errors import UsageError
+from .safe_files import append_lines
 
 HISTORY_VERSION = 1
 # Quantity -> (relative?, smallest change that counts): latencies and instructions relative, shares absolute.
@@ -86,16 +88,25 @@ def _commit(rootdir: Path) -> str | None:
     return head.stdout.strip() + ("+dirty" if dirty else "")
 
 
+def check_path(path: Path) -> None:
+    """UsageError before the first test if the history file could not be appended to, so a session
+    never runs to the end and then drops its history line (issue 23)."""
+    setting = "--sme2-history (or ini sme2_history)"
+    if path.is_dir():
+        raise UsageError(f"the history file {path} is a folder; point {setting} at a file, e.g. {path / 'history.jsonl'}")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise UsageError(f"the history file {path} is not writable; point {setting} at a file you can write")
+    check_writable(Place("history file's folder", path.parent, setting))
+
+
 def append(path: Path, lines: Iterable[Mapping[str, Any]]) -> None:
-    """Append lines to the history under its lock, each whole and flushed to disk before the lock is released."""
-    text = "".join(json.dumps(line, sort_keys=True) + "\n" for line in lines)
+    """Append lines to the history under its lock, each whole and flushed to disk before the lock is released;
+    never through a link (safe_files)."""
+    text = [json.dumps(line, sort_keys=True) for line in lines]
     if not text:
         return
     with locked(path.with_name(path.name + ".lock")):
-        with open(path, "a", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
+        append_lines(path, text)
 
 
 @dataclass(frozen=True)
@@ -121,6 +132,8 @@ class Change:
 
 def load(path: Path) -> list[dict[str, Any]]:
     """Every line of a history file; a damaged line is an error naming the file and the line."""
+    if path.is_dir():
+        raise UsageError(f"history {path} is a folder; give the JSON Lines file sessions write with --sme2-history")
     if not path.is_file():
         raise UsageError(f"history {path} does not exist; sessions write it with --sme2-history {path}")
     rows = []

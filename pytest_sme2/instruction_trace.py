@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
+from .safe_files import write_file
 from .errors import RunnerError
 from .native.elf import FunctionSymbols, function_symbols
 
@@ -334,7 +335,7 @@ def write_counts(counts: EventCounts, timed: Path | None, warmup: Path | None, p
             "functions": [dict(sorted(f.items(), key=lambda kv: -kv[1])[:TOP_FUNCTIONS])
                           for f in counts.functions[part]],
         }
-    Path(path).write_text(json.dumps(document) + "\n")
+    write_file(path, json.dumps(document) + "\n")
     return Path(path)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import secrets
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
+from .safe_files import write_file
 from . import _processes, _storage, progress
 from .errors import Sme2Error, UsageError
 from .export import ExportedModel, Recipe
@@ -215,11 +217,13 @@ def _setting(config: pytest.Config, name: str, cast: Callable[[str], Any]) -> An
 
 
 def _session_dir(config: pytest.Config, root: Path) -> Path:
+    """This session's folder: the time for reading, and a random part, because the time and pid are
+    not unique (two containers with their own pid namespaces start in the same second as pid 1)."""
     workerinput = getattr(config, "workerinput", None)
     if workerinput and "sme2_session_dir" in workerinput:
         return Path(workerinput["sme2_session_dir"])
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
-    return root / f"session-{stamp}-{os.getpid()}"
+    return root / f"session-{stamp}-{os.getpid()}-{secrets.token_hex(4)}"
 
 
 def _path_setting(config: pytest.Config, name: str) -> Path | None:
@@ -370,7 +374,7 @@ def failures_of_test(session: Sme2Session, nodeid: str, places: tuple[_storage.P
         if detail:
             try:
                 path = session.test_dir(nodeid) / f"{type(exc).__name__.lower()}.log"
-                path.write_text(f"{message}\n\n{detail}\n", encoding="utf-8")
+                write_file(path, f"{message}\n\n{detail}\n")
                 message += f"\nfull traceback and log: {path}"
             except OSError:  # the folder is not writable: the message alone still says what failed
                 pass
@@ -387,11 +391,16 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     sme2 = session.config.stash.get(_SESSION_KEY, None)
     if sme2 is None or getattr(session.config, "workerinput", None):
         return
-    for place in sme2.session_places:
-        try:
+    history_file = history_path(session.config)
+    try:
+        for place in sme2.session_places:
             _storage.check_writable(place)
-        except Sme2Error as exc:
-            raise pytest.UsageError(str(exc)) from None
+        if history_file is not None:
+            from .history import check_path
+
+            check_path(history_file)
+    except Sme2Error as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 def _marker_kwargs(item: pytest.Item, name: str, allowed: tuple[str, ...]) -> dict[str, Any]:

@@ -112,3 +112,66 @@ def test_tiny(exported_pte, runner, etdump_profile, threads):
     # the gate's latency quantity (model / reference program per run pair) is kept too, not only raw time
     assert all(row["quantities"]["relative_latency"] > 0 for row in rows)
     json.dumps(rows)  # plain data
+
+
+_ONE_TEST = """
+import pytest
+
+@pytest.mark.model("tiny")
+def test_tiny(exported_pte, runner, etdump_profile):
+    etdump_profile(exported_pte, runner())
+"""
+
+
+def _tiny_project(pytester: pytest.Pytester, cache: Path, history_setting: str) -> None:
+    from conftest import TINY_MODEL, quick_host_ini
+
+    (pytester.mkdir("models") / "tiny.py").write_text(TINY_MODEL)
+    pytester.makeini(quick_host_ini(cache, f"sme2_history = {history_setting}"))
+    pytester.makepyfile(_ONE_TEST)
+
+
+def test_a_history_path_that_is_a_folder_stops_the_session_before_any_test(pytester: pytest.Pytester,
+                                                                           shared_export_cache: Path) -> None:
+    """Issue 23 item 4: `--sme2-history hdir` with hdir a folder ran, passed and wrote no outputs at all."""
+    _tiny_project(pytester, shared_export_cache, "hdir")
+    pytester.mkdir("hdir")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--sme2-no-baselines")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*the history file *hdir is a folder; point --sme2-history (or ini sme2_history) "
+                                 "at a file, e.g. *hdir/history.jsonl*"])
+
+
+def test_a_history_that_cannot_be_appended_fails_the_session_and_keeps_its_outputs(
+        pytester: pytest.Pytester, shared_export_cache: Path) -> None:
+    """Issue 23 item 4: the history write fails mid-session (here: a link planted at its name); the test's
+    result, summary.json and summary.md are still written, the message says why, the exit status is 1."""
+    _tiny_project(pytester, shared_export_cache, "h.jsonl")
+    victim = pytester.path / "victim"
+    victim.write_text("DATA\n")
+    (pytester.path / "h.jsonl").symlink_to(victim)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--sme2-no-baselines",
+                                           "--sme2-artifacts-dir", "art")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*sme2: appending to the history file failed: *symbolic link*; the session fails for it"])
+    assert victim.read_text() == "DATA\n"
+    (session,) = (pytester.path / "art").iterdir()
+    assert (session / "summary.json").is_file() and (session / "summary.md").is_file()
+
+
+def test_a_history_cut_short_keeps_the_next_record_whole(pytester: pytest.Pytester,
+                                                        shared_export_cache: Path) -> None:
+    """Issue 23 item 7: a history file whose last line lost its end swallowed the next session's record."""
+    path = pytester.path / "p.jsonl"
+    _synthetic(path, sessions=2)
+    whole = path.read_text()
+    path.write_text(whole[:len(whole) - 40])  # as `head -c` leaves it: the last line cut, no newline
+    _tiny_project(pytester, shared_export_cache, "p.jsonl")
+    pytester.runpytest_subprocess("-p", "no:cacheprovider", "--sme2-no-baselines").assert_outcomes(passed=1)
+    lines = path.read_text().splitlines()
+    assert len(lines) == 5 and lines[:3] == whole.splitlines()[:3]
+    with pytest.raises(UsageError, match=r"line 4 is not JSON"):  # the cut line alone is damaged
+        history.load(path)
+    path.write_text("\n".join(lines[:3] + lines[4:]) + "\n")
+    assert history.load(path)[-1]["test"].endswith("::test_tiny")

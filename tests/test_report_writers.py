@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -227,3 +228,32 @@ def test_html_and_terminal_count_the_same_runs_left_out(record: dict, tmp_path: 
     assert disturbed_text(entry) == " (1 disturbed by the machine, 2 after a disturbed reference run: left out of verdicts)"
     page = session_html(session_summary([dict(record, profiles=[entry, record["profiles"][1]])], tmp_path))
     assert "<td>3 of 40 (1 disturbed by the machine, 2 after a disturbed reference run)</td>" in page
+
+
+def test_report_of_an_untrusted_session_folder_writes_no_link_and_no_markup(record: dict, tmp_path: Path) -> None:
+    """Issue 23 item 2: a shared session folder with ``summary.md -> ~/.bashrc`` and hostile strings in
+    summary.json; ``pytest-sme2 report`` must leave the link's target alone and write the strings as text."""
+    session = tmp_path / "session"
+    hostile_id = "test_m.py::test_m[<img src=x onerror=alert(1)>|`x`]"
+    record = {**record, "nodeid": hostile_id, "outcome": "passed"}
+    write_session(session_summary([record], session), session, html=False)
+    data = json.loads((session / "summary.json").read_text())
+    data["target"]["name"] = "x`;touch /tmp/PWNED;#"
+    (session / "summary.json").write_text(json.dumps(data))
+    bashrc = tmp_path / "bashrc"
+    bashrc.write_text("export PATH\n")
+    (session / "summary.md").unlink()
+    (session / "summary.md").symlink_to(bashrc)
+    (session / "report.html").symlink_to(tmp_path / "elsewhere.html")
+    assert main(["report", str(session)]) == 0
+    assert bashrc.read_text() == "export PATH\n" and not (tmp_path / "elsewhere.html").exists()
+    assert not (session / "summary.md").is_symlink() and not (session / "report.html").is_symlink()
+    text = (session / "summary.md").read_text()
+    outside_code = re.sub(r"(`+)(?!`).*?(?<!`)\1(?!`)", "", text)  # code spans show their text literally
+    assert "<img" not in outside_code and "&lt;img src=x onerror=alert(1)&gt;" in text
+    # the target name sits in a code span that its own backtick cannot end: fence of two backticks
+    assert "Target ``x`;touch /tmp/PWNED;#``" in text
+    heading = next(line for line in text.splitlines() if line.startswith("### "))
+    assert heading.startswith("### ``") and "\\|" in heading  # one code span, its pipe escaped for tables
+    table_row = next(line for line in text.splitlines() if line.startswith("| test_m[") and "m fp32" in line)
+    assert table_row.count(" | ") == len(COLUMNS) - 1  # the id's pipe did not add a column

@@ -17,6 +17,8 @@ from .charts import target_share_chart
 from ..errors import UsageError
 from .html import STYLE, _esc, table
 from .summary import load_summary
+from ..safe_files import write_file
+from .escape import code, text
 from .table import amount, comparison_cell, markdown_table, pct
 
 COMBINED_MD = "combined.md"
@@ -101,14 +103,14 @@ def _test_tables(test: Mapping[str, Any], targets: Sequence[str]) -> list[tuple[
 
 def combined_markdown(combined: Mapping[str, Any]) -> str:
     lines = ["## pytest-sme2: SME2 performance across targets", "",
-             f"{len(combined['targets'])} sessions: " + "; ".join(f"{t} (`{s}`)" for t, s in
+             f"{len(combined['targets'])} sessions: " + "; ".join(f"{text(t)} ({code(s)})" for t, s in
                                                                  zip(combined["targets"], combined["sessions"]))]
     lines += ["", f"> {EMULATED_NOTE}"] if combined.get("emulated") else []
     for test in combined["tests"]:
         absent = _absent_text(test)
-        lines += ["", f"### `{test['nodeid']}`"] + (["", absent] if absent else [])
+        lines += ["", f"### {code(test['nodeid'])}"] + (["", text(absent)] if absent else [])
         for title, headers, rows in _test_tables(test, combined["targets"]):
-            lines += ["", f"{title}:", ""] + markdown_table(headers, rows)
+            lines += ["", f"{text(title)}:", ""] + markdown_table(headers, rows)
     return "\n".join(lines) + "\n"
 
 
@@ -142,9 +144,9 @@ def write_combined(directories: Sequence[Path], out_dir: Path) -> dict[str, Path
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         markdown = out_dir / COMBINED_MD
-        markdown.write_text(combined_markdown(combined), encoding="utf-8")
+        write_file(markdown, combined_markdown(combined))
         page = out_dir / COMBINED_HTML
-        page.write_text(combined_html(combined), encoding="utf-8")
+        write_file(page, combined_html(combined))
     except OSError as exc:
         raise UsageError(f"cannot write the combined report into {out_dir} ({exc.strerror or exc}); pass --out a "
                          "folder you can write") from None

@@ -12,10 +12,12 @@ numbers. See docs/artifacts.md for every column and the differences.
 from __future__ import annotations
 
 import csv
+import io
 from collections import defaultdict
 from pathlib import Path
 from typing import Any, Mapping
 
+from ..safe_files import write_file
 from ..categories import strip_instance
 from ..etdump import EXECUTE_BLOCK, read_blocks
 
@@ -85,11 +87,11 @@ def ops_stats_rows(etdump: str | Path, model_id: str, backend: str = "XnnpackBac
 
 def _write(path: Path, columns: list[str], rows: list[dict[str, Any]]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=columns)
-        writer.writeheader()
-        writer.writerows(rows)
-    return path
+    text = io.StringIO(newline="")
+    writer = csv.DictWriter(text, fieldnames=columns)
+    writer.writeheader()
+    writer.writerows(rows)
+    return write_file(path, text.getvalue())
 
 
 def write_csvs(etdump: str | Path, out_dir: Path, prefix: str, model_id: str,

@@ -5,8 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from .. import history, stats
 from ..errors import UsageError
+from ..safe_files import write_file
 from . import charts
 from .html import STYLE, _esc, _img, table
+from .escape import code, text
 from .table import markdown_table
 
 HISTORY_HTML = "history.html"
@@ -58,18 +60,18 @@ def write_history_report(path: Path, out_dir: Path) -> tuple[dict[str, Path], li
     for (test, variant, target), images in drawn.items():
         parts.append(f"<h3>{_esc(test)}</h3><h4>{_esc(variant)} on {_esc(target)}</h4>" + "".join(images))
     parts.append("</body></html>")
-    markdown = [f"## pytest-sme2 history: {len(sessions)} sessions", "", f"`{path}`, {len(rows)} lines.", ""]
+    markdown = [f"## pytest-sme2 history: {len(sessions)} sessions", "", f"{code(path)}, {len(rows)} lines.", ""]
     markdown += (markdown_table(_CHANGE_HEADERS, _change_rows(found)) if found else ["No change points."])
-    markdown += ["", short] if short else []
+    markdown += ["", text(short)] if short else []
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
-        page, text = out_dir / HISTORY_HTML, out_dir / HISTORY_MD
-        page.write_text("".join(parts), encoding="utf-8")
-        text.write_text("\n".join(markdown) + "\n", encoding="utf-8")
+        page, summary_md = out_dir / HISTORY_HTML, out_dir / HISTORY_MD
+        write_file(page, "".join(parts))
+        write_file(summary_md, "\n".join(markdown) + "\n")
     except OSError as exc:
         raise UsageError(f"cannot write the history report into {out_dir} ({exc.strerror or exc}); pass --out a "
                          "folder you can write") from None
-    return {"html": page, "markdown": text}, found, short
+    return {"html": page, "markdown": summary_md}, found, short
 
 
 def too_short(all_series: dict[tuple[str, str, str, str], list]) -> str:

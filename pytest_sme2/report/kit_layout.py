@@ -16,6 +16,8 @@ import json
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from ..safe_files import write_file
+
 MANIFEST = "manifest.json"
 METRICS = "metrics.json"
 
@@ -74,6 +76,6 @@ def write(records: Sequence[Mapping[str, Any]], session_dir: Path) -> dict[str, 
     paths = {}
     for name, data in ((MANIFEST, manifest(records, session_dir, versions)), (METRICS, metrics(records))):
         path = session_dir / name
-        path.write_text(json.dumps(data, indent=1, default=str) + "\n", encoding="utf-8")
+        write_file(path, json.dumps(data, indent=1, default=str) + "\n")
         paths[name.split(".")[0]] = path
     return paths

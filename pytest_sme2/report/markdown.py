@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from .advice import recommendations
+from .escape import code, text
 from .record import EMULATED_NOTE, verdict_text
 from .text import (KERNEL_TABLE_HEADERS, disturbed_text, kernel_comparison_tables, kernel_comparison_text,
                    kernel_rows_by_op, kernel_time_text, shares_text)
@@ -29,8 +30,8 @@ def _rel(path: str, base: Path | None) -> str:
 
 def _counted_comparison(c: Mapping[str, Any]) -> list[str]:
     """SME2 on vs off on the emulated target, in counted instructions (no speedups there)."""
-    lines = [f"SME2 on vs off (counted instructions, exact): SME2 on needs **{fewer(c.get('fewer_instructions'))}**, "
-             f"largest category {c['bottleneck_off']} -> {c['bottleneck_on']}."]
+    lines = [f"SME2 on vs off (counted instructions, exact): SME2 on needs **{text(fewer(c.get('fewer_instructions')))}**, "
+             f"largest category {text(c['bottleneck_off'])} -> {text(c['bottleneck_on'])}."]
     lines += [""] + markdown_table(
         ["category", "share off", "share on", "instructions off", "instructions on", "fewer (off/on)"],
         [[k["category"], pct(k["off_share"]), pct(k["on_share"]), instructions(k["off_instructions"]),
@@ -48,8 +49,8 @@ def _kernel_comparison(kernels: Mapping[str, Any] | None) -> list[str]:
     if not kernels:
         return []
     (kind_headers, kind_rows), (top_headers, top_rows) = kernel_comparison_tables(kernels)
-    lines = ["", kernel_comparison_text(kernels), ""] + markdown_table(kind_headers, kind_rows)
-    return lines + [""] + markdown_table(top_headers, [[f"`{c}`" if i in (0, 3) and c else c for i, c in enumerate(row)]
+    lines = ["", text(kernel_comparison_text(kernels)), ""] + markdown_table(kind_headers, kind_rows)
+    return lines + [""] + markdown_table(top_headers, [[code(c) if i in (0, 3) and c else c for i, c in enumerate(row)]
                                                       for row in top_rows])
 
 
@@ -58,21 +59,21 @@ def session_markdown(summary: Mapping[str, Any]) -> str:
     base = Path(summary["session_dir"]) if summary.get("session_dir") else None
     target = summary.get("target") or {}
     lines = ["## pytest-sme2: SME2 performance", ""]
-    lines.append(f"Target `{target.get('name', '?')}` ({target.get('cpu', '?')}, SME2 "
+    lines.append(f"Target {code(target.get('name', '?'))} ({text(target.get('cpu', '?'))}, SME2 "
                  f"{'yes' if target.get('has_sme2') else 'no'}); {len(records)} perf test(s); "
-                 f"artifacts `{summary.get('session_dir', '?')}`.")
+                 f"artifacts {code(summary.get('session_dir', '?'))}.")
     if any(p.get("emulated") for r in records for p in r["profiles"]):
         lines += ["", f"> **Emulated target**: kernels, SME path, outputs and instruction counts are real and exact; "
                       f"time is not ({EMULATED_NOTE}), so shares there are shares of counted instructions."]
     lines += [""] + markdown_table(COLUMNS, summary_rows(records))
     for record in records:
-        lines += ["", f"### `{record['nodeid']}` ({record.get('outcome', '?')})", ""]
+        lines += ["", f"### {code(record['nodeid'])} ({text(record.get('outcome', '?'))})", ""]
         for c in record.get("comparisons", []):
             if c.get("unit") == "instructions":
                 lines += _counted_comparison(c)
                 continue
-            lines.append(f"SME2 on vs off: E2E speedup **{speedup(c['speedup'], c['emulated'])}**, bottleneck "
-                         f"{c['bottleneck_off']} -> {c['bottleneck_on']}.")
+            lines.append(f"SME2 on vs off: E2E speedup **{text(speedup(c['speedup'], c['emulated']))}**, bottleneck "
+                         f"{text(c['bottleneck_off'])} -> {text(c['bottleneck_on'])}.")
             lines += [""] + markdown_table(
                 ["category", "share off", "share on", "speedup [95% CI]"],
                 [[k["category"], pct(k["off_share"]), pct(k["on_share"]), speedup(k["speedup"], c["emulated"])]
@@ -84,28 +85,28 @@ def session_markdown(summary: Mapping[str, Any]) -> str:
                   pct(op["off_share"]), pct(op["on_share"]), speedup(op["speedup"], c["emulated"])]
                  for op in c["operators"][:5]]) + [""]
         for p in record["profiles"]:
-            worth = ", ".join(f"`{op}`" for op in p.get("worth_delegating", [])) or "none"
+            worth = ", ".join(code(op) for op in p.get("worth_delegating", [])) or "none"
             measure = "instructions" if p.get("basis") == "instructions" else "time"
             size = (f"{instructions(p['instructions']['per_inference'])} instructions per inference (counted)"
                     if measure == "instructions" else f"median {ms(p['latency']['median_ms'])} ms"
                     f"{' (emu)' if p.get('emulated') else ''}{disturbed_text(p)}")
             shares = shares_text(p.get("shares") or {}, p.get("other_delegate_outside_ops"))
-            lines.append(f"- **{p['variant']}**: {size}, shares of {measure}: {shares}; "
+            lines.append(f"- **{text(p['variant'])}**: {text(size)}, shares of {measure}: {text(shares)}; "
                          f"delegated {pct(p['delegation_coverage'])} of {measure}, "
-                         f"SME path {pct(p['sme_path_share'])} of CONV+GEMM "
-                         f"{ {'work': 'multiply-accumulates'}.get(p.get('sme_path_basis'), measure)} ({p['sme_path_ops']} ops); "
+                         f"SME path {text(pct(p['sme_path_share']))} of CONV+GEMM "
+                         f"{ {'work': 'multiply-accumulates'}.get(p.get('sme_path_basis'), measure)} ({text(p['sme_path_ops'])} ops); "
                          f"portable ops worth delegating: {worth}"
                          + (f"; kernel trace: {len(p['executed_sme_kernels'])} SME/SME2 kernel(s) executed"
                             if p.get("executed_sme_kernels") is not None else ""))
             kernels = kernel_time_text(p.get("kernel_time"))
             if kernels:
-                lines.append(f"  - {kernels}")
+                lines.append(f"  - {text(kernels)}")
                 if p["kernel_time"].get("available"):
                     lines += [""] + ["  " + row for row in markdown_table(KERNEL_TABLE_HEADERS,
                                                                          kernel_rows_by_op(p["kernel_time"], top=8))]
                     lines.append("")
-        lines += [f"- recommendation: {advice}" for advice in recommendations(record)]
-        lines.append(f"- verdict: {verdict_text(record.get('verdicts', []))}")
+        lines += [f"- recommendation: {text(advice)}" for advice in recommendations(record)]
+        lines.append(f"- verdict: {text(verdict_text(record.get('verdicts', [])))}")
         if record.get("test_dir"):
-            lines.append(f"- artifacts: `{_rel(record['test_dir'], base)}`")
+            lines.append(f"- artifacts: {code(_rel(record['test_dir'], base))}")
     return "\n".join(lines) + "\n"

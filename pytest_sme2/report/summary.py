@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from ..safe_files import write_file
 from ..errors import UsageError
 from .html import session_html
 from .markdown import session_markdown
@@ -44,10 +45,10 @@ def render(summary: Mapping[str, Any], out_dir: Path, html: bool = True) -> dict
     """Write summary.md (and report.html unless ``html`` is false) into ``out_dir`` from a summary document."""
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {"markdown": out_dir / SUMMARY_MD}
-    paths["markdown"].write_text(session_markdown(summary), encoding="utf-8")
+    write_file(paths["markdown"], session_markdown(summary))
     if html:
         paths["html"] = out_dir / REPORT_HTML
-        paths["html"].write_text(session_html(summary), encoding="utf-8")
+        write_file(paths["html"], session_html(summary))
     return paths
 
 
@@ -59,7 +60,7 @@ def write_session(summary: Mapping[str, Any], out_dir: Path, html: bool = True) 
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / SUMMARY_JSON
-    path.write_text(json.dumps(summary, indent=1, default=str), encoding="utf-8")
+    write_file(path, json.dumps(summary, indent=1, default=str))
     return {"json": path, **render(summary, out_dir, html=html)}
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
+from .escape import Markdown, text
 from .record import verdict_text
 
 COLUMNS = ("test", "model", "variant", "median ms (emulated: instructions)", "SME2 speedup [95% CI]",
@@ -109,8 +110,10 @@ def text_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[st
 
 
 def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
+    """Table lines; a cell is plain text (escaped) unless it is markdown we built (escape.Markdown)."""
+
     def cell(value: Any) -> str:
-        return str(value).replace("|", "\\|").replace("\n", " ")
+        return value.replace("\n", " ") if isinstance(value, Markdown) else text(value)
 
     out = ["| " + " | ".join(cell(h) for h in headers) + " |", "|" + "---|" * len(headers)]
     out += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]

@@ -33,6 +33,7 @@ from ..cpu import parse_proc_cpuinfo
 from ..errors import EtdumpError, RunnerError, UsageError
 from ..native.elf import bundled_libraries, executable_arch
 from ..native.tensorfile import torch_inputs_to_file
+from ..safe_files import open_no_follow, private_folder
 from ._runner_contract import (INPUTS_FILE, OUTPUTS_FILE, RunnerFiles, build_result, pick_build, read_result,
                                runner_arguments, tail, two_builds)
 from .base import RUNNER_LOG, TIMED_ETDUMP, WARMUP_ETDUMP, RunResult, RunSpec, TargetInfo
@@ -154,14 +155,16 @@ class _DeviceClaim:
 
     @staticmethod
     def path(server: tuple[str, int], serial: str) -> Path:
+        """The claim's lock file, in a folder of this user's own under the temp folder: a shared /tmp
+        lets anyone create a shared claims folder first and plant links where we would write."""
         name = re.sub(r"[^A-Za-z0-9._-]+", "_", f"{server[0]}_{server[1]}_{serial}")
-        return Path(tempfile.gettempdir()) / "pytest-sme2-adb-claims" / f"{name}.lock"
+        return Path(tempfile.gettempdir()) / f"pytest-sme2-adb-claims-{os.getuid()}" / f"{name}.lock"
 
     @classmethod
     def try_claim(cls, server: tuple[str, int], serial: str) -> "_DeviceClaim | None":
         path = cls.path(server, serial)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle = open(path, "a+")
+        private_folder(path.parent)
+        handle = os.fdopen(open_no_follow(path, os.O_RDWR | os.O_CREAT, 0o600), "r+")
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
