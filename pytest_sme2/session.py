@@ -142,24 +142,27 @@ class Sme2Session:
             self._target.close()
 
 
-def link_or_copy(source: Path, destination: Path) -> Path:
-    """Put an artifact into a test's folder without copying megabytes when a hard link works.
+def copy_artifact(source: Path, destination: Path) -> Path:
+    """Put a copy of ``source`` (an export cache entry's file, a run's ETDump) into a test's folder.
 
-    A file already there is kept only if it *is* the source (the same hard link); anything else,
-    e.g. a program a reused artifacts folder kept from an earlier export of a changed model, is
-    replaced, so a run never silently uses a stale program.
+    Always a copy, never a hard link: a user writing over an artifact (``cp other.pte <artifact>``,
+    ``: > <artifact>``) must change that copy only, not the cache entry every later session runs. The copy
+    is written to a new file created exclusively beside ``destination`` and renamed over it, so whatever was
+    there (a stale program from an earlier export, a link planted in the folder) is replaced, never
+    followed or reused. Copying costs milliseconds per megabyte.
     """
+    import secrets
     import shutil
 
-    if destination.exists():
+    # Created exclusively, not through a link, with the mode the umask gives (mkstemp's is always 0600).
+    temporary = destination.with_name(f".{destination.name}.{secrets.token_hex(8)}.tmp")
+    with open(source, "rb") as origin:
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o666)
         try:
-            if os.path.samefile(source, destination):
-                return destination
-        except OSError:
-            pass
-        destination.unlink()
-    try:
-        os.link(source, destination)
-    except OSError:
-        shutil.copy2(source, destination)
+            with os.fdopen(descriptor, "wb") as target:
+                shutil.copyfileobj(origin, target, 1 << 20)
+            os.replace(temporary, destination)
+        except BaseException:
+            temporary.unlink(missing_ok=True)
+            raise
     return destination
