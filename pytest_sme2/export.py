@@ -199,8 +199,23 @@ def trace(model: Model, recipe: Recipe) -> Traced:
             raise
         stage.name = "computing the cache key"
         digest = export_key.program_digest(program, inputs, calibration)
+    _check_returns_tensors(model, recipe, program)
     key = export_key.cache_key(digest, asdict(recipe), versions())
     return Traced(eager, inputs, program, calibration, digest, key, time.perf_counter() - started)
+
+
+def _check_returns_tensors(model: Model, recipe: Recipe, program: Any) -> None:
+    """A forward() that returns no tensor (None, or only constants) has nothing for the runtime to output:
+    lowering it ended in ``KeyError: 'op_type'`` deep inside ExecuTorch; say what the model must return."""
+    from torch.export.graph_signature import OutputKind, TensorArgument
+
+    if any(spec.kind == OutputKind.USER_OUTPUT and isinstance(spec.arg, TensorArgument)
+           for spec in program.graph_signature.output_specs):
+        return
+    where = f" in {model.source_path}" if model.source_path else ""
+    raise ExportError(f"export of model {model.name!r} with recipe {recipe.label}: its forward() returned no tensors "
+                      f"(output structure {program.call_spec.out_spec}); the model must return a tensor, or a "
+                      f"tuple, list or dict of tensors, for the runtime to have outputs: fix forward(){where}")
 
 
 def cache_key(model: Model, recipe: Recipe) -> str:
