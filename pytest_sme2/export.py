@@ -213,9 +213,11 @@ def _check_returns_tensors(model: Model, recipe: Recipe, program: Any) -> None:
            for spec in program.graph_signature.output_specs):
         return
     where = f" in {model.source_path}" if model.source_path else ""
+    returned = ", ".join(repr(getattr(spec.arg, "value", spec.arg)) for spec in program.graph_signature.output_specs
+                         if spec.kind == OutputKind.USER_OUTPUT) or "nothing"
     raise ExportError(f"export of model {model.name!r} with recipe {recipe.label}: its forward() returned no tensors "
-                      f"(output structure {program.call_spec.out_spec}); the model must return a tensor, or a "
-                      f"tuple, list or dict of tensors, for the runtime to have outputs: fix forward(){where}")
+                      f"(only {returned}); the model must return a tensor, or a tuple, list or dict of tensors, "
+                      f"for the runtime to have outputs: fix forward(){where}")
 
 
 def cache_key(model: Model, recipe: Recipe) -> str:
