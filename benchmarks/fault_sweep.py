@@ -37,7 +37,7 @@ def test_tiny(exported_pte, runner, etdump_profile):
     etdump_profile(exported_pte, runner())
 """
 INI = "[pytest]\nsme2_model_dirs = models\nsme2_target = host\nsme2_runs = 5\nsme2_warmup = 1\nsme2_max_rounds = 1\n"
-MESSAGE = re.compile(r"(ERROR: .*|E +.*Error: .*|Failed: .*|\w+Error: .*|pytest-sme2 \w+: .*)")
+MESSAGE = re.compile(r"(ERROR: .*|E +.*Error: .*|Failed: .*|\w+Error: .*|pytest-sme2 \w+: .*|DamagedCacheEntryWarning: .*)")
 
 
 def _project(root: Path, test: str = TEST, ini: str = INI) -> Path:
@@ -266,6 +266,73 @@ def sessions_in_two_pid_namespaces(root: Path) -> subprocess.CompletedProcess[st
     if len(folders) != 2:
         result.stdout += f"\nFAILED: {len(folders)} session folder(s) for two sessions"
     return result
+def artifact_written_over(root: Path) -> subprocess.CompletedProcess[str]:
+    """Issue 23.5: a program written over a session's artifact must not become the cached export."""
+    _project(root)
+    _pytest(root, "--sme2-no-baselines")
+    [artifact] = (root / ".sme2" / "artifacts").glob("session-*/*/*.pte")
+    with open(artifact, "r+b") as handle:  # in place, as `cp other.pte <artifact>` writes
+        handle.truncate(0)
+        handle.write(b"another program")
+    return _pytest(root, "--sme2-no-baselines")
+
+
+def _damaged_entry(root: Path, damage: Callable[[Path], object]) -> subprocess.CompletedProcess[str]:
+    """Issue 23.5: a session after one whose export cache entry was then damaged by ``damage(entry)``."""
+    _project(root)
+    _pytest(root, "--sme2-no-baselines")
+    [entry] = (root / ".sme2" / "cache").glob("tiny-*")
+    damage(entry)
+    return _pytest(root, "--sme2-no-baselines")
+
+
+def cache_pte_truncated(root: Path) -> subprocess.CompletedProcess[str]:
+    return _damaged_entry(root, lambda e: (e / "model.pte").write_bytes((e / "model.pte").read_bytes()[:1000]))
+
+
+def cache_meta_list(root: Path) -> subprocess.CompletedProcess[str]:
+    return _damaged_entry(root, lambda e: (e / "export.json").write_text("[]"))
+
+
+def cache_meta_not_number(root: Path) -> subprocess.CompletedProcess[str]:
+    def damage(entry: Path) -> None:
+        meta = json.loads((entry / "export.json").read_text())
+        (entry / "export.json").write_text(json.dumps({**meta, "export_seconds": "fast"}))
+    return _damaged_entry(root, damage)
+
+
+def cache_facts_missing_key(root: Path) -> subprocess.CompletedProcess[str]:
+    def damage(entry: Path) -> None:
+        facts = json.loads((entry / "program.json").read_text())
+        del facts["planned_buffers"]
+        (entry / "program.json").write_text(json.dumps(facts))
+    return _damaged_entry(root, damage)
+
+
+def _outputs_model(root: Path, returns: str) -> subprocess.CompletedProcess[str]:
+    """Issue 23.9: a model whose forward returns ``returns`` (of ``y``), run and checked against eager."""
+    _project(root, TEST.replace('"tiny"', '"outs"').replace("etdump_profile(exported_pte, runner())",
+                                "assert_outputs_match(etdump_profile(exported_pte, runner()), exported_pte)")
+                 .replace("import pytest", "import pytest\nfrom pytest_sme2 import assert_outputs_match"))
+    (root / "models" / "outs.py").write_text(
+        "import torch\nclass M(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        torch.manual_seed(0)\n        self.conv = torch.nn.Conv2d(3, 4, 3)\n"
+        f"    def forward(self, x):\n        y = torch.relu(self.conv(x))\n        return {returns}\n"
+        "def get_eager_model():\n    return M().eval()\n"
+        "def get_example_inputs():\n    return (torch.ones(1, 3, 8, 8),)\n")
+    return _pytest(root, "--sme2-no-baselines")
+
+
+def outputs_dict(root: Path) -> subprocess.CompletedProcess[str]:
+    return _outputs_model(root, '{"a": y, "b": 2 * y}')
+
+
+def outputs_nested(root: Path) -> subprocess.CompletedProcess[str]:
+    return _outputs_model(root, "(y, (2 * y, y + 1))")
+
+
+def outputs_none(root: Path) -> subprocess.CompletedProcess[str]:
+    return _outputs_model(root, "None")
 
 
 CASES: list[tuple[str, Callable[[Path], subprocess.CompletedProcess[str]]]] = [
@@ -293,6 +360,14 @@ CASES: list[tuple[str, Callable[[Path], subprocess.CompletedProcess[str]]]] = [
     ("23.4 history write fails mid-session (a link)", history_is_a_link),
     ("23.7 history cut short, then appended", history_cut_short),
     ("23.8 two sessions as pid 1 in one second", sessions_in_two_pid_namespaces),
+    ("23.5 a program written over the artifact, next session", artifact_written_over),
+    ("23.5 cache entry's model.pte truncated", cache_pte_truncated),
+    ("23.5 cache entry's export.json is []", cache_meta_list),
+    ("23.5 cache entry's export_seconds: \"fast\"", cache_meta_not_number),
+    ("23.5 cache entry's program.json without planned_buffers", cache_facts_missing_key),
+    ("23.9 assert_outputs_match, model returns a dict", outputs_dict),
+    ("23.9 assert_outputs_match, model returns (y, (2y, y+1))", outputs_nested),
+    ("23.9 model returns None", outputs_none),
 ]
 
 

@@ -15,6 +15,7 @@ from .assertions import (
 from .categories import Category, classify
 from .errors import (
     BaselineError,
+    DamagedCacheEntryWarning,
     EtdumpError,
     ExportError,
     KernelSamplingWarning,
@@ -41,6 +42,7 @@ __version__ = "0.1.0"
 __all__ = [
     "BaselineError",
     "Category",
+    "DamagedCacheEntryWarning",
     "EtdumpError",
     "ExportError",
     "ExportedModel",

@@ -53,7 +53,7 @@ def _write_csvs(entry: dict[str, Any]) -> None:
     """The kit-compatible CSVs of one profile, in its run folder next to its ETDumps; paths go into the entry."""
     from .report.csv_export import write_csvs, write_kernels_csv
     from .report.kit_layout import kit_variant
-    from .session import link_or_copy, slug
+    from .session import copy_artifact, slug
 
     etdump = entry.get("artifacts", {}).get("timed_etdump")
     if not etdump:
@@ -69,8 +69,8 @@ def _write_csvs(entry: dict[str, Any]) -> None:
                                                 entry["variant"]))
     if emulated:  # emulator time: nothing under the names the kit's tools read as latency
         return
-    # the kit's tools look for *.etdump: the same file under that name (a hard link where possible)
-    entry["artifacts"]["kit_etdump"] = str(link_or_copy(Path(etdump), out_dir / f"{prefix}.etdump"))
+    # the kit's tools look for *.etdump: a copy of the same file under that name
+    entry["artifacts"]["kit_etdump"] = str(copy_artifact(Path(etdump), out_dir / f"{prefix}.etdump"))
     # the latency statistics the kit's robust analysis writes
     robust = out_dir / f"{prefix}_robust_stats.json"
     write_file(robust, json.dumps({"model_id": model_id, "latency": entry.get("latency"),

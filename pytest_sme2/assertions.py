@@ -7,7 +7,7 @@ check bounds on the right end of the interval.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
 import pytest
 
@@ -163,6 +163,19 @@ def assert_kernel_share(profile: Profile, at_least: float, *, kinds: Sequence[st
 OUTPUT_TOLERANCE = {"fp32": 1e-4, "fp16": 5e-2, "int8": 0.15}
 
 
+def _output_leaves(reference: Any) -> list[tuple[str, Any]]:
+    """The eager outputs as the runtime gives them, each with its path (``output['b']``, ``output[1][0]``).
+
+    torch.export flattens a program's outputs with torch's pytree (dicts in key order, nested tuples and
+    lists depth first, None dropped) and ExecuTorch returns them in that order, so the same flattening of
+    the eager reference lines up leaf by leaf with the runtime's outputs.
+    """
+    from torch.utils import _pytree
+
+    leaves, _ = _pytree.tree_flatten_with_path(reference)
+    return [(f"output{_pytree.keystr(path)}", leaf) for path, leaf in leaves]
+
+
 def assert_outputs_match(profile: Profile, exported: "ExportedModel", rtol: float = 0.0,
                          atol: float | None = None) -> float:
     """Fail unless the run's outputs equal PyTorch eager (recorded at export) within tolerance.
@@ -179,23 +192,27 @@ def assert_outputs_match(profile: Profile, exported: "ExportedModel", rtol: floa
         raise AssertionError(f"{profile.label}: the run kept no outputs to compare")
     produced = torch.load(outputs_path, weights_only=True)
     reference = torch.load(exported.reference_outputs_path, weights_only=True)
-    references = list(reference) if isinstance(reference, (list, tuple)) else [reference]
-    if len(produced) != len(references):
-        raise AssertionError(f"{profile.label}: {len(produced)} outputs, eager gave {len(references)}")
+    named = _output_leaves(reference)
+    if len(produced) != len(named):
+        names = ", ".join(name for name, _ in named[:8]) + (", ..." if len(named) > 8 else "")
+        raise AssertionError(f"{profile.label}: {len(produced)} outputs, eager gave {len(named)} tensors ({names}) "
+                             f"in {exported.reference_outputs_path}")
     worst = 0.0
-    for index, (got, want) in enumerate(zip(produced, references)):
-        got, want = got.to(torch.float64), want.detach().to(torch.float64)
+    for got, (name, want) in zip(produced, named):
+        got, want = torch.as_tensor(got).to(torch.float64), torch.as_tensor(want).detach().to(torch.float64)
         if got.shape != want.shape:
-            raise AssertionError(f"{profile.label}: output {index} has shape {tuple(got.shape)}, eager {tuple(want.shape)}")
+            raise AssertionError(f"{profile.label}: {name} has shape {tuple(got.shape)}, eager {tuple(want.shape)}")
         scale = float(want.abs().max()) if want.numel() else 0.0
         allowed = atol if atol is not None else OUTPUT_TOLERANCE[exported.recipe.dtype] * scale
+        if not want.numel():
+            continue
         diff = (got - want).abs()
         excess = diff - (allowed + rtol * want.abs())
         flat = int(torch.argmax(excess))
         where = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), diff.shape))
         if excess.flatten()[flat] > 0:
             raise AssertionError(
-                f"{profile.label}: output {index} differs from PyTorch eager beyond atol={allowed:.3g}"
+                f"{profile.label}: {name} differs from PyTorch eager beyond atol={allowed:.3g}"
                 f"{f', rtol={rtol}' if rtol else ''}: largest difference {float(diff.max()):.3g} "
                 f"(eager output scale {scale:.3g}); worst element {where}: got {float(got[where]):.6g}, "
                 f"eager {float(want[where]):.6g}. Outputs: {outputs_path}"

@@ -69,3 +69,11 @@ class KernelSamplingWarning(Sme2Warning):
 
     A warning, not an error: the profile and every verdict on it stand without kernel attribution.
     """
+
+
+class DamagedCacheEntryWarning(Sme2Warning):
+    """An export cache entry's files are not what its export stored (changed, truncated, missing or garbled).
+
+    A warning, not an error: the entry is thrown away and the model exported again, so the test runs the
+    right program; the message names the entry so whoever wrote into the cache can be found.
+    """

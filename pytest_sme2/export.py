@@ -26,30 +26,42 @@ original one again, and a comment or a renamed local variable costs nothing.
 A second session (or an xdist worker) with the same key re-uses the .pte without
 lowering; a lock per key plus write-to-temp-then-rename means no two processes
 lower the same program and nobody reads a half-written entry.
+
+An entry is checked every time a process uses it: export.json must decode and
+name this key, every file must have the sha256 stored in export.json when it was
+written (hashing a mobilenet entry, 10 MB of program and 23 MB of ETRecord, takes
+about 30 ms), and program.json must decode. An entry that fails is reported with
+its path (DamagedCacheEntryWarning), removed and exported again, never used:
+nothing in a session may change what a later session runs (artifacts in session
+folders are copies, see session.copy_artifact).
 """
 
 from __future__ import annotations
 
 import collections
 import contextlib
+import hashlib
 import json
+import math
 import logging
 import os
 import shutil
 import time
 import traceback
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
 from . import export_key
 from ._filelock import locked
-from .errors import ExportError, UsageError
+from .errors import DamagedCacheEntryWarning, ExportError, StorageError, UsageError
 from .registry import Model
-from .work import FACTS_FILE, facts_document, write_facts
+from .work import FACTS_FILE, FACTS_VERSION, decode_facts, facts_document, write_facts
 
-# 2: int8 reference outputs come from the quantized model; 3: keyed by the traced program's content
-EXPORT_FORMAT_VERSION = 3
+# 2: int8 reference outputs come from the quantized model; 3: keyed by the traced program's content;
+# 4: export.json holds every file's sha256, checked whenever the entry is used
+EXPORT_FORMAT_VERSION = 4
 DTYPES = ("fp32", "fp16", "int8")
 QUANT_MODES = ("static", "dynamic")
 PARTITIONERS = ("xnnpack", "none")
@@ -58,6 +70,7 @@ ETRECORD_NAME = "model.etrecord"
 INPUTS_NAME = "inputs.pt"
 REFERENCE_NAME = "reference_outputs.pt"
 META_NAME = "export.json"
+CHECKED_FILES = (PTE_NAME, ETRECORD_NAME, INPUTS_NAME, REFERENCE_NAME)  # their sha256 is in export.json
 
 
 @dataclass(frozen=True)
@@ -186,8 +199,25 @@ def trace(model: Model, recipe: Recipe) -> Traced:
             raise
         stage.name = "computing the cache key"
         digest = export_key.program_digest(program, inputs, calibration)
+    _check_returns_tensors(model, recipe, program)
     key = export_key.cache_key(digest, asdict(recipe), versions())
     return Traced(eager, inputs, program, calibration, digest, key, time.perf_counter() - started)
+
+
+def _check_returns_tensors(model: Model, recipe: Recipe, program: Any) -> None:
+    """A forward() that returns no tensor (None, or only constants) has nothing for the runtime to output:
+    lowering it ended in ``KeyError: 'op_type'`` deep inside ExecuTorch; say what the model must return."""
+    from torch.export.graph_signature import OutputKind, TensorArgument
+
+    if any(spec.kind == OutputKind.USER_OUTPUT and isinstance(spec.arg, TensorArgument)
+           for spec in program.graph_signature.output_specs):
+        return
+    where = f" in {model.source_path}" if model.source_path else ""
+    returned = ", ".join(repr(getattr(spec.arg, "value", spec.arg)) for spec in program.graph_signature.output_specs
+                         if spec.kind == OutputKind.USER_OUTPUT) or "nothing"
+    raise ExportError(f"export of model {model.name!r} with recipe {recipe.label}: its forward() returned no tensors "
+                      f"(only {returned}); the model must return a tensor, or a tuple, list or dict of tensors, "
+                      f"for the runtime to have outputs: fix forward(){where}")
 
 
 def cache_key(model: Model, recipe: Recipe) -> str:
@@ -195,40 +225,137 @@ def cache_key(model: Model, recipe: Recipe) -> str:
     return trace(model, recipe).key
 
 
+class _Damaged(Exception):
+    """Why an existing cache entry cannot be used (the message names the file or field)."""
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _meta_problem(meta: Any, traced: Traced) -> str | None:
+    """What is wrong with an entry's export.json for this traced program, or None."""
+    if not isinstance(meta, dict):
+        return f"{META_NAME} holds a JSON {type(meta).__name__}, not an object"
+    if meta.get("format") != EXPORT_FORMAT_VERSION:
+        return f"{META_NAME} has format {meta.get('format')!r}, not {EXPORT_FORMAT_VERSION}"
+    for key, want in (("cache_key", traced.key), ("program_digest", traced.digest)):
+        if meta.get(key) != want:
+            return f"{META_NAME}'s {key} is {meta.get(key)!r}, not this entry's {want!r}"
+    seconds = meta.get("export_seconds")
+    if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not math.isfinite(seconds):
+        return f"{META_NAME}'s export_seconds is {seconds!r}, not a number"
+    delegation = meta.get("delegation")
+    if not isinstance(delegation, dict):
+        return f"{META_NAME}'s delegation is {type(delegation).__name__}, not an object"
+    for key in ("delegated_nodes", "non_delegated_nodes", "delegated_subgraphs"):
+        if not _count(delegation.get(key)):
+            return f"{META_NAME}'s delegation.{key} is {delegation.get(key)!r}, not a count"
+    ops = delegation.get("ops")
+    if not isinstance(ops, list) or not all(
+            isinstance(op, dict) and isinstance(op.get("op_type"), str) and _count(op.get("delegated"))
+            and _count(op.get("non_delegated")) for op in ops):
+        return f"{META_NAME}'s delegation.ops is not a list of {{op_type, delegated, non_delegated}}"
+    files = meta.get("files")
+    if not isinstance(files, dict) or sorted(files) != sorted(CHECKED_FILES) or not all(
+            isinstance(v, str) and len(v) == 64 for v in files.values()):
+        return f"{META_NAME}'s files is {files!r}, not the sha256 of each of {', '.join(CHECKED_FILES)}"
+    return None
+
+
 def _load_entry(directory: Path, model: str, recipe: Recipe, traced: Traced) -> ExportedModel | None:
-    meta_path = directory / META_NAME
+    """The entry at ``directory``; None when there is none; _Damaged when its metadata does not decode or a
+    file is not what its export wrote (an entry is written once, by its export, and never changed)."""
+    if not os.path.lexists(directory):
+        return None
     try:
-        meta = json.loads(meta_path.read_text())
-    except (OSError, ValueError):
-        return None
-    if not (directory / PTE_NAME).exists():
-        return None
+        meta = json.loads((directory / META_NAME).read_text())
+    except FileNotFoundError:
+        raise _Damaged(f"{META_NAME} is missing") from None
+    except (OSError, ValueError) as exc:
+        raise _Damaged(f"{META_NAME} does not decode ({_first_line(exc)})") from None
+    problem = _meta_problem(meta, traced)
+    if problem:
+        raise _Damaged(problem)
+    for name, stored in meta["files"].items():
+        try:
+            actual = _sha256(directory / name)
+        except FileNotFoundError:
+            raise _Damaged(f"{name} is missing") from None
+        except OSError as exc:
+            raise _Damaged(f"{name} is unreadable ({_first_line(exc)})") from None
+        if actual != stored:
+            size = (directory / name).stat().st_size
+            raise _Damaged(f"{name} ({size} bytes) is not what was exported: its sha256 begins {actual[:16]}, "
+                           f"the one {META_NAME} stored {stored[:16]}")
+    try:
+        facts = json.loads((directory / FACTS_FILE).read_text())
+        # Another version is stale, not damaged: work.ProgramFacts.of computes it again from the program.
+        if not isinstance(facts, dict) or facts.get("version") == FACTS_VERSION:
+            decode_facts(facts, str(directory / PTE_NAME))
+    except FileNotFoundError:
+        raise _Damaged(f"{FACTS_FILE} is missing") from None
+    except OSError as exc:
+        raise _Damaged(f"{FACTS_FILE} is unreadable ({_first_line(exc)})") from None
+    except ValueError as exc:  # not JSON, or decode_facts naming the part
+        raise _Damaged(f"{FACTS_FILE} does not decode: {exc}") from None
     return ExportedModel(
         model=model,
         recipe=recipe,
         directory=directory,
         cache_key=traced.key,
         from_cache=True,
-        export_seconds=float(meta.get("export_seconds", 0.0)),
-        delegation=meta.get("delegation", {}),
+        export_seconds=float(meta["export_seconds"]),
+        delegation=meta["delegation"],
         program_digest=traced.digest,
         trace_seconds=traced.seconds,
     )
+
+
+def _discard(directory: Path, model: Model, recipe: Recipe, damage: _Damaged) -> None:
+    """Report a damaged entry by its own path (not a session's copy of it) and remove it."""
+    warnings.warn(DamagedCacheEntryWarning(
+        f"export cache entry {os.path.abspath(directory)} is damaged: {damage}. It is not used: it is removed and "
+        f"{model.name} {recipe.label} is exported again. Entries are written once by their export and "
+        f"session artifacts are copies, so something else wrote into the cache."), stacklevel=3)
+    try:
+        if directory.is_dir() and not directory.is_symlink():
+            shutil.rmtree(directory)
+        else:
+            directory.unlink()
+    except OSError as exc:
+        raise StorageError(f"export cache entry {directory} is damaged ({damage}) and cannot be removed: "
+                           f"{_first_line(exc)}. Remove it by hand, or use another --sme2-cache-dir") from None
 
 
 def export(model: Model, recipe: Recipe, cache_dir: Path) -> ExportedModel:
     """Return the cached export of ``model`` with ``recipe``, lowering it first if needed.
 
     The entry is looked up, and stored, under the key of the program traced here: what it holds is
-    what the model is now.
+    what the model is now. A damaged entry is reported, removed and exported again, by one process.
     """
     traced = trace(model, recipe)
     final = cache_dir / f"{model.name}-{recipe.label}-{traced.key}"
-    cached = _load_entry(final, model.name, recipe, traced)
+    try:
+        cached = _load_entry(final, model.name, recipe, traced)
+    except _Damaged:
+        cached = None  # looked at again under the lock: another process may be replacing it right now
     if cached is not None:
         return cached
     with locked(cache_dir / "locks" / f"{final.name}.lock"):
-        cached = _load_entry(final, model.name, recipe, traced)  # another worker may have finished it
+        try:
+            cached = _load_entry(final, model.name, recipe, traced)  # another worker may have finished it
+        except _Damaged as damage:
+            _discard(final, model, recipe, damage)
+            cached = None
         if cached is not None:
             return cached
         _remove_stale_staging(cache_dir)
@@ -248,12 +375,11 @@ def export(model: Model, recipe: Recipe, cache_dir: Path) -> ExportedModel:
                 "export_seconds": seconds,
                 "delegation": delegation,
                 "source": str(model.source_path) if model.source_path else None,
+                "files": {name: _sha256(staging / name) for name in CHECKED_FILES},
             }
             (staging / META_NAME).write_text(json.dumps(meta, indent=2, sort_keys=True))
             # Planned memory and per-operator work, read from the .pte now that ExecuTorch's exporter is loaded.
             write_facts(facts_document(staging / PTE_NAME), staging / FACTS_FILE)
-            if final.exists():  # an incomplete leftover (no export.json): replace it
-                shutil.rmtree(final)
             os.rename(staging, final)
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)

@@ -27,7 +27,7 @@ from .profile import Profile
 from .report.kit_layout import kit_variant
 from .program import check_program
 from .work import ProgramFacts
-from .session import Sme2Session, link_or_copy, slug
+from .session import Sme2Session, copy_artifact, slug
 from .targets import RunResult, RunSpec
 
 
@@ -80,10 +80,10 @@ class Runner:
         # sme2_on / sme2_off in folder names: how the reference kit's tools tell the two apart
         out_dir = self.test_dir / f"{self._calls[0]:02d}-{kind}-{slug(kit_variant(self.label))}"
         if isinstance(pte, ExportedModel):
-            program = link_or_copy(pte.path, self.test_dir / f"{slug(pte.label)}.pte")
+            program = copy_artifact(pte.path, self.test_dir / f"{slug(pte.label)}.pte")
             etrecord = None
             if pte.etrecord_path.exists():
-                etrecord = link_or_copy(pte.etrecord_path, self.test_dir / f"{slug(pte.label)}.etrecord")
+                etrecord = copy_artifact(pte.etrecord_path, self.test_dir / f"{slug(pte.label)}.etrecord")
             inputs = pte.inputs_path
             identity = {"model": pte.model, "recipe": pte.recipe.label, "delegation": pte.delegation,
                         "etrecord": str(etrecord) if etrecord else None, "export": self._provenance(pte)}

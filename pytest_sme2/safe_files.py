@@ -13,7 +13,8 @@ The one rule, used by every writer in the package (docs/design.md, "Files in sha
   folder, owned by us, writable by nobody else.
 
 Files get the permissions the user's umask gives (a cache shared by a group under umask 002 stays
-shared), unlike ``tempfile.mkstemp``'s fixed 0600.
+shared), unlike ``tempfile.mkstemp``'s fixed 0600. Kept by hand rather than a library: the
+atomic-write packages on PyPI follow links at the temp name or fix the mode at 0600.
 """
 
 from __future__ import annotations
@@ -21,28 +22,42 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import secrets
+import shutil
 import stat
-import tempfile
 from pathlib import Path
+from typing import BinaryIO, Callable
 
 from .errors import StorageError
 
 
 def write_file(path: str | os.PathLike[str], data: str | bytes, *, encoding: str = "utf-8") -> Path:
     """Replace ``path`` with ``data`` atomically, never writing through a link at ``path``."""
-    path = Path(path)
+    payload = data.encode(encoding) if isinstance(data, str) else data
+    return _replace(Path(path), lambda out: out.write(payload))
+
+
+def copy_file(source: str | os.PathLike[str], destination: str | os.PathLike[str]) -> Path:
+    """Replace ``destination`` with a copy of ``source`` (never a link to it), never writing through a
+    link at ``destination``. Artifacts are copies: writing one must not rewrite a cache entry."""
+    with open(source, "rb") as origin:
+        return _replace(Path(destination), lambda out: shutil.copyfileobj(origin, out, 1 << 20))
+
+
+def _replace(path: Path, fill: Callable[[BinaryIO], object]) -> Path:
+    """Fill a temp file created exclusively beside ``path`` (a random name, ``O_EXCL|O_NOFOLLOW``, the
+    mode the umask gives) and rename it over ``path``."""
     if path.is_dir() and not path.is_symlink():
         raise StorageError(f"cannot write {path}: it is a folder; give a file path or remove the folder")
-    payload = data.encode(encoding) if isinstance(data, str) else data
-    handle, temp = tempfile.mkstemp(prefix=f".{path.name[:60]}.", suffix=".tmp", dir=path.parent)
+    temporary = path.with_name(f".{path.name[:60]}.{secrets.token_hex(8)}.tmp")
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
     try:
-        with os.fdopen(handle, "wb") as out:
-            out.write(payload)
-        os.chmod(temp, 0o666 & ~_umask())
-        os.replace(temp, path)
+        with os.fdopen(descriptor, "wb") as out:
+            fill(out)
+        os.replace(temporary, path)
     except BaseException:
         with contextlib.suppress(OSError):
-            os.unlink(temp)
+            os.unlink(temporary)
         raise
     return path
 
@@ -105,18 +120,3 @@ def private_folder(path: str | os.PathLike[str]) -> Path:
                            f"another user could plant links in it; remove it, or set TMPDIR to a folder of "
                            f"your own")
     return path
-
-
-def _umask() -> int:
-    """The process's umask (read without changing it where Linux allows)."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as status:
-            for line in status:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError):
-        pass
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-

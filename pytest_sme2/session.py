@@ -16,6 +16,7 @@ from typing import Any
 from .export import ExportedModel, Recipe, export
 from ._storage import Place, option_and_ini
 from .registry import ModelRegistry, default_registry
+from .safe_files import copy_file
 from .targets import RunSpec, Target, make_target
 
 
@@ -142,24 +143,13 @@ class Sme2Session:
             self._target.close()
 
 
-def link_or_copy(source: Path, destination: Path) -> Path:
-    """Put an artifact into a test's folder without copying megabytes when a hard link works.
+def copy_artifact(source: Path, destination: Path) -> Path:
+    """Put a copy of ``source`` (an export cache entry's file, a run's ETDump) into a test's folder.
 
-    A file already there is kept only if it *is* the source (the same hard link); anything else,
-    e.g. a program a reused artifacts folder kept from an earlier export of a changed model, is
-    replaced, so a run never silently uses a stale program.
+    Always a copy, never a hard link: a user writing over an artifact (``cp other.pte <artifact>``,
+    ``: > <artifact>``) must change that copy only, not the cache entry every later session runs. The copy
+    is written to a new file created exclusively beside ``destination`` and renamed over it, so whatever was
+    there (a stale program from an earlier export, a link planted in the folder) is replaced, never
+    followed or reused. Copying costs milliseconds per megabyte.
     """
-    import shutil
-
-    if destination.exists():
-        try:
-            if os.path.samefile(source, destination):
-                return destination
-        except OSError:
-            pass
-        destination.unlink()
-    try:
-        os.link(source, destination)
-    except OSError:
-        shutil.copy2(source, destination)
-    return destination
+    return copy_file(source, destination)

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import shutil
 import tempfile
@@ -44,6 +45,7 @@ from typing import Any, Iterable, Sequence
 from .categories import classify
 from .errors import ProgramError
 from .identity import NO_HANDLE, graph_anchors
+from .safe_files import write_file
 
 _XNN_BYTES = {"xnn_datatype_fp32": 4, "xnn_datatype_fp16": 2, "xnn_datatype_qint8": 1, "xnn_datatype_quint8": 1,
               "xnn_datatype_qint32": 4, "xnn_datatype_qcint8": 1, "xnn_datatype_qcint32": 4, "xnn_datatype_qcint4": 0.5,
@@ -317,38 +319,60 @@ class ProgramFacts:
         """Read from ``cache_dir/program.json`` (an export cache entry), computing and writing it if missing.
 
         Reading the .pte needs ``executorch.exir`` (seconds to import in a fresh process), so the facts are
-        written once per exported program, at export time or on first use.
+        written once per exported program, at export time or on first use. A document of another version, or
+        one that does not decode (export.py reports such an entry as damaged before it is used), is computed
+        again from the program rather than read into a KeyError.
         """
         pte = Path(pte)
         path = None if cache_dir is None else Path(cache_dir) / FACTS_FILE
-        document = None
         if path is not None and path.exists():
             try:
-                document = json.loads(path.read_text())
+                return decode_facts(json.loads(path.read_text()), str(pte))
             except (OSError, ValueError):
-                document = None
-            if not isinstance(document, dict) or document.get("version") != FACTS_VERSION:
-                document = None
-        if document is None:
-            document = _facts_of(pte)
-            if path is not None:
-                write_facts(document, path)
-        work = ProgramWork(str(pte),
-                           {int(k): [(row[0], _decode(row[1:])) for row in rows]
-                            for k, rows in document["delegate_nodes"].items()},
-                           {int(k): _decode(row) for k, row in document["portable"].items()},
-                           *({int(k): [int(h) for h in v] for k, v in document[key].items()}
-                             for key in ("delegate_handles", "portable_handles")),
-                           {int(k): str(v) for k, v in document["node_names"].items()})
-        return cls([int(b) for b in document["planned_buffers"]], work)
+                pass
+        document = _facts_of(pte)
+        if path is not None:
+            write_facts(document, path)
+        return decode_facts(document, str(pte))
+
+
+# How each part of a program.json document is read; a part that does not convert is a damaged document.
+_FACTS_PARTS: dict[str, Any] = {
+    "delegate_nodes": lambda v: {int(k): [(str(row[0]), _decode(row[1:])) for row in rows] for k, rows in v.items()},
+    "portable": lambda v: {int(k): _decode(row) for k, row in v.items()},
+    "delegate_handles": lambda v: {int(k): [int(h) for h in hs] for k, hs in v.items()},
+    "portable_handles": lambda v: {int(k): [int(h) for h in hs] for k, hs in v.items()},
+    "node_names": lambda v: {int(k): str(name) for k, name in v.items()},
+    "planned_buffers": lambda v: [int(b) for b in v],
+}
+
+
+def decode_facts(document: Any, pte: str) -> ProgramFacts:
+    """The facts a program.json document holds; ValueError saying which part is missing or malformed
+    (never a KeyError or TypeError from deep inside), so a damaged cache entry can be named and replaced."""
+    if not isinstance(document, dict):
+        raise ValueError(f"{FACTS_FILE} holds a JSON {type(document).__name__}, not an object")
+    if document.get("version") != FACTS_VERSION:
+        raise ValueError(f"{FACTS_FILE} has version {document.get('version')!r}, not {FACTS_VERSION}")
+    parts: dict[str, Any] = {}
+    for key, read in _FACTS_PARTS.items():
+        if key not in document:
+            raise ValueError(f"{FACTS_FILE} has no {key!r}")
+        try:
+            parts[key] = read(document[key])
+        except (TypeError, ValueError, AttributeError, IndexError, KeyError) as exc:
+            raise ValueError(f"{FACTS_FILE}'s {key!r} is malformed ({type(exc).__name__}: {exc})") from None
+    work = ProgramWork(pte, parts["delegate_nodes"], parts["portable"], parts["delegate_handles"],
+                       parts["portable_handles"], parts["node_names"])
+    return ProgramFacts(parts["planned_buffers"], work)
 
 
 def write_facts(document: dict[str, Any], path: Path) -> None:
-    """Atomically: concurrent writers of one cache entry write the same content."""
-    handle = tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", suffix=".tmp", delete=False)
-    with handle:
-        handle.write(json.dumps(document) + "\n")
-    Path(handle.name).replace(path)
+    """Atomically (concurrent writers of one cache entry write the same content), created with the mode the
+    umask gives like every other file of the entry: a cache shared under umask 002 stays group-writable,
+    which a NamedTemporaryFile (always 0600) did not allow. The temporary name is random and created
+    exclusively without following links, then renamed over ``path``."""
+    write_file(path, json.dumps(document) + "\n")
 
 
 def facts_document(pte: str | Path) -> dict[str, Any]:

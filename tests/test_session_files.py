@@ -1,11 +1,11 @@
-"""Artifact placement in test folders: links where possible, never a stale file."""
+"""Artifact placement in test folders: copies, never a stale file."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-from pytest_sme2.session import link_or_copy
+from pytest_sme2.session import copy_artifact
 
 
 def test_a_stale_artifact_is_replaced_not_reused(tmp_path: Path) -> None:
@@ -16,10 +16,10 @@ def test_a_stale_artifact_is_replaced_not_reused(tmp_path: Path) -> None:
     second.write_bytes(b"new program, other size")
     destination = tmp_path / "test-folder" / "model.pte"
     destination.parent.mkdir()
-    assert link_or_copy(first, destination).read_bytes() == b"old program"
-    assert link_or_copy(second, destination).read_bytes() == b"new program, other size"
-    assert os.path.samefile(second, destination)  # a hard link, not a copy
-    assert link_or_copy(second, destination) == destination  # the same file is kept as is
+    assert copy_artifact(first, destination).read_bytes() == b"old program"
+    assert copy_artifact(second, destination).read_bytes() == b"new program, other size"
+    assert not os.path.samefile(second, destination)  # a copy, never a hard link into the cache (issue 23)
+    assert copy_artifact(second, destination) == destination
     assert first.read_bytes() == b"old program"  # the earlier export is untouched
 
 

@@ -1,0 +1,168 @@
+"""The export cache entry is never changed through a session's artifacts, and a damaged entry is reported
+naming the entry, thrown away and exported again, never used (issue 23, item 5 and the weak items on
+cache metadata and program.json's mode)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import warnings
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from pytest_sme2 import Recipe
+from pytest_sme2.errors import DamagedCacheEntryWarning
+from pytest_sme2.export import ExportedModel, export
+from pytest_sme2.registry import ModelRegistry
+from pytest_sme2.runner import Runner
+from pytest_sme2.session import Settings, Sme2Session, copy_artifact
+from pytest_sme2.targets import RunSpec
+from pytest_sme2.work import FACTS_FILE, write_facts
+
+from conftest import TINY_MODEL
+
+
+def _tiny(tmp_path: Path) -> ModelRegistry:
+    source = tmp_path / "tiny.py"
+    source.write_text(TINY_MODEL)
+    registry = ModelRegistry()
+    registry.register("tiny", str(source))
+    return registry
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, bytes]:
+    """A cache holding one good export of the tiny model, and its program's bytes (copied, never used)."""
+    root = tmp_path_factory.mktemp("pristine")
+    exported = export(_tiny(root).get("tiny"), Recipe(), root / "cache")
+    return root / "cache", exported.path.read_bytes()
+
+
+def _cache_copy(pristine: tuple[Path, bytes], tmp_path: Path) -> tuple[Path, Path]:
+    """A copy of the pristine cache, and its one entry."""
+    cache = tmp_path / "cache"
+    shutil.copytree(pristine[0], cache)
+    [entry] = [p for p in cache.iterdir() if p.name.startswith("tiny-")]
+    return cache, entry
+
+
+def _export_again(tmp_path: Path, cache: Path) -> tuple[ExportedModel, list[str]]:
+    """Export as a new session would, with the warnings it gave."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        exported = export(_tiny(tmp_path).get("tiny"), Recipe(), cache)
+    return exported, [str(w.message) for w in caught if issubclass(w.category, DamagedCacheEntryWarning)]
+
+
+def test_writing_over_an_artifact_leaves_the_next_sessions_program_right(pristine: tuple[Path, bytes],
+                                                                       tmp_path: Path) -> None:
+    # Artifacts used to be hard links into the cache: copying another program over one rewrote the entry,
+    # and the next session ran that program under this model's name.
+    cache, _ = _cache_copy(pristine, tmp_path)
+    session = Sme2Session(Settings(target="host", cache_dir=cache, session_dir=tmp_path / "run"), _tiny(tmp_path))
+    try:
+        exported = session.export("tiny", Recipe())
+        Runner(session, RunSpec(runs=1, warmup=0), session.test_dir("test_one")).profile(exported)
+    finally:
+        session.close()
+    [artifact] = (tmp_path / "run" / "test_one").glob("*.pte")
+    with open(artifact, "r+b") as handle:  # written in place, as `cp other.pte <artifact>` or `: >` do
+        handle.truncate(0)
+        handle.write(b"another program")
+    again, messages = _export_again(tmp_path, cache)
+    assert again.path.read_bytes() == pristine[1]
+    assert again.from_cache and not messages  # the entry was never touched
+
+
+def test_an_artifact_is_a_fresh_copy_even_over_a_link(tmp_path: Path) -> None:
+    source = tmp_path / "entry.pte"
+    source.write_bytes(b"program")
+    outside = tmp_path / "outside"
+    outside.write_bytes(b"not ours")
+    destination = tmp_path / "test" / "model.pte"
+    destination.parent.mkdir()
+    destination.symlink_to(outside)
+    copy_artifact(source, destination)
+    assert not destination.is_symlink() and destination.read_bytes() == b"program"
+    assert outside.read_bytes() == b"not ours"  # replaced the link, did not write through it
+    destination.write_bytes(b"changed by the user")
+    assert source.read_bytes() == b"program"  # a copy: the source never changes with it
+
+
+def _truncate(entry: Path) -> None:
+    pte = entry / "model.pte"
+    pte.write_bytes(pte.read_bytes()[:1000])
+
+
+def _flip_a_byte(entry: Path) -> None:
+    pte = entry / "model.pte"
+    data = bytearray(pte.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    pte.write_bytes(bytes(data))
+
+
+def _meta(entry: Path, change: Callable[[dict], object]) -> None:
+    path = entry / "export.json"
+    meta = json.loads(path.read_text())
+    path.write_text(json.dumps(change(meta)))
+
+
+def _facts(entry: Path, change: Callable[[dict], object]) -> None:
+    path = entry / FACTS_FILE
+    path.write_text(json.dumps(change(json.loads(path.read_text()))))
+
+
+def _without(key: str) -> Callable[[dict], dict]:
+    return lambda document: {k: v for k, v in document.items() if k != key}
+
+
+DAMAGE: dict[str, tuple[Callable[[Path], None], str]] = {
+    "truncated program": (_truncate, "model.pte"),
+    "changed program byte": (_flip_a_byte, "model.pte"),
+    "changed reference outputs": (lambda e: (e / "reference_outputs.pt").write_bytes(b"x"), "reference_outputs.pt"),
+    "missing program": (lambda e: (e / "model.pte").unlink(), "model.pte"),
+    "missing export.json": (lambda e: (e / "export.json").unlink(), "export.json"),
+    "export.json not JSON": (lambda e: (e / "export.json").write_text("{not json"), "export.json"),
+    "export.json is a list": (lambda e: (e / "export.json").write_text("[]"), "export.json"),
+    "export_seconds not a number": (lambda e: _meta(e, lambda m: {**m, "export_seconds": "fast"}), "export_seconds"),
+    "delegation count not a number": (
+        lambda e: _meta(e, lambda m: {**m, "delegation": {**m["delegation"], "delegated_nodes": "many"}}),
+        "delegated_nodes"),
+    "file digests missing": (lambda e: _meta(e, _without("files")), "files"),
+    "program.json missing a key": (lambda e: _facts(e, _without("planned_buffers")), "planned_buffers"),
+    "program.json is a list": (lambda e: (e / FACTS_FILE).write_text("[1]"), FACTS_FILE),
+    "missing program.json": (lambda e: (e / FACTS_FILE).unlink(), FACTS_FILE),
+}
+
+
+@pytest.mark.parametrize("case", list(DAMAGE))
+def test_a_damaged_entry_is_reported_by_its_path_and_exported_again(case: str, pristine: tuple[Path, bytes],
+                                                                   tmp_path: Path) -> None:
+    damage, named = DAMAGE[case]
+    cache, entry = _cache_copy(pristine, tmp_path)
+    damage(entry)
+    exported, messages = _export_again(tmp_path, cache)
+    assert len(messages) == 1, messages
+    assert str(entry) in messages[0] and named in messages[0] and "exported again" in messages[0]
+    assert not exported.from_cache and exported.directory == entry
+    assert exported.path.read_bytes() == pristine[1]
+    again, messages = _export_again(tmp_path, cache)  # the new entry is whole
+    assert again.from_cache and not messages
+
+
+def test_program_json_honours_the_umask(pristine: tuple[Path, bytes], tmp_path: Path) -> None:
+    # A shared cache under umask 002: every file in it must be group-writable as the umask asks.
+    old = os.umask(0o002)
+    try:
+        write_facts({"version": 0}, tmp_path / FACTS_FILE)
+        cache = tmp_path / "cache"
+        exported = export(_tiny(tmp_path).get("tiny"), Recipe(), cache)
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / FACTS_FILE).stat().st_mode) == 0o664
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in exported.directory.iterdir()}
+    assert set(modes.values()) == {0o664}, modes
