@@ -176,6 +176,41 @@ def unknown_target(root: Path) -> subprocess.CompletedProcess[str]:
     return _pytest(root, "--sme2-target=phone")
 
 
+def timeout_huge(root: Path) -> subprocess.CompletedProcess[str]:
+    _project(root)
+    return _pytest(root, "--sme2-timeout=1e300")
+
+
+def timeout_infinite_in_test(root: Path) -> subprocess.CompletedProcess[str]:
+    _project(root, TEST.replace("runner()", 'runner(timeout=float("inf"))'))
+    return _pytest(root, "--sme2-no-baselines")
+
+
+def worker_wait_fails(root: Path) -> subprocess.CompletedProcess[str]:
+    # The wait for the first test's answer fails once; the second test (another model, other run count)
+    # asserts that its profile is its own: outcome "1 failed, 1 passed" is the fix, "2 failed" the bug.
+    _project(root, """
+        import select, types
+        import pytest
+        from pytest_sme2.targets import host
+
+        @pytest.mark.model("tiny")
+        def test_first(exported_pte, runner, etdump_profile, monkeypatch):
+            def fail(*args):
+                monkeypatch.undo()
+                raise OverflowError("injected")
+            monkeypatch.setattr(host, "select", types.SimpleNamespace(select=fail))
+            etdump_profile(exported_pte, runner(runs=7))
+
+        @pytest.mark.model("linear")
+        def test_second(exported_pte, runner, etdump_profile):
+            assert etdump_profile(exported_pte, runner(runs=3)).runs == 3
+        """)
+    (root / "models" / "linear.py").write_text("import torch\ndef get_eager_model():\n    return torch.nn.Linear(8, 4)\n"
+                                               "def get_example_inputs():\n    return (torch.ones(2, 8),)\n")
+    return _pytest(root, "--sme2-no-baselines")
+
+
 CASES: list[tuple[str, Callable[[Path], subprocess.CompletedProcess[str]]]] = [
     ("13.2 ids that clean alike (a/b, a_b)", weird_ids),
     ("13.3 baseline with shares: \"abc\"", malformed_baseline),
@@ -195,6 +230,9 @@ CASES: list[tuple[str, Callable[[Path], subprocess.CompletedProcess[str]]]] = [
     ("unknown model", unknown_model),
     ("unknown dtype in the marker", bad_marker),
     ("unknown --sme2-target", unknown_target),
+    ("23.3 --sme2-timeout=1e300", timeout_huge),
+    ("23.3 runner(timeout=float(\"inf\"))", timeout_infinite_in_test),
+    ("23.3 the wait for an answer fails, the next test runs another model", worker_wait_fails),
 ]
 
 

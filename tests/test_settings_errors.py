@@ -30,8 +30,13 @@ def test_tiny(exported_pte, runner, etdump_profile):
     (["--sme2-timeout=nan"], None, "--sme2-timeout=nan is invalid: it must be a number of seconds > 0"),
     ([], "sme2_timeout = -5", "ini sme2_timeout = -5 (in {ini} or -o) is invalid: it must be a number of seconds > 0"),
     ([], "sme2_emulated_svl = 100", "ini sme2_emulated_svl = 100 (in {ini} or -o) is not an SME streaming vector length"),
+    # issue 23: no upper bound let 1e300 overflow select()
+    (["--sme2-timeout=1e300"], None, "--sme2-timeout=1e+300 is invalid: it must be a number of seconds > 0 and at most "
+                                     "86400 (one day"),
+    ([], "sme2_timeout = 90000", "ini sme2_timeout = 90000 (in {ini} or -o) is invalid: it must be a number of seconds "
+                                 "> 0 and at most 86400"),
 ], ids=["runs-option", "runs-ini", "runs-override", "warmup-ini", "threads-text", "threads-option", "max-rounds",
-        "timeout-zero", "timeout-nan", "timeout-ini", "svl-ini"])
+        "timeout-zero", "timeout-nan", "timeout-ini", "svl-ini", "timeout-huge", "timeout-huge-ini"])
 def test_a_bad_run_setting_is_one_usage_error_naming_its_source(sme2_project: pytest.Pytester, args: list[str],
                                                                  ini: str | None, message: str) -> None:
     inifile = sme2_project.path / "tox.ini"
@@ -66,3 +71,30 @@ def test_a_run_that_hits_its_timeout_says_where_the_timeout_was_set(sme2_project
     text = result.stdout.str()
     assert "timed out after 1 s (set by --sme2-timeout=1.0)" in text
     assert "timed out after 1.5 s (set by @pytest.mark.perf(timeout=1.5))" in text
+
+
+def test_run_settings_given_in_the_test_are_checked_with_the_same_bounds(sme2_project: pytest.Pytester) -> None:
+    """runner(timeout=inf) passed a finiteness check that only options had, and select() raised OverflowError."""
+    sme2_project.makepyfile(test_settings="""
+        import pytest
+
+        @pytest.mark.model("tiny")
+        def test_infinite(exported_pte, runner, etdump_profile):
+            etdump_profile(exported_pte, runner(timeout=float("inf")))
+
+        @pytest.mark.perf(timeout=1e300)
+        @pytest.mark.model("tiny")
+        def test_marked(exported_pte, runner, etdump_profile):
+            etdump_profile(exported_pte, runner())
+
+        @pytest.mark.model("tiny")
+        def test_text(exported_pte, runner, etdump_profile):
+            etdump_profile(exported_pte, runner(timeout="60"))
+        """)
+    result = sme2_project.runpytest_inprocess()
+    result.assert_outcomes(failed=3)
+    text = result.stdout.str()
+    assert "runner(timeout=inf) is invalid: it must be a number of seconds > 0 and at most 86400" in text
+    assert "@pytest.mark.perf(timeout=1e+300) is invalid: it must be a number of seconds > 0 and at most 86400" in text
+    assert "runner(timeout='60') is invalid: it must be a number of seconds > 0" in text
+    assert "OverflowError" not in text and "Traceback" not in text

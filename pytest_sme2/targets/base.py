@@ -27,6 +27,12 @@ OUTPUTS = "outputs.pt"
 # Why time-based checks are skipped on emulated targets (kernels and outputs there are real, time is not).
 EMULATED_TIMING = "emulated timing is not hardware timing"
 
+# Upper bounds of run settings, checked where they enter (options, ini, markers, runner()).
+# A day: a single run longer than that is a hang, not a slow model, and an unbounded timeout
+# overflowed the waits (1e300 s in select()).
+MAX_TIMEOUT_S = 86_400.0
+TIMEOUT_RANGE = f"a number of seconds > 0 and at most {MAX_TIMEOUT_S:g} (one day: a run that long is hung, not slow)"
+
 
 @dataclass(frozen=True)
 class RunSpec:
@@ -61,8 +67,10 @@ class RunSpec:
                 )
         if self.sme2 not in (True, False, None):
             raise UsageError(f"sme2={self.sme2!r} is invalid: use True, False or None (whatever the target has)")
-        if not self.timeout_s > 0:
-            raise UsageError(f"timeout={self.timeout_s!r} is invalid: it must be a positive number of seconds")
+        timeout = self.timeout_s
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= MAX_TIMEOUT_S:
+            source = self.timeout_source or f"timeout={timeout!r}"
+            raise UsageError(f"{source} is invalid: it must be {TIMEOUT_RANGE}")
 
     @property
     def sme2_label(self) -> str:
