@@ -211,6 +211,11 @@ def worker_wait_fails(root: Path) -> subprocess.CompletedProcess[str]:
     return _pytest(root, "--sme2-no-baselines")
 
 
+def threads_huge(root: Path) -> subprocess.CompletedProcess[str]:
+    _project(root)
+    return _pytest(root, "--sme2-threads=100000")
+
+
 CASES: list[tuple[str, Callable[[Path], subprocess.CompletedProcess[str]]]] = [
     ("13.2 ids that clean alike (a/b, a_b)", weird_ids),
     ("13.3 baseline with shares: \"abc\"", malformed_baseline),
@@ -233,6 +238,7 @@ CASES: list[tuple[str, Callable[[Path], subprocess.CompletedProcess[str]]]] = [
     ("23.3 --sme2-timeout=1e300", timeout_huge),
     ("23.3 runner(timeout=float(\"inf\"))", timeout_infinite_in_test),
     ("23.3 the wait for an answer fails, the next test runs another model", worker_wait_fails),
+    ("23 weak --sme2-threads=100000", threads_huge),
 ]
 
 

@@ -25,7 +25,7 @@ from .profile import Profile
 from .runner import Runner, require_program
 from .session import Settings, Sme2Session
 from .targets import TARGET_NAMES, EmulatedTarget, RunSpec, check_target_name
-from .targets.base import MAX_TIMEOUT_S, TIMEOUT_RANGE
+from .targets.base import MAX_THREADS, MAX_TIMEOUT_S, THREADS_WHY, TIMEOUT_RANGE
 from .targets.emulated import check_svl
 from .targets.adb import AdbOptions, is_adb_target
 from .verdicts import BASELINE_PROCESSES, MIN_BASELINE_PROCESSES
@@ -178,7 +178,7 @@ _LIMITS: dict[str, tuple[float, bool, str]] = {
     "max_rounds": (1, False, "a whole number >= 1"),
     "baseline_processes": (MIN_BASELINE_PROCESSES, False, f"a whole number >= {MIN_BASELINE_PROCESSES}"),
     "processes": (1, False, "a whole number >= 1"),
-    "threads": (1, False, "a whole number >= 1"),
+    "threads": (1, False, f"a whole number from 1 to {MAX_THREADS} ({THREADS_WHY})"),
     "timeout": (0, True, TIMEOUT_RANGE),
     "adb_claim_timeout": (0, False, "a number of seconds >= 0"),
     "kernel_sampling_hz": (0, True, "a number of samples per second > 0 (at most 100000)"),
@@ -186,7 +186,7 @@ _LIMITS: dict[str, tuple[float, bool, str]] = {
 
 
 # Highest valid value, where there is one (the reasons are in targets/base.py, beside the bounds).
-_MAXIMA: dict[str, float] = {"timeout": MAX_TIMEOUT_S}
+_MAXIMA: dict[str, float] = {"threads": MAX_THREADS, "timeout": MAX_TIMEOUT_S}
 
 
 def setting_source(config: pytest.Config, name: str) -> str:

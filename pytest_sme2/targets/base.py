@@ -32,6 +32,10 @@ EMULATED_TIMING = "emulated timing is not hardware timing"
 # overflowed the waits (1e300 s in select()).
 MAX_TIMEOUT_S = 86_400.0
 TIMEOUT_RANGE = f"a number of seconds > 0 and at most {MAX_TIMEOUT_S:g} (one day: a run that long is hung, not slow)"
+# More threads than any CPU ExecuTorch runs on has cores (the largest servers have a few hundred) only
+# cost memory and time: 100000 threads could not even be created ("can't allocate memory").
+MAX_THREADS = 1024
+THREADS_WHY = "no CPU has more than a few hundred cores, and more threads than cores only slow a run down"
 
 
 @dataclass(frozen=True)
@@ -65,6 +69,11 @@ class RunSpec:
                     f"{name}={value!r} is invalid: {name} must be an integer >= {minimum} "
                     f"(set it in @pytest.mark.perf({name}=...), runner({name}=...) or --sme2-{name})"
                 )
+        if self.threads > MAX_THREADS:
+            raise UsageError(
+                f"threads={self.threads!r} is invalid: threads must be an integer from 1 to {MAX_THREADS} "
+                f"({THREADS_WHY}; set it in @pytest.mark.perf(threads=...), runner(threads=...) or --sme2-threads)"
+            )
         if self.sme2 not in (True, False, None):
             raise UsageError(f"sme2={self.sme2!r} is invalid: use True, False or None (whatever the target has)")
         timeout = self.timeout_s
