@@ -211,6 +211,33 @@ def worker_wait_fails(root: Path) -> subprocess.CompletedProcess[str]:
     return _pytest(root, "--sme2-no-baselines")
 
 
+def sigkill_of_pytest(root: Path) -> subprocess.CompletedProcess[str]:
+    # CI's `kill -9 -- -PGID` of a pytest mid-run: exit 0 here means no process it started was left 5 s
+    # later (the stdout line lists any that were); the run itself ends with SIGKILL, so it has no outcome.
+    sys.path.insert(0, str(REPO / "tests"))
+    from helpers_faults import alive, descendants, wait_for
+
+    _project(root, TEST.replace("runner()", "runner(runs=10_000_000, warmup=0)"))
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--sme2-no-baselines"]
+    inner = subprocess.Popen(command, cwd=root, env={**os.environ, "PYTEST_ADDOPTS": ""}, start_new_session=True,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    started = wait_for(lambda: (d := descendants(inner.pid)) and any("_host_worker" in a for a in d.values()) and d,
+                       timeout=600, interval=0.5) or {}
+    time.sleep(2)
+    started = {**started, **descendants(inner.pid)}
+    os.killpg(inner.pid, 9)
+    inner.wait()
+    wait_for(lambda: not alive(started), timeout=5)
+    left = alive(started)
+    for pid in left:  # what the bug leaves would burn the CPU under every later case
+        try:
+            os.kill(pid, 9)
+        except ProcessLookupError:
+            pass
+    return subprocess.CompletedProcess(command, int(bool(left) or not started),
+                                       f"processes left 5 s after SIGKILL: {left or 'none'} (of {len(started)})\n", "")
+
+
 def threads_huge(root: Path) -> subprocess.CompletedProcess[str]:
     _project(root)
     return _pytest(root, "--sme2-threads=100000")
@@ -238,6 +265,7 @@ CASES: list[tuple[str, Callable[[Path], subprocess.CompletedProcess[str]]]] = [
     ("23.3 --sme2-timeout=1e300", timeout_huge),
     ("23.3 runner(timeout=float(\"inf\"))", timeout_infinite_in_test),
     ("23.3 the wait for an answer fails, the next test runs another model", worker_wait_fails),
+    ("23.6 SIGKILL to pytest's process group mid-run (host)", sigkill_of_pytest),
     ("23 weak --sme2-threads=100000", threads_huge),
 ]
 
