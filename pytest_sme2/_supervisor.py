@@ -110,6 +110,8 @@ def _close_inherited(keep: set[int]) -> None:
 
 
 def supervise(parent: int, limit_s: float, command: list[str]) -> NoReturn:
+    """Run ``command`` as our child until it ends (then end as it did), or kill the group when ``parent``
+    is gone, a stop signal arrives or ``limit_s`` (> 0) passes."""
     wake_read, wake_write = os.pipe()
     os.set_blocking(wake_read, False)
     os.set_blocking(wake_write, False)
@@ -136,12 +138,12 @@ def supervise(parent: int, limit_s: float, command: list[str]) -> NoReturn:
         if done:
             _exit_like(status)
         # A parent-death signal with our parent PID unchanged means only the thread that started us
-        # ended (pytest lives on); the kernel sends it again when pytest itself is gone.
+        # ended (pytest lives on); the kernel sends it again when pytest itself is gone, and the poll sees it.
         if os.getppid() != parent or received & set(STOP):
             kill_group()
         if deadline is not None and time.monotonic() >= deadline:
             os.write(2, f"pytest-sme2: {command[0]} ran past its limit of {limit_s:g} s and was killed by its "
-                        "supervisor (pytest was not there to end it)\n".encode(errors="replace"))
+                        "supervisor (pytest did not end it)\n".encode(errors="replace"))
             kill_group()
 
 
