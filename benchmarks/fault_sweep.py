@@ -266,6 +266,8 @@ def sessions_in_two_pid_namespaces(root: Path) -> subprocess.CompletedProcess[st
     if len(folders) != 2:
         result.stdout += f"\nFAILED: {len(folders)} session folder(s) for two sessions"
     return result
+
+
 def artifact_written_over(root: Path) -> subprocess.CompletedProcess[str]:
     """Issue 23.5: a program written over a session's artifact must not become the cached export."""
     _project(root)
@@ -335,6 +337,73 @@ def outputs_none(root: Path) -> subprocess.CompletedProcess[str]:
     return _outputs_model(root, "None")
 
 
+def timeout_huge(root: Path) -> subprocess.CompletedProcess[str]:
+    _project(root)
+    return _pytest(root, "--sme2-timeout=1e300")
+
+
+def timeout_infinite_in_test(root: Path) -> subprocess.CompletedProcess[str]:
+    _project(root, TEST.replace("runner()", 'runner(timeout=float("inf"))'))
+    return _pytest(root, "--sme2-no-baselines")
+
+
+def worker_wait_fails(root: Path) -> subprocess.CompletedProcess[str]:
+    # The wait for the first test's answer fails once; the second test (another model, other run count)
+    # asserts that its profile is its own: outcome "1 failed, 1 passed" is the fix, "2 failed" the bug.
+    _project(root, """
+        import select, types
+        import pytest
+        from pytest_sme2.targets import host
+
+        @pytest.mark.model("tiny")
+        def test_first(exported_pte, runner, etdump_profile, monkeypatch):
+            def fail(*args):
+                monkeypatch.undo()
+                raise OverflowError("injected")
+            monkeypatch.setattr(host, "select", types.SimpleNamespace(select=fail))
+            etdump_profile(exported_pte, runner(runs=7))
+
+        @pytest.mark.model("linear")
+        def test_second(exported_pte, runner, etdump_profile):
+            assert etdump_profile(exported_pte, runner(runs=3)).runs == 3
+        """)
+    (root / "models" / "linear.py").write_text("import torch\ndef get_eager_model():\n    return torch.nn.Linear(8, 4)\n"
+                                               "def get_example_inputs():\n    return (torch.ones(2, 8),)\n")
+    return _pytest(root, "--sme2-no-baselines")
+
+
+def sigkill_of_pytest(root: Path) -> subprocess.CompletedProcess[str]:
+    # CI's `kill -9 -- -PGID` of a pytest mid-run: exit 0 here means no process it started was left 5 s
+    # later (the stdout line lists any that were); the run itself ends with SIGKILL, so it has no outcome.
+    sys.path.insert(0, str(REPO / "tests"))
+    from helpers_faults import alive, descendants, wait_for
+
+    _project(root, TEST.replace("runner()", "runner(runs=10_000_000, warmup=0)"))
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--sme2-no-baselines"]
+    inner = subprocess.Popen(command, cwd=root, env={**os.environ, "PYTEST_ADDOPTS": ""}, start_new_session=True,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    started = wait_for(lambda: (d := descendants(inner.pid)) and any("_host_worker" in a for a in d.values()) and d,
+                       timeout=600, interval=0.5) or {}
+    time.sleep(2)
+    started = {**started, **descendants(inner.pid)}
+    os.killpg(inner.pid, 9)
+    inner.wait()
+    wait_for(lambda: not alive(started), timeout=5)
+    left = alive(started)
+    for pid in left:  # what the bug leaves would burn the CPU under every later case
+        try:
+            os.kill(pid, 9)
+        except ProcessLookupError:
+            pass
+    return subprocess.CompletedProcess(command, int(bool(left) or not started),
+                                       f"processes left 5 s after SIGKILL: {left or 'none'} (of {len(started)})\n", "")
+
+
+def threads_huge(root: Path) -> subprocess.CompletedProcess[str]:
+    _project(root)
+    return _pytest(root, "--sme2-threads=100000")
+
+
 CASES: list[tuple[str, Callable[[Path], subprocess.CompletedProcess[str]]]] = [
     ("13.2 ids that clean alike (a/b, a_b)", weird_ids),
     ("13.3 baseline with shares: \"abc\"", malformed_baseline),
@@ -368,6 +437,11 @@ CASES: list[tuple[str, Callable[[Path], subprocess.CompletedProcess[str]]]] = [
     ("23.9 assert_outputs_match, model returns a dict", outputs_dict),
     ("23.9 assert_outputs_match, model returns (y, (2y, y+1))", outputs_nested),
     ("23.9 model returns None", outputs_none),
+    ("23.3 --sme2-timeout=1e300", timeout_huge),
+    ("23.3 runner(timeout=float(\"inf\"))", timeout_infinite_in_test),
+    ("23.3 the wait for an answer fails, the next test runs another model", worker_wait_fails),
+    ("23.6 SIGKILL to pytest's process group mid-run (host)", sigkill_of_pytest),
+    ("23 weak --sme2-threads=100000", threads_huge),
 ]
 
 

@@ -1,4 +1,4 @@
-"""Every process a target starts, ended when pytest stops for any reason.
+"""Every process a target starts, ended when pytest stops for any reason, SIGKILL included.
 
 Runners, qemu, the instruction counter and the host worker each start in a
 session of their own, so that a timeout can kill a whole process group (qemu
@@ -9,28 +9,70 @@ would leave a runner at 100% CPU writing into the artifacts folder with parent
 PID 1. So every such process is started here and recorded; it is ended when the
 wait for it is interrupted (any exception, KeyboardInterrupt included), when
 pytest exits (atexit), and on SIGTERM or SIGHUP to pytest (``install_signal_handlers``).
+
+None of that runs when pytest is killed with SIGKILL (how CI runners end a
+timed-out job, ``kill -9 -- -PGID``), and the runners are outside pytest's
+group. So each command runs under ``_supervisor.py``, the leader of its group,
+which kills the group the moment pytest is gone (Linux's parent-death signal,
+and a poll of its parent PID) and, given ``limit_s``, after that long even if
+pytest lives but stopped watching. This is the one place that starts them.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import errno
 import os
+import shutil
 import signal
 import subprocess
+import sys
 import threading
-from typing import Any, Sequence
+from pathlib import Path
+from typing import Any, Mapping, Sequence
 
 _live: dict[int, subprocess.Popen] = {}
 _lock = threading.Lock()
 
 
-def start(command: Sequence[str], **kwargs: Any) -> subprocess.Popen:
-    """``subprocess.Popen`` in a new session, recorded until ``end`` (or a finished ``wait``)."""
-    process = subprocess.Popen(list(command), start_new_session=True, **kwargs)
+SUPERVISOR = Path(__file__).with_name("_supervisor.py")
+# Beyond the caller's own timeout, how long the supervisor waits before ending a run pytest stopped watching.
+LIMIT_GRACE_S = 60.0
+
+
+def start(command: Sequence[str], limit_s: float | None = None, **kwargs: Any) -> subprocess.Popen:
+    """``subprocess.Popen`` of ``command`` under the supervisor, in a new session, recorded until ``end``
+    (or a finished ``wait``).
+
+    The returned process is the supervisor: its PID leads the command's group (``end`` kills the
+    group) and its exit status is the command's. ``limit_s``: a wall-clock limit the supervisor
+    enforces itself (plus ``LIMIT_GRACE_S``), for when pytest is alive but not watching; None for
+    long-lived children (the host worker). A command that cannot be started raises here, as
+    ``Popen`` would.
+    """
+    command = list(command)
+    _check_startable(command[0], kwargs.get("cwd"), kwargs.get("env"))
+    limit = 0.0 if limit_s is None else float(limit_s) + LIMIT_GRACE_S
+    supervised = [sys.executable, "-I", "-S", str(SUPERVISOR), str(os.getpid()), repr(limit), "--", *command]
+    process = subprocess.Popen(supervised, start_new_session=True, **kwargs)
     with _lock:
         _live[process.pid] = process
     return process
+
+
+def _check_startable(program: str, cwd: Any, env: Mapping[str, str] | None) -> None:
+    """FileNotFoundError/PermissionError for a program that cannot run, as Popen raises them without the supervisor."""
+    if os.sep in program:
+        path = Path(cwd or ".") / program
+        if not path.is_file():
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), program)
+        if not os.access(path, os.X_OK):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), program)
+        return
+    search = (env if env is not None else os.environ).get("PATH", os.defpath)
+    if shutil.which(program, path=search) is None:
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), program)
 
 
 def wait(process: subprocess.Popen, timeout: float | None = None) -> int:

@@ -27,6 +27,7 @@ from .profile import Profile
 from .runner import Runner, require_program
 from .session import Settings, Sme2Session
 from .targets import TARGET_NAMES, EmulatedTarget, RunSpec, check_target_name
+from .targets.base import MAX_THREADS, MAX_TIMEOUT_S, THREADS_WHY, TIMEOUT_RANGE
 from .targets.emulated import check_svl
 from .targets.adb import AdbOptions, is_adb_target
 from .verdicts import BASELINE_PROCESSES, MIN_BASELINE_PROCESSES
@@ -179,11 +180,15 @@ _LIMITS: dict[str, tuple[float, bool, str]] = {
     "max_rounds": (1, False, "a whole number >= 1"),
     "baseline_processes": (MIN_BASELINE_PROCESSES, False, f"a whole number >= {MIN_BASELINE_PROCESSES}"),
     "processes": (1, False, "a whole number >= 1"),
-    "threads": (1, False, "a whole number >= 1"),
-    "timeout": (0, True, "a number of seconds > 0"),
+    "threads": (1, False, f"a whole number from 1 to {MAX_THREADS} ({THREADS_WHY})"),
+    "timeout": (0, True, TIMEOUT_RANGE),
     "adb_claim_timeout": (0, False, "a number of seconds >= 0"),
     "kernel_sampling_hz": (0, True, "a number of samples per second > 0 (at most 100000)"),
 }
+
+
+# Highest valid value, where there is one (the reasons are in targets/base.py, beside the bounds).
+_MAXIMA: dict[str, float] = {"threads": MAX_THREADS, "timeout": MAX_TIMEOUT_S}
 
 
 def setting_source(config: pytest.Config, name: str) -> str:
@@ -211,7 +216,8 @@ def _setting(config: pytest.Config, name: str, cast: Callable[[str], Any]) -> An
         raise pytest.UsageError(f"{setting_source(config, name)} is not {kind}") from None
     if name in _LIMITS:
         low, strict, what = _LIMITS[name]
-        if not math.isfinite(result) or result < low or (strict and result == low):
+        high = _MAXIMA.get(name, math.inf)
+        if not math.isfinite(result) or result < low or (strict and result == low) or result > high:
             raise pytest.UsageError(f"{setting_source(config, name)} is invalid: it must be {what}")
     return result
 

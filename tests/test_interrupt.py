@@ -7,6 +7,9 @@ the test sends SIGINT to the inner pytest process only (``kill -INT PID``), then
 that none of the processes it had started is left and that nothing writes into the artifacts folder
 any more. Over adb the runner runs on the (stand-in) device: it must be killed there too, even by a
 device whose adbd leaves a shell's process running when the connection closes.
+
+SIGKILL to the inner pytest's whole process group (issue 23, item 6: how CI ends a timed-out job)
+leaves pytest no chance to clean up; the runners, outside that group, must still be gone within seconds.
 """
 
 from __future__ import annotations
@@ -102,6 +105,40 @@ def test_termination_signals_end_the_runner_too(tmp_path: Path, shared_export_ca
         started = descendants(inner.pid)
         assert interrupt(inner, sig) == -sig  # the signal still ends pytest as it would without the plugin
         _assert_nothing_left(project, started)
+    finally:
+        _kill(inner, started)
+
+
+@pytest.mark.xdist_group("long_runners")
+@pytest.mark.parametrize("target, marker", [
+    pytest.param("local", "--num_executions=10000000", id="local"),
+    pytest.param("emulated", "--num_executions=10000000", id="emulated",
+                 marks=pytest.mark.skipif(not EMULATION.ready, reason=f"emulated target not ready: {EMULATION.problem}")),
+    pytest.param("host", "pytest_sme2.targets._host_worker", id="host"),
+])
+def test_sigkill_of_pytest_ends_every_process_the_target_started(tmp_path: Path, shared_export_cache: Path,
+                                                                 target: str, marker: str) -> None:
+    """A CI runner ends a timed-out job with SIGKILL to its process group (issue 23, item 6).
+
+    pytest gets no chance to clean up, and the runners sit in sessions of their own, outside that
+    group: they must end themselves when pytest is gone (the parent-death signal, _supervisor.py).
+    """
+    if target == "local":
+        build_runner()
+    project = _project(tmp_path, shared_export_cache, target)
+    inner = start_pytest(project)  # its own session and process group, like `setsid pytest ...`
+    started: dict[int, str] = {}
+    try:
+        found = wait_for(lambda: _running_runner(inner.pid, marker), timeout=600, interval=0.5)
+        assert found, f"the long run never started:\n{(project / 'out.txt').read_text()[-3000:]}"
+        time.sleep(2)  # well inside the timed runs
+        started = descendants(inner.pid)
+        os.killpg(inner.pid, signal.SIGKILL)  # kill -9 -- -PGID
+        inner.wait(timeout=30)
+        wait_for(lambda: not alive(started), timeout=5)
+        left = alive(started)
+        assert not left, f"processes started by the killed pytest still run 5 s after it: {left}"
+        assert not processes_touching(project), f"processes still use the project folder: {processes_touching(project)}"
     finally:
         _kill(inner, started)
 

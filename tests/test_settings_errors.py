@@ -24,14 +24,23 @@ def test_tiny(exported_pte, runner, etdump_profile):
     (["-o", "sme2_runs=0"], None, "ini sme2_runs = 0 (in {ini} or -o) is invalid"),
     ([], "sme2_warmup = -1", "ini sme2_warmup = -1 (in {ini} or -o) is invalid: it must be a whole number >= 0"),
     ([], "sme2_threads = two", "ini sme2_threads = two (in {ini} or -o) is not a whole number"),
-    (["--sme2-threads=0"], None, "--sme2-threads=0 is invalid: it must be a whole number >= 1"),
+    (["--sme2-threads=0"], None, "--sme2-threads=0 is invalid: it must be a whole number from 1 to 1024"),
     (["--sme2-max-rounds=0"], None, "--sme2-max-rounds=0 is invalid: it must be a whole number >= 1"),
     (["--sme2-timeout=0"], None, "--sme2-timeout=0.0 is invalid: it must be a number of seconds > 0"),
     (["--sme2-timeout=nan"], None, "--sme2-timeout=nan is invalid: it must be a number of seconds > 0"),
     ([], "sme2_timeout = -5", "ini sme2_timeout = -5 (in {ini} or -o) is invalid: it must be a number of seconds > 0"),
     ([], "sme2_emulated_svl = 100", "ini sme2_emulated_svl = 100 (in {ini} or -o) is not an SME streaming vector length"),
+    # issue 23: no upper bound let 1e300 overflow select() and 100000 threads exhaust memory
+    (["--sme2-timeout=1e300"], None, "--sme2-timeout=1e+300 is invalid: it must be a number of seconds > 0 and at most "
+                                     "86400 (one day"),
+    ([], "sme2_timeout = 90000", "ini sme2_timeout = 90000 (in {ini} or -o) is invalid: it must be a number of seconds "
+                                 "> 0 and at most 86400"),
+    (["--sme2-threads=100000"], None, "--sme2-threads=100000 is invalid: it must be a whole number from 1 to 1024 ("),
+    ([], "sme2_threads = 5000", "ini sme2_threads = 5000 (in {ini} or -o) is invalid: it must be a whole number from 1 "
+                                "to 1024"),
 ], ids=["runs-option", "runs-ini", "runs-override", "warmup-ini", "threads-text", "threads-option", "max-rounds",
-        "timeout-zero", "timeout-nan", "timeout-ini", "svl-ini"])
+        "timeout-zero", "timeout-nan", "timeout-ini", "svl-ini", "timeout-huge", "timeout-huge-ini", "threads-huge",
+        "threads-huge-ini"])
 def test_a_bad_run_setting_is_one_usage_error_naming_its_source(sme2_project: pytest.Pytester, args: list[str],
                                                                  ini: str | None, message: str) -> None:
     inifile = sme2_project.path / "tox.ini"
@@ -66,3 +75,36 @@ def test_a_run_that_hits_its_timeout_says_where_the_timeout_was_set(sme2_project
     text = result.stdout.str()
     assert "timed out after 1 s (set by --sme2-timeout=1.0)" in text
     assert "timed out after 1.5 s (set by @pytest.mark.perf(timeout=1.5))" in text
+
+
+def test_run_settings_given_in_the_test_are_checked_with_the_same_bounds(sme2_project: pytest.Pytester) -> None:
+    """runner(timeout=inf) passed a finiteness check that only options had, and select() raised OverflowError."""
+    sme2_project.makepyfile(test_settings="""
+        import pytest
+
+        @pytest.mark.model("tiny")
+        def test_infinite(exported_pte, runner, etdump_profile):
+            etdump_profile(exported_pte, runner(timeout=float("inf")))
+
+        @pytest.mark.perf(timeout=1e300)
+        @pytest.mark.model("tiny")
+        def test_marked(exported_pte, runner, etdump_profile):
+            etdump_profile(exported_pte, runner())
+
+        @pytest.mark.model("tiny")
+        def test_text(exported_pte, runner, etdump_profile):
+            etdump_profile(exported_pte, runner(timeout="60"))
+
+        @pytest.mark.perf(threads=100000)
+        @pytest.mark.model("tiny")
+        def test_threads(exported_pte, runner, etdump_profile):
+            etdump_profile(exported_pte, runner())
+        """)
+    result = sme2_project.runpytest_inprocess()
+    result.assert_outcomes(failed=4)
+    text = result.stdout.str()
+    assert "runner(timeout=inf) is invalid: it must be a number of seconds > 0 and at most 86400" in text
+    assert "@pytest.mark.perf(timeout=1e+300) is invalid: it must be a number of seconds > 0 and at most 86400" in text
+    assert "runner(timeout='60') is invalid: it must be a number of seconds > 0" in text
+    assert "threads=100000 is invalid: threads must be an integer from 1 to 1024" in text
+    assert "OverflowError" not in text and "Traceback" not in text

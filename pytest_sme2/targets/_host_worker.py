@@ -3,7 +3,9 @@
 Started by HostTarget; reads one JSON request per line on stdin and answers
 one JSON line on the file descriptor given as argv[1], preceded, when the
 request asks for ``progress``, by ``{"progress": i, "of": n}`` lines (after a
-timed run, at most twice a second, and after the last). Everything the runtime
+timed run, at most twice a second, and after the last). Every line echoes the
+request's ``id``, so the parent can never take one request's answer for
+another's. Everything the runtime
 prints (stdout and stderr) goes to the log the parent gave us, so it never
 corrupts the protocol. Living in its own process means a runtime crash costs
 one test, not the pytest session, and the thread pool (process-global in
@@ -128,13 +130,19 @@ def main() -> int:
     reply = os.fdopen(int(sys.argv[1]), "w", buffering=1)
     state: dict[str, Any] = {}
 
-    def progress(done: int, total: int) -> None:
-        reply.write(json.dumps({"progress": done, "of": total}) + "\n")
-
     for line in sys.stdin:
         if not line.strip():
             continue
-        request = json.loads(line)
+        try:
+            request = json.loads(line)
+            ident = request.get("id")
+        except (ValueError, AttributeError) as exc:  # no id to echo: the parent stops us as out of step
+            reply.write(json.dumps({"id": None, "ok": False, "kind": "runtime", "error": f"bad request: {exc}"}) + "\n")
+            continue
+
+        def progress(done: int, total: int, ident: Any = ident) -> None:
+            reply.write(json.dumps({"id": ident, "progress": done, "of": total}) + "\n")
+
         try:
             answer = _run(request, state, progress if request.get("progress") else None)
         except Exception as exc:  # the runtime raised: report, stay alive
@@ -144,7 +152,7 @@ def main() -> int:
                 "error": f"{type(exc).__name__}: {exc}",
                 "traceback": traceback.format_exc(limit=-4),
             }
-        reply.write(json.dumps(answer) + "\n")
+        reply.write(json.dumps({"id": ident, **answer}) + "\n")  # the id the parent waits for: never another's
     return 0
 
 

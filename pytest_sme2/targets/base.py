@@ -27,6 +27,16 @@ OUTPUTS = "outputs.pt"
 # Why time-based checks are skipped on emulated targets (kernels and outputs there are real, time is not).
 EMULATED_TIMING = "emulated timing is not hardware timing"
 
+# Upper bounds of run settings, checked where they enter (options, ini, markers, runner()).
+# A day: a single run longer than that is a hang, not a slow model, and an unbounded timeout
+# overflowed the waits (1e300 s in select()).
+MAX_TIMEOUT_S = 86_400.0
+TIMEOUT_RANGE = f"a number of seconds > 0 and at most {MAX_TIMEOUT_S:g} (one day: a run that long is hung, not slow)"
+# More threads than any CPU ExecuTorch runs on has cores (the largest servers have a few hundred) only
+# cost memory and time: 100000 threads could not even be created ("can't allocate memory").
+MAX_THREADS = 1024
+THREADS_WHY = "no CPU has more than a few hundred cores, and more threads than cores only slow a run down"
+
 
 @dataclass(frozen=True)
 class RunSpec:
@@ -59,10 +69,17 @@ class RunSpec:
                     f"{name}={value!r} is invalid: {name} must be an integer >= {minimum} "
                     f"(set it in @pytest.mark.perf({name}=...), runner({name}=...) or --sme2-{name})"
                 )
+        if self.threads > MAX_THREADS:
+            raise UsageError(
+                f"threads={self.threads!r} is invalid: threads must be an integer from 1 to {MAX_THREADS} "
+                f"({THREADS_WHY}; set it in @pytest.mark.perf(threads=...), runner(threads=...) or --sme2-threads)"
+            )
         if self.sme2 not in (True, False, None):
             raise UsageError(f"sme2={self.sme2!r} is invalid: use True, False or None (whatever the target has)")
-        if not self.timeout_s > 0:
-            raise UsageError(f"timeout={self.timeout_s!r} is invalid: it must be a positive number of seconds")
+        timeout = self.timeout_s
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= MAX_TIMEOUT_S:
+            source = self.timeout_source or f"timeout={timeout!r}"
+            raise UsageError(f"{source} is invalid: it must be {TIMEOUT_RANGE}")
 
     @property
     def sme2_label(self) -> str:

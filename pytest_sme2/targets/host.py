@@ -32,6 +32,13 @@ from ._runner_contract import reference_samples
 from .base import OUTPUTS, RUNNER_LOG, TIMED_ETDUMP, WARMUP_ETDUMP, RunResult, RunSpec, TargetInfo
 
 _LOG_TAIL_LINES = 25
+# Longest single wait in select(): a timeout of any size then never reaches select() whole (OverflowError).
+_WAIT_SLICE_S = 1.0
+
+
+class WorkerOutOfStep(Exception):
+    """The worker sent something other than the answer to the request outstanding: it cannot be trusted
+    with another request (the parent stops it)."""
 
 
 def _tail(text: str, lines: int = _LOG_TAIL_LINES) -> str:
@@ -60,6 +67,7 @@ class _Worker:
         os.close(write_fd)
         self._reply = os.fdopen(read_fd, "rb", buffering=0)
         self._buffer = b""
+        self._sent = 0  # id of the last request; each answer and progress line must echo the outstanding one
 
     def alive(self) -> bool:
         return self.process.poll() is None
@@ -75,10 +83,23 @@ class _Worker:
 
     def request(self, payload: dict, timeout_s: float,
                 on_progress: Callable[[int, int], None] | None = None) -> dict | None:
-        """Send a request; None means the worker died before answering.
+        """Send a request and return its answer; None means the worker died before answering.
 
-        Progress lines (``{"progress": i, "of": n}``) before the answer go to ``on_progress``.
+        Progress lines (``{"id": n, "progress": i, "of": n}``) before the answer go to ``on_progress``.
+        Anything but a clean answer to this request (a timeout, an answer to another request, an
+        exception in the wait or in ``on_progress``, Ctrl-C) stops the worker before it propagates:
+        otherwise its answer would wait in the pipe and the next request would take it as its own.
         """
+        self._sent += 1
+        ident = self._sent
+        try:
+            return self._exchange({**payload, "id": ident}, ident, timeout_s, on_progress)
+        except BaseException:
+            self.kill()
+            raise
+
+    def _exchange(self, payload: dict, ident: int, timeout_s: float,
+                  on_progress: Callable[[int, int], None] | None) -> dict | None:
         assert self.process.stdin is not None
         try:
             self.process.stdin.write((json.dumps(payload) + "\n").encode())
@@ -91,7 +112,7 @@ class _Worker:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise TimeoutError
-                ready, _, _ = select.select([self._reply], [], [], remaining)
+                ready, _, _ = select.select([self._reply], [], [], min(remaining, _WAIT_SLICE_S))
                 if not ready:
                     continue
                 chunk = self._reply.read(65536)
@@ -100,6 +121,10 @@ class _Worker:
                 self._buffer += chunk
             line, _, self._buffer = self._buffer.partition(b"\n")
             message = json.loads(line)
+            if not isinstance(message, dict) or message.get("id") != ident:
+                answered = message.get("id") if isinstance(message, dict) else None
+                raise WorkerOutOfStep(f"the worker answered request {answered!r} while request {ident!r} was "
+                                      f"outstanding: {line[:200].decode(errors='replace')}")
             if "progress" not in message:
                 return message
             if on_progress is not None:
@@ -208,8 +233,7 @@ class HostTarget:
         try:
             answer = worker.request({**payload, "progress": self.progress is not None}, spec.timeout_s,
                                     self.progress)
-        except TimeoutError:
-            worker.kill()
+        except TimeoutError:  # request() stopped the worker, as for every exception below
             self._worker = None
             log = worker.log_since(offset)
             log_path.write_text(log)
@@ -217,6 +241,18 @@ class HostTarget:
                 f"{command} {spec.timed_out()} and was killed; raise it there if the model "
                 f"is that slow. Log: {log_path}\n{_tail(log)}"
             ) from None
+        except Exception as exc:
+            self._worker = None
+            log = worker.log_since(offset)
+            log_path.write_text(log)
+            raise RunnerError(
+                f"{command} failed while waiting for its answer ({type(exc).__name__}: {exc}); the worker was "
+                f"stopped, so the next run starts a fresh one and cannot take this run's answer. Log: {log_path}"
+                f"\n{_tail(log)}"
+            ) from exc
+        except BaseException:  # Ctrl-C: the worker is stopped too
+            self._worker = None
+            raise
         if answer is None:
             worker.process.wait()
             log = worker.log_since(offset)

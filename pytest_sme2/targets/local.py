@@ -99,7 +99,7 @@ def run_runner_process(prefix: list[str], binary: Path, env: dict[str, str], pte
     with open(log, "wb") as err, open(stdout_path, "wb") as out:
         err.write(f"$ {preload}{shown}\n".encode())
         err.flush()
-        process = _processes.start(command, stdout=out, stderr=err, env=env, cwd=cwd)
+        process = _processes.start(command, limit_s=spec.timeout_s, stdout=out, stderr=err, env=env, cwd=cwd)
         try:
             code = _processes.wait(process, timeout=spec.timeout_s)  # ends the runner on any interruption
         except subprocess.TimeoutExpired:

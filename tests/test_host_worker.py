@@ -1,0 +1,103 @@
+"""The host worker never hands one request's answer to another (issue 23, item 3).
+
+The worker answers requests in order on one pipe. When the parent stopped waiting for an answer
+for any reason but a clean reply (an exception in the wait, a callback that raised), the answer
+used to stay in the pipe and the next test read it as its own: its profile held the previous
+model. Now each request carries an id that its answer echoes, and any exception while a request
+is outstanding stops the worker, so the next run starts a fresh one.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pytest_sme2.targets.host import _Worker
+
+LINEAR_MODEL = '''
+"""One Linear layer: no convolution anywhere in its profile."""
+import torch
+
+def get_eager_model():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(64, 32)).eval()
+
+def get_example_inputs():
+    return (torch.ones(4, 64),)
+'''
+
+
+def test_an_exception_while_waiting_discards_the_worker_and_the_next_test_gets_its_own_answer(
+        sme2_project: pytest.Pytester) -> None:
+    (sme2_project.path / "models" / "linear.py").write_text(LINEAR_MODEL)
+    sme2_project.makepyfile(
+        """
+        import select as real_select
+        import types
+
+        import pytest
+        from pytest_sme2.targets import host
+
+        @pytest.mark.perf(runs=7)
+        @pytest.mark.model("tiny")
+        def test_first(exported_pte, runner, etdump_profile, monkeypatch):
+            calls = []
+
+            def select_once(*args):
+                calls.append(args)
+                if len(calls) == 1:  # the wait for the answer, once the request is sent
+                    raise OverflowError("timeout is too large")
+                return real_select.select(*args)
+
+            monkeypatch.setattr(host, "select", types.SimpleNamespace(select=select_once))
+            etdump_profile(exported_pte, runner())
+
+        @pytest.mark.perf(runs=3)
+        @pytest.mark.model("linear")
+        def test_second(exported_pte, runner, etdump_profile):
+            profile = etdump_profile(exported_pte, runner())
+            assert profile.runs == 3, f"{profile.runs} runs: the answer to another request"
+            assert profile.share("CONV") == 0, "convolutions in a Linear model: the previous test's answer"
+        """
+    )
+    result = sme2_project.runpytest_inprocess()
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines([
+        "*RunnerError: host worker: run *tiny* failed while waiting for its answer "
+        "(OverflowError: timeout is too large); the worker was stopped*"])
+
+
+def _request(pte: Path, out_dir: Path, ident: object | None = None) -> dict:
+    payload = {"pte": str(pte), "inputs": None, "threads": 1, "runs": 1, "warmup": 0, "etdump": False,
+               "out_dir": str(out_dir), "warmup_name": "w.etdp", "timed_name": "t.etdp", "outputs_name": "o.pt",
+               "reference": None}
+    return payload if ident is None else {**payload, "id": ident}
+
+
+def test_an_answer_to_another_request_is_refused_and_the_worker_stopped(tmp_path: Path) -> None:
+    worker = _Worker(tmp_path / "worker.log")
+    try:
+        missing = tmp_path / "missing.pte"
+        # A request the parent no longer waits for (as after an interrupted wait): its answer comes first.
+        assert worker.process.stdin is not None
+        worker.process.stdin.write((__import__("json").dumps(_request(missing, tmp_path, "stale")) + "\n").encode())
+        worker.process.stdin.flush()
+        with pytest.raises(Exception, match="answered request 'stale' while request .* was outstanding"):
+            worker.request(_request(missing, tmp_path), timeout_s=120)
+        assert not worker.alive(), "a worker out of step with its requests must not serve another"
+    finally:
+        worker.kill()
+
+
+def test_answers_echo_the_request_id(tmp_path: Path) -> None:
+    worker = _Worker(tmp_path / "worker.log")
+    try:
+        first = worker.request(_request(tmp_path / "missing.pte", tmp_path), timeout_s=120)
+        second = worker.request(_request(tmp_path / "missing.pte", tmp_path), timeout_s=120)
+        assert first is not None and second is not None
+        assert not first["ok"] and "missing.pte" in first["error"]
+        assert first["id"] != second["id"]
+        assert worker.alive()  # a failed run is a clean answer: the worker stays
+    finally:
+        worker.close()
