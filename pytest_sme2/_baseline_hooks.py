@@ -312,7 +312,7 @@ def _check_one_file(item: pytest.Item, gate: _GateConfig, tolerances: verdicts.T
             warnings.warn(MissingBaselineWarning(f"{item.nodeid}: {text}"))
     if failures:  # the baseline block: once per baseline file (one file holds every variant of the test)
         recorded = stored.recorded if stored is not None else {}
-        when = f" (recorded {recorded.get('date', '?')} at commit {str(recorded.get('git_commit') or '?')[:12]})"
+        when = f" ({baselines.recorded_text(recorded)})"
         failures.append(f"baseline: {path}{when if stored else ''}")
         if outcome["failed"]:  # a regression; a missing record already said how to record it
             failures.append(f"if the change is intended, update the baseline: {update}")

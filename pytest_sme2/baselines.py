@@ -302,12 +302,44 @@ def _umask() -> int:
     return mask
 
 
+NO_COMMIT_YET = "before the first commit"
+NO_REPOSITORY = "outside a git repository"
+
+
+def git_state(directory: Path) -> str | None:
+    """Why ``directory`` has no commit to name: ``NO_COMMIT_YET`` (a repository without commits),
+    ``NO_REPOSITORY``, or None when it has one or git cannot tell (so a report never says "commit ?")."""
+    if git_commit(directory) is not None:
+        return None
+    try:
+        result = subprocess.run(["git", "rev-parse", "--is-inside-work-tree"], cwd=directory, capture_output=True,
+                                text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return NO_COMMIT_YET if result.returncode == 0 and result.stdout.strip() == "true" else NO_REPOSITORY
+
+
 def recorded_now(directory: Path) -> dict[str, Any]:
-    """Date and git commit of a baseline recorded now."""
-    return {
+    """Date and git commit of a baseline recorded now, or why there is no commit (``git``)."""
+    recorded: dict[str, Any] = {
         "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "git_commit": git_commit(directory),
     }
+    state = None if recorded["git_commit"] else git_state(directory)
+    if state:
+        recorded["git"] = state
+    return recorded
+
+
+def recorded_text(recorded: Mapping[str, Any]) -> str:
+    """``recorded DATE at commit abc123`` or, without a commit, why: ``before the first commit``,
+    ``outside a git repository``, or (files that did not say) ``at no known commit``."""
+    date = recorded.get("date") or "at an unknown date"
+    commit = recorded.get("git_commit")
+    if commit:
+        return f"recorded {date} at commit {str(commit)[:12]}"
+    state = recorded.get("git")
+    return f"recorded {date} {state if state in (NO_COMMIT_YET, NO_REPOSITORY) else 'at no known commit'}"
 
 
 def stored(root: Path, fingerprint: str) -> Iterable[Path]:

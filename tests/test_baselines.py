@@ -184,3 +184,27 @@ def test_every_committed_baseline_loads_and_is_at_its_tests_name() -> None:
         stored = baselines.load(path)
         assert stored is not None and stored.profiles
         assert baselines.baseline_path(root, stored.fingerprint, stored.test_id) == path
+
+
+def test_a_baseline_without_a_commit_says_why_instead_of_commit_question_mark(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 23: ``recorded ... at commit ?`` for baselines recorded before the first commit."""
+    import shutil
+    import subprocess
+
+    from pytest_sme2.baselines import recorded_now, recorded_text
+
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    outside = tmp_path / "plain"
+    outside.mkdir()
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    subprocess.run(["git", "init", "-q", str(fresh)], check=True)
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))  # tmp_path might sit inside some repository
+    unborn, plain = recorded_now(fresh), recorded_now(outside)
+    assert recorded_text(unborn) == f"recorded {unborn['date']} before the first commit"
+    assert recorded_text(plain) == f"recorded {plain['date']} outside a git repository"
+    assert recorded_text({"date": "2026-01-01", "git_commit": "0123456789abcdef"}) == \
+        "recorded 2026-01-01 at commit 0123456789ab"
+    assert "?" not in recorded_text({"date": "2026-01-01", "git_commit": None})  # files written before this
