@@ -16,8 +16,8 @@ from ..instruction_trace import COUNTS_FILE, InstructionTrace
 from ..profile import INSTRUCTIONS, Profile
 from ..targets.base import EMULATED_TIMING, RUNNER_LOG
 from .record import compare, profile_entry
-from .table import ms, pct, speedup, text_table
-from .text import profile_text
+from .table import fewer, instructions, ms, pct, speedup, text_table
+from .text import NO_OPERATOR_SHARES, operator_shares, profile_text
 
 
 def _readable(path: Path, what: str) -> Path:
@@ -76,28 +76,70 @@ def load_profile(etdump: Path, etrecord: Path | None = None, warmup: Path | None
     return profile
 
 
+NODES_UNKNOWN = ("delegated nodes: n/a: node counts come from the export record pytest-sme2 keeps for its own "
+                 "exports; an ETRecord's graph is the one before partitioning (executorch 1.5.1), so it cannot say "
+                 "which nodes were delegated")
+
+
 def analyze(etdump: Path, etrecord: Path | None, warmup: Path | None, as_json: bool) -> str:
+    """One ETDump in words. On an emulated run every amount is counted instructions (emulator time is no time):
+    operators sorted by them, and without counts no per-operator or per-category amounts at all."""
     profile = load_profile(etdump, etrecord, warmup)
     entry = profile_entry(profile)
     if as_json:
         return json.dumps(entry, indent=1, default=str)
-    lines = [profile_text(entry), f"  load {ms(entry['load_ms'])} ms, init {ms(entry['init_ms'])} ms "
-                                  "(Program::load_method, Method::init; not part of E2E)", "", "categories:"]
     counted = profile.basis == INSTRUCTIONS  # the emulated target: shares of counted instructions
-    lines += text_table(["category", "share of E2E" + (" instructions" if counted else ""),
-                         "emulated ms per run (not time)" if profile.emulated else "median ms per run"],
-                        [[name, pct(share), ms(float(profile.category_ms[name].median()))]
-                         for name, share in entry["shares"].items()])
+    lines = [profile_text(entry)]
+    if entry["node_delegation_coverage"] is None:
+        lines.append(f"  {NODES_UNKNOWN}" + (f" ({etrecord} was read)" if etrecord else ""))
+    if counted:
+        load, init = entry["instructions"]["load"], entry["instructions"]["init"]
+        lines.append(f"  load {instructions(load)} instructions, init {instructions(init)} instructions "
+                     "(Program::load_method, Method::init; counted, not part of an inference)")
+    elif not profile.emulated:
+        lines.append(f"  load {ms(entry['load_ms'])} ms, init {ms(entry['init_ms'])} ms "
+                     "(Program::load_method, Method::init; not part of E2E)")
+    lines += ["", "categories:"]
+    if counted:
+        per_run = profile.category_values(INSTRUCTIONS)
+        lines += text_table(["category", "share of instructions", "instructions per inference"],
+                            [[name, pct(share), instructions(float(per_run[name].median()))]
+                             for name, share in entry["shares"].items()])
+    elif profile.emulated:
+        lines += text_table(["category", "share of emulator time (not time)"],
+                            [[name, pct(share)] for name, share in entry["shares"].items()])
+    else:
+        lines += text_table(["category", "share of E2E", "median ms per run"],
+                            [[name, pct(share), ms(float(profile.category_ms[name].median()))]
+                             for name, share in entry["shares"].items()])
     lines += ["", "top operators:"]
-    lines += text_table(["operator", "category", "delegated", "SME/SME2", "median ms", "share of E2E"],
-                        [[op["event"], op["category"], "yes" if op["delegated"] else "portable",
-                          "yes" if op["packed"] else "no", ms(op["median_ms"]), pct(op["share"])]
-                         for op in entry["top_ops"]])
+    ops = operator_shares(entry)
+    if ops is None:
+        lines.append(f"  {NO_OPERATOR_SHARES}")
+    else:
+        amount = "instructions" if counted else "median ms"
+        lines += text_table(["operator", "category", "delegated", "SME/SME2", amount,
+                             "share of instructions" if counted else "share of E2E"],
+                            [[op["event"], op["category"], "yes" if op["delegated"] else "portable",
+                              "yes" if op["packed"] else "no",
+                              instructions(op["instructions"]) if counted else ms(op["median_ms"]), pct(share)]
+                             for share, op in ops])
     lines += ["", "portable operators:"]
-    lines += text_table(["operator", "count", "category", "ms per run", "share of E2E", "worth delegating"],
-                        [[op["op"], op["count"], op["category"], ms(op["median_ms_per_run"]), pct(op["share"]),
-                          "YES" if op["op"] in entry["worth_delegating"] else ""] for op in entry["portable_ops"]]) \
-        if entry["portable_ops"] else ["  none: every operator ran in a delegate"]
+    portable = entry["portable_ops"]
+    if not portable:
+        lines.append("  none: every operator ran in a delegate")
+    elif counted:
+        lines += text_table(["operator", "count", "category", "instructions per inference", "share of instructions",
+                             "worth delegating"],
+                            [[op["op"], op["count"], op["category"], instructions(op["instructions"]),
+                              pct(op["instruction_share"]), "YES" if op["op"] in entry["worth_delegating"] else ""]
+                             for op in portable])
+    elif profile.emulated:
+        lines += text_table(["operator", "count", "category"], [[op["op"], op["count"], op["category"]] for op in portable])
+    else:
+        lines += text_table(["operator", "count", "category", "ms per run", "share of E2E", "worth delegating"],
+                            [[op["op"], op["count"], op["category"], ms(op["median_ms_per_run"]), pct(op["share"]),
+                              "YES" if op["op"] in entry["worth_delegating"] else ""] for op in portable])
     return "\n".join(lines)
 
 

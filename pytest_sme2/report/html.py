@@ -16,7 +16,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from . import charts
 from .advice import recommendations
 from .record import EMULATED_NOTE, WORTH_DELEGATING
-from .table import COLUMNS, fewer, instructions, ms, pct, speedup, summary_rows
+from .table import COLUMNS, SME_INSTRUCTIONS_LABEL, fewer, instructions, ms, pct, sme_path_label, speedup, summary_rows
 from .text import (KERNEL_TABLE_HEADERS, OUTSIDE_OPS_LABEL, disturbed_cell, kernel_comparison_tables,
                    kernel_comparison_text, kernel_rows_by_op, kernel_time_text)
 
@@ -129,13 +129,13 @@ def _comparison_html(comparison: Mapping[str, Any]) -> str:
 def _profile_details_html(profile: Mapping[str, Any], base: Path | None) -> str:
     basis = profile.get("basis", "time")
     if basis == "instructions":
-        sme_measure = {"work": "multiply-accumulates"}.get(profile.get("sme_path_basis"), "instructions")
-        header = ["delegated (instructions)", "delegated (nodes)", f"SME path share of CONV+GEMM {sme_measure}",
+        header = ["delegated (instructions)", "delegated (nodes)", sme_path_label(profile.get("sme_path_basis")),
                   "SME-path operators"]
         row = [pct(profile["delegation_coverage"]), pct(profile["node_delegation_coverage"]),
                pct(profile["sme_path_share"]), profile["sme_path_ops"]]
     else:
-        header = ["delegated (time)", "delegated (nodes)", "SME path share of CONV+GEMM", "SME-path operators",
+        header = ["delegated (time)", "delegated (nodes)", sme_path_label(profile.get("sme_path_basis")),
+                  "SME-path operators",
                   "load ms", "init ms", "runs disturbed (left out)"]
         row = [pct(profile["delegation_coverage"]), pct(profile["node_delegation_coverage"]),
                pct(profile["sme_path_share"]), profile["sme_path_ops"], ms(profile["load_ms"]), ms(profile["init_ms"]),
@@ -196,7 +196,7 @@ def record_html(record: Mapping[str, Any], base: Path | None = None) -> str:
                      f'here are shares of counted instructions and no latency or speedup is shown.</div>')
     if counted:
         parts.append("<h4>Instructions per inference (counted under emulation, exact)</h4>")
-        parts.append(table(["variant", "instructions", "SME instructions", "SME share of CONV+GEMM", "load", "init"],
+        parts.append(table(["variant", "instructions", "SME instructions", SME_INSTRUCTIONS_LABEL, "load", "init"],
                            [row for p in counted for row in _instruction_rows(p)]))
     if timed:
         parts.append("<h4>Latency per run</h4>")

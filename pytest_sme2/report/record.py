@@ -202,7 +202,8 @@ def profile_entry(profile: Profile) -> dict[str, Any]:
         for op, rows in heavy.groupby("op", sort=False)
     ]
     entry["kernels"].sort(key=lambda k: k["share"], reverse=True)
-    entry["worth_delegating"] = [op["op"] for op in entry["portable_ops"] if op["share"] > WORTH_DELEGATING]
+    # by the profile's basis: on a counted emulated run its instructions, never the emulator's time
+    entry["worth_delegating"] = [op["op"] for op in entry["portable_ops"] if op[share] > WORTH_DELEGATING]
     executed = profile.executed_sme_kernels  # from a kernel trace (emulated target); None when not traced
     entry["executed_sme_kernels"] = list(executed) if executed is not None else None
     return entry

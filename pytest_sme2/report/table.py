@@ -43,6 +43,19 @@ def instructions(value: float | None) -> str:
     return f"{value / 1e3:.1f} k" if value >= 1e3 else f"{value:.0f}"
 
 
+SME_INSTRUCTIONS_LABEL = "SME instructions (share of CONV+GEMM instructions that are SME encodings)"
+
+
+def sme_path_label(basis: str | None) -> str:
+    """The SME path metric's one name everywhere (HTML, markdown, terminal), with what it measures: the
+    share of CONV+GEMM work, time or instructions in operators on SME kernels. Distinct from
+    ``SME_INSTRUCTIONS_LABEL``, the share of CONV+GEMM instructions that are themselves SME encodings
+    (an SME kernel also runs plain loads, stores and loop code, so the two differ widely)."""
+    measure = {"work": "multiply-accumulates", "instructions": "instructions", "time": "time"}.get(basis or "time",
+                                                                                                 str(basis))
+    return f"SME path (share of CONV+GEMM {measure} in operators on SME kernels)"
+
+
 def fewer(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.2f}x fewer instr"
 

@@ -6,7 +6,7 @@ from typing import Any, Mapping
 
 from ..profile import INSTRUCTIONS
 from .record import EMULATED_NOTE
-from .table import ms, pct, speedup
+from .table import SME_INSTRUCTIONS_LABEL, instructions, ms, pct, sme_path_label, speedup
 
 
 def _disturbed_parts(summary: Mapping[str, Any]) -> list[str]:
@@ -103,25 +103,64 @@ KERNEL_TABLE_HEADERS = ["operator", "category", "ms per run (sampled / ETDump)",
                         "share of operator", "next kernels"]
 
 
-def profile_text(summary: Mapping[str, Any]) -> str:
+NO_OPERATOR_SHARES = ("per-operator shares not shown: this emulated run has no instruction counts, and emulator "
+                      "time is not time (its shares change between identical runs)")
+
+
+def size_text(summary: Mapping[str, Any]) -> str:
+    """How big one inference was. Emulated: counted instructions per inference, or that there is no measure
+    (emulator time is no latency). Hardware: the E2E median, with its interval, spread and CV only from two or
+    more runs (one run has no interval and no spread)."""
     lat = summary["latency"]
+    counted = summary.get("instructions") if summary.get("basis") == INSTRUCTIONS else None
+    if summary.get("emulated"):
+        runs = f"{lat['n']} run{'' if lat['n'] == 1 else 's'}"
+        if counted and counted.get("per_inference") is not None:
+            return f"{counted['per_inference']:,} instructions per inference (counted, exact), {runs}"
+        return f"no latency: emulated time is not latency, and this run has no instruction counts; {runs}"
+    if lat["n"] == 1:
+        return f"E2E {lat['median_ms']:.3f} ms, 1 run (one run has no interval and no spread)"
+    return (f"E2E median {lat['median_ms']:.3f} ms (95% CI {lat['median_ci_low_ms']:.3f}-{lat['median_ci_high_ms']:.3f}),"
+            f" p10 {lat['p10_ms']:.3f}, p90 {lat['p90_ms']:.3f}, CV {lat['cv']:.1%}, {lat['n']} runs")
+
+
+def operator_shares(summary: Mapping[str, Any]) -> list[tuple[float, Mapping[str, Any]]] | None:
+    """(share, operator) of the heaviest operators, heaviest first, in the profile's basis: counted instructions
+    on a counted emulated run, time on hardware; None on an emulated run without counts, whose only per-operator
+    measure is emulator time (not time, and not the same twice)."""
+    counted = summary.get("basis") == INSTRUCTIONS
+    if summary.get("emulated") and not counted:
+        return None
+    key = "instruction_share" if counted else "share"
+    ops = [(float(op.get(key) or 0.0), op) for op in summary["top_ops"]]
+    return sorted(ops, key=lambda pair: pair[0], reverse=True)
+
+
+def profile_text(summary: Mapping[str, Any]) -> str:
     shares = shares_text(summary["shares"], summary.get("other_delegate_outside_ops"))
     # the emulated target's shares and coverage are of counted instructions; its time is the emulator's
     measure = "counted instructions" if summary.get("basis") == INSTRUCTIONS else "time"
+    emulated_uncounted = summary.get("emulated") and summary.get("basis") != INSTRUCTIONS
     lines = [
         f"{summary['model']} {summary['recipe']} [{summary['variant']}]"
         + (f" (EMULATED: {EMULATED_NOTE})" if summary.get("emulated") else ""),
-        f"  {'emulator time, not hardware: ' if summary.get('emulated') else ''}"
-        f"E2E median {lat['median_ms']:.3f} ms (95% CI {lat['median_ci_low_ms']:.3f}-{lat['median_ci_high_ms']:.3f}),"
-        f" p10 {lat['p10_ms']:.3f}, p90 {lat['p90_ms']:.3f}, CV {lat['cv']:.1%}, {lat['n']} runs"
-        f"{disturbed_text(summary)}",
-        f"  shares of {measure} (medians over undisturbed runs): {shares}",
+        f"  {size_text(summary)}{disturbed_text(summary)}",
+        f"  shares of {'emulator time (not time)' if emulated_uncounted else measure} (medians over undisturbed "
+        f"runs): {shares}",
         f"  delegation: {pct(summary['delegation_coverage'])} of {measure}, "
         f"{pct(summary['node_delegation_coverage'])} of nodes;"
-        f" SME path: {pct(summary['sme_path_share'])} of CONV+GEMM ({summary['sme_path_ops']} ops)",
+        f" {sme_path_label(summary.get('sme_path_basis'))}: {pct(summary['sme_path_share'])}"
+        f" ({summary['sme_path_ops']} ops)"
+        + (f"; {SME_INSTRUCTIONS_LABEL}: {pct(summary['instructions']['sme_share_of_conv_gemm'])}"
+           if summary.get("instructions") else ""),
     ]
-    for op in summary["top_ops"][:5]:
-        lines.append(f"    {op['share']:6.1%}  {op['event']}  [{op['category']}{'' if op['delegated'] else ', portable'}]")
+    ops = operator_shares(summary)
+    if ops is None:
+        lines.append(f"  {NO_OPERATOR_SHARES}")
+    else:
+        lines.append(f"  heaviest operators (share of {measure}):")
+        for share, op in ops[:5]:
+            lines.append(f"    {share:6.1%}  {op['event']}  [{op['category']}{'' if op['delegated'] else ', portable'}]")
     kernels = kernel_time_text(summary.get("kernel_time"))
     if kernels:
         lines.append(f"  {kernels}")

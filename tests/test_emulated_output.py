@@ -1,0 +1,153 @@
+"""What the reports show of emulated runs (issue 23, "Output that misleads"): emulated time is not time.
+
+The synthetic run below is laid out by hand. Its emulator times change between
+the two runs, as qemu's do; its counted instructions do not:
+
+  event                                   time run 1 / run 2 (us)   instructions
+  Method::execute                         1000 / 1400               10000
+  DELEGATE_CALL                            800 / 1200                6500
+    Convolution (NHWC, PF32) IGEMM #1      500 /  900                1000  (10%)
+    Transpose (ND, X32) #1                 200 /  200                5000  (50%)
+  OPERATOR_CALL                             80 /   80                2100
+    native_layer_norm                       60 /   60                2000  (20%)
+
+By time the convolution is the heaviest operator (50% and 64%), by counted
+instructions the lightest of the three: the transpose (50%), then the layer
+norm (20%), then the convolution (10%).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_sme2.etdump import _columns
+from pytest_sme2.instruction_trace import COUNTS_FILE, COUNTS_VERSION, InstructionTrace
+from pytest_sme2.profile import Profile
+from pytest_sme2.report.commands import analyze, compare_files
+from pytest_sme2.report.record import build_record
+from pytest_sme2.report.text import profile_text, record_text
+from pytest_sme2.targets.base import RUNNER_LOG
+
+from helpers_etdump import RunSpec, write_etdump
+
+CONV, TRANSPOSE, LAYER_NORM = "Convolution (NHWC, PF32) IGEMM #1", "Transpose (ND, X32) #1", \
+    "native_call_native_layer_norm.out"
+COUNTS = {"Method::execute": 10_000, "DELEGATE_CALL": 6_500, CONV: 1_000, TRANSPOSE: 5_000,
+          "OPERATOR_CALL": 2_100, LAYER_NORM: 2_000}
+
+
+def _run(e2e_us: int, call_us: int, conv_us: int) -> RunSpec:
+    return RunSpec(e2e_ns=e2e_us * 1000, delegate_call_ns=call_us * 1000, delegate_instr=1,
+                   delegate_ops=[(CONV, conv_us * 1000), (TRANSPOSE, 200_000)],
+                   portable_ops=[(LAYER_NORM, 60_000, 80_000, 5)])
+
+
+def _write_counts(etdump: Path, scale: float = 1.0) -> Path:
+    """instructions.json beside ``etdump``, as the emulated target's counter writes it, from ``COUNTS``."""
+    cols = _columns(etdump)
+    names = [cols.labels[i] for i in cols.label_id]
+    values = [int(COUNTS.get(name, 0) * scale) for name in names]
+    document = {"version": COUNTS_VERSION, "files": {"timed": {
+        "instructions": values, "sme": [v // 10 if name == CONV else 0 for v, name in zip(values, names)],
+        "sve": [0] * len(values), "functions": [{} for _ in values]}}}
+    counts = etdump.parent / COUNTS_FILE
+    counts.write_text(json.dumps(document))
+    return counts
+
+
+def _emulated_etdump(folder: Path, counted: bool, scale: float = 1.0, slow: int = 0) -> Path:
+    """An emulated run's folder: ETDump, runner.log with the qemu command, and (``counted``) instruction counts."""
+    folder.mkdir(parents=True)
+    etdump = write_etdump(folder / "timed.etdp", [_run(1000 + slow, 800 + slow, 500 + slow),
+                                                  _run(1400 + slow, 1200 + slow, 900 + slow)])
+    (folder / RUNNER_LOG).write_text("$ qemu-aarch64 -cpu max,sme=on ./executor_runner --model_path m.pte\n")
+    if counted:
+        _write_counts(etdump, scale)
+    return etdump
+
+
+def _profile(tmp_path: Path, counted: bool, sme2: bool = True) -> Profile:
+    etdump = _emulated_etdump(tmp_path / f"run-{counted}-{sme2}", counted)
+    instructions = InstructionTrace.from_counts(etdump.parent / COUNTS_FILE, etdump, None) if counted else None
+    return Profile.from_etdump(etdump, model="m", recipe="fp32-xnnpack", variant=f"emulated sme2={sme2}",
+                               metadata={"run": {"sme2": sme2, "threads": 1},
+                                         "target": {"name": "emulated", "emulated": True}},
+                               instructions=instructions)
+
+
+def _operator_lines(text: str) -> list[tuple[float, str]]:
+    """(share, operator) of the per-operator lines of a profile's text, in the order shown."""
+    found = []
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) >= 2 and parts[0].endswith("%") and "[" in line:
+            found.append((float(parts[0].rstrip("%")), parts[1]))
+    return found
+
+
+def test_terminal_operator_lines_of_a_counted_emulated_run_are_instruction_shares_sorted(tmp_path: Path) -> None:
+    text = record_text(build_record("t.py::t", [_profile(tmp_path, counted=True)]))
+    lines = _operator_lines(text)
+    assert [share for share, _ in lines] == [50.0, 20.0, 10.0]  # of counted instructions, heaviest first
+    assert [name for _, name in lines] == ["Transpose", "native_call_native_layer_norm.out", "Convolution"]
+    assert "counted instructions" in text
+
+
+def test_terminal_shows_no_emulator_time_shares_per_operator_without_counts(tmp_path: Path) -> None:
+    text = record_text(build_record("t.py::t", [_profile(tmp_path, counted=False)]))
+    assert _operator_lines(text) == []
+    assert "per-operator shares not shown" in text
+
+
+def test_e2e_line_of_an_emulated_run_shows_no_latency_interval_or_cv(tmp_path: Path) -> None:
+    for counted in (True, False):
+        text = record_text(build_record("t.py::t", [_profile(tmp_path / str(counted), counted=counted)]))
+        assert "E2E median" not in text and "CV" not in text and "95% CI" not in text and " ms" not in text, text
+    counted_text = record_text(build_record("t.py::t", [_profile(tmp_path / "again", counted=True)]))
+    assert "10,000 instructions per inference" in counted_text
+
+
+def test_one_hardware_run_gets_no_interval_and_no_cv(tmp_path: Path) -> None:
+    path = write_etdump(tmp_path / "one.etdp", [_run(1000, 800, 500)])
+    profile = Profile.from_etdump(path, model="m", recipe="fp32", variant="host",
+                                  metadata={"target": {"name": "host", "emulated": False}})
+    text = profile_text(build_record("t.py::t", [profile])["profiles"][0])
+    assert "E2E 1.000 ms, 1 run" in text
+    assert "CI" not in text and "CV" not in text and "p10" not in text
+
+
+def test_analyze_of_a_counted_emulated_run_sorts_by_instructions_and_shows_no_ms(tmp_path: Path) -> None:
+    etdump = _emulated_etdump(tmp_path / "run", counted=True)
+    text = analyze(etdump, None, None, as_json=False)
+    top = text.split("top operators:")[1].split("portable operators:")[0]
+    order = [name for name in (TRANSPOSE, LAYER_NORM, CONV) if name in top]
+    assert order == [TRANSPOSE, LAYER_NORM, CONV]
+    assert top.index(TRANSPOSE) < top.index(LAYER_NORM) < top.index(CONV)
+    assert "50.0%" in top and "median ms" not in top
+    assert " ms" not in text.split("categories:")[1]
+
+
+def test_analyze_of_an_uncounted_emulated_run_shows_no_emulator_time_per_operator(tmp_path: Path) -> None:
+    etdump = _emulated_etdump(tmp_path / "run", counted=False)
+    text = analyze(etdump, None, None, as_json=False)
+    assert "per-operator shares not shown" in text
+    assert CONV not in text.split("top operators:")[1].split("portable operators:")[0]
+
+
+@pytest.mark.parametrize("counted", [True, False])
+def test_sme_path_and_sme_instruction_share_have_distinct_names_in_every_report(tmp_path: Path, counted: bool) -> None:
+    from pytest_sme2.report.html import record_html
+    from pytest_sme2.report.markdown import session_markdown
+    from pytest_sme2.report.summary import session_summary
+
+    record = build_record("t.py::t", [_profile(tmp_path, counted=counted)])
+    html = record_html(record)
+    markdown = session_markdown(session_summary([record], None))
+    terminal = record_text(record)
+    for output in (html, markdown, terminal):
+        assert "SME share of CONV+GEMM" not in output and "SME path share" not in output
+        assert "SME path (share of CONV+GEMM" in output
+        assert ("SME instructions (share of CONV+GEMM instructions that are SME encodings)" in output) == counted
