@@ -137,6 +137,20 @@ def test_analyze_of_an_uncounted_emulated_run_shows_no_emulator_time_per_operato
     assert CONV not in text.split("top operators:")[1].split("portable operators:")[0]
 
 
+def test_compare_of_emulated_etdumps_has_no_ms_headline(tmp_path: Path) -> None:
+    off = _emulated_etdump(tmp_path / "off", counted=True, scale=2.0, slow=-300)  # less emulator time, more work
+    on = _emulated_etdump(tmp_path / "on", counted=True)
+    text, _ = compare_files(off, on, as_json=False)
+    head = "\n".join(text.splitlines()[:3])
+    assert " ms" not in head and "median" not in head
+    assert "20,000 instructions per inference" in head and "10,000 instructions per inference" in head
+    assert "2.00x fewer instructions" in head
+    uncounted_off = _emulated_etdump(tmp_path / "off2", counted=False)
+    uncounted_on = _emulated_etdump(tmp_path / "on2", counted=False)
+    text, _ = compare_files(uncounted_off, uncounted_on, as_json=False)
+    assert " ms" not in text and "cannot judge speed from emulated ETDumps" in text
+
+
 @pytest.mark.parametrize("counted", [True, False])
 def test_sme_path_and_sme_instruction_share_have_distinct_names_in_every_report(tmp_path: Path, counted: bool) -> None:
     from pytest_sme2.report.html import record_html

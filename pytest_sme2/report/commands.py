@@ -92,7 +92,7 @@ def analyze(etdump: Path, etrecord: Path | None, warmup: Path | None, as_json: b
     lines = [profile_text(entry)]
     if entry["node_delegation_coverage"] is None:
         lines.append(f"  {NODES_UNKNOWN}" + (f" ({etrecord} was read)" if etrecord else ""))
-    if counted:
+    if counted and (entry["instructions"]["load"] is not None or entry["instructions"]["init"] is not None):
         load, init = entry["instructions"]["load"], entry["instructions"]["init"]
         lines.append(f"  load {instructions(load)} instructions, init {instructions(init)} instructions "
                      "(Program::load_method, Method::init; counted, not part of an inference)")
@@ -162,15 +162,12 @@ def compare_files(a: Path, b: Path, as_json: bool) -> tuple[str, dict[str, Any]]
     result["emulated_files"] = emulated
     if as_json:
         return json.dumps(result, indent=1, default=str), result
-    lines = [f"A: {a} (median {ms(before.median_ms)} ms{' EMULATED' if before.emulated else ''}, {before.runs} runs)",
-             f"B: {b} (median {ms(after.median_ms)} ms{' EMULATED' if after.emulated else ''}, {after.runs} runs)"]
-    if emulated:
-        lines.append(f"EMULATED: {', '.join(emulated)} ran under qemu; {EMULATED_TIMING}, so no speedups are "
-                     "computed and the times below are the emulator's (the perf tests compare counted "
-                     "instructions there)")
-    else:
-        lines.append(f"E2E speedup of B over A (median A / median B, 95% bootstrap CI): {speedup(result['speedup'])}")
-    lines += [
+    if emulated:  # emulator time is no time: the headline is counted instructions, or that speed is not judged
+        lines = _emulated_comparison(a, b, before, after, result)
+        return "\n".join(lines), result
+    lines = [f"A: {a} (median {ms(before.median_ms)} ms, {before.runs} runs)",
+             f"B: {b} (median {ms(after.median_ms)} ms, {after.runs} runs)",
+             f"E2E speedup of B over A (median A / median B, 95% bootstrap CI): {speedup(result['speedup'])}",
              f"largest category: {result['bottleneck_off']} (A) -> {result['bottleneck_on']} (B)", ""]
     lines += text_table(["category", "share A", "share B", "median ms A", "median ms B", "speedup [95% CI]"],
                         [[c["category"], pct(c["off_share"]), pct(c["on_share"]), ms(c["off_median_ms"]),
@@ -182,6 +179,39 @@ def compare_files(a: Path, b: Path, as_json: bool) -> tuple[str, dict[str, Any]]
                           ms(op["off_median_ms"]), ms(op["on_median_ms"]), speedup(op["speedup"])]
                          for op in result["operators"]])
     return "\n".join(lines), result
+
+
+def _instructions_headline(path: Path, profile: Profile) -> str:
+    count = profile.instructions_per_inference
+    return (f"{path} ({int(round(count)):,} instructions per inference, counted under emulation, {profile.runs} runs)"
+            if count is not None else f"{path} (emulated, no instruction counts beside it, {profile.runs} runs)")
+
+
+def _emulated_comparison(a: Path, b: Path, before: Profile, after: Profile, result: dict[str, Any]) -> list[str]:
+    """B against A when either ran under emulation: counted instructions when both were counted, else only
+    that speed cannot be judged (an emulator's time says nothing about a CPU's; no ms is printed)."""
+    lines = [f"A: {_instructions_headline(a, before)}", f"B: {_instructions_headline(b, after)}"]
+    if result["unit"] != INSTRUCTIONS:
+        lines.append(f"compare cannot judge speed from emulated ETDumps ({', '.join(result['emulated_files'])}): "
+                     f"{EMULATED_TIMING}, and only counted instructions compare there; run the emulated target "
+                     f"with its instruction counter, which writes {COUNTS_FILE} beside each ETDump")
+        return lines
+    ratio = result["fewer_instructions"]
+    lines.append("instructions per inference, B against A: " + (
+        "n/a" if ratio is None else f"{ratio:.2f}x fewer instructions" if ratio >= 1 else
+        f"{1 / ratio:.2f}x more instructions") + f" (exact counts; {EMULATED_TIMING}, so no speedup in time)")
+    lines += [f"largest category by instructions: {result['bottleneck_off']} (A) -> {result['bottleneck_on']} (B)", ""]
+    lines += text_table(["category", "share A", "share B", "instructions A", "instructions B", "fewer (A/B)"],
+                        [[c["category"], pct(c["off_share"]), pct(c["on_share"]), instructions(c["off_instructions"]),
+                          instructions(c["on_instructions"]), fewer(c["fewer_instructions"])]
+                         for c in result["categories"]])
+    lines.append("")
+    lines += text_table(["operator A", "operator B", "share A", "share B", "instructions A", "instructions B",
+                         "fewer (A/B)"],
+                        [[op["off_op"] or "-", op["on_op"] or "-", pct(op["off_share"]), pct(op["on_share"]),
+                          instructions(op["off_instructions"]), instructions(op["on_instructions"]),
+                          fewer(op.get("fewer_instructions"))] for op in result["operators"]])
+    return lines
 
 
 def rebuild_report(directory: Path, out_dir: Path | None) -> dict[str, Path]:
