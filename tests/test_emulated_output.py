@@ -165,3 +165,9 @@ def test_sme_path_and_sme_instruction_share_have_distinct_names_in_every_report(
         assert "SME share of CONV+GEMM" not in output and "SME path share" not in output
         assert "SME path (share of CONV+GEMM" in output
         assert ("SME instructions (share of CONV+GEMM instructions that are SME encodings)" in output) == counted
+
+
+def test_an_uncounted_emulated_run_calls_its_time_shares_emulator_time(tmp_path: Path) -> None:
+    text = record_text(build_record("t.py::t", [_profile(tmp_path, counted=False)]))
+    assert "of time" not in text and "CONV+GEMM time" not in text
+    assert "delegation: 82.9% of emulator time (not time)" in text

@@ -16,7 +16,8 @@ from typing import Any, Iterable, Mapping, Sequence
 from . import charts
 from .advice import recommendations
 from .record import EMULATED_NOTE, WORTH_DELEGATING
-from .table import COLUMNS, SME_INSTRUCTIONS_LABEL, fewer, instructions, ms, pct, sme_path_label, speedup, summary_rows
+from .table import (COLUMNS, SME_INSTRUCTIONS_LABEL, fewer, instructions, ms, pct, sme_path_label, speedup,
+                    summary_rows)
 from .text import (KERNEL_TABLE_HEADERS, OUTSIDE_OPS_LABEL, disturbed_cell, kernel_comparison_tables,
                    kernel_comparison_text, kernel_rows_by_op, kernel_time_text)
 
@@ -128,17 +129,19 @@ def _comparison_html(comparison: Mapping[str, Any]) -> str:
 
 def _profile_details_html(profile: Mapping[str, Any], base: Path | None) -> str:
     basis = profile.get("basis", "time")
+    sme_path = sme_path_label(profile.get("sme_path_basis"), bool(profile.get("emulated")))
     if basis == "instructions":
-        header = ["delegated (instructions)", "delegated (nodes)", sme_path_label(profile.get("sme_path_basis")),
-                  "SME-path operators"]
+        header = ["delegated (instructions)", "delegated (nodes)", sme_path, "SME-path operators"]
         row = [pct(profile["delegation_coverage"]), pct(profile["node_delegation_coverage"]),
                pct(profile["sme_path_share"]), profile["sme_path_ops"]]
     else:
-        header = ["delegated (time)", "delegated (nodes)", sme_path_label(profile.get("sme_path_basis")),
-                  "SME-path operators",
-                  "load ms", "init ms", "runs disturbed (left out)"]
+        emulated = bool(profile.get("emulated"))  # no instruction counts: its only measure is the emulator's time
+        header = [f"delegated ({'emulator time, not time' if emulated else 'time'})", "delegated (nodes)", sme_path,
+                  "SME-path operators", "load ms", "init ms", "runs disturbed (left out)"]
         row = [pct(profile["delegation_coverage"]), pct(profile["node_delegation_coverage"]),
-               pct(profile["sme_path_share"]), profile["sme_path_ops"], ms(profile["load_ms"]), ms(profile["init_ms"]),
+               pct(profile["sme_path_share"]), profile["sme_path_ops"],
+               "n/a (emulated)" if emulated else ms(profile["load_ms"]),
+               "n/a (emulated)" if emulated else ms(profile["init_ms"]),
                disturbed_cell(profile)]
     parts = [f"<h4>{_esc(profile['variant'])}: delegation and SME kernel path</h4>", table(header, [row])]
     kernels = profile.get("kernels", [])

@@ -16,7 +16,8 @@ from .escape import code, text
 from .record import EMULATED_NOTE, verdict_text
 from .text import (KERNEL_TABLE_HEADERS, disturbed_text, kernel_comparison_tables, kernel_comparison_text,
                    kernel_rows_by_op, kernel_time_text, shares_text)
-from .table import COLUMNS, SME_INSTRUCTIONS_LABEL, fewer, instructions, markdown_table, ms, pct, sme_path_label, speedup, summary_rows
+from .table import (COLUMNS, SME_INSTRUCTIONS_LABEL, fewer, instructions, markdown_table, ms, pct, sme_path_label,
+                    speedup, summary_rows)
 
 
 def _rel(path: str, base: Path | None) -> str:
@@ -93,7 +94,7 @@ def session_markdown(summary: Mapping[str, Any]) -> str:
             shares = shares_text(p.get("shares") or {}, p.get("other_delegate_outside_ops"))
             lines.append(f"- **{text(p['variant'])}**: {text(size)}, shares of {measure}: {text(shares)}; "
                          f"delegated {pct(p['delegation_coverage'])} of {measure}, "
-                         f"{sme_path_label(p.get('sme_path_basis'))} {text(pct(p['sme_path_share']))} "
+                         f"{sme_path_label(p.get('sme_path_basis'), bool(p.get('emulated')))} {text(pct(p['sme_path_share']))} "
                          f"({text(p['sme_path_ops'])} ops)"
                          + (f", {SME_INSTRUCTIONS_LABEL} {pct(p['instructions']['sme_share_of_conv_gemm'])}"
                             if p.get("instructions") else "") + "; "

@@ -46,13 +46,14 @@ def instructions(value: float | None) -> str:
 SME_INSTRUCTIONS_LABEL = "SME instructions (share of CONV+GEMM instructions that are SME encodings)"
 
 
-def sme_path_label(basis: str | None) -> str:
+def sme_path_label(basis: str | None, emulated: bool = False) -> str:
     """The SME path metric's one name everywhere (HTML, markdown, terminal), with what it measures: the
     share of CONV+GEMM work, time or instructions in operators on SME kernels. Distinct from
     ``SME_INSTRUCTIONS_LABEL``, the share of CONV+GEMM instructions that are themselves SME encodings
     (an SME kernel also runs plain loads, stores and loop code, so the two differ widely)."""
-    measure = {"work": "multiply-accumulates", "instructions": "instructions", "time": "time"}.get(basis or "time",
-                                                                                                 str(basis))
+    time = "emulator time (not time)" if emulated else "time"  # an emulated run without instruction counts
+    measure = {"work": "multiply-accumulates", "instructions": "instructions", "time": time}.get(basis or "time",
+                                                                                               str(basis))
     return f"SME path (share of CONV+GEMM {measure} in operators on SME kernels)"
 
 

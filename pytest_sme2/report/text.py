@@ -139,17 +139,17 @@ def operator_shares(summary: Mapping[str, Any]) -> list[tuple[float, Mapping[str
 def profile_text(summary: Mapping[str, Any]) -> str:
     shares = shares_text(summary["shares"], summary.get("other_delegate_outside_ops"))
     # the emulated target's shares and coverage are of counted instructions; its time is the emulator's
-    measure = "counted instructions" if summary.get("basis") == INSTRUCTIONS else "time"
     emulated_uncounted = summary.get("emulated") and summary.get("basis") != INSTRUCTIONS
+    measure = ("counted instructions" if summary.get("basis") == INSTRUCTIONS
+               else "emulator time (not time)" if emulated_uncounted else "time")
     lines = [
         f"{summary['model']} {summary['recipe']} [{summary['variant']}]"
         + (f" (EMULATED: {EMULATED_NOTE})" if summary.get("emulated") else ""),
         f"  {size_text(summary)}{disturbed_text(summary)}",
-        f"  shares of {'emulator time (not time)' if emulated_uncounted else measure} (medians over undisturbed "
-        f"runs): {shares}",
+        f"  shares of {measure} (medians over undisturbed runs): {shares}",
         f"  delegation: {pct(summary['delegation_coverage'])} of {measure}, "
         f"{pct(summary['node_delegation_coverage'])} of nodes;"
-        f" {sme_path_label(summary.get('sme_path_basis'))}: {pct(summary['sme_path_share'])}"
+        f" {sme_path_label(summary.get('sme_path_basis'), bool(summary.get('emulated')))}: {pct(summary['sme_path_share'])}"
         f" ({summary['sme_path_ops']} ops)"
         + (f"; {SME_INSTRUCTIONS_LABEL}: {pct(summary['instructions']['sme_share_of_conv_gemm'])}"
            if summary.get("instructions") else ""),
