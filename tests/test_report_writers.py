@@ -121,7 +121,9 @@ def test_emulated_records_label_time_and_give_no_speedup(tmp_path: Path) -> None
     (comparison,) = record["comparisons"]
     assert comparison["speedup"] is None and all(c["speedup"] is None for c in comparison["categories"])
     on_row = summary_rows([record])[0]
-    assert on_row[3] == "0.500 (emu)" and on_row[4] == "n/a (emulated)"
+    # emulated time is no latency: an emulated run without instruction counts has no size in the table
+    assert on_row[3] == "n/a (emulated, not counted)" and on_row[4] == "n/a (emulated)"
+    assert "0.500" not in session_markdown(session_summary([record], tmp_path))
     page = session_html(session_summary([record], tmp_path))
     assert "EMULATED target" in page and "Convolution (NHWC, PF32) IGEMM" in page
 

@@ -16,8 +16,8 @@ from .escape import code, text
 from .record import EMULATED_NOTE, verdict_text
 from .text import (KERNEL_TABLE_HEADERS, disturbed_text, kernel_comparison_tables, kernel_comparison_text,
                    kernel_rows_by_op, kernel_time_text, shares_text)
-from .table import (COLUMNS, SME_INSTRUCTIONS_LABEL, fewer, instructions, markdown_table, ms, pct, sme_path_label,
-                    speedup, summary_rows)
+from .table import (COLUMNS, NOT_COUNTED, SME_INSTRUCTIONS_LABEL, fewer, instructions, markdown_table, ms, pct,
+                    sme_path_label, speedup, summary_rows)
 
 
 def _rel(path: str, base: Path | None) -> str:
@@ -89,8 +89,8 @@ def session_markdown(summary: Mapping[str, Any]) -> str:
             worth = ", ".join(code(op) for op in p.get("worth_delegating", [])) or "none"
             measure = "instructions" if p.get("basis") == "instructions" else "time"
             size = (f"{instructions(p['instructions']['per_inference'])} instructions per inference (counted)"
-                    if measure == "instructions" else f"median {ms(p['latency']['median_ms'])} ms"
-                    f"{' (emu)' if p.get('emulated') else ''}{disturbed_text(p)}")
+                    if measure == "instructions" else f"no latency ({NOT_COUNTED})" if p.get("emulated")
+                    else f"median {ms(p['latency']['median_ms'])} ms{disturbed_text(p)}")
             shares = shares_text(p.get("shares") or {}, p.get("other_delegate_outside_ops"))
             lines.append(f"- **{text(p['variant'])}**: {text(size)}, shares of {measure}: {text(shares)}; "
                          f"delegated {pct(p['delegation_coverage'])} of {measure}, "

@@ -17,7 +17,7 @@ from .record import verdict_text
 
 COLUMNS = ("test", "model", "variant", "median ms (emulated: instructions)", "SME2 speedup [95% CI]",
            "top category shift", "delegated", "verdict")
-EMULATED_MARK = " (emu)"
+NOT_COUNTED = "n/a (emulated, not counted)"
 
 
 def pct(value: float | None) -> str:
@@ -62,11 +62,14 @@ def fewer(value: float | None) -> str:
 
 
 def amount(profile: Mapping[str, Any]) -> str:
-    """The size of one inference: median ms, or counted instructions on the emulated target."""
+    """The size of one inference: median ms, or counted instructions on the emulated target (an emulated run
+    without counts has none: its time is the emulator's)."""
     counted = profile.get("instructions") if profile.get("basis") == "instructions" else None
     if counted:
         return f"{instructions(counted['per_inference'])} instr"
-    return ms(profile["latency"]["median_ms"]) + (EMULATED_MARK if profile.get("emulated") else "")
+    if profile.get("emulated"):  # emulator time is no latency: without counts there is no size to show
+        return NOT_COUNTED
+    return ms(profile["latency"]["median_ms"])
 
 
 def comparison_cell(comparison: Mapping[str, Any]) -> str:
