@@ -257,3 +257,23 @@ def test_report_of_an_untrusted_session_folder_writes_no_link_and_no_markup(reco
     assert heading.startswith("### ``") and "\\|" in heading  # one code span, its pipe escaped for tables
     table_row = next(line for line in text.splitlines() if line.startswith("| test_m[") and "m fp32" in line)
     assert table_row.count(" | ") == len(COLUMNS) - 1  # the id's pipe did not add a column
+
+
+@pytest.mark.parametrize("hostile", ["javascript:alert(1)", " JaVa\tscript:alert(1)", "data:text/html,<b>x</b>",
+                                     "https://example.invalid/x.etdp"])
+@pytest.mark.parametrize("session_dir", [None, "session"])
+def test_artifact_links_are_only_file_paths(record: dict, tmp_path: Path, hostile: str, session_dir: str | None) -> None:
+    """Issue 23 (weak): a summary.json whose artifact path is a ``javascript:`` (or any non-file) URL,
+    with or without ``session_dir``: shown as escaped text, never an href; file paths stay links."""
+    profiles = [dict(p, artifacts={"timed_etdump": hostile, "plain": "runs/on dir/a:b.etdp",
+                                   "url": "file:///tmp/x.etdp"}) for p in record["profiles"]]
+    summary = session_summary([dict(record, profiles=profiles)], tmp_path / "session")
+    summary["session_dir"] = None if session_dir is None else str(tmp_path / session_dir)
+    page = session_html(summary)
+    hrefs = re.findall(r'href="([^"]*)"', page)
+    assert hrefs and all(not re.match(r"[a-z][a-z0-9+.-]*:", h, re.I) or h.startswith("file:") for h in hrefs), hrefs
+    assert "runs/on%20dir/a%3Ab.etdp" in hrefs[0] or any("a%3Ab.etdp" in h for h in hrefs)
+    assert "file:///tmp/x.etdp" in hrefs
+    assert "<b>x</b>" not in page
+    import html as _html
+    assert _html.escape(hostile) in page  # the text is still shown
