@@ -277,3 +277,24 @@ def test_artifact_links_are_only_file_paths(record: dict, tmp_path: Path, hostil
     assert "<b>x</b>" not in page
     import html as _html
     assert _html.escape(hostile) in page  # the text is still shown
+
+
+def test_compare_of_two_different_programs_warns_before_the_speedup(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 23 (weak): ``compare`` of ETDumps of two different programs printed ``6.81x [4.68, 7.97]``
+    with no warning. The same program with SME2 on and off (F32 -> PF32 kernels) gives no warning."""
+    off, on = tmp_path / "off.etdp", tmp_path / "on.etdp"
+    _profile(off, False), _profile(on, True)
+    other = tmp_path / "other.etdp"
+    write_etdump(other, [RunSpec(e2e_ns=150_000, delegate_call_ns=100_000, delegate_instr=2,
+                                 delegate_ops=[("Fully Connected (NC, F32) GEMM #1", 50_000)],
+                                 portable_ops=[("native_call_softmax.out", 20_000, 30_000, 4)])] * 2)
+    assert main(["compare", str(off), str(on)]) == 0
+    assert "DIFFERENT PROGRAMS" not in capsys.readouterr().out
+    assert main(["compare", str(off), str(other)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    warning = next(i for i, line in enumerate(lines) if line.startswith("WARNING: A and B are ETDumps of DIFFERENT PROGRAMS"))
+    assert warning < next(i for i, line in enumerate(lines) if "speedup of B over A" in line)
+    assert "native_call_softmax.out @4" in lines[warning] and "native_call_native_layer_norm.out @5" in lines[warning]
+    assert "Fully Connected" in lines[warning] and "delegate call @2" in lines[warning]
+    assert main(["compare", str(off), str(other), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["program_differences"]
