@@ -298,3 +298,22 @@ def test_compare_of_two_different_programs_warns_before_the_speedup(tmp_path: Pa
     assert "Fully Connected" in lines[warning] and "delegate call @2" in lines[warning]
     assert main(["compare", str(off), str(other), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["program_differences"]
+
+
+def test_deeply_nested_files_are_named_not_internal_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 23 (weak): deep nesting said "internal error RecursionError ... This is a bug"."""
+    from pytest_sme2 import baselines
+    from pytest_sme2.errors import BaselineError
+
+    deep = "[" * 200_000 + "]" * 200_000
+    session = tmp_path / "session"
+    session.mkdir()
+    (session / "summary.json").write_text('{"schema_version": %d, "tests": %s}' % (SCHEMA_VERSION, deep))
+    assert main(["report", str(session)]) == 2
+    err = capsys.readouterr().err
+    assert f"{session / 'summary.json'} is nested too deeply" in err and "internal error" not in err
+    stored = tmp_path / "baseline.json"
+    stored.write_text(deep)
+    with pytest.raises(BaselineError, match=rf"baseline {re.escape(str(stored))} cannot be used: nested too deeply"):
+        baselines.load(stored)
+    assert baselines.stored_test_id(stored) is None
