@@ -37,7 +37,7 @@ def test_tiny(exported_pte, runner, etdump_profile):
     etdump_profile(exported_pte, runner())
 """
 INI = "[pytest]\nsme2_model_dirs = models\nsme2_target = host\nsme2_runs = 5\nsme2_warmup = 1\nsme2_max_rounds = 1\n"
-MESSAGE = re.compile(r"(ERROR: .*|E +.*Error: .*|Failed: .*|\w+Error: .*|pytest-sme2 \w+: .*|DamagedCacheEntryWarning: .*)")
+MESSAGE = re.compile(r"(ERROR: .*|WARNING: .*|note: .*|E +.*Error: .*|Failed: .*|\w+Error: .*|pytest-sme2 \w+: .*|DamagedCacheEntryWarning: .*)")
 
 
 def _project(root: Path, test: str = TEST, ini: str = INI) -> Path:
@@ -404,6 +404,77 @@ def threads_huge(root: Path) -> subprocess.CompletedProcess[str]:
     return _pytest(root, "--sme2-threads=100000")
 
 
+def _etdump(path: Path, conv: str, portable: str, instruction: int) -> Path:
+    sys.path.insert(0, str(REPO / "tests"))
+    from helpers_etdump import RunSpec, write_etdump
+    write_etdump(path, [RunSpec(e2e_ns=1_000_000 + 1000 * i, delegate_call_ns=800_000, delegate_instr=1,
+                                delegate_ops=[(conv, 500_000)], portable_ops=[(portable, 60_000, 80_000, instruction)])
+                        for i in range(5)])
+    return path
+
+
+def weak_artifact_javascript_link(root: Path) -> subprocess.CompletedProcess[str]:
+    """23 weak: summary.json with session_dir null and an artifact path javascript:alert(1)."""
+    _project(root)
+    session = _pytest(root, "--sme2-no-baselines", "--sme2-artifacts-dir", "art")
+    if session.returncode != 0:
+        return session
+    (folder,) = (root / "art").iterdir()
+    data = json.loads((folder / "summary.json").read_text())
+    data["session_dir"] = None
+    for test in data["tests"]:
+        for profile in test["profiles"]:
+            profile["artifacts"] = {"timed_etdump": "javascript:alert(1)"}
+    (folder / "summary.json").write_text(json.dumps(data))
+    result = _cli("report", str(folder))
+    if 'href="javascript:' in (folder / "report.html").read_text():
+        result.stdout += "\nFAILED: a javascript: link in report.html"
+    return result
+
+
+def weak_analyze_4gb(root: Path) -> subprocess.CompletedProcess[str]:
+    """23 weak: analyze of a 4 GB file that is no ETDump (sparse): refused from its header at once."""
+    with open(root / "big.etdp", "wb") as handle:
+        handle.write(b"PK\x03\x04 not an etdump")
+        handle.truncate(4 * 2**30)
+    started = time.monotonic()
+    result = _cli("analyze", str(root / "big.etdp"))
+    if time.monotonic() - started > 15:
+        result.stdout += "\nFAILED: the file was read before its header was checked"
+    return result
+
+
+def weak_compare_two_programs(root: Path) -> subprocess.CompletedProcess[str]:
+    """23 weak: compare of ETDumps of two different programs."""
+    a = _etdump(root / "a.etdp", "Convolution (NHWC, F32) IGEMM #1", "native_call_native_layer_norm.out", 5)
+    b = _etdump(root / "b.etdp", "Fully Connected (NC, F32) GEMM #1", "native_call_softmax.out", 4)
+    result = _cli("compare", str(a), str(b))
+    if "DIFFERENT PROGRAMS" not in result.stdout:
+        result.stdout += "\nFAILED: no warning that the programs differ"
+    return result
+
+
+def weak_history_bad_line_and_nan(root: Path) -> subprocess.CompletedProcess[str]:
+    """23 weak: a history with one damaged line and NaN values around a +50% step."""
+    from pytest_sme2 import history
+    lines = [json.dumps(history.digest("t.py::test_m", {"model": "m", "recipe": "r", "variant": "v", "latency": {
+        "median_ms": float("nan") if i in (3, 15) else 6.0 if i < 12 else 9.0}}, {
+        "session": f"s{i:02d}", "time": f"2026-11-{i + 1:02d}", "commit": None, "target": "local"})) for i in range(24)]
+    lines[7] = "{half a line"
+    (root / "h.jsonl").write_text("\n".join(lines) + "\n")
+    result = _cli("history", str(root / "h.jsonl"), "--out", str(root / "out"))
+    if "from session s12" not in result.stdout:
+        result.stdout += "\nFAILED: the +50% step was not found"
+    return result
+
+
+def weak_deep_summary(root: Path) -> subprocess.CompletedProcess[str]:
+    """23 weak: a summary.json nested 200000 deep."""
+    (root / "s").mkdir()
+    (root / "s" / "summary.json").write_text('{"schema_version": 1, "tests": ' + "[" * 200_000 + "]" * 200_000 + "}")
+    return _cli("report", str(root / "s"))
+
+
 CASES: list[tuple[str, Callable[[Path], subprocess.CompletedProcess[str]]]] = [
     ("13.2 ids that clean alike (a/b, a_b)", weird_ids),
     ("13.3 baseline with shares: \"abc\"", malformed_baseline),
@@ -442,6 +513,11 @@ CASES: list[tuple[str, Callable[[Path], subprocess.CompletedProcess[str]]]] = [
     ("23.3 the wait for an answer fails, the next test runs another model", worker_wait_fails),
     ("23.6 SIGKILL to pytest's process group mid-run (host)", sigkill_of_pytest),
     ("23 weak --sme2-threads=100000", threads_huge),
+    ("23 weak report: artifact path javascript:alert(1), session_dir null", weak_artifact_javascript_link),
+    ("23 weak analyze a 4 GB file that is no ETDump", weak_analyze_4gb),
+    ("23 weak compare ETDumps of two different programs", weak_compare_two_programs),
+    ("23 weak history: a damaged line, NaN values around a +50% step", weak_history_bad_line_and_nan),
+    ("23 weak report: summary.json nested 200000 deep", weak_deep_summary),
 ]
 
 

@@ -235,6 +235,8 @@ def load(path: Path) -> Baseline | None:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise _broken(path, f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+    except RecursionError:  # "[[[[...": a damaged file, not a bug
+        raise _broken(path, "nested too deeply to be a baseline file") from None
     if not isinstance(data, dict):
         raise _broken(path, "the top level is not a JSON object")
     schema = data.get("schema")
@@ -352,6 +354,6 @@ def stored_test_id(path: Path) -> str | None:
     """The test id a stored file belongs to (None if it cannot be read; load() says why)."""
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     return data.get("test") if isinstance(data, dict) else None

@@ -20,9 +20,11 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,17 +77,92 @@ def run(good: str, bad: str, pytest_args: list[str], out_dir: Path, repo: Path |
     out_dir = out_dir.resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
     log = out_dir / "bisect.log"
-    _check_ends(top, ends, out_dir, pytest_args, log)
-    start = _git(top, "bisect", "start", ends[1][2], ends[0][2], check=False)
-    try:
-        if start.returncode != 0:
-            raise UsageError(f"`git bisect start {bad} {good}` failed: {start.stderr.strip()[-400:]}")
-        done = subprocess.run(["git", "bisect", "run", *_step_command(out_dir, "bisect", pytest_args)], cwd=top,
-                              capture_output=True, text=True)
-        _append(log, done.stdout + done.stderr + _git(top, "bisect", "log", check=False).stdout)
-    finally:
-        _git(top, "bisect", "reset", check=False)
+    with _restored_on_signals(top):
+        _check_ends(top, ends, out_dir, pytest_args, log)
+        start = _git(top, "bisect", "start", ends[1][2], ends[0][2], check=False)
+        try:
+            if start.returncode != 0:
+                raise UsageError(f"`git bisect start {bad} {good}` failed: {start.stderr.strip()[-400:]}")
+            done = _run_group(["git", "bisect", "run", *_step_command(out_dir, "bisect", pytest_args)], top)
+            _append(log, done.stdout + done.stderr + _git(top, "bisect", "log", check=False).stdout)
+        finally:
+            _git(top, "bisect", "reset", check=False)
     return _result(top, done, out_dir, log)
+
+
+class _Stopped(BaseException):
+    """SIGTERM, SIGINT or SIGHUP during a bisect: unwinds through every ``finally`` that restores the checkout."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGINT", "SIGHUP") if hasattr(signal, name))
+
+
+def _original_checkout(top: Path) -> str:
+    """The branch checked out now, or the commit of a detached checkout."""
+    branch = _git(top, "symbolic-ref", "-q", "--short", "HEAD", check=False).stdout.strip()
+    return branch or _git(top, "rev-parse", "HEAD").stdout.strip()
+
+
+@contextmanager
+def _restored_on_signals(top: Path):
+    """On SIGTERM/SIGINT/SIGHUP: stop the running step (its whole process group, see _run_group), end any
+    bisect (``git bisect reset``), check the original branch or commit out again, then die of the same
+    signal, so the caller sees the signal's status and the repository is as it was before the bisect."""
+    original = _original_checkout(top)
+
+    def stop(signum: int, _frame: object) -> None:
+        raise _Stopped(signum)
+
+    try:
+        previous = {sig: signal.signal(sig, stop) for sig in _SIGNALS}
+    except ValueError:  # not the main thread: no handlers can be set; the finally blocks still restore
+        previous = {}
+    try:
+        yield
+    except _Stopped as stopped:
+        for sig in _SIGNALS:  # a second signal while restoring must not interrupt the restore
+            signal.signal(sig, signal.SIG_IGN)
+        _git(top, "bisect", "reset", check=False)
+        _git(top, "checkout", "-q", original, check=False)
+        signal.signal(stopped.signum, signal.SIG_DFL)
+        os.kill(os.getpid(), stopped.signum)
+        raise SystemExit(128 + stopped.signum)  # where the signal does not end the process (Windows)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _run_group(command: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """subprocess.run in a process group of its own, the whole group ended if we are stopped meanwhile:
+    `git bisect run` and the pytest of its step must not go on checking out commits after we restored."""
+    process = subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               start_new_session=os.name == "posix")
+    try:
+        stdout, stderr = process.communicate()
+    except BaseException:
+        _end_group(process)
+        raise
+    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+
+
+def _end_group(process: subprocess.Popen) -> None:
+    for sig, wait in ((signal.SIGTERM, 5.0), (getattr(signal, "SIGKILL", signal.SIGTERM), 5.0)):
+        try:
+            if os.name == "posix":
+                os.killpg(process.pid, sig)
+            else:
+                process.send_signal(sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            process.communicate(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
 
 
 def _result(top: Path, done: subprocess.CompletedProcess[str], out_dir: Path, log: Path) -> BisectResult:
@@ -129,8 +206,7 @@ def _check_ends(top: Path, ends: list[tuple[str, str, str]], out_dir: Path, pyte
             expected = name.lower()
             _git(top, "checkout", "-q", "--detach", commit_id)
             before = len(_read_steps(out_dir))
-            done = subprocess.run(_step_command(out_dir, f"{expected} end", pytest_args), cwd=top,
-                                  capture_output=True, text=True)
+            done = _run_group(_step_command(out_dir, f"{expected} end", pytest_args), top)
             _append(log, done.stdout + done.stderr)
             if len(_read_steps(out_dir)) == before:  # the step itself broke before it could record a verdict
                 raise UsageError(f"the step at {name} {commit} recorded no verdict: {done.stderr.strip()[-400:]}")

@@ -25,6 +25,8 @@ ETDump facts this module relies on (FACTS.md, checked on executorch 1.5.1):
 
 from __future__ import annotations
 
+import os
+import stat
 import struct
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -195,14 +197,50 @@ class _Columns:
         return [i for i, label in enumerate(self.labels) if label in names]
 
 
+# Flatbuffers address with 32-bit signed offsets: no flatbuffer (so no ETDump) is larger than 2 GiB.
+MAX_ETDUMP_BYTES = 2**31 - 1
+
+
+def _read_checked(path: Path) -> bytes:
+    """The file's bytes, read only after its first 12 bytes say ETDump and its size is one a flatbuffer
+    can have: a 4 GB file of something else (or a device, a FIFO) is refused at once, naming the file,
+    instead of being read whole first."""
+    try:
+        with open(path, "rb") as f:
+            st = os.fstat(f.fileno())
+            if not stat.S_ISREG(st.st_mode):
+                raise EtdumpError(f"{path} is not an ETDump: not a regular file (a folder, device or pipe)")
+            if st.st_size == 0:
+                raise EtdumpError(f"ETDump {path} is empty; the runner stopped before writing its trace (see its log)")
+            head = f.read(12)
+            if not (head[4:8] == _FILE_IDENTIFIER or head[8:12] == _FILE_IDENTIFIER):
+                raise EtdumpError(
+                    f"{path} is not an ETDump (no flatbuffer file identifier {_FILE_IDENTIFIER!r} in its first "
+                    f"12 bytes: {head!r}); give the .etdp/.etdump file the runner wrote")
+            if st.st_size > MAX_ETDUMP_BYTES:
+                raise EtdumpError(
+                    f"ETDump {path} is {st.st_size} bytes, more than a flatbuffer can hold "
+                    f"({MAX_ETDUMP_BYTES} bytes): not read; the file is damaged or not one ETDump")
+            if head[8:12] == _FILE_IDENTIFIER and len(head) == 12:
+                declared = struct.unpack_from("<I", head, 0)[0] + 4
+                if declared > st.st_size:
+                    raise EtdumpError(
+                        f"ETDump {path} is corrupt or truncated (header says {declared} bytes, file is "
+                        f"{st.st_size} bytes); re-run the test to produce a new one, and check that the "
+                        "runner exited cleanly")
+            return head + f.read(MAX_ETDUMP_BYTES + 1 - len(head))
+    except IsADirectoryError:
+        raise EtdumpError(f"{path} is not an ETDump: it is a folder") from None
+    except OSError as exc:
+        raise EtdumpError(f"ETDump {path} cannot be read: {exc.strerror or exc}") from None
+
+
 def _columns(path: str | Path) -> _Columns:
     path = Path(path)
     if not path.exists():
         raise EtdumpError(f"ETDump {path} does not exist; check the path (for a run's ETDump: the runner did not "
                           "write it, see the runner log beside it)")
-    data = path.read_bytes()
-    if not data:
-        raise EtdumpError(f"ETDump {path} is empty; the runner stopped before writing its trace (see its log)")
+    data = _read_checked(path)
     if data[4:8] == _FILE_IDENTIFIER and data[8:12] != _FILE_IDENTIFIER:
         # Written by serialize_to_etdump_flatcc (Python) or flatcc without the runtime's 4-byte size prefix:
         # the same flatbuffer, read as if prefixed.

@@ -130,8 +130,10 @@ class Change:
                 f"from session {self.session} ({self.time}, {commit})")
 
 
-def load(path: Path) -> list[dict[str, Any]]:
-    """Every line of a history file; a damaged line is an error naming the file and the line."""
+def load(path: Path, damaged: list[int] | None = None) -> list[dict[str, Any]]:
+    """Every line of a history file. A damaged line (not JSON, nested too deeply, or not a history line)
+    is an error naming the file and the line; given a ``damaged`` list, its number goes there instead
+    and the rest of the file is still read (``pytest-sme2 history``: one bad line blocks nothing)."""
     if path.is_dir():
         raise UsageError(f"history {path} is a folder; give the JSON Lines file sessions write with --sme2-history")
     if not path.is_file():
@@ -141,33 +143,49 @@ def load(path: Path) -> list[dict[str, Any]]:
         for number, line in enumerate(handle, start=1):
             if not line.strip():
                 continue
+            problem = None
             try:
                 row = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise UsageError(f"history {path} line {number} is not JSON ({exc.msg}); remove or fix that line") from None
-            if not isinstance(row, dict) or row.get("version") != HISTORY_VERSION or not isinstance(
-                    row.get("quantities"), dict) or not all(isinstance(row.get(k), str) for k in ("session", "test")):
-                raise UsageError(f"history {path} line {number} is not a pytest-sme2 history line (version "
-                                 f"{HISTORY_VERSION} with session, test and quantities)")
-            rows.append(row)
+                problem = f"is not JSON ({exc.msg}); remove or fix that line"
+            except RecursionError:
+                problem = "is nested too deeply to be a history line; remove that line"
+            else:
+                if not isinstance(row, dict) or row.get("version") != HISTORY_VERSION or not isinstance(
+                        row.get("quantities"), dict) or not all(isinstance(row.get(k), str) for k in ("session", "test")):
+                    problem = (f"is not a pytest-sme2 history line (version {HISTORY_VERSION} with session, test and "
+                               "quantities)")
+            if problem is None:
+                rows.append(row)
+            elif damaged is not None:
+                damaged.append(number)
+            else:
+                raise UsageError(f"history {path} line {number} {problem}")
     return rows
 
 
-def series(rows: list[dict[str, Any]]) -> dict[tuple[str, str, str, str], list[tuple[dict[str, Any], float]]]:
-    """(test, variant, target, quantity) -> [(line, value)] in session order (time, then file order)."""
+def series(rows: list[dict[str, Any]], dropped: list[str] | None = None
+           ) -> dict[tuple[str, str, str, str], list[tuple[dict[str, Any], float]]]:
+    """(test, variant, target, quantity) -> [(line, value)] in session order (time, then file order).
+    Non-finite values (NaN, infinities: a broken run) are left out of their series, so they hide no
+    change; each is described in ``dropped`` when given."""
     out: dict[tuple[str, str, str, str], list[tuple[dict[str, Any], float]]] = {}
     for row in sorted(rows, key=lambda r: str(r.get("time", ""))):
         for quantity, value in row["quantities"].items():
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 key = (row["test"], str(row.get("variant")), str(row.get("target")), quantity)
+                if not np.isfinite(value):
+                    if dropped is not None:
+                        dropped.append(f"{quantity} = {value} of {row['test']} [{key[1]}] in session {row['session']}")
+                    continue
                 out.setdefault(key, []).append((row, float(value)))
     return out
 
 
-def changes(rows: list[dict[str, Any]]) -> list[Change]:
+def changes(rows: list[dict[str, Any]], dropped: list[str] | None = None) -> list[Change]:
     """Every change point of every series (the method: stats.change_points; effects per QUANTITIES)."""
     found = []
-    for (test, variant, target, quantity), points in series(rows).items():
+    for (test, variant, target, quantity), points in series(rows, dropped).items():
         relative, min_effect = QUANTITIES.get(quantity, (True, 0.05))
         values = np.array([value for _, value in points])
         cuts = stats.change_points(values, min_effect=min_effect, relative=relative)

@@ -243,3 +243,61 @@ def test_bisect_names_a_commit_that_changes_only_an_imported_module(package_repo
     assert f"first bad commit: {culprit[:12]} blocks: cumulative sum of the output" in capsys.readouterr().out
     steps = [json.loads(line) for line in (out / "steps.jsonl").read_text().splitlines()]
     assert [(s["role"], s["verdict"]) for s in steps[:2]] == [("good end", "good"), ("bad end", "bad")]
+
+
+SLOW_TEST = '''
+import os, pathlib, time
+
+def test_slow():
+    pathlib.Path({marker!r}).write_text(str(os.getpid()))
+    time.sleep(300)
+'''
+
+
+def test_sigterm_mid_bisect_restores_the_branch_and_ends_the_step(tmp_path: Path) -> None:
+    """Issue 23 (weak): SIGTERM to `pytest-sme2 bisect` left the repository detached or mid-bisect. Here GOOD
+    passes, BAD fails and the commits between sleep, so the signal arrives while `git bisect run` runs a step."""
+    import os
+    import signal
+    import sys
+    import time
+
+    if shutil.which("git") is None:
+        pytest.skip("needs git: apt-get install git")
+    root, marker = tmp_path / "repo", tmp_path / "step.pid"
+    root.mkdir()
+    _git(root, "init", "-q", "-b", "main")
+    _git(root, "config", "user.email", "t@example.com")
+    _git(root, "config", "user.name", "t")
+    (root / ".gitignore").write_text(".sme2/\n.pytest_cache/\n__pycache__/\n")
+    bodies = ["def test_fast():\n    pass\n"] + [SLOW_TEST.format(marker=str(marker))] * 3 + \
+             ["def test_fast():\n    assert False\n"]
+    for i, body in enumerate(bodies):
+        (root / "test_x.py").write_text(body + f"# {i}\n")
+        _git(root, "add", "-A")
+        _git(root, "commit", "-q", "-m", f"commit {i}")
+    head = _git(root, "rev-parse", "HEAD")
+    good = _git(root, "rev-list", "--max-parents=0", "HEAD")
+    bisect = subprocess.Popen([sys.executable, "-m", "pytest_sme2.cli", "bisect", good, head, "--out",
+                               str(tmp_path / "out"), "--", "test_x.py", "-p", "no:cacheprovider"], cwd=root,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while not marker.exists() and bisect.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert marker.exists(), bisect.communicate(timeout=60)
+    assert (root / ".git" / "BISECT_START").exists()  # really mid-bisect
+    step_pid = int(marker.read_text())
+    bisect.send_signal(signal.SIGTERM)
+    out, err = bisect.communicate(timeout=120)
+    assert bisect.returncode == -signal.SIGTERM, (out, err)
+    assert _git(root, "symbolic-ref", "--short", "HEAD") == "main" and _git(root, "rev-parse", "HEAD") == head
+    assert not (root / ".git" / "BISECT_START").exists() and not (root / ".git" / "BISECT_LOG").exists()
+    assert _git(root, "status", "--porcelain", "--untracked-files=no") == ""
+    for _ in range(50):  # the step's pytest was ended with its process group, not left sleeping
+        try:
+            os.kill(step_pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail(f"the step's pytest {step_pid} still runs")

@@ -321,3 +321,36 @@ def test_an_etdump_without_the_runtimes_size_prefix_reads_the_same(tmp_path: Pat
     bare = tmp_path / "bare.etdp"
     bare.write_bytes(prefixed.read_bytes()[4:])
     assert read_run(bare).execute_ms.tolist() == read_run(prefixed).execute_ms.tolist() == [0.0015, 0.002]
+
+
+def test_header_and_size_checked_before_reading(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 23 (weak): ``analyze`` of a 4 GB file read it all (20 s, 4.2 GB RSS) before looking at its
+    8-byte header. Sparse files here: a 4 GB non-ETDump and a 3 GB file with an ETDump header are both
+    refused from their header and size, naming the file, without reading them."""
+    import resource
+    import time
+
+    from pytest_sme2.cli import main
+
+    junk = tmp_path / "big.bin"
+    with open(junk, "wb") as f:
+        f.write(b"PK\x03\x04not an etdump")
+        f.truncate(4 * 2**30)
+    fake = tmp_path / "huge.etdp"
+    with open(fake, "wb") as f:
+        f.write(struct.pack("<I", 3 * 2**30 - 4) + b"\x10\x00\x00\x00ED00")
+        f.truncate(3 * 2**30)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    start = time.monotonic()
+    with pytest.raises(EtdumpError, match=re.escape(f"{junk} is not an ETDump")):
+        read_blocks(junk)
+    with pytest.raises(EtdumpError, match=rf"{re.escape(str(fake))} is {3 * 2**30} bytes, more than a flatbuffer can hold"):
+        read_blocks(fake)
+    assert main(["analyze", str(junk)]) == 2
+    assert f"{junk} is not an ETDump" in capsys.readouterr().err
+    assert time.monotonic() - start < 5.0
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 500_000  # KiB: nothing near 3-4 GB read
+    with pytest.raises(EtdumpError, match="not a regular file"):
+        read_blocks("/dev/zero")
+    with pytest.raises(EtdumpError, match="is not an ETDump: it is a folder|not a regular file"):
+        read_blocks(tmp_path)

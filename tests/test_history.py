@@ -175,3 +175,55 @@ def test_a_history_cut_short_keeps_the_next_record_whole(pytester: pytest.Pytest
         history.load(path)
     path.write_text("\n".join(lines[:3] + lines[4:]) + "\n")
     assert history.load(path)[-1]["test"].endswith("::test_tiny")
+
+
+def _step_with_nans(path: Path) -> None:
+    """+50% latency from session 12 on, NaN latency in sessions 3 and 15, infinity in 20 (broken runs)."""
+    lines = []
+    for i in range(24):
+        facts = {"session": f"session-{i:02d}", "time": f"2026-11-{i + 1:02d}T00:00:00+00:00",
+                 "commit": f"{i:040x}", "target": "local"}
+        latency = float("nan") if i in (3, 15) else float("inf") if i == 20 else (6.0 if i < 12 else 9.0) * (1 + 0.01 * (i % 3))
+        lines.append(history.digest("t.py::test_m", {"model": "m", "recipe": "fp32", "variant": "v",
+                                                     "latency": {"median_ms": latency}}, facts))
+    history.append(path, lines)
+
+
+def test_nan_values_are_left_out_so_the_step_is_found_and_named(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 23 (weak): NaN values hid a +50% step ("no change points")."""
+    path = tmp_path / "history.jsonl"
+    _step_with_nans(path)
+    found = history.changes(history.load(path))
+    assert [(c.quantity, c.session) for c in found] == [("median_ms", "session-12")]
+    assert found[0].after == pytest.approx(1.5 * found[0].before, rel=0.05)
+    assert main(["history", str(path), "--out", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert "from session session-12" in out
+    assert "3 non-finite value(s)" in out and "in session session-15" in out and "session-20" in out
+
+
+def test_damaged_history_lines_are_skipped_with_their_numbers(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 23 (weak): one bad history line blocked the whole file; a deeply nested line said
+    "internal error ... This is a bug"."""
+    path = tmp_path / "history.jsonl"
+    _synthetic(path)
+    lines = path.read_text().splitlines()
+    lines[4] = "{half a line"
+    lines[9] = "[" * 100_000 + "]" * 100_000
+    lines[20] = json.dumps({"not": "a history line"})
+    path.write_text("\n".join(lines) + "\n")
+    assert main(["history", str(path), "--out", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert f"from session session-{STEP_AT:02d}" in out  # the rest still analysed
+    assert "Skipped 3 damaged line(s)" in out and "line(s) 5, 10, 21" in out
+    assert "line(s) 5, 10, 21" in (tmp_path / "out" / "history.md").read_text()
+    strict = tmp_path / "strict.jsonl"
+    strict.write_text(lines[0] + "\n" + lines[9] + "\n")
+    with pytest.raises(UsageError, match="line 2 is nested too deeply"):
+        history.load(strict)
+    path.write_text("{bad\n[1]\n")
+    assert main(["history", str(path), "--out", str(tmp_path / "out")]) == 2
+    assert "no usable line: lines 1, 2 are damaged" in capsys.readouterr().err
+

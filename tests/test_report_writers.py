@@ -259,3 +259,63 @@ def test_report_of_an_untrusted_session_folder_writes_no_link_and_no_markup(reco
     assert heading.startswith("### ``") and "\\|" in heading  # one code span, its pipe escaped for tables
     table_row = next(line for line in text.splitlines() if line.startswith("| test_m[") and "m fp32" in line)
     assert table_row.count(" | ") == len(COLUMNS) - 1  # the id's pipe did not add a column
+
+
+@pytest.mark.parametrize("hostile", ["javascript:alert(1)", " JaVa\tscript:alert(1)", "data:text/html,<b>x</b>",
+                                     "https://example.invalid/x.etdp"])
+@pytest.mark.parametrize("session_dir", [None, "session"])
+def test_artifact_links_are_only_file_paths(record: dict, tmp_path: Path, hostile: str, session_dir: str | None) -> None:
+    """Issue 23 (weak): a summary.json whose artifact path is a ``javascript:`` (or any non-file) URL,
+    with or without ``session_dir``: shown as escaped text, never an href; file paths stay links."""
+    profiles = [dict(p, artifacts={"timed_etdump": hostile, "plain": "runs/on dir/a:b.etdp",
+                                   "url": "file:///tmp/x.etdp"}) for p in record["profiles"]]
+    summary = session_summary([dict(record, profiles=profiles)], tmp_path / "session")
+    summary["session_dir"] = None if session_dir is None else str(tmp_path / session_dir)
+    page = session_html(summary)
+    hrefs = re.findall(r'href="([^"]*)"', page)
+    assert hrefs and all(not re.match(r"[a-z][a-z0-9+.-]*:", h, re.I) or h.startswith("file:") for h in hrefs), hrefs
+    assert "runs/on%20dir/a%3Ab.etdp" in hrefs[0] or any("a%3Ab.etdp" in h for h in hrefs)
+    assert "file:///tmp/x.etdp" in hrefs
+    assert "<b>x</b>" not in page
+    import html as _html
+    assert _html.escape(hostile) in page  # the text is still shown
+
+
+def test_compare_of_two_different_programs_warns_before_the_speedup(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 23 (weak): ``compare`` of ETDumps of two different programs printed ``6.81x [4.68, 7.97]``
+    with no warning. The same program with SME2 on and off (F32 -> PF32 kernels) gives no warning."""
+    off, on = tmp_path / "off.etdp", tmp_path / "on.etdp"
+    _profile(off, False), _profile(on, True)
+    other = tmp_path / "other.etdp"
+    write_etdump(other, [RunSpec(e2e_ns=150_000, delegate_call_ns=100_000, delegate_instr=2,
+                                 delegate_ops=[("Fully Connected (NC, F32) GEMM #1", 50_000)],
+                                 portable_ops=[("native_call_softmax.out", 20_000, 30_000, 4)])] * 2)
+    assert main(["compare", str(off), str(on)]) == 0
+    assert "DIFFERENT PROGRAMS" not in capsys.readouterr().out
+    assert main(["compare", str(off), str(other)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    warning = next(i for i, line in enumerate(lines) if line.startswith("WARNING: A and B are ETDumps of DIFFERENT PROGRAMS"))
+    assert warning < next(i for i, line in enumerate(lines) if "speedup of B over A" in line)
+    assert "native_call_softmax.out @4" in lines[warning] and "native_call_native_layer_norm.out @5" in lines[warning]
+    assert "Fully Connected" in lines[warning] and "delegate call @2" in lines[warning]
+    assert main(["compare", str(off), str(other), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["program_differences"]
+
+
+def test_deeply_nested_files_are_named_not_internal_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 23 (weak): deep nesting said "internal error RecursionError ... This is a bug"."""
+    from pytest_sme2 import baselines
+    from pytest_sme2.errors import BaselineError
+
+    deep = "[" * 200_000 + "]" * 200_000
+    session = tmp_path / "session"
+    session.mkdir()
+    (session / "summary.json").write_text('{"schema_version": %d, "tests": %s}' % (SCHEMA_VERSION, deep))
+    assert main(["report", str(session)]) == 2
+    err = capsys.readouterr().err
+    assert f"{session / 'summary.json'} is nested too deeply" in err and "internal error" not in err
+    stored = tmp_path / "baseline.json"
+    stored.write_text(deep)
+    with pytest.raises(BaselineError, match=rf"baseline {re.escape(str(stored))} cannot be used: nested too deeply"):
+        baselines.load(stored)
+    assert baselines.stored_test_id(stored) is None

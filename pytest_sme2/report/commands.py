@@ -8,6 +8,7 @@ UsageError with the same message. Output goes to stdout.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -154,19 +155,54 @@ def emulated_run(etdump: Path) -> bool:
     return first.startswith("$ ") and "qemu-aarch64" in first
 
 
+def _program_shape(profile: Profile) -> dict[str, Counter]:
+    """What stays the same between SME2 on and off of one program: its portable operators (by name and
+    instruction), its delegate calls (by instruction) and the kinds of its delegated operators (kernel
+    formats such as F32/PF32 left out: those are what SME2 changes)."""
+    ops = profile.ops
+    delegated, portable = ops[ops["delegated"]], ops[~ops["delegated"]]
+    return {
+        "portable operators": Counter(f"{op} @{i}" for op, i in zip(portable["op"], portable["instruction_id"])),
+        "delegate calls": Counter(f"delegate call @{i}" for i in sorted(set(delegated["instruction_id"]))),
+        "delegated operator kinds": Counter(str(kind) for kind in delegated["kind"]),
+    }
+
+
+def program_differences(a: Profile, b: Profile, shown: int = 3) -> list[str]:
+    """How the programs behind two ETDumps differ (ETDumps carry no program digest); empty when they
+    look like the same program run twice."""
+    shape_a, shape_b = _program_shape(a), _program_shape(b)
+    out = []
+    for what in shape_a:
+        only_a, only_b = shape_a[what] - shape_b[what], shape_b[what] - shape_a[what]
+        if not only_a and not only_b:
+            continue
+        parts = []
+        for label, extra in (("only in A", only_a), ("only in B", only_b)):
+            if extra:
+                names = [f"{name}" + (f" x{n}" if n > 1 else "") for name, n in extra.most_common(shown)]
+                more = len(extra) - len(names)
+                parts.append(f"{label}: {', '.join(names)}" + (f" (+{more} more)" if more > 0 else ""))
+        out.append(f"{what} differ ({'; '.join(parts)})")
+    return out
+
+
 def compare_files(a: Path, b: Path, as_json: bool) -> tuple[str, dict[str, Any]]:
     """B against A: speedup = median(A) / median(B), so > 1 means B is faster."""
     before, after = load_profile(a), load_profile(b)
     result = compare(on=after, off=before)
     emulated = [str(path) for path, profile in ((a, before), (b, after)) if profile.emulated]
     result["emulated_files"] = emulated
+    result["program_differences"] = differences = program_differences(before, after)
     if as_json:
         return json.dumps(result, indent=1, default=str), result
+    warning = (["WARNING: A and B are ETDumps of DIFFERENT PROGRAMS, so the numbers below are not an SME2 "
+                "speedup of one model: " + "; ".join(differences)] if differences else [])
     if emulated:  # emulator time is no time: the headline is counted instructions, or that speed is not judged
         lines = _emulated_comparison(a, b, before, after, result)
-        return "\n".join(lines), result
+        return "\n".join(lines[:2] + warning + lines[2:]), result
     lines = [f"A: {a} (median {ms(before.median_ms)} ms, {before.runs} runs)",
-             f"B: {b} (median {ms(after.median_ms)} ms, {after.runs} runs)",
+             f"B: {b} (median {ms(after.median_ms)} ms, {after.runs} runs)", *warning,
              f"E2E speedup of B over A (median A / median B, 95% bootstrap CI): {speedup(result['speedup'])}",
              f"largest category: {result['bottleneck_off']} (A) -> {result['bottleneck_on']} (B)", ""]
     lines += text_table(["category", "share A", "share B", "median ms A", "median ms B", "speedup [95% CI]"],

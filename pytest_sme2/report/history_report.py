@@ -26,12 +26,24 @@ _CHANGE_HEADERS = ["test", "variant", "target", "quantity", "before", "after", "
 
 
 def write_history_report(path: Path, out_dir: Path) -> tuple[dict[str, Path], list[history.Change], str]:
-    rows = history.load(path)
+    damaged: list[int] = []
+    rows = history.load(path, damaged)
+    if not rows and damaged:
+        raise UsageError(f"history {path} has no usable line: lines {_numbers(damaged)} are damaged (not JSON, "
+                         "nested too deeply, or not pytest-sme2 history lines)")
     if not rows:
         raise UsageError(f"history {path} has no lines yet; sessions append to it with --sme2-history {path}")
-    all_series = history.series(rows)
+    dropped: list[str] = []
+    all_series = history.series(rows, dropped)
     found = history.changes(rows)
-    short = too_short(all_series)
+    notes = []
+    if damaged:
+        notes.append(f"Skipped {len(damaged)} damaged line(s) of {path}: line(s) {_numbers(damaged)} (not JSON, "
+                     "nested too deeply, or not pytest-sme2 history lines); the other lines are analysed.")
+    if dropped:
+        notes.append(f"Left out {len(dropped)} non-finite value(s) (NaN or infinite: a broken run): "
+                     + "; ".join(dropped[:5]) + (f"; and {len(dropped) - 5} more" if len(dropped) > 5 else "") + ".")
+    short = " ".join(notes + ([too_short(all_series)] if too_short(all_series) else []))
     changed = {(c.test, c.variant, c.target, c.quantity) for c in found}
     sessions = sorted({str(r["session"]) for r in rows})
     parts = ["<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>pytest-sme2 history</title>",
@@ -74,6 +86,10 @@ def write_history_report(path: Path, out_dir: Path) -> tuple[dict[str, Path], li
     return {"html": page, "markdown": summary_md}, found, short
 
 
+def _numbers(lines: list[int], shown: int = 20) -> str:
+    return ", ".join(map(str, lines[:shown])) + (f" and {len(lines) - shown} more" if len(lines) > shown else "")
+
+
 def too_short(all_series: dict[tuple[str, str, str, str], list]) -> str:
     """Which series are too short for any change point yet, so "no change points" is not read as "stable"."""
     need = 2 * stats.CHANGE_MIN_SEGMENT
@@ -86,5 +102,7 @@ def too_short(all_series: dict[tuple[str, str, str, str], list]) -> str:
 
 
 def history_lines(found: list[history.Change], short: str = "") -> list[str]:
-    return [str(change) for change in found] or ["no change points" + (f" ({short})" if short else "")]
+    if found:
+        return [str(change) for change in found] + ([f"note: {short}"] if short else [])
+    return ["no change points" + (f" ({short})" if short else "")]
 

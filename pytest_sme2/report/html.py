@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import html
 import os
-from pathlib import Path
+import re
+from pathlib import Path, PureWindowsPath
+from urllib.parse import quote
 from typing import Any, Iterable, Mapping, Sequence
 
 from . import charts
@@ -50,14 +52,37 @@ def _img(uri: str, alt: str) -> str:
     return f'<img src="{uri}" alt="{_esc(alt)}">'
 
 
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):")
+# what a browser strips or ignores before reading a URL's scheme (C0 controls, space; tabs and
+# newlines anywhere), so " java\tscript:" is found as the scheme it would be
+_URL_IGNORED = re.compile(r"[\x00-\x20\x7f]")
+
+
 def _link(path: str, base: Path | None) -> str:
-    target = path
+    """An artifact as a link only when it is a file: a relative path (percent-encoded, so no part of
+    it reads as a scheme) or a ``file:`` URL; a path with any other scheme (``javascript:``, ``data:``,
+    ``https:``: a hand-edited summary.json) is shown as escaped text, never as a link."""
+    raw = str(path)
+    scheme = _SCHEME.match(_URL_IGNORED.sub("", raw))
+    is_drive = scheme is not None and len(scheme.group(1)) == 1 and PureWindowsPath(raw).drive != ""
+    if scheme is not None and not is_drive:
+        if scheme.group(1).lower() == "file":
+            return f'<a href="{_esc(quote(_URL_IGNORED.sub("", raw), safe=":/%#?=&~@!$,;+"))}">{_esc(raw.rsplit("/", 1)[-1])}</a>'
+        return f'<code>{_esc(raw)}</code> (not a file path: not linked)'
+    target = raw
     if base is not None:
         try:
-            target = os.path.relpath(path, base)
+            target = os.path.relpath(raw, base)
         except ValueError:  # another drive (Windows)
-            target = path
-    return f'<a href="{_esc(Path(target).as_posix())}">{_esc(Path(path).name)}</a>'
+            target = raw
+    if Path(target).is_absolute() or is_drive:
+        try:
+            href = Path(target).as_uri()
+        except ValueError:
+            return f"<code>{_esc(raw)}</code>"
+    else:
+        href = quote(Path(target).as_posix(), safe="/")
+    return f'<a href="{_esc(href)}">{_esc(Path(raw).name)}</a>'
 
 
 def _latency_rows(profile: Mapping[str, Any]) -> list[list[Any]]:

@@ -76,6 +76,9 @@ def load_summary(directory: Path) -> dict[str, Any]:
         summary = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise UsageError(f"{path} is not readable JSON ({exc}); re-run the session to write it again") from None
+    except RecursionError:  # "[[[[...": a damaged or hostile file, not a bug
+        raise UsageError(f"{path} is nested too deeply to be a pytest-sme2 summary; the file is damaged, "
+                         "re-run the session to write it again") from None
     version = summary.get("schema_version") if isinstance(summary, dict) else None
     if version != SCHEMA_VERSION:
         raise UsageError(f"{path} has schema_version {version!r}; this pytest-sme2 reads version {SCHEMA_VERSION}")
