@@ -55,9 +55,11 @@ def _replace(path: Path, fill: Callable[[BinaryIO], object]) -> Path:
         with os.fdopen(descriptor, "wb") as out:
             fill(out)
         os.replace(temporary, path)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
+        if isinstance(exc, OSError) and exc.filename is None:  # a full disk's write() names no file: name it
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
         raise
     return path
 
