@@ -28,6 +28,7 @@ import numpy as np
 from .. import _processes
 from ..cpu import CpuInfo, host_cpu
 from ..errors import ProgramError, RunnerError
+from ..safe_files import write_file
 from ._runner_contract import reference_samples
 from .base import OUTPUTS, RUNNER_LOG, TIMED_ETDUMP, WARMUP_ETDUMP, RunResult, RunSpec, TargetInfo
 
@@ -230,40 +231,38 @@ class HostTarget:
         }
         log_path = out_dir / RUNNER_LOG
         command = f"host worker: run {pte} (threads={spec.threads}, warmup={spec.warmup}, runs={spec.runs})"
+
+        def kept_log() -> str:
+            """This run's part of the worker's log, kept in the run folder (not through a link)."""
+            log = worker.log_since(offset)
+            write_file(log_path, log)
+            return log
+
         try:
             answer = worker.request({**payload, "progress": self.progress is not None}, spec.timeout_s,
                                     self.progress)
-        except TimeoutError:  # request() stopped the worker, as for every exception below
+        except BaseException as exc:  # request() stopped the worker for every exception: Ctrl-C included
             self._worker = None
-            log = worker.log_since(offset)
-            log_path.write_text(log)
-            raise RunnerError(
-                f"{command} {spec.timed_out()} and was killed; raise it there if the model "
-                f"is that slow. Log: {log_path}\n{_tail(log)}"
-            ) from None
-        except Exception as exc:
-            self._worker = None
-            log = worker.log_since(offset)
-            log_path.write_text(log)
-            raise RunnerError(
-                f"{command} failed while waiting for its answer ({type(exc).__name__}: {exc}); the worker was "
-                f"stopped, so the next run starts a fresh one and cannot take this run's answer. Log: {log_path}"
-                f"\n{_tail(log)}"
-            ) from exc
-        except BaseException:  # Ctrl-C: the worker is stopped too
-            self._worker = None
+            if isinstance(exc, TimeoutError):
+                log = kept_log()
+                raise RunnerError(f"{command} {spec.timed_out()} and was killed; raise it there if the model "
+                                  f"is that slow. Log: {log_path}\n{_tail(log)}") from None
+            if isinstance(exc, Exception):
+                log = kept_log()
+                raise RunnerError(
+                    f"{command} failed while waiting for its answer ({type(exc).__name__}: {exc}); the worker was "
+                    f"stopped, so the next run starts a fresh one and cannot take this run's answer. Log: {log_path}"
+                    f"\n{_tail(log)}") from exc
             raise
         if answer is None:
             worker.process.wait()
-            log = worker.log_since(offset)
-            log_path.write_text(log)
+            log = kept_log()
             self._worker = None
             raise RunnerError(
                 f"{command}: the runner process {_exit_description(worker.process.returncode)} "
                 f"(log kept at {log_path}). Last lines:\n{_tail(log)}"
             )
-        log = worker.log_since(offset)
-        log_path.write_text(log)
+        log = kept_log()
         if not answer["ok"]:
             message = f"{answer['error']}\nruntime log ({log_path}):\n{_tail(log)}"
             if answer.get("kind") == "program":
