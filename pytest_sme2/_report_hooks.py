@@ -216,6 +216,25 @@ class _Collector:
         if _output_errors(self.config) and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED  # an output asked for is missing: never exit 0
 
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_html_results_summary(self, prefix: list[str], summary: list[str], postfix: list[str],
+                                    session: pytest.Session) -> None:
+        """pytest-html: the perf tests' table and the session report's link at the top of its page."""
+        records = _records(self.config)
+        if not records:
+            return
+        from .plugin import session_of
+        from .report.html import pytest_html_summary
+        from .report.summary import REPORT_HTML, session_summary
+
+        sme2 = session_of(self.config)
+        if sme2 is None:
+            return
+        # With --html the session's report.html is always drawn (pytest_sessionfinish above).
+        report = sme2.settings.session_dir / REPORT_HTML
+        tests = session_summary(list(records.values()), None)["tests"]
+        prefix.append(pytest_html_summary(tests, report, Path(self.config.option.htmlpath).absolute().parent))
+
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         records = _records(self.config)
         if not records:

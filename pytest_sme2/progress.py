@@ -1,22 +1,33 @@
 """Progress of long runs: which model and variant is exporting or running.
 
 Exports take seconds to minutes and emulated runs seconds each, so a silent
-pytest looks hung. Each step is announced when it starts and when it ends.
-Lines go to the terminal through pytest's terminal reporter (not with -q, and
-not from xdist workers, whose output pytest does not show) and always to
-``progress.log`` in the session folder, which is where to look under xdist
-(``tail -f .sme2/artifacts/session-*/progress.log``).
+pytest looks hung. Each step is announced when it starts and when it ends,
+always in ``progress.log`` in the session folder (``tail -f
+.sme2/artifacts/session-*/progress.log``; under xdist the only place, since
+pytest shows no worker output), and on the terminal in the way that leaves
+pytest's own lines intact:
+
+- ``-v`` and more: whole lines, written past pytest's output capture (as
+  pytest's live logging does); pytest then repeats the test id before its
+  result word, as it does after live log lines.
+- default verbosity on a terminal: one transient status after the result
+  letters of the current line, erased before pytest writes the next letter,
+  so ``test_x.py ..F.`` stays one line.
+- default verbosity into a file or pipe (CI logs), ``-q``, xdist workers:
+  nothing on the terminal (a status line cannot be erased there, and a line
+  would split the letters); ``-v`` shows it.
 
 Timed runs are reported as "run i/N" by targets that can: the host target's
 child process sends a line after a run (outside the timed region, at most
-twice a second); the terminal shows about four per variant, progress.log all.
-Other targets report per variant (start and end).
+twice a second); ``-v`` shows about four lines per variant, the status all,
+progress.log all. Other targets report per variant (start and end).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any, Iterator
@@ -32,6 +43,7 @@ class Progress:
         self._config = config
         workerinput = getattr(config, "workerinput", None)
         self._worker = workerinput.get("workerid") if workerinput else None
+        self._status_width = 0  # characters of the transient status now after the cursor
 
     def _log_path(self) -> Path | None:
         from .plugin import session_of
@@ -40,6 +52,7 @@ class Progress:
         return session.settings.session_dir / LOG_NAME if session is not None else None
 
     def say(self, text: str, terminal: bool = True) -> None:
+        """Log ``text``; on the terminal as a line (``-v``, when ``terminal``) or as the transient status."""
         path = self._log_path()
         if path is not None:
             try:
@@ -49,14 +62,56 @@ class Progress:
                     log.write(f"{time.strftime('%H:%M:%S')} [{who}] {text}\n")
             except OSError:
                 pass  # progress is a courtesy; a full disk fails the artifacts, not the test
-        if terminal and self._worker is None and self._config.get_verbosity() >= 0:
-            reporter = self._config.pluginmanager.get_plugin("terminalreporter")
-            if reporter is not None:
-                reporter.write_line(text)
+        reporter = self._reporter()
+        if reporter is None:
+            return
+        if self._config.get_verbosity() >= 1:
+            if terminal:
+                with self._uncaptured():
+                    reporter.write_line(text)
+        elif self._config.get_verbosity() == 0 and reporter.isatty and os.environ.get("TERM") != "dumb":
+            self._show_status(text)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Erase the transient status before pytest writes the result letter to the line it sits on."""
+        if self._status_width:
+            with self._uncaptured():
+                _write_raw("\x1b[K")
+            self._status_width = 0
+
+    def _reporter(self) -> Any:
+        if self._worker is not None:
+            return None
+        return self._config.pluginmanager.get_plugin("terminalreporter")
+
+    def _show_status(self, text: str) -> None:
+        """Write `` text`` after the current line's letters and put the cursor back where pytest left it.
+
+        Written to the real stdout past capture, never through pytest's TerminalWriter, whose idea of
+        the current line's width (used to right-align ``[ 50%]``) must not change."""
+        writer = self._config.get_terminal_writer()
+        room = writer.fullwidth - writer.width_of_current_line - 2
+        shown = f" {text}"[:room] if room >= 12 else ""
+        with self._uncaptured():
+            _write_raw("\x1b[K" + shown + (f"\x1b[{len(shown)}D" if shown else ""))
+        self._status_width = len(shown)
+
+    def _uncaptured(self) -> contextlib.AbstractContextManager[Any]:
+        """pytest's output capture off while writing (the way its live logging writes during a test)."""
+        capman = self._config.pluginmanager.get_plugin("capturemanager")
+        return capman.global_and_fixture_disabled() if capman is not None else contextlib.nullcontext()
+
+
+def _write_raw(text: str) -> None:
+    sys.stdout.write(text)
+    sys.stdout.flush()
 
 
 def install(config: pytest.Config) -> None:
-    config.stash[_KEY] = Progress(config)
+    progress = Progress(config)
+    config.stash[_KEY] = progress
+    config.pluginmanager.register(progress, "sme2-progress")
 
 
 def _progress(config: pytest.Config) -> Progress | None:

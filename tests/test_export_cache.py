@@ -274,12 +274,12 @@ def test_the_progress_line_says_from_cache_with_the_key(pytester: pytest.Pyteste
             pass
         """
     )
-    first = pytester.runpytest_inprocess()
+    first = pytester.runpytest_inprocess("-v")
     first.assert_outcomes(passed=1)
     (entry,) = cache.glob("tiny-fp32-xnnpack-*")
     key = entry.name.rsplit("-", 1)[1]
     first.stdout.fnmatch_lines([f"sme2: tiny fp32-xnnpack exported (key {key}) in *"])
-    second = pytester.runpytest_inprocess()
+    second = pytester.runpytest_inprocess("-v")
     second.assert_outcomes(passed=1)
     second.stdout.fnmatch_lines([f"sme2: tiny fp32-xnnpack from cache (key {key}) in *"])
     assert "exported (key" not in second.stdout.str() and "ready in" not in second.stdout.str()

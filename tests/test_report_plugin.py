@@ -62,10 +62,10 @@ def _session_dir(project: pytest.Pytester) -> Path:
 def test_session_outputs_table_and_html_extra(sme2_project: pytest.Pytester) -> None:
     (sme2_project.path / "models" / "slow.py").write_text(SLOW_MODEL)
     sme2_project.makepyfile(PERF_TEST + SLOW_TEST)
-    result = sme2_project.runpytest_inprocess("--sme2-artifacts-dir=artifacts", "--html=report.html",
+    result = sme2_project.runpytest_inprocess("-v", "--sme2-artifacts-dir=artifacts", "--html=report.html",
                                               "--self-contained-html")
     out = result.stdout.str()
-    # progress: the export and the variant, each when it starts and ends
+    # progress (-v: lines): the export and the variant, each when it starts and ends
     result.stdout.fnmatch_lines(["sme2: exporting tiny fp32-xnnpack ...", "sme2: tiny fp32-xnnpack * (key *) in *",
                                  "sme2: running tiny fp32-xnnpack [[]host sme2=auto threads=1[]]: 1 warmup + 3 timed runs ...",
                                  "sme2: tiny fp32-xnnpack [[]host sme2=auto threads=1[]] done: 3/3 runs in *"])
@@ -94,6 +94,11 @@ def test_session_outputs_table_and_html_extra(sme2_project: pytest.Pytester) -> 
     assert sum(r["name"] == "Method::execute" for r in rows) == 3
     assert any(r["name"].startswith("Convolution (NHWC, F32) IGEMM") for r in rows)
     html = (sme2_project.path / "report.html").read_text()
+    # pytest-html collapses passed tests: the perf tests' table and the session report's link sit on top
+    start = html.index("pytest-sme2: performance summary")
+    top = html[start:html.index("</div>", start)]
+    assert "test_tiny" in top and "test_slow" in top and "tiny fp32-xnnpack" in top
+    assert f'href="artifacts/{session.name}/report.html"' in top and (session / "report.html").is_file()
     assert "Where time went" not in html or "data:image/png;base64" in html
     assert html.count("data:image/png;base64") >= 6  # latency, categories, top operators of each test
 

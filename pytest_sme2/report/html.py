@@ -276,3 +276,17 @@ def session_html(summary: Mapping[str, Any]) -> str:
         parts.append(record_html(record, base))
     parts.append("</body></html>")
     return "".join(parts)
+
+
+def pytest_html_summary(records: Sequence[Mapping[str, Any]], session_report: Path, base: Path) -> str:
+    """The block at the top of a pytest-html page: every perf test in one table, and where the rest is.
+
+    pytest-html opens with passed tests collapsed, so without this a page of passing perf tests shows none
+    of the plugin's numbers until "Show all details" is clicked."""
+    where = f"the whole session in one page, with every chart: {_link(str(session_report), base)}"
+    return (STYLE + '<div class="sme2"><h2>pytest-sme2: performance summary</h2>'
+            + table(COLUMNS, summary_rows(records))
+            + f'<p class="note">Each perf test\'s own section (charts, operators, verdicts) is in its row of the '
+              f'results below: passed tests open collapsed ("Show all details", or <code>render_collapsed = '
+              f'failed</code> in your pytest ini to open them); {where}.</p></div>')
+

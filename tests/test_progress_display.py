@@ -1,0 +1,123 @@
+"""Progress on a real terminal: shown past pytest's capture, and pytest's result letters stay on one line.
+
+These run pytest in a subprocess (real fd capture, which in-process pytester runs do not have) and, for
+the transient status, under a pseudo-terminal whose output is rendered the way a terminal shows it.
+"""
+
+from __future__ import annotations
+
+import os
+import pty
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+TWO_TESTS = """
+import pytest
+
+@pytest.mark.perf(runs=3, warmup=1)
+@pytest.mark.model("tiny")
+def test_a(exported_pte, runner, etdump_profile):
+    etdump_profile(exported_pte, runner())
+
+@pytest.mark.perf(runs=3, warmup=1)
+@pytest.mark.model("tiny")
+def test_b(exported_pte, runner, etdump_profile):
+    etdump_profile(exported_pte, runner())
+"""
+
+
+def _render(raw: str) -> list[str]:
+    """The screen lines a terminal shows for ``raw``: text, CR, LF, erase-to-end-of-line, cursor left;
+    colours dropped. Enough for what pytest and the status write."""
+    lines: list[list[str]] = [[]]
+    col = 0
+    i = 0
+    while i < len(raw):
+        ch = raw[i]
+        if ch == "\x1b":
+            match = re.match(r"\x1b\[([\d;]*)([A-Za-z])", raw[i:])
+            assert match, f"unexpected escape sequence {raw[i:i + 8]!r}"
+            number, command = match.groups()
+            if command == "K":
+                del lines[-1][col:]
+            elif command == "D":
+                col = max(0, col - int(number or 1))
+            # anything else (colours) changes nothing on the screen's text
+            i += match.end()
+            continue
+        if ch == "\n":
+            lines.append([])
+            col = 0
+        elif ch == "\r":
+            col = 0
+        else:
+            line = lines[-1]
+            line.extend(" " * (col - len(line)))
+            if col < len(line):
+                line[col] = ch
+            else:
+                line.append(ch)
+            col += 1
+        i += 1
+    return ["".join(line).rstrip() for line in lines]
+
+
+def _run_in_pty(args: list[str], cwd: Path) -> str:
+    """Run pytest with stdout on a pseudo-terminal of 100 columns; return everything it wrote."""
+    controller, terminal = pty.openpty()
+    env = {**os.environ, "COLUMNS": "100", "TERM": "xterm", "PY_COLORS": "0"}
+    env.pop("NO_COLOR", None)
+    process = subprocess.Popen([sys.executable, "-m", "pytest", *args], cwd=cwd, stdin=subprocess.DEVNULL,
+                               stdout=terminal, stderr=terminal, env=env)
+    os.close(terminal)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(controller, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    process.wait(timeout=600)
+    os.close(controller)
+    return b"".join(chunks).decode("utf-8", "replace")
+
+
+def test_default_verbosity_into_a_pipe_keeps_the_letters_on_one_line(sme2_project: pytest.Pytester) -> None:
+    sme2_project.makepyfile(test_p=TWO_TESTS)
+    result = sme2_project.runpytest_subprocess("-p", "no:cacheprovider", "--sme2-artifacts-dir=artifacts")
+    result.assert_outcomes(passed=2)
+    out = result.stdout.str()
+    assert re.search(r"^test_p\.py \.\. +\[100%\]$", out, re.MULTILINE), out
+    assert "sme2: running" not in out  # a status cannot be erased in a pipe; -v shows lines
+    (session,) = (sme2_project.path / "artifacts").glob("session-*")
+    assert (session / "progress.log").read_text().count("timed runs ...") == 2
+
+
+def test_verbose_shows_progress_lines_past_the_capture(sme2_project: pytest.Pytester) -> None:
+    sme2_project.makepyfile(test_p=TWO_TESTS)
+    result = sme2_project.runpytest_subprocess("-p", "no:cacheprovider", "-v")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines([
+        "sme2: running tiny fp32-xnnpack [[]host sme2=auto threads=1[]]: 1 warmup + 3 timed runs ...",
+        "sme2: tiny fp32-xnnpack [[]host sme2=auto threads=1[]] done: 3/3 runs in *",
+        "test_p.py::test_a PASSED*",
+        "sme2: running tiny fp32-xnnpack *",
+        "test_p.py::test_b PASSED*",
+    ])
+    assert "Captured stdout" not in result.stdout.str()
+
+
+def test_default_verbosity_on_a_terminal_shows_a_status_and_erases_it(sme2_project: pytest.Pytester) -> None:
+    sme2_project.makepyfile(test_p=TWO_TESTS)
+    raw = _run_in_pty(["-p", "no:cacheprovider"], sme2_project.path)
+    assert "sme2: running tiny fp32-xnnpack" in raw, raw[-3000:]  # the status was written
+    screen = _render(raw)
+    letters = [line for line in screen if line.startswith("test_p.py")]
+    assert len(letters) == 1 and re.fullmatch(r"test_p\.py \.\. +\[100%\]", letters[0]), screen
+    assert not any("sme2: running" in line or "sme2: exporting" in line for line in screen), screen
