@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import textwrap
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -53,6 +54,21 @@ def _no_baseline_gate_in_inner_runs(request: pytest.FixtureRequest, monkeypatch:
     if "pytester" in request.fixturenames:
         request.getfixturevalue("pytester")
         monkeypatch.setenv("PYTEST_ADDOPTS", "--sme2-no-baselines")
+
+
+@pytest.fixture(autouse=True)
+def _torch_trace_log_stays_private(request: pytest.FixtureRequest) -> Iterator[None]:
+    """torch's "torch.__trace" log never propagates (torch sets it so); a test that leaves it propagating
+    makes every later export in this process print hundreds of DEBUG records into pytest's captured log
+    (seen once in CI, order-dependent). Put it back after each test and say which test changed it."""
+    import logging
+    import warnings
+
+    yield
+    trace = logging.getLogger("torch.__trace")
+    if trace.propagate:
+        trace.propagate = False
+        warnings.warn(f"{request.node.nodeid} left the torch.__trace log propagating; set back", stacklevel=1)
 
 
 @pytest.fixture(scope="session")

@@ -54,10 +54,12 @@ def start_pytest(project: Path, *args: str, prefix: Iterable[str] = ()) -> subpr
     """An inner pytest in its own session (like a job started from a shell), output in ``project/out.txt``."""
     out = open(project / "out.txt", "wb")
     try:
-        return subprocess.Popen(pytest_command(*args, prefix=prefix), cwd=project, env=environment(), stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        process = subprocess.Popen(pytest_command(*args, prefix=prefix), cwd=project, env=environment(), stdout=out,
+                                   stderr=subprocess.STDOUT, start_new_session=True)
     finally:
         out.close()
+    process.output_path = project / "out.txt"  # type: ignore[attr-defined]  # for interrupt()'s diagnosis
+    return process
 
 
 def run_pytest(project: Path, *args: str, prefix: Iterable[str] = (), timeout: float = 900) -> tuple[int, str]:
@@ -144,6 +146,20 @@ def snapshot(folder: Path) -> dict[str, tuple[int, int]]:
 
 
 def interrupt(process: subprocess.Popen, sig: int = signal.SIGINT, timeout: float = 120) -> int:
-    """Send ``sig`` to the inner pytest (only to it, as ``kill -INT PID`` does) and wait for it to exit."""
+    """Send ``sig`` to the inner pytest (only to it, as ``kill -INT PID`` does) and wait for it to exit.
+
+    If it has not ended within ``timeout``, SIGABRT makes pytest's faulthandler print every thread's stack
+    into its output, and the failure shows where it hung (seen once in CI beside heavy load)."""
     process.send_signal(sig)
-    return process.wait(timeout=timeout)
+    try:
+        return process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGABRT)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        path = getattr(process, "output_path", None)
+        output = path.read_text(errors="replace")[-6000:] if path is not None else "(output not kept)"
+        raise AssertionError(f"pytest did not end within {timeout} s of signal {sig}; its output, with the "
+                             f"stack of every thread at SIGABRT:\n{output}") from None
