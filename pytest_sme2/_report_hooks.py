@@ -52,7 +52,7 @@ def _records(config: pytest.Config) -> dict[str, dict[str, Any]]:
 def _write_csvs(entry: dict[str, Any]) -> None:
     """The kit-compatible CSVs of one profile, in its run folder next to its ETDumps; paths go into the entry."""
     from .report.csv_export import write_csvs, write_kernels_csv
-    from .report.kit_layout import kit_variant
+    from .session import kit_variant
     from .session import copy_artifact, slug
 
     etdump = entry.get("artifacts", {}).get("timed_etdump")
@@ -276,7 +276,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
     from . import progress
+    from .plugin import session_of
 
-    progress.install(config)
+    def session_dir() -> Path | None:
+        session = session_of(config)
+        return session.settings.session_dir if session is not None else None
+
+    progress.install(config, session_dir)
     if not _is_worker(config):
         config.pluginmanager.register(_Collector(config), "sme2-report-collector")

@@ -352,15 +352,6 @@ def read_counts(path: Path) -> dict[str, dict[str, list]]:
     return document["files"]
 
 
-def kernel_trace_of(counts: EventCounts, timed: Path | None):  # noqa: ANN201 - KernelTrace, imported lazily
-    """The SME/SME2 kernels that executed inside the counted run's events (all of them, not only the top)."""
-    from .kernel_trace import KernelTrace
-
-    names = {label.split(":", 1)[1] for functions in counts.functions for label in functions
-             if not label.endswith(":(unnamed)")}
-    return KernelTrace.from_names(names)
-
-
 @dataclass
 class InstructionTrace:
     """A counted run's events measured in instructions: the same ETDump events, ops and runs as the time

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from .instruction_trace import AddressSpace
+from .instruction_trace import AddressSpace, EventCounts
 
 _BLOCK_START = re.compile(r"^0x([0-9a-f]+):")
 # KleidiAI ("..._sme", "..._sme2_mopa") and XNNPACK ("...__neonsme2") kernel names; case-sensitive,
@@ -108,3 +108,10 @@ class KernelTrace:
     def as_dict(self) -> dict[str, Any]:
         return {"sme_kernels": list(self.sme_kernels), "sme2_kernels": list(self.sme2_kernels),
                 "functions": self.functions}
+
+
+def kernel_trace_of(counts: EventCounts) -> KernelTrace:
+    """The SME/SME2 kernels that executed inside a counted run's events (all of them, not only the top)."""
+    names = {label.split(":", 1)[1] for functions in counts.functions for label in functions
+             if not label.endswith(":(unnamed)")}
+    return KernelTrace.from_names(names)

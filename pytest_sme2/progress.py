@@ -30,7 +30,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import pytest
 
@@ -39,17 +39,16 @@ _KEY = pytest.StashKey["Progress"]()
 
 
 class Progress:
-    def __init__(self, config: pytest.Config):
+    def __init__(self, config: pytest.Config, session_dir: Callable[[], Path | None]):
         self._config = config
+        self._session_dir = session_dir  # the session folder, once the plugin has configured one
         workerinput = getattr(config, "workerinput", None)
         self._worker = workerinput.get("workerid") if workerinput else None
         self._status_width = 0  # characters of the transient status now after the cursor
 
     def _log_path(self) -> Path | None:
-        from .plugin import session_of
-
-        session = session_of(self._config)
-        return session.settings.session_dir / LOG_NAME if session is not None else None
+        folder = self._session_dir()
+        return folder / LOG_NAME if folder is not None else None
 
     def say(self, text: str, terminal: bool = True) -> None:
         """Log ``text``; on the terminal as a line (``-v``, when ``terminal``) or as the transient status."""
@@ -108,8 +107,9 @@ def _write_raw(text: str) -> None:
     sys.stdout.flush()
 
 
-def install(config: pytest.Config) -> None:
-    progress = Progress(config)
+def install(config: pytest.Config, session_dir: Callable[[], Path | None]) -> None:
+    """Announce steps in this pytest process; ``session_dir`` says where progress.log goes (None: nowhere yet)."""
+    progress = Progress(config, session_dir)
     config.stash[_KEY] = progress
     config.pluginmanager.register(progress, "sme2-progress")
 

@@ -22,12 +22,11 @@ from .etdump import read_run
 from .export import ExportedModel
 from .instruction_trace import InstructionTrace
 from .kernel_sampling import KernelNamer, KernelTime, attribute
-from .samplers import PERF_DATA, Sampler, sampler_for
+from .samplers import PERF_DATA, Sampler
 from .profile import Profile
-from .report.kit_layout import kit_variant
 from .program import check_program
 from .work import ProgramFacts
-from .session import Sme2Session, copy_artifact, slug
+from .session import Sme2Session, copy_artifact, kit_variant, slug
 from .targets import RunResult, RunSpec
 
 
@@ -148,7 +147,7 @@ class Runner:
         if settings is None:
             return profile
         try:
-            sampler = sampler_for(self.session.target, settings)
+            sampler = self.session.target.kernel_sampler(settings.period_ns)
         except Sme2Error as exc:
             return self._without_kernel_time(profile, str(exc), "")
         try:

@@ -9,16 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from .errors import RunnerError, UsageError
-from .kernel_sampling import SamplingSettings
 from .perf_samples import (DEFAULT_PERIOD_NS, Sample, parse_simpleperf_samples, perf_executable, permission_problem,
                            read_samples, sampling_event, wrap_command)
-from .targets.base import EMULATED_TIMING
-
-if TYPE_CHECKING:
-    from .targets.base import Target
 
 PERF_DATA = "perf.data"
 
@@ -106,28 +101,3 @@ class SimpleperfSampler:
             raise RunnerError(f"simpleperf's report {report} cannot be read: {exc.strerror}") from None
         except RuntimeError as exc:
             raise RunnerError(f"{report}: {exc}") from None
-
-
-def sampler_for(target: "Target", settings: SamplingSettings) -> Sampler:
-    """The sampler that runs around ``target``'s runner, or a UsageError saying why there is none and what to do."""
-    from .targets.local import LocalTarget
-
-    info = target.info
-    if info.emulated:
-        raise UsageError(f"{info.name} target: {EMULATED_TIMING}, so its kernels are not sampled; there the kernels "
-                         "that ran come from qemu's trace (Profile.executed_sme_kernels) and the instructions counted "
-                         "per operator")
-    if isinstance(target, LocalTarget):
-        system = info.details.get("system")
-        if system != "Linux":
-            raise UsageError(f"kernel sampling on {system} is not supported yet (Linux perf and Android simpleperf "
-                             "are); README 'Kernel time' says what is known of macOS samplers")
-        return PerfSampler.here(settings.period_ns)
-    kind = info.name.split(":")[0]
-    if kind == "adb":
-        return target.kernel_sampler(settings.period_ns)  # type: ignore[attr-defined]
-    if kind == "host":
-        raise UsageError("the host target does not sample kernels: it runs ExecuTorch's Python binding in a "
-                         "long-lived worker; use --sme2-target=local (pytest-sme2 build-runner builds its runner), "
-                         "whose runs are sampled with Linux perf")
-    raise UsageError(f"the {kind} target does not sample kernels")

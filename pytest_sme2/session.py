@@ -7,7 +7,6 @@ without pytest (benchmarks, the command line).
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -52,6 +51,12 @@ _HASH_MARK = "~"  # never in a cleaned name, so hashed and plain names cannot me
 def clean(text: str) -> str:
     """``text`` with every run of characters unsafe in a file name replaced by ``_`` (may be empty)."""
     return _UNSAFE.sub("_", text).strip("_.")
+
+
+def kit_variant(variant: str) -> str:
+    """``local sme2=on threads=1`` -> ``local sme2_on threads=1``, as a variant appears in folder and file names:
+    the reference kit's tools tell SME2 on and off apart by ``sme2_on``/``sme2_off`` in paths."""
+    return variant.replace("sme2=", "sme2_")
 
 
 def slug(text: str, limit: int = 120) -> str:

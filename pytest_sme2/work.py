@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 import shutil
 import tempfile

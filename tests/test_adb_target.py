@@ -18,7 +18,6 @@ from typing import Callable, Iterator
 import pytest
 import torch
 
-from pytest_sme2 import Recipe
 from pytest_sme2.errors import EtdumpError, RunnerError, UsageError
 from pytest_sme2.native.build import build_runner
 from pytest_sme2.runner import Runner
@@ -193,7 +192,7 @@ def test_device_lost_mid_run_fails_that_test_and_the_session_goes_on(
             assert etdump_profile(exported_pte, runner(runs=2, warmup=0)).runs == 2
         """))
     started = time.monotonic()
-    result = pytester.runpytest_inprocess(f"--sme2-target=adb:LOST-1", f"--sme2-adb-server={standin.address}",
+    result = pytester.runpytest_inprocess("--sme2-target=adb:LOST-1", f"--sme2-adb-server={standin.address}",
                                           "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1, failed=1)
     assert time.monotonic() - started < 60

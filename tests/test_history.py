@@ -60,7 +60,7 @@ def test_the_history_command_draws_the_series_and_lists_the_change(tmp_path: Pat
     _synthetic(path)
     assert main(["history", str(path), "--out", str(tmp_path / "out")]) == 0
     out = capsys.readouterr().out
-    assert f"median_ms: " in out and f"from session session-{STEP_AT:02d}" in out
+    assert "median_ms: " in out and f"from session session-{STEP_AT:02d}" in out
     page = (tmp_path / "out" / "history.html").read_text()
     assert page.count("data:image/png;base64,") >= 2 and "Change points" in page
 

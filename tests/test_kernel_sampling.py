@@ -14,7 +14,6 @@ import pytest
 
 from pytest_sme2.etdump import read_run
 from pytest_sme2.kernel_sampling import BETWEEN_OPS, DELEGATE_OUTSIDE_OPS, KernelNamer, KernelTime, attribute
-from pytest_sme2.samplers import sampler_for
 from pytest_sme2.kernel_trace import kernel_kind
 from pytest_sme2.perf_samples import Sample
 from pytest_sme2.errors import UsageError
@@ -238,10 +237,18 @@ class _Emulated:
 
 
 def test_the_emulated_target_is_not_sampled_and_says_where_its_kernels_come_from() -> None:
-    from pytest_sme2.kernel_sampling import SamplingSettings
+    from pytest_sme2.targets.emulated import EmulatedTarget
 
     with pytest.raises(UsageError, match="emulated timing is not hardware timing.*qemu's trace"):
-        sampler_for(_Emulated(), SamplingSettings())
+        EmulatedTarget.kernel_sampler(_Emulated(), 1_000_000)  # type: ignore[arg-type]
+
+
+def test_every_target_answers_for_its_kernel_sampler() -> None:
+    """Sampling is a capability of the Target interface: each target class answers, none is found by type."""
+    from pytest_sme2.targets import AdbTarget, EmulatedTarget, HostTarget, LocalTarget
+
+    for target in (AdbTarget, EmulatedTarget, HostTarget, LocalTarget):
+        assert callable(getattr(target, "kernel_sampler", None)), target
 
 
 # --- the baseline check: an operator's dominant kernel replaced ------------------------------------------

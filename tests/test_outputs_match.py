@@ -5,7 +5,6 @@ and a model returning None is an export error saying what to return."""
 from __future__ import annotations
 
 import dataclasses
-import textwrap
 from pathlib import Path
 from typing import Iterator
 

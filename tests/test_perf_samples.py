@@ -64,11 +64,18 @@ def test_a_real_perf_recording_names_every_xnnpack_sample_by_a_function_of_the_l
     library = Path(samples[0].library)
     symbols, ranges = function_symbols(library), unwind_function_ranges(library)
     starts = [start for start, _ in ranges]
+    in_gaps = []
     for sample in samples:
         assert sample.file_offset is not None
         vaddr = symbols.vaddr_at(sample.file_offset)
         index = bisect.bisect_right(starts, vaddr) - 1
-        assert ranges[index][0] <= vaddr < ranges[index][1], sample
+        if not ranges[index][0] <= vaddr < ranges[index][1]:
+            # Code without an unwind entry (hand-written assembly, padding) lies between ranges; such samples
+            # are named by their gap (tests/test_kernel_sampling.py). Seen once: a sample 6 bytes
+            # past a range's end. They must stay rare, or the ranges were read wrong.
+            in_gaps.append(sample)
+            continue
         # perf's own names for PLT stubs ("f@plt") are no symbol of the file
         if sample.symbol is not None and not sample.symbol.endswith("@plt"):
             assert symbols.at_file_offset(sample.file_offset) == sample.symbol
+    assert len(in_gaps) <= 0.02 * len(samples), (len(in_gaps), len(samples), in_gaps[:3])

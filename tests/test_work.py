@@ -4,10 +4,8 @@ count (PyTorch's own FLOP counter on the eager model) on every bundled model."""
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import pytest
-import torch
 
 from pytest_sme2 import Recipe
 from pytest_sme2.etdump import OpKey

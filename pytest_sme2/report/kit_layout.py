@@ -17,14 +17,10 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ..safe_files import write_file
+from ..session import kit_variant
 
 MANIFEST = "manifest.json"
 METRICS = "metrics.json"
-
-
-def kit_variant(variant: str) -> str:
-    """``local sme2=on threads=1`` -> ``local sme2_on threads=1``: the kit finds SME2 on/off by ``sme2_on``/``sme2_off``."""
-    return variant.replace("sme2=", "sme2_")
 
 
 def experiment(record: Mapping[str, Any], profile: Mapping[str, Any]) -> str:

@@ -6,7 +6,7 @@ from typing import Any, Mapping
 
 from ..profile import INSTRUCTIONS
 from .record import EMULATED_NOTE
-from .table import SME_INSTRUCTIONS_LABEL, instructions, ms, pct, sme_path_label, speedup
+from .table import SME_INSTRUCTIONS_LABEL, ms, pct, sme_path_label, speedup
 
 
 def _disturbed_parts(summary: Mapping[str, Any]) -> list[str]:

@@ -4,21 +4,26 @@ A target answers three questions and does one thing:
 - ``info``: what it is (name, CPU, SME2, fingerprint for baselines);
 - ``unsupported(sme2)``: why it cannot give a requested SME2 setting (a skip
   reason), or None;
+- ``kernel_sampler(period_ns)``: the sampler of which kernels ran, or a
+  UsageError saying why it has none;
 - ``run(pte, spec, out_dir)``: run warmup + timed iterations in one process
   and leave the ETDump(s), log and outputs in ``out_dir``.
 
-Device, native-runner and emulated targets implement the same three members.
+Device, native-runner, host and emulated targets implement the same members.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from ..errors import UsageError
+
+if TYPE_CHECKING:
+    from ..samplers import Sampler
 
 WARMUP_ETDUMP = "warmup.etdp"
 TIMED_ETDUMP = "timed.etdp"
@@ -171,5 +176,10 @@ class Target(Protocol):
     def run(self, pte: Path, inputs: Path | None, spec: RunSpec, out_dir: Path,
             reference: Path | None = None) -> RunResult: ...
     # ``reference``: a program to run right before each timed inference, timed apart (reference_program.py).
+
+    def kernel_sampler(self, period_ns: int) -> "Sampler":
+        """The sampler that runs around this target's runner (samplers.py), or a UsageError saying why there
+        is none and what to do: a capability of the target, asked of the target."""
+        ...
 
     def close(self) -> None: ...

@@ -14,11 +14,12 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import NoReturn
 
 from .. import _processes, emulation
 from ..errors import RunnerError, UsageError
-from ..instruction_trace import (COUNTS_FILE, QEMU_LOG_FLAGS, AddressSpace, ExecutedBlocks, count_events,
-                                 kernel_trace_of, write_counts)
+from ..instruction_trace import COUNTS_FILE, QEMU_LOG_FLAGS, AddressSpace, ExecutedBlocks, count_events, write_counts
+from ..kernel_trace import kernel_trace_of
 from .base import EMULATED_TIMING, RunResult, RunSpec, TargetInfo
 from .local import check_runner, run_runner_process
 
@@ -100,6 +101,12 @@ class EmulatedTarget:
             )
         self._version_checked = True
 
+    def kernel_sampler(self, period_ns: int) -> NoReturn:
+        """None: emulated time is no time to sample; the kernels that ran come from qemu's trace instead."""
+        raise UsageError(f"{self.info.name} target: {EMULATED_TIMING}, so its kernels are not sampled; there the "
+                         "kernels that ran come from qemu's trace (Profile.executed_sme_kernels) and the "
+                         "instructions counted per operator")
+
     def run(self, pte: Path, inputs: Path | None, spec: RunSpec, out_dir: Path,
             reference: Path | None = None) -> RunResult:
         """``reference`` is not run: emulated time is never compared, so it would only cost emulation time.
@@ -166,7 +173,7 @@ class EmulatedTarget:
         blocks.unlink()
         sequence.unlink()  # megabytes of block ids; the per-event counts are what is kept
         result.evidence["instruction_counts"] = str(path)
-        result.evidence["kernel_trace"] = kernel_trace_of(counts, result.timed_etdump).as_dict()
+        result.evidence["kernel_trace"] = kernel_trace_of(counts).as_dict()
         return result
 
     def close(self) -> None:

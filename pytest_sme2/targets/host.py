@@ -21,13 +21,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, NoReturn
 
 import numpy as np
 
 from .. import _processes
 from ..cpu import CpuInfo, host_cpu
-from ..errors import ProgramError, RunnerError
+from ..errors import ProgramError, RunnerError, UsageError
 from ..safe_files import write_file
 from ._runner_contract import reference_samples
 from .base import OUTPUTS, RUNNER_LOG, TIMED_ETDUMP, WARMUP_ETDUMP, RunResult, RunSpec, TargetInfo
@@ -207,6 +207,12 @@ class HostTarget:
                 self._worker.kill()
             self._worker = _Worker(self._log_dir / f"host-worker-{os.getpid()}.log")
         return self._worker
+
+    def kernel_sampler(self, period_ns: int) -> NoReturn:
+        """None: the host target runs ExecuTorch's Python binding in a long-lived worker, which no sampler wraps."""
+        raise UsageError("the host target does not sample kernels: it runs ExecuTorch's Python binding in a "
+                         "long-lived worker; use --sme2-target=local (pytest-sme2 build-runner builds its runner), "
+                         "whose runs are sampled with Linux perf")
 
     def run(self, pte: Path, inputs: Path | None, spec: RunSpec, out_dir: Path,
             reference: Path | None = None) -> RunResult:

@@ -187,6 +187,16 @@ class LocalTarget:
         binary = pick_build(sme2, self._cpu.has_sme2, self._on, self._off)
         return binary, env
 
+    def kernel_sampler(self, period_ns: int) -> "PerfSampler":
+        """Linux perf around the runner on this machine, or a UsageError saying what is missing."""
+        from ..samplers import PerfSampler
+
+        system = self.info.details.get("system")
+        if system != "Linux":
+            raise UsageError(f"kernel sampling on {system} is not supported yet (Linux perf and Android simpleperf "
+                             "are); README 'Kernel time' says what is known of macOS samplers")
+        return PerfSampler.here(period_ns)
+
     def run(self, pte: Path, inputs: Path | None, spec: RunSpec, out_dir: Path,
             reference: Path | None = None, sampler: "PerfSampler | None" = None) -> RunResult:
         binary, env = self._command(spec.sme2)

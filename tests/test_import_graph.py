@@ -1,0 +1,153 @@
+"""The package's imports follow the data flow: no cycles, reports never imported by measurement, a gate without pytest.
+
+Read from the source with ``ast`` (every import, also those inside functions, which are still arrows between
+modules; only ``if TYPE_CHECKING:`` blocks are left out, since they never run), so a new cycle or a wrong
+arrow fails here with the modules named, before anyone has to find it in a traceback (issue 24).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "pytest_sme2"
+
+# Only the pytest wiring of reports and the command line draw reports; measurement, evidence, the Profile
+# and the gate never import them (the flow is model -> export -> run -> evidence -> Profile -> gate -> report).
+REPORT_IMPORTERS = {"pytest_sme2._report_hooks", "pytest_sme2.cli"}
+# The gate: judging profiles against baselines is plain Python (pytest calls it; so can a command).
+GATE = ("pytest_sme2.verdicts", "pytest_sme2.findings", "pytest_sme2.baselines", "pytest_sme2.stats",
+        "pytest_sme2.history", "pytest_sme2.identity")
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        out[name] = path
+    return out
+
+
+def _runtime_nodes(tree: ast.AST) -> list[ast.AST]:
+    """Every node except those under ``if TYPE_CHECKING:``."""
+    out: list[ast.AST] = []
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            stack.extend(node.orelse)
+            continue
+        out.append(node)
+        stack.extend(ast.iter_child_nodes(node))
+    return out
+
+
+def _imports(name: str, path: Path, modules: dict[str, Path]) -> dict[str, set[str]]:
+    """{imported module of this package: set of other top-level names} for one module."""
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    found: dict[str, set[str]] = {}
+    for node in _runtime_nodes(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[:len(package.split(".")) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            for alias in node.names:
+                full = f"{target}.{alias.name}"
+                module = full if full in modules else target
+                if module in modules and module != name:
+                    found.setdefault(module, set())
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name in modules and alias.name != name:
+                    found.setdefault(alias.name, set())
+                elif alias.name.split(".")[0] == "pytest":
+                    found.setdefault("pytest", set())
+        if isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").split(".")[0] in ("pytest", "_pytest"):
+            found.setdefault("pytest", set())
+    return found
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = _modules()
+    return {name: set(_imports(name, path, modules)) for name, path in modules.items()}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for other in graph.get(node, ()):
+            if other not in graph:
+                continue
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in on_stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                other = stack.pop()
+                on_stack.discard(other)
+                component.append(other)
+                if other == node:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return out
+
+
+def _reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen: set[str] = set()
+    todo = [start]
+    while todo:
+        node = todo.pop()
+        for other in graph.get(node, ()):
+            if other not in seen:
+                seen.add(other)
+                todo.append(other)
+    return seen
+
+
+def test_the_reader_sees_a_cycle_and_type_only_imports_are_left_out() -> None:
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    tree = ast.parse("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import x\nimport y\n")
+    names = {alias.name for node in _runtime_nodes(tree) if isinstance(node, ast.Import) for alias in node.names}
+    assert names == {"y"}
+
+
+def test_the_package_has_no_import_cycles() -> None:
+    cycles = _cycles(_graph())
+    assert not cycles, f"modules that import each other (directly or around a circle): {cycles}"
+
+
+def test_only_the_report_wiring_and_the_command_line_import_reports() -> None:
+    graph = _graph()
+    wrong = {name: sorted(d for d in deps if d.startswith("pytest_sme2.report")) for name, deps in graph.items()
+             if not name.startswith("pytest_sme2.report") and name not in REPORT_IMPORTERS
+             and any(d.startswith("pytest_sme2.report") for d in deps)}
+    assert not wrong, f"modules upstream of the reports import them: {wrong}"
+
+
+def test_the_gate_never_imports_pytest() -> None:
+    graph = _graph()
+    for module in GATE:
+        assert module in graph, module
+        reached = _reachable(graph, module)
+        assert "pytest" not in reached, (
+            f"{module} reaches pytest through {sorted(m for m in reached if 'pytest' in graph.get(m, ()))}")
