@@ -1,8 +1,8 @@
 """Which graph node each runtime operator implements: an identity that survives a change of the program.
 
 The emulated gate compares each operator's counted instructions with the baseline's, so it has to know
-which operator of the baseline is which operator now. What the evidence offers, checked on executorch
-1.5.1 (FACTS.md, "Work per operator"):
+which operator of the baseline is which operator now. What the evidence offers, checked on the ETDumps
+and ETRecords of executorch 1.5.1:
 
 - **ETDump**: XNNPACK operator events carry only ``"<kind> #N"`` (numbered per delegate call) and the
   delegate call's instruction id; their ``delegate_debug_id`` is always -1 (XNNPACK's profiler logs no
