@@ -1,6 +1,7 @@
 """pytest-sme2: performance regression tests of ExecuTorch models on Arm CPUs with and without SME2.
 
-Public API; everything not listed here is private.
+Public API: the names below, and ``pytest_sme2.report``'s ``__all__`` (reports of profiles made outside
+pytest). Everything else is private, whatever its module's name.
 """
 
 from .assertions import (
@@ -19,10 +20,12 @@ from .errors import (
     EtdumpError,
     ExportError,
     KernelSamplingWarning,
+    MissingBaselineWarning,
     ModelDefinitionError,
     ProgramError,
     RunnerError,
     Sme2Error,
+    Sme2Warning,
     StorageError,
     UnknownModelError,
     UsageError,
@@ -50,6 +53,7 @@ __all__ = [
     "Interval",
     "KernelSamplingWarning",
     "KernelTime",
+    "MissingBaselineWarning",
     "ModelDefinitionError",
     "Profile",
     "ProgramError",
@@ -58,6 +62,7 @@ __all__ = [
     "Runner",
     "RunnerError",
     "Sme2Error",
+    "Sme2Warning",
     "Speedup",
     "StorageError",
     "Summary",

@@ -1,12 +1,25 @@
-"""Reports people read, one job per module.
+"""Reports people read, one job per module (docs/design.md lists them).
 
-- record.py: Profiles -> a test record (JSON-ready; SME2 on/off comparisons)
-- table.py: number formats and the one summary table
-- charts.py: matplotlib charts as embedded images
-- html.py: pytest-html section and the session page
-- markdown.py: summary.md for CI job summaries
-- text.py: the plain-text section of a failing test
-- advice.py: recommendations read off a record
-- csv_export.py: the reference kit's timeline and ops-stats CSVs
-- summary.py: summary.json (schema in docs/artifacts.md) and rendering a session from it
+Public here, for reports of profiles made outside pytest (README "Reports without pytest"):
+``build_record`` (Profiles of one test -> its record), ``session_summary`` (records -> summary.json's
+document) and ``write_session`` (that document -> summary.json, summary.md and report.html). Everything
+else in this folder is private; they are loaded on first use, so importing a report module stays cheap.
 """
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["build_record", "session_summary", "write_session"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "build_record":
+        from .record import build_record
+
+        return build_record
+    if name in ("session_summary", "write_session"):
+        from . import summary
+
+        return getattr(summary, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
