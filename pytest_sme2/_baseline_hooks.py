@@ -29,6 +29,7 @@ from .safe_files import write_file
 from . import _storage, baselines, findings, verdicts
 from .errors import MissingBaselineWarning, Sme2Error, UsageError
 from .session import slug
+from .targets.base import DEFAULT_TIMEOUT_S
 
 MISSING_POLICIES = ("fail", "skip", "warn")
 MARKER = (
@@ -219,7 +220,7 @@ def _records(item: pytest.Item, gate: _GateConfig, labelled: list[tuple[str, Any
             inputs = profile.artifacts.get("inputs")
             count = count_instructions(pte, Path(inputs) if inputs else None,
                                        pte.parent / f"instructions-{slug(label)}", inferences=gate.inferences,
-                                       timeout_s=float(profile.metadata.get("run", {}).get("timeout_s", 600.0)))
+                                       timeout_s=float(profile.metadata.get("run", {}).get("timeout_s", DEFAULT_TIMEOUT_S)))
             instructions = count.as_dict()
         records[label] = baselines.record_of(profile, instructions)
     return records

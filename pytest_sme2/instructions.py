@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import RunnerError, UsageError
-from .targets.base import RunSpec
+from .targets.base import DEFAULT_TIMEOUT_S, RunSpec
 
 VALGRIND_PACKAGE = "valgrind"
 DEFAULT_INFERENCES = 5
@@ -71,7 +71,7 @@ def read_callgrind_total(path: Path) -> int:
 
 
 def count_instructions(pte: Path, inputs: Path | None, out_dir: Path, inferences: int = DEFAULT_INFERENCES,
-                       timeout_s: float = 600.0) -> InstructionCount:
+                       timeout_s: float = DEFAULT_TIMEOUT_S) -> InstructionCount:
     """Instructions per inference of ``pte`` on the host native runner (see the module docstring)."""
     from .native.build import build_runner
     from .targets.local import LocalTarget, run_runner_process

@@ -27,7 +27,8 @@ from .profile import Profile
 from .runner import Runner, require_program
 from .session import Settings, Sme2Session
 from .targets import TARGET_NAMES, EmulatedTarget, RunSpec, check_target_name
-from .targets.base import MAX_THREADS, MAX_TIMEOUT_S, THREADS_WHY, TIMEOUT_RANGE
+from .emulation import DEFAULT_SVL_BITS
+from .targets.base import DEFAULT_TIMEOUT_S, MAX_THREADS, MAX_TIMEOUT_S, THREADS_WHY, TIMEOUT_RANGE
 from .targets.emulated import check_svl
 from .targets.adb import AdbOptions, is_adb_target
 from .verdicts import BASELINE_PROCESSES, MIN_BASELINE_PROCESSES
@@ -50,9 +51,9 @@ def profiles_of(item: pytest.Item) -> list[Profile]:
     return item.stash.get(_PROFILES_KEY, [])
 
 
-_DEFAULTS = {"threads": 1, "timeout": 600.0}
+_DEFAULTS = {"threads": 1, "timeout": DEFAULT_TIMEOUT_S}
 # Ini defaults of the numeric settings ("" = the target's default), shared by addini and setting_source.
-_INI_DEFAULTS = {"runs": "", "warmup": "", "max_rounds": str(RunSpec.max_rounds), "emulated_svl": "512",
+_INI_DEFAULTS = {"runs": "", "warmup": "", "max_rounds": str(RunSpec.max_rounds), "emulated_svl": str(DEFAULT_SVL_BITS),
                  "baseline_processes": str(BASELINE_PROCESSES), "processes": "1",
                  "threads": str(_DEFAULTS["threads"]), "timeout": str(_DEFAULTS["timeout"]),
                  "kernel_sampling_hz": f"{1e9 / DEFAULT_PERIOD_NS:g}"}
@@ -92,9 +93,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "at the cost of a process start each)")
     parser.addini("sme2_processes", "processes each variant is measured in (checks)", default=_INI_DEFAULTS["processes"])
     group.addoption("--sme2-emulated-svl", type=int, default=None,
-                    help="emulated target: SME streaming vector length in bits (default 512, like the M4)")
+                    help=f"emulated target: SME streaming vector length in bits (default {DEFAULT_SVL_BITS}, like the M4)")
     group.addoption("--sme2-threads", type=int, default=None, help="runtime threads (default 1)")
-    group.addoption("--sme2-timeout", type=float, default=None, help="seconds before a run is killed (default 600)")
+    group.addoption("--sme2-timeout", type=float, default=None, help=f"seconds before a run is killed (default {DEFAULT_TIMEOUT_S:g})")
     group.addoption("--sme2-runner", default=None,
                     help="local target: runner executable; SME2 off by masking (default: the built runner)")
     group.addoption("--sme2-runner-on", default=None, help="local target: runner build used for SME2 on")
@@ -158,7 +159,7 @@ _ADB_OPTIONS = {
     "adb_affinity": "adb target: CPU affinity mask for the runner, in hex as taskset takes it (e.g. f0)",
     "adb_dir": "adb target: device folder for per-session files (default /data/local/tmp)",
     "adb_mask_library": "adb target: libsme2_mask.so built for the device, for SME2 off with one runner build",
-    "adb_claim_timeout": "adb target: seconds to wait for a device no other worker has claimed (default 600)",
+    "adb_claim_timeout": f"adb target: seconds to wait for a device no other worker has claimed (default {AdbOptions.claim_timeout_s:g})",
 }
 
 

@@ -16,7 +16,9 @@ from .export import ExportedModel, Recipe, export
 from ._storage import Place, option_and_ini
 from .registry import ModelRegistry, default_registry
 from .safe_files import copy_file
+from .emulation import DEFAULT_SVL_BITS
 from .targets import RunSpec, Target, make_target
+from .targets.base import DEFAULT_TIMEOUT_S
 
 
 @dataclass(frozen=True)
@@ -28,13 +30,13 @@ class Settings:
     processes: int = 1  # RunSpec.processes: a baseline update's --sme2-baseline-processes, else --sme2-processes
     check_processes: int = 1  # --sme2-processes: what a baseline must serve (verdicts.baseline_quality)
     threads: int = 1
-    timeout_s: float = 600.0
+    timeout_s: float = DEFAULT_TIMEOUT_S
     cache_dir: Path = Path(".sme2/cache")
     session_dir: Path = Path(".sme2/artifacts/session")
     runner: Path | None = None  # local target: one build (SME2 off by masking)
     runner_on: Path | None = None  # local target: two builds
     runner_off: Path | None = None
-    svl_bits: int = 512  # emulated target: streaming vector length
+    svl_bits: int = DEFAULT_SVL_BITS  # emulated target: streaming vector length
     kernel_trace: bool = True  # emulated target: name the SME kernels that ran (one traced inference more)
     adb: Any = None  # adb target: targets.adb.AdbOptions (serial comes from the target name)
     # Run the reference program before each timed run, so latency can be gated relative to it

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from ..emulation import DEFAULT_SVL_BITS
 from ..errors import UsageError
 from .base import RunResult, RunSpec, Target, TargetInfo
 from .host import HostTarget
@@ -26,7 +27,7 @@ def check_target_name(name: str) -> str:
 
 
 def make_target(name: str, log_dir: Path, runner: Path | None = None, runner_on: Path | None = None,
-                runner_off: Path | None = None, svl_bits: int = 512, adb: AdbOptions | None = None,
+                runner_off: Path | None = None, svl_bits: int = DEFAULT_SVL_BITS, adb: AdbOptions | None = None,
                 kernel_trace: bool = True) -> Target:
     """Build the target named by ``--sme2-target``; "auto" is decided in ``auto.py``."""
     if name == "auto":

@@ -36,7 +36,7 @@ from ..native.tensorfile import torch_inputs_to_file
 from ..safe_files import open_no_follow, private_folder
 from ._runner_contract import (INPUTS_FILE, OUTPUTS_FILE, RunnerFiles, build_result, pick_build, read_result,
                                runner_arguments, tail, two_builds)
-from .base import RUNNER_LOG, TIMED_ETDUMP, WARMUP_ETDUMP, RunResult, RunSpec, TargetInfo
+from .base import DEFAULT_TIMEOUT_S, RUNNER_LOG, TIMED_ETDUMP, WARMUP_ETDUMP, RunResult, RunSpec, TargetInfo
 from .local import check_runner
 
 if TYPE_CHECKING:
@@ -106,7 +106,7 @@ class AdbOptions:
     affinity: str | None = None
     device_dir: str = DEFAULT_DEVICE_DIR
     mask_library: Path | None = None
-    claim_timeout_s: float = 600.0
+    claim_timeout_s: float = DEFAULT_TIMEOUT_S  # as long as one run may take: a claimed device frees by then
 
     def __post_init__(self) -> None:
         if self.serial is not None and not _SERIAL.fullmatch(self.serial):

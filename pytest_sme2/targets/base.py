@@ -36,6 +36,8 @@ EMULATED_TIMING = "emulated timing is not hardware timing"
 # A day: a single run longer than that is a hang, not a slow model, and an unbounded timeout
 # overflowed the waits (1e300 s in select()).
 MAX_TIMEOUT_S = 86_400.0
+# Seconds before one run (warmup + timed runs of a variant in one process) is killed, unless set.
+DEFAULT_TIMEOUT_S = 600.0
 TIMEOUT_RANGE = f"a number of seconds > 0 and at most {MAX_TIMEOUT_S:g} (one day: a run that long is hung, not slow)"
 # More threads than any CPU ExecuTorch runs on has cores (the largest servers have a few hundred) only
 # cost memory and time: 100000 threads could not even be created ("can't allocate memory").
@@ -52,7 +54,7 @@ class RunSpec:
     runs: int = 40  # enough for the latency gate to catch a 15% slowdown on a loaded 2-core VM (docs/performance.md)
     warmup: int = 3
     etdump: bool = True
-    timeout_s: float = 600.0
+    timeout_s: float = DEFAULT_TIMEOUT_S
     # Up to this many rounds of ``runs`` when the machine disturbs more than half of them (Runner.profile).
     max_rounds: int = 3
     # Independent replicas of the whole measurement, each in a process of its own with a fresh program
