@@ -57,4 +57,4 @@ perf: install auto-target
 	$(PYTHON) -m pytest perf_tests/ -m sme2
 
 test: install system-deps emulation
-	$(PYTHON) -m pytest tests/ -n 2 --dist loadgroup
+	$(PYTHON) -m pytest tests/ -n 2 --dist loadgroup --durations=30
