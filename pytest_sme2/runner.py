@@ -8,6 +8,7 @@ no ETDump, so tracing overhead can be measured against the ETDump runs).
 from __future__ import annotations
 
 import hashlib
+import json
 import time
 import warnings
 from dataclasses import asdict, dataclass, field, replace
@@ -27,7 +28,9 @@ from .profile import Profile
 from .program import check_program
 from .work import ProgramFacts
 from .session import Sme2Session, copy_artifact, kit_variant, slug
+from .safe_files import write_file
 from .targets import RunResult, RunSpec
+from .targets.base import RUN_FACTS
 
 
 @dataclass(frozen=True)
@@ -102,6 +105,8 @@ class Runner:
         # How long the target took (runs, reference runs, process start): what the plugin's own cost is
         # measured against (benchmarks/bench_plugin_overhead.py).
         identity["run_seconds"] = time.perf_counter() - started
+        write_file(out_dir / RUN_FACTS, json.dumps({"version": 1, "target": self.session.target.info.as_dict(),
+                                                    "spec": spec.as_dict()}, indent=1, default=str))
         return result, identity
 
     def profile(self, pte: "ExportedModel | str | Path", top_up: bool = True) -> Profile:

@@ -29,7 +29,9 @@ from pytest_sme2.profile import Profile
 from pytest_sme2.report.commands import analyze, compare_files
 from pytest_sme2.report.record import build_record
 from pytest_sme2.report.text import profile_text, record_text
-from pytest_sme2.targets.base import RUNNER_LOG
+from pytest_sme2.errors import UsageError
+from pytest_sme2.report.commands import emulated_run
+from pytest_sme2.targets.base import RUN_FACTS, RUNNER_LOG
 
 from helpers_etdump import RunSpec, write_etdump
 
@@ -135,6 +137,30 @@ def test_analyze_of_an_uncounted_emulated_run_shows_no_emulator_time_per_operato
     text = analyze(etdump, None, None, as_json=False)
     assert "per-operator shares not shown" in text
     assert CONV not in text.split("top operators:")[1].split("portable operators:")[0]
+
+
+def _facts(folder: Path, emulated: object) -> None:
+    (folder / RUN_FACTS).write_text(json.dumps({"version": 1, "target": {"name": "x", "emulated": emulated}}))
+
+
+def test_the_run_folder_says_where_it_ran_and_its_word_wins_over_the_log(tmp_path: Path) -> None:
+    etdump = _emulated_etdump(tmp_path / "run", counted=True)
+    assert emulated_run(etdump)  # a folder from before run.json: its runner.log shows qemu
+    (etdump.parent / RUNNER_LOG).unlink()
+    _facts(etdump.parent, True)
+    assert emulated_run(etdump)  # no log: run.json says emulated
+    assert "instructions" in analyze(etdump, None, None, as_json=False).split("categories:")[1]
+    (etdump.parent / RUNNER_LOG).write_text("$ qemu-aarch64 -cpu max ./runner\n")
+    _facts(etdump.parent, False)
+    assert not emulated_run(etdump)  # run.json says a host ran it, whatever the log's first line
+
+
+@pytest.mark.parametrize("text", ["{not json", "[]", '{"target": {"emulated": "yes"}}'])
+def test_a_damaged_run_json_is_named_with_the_way_out(tmp_path: Path, text: str) -> None:
+    etdump = _emulated_etdump(tmp_path / "run", counted=False)
+    (etdump.parent / RUN_FACTS).write_text(text)
+    with pytest.raises(UsageError, match=r"run\.json.*move it away"):
+        emulated_run(etdump)
 
 
 def test_compare_of_emulated_etdumps_has_no_ms_headline(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 from ..errors import EtdumpError, RunnerError, UsageError
 from ..instruction_trace import COUNTS_FILE, InstructionTrace
 from ..profile import INSTRUCTIONS, Profile
-from ..targets.base import EMULATED_TIMING, RUNNER_LOG
+from ..targets.base import EMULATED_TIMING, RUN_FACTS, RUNNER_LOG
 from .record import compare, profile_entry
 from .table import fewer, instructions, ms, pct, speedup, text_table
 from .text import NO_OPERATOR_SHARES, operator_shares, profile_text
@@ -145,7 +145,23 @@ def analyze(etdump: Path, etrecord: Path | None, warmup: Path | None, as_json: b
 
 
 def emulated_run(etdump: Path) -> bool:
-    """Whether an ETDump came from the emulated target: its run folder's runner.log shows the qemu command."""
+    """Whether an ETDump came from the emulated target, as its run folder says: ``run.json`` (RUN_FACTS, written
+    by the Runner after each run) names the target; folders written before it existed (or by hand) are read by
+    their runner.log, whose first line is the command that ran (qemu-aarch64 on the emulated target)."""
+    facts = Path(etdump).parent / RUN_FACTS
+    try:
+        document = json.loads(facts.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        document = None
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{facts}, which says where {etdump} ran, cannot be read ({exc}); "
+                         "move it away to read the ETDump by its runner.log") from None
+    if document is not None:
+        target = document.get("target") if isinstance(document, dict) else None
+        if not isinstance(target, dict) or not isinstance(target.get("emulated"), bool):
+            raise UsageError(f"{facts} has no target.emulated (true or false); move it away to read the ETDump "
+                             "by its runner.log")
+        return target["emulated"]
     log = Path(etdump).parent / RUNNER_LOG
     try:
         with log.open(encoding="utf-8", errors="replace") as handle:

@@ -28,6 +28,9 @@ if TYPE_CHECKING:
 WARMUP_ETDUMP = "warmup.etdp"
 TIMED_ETDUMP = "timed.etdp"
 RUNNER_LOG = "runner.log"
+# Written by the Runner into every run folder after a run: where it ran (TargetInfo) and how (RunSpec),
+# so a tool reading the folder later (pytest-sme2 analyze/compare) knows, e.g., that its time is emulated.
+RUN_FACTS = "run.json"
 OUTPUTS = "outputs.pt"
 # Why time-based checks are skipped on emulated targets (kernels and outputs there are real, time is not).
 EMULATED_TIMING = "emulated timing is not hardware timing"
