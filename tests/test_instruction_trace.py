@@ -69,7 +69,6 @@ def test_counts_of_a_program_with_known_instruction_counts_are_exact(tmp_path: P
     totals = []
     for attempt in range(2):  # and the same again: the count is a property of the program
         log = tmp_path / f"log{attempt}.txt"
-        maps = tmp_path / "maps.txt"
         env = {**os.environ, "QEMU_LD_PREFIX": str(emulation.SYSROOT)}
         subprocess.run([str(STATUS.qemu), "-cpu", "max", *QEMU_LOG_FLAGS, "-D", str(log), str(binary)], env=env,
                        check=True, timeout=120)
