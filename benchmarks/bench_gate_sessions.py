@@ -142,12 +142,19 @@ def main() -> None:
     parser.add_argument("--load-label", default="0")
     parser.add_argument("--work", type=Path, default=Path(".sme2/bench-gate-sessions"))
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--reuse-baselines", action="store_true",
+                        help="keep the baselines an earlier run of this script wrote in --work (no update): the same "
+                             "baselines judged by checks of another design, e.g. -o sme2_processes=1 after 3")
     parser.add_argument("pytest_args", nargs="*", help="more pytest arguments for every session (after --)")
     args = parser.parse_args()
     started = time.time()
     root = args.work.resolve()
-    shutil.rmtree(root / "baselines", ignore_errors=True)
-    result: dict = {"machine": machine(), "background_jobs": args.load_label,
+    if not args.reuse_baselines:
+        shutil.rmtree(root / "baselines", ignore_errors=True)
+    elif not any((root / "baselines").glob("*/*.json")):
+        parser.error(f"--reuse-baselines: no baselines in {root / 'baselines'}")
+    result: dict = {"machine": machine(), "background_jobs": args.load_label, "pytest_args": args.pytest_args,
+                    "reused_baselines": args.reuse_baselines,
                     "load_average_at_start": list(os.getloadavg()), "update": [], "unchanged": [], "changed": {}}
 
     def save() -> None:
@@ -155,7 +162,7 @@ def main() -> None:
         args.out.write_text(json.dumps(result, indent=1))
 
     write_project(root, "base")
-    for attempt in range(2):
+    for attempt in range(0 if args.reuse_baselines else 2):
         update = pytest_session(root, "--sme2-update-baselines", *args.pytest_args)
         result["update"].append(update)
         save()
