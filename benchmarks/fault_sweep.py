@@ -477,6 +477,206 @@ def weak_deep_summary(root: Path) -> subprocess.CompletedProcess[str]:
     return _cli("report", str(root / "s"))
 
 
+# ------------------------------------------- issue 23: the weak list and the output that misleads, as a user meets them
+# A case that checks what it saw prints it on a line starting "seen: " (shown in the outcome column) and marks a bad
+# outcome with a line starting "FAILED:" (the harm column).
+def weak_program_json_umask(root: Path) -> subprocess.CompletedProcess[str]:
+    """23 weak: a session under umask 002 with its own cache dir: program.json must be group-writable (0664)."""
+    _project(root)
+    old = os.umask(0o002)
+    try:
+        result = _pytest(root, "--sme2-no-baselines", "--sme2-cache-dir", "shared-cache")
+    finally:
+        os.umask(old)
+    entries = list((root / "shared-cache").glob("tiny-*/program.json"))
+    if not entries:
+        result.stdout += "\nFAILED: no cache entry with a program.json"
+        return result
+    mode = entries[0].stat().st_mode & 0o777
+    pte = entries[0].with_name("model.pte").stat().st_mode & 0o777
+    result.stdout += f"\nseen: umask 002: program.json {mode:04o}, model.pte {pte:04o}"
+    if mode != 0o664:
+        result.stdout += f"\nFAILED: program.json is {mode:04o}, not 0664 as umask 002 gives"
+    return result
+
+
+def _outside_code_spans(line: str) -> str:
+    """``line`` with escaped backticks and whole code spans (CommonMark: a run of n backticks to the next run of
+    exactly n) removed; what is left is what a renderer reads as markdown and HTML."""
+    line = line.replace("\\`", "")
+    return re.sub(r"(?<!`)(`+)(?!`).*?(?<!`)\1(?!`)", "", line)
+
+
+def weak_markdown_id_with_markup(root: Path) -> subprocess.CompletedProcess[str]:
+    """23 weak: a test id with a backtick and <b>html</b> in summary.md and history.md (escaped, heading intact)."""
+    _project(root, TEST.replace("def test_tiny(", '@pytest.mark.parametrize("c", ["a`b<b>html</b>"])\n'
+                                                  "def test_tiny(c, "))
+    result = _pytest(root, "--sme2-no-baselines", "--sme2-artifacts-dir", "art", "--sme2-history", "h.jsonl")
+    summaries = list((root / "art").glob("session-*/summary.md"))
+    # history.md names a test only at a change point: the session's real record, 24 times, +50% from the 13th on.
+    record = json.loads((root / "h.jsonl").read_text().splitlines()[0]) if (root / "h.jsonl").exists() else {}
+    lines = [json.dumps({**record, "session": f"s{i:02d}", "time": f"2026-11-{i + 1:02d}T00:00:00Z", "quantities": {
+        **record.get("quantities", {}), "median_ms": record.get("quantities", {}).get("median_ms", 1) * (
+            1.5 if i >= 12 else 1)}}) for i in range(24)]
+    (root / "h.jsonl").write_text("\n".join(lines) + "\n")
+    history = _cli("history", str(root / "h.jsonl"), "--out", str(root / "hist"))
+    result.stderr += history.stderr
+    for path in summaries + [root / "hist" / "history.md"]:
+        if not path.exists():
+            result.stdout += f"\nFAILED: no {path.name}"
+            continue
+        lines = [line for line in path.read_text().splitlines() if "html" in line]
+        raw = [line for line in lines if "<b>" in _outside_code_spans(line) or "`" in _outside_code_spans(line)]
+        headings = [line for line in lines if line.startswith("#")]
+        result.stdout += f"\nseen: {path.name}: {len(lines)} line(s) with the id, {len(raw)} with raw markup" + (
+            f"; heading {headings[0]}" if headings else "")
+        if raw or not lines:
+            result.stdout += f"\nFAILED: {path.name}: {(raw or ['the id is missing'])[0]}"
+    return result
+
+
+def weak_sigterm_bisect(root: Path) -> subprocess.CompletedProcess[str]:
+    """23 weak: SIGTERM to `pytest-sme2 bisect` while a step runs: branch checked out again, no bisect left."""
+    repo, marker = root / "repo", root / "step.pid"
+    _project(repo)
+    (repo / ".gitignore").write_text(".sme2/\n__pycache__/\n")
+
+    def git(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=False)
+
+    git("init", "-q", "-b", "main")
+    git("config", "user.email", "sweep@example.com")
+    git("config", "user.name", "sweep")
+    slow = f"\n    import os, pathlib, time\n    pathlib.Path({str(marker)!r}).write_text(str(os.getpid()))\n" \
+           "    time.sleep(300)\n"
+    for subject, body in (("perf test", ""), ("perf test, slow", slow), ("perf test fails", "\n    assert False\n")):
+        (repo / "test_case.py").write_text(textwrap.dedent(TEST) + body)
+        git("add", "-A")
+        git("commit", "-q", "-m", subject)
+    good = git("rev-list", "--max-parents=0", "HEAD").stdout.strip()
+    command = [sys.executable, "-m", "pytest_sme2.cli", "bisect", good, "main", "--out", str(root / "out"), "--",
+               "test_case.py", "-p", "no:cacheprovider", "--sme2-no-baselines"]
+    bisect = subprocess.Popen(command, cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTEST_ADDOPTS": ""})
+    deadline = time.monotonic() + 600
+    while not marker.exists() and bisect.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    mid = (repo / ".git" / "BISECT_START").exists()
+    bisect.send_signal(15)
+    try:
+        out, err = bisect.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        bisect.kill()
+        out, err = bisect.communicate()
+        out += "\nFAILED: pytest-sme2 bisect still ran 120 s after SIGTERM"
+    head = git("rev-parse", "--abbrev-ref", "HEAD").stdout.strip()
+    status = git("status", "--porcelain", "--untracked-files=no").stdout.strip()
+    bisecting = (repo / ".git" / "BISECT_START").exists() or (repo / ".git" / "BISECT_LOG").exists()
+    out += (f"\nseen: signal sent {'mid-bisect (a step running)' if mid and marker.exists() else 'NOT mid-bisect'};"
+            f" after SIGTERM: HEAD {head}, bisect in progress: {'yes' if bisecting else 'no'}, "
+            f"git status: {status or 'clean'}")
+    if head != "main" or bisecting or status or not (mid and marker.exists()):
+        out += "\nFAILED: the repository is not as it was, or the signal did not arrive mid-bisect"
+    if marker.exists():  # the step's pytest must end with the bisect (as tests/test_bisect.py: within 5 s)
+        sys.path.insert(0, str(REPO / "tests"))
+        from helpers_faults import alive, wait_for
+        step = {int(marker.read_text()): "the step's pytest"}
+        wait_for(lambda: not alive(step), timeout=5)
+        for pid in alive(step):
+            out += f"\nFAILED: the step's pytest {pid} still runs 5 s after the bisect ended"
+            os.kill(pid, 9)
+    return subprocess.CompletedProcess(command, bisect.returncode, out, err)
+
+
+def weak_history_cli_folder(root: Path) -> subprocess.CompletedProcess[str]:
+    """23 weak: `pytest-sme2 history` given a folder (was called "does not exist")."""
+    (root / "hdir").mkdir()
+    result = _cli("history", str(root / "hdir"), "--out", str(root / "out"))
+    if "does not exist" in result.stdout + result.stderr:
+        result.stdout += "\nFAILED: a folder is called \"does not exist\""
+    return result
+
+
+def output_baseline_before_first_commit(root: Path) -> subprocess.CompletedProcess[str]:
+    """23 output: a baseline recorded in a git repository with no commits yet, then a session it fails."""
+    _project(root)
+    subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+    record = _pytest(root, "--sme2-update-baselines", "--sme2-accept-noisy-baselines")
+    # The terminal names when a baseline was recorded in a failure's baseline block: a variant it lacks, required.
+    result = _pytest(root, "--sme2-threads=2", "-o", "sme2_baseline_missing=fail")
+    files = list((root / "baselines").rglob("*.json"))
+    recorded = json.loads(files[0].read_text()).get("recorded") if files else None
+    said = [line.strip() for line in (record.stdout + result.stdout).splitlines() if "recorded" in line]
+    if not said:
+        result.stdout += "\nFAILED: the terminal never says when the baseline was recorded"
+    result.stdout += f"\nseen: baseline file recorded {json.dumps(recorded)}" + (
+        f"; terminal: {said[0]}" if said else "")
+    if not files or "commit ?" in record.stdout + result.stdout + (files[0].read_text() if files else ""):
+        result.stdout += "\nFAILED: no baseline, or it says \"at commit ?\""
+    return result
+
+
+def _pytest_verbosity(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """pytest at the verbosity given (no -q), its output into a pipe as in a CI log."""
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--sme2-no-baselines", *args],
+                          cwd=root, capture_output=True, text=True, timeout=900, check=False,
+                          env={**os.environ, "PYTEST_ADDOPTS": ""})
+
+
+TWO_TESTS = TEST.replace("def test_tiny(", '@pytest.mark.parametrize("c", [1, 2])\ndef test_tiny(c, ')
+
+
+def output_progress_pipe(root: Path) -> subprocess.CompletedProcess[str]:
+    """23 output: two tests at default verbosity into a pipe: the result letters stay on pytest's one line."""
+    _project(root, TWO_TESTS)
+    result = _pytest_verbosity(root)
+    line = [line for line in result.stdout.splitlines() if line.startswith("test_case.py")]
+    result.stdout += f"\nseen: {' '.join(line[0].split()) if line else 'no test_case.py line'} (spaces squeezed)"
+    if not re.fullmatch(r"test_case\.py \.\. +\[100%\]", line[0] if line else ""):
+        result.stdout += "\nFAILED: the result letters are not one line `test_case.py .. [100%]`"
+    return result
+
+
+HEAVY = ("import torch\ndef get_eager_model():\n    torch.manual_seed(0)\n    return torch.nn.Sequential("
+         "torch.nn.Conv2d(3, 32, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(32, 32, 3, padding=1), "
+         "torch.nn.ReLU(), torch.nn.Conv2d(32, 32, 3, padding=1)).eval()\n"
+         "def get_example_inputs():\n    return (torch.ones(1, 3, 128, 128),)\n")
+
+
+def output_progress_verbose(root: Path) -> subprocess.CompletedProcess[str]:
+    """23 output: -v on a model of some ms per run, 40 runs: `sme2: running ... run i/40` lines and the PASSED line."""
+    _project(root, TEST.replace('"tiny"', '"heavy"'))
+    (root / "models" / "heavy.py").write_text(HEAVY)
+    result = _pytest_verbosity(root, "-v", "--sme2-runs=40")
+    running = [line for line in result.stdout.splitlines() if line.startswith("sme2: running")]
+    runs = [line for line in running if re.search(r" run \d+/40$", line)]
+    passed = [line for line in result.stdout.splitlines() if re.match(r"test_case\.py::test_tiny PASSED", line)]
+    result.stdout += (f"\nseen: {len(running)} `sme2: running` line(s), {len(runs)} of them `run i/40`"
+                      + (f", e.g. {runs[0]!r}" if runs else "") + f"; {len(passed)} PASSED line(s)")
+    if not runs or len(passed) != 1:
+        result.stdout += "\nFAILED: no `sme2: running ... run i/40` line, or the test's PASSED line is missing"
+    return result
+
+
+def output_one_emulated_run(root: Path) -> subprocess.CompletedProcess[str]:
+    """23 output: one emulated run of the tiny model: no latency interval or CV of one run, operators sorted."""
+    _project(root)
+    result = _pytest(root, "--sme2-no-baselines", "--sme2-target=emulated", "--sme2-runs=1", "-rA")
+    lines = result.stdout.splitlines()
+    measure = [line.strip() for line in lines if re.search(r"E2E|per inference", line)]
+    bad = [line.strip() for line in lines if re.search(r"95% CI [\d.]+|CV [\d.]+%", line)]
+    heading = next((i for i, line in enumerate(lines) if "heaviest operators" in line), None)
+    shares = [float(m.group(1)) for line in (lines[heading + 1:] if heading is not None else [])
+              if (m := re.match(r"\s+([\d.]+)%\s", line))] if heading is not None else []
+    result.stdout += (f"\nseen: {measure[0] if measure else 'no E2E or per-inference line'}; "
+                      f"{lines[heading].strip() if heading is not None else 'no operator list'} "
+                      f"{', '.join(f'{v}%' for v in shares)}")
+    if bad:
+        result.stdout += f"\nFAILED: an interval or CV of one emulated run: {bad[0]}"
+    if not shares or shares != sorted(shares, reverse=True):
+        result.stdout += "\nFAILED: the heaviest operators are missing or not sorted"
+    return result
+
 CASES: list[tuple[str, Callable[[Path], subprocess.CompletedProcess[str]]]] = [
     ("13.2 ids that clean alike (a/b, a_b)", weird_ids),
     ("13.3 baseline with shares: \"abc\"", malformed_baseline),
@@ -520,6 +720,14 @@ CASES: list[tuple[str, Callable[[Path], subprocess.CompletedProcess[str]]]] = [
     ("23 weak compare ETDumps of two different programs", weak_compare_two_programs),
     ("23 weak history: a damaged line, NaN values around a +50% step", weak_history_bad_line_and_nan),
     ("23 weak report: summary.json nested 200000 deep", weak_deep_summary),
+    ("23 weak program.json honours the umask (002, own cache dir)", weak_program_json_umask),
+    ("23 weak markdown report: a test id with a backtick and `<b>html</b>`", weak_markdown_id_with_markup),
+    ("23 weak SIGTERM to pytest-sme2 bisect mid-step", weak_sigterm_bisect),
+    ("23 weak pytest-sme2 history given a folder", weak_history_cli_folder),
+    ("23 output baseline recorded before the first commit", output_baseline_before_first_commit),
+    ("23 output progress, default verbosity into a pipe, two tests", output_progress_pipe),
+    ("23 output progress with -v, 40 runs of some ms each", output_progress_verbose),
+    ("23 output one emulated run (--sme2-runs=1): no interval/CV, operators sorted", output_one_emulated_run),
 ]
 
 
@@ -555,11 +763,12 @@ def main() -> None:
                          "traceback": "Traceback (most recent call last)" in text,
                          "harm": harmed or "FAILED:" in result.stdout,
                          "seconds": round(time.monotonic() - started, 1),
-                         "extra": [line for line in result.stdout.splitlines() if line.startswith("baseline files:")]})
+                         "extra": [line for line in result.stdout.splitlines()
+                                   if line.startswith(("baseline files:", "seen: ", "FAILED: "))]})
         print(f"{rows[-1]['case']}: {rows[-1]['outcome']}", file=sys.stderr)
     print("| case | outcome | message the user sees | traceback | harm |\n|---|---|---|---|---|")
     for row in rows:
-        extra = f" ({row['extra'][0]})" if row["extra"] else ""
+        extra = "".join(f" ({line.removeprefix('seen: ')})" for line in row["extra"]).replace("|", "/")
         print(f"| {row['case']} | {row['outcome']}{extra} | `{row['message'].replace('|', '/')}` | "
               f"{'YES' if row['traceback'] else 'no'} | {'YES' if row['harm'] else 'no'} |")
     if args.out:

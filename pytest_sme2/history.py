@@ -125,7 +125,7 @@ class Change:
     index: int  # position of the session in the series
 
     def __str__(self) -> str:
-        commit = (self.commit or "unknown commit")[:12]
+        commit = self.commit[:12] if self.commit else "unknown commit"
         return (f"{self.test} [{self.variant}, {self.target}] {self.quantity}: {self.before:.6g} -> {self.after:.6g} "
                 f"from session {self.session} ({self.time}, {commit})")
 

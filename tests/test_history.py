@@ -47,6 +47,15 @@ def test_a_step_change_is_flagged_at_the_session_it_began(tmp_path: Path) -> Non
     assert step.commit == f"{STEP_AT:040x}"  # the first commit of the new level: where to start bisecting
 
 
+
+def test_a_change_at_a_session_without_a_commit_says_unknown_commit_whole() -> None:
+    """Issue 23 (output): a session outside git (or before the first commit) was printed as
+    "(..., unknown comm)": the 12-character cut of a commit id was applied to the words."""
+    change = history.Change("t.py::test_m", "v", "host", "median_ms", "s12", "2026-11-13", None, 1.0, 1.5, 12)
+    assert str(change).endswith("(2026-11-13, unknown commit)")
+    assert str(history.Change(*[*change.__dict__.values()][:6], "ab" * 20, 1.0, 1.5, 12)).endswith(
+        "(2026-11-13, " + "ab" * 6 + ")")
+
 def test_emulated_time_is_never_kept_as_latency(tmp_path: Path) -> None:
     path = tmp_path / "history.jsonl"
     _synthetic(path, sessions=3)
