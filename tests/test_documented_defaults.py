@@ -1,7 +1,8 @@
-"""The run-count defaults the user reads (README, `pytest --help`, session.py) are the ones the code uses.
+"""The run-count defaults the user reads (docs/options.md, the README, `pytest --help`, session.py) are the ones the code uses.
 
 Issue 13, case 10: the README and session.py said 20 timed runs while RunSpec used 40. The numbers
-here are read from the code (RunSpec, EmulatedTarget), never copied into the test.
+here are read from the code (RunSpec, EmulatedTarget), never copied into the test. The options
+table lives in docs/options.md; the run-settings paragraph in the README.
 """
 
 from __future__ import annotations
@@ -15,11 +16,12 @@ from pytest_sme2.targets import EmulatedTarget, RunSpec
 from conftest import REPO
 
 README = (REPO / "README.md").read_text(encoding="utf-8")
+OPTIONS = (REPO / "docs" / "options.md").read_text(encoding="utf-8")
 
 
 def _option_row(option: str) -> str:
-    row = next((line for line in README.splitlines() if line.startswith(f"| `{option}`")), None)
-    assert row is not None, f"README's options table has no row for {option}"
+    row = next((line for line in OPTIONS.splitlines() if line.startswith(f"| `{option}`")), None)
+    assert row is not None, f"docs/options.md's options table has no row for {option}"
     return row
 
 
@@ -29,7 +31,15 @@ def _option_row(option: str) -> str:
 ])
 def test_options_table_states_the_code_defaults(option: str, hardware: int, emulated: int) -> None:
     default = _option_row(option).rsplit("|", 2)[1].strip()
-    assert default == f"{hardware} (emulated: {emulated})", f"README row of {option}: {default!r}"
+    assert default == f"{hardware} (emulated: {emulated})", f"docs/options.md row of {option}: {default!r}"
+
+
+def test_the_options_table_is_written_once() -> None:
+    """The README links to docs/options.md rather than keeping a second table that could drift."""
+    pages = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    holding = [path.name for path in pages
+               if any(line.startswith("| `--sme2-runs`") for line in path.read_text(encoding="utf-8").splitlines())]
+    assert holding == ["options.md"], holding
 
 
 def test_run_settings_paragraph_states_the_code_defaults() -> None:

@@ -27,7 +27,7 @@ def _taught_imports() -> list[tuple[str, str]]:
 
 def test_every_import_the_docs_teach_is_public() -> None:
     taught = _taught_imports()
-    assert ("pytest_sme2.report", "build_record") in taught  # the reader finds the README's example
+    assert ("pytest_sme2.report", "build_record") in taught  # the reader finds the example of docs/profile.md
     names = [(module, name) for module, name in taught if f"{module}.{name}" not in PUBLIC_MODULES]
     private = sorted({f"{module}.{name}" for module, name in names
                       if module not in PUBLIC_MODULES or name not in importlib.import_module(module).__all__})

@@ -1,6 +1,6 @@
 """Reports people read, one job per module (docs/design.md lists them).
 
-Public here, for reports of profiles made outside pytest (README "Reports without pytest"):
+Public here, for reports of profiles made outside pytest (docs/profile.md, "A Profile without pytest"):
 ``build_record`` (Profiles of one test -> its record), ``session_summary`` (records -> summary.json's
 document) and ``write_session`` (that document -> summary.json, summary.md and report.html). Everything
 else in this folder is private; they are loaded on first use, so importing a report module stays cheap.

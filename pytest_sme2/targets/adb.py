@@ -325,7 +325,7 @@ class AdbTarget:
                 return check_runner(path, role, arch=arch)
             except UsageError as exc:
                 raise UsageError(f"{exc}. The {where}: pass an Android build of the runner with --sme2-runner "
-                                 "(see the README's 'Building for Android')") from None
+                                 "(see 'Building for Android' in docs/targets.md)") from None
         path = Path(path)
         if not path.is_file():
             raise UsageError(f"{role} {path} does not exist; build libsme2_mask.so for the device or fix the path")

@@ -194,7 +194,7 @@ class LocalTarget:
         system = self.info.details.get("system")
         if system != "Linux":
             raise UsageError(f"kernel sampling on {system} is not supported yet (Linux perf and Android simpleperf "
-                             "are); README 'Kernel time' says what is known of macOS samplers")
+                             "are); docs/kernel_time.md says what is known of macOS samplers")
         return PerfSampler.here(period_ns)
 
     def run(self, pte: Path, inputs: Path | None, spec: RunSpec, out_dir: Path,
