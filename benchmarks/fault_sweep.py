@@ -677,6 +677,78 @@ def output_one_emulated_run(root: Path) -> subprocess.CompletedProcess[str]:
         result.stdout += "\nFAILED: the heaviest operators are missing or not sorted"
     return result
 
+ON_OFF = """
+import pytest
+
+@pytest.mark.model("tiny")
+def test_on_off(exported_pte, runner, etdump_profile):
+    etdump_profile(exported_pte, runner(sme2=True))
+    etdump_profile(exported_pte, runner(sme2=False))
+"""
+
+
+def _emulated_on_off(root: Path) -> tuple[subprocess.CompletedProcess[str], Path, Path]:
+    """An emulated session of the tiny model with SME2 on and off: (its result, on's ETDump, off's ETDump)."""
+    _project(root, ON_OFF)
+    result = _pytest(root, "--sme2-no-baselines", "--sme2-target=emulated", "--sme2-runs=1")
+    found = {kind: sorted(root.glob(f".sme2/artifacts/session-*/*/*-emulated_sme2_{kind}_*/timed.etdp"))
+             for kind in ("on", "off")}
+    if not found["on"] or not found["off"]:
+        result.stdout += "\nFAILED: the emulated session left no ETDumps of SME2 on and off"
+        return result, root / "missing-on.etdp", root / "missing-off.etdp"
+    return result, found["on"][0], found["off"][0]
+
+
+def output_compare_emulated(root: Path) -> subprocess.CompletedProcess[str]:
+    """23 output: pytest-sme2 compare of emulated ETDumps (SME2 off, on): no emulator milliseconds as a headline."""
+    session, on, off = _emulated_on_off(root)
+    if "FAILED:" in session.stdout:
+        return session
+    result = _cli("compare", str(off), str(on))
+    ms = [line for line in result.stdout.splitlines() if re.search(r"\d ms\b|median [\d.]+ ms", line)]
+    headline = next((line for line in result.stdout.splitlines() if "B against A" in line or "speed" in line), "")
+    result.stdout += f"\nseen: {headline.strip()[:160] or 'no headline'}"
+    if ms:
+        result.stdout += f"\nFAILED: emulator milliseconds shown: {ms[0].strip()[:120]}"
+    return result
+
+
+def output_analyze_emulated(root: Path) -> subprocess.CompletedProcess[str]:
+    """23 output: pytest-sme2 analyze of an emulated run: instructions, operators sorted by them, no ms."""
+    session, on, _ = _emulated_on_off(root)
+    if "FAILED:" in session.stdout:
+        return session
+    result = _cli("analyze", str(on))
+    text = result.stdout
+    top = text.split("top operators:")[1].split("portable operators:")[0] if "top operators:" in text else ""
+    shares = [float(m) for m in re.findall(r"([\d.]+)%\s*$", top, re.MULTILINE)]
+    result.stdout += (f"\nseen: top operators by {'instructions' if 'instructions' in top else 'something else'}, "
+                      f"shares {', '.join(f'{v}%' for v in shares[:5])}")
+    if " ms" in text.split("categories:")[-1] or not shares or shares != sorted(shares, reverse=True):
+        result.stdout += "\nFAILED: emulator ms shown, or operators missing or unsorted"
+    return result
+
+
+def output_html_page(root: Path) -> subprocess.CompletedProcess[str]:
+    """23 output: the pytest-html page of a passing perf test: the plugin's table on top (passed rows open
+    collapsed), the session report linked, and the SME path named apart from SME instruction shares."""
+    _project(root)
+    result = _pytest(root, "--sme2-no-baselines", "--html=report.html", "--self-contained-html")
+    page = (root / "report.html").read_text(errors="replace") if (root / "report.html").exists() else ""
+    start = page.find("pytest-sme2: performance summary")
+    top = page[start:page.find("</div>", start)] if start >= 0 else ""
+    linked = bool(re.search(r'href="[^"]*session-[^"]*/report\.html"', top))
+    names = sorted(set(re.findall(r"SME (?:path|instructions|share)[^<:(]{0,30}", page)))
+    result.stdout += (f"\nseen: summary block on top: {'yes' if top else 'no'}, test_tiny in it: "
+                      f"{'yes' if 'test_tiny' in top else 'no'}, session report linked: {'yes' if linked else 'no'}; "
+                      f"SME names: {'; '.join(n.strip() for n in names[:4])}")
+    if not top or "test_tiny" not in top or not linked:
+        result.stdout += "\nFAILED: the page hides the plugin's numbers behind collapsed rows or does not link the report"
+    if any(n.startswith("SME share") for n in names):
+        result.stdout += "\nFAILED: \"SME share\" beside \"SME path\": two metrics with nearly one name"
+    return result
+
+
 CASES: list[tuple[str, Callable[[Path], subprocess.CompletedProcess[str]]]] = [
     ("13.2 ids that clean alike (a/b, a_b)", weird_ids),
     ("13.3 baseline with shares: \"abc\"", malformed_baseline),
@@ -728,6 +800,9 @@ CASES: list[tuple[str, Callable[[Path], subprocess.CompletedProcess[str]]]] = [
     ("23 output progress, default verbosity into a pipe, two tests", output_progress_pipe),
     ("23 output progress with -v, 40 runs of some ms each", output_progress_verbose),
     ("23 output one emulated run (--sme2-runs=1): no interval/CV, operators sorted", output_one_emulated_run),
+    ("23 output compare of emulated ETDumps, SME2 off vs on", output_compare_emulated),
+    ("23 output analyze of an emulated run", output_analyze_emulated),
+    ("23 output pytest-html page of a passing perf test", output_html_page),
 ]
 
 
