@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from .safe_files import write_file
+from .safe_files import append_lines, write_file
 from .errors import UsageError
 
 STEPS = "steps.jsonl"
@@ -231,8 +231,8 @@ def _step_command(out_dir: Path, role: str, pytest_args: list[str]) -> list[str]
 
 
 def _append(log: Path, text: str) -> None:
-    with open(log, "a", encoding="utf-8") as handle:
-        handle.write(text)
+    """A step's output at the end of the bisect log (its own lines; never written through a link)."""
+    append_lines(log, text.splitlines() or [""], sync=False)
 
 
 def _read_steps(out_dir: Path) -> list[dict]:
@@ -300,8 +300,7 @@ def step(out_dir: Path, pytest_args: list[str], role: str = "bisect") -> int:
     record = {"step": number, "role": role, "commit": commit, "subject": subject, "verdict": verdict, "reason": why,
               "pytest_exit": done.returncode, "pytest_summary": summary[-1] if summary else "",
               "seconds": round(time.monotonic() - started, 1), "artifacts": str(session_root)}
-    with open(out_dir / STEPS, "a", encoding="utf-8") as handle:
-        handle.write(json.dumps(record) + "\n")
+    append_lines(out_dir / STEPS, [json.dumps(record)])
     print(step_line(record))
     return code
 

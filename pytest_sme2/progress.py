@@ -34,6 +34,9 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
+from .errors import StorageError
+from .safe_files import append_lines
+
 LOG_NAME = "progress.log"
 _KEY = pytest.StashKey["Progress"]()
 
@@ -56,10 +59,9 @@ class Progress:
         if path is not None:
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
-                with path.open("a", encoding="utf-8") as log:
-                    who = self._worker or f"pid {os.getpid()}"
-                    log.write(f"{time.strftime('%H:%M:%S')} [{who}] {text}\n")
-            except OSError:
+                who = self._worker or f"pid {os.getpid()}"
+                append_lines(path, [f"{time.strftime('%H:%M:%S')} [{who}] {text}"], sync=False)
+            except (OSError, StorageError):
                 pass  # progress is a courtesy; a full disk fails the artifacts, not the test
         reporter = self._reporter()
         if reporter is None:

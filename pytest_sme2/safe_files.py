@@ -76,10 +76,11 @@ def open_no_follow(path: str | os.PathLike[str], flags: int, mode: int = 0o666) 
         raise
 
 
-def append_lines(path: str | os.PathLike[str], lines: list[str]) -> None:
-    """Append whole text lines to ``path`` (created if missing) and flush them to disk. A file whose
-    last line has no newline (cut short by a crash or ``head -c``) gets one first, so the damaged
-    line stays one line and never swallows the first new record (history files)."""
+def append_lines(path: str | os.PathLike[str], lines: list[str], *, sync: bool = True) -> None:
+    """Append whole text lines to ``path`` (created if missing, never through a link) and, with ``sync``,
+    flush them to disk (records; a log written twice a second skips it). A file whose last line has no
+    newline (cut short by a crash or ``head -c``) gets one first, so the damaged line stays one line and
+    never swallows the first new record (history files)."""
     text = "".join(line if line.endswith("\n") else line + "\n" for line in lines)
     handle = open_no_follow(path, os.O_RDWR | os.O_CREAT | os.O_APPEND)
     with os.fdopen(handle, "r+b") as out:
@@ -92,7 +93,8 @@ def append_lines(path: str | os.PathLike[str], lines: list[str]) -> None:
                 text = "\n" + text
         out.write(text.encode("utf-8"))
         out.flush()
-        os.fsync(out.fileno())
+        if sync:
+            os.fsync(out.fileno())
 
 
 def private_folder(path: str | os.PathLike[str]) -> Path:

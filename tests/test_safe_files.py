@@ -114,3 +114,23 @@ def test_device_claim_in_its_private_folder_refuses_a_link(tmp_path: Path, monke
     claim = _DeviceClaim.try_claim(("127.0.0.1", 5037), "X")
     assert claim is not None and _DeviceClaim.try_claim(("127.0.0.1", 5037), "X") is None
     claim.release()
+
+
+def test_progress_log_is_never_written_through_a_link(tmp_path: Path) -> None:
+    """A progress.log planted as a link in a session folder: the line is dropped, the link's target untouched."""
+    from types import SimpleNamespace
+
+    from pytest_sme2.progress import LOG_NAME, Progress
+
+    victim = tmp_path / "victim"
+    victim.write_text("DATA\n")
+    session = tmp_path / "session"
+    session.mkdir()
+    (session / LOG_NAME).symlink_to(victim)
+    config = SimpleNamespace(pluginmanager=SimpleNamespace(get_plugin=lambda name: None))
+    Progress(config, lambda: session).say("sme2: exporting tiny fp32-xnnpack ...")  # type: ignore[arg-type]
+    assert victim.read_text() == "DATA\n"
+    honest = tmp_path / "honest"
+    honest.mkdir()
+    Progress(config, lambda: honest).say("sme2: exporting tiny fp32-xnnpack ...")  # type: ignore[arg-type]
+    assert (honest / LOG_NAME).read_text().endswith("sme2: exporting tiny fp32-xnnpack ...\n")
