@@ -50,12 +50,19 @@ def environment() -> dict[str, str]:
     return env
 
 
+def _sigint_default() -> None:
+    """In the child before exec: SIGINT back to its default, as in a pytest started from a terminal. One started
+    from a background job of a non-interactive shell (`make test &`) inherits SIGINT ignored, and would then
+    never see the Ctrl-C the interrupt tests send."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start_pytest(project: Path, *args: str, prefix: Iterable[str] = ()) -> subprocess.Popen:
     """An inner pytest in its own session (like a job started from a shell), output in ``project/out.txt``."""
     out = open(project / "out.txt", "wb")
     try:
         process = subprocess.Popen(pytest_command(*args, prefix=prefix), cwd=project, env=environment(), stdout=out,
-                                   stderr=subprocess.STDOUT, start_new_session=True)
+                                   stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_sigint_default)
     finally:
         out.close()
     process.output_path = project / "out.txt"  # type: ignore[attr-defined]  # for interrupt()'s diagnosis
