@@ -1,0 +1,31 @@
+"""Export error reporting: torch's trace log stays out of pytest's captured log."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_sme2 import ExportError, Recipe
+
+
+def test_torch_trace_records_never_reach_the_root_logger_during_an_export(caplog: pytest.LogCaptureFixture) -> None:
+    """Even if something sets the torch.__trace logger propagating mid-export (seen once in CI: pytest printed
+    its DEBUG records under a failing test), the records go to the export's error detail, not to pytest's log."""
+    import logging
+
+    import types
+
+    from pytest_sme2.export import _reporting
+    from pytest_sme2.registry import Model
+
+    trace = logging.getLogger("torch.__trace")
+    before = trace.propagate
+    model = Model(name="m", module=types.ModuleType("m"), source_path=None)
+    with caplog.at_level(logging.DEBUG):
+        with pytest.raises(ExportError) as info:
+            with _reporting(model, Recipe()):
+                trace.propagate = True
+                trace.debug("a trace record")
+                raise ValueError("broken")
+    assert "a trace record" not in caplog.text
+    assert "a trace record" in info.value.detail
+    assert trace.propagate is before
