@@ -499,12 +499,16 @@ class _Keep(logging.Handler):
         self.take(record)
 
     def take(self, record: logging.LogRecord) -> bool:
-        """Keep the record for the error's detail; False: the logger handles it no further (never propagates:
-        a CI run once printed these records under a later test although propagate had been set False)."""
+        """The logger's filter: keep the record for the error's detail and hand it to the logger's other own
+        handlers (torch's trace file when TORCH_TRACE is set), then return False so that it goes no further
+        (a CI run once printed these records under a later test although propagate had been set False)."""
         try:
             self.records.append(f"{record.levelname} {record.name}: {record.getMessage()}")
         except Exception:  # a record that cannot format itself is not worth failing an export over
             pass
+        for handler in logging.getLogger(_TORCH_TRACE).handlers:
+            if handler is not self and record.levelno >= handler.level:
+                handler.handle(record)
         return False
 
 

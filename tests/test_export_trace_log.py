@@ -29,3 +29,28 @@ def test_torch_trace_records_never_reach_the_root_logger_during_an_export(caplog
     assert "a trace record" not in caplog.text
     assert "a trace record" in info.value.detail
     assert trace.propagate is before
+
+
+def test_torch_s_own_trace_handler_still_gets_the_records_during_an_export() -> None:
+    """TORCH_TRACE users keep their trace file: the logger's own handlers are still called."""
+    import logging
+    import types
+
+    from pytest_sme2.export import _reporting
+    from pytest_sme2.registry import Model
+
+    seen: list[str] = []
+
+    class Own(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append(record.getMessage())
+
+    trace = logging.getLogger("torch.__trace")
+    own = Own(logging.DEBUG)
+    trace.addHandler(own)
+    try:
+        with _reporting(Model(name="m", module=types.ModuleType("m"), source_path=None), Recipe()):
+            trace.debug("for the trace file")
+    finally:
+        trace.removeHandler(own)
+    assert seen == ["for the trace file"]
