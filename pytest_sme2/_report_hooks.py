@@ -52,8 +52,7 @@ def _records(config: pytest.Config) -> dict[str, dict[str, Any]]:
 def _write_csvs(entry: dict[str, Any]) -> None:
     """The kit-compatible CSVs of one profile, in its run folder next to its ETDumps; paths go into the entry."""
     from .report.csv_export import write_csvs, write_kernels_csv
-    from .session import kit_variant
-    from .session import copy_artifact, slug
+    from .session import copy_artifact, kit_variant, slug
 
     etdump = entry.get("artifacts", {}).get("timed_etdump")
     if not etdump:

@@ -496,7 +496,8 @@ class _Keep(logging.Handler):
         self.records = records
 
     def emit(self, record: logging.LogRecord) -> None:
-        self.take(record)
+        """Never reached: the filter ``take`` keeps every record and stops it before the handlers. The handler
+        is attached only because torch logs its trace records while the logger has one."""
 
     def take(self, record: logging.LogRecord) -> bool:
         """The logger's filter: keep the record for the error's detail and hand it to the logger's other own
