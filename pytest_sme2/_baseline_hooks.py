@@ -17,7 +17,6 @@ test reports and ``workeroutput``; the controller prints the summary.
 from __future__ import annotations
 
 import shlex
-import warnings
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,36 +24,14 @@ from typing import Any
 
 import pytest
 
-from .safe_files import write_file
-from . import _storage, baselines, findings, verdicts
-from .errors import MissingBaselineWarning, Sme2Error, UsageError
-from .session import slug
-from .targets.base import DEFAULT_TIMEOUT_S
+from . import _storage, baselines, gate, options, verdicts
+from .errors import Sme2Error, UsageError
+from .gate import MISSING_POLICIES
 
-MISSING_POLICIES = ("fail", "skip", "warn")
-MARKER = (
-    "baseline(latency=None, shares=None, coverage=None, sme_path=None, alpha=None, instructions=None, "
-    "op_instructions=None, memory=None, min_effect_ms=None, missing=None, enabled=True): per-test baseline tolerances and policy "
-    "for the regression gate (enabled=False turns the gate off for this test)"
-)
-_MARKER_KEYS = ("latency", "shares", "coverage", "sme_path", "alpha", "instructions", "op_instructions",
-                "memory", "min_effect_ms", "missing", "enabled")
+_MARKER_KEYS = (*options.marker_arguments("baseline"), "enabled")
+MARKER = (f"baseline({', '.join(f'{k}=None' for k in _MARKER_KEYS[:-1])}, enabled=True): per-test baseline "
+          "tolerances and policy for the regression gate (enabled=False turns the gate off for this test)")
 _USED = "sme2_baseline"  # report user property: what this test did with its baseline
-_INI_TOLERANCES = {
-    "latency": ("sme2_baseline_tolerance", "relative latency change allowed (0.10 = 10% slower)"),
-    "shares": ("sme2_baseline_share_tolerance", "category share change allowed, in share points (0.05)"),
-    "coverage": ("sme2_baseline_coverage_tolerance", "delegation coverage drop allowed, in share points (0.02)"),
-    "sme_path": ("sme2_baseline_sme_path_tolerance", "SME path share drop allowed, in share points (0.05)"),
-    "alpha": ("sme2_baseline_alpha", "significance level of every per-run test (Mann-Whitney U, 0.001)"),
-    "min_effect_ms": ("sme2_baseline_min_effect_ms",
-                      "smallest latency change in ms per run that can fail a test (0.02; for tiny models)"),
-    "instructions": ("sme2_baseline_instruction_tolerance", "relative instruction-count change allowed (0.005)"),
-    "memory": ("sme2_baseline_memory_tolerance", "relative growth of the program's planned memory allowed (0)"),
-    "op_instructions": ("sme2_baseline_op_instruction_tolerance",
-                        "relative change of one operator's counted instructions allowed (emulated target, 0.02)"),
-}
-
-
 @dataclass
 class _GateConfig:
     root: Path
@@ -76,65 +53,32 @@ class _GateConfig:
 
 _GATE_KEY = pytest.StashKey[_GateConfig]()
 _ITEM_KEY = pytest.StashKey[dict]()
+_INPUT_KEY = pytest.StashKey[dict]()  # what check_file judged: kept in summary.json for `pytest-sme2 check`
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("sme2")
-    group.addoption("--sme2-update-baselines", action="store_true", default=False,
-                    help="write or refresh the stored baselines of the tests that run (like --snapshot-update)")
-    group.addoption("--sme2-metric", default=None, choices=verdicts.METRICS,
-                    help="what the regression gate compares: latency (default; tolerance plus significance) or "
-                         "instructions (callgrind instructions per inference; deterministic, for shared CI)")
-    group.addoption("--sme2-accept-noisy-baselines", action="store_true", default=False,
-                    help="with --sme2-update-baselines: write baselines even when their runs fail the quality check "
-                         "(too many disturbed runs, a wide or unstable median); the file records that")
-    group.addoption("--sme2-benchmark-emulated", action="store_true", default=False,
-                    help="also record emulated-target profiles as pytest-benchmark results (their time is the "
-                         "emulator's; off by default so benchmark tables show hardware time only)")
-    group.addoption("--sme2-baselines-dir", default=None, help="where baselines live (default: ini sme2_baselines_dir)")
-    group.addoption("--sme2-no-baselines", action="store_true", default=False,
-                    help="turn the baseline gate off for this run")
-    parser.addini("sme2_baselines_dir", "baselines folder, relative to the rootdir", default="baselines")
-    parser.addini("sme2_baselines", "check every profile against its stored baseline", type="bool", default=True)
-    parser.addini("sme2_baseline_missing", "when a test has no baseline: fail | skip | warn", default="fail")
-    parser.addini("sme2_metric", "default --sme2-metric: latency | instructions", default="latency")
-    parser.addini("sme2_instruction_inferences", "inferences per callgrind run of the instruction metric",
-                  default="10")
-    defaults = verdicts.Tolerances()
-    for key, (name, text) in _INI_TOLERANCES.items():
-        parser.addini(name, text, default=str(getattr(defaults, key)))
-
-
-def _number(config: pytest.Config, name: str, cast: type) -> Any:
-    value = config.getini(name)
+def _setting(config: pytest.Config, name: str) -> Any:
+    """A setting's checked value from the one table (options.py); a bad one is a usage error."""
     try:
-        return cast(value)
-    except (TypeError, ValueError):
-        raise pytest.UsageError(f"{name} = {value!r} is not a valid {cast.__name__}") from None
+        return options.value(config, name)
+    except Sme2Error as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER)
-    missing = config.getini("sme2_baseline_missing").strip()
-    if missing not in MISSING_POLICIES:
-        raise pytest.UsageError(f"sme2_baseline_missing = {missing!r}; choose one of {', '.join(MISSING_POLICIES)}")
-    metric = config.getoption("sme2_metric") or config.getini("sme2_metric").strip()
-    if metric not in verdicts.METRICS:
-        raise pytest.UsageError(f"sme2_metric = {metric!r}; choose one of {', '.join(verdicts.METRICS)}")
     try:
-        tolerances = verdicts.Tolerances(**{k: _number(config, name, float) for k, (name, _) in _INI_TOLERANCES.items()})
+        tolerances = verdicts.Tolerances(**{field: _setting(config, ini) for field, ini in options.TOLERANCE_KEYS.items()})
     except Sme2Error as exc:
         raise pytest.UsageError(str(exc)) from None
-    root = Path(config.getoption("sme2_baselines_dir") or config.getini("sme2_baselines_dir")).expanduser()
     config.stash[_GATE_KEY] = _GateConfig(
-        root=root if root.is_absolute() else config.rootpath / root,
-        update=config.getoption("sme2_update_baselines"),
-        accept_noisy=config.getoption("sme2_accept_noisy_baselines"),
-        metric=metric,
-        missing=missing,
-        enabled=config.getini("sme2_baselines") and not config.getoption("sme2_no_baselines"),
+        root=options.resolve_path(config, "baselines_dir"),
+        update=_setting(config, "update_baselines"),
+        accept_noisy=_setting(config, "accept_noisy_baselines"),
+        metric=_setting(config, "metric"),
+        missing=_setting(config, "baseline_missing"),
+        enabled=_setting(config, "baselines"),
         tolerances=tolerances,
-        inferences=_number(config, "sme2_instruction_inferences", int),
+        inferences=_setting(config, "instruction_inferences"),
     )
     if getattr(config, "workerinput", None) is None:  # the controller (or a plain run) prints the summary
         config.pluginmanager.register(_Summary(config.stash[_GATE_KEY]), "sme2-baseline-summary")
@@ -142,11 +86,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     """An update that could not write its files stops before the first test, not after the last."""
-    gate = session.config.stash.get(_GATE_KEY, None)
-    if gate is None or not gate.update or not gate.enabled or getattr(session.config, "workerinput", None):
+    settings = session.config.stash.get(_GATE_KEY, None)
+    if settings is None or not settings.update or not settings.enabled or getattr(session.config, "workerinput", None):
         return
     try:
-        _storage.check_writable(gate.place)
+        _storage.check_writable(settings.place)
     except Sme2Error as exc:
         raise pytest.UsageError(str(exc)) from None
 
@@ -169,10 +113,10 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node: Any, error: Any) -> None:
-    gate = node.config.stash.get(_GATE_KEY, None)
+    settings = node.config.stash.get(_GATE_KEY, None)
     output = getattr(node, "workeroutput", None) or {}
-    if gate is not None:
-        gate.known_ids.update(output.get("sme2_known_ids", []))
+    if settings is not None:
+        settings.known_ids.update(output.get("sme2_known_ids", []))
 
 
 # ---------------------------------------------------------- the gate itself
@@ -186,10 +130,10 @@ def _marker_options(item: pytest.Item) -> dict[str, Any]:
     if unknown:
         raise UsageError(f"@pytest.mark.baseline got unknown argument(s) {', '.join(unknown)}; "
                          f"allowed: {', '.join(_MARKER_KEYS)}")
-    options = {k: v for k, v in marker.kwargs.items() if v is not None}
-    if options.get("missing", "fail") not in MISSING_POLICIES:
-        raise UsageError(f"@pytest.mark.baseline(missing={options['missing']!r}): use one of {', '.join(MISSING_POLICIES)}")
-    return options
+    overrides = {k: v for k, v in marker.kwargs.items() if v is not None}
+    if overrides.get("missing", "fail") not in MISSING_POLICIES:
+        raise UsageError(f"@pytest.mark.baseline(missing={overrides['missing']!r}): use one of {', '.join(MISSING_POLICIES)}")
+    return overrides
 
 
 def _labelled(profiles: list[Any]) -> list[tuple[str, Any]]:
@@ -202,139 +146,11 @@ def _labelled(profiles: list[Any]) -> list[tuple[str, Any]]:
     return out
 
 
-def _update_command(item: pytest.Item, gate: _GateConfig) -> str:
-    extra = " --sme2-metric=instructions" if gate.metric == "instructions" else ""
-    target = item.config.getoption("sme2_target")
+def _update_command(item: pytest.Item, settings: _GateConfig) -> str:
+    extra = " --sme2-metric=instructions" if settings.metric == "instructions" else ""
+    target = item.config.getoption("sme2_target")  # as the user passed it (not the ini default)
     extra += f" --sme2-target={target}" if target else ""
     return f"pytest {shlex.quote(item.nodeid)} --sme2-update-baselines{extra}"
-
-
-def _records(item: pytest.Item, gate: _GateConfig, labelled: list[tuple[str, Any]]) -> dict[str, dict[str, Any]]:
-    records = {}
-    for label, profile in labelled:
-        instructions = None
-        if gate.metric == "instructions":
-            from .instructions import count_instructions
-
-            pte = Path(profile.artifacts["pte"])
-            inputs = profile.artifacts.get("inputs")
-            count = count_instructions(pte, Path(inputs) if inputs else None,
-                                       pte.parent / f"instructions-{slug(label)}", inferences=gate.inferences,
-                                       timeout_s=float(profile.metadata.get("run", {}).get("timeout_s", DEFAULT_TIMEOUT_S)))
-            instructions = count.as_dict()
-        records[label] = baselines.record_of(profile, instructions)
-    return records
-
-
-def _pair_records(records: dict[str, dict[str, Any]], stored: dict[str, dict[str, Any]]) -> dict[str, str]:
-    """Which stored record each current profile is judged against.
-
-    Same label first. A profile whose recipe changed (say partitioner xnnpack
-    -> none) has a new label; if exactly one stored record of the same model
-    and variant is left over, it is compared with that one, so the structural
-    change is reported as regressions (with a recipe note) instead of as a
-    missing baseline.
-    """
-    pairs = {label: label for label in records if label in stored}
-    leftover = [label for label in stored if label not in pairs]
-    for label, record in records.items():
-        if label in pairs:
-            continue
-        same = [old for old in leftover if (stored[old].get("model"), stored[old].get("variant"))
-                == (record.get("model"), record.get("variant"))]
-        if len(same) == 1 and not any(other in pairs for other in same):
-            pairs[label] = same[0]
-            leftover.remove(same[0])
-    return pairs
-
-
-def _check_one_file(item: pytest.Item, gate: _GateConfig, tolerances: verdicts.Tolerances, missing: str,
-                    fingerprint: str, target: dict[str, Any], records: dict[str, dict[str, Any]],
-                    outcome: dict[str, Any]) -> list[str]:
-    """Write or judge one baseline file; return failure lines (empty if all is well)."""
-    path = baselines.baseline_path(gate.root, fingerprint, item.nodeid)
-    legacy = baselines.legacy_baseline_path(gate.root, fingerprint, item.nodeid)
-    if legacy == path or not legacy.is_file() or baselines.stored_test_id(legacy) != item.nodeid:
-        legacy = None  # no file of this test under the name older versions gave it
-    outcome["paths"].append(str(path))
-    update = _update_command(item, gate)
-    if gate.update:
-        owner = baselines.stored_test_id(path) if path.is_file() else None
-        if owner is not None and owner != item.nodeid:
-            return [f"baseline not written to {path}: that file belongs to test {owner!r}; "
-                    f"move it away (it is never overwritten by another test's update)"]
-        refused = _assess_quality(records, tolerances, gate.accept_noisy, _check_processes(item.config))
-        if refused:
-            outcome["refused"].append(str(path))
-            return [f"baseline not written to {path}: the runs are not good enough to judge later runs by:",
-                    *refused,
-                    "ways out: run again on a quieter machine; more runs (--sme2-runs or "
-                    "@pytest.mark.perf(runs=...)) or processes (--sme2-baseline-processes, and --sme2-processes for "
-                    "the checks that will use it); a tolerance the "
-                    "quantity can meet (@pytest.mark.baseline(latency=..., shares=...)); or, knowing the risk, "
-                    "write it anyway with --sme2-accept-noisy-baselines (the file then records the problems)"]
-        baselines.write(baselines.Baseline(path, item.nodeid, fingerprint, records, target,
-                                           baselines.recorded_now(item.config.rootpath)))
-        outcome["written"].append(str(path))
-        if legacy is not None:
-            legacy.unlink()  # its record now lives under the collision-free name
-            outcome["written"][-1] += f" (moved from {legacy.name})"
-        return []
-    if legacy is not None and not path.exists():
-        path = legacy  # recorded by an older pytest-sme2; the next update moves it
-    stored = baselines.load(path)  # BaselineError names the file; the test fails, the file stays
-    pairs = _pair_records(records, stored.profiles) if stored is not None else {}
-    absent = [label for label in records if label not in pairs]
-    if stored is not None:
-        if stored.test_id != item.nodeid:
-            raise baselines.BaselineError(
-                f"baseline {path} belongs to test {stored.test_id!r}, not {item.nodeid!r}; rename or remove it")
-        compared = set(pairs.values())
-        outcome["unused_labels"] += [f"{path} :: {label}" for label in stored.profiles if label not in compared]
-    judged: list[verdicts.Verdict] = []
-    for label, record in records.items():
-        if label in pairs:
-            judged += verdicts.judge(label, record, stored.profiles[pairs[label]], tolerances, gate.metric)
-    ordered = findings.findings(judged)
-    outcome["verdicts"] += [str(v) for v in judged]
-    outcome["failed"] += [str(v) for f in ordered for v in f.verdicts if v.failed]  # root cause first
-    outcome.setdefault("notes", []).extend(str(v) for f in ordered for v in f.verdicts if v.status == verdicts.NOTE)
-    written = _write_verdicts(item, fingerprint, ordered, judged) if judged else None
-    failures: list[str] = findings.message_lines(ordered) if findings.failed(ordered) else []
-    if failures and written is not None:
-        failures.append(f"every verdict ({len(judged)}, root cause first): {written}")
-    if absent:
-        text = (f"no baseline for {', '.join(absent)} on target {fingerprint} in {path}; "
-                f"record it with: {update}")
-        outcome["missing"].append(text)
-        if missing == "fail":
-            failures.append(text)
-        elif missing == "warn":
-            warnings.warn(MissingBaselineWarning(f"{item.nodeid}: {text}"))
-    if failures:  # the baseline block: once per baseline file (one file holds every variant of the test)
-        recorded = stored.recorded if stored is not None else {}
-        when = f" ({baselines.recorded_text(recorded)})"
-        failures.append(f"baseline: {path}{when if stored else ''}")
-        if outcome["failed"]:  # a regression; a missing record already said how to record it
-            failures.append(f"if the change is intended, update the baseline: {update}")
-    return failures
-
-
-def _write_verdicts(item: pytest.Item, fingerprint: str, ordered: list[findings.Finding],
-                    judged: list[verdicts.Verdict]) -> Path | None:
-    """Every verdict of one baseline file into the test's session folder, findings first: the failing
-    message stays short and names this file. None when the plugin's session is not there."""
-    from .plugin import session_of
-
-    session = session_of(item.config)
-    if session is None:
-        return None
-    path = session.test_dir(item.nodeid) / f"baseline-verdicts~{slug(fingerprint, limit=40)}.txt"
-    lines = ["findings, root cause first:"]
-    lines += [f"  [{f.cause_name}] {f.line()}" for f in ordered] or ["  none"]
-    lines += ["", f"every verdict ({len(judged)}):"] + [f"  {v}" for v in judged]
-    write_file(path, "\n".join(lines) + "\n")
-    return path
 
 
 def _check_processes(config: pytest.Config) -> int:
@@ -345,48 +161,44 @@ def _check_processes(config: pytest.Config) -> int:
     return session.settings.check_processes if session is not None else 1
 
 
-def _assess_quality(records: dict[str, dict[str, Any]], tolerances: verdicts.Tolerances,
-                    accept_noisy: bool, check_processes: int = 1) -> list[str]:
-    """Put each record's quality into it; the reasons to refuse the file (empty: write it)."""
-    refused = []
-    for label, record in records.items():
-        quality, problems = verdicts.baseline_quality(record, tolerances, check_processes)
-        if problems and accept_noisy:
-            quality["accepted_despite"] = problems
-        record["quality"] = quality
-        refused += [f"  {label}: {problem}" for problem in problems]
-    return [] if accept_noisy else refused
-
-
 def _gate(item: pytest.Item) -> None:
-    from .plugin import profiles_of
+    from .plugin import profiles_of, session_of
 
     profiles = profiles_of(item)
-    gate = item.config.stash.get(_GATE_KEY, None)
-    if not profiles or gate is None:
+    config = item.config.stash.get(_GATE_KEY, None)
+    if not profiles or config is None:
         return
     _record_benchmarks(item, profiles)
-    options = _marker_options(item)
-    if not gate.enabled or options.pop("enabled", True) is False:
+    overrides = _marker_options(item)
+    if not config.enabled or overrides.pop("enabled", True) is False:
         return
-    missing = options.pop("missing", gate.missing)
-    tolerances = gate.tolerances.replace(**options)
-    outcome: dict[str, Any] = {"paths": [], "written": [], "refused": [], "verdicts": [], "failed": [],
-                               "missing": [], "unused_labels": [], "fingerprints": []}
+    rules = gate.Rules(root=config.root, metric=config.metric, tolerances=config.tolerances.replace(
+        **{k: v for k, v in overrides.items() if k != "missing"}), missing=overrides.get("missing", config.missing),
+        update=config.update, accept_noisy=config.accept_noisy, check_processes=_check_processes(item.config))
+    outcome = gate.new_outcome()
     item.stash[_ITEM_KEY] = outcome
+    session = session_of(item.config)
+    verdicts_dir = session.test_dir(item.nodeid) if session is not None else None
+    update = _update_command(item, config)
     by_target: dict[str, tuple[dict[str, Any], list[tuple[str, Any]]]] = {}
     for label, profile in _labelled(profiles):
         target = profile.metadata.get("target", {})
         fingerprint = target.get("fingerprint") or "unknown-target"
         by_target.setdefault(fingerprint, (target, []))[1].append((label, profile))
+    # What `pytest-sme2 check` judges again later: the rules and each file's records (summary.json).
+    judged = {"rules": rules.as_dict(), "test_id": item.nodeid, "update_command": update, "files": []}
+    item.stash[_INPUT_KEY] = judged
     failures: list[str] = []
     for fingerprint, (target, labelled) in by_target.items():
         outcome["fingerprints"].append(fingerprint)
-        records = _records(item, gate, labelled)
-        failures += _check_one_file(item, gate, tolerances, missing, fingerprint, target, records, outcome)
+        records = gate.records_of(labelled, config.metric, config.inferences)
+        if not config.update:
+            judged["files"].append({"fingerprint": fingerprint, "target": target, "records": records})
+        failures += gate.check_file(item.nodeid, fingerprint, target, records, rules, update, outcome,
+                                    verdicts_dir=verdicts_dir, repo_root=item.config.rootpath)
     if failures:
-        pytest.fail("sme2 baseline check failed:\n" + "\n".join(failures), pytrace=False)
-    if outcome["missing"] and missing == "skip":
+        pytest.fail(gate.FAILED_HEADLINE + "\n" + "\n".join(failures), pytrace=False)
+    if outcome["missing"] and rules.missing == "skip":
         pytest.skip("; ".join(outcome["missing"]))
 
 
@@ -410,6 +222,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
     outcome = item.stash.get(_ITEM_KEY, None)
     if call.when == "call" and outcome is not None:
         report.user_properties.append((_USED, outcome))
+        judged = item.stash.get(_INPUT_KEY, None)
+        if judged is not None and judged["files"]:
+            report.user_properties.append((gate.GATE_INPUT, judged))  # into summary.json (report hooks)
         lines = ([f"written {p}" for p in outcome["written"]] + [f"refused {p}" for p in outcome["refused"]]
                  + outcome["verdicts"] + outcome["missing"])
         if lines:
@@ -440,7 +255,7 @@ def _record_benchmarks(item: pytest.Item, profiles: list[Any]) -> None:
     from pytest_benchmark.stats import Metadata
 
     callspec = getattr(item, "callspec", None)
-    with_emulated = item.config.getoption("sme2_benchmark_emulated", False)
+    with_emulated = _setting(item.config, "benchmark_emulated")
     for label, profile in _labelled(profiles):
         if profile.emulated and not with_emulated:
             continue  # emulated time is the emulator's: not a benchmark result unless asked for
@@ -482,16 +297,16 @@ class _Summary:
 
     def unused(self) -> list[str]:
         """Stored files of the session's targets whose test no longer exists, and variants no test profiled."""
-        gate, reports = self.gate, self.reports
+        settings, reports = self.gate, self.reports
         used = {p for r in reports for p in r["paths"]}
-        files = {nodeid.split("::")[0] for nodeid in gate.known_ids}
+        files = {nodeid.split("::")[0] for nodeid in settings.known_ids}
         unused = []
         for fingerprint in sorted({f for r in reports for f in r["fingerprints"]}):
-            for path in baselines.stored(gate.root, fingerprint):
+            for path in baselines.stored(settings.root, fingerprint):
                 test_id = baselines.stored_test_id(path)
                 if str(path) in used or test_id is None or test_id.split("::")[0] not in files:
                     continue  # another test file's baseline (not run now) or unreadable (its test says why)
-                if test_id not in gate.known_ids:
+                if test_id not in settings.known_ids:
                     unused.append(f"{path} (test {test_id} no longer exists)")
         return unused + [f"{entry} (variant no longer profiled by its test)" for r in reports for entry in r["unused_labels"]]
 

@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from .gate import GATE_INPUT
 from .report.record import build_record, verdicts_of
 from .safe_files import write_file
 
@@ -52,7 +53,8 @@ def _records(config: pytest.Config) -> dict[str, dict[str, Any]]:
 def _write_csvs(entry: dict[str, Any]) -> None:
     """The kit-compatible CSVs of one profile, in its run folder next to its ETDumps; paths go into the entry."""
     from .report.csv_export import write_csvs, write_kernels_csv
-    from .session import copy_artifact, kit_variant, slug
+    from .names import slug
+    from .session import copy_artifact, kit_variant
 
     etdump = entry.get("artifacts", {}).get("timed_etdump")
     if not etdump:
@@ -110,6 +112,9 @@ def _build(item: pytest.Item, report: pytest.TestReport) -> dict[str, Any] | Non
     for entry in record["profiles"]:
         _write_csvs(entry)
     record["verdicts"] = verdicts_of([*item.user_properties, *report.user_properties])
+    judged = [value for key, value in report.user_properties if key == GATE_INPUT]
+    if judged:  # what `pytest-sme2 check SESSION_DIR` judges again
+        record[GATE_INPUT] = judged[-1]
     # One JSON round trip: what crosses to the xdist controller must be plain data.
     return json.loads(json.dumps(record, default=str))
 
@@ -260,16 +265,9 @@ _OUTPUTS_KEY = pytest.StashKey[Any]()
 
 def session_report_wanted(config: pytest.Config) -> bool:
     """--sme2-session-report or ini sme2_session_report: write report.html at the end of every session."""
-    return bool(config.getoption("sme2_session_report", False)) or bool(config.getini("sme2_session_report"))
+    from .options import value
 
-
-def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.getgroup("sme2").addoption(
-        "--sme2-session-report", action="store_true", default=False,
-        help="write the session's report.html with charts (also written with --html; otherwise draw it later "
-             "with `pytest-sme2 report SESSION_DIR`)")
-    parser.addini("sme2_session_report", "write the session's report.html with charts at the end of every session",
-                  type="bool", default=False)
+    return bool(value(config, "session_report"))
 
 
 @pytest.hookimpl(trylast=True)

@@ -36,7 +36,7 @@ from . import _baseline_fields
 from .errors import BaselineError
 from .etdump import op_id
 from .identity import anchors_of
-from .session import clean, slug
+from .names import clean, slug
 
 SCHEMA_VERSION = 1
 SUFFIX = ".json"
@@ -50,7 +50,7 @@ _TARGET_KEYS = ("name", "cpu", "arch", "has_sme2", "emulated", "fingerprint")
 
 def baseline_path(root: Path, fingerprint: str, test_id: str) -> Path:
     """Where the baseline of ``test_id`` on the target ``fingerprint`` lives (one file per test id:
-    session.slug gives distinct ids distinct names)."""
+    names.slug gives distinct ids distinct names)."""
     return Path(root) / slug(fingerprint) / f"{slug(test_id, limit=_NAME_LIMIT)}{SUFFIX}"
 
 

@@ -1,5 +1,5 @@
 """The ``pytest-sme2`` command. Exit codes: 0 ok; 1 a finding of a command that worked (doctor: something
-is missing; compare: below --min-speedup); 2 the command could not do its job (bad usage, an unreadable or
+is missing; compare: below --min-speedup; check: a regression); 2 the command could not do its job (bad usage, an unreadable or
 damaged input, an output it cannot write, a failed build or setup), always with one message, never a
 traceback, so a CI step can tell "found a problem" from "could not look"."""
 
@@ -103,6 +103,27 @@ def _bisect(args: argparse.Namespace) -> int:
     return 0 if result.first_bad else 1
 
 
+def _check(args: argparse.Namespace) -> int:
+    from .gate import check_session
+    from .report.summary import load_summary
+
+    folder = Path(args.session_dir)
+    summary = load_summary(folder)
+    session = folder if folder.is_dir() else folder.parent
+    out = _path(args.out) or session / "check"
+    results = check_session(summary["tests"], _path(args.baselines), args.missing, out)
+    for result in results:
+        if result.failed:
+            print(f"FAILED {result.test_id}\n{result.message()}\n")
+        else:
+            shown = "; ".join(result.outcome["missing"]) or f"{len(result.outcome['verdicts'])} verdict(s)"
+            print(f"passed {result.test_id} ({shown})")
+    failed = sum(r.failed for r in results)
+    where = _path(args.baselines) or "the session's baselines folder"
+    print(f"{failed} of {len(results)} test(s) failed against {where}; every verdict: {out}")
+    return 1 if failed else 0
+
+
 def _doctor(args: argparse.Namespace) -> int:
     from .doctor import MISSING, run_checks
 
@@ -181,6 +202,14 @@ def main(argv: list[str] | None = None) -> int:
     bisect.add_argument("--out", help="folder for each step's session and verdict (default .sme2/bisect-<time>)")
     bisect.epilog = "then -- and the pytest arguments of the tests, e.g. -- perf_tests/test_net.py -m sme2"
     bisect.set_defaults(handler=_bisect)
+    check = commands.add_parser("check", help="judge a finished session's summary.json against stored baselines, as "
+                                "its tests were judged in pytest (exit 1 on a regression)")
+    check.add_argument("session_dir", help="a session folder (.sme2/artifacts/session-<time>-<pid>) or its summary.json")
+    check.add_argument("--baselines", help="judge against this baselines folder (default: the one the session used)")
+    check.add_argument("--missing", choices=("fail", "skip", "warn"),
+                       help="a test without a baseline: fail | skip | warn (default: the session's policy)")
+    check.add_argument("--out", help="write each test's verdicts here (default SESSION_DIR/check)")
+    check.set_defaults(handler=_check)
     doctor = commands.add_parser("doctor", help="what this machine can do, with the command that fixes each missing "
                                  "piece (exit 1 if something is missing)")
     doctor.set_defaults(handler=_doctor)

@@ -7,7 +7,6 @@ command-line options > [tool.pytest.ini_options] > built-in defaults.
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import secrets
 import time
@@ -18,20 +17,16 @@ from typing import Any, Callable, Iterator
 import pytest
 
 from .safe_files import write_file
-from . import _processes, _storage, progress
+from . import _processes, _storage, options, progress
 from .errors import Sme2Error, UsageError
 from .export import ExportedModel, Recipe
 from .kernel_sampling import SamplingSettings
-from .perf_samples import DEFAULT_PERIOD_NS
 from .profile import Profile
 from .runner import Runner, require_program
 from .session import Settings, Sme2Session
-from .targets import TARGET_NAMES, EmulatedTarget, RunSpec, check_target_name
-from .emulation import DEFAULT_SVL_BITS
-from .targets.base import DEFAULT_TIMEOUT_S, MAX_THREADS, MAX_TIMEOUT_S, THREADS_WHY, TIMEOUT_RANGE
+from .targets import RunSpec, check_target_name
 from .targets.emulated import check_svl
 from .targets.adb import AdbOptions, is_adb_target
-from .verdicts import BASELINE_PROCESSES, MIN_BASELINE_PROCESSES
 
 # Hook modules that extend this one (baselines and verdicts; reports and session outputs).
 # Each reads a test's profiles through profiles_of(item) and the session through session_of(config).
@@ -51,13 +46,6 @@ def profiles_of(item: pytest.Item) -> list[Profile]:
     return item.stash.get(_PROFILES_KEY, [])
 
 
-_DEFAULTS = {"threads": 1, "timeout": DEFAULT_TIMEOUT_S}
-# Ini defaults of the numeric settings ("" = the target's default), shared by addini and setting_source.
-_INI_DEFAULTS = {"runs": "", "warmup": "", "max_rounds": str(RunSpec.max_rounds), "emulated_svl": str(DEFAULT_SVL_BITS),
-                 "baseline_processes": str(BASELINE_PROCESSES), "processes": "1",
-                 "threads": str(_DEFAULTS["threads"]), "timeout": str(_DEFAULTS["timeout"]),
-                 "kernel_sampling_hz": f"{1e9 / DEFAULT_PERIOD_NS:g}"}
-
 MARKERS = (
     "sme2: an SME2 performance test (select with -m sme2)",
     "model(name, dtype='fp32', quant=None, partitioner='xnnpack'): the model and export recipe used by the "
@@ -69,158 +57,21 @@ MARKERS = (
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("sme2", "pytest-sme2: ExecuTorch SME2 performance tests")
-    group.addoption("--sme2-target", default=None, type=_target_option,
-                    help=f"where programs run: {', '.join(TARGET_NAMES)} (default: ini sme2_target, else auto)")
-    group.addoption("--sme2-runs", type=int, default=None,
-                    help=f"timed runs per variant (default {RunSpec.runs}; {EmulatedTarget.default_runs} on the "
-                         "emulated target)")
-    group.addoption("--sme2-warmup", type=int, default=None,
-                    help=f"warmup runs per variant (default {RunSpec.warmup}; {EmulatedTarget.default_warmup} on "
-                         "the emulated target)")
-    group.addoption("--sme2-max-rounds", type=int, default=None,
-                    help="when the machine disturbs more than half of a variant's runs, run them again, up to this "
-                         "many rounds in all (default 3; 1 never repeats)")
-    group.addoption("--sme2-baseline-processes", type=int, default=None,
-                    help=f"with --sme2-update-baselines: measure each variant this many times, each in a fresh "
-                         f"process, so the gate knows how far its quantities move between processes (default "
-                         f"{BASELINE_PROCESSES}; at least 3; not used on the emulated target, whose counts repeat)")
-    parser.addini("sme2_baseline_processes", "processes a baseline update measures each variant in",
-                  default=_INI_DEFAULTS["baseline_processes"])
-    group.addoption("--sme2-processes", type=int, default=None,
-                    help="measure each variant this many times, each in a fresh process, and judge their medians "
-                         "against the baseline's processes (default 1; more catch smaller changes on a noisy machine "
-                         "at the cost of a process start each)")
-    parser.addini("sme2_processes", "processes each variant is measured in (checks)", default=_INI_DEFAULTS["processes"])
-    group.addoption("--sme2-emulated-svl", type=int, default=None,
-                    help=f"emulated target: SME streaming vector length in bits (default {DEFAULT_SVL_BITS}, like the M4)")
-    group.addoption("--sme2-threads", type=int, default=None, help="runtime threads (default 1)")
-    group.addoption("--sme2-timeout", type=float, default=None, help=f"seconds before a run is killed (default {DEFAULT_TIMEOUT_S:g})")
-    group.addoption("--sme2-runner", default=None,
-                    help="local target: runner executable; SME2 off by masking (default: the built runner)")
-    group.addoption("--sme2-runner-on", default=None, help="local target: runner build used for SME2 on")
-    group.addoption("--sme2-runner-off", default=None, help="local target: runner build used for SME2 off")
-    group.addoption("--sme2-cache-dir", default=None, help="export cache directory (default .sme2/cache)")
-    group.addoption("--sme2-artifacts-dir", default=None,
-                    help="root of per-session artifact folders (default .sme2/artifacts)")
-    parser.addini("sme2_target", "default --sme2-target", default="auto")
-    for name, help_text in _ADB_OPTIONS.items():
-        group.addoption(f"--sme2-{name.replace('_', '-')}", default=None, help=help_text)
-        parser.addini(f"sme2_{name}", help_text, default="")
-    parser.addini("sme2_runs", "default timed runs per variant (empty: the target's default)", default="")
-    parser.addini("sme2_warmup", "default warmup runs per variant (empty: the target's default)", default="")
-    parser.addini("sme2_max_rounds", "rounds of runs at most when the machine disturbs more than half of them",
-                  default=_INI_DEFAULTS["max_rounds"])
-    parser.addini("sme2_emulated_svl", "emulated target: streaming vector length in bits",
-                  default=_INI_DEFAULTS["emulated_svl"])
-    group.addoption("--sme2-no-kernel-trace", action="store_true", default=False,
-                    help="emulated target: skip the traced inference that names the SME kernels that ran")
-    parser.addini("sme2_kernel_trace", "emulated target: name the SME kernels that ran (one traced inference "
-                  "per variant)", type="bool", default=True)
-    group.addoption("--sme2-latency-reference", default=None, choices=("on", "off"),
-                    help="run pytest-sme2's reference program before each timed run so latency is gated relative "
-                         "to it, cancelling drift of the machine (default: ini sme2_latency_reference, on); off for "
-                         "a runner that is not pytest-sme2's")
-    parser.addini("sme2_latency_reference", "run the reference program before each timed run (relative latency gate)",
-                  type="bool", default=True)
-    group.addoption("--sme2-kernel-sampling", default=None, choices=("on", "off"),
-                    help="sample which kernels took each operator's time, in one more round per profile under Linux "
-                         "perf (local target) or simpleperf (adb target); default: ini sme2_kernel_sampling, off")
-    parser.addini("sme2_kernel_sampling", "sample which kernels took each operator's time (one more round per "
-                  "profile)", type="bool", default=False)
-    group.addoption("--sme2-kernel-sampling-hz", type=float, default=None,
-                    help=f"kernel sampling: samples per second of CPU time (default {_INI_DEFAULTS['kernel_sampling_hz']})")
-    parser.addini("sme2_kernel_sampling_hz", "kernel sampling: samples per second of CPU time",
-                  default=_INI_DEFAULTS["kernel_sampling_hz"])
-    group.addoption("--sme2-symfs", default=None,
-                    help="kernel sampling: folder of unstripped copies of the runtime's libraries (by mapped path or "
-                         "file name), to name kernels the shipped libraries leave unnamed")
-    parser.addini("sme2_symfs", "kernel sampling: folder of unstripped library copies", default="")
-    group.addoption("--sme2-history", default=None,
-                    help="append every perf test's quantities to this JSON Lines history (pytest-sme2 history draws "
-                         "it and flags where they changed); default: ini sme2_history, none")
-    parser.addini("sme2_history", "JSON Lines history the gate's quantities are appended to (relative to the rootdir)",
-                  default="")
-    parser.addini("sme2_threads", "default runtime threads", default=_INI_DEFAULTS["threads"])
-    parser.addini("sme2_timeout", "default run timeout in seconds", default=_INI_DEFAULTS["timeout"])
-    parser.addini("sme2_runner", "local target: runner executable (SME2 off by masking)", default="")
-    parser.addini("sme2_runner_on", "local target: runner build used for SME2 on", default="")
-    parser.addini("sme2_runner_off", "local target: runner build used for SME2 off", default="")
-    parser.addini("sme2_cache_dir", "export cache directory, relative to the rootdir", default=".sme2/cache")
-    parser.addini("sme2_artifacts_dir", "artifacts root, relative to the rootdir", default=".sme2/artifacts")
-    parser.addini("sme2_model_dirs", "directories whose *.py files are models (name = file stem)", type="paths",
-                  default=[])
-    parser.addini("sme2_models", "extra models, one 'name = module.path' or 'name = path/to/file.py' per line",
-                  type="linelist", default=[])
-
-
-_ADB_OPTIONS = {
-    "adb_server": "adb target: adb server HOST:PORT (default: ADB_SERVER_SOCKET, ANDROID_ADB_SERVER_PORT, 5037)",
-    "adb_affinity": "adb target: CPU affinity mask for the runner, in hex as taskset takes it (e.g. f0)",
-    "adb_dir": "adb target: device folder for per-session files (default /data/local/tmp)",
-    "adb_mask_library": "adb target: libsme2_mask.so built for the device, for SME2 off with one runner build",
-    "adb_claim_timeout": f"adb target: seconds to wait for a device no other worker has claimed (default {AdbOptions.claim_timeout_s:g})",
-}
-
-
-def _target_option(value: str) -> str:
-    """argparse type of --sme2-target: a usage error that names the choices for anything else."""
-    import argparse
-
-    try:
-        return check_target_name(value)
-    except Sme2Error as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-# Lowest valid value of each numeric run setting (checked at configure, so a bad value is one usage error
-# before any test instead of a failure of every test). ``strict``: the value must be above it.
-_LIMITS: dict[str, tuple[float, bool, str]] = {
-    "runs": (1, False, "a whole number >= 1"),
-    "warmup": (0, False, "a whole number >= 0"),
-    "max_rounds": (1, False, "a whole number >= 1"),
-    "baseline_processes": (MIN_BASELINE_PROCESSES, False, f"a whole number >= {MIN_BASELINE_PROCESSES}"),
-    "processes": (1, False, "a whole number >= 1"),
-    "threads": (1, False, f"a whole number from 1 to {MAX_THREADS} ({THREADS_WHY})"),
-    "timeout": (0, True, TIMEOUT_RANGE),
-    "adb_claim_timeout": (0, False, "a number of seconds >= 0"),
-    "kernel_sampling_hz": (0, True, "a number of samples per second > 0 (at most 100000)"),
-}
-
-
-# Highest valid value, where there is one (the reasons are in targets/base.py, beside the bounds).
-_MAXIMA: dict[str, float] = {"threads": MAX_THREADS, "timeout": MAX_TIMEOUT_S}
+    """Every option and ini key of pytest-sme2, from its one table (options.py)."""
+    options.register(parser.getgroup("sme2", "pytest-sme2: ExecuTorch SME2 performance tests"), parser)
 
 
 def setting_source(config: pytest.Config, name: str) -> str:
-    """Where a setting's value comes from, as the user wrote it: ``--sme2-runs=0`` or ``ini sme2_runs = 0``
-    (or the default), so an error about it names the place to fix."""
-    option = config.getoption(f"sme2_{name}")
-    if option is not None:
-        return f"--sme2-{name.replace('_', '-')}={option}"
-    value = config.getini(f"sme2_{name}")
-    if value == _INI_DEFAULTS.get(name, ""):
-        return f"the default (--sme2-{name.replace('_', '-')} or ini sme2_{name} changes it)"
-    where = f" (in {config.inipath} or -o)" if config.inipath else " (-o)"
-    return f"ini sme2_{name} = {value}{where}"
+    """Where a setting's value comes from, as the user wrote it (options.source)."""
+    return options.source(config, name)
 
 
-def _setting(config: pytest.Config, name: str, cast: Callable[[str], Any]) -> Any:
-    option = config.getoption(f"sme2_{name}")
-    value = option if option is not None else config.getini(f"sme2_{name}")
-    if value == "":
-        return None
-    kind = "a whole number" if cast is int else "a number" if cast is float else "text"
+def _setting(config: pytest.Config, name: str) -> Any:
+    """A setting's checked value (options.value); a bad one is a usage error before any test."""
     try:
-        result = cast(value.strip() if isinstance(value, str) else value)
-    except (TypeError, ValueError):
-        raise pytest.UsageError(f"{setting_source(config, name)} is not {kind}") from None
-    if name in _LIMITS:
-        low, strict, what = _LIMITS[name]
-        high = _MAXIMA.get(name, math.inf)
-        if not math.isfinite(result) or result < low or (strict and result == low) or result > high:
-            raise pytest.UsageError(f"{setting_source(config, name)} is invalid: it must be {what}")
-    return result
+        return options.value(config, name)
+    except Sme2Error as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 def _session_dir(config: pytest.Config, root: Path) -> Path:
@@ -234,11 +85,7 @@ def _session_dir(config: pytest.Config, root: Path) -> Path:
 
 
 def _path_setting(config: pytest.Config, name: str) -> Path | None:
-    value = config.getoption(f"sme2_{name}") or config.getini(f"sme2_{name}")
-    if not value:
-        return None
-    path = Path(value).expanduser()
-    return path if path.is_absolute() else config.rootpath / path
+    return options.resolve_path(config, name)
 
 
 def history_path(config: pytest.Config) -> Path | None:
@@ -247,13 +94,9 @@ def history_path(config: pytest.Config) -> Path | None:
 
 
 def _kernel_sampling(config: pytest.Config) -> SamplingSettings | None:
-    option = config.getoption("sme2_kernel_sampling")
-    if not (option == "on" if option else config.getini("sme2_kernel_sampling")):
+    if not _setting(config, "kernel_sampling"):
         return None
-    hz = _setting(config, "kernel_sampling_hz", float)
-    if hz > 100_000:  # perf's cpu-clock cannot fire faster than the kernel's timer slack allows; beyond it, noise
-        raise pytest.UsageError(f"{setting_source(config, 'kernel_sampling_hz')} is invalid: it must be "
-                                f"{_LIMITS['kernel_sampling_hz'][2]}")
+    hz = _setting(config, "kernel_sampling_hz")  # at most 100 kHz: perf's cpu-clock cannot fire faster usefully
     symfs = _path_setting(config, "symfs")
     if symfs is not None and not symfs.is_dir():
         raise pytest.UsageError(f"--sme2-symfs (or ini sme2_symfs) {symfs} is not a folder; point it at a folder of "
@@ -266,39 +109,35 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", marker)
     _processes.install_signal_handlers()  # SIGTERM/SIGHUP to pytest end the runners it started
     rootdir = config.rootpath
-    cache_dir = Path(config.getoption("sme2_cache_dir") or config.getini("sme2_cache_dir"))
-    artifacts = Path(config.getoption("sme2_artifacts_dir") or config.getini("sme2_artifacts_dir"))
     settings = Settings(
-        target=config.getoption("sme2_target") or config.getini("sme2_target"),
-        runs=_setting(config, "runs", int),
-        warmup=_setting(config, "warmup", int),
-        max_rounds=_setting(config, "max_rounds", int),
+        target=_setting(config, "target"),
+        runs=_setting(config, "runs"),
+        warmup=_setting(config, "warmup"),
+        max_rounds=_setting(config, "max_rounds"),
         # A baseline update measures each variant in several processes (RunSpec.processes); checks in
         # --sme2-processes (default 1), which the update's quality check assumes of later checks.
-        processes=_setting(config, "baseline_processes" if config.getoption("sme2_update_baselines") else "processes",
-                           int),
-        check_processes=_setting(config, "processes", int),
-        threads=_setting(config, "threads", int),
-        timeout_s=_setting(config, "timeout", float),
-        cache_dir=cache_dir if cache_dir.is_absolute() else rootdir / cache_dir,
-        session_dir=_session_dir(config, artifacts if artifacts.is_absolute() else rootdir / artifacts),
+        processes=_setting(config, "baseline_processes" if _setting(config, "update_baselines") else "processes"),
+        check_processes=_setting(config, "processes"),
+        threads=_setting(config, "threads"),
+        timeout_s=_setting(config, "timeout"),
+        cache_dir=_path_setting(config, "cache_dir"),
+        session_dir=_session_dir(config, _path_setting(config, "artifacts_dir")),
         runner=_path_setting(config, "runner"),
         runner_on=_path_setting(config, "runner_on"),
         runner_off=_path_setting(config, "runner_off"),
-        svl_bits=_setting(config, "emulated_svl", int),
-        kernel_trace=config.getini("sme2_kernel_trace") and not config.getoption("sme2_no_kernel_trace"),
-        latency_reference=(config.getoption("sme2_latency_reference") == "on"
-                           if config.getoption("sme2_latency_reference") else config.getini("sme2_latency_reference")),
+        svl_bits=_setting(config, "emulated_svl"),
+        kernel_trace=_setting(config, "kernel_trace"),
+        latency_reference=_setting(config, "latency_reference"),
         kernel_sampling=_kernel_sampling(config),
     )
     try:
         check_target_name(settings.target)
         check_svl(settings.svl_bits, setting_source(config, "emulated_svl"))
         if is_adb_target(settings.target):
-            claim_timeout = _setting(config, "adb_claim_timeout", float)
+            claim_timeout = _setting(config, "adb_claim_timeout")
             settings = replace(settings, adb=AdbOptions(
-                server=_setting(config, "adb_server", str), affinity=_setting(config, "adb_affinity", str),
-                device_dir=_setting(config, "adb_dir", str) or AdbOptions.device_dir,
+                server=_setting(config, "adb_server"), affinity=_setting(config, "adb_affinity"),
+                device_dir=_setting(config, "adb_dir") or AdbOptions.device_dir,
                 mask_library=_path_setting(config, "adb_mask_library"),
                 claim_timeout_s=AdbOptions.claim_timeout_s if claim_timeout is None else claim_timeout))
     except Sme2Error as exc:
@@ -317,9 +156,9 @@ def pytest_configure(config: pytest.Config) -> None:
     session = Sme2Session(settings)
     session.registry.root = rootdir  # where an unimportable model package is looked for (its error names the fix)
     try:
-        for directory in config.getini("sme2_model_dirs"):
+        for directory in _setting(config, "model_dirs"):
             session.registry.register_dir(Path(directory))
-        for line in config.getini("sme2_models"):
+        for line in _setting(config, "models"):
             name, sep, target = line.partition("=")
             if not sep:
                 raise UsageError(f"sme2_models line {line!r} is not 'name = module.path' or 'name = file.py'")
@@ -478,7 +317,7 @@ def runner(request: pytest.FixtureRequest) -> Callable[..., Runner]:
     """
     session = _session(request)
     with _as_test_failure(request):
-        perf = _marker_kwargs(request.node, "perf", ("runs", "warmup", "threads", "timeout", "max_rounds"))
+        perf = _marker_kwargs(request.node, "perf", options.marker_arguments("perf"))
         if request.node.get_closest_marker("latency") is not None and session.target.info.emulated:
             from .targets.base import EMULATED_TIMING
 

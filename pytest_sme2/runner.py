@@ -27,7 +27,8 @@ from .samplers import PERF_DATA, Sampler
 from .profile import Profile
 from .program import check_program
 from .work import ProgramFacts
-from .session import Sme2Session, copy_artifact, kit_variant, slug
+from .names import slug
+from .session import Sme2Session, copy_artifact, kit_variant
 from .safe_files import write_file
 from .targets import RunResult, RunSpec
 from .targets.base import RUN_FACTS

@@ -6,13 +6,12 @@ without pytest (benchmarks, the command line).
 
 from __future__ import annotations
 
-import hashlib
-import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from .export import ExportedModel, Recipe, export
+from .names import slug
 from ._storage import Place, option_and_ini
 from .registry import ModelRegistry, default_registry
 from .safe_files import copy_file
@@ -46,35 +45,10 @@ class Settings:
     kernel_sampling: Any = None
 
 
-_UNSAFE = re.compile(r"[^A-Za-z0-9_.=-]+")
-_HASH_MARK = "~"  # never in a cleaned name, so hashed and plain names cannot meet
-
-
-def clean(text: str) -> str:
-    """``text`` with every run of characters unsafe in a file name replaced by ``_`` (may be empty)."""
-    return _UNSAFE.sub("_", text).strip("_.")
-
-
 def kit_variant(variant: str) -> str:
     """``local sme2=on threads=1`` -> ``local sme2_on threads=1``, as a variant appears in folder and file names:
     the reference kit's tools tell SME2 on and off apart by ``sme2_on``/``sme2_off`` in paths."""
     return variant.replace("sme2=", "sme2_")
-
-
-def slug(text: str, limit: int = 120) -> str:
-    """A file-system-safe, readable name for a test id or variant, distinct for distinct texts.
-
-    A text that is already safe and short is its own name. Any other text (a
-    test id with ``/``, ``::`` or ``[...]``, shell metacharacters, ``..``)
-    is cleaned for reading and given ``~`` and a hash of the original text, so
-    ``test[a/b]`` and ``test[a_b]`` get different folders and baseline files
-    by construction rather than by luck.
-    """
-    cleaned = clean(text)
-    if cleaned == text and 0 < len(text) <= limit:
-        return text
-    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:12]
-    return f"{cleaned[:max(limit - len(digest) - 1, 1)] or 'unnamed'}{_HASH_MARK}{digest}"
 
 
 class Sme2Session:

@@ -8,6 +8,7 @@ table lives in docs/options.md; the run-settings paragraph in the README.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -65,3 +66,51 @@ def test_session_settings_comment_names_no_stale_number() -> None:
     line = next(line for line in source.splitlines() if line.strip().startswith("runs: int | None"))
     numbers = [int(n) for n in re.findall(r"\b\d+\b", line.split("#", 1)[1])]
     assert all(n == RunSpec.runs for n in numbers), f"session.py says {line.strip()!r}; RunSpec.runs is {RunSpec.runs}"
+
+
+# ------------------------------------------------ the one configuration table (pytest_sme2/options.py)
+from pytest_sme2 import options as option_table  # noqa: E402
+from pytest_sme2.session import Settings  # noqa: E402
+
+
+@pytest.mark.parametrize("section", [option_table.RUN, option_table.GATE, option_table.REPORT])
+def test_docs_options_tables_are_the_option_table(section: str) -> None:
+    """docs/options.md is rendered from the table: edit options.py, then paste markdown_table(section)."""
+    assert option_table.markdown_table(section) in OPTIONS, (
+        f"docs/options.md's {section} table differs from pytest_sme2/options.py; render it with "
+        f"python -c 'from pytest_sme2.options import markdown_table; print(markdown_table({section!r}))'")
+
+
+def test_every_option_and_ini_key_is_in_help_with_the_tables_text(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest("--help")
+    text = " ".join(result.stdout.str().split())
+    for option in option_table.OPTIONS:
+        if option.option:
+            assert option.flag_text in text and " ".join(option.help.split()) in text, option.name
+        if option.ini:
+            assert f"{option.ini_key} " in text and " ".join((option.ini_help or option.help).split()) in text, \
+                option.name
+
+
+def test_settings_defaults_are_the_tables() -> None:
+    """session.Settings keeps its own defaults for use without pytest; they must be the table's."""
+    defaults = Settings()
+    table = option_table.BY_NAME
+    assert defaults.max_rounds == table["max_rounds"].default
+    assert defaults.threads == table["threads"].default
+    assert defaults.timeout_s == table["timeout"].default
+    assert defaults.svl_bits == table["emulated_svl"].default
+    assert defaults.processes == defaults.check_processes == table["processes"].default
+    assert defaults.cache_dir == Path(table["cache_dir"].default)
+    assert defaults.kernel_trace is table["kernel_trace"].default
+    assert defaults.latency_reference is table["latency_reference"].default
+    assert defaults.target == table["target"].default
+
+
+def test_marker_arguments_come_from_the_table(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest("--markers")
+    text = result.stdout.str()
+    baseline = next(line for line in text.splitlines() if line.startswith("@pytest.mark.baseline("))
+    for field in option_table.TOLERANCE_KEYS:
+        assert f"{field}=None" in baseline
+    assert option_table.marker_arguments("perf") == ("runs", "max_rounds", "warmup", "threads", "timeout")

@@ -16,7 +16,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "pytest_sme2"
 # and the gate never import them (the flow is model -> export -> run -> evidence -> Profile -> gate -> report).
 REPORT_IMPORTERS = {"pytest_sme2._report_hooks", "pytest_sme2.cli"}
 # The gate: judging profiles against baselines is plain Python (pytest calls it; so can a command).
-GATE = ("pytest_sme2.verdicts", "pytest_sme2.findings", "pytest_sme2.baselines", "pytest_sme2.stats",
+GATE = ("pytest_sme2.gate", "pytest_sme2.names", "pytest_sme2.verdicts", "pytest_sme2.findings", "pytest_sme2.baselines", "pytest_sme2.stats",
         "pytest_sme2.history", "pytest_sme2.identity")
 
 

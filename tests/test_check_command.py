@@ -1,0 +1,100 @@
+"""`pytest-sme2 check SESSION_DIR`: the gate without pytest judges a finished session as pytest did (issue 24).
+
+Real sessions of the tiny model on the host target; the command is run as a user runs it (a subprocess).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from test_baseline_plugin import UPDATE, _test_file
+
+# Two tests: one keeps its recipe, one loses the XNNPACK delegate after the update (a structural regression).
+TWO_TESTS = _test_file() + _test_file("other").replace("def test_tiny", "def test_other")
+
+
+@pytest.fixture(autouse=True)
+def _baseline_gate_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)
+
+
+def _sessions(project: pytest.Pytester) -> list[Path]:
+    return sorted((p for p in (project.path / ".sme2" / "artifacts").iterdir() if p.is_dir()),
+                  key=lambda p: p.stat().st_mtime)
+
+
+def _check(project: pytest.Pytester, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pytest_sme2.cli", "check", *args], cwd=project.path,
+                          capture_output=True, text=True, timeout=120)
+
+
+def _failure_block(text: str, start: str) -> list[str]:
+    """The lines of a failure message from its headline to its update command (the verdict file path aside)."""
+    lines = text.splitlines()
+    first = lines.index(start)
+    last = next(i for i in range(first, len(lines)) if lines[i].startswith("if the change is intended"))
+    return [line for line in lines[first:last + 1] if not line.startswith("every verdict (")]
+
+
+def test_check_judges_a_session_as_pytest_did(sme2_project: pytest.Pytester) -> None:
+    sme2_project.makepyfile(test_gate=TWO_TESTS)
+    sme2_project.runpytest_inprocess(*UPDATE).assert_outcomes(passed=2)
+    [updated] = _sessions(sme2_project)
+    no_gate = _check(sme2_project, str(updated))
+    assert no_gate.returncode == 2 and "no test in this session was judged against baselines" in no_gate.stderr
+
+    passing = sme2_project.runpytest_inprocess()
+    passing.assert_outcomes(passed=2)
+    session = _sessions(sme2_project)[-1]
+    ok = _check(sme2_project, str(session))
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "passed test_gate.py::test_tiny" in ok.stdout and "0 of 2 test(s) failed" in ok.stdout
+
+    regressed = TWO_TESTS.replace('@pytest.mark.model("tiny")\ndef test_other',
+                                  '@pytest.mark.model("tiny", partitioner="none")\ndef test_other')
+    assert regressed != TWO_TESTS
+    sme2_project.makepyfile(test_gate=regressed)
+    failing = sme2_project.runpytest_inprocess()
+    failing.assert_outcomes(passed=1, failed=1)
+    session = _sessions(sme2_project)[-1]
+    judged = _check(sme2_project, str(session))
+    assert judged.returncode == 1, judged.stdout + judged.stderr
+    assert "FAILED test_gate.py::test_other" in judged.stdout and "passed test_gate.py::test_tiny" in judged.stdout
+    headline = "sme2 baseline check failed:"
+    in_pytest = _failure_block(failing.stdout.str(), headline)
+    by_check = _failure_block(judged.stdout, headline)
+    assert "fell out of the delegate" in "\n".join(in_pytest)
+    assert by_check == in_pytest
+    # every verdict, numbers included, the same as the session's own file
+    written = sorted((session / "check").glob("*/baseline-verdicts~*.txt"))
+    assert len(written) == 2  # one per test, passing ones too
+    for ours in written:
+        [theirs] = session.glob(f"{ours.parent.name}/baseline-verdicts~*.txt")
+        assert ours.read_text() == theirs.read_text()
+    assert sum("fell out of the delegate" in path.read_text() for path in written) == 1
+
+    elsewhere = sme2_project.mkdir("other-baselines")
+    missing = _check(sme2_project, str(session / "summary.json"), "--baselines", str(elsewhere), "--out",
+                     str(sme2_project.path / "out"))
+    assert missing.returncode == 1 and f"no baseline for tiny fp32-xnnpack" in missing.stdout
+    assert str(elsewhere) in missing.stdout
+    skipped = _check(sme2_project, str(session), "--baselines", str(elsewhere), "--missing", "skip")
+    assert skipped.returncode == 0, skipped.stdout
+
+
+def test_check_refuses_what_is_not_a_session(tmp_path: Path) -> None:
+    broken = tmp_path / "summary.json"
+    broken.write_text(json.dumps({"schema_version": 1, "tests": [{"nodeid": "t", "profiles": [],
+                                                                  "sme2_gate_input": {"rules": {"metric": "latency"}}}]}))
+    done = subprocess.run([sys.executable, "-m", "pytest_sme2.cli", "check", str(tmp_path)], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 2 and "rules in this summary are incomplete or damaged" in done.stderr
+    assert "Traceback" not in done.stderr
+    nothing = subprocess.run([sys.executable, "-m", "pytest_sme2.cli", "check", str(tmp_path / "nope")],
+                             capture_output=True, text=True, timeout=120)
+    assert nothing.returncode == 2 and "does not exist" in nothing.stderr
