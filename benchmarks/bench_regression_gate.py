@@ -44,7 +44,7 @@ import numpy as np
 
 from _common import machine, session
 from pytest_sme2 import Recipe, baselines, stats, verdicts
-from pytest_sme2.instructions import count_instructions
+from pytest_sme2.callgrind import count_instructions
 from pytest_sme2.runner import Runner
 from pytest_sme2.targets import RunSpec
 

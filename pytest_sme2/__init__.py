@@ -35,7 +35,7 @@ from .kernel_sampling import KernelTime
 from .profile import Profile, Speedup
 from .registry import register_model
 from .runner import Runner, Timings
-from .instructions import InstructionCount, count_instructions
+from .callgrind import InstructionCount, count_instructions
 from .stats import Interval, Summary
 from .targets import RunSpec, TargetInfo
 from .verdicts import Tolerances, Verdict

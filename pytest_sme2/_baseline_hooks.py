@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from . import _storage, baselines, gate, options, verdicts
+from . import _writable, baselines, gate, options, verdicts
 from .errors import Sme2Error, UsageError
 from .gate import MISSING_POLICIES
 
@@ -46,9 +46,9 @@ class _GateConfig:
     reports: list[dict[str, Any]] = field(default_factory=list)
 
     @property
-    def place(self) -> _storage.Place:
-        return _storage.Place("baselines folder", self.root,
-                              _storage.option_and_ini("--sme2-baselines-dir", "sme2_baselines_dir"))
+    def place(self) -> _writable.Place:
+        return _writable.Place("baselines folder", self.root,
+                              _writable.option_and_ini("--sme2-baselines-dir", "sme2_baselines_dir"))
 
 
 _GATE_KEY = pytest.StashKey[_GateConfig]()
@@ -81,7 +81,7 @@ def pytest_configure(config: pytest.Config) -> None:
         inferences=_setting(config, "instruction_inferences"),
     )
     if getattr(config, "workerinput", None) is None:  # the controller (or a plain run) prints the summary
-        config.pluginmanager.register(_Summary(config.stash[_GATE_KEY]), "sme2-baseline-summary")
+        config.pluginmanager.register(_GateTally(config.stash[_GATE_KEY]), "sme2-baseline-summary")
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -90,7 +90,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     if settings is None or not settings.update or not settings.enabled or getattr(session.config, "workerinput", None):
         return
     try:
-        _storage.check_writable(settings.place)
+        _writable.check_writable(settings.place)
     except Sme2Error as exc:
         raise pytest.UsageError(str(exc)) from None
 
@@ -277,7 +277,7 @@ def _record_benchmarks(item: pytest.Item, profiles: list[Any]) -> None:
 
 
 # ------------------------------------------------------------- the summary
-class _Summary:
+class _GateTally:
     """Collects every test's gate outcome from its report (also from xdist workers) and prints the summary."""
 
     def _measure(self, reports: list[dict[str, Any]]) -> str:

@@ -26,9 +26,9 @@ def _build_runner(args: argparse.Namespace) -> int:
 
 
 def _setup_emulation(args: argparse.Namespace) -> int:
-    from . import emulation
+    from . import emulation_setup
 
-    status = emulation.setup(force=args.force)
+    status = emulation_setup.setup(force=args.force)
     print(f"qemu-aarch64: {status.qemu} ({status.version or '?'})")
     print(f"aarch64 runner: {status.runner}")
     if not status.ready:

@@ -64,15 +64,15 @@ def _runner() -> Check:
 
 
 def _emulation() -> Check:
-    from . import emulation
+    from . import emulation_setup
 
     try:
-        status = emulation.status()
+        status = emulation_setup.status()
     except Exception as exc:
-        return Check("emulated SME2 target", MISSING, f"{type(exc).__name__}: {exc}", emulation.SETUP_COMMAND)
+        return Check("emulated SME2 target", MISSING, f"{type(exc).__name__}: {exc}", emulation_setup.SETUP_COMMAND)
     if status.ready:
         return Check("emulated SME2 target", READY, f"qemu {status.version} at {status.qemu}, runner {status.runner}")
-    return Check("emulated SME2 target", MISSING, status.problem or "not ready", emulation.SETUP_COMMAND)
+    return Check("emulated SME2 target", MISSING, status.problem or "not ready", emulation_setup.SETUP_COMMAND)
 
 
 def _adb() -> Check:

@@ -420,7 +420,7 @@ def event_kinds(path: str | Path) -> np.ndarray:
     """Per ProfileEvent of a file, in file order: True for a delegate-internal operator event.
 
     ETDumpGen appends events as they end, so file order is the order of its
-    end_profiling and log_profiling_delegate calls (instruction_trace.py relies on it).
+    end_profiling and log_profiling_delegate calls (qemu_counts.py relies on it).
     """
     return _columns(path).delegated.copy()
 

@@ -66,7 +66,7 @@ def records_of(labelled: list[tuple[str, Any]], metric: str, inferences: int) ->
     for label, profile in labelled:
         instructions = None
         if metric == "instructions":
-            from .instructions import count_instructions
+            from .callgrind import count_instructions
 
             pte = Path(profile.artifacts["pte"])
             inputs = profile.artifacts.get("inputs")

@@ -27,7 +27,7 @@ import numpy as np
 
 from . import stats
 from ._filelock import locked
-from ._storage import Place, check_writable
+from ._writable import Place, check_writable
 from .errors import UsageError
 from .safe_files import append_lines
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from .instruction_trace import AddressSpace, EventCounts
+from .qemu_counts import AddressSpace, EventCounts
 
 _BLOCK_START = re.compile(r"^0x([0-9a-f]+):")
 # KleidiAI ("..._sme", "..._sme2_mopa") and XNNPACK ("...__neonsme2") kernel names; case-sensitive,
@@ -100,7 +100,7 @@ class KernelTrace:
 
     @classmethod
     def from_names(cls, names: set[str] | list[str]) -> "KernelTrace":
-        """From the names of the functions that executed (e.g. instruction_trace's per-event functions)."""
+        """From the names of the functions that executed (e.g. qemu_counts' per-event functions)."""
         names = set(names)
         kernels = sorted(n for n in names if is_sme_kernel(n))
         return cls(tuple(kernels), len(names))

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from .emulation import DEFAULT_SVL_BITS
+from .emulation_setup import DEFAULT_SVL_BITS
 from .errors import Sme2Error, UsageError
 from .gate import MISSING_POLICIES
 from .perf_samples import DEFAULT_PERIOD_NS

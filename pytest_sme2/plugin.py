@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterator
 import pytest
 
 from .safe_files import write_file
-from . import _processes, _storage, options, progress
+from . import _processes, _writable, options, progress
 from .errors import Sme2Error, UsageError
 from .export import ExportedModel, Recipe
 from .kernel_sampling import SamplingSettings
@@ -207,7 +207,7 @@ def _as_test_failure(request: pytest.FixtureRequest) -> contextlib.AbstractConte
 
 
 @contextlib.contextmanager
-def failures_of_test(session: Sme2Session, nodeid: str, places: tuple[_storage.Place, ...] = ()) -> Iterator[None]:
+def failures_of_test(session: Sme2Session, nodeid: str, places: tuple[_writable.Place, ...] = ()) -> Iterator[None]:
     """An Sme2Error fails (or errors, in setup) this test with its message, not a traceback; so does an
     OSError while writing into one of the session's folders or ``places`` (a full disk), as a StorageError
     naming the folder and the setting that moves it. An error's long detail (an export's traceback and
@@ -226,7 +226,7 @@ def failures_of_test(session: Sme2Session, nodeid: str, places: tuple[_storage.P
                 pass
         raise pytest.fail.Exception(message, pytrace=False) from None
     except OSError as exc:
-        error = _storage.explain(exc, (*places, *session.places))
+        error = _writable.explain(exc, (*places, *session.places))
         if error is None:
             raise
         raise pytest.fail.Exception(f"StorageError: {error}", pytrace=False) from None
@@ -240,7 +240,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     history_file = history_path(session.config)
     try:
         for place in sme2.session_places:
-            _storage.check_writable(place)
+            _writable.check_writable(place)
         if history_file is not None:
             from .history import check_path
 

@@ -36,7 +36,7 @@ import pandas as pd
 from . import stats
 from .categories import NAMED_CATEGORIES, Category, classify, strip_instance
 from .etdump import ExecutionTrace, read_run
-from .instruction_trace import InstructionTrace
+from .qemu_counts import InstructionTrace
 from .kernel_sampling import KernelTime
 from .work import ProgramWork
 
@@ -146,7 +146,7 @@ class Profile:
     reference_ms: np.ndarray | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     artifacts: dict[str, str] = field(default_factory=dict)
-    # The same events counted in instructions (emulated target; instruction_trace.py), or None.
+    # The same events counted in instructions (emulated target; qemu_counts.py), or None.
     instructions: "InstructionTrace | None" = None
     # Arithmetic work and bytes of the program's operators (work.py), or None.
     work: "ProgramWork | None" = None
@@ -311,7 +311,7 @@ class Profile:
     def basis(self) -> str:
         """What shares, delegation coverage and SME path share measure unless told otherwise: ``time``
         (the ETDump's), or ``instructions`` on the emulated target, whose time is the emulator's but whose
-        instruction counts are exact and repeat run to run (instruction_trace.py)."""
+        instruction counts are exact and repeat run to run (qemu_counts.py)."""
         return INSTRUCTIONS if self.emulated and INSTRUCTIONS in self._breakdowns else TIME
 
     def _breakdown(self, by: str | None) -> _Breakdown:

@@ -21,7 +21,7 @@ from . import stats
 from .errors import EtdumpError, KernelSamplingWarning, ProgramError, RunnerError, Sme2Error, UsageError
 from .etdump import read_run
 from .export import ExportedModel
-from .instruction_trace import InstructionTrace
+from .qemu_counts import InstructionTrace
 from .kernel_sampling import KernelNamer, KernelTime, attribute
 from .samplers import PERF_DATA, Sampler
 from .profile import Profile

@@ -12,10 +12,10 @@ from typing import Any
 
 from .export import ExportedModel, Recipe, export
 from .names import slug
-from ._storage import Place, option_and_ini
+from ._writable import Place, option_and_ini
 from .registry import ModelRegistry, default_registry
 from .safe_files import copy_file
-from .emulation import DEFAULT_SVL_BITS
+from .emulation_setup import DEFAULT_SVL_BITS
 from .targets import RunSpec, Target, make_target
 from .targets.base import DEFAULT_TIMEOUT_S
 

@@ -570,7 +570,7 @@ def counted_verdicts(label: str, current: Mapping[str, Any], baseline: Mapping[s
                      tol: Tolerances) -> list[Verdict]:
     """The emulated target's gate: what the counted run says, compared with plain tolerances.
 
-    Every quantity here repeats exactly run to run (instruction_trace.py), so a change beyond its
+    Every quantity here repeats exactly run to run (qemu_counts.py), so a change beyond its
     tolerance is a change of the program or of the kernels XNNPACK picked, never noise; no
     statistics are needed and none of it reads emulated time.
     """

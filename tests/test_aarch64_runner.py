@@ -23,7 +23,7 @@ from pytest_sme2.session import Settings, Sme2Session
 
 from conftest import REPO
 
-from pytest_sme2 import emulation
+from pytest_sme2 import emulation_setup as emulation
 
 # Prefer the emulated target's qemu 11.1 (SME and SME2, so the mask must hide both); Debian's
 # qemu-user (7.2 on bookworm: SME only) still exercises the SME bits.

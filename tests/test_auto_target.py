@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_sme2 import emulation
+from pytest_sme2 import emulation_setup as emulation
 from pytest_sme2.cpu import CpuInfo, parse_proc_cpuinfo
 from pytest_sme2.native import build
 from pytest_sme2.targets import auto

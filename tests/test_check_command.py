@@ -81,7 +81,7 @@ def test_check_judges_a_session_as_pytest_did(sme2_project: pytest.Pytester) -> 
     elsewhere = sme2_project.mkdir("other-baselines")
     missing = _check(sme2_project, str(session / "summary.json"), "--baselines", str(elsewhere), "--out",
                      str(sme2_project.path / "out"))
-    assert missing.returncode == 1 and f"no baseline for tiny fp32-xnnpack" in missing.stdout
+    assert missing.returncode == 1 and "no baseline for tiny fp32-xnnpack" in missing.stdout
     assert str(elsewhere) in missing.stdout
     skipped = _check(sme2_project, str(session), "--baselines", str(elsewhere), "--missing", "skip")
     assert skipped.returncode == 0, skipped.stdout

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from pytest_sme2.etdump import _columns
-from pytest_sme2.instruction_trace import COUNTS_FILE, COUNTS_VERSION, InstructionTrace
+from pytest_sme2.qemu_counts import COUNTS_FILE, COUNTS_VERSION, InstructionTrace
 from pytest_sme2.profile import Profile
 from pytest_sme2.report.commands import analyze, compare_files
 from pytest_sme2.report.record import build_record

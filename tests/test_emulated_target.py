@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from pytest_sme2 import Recipe, assert_outputs_match, assert_sme2_kernel_path
-from pytest_sme2 import emulation
+from pytest_sme2 import emulation_setup as emulation
 from pytest_sme2.runner import Runner
 from pytest_sme2.session import Settings, Sme2Session
 from pytest_sme2.targets import RunSpec

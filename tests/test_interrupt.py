@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_sme2 import emulation
+from pytest_sme2 import emulation_setup as emulation
 from pytest_sme2.native.build import build_runner
 
 from helpers_faults import alive, descendants, interrupt, processes_touching, snapshot, start_pytest, wait_for, \

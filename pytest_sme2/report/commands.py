@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import EtdumpError, RunnerError, UsageError
-from ..instruction_trace import COUNTS_FILE, InstructionTrace
+from ..qemu_counts import COUNTS_FILE, InstructionTrace
 from ..profile import INSTRUCTIONS, Profile
 from ..targets.base import EMULATED_TIMING, RUN_FACTS, RUNNER_LOG
 from .record import compare, profile_entry

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from ..emulation import DEFAULT_SVL_BITS
+from ..emulation_setup import DEFAULT_SVL_BITS
 from ..errors import UsageError
 from .base import RunResult, RunSpec, Target, TargetInfo
 from .host import HostTarget

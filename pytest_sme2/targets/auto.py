@@ -29,7 +29,7 @@ from ..cpu import CpuInfo, host_cpu
 from ..native.build import mask_preload_variable
 
 if TYPE_CHECKING:
-    from ..emulation import EmulationStatus
+    from ..emulation_setup import EmulationStatus
     from .base import Target
 
 
@@ -97,12 +97,12 @@ def _problem(emulation: EmulationStatus | None) -> str:
 
 def _facts(machine: Machine) -> tuple[str | None, EmulationStatus | None]:
     """What ``plan`` needs to know about ``machine``, found without building anything."""
-    from .. import emulation
+    from .. import emulation_setup
     from ..native.build import build_problem
 
     if machine.cpu.has_sme2:
         return build_problem(machine.runner_arch), None
-    return None, emulation.status()
+    return None, emulation_setup.status()
 
 
 def current_plan(machine: Machine | None = None) -> AutoPlan:

@@ -16,9 +16,9 @@ import subprocess
 from pathlib import Path
 from typing import NoReturn
 
-from .. import _processes, emulation
+from .. import _processes, emulation_setup
 from ..errors import RunnerError, UsageError
-from ..instruction_trace import COUNTS_FILE, QEMU_LOG_FLAGS, AddressSpace, ExecutedBlocks, count_events, write_counts
+from ..qemu_counts import COUNTS_FILE, QEMU_LOG_FLAGS, AddressSpace, ExecutedBlocks, count_events, write_counts
 from ..kernel_trace import kernel_trace_of
 from .base import EMULATED_TIMING, RunResult, RunSpec, TargetInfo
 from .local import check_runner, run_runner_process
@@ -54,15 +54,15 @@ class EmulatedTarget:
     default_runs = 1
     default_warmup = 1
 
-    def __init__(self, log_dir: Path, svl_bits: int = emulation.DEFAULT_SVL_BITS,
-                 status: emulation.EmulationStatus | None = None, runner: Path | None = None,
+    def __init__(self, log_dir: Path, svl_bits: int = emulation_setup.DEFAULT_SVL_BITS,
+                 status: emulation_setup.EmulationStatus | None = None, runner: Path | None = None,
                  trace_kernels: bool = True):
         check_svl(svl_bits)
         if runner is not None:  # a user's build: the right architecture and executorch, or nothing runs
             check_runner(runner, "emulated target runner (--sme2-runner)", arch="aarch64")
         self._svl = svl_bits
         self._trace_kernels = trace_kernels
-        self._status = status or emulation.status(runner=runner)
+        self._status = status or emulation_setup.status(runner=runner)
         self._version_checked = False
 
     @property
@@ -87,17 +87,17 @@ class EmulatedTarget:
         from ..native.build import executorch_release
 
         st = self._status
-        built = emulation.runner_version(st.qemu, st.runner)
+        built = emulation_setup.runner_version(st.qemu, st.runner)
         wanted = executorch_release()
         if built is None:
             raise RunnerError(
                 f"{st.runner} did not answer `--version` like pytest-sme2's runner; the emulated target needs "
-                f"it: run `{emulation.SETUP_COMMAND}` (or `pytest-sme2 build-runner --arch linux-aarch64`)"
+                f"it: run `{emulation_setup.SETUP_COMMAND}` (or `pytest-sme2 build-runner --arch linux-aarch64`)"
             )
         if built != wanted:
             raise RunnerError(
                 f"{st.runner} was built against executorch {built}, but programs are exported with executorch "
-                f"{wanted}; rebuild it with `{emulation.SETUP_COMMAND} --force`"
+                f"{wanted}; rebuild it with `{emulation_setup.SETUP_COMMAND} --force`"
             )
         self._version_checked = True
 
@@ -112,24 +112,24 @@ class EmulatedTarget:
         """``reference`` is not run: emulated time is never compared, so it would only cost emulation time.
 
         With ETDump on and counting on (the default), the run is counted: every block the
-        inference executes is logged and cut into ETDump events (instruction_trace.py), and
+        inference executes is logged and cut into ETDump events (qemu_counts.py), and
         the result carries the path of the counts (``evidence["instruction_counts"]``).
         """
         st = self._status
         if not st.ready:
             raise UsageError(f"emulated SME2 target not ready: {st.problem}")
         self._check_runner_version()
-        cpu = "max,sme=off" if spec.sme2 is False else emulation.svl_cpu(self._svl)
+        cpu = "max,sme=off" if spec.sme2 is False else emulation_setup.svl_cpu(self._svl)
         qemu = [str(st.qemu), "-cpu", cpu]
         if self._trace_kernels and spec.etdump:
             return self._counted_run(qemu, pte, inputs, spec, out_dir)
-        env = {**os.environ, "QEMU_LD_PREFIX": str(emulation.SYSROOT)}
+        env = {**os.environ, "QEMU_LD_PREFIX": str(emulation_setup.SYSROOT)}
         return run_runner_process(qemu, st.runner, env, pte, inputs, spec, out_dir, self.info,
                                   sme2_active=spec.sme2 is not False)
 
     def _counted_run(self, qemu: list[str], pte: Path, inputs: Path | None, spec: RunSpec,
                      out_dir: Path) -> RunResult:
-        """The run under qemu's execution log, counted per ETDump event (see instruction_trace.py).
+        """The run under qemu's execution log, counted per ETDump event (see qemu_counts.py).
 
         The same program must count the same on every machine, so the guest sees the same
         address space each time: no address randomisation (setarch -R), a fixed working folder
@@ -148,7 +148,7 @@ class EmulatedTarget:
         os.mkfifo(fifo)
         counter = _processes.start([str(build_exec_counter()), str(blocks), str(sequence), str(fifo)],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        env = {"QEMU_LD_PREFIX": str(emulation.SYSROOT)}  # all the guest sees, the same on every machine
+        env = {"QEMU_LD_PREFIX": str(emulation_setup.SYSROOT)}  # all the guest sees, the same on every machine
         prefix = [setarch, "-R", *qemu, *QEMU_LOG_FLAGS, "-D", fifo.name]
         try:
             result = run_runner_process(prefix, self._status.runner, env, pte, inputs, spec, out_dir, self.info,

@@ -27,7 +27,7 @@ Why counts repeat exactly: only the thread that runs the inference is
 counted (thread pools spin in other threads), only inside events (process
 start-up, file I/O and the runner's own timing are outside), and the guest
 reads the clock through syscalls, whose work is the host's. Two runs of the
-same program give the same count for every event (tests/test_instruction_trace.py).
+same program give the same count for every event (tests/test_qemu_counts.py).
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from typing import Iterator
 
 import pytest
 
-from pytest_sme2 import _storage
+from pytest_sme2 import _writable
 
 TEST = """
 import pytest
@@ -119,16 +119,16 @@ def test_baselines_are_written_readable_and_a_read_only_one_is_not_replaced(sme2
 
 
 def test_explain_names_the_place_that_holds_the_path(tmp_path: Path) -> None:
-    cache = _storage.Place("export cache", tmp_path / "cache", "--sme2-cache-dir (or ini sme2_cache_dir)")
-    artifacts = _storage.Place("artifacts folder", tmp_path / "art", "--sme2-artifacts-dir (or ini x)")
+    cache = _writable.Place("export cache", tmp_path / "cache", "--sme2-cache-dir (or ini sme2_cache_dir)")
+    artifacts = _writable.Place("artifacts folder", tmp_path / "art", "--sme2-artifacts-dir (or ini x)")
     full = OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "src.pte"))
     full.filename2 = str(tmp_path / "art" / "s" / "t" / "x.pte")
-    message = str(_storage.explain(full, [cache, artifacts]))
+    message = str(_writable.explain(full, [cache, artifacts]))
     assert message.startswith("cannot write the artifacts folder: no space left on the device at ")
     assert "--sme2-artifacts-dir" in message and "--sme2-cache-dir" not in message
     denied = PermissionError(errno.EACCES, "Permission denied", str(tmp_path / "cache" / "locks"))
-    assert "cannot write the export cache: permission denied" in str(_storage.explain(denied, [cache, artifacts]))
+    assert "cannot write the export cache: permission denied" in str(_writable.explain(denied, [cache, artifacts]))
     elsewhere = PermissionError(errno.EACCES, "Permission denied", "/etc/shadow")
-    assert _storage.explain(elsewhere, [cache, artifacts]) is None  # not ours: the real error stays
+    assert _writable.explain(elsewhere, [cache, artifacts]) is None  # not ours: the real error stays
     anonymous = OSError(errno.ENOSPC, "No space left on device")
-    assert "no space left on the device" in str(_storage.explain(anonymous, [cache]))
+    assert "no space left on the device" in str(_writable.explain(anonymous, [cache]))
