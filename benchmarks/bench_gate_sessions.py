@@ -129,9 +129,21 @@ def pytest_session(root: Path, *args: str, timeout: float = 3600) -> dict:
         if block:
             messages[name] = block.group(1)[-3000:]
     skipped = re.search(r"(\d+) skipped", out)
+    passed = re.search(r"(\d+) passed", out)
+    ran = len(failed) + int(passed.group(1) if passed else 0) + int(skipped.group(1) if skipped else 0)
+    # A session that never ran its tests (an import error, a crash) judged nothing: not a pass.
     return {"exit": done.returncode, "seconds": time.perf_counter() - started, "failed": [n for n, _ in failed],
-            "skipped": int(skipped.group(1)) if skipped else 0,
-            "messages": messages, "tail": out[-1500:]}
+            "skipped": int(skipped.group(1)) if skipped else 0, "ran": ran,
+            "invalid": ran < len(MODELS) + 1,
+            "messages": messages, "tail": out[-1500:], "stderr_tail": done.stderr[-1500:]}
+
+
+def invalid(session: dict) -> bool:
+    """A session that ran fewer tests than the project has (crashed, could not import): it judged nothing.
+    Older result files have no "ran": there, a failing exit with no failed test and no output."""
+    if "invalid" in session:
+        return bool(session["invalid"])
+    return session["exit"] != 0 and not session["failed"] and not session["tail"].strip()
 
 
 def main() -> None:
@@ -187,8 +199,10 @@ def main() -> None:
     result["load_average_at_end"] = list(os.getloadavg())
     save()
     tests = len(MODELS) + 1
-    false = sum(len(s["failed"]) for s in result["unchanged"])
-    print(f"false alarms: {false} of {tests * len(result['unchanged'])} tests in {len(result['unchanged'])} sessions")
+    valid = [s for s in result["unchanged"] if not invalid(s)]
+    false = sum(len(s["failed"]) for s in valid)
+    print(f"false alarms: {false} of {tests * len(valid)} tests in {len(valid)} sessions "
+          f"({len(result['unchanged']) - len(valid)} invalid sessions left out: they ran no test)")
     for kind, session in result["changed"].items():
         print(f"{kind}: {len(session['caught_on_expected_check'])} of {tests} caught on the expected check "
               f"({len(session['failed'])} failed)")
