@@ -24,8 +24,7 @@ from .kernel_sampling import SamplingSettings
 from .profile import Profile
 from .runner import Runner, require_program
 from .session import Settings, Sme2Session
-from .targets import RunSpec, check_target_name
-from .targets.emulated import check_svl
+from .targets import RunSpec, check_choice
 from .targets.adb import AdbOptions, is_adb_target
 
 # Hook modules that extend this one (baselines and verdicts; reports and session outputs).
@@ -131,8 +130,9 @@ def pytest_configure(config: pytest.Config) -> None:
         kernel_sampling=_kernel_sampling(config),
     )
     try:
-        check_target_name(settings.target)
-        check_svl(settings.svl_bits, setting_source(config, "emulated_svl"))
+        check_choice(settings.target, settings.svl_bits, setting_source(config, "emulated_svl"),
+                     {"--sme2-runner": settings.runner, "--sme2-runner-on": settings.runner_on,
+                      "--sme2-runner-off": settings.runner_off})
         if is_adb_target(settings.target):
             claim_timeout = _setting(config, "adb_claim_timeout")
             settings = replace(settings, adb=AdbOptions(
@@ -142,17 +142,6 @@ def pytest_configure(config: pytest.Config) -> None:
                 claim_timeout_s=AdbOptions.claim_timeout_s if claim_timeout is None else claim_timeout))
     except Sme2Error as exc:
         raise pytest.UsageError(str(exc)) from None
-    if settings.target in ("local", "emulated"):  # a runner that cannot run there is an error before any test
-        from .targets.local import check_runner
-
-        arch = "aarch64" if settings.target == "emulated" else None
-        for role, path in (("--sme2-runner", settings.runner), ("--sme2-runner-on", settings.runner_on),
-                           ("--sme2-runner-off", settings.runner_off)):
-            if path is not None:
-                try:
-                    check_runner(path, f"runner ({role})", arch=arch)
-                except Sme2Error as exc:
-                    raise pytest.UsageError(str(exc)) from None
     session = Sme2Session(settings)
     session.registry.root = rootdir  # where an unimportable model package is looked for (its error names the fix)
     try:

@@ -9,7 +9,7 @@ from ..emulation_setup import DEFAULT_SVL_BITS
 from ..errors import UsageError
 from .base import RunResult, RunSpec, Target, TargetInfo
 from .host import HostTarget
-from .emulated import EmulatedTarget
+from .emulated import EmulatedTarget, check_svl
 from .local import LocalTarget
 from .adb import AdbOptions, AdbTarget, is_adb_target, parse_adb_target
 
@@ -24,6 +24,20 @@ def check_target_name(name: str) -> str:
     if name not in TARGET_NAMES:
         raise UsageError(f"--sme2-target={name!r} is not a known target; choose one of {', '.join(TARGET_NAMES)}")
     return name
+
+
+def check_choice(name: str, svl_bits: int, svl_source: str, runners: dict[str, Path | None]) -> None:
+    """Everything about a target choice that can be wrong before any test runs, as a UsageError: the
+    target's name, the emulated streaming vector length, and runner binaries (by their option) that
+    cannot run on the target (the local one runs host binaries, the emulated one aarch64 ones)."""
+    check_target_name(name)
+    check_svl(svl_bits, svl_source)
+    if name in ("local", "emulated"):
+        from .local import check_runner
+
+        for role, path in runners.items():
+            if path is not None:
+                check_runner(path, f"runner ({role})", arch="aarch64" if name == "emulated" else None)
 
 
 def make_target(name: str, log_dir: Path, runner: Path | None = None, runner_on: Path | None = None,
