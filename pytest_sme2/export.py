@@ -1,39 +1,9 @@
 """Export recipes and the content-addressed export cache.
 
-A recipe is data: dtype (fp32, fp16, int8), int8 quantisation mode (static
-per-channel with calibration, or dynamic) and partitioner (xnnpack, or none
-for portable kernels only).
-
-An export runs in two stages. Stage 1, the trace, always runs: build the eager
-model, prepare it for the dtype (fp16: ``.half()`` of the model and its float
-inputs) and ``torch.export`` it. The cache key is a digest of that ATen
-program's content (graph code, signature, every parameter, buffer and constant
-byte for byte), the example and calibration input values, the recipe, torch and
-executorch versions and this module's format version (see export_key.py). Stage
-2 runs only on a miss: quantize the stage-1 program (int8), lower, to_executorch,
-write the artifacts.
-
-Why the program's content and not its source: a model's program depends on
-every module it imports, the weights files it loads and the values it is fed,
-and no list of source files is complete; the traced program is. It costs a
-trace per session, model and recipe (0.06 s for a toy CNN, 1-3 s for
-mobilenet_v3_small, plus 3.5-4 s for a process's first torch.export; a full
-export takes 2-35 s; docs/performance.md "Export cache keyed by the traced
-program"), and it means an entry is only ever stored under the key of the
-very program that was lowered: an edit gets a new entry, its revert finds the
-original one again, and a comment or a renamed local variable costs nothing.
-
-A second session (or an xdist worker) with the same key re-uses the .pte without
-lowering; a lock per key plus write-to-temp-then-rename means no two processes
-lower the same program and nobody reads a half-written entry.
-
-An entry is checked every time a process uses it: export.json must decode and
-name this key, every file must have the sha256 stored in export.json when it was
-written (hashing a mobilenet entry, 10 MB of program and 23 MB of ETRecord, takes
-about 30 ms), and program.json must decode. An entry that fails is reported with
-its path (DamagedCacheEntryWarning), removed and exported again, never used:
-nothing in a session may change what a later session runs (artifacts in session
-folders are copies, see session.copy_artifact).
+A recipe is data (dtype, int8 quantisation mode, partitioner). An export traces the model every time
+(stage 1) and keys the cache by that traced program's content, inputs, recipe and versions
+(export_key.py): no list of source files is complete, the traced program is. Lowering (stage 2) runs only
+on a miss, under a lock per key, and every use of an entry checks its files' sha256. docs/export.md.
 """
 
 from __future__ import annotations

@@ -1,32 +1,9 @@
 """Which graph node each runtime operator implements: an identity that survives a change of the program.
 
-The emulated gate compares each operator's counted instructions with the baseline's, so it has to know
-which operator of the baseline is which operator now. What the evidence offers, checked on the ETDumps
-and ETRecords of executorch 1.5.1:
-
-- **ETDump**: XNNPACK operator events carry only ``"<kind> #N"`` (numbered per delegate call) and the
-  delegate call's instruction id; their ``delegate_debug_id`` is always -1 (XNNPACK's profiler logs no
-  debug handle). Names and instruction ids both shift when a delegate splits in two: the second
-  convolution ``Convolution #2 @0`` becomes ``Convolution #1 @2``.
-- **.pte**: each ``XNode`` of the XNNPACK delegate graph has a ``debug_handle``; nodes XNNPACK's lowering
-  inserted (layout transposes) have 65535, none of their own. Handles are numbered in graph order, so an
-  inserted ``torch.cumsum`` renumbers every later node: raw handles are no identity either.
-- **ETRecord** (written beside every exported program): its edge program maps each debug handle to the
-  graph node, with the module that called it (``nn_module_stack``) and its aten operator; its
-  ``debug_handle_map`` maps a portable kernel's instruction to its handles.
-
-So an operator's identity is its graph node named by what the model author wrote: the module path, the
-aten operator, and which call of that operator within that module (``second: aten.convolution.default``,
-``<root>: aten.relu.default [2]``). A delegate split changes none of these (no instruction ids, no
-per-delegate numbers in them) and an inserted operator adds one new name without renumbering the others.
-The operator's runtime kind is *not* part of it, so a convolution that moved from a packed (SME) kernel to
-a depthwise one is the same operator, now of another kind ("X is now Y"). An operator without a node of
-its own (a transpose the lowering inserted) is named by its kind and the node it follows
-(``Transpose (ND, X32) after second: aten.convolution.default``): the transposes a split adds at the new
-boundary are new, the old ones keep their names.
-
-Runtime operators are matched to XNodes by work.ProgramWork.node_matches (per kind, in node order; a kind
-whose counts differ is not matched): an operator it cannot match falls back to the kind-and-neighbour name.
+The gate pairs baseline and run operators by it, so a delegate split or an inserted operator does not
+shift every pairing. An operator is named by what the model author wrote (module path, aten operator,
+which call of it in that module), never by execution order or per-delegate numbers. Why ETDump names,
+instruction ids and raw debug handles cannot serve: docs/design.md, "How identity.py names operators".
 """
 
 from __future__ import annotations

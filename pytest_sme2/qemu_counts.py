@@ -1,33 +1,9 @@
 """Deterministic instruction counts per ETDump event, from one traced inference under qemu.
 
-Emulated time is the emulator's, not the hardware's; what the guest executes
-is exact. qemu-user logs every translated block (``-d in_asm``) and every
-executed block (``-d exec,nochain``); ``native/exec_counter.c`` turns that log
-into the sequence of blocks the guest's first thread ran. This module cuts the
-sequence into ETDump events without any help from the program:
-
-- a runtime event (Method::execute, DELEGATE_CALL, OPERATOR_CALL,
-  native_call_*, Program::load_method, ...) runs from the entry of
-  ``ETDumpGen::start_profiling`` to the entry of the matching
-  ``ETDumpGen::end_profiling`` (events nest, so a stack pairs them);
-- an XNNPACK operator runs from the entry of XNNPACK's
-  ``xnn_run_operator_with_index`` (the function ``xnn_run_operator`` tail-calls;
-  not exported itself) to the next block of ``xnn_invoke_runtime``, which
-  called it; XNNPACK's profiler then logs one ``log_profiling_delegate`` per
-  operator, in order;
-- the event tracer's own code (``libexecutorch_etdump.so``) is not counted.
-
-ETDumpGen appends an event to the ETDump when it ends (``end_profiling``,
-``log_profiling_delegate``), so the k-th such call is the k-th event of the
-ETDump files the run wrote. Counts are checked against the files (every
-runtime event must meet an ``end_profiling``, every delegate operator a
-logged operator) rather than trusted.
-
-Why counts repeat exactly: only the thread that runs the inference is
-counted (thread pools spin in other threads), only inside events (process
-start-up, file I/O and the runner's own timing are outside), and the guest
-reads the clock through syscalls, whose work is the host's. Two runs of the
-same program give the same count for every event (tests/test_qemu_counts.py).
+Emulated time is the emulator's; what the guest executes is exact. ``native/exec_counter.c`` compacts
+qemu's execution log; this module cuts it into ETDump events without help from the program and checks
+the counts against the ETDump files. How, and why the counts repeat exactly: docs/design.md,
+"How qemu_counts.py cuts events".
 """
 
 from __future__ import annotations

@@ -1,32 +1,11 @@
 """Compare a profile's record with its baseline: Verdict objects with their evidence.
 
-Two kinds of checks, because they fail for different reasons:
-
-- Latency is noisy (raw medians moved by a factor of two between processes
-  on this shared machine), so the gate compares relative latency: each run
-  divided by the run of pytest-sme2's fixed reference program right before it
-  (reference_program.py), which cancels drift of the whole machine. A
-  regression needs a change both larger than the tolerance and statistically
-  significant over all per-run samples (one-sided Mann-Whitney U at a strict
-  alpha). Improvements are reported the
-  same way. Emulated timing is not hardware timing and is never compared.
-  ``metric="instructions"`` replaces latency by instructions per inference
-  counted under callgrind, which repeat to about 1e-6, so a plain relative
-  tolerance is enough.
-- Per-run quantities of time (category shares, delegation coverage by time,
-  SME path share) are judged like latency: the median over undisturbed runs
-  must move more than the tolerance *and* the Mann-Whitney U test over the
-  per-run values must call it significant. A total over runs is moved by tens
-  of points by one 4-8 ms stall; these are not.
-- Runs the machine disturbed (stats.undisturbed_runs) never decide a verdict;
-  every verdict says how many were left out, and with fewer than
-  stats.MIN_CLEAN_RUNS undisturbed runs on a side the verdict is
-  ``inconclusive`` (shown, not failed) instead of a guess.
-- Structure needs no statistics: an operator fell out of the delegate, the
-  delegated share of graph nodes dropped.
-
-Records are the dicts of :func:`pytest_sme2.baselines.record_of`, so the same
-code judges a live Profile and synthetic numbers in unit tests.
+Time-based quantities (relative latency, category shares, delegation coverage, SME path share) fail only
+when they moved more than their tolerance *and* a one-sided t-test between the baseline's and this run's
+process medians calls the move significant (stats.ProcessShift): the runs of one process are not
+independent. Disturbed runs never decide; too few undisturbed ones make a verdict ``inconclusive``.
+Structure needs no statistics; emulated time is never compared (the counts are). docs/gate.md has the
+whole story. Records are the dicts of baselines.record_of, so unit tests judge synthetic numbers.
 """
 
 from __future__ import annotations

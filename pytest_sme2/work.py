@@ -1,33 +1,9 @@
 """Arithmetic work and bytes moved per operator, from the exported program alone.
 
-Time depends on the machine; how much arithmetic an operator does and how many
-bytes it reads and writes do not. They turn times into throughput (GFLOP/s,
-GB/s) on hardware and, on the emulated target, give the SME path share *by
-work*: of the CONV+GEMM multiply-accumulates, the share that ran on packed
-(SME) kernels, which no emulator timing or instruction count distorts.
-
-Where the numbers come from:
-
-- **Delegated (XNNPACK) operators.** Each XNNPACK delegate blob in the .pte is a
-  flatbuffer (``executorch/backends/xnnpack/serialization/schema.fbs``) whose
-  ``XNode``s reference ``XValue`` tensors with their dims; it is read with
-  ExecuTorch's own deserializers and the ``flatc`` it ships. The runtime
-  creates its operators from the nodes in node order, but fuses some (a clamp
-  into the convolution before it), skips others and numbers them per kind
-  (" #N"), so operators are matched to nodes *per kind, in order*: the i-th
-  convolution-or-fully-connected operator of a delegate call is its i-th
-  ``XNNConv2d``/``XNNDepthwiseConv2d``/``XNNFullyConnected`` node (XNNPACK runs
-  some 1x1 convolutions as Fully Connected), the i-th transpose its i-th
-  ``XNNStaticTranspose``, and so on. A kind whose operator and node counts
-  differ is not matched at all: its operators get no work and a reason,
-  never a neighbour's numbers.
-- **Portable operators** (``native_call_*``): their instruction in the
-  execution plan names the kernel and its tensor arguments; bytes read and
-  written follow from those tensors, arithmetic for the matrix products.
-
-MACs are multiply-accumulates; FLOPs count two per MAC and one per element of
-elementwise operators. Bytes count each tensor once (inputs and weights read,
-outputs written).
+Time depends on the machine; an operator's multiply-accumulates and bytes do not. They turn times into
+throughput on hardware and give the emulated target its SME path share *by work*. Where the numbers come
+from (XNNPACK delegate graphs matched per kind in order, portable kernels' tensor arguments):
+docs/design.md, "How work.py counts work".
 """
 
 from __future__ import annotations
