@@ -40,7 +40,7 @@ from .stats import Interval, Summary
 from .targets import RunSpec, TargetInfo
 from .verdicts import Tolerances, Verdict
 
-__version__ = "0.1.0"
+from ._version import __version__
 
 __all__ = [
     "BaselineError",

@@ -20,6 +20,35 @@ GATE = ("pytest_sme2.gate", "pytest_sme2.names", "pytest_sme2.verdicts", "pytest
         "pytest_sme2.history", "pytest_sme2.identity")
 
 
+# The declared order of the stages, upstream first. A module may import modules of its own stage or of an
+# earlier one, never of a later one: data flows model -> export -> run -> evidence -> Profile -> gate ->
+# report, and what calls what follows it. Where the import order differs from the data's (a target runs
+# qemu and reads its counts; the evidence readers sit before the targets that use them), it is declared
+# here, once. "shared" holds what every stage may use (errors, file safety, names, processes, the one
+# category table, ELF reading, the version). A new module must be placed here (docs/design.md says why).
+STAGES: dict[str, tuple[str, ...]] = {
+    "shared": ("errors", "safe_files", "names", "_filelock", "_processes", "_supervisor", "_writable", "_version",
+               "cpu", "categories", "native.elf"),
+    "model": ("registry",),
+    "evidence": ("etdump", "qemu_counts", "kernel_trace", "perf_samples", "samplers", "kernel_sampling", "identity"),
+    "export": ("export", "export_key", "program", "work", "reference_program"),
+    "run": ("emulation_setup", "native", "native.build", "native.macho", "native.tensorfile", "callgrind",
+            "targets", "targets.base", "targets.host", "targets._host_worker", "targets.local", "targets.emulated",
+            "targets.adb", "targets._runner_contract", "targets.auto"),
+    "profile": ("stats", "profile"),
+    "measure": ("session", "runner"),
+    "gate": ("_baseline_fields", "baselines", "verdicts", "findings", "gate", "history", "assertions"),
+    "report": ("report", "report.advice", "report.charts", "report.combined", "report.commands", "report.csv_export",
+               "report.escape", "report.history_report", "report.html", "report.kit_layout", "report.markdown",
+               "report.record", "report.summary", "report.table", "report.text"),
+    "wiring": ("", "options", "plugin", "_baseline_hooks", "_report_hooks", "progress", "cli", "doctor", "bisect"),
+}
+
+
+def _stage_of() -> dict[str, int]:
+    return {("pytest_sme2." + name).rstrip("."): i for i, names in enumerate(STAGES.values()) for name in names}
+
+
 def _modules() -> dict[str, Path]:
     out = {}
     for path in PACKAGE.rglob("*.py"):
@@ -151,3 +180,34 @@ def test_the_gate_never_imports_pytest() -> None:
         reached = _reachable(graph, module)
         assert "pytest" not in reached, (
             f"{module} reaches pytest through {sorted(m for m in reached if 'pytest' in graph.get(m, ()))}")
+
+
+def test_every_module_has_a_declared_stage() -> None:
+    stages = _stage_of()
+    unplaced = sorted(set(_modules()) - set(stages))
+    gone = sorted(set(stages) - set(_modules()))
+    assert not unplaced, f"place these modules in a stage of STAGES (tests/test_import_graph.py): {unplaced}"
+    assert not gone, f"STAGES names modules that do not exist: {gone}"
+
+
+def _against_the_flow(graph: dict[str, set[str]], stages: dict[str, int]) -> list[str]:
+    names = list(STAGES)
+    return [f"{module} ({names[stages[module]]}) imports {other} ({names[stages[other]]})"
+            for module, imported in sorted(graph.items()) for other in sorted(imported)
+            if other in stages and module in stages and stages[other] > stages[module]]
+
+
+def test_imports_only_point_upstream() -> None:
+    """No module imports one of a later stage (shared modules are everyone's)."""
+    against = _against_the_flow(_graph(), _stage_of())
+    assert not against, "imports against the flow:\n" + "\n".join(against)
+
+
+def test_the_stage_check_sees_an_arrow_against_the_flow() -> None:
+    stages = _stage_of()
+    graph = {"pytest_sme2.profile": {"pytest_sme2.stats", "pytest_sme2.report.table"}}
+    assert _against_the_flow(graph, stages) == [
+        "pytest_sme2.profile (profile) imports pytest_sme2.report.table (report)"]
+    assert stages["pytest_sme2.gate"] > stages["pytest_sme2.profile"] > stages["pytest_sme2.etdump"]
+    assert stages["pytest_sme2.report.summary"] > stages["pytest_sme2.gate"]
+    assert stages["pytest_sme2"] == len(STAGES) - 1  # the public face is wiring: it imports every stage

@@ -26,7 +26,7 @@ REPORT_HTML = "report.html"
 
 def session_summary(records: Sequence[Mapping[str, Any]], session_dir: Path | None) -> dict[str, Any]:
     """The summary document: schema version, when, where, the target, and one record per perf test."""
-    from .. import __version__
+    from .._version import __version__
 
     target = next((p["metadata"].get("target") for r in records for p in r["profiles"]
                    if p.get("metadata", {}).get("target")), None)
