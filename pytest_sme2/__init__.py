@@ -40,7 +40,7 @@ from .stats import Interval, Summary
 from .targets import RunSpec, TargetInfo
 from .verdicts import Tolerances, Verdict
 
-from ._version import __version__
+from ._version import __version__ as __version__  # re-exported: the package version
 
 __all__ = [
     "BaselineError",
