@@ -20,6 +20,7 @@ from .names import slug
 from .targets.base import DEFAULT_TIMEOUT_S
 
 MISSING_POLICIES = ("fail", "skip", "warn")
+AUTO_PROCESSES = "auto"  # sme2_processes = auto: each test's checks measure the processes its baseline needs
 # What the gate judged, as a test report's user property and as the test's key in summary.json:
 # the rules, the update command and each baseline file's records.
 GATE_INPUT = "sme2_gate_input"
@@ -36,7 +37,7 @@ class Rules:
     missing: str = "fail"
     update: bool = False
     accept_noisy: bool = False
-    check_processes: int = 1  # processes later checks measure: the design a baseline must serve
+    check_processes: int | str = 1  # processes later checks measure (or "auto"): the design a baseline must serve
 
     def as_dict(self) -> dict[str, Any]:
         return {"root": str(self.root), "metric": self.metric, "tolerances": asdict(self.tolerances),
@@ -48,7 +49,9 @@ class Rules:
         try:
             return cls(root=Path(root or data["root"]), metric=str(data["metric"]),
                        tolerances=verdicts.Tolerances(**dict(data["tolerances"])),
-                       missing=missing or str(data["missing"]), check_processes=int(data["check_processes"]))
+                       missing=missing or str(data["missing"]),
+                       check_processes=data["check_processes"] if data["check_processes"] == AUTO_PROCESSES
+                       else int(data["check_processes"]))
         except (KeyError, TypeError, ValueError) as exc:
             raise UsageError(f"the gate's rules in this summary are incomplete or damaged ({exc}); "
                              "re-run the session to write them again") from None
@@ -101,16 +104,51 @@ def pair_records(records: Mapping[str, Mapping[str, Any]], stored: Mapping[str, 
 
 
 def assess_quality(records: dict[str, dict[str, Any]], tolerances: verdicts.Tolerances,
-                   accept_noisy: bool, check_processes: int = 1) -> list[str]:
-    """Put each record's quality into it; the reasons to refuse the file (empty: write it)."""
+                   accept_noisy: bool, check_processes: int | str = 1) -> list[str]:
+    """Put each record's quality into it; the reasons to refuse the file (empty: write it).
+
+    With ``check_processes = "auto"`` each record is judged for the fewest check processes that see 1.5
+    tolerances of its every quantity (verdicts.processes_needed; refused when even the most do not), and
+    its quality keeps that count for the checks (``auto_processes``)."""
     refused = []
     for label, record in records.items():
-        quality, problems = verdicts.baseline_quality(record, tolerances, check_processes)
+        processes = check_processes
+        if processes == AUTO_PROCESSES:
+            processes = verdicts.processes_needed(record, tolerances) or verdicts.MAX_SUGGESTED_PROCESSES
+        quality, problems = verdicts.baseline_quality(record, tolerances, int(processes))
+        if check_processes == AUTO_PROCESSES:
+            quality["auto"] = True
         if problems and accept_noisy:
             quality["accepted_despite"] = problems
         record["quality"] = quality
         refused += [f"  {label}: {problem}" for problem in problems]
     return [] if accept_noisy else refused
+
+
+def auto_processes(root: Path, fingerprint: str, test_id: str, tolerances: verdicts.Tolerances) -> int:
+    """How many processes ``sme2_processes = auto`` measures a test's check in: the most any record of its
+    stored baseline on this target needs, at most verdicts.MAX_SUGGESTED_PROCESSES. A record written with
+    auto keeps its count (``quality.check_processes``); an older one is worked out from its processes'
+    spread with ``tolerances``. 1 without a readable baseline (the gate then says why)."""
+    path = baselines.baseline_path(root, fingerprint, test_id)
+    try:
+        stored = baselines.load(path)
+    except baselines.BaselineError:
+        return 1
+    if stored is None:
+        return 1
+    counts = []
+    for record in stored.profiles.values():
+        quality = record.get("quality") if isinstance(record.get("quality"), Mapping) else {}
+        kept = quality.get("check_processes")
+        if quality.get("auto") and isinstance(kept, int) and not isinstance(kept, bool) and kept >= 1:
+            counts.append(kept)
+        else:
+            try:
+                counts.append(verdicts.processes_needed(record, tolerances) or verdicts.MAX_SUGGESTED_PROCESSES)
+            except (KeyError, TypeError, ValueError):  # a record the gate will refuse by name
+                counts.append(1)
+    return min(max(counts, default=1), verdicts.MAX_SUGGESTED_PROCESSES)
 
 
 def write_verdicts(path: Path, ordered: list[findings.Finding], judged: list[verdicts.Verdict]) -> Path:
@@ -158,6 +196,9 @@ def check_file(test_id: str, fingerprint: str, target: Mapping[str, Any], record
         baselines.write(baselines.Baseline(path, test_id, fingerprint, records, dict(target),
                                            baselines.recorded_now(repo_root or Path.cwd())))
         outcome["written"].append(str(path))
+        if rules.check_processes == AUTO_PROCESSES:
+            needed = max((r["quality"].get("check_processes", 1) for r in records.values()), default=1)
+            outcome["written"][-1] += f" (sme2_processes = auto: its checks measure {needed} process(es))"
         if legacy is not None:
             legacy.unlink()  # its record now lives under the collision-free name
             outcome["written"][-1] += f" (moved from {legacy.name})"

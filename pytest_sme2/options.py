@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from .emulation_setup import DEFAULT_SVL_BITS
 from .errors import Sme2Error, UsageError
-from .gate import MISSING_POLICIES
+from .gate import AUTO_PROCESSES, MISSING_POLICIES
 from .perf_samples import DEFAULT_PERIOD_NS
 from .targets import TARGET_NAMES, EmulatedTarget, RunSpec, check_target_name
 from .targets.adb import DEFAULT_DEVICE_DIR, AdbOptions
@@ -53,6 +53,7 @@ class Option:
     strict: bool = False  # the value must be above ``low``
     what: str = ""
     marker: str | None = None  # the marker argument that overrides it per test, e.g. "perf(runs=...)"
+    specials: tuple[str, ...] = ()  # words a number setting also takes, e.g. "auto"
 
     @property
     def ini_key(self) -> str:
@@ -222,9 +223,10 @@ OPTIONS: tuple[Option, ...] = (
                        f"{MIN_BASELINE_PROCESSES})"),
     Option("processes", "measure each variant this many times, each in a fresh process, and judge their medians "
            "against the baseline's processes (default 1; more catch smaller changes on a noisy machine at the cost "
-           "of a process start each)", GATE, kind="int", default=1, low=1, what="a whole number >= 1",
-           ini_help="processes each variant is measured in (checks)",
-           doc_default="1 (processes a check measures each variant in)"),
+           "of a process start each; auto: each test as many as its baseline's quality check found it needs to "
+           "see 1.5 tolerances, at most 10)", GATE, kind="int", default=1, low=1, specials=(AUTO_PROCESSES,),
+           what="a whole number >= 1, or auto", ini_help="processes each variant is measured in (checks; or auto)",
+           doc_default="1 (processes a check measures each variant in); `auto`: per test, what its baseline needs"),
     Option("accept_noisy_baselines", "with --sme2-update-baselines: write baselines even when their runs fail the "
            "quality check (too many disturbed runs, a wide or unstable median); the file records that", GATE,
            kind="flag", ini=False, doc_default="off: refuse records that fail the quality check"),
@@ -254,7 +256,7 @@ def register(group: Any, parser: Any) -> None:
             elif option.switch == "on/off":
                 group.addoption(option.flag_text, default=None, choices=("on", "off"), help=option.help)
             else:
-                kind = {"int": int, "float": float}.get(option.kind)
+                kind = {"int": int, "float": float}.get(option.kind) if not option.specials else None
                 group.addoption(option.flag_text, default=None, help=option.help, choices=option.choices,
                                 **({"type": option.parse or kind} if (option.parse or kind) else {}))
         if option.ini:
@@ -306,12 +308,14 @@ def value(config: Any, name: str) -> Any:
         raw = raw.strip()
     if raw == "" or raw is None:
         return None
+    if option.kind in ("int", "float") and raw in option.specials:
+        return raw
     if option.kind in ("int", "float"):
         cast = int if option.kind == "int" else float
         try:
             number = cast(raw)
         except (TypeError, ValueError):
-            kind = "a whole number" if cast is int else "a number"
+            kind = ("a whole number" if cast is int else "a number") + "".join(f" or {w}" for w in option.specials)
             raise UsageError(f"{source(config, name)} is not {kind}") from None
         low = -math.inf if option.low is None else option.low
         high = math.inf if option.high is None else option.high

@@ -26,8 +26,9 @@ class Settings:
     runs: int | None = None  # None: the target's default (RunSpec.runs on hardware, fewer under emulation)
     warmup: int | None = None
     max_rounds: int = RunSpec.max_rounds
-    processes: int = 1  # RunSpec.processes: a baseline update's --sme2-baseline-processes, else --sme2-processes
-    check_processes: int = 1  # --sme2-processes: what a baseline must serve (verdicts.baseline_quality)
+    # RunSpec.processes: a baseline update's --sme2-baseline-processes, else --sme2-processes ("auto": per test)
+    processes: int | str = 1
+    check_processes: int | str = 1  # --sme2-processes: what a baseline must serve (verdicts.baseline_quality)
     threads: int = 1
     timeout_s: float = DEFAULT_TIMEOUT_S
     cache_dir: Path = Path(".sme2/cache")

@@ -443,6 +443,7 @@ def baseline_quality(record: Mapping[str, Any], tol: Tolerances,
     latency = relative if relative is not None else np.asarray(record["samples_ms"], dtype=float)
     medians, _ = _medians(record, latency, clean)
     quality["processes"] = int(medians.size)
+    quality["check_processes"] = check_processes
     if medians.size < MIN_BASELINE_PROCESSES:
         problems.append(f"it holds {medians.size} process(es) with {stats.MIN_RUNS_PER_PROCESS} or more undisturbed "
                         f"runs; the gate needs {MIN_BASELINE_PROCESSES} or more to know how far each quantity moves "
@@ -450,38 +451,90 @@ def baseline_quality(record: Mapping[str, Any], tol: Tolerances,
         return quality, problems
     spreads: dict[str, float] = {}
     detectable: dict[str, float] = {}
-    median_ms = float(np.median(np.asarray(record["samples_ms"], dtype=float)[clean])) if kept else 0.0
-    if np.all(medians > 0):
-        design = _check_design(np.log(medians), check_processes, log=True)
-        spreads["latency"], detectable["latency"] = float(np.expm1(design.spread)), design.detectable_change(
-            tol.alpha, DETECT_POWER)
-        if detectable["latency"] > DETECT_TOLERANCES * tol.latency and \
-                detectable["latency"] * median_ms > tol.min_effect_ms:
+    for quantity in _spread_quantities(record, tol, latency, clean):
+        design = _check_design(quantity.medians, check_processes, log=quantity.log)
+        change = design.detectable_change(tol.alpha, DETECT_POWER)
+        spreads[quantity.what] = float(np.expm1(design.spread)) if quantity.log else design.spread
+        detectable[quantity.what] = change
+        if not quantity.blind(change):
+            continue
+        remedy = _remedy(quantity.medians, check_processes, quantity.tolerance, tol.alpha, quantity.name,
+                         log=quantity.log)
+        if quantity.what == "latency":
             problems.append(f"{quality['basis']} latency moves by {spreads['latency']:.1%} (sd) between its "
                             f"{medians.size} processes: a check of {check_processes} process(es) would catch "
-                            f"only slowdowns above {detectable['latency']:+.0%} reliably, not {DETECT_TOLERANCES * tol.latency:+.0%} "
-                            f"({DETECT_TOLERANCES:g} x the tolerance); "
-                            + _remedy(np.log(medians), check_processes, tol.latency, tol.alpha, "latency", log=True))
-    for what, values, tolerance in _per_run_quantities(record, tol):
-        keep = clean & np.isfinite(values)
-        found, _ = _medians(record, values, keep)
-        if found.size < MIN_BASELINE_PROCESSES:
-            continue
-        design = _check_design(found, check_processes, log=False)
-        spreads[what], detectable[what] = design.spread, design.detectable_change(tol.alpha, DETECT_POWER)
-        if detectable[what] > DETECT_TOLERANCES * tolerance:
-            problems.append(f"{what} moves by {design.spread * 100:.1f} points (sd) between its {found.size} "
-                            f"processes: a check of {check_processes} process(es) would catch only changes above "
-                            f"{detectable[what] * 100:.0f} points "
-                            f"reliably, not {DETECT_TOLERANCES * tolerance * 100:g} ({DETECT_TOLERANCES:g} x the "
-                            f"tolerance); " + _remedy(found, check_processes, tolerance, tol.alpha,
-                                                       _TOLERANCE_NAMES.get(what.split(" of ")[0], "shares")))
+                            f"only slowdowns above {change:+.0%} reliably, not {DETECT_TOLERANCES * tol.latency:+.0%} "
+                            f"({DETECT_TOLERANCES:g} x the tolerance); " + remedy)
+        else:
+            problems.append(f"{quantity.what} moves by {design.spread * 100:.1f} points (sd) between its "
+                            f"{quantity.medians.size} processes: a check of {check_processes} process(es) would "
+                            f"catch only changes above {change * 100:.0f} points "
+                            f"reliably, not {DETECT_TOLERANCES * quantity.tolerance * 100:g} ({DETECT_TOLERANCES:g} "
+                            f"x the tolerance); " + remedy)
     quality.update({"between_processes": spreads, "detectable_change": detectable})
     return quality, problems
 
 
 _TOLERANCE_NAMES = {"share": "shares", "delegation coverage": "coverage", "SME path share": "sme_path"}
 MAX_SUGGESTED_PROCESSES = 10
+
+
+@dataclass(frozen=True)
+class _Spread:
+    """One time-based quantity of a baseline, as its process medians: what a check's power depends on."""
+
+    what: str
+    medians: np.ndarray
+    tolerance: float
+    log: bool
+    median_ms: float = 0.0  # latency: the median run, for the gate's minimum effect in milliseconds
+    min_effect_ms: float = 0.0
+
+    @property
+    def name(self) -> str:
+        """The tolerance's name (@pytest.mark.baseline argument)."""
+        return "latency" if self.what == "latency" else _TOLERANCE_NAMES.get(self.what.split(" of ")[0], "shares")
+
+    def blind(self, detectable: float) -> bool:
+        """True when a check that can only see changes above ``detectable`` misses DETECT_TOLERANCES tolerances
+        (latency: and the change would be above the minimum effect in milliseconds)."""
+        if detectable <= DETECT_TOLERANCES * self.tolerance:
+            return False
+        return self.what != "latency" or detectable * self.median_ms > self.min_effect_ms
+
+
+def _spread_quantities(record: Mapping[str, Any], tol: Tolerances, latency: np.ndarray,
+                       clean: np.ndarray) -> list[_Spread]:
+    """Latency and every per-run quantity the verdicts judge, with enough processes to know their spread."""
+    out = []
+    medians, _ = _medians(record, latency, clean)
+    kept = int(clean.sum())
+    median_ms = float(np.median(np.asarray(record["samples_ms"], dtype=float)[clean])) if kept else 0.0
+    if medians.size >= MIN_BASELINE_PROCESSES and np.all(medians > 0):
+        out.append(_Spread("latency", np.log(medians), tol.latency, True, median_ms, tol.min_effect_ms))
+    for what, values, tolerance in _per_run_quantities(record, tol):
+        found, _ = _medians(record, values, clean & np.isfinite(values))
+        if found.size >= MIN_BASELINE_PROCESSES:
+            out.append(_Spread(what, found, tolerance, False))
+    return out
+
+
+def processes_needed(record: Mapping[str, Any], tol: Tolerances) -> int | None:
+    """The fewest check processes (at most MAX_SUGGESTED_PROCESSES) that see DETECT_TOLERANCES tolerances of
+    every time-based quantity of this baseline record with DETECT_POWER; None when even that many do not
+    (``sme2_processes = auto`` measures each test's checks in this many processes). 1 for a record without
+    time to judge (emulated) or without enough processes to know its spread."""
+    if record.get("emulated") or not record.get("samples_ms"):
+        return 1
+    relative = stats.per_run_ratio(record["samples_ms"], record.get("reference_ms"))
+    clean = clean_runs(record, with_reference=relative is not None)
+    latency = relative if relative is not None else np.asarray(record["samples_ms"], dtype=float)
+    quantities = _spread_quantities(record, tol, latency, clean)
+    for processes in range(1, MAX_SUGGESTED_PROCESSES + 1):
+        if not any(q.blind(_check_design(q.medians, processes, q.log).detectable_change(tol.alpha, DETECT_POWER))
+                   for q in quantities):
+            return processes
+    return None
 
 
 def _remedy(medians: np.ndarray, processes: int, tolerance: float, alpha: float, name: str,
@@ -492,8 +545,8 @@ def _remedy(medians: np.ndarray, processes: int, tolerance: float, alpha: float,
                    if _check_design(medians, r, log).detectable_change(alpha, DETECT_POWER)
                    <= DETECT_TOLERANCES * tolerance), None)
     meetable = _check_design(medians, processes, log).detectable_change(alpha, DETECT_POWER) / DETECT_TOLERANCES
-    parts = [f"checks of {needed} processes would catch it (ini sme2_processes = {needed}, then record again)"] \
-        if needed else []
+    parts = [f"checks of {needed} processes would catch it (ini sme2_processes = {needed}, or auto: each test "
+             f"as many as its baseline needs; then record again)"] if needed else []
     parts.append(f"a tolerance of {meetable:.2f} would be met (@pytest.mark.baseline({name}={meetable:.2f}))")
     return " or ".join(parts)
 

@@ -98,3 +98,29 @@ def test_check_refuses_what_is_not_a_session(tmp_path: Path) -> None:
     nothing = subprocess.run([sys.executable, "-m", "pytest_sme2.cli", "check", str(tmp_path / "nope")],
                              capture_output=True, text=True, timeout=120)
     assert nothing.returncode == 2 and "does not exist" in nothing.stderr
+
+
+def test_auto_processes_measure_what_the_baseline_needs(sme2_project: pytest.Pytester) -> None:
+    """sme2_processes = auto: a check measures as many processes as its baseline's quality check said."""
+    sme2_project.makepyfile(test_gate=_test_file())
+    sme2_project.runpytest_inprocess(*UPDATE, "-o", "sme2_processes=auto").assert_outcomes(passed=1)
+    [path] = sorted((sme2_project.path / "baselines").rglob("*.json"))
+    data = json.loads(path.read_text())
+    [record] = data["profiles"].values()
+    assert record["quality"]["auto"] is True and 1 <= record["quality"]["check_processes"] <= 10
+    record["quality"]["check_processes"] = 3  # as a noisier machine would have found
+    path.write_text(json.dumps(data))
+
+    def measured(*args: str) -> int:
+        sme2_project.runpytest_inprocess(*args).assert_outcomes(passed=1)
+        summary = json.loads((_sessions(sme2_project)[-1] / "summary.json").read_text())
+        [test] = summary["tests"]
+        [entry] = test["sme2_gate_input"]["files"]
+        [judged] = entry["records"].values()
+        return len(judged["process_sizes"])
+
+    assert measured("-o", "sme2_processes=auto") == 3
+    assert measured() == 1  # the default stays one process
+    bad = sme2_project.runpytest_inprocess("-o", "sme2_processes=often")
+    assert "ini sme2_processes = often (in " in bad.stderr.str()
+    assert "is not a whole number or auto" in bad.stderr.str()

@@ -570,3 +570,50 @@ def test_findings_lead_with_the_structural_cause_and_name_each_quantity_once() -
     assert moved.count("share of CONV") == 1 and "instructions per inference +50.0%" in moved
     # every failing verdict is in some finding (the message is short, nothing is dropped)
     assert sum(v.failed for f in ordered for v in f.verdicts) == sum(v.failed for f in variants.values() for v in f)
+
+
+def test_processes_needed_is_the_fewest_checks_that_see_one_and_a_half_tolerances() -> None:
+    """sme2_processes = auto measures each test's check in this many processes (issue 22)."""
+    from pytest_sme2.verdicts import MAX_SUGGESTED_PROCESSES, baseline_quality, processes_needed
+
+    reference = noisy(3.0, n=50, seed=20, cv=0.005)
+    steady = record(noisy(2.0, n=50, seed=21, cv=0.005), reference_ms=list(reference), processes=10)
+    assert processes_needed(steady, Tolerances()) == 1
+    moderate = record(leveled(2.0, [1.0, 1.03, 0.97, 1.02, 0.96, 1.04, 0.98, 1.01, 0.95, 1.03], runs=5, cv=0.005),
+                      reference_ms=list(reference), processes=10)
+    needed = processes_needed(moderate, Tolerances())
+    assert needed == 3  # the count the refusal of a 1-process design names (test above)
+    assert baseline_quality(moderate, Tolerances(), check_processes=needed - 1)[1]  # one fewer is blind
+    assert baseline_quality(moderate, Tolerances(), check_processes=needed)[1] == []
+    wild = record(leveled(2.0, [1.0, 1.3, 0.8, 1.2, 0.7, 1.25, 0.85, 1.1, 0.75, 1.3], runs=5, cv=0.005),
+                  reference_ms=list(reference), processes=10)
+    assert processes_needed(wild, Tolerances()) is None  # not even MAX_SUGGESTED_PROCESSES see +15%
+    assert baseline_quality(wild, Tolerances(), check_processes=MAX_SUGGESTED_PROCESSES)[1]
+    assert processes_needed(record(noisy(2.0), emulated=True), Tolerances()) == 1
+
+
+def test_auto_processes_reads_the_stored_baselines_need(tmp_path) -> None:  # noqa: ANN001
+    from pytest_sme2 import baselines
+    from pytest_sme2.gate import AUTO_PROCESSES, assess_quality, auto_processes
+
+    reference = noisy(3.0, n=50, seed=20, cv=0.005)
+    moderate = record(leveled(2.0, [1.0, 1.03, 0.97, 1.02, 0.96, 1.04, 0.98, 1.01, 0.95, 1.03], runs=5, cv=0.005),
+                      reference_ms=list(reference), processes=10)
+    steady = record(noisy(2.0, n=50, seed=21, cv=0.005), reference_ms=list(reference), processes=10)
+    records = {"a": moderate, "b": steady}
+    assert assess_quality(records, Tolerances(), accept_noisy=False, check_processes=AUTO_PROCESSES) == []
+    assert [r["quality"]["check_processes"] for r in records.values()] == [3, 1]
+    test_id = "test_x.py::test_x"
+    tol = Tolerances()
+    assert auto_processes(tmp_path, "host-x", test_id, tol) == 1  # no baseline yet: one process, the gate says why
+    path = baselines.baseline_path(tmp_path, "host-x", test_id)
+    baselines.write(baselines.Baseline(path, test_id, "host-x", records, {"fingerprint": "host-x"}, {}))
+    assert auto_processes(tmp_path, "host-x", test_id, tol) == 3  # the most any variant needs
+    # a baseline written without auto: its need is worked out from its processes' spread
+    for stored in records.values():
+        stored["quality"] = {"check_processes": 1}
+    baselines.write(baselines.Baseline(path, test_id, "host-x", records, {"fingerprint": "host-x"}, {}))
+    assert auto_processes(tmp_path, "host-x", test_id, tol) == 3
+    assert auto_processes(tmp_path, "host-x", test_id, tol.replace(latency=0.3)) == 1  # a wider tolerance
+    path.write_text("{broken")
+    assert auto_processes(tmp_path, "host-x", test_id, tol) == 1  # a broken file: the gate fails the test, naming it
