@@ -471,16 +471,23 @@ class _Keep(logging.Handler):
 
     def take(self, record: logging.LogRecord) -> bool:
         """The logger's filter: keep the record for the error's detail and hand it to the logger's other own
-        handlers (torch's trace file when TORCH_TRACE is set), then return False so that it goes no further
-        (a CI run once printed these records under a later test although propagate had been set False)."""
+        handlers (torch's trace file when TORCH_TRACE is set; not pytest's capture handler), then return False
+        so that it goes no further (a CI run once printed these records under a later test although
+        propagate had been set False)."""
         try:
             self.records.append(f"{record.levelname} {record.name}: {record.getMessage()}")
         except Exception:  # a record that cannot format itself is not worth failing an export over
             pass
         for handler in logging.getLogger(_TORCH_TRACE).handlers:
-            if handler is not self and record.levelno >= handler.level:
+            if handler is not self and not _is_pytests(handler) and record.levelno >= handler.level:
                 handler.handle(record)
         return False
+
+
+def _is_pytests(handler: logging.Handler) -> bool:
+    """pytest's log capture handler: pytest 9.2 attaches it to every non-propagating logger at each test
+    phase, torch.__trace included, so it is one of that logger's handlers but never torch's trace file."""
+    return type(handler).__module__.split(".")[0] == "_pytest"
 
 
 def _trace_log(records: "collections.deque[str]") -> str:

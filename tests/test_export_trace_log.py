@@ -54,3 +54,27 @@ def test_torch_s_own_trace_handler_still_gets_the_records_during_an_export() -> 
     finally:
         trace.removeHandler(own)
     assert seen == ["for the trace file"]
+
+
+def test_pytests_capture_handler_on_the_trace_logger_gets_nothing() -> None:
+    """pytest 9.2 attaches its capture handler to every non-propagating logger (torch.__trace is one) at
+    each test phase; the filter must not hand it the records (CI with pytest 9.2 printed them again)."""
+    import logging
+    import types
+
+    from _pytest.logging import LogCaptureHandler
+
+    from pytest_sme2.export import _reporting
+    from pytest_sme2.registry import Model
+
+    trace = logging.getLogger("torch.__trace")
+    captured = LogCaptureHandler()
+    trace.addHandler(captured)
+    try:
+        with pytest.raises(ExportError) as info:
+            with _reporting(Model(name="m", module=types.ModuleType("m"), source_path=None), Recipe()):
+                trace.debug("a trace record")
+                raise ValueError("broken")
+    finally:
+        trace.removeHandler(captured)
+    assert captured.records == [] and "a trace record" in info.value.detail
