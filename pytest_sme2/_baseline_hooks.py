@@ -27,6 +27,7 @@ import pytest
 from . import _writable, baselines, gate, options, verdicts
 from .errors import Sme2Error, UsageError
 from .gate import MISSING_POLICIES
+from .plugin import setting
 
 _MARKER_KEYS = (*options.marker_arguments("baseline"), "enabled")
 MARKER = (f"baseline({', '.join(f'{k}=None' for k in _MARKER_KEYS[:-1])}, enabled=True): per-test baseline "
@@ -56,29 +57,21 @@ _ITEM_KEY = pytest.StashKey[dict]()
 _INPUT_KEY = pytest.StashKey[dict]()  # what check_file judged: kept in summary.json for `pytest-sme2 check`
 
 
-def _setting(config: pytest.Config, name: str) -> Any:
-    """A setting's checked value from the one table (options.py); a bad one is a usage error."""
-    try:
-        return options.value(config, name)
-    except Sme2Error as exc:
-        raise pytest.UsageError(str(exc)) from None
-
-
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER)
     try:
-        tolerances = verdicts.Tolerances(**{field: _setting(config, ini) for field, ini in options.TOLERANCE_KEYS.items()})
+        tolerances = verdicts.Tolerances(**{field: setting(config, ini) for field, ini in options.TOLERANCE_KEYS.items()})
     except Sme2Error as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[_GATE_KEY] = _GateConfig(
         root=options.resolve_path(config, "baselines_dir"),
-        update=_setting(config, "update_baselines"),
-        accept_noisy=_setting(config, "accept_noisy_baselines"),
-        metric=_setting(config, "metric"),
-        missing=_setting(config, "baseline_missing"),
-        enabled=_setting(config, "baselines"),
+        update=setting(config, "update_baselines"),
+        accept_noisy=setting(config, "accept_noisy_baselines"),
+        metric=setting(config, "metric"),
+        missing=setting(config, "baseline_missing"),
+        enabled=setting(config, "baselines"),
         tolerances=tolerances,
-        inferences=_setting(config, "instruction_inferences"),
+        inferences=setting(config, "instruction_inferences"),
     )
     if getattr(config, "workerinput", None) is None:  # the controller (or a plain run) prints the summary
         config.pluginmanager.register(_GateTally(config.stash[_GATE_KEY]), "sme2-baseline-summary")
@@ -255,7 +248,7 @@ def _record_benchmarks(item: pytest.Item, profiles: list[Any]) -> None:
     from pytest_benchmark.stats import Metadata
 
     callspec = getattr(item, "callspec", None)
-    with_emulated = _setting(item.config, "benchmark_emulated")
+    with_emulated = setting(item.config, "benchmark_emulated")
     for label, profile in _labelled(profiles):
         if profile.emulated and not with_emulated:
             continue  # emulated time is the emulator's: not a benchmark result unless asked for

@@ -66,8 +66,9 @@ def setting_source(config: pytest.Config, name: str) -> str:
     return options.source(config, name)
 
 
-def _setting(config: pytest.Config, name: str) -> Any:
-    """A setting's checked value (options.value); a bad one is a usage error before any test."""
+def setting(config: pytest.Config, name: str) -> Any:
+    """A setting's checked value (options.value); a bad one is a usage error before any test. Also the
+    baseline hooks' reader."""
     try:
         return options.value(config, name)
     except Sme2Error as exc:
@@ -94,9 +95,9 @@ def history_path(config: pytest.Config) -> Path | None:
 
 
 def _kernel_sampling(config: pytest.Config) -> SamplingSettings | None:
-    if not _setting(config, "kernel_sampling"):
+    if not setting(config, "kernel_sampling"):
         return None
-    hz = _setting(config, "kernel_sampling_hz")  # at most 100 kHz: perf's cpu-clock cannot fire faster usefully
+    hz = setting(config, "kernel_sampling_hz")  # at most 100 kHz: perf's cpu-clock cannot fire faster usefully
     symfs = _path_setting(config, "symfs")
     if symfs is not None and not symfs.is_dir():
         raise pytest.UsageError(f"--sme2-symfs (or ini sme2_symfs) {symfs} is not a folder; point it at a folder of "
@@ -110,24 +111,24 @@ def pytest_configure(config: pytest.Config) -> None:
     _processes.install_signal_handlers()  # SIGTERM/SIGHUP to pytest end the runners it started
     rootdir = config.rootpath
     settings = Settings(
-        target=_setting(config, "target"),
-        runs=_setting(config, "runs"),
-        warmup=_setting(config, "warmup"),
-        max_rounds=_setting(config, "max_rounds"),
+        target=setting(config, "target"),
+        runs=setting(config, "runs"),
+        warmup=setting(config, "warmup"),
+        max_rounds=setting(config, "max_rounds"),
         # A baseline update measures each variant in several processes (RunSpec.processes); checks in
         # --sme2-processes (default 1), which the update's quality check assumes of later checks.
-        processes=_setting(config, "baseline_processes" if _setting(config, "update_baselines") else "processes"),
-        check_processes=_setting(config, "processes"),
-        threads=_setting(config, "threads"),
-        timeout_s=_setting(config, "timeout"),
+        processes=setting(config, "baseline_processes" if setting(config, "update_baselines") else "processes"),
+        check_processes=setting(config, "processes"),
+        threads=setting(config, "threads"),
+        timeout_s=setting(config, "timeout"),
         cache_dir=_path_setting(config, "cache_dir"),
         session_dir=_session_dir(config, _path_setting(config, "artifacts_dir")),
         runner=_path_setting(config, "runner"),
         runner_on=_path_setting(config, "runner_on"),
         runner_off=_path_setting(config, "runner_off"),
-        svl_bits=_setting(config, "emulated_svl"),
-        kernel_trace=_setting(config, "kernel_trace"),
-        latency_reference=_setting(config, "latency_reference"),
+        svl_bits=setting(config, "emulated_svl"),
+        kernel_trace=setting(config, "kernel_trace"),
+        latency_reference=setting(config, "latency_reference"),
         kernel_sampling=_kernel_sampling(config),
     )
     try:
@@ -135,10 +136,10 @@ def pytest_configure(config: pytest.Config) -> None:
                      {"--sme2-runner": settings.runner, "--sme2-runner-on": settings.runner_on,
                       "--sme2-runner-off": settings.runner_off})
         if is_adb_target(settings.target):
-            claim_timeout = _setting(config, "adb_claim_timeout")
+            claim_timeout = setting(config, "adb_claim_timeout")
             settings = replace(settings, adb=AdbOptions(
-                server=_setting(config, "adb_server"), affinity=_setting(config, "adb_affinity"),
-                device_dir=_setting(config, "adb_dir") or AdbOptions.device_dir,
+                server=setting(config, "adb_server"), affinity=setting(config, "adb_affinity"),
+                device_dir=setting(config, "adb_dir") or AdbOptions.device_dir,
                 mask_library=_path_setting(config, "adb_mask_library"),
                 claim_timeout_s=AdbOptions.claim_timeout_s if claim_timeout is None else claim_timeout))
     except Sme2Error as exc:
@@ -146,9 +147,9 @@ def pytest_configure(config: pytest.Config) -> None:
     session = Sme2Session(settings)
     session.registry.root = rootdir  # where an unimportable model package is looked for (its error names the fix)
     try:
-        for directory in _setting(config, "model_dirs"):
+        for directory in setting(config, "model_dirs"):
             session.registry.register_dir(Path(directory))
-        for line in _setting(config, "models"):
+        for line in setting(config, "models"):
             name, sep, target = line.partition("=")
             if not sep:
                 raise UsageError(f"sme2_models line {line!r} is not 'name = module.path' or 'name = file.py'")
