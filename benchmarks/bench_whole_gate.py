@@ -161,7 +161,6 @@ def _record(root: Path, model: str, program: str, tag: str, runs: int) -> tuple[
 
 
 def study(root: Path, model: str, unchanged: int, changed: int, runs: int) -> dict:
-    tol = verdicts.Tolerances()
     names = {"base": model, **{k: f"{model}_{k}" for k in kinds_of(model)}}
     records: dict[str, list[dict]] = {k: [] for k in names}
     seconds: list[float] = []

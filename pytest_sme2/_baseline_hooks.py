@@ -27,7 +27,7 @@ import pytest
 from . import _writable, baselines, gate, options, verdicts
 from .errors import Sme2Error, UsageError
 from .gate import MISSING_POLICIES
-from .plugin import setting
+from .plugin import AUTO_PROCESSES_KEY, failures_of_test, profiles_of, session_of, setting
 
 _MARKER_KEYS = (*options.marker_arguments("baseline"), "enabled")
 MARKER = (f"baseline({', '.join(f'{k}=None' for k in _MARKER_KEYS[:-1])}, enabled=True): per-test baseline "
@@ -148,26 +148,49 @@ def _update_command(item: pytest.Item, settings: _GateConfig) -> str:
 
 def _check_processes(config: pytest.Config) -> int:
     """How many processes later checks measure (--sme2-processes): the design a baseline must serve."""
-    from .plugin import session_of
-
     session = session_of(config)
     return session.settings.check_processes if session is not None else 1
 
 
-def _gate(item: pytest.Item) -> None:
-    from .plugin import profiles_of, session_of
+def _rules_of(item: pytest.Item, config: _GateConfig) -> gate.Rules | None:
+    """The gate's rules for this test: the session's settings under its @pytest.mark.baseline; None when the
+    gate is off for it. One reader for the verdicts and for the processes sme2_processes = auto measures."""
+    overrides = _marker_options(item)
+    if not config.enabled or overrides.pop("enabled", True) is False:
+        return None
+    return gate.Rules(root=config.root, metric=config.metric, tolerances=config.tolerances.replace(
+        **{k: v for k, v in overrides.items() if k != "missing"}), missing=overrides.get("missing", config.missing),
+        update=config.update, accept_noisy=config.accept_noisy, check_processes=_check_processes(item.config))
 
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """sme2_processes = auto: before the test's fixtures measure, how many processes its stored baseline asks
+    its checks to measure (gate.auto_processes); the runner fixture reads it. 1 when the gate is off for
+    the test or its marker is wrong (the gate then fails the test with the marker's message)."""
+    config = item.config.stash.get(_GATE_KEY, None)
+    session = session_of(item.config)
+    if (config is None or session is None or session.settings.processes != gate.AUTO_PROCESSES
+            or "runner" not in getattr(item, "fixturenames", ())):
+        return
+    try:
+        rules = _rules_of(item, config)
+        fingerprint = session.target.info.fingerprint
+    except Sme2Error:  # a wrong marker or target: the runner fixture or the gate reports it, as a test failure
+        return
+    if rules is not None:
+        item.stash[AUTO_PROCESSES_KEY] = gate.auto_processes(rules.root, fingerprint, item.nodeid, rules.tolerances)
+
+
+def _gate(item: pytest.Item) -> None:
     profiles = profiles_of(item)
     config = item.config.stash.get(_GATE_KEY, None)
     if not profiles or config is None:
         return
     _record_benchmarks(item, profiles)
-    overrides = _marker_options(item)
-    if not config.enabled or overrides.pop("enabled", True) is False:
+    rules = _rules_of(item, config)
+    if rules is None:
         return
-    rules = gate.Rules(root=config.root, metric=config.metric, tolerances=config.tolerances.replace(
-        **{k: v for k, v in overrides.items() if k != "missing"}), missing=overrides.get("missing", config.missing),
-        update=config.update, accept_noisy=config.accept_noisy, check_processes=_check_processes(item.config))
     outcome = gate.new_outcome()
     item.stash[_ITEM_KEY] = outcome
     session = session_of(item.config)
@@ -198,7 +221,6 @@ def _gate(item: pytest.Item) -> None:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Any:
     result = yield  # a failing or skipped test body raises here: nothing to gate
-    from .plugin import failures_of_test, session_of
 
     session = session_of(item.config)
     if session is None:  # the plugin's session was never configured: no profiles to gate

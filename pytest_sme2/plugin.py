@@ -19,7 +19,7 @@ import pytest
 from .safe_files import write_file
 from . import _processes, _writable, options, progress
 from .errors import Sme2Error, UsageError
-from .gate import AUTO_PROCESSES, auto_processes
+from .gate import AUTO_PROCESSES
 from .export import ExportedModel, Recipe
 from .kernel_sampling import SamplingSettings
 from .profile import Profile
@@ -34,6 +34,9 @@ pytest_plugins = ("pytest_sme2._baseline_hooks", "pytest_sme2._report_hooks")
 
 _SESSION_KEY = pytest.StashKey[Sme2Session]()
 _PROFILES_KEY = pytest.StashKey[list]()
+# sme2_processes = auto: the processes this test's baseline asks its checks to measure; set by the gate's
+# setup hook (_baseline_hooks), which reads the test's own tolerances the way its verdicts will.
+AUTO_PROCESSES_KEY = pytest.StashKey[int]()
 
 
 def session_of(config: pytest.Config) -> Sme2Session | None:
@@ -297,24 +300,6 @@ def export_pte(request: pytest.FixtureRequest) -> Callable[..., ExportedModel]:
     return export_pte
 
 
-def _processes_of(request: pytest.FixtureRequest, session: Sme2Session) -> int:
-    """sme2_processes = auto: the processes this test's stored baseline needs its checks to measure."""
-    from .verdicts import Tolerances
-
-    config = request.config
-    if not options.value(config, "baselines"):  # the gate is off: nothing will judge the processes
-        return 1
-    values = {field: options.value(config, ini) for field, ini in options.TOLERANCE_KEYS.items()}
-    marker = request.node.get_closest_marker("baseline")
-    values.update({k: v for k, v in (marker.kwargs if marker else {}).items() if k in values and v is not None})
-    try:
-        tolerances = Tolerances(**values)
-    except Sme2Error:  # a bad marker value: the gate fails the test with its message; measure one process
-        return 1
-    return auto_processes(options.resolve_path(config, "baselines_dir"), session.target.info.fingerprint,
-                          request.node.nodeid, tolerances)
-
-
 @pytest.fixture
 def runner(request: pytest.FixtureRequest) -> Callable[..., Runner]:
     """Factory: ``runner(sme2=None, threads=, runs=, warmup=, timeout=)`` -> Runner for this test.
@@ -350,7 +335,8 @@ def runner(request: pytest.FixtureRequest) -> Callable[..., Runner]:
                 warmup=pick(warmup, "warmup", default_warmup),
                 timeout_s=pick(timeout, "timeout", s.timeout_s),
                 max_rounds=perf.get("max_rounds", s.max_rounds),
-                processes=_processes_of(request, session) if s.processes == AUTO_PROCESSES else s.processes,
+                processes=(request.node.stash.get(AUTO_PROCESSES_KEY, 1) if s.processes == AUTO_PROCESSES
+                           else s.processes),
                 timeout_source=(f"runner(timeout={timeout!r})" if timeout is not None else
                                 f"@pytest.mark.perf(timeout={perf['timeout']!r})" if "timeout" in perf else
                                 setting_source(request.config, "timeout")),

@@ -100,6 +100,18 @@ def test_check_refuses_what_is_not_a_session(tmp_path: Path) -> None:
     assert nothing.returncode == 2 and "does not exist" in nothing.stderr
 
 
+GATE_OFF = """
+import pytest
+
+@pytest.mark.baseline(enabled=False)
+@pytest.mark.model("tiny")
+def test_tiny(exported_pte, runner, etdump_profile):
+    profile = etdump_profile(exported_pte, runner())
+    with open("processes.txt", "w") as out:
+        out.write(str(len(profile.process_sizes)))
+"""
+
+
 def test_auto_processes_measure_what_the_baseline_needs(sme2_project: pytest.Pytester) -> None:
     """sme2_processes = auto: a check measures as many processes as its baseline's quality check said."""
     sme2_project.makepyfile(test_gate=_test_file())
@@ -121,6 +133,10 @@ def test_auto_processes_measure_what_the_baseline_needs(sme2_project: pytest.Pyt
 
     assert measured("-o", "sme2_processes=auto") == 3
     assert measured() == 1  # the default stays one process
+    # The gate off for this test (its marker): nothing judges the processes, so auto measures one.
+    sme2_project.makepyfile(test_gate=GATE_OFF)
+    sme2_project.runpytest_inprocess("-o", "sme2_processes=auto").assert_outcomes(passed=1)
+    assert (sme2_project.path / "processes.txt").read_text() == "1"
     bad = sme2_project.runpytest_inprocess("-o", "sme2_processes=often")
     assert "ini sme2_processes = often (in " in bad.stderr.str()
     assert "is not a whole number or auto" in bad.stderr.str()
