@@ -21,7 +21,6 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
-import math
 import os
 import re
 import shlex
@@ -34,8 +33,6 @@ from typing import Any, Iterable, Mapping
 
 from . import _baseline_fields
 from .errors import BaselineError
-from .etdump import op_id
-from .identity import anchors_of
 from .names import clean, slug
 
 SCHEMA_VERSION = 1
@@ -88,99 +85,48 @@ def dumps(data: Mapping[str, Any]) -> str:
     return _NUMBER_LIST.sub(lambda m: "[" + ", ".join(p.strip() for p in m.group(1).split(",")) + "]", text) + "\n"
 
 
+# Kept as the profile's one JSON form has them (Profile.summary); the rest of a record is picked below.
+_RECORD_KEYS = ("model", "recipe", "variant", "emulated", "basis", "reference_ms", "disturbed_runs", "process_sizes",
+                "disturbed_run_indices", "disturbed_references", "shares", "per_run", "delegation_coverage",
+                "node_delegation_coverage", "delegation", "sme_path_share", "sme_path_ops")
+
+
 def record_of(profile: Any, instructions: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """What a baseline keeps of one Profile: everything a verdict compares, and where it came from."""
-    delegation = dict(profile.delegation or {})
-    ops = {op["op_type"]: [op["delegated"], op["non_delegated"]] for op in delegation.pop("ops", [])}
-    metadata = profile.metadata
-    record: dict[str, Any] = {
-        "model": profile.model,
-        "recipe": profile.recipe,
-        "variant": profile.variant,
-        "emulated": profile.emulated,
-        "basis": profile.basis,
+    """What a baseline keeps of one Profile: everything a verdict compares, and where it came from, picked
+    from the profile's one JSON form (``Profile.summary()``, which the reports read too).
+    ``instructions``: callgrind's counts of the host run, when the gate counted them."""
+    data = profile.summary()
+    emulated = data["emulated"]
+    record: dict[str, Any] = {key: data[key] for key in _RECORD_KEYS}
+    record.update({
         # Emulated time is the emulator's: not kept, so a committed emulated baseline changes only with the program.
-        "latency": None if profile.emulated else profile.latency.as_dict(),
-        "samples_ms": [] if profile.emulated else [float(x) for x in profile.e2e_ms],
-        # The reference program's time before each run: the gate compares samples_ms / reference_ms.
-        "reference_ms": [float(x) for x in profile.reference_ms] if profile.relative_ms is not None else None,
-        "disturbed_runs": profile.disturbed_runs,
-        # Runs per process, in order: the gate compares process medians (stats.ProcessShift).
-        "process_sizes": profile.process_sizes,
-        # Which runs: the Profile also sees stalls inside one operator, which samples_ms alone cannot show.
-        "disturbed_run_indices": profile.disturbed_run_indices,
-        "disturbed_references": profile.disturbed_references,
-        "shares": profile.shares,
-        # Per-run values behind the medians above: the gate judges these like latency samples.
-        "per_run": {
-            "shares": {c: _finite_list(profile.share_samples(c)) for c in profile.shares},
-            "delegation_coverage": _finite_list(profile.coverage_samples),
-            "sme_path_share": None if profile.sme_path_samples is None else _finite_list(profile.sme_path_samples),
-        },
-        "delegation_coverage": profile.delegation_coverage,
-        "node_delegation_coverage": profile.node_delegation_coverage,
-        "delegation": {**delegation, "ops": ops} if profile.delegation else None,
-        "portable_ops": sorted(set(profile.portable_ops["op"])) if len(profile.portable_ops) else [],
-        "sme_path_share": profile.sme_path_share,
-        "sme_path_ops": profile.sme_path_ops,
+        "latency": None if emulated else data["latency"],
+        "samples_ms": [] if emulated else data["e2e_ms"],
+        "portable_ops": sorted({op["op"] for op in data["portable_ops"]}),
         # Exact on every target: what the exporter planned for activations.
-        "memory": {"planned_bytes": profile.planned_memory_bytes,
-                   "planned_buffers": (metadata.get("memory") or {}).get("planned_buffers")},
-        "run": metadata.get("run", {}),
-        "provenance": metadata.get("export", {}),
-    }
-    kernels = kernel_record(profile)
+        "memory": {key: data["memory"][key] for key in ("planned_bytes", "planned_buffers")},
+        "run": data["metadata"].get("run", {}),
+        "provenance": data["metadata"].get("export", {}),
+    })
+    kernels = kernel_record(data["kernel_time"])
     if kernels is not None:
         record["kernel_time"] = kernels
-    counted = counted_record(profile)
     if instructions is not None:
         record["instructions"] = {"source": "callgrind (host)", **dict(instructions)}
-    elif counted is not None:
-        record["instructions"] = counted
-    if profile.emulated:
-        # Emulated time decides nothing: no per-run time values for verdicts to read (they judge the counts).
-        record["per_run"] = None
+    elif data["instructions"] is not None:  # the emulated target's counted run
+        record["instructions"] = data["instructions"]
     return record
 
 
-def kernel_record(profile: Any, per_op: int = 3) -> dict[str, dict[str, Any]] | None:
-    """What a baseline keeps of sampled kernel time: per operator (op id), its samples and its top kernels'
-    shares, so a later run can tell whether an operator's dominant kernel was replaced (verdicts)."""
-    kernel_time = getattr(profile, "kernel_time", None)
-    if kernel_time is None or not kernel_time.available:
+def kernel_record(kernel_time: Mapping[str, Any] | None, per_op: int = 3) -> dict[str, dict[str, Any]] | None:
+    """What a baseline keeps of sampled kernel time (the profile's ``kernel_time``): per operator (op id), its
+    samples and its top kernels' shares, so a later run can tell whether an operator's dominant kernel was
+    replaced (verdicts)."""
+    if not kernel_time or not kernel_time.get("available"):
         return None
-    kept: dict[str, dict[str, Any]] = {}
-    for op in kernel_time.ops.itertuples(index=False):
-        rows = kernel_time.kernels_of(op.op).head(per_op)
-        kept[op.op] = {"samples": int(op.samples),
-                       "kernels": {row.kernel: float(row.share) for row in rows.itertuples(index=False)}}
-    return kept
-
-
-def counted_record(profile: Any) -> dict[str, Any] | None:
-    """What a baseline keeps of a counted run (emulated target): the whole inference's instructions and
-    SME instructions, the same per operator, shares, coverage and SME path by instructions, the SME kernels
-    that executed. All deterministic: the gate compares them with plain tolerances."""
-    summary = profile.summary_of_instructions()
-    if summary is None:
-        return None
-    ops = profile.ops
-    # [execution order, instructions, SME instructions]: the file's keys are sorted; the order keeps what the
-    # gate needs to pair operators of records without identities (verdicts._align_ops).
-    keys = profile.trace.ops
-    per_op = {op_id(key): [order, int(round(ins)), int(round(sme))]
-              for order, (key, ins, sme) in enumerate(zip(keys, ops["instructions"], ops["sme_instructions"]))}
-    record = {**summary, "ops": per_op, "sme_kernels": list(profile.executed_sme_kernels or ())}
-    # Each operator's graph node (identity.py): what pairs it with the baseline's across a delegate split.
-    identities = anchors_of(keys, profile.work) if getattr(profile, "work", None) is not None else None
-    if identities is not None:
-        record["op_identity"] = {op_id(key): name for key, name in zip(keys, identities)}
-    return record
-
-
-def _finite_list(values: Any) -> list[float | None]:
-    """Per-run values for JSON: NaN (a run without that kind of time) becomes null."""
-    return [float(x) if math.isfinite(x) else None for x in values]
+    return {op["op"]: {"samples": int(op["samples"]),
+                       "kernels": {k["kernel"]: float(k["share"]) for k in op["kernels"][:per_op]}}
+            for op in kernel_time["ops"]}
 
 
 def git_commit(directory: Path) -> str | None:

@@ -88,20 +88,16 @@ def _session_dir(config: pytest.Config, root: Path) -> Path:
     return root / f"session-{stamp}-{os.getpid()}-{secrets.token_hex(4)}"
 
 
-def _path_setting(config: pytest.Config, name: str) -> Path | None:
-    return options.resolve_path(config, name)
-
-
 def history_path(config: pytest.Config) -> Path | None:
     """The history file of --sme2-history / ini sme2_history (relative to the rootdir), or None."""
-    return _path_setting(config, "history")
+    return options.resolve_path(config, "history")
 
 
 def _kernel_sampling(config: pytest.Config) -> SamplingSettings | None:
     if not setting(config, "kernel_sampling"):
         return None
     hz = setting(config, "kernel_sampling_hz")  # at most 100 kHz: perf's cpu-clock cannot fire faster usefully
-    symfs = _path_setting(config, "symfs")
+    symfs = options.resolve_path(config, "symfs")
     if symfs is not None and not symfs.is_dir():
         raise pytest.UsageError(f"--sme2-symfs (or ini sme2_symfs) {symfs} is not a folder; point it at a folder of "
                                 "unstripped copies of the runtime's libraries")
@@ -124,11 +120,11 @@ def pytest_configure(config: pytest.Config) -> None:
         check_processes=setting(config, "processes"),
         threads=setting(config, "threads"),
         timeout_s=setting(config, "timeout"),
-        cache_dir=_path_setting(config, "cache_dir"),
-        session_dir=_session_dir(config, _path_setting(config, "artifacts_dir")),
-        runner=_path_setting(config, "runner"),
-        runner_on=_path_setting(config, "runner_on"),
-        runner_off=_path_setting(config, "runner_off"),
+        cache_dir=options.resolve_path(config, "cache_dir"),
+        session_dir=_session_dir(config, options.resolve_path(config, "artifacts_dir")),
+        runner=options.resolve_path(config, "runner"),
+        runner_on=options.resolve_path(config, "runner_on"),
+        runner_off=options.resolve_path(config, "runner_off"),
         svl_bits=setting(config, "emulated_svl"),
         kernel_trace=setting(config, "kernel_trace"),
         latency_reference=setting(config, "latency_reference"),
@@ -143,7 +139,7 @@ def pytest_configure(config: pytest.Config) -> None:
             settings = replace(settings, adb=AdbOptions(
                 server=setting(config, "adb_server"), affinity=setting(config, "adb_affinity"),
                 device_dir=setting(config, "adb_dir") or AdbOptions.device_dir,
-                mask_library=_path_setting(config, "adb_mask_library"),
+                mask_library=options.resolve_path(config, "adb_mask_library"),
                 claim_timeout_s=AdbOptions.claim_timeout_s if claim_timeout is None else claim_timeout))
     except Sme2Error as exc:
         raise pytest.UsageError(str(exc)) from None

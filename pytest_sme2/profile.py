@@ -35,7 +35,8 @@ import pandas as pd
 
 from . import stats
 from .categories import NAMED_CATEGORIES, Category, classify, strip_instance
-from .etdump import ExecutionTrace, read_run
+from .etdump import ExecutionTrace, op_id, read_run
+from .identity import anchors_of
 from .qemu_counts import InstructionTrace
 from .kernel_sampling import KernelTime
 from .work import ProgramWork
@@ -84,6 +85,7 @@ class Speedup:
 TIME, INSTRUCTIONS, WORK = "time", "instructions", "work"
 BASES = (TIME, INSTRUCTIONS)
 KERNELS_PER_OP = 5  # kernels kept per operator event in summaries (the rest are in the sampled round's perf.data)
+WORTH_DELEGATING = 0.05  # a portable operator above this share of E2E is worth delegating
 
 
 def _per_run(part: np.ndarray, whole: np.ndarray) -> np.ndarray:
@@ -619,58 +621,102 @@ class Profile:
 
     # --------------------------------------------------------------- output
     def summary(self, top: int = 10) -> dict[str, Any]:
-        """A JSON-serialisable digest for reports and baselines."""
+        """The one JSON form of this profile: the report's profile entry (summary.json, HTML, CSV), the history
+        line, ``pytest-sme2 analyze --json`` and the baseline record (baselines.record_of picks from it) all
+        read this dict, so every quantity is named and converted here once (docs/artifacts.md)."""
         top_ops = self.top_ops(top)
-        portable = self.portable_ops
+        memory = self.metadata.get("memory") or {}
+        share = "instruction_share" if self.basis == INSTRUCTIONS else "share"
+        portable = [{k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()}
+                    for row in self.portable_ops.to_dict("records")]
+        executed = self.executed_sme_kernels  # from a kernel trace (emulated target); None when not traced
         return {
             "model": self.model,
             "recipe": self.recipe,
             "emulated": self.emulated,
             "variant": self.variant,
+            "sme2": self.metadata.get("run", {}).get("sme2"),  # as requested: None is the target's default
             "runs": self.runs,
+            "e2e_ms": [float(x) for x in self.e2e_ms],
             "latency": self.latency.as_dict(),
             "wall_latency": stats.Summary.of(self.wall_ms).as_dict() if self.wall_ms is not None and len(self.wall_ms) else None,
             "relative_latency": stats.Summary.of(self.relative_ms).as_dict(unit="") if self.relative_ms is not None else None,
+            # The reference program's time before each run: the gate compares e2e_ms / reference_ms.
+            "reference_ms": [float(x) for x in self.reference_ms] if self.relative_ms is not None else None,
+            # Runs per process, in order: the gate compares process medians (stats.ProcessShift).
+            "process_sizes": self.process_sizes,
             "load_ms": self.load_ms,
             "init_ms": self.init_ms,
             "disturbed_runs": self.disturbed_runs,
+            # Which runs: the Profile also sees stalls inside one operator, which e2e_ms alone cannot show.
+            "disturbed_run_indices": self.disturbed_run_indices,
             "disturbed_references": self.disturbed_references,
             "basis": self.basis,
-            "memory": {"planned_bytes": self.planned_memory_bytes,
-                       "planned_buffers": (self.metadata.get("memory") or {}).get("planned_buffers"),
+            "memory": {"planned_bytes": self.planned_memory_bytes, "planned_buffers": memory.get("planned_buffers"),
                        "peak_rss_kb_median": None if self.peak_rss_kb is None else float(np.median(self.peak_rss_kb))},
             "shares": self.shares,
+            # Per-run values behind the medians: the gate judges these like latency samples. Emulated time
+            # decides nothing, so an emulated profile has none (its counted instructions are judged instead).
+            "per_run": None if self.emulated else {
+                "shares": {c: _finite_list(self.share_samples(c)) for c in self.shares},
+                "delegation_coverage": _finite_list(self.coverage_samples),
+                "sme_path_share": None if self.sme_path_samples is None else _finite_list(self.sme_path_samples),
+            },
             # OTHER's part that is delegate time outside every delegate operator (by the basis)
             "other_delegate_outside_ops": self.delegate_outside_ops_share(),
             "total_shares": self.total_shares,
-            "instructions": self.summary_of_instructions(),
+            "instructions": self._counted(),
             "delegation_coverage": self.delegation_coverage,
             "node_delegation_coverage": self.node_delegation_coverage,
+            "delegation": self._delegation(),
             "sme_path_share": self.sme_path_share,
             "sme_path_basis": self.sme_path_basis,
             "sme_path_ops": self.sme_path_ops,
             "work": self.work_summary(),
             "kernel_time": None if self.kernel_time is None else self.kernel_time.as_dict(top=KERNELS_PER_OP),
+            "kernels": self._heavy_kernels(share),
+            "executed_sme_kernels": list(executed) if executed is not None else None,
             "top_ops": [
                 {k: (v.item() if hasattr(v, "item") else v) for k, v in row.items() if k not in ("runs_ms", "kernels")}
                 | ({"kernels": row["kernels"]} if "kernels" in row else {})
                 for row in top_ops.to_dict("records")
             ],
-            "portable_ops": [
-                {k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()} for row in portable.to_dict("records")
-            ],
+            "portable_ops": portable,
+            # by the profile's basis: on a counted emulated run its instructions, never the emulator's time
+            "worth_delegating": [op["op"] for op in portable if op[share] > WORTH_DELEGATING],
             "unclassified_ops": self.unclassified_ops,
             "metadata": self.metadata,
             "artifacts": self.artifacts,
         }
 
-    def summary_of_instructions(self) -> dict[str, Any] | None:
-        """What the counted run says, for reports and baselines (None where nothing was counted)."""
+    def _delegation(self) -> dict[str, Any] | None:
+        """The export's delegation facts, its per-operator-type table as {op type: [delegated, not delegated]}."""
+        if not self.delegation:
+            return None
+        delegation = dict(self.delegation)
+        ops = {op["op_type"]: [op["delegated"], op["non_delegated"]] for op in delegation.pop("ops", [])}
+        return {**delegation, "ops": ops}
+
+    def _heavy_kernels(self, share: str) -> list[dict[str, Any]]:
+        """The CONV and GEMM operators by kernel name, heaviest first: what the kernel evidence shows."""
+        ops = self.ops
+        heavy = ops[ops["category"].isin([Category.CONV.value, Category.GEMM.value])]
+        kernels = [{"op": op, "category": rows["category"].iloc[0], "packed": bool(rows["packed"].iloc[0]),
+                    "instances": int(len(rows)), "share": float(rows[share].sum())}
+                   for op, rows in heavy.groupby("op", sort=False)]
+        return sorted(kernels, key=lambda k: k["share"], reverse=True)
+
+    def _counted(self) -> dict[str, Any] | None:
+        """What the counted run says (None where nothing was counted): the whole inference's instructions and
+        SME instructions, the same per operator, shares, coverage and SME path by instructions, the SME kernels
+        that executed. All deterministic: the gate compares them with plain tolerances."""
         if self.instructions is None:
             return None
         counted = self.instructions.instructions
         whole = (lambda value: None if value is None else int(round(value)))  # noqa: E731 - exact counts stay ints
-        return {
+        ops = self.ops
+        keys = self.trace.ops
+        record = {
             "source": "qemu (emulated target)",
             "per_inference": whole(self.instructions_per_inference),
             "sme_per_inference": whole(self.sme_instructions_per_inference),
@@ -681,10 +727,25 @@ class Profile:
             "sme_path_basis": self.sme_path_basis,
             "load": whole(counted.load_ms),
             "init": whole(counted.init_ms),
+            # [execution order, instructions, SME instructions]: the baseline file's keys are sorted; the order
+            # keeps what the gate needs to pair operators of records without identities (verdicts._align_ops).
+            "ops": {op_id(key): [order, int(round(ins)), int(round(sme))]
+                    for order, (key, ins, sme) in enumerate(zip(keys, ops["instructions"], ops["sme_instructions"]))},
+            "sme_kernels": list(self.executed_sme_kernels or ()),
         }
+        # Each operator's graph node (identity.py): what pairs it with the baseline's across a delegate split.
+        identities = anchors_of(keys, self.work) if self.work is not None else None
+        if identities is not None:
+            record["op_identity"] = {op_id(key): name for key, name in zip(keys, identities)}
+        return record
 
     def __repr__(self) -> str:
         return f"Profile({self.label}: median {self.median_ms:.3f} ms over {self.runs} runs)"
+
+
+def _finite_list(values: Any) -> list[float | None]:
+    """Per-run values for JSON: NaN (a run without that kind of time) becomes null."""
+    return [float(x) if np.isfinite(x) else None for x in values]
 
 
 def samples_of(profile_or_samples: "Profile | Sequence[float] | np.ndarray") -> np.ndarray:

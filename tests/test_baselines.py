@@ -168,6 +168,12 @@ def test_record_of_a_real_profile(tmp_path: Path) -> None:
     assert list(referenced.relative_ms) == [0.5, 0.25, 2.0]
     assert referenced.summary()["relative_latency"]["median"] == 0.5
     assert record["delegation_coverage"] == pytest.approx(0.7)
+    # One serialisation: what the record keeps is what the report entry says, under the same names.
+    entry = profile.summary()
+    shared = set(record) & set(entry) - {"portable_ops", "memory", "instructions"}
+    assert shared >= {"latency", "shares", "per_run", "process_sizes", "delegation", "reference_ms"}
+    assert {key: record[key] for key in shared} == {key: entry[key] for key in shared}
+    assert record["portable_ops"] == [op["op"] for op in entry["portable_ops"]] == ["native_call_where.self_out"]
     assert record["portable_ops"] == ["native_call_where.self_out"]
     assert record["delegation"]["ops"] == {"aten.where.self": [0, 1]}
     assert record["sme_path_share"] == 1.0 and record["instructions"] == {"source": "callgrind (host)", "per_inference": 10.0}

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ..categories import Category
-from .record import WORTH_DELEGATING
+from ..profile import WORTH_DELEGATING
 
 SME_PATH_EXPECTED = 0.5  # an SME2-on variant below this share of CONV+GEMM in SME kernels is suspicious
 DELEGATION_EXPECTED = 0.9

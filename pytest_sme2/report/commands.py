@@ -16,7 +16,7 @@ from ..errors import EtdumpError, RunnerError, UsageError
 from ..qemu_counts import COUNTS_FILE, InstructionTrace
 from ..profile import INSTRUCTIONS, Profile
 from ..targets.base import EMULATED_TIMING, RUN_FACTS, RUNNER_LOG
-from .record import compare, profile_entry
+from .record import compare
 from .table import fewer, instructions, ms, pct, speedup, text_table
 from .text import NO_OPERATOR_SHARES, operator_shares, profile_text
 
@@ -86,7 +86,7 @@ def analyze(etdump: Path, etrecord: Path | None, warmup: Path | None, as_json: b
     """One ETDump in words. On an emulated run every amount is counted instructions (emulator time is no time):
     operators sorted by them, and without counts no per-operator or per-category amounts at all."""
     profile = load_profile(etdump, etrecord, warmup)
-    entry = profile_entry(profile)
+    entry = profile.summary()
     if as_json:
         return json.dumps(entry, indent=1, default=str)
     counted = profile.basis == INSTRUCTIONS  # the emulated target: shares of counted instructions

@@ -17,7 +17,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from . import charts
 from .advice import recommendations
-from .record import EMULATED_NOTE, WORTH_DELEGATING
+from ..profile import WORTH_DELEGATING
+from .record import EMULATED_NOTE
 from .table import (COLUMNS, SME_INSTRUCTIONS_LABEL, fewer, instructions, ms, pct, sme_path_label, speedup,
                     summary_rows)
 from .text import (KERNEL_TABLE_HEADERS, OUTSIDE_OPS_LABEL, disturbed_cell, kernel_comparison_tables,

@@ -1,6 +1,6 @@
 """A test's report record: its Profiles as JSON, with SME2 on/off variants compared.
 
-This is the one place where Profiles become report data. Everything downstream
+A profile's entry is its one JSON form, ``Profile.summary()`` (what baselines pick from too). Everything downstream
 (terminal table, pytest-html section, summary.json, summary.md, the session
 HTML page, ``pytest-sme2 report``) reads these plain dicts, so a record can
 cross an xdist boundary or be read back from disk and rendered again.
@@ -28,7 +28,6 @@ from ..categories import Category, classify
 from ..profile import INSTRUCTIONS, TIME, Profile
 
 RECORD_TOP_OPS = 12  # operators listed per comparison
-WORTH_DELEGATING = 0.05  # a portable operator above this share of E2E is worth delegating
 EMULATED_NOTE = "emulated timing is not hardware timing"
 
 
@@ -188,32 +187,11 @@ def _kernel_comparison(on: Profile, off: Profile) -> dict[str, Any] | None:
             "top_on": on.kernel_time.top_kernels(), "top_off": off.kernel_time.top_kernels()}
 
 
-def profile_entry(profile: Profile) -> dict[str, Any]:
-    """Profile.summary() plus what charts and kernel evidence need: per-run E2E and the kernels seen."""
-    entry = profile.summary()
-    entry["sme2"] = sme2_setting(profile)
-    entry["e2e_ms"] = [float(x) for x in profile.e2e_ms]
-    ops = profile.ops
-    heavy = ops[ops["category"].isin([Category.CONV.value, Category.GEMM.value])]
-    share = "instruction_share" if profile.basis == INSTRUCTIONS else "share"
-    entry["kernels"] = [
-        {"op": op, "category": rows["category"].iloc[0], "packed": bool(rows["packed"].iloc[0]),
-         "instances": int(len(rows)), "share": float(rows[share].sum())}
-        for op, rows in heavy.groupby("op", sort=False)
-    ]
-    entry["kernels"].sort(key=lambda k: k["share"], reverse=True)
-    # by the profile's basis: on a counted emulated run its instructions, never the emulator's time
-    entry["worth_delegating"] = [op["op"] for op in entry["portable_ops"] if op[share] > WORTH_DELEGATING]
-    executed = profile.executed_sme_kernels  # from a kernel trace (emulated target); None when not traced
-    entry["executed_sme_kernels"] = list(executed) if executed is not None else None
-    return entry
-
-
 def build_record(nodeid: str, profiles: list[Profile]) -> dict[str, Any]:
     """Everything the reports show about one test, as JSON-ready data."""
     return {
         "nodeid": nodeid,
-        "profiles": [profile_entry(p) for p in profiles],
+        "profiles": [p.summary() for p in profiles],
         "comparisons": [compare(on, off) for on, off in pair_variants(profiles)],
     }
 
