@@ -17,10 +17,9 @@ from . import baselines, findings, verdicts
 from .errors import MissingBaselineWarning, UsageError
 from .safe_files import write_file
 from .names import slug
-from .targets.base import DEFAULT_TIMEOUT_S
+from .targets.base import AUTO_PROCESSES, DEFAULT_TIMEOUT_S
 
 MISSING_POLICIES = ("fail", "skip", "warn")
-AUTO_PROCESSES = "auto"  # sme2_processes = auto: each test's checks measure the processes its baseline needs
 # What the gate judged, as a test report's user property and as the test's key in summary.json:
 # the rules, the update command and each baseline file's records.
 GATE_INPUT = "sme2_gate_input"
@@ -37,7 +36,7 @@ class Rules:
     missing: str = "fail"
     update: bool = False
     accept_noisy: bool = False
-    check_processes: int | str = 1  # processes later checks measure (or "auto"): the design a baseline must serve
+    check_processes: int | str = AUTO_PROCESSES  # processes later checks measure (or "auto"): what a baseline must serve
 
     def as_dict(self) -> dict[str, Any]:
         return {"root": str(self.root), "metric": self.metric, "tolerances": asdict(self.tolerances),
@@ -104,7 +103,7 @@ def pair_records(records: Mapping[str, Mapping[str, Any]], stored: Mapping[str, 
 
 
 def assess_quality(records: dict[str, dict[str, Any]], tolerances: verdicts.Tolerances,
-                   accept_noisy: bool, check_processes: int | str = 1) -> list[str]:
+                   accept_noisy: bool, check_processes: int | str = AUTO_PROCESSES) -> list[str]:
     """Put each record's quality into it; the reasons to refuse the file (empty: write it).
 
     With ``check_processes = "auto"`` each record is judged for the fewest check processes that see 1.5
@@ -116,8 +115,8 @@ def assess_quality(records: dict[str, dict[str, Any]], tolerances: verdicts.Tole
         if processes == AUTO_PROCESSES:
             processes = verdicts.processes_needed(record, tolerances) or verdicts.MAX_SUGGESTED_PROCESSES
         quality, problems = verdicts.baseline_quality(record, tolerances, int(processes))
-        if check_processes == AUTO_PROCESSES:
-            quality["auto"] = True
+        if check_processes == AUTO_PROCESSES and not record.get("emulated"):  # counts need one: nothing to keep,
+            quality["auto"] = True  # so a committed emulated baseline still changes only with its program
         if problems and accept_noisy:
             quality["accepted_despite"] = problems
         record["quality"] = quality
@@ -196,7 +195,7 @@ def check_file(test_id: str, fingerprint: str, target: Mapping[str, Any], record
         baselines.write(baselines.Baseline(path, test_id, fingerprint, records, dict(target),
                                            baselines.recorded_now(repo_root or Path.cwd())))
         outcome["written"].append(str(path))
-        if rules.check_processes == AUTO_PROCESSES:
+        if any(r["quality"].get("auto") for r in records.values()):  # time to judge: say what its checks cost
             needed = max((r["quality"].get("check_processes", 1) for r in records.values()), default=1)
             outcome["written"][-1] += f" (sme2_processes = auto: its checks measure {needed} process(es))"
         if legacy is not None:

@@ -16,7 +16,8 @@ from typing import Any, Callable
 
 from .emulation_setup import DEFAULT_SVL_BITS
 from .errors import Sme2Error, UsageError
-from .gate import AUTO_PROCESSES, MISSING_POLICIES
+from .gate import MISSING_POLICIES
+from .targets.base import AUTO_PROCESSES
 from .perf_samples import DEFAULT_PERIOD_NS
 from .targets import TARGET_NAMES, EmulatedTarget, RunSpec, check_target_name
 from .targets.adb import DEFAULT_DEVICE_DIR, AdbOptions
@@ -222,11 +223,13 @@ OPTIONS: tuple[Option, ...] = (
            doc_default=f"{BASELINE_PROCESSES} (fresh processes an update measures each variant in; at least "
                        f"{MIN_BASELINE_PROCESSES})"),
     Option("processes", "measure each variant this many times, each in a fresh process, and judge their medians "
-           "against the baseline's processes (default 1; more catch smaller changes on a noisy machine at the cost "
-           "of a process start each; auto: each test as many as its baseline's quality check found it needs to "
-           "see 1.5 tolerances, at most 10)", GATE, kind="int", default=1, low=1, specials=(AUTO_PROCESSES,),
+           "against the baseline's processes (default auto: each test as many as its baseline's quality check "
+           "found it needs to see 1.5 tolerances, at most 10; one on the emulated target, whose counts repeat; "
+           "a number: every test that many, and baselines are refused that such checks could not judge)", GATE,
+           kind="int", default=AUTO_PROCESSES, low=1, specials=(AUTO_PROCESSES,),
            what="a whole number >= 1, or auto", ini_help="processes each variant is measured in (checks; or auto)",
-           doc_default="1 (processes a check measures each variant in); `auto`: per test, what its baseline needs"),
+           doc_default="`auto` (per test, the processes its baseline needs to see 1.5 tolerances, at most 10; 1 on "
+                       "the emulated target); or a number for every test"),
     Option("accept_noisy_baselines", "with --sme2-update-baselines: write baselines even when their runs fail the "
            "quality check (too many disturbed runs, a wide or unstable median); the file records that", GATE,
            kind="flag", ini=False, doc_default="off: refuse records that fail the quality check"),

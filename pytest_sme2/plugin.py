@@ -19,7 +19,7 @@ import pytest
 from .safe_files import write_file
 from . import _processes, _writable, options, progress
 from .errors import Sme2Error, UsageError
-from .gate import AUTO_PROCESSES
+from .targets.base import AUTO_PROCESSES
 from .export import ExportedModel, Recipe
 from .kernel_sampling import SamplingSettings
 from .profile import Profile

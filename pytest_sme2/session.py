@@ -17,7 +17,7 @@ from .registry import ModelRegistry, default_registry
 from .safe_files import copy_file
 from .emulation_setup import DEFAULT_SVL_BITS
 from .targets import RunSpec, Target, make_target
-from .targets.base import DEFAULT_TIMEOUT_S
+from .targets.base import AUTO_PROCESSES, DEFAULT_TIMEOUT_S
 
 
 @dataclass(frozen=True)
@@ -27,8 +27,8 @@ class Settings:
     warmup: int | None = None
     max_rounds: int = RunSpec.max_rounds
     # RunSpec.processes: a baseline update's --sme2-baseline-processes, else --sme2-processes ("auto": per test)
-    processes: int | str = 1
-    check_processes: int | str = 1  # --sme2-processes: what a baseline must serve (verdicts.baseline_quality)
+    processes: int | str = AUTO_PROCESSES
+    check_processes: int | str = AUTO_PROCESSES  # --sme2-processes: what a baseline must serve (baseline_quality)
     threads: int = 1
     timeout_s: float = DEFAULT_TIMEOUT_S
     cache_dir: Path = Path(".sme2/cache")

@@ -93,7 +93,8 @@ def quick_host_ini(cache: Path, *extra: str) -> str:
     """A pytest.ini for inner sessions that only need a few real runs of small models on the host target:
     three timed runs, no warmup, one round (history and bisect count sessions and verdicts, not latency)."""
     lines = ["[pytest]", "sme2_model_dirs = models", "sme2_target = host", f"sme2_cache_dir = {cache}",
-             "sme2_runs = 3", "sme2_warmup = 0", "sme2_max_rounds = 1", "sme2_baseline_processes = 3", *extra]
+             "sme2_runs = 3", "sme2_warmup = 0", "sme2_max_rounds = 1", "sme2_baseline_processes = 3",
+             "sme2_processes = 1", *extra]
     return "\n".join(lines) + "\n"
 
 
@@ -123,6 +124,9 @@ def sme2_project(pytester: pytest.Pytester, shared_export_cache: Path) -> pytest
             sme2_max_rounds = 1
             # Baseline updates measure the fewest processes the gate accepts (each a host worker start).
             sme2_baseline_processes = 3
+            # Checks of one process: these tests are about the gate's flow, and their 5-run baselines of a 30 us
+            # model are noisy enough that auto (the default) would measure ten (test_check_command tests auto).
+            sme2_processes = 1
             filterwarnings = ignore
             """
         )

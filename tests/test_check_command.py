@@ -132,7 +132,10 @@ def test_auto_processes_measure_what_the_baseline_needs(sme2_project: pytest.Pyt
         return len(judged["process_sizes"])
 
     assert measured("-o", "sme2_processes=auto") == 3
-    assert measured() == 1  # the default stays one process
+    assert measured() == 1  # a number (this project's ini: 1) measures that many in every test
+    ini = sme2_project.path / "tox.ini"  # pytester.makeini's file
+    ini.write_text(ini.read_text().replace("sme2_processes = 1", ""))
+    assert measured() == 3  # the default is auto
     # The gate off for this test (its marker): nothing judges the processes, so auto measures one.
     sme2_project.makepyfile(test_gate=GATE_OFF)
     sme2_project.runpytest_inprocess("-o", "sme2_processes=auto").assert_outcomes(passed=1)

@@ -19,6 +19,7 @@ instructions SME2 on needed.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, Iterable, Mapping
 
 import numpy as np
@@ -185,6 +186,13 @@ def _kernel_comparison(on: Profile, off: Profile) -> dict[str, Any] | None:
     return {"sme_share_on": on.kernel_time.kind_share(), "sme_share_off": off.kernel_time.kind_share(),
             "kind_ms_on": on.kernel_time.kind_ms(), "kind_ms_off": off.kernel_time.kind_ms(),
             "top_on": on.kernel_time.top_kernels(), "top_off": off.kernel_time.top_kernels()}
+
+
+def profile_entry(profile: Profile) -> dict[str, Any]:
+    """Deprecated (kept for one release): a profile's report entry is ``profile.summary()`` itself."""
+    warnings.warn("pytest_sme2.report.record.profile_entry is deprecated; use profile.summary(), the profile's "
+                  "one JSON form", DeprecationWarning, stacklevel=2)
+    return profile.summary()
 
 
 def build_record(nodeid: str, profiles: list[Profile]) -> dict[str, Any]:

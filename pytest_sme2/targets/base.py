@@ -48,6 +48,11 @@ MAX_THREADS = 1024
 THREADS_WHY = "no CPU has more than a few hundred cores, and more threads than cores only slow a run down"
 
 
+# sme2_processes = auto (the default): each test's checks measure as many processes as its stored baseline
+# says they need to see 1.5 tolerances (gate.auto_processes); a RunSpec always gets the resolved number.
+AUTO_PROCESSES = "auto"
+
+
 @dataclass(frozen=True)
 class RunSpec:
     """One variant's run settings. ``sme2=None`` means whatever the target has."""
