@@ -172,10 +172,14 @@ def running(config: pytest.Config, runner: Any, pte: Any) -> contextlib.Abstract
     """Announce a variant's warmup + timed runs, each timed run where the target reports it, and the end."""
     spec = runner.spec
     what = f"{getattr(pte, 'label', Path(str(pte)).name)} [{runner.label}]"
+    # More than one process (a baseline update, or what sme2_processes = auto found a check needs) multiplies
+    # the time: say so, so a long test on a noisy machine is not a mystery. Counted runs need one.
+    processes = 1 if runner.session.target.info.emulated else spec.processes
+    each = f" in each of {processes} fresh processes" if processes > 1 else ""
     return _with_run_progress(
         config, runner.session.target, what,
-        _step(config, what, f"running {what}: {spec.warmup} warmup + {spec.runs} timed runs",
-              f"{what} done: {spec.runs}/{spec.runs} runs"))
+        _step(config, what, f"running {what}: {spec.warmup} warmup + {spec.runs} timed runs{each}",
+              f"{what} done: {spec.runs}/{spec.runs} runs{each}"))
 
 
 @contextlib.contextmanager
