@@ -126,8 +126,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
         return report
     try:
         record = _build(item, report)
-    except Exception as exc:  # a report problem must not take the session down; it is shown with the test
-        report.sections.append(("sme2 report error", f"building the sme2 report failed: {type(exc).__name__}: {exc}"))
+    except Exception as exc:  # a report problem must not take the session down; it is shown with the test,
+        # and the session fails at its end naming it: its profiles are missing from every report and summary
+        message = f"building the sme2 report of {item.nodeid} failed: {type(exc).__name__}: {exc}"
+        report.sections.append(("sme2 report error", message))
+        report.user_properties.append((OUTPUT_ERROR_PROPERTY, message))
         return report
     if record is None:
         return report
@@ -194,8 +197,13 @@ class _Collector:
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         records = _records(self.config)
-        if not records:
-            return
+        if records:
+            self._write(records)
+        if _output_errors(self.config) and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED  # an output asked for is missing: never exit 0
+
+    def _write(self, records: dict[str, Any]) -> None:
+        """summary.json, summary.md, the session HTML and the kit layout; a failure is an output error."""
         from .plugin import session_of
         from .report import kit_layout
         from .report.summary import session_summary, write_session
@@ -217,8 +225,6 @@ class _Collector:
                 f"writing the session summary failed: {why or f'{type(exc).__name__}: {exc}'}")
         else:
             self.config.stash[_OUTPUTS_KEY] = paths
-        if _output_errors(self.config) and session.exitstatus == pytest.ExitCode.OK:
-            session.exitstatus = pytest.ExitCode.TESTS_FAILED  # an output asked for is missing: never exit 0
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_html_results_summary(self, prefix: list[str], summary: list[str], postfix: list[str],
@@ -241,8 +247,12 @@ class _Collector:
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         records = _records(self.config)
-        if not records:
-            return
+        if records:
+            self._summary_table(terminalreporter, records)
+        for error in _output_errors(self.config):
+            terminalreporter.write_line(f"sme2: {error}; the session fails for it", red=True)
+
+    def _summary_table(self, terminalreporter: Any, records: dict[str, Any]) -> None:
         from .report.summary import session_summary
         from .report.table import COLUMNS, summary_rows, text_table
 
@@ -256,8 +266,6 @@ class _Collector:
                                              f"pytest-sme2 report {Path(outputs['json']).parent})")
             terminalreporter.write_line(
                 f"sme2: summary {outputs['json']}, markdown {outputs['markdown']}, report {report}")
-        for error in _output_errors(self.config):
-            terminalreporter.write_line(f"sme2: {error}; the session fails for it", red=True)
 
 
 _OUTPUTS_KEY = pytest.StashKey[Any]()

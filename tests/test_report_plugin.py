@@ -118,3 +118,22 @@ def test_xdist_controller_gathers_every_workers_tests(sme2_project: pytest.Pytes
     # each line names its worker; which worker ran which test is xdist's choice
     assert len(re.findall(r"\[gw[01]\] sme2: running tiny fp32-xnnpack \[[^]]*\]: ", log)) == 2
 
+
+
+def test_a_report_that_cannot_be_built_fails_the_session_naming_why(sme2_project: pytest.Pytester) -> None:
+    """A profile the report code cannot serialise once left no summary.json, no table and exit 0: the
+    outputs asked for were dropped silently. The test itself stands; the session fails at its end."""
+    sme2_project.makeconftest("""
+        import pytest_sme2.profile
+
+        def broken(self, top=10):
+            raise RuntimeError("this profile cannot be serialised")
+
+        pytest_sme2.profile.Profile.summary = broken
+        """)
+    sme2_project.makepyfile(PERF_TEST)
+    result = sme2_project.runpytest_subprocess("--sme2-no-baselines", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2)
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(["*sme2: building the sme2 report of test_a_report*::test_tiny failed: RuntimeError: "
+                                 "this profile cannot be serialised*the session fails for it*"])
