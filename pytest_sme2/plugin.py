@@ -115,7 +115,8 @@ def pytest_configure(config: pytest.Config) -> None:
         warmup=setting(config, "warmup"),
         max_rounds=setting(config, "max_rounds"),
         # A baseline update measures each variant in several processes (RunSpec.processes); checks in
-        # --sme2-processes (default 1), which the update's quality check assumes of later checks.
+        # --sme2-processes (default auto: per test, what its baseline needs), which the update's quality
+        # check assumes of later checks.
         processes=setting(config, "baseline_processes" if setting(config, "update_baselines") else "processes"),
         check_processes=setting(config, "processes"),
         threads=setting(config, "threads"),

@@ -173,9 +173,8 @@ def running(config: pytest.Config, runner: Any, pte: Any) -> contextlib.Abstract
     spec = runner.spec
     what = f"{getattr(pte, 'label', Path(str(pte)).name)} [{runner.label}]"
     # More than one process (a baseline update, or what sme2_processes = auto found a check needs) multiplies
-    # the time: say so, so a long test on a noisy machine is not a mystery. Counted runs need one.
-    processes = 1 if runner.session.target.info.emulated else spec.processes
-    each = f" in each of {processes} fresh processes" if processes > 1 else ""
+    # the time: say so, so a long test on a noisy machine is not a mystery.
+    each = f" in each of {runner.replicas} fresh processes" if runner.replicas > 1 else ""
     return _with_run_progress(
         config, runner.session.target, what,
         _step(config, what, f"running {what}: {spec.warmup} warmup + {spec.runs} timed runs{each}",

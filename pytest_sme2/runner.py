@@ -68,6 +68,12 @@ class Runner:
     _calls: list[int] = field(default_factory=lambda: [0])
 
     @property
+    def replicas(self) -> int:
+        """Processes one measurement of this variant takes: ``spec.processes``, but one on the emulated target,
+        whose counted runs repeat exactly."""
+        return 1 if self.session.target.info.emulated else self.spec.processes
+
+    @property
     def label(self) -> str:
         """The variant's name: target kind, SME2 setting, threads. No device serial ("adb", not
         "adb:SERIAL"), so a baseline recorded on one phone serves every phone with the same
@@ -123,7 +129,7 @@ class Runner:
         times, each replica in a fresh process, so the baseline knows how far its quantities move
         between processes (stats.ProcessShift). Counted (emulated) runs repeat exactly: one is enough.
         """
-        replicas = 1 if self.session.target.info.emulated else self.spec.processes
+        replicas = self.replicas
         if replicas == 1:
             profile = replace(self, spec=replace(self.spec, processes=1))._one_process(pte, top_up)
         else:
@@ -277,7 +283,7 @@ def alternate(pte: "ExportedModel | str | Path", first: Runner, second: Runner,
     """
     if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
         raise UsageError(f"rounds={rounds!r} is invalid: use an integer >= 1")
-    replicas = 1 if first.session.target.info.emulated else max(first.spec.processes, second.spec.processes)
+    replicas = max(first.replicas, second.replicas)
     once = [replace(r, spec=replace(r.spec, processes=1)) for r in (first, second)]
     if replicas == 1:
         merged = _alternate_once(pte, once[0], once[1], rounds, fresh=False)
