@@ -43,10 +43,10 @@ EMULATION_STEP = if [ "$$(id -u)" = 0 ]; then $(SETUP_EMULATION); \
 emulation: install
 	@$(EMULATION_STEP)
 
-# What the default target (auto) uses here (pytest_sme2/targets/auto.py): on a CPU with SME2 the
+# What the default target (auto) uses here (pytest_sme2/run/targets/auto.py): on a CPU with SME2 the
 # native runner and the SME2-masking library, built with this machine's C/C++ compiler and CMake
 # (the PyPI cmake package comes with the plugin); on a CPU without SME2 the emulated target.
-HAS_SME2 := $(PYTHON) -c "import sys; from pytest_sme2.cpu import host_cpu; sys.exit(0 if host_cpu().has_sme2 else 1)"
+HAS_SME2 := $(PYTHON) -c "import sys; from pytest_sme2.run.cpu import host_cpu; sys.exit(0 if host_cpu().has_sme2 else 1)"
 BUILD_RUNNER := $(PYTHON) -c "import sys; from pytest_sme2.cli import main; sys.exit(main(['build-runner']))"
 auto-target: install
 	@if $(HAS_SME2); then \

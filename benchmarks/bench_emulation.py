@@ -23,9 +23,9 @@ from pathlib import Path
 
 from _common import REPO, machine
 from pytest_sme2 import Recipe
-from pytest_sme2.runner import Runner
-from pytest_sme2.session import Settings, Sme2Session
-from pytest_sme2.targets import RunSpec
+from pytest_sme2.measure.runner import Runner
+from pytest_sme2.measure.session import Settings, Sme2Session
+from pytest_sme2.run.targets import RunSpec
 
 PAIRS = [
     ("toy_cnn", Recipe("fp32")), ("toy_cnn", Recipe("fp16")), ("toy_cnn", Recipe("int8")),

@@ -21,9 +21,9 @@ import numpy as np
 
 from _common import machine, session
 from pytest_sme2 import Recipe
-from pytest_sme2.runner import Runner
-from pytest_sme2.stats import median_ci, ratio_of_medians_ci
-from pytest_sme2.targets import RunSpec
+from pytest_sme2.measure.runner import Runner
+from pytest_sme2.profile.stats import median_ci, ratio_of_medians_ci
+from pytest_sme2.run.targets import RunSpec
 
 
 def main() -> None:

@@ -38,9 +38,9 @@ from pathlib import Path
 from _common import session
 from pytest_sme2 import Recipe
 import torch, executorch.version  # imports are not part of the cache lookup
-from pytest_sme2 import reference_program
-from pytest_sme2.export import trace
-from pytest_sme2.registry import ModelRegistry
+from pytest_sme2.export import reference_program
+from pytest_sme2.export.export import trace
+from pytest_sme2.model.registry import ModelRegistry
 sess = session(Path({root!r}))
 out = {{}}
 start = time.perf_counter()

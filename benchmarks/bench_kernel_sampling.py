@@ -25,12 +25,12 @@ import numpy as np
 
 from _common import REPO, machine
 from pytest_sme2 import Recipe
-from pytest_sme2.etdump import read_run
-from pytest_sme2.kernel_sampling import SamplingSettings
-from pytest_sme2.runner import Runner
-from pytest_sme2.session import Settings, Sme2Session
-from pytest_sme2.stats import ratio_of_medians_ci
-from pytest_sme2.targets import RunSpec
+from pytest_sme2.evidence.etdump import read_run
+from pytest_sme2.evidence.kernel_sampling import SamplingSettings
+from pytest_sme2.measure.runner import Runner
+from pytest_sme2.measure.session import Settings, Sme2Session
+from pytest_sme2.profile.stats import ratio_of_medians_ci
+from pytest_sme2.run.targets import RunSpec
 
 
 def main() -> None:

@@ -15,8 +15,8 @@ import numpy as np
 
 from _common import MODELS, machine, session
 from pytest_sme2 import Profile, Recipe
-from pytest_sme2.runner import Runner
-from pytest_sme2.targets import RunSpec
+from pytest_sme2.measure.runner import Runner
+from pytest_sme2.run.targets import RunSpec
 
 
 def _best_of(fn, repeat: int) -> float:

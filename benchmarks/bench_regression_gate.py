@@ -43,10 +43,12 @@ from pathlib import Path
 import numpy as np
 
 from _common import machine, session
-from pytest_sme2 import Recipe, baselines, stats, verdicts
-from pytest_sme2.callgrind import count_instructions
-from pytest_sme2.runner import Runner
-from pytest_sme2.targets import RunSpec
+from pytest_sme2 import Recipe
+from pytest_sme2.gate import baselines, verdicts
+from pytest_sme2.profile import stats
+from pytest_sme2.run.callgrind import count_instructions
+from pytest_sme2.measure.runner import Runner
+from pytest_sme2.run.targets import RunSpec
 
 _VARIANT = '''
 """mobilenet_v3_small plus real extra layers, for the regression-gate study."""

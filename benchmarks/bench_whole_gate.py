@@ -38,9 +38,10 @@ from pathlib import Path
 import numpy as np
 
 from _common import REPO, machine, session
-from pytest_sme2 import Recipe, baselines, verdicts
-from pytest_sme2.runner import Runner
-from pytest_sme2.targets import RunSpec
+from pytest_sme2 import Recipe
+from pytest_sme2.gate import baselines, verdicts
+from pytest_sme2.measure.runner import Runner
+from pytest_sme2.run.targets import RunSpec
 
 TINY_MODEL = (REPO / "tests" / "conftest.py").read_text().split("TINY_MODEL = '''", 1)[1].split("'''", 1)[0]
 

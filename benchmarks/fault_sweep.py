@@ -195,7 +195,7 @@ def adb_claim_link(root: Path) -> subprocess.CompletedProcess[str]:
     claims = root / "pytest-sme2-adb-claims"
     claims.mkdir()
     (claims / "127.0.0.1_5037_X.lock").symlink_to(victim)
-    code = ("import sys\nfrom pytest_sme2.targets.adb import _DeviceClaim as C\n"  # the issue's command,
+    code = ("import sys\nfrom pytest_sme2.run.targets.adb import _DeviceClaim as C\n"  # the issue's command,
             "try:\n    C.try_claim(('127.0.0.1', 5037), 'X')\n"  # its error printed as the adb target shows it
             "except Exception as exc:\n    sys.exit(f'{type(exc).__name__}: {exc}')\n")
     mine = root / f"pytest-sme2-adb-claims-{os.getuid()}"
@@ -355,7 +355,7 @@ def worker_wait_fails(root: Path) -> subprocess.CompletedProcess[str]:
     _project(root, """
         import select, types
         import pytest
-        from pytest_sme2.targets import host
+        from pytest_sme2.run.targets import host
 
         @pytest.mark.model("tiny")
         def test_first(exported_pte, runner, etdump_profile, monkeypatch):
@@ -458,7 +458,7 @@ def weak_compare_two_programs(root: Path) -> subprocess.CompletedProcess[str]:
 
 def weak_history_bad_line_and_nan(root: Path) -> subprocess.CompletedProcess[str]:
     """23 weak: a history with one damaged line and NaN values around a +50% step."""
-    from pytest_sme2 import history
+    from pytest_sme2.gate import history
     lines = [json.dumps(history.digest("t.py::test_m", {"model": "m", "recipe": "r", "variant": "v", "latency": {
         "median_ms": float("nan") if i in (3, 15) else 6.0 if i < 12 else 9.0}}, {
         "session": f"s{i:02d}", "time": f"2026-11-{i + 1:02d}", "commit": None, "target": "local"})) for i in range(24)]

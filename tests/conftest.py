@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parent.parent
 # really is (built once by `pytest-sme2 setup-emulation` / build-runner).
 import os  # noqa: E402
 
-from pytest_sme2.native.build import cache_root  # noqa: E402
+from pytest_sme2.run.native.build import cache_root  # noqa: E402
 
 os.environ.setdefault("PYTEST_SME2_RUNNER_CACHE", str(cache_root()))
 
@@ -81,7 +81,7 @@ def shared_export_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def exported_toy_cnn(shared_export_cache: Path, tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
     """The bundled toy_cnn, fp32 XNNPACK, from the shared export cache (an ExportedModel)."""
     from pytest_sme2 import Recipe
-    from pytest_sme2.session import Settings, Sme2Session
+    from pytest_sme2.measure.session import Settings, Sme2Session
 
     session = Sme2Session(Settings(target="host", cache_dir=shared_export_cache,
                                    session_dir=tmp_path_factory.mktemp("export-artifacts")))

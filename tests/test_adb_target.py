@@ -19,11 +19,11 @@ import pytest
 import torch
 
 from pytest_sme2.errors import EtdumpError, RunnerError, UsageError
-from pytest_sme2.native.build import build_runner
-from pytest_sme2.runner import Runner
-from pytest_sme2.session import Settings, Sme2Session
-from pytest_sme2.targets import RunSpec, check_target_name
-from pytest_sme2.targets.adb import AdbOptions, AdbTarget, adb_server_address, parse_adb_target
+from pytest_sme2.run.native.build import build_runner
+from pytest_sme2.measure.runner import Runner
+from pytest_sme2.measure.session import Settings, Sme2Session
+from pytest_sme2.run.targets import RunSpec, check_target_name
+from pytest_sme2.run.targets.adb import AdbOptions, AdbTarget, adb_server_address, parse_adb_target
 
 from adb_standin import DEVICE_TMP, AdbStandin, StandinDevice, namespaces_available, wait_until
 from conftest import REPO
@@ -437,7 +437,7 @@ def test_xdist_workers_claim_different_devices(pytester: pytest.Pytester, standi
 
 def test_two_builds_and_a_user_mask_library(standin: AdbStandin, runner_binary: Path, exported,
                                             tmp_path: Path) -> None:
-    from pytest_sme2.native.build import build_mask_library
+    from pytest_sme2.run.native.build import build_mask_library
 
     device = standin.add_device("TWO-1", sme2=True)
     on, off = tmp_path / "runner on", tmp_path / "runner off"
@@ -471,7 +471,7 @@ def test_two_builds_and_a_user_mask_library(standin: AdbStandin, runner_binary: 
 
 
 def test_bundled_libraries_are_the_non_system_ones_ldd_resolves(runner_binary: Path) -> None:
-    from pytest_sme2.native.elf import bundled_libraries
+    from pytest_sme2.system.elf import bundled_libraries
 
     ldd = subprocess.run(["ldd", str(runner_binary)], capture_output=True, text=True, check=True).stdout
     resolved = dict(re.findall(r"^\s*(\S+) => (\S+)", ldd, re.M))

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from pytest_sme2 import emulation_setup as emulation
-from pytest_sme2.cpu import CpuInfo, parse_proc_cpuinfo
-from pytest_sme2.native import build
-from pytest_sme2.targets import auto
-from pytest_sme2.targets.auto import AutoPlan, Machine, plan
+from pytest_sme2.run import emulation_setup as emulation
+from pytest_sme2.run.cpu import CpuInfo, parse_proc_cpuinfo
+from pytest_sme2.run.native import build
+from pytest_sme2.run.targets import auto
+from pytest_sme2.run.targets.auto import AutoPlan, Machine, plan
 
 STATUS = emulation.status()
 needs_emulation = pytest.mark.skipif(not STATUS.ready, reason=f"emulated target not ready: {STATUS.problem}")
@@ -90,7 +90,7 @@ def test_auto_on_an_sme2_cpu_builds_nothing_for_given_runners_and_skips_off_with
 
 
 def test_doctor_says_which_target_the_default_command_uses(monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_sme2 import doctor
+    from pytest_sme2.cli import doctor
 
     monkeypatch.setattr(auto, "current_plan", lambda machine=None: AutoPlan(
         "host", "'Apple M4' has SME2, but ...", None, "SME2 off needs the native runner: install cmake"))
@@ -180,7 +180,7 @@ def test_default_command_on_an_sme2_linux_cpu_runs_sme2_on_and_off(pytester: pyt
 
 def _executed_sme_kernels(logged_command: str, folder: Path) -> tuple[str, ...]:
     """Rerun a logged runner command (``$ [LD_PRELOAD=...] qemu -cpu X runner ...``) once under qemu's in_asm log."""
-    from pytest_sme2.kernel_trace import KernelTrace
+    from pytest_sme2.evidence.kernel_trace import KernelTrace
 
     words = shlex.split(logged_command[2:])
     env = {**os.environ, "QEMU_LD_PREFIX": str(emulation.SYSROOT)}

@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_sme2 import baselines
-from pytest_sme2.baselines import SCHEMA_VERSION
+from pytest_sme2.gate import baselines
+from pytest_sme2.gate.baselines import SCHEMA_VERSION
 
 PERF_TEST = """
 import json, pytest
@@ -329,8 +329,8 @@ def test_instruction_metric_catches_an_extra_operator(sme2_project: pytest.Pytes
 
 
 def test_profile_concat_matches_operators_by_identity(tmp_path: Path) -> None:
-    from pytest_sme2.etdump import SyntheticEvent, read_run, write_synthetic_etdump
-    from pytest_sme2.profile import Profile
+    from pytest_sme2.evidence.etdump import SyntheticEvent, read_run, write_synthetic_etdump
+    from pytest_sme2.profile.profile import Profile
 
     def trace(name: str, durations: list[int], with_extra_op: bool):
         blocks = []

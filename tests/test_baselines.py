@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_sme2 import baselines
+from pytest_sme2.gate import baselines
 from pytest_sme2.errors import BaselineError
-from pytest_sme2.etdump import SyntheticEvent, read_run, write_synthetic_etdump
-from pytest_sme2.profile import Profile
+from pytest_sme2.evidence.etdump import SyntheticEvent, read_run, write_synthetic_etdump
+from pytest_sme2.profile.profile import Profile
 from pytest_sme2.report.record import profile_entry
 
 
@@ -201,7 +201,7 @@ def test_a_baseline_without_a_commit_says_why_instead_of_commit_question_mark(
     import shutil
     import subprocess
 
-    from pytest_sme2.baselines import recorded_now, recorded_text
+    from pytest_sme2.gate.baselines import recorded_now, recorded_text
 
     if shutil.which("git") is None:
         pytest.skip("git is not installed")

@@ -114,7 +114,7 @@ def test_missing_baselines_at_old_commits_are_no_failure(repo: Path, monkeypatch
 
 
 def test_a_failing_good_end_stops_before_bisecting(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_sme2 import bisect
+    from pytest_sme2.cli import bisect
 
     commits = _git(repo, "log", "--format=%H", "--reverse").splitlines()
     good, bad = commits[3], commits[5]  # GOOD already has cumsum: every commit would be bad
@@ -133,7 +133,7 @@ def test_a_failing_good_end_stops_before_bisecting(repo: Path, monkeypatch: pyte
 
 def test_a_passing_bad_end_stops_before_bisecting(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Two quick sessions of a plain test, no model: BAD passes too, so there is nothing to find."""
-    from pytest_sme2 import bisect
+    from pytest_sme2.cli import bisect
 
     (repo / "test_plain.py").write_text("def test_plain():\n    assert True\n")
     _git(repo, "add", "test_plain.py")
@@ -152,7 +152,7 @@ def test_a_passing_bad_end_stops_before_bisecting(repo: Path, monkeypatch: pytes
 def test_a_missing_baseline_is_no_failure_unless_the_user_says_so(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The step's own -o comes before the user's arguments, and pytest keeps the last -o of a name: the user's
     `-o sme2_baseline_missing=fail` fails GOOD (no baseline anywhere), and the reason names the missing baseline."""
-    from pytest_sme2 import bisect
+    from pytest_sme2.cli import bisect
 
     commits = _git(repo, "log", "--format=%H", "--reverse").splitlines()
     monkeypatch.chdir(repo)
@@ -163,7 +163,7 @@ def test_a_missing_baseline_is_no_failure_unless_the_user_says_so(repo: Path, mo
 
 
 def test_bisect_refuses_a_dirty_tree_and_unknown_commits(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_sme2 import bisect
+    from pytest_sme2.cli import bisect
 
     monkeypatch.chdir(repo)
     with pytest.raises(UsageError, match="'nosuch' is not a commit"):

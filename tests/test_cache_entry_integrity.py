@@ -16,12 +16,12 @@ import pytest
 
 from pytest_sme2 import Recipe
 from pytest_sme2.errors import DamagedCacheEntryWarning
-from pytest_sme2.export import ExportedModel, export
-from pytest_sme2.registry import ModelRegistry
-from pytest_sme2.runner import Runner
-from pytest_sme2.session import Settings, Sme2Session, copy_artifact
-from pytest_sme2.targets import RunSpec
-from pytest_sme2.work import FACTS_FILE, write_facts
+from pytest_sme2.export.export import ExportedModel, export
+from pytest_sme2.model.registry import ModelRegistry
+from pytest_sme2.measure.runner import Runner
+from pytest_sme2.measure.session import Settings, Sme2Session, copy_artifact
+from pytest_sme2.run.targets import RunSpec
+from pytest_sme2.export.work import FACTS_FILE, write_facts
 
 from conftest import TINY_MODEL
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_sme2.categories import Category, classify, strip_instance
+from pytest_sme2.evidence.categories import Category, classify, strip_instance
 
 CONV, GEMM, DM, EW, OTHER = (
     Category.CONV,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_sme2.targets import EmulatedTarget, RunSpec
+from pytest_sme2.run.targets import EmulatedTarget, RunSpec
 
 from conftest import REPO
 
@@ -62,23 +62,23 @@ def test_help_states_the_code_defaults(pytester: pytest.Pytester) -> None:
 
 
 def test_session_settings_comment_names_no_stale_number() -> None:
-    source = (REPO / "pytest_sme2" / "session.py").read_text(encoding="utf-8")
+    source = (REPO / "pytest_sme2" / "measure" / "session.py").read_text(encoding="utf-8")
     line = next(line for line in source.splitlines() if line.strip().startswith("runs: int | None"))
     numbers = [int(n) for n in re.findall(r"\b\d+\b", line.split("#", 1)[1])]
     assert all(n == RunSpec.runs for n in numbers), f"session.py says {line.strip()!r}; RunSpec.runs is {RunSpec.runs}"
 
 
-# ------------------------------------------------ the one configuration table (pytest_sme2/options.py)
-from pytest_sme2 import options as option_table  # noqa: E402
-from pytest_sme2.session import Settings  # noqa: E402
+# ------------------------------------------------ the one configuration table (pytest_sme2/plugin/options.py)
+from pytest_sme2.plugin import options as option_table  # noqa: E402
+from pytest_sme2.measure.session import Settings  # noqa: E402
 
 
 @pytest.mark.parametrize("section", [option_table.RUN, option_table.GATE, option_table.REPORT])
 def test_docs_options_tables_are_the_option_table(section: str) -> None:
     """docs/options.md is rendered from the table: edit options.py, then paste markdown_table(section)."""
     assert option_table.markdown_table(section) in OPTIONS, (
-        f"docs/options.md's {section} table differs from pytest_sme2/options.py; render it with "
-        f"python -c 'from pytest_sme2.options import markdown_table; print(markdown_table({section!r}))'")
+        f"docs/options.md's {section} table differs from pytest_sme2/plugin/options.py; render it with "
+        f"python -c 'from pytest_sme2.plugin.options import markdown_table; print(markdown_table({section!r}))'")
 
 
 def test_every_option_and_ini_key_is_in_help_with_the_tables_text(pytester: pytest.Pytester) -> None:

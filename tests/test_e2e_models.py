@@ -16,9 +16,9 @@ import pytest
 import torch
 
 from pytest_sme2 import EtdumpError, Profile, Recipe
-from pytest_sme2.runner import Runner
-from pytest_sme2.session import Settings, Sme2Session
-from pytest_sme2.targets import RunSpec
+from pytest_sme2.measure.runner import Runner
+from pytest_sme2.measure.session import Settings, Sme2Session
+from pytest_sme2.run.targets import RunSpec
 
 from conftest import REPO
 

@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from pytest_sme2 import emulation_setup as emulation
+from pytest_sme2.run import emulation_setup as emulation
 
 STATUS = emulation.status()
 pytestmark = pytest.mark.skipif(not STATUS.ready, reason=f"emulated target not ready: {STATUS.problem}")

@@ -23,15 +23,15 @@ from pathlib import Path
 
 import pytest
 
-from pytest_sme2.etdump import _columns
-from pytest_sme2.qemu_counts import COUNTS_FILE, COUNTS_VERSION, InstructionTrace
-from pytest_sme2.profile import Profile
+from pytest_sme2.evidence.etdump import _columns
+from pytest_sme2.evidence.qemu_counts import COUNTS_FILE, COUNTS_VERSION, InstructionTrace
+from pytest_sme2.profile.profile import Profile
 from pytest_sme2.report.commands import analyze, compare_files
 from pytest_sme2.report.record import build_record
 from pytest_sme2.report.text import profile_text, record_text
 from pytest_sme2.errors import UsageError
 from pytest_sme2.report.commands import emulated_run
-from pytest_sme2.targets.base import RUN_FACTS, RUNNER_LOG
+from pytest_sme2.run.targets.base import RUN_FACTS, RUNNER_LOG
 
 from helpers_etdump import RunSpec, write_etdump
 

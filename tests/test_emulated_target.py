@@ -15,10 +15,10 @@ import pytest
 import torch
 
 from pytest_sme2 import Recipe, assert_outputs_match, assert_sme2_kernel_path
-from pytest_sme2 import emulation_setup as emulation
-from pytest_sme2.runner import Runner
-from pytest_sme2.session import Settings, Sme2Session
-from pytest_sme2.targets import RunSpec
+from pytest_sme2.run import emulation_setup as emulation
+from pytest_sme2.measure.runner import Runner
+from pytest_sme2.measure.session import Settings, Sme2Session
+from pytest_sme2.run.targets import RunSpec
 
 from conftest import REPO
 
@@ -223,7 +223,7 @@ def test_kernel_path_assertion_passes_on_real_runs_and_fails_when_the_path_is_wr
 
 def test_kernel_trace_attributes_blocks_to_symbols_and_ignores_lookalikes(tmp_path: Path) -> None:
     """A real shared library, a qemu-style in_asm log and maps: each block is named by the symbol around it."""
-    from pytest_sme2.kernel_trace import KernelTrace
+    from pytest_sme2.evidence.kernel_trace import KernelTrace
 
     source = tmp_path / "kernels.c"
     source.write_text(

@@ -16,8 +16,8 @@ from typing import Iterator
 import pytest
 
 from pytest_sme2 import Recipe
-from pytest_sme2.export import ExportedModel, cache_key, export
-from pytest_sme2.registry import ModelRegistry
+from pytest_sme2.export.export import ExportedModel, cache_key, export
+from pytest_sme2.model.registry import ModelRegistry
 
 from conftest import REPO, TINY_MODEL
 
@@ -54,8 +54,8 @@ def test_a_sigkilled_exports_staging_folder_is_removed_by_the_next_export(tmp_pa
     script = textwrap.dedent(f"""
         from pathlib import Path
         from pytest_sme2 import Recipe
-        from pytest_sme2.export import export
-        from pytest_sme2.registry import ModelRegistry
+        from pytest_sme2.export.export import export
+        from pytest_sme2.model.registry import ModelRegistry
         registry = ModelRegistry()
         registry.register("slow", {str(tmp_path / "slow.py")!r})
         export(registry.get("slow"), Recipe(), Path({str(cache)!r}))
@@ -244,8 +244,8 @@ def test_an_unchanged_model_is_a_hit_in_a_fresh_process(package: Path, tmp_path:
         import json
         from pathlib import Path
         from pytest_sme2 import Recipe
-        from pytest_sme2.export import export
-        from pytest_sme2.registry import ModelRegistry
+        from pytest_sme2.export.export import export
+        from pytest_sme2.model.registry import ModelRegistry
         registry = ModelRegistry()
         registry.register("net", {str(package / "mynet" / "model.py")!r})
         registry.register_dir(Path({str(REPO / "models")!r}))

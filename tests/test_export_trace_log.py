@@ -14,8 +14,8 @@ def test_torch_trace_records_never_reach_the_root_logger_during_an_export(caplog
 
     import types
 
-    from pytest_sme2.export import _reporting
-    from pytest_sme2.registry import Model
+    from pytest_sme2.export.export import _reporting
+    from pytest_sme2.model.registry import Model
 
     trace = logging.getLogger("torch.__trace")
     before = trace.propagate
@@ -36,8 +36,8 @@ def test_torch_s_own_trace_handler_still_gets_the_records_during_an_export() -> 
     import logging
     import types
 
-    from pytest_sme2.export import _reporting
-    from pytest_sme2.registry import Model
+    from pytest_sme2.export.export import _reporting
+    from pytest_sme2.model.registry import Model
 
     seen: list[str] = []
 
@@ -64,8 +64,8 @@ def test_pytests_capture_handler_on_the_trace_logger_gets_nothing() -> None:
 
     from _pytest.logging import LogCaptureHandler
 
-    from pytest_sme2.export import _reporting
-    from pytest_sme2.registry import Model
+    from pytest_sme2.export.export import _reporting
+    from pytest_sme2.model.registry import Model
 
     trace = logging.getLogger("torch.__trace")
     captured = LogCaptureHandler()

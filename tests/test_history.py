@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_sme2 import history
+from pytest_sme2.gate import history
 from pytest_sme2.cli import main
 from pytest_sme2.errors import UsageError
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_sme2.targets.host import _Worker
+from pytest_sme2.run.targets.host import _Worker
 
 LINEAR_MODEL = '''
 """One Linear layer: no convolution anywhere in its profile."""
@@ -37,7 +37,7 @@ def test_an_exception_while_waiting_discards_the_worker_and_the_next_test_gets_i
         import types
 
         import pytest
-        from pytest_sme2.targets import host
+        from pytest_sme2.run.targets import host
 
         @pytest.mark.perf(runs=7)
         @pytest.mark.model("tiny")

@@ -14,39 +14,36 @@ PACKAGE = Path(__file__).resolve().parent.parent / "pytest_sme2"
 
 # Only the pytest wiring of reports and the command line draw reports; measurement, evidence, the Profile
 # and the gate never import them (the flow is model -> export -> run -> evidence -> Profile -> gate -> report).
-REPORT_IMPORTERS = {"pytest_sme2._report_hooks", "pytest_sme2.cli"}
+REPORT_IMPORTERS = {"pytest_sme2.plugin._report_hooks", "pytest_sme2.cli"}
 # The gate: judging profiles against baselines is plain Python (pytest calls it; so can a command).
-GATE = ("pytest_sme2.gate", "pytest_sme2.names", "pytest_sme2.verdicts", "pytest_sme2.findings", "pytest_sme2.baselines", "pytest_sme2.stats",
-        "pytest_sme2.history", "pytest_sme2.identity")
+GATE = ("pytest_sme2.gate.gate", "pytest_sme2.system.names", "pytest_sme2.gate.verdicts", "pytest_sme2.gate.findings", "pytest_sme2.gate.baselines", "pytest_sme2.profile.stats",
+        "pytest_sme2.gate.history", "pytest_sme2.evidence.identity")
 
 
-# The declared order of the stages, upstream first. A module may import modules of its own stage or of an
-# earlier one, never of a later one: data flows model -> export -> run -> evidence -> Profile -> gate ->
-# report, and what calls what follows it. Where the import order differs from the data's (a target runs
-# qemu and reads its counts; the evidence readers sit before the targets that use them), it is declared
-# here, once. "shared" holds what every stage may use (errors, file safety, names, processes, the one
-# category table, ELF reading, the version). A new module must be placed here (docs/design.md says why).
-STAGES: dict[str, tuple[str, ...]] = {
-    "shared": ("errors", "safe_files", "names", "_filelock", "_processes", "_supervisor", "_writable", "_version",
-               "cpu", "categories", "native.elf"),
-    "model": ("registry",),
-    "evidence": ("etdump", "qemu_counts", "kernel_trace", "perf_samples", "samplers", "kernel_sampling", "identity"),
-    "export": ("export", "export_key", "program", "work", "reference_program"),
-    "run": ("emulation_setup", "native", "native.build", "native.macho", "native.tensorfile", "callgrind",
-            "targets", "targets.base", "targets.host", "targets._host_worker", "targets.local", "targets.emulated",
-            "targets.adb", "targets._runner_contract", "targets.auto"),
-    "profile": ("stats", "profile"),
-    "measure": ("session", "runner"),
-    "gate": ("_baseline_fields", "baselines", "verdicts", "findings", "gate", "history", "assertions"),
-    "report": ("report", "report.advice", "report.charts", "report.combined", "report.commands", "report.csv_export",
-               "report.escape", "report.history_report", "report.html", "report.kit_layout", "report.markdown",
-               "report.record", "report.summary", "report.table", "report.text"),
-    "wiring": ("", "options", "plugin", "_baseline_hooks", "_report_hooks", "progress", "cli", "doctor", "bisect"),
-}
+# The declared order of the stages, upstream first; each stage is a folder of the package, so the tree itself
+# shows the flow. A module may import modules of its own stage or of an earlier one, never of a later one: data
+# flows model -> export -> run -> evidence -> Profile -> gate -> report, and what calls what follows it. Where the
+# import order differs from the data's (the evidence readers and the category table sit before the export and the
+# targets that use them), it is declared here, once. "shared" is the two top-level modules every stage may use
+# (errors.py, _version.py); "public" is the package's __init__, which imports every stage. A module in a folder
+# not named here fails test_every_module_has_a_declared_stage (docs/design.md says what each folder holds).
+STAGES: tuple[str, ...] = ("shared", "system", "model", "evidence", "export", "run", "profile", "measure", "gate",
+                           "report", "plugin", "cli", "public")
+SHARED = ("errors", "_version")
+
+
+def _stage_name(module: str) -> str:
+    """The stage of a module: its folder, "shared" for the top-level modules, "public" for the package."""
+    parts = module.split(".")
+    if len(parts) == 1:
+        return "public"
+    if len(parts) == 2 and parts[1] in SHARED:
+        return "shared"
+    return parts[1]
 
 
 def _stage_of() -> dict[str, int]:
-    return {("pytest_sme2." + name).rstrip("."): i for i, names in enumerate(STAGES.values()) for name in names}
+    return {name: STAGES.index(_stage_name(name)) for name in _modules() if _stage_name(name) in STAGES}
 
 
 def _modules() -> dict[str, Path]:
@@ -186,8 +183,8 @@ def test_every_module_has_a_declared_stage() -> None:
     stages = _stage_of()
     unplaced = sorted(set(_modules()) - set(stages))
     gone = sorted(set(stages) - set(_modules()))
-    assert not unplaced, f"place these modules in a stage of STAGES (tests/test_import_graph.py): {unplaced}"
-    assert not gone, f"STAGES names modules that do not exist: {gone}"
+    assert not unplaced, f"these modules are in no stage folder of STAGES (tests/test_import_graph.py): {unplaced}"
+    assert not gone, f"STAGES places modules that do not exist: {gone}"
 
 
 def _against_the_flow(graph: dict[str, set[str]], stages: dict[str, int]) -> list[str]:
@@ -205,9 +202,9 @@ def test_imports_only_point_upstream() -> None:
 
 def test_the_stage_check_sees_an_arrow_against_the_flow() -> None:
     stages = _stage_of()
-    graph = {"pytest_sme2.profile": {"pytest_sme2.stats", "pytest_sme2.report.table"}}
+    graph = {"pytest_sme2.profile.profile": {"pytest_sme2.profile.stats", "pytest_sme2.report.table"}}
     assert _against_the_flow(graph, stages) == [
-        "pytest_sme2.profile (profile) imports pytest_sme2.report.table (report)"]
-    assert stages["pytest_sme2.gate"] > stages["pytest_sme2.profile"] > stages["pytest_sme2.etdump"]
-    assert stages["pytest_sme2.report.summary"] > stages["pytest_sme2.gate"]
+        "pytest_sme2.profile.profile (profile) imports pytest_sme2.report.table (report)"]
+    assert stages["pytest_sme2.gate.gate"] > stages["pytest_sme2.profile.profile"] > stages["pytest_sme2.evidence.etdump"]
+    assert stages["pytest_sme2.report.summary"] > stages["pytest_sme2.gate.gate"]
     assert stages["pytest_sme2"] == len(STAGES) - 1  # the public face is wiring: it imports every stage

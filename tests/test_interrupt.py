@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_sme2 import emulation_setup as emulation
-from pytest_sme2.native.build import build_runner
+from pytest_sme2.run import emulation_setup as emulation
+from pytest_sme2.run.native.build import build_runner
 
 from helpers_faults import alive, descendants, interrupt, processes_touching, snapshot, start_pytest, wait_for, \
     write_project
@@ -67,7 +67,7 @@ def _assert_nothing_left(project: Path, started: dict[int, str]) -> None:
     pytest.param("local", (), "--num_executions=10000000", id="local"),
     pytest.param("emulated", (), "--num_executions=10000000", id="emulated",
                  marks=pytest.mark.skipif(not EMULATION.ready, reason=f"emulated target not ready: {EMULATION.problem}")),
-    pytest.param("host", (), "pytest_sme2.targets._host_worker", id="host"),
+    pytest.param("host", (), "pytest_sme2.run.targets._host_worker", id="host"),
     pytest.param("local", ("-n", "1"), "--num_executions=10000000", id="local-xdist"),
 ])
 def test_sigint_ends_every_process_the_target_started(tmp_path: Path, shared_export_cache: Path, target: str,
@@ -114,7 +114,7 @@ def test_termination_signals_end_the_runner_too(tmp_path: Path, shared_export_ca
     pytest.param("local", "--num_executions=10000000", id="local"),
     pytest.param("emulated", "--num_executions=10000000", id="emulated",
                  marks=pytest.mark.skipif(not EMULATION.ready, reason=f"emulated target not ready: {EMULATION.problem}")),
-    pytest.param("host", "pytest_sme2.targets._host_worker", id="host"),
+    pytest.param("host", "pytest_sme2.run.targets._host_worker", id="host"),
 ])
 def test_sigkill_of_pytest_ends_every_process_the_target_started(tmp_path: Path, shared_export_cache: Path,
                                                                  target: str, marker: str) -> None:

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_sme2.etdump import read_run
-from pytest_sme2.kernel_sampling import BETWEEN_OPS, DELEGATE_OUTSIDE_OPS, KernelNamer, KernelTime, attribute
-from pytest_sme2.kernel_trace import kernel_kind
-from pytest_sme2.perf_samples import Sample
+from pytest_sme2.evidence.etdump import read_run
+from pytest_sme2.evidence.kernel_sampling import BETWEEN_OPS, DELEGATE_OUTSIDE_OPS, KernelNamer, KernelTime, attribute
+from pytest_sme2.evidence.kernel_trace import kernel_kind
+from pytest_sme2.evidence.perf_samples import Sample
 from pytest_sme2.errors import UsageError
 
 from helpers_etdump import GAP_NS, RunSpec, write_etdump
@@ -184,7 +184,7 @@ def _library(tmp_path: Path) -> tuple[Path, Path]:
 
 
 def test_unnamed_code_is_named_by_its_function_range_and_by_an_unstripped_copy(tmp_path: Path) -> None:
-    from pytest_sme2.native.elf import function_symbols
+    from pytest_sme2.system.elf import function_symbols
 
     unstripped, stripped = _library(tmp_path)
     symbols = function_symbols(unstripped)
@@ -202,7 +202,7 @@ def test_unnamed_code_is_named_by_its_function_range_and_by_an_unstripped_copy(t
 
 def test_code_without_an_unwind_entry_is_named_by_the_gap_around_it(tmp_path: Path) -> None:
     """Hand-written assembly kernels carry no CFI, so no unwind entry: named by the functions around them."""
-    from pytest_sme2.native.elf import function_symbols, unwind_function_ranges
+    from pytest_sme2.system.elf import function_symbols, unwind_function_ranges
 
     compiler = shutil.which("cc") or shutil.which("gcc")
     if compiler is None:
@@ -237,7 +237,7 @@ class _Emulated:
 
 
 def test_the_emulated_target_is_not_sampled_and_says_where_its_kernels_come_from() -> None:
-    from pytest_sme2.targets.emulated import EmulatedTarget
+    from pytest_sme2.run.targets.emulated import EmulatedTarget
 
     with pytest.raises(UsageError, match="emulated timing is not hardware timing.*qemu's trace"):
         EmulatedTarget.kernel_sampler(_Emulated(), 1_000_000)  # type: ignore[arg-type]
@@ -245,7 +245,7 @@ def test_the_emulated_target_is_not_sampled_and_says_where_its_kernels_come_from
 
 def test_every_target_answers_for_its_kernel_sampler() -> None:
     """Sampling is a capability of the Target interface: each target class answers, none is found by type."""
-    from pytest_sme2.targets import AdbTarget, EmulatedTarget, HostTarget, LocalTarget
+    from pytest_sme2.run.targets import AdbTarget, EmulatedTarget, HostTarget, LocalTarget
 
     for target in (AdbTarget, EmulatedTarget, HostTarget, LocalTarget):
         assert callable(getattr(target, "kernel_sampler", None)), target
@@ -258,7 +258,7 @@ def _record(**ops: tuple[int, dict[str, float]]) -> dict:
 
 
 def test_a_replaced_dominant_kernel_fails_the_gate_naming_the_operator_and_both_kernels() -> None:
-    from pytest_sme2.verdicts import REGRESSION, _dominant_kernels
+    from pytest_sme2.gate.verdicts import REGRESSION, _dominant_kernels
 
     before = _record(conv_1=(400, {"xnn_f32_igemm__neonfma": 0.97, "xnn_f32_igemm_1x8__neonfma": 0.03}))
     after = _record(conv_1=(390, {"kai_run_matmul_f32_sme2_mopa": 0.95, "xnn_f32_igemm__neonfma": 0.05}))
@@ -275,21 +275,21 @@ def test_a_replaced_dominant_kernel_fails_the_gate_naming_the_operator_and_both_
     ((200, {"a": 1.0}), (12, {"b": 1.0})),
 ])
 def test_kernels_trading_places_or_too_few_samples_pass(before, after) -> None:  # noqa: ANN001
-    from pytest_sme2.verdicts import OK, _dominant_kernels
+    from pytest_sme2.gate.verdicts import OK, _dominant_kernels
 
     [verdict] = _dominant_kernels("x", _record(op=after), _record(op=before))
     assert verdict.status == OK
 
 
 def test_no_kernel_check_when_either_side_was_not_sampled() -> None:
-    from pytest_sme2.verdicts import _dominant_kernels
+    from pytest_sme2.gate.verdicts import _dominant_kernels
 
     assert _dominant_kernels("x", {}, _record(op=(200, {"a": 1.0}))) == []
     assert _dominant_kernels("x", _record(op=(200, {"a": 1.0})), {"kernel_time": None}) == []
 
 
 def test_a_stored_kernel_record_of_the_wrong_shape_names_the_field() -> None:
-    from pytest_sme2 import _baseline_fields
+    from pytest_sme2.gate import _baseline_fields
 
     good = {"latency": None, "samples_ms": [], "shares": {}, **_record(op=(200, {"a": 1.0}))}
     assert _baseline_fields.problem(good, _baseline_fields.PROFILE, "p") is None
@@ -299,8 +299,8 @@ def test_a_stored_kernel_record_of_the_wrong_shape_names_the_field() -> None:
 
 
 def test_perf_forbidden_to_users_says_how_to_allow_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_sme2 import perf_samples
-    from pytest_sme2.samplers import PerfSampler
+    from pytest_sme2.evidence import perf_samples
+    from pytest_sme2.evidence.samplers import PerfSampler
 
     monkeypatch.setattr(perf_samples.os, "geteuid", lambda: 1000)
     monkeypatch.setattr(perf_samples, "_paranoid_level", lambda: 3)

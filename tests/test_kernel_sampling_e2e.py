@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_sme2.perf_samples import permission_problem
+from pytest_sme2.evidence.perf_samples import permission_problem
 
 from conftest import REPO, TINY_MODEL
 
@@ -134,7 +134,7 @@ def test_a_missing_or_failing_sampler_leaves_the_profile_without_kernel_time_and
         pytester: pytest.Pytester, shared_export_cache: Path, monkeypatch: pytest.MonkeyPatch, fault: str) -> None:
     _project(pytester, shared_export_cache, "tiny", "fp32")
     if fault == "missing":
-        monkeypatch.setattr("pytest_sme2.perf_samples.shutil.which", lambda name: None)
+        monkeypatch.setattr("pytest_sme2.evidence.perf_samples.shutil.which", lambda name: None)
     else:
         fake = pytester.mkdir("fakebin") / "perf"
         fake.write_text(FAILING_PERF)

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from pytest_sme2.errors import RunnerError
-from pytest_sme2.native.build import SOURCE_DIR, MASK_SOURCE_MACOS, macos_executorch
-from pytest_sme2.native.macho import MachOError, read_macho
+from pytest_sme2.run.native.build import SOURCE_DIR, MASK_SOURCE_MACOS, macos_executorch
+from pytest_sme2.run.native.macho import MachOError, read_macho
 
 # The SME sysctls cpuinfo in executorch 1.5.1's macOS wheel asks for (../shared/FACTS.md, "macOS").
 # A new name here (say FEAT_SME2p2) must make this test fail until the interposer is checked against it.

@@ -12,7 +12,7 @@ from typing import Iterator
 import pytest
 
 from pytest_sme2.errors import ModelDefinitionError
-from pytest_sme2.registry import ModelRegistry
+from pytest_sme2.model.registry import ModelRegistry
 
 from conftest import TINY_MODEL
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_sme2.cpu import host_cpu
+from pytest_sme2.run.cpu import host_cpu
 
 
 def test_plugin_is_registered_through_pytest11_entry_point() -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_sme2 import _processes
+from pytest_sme2.system import _processes
 
 from helpers_faults import REPO, alive, descendants, wait_for
 
@@ -73,7 +73,7 @@ def test_the_end_of_the_starting_thread_does_not_end_the_child() -> None:
 PARENT = textwrap.dedent("""
     import sys, time
     sys.path.insert(0, {repo!r})
-    from pytest_sme2 import _processes
+    from pytest_sme2.system import _processes
     _processes.start(["sh", "-c", "sleep 300 & sleep 300"])
     print("started", flush=True)
     time.sleep(300)

@@ -11,7 +11,7 @@ import pytest
 
 from helpers_etdump import RunSpec, execute_only, write_etdump
 from pytest_sme2 import assert_delegation, assert_share, assert_speedup
-from pytest_sme2.profile import Profile
+from pytest_sme2.profile.profile import Profile
 
 CONV = "Convolution (NHWC, F32) IGEMM #1"  # delegated, plain F32 kernel
 FC = "Fully Connected (NC, PF32) GEMM #1"  # delegated, packed (SME2) kernel

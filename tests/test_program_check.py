@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pytest_sme2.errors import ProgramError
-from pytest_sme2.program import check_program
+from pytest_sme2.export.program import check_program
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +67,7 @@ def test_garbage_bytes(tmp_path: Path, seed: int) -> None:
 
 
 def test_etdump_is_not_a_program(tmp_path: Path) -> None:
-    from pytest_sme2.etdump import SyntheticEvent, write_synthetic_etdump
+    from pytest_sme2.evidence.etdump import SyntheticEvent, write_synthetic_etdump
 
     path = write_synthetic_etdump(tmp_path / "trace.pte", [("Execute", [SyntheticEvent(0, 10, name="Method::execute")])])
     with pytest.raises(ProgramError, match="not an ExecuTorch program"):

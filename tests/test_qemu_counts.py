@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_sme2 import emulation_setup as emulation
-from pytest_sme2.qemu_counts import QEMU_LOG_FLAGS, AddressSpace, ExecutedBlocks
-from pytest_sme2.native.build import build_exec_counter
+from pytest_sme2.run import emulation_setup as emulation
+from pytest_sme2.evidence.qemu_counts import QEMU_LOG_FLAGS, AddressSpace, ExecutedBlocks
+from pytest_sme2.run.native.build import build_exec_counter
 
 STATUS = emulation.status()
 needs_emulation = pytest.mark.skipif(not STATUS.ready, reason=f"emulated target not ready: {STATUS.problem}")
@@ -138,9 +138,9 @@ def mobilenet_counted(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
     if not STATUS.ready:
         pytest.skip(f"emulated target not ready: {STATUS.problem}")
     from pytest_sme2 import Recipe
-    from pytest_sme2.runner import Runner
-    from pytest_sme2.session import Settings, Sme2Session
-    from pytest_sme2.targets import RunSpec
+    from pytest_sme2.measure.runner import Runner
+    from pytest_sme2.measure.session import Settings, Sme2Session
+    from pytest_sme2.run.targets import RunSpec
 
     root = tmp_path_factory.mktemp("counted")
     session = Sme2Session(Settings(target="emulated", cache_dir=root / "cache", session_dir=root / "run"))

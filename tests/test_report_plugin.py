@@ -124,12 +124,12 @@ def test_a_report_that_cannot_be_built_fails_the_session_naming_why(sme2_project
     """A profile the report code cannot serialise once left no summary.json, no table and exit 0: the
     outputs asked for were dropped silently. The test itself stands; the session fails at its end."""
     sme2_project.makeconftest("""
-        import pytest_sme2.profile
+        import pytest_sme2.profile.profile
 
         def broken(self, top=10):
             raise RuntimeError("this profile cannot be serialised")
 
-        pytest_sme2.profile.Profile.summary = broken
+        pytest_sme2.profile.profile.Profile.summary = broken
         """)
     sme2_project.makepyfile(PERF_TEST)
     result = sme2_project.runpytest_subprocess("--sme2-no-baselines", "-p", "no:cacheprovider")

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from pytest_sme2.cli import main
-from pytest_sme2.profile import Profile
+from pytest_sme2.profile.profile import Profile
 from pytest_sme2.report.advice import recommendations
 from pytest_sme2.report.csv_export import OPS_STATS_COLUMNS, TIMELINE_COLUMNS, write_csvs
 from pytest_sme2.report.html import session_html
@@ -304,7 +304,7 @@ def test_compare_of_two_different_programs_warns_before_the_speedup(tmp_path: Pa
 
 def test_deeply_nested_files_are_named_not_internal_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Issue 23 (weak): deep nesting said "internal error RecursionError ... This is a bug"."""
-    from pytest_sme2 import baselines
+    from pytest_sme2.gate import baselines
     from pytest_sme2.errors import BaselineError
 
     deep = "[" * 200_000 + "]" * 200_000

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from helpers_etdump import RunSpec as EtRun, write_etdump
-from pytest_sme2.runner import Runner, alternate, clean_runs_wanted
-from pytest_sme2.session import Settings, Sme2Session
-from pytest_sme2.targets import RunResult, RunSpec, TargetInfo
+from pytest_sme2.measure.runner import Runner, alternate, clean_runs_wanted
+from pytest_sme2.measure.session import Settings, Sme2Session
+from pytest_sme2.run.targets import RunResult, RunSpec, TargetInfo
 
 STEADY_NS = 1_000_000
 STALLED_NS = 5_000_000  # a run another job took the core from: 5x the steady one

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_sme2._filelock import locked
+from pytest_sme2.system._filelock import locked
 from pytest_sme2.errors import StorageError
-from pytest_sme2.safe_files import append_lines, private_folder, write_file
-from pytest_sme2.targets.adb import _DeviceClaim
+from pytest_sme2.system.safe_files import append_lines, private_folder, write_file
+from pytest_sme2.run.targets.adb import _DeviceClaim
 
 
 def test_write_file_replaces_a_planted_link_and_leaves_its_target(tmp_path: Path) -> None:
@@ -120,7 +120,7 @@ def test_progress_log_is_never_written_through_a_link(tmp_path: Path) -> None:
     """A progress.log planted as a link in a session folder: the line is dropped, the link's target untouched."""
     from types import SimpleNamespace
 
-    from pytest_sme2.progress import LOG_NAME, Progress
+    from pytest_sme2.plugin.progress import LOG_NAME, Progress
 
     victim = tmp_path / "victim"
     victim.write_text("DATA\n")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_sme2.session import copy_artifact
+from pytest_sme2.measure.session import copy_artifact
 
 
 def test_a_stale_artifact_is_replaced_not_reused(tmp_path: Path) -> None:

@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from pytest_sme2 import stats
-from pytest_sme2.stats import Interval, Summary, as_samples, median_ci, ratio_of_medians_ci
+from pytest_sme2.profile import stats
+from pytest_sme2.profile.stats import Interval, Summary, as_samples, median_ci, ratio_of_medians_ci
 
 NARROW = [1.00, 1.01, 0.99, 1.02, 0.98, 1.00, 1.01, 0.99, 1.00, 1.03, 0.97, 1.00]
 WIDE = [0.5, 1.6, 0.7, 1.3, 0.6, 1.0, 1.5, 0.8, 1.0, 1.9, 0.4, 1.1]

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import executorch
-from pytest_sme2.native.elf import function_symbols, unwind_function_ranges
+from pytest_sme2.system.elf import function_symbols, unwind_function_ranges
 
 XNNPACK_LIB = Path(list(executorch.__path__)[0]) / "lib" / "libexecutorch_backend_xnnpack.so"
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pytest_sme2 import stats
+from pytest_sme2.profile import stats
 from pytest_sme2.errors import UsageError
-from pytest_sme2.verdicts import Tolerances, judge
+from pytest_sme2.gate.verdicts import Tolerances, judge
 
 RNG_SEED = 5
 
@@ -328,7 +328,7 @@ def test_old_baseline_without_per_run_values_is_inconclusive_not_silent() -> Non
 
 
 def test_baseline_quality_refuses_a_stalled_or_unstable_record() -> None:
-    from pytest_sme2.verdicts import baseline_quality
+    from pytest_sme2.gate.verdicts import baseline_quality
 
     reference, model = noisy(3.0, n=50, seed=20, cv=0.005), noisy(2.0, n=50, seed=21, cv=0.005)
     good = record(model, reference_ms=list(reference), processes=10)
@@ -405,7 +405,7 @@ def test_mann_whitney_p() -> None:
 def test_a_fraction_read_back_from_a_baseline_file_is_not_a_drop(tmp_path) -> None:
     """Stored fractions keep six digits: 95 of 99 nodes is 0.959596 in the file, above 95/99 computed now.
     That once failed every mobilenet int8/fp16 test against its committed baseline."""
-    from pytest_sme2 import baselines
+    from pytest_sme2.gate import baselines
 
     for delegation in ({"delegated_nodes": 95, "non_delegated_nodes": 4, "ops": {}}, None):
         current = record(noisy(2.0), node_delegation_coverage=95 / 99, delegation=delegation)
@@ -426,7 +426,7 @@ def test_a_fraction_read_back_from_a_baseline_file_is_not_a_drop(tmp_path) -> No
 def test_a_tiny_models_baseline_is_judged_in_milliseconds_too() -> None:
     """20 us model: processes that differ by 6% differ by about 1 us, and even the change the gate could
     detect among them is below the 0.02 ms it judges at all; the same spread on a 2 ms model is refused."""
-    from pytest_sme2.verdicts import baseline_quality
+    from pytest_sme2.gate.verdicts import baseline_quality
 
     reference = noisy(3.0, n=50, seed=30, cv=0.005)
     levels = [1.0, 1.08, 0.94, 1.05, 0.92, 1.1, 0.97, 1.02, 0.9, 1.06]
@@ -503,7 +503,7 @@ def split_record(ops: dict, identities: bool = True, **changes: object) -> dict:
 
 
 def test_a_delegate_split_and_an_inserted_operator_pair_every_unchanged_operator_with_itself() -> None:
-    from pytest_sme2.verdicts import _align_ops
+    from pytest_sme2.gate.verdicts import _align_ops
 
     now, then = split_record(SPLIT_AFTER)["instructions"], split_record(SPLIT_BEFORE)["instructions"]
     pairs, gone, new = _align_ops(then["ops"], now["ops"], then["op_identity"], now["op_identity"])
@@ -546,7 +546,7 @@ def test_a_kernel_path_change_on_the_same_graph_node_reads_x_is_now_y() -> None:
 
 
 def test_findings_lead_with_the_structural_cause_and_name_each_quantity_once() -> None:
-    from pytest_sme2 import findings
+    from pytest_sme2.gate import findings
 
     before = split_record(SPLIT_BEFORE, delegation={"delegated_nodes": 5, "non_delegated_nodes": 0,
                                                     "ops": {"aten_convolution_default": [3, 0]}})
@@ -574,7 +574,7 @@ def test_findings_lead_with_the_structural_cause_and_name_each_quantity_once() -
 
 def test_processes_needed_is_the_fewest_checks_that_see_one_and_a_half_tolerances() -> None:
     """sme2_processes = auto measures each test's check in this many processes (issue 22)."""
-    from pytest_sme2.verdicts import MAX_SUGGESTED_PROCESSES, baseline_quality, processes_needed
+    from pytest_sme2.gate.verdicts import MAX_SUGGESTED_PROCESSES, baseline_quality, processes_needed
 
     reference = noisy(3.0, n=50, seed=20, cv=0.005)
     steady = record(noisy(2.0, n=50, seed=21, cv=0.005), reference_ms=list(reference), processes=10)
@@ -593,8 +593,8 @@ def test_processes_needed_is_the_fewest_checks_that_see_one_and_a_half_tolerance
 
 
 def test_auto_processes_reads_the_stored_baselines_need(tmp_path) -> None:  # noqa: ANN001
-    from pytest_sme2 import baselines
-    from pytest_sme2.gate import AUTO_PROCESSES, assess_quality, auto_processes
+    from pytest_sme2.gate import baselines
+    from pytest_sme2.gate.gate import AUTO_PROCESSES, assess_quality, auto_processes
 
     reference = noisy(3.0, n=50, seed=20, cv=0.005)
     moderate = record(leveled(2.0, [1.0, 1.03, 0.97, 1.02, 0.96, 1.04, 0.98, 1.01, 0.95, 1.03], runs=5, cv=0.005),

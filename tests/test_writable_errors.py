@@ -19,7 +19,7 @@ from typing import Iterator
 
 import pytest
 
-from pytest_sme2 import _writable
+from pytest_sme2.system import _writable
 
 TEST = """
 import pytest

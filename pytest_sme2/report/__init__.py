@@ -15,11 +15,11 @@ __all__ = ["build_record", "session_summary", "write_session"]
 
 def __getattr__(name: str) -> Any:
     if name == "build_record":
-        from .record import build_record
+        from pytest_sme2.report.record import build_record
 
         return build_record
     if name in ("session_summary", "write_session"):
-        from . import summary
+        from pytest_sme2.report import summary
 
         return getattr(summary, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

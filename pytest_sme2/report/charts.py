@@ -16,7 +16,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..categories import Category
+from pytest_sme2.evidence.categories import Category
 
 CATEGORY_COLOURS = {
     Category.CONV.value: "#4e79a7",

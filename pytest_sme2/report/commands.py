@@ -12,13 +12,13 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from ..errors import EtdumpError, RunnerError, UsageError
-from ..qemu_counts import COUNTS_FILE, InstructionTrace
-from ..profile import INSTRUCTIONS, Profile
-from ..targets.base import EMULATED_TIMING, RUN_FACTS, RUNNER_LOG
-from .record import compare
-from .table import fewer, instructions, ms, pct, speedup, text_table
-from .text import NO_OPERATOR_SHARES, operator_shares, profile_text
+from pytest_sme2.errors import EtdumpError, RunnerError, UsageError
+from pytest_sme2.evidence.qemu_counts import COUNTS_FILE, InstructionTrace
+from pytest_sme2.profile.profile import INSTRUCTIONS, Profile
+from pytest_sme2.run.targets.base import EMULATED_TIMING, RUN_FACTS, RUNNER_LOG
+from pytest_sme2.report.record import compare
+from pytest_sme2.report.table import fewer, instructions, ms, pct, speedup, text_table
+from pytest_sme2.report.text import NO_OPERATOR_SHARES, operator_shares, profile_text
 
 
 def _readable(path: Path, what: str) -> Path:
@@ -267,7 +267,7 @@ def _emulated_comparison(a: Path, b: Path, before: Profile, after: Profile, resu
 
 
 def rebuild_report(directory: Path, out_dir: Path | None) -> dict[str, Path]:
-    from .summary import load_summary, render
+    from pytest_sme2.report.summary import load_summary, render
 
     summary = load_summary(directory)
     out = out_dir or (directory if directory.is_dir() else directory.parent)

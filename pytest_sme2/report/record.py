@@ -10,7 +10,7 @@ recipe and thread count. Operators are matched by name with the per-delegate
 " #N" suffix stripped; an operator whose kernel path changed (``F32`` off,
 ``PF32`` on) has a different name in each variant, so what is left unmatched
 is paired once more by operator kind and kernel when that pairing is unique.
-Every ratio comes from :mod:`pytest_sme2.stats` (E2E speedup from
+Every ratio comes from :mod:`pytest_sme2.profile.stats` (E2E speedup from
 ``Profile.speedup_over``), never from a second formula. Emulated timing is not
 hardware timing, so emulated comparisons carry no speedups: their shares and
 amounts are counted instructions (``unit``), with how many times fewer
@@ -24,9 +24,9 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from .. import stats
-from ..categories import Category, classify
-from ..profile import INSTRUCTIONS, TIME, Profile
+from pytest_sme2.profile import stats
+from pytest_sme2.evidence.categories import Category, classify
+from pytest_sme2.profile.profile import INSTRUCTIONS, TIME, Profile
 
 RECORD_TOP_OPS = 12  # operators listed per comparison
 EMULATED_NOTE = "emulated timing is not hardware timing"

@@ -13,10 +13,10 @@ import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ..safe_files import write_file
-from ..errors import UsageError
-from .html import session_html
-from .markdown import session_markdown
+from pytest_sme2.system.safe_files import write_file
+from pytest_sme2.errors import UsageError
+from pytest_sme2.report.html import session_html
+from pytest_sme2.report.markdown import session_markdown
 
 SCHEMA_VERSION = 1
 SUMMARY_JSON = "summary.json"
@@ -26,7 +26,7 @@ REPORT_HTML = "report.html"
 
 def session_summary(records: Sequence[Mapping[str, Any]], session_dir: Path | None) -> dict[str, Any]:
     """The summary document: schema version, when, where, the target, and one record per perf test."""
-    from .._version import __version__
+    from pytest_sme2._version import __version__
 
     target = next((p["metadata"].get("target") for r in records for p in r["profiles"]
                    if p.get("metadata", {}).get("target")), None)

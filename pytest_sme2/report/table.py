@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from .escape import Markdown, text
-from .record import verdict_text
+from pytest_sme2.report.escape import Markdown, text
+from pytest_sme2.report.record import verdict_text
 
 COLUMNS = ("test", "model", "variant", "median ms (emulated: instructions)", "SME2 speedup [95% CI]",
            "top category shift", "delegated", "verdict")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ..profile import INSTRUCTIONS
-from .record import EMULATED_NOTE
-from .table import SME_INSTRUCTIONS_LABEL, ms, pct, sme_path_label, speedup
+from pytest_sme2.profile.profile import INSTRUCTIONS
+from pytest_sme2.report.record import EMULATED_NOTE
+from pytest_sme2.report.table import SME_INSTRUCTIONS_LABEL, ms, pct, sme_path_label, speedup
 
 
 def _disturbed_parts(summary: Mapping[str, Any]) -> list[str]:

@@ -1,0 +1,237 @@
+"""The ``pytest-sme2`` command. Exit codes: 0 ok; 1 a finding of a command that worked (doctor: something
+is missing; compare: below --min-speedup; check: a regression); 2 the command could not do its job (bad usage, an unreadable or
+damaged input, an output it cannot write, a failed build or setup), always with one message, never a
+traceback, so a CI step can tell "found a problem" from "could not look"."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+from pytest_sme2.errors import Sme2Error
+
+
+def _build_runner(args: argparse.Namespace) -> int:
+    from pytest_sme2.run.native.build import build_mask_library, build_runner
+
+    runner = build_runner(args.arch, force=args.force)
+    print(f"runner: {runner}")
+    if args.mask:
+        print(f"SME2-masking preload library: {build_mask_library(args.arch, force=args.force)}")
+    return 0
+
+
+def _setup_emulation(args: argparse.Namespace) -> int:
+    from pytest_sme2.run import emulation_setup
+
+    status = emulation_setup.setup(force=args.force)
+    print(f"qemu-aarch64: {status.qemu} ({status.version or '?'})")
+    print(f"aarch64 runner: {status.runner}")
+    if not status.ready:
+        print(f"pytest-sme2 setup-emulation: not ready: {status.problem}", file=sys.stderr)
+        return 2
+    print("emulated SME2 target ready: qemu -cpu max reports SME2")
+    return 0
+
+
+def _analyze(args: argparse.Namespace) -> int:
+    from pytest_sme2.report.commands import analyze
+
+    print(analyze(Path(args.etdump), _path(args.etrecord), _path(args.warmup), args.json))
+    return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from pytest_sme2.report.commands import compare_files
+
+    text, result = compare_files(Path(args.a), Path(args.b), args.json)
+    print(text)
+    if args.min_speedup is not None:
+        if result["speedup"] is None or result["speedup"]["low"] < args.min_speedup:
+            print(f"speedup lower bound below --min-speedup {args.min_speedup:g}", file=sys.stderr)
+            return 1
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    from pytest_sme2.report.combined import session_target, sessions_in, write_combined
+    from pytest_sme2.report.commands import rebuild_report
+
+    folders = [Path(d) for d in args.artifacts_dir]
+    if len(folders) > 1:
+        written = write_combined(folders, _path(args.out) or Path("sme2-combined-report"))
+    else:
+        sessions = sessions_in(folders[0]) if not (folders[0] / "summary.json").exists() else []
+        if sessions:  # an artifacts folder: say which sessions it holds and how to report them
+            print(f"{folders[0]} holds {len(sessions)} session(s), oldest first; report one, or several side by side:")
+            for session in sessions:
+                print(f"  {session}  {session_target(session)}")
+            print(f"  pytest-sme2 report {sessions[-1]}")
+            if len(sessions) > 1:
+                print(f"  pytest-sme2 report {sessions[-2]} {sessions[-1]} --out combined-report")
+            return 0
+        written = rebuild_report(folders[0], _path(args.out))
+    for kind, path in written.items():
+        print(f"{kind}: {path}")
+    return 0
+
+
+def _history(args: argparse.Namespace) -> int:
+    from pytest_sme2.report.history_report import history_lines, write_history_report
+
+    written, found, short = write_history_report(Path(args.history), _path(args.out) or Path("sme2-history-report"))
+    for line in history_lines(found, short):
+        print(line)
+    for kind, path in written.items():
+        print(f"{kind}: {path}")
+    return 0
+
+
+def _bisect(args: argparse.Namespace) -> int:
+    from pytest_sme2.cli import bisect
+
+    pytest_args = args.pytest_args
+    out = _path(args.out) or Path(".sme2") / f"bisect-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}"
+    result = bisect.run(args.good, args.bad, pytest_args, out)
+    for step in result.steps:
+        print(bisect.step_line(step) + (f" ({step['pytest_summary']})" if step["pytest_summary"] else ""))
+    print(result.message)
+    return 0 if result.first_bad else 1
+
+
+def _check(args: argparse.Namespace) -> int:
+    from pytest_sme2.gate.gate import check_session
+    from pytest_sme2.report.summary import load_summary
+
+    folder = Path(args.session_dir)
+    summary = load_summary(folder)
+    session = folder if folder.is_dir() else folder.parent
+    out = _path(args.out) or session / "check"
+    results = check_session(summary["tests"], _path(args.baselines), args.missing, out)
+    for result in results:
+        if result.failed:
+            print(f"FAILED {result.test_id}\n{result.message()}\n")
+        else:
+            shown = "; ".join(result.outcome["missing"]) or f"{len(result.outcome['verdicts'])} verdict(s)"
+            print(f"passed {result.test_id} ({shown})")
+    failed = sum(r.failed for r in results)
+    where = _path(args.baselines) or "the session's baselines folder"
+    print(f"{failed} of {len(results)} test(s) failed against {where}; every verdict: {out}")
+    return 1 if failed else 0
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    from pytest_sme2.cli.doctor import MISSING, run_checks
+
+    checks = run_checks()
+    width = max(len(c.name) for c in checks)
+    for check in checks:
+        print(f"{check.state:>7}  {check.name.ljust(width)}  {check.detail}")
+        if check.fix and check.state != "ok":
+            print(f"{'':>7}  {'':{width}}  fix: {check.fix}")
+    return 1 if any(c.state == MISSING for c in checks) else 0
+
+
+def _path(value: str | None) -> Path | None:
+    return Path(value) if value else None
+
+
+def _speedup_bound(text: str) -> float:
+    """argparse type of --min-speedup: a finite number above 0 (nan would make every comparison pass)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number; pass e.g. --min-speedup 1.5") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a speedup: pass a finite number above 0, e.g. 1.5")
+    return value
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="pytest-sme2", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    build = commands.add_parser("build-runner", help="build (or reuse) the native runner for a target architecture")
+    build.add_argument("--arch", default="host", choices=("host", "linux-aarch64"),
+                       help="host (default), or linux-aarch64 (cross build against the aarch64 executorch wheel)")
+    build.add_argument("--force", action="store_true", help="rebuild even if a cached build exists")
+    build.add_argument("--no-mask", dest="mask", action="store_false",
+                       help="skip the SME2-masking preload library (Linux)")
+    build.set_defaults(handler=_build_runner)
+    emulate = commands.add_parser(
+        "setup-emulation",
+        help="fetch qemu-user 11.1 from Debian (no root, system apt sources untouched), install the aarch64 "
+             "cross compiler (as root) and build the aarch64 runner",
+    )
+    emulate.add_argument("--force", action="store_true", help="fetch and rebuild even if cached")
+    emulate.set_defaults(handler=_setup_emulation)
+    analyze = commands.add_parser("analyze", help="an ETDump's profile as tables: latency, categories, operators, "
+                                  "delegation, SME kernel path")
+    analyze.add_argument("etdump", help="timed ETDump (.etdp/.etdump)")
+    analyze.add_argument("--etrecord", help="ETRecord of the .pte: checked, and kept for Profile.inspector()")
+    analyze.add_argument("--warmup", help="warmup ETDump holding load/init, when the runner split them")
+    analyze.add_argument("--json", action="store_true", help="print the profile digest as JSON")
+    analyze.set_defaults(handler=_analyze)
+    compare = commands.add_parser("compare", help="B against A: E2E speedup with interval, category and operator deltas")
+    compare.add_argument("a", help="reference ETDump (e.g. SME2 off)")
+    compare.add_argument("b", help="ETDump to compare (e.g. SME2 on); speedup = median(A) / median(B)")
+    compare.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    compare.add_argument("--min-speedup", type=_speedup_bound, default=None,
+                         help="exit 1 when the speedup's lower 95%% bound is below this")
+    compare.set_defaults(handler=_compare)
+    report = commands.add_parser("report", help="rebuild report.html and summary.md from a session's summary.json; "
+                                 "with several sessions (e.g. one per target), one report with them side by side")
+    report.add_argument("artifacts_dir", nargs="+",
+                        help="session folders (.sme2/artifacts/session-<time>-<pid>) or summary.json files; an "
+                             "artifacts folder lists its sessions")
+    report.add_argument("--out", help="write into this folder (one session: instead of the session folder; several: "
+                                      "default ./sme2-combined-report)")
+    report.set_defaults(handler=_report)
+    trend = commands.add_parser("history", help="draw a --sme2-history file per test and quantity over sessions and "
+                                "list where each changed (change points)")
+    trend.add_argument("history", help="the JSON Lines file sessions appended to with --sme2-history")
+    trend.add_argument("--out", help="write history.html and history.md here (default ./sme2-history-report)")
+    trend.set_defaults(handler=_history)
+    bisect = commands.add_parser("bisect", help="the first commit between GOOD and BAD where the given perf tests "
+                                 "fail (git bisect run with the gate; untestable commits are skipped)")
+    bisect.add_argument("good", help="a commit where the tests pass")
+    bisect.add_argument("bad", help="a later commit where they fail")
+    bisect.add_argument("--out", help="folder for each step's session and verdict (default .sme2/bisect-<time>)")
+    bisect.epilog = "then -- and the pytest arguments of the tests, e.g. -- perf_tests/test_net.py -m sme2"
+    bisect.set_defaults(handler=_bisect)
+    check = commands.add_parser("check", help="judge a finished session's summary.json against stored baselines, as "
+                                "its tests were judged in pytest (exit 1 on a regression)")
+    check.add_argument("session_dir", help="a session folder (.sme2/artifacts/session-<time>-<pid>) or its summary.json")
+    check.add_argument("--baselines", help="judge against this baselines folder (default: the one the session used)")
+    check.add_argument("--missing", choices=("fail", "skip", "warn"),
+                       help="a test without a baseline: fail | skip | warn (default: the session's policy)")
+    check.add_argument("--out", help="write each test's verdicts here (default SESSION_DIR/check)")
+    check.set_defaults(handler=_check)
+    doctor = commands.add_parser("doctor", help="what this machine can do, with the command that fixes each missing "
+                                 "piece (exit 1 if something is missing)")
+    doctor.set_defaults(handler=_doctor)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    after = argv.index("--") if "--" in argv else len(argv)  # bisect: what follows -- is pytest's, untouched
+    args = parser.parse_args(argv[:after])
+    args.pytest_args = argv[after + 1:]
+    try:
+        return args.handler(args)
+    except Sme2Error as exc:
+        print(f"pytest-sme2 {args.command}: {exc}", file=sys.stderr)
+    except OSError as exc:  # an output folder that cannot be written, a file that vanished
+        where = f" {exc.filename}" if exc.filename else ""
+        print(f"pytest-sme2 {args.command}: cannot use{where}: {exc.strerror or exc}", file=sys.stderr)
+    except Exception as exc:  # a bug: still one message and exit 2, with the way to see more
+        if os.environ.get("PYTEST_SME2_TRACEBACK"):
+            raise
+        print(f"pytest-sme2 {args.command}: internal error {type(exc).__name__}: {exc}. This is a bug in "
+              "pytest-sme2; run again with PYTEST_SME2_TRACEBACK=1 for the traceback and report it",
+              file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

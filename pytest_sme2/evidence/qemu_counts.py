@@ -1,0 +1,374 @@
+"""Deterministic instruction counts per ETDump event, from one traced inference under qemu.
+
+Emulated time is the emulator's; what the guest executes is exact. ``native/exec_counter.c`` compacts
+qemu's execution log; this module cuts it into ETDump events without help from the program and checks
+the counts against the ETDump files. How, and why the counts repeat exactly: docs/design.md,
+"How qemu_counts.py cuts events".
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Sequence
+
+import numpy as np
+
+from pytest_sme2.system.safe_files import write_file
+from pytest_sme2.errors import RunnerError
+from pytest_sme2.system.elf import FunctionSymbols, function_symbols
+
+if TYPE_CHECKING:
+    from pytest_sme2.evidence.etdump import ExecutionTrace
+
+QEMU_LOG_FLAGS = ("-d", "in_asm,exec,nochain")
+ETDUMP_LIBRARY = "libexecutorch_etdump.so"
+XNNPACK_LIBRARY = "libexecutorch_backend_xnnpack.so"
+_START = ("_ZN10executorch6etdump9ETDumpGen15start_profilingEPKcij",
+          "_ZN10executorch6etdump9ETDumpGen24start_profiling_delegateEPKci")
+_END = ("_ZN10executorch6etdump9ETDumpGen13end_profilingENS_7runtime16EventTracerEntryE",
+        "_ZN10executorch6etdump9ETDumpGen22end_profiling_delegateENS_7runtime16EventTracerEntryEPKvm")
+_LOG = ("_ZN10executorch6etdump9ETDumpGen22log_profiling_delegateEPKcimmPKvm",)
+_RUN_OPERATOR = "xnn_run_operator"
+_INVOKE_RUNTIME = "xnn_invoke_runtime"
+_MAPS_LINE = re.compile(r"^([0-9a-f]+)-([0-9a-f]+)\s+(\S+)\s+([0-9a-f]+)\s+\S+\s+\d+\s+(/.+?)\s*$")
+RUNTIME, DELEGATE = "runtime", "delegate"
+
+
+@dataclass(frozen=True)
+class ExecutedBlocks:
+    """The blocks thread 0 executed, in order, with their instruction counts (exec_counter's output)."""
+
+    pcs: np.ndarray  # uint64 guest address of each block id
+    instructions: np.ndarray  # int64 per block id
+    sme: np.ndarray  # SME instructions (SME encodings, SMSTART/SMSTOP) per block id
+    sve: np.ndarray  # SVE instructions (streaming SVE in streaming mode) per block id
+    sequence: np.ndarray  # block ids in execution order
+
+    @classmethod
+    def from_files(cls, blocks_tsv: Path, sequence: Path) -> "ExecutedBlocks":
+        rows = [line.split() for line in Path(blocks_tsv).read_text().splitlines() if line.strip()]
+        if any(len(row) != 4 for row in rows):
+            raise RunnerError(f"{blocks_tsv} is not exec_counter's block table (4 columns per line)")
+        table = np.array([[int(r[0], 16), int(r[1]), int(r[2]), int(r[3])] for r in rows], dtype=np.uint64) \
+            if rows else np.zeros((0, 4), dtype=np.uint64)
+        order = np.fromfile(sequence, dtype="<u4").astype(np.int64)
+        if order.size and order.max() >= len(rows):
+            raise RunnerError(f"{sequence} names block {int(order.max())}, but {blocks_tsv} has {len(rows)} blocks")
+        return cls(table[:, 0], table[:, 1].astype(np.int64), table[:, 2].astype(np.int64),
+                   table[:, 3].astype(np.int64), order)
+
+
+@dataclass(frozen=True)
+class _Mapping:
+    start: int
+    end: int
+    offset: int
+    path: str
+
+
+class AddressSpace:
+    """Where each library was loaded (a copy of the guest's /proc/self/maps) and its function symbols."""
+
+    def __init__(self, maps_text: str):
+        self.mappings = []
+        for line in maps_text.splitlines():
+            match = _MAPS_LINE.match(line)
+            if match and "x" in match.group(3):
+                self.mappings.append(_Mapping(int(match.group(1), 16), int(match.group(2), 16),
+                                              int(match.group(4), 16), match.group(5)))
+        self._symbols: dict[str, FunctionSymbols] = {}
+
+    @classmethod
+    def from_file(cls, maps: Path) -> "AddressSpace":
+        try:
+            return cls(Path(maps).read_text(errors="replace"))
+        except OSError as exc:
+            raise RunnerError(f"the traced run left no memory map ({maps}): {exc}") from None
+
+    def symbols(self, path: str) -> FunctionSymbols:
+        if path not in self._symbols:
+            try:
+                self._symbols[path] = function_symbols(Path(path))
+            except OSError:
+                self._symbols[path] = FunctionSymbols((), (), (), ())  # gone or unreadable: unnamed
+        return self._symbols[path]
+
+    def library(self, suffix: str) -> str:
+        """The path of the one loaded library whose file name is ``suffix``."""
+        paths = sorted({m.path for m in self.mappings if Path(m.path).name == suffix})
+        if len(paths) != 1:
+            raise RunnerError(f"the traced run loaded {len(paths)} copies of {suffix} ({paths}); expected one")
+        return paths[0]
+
+    def runtime_address(self, path: str, vaddr: int) -> int:
+        """Where the code at ``vaddr`` of the library ``path`` was in the guest."""
+        symbols = self.symbols(path)
+        offset = next((vaddr - va + off for va, off, size in symbols.loads if va <= vaddr < va + size), None)
+        if offset is not None:
+            for m in self.mappings:
+                if m.path == path and m.offset <= offset < m.offset + (m.end - m.start):
+                    return m.start + offset - m.offset
+        raise RunnerError(f"address {vaddr:#x} of {path} is not in any executable mapping of the traced run")
+
+    def function_range(self, path: str, name: str) -> tuple[int, int]:
+        """Guest [start, end) of the function symbol ``name`` in library ``path``."""
+        symbols = self.symbols(path)
+        try:
+            index = symbols.names.index(name)
+        except ValueError:
+            raise RunnerError(f"{path} exports no function {name}; per-event instruction counts need it "
+                              f"(was executorch built differently?)") from None
+        start = self.runtime_address(path, symbols.starts[index])
+        return start, start + symbols.ends[index] - symbols.starts[index]
+
+    def locate(self, address: int) -> tuple[str | None, str | None]:
+        """(library path, function name) of a guest address; names are None where no symbol covers it."""
+        for m in self.mappings:
+            if m.start <= address < m.end:
+                return m.path, self.symbols(m.path).at_file_offset(address - m.start + m.offset)
+        return None, None
+
+
+def tail_call_target(path: str, symbols: FunctionSymbols, name: str) -> int:
+    """The virtual address that function ``name`` ends by branching to (its first unconditional B).
+
+    ``xnn_run_operator`` is a four-instruction wrapper that tail-calls XNNPACK's
+    internal ``xnn_run_operator_with_index``, the function ``xnn_invoke_runtime``
+    calls once per operator.
+    """
+    index = symbols.names.index(name)
+    start, end = symbols.starts[index], symbols.ends[index]
+    data = Path(path).read_bytes()
+    offset = next((start - va + off for va, off, size in symbols.loads if va <= start < va + size), None)
+    if offset is None:
+        raise RunnerError(f"{name} of {path} is not in a loaded segment")
+    for at in range(0, min(end - start, 64), 4):
+        word, = struct.unpack_from("<I", data, offset + at)
+        if word >> 26 == 0b000101:  # B imm26
+            imm = word & 0x3FFFFFF
+            if imm & 0x2000000:
+                imm -= 1 << 26
+            return start + at + imm * 4
+    raise RunnerError(f"{name} of {path} does not tail-call another function; per-operator instruction counts "
+                      f"need XNNPACK's operator entry point")
+
+
+@dataclass
+class EventCounts:
+    """Instruction counts of every ETDump event the traced run appended, in append order."""
+
+    kinds: list[str]  # RUNTIME or DELEGATE per event
+    instructions: np.ndarray
+    sme: np.ndarray
+    sve: np.ndarray
+    functions: list[dict[str, int]]  # per event: instructions per executed function ("library:function")
+
+    def __len__(self) -> int:
+        return len(self.kinds)
+
+
+def _function_labels(blocks: ExecutedBlocks, space: AddressSpace) -> list[str]:
+    labels = []
+    for pc in blocks.pcs.tolist():
+        path, name = space.locate(int(pc))
+        library = Path(path).name if path else "?"
+        labels.append(f"{library}:{name}" if name else f"{library}:(unnamed)")
+    return labels
+
+
+def count_events(blocks: ExecutedBlocks, space: AddressSpace) -> EventCounts:
+    """Cut the executed block sequence into ETDump events (see the module docstring)."""
+    etdump_path = space.library(ETDUMP_LIBRARY)
+    etdump = space.symbols(etdump_path)
+
+    def entries(names: Sequence[str]) -> set[int]:
+        return {space.function_range(etdump_path, n)[0] for n in names if n in etdump.names}
+
+    starts, ends, logs = entries(_START), entries(_END), entries(_LOG)
+    if not starts or not ends or not logs:
+        raise RunnerError(f"{etdump_path} lacks ETDumpGen's profiling entry points; cannot cut events")
+    pcs = blocks.pcs.astype(np.int64)
+    in_tracer = np.zeros(pcs.size, dtype=bool)
+    for m in space.mappings:
+        if m.path == etdump_path:
+            in_tracer |= (pcs >= m.start) & (pcs < m.end)
+    is_start, is_end, is_log = (np.isin(pcs, list(s)) for s in (starts, ends, logs))
+    op_entry = np.zeros(pcs.size, dtype=bool)
+    in_invoke = np.zeros(pcs.size, dtype=bool)
+    xnnpack = next((m.path for m in space.mappings if Path(m.path).name == XNNPACK_LIBRARY), None)
+    if xnnpack is not None:
+        symbols = space.symbols(xnnpack)
+        if _RUN_OPERATOR in symbols.names and _INVOKE_RUNTIME in symbols.names:
+            worker = space.runtime_address(xnnpack, tail_call_target(xnnpack, symbols, _RUN_OPERATOR))
+            low, high = space.function_range(xnnpack, _INVOKE_RUNTIME)
+            op_entry = pcs == worker
+            in_invoke = (pcs >= low) & (pcs < high)
+    seq = blocks.sequence
+    counted = np.where(in_tracer, 0, blocks.instructions)
+    cumulative = {
+        "instructions": np.concatenate([[0], np.cumsum(counted[seq])]),
+        "sme": np.concatenate([[0], np.cumsum(np.where(in_tracer, 0, blocks.sme)[seq])]),
+        "sve": np.concatenate([[0], np.cumsum(np.where(in_tracer, 0, blocks.sve)[seq])]),
+    }
+    labels = _function_labels(blocks, space)
+
+    def segment(begin: int, end: int) -> tuple[int, int, int, dict[str, int]]:
+        ids = seq[begin:end]
+        per_block = np.bincount(ids, weights=counted[ids], minlength=pcs.size)
+        functions: dict[str, int] = {}
+        for block in np.flatnonzero(per_block).tolist():
+            functions[labels[block]] = functions.get(labels[block], 0) + int(per_block[block])
+        return (int(cumulative["instructions"][end] - cumulative["instructions"][begin]),
+                int(cumulative["sme"][end] - cumulative["sme"][begin]),
+                int(cumulative["sve"][end] - cumulative["sve"][begin]), functions)
+
+    # XNNPACK operators: from the worker's entry to the next block of xnn_invoke_runtime.
+    op_positions = np.flatnonzero(op_entry[seq])
+    invoke_positions = np.flatnonzero(in_invoke[seq])
+    pending_ops: list[tuple[int, int, int, dict[str, int]]] = []
+    op_queue_positions = []
+    for position in op_positions.tolist():
+        after = np.searchsorted(invoke_positions, position)
+        if after >= invoke_positions.size:
+            raise RunnerError("an XNNPACK operator never returned to xnn_invoke_runtime in the traced run")
+        op_queue_positions.append((position, int(invoke_positions[after])))
+    boundary = np.flatnonzero((is_start | is_end | is_log)[seq])
+    kinds: list[str] = []
+    values: list[tuple[int, int, int, dict[str, int]]] = []
+    stack: list[int] = []
+    next_op = 0
+    for position in boundary.tolist():
+        block = int(seq[position])
+        # Operators that ran before this point join the queue the profiler's log calls drain.
+        while next_op < len(op_queue_positions) and op_queue_positions[next_op][0] < position:
+            pending_ops.append(segment(*op_queue_positions[next_op]))
+            next_op += 1
+        if is_start[block]:
+            stack.append(position)
+        elif is_end[block]:
+            if not stack:
+                raise RunnerError("the traced run ended a profiling event it never started")
+            kinds.append(RUNTIME)
+            values.append(segment(stack.pop(), position))
+        else:  # log_profiling_delegate: the next operator XNNPACK ran
+            if not pending_ops:
+                raise RunnerError("XNNPACK logged an operator the traced run did not see run; per-operator "
+                                  "instruction counts cannot be attributed")
+            kinds.append(DELEGATE)
+            values.append(pending_ops.pop(0))
+    return EventCounts(
+        kinds=kinds,
+        instructions=np.array([v[0] for v in values], dtype=np.int64),
+        sme=np.array([v[1] for v in values], dtype=np.int64),
+        sve=np.array([v[2] for v in values], dtype=np.int64),
+        functions=[v[3] for v in values],
+    )
+
+
+COUNTS_FILE = "instructions.json"
+COUNTS_VERSION = 1
+TOP_FUNCTIONS = 12  # functions kept per event in the counts file (the kernels of an operator)
+
+
+def _split_by_file(counts: EventCounts, timed: Path, warmup: Path | None) -> dict[str, slice]:
+    """Which events of ``counts`` belong to which ETDump file (warmup first: it was written first),
+    after checking that every event is of the kind the file says."""
+    files = [("warmup", warmup)] if warmup is not None else []
+    files.append(("timed", timed))
+    from pytest_sme2.evidence.etdump import event_kinds
+
+    slices, start = {}, 0
+    for name, path in files:
+        delegated = event_kinds(path)
+        stop = start + delegated.size
+        expected = [DELEGATE if d else RUNTIME for d in delegated.tolist()]
+        if counts.kinds[start:stop] != expected:
+            raise RunnerError(
+                f"the traced run's {len(counts)} counted events do not line up with the events of {path} "
+                f"(events {start}-{stop}); per-event instruction counts cannot be trusted for this run")
+        slices[name] = slice(start, stop)
+        start = stop
+    if start != len(counts):
+        raise RunnerError(f"the traced run counted {len(counts)} events, its ETDump files hold {start}")
+    return slices
+
+
+def write_counts(counts: EventCounts, timed: Path | None, warmup: Path | None, path: Path) -> Path:
+    """Per ETDump file, the instructions, SME and SVE instructions and top functions of each event."""
+    import json
+
+    if timed is None:
+        raise RunnerError("a counted run needs its ETDump (etdump on)")
+    document: dict[str, object] = {"version": COUNTS_VERSION, "files": {}}
+    for name, part in _split_by_file(counts, Path(timed), None if warmup is None else Path(warmup)).items():
+        document["files"][name] = {  # type: ignore[index]
+            "instructions": counts.instructions[part].tolist(),
+            "sme": counts.sme[part].tolist(),
+            "sve": counts.sve[part].tolist(),
+            "functions": [dict(sorted(f.items(), key=lambda kv: -kv[1])[:TOP_FUNCTIONS])
+                          for f in counts.functions[part]],
+        }
+    write_file(path, json.dumps(document) + "\n")
+    return Path(path)
+
+
+def read_counts(path: Path) -> dict[str, dict[str, list]]:
+    """The per-file counts written by :func:`write_counts` (``{"timed": {...}, "warmup": {...}}``)."""
+    import json
+
+    try:
+        document = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise RunnerError(f"instruction counts {path} cannot be read ({exc}); run the test again") from None
+    if not isinstance(document, dict) or document.get("version") != COUNTS_VERSION:
+        raise RunnerError(f"instruction counts {path} are not version {COUNTS_VERSION} of pytest-sme2's format")
+    return document["files"]
+
+
+@dataclass
+class InstructionTrace:
+    """A counted run's events measured in instructions: the same ETDump events, ops and runs as the time
+    trace of that run, with instructions, SME and SVE instructions in place of milliseconds."""
+
+    instructions: "ExecutionTrace"
+    sme: "ExecutionTrace"
+    sve: "ExecutionTrace"
+    functions: list[dict[str, int]]  # per op of ``instructions.ops``: its top functions (first run)
+    source: str = ""  # the counts file
+
+    @classmethod
+    def from_counts(cls, counts: Path, timed: Path, warmup: Path | None) -> "InstructionTrace":
+        from pytest_sme2.evidence.etdump import read_run
+
+        files = read_counts(counts)
+        if "timed" not in files or (warmup is not None and "warmup" not in files):
+            raise RunnerError(f"instruction counts {counts} lack the {'timed' if 'timed' not in files else 'warmup'} "
+                              f"file's events")
+
+        def trace(key: str) -> "ExecutionTrace":
+            values = (np.asarray(files["timed"][key]),
+                      None if warmup is None else np.asarray(files["warmup"][key]))
+            return read_run(timed, warmup, ticks_per_ms=1.0, values=values)
+
+        instructions = trace("instructions")
+        functions = []
+        for file_index, event_index in (instructions.op_events if instructions.op_events is not None else []):
+            per_event = files["timed"]["functions"] if int(file_index) == 0 else []
+            functions.append(dict(per_event[int(event_index)]) if int(event_index) < len(per_event) else {})
+        return cls(instructions, trace("sme"), trace("sve"), functions, str(counts))
+
+    @classmethod
+    def concat(cls, parts: "list[InstructionTrace]") -> "InstructionTrace":
+        """The counted runs of several chunks of one variant as one (see Profile.concat)."""
+        from pytest_sme2.evidence.etdump import ExecutionTrace
+
+        merged = ExecutionTrace.concat([p.instructions for p in parts])
+        by_key = {}
+        for part in parts:
+            for key, functions in zip(part.instructions.ops, part.functions):
+                by_key.setdefault(key, functions)
+        return cls(merged, ExecutionTrace.concat([p.sme for p in parts]), ExecutionTrace.concat([p.sve for p in parts]),
+                   [by_key.get(key, {}) for key in merged.ops], parts[0].source)

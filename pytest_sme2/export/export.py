@@ -1,0 +1,551 @@
+"""Export recipes and the content-addressed export cache.
+
+A recipe is data (dtype, int8 quantisation mode, partitioner). An export traces the model every time
+(stage 1) and keys the cache by that traced program's content, inputs, recipe and versions
+(export_key.py): no list of source files is complete, the traced program is. Lowering (stage 2) runs only
+on a miss, under a lock per key, and every use of an entry checks its files' sha256. docs/export.md.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import hashlib
+import json
+import math
+import logging
+import os
+import shutil
+import time
+import traceback
+import warnings
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+from pytest_sme2.export import export_key
+from pytest_sme2.system._filelock import locked
+from pytest_sme2.errors import DamagedCacheEntryWarning, ExportError, StorageError, UsageError
+from pytest_sme2.model.registry import Model
+from pytest_sme2.export.work import FACTS_FILE, FACTS_VERSION, decode_facts, facts_document, write_facts
+
+# 2: int8 reference outputs come from the quantized model; 3: keyed by the traced program's content;
+# 4: export.json holds every file's sha256, checked whenever the entry is used
+EXPORT_FORMAT_VERSION = 4
+DTYPES = ("fp32", "fp16", "int8")
+QUANT_MODES = ("static", "dynamic")
+PARTITIONERS = ("xnnpack", "none")
+PTE_NAME = "model.pte"
+ETRECORD_NAME = "model.etrecord"
+INPUTS_NAME = "inputs.pt"
+REFERENCE_NAME = "reference_outputs.pt"
+META_NAME = "export.json"
+CHECKED_FILES = (PTE_NAME, ETRECORD_NAME, INPUTS_NAME, REFERENCE_NAME)  # their sha256 is in export.json
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """How to export: precision, int8 quantisation mode and partitioner."""
+
+    dtype: str = "fp32"
+    quant: str | None = None
+    partitioner: str = "xnnpack"
+
+    def __post_init__(self) -> None:
+        if self.dtype not in DTYPES:
+            raise UsageError(f"dtype={self.dtype!r} is not supported; use one of {', '.join(DTYPES)}")
+        if self.dtype == "int8":
+            quant = self.quant or "static"
+            if quant not in QUANT_MODES:
+                raise UsageError(f"quant={self.quant!r} is not supported for int8; use one of {', '.join(QUANT_MODES)}")
+            object.__setattr__(self, "quant", quant)
+        elif self.quant is not None:
+            raise UsageError(f"quant={self.quant!r} only applies to dtype='int8' (got dtype={self.dtype!r})")
+        if self.partitioner not in PARTITIONERS:
+            raise UsageError(
+                f"partitioner={self.partitioner!r} is not supported; use one of {', '.join(PARTITIONERS)}"
+            )
+
+    @property
+    def label(self) -> str:
+        parts = [self.dtype] + ([self.quant] if self.quant else []) + [self.partitioner]
+        return "-".join(parts)
+
+
+@dataclass
+class ExportedModel(os.PathLike):
+    """A .pte in the export cache, with its ETRecord, inputs and delegation record.
+
+    It is path-like: ``open(exported_pte, "rb")`` and ``Path(exported_pte)`` work.
+    """
+
+    model: str
+    recipe: Recipe
+    directory: Path
+    cache_key: str
+    from_cache: bool
+    export_seconds: float
+    delegation: dict[str, Any] = field(default_factory=dict)
+    program_digest: str | None = None  # export_key.program_digest of the traced program (recipe-independent)
+    trace_seconds: float = 0.0  # stage 1 (build the eager model and torch.export it) in this process
+
+    def __fspath__(self) -> str:
+        return str(self.path)
+
+    @property
+    def path(self) -> Path:
+        return self.directory / PTE_NAME
+
+    @property
+    def etrecord_path(self) -> Path:
+        return self.directory / ETRECORD_NAME
+
+    @property
+    def inputs_path(self) -> Path:
+        return self.directory / INPUTS_NAME
+
+    @property
+    def reference_outputs_path(self) -> Path:
+        return self.directory / REFERENCE_NAME
+
+    @property
+    def label(self) -> str:
+        return f"{self.model} {self.recipe.label}"
+
+    def __repr__(self) -> str:
+        state = "cached" if self.from_cache else f"exported in {self.export_seconds:.1f} s"
+        return f"ExportedModel({self.label}, {self.path}, {state})"
+
+
+@dataclass
+class Traced:
+    """Stage 1 of an export: the eager model prepared for the recipe, its inputs and its ATen program."""
+
+    eager: Any
+    inputs: tuple
+    program: Any  # torch.export.ExportedProgram
+    calibration: list[tuple] | None  # int8 static only: the values the quantizer observes
+    digest: str
+    key: str
+    seconds: float
+
+
+def versions() -> dict[str, Any]:
+    """The tool versions and format in every cache key."""
+    import executorch.version
+    import torch
+
+    return {"format": EXPORT_FORMAT_VERSION, "torch": torch.__version__,
+            "executorch": executorch.version.__version__}
+
+
+def trace(model: Model, recipe: Recipe) -> Traced:
+    """Stage 1: the program the recipe would lower, and the cache key describing it."""
+    import torch
+
+    started = time.perf_counter()
+    with _reporting(model, recipe) as stage:
+        stage.name = "building the eager model"
+        eager = model.get_eager_model().eval()
+        stage.name = "preparing inputs"
+        inputs = model.get_example_inputs()
+        if recipe.dtype == "fp16":
+            eager = eager.half()
+            inputs = tuple(x.half() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs)
+        calibration = None
+        if recipe.dtype == "int8" and recipe.quant == "static":
+            # A model without get_calibration_inputs() is calibrated on its example inputs (README 'Onboard your own model').
+            stage.name = "getting calibration inputs"
+            calibration = model.get_calibration_inputs() or [inputs]
+        stage.name = "torch.export"
+        try:
+            program = torch.export.export(eager, inputs)
+        except Exception:
+            # A forward that fails by itself is the model author's to fix, not an export problem: say so.
+            stage.name = "running the eager model"
+            with torch.no_grad():
+                eager(*inputs)
+            stage.name = "torch.export"
+            raise
+        stage.name = "computing the cache key"
+        digest = export_key.program_digest(program, inputs, calibration)
+    _check_returns_tensors(model, recipe, program)
+    key = export_key.cache_key(digest, asdict(recipe), versions())
+    return Traced(eager, inputs, program, calibration, digest, key, time.perf_counter() - started)
+
+
+def _check_returns_tensors(model: Model, recipe: Recipe, program: Any) -> None:
+    """A forward() that returns no tensor (None, or only constants) has nothing for the runtime to output:
+    lowering it ended in ``KeyError: 'op_type'`` deep inside ExecuTorch; say what the model must return."""
+    from torch.export.graph_signature import OutputKind, TensorArgument
+
+    if any(spec.kind == OutputKind.USER_OUTPUT and isinstance(spec.arg, TensorArgument)
+           for spec in program.graph_signature.output_specs):
+        return
+    where = f" in {model.source_path}" if model.source_path else ""
+    returned = ", ".join(repr(getattr(spec.arg, "value", spec.arg)) for spec in program.graph_signature.output_specs
+                         if spec.kind == OutputKind.USER_OUTPUT) or "nothing"
+    raise ExportError(f"export of model {model.name!r} with recipe {recipe.label}: its forward() returned no tensors "
+                      f"(only {returned}); the model must return a tensor, or a tuple, list or dict of tensors, "
+                      f"for the runtime to have outputs: fix forward(){where}")
+
+
+def cache_key(model: Model, recipe: Recipe) -> str:
+    """The key ``model`` exported with ``recipe`` has in the cache now (runs stage 1)."""
+    return trace(model, recipe).key
+
+
+class _Damaged(Exception):
+    """Why an existing cache entry cannot be used (the message names the file or field)."""
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _meta_problem(meta: Any, traced: Traced) -> str | None:
+    """What is wrong with an entry's export.json for this traced program, or None."""
+    if not isinstance(meta, dict):
+        return f"{META_NAME} holds a JSON {type(meta).__name__}, not an object"
+    if meta.get("format") != EXPORT_FORMAT_VERSION:
+        return f"{META_NAME} has format {meta.get('format')!r}, not {EXPORT_FORMAT_VERSION}"
+    for key, want in (("cache_key", traced.key), ("program_digest", traced.digest)):
+        if meta.get(key) != want:
+            return f"{META_NAME}'s {key} is {meta.get(key)!r}, not this entry's {want!r}"
+    seconds = meta.get("export_seconds")
+    if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not math.isfinite(seconds):
+        return f"{META_NAME}'s export_seconds is {seconds!r}, not a number"
+    delegation = meta.get("delegation")
+    if not isinstance(delegation, dict):
+        return f"{META_NAME}'s delegation is {type(delegation).__name__}, not an object"
+    for key in ("delegated_nodes", "non_delegated_nodes", "delegated_subgraphs"):
+        if not _count(delegation.get(key)):
+            return f"{META_NAME}'s delegation.{key} is {delegation.get(key)!r}, not a count"
+    ops = delegation.get("ops")
+    if not isinstance(ops, list) or not all(
+            isinstance(op, dict) and isinstance(op.get("op_type"), str) and _count(op.get("delegated"))
+            and _count(op.get("non_delegated")) for op in ops):
+        return f"{META_NAME}'s delegation.ops is not a list of {{op_type, delegated, non_delegated}}"
+    files = meta.get("files")
+    if not isinstance(files, dict) or sorted(files) != sorted(CHECKED_FILES) or not all(
+            isinstance(v, str) and len(v) == 64 for v in files.values()):
+        return f"{META_NAME}'s files is {files!r}, not the sha256 of each of {', '.join(CHECKED_FILES)}"
+    return None
+
+
+def _load_entry(directory: Path, model: str, recipe: Recipe, traced: Traced) -> ExportedModel | None:
+    """The entry at ``directory``; None when there is none; _Damaged when its metadata does not decode or a
+    file is not what its export wrote (an entry is written once, by its export, and never changed)."""
+    if not os.path.lexists(directory):
+        return None
+    try:
+        meta = json.loads((directory / META_NAME).read_text())
+    except FileNotFoundError:
+        raise _Damaged(f"{META_NAME} is missing") from None
+    except (OSError, ValueError) as exc:
+        raise _Damaged(f"{META_NAME} does not decode ({_first_line(exc)})") from None
+    problem = _meta_problem(meta, traced)
+    if problem:
+        raise _Damaged(problem)
+    for name, stored in meta["files"].items():
+        try:
+            actual = _sha256(directory / name)
+        except FileNotFoundError:
+            raise _Damaged(f"{name} is missing") from None
+        except OSError as exc:
+            raise _Damaged(f"{name} is unreadable ({_first_line(exc)})") from None
+        if actual != stored:
+            size = (directory / name).stat().st_size
+            raise _Damaged(f"{name} ({size} bytes) is not what was exported: its sha256 begins {actual[:16]}, "
+                           f"the one {META_NAME} stored {stored[:16]}")
+    try:
+        facts = json.loads((directory / FACTS_FILE).read_text())
+        # Another version is stale, not damaged: work.ProgramFacts.of computes it again from the program.
+        if not isinstance(facts, dict) or facts.get("version") == FACTS_VERSION:
+            decode_facts(facts, str(directory / PTE_NAME))
+    except FileNotFoundError:
+        raise _Damaged(f"{FACTS_FILE} is missing") from None
+    except OSError as exc:
+        raise _Damaged(f"{FACTS_FILE} is unreadable ({_first_line(exc)})") from None
+    except ValueError as exc:  # not JSON, or decode_facts naming the part
+        raise _Damaged(f"{FACTS_FILE} does not decode: {exc}") from None
+    return ExportedModel(
+        model=model,
+        recipe=recipe,
+        directory=directory,
+        cache_key=traced.key,
+        from_cache=True,
+        export_seconds=float(meta["export_seconds"]),
+        delegation=meta["delegation"],
+        program_digest=traced.digest,
+        trace_seconds=traced.seconds,
+    )
+
+
+def _discard(directory: Path, model: Model, recipe: Recipe, damage: _Damaged) -> None:
+    """Report a damaged entry by its own path (not a session's copy of it) and remove it."""
+    warnings.warn(DamagedCacheEntryWarning(
+        f"export cache entry {os.path.abspath(directory)} is damaged: {damage}. It is not used: it is removed and "
+        f"{model.name} {recipe.label} is exported again. Entries are written once by their export and "
+        f"session artifacts are copies, so something else wrote into the cache."), stacklevel=3)
+    try:
+        if directory.is_dir() and not directory.is_symlink():
+            shutil.rmtree(directory)
+        else:
+            directory.unlink()
+    except OSError as exc:
+        raise StorageError(f"export cache entry {directory} is damaged ({damage}) and cannot be removed: "
+                           f"{_first_line(exc)}. Remove it by hand, or use another --sme2-cache-dir") from None
+
+
+def export(model: Model, recipe: Recipe, cache_dir: Path) -> ExportedModel:
+    """Return the cached export of ``model`` with ``recipe``, lowering it first if needed.
+
+    The entry is looked up, and stored, under the key of the program traced here: what it holds is
+    what the model is now. A damaged entry is reported, removed and exported again, by one process.
+    """
+    traced = trace(model, recipe)
+    final = cache_dir / f"{model.name}-{recipe.label}-{traced.key}"
+    try:
+        cached = _load_entry(final, model.name, recipe, traced)
+    except _Damaged:
+        cached = None  # looked at again under the lock: another process may be replacing it right now
+    if cached is not None:
+        return cached
+    with locked(cache_dir / "locks" / f"{final.name}.lock"):
+        try:
+            cached = _load_entry(final, model.name, recipe, traced)  # another worker may have finished it
+        except _Damaged as damage:
+            _discard(final, model, recipe, damage)
+            cached = None
+        if cached is not None:
+            return cached
+        _remove_stale_staging(cache_dir)
+        staging = cache_dir / f".staging-{final.name}-{os.getpid()}"
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+        try:
+            started = time.perf_counter()
+            delegation = _lower_into(model, recipe, traced, staging)
+            seconds = traced.seconds + time.perf_counter() - started
+            meta = {
+                "model": model.name,
+                "recipe": asdict(recipe),
+                "cache_key": traced.key,
+                "program_digest": traced.digest,
+                **versions(),
+                "export_seconds": seconds,
+                "delegation": delegation,
+                "source": str(model.source_path) if model.source_path else None,
+                "files": {name: _sha256(staging / name) for name in CHECKED_FILES},
+            }
+            (staging / META_NAME).write_text(json.dumps(meta, indent=2, sort_keys=True))
+            # Planned memory and per-operator work, read from the .pte now that ExecuTorch's exporter is loaded.
+            write_facts(facts_document(staging / PTE_NAME), staging / FACTS_FILE)
+            os.rename(staging, final)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+    return ExportedModel(model.name, recipe, final, traced.key, False, seconds, delegation, traced.digest,
+                         traced.seconds)
+
+
+def _remove_stale_staging(cache_dir: Path) -> None:
+    """Remove the staging folders of exports whose process is gone (a SIGKILLed export never reaches its
+    cleanup). A folder's owner is the pid at the end of its name; a live process's folder is left alone."""
+    for folder in cache_dir.glob(".staging-*-*"):
+        pid = folder.name.rsplit("-", 1)[-1]
+        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's live process
+        return True
+    return True
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}".rstrip(": ")
+
+
+class _Stage:
+    """What an export is doing, for its error message."""
+
+    name = "starting"
+
+
+@contextlib.contextmanager
+def _reporting(model: Model, recipe: Recipe) -> Iterator[_Stage]:
+    """Turn any failure inside into an ExportError naming the stage and the model's own failing line; keep
+    torch's trace log from propagating meanwhile (see _TORCH_TRACE) and put its last records in the detail."""
+    stage = _Stage()
+    trace_records: collections.deque[str] = collections.deque(maxlen=_TRACE_RECORDS)
+    logger = logging.getLogger(_TORCH_TRACE)
+    keeper = _Keep(trace_records)
+    propagate, logger.propagate = logger.propagate, False
+    logger.addHandler(keeper)  # torch logs its trace records only while the logger has a handler
+    logger.addFilter(keeper.take)  # and they stop here even if something sets propagate meanwhile
+    try:
+        yield stage
+    except Exception as exc:
+        raise ExportError(
+            f"export of model {model.name!r} with recipe {recipe.label} failed while {stage.name}: "
+            f"{_first_line(exc)}{_where_in_model(exc, model)}",
+            detail=traceback.format_exc() + _trace_log(trace_records),
+        ) from None
+    finally:
+        logger.removeFilter(keeper.take)
+        logger.removeHandler(keeper)
+        logger.propagate = propagate
+
+
+def _lower_into(model: Model, recipe: Recipe, traced: Traced, out: Path) -> dict[str, Any]:
+    """Stage 2: quantize (int8) and lower the traced program; write pte, etrecord, inputs, reference
+    outputs; return delegation info."""
+    import torch
+
+    inputs = traced.inputs
+    with _reporting(model, recipe) as stage:
+        stage.name = "running the eager model"
+        with torch.no_grad():
+            reference = traced.eager(*inputs)
+        exported = traced.program
+        if recipe.dtype == "int8":
+            stage.name = f"int8 {recipe.quant} quantisation"
+            exported = _quantize(recipe, exported, inputs, traced.calibration)
+            # The reference of an int8 program is the quantized model in PyTorch eager
+            # (quantize/dequantize simulated in float), not the float model: that is what
+            # the runtime must reproduce, so output checks can use tight tolerances.
+            stage.name = "running the quantized eager model"
+            with torch.no_grad():
+                reference = exported.module()(*inputs)
+        stage.name = f"lowering ({recipe.partitioner})"
+        from executorch.exir import to_edge_transform_and_lower
+
+        partitioners = []
+        if recipe.partitioner == "xnnpack":
+            from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+
+            partitioners = [XnnpackPartitioner()]
+        edge = to_edge_transform_and_lower(exported, partitioner=partitioners, generate_etrecord=True)
+        delegation = _delegation_record(edge.exported_program().graph_module)
+        stage.name = "to_executorch"
+        program = edge.to_executorch()
+        stage.name = "writing artifacts"
+        (out / PTE_NAME).write_bytes(program.buffer)
+        program.get_etrecord().save(str(out / ETRECORD_NAME))
+        torch.save(inputs, out / INPUTS_NAME)
+        torch.save(reference, out / REFERENCE_NAME)
+    return delegation
+
+
+# torch sets its "torch.__trace" logger to DEBUG: hundreds of records (FX graphs) per export, which pytest's
+# log capture then prints under every failing test that exported. They are kept from propagating during an
+# export, and the last of them go into an ExportError's detail (the test's export-error.log).
+_TORCH_TRACE = "torch.__trace"
+_TRACE_RECORDS = 200
+
+
+class _Keep(logging.Handler):
+    def __init__(self, records: "collections.deque[str]") -> None:
+        super().__init__(logging.DEBUG)
+        self.records = records
+
+    def emit(self, record: logging.LogRecord) -> None:
+        """Never reached: the filter ``take`` keeps every record and stops it before the handlers. The handler
+        is attached only because torch logs its trace records while the logger has one."""
+
+    def take(self, record: logging.LogRecord) -> bool:
+        """The logger's filter: keep the record for the error's detail and hand it to the logger's other own
+        handlers (torch's trace file when TORCH_TRACE is set; not pytest's capture handler), then return False
+        so that it goes no further (a CI run once printed these records under a later test although
+        propagate had been set False)."""
+        try:
+            self.records.append(f"{record.levelname} {record.name}: {record.getMessage()}")
+        except Exception:  # a record that cannot format itself is not worth failing an export over
+            pass
+        for handler in logging.getLogger(_TORCH_TRACE).handlers:
+            if handler is not self and not _is_pytests(handler) and record.levelno >= handler.level:
+                handler.handle(record)
+        return False
+
+
+def _is_pytests(handler: logging.Handler) -> bool:
+    """pytest's log capture handler: pytest 9.2 attaches it to every non-propagating logger at each test
+    phase, torch.__trace included, so it is one of that logger's handlers but never torch's trace file."""
+    return type(handler).__module__.split(".")[0] == "_pytest"
+
+
+def _trace_log(records: "collections.deque[str]") -> str:
+    if not records:
+        return ""
+    return f"\n--- the last {len(records)} records of torch's {_TORCH_TRACE} log ---\n" + "\n".join(records)
+
+
+def _where_in_model(exc: BaseException, model: Model) -> str:
+    """The innermost line of the model's own source in the traceback: where its author should look."""
+    source = str(model.source_path) if model.source_path else None
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if source and f.filename == source]
+    if not frames:
+        return ""
+    frame = frames[-1]
+    return f" (at {frame.filename}:{frame.lineno}: {(frame.line or '').strip()})"
+
+
+def _quantize(recipe: Recipe, exported, inputs: tuple, calibration: list[tuple] | None):  # noqa: ANN001,ANN202
+    """PT2E quantisation of the stage-1 program. Static mode observes activation ranges on the calibration
+    samples the cache key was computed from; dynamic mode needs one pass only."""
+    import torch
+    from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
+        XNNPACKQuantizer,
+        get_symmetric_quantization_config,
+    )
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    config = get_symmetric_quantization_config(is_per_channel=True, is_dynamic=recipe.quant == "dynamic")
+    quantizer = XNNPACKQuantizer().set_global(config)
+    prepared = prepare_pt2e(exported.module(), quantizer)
+    with torch.no_grad():
+        for sample in calibration or [inputs]:
+            prepared(*sample)
+    converted = convert_pt2e(prepared)
+    return torch.export.export(converted, inputs)
+
+
+def _delegation_record(graph_module) -> dict[str, Any]:  # noqa: ANN001
+    """Node-level delegation facts from executorch.devtools.backend_debug, minus getitem plumbing."""
+    from executorch.devtools.backend_debug import get_delegation_info
+
+    info = get_delegation_info(graph_module)
+    table = info.get_operator_delegation_dataframe()
+    ops = []
+    for row in table.to_dict("records"):
+        if row["op_type"] in ("Total", "getitem"):
+            continue
+        ops.append(
+            {
+                "op_type": row["op_type"],
+                "delegated": int(row["occurrences_in_delegated_graphs"]),
+                "non_delegated": int(row["occurrences_in_non_delegated_graphs"]),
+            }
+        )
+    return {
+        "delegated_nodes": sum(op["delegated"] for op in ops),
+        "non_delegated_nodes": sum(op["non_delegated"] for op in ops),
+        "delegated_subgraphs": int(info.num_delegated_subgraphs),
+        "ops": ops,
+    }

@@ -1,0 +1,305 @@
+"""The baseline store: one human-diffable JSON file per (target fingerprint, test id).
+
+Layout: ``<baselines dir>/<target fingerprint>/<test id slug>.json``. A file
+holds one record per profile the test built, keyed by the profile's label
+(model, recipe and variant), so a test that compares SME2 on and off keeps
+both in one file and a review shows what changed in one place.
+
+Why one file per test: pytest-xdist runs a test on one worker, so concurrent
+updates never write the same file; each write goes to a temporary file in
+the same folder and is renamed over the old one (``os.replace``), so a reader
+sees the old or the new baseline, never half of one.
+
+Formatting is stable (sorted keys, two-space indent, numbers rounded to six
+significant digits, number lists on one line) so a baseline update reads
+well in code review. A file that cannot be read is a :class:`BaselineError`
+naming the file; nothing but an explicit update ever overwrites it.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import os
+import re
+import shlex
+import stat
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from pytest_sme2.gate import _baseline_fields
+from pytest_sme2.errors import BaselineError
+from pytest_sme2.system.names import clean, slug
+
+SCHEMA_VERSION = 1
+SUFFIX = ".json"
+_NAME_LIMIT = 100
+_SIGNIFICANT = 6
+_NUMBER = r"(?:-?[0-9][-+0-9.eE]*|null)"
+_NUMBER_LIST = re.compile(rf"\[\s*({_NUMBER}(?:,\s*{_NUMBER})*)\s*\]")
+# Target facts that identify it; details such as runner paths change between checkouts and stay out.
+_TARGET_KEYS = ("name", "cpu", "arch", "has_sme2", "emulated", "fingerprint")
+
+
+def baseline_path(root: Path, fingerprint: str, test_id: str) -> Path:
+    """Where the baseline of ``test_id`` on the target ``fingerprint`` lives (one file per test id:
+    names.slug gives distinct ids distinct names)."""
+    return Path(root) / slug(fingerprint) / f"{slug(test_id, limit=_NAME_LIMIT)}{SUFFIX}"
+
+
+def legacy_baseline_path(root: Path, fingerprint: str, test_id: str) -> Path:
+    """Where pytest-sme2 before collision-free names put the file (``a/b`` and ``a_b`` shared it).
+
+    Read when the file is not at its new place and belongs to this test; an update moves it.
+    """
+    name = clean(test_id) or "unnamed"
+    if len(name) > _NAME_LIMIT:
+        name = f"{name[:_NAME_LIMIT]}-{hashlib.sha256(test_id.encode()).hexdigest()[:10]}"
+    return Path(root) / slug(fingerprint) / f"{name}{SUFFIX}"
+
+
+def _rounded(value: Any) -> Any:
+    """Numbers to six significant digits (diffs show real changes, not float noise)."""
+    if isinstance(value, bool) or value is None or isinstance(value, (str, int)):
+        return value
+    if isinstance(value, float):
+        return float(f"{value:.{_SIGNIFICANT}g}")
+    if isinstance(value, Mapping):
+        return {str(k): _rounded(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_rounded(v) for v in value]
+    if hasattr(value, "item"):  # numpy scalars
+        return _rounded(value.item())
+    if hasattr(value, "tolist"):  # numpy arrays
+        return _rounded(value.tolist())
+    raise TypeError(f"cannot store {type(value).__name__} in a baseline")
+
+
+def dumps(data: Mapping[str, Any]) -> str:
+    """The canonical text of a baseline: sorted keys, indent 2, number lists on one line, final newline."""
+    text = json.dumps(_rounded(data), indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False)
+    return _NUMBER_LIST.sub(lambda m: "[" + ", ".join(p.strip() for p in m.group(1).split(",")) + "]", text) + "\n"
+
+
+# Kept as the profile's one JSON form has them (Profile.summary); the rest of a record is picked below.
+_RECORD_KEYS = ("model", "recipe", "variant", "emulated", "basis", "reference_ms", "disturbed_runs", "process_sizes",
+                "disturbed_run_indices", "disturbed_references", "shares", "per_run", "delegation_coverage",
+                "node_delegation_coverage", "delegation", "sme_path_share", "sme_path_ops")
+
+
+def record_of(profile: Any, instructions: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """What a baseline keeps of one Profile: everything a verdict compares, and where it came from, picked
+    from the profile's one JSON form (``Profile.summary()``, which the reports read too).
+    ``instructions``: callgrind's counts of the host run, when the gate counted them."""
+    data = profile.summary()
+    emulated = data["emulated"]
+    record: dict[str, Any] = {key: data[key] for key in _RECORD_KEYS}
+    record.update({
+        # Emulated time is the emulator's: not kept, so a committed emulated baseline changes only with the program.
+        "latency": None if emulated else data["latency"],
+        "samples_ms": [] if emulated else data["e2e_ms"],
+        "portable_ops": sorted({op["op"] for op in data["portable_ops"]}),
+        # Exact on every target: what the exporter planned for activations.
+        "memory": {key: data["memory"][key] for key in ("planned_bytes", "planned_buffers")},
+        "run": data["metadata"].get("run", {}),
+        "provenance": data["metadata"].get("export", {}),
+    })
+    kernels = kernel_record(data["kernel_time"])
+    if kernels is not None:
+        record["kernel_time"] = kernels
+    if instructions is not None:
+        record["instructions"] = {"source": "callgrind (host)", **dict(instructions)}
+    elif data["instructions"] is not None:  # the emulated target's counted run
+        record["instructions"] = data["instructions"]
+    return record
+
+
+def kernel_record(kernel_time: Mapping[str, Any] | None, per_op: int = 3) -> dict[str, dict[str, Any]] | None:
+    """What a baseline keeps of sampled kernel time (the profile's ``kernel_time``): per operator (op id), its
+    samples and its top kernels' shares, so a later run can tell whether an operator's dominant kernel was
+    replaced (verdicts)."""
+    if not kernel_time or not kernel_time.get("available"):
+        return None
+    return {op["op"]: {"samples": int(op["samples"]),
+                       "kernels": {k["kernel"]: float(k["share"]) for k in op["kernels"][:per_op]}}
+            for op in kernel_time["ops"]}
+
+
+def git_commit(directory: Path) -> str | None:
+    """The commit checked out in ``directory`` (None outside a git work tree)."""
+    try:
+        result = subprocess.run(["git", "rev-parse", "HEAD"], cwd=directory, capture_output=True, text=True,
+                                timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return (result.stdout.strip() or None) if result.returncode == 0 else None
+
+
+@dataclass
+class Baseline:
+    """One stored baseline file."""
+
+    path: Path
+    test_id: str
+    fingerprint: str
+    profiles: dict[str, dict[str, Any]]
+    target: dict[str, Any] = field(default_factory=dict)
+    recorded: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA_VERSION,
+            "test": self.test_id,
+            "fingerprint": self.fingerprint,
+            "target": {k: self.target[k] for k in _TARGET_KEYS if k in self.target},
+            "recorded": self.recorded,
+            "profiles": self.profiles,
+        }
+
+
+def _broken(path: Path, why: str) -> BaselineError:
+    return BaselineError(
+        f"baseline {path} cannot be used: {why}. Fix it by hand (e.g. `git checkout -- {path}`) or record it "
+        "again with --sme2-update-baselines; pytest-sme2 never overwrites it otherwise"
+    )
+
+
+def load(path: Path) -> Baseline | None:
+    """The baseline at ``path``; None if there is none; BaselineError if the file is broken."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise _broken(path, f"cannot read it ({exc})") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise _broken(path, f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+    except RecursionError:  # "[[[[...": a damaged file, not a bug
+        raise _broken(path, "nested too deeply to be a baseline file") from None
+    if not isinstance(data, dict):
+        raise _broken(path, "the top level is not a JSON object")
+    schema = data.get("schema")
+    if schema != SCHEMA_VERSION:
+        raise _broken(path, f"schema {schema!r}, this pytest-sme2 reads schema {SCHEMA_VERSION}")
+    missing = [k for k in ("test", "fingerprint", "profiles") if k not in data]
+    if missing:
+        raise _broken(path, f"missing key(s) {', '.join(missing)}")
+    profiles = data["profiles"]
+    if not isinstance(profiles, dict) or not all(isinstance(v, dict) for v in profiles.values()):
+        raise _broken(path, "'profiles' is not an object of profile records")
+    for key, kind in (("test", str), ("fingerprint", str), ("target", dict), ("recorded", dict)):
+        if key in data and not isinstance(data[key], kind) and not (key in ("target", "recorded") and data[key] is None):
+            raise _broken(path, f"{key!r} must be {'a string' if kind is str else 'an object'} "
+                                f"(it is {type(data[key]).__name__})")
+    for label, record in profiles.items():
+        where = f"profiles[{label!r}]"
+        for key in _baseline_fields.REQUIRED:
+            if key not in record:
+                raise _broken(path, f"{where} has no {key!r}")
+        wrong = _baseline_fields.problem(record, _baseline_fields.PROFILE, where)
+        if wrong:
+            raise _broken(path, wrong)
+        samples, reference = record["samples_ms"], record.get("reference_ms")
+        if not (samples or record.get("emulated")):
+            raise _broken(path, f"{where}.samples_ms is empty (only an emulated record has no timed runs)")
+        if reference is not None and len(reference) != len(samples):
+            raise _broken(path, f"{where}.reference_ms has {len(reference)} entries, one per entry of "
+                                f"'samples_ms' ({len(samples)}) expected")
+    return Baseline(path=path, test_id=str(data["test"]), fingerprint=str(data["fingerprint"]),
+                    profiles=profiles, target=dict(data.get("target") or {}), recorded=dict(data.get("recorded") or {}))
+
+
+def write(baseline: Baseline) -> Path:
+    """Write atomically: a temporary file in the same folder, then os.replace over the old one.
+
+    The file gets the mode any new file in the checkout gets (0644 under the usual umask), not the
+    temporary file's private 0600. A file someone made read-only is refused, not replaced.
+    """
+    path = Path(baseline.path)
+    if path.is_file() and not path.stat().st_mode & stat.S_IWUSR:
+        raise BaselineError(f"baseline {path} is read-only (mode {stat.S_IMODE(path.stat().st_mode):04o}), so it "
+                            f"is not updated: make it writable (chmod u+w {shlex.quote(str(path))}) to record it "
+                            "again, or leave its test out of the update (-k)")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = dumps(baseline.as_dict())
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.fchmod(handle, 0o666 & ~_umask())
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def _umask() -> int:
+    """The process umask (reading it means setting it; set straight back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+NO_COMMIT_YET = "before the first commit"
+NO_REPOSITORY = "outside a git repository"
+
+
+def git_state(directory: Path) -> str | None:
+    """Why ``directory`` has no commit to name: ``NO_COMMIT_YET`` (a repository without commits),
+    ``NO_REPOSITORY``, or None when it has one or git cannot tell (so a report never says "commit ?")."""
+    if git_commit(directory) is not None:
+        return None
+    try:
+        result = subprocess.run(["git", "rev-parse", "--is-inside-work-tree"], cwd=directory, capture_output=True,
+                                text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return NO_COMMIT_YET if result.returncode == 0 and result.stdout.strip() == "true" else NO_REPOSITORY
+
+
+def recorded_now(directory: Path) -> dict[str, Any]:
+    """Date and git commit of a baseline recorded now, or why there is no commit (``git``)."""
+    recorded: dict[str, Any] = {
+        "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "git_commit": git_commit(directory),
+    }
+    state = None if recorded["git_commit"] else git_state(directory)
+    if state:
+        recorded["git"] = state
+    return recorded
+
+
+def recorded_text(recorded: Mapping[str, Any]) -> str:
+    """``recorded DATE at commit abc123`` or, without a commit, why: ``before the first commit``,
+    ``outside a git repository``, or (files that did not say) ``at no known commit``."""
+    date = recorded.get("date") or "at an unknown date"
+    commit = recorded.get("git_commit")
+    if commit:
+        return f"recorded {date} at commit {str(commit)[:12]}"
+    state = recorded.get("git")
+    return f"recorded {date} {state if state in (NO_COMMIT_YET, NO_REPOSITORY) else 'at no known commit'}"
+
+
+def stored(root: Path, fingerprint: str) -> Iterable[Path]:
+    """Every baseline file of one target fingerprint (for the unused-baselines report)."""
+    folder = Path(root) / slug(fingerprint)
+    return sorted(folder.glob(f"*{SUFFIX}")) if folder.is_dir() else []
+
+
+def stored_test_id(path: Path) -> str | None:
+    """The test id a stored file belongs to (None if it cannot be read; load() says why)."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    return data.get("test") if isinstance(data, dict) else None

@@ -1,0 +1,298 @@
+"""The regression gate as plain Python: judge one test's records against its stored baseline file.
+
+The pytest hooks (``_baseline_hooks.py``) gather a test's profiles, turn them into records and call
+``check_file``; ``pytest-sme2 check SESSION_DIR`` calls the same function on the records a finished
+session kept in its summary.json (``GATE_INPUT`` per test), so a verdict outside pytest is the
+verdict inside it. Nothing here imports pytest.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from pytest_sme2.gate import baselines, findings, verdicts
+from pytest_sme2.errors import MissingBaselineWarning, UsageError
+from pytest_sme2.system.safe_files import write_file
+from pytest_sme2.system.names import slug
+from pytest_sme2.run.targets.base import AUTO_PROCESSES, DEFAULT_TIMEOUT_S
+
+MISSING_POLICIES = ("fail", "skip", "warn")
+# What the gate judged, as a test report's user property and as the test's key in summary.json:
+# the rules, the update command and each baseline file's records.
+GATE_INPUT = "sme2_gate_input"
+FAILED_HEADLINE = "sme2 baseline check failed:"
+
+
+@dataclass(frozen=True)
+class Rules:
+    """How one test is judged: after ini, options and the test's @pytest.mark.baseline."""
+
+    root: Path  # the baselines folder
+    metric: str
+    tolerances: verdicts.Tolerances
+    missing: str = "fail"
+    update: bool = False
+    accept_noisy: bool = False
+    check_processes: int | str = AUTO_PROCESSES  # processes later checks measure (or "auto"): what a baseline must serve
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"root": str(self.root), "metric": self.metric, "tolerances": asdict(self.tolerances),
+                "missing": self.missing, "check_processes": self.check_processes}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], root: Path | None = None, missing: str | None = None) -> Rules:
+        """The rules a session judged by (``as_dict``), optionally against another folder or missing policy."""
+        try:
+            return cls(root=Path(root or data["root"]), metric=str(data["metric"]),
+                       tolerances=verdicts.Tolerances(**dict(data["tolerances"])),
+                       missing=missing or str(data["missing"]),
+                       check_processes=data["check_processes"] if data["check_processes"] == AUTO_PROCESSES
+                       else int(data["check_processes"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise UsageError(f"the gate's rules in this summary are incomplete or damaged ({exc}); "
+                             "re-run the session to write them again") from None
+
+
+def new_outcome() -> dict[str, Any]:
+    """What one test's gate did, as plain lists of text (a pytest user property; read by the reports)."""
+    return {"paths": [], "written": [], "refused": [], "verdicts": [], "failed": [], "missing": [],
+            "unused_labels": [], "fingerprints": [], "notes": []}
+
+
+def records_of(labelled: list[tuple[str, Any]], metric: str, inferences: int) -> dict[str, dict[str, Any]]:
+    """Each labelled Profile as the record a baseline keeps; with the instruction metric, callgrind counts it."""
+    records = {}
+    for label, profile in labelled:
+        instructions = None
+        if metric == "instructions":
+            from pytest_sme2.run.callgrind import count_instructions
+
+            pte = Path(profile.artifacts["pte"])
+            inputs = profile.artifacts.get("inputs")
+            count = count_instructions(pte, Path(inputs) if inputs else None,
+                                       pte.parent / f"instructions-{slug(label)}", inferences=inferences,
+                                       timeout_s=float(profile.metadata.get("run", {}).get("timeout_s", DEFAULT_TIMEOUT_S)))
+            instructions = count.as_dict()
+        records[label] = baselines.record_of(profile, instructions)
+    return records
+
+
+def pair_records(records: Mapping[str, Mapping[str, Any]], stored: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
+    """Which stored record each current profile is judged against.
+
+    Same label first. A profile whose recipe changed (say partitioner xnnpack
+    -> none) has a new label; if exactly one stored record of the same model
+    and variant is left over, it is compared with that one, so the structural
+    change is reported as regressions (with a recipe note) instead of as a
+    missing baseline.
+    """
+    pairs = {label: label for label in records if label in stored}
+    leftover = [label for label in stored if label not in pairs]
+    for label, record in records.items():
+        if label in pairs:
+            continue
+        same = [old for old in leftover if (stored[old].get("model"), stored[old].get("variant"))
+                == (record.get("model"), record.get("variant"))]
+        if len(same) == 1 and not any(other in pairs for other in same):
+            pairs[label] = same[0]
+            leftover.remove(same[0])
+    return pairs
+
+
+def assess_quality(records: dict[str, dict[str, Any]], tolerances: verdicts.Tolerances,
+                   accept_noisy: bool, check_processes: int | str = AUTO_PROCESSES) -> list[str]:
+    """Put each record's quality into it; the reasons to refuse the file (empty: write it).
+
+    With ``check_processes = "auto"`` each record is judged for the fewest check processes that see 1.5
+    tolerances of its every quantity (verdicts.processes_needed; refused when even the most do not), and
+    its quality keeps that count for the checks (``auto_processes``)."""
+    refused = []
+    for label, record in records.items():
+        processes = check_processes
+        if processes == AUTO_PROCESSES:
+            processes = verdicts.processes_needed(record, tolerances) or verdicts.MAX_SUGGESTED_PROCESSES
+        quality, problems = verdicts.baseline_quality(record, tolerances, int(processes))
+        if check_processes == AUTO_PROCESSES and not record.get("emulated"):  # counts need one: nothing to keep,
+            quality["auto"] = True  # so a committed emulated baseline still changes only with its program
+        if problems and accept_noisy:
+            quality["accepted_despite"] = problems
+        record["quality"] = quality
+        refused += [f"  {label}: {problem}" for problem in problems]
+    return [] if accept_noisy else refused
+
+
+def auto_processes(root: Path, fingerprint: str, test_id: str, tolerances: verdicts.Tolerances) -> int:
+    """How many processes ``sme2_processes = auto`` measures a test's check in: the most any record of its
+    stored baseline on this target needs, at most verdicts.MAX_SUGGESTED_PROCESSES. A record written with
+    auto keeps its count (``quality.check_processes``); an older one is worked out from its processes'
+    spread with ``tolerances``. 1 without a readable baseline (the gate then says why)."""
+    path = baselines.baseline_path(root, fingerprint, test_id)
+    try:
+        stored = baselines.load(path)
+    except baselines.BaselineError:
+        return 1
+    if stored is None:
+        return 1
+    counts = []
+    for record in stored.profiles.values():
+        quality = record.get("quality") if isinstance(record.get("quality"), Mapping) else {}
+        kept = quality.get("check_processes")
+        if quality.get("auto") and isinstance(kept, int) and not isinstance(kept, bool) and kept >= 1:
+            counts.append(kept)
+        else:
+            try:
+                counts.append(verdicts.processes_needed(record, tolerances) or verdicts.MAX_SUGGESTED_PROCESSES)
+            except (KeyError, TypeError, ValueError):  # a record the gate will refuse by name
+                counts.append(1)
+    return min(max(counts, default=1), verdicts.MAX_SUGGESTED_PROCESSES)
+
+
+def write_verdicts(path: Path, ordered: list[findings.Finding], judged: list[verdicts.Verdict]) -> Path:
+    """Every verdict of one baseline file, findings first: the failing message stays short and names this file."""
+    lines = ["findings, root cause first:"]
+    lines += [f"  [{f.cause_name}] {f.line()}" for f in ordered] or ["  none"]
+    lines += ["", f"every verdict ({len(judged)}):"] + [f"  {v}" for v in judged]
+    write_file(path, "\n".join(lines) + "\n")
+    return path
+
+
+def verdicts_file_name(fingerprint: str) -> str:
+    return f"baseline-verdicts~{slug(fingerprint, limit=40)}.txt"
+
+
+def check_file(test_id: str, fingerprint: str, target: Mapping[str, Any], records: dict[str, dict[str, Any]],
+               rules: Rules, update_command: str, outcome: dict[str, Any], verdicts_dir: Path | None = None,
+               repo_root: Path | None = None) -> list[str]:
+    """Write (``rules.update``) or judge one baseline file; return failure lines (empty if all is well).
+
+    ``outcome`` (``new_outcome``) gathers what happened for the summary and reports; ``verdicts_dir``
+    receives every verdict's line (None: not written); ``repo_root`` is where a written baseline's
+    commit is read from.
+    """
+    path = baselines.baseline_path(rules.root, fingerprint, test_id)
+    legacy = baselines.legacy_baseline_path(rules.root, fingerprint, test_id)
+    if legacy == path or not legacy.is_file() or baselines.stored_test_id(legacy) != test_id:
+        legacy = None  # no file of this test under the name older versions gave it
+    outcome["paths"].append(str(path))
+    if rules.update:
+        owner = baselines.stored_test_id(path) if path.is_file() else None
+        if owner is not None and owner != test_id:
+            return [f"baseline not written to {path}: that file belongs to test {owner!r}; "
+                    f"move it away (it is never overwritten by another test's update)"]
+        refused = assess_quality(records, rules.tolerances, rules.accept_noisy, rules.check_processes)
+        if refused:
+            outcome["refused"].append(str(path))
+            return [f"baseline not written to {path}: the runs are not good enough to judge later runs by:",
+                    *refused,
+                    "ways out: run again on a quieter machine; more runs (--sme2-runs or "
+                    "@pytest.mark.perf(runs=...)) or processes (--sme2-baseline-processes, and --sme2-processes for "
+                    "the checks that will use it); a tolerance the "
+                    "quantity can meet (@pytest.mark.baseline(latency=..., shares=...)); or, knowing the risk, "
+                    "write it anyway with --sme2-accept-noisy-baselines (the file then records the problems)"]
+        baselines.write(baselines.Baseline(path, test_id, fingerprint, records, dict(target),
+                                           baselines.recorded_now(repo_root or Path.cwd())))
+        outcome["written"].append(str(path))
+        if any(r["quality"].get("auto") for r in records.values()):  # time to judge: say what its checks cost
+            needed = max((r["quality"].get("check_processes", 1) for r in records.values()), default=1)
+            outcome["written"][-1] += f" (sme2_processes = auto: its checks measure {needed} process(es))"
+        if legacy is not None:
+            legacy.unlink()  # its record now lives under the collision-free name
+            outcome["written"][-1] += f" (moved from {legacy.name})"
+        return []
+    if legacy is not None and not path.exists():
+        path = legacy  # recorded by an older pytest-sme2; the next update moves it
+    stored = baselines.load(path)  # BaselineError names the file; the test fails, the file stays
+    pairs = pair_records(records, stored.profiles) if stored is not None else {}
+    absent = [label for label in records if label not in pairs]
+    if stored is not None:
+        if stored.test_id != test_id:
+            raise baselines.BaselineError(
+                f"baseline {path} belongs to test {stored.test_id!r}, not {test_id!r}; rename or remove it")
+        compared = set(pairs.values())
+        outcome["unused_labels"] += [f"{path} :: {label}" for label in stored.profiles if label not in compared]
+    judged: list[verdicts.Verdict] = []
+    for label, record in records.items():
+        if label in pairs:
+            judged += verdicts.judge(label, record, stored.profiles[pairs[label]], rules.tolerances, rules.metric)
+    ordered = findings.findings(judged)
+    outcome["verdicts"] += [str(v) for v in judged]
+    outcome["failed"] += [str(v) for f in ordered for v in f.verdicts if v.failed]  # root cause first
+    outcome["notes"] += [str(v) for f in ordered for v in f.verdicts if v.status == verdicts.NOTE]
+    written = (write_verdicts(verdicts_dir / verdicts_file_name(fingerprint), ordered, judged)
+               if judged and verdicts_dir is not None else None)
+    failures: list[str] = findings.message_lines(ordered) if findings.failed(ordered) else []
+    if failures and written is not None:
+        failures.append(f"every verdict ({len(judged)}, root cause first): {written}")
+    if absent:
+        text = (f"no baseline for {', '.join(absent)} on target {fingerprint} in {path}; "
+                f"record it with: {update_command}")
+        outcome["missing"].append(text)
+        if rules.missing == "fail":
+            failures.append(text)
+        elif rules.missing == "warn":
+            warnings.warn(MissingBaselineWarning(f"{test_id}: {text}"))
+    if failures:  # the baseline block: once per baseline file (one file holds every variant of the test)
+        recorded = stored.recorded if stored is not None else {}
+        when = f" ({baselines.recorded_text(recorded)})"
+        failures.append(f"baseline: {path}{when if stored else ''}")
+        if outcome["failed"]:  # a regression; a missing record already said how to record it
+            failures.append(f"if the change is intended, update the baseline: {update_command}")
+    return failures
+
+
+@dataclass
+class CheckResult:
+    """One test of a finished session judged again: its failure lines (empty: passed) and outcome."""
+
+    test_id: str
+    failures: list[str]
+    outcome: dict[str, Any]
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.failures)
+
+    def message(self) -> str:
+        """The text the failing test showed in pytest."""
+        return FAILED_HEADLINE + "\n" + "\n".join(self.failures)
+
+
+def check_session(tests: list[Mapping[str, Any]], baselines_dir: Path | None = None, missing: str | None = None,
+                  out_dir: Path | None = None) -> list[CheckResult]:
+    """Judge every test of a session's summary.json (its ``GATE_INPUT``) against stored baselines.
+
+    The same ``check_file`` as in pytest, with the rules the test was judged by; ``baselines_dir`` and
+    ``missing`` replace the session's folder and missing policy. Every verdict of a test goes to
+    ``out_dir/<its test folder>`` (None: not written). A summary whose tests carry no gate input is an
+    error naming why, never a pass.
+    """
+    if missing is not None and missing not in MISSING_POLICIES:
+        raise UsageError(f"--missing {missing!r}: choose one of {', '.join(MISSING_POLICIES)}")
+    judged = [t for t in tests if isinstance(t.get(GATE_INPUT), Mapping)]
+    if not judged:
+        raise UsageError("no test in this session was judged against baselines: its gate was off "
+                         "(--sme2-no-baselines, sme2_baselines = false, @pytest.mark.baseline(enabled=False)), it "
+                         "only wrote baselines (--sme2-update-baselines), or it was written by a pytest-sme2 before "
+                         "`check` existed; run the tests once with the gate on")
+    results = []
+    for test in judged:
+        data = test[GATE_INPUT]
+        rules = Rules.from_dict(data.get("rules") or {}, root=baselines_dir, missing=missing)
+        test_id = str(data.get("test_id") or test.get("nodeid"))
+        folder = None
+        if out_dir is not None:
+            folder = out_dir / Path(str(test.get("test_dir") or slug(test_id))).name
+            folder.mkdir(parents=True, exist_ok=True)
+        outcome = new_outcome()
+        failures: list[str] = []
+        for entry in data.get("files") or []:
+            fingerprint = str(entry.get("fingerprint"))
+            outcome["fingerprints"].append(fingerprint)
+            records = {label: dict(record) for label, record in dict(entry.get("records") or {}).items()}
+            failures += check_file(test_id, fingerprint, entry.get("target") or {}, records, rules,
+                                   str(data.get("update_command")), outcome, verdicts_dir=folder)
+        results.append(CheckResult(test_id, failures, outcome))
+    return results

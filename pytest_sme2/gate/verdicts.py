@@ -1,0 +1,820 @@
+"""Compare a profile's record with its baseline: Verdict objects with their evidence.
+
+Time-based quantities (relative latency, category shares, delegation coverage, SME path share) fail only
+when they moved more than their tolerance *and* a one-sided t-test between the baseline's and this run's
+process medians calls the move significant (stats.ProcessShift): the runs of one process are not
+independent. Disturbed runs never decide; too few undisturbed ones make a verdict ``inconclusive``.
+Structure needs no statistics; emulated time is never compared (the counts are). docs/gate.md has the
+whole story. Records are the dicts of baselines.record_of, so unit tests judge synthetic numbers.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field, fields
+from typing import Any, Mapping
+
+import numpy as np
+
+from pytest_sme2.profile import stats
+from pytest_sme2.evidence.categories import strip_instance
+from pytest_sme2.errors import UsageError
+
+REGRESSION = "regression"
+IMPROVEMENT = "improvement"
+OK = "ok"
+SKIPPED = "skipped"
+INCONCLUSIVE = "inconclusive"  # too few undisturbed runs to judge: shown, never failed
+NOTE = "note"
+MISSING = "missing"
+FAILING = (REGRESSION, MISSING)
+METRICS = ("latency", "instructions")
+
+
+@dataclass(frozen=True)
+class Tolerances:
+    """How much change is allowed before a verdict fails.
+
+    ``latency``, ``instructions``, ``op_instructions`` (one operator's counted instructions, emulated
+    target) and ``memory`` (the program's planned memory; exact, so 0 by default) are relative
+    (0.10 = 10% slower);
+    ``shares``, ``coverage`` and ``sme_path`` are absolute share points
+    (0.05 = five percentage points); ``alpha`` is the significance level
+    of every per-run test; ``min_effect_ms`` is the smallest change of the
+    median latency in milliseconds that can fail a test: for a model of tens
+    of microseconds a relative tolerance alone is a few microseconds, less
+    than where a fresh process happens to place its memory moves it.
+    """
+
+    latency: float = 0.10
+    op_instructions: float = 0.02
+    memory: float = 0.0
+    min_effect_ms: float = 0.02
+    shares: float = 0.05
+    coverage: float = 0.02
+    sme_path: float = 0.05
+    alpha: float = 0.001
+    instructions: float = 0.005
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                raise UsageError(f"baseline tolerance {f.name}={value!r} is invalid: use a number >= 0")
+        if not 0 < self.alpha < 1:
+            raise UsageError(f"baseline tolerance alpha={self.alpha!r} is invalid: use a p-value between 0 and 1")
+
+    def replace(self, **changes: Any) -> "Tolerances":
+        known = {f.name for f in fields(self)}
+        unknown = sorted(set(changes) - known)
+        if unknown:
+            raise UsageError(f"unknown baseline tolerance(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        return Tolerances(**{**{f.name: getattr(self, f.name) for f in fields(self)}, **changes})
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One check of one profile against its baseline."""
+
+    check: str  # latency | instructions | delegation_coverage | delegated_ops | sme_path | share | provenance
+    status: str  # regression | improvement | ok | skipped | note | missing
+    label: str  # the profile's label: model, recipe and variant
+    message: str
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def failed(self) -> bool:
+        return self.status in FAILING
+
+    def __str__(self) -> str:
+        return f"[{self.status}] {self.label}: {self.message}"
+
+
+def _pct(value: float) -> str:
+    return f"{value:.1%}"
+
+
+def latency_verdict(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any], tol: Tolerances) -> Verdict:
+    """Regression only if latency moved more than the tolerance and more than processes move it.
+
+    What is compared is the relative latency (each run divided by the reference program's run right
+    before it) when both sides have it, because drift of the whole machine cancels there; raw
+    milliseconds otherwise, with a note saying so and how to get the relative gate. Each process
+    gives one value, the median of its undisturbed runs, and the significance test is between the
+    baseline's processes and this run's (stats.ProcessShift): the 40 runs of one process share its
+    level, so testing them as independent samples called unchanged code slower at p=1e-9.
+    """
+    if current.get("emulated") or baseline.get("emulated"):
+        return Verdict("latency", SKIPPED, label, "emulated timing is not hardware timing: latency not compared")
+    relative = tuple(stats.per_run_ratio(r["samples_ms"], r.get("reference_ms")) for r in (current, baseline))
+    judged_relative = relative[0] is not None and relative[1] is not None
+    clean = tuple(clean_runs(r, with_reference=judged_relative) for r in (current, baseline))
+    raw = tuple(np.asarray(r["samples_ms"], dtype=float)[mask] for r, mask in zip((current, baseline), clean))
+    left_out = _left_out(clean)
+    too_few = _too_few(clean)
+    if too_few:
+        return Verdict("latency", INCONCLUSIVE, label, f"latency not judged: {too_few}",
+                       {"disturbed": [int((~m).sum()) for m in clean]})
+    values = relative if judged_relative else tuple(np.asarray(r["samples_ms"], dtype=float) for r in (current, baseline))
+    test = _process_shift((current, baseline), values, clean, log=True)
+    if isinstance(test, str):
+        return Verdict("latency", INCONCLUSIVE, label, f"latency not judged: {test}")
+    if judged_relative:
+        basis, how = "relative latency", "each run / the reference program's run right before it; "
+        raw_note = ""
+    else:
+        which = " and ".join(side for side, r in (("this run", relative[0]), ("the baseline", relative[1])) if r is None)
+        basis, how = "raw latency", ""
+        raw_note = (f"; judged on raw milliseconds because {which} has no reference-program times, so drift of "
+                    f"the machine is not cancelled (record the baseline again with --sme2-update-baselines and "
+                    f"keep --sme2-latency-reference on)")
+    ratio = 1 + test.change
+    low, high = (1 + bound for bound in test.interval())
+    medians = [float(np.median(side)) for side in raw]
+    evidence = {
+        "basis": "relative" if judged_relative else "raw",
+        "current_median_ms": medians[0],
+        "baseline_median_ms": medians[1],
+        "ratio": ratio, "ratio_low": low, "ratio_high": high,
+        "p_slower": test.p_up, "p_faster": test.p_down,
+        "tolerance": tol.latency, "alpha": tol.alpha, "min_effect_ms": tol.min_effect_ms,
+        "current_runs": test.runs_current, "baseline_runs": test.runs_baseline,
+        "current_processes": test.n_current, "baseline_processes": test.n_baseline,
+        "between_processes": float(np.expm1(test.spread)),
+        "current_disturbed": int((~clean[0]).sum()), "baseline_disturbed": int((~clean[1]).sum()),
+    }
+    numbers = (
+        f"{basis} {ratio - 1:+.1%} ({how}{_processes_text(test)}, 95% CI of the ratio [{low:.3f}, {high:.3f}]"
+        f"{left_out}; raw median {medians[0]:.4g} ms vs baseline {medians[1]:.4g} ms){raw_note}"
+    )
+    # The change in milliseconds the ratio stands for, measured on the baseline's median.
+    effect_ms = abs(ratio - 1) * medians[1]
+    big_enough = effect_ms > tol.min_effect_ms
+    if ratio > 1 + tol.latency and big_enough and test.p_up < tol.alpha:
+        return Verdict("latency", REGRESSION, label,
+                       f"latency regression: {numbers}; tolerance +{tol.latency:.0%} and {tol.min_effect_ms:g} ms, "
+                       f"t-test between processes p={test.p_up:.2g} < alpha {tol.alpha:g}", evidence)
+    if ratio < 1 / (1 + tol.latency) and big_enough and test.p_down < tol.alpha:
+        return Verdict("latency", IMPROVEMENT, label,
+                       f"latency improvement: {numbers}; t-test between processes p={test.p_down:.2g} < alpha "
+                       f"{tol.alpha:g}", evidence)
+    p = test.p_up if ratio >= 1 else test.p_down
+    if abs(ratio - 1) <= tol.latency:
+        why = "within tolerance"
+    elif not big_enough:
+        why = (f"change of about {effect_ms * 1000:.3g} us per run is below the minimum effect of "
+               f"{tol.min_effect_ms:g} ms (min_effect_ms)")
+    else:
+        why = (f"not significant (p={p:.2g}; processes move it by {np.expm1(test.spread):.1%}, so only changes "
+               f"beyond {test.significant_change(tol.alpha):+.1%} can be told from that)")
+    return Verdict("latency", OK, label, f"latency {why}: {numbers}; tolerance {tol.latency:.0%}", evidence)
+
+
+def _process_shift(records: tuple[Mapping[str, Any], Mapping[str, Any]], values: tuple[np.ndarray, np.ndarray],
+                   keep: tuple[np.ndarray, np.ndarray], log: bool = False) -> "stats.ProcessShift | str":
+    """The between-process comparison of one quantity (current, baseline order), or why there is none."""
+    medians, used = [], []
+    for record, series, mask in zip(records, values, keep):
+        found, runs = _medians(record, series, mask)
+        medians.append(found)
+        used.append(runs)
+    if log and any(np.any(m <= 0) for m in medians):
+        return "a process median is not positive"
+    test = stats.process_shift(medians[1], medians[0], (used[1], used[0]), log=log)
+    if test is None:
+        return (f"the baseline holds {medians[1].size} process(es) with {stats.MIN_RUNS_PER_PROCESS} or more "
+                f"undisturbed runs, and this run {medians[0].size}: with fewer than three in all, how far the "
+                f"level moves between processes is unknown, and runs of one process cannot stand in for it; "
+                f"record the baseline again with --sme2-update-baselines (it runs --sme2-baseline-processes "
+                f"processes)")
+    return test
+
+
+def _processes_text(test: "stats.ProcessShift") -> str:
+    """How the process comparison was made, for a verdict's numbers."""
+    spread = f"{np.expm1(test.spread):.1%}" if test.log else f"{test.spread * 100:.1f} points"
+    return (f"{test.n_current} vs {test.n_baseline} process(es) of {test.runs_current} vs {test.runs_baseline} "
+            f"undisturbed runs, processes differ by {spread} (sd)")
+
+
+def instruction_verdict(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any],
+                        tol: Tolerances) -> Verdict:
+    """Instructions per inference against the baseline's, with a plain relative tolerance (they barely vary)."""
+    now, then = current.get("instructions"), baseline.get("instructions")
+    if not now:
+        return Verdict("instructions", MISSING, label, "this run has no instruction count")
+    if not then:
+        return Verdict("instructions", MISSING, label,
+                       "the baseline has no instruction count; record one with "
+                       "--sme2-metric=instructions --sme2-update-baselines")
+    cur, base = float(now["per_inference"]), float(then["per_inference"])
+    change = cur / base - 1 if base > 0 else float("inf")
+    evidence = {"current": cur, "baseline": base, "change": change, "tolerance": tol.instructions}
+    numbers = f"{cur:,.0f} instructions per inference vs baseline {base:,.0f} ({change:+.3%})"
+    if change > tol.instructions:
+        return Verdict("instructions", REGRESSION, label,
+                       f"instruction regression: {numbers}; tolerance +{tol.instructions:.2%}", evidence)
+    if change < -tol.instructions:
+        return Verdict("instructions", IMPROVEMENT, label, f"instruction improvement: {numbers}", evidence)
+    return Verdict("instructions", OK, label, f"instructions within tolerance: {numbers}", evidence)
+
+
+def clean_runs(record: Mapping[str, Any], with_reference: bool = False) -> np.ndarray:
+    """Which runs of a record a verdict may read (stats.undisturbed_runs, the Profile's own definition):
+    undisturbed runs, and for relative latency also an undisturbed reference run before each."""
+    reference = record.get("reference_ms") if with_reference else None
+    mask = stats.undisturbed_runs(record["samples_ms"], reference, bool(record.get("emulated")))
+    indices = record.get("disturbed_run_indices")
+    if indices and not record.get("emulated"):  # stalls inside one operator, seen by the Profile
+        mask[[i for i in indices if 0 <= i < mask.size]] = False
+    return mask
+
+
+def _left_out(clean: tuple[np.ndarray, np.ndarray]) -> str:
+    counts = [int((~mask).sum()) for mask in clean]
+    return f"; {counts[0]} vs {counts[1]} disturbed runs left out" if any(counts) else ""
+
+
+def _too_few(clean: tuple[np.ndarray, np.ndarray]) -> str:
+    """Why no verdict can be given (empty if it can): too few undisturbed runs on a side."""
+    for side, mask in zip(("this run", "the baseline"), clean):
+        if int(mask.sum()) < stats.MIN_CLEAN_RUNS:
+            return (f"{side} has {int(mask.sum())} undisturbed of {mask.size} runs, fewer than "
+                    f"{stats.MIN_CLEAN_RUNS}; the machine was too busy (run again on a quieter machine, or with "
+                    f"more runs: --sme2-runs)")
+    return ""
+
+
+def _per_run(record: Mapping[str, Any], key: str, category: str | None = None) -> np.ndarray | None:
+    """The record's per-run values of one quantity (NaN where a run has none); None if it has none."""
+    per_run = record.get("per_run") or {}
+    values = per_run.get(key)
+    if category is not None:
+        values = (values or {}).get(category)
+    if values is None:
+        return None
+    return np.array([np.nan if v is None else v for v in values], dtype=float)
+
+
+def _per_run_verdict(check: str, label: str, what: str, key: str, current: Mapping[str, Any],
+                     baseline: Mapping[str, Any], tolerance: float, alpha: float, two_sided: bool,
+                     category: str | None = None) -> Verdict:
+    """One per-run quantity judged like latency: median change beyond ``tolerance`` points *and* significant."""
+    evidence: dict[str, Any] = {"tolerance": tolerance, "alpha": alpha}
+    if category is not None:
+        evidence["category"] = category
+    values = tuple(_per_run(r, key, category) for r in (current, baseline))
+    if values[0] is None and values[1] is None:
+        return Verdict(check, OK, label, f"{what}: neither side has any", evidence)
+    if values[1] is None or values[0] is None:
+        side = "the baseline" if values[1] is None else "this run"
+        if side == "the baseline" and baseline.get("per_run") is None:
+            return Verdict(check, INCONCLUSIVE, label,
+                           f"{what} not judged: the baseline was recorded by an older pytest-sme2 without per-run "
+                           f"values; record it again with --sme2-update-baselines", evidence)
+        if two_sided or side == "this run":
+            return Verdict(check, REGRESSION, label, f"{what}: {side} has none, the other side has", evidence)
+        return Verdict(check, OK, label, f"{what}: the baseline had none", evidence)
+    clean = tuple(clean_runs(r) for r in (current, baseline))
+    if len(values[0]) != clean[0].size or len(values[1]) != clean[1].size:
+        return Verdict(check, INCONCLUSIVE, label, f"{what} not judged: per-run values do not match the runs", evidence)
+    keep = tuple(m & np.isfinite(v) for v, m in zip(values, clean))
+    too_few = _too_few(keep)
+    if too_few:
+        return Verdict(check, INCONCLUSIVE, label, f"{what} not judged: {too_few}", evidence)
+    test = _process_shift((current, baseline), values, keep)
+    if isinstance(test, str):
+        return Verdict(check, INCONCLUSIVE, label, f"{what} not judged: {test}", evidence)
+    change = test.change
+    p = test.p_up if change > 0 else test.p_down
+    evidence.update({"current": test.current, "baseline": test.baseline, "change": change, "p": p,
+                     "current_runs": test.runs_current, "baseline_runs": test.runs_baseline,
+                     "current_processes": test.n_current, "baseline_processes": test.n_baseline,
+                     "between_processes": test.spread,
+                     "current_disturbed": int((~clean[0]).sum()), "baseline_disturbed": int((~clean[1]).sum())})
+    low, high = test.interval()
+    evidence.update({"change_low": low, "change_high": high})
+    numbers = (f"{what} {_pct(test.baseline)} -> {_pct(test.current)} ({change * 100:+.1f} points, 95% CI "
+               f"[{low * 100:+.1f}, {high * 100:+.1f}]; {_processes_text(test)}{_left_out(clean)}; "
+               f"t-test p={p:.2g})")
+    bad_direction = two_sided or change < 0
+    if abs(change) > tolerance and p < alpha and bad_direction:
+        bound = f"+-{tolerance * 100:g}" if two_sided else f"-{tolerance * 100:g}"
+        return Verdict(check, REGRESSION, label, f"{numbers}; tolerance {bound} points, alpha {alpha:g}", evidence)
+    if abs(change) <= tolerance:
+        why = "within tolerance"
+    elif p >= alpha:
+        why = f"not significant (only changes beyond {test.significant_change(alpha) * 100:.1f} points can be told " \
+              f"from how far processes move it)"
+    else:
+        why = "improved"
+    return Verdict(check, OK, label, f"{numbers}: {why}", evidence)
+
+
+# Stored fractions keep six significant digits (baselines.dumps): a fraction read back from a file can
+# differ from the same fraction computed now by half a unit in the sixth digit.
+_STORED_PRECISION = 1e-6
+
+
+def _node_coverage(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any]) -> list[Verdict]:
+    """The export-time graph's delegated share: judged on the node counts where both sides have them
+    (exact), else on the stored fraction, up to its rounding."""
+    nodes_now, nodes_then = current.get("node_delegation_coverage"), baseline.get("node_delegation_coverage")
+    if nodes_now is None or nodes_then is None:
+        return []
+    counts_now, counts_then = (_node_counts(r) for r in (current, baseline))
+    if counts_now is not None and counts_then is not None:
+        dropped = counts_now[0] * sum(counts_then) < counts_then[0] * sum(counts_now)
+    else:
+        dropped = nodes_now < nodes_then - _STORED_PRECISION
+    if dropped:
+        counts = (f" ({counts_then[0]} of {sum(counts_then)} nodes -> {counts_now[0]} of {sum(counts_now)})"
+                  if counts_now is not None and counts_then is not None else "")
+        return [Verdict("delegation_coverage", REGRESSION, label,
+                        f"delegated share of graph nodes dropped from {_pct(nodes_then)} to {_pct(nodes_now)}{counts}",
+                        {"current": nodes_now, "baseline": nodes_then, "basis": "nodes"})]
+    return []
+
+
+def _node_counts(record: Mapping[str, Any]) -> tuple[int, int] | None:
+    """(delegated, not delegated) graph nodes of a record, None if it does not say."""
+    delegation = record.get("delegation") or {}
+    delegated, other = delegation.get("delegated_nodes"), delegation.get("non_delegated_nodes")
+    if isinstance(delegated, int) and isinstance(other, int) and delegated + other > 0:
+        return delegated, other
+    return None
+
+
+def _coverage(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any], tol: Tolerances) -> list[Verdict]:
+    out = [_per_run_verdict("delegation_coverage", label, "delegation coverage of E2E time", "delegation_coverage",
+                            current, baseline, tol.coverage, tol.alpha, two_sided=False)]
+    out += _node_coverage(label, current, baseline)
+    return out
+
+
+def _delegated_ops(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any]) -> Verdict:
+    fell_out: list[str] = []
+    ops_now = (current.get("delegation") or {}).get("ops") or {}
+    ops_then = (baseline.get("delegation") or {}).get("ops") or {}
+    for op, (_, outside_now) in sorted(ops_now.items()):
+        outside_then = ops_then.get(op, [0, 0])[1]
+        if outside_now > outside_then:
+            fell_out.append(f"{op} ({outside_now - outside_then} more node(s) outside the delegate)")
+    new_portable = sorted(set(current.get("portable_ops") or []) - set(baseline.get("portable_ops") or []))
+    fell_out += [f"{op} (now runs as a portable kernel)" for op in new_portable]
+    evidence = {"fell_out": fell_out}
+    if fell_out:
+        return Verdict("delegated_ops", REGRESSION, label,
+                       "operator(s) fell out of the delegate: " + "; ".join(fell_out), evidence)
+    return Verdict("delegated_ops", OK, label, "no operator left the delegate", evidence)
+
+
+def _sme_path(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any], tol: Tolerances) -> Verdict:
+    return _per_run_verdict("sme_path", label, "SME path share of CONV+GEMM time", "sme_path_share", current,
+                            baseline, tol.sme_path, tol.alpha, two_sided=False)
+
+
+def _shares(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any], tol: Tolerances) -> list[Verdict]:
+    categories = sorted(set(current.get("shares") or {}) | set(baseline.get("shares") or {}))
+    return [_per_run_verdict("share", label, f"share of {category}", "shares", current, baseline, tol.shares,
+                             tol.alpha, two_sided=True, category=category) for category in categories]
+
+
+def _provenance(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any]) -> list[Verdict]:
+    """Version and model changes: flagged (not failed), since they explain a change rather than cause a failure."""
+    now, then = current.get("provenance") or {}, baseline.get("provenance") or {}
+    notes = []
+    for key in ("executorch", "torch"):
+        if then.get(key) and now.get(key) and then[key] != now[key]:
+            notes.append(f"{key} {then[key]} when the baseline was recorded, {now[key]} now")
+    if then.get("model_source_hash") and now.get("model_source_hash") and then["model_source_hash"] != now["model_source_hash"]:
+        notes.append("the model's source changed since the baseline was recorded")
+    if then.get("recipe") and now.get("recipe") and then["recipe"] != now["recipe"]:
+        def text(recipe: Mapping[str, Any]) -> str:
+            return ", ".join(f"{k}={v}" for k, v in sorted(recipe.items()))
+
+        notes.append(f"recipe {text(then['recipe'])} in the baseline, {text(now['recipe'])} now")
+    return [Verdict("provenance", NOTE, label, "baseline from another setup: " + "; ".join(notes),
+                    {"current": now, "baseline": then})] if notes else []
+
+
+# A baseline is refused when more than this share of its runs was disturbed: the runs left are those the
+# machine happened to spare, and a verdict on them compares with a luckier machine than later sessions get
+# (17 of 40 disturbed reference runs were accepted, and unchanged reruns then failed at +22-24%).
+MAX_DISTURBED_SHARE = 0.25
+# Processes a baseline needs at least, to know how far its quantities move between processes, and how many
+# an update measures by default (--sme2-baseline-processes): with 10, one later process against them is a
+# t-test with 9 degrees of freedom, which catches a change of 6.4 process sds 95% of the time at alpha 0.001.
+MIN_BASELINE_PROCESSES = 3
+BASELINE_PROCESSES = 10
+# Each quantity's baseline must let the gate catch a change of this many tolerances 95% of the time (one
+# process against the baseline's, at alpha): the detection targets of the gate (+15% latency at a 10%
+# tolerance; +10 points of a share at 5) are one and a half to two tolerances.
+DETECT_TOLERANCES = 1.5
+DETECT_POWER = 0.95
+
+
+def baseline_quality(record: Mapping[str, Any], tol: Tolerances,
+                     check_processes: int = 1) -> tuple[dict[str, Any], list[str]]:
+    """How trustworthy a record is as a baseline, and what makes it unfit (empty list: fit).
+
+    It judges what the verdicts use. Verdicts compare one session's process with the baseline's
+    processes (stats.ProcessShift), so a baseline needs several processes, few disturbed runs,
+    and for latency and every per-run share a spread between processes small enough that a
+    change of DETECT_TOLERANCES tolerances would be caught at least DETECT_POWER of the time by a
+    check of ``check_processes`` processes (--sme2-processes); a
+    quantity whose processes disagree more than that would make its verdicts noise or blind.
+    Latency counts only above the gate's minimum effect in milliseconds (tiny models). Emulated
+    records have no time to judge: their counts repeat exactly.
+    """
+    if record.get("emulated"):
+        return {"emulated": True}, []
+    relative = stats.per_run_ratio(record["samples_ms"], record.get("reference_ms"))
+    clean = clean_runs(record, with_reference=relative is not None)
+    runs, kept = int(clean.size), int(clean.sum())
+    quality: dict[str, Any] = {"runs": runs, "disturbed_runs": runs - kept,
+                               "basis": "relative" if relative is not None else "raw"}
+    problems = []
+    if kept < stats.MIN_CLEAN_RUNS:
+        problems.append(f"only {kept} of {runs} runs were undisturbed (need {stats.MIN_CLEAN_RUNS})")
+    if runs - kept > runs * MAX_DISTURBED_SHARE:
+        problems.append(f"{runs - kept} of {runs} runs were disturbed by other work on the machine (the run, or the "
+                        f"reference run right before it); at most {MAX_DISTURBED_SHARE:.0%} may be")
+    latency = relative if relative is not None else np.asarray(record["samples_ms"], dtype=float)
+    medians, _ = _medians(record, latency, clean)
+    quality["processes"] = int(medians.size)
+    quality["check_processes"] = check_processes
+    if medians.size < MIN_BASELINE_PROCESSES:
+        problems.append(f"it holds {medians.size} process(es) with {stats.MIN_RUNS_PER_PROCESS} or more undisturbed "
+                        f"runs; the gate needs {MIN_BASELINE_PROCESSES} or more to know how far each quantity moves "
+                        f"between processes (--sme2-baseline-processes, default {BASELINE_PROCESSES})")
+        return quality, problems
+    spreads: dict[str, float] = {}
+    detectable: dict[str, float] = {}
+    for quantity in _spread_quantities(record, tol, latency, clean):
+        design = _check_design(quantity.medians, check_processes, log=quantity.log)
+        change = design.detectable_change(tol.alpha, DETECT_POWER)
+        spreads[quantity.what] = float(np.expm1(design.spread)) if quantity.log else design.spread
+        detectable[quantity.what] = change
+        if not quantity.blind(change):
+            continue
+        remedy = _remedy(quantity.medians, check_processes, quantity.tolerance, tol.alpha, quantity.name,
+                         log=quantity.log)
+        if quantity.what == "latency":
+            problems.append(f"{quality['basis']} latency moves by {spreads['latency']:.1%} (sd) between its "
+                            f"{medians.size} processes: a check of {check_processes} process(es) would catch "
+                            f"only slowdowns above {change:+.0%} reliably, not {DETECT_TOLERANCES * tol.latency:+.0%} "
+                            f"({DETECT_TOLERANCES:g} x the tolerance); " + remedy)
+        else:
+            problems.append(f"{quantity.what} moves by {design.spread * 100:.1f} points (sd) between its "
+                            f"{quantity.medians.size} processes: a check of {check_processes} process(es) would "
+                            f"catch only changes above {change * 100:.0f} points "
+                            f"reliably, not {DETECT_TOLERANCES * quantity.tolerance * 100:g} ({DETECT_TOLERANCES:g} "
+                            f"x the tolerance); " + remedy)
+    quality.update({"between_processes": spreads, "detectable_change": detectable})
+    return quality, problems
+
+
+_TOLERANCE_NAMES = {"share": "shares", "delegation coverage": "coverage", "SME path share": "sme_path"}
+MAX_SUGGESTED_PROCESSES = 10
+
+
+@dataclass(frozen=True)
+class _Spread:
+    """One time-based quantity of a baseline, as its process medians: what a check's power depends on."""
+
+    what: str
+    medians: np.ndarray
+    tolerance: float
+    log: bool
+    median_ms: float = 0.0  # latency: the median run, for the gate's minimum effect in milliseconds
+    min_effect_ms: float = 0.0
+
+    @property
+    def name(self) -> str:
+        """The tolerance's name (@pytest.mark.baseline argument)."""
+        return "latency" if self.what == "latency" else _TOLERANCE_NAMES.get(self.what.split(" of ")[0], "shares")
+
+    def blind(self, detectable: float) -> bool:
+        """True when a check that can only see changes above ``detectable`` misses DETECT_TOLERANCES tolerances
+        (latency: and the change would be above the minimum effect in milliseconds)."""
+        if detectable <= DETECT_TOLERANCES * self.tolerance:
+            return False
+        return self.what != "latency" or detectable * self.median_ms > self.min_effect_ms
+
+
+def _spread_quantities(record: Mapping[str, Any], tol: Tolerances, latency: np.ndarray,
+                       clean: np.ndarray) -> list[_Spread]:
+    """Latency and every per-run quantity the verdicts judge, with enough processes to know their spread."""
+    out = []
+    medians, _ = _medians(record, latency, clean)
+    kept = int(clean.sum())
+    median_ms = float(np.median(np.asarray(record["samples_ms"], dtype=float)[clean])) if kept else 0.0
+    if medians.size >= MIN_BASELINE_PROCESSES and np.all(medians > 0):
+        out.append(_Spread("latency", np.log(medians), tol.latency, True, median_ms, tol.min_effect_ms))
+    for what, values, tolerance in _per_run_quantities(record, tol):
+        found, _ = _medians(record, values, clean & np.isfinite(values))
+        if found.size >= MIN_BASELINE_PROCESSES:
+            out.append(_Spread(what, found, tolerance, False))
+    return out
+
+
+def processes_needed(record: Mapping[str, Any], tol: Tolerances) -> int | None:
+    """The fewest check processes (at most MAX_SUGGESTED_PROCESSES) that see DETECT_TOLERANCES tolerances of
+    every time-based quantity of this baseline record with DETECT_POWER; None when even that many do not
+    (``sme2_processes = auto`` measures each test's checks in this many processes). 1 for a record without
+    time to judge (emulated) or without enough processes to know its spread."""
+    if record.get("emulated") or not record.get("samples_ms"):
+        return 1
+    relative = stats.per_run_ratio(record["samples_ms"], record.get("reference_ms"))
+    clean = clean_runs(record, with_reference=relative is not None)
+    latency = relative if relative is not None else np.asarray(record["samples_ms"], dtype=float)
+    quantities = _spread_quantities(record, tol, latency, clean)
+    for processes in range(1, MAX_SUGGESTED_PROCESSES + 1):
+        if not any(q.blind(_check_design(q.medians, processes, q.log).detectable_change(tol.alpha, DETECT_POWER))
+                   for q in quantities):
+            return processes
+    return None
+
+
+def _remedy(medians: np.ndarray, processes: int, tolerance: float, alpha: float, name: str,
+            log: bool = False) -> str:
+    """What would make this baseline usable: the fewest check processes that catch 1.5 tolerances, and the
+    tolerance that checks of the current count could meet (so the refusal names settings, not a vague hope)."""
+    needed = next((r for r in range(processes + 1, MAX_SUGGESTED_PROCESSES + 1)
+                   if _check_design(medians, r, log).detectable_change(alpha, DETECT_POWER)
+                   <= DETECT_TOLERANCES * tolerance), None)
+    meetable = _check_design(medians, processes, log).detectable_change(alpha, DETECT_POWER) / DETECT_TOLERANCES
+    parts = [f"checks of {needed} processes would catch it (ini sme2_processes = {needed}, or auto: each test "
+             f"as many as its baseline needs; then record again)"] if needed else []
+    parts.append(f"a tolerance of {meetable:.2f} would be met (@pytest.mark.baseline({name}={meetable:.2f}))")
+    return " or ".join(parts)
+
+
+def _medians(record: Mapping[str, Any], values: np.ndarray, keep: np.ndarray) -> tuple[np.ndarray, int]:
+    sizes = record.get("process_sizes") or [len(values)]
+    try:
+        return stats.process_medians(values, sizes, keep)
+    except ValueError:  # sizes of another run count (an older record): one process
+        return stats.process_medians(values, [len(values)], keep)
+
+
+def _check_design(medians: np.ndarray, processes: int, log: bool) -> "stats.ProcessShift":
+    """The comparison a later check of ``processes`` processes makes with this baseline (no change); the
+    spread between processes is the baseline's."""
+    spread = float(np.std(medians, ddof=1))
+    centre = float(np.mean(medians))
+    return stats.ProcessShift(current=centre, baseline=centre, change=0.0, p_up=1.0, p_down=1.0, spread=spread,
+                              df=int(medians.size) + processes - 2, n_current=processes,
+                              n_baseline=int(medians.size),
+                              runs_current=0, runs_baseline=0, log=log)
+
+
+def _per_run_quantities(record: Mapping[str, Any], tol: Tolerances) -> list[tuple[str, np.ndarray, float]]:
+    """The per-run quantities the verdicts judge, with their tolerances: shares, coverage, SME path."""
+    out = []
+    for category in sorted(record.get("shares") or {}):
+        values = _per_run(record, "shares", category)
+        if values is not None:
+            out.append((f"share of {category}", values, tol.shares))
+    for key, what, tolerance in (("delegation_coverage", "delegation coverage", tol.coverage),
+                                 ("sme_path_share", "SME path share", tol.sme_path)):
+        values = _per_run(record, key)
+        if values is not None:
+            out.append((what, values, tolerance))
+    return [(what, values, tolerance) for what, values, tolerance in out if values.size == len(record["samples_ms"])]
+
+
+# An operator's count moves by tens of instructions when the address layout the program sees changes
+# (alignment-dependent copies in tiny transposes; measured in docs/performance.md): an operator is only
+# judged on its own when its count moved by more than this too. Its share of the whole inference is
+# judged anyway through the instructions per inference.
+MIN_OP_INSTRUCTIONS = 1000
+QEMU = "qemu (emulated target)"
+
+
+def _counted(record: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    counts = record.get("instructions")
+    return counts if isinstance(counts, Mapping) and counts.get("source") == QEMU else None
+
+
+def counted_verdicts(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any],
+                     tol: Tolerances) -> list[Verdict]:
+    """The emulated target's gate: what the counted run says, compared with plain tolerances.
+
+    Every quantity here repeats exactly run to run (qemu_counts.py), so a change beyond its
+    tolerance is a change of the program or of the kernels XNNPACK picked, never noise; no
+    statistics are needed and none of it reads emulated time.
+    """
+    now, then = _counted(current), _counted(baseline)
+    if now is None or then is None:
+        side = "this run" if now is None else "the baseline"
+        return [Verdict("instructions", MISSING, label,
+                        f"{side} has no instruction counts of the emulated target; "
+                        + ("counting is off (--sme2-no-kernel-trace)" if now is None else
+                           "record the baseline again with --sme2-update-baselines on the emulated target"))]
+    out = [instruction_verdict(label, current, baseline, tol)]
+    out += _op_instructions(label, now, then, tol)
+    out += _sme_kernels(label, now, then)
+    sme_basis = {"work": "multiply-accumulates"}.get(now.get("sme_path_basis"), "instructions")
+    for check, what, key, tolerance, two_sided in (
+            ("delegation_coverage", "delegation coverage of E2E instructions", "delegation_coverage", tol.coverage, False),
+            ("sme_path", f"SME path share of CONV+GEMM {sme_basis}", "sme_path_share", tol.sme_path, False)):
+        out.append(_counted_share(check, label, what, now.get(key), then.get(key), tolerance, two_sided))
+    for category in sorted(set(now.get("shares") or {}) | set(then.get("shares") or {})):
+        out.append(_counted_share("share", label, f"share of {category} in instructions",
+                                  (now.get("shares") or {}).get(category, 0.0),
+                                  (then.get("shares") or {}).get(category, 0.0), tol.shares, True, category))
+    return out
+
+
+def _counted_share(check: str, label: str, what: str, now: float | None, then: float | None, tolerance: float,
+                   two_sided: bool, category: str | None = None) -> Verdict:
+    evidence: dict[str, Any] = {"current": now, "baseline": then, "tolerance": tolerance}
+    if category is not None:
+        evidence["category"] = category
+    if then is None:
+        return Verdict(check, OK, label, f"{what}: the baseline had none", evidence)
+    if now is None:
+        return Verdict(check, REGRESSION, label, f"{what}: {_pct(then)} in the baseline, none now", evidence)
+    change = now - then
+    numbers = f"{what} {_pct(then)} -> {_pct(now)} ({change * 100:+.2f} points; counted, exact)"
+    if abs(change) > tolerance and (two_sided or change < 0):
+        bound = f"+-{tolerance * 100:g}" if two_sided else f"-{tolerance * 100:g}"
+        return Verdict(check, REGRESSION, label, f"{numbers}; tolerance {bound} points", evidence)
+    return Verdict(check, OK, label, f"{numbers}: within tolerance" if abs(change) <= tolerance else
+                   f"{numbers}: improved", evidence)
+
+
+def _op_kind(name: str) -> str:
+    """An operator's identity without its position: the event name without " #N" and " @instruction"."""
+    return strip_instance(name.rsplit(" @", 1)[0])
+
+
+def _align_ops(ops_then: Mapping[str, Any], ops_now: Mapping[str, Any],
+               ids_then: Mapping[str, str] | None = None,
+               ids_now: Mapping[str, str] | None = None) -> tuple[list[tuple[str, str]], list[str], list[str]]:
+    """Pairs (baseline op, current op), and the ops only one side has (each list in execution order).
+
+    With both sides' identities (``op_identity``, identity.py: the graph node an operator implements)
+    operators are paired by identity: a delegate split renames and renumbers operators (``#2 @0`` becomes
+    ``#1 @2``) and an inserted operator shifts every later one in execution order, but neither changes
+    another operator's graph node. An operator that changed kind on the same node (a convolution now
+    depthwise) stays paired, so a kernel-path change reads "X is now Y".
+
+    Records of an older pytest-sme2 have no identities: their operators are paired as before, by aligning
+    the two execution orders (difflib, on names without numbers) and pairing operators replaced one for
+    one; a delegate split can pair the wrong operators there (counted_verdicts says so in a note).
+    """
+    then, now = (sorted(ops, key=lambda name: ops[name][0]) for ops in (ops_then, ops_now))
+    if ids_then and ids_now:
+        by_identity = {ids_now.get(name, name): name for name in now}
+        pairs = [(name, by_identity[ids_then.get(name, name)]) for name in then
+                 if ids_then.get(name, name) in by_identity]
+        paired_now = {after for _, after in pairs}
+        return (pairs, [name for name in then if ids_then.get(name, name) not in by_identity],
+                [name for name in now if name not in paired_now])
+    matcher = difflib.SequenceMatcher(None, [_op_kind(n) for n in then], [_op_kind(n) for n in now], autojunk=False)
+    pairs, gone, new = [], [], []
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal" or (tag == "replace" and i2 - i1 == j2 - j1):
+            pairs += list(zip(then[i1:i2], now[j1:j2]))
+        else:
+            gone += then[i1:i2]
+            new += now[j1:j2]
+    return pairs, gone, new
+
+
+LEGACY_PAIRING = ("operators paired by execution order: the baseline was recorded by an older pytest-sme2 without "
+                  "operator identities, so after a delegate split or an inserted operator some pairs can be wrong; "
+                  "record the baseline again with --sme2-update-baselines to pair them by graph node")
+
+
+def _op_instructions(label: str, now: Mapping[str, Any], then: Mapping[str, Any], tol: Tolerances) -> list[Verdict]:
+    """Each operator's instructions against the baseline's, operators paired by identity (_align_ops): which
+    got more expensive, which lost their SME kernels, and which appeared or disappeared."""
+    ops_now, ops_then = now.get("ops") or {}, then.get("ops") or {}
+    ids_now, ids_then = now.get("op_identity"), then.get("op_identity")
+    pairs, gone, new = _align_ops(ops_then, ops_now, ids_then, ids_now)
+    out = []
+    if ops_now and ops_then and not (ids_now and ids_then):
+        out.append(Verdict("op_instructions", NOTE, label, LEGACY_PAIRING, {"pairing": "execution order"}))
+    grown = []
+    for before, after in pairs:
+        base, cur = float(ops_then[before][1]), float(ops_now[after][1])
+        if ops_then[before][2] > 0 and ops_now[after][2] == 0:
+            renamed = f" (now {after})" if _op_kind(after) != _op_kind(before) else ""
+            out.append(Verdict("sme_path", REGRESSION, label,
+                               f"operator {before}{renamed} ran {ops_then[before][2]:,} SME instructions in the "
+                               f"baseline and none now: its SME kernel path is lost",
+                               {"op": before, "now": after, "baseline_sme": ops_then[before][2]}))
+        if base > 0 and cur / base - 1 > tol.op_instructions and cur - base > MIN_OP_INSTRUCTIONS:
+            grown.append((cur - base, before, after, cur, base))
+    for _, before, after, cur, base in sorted(grown, reverse=True):
+        renamed = f" (now {after})" if after != before else ""
+        out.append(Verdict("op_instructions", REGRESSION, label,
+                           f"operator {before}{renamed}: {cur:,.0f} instructions vs baseline {base:,.0f} "
+                           f"({cur / base - 1:+.2%}; tolerance +{tol.op_instructions:.1%} and "
+                           f"{MIN_OP_INSTRUCTIONS} instructions)",
+                           {"op": before, "now": after, "current": cur, "baseline": base,
+                            "tolerance": tol.op_instructions}))
+    if gone or new:
+        lost_sme = [n for n in gone if ops_then[n][2] > 0]
+        def named(names: list[str], ids: Mapping[str, str] | None) -> str:
+            """Operators with the graph node they implement, where they have one (identity.py)."""
+            shown = [f"{n} ({ids[n]})" if ids and n in ids and " after " not in ids[n] else n for n in names[:6]]
+            return ", ".join(shown) + (" ..." if len(names) > 6 else "")
+
+        text = "; ".join(part for part in (f"gone: {named(gone, ids_then)}" if gone else "",
+                                           f"new: {named(new, ids_now)}" if new else "") if part)
+        why = f"operators that ran SME instructions are gone: {', '.join(lost_sme)}; " if lost_sme else ""
+        out.append(Verdict("op_instructions", REGRESSION if lost_sme else NOTE, label,
+                           f"{why}the program's operators changed ({text})",
+                           {"gone": gone, "new": new, "lost_sme": lost_sme,
+                            "gone_identity": [(ids_then or {}).get(n) for n in gone],
+                            "new_identity": [(ids_now or {}).get(n) for n in new]}))
+    if all("pairing" in v.evidence for v in out):  # nothing found (the legacy-pairing note aside)
+        out.append(Verdict("op_instructions", OK, label, f"every operator within +{tol.op_instructions:.1%} "
+                                                         f"instructions ({len(ops_now)} operators)"))
+    return out
+
+
+def _sme_kernels(label: str, now: Mapping[str, Any], then: Mapping[str, Any]) -> list[Verdict]:
+    lost = sorted(set(then.get("sme_kernels") or ()) - set(now.get("sme_kernels") or ()))
+    if lost:
+        return [Verdict("sme_path", REGRESSION, label,
+                        f"SME/SME2 kernel(s) executed in the baseline but not now: {', '.join(lost)}",
+                        {"lost": lost})]
+    return []
+
+
+def memory_verdict(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any], tol: Tolerances) -> Verdict:
+    """The program's planned memory against the baseline's: exact, so any growth beyond ``tol.memory`` fails."""
+    now = (current.get("memory") or {}).get("planned_bytes")
+    then = (baseline.get("memory") or {}).get("planned_bytes")
+    evidence = {"current": now, "baseline": then, "tolerance": tol.memory}
+    if now is None or then is None:
+        return Verdict("memory", OK, label, "planned memory: " + ("the baseline has none (recorded by an older "
+                                                                  "pytest-sme2)" if then is None else "not known now"),
+                       evidence)
+    change = now / then - 1 if then > 0 else (0.0 if now == 0 else float("inf"))
+    numbers = f"planned memory {now:,} bytes vs baseline {then:,} ({change:+.2%})"
+    if change > tol.memory:
+        return Verdict("memory", REGRESSION, label, f"{numbers}; tolerance +{tol.memory:.1%}", evidence)
+    return Verdict("memory", OK if change >= 0 else IMPROVEMENT, label, numbers, evidence)
+
+
+def judge(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any], tolerances: Tolerances | None = None,
+          metric: str = "latency") -> list[Verdict]:
+    """Every verdict for one profile record against its baseline record.
+
+    Records of the emulated target are judged on their instruction counts (counted_verdicts), never on
+    emulated time; other records on latency (or callgrind instructions) and per-run statistics.
+    """
+    tol = tolerances or Tolerances()
+    if metric not in METRICS:
+        raise UsageError(f"metric {metric!r} is unknown; use one of {', '.join(METRICS)}")
+    verdicts = _provenance(label, current, baseline)
+    verdicts.append(memory_verdict(label, current, baseline, tol))
+    if current.get("emulated") or baseline.get("emulated"):
+        verdicts += counted_verdicts(label, current, baseline, tol)
+        verdicts.append(_delegated_ops(label, current, baseline))
+        verdicts += _node_coverage(label, current, baseline)
+        return verdicts
+    verdicts.append(latency_verdict(label, current, baseline, tol) if metric == "latency"
+                    else instruction_verdict(label, current, baseline, tol))
+    verdicts += _coverage(label, current, baseline, tol)
+    verdicts.append(_delegated_ops(label, current, baseline))
+    verdicts.append(_sme_path(label, current, baseline, tol))
+    verdicts += _shares(label, current, baseline, tol)
+    verdicts += _dominant_kernels(label, current, baseline)
+    return verdicts
+
+
+# An operator's dominant kernel counts as replaced when it took at least DOMINANT of the operator's samples
+# in the baseline and now takes under GONE, each side with at least KERNEL_SAMPLES samples: two kernels
+# sharing an operator (a main and a remainder tile) trade places by chance, a replaced one does not come back.
+DOMINANT, GONE, KERNEL_SAMPLES = 0.6, 0.2, 20
+
+
+def _dominant_kernels(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any]) -> list[Verdict]:
+    """Operators whose dominant kernel (sampled, kernel_sampling.py) was replaced; nothing when either side
+    was not sampled."""
+    now, then = current.get("kernel_time"), baseline.get("kernel_time")
+    if not now or not then:
+        return []
+    replaced = []
+    for op, before in sorted(then.items()):
+        after = now.get(op)
+        if not before["kernels"] or after is None or min(before["samples"], after["samples"]) < KERNEL_SAMPLES:
+            continue
+        kernel, share = max(before["kernels"].items(), key=lambda item: item[1])
+        if share >= DOMINANT and after["kernels"].get(kernel, 0.0) < GONE:
+            new_kernel, new_share = max(after["kernels"].items(), key=lambda item: item[1], default=("none", 0.0))
+            replaced.append(f"{op}: {kernel} ({share:.0%} of its samples) -> {new_kernel} ({new_share:.0%})")
+    evidence = {"replaced": replaced}
+    if replaced:
+        return [Verdict("dominant_kernel", REGRESSION, label,
+                        "operator(s) run another kernel than in the baseline: " + "; ".join(replaced), evidence)]
+    return [Verdict("dominant_kernel", OK, label, "every sampled operator runs the baseline's dominant kernel",
+                    evidence)]

@@ -1,0 +1,343 @@
+"""Variants bound to a target, and turning their runs into Profiles.
+
+A Runner is data (target + RunSpec) with the two things tests do with it:
+``profile(pte)`` (ETDump on, the normal case) and ``time(pte)`` (timing only,
+no ETDump, so tracing overhead can be measured against the ETDump runs).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+import warnings
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pytest_sme2.profile import stats
+from pytest_sme2.errors import EtdumpError, KernelSamplingWarning, ProgramError, RunnerError, Sme2Error, UsageError
+from pytest_sme2.evidence.etdump import read_run
+from pytest_sme2.export.export import ExportedModel
+from pytest_sme2.evidence.qemu_counts import InstructionTrace
+from pytest_sme2.evidence.kernel_sampling import KernelNamer, KernelTime, attribute
+from pytest_sme2.evidence.samplers import PERF_DATA, Sampler
+from pytest_sme2.profile.profile import Profile
+from pytest_sme2.export.program import check_program
+from pytest_sme2.export.work import ProgramFacts
+from pytest_sme2.system.names import slug
+from pytest_sme2.measure.session import Sme2Session, copy_artifact, kit_variant
+from pytest_sme2.system.safe_files import write_file
+from pytest_sme2.run.targets import RunResult, RunSpec
+from pytest_sme2.run.targets.base import RUN_FACTS
+
+
+@dataclass(frozen=True)
+class Timings:
+    """Per-run wall-clock latencies of a timing-only run (no ETDump)."""
+
+    wall_ms: np.ndarray
+    label: str
+    result: RunResult
+
+    @property
+    def latency(self) -> stats.Summary:
+        return stats.Summary.of(self.wall_ms)
+
+    def tracing_overhead(self, profile: Profile) -> stats.Interval:
+        """How much slower per run the ETDump run was: median ratio - 1, with a CI."""
+        if profile.wall_ms is None:
+            raise ValueError(f"{profile!r} has no wall-clock samples to compare")
+        ratio = stats.ratio_of_medians_ci(profile.wall_ms, self.wall_ms)
+        return stats.Interval(ratio.value - 1, ratio.low - 1, ratio.high - 1, ratio.confidence)
+
+    def __repr__(self) -> str:
+        return f"Timings({self.label}: median {float(np.median(self.wall_ms)):.3f} ms over {len(self.wall_ms)} runs)"
+
+
+@dataclass
+class Runner:
+    """One variant on one target. Created by the ``runner`` fixture."""
+
+    session: Sme2Session
+    spec: RunSpec
+    test_dir: Path
+    test_id: str = ""
+    _calls: list[int] = field(default_factory=lambda: [0])
+
+    @property
+    def replicas(self) -> int:
+        """Processes one measurement of this variant takes: ``spec.processes``, but one on the emulated target,
+        whose counted runs repeat exactly."""
+        return 1 if self.session.target.info.emulated else self.spec.processes
+
+    @property
+    def label(self) -> str:
+        """The variant's name: target kind, SME2 setting, threads. No device serial ("adb", not
+        "adb:SERIAL"), so a baseline recorded on one phone serves every phone with the same
+        fingerprint (model, SoC); the serial stays in the profile's target metadata."""
+        kind = self.session.target.info.name.split(":")[0]
+        return f"{kind} {self.spec.sme2_label} threads={self.spec.threads}"
+
+    def _run(self, pte: "ExportedModel | str | Path", etdump: bool,
+             sampler: "Sampler | None" = None) -> tuple[RunResult, dict[str, Any]]:
+        self._calls[0] += 1
+        spec = replace(self.spec, etdump=etdump)
+        kind = "kernels" if sampler is not None else "profile" if etdump else "timing"
+        # sme2_on / sme2_off in folder names: how the reference kit's tools tell the two apart
+        out_dir = self.test_dir / f"{self._calls[0]:02d}-{kind}-{slug(kit_variant(self.label))}"
+        if isinstance(pte, ExportedModel):
+            program = copy_artifact(pte.path, self.test_dir / f"{slug(pte.label)}.pte")
+            etrecord = None
+            if pte.etrecord_path.exists():
+                etrecord = copy_artifact(pte.etrecord_path, self.test_dir / f"{slug(pte.label)}.etrecord")
+            inputs = pte.inputs_path
+            identity = {"model": pte.model, "recipe": pte.recipe.label, "delegation": pte.delegation,
+                        "etrecord": str(etrecord) if etrecord else None, "export": self._provenance(pte)}
+        else:
+            program = Path(pte)
+            inputs = None
+            identity = {"model": program.stem, "recipe": "external", "delegation": None, "etrecord": None,
+                        "export": {"pte_sha256": _sha256(program), **_versions()}}
+        check_program(program)
+        identity["pte"] = str(program)
+        identity["inputs"] = str(inputs) if inputs is not None else None
+        reference = self.session.reference() if sampler is None else None  # a sampled round is not timed
+        started = time.perf_counter()
+        extra = {"sampler": sampler} if sampler is not None else {}
+        result = self.session.target.run(program, inputs, spec, out_dir,
+                                         reference=reference.path if reference is not None else None, **extra)
+        # How long the target took (runs, reference runs, process start): what the plugin's own cost is
+        # measured against (benchmarks/bench_plugin_overhead.py).
+        identity["run_seconds"] = time.perf_counter() - started
+        write_file(out_dir / RUN_FACTS, json.dumps({"version": 1, "target": self.session.target.info.as_dict(),
+                                                    "spec": spec.as_dict()}, indent=1, default=str))
+        return result, identity
+
+    def profile(self, pte: "ExportedModel | str | Path", top_up: bool = True) -> Profile:
+        """Run with ETDump and build the Profile of the timed runs.
+
+        When the machine disturbed so many runs that fewer than half of them
+        are undisturbed (for 20 runs or more: clean_runs_wanted), the same number of runs
+        is made again, up to ``spec.max_rounds`` in all, and the rounds are merged: on a
+        busy machine the run count grows until a verdict has enough undisturbed
+        runs to stand on, and on a quiet one it costs nothing.
+
+        With ``spec.processes`` > 1 (a baseline update) the whole measurement is made that many
+        times, each replica in a fresh process, so the baseline knows how far its quantities move
+        between processes (stats.ProcessShift). Counted (emulated) runs repeat exactly: one is enough.
+        """
+        replicas = self.replicas
+        if replicas == 1:
+            profile = replace(self, spec=replace(self.spec, processes=1))._one_process(pte, top_up)
+        else:
+            fresh = replace(self, spec=replace(self.spec, fresh_process=True))
+            profile = Profile.concat([fresh._one_process(pte, top_up) for _ in range(replicas)], replicas=True)
+        return self.with_kernel_time(profile, pte) if top_up else profile
+
+    def _one_process(self, pte: "ExportedModel | str | Path", top_up: bool) -> Profile:
+        """One measurement: the runs asked for, topped up in the same process when the machine disturbed them."""
+        chunks = [self._profile_once(pte)]
+        profile = chunks[0]
+        same = replace(self, spec=replace(self.spec, fresh_process=False))
+        while top_up and len(chunks) < self.spec.max_rounds and not profile.emulated \
+                and int(profile.clean_relative.sum()) < clean_runs_wanted(self.spec.runs):
+            chunks.append(same._profile_once(pte))
+            profile = Profile.concat(chunks)
+        return profile
+
+    def with_kernel_time(self, profile: Profile, pte: "ExportedModel | str | Path") -> Profile:
+        """``profile`` with the kernels that took each operator's time, when the session samples kernels.
+
+        One more round under the sampler, never the timed runs (kernel_sampling.py). A
+        sampler that is missing, not permitted or fails leaves the profile without
+        attribution (``kernel_time.problem`` says why, and a warning) rather than failing the test.
+        """
+        settings = self.session.settings.kernel_sampling
+        if settings is None:
+            return profile
+        try:
+            sampler = self.session.target.kernel_sampler(settings.period_ns)
+        except Sme2Error as exc:
+            return self._without_kernel_time(profile, str(exc), "")
+        try:
+            result, _ = self._run(pte, etdump=True, sampler=sampler)
+            if result.clock_offset_ns is None:
+                raise RunnerError(f"the runner ({result.log}) did not report 'clock_offset_ns', which places samples "
+                                  "in ETDump events; rebuild it with `pytest-sme2 build-runner`")
+            trace = read_run(result.timed_etdump)
+            kernel_time = attribute(sampler.samples(result.out_dir), trace, result.clock_offset_ns,
+                                    KernelNamer(settings.symfs, sampler.library_copies), settings.period_ns,
+                                    sampler.description)
+        except (Sme2Error, OSError, ValueError) as exc:
+            return self._without_kernel_time(profile, f"the sampled round failed: {exc}", sampler.description)
+        kernel_time.artifacts = {"samples": str(result.out_dir / PERF_DATA), "etdump": str(result.timed_etdump),
+                                 "log": str(result.log)}
+        profile.kernel_time = kernel_time
+        return profile
+
+    def _without_kernel_time(self, profile: Profile, problem: str, sampler: str) -> Profile:
+        warnings.warn(KernelSamplingWarning(f"{self.test_id or profile.label}: no kernel time for "
+                                            f"{profile.label}: {problem}"), stacklevel=3)
+        profile.kernel_time = KernelTime.unavailable(problem, sampler)
+        return profile
+
+    def _profile_once(self, pte: "ExportedModel | str | Path") -> Profile:
+        result, identity = self._run(pte, etdump=True)
+        if result.timed_etdump is None:
+            raise EtdumpError(f"the runner did not report an ETDump for {result.out_dir}; see {result.log}")
+        facts = self._facts(pte, identity["pte"])
+        memory = dict(result.evidence.get("memory") or {})
+        if not memory.get("planned_buffers"):  # a runtime that does not report it (the Python binding)
+            memory["planned_buffers"] = facts.planned_buffers
+        metadata = {
+            "target": result.target.as_dict(),
+            "run": self.spec.as_dict(),
+            "sme2_active": result.sme2_active,
+            "runtime_threads": result.runtime_threads,
+            "test": self.test_id,
+            "export": identity["export"],
+            "run_seconds": identity["run_seconds"],
+            **result.evidence,
+            "memory": memory,
+        }
+        try:
+            return self._profile_of(result, identity, facts, metadata)
+        except EtdumpError as exc:  # a file the runner wrote: the runner (or its ETDump writer) is at fault
+            if not (result.timed_etdump.is_file() and result.timed_etdump.stat().st_size):
+                raise  # missing or empty: the reader's message already points at the runner's log
+            raise EtdumpError(f"{exc}. The runner wrote it in this run, so the runner is broken or from another "
+                              f"ExecuTorch version than this pytest-sme2 reads; its log: {result.log}") from None
+
+    def _profile_of(self, result: RunResult, identity: dict[str, Any], facts: ProgramFacts,
+                    metadata: dict[str, Any]) -> Profile:
+        return Profile.from_etdump(
+            result.timed_etdump,
+            result.warmup_etdump,
+            model=identity["model"],
+            recipe=identity["recipe"],
+            variant=self.label,
+            delegation=identity["delegation"],
+            wall_ms=result.wall_ms,
+            reference_ms=result.reference_ms,
+            metadata=metadata,
+            instructions=_counted(result),
+            work=facts.work,
+            artifacts=result.artifacts
+            | {"pte": identity["pte"]}
+            | ({"inputs": identity["inputs"]} if identity["inputs"] else {})
+            | ({"etrecord": identity["etrecord"]} if identity["etrecord"] else {}),
+        )
+
+    def _facts(self, pte: "ExportedModel | str | Path", program: str) -> ProgramFacts:
+        """Planned memory and per-operator work of the program: from its export cache entry when it has one
+        (written at export), else read from the .pte once per session."""
+        cache = self.session.program_facts
+        if program not in cache:
+            cache[program] = ProgramFacts.of(program, pte.directory if isinstance(pte, ExportedModel) else None)
+        return cache[program]
+
+    def _provenance(self, pte: ExportedModel) -> dict[str, Any]:
+        """What produced this program (for baselines): recipe, export key, versions, and under
+        ``model_source_hash`` the digest of the traced model (code of every module it uses, weights, input
+        values; export_key.program_digest), so that a baseline notes "the model's source changed" exactly
+        when the program the model traces to did."""
+        return {"model_source_hash": pte.program_digest, "recipe": asdict(pte.recipe), "cache_key": pte.cache_key,
+                **_versions()}
+
+    def time(self, pte: "ExportedModel | str | Path") -> Timings:
+        """Run without ETDump: wall-clock latencies only."""
+        result, _ = self._run(pte, etdump=False)
+        return Timings(result.wall_ms, self.label, result)
+
+
+def _counted(result: RunResult) -> InstructionTrace | None:
+    """The run's events in instructions, when the target counted them (the emulated target)."""
+    counts = result.evidence.get("instruction_counts")
+    if counts is None or result.timed_etdump is None:
+        return None
+    return InstructionTrace.from_counts(Path(counts), result.timed_etdump, result.warmup_etdump)
+
+
+def clean_runs_wanted(runs: int) -> int:
+    """Undisturbed runs a variant should have before its Profile is used: at least half the requested runs.
+
+    Fewer than 2 x stats.MIN_CLEAN_RUNS runs is a quick look that no verdict needs to stand on: taken as it is.
+    """
+    return -(-runs // 2) if runs >= 2 * stats.MIN_CLEAN_RUNS else 0
+
+
+def alternate(pte: "ExportedModel | str | Path", first: Runner, second: Runner,
+              rounds: int = 4) -> tuple[Profile, Profile]:
+    """Profile two variants in alternating chunks (A, B, A, B, ...) and merge each variant's chunks.
+
+    On a shared machine the speed of the whole box drifts over seconds; running
+    one variant after the other puts the drift into the comparison. Alternating
+    chunks spreads it over both. Each variant's runs are split into ``rounds``
+    chunks (separate processes, each with its own warmup), so the merged profile
+    has the variant's usual number of timed runs. With ``spec.processes`` > 1 (a baseline
+    update) the whole alternating measurement is made that many times, each starting in a
+    fresh process, and kept as replicas (Runner.profile).
+    """
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
+        raise UsageError(f"rounds={rounds!r} is invalid: use an integer >= 1")
+    replicas = max(first.replicas, second.replicas)
+    once = [replace(r, spec=replace(r.spec, processes=1)) for r in (first, second)]
+    if replicas == 1:
+        merged = _alternate_once(pte, once[0], once[1], rounds, fresh=False)
+    else:
+        parts = [_alternate_once(pte, once[0], once[1], rounds, fresh=True) for _ in range(replicas)]
+        merged = (Profile.concat([part[0] for part in parts], replicas=True),
+                  Profile.concat([part[1] for part in parts], replicas=True))
+    return first.with_kernel_time(merged[0], pte), second.with_kernel_time(merged[1], pte)
+
+
+def _alternate_once(pte: "ExportedModel | str | Path", first: Runner, second: Runner, rounds: int,
+                    fresh: bool) -> tuple[Profile, Profile]:
+    """One alternating measurement of both variants; ``fresh``: its first chunk starts a fresh process."""
+    chunks: tuple[list[Profile], list[Profile]] = ([], [])
+    plans = []
+    for runner in (first, second):
+        count = min(rounds, runner.spec.runs)
+        sizes = [runner.spec.runs // count + (1 if i < runner.spec.runs % count else 0) for i in range(count)]
+        plans.append(sizes + [0] * (rounds - count))
+
+    def one_round(round_index: int) -> None:
+        for side, runner in enumerate((first, second)):
+            runs = plans[side][round_index % rounds]
+            if runs:
+                starts = fresh and not chunks[0] and not chunks[1]
+                chunk = replace(runner, spec=replace(runner.spec, runs=runs, fresh_process=starts))
+                chunks[side].append(chunk.profile(pte, top_up=False))
+
+    for round_index in range(rounds):
+        one_round(round_index)
+    merged = Profile.concat(chunks[0]), Profile.concat(chunks[1])
+    # Too many disturbed runs on either side: more alternating rounds, up to max_rounds times the runs asked for.
+    extra = 0
+    while extra < (max(first.spec.max_rounds, second.spec.max_rounds) - 1) * rounds and not merged[0].emulated and any(
+            int(p.clean_relative.sum()) < clean_runs_wanted(r.spec.runs) for p, r in zip(merged, (first, second))):
+        one_round(extra)
+        extra += 1
+        merged = Profile.concat(chunks[0]), Profile.concat(chunks[1])
+    return merged
+
+
+def _versions() -> dict[str, str]:
+    import executorch.version
+    import torch
+
+    return {"torch": torch.__version__, "executorch": executorch.version.__version__}
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def require_program(pte: object) -> None:
+    if not isinstance(pte, (ExportedModel, str, Path)):
+        raise ProgramError(
+            f"etdump_profile() needs the exported_pte fixture's value or a .pte path, got {type(pte).__name__}"
+        )

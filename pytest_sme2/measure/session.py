@@ -1,0 +1,137 @@
+"""Per-process session state: settings, model registry, export cache, target, artifacts.
+
+Kept apart from plugin.py so the hooks stay thin and this logic can be used
+without pytest (benchmarks, the command line).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from pytest_sme2.export.export import ExportedModel, Recipe, export
+from pytest_sme2.system.names import slug
+from pytest_sme2.system._writable import Place, option_and_ini
+from pytest_sme2.model.registry import ModelRegistry, default_registry
+from pytest_sme2.system.safe_files import copy_file
+from pytest_sme2.run.emulation_setup import DEFAULT_SVL_BITS
+from pytest_sme2.run.targets import RunSpec, Target, make_target
+from pytest_sme2.run.targets.base import AUTO_PROCESSES, DEFAULT_TIMEOUT_S
+
+
+@dataclass(frozen=True)
+class Settings:
+    target: str = "auto"
+    runs: int | None = None  # None: the target's default (RunSpec.runs on hardware, fewer under emulation)
+    warmup: int | None = None
+    max_rounds: int = RunSpec.max_rounds
+    # RunSpec.processes: a baseline update's --sme2-baseline-processes, else --sme2-processes ("auto": per test)
+    processes: int | str = AUTO_PROCESSES
+    check_processes: int | str = AUTO_PROCESSES  # --sme2-processes: what a baseline must serve (baseline_quality)
+    threads: int = 1
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    cache_dir: Path = Path(".sme2/cache")
+    session_dir: Path = Path(".sme2/artifacts/session")
+    runner: Path | None = None  # local target: one build (SME2 off by masking)
+    runner_on: Path | None = None  # local target: two builds
+    runner_off: Path | None = None
+    svl_bits: int = DEFAULT_SVL_BITS  # emulated target: streaming vector length
+    kernel_trace: bool = True  # emulated target: name the SME kernels that ran (one traced inference more)
+    adb: Any = None  # adb target: targets.adb.AdbOptions (serial comes from the target name)
+    # Run the reference program before each timed run, so latency can be gated relative to it
+    # (reference_program.py); off only for runners that cannot (a user's own executor_runner).
+    latency_reference: bool = True
+    # Sample which kernels took each operator's time in one more round per profile (kernel_sampling.py); None: off.
+    kernel_sampling: Any = None
+
+
+def kit_variant(variant: str) -> str:
+    """``local sme2=on threads=1`` -> ``local sme2_on threads=1``, as a variant appears in folder and file names:
+    the reference kit's tools tell SME2 on and off apart by ``sme2_on``/``sme2_off`` in paths."""
+    return variant.replace("sme2=", "sme2_")
+
+
+class Sme2Session:
+    def __init__(self, settings: Settings, registry: ModelRegistry | None = None):
+        self.settings = settings
+        self.registry = registry or ModelRegistry(parent=default_registry())
+        self._target: Target | None = None
+        self._exports: dict[tuple[str, Recipe], ExportedModel] = {}
+        self._reference: ExportedModel | None = None
+        self.program_facts: dict[str, Any] = {}  # .pte path -> work.ProgramFacts, read once per process
+
+    @property
+    def target(self) -> Target:
+        if self._target is None:
+            s = self.settings
+            self._target = make_target(s.target, s.session_dir / "logs", s.runner, s.runner_on, s.runner_off,
+                                       s.svl_bits, adb=s.adb, kernel_trace=s.kernel_trace)
+        return self._target
+
+    def default_runs(self) -> tuple[int, int]:
+        """Timed and warmup runs when nothing sets them: the settings, else the target's defaults."""
+        # Hardware targets use RunSpec's defaults; a target may set fewer (the emulated one does).
+        runs = self.settings.runs if self.settings.runs is not None else getattr(self.target, "default_runs", RunSpec.runs)
+        warmup = (self.settings.warmup if self.settings.warmup is not None
+                  else getattr(self.target, "default_warmup", RunSpec.warmup))
+        return runs, warmup
+
+    def export(self, name: str, recipe: Recipe) -> ExportedModel:
+        """The model's .pte for the recipe; only the first request in a process may export."""
+        key = (name, recipe)
+        if key in self._exports:
+            return replace(self._exports[key], from_cache=True)
+        model = self.registry.get(name)
+        self._exports[key] = export(model, recipe, self.settings.cache_dir)
+        return self._exports[key]
+
+    def reference(self) -> ExportedModel | None:
+        """The reference program runs interleave with timed runs, or None: turned off, or emulated timing
+        (never compared, so the reference would only cost emulation time)."""
+        if not self.settings.latency_reference or self.target.info.emulated:
+            return None
+        if self._reference is None:
+            from pytest_sme2.export import reference_program
+
+            registry = ModelRegistry()
+            registry.register(reference_program.NAME, reference_program)
+            self._reference = export(registry.get(reference_program.NAME), Recipe(), self.settings.cache_dir)
+        return self._reference
+
+    @property
+    def session_places(self) -> tuple[Place, ...]:
+        """The folders every session writes into (checked before the first test)."""
+        s = self.settings
+        return (Place("artifacts folder", s.session_dir.parent, option_and_ini("--sme2-artifacts-dir", "sme2_artifacts_dir")),
+                Place("export cache", s.cache_dir, option_and_ini("--sme2-cache-dir", "sme2_cache_dir")))
+
+    @property
+    def places(self) -> tuple[Place, ...]:
+        """Every folder this session may write into, each with the setting that moves it (for storage
+        errors): the session's own, and the runner and emulator cache, used only where builds run."""
+        from pytest_sme2.run.native.build import cache_root
+
+        return (*self.session_places,
+                Place("runner and emulator cache", cache_root(), "the PYTEST_SME2_RUNNER_CACHE environment variable"))
+
+    def test_dir(self, nodeid: str) -> Path:
+        directory = self.settings.session_dir / slug(nodeid)
+        directory.mkdir(parents=True, exist_ok=True)
+        return directory
+
+    def close(self) -> None:
+        if self._target is not None:
+            self._target.close()
+
+
+def copy_artifact(source: Path, destination: Path) -> Path:
+    """Put a copy of ``source`` (an export cache entry's file, a run's ETDump) into a test's folder.
+
+    Always a copy, never a hard link: a user writing over an artifact (``cp other.pte <artifact>``,
+    ``: > <artifact>``) must change that copy only, not the cache entry every later session runs. The copy
+    is written to a new file created exclusively beside ``destination`` and renamed over it, so whatever was
+    there (a stale program from an earlier export, a link planted in the folder) is replaced, never
+    followed or reused. Copying costs milliseconds per megabyte.
+    """
+    return copy_file(source, destination)

@@ -1,0 +1,1 @@
+"""The models: names to modules, the onboarding interface."""

@@ -1,0 +1,402 @@
+"""pytest hooks and fixtures of pytest-sme2. Wiring only: the work is done elsewhere.
+
+Precedence of run settings: runner(...) arguments > @pytest.mark.perf(...) >
+command-line options > [tool.pytest.ini_options] > built-in defaults.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pytest
+
+from pytest_sme2.system.safe_files import write_file
+from pytest_sme2.system import _processes, _writable
+from pytest_sme2.plugin import options, progress
+from pytest_sme2.errors import Sme2Error, UsageError
+from pytest_sme2.run.targets.base import AUTO_PROCESSES
+from pytest_sme2.export.export import ExportedModel, Recipe
+from pytest_sme2.evidence.kernel_sampling import SamplingSettings
+from pytest_sme2.profile.profile import Profile
+from pytest_sme2.measure.runner import Runner, require_program
+from pytest_sme2.measure.session import Settings, Sme2Session
+from pytest_sme2.run.targets import RunSpec, check_choice
+from pytest_sme2.run.targets.adb import AdbOptions, is_adb_target
+
+# Hook modules that extend this one (baselines and verdicts; reports and session outputs).
+# Each reads a test's profiles through profiles_of(item) and the session through session_of(config).
+pytest_plugins = ("pytest_sme2.plugin._baseline_hooks", "pytest_sme2.plugin._report_hooks")
+
+_SESSION_KEY = pytest.StashKey[Sme2Session]()
+_PROFILES_KEY = pytest.StashKey[list]()
+# sme2_processes = auto: the processes this test's baseline asks its checks to measure; set by the gate's
+# setup hook (_baseline_hooks), which reads the test's own tolerances the way its verdicts will.
+AUTO_PROCESSES_KEY = pytest.StashKey[int]()
+
+
+def session_of(config: pytest.Config) -> Sme2Session | None:
+    """The pytest-sme2 session of this pytest process (None before configure or when disabled)."""
+    return config.stash.get(_SESSION_KEY, None)
+
+
+def profiles_of(item: pytest.Item) -> list[Profile]:
+    """The Profiles a test built with etdump_profile, in call order (empty if none)."""
+    return item.stash.get(_PROFILES_KEY, [])
+
+
+MARKERS = (
+    "sme2: an SME2 performance test (select with -m sme2)",
+    "model(name, dtype='fp32', quant=None, partitioner='xnnpack'): the model and export recipe used by the "
+    "exported_pte fixture; dtype fp32|fp16|int8, quant static|dynamic (int8), partitioner xnnpack|none",
+    "perf(runs=None, warmup=None, threads=None, timeout=None, max_rounds=None): run settings for this test's runners",
+    "latency: the test asserts on time (speedups, latencies); skipped before anything runs on emulated "
+    "targets, whose timing is not hardware timing",
+)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """Every option and ini key of pytest-sme2, from its one table (options.py)."""
+    options.register(parser.getgroup("sme2", "pytest-sme2: ExecuTorch SME2 performance tests"), parser)
+
+
+def setting_source(config: pytest.Config, name: str) -> str:
+    """Where a setting's value comes from, as the user wrote it (options.source)."""
+    return options.source(config, name)
+
+
+def setting(config: pytest.Config, name: str) -> Any:
+    """A setting's checked value (options.value); a bad one is a usage error before any test. Also the
+    baseline hooks' reader."""
+    try:
+        return options.value(config, name)
+    except Sme2Error as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+def _session_dir(config: pytest.Config, root: Path) -> Path:
+    """This session's folder: the time for reading, and a random part, because the time and pid are
+    not unique (two containers with their own pid namespaces start in the same second as pid 1)."""
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput and "sme2_session_dir" in workerinput:
+        return Path(workerinput["sme2_session_dir"])
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    return root / f"session-{stamp}-{os.getpid()}-{secrets.token_hex(4)}"
+
+
+def history_path(config: pytest.Config) -> Path | None:
+    """The history file of --sme2-history / ini sme2_history (relative to the rootdir), or None."""
+    return options.resolve_path(config, "history")
+
+
+def _kernel_sampling(config: pytest.Config) -> SamplingSettings | None:
+    if not setting(config, "kernel_sampling"):
+        return None
+    hz = setting(config, "kernel_sampling_hz")  # at most 100 kHz: perf's cpu-clock cannot fire faster usefully
+    symfs = options.resolve_path(config, "symfs")
+    if symfs is not None and not symfs.is_dir():
+        raise pytest.UsageError(f"--sme2-symfs (or ini sme2_symfs) {symfs} is not a folder; point it at a folder of "
+                                "unstripped copies of the runtime's libraries")
+    return SamplingSettings(period_ns=int(round(1e9 / hz)), symfs=(symfs,) if symfs is not None else ())
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for marker in MARKERS:
+        config.addinivalue_line("markers", marker)
+    _processes.install_signal_handlers()  # SIGTERM/SIGHUP to pytest end the runners it started
+    rootdir = config.rootpath
+    settings = Settings(
+        target=setting(config, "target"),
+        runs=setting(config, "runs"),
+        warmup=setting(config, "warmup"),
+        max_rounds=setting(config, "max_rounds"),
+        # A baseline update measures each variant in several processes (RunSpec.processes); checks in
+        # --sme2-processes (default auto: per test, what its baseline needs), which the update's quality
+        # check assumes of later checks.
+        processes=setting(config, "baseline_processes" if setting(config, "update_baselines") else "processes"),
+        check_processes=setting(config, "processes"),
+        threads=setting(config, "threads"),
+        timeout_s=setting(config, "timeout"),
+        cache_dir=options.resolve_path(config, "cache_dir"),
+        session_dir=_session_dir(config, options.resolve_path(config, "artifacts_dir")),
+        runner=options.resolve_path(config, "runner"),
+        runner_on=options.resolve_path(config, "runner_on"),
+        runner_off=options.resolve_path(config, "runner_off"),
+        svl_bits=setting(config, "emulated_svl"),
+        kernel_trace=setting(config, "kernel_trace"),
+        latency_reference=setting(config, "latency_reference"),
+        kernel_sampling=_kernel_sampling(config),
+    )
+    try:
+        check_choice(settings.target, settings.svl_bits, setting_source(config, "emulated_svl"),
+                     {"--sme2-runner": settings.runner, "--sme2-runner-on": settings.runner_on,
+                      "--sme2-runner-off": settings.runner_off})
+        if is_adb_target(settings.target):
+            claim_timeout = setting(config, "adb_claim_timeout")
+            settings = replace(settings, adb=AdbOptions(
+                server=setting(config, "adb_server"), affinity=setting(config, "adb_affinity"),
+                device_dir=setting(config, "adb_dir") or AdbOptions.device_dir,
+                mask_library=options.resolve_path(config, "adb_mask_library"),
+                claim_timeout_s=AdbOptions.claim_timeout_s if claim_timeout is None else claim_timeout))
+    except Sme2Error as exc:
+        raise pytest.UsageError(str(exc)) from None
+    session = Sme2Session(settings)
+    session.registry.root = rootdir  # where an unimportable model package is looked for (its error names the fix)
+    try:
+        for directory in setting(config, "model_dirs"):
+            session.registry.register_dir(Path(directory))
+        for line in setting(config, "models"):
+            name, sep, target = line.partition("=")
+            if not sep:
+                raise UsageError(f"sme2_models line {line!r} is not 'name = module.path' or 'name = file.py'")
+            target = target.strip()
+            if target.endswith(".py") and not Path(target).is_absolute():
+                target = str(rootdir / target)
+            session.registry.register(name.strip(), target)
+    except Sme2Error as exc:
+        raise pytest.UsageError(str(exc)) from None
+    config.stash[_SESSION_KEY] = session
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """xdist: every worker writes into the controller's session folder."""
+    node.workerinput["sme2_session_dir"] = str(node.config.stash[_SESSION_KEY].settings.session_dir)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    session = config.stash.get(_SESSION_KEY, None)
+    try:
+        if session is not None:
+            session.close()
+    finally:
+        _processes.end_all()  # nothing a target started outlives the session, whatever stopped it
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    session = config.stash.get(_SESSION_KEY, None)
+    if session is None or getattr(config, "workerinput", None):
+        return []
+    from pytest_sme2.run.cpu import host_cpu
+
+    cpu = host_cpu()
+    s = session.settings
+    return [
+        f"sme2: target={s.target} host cpu='{cpu.name}' ({cpu.arch}, SME2 {'yes' if cpu.has_sme2 else 'no'}) "
+        f"runs={s.runs if s.runs is not None else 'target default'} threads={s.threads}",
+        f"sme2: models={', '.join(session.registry.names) or '(none)'}",
+        f"sme2: cache={s.cache_dir} artifacts={s.session_dir}",
+    ]
+
+
+def _as_test_failure(request: pytest.FixtureRequest) -> contextlib.AbstractContextManager[None]:
+    return failures_of_test(_session(request), request.node.nodeid)
+
+
+@contextlib.contextmanager
+def failures_of_test(session: Sme2Session, nodeid: str, places: tuple[_writable.Place, ...] = ()) -> Iterator[None]:
+    """An Sme2Error fails (or errors, in setup) this test with its message, not a traceback; so does an
+    OSError while writing into one of the session's folders or ``places`` (a full disk), as a StorageError
+    naming the folder and the setting that moves it. An error's long detail (an export's traceback and
+    torch log) goes into the test's artifacts folder, and the message says where."""
+    try:
+        yield
+    except Sme2Error as exc:
+        message = f"{type(exc).__name__}: {exc}"
+        detail = getattr(exc, "detail", "")
+        if detail:
+            try:
+                path = session.test_dir(nodeid) / f"{type(exc).__name__.lower()}.log"
+                write_file(path, f"{message}\n\n{detail}\n")
+                message += f"\nfull traceback and log: {path}"
+            except OSError:  # the folder is not writable: the message alone still says what failed
+                pass
+        raise pytest.fail.Exception(message, pytrace=False) from None
+    except OSError as exc:
+        error = _writable.explain(exc, (*places, *session.places))
+        if error is None:
+            raise
+        raise pytest.fail.Exception(f"StorageError: {error}", pytrace=False) from None
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Folders that cannot be written stop the session before the first test, with one error each names."""
+    sme2 = session.config.stash.get(_SESSION_KEY, None)
+    if sme2 is None or getattr(session.config, "workerinput", None):
+        return
+    history_file = history_path(session.config)
+    try:
+        for place in sme2.session_places:
+            _writable.check_writable(place)
+        if history_file is not None:
+            from pytest_sme2.gate.history import check_path
+
+            check_path(history_file)
+    except Sme2Error as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+def _marker_kwargs(item: pytest.Item, name: str, allowed: tuple[str, ...]) -> dict[str, Any]:
+    marker = item.get_closest_marker(name)
+    if marker is None:
+        return {}
+    unknown = sorted(set(marker.kwargs) - set(allowed))
+    if unknown:
+        raise UsageError(f"@pytest.mark.{name} got unknown argument(s) {', '.join(unknown)}; allowed: {', '.join(allowed)}")
+    return dict(marker.kwargs)
+
+
+def _session(request: pytest.FixtureRequest) -> Sme2Session:
+    return request.config.stash[_SESSION_KEY]
+
+
+@pytest.fixture
+def exported_pte(request: pytest.FixtureRequest) -> ExportedModel:
+    """The .pte of the model named by ``@pytest.mark.model(name, dtype=, quant=, partitioner=)``.
+
+    Exported with the recipe on first use and taken from the content-addressed
+    export cache afterwards (across sessions and xdist workers). Path-like; also
+    carries ``.etrecord_path``, ``.inputs_path``, ``.delegation`` and ``.from_cache``.
+    """
+    with _as_test_failure(request):
+        marker = request.node.get_closest_marker("model")
+        if marker is None:
+            raise UsageError(
+                "exported_pte needs a model: add @pytest.mark.model('name', dtype='fp32') to the test"
+            )
+        args = list(marker.args)
+        kwargs = _marker_kwargs(request.node, "model", ("name", "dtype", "quant", "partitioner"))
+        name = kwargs.pop("name", None) or (args.pop(0) if args else None)
+        if not name or args:
+            raise UsageError(
+                f"@pytest.mark.model{tuple(marker.args)!r} is malformed: use @pytest.mark.model('name', dtype=...)"
+            )
+        recipe = Recipe(**kwargs)
+        with progress.exporting(request.config, str(name), recipe.label) as step:
+            return step.ended(_session(request).export(str(name), recipe))
+
+
+@pytest.fixture
+def export_pte(request: pytest.FixtureRequest) -> Callable[..., ExportedModel]:
+    """Factory: ``export_pte(name, dtype='fp32', quant=None, partitioner='xnnpack')`` -> ExportedModel.
+
+    For tests that compare several recipes of one model (fp32 vs int8, XNNPACK vs portable).
+    """
+
+    def export_pte(name: str, dtype: str = "fp32", quant: str | None = None,
+                   partitioner: str = "xnnpack") -> ExportedModel:
+        with _as_test_failure(request):
+            recipe = Recipe(dtype, quant, partitioner)
+            with progress.exporting(request.config, name, recipe.label) as step:
+                return step.ended(_session(request).export(name, recipe))
+
+    return export_pte
+
+
+@pytest.fixture
+def runner(request: pytest.FixtureRequest) -> Callable[..., Runner]:
+    """Factory: ``runner(sme2=None, threads=, runs=, warmup=, timeout=)`` -> Runner for this test.
+
+    ``sme2=True``/``False`` asks for SME2 on/off; ``None`` takes whatever the
+    target has. A request the target cannot honour skips the test with the
+    reason (naming the CPU and where SME2 can be had). Defaults come from
+    @pytest.mark.perf, then --sme2-* options, then ini settings.
+    """
+    session = _session(request)
+    with _as_test_failure(request):
+        perf = _marker_kwargs(request.node, "perf", options.marker_arguments("perf"))
+        if request.node.get_closest_marker("latency") is not None and session.target.info.emulated:
+            from pytest_sme2.run.targets.base import EMULATED_TIMING
+
+            pytest.skip(f"{EMULATED_TIMING}: this @pytest.mark.latency test only runs on hardware targets")
+        test_dir = session.test_dir(request.node.nodeid)
+    calls = [0]  # one count of runs per test, so the run folders of all its runners are numbered in call order
+
+    def make_runner(sme2: bool | None = None, *, threads: int | None = None, runs: int | None = None,
+                    warmup: int | None = None, timeout: float | None = None) -> Runner:
+        s = session.settings
+
+        def pick(value: Any, key: str, default: Any) -> Any:
+            return value if value is not None else perf.get(key, default)
+
+        with _as_test_failure(request):
+            default_runs, default_warmup = session.default_runs()
+            spec = RunSpec(
+                sme2=sme2,
+                threads=pick(threads, "threads", s.threads),
+                runs=pick(runs, "runs", default_runs),
+                warmup=pick(warmup, "warmup", default_warmup),
+                timeout_s=pick(timeout, "timeout", s.timeout_s),
+                max_rounds=perf.get("max_rounds", s.max_rounds),
+                processes=(request.node.stash.get(AUTO_PROCESSES_KEY, 1) if s.processes == AUTO_PROCESSES
+                           else s.processes),
+                timeout_source=(f"runner(timeout={timeout!r})" if timeout is not None else
+                                f"@pytest.mark.perf(timeout={perf['timeout']!r})" if "timeout" in perf else
+                                setting_source(request.config, "timeout")),
+            )
+            reason = session.target.unsupported(sme2)
+        if reason:
+            pytest.skip(reason)
+        return Runner(session, spec, test_dir, request.node.nodeid, calls)
+
+    return make_runner
+
+
+@pytest.fixture
+def etdump_profile(request: pytest.FixtureRequest) -> Callable[[Any, Runner], Profile]:
+    """Function: ``etdump_profile(pte, runner)`` -> Profile of the runner's timed runs.
+
+    Runs warmup + timed iterations with ETDump on, keeps every artifact in the
+    session's artifacts folder and attaches the profile to this test's report
+    (pytest-html section, terminal section, ``sme2_profiles`` user property).
+    """
+    profiles = request.node.stash.setdefault(_PROFILES_KEY, [])
+
+    def etdump_profile(pte: Any, runner: Runner) -> Profile:
+        with _as_test_failure(request):
+            require_program(pte)
+            if not isinstance(runner, Runner):
+                raise UsageError(f"etdump_profile() needs a runner from the runner fixture, got {type(runner).__name__}")
+            with progress.running(request.config, runner, pte):
+                profile = runner.profile(pte)
+        profiles.append(profile)
+        return profile
+
+    return etdump_profile
+
+
+@pytest.fixture
+def compare_variants(request: pytest.FixtureRequest) -> Callable[..., tuple[Profile, Profile]]:
+    """Function: ``compare_variants(pte, runner_a, runner_b, rounds=4)`` -> (profile_a, profile_b).
+
+    For speedup assertions between two variants (SME2 on/off, threads, recipes):
+    runs A, B, A, B... in ``rounds`` chunks and merges each variant's chunks into
+    one Profile, so drift of a shared machine hits both variants alike. Both
+    profiles are attached to the test like etdump_profile's.
+    """
+    profiles = request.node.stash.setdefault(_PROFILES_KEY, [])
+
+    def compare_variants(pte: Any, runner_a: Runner, runner_b: Runner, rounds: int = 4) -> tuple[Profile, Profile]:
+        from pytest_sme2.measure.runner import alternate
+
+        with _as_test_failure(request):
+            require_program(pte)
+            for name, value in (("runner_a", runner_a), ("runner_b", runner_b)):
+                if not isinstance(value, Runner):
+                    raise UsageError(f"compare_variants() needs {name} from the runner fixture, got {type(value).__name__}")
+            pair = alternate(pte, runner_a, runner_b, rounds)
+        profiles.extend(pair)
+        return pair
+
+    return compare_variants
+
+
+@pytest.fixture(scope="session")
+def sme2_session(request: pytest.FixtureRequest) -> Sme2Session:
+    """The pytest-sme2 session: settings, model registry, export cache and target."""
+    return request.config.stash[_SESSION_KEY]

@@ -1,0 +1,353 @@
+"""pytest hooks for baselines, regression verdicts and pytest-benchmark results.
+
+Every profile a test builds with ``etdump_profile`` (or ``compare_variants``)
+is, after the test body passed:
+
+1. recorded as a pytest-benchmark result from its per-run latencies (no
+   second timing), so ``--benchmark-json/-autosave/-compare`` work on it;
+2. checked against its stored baseline (see baselines.py and verdicts.py),
+   or written there with ``--sme2-update-baselines``.
+
+A failing verdict fails the test with the numbers, tolerance, p-value,
+baseline file and update command. The terminal summary lists baselines no
+test used. Works under pytest-xdist: workers report what they used through
+test reports and ``workeroutput``; the controller prints the summary.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_sme2.system import _writable
+
+from pytest_sme2.gate import baselines, gate, verdicts
+
+from pytest_sme2.plugin import options
+from pytest_sme2.errors import Sme2Error, UsageError
+from pytest_sme2.gate.gate import MISSING_POLICIES
+from pytest_sme2.plugin import AUTO_PROCESSES_KEY, failures_of_test, profiles_of, session_of, setting
+
+_MARKER_KEYS = (*options.marker_arguments("baseline"), "enabled")
+MARKER = (f"baseline({', '.join(f'{k}=None' for k in _MARKER_KEYS[:-1])}, enabled=True): per-test baseline "
+          "tolerances and policy for the regression gate (enabled=False turns the gate off for this test)")
+_USED = "sme2_baseline"  # report user property: what this test did with its baseline
+@dataclass
+class _GateConfig:
+    root: Path
+    update: bool
+    accept_noisy: bool
+    metric: str
+    missing: str
+    enabled: bool
+    tolerances: verdicts.Tolerances
+    inferences: int
+    known_ids: set[str] = field(default_factory=set)
+    reports: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def place(self) -> _writable.Place:
+        return _writable.Place("baselines folder", self.root,
+                              _writable.option_and_ini("--sme2-baselines-dir", "sme2_baselines_dir"))
+
+
+_GATE_KEY = pytest.StashKey[_GateConfig]()
+_ITEM_KEY = pytest.StashKey[dict]()
+_INPUT_KEY = pytest.StashKey[dict]()  # what check_file judged: kept in summary.json for `pytest-sme2 check`
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", MARKER)
+    try:
+        tolerances = verdicts.Tolerances(**{field: setting(config, ini) for field, ini in options.TOLERANCE_KEYS.items()})
+    except Sme2Error as exc:
+        raise pytest.UsageError(str(exc)) from None
+    config.stash[_GATE_KEY] = _GateConfig(
+        root=options.resolve_path(config, "baselines_dir"),
+        update=setting(config, "update_baselines"),
+        accept_noisy=setting(config, "accept_noisy_baselines"),
+        metric=setting(config, "metric"),
+        missing=setting(config, "baseline_missing"),
+        enabled=setting(config, "baselines"),
+        tolerances=tolerances,
+        inferences=setting(config, "instruction_inferences"),
+    )
+    if getattr(config, "workerinput", None) is None:  # the controller (or a plain run) prints the summary
+        config.pluginmanager.register(_GateTally(config.stash[_GATE_KEY]), "sme2-baseline-summary")
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """An update that could not write its files stops before the first test, not after the last."""
+    settings = session.config.stash.get(_GATE_KEY, None)
+    if settings is None or not settings.update or not settings.enabled or getattr(session.config, "workerinput", None):
+        return
+    try:
+        _writable.check_writable(settings.place)
+    except Sme2Error as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+# ------------------------------------------------------------ known test ids
+def pytest_collection_modifyitems(items: list[pytest.Item], config: pytest.Config) -> None:
+    config.stash[_GATE_KEY].known_ids.update(item.nodeid for item in items)
+
+
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    if items:
+        items[0].config.stash[_GATE_KEY].known_ids.update(item.nodeid for item in items)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # an xdist worker: hand what it knows to the controller
+        workeroutput["sme2_known_ids"] = sorted(session.config.stash[_GATE_KEY].known_ids)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    settings = node.config.stash.get(_GATE_KEY, None)
+    output = getattr(node, "workeroutput", None) or {}
+    if settings is not None:
+        settings.known_ids.update(output.get("sme2_known_ids", []))
+
+
+# ---------------------------------------------------------- the gate itself
+def _marker_options(item: pytest.Item) -> dict[str, Any]:
+    marker = item.get_closest_marker("baseline")
+    if marker is None:
+        return {}
+    if marker.args:
+        raise UsageError("@pytest.mark.baseline takes keyword arguments only, e.g. @pytest.mark.baseline(latency=0.15)")
+    unknown = sorted(set(marker.kwargs) - set(_MARKER_KEYS))
+    if unknown:
+        raise UsageError(f"@pytest.mark.baseline got unknown argument(s) {', '.join(unknown)}; "
+                         f"allowed: {', '.join(_MARKER_KEYS)}")
+    overrides = {k: v for k, v in marker.kwargs.items() if v is not None}
+    if overrides.get("missing", "fail") not in MISSING_POLICIES:
+        raise UsageError(f"@pytest.mark.baseline(missing={overrides['missing']!r}): use one of {', '.join(MISSING_POLICIES)}")
+    return overrides
+
+
+def _labelled(profiles: list[Any]) -> list[tuple[str, Any]]:
+    """Profile labels, made unique within the test ("... #2" for a repeated variant)."""
+    seen: Counter[str] = Counter()
+    out = []
+    for profile in profiles:
+        seen[profile.label] += 1
+        out.append((profile.label if seen[profile.label] == 1 else f"{profile.label} #{seen[profile.label]}", profile))
+    return out
+
+
+def _update_command(item: pytest.Item, settings: _GateConfig) -> str:
+    extra = " --sme2-metric=instructions" if settings.metric == "instructions" else ""
+    target = item.config.getoption("sme2_target")  # as the user passed it (not the ini default)
+    extra += f" --sme2-target={target}" if target else ""
+    return f"pytest {shlex.quote(item.nodeid)} --sme2-update-baselines{extra}"
+
+
+def _check_processes(config: pytest.Config) -> int:
+    """How many processes later checks measure (--sme2-processes): the design a baseline must serve."""
+    session = session_of(config)
+    return session.settings.check_processes if session is not None else 1
+
+
+def _rules_of(item: pytest.Item, config: _GateConfig) -> gate.Rules | None:
+    """The gate's rules for this test: the session's settings under its @pytest.mark.baseline; None when the
+    gate is off for it. One reader for the verdicts and for the processes sme2_processes = auto measures."""
+    overrides = _marker_options(item)
+    if not config.enabled or overrides.pop("enabled", True) is False:
+        return None
+    return gate.Rules(root=config.root, metric=config.metric, tolerances=config.tolerances.replace(
+        **{k: v for k, v in overrides.items() if k != "missing"}), missing=overrides.get("missing", config.missing),
+        update=config.update, accept_noisy=config.accept_noisy, check_processes=_check_processes(item.config))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """sme2_processes = auto: before the test's fixtures measure, how many processes its stored baseline asks
+    its checks to measure (gate.auto_processes); the runner fixture reads it. 1 when the gate is off for
+    the test or its marker is wrong (the gate then fails the test with the marker's message)."""
+    config = item.config.stash.get(_GATE_KEY, None)
+    session = session_of(item.config)
+    if (config is None or session is None or session.settings.processes != gate.AUTO_PROCESSES
+            or "runner" not in getattr(item, "fixturenames", ())):
+        return
+    try:
+        rules = _rules_of(item, config)
+        fingerprint = session.target.info.fingerprint
+    except Sme2Error:  # a wrong marker or target: the runner fixture or the gate reports it, as a test failure
+        return
+    if rules is not None:
+        item.stash[AUTO_PROCESSES_KEY] = gate.auto_processes(rules.root, fingerprint, item.nodeid, rules.tolerances)
+
+
+def _gate(item: pytest.Item) -> None:
+    profiles = profiles_of(item)
+    config = item.config.stash.get(_GATE_KEY, None)
+    if not profiles or config is None:
+        return
+    _record_benchmarks(item, profiles)
+    rules = _rules_of(item, config)
+    if rules is None:
+        return
+    outcome = gate.new_outcome()
+    item.stash[_ITEM_KEY] = outcome
+    session = session_of(item.config)
+    verdicts_dir = session.test_dir(item.nodeid) if session is not None else None
+    update = _update_command(item, config)
+    by_target: dict[str, tuple[dict[str, Any], list[tuple[str, Any]]]] = {}
+    for label, profile in _labelled(profiles):
+        target = profile.metadata.get("target", {})
+        fingerprint = target.get("fingerprint") or "unknown-target"
+        by_target.setdefault(fingerprint, (target, []))[1].append((label, profile))
+    # What `pytest-sme2 check` judges again later: the rules and each file's records (summary.json).
+    judged = {"rules": rules.as_dict(), "test_id": item.nodeid, "update_command": update, "files": []}
+    item.stash[_INPUT_KEY] = judged
+    failures: list[str] = []
+    for fingerprint, (target, labelled) in by_target.items():
+        outcome["fingerprints"].append(fingerprint)
+        records = gate.records_of(labelled, config.metric, config.inferences)
+        if not config.update:
+            judged["files"].append({"fingerprint": fingerprint, "target": target, "records": records})
+        failures += gate.check_file(item.nodeid, fingerprint, target, records, rules, update, outcome,
+                                    verdicts_dir=verdicts_dir, repo_root=item.config.rootpath)
+    if failures:
+        pytest.fail(gate.FAILED_HEADLINE + "\n" + "\n".join(failures), pytrace=False)
+    if outcome["missing"] and rules.missing == "skip":
+        pytest.skip("; ".join(outcome["missing"]))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Any:
+    result = yield  # a failing or skipped test body raises here: nothing to gate
+
+    session = session_of(item.config)
+    if session is None:  # the plugin's session was never configured: no profiles to gate
+        return result
+    # A broken baseline, or writing one (or counting instructions) into a folder that cannot be written.
+    with failures_of_test(session, item.nodeid, (item.config.stash[_GATE_KEY].place,)):
+        _gate(item)
+    return result
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
+    report = yield
+    outcome = item.stash.get(_ITEM_KEY, None)
+    if call.when == "call" and outcome is not None:
+        report.user_properties.append((_USED, outcome))
+        judged = item.stash.get(_INPUT_KEY, None)
+        if judged is not None and judged["files"]:
+            report.user_properties.append((gate.GATE_INPUT, judged))  # into summary.json (report hooks)
+        lines = ([f"written {p}" for p in outcome["written"]] + [f"refused {p}" for p in outcome["refused"]]
+                 + outcome["verdicts"] + outcome["missing"])
+        if lines:
+            report.sections.append(("sme2 baselines", "\n".join(lines)))
+    return report
+
+
+# -------------------------------------------------------- pytest-benchmark
+@dataclass
+class _BenchmarkSource:
+    """What pytest_benchmark.stats.Metadata reads from its fixture, for a result we did not time."""
+
+    name: str
+    fullname: str
+    group: str | None
+    param: str | None
+    params: dict[str, Any] | None
+    extra_info: dict[str, Any]
+    cprofile_stats: Any = None
+    has_error: bool = False
+
+
+def _record_benchmarks(item: pytest.Item, profiles: list[Any]) -> None:
+    """Each profile's per-run E2E latencies as one pytest-benchmark result (seconds, one iteration per round)."""
+    bench_session = getattr(item.config, "_benchmarksession", None)
+    if bench_session is None or bench_session.disabled:
+        return
+    from pytest_benchmark.stats import Metadata
+
+    callspec = getattr(item, "callspec", None)
+    with_emulated = setting(item.config, "benchmark_emulated")
+    for label, profile in _labelled(profiles):
+        if profile.emulated and not with_emulated:
+            continue  # emulated time is the emulator's: not a benchmark result unless asked for
+        source = _BenchmarkSource(
+            name=f"{item.name}[{label}]",
+            fullname=f"{item.nodeid}[{label}]",
+            group=f"sme2 {profile.model} {profile.recipe}",
+            param=callspec.id if callspec else None,
+            params=dict(callspec.params) if callspec else None,
+            extra_info={"sme2_variant": profile.variant, "sme2_emulated": profile.emulated,
+                        "sme2_timer": "ETDump Method::execute", "sme2_fingerprint":
+                        profile.metadata.get("target", {}).get("fingerprint")},
+        )
+        metadata = Metadata(source, iterations=1, options={"timer": "etdump", "warmup": profile.metadata.get(
+            "run", {}).get("warmup"), "min_rounds": profile.runs, "disable_gc": False, "min_time": 0, "max_time": 0})
+        for ms in profile.e2e_ms:
+            metadata.stats.update(float(ms) / 1000.0)
+        bench_session.benchmarks.append(metadata)
+
+
+# ------------------------------------------------------------- the summary
+class _GateTally:
+    """Collects every test's gate outcome from its report (also from xdist workers) and prints the summary."""
+
+    def _measure(self, reports: list[dict[str, Any]]) -> str:
+        """What the gate compared: counted instructions on the emulated target, else the chosen metric."""
+        fingerprints = {f for r in reports for f in r["fingerprints"]}
+        if fingerprints and all(f.startswith("emulated") for f in fingerprints):
+            return "counted instructions, emulated target"
+        return self.gate.metric
+
+    def __init__(self, gate: _GateConfig):
+        self.gate = gate
+        self.reports: list[dict[str, Any]] = []
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when == "call":
+            self.reports += [value for name, value in report.user_properties if name == _USED and isinstance(value, dict)]
+
+    def unused(self) -> list[str]:
+        """Stored files of the session's targets whose test no longer exists, and variants no test profiled."""
+        settings, reports = self.gate, self.reports
+        used = {p for r in reports for p in r["paths"]}
+        files = {nodeid.split("::")[0] for nodeid in settings.known_ids}
+        unused = []
+        for fingerprint in sorted({f for r in reports for f in r["fingerprints"]}):
+            for path in baselines.stored(settings.root, fingerprint):
+                test_id = baselines.stored_test_id(path)
+                if str(path) in used or test_id is None or test_id.split("::")[0] not in files:
+                    continue  # another test file's baseline (not run now) or unreadable (its test says why)
+                if test_id not in settings.known_ids:
+                    unused.append(f"{path} (test {test_id} no longer exists)")
+        return unused + [f"{entry} (variant no longer profiled by its test)" for r in reports for entry in r["unused_labels"]]
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if not self.reports:
+            return
+        reports = self.reports
+        verdict_lines = [v for r in reports for v in r["verdicts"]]
+        improvements = [v for v in verdict_lines if v.startswith(f"[{verdicts.IMPROVEMENT}]")]
+        inconclusive = [v for v in verdict_lines if v.startswith(f"[{verdicts.INCONCLUSIVE}]")]
+        unused = self.unused()
+        terminalreporter.section("sme2 baselines")
+        terminalreporter.write_line(
+            f"{len({p for r in reports for p in r['paths']})} baseline file(s) ({self._measure(reports)}): "
+            f"{sum(len(r['written']) for r in reports)} written, "
+            f"{sum(len(r.get('refused', [])) for r in reports)} refused, {sum(len(r['failed']) for r in reports)} "
+            f"regression(s), {len(improvements)} improvement(s), {len(inconclusive)} inconclusive, "
+            f"{sum(len(r['missing']) for r in reports)} missing"
+        )
+        for line in improvements + inconclusive:
+            terminalreporter.write_line(f"  {line}")
+        if unused:
+            terminalreporter.write_line(f"{len(unused)} unused baseline(s) (no test used them; delete them if obsolete):")
+            for line in unused:
+                terminalreporter.write_line(f"  {line}")

@@ -1,0 +1,292 @@
+"""pytest hooks for reports and session outputs.
+
+Per test (where the Profiles live: the worker under xdist), ``makereport``
+turns the test's Profiles into a record (report/record.py), writes the
+reference kit's CSVs next to its ETDumps, and attaches the record to the
+report: the ``sme2_record`` and ``sme2_profiles`` user properties, the
+"sme2 profiles" text section and a pytest-html extra with charts.
+
+Per session (the controller only under xdist, which sees every worker's
+reports through ``pytest_runtest_logreport``), the records are gathered and
+written to summary.json, summary.md and report.html in the session folder,
+and the terminal shows one table of all perf tests.
+
+Baseline verdicts are read, never computed, here: a ``sme2_verdicts`` user
+property (a list of dicts with at least ``verdict``; see docs/artifacts.md)
+on the item or any of its reports is shown with the test; without one the
+reports say "no baseline check".
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_sme2.gate.gate import GATE_INPUT
+from pytest_sme2.report.record import build_record, verdicts_of
+from pytest_sme2.system.safe_files import write_file
+
+RECORD_PROPERTY = "sme2_record"
+PROFILES_PROPERTY = "sme2_profiles"
+# An output the user asked for (history line, session summary) could not be written: the session fails.
+OUTPUT_ERROR_PROPERTY = "sme2_output_error"
+_RECORDS_KEY = pytest.StashKey[dict]()
+_OUTPUT_ERRORS_KEY = pytest.StashKey[list]()
+
+
+def _is_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def _output_errors(config: pytest.Config) -> list[str]:
+    """Outputs this session could not write, each one message (shown red at the end; exit status 1)."""
+    return config.stash.setdefault(_OUTPUT_ERRORS_KEY, [])
+
+
+def _records(config: pytest.Config) -> dict[str, dict[str, Any]]:
+    return config.stash.setdefault(_RECORDS_KEY, {})
+
+
+def _write_csvs(entry: dict[str, Any]) -> None:
+    """The kit-compatible CSVs of one profile, in its run folder next to its ETDumps; paths go into the entry."""
+    from pytest_sme2.report.csv_export import write_csvs, write_kernels_csv
+    from pytest_sme2.system.names import slug
+    from pytest_sme2.measure.session import copy_artifact, kit_variant
+
+    etdump = entry.get("artifacts", {}).get("timed_etdump")
+    if not etdump:
+        return
+    out_dir = Path(etdump).parent
+    variant = kit_variant(entry["variant"])  # sme2_on / sme2_off, as the kit's tools tell them apart
+    prefix = slug(f"{entry['model']}_{entry['recipe']}_{variant}")
+    # the variant in model_id: the kit's --compare keys runs by it, and SME2 on and off must stay apart
+    model_id = f"{entry['model']} {entry['recipe']} [{variant}]"
+    emulated = bool(entry.get("emulated"))
+    entry["artifacts"].update(write_csvs(etdump, out_dir, prefix, model_id=model_id, emulated=emulated))
+    entry["artifacts"].update(write_kernels_csv(entry.get("kernel_time") or {}, out_dir, prefix, model_id,
+                                                entry["variant"]))
+    if emulated:  # emulator time: nothing under the names the kit's tools read as latency
+        return
+    # the kit's tools look for *.etdump: a copy of the same file under that name
+    entry["artifacts"]["kit_etdump"] = str(copy_artifact(Path(etdump), out_dir / f"{prefix}.etdump"))
+    # the latency statistics the kit's robust analysis writes
+    robust = out_dir / f"{prefix}_robust_stats.json"
+    write_file(robust, json.dumps({"model_id": model_id, "latency": entry.get("latency"),
+                                   "relative_latency": entry.get("relative_latency"),
+                                   "disturbed_runs": entry.get("disturbed_runs")}, indent=1) + "\n")
+    entry["artifacts"]["robust_stats"] = str(robust)
+
+
+_HISTORY_FACTS_KEY = pytest.StashKey[dict]()
+
+
+def _append_history(config: pytest.Config, record: dict[str, Any]) -> None:
+    """With --sme2-history: one line per profile of this test appended to the history (history.py)."""
+    from pytest_sme2.gate import history
+    from pytest_sme2.plugin import history_path, session_of
+
+    path = history_path(config)
+    session = session_of(config)
+    if path is None or session is None:
+        return
+    if _HISTORY_FACTS_KEY not in config.stash:  # once per process: the commit and target do not change
+        config.stash[_HISTORY_FACTS_KEY] = history.session_facts(config.rootpath, session.settings.session_dir,
+                                                                 session.target.info.fingerprint)
+    facts = config.stash[_HISTORY_FACTS_KEY]
+    history.append(path, [history.digest(record["nodeid"], entry, facts) for entry in record["profiles"]])
+
+
+def _build(item: pytest.Item, report: pytest.TestReport) -> dict[str, Any] | None:
+    from pytest_sme2.plugin import profiles_of, session_of
+
+    profiles = profiles_of(item)
+    if not profiles:
+        return None
+    record = build_record(item.nodeid, profiles)
+    session = session_of(item.config)
+    if session is not None:
+        record["test_dir"] = str(session.test_dir(item.nodeid))
+    for entry in record["profiles"]:
+        _write_csvs(entry)
+    record["verdicts"] = verdicts_of([*item.user_properties, *report.user_properties])
+    judged = [value for key, value in report.user_properties if key == GATE_INPUT]
+    if judged:  # what `pytest-sme2 check SESSION_DIR` judges again
+        record[GATE_INPUT] = judged[-1]
+    # One JSON round trip: what crosses to the xdist controller must be plain data.
+    return json.loads(json.dumps(record, default=str))
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)  # outermost: sees what other wrappers (baselines) added
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
+    report = yield
+    if call.when != "call":
+        return report
+    try:
+        record = _build(item, report)
+    except Exception as exc:  # a report problem must not take the session down; it is shown with the test,
+        # and the session fails at its end naming it: its profiles are missing from every report and summary
+        message = f"building the sme2 report of {item.nodeid} failed: {type(exc).__name__}: {exc}"
+        report.sections.append(("sme2 report error", message))
+        report.user_properties.append((OUTPUT_ERROR_PROPERTY, message))
+        return report
+    if record is None:
+        return report
+    try:
+        _append_history(item.config, record)
+    except Exception as exc:  # the test stands; the session fails at its end, saying why
+        from pytest_sme2.system._writable import explain
+        from pytest_sme2.plugin import session_of
+
+        session = session_of(item.config)
+        why = (explain(exc, session.places) if isinstance(exc, OSError) and session is not None else None) or exc
+        message = f"appending to the history file failed: {why}"
+        report.sections.append(("sme2 history error", message))
+        report.user_properties.append((OUTPUT_ERROR_PROPERTY, message))
+    from pytest_sme2.report.text import record_text
+
+    # junitxml reads properties from the teardown report, made from the item's list.
+    item.user_properties.append((PROFILES_PROPERTY, record["profiles"]))
+    report.user_properties.append((PROFILES_PROPERTY, record["profiles"]))
+    report.user_properties.append((RECORD_PROPERTY, record))
+    report.sections.append(("sme2 profiles", record_text(record)))
+    htmlpath = getattr(item.config.option, "htmlpath", None)
+    if not htmlpath:  # charts cost about a second per test: draw them only for a pytest-html report
+        return report
+    try:
+        from pytest_html import extras
+    except ImportError:
+        return report
+    from pytest_sme2.report.html import extra_html
+
+    base = Path(htmlpath).absolute().parent
+    try:
+        report.extras = [*getattr(report, "extras", []), extras.html(extra_html(record, base))]
+    except Exception as exc:
+        report.sections.append(("sme2 report error", f"rendering the HTML section failed: {type(exc).__name__}: {exc}"))
+    return report
+
+
+class _Collector:
+    """Gathers every perf test's record on the controller (or the only process)."""
+
+    def __init__(self, config: pytest.Config):
+        self.config = config
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        records = _records(self.config)
+        properties = list(report.user_properties)
+        record = next((value for key, value in properties if key == RECORD_PROPERTY), None)
+        if record is not None:
+            records[report.nodeid] = {**record, "outcome": report.outcome, "duration_s": report.duration,
+                                      "verdicts": list(record.get("verdicts", []))}
+        for key, value in properties:
+            if key == OUTPUT_ERROR_PROPERTY and value not in _output_errors(self.config):
+                _output_errors(self.config).append(value)
+        existing = records.get(report.nodeid)
+        if existing is None:
+            return
+        if report.when != "call" and report.failed:
+            existing["outcome"] = "error" if report.when == "setup" else f"failed in {report.when}"
+        for verdict in verdicts_of(properties):
+            if verdict not in existing["verdicts"]:
+                existing["verdicts"].append(verdict)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        records = _records(self.config)
+        if records:
+            self._write(records)
+        if _output_errors(self.config) and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED  # an output asked for is missing: never exit 0
+
+    def _write(self, records: dict[str, Any]) -> None:
+        """summary.json, summary.md, the session HTML and the kit layout; a failure is an output error."""
+        from pytest_sme2.plugin import session_of
+        from pytest_sme2.report import kit_layout
+        from pytest_sme2.report.summary import session_summary, write_session
+
+        sme2 = session_of(self.config)
+        if sme2 is None:  # records exist only when the plugin configured a session; nothing to write into
+            return
+        out_dir = sme2.settings.session_dir
+        html = bool(getattr(self.config.option, "htmlpath", None)) or session_report_wanted(self.config)
+        try:
+            summary = session_summary(list(records.values()), out_dir)
+            paths = write_session(summary, out_dir, html=html)
+            paths.update(kit_layout.write(summary["tests"], out_dir))
+        except Exception as exc:  # never lose the session over a report; the session fails, saying why
+            from pytest_sme2.system._writable import explain
+
+            why = explain(exc, sme2.places) if isinstance(exc, OSError) else None
+            _output_errors(self.config).append(
+                f"writing the session summary failed: {why or f'{type(exc).__name__}: {exc}'}")
+        else:
+            self.config.stash[_OUTPUTS_KEY] = paths
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_html_results_summary(self, prefix: list[str], summary: list[str], postfix: list[str],
+                                    session: pytest.Session) -> None:
+        """pytest-html: the perf tests' table and the session report's link at the top of its page."""
+        records = _records(self.config)
+        if not records:
+            return
+        from pytest_sme2.plugin import session_of
+        from pytest_sme2.report.html import pytest_html_summary
+        from pytest_sme2.report.summary import REPORT_HTML, session_summary
+
+        sme2 = session_of(self.config)
+        if sme2 is None:
+            return
+        # With --html the session's report.html is always drawn (pytest_sessionfinish above).
+        report = sme2.settings.session_dir / REPORT_HTML
+        tests = session_summary(list(records.values()), None)["tests"]
+        prefix.append(pytest_html_summary(tests, report, Path(self.config.option.htmlpath).absolute().parent))
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        records = _records(self.config)
+        if records:
+            self._summary_table(terminalreporter, records)
+        for error in _output_errors(self.config):
+            terminalreporter.write_line(f"sme2: {error}; the session fails for it", red=True)
+
+    def _summary_table(self, terminalreporter: Any, records: dict[str, Any]) -> None:
+        from pytest_sme2.report.summary import session_summary
+        from pytest_sme2.report.table import COLUMNS, summary_rows, text_table
+
+        rows = summary_rows(session_summary(list(records.values()), None)["tests"])
+        terminalreporter.write_sep("=", "sme2 performance summary")
+        for line in text_table(COLUMNS, rows):
+            terminalreporter.write_line(line)
+        outputs = self.config.stash.get(_OUTPUTS_KEY, None)
+        if isinstance(outputs, dict):
+            report = outputs.get("html") or (f"not drawn (--html or --sme2-session-report draws it; later: "
+                                             f"pytest-sme2 report {Path(outputs['json']).parent})")
+            terminalreporter.write_line(
+                f"sme2: summary {outputs['json']}, markdown {outputs['markdown']}, report {report}")
+
+
+_OUTPUTS_KEY = pytest.StashKey[Any]()
+
+
+def session_report_wanted(config: pytest.Config) -> bool:
+    """--sme2-session-report or ini sme2_session_report: write report.html at the end of every session."""
+    from pytest_sme2.plugin.options import value
+
+    return bool(value(config, "session_report"))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config: pytest.Config) -> None:
+    from pytest_sme2.plugin import progress
+    from pytest_sme2.plugin import session_of
+
+    def session_dir() -> Path | None:
+        session = session_of(config)
+        return session.settings.session_dir if session is not None else None
+
+    progress.install(config, session_dir)
+    if not _is_worker(config):
+        config.pluginmanager.register(_Collector(config), "sme2-report-collector")

@@ -1,0 +1,357 @@
+"""The one table of pytest-sme2's settings: option, ini key, type, default, marker argument, help, validation.
+
+pytest's options and ini keys are registered from it (``register``), values are read and checked through
+it (``value``, ``source``), and docs/options.md's tables are rendered from it (``markdown_table``; a test
+keeps the page equal to the rendering), so a default is written once and cannot drift between the code,
+``pytest --help`` and the docs. Nothing here imports pytest: the parser and config are passed in.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from pytest_sme2.run.emulation_setup import DEFAULT_SVL_BITS
+from pytest_sme2.errors import Sme2Error, UsageError
+from pytest_sme2.gate.gate import MISSING_POLICIES
+from pytest_sme2.run.targets.base import AUTO_PROCESSES
+from pytest_sme2.evidence.perf_samples import DEFAULT_PERIOD_NS
+from pytest_sme2.run.targets import TARGET_NAMES, EmulatedTarget, RunSpec, check_target_name
+from pytest_sme2.run.targets.adb import DEFAULT_DEVICE_DIR, AdbOptions
+from pytest_sme2.run.targets.base import DEFAULT_TIMEOUT_S, MAX_THREADS, MAX_TIMEOUT_S, THREADS_WHY, TIMEOUT_RANGE
+from pytest_sme2.gate.verdicts import BASELINE_PROCESSES, METRICS, MIN_BASELINE_PROCESSES, Tolerances
+
+RUN, GATE, REPORT = "run", "gate", "report"  # the sections of docs/options.md
+
+
+@dataclass(frozen=True)
+class Option:
+    """One setting. ``name`` is its key without the ``sme2_`` prefix (ini ``sme2_<name>``).
+
+    kind: ``int``, ``float``, ``text``, ``path`` (relative to the rootdir), ``bool`` (ini true/false),
+    ``paths``/``linelist`` (ini lists), ``flag`` (an option without a value). ``switch``: the option that
+    sets a bool ini key from the command line: ``"--sme2-no-x"`` (a flag that turns it off) or a choice
+    of on/off. ``low``/``high``/``strict`` bound numbers; ``what`` says the valid range in errors.
+    """
+
+    name: str
+    help: str
+    section: str
+    kind: str = "text"
+    default: Any = None  # None: no value (the target's default, or nothing)
+    doc_default: str = ""  # the "default" cell of docs/options.md
+    option: bool = True  # a --sme2-<name> option
+    ini: bool = True  # an ini key sme2_<name>
+    ini_help: str | None = None
+    switch: str | None = None  # "--sme2-no-<name>", or "on/off" for a choice that overrides a bool ini key
+    choices: tuple[str, ...] | None = None
+    parse: Callable[[str], Any] | None = None  # argparse type of the option (raise ArgumentTypeError)
+    low: float | None = None
+    high: float | None = None
+    strict: bool = False  # the value must be above ``low``
+    what: str = ""
+    marker: str | None = None  # the marker argument that overrides it per test, e.g. "perf(runs=...)"
+    specials: tuple[str, ...] = ()  # words a number setting also takes, e.g. "auto"
+
+    @property
+    def ini_key(self) -> str:
+        return f"sme2_{self.name}"
+
+    @property
+    def dest(self) -> str:
+        """pytest's name of the option's value (``config.getoption``)."""
+        return self.flag_text.lstrip("-").replace("-", "_")
+
+    @property
+    def flag_text(self) -> str:
+        """The option as the user types it."""
+        return self.switch if self.switch and self.switch.startswith("--") else f"--sme2-{self.name.replace('_', '-')}"
+
+    @property
+    def ini_default(self) -> Any:
+        if self.kind in ("paths", "linelist"):
+            return []
+        if self.kind == "bool":
+            return bool(self.default)
+        return "" if self.default is None else (f"{self.default:g}" if isinstance(self.default, float) else str(self.default))
+
+
+def _target_option(value: str) -> str:
+    """argparse type of --sme2-target: a usage error that names the choices for anything else."""
+    try:
+        return check_target_name(value)
+    except Sme2Error as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+_TOLERANCE_TEXT = {
+    "latency": ("baseline_tolerance", "relative latency change allowed (0.10 = 10% slower)", "(latency, relative)"),
+    "alpha": ("baseline_alpha", "significance level of every time-based check (t-test between processes; 0.001)",
+              "(t-test between processes, every time-based check)"),
+    "min_effect_ms": ("baseline_min_effect_ms",
+                      "smallest latency change in ms per run that can fail a test (0.02; for tiny models)",
+                      "(smallest latency change per run that fails)"),
+    "shares": ("baseline_share_tolerance", "category share change allowed, in share points (0.05)", "(share points)"),
+    "coverage": ("baseline_coverage_tolerance", "delegation coverage drop allowed, in share points (0.02)",
+                 "(share points)"),
+    "sme_path": ("baseline_sme_path_tolerance", "SME path share drop allowed, in share points (0.05)",
+                 "(share points)"),
+    "instructions": ("baseline_instruction_tolerance", "relative instruction-count change allowed (0.005)",
+                     "(relative)"),
+    "op_instructions": ("baseline_op_instruction_tolerance",
+                        "relative change of one operator's counted instructions allowed (emulated target, 0.02)",
+                        "(relative, one operator's counted instructions; emulated target)"),
+    "memory": ("baseline_memory_tolerance", "relative growth of the program's planned memory allowed (0)",
+               "(relative growth of planned memory)"),
+}
+# Ini name of each tolerance, by its Tolerances field (and @pytest.mark.baseline argument).
+TOLERANCE_KEYS = {field: ini for field, (ini, _, _) in _TOLERANCE_TEXT.items()}
+_ADB_CLAIM = AdbOptions.claim_timeout_s
+
+OPTIONS: tuple[Option, ...] = (
+    # ------------------------------------------------------------------ running
+    Option("target", f"where programs run: {', '.join(TARGET_NAMES)} (default: ini sme2_target, else auto)", RUN,
+           default="auto", parse=_target_option, ini_help="default --sme2-target",
+           doc_default="`auto` (on a CPU with SME2 the native runner, `local`; else emulated when set up, else host); "
+                       "`host`, `emulated`, `local`, `adb`, `adb:SERIAL`"),
+    Option("emulated_svl", f"emulated target: SME streaming vector length in bits (default {DEFAULT_SVL_BITS}, like "
+           "the M4)", RUN, kind="int", default=DEFAULT_SVL_BITS,
+           ini_help="emulated target: streaming vector length in bits", doc_default=f"{DEFAULT_SVL_BITS} (bits)"),
+    Option("kernel_trace", "emulated target: skip the traced inference that names the SME kernels that ran", RUN,
+           kind="bool", default=True, switch="--sme2-no-kernel-trace",
+           ini_help="emulated target: name the SME kernels that ran (one traced inference per variant)",
+           doc_default="trace on (emulated target)"),
+    Option("adb_server", "adb target: adb server HOST:PORT (default: ADB_SERVER_SOCKET, ANDROID_ADB_SERVER_PORT, 5037)",
+           RUN, doc_default="adb server from the environment"),
+    Option("adb_affinity", "adb target: CPU affinity mask for the runner, in hex as taskset takes it (e.g. f0)", RUN,
+           doc_default="no affinity"),
+    Option("adb_dir", f"adb target: device folder for per-session files (default {DEFAULT_DEVICE_DIR})", RUN,
+           doc_default=f"`{DEFAULT_DEVICE_DIR}`"),
+    Option("adb_mask_library", "adb target: libsme2_mask.so built for the device, for SME2 off with one runner build",
+           RUN, kind="path", doc_default="none"),
+    Option("adb_claim_timeout", f"adb target: seconds to wait for a device no other worker has claimed (default "
+           f"{_ADB_CLAIM:g})", RUN, kind="float", low=0, what="a number of seconds >= 0",
+           doc_default=f"{_ADB_CLAIM:g} s"),
+    Option("runner", "local target: runner executable; SME2 off by masking (default: the built runner)", RUN,
+           kind="path", ini_help="local target: runner executable (SME2 off by masking)",
+           doc_default="the built runner (local target)"),
+    Option("runner_on", "local target: runner build used for SME2 on", RUN, kind="path",
+           doc_default="none (local target, two builds)"),
+    Option("runner_off", "local target: runner build used for SME2 off", RUN, kind="path",
+           doc_default="none (local target, two builds)"),
+    Option("runs", f"timed runs per variant (default {RunSpec.runs}; {EmulatedTarget.default_runs} on the emulated "
+           "target)", RUN, kind="int", low=1, what="a whole number >= 1", marker="perf(runs=...)",
+           ini_help="default timed runs per variant (empty: the target's default)",
+           doc_default=f"{RunSpec.runs} (emulated: {EmulatedTarget.default_runs})"),
+    Option("max_rounds", "when the machine disturbs more than half of a variant's runs, run them again, up to this "
+           f"many rounds in all (default {RunSpec.max_rounds}; 1 never repeats)", RUN, kind="int",
+           default=RunSpec.max_rounds, low=1, what="a whole number >= 1", marker="perf(max_rounds=...)",
+           ini_help="rounds of runs at most when the machine disturbs more than half of them",
+           doc_default=f"{RunSpec.max_rounds} (more rounds of runs when over half are disturbed; 1 = never)"),
+    Option("warmup", f"warmup runs per variant (default {RunSpec.warmup}; {EmulatedTarget.default_warmup} on the "
+           "emulated target)", RUN, kind="int", low=0, what="a whole number >= 0", marker="perf(warmup=...)",
+           ini_help="default warmup runs per variant (empty: the target's default)",
+           doc_default=f"{RunSpec.warmup} (emulated: {EmulatedTarget.default_warmup})"),
+    Option("threads", "runtime threads (default 1)", RUN, kind="int", default=1, low=1, high=MAX_THREADS,
+           what=f"a whole number from 1 to {MAX_THREADS} ({THREADS_WHY})", marker="perf(threads=...)",
+           ini_help="default runtime threads", doc_default=f"1 (at most {MAX_THREADS})"),
+    Option("timeout", f"seconds before a run is killed (default {DEFAULT_TIMEOUT_S:g})", RUN, kind="float",
+           default=DEFAULT_TIMEOUT_S, low=0, strict=True, high=MAX_TIMEOUT_S, what=TIMEOUT_RANGE,
+           marker="perf(timeout=...)", ini_help="default run timeout in seconds",
+           doc_default=f"{DEFAULT_TIMEOUT_S:g} s (at most {MAX_TIMEOUT_S:g} s, a day); a run's processes also end "
+                       "if pytest is killed, even with SIGKILL"),
+    Option("kernel_sampling", "sample which kernels took each operator's time, in one more round per profile under "
+           "Linux perf (local target) or simpleperf (adb target); default: ini sme2_kernel_sampling, off", RUN,
+           kind="bool", default=False, switch="on/off",
+           ini_help="sample which kernels took each operator's time (one more round per profile)",
+           doc_default="off; `on` samples kernels in one more round per profile (local and adb targets)"),
+    Option("kernel_sampling_hz", f"kernel sampling: samples per second of CPU time (default {1e9 / DEFAULT_PERIOD_NS:g})",
+           RUN, kind="float", default=1e9 / DEFAULT_PERIOD_NS, low=0, strict=True, high=100_000,
+           what="a number of samples per second > 0 (at most 100000)",
+           ini_help="kernel sampling: samples per second of CPU time",
+           doc_default=f"{1e9 / DEFAULT_PERIOD_NS:g} (samples per second of CPU time)"),
+    Option("symfs", "kernel sampling: folder of unstripped copies of the runtime's libraries (by mapped path or "
+           "file name), to name kernels the shipped libraries leave unnamed", RUN, kind="path",
+           ini_help="kernel sampling: folder of unstripped library copies",
+           doc_default="none (folder of unstripped library copies that name kernels)"),
+    Option("history", "append every perf test's quantities to this JSON Lines history (pytest-sme2 history draws "
+           "it and flags where they changed); default: ini sme2_history, none", RUN, kind="path",
+           ini_help="JSON Lines history the gate's quantities are appended to (relative to the rootdir)",
+           doc_default="none (JSON Lines file every perf test's quantities are appended to)"),
+    Option("cache_dir", "export cache directory (default .sme2/cache)", RUN, kind="path", default=".sme2/cache",
+           ini_help="export cache directory, relative to the rootdir", doc_default="`.sme2/cache`"),
+    Option("artifacts_dir", "root of per-session artifact folders (default .sme2/artifacts)", RUN, kind="path",
+           default=".sme2/artifacts", ini_help="artifacts root, relative to the rootdir",
+           doc_default="`.sme2/artifacts`"),
+    Option("model_dirs", "directories whose *.py files are models (name = file stem)", RUN, kind="paths",
+           option=False, doc_default="none (this repo: `models`)"),
+    Option("models", "extra models, one 'name = module.path' or 'name = path/to/file.py' per line", RUN,
+           kind="linelist", option=False, doc_default="none"),
+    # ------------------------------------------------------- baselines and the gate
+    Option("update_baselines", "write or refresh the stored baselines of the tests that run (like --snapshot-update)",
+           GATE, kind="flag", ini=False, doc_default="off: compare"),
+    Option("metric", "what the regression gate compares: latency (default; tolerance plus significance) or "
+           "instructions (callgrind instructions per inference; deterministic, for shared CI)", GATE,
+           default="latency", choices=METRICS, ini_help="default --sme2-metric: latency | instructions",
+           doc_default="`latency`; or `instructions`"),
+    Option("latency_reference", "run pytest-sme2's reference program before each timed run so latency is gated "
+           "relative to it, cancelling drift of the machine (default: ini sme2_latency_reference, on); off for a "
+           "runner that is not pytest-sme2's", GATE, kind="bool", default=True, switch="on/off",
+           ini_help="run the reference program before each timed run (relative latency gate)",
+           doc_default="`on` (`true`): gate on latency relative to the reference program"),
+    Option("baselines_dir", "where baselines live (default: ini sme2_baselines_dir)", GATE, kind="path",
+           default="baselines", ini_help="baselines folder, relative to the rootdir",
+           doc_default="`baselines` (relative to the rootdir)"),
+    Option("baselines", "turn the baseline gate off for this run", GATE, kind="bool", default=True,
+           switch="--sme2-no-baselines", ini_help="check every profile against its stored baseline",
+           doc_default="gate on (`true`)"),
+    Option("baseline_missing", "when a test has no baseline: fail | skip | warn", GATE, default="fail",
+           choices=MISSING_POLICIES, option=False, marker="baseline(missing=...)",
+           doc_default="`fail`; or `skip`, `warn`"),
+    *(Option(ini, text, GATE, kind="float", default=getattr(Tolerances(), field), option=False,
+             marker=f"baseline({field}=...)", doc_default=f"{getattr(Tolerances(), field)} {doc}")
+      for field, (ini, text, doc) in _TOLERANCE_TEXT.items()),
+    Option("baseline_processes", "with --sme2-update-baselines: measure each variant this many times, each in a "
+           "fresh process, so the gate knows how far its quantities move between processes (default "
+           f"{BASELINE_PROCESSES}; at least {MIN_BASELINE_PROCESSES}; not used on the emulated target, whose counts "
+           "repeat)", GATE, kind="int", default=BASELINE_PROCESSES, low=MIN_BASELINE_PROCESSES,
+           what=f"a whole number >= {MIN_BASELINE_PROCESSES}",
+           ini_help="processes a baseline update measures each variant in",
+           doc_default=f"{BASELINE_PROCESSES} (fresh processes an update measures each variant in; at least "
+                       f"{MIN_BASELINE_PROCESSES})"),
+    Option("processes", "measure each variant this many times, each in a fresh process, and judge their medians "
+           "against the baseline's processes (default auto: each test as many as its baseline's quality check "
+           "found it needs to see 1.5 tolerances, at most 10; one on the emulated target, whose counts repeat; "
+           "a number: every test that many, and baselines are refused that such checks could not judge)", GATE,
+           kind="int", default=AUTO_PROCESSES, low=1, specials=(AUTO_PROCESSES,),
+           what="a whole number >= 1, or auto", ini_help="processes each variant is measured in (checks; or auto)",
+           doc_default="`auto` (per test, the processes its baseline needs to see 1.5 tolerances, at most 10; 1 on "
+                       "the emulated target); or a number for every test"),
+    Option("accept_noisy_baselines", "with --sme2-update-baselines: write baselines even when their runs fail the "
+           "quality check (too many disturbed runs, a wide or unstable median); the file records that", GATE,
+           kind="flag", ini=False, doc_default="off: refuse records that fail the quality check"),
+    Option("benchmark_emulated", "also record emulated-target profiles as pytest-benchmark results (their time is "
+           "the emulator's; off by default so benchmark tables show hardware time only)", GATE, kind="flag",
+           ini=False, doc_default="off: emulated profiles are not pytest-benchmark results"),
+    Option("instruction_inferences", "inferences per callgrind run of the instruction metric", GATE, kind="int",
+           default=10, option=False, low=1, what="a whole number >= 1",
+           doc_default="10 (N of the instruction metric)"),
+    # ------------------------------------------------------------------ reports
+    Option("session_report", "write the session's report.html with charts (also written with --html; otherwise "
+           "draw it later with `pytest-sme2 report SESSION_DIR`)", REPORT, kind="bool", default=False,
+           switch="--sme2-session-report",
+           ini_help="write the session's report.html with charts at the end of every session",
+           doc_default="off (`--html` draws it too; else `pytest-sme2 report SESSION_DIR` later)"),
+)
+
+BY_NAME = {option.name: option for option in OPTIONS}
+
+
+def register(group: Any, parser: Any) -> None:
+    """Every option into pytest's ``sme2`` group and every ini key into its parser, from the table."""
+    for option in OPTIONS:
+        if option.option:
+            if option.kind == "flag" or (option.switch or "").startswith("--"):
+                group.addoption(option.flag_text, action="store_true", default=False, help=option.help)
+            elif option.switch == "on/off":
+                group.addoption(option.flag_text, default=None, choices=("on", "off"), help=option.help)
+            else:
+                kind = {"int": int, "float": float}.get(option.kind) if not option.specials else None
+                group.addoption(option.flag_text, default=None, help=option.help, choices=option.choices,
+                                **({"type": option.parse or kind} if (option.parse or kind) else {}))
+        if option.ini:
+            ini_type = {"bool": "bool", "paths": "paths", "linelist": "linelist"}.get(option.kind)
+            parser.addini(option.ini_key, option.ini_help or option.help, default=option.ini_default,
+                          **({"type": ini_type} if ini_type else {}))
+
+
+def source(config: Any, name: str) -> str:
+    """Where a setting's value comes from, as the user wrote it: ``--sme2-runs=0`` or ``ini sme2_runs = 0``
+    (or the default), so an error about it names the place to fix."""
+    option = BY_NAME[name]
+    given = config.getoption(option.dest) if option.option and option.kind not in ("flag",) else None
+    if given is not None and given is not False:
+        return f"{option.flag_text}={given}" if given is not True else option.flag_text
+    if not option.ini:
+        return f"the default ({option.flag_text} changes it)"
+    value = config.getini(option.ini_key)
+    if value == option.ini_default:
+        changes = f"{option.flag_text} or ini {option.ini_key}" if option.option else f"ini {option.ini_key}"
+        return f"the default ({changes} changes it)"
+    where = f" (in {config.inipath} or -o)" if getattr(config, "inipath", None) else " (-o)"
+    return f"ini {option.ini_key} = {value}{where}"
+
+
+def value(config: Any, name: str) -> Any:
+    """A setting's value: the option if given, else the ini key, else the default; typed and checked.
+
+    Raises UsageError naming where the bad value was written and what is valid. Paths are returned as
+    written (``resolve_path`` makes them absolute); an unset number or text is None.
+    """
+    option = BY_NAME[name]
+    if option.kind == "flag":
+        return bool(config.getoption(option.dest))
+    if option.kind == "bool":
+        given = config.getoption(option.dest) if option.option else None
+        ini = bool(config.getini(option.ini_key)) if option.ini else bool(option.default)
+        if option.switch == "on/off":
+            return given == "on" if given else ini
+        if option.switch:  # --sme2-no-x turns an ini switch off; --sme2-x turns it on
+            negative = option.switch.startswith("--sme2-no-")
+            return (not negative) if given else ini
+        return ini
+    if option.kind in ("paths", "linelist"):
+        return config.getini(option.ini_key)
+    given = config.getoption(option.dest) if option.option else None
+    raw = given if given is not None else (config.getini(option.ini_key) if option.ini else option.default)
+    if isinstance(raw, str):
+        raw = raw.strip()
+    if raw == "" or raw is None:
+        return None
+    if option.kind in ("int", "float") and raw in option.specials:
+        return raw
+    if option.kind in ("int", "float"):
+        cast = int if option.kind == "int" else float
+        try:
+            number = cast(raw)
+        except (TypeError, ValueError):
+            kind = ("a whole number" if cast is int else "a number") + "".join(f" or {w}" for w in option.specials)
+            raise UsageError(f"{source(config, name)} is not {kind}") from None
+        low = -math.inf if option.low is None else option.low
+        high = math.inf if option.high is None else option.high
+        if not math.isfinite(number) or number < low or (option.strict and number == low) or number > high:
+            raise UsageError(f"{source(config, name)} is invalid: it must be {option.what}")
+        return number
+    if option.choices is not None and raw not in option.choices:
+        raise UsageError(f"{option.ini_key} = {raw!r}; choose one of {', '.join(option.choices)}")
+    return raw
+
+
+def resolve_path(config: Any, name: str) -> Path | None:
+    """A path setting, relative to the rootdir unless absolute (``~`` expanded); None when unset."""
+    raw = value(config, name)
+    if not raw:
+        return None
+    path = Path(str(raw)).expanduser()
+    return path if path.is_absolute() else Path(config.rootpath) / path
+
+
+def marker_arguments(marker: str) -> tuple[str, ...]:
+    """The keyword arguments of ``@pytest.mark.<marker>`` that override a setting, in table order."""
+    return tuple(o.marker.split("(", 1)[1].split("=", 1)[0] for o in OPTIONS
+                 if o.marker and o.marker.startswith(f"{marker}("))
+
+
+def markdown_table(section: str) -> str:
+    """docs/options.md's table of one section: option, ini key, default."""
+    rows = ["| option | ini | default |", "|---|---|---|"]
+    for option in OPTIONS:
+        if option.section != section:
+            continue
+        flag = f"`{option.flag_text}`" if option.option else ""
+        ini = f"`{option.ini_key}`" if option.ini else ""
+        rows.append(f"| {flag} | {ini} | {option.doc_default} |".replace("|  |", "| |"))
+    return "\n".join(rows)

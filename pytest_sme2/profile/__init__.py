@@ -1,0 +1,1 @@
+"""What runs mean: the Profile and the one statistics module."""

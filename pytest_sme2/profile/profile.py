@@ -1,0 +1,755 @@
+"""What one run of a program means: the Profile.
+
+A Profile is built from an ExecutionTrace (see etdump.py) plus what export
+recorded about delegation. It owns the performance semantics used by tests,
+reports and (later) baselines:
+
+- E2E latency per run is Method::execute only; load and init are separate.
+- Category time per run is the sum of its operators; OTHER is E2E minus the
+  named categories, so the shares of all categories sum to exactly one.
+- Runs the machine disturbed (a stall in the run or in one of its operators:
+  stats.disturbed) are counted and kept out of every statistic a verdict
+  reads; relative latency also leaves out runs whose reference run was
+  disturbed. On a busy machine one 4-8 ms stall lands in one operator of a
+  1 ms model: a total over runs then moves a share by tens of points, a
+  median over undisturbed runs by none.
+- Shares, delegation coverage and SME path share are computed per run and
+  summarised by their median over the undisturbed runs, so one stalled run
+  cannot move them. Medians of shares need not sum to exactly one; per-run
+  category times (``category_ms``, totals over runs) do.
+- Delegation coverage by time is the share of E2E inside DELEGATE_CALL events;
+  by nodes it comes from the export-time graph (getitem nodes excluded).
+- SME path share: of the CONV+GEMM time, how much ran packed-format kernels,
+  which XNNPACK only picks when it uses SME/SME2 (KleidiAI) kernels.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from pytest_sme2.profile import stats
+from pytest_sme2.evidence.categories import NAMED_CATEGORIES, Category, classify, strip_instance
+from pytest_sme2.evidence.etdump import ExecutionTrace, op_id, read_run
+from pytest_sme2.evidence.identity import anchors_of
+from pytest_sme2.evidence.qemu_counts import InstructionTrace
+from pytest_sme2.evidence.kernel_sampling import KernelTime
+from pytest_sme2.export.work import ProgramWork
+
+
+@dataclass(frozen=True)
+class Speedup:
+    """How many times faster one profile is than another, with a bootstrap CI."""
+
+    value: float
+    low: float
+    high: float
+    confidence: float
+    this: str
+    other: str
+    this_median_ms: float
+    other_median_ms: float
+    this_runs: int  # undisturbed runs the interval is computed from
+    other_runs: int
+    this_disturbed: int = 0  # runs the machine disturbed, left out
+    other_disturbed: int = 0
+
+    def __repr__(self) -> str:
+        def runs(count: int, disturbed: int) -> str:
+            return f"{count} runs" + (f", {disturbed} disturbed left out" if disturbed else "")
+
+        return (
+            f"Speedup({self.value:.2f}x, {self.confidence:.0%} CI [{self.low:.2f}, {self.high:.2f}]: "
+            f"{self.this} (median {self.this_median_ms:.3f} ms, {runs(self.this_runs, self.this_disturbed)}) over "
+            f"{self.other} (median {self.other_median_ms:.3f} ms, {runs(self.other_runs, self.other_disturbed)}))"
+        )
+
+    __str__ = __repr__
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "value": self.value,
+            "low": self.low,
+            "high": self.high,
+            "confidence": self.confidence,
+            "this": self.this,
+            "other": self.other,
+        }
+
+
+TIME, INSTRUCTIONS, WORK = "time", "instructions", "work"
+BASES = (TIME, INSTRUCTIONS)
+KERNELS_PER_OP = 5  # kernels kept per operator event in summaries (the rest are in the sampled round's perf.data)
+WORTH_DELEGATING = 0.05  # a portable operator above this share of E2E is worth delegating
+
+
+def _per_run(part: np.ndarray, whole: np.ndarray) -> np.ndarray:
+    """part / whole per run; NaN where the whole is zero."""
+    part, whole = np.asarray(part, dtype=float), np.asarray(whole, dtype=float)
+    out = np.full(part.shape, np.nan)
+    np.divide(part, whole, out=out, where=whole > 0)
+    return out
+
+
+class _Breakdown:
+    """Per-run category, delegation and SME-path arithmetic of one measure of the same events:
+    milliseconds (the ETDump's time) or instructions (counted under emulation). One code path for
+    both, so a share by instructions means exactly what a share by time means."""
+
+    def __init__(self, trace: ExecutionTrace, classes: list):
+        self.trace = trace
+        per_run = {}
+        for category in NAMED_CATEGORIES:
+            mask = np.array([c.category is category for c in classes], dtype=bool)
+            per_run[category.value] = trace.op_ms[mask].sum(axis=0) if mask.any() else np.zeros(trace.runs)
+        per_run[Category.OTHER.value] = trace.execute_ms - sum(per_run.values())
+        self.category = pd.DataFrame(per_run)
+        self.total = float(trace.execute_ms.sum())
+
+    def share_samples(self, category: str | Category) -> np.ndarray:
+        return _per_run(self.category[Category.parse(category).value].to_numpy(), self.trace.execute_ms)
+
+    def coverage_samples(self) -> np.ndarray:
+        return _per_run(self.trace.delegate_ms, self.trace.execute_ms)
+
+    def delegate_outside_ops_samples(self, delegated: np.ndarray) -> np.ndarray:
+        """Per run: share of E2E inside delegate calls but in none of the delegate's operators (XNNPACK
+        setting up inputs and outputs, its reshape), part of OTHER."""
+        inside_ops = self.trace.op_ms[delegated].sum(axis=0) if delegated.any() else np.zeros(self.trace.runs)
+        return _per_run(np.maximum(self.trace.delegate_ms - inside_ops, 0.0), self.trace.execute_ms)
+
+    def sme_path_samples(self, heavy: np.ndarray, packed: np.ndarray) -> np.ndarray:
+        """Per run: of the CONV+GEMM rows ``heavy`` (operator indices), the share in ``packed`` ones."""
+        op_values = self.trace.op_ms[heavy]
+        return _per_run(op_values[packed].sum(axis=0), op_values.sum(axis=0))
+
+    def total_shares(self) -> dict[str, float]:
+        if self.total <= 0:
+            return {c.value: 0.0 for c in Category}
+        return {c.value: float(self.category[c.value].sum() / self.total) for c in Category}
+
+
+@dataclass
+class Profile:
+    """Latency, operator mix, delegation and SME-path evidence of one run."""
+
+    trace: ExecutionTrace
+    model: str = "?"
+    recipe: str = "?"
+    variant: str = "?"
+    delegation: Mapping[str, Any] | None = None
+    wall_ms: np.ndarray | None = None
+    # The reference program's time right before each timed run (reference_program.py), or None.
+    reference_ms: np.ndarray | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    artifacts: dict[str, str] = field(default_factory=dict)
+    # The same events counted in instructions (emulated target; qemu_counts.py), or None.
+    instructions: "InstructionTrace | None" = None
+    # Arithmetic work and bytes of the program's operators (work.py), or None.
+    work: "ProgramWork | None" = None
+    # Which kernels took each operator's time, from a sampled round (kernel_sampling.py); None: not sampled.
+    kernel_time: "KernelTime | None" = None
+
+    # ------------------------------------------------------------------ build
+    @classmethod
+    def from_etdump(
+        cls,
+        etdump: str | Path,
+        warmup_etdump: str | Path | None = None,
+        **kwargs: Any,
+    ) -> "Profile":
+        """Build from the timed ETDump (and the warmup one holding load/init, if split)."""
+        return cls(read_run(etdump, warmup_etdump), **kwargs)
+
+    @classmethod
+    def concat(cls, profiles: "Sequence[Profile]", replicas: bool = False) -> "Profile":
+        """One profile of a variant from chunks of its runs (see compare_variants and Runner.profile).
+
+        The chunks must be the same program and variant; identity, delegation and
+        metadata come from the first, artifacts of later chunks get a ``.N`` suffix.
+        ``replicas``: the chunks are independent replicas of the whole measurement, each in its
+        own process (a baseline update), and keep their own process sizes; otherwise they are
+        parts of one measurement, which the gate treats as one process.
+        """
+        if not profiles:
+            raise ValueError("Profile.concat needs at least one profile")
+        head = profiles[0]
+        for other in profiles[1:]:
+            if (other.model, other.recipe, other.variant) != (head.model, head.recipe, head.variant):
+                raise ValueError(f"cannot merge {other.label} into {head.label}: different program or variant")
+        walls = [p.wall_ms for p in profiles]
+        references = [p.reference_ms for p in profiles]
+        artifacts = dict(head.artifacts)
+        for number, other in enumerate(profiles[1:], start=2):
+            artifacts.update({f"{k}.{number}": v for k, v in other.artifacts.items() if v != artifacts.get(k)})
+        return cls(
+            ExecutionTrace.concat([p.trace for p in profiles]),
+            model=head.model,
+            recipe=head.recipe,
+            variant=head.variant,
+            delegation=head.delegation,
+            wall_ms=np.concatenate(walls) if all(w is not None for w in walls) else None,
+            reference_ms=np.concatenate(references) if all(r is not None for r in references) else None,
+            metadata={**head.metadata, "chunks": sum(int(p.metadata.get("chunks", 1)) for p in profiles),
+                      "process_sizes": [size for p in profiles for size in p.process_sizes] if replicas
+                      else [sum(p.runs for p in profiles)]},
+            artifacts=artifacts,
+            instructions=InstructionTrace.concat([p.instructions for p in profiles])
+            if all(p.instructions is not None for p in profiles) else None,
+            work=head.work,
+            kernel_time=next((p.kernel_time for p in profiles if p.kernel_time is not None), None),
+        )
+
+    def __post_init__(self) -> None:
+        trace = self.trace
+        classes = [classify(key.name) for key in trace.ops]
+        self._ops = pd.DataFrame(
+            {
+                "event": [key.name for key in trace.ops],
+                "op": [strip_instance(key.name) for key in trace.ops],
+                "kind": [c.kind for c in classes],
+                "category": [c.category.value for c in classes],
+                "delegated": np.array([key.delegated for key in trace.ops], dtype=bool),
+                "packed": np.array([c.packed for c in classes], dtype=bool),
+                "known": np.array([c.known for c in classes], dtype=bool),
+                "instruction_id": [key.instruction_id for key in trace.ops],
+                "median_ms": np.median(trace.op_ms, axis=1) if trace.ops else [],
+                "mean_ms": trace.op_ms.mean(axis=1) if trace.ops else [],
+                "total_ms": trace.op_ms.sum(axis=1) if trace.ops else [],
+            }
+        )
+        total_e2e = float(trace.execute_ms.sum())
+        self._ops["share"] = self._ops["total_ms"] / total_e2e if total_e2e > 0 else 0.0
+        self._ops["runs_ms"] = list(trace.op_ms)  # one array of per-run times per op (views, no copy)
+        self._breakdowns = {TIME: _Breakdown(trace, classes)}
+        if self.work is not None:
+            per_op = self.work.for_ops(trace.ops)
+            for column in ("macs", "flops", "bytes_read", "bytes_written"):
+                self._ops[column] = [getattr(w, column) for w in per_op]
+            self._ops["work_unknown"] = [w.why_unknown for w in per_op]
+            if not self.emulated:  # achieved throughput from the median time (emulated time is no time)
+                seconds = self._ops["median_ms"] / 1e3
+                self._ops["gflops"] = np.where(seconds > 0, self._ops["flops"] / 1e9 / seconds, np.nan)
+                self._ops["gbytes_per_s"] = np.where(
+                    seconds > 0, (self._ops["bytes_read"] + self._ops["bytes_written"]) / 1e9 / seconds, np.nan)
+        counted = self.instructions
+        if counted is not None:
+            if counted.instructions.ops != trace.ops:
+                raise ValueError(f"instruction counts of {self.label} ({counted.source}) are for other events than "
+                                 f"its ETDump")
+            self._breakdowns[INSTRUCTIONS] = _Breakdown(counted.instructions, classes)
+            self._ops["instructions"] = np.median(counted.instructions.op_ms, axis=1) if trace.ops else []
+            whole = float(np.median(counted.instructions.execute_ms))
+            self._ops["instruction_share"] = self._ops["instructions"] / whole if whole > 0 else 0.0
+            self._ops["sme_instructions"] = np.median(counted.sme.op_ms, axis=1) if trace.ops else []
+            self._ops["kernels"] = counted.functions if trace.ops else []
+        self._category_ms = self._breakdowns[TIME].category
+        self._total_e2e = total_e2e
+        self._classes = classes
+
+    # --------------------------------------------------------------- latency
+    @property
+    def e2e_ms(self) -> np.ndarray:
+        """Per-run Method::execute latency in ms (timed runs only, no warmup)."""
+        return self.trace.execute_ms
+
+    @property
+    def runs(self) -> int:
+        return self.trace.runs
+
+    @property
+    def process_sizes(self) -> list[int]:
+        """How many of the runs each process (round) made, in order: the unit the gate compares between
+        sessions, since the level of a quantity moves between processes (stats.ProcessShift)."""
+        sizes = self.metadata.get("process_sizes")
+        return [int(n) for n in sizes] if sizes and sum(sizes) == self.runs else [self.runs]
+
+    @property
+    def relative_ms(self) -> np.ndarray | None:
+        """Per-run latency divided by the reference program's time right before it, or None without one.
+
+        Drift of the whole machine slows both alike, so this moves far less between
+        processes than ``e2e_ms``; the baseline gate compares it (reference_program.py).
+        """
+        return stats.per_run_ratio(self.e2e_ms, self.reference_ms)
+
+    @functools.cached_property
+    def latency(self) -> stats.Summary:
+        return stats.Summary.of(self.e2e_ms)
+
+    @functools.cached_property
+    def clean(self) -> np.ndarray:
+        """Per run: True unless the machine disturbed the run (stats.disturbed). Shares, coverage, SME
+        path and speedups read these runs. Emulated time says nothing about the machine: every run counts."""
+        return stats.undisturbed_runs(self.e2e_ms, None, self.emulated, op_ms=self.trace.op_ms)
+
+    @functools.cached_property
+    def clean_relative(self) -> np.ndarray:
+        """Runs undisturbed themselves *and* in the reference run right before them: what relative latency
+        reads (a reference stalled by 4 ms makes its run look 2x faster)."""
+        return stats.undisturbed_runs(self.e2e_ms, self.reference_ms, self.emulated, op_ms=self.trace.op_ms)
+
+    @property
+    def disturbed_run_indices(self) -> list[int]:
+        """Which timed runs (0-based) the machine disturbed in their own or an operator's time."""
+        return [int(i) for i in np.flatnonzero(~self.clean)]
+
+    @property
+    def disturbed_runs(self) -> int:
+        """How many timed runs the machine disturbed (kept out of shares, coverage and verdicts)."""
+        return int(self.runs - self.clean.sum())
+
+    @property
+    def disturbed_references(self) -> int:
+        """How many runs were left out of relative latency because their reference run was disturbed."""
+        return int(self.clean.sum() - self.clean_relative.sum())
+
+    @property
+    def basis(self) -> str:
+        """What shares, delegation coverage and SME path share measure unless told otherwise: ``time``
+        (the ETDump's), or ``instructions`` on the emulated target, whose time is the emulator's but whose
+        instruction counts are exact and repeat run to run (qemu_counts.py)."""
+        return INSTRUCTIONS if self.emulated and INSTRUCTIONS in self._breakdowns else TIME
+
+    def _breakdown(self, by: str | None) -> _Breakdown:
+        basis = by or self.basis
+        if basis not in BASES:
+            raise ValueError(f"by={basis!r}: use one of {', '.join(BASES)}")
+        if basis not in self._breakdowns:
+            raise ValueError(f"{self.label} has no {basis} counts: instructions are counted on the emulated target "
+                             f"(--sme2-target=emulated, counting on)")
+        return self._breakdowns[basis]
+
+    def _clean_median(self, per_run: np.ndarray) -> float | None:
+        """Median over undisturbed runs with a value (all runs if none is undisturbed); None if no run has one."""
+        values = per_run[self.clean & np.isfinite(per_run)]
+        if values.size == 0:
+            values = per_run[np.isfinite(per_run)]
+        return float(np.median(values)) if values.size else None
+
+    @property
+    def median_ms(self) -> float:
+        return float(np.median(self.e2e_ms))
+
+    @property
+    def load_ms(self) -> float | None:
+        return self.trace.load_ms
+
+    @property
+    def init_ms(self) -> float | None:
+        return self.trace.init_ms
+
+    @property
+    def label(self) -> str:
+        return f"{self.model} {self.recipe} [{self.variant}]"
+
+    @property
+    def emulated(self) -> bool:
+        """True when the numbers come from an emulator: kernels and outputs are real, time is not."""
+        return bool(self.metadata.get("target", {}).get("emulated"))
+
+    def speedup_over(self, other: "Profile") -> Speedup:
+        """median(other) / median(self) with a CI from the undisturbed per-run samples of both.
+
+        On emulated profiles the test is skipped: emulated timing is not hardware timing.
+        """
+        if self.emulated or other.emulated:
+            import pytest
+
+            from pytest_sme2.run.targets.base import EMULATED_TIMING
+
+            raise pytest.skip.Exception(
+                f"{EMULATED_TIMING}: speedup of {self.label} over {other.label} not checked",
+                _use_item_location=True,
+            )
+        mine, theirs = self.e2e_ms[self.clean], other.e2e_ms[other.clean]
+        interval = stats.ratio_of_medians_ci(theirs, mine)
+        return Speedup(
+            value=interval.value,
+            low=interval.low,
+            high=interval.high,
+            confidence=interval.confidence,
+            this=self.label,
+            other=other.label,
+            this_median_ms=float(np.median(mine)),
+            other_median_ms=float(np.median(theirs)),
+            this_runs=int(mine.size),
+            other_runs=int(theirs.size),
+            this_disturbed=self.disturbed_runs,
+            other_disturbed=other.disturbed_runs,
+        )
+
+    # ----------------------------------------------------------- categories
+    @property
+    def category_ms(self) -> pd.DataFrame:
+        """Per-run time of each category (rows: runs); OTHER = E2E - named."""
+        return self._category_ms.copy()
+
+    def share_samples(self, category: str | Category, by: str | None = None) -> np.ndarray:
+        """Per-run share of E2E in a category, by ``basis`` unless ``by`` says (every run; see ``clean``)."""
+        return self._breakdown(by).share_samples(category)
+
+    def share(self, category: str | Category, by: str | None = None) -> float:
+        """Median over undisturbed runs of the per-run share of E2E in a category (by ``basis``: time, or
+        instructions on the emulated target)."""
+        return self._clean_median(self.share_samples(category, by)) or 0.0
+
+    @property
+    def shares(self) -> dict[str, float]:
+        return {c.value: self.share(c) for c in Category}
+
+    def shares_by(self, by: str) -> dict[str, float]:
+        return {c.value: self.share(c, by) for c in Category}
+
+    def delegate_outside_ops_share(self, by: str | None = None) -> float:
+        """The part of OTHER that is delegate time in no delegate operator (median over undisturbed runs of
+        each run's share of E2E): on mobilenet fp32 on the host about 16% of E2E, hidden in OTHER otherwise."""
+        delegated = self._ops["delegated"].to_numpy(dtype=bool)
+        return self._clean_median(self._breakdown(by).delegate_outside_ops_samples(delegated)) or 0.0
+
+    def category_values(self, by: str | None = None) -> pd.DataFrame:
+        """Per-run amount of each category (rows: runs) in ms or instructions (default: the basis)."""
+        return self._breakdown(by).category.copy()
+
+    def op_values(self, by: str | None = None) -> np.ndarray:
+        """Per-run amount of each operator (rows: ``ops``, columns: runs) in ms or instructions."""
+        return self._breakdown(by).trace.op_ms
+
+    @property
+    def total_shares(self) -> dict[str, float]:
+        """Category time summed over all runs / E2E summed over all runs: sums to exactly one, but one
+        stalled run moves it (reports of where the time of a whole session went; never a verdict)."""
+        return self._breakdowns[TIME].total_shares()
+
+    # ------------------------------------------------------------ operators
+    @property
+    def ops(self) -> pd.DataFrame:
+        """One row per operator instance: event, category, delegated, per-run times."""
+        return self._ops.copy()
+
+    def top_ops(self, n: int = 10, by: str | None = None) -> pd.DataFrame:
+        """The ``n`` heaviest operators by time, or by instructions (default: the profile's basis)."""
+        key = "instructions" if (by or self.basis) == INSTRUCTIONS else "total_ms"
+        return self._ops.sort_values(key, ascending=False).head(n).reset_index(drop=True)
+
+    @property
+    def portable_ops(self) -> pd.DataFrame:
+        """Operators that ran outside any delegate, heaviest first, grouped by op."""
+        portable = self._ops[~self._ops["delegated"]]
+        counted = "instruction_share" in portable
+        extra = {"instructions": ("instructions", "sum"), "instruction_share": ("instruction_share", "sum")} \
+            if counted else {}
+        grouped = portable.groupby("op", sort=False).agg(
+            count=("event", "size"), kind=("kind", "first"), category=("category", "first"),
+            total_ms=("total_ms", "sum"), share=("share", "sum"), **extra
+        )
+        # Per run, the op's instances add up; the median is over those per-run sums.
+        per_run = {op: self.trace.op_ms[rows.index].sum(axis=0) for op, rows in portable.groupby("op", sort=False)}
+        grouped["median_ms_per_run"] = [float(np.median(per_run[op])) for op in grouped.index]
+        heaviest = "instructions" if self.basis == INSTRUCTIONS else "total_ms"
+        return grouped.sort_values(heaviest, ascending=False).reset_index()
+
+    @property
+    def unclassified_ops(self) -> list[str]:
+        """Operator names the category table does not know (counted as OTHER)."""
+        return sorted({op for op, known in zip(self._ops["op"], self._ops["known"]) if not known})
+
+    # ----------------------------------------------------------- delegation
+    @property
+    def coverage_samples(self) -> np.ndarray:
+        """Per-run share of E2E inside delegate calls (by ``basis``)."""
+        return self._breakdown(None).coverage_samples()
+
+    def coverage(self, by: str | None = None) -> float:
+        """Median over undisturbed runs of the share of E2E inside delegate calls, by time or instructions."""
+        return self._clean_median(self._breakdown(by).coverage_samples()) or 0.0
+
+    @property
+    def delegation_coverage(self) -> float:
+        """Median over undisturbed runs of the share of E2E spent inside delegate calls (by ``basis``)."""
+        return self.coverage()
+
+    @property
+    def node_delegation_coverage(self) -> float | None:
+        """Delegated share of the export-time graph's operator nodes (None if unknown)."""
+        if not self.delegation:
+            return None
+        delegated = self.delegation.get("delegated_nodes", 0)
+        total = delegated + self.delegation.get("non_delegated_nodes", 0)
+        return delegated / total if total else None
+
+    # ------------------------------------------------------------- SME path
+    def _conv_gemm(self) -> pd.DataFrame:
+        mask = self._ops["category"].isin([Category.CONV.value, Category.GEMM.value])
+        return self._ops[mask]
+
+    def _sme_path_samples(self, by: str | None) -> np.ndarray | None:
+        heavy = self._conv_gemm()
+        if heavy.empty:
+            return None
+        if (by or self.sme_path_basis) == WORK:
+            macs = heavy["macs"].to_numpy(dtype=float) if "macs" in heavy else np.full(len(heavy), np.nan)
+            if np.isnan(macs).any():
+                return None if by == WORK else self._breakdown(None).sme_path_samples(
+                    heavy.index.to_numpy(), heavy["packed"].to_numpy())
+            total = macs.sum()
+            share = macs[heavy["packed"].to_numpy()].sum() / total if total > 0 else np.nan
+            return np.full(self.runs, share)  # the same in every run: work is a property of the program
+        return self._breakdown(by).sme_path_samples(heavy.index.to_numpy(), heavy["packed"].to_numpy())
+
+    @property
+    def sme_path_basis(self) -> str:
+        """What the SME path share measures by default: time on hardware; on the emulated target the
+        multiply-accumulates of CONV+GEMM (work), when every such operator's work is known, since
+        instruction counts undercount SME kernels (one SME outer product does the work of many NEON
+        instructions)."""
+        if self.basis == INSTRUCTIONS and "macs" in self._ops:
+            heavy = self._conv_gemm()
+            if not heavy.empty and not heavy["macs"].isna().any():
+                return WORK
+        return self.basis
+
+    @property
+    def sme_path_samples(self) -> np.ndarray | None:
+        """Per-run share of CONV+GEMM (by ``basis``) in packed-format kernels (NaN for a run without any);
+        None when the program has no CONV/GEMM operator."""
+        return self._sme_path_samples(None)
+
+    def sme_path(self, by: str | None = None) -> float | None:
+        """Median over undisturbed runs of the share of CONV+GEMM in packed-format (SME/SME2) kernels,
+        by time, instructions or work (MACs; default ``sme_path_basis``); None without CONV/GEMM."""
+        samples = self._sme_path_samples(by)
+        return None if samples is None else self._clean_median(samples)
+
+    @property
+    def sme_path_share(self) -> float | None:
+        """The SME path share by ``basis`` (time, or instructions on the emulated target)."""
+        return self.sme_path()
+
+    @property
+    def sme_path_ops(self) -> int:
+        """How many CONV/GEMM operator instances ran packed-format kernels."""
+        return int(self._conv_gemm()["packed"].sum())
+
+    # ------------------------------------------------------------------ work
+    def work_summary(self) -> dict[str, Any] | None:
+        """Per category: MACs and bytes of one inference (work.py); on hardware also achieved GFLOP/s and
+        GB/s from the median times. None where the program's work is unknown."""
+        if "macs" not in self._ops:
+            return None
+        out: dict[str, Any] = {"unknown_ops": int(self._ops["work_unknown"].notna().sum())}
+        for category, rows in self._ops.groupby("category", sort=False):
+            entry = {"macs": float(np.nansum(rows["macs"])), "bytes": float(np.nansum(rows["bytes_read"])
+                                                                             + np.nansum(rows["bytes_written"]))}
+            if "gflops" in rows and not self.emulated:
+                seconds = float(rows["median_ms"].sum()) / 1e3
+                entry["gflops"] = 2 * entry["macs"] / 1e9 / seconds if seconds > 0 and entry["macs"] else None
+                entry["gbytes_per_s"] = entry["bytes"] / 1e9 / seconds if seconds > 0 else None
+            out[category] = entry
+        return out
+
+    # ---------------------------------------------------------------- memory
+    @property
+    def planned_memory_bytes(self) -> int | None:
+        """Bytes of the program's memory-planned buffers (activations), from the .pte's execution plan: exact
+        and the same on every target, so a change means the program changed."""
+        buffers = (self.metadata.get("memory") or {}).get("planned_buffers")
+        return None if buffers is None else int(sum(max(int(b), 0) for b in buffers))
+
+    @property
+    def peak_rss_kb(self) -> np.ndarray | None:
+        """The runner process's peak resident memory during each timed run (KiB; reference program included).
+        Under emulation it is qemu's own, so reported, never gated."""
+        peaks = (self.metadata.get("memory") or {}).get("peak_rss_kb")
+        return None if not peaks else np.asarray(peaks, dtype=float)
+
+    # ---------------------------------------------------------- instructions
+    @property
+    def instructions_per_inference(self) -> float | None:
+        """Instructions of one inference (Method::execute; median over runs, which all count the same),
+        counted under emulation; None where nothing counted them."""
+        if self.instructions is None:
+            return None
+        return float(np.median(self.instructions.instructions.execute_ms))
+
+    @property
+    def sme_instructions_per_inference(self) -> float | None:
+        """How many of those were SME/SME2 instructions (SME encodings, SMSTART/SMSTOP)."""
+        if self.instructions is None:
+            return None
+        return float(np.median(self.instructions.sme.execute_ms))
+
+    @property
+    def sme_instruction_share(self) -> float | None:
+        """Of the CONV+GEMM operators' instructions, the share that were SME/SME2 instructions: the
+        outer products and ZA traffic of SME kernels, from the instruction encodings themselves."""
+        heavy = self._conv_gemm()
+        if self.instructions is None or heavy.empty:
+            return None
+        rows = heavy.index.to_numpy()
+        total = float(np.median(self.instructions.instructions.op_ms[rows].sum(axis=0)))
+        return float(np.median(self.instructions.sme.op_ms[rows].sum(axis=0))) / total if total > 0 else None
+
+    @property
+    def executed_sme_kernels(self) -> tuple[str, ...] | None:
+        """SME/SME2 kernels a traced inference really executed (None: the target traces no kernels).
+
+        Stronger than ``sme_path_share``, which reads operator names: some kernels
+        (the int8 dynamic QP8 GEMM) keep their name with and without SME. The
+        emulated target records it from a qemu trace (see kernel_trace.py).
+        """
+        trace = self.metadata.get("kernel_trace")
+        return None if trace is None else tuple(trace["sme_kernels"])
+
+    def inspector(self):  # noqa: ANN201 - executorch type, imported lazily
+        """ExecuTorch's own Inspector on this profile's timed ETDump (and ETRecord, when known).
+
+        For what the Profile does not cover: numerical debugging, stack traces,
+        module hierarchy. Slower to build than the Profile (see docs/performance.md).
+        """
+        from executorch.devtools import Inspector
+
+        etdump = self.artifacts.get("timed_etdump")
+        if etdump is None:
+            raise ValueError(f"{self!r} has no timed ETDump artifact to inspect")
+        return Inspector(etdump_path=etdump, etrecord=self.artifacts.get("etrecord"))
+
+    # --------------------------------------------------------------- output
+    def summary(self, top: int = 10) -> dict[str, Any]:
+        """The one JSON form of this profile: the report's profile entry (summary.json, HTML, CSV), the history
+        line, ``pytest-sme2 analyze --json`` and the baseline record (baselines.record_of picks from it) all
+        read this dict, so every quantity is named and converted here once (docs/artifacts.md)."""
+        top_ops = self.top_ops(top)
+        memory = self.metadata.get("memory") or {}
+        share = "instruction_share" if self.basis == INSTRUCTIONS else "share"
+        portable = [{k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()}
+                    for row in self.portable_ops.to_dict("records")]
+        executed = self.executed_sme_kernels  # from a kernel trace (emulated target); None when not traced
+        return {
+            "model": self.model,
+            "recipe": self.recipe,
+            "emulated": self.emulated,
+            "variant": self.variant,
+            "sme2": self.metadata.get("run", {}).get("sme2"),  # as requested: None is the target's default
+            "runs": self.runs,
+            "e2e_ms": [float(x) for x in self.e2e_ms],
+            "latency": self.latency.as_dict(),
+            "wall_latency": stats.Summary.of(self.wall_ms).as_dict() if self.wall_ms is not None and len(self.wall_ms) else None,
+            "relative_latency": stats.Summary.of(self.relative_ms).as_dict(unit="") if self.relative_ms is not None else None,
+            # The reference program's time before each run: the gate compares e2e_ms / reference_ms.
+            "reference_ms": [float(x) for x in self.reference_ms] if self.relative_ms is not None else None,
+            # Runs per process, in order: the gate compares process medians (stats.ProcessShift).
+            "process_sizes": self.process_sizes,
+            "load_ms": self.load_ms,
+            "init_ms": self.init_ms,
+            "disturbed_runs": self.disturbed_runs,
+            # Which runs: the Profile also sees stalls inside one operator, which e2e_ms alone cannot show.
+            "disturbed_run_indices": self.disturbed_run_indices,
+            "disturbed_references": self.disturbed_references,
+            "basis": self.basis,
+            "memory": {"planned_bytes": self.planned_memory_bytes, "planned_buffers": memory.get("planned_buffers"),
+                       "peak_rss_kb_median": None if self.peak_rss_kb is None else float(np.median(self.peak_rss_kb))},
+            "shares": self.shares,
+            # Per-run values behind the medians: the gate judges these like latency samples. Emulated time
+            # decides nothing, so an emulated profile has none (its counted instructions are judged instead).
+            "per_run": None if self.emulated else {
+                "shares": {c: _finite_list(self.share_samples(c)) for c in self.shares},
+                "delegation_coverage": _finite_list(self.coverage_samples),
+                "sme_path_share": None if self.sme_path_samples is None else _finite_list(self.sme_path_samples),
+            },
+            # OTHER's part that is delegate time outside every delegate operator (by the basis)
+            "other_delegate_outside_ops": self.delegate_outside_ops_share(),
+            "total_shares": self.total_shares,
+            "instructions": self._counted(),
+            "delegation_coverage": self.delegation_coverage,
+            "node_delegation_coverage": self.node_delegation_coverage,
+            "delegation": self._delegation(),
+            "sme_path_share": self.sme_path_share,
+            "sme_path_basis": self.sme_path_basis,
+            "sme_path_ops": self.sme_path_ops,
+            "work": self.work_summary(),
+            "kernel_time": None if self.kernel_time is None else self.kernel_time.as_dict(top=KERNELS_PER_OP),
+            "kernels": self._heavy_kernels(share),
+            "executed_sme_kernels": list(executed) if executed is not None else None,
+            "top_ops": [
+                {k: (v.item() if hasattr(v, "item") else v) for k, v in row.items() if k not in ("runs_ms", "kernels")}
+                | ({"kernels": row["kernels"]} if "kernels" in row else {})
+                for row in top_ops.to_dict("records")
+            ],
+            "portable_ops": portable,
+            # by the profile's basis: on a counted emulated run its instructions, never the emulator's time
+            "worth_delegating": [op["op"] for op in portable if op[share] > WORTH_DELEGATING],
+            "unclassified_ops": self.unclassified_ops,
+            "metadata": self.metadata,
+            "artifacts": self.artifacts,
+        }
+
+    def _delegation(self) -> dict[str, Any] | None:
+        """The export's delegation facts, its per-operator-type table as {op type: [delegated, not delegated]}."""
+        if not self.delegation:
+            return None
+        delegation = dict(self.delegation)
+        ops = {op["op_type"]: [op["delegated"], op["non_delegated"]] for op in delegation.pop("ops", [])}
+        return {**delegation, "ops": ops}
+
+    def _heavy_kernels(self, share: str) -> list[dict[str, Any]]:
+        """The CONV and GEMM operators by kernel name, heaviest first: what the kernel evidence shows."""
+        ops = self.ops
+        heavy = ops[ops["category"].isin([Category.CONV.value, Category.GEMM.value])]
+        kernels = [{"op": op, "category": rows["category"].iloc[0], "packed": bool(rows["packed"].iloc[0]),
+                    "instances": int(len(rows)), "share": float(rows[share].sum())}
+                   for op, rows in heavy.groupby("op", sort=False)]
+        return sorted(kernels, key=lambda k: k["share"], reverse=True)
+
+    def _counted(self) -> dict[str, Any] | None:
+        """What the counted run says (None where nothing was counted): the whole inference's instructions and
+        SME instructions, the same per operator, shares, coverage and SME path by instructions, the SME kernels
+        that executed. All deterministic: the gate compares them with plain tolerances."""
+        if self.instructions is None:
+            return None
+        counted = self.instructions.instructions
+        whole = (lambda value: None if value is None else int(round(value)))  # noqa: E731 - exact counts stay ints
+        ops = self.ops
+        keys = self.trace.ops
+        record = {
+            "source": "qemu (emulated target)",
+            "per_inference": whole(self.instructions_per_inference),
+            "sme_per_inference": whole(self.sme_instructions_per_inference),
+            "sme_share_of_conv_gemm": self.sme_instruction_share,
+            "shares": self.shares_by(INSTRUCTIONS),
+            "delegation_coverage": self.coverage(INSTRUCTIONS),
+            "sme_path_share": self.sme_path_share,
+            "sme_path_basis": self.sme_path_basis,
+            "load": whole(counted.load_ms),
+            "init": whole(counted.init_ms),
+            # [execution order, instructions, SME instructions]: the baseline file's keys are sorted; the order
+            # keeps what the gate needs to pair operators of records without identities (verdicts._align_ops).
+            "ops": {op_id(key): [order, int(round(ins)), int(round(sme))]
+                    for order, (key, ins, sme) in enumerate(zip(keys, ops["instructions"], ops["sme_instructions"]))},
+            "sme_kernels": list(self.executed_sme_kernels or ()),
+        }
+        # Each operator's graph node (identity.py): what pairs it with the baseline's across a delegate split.
+        identities = anchors_of(keys, self.work) if self.work is not None else None
+        if identities is not None:
+            record["op_identity"] = {op_id(key): name for key, name in zip(keys, identities)}
+        return record
+
+    def __repr__(self) -> str:
+        return f"Profile({self.label}: median {self.median_ms:.3f} ms over {self.runs} runs)"
+
+
+def _finite_list(values: Any) -> list[float | None]:
+    """Per-run values for JSON: NaN (a run without that kind of time) becomes null."""
+    return [float(x) if np.isfinite(x) else None for x in values]
+
+
+def samples_of(profile_or_samples: "Profile | Sequence[float] | np.ndarray") -> np.ndarray:
+    """Per-run latencies of a Profile or a plain sample list."""
+    if isinstance(profile_or_samples, Profile):
+        return profile_or_samples.e2e_ms
+    return stats.as_samples(profile_or_samples)

@@ -1,0 +1,195 @@
+"""The target interface: where a .pte runs.
+
+A target answers three questions and does one thing:
+- ``info``: what it is (name, CPU, SME2, fingerprint for baselines);
+- ``unsupported(sme2)``: why it cannot give a requested SME2 setting (a skip
+  reason), or None;
+- ``kernel_sampler(period_ns)``: the sampler of which kernels ran, or a
+  UsageError saying why it has none;
+- ``run(pte, spec, out_dir)``: run warmup + timed iterations in one process
+  and leave the ETDump(s), log and outputs in ``out_dir``.
+
+Device, native-runner, host and emulated targets implement the same members.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+
+from pytest_sme2.errors import UsageError
+
+if TYPE_CHECKING:
+    from pytest_sme2.evidence.samplers import Sampler
+
+WARMUP_ETDUMP = "warmup.etdp"
+TIMED_ETDUMP = "timed.etdp"
+RUNNER_LOG = "runner.log"
+# Written by the Runner into every run folder after a run: where it ran (TargetInfo) and how (RunSpec),
+# so a tool reading the folder later (pytest-sme2 analyze/compare) knows, e.g., that its time is emulated.
+RUN_FACTS = "run.json"
+OUTPUTS = "outputs.pt"
+# Why time-based checks are skipped on emulated targets (kernels and outputs there are real, time is not).
+EMULATED_TIMING = "emulated timing is not hardware timing"
+
+# Upper bounds of run settings, checked where they enter (options, ini, markers, runner()).
+# A day: a single run longer than that is a hang, not a slow model, and an unbounded timeout
+# overflowed the waits (1e300 s in select()).
+MAX_TIMEOUT_S = 86_400.0
+# Seconds before one run (warmup + timed runs of a variant in one process) is killed, unless set.
+DEFAULT_TIMEOUT_S = 600.0
+TIMEOUT_RANGE = f"a number of seconds > 0 and at most {MAX_TIMEOUT_S:g} (one day: a run that long is hung, not slow)"
+# More threads than any CPU ExecuTorch runs on has cores (the largest servers have a few hundred) only
+# cost memory and time: 100000 threads could not even be created ("can't allocate memory").
+MAX_THREADS = 1024
+THREADS_WHY = "no CPU has more than a few hundred cores, and more threads than cores only slow a run down"
+
+
+# sme2_processes = auto (the default): each test's checks measure as many processes as its stored baseline
+# says they need to see 1.5 tolerances (gate.auto_processes); a RunSpec always gets the resolved number.
+AUTO_PROCESSES = "auto"
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One variant's run settings. ``sme2=None`` means whatever the target has."""
+
+    sme2: bool | None = None
+    threads: int = 1
+    runs: int = 40  # enough for the latency gate to catch a 15% slowdown on a loaded 2-core VM (docs/performance.md)
+    warmup: int = 3
+    etdump: bool = True
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    # Up to this many rounds of ``runs`` when the machine disturbs more than half of them (Runner.profile).
+    max_rounds: int = 3
+    # Independent replicas of the whole measurement, each in a process of its own with a fresh program
+    # load (a baseline update's --sme2-baseline-processes): the gate compares quantities between
+    # processes, because their level moves between processes, not only between runs (stats.ProcessShift).
+    processes: int = 1
+    # Run in a process no earlier run used (the host target starts a new worker; runner-binary targets
+    # start one per run anyway). Set by Runner for each replica; not a setting, so not stored.
+    fresh_process: bool = field(default=False, compare=False, repr=False)
+    # Where timeout_s was set (``--sme2-timeout=5``, ``@pytest.mark.perf(timeout=...)``...), for the message
+    # of a run that hits it; not a run setting, so not compared, stored or shown in labels.
+    timeout_source: str = field(default="", compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        for name, minimum in (("threads", 1), ("runs", 1), ("warmup", 0), ("max_rounds", 1), ("processes", 1)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+                raise UsageError(
+                    f"{name}={value!r} is invalid: {name} must be an integer >= {minimum} "
+                    f"(set it in @pytest.mark.perf({name}=...), runner({name}=...) or --sme2-{name})"
+                )
+        if self.threads > MAX_THREADS:
+            raise UsageError(
+                f"threads={self.threads!r} is invalid: threads must be an integer from 1 to {MAX_THREADS} "
+                f"({THREADS_WHY}; set it in @pytest.mark.perf(threads=...), runner(threads=...) or --sme2-threads)"
+            )
+        if self.sme2 not in (True, False, None):
+            raise UsageError(f"sme2={self.sme2!r} is invalid: use True, False or None (whatever the target has)")
+        timeout = self.timeout_s
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= MAX_TIMEOUT_S:
+            source = self.timeout_source or f"timeout={timeout!r}"
+            raise UsageError(f"{source} is invalid: it must be {TIMEOUT_RANGE}")
+
+    @property
+    def sme2_label(self) -> str:
+        return {True: "sme2=on", False: "sme2=off", None: "sme2=auto"}[self.sme2]
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.pop("timeout_source")
+        data.pop("fresh_process")
+        return data
+
+    def timed_out(self) -> str:
+        """``timed out after N s`` and where N was set, so the user knows what to raise."""
+        source = self.timeout_source or "RunSpec(timeout_s=...)"
+        return f"timed out after {self.timeout_s:g} s (set by {source})"
+
+
+@dataclass(frozen=True)
+class TargetInfo:
+    name: str  # "host", "adb:SERIAL", ...
+    cpu: str
+    arch: str
+    has_sme2: bool
+    emulated: bool = False
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def fingerprint(self) -> str:
+        """Separates hosts, devices, emulation and SME2-capable from non-capable CPUs.
+
+        Baselines are stored per fingerprint. Device targets that know the
+        device model or SoC (``details["device_model"]`` / ``details["soc"]``)
+        add it, so two phones with the same CPU cores do not share baselines.
+        """
+        from pytest_sme2.run.cpu import CpuInfo
+
+        def slug(text: str) -> str:
+            return CpuInfo(text, self.arch, "", frozenset()).slug
+
+        kind = "emulated" if self.emulated else self.name.split(":")[0]
+        device = [slug(str(self.details[k])) for k in ("device_model", "soc") if self.details.get(k)]
+        return "-".join([kind, self.arch, *device, slug(self.cpu), "sme2" if self.has_sme2 else "nosme2"])
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["fingerprint"] = self.fingerprint
+        return data
+
+
+@dataclass
+class RunResult:
+    """What a run left behind. ``wall_ms`` is the runner-side clock per timed run."""
+
+    spec: RunSpec
+    target: TargetInfo
+    out_dir: Path
+    wall_ms: np.ndarray
+    timed_etdump: Path | None
+    warmup_etdump: Path | None
+    log: Path
+    outputs: Path | None
+    sme2_active: bool
+    runtime_threads: int | None = None  # what the runtime reported, to prove the setting took
+    # The reference program's time right before each timed run (reference_program.py), or None.
+    reference_ms: np.ndarray | None = None
+    # The steady clock (CLOCK_MONOTONIC on Linux/Android) minus the ETDump's clock, in ns, when the runtime
+    # reported it: what places a sampling profiler's samples inside ETDump events (kernel_sampling.py).
+    clock_offset_ns: int | None = None
+    # Target-specific evidence for the profile's metadata, e.g. {"kernel_trace": {...}} under emulation.
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def artifacts(self) -> dict[str, str]:
+        paths = {
+            "timed_etdump": self.timed_etdump,
+            "warmup_etdump": self.warmup_etdump,
+            "log": self.log,
+            "outputs": self.outputs,
+        }
+        return {k: str(v) for k, v in paths.items() if v is not None and Path(v).exists()}
+
+
+class Target(Protocol):
+    @property
+    def info(self) -> TargetInfo: ...
+
+    def unsupported(self, sme2: bool | None) -> str | None: ...
+
+    def run(self, pte: Path, inputs: Path | None, spec: RunSpec, out_dir: Path,
+            reference: Path | None = None) -> RunResult: ...
+    # ``reference``: a program to run right before each timed inference, timed apart (reference_program.py).
+
+    def kernel_sampler(self, period_ns: int) -> "Sampler":
+        """The sampler that runs around this target's runner (samplers.py), or a UsageError saying why there
+        is none and what to do: a capability of the target, asked of the target."""
+        ...
+
+    def close(self) -> None: ...

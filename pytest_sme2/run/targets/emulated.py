@@ -1,0 +1,183 @@
+"""The emulated target: the aarch64 runner under qemu-aarch64 11.1 with SME2 on or off.
+
+SME2 on is ``-cpu max`` with a 512-bit streaming vector length (like the M4,
+configurable); SME2 off is ``-cpu max,sme=off``. Same runner binary, same
+.pte (exported on the host), same inputs. Which kernels run, whether outputs
+are right and how much of the model takes the SME2 path are real; the time
+is not, so every Profile from here is marked emulated and latency verdicts
+are skipped (see ``EMULATED_TIMING``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import NoReturn
+
+from pytest_sme2.system import _processes
+
+from pytest_sme2.run import emulation_setup
+from pytest_sme2.errors import RunnerError, UsageError
+from pytest_sme2.evidence.qemu_counts import COUNTS_FILE, QEMU_LOG_FLAGS, AddressSpace, ExecutedBlocks, count_events, write_counts
+from pytest_sme2.evidence.kernel_trace import kernel_trace_of
+from pytest_sme2.run.targets.base import EMULATED_TIMING, RunResult, RunSpec, TargetInfo
+from pytest_sme2.run.targets.local import check_runner, run_runner_process
+
+MAPS = "maps.txt"
+
+
+def _release_reader(fifo: Path) -> None:
+    """If qemu never opened the log FIFO (it failed first), open and close it so the counter sees EOF."""
+    try:
+        handle = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+    except OSError:  # no reader waiting (it finished), or the FIFO is gone
+        return
+    os.close(handle)
+
+SVL_CHOICES = (128, 256, 512, 1024, 2048)
+
+
+def check_svl(svl_bits: int, source: str | None = None) -> int:
+    """``svl_bits`` if qemu can emulate that streaming vector length, else a usage error naming ``source``
+    (where the value was set)."""
+    if svl_bits not in SVL_CHOICES:
+        raise UsageError(
+            f"{source or f'--sme2-emulated-svl={svl_bits}'} is not an SME streaming vector length; use one of "
+            f"{', '.join(map(str, SVL_CHOICES))} bits"
+        )
+    return svl_bits
+
+
+class EmulatedTarget:
+    # Emulated time is never compared and the counted run repeats exactly, so one inference after one
+    # warmup (the steady state: the first inference also sets up XNNPACK's runtime) says everything.
+    default_runs = 1
+    default_warmup = 1
+
+    def __init__(self, log_dir: Path, svl_bits: int = emulation_setup.DEFAULT_SVL_BITS,
+                 status: emulation_setup.EmulationStatus | None = None, runner: Path | None = None,
+                 trace_kernels: bool = True):
+        check_svl(svl_bits)
+        if runner is not None:  # a user's build: the right architecture and executorch, or nothing runs
+            check_runner(runner, "emulated target runner (--sme2-runner)", arch="aarch64")
+        self._svl = svl_bits
+        self._trace_kernels = trace_kernels
+        self._status = status or emulation_setup.status(runner=runner)
+        self._version_checked = False
+
+    @property
+    def info(self) -> TargetInfo:
+        st = self._status
+        return TargetInfo(
+            name="emulated", cpu=f"qemu-aarch64 {st.version or '?'} -cpu max SVL {self._svl}", arch="aarch64",
+            has_sme2=True, emulated=True,
+            details={"qemu": str(st.qemu), "runner": str(st.runner), "svl_bits": self._svl,
+                     "timing": EMULATED_TIMING},
+        )
+
+    def unsupported(self, sme2: bool | None) -> str | None:
+        if not self._status.ready:
+            return f"emulated SME2 target not ready: {self._status.problem}"
+        return None
+
+    def _check_runner_version(self) -> None:
+        """A runner linked against another executorch than the exporter's is a clear error, once."""
+        if self._version_checked:
+            return
+        from pytest_sme2.run.native.build import executorch_release
+
+        st = self._status
+        built = emulation_setup.runner_version(st.qemu, st.runner)
+        wanted = executorch_release()
+        if built is None:
+            raise RunnerError(
+                f"{st.runner} did not answer `--version` like pytest-sme2's runner; the emulated target needs "
+                f"it: run `{emulation_setup.SETUP_COMMAND}` (or `pytest-sme2 build-runner --arch linux-aarch64`)"
+            )
+        if built != wanted:
+            raise RunnerError(
+                f"{st.runner} was built against executorch {built}, but programs are exported with executorch "
+                f"{wanted}; rebuild it with `{emulation_setup.SETUP_COMMAND} --force`"
+            )
+        self._version_checked = True
+
+    def kernel_sampler(self, period_ns: int) -> NoReturn:
+        """None: emulated time is no time to sample; the kernels that ran come from qemu's trace instead."""
+        raise UsageError(f"{self.info.name} target: {EMULATED_TIMING}, so its kernels are not sampled; there the "
+                         "kernels that ran come from qemu's trace (Profile.executed_sme_kernels) and the "
+                         "instructions counted per operator")
+
+    def run(self, pte: Path, inputs: Path | None, spec: RunSpec, out_dir: Path,
+            reference: Path | None = None) -> RunResult:
+        """``reference`` is not run: emulated time is never compared, so it would only cost emulation time.
+
+        With ETDump on and counting on (the default), the run is counted: every block the
+        inference executes is logged and cut into ETDump events (qemu_counts.py), and
+        the result carries the path of the counts (``evidence["instruction_counts"]``).
+        """
+        st = self._status
+        if not st.ready:
+            raise UsageError(f"emulated SME2 target not ready: {st.problem}")
+        self._check_runner_version()
+        cpu = "max,sme=off" if spec.sme2 is False else emulation_setup.svl_cpu(self._svl)
+        qemu = [str(st.qemu), "-cpu", cpu]
+        if self._trace_kernels and spec.etdump:
+            return self._counted_run(qemu, pte, inputs, spec, out_dir)
+        env = {**os.environ, "QEMU_LD_PREFIX": str(emulation_setup.SYSROOT)}
+        return run_runner_process(qemu, st.runner, env, pte, inputs, spec, out_dir, self.info,
+                                  sme2_active=spec.sme2 is not False)
+
+    def _counted_run(self, qemu: list[str], pte: Path, inputs: Path | None, spec: RunSpec,
+                     out_dir: Path) -> RunResult:
+        """The run under qemu's execution log, counted per ETDump event (see qemu_counts.py).
+
+        The same program must count the same on every machine, so the guest sees the same
+        address space each time: no address randomisation (setarch -R), a fixed working folder
+        layout with short relative names, and an environment holding only what qemu needs.
+        """
+        from pytest_sme2.run.native.build import build_exec_counter
+
+        setarch = shutil.which("setarch")
+        if setarch is None:
+            raise UsageError("counting instructions on the emulated target needs `setarch` (util-linux): "
+                             "`sudo apt-get install util-linux`, or turn counting off with --sme2-no-kernel-trace")
+        out_dir.mkdir(parents=True, exist_ok=True)
+        fifo = out_dir / "qemu-exec.fifo"
+        blocks, sequence = out_dir / "blocks.tsv", out_dir / "blocks.u32"
+        fifo.unlink(missing_ok=True)
+        os.mkfifo(fifo)
+        counter = _processes.start([str(build_exec_counter()), str(blocks), str(sequence), str(fifo)],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        env = {"QEMU_LD_PREFIX": str(emulation_setup.SYSROOT)}  # all the guest sees, the same on every machine
+        prefix = [setarch, "-R", *qemu, *QEMU_LOG_FLAGS, "-D", fifo.name]
+        try:
+            result = run_runner_process(prefix, self._status.runner, env, pte, inputs, spec, out_dir, self.info,
+                                        sme2_active=spec.sme2 is not False, extra_args=(f"--maps_path={MAPS}",),
+                                        fixed_layout=True)
+        finally:
+            _release_reader(fifo)
+            try:
+                _, errors = counter.communicate(timeout=120)
+            except BaseException:  # a hung counter, or Ctrl-C while it drains the log
+                _processes.end(counter)
+                raise
+            finally:
+                fifo.unlink(missing_ok=True)
+            _processes.forget(counter)
+        summary = errors.decode(errors="replace").strip().splitlines()
+        if counter.returncode != 0 or not summary or " 0 unbound" not in summary[-1]:
+            raise RunnerError(f"the instruction counter failed on the emulated run in {out_dir} "
+                              f"(exit {counter.returncode}): {' '.join(summary[-2:])}")
+        counts = count_events(ExecutedBlocks.from_files(blocks, sequence), AddressSpace.from_file(out_dir / MAPS))
+        path = write_counts(counts, result.timed_etdump, result.warmup_etdump, out_dir / COUNTS_FILE)
+        blocks.unlink()
+        sequence.unlink()  # megabytes of block ids; the per-event counts are what is kept
+        result.evidence["instruction_counts"] = str(path)
+        result.evidence["kernel_trace"] = kernel_trace_of(counts).as_dict()
+        return result
+
+    def close(self) -> None:
+        return None
+

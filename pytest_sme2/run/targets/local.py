@@ -1,0 +1,208 @@
+"""The local target: runner executables on this machine, as subprocesses.
+
+Two ways to get SME2 on and off:
+- two builds, like the reference kit: ``--sme2-runner-on`` and ``--sme2-runner-off``;
+- one build with SME2 masked off: on Linux the preload library hides the
+  SME/SME2 bits of AT_HWCAP2 from getauxval, which is what XNNPACK's cpuinfo
+  reads, so the only difference between the two runs is the kernels chosen.
+
+Runners are checked (exists, executable, built for this CPU architecture)
+before anything runs. Arguments go to the process as a list, never through a
+shell, so model names and paths cannot inject commands.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shlex
+import subprocess
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pytest_sme2.system import _processes
+from pytest_sme2.run.cpu import CpuInfo, host_cpu
+from pytest_sme2.errors import RunnerError, UsageError
+from pytest_sme2.system.elf import executable_arch
+from pytest_sme2.run.native.tensorfile import torch_inputs_to_file
+from pytest_sme2.run.targets._runner_contract import (INPUTS_FILE, OUTPUTS_FILE, RESULT_PREFIX, RunnerFiles, build_result,  # noqa: F401
+                               exit_description as _exit_description, pick_build, read_result, runner_arguments,
+                               tail as _tail, two_builds)
+from pytest_sme2.run.targets.base import EMULATED_TIMING, RUNNER_LOG, TIMED_ETDUMP, WARMUP_ETDUMP, RunResult, RunSpec, TargetInfo
+
+if TYPE_CHECKING:
+    from pytest_sme2.evidence.samplers import PerfSampler
+
+_ARCH_ALIASES = {"amd64": "x86_64", "arm64": "aarch64"}
+
+
+def check_runner(path: Path | str, role: str, arch: str | None = None) -> Path:
+    """Fail clearly before anything runs if a runner cannot run here (``arch``: where it runs; default this CPU)."""
+    path = Path(path)
+    if not path.exists():
+        raise UsageError(
+            f"{role} {path} does not exist; build one with `pytest-sme2 build-runner` or fix the path"
+        )
+    if not path.is_file() or not os.access(path, os.X_OK):
+        raise UsageError(f"{role} {path} is not an executable file; `chmod +x` it or point to the runner binary")
+    built_for = executable_arch(path)
+    if arch is not None:
+        if built_for != arch:
+            raise UsageError(
+                f"{role} {path} is built for {built_for or 'a non-ELF format'}, but this target runs {arch} "
+                f"binaries; build one with `pytest-sme2 build-runner --arch linux-{arch}`"
+            )
+        return path
+    host = _ARCH_ALIASES.get(platform.machine().lower(), platform.machine().lower())
+    if built_for is not None and built_for != host:
+        raise UsageError(
+            f"{role} {path} is built for {built_for}, but this machine is {host}; use a runner built for {host} "
+            "(`pytest-sme2 build-runner`), or an emulated or device target for other architectures"
+        )
+    return path
+
+
+def run_runner_process(prefix: list[str], binary: Path, env: dict[str, str], pte: Path, inputs: Path | None,
+                       spec: RunSpec, out_dir: Path, info: TargetInfo, sme2_active: bool,
+                       extra_args: tuple[str, ...] = (), reference: Path | None = None,
+                       fixed_layout: bool = False, sampler: "PerfSampler | None" = None) -> RunResult:
+    """Run a pytest-sme2 runner (optionally behind ``prefix``, e.g. qemu) and collect its artifacts.
+
+    ``fixed_layout``: run inside ``out_dir`` with the same short relative names for the runner, the
+    program and every file on every machine, so the guest's argv (and with it the stack and heap
+    layout the program sees) does not depend on where the checkout or the cache lives; used by the
+    emulated target's counted run, whose instruction counts must repeat across machines.
+    """
+    out_dir.mkdir(parents=True, exist_ok=True)
+    timed, warmup = out_dir / TIMED_ETDUMP, out_dir / WARMUP_ETDUMP
+    inputs_file = None if inputs is None else torch_inputs_to_file(inputs, out_dir / INPUTS_FILE)
+    cwd = None
+    if fixed_layout:
+        cwd = out_dir
+        binary = Path(".") / _link(out_dir / "runner", binary).name
+        pte = Path(_link(out_dir / "program.pte", Path(pte)).name)
+        timed, warmup = Path(TIMED_ETDUMP), Path(WARMUP_ETDUMP)
+        inputs_file = None if inputs_file is None else Path(INPUTS_FILE)
+    files = RunnerFiles(
+        pte=str(pte), timed_etdump=str(timed), warmup_etdump=str(warmup),
+        outputs=OUTPUTS_FILE if fixed_layout else str(out_dir / OUTPUTS_FILE),
+        inputs=None if inputs_file is None else str(inputs_file),
+        reference=None if reference is None else str(reference),
+    )
+    command = [*prefix, *runner_arguments(str(binary), files, spec), *extra_args]
+    if sampler is not None:  # kernel_sampling.py: the sampled round runs under the profiler
+        command = sampler.wrap(command, out_dir)
+    log = out_dir / RUNNER_LOG
+    stdout_path = out_dir / "runner.stdout"
+    shown = shlex.join(command)
+    preload = "".join(f"{name}={env[name]} " for name in ("LD_PRELOAD", "DYLD_INSERT_LIBRARIES") if name in env)
+    with open(log, "wb") as err, open(stdout_path, "wb") as out:
+        err.write(f"$ {preload}{shown}\n".encode())
+        err.flush()
+        process = _processes.start(command, limit_s=spec.timeout_s, stdout=out, stderr=err, env=env, cwd=cwd)
+        try:
+            code = _processes.wait(process, timeout=spec.timeout_s)  # ends the runner on any interruption
+        except subprocess.TimeoutExpired:
+            raise RunnerError(
+                f"`{shown}` {spec.timed_out()} and was killed; raise it there if the model "
+                f"is that slow. Log: {log}\n{_tail(log)}"
+            ) from None
+    if code != 0:
+        raise RunnerError(f"`{shown}` {_exit_description(code)}; log kept at {log}. Last lines:\n{_tail(log)}")
+    answer = read_result(stdout_path, shown, str(binary))
+    return build_result(answer, spec, info, out_dir, log, sme2_active, reference=reference is not None)
+
+
+def _link(link: Path, target: Path) -> Path:
+    """``link`` pointing at ``target`` (replaced if it exists)."""
+    link.unlink(missing_ok=True)
+    link.symlink_to(Path(target).resolve())
+    return link
+
+
+class LocalTarget:
+    """Runs runner executables on this machine's CPU."""
+
+    def __init__(self, log_dir: Path, runner: Path | None = None, runner_on: Path | None = None,
+                 runner_off: Path | None = None, mask_library: Path | None = None, cpu: CpuInfo | None = None,
+                 launcher: tuple[str, ...] = (), launcher_env: dict[str, str] | None = None):
+        # ``launcher``/``launcher_env``: an emulator that runs ``cpu``'s programs here (the tests' qemu SME2
+        # machine, targets/auto.py); runners must then be built for ``cpu.arch``, and times are not hardware times.
+        self._cpu = cpu or host_cpu()
+        self._log_dir = log_dir
+        self._launcher = list(launcher)
+        self._launcher_env = dict(launcher_env or {})
+        arch = self._cpu.arch if launcher else None
+        self.two_builds = two_builds(runner_on, runner_off)
+        if self.two_builds:
+            self._on = check_runner(runner_on, "SME2-on runner (--sme2-runner-on)", arch)
+            self._off = check_runner(runner_off, "SME2-off runner (--sme2-runner-off)", arch)
+            self._mask = None
+        else:
+            if runner is None:
+                from pytest_sme2.run.native.build import build_runner
+
+                runner = build_runner()
+            self._on = self._off = check_runner(runner, "runner (--sme2-runner)", arch)
+            self._mask = mask_library
+
+    @property
+    def info(self) -> TargetInfo:
+        cpu = self._cpu
+        mode = "two builds" if self.two_builds else "one build, SME2 masked by preload"
+        details = {"system": cpu.system, "runtime": "native runner", "sme2_off_mode": mode,
+                   "runner_on": str(self._on), "runner_off": str(self._off)}
+        if self._launcher:
+            details.update(launcher=shlex.join(self._launcher), timing=EMULATED_TIMING)
+        return TargetInfo(name="local", cpu=cpu.name, arch=cpu.arch, has_sme2=cpu.has_sme2,
+                          emulated=bool(self._launcher), details=details)
+
+    def unsupported(self, sme2: bool | None) -> str | None:
+        cpu = self._cpu
+        if sme2 is True and not cpu.has_sme2:
+            return (
+                f"SME2 requested but this CPU '{cpu.name}' ({cpu.arch}) has no SME2; run the local target on a CPU "
+                "that has it (Apple M4 Mac, Armv9.2 Linux board), use a device with SME2 (--sme2-target=adb), or "
+                "run SME2 on and off emulated here (--sme2-target=emulated, after pytest-sme2 setup-emulation)"
+            )
+        if sme2 is False and not self.two_builds and cpu.system not in ("Linux", "Darwin"):
+            return (
+                f"SME2 off with one runner build needs the Linux or macOS masking library; on {cpu.system} pass two "
+                "builds with --sme2-runner-on and --sme2-runner-off"
+            )
+        return None
+
+    def _command(self, sme2: bool | None) -> tuple[Path, dict[str, str]]:
+        env = {**os.environ, **self._launcher_env}
+        if sme2 is False and not self.two_builds:
+            if self._mask is None:
+                from pytest_sme2.run.native.build import build_mask_library
+
+                self._mask = build_mask_library()
+            from pytest_sme2.run.native.build import mask_preload_variable
+
+            variable = mask_preload_variable(self._cpu.system)
+            separator = ":" if variable == "DYLD_INSERT_LIBRARIES" else " "
+            env[variable] = separator.join(p for p in (str(self._mask), env.get(variable, "")) if p)
+        binary = pick_build(sme2, self._cpu.has_sme2, self._on, self._off)
+        return binary, env
+
+    def kernel_sampler(self, period_ns: int) -> "PerfSampler":
+        """Linux perf around the runner on this machine, or a UsageError saying what is missing."""
+        from pytest_sme2.evidence.samplers import PerfSampler
+
+        system = self.info.details.get("system")
+        if system != "Linux":
+            raise UsageError(f"kernel sampling on {system} is not supported yet (Linux perf and Android simpleperf "
+                             "are); docs/kernel_time.md says what is known of macOS samplers")
+        return PerfSampler.here(period_ns)
+
+    def run(self, pte: Path, inputs: Path | None, spec: RunSpec, out_dir: Path,
+            reference: Path | None = None, sampler: "PerfSampler | None" = None) -> RunResult:
+        binary, env = self._command(spec.sme2)
+        return run_runner_process(self._launcher, binary, env, pte, inputs, spec, out_dir, self.info,
+                                  sme2_active=self._cpu.has_sme2 and spec.sme2 is not False, reference=reference,
+                                  sampler=sampler)
+
+    def close(self) -> None:
+        return None

@@ -1,0 +1,29 @@
+"""One inter-process lock for every cache in pytest-sme2 (exports, runner builds, qemu).
+
+An flock on a lock file beside the entry: pytest-xdist workers and parallel
+sessions that want the same entry wait for the first one to finish it, and the
+lock dies with its process, so a crash never leaves a stale lock behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+from pathlib import Path
+from typing import Iterator
+
+from pytest_sme2.system.safe_files import open_no_follow
+
+
+@contextlib.contextmanager
+def locked(lock_path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``lock_path`` (created with its folder) for the block; a link planted
+    at ``lock_path`` in a shared cache is refused, never opened (safe_files)."""
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with os.fdopen(open_no_follow(lock_path, os.O_RDWR | os.O_CREAT), "r+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
