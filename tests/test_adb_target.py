@@ -191,11 +191,12 @@ def test_device_lost_mid_run_fails_that_test_and_the_session_goes_on(
         def test_2_after(exported_pte, runner, etdump_profile):
             assert etdump_profile(exported_pte, runner(runs=2, warmup=0)).runs == 2
         """))
-    started = time.monotonic()
     result = pytester.runpytest_inprocess("--sme2-target=adb:LOST-1", f"--sme2-adb-server={standin.address}",
                                           "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1, failed=1)
-    assert time.monotonic() - started < 60
+    # The first test failed because the device went away, not by running into its 60 s limit (a timeout
+    # says "timed out after"); no wall-clock bound here, which a busy machine would break.
+    assert "timed out after" not in result.stdout.str()
     result.stdout.fnmatch_lines(["*RunnerError: device LOST-1 went offline during the run of `adb -s LOST-1 shell*"
                                  "partial log kept at *runner.log*"])
     logs = list(artifacts.rglob("runner.log"))

@@ -6,6 +6,7 @@ import bisect
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -42,14 +43,20 @@ def test_a_real_perf_recording_names_every_xnnpack_sample_by_a_function_of_the_l
     program = (f"import torch, time\nfrom executorch.extension.pybindings import portable_lib\n"
                f"m = portable_lib._load_for_executorch({str(exported_toy_cnn.path)!r})\n"
                "import sys; sys.stdout.write('ready\\n'); sys.stdout.flush(); sys.stdin.readline()\n"
-               "end = time.monotonic() + 1.0\n"
-               "while time.monotonic() < end: m.run_method('forward', (torch.ones(1, 3, 32, 32),))\n")
+               # a second of this process's CPU time, however busy the machine (wall time would be less)
+               "end = time.process_time() + 1.0\n"
+               "while time.process_time() < end: m.run_method('forward', (torch.ones(1, 3, 32, 32),))\n")
     worker = subprocess.Popen([sys.executable, "-c", program], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert worker.stdout.readline() == "ready\n"
         data = tmp_path / "perf.data"
         recorder = subprocess.Popen(record_command(shutil.which("perf"), worker.pid, data),
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # perf attaches before it writes its file's header; on a busy machine that takes more than the
+        # worker's second, which then went by unsampled (0 samples, seen beside two busy jobs)
+        deadline = time.monotonic() + 60
+        while not (data.exists() and data.stat().st_size) and recorder.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
         worker.stdin.write("go\n")
         worker.stdin.flush()
         worker.wait(timeout=60)
