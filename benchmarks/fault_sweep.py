@@ -384,7 +384,7 @@ def sigkill_of_pytest(root: Path) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--sme2-no-baselines"]
     inner = subprocess.Popen(command, cwd=root, env={**os.environ, "PYTEST_ADDOPTS": ""}, start_new_session=True,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    started = wait_for(lambda: (d := descendants(inner.pid)) and any("_host_worker" in a for a in d.values()) and d,
+    started = wait_for(lambda: (d := descendants(inner.pid)) and any("host_worker" in a for a in d.values()) and d,
                        timeout=600, interval=0.5) or {}
     time.sleep(2)
     started = {**started, **descendants(inner.pid)}

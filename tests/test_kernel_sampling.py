@@ -289,12 +289,12 @@ def test_no_kernel_check_when_either_side_was_not_sampled() -> None:
 
 
 def test_a_stored_kernel_record_of_the_wrong_shape_names_the_field() -> None:
-    from pytest_sme2.gate import _baseline_fields
+    from pytest_sme2.gate import baseline_schema
 
     good = {"latency": None, "samples_ms": [], "shares": {}, **_record(op=(200, {"a": 1.0}))}
-    assert _baseline_fields.problem(good, _baseline_fields.PROFILE, "p") is None
+    assert baseline_schema.problem(good, baseline_schema.PROFILE, "p") is None
     bad = {**good, "kernel_time": {"op": {"samples": 200, "kernels": {"a": 3}}}}
-    assert _baseline_fields.problem(bad, _baseline_fields.PROFILE, "p") == \
+    assert baseline_schema.problem(bad, baseline_schema.PROFILE, "p") == \
         "p.kernel_time['op'].kernels['a'] must be a fraction between 0 and 1, or null (it is int 3)"
 
 

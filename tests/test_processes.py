@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_sme2.system import _processes
+from pytest_sme2.system import supervised
 
 from helpers_faults import REPO, alive, descendants, wait_for
 
@@ -27,54 +27,54 @@ pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="process groups 
 
 
 def test_the_command_exit_status_is_passed_on() -> None:
-    assert _processes.wait(_processes.start(["sh", "-c", "exit 3"])) == 3
-    assert _processes.wait(_processes.start(["sh", "-c", "kill -SEGV $$"])) == -signal.SIGSEGV
+    assert supervised.wait(supervised.start(["sh", "-c", "exit 3"])) == 3
+    assert supervised.wait(supervised.start(["sh", "-c", "kill -SEGV $$"])) == -signal.SIGSEGV
 
 
 def test_output_goes_where_the_caller_sent_it() -> None:
-    process = _processes.start(["sh", "-c", "echo out; echo err >&2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process = supervised.start(["sh", "-c", "echo out; echo err >&2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert process.communicate(timeout=60) == (b"out\n", b"err\n")
-    _processes.forget(process)
+    supervised.forget(process)
 
 
 def test_a_program_that_cannot_start_raises_as_popen_does(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError):
-        _processes.start([str(tmp_path / "missing")])
+        supervised.start([str(tmp_path / "missing")])
     with pytest.raises(FileNotFoundError):
-        _processes.start(["no-such-program-pytest-sme2"])
+        supervised.start(["no-such-program-pytest-sme2"])
     script = tmp_path / "not-executable"
     script.write_text("#!/bin/sh\n")
     with pytest.raises(PermissionError):
-        _processes.start([str(script)])
+        supervised.start([str(script)])
 
 
 def test_the_wall_clock_limit_ends_a_run_nobody_waits_for(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_processes, "LIMIT_GRACE_S", 0.0)
+    monkeypatch.setattr(supervised, "LIMIT_GRACE_S", 0.0)
     started = time.monotonic()
-    process = _processes.start(["sleep", "60"], limit_s=1.0, stderr=subprocess.PIPE)
+    process = supervised.start(["sleep", "60"], limit_s=1.0, stderr=subprocess.PIPE)
     _, err = process.communicate(timeout=30)
-    _processes.forget(process)
+    supervised.forget(process)
     assert process.returncode == -signal.SIGKILL and time.monotonic() - started < 20
     assert b"ran past its limit of 1 s" in err
 
 
 def test_the_end_of_the_starting_thread_does_not_end_the_child() -> None:
     box: list[subprocess.Popen] = []
-    thread = threading.Thread(target=lambda: box.append(_processes.start(["sleep", "60"])))
+    thread = threading.Thread(target=lambda: box.append(supervised.start(["sleep", "60"])))
     thread.start()
     thread.join()
     try:
         time.sleep(1.5)  # the parent-death signal arrives at once; the parent-PID poll runs every 0.5 s
         assert box[0].poll() is None, "the child ended with the thread that started it, not with pytest"
     finally:
-        _processes.end(box[0])
+        supervised.end(box[0])
 
 
 PARENT = textwrap.dedent("""
     import sys, time
     sys.path.insert(0, {repo!r})
-    from pytest_sme2.system import _processes
-    _processes.start(["sh", "-c", "sleep 300 & sleep 300"])
+    from pytest_sme2.system import supervised
+    supervised.start(["sh", "-c", "sleep 300 & sleep 300"])
     print("started", flush=True)
     time.sleep(300)
 """)

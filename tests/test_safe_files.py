@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_sme2.system._filelock import locked
+from pytest_sme2.system.locks import locked
 from pytest_sme2.errors import StorageError
 from pytest_sme2.system.safe_files import append_lines, private_folder, write_file
 from pytest_sme2.run.targets.adb import _DeviceClaim

@@ -19,7 +19,7 @@ from typing import Iterator
 
 import pytest
 
-from pytest_sme2.system import _writable
+from pytest_sme2.system import writable_folders
 
 TEST = """
 import pytest
@@ -119,16 +119,16 @@ def test_baselines_are_written_readable_and_a_read_only_one_is_not_replaced(sme2
 
 
 def test_explain_names_the_place_that_holds_the_path(tmp_path: Path) -> None:
-    cache = _writable.Place("export cache", tmp_path / "cache", "--sme2-cache-dir (or ini sme2_cache_dir)")
-    artifacts = _writable.Place("artifacts folder", tmp_path / "art", "--sme2-artifacts-dir (or ini x)")
+    cache = writable_folders.Place("export cache", tmp_path / "cache", "--sme2-cache-dir (or ini sme2_cache_dir)")
+    artifacts = writable_folders.Place("artifacts folder", tmp_path / "art", "--sme2-artifacts-dir (or ini x)")
     full = OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "src.pte"))
     full.filename2 = str(tmp_path / "art" / "s" / "t" / "x.pte")
-    message = str(_writable.explain(full, [cache, artifacts]))
+    message = str(writable_folders.explain(full, [cache, artifacts]))
     assert message.startswith("cannot write the artifacts folder: no space left on the device at ")
     assert "--sme2-artifacts-dir" in message and "--sme2-cache-dir" not in message
     denied = PermissionError(errno.EACCES, "Permission denied", str(tmp_path / "cache" / "locks"))
-    assert "cannot write the export cache: permission denied" in str(_writable.explain(denied, [cache, artifacts]))
+    assert "cannot write the export cache: permission denied" in str(writable_folders.explain(denied, [cache, artifacts]))
     elsewhere = PermissionError(errno.EACCES, "Permission denied", "/etc/shadow")
-    assert _writable.explain(elsewhere, [cache, artifacts]) is None  # not ours: the real error stays
+    assert writable_folders.explain(elsewhere, [cache, artifacts]) is None  # not ours: the real error stays
     anonymous = OSError(errno.ENOSPC, "No space left on device")
-    assert "no space left on the device" in str(_writable.explain(anonymous, [cache]))
+    assert "no space left on the device" in str(writable_folders.explain(anonymous, [cache]))

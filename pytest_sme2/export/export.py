@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from pytest_sme2.export import export_key
-from pytest_sme2.system._filelock import locked
+from pytest_sme2.system.locks import locked
 from pytest_sme2.errors import DamagedCacheEntryWarning, ExportError, StorageError, UsageError
 from pytest_sme2.model.registry import Model
 from pytest_sme2.export.work import FACTS_FILE, FACTS_VERSION, decode_facts, facts_document, write_facts

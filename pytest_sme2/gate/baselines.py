@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from pytest_sme2.gate import _baseline_fields
+from pytest_sme2.gate import baseline_schema
 from pytest_sme2.errors import BaselineError
 from pytest_sme2.system.names import clean, slug
 
@@ -200,10 +200,10 @@ def load(path: Path) -> Baseline | None:
                                 f"(it is {type(data[key]).__name__})")
     for label, record in profiles.items():
         where = f"profiles[{label!r}]"
-        for key in _baseline_fields.REQUIRED:
+        for key in baseline_schema.REQUIRED:
             if key not in record:
                 raise _broken(path, f"{where} has no {key!r}")
-        wrong = _baseline_fields.problem(record, _baseline_fields.PROFILE, where)
+        wrong = baseline_schema.problem(record, baseline_schema.PROFILE, where)
         if wrong:
             raise _broken(path, wrong)
         samples, reference = record["samples_ms"], record.get("reference_ms")

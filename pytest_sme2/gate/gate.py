@@ -1,6 +1,6 @@
 """The regression gate as plain Python: judge one test's records against its stored baseline file.
 
-The pytest hooks (``_baseline_hooks.py``) gather a test's profiles, turn them into records and call
+The pytest hooks (``baseline_hooks.py``) gather a test's profiles, turn them into records and call
 ``check_file``; ``pytest-sme2 check SESSION_DIR`` calls the same function on the records a finished
 session kept in its summary.json (``GATE_INPUT`` per test), so a verdict outside pytest is the
 verdict inside it. Nothing here imports pytest.

@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterator
 import pytest
 
 from pytest_sme2.system.safe_files import write_file
-from pytest_sme2.system import _processes, _writable
+from pytest_sme2.system import supervised, writable_folders
 from pytest_sme2.plugin import options, progress
 from pytest_sme2.errors import Sme2Error, UsageError
 from pytest_sme2.run.targets.base import AUTO_PROCESSES
@@ -31,12 +31,12 @@ from pytest_sme2.run.targets.adb import AdbOptions, is_adb_target
 
 # Hook modules that extend this one (baselines and verdicts; reports and session outputs).
 # Each reads a test's profiles through profiles_of(item) and the session through session_of(config).
-pytest_plugins = ("pytest_sme2.plugin._baseline_hooks", "pytest_sme2.plugin._report_hooks")
+pytest_plugins = ("pytest_sme2.plugin.baseline_hooks", "pytest_sme2.plugin.report_hooks")
 
 _SESSION_KEY = pytest.StashKey[Sme2Session]()
 _PROFILES_KEY = pytest.StashKey[list]()
 # sme2_processes = auto: the processes this test's baseline asks its checks to measure; set by the gate's
-# setup hook (_baseline_hooks), which reads the test's own tolerances the way its verdicts will.
+# setup hook (baseline_hooks), which reads the test's own tolerances the way its verdicts will.
 AUTO_PROCESSES_KEY = pytest.StashKey[int]()
 
 
@@ -108,7 +108,7 @@ def _kernel_sampling(config: pytest.Config) -> SamplingSettings | None:
 def pytest_configure(config: pytest.Config) -> None:
     for marker in MARKERS:
         config.addinivalue_line("markers", marker)
-    _processes.install_signal_handlers()  # SIGTERM/SIGHUP to pytest end the runners it started
+    supervised.install_signal_handlers()  # SIGTERM/SIGHUP to pytest end the runners it started
     rootdir = config.rootpath
     settings = Settings(
         target=setting(config, "target"),
@@ -175,7 +175,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         if session is not None:
             session.close()
     finally:
-        _processes.end_all()  # nothing a target started outlives the session, whatever stopped it
+        supervised.end_all()  # nothing a target started outlives the session, whatever stopped it
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -199,7 +199,7 @@ def _as_test_failure(request: pytest.FixtureRequest) -> contextlib.AbstractConte
 
 
 @contextlib.contextmanager
-def failures_of_test(session: Sme2Session, nodeid: str, places: tuple[_writable.Place, ...] = ()) -> Iterator[None]:
+def failures_of_test(session: Sme2Session, nodeid: str, places: tuple[writable_folders.Place, ...] = ()) -> Iterator[None]:
     """An Sme2Error fails (or errors, in setup) this test with its message, not a traceback; so does an
     OSError while writing into one of the session's folders or ``places`` (a full disk), as a StorageError
     naming the folder and the setting that moves it. An error's long detail (an export's traceback and
@@ -218,7 +218,7 @@ def failures_of_test(session: Sme2Session, nodeid: str, places: tuple[_writable.
                 pass
         raise pytest.fail.Exception(message, pytrace=False) from None
     except OSError as exc:
-        error = _writable.explain(exc, (*places, *session.places))
+        error = writable_folders.explain(exc, (*places, *session.places))
         if error is None:
             raise
         raise pytest.fail.Exception(f"StorageError: {error}", pytrace=False) from None
@@ -232,7 +232,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     history_file = history_path(session.config)
     try:
         for place in sme2.session_places:
-            _writable.check_writable(place)
+            writable_folders.check_writable(place)
         if history_file is not None:
             from pytest_sme2.gate.history import check_path
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_sme2.errors import RunnerError
-from pytest_sme2.system._filelock import locked
+from pytest_sme2.system.locks import locked
 from pytest_sme2.run.native.build import CROSS_PACKAGE, _run, build_runner, cache_root, runner_binary
 
 SETUP_COMMAND = "pytest-sme2 setup-emulation"

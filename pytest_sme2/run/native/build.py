@@ -18,7 +18,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from pytest_sme2.system._filelock import locked
+from pytest_sme2.system.locks import locked
 from pytest_sme2.errors import RunnerError, UsageError
 
 SOURCE_DIR = Path(__file__).resolve().parent

@@ -16,7 +16,7 @@ import subprocess
 from pathlib import Path
 from typing import NoReturn
 
-from pytest_sme2.system import _processes
+from pytest_sme2.system import supervised
 
 from pytest_sme2.run import emulation_setup
 from pytest_sme2.errors import RunnerError, UsageError
@@ -148,7 +148,7 @@ class EmulatedTarget:
         blocks, sequence = out_dir / "blocks.tsv", out_dir / "blocks.u32"
         fifo.unlink(missing_ok=True)
         os.mkfifo(fifo)
-        counter = _processes.start([str(build_exec_counter()), str(blocks), str(sequence), str(fifo)],
+        counter = supervised.start([str(build_exec_counter()), str(blocks), str(sequence), str(fifo)],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         env = {"QEMU_LD_PREFIX": str(emulation_setup.SYSROOT)}  # all the guest sees, the same on every machine
         prefix = [setarch, "-R", *qemu, *QEMU_LOG_FLAGS, "-D", fifo.name]
@@ -161,11 +161,11 @@ class EmulatedTarget:
             try:
                 _, errors = counter.communicate(timeout=120)
             except BaseException:  # a hung counter, or Ctrl-C while it drains the log
-                _processes.end(counter)
+                supervised.end(counter)
                 raise
             finally:
                 fifo.unlink(missing_ok=True)
-            _processes.forget(counter)
+            supervised.forget(counter)
         summary = errors.decode(errors="replace").strip().splitlines()
         if counter.returncode != 0 or not summary or " 0 unbound" not in summary[-1]:
             raise RunnerError(f"the instruction counter failed on the emulated run in {out_dir} "

@@ -1,6 +1,6 @@
 """The host target: this machine's CPU through ExecuTorch's Python binding.
 
-The binding runs in a supervised child process (``_host_worker``), started
+The binding runs in a supervised child process (``host_worker``), started
 once and reused, so import cost is paid once per pytest worker while a
 segfault in the runtime, an XNNPACK abort or a hang is an error of one test.
 Warmup and timed runs happen in the same process, back to back.
@@ -25,11 +25,11 @@ from typing import Callable, NoReturn
 
 import numpy as np
 
-from pytest_sme2.system import _processes
+from pytest_sme2.system import supervised
 from pytest_sme2.run.cpu import CpuInfo, host_cpu
 from pytest_sme2.errors import ProgramError, RunnerError, UsageError
 from pytest_sme2.system.safe_files import write_file
-from pytest_sme2.run.targets._runner_contract import reference_samples
+from pytest_sme2.run.targets.native_runner import reference_samples
 from pytest_sme2.run.targets.base import OUTPUTS, RUNNER_LOG, TIMED_ETDUMP, WARMUP_ETDUMP, RunResult, RunSpec, TargetInfo
 
 _LOG_TAIL_LINES = 25
@@ -57,8 +57,8 @@ class _Worker:
         read_fd, write_fd = os.pipe()
         env = dict(os.environ)
         env.setdefault("PYTHONUNBUFFERED", "1")
-        self.process = _processes.start(
-            [sys.executable, "-m", "pytest_sme2.run.targets._host_worker", str(write_fd)],
+        self.process = supervised.start(
+            [sys.executable, "-m", "pytest_sme2.run.targets.host_worker", str(write_fd)],
             stdin=subprocess.PIPE,
             stdout=self._log,
             stderr=subprocess.STDOUT,
@@ -132,7 +132,7 @@ class _Worker:
                 on_progress(int(message["progress"]), int(message["of"]))
 
     def kill(self) -> None:
-        _processes.end(self.process)
+        supervised.end(self.process)
         for stream in (self.process.stdin, self._reply, self._log):
             try:
                 if stream is not None:

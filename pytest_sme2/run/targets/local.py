@@ -20,12 +20,12 @@ import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pytest_sme2.system import _processes
+from pytest_sme2.system import supervised
 from pytest_sme2.run.cpu import CpuInfo, host_cpu
 from pytest_sme2.errors import RunnerError, UsageError
 from pytest_sme2.system.elf import executable_arch
 from pytest_sme2.run.native.tensorfile import torch_inputs_to_file
-from pytest_sme2.run.targets._runner_contract import (INPUTS_FILE, OUTPUTS_FILE, RESULT_PREFIX, RunnerFiles, build_result,  # noqa: F401
+from pytest_sme2.run.targets.native_runner import (INPUTS_FILE, OUTPUTS_FILE, RESULT_PREFIX, RunnerFiles, build_result,  # noqa: F401
                                exit_description as _exit_description, pick_build, read_result, runner_arguments,
                                tail as _tail, two_builds)
 from pytest_sme2.run.targets.base import EMULATED_TIMING, RUNNER_LOG, TIMED_ETDUMP, WARMUP_ETDUMP, RunResult, RunSpec, TargetInfo
@@ -99,9 +99,9 @@ def run_runner_process(prefix: list[str], binary: Path, env: dict[str, str], pte
     with open(log, "wb") as err, open(stdout_path, "wb") as out:
         err.write(f"$ {preload}{shown}\n".encode())
         err.flush()
-        process = _processes.start(command, limit_s=spec.timeout_s, stdout=out, stderr=err, env=env, cwd=cwd)
+        process = supervised.start(command, limit_s=spec.timeout_s, stdout=out, stderr=err, env=env, cwd=cwd)
         try:
-            code = _processes.wait(process, timeout=spec.timeout_s)  # ends the runner on any interruption
+            code = supervised.wait(process, timeout=spec.timeout_s)  # ends the runner on any interruption
         except subprocess.TimeoutExpired:
             raise RunnerError(
                 f"`{shown}` {spec.timed_out()} and was killed; raise it there if the model "

@@ -137,7 +137,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
     try:
         _append_history(item.config, record)
     except Exception as exc:  # the test stands; the session fails at its end, saying why
-        from pytest_sme2.system._writable import explain
+        from pytest_sme2.system.writable_folders import explain
         from pytest_sme2.plugin import session_of
 
         session = session_of(item.config)
@@ -218,7 +218,7 @@ class _Collector:
             paths = write_session(summary, out_dir, html=html)
             paths.update(kit_layout.write(summary["tests"], out_dir))
         except Exception as exc:  # never lose the session over a report; the session fails, saying why
-            from pytest_sme2.system._writable import explain
+            from pytest_sme2.system.writable_folders import explain
 
             why = explain(exc, sme2.places) if isinstance(exc, OSError) else None
             _output_errors(self.config).append(

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from pytest_sme2.system import _writable
+from pytest_sme2.system import writable_folders
 
 from pytest_sme2.gate import baselines, gate, verdicts
 
@@ -51,9 +51,9 @@ class _GateConfig:
     reports: list[dict[str, Any]] = field(default_factory=list)
 
     @property
-    def place(self) -> _writable.Place:
-        return _writable.Place("baselines folder", self.root,
-                              _writable.option_and_ini("--sme2-baselines-dir", "sme2_baselines_dir"))
+    def place(self) -> writable_folders.Place:
+        return writable_folders.Place("baselines folder", self.root,
+                              writable_folders.option_and_ini("--sme2-baselines-dir", "sme2_baselines_dir"))
 
 
 _GATE_KEY = pytest.StashKey[_GateConfig]()
@@ -87,7 +87,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     if settings is None or not settings.update or not settings.enabled or getattr(session.config, "workerinput", None):
         return
     try:
-        _writable.check_writable(settings.place)
+        writable_folders.check_writable(settings.place)
     except Sme2Error as exc:
         raise pytest.UsageError(str(exc)) from None
 

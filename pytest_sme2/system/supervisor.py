@@ -1,6 +1,6 @@
 """Runs one command for pytest-sme2 and ends it, and everything it started, when pytest is gone.
 
-Runners, qemu and the host worker start in a session of their own (``_processes.start``), so a
+Runners, qemu and the host worker start in a session of their own (``supervised.start``), so a
 ``kill -9 -- -PGID`` of pytest's group (how CI ends a timed-out job) misses them and nothing in
 pytest survives to end them: they used to run on at 100% CPU with parent PID 1. This small
 process sits between pytest and the command, as the leader of the command's process group:
@@ -18,7 +18,7 @@ The command's exit status is passed on as its own (the same code, or death by th
 so callers see what they saw without it. Standard library only, started with ``python -I -S``
 (about 25 ms), so it depends on nothing that pytest's environment may have broken.
 
-    python -I -S _supervisor.py PARENT_PID LIMIT_S -- COMMAND [ARG...]
+    python -I -S supervisor.py PARENT_PID LIMIT_S -- COMMAND [ARG...]
 
 ``LIMIT_S`` 0 means no wall-clock limit.
 """
@@ -149,7 +149,7 @@ def supervise(parent: int, limit_s: float, command: list[str]) -> NoReturn:
 
 def main(argv: list[str]) -> NoReturn:
     if len(argv) < 5 or argv[3] != "--":
-        os.write(2, b"usage: _supervisor.py PARENT_PID LIMIT_S -- COMMAND [ARG...]\n")
+        os.write(2, b"usage: supervisor.py PARENT_PID LIMIT_S -- COMMAND [ARG...]\n")
         os._exit(2)
     supervise(int(argv[1]), float(argv[2]), argv[4:])
 

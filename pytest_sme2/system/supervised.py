@@ -12,7 +12,7 @@ pytest exits (atexit), and on SIGTERM or SIGHUP to pytest (``install_signal_hand
 
 None of that runs when pytest is killed with SIGKILL (how CI runners end a
 timed-out job, ``kill -9 -- -PGID``), and the runners are outside pytest's
-group. So each command runs under ``_supervisor.py``, the leader of its group,
+group. So each command runs under ``supervisor.py``, the leader of its group,
 which kills the group the moment pytest is gone (Linux's parent-death signal,
 and a poll of its parent PID) and, given ``limit_s``, after that long even if
 pytest lives but stopped watching. This is the one place that starts them.
@@ -36,7 +36,7 @@ _live: dict[int, subprocess.Popen] = {}
 _lock = threading.Lock()
 
 
-SUPERVISOR = Path(__file__).with_name("_supervisor.py")
+SUPERVISOR = Path(__file__).with_name("supervisor.py")
 # Beyond the caller's own timeout, how long the supervisor waits before ending a run pytest stopped watching.
 LIMIT_GRACE_S = 60.0
 
