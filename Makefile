@@ -3,10 +3,10 @@
 PYTHON ?= python3
 PIP := $(PYTHON) -m pip
 # Debian packages for the linux-aarch64 runner and its tests under emulation, and the
-# headless browser that checks the HTML report (tests/test_report_browser.py), and valgrind
+# headless browser that checks the HTML report (tests/report/test_report_browser.py), and valgrind
 # for the deterministic instruction metric (--sme2-metric=instructions).
-# clang and lld cross-build the macOS masking library for its contract test (tests/test_macos_contract.py).
-# linux-perf samples which kernels run (tests/test_perf_samples.py).
+# clang and lld cross-build the macOS masking library for its contract test (tests/run/test_macos_contract.py).
+# linux-perf samples which kernels run (tests/evidence/test_perf_samples.py).
 SYSTEM_PACKAGES := g++-aarch64-linux-gnu qemu-user chromium valgrind clang lld linux-perf
 
 .PHONY: install system-deps emulation auto-target perf test

@@ -6,7 +6,7 @@ one table: case, what happened (exit code and outcome), and the first line of
 the message the user sees, and checks that no case shows a Python traceback and
 that no case harms what it planted (a victim file behind a link, a record the case
 checks; issue 23).
-Ctrl-C / SIGTERM on every target are tests/test_interrupt.py (they need the
+Ctrl-C / SIGTERM on every target are tests/system/test_interrupt.py (they need the
 process tree inspected with ps); they are not repeated here.
 
     python benchmarks/fault_sweep.py [--out results.json] [--only TEXT]
@@ -577,7 +577,7 @@ def weak_sigterm_bisect(root: Path) -> subprocess.CompletedProcess[str]:
             f"git status: {status or 'clean'}")
     if head != "main" or bisecting or status or not (mid and marker.exists()):
         out += "\nFAILED: the repository is not as it was, or the signal did not arrive mid-bisect"
-    if marker.exists():  # the step's pytest must end with the bisect (as tests/test_bisect.py: within 5 s)
+    if marker.exists():  # the step's pytest must end with the bisect (as tests/cli/test_bisect.py: within 5 s)
         sys.path.insert(0, str(REPO / "tests"))
         from helpers_faults import alive, wait_for
         step = {int(marker.read_text()): "the step's pytest"}

@@ -49,7 +49,7 @@ def _no_baseline_gate_in_inner_runs(request: pytest.FixtureRequest, monkeypatch:
 
     The gate fails a test without a baseline by default, so every inner run gets
     --sme2-no-baselines through PYTEST_ADDOPTS (set after pytester, which clears
-    it); tests/test_baseline_plugin.py, which tests the gate, removes it again.
+    it); tests/plugin/test_baseline_plugin.py, which tests the gate, removes it again.
     """
     if "pytester" in request.fixturenames:
         request.getfixturevalue("pytester")
@@ -120,7 +120,7 @@ def sme2_project(pytester: pytest.Pytester, shared_export_cache: Path) -> pytest
             sme2_runs = 5
             sme2_warmup = 1
             # Exact run counts in these tests: no extra rounds when this busy machine disturbs runs
-            # (tests/test_runner_rounds.py tests those).
+            # (tests/measure/test_runner_rounds.py tests those).
             sme2_max_rounds = 1
             # Baseline updates measure the fewest processes the gate accepts (each a host worker start).
             sme2_baseline_processes = 3

@@ -1,4 +1,4 @@
-"""Helpers for fault-injection tests (tests/test_interrupt.py and friends) and the fault sweep
+"""Helpers for fault-injection tests (tests/system/test_interrupt.py and friends) and the fault sweep
 (benchmarks/fault_sweep.py): inner pytest projects run as real subprocesses, the processes they start
 (found with ``ps``), and whether anything still writes into a folder.
 

@@ -24,3 +24,12 @@ def test_no_doc_or_docstring_points_outside_the_repository() -> None:
                 if re.search(r"FACTS\.md|DESIGN\.md|\.\./shared|shared/DESIGN", path.read_text(errors="replace"))
                 and path.name != "performance.md"]
     assert not pointing, f"these point outside the repository: {pointing}"
+
+
+def test_the_tests_mirror_the_package() -> None:
+    """A stage's tests sit in the folder of the same name (tests/gate/ for pytest_sme2/gate/); the whole
+    package's checks (imports, public names, docs, end-to-end models) stay at the top of tests/."""
+    package = {path.name for path in (REPO / "pytest_sme2").iterdir() if (path / "__init__.py").exists()}
+    folders = {path.name for path in (REPO / "tests").iterdir() if path.is_dir() and any(path.glob("test_*.py"))}
+    assert folders, "tests/ has no stage folders"
+    assert not folders - package, f"tests/ folders that name no folder of pytest_sme2/: {sorted(folders - package)}"

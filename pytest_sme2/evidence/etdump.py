@@ -11,7 +11,7 @@ delegation facts the ETRecord would add are recorded at export time instead.
 The Inspector stays the oracle: the tests check that this reader gives the
 same per-event durations as the Inspector on real ETDumps.
 
-ETDump facts this module relies on (checked on executorch 1.5.1; tests/test_etdump_reader.py holds them):
+ETDump facts this module relies on (checked on executorch 1.5.1; tests/evidence/test_etdump_reader.py holds them):
 - run_data[i] is one block: "Default" holds Program::load_method and
   Method::init, every "Execute" block is one Method::execute call.
 - Events are recorded when they end, so children come before parents.

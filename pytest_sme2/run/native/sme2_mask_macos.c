@@ -1,7 +1,7 @@
 /* DYLD_INSERT_LIBRARIES interposer that hides SME and SME2 from a process on macOS.
  *
  * NEVER RUN ON A MAC: written for Apple silicon (M4); the project has no Mac. What
- * is checked on Linux (tests/test_macos_contract.py): the macOS executorch wheel's
+ * is checked on Linux (tests/run/test_macos_contract.py): the macOS executorch wheel's
  * cpuinfo (in libexecutorch_threadpool.dylib) imports _sysctlbyname and asks for
  * exactly the SME names below, and pytest_sme2_hides_sysctl and
  * pytest_sme2_hidden_answer (compiled for Linux) hide each of them and nothing else.

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from test_baseline_plugin import UPDATE, _test_file
+from helpers_gate import UPDATE, _test_file
 
 # Two tests: one keeps its recipe, one loses the XNNPACK delegate after the update (a structural regression).
 TWO_TESTS = _test_file() + _test_file("other").replace("def test_tiny", "def test_other")

@@ -411,7 +411,7 @@ def test_xdist_workers_claim_different_devices(pytester: pytest.Pytester, standi
         sme2_adb_server = {standin.address}
         filterwarnings = ignore
         sme2_baselines = false
-        # one round each: this counts runs per device (extra rounds are tests/test_runner_rounds.py's)
+        # one round each: this counts runs per device (extra rounds are tests/measure/test_runner_rounds.py's)
         sme2_max_rounds = 1
         """))
     pytester.makepyfile(textwrap.dedent(f"""

@@ -186,7 +186,7 @@ def test_record_of_a_real_profile(tmp_path: Path) -> None:
 
 def test_every_committed_baseline_loads_and_is_at_its_tests_name() -> None:
     """The repository's own baselines pass the field checks and sit where their test looks for them."""
-    root = Path(__file__).resolve().parent.parent / "baselines"
+    root = Path(__file__).resolve().parents[2] / "baselines"
     files = sorted(root.rglob(f"*{baselines.SUFFIX}"))
     assert files, f"no committed baselines under {root}"
     for path in files:

@@ -144,7 +144,7 @@ def mobilenet_counted(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
 
     root = tmp_path_factory.mktemp("counted")
     session = Sme2Session(Settings(target="emulated", cache_dir=root / "cache", session_dir=root / "run"))
-    session.registry.register_dir(Path(__file__).resolve().parent.parent / "models")
+    session.registry.register_dir(Path(__file__).resolve().parents[2] / "models")
     try:
         exported = session.export("mobilenet_v3_small", Recipe())
         profiles = [Runner(session, RunSpec(sme2=sme2, runs=1, warmup=1), session.test_dir(f"run-{i}")).profile(exported)

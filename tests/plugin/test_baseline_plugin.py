@@ -19,17 +19,7 @@ import pytest
 from pytest_sme2.gate import baselines
 from pytest_sme2.gate.baselines import SCHEMA_VERSION
 
-PERF_TEST = """
-import json, pytest
-
-@pytest.mark.baseline(latency=5.0, shares=0.5)
-@pytest.mark.model("tiny")
-def test_tiny(exported_pte, runner, etdump_profile):
-    profile = etdump_profile(exported_pte, runner())
-    with open("samples_{name}.json", "w") as out:
-        json.dump(list(profile.e2e_ms), out)
-"""
-
+from helpers_gate import UPDATE, _test_file
 
 @pytest.fixture(autouse=True)
 def _baseline_gate_on(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -37,17 +27,8 @@ def _baseline_gate_on(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)
 
 
-# These projects run a 30 us model 5 times: by design below the quality a baseline needs (10 undisturbed
-# runs); the tests here are about the update/compare flow, so they write anyway (test_quality_* test refusal).
-UPDATE = ("--sme2-update-baselines", "--sme2-accept-noisy-baselines")
-
-
 def _baseline_files(project: pytest.Pytester) -> list[Path]:
     return sorted((project.path / "baselines").rglob("*.json"))
-
-
-def _test_file(name: str = "tiny", extra: str = "") -> str:
-    return PERF_TEST.format(name=name) + extra
 
 
 WEIRD_IDS = """

@@ -78,7 +78,7 @@ def test_a_real_perf_recording_names_every_xnnpack_sample_by_a_function_of_the_l
         index = bisect.bisect_right(starts, vaddr) - 1
         if not ranges[index][0] <= vaddr < ranges[index][1]:
             # Code without an unwind entry (hand-written assembly, padding) lies between ranges; such samples
-            # are named by their gap (tests/test_kernel_sampling.py). Seen once: a sample 6 bytes
+            # are named by their gap (tests/evidence/test_kernel_sampling.py). Seen once: a sample 6 bytes
             # past a range's end. They must stay rare, or the ranges were read wrong.
             in_gaps.append(sample)
             continue
