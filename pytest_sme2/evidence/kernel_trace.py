@@ -1,26 +1,22 @@
-"""Which SME/SME2 kernels really executed, from a qemu ``-d in_asm`` trace.
+"""Which function names are SME/SME2 kernels, what instruction set a kernel's name says, and which SME
+kernels ran in a counted emulated run (the kernel trace: ``--sme2-no-kernel-trace`` turns it off).
 
-Operator names in an ETDump show packed formats (PF32, PQS8, ...) when XNNPACK
-picked an SME kernel, but some kernels keep their name either way (the int8
-dynamic "QP8" GEMM has NEON and SME2 variants). qemu logs every guest code
-block once, when it first translates it; the runner copies its
-``/proc/self/maps`` (which qemu-user emulates with guest addresses) at exit, so
-each block address maps to a library file offset, and the library's function
-symbols (KleidiAI's ``kai_run_*_sme2_mopa`` and XNNPACK's ``*neonsme2`` kernels
-are exported) name the code that ran. The static Debian qemu has no TCG
-plugins, so this is the cheapest exact evidence there is.
+Operator names in an ETDump show packed formats (PF32, PQS8, ...) when XNNPACK picked an SME kernel, but
+some kernels keep their name either way (the int8 dynamic "QP8" GEMM has NEON and SME2 variants). The
+counted run already names every function that ran inside each ETDump event (qemu_counts.py, from library
+symbols: KleidiAI's ``kai_run_*_sme2_mopa`` and XNNPACK's ``*neonsme2`` kernels are exported), so the
+kernels that ran are read from there. The tests have a second, independent way: qemu's own ``-d in_asm``
+log of a rerun (tests/helpers_in_asm.py).
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
-from pytest_sme2.evidence.qemu_counts import AddressSpace, EventCounts
+from pytest_sme2.evidence.qemu_counts import EventCounts
 
-_BLOCK_START = re.compile(r"^0x([0-9a-f]+):")
 # KleidiAI ("..._sme", "..._sme2_mopa") and XNNPACK ("...__neonsme2") kernel names; case-sensitive,
 # so mangled C++ names ("...DynamismE...") do not match. Helpers that only describe a kernel
 # (kai_get_m_step_..., xnn_..._get_mr) run at setup and prove nothing.
@@ -56,34 +52,9 @@ def kernel_kind(name: str) -> str:
     return "other"
 
 
-def block_addresses(log: Path) -> Iterator[int]:
-    """Start address of every translated block in a qemu ``-d in_asm`` log."""
-    expect_start = False
-    with open(log, errors="replace") as handle:
-        for line in handle:
-            if line.startswith("IN:"):
-                expect_start = True
-            elif expect_start:
-                match = _BLOCK_START.match(line)
-                if match:
-                    yield int(match.group(1), 16)
-                    expect_start = False
-
-
-def executed_functions(log: Path, maps: Path) -> dict[str, set[str]]:
-    """Names of the functions whose code ran, per library path (only symbolised code counts)."""
-    space = AddressSpace.from_file(maps)
-    found: dict[str, set[str]] = {}
-    for address in block_addresses(log):
-        path, name = space.locate(address)
-        if name is not None:
-            found.setdefault(path, set()).add(name)
-    return found
-
-
 @dataclass(frozen=True)
 class KernelTrace:
-    """The SME and SME2 kernels that executed during one traced inference."""
+    """The SME and SME2 kernels that executed during one counted inference."""
 
     sme_kernels: tuple[str, ...]  # every executed kernel whose name says SME (SME2 ones included)
     functions: int  # distinct symbolised functions that ran, for scale
@@ -91,12 +62,6 @@ class KernelTrace:
     @property
     def sme2_kernels(self) -> tuple[str, ...]:
         return tuple(k for k in self.sme_kernels if "sme2" in k.lower())
-
-    @classmethod
-    def from_files(cls, log: Path, maps: Path) -> "KernelTrace":
-        """From a qemu ``-d in_asm`` log (code translated, a superset of code run) and the runner's maps."""
-        functions = executed_functions(log, maps)
-        return cls.from_names({name for names in functions.values() for name in names})
 
     @classmethod
     def from_names(cls, names: set[str] | list[str]) -> "KernelTrace":

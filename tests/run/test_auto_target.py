@@ -180,6 +180,8 @@ def test_default_command_on_an_sme2_linux_cpu_runs_sme2_on_and_off(pytester: pyt
 
 def _executed_sme_kernels(logged_command: str, folder: Path) -> tuple[str, ...]:
     """Rerun a logged runner command (``$ [LD_PRELOAD=...] qemu -cpu X runner ...``) once under qemu's in_asm log."""
+    from helpers_in_asm import translated_functions
+
     from pytest_sme2.evidence.kernel_trace import KernelTrace
 
     words = shlex.split(logged_command[2:])
@@ -192,7 +194,7 @@ def _executed_sme_kernels(logged_command: str, folder: Path) -> tuple[str, ...]:
     command = [*words[:3], "-d", "in_asm", "-D", str(log), *runner_args, "--num_executions=1", "--warmup=0",
                f"--maps_path={maps}"]
     subprocess.run(command, env=env, check=True, capture_output=True, timeout=600)
-    return KernelTrace.from_files(log, maps).sme_kernels
+    return KernelTrace.from_names(translated_functions(log, maps)).sme_kernels
 
 
 @needs_emulation

@@ -223,6 +223,8 @@ def test_kernel_path_assertion_passes_on_real_runs_and_fails_when_the_path_is_wr
 
 def test_kernel_trace_attributes_blocks_to_symbols_and_ignores_lookalikes(tmp_path: Path) -> None:
     """A real shared library, a qemu-style in_asm log and maps: each block is named by the symbol around it."""
+    from helpers_in_asm import translated_functions
+
     from pytest_sme2.evidence.kernel_trace import KernelTrace
 
     source = tmp_path / "kernels.c"
@@ -247,7 +249,7 @@ def test_kernel_trace_attributes_blocks_to_symbols_and_ignores_lookalikes(tmp_pa
         log_lines += ["----------------", f"IN: {name}", f"0x{base + address[name]:016x}:  d503201f  nop", ""]
     log_lines += ["IN:", f"0x{0x400000:016x}:  d503201f  nop"]  # outside any mapping: ignored
     (tmp_path / "in_asm.log").write_text("\n".join(log_lines) + "\n")
-    trace = KernelTrace.from_files(tmp_path / "in_asm.log", tmp_path / "maps.txt")
+    trace = KernelTrace.from_names(translated_functions(tmp_path / "in_asm.log", tmp_path / "maps.txt"))
     assert trace.sme_kernels == ("kai_run_matmul_fake_sme2_mopa",)  # helper, mangled look-alike and NEON left out
     assert trace.sme2_kernels == ("kai_run_matmul_fake_sme2_mopa",)
     assert trace.functions == 4
