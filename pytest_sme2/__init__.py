@@ -4,16 +4,7 @@ Public API: the names below, and ``pytest_sme2.report``'s ``__all__`` (reports o
 pytest). Everything else is private, whatever its module's name.
 """
 
-from pytest_sme2.gate.assertions import (
-    assert_delegation,
-    assert_kernel_share,
-    assert_outputs_match,
-    assert_portable_ops,
-    assert_share,
-    assert_sme2_kernel_path,
-    assert_speedup,
-)
-from pytest_sme2.evidence.categories import Category, classify
+from pytest_sme2._version import __version__ as __version__  # re-exported: the package version
 from pytest_sme2.errors import (
     BaselineError,
     DamagedCacheEntryWarning,
@@ -30,17 +21,25 @@ from pytest_sme2.errors import (
     UnknownModelError,
     UsageError,
 )
-from pytest_sme2.export.export import ExportedModel, Recipe
+from pytest_sme2.evidence.categories import Category, classify
 from pytest_sme2.evidence.kernel_sampling import KernelTime
-from pytest_sme2.profile.profile import Profile, Speedup
-from pytest_sme2.model.registry import register_model
-from pytest_sme2.measure.runner import Runner, Timings
-from pytest_sme2.run.callgrind import InstructionCount, count_instructions
-from pytest_sme2.profile.stats import Interval, Summary
-from pytest_sme2.run.targets import RunSpec, TargetInfo
+from pytest_sme2.export.export import ExportedModel, Recipe
+from pytest_sme2.gate.assertions import (
+    assert_delegation,
+    assert_kernel_share,
+    assert_outputs_match,
+    assert_portable_ops,
+    assert_share,
+    assert_sme2_kernel_path,
+    assert_speedup,
+)
 from pytest_sme2.gate.verdicts import Tolerances, Verdict
-
-from pytest_sme2._version import __version__ as __version__  # re-exported: the package version
+from pytest_sme2.measure.runner import Runner, Timings
+from pytest_sme2.model.registry import register_model
+from pytest_sme2.profile.profile import Profile, Speedup
+from pytest_sme2.profile.stats import Interval, Summary
+from pytest_sme2.run.callgrind import InstructionCount, count_instructions
+from pytest_sme2.run.targets import RunSpec, TargetInfo
 
 __all__ = [
     "BaselineError",

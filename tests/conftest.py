@@ -6,13 +6,13 @@ import textwrap
 from pathlib import Path
 from typing import Iterator
 
+import executorch.exir  # noqa: F401,E402
 import pytest
 
 # pytester's in-process runs drop every module first imported inside them;
 # torch and executorch are C extensions that cannot be imported twice in one
 # process, so import what export needs here, once, before any inner run.
 import torch  # noqa: F401,E402
-import executorch.exir  # noqa: F401,E402
 from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner  # noqa: F401,E402
 from executorch.backends.xnnpack.quantizer import xnnpack_quantizer  # noqa: F401,E402
 from executorch.devtools import backend_debug  # noqa: F401,E402

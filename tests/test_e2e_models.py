@@ -15,12 +15,11 @@ import numpy as np
 import pytest
 import torch
 
+from conftest import REPO
 from pytest_sme2 import EtdumpError, Profile, Recipe
 from pytest_sme2.measure.runner import Runner
 from pytest_sme2.measure.session import Settings, Sme2Session
 from pytest_sme2.run.targets import RunSpec
-
-from conftest import REPO
 
 RUNS = 6
 

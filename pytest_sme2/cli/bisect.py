@@ -28,8 +28,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_sme2.system.safe_files import append_lines, write_file
 from pytest_sme2.errors import UsageError
+from pytest_sme2.system.safe_files import append_lines, write_file
 
 STEPS = "steps.jsonl"
 # pytest's exit codes that say nothing about the commit: bisect skips those commits (git's 125).

@@ -36,8 +36,8 @@ import pandas as pd
 from pytest_sme2.evidence.categories import classify
 from pytest_sme2.evidence.etdump import EventSpans, ExecutionTrace, op_id
 from pytest_sme2.evidence.kernel_trace import KERNEL_KINDS, UNNAMED_MARK, kernel_kind
-from pytest_sme2.system.elf import FunctionSymbols, function_symbols, unwind_function_ranges
 from pytest_sme2.evidence.perf_samples import DEFAULT_PERIOD_NS, Sample
+from pytest_sme2.system.elf import FunctionSymbols, function_symbols, unwind_function_ranges
 
 DELEGATE_OUTSIDE_OPS = "(delegate, no operator)"
 BETWEEN_OPS = "(runtime, between operators)"

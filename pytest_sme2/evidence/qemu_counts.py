@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
-from pytest_sme2.system.safe_files import write_file
 from pytest_sme2.errors import RunnerError
 from pytest_sme2.system.elf import FunctionSymbols, function_symbols
+from pytest_sme2.system.safe_files import write_file
 
 if TYPE_CHECKING:
     from pytest_sme2.evidence.etdump import ExecutionTrace

@@ -12,8 +12,16 @@ from pathlib import Path
 from typing import Protocol
 
 from pytest_sme2.errors import RunnerError, UsageError
-from pytest_sme2.evidence.perf_samples import (DEFAULT_PERIOD_NS, Sample, parse_simpleperf_samples, perf_executable, permission_problem,
-                           read_samples, sampling_event, wrap_command)
+from pytest_sme2.evidence.perf_samples import (
+    DEFAULT_PERIOD_NS,
+    Sample,
+    parse_simpleperf_samples,
+    perf_executable,
+    permission_problem,
+    read_samples,
+    sampling_event,
+    wrap_command,
+)
 
 PERF_DATA = "perf.data"
 

@@ -12,8 +12,8 @@ import collections
 import contextlib
 import hashlib
 import json
-import math
 import logging
+import math
 import os
 import shutil
 import time
@@ -23,11 +23,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from pytest_sme2.export import export_key
-from pytest_sme2.system.locks import locked
 from pytest_sme2.errors import DamagedCacheEntryWarning, ExportError, StorageError, UsageError
-from pytest_sme2.model.registry import Model
+from pytest_sme2.export import export_key
 from pytest_sme2.export.work import FACTS_FILE, FACTS_VERSION, decode_facts, facts_document, write_facts
+from pytest_sme2.model.registry import Model
+from pytest_sme2.system.locks import locked
 
 # 2: int8 reference outputs come from the quantized model; 3: keyed by the traced program's content;
 # 4: export.json holds every file's sha256, checked whenever the entry is used

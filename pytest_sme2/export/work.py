@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from pytest_sme2.evidence.categories import classify
 from pytest_sme2.errors import ProgramError
+from pytest_sme2.evidence.categories import classify
 from pytest_sme2.evidence.identity import NO_HANDLE, graph_anchors
 from pytest_sme2.system.safe_files import write_file
 

@@ -12,8 +12,8 @@ from typing import Any, Sequence
 import pytest
 
 from pytest_sme2.evidence.categories import Category
-from pytest_sme2.export.export import ExportedModel
 from pytest_sme2.evidence.kernel_sampling import SME_CATEGORIES, SME_KINDS
+from pytest_sme2.export.export import ExportedModel
 from pytest_sme2.profile.profile import BASES, TIME, Profile, Speedup
 from pytest_sme2.run.targets.base import EMULATED_TIMING
 

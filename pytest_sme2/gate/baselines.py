@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from pytest_sme2.gate import baseline_schema
 from pytest_sme2.errors import BaselineError
+from pytest_sme2.gate import baseline_schema
 from pytest_sme2.system.names import clean, slug
 
 SCHEMA_VERSION = 1

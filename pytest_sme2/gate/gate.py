@@ -13,11 +13,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from pytest_sme2.gate import baselines, findings, verdicts
 from pytest_sme2.errors import MissingBaselineWarning, UsageError
-from pytest_sme2.system.safe_files import write_file
-from pytest_sme2.system.names import slug
+from pytest_sme2.gate import baselines, findings, verdicts
 from pytest_sme2.run.targets.base import AUTO_PROCESSES, DEFAULT_TIMEOUT_S
+from pytest_sme2.system.names import slug
+from pytest_sme2.system.safe_files import write_file
 
 MISSING_POLICIES = ("fail", "skip", "warn")
 # What the gate judged, as a test report's user property and as the test's key in summary.json:

@@ -25,11 +25,11 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
+from pytest_sme2.errors import UsageError
 from pytest_sme2.profile import stats
 from pytest_sme2.system.locks import locked
-from pytest_sme2.system.writable_folders import Place, check_writable
-from pytest_sme2.errors import UsageError
 from pytest_sme2.system.safe_files import append_lines
+from pytest_sme2.system.writable_folders import Place, check_writable
 
 HISTORY_VERSION = 1
 # Quantity -> (relative?, smallest change that counts): latencies and instructions relative, shares absolute.

@@ -16,9 +16,9 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from pytest_sme2.profile import stats
-from pytest_sme2.evidence.categories import strip_instance
 from pytest_sme2.errors import UsageError
+from pytest_sme2.evidence.categories import strip_instance
+from pytest_sme2.profile import stats
 
 REGRESSION = "regression"
 IMPROVEMENT = "improvement"

@@ -17,21 +17,21 @@ from typing import Any
 
 import numpy as np
 
-from pytest_sme2.profile import stats
 from pytest_sme2.errors import EtdumpError, KernelSamplingWarning, ProgramError, RunnerError, Sme2Error, UsageError
 from pytest_sme2.evidence.etdump import read_run
-from pytest_sme2.export.export import ExportedModel
-from pytest_sme2.evidence.qemu_counts import InstructionTrace
 from pytest_sme2.evidence.kernel_sampling import KernelNamer, KernelTime, attribute
+from pytest_sme2.evidence.qemu_counts import InstructionTrace
 from pytest_sme2.evidence.samplers import PERF_DATA, Sampler
-from pytest_sme2.profile.profile import Profile
+from pytest_sme2.export.export import ExportedModel
 from pytest_sme2.export.program import check_program
 from pytest_sme2.export.work import ProgramFacts
-from pytest_sme2.system.names import slug
 from pytest_sme2.measure.session import Sme2Session, copy_artifact, kit_variant
-from pytest_sme2.system.safe_files import write_file
+from pytest_sme2.profile import stats
+from pytest_sme2.profile.profile import Profile
 from pytest_sme2.run.targets import RunResult, RunSpec
 from pytest_sme2.run.targets.base import RUN_FACTS
+from pytest_sme2.system.names import slug
+from pytest_sme2.system.safe_files import write_file
 
 
 @dataclass(frozen=True)

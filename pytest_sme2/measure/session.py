@@ -11,13 +11,13 @@ from pathlib import Path
 from typing import Any
 
 from pytest_sme2.export.export import ExportedModel, Recipe, export
-from pytest_sme2.system.names import slug
-from pytest_sme2.system.writable_folders import Place, option_and_ini
 from pytest_sme2.model.registry import ModelRegistry, default_registry
-from pytest_sme2.system.safe_files import copy_file
 from pytest_sme2.run.emulation_setup import DEFAULT_SVL_BITS
 from pytest_sme2.run.targets import RunSpec, Target, make_target
 from pytest_sme2.run.targets.base import AUTO_PROCESSES, DEFAULT_TIMEOUT_S
+from pytest_sme2.system.names import slug
+from pytest_sme2.system.safe_files import copy_file
+from pytest_sme2.system.writable_folders import Place, option_and_ini
 
 
 @dataclass(frozen=True)

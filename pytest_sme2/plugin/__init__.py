@@ -16,18 +16,18 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from pytest_sme2.system.safe_files import write_file
-from pytest_sme2.system import supervised, writable_folders
-from pytest_sme2.plugin import options, progress
 from pytest_sme2.errors import Sme2Error, UsageError
-from pytest_sme2.run.targets.base import AUTO_PROCESSES
-from pytest_sme2.export.export import ExportedModel, Recipe
 from pytest_sme2.evidence.kernel_sampling import SamplingSettings
-from pytest_sme2.profile.profile import Profile
+from pytest_sme2.export.export import ExportedModel, Recipe
 from pytest_sme2.measure.runner import Runner, require_program
 from pytest_sme2.measure.session import Settings, Sme2Session
+from pytest_sme2.plugin import options, progress
+from pytest_sme2.profile.profile import Profile
 from pytest_sme2.run.targets import RunSpec, check_choice
 from pytest_sme2.run.targets.adb import AdbOptions, is_adb_target
+from pytest_sme2.run.targets.base import AUTO_PROCESSES
+from pytest_sme2.system import supervised, writable_folders
+from pytest_sme2.system.safe_files import write_file
 
 # Hook modules that extend this one (baselines and verdicts; reports and session outputs).
 # Each reads a test's profiles through profiles_of(item) and the session through session_of(config).

@@ -24,14 +24,11 @@ from typing import Any
 
 import pytest
 
-from pytest_sme2.system import writable_folders
-
-from pytest_sme2.gate import baselines, gate, verdicts
-
-from pytest_sme2.plugin import options
 from pytest_sme2.errors import Sme2Error, UsageError
+from pytest_sme2.gate import baselines, gate, verdicts
 from pytest_sme2.gate.gate import MISSING_POLICIES
-from pytest_sme2.plugin import AUTO_PROCESSES_KEY, failures_of_test, profiles_of, session_of, setting
+from pytest_sme2.plugin import AUTO_PROCESSES_KEY, failures_of_test, options, profiles_of, session_of, setting
+from pytest_sme2.system import writable_folders
 
 _MARKER_KEYS = (*options.marker_arguments("baseline"), "enabled")
 MARKER = (f"baseline({', '.join(f'{k}=None' for k in _MARKER_KEYS[:-1])}, enabled=True): per-test baseline "
@@ -53,7 +50,7 @@ class _GateConfig:
     @property
     def place(self) -> writable_folders.Place:
         return writable_folders.Place("baselines folder", self.root,
-                              writable_folders.option_and_ini("--sme2-baselines-dir", "sme2_baselines_dir"))
+                                      writable_folders.option_and_ini("--sme2-baselines-dir", "sme2_baselines_dir"))
 
 
 _GATE_KEY = pytest.StashKey[_GateConfig]()

@@ -52,9 +52,9 @@ def _records(config: pytest.Config) -> dict[str, dict[str, Any]]:
 
 def _write_csvs(entry: dict[str, Any]) -> None:
     """The kit-compatible CSVs of one profile, in its run folder next to its ETDumps; paths go into the entry."""
+    from pytest_sme2.measure.session import copy_artifact, kit_variant
     from pytest_sme2.report.csv_export import write_csvs, write_kernels_csv
     from pytest_sme2.system.names import slug
-    from pytest_sme2.measure.session import copy_artifact, kit_variant
 
     etdump = entry.get("artifacts", {}).get("timed_etdump")
     if not etdump:
@@ -137,8 +137,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
     try:
         _append_history(item.config, record)
     except Exception as exc:  # the test stands; the session fails at its end, saying why
-        from pytest_sme2.system.writable_folders import explain
         from pytest_sme2.plugin import session_of
+        from pytest_sme2.system.writable_folders import explain
 
         session = session_of(item.config)
         why = (explain(exc, session.places) if isinstance(exc, OSError) and session is not None else None) or exc
@@ -280,8 +280,7 @@ def session_report_wanted(config: pytest.Config) -> bool:
 
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
-    from pytest_sme2.plugin import progress
-    from pytest_sme2.plugin import session_of
+    from pytest_sme2.plugin import progress, session_of
 
     def session_dir() -> Path | None:
         session = session_of(config)

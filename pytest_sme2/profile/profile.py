@@ -33,13 +33,13 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from pytest_sme2.profile import stats
 from pytest_sme2.evidence.categories import NAMED_CATEGORIES, Category, classify, strip_instance
 from pytest_sme2.evidence.etdump import ExecutionTrace, op_id, read_run
 from pytest_sme2.evidence.identity import anchors_of
-from pytest_sme2.evidence.qemu_counts import InstructionTrace
 from pytest_sme2.evidence.kernel_sampling import KernelTime
+from pytest_sme2.evidence.qemu_counts import InstructionTrace
 from pytest_sme2.export.work import ProgramWork
+from pytest_sme2.profile import stats
 
 
 @dataclass(frozen=True)

@@ -12,14 +12,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from pytest_sme2.errors import UsageError
 from pytest_sme2.evidence.categories import Category
 from pytest_sme2.report.charts import target_share_chart
-from pytest_sme2.errors import UsageError
+from pytest_sme2.report.escape import code, text
 from pytest_sme2.report.html import STYLE, _esc, table
 from pytest_sme2.report.summary import load_summary
-from pytest_sme2.system.safe_files import write_file
-from pytest_sme2.report.escape import code, text
 from pytest_sme2.report.table import amount, comparison_cell, markdown_table, pct
+from pytest_sme2.system.safe_files import write_file
 
 COMBINED_MD = "combined.md"
 COMBINED_HTML = "combined.html"

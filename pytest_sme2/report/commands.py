@@ -15,10 +15,10 @@ from typing import Any
 from pytest_sme2.errors import EtdumpError, RunnerError, UsageError
 from pytest_sme2.evidence.qemu_counts import COUNTS_FILE, InstructionTrace
 from pytest_sme2.profile.profile import INSTRUCTIONS, Profile
-from pytest_sme2.run.targets.base import EMULATED_TIMING, RUN_FACTS, RUNNER_LOG
 from pytest_sme2.report.record import compare
 from pytest_sme2.report.table import fewer, instructions, ms, pct, speedup, text_table
 from pytest_sme2.report.text import NO_OPERATOR_SHARES, operator_shares, profile_text
+from pytest_sme2.run.targets.base import EMULATED_TIMING, RUN_FACTS, RUNNER_LOG
 
 
 def _readable(path: Path, what: str) -> Path:

@@ -17,9 +17,9 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Mapping
 
-from pytest_sme2.system.safe_files import write_file
 from pytest_sme2.evidence.categories import strip_instance
 from pytest_sme2.evidence.etdump import EXECUTE_BLOCK, read_blocks
+from pytest_sme2.system.safe_files import write_file
 
 TIMELINE_COLUMNS = ["model_id", "name", "type", "delegate_backend", "start_us", "end_us", "duration_ms", "pct_total",
                     "node_id", "run_index", "block"]

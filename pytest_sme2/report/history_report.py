@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
+
+from pytest_sme2.errors import UsageError
 from pytest_sme2.gate import history
 from pytest_sme2.profile import stats
-from pytest_sme2.errors import UsageError
-from pytest_sme2.system.safe_files import write_file
 from pytest_sme2.report import charts
-from pytest_sme2.report.html import STYLE, _esc, _img, table
 from pytest_sme2.report.escape import code, text
+from pytest_sme2.report.html import STYLE, _esc, _img, table
 from pytest_sme2.report.table import markdown_table
+from pytest_sme2.system.safe_files import write_file
 
 HISTORY_HTML = "history.html"
 HISTORY_MD = "history.md"

@@ -12,17 +12,33 @@ import html
 import os
 import re
 from pathlib import Path, PureWindowsPath
-from urllib.parse import quote
 from typing import Any, Iterable, Mapping, Sequence
+from urllib.parse import quote
 
+from pytest_sme2.profile.profile import WORTH_DELEGATING
 from pytest_sme2.report import charts
 from pytest_sme2.report.advice import recommendations
-from pytest_sme2.profile.profile import WORTH_DELEGATING
 from pytest_sme2.report.record import EMULATED_NOTE
-from pytest_sme2.report.table import (COLUMNS, SME_INSTRUCTIONS_LABEL, fewer, instructions, ms, pct, sme_path_label, speedup,
-                    summary_rows)
-from pytest_sme2.report.text import (KERNEL_TABLE_HEADERS, OUTSIDE_OPS_LABEL, disturbed_cell, kernel_comparison_tables,
-                   kernel_comparison_text, kernel_rows_by_op, kernel_time_text)
+from pytest_sme2.report.table import (
+    COLUMNS,
+    SME_INSTRUCTIONS_LABEL,
+    fewer,
+    instructions,
+    ms,
+    pct,
+    sme_path_label,
+    speedup,
+    summary_rows,
+)
+from pytest_sme2.report.text import (
+    KERNEL_TABLE_HEADERS,
+    OUTSIDE_OPS_LABEL,
+    disturbed_cell,
+    kernel_comparison_tables,
+    kernel_comparison_text,
+    kernel_rows_by_op,
+    kernel_time_text,
+)
 
 STYLE = """<style>
 .sme2 {font-family: system-ui, sans-serif; font-size: 13px; color: #222}

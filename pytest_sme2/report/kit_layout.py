@@ -16,8 +16,8 @@ import json
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from pytest_sme2.system.safe_files import write_file
 from pytest_sme2.measure.session import kit_variant
+from pytest_sme2.system.safe_files import write_file
 
 MANIFEST = "manifest.json"
 METRICS = "metrics.json"

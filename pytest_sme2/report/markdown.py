@@ -14,10 +14,28 @@ from typing import Any, Mapping
 from pytest_sme2.report.advice import recommendations
 from pytest_sme2.report.escape import code, text
 from pytest_sme2.report.record import EMULATED_NOTE, verdict_text
-from pytest_sme2.report.text import (KERNEL_TABLE_HEADERS, disturbed_text, kernel_comparison_tables, kernel_comparison_text,
-                   kernel_rows_by_op, kernel_time_text, shares_text)
-from pytest_sme2.report.table import (COLUMNS, NOT_COUNTED, SME_INSTRUCTIONS_LABEL, fewer, instructions, markdown_table, ms, pct,
-                    sme_path_label, speedup, summary_rows)
+from pytest_sme2.report.table import (
+    COLUMNS,
+    NOT_COUNTED,
+    SME_INSTRUCTIONS_LABEL,
+    fewer,
+    instructions,
+    markdown_table,
+    ms,
+    pct,
+    sme_path_label,
+    speedup,
+    summary_rows,
+)
+from pytest_sme2.report.text import (
+    KERNEL_TABLE_HEADERS,
+    disturbed_text,
+    kernel_comparison_tables,
+    kernel_comparison_text,
+    kernel_rows_by_op,
+    kernel_time_text,
+    shares_text,
+)
 
 
 def _rel(path: str, base: Path | None) -> str:

@@ -24,8 +24,8 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from pytest_sme2.profile import stats
 from pytest_sme2.evidence.categories import Category, classify
+from pytest_sme2.profile import stats
 from pytest_sme2.profile.profile import INSTRUCTIONS, TIME, Profile
 
 RECORD_TOP_OPS = 12  # operators listed per comparison

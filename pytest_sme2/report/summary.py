@@ -13,10 +13,10 @@ import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from pytest_sme2.system.safe_files import write_file
 from pytest_sme2.errors import UsageError
 from pytest_sme2.report.html import session_html
 from pytest_sme2.report.markdown import session_markdown
+from pytest_sme2.system.safe_files import write_file
 
 SCHEMA_VERSION = 1
 SUMMARY_JSON = "summary.json"

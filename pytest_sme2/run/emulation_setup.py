@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_sme2.errors import RunnerError
-from pytest_sme2.system.locks import locked
 from pytest_sme2.run.native.build import CROSS_PACKAGE, _run, build_runner, cache_root, runner_binary
+from pytest_sme2.system.locks import locked
 
 SETUP_COMMAND = "pytest-sme2 setup-emulation"
 QEMU_SERIES = "11.1"

@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from helpers_gate import UPDATE, _test_file
 
 # Two tests: one keeps its recipe, one loses the XNNPACK delegate after the update (a structural regression).

@@ -9,15 +9,14 @@ from pathlib import Path
 
 import pytest
 
+from conftest import REPO
 from pytest_sme2 import Profile, Recipe
 from pytest_sme2.cli import main
-from pytest_sme2.report.record import build_record
-from pytest_sme2.report.summary import SCHEMA_VERSION, session_summary, write_session
 from pytest_sme2.measure.runner import Runner
 from pytest_sme2.measure.session import Settings, Sme2Session
+from pytest_sme2.report.record import build_record
+from pytest_sme2.report.summary import SCHEMA_VERSION, session_summary, write_session
 from pytest_sme2.run.targets import RunSpec
-
-from conftest import REPO
 
 
 @pytest.fixture(scope="module")

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from helpers_etdump import RunSpec, default_block, execute_block, write_etdump
+
 from pytest_sme2.errors import EtdumpError
 from pytest_sme2.evidence.etdump import SyntheticEvent, read_blocks, read_run, read_trace, write_synthetic_etdump
 

@@ -11,14 +11,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from helpers_etdump import GAP_NS, RunSpec, write_etdump
 
+from pytest_sme2.errors import UsageError
 from pytest_sme2.evidence.etdump import read_run
 from pytest_sme2.evidence.kernel_sampling import BETWEEN_OPS, DELEGATE_OUTSIDE_OPS, KernelNamer, KernelTime, attribute
 from pytest_sme2.evidence.kernel_trace import kernel_kind
 from pytest_sme2.evidence.perf_samples import Sample
-from pytest_sme2.errors import UsageError
-
-from helpers_etdump import GAP_NS, RunSpec, write_etdump
 
 OFFSET_NS = 5_000_000_000  # the runner's steady clock - ETDump clock
 LIB = "/opt/et/lib/libexecutorch_backend_xnnpack.so"

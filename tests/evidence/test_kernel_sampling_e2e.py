@@ -14,9 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_sme2.evidence.perf_samples import permission_problem
-
 from conftest import REPO, TINY_MODEL
+from pytest_sme2.evidence.perf_samples import permission_problem
 
 pytestmark = [
     pytest.mark.skipif(shutil.which("perf") is None,

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_sme2.system.elf import function_symbols, unwind_function_ranges
 from pytest_sme2.evidence.perf_samples import parse_script, read_samples, record_command
+from pytest_sme2.system.elf import function_symbols, unwind_function_ranges
 
 LIB = "/opt/et/lib/libexecutorch_backend_xnnpack.so"
 SCRIPT = f"""\

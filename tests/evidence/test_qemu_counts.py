@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_sme2.run import emulation_setup as emulation
 from pytest_sme2.evidence.qemu_counts import QEMU_LOG_FLAGS, AddressSpace, ExecutedBlocks
+from pytest_sme2.run import emulation_setup as emulation
 from pytest_sme2.run.native.build import build_exec_counter
 
 STATUS = emulation.status()

@@ -14,16 +14,15 @@ from typing import Callable
 
 import pytest
 
+from conftest import TINY_MODEL
 from pytest_sme2 import Recipe
 from pytest_sme2.errors import DamagedCacheEntryWarning
 from pytest_sme2.export.export import ExportedModel, export
-from pytest_sme2.model.registry import ModelRegistry
+from pytest_sme2.export.work import FACTS_FILE, write_facts
 from pytest_sme2.measure.runner import Runner
 from pytest_sme2.measure.session import Settings, Sme2Session, copy_artifact
+from pytest_sme2.model.registry import ModelRegistry
 from pytest_sme2.run.targets import RunSpec
-from pytest_sme2.export.work import FACTS_FILE, write_facts
-
-from conftest import TINY_MODEL
 
 
 def _tiny(tmp_path: Path) -> ModelRegistry:

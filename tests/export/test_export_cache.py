@@ -15,11 +15,10 @@ from typing import Iterator
 
 import pytest
 
+from conftest import REPO, TINY_MODEL
 from pytest_sme2 import Recipe
 from pytest_sme2.export.export import ExportedModel, cache_key, export
 from pytest_sme2.model.registry import ModelRegistry
-
-from conftest import REPO, TINY_MODEL
 
 
 def _registry(tmp_path: Path, name: str, text: str) -> ModelRegistry:

@@ -11,7 +11,6 @@ def test_torch_trace_records_never_reach_the_root_logger_during_an_export(caplog
     """Even if something sets the torch.__trace logger propagating mid-export (seen once in CI: pytest printed
     its DEBUG records under a failing test), the records go to the export's error detail, not to pytest's log."""
     import logging
-
     import types
 
     from pytest_sme2.export.export import _reporting

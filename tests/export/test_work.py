@@ -9,8 +9,8 @@ import pytest
 
 from pytest_sme2 import Recipe
 from pytest_sme2.evidence.etdump import OpKey
-from pytest_sme2.measure.session import Settings, Sme2Session
 from pytest_sme2.export.work import ProgramFacts, program_work
+from pytest_sme2.measure.session import Settings, Sme2Session
 
 LAYERS = '''
 """Every layer kind whose work is counted, with sizes chosen to count by hand."""

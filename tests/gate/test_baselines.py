@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_sme2.gate import baselines
 from pytest_sme2.errors import BaselineError
 from pytest_sme2.evidence.etdump import SyntheticEvent, read_run, write_synthetic_etdump
+from pytest_sme2.gate import baselines
 from pytest_sme2.profile.profile import Profile
 from pytest_sme2.report.record import profile_entry
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_sme2.gate import history
 from pytest_sme2.cli import main
 from pytest_sme2.errors import UsageError
+from pytest_sme2.gate import history
 
 STEP_AT = 14
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pytest_sme2.profile import stats
 from pytest_sme2.errors import UsageError
 from pytest_sme2.gate.verdicts import Tolerances, judge
+from pytest_sme2.profile import stats
 
 RNG_SEED = 5
 

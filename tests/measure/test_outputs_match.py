@@ -14,10 +14,10 @@ import torch
 from pytest_sme2 import Recipe, assert_outputs_match
 from pytest_sme2.errors import ExportError
 from pytest_sme2.export.export import ExportedModel
-from pytest_sme2.profile.profile import Profile
-from pytest_sme2.model.registry import ModelRegistry
 from pytest_sme2.measure.runner import Runner
 from pytest_sme2.measure.session import Settings, Sme2Session
+from pytest_sme2.model.registry import ModelRegistry
+from pytest_sme2.profile.profile import Profile
 from pytest_sme2.run.targets import RunSpec
 
 MODEL = '''

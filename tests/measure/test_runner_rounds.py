@@ -10,8 +10,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers_etdump import RunSpec as EtRun
+from helpers_etdump import write_etdump
 
-from helpers_etdump import RunSpec as EtRun, write_etdump
 from pytest_sme2.measure.runner import Runner, alternate, clean_runs_wanted
 from pytest_sme2.measure.session import Settings, Sme2Session
 from pytest_sme2.run.targets import RunResult, RunSpec, TargetInfo

@@ -11,10 +11,9 @@ from typing import Iterator
 
 import pytest
 
+from conftest import TINY_MODEL
 from pytest_sme2.errors import ModelDefinitionError
 from pytest_sme2.model.registry import ModelRegistry
-
-from conftest import TINY_MODEL
 
 MODEL = '''
 from .blocks import get_eager_model

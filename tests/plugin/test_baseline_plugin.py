@@ -15,11 +15,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers_gate import UPDATE, _test_file
 
 from pytest_sme2.gate import baselines
 from pytest_sme2.gate.baselines import SCHEMA_VERSION
 
-from helpers_gate import UPDATE, _test_file
 
 @pytest.fixture(autouse=True)
 def _baseline_gate_on(monkeypatch: pytest.MonkeyPatch) -> None:

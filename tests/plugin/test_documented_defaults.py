@@ -12,9 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_sme2.run.targets import EmulatedTarget, RunSpec
-
 from conftest import REPO
+from pytest_sme2.run.targets import EmulatedTarget, RunSpec
 
 README = (REPO / "README.md").read_text(encoding="utf-8")
 OPTIONS = (REPO / "docs" / "options.md").read_text(encoding="utf-8")
@@ -69,8 +68,8 @@ def test_session_settings_comment_names_no_stale_number() -> None:
 
 
 # ------------------------------------------------ the one configuration table (pytest_sme2/plugin/options.py)
-from pytest_sme2.plugin import options as option_table  # noqa: E402
 from pytest_sme2.measure.session import Settings  # noqa: E402
+from pytest_sme2.plugin import options as option_table  # noqa: E402
 
 
 @pytest.mark.parametrize("section", [option_table.RUN, option_table.GATE, option_table.REPORT])

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from helpers_etdump import RunSpec, execute_only, write_etdump
+
 from pytest_sme2 import assert_delegation, assert_share, assert_speedup
 from pytest_sme2.profile.profile import Profile
 

@@ -68,6 +68,7 @@ def test_etdumps_variants_and_model_ids_as_the_kit_finds_them(session_dir: Path)
 
 def test_emulated_times_are_not_written_where_the_kits_tools_read_latency(tmp_path: Path) -> None:
     from helpers_etdump import execute_only
+
     from pytest_sme2.report import kit_layout
     from pytest_sme2.report.csv_export import write_csvs
 

@@ -113,8 +113,8 @@ def test_checker_catches_a_broken_image_and_an_external_request(tmp_path: Path) 
 
 def test_combined_report_of_an_emulated_and_a_host_session_renders_both_targets(sme2_project: pytest.Pytester,
                                                                                 tmp_path: Path) -> None:
-    from pytest_sme2.run import emulation_setup as emulation
     from pytest_sme2.cli import main
+    from pytest_sme2.run import emulation_setup as emulation
 
     status = emulation.status()
     if not status.ready:

@@ -20,6 +20,7 @@ import re
 from pathlib import Path
 
 import pytest
+from helpers_etdump import RunSpec, write_etdump
 
 from pytest_sme2.cli import main
 from pytest_sme2.profile.profile import Profile
@@ -30,8 +31,6 @@ from pytest_sme2.report.markdown import session_markdown
 from pytest_sme2.report.record import build_record, verdicts_of
 from pytest_sme2.report.summary import SCHEMA_VERSION, load_summary, session_summary, write_session
 from pytest_sme2.report.table import COLUMNS, summary_rows
-
-from helpers_etdump import RunSpec, write_etdump
 
 CONV_OFF, CONV_ON, TRANSPOSE = "Convolution (NHWC, F32) IGEMM #1", "Convolution (NHWC, PF32) IGEMM #1", "Transpose (ND, X32) #1"
 LAYER_NORM = "native_call_native_layer_norm.out"
@@ -304,8 +303,8 @@ def test_compare_of_two_different_programs_warns_before_the_speedup(tmp_path: Pa
 
 def test_deeply_nested_files_are_named_not_internal_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Issue 23 (weak): deep nesting said "internal error RecursionError ... This is a bug"."""
-    from pytest_sme2.gate import baselines
     from pytest_sme2.errors import BaselineError
+    from pytest_sme2.gate import baselines
 
     deep = "[" * 200_000 + "]" * 200_000
     session = tmp_path / "session"

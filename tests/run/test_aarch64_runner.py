@@ -16,14 +16,12 @@ from pathlib import Path
 import pytest
 import torch
 
+from conftest import REPO
 from pytest_sme2 import Profile, Recipe
+from pytest_sme2.measure.session import Settings, Sme2Session
+from pytest_sme2.run import emulation_setup as emulation
 from pytest_sme2.run.native.build import build_mask_library, build_runner
 from pytest_sme2.run.native.tensorfile import read_tensors, torch_inputs_to_file
-from pytest_sme2.measure.session import Settings, Sme2Session
-
-from conftest import REPO
-
-from pytest_sme2.run import emulation_setup as emulation
 
 # Prefer the emulated target's qemu 11.1 (SME and SME2, so the mask must hide both); Debian's
 # qemu-user (7.2 on bookworm: SME only) still exercises the SME bits.

@@ -17,16 +17,15 @@ from typing import Callable, Iterator
 
 import pytest
 import torch
+from adb_standin import DEVICE_TMP, AdbStandin, StandinDevice, namespaces_available, wait_until
 
+from conftest import REPO
 from pytest_sme2.errors import EtdumpError, RunnerError, UsageError
-from pytest_sme2.run.native.build import build_runner
 from pytest_sme2.measure.runner import Runner
 from pytest_sme2.measure.session import Settings, Sme2Session
+from pytest_sme2.run.native.build import build_runner
 from pytest_sme2.run.targets import RunSpec, check_target_name
 from pytest_sme2.run.targets.adb import AdbOptions, AdbTarget, adb_server_address, parse_adb_target
-
-from adb_standin import DEVICE_TMP, AdbStandin, StandinDevice, namespaces_available, wait_until
-from conftest import REPO
 
 pytestmark = pytest.mark.skipif(namespaces_available() is not None, reason=str(namespaces_available()))
 

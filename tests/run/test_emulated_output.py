@@ -22,18 +22,16 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers_etdump import RunSpec, write_etdump
 
+from pytest_sme2.errors import UsageError
 from pytest_sme2.evidence.etdump import _columns
 from pytest_sme2.evidence.qemu_counts import COUNTS_FILE, COUNTS_VERSION, InstructionTrace
 from pytest_sme2.profile.profile import Profile
-from pytest_sme2.report.commands import analyze, compare_files
+from pytest_sme2.report.commands import analyze, compare_files, emulated_run
 from pytest_sme2.report.record import build_record
 from pytest_sme2.report.text import profile_text, record_text
-from pytest_sme2.errors import UsageError
-from pytest_sme2.report.commands import emulated_run
 from pytest_sme2.run.targets.base import RUN_FACTS, RUNNER_LOG
-
-from helpers_etdump import RunSpec, write_etdump
 
 CONV, TRANSPOSE, LAYER_NORM = "Convolution (NHWC, PF32) IGEMM #1", "Transpose (ND, X32) #1", \
     "native_call_native_layer_norm.out"

@@ -14,13 +14,12 @@ from pathlib import Path
 import pytest
 import torch
 
+from conftest import REPO
 from pytest_sme2 import Recipe, assert_outputs_match, assert_sme2_kernel_path
-from pytest_sme2.run import emulation_setup as emulation
 from pytest_sme2.measure.runner import Runner
 from pytest_sme2.measure.session import Settings, Sme2Session
+from pytest_sme2.run import emulation_setup as emulation
 from pytest_sme2.run.targets import RunSpec
-
-from conftest import REPO
 
 STATUS = emulation.status()
 needs_emulation = pytest.mark.skipif(not STATUS.ready, reason=f"emulated target not ready: {STATUS.problem}")

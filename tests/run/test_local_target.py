@@ -15,14 +15,13 @@ import numpy as np
 import pytest
 import torch
 
+from conftest import REPO
 from pytest_sme2 import EtdumpError, Recipe, RunnerError, UsageError
-from pytest_sme2.run.native.build import build_mask_library, build_runner
 from pytest_sme2.measure.runner import Runner
 from pytest_sme2.measure.session import Settings, Sme2Session
+from pytest_sme2.run.native.build import build_mask_library, build_runner
 from pytest_sme2.run.targets import LocalTarget, RunSpec
 from pytest_sme2.run.targets.local import check_runner, executable_arch
-
-from conftest import REPO
 
 
 @pytest.fixture(scope="module")

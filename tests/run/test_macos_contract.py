@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from pytest_sme2.errors import RunnerError
-from pytest_sme2.run.native.build import SOURCE_DIR, MASK_SOURCE_MACOS, macos_executorch
+from pytest_sme2.run.native.build import MASK_SOURCE_MACOS, SOURCE_DIR, macos_executorch
 from pytest_sme2.run.native.macho import MachOError, read_macho
 
 # The SME sysctls cpuinfo in executorch 1.5.1's macOS wheel asks for (../shared/FACTS.md, "macOS").

@@ -22,12 +22,19 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers_faults import (
+    alive,
+    descendants,
+    interrupt,
+    processes_touching,
+    snapshot,
+    start_pytest,
+    wait_for,
+    write_project,
+)
 
 from pytest_sme2.run import emulation_setup as emulation
 from pytest_sme2.run.native.build import build_runner
-
-from helpers_faults import alive, descendants, interrupt, processes_touching, snapshot, start_pytest, wait_for, \
-    write_project
 
 LONG_TEST = """
 import pytest

@@ -18,10 +18,9 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers_faults import REPO, alive, descendants, wait_for
 
 from pytest_sme2.system import supervised
-
-from helpers_faults import REPO, alive, descendants, wait_for
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="process groups and signals are POSIX")
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_sme2.system.locks import locked
 from pytest_sme2.errors import StorageError
-from pytest_sme2.system.safe_files import append_lines, private_folder, write_file
 from pytest_sme2.run.targets.adb import _DeviceClaim
+from pytest_sme2.system.locks import locked
+from pytest_sme2.system.safe_files import append_lines, private_folder, write_file
 
 
 def test_write_file_replaces_a_planted_link_and_leaves_its_target(tmp_path: Path) -> None:

@@ -7,9 +7,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import executorch
 import pytest
 
-import executorch
 from pytest_sme2.system.elf import function_symbols, unwind_function_ranges
 
 XNNPACK_LIB = Path(list(executorch.__path__)[0]) / "lib" / "libexecutorch_backend_xnnpack.so"

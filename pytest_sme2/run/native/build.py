@@ -18,8 +18,8 @@ import sys
 import zipfile
 from pathlib import Path
 
-from pytest_sme2.system.locks import locked
 from pytest_sme2.errors import RunnerError, UsageError
+from pytest_sme2.system.locks import locked
 
 SOURCE_DIR = Path(__file__).resolve().parent
 RUNNER_SOURCES = ("sme2_runner.cpp", "CMakeLists.txt")

@@ -5,13 +5,13 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from pytest_sme2.run.emulation_setup import DEFAULT_SVL_BITS
 from pytest_sme2.errors import UsageError
-from pytest_sme2.run.targets.base import RunResult, RunSpec, Target, TargetInfo
-from pytest_sme2.run.targets.host import HostTarget
-from pytest_sme2.run.targets.emulated import EmulatedTarget, check_svl
-from pytest_sme2.run.targets.local import LocalTarget
+from pytest_sme2.run.emulation_setup import DEFAULT_SVL_BITS
 from pytest_sme2.run.targets.adb import AdbOptions, AdbTarget, is_adb_target, parse_adb_target
+from pytest_sme2.run.targets.base import RunResult, RunSpec, Target, TargetInfo
+from pytest_sme2.run.targets.emulated import EmulatedTarget, check_svl
+from pytest_sme2.run.targets.host import HostTarget
+from pytest_sme2.run.targets.local import LocalTarget
 
 TARGET_NAMES = ("auto", "host", "local", "emulated", "adb", "adb:SERIAL")
 

@@ -29,15 +29,32 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from pytest_sme2.run.cpu import parse_proc_cpuinfo
 from pytest_sme2.errors import EtdumpError, RunnerError, UsageError
-from pytest_sme2.system.elf import bundled_libraries, executable_arch
+from pytest_sme2.run.cpu import parse_proc_cpuinfo
 from pytest_sme2.run.native.tensorfile import torch_inputs_to_file
-from pytest_sme2.system.safe_files import open_no_follow, private_folder
-from pytest_sme2.run.targets.native_runner import (INPUTS_FILE, OUTPUTS_FILE, RunnerFiles, build_result, pick_build, read_result,
-                               runner_arguments, tail, two_builds)
-from pytest_sme2.run.targets.base import DEFAULT_TIMEOUT_S, RUNNER_LOG, TIMED_ETDUMP, WARMUP_ETDUMP, RunResult, RunSpec, TargetInfo
+from pytest_sme2.run.targets.base import (
+    DEFAULT_TIMEOUT_S,
+    RUNNER_LOG,
+    TIMED_ETDUMP,
+    WARMUP_ETDUMP,
+    RunResult,
+    RunSpec,
+    TargetInfo,
+)
 from pytest_sme2.run.targets.local import check_runner
+from pytest_sme2.run.targets.native_runner import (
+    INPUTS_FILE,
+    OUTPUTS_FILE,
+    RunnerFiles,
+    build_result,
+    pick_build,
+    read_result,
+    runner_arguments,
+    tail,
+    two_builds,
+)
+from pytest_sme2.system.elf import bundled_libraries, executable_arch
+from pytest_sme2.system.safe_files import open_no_follow, private_folder
 
 if TYPE_CHECKING:
     from pytest_sme2.evidence.samplers import SimpleperfSampler

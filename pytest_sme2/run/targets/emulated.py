@@ -16,14 +16,20 @@ import subprocess
 from pathlib import Path
 from typing import NoReturn
 
-from pytest_sme2.system import supervised
-
-from pytest_sme2.run import emulation_setup
 from pytest_sme2.errors import RunnerError, UsageError
-from pytest_sme2.evidence.qemu_counts import COUNTS_FILE, QEMU_LOG_FLAGS, AddressSpace, ExecutedBlocks, count_events, write_counts
 from pytest_sme2.evidence.kernel_trace import kernel_trace_of
+from pytest_sme2.evidence.qemu_counts import (
+    COUNTS_FILE,
+    QEMU_LOG_FLAGS,
+    AddressSpace,
+    ExecutedBlocks,
+    count_events,
+    write_counts,
+)
+from pytest_sme2.run import emulation_setup
 from pytest_sme2.run.targets.base import EMULATED_TIMING, RunResult, RunSpec, TargetInfo
 from pytest_sme2.run.targets.local import check_runner, run_runner_process
+from pytest_sme2.system import supervised
 
 MAPS = "maps.txt"
 

@@ -25,12 +25,20 @@ from typing import Callable, NoReturn
 
 import numpy as np
 
-from pytest_sme2.system import supervised
-from pytest_sme2.run.cpu import CpuInfo, host_cpu
 from pytest_sme2.errors import ProgramError, RunnerError, UsageError
-from pytest_sme2.system.safe_files import write_file
+from pytest_sme2.run.cpu import CpuInfo, host_cpu
+from pytest_sme2.run.targets.base import (
+    OUTPUTS,
+    RUNNER_LOG,
+    TIMED_ETDUMP,
+    WARMUP_ETDUMP,
+    RunResult,
+    RunSpec,
+    TargetInfo,
+)
 from pytest_sme2.run.targets.native_runner import reference_samples
-from pytest_sme2.run.targets.base import OUTPUTS, RUNNER_LOG, TIMED_ETDUMP, WARMUP_ETDUMP, RunResult, RunSpec, TargetInfo
+from pytest_sme2.system import supervised
+from pytest_sme2.system.safe_files import write_file
 
 _LOG_TAIL_LINES = 25
 # Longest single wait in select(): a timeout of any size then never reaches select() whole (OverflowError).

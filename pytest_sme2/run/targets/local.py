@@ -20,15 +20,33 @@ import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pytest_sme2.system import supervised
-from pytest_sme2.run.cpu import CpuInfo, host_cpu
 from pytest_sme2.errors import RunnerError, UsageError
-from pytest_sme2.system.elf import executable_arch
+from pytest_sme2.run.cpu import CpuInfo, host_cpu
 from pytest_sme2.run.native.tensorfile import torch_inputs_to_file
-from pytest_sme2.run.targets.native_runner import (INPUTS_FILE, OUTPUTS_FILE, RESULT_PREFIX, RunnerFiles, build_result,  # noqa: F401
-                               exit_description as _exit_description, pick_build, read_result, runner_arguments,
-                               tail as _tail, two_builds)
-from pytest_sme2.run.targets.base import EMULATED_TIMING, RUNNER_LOG, TIMED_ETDUMP, WARMUP_ETDUMP, RunResult, RunSpec, TargetInfo
+from pytest_sme2.run.targets.base import (
+    EMULATED_TIMING,
+    RUNNER_LOG,
+    TIMED_ETDUMP,
+    WARMUP_ETDUMP,
+    RunResult,
+    RunSpec,
+    TargetInfo,
+)
+from pytest_sme2.run.targets.native_runner import (  # noqa: F401
+    INPUTS_FILE,
+    OUTPUTS_FILE,
+    RESULT_PREFIX,
+    RunnerFiles,
+    build_result,
+    pick_build,
+    read_result,
+    runner_arguments,
+    two_builds,
+)
+from pytest_sme2.run.targets.native_runner import exit_description as _exit_description
+from pytest_sme2.run.targets.native_runner import tail as _tail
+from pytest_sme2.system import supervised
+from pytest_sme2.system.elf import executable_arch
 
 if TYPE_CHECKING:
     from pytest_sme2.evidence.samplers import PerfSampler
