@@ -66,7 +66,7 @@ def main() -> None:
             if kernels is None or not kernels.available:
                 raise SystemExit(f"no kernel time: {kernels.problem if kernels else 'sampling off'}")
             plain_ms.extend(profile.e2e_ms)
-            sampled_ms.extend(read_run(kernels.artifacts["etdump"]).execute_ms)
+            sampled_ms.extend(read_run(kernels.artifacts["etdump"]).execute_values)
             by_category = kernels.ops.groupby("category")[["sampled_ms_per_run", "etdump_ms_per_run"]].sum()
             for category, row in by_category.iterrows():
                 ratios.setdefault(category, []).append(row["sampled_ms_per_run"] / row["etdump_ms_per_run"])

@@ -48,7 +48,7 @@ def main() -> None:
                 lambda: Inspector(etdump_path=timed, etrecord=str(exported.etrecord_path)).to_dataframe(), 3
             )
             runs_time = float(profile.e2e_ms.sum()) / 1000
-            events = int(profile.trace.op_ms.shape[0])
+            events = int(profile.trace.op_values.shape[0])
             rows.append((name, events, runs_time, build, build / runs_time, with_summary, inspector))
         sess.close()
     print(f"machine: {machine()}")

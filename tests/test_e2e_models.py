@@ -99,7 +99,7 @@ def test_robust_statistics_on_real_runs(fp32_profiles: dict[str, Profile], name:
     def calm(series: np.ndarray) -> np.ndarray:  # no stall: within 1.5x or 0.5 ms of the series' fastest run
         return (series - series.min() <= 0.5 * series.min()) | (series - series.min() <= 0.5)
 
-    undisturbed = calm(e2e) & np.all([calm(row) for row in profile.trace.op_ms], axis=0)
+    undisturbed = calm(e2e) & np.all([calm(row) for row in profile.trace.op_values], axis=0)
     assert list(profile.clean) == list(undisturbed) and profile.disturbed_runs == int((~undisturbed).sum())
     # On a busy CI machine every run of a many-operator model can be disturbed; then, as documented,
     # the medians read every run (and the gate calls the verdict inconclusive, tested in test_verdicts).
@@ -107,7 +107,7 @@ def test_robust_statistics_on_real_runs(fp32_profiles: dict[str, Profile], name:
     per_run = profile.category_ms.div(e2e, axis=0)
     for category in per_run.columns:
         assert profile.share(category) == pytest.approx(float(np.median(per_run[category][read])), abs=1e-12)
-    delegate = np.array([profile.trace.delegate_ms[i] / e2e[i] for i in range(len(e2e))])
+    delegate = np.array([profile.trace.delegate_values[i] / e2e[i] for i in range(len(e2e))])
     assert profile.delegation_coverage == pytest.approx(float(np.median(delegate[read])), abs=1e-12)
     if profile.reference_ms is not None:
         # a reference run counts when it was not slowed 1.25x (and 0.5 ms) more than the model run after it

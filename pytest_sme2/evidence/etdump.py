@@ -351,14 +351,20 @@ class EventSpans:
 
 @dataclass
 class ExecutionTrace:
-    """What the ETDump(s) of one run of a program say, in milliseconds."""
+    """What the ETDump(s) of one run of a program say, in ``unit``.
 
-    execute_ms: np.ndarray  # (runs,)
-    delegate_ms: np.ndarray  # (runs,) time inside DELEGATE_CALL events
+    Milliseconds from the runner's clock, or instructions counted under emulation (the same events with
+    each duration replaced by a count: qemu_counts.py): the field names carry no unit so that a count is
+    never read as a time.
+    """
+
+    execute_values: np.ndarray  # (runs,) Method::execute
+    delegate_values: np.ndarray  # (runs,) inside DELEGATE_CALL events
     ops: list[OpKey]
-    op_ms: np.ndarray  # (len(ops), runs); 0 where an op did not run in a run
-    load_ms: float | None = None
-    init_ms: float | None = None
+    op_values: np.ndarray  # (len(ops), runs); 0 where an op did not run in a run
+    load_value: float | None = None
+    init_value: float | None = None
+    unit: str = "ms"
     sources: list[str] = field(default_factory=list)
     # Per op: (index of the file in ``sources``, index of the event in that file) of its first appearance.
     op_events: np.ndarray | None = None
@@ -367,7 +373,7 @@ class ExecutionTrace:
 
     @property
     def runs(self) -> int:
-        return int(self.execute_ms.shape[0])
+        return int(self.execute_values.shape[0])
 
     @classmethod
     def concat(cls, traces: "list[ExecutionTrace]") -> "ExecutionTrace":
@@ -379,6 +385,8 @@ class ExecutionTrace:
         """
         if not traces:
             raise ValueError("ExecutionTrace.concat needs at least one trace")
+        if len({t.unit for t in traces}) > 1:
+            raise ValueError(f"ExecutionTrace.concat: traces in different units {sorted({t.unit for t in traces})}")
         ops: list[OpKey] = []
         index: dict[OpKey, int] = {}
         for trace in traces:
@@ -387,22 +395,23 @@ class ExecutionTrace:
                     index[key] = len(ops)
                     ops.append(key)
         total_runs = sum(t.runs for t in traces)
-        op_ms = np.zeros((len(ops), total_runs))
+        op_values = np.zeros((len(ops), total_runs))
         start = 0
         for trace in traces:
             if trace.ops:
                 rows = np.array([index[key] for key in trace.ops], dtype=np.int64)
-                op_ms[rows, start:start + trace.runs] = trace.op_ms
+                op_values[rows, start:start + trace.runs] = trace.op_values
             start += trace.runs
         first = lambda name: next((getattr(t, name) for t in traces if getattr(t, name) is not None), None)  # noqa: E731
         return cls(
-            execute_ms=np.concatenate([t.execute_ms for t in traces]),
-            delegate_ms=np.concatenate([t.delegate_ms for t in traces]),
+            execute_values=np.concatenate([t.execute_values for t in traces]),
+            delegate_values=np.concatenate([t.delegate_values for t in traces]),
             ops=ops,
-            op_ms=op_ms,
-            load_ms=first("load_ms"),
-            init_ms=first("init_ms"),
+            op_values=op_values,
+            load_value=first("load_value"),
+            init_value=first("init_value"),
             sources=[s for t in traces for s in t.sources],
+            unit=traces[0].unit,
         )
 
 
@@ -436,16 +445,16 @@ def _with_values(cols: _Columns, values: np.ndarray | None, path: str | Path) ->
 
 
 def read_trace(*paths: str | Path, ticks_per_ms: float = NS_PER_MS,
-               values: Sequence[np.ndarray | None] | None = None) -> ExecutionTrace:
+               values: Sequence[np.ndarray | None] | None = None, unit: str = "ms") -> ExecutionTrace:
     """Every Execute block of the given files, in order, as runs.
 
     Load/init time comes from any "Default" block. Use :func:`read_run` when a
     runner wrote its warmup runs to a separate file. ``values`` (one array per
     file, one value per event in file order) replaces each event's duration:
     the same events measured in another unit, e.g. instructions counted under
-    emulation (then ``ticks_per_ms=1`` keeps the values as they are).
+    emulation (then ``ticks_per_ms=1`` keeps the values as they are, and ``unit`` names them).
     """
-    load_ms = init_ms = None
+    load_value = init_value = None
     label_ids: dict[str, int] = {}
     parts: dict[str, list] = {"lid": [], "run": [], "ms": [], "instr": [], "delegated": [], "event": [],
                               "start": [], "end": []}
@@ -455,8 +464,8 @@ def read_trace(*paths: str | Path, ticks_per_ms: float = NS_PER_MS,
     for index, path in enumerate(paths):
         cols = _with_values(_columns(path), None if values is None else values[index], path)
         load, init = _load_init(cols, ticks_per_ms)
-        load_ms = load if load is not None else load_ms
-        init_ms = init if init is not None else init_ms
+        load_value = load if load is not None else load_value
+        init_value = init if init is not None else init_value
         is_execute_block = np.array([n == EXECUTE_BLOCK for n in cols.block_names], dtype=bool)
         in_run = is_execute_block[cols.block] if cols.block.size else np.zeros(0, bool)
         to_global = np.array([label_ids.setdefault(label, len(label_ids)) for label in cols.labels], dtype=np.int64)
@@ -502,7 +511,7 @@ def read_trace(*paths: str | Path, ticks_per_ms: float = NS_PER_MS,
         lid[i] = label_ids.setdefault(f"{OPERATOR_CALL}[{int(instr[i])}]", len(label_ids))
     names = list(label_ids)
     is_op |= orphan
-    op_lid, op_run, op_instr, op_del, op_ms_values = lid[is_op], run[is_op], instr[is_op], delegated[is_op], ms[is_op]
+    op_lid, op_run, op_instr, op_del, op_amounts = lid[is_op], run[is_op], instr[is_op], delegated[is_op], ms[is_op]
     op_event = event[is_op]
     # Identity of an op instance: (label, instruction, delegated, occurrence within its run).
     base = (op_lid << 33) + ((op_instr + 1) << 1) + op_del.astype(np.int64)
@@ -522,8 +531,8 @@ def read_trace(*paths: str | Path, ticks_per_ms: float = NS_PER_MS,
     rank = np.empty(unique.shape[0], dtype=np.int64)
     rank[by_appearance] = np.arange(unique.shape[0])
     op_index = rank[inverse.ravel()]
-    op_ms = np.zeros((unique.shape[0], runs_total))
-    np.add.at(op_ms, (op_index, op_run), op_ms_values)
+    op_values = np.zeros((unique.shape[0], runs_total))
+    np.add.at(op_values, (op_index, op_run), op_amounts)
     ops = [
         OpKey(names[int(op_lid[i])], int(op_instr[i]), bool(op_del[i]), int(occurrence[i]))
         for i in first[by_appearance].tolist()
@@ -536,28 +545,29 @@ def read_trace(*paths: str | Path, ticks_per_ms: float = NS_PER_MS,
                            delegate_end=end[frame[DELEGATE_CALL]], execute_start=start[frame[RUN_MODEL]],
                            execute_end=end[frame[RUN_MODEL]])
     return ExecutionTrace(
-        execute_ms=total(RUN_MODEL),
-        delegate_ms=total(DELEGATE_CALL),
+        execute_values=total(RUN_MODEL),
+        delegate_values=total(DELEGATE_CALL),
         ops=ops,
-        op_ms=op_ms,
-        load_ms=load_ms,
-        init_ms=init_ms,
+        op_values=op_values,
+        load_value=load_value,
+        init_value=init_value,
         sources=[str(p) for p in paths],
         op_events=op_event[first[by_appearance]].reshape(-1, 2),
         spans=spans,
+        unit=unit,
     )
 
 
 def read_run(timed: str | Path, warmup: str | Path | None = None, *, ticks_per_ms: float = NS_PER_MS,
-             values: tuple[np.ndarray, np.ndarray | None] | None = None) -> ExecutionTrace:
+             values: tuple[np.ndarray, np.ndarray | None] | None = None, unit: str = "ms") -> ExecutionTrace:
     """Trace of the timed runs; load/init come from the warmup file when the runner split them.
 
     ``values``: (timed file's, warmup file's) per-event values replacing durations (see read_trace).
     """
-    trace = read_trace(timed, ticks_per_ms=ticks_per_ms, values=None if values is None else [values[0]])
-    if warmup is not None and trace.load_ms is None:
+    trace = read_trace(timed, ticks_per_ms=ticks_per_ms, values=None if values is None else [values[0]], unit=unit)
+    if warmup is not None and trace.load_value is None:
         cols = _with_values(_columns(warmup), None if values is None else values[1], warmup)
-        trace.load_ms, trace.init_ms = _load_init(cols, ticks_per_ms)
+        trace.load_value, trace.init_value = _load_init(cols, ticks_per_ms)
         trace.sources.append(str(warmup))
     return trace
 

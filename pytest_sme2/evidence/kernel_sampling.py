@@ -325,7 +325,7 @@ def attribute(samples: Sequence[Sample], trace: ExecutionTrace, clock_offset_ns:
         inside[inside] &= ticks[inside] < ends[index[inside]]
         place[inside] = values[index[inside]]
     periods_ms = np.array([s.period_ns for s in samples], dtype=float) / 1e6
-    clean = _runs_on_cpu(ticks, periods_ms, place, spans, trace.execute_ms)
+    clean = _runs_on_cpu(ticks, periods_ms, place, spans, trace.execute_values)
     runs = int(clean.sum())
     run_of = np.searchsorted(spans.execute_start, ticks, side="right") - 1
     placed = np.flatnonzero((place != _OUTSIDE_RUNS) & clean[np.clip(run_of, 0, None)])
@@ -372,20 +372,20 @@ MIN_SAMPLES_PER_RUN = 20
 
 
 def _runs_on_cpu(ticks: np.ndarray, periods_ms: np.ndarray, place: np.ndarray, spans: EventSpans,
-                 execute_ms: np.ndarray) -> np.ndarray:
+                 execute_values: np.ndarray) -> np.ndarray:
     """Per run: whether the runner had its core (its samples cover its ETDump time), so its samples are kept.
 
     Like the gate's disturbed runs: on a busy machine a run that was descheduled has too few samples for its
     time, and its operators' sampled milliseconds would read low; such runs are left out of kernel time.
     """
-    runs = execute_ms.size
+    runs = execute_values.size
     keep = np.ones(runs, dtype=bool)
-    if runs == 0 or periods_ms.size == 0 or np.median(execute_ms) < MIN_SAMPLES_PER_RUN * np.median(periods_ms):
+    if runs == 0 or periods_ms.size == 0 or np.median(execute_values) < MIN_SAMPLES_PER_RUN * np.median(periods_ms):
         return keep
     run_of = np.searchsorted(spans.execute_start, ticks, side="right") - 1
     inside = (place != _OUTSIDE_RUNS) & (run_of >= 0)
     sampled = np.bincount(run_of[inside], weights=periods_ms[inside], minlength=runs)[:runs]
-    keep = sampled >= ON_CPU_SHARE * execute_ms
+    keep = sampled >= ON_CPU_SHARE * execute_values
     return keep if keep.any() else np.ones(runs, dtype=bool)
 
 
@@ -416,12 +416,12 @@ def _true_positions(spans: EventSpans, delegated: np.ndarray, ticks_per_us: floa
 def _etdump_ms_per_place(trace: ExecutionTrace, clean: np.ndarray) -> dict[int, float]:
     """Per operator (its index) and per leftover place (-1, -2): ETDump milliseconds per run (``clean`` runs)."""
     runs = max(int(clean.sum()), 1)
-    per_op = trace.op_ms[:, clean].sum(axis=1) / runs if trace.ops else np.zeros(0)
+    per_op = trace.op_values[:, clean].sum(axis=1) / runs if trace.ops else np.zeros(0)
     delegated = np.array([key.delegated for key in trace.ops], dtype=bool)
     inside_delegate = float(per_op[delegated].sum()) if per_op.size else 0.0
     outside_delegate = float(per_op[~delegated].sum()) if per_op.size else 0.0
-    delegate = float(trace.delegate_ms[clean].sum()) / runs
-    execute = float(trace.execute_ms[clean].sum()) / runs
+    delegate = float(trace.delegate_values[clean].sum()) / runs
+    execute = float(trace.execute_values[clean].sum()) / runs
     places = {i: float(v) for i, v in enumerate(per_op.tolist())}
     places[-1] = max(delegate - inside_delegate, 0.0)
     places[-2] = max(execute - delegate - outside_delegate, 0.0)

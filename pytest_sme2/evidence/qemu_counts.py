@@ -351,7 +351,7 @@ class InstructionTrace:
         def trace(key: str) -> "ExecutionTrace":
             values = (np.asarray(files["timed"][key]),
                       None if warmup is None else np.asarray(files["warmup"][key]))
-            return read_run(timed, warmup, ticks_per_ms=1.0, values=values)
+            return read_run(timed, warmup, ticks_per_ms=1.0, values=values, unit="instructions")
 
         instructions = trace("instructions")
         functions = []

@@ -106,26 +106,26 @@ class _Breakdown:
         per_run = {}
         for category in NAMED_CATEGORIES:
             mask = np.array([c.category is category for c in classes], dtype=bool)
-            per_run[category.value] = trace.op_ms[mask].sum(axis=0) if mask.any() else np.zeros(trace.runs)
-        per_run[Category.OTHER.value] = trace.execute_ms - sum(per_run.values())
+            per_run[category.value] = trace.op_values[mask].sum(axis=0) if mask.any() else np.zeros(trace.runs)
+        per_run[Category.OTHER.value] = trace.execute_values - sum(per_run.values())
         self.category = pd.DataFrame(per_run)
-        self.total = float(trace.execute_ms.sum())
+        self.total = float(trace.execute_values.sum())
 
     def share_samples(self, category: str | Category) -> np.ndarray:
-        return _per_run(self.category[Category.parse(category).value].to_numpy(), self.trace.execute_ms)
+        return _per_run(self.category[Category.parse(category).value].to_numpy(), self.trace.execute_values)
 
     def coverage_samples(self) -> np.ndarray:
-        return _per_run(self.trace.delegate_ms, self.trace.execute_ms)
+        return _per_run(self.trace.delegate_values, self.trace.execute_values)
 
     def delegate_outside_ops_samples(self, delegated: np.ndarray) -> np.ndarray:
         """Per run: share of E2E inside delegate calls but in none of the delegate's operators (XNNPACK
         setting up inputs and outputs, its reshape), part of OTHER."""
-        inside_ops = self.trace.op_ms[delegated].sum(axis=0) if delegated.any() else np.zeros(self.trace.runs)
-        return _per_run(np.maximum(self.trace.delegate_ms - inside_ops, 0.0), self.trace.execute_ms)
+        inside_ops = self.trace.op_values[delegated].sum(axis=0) if delegated.any() else np.zeros(self.trace.runs)
+        return _per_run(np.maximum(self.trace.delegate_values - inside_ops, 0.0), self.trace.execute_values)
 
     def sme_path_samples(self, heavy: np.ndarray, packed: np.ndarray) -> np.ndarray:
         """Per run: of the CONV+GEMM rows ``heavy`` (operator indices), the share in ``packed`` ones."""
-        op_values = self.trace.op_ms[heavy]
+        op_values = self.trace.op_values[heavy]
         return _per_run(op_values[packed].sum(axis=0), op_values.sum(axis=0))
 
     def total_shares(self) -> dict[str, float]:
@@ -218,14 +218,14 @@ class Profile:
                 "packed": np.array([c.packed for c in classes], dtype=bool),
                 "known": np.array([c.known for c in classes], dtype=bool),
                 "instruction_id": [key.instruction_id for key in trace.ops],
-                "median_ms": np.median(trace.op_ms, axis=1) if trace.ops else [],
-                "mean_ms": trace.op_ms.mean(axis=1) if trace.ops else [],
-                "total_ms": trace.op_ms.sum(axis=1) if trace.ops else [],
+                "median_ms": np.median(trace.op_values, axis=1) if trace.ops else [],
+                "mean_ms": trace.op_values.mean(axis=1) if trace.ops else [],
+                "total_ms": trace.op_values.sum(axis=1) if trace.ops else [],
             }
         )
-        total_e2e = float(trace.execute_ms.sum())
+        total_e2e = float(trace.execute_values.sum())
         self._ops["share"] = self._ops["total_ms"] / total_e2e if total_e2e > 0 else 0.0
-        self._ops["runs_ms"] = list(trace.op_ms)  # one array of per-run times per op (views, no copy)
+        self._ops["runs_ms"] = list(trace.op_values)  # one array of per-run times per op (views, no copy)
         self._breakdowns = {TIME: _Breakdown(trace, classes)}
         if self.work is not None:
             per_op = self.work.for_ops(trace.ops)
@@ -243,10 +243,10 @@ class Profile:
                 raise ValueError(f"instruction counts of {self.label} ({counted.source}) are for other events than "
                                  f"its ETDump")
             self._breakdowns[INSTRUCTIONS] = _Breakdown(counted.instructions, classes)
-            self._ops["instructions"] = np.median(counted.instructions.op_ms, axis=1) if trace.ops else []
-            whole = float(np.median(counted.instructions.execute_ms))
+            self._ops["instructions"] = np.median(counted.instructions.op_values, axis=1) if trace.ops else []
+            whole = float(np.median(counted.instructions.execute_values))
             self._ops["instruction_share"] = self._ops["instructions"] / whole if whole > 0 else 0.0
-            self._ops["sme_instructions"] = np.median(counted.sme.op_ms, axis=1) if trace.ops else []
+            self._ops["sme_instructions"] = np.median(counted.sme.op_values, axis=1) if trace.ops else []
             self._ops["kernels"] = counted.functions if trace.ops else []
         self._category_ms = self._breakdowns[TIME].category
         self._total_e2e = total_e2e
@@ -256,7 +256,7 @@ class Profile:
     @property
     def e2e_ms(self) -> np.ndarray:
         """Per-run Method::execute latency in ms (timed runs only, no warmup)."""
-        return self.trace.execute_ms
+        return self.trace.execute_values
 
     @property
     def runs(self) -> int:
@@ -286,13 +286,13 @@ class Profile:
     def clean(self) -> np.ndarray:
         """Per run: True unless the machine disturbed the run (stats.disturbed). Shares, coverage, SME
         path and speedups read these runs. Emulated time says nothing about the machine: every run counts."""
-        return stats.undisturbed_runs(self.e2e_ms, None, self.emulated, op_ms=self.trace.op_ms)
+        return stats.undisturbed_runs(self.e2e_ms, None, self.emulated, op_ms=self.trace.op_values)
 
     @functools.cached_property
     def clean_relative(self) -> np.ndarray:
         """Runs undisturbed themselves *and* in the reference run right before them: what relative latency
         reads (a reference stalled by 4 ms makes its run look 2x faster)."""
-        return stats.undisturbed_runs(self.e2e_ms, self.reference_ms, self.emulated, op_ms=self.trace.op_ms)
+        return stats.undisturbed_runs(self.e2e_ms, self.reference_ms, self.emulated, op_ms=self.trace.op_values)
 
     @property
     def disturbed_run_indices(self) -> list[int]:
@@ -338,11 +338,11 @@ class Profile:
 
     @property
     def load_ms(self) -> float | None:
-        return self.trace.load_ms
+        return self.trace.load_value
 
     @property
     def init_ms(self) -> float | None:
-        return self.trace.init_ms
+        return self.trace.init_value
 
     @property
     def label(self) -> str:
@@ -418,7 +418,7 @@ class Profile:
 
     def op_values(self, by: str | None = None) -> np.ndarray:
         """Per-run amount of each operator (rows: ``ops``, columns: runs) in ms or instructions."""
-        return self._breakdown(by).trace.op_ms
+        return self._breakdown(by).trace.op_values
 
     @property
     def total_shares(self) -> dict[str, float]:
@@ -449,7 +449,7 @@ class Profile:
             total_ms=("total_ms", "sum"), share=("share", "sum"), **extra
         )
         # Per run, the op's instances add up; the median is over those per-run sums.
-        per_run = {op: self.trace.op_ms[rows.index].sum(axis=0) for op, rows in portable.groupby("op", sort=False)}
+        per_run = {op: self.trace.op_values[rows.index].sum(axis=0) for op, rows in portable.groupby("op", sort=False)}
         grouped["median_ms_per_run"] = [float(np.median(per_run[op])) for op in grouped.index]
         heaviest = "instructions" if self.basis == INSTRUCTIONS else "total_ms"
         return grouped.sort_values(heaviest, ascending=False).reset_index()
@@ -575,14 +575,14 @@ class Profile:
         counted under emulation; None where nothing counted them."""
         if self.instructions is None:
             return None
-        return float(np.median(self.instructions.instructions.execute_ms))
+        return float(np.median(self.instructions.instructions.execute_values))
 
     @property
     def sme_instructions_per_inference(self) -> float | None:
         """How many of those were SME/SME2 instructions (SME encodings, SMSTART/SMSTOP)."""
         if self.instructions is None:
             return None
-        return float(np.median(self.instructions.sme.execute_ms))
+        return float(np.median(self.instructions.sme.execute_values))
 
     @property
     def sme_instruction_share(self) -> float | None:
@@ -592,8 +592,8 @@ class Profile:
         if self.instructions is None or heavy.empty:
             return None
         rows = heavy.index.to_numpy()
-        total = float(np.median(self.instructions.instructions.op_ms[rows].sum(axis=0)))
-        return float(np.median(self.instructions.sme.op_ms[rows].sum(axis=0))) / total if total > 0 else None
+        total = float(np.median(self.instructions.instructions.op_values[rows].sum(axis=0)))
+        return float(np.median(self.instructions.sme.op_values[rows].sum(axis=0))) / total if total > 0 else None
 
     @property
     def executed_sme_kernels(self) -> tuple[str, ...] | None:
@@ -725,8 +725,8 @@ class Profile:
             "delegation_coverage": self.coverage(INSTRUCTIONS),
             "sme_path_share": self.sme_path_share,
             "sme_path_basis": self.sme_path_basis,
-            "load": whole(counted.load_ms),
-            "init": whole(counted.init_ms),
+            "load": whole(counted.load_value),
+            "init": whole(counted.init_value),
             # [execution order, instructions, SME instructions]: the baseline file's keys are sorted; the order
             # keeps what the gate needs to pair operators of records without identities (verdicts._align_ops).
             "ops": {op_id(key): [order, int(round(ins)), int(round(sme))]

@@ -13,7 +13,15 @@ import pytest
 from helpers_etdump import RunSpec, default_block, execute_block, write_etdump
 
 from pytest_sme2.errors import EtdumpError
-from pytest_sme2.evidence.etdump import SyntheticEvent, read_blocks, read_run, read_trace, write_synthetic_etdump
+from pytest_sme2.evidence.etdump import (
+    ExecutionTrace,
+    SyntheticEvent,
+    _columns,
+    read_blocks,
+    read_run,
+    read_trace,
+    write_synthetic_etdump,
+)
 
 CONV = "Convolution (NHWC, F32) IGEMM #1"
 FC = "Fully Connected (NC, F32) GEMM #1"
@@ -55,7 +63,7 @@ def etdump(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _row(trace, name: str) -> np.ndarray:
     matches = [i for i, key in enumerate(trace.ops) if key.name == name]
     assert len(matches) == 1, f"{name} appears {len(matches)} times in {trace.ops}"
-    return trace.op_ms[matches[0]]
+    return trace.op_values[matches[0]]
 
 
 # -------------------------------------------------------------- exact times
@@ -72,15 +80,15 @@ def test_blocks_are_read_in_order(etdump: Path) -> None:
 def test_read_run_gives_exact_times(etdump: Path) -> None:
     trace = read_run(etdump)
     assert trace.runs == len(TABLE)
-    np.testing.assert_allclose(trace.execute_ms, _col(0), rtol=0, atol=1e-12)
-    np.testing.assert_allclose(trace.delegate_ms, _col(1), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(trace.execute_values, _col(0), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(trace.delegate_values, _col(1), rtol=0, atol=1e-12)
     np.testing.assert_allclose(_row(trace, CONV), _col(2), rtol=0, atol=1e-12)
     np.testing.assert_allclose(_row(trace, FC), _col(3), rtol=0, atol=1e-12)
     np.testing.assert_allclose(_row(trace, TRANSPOSE), _col(4), rtol=0, atol=1e-12)
     np.testing.assert_allclose(_row(trace, LAYER_NORM), _col(5), rtol=0, atol=1e-12)
-    assert trace.load_ms == pytest.approx(LOAD_NS / 1e6, abs=1e-12)
-    assert trace.init_ms == pytest.approx(INIT_NS / 1e6, abs=1e-12)
-    assert trace.op_ms.shape == (len(trace.ops), len(TABLE))
+    assert trace.load_value == pytest.approx(LOAD_NS / 1e6, abs=1e-12)
+    assert trace.init_value == pytest.approx(INIT_NS / 1e6, abs=1e-12)
+    assert trace.op_values.shape == (len(trace.ops), len(TABLE))
     assert trace.sources == [str(etdump)]
 
 
@@ -99,7 +107,7 @@ def test_op_keys(etdump: Path) -> None:
 
 def test_ticks_per_ms_scales(etdump: Path) -> None:
     trace = read_run(etdump, ticks_per_ms=1e3)  # pretend ticks are microseconds
-    np.testing.assert_allclose(trace.execute_ms, _col(0) * 1e3, rtol=1e-12)
+    np.testing.assert_allclose(trace.execute_values, _col(0) * 1e3, rtol=1e-12)
 
 
 # --------------------------------------------------------- Inspector oracle
@@ -112,14 +120,14 @@ def test_reader_matches_inspector(etdump: Path) -> None:
         warnings.simplefilter("ignore")
         frame = Inspector(etdump_path=str(etdump)).to_dataframe()
     trace = read_run(etdump)
-    by_name = {key.name: trace.op_ms[i] for i, key in enumerate(trace.ops)}
+    by_name = {key.name: trace.op_values[i] for i, key in enumerate(trace.ops)}
     expected_execute = {
-        "Method::execute": trace.execute_ms,
-        "DELEGATE_CALL": trace.delegate_ms,
+        "Method::execute": trace.execute_values,
+        "DELEGATE_CALL": trace.delegate_values,
         "OPERATOR_CALL": _col(6),  # not a reader op; checked against the known times
         **by_name,
     }
-    expected_default = {"Program::load_method": [trace.load_ms], "Method::init": [trace.init_ms]}
+    expected_default = {"Program::load_method": [trace.load_value], "Method::init": [trace.init_value]}
     seen = {"Execute": set(), "Default": set()}
     for row in frame.itertuples():
         expected = (expected_execute if row.event_block_name == "Execute" else expected_default)[row.event_name]
@@ -137,12 +145,12 @@ def test_read_run_takes_load_and_init_from_warmup(tmp_path: Path) -> None:
     timed = write_etdump(tmp_path / "timed.etdp", [_spec(r) for r in timed_rows])
     warmup = write_etdump(tmp_path / "warmup.etdp", [_spec(TABLE[3])], load_ns=7_000_000, init_ns=1_234_567)
     alone = read_run(timed)
-    assert alone.load_ms is None and alone.init_ms is None
+    assert alone.load_value is None and alone.init_value is None
     trace = read_run(timed, warmup)
     assert trace.runs == 3  # warmup runs are not timed runs
-    np.testing.assert_allclose(trace.execute_ms, [r[0] / 1e6 for r in timed_rows], rtol=0, atol=1e-12)
-    assert trace.load_ms == pytest.approx(7.0, abs=1e-12)
-    assert trace.init_ms == pytest.approx(1.234567, abs=1e-12)
+    np.testing.assert_allclose(trace.execute_values, [r[0] / 1e6 for r in timed_rows], rtol=0, atol=1e-12)
+    assert trace.load_value == pytest.approx(7.0, abs=1e-12)
+    assert trace.init_value == pytest.approx(1.234567, abs=1e-12)
     assert str(warmup) in trace.sources
 
 
@@ -150,8 +158,19 @@ def test_read_trace_concatenates_files(tmp_path: Path) -> None:
     a = write_etdump(tmp_path / "a.etdp", [_spec(r) for r in TABLE[:2]])
     b = write_etdump(tmp_path / "b.etdp", [_spec(r) for r in TABLE[2:]])
     trace = read_trace(a, b)
-    np.testing.assert_allclose(trace.execute_ms, _col(0), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(trace.execute_values, _col(0), rtol=0, atol=1e-12)
     np.testing.assert_allclose(_row(trace, FC), _col(3), rtol=0, atol=1e-12)
+
+
+def test_traces_in_different_units_are_not_joined(tmp_path: Path) -> None:
+    path = write_etdump(tmp_path / "a.etdp", [_spec(r) for r in TABLE[:2]])
+    times = read_trace(path)
+    counts = read_trace(path, ticks_per_ms=1.0, values=[np.ones(len(_columns(path).start), dtype=np.int64)],
+                        unit="instructions")
+    assert (times.unit, counts.unit) == ("ms", "instructions")
+    assert ExecutionTrace.concat([counts, counts]).unit == "instructions"
+    with pytest.raises(ValueError, match="different units"):
+        ExecutionTrace.concat([times, counts])
 
 
 # ------------------------------------------------------- op identity quirks
@@ -168,7 +187,7 @@ def test_duplicate_names_in_one_instruction_get_distinct_occurrences(tmp_path: P
     assert {k.name for k in trace.ops} == {add}
     assert sorted(k.occurrence for k in trace.ops) == [0, 1]
     assert len(set(trace.ops)) == 2
-    by_occurrence = {k.occurrence: trace.op_ms[i] for i, k in enumerate(trace.ops)}
+    by_occurrence = {k.occurrence: trace.op_values[i] for i, k in enumerate(trace.ops)}
     np.testing.assert_allclose(by_occurrence[0], [0.100, 0.110], rtol=0, atol=1e-12)
     np.testing.assert_allclose(by_occurrence[1], [0.040, 0.045], rtol=0, atol=1e-12)
 
@@ -184,8 +203,8 @@ def test_same_name_in_two_delegates_is_two_ops(tmp_path: Path) -> None:
     ]
     trace = read_run(write_synthetic_etdump(tmp_path / "two.etdp", [("Execute", events)]))
     assert sorted(k.instruction_id for k in trace.ops) == [0, 2]
-    assert trace.delegate_ms[0] == pytest.approx((149_500 + 50_000) / 1e6, abs=1e-12)
-    times = {k.instruction_id: trace.op_ms[i, 0] for i, k in enumerate(trace.ops)}
+    assert trace.delegate_values[0] == pytest.approx((149_500 + 50_000) / 1e6, abs=1e-12)
+    times = {k.instruction_id: trace.op_values[i, 0] for i, k in enumerate(trace.ops)}
     assert times == {0: pytest.approx(0.1, abs=1e-12), 2: pytest.approx(0.03, abs=1e-12)}
 
 
@@ -200,8 +219,8 @@ def test_operator_call_without_kernel_event_is_kept(tmp_path: Path) -> None:
     i, key = keys["OPERATOR_CALL[5]"]
     assert key.delegated is False
     assert key.instruction_id == 5
-    np.testing.assert_allclose(trace.op_ms[i], [0.077, 0.088], rtol=0, atol=1e-12)
-    np.testing.assert_allclose(trace.delegate_ms, [0.0, 0.0])
+    np.testing.assert_allclose(trace.op_values[i], [0.077, 0.088], rtol=0, atol=1e-12)
+    np.testing.assert_allclose(trace.delegate_values, [0.0, 0.0])
 
 
 def test_op_missing_from_a_run_is_zero_there(tmp_path: Path) -> None:
@@ -320,7 +339,7 @@ def test_an_etdump_without_the_runtimes_size_prefix_reads_the_same(tmp_path: Pat
         ("Execute", [SyntheticEvent(5_000, 7_000, name="Method::execute")])])
     bare = tmp_path / "bare.etdp"
     bare.write_bytes(prefixed.read_bytes()[4:])
-    assert read_run(bare).execute_ms.tolist() == read_run(prefixed).execute_ms.tolist() == [0.0015, 0.002]
+    assert read_run(bare).execute_values.tolist() == read_run(prefixed).execute_values.tolist() == [0.0015, 0.002]
 
 
 def test_header_and_size_checked_before_reading(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
