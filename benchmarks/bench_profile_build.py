@@ -43,7 +43,7 @@ def main() -> None:
             profile = Runner(sess, RunSpec(runs=args.runs, warmup=3), sess.test_dir(name)).profile(exported)
             timed, warm = profile.artifacts["timed_etdump"], profile.artifacts["warmup_etdump"]
             build = _best_of(lambda: Profile.from_etdump(timed, warm), args.repeat)
-            with_summary = _best_of(lambda: Profile.from_etdump(timed, warm).summary(), args.repeat)
+            with_summary = _best_of(lambda: Profile.from_etdump(timed, warm).to_dict(), args.repeat)
             inspector = _best_of(
                 lambda: Inspector(etdump_path=timed, etrecord=str(exported.etrecord_path)).to_dataframe(), 3
             )

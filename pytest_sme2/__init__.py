@@ -37,7 +37,7 @@ from pytest_sme2.gate.verdicts import Tolerances, Verdict
 from pytest_sme2.measure.runner import Runner, Timings
 from pytest_sme2.model.registry import register_model
 from pytest_sme2.profile.profile import Profile, Speedup
-from pytest_sme2.profile.stats import Interval, Summary
+from pytest_sme2.profile.stats import Interval, SampleStats
 from pytest_sme2.run.callgrind import InstructionCount, count_instructions
 from pytest_sme2.run.targets import RunSpec, TargetInfo
 
@@ -60,11 +60,11 @@ __all__ = [
     "RunSpec",
     "Runner",
     "RunnerError",
+    "SampleStats",
     "Sme2Error",
     "Sme2Warning",
     "Speedup",
     "StorageError",
-    "Summary",
     "TargetInfo",
     "Timings",
     "Tolerances",
@@ -82,3 +82,13 @@ __all__ = [
     "count_instructions",
     "register_model",
 ]
+
+
+def __getattr__(name: str) -> object:
+    if name == "Summary":  # the old name of SampleStats, kept for one release (README, Changes)
+        import warnings
+
+        warnings.warn("pytest_sme2.Summary is deprecated; use pytest_sme2.SampleStats (the same class, renamed: "
+                      "'summary' now means a session's summary.json only)", DeprecationWarning, stacklevel=2)
+        return SampleStats
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

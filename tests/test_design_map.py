@@ -33,3 +33,14 @@ def test_the_tests_mirror_the_package() -> None:
     folders = {path.name for path in (REPO / "tests").iterdir() if path.is_dir() and any(path.glob("test_*.py"))}
     assert folders, "tests/ has no stage folders"
     assert not folders - package, f"tests/ folders that name no folder of pytest_sme2/: {sorted(folders - package)}"
+
+
+def test_no_package_module_or_function_is_named_like_a_test() -> None:
+    """pytest collects ``test_*.py`` files and ``test_*`` functions: a package module or a public function
+    with such a name becomes a bogus test in a user's tree or in any test module that imports it (a
+    ``test_entry_text`` imported into a test file once ran as a test)."""
+    package = REPO / "pytest_sme2"
+    modules = sorted(str(p.relative_to(REPO)) for p in package.rglob("*.py") if p.name.startswith("test"))
+    functions = sorted(f"{p.relative_to(REPO)}: {name}" for p in package.rglob("*.py")
+                       for name in re.findall(r"^def (test\w*)\(", p.read_text(), re.MULTILINE))
+    assert not modules and not functions, modules + functions

@@ -229,7 +229,7 @@ def test_every_conv_and_gemm_gets_work_that_matches_pytorchs_own_count(fp32_prof
         sum(v for k, v in eager.items() if k in ("aten.convolution", "aten.addmm", "aten.mm")), rel=0.01)
     if name == "transformer_encoder":  # 4 layers x 3 heads x (Q K^T and A V), 64 tokens, head width 64
         assert float(ops.loc[attention, "macs"].sum()) == 4 * 3 * 2 * 64 * 64 * 64
-    summary = profile.work_summary()
+    summary = profile.work_by_category()
     assert summary is not None
     assert sum(summary.get(c, {}).get("macs", 0.0) for c in ("CONV", "GEMM")) == pytest.approx(float(heavy["macs"].sum()))
     timed = heavy[heavy["median_ms"] > 0]  # XNNPACK times operators in whole microseconds: tiny ones read 0

@@ -13,10 +13,15 @@ PUBLIC_MODULES = ("pytest_sme2", "pytest_sme2.report")
 
 
 def _taught_imports() -> list[tuple[str, str]]:
-    """(module, name) of every ``from pytest_sme2... import ...`` and dotted ``pytest_sme2.X.Y`` in the docs."""
+    """(module, name) of every ``from pytest_sme2... import ...`` and dotted ``pytest_sme2.X.Y`` in the docs.
+
+    The README's Changes section is history, not teaching: it names the deprecated old names on purpose
+    (test_renamed_public_names_still_work_for_one_release_and_warn checks those)."""
     found = []
     for path in [REPO / "README.md", *(REPO / "docs").glob("*.md")]:
         text = path.read_text()
+        if path.name == "README.md":
+            text = text.split("\n## Changes\n")[0]
         for module, names in re.findall(r"^from (pytest_sme2[\w.]*) import ([\w, ]+)$", text, re.MULTILINE):
             found += [(module, name.strip()) for name in names.split(",")]
         for dotted in re.findall(r"\bpytest_sme2(?:\.\w+)+", text):
@@ -27,7 +32,7 @@ def _taught_imports() -> list[tuple[str, str]]:
 
 def test_every_import_the_docs_teach_is_public() -> None:
     taught = _taught_imports()
-    assert ("pytest_sme2.report", "build_record") in taught  # the reader finds the example of docs/profile.md
+    assert ("pytest_sme2.report", "build_test_entry") in taught  # the reader finds the example of docs/profile.md
     names = [(module, name) for module, name in taught if f"{module}.{name}" not in PUBLIC_MODULES]
     private = sorted({f"{module}.{name}" for module, name in names
                       if module not in PUBLIC_MODULES or name not in importlib.import_module(module).__all__})
@@ -50,3 +55,35 @@ def test_the_version_is_pyprojects() -> None:
 
     project = tomllib.loads((Path(__file__).resolve().parent.parent / "pyproject.toml").read_text())["project"]
     assert __version__ == layered == project["version"]
+
+
+def test_renamed_public_names_still_work_for_one_release_and_warn(tmp_path: Path) -> None:
+    """Issue 24 item 2: a public name that changed keeps its old name as a deprecated alias (README, Changes)."""
+    import sys
+
+    from helpers_etdump import RunSpec, write_etdump
+
+    import pytest_sme2
+    from pytest_sme2 import Profile, SampleStats
+    from pytest_sme2.profile import stats
+    from pytest_sme2.report import build_test_entry
+
+    with pytest.warns(DeprecationWarning, match="pytest_sme2.SampleStats"):
+        assert pytest_sme2.Summary is SampleStats
+    with pytest.warns(DeprecationWarning, match="SampleStats"):
+        assert stats.Summary is SampleStats
+    with pytest.warns(DeprecationWarning, match="build_test_entry"):
+        assert pytest_sme2.report.build_record is build_test_entry
+    sys.modules.pop("pytest_sme2.report.record", None)
+    with pytest.warns(DeprecationWarning, match="build_test_entry"):
+        from pytest_sme2.report.record import build_record
+    assert build_record is build_test_entry
+    runs = [RunSpec(e2e_ns=1_000_000 + 1000 * i, delegate_call_ns=600_000,
+                    delegate_ops=[("Convolution (NHWC, F32) #1", 500_000)]) for i in range(5)]
+    profile = Profile.from_etdump(write_etdump(tmp_path / "p.etdp", runs))
+    with pytest.warns(DeprecationWarning, match=r"Profile\.to_dict\(\)"):
+        assert profile.summary() == profile.to_dict()
+    with pytest.warns(DeprecationWarning, match=r"Profile\.work_by_category\(\)"):
+        assert profile.work_summary() == profile.work_by_category()
+    with pytest.raises(AttributeError):
+        pytest_sme2.NoSuchName  # noqa: B018 - the module's __getattr__ answers only the old names

@@ -85,7 +85,7 @@ def dumps(data: Mapping[str, Any]) -> str:
     return _NUMBER_LIST.sub(lambda m: "[" + ", ".join(p.strip() for p in m.group(1).split(",")) + "]", text) + "\n"
 
 
-# Kept as the profile's one JSON form has them (Profile.summary); the rest of a record is picked below.
+# Kept as the profile's one JSON form has them (Profile.to_dict); the rest of a record is picked below.
 _RECORD_KEYS = ("model", "recipe", "variant", "emulated", "basis", "reference_ms", "disturbed_runs", "process_sizes",
                 "disturbed_run_indices", "disturbed_references", "shares", "per_run", "delegation_coverage",
                 "node_delegation_coverage", "delegation", "sme_path_share", "sme_path_ops")
@@ -93,9 +93,9 @@ _RECORD_KEYS = ("model", "recipe", "variant", "emulated", "basis", "reference_ms
 
 def record_of(profile: Any, instructions: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """What a baseline keeps of one Profile: everything a verdict compares, and where it came from, picked
-    from the profile's one JSON form (``Profile.summary()``, which the reports read too).
+    from the profile's one JSON form (``Profile.to_dict()``, which the reports read too).
     ``instructions``: callgrind's counts of the host run, when the gate counted them."""
-    data = profile.summary()
+    data = profile.to_dict()
     emulated = data["emulated"]
     record: dict[str, Any] = {key: data[key] for key in _RECORD_KEYS}
     record.update({

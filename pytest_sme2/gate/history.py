@@ -50,13 +50,13 @@ QUANTITIES: dict[str, tuple[bool, float]] = {
 
 
 def digest(test: str, entry: Mapping[str, Any], session: Mapping[str, Any]) -> dict[str, Any]:
-    """One history line: a test's profile entry (the profile's one JSON form, Profile.summary) and its session's facts."""
+    """One history line: a test's profile entry (the profile's one JSON form, Profile.to_dict) and its session's facts."""
     counted = entry.get("instructions") if entry.get("basis") == "instructions" else None
     emulated = bool(entry.get("emulated"))
     quantities: dict[str, float | None] = {
         # emulated time is the emulator's: never kept as latency
         "median_ms": None if emulated else (entry.get("latency") or {}).get("median_ms"),
-        # a ratio (model / reference program per run pair): its summary keys carry no unit (stats.Summary.as_dict)
+        # a ratio (model / reference program per run pair): its summary keys carry no unit (stats.SampleStats.as_dict)
         "relative_latency": None if emulated else (entry.get("relative_latency") or {}).get("median"),
         "instructions_per_inference": (counted or {}).get("per_inference"),
         "planned_memory_bytes": (entry.get("memory") or {}).get("planned_bytes"),

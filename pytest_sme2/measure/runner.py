@@ -43,8 +43,8 @@ class Timings:
     result: RunResult
 
     @property
-    def latency(self) -> stats.Summary:
-        return stats.Summary.of(self.wall_ms)
+    def latency(self) -> stats.SampleStats:
+        return stats.SampleStats.of(self.wall_ms)
 
     def tracing_overhead(self, profile: Profile) -> stats.Interval:
         """How much slower per run the ETDump run was: median ratio - 1, with a CI."""

@@ -1,13 +1,13 @@
 """pytest hooks for reports and session outputs.
 
 Per test (where the Profiles live: the worker under xdist), ``makereport``
-turns the test's Profiles into a record (report/record.py), writes the
-reference kit's CSVs next to its ETDumps, and attaches the record to the
+turns the test's Profiles into a test entry (report/entries.py), writes the
+reference kit's CSVs next to its ETDumps, and attaches the test entry to the
 report: the ``sme2_record`` and ``sme2_profiles`` user properties, the
 "sme2 profiles" text section and a pytest-html extra with charts.
 
 Per session (the controller only under xdist, which sees every worker's
-reports through ``pytest_runtest_logreport``), the records are gathered and
+reports through ``pytest_runtest_logreport``), the test entries are gathered and
 written to summary.json, summary.md and report.html in the session folder,
 and the terminal shows one table of all perf tests.
 
@@ -26,10 +26,10 @@ from typing import Any
 import pytest
 
 from pytest_sme2.gate.gate import GATE_INPUT
-from pytest_sme2.report.record import build_record, verdicts_of
+from pytest_sme2.report.entries import build_test_entry, verdicts_of
 from pytest_sme2.system.safe_files import write_file
 
-RECORD_PROPERTY = "sme2_record"
+TEST_ENTRY_PROPERTY = "sme2_record"
 PROFILES_PROPERTY = "sme2_profiles"
 # An output the user asked for (history line, session summary) could not be written: the session fails.
 OUTPUT_ERROR_PROPERTY = "sme2_output_error"
@@ -46,7 +46,7 @@ def _output_errors(config: pytest.Config) -> list[str]:
     return config.stash.setdefault(_OUTPUT_ERRORS_KEY, [])
 
 
-def _records(config: pytest.Config) -> dict[str, dict[str, Any]]:
+def _test_entries(config: pytest.Config) -> dict[str, dict[str, Any]]:
     return config.stash.setdefault(_RECORDS_KEY, {})
 
 
@@ -83,7 +83,7 @@ def _write_csvs(entry: dict[str, Any]) -> None:
 _HISTORY_FACTS_KEY = pytest.StashKey[dict]()
 
 
-def _append_history(config: pytest.Config, record: dict[str, Any]) -> None:
+def _append_history(config: pytest.Config, test_entry: dict[str, Any]) -> None:
     """With --sme2-history: one line per profile of this test appended to the history (history.py)."""
     from pytest_sme2.gate import history
     from pytest_sme2.plugin import history_path, session_of
@@ -96,7 +96,7 @@ def _append_history(config: pytest.Config, record: dict[str, Any]) -> None:
         config.stash[_HISTORY_FACTS_KEY] = history.session_facts(config.rootpath, session.settings.session_dir,
                                                                  session.target.info.fingerprint)
     facts = config.stash[_HISTORY_FACTS_KEY]
-    history.append(path, [history.digest(record["nodeid"], entry, facts) for entry in record["profiles"]])
+    history.append(path, [history.digest(test_entry["nodeid"], entry, facts) for entry in test_entry["profiles"]])
 
 
 def _build(item: pytest.Item, report: pytest.TestReport) -> dict[str, Any] | None:
@@ -105,18 +105,18 @@ def _build(item: pytest.Item, report: pytest.TestReport) -> dict[str, Any] | Non
     profiles = profiles_of(item)
     if not profiles:
         return None
-    record = build_record(item.nodeid, profiles)
+    test_entry = build_test_entry(item.nodeid, profiles)
     session = session_of(item.config)
     if session is not None:
-        record["test_dir"] = str(session.test_dir(item.nodeid))
-    for entry in record["profiles"]:
+        test_entry["test_dir"] = str(session.test_dir(item.nodeid))
+    for entry in test_entry["profiles"]:
         _write_csvs(entry)
-    record["verdicts"] = verdicts_of([*item.user_properties, *report.user_properties])
+    test_entry["verdicts"] = verdicts_of([*item.user_properties, *report.user_properties])
     judged = [value for key, value in report.user_properties if key == GATE_INPUT]
     if judged:  # what `pytest-sme2 check SESSION_DIR` judges again
-        record[GATE_INPUT] = judged[-1]
+        test_entry[GATE_INPUT] = judged[-1]
     # One JSON round trip: what crosses to the xdist controller must be plain data.
-    return json.loads(json.dumps(record, default=str))
+    return json.loads(json.dumps(test_entry, default=str))
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)  # outermost: sees what other wrappers (baselines) added
@@ -125,17 +125,17 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
     if call.when != "call":
         return report
     try:
-        record = _build(item, report)
+        test_entry = _build(item, report)
     except Exception as exc:  # a report problem must not take the session down; it is shown with the test,
         # and the session fails at its end naming it: its profiles are missing from every report and summary
         message = f"building the sme2 report of {item.nodeid} failed: {type(exc).__name__}: {exc}"
         report.sections.append(("sme2 report error", message))
         report.user_properties.append((OUTPUT_ERROR_PROPERTY, message))
         return report
-    if record is None:
+    if test_entry is None:
         return report
     try:
-        _append_history(item.config, record)
+        _append_history(item.config, test_entry)
     except Exception as exc:  # the test stands; the session fails at its end, saying why
         from pytest_sme2.plugin import session_of
         from pytest_sme2.system.writable_folders import explain
@@ -145,13 +145,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
         message = f"appending to the history file failed: {why}"
         report.sections.append(("sme2 history error", message))
         report.user_properties.append((OUTPUT_ERROR_PROPERTY, message))
-    from pytest_sme2.report.text import record_text
+    from pytest_sme2.report.text import entry_text
 
     # junitxml reads properties from the teardown report, made from the item's list.
-    item.user_properties.append((PROFILES_PROPERTY, record["profiles"]))
-    report.user_properties.append((PROFILES_PROPERTY, record["profiles"]))
-    report.user_properties.append((RECORD_PROPERTY, record))
-    report.sections.append(("sme2 profiles", record_text(record)))
+    item.user_properties.append((PROFILES_PROPERTY, test_entry["profiles"]))
+    report.user_properties.append((PROFILES_PROPERTY, test_entry["profiles"]))
+    report.user_properties.append((TEST_ENTRY_PROPERTY, test_entry))
+    report.sections.append(("sme2 profiles", entry_text(test_entry)))
     htmlpath = getattr(item.config.option, "htmlpath", None)
     if not htmlpath:  # charts cost about a second per test: draw them only for a pytest-html report
         return report
@@ -163,29 +163,29 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
 
     base = Path(htmlpath).absolute().parent
     try:
-        report.extras = [*getattr(report, "extras", []), extras.html(extra_html(record, base))]
+        report.extras = [*getattr(report, "extras", []), extras.html(extra_html(test_entry, base))]
     except Exception as exc:
         report.sections.append(("sme2 report error", f"rendering the HTML section failed: {type(exc).__name__}: {exc}"))
     return report
 
 
 class _Collector:
-    """Gathers every perf test's record on the controller (or the only process)."""
+    """Gathers every perf test's test entry on the controller (or the only process)."""
 
     def __init__(self, config: pytest.Config):
         self.config = config
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        records = _records(self.config)
+        test_entries = _test_entries(self.config)
         properties = list(report.user_properties)
-        record = next((value for key, value in properties if key == RECORD_PROPERTY), None)
-        if record is not None:
-            records[report.nodeid] = {**record, "outcome": report.outcome, "duration_s": report.duration,
-                                      "verdicts": list(record.get("verdicts", []))}
+        test_entry = next((value for key, value in properties if key == TEST_ENTRY_PROPERTY), None)
+        if test_entry is not None:
+            test_entries[report.nodeid] = {**test_entry, "outcome": report.outcome, "duration_s": report.duration,
+                                           "verdicts": list(test_entry.get("verdicts", []))}
         for key, value in properties:
             if key == OUTPUT_ERROR_PROPERTY and value not in _output_errors(self.config):
                 _output_errors(self.config).append(value)
-        existing = records.get(report.nodeid)
+        existing = test_entries.get(report.nodeid)
         if existing is None:
             return
         if report.when != "call" and report.failed:
@@ -196,25 +196,25 @@ class _Collector:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        records = _records(self.config)
-        if records:
-            self._write(records)
+        test_entries = _test_entries(self.config)
+        if test_entries:
+            self._write(test_entries)
         if _output_errors(self.config) and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED  # an output asked for is missing: never exit 0
 
-    def _write(self, records: dict[str, Any]) -> None:
+    def _write(self, test_entries: dict[str, Any]) -> None:
         """summary.json, summary.md, the session HTML and the kit layout; a failure is an output error."""
         from pytest_sme2.plugin import session_of
         from pytest_sme2.report import kit_layout
         from pytest_sme2.report.summary import session_summary, write_session
 
         sme2 = session_of(self.config)
-        if sme2 is None:  # records exist only when the plugin configured a session; nothing to write into
+        if sme2 is None:  # test entries exist only when the plugin configured a session; nothing to write into
             return
         out_dir = sme2.settings.session_dir
         html = bool(getattr(self.config.option, "htmlpath", None)) or session_report_wanted(self.config)
         try:
-            summary = session_summary(list(records.values()), out_dir)
+            summary = session_summary(list(test_entries.values()), out_dir)
             paths = write_session(summary, out_dir, html=html)
             paths.update(kit_layout.write(summary["tests"], out_dir))
         except Exception as exc:  # never lose the session over a report; the session fails, saying why
@@ -230,8 +230,8 @@ class _Collector:
     def pytest_html_results_summary(self, prefix: list[str], summary: list[str], postfix: list[str],
                                     session: pytest.Session) -> None:
         """pytest-html: the perf tests' table and the session report's link at the top of its page."""
-        records = _records(self.config)
-        if not records:
+        test_entries = _test_entries(self.config)
+        if not test_entries:
             return
         from pytest_sme2.plugin import session_of
         from pytest_sme2.report.html import pytest_html_summary
@@ -242,21 +242,21 @@ class _Collector:
             return
         # With --html the session's report.html is always drawn (pytest_sessionfinish above).
         report = sme2.settings.session_dir / REPORT_HTML
-        tests = session_summary(list(records.values()), None)["tests"]
+        tests = session_summary(list(test_entries.values()), None)["tests"]
         prefix.append(pytest_html_summary(tests, report, Path(self.config.option.htmlpath).absolute().parent))
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        records = _records(self.config)
-        if records:
-            self._summary_table(terminalreporter, records)
+        test_entries = _test_entries(self.config)
+        if test_entries:
+            self._summary_table(terminalreporter, test_entries)
         for error in _output_errors(self.config):
             terminalreporter.write_line(f"sme2: {error}; the session fails for it", red=True)
 
-    def _summary_table(self, terminalreporter: Any, records: dict[str, Any]) -> None:
+    def _summary_table(self, terminalreporter: Any, test_entries: dict[str, Any]) -> None:
         from pytest_sme2.report.summary import session_summary
         from pytest_sme2.report.table import COLUMNS, summary_rows, text_table
 
-        rows = summary_rows(session_summary(list(records.values()), None)["tests"])
+        rows = summary_rows(session_summary(list(test_entries.values()), None)["tests"])
         terminalreporter.write_sep("=", "sme2 performance summary")
         for line in text_table(COLUMNS, rows):
             terminalreporter.write_line(line)

@@ -26,6 +26,7 @@ reports and (later) baselines:
 from __future__ import annotations
 
 import functools
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -84,7 +85,7 @@ class Speedup:
 
 TIME, INSTRUCTIONS, WORK = "time", "instructions", "work"
 BASES = (TIME, INSTRUCTIONS)
-KERNELS_PER_OP = 5  # kernels kept per operator event in summaries (the rest are in the sampled round's perf.data)
+KERNELS_PER_OP = 5  # kernels kept per operator event in the JSON form (the rest are in the sampled round's perf.data)
 WORTH_DELEGATING = 0.05  # a portable operator above this share of E2E is worth delegating
 
 
@@ -279,8 +280,8 @@ class Profile:
         return stats.per_run_ratio(self.e2e_ms, self.reference_ms)
 
     @functools.cached_property
-    def latency(self) -> stats.Summary:
-        return stats.Summary.of(self.e2e_ms)
+    def latency(self) -> stats.SampleStats:
+        return stats.SampleStats.of(self.e2e_ms)
 
     @functools.cached_property
     def clean(self) -> np.ndarray:
@@ -537,7 +538,7 @@ class Profile:
         return int(self._conv_gemm()["packed"].sum())
 
     # ------------------------------------------------------------------ work
-    def work_summary(self) -> dict[str, Any] | None:
+    def work_by_category(self) -> dict[str, Any] | None:
         """Per category: MACs and bytes of one inference (work.py); on hardware also achieved GFLOP/s and
         GB/s from the median times. None where the program's work is unknown."""
         if "macs" not in self._ops:
@@ -621,6 +622,16 @@ class Profile:
 
     # --------------------------------------------------------------- output
     def summary(self, top: int = 10) -> dict[str, Any]:
+        """Deprecated, kept for one release: the old name of :meth:`to_dict`."""
+        _deprecated("Profile.summary()", "Profile.to_dict()")
+        return self.to_dict(top)
+
+    def work_summary(self) -> dict[str, Any] | None:
+        """Deprecated, kept for one release: the old name of :meth:`work_by_category`."""
+        _deprecated("Profile.work_summary()", "Profile.work_by_category()")
+        return self.work_by_category()
+
+    def to_dict(self, top: int = 10) -> dict[str, Any]:
         """The one JSON form of this profile: the report's profile entry (summary.json, HTML, CSV), the history
         line, ``pytest-sme2 analyze --json`` and the baseline record (baselines.record_of picks from it) all
         read this dict, so every quantity is named and converted here once (docs/artifacts.md)."""
@@ -639,8 +650,8 @@ class Profile:
             "runs": self.runs,
             "e2e_ms": [float(x) for x in self.e2e_ms],
             "latency": self.latency.as_dict(),
-            "wall_latency": stats.Summary.of(self.wall_ms).as_dict() if self.wall_ms is not None and len(self.wall_ms) else None,
-            "relative_latency": stats.Summary.of(self.relative_ms).as_dict(unit="") if self.relative_ms is not None else None,
+            "wall_latency": stats.SampleStats.of(self.wall_ms).as_dict() if self.wall_ms is not None and len(self.wall_ms) else None,
+            "relative_latency": stats.SampleStats.of(self.relative_ms).as_dict(unit="") if self.relative_ms is not None else None,
             # The reference program's time before each run: the gate compares e2e_ms / reference_ms.
             "reference_ms": [float(x) for x in self.reference_ms] if self.relative_ms is not None else None,
             # Runs per process, in order: the gate compares process medians (stats.ProcessShift).
@@ -672,7 +683,7 @@ class Profile:
             "sme_path_share": self.sme_path_share,
             "sme_path_basis": self.sme_path_basis,
             "sme_path_ops": self.sme_path_ops,
-            "work": self.work_summary(),
+            "work": self.work_by_category(),
             "kernel_time": None if self.kernel_time is None else self.kernel_time.as_dict(top=KERNELS_PER_OP),
             "kernels": self._heavy_kernels(share),
             "executed_sme_kernels": list(executed) if executed is not None else None,
@@ -753,3 +764,9 @@ def samples_of(profile_or_samples: "Profile | Sequence[float] | np.ndarray") -> 
     if isinstance(profile_or_samples, Profile):
         return profile_or_samples.e2e_ms
     return stats.as_samples(profile_or_samples)
+
+
+def _deprecated(old: str, new: str) -> None:
+    """A renamed public name still works for one release and says what it is called now (README, Changes)."""
+    warnings.warn(f"{old} is deprecated; use {new} (the same, renamed: 'summary' now means a session's "
+                  "summary.json only)", DeprecationWarning, stacklevel=3)

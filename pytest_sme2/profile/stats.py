@@ -1,16 +1,17 @@
-"""The one statistics module: robust summaries and confidence intervals.
+"""The one statistics module: sample statistics and confidence intervals.
 
 Latency samples on shared machines are skewed and their level moves between
 processes, so verdicts compare process medians (ProcessShift: a t-test between
 the baseline's processes and the current ones) rather than runs of one process;
-summaries use order-statistic intervals for one median and a seeded percentile
+statistics use order-statistic intervals for one median and a seeded percentile
 bootstrap for ratios of medians (so the same samples always give the same interval).
 """
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -290,8 +291,8 @@ def ratio_of_medians_ci(
 
 
 @dataclass(frozen=True)
-class Summary:
-    """Per-run latency summary in milliseconds."""
+class SampleStats:
+    """Statistics of one sample of runs: latency in milliseconds, or a unitless ratio (relative latency)."""
 
     n: int
     median: float
@@ -305,7 +306,7 @@ class Summary:
     median_ci: Interval
 
     @classmethod
-    def of(cls, values: Sequence[float] | np.ndarray) -> "Summary":
+    def of(cls, values: Sequence[float] | np.ndarray) -> "SampleStats":
         samples = as_samples(values)
         mean = float(samples.mean())
         stdev = float(samples.std(ddof=1)) if samples.size > 1 else 0.0
@@ -403,3 +404,11 @@ def change_points(values: Sequence[float] | np.ndarray, *, min_effect: float = 0
     if np.isfinite(series).all():
         search(0, series.size)
     return sorted(found)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Summary":  # the old name of SampleStats, kept for one release (README, Changes)
+        warnings.warn("pytest_sme2.profile.stats.Summary is deprecated; use SampleStats (the same class, renamed)",
+                      DeprecationWarning, stacklevel=2)
+        return SampleStats
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,7 +1,7 @@
 """Reports people read, one job per module (docs/design.md lists them).
 
 Public here, for reports of profiles made outside pytest (docs/profile.md, "A Profile without pytest"):
-``build_record`` (Profiles of one test -> its record), ``session_summary`` (records -> summary.json's
+``build_test_entry`` (Profiles of one test -> its test entry), ``session_summary`` (test entries -> summary.json's
 document) and ``write_session`` (that document -> summary.json, summary.md and report.html). Everything
 else in this folder is private; they are loaded on first use, so importing a report module stays cheap.
 """
@@ -10,14 +10,20 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["build_record", "session_summary", "write_session"]
+__all__ = ["build_test_entry", "session_summary", "write_session"]
 
 
 def __getattr__(name: str) -> Any:
-    if name == "build_record":
-        from pytest_sme2.report.record import build_record
+    if name in ("build_test_entry", "build_record"):
+        from pytest_sme2.report.entries import build_test_entry
 
-        return build_record
+        if name == "build_record":  # the old name, kept for one release (README, Changes)
+            import warnings
+
+            warnings.warn("pytest_sme2.report.build_record is deprecated; use pytest_sme2.report.build_test_entry "
+                          "(the same function, renamed: 'record' now means a baseline record only)",
+                          DeprecationWarning, stacklevel=2)
+        return build_test_entry
     if name in ("session_summary", "write_session"):
         from pytest_sme2.report import summary
 

@@ -1,4 +1,4 @@
-"""Recommendations: what to look at next, read off a test record.
+"""Recommendations: what to look at next, read off a test entry.
 
 Each rule names its evidence (operator, share, variant) so a reader can check
 it. The rules are the ones the reference kit's reports make by hand: portable
@@ -50,10 +50,10 @@ def _sme_path_advice(profile: Mapping[str, Any]) -> str | None:
             f"QP8 is not SME evidence){trace}; check that the dtype has SME2 kernels and the CPU really has SME2.")
 
 
-def recommendations(record: Mapping[str, Any]) -> list[str]:
+def recommendations(test_entry: Mapping[str, Any]) -> list[str]:
     advice: list[str] = []
     worst: dict[str, tuple[float, str, str]] = {}
-    for profile in record["profiles"]:
+    for profile in test_entry["profiles"]:
         measure = _measure(profile)
         for op in profile.get("portable_ops", []):
             share = op.get("instruction_share", op["share"]) if measure == "instructions" else op["share"]
@@ -68,7 +68,7 @@ def recommendations(record: Mapping[str, Any]) -> list[str]:
     for op, (share, variant, measure) in sorted(worst.items(), key=lambda item: -item[1][0]):
         advice.append(f"Delegate `{op}`: it runs in the portable runtime and takes {share:.0%} of E2E {measure} on "
                       f"{variant}.")
-    for comparison in record.get("comparisons", []):
+    for comparison in test_entry.get("comparisons", []):
         off, on = comparison["bottleneck_off"], comparison["bottleneck_on"]
         on_share = next(c["on_share"] for c in comparison["categories"] if c["category"] == on)
         measure = "instructions" if comparison.get("unit") == "instructions" else "time"

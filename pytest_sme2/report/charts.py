@@ -1,4 +1,4 @@
-"""Charts of a test record as self-contained ``data:`` PNG URIs (matplotlib, Agg backend).
+"""Charts of a test entry as self-contained ``data:`` PNG URIs (matplotlib, Agg backend).
 
 Three charts answer the three questions a perf report gets asked: how noisy
 and how far apart are the variants (per-run E2E of each), where did the time
@@ -54,7 +54,7 @@ def latency_chart(profiles: Sequence[Mapping[str, Any]]) -> str:
     samples = [np.asarray(p["e2e_ms"], dtype=float) for p in profiles]
     labels = [p["variant"] for p in profiles]
     axes.boxplot(samples, vert=False, widths=0.5, showfliers=False)
-    rng = np.random.default_rng(0)  # fixed jitter: the same record always draws the same picture
+    rng = np.random.default_rng(0)  # fixed jitter: the same test entry always draws the same picture
     for i, values in enumerate(samples, start=1):
         axes.scatter(values, i + rng.uniform(-0.15, 0.15, values.size), s=10, alpha=0.6, color="#4e79a7")
         axes.annotate(f"median {np.median(values):.3f}", (np.median(values), i - 0.36), fontsize=8, ha="center",

@@ -49,11 +49,12 @@ def combine(summaries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             labels[i] = f"{label} #{seen[label]}"
     tests: dict[str, dict[str, Any]] = {}
     for label, summary in zip(labels, summaries):
-        for record in summary["tests"]:
-            test = tests.setdefault(record["nodeid"], {"nodeid": record["nodeid"], "variants": {}, "comparisons": {}})
-            for profile in record["profiles"]:
+        for test_entry in summary["tests"]:
+            nodeid = test_entry["nodeid"]
+            test = tests.setdefault(nodeid, {"nodeid": nodeid, "variants": {}, "comparisons": {}})
+            for profile in test_entry["profiles"]:
                 test["variants"].setdefault(_variant_key(profile), {})[label] = profile
-            for comparison in record.get("comparisons", []):
+            for comparison in test_entry.get("comparisons", []):
                 test["comparisons"][label] = comparison
     for test in tests.values():  # a target whose session has no profile of the test: skipped there, or not run
         ran = {t for per in test["variants"].values() for t in per}

@@ -15,7 +15,7 @@ from typing import Any
 from pytest_sme2.errors import EtdumpError, RunnerError, UsageError
 from pytest_sme2.evidence.qemu_counts import COUNTS_FILE, InstructionTrace
 from pytest_sme2.profile.profile import INSTRUCTIONS, Profile
-from pytest_sme2.report.record import compare
+from pytest_sme2.report.entries import compare
 from pytest_sme2.report.table import fewer, instructions, ms, pct, speedup, text_table
 from pytest_sme2.report.text import NO_OPERATOR_SHARES, operator_shares, profile_text
 from pytest_sme2.run.targets.base import EMULATED_TIMING, RUN_FACTS, RUNNER_LOG
@@ -39,7 +39,7 @@ def _check_etrecord(path: Path) -> None:
 
     Its edge program is the graph *before* partitioning (checked on executorch
     1.5.1), so it cannot give node-level delegation; that comes from the
-    export record of pytest-sme2's own exports.
+    export.json pytest-sme2 writes beside its own exports.
     """
     try:
         from executorch.devtools.etrecord import parse_etrecord
@@ -77,7 +77,7 @@ def load_profile(etdump: Path, etrecord: Path | None = None, warmup: Path | None
     return profile
 
 
-NODES_UNKNOWN = ("delegated nodes: n/a: node counts come from the export record pytest-sme2 keeps for its own "
+NODES_UNKNOWN = ("delegated nodes: n/a: node counts come from the export.json pytest-sme2 writes beside its own "
                  "exports; an ETRecord's graph is the one before partitioning (executorch 1.5.1), so it cannot say "
                  "which nodes were delegated")
 
@@ -86,7 +86,7 @@ def analyze(etdump: Path, etrecord: Path | None, warmup: Path | None, as_json: b
     """One ETDump in words. On an emulated run every amount is counted instructions (emulator time is no time):
     operators sorted by them, and without counts no per-operator or per-category amounts at all."""
     profile = load_profile(etdump, etrecord, warmup)
-    entry = profile.summary()
+    entry = profile.to_dict()
     if as_json:
         return json.dumps(entry, indent=1, default=str)
     counted = profile.basis == INSTRUCTIONS  # the emulated target: shares of counted instructions

@@ -1,6 +1,6 @@
 """HTML for people: a test's section (pytest-html extra) and the session page (report.html).
 
-Both render test records (see record.py), never Profiles, so ``pytest-sme2
+Both render test entries (see entries.py), never Profiles, so ``pytest-sme2
 report`` can rebuild them from summary.json. The output is self-contained:
 charts are embedded ``data:`` images, styles are inline, there are no scripts
 and no external URLs; artifact links are relative paths.
@@ -18,7 +18,7 @@ from urllib.parse import quote
 from pytest_sme2.profile.profile import WORTH_DELEGATING
 from pytest_sme2.report import charts
 from pytest_sme2.report.advice import recommendations
-from pytest_sme2.report.record import EMULATED_NOTE
+from pytest_sme2.report.entries import EMULATED_NOTE
 from pytest_sme2.report.table import (
     COLUMNS,
     SME_INSTRUCTIONS_LABEL,
@@ -104,7 +104,7 @@ def _link(path: str, base: Path | None) -> str:
 
 def _latency_rows(profile: Mapping[str, Any]) -> list[list[Any]]:
     rows = []
-    # (row name, summary, key suffix): relative latency is a ratio (stats.Summary.as_dict(unit="")).
+    # (row name, summary, key suffix): relative latency is a ratio (stats.SampleStats.as_dict(unit="")).
     for name, lat, u in (("E2E (Method::execute)", profile["latency"], "_ms"),
                          ("wall clock (runner)", profile.get("wall_latency"), "_ms"),
                          ("E2E / reference program (ratio, what the baseline gate compares)",
@@ -227,9 +227,9 @@ def _verdicts_html(verdicts: Sequence[Mapping[str, Any]]) -> str:
     return "<h4>Baseline comparison</h4>" + table(keys, [[v.get(k, "") for k in keys] for v in verdicts])
 
 
-def record_html(record: Mapping[str, Any], base: Path | None = None) -> str:
+def entry_html(test_entry: Mapping[str, Any], base: Path | None = None) -> str:
     """One test's section: charts, comparisons, per-variant details, verdicts and artifact links."""
-    profiles = record["profiles"]
+    profiles = test_entry["profiles"]
     if not profiles:
         return ""
     parts = ['<div class="sme2">']
@@ -255,54 +255,54 @@ def record_html(record: Mapping[str, Any], base: Path | None = None) -> str:
                                [[p["variant"], *(pct(v) for v in p["shares"].values()),
                                  pct(p.get("other_delegate_outside_ops"))] for p in group]))
             parts.append(_img(charts.category_chart(group), f"{title.lower()}, per operator category"))
-    for comparison in record.get("comparisons", []):
+    for comparison in test_entry.get("comparisons", []):
         parts.append(_comparison_html(comparison))
-    if not record.get("comparisons"):
+    if not test_entry.get("comparisons"):
         parts.append("<h4>Top operators</h4>")
         for profile in profiles:
             parts.append(_img(charts.top_ops_chart(profile), f"top operators of {profile['variant']}"))
     for profile in profiles:
         parts.append(_profile_details_html(profile, base))
-    advice = recommendations(record)
+    advice = recommendations(test_entry)
     if advice:
         parts.append("<h4>Recommendations</h4><ul>" + "".join(f"<li>{_esc(a)}</li>" for a in advice) + "</ul>")
-    parts.append(_verdicts_html(record.get("verdicts", [])))
+    parts.append(_verdicts_html(test_entry.get("verdicts", [])))
     parts.append("</div>")
     return "".join(parts)
 
 
-def extra_html(record: Mapping[str, Any], base: Path | None = None) -> str:
+def extra_html(test_entry: Mapping[str, Any], base: Path | None = None) -> str:
     """The pytest-html extra of one test (its own style block, since extras are inserted as-is)."""
-    return STYLE + record_html(record, base)
+    return STYLE + entry_html(test_entry, base)
 
 
 def session_html(summary: Mapping[str, Any]) -> str:
     """The whole session as one self-contained page (report.html in the session folder)."""
     base = Path(summary["session_dir"]) if summary.get("session_dir") else None
-    records = summary["tests"]
+    test_entries = summary["tests"]
     target = summary.get("target") or {}
     parts = ["<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">",
              "<title>pytest-sme2 report</title>", STYLE, "</head><body class=\"sme2\">",
              "<h2>pytest-sme2 session report</h2>",
              f"<p class=\"note\">created {_esc(summary.get('created', '?'))}; target {_esc(target.get('name', '?'))}"
              f" ({_esc(target.get('cpu', '?'))}, SME2 {'yes' if target.get('has_sme2') else 'no'}"
-             f"{', EMULATED' if target.get('emulated') else ''}); {len(records)} perf test(s)</p>",
-             table(COLUMNS, summary_rows(records))]
-    for record in records:
-        parts.append(f"<h3>{_esc(record['nodeid'])}: {_esc(record.get('outcome', '?'))}</h3>")
-        parts.append(record_html(record, base))
+             f"{', EMULATED' if target.get('emulated') else ''}); {len(test_entries)} perf test(s)</p>",
+             table(COLUMNS, summary_rows(test_entries))]
+    for test_entry in test_entries:
+        parts.append(f"<h3>{_esc(test_entry['nodeid'])}: {_esc(test_entry.get('outcome', '?'))}</h3>")
+        parts.append(entry_html(test_entry, base))
     parts.append("</body></html>")
     return "".join(parts)
 
 
-def pytest_html_summary(records: Sequence[Mapping[str, Any]], session_report: Path, base: Path) -> str:
+def pytest_html_summary(test_entries: Sequence[Mapping[str, Any]], session_report: Path, base: Path) -> str:
     """The block at the top of a pytest-html page: every perf test in one table, and where the rest is.
 
     pytest-html opens with passed tests collapsed, so without this a page of passing perf tests shows none
     of the plugin's numbers until "Show all details" is clicked."""
     where = f"the whole session in one page, with every chart: {_link(str(session_report), base)}"
     return (STYLE + '<div class="sme2"><h2>pytest-sme2: performance summary</h2>'
-            + table(COLUMNS, summary_rows(records))
+            + table(COLUMNS, summary_rows(test_entries))
             + f'<p class="note">Each perf test\'s own section (charts, operators, verdicts) is in its row of the '
               f'results below: passed tests open collapsed ("Show all details", or <code>render_collapsed = '
               f'failed</code> in your pytest ini to open them); {where}.</p></div>')

@@ -23,8 +23,8 @@ MANIFEST = "manifest.json"
 METRICS = "metrics.json"
 
 
-def experiment(record: Mapping[str, Any], profile: Mapping[str, Any]) -> str:
-    return f"{record['nodeid']} [{kit_variant(profile['variant'])}]"
+def experiment(test_entry: Mapping[str, Any], profile: Mapping[str, Any]) -> str:
+    return f"{test_entry['nodeid']} [{kit_variant(profile['variant'])}]"
 
 
 def _result_artifacts(profile: Mapping[str, Any]) -> dict[str, dict[str, str]]:
@@ -34,12 +34,12 @@ def _result_artifacts(profile: Mapping[str, Any]) -> dict[str, dict[str, str]]:
     return {kit: {"path": artifacts[ours]} for kit, ours in wanted.items() if artifacts.get(ours)}
 
 
-def manifest(records: Sequence[Mapping[str, Any]], session_dir: Path, versions: Mapping[str, str]) -> dict[str, Any]:
-    models = sorted({p["model"] for r in records for p in r["profiles"]})
+def manifest(test_entries: Sequence[Mapping[str, Any]], session_dir: Path, versions: Mapping[str, str]) -> dict[str, Any]:
+    models = sorted({p["model"] for r in test_entries for p in r["profiles"]})
     results = []
-    for record in records:
-        for profile in record["profiles"]:
-            results.append({"experiment": experiment(record, profile), "model": profile["model"],
+    for test_entry in test_entries:
+        for profile in test_entry["profiles"]:
+            results.append({"experiment": experiment(test_entry, profile), "model": profile["model"],
                             "mode": "instructions" if profile.get("emulated") else "timing",
                             "artifacts": _result_artifacts(profile)})
     return {"model": models[0] if len(models) == 1 else ", ".join(models), "output_root": str(session_dir),
@@ -49,10 +49,10 @@ def manifest(records: Sequence[Mapping[str, Any]], session_dir: Path, versions: 
             "results": results}
 
 
-def metrics(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def metrics(test_entries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     results = []
-    for record in records:
-        for profile in record["profiles"]:
+    for test_entry in test_entries:
+        for profile in test_entry["profiles"]:
             if profile.get("emulated"):
                 counted = profile.get("instructions") or {}
                 values = {"instructions_per_inference": counted.get("per_inference"),
@@ -62,15 +62,15 @@ def metrics(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
                 values = {"latency_ms": profile.get("e2e_ms") or [],
                           "median_ms": (profile.get("latency") or {}).get("median_ms")}
                 mode = "timing"
-            results.append({"experiment": experiment(record, profile), "mode": mode, "metrics": values})
+            results.append({"experiment": experiment(test_entry, profile), "mode": mode, "metrics": values})
     return {"results": results}
 
 
-def write(records: Sequence[Mapping[str, Any]], session_dir: Path) -> dict[str, Path]:
+def write(test_entries: Sequence[Mapping[str, Any]], session_dir: Path) -> dict[str, Path]:
     """manifest.json and metrics.json in the session folder."""
-    versions = next(((p.get("metadata") or {}).get("export") or {} for r in records for p in r["profiles"]), {})
+    versions = next(((p.get("metadata") or {}).get("export") or {} for r in test_entries for p in r["profiles"]), {})
     paths = {}
-    for name, data in ((MANIFEST, manifest(records, session_dir, versions)), (METRICS, metrics(records))):
+    for name, data in ((MANIFEST, manifest(test_entries, session_dir, versions)), (METRICS, metrics(test_entries))):
         path = session_dir / name
         write_file(path, json.dumps(data, indent=1, default=str) + "\n")
         paths[name.split(".")[0]] = path

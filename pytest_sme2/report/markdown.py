@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from pytest_sme2.report.advice import recommendations
+from pytest_sme2.report.entries import EMULATED_NOTE, verdict_text
 from pytest_sme2.report.escape import code, text
-from pytest_sme2.report.record import EMULATED_NOTE, verdict_text
 from pytest_sme2.report.table import (
     COLUMNS,
     NOT_COUNTED,
@@ -74,20 +74,20 @@ def _kernel_comparison(kernels: Mapping[str, Any] | None) -> list[str]:
 
 
 def session_markdown(summary: Mapping[str, Any]) -> str:
-    records = summary["tests"]
+    test_entries = summary["tests"]
     base = Path(summary["session_dir"]) if summary.get("session_dir") else None
     target = summary.get("target") or {}
     lines = ["## pytest-sme2: SME2 performance", ""]
     lines.append(f"Target {code(target.get('name', '?'))} ({text(target.get('cpu', '?'))}, SME2 "
-                 f"{'yes' if target.get('has_sme2') else 'no'}); {len(records)} perf test(s); "
+                 f"{'yes' if target.get('has_sme2') else 'no'}); {len(test_entries)} perf test(s); "
                  f"artifacts {code(summary.get('session_dir', '?'))}.")
-    if any(p.get("emulated") for r in records for p in r["profiles"]):
+    if any(p.get("emulated") for r in test_entries for p in r["profiles"]):
         lines += ["", f"> **Emulated target**: kernels, SME path, outputs and instruction counts are real and exact; "
                       f"time is not ({EMULATED_NOTE}), so shares there are shares of counted instructions."]
-    lines += [""] + markdown_table(COLUMNS, summary_rows(records))
-    for record in records:
-        lines += ["", f"### {code(record['nodeid'])} ({text(record.get('outcome', '?'))})", ""]
-        for c in record.get("comparisons", []):
+    lines += [""] + markdown_table(COLUMNS, summary_rows(test_entries))
+    for test_entry in test_entries:
+        lines += ["", f"### {code(test_entry['nodeid'])} ({text(test_entry.get('outcome', '?'))})", ""]
+        for c in test_entry.get("comparisons", []):
             if c.get("unit") == "instructions":
                 lines += _counted_comparison(c)
                 continue
@@ -103,7 +103,7 @@ def session_markdown(summary: Mapping[str, Any]) -> str:
                 [[f"{op['off_op'] or '-'} -> {op['on_op'] or '-'}" if op["off_op"] != op["on_op"] else op["op"],
                   pct(op["off_share"]), pct(op["on_share"]), speedup(op["speedup"], c["emulated"])]
                  for op in c["operators"][:5]]) + [""]
-        for p in record["profiles"]:
+        for p in test_entry["profiles"]:
             worth = ", ".join(code(op) for op in p.get("worth_delegating", [])) or "none"
             measure = "instructions" if p.get("basis") == "instructions" else "time"
             size = (f"{instructions(p['instructions']['per_inference'])} instructions per inference (counted)"
@@ -126,8 +126,8 @@ def session_markdown(summary: Mapping[str, Any]) -> str:
                     lines += [""] + ["  " + row for row in markdown_table(KERNEL_TABLE_HEADERS,
                                                                          kernel_rows_by_op(p["kernel_time"], top=8))]
                     lines.append("")
-        lines += [f"- recommendation: {text(advice)}" for advice in recommendations(record)]
-        lines.append(f"- verdict: {text(verdict_text(record.get('verdicts', [])))}")
-        if record.get("test_dir"):
-            lines.append(f"- artifacts: {code(_rel(record['test_dir'], base))}")
+        lines += [f"- recommendation: {text(advice)}" for advice in recommendations(test_entry)]
+        lines.append(f"- verdict: {text(verdict_text(test_entry.get('verdicts', [])))}")
+        if test_entry.get("test_dir"):
+            lines.append(f"- artifacts: {code(_rel(test_entry['test_dir'], base))}")
     return "\n".join(lines) + "\n"

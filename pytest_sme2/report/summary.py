@@ -24,11 +24,11 @@ SUMMARY_MD = "summary.md"
 REPORT_HTML = "report.html"
 
 
-def session_summary(records: Sequence[Mapping[str, Any]], session_dir: Path | None) -> dict[str, Any]:
-    """The summary document: schema version, when, where, the target, and one record per perf test."""
+def session_summary(test_entries: Sequence[Mapping[str, Any]], session_dir: Path | None) -> dict[str, Any]:
+    """The summary document: schema version, when, where, the target, and one test entry per perf test."""
     from pytest_sme2._version import __version__
 
-    target = next((p["metadata"].get("target") for r in records for p in r["profiles"]
+    target = next((p["metadata"].get("target") for r in test_entries for p in r["profiles"]
                    if p.get("metadata", {}).get("target")), None)
     return {
         "schema_version": SCHEMA_VERSION,
@@ -37,7 +37,7 @@ def session_summary(records: Sequence[Mapping[str, Any]], session_dir: Path | No
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "session_dir": str(session_dir) if session_dir else None,
         "target": target,
-        "tests": sorted((dict(r) for r in records), key=lambda r: r["nodeid"]),
+        "tests": sorted((dict(r) for r in test_entries), key=lambda r: r["nodeid"]),
     }
 
 
@@ -91,7 +91,7 @@ def load_summary(directory: Path) -> dict[str, Any]:
     return summary
 
 
-# What every test record and profile digest in a summary.json has (the report reads them unconditionally).
+# What every test entry and profile digest in a summary.json has (the report reads them unconditionally).
 _TEST_KEYS = {"nodeid": str, "profiles": list}
 _PROFILE_KEYS = {"model": str, "recipe": str, "variant": str, "latency": dict, "shares": dict}
 

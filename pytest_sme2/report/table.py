@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
+from pytest_sme2.report.entries import verdict_text
 from pytest_sme2.report.escape import Markdown, text
-from pytest_sme2.report.record import verdict_text
 
 COLUMNS = ("test", "model", "variant", "median ms (emulated: instructions)", "SME2 speedup [95% CI]",
            "top category shift", "delegated", "verdict")
@@ -96,16 +96,16 @@ def short_test(nodeid: str) -> str:
     return nodeid.rsplit("::", 1)[-1]
 
 
-def summary_rows(records: Sequence[Mapping[str, Any]]) -> list[list[str]]:
-    """One row per profile of every record; the SME2-on row of a pair carries the comparison."""
+def summary_rows(test_entries: Sequence[Mapping[str, Any]]) -> list[list[str]]:
+    """One row per profile of every test entry; the SME2-on row of a pair carries the comparison."""
     rows = []
-    for record in records:
-        by_on = {c["on"]: c for c in record.get("comparisons", [])}
-        verdict = verdict_text(record.get("verdicts", []))
-        for profile in record["profiles"]:
+    for test_entry in test_entries:
+        by_on = {c["on"]: c for c in test_entry.get("comparisons", [])}
+        verdict = verdict_text(test_entry.get("verdicts", []))
+        for profile in test_entry["profiles"]:
             comparison = by_on.get(profile["variant"]) if profile.get("sme2") is True else None
             rows.append([
-                short_test(record["nodeid"]),
+                short_test(test_entry["nodeid"]),
                 f"{profile['model']} {profile['recipe']}",
                 profile["variant"],
                 amount(profile),

@@ -1,11 +1,11 @@
-"""Plain-text digest of a test record: the "sme2 profiles" section pytest shows for a failing test."""
+"""Plain-text digest of a test entry: the "sme2 profiles" section pytest shows for a failing test."""
 
 from __future__ import annotations
 
 from typing import Any, Mapping
 
 from pytest_sme2.profile.profile import INSTRUCTIONS
-from pytest_sme2.report.record import EMULATED_NOTE
+from pytest_sme2.report.entries import EMULATED_NOTE
 from pytest_sme2.report.table import SME_INSTRUCTIONS_LABEL, ms, pct, sme_path_label, speedup
 
 
@@ -167,9 +167,9 @@ def profile_text(summary: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def record_text(record: Mapping[str, Any]) -> str:
-    parts = [profile_text(p) for p in record["profiles"]]
-    for c in record.get("comparisons", []):
+def entry_text(test_entry: Mapping[str, Any]) -> str:
+    parts = [profile_text(p) for p in test_entry["profiles"]]
+    for c in test_entry.get("comparisons", []):
         parts.append(f"SME2 on vs off ({c['model']} {c['recipe']}): speedup {speedup(c['speedup'], c['emulated'])}, "
                      f"bottleneck {c['bottleneck_off']} -> {c['bottleneck_on']}")
     return "\n".join(parts)

@@ -14,7 +14,7 @@ from pytest_sme2 import Profile, Recipe
 from pytest_sme2.cli import main
 from pytest_sme2.measure.runner import Runner
 from pytest_sme2.measure.session import Settings, Sme2Session
-from pytest_sme2.report.record import build_record
+from pytest_sme2.report.entries import build_test_entry
 from pytest_sme2.report.summary import SCHEMA_VERSION, session_summary, write_session
 from pytest_sme2.run.targets import RunSpec
 
@@ -66,7 +66,7 @@ def test_compare_gives_speedup_with_interval_and_deltas(toy_runs: tuple[Profile,
 def test_report_rebuilds_html_and_markdown(toy_runs: tuple[Profile, Profile], tmp_path: Path,
                                            capsys: pytest.CaptureFixture[str]) -> None:
     session = tmp_path / "session"
-    write_session(session_summary([{**build_record("t.py::t", list(toy_runs)), "outcome": "passed"}], session), session)
+    write_session(session_summary([{**build_test_entry("t.py::t", list(toy_runs)), "outcome": "passed"}], session), session)
     (session / "report.html").unlink()
     (session / "summary.md").unlink()
     assert main(["report", str(session), "--out", str(tmp_path / "out")]) == 0
@@ -168,7 +168,7 @@ def test_report_of_an_artifacts_folder_lists_its_sessions(toy_runs: tuple[Profil
                                                          capsys: pytest.CaptureFixture[str]) -> None:
     root = tmp_path / "artifacts"
     for stamp in ("20261101-000000-1", "20261102-000000-2"):
-        write_session(session_summary([build_record("t::x", [toy_runs[0]])], root / f"session-{stamp}"),
+        write_session(session_summary([build_test_entry("t::x", [toy_runs[0]])], root / f"session-{stamp}"),
                       root / f"session-{stamp}", html=False)
     assert main(["report", str(root)]) == 0
     out = capsys.readouterr().out
@@ -180,9 +180,9 @@ def test_combined_report_refuses_a_session_twice_and_names_targets_without_a_tes
         toy_runs: tuple[Profile, Profile], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     root = tmp_path / "artifacts"
     first, second = root / "session-20261101-000000-1", root / "session-20261102-000000-2"
-    write_session(session_summary([build_record("t::x", [toy_runs[0]]), build_record("t::y", [toy_runs[0]])], first),
+    write_session(session_summary([build_test_entry("t::x", [toy_runs[0]]), build_test_entry("t::y", [toy_runs[0]])], first),
                   first, html=False)
-    write_session(session_summary([build_record("t::x", [toy_runs[0]])], second), second, html=False)
+    write_session(session_summary([build_test_entry("t::x", [toy_runs[0]])], second), second, html=False)
     assert main(["report", str(root)]) == 0
     listing = capsys.readouterr().out
     assert f"{first}  host (" in listing and ", 2 tests" in listing and ", 1 tests" in listing

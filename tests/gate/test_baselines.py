@@ -167,15 +167,15 @@ def test_record_of_a_real_profile(tmp_path: Path) -> None:
     referenced = Profile(trace, model="m", recipe="fp32-xnnpack", variant="host", reference_ms=np.array([2.0, 4.0, 0.5]))
     assert baselines.record_of(referenced)["reference_ms"] == [2.0, 4.0, 0.5]
     assert list(referenced.relative_ms) == [0.5, 0.25, 2.0]
-    assert referenced.summary()["relative_latency"]["median"] == 0.5
+    assert referenced.to_dict()["relative_latency"]["median"] == 0.5
     assert record["delegation_coverage"] == pytest.approx(0.7)
     # One serialisation: what the record keeps is what the report entry says, under the same names.
-    entry = profile.summary()
+    entry = profile.to_dict()
     shared = set(record) & set(entry) - {"portable_ops", "memory", "instructions"}
     assert shared >= {"latency", "shares", "per_run", "process_sizes", "delegation", "reference_ms"}
     assert {key: record[key] for key in shared} == {key: entry[key] for key in shared}
     assert record["portable_ops"] == [op["op"] for op in entry["portable_ops"]] == ["native_call_where.self_out"]
-    with pytest.warns(DeprecationWarning, match=r"profile\.summary\(\)"):  # the old name, for one release
+    with pytest.warns(DeprecationWarning, match=r"profile\.to_dict\(\)"):  # the old name, for one release
         assert json.dumps(profile_entry(profile), default=str) == json.dumps(entry, default=str)
     assert record["portable_ops"] == ["native_call_where.self_out"]
     assert record["delegation"]["ops"] == {"aten.where.self": [0, 1]}

@@ -87,11 +87,11 @@ def test_reference_program_runs_before_each_timed_run_unless_turned_off(sme2_pro
             assert profile.runs == 4  # the ETDump holds the model's runs only
             if {expected!r} == "none":
                 assert profile.reference_ms is None and profile.relative_ms is None
-                assert profile.summary()["relative_latency"] is None
+                assert profile.to_dict()["relative_latency"] is None
             else:
                 assert len(profile.reference_ms) == 4 and np.all(profile.reference_ms > 0)
                 assert np.allclose(profile.relative_ms, profile.e2e_ms / profile.reference_ms)
-                assert profile.summary()["relative_latency"]["n"] == 4
+                assert profile.to_dict()["relative_latency"]["n"] == 4
         """
     )
     sme2_project.runpytest_inprocess(*option).assert_outcomes(passed=1)

@@ -107,7 +107,7 @@ def _expected_shares() -> dict[str, float]:
 def test_the_stalled_run_is_seen(profile: Profile) -> None:
     assert list(profile.clean) == [True, True, False]
     assert profile.disturbed_runs == 1
-    assert profile.summary()["disturbed_runs"] == 1
+    assert profile.to_dict()["disturbed_runs"] == 1
 
 
 def test_shares_by_hand(profile: Profile) -> None:
@@ -274,7 +274,7 @@ def test_profile_without_operator_events(tmp_path: Path) -> None:
     assert p.shares["OTHER"] == pytest.approx(1.0, abs=1e-12)
     assert p.delegation_coverage == pytest.approx((0.7 + 0.9 / 1.2) / 2, abs=1e-12)  # median of two runs
     assert len(p.portable_ops) == 0
-    digest = json.loads(json.dumps(p.summary()))
+    digest = json.loads(json.dumps(p.to_dict()))
     assert digest["portable_ops"] == [] and digest["top_ops"] == []
 
 
@@ -282,7 +282,7 @@ def test_profile_without_operator_events(tmp_path: Path) -> None:
 
 
 def test_summary_is_json_and_consistent(profile: Profile) -> None:
-    digest = profile.summary(top=3)
+    digest = profile.to_dict(top=3)
     text = json.dumps(digest)  # must not raise
     back = json.loads(text)
     required = {
@@ -407,4 +407,4 @@ def test_delegate_time_outside_every_delegate_operator_is_its_own_part_of_other(
     profile = Profile.from_etdump(write_etdump(tmp_path / "d.etdp", [run, run, run]))
     assert profile.delegate_outside_ops_share() == pytest.approx(0.10)
     assert profile.share("other") == pytest.approx(0.40)  # it stays in OTHER, now with its part named
-    assert profile.summary()["other_delegate_outside_ops"] == pytest.approx(0.10)
+    assert profile.to_dict()["other_delegate_outside_ops"] == pytest.approx(0.10)

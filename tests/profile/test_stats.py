@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from pytest_sme2.profile import stats
-from pytest_sme2.profile.stats import Interval, Summary, as_samples, median_ci, ratio_of_medians_ci
+from pytest_sme2.profile.stats import Interval, SampleStats, as_samples, median_ci, ratio_of_medians_ci
 
 NARROW = [1.00, 1.01, 0.99, 1.02, 0.98, 1.00, 1.01, 0.99, 1.00, 1.03, 0.97, 1.00]
 WIDE = [0.5, 1.6, 0.7, 1.3, 0.6, 1.0, 1.5, 0.8, 1.0, 1.9, 0.4, 1.1]
@@ -126,12 +126,12 @@ def test_as_samples_flattens() -> None:
     assert as_samples([[1, 2], [3, 4]]).tolist() == [1.0, 2.0, 3.0, 4.0]
 
 
-# ----------------------------------------------------------------- Summary
+# ----------------------------------------------------------------- SampleStats
 
 
 def test_summary_fields_match_numpy() -> None:
     values = np.array(WIDE)
-    s = Summary.of(WIDE)
+    s = SampleStats.of(WIDE)
     assert s.n == len(WIDE)
     assert s.median == pytest.approx(np.median(values), abs=1e-15)
     assert s.mean == pytest.approx(values.mean(), abs=1e-15)
@@ -144,7 +144,7 @@ def test_summary_fields_match_numpy() -> None:
 
 
 def test_summary_known_small_sample() -> None:
-    s = Summary.of([1.0, 2.0, 3.0, 4.0])
+    s = SampleStats.of([1.0, 2.0, 3.0, 4.0])
     assert s.median == 2.5 and s.mean == 2.5
     assert s.stdev == pytest.approx(math.sqrt(5.0 / 3.0), abs=1e-15)  # sum sq dev 5, n-1 = 3
     assert s.p10 == pytest.approx(1.3, abs=1e-12)  # linear interpolation: 1 + 0.3 * (2 - 1)
@@ -152,12 +152,12 @@ def test_summary_known_small_sample() -> None:
 
 
 def test_summary_of_one_sample_has_zero_spread() -> None:
-    s = Summary.of([4.0])
+    s = SampleStats.of([4.0])
     assert (s.n, s.median, s.stdev, s.cv, s.p10, s.p90) == (1, 4.0, 0.0, 0.0, 4.0, 4.0)
 
 
 def test_summary_as_dict_keys_and_values() -> None:
-    s = Summary.of(NARROW)
+    s = SampleStats.of(NARROW)
     d = s.as_dict()
     assert d["n"] == len(NARROW)
     assert d["median_ms"] == s.median and d["p90_ms"] == s.p90
@@ -166,7 +166,7 @@ def test_summary_as_dict_keys_and_values() -> None:
 
 def test_summary_rejects_nan() -> None:
     with pytest.raises(ValueError, match="NaN"):
-        Summary.of([1.0, float("nan")])
+        SampleStats.of([1.0, float("nan")])
 
 
 # --------------------------------------------------------------------- disturbed runs

@@ -129,7 +129,7 @@ def test_a_report_that_cannot_be_built_fails_the_session_naming_why(sme2_project
         def broken(self, top=10):
             raise RuntimeError("this profile cannot be serialised")
 
-        pytest_sme2.profile.profile.Profile.summary = broken
+        pytest_sme2.profile.profile.Profile.to_dict = broken
         """)
     sme2_project.makepyfile(PERF_TEST)
     result = sme2_project.runpytest_subprocess("--sme2-no-baselines", "-p", "no:cacheprovider")

@@ -26,9 +26,9 @@ from pytest_sme2.cli import main
 from pytest_sme2.profile.profile import Profile
 from pytest_sme2.report.advice import recommendations
 from pytest_sme2.report.csv_export import OPS_STATS_COLUMNS, TIMELINE_COLUMNS, write_csvs
+from pytest_sme2.report.entries import build_test_entry, verdicts_of
 from pytest_sme2.report.html import session_html
 from pytest_sme2.report.markdown import session_markdown
-from pytest_sme2.report.record import build_record, verdicts_of
 from pytest_sme2.report.summary import SCHEMA_VERSION, load_summary, session_summary, write_session
 from pytest_sme2.report.table import COLUMNS, summary_rows
 
@@ -54,13 +54,13 @@ def _profile(path: Path, sme2: bool, emulated: bool = False) -> Profile:
 
 
 @pytest.fixture
-def record(tmp_path: Path) -> dict:
-    return build_record("test_m.py::test_m", [_profile(tmp_path / "on.etdp", True),
+def entry(tmp_path: Path) -> dict:
+    return build_test_entry("test_m.py::test_m", [_profile(tmp_path / "on.etdp", True),
                                               _profile(tmp_path / "off.etdp", False)])
 
 
-def test_on_off_comparison_numbers(record: dict) -> None:
-    (comparison,) = record["comparisons"]
+def test_on_off_comparison_numbers(entry: dict) -> None:
+    (comparison,) = entry["comparisons"]
     assert comparison["speedup"]["value"] == pytest.approx(2.0)  # 1.0 ms / 0.5 ms
     cats = {c["category"]: c for c in comparison["categories"]}
     assert cats["CONV"]["off_share"] == pytest.approx(0.5) and cats["CONV"]["on_share"] == pytest.approx(0.2)
@@ -76,8 +76,8 @@ def test_on_off_comparison_numbers(record: dict) -> None:
     assert ops["Transpose (ND, X32)"]["on_share"] == pytest.approx(0.2)  # 0.1 / 0.5
 
 
-def test_profile_entries_show_kernels_and_portable_ops_worth_delegating(record: dict) -> None:
-    on, off = record["profiles"]
+def test_profile_entries_show_kernels_and_portable_ops_worth_delegating(entry: dict) -> None:
+    on, off = entry["profiles"]
     assert on["e2e_ms"] == pytest.approx([0.5, 0.5])
     assert [(k["op"], k["packed"]) for k in on["kernels"]] == [("Convolution (NHWC, PF32) IGEMM", True)]
     assert on["sme_path_share"] == pytest.approx(1.0) and off["sme_path_share"] == pytest.approx(0.0)
@@ -85,8 +85,8 @@ def test_profile_entries_show_kernels_and_portable_ops_worth_delegating(record: 
     assert on["worth_delegating"] == [LAYER_NORM] and off["worth_delegating"] == [LAYER_NORM]
 
 
-def test_recommendations_name_their_evidence(record: dict) -> None:
-    assert recommendations(record) == [
+def test_recommendations_name_their_evidence(entry: dict) -> None:
+    assert recommendations(entry) == [
         # DELEGATE_CALL 0.3 of 0.5 ms (on) and 0.8 of 1.0 ms (off); SME path is 100% on, so no SME advice
         "host sme2=on threads=1: only 60% of E2E time is delegated; see the portable operators.",
         "host sme2=off threads=1: only 80% of E2E time is delegated; see the portable operators.",
@@ -99,8 +99,8 @@ def test_recommendations_name_their_evidence(record: dict) -> None:
     ]
 
 
-def test_summary_table_and_markdown(record: dict, tmp_path: Path) -> None:
-    rows = summary_rows([record])
+def test_summary_table_and_markdown(entry: dict, tmp_path: Path) -> None:
+    rows = summary_rows([entry])
     assert len(rows) == 2 and len(rows[0]) == len(COLUMNS)
     on_row, off_row = rows
     assert on_row[1:4] == ["m fp32-xnnpack", "host sme2=on threads=1", "0.500"]
@@ -109,21 +109,21 @@ def test_summary_table_and_markdown(record: dict, tmp_path: Path) -> None:
     assert on_row[6] == "60.0%"  # DELEGATE_CALL 0.3 of 0.5 ms
     assert on_row[7] == "no baseline check"
     assert off_row[4] == "" and off_row[5] == "CONV 50%" and off_row[6] == "80.0%"
-    text = session_markdown(session_summary([record], tmp_path))
+    text = session_markdown(session_summary([entry], tmp_path))
     assert "| test_m | m fp32-xnnpack | host sme2=on threads=1 | 0.500 | 2.00x [" in text
     assert "portable ops worth delegating: `native_call_native_layer_norm.out`" in text
 
 
 def test_emulated_records_label_time_and_give_no_speedup(tmp_path: Path) -> None:
-    record = build_record("t.py::t", [_profile(tmp_path / "on.etdp", True, emulated=True),
+    entry = build_test_entry("t.py::t", [_profile(tmp_path / "on.etdp", True, emulated=True),
                                       _profile(tmp_path / "off.etdp", False, emulated=True)])
-    (comparison,) = record["comparisons"]
+    (comparison,) = entry["comparisons"]
     assert comparison["speedup"] is None and all(c["speedup"] is None for c in comparison["categories"])
-    on_row = summary_rows([record])[0]
+    on_row = summary_rows([entry])[0]
     # emulated time is no latency: an emulated run without instruction counts has no size in the table
     assert on_row[3] == "n/a (emulated, not counted)" and on_row[4] == "n/a (emulated)"
-    assert "0.500" not in session_markdown(session_summary([record], tmp_path))
-    page = session_html(session_summary([record], tmp_path))
+    assert "0.500" not in session_markdown(session_summary([entry], tmp_path))
+    page = session_html(session_summary([entry], tmp_path))
     assert "EMULATED target" in page and "Convolution (NHWC, PF32) IGEMM" in page
 
 
@@ -155,11 +155,11 @@ def test_csv_exports_use_the_kits_columns_and_event_times(tmp_path: Path) -> Non
     assert float(conv_stats["pct_total"]) == pytest.approx(0.5 / 2.54 * 100)
 
 
-def test_summary_json_round_trip_and_report_rebuild(record: dict, tmp_path: Path,
+def test_summary_json_round_trip_and_report_rebuild(entry: dict, tmp_path: Path,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
     session = tmp_path / "session"
-    record = {**record, "outcome": "passed", "verdicts": [{"verdict": "ok", "message": "within 10%"}]}
-    paths = write_session(session_summary([record], session), session)
+    entry = {**entry, "outcome": "passed", "verdicts": [{"verdict": "ok", "message": "within 10%"}]}
+    paths = write_session(session_summary([entry], session), session)
     data = json.loads(paths["json"].read_text())
     assert data["schema_version"] == SCHEMA_VERSION and data["tests"][0]["nodeid"] == "test_m.py::test_m"
     assert load_summary(session)["tests"][0]["verdicts"] == [{"verdict": "ok", "message": "within 10%"}]
@@ -185,7 +185,7 @@ def test_sme2_variant_without_sme_kernels_is_called_out(tmp_path: Path) -> None:
     path = write_etdump(tmp_path / "on.etdp", [_run(1_000_000, 800_000, CONV_OFF, 500_000)] * 2)  # F32 kernels only
     profile = Profile.from_etdump(path, model="m", recipe="fp32-xnnpack", variant="host sme2=on threads=1",
                                   metadata={"run": {"sme2": True, "threads": 1}})
-    advice = recommendations(build_record("t.py::t", [profile]))
+    advice = recommendations(build_test_entry("t.py::t", [profile]))
     assert advice[0] == ("host sme2=on threads=1: only 0% of CONV+GEMM time ran packed SME kernels (PF32/PF16/PQS8; "
                          "QP8 is not SME evidence); check that the dtype has SME2 kernels and the CPU really has SME2.")
 
@@ -197,47 +197,47 @@ def test_sme_path_advice_agrees_with_the_kernel_trace(tmp_path: Path) -> None:
               "sme2_kernels": [], "functions": 1}
     profile = Profile.from_etdump(path, model="m", recipe="int8-dynamic-xnnpack", variant="emulated sme2=on threads=1",
                                   metadata={"run": {"sme2": True, "threads": 1}, "kernel_trace": traced})
-    advice = recommendations(build_record("t.py::t", [profile]))
+    advice = recommendations(build_test_entry("t.py::t", [profile]))
     assert not any("only 0%" in line for line in advice)
     assert advice[0].startswith("emulated sme2=on threads=1: 0% of CONV+GEMM time is in operators with packed SME "
                                 "formats (PF32/PF16/PQS8), and the kernel trace shows 1 SME/SME2 kernel(s) executed")
     untraced = Profile.from_etdump(path, model="m", recipe="fp32", variant="emulated sme2=on threads=1",
                                    metadata={"run": {"sme2": True, "threads": 1},
                                              "kernel_trace": {"sme_kernels": [], "sme2_kernels": [], "functions": 1}})
-    assert "and the kernel trace shows no SME kernel executed" in recommendations(build_record("t", [untraced]))[0]
+    assert "and the kernel trace shows no SME kernel executed" in recommendations(build_test_entry("t", [untraced]))[0]
 
 
 def test_kernel_trace_evidence_is_shown_when_the_target_traced_kernels(tmp_path: Path) -> None:
     profile = _profile(tmp_path / "on.etdp", True, emulated=True)
     kernels = ["xnn_pf32_gemm_minmax_ukernel_32x32__neonsme2", "kai_run_lhs_pack_f32p2vlx1_f32_sme"]
     profile.metadata["kernel_trace"] = {"sme_kernels": kernels, "sme2_kernels": kernels[:1], "functions": {}}
-    record = build_record("t.py::t", [profile])
-    assert record["profiles"][0]["executed_sme_kernels"] == kernels
-    page = session_html(session_summary([record], tmp_path))
+    entry = build_test_entry("t.py::t", [profile])
+    assert entry["profiles"][0]["executed_sme_kernels"] == kernels
+    page = session_html(session_summary([entry], tmp_path))
     assert "Kernel trace: 2 SME/SME2 kernel(s) executed" in page and f"<code>{kernels[0]}</code>" in page
-    assert "kernel trace: 2 SME/SME2 kernel(s) executed" in session_markdown(session_summary([record], tmp_path))
-    untraced = build_record("t.py::t", [_profile(tmp_path / "off.etdp", False)])
+    assert "kernel trace: 2 SME/SME2 kernel(s) executed" in session_markdown(session_summary([entry], tmp_path))
+    untraced = build_test_entry("t.py::t", [_profile(tmp_path / "off.etdp", False)])
     assert untraced["profiles"][0]["executed_sme_kernels"] is None
     assert "Kernel trace" not in session_html(session_summary([untraced], tmp_path))
 
 
-def test_html_and_terminal_count_the_same_runs_left_out(record: dict, tmp_path: Path) -> None:
+def test_html_and_terminal_count_the_same_runs_left_out(entry: dict, tmp_path: Path) -> None:
     from pytest_sme2.report.text import disturbed_text
 
     # a busy machine: one run disturbed itself, two more after a disturbed reference run (numbers set here)
-    entry = dict(record["profiles"][0], disturbed_runs=1, disturbed_references=2, runs=40)
-    assert disturbed_text(entry) == " (1 disturbed by the machine, 2 after a disturbed reference run: left out of verdicts)"
-    page = session_html(session_summary([dict(record, profiles=[entry, record["profiles"][1]])], tmp_path))
+    profile = dict(entry["profiles"][0], disturbed_runs=1, disturbed_references=2, runs=40)
+    assert disturbed_text(profile) == " (1 disturbed by the machine, 2 after a disturbed reference run: left out of verdicts)"
+    page = session_html(session_summary([dict(entry, profiles=[profile, entry["profiles"][1]])], tmp_path))
     assert "<td>3 of 40 (1 disturbed by the machine, 2 after a disturbed reference run)</td>" in page
 
 
-def test_report_of_an_untrusted_session_folder_writes_no_link_and_no_markup(record: dict, tmp_path: Path) -> None:
+def test_report_of_an_untrusted_session_folder_writes_no_link_and_no_markup(entry: dict, tmp_path: Path) -> None:
     """Issue 23 item 2: a shared session folder with ``summary.md -> ~/.bashrc`` and hostile strings in
     summary.json; ``pytest-sme2 report`` must leave the link's target alone and write the strings as text."""
     session = tmp_path / "session"
     hostile_id = "test_m.py::test_m[<img src=x onerror=alert(1)>|`x`]"
-    record = {**record, "nodeid": hostile_id, "outcome": "passed"}
-    write_session(session_summary([record], session), session, html=False)
+    entry = {**entry, "nodeid": hostile_id, "outcome": "passed"}
+    write_session(session_summary([entry], session), session, html=False)
     data = json.loads((session / "summary.json").read_text())
     data["target"]["name"] = "x`;touch /tmp/PWNED;#"
     (session / "summary.json").write_text(json.dumps(data))
@@ -263,12 +263,12 @@ def test_report_of_an_untrusted_session_folder_writes_no_link_and_no_markup(reco
 @pytest.mark.parametrize("hostile", ["javascript:alert(1)", " JaVa\tscript:alert(1)", "data:text/html,<b>x</b>",
                                      "https://example.invalid/x.etdp"])
 @pytest.mark.parametrize("session_dir", [None, "session"])
-def test_artifact_links_are_only_file_paths(record: dict, tmp_path: Path, hostile: str, session_dir: str | None) -> None:
+def test_artifact_links_are_only_file_paths(entry: dict, tmp_path: Path, hostile: str, session_dir: str | None) -> None:
     """Issue 23 (weak): a summary.json whose artifact path is a ``javascript:`` (or any non-file) URL,
     with or without ``session_dir``: shown as escaped text, never an href; file paths stay links."""
     profiles = [dict(p, artifacts={"timed_etdump": hostile, "plain": "runs/on dir/a:b.etdp",
-                                   "url": "file:///tmp/x.etdp"}) for p in record["profiles"]]
-    summary = session_summary([dict(record, profiles=profiles)], tmp_path / "session")
+                                   "url": "file:///tmp/x.etdp"}) for p in entry["profiles"]]
+    summary = session_summary([dict(entry, profiles=profiles)], tmp_path / "session")
     summary["session_dir"] = None if session_dir is None else str(tmp_path / session_dir)
     page = session_html(summary)
     hrefs = re.findall(r'href="([^"]*)"', page)

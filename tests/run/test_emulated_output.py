@@ -29,8 +29,8 @@ from pytest_sme2.evidence.etdump import _columns
 from pytest_sme2.evidence.qemu_counts import COUNTS_FILE, COUNTS_VERSION, InstructionTrace
 from pytest_sme2.profile.profile import Profile
 from pytest_sme2.report.commands import analyze, compare_files, emulated_run
-from pytest_sme2.report.record import build_record
-from pytest_sme2.report.text import profile_text, record_text
+from pytest_sme2.report.entries import build_test_entry
+from pytest_sme2.report.text import entry_text, profile_text
 from pytest_sme2.run.targets.base import RUN_FACTS, RUNNER_LOG
 
 CONV, TRANSPOSE, LAYER_NORM = "Convolution (NHWC, PF32) IGEMM #1", "Transpose (ND, X32) #1", \
@@ -89,7 +89,7 @@ def _operator_lines(text: str) -> list[tuple[float, str]]:
 
 
 def test_terminal_operator_lines_of_a_counted_emulated_run_are_instruction_shares_sorted(tmp_path: Path) -> None:
-    text = record_text(build_record("t.py::t", [_profile(tmp_path, counted=True)]))
+    text = entry_text(build_test_entry("t.py::t", [_profile(tmp_path, counted=True)]))
     lines = _operator_lines(text)
     assert [share for share, _ in lines] == [50.0, 20.0, 10.0]  # of counted instructions, heaviest first
     assert [name for _, name in lines] == ["Transpose", "native_call_native_layer_norm.out", "Convolution"]
@@ -97,16 +97,16 @@ def test_terminal_operator_lines_of_a_counted_emulated_run_are_instruction_share
 
 
 def test_terminal_shows_no_emulator_time_shares_per_operator_without_counts(tmp_path: Path) -> None:
-    text = record_text(build_record("t.py::t", [_profile(tmp_path, counted=False)]))
+    text = entry_text(build_test_entry("t.py::t", [_profile(tmp_path, counted=False)]))
     assert _operator_lines(text) == []
     assert "per-operator shares not shown" in text
 
 
 def test_e2e_line_of_an_emulated_run_shows_no_latency_interval_or_cv(tmp_path: Path) -> None:
     for counted in (True, False):
-        text = record_text(build_record("t.py::t", [_profile(tmp_path / str(counted), counted=counted)]))
+        text = entry_text(build_test_entry("t.py::t", [_profile(tmp_path / str(counted), counted=counted)]))
         assert "E2E median" not in text and "CV" not in text and "95% CI" not in text and " ms" not in text, text
-    counted_text = record_text(build_record("t.py::t", [_profile(tmp_path / "again", counted=True)]))
+    counted_text = entry_text(build_test_entry("t.py::t", [_profile(tmp_path / "again", counted=True)]))
     assert "10,000 instructions per inference" in counted_text
 
 
@@ -114,7 +114,7 @@ def test_one_hardware_run_gets_no_interval_and_no_cv(tmp_path: Path) -> None:
     path = write_etdump(tmp_path / "one.etdp", [_run(1000, 800, 500)])
     profile = Profile.from_etdump(path, model="m", recipe="fp32", variant="host",
                                   metadata={"target": {"name": "host", "emulated": False}})
-    text = profile_text(build_record("t.py::t", [profile])["profiles"][0])
+    text = profile_text(build_test_entry("t.py::t", [profile])["profiles"][0])
     assert "E2E 1.000 ms, 1 run" in text
     assert "CI" not in text and "CV" not in text and "p10" not in text
 
@@ -177,14 +177,14 @@ def test_compare_of_emulated_etdumps_has_no_ms_headline(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("counted", [True, False])
 def test_sme_path_and_sme_instruction_share_have_distinct_names_in_every_report(tmp_path: Path, counted: bool) -> None:
-    from pytest_sme2.report.html import record_html
+    from pytest_sme2.report.html import entry_html
     from pytest_sme2.report.markdown import session_markdown
     from pytest_sme2.report.summary import session_summary
 
-    record = build_record("t.py::t", [_profile(tmp_path, counted=counted)])
-    html = record_html(record)
-    markdown = session_markdown(session_summary([record], None))
-    terminal = record_text(record)
+    test_entry = build_test_entry("t.py::t", [_profile(tmp_path, counted=counted)])
+    html = entry_html(test_entry)
+    markdown = session_markdown(session_summary([test_entry], None))
+    terminal = entry_text(test_entry)
     for output in (html, markdown, terminal):
         assert "SME share of CONV+GEMM" not in output and "SME path share" not in output
         assert "SME path (share of CONV+GEMM" in output
@@ -192,6 +192,6 @@ def test_sme_path_and_sme_instruction_share_have_distinct_names_in_every_report(
 
 
 def test_an_uncounted_emulated_run_calls_its_time_shares_emulator_time(tmp_path: Path) -> None:
-    text = record_text(build_record("t.py::t", [_profile(tmp_path, counted=False)]))
+    text = entry_text(build_test_entry("t.py::t", [_profile(tmp_path, counted=False)]))
     assert "of time" not in text and "CONV+GEMM time" not in text
     assert "delegation: 82.9% of emulator time (not time)" in text

@@ -42,7 +42,7 @@ def test_kernel_path(exported_pte, runner, etdump_profile):
     assert off.sme_path_share == 0.0 and off.sme_path_ops == 0
     assert_outputs_match(on, exported_pte)
     assert_outputs_match(off, exported_pte)
-    assert on.summary()["emulated"] is True
+    assert on.to_dict()["emulated"] is True
     # the qemu trace names the kernels that really ran: KleidiAI SME2 matmuls on, no SME code off
     assert any(k.startswith("kai_run_matmul_") and k.endswith("_sme2_mopa") for k in on.executed_sme_kernels)
     assert off.executed_sme_kernels == ()

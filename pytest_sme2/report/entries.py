@@ -1,0 +1,250 @@
+"""A test's entry in the reports (one of summary.json's `tests`): its Profiles as JSON, SME2 on/off compared.
+
+A profile's entry is its one JSON form, ``Profile.to_dict()`` (what baselines pick from too). Everything downstream
+(terminal table, pytest-html section, summary.json, summary.md, the session
+HTML page, ``pytest-sme2 report``) reads these plain dicts, so a test entry can
+cross an xdist boundary or be read back from disk and rendered again.
+
+Comparisons pair an SME2-on profile with an SME2-off profile of the same model,
+recipe and thread count. Operators are matched by name with the per-delegate
+" #N" suffix stripped; an operator whose kernel path changed (``F32`` off,
+``PF32`` on) has a different name in each variant, so what is left unmatched
+is paired once more by operator kind and kernel when that pairing is unique.
+Every ratio comes from :mod:`pytest_sme2.profile.stats` (E2E speedup from
+``Profile.speedup_over``), never from a second formula. Emulated timing is not
+hardware timing, so emulated comparisons carry no speedups: their shares and
+amounts are counted instructions (``unit``), with how many times fewer
+instructions SME2 on needed.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+
+from pytest_sme2.evidence.categories import Category, classify
+from pytest_sme2.profile import stats
+from pytest_sme2.profile.profile import INSTRUCTIONS, TIME, Profile
+
+TOP_OPS = 12  # operators listed per comparison
+EMULATED_NOTE = "emulated timing is not hardware timing"
+
+
+def _interval(interval: stats.Interval | None) -> dict[str, float] | None:
+    if interval is None:
+        return None
+    return {"value": interval.value, "low": interval.low, "high": interval.high, "confidence": interval.confidence}
+
+
+def _ratio(slow: np.ndarray, fast: np.ndarray) -> dict[str, float] | None:
+    """median(slow) / median(fast) with its bootstrap interval; None when either side has no time."""
+    if np.median(fast) <= 0 or np.median(slow) <= 0:
+        return None
+    return _interval(stats.ratio_of_medians_ci(slow, fast))
+
+
+def sme2_setting(profile: Profile) -> bool | None:
+    """The SME2 setting a profile was run with (None: the target's default or unknown)."""
+    return profile.metadata.get("run", {}).get("sme2")
+
+
+def _threads(profile: Profile) -> Any:
+    return profile.metadata.get("run", {}).get("threads")
+
+
+def pair_variants(profiles: Iterable[Profile]) -> list[tuple[Profile, Profile]]:
+    """(on, off) pairs: same model, recipe and threads; each profile is used at most once."""
+    profiles = list(profiles)
+    offs = [p for p in profiles if sme2_setting(p) is False]
+    pairs = []
+    for on in (p for p in profiles if sme2_setting(p) is True):
+        for off in offs:
+            if (off.model, off.recipe, _threads(off)) == (on.model, on.recipe, _threads(on)):
+                pairs.append((on, off))
+                offs.remove(off)
+                break
+    return pairs
+
+
+def _per_run_by_op(profile: Profile, by: str) -> dict[str, np.ndarray]:
+    """Per-run time (or instructions) of each operator, its instances added up (keys: names without " #N")."""
+    values = profile.op_values(by)
+    return {op: values[rows.index.to_numpy()].sum(axis=0) for op, rows in profile.ops.groupby("op", sort=False)}
+
+
+def _fewer(off: float, on: float) -> float | None:
+    """How many times fewer instructions SME2 on needed than off (exact counts: no interval)."""
+    return off / on if on > 0 and off > 0 else None
+
+
+def _match_ops(on: dict[str, np.ndarray], off: dict[str, np.ndarray]) -> list[tuple[str | None, str | None]]:
+    """Pairs of (off name, on name): by name first, then by unique (kind, kernel, portable)."""
+    pairs: list[tuple[str | None, str | None]] = [(name, name) for name in off if name in on]
+    rest_off = [n for n in off if n not in on]
+    rest_on = [n for n in on if n not in off]
+
+    def shape(name: str) -> tuple[str, str, bool]:
+        c = classify(name)
+        return c.kind, c.kernel, c.portable
+
+    for name in list(rest_off):
+        candidates = [n for n in rest_on if shape(n) == shape(name)]
+        if len(candidates) == 1 and sum(shape(n) == shape(name) for n in rest_off) == 1:
+            pairs.append((name, candidates[0]))
+            rest_off.remove(name)
+            rest_on.remove(candidates[0])
+    pairs += [(name, None) for name in rest_off] + [(None, name) for name in rest_on]
+    return pairs
+
+
+def compare(on: Profile, off: Profile, top: int = TOP_OPS) -> dict[str, Any]:
+    """How SME2 on differs from off: E2E speedup, category shift, per-operator speedups."""
+    emulated = on.emulated or off.emulated
+    # Emulated: everything by counted instructions (time there is the emulator's); else by time.
+    by = INSTRUCTIONS if emulated and on.basis == off.basis == INSTRUCTIONS else TIME
+    counted = by == INSTRUCTIONS
+    speedup = None if emulated else on.speedup_over(off).as_dict()
+    on_cat, off_cat = on.category_values(by), off.category_values(by)
+    categories = []
+    for category in Category:
+        name = category.value
+        off_value, on_value = float(np.median(off_cat[name])), float(np.median(on_cat[name]))
+        categories.append({
+            "category": name,
+            "off_share": off.share(category, by),
+            "on_share": on.share(category, by),
+            "off_median_ms": None if counted else off_value,
+            "on_median_ms": None if counted else on_value,
+            "off_instructions": off_value if counted else None,
+            "on_instructions": on_value if counted else None,
+            "fewer_instructions": _fewer(off_value, on_value) if counted else None,
+            "speedup": None if emulated else _ratio(off_cat[name].to_numpy(), on_cat[name].to_numpy()),
+        })
+    on_ops, off_ops = _per_run_by_op(on, by), _per_run_by_op(off, by)
+    on_total = float(on.category_values(by).sum(axis=1).sum())
+    off_total = float(off.category_values(by).sum(axis=1).sum())
+    operators = []
+    for off_name, on_name in _match_ops(on_ops, off_ops):
+        name = off_name or on_name
+        assert name is not None
+        c_on = classify(on_name) if on_name else None
+        c_off = classify(off_name) if off_name else None
+        off_runs = off_ops.get(off_name) if off_name else None
+        on_runs = on_ops.get(on_name) if on_name else None
+        operators.append({
+            "op": name,
+            "off_op": off_name,
+            "on_op": on_name,
+            "category": (c_off or c_on).category.value,  # type: ignore[union-attr]
+            "portable": (c_off or c_on).portable,  # type: ignore[union-attr]
+            "off_packed": bool(c_off and c_off.packed),
+            "on_packed": bool(c_on and c_on.packed),
+            "off_median_ms": float(np.median(off_runs)) if off_runs is not None and not counted else None,
+            "on_median_ms": float(np.median(on_runs)) if on_runs is not None and not counted else None,
+            "off_instructions": float(np.median(off_runs)) if off_runs is not None and counted else None,
+            "on_instructions": float(np.median(on_runs)) if on_runs is not None and counted else None,
+            "off_share": float(off_runs.sum() / off_total) if off_runs is not None and off_total > 0 else 0.0,
+            "on_share": float(on_runs.sum() / on_total) if on_runs is not None and on_total > 0 else 0.0,
+            "speedup": None,
+        })
+    operators.sort(key=lambda op: max(op["off_share"], op["on_share"]), reverse=True)
+    operators = operators[:top]  # bootstrap intervals only for the operators shown (they cost ~20 ms each)
+    for op in operators:
+        if not emulated and op["off_op"] is not None and op["on_op"] is not None:
+            op["speedup"] = _ratio(off_ops[op["off_op"]], on_ops[op["on_op"]])
+        op["fewer_instructions"] = (_fewer(op["off_instructions"], op["on_instructions"])
+                                    if counted and op["off_instructions"] and op["on_instructions"] else None)
+    off_shares, on_shares = off.shares_by(by), on.shares_by(by)
+    return {
+        "model": on.model,
+        "recipe": on.recipe,
+        "on": on.variant,
+        "off": off.variant,
+        "emulated": emulated,
+        "note": EMULATED_NOTE if emulated else None,
+        "speedup": speedup,
+        "unit": by,  # what shares and amounts measure: time (ms) or instructions (counted, emulated)
+        "fewer_instructions": _fewer(off.instructions_per_inference or 0, on.instructions_per_inference or 0)
+        if counted else None,
+        "on_median_ms": None if emulated else on.median_ms,
+        "off_median_ms": None if emulated else off.median_ms,
+        "bottleneck_off": max(off_shares, key=off_shares.get),
+        "bottleneck_on": max(on_shares, key=on_shares.get),
+        "categories": categories,
+        "operators": operators,
+        "kernels": _kernel_comparison(on, off),
+    }
+
+
+def _kernel_comparison(on: Profile, off: Profile) -> dict[str, Any] | None:
+    """Kernels SME2 on vs off, in sampled time (both variants' kernels sampled), else None."""
+    sampled = on.kernel_time, off.kernel_time
+    if any(k is None or not k.available for k in sampled):
+        return None
+    return {"sme_share_on": on.kernel_time.kind_share(), "sme_share_off": off.kernel_time.kind_share(),
+            "kind_ms_on": on.kernel_time.kind_ms(), "kind_ms_off": off.kernel_time.kind_ms(),
+            "top_on": on.kernel_time.top_kernels(), "top_off": off.kernel_time.top_kernels()}
+
+
+def profile_entry(profile: Profile) -> dict[str, Any]:
+    """Deprecated (kept for one release): a profile's report entry is ``profile.to_dict()`` itself."""
+    warnings.warn("pytest_sme2.report.entries.profile_entry is deprecated; use profile.to_dict(), the profile's "
+                  "one JSON form", DeprecationWarning, stacklevel=2)
+    return profile.to_dict()
+
+
+def build_test_entry(nodeid: str, profiles: list[Profile]) -> dict[str, Any]:
+    """Everything the reports show about one test, as JSON-ready data."""
+    return {
+        "nodeid": nodeid,
+        "profiles": [p.to_dict() for p in profiles],
+        "comparisons": [compare(on, off) for on, off in pair_variants(profiles)],
+    }
+
+
+
+def _baseline_outcome(outcome: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Verdict rows from the baseline gate's ``sme2_baseline`` property (lists of message strings)."""
+    rows = [{"verdict": "regression", "message": m} for m in outcome.get("failed", [])]  # root cause first
+    if rows:  # what explains them without failing (the operators that changed, another setup)
+        rows += [{"verdict": "note", "message": m} for m in outcome.get("notes", [])]
+    rows += [{"verdict": "no baseline", "message": m} for m in outcome.get("missing", [])]
+    rows += [{"verdict": "baseline written", "message": m} for m in outcome.get("written", [])]
+    if not rows:
+        rows += [{"verdict": "ok", "message": m} for m in outcome.get("verdicts", [])]
+    return rows
+
+
+def verdicts_of(properties: Iterable[tuple[str, Any]]) -> list[dict[str, Any]]:
+    """Baseline verdicts a test's reports carry (see docs/artifacts.md, "Verdicts").
+
+    Read from the ``sme2_verdicts`` user property (a dict or list of dicts with
+    at least ``verdict``) and from the baseline gate's ``sme2_baseline``
+    property (its failed / missing / written / verdicts message lists).
+    """
+    found: list[dict[str, Any]] = []
+    for key, value in properties:
+        if key == "sme2_baseline" and isinstance(value, Mapping):
+            found += _baseline_outcome(value)
+        if key != "sme2_verdicts":
+            continue
+        for verdict in value if isinstance(value, (list, tuple)) else [value]:
+            if isinstance(verdict, Mapping):
+                found.append(dict(verdict))
+            else:
+                found.append({"verdict": str(verdict)})
+    unique: list[dict[str, Any]] = []
+    for verdict in found:
+        if verdict not in unique:
+            unique.append(verdict)
+    return unique
+
+
+def verdict_text(verdicts: list[Mapping[str, Any]]) -> str:
+    """One short word or phrase for a table cell."""
+    if not verdicts:
+        return "no baseline check"
+    words = [str(v.get("verdict") or v.get("status") or "?") for v in verdicts]
+    return ", ".join(dict.fromkeys(words))
