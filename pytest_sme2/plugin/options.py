@@ -141,12 +141,12 @@ OPTIONS: tuple[Option, ...] = (
     Option("adb_claim_timeout", f"adb target: seconds to wait for a device no other worker has claimed (default "
            f"{_ADB_CLAIM:g})", RUN, kind="float", low=0, what="a number of seconds >= 0",
            doc_default=f"{_ADB_CLAIM:g} s"),
-    Option("runner", "local target: runner executable; SME2 off by masking (default: the built runner)", RUN,
-           kind="path", ini_help="local target: runner executable (SME2 off by masking)",
-           doc_default="the built runner (local target)"),
-    Option("runner_on", "local target: runner build used for SME2 on", RUN, kind="path",
+    Option("runner", "local target: native runner executable; SME2 off by masking (default: the built native "
+           "runner)", RUN, kind="path", ini_help="local target: native runner executable (SME2 off by masking)",
+           doc_default="the built native runner (local target)"),
+    Option("runner_on", "local target: native runner build used for SME2 on", RUN, kind="path",
            doc_default="none (local target, two builds)"),
-    Option("runner_off", "local target: runner build used for SME2 off", RUN, kind="path",
+    Option("runner_off", "local target: native runner build used for SME2 off", RUN, kind="path",
            doc_default="none (local target, two builds)"),
     Option("runs", f"timed runs per variant (default {RunSpec.runs}; {EmulatedTarget.default_runs} on the emulated "
            "target)", RUN, kind="int", low=1, what="a whole number >= 1", marker="perf(runs=...)",
