@@ -127,6 +127,9 @@ def sme2_project(pytester: pytest.Pytester, shared_export_cache: Path) -> pytest
             # Checks of one process: these tests are about the gate's flow, and their 5-run baselines of a 30 us
             # model are noisy enough that auto (the default) would measure ten (test_check_command tests auto).
             sme2_processes = 1
+            # Every emulated run really emulated: the export cache is shared by the whole suite, and these tests
+            # are about what a run does; tests/run/test_result_cache.py turns the result cache on (-o).
+            sme2_fresh = true
             filterwarnings = ignore
             """
         )

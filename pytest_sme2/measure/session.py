@@ -13,6 +13,7 @@ from typing import Any
 from pytest_sme2.export.export import ExportedModel, Recipe, export
 from pytest_sme2.model.registry import ModelRegistry, default_registry
 from pytest_sme2.run.emulation_setup import DEFAULT_SVL_BITS
+from pytest_sme2.run.result_cache import RESULTS_FOLDER, ResultCache
 from pytest_sme2.run.targets import RunSpec, Target, make_target
 from pytest_sme2.run.targets.base import AUTO_PROCESSES, DEFAULT_TIMEOUT_S
 from pytest_sme2.system.names import slug
@@ -38,6 +39,7 @@ class Settings:
     runner_off: Path | None = None
     svl_bits: int = DEFAULT_SVL_BITS  # emulated target: streaming vector length
     kernel_trace: bool = True  # emulated target: name the SME kernels that ran (one traced inference more)
+    fresh: bool = False  # emulated target: emulate every counted run, not answer it from the result cache
     adb: Any = None  # adb target: targets.adb.AdbOptions (serial comes from the target name)
     # Run the reference program before each timed run, so latency can be gated relative to it
     # (reference_program.py); off only for runners that cannot (a user's own executor_runner).
@@ -66,7 +68,8 @@ class Sme2Session:
         if self._target is None:
             s = self.settings
             self._target = make_target(s.target, s.session_dir / "logs", s.runner, s.runner_on, s.runner_off,
-                                       s.svl_bits, adb=s.adb, kernel_trace=s.kernel_trace)
+                                       s.svl_bits, adb=s.adb, kernel_trace=s.kernel_trace,
+                                       results=ResultCache(s.cache_dir / RESULTS_FOLDER), fresh=s.fresh)
         return self._target
 
     def default_runs(self) -> tuple[int, int]:

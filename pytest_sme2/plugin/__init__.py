@@ -129,6 +129,7 @@ def pytest_configure(config: pytest.Config) -> None:
         runner_off=options.resolve_path(config, "runner_off"),
         svl_bits=setting(config, "emulated_svl"),
         kernel_trace=setting(config, "kernel_trace"),
+        fresh=setting(config, "fresh"),
         latency_reference=setting(config, "latency_reference"),
         kernel_sampling=_kernel_sampling(config),
     )
@@ -362,8 +363,8 @@ def etdump_profile(request: pytest.FixtureRequest) -> Callable[[Any, Runner], Pr
             require_program(pte)
             if not isinstance(runner, Runner):
                 raise UsageError(f"etdump_profile() needs a runner from the runner fixture, got {type(runner).__name__}")
-            with progress.running(request.config, runner, pte):
-                profile = runner.profile(pte)
+            with progress.running(request.config, runner, pte) as step:
+                profile = step.ended(runner.profile(pte))
         profiles.append(profile)
         return profile
 

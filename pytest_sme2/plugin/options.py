@@ -130,6 +130,10 @@ OPTIONS: tuple[Option, ...] = (
            kind="bool", default=True, switch="--sme2-no-kernel-trace",
            ini_help="emulated target: name the SME kernels that ran (one traced inference per variant)",
            doc_default="trace on (emulated target)"),
+    Option("fresh", "emulated target: emulate every counted run again instead of answering it from the result "
+           "cache (a fresh run still stores what it counted)", RUN, kind="bool", default=False,
+           switch="--sme2-fresh", ini_help="emulated target: never answer a counted run from the result cache",
+           doc_default="off: an unchanged counted run is answered from the result cache"),
     Option("adb_server", "adb target: adb server HOST:PORT (default: ADB_SERVER_SOCKET, ANDROID_ADB_SERVER_PORT, 5037)",
            RUN, doc_default="adb server from the environment"),
     Option("adb_affinity", "adb target: CPU affinity mask for the runner, in hex as taskset takes it (e.g. f0)", RUN,

@@ -168,7 +168,21 @@ def exporting(config: pytest.Config, model: str, recipe_label: str) -> Iterator[
         yield ExportStep(name, outcome)
 
 
-def running(config: pytest.Config, runner: Any, pte: Any) -> contextlib.AbstractContextManager[Any]:
+class RunStep:
+    """An announced run: :meth:`ended` says when its counted run came from the result cache, and its key."""
+
+    def __init__(self, outcome: Outcome | None) -> None:
+        self._outcome = outcome
+
+    def ended(self, profile: Any) -> Any:
+        """A cached answer must not read like a fresh emulation: say so, with the key, and return the profile."""
+        cache = (getattr(profile, "metadata", None) or {}).get("result_cache") or {}
+        if self._outcome is not None and cache.get("cached"):
+            self._outcome.done = f"{self._outcome.done} from the result cache (key {cache.get('key')})"
+        return profile
+
+
+def running(config: pytest.Config, runner: Any, pte: Any) -> contextlib.AbstractContextManager[RunStep]:
     """Announce a variant's warmup + timed runs, each timed run where the target reports it, and the end."""
     spec = runner.spec
     what = f"{getattr(pte, 'label', Path(str(pte)).name)} [{runner.label}]"
@@ -183,13 +197,13 @@ def running(config: pytest.Config, runner: Any, pte: Any) -> contextlib.Abstract
 
 @contextlib.contextmanager
 def _with_run_progress(config: pytest.Config, target: Any, what: str,
-                       step: contextlib.AbstractContextManager[Outcome]) -> Iterator[None]:
+                       step: contextlib.AbstractContextManager[Outcome]) -> Iterator[RunStep]:
     """While ``step`` runs, a target that reports timed runs (``target.progress``, the host target) says
     "run i/N": every run in progress.log, about four per variant on the terminal."""
     progress = _progress(config)
     if progress is None or not hasattr(target, "progress"):
-        with step:
-            yield
+        with step as outcome:
+            yield RunStep(outcome)
         return
 
     shown = [0]
@@ -202,7 +216,7 @@ def _with_run_progress(config: pytest.Config, target: Any, what: str,
 
     target.progress = on_run
     try:
-        with step:
-            yield
+        with step as outcome:
+            yield RunStep(outcome)
     finally:
         target.progress = None

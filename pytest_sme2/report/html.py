@@ -33,6 +33,7 @@ from pytest_sme2.report.table import (
 from pytest_sme2.report.text import (
     KERNEL_TABLE_HEADERS,
     OUTSIDE_OPS_LABEL,
+    cached_text,
     disturbed_cell,
     kernel_comparison_tables,
     kernel_comparison_text,
@@ -185,7 +186,8 @@ def _profile_details_html(profile: Mapping[str, Any], base: Path | None) -> str:
                "n/a (emulated)" if emulated else ms(profile["load_ms"]),
                "n/a (emulated)" if emulated else ms(profile["init_ms"]),
                disturbed_cell(profile)]
-    parts = [f"<h4>{_esc(profile['variant'])}: delegation and SME kernel path</h4>", table(header, [row])]
+    parts = [f"<h4>{_esc(profile['variant'])}: delegation and SME kernel path{_esc(cached_text(profile))}</h4>",
+             table(header, [row])]
     kernels = profile.get("kernels", [])
     if kernels:
         parts.append(table(["CONV/GEMM kernel", "category", "SME/SME2 (packed format)", "instances",

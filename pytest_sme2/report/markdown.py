@@ -29,6 +29,7 @@ from pytest_sme2.report.table import (
 )
 from pytest_sme2.report.text import (
     KERNEL_TABLE_HEADERS,
+    cached_text,
     disturbed_text,
     kernel_comparison_tables,
     kernel_comparison_text,
@@ -110,7 +111,7 @@ def session_markdown(summary: Mapping[str, Any]) -> str:
                     if measure == "instructions" else f"no latency ({NOT_COUNTED})" if p.get("emulated")
                     else f"median {ms(p['latency']['median_ms'])} ms{disturbed_text(p)}")
             shares = shares_text(p.get("shares") or {}, p.get("other_delegate_outside_ops"))
-            lines.append(f"- **{text(p['variant'])}**: {text(size)}, shares of {measure}: {text(shares)}; "
+            lines.append(f"- **{text(p['variant'])}**{text(cached_text(p))}: {text(size)}, shares of {measure}: {text(shares)}; "
                          f"delegated {pct(p['delegation_coverage'])} of {measure}, "
                          f"{sme_path_label(p.get('sme_path_basis'), bool(p.get('emulated')))} {text(pct(p['sme_path_share']))} "
                          f"({text(p['sme_path_ops'])} ops)"

@@ -136,6 +136,13 @@ def operator_shares(summary: Mapping[str, Any]) -> list[tuple[float, Mapping[str
     return sorted(ops, key=lambda pair: pair[0], reverse=True)
 
 
+def cached_text(profile: Mapping[str, Any]) -> str:
+    """Where a counted emulated run was answered from the result cache (run/result_cache.py), saying so and
+    its key: an answer from disk must not read like a fresh emulation. Empty otherwise."""
+    cache = (profile.get("metadata") or {}).get("result_cache") or {}
+    return f" (counted run from the result cache, key {cache.get('key')})" if cache.get("cached") else ""
+
+
 def profile_text(summary: Mapping[str, Any]) -> str:
     shares = shares_text(summary["shares"], summary.get("other_delegate_outside_ops"))
     # the emulated target's shares and coverage are of counted instructions; its time is the emulator's
@@ -144,7 +151,7 @@ def profile_text(summary: Mapping[str, Any]) -> str:
                else "emulator time (not time)" if emulated_uncounted else "time")
     lines = [
         f"{summary['model']} {summary['recipe']} [{summary['variant']}]"
-        + (f" (EMULATED: {EMULATED_NOTE})" if summary.get("emulated") else ""),
+        + (f" (EMULATED: {EMULATED_NOTE})" if summary.get("emulated") else "") + cached_text(summary),
         f"  {size_text(summary)}{disturbed_text(summary)}",
         f"  shares of {measure} (medians over undisturbed runs): {shares}",
         f"  delegation: {pct(summary['delegation_coverage'])} of {measure}, "

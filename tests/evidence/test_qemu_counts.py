@@ -143,7 +143,8 @@ def mobilenet_counted(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
     from pytest_sme2.run.targets import RunSpec
 
     root = tmp_path_factory.mktemp("counted")
-    session = Sme2Session(Settings(target="emulated", cache_dir=root / "cache", session_dir=root / "run"))
+    # fresh: the two SME2-on runs must both be emulated (the result cache would answer the second)
+    session = Sme2Session(Settings(target="emulated", cache_dir=root / "cache", session_dir=root / "run", fresh=True))
     session.registry.register_dir(Path(__file__).resolve().parents[2] / "models")
     try:
         exported = session.export("mobilenet_v3_small", Recipe())

@@ -318,3 +318,18 @@ def test_deeply_nested_files_are_named_not_internal_errors(tmp_path: Path, capsy
     with pytest.raises(BaselineError, match=rf"baseline {re.escape(str(stored))} cannot be used: nested too deeply"):
         baselines.load(stored)
     assert baselines.stored_test_id(stored) is None
+
+
+def test_a_cached_counted_run_says_so_with_its_key_everywhere_it_is_shown(entry: dict, tmp_path: Path) -> None:
+    """Issue 25: an answer from the result cache must not read like a fresh emulation."""
+    from pytest_sme2.report.text import entry_text
+
+    cached = json.loads(json.dumps(entry))
+    cached["profiles"][0]["metadata"]["result_cache"] = {"key": "0123abcd4567ef89", "cached": True}
+    cached["profiles"][1]["metadata"]["result_cache"] = {"key": "fedc", "cached": False}
+    mark = "counted run from the result cache, key 0123abcd4567ef89"
+    summary = session_summary([cached], tmp_path)
+    for shown in (entry_text(cached), session_markdown(summary), session_html(summary)):
+        assert shown.count(mark) == 1, shown
+        assert "key fedc" not in shown
+    assert "result cache" not in entry_text(entry)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from pytest_sme2.errors import UsageError
 from pytest_sme2.run.emulation_setup import DEFAULT_SVL_BITS
+from pytest_sme2.run.result_cache import ResultCache
 from pytest_sme2.run.targets.adb import AdbOptions, AdbTarget, is_adb_target, parse_adb_target
 from pytest_sme2.run.targets.base import RunResult, RunSpec, Target, TargetInfo
 from pytest_sme2.run.targets.emulated import EmulatedTarget, check_svl
@@ -42,17 +43,19 @@ def check_choice(name: str, svl_bits: int, svl_source: str, runners: dict[str, P
 
 def make_target(name: str, log_dir: Path, runner: Path | None = None, runner_on: Path | None = None,
                 runner_off: Path | None = None, svl_bits: int = DEFAULT_SVL_BITS, adb: AdbOptions | None = None,
-                kernel_trace: bool = True) -> Target:
-    """Build the target named by ``--sme2-target``; "auto" is decided in ``auto.py``."""
+                kernel_trace: bool = True, results: ResultCache | None = None, fresh: bool = False) -> Target:
+    """Build the target named by ``--sme2-target``; "auto" is decided in ``auto.py``. ``results``/``fresh``:
+    the emulated target's result cache, and whether to emulate again anyway (--sme2-fresh)."""
     if name == "auto":
         from pytest_sme2.run.targets.auto import make_auto_target
 
         return make_auto_target(log_dir, svl_bits, kernel_trace, runner=runner, runner_on=runner_on,
-                                runner_off=runner_off)
+                                runner_off=runner_off, results=results, fresh=fresh)
     if name == "host":
         return HostTarget(log_dir)
     if name == "emulated":
-        return EmulatedTarget(log_dir, svl_bits, runner=runner, trace_kernels=kernel_trace)
+        return EmulatedTarget(log_dir, svl_bits, runner=runner, trace_kernels=kernel_trace, results=results,
+                              fresh=fresh)
     if name == "local":
         return LocalTarget(log_dir, runner=runner, runner_on=runner_on, runner_off=runner_off)
     if is_adb_target(name):

@@ -35,6 +35,7 @@ from pytest_sme2.run.native.tensorfile import torch_inputs_to_file
 from pytest_sme2.run.targets.base import (
     DEFAULT_TIMEOUT_S,
     RUNNER_LOG,
+    RUNNER_STDOUT,
     TIMED_ETDUMP,
     WARMUP_ETDUMP,
     RunResult,
@@ -397,7 +398,7 @@ class AdbTarget:
         if reason is not None and spec.sme2 is False:
             raise UsageError(reason)
         out_dir.mkdir(parents=True, exist_ok=True)
-        log, stdout_path = out_dir / RUNNER_LOG, out_dir / "runner.stdout"
+        log, stdout_path = out_dir / RUNNER_LOG, out_dir / RUNNER_STDOUT
         binary = pick_build(spec.sme2, self.facts.has_sme2, self._on, self._off)
         self._runs += 1
         run_dir = f"{self._session_dir}/run-{self._runs:03d}"

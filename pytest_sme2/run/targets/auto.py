@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from pytest_sme2.run.cpu import CpuInfo, host_cpu
 from pytest_sme2.run.native.build import mask_preload_variable
+from pytest_sme2.run.result_cache import ResultCache
 
 if TYPE_CHECKING:
     from pytest_sme2.run.emulation_setup import EmulationStatus
@@ -112,7 +113,8 @@ def current_plan(machine: Machine | None = None) -> AutoPlan:
 
 def make_auto_target(log_dir: Path, svl_bits: int, kernel_trace: bool, machine: Machine | None = None,
                      runner: Path | None = None, runner_on: Path | None = None,
-                     runner_off: Path | None = None) -> Target:
+                     runner_off: Path | None = None, results: "ResultCache | None" = None,
+                     fresh: bool = False) -> Target:
     """The target ``plan`` names, with the native runner and masking library built (cached) when it is local.
 
     ``runner``/``runner_on``/``runner_off`` (``--sme2-runner*``) replace the built runner when the choice is
@@ -135,6 +137,7 @@ def make_auto_target(log_dir: Path, svl_bits: int, kernel_trace: bool, machine: 
                            mask_library=build_mask_library(machine.runner_arch), cpu=machine.cpu,
                            launcher=machine.launcher, launcher_env=machine.env)
     if chosen.target == "emulated":
-        return EmulatedTarget(log_dir, svl_bits, emulation_status, trace_kernels=kernel_trace)
+        return EmulatedTarget(log_dir, svl_bits, emulation_status, trace_kernels=kernel_trace, results=results,
+                              fresh=fresh)
     advice = None if machine.cpu.has_sme2 else _EMULATION_ADVICE.format(problem=_problem(emulation_status))
     return HostTarget(log_dir, cpu=machine.cpu, sme2_advice=advice, sme2_off_advice=chosen.sme2_off)

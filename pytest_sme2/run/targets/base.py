@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 WARMUP_ETDUMP = "warmup.etdp"
 TIMED_ETDUMP = "timed.etdp"
 RUNNER_LOG = "runner.log"
+RUNNER_STDOUT = "runner.stdout"  # where the native runner prints its result line
 # Written by the Runner into every run folder after a run: where it ran (TargetInfo) and how (RunSpec),
 # so a tool reading the folder later (pytest-sme2 analyze/compare) knows, e.g., that its time is emulated.
 RUN_FACTS = "run.json"

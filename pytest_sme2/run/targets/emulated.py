@@ -27,11 +27,27 @@ from pytest_sme2.evidence.qemu_counts import (
     write_counts,
 )
 from pytest_sme2.run import emulation_setup
-from pytest_sme2.run.targets.base import EMULATED_TIMING, RunResult, RunSpec, TargetInfo
+from pytest_sme2.run.result_cache import ResultCache, RunKey, code_digest, run_key
+from pytest_sme2.run.targets.base import (
+    EMULATED_TIMING,
+    RUNNER_LOG,
+    RUNNER_STDOUT,
+    TIMED_ETDUMP,
+    WARMUP_ETDUMP,
+    RunResult,
+    RunSpec,
+    TargetInfo,
+)
 from pytest_sme2.run.targets.local import check_runner, run_runner_process
+from pytest_sme2.run.targets.native_runner import OUTPUTS_FILE, build_result, read_result
 from pytest_sme2.system import supervised
+from pytest_sme2.system.elf import bundled_libraries, read_dynamic
 
 MAPS = "maps.txt"
+# What a counted run leaves that its Profile is read from: kept by the result cache (result_cache.py).
+KEPT_FILES = (TIMED_ETDUMP, WARMUP_ETDUMP, OUTPUTS_FILE, RUNNER_LOG, RUNNER_STDOUT, COUNTS_FILE, MAPS)
+# Settings of a run that cannot change what it counts (how long to wait for it).
+_NOT_IN_KEY = ("timeout_s",)
 
 
 def _release_reader(fifo: Path) -> None:
@@ -56,6 +72,20 @@ def check_svl(svl_bits: int, source: str | None = None) -> int:
     return svl_bits
 
 
+def loaded_libraries(runner: Path) -> list[Path]:
+    """Every shared library the runner loads under qemu: the ones shipped with it (RUNPATH, $ORIGIN) and the
+    system ones from the aarch64 sysroot (QEMU_LD_PREFIX), with the dynamic loader."""
+    bundled = bundled_libraries(runner)
+    found = list(bundled.values())
+    needed = set(read_dynamic(runner).needed).union(*(read_dynamic(p).needed for p in bundled.values()))
+    folders = [emulation_setup.SYSROOT / "lib", emulation_setup.SYSROOT / "lib64"]
+    for name in sorted(needed - set(bundled)) + ["ld-linux-aarch64.so.1"]:
+        path = next((folder / name for folder in folders if (folder / name).is_file()), None)
+        if path is not None:
+            found.append(path.resolve())
+    return found
+
+
 class EmulatedTarget:
     # Emulated time is never compared and the counted run repeats exactly, so one inference after one
     # warmup (the steady state: the first inference also sets up XNNPACK's runtime) says everything.
@@ -64,7 +94,9 @@ class EmulatedTarget:
 
     def __init__(self, log_dir: Path, svl_bits: int = emulation_setup.DEFAULT_SVL_BITS,
                  status: emulation_setup.EmulationStatus | None = None, runner: Path | None = None,
-                 trace_kernels: bool = True):
+                 trace_kernels: bool = True, results: ResultCache | None = None, fresh: bool = False):
+        """``results``: the result cache counted runs are answered from and stored in (None: no cache);
+        ``fresh``: emulate every counted run again (--sme2-fresh), still storing what it counts."""
         check_svl(svl_bits)
         if runner is not None:  # a user's build: the right architecture and executorch, or nothing runs
             check_runner(runner, "emulated target runner (--sme2-runner)", arch="aarch64")
@@ -72,6 +104,8 @@ class EmulatedTarget:
         self._trace_kernels = trace_kernels
         self._status = status or emulation_setup.status(runner=runner)
         self._version_checked = False
+        self._results = results
+        self._fresh = fresh
 
     @property
     def info(self) -> TargetInfo:
@@ -127,13 +161,17 @@ class EmulatedTarget:
         if not st.ready:
             raise UsageError(f"emulated SME2 target not ready: {st.problem}")
         self._check_runner_version()
-        cpu = "max,sme=off" if spec.sme2 is False else emulation_setup.svl_cpu(self._svl)
-        qemu = [str(st.qemu), "-cpu", cpu]
+        qemu = self.emulator_command(spec)
         if self._trace_kernels and spec.etdump:
             return self._counted_run(qemu, pte, inputs, spec, out_dir)
         env = {**os.environ, "QEMU_LD_PREFIX": str(emulation_setup.SYSROOT)}
         return run_runner_process(qemu, st.runner, env, pte, inputs, spec, out_dir, self.info,
                                   sme2_active=spec.sme2 is not False)
+
+    def emulator_command(self, spec: RunSpec) -> list[str]:
+        """qemu and its CPU: ``-cpu max`` with this SVL for SME2 on, ``max,sme=off`` for SME2 off."""
+        cpu = "max,sme=off" if spec.sme2 is False else emulation_setup.svl_cpu(self._svl)
+        return [str(self._status.qemu), "-cpu", cpu]
 
     def _counted_run(self, qemu: list[str], pte: Path, inputs: Path | None, spec: RunSpec,
                      out_dir: Path) -> RunResult:
@@ -150,11 +188,17 @@ class EmulatedTarget:
             raise UsageError("counting instructions on the emulated target needs `setarch` (util-linux): "
                              "`sudo apt-get install util-linux`, or turn counting off with --sme2-no-kernel-trace")
         out_dir.mkdir(parents=True, exist_ok=True)
+        counter_binary = build_exec_counter()
+        key = None if self._results is None else self.result_key(pte, inputs, spec)
+        if key is not None and not self._fresh:
+            stored = self._results.load(key, out_dir)
+            if stored is not None:
+                return self._cached_result(key, stored, spec, out_dir)
         fifo = out_dir / "qemu-exec.fifo"
         blocks, sequence = out_dir / "blocks.tsv", out_dir / "blocks.u32"
         fifo.unlink(missing_ok=True)
         os.mkfifo(fifo)
-        counter = supervised.start([str(build_exec_counter()), str(blocks), str(sequence), str(fifo)],
+        counter = supervised.start([str(counter_binary), str(blocks), str(sequence), str(fifo)],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         env = {"QEMU_LD_PREFIX": str(emulation_setup.SYSROOT)}  # all the guest sees, the same on every machine
         prefix = [setarch, "-R", *qemu, *QEMU_LOG_FLAGS, "-D", fifo.name]
@@ -180,8 +224,34 @@ class EmulatedTarget:
         path = write_counts(counts, result.timed_etdump, result.warmup_etdump, out_dir / COUNTS_FILE)
         blocks.unlink()
         sequence.unlink()  # megabytes of block ids; the per-event counts are what is kept
-        result.evidence["instruction_counts"] = str(path)
         result.evidence["kernel_trace"] = kernel_trace_of(counts).as_dict()
+        if key is not None:
+            self._results.store(key, out_dir, [name for name in KEPT_FILES if (out_dir / name).is_file()],
+                                result.evidence)
+            result.evidence["result_cache"] = {"key": key.short, "cached": False}
+        result.evidence["instruction_counts"] = str(path)
+        return result
+
+    def result_key(self, pte: Path, inputs: Path | None, spec: RunSpec) -> RunKey:
+        """Everything a counted run's answer depends on (result_cache.py): the program, inputs, runner, every
+        library it loads, qemu, the CPU settings (SVL, SME2 on/off), the run settings, the counting code and
+        the counter."""
+        from pytest_sme2.run.native.build import build_exec_counter
+
+        qemu, counter, runner = self.emulator_command(spec), build_exec_counter(), self._status.runner
+        settings = {k: v for k, v in spec.as_dict().items() if k not in _NOT_IN_KEY}
+        return run_key(program=pte, inputs=inputs, runner=runner,
+                       libraries=[*loaded_libraries(runner), counter], emulator=Path(qemu[0]),
+                       cpu=" ".join(qemu[1:]), settings=settings, code=code_digest())
+
+    def _cached_result(self, key: RunKey, stored: dict, spec: RunSpec, out_dir: Path) -> RunResult:
+        """The RunResult of a counted run answered from the result cache, read from the files it copied."""
+        shown = f"the counted run cached under key {key.short}"
+        answer = read_result(out_dir / RUNNER_STDOUT, shown, str(self._status.runner))
+        result = build_result(answer, spec, self.info, out_dir, out_dir / RUNNER_LOG, sme2_active=spec.sme2 is not False)
+        result.evidence.update(stored)
+        result.evidence["result_cache"] = {"key": key.short, "cached": True}
+        result.evidence["instruction_counts"] = str(out_dir / COUNTS_FILE)
         return result
 
     def close(self) -> None:

@@ -26,6 +26,7 @@ from pytest_sme2.run.native.tensorfile import torch_inputs_to_file
 from pytest_sme2.run.targets.base import (
     EMULATED_TIMING,
     RUNNER_LOG,
+    RUNNER_STDOUT,
     TIMED_ETDUMP,
     WARMUP_ETDUMP,
     RunResult,
@@ -111,7 +112,7 @@ def run_runner_process(prefix: list[str], binary: Path, env: dict[str, str], pte
     if sampler is not None:  # kernel_sampling.py: the sampled round runs under the profiler
         command = sampler.wrap(command, out_dir)
     log = out_dir / RUNNER_LOG
-    stdout_path = out_dir / "runner.stdout"
+    stdout_path = out_dir / RUNNER_STDOUT
     shown = shlex.join(command)
     preload = "".join(f"{name}={env[name]} " for name in ("LD_PRELOAD", "DYLD_INSERT_LIBRARIES") if name in env)
     with open(log, "wb") as err, open(stdout_path, "wb") as out:

@@ -1,0 +1,197 @@
+"""The emulated target's result cache: a counted run whose every input is unchanged is answered from disk.
+
+Why: under emulation every counted quantity is a pure function of the run's inputs (the program, the input
+tensors, the native runner and every library it loads, qemu and its CPU settings, the counting code, the
+run settings), identical in every run however busy the machine; re-emulating an unchanged program
+recomputes a known answer at tens of seconds a variant. The key is a sha256 over the bytes of each input,
+never a name or a date. An entry holds the files the run left (ETDumps, outputs, counts, logs), each file's
+sha256 and the run's evidence; it is checked on every use, and a damaged one is reported, removed and run
+again. Entries are written whole into a temporary folder and renamed into place, so xdist workers and
+sessions on one machine share them safely. docs/targets.md, "The result cache".
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import secrets
+import shutil
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from pytest_sme2.errors import DamagedCacheEntryWarning, StorageError
+from pytest_sme2.system.safe_files import copy_file, write_file
+
+RESULTS_FOLDER = "results"  # under the cache folder (--sme2-cache-dir)
+ENTRY_FORMAT = 1
+MANIFEST = "result.json"
+PACKAGE = Path(__file__).resolve().parent.parent  # pytest_sme2/
+# What can change a count: the package's Python (the counting, the runner's command line, reading its
+# answer) and the native sources the runner and the counter are built from.
+CODE_SUFFIXES = (".py", ".c", ".cpp", ".h", ".txt", ".cmake")
+
+
+def file_sha256(path: str | os.PathLike[str]) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def code_digest(root: Path = PACKAGE) -> str:
+    """sha256 of every source file under ``root`` (relative path and bytes, in sorted order)."""
+    return _code_digest(str(root))
+
+
+@functools.lru_cache(maxsize=4)
+def _code_digest(root: str) -> str:
+    # Once per process: the package does not change under a running session.
+    digest = hashlib.sha256()
+    base = Path(root)
+    for path in sorted(p for p in base.rglob("*") if p.suffix in CODE_SUFFIXES and p.is_file()
+                       and "__pycache__" not in p.parts):
+        digest.update(str(path.relative_to(base)).encode() + b"\0")
+        digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class RunKey:
+    """The key of one counted run and what went into it (each ingredient's sha256 or value)."""
+
+    digest: str
+    ingredients: Mapping[str, str]
+
+    @property
+    def short(self) -> str:
+        return self.digest[:16]
+
+
+def run_key(*, program: Path, inputs: Path | None, runner: Path, libraries: Iterable[Path], emulator: Path,
+            cpu: str, settings: Mapping[str, Any], code: str) -> RunKey:
+    """The key of a counted run: the bytes of the program, the inputs, the runner, each library it loads and
+    the emulator; the emulated CPU (SVL, SME2 on or off); the run settings; the counting code's digest."""
+    ingredients: dict[str, str] = {
+        "program": file_sha256(program),
+        "inputs": "none" if inputs is None else file_sha256(inputs),
+        "runner": file_sha256(runner),
+        "emulator": file_sha256(emulator),
+        "cpu": cpu,
+        "settings": json.dumps(dict(settings), sort_keys=True, default=str),
+        "code": code,
+    }
+    for library in sorted(set(Path(p) for p in libraries), key=lambda p: p.name):
+        ingredients[f"library {library.name}"] = file_sha256(library)
+    digest = hashlib.sha256(json.dumps(ingredients, sort_keys=True).encode()).hexdigest()
+    return RunKey(digest, ingredients)
+
+
+class _Damaged(Exception):
+    """Why an entry cannot be used (the message names the file or field)."""
+
+
+class ResultCache:
+    """Counted runs by key, in ``root`` (``<cache folder>/results``)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+
+    def entry(self, key: RunKey) -> Path:
+        return self.root / key.digest
+
+    def load(self, key: RunKey, out_dir: Path) -> dict[str, Any] | None:
+        """Copy the entry's files into ``out_dir`` and return its evidence, or None on a miss. A damaged
+        entry is reported (DamagedCacheEntryWarning), removed and answered as a miss: never used."""
+        directory = self.entry(key)
+        if not os.path.lexists(directory):
+            return None
+        try:
+            manifest = self._check(directory, key)
+        except _Damaged as damage:
+            self._discard(directory, damage)
+            return None
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for name in manifest["files"]:
+            copy_file(directory / name, out_dir / name)
+        return dict(manifest["evidence"])
+
+    def store(self, key: RunKey, out_dir: Path, names: Iterable[str], evidence: Mapping[str, Any]) -> None:
+        """Keep ``names`` (files of ``out_dir``) and ``evidence`` under ``key``; the first writer wins."""
+        final = self.entry(key)
+        if os.path.lexists(final):
+            return
+        self.root.mkdir(parents=True, exist_ok=True)
+        staging = self.root / f".{key.short}.{secrets.token_hex(6)}.tmp"
+        os.mkdir(staging, 0o755)
+        try:
+            files = {}
+            for name in names:
+                copy_file(out_dir / name, staging / name)
+                files[name] = file_sha256(staging / name)
+            write_file(staging / MANIFEST, json.dumps({"format": ENTRY_FORMAT, "key": key.digest, "files": files,
+                                                       "evidence": dict(evidence),
+                                                       "ingredients": dict(key.ingredients)}, indent=1, default=str))
+            try:
+                os.rename(staging, final)
+            except OSError:
+                if not os.path.lexists(final):  # not "another worker stored it first": a real failure
+                    raise
+        except OSError as exc:
+            raise StorageError(f"cannot store the counted run in the result cache {self.root}: {exc}; make it "
+                               "writable or choose another --sme2-cache-dir") from None
+        finally:
+            if staging.exists():
+                shutil.rmtree(staging, ignore_errors=True)
+
+    @staticmethod
+    def _check(directory: Path, key: RunKey) -> dict[str, Any]:
+        if directory.is_symlink() or not directory.is_dir():
+            raise _Damaged("it is not a folder")
+        try:
+            manifest = json.loads((directory / MANIFEST).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise _Damaged(f"{MANIFEST} is missing") from None
+        except (OSError, ValueError) as exc:
+            raise _Damaged(f"{MANIFEST} does not decode ({str(exc).splitlines()[0] if str(exc) else exc!r})") from None
+        if not isinstance(manifest, dict) or manifest.get("format") != ENTRY_FORMAT or manifest.get("key") != key.digest:
+            raise _Damaged(f"{MANIFEST} is not format {ENTRY_FORMAT} of key {key.short}")
+        files, evidence = manifest.get("files"), manifest.get("evidence")
+        if not isinstance(files, dict) or not files or not isinstance(evidence, dict) or not all(
+                isinstance(name, str) and "/" not in name and isinstance(sha, str) and len(sha) == 64
+                for name, sha in files.items()):
+            raise _Damaged(f"{MANIFEST}'s files or evidence are not what an entry holds")
+        for name, stored in files.items():
+            path = directory / name
+            if path.is_symlink():
+                raise _Damaged(f"{name} is a link")
+            try:
+                actual = file_sha256(path)
+            except FileNotFoundError:
+                raise _Damaged(f"{name} is missing") from None
+            except OSError as exc:
+                raise _Damaged(f"{name} is unreadable ({exc})") from None
+            if actual != stored:
+                raise _Damaged(f"{name} is not what the run wrote: its sha256 begins {actual[:16]}, the one "
+                               f"{MANIFEST} stored {stored[:16]}")
+        return manifest
+
+    @staticmethod
+    def _discard(directory: Path, damage: _Damaged) -> None:
+        warnings.warn(DamagedCacheEntryWarning(
+            f"result cache entry {os.path.abspath(directory)} is damaged: {damage}. It is not used: it is removed "
+            "and the run is emulated again."), stacklevel=4)
+        try:
+            if directory.is_dir() and not directory.is_symlink():
+                shutil.rmtree(directory)
+            else:
+                directory.unlink()
+        except FileNotFoundError:
+            pass  # another worker removed it first
+        except OSError as exc:
+            raise StorageError(f"result cache entry {directory} is damaged ({damage}) and cannot be removed: "
+                               f"{exc}. Remove it by hand, or use another --sme2-cache-dir") from None

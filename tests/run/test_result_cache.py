@@ -1,0 +1,286 @@
+"""The emulated target's result cache (issue 25): keyed by the bytes of everything that can change a count,
+answered with the same counts as a fresh run, never used when damaged, and never hiding a model change."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+from pytest_sme2 import DamagedCacheEntryWarning, Recipe
+from pytest_sme2.measure.runner import Runner
+from pytest_sme2.measure.session import Settings, Sme2Session
+from pytest_sme2.run import emulation_setup
+from pytest_sme2.run import result_cache as rc
+from pytest_sme2.run.result_cache import MANIFEST, ResultCache, code_digest, run_key
+from pytest_sme2.run.targets import RunSpec
+from pytest_sme2.run.targets import emulated as emulated_module
+from pytest_sme2.run.targets.emulated import EmulatedTarget, loaded_libraries
+
+STATUS = emulation_setup.status()
+needs_emulation = pytest.mark.skipif(not STATUS.ready, reason=f"emulated target not ready: {STATUS.problem}")
+
+
+def _flip_last_byte(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
+# ----------------------------------------------------------------- the key, from files alone
+
+
+@pytest.fixture
+def ingredients(tmp_path: Path) -> dict:
+    files = {}
+    for name in ("program.pte", "inputs.pt", "runner", "libone.so", "libtwo.so", "qemu-aarch64"):
+        files[name] = tmp_path / name
+        files[name].write_bytes(name.encode() * 100)
+    return {"program": files["program.pte"], "inputs": files["inputs.pt"], "runner": files["runner"],
+            "libraries": [files["libone.so"], files["libtwo.so"]], "emulator": files["qemu-aarch64"],
+            "cpu": "-cpu max,sme=on,sme_fa64=on,sve-default-vector-length=64", "settings": {"runs": 1, "warmup": 1},
+            "code": "c0de"}
+
+
+def test_a_key_is_the_content_not_the_names_or_dates(ingredients: dict, tmp_path: Path) -> None:
+    first = run_key(**ingredients)
+    moved = tmp_path / "elsewhere"
+    moved.mkdir()
+    copy = dict(ingredients)
+    for name in ("program", "inputs", "runner", "emulator"):
+        copy[name] = Path(shutil.copy(ingredients[name], moved / f"renamed-{name}"))  # new name, new date
+    assert run_key(**copy).digest == first.digest
+    assert run_key(**ingredients).digest == first.digest  # stable
+
+
+@pytest.mark.parametrize("ingredient", ["program", "inputs", "runner", "library", "emulator"])
+def test_one_byte_of_any_file_changes_the_key(ingredients: dict, ingredient: str) -> None:
+    before = run_key(**ingredients).digest
+    _flip_last_byte(ingredients["libraries"][1] if ingredient == "library" else ingredients[ingredient])
+    assert run_key(**ingredients).digest != before
+
+
+@pytest.mark.parametrize("change", [
+    {"cpu": "-cpu max,sme=off"},  # SME2 off
+    {"cpu": "-cpu max,sme=on,sme_fa64=on,sve-default-vector-length=32"},  # another SVL
+    {"settings": {"runs": 2, "warmup": 1}},
+    {"code": "c0df"},
+    {"inputs": None},
+])
+def test_each_setting_changes_the_key(ingredients: dict, change: dict) -> None:
+    assert run_key(**{**ingredients, **change}).digest != run_key(**ingredients).digest
+
+
+def test_the_code_digest_changes_with_one_byte_of_the_counting_code(tmp_path: Path) -> None:
+    tree = shutil.copytree(REPO / "pytest_sme2", tmp_path / "pytest_sme2",
+                           ignore=shutil.ignore_patterns("__pycache__"))
+    before = code_digest(tree)
+    counting = tree / "evidence" / "qemu_counts.py"
+    counting.write_text(counting.read_text() + "\n# one more line\n")
+    rc._code_digest.cache_clear()
+    assert code_digest(tree) != before
+    counter = tree / "run" / "native" / "exec_counter.c"
+    after_python = code_digest(tree)
+    counter.write_text(counter.read_text() + "\n/* one more line */\n")
+    rc._code_digest.cache_clear()
+    assert code_digest(tree) != after_python
+    assert code_digest() == code_digest(REPO / "pytest_sme2")  # the installed package is what a run keys on
+
+
+# ----------------------------------------------------------------- entries: stored, loaded, damaged
+
+
+@pytest.fixture
+def stored(tmp_path: Path, ingredients: dict) -> tuple[ResultCache, rc.RunKey, Path]:
+    run = tmp_path / "run"
+    run.mkdir()
+    for name in ("timed.etdp", "instructions.json", "runner.stdout"):
+        (run / name).write_bytes(f"{name} bytes".encode())
+    cache = ResultCache(tmp_path / "cache" / "results")
+    key = run_key(**ingredients)
+    cache.store(key, run, ["timed.etdp", "instructions.json", "runner.stdout"], {"kernel_trace": {"kernels": ["k"]}})
+    return cache, key, run
+
+
+def test_a_stored_run_is_loaded_with_its_files_and_evidence(stored: tuple, tmp_path: Path) -> None:
+    cache, key, run = stored
+    out = tmp_path / "later"
+    assert cache.load(key, out) == {"kernel_trace": {"kernels": ["k"]}}
+    assert (out / "timed.etdp").read_bytes() == b"timed.etdp bytes"
+    assert not (out / "timed.etdp").is_symlink()  # a copy: writing an artifact never rewrites the entry
+    other = dataclasses.replace(key, digest="0" * 64)
+    assert cache.load(other, tmp_path / "miss") is None
+
+
+def test_the_first_store_wins(stored: tuple) -> None:
+    cache, key, run = stored
+    (run / "timed.etdp").write_bytes(b"another run")
+    cache.store(key, run, ["timed.etdp"], {"other": 1})
+    manifest = json.loads((cache.entry(key) / MANIFEST).read_text())
+    assert manifest["evidence"] == {"kernel_trace": {"kernels": ["k"]}}
+    assert (cache.entry(key) / "timed.etdp").read_bytes() == b"timed.etdp bytes"
+
+
+@pytest.mark.parametrize("damage", ["flipped byte", "missing file", "manifest", "link", "other key"])
+def test_a_damaged_entry_is_reported_removed_and_never_used(stored: tuple, tmp_path: Path, damage: str) -> None:
+    cache, key, _ = stored
+    entry = cache.entry(key)
+    if damage == "flipped byte":
+        _flip_last_byte(entry / "timed.etdp")
+    elif damage == "missing file":
+        (entry / "instructions.json").unlink()
+    elif damage == "manifest":
+        (entry / MANIFEST).write_text("{ not json")
+    elif damage == "link":
+        victim = tmp_path / "victim"
+        victim.write_bytes(b"instructions.json bytes")
+        (entry / "instructions.json").unlink()
+        (entry / "instructions.json").symlink_to(victim)
+    else:
+        manifest = json.loads((entry / MANIFEST).read_text())
+        (entry / MANIFEST).write_text(json.dumps({**manifest, "key": "f" * 64}))
+    out = tmp_path / "out"
+    with pytest.warns(DamagedCacheEntryWarning, match="result cache entry .* is damaged"):
+        assert cache.load(key, out) is None
+    assert not entry.exists()
+    assert not (out / "timed.etdp").exists()
+
+
+# ----------------------------------------------------------------- the emulated target's key: its wiring
+
+
+@needs_emulation
+def test_the_emulated_targets_key_covers_program_inputs_runner_libraries_qemu_svl_sme2_and_code(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    program, inputs = tmp_path / "program.pte", tmp_path / "inputs.pt"
+    program.write_bytes(b"program" * 50)
+    inputs.write_bytes(b"inputs" * 50)
+    target = EmulatedTarget(tmp_path / "logs", 512, STATUS)
+    spec = RunSpec(sme2=True, runs=1, warmup=1)
+    base = target.result_key(program, inputs, spec).digest
+    assert target.result_key(program, inputs, dataclasses.replace(spec, timeout_s=10)).digest == base
+    changed = {
+        "SME2 off": target.result_key(program, inputs, dataclasses.replace(spec, sme2=False)),
+        "SVL 256": EmulatedTarget(tmp_path / "logs", 256, STATUS).result_key(program, inputs, spec),
+        "runs": target.result_key(program, inputs, dataclasses.replace(spec, runs=2)),
+    }
+    _flip_last_byte(program)
+    changed["program"] = target.result_key(program, inputs, spec)
+    _flip_last_byte(program)
+    _flip_last_byte(inputs)
+    changed["inputs"] = target.result_key(program, inputs, spec)
+    _flip_last_byte(inputs)
+    for role in ("runner", "qemu"):
+        copy = tmp_path / role
+        shutil.copy(getattr(STATUS, role), copy)
+        _flip_last_byte(copy)
+        status = dataclasses.replace(STATUS, **{role: copy})
+        if role == "runner":  # its libraries are found beside the original ($ORIGIN): the same ones
+            monkeypatch.setattr(emulated_module, "loaded_libraries", lambda _: loaded_libraries(STATUS.runner))
+        changed[role] = EmulatedTarget(tmp_path / "logs", 512, status).result_key(program, inputs, spec)
+    monkeypatch.undo()
+    libraries = loaded_libraries(STATUS.runner)
+    assert {"libexecutorch.so", "libc.so.6", "ld-linux-aarch64.so.1"} <= {p.name for p in libraries}
+    xnnpack = next(p for p in libraries if "xnnpack" in p.name)
+    changed_library = tmp_path / xnnpack.name
+    shutil.copy(xnnpack, changed_library)
+    _flip_last_byte(changed_library)
+    monkeypatch.setattr(emulated_module, "loaded_libraries",
+                        lambda runner: [changed_library if p == xnnpack else p for p in loaded_libraries(runner)])
+    changed["a library"] = target.result_key(program, inputs, spec)
+    monkeypatch.undo()
+    monkeypatch.setattr(emulated_module, "code_digest", lambda: "another counting code")
+    changed["counting code"] = target.result_key(program, inputs, spec)
+    same = sorted(name for name, key in changed.items() if key.digest == base)
+    assert not same, f"the key did not change with: {same}"
+
+
+# ----------------------------------------------------------------- real runs: cached equals fresh
+
+
+def _counted(root: Path, model: str, fresh: bool) -> list:
+    session = Sme2Session(Settings(target="emulated", cache_dir=root / "cache", session_dir=root / f"run-{fresh}",
+                                   fresh=fresh))
+    session.registry.register_dir(REPO / "models")
+    try:
+        exported = session.export(model, Recipe())
+        return [Runner(session, RunSpec(sme2=sme2, runs=1, warmup=1), session.test_dir(f"{model}-{sme2}")).profile(exported)
+                for sme2 in (True, False)]
+    finally:
+        session.close()
+
+
+COUNTED = ("per_inference", "sme_per_inference", "sme_share_of_conv_gemm", "shares", "delegation_coverage",
+           "sme_path_share", "ops", "sme_kernels", "op_identity", "load", "init")
+
+
+@needs_emulation
+@pytest.mark.parametrize("model", sorted(p.stem for p in (REPO / "models").glob("*.py")))
+def test_a_cached_answer_equals_a_fresh_run_in_every_counted_quantity(tmp_path: Path, model: str) -> None:
+    fresh = _counted(tmp_path, model, fresh=True)  # emulated, and stored
+    cached = _counted(tmp_path, model, fresh=False)
+    for a, b in zip(fresh, cached):
+        assert a.metadata["result_cache"]["cached"] is False and b.metadata["result_cache"]["cached"] is True
+        assert a.metadata["result_cache"]["key"] == b.metadata["result_cache"]["key"]
+        counted_a, counted_b = a.to_dict()["instructions"], b.to_dict()["instructions"]
+        assert set(COUNTED) <= set(counted_a)
+        assert json.dumps(counted_a, sort_keys=True) == json.dumps(counted_b, sort_keys=True)
+        assert a.executed_sme_kernels == b.executed_sme_kernels
+        assert a.to_dict()["shares"] == b.to_dict()["shares"]
+    assert fresh[0].metadata["result_cache"]["key"] != fresh[1].metadata["result_cache"]["key"]  # SME2 on/off
+
+
+# ----------------------------------------------------------------- as a user runs it: a model change is not hidden
+
+CACHED_PROJECT_TEST = """
+import pytest
+
+pytestmark = [pytest.mark.sme2, pytest.mark.model("tiny")]
+
+def test_tiny(exported_pte, runner, etdump_profile):
+    etdump_profile(exported_pte, runner(sme2=True))
+"""
+
+
+def _newest_session(project: pytest.Pytester) -> Path:
+    sessions = sorted((project.path / ".sme2" / "artifacts").glob("session-*/"), key=lambda p: p.stat().st_mtime)
+    return sessions[-1]
+
+
+def _session_log(project: pytest.Pytester) -> str:
+    """The newest session's progress.log (the progress lines a terminal shows)."""
+    return (_newest_session(project) / "progress.log").read_text()
+
+
+@needs_emulation
+def test_an_unchanged_model_is_answered_from_the_cache_and_a_changed_one_is_emulated_and_fails(
+        sme2_project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)  # the gate on: these sessions judge baselines
+    sme2_project.makepyfile(test_cached=CACHED_PROJECT_TEST)
+    on = ("--sme2-target=emulated", "-o", "sme2_fresh=false", "-p", "no:cacheprovider")
+    first = sme2_project.runpytest_subprocess(*on, "--sme2-update-baselines")
+    first.assert_outcomes(passed=1)
+    assert "[emulated sme2=on threads=1] done" in _session_log(sme2_project)
+    assert "from the result cache" not in _session_log(sme2_project)
+    again = sme2_project.runpytest_subprocess(*on)
+    again.assert_outcomes(passed=1)
+    assert re.search(r"tiny fp32-xnnpack \[emulated sme2=on threads=1\] done: .* from the result cache \(key "
+                     r"[0-9a-f]{16}\)", _session_log(sme2_project))
+    assert "counted run from the result cache, key " in (_newest_session(sme2_project) / "summary.md").read_text()
+    fresh = sme2_project.runpytest_subprocess(*on, "--sme2-fresh")
+    fresh.assert_outcomes(passed=1)
+    assert "[emulated sme2=on threads=1] done" in _session_log(sme2_project)
+    assert "from the result cache" not in _session_log(sme2_project)
+    model = sme2_project.path / "models" / "tiny.py"
+    layer = "torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU(),"
+    assert layer in model.read_text()
+    model.write_text(model.read_text().replace(layer, layer + " torch.nn.Conv2d(8, 8, 1), torch.nn.ReLU(),"))
+    changed = sme2_project.runpytest_subprocess(*on)
+    assert "from the result cache" not in _session_log(sme2_project)
+    changed.assert_outcomes(failed=1)
+    changed.stdout.fnmatch_lines(["*instructions*"])
