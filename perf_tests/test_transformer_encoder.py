@@ -22,7 +22,7 @@ def test_transformer_fallbacks_are_the_known_ones(exported_pte, runner, etdump_p
     # cheaper, and on the emulated target (SME2 on, by counted instructions) they are about two thirds.
     assert_delegation(profile, at_least=0.3)
     # The arithmetic is GEMM's (projections, MLPs, attention), whatever the time or instructions say.
-    work = profile.work_summary()
+    work = profile.work_by_category()
     assert work["GEMM"]["macs"] >= 0.9 * sum(v["macs"] for k, v in work.items() if isinstance(v, dict))
 
 
