@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import hashlib
 import json
 import logging
 import math
@@ -27,6 +26,7 @@ from pytest_sme2.errors import DamagedCacheEntryWarning, ExportError, StorageErr
 from pytest_sme2.export import export_key
 from pytest_sme2.export.work import FACTS_FILE, FACTS_VERSION, decode_facts, facts_document, write_facts
 from pytest_sme2.model.registry import Model
+from pytest_sme2.system.digests import file_sha256
 from pytest_sme2.system.locks import locked
 
 # 2: int8 reference outputs come from the quantized model; 3: keyed by the traced program's content;
@@ -199,14 +199,6 @@ class _Damaged(Exception):
     """Why an existing cache entry cannot be used (the message names the file or field)."""
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def _count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
@@ -257,7 +249,7 @@ def _load_entry(directory: Path, model: str, recipe: Recipe, traced: Traced) -> 
         raise _Damaged(problem)
     for name, stored in meta["files"].items():
         try:
-            actual = _sha256(directory / name)
+            actual = file_sha256(directory / name)
         except FileNotFoundError:
             raise _Damaged(f"{name} is missing") from None
         except OSError as exc:
@@ -345,7 +337,7 @@ def export(model: Model, recipe: Recipe, cache_dir: Path) -> ExportedModel:
                 "export_seconds": seconds,
                 "delegation": delegation,
                 "source": str(model.source_path) if model.source_path else None,
-                "files": {name: _sha256(staging / name) for name in CHECKED_FILES},
+                "files": {name: file_sha256(staging / name) for name in CHECKED_FILES},
             }
             (staging / META_NAME).write_text(json.dumps(meta, indent=2, sort_keys=True))
             # Planned memory and per-operator work, read from the .pte now that ExecuTorch's exporter is loaded.

@@ -7,7 +7,6 @@ no ETDump, so tracing overhead can be measured against the ETDump runs).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 import warnings
@@ -30,6 +29,7 @@ from pytest_sme2.profile import stats
 from pytest_sme2.profile.profile import Profile
 from pytest_sme2.run.targets import RunResult, RunSpec
 from pytest_sme2.run.targets.base import RUN_FACTS
+from pytest_sme2.system.digests import file_sha256
 from pytest_sme2.system.names import slug
 from pytest_sme2.system.safe_files import write_file
 
@@ -100,7 +100,7 @@ class Runner:
             program = Path(pte)
             inputs = None
             identity = {"model": program.stem, "recipe": "external", "delegation": None, "etrecord": None,
-                        "export": {"pte_sha256": _sha256(program), **_versions()}}
+                        "export": {"pte_sha256": file_sha256(program), **_versions()}}
         check_program(program)
         identity["pte"] = str(program)
         identity["inputs"] = str(inputs) if inputs is not None else None
@@ -330,10 +330,6 @@ def _versions() -> dict[str, str]:
     import torch
 
     return {"torch": torch.__version__, "executorch": executorch.version.__version__}
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def require_program(pte: object) -> None:

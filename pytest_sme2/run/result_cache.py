@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from pytest_sme2.errors import DamagedCacheEntryWarning, StorageError
+from pytest_sme2.system.digests import file_sha256
 from pytest_sme2.system.safe_files import copy_file, write_file
 
 RESULTS_FOLDER = "results"  # under the cache folder (--sme2-cache-dir)
@@ -33,14 +34,6 @@ PACKAGE = Path(__file__).resolve().parent.parent  # pytest_sme2/
 # What can change a count: the package's Python (the counting, the runner's command line, reading its
 # answer) and the native sources the runner and the counter are built from.
 CODE_SUFFIXES = (".py", ".c", ".cpp", ".h", ".txt", ".cmake")
-
-
-def file_sha256(path: str | os.PathLike[str]) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def code_digest(root: Path = PACKAGE) -> str:

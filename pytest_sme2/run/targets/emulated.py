@@ -189,7 +189,7 @@ class EmulatedTarget:
                              "`sudo apt-get install util-linux`, or turn counting off with --sme2-no-kernel-trace")
         out_dir.mkdir(parents=True, exist_ok=True)
         counter_binary = build_exec_counter()
-        key = None if self._results is None else self.result_key(pte, inputs, spec)
+        key = None if self._results is None else self.result_key(pte, inputs, spec, counter_binary)
         if key is not None and not self._fresh:
             stored = self._results.load(key, out_dir)
             if stored is not None:
@@ -232,13 +232,14 @@ class EmulatedTarget:
         result.evidence["instruction_counts"] = str(path)
         return result
 
-    def result_key(self, pte: Path, inputs: Path | None, spec: RunSpec) -> RunKey:
+    def result_key(self, pte: Path, inputs: Path | None, spec: RunSpec, counter: Path | None = None) -> RunKey:
         """Everything a counted run's answer depends on (result_cache.py): the program, inputs, runner, every
         library it loads, qemu, the CPU settings (SVL, SME2 on/off), the run settings, the counting code and
-        the counter."""
+        the counter (``counter``: its binary when the caller has it already, else found or built here)."""
         from pytest_sme2.run.native.build import build_exec_counter
 
-        qemu, counter, runner = self.emulator_command(spec), build_exec_counter(), self._status.runner
+        qemu, runner = self.emulator_command(spec), self._status.runner
+        counter = counter or build_exec_counter()
         settings = {k: v for k, v in spec.as_dict().items() if k not in _NOT_IN_KEY}
         return run_key(program=pte, inputs=inputs, runner=runner,
                        libraries=[*loaded_libraries(runner), counter], emulator=Path(qemu[0]),
