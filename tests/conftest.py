@@ -7,12 +7,23 @@ from pathlib import Path
 from typing import Iterator
 
 import executorch.exir  # noqa: F401,E402
-import pytest
 
-# pytester's in-process runs drop every module first imported inside them;
-# torch and executorch are C extensions that cannot be imported twice in one
-# process, so import what export needs here, once, before any inner run.
+# pytester's in-process runs drop every module first imported inside them; torch and executorch are C
+# extensions that cannot be imported twice in one process, so what export needs is imported here, once,
+# before any inner run. So is what every inner session imports lazily (the gate's statistics, torch.export's
+# tracing passes, the Profile's dict form): imported again in each in-process session, it cost about 2 s a
+# session (issue 25: measured with an import hook around one session).
+import pandas.core.methods.to_dict  # noqa: F401,E402
+import pytest
+import scipy.stats  # noqa: F401,E402
 import torch  # noqa: F401,E402
+import torch._export.passes.add_runtime_assertions_for_constraints_pass  # noqa: F401,E402
+import torch._export.passes.collect_tracepoints_pass  # noqa: F401,E402
+import torch._export.passes.replace_autocast_with_hop_pass  # noqa: F401,E402
+import torch._export.passes.replace_set_grad_with_hop_pass  # noqa: F401,E402
+import torch.export._trace  # noqa: F401,E402
+import torch.export._unlift  # noqa: F401,E402
+import torch.fx.experimental.validator  # noqa: F401,E402
 from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner  # noqa: F401,E402
 from executorch.backends.xnnpack.quantizer import xnnpack_quantizer  # noqa: F401,E402
 from executorch.devtools import backend_debug  # noqa: F401,E402
