@@ -130,13 +130,18 @@ class Traced:
     seconds: float
 
 
-def versions() -> dict[str, Any]:
-    """The tool versions and format in every cache key."""
+def tool_versions() -> dict[str, str]:
+    """torch's and executorch's versions as plain strings: torch's own is a str subclass (TorchVersion) that
+    pytest-xdist cannot send from a worker to the controller inside a test's report."""
     import executorch.version
     import torch
 
-    return {"format": EXPORT_FORMAT_VERSION, "torch": torch.__version__,
-            "executorch": executorch.version.__version__}
+    return {"torch": str(torch.__version__), "executorch": str(executorch.version.__version__)}
+
+
+def versions() -> dict[str, Any]:
+    """The tool versions and format in every cache key."""
+    return {"format": EXPORT_FORMAT_VERSION, **tool_versions()}
 
 
 def trace(model: Model, recipe: Recipe) -> Traced:

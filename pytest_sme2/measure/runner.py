@@ -21,7 +21,7 @@ from pytest_sme2.evidence.etdump import read_run
 from pytest_sme2.evidence.kernel_sampling import KernelNamer, KernelTime, attribute
 from pytest_sme2.evidence.qemu_counts import InstructionTrace
 from pytest_sme2.evidence.samplers import PERF_DATA, Sampler
-from pytest_sme2.export.export import ExportedModel
+from pytest_sme2.export.export import ExportedModel, tool_versions
 from pytest_sme2.export.program import check_program
 from pytest_sme2.export.work import ProgramFacts
 from pytest_sme2.measure.session import Sme2Session, copy_artifact, kit_variant
@@ -100,7 +100,7 @@ class Runner:
             program = Path(pte)
             inputs = None
             identity = {"model": program.stem, "recipe": "external", "delegation": None, "etrecord": None,
-                        "export": {"pte_sha256": file_sha256(program), **_versions()}}
+                        "export": {"pte_sha256": file_sha256(program), **tool_versions()}}
         check_program(program)
         identity["pte"] = str(program)
         identity["inputs"] = str(inputs) if inputs is not None else None
@@ -245,7 +245,7 @@ class Runner:
         values; export_key.program_digest), so that a baseline notes "the model's source changed" exactly
         when the program the model traces to did."""
         return {"model_source_hash": pte.program_digest, "recipe": asdict(pte.recipe), "cache_key": pte.cache_key,
-                **_versions()}
+                **tool_versions()}
 
     def time(self, pte: "ExportedModel | str | Path") -> Timings:
         """Run without ETDump: wall-clock latencies only."""
@@ -323,13 +323,6 @@ def _alternate_once(pte: "ExportedModel | str | Path", first: Runner, second: Ru
         extra += 1
         merged = Profile.concat(chunks[0]), Profile.concat(chunks[1])
     return merged
-
-
-def _versions() -> dict[str, str]:
-    import executorch.version
-    import torch
-
-    return {"torch": torch.__version__, "executorch": executorch.version.__version__}
 
 
 def require_program(pte: object) -> None:

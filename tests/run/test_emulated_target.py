@@ -90,6 +90,21 @@ def test_sme2_on_and_off_run_for_real_and_timing_checks_skip(sme2_project: pytes
 
 
 @needs_emulation
+def test_xdist_workers_send_emulated_profiles_to_the_controller(sme2_project: pytest.Pytester,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each emulated profile's provenance once held torch's TorchVersion, which pytest-xdist cannot send: the perf
+    suite under -n 2 ended in an INTERNALERROR (execnet DumpError) with every test unreported."""
+    monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)  # the gate on (conftest turns it off in inner runs)
+    sme2_project.makepyfile(SME2_TEST)
+    args = ("-n", "2", "-p", "xdist", "--sme2-target=emulated", "--sme2-runs=1", "--sme2-warmup=0", "-k",
+            "not latency_only")
+    sme2_project.runpytest_inprocess("--sme2-update-baselines", *args[4:]).assert_outcomes(passed=1, skipped=1)
+    result = sme2_project.runpytest_subprocess(*args)  # judged against it in two workers
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    result.assert_outcomes(passed=1, skipped=1)
+
+
+@needs_emulation
 def test_streaming_vector_length_is_configurable(sme2_project: pytest.Pytester) -> None:
     sme2_project.makepyfile(SME2_TEST)
     result = sme2_project.runpytest_inprocess(*NO_BASELINES, "--sme2-target=emulated", "--sme2-emulated-svl=256", "--sme2-runs=1",
