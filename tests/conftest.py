@@ -54,6 +54,21 @@ def get_example_inputs():
 '''
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests of a file that share a module-scoped fixture of that file run in one xdist worker (``--dist
+    loadgroup``), so the fixture (an export, a counted mobilenet run: tens of seconds) is built once, not once
+    in each worker (issue 25). Tests already in a group keep theirs: xdist would join the two names."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is not None:
+            continue
+        module = item.nodeid.split("::")[0]
+        info = getattr(item, "_fixtureinfo", None)
+        definitions = info.name2fixturedefs.values() if info is not None else ()
+        if any(defs[-1].scope == "module" and defs[-1].baseid == module for defs in definitions):
+            item.add_marker(pytest.mark.xdist_group(module))
+
+
 @pytest.fixture(autouse=True)
 def _no_baseline_gate_in_inner_runs(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     """Inner pytest runs (pytester, in-process or subprocess) have no stored baselines.
