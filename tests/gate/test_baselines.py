@@ -127,7 +127,9 @@ def _write_many(args: tuple[str, int]) -> None:
 
 
 def test_concurrent_writers_lose_nothing_and_never_leave_half_files(tmp_path: Path) -> None:
-    with multiprocessing.get_context("fork").Pool(4) as pool:
+    # spawn, not fork: a child forked from this multi-threaded pytest worker (torch's and execnet's threads) once
+    # hung on a lock held at the fork for 21 minutes in CI's `make test`
+    with multiprocessing.get_context("spawn").Pool(4) as pool:
         pool.map(_write_many, [(str(tmp_path), w) for w in range(4)])
     files = sorted((tmp_path / "fp").glob("*.json"))
     assert len(files) == 4 * 20 + 1
