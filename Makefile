@@ -56,11 +56,11 @@ auto-target: install
 		$(BUILD_RUNNER) || echo "note: the native runner did not build (see above); pytest-sme2 doctor says what the default target can run"; \
 	else $(EMULATION_STEP); fi
 
-# On the emulated target (what auto picks on a CPU without SME2 once it is set up) the perf suite runs in pytest-xdist workers, one per core up to
-# 4 (its 22 tests: more gain little, and each worker holds torch): counted instructions do not depend on what
-# else runs, and it took 669 s in one process, 267 s in two on a 2-core machine (docs/performance.md). On an
-# SME2 CPU (or on the host target, where the emulated one is not set up) the tests time real runs, which
-# workers running beside each other would disturb: one process.
+# On the emulated target (what auto picks on a CPU without SME2 once it is set up) the perf suite runs in
+# pytest-xdist workers, one per core up to 4 (its 22 tests: more gain little, and each worker holds torch):
+# counted instructions do not depend on what else runs, and it took 669 s in one process, 267 s in two on a
+# 2-core machine (docs/performance.md). On an SME2 CPU (or on the host target, where the emulated one is not
+# set up) the tests time real runs, which workers running beside each other would disturb: one process.
 AUTO_IS_EMULATED := $(PYTHON) -c "import sys; from pytest_sme2.run.targets.auto import current_plan; sys.exit(0 if current_plan().target == 'emulated' else 1)"
 PERF_WORKERS ?= $(shell n=$$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1); [ "$$n" -gt 4 ] && n=4; echo $$n)
 perf: install auto-target
