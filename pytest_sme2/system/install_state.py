@@ -96,11 +96,11 @@ def stale_reason(root: Path, extras: list[str], torch_pin: str) -> str | None:
         if req.marker is not None and not req.marker.evaluate({"extra": ""}):
             continue
         try:
-            version = metadata.version(canonicalize_name(req.name))
+            have = metadata.version(canonicalize_name(req.name))
         except metadata.PackageNotFoundError:
             return f"{req.name} ({req}) is not installed"
-        if req.specifier and not req.specifier.contains(version, prereleases=True):
-            return f"{req.name} {version} is installed, pyproject.toml asks for {req}"
+        if req.specifier and not req.specifier.contains(have, prereleases=True):
+            return f"{req.name} {have} is installed, pyproject.toml asks for {req}"
     return None
 
 

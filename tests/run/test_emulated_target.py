@@ -96,10 +96,9 @@ def test_xdist_workers_send_emulated_profiles_to_the_controller(sme2_project: py
     suite under -n 2 ended in an INTERNALERROR (execnet DumpError) with every test unreported."""
     monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)  # the gate on (conftest turns it off in inner runs)
     sme2_project.makepyfile(SME2_TEST)
-    args = ("-n", "2", "-p", "xdist", "--sme2-target=emulated", "--sme2-runs=1", "--sme2-warmup=0", "-k",
-            "not latency_only")
-    sme2_project.runpytest_inprocess("--sme2-update-baselines", *args[4:]).assert_outcomes(passed=1, skipped=1)
-    result = sme2_project.runpytest_subprocess(*args)  # judged against it in two workers
+    session = ("--sme2-target=emulated", "--sme2-runs=1", "--sme2-warmup=0", "-k", "not latency_only")
+    sme2_project.runpytest_inprocess("--sme2-update-baselines", *session).assert_outcomes(passed=1, skipped=1)
+    result = sme2_project.runpytest_subprocess("-n", "2", "-p", "xdist", *session)  # judged in two workers
     assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
     result.assert_outcomes(passed=1, skipped=1)
 
