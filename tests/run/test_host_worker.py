@@ -101,3 +101,17 @@ def test_answers_echo_the_request_id(tmp_path: Path) -> None:
         assert worker.alive()  # a failed run is a clean answer: the worker stays
     finally:
         worker.close()
+
+
+def test_the_worker_loads_the_runtime_binding_without_the_exporter() -> None:
+    """A fresh worker starts in about a second, not five: it imports the binding without executorch.exir's
+    package body (the exporter); the runs themselves are checked against eager in tests/test_e2e_models.py."""
+    import subprocess
+    import sys
+
+    probe = ("import sys; from pytest_sme2.run.targets.host_worker import runtime_binding; "
+             "binding = runtime_binding(); "
+             "print(hasattr(binding, '_load_for_executorch'), 'executorch.exir.capture' in sys.modules, "
+             "'torch._dynamo' in sys.modules)")
+    printed = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.split()
+    assert printed == ["True", "False", "False"]

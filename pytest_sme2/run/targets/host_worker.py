@@ -24,10 +24,31 @@ from typing import Any, Callable
 PROGRESS_INTERVAL_NS = 500_000_000  # at most one progress line per half second
 
 
+def runtime_binding() -> Any:
+    """ExecuTorch's Python binding (``portable_lib``), imported without running ``executorch.exir``'s package body.
+
+    The binding's module needs one small module of ``executorch.exir`` (``_warnings``, for a warning class),
+    but importing it runs ``executorch/exir/__init__.py``, which imports the whole exporter (torch._dynamo,
+    torch.export passes): 3.3-3.9 s of a worker's 4.6-5.3 s start, paid by every fresh worker a measurement
+    starts (issue 25). This process only loads and runs programs, so it registers the package without its
+    body; its submodules still import on demand. Not done where ``executorch.exir`` is imported already.
+    """
+    import importlib.util
+
+    if "executorch.exir" not in sys.modules:
+        spec = importlib.util.find_spec("executorch.exir")
+        if spec is not None and spec.submodule_search_locations is not None:
+            sys.modules["executorch.exir"] = importlib.util.module_from_spec(spec)
+    from executorch.extension.pybindings import portable_lib
+
+    return portable_lib
+
+
 def _run(request: dict[str, Any], state: dict[str, Any],
          progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     import torch
-    from executorch.extension.pybindings import portable_lib
+
+    portable_lib = runtime_binding()
 
     threads = int(request["threads"])
     if state.get("threads") != threads:
@@ -99,9 +120,7 @@ def _reference(path: str | None, state: dict[str, Any]) -> tuple[Any, tuple] | N
     # Keyed by thread count too: a thread-pool reset may free the pool a loaded XNNPACK runtime points at.
     key = (path, state.get("threads"))
     if state.get("reference_key") != key:
-        from executorch.extension.pybindings import portable_lib
-
-        module = portable_lib._load_for_executorch(path, enable_etdump=False, debug_buffer_size=0)
+        module = runtime_binding()._load_for_executorch(path, enable_etdump=False, debug_buffer_size=0)
         state["reference_key"], state["reference"] = key, (module, _ones_inputs(module))
     return state["reference"]
 
