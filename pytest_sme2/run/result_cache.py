@@ -7,7 +7,8 @@ recomputes a known answer at tens of seconds a variant. The key is a sha256 over
 never a name or a date. An entry holds the files the run left (ETDumps, outputs, counts, logs), each file's
 sha256 and the run's evidence; it is checked on every use, and a damaged one is reported, removed and run
 again. Entries are written whole into a temporary folder and renamed into place, so xdist workers and
-sessions on one machine share them safely. docs/targets.md, "The result cache".
+sessions on one machine share them safely; a run of a key another process is computing waits for that
+answer (``computing``) instead of emulating it twice. docs/targets.md, "The result cache".
 """
 
 from __future__ import annotations
@@ -21,10 +22,11 @@ import shutil
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, ContextManager, Iterable, Mapping
 
 from pytest_sme2.errors import DamagedCacheEntryWarning, StorageError
 from pytest_sme2.system.digests import file_sha256
+from pytest_sme2.system.locks import locked
 from pytest_sme2.system.safe_files import copy_file, write_file
 
 RESULTS_FOLDER = "results"  # under the cache folder (--sme2-cache-dir)
@@ -96,6 +98,12 @@ class ResultCache:
 
     def entry(self, key: RunKey) -> Path:
         return self.root / key.digest
+
+    def computing(self, key: RunKey) -> ContextManager[None]:
+        """Held while one process looks ``key`` up and, on a miss, runs and stores it: xdist workers and
+        sessions wanting the same counted run wait for the first one's answer instead of each emulating it
+        (tens of seconds a variant). An flock beside the cache (system/locks.py): it dies with its process."""
+        return locked(self.root.parent / "locks" / f"result-{key.digest}.lock")
 
     def load(self, key: RunKey, out_dir: Path) -> dict[str, Any] | None:
         """Copy the entry's files into ``out_dir`` and return its evidence, or None on a miss. A damaged

@@ -117,6 +117,38 @@ def test_a_stored_run_is_loaded_with_its_files_and_evidence(stored: tuple, tmp_p
     assert cache.load(other, tmp_path / "miss") is None
 
 
+def test_a_process_computing_a_key_makes_another_wait_for_its_answer(stored: tuple) -> None:
+    """Two xdist workers wanting the same counted run: the second waits for the first's answer instead of
+    emulating it again. flock conflicts between two open files even in one process, so threads show it."""
+    import threading
+
+    cache, key, _ = stored
+    first_in, release, second_in = threading.Event(), threading.Event(), threading.Event()
+
+    def first() -> None:
+        with cache.computing(key):
+            first_in.set()
+            release.wait(30)
+
+    def second() -> None:
+        first_in.wait(30)
+        with cache.computing(key):
+            second_in.set()
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for thread in threads:
+        thread.start()
+    assert first_in.wait(30)
+    assert not second_in.wait(1.0)  # blocked while the first holds the key
+    other = dataclasses.replace(key, digest="1" * 64)
+    with cache.computing(other):  # another key is never blocked by it
+        pass
+    release.set()
+    assert second_in.wait(30)
+    for thread in threads:
+        thread.join(30)
+
+
 def test_the_first_store_wins(stored: tuple) -> None:
     cache, key, run = stored
     (run / "timed.etdp").write_bytes(b"another run")
@@ -164,6 +196,8 @@ def test_the_emulated_targets_key_covers_program_inputs_runner_libraries_qemu_sv
     spec = RunSpec(sme2=True, runs=1, warmup=1)
     base = target.result_key(program, inputs, spec).digest
     assert target.result_key(program, inputs, dataclasses.replace(spec, timeout_s=10)).digest == base
+    # SME2 "auto" emulates the very CPU "on" does (the qemu CPU settings are in the key): one answer for both
+    assert target.result_key(program, inputs, dataclasses.replace(spec, sme2=None)).digest == base
     changed = {
         "SME2 off": target.result_key(program, inputs, dataclasses.replace(spec, sme2=False)),
         "SVL 256": EmulatedTarget(tmp_path / "logs", 256, STATUS).result_key(program, inputs, spec),

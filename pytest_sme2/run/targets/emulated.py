@@ -47,7 +47,9 @@ MAPS = "maps.txt"
 # What a counted run leaves that its Profile is read from: kept by the result cache (result_cache.py).
 KEPT_FILES = (TIMED_ETDUMP, WARMUP_ETDUMP, OUTPUTS_FILE, RUNNER_LOG, RUNNER_STDOUT, COUNTS_FILE, MAPS)
 # Settings of a run that cannot change what it counts (how long to wait for it).
-_NOT_IN_KEY = ("timeout_s",)
+# Not in a counted run's key: the timeout changes no count, and ``sme2`` reaches the run only through the
+# qemu CPU settings, which are in the key: SME2 "auto" and "on" emulate the same CPU, so they share answers.
+_NOT_IN_KEY = ("timeout_s", "sme2")
 
 
 def _release_reader(fifo: Path) -> None:
@@ -190,10 +192,18 @@ class EmulatedTarget:
         out_dir.mkdir(parents=True, exist_ok=True)
         counter_binary = build_exec_counter()
         key = None if self._results is None else self.result_key(pte, inputs, spec, counter_binary)
-        if key is not None and not self._fresh:
-            stored = self._results.load(key, out_dir)
-            if stored is not None:
-                return self._cached_result(key, stored, spec, out_dir)
+        if key is None:
+            return self._count(qemu, pte, inputs, spec, out_dir, setarch, counter_binary, None)
+        with self._results.computing(key):
+            if not self._fresh:
+                stored = self._results.load(key, out_dir)
+                if stored is not None:
+                    return self._cached_result(key, stored, spec, out_dir)
+            return self._count(qemu, pte, inputs, spec, out_dir, setarch, counter_binary, key)
+
+    def _count(self, qemu: list[str], pte: Path, inputs: Path | None, spec: RunSpec, out_dir: Path,
+               setarch: str, counter_binary: Path, key: RunKey | None) -> RunResult:
+        """Emulate and count one run (no cache lookup), and store it under ``key`` when given."""
         fifo = out_dir / "qemu-exec.fifo"
         blocks, sequence = out_dir / "blocks.tsv", out_dir / "blocks.u32"
         fifo.unlink(missing_ok=True)
