@@ -46,7 +46,6 @@ from pytest_sme2.system.elf import bundled_libraries, read_dynamic
 MAPS = "maps.txt"
 # What a counted run leaves that its Profile is read from: kept by the result cache (result_cache.py).
 KEPT_FILES = (TIMED_ETDUMP, WARMUP_ETDUMP, OUTPUTS_FILE, RUNNER_LOG, RUNNER_STDOUT, COUNTS_FILE, MAPS)
-# Settings of a run that cannot change what it counts (how long to wait for it).
 # Not in a counted run's key: the timeout changes no count, and ``sme2`` reaches the run only through the
 # qemu CPU settings, which are in the key: SME2 "auto" and "on" emulate the same CPU, so they share answers.
 _NOT_IN_KEY = ("timeout_s", "sme2")
