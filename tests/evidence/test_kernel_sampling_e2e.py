@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import shutil
+import statistics
 import textwrap
 from pathlib import Path
 
@@ -92,12 +93,16 @@ def test_mobilenet_convolutions_time_is_attributed_to_xnnpack_kernels_and_adds_u
     sampled_all = sum(op["samples"] for op in convolutions)
     assert abs(sampled_all - expected_all) <= 3 * math.sqrt(expected_all) + 4, (sampled_all, expected_all)
     # Sample counts follow durations wherever the samples are placed; which kernel they name does not. Each
-    # convolution or GEMM runs one kernel, so a misplaced timeline (measured: 20 us off) mixes neighbours'
-    # kernels into an operator and lowers its top kernel's share from about 0.99 to 0.86 on average.
+    # convolution or GEMM runs one kernel, so a misplaced timeline mixes neighbours' kernels into an operator.
+    # Measured in stop 38 over 26-31 such operators: with the timeline right, the median top-kernel share was
+    # 0.975-1.0 in 5 runs (3 beside two busy jobs); with the samples moved by +5 / +10 / +20 / -40 us it was
+    # 0.949 / 0.853 / 0.631 / 0.721 (caught); -20 us gave 0.875, 0.913 and 0.974 (caught in 2 of 3), -10 us 1.0.
+    # The median, not the mean: a few short operators at 0.6-0.8 pulled the mean to 0.918 in a CI run and to
+    # 0.932 here with the timeline right, where the old mean >= 0.93 check failed or nearly did.
     heavy = [op for op in ops if op["category"] in ("CONV", "GEMM") and op["samples"] >= 20]
     # mobilenet's 1x1 convolutions run as XNNPACK GEMMs, some in assembly kernels without unwind entries
     assert not [op["event"] for op in heavy if op["kernels"][0]["kernel"].endswith("@0x?")]
-    assert sum(op["kernels"][0]["share"] for op in heavy) / len(heavy) >= 0.93, [
+    assert statistics.median(op["kernels"][0]["share"] for op in heavy) >= 0.95, [
         (op["event"], op["kernels"][0]["share"]) for op in heavy]
     sampled = sum(op["sampled_ms_per_run"] for op in kernel_time["ops"])
     etdump = sum(op["etdump_ms_per_run"] for op in kernel_time["ops"])
