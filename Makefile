@@ -7,7 +7,8 @@ PIP := $(PYTHON) -m pip
 # for the deterministic instruction metric (--sme2-metric=instructions).
 # clang and lld cross-build the macOS masking library for its contract test (tests/run/test_macos_contract.py).
 # linux-perf samples which kernels run (tests/evidence/test_perf_samples.py).
-SYSTEM_PACKAGES := g++-aarch64-linux-gnu qemu-user chromium valgrind clang lld linux-perf
+# llvm-19's assembler encodes SME2, the oracle of tests/evidence/test_instruction_classes.py (binutils 2.40 cannot).
+SYSTEM_PACKAGES := g++-aarch64-linux-gnu qemu-user chromium valgrind clang lld linux-perf llvm-19
 
 .PHONY: install system-deps emulation auto-target perf test
 
@@ -29,11 +30,12 @@ system-deps:
 	command -v clang >/dev/null || missing="$$missing clang"; \
 	command -v ld64.lld >/dev/null || ls /usr/bin/ld64.lld* >/dev/null 2>&1 || missing="$$missing lld"; \
 	command -v perf >/dev/null || missing="$$missing linux-perf"; \
+	command -v llvm-mc-19 >/dev/null || missing="$$missing llvm-19"; \
 	if [ -z "$$missing" ]; then exit 0; fi; \
 	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	else \
-		echo "note: aarch64 runner, report browser, instruction metric and kernel sampling tests will be skipped; to run them: sudo apt-get install$$missing"; \
+		echo "note: aarch64 runner, report browser, instruction metric, kernel sampling and instruction class tests will be skipped; to run them: sudo apt-get install$$missing"; \
 	fi
 
 # The emulated SME2 target: qemu-user 11.1 fetched from Debian's archive without root and

@@ -12,11 +12,12 @@ import re
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
 from pytest_sme2.errors import RunnerError
+from pytest_sme2.evidence.instruction_classes import NAMES, SME_CLASSES, SVE_CLASSES, check_header
 from pytest_sme2.system.elf import FunctionSymbols, function_symbols
 from pytest_sme2.system.safe_files import write_file
 
@@ -43,22 +44,39 @@ class ExecutedBlocks:
 
     pcs: np.ndarray  # uint64 guest address of each block id
     instructions: np.ndarray  # int64 per block id
-    sme: np.ndarray  # SME instructions (SME encodings, SMSTART/SMSTOP) per block id
-    sve: np.ndarray  # SVE instructions (streaming SVE in streaming mode) per block id
+    classes: np.ndarray  # int64 (block id, class of instruction_classes.NAMES): instructions of each class
     sequence: np.ndarray  # block ids in execution order
+
+    @property
+    def sme(self) -> np.ndarray:
+        """SME instructions (SME encodings, SMSTART/SMSTOP) per block id."""
+        return self._sum(SME_CLASSES)
+
+    @property
+    def sve(self) -> np.ndarray:
+        """SVE instructions (streaming SVE in streaming mode) per block id."""
+        return self._sum(SVE_CLASSES)
+
+    def _sum(self, names: Sequence[str]) -> np.ndarray:
+        return self.classes[:, [NAMES.index(n) for n in names]].sum(axis=1)
 
     @classmethod
     def from_files(cls, blocks_tsv: Path, sequence: Path) -> "ExecutedBlocks":
-        rows = [line.split() for line in Path(blocks_tsv).read_text().splitlines() if line.strip()]
-        if any(len(row) != 4 for row in rows):
-            raise RunnerError(f"{blocks_tsv} is not exec_counter's block table (4 columns per line)")
-        table = np.array([[int(r[0], 16), int(r[1]), int(r[2]), int(r[3])] for r in rows], dtype=np.uint64) \
-            if rows else np.zeros((0, 4), dtype=np.uint64)
+        lines = Path(blocks_tsv).read_text().splitlines()
+        check_header(lines[0].split() if lines else [], str(blocks_tsv))
+        width = 2 + len(NAMES)
+        rows = [line.split() for line in lines[1:] if line.strip()]
+        if any(len(row) != width for row in rows):
+            raise RunnerError(f"{blocks_tsv} is not exec_counter's block table ({width} columns per line)")
+        table = np.array([[int(r[0], 16), *map(int, r[1:])] for r in rows], dtype=np.uint64) \
+            if rows else np.zeros((0, width), dtype=np.uint64)
         order = np.fromfile(sequence, dtype="<u4").astype(np.int64)
         if order.size and order.max() >= len(rows):
             raise RunnerError(f"{sequence} names block {int(order.max())}, but {blocks_tsv} has {len(rows)} blocks")
-        return cls(table[:, 0], table[:, 1].astype(np.int64), table[:, 2].astype(np.int64),
-                   table[:, 3].astype(np.int64), order)
+        counts = table[:, 1:].astype(np.int64)
+        if (counts[:, 1:].sum(axis=1) != counts[:, 0]).any():
+            raise RunnerError(f"{blocks_tsv}: a block's instruction classes do not add up to its instructions")
+        return cls(table[:, 0], counts[:, 0], counts[:, 1:], order)
 
 
 @dataclass(frozen=True)
@@ -162,12 +180,23 @@ class EventCounts:
 
     kinds: list[str]  # RUNTIME or DELEGATE per event
     instructions: np.ndarray
-    sme: np.ndarray
-    sve: np.ndarray
+    classes: np.ndarray  # (event, class of instruction_classes.NAMES)
     functions: list[dict[str, int]]  # per event: instructions per executed function ("library:function")
 
     def __len__(self) -> int:
         return len(self.kinds)
+
+    def of_class(self, *names: str) -> np.ndarray:
+        """Per event, the instructions of these classes together."""
+        return self.classes[:, [NAMES.index(n) for n in names]].sum(axis=1)
+
+    @property
+    def sme(self) -> np.ndarray:
+        return self.of_class(*SME_CLASSES)
+
+    @property
+    def sve(self) -> np.ndarray:
+        return self.of_class(*SVE_CLASSES)
 
 
 def _function_labels(blocks: ExecutedBlocks, space: AddressSpace) -> list[str]:
@@ -207,28 +236,22 @@ def count_events(blocks: ExecutedBlocks, space: AddressSpace) -> EventCounts:
             op_entry = pcs == worker
             in_invoke = (pcs >= low) & (pcs < high)
     seq = blocks.sequence
-    counted = np.where(in_tracer, 0, blocks.instructions)
-    cumulative = {
-        "instructions": np.concatenate([[0], np.cumsum(counted[seq])]),
-        "sme": np.concatenate([[0], np.cumsum(np.where(in_tracer, 0, blocks.sme)[seq])]),
-        "sve": np.concatenate([[0], np.cumsum(np.where(in_tracer, 0, blocks.sve)[seq])]),
-    }
+    counted = np.where(in_tracer, 0, blocks.instructions)  # the profiler's own instructions are no event's
+    counted_classes = np.where(in_tracer[:, None], 0, blocks.classes)
     labels = _function_labels(blocks, space)
 
-    def segment(begin: int, end: int) -> tuple[int, int, int, dict[str, int]]:
-        ids = seq[begin:end]
-        per_block = np.bincount(ids, weights=counted[ids], minlength=pcs.size)
+    def segment(begin: int, end: int) -> tuple[int, np.ndarray, dict[str, int]]:
+        executions = np.bincount(seq[begin:end], minlength=pcs.size)
+        per_block = executions * counted
         functions: dict[str, int] = {}
         for block in np.flatnonzero(per_block).tolist():
             functions[labels[block]] = functions.get(labels[block], 0) + int(per_block[block])
-        return (int(cumulative["instructions"][end] - cumulative["instructions"][begin]),
-                int(cumulative["sme"][end] - cumulative["sme"][begin]),
-                int(cumulative["sve"][end] - cumulative["sve"][begin]), functions)
+        return int(per_block.sum()), executions @ counted_classes, functions
 
     # XNNPACK operators: from the worker's entry to the next block of xnn_invoke_runtime.
     op_positions = np.flatnonzero(op_entry[seq])
     invoke_positions = np.flatnonzero(in_invoke[seq])
-    pending_ops: list[tuple[int, int, int, dict[str, int]]] = []
+    pending_ops: list[tuple[int, np.ndarray, dict[str, int]]] = []
     op_queue_positions = []
     for position in op_positions.tolist():
         after = np.searchsorted(invoke_positions, position)
@@ -237,7 +260,7 @@ def count_events(blocks: ExecutedBlocks, space: AddressSpace) -> EventCounts:
         op_queue_positions.append((position, int(invoke_positions[after])))
     boundary = np.flatnonzero((is_start | is_end | is_log)[seq])
     kinds: list[str] = []
-    values: list[tuple[int, int, int, dict[str, int]]] = []
+    values: list[tuple[int, np.ndarray, dict[str, int]]] = []
     stack: list[int] = []
     next_op = 0
     for position in boundary.tolist():
@@ -262,14 +285,14 @@ def count_events(blocks: ExecutedBlocks, space: AddressSpace) -> EventCounts:
     return EventCounts(
         kinds=kinds,
         instructions=np.array([v[0] for v in values], dtype=np.int64),
-        sme=np.array([v[1] for v in values], dtype=np.int64),
-        sve=np.array([v[2] for v in values], dtype=np.int64),
-        functions=[v[3] for v in values],
+        classes=np.array([v[1] for v in values], dtype=np.int64).reshape(len(values), len(NAMES)),
+        functions=[v[2] for v in values],
     )
 
 
 COUNTS_FILE = "instructions.json"
-COUNTS_VERSION = 1
+COUNTS_VERSION = 2  # 2 added "classes"; version 1 files (no classes) are still read
+_READABLE_VERSIONS = (1, 2)
 TOP_FUNCTIONS = 12  # functions kept per event in the counts file (the kernels of an operator)
 
 
@@ -297,7 +320,8 @@ def _split_by_file(counts: EventCounts, timed: Path, warmup: Path | None) -> dic
 
 
 def write_counts(counts: EventCounts, timed: Path | None, warmup: Path | None, path: Path) -> Path:
-    """Per ETDump file, the instructions, SME and SVE instructions and top functions of each event."""
+    """Per ETDump file, the instructions, SME and SVE instructions, instructions per class and top functions
+    of each event."""
     import json
 
     if timed is None:
@@ -308,6 +332,7 @@ def write_counts(counts: EventCounts, timed: Path | None, warmup: Path | None, p
             "instructions": counts.instructions[part].tolist(),
             "sme": counts.sme[part].tolist(),
             "sve": counts.sve[part].tolist(),
+            "classes": {name: counts.classes[part, column].tolist() for column, name in enumerate(NAMES)},
             "functions": [dict(sorted(f.items(), key=lambda kv: -kv[1])[:TOP_FUNCTIONS])
                           for f in counts.functions[part]],
         }
@@ -315,17 +340,18 @@ def write_counts(counts: EventCounts, timed: Path | None, warmup: Path | None, p
     return Path(path)
 
 
-def read_counts(path: Path) -> dict[str, dict[str, list]]:
-    """The per-file counts written by :func:`write_counts` (``{"timed": {...}, "warmup": {...}}``)."""
+def read_counts(path: Path) -> tuple[int, dict[str, dict[str, Any]]]:
+    """The format version and per-file counts written by :func:`write_counts` (``{"timed": {...}, ...}``)."""
     import json
 
     try:
         document = json.loads(Path(path).read_text())
     except (OSError, ValueError) as exc:
         raise RunnerError(f"instruction counts {path} cannot be read ({exc}); run the test again") from None
-    if not isinstance(document, dict) or document.get("version") != COUNTS_VERSION:
-        raise RunnerError(f"instruction counts {path} are not version {COUNTS_VERSION} of pytest-sme2's format")
-    return document["files"]
+    if not isinstance(document, dict) or document.get("version") not in _READABLE_VERSIONS:
+        raise RunnerError(f"instruction counts {path} are not in a version of pytest-sme2's format this one reads "
+                          f"({', '.join(map(str, _READABLE_VERSIONS))}); run the test again to count them anew")
+    return document["version"], document["files"]
 
 
 @dataclass
@@ -338,27 +364,39 @@ class InstructionTrace:
     sve: "ExecutionTrace"
     functions: list[dict[str, int]]  # per op of ``instructions.ops``: its top functions (first run)
     source: str = ""  # the counts file
+    # per class of instruction_classes.NAMES, the same events counted in that class; None for counts written
+    # before classes were counted (format version 1)
+    classes: "dict[str, ExecutionTrace] | None" = None
 
     @classmethod
     def from_counts(cls, counts: Path, timed: Path, warmup: Path | None) -> "InstructionTrace":
         from pytest_sme2.evidence.etdump import read_run
 
-        files = read_counts(counts)
+        version, files = read_counts(counts)
         if "timed" not in files or (warmup is not None and "warmup" not in files):
             raise RunnerError(f"instruction counts {counts} lack the {'timed' if 'timed' not in files else 'warmup'} "
                               f"file's events")
 
-        def trace(key: str) -> "ExecutionTrace":
-            values = (np.asarray(files["timed"][key]),
-                      None if warmup is None else np.asarray(files["warmup"][key]))
-            return read_run(timed, warmup, ticks_per_ms=1.0, values=values, unit="instructions")
+        def trace(key: str, column: str | None = None) -> "ExecutionTrace":
+            def values(file: str) -> np.ndarray:
+                return np.asarray(files[file][key] if column is None else files[file][key][column])
+
+            return read_run(timed, warmup, ticks_per_ms=1.0, unit="instructions",
+                            values=(values("timed"), None if warmup is None else values("warmup")))
 
         instructions = trace("instructions")
         functions = []
         for file_index, event_index in (instructions.op_events if instructions.op_events is not None else []):
             per_event = files["timed"]["functions"] if int(file_index) == 0 else []
             functions.append(dict(per_event[int(event_index)]) if int(event_index) < len(per_event) else {})
-        return cls(instructions, trace("sme"), trace("sve"), functions, str(counts))
+        classes = None
+        if version >= 2:  # version 1 files predate instruction classes
+            missing = [n for part in files.values() for n in NAMES if n not in part.get("classes", {})]
+            if missing:
+                raise RunnerError(f"instruction counts {counts} lack the instruction class(es) {sorted(set(missing))}; "
+                                  f"run the test again to count them anew")
+            classes = {name: trace("classes", name) for name in NAMES}
+        return cls(instructions, trace("sme"), trace("sve"), functions, str(counts), classes)
 
     @classmethod
     def concat(cls, parts: "list[InstructionTrace]") -> "InstructionTrace":
@@ -370,5 +408,9 @@ class InstructionTrace:
         for part in parts:
             for key, functions in zip(part.instructions.ops, part.functions):
                 by_key.setdefault(key, functions)
+        classes = None
+        if all(p.classes is not None for p in parts):
+            classes = {name: ExecutionTrace.concat([p.classes[name] for p in parts])  # type: ignore[index]
+                       for name in NAMES}
         return cls(merged, ExecutionTrace.concat([p.sme for p in parts]), ExecutionTrace.concat([p.sve for p in parts]),
-                   [by_key.get(key, {}) for key in merged.ops], parts[0].source)
+                   [by_key.get(key, {}) for key in merged.ops], parts[0].source, classes)

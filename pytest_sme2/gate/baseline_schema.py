@@ -93,6 +93,8 @@ _INSTRUCTIONS = Fields({
     "sme_kernels": TEXTS,
     # op id -> its graph node's name (identity.py); absent in records of older pytest-sme2
     "op_identity": MapOf(Leaf(_text, "a string"), nullable=True),
+    # instruction class (instruction_classes.py) -> instructions of one inference; absent in older records
+    "mix": MapOf(Leaf(_count, "a whole number >= 0"), nullable=True),
 }, nullable=True)
 
 PROFILE = Fields({

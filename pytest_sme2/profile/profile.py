@@ -585,6 +585,20 @@ class Profile:
             return None
         return float(np.median(self.instructions.sme.execute_values))
 
+    def instruction_mix(self) -> pd.DataFrame | None:
+        """Per operator (the rows of ``ops``: event, op, category, delegated), the instructions of one inference
+        in each instruction class (instruction_classes.py: outer products by data type, other SME, streaming
+        SVE, NEON, loads and stores, scalar), median over runs, which all count the same. The classes of a row
+        add up to its ``instructions``. None where nothing counted them by class (not emulated, or counts
+        written before classes were counted)."""
+        counted = self.instructions
+        if counted is None or counted.classes is None:
+            return None
+        mix = self._ops[["event", "op", "category", "delegated"]].copy()
+        for name, trace in counted.classes.items():
+            mix[name] = np.median(trace.op_values, axis=1).astype(np.int64) if len(mix) else []
+        return mix
+
     @property
     def sme_instruction_share(self) -> float | None:
         """Of the CONV+GEMM operators' instructions, the share that were SME/SME2 instructions: the
@@ -744,6 +758,9 @@ class Profile:
                     for order, (key, ins, sme) in enumerate(zip(keys, ops["instructions"], ops["sme_instructions"]))},
             "sme_kernels": list(self.executed_sme_kernels or ()),
         }
+        if self.instructions.classes is not None:  # one inference's instructions per class (a device model's input)
+            record["mix"] = {name: whole(float(np.median(trace.execute_values)))
+                             for name, trace in self.instructions.classes.items()}
         # Each operator's graph node (identity.py): what pairs it with the baseline's across a delegate split.
         identities = anchors_of(keys, self.work) if self.work is not None else None
         if identities is not None:

@@ -192,3 +192,37 @@ def test_kernels_per_operator_name_the_sme2_kernels(mobilenet_counted) -> None:
     names = " ".join(packed["kernels"])
     assert "sme2" in names, names
     assert any("sme2" in k for k in on.executed_sme_kernels) and off.executed_sme_kernels == ()
+
+
+def test_instruction_mix_of_a_real_model_adds_up_and_names_fp32_outer_products(mobilenet_counted) -> None:
+    """Issue 26's evidence: per operator, the instructions of each class, from a real fp32 model's counted runs."""
+    from pytest_sme2.evidence.instruction_classes import NAMES, OUTER_PRODUCTS, SME_CLASSES
+
+    on, second, off = mobilenet_counted
+    for profile in (on, off):
+        mix = profile.instruction_mix()
+        assert list(mix["event"]) == list(profile.ops["event"])
+        # every instruction is in exactly one class
+        np.testing.assert_array_equal(mix[list(NAMES)].sum(axis=1).to_numpy(), profile.ops["instructions"].to_numpy())
+    mix_on, mix_off = on.instruction_mix(), off.instruction_mix()
+    # the same in a second emulated run
+    np.testing.assert_array_equal(mix_on[list(NAMES)].to_numpy(), second.instruction_mix()[list(NAMES)].to_numpy())
+    packed = on.ops["packed"].to_numpy()
+    # fp32 SME2 kernels multiply with single-precision outer products, and with no other data type; the batch-1
+    # fully connected layers of the squeeze-excite blocks (matrix-vector) use SME2 multi-vector FMLA into ZA
+    # instead (measured: GEMM #1, #2, #9, #10 ... with no FMOPA)
+    assert ((mix_on["mopa_fp32"] + mix_on["sme2_multi_vector"])[packed] > 0).all()
+    convolutions = packed & (mix_on["category"] == "CONV").to_numpy()
+    assert convolutions.any() and (mix_on.loc[convolutions, "mopa_fp32"] > 0).all()
+    gemv = packed & (mix_on["mopa_fp32"] == 0).to_numpy()
+    assert gemv.sum() >= 2 and set(mix_on.loc[gemv, "category"]) == {"GEMM"}
+    assert (mix_on[["mopa_fp16", "mopa_int8"]] == 0).all().all()
+    assert (mix_on.loc[~packed, list(OUTER_PRODUCTS)] == 0).all().all()
+    assert (mix_off[list(SME_CLASSES)] == 0).all().all()
+    # summary.json and baselines carry one inference's mix: all of its instructions, the operators' among them
+    record = on.summary()["instructions"]
+    assert sum(record["mix"].values()) == record["per_inference"]
+    assert all(record["mix"][name] >= mix_on[name].sum() for name in NAMES)
+    # without SME2 the same operators run NEON kernels: NEON arithmetic in each, most of their instructions
+    heavy_off = mix_off[packed]
+    assert (heavy_off["simd_fp"] > 0).all() and heavy_off["simd_fp"].sum() > heavy_off["scalar"].sum()

@@ -26,6 +26,7 @@ from helpers_etdump import RunSpec, write_etdump
 
 from pytest_sme2.errors import UsageError
 from pytest_sme2.evidence.etdump import _columns
+from pytest_sme2.evidence.instruction_classes import NAMES as CLASS_NAMES
 from pytest_sme2.evidence.qemu_counts import COUNTS_FILE, COUNTS_VERSION, InstructionTrace
 from pytest_sme2.profile.profile import Profile
 from pytest_sme2.report.commands import analyze, compare_files, emulated_run
@@ -50,9 +51,12 @@ def _write_counts(etdump: Path, scale: float = 1.0) -> Path:
     cols = _columns(etdump)
     names = [cols.labels[i] for i in cols.label_id]
     values = [int(COUNTS.get(name, 0) * scale) for name in names]
+    sme = [v // 10 if name == CONV else 0 for v, name in zip(values, names)]
+    classes = {name: [0] * len(values) for name in CLASS_NAMES}
+    classes["mopa_fp32"], classes["scalar"] = sme, [v - s for v, s in zip(values, sme)]
     document = {"version": COUNTS_VERSION, "files": {"timed": {
-        "instructions": values, "sme": [v // 10 if name == CONV else 0 for v, name in zip(values, names)],
-        "sve": [0] * len(values), "functions": [{} for _ in values]}}}
+        "instructions": values, "sme": sme, "sve": [0] * len(values), "classes": classes,
+        "functions": [{} for _ in values]}}}
     counts = etdump.parent / COUNTS_FILE
     counts.write_text(json.dumps(document))
     return counts

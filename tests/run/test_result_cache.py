@@ -250,7 +250,7 @@ def _counted(root: Path, model: str, fresh: bool) -> list:
 
 
 COUNTED = ("per_inference", "sme_per_inference", "sme_share_of_conv_gemm", "shares", "delegation_coverage",
-           "sme_path_share", "ops", "sme_kernels", "op_identity", "load", "init")
+           "sme_path_share", "ops", "sme_kernels", "op_identity", "load", "init", "mix")
 
 
 @needs_emulation

@@ -9,7 +9,9 @@
  * symbols, operators and ETDump events, from the two files written here.
  *
  * Usage: exec_counter BLOCKS_TSV SEQUENCE_U32 [LOG]   (LOG: a file or FIFO to read instead of stdin)
- *   BLOCKS_TSV    one line per block id: "guest_pc instructions sme_instructions sve_instructions"
+ *   BLOCKS_TSV    a header line "# pc instructions CLASS..." naming the instruction classes (see classify()
+ *                 and pytest_sme2/evidence/instruction_classes.py, which must name the same classes in the same
+ *                 order), then one line per block id: "guest_pc instructions count_of_each_class..."
  *   SEQUENCE_U32  the block id of every block thread 0 executed, in order, as little-endian uint32
  * On stderr, a last line "exec_counter: N blocks, M executions, U unbound" (U: executions whose block
  * was never disassembled; their instructions are unknown and the caller refuses the counts).
@@ -95,9 +97,62 @@ static void map_put(map_t *map, uint64_t key, uint32_t value) {
     slot->value = value;
 }
 
+/* Instruction classes, by encoding alone (so every qemu version counts alike; qemu 11.1 cannot even
+ * disassemble SME2). Groups of the A64 SME space (op0=1, op1=0000) by their top bits: 1000000x floating-point
+ * outer products, 1010000x integer outer products (bit 23 set) and SME2 multi-vector loads and stores of Z
+ * registers (bit 23 clear), 11000000 SME moves and misc, 11000001 SME2 multi-vector arithmetic (dot products
+ * and multiply-accumulates into ZA, clamps, conversions), 1110000x loads and stores of ZA and ZT0. The outer
+ * products by data type follow qemu's target/arm/tcg/sme.decode. tests/evidence/test_instruction_classes.py
+ * checks every class against words LLVM's assembler encodes. Names and order: instruction_classes.py. */
+enum {
+    MOPA_FP32,       /* FMOPA/FMOPS single precision (non-widening) */
+    MOPA_FP16,       /* FMOPA/FMOPS widening from half, BFMOPA/BFMOPS widening from bfloat16 */
+    MOPA_INT8,       /* SMOPA/SUMOPA/USMOPA/UMOPA, 4-way 8-bit into 32-bit */
+    MOPA_OTHER,      /* other outer products: FP64, 16-bit into 64-bit, 2-way 16-bit, BMOPA */
+    SME2_MULTI,      /* SME2 multi-vector arithmetic: FMLA/FDOT/SDOT... into ZA, FCLAMP, FCVT, ADD on Z groups */
+    SME_LOAD_STORE,  /* loads and stores of ZA, ZT0, and SME2 multi-vector loads and stores of Z registers */
+    SME_OTHER,       /* other SME instructions (MOVA, ZERO, ADDHA, LUTI), SMSTART/SMSTOP */
+    SVE_LOAD_STORE,  /* SVE loads and stores (streaming SVE in streaming mode) */
+    SVE_OTHER,       /* other SVE encodings */
+    SIMD_FP,         /* Advanced SIMD (NEON) and scalar floating-point data processing */
+    LOAD_STORE_VEC,  /* loads and stores of SIMD&FP registers (LDR q, LD1 {v..}, LDP d) */
+    LOAD_STORE,      /* loads and stores of general-purpose registers */
+    SCALAR,          /* integer data processing, branches, system */
+    N_CLASSES
+};
+static const char *const CLASS_NAMES[N_CLASSES] = {
+    "mopa_fp32", "mopa_fp16", "mopa_int8", "mopa_other", "sme2_multi_vector", "sme_load_store", "sme_other",
+    "sve_load_store", "sve_other", "simd_fp", "load_store_vec", "load_store", "scalar",
+};
+
+static int classify(uint32_t word) {
+    uint32_t op1 = (word >> 25) & 0xF;
+    if ((word & 0xFFFFF0FFu) == 0xD503407Fu) return SME_OTHER; /* SMSTART/SMSTOP (MSR SVCR*) */
+    if ((word >> 31) == 1 && op1 == 0) { /* SME */
+        uint32_t group = word >> 25;
+        if (group == 0x40) { /* 1000000: floating-point outer products */
+            if ((word & 0xFFE0000Cu) == 0x80800000u) return MOPA_FP32;
+            if ((word & 0xFFC0000Cu) == 0x81800000u) return MOPA_FP16;  /* BFMOPA 0x818..., FMOPA (half) 0x81A... */
+            return MOPA_OTHER;
+        }
+        if (group == 0x50) { /* 1010000: integer outer products, SME2 multi-vector loads and stores */
+            if (!((word >> 23) & 1)) return SME_LOAD_STORE;
+            return (word & 0xFEC0000Cu) == 0xA0800000u ? MOPA_INT8 : MOPA_OTHER;
+        }
+        if (group == 0x70) return SME_LOAD_STORE;  /* 1110000 */
+        if ((word >> 24) == 0xC1) return SME2_MULTI;
+        return SME_OTHER;
+    }
+    if (op1 == 0x2) return (word >> 31) == 1 ? SVE_LOAD_STORE : SVE_OTHER;  /* SVE memory: op0 1xx */
+    if ((op1 & 0x5) == 0x4) return (word >> 26) & 1 ? LOAD_STORE_VEC : LOAD_STORE;  /* x1x0, V bit 26 */
+    if ((op1 & 0x7) == 0x7) return SIMD_FP;  /* x111 */
+    return SCALAR;
+}
+
 typedef struct {
     uint64_t pc;
-    uint32_t n, sme, sve;
+    uint32_t n;
+    uint32_t classes[N_CLASSES];
 } block_t;
 
 static block_t *listings, *blocks;  /* listings: every `IN:` disassembly; blocks: bound blocks */
@@ -134,14 +189,6 @@ static uint64_t hex(const char **p) {
     return value;
 }
 
-/* SME encodings (A64 top-level op0=1, op1=0000), and SMSTART/SMSTOP (MSR SVCR*). */
-static int is_sme(uint32_t word) {
-    return ((word >> 31) == 1 && ((word >> 25) & 0xF) == 0) || (word & 0xFFFFF0FFu) == 0xD503407Fu;
-}
-
-/* SVE encodings (op1=0010): streaming SVE when executed in streaming mode. */
-static int is_sve(uint32_t word) { return ((word >> 25) & 0xF) == 0x2; }
-
 int main(int argc, char **argv) {
     if (argc != 3 && argc != 4) die("usage: exec_counter BLOCKS_TSV SEQUENCE_U32 [LOG]");
     if (argc == 4 && !freopen(argv[3], "r", stdin)) die("cannot open the log");
@@ -154,7 +201,7 @@ int main(int argc, char **argv) {
     map_init(&latest, 1 << 16);
     map_init(&pending, 1 << 10);
     int in_listing = 0;
-    block_t current = {0, 0, 0, 0};
+    block_t current = {0};
     uint64_t executions = 0, unbound = 0;
     uint32_t buffer[8192];
     size_t buffered = 0;
@@ -168,11 +215,10 @@ int main(int argc, char **argv) {
             uint32_t word = (uint32_t)hex(&p);
             if (!in_listing) {
                 in_listing = 1;
-                current = (block_t){pc, 0, 0, 0};
+                current = (block_t){.pc = pc};
             }
             current.n++;
-            current.sme += is_sme(word);
-            current.sve += is_sve(word);
+            current.classes[classify(word)]++;
             continue;
         }
         if (in_listing) { /* a listing ends at the first line that is not an instruction */
@@ -211,7 +257,7 @@ int main(int argc, char **argv) {
                 known = listing->used;
                 source = known ? listing->value : 0;
             }
-            block_t bound = known ? listings[source] : (block_t){pc, 0, 0, 0};
+            block_t bound = known ? listings[source] : (block_t){.pc = pc};
             id = push(&blocks, &n_blocks, &cap_blocks, bound);
             map_put(&by_host, host, id);
         }
@@ -227,9 +273,14 @@ int main(int argc, char **argv) {
     if (fclose(sequence) != 0) die("cannot finish the sequence file");
     FILE *table = fopen(argv[1], "w");
     if (!table) die("cannot write the blocks file");
-    for (size_t i = 0; i < n_blocks; ++i)
-        fprintf(table, "%llx %u %u %u\n", (unsigned long long)blocks[i].pc, blocks[i].n, blocks[i].sme,
-                blocks[i].sve);
+    fprintf(table, "# pc instructions");
+    for (int c = 0; c < N_CLASSES; ++c) fprintf(table, " %s", CLASS_NAMES[c]);
+    fprintf(table, "\n");
+    for (size_t i = 0; i < n_blocks; ++i) {
+        fprintf(table, "%llx %u", (unsigned long long)blocks[i].pc, blocks[i].n);
+        for (int c = 0; c < N_CLASSES; ++c) fprintf(table, " %u", blocks[i].classes[c]);
+        fprintf(table, "\n");
+    }
     if (fclose(table) != 0) die("cannot finish the blocks file");
     fprintf(stderr, "exec_counter: %zu blocks, %llu executions, %llu unbound\n", n_blocks,
             (unsigned long long)executions, (unsigned long long)unbound);

@@ -1,0 +1,46 @@
+"""The instruction classes a counted emulated run is broken into, per ETDump event (issue 26).
+
+Why classes and not one count: one SME2 FMOPA does 256 fp32 multiply-accumulates at a 512-bit
+streaming vector length, one SMOPA 1,024 int8 ones, a NEON FMLA 4; a device model needs to
+know which instructions ran, not how many. ``native/exec_counter.c`` classifies each executed
+instruction by its encoding alone and writes one column per class, in this order; the block
+table's header names them, and :func:`check_header` refuses a counter that names others.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+# name -> what it holds (the encodings are exec_counter.c's classify(); tests/evidence/test_instruction_classes.py
+# checks each against words an assembler encodes)
+CLASSES: dict[str, str] = {
+    "mopa_fp32": "SME FMOPA/FMOPS single precision (non-widening outer products)",
+    "mopa_fp16": "SME FMOPA/FMOPS widening from half and BFMOPA/BFMOPS widening from bfloat16",
+    "mopa_int8": "SME SMOPA/SUMOPA/USMOPA/UMOPA, 4-way 8-bit into 32-bit outer products",
+    "mopa_other": "other SME outer products (FP64, 16-bit into 64-bit, 2-way 16-bit, BMOPA)",
+    "sme2_multi_vector": "SME2 multi-vector arithmetic: FMLA/FDOT/SDOT into ZA (the batch-1 GEMV kernels), "
+                         "clamps and conversions of Z register groups",
+    "sme_load_store": "SME loads and stores of ZA and ZT0, and SME2 multi-vector loads and stores of Z registers",
+    "sme_other": "other SME instructions (MOVA, ZERO, ADDHA, LUTI), SMSTART/SMSTOP",
+    "sve_load_store": "SVE loads and stores (streaming SVE in streaming mode)",
+    "sve_other": "other SVE instructions (streaming SVE in streaming mode)",
+    "simd_fp": "Advanced SIMD (NEON) and scalar floating-point data processing",
+    "load_store_vec": "loads and stores of SIMD&FP registers (LDR q, LD1 {v}, LDP d)",
+    "load_store": "loads and stores of general-purpose registers",
+    "scalar": "integer data processing, branches, system instructions",
+}
+NAMES: tuple[str, ...] = tuple(CLASSES)
+SME_CLASSES: tuple[str, ...] = ("mopa_fp32", "mopa_fp16", "mopa_int8", "mopa_other", "sme2_multi_vector",
+                                 "sme_load_store", "sme_other")
+SVE_CLASSES: tuple[str, ...] = ("sve_load_store", "sve_other")
+OUTER_PRODUCTS: tuple[str, ...] = ("mopa_fp32", "mopa_fp16", "mopa_int8", "mopa_other")
+
+
+def check_header(fields: Sequence[str], where: str) -> None:
+    """The block table's header (``# pc instructions CLASS...``) must name :data:`NAMES` in order."""
+    from pytest_sme2.errors import RunnerError
+
+    if list(fields[:3]) != ["#", "pc", "instructions"] or tuple(fields[3:]) != NAMES:
+        raise RunnerError(f"{where} was written by another version of the instruction counter (classes: "
+                          f"{' '.join(fields[3:]) or 'none'}) than this pytest-sme2 reads ({' '.join(NAMES)}); "
+                          f"run the test again (the counter is rebuilt from the installed exec_counter.c)")
