@@ -18,8 +18,10 @@ CLASSES: dict[str, str] = {
     "mopa_fp16": "SME FMOPA/FMOPS widening from half and BFMOPA/BFMOPS widening from bfloat16",
     "mopa_int8": "SME SMOPA/SUMOPA/USMOPA/UMOPA, 4-way 8-bit into 32-bit outer products",
     "mopa_other": "other SME outer products (FP64, 16-bit into 64-bit, 2-way 16-bit, BMOPA)",
-    "sme2_multi_vector": "SME2 multi-vector arithmetic: FMLA/FDOT/SDOT into ZA (the batch-1 GEMV kernels), "
-                         "clamps and conversions of Z register groups",
+    "za_vgx2": "SME2 multiply-accumulates, dot products and adds into ZA array vectors (FMLA, FDOT, SDOT, "
+               "FMLAL, ADD ...; the batch-1 GEMV kernels), 1- or 2-vector groups",
+    "za_vgx4": "the same with 4-vector groups (half the issue rate of 2-vector ones on Apple M4)",
+    "sme2_z": "other SME2 multi-vector instructions, writing Z registers (FCLAMP, FCVT, ZIP, FMAX ...)",
     "sme_load_store": "SME loads and stores of ZA and ZT0, and SME2 multi-vector loads and stores of Z registers",
     "sme_other": "other SME instructions (MOVA, ZERO, ADDHA, LUTI), SMSTART/SMSTOP",
     "sve_load_store": "SVE loads and stores (streaming SVE in streaming mode)",
@@ -30,8 +32,8 @@ CLASSES: dict[str, str] = {
     "scalar": "integer data processing, branches, system instructions",
 }
 NAMES: tuple[str, ...] = tuple(CLASSES)
-SME_CLASSES: tuple[str, ...] = ("mopa_fp32", "mopa_fp16", "mopa_int8", "mopa_other", "sme2_multi_vector",
-                                 "sme_load_store", "sme_other")
+SME_CLASSES: tuple[str, ...] = ("mopa_fp32", "mopa_fp16", "mopa_int8", "mopa_other", "za_vgx2", "za_vgx4",
+                                 "sme2_z", "sme_load_store", "sme_other")
 SVE_CLASSES: tuple[str, ...] = ("sve_load_store", "sve_other")
 OUTER_PRODUCTS: tuple[str, ...] = ("mopa_fp32", "mopa_fp16", "mopa_int8", "mopa_other")
 

@@ -50,11 +50,14 @@ EXPECTED = [
     ("ld1b {z2.b, z6.b, z10.b, z14.b}, pn8/z, [x27]", "sme_load_store"),
     ("st1w {z24.s - z27.s}, pn9, [x17]", "sme_load_store"),
     ("ldr zt0, [x7]", "sme_load_store"),
-    ("fmla za.s[w8, 0, vgx4], {z4.s - z7.s}, z15.s[0]", "sme2_multi_vector"),
-    ("fdot za.s[w8, 0, vgx4], {z20.h - z23.h}, z4.h[0]", "sme2_multi_vector"),
-    ("sdot za.s[w11, 0, vgx4], {z24.b - z27.b}, z0.b[0]", "sme2_multi_vector"),
-    ("fclamp {z24.s - z27.s}, z30.s, z31.s", "sme2_multi_vector"),
-    ("fcvt z20.h, {z4.s, z5.s}", "sme2_multi_vector"),
+    ("fmla za.s[w8, 0, vgx4], {z4.s - z7.s}, z15.s[0]", "za_vgx4"),
+    ("fdot za.s[w8, 0, vgx4], {z20.h - z23.h}, z4.h[0]", "za_vgx4"),
+    ("sdot za.s[w11, 0, vgx4], {z24.b - z27.b}, z0.b[0]", "za_vgx4"),
+    ("fmla za.s[w8, 0, vgx2], {z0.s, z1.s}, z4.s", "za_vgx2"),
+    ("fmlal za.s[w8, 0:1], z0.h, z4.h", "za_vgx2"),  # one vector
+    ("add za.s[w8, 0, vgx4], {z0.s - z3.s}", "za_vgx4"),
+    ("fclamp {z24.s - z27.s}, z30.s, z31.s", "sme2_z"),
+    ("fcvt z20.h, {z4.s, z5.s}", "sme2_z"),
     ("ld1w {z0.s}, p0/z, [x0]", "sve_load_store"),
     ("st1w {z0.s}, p0, [x0]", "sve_load_store"),
     ("ldr z1, [x0]", "sve_load_store"),
@@ -75,14 +78,31 @@ EXPECTED = [
 ]
 
 
+FEATURES = "+sme2,+sme-f64f64,+sme-i16i64,+dotprod"
+
+
 def _encode(lines: list[str]) -> list[int]:
-    done = subprocess.run([MC, "-triple=aarch64", "-mattr=+sme2,+sme-f64f64,+sme-i16i64,+dotprod", "-show-encoding"],
+    done = subprocess.run([MC, "-triple=aarch64", f"-mattr={FEATURES}", "-show-encoding"],
                           input="\n".join(lines) + "\n", capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     words = [int.from_bytes(bytes(int(b, 16) for b in m.group(1).split(",")), "little")
              for m in re.finditer(r"encoding: \[((?:0x[0-9a-f]{2},?){4})\]", done.stdout)]
     assert len(words) == len(lines), done.stdout
     return words
+
+
+def _classify(words: list[int], tmp_path: Path) -> list[str]:
+    blocks, summary = _count(tmp_path, words)
+    assert summary.strip().endswith(f"{len(words)} blocks, {len(words)} executions, 0 unbound")
+    return [NAMES[int(np.argmax(row))] for row in blocks.classes]
+
+
+def _named_class(mnemonic: str, operands: str) -> str:
+    """The class of an SME2 instruction in 11000001 from how LLVM's disassembler writes it: an array-vector
+    destination ``za.s[w8, 0, vgx4]`` (4-vector group) or ``za.s[w8, 0...]`` otherwise; else a Z destination."""
+    if re.match(r"za\.[bhsd]\[", operands):
+        return "za_vgx4" if "vgx4" in operands.split("]")[0] else "za_vgx2"
+    return "sme2_z"
 
 
 def _count(tmp_path: Path, words: list[int]) -> tuple[ExecutedBlocks, str]:
@@ -98,6 +118,108 @@ def _count(tmp_path: Path, words: list[int]) -> tuple[ExecutedBlocks, str]:
     done = subprocess.run([str(build_exec_counter()), str(blocks_tsv), str(sequence), str(log)], capture_output=True,
                           text=True, check=True)
     return ExecutedBlocks.from_files(blocks_tsv, sequence), done.stderr
+
+
+# SME2 instructions into ZA (every multiply-accumulate, dot product and add, each as multiple-and-single,
+# multiple-vector and indexed form, 2- and 4-vector groups, and the single-vector widening ones), and ones that
+# write Z registers: the forms whose encodings the rules in exec_counter.c's za_group() were read from.
+_ZA_OPS = {"fmla": "s", "fmls": "s", "fdot": "h", "bfdot": "h", "sdot": "b", "udot": "b", "usdot": "b",
+           "sudot": "b", "fmlal": "h", "fmlsl": "h", "bfmlal": "h", "smlal": "h", "umlal": "h", "smlall": "b",
+           "umlall": "b"}
+_WIDENING = {"fmlal": ":1", "fmlsl": ":1", "bfmlal": ":1", "smlal": ":1", "umlal": ":1", "smlall": ":3",
+             "umlall": ":3"}
+_Z_OPS = ["fclamp {z24.s - z27.s}, z30.s, z31.s", "fclamp {z24.h, z25.h}, z30.h, z31.h",
+          "sclamp {z20.s - z23.s}, z3.s, z26.s", "uclamp {z20.b, z21.b}, z3.b, z26.b", "fcvt z20.h, {z4.s, z5.s}",
+          "bfcvt z20.h, {z4.s, z5.s}", "fcvtzs {z12.s - z15.s}, {z12.s - z15.s}", "scvtf {z12.s - z15.s}, {z12.s - z15.s}",
+          "frintn {z20.s - z23.s}, {z20.s - z23.s}", "add {z20.s - z23.s}, {z20.s - z23.s}, z9.s",
+          "fmax {z0.s - z3.s}, {z0.s - z3.s}, z4.s", "fmin {z0.s, z1.s}, {z0.s, z1.s}, {z4.s, z5.s}",
+          "smax {z0.b - z3.b}, {z0.b - z3.b}, z4.b", "zip {z0.s - z3.s}, {z4.s - z7.s}", "uzp {z0.s, z1.s}, z4.s, z5.s",
+          "sqrshr z0.h, {z4.s, z5.s}, #16", "sqcvt z0.b, {z4.s - z7.s}",
+          "sunpk {z0.s, z1.s}, z4.h", "srshl {z0.s - z3.s}, {z0.s - z3.s}, z4.s",
+          "sel {z0.s, z1.s}, pn8, {z4.s, z5.s}, {z6.s, z7.s}", "ucvtf {z0.s, z1.s}, {z4.s, z5.s}"]
+
+
+def _sme2_forms() -> list[str]:
+    forms = []
+    for mnemonic, element in _ZA_OPS.items():
+        slices = _WIDENING.get(mnemonic, "")
+        for group, first, second in ((2, "{z0.%s, z1.%s}", "{z4.%s, z5.%s}"), (4, "{z0.%s - z3.%s}", "{z4.%s - z7.%s}")):
+            head = f"{mnemonic} za.s[w8, 0{slices}, vgx{group}], {first % (element, element)}"
+            forms += [f"{head}, z8.{element}", f"{head}, {second % (element, element)}", f"{head}, z8.{element}[0]"]
+        if slices:
+            forms.append(f"{mnemonic} za.s[w8, 0{slices}], z0.{element}, z8.{element}")
+    for op in ("add", "sub"):
+        forms += [f"{op} za.s[w8, 0, vgx2], {{z0.s, z1.s}}", f"{op} za.s[w8, 0, vgx4], {{z0.s - z3.s}}, z8.s"]
+    return forms + _Z_OPS
+
+
+def _encodable(forms: list[str]) -> list[tuple[str, int]]:
+    """The forms LLVM 19 encodes (a few combinations do not exist in the architecture), with their words."""
+    kept = []
+    for form in forms:
+        done = subprocess.run([MC, "-triple=aarch64", f"-mattr={FEATURES}", "-show-encoding"], input=form + "\n",
+                              capture_output=True, text=True)
+        if done.returncode == 0:
+            kept.append((form, _encode([form])[0]))
+    return kept
+
+
+@needs_llvm_mc
+def test_sme2_array_vector_instructions_are_told_from_z_ones_and_split_by_vector_group(tmp_path: Path) -> None:
+    forms = _encodable(_sme2_forms())
+    assert len(forms) >= 100, len(forms)
+    assert all(word >> 24 == 0xC1 for _, word in forms), [(f, hex(w)) for f, w in forms if w >> 24 != 0xC1]
+    want = []
+    for form, _ in forms:
+        mnemonic, _, operands = form.partition(" ")
+        want.append(_named_class(mnemonic, operands))
+    got = _classify([word for _, word in forms], tmp_path)
+    wrong = [(form, f"{word:08x}", w, g) for (form, word), w, g in zip(forms, want, got) if w != g]
+    assert not wrong, wrong
+    assert {"za_vgx2", "za_vgx4", "sme2_z"} == set(got)
+
+
+@needs_llvm_mc
+def test_every_sme_instruction_of_the_aarch64_xnnpack_library_is_in_the_class_llvm_names(tmp_path: Path) -> None:
+    """The kernels counted runs execute: every SME-space word of the executorch wheel's aarch64 XNNPACK library,
+    classified by the counter and by what LLVM 19's disassembler calls it."""
+    objdump = shutil.which("llvm-objdump-19")
+    if objdump is None:
+        pytest.skip("needs llvm-objdump-19 (make system-deps: apt-get install llvm-19)")
+    from pytest_sme2.run.native.build import aarch64_executorch
+
+    library = aarch64_executorch() / "lib" / "libexecutorch_backend_xnnpack.so"
+    listing = subprocess.run([objdump, "-d", f"--mattr={FEATURES}", str(library)], capture_output=True, text=True,
+                             check=True).stdout
+    named: dict[int, str] = {}
+    for match in re.finditer(r"^\s*[0-9a-f]+:\s+([0-9a-f]{8})\s+(\S+)[ \t]*(.*)$", listing, re.M):
+        word, mnemonic, operands = int(match.group(1), 16), match.group(2), match.group(3)
+        if word >> 31 == 1 and (word >> 25) & 0xF == 0:  # the SME space
+            named[word] = _named_sme(word, mnemonic, operands)
+    assert len(named) >= 500, len(named)  # the wheel's SME and SME2 kernels
+    words = sorted(named)
+    got = dict(zip(words, _classify(words, tmp_path)))
+    wrong = sorted({(named[w], got[w], f"{w:08x}") for w in words if named[w] != got[w]})
+    assert not wrong, wrong[:20]
+    assert {"mopa_fp32", "mopa_fp16", "mopa_int8", "za_vgx4", "sme2_z", "sme_load_store", "sme_other"} <= set(got.values())
+
+
+def _named_sme(word: int, mnemonic: str, operands: str) -> str:
+    """The class of an SME-space word from LLVM's disassembly of it (mnemonic and operands, not its bits)."""
+    types = re.findall(r"z\d+\.([bhsd])", operands)
+    if mnemonic in ("fmopa", "fmops"):
+        return {"s": "mopa_fp32", "h": "mopa_fp16"}.get(types[-1], "mopa_other")
+    if mnemonic in ("bfmopa", "bfmops") and operands.startswith("za") and ".s" in operands.split(",")[0]:
+        return "mopa_fp16"
+    if mnemonic in ("smopa", "umopa", "sumopa", "usmopa", "smops", "umops", "sumops", "usmops"):
+        return "mopa_int8" if types[-1] == "b" else "mopa_other"
+    if mnemonic == "bmopa":
+        return "mopa_other"
+    if re.match(r"(ld|st)(nt)?1[bhwdq]|ldr|str", mnemonic):
+        return "sme_load_store"
+    if word >> 24 == 0xC1:
+        return _named_class(mnemonic, operands)
+    return "sme_other"
 
 
 @needs_llvm_mc

@@ -209,13 +209,14 @@ def test_instruction_mix_of_a_real_model_adds_up_and_names_fp32_outer_products(m
     np.testing.assert_array_equal(mix_on[list(NAMES)].to_numpy(), second.instruction_mix()[list(NAMES)].to_numpy())
     packed = on.ops["packed"].to_numpy()
     # fp32 SME2 kernels multiply with single-precision outer products, and with no other data type; the batch-1
-    # fully connected layers of the squeeze-excite blocks (matrix-vector) use SME2 multi-vector FMLA into ZA
+    # fully connected layers of the squeeze-excite blocks (matrix-vector) use SME2 FMLA into ZA array vectors
     # instead (measured: GEMM #1, #2, #9, #10 ... with no FMOPA)
-    assert ((mix_on["mopa_fp32"] + mix_on["sme2_multi_vector"])[packed] > 0).all()
+    assert ((mix_on["mopa_fp32"] + mix_on["za_vgx2"] + mix_on["za_vgx4"])[packed] > 0).all()
     convolutions = packed & (mix_on["category"] == "CONV").to_numpy()
     assert convolutions.any() and (mix_on.loc[convolutions, "mopa_fp32"] > 0).all()
     gemv = packed & (mix_on["mopa_fp32"] == 0).to_numpy()
     assert gemv.sum() >= 2 and set(mix_on.loc[gemv, "category"]) == {"GEMM"}
+    assert (mix_on.loc[gemv, "za_vgx4"] > 0).all()
     assert (mix_on[["mopa_fp16", "mopa_int8"]] == 0).all().all()
     assert (mix_on.loc[~packed, list(OUTER_PRODUCTS)] == 0).all().all()
     assert (mix_off[list(SME_CLASSES)] == 0).all().all()

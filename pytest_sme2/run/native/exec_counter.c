@@ -100,16 +100,22 @@ static void map_put(map_t *map, uint64_t key, uint32_t value) {
 /* Instruction classes, by encoding alone (so every qemu version counts alike; qemu 11.1 cannot even
  * disassemble SME2). Groups of the A64 SME space (op0=1, op1=0000) by their top bits: 1000000x floating-point
  * outer products, 1010000x integer outer products (bit 23 set) and SME2 multi-vector loads and stores of Z
- * registers (bit 23 clear), 11000000 SME moves and misc, 11000001 SME2 multi-vector arithmetic (dot products
- * and multiply-accumulates into ZA, clamps, conversions), 1110000x loads and stores of ZA and ZT0. The outer
- * products by data type follow qemu's target/arm/tcg/sme.decode. tests/evidence/test_instruction_classes.py
- * checks every class against words LLVM's assembler encodes. Names and order: instruction_classes.py. */
+ * registers (bit 23 clear), 11000000 SME moves and misc, 11000001 SME2 multi-vector arithmetic, 1110000x loads
+ * and stores of ZA and ZT0. The outer products by data type follow qemu's target/arm/tcg/sme.decode. In
+ * 11000001 (za_group()), what writes ZA array vectors (dot products, multiply-accumulates, adds) is told from
+ * what writes Z registers (clamps, conversions, min/max, zips) and split by vector group size, which sets its
+ * cost (Apple M4: vgx2 forms issue twice as often as vgx4 ones, whatever the data type). The rules were read
+ * from LLVM 19's encodings of every such form; tests/evidence/test_instruction_classes.py checks every class
+ * against words LLVM's assembler encodes and against every SME word of the aarch64 XNNPACK library as LLVM's
+ * disassembler names it. Names and order: instruction_classes.py. */
 enum {
     MOPA_FP32,       /* FMOPA/FMOPS single precision (non-widening) */
     MOPA_FP16,       /* FMOPA/FMOPS widening from half, BFMOPA/BFMOPS widening from bfloat16 */
     MOPA_INT8,       /* SMOPA/SUMOPA/USMOPA/UMOPA, 4-way 8-bit into 32-bit */
     MOPA_OTHER,      /* other outer products: FP64, 16-bit into 64-bit, 2-way 16-bit, BMOPA */
-    SME2_MULTI,      /* SME2 multi-vector arithmetic: FMLA/FDOT/SDOT... into ZA, FCLAMP, FCVT, ADD on Z groups */
+    ZA_VGX2,         /* SME2 FMLA/FDOT/SDOT/FMLAL/ADD... into ZA array vectors, 1- or 2-vector groups */
+    ZA_VGX4,         /* the same with 4-vector groups */
+    SME2_Z,          /* other SME2 multi-vector instructions, on Z registers: FCLAMP, FCVT, ZIP, FMAX, ... */
     SME_LOAD_STORE,  /* loads and stores of ZA, ZT0, and SME2 multi-vector loads and stores of Z registers */
     SME_OTHER,       /* other SME instructions (MOVA, ZERO, ADDHA, LUTI), SMSTART/SMSTOP */
     SVE_LOAD_STORE,  /* SVE loads and stores (streaming SVE in streaming mode) */
@@ -121,9 +127,21 @@ enum {
     N_CLASSES
 };
 static const char *const CLASS_NAMES[N_CLASSES] = {
-    "mopa_fp32", "mopa_fp16", "mopa_int8", "mopa_other", "sme2_multi_vector", "sme_load_store", "sme_other",
+    "mopa_fp32", "mopa_fp16", "mopa_int8", "mopa_other", "za_vgx2", "za_vgx4", "sme2_z", "sme_load_store", "sme_other",
     "sve_load_store", "sve_other", "simd_fp", "load_store_vec", "load_store", "scalar",
 };
+
+/* 11000001: ZA_VGX2, ZA_VGX4 or SME2_Z. Bits 23:20 pick the form: 0001/0101/1001/1101 are the indexed ones
+ * (ZA, bit 15 = 4-vector group); elsewhere bit 15 set means a Z destination; 0011/0111 are multiple-and-single
+ * 4-vector groups, 1010/1110 multiple-vector forms with bit 16 = 4-vector group. */
+static int za_group(uint32_t word) {
+    uint32_t form = (word >> 20) & 0xF;
+    if ((form & 0x3) == 0x1) return (word >> 15) & 1 ? ZA_VGX4 : ZA_VGX2;
+    if ((word >> 15) & 1) return SME2_Z;
+    if (form == 0x3 || form == 0x7) return ZA_VGX4;
+    if ((form == 0xA || form == 0xE) && ((word >> 16) & 1)) return ZA_VGX4;
+    return ZA_VGX2;
+}
 
 static int classify(uint32_t word) {
     uint32_t op1 = (word >> 25) & 0xF;
@@ -140,7 +158,7 @@ static int classify(uint32_t word) {
             return (word & 0xFEC0000Cu) == 0xA0800000u ? MOPA_INT8 : MOPA_OTHER;
         }
         if (group == 0x70) return SME_LOAD_STORE;  /* 1110000 */
-        if ((word >> 24) == 0xC1) return SME2_MULTI;
+        if ((word >> 24) == 0xC1) return za_group(word);
         return SME_OTHER;
     }
     if (op1 == 0x2) return (word >> 31) == 1 ? SVE_LOAD_STORE : SVE_OTHER;  /* SVE memory: op0 1xx */
