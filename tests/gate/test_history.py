@@ -110,11 +110,12 @@ import pytest
 def test_tiny(exported_pte, runner, etdump_profile, threads):
     etdump_profile(exported_pte, runner(threads=threads))
 """)
-    for _ in range(2):
-        pytester.runpytest_subprocess("-n", "2", "-p", "no:cacheprovider", "--sme2-no-baselines").assert_outcomes(
-            passed=6)
+    pytester.runpytest_subprocess("-n", "2", "-p", "no:cacheprovider", "--sme2-no-baselines").assert_outcomes(passed=6)
+    # a second session appends after the first's lines (in this process: what matters is that it appends,
+    # and a pytest -n 2 process more costs 15 s)
+    pytester.runpytest_inprocess("-p", "no:cacheprovider", "--sme2-no-baselines").assert_outcomes(passed=6)
     rows = history.load(pytester.path / "history" / "sme2.jsonl")
-    assert len(rows) == 12  # 6 profiles per session, two sessions, from two workers each
+    assert len(rows) == 12  # 6 profiles per session, two sessions, the first from two workers
     assert len({row["session"] for row in rows}) == 2
     assert len({row["test"] for row in rows}) == 6
     assert all(row["quantities"]["median_ms"] > 0 for row in rows)
