@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from typing import Sequence
 
-# name -> what it holds (the encodings are exec_counter.c's classify(); tests/evidence/test_instruction_classes.py
-# checks each against words an assembler encodes)
+# name -> what it holds (the encodings are exec_counter.c's classify() and za_group(); tests/evidence/
+# test_instruction_classes.py checks each against words LLVM 19 encodes, and against every SME word of the aarch64
+# XNNPACK library as LLVM 19's disassembler names it)
 CLASSES: dict[str, str] = {
     "mopa_fp32": "SME FMOPA/FMOPS single precision (non-widening outer products)",
     "mopa_fp16": "SME FMOPA/FMOPS widening from half and BFMOPA/BFMOPS widening from bfloat16",
