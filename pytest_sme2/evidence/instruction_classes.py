@@ -9,7 +9,10 @@ table's header names them, and :func:`check_header` refuses a counter that names
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
+
+if TYPE_CHECKING:
+    import numpy as np
 
 # name -> what it holds (the encodings are exec_counter.c's classify() and za_group(); tests/evidence/
 # test_instruction_classes.py checks each against words LLVM 19 encodes, and against every SME word of the aarch64
@@ -37,6 +40,12 @@ SME_CLASSES: tuple[str, ...] = ("mopa_fp32", "mopa_fp16", "mopa_int8", "mopa_oth
                                  "sme2_z", "sme_load_store", "sme_other")
 SVE_CLASSES: tuple[str, ...] = ("sve_load_store", "sve_other")
 OUTER_PRODUCTS: tuple[str, ...] = ("mopa_fp32", "mopa_fp16", "mopa_int8", "mopa_other")
+
+
+def total(classes: "np.ndarray", names: Sequence[str]) -> "np.ndarray":
+    """Per row of ``classes`` (one column per class of :data:`NAMES`: blocks or events), the instructions of the
+    classes ``names`` together."""
+    return classes[:, [NAMES.index(n) for n in names]].sum(axis=1)
 
 
 def check_header(fields: Sequence[str], where: str) -> None:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from pytest_sme2.errors import RunnerError
-from pytest_sme2.evidence.instruction_classes import NAMES, SME_CLASSES, SVE_CLASSES, check_header
+from pytest_sme2.evidence.instruction_classes import NAMES, SME_CLASSES, SVE_CLASSES, check_header, total
 from pytest_sme2.system.elf import FunctionSymbols, function_symbols
 from pytest_sme2.system.safe_files import write_file
 
@@ -50,15 +50,12 @@ class ExecutedBlocks:
     @property
     def sme(self) -> np.ndarray:
         """SME instructions (SME encodings, SMSTART/SMSTOP) per block id."""
-        return self._sum(SME_CLASSES)
+        return total(self.classes, SME_CLASSES)
 
     @property
     def sve(self) -> np.ndarray:
         """SVE instructions (streaming SVE in streaming mode) per block id."""
-        return self._sum(SVE_CLASSES)
-
-    def _sum(self, names: Sequence[str]) -> np.ndarray:
-        return self.classes[:, [NAMES.index(n) for n in names]].sum(axis=1)
+        return total(self.classes, SVE_CLASSES)
 
     @classmethod
     def from_files(cls, blocks_tsv: Path, sequence: Path) -> "ExecutedBlocks":
@@ -186,17 +183,13 @@ class EventCounts:
     def __len__(self) -> int:
         return len(self.kinds)
 
-    def of_class(self, *names: str) -> np.ndarray:
-        """Per event, the instructions of these classes together."""
-        return self.classes[:, [NAMES.index(n) for n in names]].sum(axis=1)
-
     @property
     def sme(self) -> np.ndarray:
-        return self.of_class(*SME_CLASSES)
+        return total(self.classes, SME_CLASSES)
 
     @property
     def sve(self) -> np.ndarray:
-        return self.of_class(*SVE_CLASSES)
+        return total(self.classes, SVE_CLASSES)
 
 
 def _function_labels(blocks: ExecutedBlocks, space: AddressSpace) -> list[str]:
