@@ -27,7 +27,7 @@ from pytest_sme2.export import export_key
 from pytest_sme2.export.work import FACTS_FILE, FACTS_VERSION, decode_facts, facts_document, write_facts
 from pytest_sme2.model.registry import Model
 from pytest_sme2.system.digests import file_sha256
-from pytest_sme2.system.locks import locked
+from pytest_sme2.system.locks import entry_lock
 
 # 2: int8 reference outputs come from the quantized model; 3: keyed by the traced program's content;
 # 4: export.json holds every file's sha256, checked whenever the entry is used
@@ -317,7 +317,7 @@ def export(model: Model, recipe: Recipe, cache_dir: Path) -> ExportedModel:
         cached = None  # looked at again under the lock: another process may be replacing it right now
     if cached is not None:
         return cached
-    with locked(cache_dir / "locks" / f"{final.name}.lock"):
+    with entry_lock(cache_dir, final.name):
         try:
             cached = _load_entry(final, model.name, recipe, traced)  # another worker may have finished it
         except _Damaged as damage:

@@ -26,7 +26,7 @@ from typing import Any, ContextManager, Iterable, Mapping
 
 from pytest_sme2.errors import DamagedCacheEntryWarning, StorageError
 from pytest_sme2.system.digests import file_sha256
-from pytest_sme2.system.locks import locked
+from pytest_sme2.system.locks import entry_lock
 from pytest_sme2.system.safe_files import copy_file, write_file
 
 RESULTS_FOLDER = "results"  # under the cache folder (--sme2-cache-dir)
@@ -103,7 +103,7 @@ class ResultCache:
         """Held while one process looks ``key`` up and, on a miss, runs and stores it: xdist workers and
         sessions wanting the same counted run wait for the first one's answer instead of each emulating it
         (tens of seconds a variant). An flock beside the cache (system/locks.py): it dies with its process."""
-        return locked(self.root.parent / "locks" / f"result-{key.digest}.lock")
+        return entry_lock(self.root.parent, f"result-{key.digest}")
 
     def load(self, key: RunKey, out_dir: Path) -> dict[str, Any] | None:
         """Copy the entry's files into ``out_dir`` and return its evidence, or None on a miss. A damaged

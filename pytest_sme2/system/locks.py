@@ -11,9 +11,11 @@ import contextlib
 import fcntl
 import os
 from pathlib import Path
-from typing import Iterator
+from typing import ContextManager, Iterator
 
 from pytest_sme2.system.safe_files import open_no_follow
+
+LOCKS_FOLDER = "locks"  # under a cache folder: one lock file per entry being made
 
 
 @contextlib.contextmanager
@@ -27,3 +29,9 @@ def locked(lock_path: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def entry_lock(cache_dir: Path, name: str) -> ContextManager[None]:
+    """The lock of the entry ``name`` of the cache folder ``cache_dir`` (exports, counted runs), held while
+    one process looks the entry up and, on a miss, makes it."""
+    return locked(cache_dir / LOCKS_FOLDER / f"{name}.lock")
