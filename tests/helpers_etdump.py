@@ -87,3 +87,28 @@ def write_etdump(
 def execute_only(path: str | Path, e2e_ns: list[int]) -> Path:
     """An ETDump whose runs contain only Method::execute (for latency-only tests)."""
     return write_etdump(path, [RunSpec(e2e_ns=ns) for ns in e2e_ns])
+
+
+def write_counts(etdump: Path, classes_of: "dict[str, dict[str, int]]") -> Path:
+    """instructions.json beside ``etdump``, as the emulated target's counter writes it (format version 2): per
+    event name, its instructions in each class it has (the rest 0); every run and event of that name alike."""
+    import json
+
+    from pytest_sme2.evidence.etdump import _columns
+    from pytest_sme2.evidence.instruction_classes import NAMES, SME_CLASSES, SVE_CLASSES
+    from pytest_sme2.evidence.qemu_counts import COUNTS_FILE, COUNTS_VERSION
+
+    cols = _columns(etdump)
+    names = [cols.labels[i] for i in cols.label_id]
+    per_event = [classes_of.get(name, {}) for name in names]
+    unknown = {c for counts in per_event for c in counts} - set(NAMES)
+    assert not unknown, f"no such instruction classes: {unknown}"
+    classes = {c: [counts.get(c, 0) for counts in per_event] for c in NAMES}
+    document = {"version": COUNTS_VERSION, "files": {"timed": {
+        "instructions": [sum(counts.values()) for counts in per_event],
+        "sme": [sum(counts.get(c, 0) for c in SME_CLASSES) for counts in per_event],
+        "sve": [sum(counts.get(c, 0) for c in SVE_CLASSES) for counts in per_event],
+        "classes": classes, "functions": [{} for _ in per_event]}}}
+    counts_file = Path(etdump).parent / COUNTS_FILE
+    counts_file.write_text(json.dumps(document))
+    return counts_file

@@ -22,12 +22,10 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers_etdump import RunSpec, write_etdump
+from helpers_etdump import RunSpec, write_counts, write_etdump
 
 from pytest_sme2.errors import UsageError
-from pytest_sme2.evidence.etdump import _columns
-from pytest_sme2.evidence.instruction_classes import NAMES as CLASS_NAMES
-from pytest_sme2.evidence.qemu_counts import COUNTS_FILE, COUNTS_VERSION, InstructionTrace
+from pytest_sme2.evidence.qemu_counts import COUNTS_FILE, InstructionTrace
 from pytest_sme2.profile.profile import Profile
 from pytest_sme2.report.commands import analyze, compare_files, emulated_run
 from pytest_sme2.report.entries import build_test_entry
@@ -47,19 +45,13 @@ def _run(e2e_us: int, call_us: int, conv_us: int) -> RunSpec:
 
 
 def _write_counts(etdump: Path, scale: float = 1.0) -> Path:
-    """instructions.json beside ``etdump``, as the emulated target's counter writes it, from ``COUNTS``."""
-    cols = _columns(etdump)
-    names = [cols.labels[i] for i in cols.label_id]
-    values = [int(COUNTS.get(name, 0) * scale) for name in names]
-    sme = [v // 10 if name == CONV else 0 for v, name in zip(values, names)]
-    classes = {name: [0] * len(values) for name in CLASS_NAMES}
-    classes["mopa_fp32"], classes["scalar"] = sme, [v - s for v, s in zip(values, sme)]
-    document = {"version": COUNTS_VERSION, "files": {"timed": {
-        "instructions": values, "sme": sme, "sve": [0] * len(values), "classes": classes,
-        "functions": [{} for _ in values]}}}
-    counts = etdump.parent / COUNTS_FILE
-    counts.write_text(json.dumps(document))
-    return counts
+    """instructions.json beside ``etdump`` from ``COUNTS``: a tenth of the convolution's are FP32 outer products."""
+    def classes(name: str) -> dict[str, int]:
+        value = int(COUNTS.get(name, 0) * scale)
+        sme = value // 10 if name == CONV else 0
+        return {"mopa_fp32": sme, "scalar": value - sme}
+
+    return write_counts(etdump, {name: classes(name) for name in COUNTS})
 
 
 def _emulated_etdump(folder: Path, counted: bool, scale: float = 1.0, slow: int = 0) -> Path:

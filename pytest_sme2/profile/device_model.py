@@ -1,0 +1,250 @@
+"""Modelled device time: what an emulated run's exact counts would cost on a real SME2 CPU (issue 26).
+
+Why a model: the emulated target counts instructions exactly, but one SME2 FMOPA does 256 fp32
+multiply-accumulates and a NEON FMLA 4, so an instruction ratio is no speedup. A device file
+(``devices/NAME.toml``, every number with its source) gives each instruction class a throughput on
+one of the device's resources and the memory bandwidths; an operator's modelled time is that of its
+busiest resource, or of its bytes when memory is slower (docs/device_model.md has the equations):
+
+    t(op) = max( max_r sum_{c on r} n_c(op) / rate_c ,  bytes_read / load_bw + bytes_written / store_bw )
+
+Deterministic: the same counts give the same times on every machine. It is a model, not a
+measurement; each result says which device file it came from and how far that file is validated.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+import pandas as pd
+import tomllib
+
+from pytest_sme2.errors import UsageError
+from pytest_sme2.evidence.categories import Category
+from pytest_sme2.evidence.instruction_classes import NAMES
+
+DEVICES_FOLDER = Path(__file__).parent / "devices"
+ALL_CLASSES = "all"  # a resource rate that applies to every instruction class (the pipeline width)
+MEMORY = "memory"  # the bound name of an operator whose bytes take longer than its instructions
+MEMORY_KEYS = ("l2_bytes", "l2_load_gb_per_s", "l2_store_gb_per_s", "dram_load_gb_per_s", "dram_store_gb_per_s")
+
+
+@dataclass(frozen=True)
+class Resource:
+    """One resource of a device: instructions per nanosecond per instruction class it executes."""
+
+    name: str
+    what: str
+    per_ns: Mapping[str, float]  # class name (or ALL_CLASSES) -> instructions per ns
+    sources: Mapping[str, str]
+
+    def ns_per_instruction(self) -> np.ndarray:
+        """Nanoseconds one instruction of each class of NAMES takes on this resource (0: not on it)."""
+        if ALL_CLASSES in self.per_ns:
+            return np.full(len(NAMES), 1.0 / self.per_ns[ALL_CLASSES])
+        return np.array([1.0 / self.per_ns[n] if n in self.per_ns else 0.0 for n in NAMES])
+
+
+@dataclass(frozen=True)
+class DeviceModel:
+    """A device file, checked: its resources, memory bandwidths and where every number came from."""
+
+    name: str
+    description: str
+    svl_bits: int
+    threads: int
+    validation: str
+    resources: tuple[Resource, ...]
+    memory: Mapping[str, float]
+    path: str = ""
+
+    @property
+    def label(self) -> str:
+        return f"modelled on {self.name} ({self.validation})"
+
+    def memory_ns(self, bytes_read: np.ndarray, bytes_written: np.ndarray) -> np.ndarray:
+        """Per operator, the time its bytes take at the bandwidth of the level they fit in (NaN bytes: 0)."""
+        read = np.nan_to_num(np.asarray(bytes_read, dtype=float))
+        written = np.nan_to_num(np.asarray(bytes_written, dtype=float))
+        in_l2 = read + written <= self.memory["l2_bytes"]
+        load = np.where(in_l2, self.memory["l2_load_gb_per_s"], self.memory["dram_load_gb_per_s"])
+        store = np.where(in_l2, self.memory["l2_store_gb_per_s"], self.memory["dram_store_gb_per_s"])
+        return read / load + written / store  # GB/s is bytes per ns
+
+    def op_ns(self, mix: np.ndarray, bytes_read: np.ndarray, bytes_written: np.ndarray) -> tuple[np.ndarray, list[str]]:
+        """Per row of ``mix`` (instructions per class of NAMES), the modelled ns and the name of what bounds it."""
+        mix = np.atleast_2d(np.asarray(mix, dtype=float))
+        per_resource = np.column_stack([mix @ r.ns_per_instruction() for r in self.resources]
+                                       + [self.memory_ns(bytes_read, bytes_written)])
+        names = [r.name for r in self.resources] + [MEMORY]
+        busiest = per_resource.argmax(axis=1)
+        return per_resource.max(axis=1), [names[i] for i in busiest]
+
+
+def available_devices() -> list[str]:
+    """The device files pytest-sme2 ships (names for ``Profile.modelled``)."""
+    return sorted(p.stem for p in DEVICES_FOLDER.glob("*.toml"))
+
+
+def load_device(name_or_path: str | Path) -> DeviceModel:
+    """A shipped device by name (``apple-m4``) or a device file by path, checked field by field."""
+    text = str(name_or_path)
+    path = Path(text) if text.endswith(".toml") else DEVICES_FOLDER / f"{text}.toml"
+    if not path.is_file():
+        raise UsageError(f"no device model {text!r}: pytest-sme2 ships {', '.join(available_devices())}; "
+                         f"or give the path of a device file (docs/device_model.md says how to write one)")
+    try:
+        with path.open("rb") as f:
+            data = tomllib.load(f)
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise UsageError(f"device file {path} cannot be read: {e}") from None
+    return _checked(data, path)
+
+
+def _checked(data: dict[str, Any], path: Path) -> DeviceModel:
+    """The DeviceModel of a device file's contents; a UsageError naming the file and the field otherwise."""
+    def fail(what: str) -> UsageError:
+        return UsageError(f"device file {path}: {what} (docs/device_model.md describes the format)")
+
+    def number(value: Any, where: str) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+            raise fail(f"{where} must be a positive number, not {value!r}")
+        return float(value)
+
+    def sourced(table: Mapping[str, Any], key: str, where: str) -> str:
+        sources = table.get("source")
+        source = sources.get(key) if isinstance(sources, dict) else None
+        if not isinstance(source, str) or not source.strip():
+            raise fail(f"{where} has no source; every number needs one (source.{key} = \"...\")")
+        return source
+
+    for key in ("name", "description", "validation"):
+        if not isinstance(data.get(key), str) or not data[key].strip():
+            raise fail(f"'{key}' must be a non-empty text")
+    svl = int(number(data.get("svl_bits"), "svl_bits"))
+    sourced(data, "svl_bits", "svl_bits")
+    threads = int(number(data.get("threads"), "threads"))
+    sourced(data, "threads", "threads")
+    clock = data.get("clock_ghz")
+    resources = []
+    covered: set[str] = set()
+    for name, table in (data.get("resources") or {}).items():
+        if not isinstance(table, dict):
+            raise fail(f"resources.{name} must be a table")
+        rates: dict[str, float] = {}
+        sources: dict[str, str] = {}
+        for unit in ("per_ns", "per_cycle"):
+            for cls, value in (table.get(unit) or {}).items():
+                if cls != ALL_CLASSES and cls not in NAMES:
+                    raise fail(f"resources.{name}.{unit}.{cls} names no instruction class; the classes are "
+                               f"{', '.join(NAMES)} (or '{ALL_CLASSES}')")
+                if cls in rates:
+                    raise fail(f"resources.{name} gives {cls} twice")
+                rate = number(value, f"resources.{name}.{unit}.{cls}")
+                if unit == "per_cycle":
+                    rate *= number(clock, "clock_ghz (needed by per_cycle rates)")
+                    sourced(data, "clock_ghz", "clock_ghz")
+                rates[cls] = rate
+                sources[cls] = sourced(table, cls, f"resources.{name}.{unit}.{cls}")
+        if not rates:
+            raise fail(f"resources.{name} has no rates (per_ns or per_cycle)")
+        covered |= set(rates) - {ALL_CLASSES}  # a width over all classes does not say where one executes
+        resources.append(Resource(name, str(table.get("what", "")), rates, sources))
+    missing = [n for n in NAMES if n not in covered]
+    if missing:
+        raise fail(f"no resource executes the instruction class(es) {', '.join(missing)}")
+    memory_table = data.get("memory") or {}
+    memory = {key: number(memory_table.get(key), f"memory.{key}") for key in MEMORY_KEYS}
+    for key in MEMORY_KEYS:
+        sourced(memory_table, key, f"memory.{key}")
+    return DeviceModel(data["name"], data["description"], svl, threads, data["validation"], tuple(resources),
+                       memory, str(path))
+
+
+@dataclass(frozen=True)
+class ModelledSpeedup:
+    """How many times faster one modelled profile is than another on one device: a model's answer, so
+    ``low`` and ``high`` equal ``value`` (there is no sampling error to bound; the model's own error is
+    in ``device.validation``)."""
+
+    value: float
+    device: str
+    validation: str
+    this: str
+    other: str
+    this_ms: float
+    other_ms: float
+    by_category: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def low(self) -> float:
+        return self.value
+
+    @property
+    def high(self) -> float:
+        return self.value
+
+    def __repr__(self) -> str:
+        return (f"ModelledSpeedup({self.value:.2f}x modelled on {self.device} ({self.validation}): {self.this} "
+                f"{self.this_ms:.3f} ms over {self.other} {self.other_ms:.3f} ms; not a measurement)")
+
+    __str__ = __repr__
+
+
+@dataclass(frozen=True)
+class ModelledTime:
+    """One profile's operators priced on one device: per operator, per category and end to end (ms)."""
+
+    device: DeviceModel
+    label: str  # the profile's label
+    ops: pd.DataFrame  # event, op, category, delegated, modelled_ms, bound
+    outside_ops_ms: float  # Method::execute outside every operator (delegate calls' own work, the runtime)
+
+    @property
+    def e2e_ms(self) -> float:
+        return float(self.ops["modelled_ms"].sum()) + self.outside_ops_ms
+
+    @property
+    def category_ms(self) -> dict[str, float]:
+        """Modelled ms per category; OTHER is end to end minus the named ones, as in the Profile."""
+        named = {c.value: float(self.ops.loc[self.ops["category"] == c.value, "modelled_ms"].sum())
+                 for c in Category if c is not Category.OTHER}
+        return {**named, Category.OTHER.value: self.e2e_ms - sum(named.values())}
+
+    def share(self, category: str | Category) -> float:
+        total = self.e2e_ms
+        return self.category_ms[Category.parse(category).value] / total if total > 0 else 0.0
+
+    def speedup_over(self, other: "ModelledTime") -> ModelledSpeedup:
+        """``other``'s modelled time over this one's, end to end and per category (same device only)."""
+        if not isinstance(other, ModelledTime):
+            raise TypeError(f"a modelled time is compared with a modelled time (profile.modelled({self.device.name!r}))"
+                            f", not with {type(other).__name__}: measured and modelled time never mix")
+        if other.device.name != self.device.name:
+            raise ValueError(f"{self.label} is modelled on {self.device.name}, {other.label} on {other.device.name}; "
+                             f"compare two profiles modelled on the same device")
+        mine, theirs = self.category_ms, other.category_ms
+        return ModelledSpeedup(
+            other.e2e_ms / self.e2e_ms if self.e2e_ms > 0 else math.inf, self.device.name, self.device.validation,
+            self.label, other.label, self.e2e_ms, other.e2e_ms,
+            {c: (theirs[c] / mine[c] if mine[c] > 0 else math.nan) for c in mine})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"device": self.device.name, "validation": self.device.validation, "e2e_ms": self.e2e_ms,
+                "category_ms": self.category_ms, "outside_ops_ms": self.outside_ops_ms}
+
+
+def modelled_time(device: DeviceModel, label: str, ops: pd.DataFrame, mix: np.ndarray, outside_mix: np.ndarray,
+                  bytes_read: np.ndarray, bytes_written: np.ndarray) -> ModelledTime:
+    """Price ``mix`` (one row per operator of ``ops``, one column per class of NAMES) and the instructions
+    outside operators (``outside_mix``, no bytes) on ``device``."""
+    ns, bound = device.op_ns(mix, bytes_read, bytes_written) if len(ops) else (np.zeros(0), [])
+    out = ops[["event", "op", "category", "delegated"]].copy()
+    out["modelled_ms"] = ns / 1e6
+    out["bound"] = bound
+    outside_ns, _ = device.op_ns(np.asarray(outside_mix, dtype=float)[None, :], np.zeros(1), np.zeros(1))
+    return ModelledTime(device, label, out.reset_index(drop=True), float(outside_ns[0]) / 1e6)

@@ -1,0 +1,229 @@
+"""Modelled device time (issue 26): exact numbers on a mix priced by hand, device files checked field by field,
+and the refusals that keep modelled time from being read as something it is not.
+
+The device file of these tests has round numbers (a 2 GHz core):
+
+  resource   rates (instructions per ns)
+  sme        mopa_fp32 4, za_vgx4 2
+  neon       simd_fp 4 per cycle = 8 per ns
+  rest       every other class 1
+  pipeline   all 10
+  memory     L2 up to 1,000 bytes: loads 10 GB/s, stores 5 GB/s; beyond: loads 1, stores 0.5
+
+Operators priced by hand (instructions; bytes read / written; each resource's ns; the largest wins):
+
+  A  mopa_fp32 4,000, scalar 100; 600 / 200 B   sme 1,000  rest 100  pipeline 410  memory 60+40=100    -> 1,000 ns (sme)
+  B  simd_fp 8,000; 2,000 / 500 B (DRAM)        neon 1,000  pipeline 800  memory 2,000+1,000=3,000     -> 3,000 ns (memory)
+  C  scalar 3,000, za_vgx4 100; bytes unknown   rest 3,000  sme 50  pipeline 310                       -> 3,000 ns (rest)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from helpers_etdump import RunSpec, write_counts, write_etdump
+
+from pytest_sme2.errors import UsageError
+from pytest_sme2.evidence.instruction_classes import NAMES
+from pytest_sme2.evidence.qemu_counts import COUNTS_FILE, InstructionTrace
+from pytest_sme2.profile.device_model import available_devices, load_device, modelled_time
+from pytest_sme2.profile.profile import Profile
+
+OTHERS = [n for n in NAMES if n not in ("mopa_fp32", "za_vgx4", "simd_fp")]
+MEMORY_KEYS = ("l2_bytes", "l2_load_gb_per_s", "l2_store_gb_per_s", "dram_load_gb_per_s", "dram_store_gb_per_s")
+DEVICE = "\n".join([
+    'name = "round"', 'description = "a device with round numbers"', 'validation = "test device"',
+    "svl_bits = 512", "threads = 1", "clock_ghz = 2",
+    'source.svl_bits = "test"', 'source.threads = "test"', 'source.clock_ghz = "test"',
+    "[resources.sme]", "per_ns.mopa_fp32 = 4", "per_ns.za_vgx4 = 2", 'source.mopa_fp32 = "test"',
+    'source.za_vgx4 = "test"',
+    "[resources.neon]", "per_cycle.simd_fp = 4", 'source.simd_fp = "test"',
+    "[resources.rest]", *[f"per_ns.{n} = 1" for n in OTHERS], *[f'source.{n} = "test"' for n in OTHERS],
+    "[resources.pipeline]", "per_ns.all = 10", 'source.all = "test"',
+    "[memory]", "l2_bytes = 1000", "l2_load_gb_per_s = 10", "l2_store_gb_per_s = 5", "dram_load_gb_per_s = 1",
+    "dram_store_gb_per_s = 0.5", *[f'source.{k} = "test"' for k in MEMORY_KEYS], ""])
+
+
+def _mix(**counts: int) -> list[float]:
+    return [float(counts.get(n, 0)) for n in NAMES]
+
+
+@pytest.fixture
+def device_file(tmp_path: Path) -> Path:
+    path = tmp_path / "round.toml"
+    path.write_text(DEVICE)
+    return path
+
+
+def test_each_operator_costs_its_busiest_resource_or_its_bytes(device_file: Path) -> None:
+    device = load_device(device_file)
+    mix = np.array([_mix(mopa_fp32=4000, scalar=100), _mix(simd_fp=8000), _mix(scalar=3000, za_vgx4=100)])
+    ns, bound = device.op_ns(mix, np.array([600, 2000, np.nan]), np.array([200, 500, np.nan]))
+    assert ns.tolist() == [1000.0, 3000.0, 3000.0]
+    assert bound == ["sme", "memory", "rest"]
+
+
+def test_a_profile_is_priced_per_operator_category_and_end_to_end(device_file: Path) -> None:
+    ops = pd.DataFrame({"event": ["a", "b", "c"], "op": ["a", "b", "c"], "category": ["CONV", "DATA_MOVEMENT", "CONV"],
+                        "delegated": [True, True, False]})
+    mix = np.array([_mix(mopa_fp32=4000, scalar=100), _mix(simd_fp=8000), _mix(scalar=3000, za_vgx4=100)])
+    outside = np.array(_mix(scalar=500))  # 500 ns on "rest"
+    on = modelled_time(load_device(device_file), "on", ops, mix, outside, np.array([600, 2000, np.nan]),
+                       np.array([200, 500, np.nan]))
+    assert on.ops["modelled_ms"].tolist() == [0.001, 0.003, 0.003]
+    assert on.outside_ops_ms == 0.0005
+    assert on.e2e_ms == pytest.approx(0.0075)
+    assert on.category_ms == pytest.approx({"CONV": 0.004, "GEMM": 0.0, "DATA_MOVEMENT": 0.003, "ELEMENTWISE": 0.0,
+                                            "OTHER": 0.0005})
+    assert on.share("data_movement") == pytest.approx(0.4)
+    # the same operators without outer products: A's 4,000 FMOPA become 64,000 NEON FMLA (8,000 ns)
+    off_mix = np.array([_mix(simd_fp=64000, scalar=100), _mix(simd_fp=8000), _mix(scalar=3000, za_vgx4=100)])
+    off = modelled_time(load_device(device_file), "off", ops, off_mix, outside, np.array([600, 2000, np.nan]),
+                        np.array([200, 500, np.nan]))
+    speedup = on.speedup_over(off)
+    assert speedup.value == pytest.approx(14.5 / 7.5) and speedup.low == speedup.high == speedup.value
+    assert speedup.by_category["CONV"] == pytest.approx(11.0 / 4.0)
+    assert speedup.by_category["DATA_MOVEMENT"] == pytest.approx(1.0)
+    assert "modelled on round (test device)" in repr(speedup) and "not a measurement" in repr(speedup)
+    with pytest.raises(TypeError, match="never mix"):
+        on.speedup_over(object())  # type: ignore[arg-type]
+
+
+def _profile(tmp_path: Path, svl: int = 512, threads: int = 1, counted: bool = True) -> Profile:
+    """A counted emulated run: a convolution (40 FMOPA, 60 scalar), a transpose (200 NEON), a portable layer norm
+    (300 scalar), and 400 scalar instructions in Method::execute outside them."""
+    conv, transpose, norm = "Convolution (NHWC, PF32) IGEMM #1", "Transpose (ND, X32) #1", \
+        "native_call_native_layer_norm.out"
+    folder = tmp_path / f"run-{svl}-{threads}-{counted}"
+    folder.mkdir()
+    run = RunSpec(e2e_ns=1_000_000, delegate_call_ns=800_000, delegate_instr=1,
+                  delegate_ops=[(conv, 300_000), (transpose, 200_000)], portable_ops=[(norm, 60_000, 80_000, 5)])
+    etdump = write_etdump(folder / "timed.etdp", [run, run])
+    instructions = None
+    if counted:
+        write_counts(etdump, {"Method::execute": {"mopa_fp32": 40, "simd_fp": 200, "scalar": 60 + 300 + 400},
+                              "DELEGATE_CALL": {"mopa_fp32": 40, "simd_fp": 200, "scalar": 60},
+                              "OPERATOR_CALL": {"scalar": 300}, conv: {"mopa_fp32": 40, "scalar": 60},
+                              transpose: {"simd_fp": 200}, norm: {"scalar": 300}})
+        instructions = InstructionTrace.from_counts(folder / COUNTS_FILE, etdump, None)
+    return Profile.from_etdump(etdump, model="m", recipe="fp32-xnnpack", variant="emulated sme2=on",
+                               metadata={"run": {"sme2": True, "threads": threads}, "runtime_threads": threads,
+                                         "target": {"name": "emulated", "emulated": True,
+                                                    "details": {"svl_bits": svl}}},
+                               instructions=instructions)
+
+
+def test_profile_modelled_reads_the_counted_classes_and_the_instructions_outside_operators(
+        tmp_path: Path, device_file: Path) -> None:
+    modelled = _profile(tmp_path).modelled(device_file)
+    # conv: sme 10 ns, rest 60 ns, pipeline 10 ns -> 60; transpose: neon 25 ns, pipeline 20 -> 25; norm: 300 ns;
+    # outside operators (the delegate call's and the runtime's own instructions): 400 scalar -> 400 ns
+    assert modelled.ops["modelled_ms"].tolist() == pytest.approx([60e-6, 25e-6, 300e-6])
+    assert modelled.ops["bound"].tolist() == ["rest", "neon", "rest"]
+    assert modelled.outside_ops_ms == pytest.approx(400e-6)
+    assert modelled.e2e_ms == pytest.approx(785e-6)
+    assert modelled.category_ms["CONV"] == pytest.approx(60e-6)
+    assert modelled.category_ms["DATA_MOVEMENT"] == pytest.approx(25e-6)
+
+
+def test_modelled_time_is_refused_where_the_model_does_not_hold(tmp_path: Path, device_file: Path) -> None:
+    with pytest.raises(UsageError, match="no instruction classes.*--sme2-target=emulated"):
+        _profile(tmp_path, counted=False).modelled(device_file)
+    with pytest.raises(UsageError, match="vector length of 128 bits.*--sme2-emulated-svl=512"):
+        _profile(tmp_path, svl=128).modelled(device_file)
+    with pytest.raises(UsageError, match="4 threads.*share one SME unit"):
+        _profile(tmp_path, threads=4).modelled(device_file)
+    with pytest.raises(UsageError, match="no device model 'pixel-99'.*apple-m4"):
+        _profile(tmp_path).modelled("pixel-99")
+
+
+@pytest.mark.parametrize("change, message", [
+    (("source.mopa_fp32 = \"test\"\n", ""), "resources.sme.per_ns.mopa_fp32 has no source"),
+    (("per_ns.mopa_fp32 = 4", "per_ns.mopa_fp32 = -4"), "must be a positive number"),
+    (("per_ns.mopa_fp32 = 4", "per_ns.mopa_fp33 = 4"), "mopa_fp33 names no instruction class"),
+    (("per_ns.all = 10\nsource.all", "per_ns.scalar = 10\nsource.scalar"), None),  # valid: scalar on two resources
+    (("[resources.neon]\nper_cycle.simd_fp = 4\nsource.simd_fp = \"test\"\n", ""), "no resource executes.*simd_fp"),
+    (("dram_store_gb_per_s = 0.5\n", ""), "memory.dram_store_gb_per_s must be a positive number"),
+    (("source.clock_ghz = \"test\"\n", ""), "clock_ghz has no source"),
+])
+def test_a_device_file_without_a_source_or_with_a_bad_number_names_the_field(
+        tmp_path: Path, change: tuple[str, str], message: str | None) -> None:
+    old, new = change
+    assert old in DEVICE
+    path = tmp_path / "edited.toml"
+    path.write_text(DEVICE.replace(old, new))
+    if message is None:
+        load_device(path)
+        return
+    with pytest.raises(UsageError, match=message) as raised:
+        load_device(path)
+    assert str(path) in str(raised.value)
+
+
+def test_every_shipped_device_covers_every_class_with_a_sourced_number() -> None:
+    assert "apple-m4" in available_devices()
+    for name in available_devices():
+        device = load_device(name)  # the checks above: every number positive and sourced, every class executed
+        assert device.svl_bits == 512 and device.threads == 1
+        for resource in device.resources:
+            assert set(resource.sources) == set(resource.per_ns)
+    m4 = load_device("apple-m4")
+    sme = next(r for r in m4.resources if r.name == "sme_compute")
+    # the published M4 ratios the model must keep: FP16 widening and INT8 outer products half the FP32 rate
+    # (2 and 4 TFLOPS/TOPS for 2x and 4x the work per instruction), 4-vector ZA operations half the 2-vector rate
+    assert sme.per_ns["mopa_fp16"] / sme.per_ns["mopa_fp32"] == pytest.approx(0.5, abs=0.01)
+    assert sme.per_ns["mopa_int8"] / sme.per_ns["mopa_fp32"] == pytest.approx(0.5, abs=0.01)
+    assert sme.per_ns["za_vgx4"] / sme.per_ns["za_vgx2"] == pytest.approx(0.5, abs=0.01)
+
+
+@pytest.fixture(scope="module")
+def mlp_counted(tmp_path_factory: pytest.TempPathFactory) -> dict[bool, Profile]:
+    """The bundled mlp, fp32, counted under emulation with SME2 on and off."""
+    from pytest_sme2 import Recipe
+    from pytest_sme2.measure.runner import Runner
+    from pytest_sme2.measure.session import Settings, Sme2Session
+    from pytest_sme2.run import emulation_setup
+    from pytest_sme2.run.targets import RunSpec
+
+    status = emulation_setup.status()
+    if not status.ready:
+        pytest.skip(f"emulated target not ready: {status.problem}")
+    root = tmp_path_factory.mktemp("modelled")
+    session = Sme2Session(Settings(target="emulated", cache_dir=root / "cache", session_dir=root / "run"))
+    session.registry.register_dir(Path(__file__).resolve().parents[2] / "models")
+    try:
+        exported = session.export("mlp", Recipe())
+        return {sme2: Runner(session, RunSpec(sme2=sme2, runs=1, warmup=1), session.test_dir(f"run-{sme2}"))
+                .profile(exported) for sme2 in (True, False)}
+    finally:
+        session.close()
+
+
+def test_a_real_model_modelled_on_the_m4_is_bound_by_outer_products_with_sme2_and_neon_without(mlp_counted) -> None:
+    on, off = mlp_counted[True].modelled("apple-m4"), mlp_counted[False].modelled("apple-m4")
+    for modelled, profile in ((on, mlp_counted[True]), (off, mlp_counted[False])):
+        assert list(modelled.ops["event"]) == list(profile.ops["event"])
+        assert (modelled.ops["modelled_ms"] > 0).all() and modelled.outside_ops_ms >= 0
+        assert modelled.e2e_ms == pytest.approx(modelled.ops["modelled_ms"].sum() + modelled.outside_ops_ms)
+        assert sum(modelled.category_ms.values()) == pytest.approx(modelled.e2e_ms)
+        assert "modelled on apple-m4" in modelled.device.label
+        # no operator beats the device's peak: the M4's FP32 FMOPA rate (2 TFLOPS) with SME2, four 128-bit NEON
+        # FMA pipes at 4.5 GHz (144 GFLOPS) without; the FLOPs are the exported program's (work.py)
+        peak_gflops = 3.896 * 512 if modelled is on else 4 * 4.5 * 8
+        flops = profile.ops["flops"].to_numpy(dtype=float)
+        assert (modelled.ops["modelled_ms"].to_numpy() * 1e6 >= np.nan_to_num(flops) / peak_gflops * 0.999).all()
+    gemm = on.ops["category"] == "GEMM"
+    assert gemm.any() and set(on.ops.loc[gemm, "bound"]) == {"sme_compute"}
+    assert set(off.ops.loc[gemm, "bound"]) == {"fp_simd"}
+    speedup = on.speedup_over(off)
+    instruction_ratio = mlp_counted[False].instructions_per_inference / mlp_counted[True].instructions_per_inference
+    # an FMOPA does the work of 64 NEON FMLAs in the time of about 4.6: faster, but far less than the instruction
+    # ratio says
+    assert 2.0 < speedup.value < instruction_ratio / 2
+    assert speedup.by_category["GEMM"] > 2.0
+    # the same counts give the same modelled times
+    again = mlp_counted[True].modelled("apple-m4")
+    assert again.ops["modelled_ms"].tolist() == on.ops["modelled_ms"].tolist()
