@@ -27,6 +27,7 @@ from pytest_sme2.export.export import ExportedModel, Recipe
 from pytest_sme2.gate.assertions import (
     assert_delegation,
     assert_kernel_share,
+    assert_no_modelled_sme2_slowdown,
     assert_outputs_match,
     assert_portable_ops,
     assert_share,
@@ -73,6 +74,7 @@ __all__ = [
     "Verdict",
     "assert_delegation",
     "assert_kernel_share",
+    "assert_no_modelled_sme2_slowdown",
     "assert_outputs_match",
     "assert_portable_ops",
     "assert_share",

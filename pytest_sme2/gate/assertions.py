@@ -219,3 +219,16 @@ def assert_outputs_match(profile: Profile, exported: "ExportedModel", rtol: floa
             )
         worst = max(worst, float(diff.max()))
     return worst
+
+
+def assert_no_modelled_sme2_slowdown(on: Profile, off: Profile, device: str = "apple-m4", *,
+                                     tolerance: float = 0.0) -> None:
+    """Fail when the device model prices an operator slower with SME2 on than off (by more than ``tolerance``,
+    a fraction), naming each with its modelled ms on and off: the batch-1 GEMV case where packed SME2 kernels
+    lose to NEON (XNNPACK #10719). Modelled time, not measured: emulated profiles (docs/device_model.md)."""
+    slower = on.modelled(device).slower_than(off.modelled(device), by=1.0 + tolerance)
+    if len(slower):
+        lines = [f"  {row.identity} ({row.category}): {row.other_ms * 1e3:.2f} us off -> {row.modelled_ms * 1e3:.2f} us "
+                 f"on ({row.ratio:.2f}x slower; {row.event})" for row in slower.itertuples()]
+        raise AssertionError(f"{len(slower)} operator(s) modelled slower with SME2 on than off on {device} "
+                             f"(a model, not a measurement):\n" + "\n".join(lines))

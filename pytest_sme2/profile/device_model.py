@@ -201,7 +201,7 @@ class ModelledTime:
 
     device: DeviceModel
     label: str  # the profile's label
-    ops: pd.DataFrame  # event, op, category, delegated, modelled_ms, bound
+    ops: pd.DataFrame  # event, op, category, delegated, identity, modelled_ms, bound
     outside_ops_ms: float  # Method::execute outside every operator (delegate calls' own work, the runtime)
 
     @property
@@ -221,17 +221,39 @@ class ModelledTime:
 
     def speedup_over(self, other: "ModelledTime") -> ModelledSpeedup:
         """``other``'s modelled time over this one's, end to end and per category (same device only)."""
+        self._same_device(other)
+        mine, theirs = self.category_ms, other.category_ms
+        return ModelledSpeedup(
+            other.e2e_ms / self.e2e_ms if self.e2e_ms > 0 else math.inf, self.device.name, self.device.validation,
+            self.label, other.label, self.e2e_ms, other.e2e_ms,
+            {c: (theirs[c] / mine[c] if mine[c] > 0 else math.nan) for c in mine})
+
+    def slower_than(self, other: "ModelledTime", by: float = 1.0) -> pd.DataFrame:
+        """Operators modelled more than ``by`` times slower here than in ``other`` (SME2 on against off: where
+        SME2 costs time, as in XNNPACK's batch-1 GEMV case), paired by graph identity (the same node of the
+        program), slowest first: identity, category, event, other_event, modelled_ms, other_ms, ratio."""
+        self._same_device(other)
+        mine = self.ops.set_index("identity")
+        theirs = other.ops.set_index("identity")
+        common = [i for i in mine.index if i in theirs.index]
+        rows = pd.DataFrame({
+            "identity": common,
+            "category": [mine.at[i, "category"] for i in common],
+            "event": [mine.at[i, "event"] for i in common],
+            "other_event": [theirs.at[i, "event"] for i in common],
+            "modelled_ms": [float(mine.at[i, "modelled_ms"]) for i in common],
+            "other_ms": [float(theirs.at[i, "modelled_ms"]) for i in common],
+        })
+        rows["ratio"] = rows["modelled_ms"] / rows["other_ms"].where(rows["other_ms"] > 0)
+        return rows[rows["ratio"] > by].sort_values("ratio", ascending=False).reset_index(drop=True)
+
+    def _same_device(self, other: "ModelledTime") -> None:
         if not isinstance(other, ModelledTime):
             raise TypeError(f"a modelled time is compared with a modelled time (profile.modelled({self.device.name!r}))"
                             f", not with {type(other).__name__}: measured and modelled time never mix")
         if other.device.name != self.device.name:
             raise ValueError(f"{self.label} is modelled on {self.device.name}, {other.label} on {other.device.name}; "
                              f"compare two profiles modelled on the same device")
-        mine, theirs = self.category_ms, other.category_ms
-        return ModelledSpeedup(
-            other.e2e_ms / self.e2e_ms if self.e2e_ms > 0 else math.inf, self.device.name, self.device.validation,
-            self.label, other.label, self.e2e_ms, other.e2e_ms,
-            {c: (theirs[c] / mine[c] if mine[c] > 0 else math.nan) for c in mine})
 
     def to_dict(self) -> dict[str, Any]:
         return {"device": self.device.name, "validation": self.device.validation, "e2e_ms": self.e2e_ms,
@@ -239,11 +261,14 @@ class ModelledTime:
 
 
 def modelled_time(device: DeviceModel, label: str, ops: pd.DataFrame, mix: np.ndarray, outside_mix: np.ndarray,
-                  bytes_read: np.ndarray, bytes_written: np.ndarray) -> ModelledTime:
+                  bytes_read: np.ndarray, bytes_written: np.ndarray,
+                  identities: "list[str] | None" = None) -> ModelledTime:
     """Price ``mix`` (one row per operator of ``ops``, one column per class of NAMES) and the instructions
-    outside operators (``outside_mix``, no bytes) on ``device``."""
+    outside operators (``outside_mix``, no bytes) on ``device``. ``identities``: each operator's graph node
+    (identity.py), which pairs operators across SME2 on and off; without them, the position in the program."""
     ns, bound = device.op_ns(mix, bytes_read, bytes_written) if len(ops) else (np.zeros(0), [])
     out = ops[["event", "op", "category", "delegated"]].copy()
+    out["identity"] = identities if identities is not None else [f"operator {i + 1}" for i in range(len(ops))]
     out["modelled_ms"] = ns / 1e6
     out["bound"] = bound
     outside_ns, _ = device.op_ns(np.asarray(outside_mix, dtype=float)[None, :], np.zeros(1), np.zeros(1))

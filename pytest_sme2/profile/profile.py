@@ -634,7 +634,9 @@ class Profile:
         read = self._ops["bytes_read"].to_numpy(dtype=float) if "bytes_read" in self._ops else np.full(rows, np.nan)
         written = (self._ops["bytes_written"].to_numpy(dtype=float) if "bytes_written" in self._ops
                    else np.full(rows, np.nan))
-        return modelled_time(model, self.label, mix, mix[list(NAMES)].to_numpy(dtype=float), outside, read, written)
+        identities = anchors_of(self.trace.ops, self.work) if self.work is not None else None
+        return modelled_time(model, self.label, mix, mix[list(NAMES)].to_numpy(dtype=float), outside, read, written,
+                             identities)
 
     @property
     def sme_instruction_share(self) -> float | None:

@@ -26,6 +26,7 @@ import pandas as pd
 import pytest
 from helpers_etdump import RunSpec, write_counts, write_etdump
 
+from pytest_sme2 import assert_no_modelled_sme2_slowdown
 from pytest_sme2.errors import UsageError
 from pytest_sme2.evidence.instruction_classes import NAMES
 from pytest_sme2.evidence.qemu_counts import COUNTS_FILE, InstructionTrace
@@ -90,6 +91,31 @@ def test_a_profile_is_priced_per_operator_category_and_end_to_end(device_file: P
     assert "modelled on round (test device)" in repr(speedup) and "not a measurement" in repr(speedup)
     with pytest.raises(TypeError, match="never mix"):
         on.speedup_over(object())  # type: ignore[arg-type]
+
+
+def test_operators_modelled_slower_with_sme2_are_paired_by_identity_and_named(device_file: Path) -> None:
+    """The same program's operators: SME2 on (A: 4,000 za_vgx4 = 2,000 ns; B: 4,000 FMOPA = 1,000 ns) against
+    SME2 off (A: 8,000 NEON = 1,000 ns; B: 64,000 NEON = 8,000 ns), listed in another order off: A is 2x
+    slower with SME2, B 8x faster."""
+    device = load_device(device_file)
+    none = np.array([np.nan, np.nan])
+
+    def priced(events: list[str], identities: list[str], mix: list[list[float]], label: str):  # noqa: ANN202
+        ops = pd.DataFrame({"event": events, "op": events, "category": ["GEMM", "CONV"][:len(events)],
+                            "delegated": [True, True]})
+        return modelled_time(device, label, ops, np.array(mix), np.array(_mix()), none, none, identities)
+
+    on = priced(["GEMM PF32 #1", "CONV PF32 #1"], ["fc: linear", "conv: convolution"],
+                [_mix(za_vgx4=4000), _mix(mopa_fp32=4000)], "on")
+    off = priced(["CONV F32 #1", "GEMM F32 #1"], ["conv: convolution", "fc: linear"],
+                 [_mix(simd_fp=64000), _mix(simd_fp=8000)], "off")
+    slower = on.slower_than(off)
+    assert slower[["identity", "event", "other_event"]].values.tolist() == [["fc: linear", "GEMM PF32 #1",
+                                                                             "GEMM F32 #1"]]
+    assert slower["modelled_ms"].tolist() == [0.002] and slower["other_ms"].tolist() == [0.001]
+    assert slower["ratio"].tolist() == [2.0]
+    assert on.slower_than(off, by=2.0).empty  # "more than by times slower"
+    assert off.slower_than(on)["identity"].tolist() == ["conv: convolution"]
 
 
 def _profile(tmp_path: Path, svl: int = 512, threads: int = 1, counted: bool = True) -> Profile:
@@ -227,3 +253,50 @@ def test_a_real_model_modelled_on_the_m4_is_bound_by_outer_products_with_sme2_an
     # the same counts give the same modelled times
     again = mlp_counted[True].modelled("apple-m4")
     assert again.ops["modelled_ms"].tolist() == on.ops["modelled_ms"].tolist()
+    # batch 64: every GEMM is faster with SME2 (operators paired by graph node across the two runs)
+    assert set(on.ops["identity"]) == set(off.ops["identity"]) and all(":" in i for i in on.ops["identity"])
+    assert_no_modelled_sme2_slowdown(mlp_counted[True], mlp_counted[False])
+
+
+GEMV = """
+import torch
+
+def get_eager_model():
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        return torch.nn.Sequential(torch.nn.Linear(1024, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 256)).eval()
+
+def get_example_inputs():
+    return (torch.randn(1, 1024, generator=torch.Generator().manual_seed(1)),)
+"""
+
+
+def test_a_batch_1_linear_model_is_flagged_slower_with_sme2_on_the_m4(tmp_path: Path) -> None:
+    """XNNPACK #10719's case on a real program: at batch 1 (matrix-vector) the packed SME2 kernels run SME2
+    FMLA into ZA array vectors and streaming SVE around them, which the M4 prices above NEON's FMLAs."""
+    from pytest_sme2 import Recipe
+    from pytest_sme2.measure.runner import Runner
+    from pytest_sme2.measure.session import Settings, Sme2Session
+    from pytest_sme2.run import emulation_setup
+    from pytest_sme2.run.targets import RunSpec
+
+    status = emulation_setup.status()
+    if not status.ready:
+        pytest.skip(f"emulated target not ready: {status.problem}")
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "gemv.py").write_text(GEMV)
+    session = Sme2Session(Settings(target="emulated", cache_dir=tmp_path / "cache", session_dir=tmp_path / "run"))
+    session.registry.register_dir(tmp_path / "models")
+    try:
+        exported = session.export("gemv", Recipe())
+        on, off = (Runner(session, RunSpec(sme2=sme2, runs=1, warmup=0), session.test_dir(f"run-{sme2}"))
+                   .profile(exported) for sme2 in (True, False))
+    finally:
+        session.close()
+    mix = on.instruction_mix()
+    assert (mix["za_vgx4"] + mix["za_vgx2"]).sum() > 0 and mix["mopa_fp32"].sum() == 0  # GEMV kernels, no FMOPA
+    with pytest.raises(AssertionError) as failed:
+        assert_no_modelled_sme2_slowdown(on, off)
+    message = str(failed.value)
+    assert "modelled slower with SME2 on than off on apple-m4" in message and "not a measurement" in message
+    assert "0: aten.linear.default" in message and "2: aten.linear.default" in message  # both layers, by node

@@ -1,0 +1,119 @@
+"""Modelled against published: SqueezeSAM FP16, one thread, SME2 on and off, on a device model.
+
+Why: a device model is worth showing only once it is compared with hardware (docs/device_model.md,
+"Validation"). This exports benchmarks/models/squeeze_sam.py (FP16, XNNPACK), counts one inference with
+SME2 on and one with SME2 off on the emulated target, prices both on the device model and prints the
+table of published, modelled and error, end to end and per category:
+
+    python benchmarks/device_model_validation.py [--device apple-m4] [--cache-dir DIR] [--json out.json]
+
+The export and the counted runs are cached (the export cache and the emulated result cache in
+--cache-dir), so a second run only re-prices. A first run takes about half an hour on a 2-core x86 machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+# Arm's learning path "SME2 profiling with ExecuTorch" (archived report of 2025-12-02) and the pytorch.org blog on
+# ExecuTorch and SME2: SqueezeSAM, FP16 (bilinear export), one thread, median ms, SME2 off and on.
+PUBLISHED = {
+    "apple-m4": {"off": {"E2E": 320.42, "CONV": 277.6, "GEMM": 8.4, "ELEMENTWISE": 0.6, "DATA_MOVEMENT": 13.6,
+                         "OTHER": 22.8},
+                 "on": {"E2E": 72.67, "CONV": 34.4, "GEMM": 1.4, "ELEMENTWISE": 0.6, "DATA_MOVEMENT": 14.5,
+                        "OTHER": 22.4}},
+    "dimensity-9500": {"off": {"E2E": 1131.6, "CONV": 846.4, "GEMM": 29.6, "ELEMENTWISE": 1.5,
+                               "DATA_MOVEMENT": 116.0, "OTHER": 84.0},
+                       "on": {"E2E": 303.2, "CONV": 97.7, "GEMM": 7.0, "ELEMENTWISE": 1.5, "DATA_MOVEMENT": 110.2,
+                              "OTHER": 87.2}},
+}
+CATEGORIES = ("CONV", "GEMM", "ELEMENTWISE", "DATA_MOVEMENT", "OTHER")
+
+
+def counted_profiles(cache_dir: Path, session_dir: Path) -> dict[bool, "object"]:
+    """SqueezeSAM FP16 counted once with SME2 on and once off on the emulated target (cached)."""
+    from pytest_sme2 import Recipe
+    from pytest_sme2.measure.runner import Runner
+    from pytest_sme2.measure.session import Settings, Sme2Session
+    from pytest_sme2.run.targets import RunSpec
+
+    session = Sme2Session(Settings(target="emulated", cache_dir=cache_dir, session_dir=session_dir))
+    session.registry.register_dir(REPO / "benchmarks" / "models")
+    try:
+        exported = session.export("squeeze_sam", Recipe(dtype="fp16"))
+        profiles = {}
+        for sme2 in (True, False):
+            started = time.monotonic()
+            profiles[sme2] = Runner(session, RunSpec(sme2=sme2, runs=1, warmup=0),
+                                    session.test_dir(f"squeeze_sam-sme2-{sme2}")).profile(exported)
+            print(f"counted SME2 {'on' if sme2 else 'off'}: {profiles[sme2].instructions_per_inference / 1e6:.1f} M "
+                  f"instructions ({time.monotonic() - started:.0f} s)", file=sys.stderr)
+        return profiles
+    finally:
+        session.close()
+
+
+def comparison(profiles: dict, device: str) -> dict:
+    """Published and modelled ms (off, on) and speedups, end to end and per category."""
+    published = PUBLISHED.get(device)
+    modelled = {key: profiles[sme2].modelled(device) for key, sme2 in (("on", True), ("off", False))}
+    rows = {}
+    for name in ("E2E", *CATEGORIES):
+        row = {}
+        for key in ("off", "on"):
+            row[f"modelled_{key}_ms"] = modelled[key].e2e_ms if name == "E2E" else modelled[key].category_ms[name]
+            if published:
+                row[f"published_{key}_ms"] = published[key][name]
+        row["modelled_speedup"] = row["modelled_off_ms"] / row["modelled_on_ms"] if row["modelled_on_ms"] else None
+        if published:
+            row["published_speedup"] = published["off"][name] / published["on"][name]
+            if row["modelled_speedup"] is not None:
+                row["speedup_error"] = row["modelled_speedup"] / row["published_speedup"] - 1
+            for key in ("off", "on"):
+                row[f"published_{key}_share"] = published[key][name] / published[key]["E2E"]
+                row[f"modelled_{key}_share"] = row[f"modelled_{key}_ms"] / modelled[key].e2e_ms
+        rows[name] = row
+    bounds = {key: modelled[key].ops.groupby("bound")["modelled_ms"].sum().round(3).to_dict() for key in modelled}
+    return {"device": device, "validation": modelled["on"].device.validation, "rows": rows, "bound_ms": bounds}
+
+
+def markdown(result: dict) -> str:
+    lines = [f"Device model `{result['device']}` ({result['validation']}); SqueezeSAM FP16, one thread.", "",
+             "| | published off -> on (ms) | modelled off -> on (ms) | published speedup | modelled speedup | "
+             "speedup error | share on: published / modelled |", "|---|---|---|---|---|---|---|"]
+    for name, row in result["rows"].items():
+        if "published_off_ms" not in row:
+            lines.append(f"| {name} | | {row['modelled_off_ms']:.2f} -> {row['modelled_on_ms']:.2f} | | "
+                         f"{row['modelled_speedup']:.2f}x | | |")
+            continue
+        error = row.get("speedup_error")
+        lines.append(
+            f"| {name} | {row['published_off_ms']:.1f} -> {row['published_on_ms']:.1f} | "
+            f"{row['modelled_off_ms']:.2f} -> {row['modelled_on_ms']:.2f} | {row['published_speedup']:.2f}x | "
+            f"{row['modelled_speedup']:.2f}x | {'' if error is None else f'{error:+.0%}'} | "
+            f"{row['published_on_share']:.0%} / {row['modelled_on_share']:.0%} |")
+    lines += ["", f"Modelled ms by what bounds each operator: {result['bound_ms']}"]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="apple-m4")
+    parser.add_argument("--cache-dir", type=Path, default=REPO / ".sme2" / "cache")
+    parser.add_argument("--session-dir", type=Path, default=REPO / ".sme2" / "device-model-validation")
+    parser.add_argument("--json", type=Path, help="also write the comparison as JSON here")
+    args = parser.parse_args(argv)
+    result = comparison(counted_profiles(args.cache_dir, args.session_dir), args.device)
+    print(markdown(result))
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
