@@ -49,7 +49,7 @@ def counted_profiles(cache_dir: Path, session_dir: Path) -> dict[bool, "object"]
         profiles = {}
         for sme2 in (True, False):
             started = time.monotonic()
-            profiles[sme2] = Runner(session, RunSpec(sme2=sme2, runs=1, warmup=0),
+            profiles[sme2] = Runner(session, RunSpec(sme2=sme2, runs=1, warmup=0, timeout_s=5400.0),
                                     session.test_dir(f"squeeze_sam-sme2-{sme2}")).profile(exported)
             print(f"counted SME2 {'on' if sme2 else 'off'}: {profiles[sme2].instructions_per_inference / 1e6:.1f} M "
                   f"instructions ({time.monotonic() - started:.0f} s)", file=sys.stderr)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 import pandas as pd
@@ -25,7 +25,11 @@ import tomllib
 
 from pytest_sme2.errors import UsageError
 from pytest_sme2.evidence.categories import Category
+from pytest_sme2.evidence.identity import anchors_of
 from pytest_sme2.evidence.instruction_classes import NAMES
+
+if TYPE_CHECKING:
+    from pytest_sme2.profile.profile import Profile
 
 DEVICES_FOLDER = Path(__file__).parent / "devices"
 ALL_CLASSES = "all"  # a resource rate that applies to every instruction class (the pipeline width)
@@ -258,6 +262,36 @@ class ModelledTime:
     def to_dict(self) -> dict[str, Any]:
         return {"device": self.device.name, "validation": self.device.validation, "e2e_ms": self.e2e_ms,
                 "category_ms": self.category_ms, "outside_ops_ms": self.outside_ops_ms}
+
+
+def model_profile(profile: "Profile", device: str | Path) -> ModelledTime:
+    """``profile``'s counted instruction classes and its operators' bytes priced on ``device`` (Profile.modelled),
+    refused with a UsageError saying why where the model does not hold."""
+    model = load_device(device)
+    mix = profile.instruction_mix()
+    if mix is None:
+        raise UsageError(f"{profile.label} has no instruction classes to model {model.name} with: modelled time needs "
+                         f"a run counted under emulation (--sme2-target=emulated, or auto on a CPU without SME2)")
+    svl = ((profile.metadata.get("target") or {}).get("details") or {}).get("svl_bits")
+    if svl is not None and int(svl) != model.svl_bits:
+        raise UsageError(f"{profile.label} was counted at a streaming vector length of {svl} bits and {model.name} "
+                         f"has {model.svl_bits}: an outer product's work depends on it; count at "
+                         f"--sme2-emulated-svl={model.svl_bits}")
+    threads = int(profile.metadata.get("runtime_threads") or (profile.metadata.get("run") or {}).get("threads") or 1)
+    if threads > model.threads:
+        raise UsageError(f"{profile.label} ran {threads} threads and {model.name} is modelled for {model.threads}: "
+                         f"threads share one SME unit per cluster (4 M4 threads reach the FMOPA rate of one), "
+                         f"which this model does not cover; model a threads=1 variant")
+    classes = profile.instructions.classes  # not None: instruction_mix() said so
+    # per class, Method::execute's instructions outside every operator (the delegate calls' own, the runtime's)
+    outside = np.array([float(np.median(classes[n].execute_values - classes[n].op_values.sum(axis=0))) for n in NAMES])
+    ops = profile.ops
+    missing = np.full(len(mix), np.nan)
+    read = ops["bytes_read"].to_numpy(dtype=float) if "bytes_read" in ops else missing
+    written = ops["bytes_written"].to_numpy(dtype=float) if "bytes_written" in ops else missing
+    identities = anchors_of(profile.trace.ops, profile.work) if profile.work is not None else None
+    return modelled_time(model, profile.label, mix, mix[list(NAMES)].to_numpy(dtype=float), outside, read, written,
+                         identities)
 
 
 def modelled_time(device: DeviceModel, label: str, ops: pd.DataFrame, mix: np.ndarray, outside_mix: np.ndarray,

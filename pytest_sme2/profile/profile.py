@@ -34,11 +34,9 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from pytest_sme2.errors import UsageError
 from pytest_sme2.evidence.categories import NAMED_CATEGORIES, Category, classify, strip_instance
 from pytest_sme2.evidence.etdump import ExecutionTrace, op_id, read_run
 from pytest_sme2.evidence.identity import anchors_of
-from pytest_sme2.evidence.instruction_classes import NAMES
 from pytest_sme2.evidence.kernel_sampling import KernelTime
 from pytest_sme2.evidence.qemu_counts import InstructionTrace
 from pytest_sme2.export.work import ProgramWork
@@ -609,34 +607,9 @@ class Profile:
         per operator, per category and end to end, in modelled ms. A model, not a measurement: its label
         names the device file and how far it is validated. Only for a run counted by instruction class at the
         device's streaming vector length and with its thread count; a UsageError says what is missing."""
-        from pytest_sme2.profile.device_model import load_device, modelled_time
+        from pytest_sme2.profile.device_model import model_profile
 
-        model = load_device(device)
-        mix = self.instruction_mix()
-        if mix is None:
-            raise UsageError(f"{self.label} has no instruction classes to model {model.name} with: modelled time needs "
-                             f"a run counted under emulation (--sme2-target=emulated, or auto on a CPU without SME2)")
-        svl = ((self.metadata.get("target") or {}).get("details") or {}).get("svl_bits")
-        if svl is not None and int(svl) != model.svl_bits:
-            raise UsageError(f"{self.label} was counted at a streaming vector length of {svl} bits and {model.name} "
-                             f"has {model.svl_bits}: an outer product's work depends on it; count at "
-                             f"--sme2-emulated-svl={model.svl_bits}")
-        threads = int(self.metadata.get("runtime_threads") or (self.metadata.get("run") or {}).get("threads") or 1)
-        if threads > model.threads:
-            raise UsageError(f"{self.label} ran {threads} threads and {model.name} is modelled for {model.threads}: "
-                             f"threads share one SME unit per cluster (4 M4 threads reach the FMOPA rate of one), "
-                             f"which this model does not cover; model a threads=1 variant")
-        counted = self.instructions
-        assert counted is not None and counted.classes is not None  # instruction_mix() said so
-        outside = np.array([float(np.median(counted.classes[n].execute_values - counted.classes[n].op_values.sum(axis=0)))
-                            for n in NAMES])
-        rows = len(mix)
-        read = self._ops["bytes_read"].to_numpy(dtype=float) if "bytes_read" in self._ops else np.full(rows, np.nan)
-        written = (self._ops["bytes_written"].to_numpy(dtype=float) if "bytes_written" in self._ops
-                   else np.full(rows, np.nan))
-        identities = anchors_of(self.trace.ops, self.work) if self.work is not None else None
-        return modelled_time(model, self.label, mix, mix[list(NAMES)].to_numpy(dtype=float), outside, read, written,
-                             identities)
+        return model_profile(self, device)
 
     @property
     def sme_instruction_share(self) -> float | None:
