@@ -58,9 +58,11 @@ def counted_profiles(cache_dir: Path, session_dir: Path) -> dict[bool, "object"]
         session.close()
 
 
-def comparison(profiles: dict, device: str) -> dict:
-    """Published and modelled ms (off, on) and speedups, end to end and per category."""
-    published = PUBLISHED.get(device)
+def comparison(profiles: dict, device: "str | object") -> dict:
+    """Published and modelled ms (off, on) and speedups, end to end and per category, on a device (a name,
+    or a DeviceModel such as a fitted one)."""
+    device_name = device if isinstance(device, str) else device.name
+    published = PUBLISHED.get(device_name)
     modelled = {key: profiles[sme2].modelled(device) for key, sme2 in (("on", True), ("off", False))}
     rows = {}
     for name in ("E2E", *CATEGORIES):
@@ -79,7 +81,46 @@ def comparison(profiles: dict, device: str) -> dict:
                 row[f"modelled_{key}_share"] = row[f"modelled_{key}_ms"] / modelled[key].e2e_ms
         rows[name] = row
     bounds = {key: modelled[key].ops.groupby("bound")["modelled_ms"].sum().round(3).to_dict() for key in modelled}
-    return {"device": device, "validation": modelled["on"].device.validation, "rows": rows, "bound_ms": bounds}
+    return {"device": device_name, "validation": modelled["on"].device.validation, "rows": rows, "bound_ms": bounds}
+
+
+SCALED_GROUPS = ("sme", "core", "memory")  # what a fit scales: the SME unit's resources, the core's, memory
+
+
+def scaled(base: "object", name: str, factors: dict[str, float], validation: str) -> "object":
+    """``base`` (a DeviceModel) with every rate of a group times its factor: SME-unit resources (named sme_*),
+    core resources (the others) and memory bandwidths (not the L2 size)."""
+    from dataclasses import replace
+
+    resources = tuple(replace(r, per_ns={c: v * factors["sme" if r.name.startswith("sme_") else "core"]
+                                         for c, v in r.per_ns.items()}) for r in base.resources)
+    memory = {k: (v if k == "l2_bytes" else v * factors["memory"]) for k, v in base.memory.items()}
+    return replace(base, name=name, validation=validation, resources=resources, memory=memory, path="")
+
+
+def fit(profiles: dict, device: str, base: str = "apple-m4") -> dict[str, float]:
+    """Factors on ``base``'s SME, core and memory rates that best reproduce ``device``'s published category
+    times (CONV, GEMM, DATA_MOVEMENT, OTHER, SME2 off and on; least squares on log ms). A fit, not a
+    measurement: every number it gives is labelled with the data it was fitted on."""
+    import numpy as np
+    from scipy.optimize import least_squares
+
+    from pytest_sme2.profile.device_model import load_device
+
+    published = PUBLISHED[device]
+    reference = load_device(base)
+    fitted = ("CONV", "GEMM", "DATA_MOVEMENT", "OTHER")
+
+    def residuals(log_factors: "np.ndarray") -> "np.ndarray":
+        model = scaled(reference, device, dict(zip(SCALED_GROUPS, np.exp(log_factors))), "fit")
+        out = []
+        for key, sme2 in (("on", True), ("off", False)):
+            category = profiles[sme2].modelled(model).category_ms
+            out += [np.log(category[c] / published[key][c]) for c in fitted]
+        return np.array(out)
+
+    result = least_squares(residuals, np.zeros(len(SCALED_GROUPS)))
+    return dict(zip(SCALED_GROUPS, (float(x) for x in np.exp(result.x))))
 
 
 def markdown(result: dict) -> str:
@@ -107,8 +148,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache-dir", type=Path, default=REPO / ".sme2" / "cache")
     parser.add_argument("--session-dir", type=Path, default=REPO / ".sme2" / "device-model-validation")
     parser.add_argument("--json", type=Path, help="also write the comparison as JSON here")
+    parser.add_argument("--fit", action="store_true",
+                        help="fit --device's SME, core and memory factors on apple-m4's rates to its published "
+                             "SqueezeSAM category times, then compare the fitted model (a fit, labelled so)")
     args = parser.parse_args(argv)
-    result = comparison(counted_profiles(args.cache_dir, args.session_dir), args.device)
+    profiles = counted_profiles(args.cache_dir, args.session_dir)
+    device: object = args.device
+    if args.fit:
+        from pytest_sme2.profile.device_model import load_device
+
+        factors = fit(profiles, args.device)
+        print(f"fitted on apple-m4's rates: {factors}", file=sys.stderr)
+        device = scaled(load_device("apple-m4"), args.device, factors,
+                        f"fitted to published SqueezeSAM FP16 category times: {factors}")
+    result = comparison(profiles, device)
     print(markdown(result))
     if args.json:
         args.json.write_text(json.dumps(result, indent=1))

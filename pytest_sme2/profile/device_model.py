@@ -264,10 +264,11 @@ class ModelledTime:
                 "category_ms": self.category_ms, "outside_ops_ms": self.outside_ops_ms}
 
 
-def model_profile(profile: "Profile", device: str | Path) -> ModelledTime:
-    """``profile``'s counted instruction classes and its operators' bytes priced on ``device`` (Profile.modelled),
-    refused with a UsageError saying why where the model does not hold."""
-    model = load_device(device)
+def model_profile(profile: "Profile", device: "str | Path | DeviceModel") -> ModelledTime:
+    """``profile``'s counted instruction classes and its operators' bytes priced on ``device`` (a shipped name,
+    a device file or a DeviceModel; Profile.modelled), refused with a UsageError saying why where the model
+    does not hold."""
+    model = device if isinstance(device, DeviceModel) else load_device(device)
     mix = profile.instruction_mix()
     if mix is None:
         raise UsageError(f"{profile.label} has no instruction classes to model {model.name} with: modelled time needs "

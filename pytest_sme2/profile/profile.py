@@ -43,7 +43,7 @@ from pytest_sme2.export.work import ProgramWork
 from pytest_sme2.profile import stats
 
 if TYPE_CHECKING:
-    from pytest_sme2.profile.device_model import ModelledTime
+    from pytest_sme2.profile.device_model import DeviceModel, ModelledTime
 
 
 @dataclass(frozen=True)
@@ -602,7 +602,7 @@ class Profile:
             mix[name] = np.median(trace.op_values, axis=1).astype(np.int64) if len(mix) else []
         return mix
 
-    def modelled(self, device: str | Path = "apple-m4") -> "ModelledTime":
+    def modelled(self, device: "str | Path | DeviceModel" = "apple-m4") -> "ModelledTime":
         """This profile's counted instructions priced on a device model (device_model.py, docs/device_model.md):
         per operator, per category and end to end, in modelled ms. A model, not a measurement: its label
         names the device file and how far it is validated. Only for a run counted by instruction class at the
