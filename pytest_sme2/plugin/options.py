@@ -250,6 +250,11 @@ OPTIONS: tuple[Option, ...] = (
            default=10, option=False, low=1, what="a whole number >= 1",
            doc_default="10 (N of the instruction metric)"),
     # ------------------------------------------------------------------ reports
+    Option("device", "emulated target: beside counted instructions, show modelled time on this device model "
+           "(a shipped name such as apple-m4, or a .toml device file; docs/device_model.md); a model, not a "
+           "measurement, and not yet validated against hardware", REPORT,
+           ini_help="emulated target: device model whose modelled time the reports show (apple-m4, or a path)",
+           doc_default="none: reports show counted instructions only (the device models are not yet validated)"),
     Option("session_report", "write the session's report.html with charts (also written with --html; otherwise "
            "draw it later with `pytest-sme2 report SESSION_DIR`)", REPORT, kind="bool", default=False,
            switch="--sme2-session-report",

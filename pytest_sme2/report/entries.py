@@ -99,8 +99,9 @@ def _match_ops(on: dict[str, np.ndarray], off: dict[str, np.ndarray]) -> list[tu
     return pairs
 
 
-def compare(on: Profile, off: Profile, top: int = TOP_OPS) -> dict[str, Any]:
-    """How SME2 on differs from off: E2E speedup, category shift, per-operator speedups."""
+def compare(on: Profile, off: Profile, top: int = TOP_OPS, device: str | None = None) -> dict[str, Any]:
+    """How SME2 on differs from off: E2E speedup, category shift, per-operator speedups; for counted runs and a
+    ``device``, also the modelled comparison on it (``modelled``)."""
     emulated = on.emulated or off.emulated
     # Emulated: everything by counted instructions (time there is the emulator's); else by time.
     by = INSTRUCTIONS if emulated and on.basis == off.basis == INSTRUCTIONS else TIME
@@ -175,6 +176,7 @@ def compare(on: Profile, off: Profile, top: int = TOP_OPS) -> dict[str, Any]:
         "categories": categories,
         "operators": operators,
         "kernels": _kernel_comparison(on, off),
+        "modelled": modelled_comparison(on, off, device) if counted and device else None,
     }
 
 
@@ -195,12 +197,34 @@ def profile_entry(profile: Profile) -> dict[str, Any]:
     return profile.to_dict()
 
 
-def build_test_entry(nodeid: str, profiles: list[Profile]) -> dict[str, Any]:
-    """Everything the reports show about one test, as JSON-ready data."""
+def build_test_entry(nodeid: str, profiles: list[Profile], device: str | None = None) -> dict[str, Any]:
+    """Everything the reports show about one test, as JSON-ready data; ``device``: the device model whose
+    modelled time comparisons of counted runs also carry (--sme2-device)."""
     return {
         "nodeid": nodeid,
         "profiles": [p.to_dict() for p in profiles],
-        "comparisons": [compare(on, off) for on, off in pair_variants(profiles)],
+        "comparisons": [compare(on, off, device=device) for on, off in pair_variants(profiles)],
+    }
+
+
+def modelled_comparison(on: Profile, off: Profile, device: str) -> dict[str, Any]:
+    """SME2 on against off priced on a device model (device_model.py): modelled ms and speedup, end to end and
+    per category, and the operators modelled slower with SME2; or why the model refused these profiles."""
+    from pytest_sme2.errors import UsageError
+
+    try:
+        m_on, m_off = on.modelled(device), off.modelled(device)
+    except UsageError as exc:
+        return {"device": str(device), "refused": str(exc)}
+    speedup = m_on.speedup_over(m_off)
+    slower = m_on.slower_than(m_off)
+    return {
+        "device": m_on.device.name, "label": m_on.device.label, "validation": m_on.device.validation,
+        "on_ms": m_on.e2e_ms, "off_ms": m_off.e2e_ms, "speedup": speedup.value,
+        "categories": [{"category": c, "on_ms": m_on.category_ms[c], "off_ms": m_off.category_ms[c],
+                        "speedup": None if not np.isfinite(v) else float(v)} for c, v in speedup.by_category.items()],
+        "slower_with_sme2": [{"identity": r.identity, "category": r.category, "on_ms": r.modelled_ms,
+                              "off_ms": r.other_ms, "ratio": r.ratio} for r in slower.itertuples()],
     }
 
 

@@ -24,6 +24,8 @@ from pytest_sme2.report.table import (
     SME_INSTRUCTIONS_LABEL,
     fewer,
     instructions,
+    modelled_table,
+    modelled_text,
     ms,
     pct,
     sme_path_label,
@@ -142,7 +144,16 @@ def _counted_comparison_html(comparison: Mapping[str, Any]) -> str:
                 pct(op["off_share"]), pct(op["on_share"]), instructions(op["off_instructions"]),
                 instructions(op["on_instructions"]), fewer(op.get("fewer_instructions"))]
                for op in comparison["operators"]]),
+        _modelled_html(comparison.get("modelled")),
     ])
+
+
+def _modelled_html(modelled: Mapping[str, Any] | None) -> str:
+    """The comparison's modelled device time (--sme2-device), labelled as a model."""
+    if not modelled:
+        return ""
+    headers, rows = modelled_table(modelled)
+    return f"<p>{_esc(modelled_text(modelled))}</p>" + (table(headers, rows) if rows else "")
 
 
 def _comparison_html(comparison: Mapping[str, Any]) -> str:

@@ -21,6 +21,8 @@ from pytest_sme2.report.table import (
     fewer,
     instructions,
     markdown_table,
+    modelled_table,
+    modelled_text,
     ms,
     pct,
     sme_path_label,
@@ -61,6 +63,10 @@ def _counted_comparison(c: Mapping[str, Any]) -> list[str]:
         [[f"{op['off_op'] or '-'} -> {op['on_op'] or '-'}" if op["off_op"] != op["on_op"] else op["op"],
           pct(op["off_share"]), pct(op["on_share"]), fewer(op.get("fewer_instructions"))]
          for op in c["operators"][:5]]) + [""]
+    if c.get("modelled"):
+        lines += [text(modelled_text(c["modelled"])), ""]
+        headers, rows = modelled_table(c["modelled"])
+        lines += (markdown_table(headers, rows) + [""]) if rows else []
     return lines
 
 

@@ -75,8 +75,33 @@ def amount(profile: Mapping[str, Any]) -> str:
 def comparison_cell(comparison: Mapping[str, Any]) -> str:
     """The SME2 speedup with its interval, or on the emulated target how many times fewer instructions."""
     if comparison.get("unit") == "instructions":
+        modelled = comparison.get("modelled") or {}
+        if modelled.get("speedup") is not None:  # a device model priced the counts: say which, and that it is one
+            return (f"{modelled['speedup']:.2f}x modelled on {modelled['device']} ({modelled['validation']}); "
+                    f"{fewer(comparison.get('fewer_instructions'))}")
         return f"n/a (emulated); {fewer(comparison.get('fewer_instructions'))}"
     return speedup(comparison["speedup"], comparison["emulated"])
+
+
+def modelled_text(modelled: Mapping[str, Any]) -> str:
+    """One sentence on a comparison's modelled device time (entries.modelled_comparison): which device file,
+    how far validated, that it is a model, and the operators modelled slower with SME2."""
+    if modelled.get("refused"):
+        return f"Not modelled on {modelled['device']}: {modelled['refused']}"
+    slower = modelled["slower_with_sme2"]
+    named = "; ".join(f"{op['identity']} {op['ratio']:.2f}x" for op in slower[:3]) + ("; ..." if len(slower) > 3 else "")
+    return (f"Modelled on {modelled['device']} ({modelled['validation']}; a model, not a measurement): "
+            f"SME2 off {modelled['off_ms']:.3f} ms, on {modelled['on_ms']:.3f} ms: {modelled['speedup']:.2f}x. "
+            + (f"{len(slower)} operator(s) modelled slower with SME2: {named}." if slower
+               else "No operator is modelled slower with SME2."))
+
+
+def modelled_table(modelled: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """Headers and rows of the modelled ms per category, SME2 off and on (empty when the model refused)."""
+    headers = ["category", "modelled ms off", "modelled ms on", "modelled speedup"]
+    return headers, [[c["category"], f"{c['off_ms']:.4f}", f"{c['on_ms']:.4f}",
+                      "n/a" if c["speedup"] is None else f"{c['speedup']:.2f}x"]
+                     for c in modelled.get("categories", [])]
 
 
 def category_shift(comparison: Mapping[str, Any]) -> str:

@@ -1,0 +1,82 @@
+"""What the reports show of modelled device time (--sme2-device, docs/device_model.md): only beside counted
+instructions, only when asked, always named a model with its device file's validation, and never in place of
+the exact counts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from helpers_etdump import RunSpec, write_counts, write_etdump
+
+from pytest_sme2.evidence.qemu_counts import COUNTS_FILE, InstructionTrace
+from pytest_sme2.profile.profile import Profile
+from pytest_sme2.report.entries import build_test_entry
+from pytest_sme2.report.html import _comparison_html
+from pytest_sme2.report.markdown import _counted_comparison
+from pytest_sme2.report.table import summary_rows
+
+CONV, TRANSPOSE = "Convolution (NHWC, PF32) IGEMM #1", "Transpose (ND, X32) #1"
+
+
+def _counted(tmp_path: Path, sme2: bool, threads: int = 1) -> Profile:
+    """One counted emulated run of a convolution and a transpose: with SME2 the convolution is 40 FMOPA and 60
+    scalar instructions, without it 20,000 NEON and 60 scalar ones."""
+    conv = CONV if sme2 else CONV.replace("PF32", "F32")
+    folder = tmp_path / f"run-{sme2}-{threads}"
+    folder.mkdir()
+    run = RunSpec(e2e_ns=1_000_000, delegate_call_ns=800_000, delegate_instr=1,
+                  delegate_ops=[(conv, 300_000), (TRANSPOSE, 200_000)])
+    etdump = write_etdump(folder / "timed.etdp", [run])
+    conv_mix = {"mopa_fp32": 40, "scalar": 60} if sme2 else {"simd_fp": 20_000, "scalar": 60}
+    # Method::execute: the two operators and 100 scalar instructions of the delegate call's own
+    total = {**conv_mix, "simd_fp": conv_mix.get("simd_fp", 0) + 200, "scalar": conv_mix["scalar"] + 100}
+    write_counts(etdump, {"Method::execute": total, "DELEGATE_CALL": total, conv: conv_mix,
+                          TRANSPOSE: {"simd_fp": 200}})
+    return Profile.from_etdump(etdump, model="m", recipe="fp32-xnnpack",
+                               variant=f"emulated sme2={'on' if sme2 else 'off'} threads={threads}",
+                               metadata={"run": {"sme2": sme2, "threads": threads}, "runtime_threads": threads,
+                                         "target": {"name": "emulated", "emulated": True,
+                                                    "details": {"svl_bits": 512}}},
+                               instructions=InstructionTrace.from_counts(folder / COUNTS_FILE, etdump, None))
+
+
+def test_counted_comparisons_carry_modelled_time_only_when_a_device_is_asked_for(tmp_path: Path) -> None:
+    on, off = _counted(tmp_path, True), _counted(tmp_path, False)
+    without = build_test_entry("t.py::t", [on, off])
+    assert without["comparisons"][0]["modelled"] is None
+    assert summary_rows([without])[0][4].startswith("n/a (emulated); ")
+
+    entry = build_test_entry("t.py::t", [on, off], device="apple-m4")
+    modelled = entry["comparisons"][0]["modelled"]
+    expected_on, expected_off = on.modelled("apple-m4"), off.modelled("apple-m4")
+    assert modelled["on_ms"] == expected_on.e2e_ms and modelled["off_ms"] == expected_off.e2e_ms
+    assert modelled["speedup"] == pytest.approx(modelled["off_ms"] / modelled["on_ms"]) and modelled["speedup"] > 1
+    conv = next(c for c in modelled["categories"] if c["category"] == "CONV")
+    assert conv["speedup"] == pytest.approx(conv["off_ms"] / conv["on_ms"])
+    assert modelled["slower_with_sme2"] == []
+    # the terminal cell: the modelled speedup named as such, the exact instruction ratio kept beside it
+    cell = summary_rows([entry])[0][4]
+    assert cell.startswith(f"{modelled['speedup']:.2f}x modelled on apple-m4 (not yet validated")
+    assert cell.endswith("fewer instr")
+    markdown = "\n".join(_counted_comparison(entry["comparisons"][0]))
+    html = _comparison_html(entry["comparisons"][0])
+    for text in (markdown, html):
+        assert "Modelled on apple-m4" in text and "a model, not a measurement" in text
+        assert "modelled ms off" in text
+
+
+def test_a_profile_the_model_refuses_is_reported_with_the_reason_and_no_speedup(tmp_path: Path) -> None:
+    on, off = _counted(tmp_path, True, threads=4), _counted(tmp_path, False, threads=4)
+    entry = build_test_entry("t.py::t", [on, off], device="apple-m4")
+    modelled = entry["comparisons"][0]["modelled"]
+    assert "speedup" not in modelled and "4 threads" in modelled["refused"]
+    assert summary_rows([entry])[0][4].startswith("n/a (emulated); ")
+    assert "Not modelled on apple-m4: " in "\n".join(_counted_comparison(entry["comparisons"][0]))
+
+
+def test_an_unknown_device_is_a_usage_error_before_any_test(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_nothing():\n    pass\n")
+    result = pytester.runpytest("--sme2-device", "pixel-99")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*no device model 'pixel-99'*apple-m4*"])
