@@ -7,6 +7,7 @@ first (and fails if it cannot), so on CI these tests run rather than skip.
 from __future__ import annotations
 
 import dataclasses
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -76,8 +77,13 @@ def _logs(root: Path) -> str:
 def test_sme2_on_and_off_run_for_real_and_timing_checks_skip(sme2_project: pytest.Pytester) -> None:
     sme2_project.makepyfile(SME2_TEST)
     result = sme2_project.runpytest_inprocess(*NO_BASELINES, "--sme2-target=emulated", "--sme2-runs=1", "--sme2-warmup=0", "-rs",
-                                              "--sme2-artifacts-dir=artifacts")
+                                              "--sme2-artifacts-dir=artifacts", "--sme2-device=apple-m4")
     result.assert_outcomes(passed=1, skipped=2)
+    # asked for, the device model prices the counted pair: labelled a model, the exact ratio kept beside it
+    result.stdout.fnmatch_lines(["*x modelled on apple-m4 (not yet validated*)*x fewer instr*"])
+    summary = json.loads(next((sme2_project.path / "artifacts").rglob("summary.json")).read_text())
+    modelled = [c["modelled"] for t in summary["tests"] for c in t["comparisons"]]
+    assert modelled and all(m["device"] == "apple-m4" and m["speedup"] > 0 for m in modelled)
     result.stdout.fnmatch_lines([
         "*emulated timing is not hardware timing: speedup of tiny fp32-xnnpack*not checked",
         "*emulated timing is not hardware timing: this @pytest.mark.latency test only runs on hardware*",
@@ -107,9 +113,12 @@ def test_xdist_workers_send_emulated_profiles_to_the_controller(sme2_project: py
 def test_streaming_vector_length_is_configurable(sme2_project: pytest.Pytester) -> None:
     sme2_project.makepyfile(SME2_TEST)
     result = sme2_project.runpytest_inprocess(*NO_BASELINES, "--sme2-target=emulated", "--sme2-emulated-svl=256", "--sme2-runs=1",
-                                              "--sme2-artifacts-dir=artifacts", "-k", "kernel_path")
+                                              "--sme2-artifacts-dir=artifacts", "-k", "kernel_path", "--sme2-device=apple-m4")
     result.assert_outcomes(passed=1)
     assert "-cpu max,sme-default-vector-length=32 " in _logs(sme2_project.path / "artifacts")
+    # counted at another vector length than the M4's: no modelled number, the reason instead
+    summary_md = next((sme2_project.path / "artifacts").rglob("summary.md")).read_text()
+    assert "Not modelled on apple-m4: " in summary_md and "vector length of 256 bits" in summary_md
 
 
 def test_invalid_streaming_vector_length_is_a_usage_error(sme2_project: pytest.Pytester) -> None:
