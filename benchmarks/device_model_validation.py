@@ -123,6 +123,33 @@ def fit(profiles: dict, device: str, base: str = "apple-m4") -> dict[str, float]
     return dict(zip(SCALED_GROUPS, (float(x) for x in np.exp(result.x))))
 
 
+def device_file(base: "object", factors: dict[str, float], name: str, description: str, fitted_on: str) -> str:
+    """The text of a device file whose rates are ``base``'s times the fitted ``factors``, each rate sourced as a
+    fit: what it was scaled from, by which factor, fitted on what."""
+    def sourced(key: str, value: float, what: str, prefix: str = "") -> list[str]:
+        shown = str(int(value)) if float(value).is_integer() and value > 1e5 else f"{value:.6g}"
+        return [f"{prefix}{key} = {shown}", f'source.{key} = "fitted: {what} ({fitted_on})"']
+
+    lines = [f"# {description}. Fitted by benchmarks/device_model_validation.py --fit; docs/device_model.md.",
+             f'name = "{name}"', f'description = "{description}"',
+             f'validation = "fitted to published SqueezeSAM FP16 category times, not independently validated"',
+             f"svl_bits = {base.svl_bits}",
+             f'source.svl_bits = "assumed equal to {base.name}\'s; no published source found"',
+             f"threads = {base.threads}", 'source.threads = "the fit is of one-thread results"']
+    for resource in base.resources:
+        group = "sme" if resource.name.startswith("sme_") else "core"
+        lines += ["", f"[resources.{resource.name}]", f'what = "{resource.what}"']
+        for cls, rate in resource.per_ns.items():
+            lines += sourced(cls, rate * factors[group],
+                             f"{base.name}'s {rate:.4g} per ns x {group} factor {factors[group]:.4f}", "per_ns.")
+    lines += ["", "[memory]"]
+    for key, value in base.memory.items():
+        scaled_value = value if key == "l2_bytes" else value * factors["memory"]
+        why = f"{base.name}'s" if key == "l2_bytes" else f"{base.name}'s {value:.4g} x memory factor {factors['memory']:.4f}"
+        lines += sourced(key, scaled_value, why)
+    return "\n".join(lines) + "\n"
+
+
 def markdown(result: dict) -> str:
     lines = [f"Device model `{result['device']}` ({result['validation']}); SqueezeSAM FP16, one thread.", "",
              "| | published off -> on (ms) | modelled off -> on (ms) | published speedup | modelled speedup | "
@@ -151,6 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fit", action="store_true",
                         help="fit --device's SME, core and memory factors on apple-m4's rates to its published "
                              "SqueezeSAM category times, then compare the fitted model (a fit, labelled so)")
+    parser.add_argument("--write", type=Path, help="with --fit: write the fitted device file here")
     args = parser.parse_args(argv)
     profiles = counted_profiles(args.cache_dir, args.session_dir)
     device: object = args.device
@@ -161,6 +189,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"fitted on apple-m4's rates: {factors}", file=sys.stderr)
         device = scaled(load_device("apple-m4"), args.device, factors,
                         f"fitted to published SqueezeSAM FP16 category times: {factors}")
+        if args.write:
+            args.write.write_text(device_file(load_device("apple-m4"), factors, args.device,
+                                              f"{args.device}, one thread, fitted on apple-m4's rates",
+                                              "SqueezeSAM FP16, 1 thread, published per-category ms SME2 off and on"))
     result = comparison(profiles, device)
     print(markdown(result))
     if args.json:
