@@ -73,8 +73,9 @@ def comparison(profiles: dict, device: "str | object") -> dict:
                 row[f"published_{key}_ms"] = published[key][name]
         row["modelled_speedup"] = row["modelled_off_ms"] / row["modelled_on_ms"] if row["modelled_on_ms"] else None
         if published:
-            row["published_speedup"] = published["off"][name] / published["on"][name]
-            if row["modelled_speedup"] is not None:
+            on_ms = published["on"][name]
+            row["published_speedup"] = published["off"][name] / on_ms if on_ms else None
+            if row["modelled_speedup"] is not None and row["published_speedup"]:
                 row["speedup_error"] = row["modelled_speedup"] / row["published_speedup"] - 1
             for key in ("off", "on"):
                 row[f"published_{key}_share"] = published[key][name] / published[key]["E2E"]
@@ -159,11 +160,12 @@ def markdown(result: dict) -> str:
             lines.append(f"| {name} | | {row['modelled_off_ms']:.2f} -> {row['modelled_on_ms']:.2f} | | "
                          f"{row['modelled_speedup']:.2f}x | | |")
             continue
-        error = row.get("speedup_error")
+        error, published_x, modelled_x = row.get("speedup_error"), row["published_speedup"], row["modelled_speedup"]
         lines.append(
             f"| {name} | {row['published_off_ms']:.1f} -> {row['published_on_ms']:.1f} | "
-            f"{row['modelled_off_ms']:.2f} -> {row['modelled_on_ms']:.2f} | {row['published_speedup']:.2f}x | "
-            f"{row['modelled_speedup']:.2f}x | {'' if error is None else f'{error:+.0%}'} | "
+            f"{row['modelled_off_ms']:.2f} -> {row['modelled_on_ms']:.2f} | "
+            f"{'n/a' if published_x is None else f'{published_x:.2f}x'} | "
+            f"{'n/a' if modelled_x is None else f'{modelled_x:.2f}x'} | {'' if error is None else f'{error:+.0%}'} | "
             f"{row['published_on_share']:.0%} / {row['modelled_on_share']:.0%} |")
     lines += ["", f"Modelled ms by what bounds each operator: {result['bound_ms']}"]
     return "\n".join(lines)

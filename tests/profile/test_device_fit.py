@@ -1,0 +1,70 @@
+"""benchmarks/device_model_validation.py's fit: a device without microbenchmarks gets factors on a known
+device's rates, fitted to published category times. Checked by recovering factors that made the "published"
+times here, and by the device file it writes being accepted by the loader with every number sourced."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from helpers_etdump import RunSpec, write_counts, write_etdump
+
+from pytest_sme2.evidence.qemu_counts import COUNTS_FILE, InstructionTrace
+from pytest_sme2.profile.device_model import load_device
+from pytest_sme2.profile.profile import Profile
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+import device_model_validation as validation  # noqa: E402
+
+CONV, GEMM, TRANSPOSE, OTHER = ("Convolution (NHWC, PF16) IGEMM #1", "Fully Connected (NC, PF16) GEMM #1",
+                                "Transpose (ND, X16) #1", "native_call_native_layer_norm.out")
+
+
+def _profile(tmp_path: Path, sme2: bool) -> Profile:
+    """CONV and GEMM on the SME unit with SME2 (widening FMOPA), on NEON without; a transpose (NEON loads and
+    stores) and a portable layer norm (scalar) alike in both."""
+    tag = "on" if sme2 else "off"
+    conv, gemm = (CONV, GEMM) if sme2 else (CONV.replace("PF16", "F16"), GEMM.replace("PF16", "F16"))
+    folder = tmp_path / tag
+    folder.mkdir()
+    run = RunSpec(e2e_ns=2_000_000, delegate_call_ns=1_500_000, delegate_instr=1,
+                  delegate_ops=[(conv, 500_000), (gemm, 300_000), (TRANSPOSE, 200_000)],
+                  portable_ops=[(OTHER, 100_000, 150_000, 5)])
+    etdump = write_etdump(folder / "timed.etdp", [run])
+    heavy = ({conv: {"mopa_fp16": 2_000_000}, gemm: {"mopa_fp16": 100_000}} if sme2 else
+             {conv: {"simd_fp": 100_000_000}, gemm: {"simd_fp": 6_000_000}})
+    ops = {**heavy, TRANSPOSE: {"load_store_vec": 40_000_000}, OTHER: {"scalar": 50_000_000}}
+    total: dict[str, int] = {}
+    for counts in ops.values():
+        for name, value in counts.items():
+            total[name] = total.get(name, 0) + value
+    delegate = {k: v for k, v in total.items() if k != "scalar"}
+    write_counts(etdump, {"Method::execute": total, "DELEGATE_CALL": delegate, "OPERATOR_CALL": ops[OTHER], **ops})
+    return Profile.from_etdump(etdump, model="m", recipe="fp16-xnnpack", variant=f"emulated sme2={tag}",
+                               metadata={"run": {"sme2": sme2, "threads": 1}, "runtime_threads": 1,
+                                         "target": {"name": "emulated", "emulated": True,
+                                                    "details": {"svl_bits": 512}}},
+                               instructions=InstructionTrace.from_counts(folder / COUNTS_FILE, etdump, None))
+
+
+def test_the_fit_recovers_the_factors_that_made_the_published_times(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    profiles = {True: _profile(tmp_path, True), False: _profile(tmp_path, False)}
+    truth = {"sme": 0.55, "core": 0.8, "memory": 1.0}  # no operator here has bytes: memory cannot be fitted
+    made = validation.scaled(load_device("apple-m4"), "made", truth, "made up")
+    published = {key: {**profiles[sme2].modelled(made).category_ms, "E2E": profiles[sme2].modelled(made).e2e_ms}
+                 for key, sme2 in (("on", True), ("off", False))}
+    monkeypatch.setitem(validation.PUBLISHED, "test-device", published)
+    fitted = validation.fit(profiles, "test-device")
+    assert fitted["sme"] == pytest.approx(truth["sme"], rel=1e-3)
+    assert fitted["core"] == pytest.approx(truth["core"], rel=1e-3)
+    text = validation.device_file(load_device("apple-m4"), fitted, "test-device", "a fitted test device",
+                                  "made-up category times")
+    (tmp_path / "fitted.toml").write_text(text)
+    device = load_device(tmp_path / "fitted.toml")  # every number sourced, every class executed
+    assert device.name == "test-device" and "fitted" in device.validation
+    sme = next(r for r in device.resources if r.name == "sme_compute")
+    assert sme.per_ns["mopa_fp16"] == pytest.approx(1.957 * fitted["sme"], rel=1e-5)
+    assert "fitted: apple-m4's" in sme.sources["mopa_fp16"]
+    result = validation.comparison(profiles, device)
+    assert result["rows"]["E2E"]["speedup_error"] == pytest.approx(0.0, abs=1e-3)
