@@ -201,6 +201,36 @@ def _function_labels(blocks: ExecutedBlocks, space: AddressSpace) -> list[str]:
     return labels
 
 
+def _logs_in_batch(boundary_kinds: Sequence[str], first: int) -> int:
+    """How many log calls follow one another from ``first``: the profiler logs all of a delegate call's nodes in
+    one loop, after they ran."""
+    end = first
+    while end < len(boundary_kinds) and boundary_kinds[end] == "log":
+        end += 1
+    return end - first
+
+
+def _nodes(runs: Sequence[tuple[int, int]], logged: int) -> list[list[tuple[int, int]]]:
+    """The operator runs of one delegate call grouped into the ``logged`` nodes the profiler logs, in order.
+
+    XNNPACK's profiler logs a node once, however many operators it runs (a concatenation runs one copy per
+    input, up to five), and its runtime loop runs a node's operators one after another with only its inner
+    loop between them, while between two nodes it also checks the node's remaining operator slots and moves
+    to the next node. So the runs of one node are those separated by the shortest stretches of blocks: with
+    ``logged`` nodes, the ``logged - 1`` longest stretches separate nodes. A run count below the logged count
+    is an error: a logged node that never ran cannot be attributed.
+    """
+    if len(runs) < logged:
+        raise RunnerError(f"XNNPACK logged {logged} operators after {len(runs)} ran; per-operator instruction counts "
+                          f"cannot be attributed")
+    if len(runs) == logged:
+        return [[run] for run in runs]
+    gaps = [(runs[i][0] - runs[i - 1][1], i) for i in range(1, len(runs))]
+    cuts = sorted(i for _, i in sorted(gaps, key=lambda g: (-g[0], g[1]))[:logged - 1])
+    bounds = [0, *cuts, len(runs)]
+    return [list(runs[a:b]) for a, b in zip(bounds, bounds[1:])]
+
+
 def count_events(blocks: ExecutedBlocks, space: AddressSpace) -> EventCounts:
     """Cut the executed block sequence into ETDump events (see the module docstring)."""
     etdump_path = space.library(ETDUMP_LIBRARY)
@@ -233,8 +263,8 @@ def count_events(blocks: ExecutedBlocks, space: AddressSpace) -> EventCounts:
     counted_classes = np.where(in_tracer[:, None], 0, blocks.classes)
     labels = _function_labels(blocks, space)
 
-    def segment(begin: int, end: int) -> tuple[int, np.ndarray, dict[str, int]]:
-        executions = np.bincount(seq[begin:end], minlength=pcs.size)
+    def segment(*ranges: tuple[int, int]) -> tuple[int, np.ndarray, dict[str, int]]:
+        executions = sum(np.bincount(seq[begin:end], minlength=pcs.size) for begin, end in ranges)
         per_block = executions * counted
         functions: dict[str, int] = {}
         for block in np.flatnonzero(per_block).tolist():
@@ -252,29 +282,39 @@ def count_events(blocks: ExecutedBlocks, space: AddressSpace) -> EventCounts:
             raise RunnerError("an XNNPACK operator never returned to xnn_invoke_runtime in the traced run")
         op_queue_positions.append((position, int(invoke_positions[after])))
     boundary = np.flatnonzero((is_start | is_end | is_log)[seq])
+    boundary_kinds = [("start" if is_start[b] else "end" if is_end[b] else "log") for b in seq[boundary].tolist()]
     kinds: list[str] = []
     values: list[tuple[int, np.ndarray, dict[str, int]]] = []
     stack: list[int] = []
     next_op = 0
-    for position in boundary.tolist():
-        block = int(seq[position])
-        # Operators that ran before this point join the queue the profiler's log calls drain.
+    runs: list[tuple[int, int]] = []  # operator runs since the profiler last logged
+    for index, position in enumerate(boundary.tolist()):
+        # Operators that ran before this point join the runs the profiler's next log calls account for.
         while next_op < len(op_queue_positions) and op_queue_positions[next_op][0] < position:
-            pending_ops.append(segment(*op_queue_positions[next_op]))
+            runs.append(op_queue_positions[next_op])
             next_op += 1
-        if is_start[block]:
+        kind = boundary_kinds[index]
+        if kind == "start":
             stack.append(position)
-        elif is_end[block]:
+        elif kind == "end":
             if not stack:
                 raise RunnerError("the traced run ended a profiling event it never started")
+            # Operators that ran without being logged before an event ended are that event's own work, never a
+            # later logged node's: XNNPACK runs a quantized program's operators while Method::init sets it up
+            # (57 runs for mobilenet int8), and a queue carried over shifted every operator of the first
+            # inference by that many. The profiler logs a delegate call's nodes before the call ends.
+            runs = []
             kinds.append(RUNTIME)
-            values.append(segment(stack.pop(), position))
-        else:  # log_profiling_delegate: the next operator XNNPACK ran
+            values.append(segment((stack.pop(), position)))
+        else:  # log_profiling_delegate: the profiler logs every node it ran, in order, once they have all run
             if not pending_ops:
-                raise RunnerError("XNNPACK logged an operator the traced run did not see run; per-operator "
-                                  "instruction counts cannot be attributed")
+                pending_ops.extend(segment(*node) for node in _nodes(runs, _logs_in_batch(boundary_kinds, index)))
+                runs = []
             kinds.append(DELEGATE)
             values.append(pending_ops.pop(0))
+    if runs or pending_ops:
+        raise RunnerError(f"XNNPACK ran {len(runs) + len(pending_ops)} operator(s) the profiler never logged; "
+                          f"per-operator instruction counts cannot be attributed")
     return EventCounts(
         kinds=kinds,
         instructions=np.array([v[0] for v in values], dtype=np.int64),

@@ -3,6 +3,7 @@ real model, and cut into the same events as the ETDump."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -227,3 +228,69 @@ def test_instruction_mix_of_a_real_model_adds_up_and_names_fp32_outer_products(m
     # without SME2 the same operators run NEON kernels: NEON arithmetic in each, most of their instructions
     heavy_off = mix_off[packed]
     assert (heavy_off["simd_fp"] > 0).all() and heavy_off["simd_fp"].sum() > heavy_off["scalar"].sum()
+
+
+CONCATENATING_MODEL = '''
+import torch
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(8, 8, 3, padding=1)
+        self.fc = torch.nn.Linear(16 * 8 * 8, 64)
+
+    def forward(self, x):
+        y = torch.cat([x, self.conv(x)], dim=1)           # XNNPACK: one node, two copy operators
+        z = torch.cat([y, y, y], dim=1).sum(dim=1, keepdim=True)
+        return self.fc(torch.cat([y[:, :8], y[:, 8:]], dim=1).flatten(1)) + z.mean()
+
+def get_eager_model():
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        return Net().eval()
+
+def get_example_inputs():
+    return (torch.randn(1, 8, 8, 8, generator=torch.Generator().manual_seed(1)),)
+'''
+
+
+@needs_emulation
+def test_a_node_that_runs_several_operators_gets_all_of_them_and_no_other_node_is_shifted(tmp_path: Path) -> None:
+    """XNNPACK's profiler logs a node once however many operators it runs (a concatenation runs one copy per
+    input); a per-operator queue then gave each copy to the next logged node and carried the rest into the next
+    delegate call: SqueezeSAM's transposes and max pools got outer products, and one call's operators more
+    instructions than the call itself."""
+    from pytest_sme2 import Recipe
+    from pytest_sme2.evidence.etdump import _columns
+    from pytest_sme2.evidence.qemu_counts import COUNTS_FILE
+    from pytest_sme2.measure.runner import Runner
+    from pytest_sme2.measure.session import Settings, Sme2Session
+    from pytest_sme2.run.targets import RunSpec
+
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "concatenating.py").write_text(CONCATENATING_MODEL)
+    session = Sme2Session(Settings(target="emulated", cache_dir=tmp_path / "cache", session_dir=tmp_path / "run"))
+    session.registry.register_dir(tmp_path / "models")
+    try:
+        exported = session.export("concatenating", Recipe())
+        profile = Runner(session, RunSpec(sme2=True, runs=1, warmup=0), session.test_dir("on")).profile(exported)
+    finally:
+        session.close()
+    mix = profile.instruction_mix()
+    sme = mix[["mopa_fp32", "za_vgx2", "za_vgx4"]].sum(axis=1)
+    packed = profile.ops["packed"].to_numpy()
+    assert packed.sum() == 2 and (sme[packed] > 0).all() and (sme[~packed] == 0).all()
+    copies = mix[mix["event"].str.startswith("Copy")]
+    assert len(copies) >= 1 and (copies[["simd_fp", "scalar", "load_store"]].sum(axis=1) > 0).all()
+    # every delegate call holds at least the instructions of the operators logged in it
+    folder = Path(profile.artifacts["timed_etdump"]).parent
+    document = json.loads((folder / COUNTS_FILE).read_text())["files"]["timed"]
+    columns = _columns(folder / "timed.etdp")
+    names = [columns.labels[i] for i in columns.label_id]
+    inside = 0
+    for name, count in zip(names, document["instructions"]):
+        if name == "DELEGATE_CALL":
+            assert inside <= count
+            inside = 0
+        elif not name.startswith(("Method::", "OPERATOR_CALL", "native_call", "Program::")):
+            inside += count
