@@ -46,6 +46,9 @@ class _GateConfig:
     inferences: int
     known_ids: set[str] = field(default_factory=set)
     reports: list[dict[str, Any]] = field(default_factory=list)
+    # Test files the command line narrowed to some of their tests (``file.py::test``): pytest collected only
+    # those, so the file's other baselines are not known to be orphaned.
+    narrowed_files: set[str] = field(default_factory=set)
 
     @property
     def place(self) -> writable_folders.Place:
@@ -73,9 +76,24 @@ def pytest_configure(config: pytest.Config) -> None:
         enabled=setting(config, "baselines"),
         tolerances=tolerances,
         inferences=setting(config, "instruction_inferences"),
+        narrowed_files=_narrowed_files(config),
     )
     if getattr(config, "workerinput", None) is None:  # the controller (or a plain run) prints the summary
         config.pluginmanager.register(_GateTally(config.stash[_GATE_KEY]), "sme2-baseline-summary")
+
+
+def _narrowed_files(config: pytest.Config) -> set[str]:
+    """Node-id paths (rootdir-relative) of the files whose arguments name single tests (``file.py::test``)."""
+    narrowed = set()
+    for arg in config.args:
+        if "::" not in str(arg):
+            continue
+        path = (config.invocation_params.dir / str(arg).split("::")[0]).resolve()
+        try:
+            narrowed.add(path.relative_to(config.rootpath.resolve()).as_posix())
+        except ValueError:
+            continue
+    return narrowed
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -320,8 +338,10 @@ class _GateTally:
         for fingerprint in sorted({f for r in reports for f in r["fingerprints"]}):
             for path in baselines.stored(settings.root, fingerprint):
                 test_id = baselines.stored_test_id(path)
-                if str(path) in used or test_id is None or test_id.split("::")[0] not in files:
-                    continue  # another test file's baseline (not run now) or unreadable (its test says why)
+                test_file = None if test_id is None else test_id.split("::")[0]
+                if str(path) in used or test_file not in files or test_file in settings.narrowed_files:
+                    continue  # another test file's baseline (not run now), one of a file the command line
+                    # narrowed to some of its tests, or unreadable (its test says why)
                 if test_id not in settings.known_ids:
                     unused.append(f"{path} (test {test_id} no longer exists)")
         return unused + [f"{entry} (variant no longer profiled by its test)" for r in reports for entry in r["unused_labels"]]

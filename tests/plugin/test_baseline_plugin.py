@@ -157,6 +157,10 @@ def test_unused_baselines_are_listed_and_corrupt_ones_fail_without_being_overwri
     sme2_project.makepyfile(test_gate=_test_file(extra=extra))
     sme2_project.runpytest_inprocess(*UPDATE).assert_outcomes(passed=2)
     assert len(_baseline_files(sme2_project)) == 2
+    # one test of the file chosen by node id: its sibling's baseline is not called orphaned (it was not collected)
+    narrowed = sme2_project.runpytest_inprocess("test_gate.py::test_tiny")
+    narrowed.assert_outcomes(passed=1)
+    assert "unused baseline" not in narrowed.stdout.str() and "no longer exists" not in narrowed.stdout.str()
     sme2_project.makepyfile(test_gate=_test_file())  # test_old was deleted
     result = sme2_project.runpytest_inprocess()
     result.assert_outcomes(passed=1)
