@@ -8,7 +8,9 @@ table of published, modelled and error, end to end and per category:
     python benchmarks/device_model_validation.py [--device apple-m4] [--cache-dir DIR] [--json out.json]
 
 The export and the counted runs are cached (the export cache and the emulated result cache in
---cache-dir), so a second run only re-prices. A first run takes about half an hour on a 2-core x86 machine.
+--cache-dir), so a second run only re-prices. A first run is long on a 2-core x86 machine: the export 3
+minutes, the SME2-on inference 19 minutes (qemu emulates FP16 outer products in software floating point),
+the SME2-off one well over half an hour (docs/performance.md, stop 39): start it in the background.
 """
 
 from __future__ import annotations
