@@ -201,6 +201,22 @@ def _function_labels(blocks: ExecutedBlocks, space: AddressSpace) -> list[str]:
     return labels
 
 
+def _check_delegate_calls(kinds: Sequence[str], instructions: Sequence[int]) -> None:
+    """Each batch of logged operators is followed by the end of the delegate call they ran in, so together they
+    cannot hold more instructions than that call: more means an operator was given another call's work (an
+    attribution gone wrong, as before a node's several operators were grouped), which must not reach a Profile."""
+    inside, batch = 0, 0
+    for kind, count in zip(kinds, instructions):
+        if kind == DELEGATE:
+            inside, batch = inside + count, batch + 1
+        elif batch:
+            if inside > count:
+                raise RunnerError(f"{batch} logged XNNPACK operator(s) hold {inside:,} instructions, more than the "
+                                  f"{count:,} of the delegate call they ran in; per-operator instruction counts "
+                                  f"cannot be attributed")
+            inside, batch = 0, 0
+
+
 def _logs_in_batch(boundary_kinds: Sequence[str], first: int) -> int:
     """How many log calls follow one another from ``first``: the profiler logs all of a delegate call's nodes in
     one loop, after they ran."""
@@ -315,6 +331,7 @@ def count_events(blocks: ExecutedBlocks, space: AddressSpace) -> EventCounts:
     if runs or pending_ops:
         raise RunnerError(f"XNNPACK ran {len(runs) + len(pending_ops)} operator(s) the profiler never logged; "
                           f"per-operator instruction counts cannot be attributed")
+    _check_delegate_calls(kinds, [v[0] for v in values])
     return EventCounts(
         kinds=kinds,
         instructions=np.array([v[0] for v in values], dtype=np.int64),

@@ -294,3 +294,15 @@ def test_a_node_that_runs_several_operators_gets_all_of_them_and_no_other_node_i
             inside = 0
         elif not name.startswith(("Method::", "OPERATOR_CALL", "native_call", "Program::")):
             inside += count
+
+
+def test_logged_operators_holding_more_than_their_delegate_call_are_refused() -> None:
+    """The guard behind every counted run: a batch of logged operators is followed by the end of its delegate
+    call, and together they cannot hold more instructions than that call (an attribution gone wrong)."""
+    from pytest_sme2.errors import RunnerError
+    from pytest_sme2.evidence.qemu_counts import DELEGATE, RUNTIME, _check_delegate_calls
+
+    # Method::init, two operators (3 + 4) inside a call of 10, then Method::execute
+    _check_delegate_calls([RUNTIME, DELEGATE, DELEGATE, RUNTIME, RUNTIME], [5, 3, 4, 10, 100])
+    with pytest.raises(RunnerError, match="2 logged XNNPACK operator.*12 instructions.*the 10 of the delegate call"):
+        _check_delegate_calls([DELEGATE, DELEGATE, RUNTIME, RUNTIME], [6, 6, 10, 100])
