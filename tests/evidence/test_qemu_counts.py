@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers_emulated import counted_profiles
 
 from pytest_sme2.evidence.qemu_counts import QEMU_LOG_FLAGS, AddressSpace, ExecutedBlocks
 from pytest_sme2.run import emulation_setup as emulation
@@ -136,24 +137,9 @@ def test_addresses_are_named_by_library_and_function(tmp_path: Path) -> None:
 @pytest.fixture(scope="module")
 def mobilenet_counted(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
     """mobilenet_v3_small fp32 (portable and delegated operators) counted twice with SME2 on, once off."""
-    if not STATUS.ready:
-        pytest.skip(f"emulated target not ready: {STATUS.problem}")
-    from pytest_sme2 import Recipe
-    from pytest_sme2.measure.runner import Runner
-    from pytest_sme2.measure.session import Settings, Sme2Session
-    from pytest_sme2.run.targets import RunSpec
-
-    root = tmp_path_factory.mktemp("counted")
     # fresh: the two SME2-on runs must both be emulated (the result cache would answer the second)
-    session = Sme2Session(Settings(target="emulated", cache_dir=root / "cache", session_dir=root / "run", fresh=True))
-    session.registry.register_dir(Path(__file__).resolve().parents[2] / "models")
-    try:
-        exported = session.export("mobilenet_v3_small", Recipe())
-        profiles = [Runner(session, RunSpec(sme2=sme2, runs=1, warmup=1), session.test_dir(f"run-{i}")).profile(exported)
-                    for i, sme2 in enumerate((True, True, False))]
-    finally:
-        session.close()
-    return profiles
+    return counted_profiles(tmp_path_factory.mktemp("counted"), "mobilenet_v3_small", (True, True, False),
+                            fresh=True, warmup=1)
 
 
 def test_two_runs_of_a_real_model_count_the_same_for_every_event(mobilenet_counted) -> None:
@@ -260,22 +246,10 @@ def test_a_node_that_runs_several_operators_gets_all_of_them_and_no_other_node_i
     input); a per-operator queue then gave each copy to the next logged node and carried the rest into the next
     delegate call: SqueezeSAM's transposes and max pools got outer products, and one call's operators more
     instructions than the call itself."""
-    from pytest_sme2 import Recipe
     from pytest_sme2.evidence.etdump import _columns
     from pytest_sme2.evidence.qemu_counts import COUNTS_FILE
-    from pytest_sme2.measure.runner import Runner
-    from pytest_sme2.measure.session import Settings, Sme2Session
-    from pytest_sme2.run.targets import RunSpec
 
-    (tmp_path / "models").mkdir()
-    (tmp_path / "models" / "concatenating.py").write_text(CONCATENATING_MODEL)
-    session = Sme2Session(Settings(target="emulated", cache_dir=tmp_path / "cache", session_dir=tmp_path / "run"))
-    session.registry.register_dir(tmp_path / "models")
-    try:
-        exported = session.export("concatenating", Recipe())
-        profile = Runner(session, RunSpec(sme2=True, runs=1, warmup=0), session.test_dir("on")).profile(exported)
-    finally:
-        session.close()
+    profile, = counted_profiles(tmp_path, "concatenating", (True,), source=CONCATENATING_MODEL)
     mix = profile.instruction_mix()
     sme = mix[["mopa_fp32", "za_vgx2", "za_vgx4"]].sum(axis=1)
     packed = profile.ops["packed"].to_numpy()

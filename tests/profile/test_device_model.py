@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from helpers_emulated import counted_profiles
 from helpers_etdump import RunSpec, write_counts, write_etdump
 
 from pytest_sme2 import assert_no_modelled_sme2_slowdown
@@ -208,24 +209,8 @@ def test_every_shipped_device_covers_every_class_with_a_sourced_number() -> None
 @pytest.fixture(scope="module")
 def mlp_counted(tmp_path_factory: pytest.TempPathFactory) -> dict[bool, Profile]:
     """The bundled mlp, fp32, counted under emulation with SME2 on and off."""
-    from pytest_sme2 import Recipe
-    from pytest_sme2.measure.runner import Runner
-    from pytest_sme2.measure.session import Settings, Sme2Session
-    from pytest_sme2.run import emulation_setup
-    from pytest_sme2.run.targets import RunSpec
-
-    status = emulation_setup.status()
-    if not status.ready:
-        pytest.skip(f"emulated target not ready: {status.problem}")
-    root = tmp_path_factory.mktemp("modelled")
-    session = Sme2Session(Settings(target="emulated", cache_dir=root / "cache", session_dir=root / "run"))
-    session.registry.register_dir(Path(__file__).resolve().parents[2] / "models")
-    try:
-        exported = session.export("mlp", Recipe())
-        return {sme2: Runner(session, RunSpec(sme2=sme2, runs=1, warmup=1), session.test_dir(f"run-{sme2}"))
-                .profile(exported) for sme2 in (True, False)}
-    finally:
-        session.close()
+    on, off = counted_profiles(tmp_path_factory.mktemp("modelled"), "mlp", (True, False), warmup=1)
+    return {True: on, False: off}
 
 
 def test_a_real_model_modelled_on_the_m4_is_bound_by_outer_products_with_sme2_and_neon_without(mlp_counted) -> None:
@@ -274,25 +259,7 @@ def get_example_inputs():
 def test_a_batch_1_linear_model_is_flagged_slower_with_sme2_on_the_m4(tmp_path: Path) -> None:
     """XNNPACK #10719's case on a real program: at batch 1 (matrix-vector) the packed SME2 kernels run SME2
     FMLA into ZA array vectors and streaming SVE around them, which the M4 prices above NEON's FMLAs."""
-    from pytest_sme2 import Recipe
-    from pytest_sme2.measure.runner import Runner
-    from pytest_sme2.measure.session import Settings, Sme2Session
-    from pytest_sme2.run import emulation_setup
-    from pytest_sme2.run.targets import RunSpec
-
-    status = emulation_setup.status()
-    if not status.ready:
-        pytest.skip(f"emulated target not ready: {status.problem}")
-    (tmp_path / "models").mkdir()
-    (tmp_path / "models" / "gemv.py").write_text(GEMV)
-    session = Sme2Session(Settings(target="emulated", cache_dir=tmp_path / "cache", session_dir=tmp_path / "run"))
-    session.registry.register_dir(tmp_path / "models")
-    try:
-        exported = session.export("gemv", Recipe())
-        on, off = (Runner(session, RunSpec(sme2=sme2, runs=1, warmup=0), session.test_dir(f"run-{sme2}"))
-                   .profile(exported) for sme2 in (True, False))
-    finally:
-        session.close()
+    on, off = counted_profiles(tmp_path, "gemv", (True, False), source=GEMV)
     mix = on.instruction_mix()
     assert (mix["za_vgx4"] + mix["za_vgx2"]).sum() > 0 and mix["mopa_fp32"].sum() == 0  # GEMV kernels, no FMOPA
     with pytest.raises(AssertionError) as failed:

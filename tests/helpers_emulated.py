@@ -1,0 +1,43 @@
+"""Counted profiles of one real program under emulation, for tests that need its exact counts.
+
+One place for what four tests did alike: skip without the emulated target, register the bundled models or
+write a test's own model file, export it, count one run per SME2 setting, close the session.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def counted_profiles(root: Path, model: str, sme2s: Sequence[bool], *, source: str | None = None,
+                     recipe: object | None = None, fresh: bool = False, warmup: int = 0) -> list:
+    """Profiles of ``model`` (a bundled one, or ``source`` written to ``root``/models) counted once per entry of
+    ``sme2s`` on the emulated target, with the export and result caches in ``root``. ``fresh``: every run
+    emulated, none answered from the result cache (two runs of one setting then count twice)."""
+    from pytest_sme2 import Recipe
+    from pytest_sme2.measure.runner import Runner
+    from pytest_sme2.measure.session import Settings, Sme2Session
+    from pytest_sme2.run import emulation_setup
+    from pytest_sme2.run.targets import RunSpec
+
+    status = emulation_setup.status()
+    if not status.ready:
+        pytest.skip(f"emulated target not ready: {status.problem}")
+    models = REPO / "models"
+    if source is not None:
+        models = root / "models"
+        models.mkdir(parents=True, exist_ok=True)
+        (models / f"{model}.py").write_text(source)
+    session = Sme2Session(Settings(target="emulated", cache_dir=root / "cache", session_dir=root / "run", fresh=fresh))
+    session.registry.register_dir(models)
+    try:
+        exported = session.export(model, recipe or Recipe())
+        return [Runner(session, RunSpec(sme2=sme2, runs=1, warmup=warmup), session.test_dir(f"run-{i}")).profile(exported)
+                for i, sme2 in enumerate(sme2s)]
+    finally:
+        session.close()
