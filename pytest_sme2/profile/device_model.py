@@ -237,17 +237,9 @@ class ModelledTime:
         SME2 costs time, as in XNNPACK's batch-1 GEMV case), paired by graph identity (the same node of the
         program), slowest first: identity, category, event, other_event, modelled_ms, other_ms, ratio."""
         self._same_device(other)
-        mine = self.ops.set_index("identity")
-        theirs = other.ops.set_index("identity")
-        common = [i for i in mine.index if i in theirs.index]
-        rows = pd.DataFrame({
-            "identity": common,
-            "category": [mine.at[i, "category"] for i in common],
-            "event": [mine.at[i, "event"] for i in common],
-            "other_event": [theirs.at[i, "event"] for i in common],
-            "modelled_ms": [float(mine.at[i, "modelled_ms"]) for i in common],
-            "other_ms": [float(theirs.at[i, "modelled_ms"]) for i in common],
-        })
+        theirs = other.ops[["identity", "event", "modelled_ms"]].rename(
+            columns={"event": "other_event", "modelled_ms": "other_ms"})
+        rows = self.ops[["identity", "category", "event", "modelled_ms"]].merge(theirs, on="identity")
         rows["ratio"] = rows["modelled_ms"] / rows["other_ms"].where(rows["other_ms"] > 0)
         return rows[rows["ratio"] > by].sort_values("ratio", ascending=False).reset_index(drop=True)
 
