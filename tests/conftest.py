@@ -99,8 +99,16 @@ def _torch_trace_log_stays_private(request: pytest.FixtureRequest) -> Iterator[N
 
 @pytest.fixture(scope="session")
 def shared_export_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One export cache for all pytester sessions, so each tiny model is exported once per test run."""
-    return tmp_path_factory.mktemp("sme2-export-cache")
+    """One export (and result) cache for the whole test run, shared by its xdist workers, so each model is
+    exported once per run, not once per worker and per test file (issue 25: the bundled mobilenet was exported
+    seven times in one `make test`). Two workers wanting one entry export it once: the cache locks each key.
+    Tests that check a miss, a fresh export or a damaged entry use a folder of their own."""
+    base = tmp_path_factory.getbasetemp()
+    # Under xdist each worker's basetemp is <run>/popen-gwN; <run> is the controller's, one per test run.
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    cache = root / "shared-sme2-cache"
+    cache.mkdir(exist_ok=True)
+    return cache
 
 
 @pytest.fixture(scope="module")

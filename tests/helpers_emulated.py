@@ -15,10 +15,12 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def counted_profiles(root: Path, model: str, sme2s: Sequence[bool], *, source: str | None = None,
-                     recipe: object | None = None, fresh: bool = False, warmup: int = 0) -> list:
+                     recipe: object | None = None, fresh: bool = False, warmup: int = 0,
+                     cache: Path | None = None) -> list:
     """Profiles of ``model`` (a bundled one, or ``source`` written to ``root``/models) counted once per entry of
-    ``sme2s`` on the emulated target, with the export and result caches in ``root``. ``fresh``: every run
-    emulated, none answered from the result cache (two runs of one setting then count twice)."""
+    ``sme2s`` on the emulated target, with the export and result caches in ``cache`` (the run's shared one) or
+    else in ``root``. ``fresh``: every run emulated, none answered from the result cache (two runs of one
+    setting then count twice)."""
     from pytest_sme2 import Recipe
     from pytest_sme2.measure.runner import Runner
     from pytest_sme2.measure.session import Settings, Sme2Session
@@ -33,7 +35,8 @@ def counted_profiles(root: Path, model: str, sme2s: Sequence[bool], *, source: s
         models = root / "models"
         models.mkdir(parents=True, exist_ok=True)
         (models / f"{model}.py").write_text(source)
-    session = Sme2Session(Settings(target="emulated", cache_dir=root / "cache", session_dir=root / "run", fresh=fresh))
+    session = Sme2Session(Settings(target="emulated", cache_dir=cache or root / "cache", session_dir=root / "run",
+                                   fresh=fresh))
     session.registry.register_dir(models)
     try:
         exported = session.export(model, recipe or Recipe())

@@ -25,9 +25,9 @@ RUNS = 6
 
 
 @pytest.fixture(scope="module")
-def session(tmp_path_factory: pytest.TempPathFactory) -> Sme2Session:
+def session(tmp_path_factory: pytest.TempPathFactory, shared_export_cache: Path) -> Sme2Session:
     root = tmp_path_factory.mktemp("e2e")
-    sess = Sme2Session(Settings(target="host", cache_dir=root / "cache", session_dir=root / "artifacts"))
+    sess = Sme2Session(Settings(target="host", cache_dir=shared_export_cache, session_dir=root / "artifacts"))
     sess.registry.register_dir(REPO / "models")
     yield sess
     sess.close()

@@ -20,10 +20,10 @@ from pytest_sme2.run.targets import RunSpec
 
 
 @pytest.fixture(scope="module")
-def toy_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Profile, Profile]:
+def toy_runs(tmp_path_factory: pytest.TempPathFactory, shared_export_cache: Path) -> tuple[Profile, Profile]:
     """Two real profiles of toy_cnn: 1 and 2 threads (a real A/B with different runs)."""
     root = tmp_path_factory.mktemp("cli")
-    session = Sme2Session(Settings(target="host", cache_dir=root / "cache", session_dir=root / "artifacts"))
+    session = Sme2Session(Settings(target="host", cache_dir=shared_export_cache, session_dir=root / "artifacts"))
     session.registry.register_dir(REPO / "models")
     try:
         exported = session.export("toy_cnn", Recipe())

@@ -135,11 +135,11 @@ def test_addresses_are_named_by_library_and_function(tmp_path: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def mobilenet_counted(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
+def mobilenet_counted(tmp_path_factory: pytest.TempPathFactory, shared_export_cache: Path):  # noqa: ANN201
     """mobilenet_v3_small fp32 (portable and delegated operators) counted twice with SME2 on, once off."""
     # fresh: the two SME2-on runs must both be emulated (the result cache would answer the second)
     return counted_profiles(tmp_path_factory.mktemp("counted"), "mobilenet_v3_small", (True, True, False),
-                            fresh=True, warmup=1)
+                            fresh=True, warmup=1, cache=shared_export_cache)
 
 
 def test_two_runs_of_a_real_model_count_the_same_for_every_event(mobilenet_counted) -> None:

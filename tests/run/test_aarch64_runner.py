@@ -48,9 +48,9 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 
 @pytest.fixture(scope="module")
-def session(tmp_path_factory: pytest.TempPathFactory) -> Sme2Session:
+def session(tmp_path_factory: pytest.TempPathFactory, shared_export_cache: Path) -> Sme2Session:
     root = tmp_path_factory.mktemp("aarch64")
-    sess = Sme2Session(Settings(target="host", cache_dir=root / "cache", session_dir=root / "artifacts"))
+    sess = Sme2Session(Settings(target="host", cache_dir=shared_export_cache, session_dir=root / "artifacts"))
     sess.registry.register_dir(REPO / "models")
     return sess
 

@@ -42,9 +42,9 @@ def runner_binary(runner_cache: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def session(tmp_path_factory: pytest.TempPathFactory, runner_binary: Path) -> Sme2Session:
+def session(tmp_path_factory: pytest.TempPathFactory, runner_binary: Path, shared_export_cache: Path) -> Sme2Session:
     root = tmp_path_factory.mktemp("local")
-    sess = Sme2Session(Settings(target="local", cache_dir=root / "cache", session_dir=root / "artifacts",
+    sess = Sme2Session(Settings(target="local", cache_dir=shared_export_cache, session_dir=root / "artifacts",
                                 runner=runner_binary))
     sess.registry.register_dir(REPO / "models")
     yield sess

@@ -237,8 +237,8 @@ def test_the_emulated_targets_key_covers_program_inputs_runner_libraries_qemu_sv
 # ----------------------------------------------------------------- real runs: cached equals fresh
 
 
-def _counted(root: Path, model: str, fresh: bool) -> list:
-    session = Sme2Session(Settings(target="emulated", cache_dir=root / "cache", session_dir=root / f"run-{fresh}",
+def _counted(root: Path, cache: Path, model: str, fresh: bool) -> list:
+    session = Sme2Session(Settings(target="emulated", cache_dir=cache, session_dir=root / f"run-{fresh}",
                                    fresh=fresh))
     session.registry.register_dir(REPO / "models")
     try:
@@ -255,9 +255,11 @@ COUNTED = ("per_inference", "sme_per_inference", "sme_share_of_conv_gemm", "shar
 
 @needs_emulation
 @pytest.mark.parametrize("model", sorted(p.stem for p in (REPO / "models").glob("*.py")))
-def test_a_cached_answer_equals_a_fresh_run_in_every_counted_quantity(tmp_path: Path, model: str) -> None:
-    fresh = _counted(tmp_path, model, fresh=True)  # emulated, and stored
-    cached = _counted(tmp_path, model, fresh=False)
+def test_a_cached_answer_equals_a_fresh_run_in_every_counted_quantity(tmp_path: Path, shared_export_cache: Path,
+                                                                     model: str) -> None:
+    # the run's shared cache: its exports are reused; the fresh runs are emulated whatever it holds
+    fresh = _counted(tmp_path, shared_export_cache, model, fresh=True)  # emulated, and stored
+    cached = _counted(tmp_path, shared_export_cache, model, fresh=False)
     for a, b in zip(fresh, cached):
         assert a.metadata["result_cache"]["cached"] is False and b.metadata["result_cache"]["cached"] is True
         assert a.metadata["result_cache"]["key"] == b.metadata["result_cache"]["key"]
@@ -296,7 +298,9 @@ def test_an_unchanged_model_is_answered_from_the_cache_and_a_changed_one_is_emul
         sme2_project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)  # the gate on: these sessions judge baselines
     sme2_project.makepyfile(test_cached=CACHED_PROJECT_TEST)
-    on = ("--sme2-target=emulated", "-o", "sme2_fresh=false", "-p", "no:cacheprovider")
+    # a cache folder of its own: the run's shared one may hold this count from another test already
+    on = ("--sme2-target=emulated", "-o", "sme2_fresh=false", "-o", f"sme2_cache_dir={sme2_project.path / 'cache'}",
+          "-p", "no:cacheprovider")
     first = sme2_project.runpytest_subprocess(*on, "--sme2-update-baselines")
     first.assert_outcomes(passed=1)
     assert "[emulated sme2=on threads=1] done" in _session_log(sme2_project)
@@ -338,7 +342,7 @@ def test_sme2_auto_and_on_in_two_workers_are_counted_once(sme2_project: pytest.P
     """SME2 "auto" emulates the CPU "on" does, so they share one key; run in two xdist workers at once, the
     second waits for the first's count instead of emulating again: one fresh count, one from the cache."""
     sme2_project.makepyfile(test_auto_on=AUTO_AND_ON_TEST)
-    # a cache folder of its own: the worker's shared one may hold this count from another test already
+    # a cache folder of its own: the run's shared one may hold this count from another test already
     own_cache = f"sme2_cache_dir={sme2_project.path / 'cache'}"
     result = sme2_project.runpytest_subprocess("-n", "2", "-p", "xdist", "--sme2-target=emulated", "-o",
                                                "sme2_fresh=false", "-o", own_cache, "-p", "no:cacheprovider")
