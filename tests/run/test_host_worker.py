@@ -115,3 +115,31 @@ def test_the_worker_loads_the_runtime_binding_without_the_exporter() -> None:
              "'torch._dynamo' in sys.modules)")
     printed = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.split()
     assert printed == ["True", "False", "False"]
+
+
+def test_a_fresh_worker_does_not_import_the_plugin_package() -> None:
+    """Every measurement starts fresh workers, so their start is paid many times per session: the worker runs by
+    its path and imports nothing of pytest_sme2 (``-m`` imported the package and its public API first, 0.47 s of
+    1.7 s), and its own folder is not on its import path (a module there must not shadow another)."""
+    import os
+    import subprocess
+
+    from pytest_sme2.run.targets.host import WORKER_SCRIPT, worker_command
+
+    read_fd, write_fd = os.pipe()
+    command = worker_command(write_fd)
+    before_worker = "print(sorted(m for m in sys.modules if m.startswith('pytest_sme2')), sys.path[0]); runpy.run_path"
+    probe = [*command[:2], command[2].replace("runpy.run_path", before_worker), *command[3:]]
+    env = dict(os.environ, PYTHONPROFILEIMPORTTIME="1")
+    with os.fdopen(read_fd, "rb") as reply:
+        done = subprocess.run(probe, input='{"id": 1, "pte": "/nonexistent.pte", "threads": 1}\n', text=True,
+                              capture_output=True, pass_fds=(write_fd,), env=env, timeout=120)
+        os.close(write_fd)
+        answer = reply.read().decode()
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert '"id": 1' in answer and '"ok": false' in answer  # it ran the request (and said what was wrong)
+    imported = [line.split("|")[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")]
+    assert "executorch.extension.pybindings.portable_lib" in imported
+    assert not [name for name in imported if name.startswith("pytest_sme2")], imported
+    assert done.stdout.splitlines()[0] == "[] "  # nothing of the package, and the script's folder not on sys.path
+    assert WORKER_SCRIPT.parent.name == "targets" and str(WORKER_SCRIPT.parent) not in done.stdout

@@ -45,6 +45,19 @@ _LOG_TAIL_LINES = 25
 _WAIT_SLICE_S = 1.0
 
 
+WORKER_SCRIPT = Path(__file__).with_name("host_worker.py")
+# The worker runs by its path, not with ``-m pytest_sme2.run.targets.host_worker``: -m imports the pytest_sme2
+# package first (the public API: pandas, scipy's statistics), 0.47 s of a fresh worker's 1.7 s start on this
+# 2-core machine, and every measurement starts several workers (issue 25). The worker imports nothing of the
+# package. Through -c, not as a script, so the worker's folder (host.py, local.py, ...) is never on sys.path.
+_RUN_BY_PATH = "import runpy, sys; sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')"
+
+
+def worker_command(reply_fd: int) -> list[str]:
+    """The command line of a host worker answering on file descriptor ``reply_fd``."""
+    return [sys.executable, "-c", _RUN_BY_PATH, str(WORKER_SCRIPT), str(reply_fd)]
+
+
 class WorkerOutOfStep(Exception):
     """The worker sent something other than the answer to the request outstanding: it cannot be trusted
     with another request (the parent stops it)."""
@@ -66,7 +79,7 @@ class _Worker:
         env = dict(os.environ)
         env.setdefault("PYTHONUNBUFFERED", "1")
         self.process = supervised.start(
-            [sys.executable, "-m", "pytest_sme2.run.targets.host_worker", str(write_fd)],
+            worker_command(write_fd),
             stdin=subprocess.PIPE,
             stdout=self._log,
             stderr=subprocess.STDOUT,
