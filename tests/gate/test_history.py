@@ -146,7 +146,7 @@ def test_a_history_path_that_is_a_folder_stops_the_session_before_any_test(pytes
     """Issue 23 item 4: `--sme2-history hdir` with hdir a folder ran, passed and wrote no outputs at all."""
     _tiny_project(pytester, shared_export_cache, "hdir")
     pytester.mkdir("hdir")
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--sme2-no-baselines")
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--sme2-no-baselines")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*the history file *hdir is a folder; point --sme2-history (or ini sme2_history) "
                                  "at a file, e.g. *hdir/history.jsonl*"])
@@ -160,8 +160,8 @@ def test_a_history_that_cannot_be_appended_fails_the_session_and_keeps_its_outpu
     victim = pytester.path / "victim"
     victim.write_text("DATA\n")
     (pytester.path / "h.jsonl").symlink_to(victim)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--sme2-no-baselines",
-                                           "--sme2-artifacts-dir", "art")
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--sme2-no-baselines",
+                                          "--sme2-artifacts-dir", "art")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*sme2: appending to the history file failed: *symbolic link*; the session fails for it"])
@@ -178,7 +178,7 @@ def test_a_history_cut_short_keeps_the_next_record_whole(pytester: pytest.Pytest
     whole = path.read_text()
     path.write_text(whole[:len(whole) - 40])  # as `head -c` leaves it: the last line cut, no newline
     _tiny_project(pytester, shared_export_cache, "p.jsonl")
-    pytester.runpytest_subprocess("-p", "no:cacheprovider", "--sme2-no-baselines").assert_outcomes(passed=1)
+    pytester.runpytest_inprocess("-p", "no:cacheprovider", "--sme2-no-baselines").assert_outcomes(passed=1)
     lines = path.read_text().splitlines()
     assert len(lines) == 5 and lines[:3] == whole.splitlines()[:3]
     with pytest.raises(UsageError, match=r"line 4 is not JSON"):  # the cut line alone is damaged

@@ -301,16 +301,16 @@ def test_an_unchanged_model_is_answered_from_the_cache_and_a_changed_one_is_emul
     # a cache folder of its own: the run's shared one may hold this count from another test already
     on = ("--sme2-target=emulated", "-o", "sme2_fresh=false", "-o", f"sme2_cache_dir={sme2_project.path / 'cache'}",
           "-p", "no:cacheprovider")
-    first = sme2_project.runpytest_subprocess(*on, "--sme2-update-baselines")
+    first = sme2_project.runpytest_inprocess(*on, "--sme2-update-baselines")
     first.assert_outcomes(passed=1)
     assert "[emulated sme2=on threads=1] done" in _session_log(sme2_project)
     assert "from the result cache" not in _session_log(sme2_project)
-    again = sme2_project.runpytest_subprocess(*on)
+    again = sme2_project.runpytest_inprocess(*on)
     again.assert_outcomes(passed=1)
     assert re.search(r"tiny fp32-xnnpack \[emulated sme2=on threads=1\] done: .* from the result cache \(key "
                      r"[0-9a-f]{16}\)", _session_log(sme2_project))
     assert "counted run from the result cache, key " in (_newest_session(sme2_project) / "summary.md").read_text()
-    fresh = sme2_project.runpytest_subprocess(*on, "--sme2-fresh")
+    fresh = sme2_project.runpytest_inprocess(*on, "--sme2-fresh")
     fresh.assert_outcomes(passed=1)
     assert "[emulated sme2=on threads=1] done" in _session_log(sme2_project)
     assert "from the result cache" not in _session_log(sme2_project)
@@ -318,7 +318,7 @@ def test_an_unchanged_model_is_answered_from_the_cache_and_a_changed_one_is_emul
     layer = "torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU(),"
     assert layer in model.read_text()
     model.write_text(model.read_text().replace(layer, layer + " torch.nn.Conv2d(8, 8, 1), torch.nn.ReLU(),"))
-    changed = sme2_project.runpytest_subprocess(*on)
+    changed = sme2_project.runpytest_inprocess(*on)
     assert "from the result cache" not in _session_log(sme2_project)
     changed.assert_outcomes(failed=1)
     changed.stdout.fnmatch_lines(["*instructions*"])
