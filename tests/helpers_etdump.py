@@ -112,3 +112,13 @@ def write_counts(etdump: Path, classes_of: "dict[str, dict[str, int]]") -> Path:
     counts_file = Path(etdump).parent / COUNTS_FILE
     counts_file.write_text(json.dumps(document))
     return counts_file
+
+
+def emulated_metadata(sme2: bool = True, threads: int = 1, svl_bits: int | None = 512) -> dict:
+    """A counted emulated run's metadata, as the emulated target records it: what reports and the device model
+    read (the SME2 setting, the threads, the streaming vector length; ``None``: a target that names none)."""
+    target: dict = {"name": "emulated", "emulated": True}
+    if svl_bits is not None:
+        target["details"] = {"svl_bits": svl_bits}
+    return {"run": {"sme2": sme2, "threads": threads}, "runtime_threads": threads, "target": target}
+

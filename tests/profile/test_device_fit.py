@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers_etdump import RunSpec, write_counts, write_etdump
+from helpers_etdump import RunSpec, emulated_metadata, write_counts, write_etdump
 
 from pytest_sme2.evidence.qemu_counts import COUNTS_FILE, InstructionTrace
 from pytest_sme2.profile.device_model import load_device
@@ -42,9 +42,7 @@ def _profile(tmp_path: Path, sme2: bool) -> Profile:
     delegate = {k: v for k, v in total.items() if k != "scalar"}
     write_counts(etdump, {"Method::execute": total, "DELEGATE_CALL": delegate, "OPERATOR_CALL": ops[OTHER], **ops})
     return Profile.from_etdump(etdump, model="m", recipe="fp16-xnnpack", variant=f"emulated sme2={tag}",
-                               metadata={"run": {"sme2": sme2, "threads": 1}, "runtime_threads": 1,
-                                         "target": {"name": "emulated", "emulated": True,
-                                                    "details": {"svl_bits": 512}}},
+                               metadata=emulated_metadata(sme2),
                                instructions=InstructionTrace.from_counts(folder / COUNTS_FILE, etdump, None))
 
 

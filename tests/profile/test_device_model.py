@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from helpers_emulated import counted_profiles
-from helpers_etdump import RunSpec, write_counts, write_etdump
+from helpers_etdump import RunSpec, emulated_metadata, write_counts, write_etdump
 
 from pytest_sme2 import assert_no_modelled_sme2_slowdown
 from pytest_sme2.errors import UsageError
@@ -137,9 +137,7 @@ def _profile(tmp_path: Path, svl: int = 512, threads: int = 1, counted: bool = T
                               transpose: {"simd_fp": 200}, norm: {"scalar": 300}})
         instructions = InstructionTrace.from_counts(folder / COUNTS_FILE, etdump, None)
     return Profile.from_etdump(etdump, model="m", recipe="fp32-xnnpack", variant="emulated sme2=on",
-                               metadata={"run": {"sme2": True, "threads": threads}, "runtime_threads": threads,
-                                         "target": {"name": "emulated", "emulated": True,
-                                                    "details": {"svl_bits": svl}}},
+                               metadata=emulated_metadata(True, threads, svl),
                                instructions=instructions)
 
 

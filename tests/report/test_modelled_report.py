@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers_etdump import RunSpec, write_counts, write_etdump
+from helpers_etdump import RunSpec, emulated_metadata, write_counts, write_etdump
 
 from pytest_sme2.evidence.qemu_counts import COUNTS_FILE, InstructionTrace
 from pytest_sme2.profile.profile import Profile
@@ -35,9 +35,7 @@ def _counted(tmp_path: Path, sme2: bool, threads: int = 1) -> Profile:
                           TRANSPOSE: {"simd_fp": 200}})
     return Profile.from_etdump(etdump, model="m", recipe="fp32-xnnpack",
                                variant=f"emulated sme2={'on' if sme2 else 'off'} threads={threads}",
-                               metadata={"run": {"sme2": sme2, "threads": threads}, "runtime_threads": threads,
-                                         "target": {"name": "emulated", "emulated": True,
-                                                    "details": {"svl_bits": 512}}},
+                               metadata=emulated_metadata(sme2, threads),
                                instructions=InstructionTrace.from_counts(folder / COUNTS_FILE, etdump, None))
 
 

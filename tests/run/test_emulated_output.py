@@ -22,7 +22,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers_etdump import RunSpec, write_counts, write_etdump
+from helpers_etdump import RunSpec, emulated_metadata, write_counts, write_etdump
 
 from pytest_sme2.errors import UsageError
 from pytest_sme2.evidence.qemu_counts import COUNTS_FILE, InstructionTrace
@@ -69,8 +69,7 @@ def _profile(tmp_path: Path, counted: bool, sme2: bool = True) -> Profile:
     etdump = _emulated_etdump(tmp_path / f"run-{counted}-{sme2}", counted)
     instructions = InstructionTrace.from_counts(etdump.parent / COUNTS_FILE, etdump, None) if counted else None
     return Profile.from_etdump(etdump, model="m", recipe="fp32-xnnpack", variant=f"emulated sme2={sme2}",
-                               metadata={"run": {"sme2": sme2, "threads": 1},
-                                         "target": {"name": "emulated", "emulated": True}},
+                               metadata=emulated_metadata(sme2, svl_bits=None),
                                instructions=instructions)
 
 
