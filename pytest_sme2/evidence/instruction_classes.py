@@ -29,7 +29,9 @@ CLASSES: dict[str, str] = {
     "sme_load_store": "SME loads and stores of ZA and ZT0, and SME2 multi-vector loads and stores of Z registers",
     "sme_other": "other SME instructions (MOVA, ZERO, ADDHA, LUTI), SMSTART/SMSTOP",
     "sve_load_store": "SVE loads and stores (streaming SVE in streaming mode)",
-    "sve_other": "other SVE instructions (streaming SVE in streaming mode)",
+    "sve_predicate": "SVE and SME predicate and vector-length counting instructions, which name no Z register "
+                     "(PTRUE, WHILELT, PSEL, CNTW, INCW Xd, ADDVL, RDSVL; the kernels' loop control)",
+    "sve_other": "other SVE instructions: data processing on Z registers (streaming SVE in streaming mode)",
     "simd_fp": "Advanced SIMD (NEON) and scalar floating-point data processing",
     "load_store_vec": "loads and stores of SIMD&FP registers (LDR q, LD1 {v}, LDP d)",
     "load_store": "loads and stores of general-purpose registers",
@@ -38,7 +40,7 @@ CLASSES: dict[str, str] = {
 NAMES: tuple[str, ...] = tuple(CLASSES)
 SME_CLASSES: tuple[str, ...] = ("mopa_fp32", "mopa_fp16", "mopa_int8", "mopa_other", "za_vgx2", "za_vgx4",
                                  "sme2_z", "sme_load_store", "sme_other")
-SVE_CLASSES: tuple[str, ...] = ("sve_load_store", "sve_other")
+SVE_CLASSES: tuple[str, ...] = ("sve_load_store", "sve_predicate", "sve_other")
 OUTER_PRODUCTS: tuple[str, ...] = ("mopa_fp32", "mopa_fp16", "mopa_int8", "mopa_other")
 
 

@@ -62,7 +62,24 @@ EXPECTED = [
     ("st1w {z0.s}, p0, [x0]", "sve_load_store"),
     ("ldr z1, [x0]", "sve_load_store"),
     ("fmla z0.s, p0/m, z1.s, z2.s", "sve_other"),
-    ("ptrue p0.s", "sve_other"),
+    ("dup z0.s, #0", "sve_other"),  # a wide immediate: among the predicate encodings, but writes a Z register
+    ("cmpgt p0.s, p1/z, z0.s, #0", "sve_other"),  # a compare reads Z registers
+    ("incw z0.s", "sve_other"),  # the vector form of an element count
+    ("incp z0.s, p0.s", "sve_other"),
+    ("ptrue p0.s", "sve_predicate"),
+    ("whilelt p0.s, x8, x9", "sve_predicate"),
+    ("whilelo {p0.s, p1.s}, x0, x1", "sve_predicate"),
+    ("psel p0, p1, p2.s[w12, 0]", "sve_predicate"),
+    ("and p0.b, p1/z, p2.b, p3.b", "sve_predicate"),
+    ("zip2 p0.h, p1.h, p2.h", "sve_predicate"),
+    ("cntw x8", "sve_predicate"),
+    ("incw x0, all, mul #4", "sve_predicate"),
+    ("sqincw x0", "sve_predicate"),
+    ("incp x0, p0.s", "sve_predicate"),
+    ("cntp x0, pn8.s, vlx2", "sve_predicate"),
+    ("addvl sp, sp, #-2", "sve_predicate"),
+    ("addsvl x0, x1, #1", "sve_predicate"),
+    ("rdsvl x0, #1", "sve_predicate"),
     ("fmla v0.4s, v1.4s, v2.4s", "simd_fp"),
     ("sdot v0.4s, v1.16b, v2.16b", "simd_fp"),
     ("fadd s0, s1, s2", "simd_fp"),
@@ -78,7 +95,7 @@ EXPECTED = [
 ]
 
 
-FEATURES = "+sme2,+sme-f64f64,+sme-i16i64,+dotprod"
+FEATURES = "+sme2,+sme-f64f64,+sme-i16i64,+dotprod,+sve2p1"
 
 
 def _encode(lines: list[str]) -> list[int]:
@@ -202,6 +219,33 @@ def test_every_sme_instruction_of_the_aarch64_xnnpack_library_is_in_the_class_ll
     wrong = sorted({(named[w], got[w], f"{w:08x}") for w in words if named[w] != got[w]})
     assert not wrong, wrong[:20]
     assert {"mopa_fp32", "mopa_fp16", "mopa_int8", "za_vgx4", "sme2_z", "sme_load_store", "sme_other"} <= set(got.values())
+
+
+@needs_llvm_mc
+def test_every_sve_instruction_of_the_aarch64_xnnpack_library_names_a_z_register_or_is_a_predicate_one(
+        tmp_path: Path) -> None:
+    """Every SVE data-processing word of the executorch wheel's aarch64 XNNPACK library (the kernels and KleidiAI's
+    packing and loop control, which run in streaming mode): counted as a predicate or counting instruction exactly
+    when LLVM 19's disassembly of it names no Z register."""
+    objdump = shutil.which("llvm-objdump-19")
+    if objdump is None:
+        pytest.skip("needs llvm-objdump-19 (make system-deps: apt-get install llvm-19)")
+    from pytest_sme2.run.native.build import aarch64_executorch
+
+    library = aarch64_executorch() / "lib" / "libexecutorch_backend_xnnpack.so"
+    listing = subprocess.run([objdump, "-d", f"--mattr={FEATURES}", str(library)], capture_output=True, text=True,
+                             check=True).stdout
+    named: dict[int, str] = {}
+    for match in re.finditer(r"^\s*[0-9a-f]+:\s+([0-9a-f]{8})\s+(\S+)[ \t]*(.*)$", listing, re.M):
+        word, operands = int(match.group(1), 16), match.group(3)
+        if word >> 31 == 0 and (word >> 25) & 0xF == 0x2:  # SVE data processing (loads and stores: op0 1xx)
+            named[word] = "sve_other" if re.search(r"\bz\d+", operands) else "sve_predicate"
+    assert len(named) >= 1000, len(named)
+    words = sorted(named)
+    got = dict(zip(words, _classify(words, tmp_path)))
+    wrong = sorted({(named[w], got[w], f"{w:08x}") for w in words if named[w] != got[w]})
+    assert not wrong, wrong[:20]
+    assert sum(c == "sve_predicate" for c in got.values()) >= 100  # WHILELT, PSEL, CNTW, ADDVL ... are there
 
 
 def _named_sme(word: int, mnemonic: str, operands: str) -> str:

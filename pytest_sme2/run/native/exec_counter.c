@@ -119,7 +119,8 @@ enum {
     SME_LOAD_STORE,  /* loads and stores of ZA, ZT0, and SME2 multi-vector loads and stores of Z registers */
     SME_OTHER,       /* other SME instructions (MOVA, ZERO, ADDHA, LUTI), SMSTART/SMSTOP */
     SVE_LOAD_STORE,  /* SVE loads and stores (streaming SVE in streaming mode) */
-    SVE_OTHER,       /* other SVE encodings */
+    SVE_PREDICATE,   /* SVE/SME predicate and vector-length counting: PTRUE, WHILELT, PSEL, CNTW, INCW Xd, ADDVL */
+    SVE_OTHER,       /* other SVE encodings: data processing on Z registers */
     SIMD_FP,         /* Advanced SIMD (NEON) and scalar floating-point data processing */
     LOAD_STORE_VEC,  /* loads and stores of SIMD&FP registers (LDR q, LD1 {v..}, LDP d) */
     LOAD_STORE,      /* loads and stores of general-purpose registers */
@@ -128,7 +129,7 @@ enum {
 };
 static const char *const CLASS_NAMES[N_CLASSES] = {
     "mopa_fp32", "mopa_fp16", "mopa_int8", "mopa_other", "za_vgx2", "za_vgx4", "sme2_z", "sme_load_store", "sme_other",
-    "sve_load_store", "sve_other", "simd_fp", "load_store_vec", "load_store", "scalar",
+    "sve_load_store", "sve_predicate", "sve_other", "simd_fp", "load_store_vec", "load_store", "scalar",
 };
 
 /* 11000001: ZA_VGX2, ZA_VGX4 or SME2_Z. Bits 23:20 pick the form: 0001/0101/1001/1101 are the indexed ones
@@ -141,6 +142,31 @@ static int za_group(uint32_t word) {
     if (form == 0x3 || form == 0x7) return ZA_VGX4;
     if ((form == 0xA || form == 0xE) && ((word >> 16) & 1)) return ZA_VGX4;
     return ZA_VGX2;
+}
+
+/* SVE data processing (op0=0, op1=0010) that names no Z register: predicate generation and logic, loop control
+ * and vector-length arithmetic, which KleidiAI's and XNNPACK's SME2 kernels run around every tile (stop 39: 32
+ * million of SqueezeSAM's SME2 instructions). By top byte: 00000100 the stack-frame ones (ADDVL, ADDPL, ADDSVL,
+ * ADDSPL, RDVL, RDSVL) and the element counts into a general register (bit 21, bits 15:13 = 111: CNTB..D,
+ * INC/DEC Xd, SQINC/UQDEC Xd; the vector forms are 1100); 00000101 the predicate permutes (bit 21, bits 15:13 =
+ * 010: ZIP, UZP, TRN, REV, PUNPK on P); 00100101 everything but the compares with an immediate (bit 21 clear,
+ * bit 14 clear), the wide immediates (bit 21, bits 15:14 = 11: DUP, FDUP, ADD #imm) and the vector INCP/DECP
+ * (bit 21, bits 15:11 = 10000, bits 20:19 = 01). Read from LLVM 19's encodings; the tests check every SVE word of
+ * the aarch64 XNNPACK library against "no Z operand" in LLVM's disassembly. */
+static int sve_predicate(uint32_t word) {
+    uint32_t top = word >> 24, bit21 = (word >> 21) & 1;
+    if (top == 0x04)
+        return (word & 0xFFA0F000u) == 0x04205000u || (word & 0xFFFFF000u) == 0x04BF5000u
+            || (bit21 && ((word >> 13) & 7) == 7);
+    if (top == 0x05) return bit21 && ((word >> 13) & 7) == 2;
+    if (top == 0x25) {
+        uint32_t b1514 = (word >> 14) & 3;
+        if (!bit21) return (word >> 14) & 1;
+        if (b1514 == 3) return 0;
+        if (b1514 == 2) return !(((word >> 11) & 0x1F) == 0x10 && ((word >> 19) & 3) == 1);
+        return 1;
+    }
+    return 0;
 }
 
 static int classify(uint32_t word) {
@@ -161,7 +187,10 @@ static int classify(uint32_t word) {
         if ((word >> 24) == 0xC1) return za_group(word);
         return SME_OTHER;
     }
-    if (op1 == 0x2) return (word >> 31) == 1 ? SVE_LOAD_STORE : SVE_OTHER;  /* SVE memory: op0 1xx */
+    if (op1 == 0x2) {  /* SVE memory: op0 1xx */
+        if ((word >> 31) == 1) return SVE_LOAD_STORE;
+        return sve_predicate(word) ? SVE_PREDICATE : SVE_OTHER;
+    }
     if ((op1 & 0x5) == 0x4) return (word >> 26) & 1 ? LOAD_STORE_VEC : LOAD_STORE;  /* x1x0, V bit 26 */
     if ((op1 & 0x7) == 0x7) return SIMD_FP;  /* x111 */
     return SCALAR;
