@@ -5,6 +5,7 @@ its disassembly by llvm-objdump 19); binutils 2.40 and qemu 11.1's disassembler 
 
 from __future__ import annotations
 
+import functools
 import re
 import shutil
 import subprocess
@@ -196,10 +197,10 @@ def test_sme2_array_vector_instructions_are_told_from_z_ones_and_split_by_vector
     assert {"za_vgx2", "za_vgx4", "sme2_z"} == set(got)
 
 
-@needs_llvm_mc
-def test_every_sme_instruction_of_the_aarch64_xnnpack_library_is_in_the_class_llvm_names(tmp_path: Path) -> None:
-    """The kernels counted runs execute: every SME-space word of the executorch wheel's aarch64 XNNPACK library,
-    classified by the counter and by what LLVM 19's disassembler calls it."""
+@functools.lru_cache(maxsize=1)  # a skip raises, and is not cached
+def _xnnpack_disassembly() -> tuple[tuple[int, str, str], ...]:
+    """(word, mnemonic, operands) of every instruction of the executorch wheel's aarch64 XNNPACK library, as
+    LLVM 19's disassembler writes it: the kernels counted runs execute (disassembled once per test process)."""
     objdump = shutil.which("llvm-objdump-19")
     if objdump is None:
         pytest.skip("needs llvm-objdump-19 (make system-deps: apt-get install llvm-19)")
@@ -208,16 +209,27 @@ def test_every_sme_instruction_of_the_aarch64_xnnpack_library_is_in_the_class_ll
     library = aarch64_executorch() / "lib" / "libexecutorch_backend_xnnpack.so"
     listing = subprocess.run([objdump, "-d", f"--mattr={FEATURES}", str(library)], capture_output=True, text=True,
                              check=True).stdout
-    named: dict[int, str] = {}
-    for match in re.finditer(r"^\s*[0-9a-f]+:\s+([0-9a-f]{8})\s+(\S+)[ \t]*(.*)$", listing, re.M):
-        word, mnemonic, operands = int(match.group(1), 16), match.group(2), match.group(3)
-        if word >> 31 == 1 and (word >> 25) & 0xF == 0:  # the SME space
-            named[word] = _named_sme(word, mnemonic, operands)
-    assert len(named) >= 500, len(named)  # the wheel's SME and SME2 kernels
+    return tuple((int(m.group(1), 16), m.group(2), m.group(3))
+                 for m in re.finditer(r"^\s*[0-9a-f]+:\s+([0-9a-f]{8})\s+(\S+)[ \t]*(.*)$", listing, re.M))
+
+
+def _classified_as_named(named: dict[int, str], tmp_path: Path) -> dict[int, str]:
+    """The counter's class of each word of ``named``; fails listing the words whose class is not the one named."""
     words = sorted(named)
     got = dict(zip(words, _classify(words, tmp_path)))
     wrong = sorted({(named[w], got[w], f"{w:08x}") for w in words if named[w] != got[w]})
     assert not wrong, wrong[:20]
+    return got
+
+
+@needs_llvm_mc
+def test_every_sme_instruction_of_the_aarch64_xnnpack_library_is_in_the_class_llvm_names(tmp_path: Path) -> None:
+    """The kernels counted runs execute: every SME-space word of the executorch wheel's aarch64 XNNPACK library,
+    classified by the counter and by what LLVM 19's disassembler calls it."""
+    named = {word: _named_sme(word, mnemonic, operands) for word, mnemonic, operands in _xnnpack_disassembly()
+             if word >> 31 == 1 and (word >> 25) & 0xF == 0}  # the SME space
+    assert len(named) >= 500, len(named)  # the wheel's SME and SME2 kernels
+    got = _classified_as_named(named, tmp_path)
     assert {"mopa_fp32", "mopa_fp16", "mopa_int8", "za_vgx4", "sme2_z", "sme_load_store", "sme_other"} <= set(got.values())
 
 
@@ -227,24 +239,11 @@ def test_every_sve_instruction_of_the_aarch64_xnnpack_library_names_a_z_register
     """Every SVE data-processing word of the executorch wheel's aarch64 XNNPACK library (the kernels and KleidiAI's
     packing and loop control, which run in streaming mode): counted as a predicate or counting instruction exactly
     when LLVM 19's disassembly of it names no Z register."""
-    objdump = shutil.which("llvm-objdump-19")
-    if objdump is None:
-        pytest.skip("needs llvm-objdump-19 (make system-deps: apt-get install llvm-19)")
-    from pytest_sme2.run.native.build import aarch64_executorch
-
-    library = aarch64_executorch() / "lib" / "libexecutorch_backend_xnnpack.so"
-    listing = subprocess.run([objdump, "-d", f"--mattr={FEATURES}", str(library)], capture_output=True, text=True,
-                             check=True).stdout
-    named: dict[int, str] = {}
-    for match in re.finditer(r"^\s*[0-9a-f]+:\s+([0-9a-f]{8})\s+(\S+)[ \t]*(.*)$", listing, re.M):
-        word, operands = int(match.group(1), 16), match.group(3)
-        if word >> 31 == 0 and (word >> 25) & 0xF == 0x2:  # SVE data processing (loads and stores: op0 1xx)
-            named[word] = "sve_other" if re.search(r"\bz\d+", operands) else "sve_predicate"
+    named = {word: "sve_other" if re.search(r"\bz\d+", operands) else "sve_predicate"
+             for word, _, operands in _xnnpack_disassembly()
+             if word >> 31 == 0 and (word >> 25) & 0xF == 0x2}  # SVE data processing (loads and stores: op0 1xx)
     assert len(named) >= 1000, len(named)
-    words = sorted(named)
-    got = dict(zip(words, _classify(words, tmp_path)))
-    wrong = sorted({(named[w], got[w], f"{w:08x}") for w in words if named[w] != got[w]})
-    assert not wrong, wrong[:20]
+    got = _classified_as_named(named, tmp_path)
     assert sum(c == "sve_predicate" for c in got.values()) >= 100  # WHILELT, PSEL, CNTW, ADDVL ... are there
 
 
