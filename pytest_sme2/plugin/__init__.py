@@ -134,10 +134,11 @@ def pytest_configure(config: pytest.Config) -> None:
         kernel_sampling=_kernel_sampling(config),
     )
     try:
-        if setting(config, "device"):  # a device the reports cannot model is a usage error before any test
+        device = setting(config, "device")
+        if device:  # a device the reports cannot model is a usage error before any test
             from pytest_sme2.profile.device_model import load_device
 
-            load_device(setting(config, "device"))
+            load_device(device)
         check_choice(settings.target, settings.svl_bits, setting_source(config, "emulated_svl"),
                      {"--sme2-runner": settings.runner, "--sme2-runner-on": settings.runner_on,
                       "--sme2-runner-off": settings.runner_off})

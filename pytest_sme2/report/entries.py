@@ -211,9 +211,11 @@ def modelled_comparison(on: Profile, off: Profile, device: str) -> dict[str, Any
     """SME2 on against off priced on a device model (device_model.py): modelled ms and speedup, end to end and
     per category, and the operators modelled slower with SME2; or why the model refused these profiles."""
     from pytest_sme2.errors import UsageError
+    from pytest_sme2.profile.device_model import load_device
 
     try:
-        m_on, m_off = on.modelled(device), off.modelled(device)
+        model = load_device(device)  # read once for both profiles
+        m_on, m_off = on.modelled(model), off.modelled(model)
     except UsageError as exc:
         return {"device": str(device), "refused": str(exc)}
     speedup = m_on.speedup_over(m_off)
