@@ -69,6 +69,41 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.xdist_group(module))
 
 
+# The pytest plugins an inner session may need: this one and those its tests use (-n, --html, --benchmark-*).
+INNER_SESSION_PLUGIN_DISTS = frozenset({"pytest-sme2", "pytest-xdist", "pytest-benchmark", "pytest-html",
+                                        "pytest-metadata"})
+
+
+def inner_session_plugins() -> list[str]:
+    """The modules of the installed ``pytest11`` entry points whose distribution is in INNER_SESSION_PLUGIN_DISTS,
+    in entry-point order. Read from the installed metadata, not listed by hand, so a new plugin module of one of
+    those distributions is loaded too, and a plugin of any other one (hypothesis, hydra, anyio, kgb: installed
+    with executorch's dependencies) is not."""
+    from importlib.metadata import entry_points
+
+    return [ep.value for ep in entry_points(group="pytest11")
+            if ep.dist is not None and ep.dist.name in INNER_SESSION_PLUGIN_DISTS]
+
+
+_INNER_PLUGINS = ",".join(inner_session_plugins())
+
+
+@pytest.fixture(autouse=True)
+def _inner_sessions_load_only_their_plugins(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pytest session started by a test (pytester, bisect's steps, the check command, the interrupt tests)
+    loads only the plugins it needs: entry-point autoloading off, the needed ones named in PYTEST_PLUGINS.
+
+    Why: every installed ``pytest11`` plugin is imported at each session start; hypothesis's (0.8 s), hydra's
+    (0.3 s), anyio's and kgb's cost about 1.5 s of the 2.6 s a bare ``pytest --co`` takes here, paid by every
+    subprocess session of `make test` (issue 25). Environment variables, unlike PYTEST_ADDOPTS (which pytester
+    clears and the gate's own tests remove), reach every inner session. Under this the plugin is registered as
+    ``pytest_sme2.plugin``, not ``sme2`` (the repository conftest accepts both), and an inner ``-p xdist``
+    would register xdist a second time under its entry-point name (pytest refuses that): inner sessions
+    use ``-n`` alone."""
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    monkeypatch.setenv("PYTEST_PLUGINS", _INNER_PLUGINS)
+
+
 @pytest.fixture(autouse=True)
 def _no_baseline_gate_in_inner_runs(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     """Inner pytest runs (pytester, in-process or subprocess) have no stored baselines.

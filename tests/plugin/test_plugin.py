@@ -400,7 +400,7 @@ def test_xdist_workers_export_once_and_share_the_session_folder(pytester: pytest
                 f.write(f"{{exported_pte.from_cache}} {{p.artifacts['timed_etdump']}}")
         """
     )
-    result = pytester.runpytest_subprocess("-n", "2", "-p", "xdist")
+    result = pytester.runpytest_subprocess("-n", "2")
     result.assert_outcomes(passed=4)
     records = [p.read_text().split(" ", 1) for p in marks.iterdir()]
     workers = {p.name.split("-")[0] for p in marks.iterdir()}

@@ -108,7 +108,7 @@ def test_session_outputs_table_and_html_extra(sme2_project: pytest.Pytester) -> 
 def test_xdist_controller_gathers_every_workers_tests(sme2_project: pytest.Pytester) -> None:
     sme2_project.makepyfile(PERF_TEST + PERF_TEST.replace("test_tiny", "test_other").replace("def test_not_perf",
                                                                                            "def test_not_perf_2"))
-    result = sme2_project.runpytest_subprocess("-q", "-n", "2", "-p", "xdist", "--sme2-artifacts-dir=artifacts")
+    result = sme2_project.runpytest_subprocess("-q", "-n", "2", "--sme2-artifacts-dir=artifacts")
     assert "sme2: running" not in result.stdout.str()  # -q, and workers never print progress
     result.stdout.fnmatch_lines(["*sme2 performance summary*", "test_other *", "test_tiny *"])
     session = _session_dir(sme2_project)

@@ -104,7 +104,7 @@ def test_xdist_workers_send_emulated_profiles_to_the_controller(sme2_project: py
     sme2_project.makepyfile(SME2_TEST)
     session = ("--sme2-target=emulated", "--sme2-runs=1", "--sme2-warmup=0", "-k", "not latency_only")
     sme2_project.runpytest_inprocess("--sme2-update-baselines", *session).assert_outcomes(passed=1, skipped=1)
-    result = sme2_project.runpytest_subprocess("-n", "2", "-p", "xdist", *session)  # judged in two workers
+    result = sme2_project.runpytest_subprocess("-n", "2", *session)  # judged in two workers
     assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
     result.assert_outcomes(passed=1, skipped=1)
 

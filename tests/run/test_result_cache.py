@@ -344,7 +344,7 @@ def test_sme2_auto_and_on_in_two_workers_are_counted_once(sme2_project: pytest.P
     sme2_project.makepyfile(test_auto_on=AUTO_AND_ON_TEST)
     # a cache folder of its own: the run's shared one may hold this count from another test already
     own_cache = f"sme2_cache_dir={sme2_project.path / 'cache'}"
-    result = sme2_project.runpytest_subprocess("-n", "2", "-p", "xdist", "--sme2-target=emulated", "-o",
+    result = sme2_project.runpytest_subprocess("-n", "2", "--sme2-target=emulated", "-o",
                                                "sme2_fresh=false", "-o", own_cache, "-p", "no:cacheprovider")
     result.assert_outcomes(passed=2)
     done = [line for line in _session_log(sme2_project).splitlines() if "tiny fp32-xnnpack [emulated" in line
