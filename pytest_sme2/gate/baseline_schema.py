@@ -97,6 +97,17 @@ _INSTRUCTIONS = Fields({
     "mix": MapOf(Leaf(_count, "a whole number >= 0"), nullable=True),
 }, nullable=True)
 
+# Modelled device time of a counted run (--sme2-device): absent where no device was modelled
+_MODELLED = Fields({
+    "device": TEXT,
+    "pricing_digest": TEXT,
+    "validation": TEXT,
+    "refused": TEXT,  # why the model refused this profile (then no numbers)
+    "e2e_ms": NUMBER,
+    "category_ms": MapOf(NUMBER, nullable=True),
+    "ops": MapOf(NUMBER, nullable=True),  # op id (as in instructions.ops) -> modelled ms
+}, nullable=True)
+
 PROFILE = Fields({
     "model": TEXT,
     "recipe": TEXT,
@@ -129,6 +140,7 @@ PROFILE = Fields({
     "run": ANY_OBJECT,
     "provenance": ANY_OBJECT,
     "instructions": _INSTRUCTIONS,
+    "modelled": _MODELLED,
     "kernel_time": MapOf(Fields({"samples": COUNT, "kernels": MapOf(FRACTION)}), nullable=True),
     "quality": ANY_OBJECT,
 })

@@ -31,7 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from pytest_sme2.errors import BaselineError
+from pytest_sme2.errors import BaselineError, UsageError
+from pytest_sme2.evidence.etdump import op_id
 from pytest_sme2.gate import baseline_schema
 from pytest_sme2.system.names import clean, slug
 
@@ -91,10 +92,11 @@ _RECORD_KEYS = ("model", "recipe", "variant", "emulated", "basis", "reference_ms
                 "node_delegation_coverage", "delegation", "sme_path_share", "sme_path_ops")
 
 
-def record_of(profile: Any, instructions: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def record_of(profile: Any, instructions: Mapping[str, Any] | None = None, device: Any = None) -> dict[str, Any]:
     """What a baseline keeps of one Profile: everything a verdict compares, and where it came from, picked
     from the profile's one JSON form (``Profile.to_dict()``, which the reports read too).
-    ``instructions``: callgrind's counts of the host run, when the gate counted them."""
+    ``instructions``: callgrind's counts of the host run, when the gate counted them. ``device``: a
+    DeviceModel (``--sme2-device``) whose modelled time of a counted run is kept too (modelled_record)."""
     data = profile.to_dict()
     emulated = data["emulated"]
     record: dict[str, Any] = {key: data[key] for key in _RECORD_KEYS}
@@ -115,7 +117,24 @@ def record_of(profile: Any, instructions: Mapping[str, Any] | None = None) -> di
         record["instructions"] = {"source": "callgrind (host)", **dict(instructions)}
     elif data["instructions"] is not None:  # the emulated target's counted run
         record["instructions"] = data["instructions"]
+        if device is not None:
+            record["modelled"] = modelled_record(profile, device)
     return record
+
+
+def modelled_record(profile: Any, device: Any) -> dict[str, Any]:
+    """A counted run's modelled time on ``device`` as a baseline keeps it: end to end, per category and per
+    operator (keyed like the counted ``instructions.ops``, so the gate pairs them the same way), with the
+    device's name and pricing digest (only times priced by the same numbers are compared). A profile the
+    model refuses (another vector length, threads > 1) keeps the reason instead of a number."""
+    kept: dict[str, Any] = {"device": device.name, "pricing_digest": device.pricing_digest,
+                            "validation": device.validation}
+    try:
+        modelled = profile.modelled(device)
+    except UsageError as exc:
+        return {**kept, "refused": str(exc)}
+    ops = {op_id(key): float(ms) for key, ms in zip(profile.trace.ops, modelled.ops["modelled_ms"])}
+    return {**kept, "e2e_ms": modelled.e2e_ms, "category_ms": modelled.category_ms, "ops": ops}
 
 
 def kernel_record(kernel_time: Mapping[str, Any] | None, per_op: int = 3) -> dict[str, dict[str, Any]] | None:

@@ -150,6 +150,11 @@ def _short(verdict: Verdict) -> str:
                     if all(isinstance(evidence.get(k), (int, float)) for k in
                            ("ratio_low", "ratio_high", "tolerance", "p_slower")) else "")
         return f"{basis} latency {evidence['ratio'] - 1:+.1%}{interval}"
+    if check == "modelled" and isinstance(evidence.get("change"), (int, float)):
+        grew = evidence.get("ops") or []
+        most = (f", most {grew[0]['op']} {grew[0]['baseline_ms']:.4f} -> {grew[0]['current_ms']:.4f} ms"
+                if grew else "")
+        return f"modelled time on {evidence.get('device')} {evidence['change']:+.1%}{most}"
     if check == "op_instructions" and "op" in evidence:
         return f"operator {evidence['op']} {evidence['current'] / evidence['baseline'] - 1:+.1%} instructions"
     points = _points(verdict)

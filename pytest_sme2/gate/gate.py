@@ -62,8 +62,10 @@ def new_outcome() -> dict[str, Any]:
             "unused_labels": [], "fingerprints": [], "notes": []}
 
 
-def records_of(labelled: list[tuple[str, Any]], metric: str, inferences: int) -> dict[str, dict[str, Any]]:
-    """Each labelled Profile as the record a baseline keeps; with the instruction metric, callgrind counts it."""
+def records_of(labelled: list[tuple[str, Any]], metric: str, inferences: int,
+               device: Any = None) -> dict[str, dict[str, Any]]:
+    """Each labelled Profile as the record a baseline keeps; with the instruction metric, callgrind counts it;
+    with a device model (``--sme2-device``), a counted run keeps its modelled time on it too."""
     records = {}
     for label, profile in labelled:
         instructions = None
@@ -76,7 +78,7 @@ def records_of(labelled: list[tuple[str, Any]], metric: str, inferences: int) ->
                                        pte.parent / f"instructions-{slug(label)}", inferences=inferences,
                                        timeout_s=float(profile.metadata.get("run", {}).get("timeout_s", DEFAULT_TIMEOUT_S)))
             instructions = count.as_dict()
-        records[label] = baselines.record_of(profile, instructions)
+        records[label] = baselines.record_of(profile, instructions, device)
     return records
 
 

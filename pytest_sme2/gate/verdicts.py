@@ -36,7 +36,8 @@ class Tolerances:
     """How much change is allowed before a verdict fails.
 
     ``latency``, ``instructions``, ``op_instructions`` (one operator's counted instructions, emulated
-    target) and ``memory`` (the program's planned memory; exact, so 0 by default) are relative
+    target), ``modelled`` (modelled device time end to end, emulated target with a device model) and
+    ``memory`` (the program's planned memory; exact, so 0 by default) are relative
     (0.10 = 10% slower);
     ``shares``, ``coverage`` and ``sme_path`` are absolute share points
     (0.05 = five percentage points); ``alpha`` is the significance level
@@ -55,6 +56,7 @@ class Tolerances:
     sme_path: float = 0.05
     alpha: float = 0.001
     instructions: float = 0.005
+    modelled: float = 0.02
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -614,6 +616,7 @@ def counted_verdicts(label: str, current: Mapping[str, Any], baseline: Mapping[s
                         + ("counting is off (--sme2-no-kernel-trace)" if now is None else
                            "record the baseline again with --sme2-update-baselines on the emulated target"))]
     out = [instruction_verdict(label, current, baseline, tol)]
+    out += modelled_verdicts(label, current, baseline, tol)
     out += _op_instructions(label, now, then, tol)
     out += _sme_kernels(label, now, then)
     sme_basis = {"work": "multiply-accumulates"}.get(now.get("sme_path_basis"), "instructions")
@@ -737,6 +740,79 @@ def _op_instructions(label: str, now: Mapping[str, Any], then: Mapping[str, Any]
         out.append(Verdict("op_instructions", OK, label, f"every operator within +{tol.op_instructions:.1%} "
                                                          f"instructions ({len(ops_now)} operators)"))
     return out
+
+
+MODELLED_OPS_NAMED = 3  # operators whose modelled time grew most, named in a failing modelled verdict
+
+
+def modelled_verdicts(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any],
+                      tol: Tolerances) -> list[Verdict]:
+    """Modelled device time (``--sme2-device``) against the baseline's, where both sides were priced by the same
+    device numbers: end to end beyond ``tol.modelled`` fails, naming the operators whose modelled time grew
+    most with their ms before and after (paired like the counted operators, by graph node).
+
+    Modelled time is a deterministic function of the counts, so there is no noise to allow for; it is judged
+    only against a baseline priced by the same numbers (``pricing_digest``), and where it cannot be (no
+    device this session, a baseline without modelled time, another device file, a refused profile) a skipped
+    verdict says why and how to record it: the counted verdicts gate the same change exactly anyway."""
+    now, then = current.get("modelled"), baseline.get("modelled")
+    if not now and not then:
+        return []
+    def skipped(why: str) -> list[Verdict]:
+        return [Verdict("modelled", SKIPPED, label, f"modelled device time not judged: {why}")]
+
+    record_again = f"record the baseline again with --sme2-update-baselines --sme2-device {(now or then).get('device')}"
+    if not now or not then:
+        return skipped(f"this session models no device (the baseline was modelled on {then.get('device')}; set "
+                       f"--sme2-device {then.get('device')} to judge it)" if not now else
+                       f"the baseline has no modelled time on {now.get('device')}; {record_again}")
+    if (now.get("device"), now.get("pricing_digest")) != (then.get("device"), then.get("pricing_digest")):
+        same = now.get("device") == then.get("device")
+        return skipped(f"the baseline was priced by {'another version of ' if same else ''}{then.get('device')}'s "
+                       f"numbers, this run by {now.get('device')}'s; {record_again}")
+    refused = now.get("refused") or then.get("refused")
+    if refused:
+        return skipped(str(refused))
+    if not all(isinstance(side.get("e2e_ms"), (int, float)) and isinstance(side.get("ops"), Mapping)
+               for side in (now, then)):
+        return skipped(f"the {'baseline' if now.get('ops') is not None else 'run'}'s modelled time is incomplete; "
+                       f"{record_again}")
+    cur, base = float(now["e2e_ms"]), float(then["e2e_ms"])
+    change = cur / base - 1 if base > 0 else (0.0 if cur == 0 else float("inf"))
+    ops_now = ((current.get("instructions") or {}).get("ops") or {})
+    ops_then = ((baseline.get("instructions") or {}).get("ops") or {})
+    pairs, gone, new = _align_ops({k: v for k, v in ops_then.items() if k in then["ops"]},
+                                  {k: v for k, v in ops_now.items() if k in now["ops"]},
+                                  (baseline.get("instructions") or {}).get("op_identity"),
+                                  (current.get("instructions") or {}).get("op_identity"))
+    moved = [(now["ops"][after] - then["ops"][before], before, after, then["ops"][before], now["ops"][after])
+             for before, after in pairs]
+    moved += [(now["ops"][after], None, after, 0.0, now["ops"][after]) for after in new]
+    moved += [(-then["ops"][before], before, None, then["ops"][before], 0.0) for before in gone]
+    grown = sorted((m for m in moved if m[0] > 0), key=lambda m: m[0], reverse=True)[:MODELLED_OPS_NAMED]
+    device = now["device"]
+    evidence = {"current": cur, "baseline": base, "change": change, "tolerance": tol.modelled, "device": device,
+                "ops": [{"op": before or after, "now": after, "baseline_ms": b, "current_ms": c}
+                        for _, before, after, b, c in grown]}
+    numbers = (f"modelled on {device} ({now.get('validation', '')}; a model, not a measurement): "
+               f"{base:.4f} -> {cur:.4f} ms end to end ({change:+.2%})")
+    if change > tol.modelled:
+        named = "; ".join(f"{_modelled_op(before, after)} {b:.4f} -> {c:.4f} ms" for _, before, after, b, c in grown)
+        return [Verdict("modelled", REGRESSION, label,
+                        f"modelled device time regression: {numbers}; tolerance +{tol.modelled:.1%}"
+                        + (f"; grew most: {named}" if named else ""), evidence)]
+    if change < -tol.modelled:
+        return [Verdict("modelled", IMPROVEMENT, label, f"modelled device time improvement: {numbers}", evidence)]
+    return [Verdict("modelled", OK, label, f"modelled device time within tolerance: {numbers}", evidence)]
+
+
+def _modelled_op(before: str | None, after: str | None) -> str:
+    """An operator of a modelled verdict: the baseline's name, the current one where it changed or is new."""
+    if before is None:
+        return f"new operator {after}"
+    if after is None:
+        return f"operator {before} (gone)"
+    return f"operator {before}" + (f" (now {after})" if after != before else "")
 
 
 def _sme_kernels(label: str, now: Mapping[str, Any], then: Mapping[str, Any]) -> list[Verdict]:

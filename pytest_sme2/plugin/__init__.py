@@ -38,6 +38,9 @@ _PROFILES_KEY = pytest.StashKey[list]()
 # sme2_processes = auto: the processes this test's baseline asks its checks to measure; set by the gate's
 # setup hook (baseline_hooks), which reads the test's own tolerances the way its verdicts will.
 AUTO_PROCESSES_KEY = pytest.StashKey[int]()
+# The device model of --sme2-device (a DeviceModel; None without one), read once at configure: the gate keeps
+# each counted run's modelled time on it in baselines and judges it (verdicts.modelled_verdicts).
+DEVICE_KEY = pytest.StashKey[Any]()
 
 
 def session_of(config: pytest.Config) -> Sme2Session | None:
@@ -135,10 +138,11 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     try:
         device = setting(config, "device")
+        config.stash[DEVICE_KEY] = None
         if device:  # a device the reports cannot model is a usage error before any test
             from pytest_sme2.profile.device_model import load_device
 
-            load_device(device)
+            config.stash[DEVICE_KEY] = load_device(device)
         check_choice(settings.target, settings.svl_bits, setting_source(config, "emulated_svl"),
                      {"--sme2-runner": settings.runner, "--sme2-runner-on": settings.runner_on,
                       "--sme2-runner-off": settings.runner_off})

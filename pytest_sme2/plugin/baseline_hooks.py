@@ -27,7 +27,15 @@ import pytest
 from pytest_sme2.errors import Sme2Error, UsageError
 from pytest_sme2.gate import baselines, gate, verdicts
 from pytest_sme2.gate.gate import MISSING_POLICIES
-from pytest_sme2.plugin import AUTO_PROCESSES_KEY, failures_of_test, options, profiles_of, session_of, setting
+from pytest_sme2.plugin import (
+    AUTO_PROCESSES_KEY,
+    DEVICE_KEY,
+    failures_of_test,
+    options,
+    profiles_of,
+    session_of,
+    setting,
+)
 from pytest_sme2.system import writable_folders
 
 _MARKER_KEYS = (*options.marker_arguments("baseline"), "enabled")
@@ -226,7 +234,7 @@ def _gate(item: pytest.Item) -> None:
     failures: list[str] = []
     for fingerprint, (target, labelled) in by_target.items():
         outcome["fingerprints"].append(fingerprint)
-        records = gate.records_of(labelled, config.metric, config.inferences)
+        records = gate.records_of(labelled, config.metric, config.inferences, item.config.stash.get(DEVICE_KEY, None))
         if not config.update:
             judged["files"].append({"fingerprint": fingerprint, "target": target, "records": records})
         failures += gate.check_file(item.nodeid, fingerprint, target, records, rules, update, outcome,

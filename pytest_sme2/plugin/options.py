@@ -110,6 +110,9 @@ _TOLERANCE_TEXT = {
     "op_instructions": ("baseline_op_instruction_tolerance",
                         "relative change of one operator's counted instructions allowed (emulated target, 0.02)",
                         "(relative, one operator's counted instructions; emulated target)"),
+    "modelled": ("baseline_modelled_tolerance",
+                 "relative change of modelled device time allowed (emulated target with --sme2-device, 0.02)",
+                 "(relative, modelled device time end to end; emulated target with a device model)"),
     "memory": ("baseline_memory_tolerance", "relative growth of the program's planned memory allowed (0)",
                "(relative growth of planned memory)"),
 }

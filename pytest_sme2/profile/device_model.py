@@ -14,6 +14,8 @@ measurement; each result says which device file it came from and how far that fi
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,6 +71,15 @@ class DeviceModel:
     @property
     def label(self) -> str:
         return f"modelled on {self.name} ({self.validation})"
+
+    @property
+    def pricing_digest(self) -> str:
+        """The SHA-256 of every number that prices instructions (vector length, threads, rates, memory), not of
+        the texts beside them: two baselines' modelled times are comparable exactly when this is equal, so a
+        corrected source text leaves them comparable and a changed rate does not."""
+        numbers = {"svl_bits": self.svl_bits, "threads": self.threads, "memory": dict(sorted(self.memory.items())),
+                   "resources": [[r.name, dict(sorted(r.per_ns.items()))] for r in self.resources]}
+        return hashlib.sha256(json.dumps(numbers, sort_keys=True).encode()).hexdigest()
 
     def memory_ns(self, bytes_read: np.ndarray, bytes_written: np.ndarray) -> np.ndarray:
         """Per operator, the time its bytes take at the bandwidth of the level they fit in (NaN bytes: 0)."""

@@ -4,6 +4,8 @@ model passes every time and each change fails every time."""
 
 from __future__ import annotations
 
+import json
+import re
 import shutil
 import textwrap
 from pathlib import Path
@@ -164,3 +166,45 @@ def test_a_permute_and_contiguous_pair_is_headlined_by_the_new_operators(recorde
     assert "aten.permute_copy.default" in message[0]
     assert not any("SME kernel path is lost" in line for line in result.stdout.lines)
     assert len(message) <= 8, message
+
+
+def _modelled_records(baselines: Path) -> dict[str, dict]:
+    """Each stored profile's ``modelled`` part, by label, from the baseline files under ``baselines``."""
+    out = {}
+    for path in baselines.rglob("*.json"):
+        for label, record in json.loads(path.read_text())["profiles"].items():
+            out[label] = record
+    return out
+
+
+def test_modelled_device_time_is_gated_naming_the_operator_and_its_ms_before_and_after(
+        pytester: pytest.Pytester, shared_export_cache, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 26, item 5: with --sme2-device the baseline keeps each counted run's modelled time on the device;
+    unchanged, it passes; a wider first convolution fails on modelled time, naming the operator with the ms of
+    the baseline and the ms the changed model's own baseline records."""
+    monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)
+    device = ("-o", "sme2_device=apple-m4")
+    _project(pytester, shared_export_cache)
+    pytester.runpytest_inprocess("--sme2-update-baselines", *device).assert_outcomes(passed=1)
+    [(label, before)] = _modelled_records(pytester.path / "baselines").items()
+    kept = before["modelled"]
+    assert kept["device"] == "apple-m4" and kept["e2e_ms"] > 0
+    assert set(kept["ops"]) == set(before["instructions"]["ops"])  # one modelled time per counted operator
+    assert kept["e2e_ms"] >= sum(kept["ops"].values())
+    pytester.runpytest_inprocess(*device).assert_outcomes(passed=1)
+
+    _project(pytester, shared_export_cache, channels=48)  # the first convolution 32 -> 48 output channels
+    failed = pytester.runpytest_inprocess(*device)
+    failed.assert_outcomes(failed=1)
+    pytester.runpytest_inprocess("--sme2-update-baselines", "--sme2-baselines-dir=changed", *device)
+    after = _modelled_records(pytester.path / "changed")[label]["modelled"]
+    change = after["e2e_ms"] / kept["e2e_ms"] - 1
+    assert change > 0.02
+    [line] = [line for line in failed.stdout.lines if "modelled time on apple-m4" in line]
+    shown = re.search(r"modelled time on apple-m4 (\S+), most (.+?) (\d+\.\d+) -> (\d+\.\d+) ms", line)
+    assert shown, line
+    op = shown.group(2)
+    assert op in kept["ops"] and op in after["ops"]
+    assert shown.group(1, 3, 4) == (f"{change:+.1%}", f"{kept['ops'][op]:.4f}", f"{after['ops'][op]:.4f}")
+    grown = {name: after["ops"][name] - kept["ops"][name] for name in kept["ops"] if name in after["ops"]}
+    assert op == max(grown, key=grown.get)  # the operator that grew most is the one named
