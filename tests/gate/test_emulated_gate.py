@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -194,8 +196,14 @@ def test_modelled_device_time_is_gated_naming_the_operator_and_its_ms_before_and
     pytester.runpytest_inprocess(*device).assert_outcomes(passed=1)
 
     _project(pytester, shared_export_cache, channels=48)  # the first convolution 32 -> 48 output channels
-    failed = pytester.runpytest_inprocess(*device)
+    failed = pytester.runpytest_inprocess(*device, "--sme2-artifacts-dir=art")
     failed.assert_outcomes(failed=1)
+    # `pytest-sme2 check` judges the kept records again, without pytest: the same modelled verdict
+    [session] = [p for p in (pytester.path / "art").iterdir() if p.is_dir()]
+    judged = subprocess.run([sys.executable, "-m", "pytest_sme2.cli", "check", str(session)], cwd=pytester.path,
+                            capture_output=True, text=True, timeout=300)
+    assert judged.returncode == 1, judged.stdout + judged.stderr
+    [again] = [line for line in judged.stdout.splitlines() if "modelled time on apple-m4" in line]
     pytester.runpytest_inprocess("--sme2-update-baselines", "--sme2-baselines-dir=changed", *device)
     after = _modelled_records(pytester.path / "changed")[label]["modelled"]
     change = after["e2e_ms"] / kept["e2e_ms"] - 1
@@ -206,5 +214,6 @@ def test_modelled_device_time_is_gated_naming_the_operator_and_its_ms_before_and
     op = shown.group(2)
     assert op in kept["ops"] and op in after["ops"]
     assert shown.group(1, 3, 4) == (f"{change:+.1%}", f"{kept['ops'][op]:.4f}", f"{after['ops'][op]:.4f}")
+    assert again.strip() == line.strip()
     grown = {name: after["ops"][name] - kept["ops"][name] for name in kept["ops"] if name in after["ops"]}
     assert op == max(grown, key=grown.get)  # the operator that grew most is the one named
