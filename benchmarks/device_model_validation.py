@@ -8,7 +8,10 @@ table of published, modelled and error, end to end and per category:
     python benchmarks/device_model_validation.py [--device apple-m4] [--cache-dir DIR] [--json out.json]
 
 The export and the counted runs are cached (the export cache and the emulated result cache in
---cache-dir), so a second run only re-prices. A first run is long on a 2-core x86 machine: the export 3
+--cache-dir), so a second run only re-prices. ``--save-counts FILE`` keeps what pricing needs (per operator
+its instruction mix, bytes and graph node) as JSON, and ``--counts FILE`` prices such a file with no export
+or emulation at all: benchmarks/results/device_model_2026-11-27/ holds the counted runs so far, so a device
+file can be compared in seconds (``--sides on`` saves one side of a count that cannot finish in one go). A first run is long on a 2-core x86 machine: the export 3
 minutes, the SME2-on inference 19 minutes (qemu emulates FP16 outer products in software floating point),
 the SME2-off one well over half an hour (docs/performance.md, stop 39): start it in the background.
 """
@@ -37,7 +40,7 @@ PUBLISHED = {
 CATEGORIES = ("CONV", "GEMM", "ELEMENTWISE", "DATA_MOVEMENT", "OTHER")
 
 
-def counted_profiles(cache_dir: Path, session_dir: Path) -> dict[bool, "object"]:
+def counted_profiles(cache_dir: Path, session_dir: Path, sides: tuple[bool, ...] = (True, False)) -> dict[bool, "object"]:
     """SqueezeSAM FP16 counted once with SME2 on and once off on the emulated target (cached)."""
     from pytest_sme2 import Recipe
     from pytest_sme2.measure.runner import Runner
@@ -49,7 +52,7 @@ def counted_profiles(cache_dir: Path, session_dir: Path) -> dict[bool, "object"]
     try:
         exported = session.export("squeeze_sam", Recipe(dtype="fp16"))
         profiles = {}
-        for sme2 in (True, False):
+        for sme2 in sides:
             started = time.monotonic()
             profiles[sme2] = Runner(session, RunSpec(sme2=sme2, runs=1, warmup=0, timeout_s=5400.0),
                                     session.test_dir(f"squeeze_sam-sme2-{sme2}")).profile(exported)
@@ -58,6 +61,82 @@ def counted_profiles(cache_dir: Path, session_dir: Path) -> dict[bool, "object"]
         return profiles
     finally:
         session.close()
+
+
+class SavedCounts:
+    """What pricing one counted run needs (model_profile's inputs: per operator its instruction mix, bytes and
+    graph node; the mix outside operators; the run's vector length and threads), kept as JSON so a device
+    model can be re-priced without emulating again (SqueezeSAM's two counted inferences take over an hour).
+    ``modelled(device)`` gives what ``Profile.modelled(device)`` gives for the profile it was saved from."""
+
+    COLUMNS = ("event", "op", "category", "delegated")
+
+    def __init__(self, data: dict) -> None:
+        from pytest_sme2.evidence.instruction_classes import NAMES
+
+        if list(data.get("classes", ())) != list(NAMES):
+            raise SystemExit(f"saved counts of {data.get('label')} have instruction classes {data.get('classes')}; "
+                             f"this pytest-sme2 has {list(NAMES)}: count again")
+        self.data = data
+
+    @classmethod
+    def of(cls, profile: "object") -> "SavedCounts":
+        import numpy as np
+
+        from pytest_sme2.evidence.identity import anchors_of
+        from pytest_sme2.evidence.instruction_classes import NAMES
+
+        mix = profile.instruction_mix()
+        classes = profile.instructions.classes
+        ops = profile.ops
+        details = (profile.metadata.get("target") or {}).get("details") or {}
+        return cls({
+            "label": profile.label, "classes": list(NAMES),
+            "svl_bits": details.get("svl_bits"),
+            "threads": int(profile.metadata.get("runtime_threads") or (profile.metadata.get("run") or {}).get("threads")
+                           or 1),
+            "instructions_per_inference": float(profile.instructions_per_inference),
+            "ops": {column: [v.item() if hasattr(v, "item") else v for v in mix[column]] for column in cls.COLUMNS},
+            "mix": mix[list(NAMES)].to_numpy(dtype=float).tolist(),
+            "outside_mix": [float(np.median(classes[n].execute_values - classes[n].op_values.sum(axis=0)))
+                            for n in NAMES],
+            # bytes per operator from the program's work (null where unknown, as NaN is priced: no bytes)
+            **{key: [None if x != x else float(x) for x in ops[key]] if key in ops else [None] * len(ops)
+               for key in ("bytes_read", "bytes_written")},
+            "identities": anchors_of(profile.trace.ops, profile.work) if profile.work is not None else None,
+        })
+
+    @property
+    def instructions_per_inference(self) -> float:
+        return self.data["instructions_per_inference"]
+
+    def modelled(self, device: "str | object") -> "object":
+        import numpy as np
+        import pandas as pd
+
+        from pytest_sme2.profile.device_model import load_device, modelled_time
+
+        model = load_device(device) if isinstance(device, (str, Path)) else device
+        if self.data["svl_bits"] is not None and int(self.data["svl_bits"]) != model.svl_bits or \
+                self.data["threads"] > model.threads:
+            raise SystemExit(f"{self.data['label']} was counted at SVL {self.data['svl_bits']} with "
+                             f"{self.data['threads']} threads; {model.name} models SVL {model.svl_bits}, "
+                             f"{model.threads} thread(s)")
+        return modelled_time(model, self.data["label"], pd.DataFrame(self.data["ops"]),
+                             np.array(self.data["mix"], dtype=float), np.array(self.data["outside_mix"]),
+                             *(np.array([np.nan if x is None else x for x in self.data[key]], dtype=float)
+                               for key in ("bytes_read", "bytes_written")),
+                             self.data["identities"])
+
+
+def save_counts(profiles: dict, path: Path) -> None:
+    path.write_text(json.dumps({("on" if sme2 else "off"): SavedCounts.of(p).data for sme2, p in profiles.items()})
+                    + "\n")
+
+
+def load_counts(path: Path) -> dict:
+    data = json.loads(path.read_text())
+    return {side == "on": SavedCounts(data[side]) for side in ("on", "off") if side in data}
 
 
 def comparison(profiles: dict, device: "str | object") -> dict:
@@ -135,7 +214,7 @@ def device_file(base: "object", factors: dict[str, float], name: str, descriptio
 
     lines = [f"# {description}. Fitted by benchmarks/device_model_validation.py --fit; docs/device_model.md.",
              f'name = "{name}"', f'description = "{description}"',
-             f'validation = "fitted to published SqueezeSAM FP16 category times, not independently validated"',
+             'validation = "fitted to published SqueezeSAM FP16 category times, not independently validated"',
              f"svl_bits = {base.svl_bits}",
              f'source.svl_bits = "assumed equal to {base.name}\'s; no published source found"',
              f"threads = {base.threads}", 'source.threads = "the fit is of one-thread results"']
@@ -183,8 +262,19 @@ def main(argv: list[str] | None = None) -> int:
                         help="fit --device's SME, core and memory factors on apple-m4's rates to its published "
                              "SqueezeSAM category times, then compare the fitted model (a fit, labelled so)")
     parser.add_argument("--write", type=Path, help="with --fit: write the fitted device file here")
+    parser.add_argument("--save-counts", type=Path,
+                        help="write what pricing the counted runs needs as JSON here (re-price later with --counts)")
+    parser.add_argument("--counts", type=Path, help="price counts saved by --save-counts instead of counting")
+    parser.add_argument("--sides", choices=("both", "on", "off"), default="both",
+                        help="count only SME2 on or off (with --save-counts: to save one side of a long count)")
     args = parser.parse_args(argv)
-    profiles = counted_profiles(args.cache_dir, args.session_dir)
+    sides = {"both": (True, False), "on": (True,), "off": (False,)}[args.sides]
+    profiles = load_counts(args.counts) if args.counts else counted_profiles(args.cache_dir, args.session_dir, sides)
+    if args.save_counts:
+        save_counts(profiles, args.save_counts)
+    if set(profiles) != {True, False}:
+        print("one side counted: nothing to compare", file=sys.stderr)
+        return 0
     device: object = args.device
     if args.fit:
         from pytest_sme2.profile.device_model import load_device

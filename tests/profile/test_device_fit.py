@@ -66,3 +66,28 @@ def test_the_fit_recovers_the_factors_that_made_the_published_times(tmp_path: Pa
     assert "fitted: apple-m4's" in sme.sources["mopa_fp16"]
     result = validation.comparison(profiles, device)
     assert result["rows"]["E2E"]["speedup_error"] == pytest.approx(0.0, abs=1e-3)
+
+
+def test_saved_counts_price_exactly_as_the_profile_they_were_saved_from(tmp_path: Path) -> None:
+    """--save-counts keeps what pricing needs: re-priced from its JSON (no emulation), every operator's modelled ms,
+    each category's and the end to end are the profile's own, on the shipped device and on a scaled one."""
+    import json
+
+    profiles = {True: _profile(tmp_path, True), False: _profile(tmp_path, False)}
+    validation.save_counts(profiles, tmp_path / "counts.json")
+    saved = validation.load_counts(tmp_path / "counts.json")
+    assert set(saved) == {True, False}
+    scaled = validation.scaled(load_device("apple-m4"), "scaled", {"sme": 0.5, "core": 2.0, "memory": 1.0}, "test")
+    for sme2, profile in profiles.items():
+        for device in (load_device("apple-m4"), scaled):
+            direct, again = profile.modelled(device), saved[sme2].modelled(device)
+            assert again.e2e_ms == pytest.approx(direct.e2e_ms, rel=1e-12) and direct.e2e_ms > 0
+            assert again.category_ms == pytest.approx(direct.category_ms, rel=1e-12)
+            assert list(again.ops["modelled_ms"]) == pytest.approx(list(direct.ops["modelled_ms"]), rel=1e-12)
+            assert list(again.ops["identity"]) == list(direct.ops["identity"])
+    assert validation.comparison(saved, "apple-m4") == validation.comparison(profiles, "apple-m4")
+    data = json.loads((tmp_path / "counts.json").read_text())
+    data["on"]["classes"] = data["on"]["classes"][:-1]  # counted by a pytest-sme2 with other classes
+    (tmp_path / "old.json").write_text(json.dumps(data))
+    with pytest.raises(SystemExit, match="count again"):
+        validation.load_counts(tmp_path / "old.json")
