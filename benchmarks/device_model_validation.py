@@ -64,69 +64,34 @@ def counted_profiles(cache_dir: Path, session_dir: Path, sides: tuple[bool, ...]
 
 
 class SavedCounts:
-    """What pricing one counted run needs (model_profile's inputs: per operator its instruction mix, bytes and
-    graph node; the mix outside operators; the run's vector length and threads), kept as JSON so a device
-    model can be re-priced without emulating again (SqueezeSAM's two counted inferences take over an hour).
+    """One counted run's pricing inputs (device_model.PricingInputs) as kept in JSON, with its instruction total:
     ``modelled(device)`` gives what ``Profile.modelled(device)`` gives for the profile it was saved from."""
 
-    COLUMNS = ("event", "op", "category", "delegated")
-
     def __init__(self, data: dict) -> None:
-        from pytest_sme2.evidence.instruction_classes import NAMES
+        from pytest_sme2.errors import UsageError
+        from pytest_sme2.profile.device_model import PricingInputs
 
-        if list(data.get("classes", ())) != list(NAMES):
-            raise SystemExit(f"saved counts of {data.get('label')} have instruction classes {data.get('classes')}; "
-                             f"this pytest-sme2 has {list(NAMES)}: count again")
+        try:
+            self.inputs = PricingInputs.from_dict(data)
+        except UsageError as exc:
+            raise SystemExit(str(exc)) from None
         self.data = data
 
     @classmethod
     def of(cls, profile: "object") -> "SavedCounts":
-        import numpy as np
+        from pytest_sme2.profile.device_model import PricingInputs
 
-        from pytest_sme2.evidence.identity import anchors_of
-        from pytest_sme2.evidence.instruction_classes import NAMES
-
-        mix = profile.instruction_mix()
-        classes = profile.instructions.classes
-        ops = profile.ops
-        details = (profile.metadata.get("target") or {}).get("details") or {}
-        return cls({
-            "label": profile.label, "classes": list(NAMES),
-            "svl_bits": details.get("svl_bits"),
-            "threads": int(profile.metadata.get("runtime_threads") or (profile.metadata.get("run") or {}).get("threads")
-                           or 1),
-            "instructions_per_inference": float(profile.instructions_per_inference),
-            "ops": {column: [v.item() if hasattr(v, "item") else v for v in mix[column]] for column in cls.COLUMNS},
-            "mix": mix[list(NAMES)].to_numpy(dtype=float).tolist(),
-            "outside_mix": [float(np.median(classes[n].execute_values - classes[n].op_values.sum(axis=0)))
-                            for n in NAMES],
-            # bytes per operator from the program's work (null where unknown, as NaN is priced: no bytes)
-            **{key: [None if x != x else float(x) for x in ops[key]] if key in ops else [None] * len(ops)
-               for key in ("bytes_read", "bytes_written")},
-            "identities": anchors_of(profile.trace.ops, profile.work) if profile.work is not None else None,
-        })
+        return cls({**PricingInputs.of(profile).to_dict(),
+                    "instructions_per_inference": float(profile.instructions_per_inference)})
 
     @property
     def instructions_per_inference(self) -> float:
         return self.data["instructions_per_inference"]
 
     def modelled(self, device: "str | object") -> "object":
-        import numpy as np
-        import pandas as pd
+        from pytest_sme2.profile.device_model import load_device
 
-        from pytest_sme2.profile.device_model import load_device, modelled_time
-
-        model = load_device(device) if isinstance(device, (str, Path)) else device
-        if self.data["svl_bits"] is not None and int(self.data["svl_bits"]) != model.svl_bits or \
-                self.data["threads"] > model.threads:
-            raise SystemExit(f"{self.data['label']} was counted at SVL {self.data['svl_bits']} with "
-                             f"{self.data['threads']} threads; {model.name} models SVL {model.svl_bits}, "
-                             f"{model.threads} thread(s)")
-        return modelled_time(model, self.data["label"], pd.DataFrame(self.data["ops"]),
-                             np.array(self.data["mix"], dtype=float), np.array(self.data["outside_mix"]),
-                             *(np.array([np.nan if x is None else x for x in self.data[key]], dtype=float)
-                               for key in ("bytes_read", "bytes_written")),
-                             self.data["identities"])
+        return self.inputs.priced(load_device(device) if isinstance(device, (str, Path)) else device)
 
 
 def save_counts(profiles: dict, path: Path) -> None:

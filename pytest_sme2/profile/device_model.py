@@ -19,7 +19,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, Mapping
 
 import numpy as np
 import pandas as pd
@@ -267,35 +267,91 @@ class ModelledTime:
                 "category_ms": self.category_ms, "outside_ops_ms": self.outside_ops_ms}
 
 
+@dataclass(frozen=True)
+class PricingInputs:
+    """What pricing one counted run on a device needs, and nothing else: per operator (rows of ``ops``: event, op,
+    category, delegated) its instructions per class of NAMES and its bytes, its graph node, the instructions
+    outside every operator, and the vector length and threads it was counted with. ``to_dict`` is its JSON
+    form, so a long count (SqueezeSAM's, over an hour under emulation) can be kept and priced again on any
+    device file with no emulation (benchmarks/device_model_validation.py --save-counts)."""
+
+    label: str
+    ops: pd.DataFrame
+    mix: np.ndarray  # operators x NAMES
+    outside_mix: np.ndarray  # NAMES: Method::execute's instructions outside every operator (delegate calls, runtime)
+    bytes_read: np.ndarray  # NaN: unknown (priced as no bytes)
+    bytes_written: np.ndarray
+    identities: list[str] | None
+    svl_bits: int | None
+    threads: int
+
+    COLUMNS: ClassVar[tuple[str, ...]] = ("event", "op", "category", "delegated")
+
+    @classmethod
+    def of(cls, profile: "Profile") -> "PricingInputs | None":
+        """A profile's pricing inputs; None where it was not counted by instruction class."""
+        mix = profile.instruction_mix()
+        if mix is None:
+            return None
+        classes = profile.instructions.classes  # not None: instruction_mix() said so
+        outside = np.array([float(np.median(classes[n].execute_values - classes[n].op_values.sum(axis=0)))
+                            for n in NAMES])
+        ops = profile.ops
+        missing = np.full(len(mix), np.nan)
+        return cls(
+            label=profile.label, ops=mix[list(cls.COLUMNS)].reset_index(drop=True),
+            mix=mix[list(NAMES)].to_numpy(dtype=float), outside_mix=outside,
+            bytes_read=ops["bytes_read"].to_numpy(dtype=float) if "bytes_read" in ops else missing,
+            bytes_written=ops["bytes_written"].to_numpy(dtype=float) if "bytes_written" in ops else missing,
+            identities=anchors_of(profile.trace.ops, profile.work) if profile.work is not None else None,
+            svl_bits=((profile.metadata.get("target") or {}).get("details") or {}).get("svl_bits"),
+            threads=int(profile.metadata.get("runtime_threads") or (profile.metadata.get("run") or {}).get("threads")
+                        or 1))
+
+    def priced(self, model: DeviceModel) -> ModelledTime:
+        """Priced on ``model``; a UsageError where the model does not hold (another vector length, more threads)."""
+        if self.svl_bits is not None and int(self.svl_bits) != model.svl_bits:
+            raise UsageError(f"{self.label} was counted at a streaming vector length of {self.svl_bits} bits and "
+                             f"{model.name} has {model.svl_bits}: an outer product's work depends on it; count at "
+                             f"--sme2-emulated-svl={model.svl_bits}")
+        if self.threads > model.threads:
+            raise UsageError(f"{self.label} ran {self.threads} threads and {model.name} is modelled for "
+                             f"{model.threads}: threads share one SME unit per cluster (4 M4 threads reach the FMOPA "
+                             f"rate of one), which this model does not cover; model a threads=1 variant")
+        return modelled_time(model, self.label, self.ops, self.mix, self.outside_mix, self.bytes_read,
+                             self.bytes_written, self.identities)
+
+    def to_dict(self) -> dict[str, Any]:
+        unknown_as_null = (lambda values: [None if x != x else float(x) for x in values])  # noqa: E731
+        return {"label": self.label, "classes": list(NAMES), "svl_bits": self.svl_bits, "threads": self.threads,
+                "ops": {c: [v.item() if hasattr(v, "item") else v for v in self.ops[c]] for c in self.COLUMNS},
+                "mix": self.mix.tolist(), "outside_mix": self.outside_mix.tolist(),
+                "bytes_read": unknown_as_null(self.bytes_read), "bytes_written": unknown_as_null(self.bytes_written),
+                "identities": self.identities}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "PricingInputs":
+        """``to_dict``'s form back; a UsageError when it was counted with other instruction classes."""
+        if list(data.get("classes", ())) != list(NAMES):
+            raise UsageError(f"saved counts of {data.get('label')} have the instruction classes "
+                             f"{data.get('classes')}; this pytest-sme2 counts {list(NAMES)}: count again")
+        as_array = (lambda values: np.array([np.nan if x is None else x for x in values], dtype=float))  # noqa: E731
+        return cls(label=data["label"], ops=pd.DataFrame(dict(data["ops"])), mix=np.array(data["mix"], dtype=float),
+                   outside_mix=np.array(data["outside_mix"], dtype=float), bytes_read=as_array(data["bytes_read"]),
+                   bytes_written=as_array(data["bytes_written"]), identities=data["identities"],
+                   svl_bits=data["svl_bits"], threads=int(data["threads"]))
+
+
 def model_profile(profile: "Profile", device: "str | Path | DeviceModel") -> ModelledTime:
     """``profile``'s counted instruction classes and its operators' bytes priced on ``device`` (a shipped name,
     a device file or a DeviceModel; Profile.modelled), refused with a UsageError saying why where the model
     does not hold."""
     model = device if isinstance(device, DeviceModel) else load_device(device)
-    mix = profile.instruction_mix()
-    if mix is None:
+    inputs = PricingInputs.of(profile)
+    if inputs is None:
         raise UsageError(f"{profile.label} has no instruction classes to model {model.name} with: modelled time needs "
                          f"a run counted under emulation (--sme2-target=emulated, or auto on a CPU without SME2)")
-    svl = ((profile.metadata.get("target") or {}).get("details") or {}).get("svl_bits")
-    if svl is not None and int(svl) != model.svl_bits:
-        raise UsageError(f"{profile.label} was counted at a streaming vector length of {svl} bits and {model.name} "
-                         f"has {model.svl_bits}: an outer product's work depends on it; count at "
-                         f"--sme2-emulated-svl={model.svl_bits}")
-    threads = int(profile.metadata.get("runtime_threads") or (profile.metadata.get("run") or {}).get("threads") or 1)
-    if threads > model.threads:
-        raise UsageError(f"{profile.label} ran {threads} threads and {model.name} is modelled for {model.threads}: "
-                         f"threads share one SME unit per cluster (4 M4 threads reach the FMOPA rate of one), "
-                         f"which this model does not cover; model a threads=1 variant")
-    classes = profile.instructions.classes  # not None: instruction_mix() said so
-    # per class, Method::execute's instructions outside every operator (the delegate calls' own, the runtime's)
-    outside = np.array([float(np.median(classes[n].execute_values - classes[n].op_values.sum(axis=0))) for n in NAMES])
-    ops = profile.ops
-    missing = np.full(len(mix), np.nan)
-    read = ops["bytes_read"].to_numpy(dtype=float) if "bytes_read" in ops else missing
-    written = ops["bytes_written"].to_numpy(dtype=float) if "bytes_written" in ops else missing
-    identities = anchors_of(profile.trace.ops, profile.work) if profile.work is not None else None
-    return modelled_time(model, profile.label, mix, mix[list(NAMES)].to_numpy(dtype=float), outside, read, written,
-                         identities)
+    return inputs.priced(model)
 
 
 def modelled_time(device: DeviceModel, label: str, ops: pd.DataFrame, mix: np.ndarray, outside_mix: np.ndarray,

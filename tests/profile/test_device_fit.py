@@ -91,3 +91,20 @@ def test_saved_counts_price_exactly_as_the_profile_they_were_saved_from(tmp_path
     (tmp_path / "old.json").write_text(json.dumps(data))
     with pytest.raises(SystemExit, match="count again"):
         validation.load_counts(tmp_path / "old.json")
+
+
+def test_the_kept_squeeze_sam_counts_load_and_hold_the_whole_inference() -> None:
+    """benchmarks/results/device_model_2026-11-27/squeeze_sam_counts.json (SqueezeSAM FP16 counted under emulation,
+    kept so re-pricing needs no hour of emulation): loads with this pytest-sme2's classes, its operators' classes and
+    the instructions outside them add up to the inference it was counted as, and it prices on the shipped device."""
+    import numpy as np
+
+    path = Path(validation.REPO, "benchmarks", "results", "device_model_2026-11-27", "squeeze_sam_counts.json")
+    saved = validation.load_counts(path)
+    assert True in saved  # SME2 on: counted in stop 42 (the off side takes 47 minutes more)
+    for counts in saved.values():
+        inputs = counts.inputs
+        total = float(np.sum(inputs.mix) + np.sum(inputs.outside_mix))
+        assert total == pytest.approx(counts.instructions_per_inference, rel=1e-6)
+        modelled = counts.modelled("apple-m4")
+        assert modelled.e2e_ms > 0 and len(modelled.ops) == len(inputs.ops)
