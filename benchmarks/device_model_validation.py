@@ -95,8 +95,11 @@ class SavedCounts:
 
 
 def save_counts(profiles: dict, path: Path) -> None:
-    path.write_text(json.dumps({("on" if sme2 else "off"): SavedCounts.of(p).data for sme2, p in profiles.items()})
-                    + "\n")
+    """Write the counted sides into ``path``, keeping a side already there that was not counted now (a long count
+    done one side per session adds to the same file)."""
+    kept = json.loads(path.read_text()) if path.is_file() else {}
+    kept.update({("on" if sme2 else "off"): SavedCounts.of(p).data for sme2, p in profiles.items()})
+    path.write_text(json.dumps(kept) + "\n")
 
 
 def load_counts(path: Path) -> dict:
