@@ -758,6 +758,7 @@ def modelled_verdicts(label: str, current: Mapping[str, Any], baseline: Mapping[
     now, then = current.get("modelled"), baseline.get("modelled")
     if not now and not then:
         return []
+
     def skipped(why: str) -> list[Verdict]:
         return [Verdict("modelled", SKIPPED, label, f"modelled device time not judged: {why}")]
 
