@@ -100,12 +100,12 @@ def _append_history(config: pytest.Config, test_entry: dict[str, Any]) -> None:
 
 
 def _build(item: pytest.Item, report: pytest.TestReport) -> dict[str, Any] | None:
-    from pytest_sme2.plugin import profiles_of, session_of, setting
+    from pytest_sme2.plugin import DEVICE_KEY, profiles_of, session_of
 
     profiles = profiles_of(item)
     if not profiles:
         return None
-    test_entry = build_test_entry(item.nodeid, profiles, device=setting(item.config, "device") or None)
+    test_entry = build_test_entry(item.nodeid, profiles, device=item.config.stash.get(DEVICE_KEY, None))
     session = session_of(item.config)
     if session is not None:
         test_entry["test_dir"] = str(session.test_dir(item.nodeid))

@@ -20,13 +20,16 @@ instructions SME2 on needed.
 from __future__ import annotations
 
 import warnings
-from typing import Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 import numpy as np
 
 from pytest_sme2.evidence.categories import Category, classify
 from pytest_sme2.profile import stats
 from pytest_sme2.profile.profile import INSTRUCTIONS, TIME, Profile
+
+if TYPE_CHECKING:
+    from pytest_sme2.profile.device_model import DeviceModel
 
 TOP_OPS = 12  # operators listed per comparison
 EMULATED_NOTE = "emulated timing is not hardware timing"
@@ -99,7 +102,7 @@ def _match_ops(on: dict[str, np.ndarray], off: dict[str, np.ndarray]) -> list[tu
     return pairs
 
 
-def compare(on: Profile, off: Profile, top: int = TOP_OPS, device: str | None = None) -> dict[str, Any]:
+def compare(on: Profile, off: Profile, top: int = TOP_OPS, device: "str | DeviceModel | None" = None) -> dict[str, Any]:
     """How SME2 on differs from off: E2E speedup, category shift, per-operator speedups; for counted runs and a
     ``device``, also the modelled comparison on it (``modelled``)."""
     emulated = on.emulated or off.emulated
@@ -197,7 +200,7 @@ def profile_entry(profile: Profile) -> dict[str, Any]:
     return profile.to_dict()
 
 
-def build_test_entry(nodeid: str, profiles: list[Profile], device: str | None = None) -> dict[str, Any]:
+def build_test_entry(nodeid: str, profiles: list[Profile], device: "str | DeviceModel | None" = None) -> dict[str, Any]:
     """Everything the reports show about one test, as JSON-ready data; ``device``: the device model whose
     modelled time comparisons of counted runs also carry (--sme2-device)."""
     return {
@@ -207,17 +210,18 @@ def build_test_entry(nodeid: str, profiles: list[Profile], device: str | None = 
     }
 
 
-def modelled_comparison(on: Profile, off: Profile, device: str) -> dict[str, Any]:
+def modelled_comparison(on: Profile, off: Profile, device: "str | DeviceModel") -> dict[str, Any]:
     """SME2 on against off priced on a device model (device_model.py): modelled ms and speedup, end to end and
-    per category, and the operators modelled slower with SME2; or why the model refused these profiles."""
+    per category, and the operators modelled slower with SME2; or why the model refused these profiles.
+    ``device``: a DeviceModel (the plugin's, read once at configure) or a name or path to read now."""
     from pytest_sme2.errors import UsageError
-    from pytest_sme2.profile.device_model import load_device
+    from pytest_sme2.profile.device_model import DeviceModel, load_device
 
     try:
-        model = load_device(device)  # read once for both profiles
+        model = device if isinstance(device, DeviceModel) else load_device(device)  # one read for both profiles
         m_on, m_off = on.modelled(model), off.modelled(model)
     except UsageError as exc:
-        return {"device": str(device), "refused": str(exc)}
+        return {"device": device.name if isinstance(device, DeviceModel) else str(device), "refused": str(exc)}
     speedup = m_on.speedup_over(m_off)
     slower = m_on.slower_than(m_off)
     return {
