@@ -72,36 +72,6 @@ def repo(tmp_path: Path, shared_export_cache: Path) -> Path:
     return root
 
 
-def test_bisect_names_the_commit_that_added_a_portable_operator(repo: Path, monkeypatch: pytest.MonkeyPatch,
-                                                                capsys: pytest.CaptureFixture[str]) -> None:
-    """The ini keeps the default policy (a missing baseline fails the test) and no commit has a baseline: bisect
-    must still name the commit that added cumsum, not the one after GOOD (docs: readme), and say why it is bad.
-    (One bisection over the whole history checks both: it once ran twice, with and without baselines, 70 s each.)"""
-    commits = _git(repo, "log", "--format=%H %s", "--reverse").splitlines()
-    good, bad = commits[0].split()[0], commits[-1].split()[0]
-    culprit = next(line.split()[0] for line in commits if "cumulative sum" in line)
-    monkeypatch.chdir(repo)
-    out = repo.parent / "bisect-out"
-    assert main(["bisect", good, bad, "--out", str(out), "--", "test_perf.py", "-p", "no:cacheprovider"]) == 0
-    printed = capsys.readouterr().out
-    assert f"first bad commit: {culprit[:12]} net: cumulative sum of the output" in printed  # not docs: readme
-    steps = [json.loads(line) for line in (out / "steps.jsonl").read_text().splitlines()]
-    assert {s["verdict"] for s in steps} <= {"good", "bad"} and steps
-    assert all(Path(s["artifacts"], "pytest.log").is_file() for s in steps)  # each step's session kept
-    assert any(s["commit"] == culprit and s["verdict"] == "bad" for s in steps)
-    assert [(s["role"], s["commit"]) for s in steps[:2]] == [("good end", good), ("bad end", bad)]  # checked first
-    by_commit = {s["commit"]: s for s in steps}
-    assert by_commit[good]["verdict"] == "good" and by_commit[good]["reason"] == ""
-    why = by_commit[culprit]["reason"]  # the gate's own message (not a missing baseline), whole up to ~160 characters
-    assert why.startswith("FAILED test_perf.py::test_net - AssertionError: ") and "portable kernels" in why
-    assert len(why) <= 160
-    assert f"first bad commit: {culprit[:12]} net: cumulative sum of the output: {why} (" in printed
-    step_lines = (out / "bisect.log").read_text()  # what each step printed, as git bisect run shows it
-    assert f"{culprit[:12]} net: cumulative sum of the output: bad: {why}\n" in step_lines
-    assert _git(repo, "rev-parse", "HEAD") == bad  # the checkout is restored
-    assert not (repo / ".git" / "BISECT_LOG").exists()
-
-
 def test_a_failing_good_end_stops_before_bisecting(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from pytest_sme2.cli import bisect
 
@@ -220,18 +190,35 @@ def test_bisect_names_a_commit_that_changes_only_an_imported_module(package_repo
                                                                    monkeypatch: pytest.MonkeyPatch,
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
     """The export cache keys the traced program, not the file defining get_eager_model: the commit that
-    touches only mynet/blocks.py is re-exported, and named."""
+    touches only mynet/blocks.py is re-exported, and named. The ini keeps the default policy (a missing baseline
+    fails the test) and no commit has a baseline: bisect must still name the commit that added cumsum, not the
+    one after GOOD (docs: readme), and say why it is bad. (One bisection checks all of this: it once ran three
+    times, with and without baselines and over a single-file model, 50-70 s each.)"""
     commits = _git(package_repo, "log", "--format=%H %s", "--reverse").splitlines()
     good, bad = commits[0].split()[0], commits[-1].split()[0]
     culprit = next(line.split()[0] for line in commits if "cumulative sum" in line)
     assert _git(package_repo, "show", "--format=", "--name-only", culprit) == "mynet/blocks.py"
     monkeypatch.chdir(package_repo)
     out = package_repo.parent / "bisect-out"
-    assert main(["bisect", good, bad, "--out", str(out), "--", "test_perf.py", "-p", "no:cacheprovider",
-                 "--sme2-no-baselines"]) == 0
-    assert f"first bad commit: {culprit[:12]} blocks: cumulative sum of the output" in capsys.readouterr().out
+    assert main(["bisect", good, bad, "--out", str(out), "--", "test_perf.py", "-p", "no:cacheprovider"]) == 0
+    printed = capsys.readouterr().out
+    assert f"first bad commit: {culprit[:12]} blocks: cumulative sum of the output" in printed  # not docs: readme
     steps = [json.loads(line) for line in (out / "steps.jsonl").read_text().splitlines()]
-    assert [(s["role"], s["verdict"]) for s in steps[:2]] == [("good end", "good"), ("bad end", "bad")]
+    assert {s["verdict"] for s in steps} <= {"good", "bad"} and steps
+    assert all(Path(s["artifacts"], "pytest.log").is_file() for s in steps)  # each step's session kept
+    assert any(s["commit"] == culprit and s["verdict"] == "bad" for s in steps)
+    assert [(s["role"], s["commit"], s["verdict"]) for s in steps[:2]] == [("good end", good, "good"),
+                                                                          ("bad end", bad, "bad")]  # checked first
+    by_commit = {s["commit"]: s for s in steps}
+    assert by_commit[good]["reason"] == ""
+    why = by_commit[culprit]["reason"]  # the gate's own message (not a missing baseline), whole up to ~160 characters
+    assert why.startswith("FAILED test_perf.py::test_net - AssertionError: ") and "portable kernels" in why
+    assert len(why) <= 160
+    assert f"first bad commit: {culprit[:12]} blocks: cumulative sum of the output: {why} (" in printed
+    step_lines = (out / "bisect.log").read_text()  # what each step printed, as git bisect run shows it
+    assert f"{culprit[:12]} blocks: cumulative sum of the output: bad: {why}\n" in step_lines
+    assert _git(package_repo, "rev-parse", "HEAD") == bad  # the checkout is restored
+    assert not (package_repo / ".git" / "BISECT_LOG").exists()
 
 
 SLOW_TEST = '''
