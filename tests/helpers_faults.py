@@ -50,11 +50,17 @@ def environment() -> dict[str, str]:
     return env
 
 
-def _sigint_default() -> None:
-    """In the child before exec: SIGINT back to its default, as in a pytest started from a terminal. One started
-    from a background job of a non-interactive shell (`make test &`) inherits SIGINT ignored, and would then
-    never see the Ctrl-C the interrupt tests send."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+# The signals the interrupt tests send, each of which ends a pytest started from a terminal.
+SENT_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _signals_default() -> None:
+    """In the child before exec: the signals the tests send back to their defaults, as in a pytest started from a
+    terminal. One started from a background job of a non-interactive shell (`make test &`) inherits SIGINT
+    ignored, and one under `nohup` SIGHUP ignored (a rehearsal of CI under nohup failed the SIGHUP test so):
+    the inner pytest would never see the signal the test sends."""
+    for sig in SENT_SIGNALS:
+        signal.signal(sig, signal.SIG_DFL)
 
 
 def start_pytest(project: Path, *args: str, prefix: Iterable[str] = ()) -> subprocess.Popen:
@@ -62,7 +68,7 @@ def start_pytest(project: Path, *args: str, prefix: Iterable[str] = ()) -> subpr
     out = open(project / "out.txt", "wb")
     try:
         process = subprocess.Popen(pytest_command(*args, prefix=prefix), cwd=project, env=environment(), stdout=out,
-                                   stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_sigint_default)
+                                   stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_signals_default)
     finally:
         out.close()
     process.output_path = project / "out.txt"  # type: ignore[attr-defined]  # for interrupt()'s diagnosis
