@@ -89,9 +89,9 @@ class SavedCounts:
         return self.data["instructions_per_inference"]
 
     def modelled(self, device: "str | object") -> "object":
-        from pytest_sme2.profile.device_model import load_device
+        from pytest_sme2.profile.device_model import device_of
 
-        return self.inputs.priced(load_device(device) if isinstance(device, (str, Path)) else device)
+        return self.inputs.priced(device_of(device))
 
 
 def save_counts(profiles: dict, path: Path) -> None:

@@ -120,6 +120,12 @@ def load_device(name_or_path: str | Path) -> DeviceModel:
     return _checked(data, path)
 
 
+def device_of(device: "str | Path | DeviceModel") -> DeviceModel:
+    """``device`` itself when it is a DeviceModel already (the plugin reads --sme2-device once, at configure),
+    else the shipped device or device file it names (load_device)."""
+    return device if isinstance(device, DeviceModel) else load_device(device)
+
+
 def _checked(data: dict[str, Any], path: Path) -> DeviceModel:
     """The DeviceModel of a device file's contents; a UsageError naming the file and the field otherwise."""
     def fail(what: str) -> UsageError:
@@ -346,7 +352,7 @@ def model_profile(profile: "Profile", device: "str | Path | DeviceModel") -> Mod
     """``profile``'s counted instruction classes and its operators' bytes priced on ``device`` (a shipped name,
     a device file or a DeviceModel; Profile.modelled), refused with a UsageError saying why where the model
     does not hold."""
-    model = device if isinstance(device, DeviceModel) else load_device(device)
+    model = device_of(device)
     inputs = PricingInputs.of(profile)
     if inputs is None:
         raise UsageError(f"{profile.label} has no instruction classes to model {model.name} with: modelled time needs "

@@ -215,10 +215,10 @@ def modelled_comparison(on: Profile, off: Profile, device: "str | DeviceModel") 
     per category, and the operators modelled slower with SME2; or why the model refused these profiles.
     ``device``: a DeviceModel (the plugin's, read once at configure) or a name or path to read now."""
     from pytest_sme2.errors import UsageError
-    from pytest_sme2.profile.device_model import DeviceModel, load_device
+    from pytest_sme2.profile.device_model import DeviceModel, device_of
 
     try:
-        model = device if isinstance(device, DeviceModel) else load_device(device)  # one read for both profiles
+        model = device_of(device)  # one read for both profiles
         m_on, m_off = on.modelled(model), off.modelled(model)
     except UsageError as exc:
         return {"device": device.name if isinstance(device, DeviceModel) else str(device), "refused": str(exc)}
