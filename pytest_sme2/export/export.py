@@ -26,12 +26,17 @@ from pytest_sme2.errors import DamagedCacheEntryWarning, ExportError, StorageErr
 from pytest_sme2.export import export_key
 from pytest_sme2.export.work import FACTS_FILE, FACTS_VERSION, decode_facts, facts_document, write_facts
 from pytest_sme2.model.registry import Model
-from pytest_sme2.system.digests import file_sha256
+from pytest_sme2.system.digests import file_sha256, tree_digest
 from pytest_sme2.system.locks import entry_lock
 
 # 2: int8 reference outputs come from the quantized model; 3: keyed by the traced program's content;
 # 4: export.json holds every file's sha256, checked whenever the entry is used
 EXPORT_FORMAT_VERSION = 4
+# Everything that turns a traced program into a cache entry (lowering, quantization, partitioner settings,
+# the facts and reference outputs written beside the program) is in this folder: its source is in every key,
+# so a pytest-sme2 upgrade or an edit that lowers differently is a miss, not a stale program.
+EXPORT_CODE = Path(__file__).resolve().parent
+EXPORT_CODE_SUFFIXES = (".py",)
 DTYPES = ("fp32", "fp16", "int8")
 QUANT_MODES = ("static", "dynamic")
 PARTITIONERS = ("xnnpack", "none")
@@ -139,9 +144,14 @@ def tool_versions() -> dict[str, str]:
     return {"torch": str(torch.__version__), "executorch": str(executorch.version.__version__)}
 
 
+def export_code_digest() -> str:
+    """sha256 of pytest-sme2's export code (every ``.py`` file of this folder)."""
+    return tree_digest(EXPORT_CODE, EXPORT_CODE_SUFFIXES)
+
+
 def versions() -> dict[str, Any]:
-    """The tool versions and format in every cache key."""
-    return {"format": EXPORT_FORMAT_VERSION, **tool_versions()}
+    """The tool versions, the export code and the format in every cache key."""
+    return {"format": EXPORT_FORMAT_VERSION, "export_code": export_code_digest(), **tool_versions()}
 
 
 def trace(model: Model, recipe: Recipe) -> Traced:

@@ -13,7 +13,6 @@ answer (``computing``) instead of emulating it twice. docs/targets.md, "The resu
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import os
@@ -25,7 +24,7 @@ from pathlib import Path
 from typing import Any, ContextManager, Iterable, Mapping
 
 from pytest_sme2.errors import DamagedCacheEntryWarning, StorageError
-from pytest_sme2.system.digests import file_sha256
+from pytest_sme2.system.digests import file_sha256, tree_digest
 from pytest_sme2.system.locks import entry_lock
 from pytest_sme2.system.safe_files import copy_file, write_file
 
@@ -40,19 +39,7 @@ CODE_SUFFIXES = (".py", ".c", ".cpp", ".h", ".txt", ".cmake")
 
 def code_digest(root: Path = PACKAGE) -> str:
     """sha256 of every source file under ``root`` (relative path and bytes, in sorted order)."""
-    return _code_digest(str(root))
-
-
-@functools.lru_cache(maxsize=4)
-def _code_digest(root: str) -> str:
-    # Once per process: the package does not change under a running session.
-    digest = hashlib.sha256()
-    base = Path(root)
-    for path in sorted(p for p in base.rglob("*") if p.suffix in CODE_SUFFIXES and p.is_file()
-                       and "__pycache__" not in p.parts):
-        digest.update(str(path.relative_to(base)).encode() + b"\0")
-        digest.update(path.read_bytes() + b"\0")
-    return digest.hexdigest()
+    return tree_digest(root, CODE_SUFFIXES)
 
 
 @dataclass(frozen=True)

@@ -1,13 +1,17 @@
-"""The sha256 of a file's bytes: what cache keys and cache entries are checked by.
+"""The sha256 of a file's bytes, and of a source tree: what cache keys and cache entries are checked by.
 
-Why one function: the export cache, the result cache and a profile's provenance all name a file by
-its content; reading it in 1 MiB chunks keeps a large program or library out of memory.
+Why one module: the export cache, the result cache and a profile's provenance all name a file by
+its content; reading it in 1 MiB chunks keeps a large program or library out of memory. Both caches
+also key on the code that computes their answer (a source tree's digest), so an upgrade or an edit of
+that code is a miss, never a stale answer.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
+from pathlib import Path
 
 
 def file_sha256(path: str | os.PathLike[str]) -> str:
@@ -15,4 +19,22 @@ def file_sha256(path: str | os.PathLike[str]) -> str:
     with open(path, "rb") as handle:
         while chunk := handle.read(1 << 20):
             digest.update(chunk)
+    return digest.hexdigest()
+
+
+def tree_digest(root: str | os.PathLike[str], suffixes: tuple[str, ...]) -> str:
+    """sha256 of every file under ``root`` whose name ends in one of ``suffixes`` (relative path and bytes,
+    in sorted order; ``__pycache__`` left out): what a cache keys "the code that computes the answer" by."""
+    return _tree_digest(str(Path(root).resolve()), tuple(suffixes))
+
+
+@functools.lru_cache(maxsize=8)
+def _tree_digest(root: str, suffixes: tuple[str, ...]) -> str:
+    # Once per process and tree: the package does not change under a running session.
+    digest = hashlib.sha256()
+    base = Path(root)
+    for path in sorted(p for p in base.rglob("*") if p.suffix in suffixes and p.is_file()
+                       and "__pycache__" not in p.parts):
+        digest.update(str(path.relative_to(base)).encode() + b"\0")
+        digest.update(path.read_bytes() + b"\0")
     return digest.hexdigest()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -15,10 +16,13 @@ from typing import Iterator
 
 import pytest
 
+import pytest_sme2.export.export as export_module
 from conftest import REPO, TINY_MODEL
 from pytest_sme2 import Recipe
-from pytest_sme2.export.export import ExportedModel, cache_key, export
+from pytest_sme2.export.export import EXPORT_CODE_SUFFIXES, ExportedModel, cache_key, export
 from pytest_sme2.model.registry import ModelRegistry
+from pytest_sme2.system import digests
+from pytest_sme2.system.digests import tree_digest
 
 
 def _registry(tmp_path: Path, name: str, text: str) -> ModelRegistry:
@@ -214,6 +218,29 @@ def test_changed_calibration_values_change_the_int8_key_only(package: Path) -> N
     (static_a, dynamic_a, fp32_a), (static_b, dynamic_b, fp32_b) = registry_keys
     assert static_a != static_b  # the quantizer observes the calibration values
     assert dynamic_a == dynamic_b and fp32_a == fp32_b  # they never see them
+
+
+def test_the_export_code_is_in_the_key(package: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pytest-sme2 upgrade or an edit that lowers differently (partitioner, quantizer, the files written
+    beside the program) misses the cache: the export folder's source is an ingredient of every key."""
+    tree = shutil.copytree(REPO / "pytest_sme2" / "export", tmp_path / "export",
+                           ignore=shutil.ignore_patterns("__pycache__"))
+    before = tree_digest(tree, EXPORT_CODE_SUFFIXES)
+    lowering = tree / "export.py"
+    lowering.write_bytes(lowering.read_bytes() + b" ")  # one byte
+    digests._tree_digest.cache_clear()
+    assert tree_digest(tree, EXPORT_CODE_SUFFIXES) != before
+    assert export_module.export_code_digest() == tree_digest(REPO / "pytest_sme2" / "export", (".py",))
+
+    cache = tmp_path / "cache"
+    first = _export_package(package, cache)
+    monkeypatch.setattr(export_module, "export_code_digest", lambda: "another lowering")
+    changed = _export_package(package, cache)
+    assert not changed.from_cache and changed.cache_key != first.cache_key
+    monkeypatch.undo()
+    again = _export_package(package, cache)
+    assert again.from_cache and again.cache_key == first.cache_key
+    assert json.loads((first.directory / "export.json").read_text())["export_code"] == export_module.export_code_digest()
 
 
 def test_edit_then_revert_gets_the_original_program_back(package: Path, tmp_path: Path) -> None:

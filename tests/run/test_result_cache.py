@@ -21,6 +21,7 @@ from pytest_sme2.run.result_cache import MANIFEST, ResultCache, code_digest, run
 from pytest_sme2.run.targets import RunSpec
 from pytest_sme2.run.targets import emulated as emulated_module
 from pytest_sme2.run.targets.emulated import EmulatedTarget, loaded_libraries
+from pytest_sme2.system import digests
 
 STATUS = emulation_setup.status()
 needs_emulation = pytest.mark.skipif(not STATUS.ready, reason=f"emulated target not ready: {STATUS.problem}")
@@ -82,12 +83,12 @@ def test_the_code_digest_changes_with_one_byte_of_the_counting_code(tmp_path: Pa
     before = code_digest(tree)
     counting = tree / "evidence" / "qemu_counts.py"
     counting.write_text(counting.read_text() + "\n# one more line\n")
-    rc._code_digest.cache_clear()
+    digests._tree_digest.cache_clear()
     assert code_digest(tree) != before
     counter = tree / "run" / "native" / "exec_counter.c"
     after_python = code_digest(tree)
     counter.write_text(counter.read_text() + "\n/* one more line */\n")
-    rc._code_digest.cache_clear()
+    digests._tree_digest.cache_clear()
     assert code_digest(tree) != after_python
     assert code_digest() == code_digest(REPO / "pytest_sme2")  # the installed package is what a run keys on
 
