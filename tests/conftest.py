@@ -133,16 +133,22 @@ def _torch_trace_log_stays_private(request: pytest.FixtureRequest) -> Iterator[N
 
 
 @pytest.fixture(scope="session")
-def shared_export_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One export (and result) cache for the whole test run, shared by its xdist workers, so each model is
-    exported once per run, not once per worker and per test file (issue 25: the bundled mobilenet was exported
-    seven times in one `make test`). Two workers wanting one entry export it once: the cache locks each key.
-    Tests that check a miss, a fresh export or a damaged entry use a folder of their own."""
-    base = tmp_path_factory.getbasetemp()
-    # Under xdist each worker's basetemp is <run>/popen-gwN; <run> is the controller's, one per test run.
-    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
-    cache = root / "shared-sme2-cache"
-    cache.mkdir(exist_ok=True)
+def shared_export_cache() -> Path:
+    """The checkout's own export and result cache, ``.sme2/cache``: the folder `make perf` (the perf suite's
+    default ``sme2_cache_dir``) uses, shared by this run's xdist workers, by later runs and by the perf suite.
+
+    Why there and not in a temporary folder: both caches are keyed by the content of everything that can change
+    their answer (the traced program, inputs, recipe, versions and pytest-sme2's export code; the program,
+    runner, libraries, qemu, CPU settings, run settings and the package's code for a counted run), which
+    tests/export and tests/run prove ingredient by ingredient, so an entry made by a test is the answer any
+    later session would compute. Each model is exported once per run, not once per worker and per test file
+    (issue 25: the bundled mobilenet was exported seven times in one `make test`); a second `make test` with no
+    change exports nothing again; and CI's `make perf` after `make test` re-uses the bundled models' exports
+    and counted runs the tests made. Two workers wanting one entry export it once: the cache locks each key.
+    Tests that check a miss, a fresh export or a damaged entry use a folder of their own. Delete
+    ``.sme2/cache`` for a run with nothing cached."""
+    cache = REPO / ".sme2" / "cache"
+    cache.mkdir(parents=True, exist_ok=True)
     return cache
 
 
