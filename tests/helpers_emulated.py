@@ -1,11 +1,13 @@
 """Counted profiles of one real program under emulation, for tests that need its exact counts.
 
 One place for what four tests did alike: skip without the emulated target, register the bundled models or
-write a test's own model file, export it, count one run per SME2 setting, close the session.
+write a test's own model file, export it, count one run per SME2 setting, close the session; and one place
+for what "a cached answer equals a fresh run" compares.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Sequence
 
@@ -44,3 +46,22 @@ def counted_profiles(root: Path, model: str, sme2s: Sequence[bool], *, source: s
                 for i, sme2 in enumerate(sme2s)]
     finally:
         session.close()
+
+
+# Every counted quantity a profile's dict carries: a cached answer must give each of them exactly.
+COUNTED = ("per_inference", "sme_per_inference", "sme_share_of_conv_gemm", "shares", "delegation_coverage",
+           "sme_path_share", "ops", "sme_kernels", "op_identity", "load", "init", "mix")
+
+
+def assert_cached_equals_fresh(fresh: Sequence, cached: Sequence) -> None:
+    """``cached[i]`` (answered from the result cache) equals ``fresh[i]`` (emulated and stored) in every counted
+    quantity, the shares and the SME kernels that ran; both name the same cache entry."""
+    assert len(fresh) == len(cached)
+    for a, b in zip(fresh, cached):
+        assert a.metadata["result_cache"]["cached"] is False and b.metadata["result_cache"]["cached"] is True
+        assert a.metadata["result_cache"]["key"] == b.metadata["result_cache"]["key"]
+        counted_a, counted_b = a.to_dict()["instructions"], b.to_dict()["instructions"]
+        assert set(COUNTED) <= set(counted_a)
+        assert json.dumps(counted_a, sort_keys=True) == json.dumps(counted_b, sort_keys=True)
+        assert a.executed_sme_kernels == b.executed_sme_kernels
+        assert a.to_dict()["shares"] == b.to_dict()["shares"]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers_emulated import counted_profiles
+from helpers_emulated import assert_cached_equals_fresh, counted_profiles
 
 from pytest_sme2.evidence.qemu_counts import QEMU_LOG_FLAGS, AddressSpace, ExecutedBlocks
 from pytest_sme2.run import emulation_setup as emulation
@@ -153,6 +153,15 @@ def test_two_runs_of_a_real_model_count_the_same_for_every_event(mobilenet_count
     assert first.instructions_per_inference == second.instructions_per_inference > 1_000_000
     # counts are named as counts, never as a time (issue 24: fields named _ms held instructions)
     assert a.instructions.unit == a.sme.unit == "instructions" and first.trace.unit == "ms"
+
+
+def test_a_cached_answer_equals_the_fresh_counts_on_both_sides(mobilenet_counted, shared_export_cache: Path,
+                                                               tmp_path: Path) -> None:
+    """Issue 25 (a) for mobilenet_v3_small: the counts this file made fresh were stored; answered from the result
+    cache, SME2 on and off give every counted quantity exactly (tests/run/test_result_cache.py: the other models)."""
+    first, _, off = mobilenet_counted
+    cached = counted_profiles(tmp_path, "mobilenet_v3_small", (True, False), warmup=1, cache=shared_export_cache)
+    assert_cached_equals_fresh([first, off], cached)
 
 
 def test_events_nest_as_in_the_etdump_and_sme_runs_only_in_packed_operators(mobilenet_counted) -> None:

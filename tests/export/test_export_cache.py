@@ -234,10 +234,10 @@ def test_the_export_code_is_in_the_key(package: Path, tmp_path: Path, monkeypatc
 
     cache = tmp_path / "cache"
     first = _export_package(package, cache)
-    monkeypatch.setattr(export_module, "export_code_digest", lambda: "another lowering")
-    changed = _export_package(package, cache)
+    with monkeypatch.context() as patched:  # not monkeypatch.undo(): that would undo the package fixture's too
+        patched.setattr(export_module, "export_code_digest", lambda: "another lowering")
+        changed = _export_package(package, cache)
     assert not changed.from_cache and changed.cache_key != first.cache_key
-    monkeypatch.undo()
     again = _export_package(package, cache)
     assert again.from_cache and again.cache_key == first.cache_key
     assert json.loads((first.directory / "export.json").read_text())["export_code"] == export_module.export_code_digest()
