@@ -210,24 +210,6 @@ def test_marker_can_disable_the_gate_and_rejects_unknown_arguments(sme2_project:
     assert "@pytest.mark.baseline got unknown argument(s) latncy" in result.stdout.str()
 
 
-def test_xdist_workers_updating_at_once_lose_nothing(sme2_project: pytest.Pytester) -> None:
-    tests = "\n".join(
-        f"""
-@pytest.mark.model("tiny")
-def test_{i}(exported_pte, runner, etdump_profile):
-    etdump_profile(exported_pte, runner())
-"""
-        for i in range(4)  # two a worker
-    )
-    sme2_project.makepyfile(test_many="import pytest\n" + tests)
-    result = sme2_project.runpytest_subprocess("-n", "2", *UPDATE)
-    result.assert_outcomes(passed=4)
-    files = _baseline_files(sme2_project)
-    assert sorted(json.loads(p.read_text())["test"] for p in files) == [f"test_many.py::test_{i}" for i in range(4)]
-    assert not list((sme2_project.path / "baselines").rglob("*.tmp"))
-    assert "4 written" in result.stdout.str()  # the controller saw every worker's outcome
-
-
 def test_profiles_become_pytest_benchmark_results(sme2_project: pytest.Pytester,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     # pytest-benchmark switches itself off inside xdist workers; the inner run here is not one

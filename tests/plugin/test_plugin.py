@@ -375,43 +375,6 @@ def test_export_cache_is_reused_by_a_second_session(pytester: pytest.Pytester, t
     assert (entries[0] / "model.pte").stat().st_mtime_ns == mtime
 
 
-def test_xdist_workers_export_once_and_share_the_session_folder(pytester: pytest.Pytester, tmp_path: Path,
-                                                              tiny_model_text: str) -> None:
-    models = pytester.mkdir("models")
-    (models / "shared.py").write_text(tiny_model_text)
-    cache = tmp_path / "cache"
-    marks = tmp_path / "marks"
-    marks.mkdir()
-    pytester.makeini(
-        f"[pytest]\nsme2_model_dirs = models\nsme2_target = host\nsme2_cache_dir = {cache}\nsme2_runs = 3\n"
-        "sme2_warmup = 0\n"
-        "filterwarnings = ignore\n"
-    )
-    pytester.makepyfile(
-        f"""
-        import os, pytest
-
-        @pytest.mark.parametrize("i", range(4))
-        @pytest.mark.model("shared")
-        def test_export(exported_pte, runner, etdump_profile, i):
-            p = etdump_profile(exported_pte, runner())
-            worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
-            with open(os.path.join({str(marks)!r}, f"{{worker}}-{{i}}"), "w") as f:
-                f.write(f"{{exported_pte.from_cache}} {{p.artifacts['timed_etdump']}}")
-        """
-    )
-    result = pytester.runpytest_subprocess("-n", "2")
-    result.assert_outcomes(passed=4)
-    records = [p.read_text().split(" ", 1) for p in marks.iterdir()]
-    workers = {p.name.split("-")[0] for p in marks.iterdir()}
-    assert len(workers) == 2, "both xdist workers should have run tests"
-    fresh_exports = [cached for cached, _ in records if cached == "False"]
-    assert len(fresh_exports) <= 1, f"exported {len(fresh_exports)} times: {records}"
-    assert len([p for p in cache.iterdir() if p.name.startswith("shared-")]) == 1
-    session_dirs = {Path(etdump).parents[2] for _, etdump in records}
-    assert len(session_dirs) == 1, f"workers wrote to different session folders: {session_dirs}"
-
-
 def test_profiles_are_attached_as_user_properties(sme2_project: pytest.Pytester) -> None:
     sme2_project.makepyfile(
         """
