@@ -95,21 +95,53 @@ def test_sme2_on_and_off_run_for_real_and_timing_checks_skip(sme2_project: pytes
     assert len(list((sme2_project.path / "artifacts").rglob("timed.etdp"))) == 4
 
 
+AUTO_AND_ON_TEST = """
+import pytest
+
+pytestmark = [pytest.mark.sme2, pytest.mark.model("tiny_b"), pytest.mark.baseline(enabled=False)]
+
+def test_auto(exported_pte, runner, etdump_profile):
+    etdump_profile(exported_pte, runner())
+
+def test_on(exported_pte, runner, etdump_profile):
+    etdump_profile(exported_pte, runner(sme2=True))
+"""
+
+
 @needs_emulation
-def test_xdist_workers_send_emulated_profiles_to_the_controller(sme2_project: pytest.Pytester,
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each emulated profile's provenance once held torch's TorchVersion, which pytest-xdist cannot send: the perf
-    suite under -n 2 ended in an INTERNALERROR (execnet DumpError) with every test unreported."""
+def test_xdist_workers_send_emulated_profiles_and_count_a_shared_key_once(sme2_project: pytest.Pytester,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """One ``pytest -n 2`` session on the emulated target (each costs 20-25 s here) for two properties:
+
+    - each emulated profile's provenance once held torch's TorchVersion, which pytest-xdist cannot send: the perf
+      suite under -n 2 ended in an INTERNALERROR (execnet DumpError) with every test unreported. Here a worker
+      judges test_kernel_path against its baseline and the controller receives it;
+    - SME2 "auto" emulates the CPU "on" does, so they share one result-cache key: run in two xdist workers, the
+      second waits for the first's count (or finds it) instead of emulating again: one fresh count, one cached.
+    """
+    from conftest import TINY_MODEL
+
     monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)  # the gate on (conftest turns it off in inner runs)
-    sme2_project.makepyfile(SME2_TEST)
-    # One test (SME2 on and off, each really emulated: the project's ini sets sme2_fresh) is all the controller
-    # needs to receive; test_speedup would emulate both again and then skip (20 s of the suite).
-    session = ("--sme2-target=emulated", "--sme2-runs=1", "--sme2-warmup=0", "-k", "kernel_path")
-    sme2_project.runpytest_inprocess("--sme2-update-baselines", *session).assert_outcomes(passed=1)
-    result = sme2_project.runpytest_subprocess("-n", "2", *session)  # judged in a worker, reported to the controller
+    other = TINY_MODEL.replace("manual_seed(0)", "manual_seed(1)")  # other weights: keys of its own
+    assert other != TINY_MODEL
+    (sme2_project.path / "models" / "tiny_b.py").write_text(other)
+    sme2_project.makepyfile(test_sme2=SME2_TEST, test_auto_on=AUTO_AND_ON_TEST)
+    # a cache folder of its own: the suite's shared one may hold these counts from another test already
+    session = ("--sme2-target=emulated", "--sme2-runs=1", "--sme2-warmup=0", "-o", "sme2_fresh=false",
+               "-o", f"sme2_cache_dir={sme2_project.path / 'cache'}", "-p", "no:cacheprovider")
+    # One SME2 test (on and off) is all the controller needs to receive; test_speedup would emulate both again
+    # and then skip (20 s of the suite).
+    sme2_project.runpytest_inprocess("--sme2-update-baselines", *session, "test_sme2.py::test_kernel_path"
+                                     ).assert_outcomes(passed=1)
+    result = sme2_project.runpytest_subprocess("-n", "2", *session, "test_sme2.py::test_kernel_path", "test_auto_on.py")
     assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
-    result.assert_outcomes(passed=1)
-    assert "[gw" in result.stdout.str() or "2 workers" in result.stdout.str()
+    result.assert_outcomes(passed=3)  # test_kernel_path judged in a worker, reported to the controller
+    assert "2 workers" in result.stdout.str()
+    log = (sorted((sme2_project.path / ".sme2" / "artifacts").glob("session-*/"),
+                  key=lambda p: p.stat().st_mtime)[-1] / "progress.log").read_text()
+    done = [line for line in log.splitlines() if "tiny_b fp32-xnnpack [emulated" in line and " done: " in line]
+    assert len(done) == 2, done
+    assert sum("from the result cache" in line for line in done) == 1, done
 
 
 @needs_emulation

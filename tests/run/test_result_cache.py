@@ -319,30 +319,5 @@ def test_an_unchanged_model_is_answered_from_the_cache_and_a_changed_one_is_emul
     changed.stdout.fnmatch_lines(["*instructions*"])
 
 
-AUTO_AND_ON_TEST = """
-import pytest
-
-pytestmark = [pytest.mark.sme2, pytest.mark.model("tiny")]
-
-def test_auto(exported_pte, runner, etdump_profile):
-    etdump_profile(exported_pte, runner())
-
-def test_on(exported_pte, runner, etdump_profile):
-    etdump_profile(exported_pte, runner(sme2=True))
-"""
-
-
-@needs_emulation
-def test_sme2_auto_and_on_in_two_workers_are_counted_once(sme2_project: pytest.Pytester) -> None:
-    """SME2 "auto" emulates the CPU "on" does, so they share one key; run in two xdist workers at once, the
-    second waits for the first's count instead of emulating again: one fresh count, one from the cache."""
-    sme2_project.makepyfile(test_auto_on=AUTO_AND_ON_TEST)
-    # a cache folder of its own: the run's shared one may hold this count from another test already
-    own_cache = f"sme2_cache_dir={sme2_project.path / 'cache'}"
-    result = sme2_project.runpytest_subprocess("-n", "2", "--sme2-target=emulated", "-o",
-                                               "sme2_fresh=false", "-o", own_cache, "-p", "no:cacheprovider")
-    result.assert_outcomes(passed=2)
-    done = [line for line in _session_log(sme2_project).splitlines() if "tiny fp32-xnnpack [emulated" in line
-            and " done: " in line]
-    assert len(done) == 2, done
-    assert sum("from the result cache" in line for line in done) == 1, done
+# SME2 "auto" and "on" counted once in two xdist workers: tests/run/test_emulated_target.py (one -n 2 session
+# with the xdist provenance check).
