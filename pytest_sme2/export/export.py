@@ -136,12 +136,25 @@ class Traced:
 
 
 def tool_versions() -> dict[str, str]:
-    """torch's and executorch's versions as plain strings: torch's own is a str subclass (TorchVersion) that
-    pytest-xdist cannot send from a worker to the controller inside a test's report."""
+    """torch's, executorch's and torchao's versions as plain strings: torch's own is a str subclass (TorchVersion)
+    that pytest-xdist cannot send from a worker to the controller inside a test's report. torchao is in because
+    int8 programs are quantized by its pt2e flow (prepare_pt2e / convert_pt2e): a torchao upgrade under pinned
+    torch and executorch can change them."""
     import executorch.version
     import torch
 
-    return {"torch": str(torch.__version__), "executorch": str(executorch.version.__version__)}
+    return {"torch": str(torch.__version__), "executorch": str(executorch.version.__version__),
+            "torchao": installed_version("torchao")}
+
+
+def installed_version(distribution: str) -> str:
+    """The installed version of ``distribution`` (from its metadata, without importing it), or "not installed"."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(distribution)
+    except PackageNotFoundError:
+        return "not installed"
 
 
 def export_code_digest() -> str:

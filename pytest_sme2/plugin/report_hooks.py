@@ -254,12 +254,15 @@ class _Collector:
 
     def _summary_table(self, terminalreporter: Any, test_entries: dict[str, Any]) -> None:
         from pytest_sme2.report.summary import session_summary
-        from pytest_sme2.report.table import COLUMNS, summary_rows, text_table
+        from pytest_sme2.report.table import COLUMNS, result_cache_line, summary_rows, text_table
 
-        rows = summary_rows(session_summary(list(test_entries.values()), None)["tests"])
+        tests = session_summary(list(test_entries.values()), None)["tests"]
         terminalreporter.write_sep("=", "sme2 performance summary")
-        for line in text_table(COLUMNS, rows):
+        for line in text_table(COLUMNS, summary_rows(tests)):
             terminalreporter.write_line(line)
+        cached = result_cache_line(tests)
+        if cached:
+            terminalreporter.write_line(cached)
         outputs = self.config.stash.get(_OUTPUTS_KEY, None)
         if isinstance(outputs, dict):
             report = outputs.get("html") or (f"not drawn (--html or --sme2-session-report draws it; later: "

@@ -66,10 +66,26 @@ def amount(profile: Mapping[str, Any]) -> str:
     without counts has none: its time is the emulator's)."""
     counted = profile.get("instructions") if profile.get("basis") == "instructions" else None
     if counted:
-        return f"{instructions(counted['per_inference'])} instr"
+        return f"{instructions(counted['per_inference'])} instr" + (" (cached)" if from_result_cache(profile) else "")
     if profile.get("emulated"):  # emulator time is no latency: without counts there is no size to show
         return NOT_COUNTED
     return ms(profile["latency"]["median_ms"])
+
+
+def from_result_cache(profile: Mapping[str, Any]) -> bool:
+    """Whether this counted emulated run was answered from the result cache (run/result_cache.py)."""
+    return bool(((profile.get("metadata") or {}).get("result_cache") or {}).get("cached"))
+
+
+def result_cache_line(test_entries: Sequence[Mapping[str, Any]]) -> str | None:
+    """How many of the session's counted runs the result cache answered, for the line under the summary table
+    (under pytest-xdist the workers' progress lines, which say it run by run, are not shown)."""
+    counted = [p for t in test_entries for p in t["profiles"] if p.get("basis") == "instructions"]
+    cached = sum(from_result_cache(p) for p in counted)
+    if not cached:
+        return None
+    return (f"sme2: {cached} of {len(counted)} counted runs answered from the result cache (every input unchanged; "
+            "marked (cached); --sme2-fresh emulates them again)")
 
 
 def comparison_cell(comparison: Mapping[str, Any]) -> str:

@@ -6,7 +6,7 @@ from typing import Any, Mapping
 
 from pytest_sme2.profile.profile import INSTRUCTIONS
 from pytest_sme2.report.entries import EMULATED_NOTE
-from pytest_sme2.report.table import SME_INSTRUCTIONS_LABEL, ms, pct, sme_path_label, speedup
+from pytest_sme2.report.table import SME_INSTRUCTIONS_LABEL, from_result_cache, ms, pct, sme_path_label, speedup
 
 
 def _disturbed_parts(summary: Mapping[str, Any]) -> list[str]:
@@ -139,8 +139,9 @@ def operator_shares(summary: Mapping[str, Any]) -> list[tuple[float, Mapping[str
 def cached_text(profile: Mapping[str, Any]) -> str:
     """Where a counted emulated run was answered from the result cache (run/result_cache.py), saying so and
     its key: an answer from disk must not read like a fresh emulation. Empty otherwise."""
-    cache = (profile.get("metadata") or {}).get("result_cache") or {}
-    return f" (counted run from the result cache, key {cache.get('key')})" if cache.get("cached") else ""
+    if not from_result_cache(profile):
+        return ""
+    return f" (counted run from the result cache, key {profile['metadata']['result_cache'].get('key')})"
 
 
 def profile_text(summary: Mapping[str, Any]) -> str:

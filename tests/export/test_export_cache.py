@@ -220,9 +220,11 @@ def test_changed_calibration_values_change_the_int8_key_only(package: Path) -> N
     assert dynamic_a == dynamic_b and fp32_a == fp32_b  # they never see them
 
 
-def test_the_export_code_is_in_the_key(package: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_export_code_and_torchao_are_in_the_key(package: Path, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """A pytest-sme2 upgrade or an edit that lowers differently (partitioner, quantizer, the files written
-    beside the program) misses the cache: the export folder's source is an ingredient of every key."""
+    beside the program) misses the cache: the export folder's source is an ingredient of every key; so is
+    torchao's version, whose pt2e flow quantizes int8 programs."""
     tree = shutil.copytree(REPO / "pytest_sme2" / "export", tmp_path / "export",
                            ignore=shutil.ignore_patterns("__pycache__"))
     before = tree_digest(tree, EXPORT_CODE_SUFFIXES)
@@ -238,9 +240,15 @@ def test_the_export_code_is_in_the_key(package: Path, tmp_path: Path, monkeypatc
         patched.setattr(export_module, "export_code_digest", lambda: "another lowering")
         changed = _export_package(package, cache)
     assert not changed.from_cache and changed.cache_key != first.cache_key
+    with monkeypatch.context() as patched:  # torchao quantizes int8 programs: its version is an ingredient too
+        patched.setattr(export_module, "installed_version", lambda name: "0.0-another" if name == "torchao" else "?")
+        other_torchao = _export_package(package, cache)
+    assert not other_torchao.from_cache and other_torchao.cache_key not in (first.cache_key, changed.cache_key)
     again = _export_package(package, cache)
     assert again.from_cache and again.cache_key == first.cache_key
-    assert json.loads((first.directory / "export.json").read_text())["export_code"] == export_module.export_code_digest()
+    meta = json.loads((first.directory / "export.json").read_text())
+    assert meta["export_code"] == export_module.export_code_digest()
+    assert meta["torchao"] == export_module.installed_version("torchao") != "not installed"
 
 
 def test_edit_then_revert_gets_the_original_program_back(package: Path, tmp_path: Path) -> None:

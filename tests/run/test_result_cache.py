@@ -305,6 +305,10 @@ def test_an_unchanged_model_is_answered_from_the_cache_and_a_changed_one_is_emul
     assert re.search(r"tiny fp32-xnnpack \[emulated sme2=on threads=1\] done: .* from the result cache \(key "
                      r"[0-9a-f]{16}\)", _session_log(sme2_project))
     assert "counted run from the result cache, key " in (_newest_session(sme2_project) / "summary.md").read_text()
+    # in the terminal too, where under xdist no progress line says it: the row, and how many of the session's runs
+    again.stdout.fnmatch_lines(["test_tiny *emulated sme2=on threads=1 * instr (cached) *",
+                                "sme2: 1 of 1 counted runs answered from the result cache (*--sme2-fresh*"])
+    assert "(cached)" not in first.stdout.str() and "answered from the result cache" not in first.stdout.str()
     fresh = sme2_project.runpytest_inprocess(*on, "--sme2-fresh")
     fresh.assert_outcomes(passed=1)
     assert "[emulated sme2=on threads=1] done" in _session_log(sme2_project)
