@@ -251,6 +251,29 @@ def test_the_export_code_and_torchao_are_in_the_key(package: Path, tmp_path: Pat
     assert meta["torchao"] == export_module.installed_version("torchao") != "not installed"
 
 
+@pytest.mark.parametrize("change", [
+    {"program": "another traced program"},
+    {"recipe": {"dtype": "fp16"}}, {"recipe": {"quant": "dynamic"}}, {"recipe": {"partitioner": "none"}},
+    {"versions": {"format": -1}}, {"versions": {"export_code": "another lowering"}},
+    {"versions": {"torch": "2.13.1"}}, {"versions": {"executorch": "1.5.2"}}, {"versions": {"torchao": "0.18.1"}},
+], ids=lambda change: "-".join(f"{k}.{'.'.join(v)}" if isinstance(v, dict) else k for k, v in change.items()))
+def test_each_ingredient_changes_the_key(change: dict) -> None:
+    """Every ingredient of an export key, one at a time: the program digest, each recipe field, and each of the
+    versions (the format number, pytest-sme2's export code, torch, executorch, torchao)."""
+    from dataclasses import asdict
+
+    from pytest_sme2.export.export_key import cache_key as key_of
+
+    base = {"program": "0" * 64, "recipe": asdict(Recipe()), "versions": export_module.versions()}
+    assert set(base["versions"]) == {"format", "export_code", "torch", "executorch", "torchao"}
+    changed = {name: ({**value, **change[name]} if isinstance(value, dict) else change[name]) if name in change
+               else value for name, value in base.items()}
+    assert changed != base
+    assert all(set(v) <= set(base[k]) for k, v in change.items() if isinstance(v, dict))  # replaced, not added
+    assert key_of(changed["program"], changed["recipe"], changed["versions"]) != \
+        key_of(base["program"], base["recipe"], base["versions"])
+
+
 def test_edit_then_revert_gets_the_original_program_back(package: Path, tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     original = _export_package(package, cache)
