@@ -254,11 +254,11 @@ class _Collector:
 
     def _summary_table(self, terminalreporter: Any, test_entries: dict[str, Any]) -> None:
         from pytest_sme2.report.summary import session_summary
-        from pytest_sme2.report.table import COLUMNS, result_cache_line, summary_rows, text_table
+        from pytest_sme2.report.table import columns, result_cache_line, summary_rows, text_table
 
         tests = session_summary(list(test_entries.values()), None)["tests"]
         terminalreporter.write_sep("=", "sme2 performance summary")
-        for line in text_table(COLUMNS, summary_rows(tests)):
+        for line in text_table(columns(tests), summary_rows(tests)):
             terminalreporter.write_line(line)
         cached = result_cache_line(tests)
         if cached:

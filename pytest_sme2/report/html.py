@@ -20,8 +20,8 @@ from pytest_sme2.report import charts
 from pytest_sme2.report.advice import recommendations
 from pytest_sme2.report.entries import EMULATED_NOTE
 from pytest_sme2.report.table import (
-    COLUMNS,
     SME_INSTRUCTIONS_LABEL,
+    columns,
     fewer,
     instructions,
     modelled_table,
@@ -300,7 +300,7 @@ def session_html(summary: Mapping[str, Any]) -> str:
              f"<p class=\"note\">created {_esc(summary.get('created', '?'))}; target {_esc(target.get('name', '?'))}"
              f" ({_esc(target.get('cpu', '?'))}, SME2 {'yes' if target.get('has_sme2') else 'no'}"
              f"{', EMULATED' if target.get('emulated') else ''}); {len(test_entries)} perf test(s)</p>",
-             table(COLUMNS, summary_rows(test_entries))]
+             table(columns(test_entries), summary_rows(test_entries))]
     for test_entry in test_entries:
         parts.append(f"<h3>{_esc(test_entry['nodeid'])}: {_esc(test_entry.get('outcome', '?'))}</h3>")
         parts.append(entry_html(test_entry, base))
@@ -315,7 +315,7 @@ def pytest_html_summary(test_entries: Sequence[Mapping[str, Any]], session_repor
     of the plugin's numbers until "Show all details" is clicked."""
     where = f"the whole session in one page, with every chart: {_link(str(session_report), base)}"
     return (STYLE + '<div class="sme2"><h2>pytest-sme2: performance summary</h2>'
-            + table(COLUMNS, summary_rows(test_entries))
+            + table(columns(test_entries), summary_rows(test_entries))
             + f'<p class="note">Each perf test\'s own section (charts, operators, verdicts) is in its row of the '
               f'results below: passed tests open collapsed ("Show all details", or <code>render_collapsed = '
               f'failed</code> in your pytest ini to open them); {where}.</p></div>')

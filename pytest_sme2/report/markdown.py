@@ -15,9 +15,9 @@ from pytest_sme2.report.advice import recommendations
 from pytest_sme2.report.entries import EMULATED_NOTE, verdict_text
 from pytest_sme2.report.escape import code, text
 from pytest_sme2.report.table import (
-    COLUMNS,
     NOT_COUNTED,
     SME_INSTRUCTIONS_LABEL,
+    columns,
     fewer,
     instructions,
     markdown_table,
@@ -91,7 +91,7 @@ def session_markdown(summary: Mapping[str, Any]) -> str:
     if any(p.get("emulated") for r in test_entries for p in r["profiles"]):
         lines += ["", f"> **Emulated target**: kernels, SME path, outputs and instruction counts are real and exact; "
                       f"time is not ({EMULATED_NOTE}), so shares there are shares of counted instructions."]
-    lines += [""] + markdown_table(COLUMNS, summary_rows(test_entries))
+    lines += [""] + markdown_table(columns(test_entries), summary_rows(test_entries))
     for test_entry in test_entries:
         lines += ["", f"### {code(test_entry['nodeid'])} ({text(test_entry.get('outcome', '?'))})", ""]
         for c in test_entry.get("comparisons", []):

@@ -17,7 +17,21 @@ from pytest_sme2.report.escape import Markdown, text
 
 COLUMNS = ("test", "model", "variant", "median ms (emulated: instructions)", "SME2 speedup [95% CI]",
            "top category shift", "delegated", "verdict")
+AMOUNT = COLUMNS.index("median ms (emulated: instructions)")
 NOT_COUNTED = "n/a (emulated, not counted)"
+
+
+def columns(test_entries: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
+    """COLUMNS with the size column named for what its rows hold: "median ms" with no emulated row, counted
+    instructions when every row is emulated (emulated time is not time: no "ms" over a column of counts), and
+    the legend of both for a session with both."""
+    emulated = [bool(p.get("emulated")) for t in test_entries for p in t["profiles"]]
+    header = COLUMNS[AMOUNT]
+    if not any(emulated):
+        header = "median ms"
+    elif all(emulated):
+        header = "instructions per inference (emulated)"
+    return COLUMNS[:AMOUNT] + (header,) + COLUMNS[AMOUNT + 1:]
 
 
 def pct(value: float | None) -> str:

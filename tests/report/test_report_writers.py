@@ -30,7 +30,7 @@ from pytest_sme2.report.entries import build_test_entry, verdicts_of
 from pytest_sme2.report.html import session_html
 from pytest_sme2.report.markdown import session_markdown
 from pytest_sme2.report.summary import SCHEMA_VERSION, load_summary, session_summary, write_session
-from pytest_sme2.report.table import COLUMNS, summary_rows
+from pytest_sme2.report.table import COLUMNS, columns, summary_rows
 
 CONV_OFF, CONV_ON, TRANSPOSE = "Convolution (NHWC, F32) IGEMM #1", "Convolution (NHWC, PF32) IGEMM #1", "Transpose (ND, X32) #1"
 LAYER_NORM = "native_call_native_layer_norm.out"
@@ -333,3 +333,15 @@ def test_a_cached_counted_run_says_so_with_its_key_everywhere_it_is_shown(entry:
         assert shown.count(mark) == 1, shown
         assert "key fedc" not in shown
     assert "result cache" not in entry_text(entry)
+
+
+def test_the_size_column_is_named_for_what_its_rows_hold() -> None:
+    """Emulated time is not time: a table of counted emulated runs has no "ms" over its column of counts; a table
+    of real runs says median ms; a session with both keeps the legend of both."""
+    host, emulated = {"profiles": [{"emulated": False}]}, {"profiles": [{"emulated": True}, {"emulated": True}]}
+    size = COLUMNS.index("median ms (emulated: instructions)")
+    assert columns([host])[size] == "median ms"
+    assert columns([emulated])[size] == "instructions per inference (emulated)"
+    assert columns([host, emulated])[size] == "median ms (emulated: instructions)"
+    assert all(len(columns(entries)) == len(COLUMNS) and columns(entries)[:size] == COLUMNS[:size]
+               for entries in ([host], [emulated], [host, emulated]))

@@ -309,6 +309,9 @@ def test_an_unchanged_model_is_answered_from_the_cache_and_a_changed_one_is_emul
     again.stdout.fnmatch_lines(["test_tiny *emulated sme2=on threads=1 * instr (cached) *",
                                 "sme2: 1 of 1 counted runs answered from the result cache (*--sme2-fresh*"])
     assert "(cached)" not in first.stdout.str() and "answered from the result cache" not in first.stdout.str()
+    # a table of counted emulated runs: no "ms" over its column of counts
+    again.stdout.fnmatch_lines(["test * variant * instructions per inference (emulated) * verdict*"])
+    assert "median ms" not in again.stdout.str()
     fresh = sme2_project.runpytest_inprocess(*on, "--sme2-fresh")
     fresh.assert_outcomes(passed=1)
     assert "[emulated sme2=on threads=1] done" in _session_log(sme2_project)
