@@ -86,6 +86,8 @@ def inner_session_plugins() -> list[str]:
 
 
 _INNER_PLUGINS = ",".join(inner_session_plugins())
+# What every inner session's environment holds (the fixture below; module-scoped sessions set it themselves).
+INNER_SESSION_ENV = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTEST_PLUGINS": _INNER_PLUGINS}
 
 
 @pytest.fixture(autouse=True)
@@ -100,8 +102,8 @@ def _inner_sessions_load_only_their_plugins(monkeypatch: pytest.MonkeyPatch) -> 
     ``pytest_sme2.plugin``, not ``sme2`` (the repository conftest accepts both), and an inner ``-p xdist``
     would register xdist a second time under its entry-point name (pytest refuses that): inner sessions
     use ``-n`` alone."""
-    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
-    monkeypatch.setenv("PYTEST_PLUGINS", _INNER_PLUGINS)
+    for name, value in INNER_SESSION_ENV.items():
+        monkeypatch.setenv(name, value)
 
 
 @pytest.fixture(autouse=True)

@@ -65,3 +65,9 @@ def assert_cached_equals_fresh(fresh: Sequence, cached: Sequence) -> None:
         assert json.dumps(counted_a, sort_keys=True) == json.dumps(counted_b, sort_keys=True)
         assert a.executed_sme_kernels == b.executed_sme_kernels
         assert a.to_dict()["shares"] == b.to_dict()["shares"]
+
+
+def newest_session(project: Path) -> Path:
+    """The newest session folder under ``project``'s default artifacts folder: its progress.log has the progress
+    lines a terminal shows, run by run, also for runs in xdist workers."""
+    return sorted((project / ".sme2" / "artifacts").glob("session-*/"), key=lambda p: p.stat().st_mtime)[-1]

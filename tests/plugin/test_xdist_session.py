@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from helpers_gate import UPDATE
 
-from conftest import _INNER_PLUGINS, TINY_MODEL
+from conftest import INNER_SESSION_ENV, TINY_MODEL, quick_host_ini
 from pytest_sme2.gate import history
 
 TESTS = 4  # two a worker
@@ -46,10 +46,8 @@ def xdist_run(tmp_path_factory: pytest.TempPathFactory) -> XdistRun:
     marks.mkdir()
     (root / "models").mkdir()
     (root / "models" / "shared.py").write_text(TINY_MODEL)
-    (root / "pytest.ini").write_text("\n".join([
-        "[pytest]", "sme2_model_dirs = models", "sme2_target = host", f"sme2_cache_dir = {cache}",
-        "sme2_runs = 3", "sme2_warmup = 1", "sme2_max_rounds = 1", "sme2_baseline_processes = 3",
-        "sme2_processes = 1", "sme2_history = history/sme2.jsonl", "filterwarnings = ignore"]) + "\n")
+    ini = quick_host_ini(cache, "sme2_history = history/sme2.jsonl", "filterwarnings = ignore")
+    (root / "pytest.ini").write_text(ini)
     (root / "test_many.py").write_text(f'''
 import os, pytest
 
@@ -65,8 +63,7 @@ def test_not_perf():
     pass
 ''')
     # As the suite's other inner sessions run (tests/conftest.py): only the plugins they need, the gate on.
-    env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
-    env.update(PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", PYTEST_PLUGINS=_INNER_PLUGINS)
+    env = {**{k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}, **INNER_SESSION_ENV}
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "2", *UPDATE, "--sme2-artifacts-dir=artifacts",
                            "-p", "no:cacheprovider"], cwd=root, env=env, capture_output=True, text=True, timeout=600)
     return XdistRun(root, cache, marks, done.stdout + done.stderr, done.returncode)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers_emulated import newest_session
 
 from conftest import REPO
 from pytest_sme2 import Recipe, assert_outputs_match, assert_sme2_kernel_path
@@ -137,8 +138,7 @@ def test_xdist_workers_send_emulated_profiles_and_count_a_shared_key_once(sme2_p
     assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
     result.assert_outcomes(passed=3)  # test_kernel_path judged in a worker, reported to the controller
     assert "2 workers" in result.stdout.str()
-    log = (sorted((sme2_project.path / ".sme2" / "artifacts").glob("session-*/"),
-                  key=lambda p: p.stat().st_mtime)[-1] / "progress.log").read_text()
+    log = (newest_session(sme2_project.path) / "progress.log").read_text()
     done = [line for line in log.splitlines() if "tiny_b fp32-xnnpack [emulated" in line and " done: " in line]
     assert len(done) == 2, done
     assert sum("from the result cache" in line for line in done) == 1, done

@@ -10,7 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from helpers_emulated import assert_cached_equals_fresh, counted_profiles
+from helpers_emulated import assert_cached_equals_fresh, counted_profiles, newest_session
 
 from conftest import REPO
 from pytest_sme2 import DamagedCacheEntryWarning
@@ -278,14 +278,9 @@ def test_tiny(exported_pte, runner, etdump_profile):
 """
 
 
-def _newest_session(project: pytest.Pytester) -> Path:
-    sessions = sorted((project.path / ".sme2" / "artifacts").glob("session-*/"), key=lambda p: p.stat().st_mtime)
-    return sessions[-1]
-
-
 def _session_log(project: pytest.Pytester) -> str:
     """The newest session's progress.log (the progress lines a terminal shows)."""
-    return (_newest_session(project) / "progress.log").read_text()
+    return (newest_session(project.path) / "progress.log").read_text()
 
 
 @needs_emulation
@@ -304,7 +299,7 @@ def test_an_unchanged_model_is_answered_from_the_cache_and_a_changed_one_is_emul
     again.assert_outcomes(passed=1)
     assert re.search(r"tiny fp32-xnnpack \[emulated sme2=on threads=1\] done: .* from the result cache \(key "
                      r"[0-9a-f]{16}\)", _session_log(sme2_project))
-    assert "counted run from the result cache, key " in (_newest_session(sme2_project) / "summary.md").read_text()
+    assert "counted run from the result cache, key " in (newest_session(sme2_project.path) / "summary.md").read_text()
     # in the terminal too, where under xdist no progress line says it: the row, and how many of the session's runs
     again.stdout.fnmatch_lines(["test_tiny *emulated sme2=on threads=1 * instr (cached) *",
                                 "sme2: 1 of 1 counted runs answered from the result cache (*--sme2-fresh*"])
