@@ -39,6 +39,16 @@ SERVER_VERSION = 41
 FEATURES = "shell_v2,cmd,stat_v2,ls_v2,fixed_push_mkdir,apex,abb,fixed_push_symlink_timestamp,abb_exec"
 _SETUP = ('mount --bind "$1" /data/local/tmp && mount --bind "$2" /proc/cpuinfo && PATH="$3:$PATH" && '
           'export PATH && cd / && exec /bin/sh -c "$4"')
+# An arm64 device on this x86 machine: in a user namespace of its own, the shell mounts a private binfmt_misc
+# (Linux 6.7+) that hands aarch64 programs to qemu-aarch64 (the emulated target's qemu 11.1, whose CPU has SME2
+# when the device has it: QEMU_CPU), and empty folders over every aarch64 glibc of this machine, so a runner
+# finds only what the adb target pushed. qemu logs the code it translates (QEMU_LOG=in_asm) for the tests.
+_AARCH64_BINFMT = (r":standin-aarch64:M::\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x02\x00\xb7\x00:"
+                   r"\xff\xff\xff\xff\xff\xff\xff\x00\xff\xff\xff\xff\xff\xff\xff\xff\xfe\xff\xff\xff:{qemu}:F")
+AARCH64_GLIBC_DIRS = ("/usr/aarch64-linux-gnu", "/lib/aarch64-linux-gnu", "/usr/lib/aarch64-linux-gnu")
+_EMULATED_SETUP = ('mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc && printf "%s" "$5" > '
+                   '/proc/sys/fs/binfmt_misc/register && for d in $6; do if [ -d "$d" ]; then '
+                   'mount -t tmpfs -o ro none "$d" || exit 1; fi; done && ' + _SETUP)
 _GETPROP = """#!/bin/sh
 props={props}
 if [ "$#" -eq 0 ]; then
@@ -153,6 +163,9 @@ class StandinDevice:
     keeps_orphans: bool = False
     # A simpleperf on its PATH (Android 9+ ship one), backed by this machine's Linux perf.
     simpleperf: bool = False
+    # An arm64 device: qemu-aarch64 (11.1, for SME2) runs its aarch64 programs, and no aarch64 glibc is visible
+    # (_EMULATED_SETUP). Each program's translated code is logged to qemu_logs/qemu-PID.log.
+    emulator: Path | None = None
     runs: list[RunRecord] = field(default_factory=list)
     max_running: int = 0
     shell_commands: list[str] = field(default_factory=list)
@@ -199,6 +212,24 @@ class StandinDevice:
     @property
     def bin_dir(self) -> Path:
         return self.home / "bin"
+
+    @property
+    def qemu_logs(self) -> Path:
+        return self.home / "qemu-logs"
+
+    def shell_argv(self, command: str) -> tuple[list[str], dict[str, str] | None]:
+        """The command line (and environment) that runs a device shell command on this machine."""
+        if self.emulator is None:
+            return (["unshare", "--mount", "--propagation", "private", "/bin/sh", "-c", _SETUP, "standin-sh",
+                     str(self.root), str(self.cpuinfo), str(self.bin_dir), command], None)
+        self.qemu_logs.mkdir(exist_ok=True)
+        cpu = "max,sme-default-vector-length=64" if self.sme2 else "max,sme=off"
+        env = {**os.environ, "QEMU_CPU": cpu, "QEMU_LOG": "in_asm",
+               "QEMU_LOG_FILENAME": str(self.qemu_logs / "qemu-%d.log")}
+        env.pop("QEMU_LD_PREFIX", None)
+        return (["unshare", "--user", "--map-root-user", "--mount", "--propagation", "private", "/bin/sh", "-c",
+                 _EMULATED_SETUP, "standin-sh", str(self.root), str(self.cpuinfo), str(self.bin_dir), command,
+                 _AARCH64_BINFMT.format(qemu=self.emulator), " ".join(AARCH64_GLIBC_DIRS)], env)
 
     def host_path(self, device_path: str) -> Path | None:
         """Where a device path under /data/local/tmp lives on this machine; None elsewhere."""
@@ -426,9 +457,8 @@ class AdbStandin:
     def _shell(self, device: StandinDevice, conn: socket.socket, command: str, v2: bool) -> None:
         device.shell_commands.append(command)
         conn.sendall(b"OKAY")
-        argv = ["unshare", "--mount", "--propagation", "private", "/bin/sh", "-c", _SETUP, "standin-sh",
-                str(device.root), str(device.cpuinfo), str(device.bin_dir), command]
-        process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        argv, env = device.shell_argv(command)
+        process = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                    stderr=subprocess.PIPE if v2 else subprocess.STDOUT, start_new_session=True)
         is_runner = "--model_path=" in command
         record = RunRecord(command, time.monotonic())

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 _ELF_MACHINES = {62: "x86_64", 183: "aarch64", 40: "arm", 3: "i386"}
-_PT_LOAD, _PT_DYNAMIC = 1, 2
+_PT_LOAD, _PT_DYNAMIC, _PT_INTERP = 1, 2, 3
 _DT_NULL, _DT_NEEDED, _DT_STRTAB, _DT_RPATH, _DT_RUNPATH = 0, 1, 5, 15, 29
 _SHT_SYMTAB, _SHT_DYNSYM, _STT_FUNC = 2, 11, 2
 _PT_GNU_EH_FRAME = 0x6474E550
@@ -262,6 +262,19 @@ def _cie_pointer_encoding(reader: _EncodedReader, cie: int) -> int:
         elif letter == "P":  # the personality routine's pointer: skipped, its format read like any other
             _, at = reader.read(at + 1, data[at] & 0x0F)
     return 0x00
+
+
+def program_interpreter(path: Path) -> str | None:
+    """The dynamic loader an ELF executable names (PT_INTERP), e.g. ``/lib/ld-linux-aarch64.so.1`` for a glibc
+    program or ``/system/bin/linker64`` for an Android one; None for a static program, a library or a non-ELF file."""
+    data = Path(path).read_bytes()
+    headers = _segments(data)
+    if headers is None:
+        return None
+    interp = next(((offset, size) for kind, _vaddr, offset, size in headers[2] if kind == _PT_INTERP), None)
+    if interp is None:
+        return None
+    return data[interp[0]:interp[0] + interp[1]].split(b"\0", 1)[0].decode(errors="replace") or None
 
 
 def read_dynamic(path: Path) -> DynamicSection:

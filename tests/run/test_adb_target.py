@@ -384,10 +384,10 @@ def test_affinity_mask_reaches_the_runner(standin: AdbStandin, adb_target, expor
     allowed: list[str] = []
 
     def read_affinity(dev: StandinDevice, process) -> None:
-        def argv0() -> str:  # taskset execs the runner: wait until the process is the runner
+        def argv0() -> str:  # taskset execs the runner (through its pushed loader): wait until it has
             return Path(f"/proc/{process.pid}/cmdline").read_text(errors="replace").split("\0")[0]
 
-        wait_until(lambda: argv0().endswith("/sme2_runner"), 10)
+        wait_until(lambda: argv0().startswith(f"{DEVICE_TMP}/pytest-sme2-"), 10)
         status = Path(f"/proc/{process.pid}/status").read_text()
         allowed.append(next(line.split()[1] for line in status.splitlines() if line.startswith("Cpus_allowed_list")))
 

@@ -54,6 +54,7 @@ from pytest_sme2.run.targets.native_runner import (
     tail,
     two_builds,
 )
+from pytest_sme2.system.carried_loader import carried_loader, needs_carried_loader
 from pytest_sme2.system.elf import bundled_libraries, executable_arch
 from pytest_sme2.system.safe_files import open_no_follow, private_folder
 
@@ -225,13 +226,11 @@ class AdbTarget:
         self._log_dir = log_dir
         self.two_builds = two_builds(runner_on, runner_off)
         self._mask: Path | None = self._options.mask_library
-        self._mask_is_host_build = False
-        if not self.two_builds and runner is None:
-            from pytest_sme2.run.native.build import build_runner
-
-            runner = build_runner()
-            self._mask_is_host_build = self._mask is None  # the masking library that matches the host build
+        # The build of pytest-sme2's own runner (and masking library) used when no runner is given: chosen for
+        # the device's architecture once its facts are read (None: the user gave the runner).
+        self._own_build: str | None = None
         self._pushed: dict[Path, str] = {}  # local binary or reference program -> its folder on the device
+        self._loaders: dict[Path, str] = {}  # pushed glibc program -> its carried loader's file name
         self._runs = 0
         self._server = adb_server_address(self._options.server)
         self._require_server()
@@ -241,6 +240,8 @@ class AdbTarget:
             self._device = self._client.device(self._claim.serial)
             self.facts = self._read_facts()
             arch = self.facts.arch
+            if not self.two_builds and runner is None:
+                runner = self._own_runner(arch)
             if self.two_builds:
                 self._on = self._check(runner_on, "SME2-on runner (--sme2-runner-on)", arch)
                 self._off = self._check(runner_off, "SME2-off runner (--sme2-runner-off)", arch)
@@ -254,6 +255,26 @@ class AdbTarget:
         self._session_dir = f"{self._options.device_dir.rstrip('/')}/pytest-sme2-{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
     # --- setup -------------------------------------------------------------------------------------
+
+    def _own_runner(self, arch: str) -> Path:
+        """pytest-sme2's own runner for a device of ``arch``: this machine's build when it is of that
+        architecture, else the linux-aarch64 one (Debian's cross compiler, the aarch64 executorch wheel: the
+        emulated target's runner). Both are glibc programs; they are pushed with their loader and libraries
+        (carried_loader.py), so a phone needs no NDK build."""
+        import platform
+
+        from pytest_sme2.run.native.build import build_runner
+
+        host = {"arm64": "aarch64", "amd64": "x86_64"}.get(platform.machine().lower(), platform.machine())
+        if platform.system() == "Linux" and host == arch:
+            self._own_build = "host"
+        elif arch == "aarch64":
+            self._own_build = "linux-aarch64"
+        else:
+            raise UsageError(f"{self.facts.described} runs {self.facts.abi} ({arch}) binaries, and pytest-sme2 builds "
+                             f"its runner for this machine ({host}) and for aarch64 only: pass a runner built for "
+                             "the device with --sme2-runner (see 'Building for Android' in docs/targets.md)")
+        return build_runner(self._own_build)
 
     def _require_server(self) -> None:
         """adbutils would start an adb server on a refused connection; say what is missing instead."""
@@ -373,7 +394,7 @@ class AdbTarget:
         if sme2 is True and not f.has_sme2:
             return (f"SME2 requested but {f.described} has no sme2 in /proc/cpuinfo; run on a device whose CPU has "
                     "SME2 (Armv9.2 cores such as Arm C1 / Cortex-X925 class)")
-        if sme2 is False and not self.two_builds and self._mask is None and not self._mask_is_host_build:
+        if sme2 is False and not self.two_builds and self._mask is None and self._own_build is None:
             return ("SME2 off with one runner build on a device needs the SME2-masking library built for it: pass "
                     "--sme2-adb-mask-library PATH (libsme2_mask.so built with the NDK), or two builds with "
                     "--sme2-runner-on / --sme2-runner-off")
@@ -454,13 +475,21 @@ class AdbTarget:
             raise self._device_error(f"pushing {local} to {remote}", exc) from None
 
     def _push_binary(self, binary: Path) -> str:
-        """Push a runner (or the mask library) with its bundled libraries once; returns its folder."""
+        """Push a runner (or the mask library) with its bundled libraries once; returns its folder. A glibc
+        runner also gets its loader and the C and C++ libraries, which a phone does not have."""
         if binary in self._pushed:
             return self._pushed[binary]
         folder = f"{self._session_dir}/bin-{len(self._pushed)}"
         self._shell(f"mkdir -p {shlex.quote(folder)}")
         self._push(binary, f"{folder}/{binary.name}", 0o755)
-        for name, library in bundled_libraries(binary).items():
+        if needs_carried_loader(binary):
+            carried = carried_loader(binary)
+            libraries = carried.libraries
+            self._push(carried.loader, f"{folder}/{carried.loader_name}", 0o755)
+            self._loaders[binary] = carried.loader_name
+        else:
+            libraries = bundled_libraries(binary)
+        for name, library in libraries.items():
             self._push(library, f"{folder}/{name}", 0o644)
         self._pushed[binary] = folder
         return folder
@@ -498,6 +527,8 @@ class AdbTarget:
                             warmup_etdump=f"{run_dir}/{WARMUP_ETDUMP}", outputs=f"{run_dir}/{OUTPUTS_FILE}",
                             inputs=device_inputs, reference=device_reference)
         argv = runner_arguments(f"{folder}/{binary.name}", files, spec)
+        if binary in self._loaders:  # started through its own loader, which finds its libraries in its folder
+            argv = [f"{folder}/{self._loaders[binary]}", "--library-path", folder, *argv]
         if sampler is not None:
             argv = sampler.device_argv(argv, run_dir)
         if self._options.affinity:
@@ -507,7 +538,7 @@ class AdbTarget:
             if self._mask is None:
                 from pytest_sme2.run.native.build import build_mask_library
 
-                self._mask = build_mask_library()
+                self._mask = build_mask_library(self._own_build)  # set: unsupported() refused this otherwise
             mask_folder = self._push_binary(self._mask)
             environment.append(f"LD_PRELOAD={shlex.quote(f'{mask_folder}/{self._mask.name}')}")
         exports = " ".join(f"export {assignment} &&" for assignment in environment)
