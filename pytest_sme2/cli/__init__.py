@@ -127,7 +127,7 @@ def _check(args: argparse.Namespace) -> int:
 def _doctor(args: argparse.Namespace) -> int:
     from pytest_sme2.cli.doctor import MISSING, run_checks
 
-    checks = run_checks()
+    checks = run_checks(args.sme2_target, args.sme2_adb_server, args.sme2_runner, args.sme2_adb_mask_library)
     width = max(len(c.name) for c in checks)
     for check in checks:
         print(f"{check.state:>7}  {check.name.ljust(width)}  {check.detail}")
@@ -212,6 +212,12 @@ def main(argv: list[str] | None = None) -> int:
     check.set_defaults(handler=_check)
     doctor = commands.add_parser("doctor", help="what this machine can do, with the command that fixes each missing "
                                  "piece (exit 1 if something is missing)")
+    doctor.add_argument("--sme2-target", help="also check this device as a session would use it: adb or adb:SERIAL "
+                        "(its ABI, kernel and SME2, and whether the runner starts there, SME2 on and off)")
+    doctor.add_argument("--sme2-adb-server", help="the adb server as HOST:PORT (default: ANDROID_ADB_SERVER_ADDRESS/"
+                        "PORT, else 127.0.0.1:5037)")
+    doctor.add_argument("--sme2-runner", help="check this runner instead of pytest-sme2's own")
+    doctor.add_argument("--sme2-adb-mask-library", help="the SME2-masking library for this runner")
     doctor.set_defaults(handler=_doctor)
     argv = list(sys.argv[1:] if argv is None else argv)
     after = argv.index("--") if "--" in argv else len(argv)  # bisect: what follows -- is pytest's, untouched

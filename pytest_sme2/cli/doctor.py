@@ -1,7 +1,10 @@
 """``pytest-sme2 doctor``: what this machine can do, and the command that fixes each missing piece.
 
-Checks only look; they never install, build or start anything (not even the
-adb server: a closed port 5037 is reported with the command to start it).
+Checks only look; they never install, build or start anything here (not even the
+adb server: a closed port 5037 is reported with the command to start it). Asked
+for a device (``--sme2-target=adb[:SERIAL]``), they claim it like a session does,
+read its facts, push the runner the session would push and start it there with
+``--version``, SME2 on and off: whether a run can start is only known by starting one.
 """
 
 from __future__ import annotations
@@ -9,6 +12,10 @@ from __future__ import annotations
 import importlib.metadata
 import socket
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pytest_sme2.run.targets.adb import AdbTarget
 
 READY, MISSING, INFO = "ok", "MISSING", "info"
 ADB_PORT = 5037
@@ -133,5 +140,54 @@ def _kernel_sampling() -> Check:
     return Check(name, READY, f"{executable} record -e {sampling_event()} (--sme2-kernel-sampling=on)")
 
 
-def run_checks() -> list[Check]:
-    return [*_packages(), _host(), _default_target(), _runner(), _emulation(), _kernel_sampling(), _adb()]
+def device_checks(target: str, server: str | None = None, runner: str | None = None,
+                  mask_library: str | None = None) -> list[Check]:
+    """The device ``target`` (adb or adb:SERIAL) as a session would use it: its ABI, kernel and SME2, and whether
+    the runner the session would push starts there, SME2 on and off."""
+    import tempfile
+    from pathlib import Path
+
+    from pytest_sme2.errors import Sme2Error
+    from pytest_sme2.run.targets.adb import AdbOptions, AdbTarget, parse_adb_target
+
+    name = f"device ({target})"
+    try:
+        options = AdbOptions(serial=parse_adb_target(target), server=server,
+                             mask_library=Path(mask_library) if mask_library else None)
+        with tempfile.TemporaryDirectory(prefix="pytest-sme2-doctor-") as logs:
+            device = AdbTarget(Path(logs), options, runner=Path(runner) if runner else None)
+            try:
+                return _on_device(device)
+            finally:
+                device.close()
+    except Sme2Error as exc:
+        return [Check(name, MISSING, str(exc))]
+
+
+def _on_device(device: "AdbTarget") -> list[Check]:
+    from pytest_sme2.errors import Sme2Error
+
+    facts = device.facts
+    checks = [Check("device", READY, facts.described),
+              Check("device ABI", READY if facts.arch == "aarch64" else INFO, f"{facts.abi} ({facts.arch})",
+                    "" if facts.arch == "aarch64" else "SME2 needs an arm64 (aarch64) device"),
+              Check("device kernel", INFO, device.kernel_release()),
+              Check("device SME2", READY if facts.has_sme2 else INFO,
+                    "sme2 in /proc/cpuinfo" if facts.has_sme2 else "no sme2 in /proc/cpuinfo: SME2-on tests skip",
+                    "" if facts.has_sme2 else "use a device with an Armv9.2 CPU (Arm C1, Cortex-X925 class)")]
+    for sme2, label in ((True, "SME2 on"), (False, "SME2 off")):
+        if sme2 and not facts.has_sme2:
+            continue
+        try:
+            checks.append(Check(f"runner starts ({label})", READY, device.start_check(sme2)))
+        except Sme2Error as exc:
+            checks.append(Check(f"runner starts ({label})", MISSING, str(exc)))
+    return checks
+
+
+def run_checks(target: str | None = None, server: str | None = None, runner: str | None = None,
+               mask_library: str | None = None) -> list[Check]:
+    checks = [*_packages(), _host(), _default_target(), _runner(), _emulation(), _kernel_sampling(), _adb()]
+    if target is not None:
+        checks += device_checks(target, server, runner, mask_library)
+    return checks

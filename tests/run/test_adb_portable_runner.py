@@ -131,3 +131,28 @@ def test_plugin_session_on_the_arm64_phone_needs_no_runner_option(pytester: pyte
     result.assert_outcomes(passed=1)
     assert [run.exit_code for run in device.runs] == [0, 0]
     assert all(f"{DEVICE_TMP}/pytest-sme2-" in run.command for run in device.runs)
+
+
+def test_doctor_checks_the_phone_and_starts_the_runner_there(standin: AdbStandin, capsys: pytest.CaptureFixture) -> None:
+    from pytest_sme2.cli import main
+
+    _arm64_phone(standin, "R3CX300")
+    # An arm64 device whose kernel cannot execute the pushed program (no emulator behind it here): what a phone
+    # refusing the carried loader looks like to the user.
+    standin.add_device("R3CREFUSE", sme2=True, abi="arm64-v8a", model="Locked Phone")
+    assert main(["doctor", "--sme2-target=adb:R3CX300", "--sme2-adb-server", standin.address]) in (0, 1)
+    out = capsys.readouterr().out
+    lines = {m.group(2): f"{m.group(1)} {m.group(3)}"
+             for m in re.finditer(r"(?m)^\s*(ok|info|MISSING)  (.+?)\s{2,}(.*)$", out)}
+    assert lines["device ABI"].split()[0] == "ok" and "arm64-v8a (aarch64)" in lines["device ABI"]
+    assert lines["device SME2"].split()[0] == "ok"
+    assert "device kernel" in lines
+    for side in ("on", "off"):
+        assert lines[f"runner starts (SME2 {side})"].split()[0] == "ok"
+        assert "pytest-sme2 runner executorch=1.5.1" in lines[f"runner starts (SME2 {side})"]
+    assert main(["doctor", "--sme2-target=adb:R3CREFUSE", "--sme2-adb-server", standin.address]) == 1
+    out = capsys.readouterr().out
+    refused = [line for line in out.splitlines() if "runner starts (SME2 on)" in line]
+    assert refused and refused[0].split()[0] == "MISSING"
+    assert "the runner did not start on device R3CREFUSE" in out and "--sme2-runner" in out
+    assert "docs/targets.md" in out

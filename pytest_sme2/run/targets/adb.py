@@ -70,6 +70,11 @@ _ABI_ARCH = {"arm64-v8a": "aarch64", "armeabi-v7a": "arm", "armeabi": "arm", "x8
 _FACTS_TIMEOUT_S = 30.0
 _CLEANUP_TIMEOUT_S = 15.0
 _REPORT_TIMEOUT_S = 300.0  # simpleperf report-sample of one sampled round
+# What a user does when a runner cannot start on a phone (SELinux, seccomp or a vendor kernel refusing a program
+# that carries its own loader): the device check, then an NDK build (docs/targets.md).
+_START_ADVICE = ("; `pytest-sme2 doctor --sme2-target=adb` checks the device, and an Android (NDK) build of the "
+                 "runner passed with --sme2-runner avoids the carried glibc loader (docs/targets.md, 'Building for "
+                 "Android')")
 
 
 def parse_adb_target(value: str) -> str | None:
@@ -431,8 +436,10 @@ class AdbTarget:
                 err.flush()
                 code = self._stream(command, out, err, spec, run_dir, shown, log)
             if code != 0:
+                # 126/127: the shell could not execute it; SIGSYS: seccomp refused a system call
+                advice = _START_ADVICE if code in (126, 127, 128 + signal.SIGSYS) else ""
                 raise RunnerError(f"`{shown}` exited with status {code}{_signal_note(code)} on "
-                                  f"{self.facts.described}; log kept at {log}. Last lines:\n{tail(log)}")
+                                  f"{self.facts.described}; log kept at {log}{advice}. Last lines:\n{tail(log)}")
             answer = read_result(stdout_path, shown, str(binary))
             if sampler is not None:
                 self._report_samples(sampler, run_dir, log)
@@ -527,14 +534,21 @@ class AdbTarget:
                             warmup_etdump=f"{run_dir}/{WARMUP_ETDUMP}", outputs=f"{run_dir}/{OUTPUTS_FILE}",
                             inputs=device_inputs, reference=device_reference)
         argv = runner_arguments(f"{folder}/{binary.name}", files, spec)
+        return (f"cd {shlex.quote(run_dir)} && echo $$ > runner.pid && "
+                f"{self._launch(binary, folder, argv, spec.sme2 is False, run_dir, sampler)}")
+
+    def _launch(self, binary: Path, folder: str, argv: list[str], sme2_off: bool, run_dir: str | None = None,
+                sampler: "SimpleperfSampler | None" = None) -> str:
+        """``export ... && exec ...``: the runner ``argv`` started the way every run starts it (through its carried
+        loader, under simpleperf and taskset when asked, with the masking library preloaded for SME2 off)."""
         if binary in self._loaders:  # started through its own loader, which finds its libraries in its folder
             argv = [f"{folder}/{self._loaders[binary]}", "--library-path", folder, *argv]
-        if sampler is not None:
+        if sampler is not None and run_dir is not None:
             argv = sampler.device_argv(argv, run_dir)
         if self._options.affinity:
             argv = ["taskset", self._options.affinity, *argv]
         environment = [f"LD_LIBRARY_PATH={shlex.quote(folder)}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"]
-        if spec.sme2 is False and not self.two_builds:
+        if sme2_off and not self.two_builds:
             if self._mask is None:
                 from pytest_sme2.run.native.build import build_mask_library
 
@@ -542,8 +556,29 @@ class AdbTarget:
             mask_folder = self._push_binary(self._mask)
             environment.append(f"LD_PRELOAD={shlex.quote(f'{mask_folder}/{self._mask.name}')}")
         exports = " ".join(f"export {assignment} &&" for assignment in environment)
-        return (f"cd {shlex.quote(run_dir)} && echo $$ > runner.pid && {exports} "
-                f"exec {' '.join(shlex.quote(word) for word in argv)}")
+        return f"{exports} exec {' '.join(shlex.quote(word) for word in argv)}"
+
+    def kernel_release(self) -> str:
+        """``uname -r -v`` on the device (doctor)."""
+        return (self._shell("uname -r -v").stdout or "").strip() or "unknown"
+
+    def start_check(self, sme2: bool) -> str:
+        """Push the runner for ``sme2`` (on, or off: with the masking library) and start it with ``--version``
+        the way runs start it; its answer, or a RunnerError with what the device said (``pytest-sme2 doctor``)."""
+        reason = self.unsupported(sme2)
+        if reason is not None:
+            raise UsageError(reason)
+        binary = self._off if sme2 is False else self._on
+        folder = self._push_binary(binary)
+        command = self._launch(binary, folder, [f"{folder}/{binary.name}", "--version"], sme2 is False)
+        done = self._shell(command)
+        answer = (done.stdout or "").strip()
+        if done.returncode != 0 or "pytest-sme2 runner" not in answer:
+            said = ((done.stderr or "") + answer).strip()[-500:] or "nothing"
+            raise RunnerError(f"the runner did not start on {self.facts.described} (`adb shell {command}` exited "
+                              f"with status {done.returncode}{_signal_note(done.returncode)}; it said: {said})"
+                              f"{_START_ADVICE}")
+        return answer.splitlines()[-1]
 
     def _stream(self, command: str, out: IO[bytes], err: IO[bytes], spec: RunSpec, run_dir: str, shown: str,
                 log: Path) -> int:
