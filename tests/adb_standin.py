@@ -37,8 +37,6 @@ from typing import Callable
 DEVICE_TMP = "/data/local/tmp"
 SERVER_VERSION = 41
 FEATURES = "shell_v2,cmd,stat_v2,ls_v2,fixed_push_mkdir,apex,abb,fixed_push_symlink_timestamp,abb_exec"
-_SETUP = ('mount --bind "$1" /data/local/tmp && mount --bind "$2" /proc/cpuinfo && PATH="$3:$PATH" && '
-          'export PATH && cd / && exec /bin/sh -c "$4"')
 # An arm64 device on this x86 machine: in a user namespace of its own, the shell mounts a private binfmt_misc
 # (Linux 6.7+) that hands aarch64 programs to qemu-aarch64 (the emulated target's qemu 11.1, whose CPU has SME2
 # when the device has it: QEMU_CPU), and empty folders over every aarch64 glibc of this machine, so a runner
@@ -46,9 +44,24 @@ _SETUP = ('mount --bind "$1" /data/local/tmp && mount --bind "$2" /proc/cpuinfo 
 _AARCH64_BINFMT = (r":standin-aarch64:M::\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x02\x00\xb7\x00:"
                    r"\xff\xff\xff\xff\xff\xff\xff\x00\xff\xff\xff\xff\xff\xff\xff\xff\xfe\xff\xff\xff:{qemu}:F")
 AARCH64_GLIBC_DIRS = ("/usr/aarch64-linux-gnu", "/lib/aarch64-linux-gnu", "/usr/lib/aarch64-linux-gnu")
-_EMULATED_SETUP = ('mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc && printf "%s" "$5" > '
-                   '/proc/sys/fs/binfmt_misc/register && for d in $6; do if [ -d "$d" ]; then '
-                   'mount -t tmpfs -o ro none "$d" || exit 1; fi; done && ' + _SETUP)
+_EMULATED_SETUP = ('mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc && printf "%s" "$STANDIN_BINFMT" > '
+                   '/proc/sys/fs/binfmt_misc/register && for d in $STANDIN_HIDE; do if [ -d "$d" ]; then '
+                   'mount -t tmpfs -o ro none "$d" || exit 1; fi; done')
+# A device with sysfs=True reads its CPU frequencies, thermal zones and battery from files of its own, bind-mounted
+# where a phone has them, and `dumpsys thermalservice` answers its thermal status (set_state() changes them).
+_SYSFS_MOUNTS = (("sys-cpu", "/sys/devices/system/cpu"), ("sys-thermal", "/sys/class/thermal"),
+                 ("sys-power", "/sys/class/power_supply"))
+# Android 11+'s `cmd power set-fixed-performance-mode-enabled`: every call is appended to performance-mode.log.
+_CMD = """#!/bin/sh
+if [ "$1" = power ] && [ "$2" = set-fixed-performance-mode-enabled ] && [ "$3" = true -o "$3" = false ]; then
+  echo "$3" >> {log}
+else
+  echo "cmd: Unknown command: $*" >&2; exit 255
+fi
+"""
+_DUMPSYS = """#!/bin/sh
+if [ "$1" = thermalservice ]; then echo "IsStatusOverride: false"; echo "Thermal Status: $(cat {status})"; fi
+"""
 _GETPROP = """#!/bin/sh
 props={props}
 if [ "$#" -eq 0 ]; then
@@ -159,6 +172,8 @@ class StandinDevice:
     on_runner_start: Callable[["StandinDevice", subprocess.Popen], None] | None = None
     # Called after a runner process exits, before its exit code is sent.
     on_runner_exit: Callable[["StandinDevice"], None] | None = None
+    # Called with every shell command before it runs (a test changing the device between two commands).
+    on_shell: Callable[["StandinDevice", str], None] | None = None
     # An old adbd that leaves a shell command running when its connection closes.
     keeps_orphans: bool = False
     # A simpleperf on its PATH (Android 9+ ship one), backed by this machine's Linux perf.
@@ -166,6 +181,10 @@ class StandinDevice:
     # An arm64 device: qemu-aarch64 (11.1, for SME2) runs its aarch64 programs, and no aarch64 glibc is visible
     # (_EMULATED_SETUP). Each program's translated code is logged to qemu_logs/qemu-PID.log.
     emulator: Path | None = None
+    # Its own cpufreq, thermal and battery files and dumpsys (_SYSFS_MOUNTS); without it the device shows this
+    # machine's /sys (a VM: no cpufreq, no thermal zone).
+    sysfs: bool = False
+    cores: int = 2
     runs: list[RunRecord] = field(default_factory=list)
     max_running: int = 0
     shell_commands: list[str] = field(default_factory=list)
@@ -194,6 +213,11 @@ class StandinDevice:
         getprop = self.bin_dir / "getprop"
         getprop.write_text(_GETPROP.format(props=_sh_quote(str(props_file))))
         getprop.chmod(0o755)
+        cmd = self.bin_dir / "cmd"
+        cmd.write_text(_CMD.format(log=_sh_quote(str(self.home / "performance-mode.log"))))
+        cmd.chmod(0o755)
+        if self.sysfs:
+            self._make_sysfs()
         if self.simpleperf:
             import sys
 
@@ -214,22 +238,72 @@ class StandinDevice:
         return self.home / "bin"
 
     @property
+    def performance_mode_calls(self) -> list[str]:
+        """Each `cmd power set-fixed-performance-mode-enabled` value the device was given, in order."""
+        log = self.home / "performance-mode.log"
+        return log.read_text().split() if log.exists() else []
+
+    @property
     def qemu_logs(self) -> Path:
         return self.home / "qemu-logs"
 
     def shell_argv(self, command: str) -> tuple[list[str], dict[str, str] | None]:
-        """The command line (and environment) that runs a device shell command on this machine."""
-        if self.emulator is None:
-            return (["unshare", "--mount", "--propagation", "private", "/bin/sh", "-c", _SETUP, "standin-sh",
-                     str(self.root), str(self.cpuinfo), str(self.bin_dir), command], None)
-        self.qemu_logs.mkdir(exist_ok=True)
-        cpu = "max,sme-default-vector-length=64" if self.sme2 else "max,sme=off"
-        env = {**os.environ, "QEMU_CPU": cpu, "QEMU_LOG": "in_asm",
-               "QEMU_LOG_FILENAME": str(self.qemu_logs / "qemu-%d.log")}
-        env.pop("QEMU_LD_PREFIX", None)
-        return (["unshare", "--user", "--map-root-user", "--mount", "--propagation", "private", "/bin/sh", "-c",
-                 _EMULATED_SETUP, "standin-sh", str(self.root), str(self.cpuinfo), str(self.bin_dir), command,
-                 _AARCH64_BINFMT.format(qemu=self.emulator), " ".join(AARCH64_GLIBC_DIRS)], env)
+        """The command line (and environment) that runs a device shell command on this machine: a mount namespace
+        with the device's own /data/local/tmp, /proc/cpuinfo (and sysfs files), its bin/ first on PATH."""
+        mounts = [(self.root, DEVICE_TMP), (self.cpuinfo, "/proc/cpuinfo")]
+        if self.sysfs:
+            mounts += [(self.home / name, target) for name, target in _SYSFS_MOUNTS]
+        args = [str(source) for source, _ in mounts]
+        steps = [f'mount --bind "${{{i}}}" {target}' for i, (_, target) in enumerate(mounts, start=1)]
+        unshare, env = ["unshare", "--mount", "--propagation", "private"], None
+        if self.emulator is not None:
+            self.qemu_logs.mkdir(exist_ok=True)
+            cpu = "max,sme-default-vector-length=64" if self.sme2 else "max,sme=off"
+            env = {**os.environ, "QEMU_CPU": cpu, "QEMU_LOG": "in_asm",
+                   "QEMU_LOG_FILENAME": str(self.qemu_logs / "qemu-%d.log"),
+                   "STANDIN_BINFMT": _AARCH64_BINFMT.format(qemu=self.emulator),
+                   "STANDIN_HIDE": " ".join(AARCH64_GLIBC_DIRS)}
+            env.pop("QEMU_LD_PREFIX", None)
+            unshare = ["unshare", "--user", "--map-root-user", "--mount", "--propagation", "private"]
+            steps.insert(0, _EMULATED_SETUP)
+        n = len(args)
+        steps.append(f'PATH="${{{n + 1}}}:$PATH" && export PATH && cd / && exec /bin/sh -c "${{{n + 2}}}"')
+        return [*unshare, "/bin/sh", "-c", " && ".join(steps), "standin-sh", *args, str(self.bin_dir), command], env
+
+    def _make_sysfs(self) -> None:
+        for number in range(self.cores):
+            folder = self.home / "sys-cpu" / f"cpu{number}" / "cpufreq"
+            folder.mkdir(parents=True, exist_ok=True)
+            for name, value in (("scaling_governor", "schedutil"), ("scaling_cur_freq", "2000000"),
+                                ("scaling_max_freq", "3000000"), ("cpuinfo_max_freq", "3000000")):
+                (folder / name).write_text(value + "\n")
+        for number, kind in enumerate(("cpu-0-0", "soc")):
+            zone = self.home / "sys-thermal" / f"thermal_zone{number}"
+            zone.mkdir(parents=True, exist_ok=True)
+            (zone / "type").write_text(kind + "\n")
+            (zone / "temp").write_text("35000\n")
+        battery = self.home / "sys-power" / "battery"
+        battery.mkdir(parents=True, exist_ok=True)
+        (battery / "temp").write_text("300\n")
+        (battery / "status").write_text("Charging\n")
+        (self.home / "thermal-status").write_text("0\n")
+        dumpsys = self.bin_dir / "dumpsys"
+        dumpsys.write_text(_DUMPSYS.format(status=_sh_quote(str(self.home / "thermal-status"))))
+        dumpsys.chmod(0o755)
+
+    def set_state(self, cap_khz: int | None = None, temp_c: float | None = None, thermal_status: int | None = None,
+                  governor: str | None = None) -> None:
+        """Change what the device's sysfs and dumpsys say, as a phone heating or cooling would."""
+        for number in range(self.cores):
+            folder = self.home / "sys-cpu" / f"cpu{number}" / "cpufreq"
+            if cap_khz is not None:
+                (folder / "scaling_max_freq").write_text(f"{cap_khz}\n")
+            if governor is not None:
+                (folder / "scaling_governor").write_text(governor + "\n")
+        if temp_c is not None:
+            (self.home / "sys-thermal" / "thermal_zone0" / "temp").write_text(f"{int(temp_c * 1000)}\n")
+        if thermal_status is not None:
+            (self.home / "thermal-status").write_text(f"{thermal_status}\n")
 
     def host_path(self, device_path: str) -> Path | None:
         """Where a device path under /data/local/tmp lives on this machine; None elsewhere."""
@@ -456,6 +530,8 @@ class AdbStandin:
 
     def _shell(self, device: StandinDevice, conn: socket.socket, command: str, v2: bool) -> None:
         device.shell_commands.append(command)
+        if device.on_shell is not None:
+            device.on_shell(device, command)
         conn.sendall(b"OKAY")
         argv, env = device.shell_argv(command)
         process = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,

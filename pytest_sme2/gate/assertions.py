@@ -14,6 +14,7 @@ import pytest
 from pytest_sme2.evidence.categories import Category
 from pytest_sme2.evidence.kernel_sampling import SME_CATEGORIES, SME_KINDS
 from pytest_sme2.export.export import ExportedModel
+from pytest_sme2.profile.op_pairs import MIN_SLOWDOWN, sme2_slowdowns
 from pytest_sme2.profile.profile import BASES, TIME, Profile, Speedup
 from pytest_sme2.run.targets.base import EMULATED_TIMING
 
@@ -219,6 +220,17 @@ def assert_outputs_match(profile: Profile, exported: "ExportedModel", rtol: floa
             )
         worst = max(worst, float(diff.max()))
     return worst
+
+
+def assert_no_sme2_slowdown(on: Profile, off: Profile, *, min_slowdown: float = MIN_SLOWDOWN) -> None:
+    """Fail when an operator is measured slower with SME2 on than off: its median time on over off, with a 95%
+    bootstrap interval over the undisturbed runs of each, wholly above ``1 + min_slowdown`` (op_pairs.py). The
+    batch-1 GEMV case where packed SME2 kernels lose to NEON (XNNPACK #10719), on a phone or an SME2 machine.
+    Emulated profiles are refused (their time is the emulator's): use assert_no_modelled_sme2_slowdown there."""
+    slower = sme2_slowdowns(on, off, min_slowdown)
+    if slower:
+        raise AssertionError(f"{len(slower)} operator(s) measured slower with SME2 on ({on.label}) than off "
+                             f"({off.label}):\n" + "\n".join(f"  {s}" for s in slower))
 
 
 def assert_no_modelled_sme2_slowdown(on: Profile, off: Profile, device: str = "apple-m4", *,

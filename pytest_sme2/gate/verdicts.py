@@ -242,8 +242,8 @@ def _too_few(clean: tuple[np.ndarray, np.ndarray]) -> str:
     for side, mask in zip(("this run", "the baseline"), clean):
         if int(mask.sum()) < stats.MIN_CLEAN_RUNS:
             return (f"{side} has {int(mask.sum())} undisturbed of {mask.size} runs, fewer than "
-                    f"{stats.MIN_CLEAN_RUNS}; the machine was too busy (run again on a quieter machine, or with "
-                    f"more runs: --sme2-runs)")
+                    f"{stats.MIN_CLEAN_RUNS}; the machine was too busy or the device throttled (run again on a "
+                    f"quieter or cooler machine, wait for it with --sme2-cooldown-temp, or make more runs: --sme2-runs)")
     return ""
 
 

@@ -27,6 +27,7 @@ from pytest_sme2.export.work import ProgramFacts
 from pytest_sme2.measure.session import Sme2Session, copy_artifact, kit_variant
 from pytest_sme2.profile import stats
 from pytest_sme2.profile.profile import Profile
+from pytest_sme2.run.device_state import cores_of_mask, wait_for_cooldown
 from pytest_sme2.run.targets import RunResult, RunSpec
 from pytest_sme2.run.targets.base import RUN_FACTS
 from pytest_sme2.system.digests import file_sha256
@@ -105,16 +106,45 @@ class Runner:
         identity["pte"] = str(program)
         identity["inputs"] = str(inputs) if inputs is not None else None
         reference = self.session.reference() if sampler is None else None  # a sampled round is not timed
+        before = self._state_before() if sampler is None else None
         started = time.perf_counter()
         extra = {"sampler": sampler} if sampler is not None else {}
         result = self.session.target.run(program, inputs, spec, out_dir,
                                          reference=reference.path if reference is not None else None, **extra)
+        if before is not None:
+            identity["device_state"] = self._state_record(before)
         # How long the target took (runs, reference runs, process start): what the plugin's own cost is
         # measured against (benchmarks/bench_plugin_overhead.py).
         identity["run_seconds"] = time.perf_counter() - started
         write_file(out_dir / RUN_FACTS, json.dumps({"version": 1, "target": self.session.target.info.as_dict(),
                                                     "spec": spec.as_dict()}, indent=1, default=str))
         return result, identity
+
+    def _state_before(self) -> "dict[str, Any] | None":
+        """The device's state before a timed round (None: the target reads none), after waiting for it to cool
+        down when the session asks (--sme2-cooldown-temp). The session's first reading is its steady state."""
+        target, settings = self.session.target, self.session.settings
+        state = target.device_state()
+        if state is None:
+            return None
+        waited, still_hot = 0.0, None
+        if settings.cooldown_c is not None:
+            state, waited, still_hot = wait_for_cooldown(target.device_state, settings.cooldown_c,
+                                                         settings.cooldown_max_s, self.session.say, time.sleep,
+                                                         time.monotonic)
+        if self.session.steady_state is None:
+            self.session.steady_state = state
+        return {"state": state, "cooldown_s": waited, "still_hot": still_hot}
+
+    def _state_record(self, before: dict[str, Any]) -> dict[str, Any]:
+        """Before and after the round, and why it counts as throttled (None: it does not)."""
+        after = self.session.target.device_state()
+        steady = self.session.steady_state
+        cores = cores_of_mask(getattr(getattr(self.session.settings, "adb", None), "affinity", None))
+        reasons = [r for r in (before["state"].throttling(steady, cores), after.throttling(steady, cores)) if r]
+        return {"before": before["state"].as_dict(), "after": after.as_dict(), "cooldown_s": before["cooldown_s"],
+                "still_hot_after_cooldown": before["still_hot"], "throttled": "; ".join(dict.fromkeys(reasons)) or None,
+                "governor": after.governor(cores)}
 
     def profile(self, pte: "ExportedModel | str | Path", top_up: bool = True) -> Profile:
         """Run with ETDump and build the Profile of the timed runs.
@@ -203,6 +233,8 @@ class Runner:
             **result.evidence,
             "memory": memory,
         }
+        if "device_state" in identity:
+            metadata["device_state"] = identity["device_state"]
         try:
             return self._profile_of(result, identity, facts, metadata)
         except EtdumpError as exc:  # a file the runner wrote: the runner (or its ETDump writer) is at fault
@@ -222,6 +254,7 @@ class Runner:
             delegation=identity["delegation"],
             wall_ms=result.wall_ms,
             reference_ms=result.reference_ms,
+            throttled=bool((metadata.get("device_state") or {}).get("throttled")),
             metadata=metadata,
             instructions=_counted(result),
             work=facts.work,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from pytest_sme2.export.export import ExportedModel, Recipe, export
 from pytest_sme2.model.registry import ModelRegistry, default_registry
@@ -46,6 +46,9 @@ class Settings:
     latency_reference: bool = True
     # Sample which kernels took each operator's time in one more round per profile (kernel_sampling.py); None: off.
     kernel_sampling: Any = None
+    # adb and local targets: wait before each timed round until the device is this cool (device_state.py); None: no wait.
+    cooldown_c: float | None = None
+    cooldown_max_s: float = 300.0
 
 
 def kit_variant(variant: str) -> str:
@@ -62,6 +65,10 @@ class Sme2Session:
         self._exports: dict[tuple[str, Recipe], ExportedModel] = {}
         self._reference: ExportedModel | None = None
         self.program_facts: dict[str, Any] = {}  # .pte path -> work.ProgramFacts, read once per process
+        # The device's state at the session's first round: what later rounds' frequency caps are judged against.
+        self.steady_state: Any = None
+        # Where the session says what it waits for (the plugin's progress line; silent outside pytest).
+        self.say: Callable[[str], None] = lambda text: None
 
     @property
     def target(self) -> Target:

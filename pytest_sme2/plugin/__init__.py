@@ -135,6 +135,8 @@ def pytest_configure(config: pytest.Config) -> None:
         fresh=setting(config, "fresh"),
         latency_reference=setting(config, "latency_reference"),
         kernel_sampling=_kernel_sampling(config),
+        cooldown_c=setting(config, "cooldown_temp"),
+        cooldown_max_s=setting(config, "cooldown_max_wait"),
     )
     try:
         device = setting(config, "device")
@@ -152,6 +154,7 @@ def pytest_configure(config: pytest.Config) -> None:
                 server=setting(config, "adb_server"), affinity=setting(config, "adb_affinity"),
                 device_dir=setting(config, "adb_dir") or AdbOptions.device_dir,
                 mask_library=options.resolve_path(config, "adb_mask_library"),
+                performance_mode=setting(config, "adb_performance_mode"),
                 claim_timeout_s=AdbOptions.claim_timeout_s if claim_timeout is None else claim_timeout))
     except Sme2Error as exc:
         raise pytest.UsageError(str(exc)) from None

@@ -145,9 +145,20 @@ OPTIONS: tuple[Option, ...] = (
            doc_default=f"`{DEFAULT_DEVICE_DIR}`"),
     Option("adb_mask_library", "adb target: libsme2_mask.so built for the device, for SME2 off with one runner build",
            RUN, kind="path", doc_default="none"),
+    Option("adb_performance_mode", "adb target: turn on Android's fixed performance mode (Android 11+) for the "
+           "session and off again at its end, also when it is interrupted", RUN, kind="bool", default=False,
+           switch="--sme2-adb-performance-mode", ini_help="adb target: fixed performance mode for the session",
+           doc_default="off"),
     Option("adb_claim_timeout", f"adb target: seconds to wait for a device no other worker has claimed (default "
            f"{_ADB_CLAIM:g})", RUN, kind="float", low=0, what="a number of seconds >= 0",
            doc_default=f"{_ADB_CLAIM:g} s"),
+    Option("cooldown_temp", "adb and local targets: before each round of timed runs, wait until every thermal zone "
+           "is at or below this many degrees C and Android's thermal status is below moderate", RUN, kind="float",
+           low=0, what="degrees C >= 0", doc_default="no wait (device state is still recorded, and throttled "
+           "rounds are left out)"),
+    Option("cooldown_max_wait", "adb and local targets: the longest cooldown wait in seconds; a device still hot "
+           "then runs, and its throttled rounds are left out", RUN, kind="float", default=300.0, low=0,
+           what="a number of seconds >= 0", doc_default="300 s"),
     Option("runner", "local target: native runner executable; SME2 off by masking (default: the built native "
            "runner)", RUN, kind="path", ini_help="local target: native runner executable (SME2 off by masking)",
            doc_default="the built native runner (local target)"),

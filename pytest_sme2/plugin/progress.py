@@ -120,6 +120,12 @@ def _progress(config: pytest.Config) -> Progress | None:
     return config.stash.get(_KEY, None)
 
 
+def sayer(config: pytest.Config) -> Callable[[str], None]:
+    """What a session uses to say what it waits for (a device cooling down): a progress line, or nothing."""
+    progress = _progress(config)
+    return (lambda text: None) if progress is None else progress.say
+
+
 class Outcome:
     """The end line of a step, which the step may change once it knows how it ended."""
 

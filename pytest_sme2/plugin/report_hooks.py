@@ -290,5 +290,8 @@ def pytest_configure(config: pytest.Config) -> None:
         return session.settings.session_dir if session is not None else None
 
     progress.install(config, session_dir)
+    session = session_of(config)
+    if session is not None:  # a device cooling down is said where progress is
+        session.say = progress.sayer(config)
     if not _is_worker(config):
         config.pluginmanager.register(_Collector(config), "sme2-report-collector")

@@ -158,6 +158,8 @@ class Profile:
     work: "ProgramWork | None" = None
     # Which kernels took each operator's time, from a sampled round (kernel_sampling.py); None: not sampled.
     kernel_time: "KernelTime | None" = None
+    # Per run: taken while the device throttled (device_state.py), so left out like a stall; None: never.
+    throttled_runs: np.ndarray | None = None
 
     # ------------------------------------------------------------------ build
     @classmethod
@@ -167,8 +169,11 @@ class Profile:
         warmup_etdump: str | Path | None = None,
         **kwargs: Any,
     ) -> "Profile":
-        """Build from the timed ETDump (and the warmup one holding load/init, if split)."""
-        return cls(read_run(etdump, warmup_etdump), **kwargs)
+        """Build from the timed ETDump (and the warmup one holding load/init, if split). ``throttled``: the
+        device throttled during this round, so every run of it is left out."""
+        throttled = bool(kwargs.pop("throttled", False))
+        trace = read_run(etdump, warmup_etdump)
+        return cls(trace, **kwargs, throttled_runs=np.full(trace.runs, True) if throttled else None)
 
     @classmethod
     def concat(cls, profiles: "Sequence[Profile]", replicas: bool = False) -> "Profile":
@@ -207,6 +212,8 @@ class Profile:
             if all(p.instructions is not None for p in profiles) else None,
             work=head.work,
             kernel_time=next((p.kernel_time for p in profiles if p.kernel_time is not None), None),
+            throttled_runs=None if all(p.throttled_runs is None for p in profiles) else np.concatenate(
+                [p.throttled_runs if p.throttled_runs is not None else np.zeros(p.runs, dtype=bool) for p in profiles]),
         )
 
     def __post_init__(self) -> None:
@@ -289,14 +296,26 @@ class Profile:
     @functools.cached_property
     def clean(self) -> np.ndarray:
         """Per run: True unless the machine disturbed the run (stats.disturbed). Shares, coverage, SME
-        path and speedups read these runs. Emulated time says nothing about the machine: every run counts."""
-        return stats.undisturbed_runs(self.e2e_ms, None, self.emulated, op_ms=self.trace.op_values)
+        path and speedups read these runs. Emulated time says nothing about the machine: every run counts.
+        Runs taken while the device throttled are disturbed too (device_state.py)."""
+        return self._unthrottled(stats.undisturbed_runs(self.e2e_ms, None, self.emulated, op_ms=self.trace.op_values))
+
+    def _unthrottled(self, mask: np.ndarray) -> np.ndarray:
+        if self.throttled_runs is not None and len(self.throttled_runs) == mask.size:
+            return mask & ~self.throttled_runs
+        return mask
 
     @functools.cached_property
     def clean_relative(self) -> np.ndarray:
         """Runs undisturbed themselves *and* in the reference run right before them: what relative latency
         reads (a reference stalled by 4 ms makes its run look 2x faster)."""
-        return stats.undisturbed_runs(self.e2e_ms, self.reference_ms, self.emulated, op_ms=self.trace.op_values)
+        return self._unthrottled(stats.undisturbed_runs(self.e2e_ms, self.reference_ms, self.emulated,
+                                                        op_ms=self.trace.op_values))
+
+    @property
+    def throttled(self) -> int:
+        """How many timed runs were taken while the device throttled (counted in disturbed_runs too)."""
+        return 0 if self.throttled_runs is None else int(self.throttled_runs.sum())
 
     @property
     def disturbed_run_indices(self) -> list[int]:
@@ -688,6 +707,7 @@ class Profile:
             # Which runs: the Profile also sees stalls inside one operator, which e2e_ms alone cannot show.
             "disturbed_run_indices": self.disturbed_run_indices,
             "disturbed_references": self.disturbed_references,
+            "throttled_runs": self.throttled,
             "basis": self.basis,
             "memory": {"planned_bytes": self.planned_memory_bytes, "planned_buffers": memory.get("planned_buffers"),
                        "peak_rss_kb_median": None if self.peak_rss_kb is None else float(np.median(self.peak_rss_kb))},

@@ -6,10 +6,8 @@ HTML page, ``pytest-sme2 report``) reads these plain dicts, so a test entry can
 cross an xdist boundary or be read back from disk and rendered again.
 
 Comparisons pair an SME2-on profile with an SME2-off profile of the same model,
-recipe and thread count. Operators are matched by name with the per-delegate
-" #N" suffix stripped; an operator whose kernel path changed (``F32`` off,
-``PF32`` on) has a different name in each variant, so what is left unmatched
-is paired once more by operator kind and kernel when that pairing is unique.
+recipe and thread count; their operators are paired by profile/op_pairs.py, which
+also names the operators measured significantly slower with SME2 on (``slower_with_sme2``).
 Every ratio comes from :mod:`pytest_sme2.profile.stats` (E2E speedup from
 ``Profile.speedup_over``), never from a second formula. Emulated timing is not
 hardware timing, so emulated comparisons carry no speedups: their shares and
@@ -26,6 +24,7 @@ import numpy as np
 
 from pytest_sme2.evidence.categories import Category, classify
 from pytest_sme2.profile import stats
+from pytest_sme2.profile.op_pairs import match_ops, per_run_by_op, sme2_slowdowns
 from pytest_sme2.profile.profile import INSTRUCTIONS, TIME, Profile
 
 if TYPE_CHECKING:
@@ -71,35 +70,9 @@ def pair_variants(profiles: Iterable[Profile]) -> list[tuple[Profile, Profile]]:
     return pairs
 
 
-def _per_run_by_op(profile: Profile, by: str) -> dict[str, np.ndarray]:
-    """Per-run time (or instructions) of each operator, its instances added up (keys: names without " #N")."""
-    values = profile.op_values(by)
-    return {op: values[rows.index.to_numpy()].sum(axis=0) for op, rows in profile.ops.groupby("op", sort=False)}
-
-
 def _fewer(off: float, on: float) -> float | None:
     """How many times fewer instructions SME2 on needed than off (exact counts: no interval)."""
     return off / on if on > 0 and off > 0 else None
-
-
-def _match_ops(on: dict[str, np.ndarray], off: dict[str, np.ndarray]) -> list[tuple[str | None, str | None]]:
-    """Pairs of (off name, on name): by name first, then by unique (kind, kernel, portable)."""
-    pairs: list[tuple[str | None, str | None]] = [(name, name) for name in off if name in on]
-    rest_off = [n for n in off if n not in on]
-    rest_on = [n for n in on if n not in off]
-
-    def shape(name: str) -> tuple[str, str, bool]:
-        c = classify(name)
-        return c.kind, c.kernel, c.portable
-
-    for name in list(rest_off):
-        candidates = [n for n in rest_on if shape(n) == shape(name)]
-        if len(candidates) == 1 and sum(shape(n) == shape(name) for n in rest_off) == 1:
-            pairs.append((name, candidates[0]))
-            rest_off.remove(name)
-            rest_on.remove(candidates[0])
-    pairs += [(name, None) for name in rest_off] + [(None, name) for name in rest_on]
-    return pairs
 
 
 def compare(on: Profile, off: Profile, top: int = TOP_OPS, device: "str | DeviceModel | None" = None) -> dict[str, Any]:
@@ -126,11 +99,11 @@ def compare(on: Profile, off: Profile, top: int = TOP_OPS, device: "str | Device
             "fewer_instructions": _fewer(off_value, on_value) if counted else None,
             "speedup": None if emulated else _ratio(off_cat[name].to_numpy(), on_cat[name].to_numpy()),
         })
-    on_ops, off_ops = _per_run_by_op(on, by), _per_run_by_op(off, by)
+    on_ops, off_ops = per_run_by_op(on, by), per_run_by_op(off, by)
     on_total = float(on.category_values(by).sum(axis=1).sum())
     off_total = float(off.category_values(by).sum(axis=1).sum())
     operators = []
-    for off_name, on_name in _match_ops(on_ops, off_ops):
+    for off_name, on_name in match_ops(on_ops, off_ops):
         name = off_name or on_name
         assert name is not None
         c_on = classify(on_name) if on_name else None
@@ -179,6 +152,8 @@ def compare(on: Profile, off: Profile, top: int = TOP_OPS, device: "str | Device
         "categories": categories,
         "operators": operators,
         "kernels": _kernel_comparison(on, off),
+        # Measured time only: on the emulated target the device model names slowdowns (``modelled``).
+        "slower_with_sme2": None if emulated else [s.as_dict() for s in sme2_slowdowns(on, off)],
         "modelled": modelled_comparison(on, off, device) if counted and device else None,
     }
 

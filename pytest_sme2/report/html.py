@@ -41,6 +41,7 @@ from pytest_sme2.report.text import (
     kernel_comparison_text,
     kernel_rows_by_op,
     kernel_time_text,
+    slowdown_text,
 )
 
 STYLE = """<style>
@@ -174,6 +175,8 @@ def _comparison_html(comparison: Mapping[str, Any]) -> str:
                 pct(op["off_share"]), pct(op["on_share"]), ms(op["off_median_ms"]), ms(op["on_median_ms"]),
                 speedup(op["speedup"], emulated)] for op in comparison["operators"]]),
     ]
+    if slowdown_text(comparison):
+        parts.append(f"<p class=\"sme2-slowdowns\">{_esc(slowdown_text(comparison))}</p>")
     kernels = comparison.get("kernels")
     if kernels:
         parts.append(f"<p>{_esc(kernel_comparison_text(kernels))}</p>")

@@ -38,6 +38,7 @@ from pytest_sme2.report.text import (
     kernel_rows_by_op,
     kernel_time_text,
     shares_text,
+    slowdown_text,
 )
 
 
@@ -105,6 +106,8 @@ def session_markdown(summary: Mapping[str, Any]) -> str:
                 [[k["category"], pct(k["off_share"]), pct(k["on_share"]), speedup(k["speedup"], c["emulated"])]
                  for k in c["categories"]])
             lines += _kernel_comparison(c.get("kernels"))
+            if slowdown_text(c):
+                lines += ["", text(slowdown_text(c))]
             lines += [""] + markdown_table(
                 ["operator (off -> on)", "share off", "share on", "speedup [95% CI]"],
                 [[f"{op['off_op'] or '-'} -> {op['on_op'] or '-'}" if op["off_op"] != op["on_op"] else op["op"],

@@ -11,7 +11,10 @@ from pytest_sme2.report.table import SME_INSTRUCTIONS_LABEL, from_result_cache, 
 
 def _disturbed_parts(summary: Mapping[str, Any]) -> list[str]:
     runs, refs = summary.get("disturbed_runs") or 0, summary.get("disturbed_references") or 0
-    return ([f"{runs} disturbed by the machine"] if runs else []) + (
+    throttled = summary.get("throttled_runs") or 0  # counted in disturbed_runs too (device_state.py)
+    by_machine = runs - throttled
+    return ([f"{by_machine} disturbed by the machine"] if by_machine > 0 else []) + (
+        [f"{throttled} taken while the device throttled"] if throttled else []) + (
         [f"{refs} after a disturbed reference run"] if refs else [])
 
 
@@ -144,6 +147,36 @@ def cached_text(profile: Mapping[str, Any]) -> str:
     return f" (counted run from the result cache, key {profile['metadata']['result_cache'].get('key')})"
 
 
+def device_state_text(profile: Mapping[str, Any]) -> str | None:
+    """``device: governor schedutil, hottest 41.5 C, thermal status none, battery 31.5 C (Charging); throttled:
+    ...`` from the state read after the profile's first round (device_state.py); None where none was read."""
+    record = (profile.get("metadata") or {}).get("device_state")
+    if not record:
+        return None
+    after = record.get("after") or {}
+    parts = [f"governor {record.get('governor') or 'unknown'}"]
+    if after.get("hottest_c") is not None:
+        parts.append(f"hottest {after['hottest_c']:.1f} C")
+    if after.get("thermal_status") is not None:
+        from pytest_sme2.run.device_state import THERMAL_STATUS
+
+        parts.append(f"thermal status {THERMAL_STATUS[min(int(after['thermal_status']), len(THERMAL_STATUS) - 1)]}")
+    if after.get("battery_temp_c") is not None:
+        parts.append(f"battery {after['battery_temp_c']:.1f} C" + (f" ({after['battery_status']})"
+                                                                  if after.get("battery_status") else ""))
+    if record.get("cooldown_s"):
+        parts.append(f"cooled down {record['cooldown_s']:.0f} s first"
+                     + (f", still {record['still_hot_after_cooldown']}" if record.get("still_hot_after_cooldown")
+                        else ""))
+    text = "device: " + ", ".join(parts)
+    if after.get("missing"):
+        text += f"; not readable: {', '.join(after['missing'])}"
+    throttled = profile.get("throttled_runs") or 0
+    if throttled:
+        text += f"; {throttled} runs taken while throttled ({record.get('throttled') or 'a later round'})"
+    return text
+
+
 def profile_text(summary: Mapping[str, Any]) -> str:
     shares = shares_text(summary["shares"], summary.get("other_delegate_outside_ops"))
     # the emulated target's shares and coverage are of counted instructions; its time is the emulator's
@@ -162,6 +195,9 @@ def profile_text(summary: Mapping[str, Any]) -> str:
         + (f"; {SME_INSTRUCTIONS_LABEL}: {pct(summary['instructions']['sme_share_of_conv_gemm'])}"
            if summary.get("instructions") else ""),
     ]
+    device = device_state_text(summary)
+    if device is not None:
+        lines.append(f"  {device}")
     ops = operator_shares(summary)
     if ops is None:
         lines.append(f"  {NO_OPERATOR_SHARES}")
@@ -175,9 +211,26 @@ def profile_text(summary: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def slowdown_text(comparison: Mapping[str, Any]) -> str | None:
+    """The operators measured slower with SME2 on than off (op_pairs.py), or None where time was not measured."""
+    slower = comparison.get("slower_with_sme2")
+    if slower is None:
+        return None
+    if not slower:
+        return "No operator is measurably slower with SME2 on (by 5% or more, 95% bootstrap interval)."
+    named = "; ".join(f"{op['op']} ({op['category']}) {op['slowdown']['value']:.2f}x slower "
+                      f"[{op['slowdown']['low']:.2f}, {op['slowdown']['high']:.2f}], {op['off_ms'] * 1e3:.1f} -> "
+                      f"{op['on_ms'] * 1e3:.1f} us" for op in slower[:5])
+    return (f"{len(slower)} operator(s) slower with SME2 on than off (median on / off, 95% bootstrap interval "
+            f"above 1.05): {named}" + ("; ..." if len(slower) > 5 else ""))
+
+
 def entry_text(test_entry: Mapping[str, Any]) -> str:
     parts = [profile_text(p) for p in test_entry["profiles"]]
     for c in test_entry.get("comparisons", []):
         parts.append(f"SME2 on vs off ({c['model']} {c['recipe']}): speedup {speedup(c['speedup'], c['emulated'])}, "
                      f"bottleneck {c['bottleneck_off']} -> {c['bottleneck_on']}")
+        slower = slowdown_text(c)
+        if slower:
+            parts.append(f"  {slower}")
     return "\n".join(parts)

@@ -30,7 +30,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 _live: dict[int, subprocess.Popen] = {}
 _lock = threading.Lock()
@@ -110,12 +110,34 @@ def running() -> list[subprocess.Popen]:
         return [process for process in _live.values() if process.poll() is None]
 
 
+_restores: dict[int, Callable[[], None]] = {}  # id -> what puts a device setting back, run once by end_all
+
+
+def on_end(key: int, restore: Callable[[], None]) -> None:
+    """Run ``restore`` when the session ends however it ends (end_all: at exit, SIGTERM, SIGHUP), unless
+    ``forget_end(key)`` came first: a device setting a session changed is put back even when it is killed."""
+    with _lock:
+        _restores[key] = restore
+
+
+def forget_end(key: int) -> None:
+    with _lock:
+        _restores.pop(key, None)
+
+
 def end_all() -> None:
-    """End every process started here that still runs."""
+    """End every process started here that still runs, then put back what sessions changed on devices."""
     with _lock:
         processes = list(_live.values())
+        restores = list(_restores.values())
+        _restores.clear()
     for process in processes:
         end(process)
+    for restore in restores:
+        try:
+            restore()
+        except Exception:  # noqa: BLE001 - a device gone by now: nothing left to put back, and exit goes on
+            pass
 
 
 atexit.register(end_all)

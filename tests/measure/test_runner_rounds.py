@@ -45,6 +45,9 @@ class ScriptedTarget:
         return RunResult(spec=spec, target=self.info, out_dir=out_dir, wall_ms=np.array(times) / 1e6,
                          timed_etdump=etdump, warmup_etdump=None, log=log, outputs=None, sme2_active=False)
 
+    def device_state(self) -> None:
+        return None
+
     def close(self) -> None:
         pass
 

@@ -31,6 +31,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from pytest_sme2.errors import EtdumpError, RunnerError, UsageError
 from pytest_sme2.run.cpu import parse_proc_cpuinfo
+from pytest_sme2.run.device_state import cores_of_mask
 from pytest_sme2.run.native.tensorfile import torch_inputs_to_file
 from pytest_sme2.run.targets.base import (
     DEFAULT_TIMEOUT_S,
@@ -60,6 +61,7 @@ from pytest_sme2.system.safe_files import open_no_follow, private_folder
 
 if TYPE_CHECKING:
     from pytest_sme2.evidence.samplers import SimpleperfSampler
+    from pytest_sme2.run.device_state import DeviceState
 
 ADB = "adb"
 DEFAULT_DEVICE_DIR = "/data/local/tmp"
@@ -131,6 +133,7 @@ class AdbOptions:
     device_dir: str = DEFAULT_DEVICE_DIR
     mask_library: Path | None = None
     claim_timeout_s: float = DEFAULT_TIMEOUT_S  # as long as one run may take: a claimed device frees by then
+    performance_mode: bool = False  # Android 11+ fixed performance mode for the session (--sme2-adb-performance-mode)
 
     def __post_init__(self) -> None:
         if self.serial is not None and not _SERIAL.fullmatch(self.serial):
@@ -254,6 +257,11 @@ class AdbTarget:
                 self._on = self._off = self._check(runner, "runner (--sme2-runner)", arch)
             if self._mask is not None:
                 self._check(self._mask, "SME2-masking library (--sme2-adb-mask-library)", arch, executable=False)
+            self._performance_mode = False
+            if self._options.performance_mode:
+                self._enter_performance_mode()
+            first = self.device_state()
+            self._governor = first.governor(cores_of_mask(self._options.affinity))  # in the fingerprint
         except BaseException:
             self._claim.release()
             raise
@@ -391,7 +399,8 @@ class AdbTarget:
                      "android_version": f.android, "sdk": f.sdk, "abi": f.abi, "kernel_arch": f.kernel_arch,
                      "cpuinfo_sme2": f.has_sme2, "adb_server": f"{self._server[0]}:{self._server[1]}",
                      "runtime": "native runner over adb", "sme2_off_mode": mode, "runner_on": str(self._on),
-                     "runner_off": str(self._off), "affinity": self._options.affinity},
+                     "runner_off": str(self._off), "affinity": self._options.affinity, "governor": self._governor,
+                     "fixed_performance_mode": self._performance_mode},
         )
 
     def unsupported(self, sme2: bool | None) -> str | None:
@@ -452,10 +461,43 @@ class AdbTarget:
 
     def close(self) -> None:
         try:
-            if self._pushed:
-                self._cleanup(self._session_dir)
+            try:
+                if self._pushed:
+                    self._cleanup(self._session_dir)
+            finally:
+                self._leave_performance_mode()
         finally:
             self._claim.release()
+
+    def _set_performance_mode(self, enabled: bool) -> None:
+        command = f"cmd power set-fixed-performance-mode-enabled {'true' if enabled else 'false'}"
+        done = self._shell(command)
+        said = ((done.stdout or "") + (done.stderr or "")).strip()
+        if done.returncode != 0 or "Unknown command" in said or "Exception" in said:
+            raise RunnerError(f"`adb -s {self.facts.serial} shell {command}` failed on {self.facts.described} "
+                              f"(exit {done.returncode}): {said[-300:] or 'no output'}")
+
+    def _enter_performance_mode(self) -> None:
+        """Android's fixed performance mode (Android 11+: ``cmd power set-fixed-performance-mode-enabled``), on
+        for the session: the CPU and GPU clocks stay at fixed levels, so runs do not ride the governor's ramps.
+        Turned off again at close, and by supervised.end_all when the session is killed (SIGTERM, SIGHUP)."""
+        if not self.facts.sdk.isdigit() or int(self.facts.sdk) < 30:
+            raise UsageError(f"--sme2-adb-performance-mode needs Android 11 (SDK 30) or later; {self.facts.described} "
+                             f"reports SDK {self.facts.sdk}: leave the option off")
+        from pytest_sme2.system import supervised
+
+        self._set_performance_mode(True)
+        self._performance_mode = True
+        supervised.on_end(id(self), lambda: self._set_performance_mode(False))
+
+    def _leave_performance_mode(self) -> None:
+        if not getattr(self, "_performance_mode", False):
+            return
+        from pytest_sme2.system import supervised
+
+        supervised.forget_end(id(self))
+        self._performance_mode = False
+        self._set_performance_mode(False)
 
     # --- the steps of a run ---------------------------------------------------------------------------
 
@@ -557,6 +599,12 @@ class AdbTarget:
             environment.append(f"LD_PRELOAD={shlex.quote(f'{mask_folder}/{self._mask.name}')}")
         exports = " ".join(f"export {assignment} &&" for assignment in environment)
         return f"{exports} exec {' '.join(shlex.quote(word) for word in argv)}"
+
+    def device_state(self) -> "DeviceState":
+        """Governors, frequencies, temperatures, thermal status and battery of the device now (device_state.py)."""
+        from pytest_sme2.run.device_state import STATE_SCRIPT, DeviceState
+
+        return DeviceState.parse(self._shell(STATE_SCRIPT).stdout or "")
 
     def kernel_release(self) -> str:
         """``uname -r -v`` on the device (doctor)."""

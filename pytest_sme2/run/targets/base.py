@@ -24,6 +24,7 @@ from pytest_sme2.errors import UsageError
 
 if TYPE_CHECKING:
     from pytest_sme2.evidence.samplers import Sampler
+    from pytest_sme2.run.device_state import DeviceState
 
 WARMUP_ETDUMP = "warmup.etdp"
 TIMED_ETDUMP = "timed.etdp"
@@ -137,7 +138,14 @@ class TargetInfo:
 
         kind = "emulated" if self.emulated else self.name.split(":")[0]
         device = [slug(str(self.details[k])) for k in ("device_model", "soc") if self.details.get(k)]
-        return "-".join([kind, self.arch, *device, slug(self.cpu), "sme2" if self.has_sme2 else "nosme2"])
+        # The cores' governor where the target reads one (device_state.py): performance and schedutil time apart.
+        # What fixes the clocks (device_state.py): the cores' governor where read, Android's fixed performance
+        # mode, the cores the runner is pinned to. Runs under other settings are not comparable.
+        governor = [f"gov-{slug(str(self.details['governor']))}"] if self.details.get("governor") else []
+        fixed = ["fixedperf"] if self.details.get("fixed_performance_mode") else []
+        pinned = [f"cpus-{self.details['affinity']}"] if self.details.get("affinity") else []
+        return "-".join([kind, self.arch, *device, slug(self.cpu), *governor, *fixed, *pinned,
+                         "sme2" if self.has_sme2 else "nosme2"])
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -191,6 +199,11 @@ class Target(Protocol):
     def kernel_sampler(self, period_ns: int) -> "Sampler":
         """The sampler that runs around this target's runner (samplers.py), or a UsageError saying why there
         is none and what to do: a capability of the target, asked of the target."""
+        ...
+
+    def device_state(self) -> "DeviceState | None":
+        """The device's governors, frequencies, temperatures and thermal status now (device_state.py), read
+        before and after every timed round; None where there is no device to read (host, emulated)."""
         ...
 
     def close(self) -> None: ...

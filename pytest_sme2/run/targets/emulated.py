@@ -140,6 +140,10 @@ class EmulatedTarget:
             )
         self._version_checked = True
 
+    def device_state(self) -> None:
+        """None: no device to read (this target's times are not a phone's or a board's)."""
+        return None
+
     def kernel_sampler(self, period_ns: int) -> NoReturn:
         """None: emulated time is no time to sample; the kernels that ran come from qemu's trace instead."""
         raise UsageError(f"{self.info.name} target: {EMULATED_TIMING}, so its kernels are not sampled; there the "

@@ -229,6 +229,10 @@ class HostTarget:
             self._worker = _Worker(self._log_dir / f"host-worker-{os.getpid()}.log")
         return self._worker
 
+    def device_state(self) -> None:
+        """None: no device to read (this target's times are not a phone's or a board's)."""
+        return None
+
     def kernel_sampler(self, period_ns: int) -> NoReturn:
         """None: the host target runs ExecuTorch's Python binding in a long-lived worker, which no sampler wraps."""
         raise UsageError("the host target does not sample kernels: it runs ExecuTorch's Python binding in a "

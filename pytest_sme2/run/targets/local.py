@@ -51,6 +51,7 @@ from pytest_sme2.system.elf import executable_arch
 
 if TYPE_CHECKING:
     from pytest_sme2.evidence.samplers import PerfSampler
+    from pytest_sme2.run.device_state import DeviceState
 
 _ARCH_ALIASES = {"amd64": "x86_64", "arm64": "aarch64"}
 
@@ -152,6 +153,8 @@ class LocalTarget:
         self._launcher = list(launcher)
         self._launcher_env = dict(launcher_env or {})
         arch = self._cpu.arch if launcher else None
+        first = self.device_state()
+        self._governor = first.governor() if first is not None else None  # in the fingerprint
         self.two_builds = two_builds(runner_on, runner_off)
         if self.two_builds:
             self._on = check_runner(runner_on, "SME2-on runner (--sme2-runner-on)", arch)
@@ -170,7 +173,7 @@ class LocalTarget:
         cpu = self._cpu
         mode = "two builds" if self.two_builds else "one build, SME2 masked by preload"
         details = {"system": cpu.system, "runtime": "native runner", "sme2_off_mode": mode,
-                   "runner_on": str(self._on), "runner_off": str(self._off)}
+                   "runner_on": str(self._on), "runner_off": str(self._off), "governor": self._governor}
         if self._launcher:
             details.update(launcher=shlex.join(self._launcher), timing=EMULATED_TIMING)
         return TargetInfo(name="local", cpu=cpu.name, arch=cpu.arch, has_sme2=cpu.has_sme2,
@@ -222,6 +225,14 @@ class LocalTarget:
         return run_runner_process(self._launcher, binary, env, pte, inputs, spec, out_dir, self.info,
                                   sme2_active=self._cpu.has_sme2 and spec.sme2 is not False, reference=reference,
                                   sampler=sampler)
+
+    def device_state(self) -> "DeviceState | None":
+        """This machine's governors, frequencies and temperatures (device_state.py); None under an emulator."""
+        if self._launcher:
+            return None
+        from pytest_sme2.run.device_state import read_local_state
+
+        return read_local_state()
 
     def close(self) -> None:
         return None
