@@ -33,6 +33,7 @@ from pytest_sme2.gate.assertions import (
     assert_portable_ops,
     assert_share,
     assert_sme2_kernel_path,
+    assert_sme2_not_slower_at_any_threads,
     assert_speedup,
 )
 from pytest_sme2.gate.verdicts import Tolerances, Verdict
@@ -81,6 +82,7 @@ __all__ = [
     "assert_portable_ops",
     "assert_share",
     "assert_sme2_kernel_path",
+    "assert_sme2_not_slower_at_any_threads",
     "assert_speedup",
     "classify",
     "count_instructions",

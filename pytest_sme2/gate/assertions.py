@@ -7,7 +7,7 @@ check bounds on the right end of the interval.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import pytest
 
@@ -17,6 +17,9 @@ from pytest_sme2.export.export import ExportedModel
 from pytest_sme2.profile.op_pairs import MIN_SLOWDOWN, sme2_slowdowns
 from pytest_sme2.profile.profile import BASES, TIME, Profile, Speedup
 from pytest_sme2.run.targets.base import EMULATED_TIMING
+
+if TYPE_CHECKING:
+    from pytest_sme2.measure.thread_scaling import ThreadScaling
 
 
 def assert_speedup(this: Profile, other: Profile, at_least: float) -> Speedup:
@@ -231,6 +234,18 @@ def assert_no_sme2_slowdown(on: Profile, off: Profile, *, min_slowdown: float = 
     if slower:
         raise AssertionError(f"{len(slower)} operator(s) measured slower with SME2 on ({on.label}) than off "
                              f"({off.label}):\n" + "\n".join(f"  {s}" for s in slower))
+
+
+def assert_sme2_not_slower_at_any_threads(scaling: "ThreadScaling") -> None:
+    """Fail when SME2 on is significantly slower than off at any thread count of ``scaling`` (the
+    sme2_thread_scaling fixture's answer): its speedup's 95% interval wholly below 1, as a shared SME unit under
+    contention can make it (onnxruntime #27633). Names each thread count with its speedup and interval."""
+    slower = scaling.slower()
+    if slower:
+        lines = [f"  {row.threads} thread(s): {row.speedup.value:.2f}x [{row.speedup.low:.2f}, {row.speedup.high:.2f}] "
+                 f"(off {row.off.median_ms:.3f} ms, on {row.on.median_ms:.3f} ms)" for row in slower]
+        raise AssertionError(f"SME2 on is slower than off for {scaling.model} {scaling.recipe} at "
+                             f"{len(slower)} thread count(s):\n" + "\n".join(lines) + f"\n{scaling}")
 
 
 def assert_no_modelled_sme2_slowdown(on: Profile, off: Profile, device: str = "apple-m4", *,

@@ -12,7 +12,7 @@ import secrets
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 import pytest
 
@@ -407,6 +407,33 @@ def compare_variants(request: pytest.FixtureRequest) -> Callable[..., tuple[Prof
         return pair
 
     return compare_variants
+
+
+@pytest.fixture
+def sme2_thread_scaling(request: pytest.FixtureRequest, runner: Callable[..., Runner]) -> Callable[..., Any]:
+    """Function: ``sme2_thread_scaling(pte, threads=(1, 2, 4), rounds=4)`` -> ThreadScaling.
+
+    SME2 on against off at each thread count, on and off alternating in chunks at each (as compare_variants),
+    with the speedup per thread count and per category (``.table()``, ``.slower()``, ``str()``); every profile is
+    attached to the test, so the reports show each thread count's comparison and a table of speedup by threads.
+    A target that cannot run SME2 on or off skips the test; the emulated target, whose time is not time, too.
+    """
+    profiles = request.node.stash.setdefault(_PROFILES_KEY, [])
+
+    def sme2_thread_scaling(pte: Any, threads: Sequence[int] = (1, 2, 4), rounds: int = 4) -> Any:
+        from pytest_sme2.measure.thread_scaling import thread_scaling
+        from pytest_sme2.run.targets.base import EMULATED_TIMING
+
+        with _as_test_failure(request):
+            require_program(pte)
+            if _session(request).target.info.emulated:
+                pytest.skip(f"{EMULATED_TIMING}: SME2 speedup by threads needs measured time (the local target on "
+                            "an SME2 CPU, or a phone over adb)")
+            scaling, made = thread_scaling(pte, runner, threads, rounds)
+        profiles.extend(made)
+        return scaling
+
+    return sme2_thread_scaling
 
 
 @pytest.fixture(scope="session")

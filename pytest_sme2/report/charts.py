@@ -148,6 +148,29 @@ def operator_chart(comparison: Mapping[str, Any], top: int = 10) -> str:
     return _data_uri(figure)
 
 
+def thread_scaling_chart(comparisons: Sequence[Mapping[str, Any]]) -> str:
+    """SME2 speedup (median off / median on) against thread count, with its 95% interval, one line a program."""
+    figure = _figure(5.5, 3.0)
+    axes = figure.add_subplot()
+    programs: dict[str, list[Mapping[str, Any]]] = {}
+    for c in comparisons:
+        programs.setdefault(f"{c['model']} {c['recipe']}", []).append(c)
+    for label, group in programs.items():
+        group = sorted(group, key=lambda c: int(c["threads"]))
+        x = [int(c["threads"]) for c in group]
+        y = [c["speedup"]["value"] for c in group]
+        low = [c["speedup"]["value"] - c["speedup"]["low"] for c in group]
+        high = [c["speedup"]["high"] - c["speedup"]["value"] for c in group]
+        axes.errorbar(x, y, yerr=[low, high], marker="o", capsize=3, label=label)
+    axes.axhline(1.0, color="#999999", linewidth=0.8, linestyle="--")
+    axes.set_xlabel("threads", fontsize=8)
+    axes.set_ylabel("SME2 speedup (off / on)", fontsize=8)
+    axes.set_title("SME2 speedup by threads (95% bootstrap CI; below 1: SME2 slower)", fontsize=9)
+    axes.tick_params(labelsize=7)
+    axes.legend(fontsize=7)
+    return _data_uri(figure)
+
+
 def top_ops_chart(profile: Mapping[str, Any], top: int = 10) -> str:
     """Top operators of a single profile by share of E2E (for tests without an on/off pair)."""
     ops = list(profile["top_ops"])[:top]

@@ -139,6 +139,7 @@ def compare(on: Profile, off: Profile, top: int = TOP_OPS, device: "str | Device
         "recipe": on.recipe,
         "on": on.variant,
         "off": off.variant,
+        "threads": _threads(on),
         "emulated": emulated,
         "note": EMULATED_NOTE if emulated else None,
         "speedup": speedup,

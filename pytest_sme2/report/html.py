@@ -21,6 +21,7 @@ from pytest_sme2.report.advice import recommendations
 from pytest_sme2.report.entries import EMULATED_NOTE
 from pytest_sme2.report.table import (
     SME_INSTRUCTIONS_LABEL,
+    THREAD_SCALING_HEADERS,
     columns,
     fewer,
     instructions,
@@ -31,6 +32,7 @@ from pytest_sme2.report.table import (
     sme_path_label,
     speedup,
     summary_rows,
+    thread_scaling_rows,
 )
 from pytest_sme2.report.text import (
     KERNEL_TABLE_HEADERS,
@@ -271,6 +273,12 @@ def entry_html(test_entry: Mapping[str, Any], base: Path | None = None) -> str:
                                [[p["variant"], *(pct(v) for v in p["shares"].values()),
                                  pct(p.get("other_delegate_outside_ops"))] for p in group]))
             parts.append(_img(charts.category_chart(group), f"{title.lower()}, per operator category"))
+    scaling = thread_scaling_rows(test_entry)
+    if scaling:
+        parts.append("<h4>SME2 speedup by threads</h4>")
+        parts.append(table(THREAD_SCALING_HEADERS, scaling))
+        parts.append(_img(charts.thread_scaling_chart([c for c in test_entry["comparisons"] if c.get("speedup")]),
+                          "SME2 speedup by thread count"))
     for comparison in test_entry.get("comparisons", []):
         parts.append(_comparison_html(comparison))
     if not test_entry.get("comparisons"):

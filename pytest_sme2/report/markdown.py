@@ -17,6 +17,7 @@ from pytest_sme2.report.escape import code, text
 from pytest_sme2.report.table import (
     NOT_COUNTED,
     SME_INSTRUCTIONS_LABEL,
+    THREAD_SCALING_HEADERS,
     columns,
     fewer,
     instructions,
@@ -28,6 +29,7 @@ from pytest_sme2.report.table import (
     sme_path_label,
     speedup,
     summary_rows,
+    thread_scaling_rows,
 )
 from pytest_sme2.report.text import (
     KERNEL_TABLE_HEADERS,
@@ -95,6 +97,9 @@ def session_markdown(summary: Mapping[str, Any]) -> str:
     lines += [""] + markdown_table(columns(test_entries), summary_rows(test_entries))
     for test_entry in test_entries:
         lines += ["", f"### {code(test_entry['nodeid'])} ({text(test_entry.get('outcome', '?'))})", ""]
+        scaling = thread_scaling_rows(test_entry)
+        if scaling:
+            lines += ["SME2 speedup by threads:", ""] + markdown_table(THREAD_SCALING_HEADERS, scaling) + [""]
         for c in test_entry.get("comparisons", []):
             if c.get("unit") == "instructions":
                 lines += _counted_comparison(c)

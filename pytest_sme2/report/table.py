@@ -102,6 +102,20 @@ def result_cache_line(test_entries: Sequence[Mapping[str, Any]]) -> str | None:
             "marked (cached); --sme2-fresh emulates them again)")
 
 
+def thread_scaling_rows(test_entry: Mapping[str, Any]) -> list[list[str]]:
+    """Rows (program, threads, speedup [95% CI], median ms off, median ms on) of a test's measured SME2 on/off
+    comparisons when it has them at more than one thread count (the sme2_thread_scaling fixture); else none."""
+    timed = [c for c in test_entry.get("comparisons", []) if c.get("speedup") and c.get("threads") is not None]
+    if len({c["threads"] for c in timed}) < 2:
+        return []
+    timed.sort(key=lambda c: (c["model"], c["recipe"], int(c["threads"])))
+    return [[f"{c['model']} {c['recipe']}", str(c["threads"]), speedup(c["speedup"], False),
+             ms(c.get("off_median_ms")), ms(c.get("on_median_ms"))] for c in timed]
+
+
+THREAD_SCALING_HEADERS = ["program", "threads", "SME2 speedup [95% CI]", "median ms off", "median ms on"]
+
+
 def comparison_cell(comparison: Mapping[str, Any]) -> str:
     """The SME2 speedup with its interval, or on the emulated target how many times fewer instructions."""
     if comparison.get("unit") == "instructions":
