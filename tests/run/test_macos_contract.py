@@ -124,6 +124,48 @@ def test_interposer_cross_builds_into_an_arm64_dylib_with_the_interpose_tuple(tm
     assert {"_pytest_sme2_sme_masked", "_pytest_sme2_hides_sysctl"} <= image.exports
 
 
+def test_runner_configures_against_the_macos_wheel_and_links_with_an_rpath_to_its_dylibs(macos_lib: Path,
+                                                                                         tmp_path: Path) -> None:
+    """The runner's CMake configure on an M4 Mac (build.configure_command, the one build_runner runs), here
+    against the macOS wheel's CMake package with CMake told the system is Darwin: executorch-config.cmake finds
+    every dylib the runner links, and the generated link line names them from the wheel's lib folder with an
+    rpath to it. Every install name they load is @rpath (so found there) or a macOS system library. Compiling
+    and linking need the macOS SDK, which this machine has not: those steps have not run."""
+    from pytest_sme2.run.native.build import configure_command, find_cmake
+
+    clang = shutil.which("clang++")
+    if clang is None:
+        pytest.skip("needs Debian's clang to configure for macOS: apt-get install clang")
+    prefix = macos_lib.parent
+    build = tmp_path / "build"
+    command = configure_command(find_cmake(), build, prefix) + [
+        "-DCMAKE_SYSTEM_NAME=Darwin", "-DCMAKE_OSX_ARCHITECTURES=arm64", f"-DCMAKE_CXX_COMPILER={clang}",
+        "-DCMAKE_CXX_COMPILER_WORKS=1"]  # no SDK: CMake's try-compile of a test program cannot link
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    link = (build / "CMakeFiles" / "sme2_runner.dir" / "link.txt").read_text().split()
+    linked = {Path(word).resolve() for word in link if word.endswith(".dylib")}
+    wanted = {"libexecutorch.dylib", "libexecutorch_etdump.dylib", "libexecutorch_threadpool.dylib",
+              "libexecutorch_backend_xnnpack.dylib", "libexecutorch_kernels_optimized.dylib",
+              "libexecutorch_kernels_quantized.dylib"}
+    assert {path.name for path in linked} == wanted and {path.parent for path in linked} == {macos_lib.resolve()}
+    rpaths = {Path(link[i + 3]).resolve() for i, word in enumerate(link)
+              if word == "-Xlinker" and link[i + 1] == "-rpath" and not link[i + 3].startswith("@")}
+    assert macos_lib.resolve() in rpaths, f"no -rpath to {macos_lib} in: {' '.join(link)}"
+    pending, seen = list(linked), set()
+    while pending:
+        image = read_macho(pending.pop())
+        for name in image.dylibs:
+            if name.startswith("@rpath/"):
+                target = macos_lib / name.removeprefix("@rpath/")
+                assert target.is_file(), f"{image.path.name} loads {name}, which the wheel's lib folder lacks"
+                if target not in seen:
+                    seen.add(target)
+                    pending.append(target)
+            else:
+                assert name.startswith(("/usr/lib/", "/System/Library/")), f"{image.path.name} loads {name}"
+
+
 def test_reader_refuses_what_it_cannot_read(tmp_path: Path) -> None:
     elf = Path(shutil.which("true") or "/bin/true")
     with pytest.raises(MachOError, match="not a little-endian 64-bit Mach-O"):
@@ -132,3 +174,38 @@ def test_reader_refuses_what_it_cannot_read(tmp_path: Path) -> None:
     short.write_bytes(b"\xcf\xfa\xed\xfe")
     with pytest.raises(MachOError, match="too short"):
         read_macho(short)
+
+
+def test_an_m4_is_recognised_from_its_sysctls_and_auto_picks_the_native_runner(monkeypatch: pytest.MonkeyPatch,
+                                                                               tmp_path: Path) -> None:
+    """host_cpu() on macOS reads hw.optional.arm.FEAT_SME/FEAT_SME2 and the brand string with `sysctl -n`: here a
+    stand-in sysctl answers as an M4 does, and the default target's plan is then the native runner, SME2 on and
+    off (what `make perf` runs on a Mac: auto-target builds the runner, then one process, no xdist)."""
+    from pytest_sme2.run import cpu
+    from pytest_sme2.run.targets.auto import plan
+
+    answers = {"hw.optional.arm.FEAT_SME": "1", "hw.optional.arm.FEAT_SME2": "1",
+               "machdep.cpu.brand_string": "Apple M4"}
+    sysctl = tmp_path / "sysctl"
+    sysctl.write_text("#!/bin/sh\ncase \"$2\" in\n" + "".join(f"  {k}) echo {v};;\n" for k, v in answers.items())
+                      + "  *) exit 1;;\nesac\n")
+    sysctl.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{__import__('os').environ['PATH']}")
+    monkeypatch.setattr(cpu.platform, "system", lambda: "Darwin")
+    monkeypatch.setattr(cpu.platform, "machine", lambda: "arm64")
+    cpu.host_cpu.cache_clear()
+    try:
+        m4 = cpu.host_cpu()
+    finally:
+        cpu.host_cpu.cache_clear()
+    assert (m4.name, m4.arch, m4.system, m4.has_sme2) == ("Apple M4", "arm64", "Darwin", True)
+    chosen = plan(m4, None, None)
+    assert chosen.target == "local" and chosen.modes == "SME2 on and SME2 off"
+    answers["hw.optional.arm.FEAT_SME2"] = "0"  # a Mac without SME2
+    sysctl.write_text("#!/bin/sh\ncase \"$2\" in\n" + "".join(f"  {k}) echo {v};;\n" for k, v in answers.items())
+                      + "  *) exit 1;;\nesac\n")
+    cpu.host_cpu.cache_clear()
+    try:
+        assert not cpu.host_cpu().has_sme2
+    finally:
+        cpu.host_cpu.cache_clear()

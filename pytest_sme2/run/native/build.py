@@ -230,6 +230,13 @@ def runner_binary(arch: str = "host") -> Path:
     return cache_root() / key / "build" / RUNNER_NAME
 
 
+def configure_command(cmake: str, build_dir: Path, prefix: Path) -> list[str]:
+    """The CMake configure of the runner against the executorch package at ``prefix`` (its share/cmake), the
+    same on Linux and macOS; tests/run/test_macos_contract.py configures it against the macOS wheel."""
+    return [cmake, "-S", str(SOURCE_DIR), "-B", str(build_dir), "-DCMAKE_BUILD_TYPE=Release",
+            f"-DPYTEST_SME2_EXECUTORCH_VERSION={executorch_release()}", f"-Dexecutorch_DIR={prefix / 'share' / 'cmake'}"]
+
+
 def build_runner(arch: str = "host", force: bool = False) -> Path:
     """Build (or reuse) the native runner for ``arch`` and return the executable.
 
@@ -244,13 +251,12 @@ def build_runner(arch: str = "host", force: bool = False) -> Path:
         if binary.exists() and not force:
             return binary
         cmake = find_cmake()
-        configure = [cmake, "-S", str(SOURCE_DIR), "-B", str(directory / "build"), "-DCMAKE_BUILD_TYPE=Release"]
         if arch == "linux-aarch64":
             cxx = _cross_compiler(CROSS_CXX)
             prefix = aarch64_executorch()
         else:
             prefix = executorch_prefix()
-        configure.append(f"-DPYTEST_SME2_EXECUTORCH_VERSION={executorch_release()}")
+        configure = configure_command(cmake, directory / "build", prefix)
         shutil.rmtree(directory, ignore_errors=True)
         directory.mkdir(parents=True)
         log = directory / "build.log"
@@ -258,7 +264,6 @@ def build_runner(arch: str = "host", force: bool = False) -> Path:
             toolchain = directory / "aarch64-toolchain.cmake"
             toolchain.write_text(_TOOLCHAIN.format(cxx=cxx))
             configure.append(f"-DCMAKE_TOOLCHAIN_FILE={toolchain}")
-        configure.append(f"-Dexecutorch_DIR={prefix / 'share' / 'cmake'}")
         _run(configure, log, f"configuring the native runner ({arch})")
         _run([cmake, "--build", str(directory / "build"), "-j", str(os.cpu_count() or 2)], log,
              "building the native runner")
