@@ -38,6 +38,7 @@ from pytest_sme2.report.text import (
     KERNEL_TABLE_HEADERS,
     OUTSIDE_OPS_LABEL,
     cached_text,
+    device_state_text,
     disturbed_cell,
     kernel_comparison_tables,
     kernel_comparison_text,
@@ -204,6 +205,9 @@ def _profile_details_html(profile: Mapping[str, Any], base: Path | None) -> str:
                disturbed_cell(profile)]
     parts = [f"<h4>{_esc(profile['variant'])}: delegation and SME kernel path{_esc(cached_text(profile))}</h4>",
              table(header, [row])]
+    device = device_state_text(profile)
+    if device:  # governors, temperatures and throttling of the device it ran on (device_state.py)
+        parts.append(f'<p class="sme2-device">{_esc(device)}</p>')
     kernels = profile.get("kernels", [])
     if kernels:
         parts.append(table(["CONV/GEMM kernel", "category", "SME/SME2 (packed format)", "instances",

@@ -152,6 +152,10 @@ def test_state_is_recorded_and_a_throttled_round_is_left_out(standin: AdbStandin
         "device: governor schedutil, hottest 58.0 C, thermal status none, battery 30.0 C (Charging); 20 runs taken "
         "while throttled (cpu0 capped at 1.80 GHz (was 3.00); cpu1 capped at 1.80 GHz (was 3.00))")
     assert device_state_text(summary) in profile_text(summary)
+    from pytest_sme2.report.html import entry_html
+
+    assert "device: governor schedutil, hottest 58.0 C" in entry_html({"nodeid": "t", "profiles": [summary],
+                                                                        "comparisons": []})
 
 
 @pytestmark_e2e
