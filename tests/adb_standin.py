@@ -699,6 +699,15 @@ class _SyncSession:
         self.conn.sendall(b"DONE" + bytes(4))
 
 
+def session_ini(standin: "AdbStandin", cache: Path, runs: int, warmup: int = 1) -> str:
+    """A pytest.ini for an inner session on the stand-in: the bundled models, the shared export cache, this
+    stand-in's adb server, ``runs`` timed runs after ``warmup``, no baselines."""
+    models = Path(__file__).resolve().parent.parent / "models"
+    return "\n".join(["[pytest]", f"sme2_model_dirs = {models}", f"sme2_cache_dir = {cache}",
+                      f"sme2_adb_server = {standin.address}", f"sme2_runs = {runs}", f"sme2_warmup = {warmup}",
+                      "filterwarnings = ignore", "sme2_baselines = false"]) + "\n"
+
+
 def wait_until(predicate: Callable[[], bool], timeout: float = 30.0) -> bool:
     """Poll ``predicate`` until it holds or ``timeout`` seconds pass."""
     deadline = time.monotonic() + timeout

@@ -13,10 +13,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from adb_standin import AdbStandin, namespaces_available
+from adb_standin import AdbStandin, namespaces_available, session_ini
 from helpers_etdump import execute_only
 
-from conftest import REPO
 from pytest_sme2 import assert_sme2_not_slower_at_any_threads
 from pytest_sme2.measure.thread_scaling import ScalingRow, ThreadScaling
 from pytest_sme2.profile.profile import Profile
@@ -50,16 +49,7 @@ def test_fixture_on_the_standin_phone_tabulates_and_reports_speedup_by_threads(
         pytester: pytest.Pytester, tmp_path: Path, shared_export_cache: Path) -> None:
     with AdbStandin(tmp_path / "standin") as standin:
         device = standin.add_device("THREADS-1", sme2=True)
-        pytester.makeini(textwrap.dedent(f"""
-            [pytest]
-            sme2_model_dirs = {REPO / 'models'}
-            sme2_cache_dir = {shared_export_cache}
-            sme2_adb_server = {standin.address}
-            sme2_runs = 12
-            sme2_warmup = 1
-            sme2_baselines = false
-            filterwarnings = ignore
-            """))
+        pytester.makeini(session_ini(standin, shared_export_cache, runs=12))
         pytester.makepyfile(textwrap.dedent("""
             import pytest
             @pytest.mark.model("toy_cnn")

@@ -16,9 +16,8 @@ from typing import Iterator
 
 import pytest
 import torch
-from adb_standin import AARCH64_GLIBC_DIRS, DEVICE_TMP, AdbStandin, StandinDevice, namespaces_available
+from adb_standin import AARCH64_GLIBC_DIRS, DEVICE_TMP, AdbStandin, StandinDevice, namespaces_available, session_ini
 
-from conftest import REPO
 from pytest_sme2.measure.runner import Runner
 from pytest_sme2.measure.session import Settings, Sme2Session
 from pytest_sme2.run import emulation_setup
@@ -109,16 +108,7 @@ def test_own_aarch64_runner_runs_on_a_phone_without_glibc_sme2_on_and_off(standi
 def test_plugin_session_on_the_arm64_phone_needs_no_runner_option(pytester: pytest.Pytester, standin: AdbStandin,
                                                                    shared_export_cache: Path) -> None:
     device = _arm64_phone(standin, "emulator-5560")
-    pytester.makeini(textwrap.dedent(f"""
-        [pytest]
-        sme2_model_dirs = {REPO / 'models'}
-        sme2_cache_dir = {shared_export_cache}
-        sme2_adb_server = {standin.address}
-        sme2_runs = 2
-        sme2_warmup = 1
-        filterwarnings = ignore
-        sme2_baselines = false
-        """))
+    pytester.makeini(session_ini(standin, shared_export_cache, runs=2))
     pytester.makepyfile(textwrap.dedent("""
         @__import__("pytest").mark.model("toy_cnn")
         def test_on_off(exported_pte, runner, etdump_profile):

@@ -17,7 +17,7 @@ from typing import Callable, Iterator
 
 import pytest
 import torch
-from adb_standin import DEVICE_TMP, AdbStandin, StandinDevice, namespaces_available, wait_until
+from adb_standin import DEVICE_TMP, AdbStandin, StandinDevice, namespaces_available, session_ini, wait_until
 
 from conftest import REPO
 from pytest_sme2.errors import EtdumpError, RunnerError, UsageError
@@ -121,16 +121,7 @@ def test_plugin_end_to_end_on_the_standin(pytester: pytest.Pytester, standin: Ad
                                           shared_export_cache: Path, exported) -> None:
     standin.add_device("emulator-5554", sme2=True, model="Pixel Standin", soc="Tensor Standin")
     nosme2 = standin.add_device("emulator-5556", sme2=False, model="Old Phone", soc="Snapdragon Standin")
-    pytester.makeini(textwrap.dedent(f"""
-        [pytest]
-        sme2_model_dirs = {REPO / 'models'}
-        sme2_cache_dir = {shared_export_cache}
-        sme2_adb_server = {standin.address}
-        sme2_runs = 3
-        sme2_warmup = 1
-        filterwarnings = ignore
-        sme2_baselines = false
-        """))
+    pytester.makeini(session_ini(standin, shared_export_cache, runs=3))
     pytester.makepyfile(textwrap.dedent("""
         import pytest
 
