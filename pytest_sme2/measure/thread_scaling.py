@@ -74,8 +74,9 @@ def _category_speedups(on: Profile, off: Profile) -> dict[str, stats.Interval | 
     for category in Category:
         a = off_values[category.value].to_numpy()[off.clean]
         b = on_values[category.value].to_numpy()[on.clean]
-        found[category.value] = (stats.ratio_of_medians_ci(a, b) if a.size and b.size and np.median(a) > 0
-                                 and np.median(b) > 0 else None)
+        found[category.value] = (stats.ratio_of_medians_ci(a, b, numerator_groups=off.run_groups[off.clean],
+                                                           denominator_groups=on.run_groups[on.clean])
+                                 if a.size and b.size and np.median(a) > 0 and np.median(b) > 0 else None)
     return found
 
 

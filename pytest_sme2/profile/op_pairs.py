@@ -92,6 +92,7 @@ def sme2_slowdowns(on: Profile, off: Profile, min_slowdown: float = MIN_SLOWDOWN
                          "slower with SME2 here; on the emulated target ask the device model "
                          "(assert_no_modelled_sme2_slowdown, --sme2-device)")
     on_ops, off_ops = per_run_by_op(on, TIME, on.clean), per_run_by_op(off, TIME, off.clean)
+    on_groups, off_groups = on.run_groups[on.clean], off.run_groups[off.clean]
     found = []
     for off_name, on_name in match_ops(on_ops, off_ops):
         if off_name is None or on_name is None:
@@ -102,7 +103,8 @@ def sme2_slowdowns(on: Profile, off: Profile, min_slowdown: float = MIN_SLOWDOWN
         on_ms, off_ms = float(np.median(on_runs)), float(np.median(off_runs))
         if off_ms <= 0 or on_ms <= off_ms * (1 + min_slowdown):  # the bootstrap only where the medians say so
             continue
-        ratio = stats.ratio_of_medians_ci(on_runs, off_runs)
+        ratio = stats.ratio_of_medians_ci(on_runs, off_runs, numerator_groups=on_groups,
+                                          denominator_groups=off_groups)
         if ratio.low > 1 + min_slowdown:
             found.append(Slowdown(off_name, on_name, classify(off_name).category.value, on_ms, off_ms, ratio))
     return sorted(found, key=lambda s: s.slowdown.value, reverse=True)

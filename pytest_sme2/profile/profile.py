@@ -62,15 +62,21 @@ class Speedup:
     other_runs: int
     this_disturbed: int = 0  # runs the machine disturbed, left out
     other_disturbed: int = 0
+    # Runner processes (chunks) each side's runs came from: with two or more the interval holds the movement
+    # between processes (stats.ratio_of_medians_ci); with one it shows run-to-run noise only.
+    this_processes: int = 1
+    other_processes: int = 1
 
     def __repr__(self) -> str:
-        def runs(count: int, disturbed: int) -> str:
-            return f"{count} runs" + (f", {disturbed} disturbed left out" if disturbed else "")
+        def runs(count: int, disturbed: int, processes: int) -> str:
+            return (f"{count} runs" + (f" in {processes} processes" if processes > 1 else " in 1 process")
+                    + (f", {disturbed} disturbed left out" if disturbed else ""))
 
         return (
             f"Speedup({self.value:.2f}x, {self.confidence:.0%} CI [{self.low:.2f}, {self.high:.2f}]: "
-            f"{self.this} (median {self.this_median_ms:.3f} ms, {runs(self.this_runs, self.this_disturbed)}) over "
-            f"{self.other} (median {self.other_median_ms:.3f} ms, {runs(self.other_runs, self.other_disturbed)}))"
+            f"{self.this} (median {self.this_median_ms:.3f} ms, "
+            f"{runs(self.this_runs, self.this_disturbed, self.this_processes)}) over {self.other} (median "
+            f"{self.other_median_ms:.3f} ms, {runs(self.other_runs, self.other_disturbed, self.other_processes)}))"
         )
 
     __str__ = __repr__
@@ -83,6 +89,8 @@ class Speedup:
             "confidence": self.confidence,
             "this": self.this,
             "other": self.other,
+            "this_processes": self.this_processes,
+            "other_processes": self.other_processes,
         }
 
 
@@ -205,6 +213,7 @@ class Profile:
             wall_ms=np.concatenate(walls) if all(w is not None for w in walls) else None,
             reference_ms=np.concatenate(references) if all(r is not None for r in references) else None,
             metadata={**head.metadata, "chunks": sum(int(p.metadata.get("chunks", 1)) for p in profiles),
+                      "chunk_sizes": [size for p in profiles for size in p.chunk_sizes],
                       "process_sizes": [size for p in profiles for size in p.process_sizes] if replicas
                       else [sum(p.runs for p in profiles)]},
             artifacts=artifacts,
@@ -279,6 +288,18 @@ class Profile:
         sessions, since the level of a quantity moves between processes (stats.ProcessShift)."""
         sizes = self.metadata.get("process_sizes")
         return [int(n) for n in sizes] if sizes and sum(sizes) == self.runs else [self.runs]
+
+    @property
+    def chunk_sizes(self) -> list[int]:
+        """Runs of each runner process (chunk: one run() of the target) in order, however they were merged; the
+        unit a between-variant interval resamples (stats.ratio_of_medians_ci)."""
+        sizes = self.metadata.get("chunk_sizes")
+        return [int(n) for n in sizes] if sizes and sum(sizes) == self.runs else [self.runs]
+
+    @property
+    def run_groups(self) -> np.ndarray:
+        """Per run, the index of the runner process it came from (see chunk_sizes)."""
+        return np.repeat(np.arange(len(self.chunk_sizes)), self.chunk_sizes)
 
     @property
     def relative_ms(self) -> np.ndarray | None:
@@ -391,7 +412,8 @@ class Profile:
                 _use_item_location=True,
             )
         mine, theirs = self.e2e_ms[self.clean], other.e2e_ms[other.clean]
-        interval = stats.ratio_of_medians_ci(theirs, mine)
+        mine_groups, their_groups = self.run_groups[self.clean], other.run_groups[other.clean]
+        interval = stats.ratio_of_medians_ci(theirs, mine, numerator_groups=their_groups, denominator_groups=mine_groups)
         return Speedup(
             value=interval.value,
             low=interval.low,
@@ -405,6 +427,8 @@ class Profile:
             other_runs=int(theirs.size),
             this_disturbed=self.disturbed_runs,
             other_disturbed=other.disturbed_runs,
+            this_processes=int(np.unique(mine_groups).size),
+            other_processes=int(np.unique(their_groups).size),
         )
 
     # ----------------------------------------------------------- categories

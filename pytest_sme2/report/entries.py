@@ -40,11 +40,14 @@ def _interval(interval: stats.Interval | None) -> dict[str, float] | None:
     return {"value": interval.value, "low": interval.low, "high": interval.high, "confidence": interval.confidence}
 
 
-def _ratio(slow: np.ndarray, fast: np.ndarray) -> dict[str, float] | None:
-    """median(slow) / median(fast) with its bootstrap interval; None when either side has no time."""
+def _ratio(slow: np.ndarray, fast: np.ndarray, slow_groups: np.ndarray, fast_groups: np.ndarray
+           ) -> dict[str, float] | None:
+    """median(slow) / median(fast) with its bootstrap interval (by runner process where there are several);
+    None when either side has no time."""
     if np.median(fast) <= 0 or np.median(slow) <= 0:
         return None
-    return _interval(stats.ratio_of_medians_ci(slow, fast))
+    return _interval(stats.ratio_of_medians_ci(slow, fast, numerator_groups=slow_groups,
+                                               denominator_groups=fast_groups))
 
 
 def sme2_setting(profile: Profile) -> bool | None:
@@ -97,7 +100,8 @@ def compare(on: Profile, off: Profile, top: int = TOP_OPS, device: "str | Device
             "off_instructions": off_value if counted else None,
             "on_instructions": on_value if counted else None,
             "fewer_instructions": _fewer(off_value, on_value) if counted else None,
-            "speedup": None if emulated else _ratio(off_cat[name].to_numpy(), on_cat[name].to_numpy()),
+            "speedup": None if emulated else _ratio(off_cat[name].to_numpy(), on_cat[name].to_numpy(),
+                                                    off.run_groups, on.run_groups),
         })
     on_ops, off_ops = per_run_by_op(on, by), per_run_by_op(off, by)
     on_total = float(on.category_values(by).sum(axis=1).sum())
@@ -130,7 +134,7 @@ def compare(on: Profile, off: Profile, top: int = TOP_OPS, device: "str | Device
     operators = operators[:top]  # bootstrap intervals only for the operators shown (they cost ~20 ms each)
     for op in operators:
         if not emulated and op["off_op"] is not None and op["on_op"] is not None:
-            op["speedup"] = _ratio(off_ops[op["off_op"]], on_ops[op["on_op"]])
+            op["speedup"] = _ratio(off_ops[op["off_op"]], on_ops[op["on_op"]], off.run_groups, on.run_groups)
         op["fewer_instructions"] = (_fewer(op["off_instructions"], op["on_instructions"])
                                     if counted and op["off_instructions"] and op["on_instructions"] else None)
     off_shares, on_shares = off.shares_by(by), on.shares_by(by)

@@ -224,3 +224,65 @@ def test_a_machine_slowed_for_model_and_reference_alike_keeps_its_runs() -> None
     assert stats.undisturbed_runs(model, reference).all()
     # The same reference times beside a model run that was not slowed: left out.
     assert stats.reference_unmatched(reference, [0.28] * 6).tolist() == [False, True, True, False, True, False]
+
+
+def _chunked(levels: list[float], runs: int = 10, noise: float = 0.005, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Runs of several processes: each process at its own level (the machine's state when it started), its
+    runs scattered tightly around it, as measured on this VM (docs/design.md, "Intervals between variants")."""
+    rng = np.random.default_rng(seed)
+    values = np.concatenate([level * (1 + rng.normal(0, noise, runs)) for level in levels])
+    return values, np.repeat(np.arange(len(levels)), runs)
+
+
+def test_process_levels_are_not_a_difference_when_resampled_by_process() -> None:
+    """Two variants of one program: the same process-to-process levels (+-6%), in another order. Resampling runs
+    as if independent calls them different at 95%; resampling processes, then runs, does not."""
+    a, groups_a = _chunked([1.00, 1.06, 0.97, 1.03], seed=1)
+    b, groups_b = _chunked([1.06, 1.03, 1.06, 0.97], seed=2)
+    by_run = ratio_of_medians_ci(a, b)
+    by_process = ratio_of_medians_ci(a, b, numerator_groups=groups_a, denominator_groups=groups_b)
+    assert by_run.high < 1.0  # the old, overconfident answer: "significantly faster"
+    assert by_process.low < 1.0 < by_process.high
+    assert by_process.value == by_run.value  # the estimate is the same; only its interval is honest
+
+
+def test_a_real_difference_stays_significant_when_resampled_by_process() -> None:
+    a, groups_a = _chunked([1.30, 1.36, 1.27, 1.33], seed=3)  # 30% slower, same process spread
+    b, groups_b = _chunked([1.00, 1.06, 0.97, 1.03], seed=4)
+    interval = ratio_of_medians_ci(a, b, numerator_groups=groups_a, denominator_groups=groups_b)
+    assert 1.1 < interval.low < interval.value < interval.high and 1.25 < interval.value < 1.35
+
+
+def test_one_process_a_side_falls_back_to_runs_and_labels_must_match() -> None:
+    a, _ = _chunked([1.0], seed=5)
+    b, _ = _chunked([1.1], seed=6)
+    one = np.zeros(a.size, dtype=int)
+    assert ratio_of_medians_ci(a, b, numerator_groups=one, denominator_groups=one) == ratio_of_medians_ci(a, b)
+    with pytest.raises(ValueError, match="9 group labels for 10 samples"):
+        ratio_of_medians_ci(a, b, numerator_groups=one[:9])
+
+
+def test_profiles_merged_from_chunks_resample_by_chunk(tmp_path) -> None:  # noqa: ANN001
+    """compare_variants merges each variant's chunks (separate runner processes): the merged Profile keeps
+    their sizes, and speedup_over resamples by them and says from how many processes it came."""
+    from helpers_etdump import execute_only
+
+    from pytest_sme2.profile.profile import Profile
+
+    def merged(name: str, levels: list[float], seed: int) -> Profile:
+        values, _ = _chunked(levels, runs=12, seed=seed)
+        chunks = [Profile.from_etdump(execute_only(tmp_path / f"{name}{i}.etdp",
+                                                   [int(v * 1e6) for v in values[i * 12:(i + 1) * 12]]),
+                                      model="m", recipe="r", variant=name) for i in range(len(levels))]
+        return Profile.concat(chunks)
+
+    a = merged("a", [1.00, 1.06, 0.97, 1.03], seed=1)
+    b = merged("b", [1.06, 1.03, 1.06, 0.97], seed=2)
+    assert a.chunk_sizes == [12, 12, 12, 12] and list(a.run_groups[:13]) == [0] * 12 + [1]
+    assert Profile.concat([a, merged("a", [1.0, 1.0], seed=3)]).chunk_sizes == [12] * 6  # merged again: kept
+    speedup = b.speedup_over(a)
+    assert speedup.this_processes == speedup.other_processes == 4
+    assert speedup.low < 1.0 < speedup.high and "48 runs in 4 processes" in repr(speedup)
+    single = Profile.from_etdump(execute_only(tmp_path / "one.etdp", [1_000_000] * 12), model="m", recipe="r",
+                                 variant="a")
+    assert single.chunk_sizes == [12] and "in 1 process" in repr(single.speedup_over(single))
