@@ -131,7 +131,7 @@ class Runner:
         if settings.cooldown_c is not None:
             state, waited, still_hot = wait_for_cooldown(target.device_state, settings.cooldown_c,
                                                          settings.cooldown_max_s, self.session.say, time.sleep,
-                                                         time.monotonic)
+                                                         time.monotonic, first=state)
         if self.session.steady_state is None:
             self.session.steady_state = state
         return {"state": state, "cooldown_s": waited, "still_hot": still_hot}
@@ -140,7 +140,7 @@ class Runner:
         """Before and after the round, and why it counts as throttled (None: it does not)."""
         after = self.session.target.device_state()
         steady = self.session.steady_state
-        cores = cores_of_mask(getattr(getattr(self.session.settings, "adb", None), "affinity", None))
+        cores = cores_of_mask(self.session.target.info.details.get("affinity"))  # the cores the runner may use
         reasons = [r for r in (before["state"].throttling(steady, cores), after.throttling(steady, cores)) if r]
         return {"before": before["state"].as_dict(), "after": after.as_dict(), "cooldown_s": before["cooldown_s"],
                 "still_hot_after_cooldown": before["still_hot"], "throttled": "; ".join(dict.fromkeys(reasons)) or None,

@@ -161,13 +161,14 @@ def _int(text: str | None) -> int | None:
 
 def wait_for_cooldown(read: Callable[[], DeviceState], threshold_c: float, max_wait_s: float,
                       say: Callable[[str], None], sleep: Callable[[float], None], now: Callable[[], float],
-                      poll_s: float = 5.0) -> tuple[DeviceState, float, str | None]:
+                      poll_s: float = 5.0, first: DeviceState | None = None) -> tuple[DeviceState, float, str | None]:
     """Wait until the device is below ``threshold_c`` and under moderate thermal status, at most ``max_wait_s``.
 
     Returns the last state, the seconds waited, and why it is still hot (None: cooled down). Each poll is said.
+    ``first``: a state just read (no second read for it).
     """
     started = now()
-    state = read()
+    state = first if first is not None else read()
     reason = state.hot(threshold_c)
     while reason is not None and now() - started < max_wait_s:
         say(f"sme2: cooling down: {reason}; waited {now() - started:.0f} of {max_wait_s:g} s")

@@ -7,7 +7,6 @@ sysfs files and dumpsys the test changes while the runner runs, as a phone heati
 
 from __future__ import annotations
 
-import threading
 import time
 from pathlib import Path
 from typing import Iterator
@@ -163,7 +162,16 @@ def test_cooldown_waits_for_the_device_before_timed_runs(standin: AdbStandin, ex
                                                          tmp_path: Path) -> None:
     device = standin.add_device("HOT-2", sysfs=True)
     device.set_state(temp_c=52, thermal_status=2)
-    threading.Timer(3.0, lambda: device.set_state(temp_c=40, thermal_status=0)).start()
+    reads = [0]
+
+    def cool_at_the_second_poll(dev: StandinDevice, command: str) -> None:
+        # State reads: the target's first, then the cooldown's polls (5 s apart): hot, then cooled.
+        if "scaling_governor" in command:
+            reads[0] += 1
+            if reads[0] == 3:
+                dev.set_state(temp_c=40, thermal_status=0)
+
+    device.on_shell = cool_at_the_second_poll
     said: list[str] = []
     session = _session(standin, "HOT-2", tmp_path, cooldown_c=45.0, cooldown_max_s=60.0)
     session.say = said.append
@@ -174,8 +182,9 @@ def test_cooldown_waits_for_the_device_before_timed_runs(standin: AdbStandin, ex
     finally:
         session.close()
     state = profile.metadata["device_state"]
-    assert 3.0 <= state["cooldown_s"] < 30 and state["still_hot_after_cooldown"] is None
-    assert time.monotonic() - started >= 3.0 and said and said[0].startswith("sme2: cooling down: thermal status")
+    assert 4.5 <= state["cooldown_s"] < 30 and state["still_hot_after_cooldown"] is None
+    assert time.monotonic() - started >= 4.5
+    assert said == ["sme2: cooling down: thermal status moderate; waited 0 of 60 s"]
     assert state["before"]["hottest_c"] == 40.0 and profile.throttled == 0
 
 

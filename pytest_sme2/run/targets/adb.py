@@ -263,7 +263,12 @@ class AdbTarget:
             first = self.device_state()
             self._governor = first.governor(cores_of_mask(self._options.affinity))  # in the fingerprint
         except BaseException:
-            self._claim.release()
+            try:
+                self._leave_performance_mode()  # turned on above, before what failed
+            except Exception:  # noqa: BLE001 - the device may be what failed; supervised.end_all tries again
+                pass
+            finally:
+                self._claim.release()
             raise
         self._session_dir = f"{self._options.device_dir.rstrip('/')}/pytest-sme2-{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
@@ -495,9 +500,9 @@ class AdbTarget:
             return
         from pytest_sme2.system import supervised
 
+        self._set_performance_mode(False)  # if this fails, supervised.end_all tries again at exit
         supervised.forget_end(id(self))
         self._performance_mode = False
-        self._set_performance_mode(False)
 
     # --- the steps of a run ---------------------------------------------------------------------------
 
