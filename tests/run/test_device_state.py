@@ -267,3 +267,25 @@ def test_a_killed_session_turns_the_performance_mode_off(standin: AdbStandin, ex
         if process.poll() is None:
             process.kill()
     assert device.performance_mode_calls == ["true", "false"]
+
+
+@pytestmark_e2e
+def test_a_profile_taken_throttled_is_inconclusive_not_a_regression(standin: AdbStandin, exported_toy_cnn,
+                                                                    tmp_path: Path) -> None:
+    """The same device measured cool (the baseline), then capped to 60% for its whole round: slower, but the
+    gate gives no verdict on runs a throttled device made."""
+    from pytest_sme2.gate.baselines import record_of
+    from pytest_sme2.gate.verdicts import INCONCLUSIVE, Tolerances, latency_verdict
+
+    device = standin.add_device("HOT-3", sysfs=True)
+    session = _session(standin, "HOT-3", tmp_path)
+    try:
+        cool = Runner(session, RunSpec(runs=20, warmup=1, max_rounds=1), session.test_dir("cool")).profile(exported_toy_cnn)
+        device.set_state(cap_khz=1_800_000)
+        hot = Runner(session, RunSpec(runs=20, warmup=1, max_rounds=1), session.test_dir("hot")).profile(exported_toy_cnn)
+    finally:
+        session.close()
+    assert cool.throttled == 0 and hot.throttled == 20 and hot.disturbed_runs == 20
+    verdict = latency_verdict("toy_cnn", record_of(hot), record_of(cool), Tolerances())
+    assert verdict.status == INCONCLUSIVE and not verdict.failed
+    assert "0 undisturbed of 20 runs" in verdict.message and "the device throttled" in verdict.message
