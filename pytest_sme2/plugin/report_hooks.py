@@ -174,6 +174,7 @@ class _Collector:
 
     def __init__(self, config: pytest.Config):
         self.config = config
+        self.locations: dict[str, tuple[str, int]] = {}
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         test_entries = _test_entries(self.config)
@@ -182,6 +183,8 @@ class _Collector:
         if test_entry is not None:
             test_entries[report.nodeid] = {**test_entry, "outcome": report.outcome, "duration_s": report.duration,
                                            "verdicts": list(test_entry.get("verdicts", []))}
+            path, line, _ = report.location  # the test's own line: where a CI annotation points
+            self.locations[report.nodeid] = (path, (line or 0) + 1)
         for key, value in properties:
             if key == OUTPUT_ERROR_PROPERTY and value not in _output_errors(self.config):
                 _output_errors(self.config).append(value)
@@ -225,6 +228,19 @@ class _Collector:
                 f"writing the session summary failed: {why or f'{type(exc).__name__}: {exc}'}")
         else:
             self.config.stash[_OUTPUTS_KEY] = paths
+            self._job_summary(Path(paths["markdown"]))
+
+    def _job_summary(self, markdown: Path) -> None:
+        """Under GitHub Actions, summary.md into the job summary (report/github.py); a failure is an output error."""
+        import os
+
+        from pytest_sme2.report.github import STEP_SUMMARY, append_job_summary
+
+        try:
+            append_job_summary(markdown, os.environ)
+        except OSError as exc:
+            _output_errors(self.config).append(f"appending {markdown} to ${STEP_SUMMARY} ({os.environ.get(STEP_SUMMARY)}) "
+                                               f"failed: {exc}")
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_html_results_summary(self, prefix: list[str], summary: list[str], postfix: list[str],
@@ -246,9 +262,15 @@ class _Collector:
         prefix.append(pytest_html_summary(tests, report, Path(self.config.option.htmlpath).absolute().parent))
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        import os
+
+        from pytest_sme2.report.github import regression_annotations
+
         test_entries = _test_entries(self.config)
         if test_entries:
             self._summary_table(terminalreporter, test_entries)
+            for line in regression_annotations(test_entries.values(), self.locations, os.environ):
+                terminalreporter.write_line(line)  # GitHub Actions: an annotation on the test's line
         for error in _output_errors(self.config):
             terminalreporter.write_line(f"sme2: {error}; the session fails for it", red=True)
 
