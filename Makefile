@@ -65,9 +65,12 @@ auto-target: install
 # set up) the tests time real runs, which workers running beside each other would disturb: one process.
 AUTO_IS_EMULATED := $(PYTHON) -c "import sys; from pytest_sme2.run.targets.auto import current_plan; sys.exit(0 if current_plan().target == 'emulated' else 1)"
 PERF_WORKERS ?= $(shell n=$$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1); [ "$$n" -gt 4 ] && n=4; echo $$n)
+# PYTEST_ARGS: more pytest options for the perf suite (the README's CI workflow passes --sme2-history).
+PYTEST_ARGS ?=
 perf: install auto-target
 	@if $(AUTO_IS_EMULATED); then workers="-n $(PERF_WORKERS)"; else workers=""; fi; \
-		echo "$(PYTHON) -m pytest perf_tests/ -m sme2 $$workers"; $(PYTHON) -m pytest perf_tests/ -m sme2 $$workers
+		echo "$(PYTHON) -m pytest perf_tests/ -m sme2 $$workers $(PYTEST_ARGS)"; \
+		$(PYTHON) -m pytest perf_tests/ -m sme2 $$workers $(PYTEST_ARGS)
 
 test: install system-deps emulation
 	$(PYTHON) -m pytest tests/ -n 2 --dist loadgroup --durations=30
