@@ -35,12 +35,9 @@ class ScalingRow:
     categories: dict[str, stats.Interval | None]  # None: the category takes no time on one side
 
     def as_dict(self) -> dict[str, Any]:
-        def interval(value: stats.Interval | None) -> dict[str, float] | None:
-            return None if value is None else {"value": value.value, "low": value.low, "high": value.high,
-                                                "confidence": value.confidence}
         return {"threads": self.threads, "speedup": self.speedup.as_dict(), "on_median_ms": self.on.median_ms,
                 "off_median_ms": self.off.median_ms,
-                "categories": {name: interval(v) for name, v in self.categories.items()}}
+                "categories": {name: None if v is None else v.as_dict() for name, v in self.categories.items()}}
 
 
 @dataclass(frozen=True)

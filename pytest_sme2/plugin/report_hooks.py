@@ -234,11 +234,12 @@ class _Collector:
         """Under GitHub Actions, summary.md into the job summary (report/github.py); a failure is an output error."""
         import os
 
+        from pytest_sme2.errors import StorageError
         from pytest_sme2.report.github import STEP_SUMMARY, append_job_summary
 
         try:
             append_job_summary(markdown, os.environ)
-        except OSError as exc:
+        except (OSError, StorageError) as exc:
             _output_errors(self.config).append(f"appending {markdown} to ${STEP_SUMMARY} ({os.environ.get(STEP_SUMMARY)}) "
                                                f"failed: {exc}")
 

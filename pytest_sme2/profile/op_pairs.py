@@ -70,10 +70,8 @@ class Slowdown:
     slowdown: stats.Interval  # median(on) / median(off): above 1 is slower with SME2
 
     def as_dict(self) -> dict[str, Any]:
-        s = self.slowdown
         return {"op": self.op, "on_op": self.on_op, "category": self.category, "on_ms": self.on_ms,
-                "off_ms": self.off_ms, "slowdown": {"value": s.value, "low": s.low, "high": s.high,
-                                                    "confidence": s.confidence}}
+                "off_ms": self.off_ms, "slowdown": self.slowdown.as_dict()}
 
     def __str__(self) -> str:
         s = self.slowdown

@@ -270,6 +270,10 @@ class Interval:
     def __str__(self) -> str:
         return f"{self.value:.3g} [{self.low:.3g}, {self.high:.3g}] ({self.confidence:.0%} CI)"
 
+    def as_dict(self) -> dict[str, float]:
+        """The JSON form every report and table reads: value, low, high, confidence."""
+        return {"value": self.value, "low": self.low, "high": self.high, "confidence": self.confidence}
+
 
 def median_ci(values: Sequence[float] | np.ndarray, confidence: float = DEFAULT_CONFIDENCE) -> Interval:
     """Median with a distribution-free confidence interval from order statistics.

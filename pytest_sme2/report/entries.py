@@ -34,20 +34,14 @@ TOP_OPS = 12  # operators listed per comparison
 EMULATED_NOTE = "emulated timing is not hardware timing"
 
 
-def _interval(interval: stats.Interval | None) -> dict[str, float] | None:
-    if interval is None:
-        return None
-    return {"value": interval.value, "low": interval.low, "high": interval.high, "confidence": interval.confidence}
-
-
 def _ratio(slow: np.ndarray, fast: np.ndarray, slow_groups: np.ndarray, fast_groups: np.ndarray
            ) -> dict[str, float] | None:
     """median(slow) / median(fast) with its bootstrap interval (by runner process where there are several);
     None when either side has no time."""
     if np.median(fast) <= 0 or np.median(slow) <= 0:
         return None
-    return _interval(stats.ratio_of_medians_ci(slow, fast, numerator_groups=slow_groups,
-                                               denominator_groups=fast_groups))
+    return stats.ratio_of_medians_ci(slow, fast, numerator_groups=slow_groups,
+                                     denominator_groups=fast_groups).as_dict()
 
 
 def sme2_setting(profile: Profile) -> bool | None:

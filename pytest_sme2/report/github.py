@@ -12,6 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from pytest_sme2.system.safe_files import append_lines
+
 STEP_SUMMARY = "GITHUB_STEP_SUMMARY"
 
 
@@ -24,9 +26,7 @@ def append_job_summary(markdown: Path, environ: Mapping[str, str]) -> Path | Non
     target = environ.get(STEP_SUMMARY)
     if not in_actions(environ) or not target:
         return None
-    text = markdown.read_text()
-    with open(target, "a", encoding="utf-8") as out:  # the runner's own file, made for appending
-        out.write(text if text.endswith("\n") else text + "\n")
+    append_lines(target, markdown.read_text().splitlines(), sync=False)  # never through a link (safe_files)
     return Path(target)
 
 

@@ -31,6 +31,7 @@ class CarriedLoader:
 
     loader: Path
     libraries: dict[str, Path]
+    bundled: tuple[str, ...] = ()  # which of ``libraries`` came from next to the program (RUNPATH), not the C library
 
     @property
     def loader_name(self) -> str:
@@ -75,6 +76,7 @@ def carried_loader(binary: Path) -> CarriedLoader:
         raise RunnerError(f"{binary} names the loader {interpreter}, which is not on this machine for {arch} "
                           f"(looked in {interpreter} and {', '.join(map(str, system_library_dirs(arch)))}); {advice}")
     found: dict[str, Path] = dict(bundled_libraries(binary))
+    bundled = tuple(found)
     pending = [binary, *found.values()]
     while pending:
         current = pending.pop()
@@ -87,4 +89,4 @@ def carried_loader(binary: Path) -> CarriedLoader:
                                   f"nor in {', '.join(map(str, system_library_dirs(arch)))}; {advice}")
             found[name] = path
             pending.append(path)
-    return CarriedLoader(loader, found)
+    return CarriedLoader(loader, found, bundled)

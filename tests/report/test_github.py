@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from helpers_gate import UPDATE, _test_file
 
+from pytest_sme2.errors import StorageError
 from pytest_sme2.report.github import append_job_summary, regression_annotations
 
 ACTIONS = {"GITHUB_ACTIONS": "true"}
@@ -55,3 +56,13 @@ def test_a_failing_session_under_actions_fills_the_job_summary_and_annotates_the
                                             "%3A test_gate.py%3A%3Atest_tiny::") for l in annotations)
     assert any("delegated share of graph nodes dropped from 100.0% to 0.0%" in l.replace("%25", "%")
                for l in annotations)
+
+
+def test_the_job_summary_is_never_written_through_a_link(tmp_path: Path) -> None:
+    markdown, victim, link = tmp_path / "summary.md", tmp_path / "victim.txt", tmp_path / "step_summary.md"
+    markdown.write_text("## pytest-sme2")
+    victim.write_text("untouched\n")
+    link.symlink_to(victim)
+    with pytest.raises(StorageError, match="it is a symbolic link"):
+        append_job_summary(markdown, {**ACTIONS, "GITHUB_STEP_SUMMARY": str(link)})
+    assert victim.read_text() == "untouched\n"

@@ -43,7 +43,7 @@ from pytest_sme2.run.targets.base import (
     RunSpec,
     TargetInfo,
 )
-from pytest_sme2.run.targets.local import check_runner
+from pytest_sme2.run.targets.local import check_runner, host_arch
 from pytest_sme2.run.targets.native_runner import (
     INPUTS_FILE,
     OUTPUTS_FILE,
@@ -283,7 +283,7 @@ class AdbTarget:
 
         from pytest_sme2.run.native.build import build_runner
 
-        host = {"arm64": "aarch64", "amd64": "x86_64"}.get(platform.machine().lower(), platform.machine())
+        host = host_arch()
         if platform.system() == "Linux" and host == arch:
             self._own_build = "host"
         elif arch == "aarch64":

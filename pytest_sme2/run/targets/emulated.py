@@ -42,7 +42,6 @@ from pytest_sme2.run.targets.local import check_runner, run_runner_process
 from pytest_sme2.run.targets.native_runner import OUTPUTS_FILE, build_result, read_result
 from pytest_sme2.system import supervised
 from pytest_sme2.system.carried_loader import carried_loader
-from pytest_sme2.system.elf import bundled_libraries
 
 MAPS = "maps.txt"
 # What a counted run leaves that its Profile is read from: kept by the result cache (result_cache.py).
@@ -77,10 +76,10 @@ def check_svl(svl_bits: int, source: str | None = None) -> int:
 def loaded_libraries(runner: Path) -> list[Path]:
     """Every shared library the runner loads under qemu: the ones shipped with it (RUNPATH, $ORIGIN), then the
     system ones from the aarch64 sysroot (QEMU_LD_PREFIX) by name, then the dynamic loader."""
-    bundled = bundled_libraries(runner)
     carried = carried_loader(runner)
-    system = sorted(name for name in carried.libraries if name not in bundled)
-    return [*bundled.values(), *(carried.libraries[name] for name in system), carried.loader]
+    system = sorted(name for name in carried.libraries if name not in carried.bundled)
+    return [*(carried.libraries[name] for name in carried.bundled), *(carried.libraries[name] for name in system),
+            carried.loader]
 
 
 class EmulatedTarget:

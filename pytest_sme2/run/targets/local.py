@@ -56,6 +56,11 @@ if TYPE_CHECKING:
 _ARCH_ALIASES = {"amd64": "x86_64", "arm64": "aarch64"}
 
 
+def host_arch() -> str:
+    """This machine's architecture as ELF names it (``arm64`` -> ``aarch64``, ``amd64`` -> ``x86_64``)."""
+    return _ARCH_ALIASES.get(platform.machine().lower(), platform.machine().lower())
+
+
 def check_runner(path: Path | str, role: str, arch: str | None = None) -> Path:
     """Fail clearly before anything runs if a runner cannot run here (``arch``: where it runs; default this CPU)."""
     path = Path(path)
@@ -73,7 +78,7 @@ def check_runner(path: Path | str, role: str, arch: str | None = None) -> Path:
                 f"binaries; build one with `pytest-sme2 build-runner --arch linux-{arch}`"
             )
         return path
-    host = _ARCH_ALIASES.get(platform.machine().lower(), platform.machine().lower())
+    host = host_arch()
     if built_for is not None and built_for != host:
         raise UsageError(
             f"{role} {path} is built for {built_for}, but this machine is {host}; use a runner built for {host} "
