@@ -226,8 +226,9 @@ def assert_outputs_match(profile: Profile, exported: "ExportedModel", rtol: floa
 
 
 def assert_no_sme2_slowdown(on: Profile, off: Profile, *, min_slowdown: float = MIN_SLOWDOWN) -> None:
-    """Fail when an operator is measured slower with SME2 on than off: its median time on over off, with a 95%
-    bootstrap interval over the undisturbed runs of each, wholly above ``1 + min_slowdown`` (op_pairs.py). The
+    """Fail when an operator is measured slower with SME2 on than off: its median time on over off, with a
+    bootstrap interval over the undisturbed runs of each wholly above ``1 + min_slowdown``, Bonferroni-corrected
+    over the operators compared so the whole list holds at 95% (op_pairs.py). The
     batch-1 GEMV case where packed SME2 kernels lose to NEON (XNNPACK #10719), on a phone or an SME2 machine.
     Emulated profiles are refused (their time is the emulator's): use assert_no_modelled_sme2_slowdown there."""
     slower = sme2_slowdowns(on, off, min_slowdown)

@@ -217,12 +217,12 @@ def slowdown_text(comparison: Mapping[str, Any]) -> str | None:
     if slower is None:
         return None
     if not slower:
-        return "No operator is measurably slower with SME2 on (by 5% or more, 95% bootstrap interval)."
+        return "No operator is measurably slower with SME2 on (by 5% or more, 95% for all operators together)."
     named = "; ".join(f"{op['op']} ({op['category']}) {op['slowdown']['value']:.2f}x slower "
                       f"[{op['slowdown']['low']:.2f}, {op['slowdown']['high']:.2f}], {op['off_ms'] * 1e3:.1f} -> "
                       f"{op['on_ms'] * 1e3:.1f} us" for op in slower[:5])
-    return (f"{len(slower)} operator(s) slower with SME2 on than off (median on / off, 95% bootstrap interval "
-            f"above 1.05): {named}" + ("; ..." if len(slower) > 5 else ""))
+    return (f"{len(slower)} operator(s) slower with SME2 on than off (median on / off, bootstrap intervals above "
+            f"1.05, 95% for all operators together): {named}" + ("; ..." if len(slower) > 5 else ""))
 
 
 def entry_text(test_entry: Mapping[str, Any]) -> str:
