@@ -235,3 +235,29 @@ def test_every_conv_and_gemm_gets_work_that_matches_pytorchs_own_count(fp32_prof
     timed = heavy[heavy["median_ms"] > 0]  # XNNPACK times operators in whole microseconds: tiny ones read 0
     if not profile.emulated:  # throughput from real time
         assert (timed["gflops"] > 0).all() and len(timed) > 0
+
+
+def test_the_timeline_of_a_real_model_holds_every_operator_of_every_run(fp32_profiles: dict[str, Profile]) -> None:
+    """Issue 28 item 1 on hardware time: the host's mobilenet profile as a trace-event timeline. Each operator
+    of each run is drawn with the Profile's own duration; load and init precede the runs."""
+    import json
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent / "report"))
+    from trace_event_format import validate
+
+    from pytest_sme2.evidence.etdump import op_id
+    from pytest_sme2.report.timeline import timeline_document
+
+    profile = fp32_profiles["mobilenet_v3_small"]
+    slices = validate(json.loads(json.dumps(timeline_document("test_mobilenet", [profile]))))
+    for row, key in enumerate(profile.trace.ops):
+        drawn = {e["args"]["run_index"]: e["dur"] / 1000 for e in slices if e["name"] == op_id(key)}
+        # an operator whose XNNPACK time truncated to 0 us is drawn with 0; every run it took time in is drawn
+        assert set(np.flatnonzero(profile.trace.op_values[row] > 0).tolist()) <= set(drawn) <= set(range(RUNS))
+        np.testing.assert_allclose(list(drawn.values()), profile.trace.op_values[row, list(drawn)], rtol=1e-9)
+    runs = sorted((e for e in slices if e["cat"].startswith("run")), key=lambda e: e["ts"])
+    assert [e["args"]["run_index"] for e in runs] == list(range(RUNS))
+    np.testing.assert_allclose([e["dur"] / 1000 for e in runs], profile.e2e_ms, rtol=1e-9)
+    (load,) = [e for e in slices if e["name"] == "Program::load_method"]
+    assert load["dur"] / 1000 == pytest.approx(profile.load_ms) and load["ts"] + load["dur"] <= runs[0]["ts"]

@@ -347,6 +347,14 @@ class EventSpans:
     delegate_end: np.ndarray
     execute_start: np.ndarray  # Method::execute, one per run
     execute_end: np.ndarray
+    # Program::load_method and Method::init of the same process (its warmup file's Default block), or None.
+    load: tuple[int, int] | None = None
+    init: tuple[int, int] | None = None
+
+    def remapped(self, rows: np.ndarray, run_offset: int) -> "EventSpans":
+        """The same spans with operator indices mapped through ``rows`` and runs moved by ``run_offset``:
+        one process's part of a merged trace (ExecutionTrace.concat)."""
+        return replace(self, op=rows[self.op] if self.op.size else self.op, op_run=self.op_run + run_offset)
 
 
 @dataclass
@@ -368,8 +376,13 @@ class ExecutionTrace:
     sources: list[str] = field(default_factory=list)
     # Per op: (index of the file in ``sources``, index of the event in that file) of its first appearance.
     op_events: np.ndarray | None = None
-    # When each event happened (None for merged traces and for events measured in other units).
+    # When each event happened (None for merged traces, and for counts read without the positions they were
+    # counted at).
     spans: EventSpans | None = None
+    # The spans of each runner process whose runs this trace holds, in run order (one for a trace read from one
+    # process's files, several after concat; empty where positions are unknown): what the timeline draws, each
+    # process on its own clock.
+    span_parts: tuple[EventSpans, ...] = ()
 
     @property
     def runs(self) -> int:
@@ -396,11 +409,13 @@ class ExecutionTrace:
                     ops.append(key)
         total_runs = sum(t.runs for t in traces)
         op_values = np.zeros((len(ops), total_runs))
+        parts: list[EventSpans] = []
         start = 0
         for trace in traces:
+            rows = np.array([index[key] for key in trace.ops], dtype=np.int64)
             if trace.ops:
-                rows = np.array([index[key] for key in trace.ops], dtype=np.int64)
                 op_values[rows, start:start + trace.runs] = trace.op_values
+            parts.extend(part.remapped(rows, start) for part in trace.span_parts)
             start += trace.runs
         first = lambda name: next((getattr(t, name) for t in traces if getattr(t, name) is not None), None)  # noqa: E731
         return cls(
@@ -412,17 +427,24 @@ class ExecutionTrace:
             init_value=first("init_value"),
             sources=[s for t in traces for s in t.sources],
             unit=traces[0].unit,
+            span_parts=tuple(parts) if all(t.span_parts for t in traces) else (),
         )
+
+
+def _load_init_spans(cols: _Columns) -> tuple[tuple[int, int] | None, tuple[int, int] | None]:
+    """Where Program::load_method and Method::init began and ended, from the non-Execute ("Default") blocks."""
+    outside_runs = ~np.array([n == EXECUTE_BLOCK for n in cols.block_names], dtype=bool)
+    found: list[tuple[int, int] | None] = []
+    for name in (LOAD_METHOD, INIT_METHOD):
+        hits = np.flatnonzero(np.isin(cols.label_id, cols.ids_of(name)) & outside_runs[cols.block])
+        found.append((int(cols.start[hits[-1]]), int(cols.end[hits[-1]])) if hits.size else None)
+    return found[0], found[1]
 
 
 def _load_init(cols: _Columns, ticks_per_ms: float) -> tuple[float | None, float | None]:
     """Program::load_method and Method::init from the non-Execute ("Default") blocks."""
-    outside_runs = ~np.array([n == EXECUTE_BLOCK for n in cols.block_names], dtype=bool)
-    found = []
-    for name in (LOAD_METHOD, INIT_METHOD):
-        hits = np.flatnonzero(np.isin(cols.label_id, cols.ids_of(name)) & outside_runs[cols.block])
-        found.append(float(cols.end[hits[-1]] - cols.start[hits[-1]]) / ticks_per_ms if hits.size else None)
-    return found[0], found[1]
+    return tuple(None if span is None else float(span[1] - span[0]) / ticks_per_ms  # type: ignore[return-value]
+                 for span in _load_init_spans(cols))
 
 
 def event_kinds(path: str | Path) -> np.ndarray:
@@ -434,25 +456,32 @@ def event_kinds(path: str | Path) -> np.ndarray:
     return _columns(path).delegated.copy()
 
 
-def _with_values(cols: _Columns, values: np.ndarray | None, path: str | Path) -> _Columns:
-    """The columns with each event's duration replaced by ``values`` (one per event, in file order)."""
+def _with_values(cols: _Columns, values: np.ndarray | None, path: str | Path,
+                 starts: np.ndarray | None = None) -> _Columns:
+    """The columns with each event's duration replaced by ``values`` (one per event, in file order), each event
+    beginning at its entry of ``starts`` (the same events' positions in that unit) or, without them, at 0."""
     if values is None:
         return cols
     values = np.asarray(values, dtype=np.int64)
     if values.shape != cols.start.shape:
         raise EtdumpError(f"ETDump {path} has {cols.start.size} events but {values.size} values were given for them")
-    return replace(cols, start=np.zeros_like(values), end=values)
+    begin = np.zeros_like(values) if starts is None else np.asarray(starts, dtype=np.int64)
+    if begin.shape != values.shape:
+        raise EtdumpError(f"ETDump {path} has {cols.start.size} events but {begin.size} positions were given for them")
+    return replace(cols, start=begin, end=begin + values)
 
 
 def read_trace(*paths: str | Path, ticks_per_ms: float = NS_PER_MS,
-               values: Sequence[np.ndarray | None] | None = None, unit: str = "ms") -> ExecutionTrace:
+               values: Sequence[np.ndarray | None] | None = None, unit: str = "ms",
+               starts: Sequence[np.ndarray | None] | None = None) -> ExecutionTrace:
     """Every Execute block of the given files, in order, as runs.
 
     Load/init time comes from any "Default" block. Use :func:`read_run` when a
     runner wrote its warmup runs to a separate file. ``values`` (one array per
     file, one value per event in file order) replaces each event's duration:
     the same events measured in another unit, e.g. instructions counted under
-    emulation (then ``ticks_per_ms=1`` keeps the values as they are, and ``unit`` names them).
+    emulation (then ``ticks_per_ms=1`` keeps the values as they are, and ``unit`` names them). ``starts``
+    (likewise per file) gives where each such event began in that unit; with it the trace keeps its spans.
     """
     load_value = init_value = None
     label_ids: dict[str, int] = {}
@@ -462,7 +491,8 @@ def read_trace(*paths: str | Path, ticks_per_ms: float = NS_PER_MS,
     if values is not None and len(values) != len(paths):
         raise ValueError(f"read_trace: {len(values)} value arrays for {len(paths)} files")
     for index, path in enumerate(paths):
-        cols = _with_values(_columns(path), None if values is None else values[index], path)
+        cols = _with_values(_columns(path), None if values is None else values[index], path,
+                            None if starts is None else starts[index])
         load, init = _load_init(cols, ticks_per_ms)
         load_value = load if load is not None else load_value
         init_value = init if init is not None else init_value
@@ -538,7 +568,7 @@ def read_trace(*paths: str | Path, ticks_per_ms: float = NS_PER_MS,
         for i in first[by_appearance].tolist()
     ]
     spans = None
-    if values is None:
+    if values is None or (starts is not None and all(s is not None for s in starts)):
         frame = {name: lid == label_ids.get(name, -1) for name in (DELEGATE_CALL, RUN_MODEL)}
         spans = EventSpans(op=op_index, op_run=op_run, op_delegated=op_del, op_start=start[is_op],
                            op_end=end[is_op], delegate_start=start[frame[DELEGATE_CALL]],
@@ -554,21 +584,32 @@ def read_trace(*paths: str | Path, ticks_per_ms: float = NS_PER_MS,
         sources=[str(p) for p in paths],
         op_events=op_event[first[by_appearance]].reshape(-1, 2),
         spans=spans,
+        span_parts=(spans,) if spans is not None and len(paths) == 1 else (),
         unit=unit,
     )
 
 
 def read_run(timed: str | Path, warmup: str | Path | None = None, *, ticks_per_ms: float = NS_PER_MS,
-             values: tuple[np.ndarray, np.ndarray | None] | None = None, unit: str = "ms") -> ExecutionTrace:
+             values: tuple[np.ndarray, np.ndarray | None] | None = None, unit: str = "ms",
+             starts: tuple[np.ndarray, np.ndarray | None] | None = None) -> ExecutionTrace:
     """Trace of the timed runs; load/init come from the warmup file when the runner split them.
 
-    ``values``: (timed file's, warmup file's) per-event values replacing durations (see read_trace).
+    ``values``: (timed file's, warmup file's) per-event values replacing durations (see read_trace), and
+    ``starts`` where those events began (the files of one process share one axis).
     """
-    trace = read_trace(timed, ticks_per_ms=ticks_per_ms, values=None if values is None else [values[0]], unit=unit)
+    trace = read_trace(timed, ticks_per_ms=ticks_per_ms, values=None if values is None else [values[0]], unit=unit,
+                       starts=None if starts is None else [starts[0]])
+    cols = None
     if warmup is not None and trace.load_value is None:
-        cols = _with_values(_columns(warmup), None if values is None else values[1], warmup)
+        cols = _with_values(_columns(warmup), None if values is None else values[1], warmup,
+                            None if starts is None else starts[1])
         trace.load_value, trace.init_value = _load_init(cols, ticks_per_ms)
         trace.sources.append(str(warmup))
+    if trace.spans is not None:
+        load, init = _load_init_spans(cols if cols is not None else _with_values(
+            _columns(timed), None if values is None else values[0], timed, None if starts is None else starts[0]))
+        trace.spans = replace(trace.spans, load=load, init=init)
+        trace.span_parts = (trace.spans,)
     return trace
 
 

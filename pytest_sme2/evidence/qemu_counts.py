@@ -179,6 +179,10 @@ class EventCounts:
     instructions: np.ndarray
     classes: np.ndarray  # (event, class of instruction_classes.NAMES)
     functions: list[dict[str, int]]  # per event: instructions per executed function ("library:function")
+    # per event: where it began, in instructions counted since the process started (the profiler's own
+    # left out, as from every count): the timeline's axis. An operator whose node ran in several stretches
+    # begins where its first began.
+    starts: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.kinds)
@@ -278,6 +282,8 @@ def count_events(blocks: ExecutedBlocks, space: AddressSpace) -> EventCounts:
     counted = np.where(in_tracer, 0, blocks.instructions)  # the profiler's own instructions are no event's
     counted_classes = np.where(in_tracer[:, None], 0, blocks.classes)
     labels = _function_labels(blocks, space)
+    # counted instructions executed before each position of the sequence: where an event begins
+    position_of = np.concatenate([[0], np.cumsum(counted[seq])])
 
     def segment(*ranges: tuple[int, int]) -> tuple[int, np.ndarray, dict[str, int]]:
         executions = sum(np.bincount(seq[begin:end], minlength=pcs.size) for begin, end in ranges)
@@ -301,6 +307,8 @@ def count_events(blocks: ExecutedBlocks, space: AddressSpace) -> EventCounts:
     boundary_kinds = [("start" if is_start[b] else "end" if is_end[b] else "log") for b in seq[boundary].tolist()]
     kinds: list[str] = []
     values: list[tuple[int, np.ndarray, dict[str, int]]] = []
+    event_starts: list[int] = []
+    pending_starts: list[int] = []
     stack: list[int] = []
     next_op = 0
     runs: list[tuple[int, int]] = []  # operator runs since the profiler last logged
@@ -321,13 +329,18 @@ def count_events(blocks: ExecutedBlocks, space: AddressSpace) -> EventCounts:
             # inference by that many. The profiler logs a delegate call's nodes before the call ends.
             runs = []
             kinds.append(RUNTIME)
-            values.append(segment((stack.pop(), position)))
+            begin = stack.pop()
+            event_starts.append(int(position_of[begin]))
+            values.append(segment((begin, position)))
         else:  # log_profiling_delegate: the profiler logs every node it ran, in order, once they have all run
             if not pending_ops:
-                pending_ops.extend(segment(*node) for node in _nodes(runs, _logs_in_batch(boundary_kinds, index)))
+                nodes = _nodes(runs, _logs_in_batch(boundary_kinds, index))
+                pending_ops.extend(segment(*node) for node in nodes)
+                pending_starts.extend(int(position_of[node[0][0]]) for node in nodes)
                 runs = []
             kinds.append(DELEGATE)
             values.append(pending_ops.pop(0))
+            event_starts.append(pending_starts.pop(0))
     instructions = np.array([v[0] for v in values], dtype=np.int64)
     _check_delegate_calls(kinds, instructions)
     return EventCounts(
@@ -335,12 +348,14 @@ def count_events(blocks: ExecutedBlocks, space: AddressSpace) -> EventCounts:
         instructions=instructions,
         classes=np.array([v[1] for v in values], dtype=np.int64).reshape(len(values), len(NAMES)),
         functions=[v[2] for v in values],
+        starts=np.array(event_starts, dtype=np.int64),
     )
 
 
 COUNTS_FILE = "instructions.json"
-COUNTS_VERSION = 2  # 2 added "classes"; version 1 files (no classes) are still read
-_READABLE_VERSIONS = (1, 2)
+# 2 added "classes", 3 "starts" (where each event began: the timeline); older files are still read
+COUNTS_VERSION = 3
+_READABLE_VERSIONS = (1, 2, 3)
 TOP_FUNCTIONS = 12  # functions kept per event in the counts file (the kernels of an operator)
 
 
@@ -383,6 +398,7 @@ def write_counts(counts: EventCounts, timed: Path | None, warmup: Path | None, p
             "classes": {name: counts.classes[part, column].tolist() for column, name in enumerate(NAMES)},
             "functions": [dict(sorted(f.items(), key=lambda kv: -kv[1])[:TOP_FUNCTIONS])
                           for f in counts.functions[part]],
+            **({"starts": counts.starts[part].tolist()} if counts.starts is not None else {}),
         }
     write_file(path, json.dumps(document) + "\n")
     return Path(path)
@@ -429,8 +445,12 @@ class InstructionTrace:
             def values(file: str) -> np.ndarray:
                 return np.asarray(files[file][key] if column is None else files[file][key][column])
 
+            # where the events began (version 3): the instruction trace keeps its spans, the timeline's axis
+            positioned = key == "instructions" and all("starts" in part for part in files.values())
             return read_run(timed, warmup, ticks_per_ms=1.0, unit="instructions",
-                            values=(values("timed"), None if warmup is None else values("warmup")))
+                            values=(values("timed"), None if warmup is None else values("warmup")),
+                            starts=(np.asarray(files["timed"]["starts"]), None if warmup is None
+                                    else np.asarray(files["warmup"]["starts"])) if positioned else None)
 
         instructions = trace("instructions")
         functions = []

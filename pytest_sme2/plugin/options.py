@@ -274,6 +274,12 @@ OPTIONS: tuple[Option, ...] = (
            switch="--sme2-session-report",
            ini_help="write the session's report.html with charts at the end of every session",
            doc_default="off (`--html` draws it too; else `pytest-sme2 report SESSION_DIR` later)"),
+    Option("timeline", "write each test's timeline.json (Chrome trace-event JSON: open it in ui.perfetto.dev or "
+           "chrome://tracing; docs/timeline.md): runs, delegate calls and operators, SME2 on and off side by side; "
+           "on the emulated target its axis is counted instructions", REPORT, kind="bool", default=False,
+           switch="--sme2-timeline",
+           ini_help="write each test's timeline.json (Perfetto / chrome://tracing) in every session",
+           doc_default="off (on whenever an HTML report is drawn: `--html` or `--sme2-session-report`)"),
 )
 
 BY_NAME = {option.name: option for option in OPTIONS}

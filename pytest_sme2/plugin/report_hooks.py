@@ -99,6 +99,20 @@ def _append_history(config: pytest.Config, test_entry: dict[str, Any]) -> None:
     history.append(path, [history.digest(test_entry["nodeid"], entry, facts) for entry in test_entry["profiles"]])
 
 
+def _write_timeline(item: pytest.Item, report: pytest.TestReport, test_entry: dict[str, Any], profiles: list[Any],
+                    test_dir: Path) -> None:
+    """The test's timeline.json (report/timeline.py). A failure to write it costs the timeline only: the test's
+    entry stands, and the session fails at its end naming what was not written."""
+    from pytest_sme2.report.timeline import TIMELINE_FILE, write_timeline
+
+    try:
+        test_entry["timeline"] = str(write_timeline(test_dir / TIMELINE_FILE, item.nodeid, profiles))
+    except Exception as exc:
+        message = f"writing the timeline of {item.nodeid} failed: {type(exc).__name__}: {exc}"
+        report.sections.append(("sme2 timeline error", message))
+        report.user_properties.append((OUTPUT_ERROR_PROPERTY, message))
+
+
 def _build(item: pytest.Item, report: pytest.TestReport) -> dict[str, Any] | None:
     from pytest_sme2.plugin import DEVICE_KEY, profiles_of, session_of
 
@@ -109,6 +123,8 @@ def _build(item: pytest.Item, report: pytest.TestReport) -> dict[str, Any] | Non
     session = session_of(item.config)
     if session is not None:
         test_entry["test_dir"] = str(session.test_dir(item.nodeid))
+        if timeline_wanted(item.config):
+            _write_timeline(item, report, test_entry, profiles, session.test_dir(item.nodeid))
     for entry in test_entry["profiles"]:
         _write_csvs(entry)
     test_entry["verdicts"] = verdicts_of([*item.user_properties, *report.user_properties])
@@ -295,6 +311,14 @@ class _Collector:
 
 
 _OUTPUTS_KEY = pytest.StashKey[Any]()
+
+
+def timeline_wanted(config: pytest.Config) -> bool:
+    """--sme2-timeline or ini sme2_timeline, or an HTML report (which links each test's timeline)."""
+    from pytest_sme2.plugin.options import value
+
+    return bool(value(config, "timeline")) or bool(getattr(config.option, "htmlpath", None)) \
+        or session_report_wanted(config)
 
 
 def session_report_wanted(config: pytest.Config) -> bool:

@@ -294,6 +294,9 @@ def entry_html(test_entry: Mapping[str, Any], base: Path | None = None) -> str:
     advice = recommendations(test_entry)
     if advice:
         parts.append("<h4>Recommendations</h4><ul>" + "".join(f"<li>{_esc(a)}</li>" for a in advice) + "</ul>")
+    if test_entry.get("timeline"):
+        parts.append(f"<p>Timeline: {_link(test_entry['timeline'], base)} (open it in ui.perfetto.dev or "
+                     f"chrome://tracing: runs, delegate calls and operators, each variant a process)</p>")
     parts.append(_verdicts_html(test_entry.get("verdicts", [])))
     parts.append("</div>")
     return "".join(parts)

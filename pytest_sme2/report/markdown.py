@@ -145,4 +145,6 @@ def session_markdown(summary: Mapping[str, Any]) -> str:
         lines.append(f"- verdict: {text(verdict_text(test_entry.get('verdicts', [])))}")
         if test_entry.get("test_dir"):
             lines.append(f"- artifacts: {code(_rel(test_entry['test_dir'], base))}")
+        if test_entry.get("timeline"):
+            lines.append(f"- timeline (ui.perfetto.dev or chrome://tracing): {code(_rel(test_entry['timeline'], base))}")
     return "\n".join(lines) + "\n"

@@ -162,6 +162,49 @@ def test_a_cached_answer_equals_the_fresh_counts_on_both_sides(mobilenet_counted
     first, _, off = mobilenet_counted
     cached = counted_profiles(tmp_path, "mobilenet_v3_small", (True, False), warmup=1, cache=shared_export_cache)
     assert_cached_equals_fresh([first, off], cached)
+    # the positions the timeline draws are stored with the counts: a cached answer draws the same timeline
+    from pytest_sme2.report.timeline import timeline_document
+
+    assert timeline_document("t", cached)["traceEvents"] == timeline_document("t", [first, off])["traceEvents"]
+
+
+def test_the_timeline_of_a_real_model_is_in_counted_instructions_with_every_operator(mobilenet_counted) -> None:
+    """Issue 28 item 1 on the emulated target: SME2 on and off as two processes, each operator of each profile in
+    its run with exactly its counted instructions (1 ns of the axis = 1 instruction), nested in its delegate call,
+    and no emulator time anywhere."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "report"))
+    from trace_event_format import validate
+
+    from pytest_sme2.evidence.etdump import op_id
+    from pytest_sme2.report.timeline import timeline_document
+
+    on, _, off = mobilenet_counted
+    document = json.loads(json.dumps(timeline_document("test_mobilenet", [on, off])))
+    slices = validate(document)
+    names = [e["args"]["name"] for e in document["traceEvents"] if e["name"] == "process_name"]
+    assert len(names) == 2 and all("counted instructions (1 ns = 1 instruction)" in n for n in names)
+    for pid, profile in ((1, on), (2, off)):
+        counted = profile.instructions.instructions
+        mine = [e for e in slices if e["pid"] == pid]
+        by_name: dict[str, list[float]] = {}
+        for e in mine:
+            by_name.setdefault(e["name"], []).append(e["dur"])
+        for row, key in enumerate(counted.ops):
+            assert sorted(round(d * 1000) for d in by_name[op_id(key)]) == sorted(counted.op_values[row].astype(int))
+        (run,) = [e for e in mine if e["cat"] == "run"]
+        assert round(run["dur"] * 1000) == counted.execute_values[0] and run["args"]["instructions"] > 1_000_000
+        (init,) = [e for e in mine if e["name"] == "Method::init"]
+        assert round(init["dur"] * 1000) == counted.init_value and init["ts"] + init["dur"] <= run["ts"]
+        # every delegated operator lies inside a delegate call; portable ones outside every call
+        calls = [(e["ts"], e["ts"] + e["dur"]) for e in mine if e["name"] == "DELEGATE_CALL"]
+        for e in mine:
+            if "delegated" in e.get("args", {}):
+                inside = any(a <= e["ts"] and e["ts"] + e["dur"] <= b + 1e-6 for a, b in calls)
+                assert inside == e["args"]["delegated"], e
+    assert any(not e["args"]["delegated"] for e in slices if "delegated" in e.get("args", {}))  # portable ops drawn
+    assert not {"ms", "ns"} & {k for e in slices for k in e.get("args", {})}  # no emulator time
 
 
 def test_events_nest_as_in_the_etdump_and_sme_runs_only_in_packed_operators(mobilenet_counted) -> None:
