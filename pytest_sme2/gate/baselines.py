@@ -88,6 +88,7 @@ def dumps(data: Mapping[str, Any]) -> str:
 
 # Kept as the profile's one JSON form has them (Profile.to_dict); the rest of a record is picked below.
 _RECORD_KEYS = ("model", "recipe", "variant", "emulated", "basis", "reference_ms", "disturbed_runs", "process_sizes",
+                "chunk_sizes", "load_ms_per_chunk", "init_ms_per_chunk",
                 "disturbed_run_indices", "disturbed_references", "shares", "per_run", "delegation_coverage",
                 "node_delegation_coverage", "delegation", "sme_path_share", "sme_path_ops")
 
@@ -106,7 +107,9 @@ def record_of(profile: Any, instructions: Mapping[str, Any] | None = None, devic
         "samples_ms": [] if emulated else data["e2e_ms"],
         "portable_ops": sorted({op["op"] for op in data["portable_ops"]}),
         # Exact on every target: what the exporter planned for activations.
-        "memory": {key: data["memory"][key] for key in ("planned_bytes", "planned_buffers")},
+        "memory": {key: data["memory"][key] for key in ("planned_bytes", "planned_buffers")}
+        # the runner's peak resident memory per run (hardware; under emulation it would be qemu's own)
+        | {"peak_rss_kb": None if emulated else data["memory"]["peak_rss_kb"]},
         "run": data["metadata"].get("run", {}),
         "provenance": data["metadata"].get("export", {}),
     })

@@ -29,6 +29,8 @@ MISSING_CAUSE, DELEGATE, OPERATORS, SME_PATH, QUANTITY, CONTEXT = range(6)
 _CAUSE_NAMES = {MISSING_CAUSE: "missing", DELEGATE: "delegate", OPERATORS: "operators", SME_PATH: "SME path",
                 QUANTITY: "quantity", CONTEXT: "context"}
 MOVED_ITEMS = 6  # quantities named per variant in the message; the rest are in the verdicts file
+_START_UP = {"load": "load (Program::load_method)", "init": "init (Method::init)",
+             "peak_rss": "peak resident memory"}  # the start-up and memory checks, as the message names them
 
 
 @dataclass(frozen=True)
@@ -155,6 +157,10 @@ def _short(verdict: Verdict) -> str:
         most = (f", most {grew[0]['op']} {grew[0]['baseline_ms']:.4f} -> {grew[0]['current_ms']:.4f} ms"
                 if grew else "")
         return f"modelled time on {evidence.get('device')} {evidence['change']:+.1%}{most}"
+    if check in _START_UP and isinstance(evidence.get("current"), (int, float)) \
+            and isinstance(evidence.get("baseline"), (int, float)) and evidence["baseline"]:
+        ratio = evidence.get("ratio", evidence["current"] / evidence["baseline"])  # the judged ratio (relative)
+        return f"{_START_UP[check]} {ratio - 1:+.1%}"
     if check == "op_instructions" and "op" in evidence:
         return f"operator {evidence['op']} {evidence['current'] / evidence['baseline'] - 1:+.1%} instructions"
     points = _points(verdict)

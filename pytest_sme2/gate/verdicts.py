@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass, field, fields
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -37,7 +37,9 @@ class Tolerances:
 
     ``latency``, ``instructions``, ``op_instructions`` (one operator's counted instructions, emulated
     target), ``modelled`` (modelled device time end to end, emulated target with a device model) and
-    ``memory`` (the program's planned memory; exact, so 0 by default) are relative
+    ``memory`` (the program's planned memory; exact, so 0 by default), ``load`` and ``init``
+    (Program::load_method and Method::init: per runner process on hardware, counted instructions on the
+    emulated target) and ``peak_rss`` (the runner's peak resident memory per run, hardware) are relative
     (0.10 = 10% slower);
     ``shares``, ``coverage`` and ``sme_path`` are absolute share points
     (0.05 = five percentage points); ``alpha`` is the significance level
@@ -57,6 +59,10 @@ class Tolerances:
     alpha: float = 0.001
     instructions: float = 0.005
     modelled: float = 0.02
+    # one value per runner process (no runs to take a median over), and file reads and page faults in it
+    load: float = 0.25
+    init: float = 0.25
+    peak_rss: float = 0.10
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -616,6 +622,7 @@ def counted_verdicts(label: str, current: Mapping[str, Any], baseline: Mapping[s
                         + ("counting is off (--sme2-no-kernel-trace)" if now is None else
                            "record the baseline again with --sme2-update-baselines on the emulated target"))]
     out = [instruction_verdict(label, current, baseline, tol)]
+    out += _counted_startup(label, now, then, tol)
     out += modelled_verdicts(label, current, baseline, tol)
     out += _op_instructions(label, now, then, tol)
     out += _sme_kernels(label, now, then)
@@ -841,6 +848,144 @@ def memory_verdict(label: str, current: Mapping[str, Any], baseline: Mapping[str
     return Verdict("memory", OK if change >= 0 else IMPROVEMENT, label, numbers, evidence)
 
 
+# The method's start-up, judged apart from the inference: (check and tolerance name, ETDump event, record key).
+STARTUP = (("load", "Program::load_method", "load_ms_per_chunk"), ("init", "Method::init", "init_ms_per_chunk"))
+
+
+def _per_gate_process(record: Mapping[str, Any], per_chunk: Sequence[float]) -> np.ndarray | None:
+    """One value per process the gate compares (``process_sizes``: a baseline replica, or one check), the median
+    of its runner processes' values (``chunk_sizes``: alternated chunks run in processes of their own)."""
+    chunks = record.get("chunk_sizes")
+    if not chunks or len(chunks) != len(per_chunk):
+        return None
+    processes = record.get("process_sizes") or [sum(chunks)]
+    owner = np.searchsorted(np.cumsum(processes), np.cumsum(chunks), side="left")
+    values = np.asarray(per_chunk, dtype=float)
+    return np.array([float(np.median(values[owner == k])) for k in range(len(processes)) if (owner == k).any()])
+
+
+def _shift_verdict(check: str, label: str, what: str, unit: str, now: np.ndarray, then: np.ndarray, runs: tuple[int, int],
+                   tolerance: float, tol: Tolerances, min_effect: float, evidence: dict[str, Any],
+                   shown: tuple[np.ndarray, np.ndarray] | None = None, basis: str = "") -> Verdict:
+    """One quantity with a value per process on each side, judged as latency is: a change beyond the tolerance
+    that the spread between processes cannot explain (stats.ProcessShift on logs, alpha) and above ``min_effect``.
+    ``shown``: the raw values per process when ``now``/``then`` are relative (``basis`` says to what)."""
+    raw_now, raw_then = shown if shown is not None else (now, then)
+    if np.any(now <= 0) or np.any(then <= 0):
+        return Verdict(check, INCONCLUSIVE, label, f"{what} not judged: a process's value is not positive", evidence)
+    test = stats.process_shift(then, now, runs, log=True)
+    if test is None:
+        return Verdict(check, INCONCLUSIVE, label,
+                       f"{what} not judged: {then.size} baseline and {now.size} current process(es); with fewer than "
+                       f"three in all, how far it moves between processes is unknown (record the baseline again with "
+                       f"--sme2-update-baselines)", evidence)
+    ratio = 1 + test.change
+    low, high = (1 + bound for bound in test.interval())
+    before, after = float(np.median(raw_then)), float(np.median(raw_now))
+    evidence.update({"current": after, "baseline": before, "ratio": ratio, "ratio_low": low, "ratio_high": high,
+                     "p_larger": test.p_up, "p_smaller": test.p_down, "tolerance": tolerance, "alpha": tol.alpha,
+                     "current_processes": int(now.size), "baseline_processes": int(then.size),
+                     "basis": basis or "raw"})
+    numbers = (f"{what} {ratio - 1:+.1%} ({basis + '; ' if basis else ''}median {after:.4g} {unit} vs baseline "
+               f"{before:.4g} {unit}; {_processes_text(test)}, 95% CI of the ratio [{low:.3f}, {high:.3f}])")
+    big_enough = abs(ratio - 1) * before > min_effect
+    if ratio > 1 + tolerance and big_enough and test.p_up < tol.alpha:
+        return Verdict(check, REGRESSION, label, f"{what} regression: {numbers}; tolerance +{tolerance:.0%}, t-test "
+                       f"between processes p={test.p_up:.2g} < alpha {tol.alpha:g}", evidence)
+    if ratio < 1 / (1 + tolerance) and big_enough and test.p_down < tol.alpha:
+        return Verdict(check, IMPROVEMENT, label, f"{what} improvement: {numbers}", evidence)
+    why = "within tolerance" if abs(ratio - 1) <= tolerance else (
+        f"below the minimum effect of {min_effect:g} {unit}" if not big_enough else
+        f"not significant (p={min(test.p_up, test.p_down):.2g})")
+    return Verdict(check, OK, label, f"{what} {why}: {numbers}; tolerance {tolerance:.0%}", evidence)
+
+
+def _relative_to_reference(record: Mapping[str, Any], per_chunk: Sequence[float]) -> np.ndarray | None:
+    """Each runner process's value divided by the median of the reference program's runs in that process (what
+    cancels the machine's speed, as for relative latency); None without reference times."""
+    chunks, references = record.get("chunk_sizes"), record.get("reference_ms")
+    if not chunks or references is None or len(references) != sum(chunks):
+        return None
+    bounds = np.cumsum([0, *chunks])
+    medians = np.array([float(np.median(references[a:b])) if b > a else np.nan for a, b in zip(bounds, bounds[1:])])
+    return np.asarray(per_chunk, dtype=float) / medians
+
+
+def startup_verdicts(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any],
+                     tol: Tolerances) -> list[Verdict]:
+    """Hardware: Program::load_method and Method::init of each runner process (where XNNPACK packs weights), and
+    the runner's peak resident memory per run, each against the baseline with the latency gate's statistics
+    (a value per process; disturbed runs left out of the memory). The check names which one moved.
+
+    Load and init are one value per runner process, so a busier or slower machine moves them all: like latency,
+    they are judged relative to the reference program's time in the same process when both sides have it."""
+    out = []
+    for check, event, key in STARTUP:
+        what = f"{check} ({event})"
+        now, then = current.get(key), baseline.get(key)
+        if then is None or now is None:
+            why = ("the baseline has none (recorded by an older pytest-sme2 or a target that times no "
+                   "start-up): record it again with --sme2-update-baselines") if then is None else "none measured now"
+            out.append(Verdict(check, SKIPPED, label, f"{what} not compared: {why}"))
+            continue
+        raw = _per_gate_process(current, now), _per_gate_process(baseline, then)
+        relative = _relative_to_reference(current, now), _relative_to_reference(baseline, then)
+        judged = (None, None)
+        if relative[0] is not None and relative[1] is not None:
+            judged = _per_gate_process(current, list(relative[0])), _per_gate_process(baseline, list(relative[1]))
+        if raw[0] is None or raw[1] is None:
+            out.append(Verdict(check, SKIPPED, label, f"{what} not compared: its runner processes do not match the "
+                                                       f"record's runs (chunk_sizes)"))
+            continue
+        if judged[0] is not None and judged[1] is not None:
+            basis = "relative to the reference program's time in each process"
+            values = judged
+        else:
+            basis, values = "raw ms: a side has no reference-program times, so the machine's speed is not cancelled", raw
+        out.append(_shift_verdict(check, label, what, "ms", values[0], values[1], (len(then), len(now)),
+                                  getattr(tol, check), tol, tol.min_effect_ms, {}, shown=raw, basis=basis))
+    out.append(_peak_rss_verdict(label, current, baseline, tol))
+    return out
+
+
+def _peak_rss_verdict(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any], tol: Tolerances) -> Verdict:
+    what = "peak resident memory (the runner's, per run)"
+    peaks = [(r.get("memory") or {}).get("peak_rss_kb") for r in (current, baseline)]
+    if peaks[0] is None or peaks[1] is None:
+        where = "this run" if peaks[0] is None else "the baseline"
+        return Verdict("peak_rss", SKIPPED, label, f"{what} not compared: {where} has none (the host target's "
+                       f"Python worker and emulated runs report none; the local and adb runners do)")
+    clean = tuple(clean_runs(r) for r in (current, baseline))
+    values = tuple(np.asarray(p, dtype=float) for p in peaks)
+    if any(v.size != m.size for v, m in zip(values, clean)):
+        return Verdict("peak_rss", SKIPPED, label, f"{what} not compared: one value per run is needed")
+    medians = [_medians(record, series, mask) for record, series, mask in zip((current, baseline), values, clean)]
+    return _shift_verdict("peak_rss", label, what, "KiB", medians[0][0], medians[1][0], (medians[1][1], medians[0][1]),
+                          tol.peak_rss, tol, 0.0, {"current_disturbed": int((~clean[0]).sum()),
+                                                   "baseline_disturbed": int((~clean[1]).sum())})
+
+
+def _counted_startup(label: str, now: Mapping[str, Any], then: Mapping[str, Any], tol: Tolerances) -> list[Verdict]:
+    """Emulated target: the counted instructions of load_method and init, exact, against the tolerance."""
+    out = []
+    for check, event, _ in STARTUP:
+        after, before = now.get(check), then.get(check)
+        what = f"{check} ({event})"
+        if after is None or before is None:
+            out.append(Verdict(check, SKIPPED, label, f"{what} not compared: "
+                               + ("the baseline has no counted start-up" if before is None else "none counted now")))
+            continue
+        change = after / before - 1 if before > 0 else (0.0 if after == 0 else float("inf"))
+        evidence = {"current": after, "baseline": before, "tolerance": getattr(tol, check)}
+        numbers = f"{what} {before:,} -> {after:,} instructions ({change:+.2%}; counted, exact)"
+        if change > getattr(tol, check):
+            out.append(Verdict(check, REGRESSION, label, f"{what} regression: {numbers}; tolerance "
+                               f"+{getattr(tol, check):.0%}", evidence))
+        else:
+            out.append(Verdict(check, IMPROVEMENT if change < -getattr(tol, check) else OK, label, numbers, evidence))
+    return out
+
+
 def judge(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any], tolerances: Tolerances | None = None,
           metric: str = "latency") -> list[Verdict]:
     """Every verdict for one profile record against its baseline record.
@@ -860,6 +1005,7 @@ def judge(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any], t
         return verdicts
     verdicts.append(latency_verdict(label, current, baseline, tol) if metric == "latency"
                     else instruction_verdict(label, current, baseline, tol))
+    verdicts += startup_verdicts(label, current, baseline, tol)
     verdicts += _coverage(label, current, baseline, tol)
     verdicts.append(_delegated_ops(label, current, baseline))
     verdicts.append(_sme_path(label, current, baseline, tol))

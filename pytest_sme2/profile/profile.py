@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from pytest_sme2.evidence.categories import NAMED_CATEGORIES, Category, classify, strip_instance
-from pytest_sme2.evidence.etdump import ExecutionTrace, op_id, read_run
+from pytest_sme2.evidence.etdump import NS_PER_MS, ExecutionTrace, op_id, read_run
 from pytest_sme2.evidence.identity import anchors_of
 from pytest_sme2.evidence.kernel_sampling import KernelTime
 from pytest_sme2.evidence.qemu_counts import InstructionTrace
@@ -201,6 +201,10 @@ class Profile:
                 raise ValueError(f"cannot merge {other.label} into {head.label}: different program or variant")
         walls = [p.wall_ms for p in profiles]
         references = [p.reference_ms for p in profiles]
+        peaks = [p.peak_rss_kb for p in profiles]
+        memory = dict(head.metadata.get("memory") or {})
+        if all(peak is not None for peak in peaks):  # every runner process's peak per run, in run order
+            memory["peak_rss_kb"] = [int(kb) for peak in peaks for kb in peak]  # type: ignore[union-attr]
         artifacts = dict(head.artifacts)
         for number, other in enumerate(profiles[1:], start=2):
             artifacts.update({f"{k}.{number}": v for k, v in other.artifacts.items() if v != artifacts.get(k)})
@@ -213,6 +217,7 @@ class Profile:
             wall_ms=np.concatenate(walls) if all(w is not None for w in walls) else None,
             reference_ms=np.concatenate(references) if all(r is not None for r in references) else None,
             metadata={**head.metadata, "chunks": sum(int(p.metadata.get("chunks", 1)) for p in profiles),
+                      **({"memory": memory} if memory else {}),
                       "chunk_sizes": [size for p in profiles for size in p.chunk_sizes],
                       "process_sizes": [size for p in profiles for size in p.process_sizes] if replicas
                       else [sum(p.runs for p in profiles)]},
@@ -387,6 +392,28 @@ class Profile:
     @property
     def init_ms(self) -> float | None:
         return self.trace.init_value
+
+    def _startup_per_chunk(self, which: str) -> list[float] | None:
+        """``load`` or ``init`` of each runner process, in ms, from where its ETDump placed them; None on the
+        emulated target (its load and init are counted: ``instructions.load``/``init``) or where a process's
+        files had none."""
+        parts = self.trace.span_parts
+        if self.emulated or self.trace.unit != "ms" or not parts or len(parts) != len(self.chunk_sizes):
+            return None
+        spans = [getattr(part, which) for part in parts]
+        if any(span is None for span in spans):
+            return None
+        return [float(end - start) / NS_PER_MS for start, end in spans]
+
+    @property
+    def load_ms_per_chunk(self) -> list[float] | None:
+        """Program::load_method of each runner process, ms (what the gate judges like latency, per process)."""
+        return self._startup_per_chunk("load")
+
+    @property
+    def init_ms_per_chunk(self) -> list[float] | None:
+        """Method::init of each runner process, ms: XNNPACK creates its runtime and packs weights here."""
+        return self._startup_per_chunk("init")
 
     @property
     def label(self) -> str:
@@ -727,6 +754,10 @@ class Profile:
             "process_sizes": self.process_sizes,
             "load_ms": self.load_ms,
             "init_ms": self.init_ms,
+            # Runs per runner process, and each one's load and init (hardware): the gate judges those per process.
+            "chunk_sizes": self.chunk_sizes,
+            "load_ms_per_chunk": self.load_ms_per_chunk,
+            "init_ms_per_chunk": self.init_ms_per_chunk,
             "disturbed_runs": self.disturbed_runs,
             # Which runs: the Profile also sees stalls inside one operator, which e2e_ms alone cannot show.
             "disturbed_run_indices": self.disturbed_run_indices,
@@ -734,7 +765,8 @@ class Profile:
             "throttled_runs": self.throttled,
             "basis": self.basis,
             "memory": {"planned_bytes": self.planned_memory_bytes, "planned_buffers": memory.get("planned_buffers"),
-                       "peak_rss_kb_median": None if self.peak_rss_kb is None else float(np.median(self.peak_rss_kb))},
+                       "peak_rss_kb_median": None if self.peak_rss_kb is None else float(np.median(self.peak_rss_kb)),
+                       "peak_rss_kb": None if self.peak_rss_kb is None else [int(kb) for kb in self.peak_rss_kb]},
             "shares": self.shares,
             # Per-run values behind the medians: the gate judges these like latency samples. Emulated time
             # decides nothing, so an emulated profile has none (its counted instructions are judged instead).

@@ -66,7 +66,7 @@ def test_identical_records_pass_every_check() -> None:
     verdicts = judge("m", record(noisy(2.0)), record(noisy(2.0)))
     assert not [v for v in verdicts if v.failed]
     assert {v.check for v in verdicts} == {"latency", "delegation_coverage", "delegated_ops", "sme_path", "share",
-                                           "memory"}
+                                           "memory", "load", "init", "peak_rss"}
 
 
 def process_medians_by_hand(samples: list[float], processes: int) -> np.ndarray:

@@ -1,0 +1,121 @@
+"""Issue 28 item 2 on synthetic records: load, init and peak memory judged against the baseline, each named.
+
+Hardware records hold one load and one init per runner process and a peak RSS per run; the emulated target's
+counted record holds load and init in instructions. Expected verdicts follow from the numbers written here.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from test_verdicts import record
+
+from pytest_sme2.gate.verdicts import Tolerances, judge
+
+
+def hardware(init_ms: list[float], load_ms: list[float] | None = None, reference: float = 1.0,
+             rss_kb: list[float] | None = None, runs: int = 10, seed: int = 0) -> dict:
+    """A record of len(init_ms) processes (each a baseline replica or check) of ``runs`` runs each."""
+    processes = len(init_ms)
+    rng = np.random.default_rng(seed)
+    samples = list(2.0 * reference * (1 + 0.01 * rng.standard_normal(processes * runs)))
+    base = record(samples, processes=processes)
+    base.update({
+        "chunk_sizes": [runs] * processes,
+        "process_sizes": [runs] * processes,
+        "reference_ms": [reference * (1 + 0.005 * x) for x in rng.standard_normal(processes * runs)],
+        "load_ms_per_chunk": load_ms if load_ms is not None else [1.5 * reference] * processes,
+        "init_ms_per_chunk": init_ms,
+    })
+    base["memory"] = {"planned_bytes": 1000, "planned_buffers": [1000],
+                      "peak_rss_kb": None if rss_kb is None else [kb for kb in rss_kb for _ in range(runs)]}
+    return base
+
+
+def by_check(verdicts, check: str):  # noqa: ANN001, ANN201
+    (verdict,) = [v for v in verdicts if v.check == check]
+    return verdict
+
+
+# ten processes, as --sme2-update-baselines records by default (sme2_baseline_processes), 3% apart
+BASELINE_INIT = [10.0, 10.4, 9.7, 10.2, 9.9, 10.1, 9.6, 10.3, 10.0, 9.8]
+
+
+def test_twice_the_init_fails_naming_init_and_load_stays_ok() -> None:
+    verdicts = judge("net", hardware([20.5]), hardware(BASELINE_INIT))
+    init = by_check(verdicts, "init")
+    assert init.status == "regression" and init.message.startswith("init (Method::init) regression: init (Method::init) +")
+    assert "median 20.5 ms vs baseline 10 ms" in init.message and "1 vs 10 process(es)" in init.message and "relative to the reference program" in init.message
+    assert by_check(verdicts, "load").status == "ok"
+
+
+def test_a_slower_machine_moves_init_and_the_reference_alike_and_passes() -> None:
+    """Both sides' init and reference program twice as long (a busier or throttled machine): relative, no change."""
+    slow = hardware([20.2], load_ms=[3.0], reference=2.0)
+    verdicts = judge("net", slow, hardware(BASELINE_INIT))
+    assert by_check(verdicts, "init").status == "ok" and by_check(verdicts, "load").status == "ok"
+    raw = dict(slow, reference_ms=None)  # without reference times the same numbers are a raw regression, said so
+    init = by_check(judge("net", raw, hardware(BASELINE_INIT)), "init")
+    assert init.status == "regression" and "raw ms: a side has no reference-program times" in init.message
+
+
+def test_init_within_the_spread_of_processes_is_not_a_regression() -> None:
+    spread = [10.0, 14.0, 7.0, 12.0, 8.0, 15.0, 6.5, 11.0, 9.0, 13.0]  # processes that differ by about 30%
+    init = by_check(judge("net", hardware([13.5]), hardware(spread)), "init")
+    assert init.status == "ok" and "not significant" in init.message
+
+
+def test_peak_memory_growth_fails_naming_it_and_disturbed_runs_are_left_out() -> None:
+    baseline = hardware(BASELINE_INIT, rss_kb=[100_000, 100_400, 99_800, 100_200, 99_900, 100_100, 99_700, 100_300,
+                                               100_000, 99_950])
+    grown = hardware([10.1], rss_kb=[131_000])
+    peak = by_check(judge("net", grown, baseline), "peak_rss")
+    assert peak.status == "regression" and "peak resident memory (the runner's, per run) +31" in peak.message
+    assert peak.evidence["current"] == 131_000
+    same = hardware([10.1], rss_kb=[100_100])
+    # one disturbed run with a huge peak does not count
+    same["memory"]["peak_rss_kb"][3] = 400_000
+    same["disturbed_run_indices"], same["disturbed_runs"] = [3], 1
+    assert by_check(judge("net", same, baseline), "peak_rss").status == "ok"
+
+
+def test_a_baseline_recorded_before_start_up_was_kept_says_how_to_record_it() -> None:
+    old = hardware(BASELINE_INIT)
+    for key in ("load_ms_per_chunk", "init_ms_per_chunk", "chunk_sizes"):
+        old.pop(key)
+    old["memory"].pop("peak_rss_kb")
+    verdicts = judge("net", hardware([10.0], rss_kb=[100_000]), old)
+    for check in ("load", "init", "peak_rss"):
+        assert by_check(verdicts, check).status == "skipped"
+    assert "--sme2-update-baselines" in by_check(verdicts, "init").message
+
+
+def test_tolerances_come_from_the_marker() -> None:
+    verdicts = judge("net", hardware([12.2]), hardware(BASELINE_INIT), Tolerances(init=0.10))
+    assert by_check(verdicts, "init").status == "regression"
+    assert by_check(judge("net", hardware([12.2]), hardware(BASELINE_INIT)), "init").status == "ok"  # 0.25
+
+
+def counted(load: int, init: int) -> dict:
+    return {"emulated": True, "instructions": {
+        "source": "qemu (emulated target)", "per_inference": 1_000_000, "sme_per_inference": 0,
+        "shares": {}, "delegation_coverage": 1.0, "sme_path_share": None, "load": load, "init": init, "ops": {},
+        "sme_kernels": []}}
+
+
+@pytest.mark.parametrize(("init", "status"), [(1_016_640, "ok"), (1_300_000, "regression"), (700_000, "improvement")])
+def test_counted_init_on_the_emulated_target_is_exact(init: int, status: str) -> None:
+    verdicts = judge("toy", counted(1_028_292 - 1_016_640 + init, init), counted(1_028_292, 1_016_640))
+    verdict = by_check(verdicts, "init")
+    assert verdict.status == status
+    assert f"init (Method::init) 1,016,640 -> {init:,} instructions" in verdict.message
+    assert not {"peak_rss"} & {v.check for v in verdicts}  # qemu's memory is not the runner's: never judged
+
+
+def test_the_failing_message_names_init_with_its_change() -> None:
+    from pytest_sme2.gate.findings import findings, message_lines
+
+    lines = message_lines(findings(judge("net", hardware([20.5]), hardware(BASELINE_INIT))))
+    assert any("init (Method::init) +10" in line for line in lines), lines
+    counted_lines = message_lines(findings(judge("toy", counted(1_400_000, 1_388_348), counted(1_028_292, 1_016_640))))
+    assert any("init (Method::init) +36.6%" in line for line in counted_lines), counted_lines
