@@ -441,10 +441,8 @@ def _load_init_spans(cols: _Columns) -> tuple[tuple[int, int] | None, tuple[int,
     return found[0], found[1]
 
 
-def _load_init(cols: _Columns, ticks_per_ms: float) -> tuple[float | None, float | None]:
-    """Program::load_method and Method::init from the non-Execute ("Default") blocks."""
-    return tuple(None if span is None else float(span[1] - span[0]) / ticks_per_ms  # type: ignore[return-value]
-                 for span in _load_init_spans(cols))
+def _span_value(span: tuple[int, int], ticks_per_ms: float) -> float:
+    return float(span[1] - span[0]) / ticks_per_ms
 
 
 def event_kinds(path: str | Path) -> np.ndarray:
@@ -484,6 +482,7 @@ def read_trace(*paths: str | Path, ticks_per_ms: float = NS_PER_MS,
     (likewise per file) gives where each such event began in that unit; with it the trace keeps its spans.
     """
     load_value = init_value = None
+    found_spans: tuple[tuple[int, int] | None, tuple[int, int] | None] = (None, None)
     label_ids: dict[str, int] = {}
     parts: dict[str, list] = {"lid": [], "run": [], "ms": [], "instr": [], "delegated": [], "event": [],
                               "start": [], "end": []}
@@ -493,9 +492,10 @@ def read_trace(*paths: str | Path, ticks_per_ms: float = NS_PER_MS,
     for index, path in enumerate(paths):
         cols = _with_values(_columns(path), None if values is None else values[index], path,
                             None if starts is None else starts[index])
-        load, init = _load_init(cols, ticks_per_ms)
-        load_value = load if load is not None else load_value
-        init_value = init if init is not None else init_value
+        load_span, init_span = _load_init_spans(cols)
+        load_value = _span_value(load_span, ticks_per_ms) if load_span is not None else load_value
+        init_value = _span_value(init_span, ticks_per_ms) if init_span is not None else init_value
+        found_spans = (load_span, init_span) if load_span is not None or init_span is not None else found_spans
         is_execute_block = np.array([n == EXECUTE_BLOCK for n in cols.block_names], dtype=bool)
         in_run = is_execute_block[cols.block] if cols.block.size else np.zeros(0, bool)
         to_global = np.array([label_ids.setdefault(label, len(label_ids)) for label in cols.labels], dtype=np.int64)
@@ -573,7 +573,7 @@ def read_trace(*paths: str | Path, ticks_per_ms: float = NS_PER_MS,
         spans = EventSpans(op=op_index, op_run=op_run, op_delegated=op_del, op_start=start[is_op],
                            op_end=end[is_op], delegate_start=start[frame[DELEGATE_CALL]],
                            delegate_end=end[frame[DELEGATE_CALL]], execute_start=start[frame[RUN_MODEL]],
-                           execute_end=end[frame[RUN_MODEL]])
+                           execute_end=end[frame[RUN_MODEL]], load=found_spans[0], init=found_spans[1])
     return ExecutionTrace(
         execute_values=total(RUN_MODEL),
         delegate_values=total(DELEGATE_CALL),
@@ -599,17 +599,16 @@ def read_run(timed: str | Path, warmup: str | Path | None = None, *, ticks_per_m
     """
     trace = read_trace(timed, ticks_per_ms=ticks_per_ms, values=None if values is None else [values[0]], unit=unit,
                        starts=None if starts is None else [starts[0]])
-    cols = None
     if warmup is not None and trace.load_value is None:
         cols = _with_values(_columns(warmup), None if values is None else values[1], warmup,
                             None if starts is None else starts[1])
-        trace.load_value, trace.init_value = _load_init(cols, ticks_per_ms)
+        load, init = _load_init_spans(cols)
+        trace.load_value = None if load is None else _span_value(load, ticks_per_ms)
+        trace.init_value = None if init is None else _span_value(init, ticks_per_ms)
         trace.sources.append(str(warmup))
-    if trace.spans is not None:
-        load, init = _load_init_spans(cols if cols is not None else _with_values(
-            _columns(timed), None if values is None else values[0], timed, None if starts is None else starts[0]))
-        trace.spans = replace(trace.spans, load=load, init=init)
-        trace.span_parts = (trace.spans,)
+        if trace.spans is not None:  # the warmup file is the same process's: one axis
+            trace.spans = replace(trace.spans, load=load, init=init)
+            trace.span_parts = (trace.spans,)
     return trace
 
 

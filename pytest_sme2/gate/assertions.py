@@ -15,7 +15,7 @@ from pytest_sme2.evidence.categories import Category
 from pytest_sme2.evidence.kernel_sampling import SME_CATEGORIES, SME_KINDS
 from pytest_sme2.export.export import ExportedModel
 from pytest_sme2.profile.op_pairs import MIN_SLOWDOWN, sme2_slowdowns
-from pytest_sme2.profile.profile import BASES, TIME, Profile, Speedup
+from pytest_sme2.profile.profile import BASES, ONE_PROCESS_CAVEAT, TIME, Profile, Speedup
 from pytest_sme2.run.targets.base import EMULATED_TIMING
 
 if TYPE_CHECKING:
@@ -32,6 +32,7 @@ def assert_speedup(this: Profile, other: Profile, at_least: float) -> Speedup:
             f"{speedup.low:.2f} is below the required {at_least:.2f}x "
             f"(medians {speedup.this_median_ms:.3f} ms vs {speedup.other_median_ms:.3f} ms, "
             f"{speedup.this_runs} and {speedup.other_runs} runs)"
+            + (f"; {ONE_PROCESS_CAVEAT}" if speedup.within_one_process else "")
         )
     return speedup
 

@@ -46,6 +46,10 @@ if TYPE_CHECKING:
     from pytest_sme2.profile.device_model import DeviceModel, ModelledTime
 
 
+ONE_PROCESS_CAVEAT = ("one runner process a side: the interval is run-to-run noise only, not how the level moves "
+                      "between processes (compare_variants alternates processes and gives the interval to assert on)")
+
+
 @dataclass(frozen=True)
 class Speedup:
     """How many times faster one profile is than another, with a bootstrap CI."""
@@ -67,16 +71,24 @@ class Speedup:
     this_processes: int = 1
     other_processes: int = 1
 
+    @property
+    def within_one_process(self) -> bool:
+        """A side holds one runner process's runs: the interval is run-to-run noise only (see
+        errors.OneProcessIntervalWarning)."""
+        return min(self.this_processes, self.other_processes) < 2
+
     def __repr__(self) -> str:
         def runs(count: int, disturbed: int, processes: int) -> str:
             return (f"{count} runs" + (f" in {processes} processes" if processes > 1 else " in 1 process")
                     + (f", {disturbed} disturbed left out" if disturbed else ""))
 
+        caveat = "; 1-process CI" if self.within_one_process else ""  # short: pytest cuts long reprs mid-way
         return (
             f"Speedup({self.value:.2f}x, {self.confidence:.0%} CI [{self.low:.2f}, {self.high:.2f}]: "
             f"{self.this} (median {self.this_median_ms:.3f} ms, "
             f"{runs(self.this_runs, self.this_disturbed, self.this_processes)}) over {self.other} (median "
-            f"{self.other_median_ms:.3f} ms, {runs(self.other_runs, self.other_disturbed, self.other_processes)}))"
+            f"{self.other_median_ms:.3f} ms, {runs(self.other_runs, self.other_disturbed, self.other_processes)})"
+            f"{caveat})"
         )
 
     __str__ = __repr__
@@ -441,7 +453,7 @@ class Profile:
         mine, theirs = self.e2e_ms[self.clean], other.e2e_ms[other.clean]
         mine_groups, their_groups = self.run_groups[self.clean], other.run_groups[other.clean]
         interval = stats.ratio_of_medians_ci(theirs, mine, numerator_groups=their_groups, denominator_groups=mine_groups)
-        return Speedup(
+        speedup = Speedup(
             value=interval.value,
             low=interval.low,
             high=interval.high,
@@ -457,6 +469,12 @@ class Profile:
             this_processes=int(np.unique(mine_groups).size),
             other_processes=int(np.unique(their_groups).size),
         )
+        if speedup.within_one_process:
+            from pytest_sme2.errors import OneProcessIntervalWarning
+
+            warnings.warn(OneProcessIntervalWarning(f"speedup of {self.label} over {other.label}: {ONE_PROCESS_CAVEAT}"),
+                          stacklevel=2)
+        return speedup
 
     # ----------------------------------------------------------- categories
     @property

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 import numpy as np
 
+from pytest_sme2.errors import OneProcessIntervalWarning
 from pytest_sme2.evidence.categories import Category, classify
 from pytest_sme2.profile import stats
 from pytest_sme2.profile.op_pairs import match_ops, per_run_by_op, sme2_slowdowns
@@ -79,7 +80,9 @@ def compare(on: Profile, off: Profile, top: int = TOP_OPS, device: "str | Device
     # Emulated: everything by counted instructions (time there is the emulator's); else by time.
     by = INSTRUCTIONS if emulated and on.basis == off.basis == INSTRUCTIONS else TIME
     counted = by == INSTRUCTIONS
-    speedup = None if emulated else on.speedup_over(off).as_dict()
+    with warnings.catch_warnings():  # the report says it itself: "(1-process CI)" (table.speedup)
+        warnings.simplefilter("ignore", OneProcessIntervalWarning)
+        speedup = None if emulated else on.speedup_over(off).as_dict()
     on_cat, off_cat = on.category_values(by), off.category_values(by)
     categories = []
     for category in Category:

@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 
+from pytest_sme2.errors import OneProcessIntervalWarning
 from pytest_sme2.profile import stats
 from pytest_sme2.profile.stats import Interval, SampleStats, as_samples, median_ci, ratio_of_medians_ci
 
@@ -285,4 +286,27 @@ def test_profiles_merged_from_chunks_resample_by_chunk(tmp_path) -> None:  # noq
     assert speedup.low < 1.0 < speedup.high and "48 runs in 4 processes" in repr(speedup)
     single = Profile.from_etdump(execute_only(tmp_path / "one.etdp", [1_000_000] * 12), model="m", recipe="r",
                                  variant="a")
-    assert single.chunk_sizes == [12] and "in 1 process" in repr(single.speedup_over(single))
+    with pytest.warns(OneProcessIntervalWarning, match="one runner process a side: the interval is run-to-run noise"):
+        one = single.speedup_over(single)
+    assert single.chunk_sizes == [12] and "in 1 process" in repr(one) and one.within_one_process
+    assert repr(one).endswith("in 1 process); 1-process CI)")
+    assert not speedup.within_one_process and "1-process CI" not in repr(speedup)
+
+
+def test_a_speedup_from_several_processes_a_side_gives_no_one_process_warning(tmp_path) -> None:  # noqa: ANN001
+    import warnings
+
+    from helpers_etdump import execute_only
+
+    from pytest_sme2.profile.profile import Profile
+    from pytest_sme2.report.table import speedup as shown
+
+    chunks = [Profile.from_etdump(execute_only(tmp_path / f"c{i}.etdp", [1_000_000 + 1000 * i] * 8), model="m",
+                                  recipe="r", variant="a") for i in range(2)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", OneProcessIntervalWarning)
+        two = Profile.concat(chunks).speedup_over(Profile.concat(chunks))
+    assert shown(two.as_dict()) == "1.00x [1.00, 1.00]"
+    with pytest.warns(OneProcessIntervalWarning):
+        one = chunks[0].speedup_over(chunks[1])
+    assert shown(one.as_dict()).endswith(" (1-process CI)")
