@@ -59,6 +59,12 @@ def kit_variant(variant: str) -> str:
 
 class Sme2Session:
     def __init__(self, settings: Settings, registry: ModelRegistry | None = None):
+        from pytest_sme2.run.result_cache import code_digest
+
+        # The result and export caches key answers by the package's code. Digest it now, as this process has
+        # just imported it, not at the first counted run: code edited while a session runs would otherwise key
+        # answers of the old code as the new code's (seen: counts without event positions under a new key).
+        code_digest()
         self.settings = settings
         self.registry = registry or ModelRegistry(parent=default_registry())
         self._target: Target | None = None

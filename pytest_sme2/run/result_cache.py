@@ -108,6 +108,11 @@ class ResultCache:
             copy_file(directory / name, out_dir / name)
         return dict(manifest["evidence"])
 
+    def discard(self, key: RunKey, why: str) -> None:
+        """Remove an entry that is whole but not what this code writes under its key (``why``), with the
+        damaged-entry warning: it is never used, and the run is emulated again and stored."""
+        self._discard(self.entry(key), _Damaged(why))
+
     def store(self, key: RunKey, out_dir: Path, names: Iterable[str], evidence: Mapping[str, Any]) -> None:
         """Keep ``names`` (files of ``out_dir``) and ``evidence`` under ``key``; the first writer wins."""
         final = self.entry(key)

@@ -323,3 +323,42 @@ def test_an_unchanged_model_is_answered_from_the_cache_and_a_changed_one_is_emul
 
 # SME2 "auto" and "on" counted once in two xdist workers: tests/run/test_emulated_target.py (one -n 2 session
 # with the xdist provenance check).
+
+
+@needs_emulation
+def test_an_entry_whose_counts_another_code_wrote_is_discarded_and_counted_again(tmp_path: Path) -> None:
+    """An entry is keyed by the package's digest; counts of another format under it were written by other code
+    (seen once: a session that imported the old code keyed its counts by the digest of files edited meanwhile).
+    Such an entry is reported, removed and counted again: a timeline is never drawn without positions."""
+    from pytest_sme2.report.timeline import timeline_document
+
+    cache = tmp_path / "cache"
+    (fresh,) = counted_profiles(tmp_path / "a", "toy_cnn", (True,), cache=cache)
+    (entry,) = [p for p in (cache / "results").iterdir() if p.is_dir()]
+    counts = json.loads((entry / "instructions.json").read_text())
+    assert counts["version"] == 3 and "starts" in counts["files"]["timed"]
+    for part in counts["files"].values():  # what the code before positions wrote, with a manifest to match
+        del part["starts"]
+    (entry / "instructions.json").write_text(json.dumps({**counts, "version": 2}))
+    manifest = json.loads((entry / MANIFEST).read_text())
+    manifest["files"]["instructions.json"] = digests.file_sha256(entry / "instructions.json")
+    (entry / MANIFEST).write_text(json.dumps(manifest))
+    with pytest.warns(DamagedCacheEntryWarning, match="instructions.json is format 2, and this pytest-sme2 writes "
+                                                      "format 3"):
+        (again,) = counted_profiles(tmp_path / "b", "toy_cnn", (True,), cache=cache)
+    assert timeline_document("t", [again])["traceEvents"] == timeline_document("t", [fresh])["traceEvents"]
+    assert json.loads((entry / "instructions.json").read_text())["version"] == 3  # stored again, whole
+
+
+def test_a_session_digests_the_package_when_it_starts(tmp_path: Path) -> None:
+    """The code digest in every result key is taken when a session is created (the code this process imported),
+    not at its first counted run."""
+    from pytest_sme2.measure.session import Settings, Sme2Session
+
+    digests._tree_digest.cache_clear()
+    session = Sme2Session(Settings(target="host", cache_dir=tmp_path / "cache", session_dir=tmp_path / "s"))
+    try:
+        assert digests._tree_digest.cache_info().currsize == 1
+        assert code_digest() == digests.tree_digest(rc.PACKAGE, rc.CODE_SUFFIXES)
+    finally:
+        session.close()

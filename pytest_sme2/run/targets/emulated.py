@@ -20,10 +20,12 @@ from pytest_sme2.errors import RunnerError, UsageError
 from pytest_sme2.evidence.kernel_trace import kernel_trace_of
 from pytest_sme2.evidence.qemu_counts import (
     COUNTS_FILE,
+    COUNTS_VERSION,
     QEMU_LOG_FLAGS,
     AddressSpace,
     ExecutedBlocks,
     count_events,
+    read_counts,
     write_counts,
 )
 from pytest_sme2.run import emulation_setup
@@ -195,8 +197,11 @@ class EmulatedTarget:
         with self._results.computing(key):
             if not self._fresh:
                 stored = self._results.load(key, out_dir)
-                if stored is not None:
+                stale = None if stored is None else _stale_counts(out_dir / COUNTS_FILE)
+                if stored is not None and stale is None:
                     return self._cached_result(key, stored, spec, out_dir)
+                if stale is not None:
+                    self._results.discard(key, stale)
             return self._count(qemu, pte, inputs, spec, out_dir, setarch, counter_binary, key)
 
     def _count(self, qemu: list[str], pte: Path, inputs: Path | None, spec: RunSpec, out_dir: Path,
@@ -266,3 +271,14 @@ class EmulatedTarget:
     def close(self) -> None:
         return None
 
+
+
+def _stale_counts(counts: Path) -> str | None:
+    """Why a cached answer's counts are not what this code writes (another format version), or None. The key
+    holds the package's digest, so this means the entry was written by other code than its key says."""
+    try:
+        version, _ = read_counts(counts)
+    except RunnerError as exc:
+        return str(exc)
+    return None if version == COUNTS_VERSION else (f"its {COUNTS_FILE} is format {version}, and this pytest-sme2 "
+                                                    f"writes format {COUNTS_VERSION}")
