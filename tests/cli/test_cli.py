@@ -50,6 +50,7 @@ def test_analyze_prints_the_profile_as_tables(toy_runs: tuple[Profile, Profile],
     assert digest["latency"]["median_ms"] == pytest.approx(profile.median_ms)
 
 
+@pytest.mark.filterwarnings("ignore::pytest_sme2.errors.OneProcessIntervalWarning")  # one process a side, on purpose
 def test_compare_gives_speedup_with_interval_and_deltas(toy_runs: tuple[Profile, Profile],
                                                         capsys: pytest.CaptureFixture[str]) -> None:
     a, b = (p.artifacts["timed_etdump"] for p in toy_runs)

@@ -28,6 +28,7 @@ def _timed(path: Path, sme2: bool, threads: int, ms: float) -> Profile:
                                metadata={"run": {"sme2": sme2, "threads": threads}})
 
 
+@pytest.mark.filterwarnings("ignore::pytest_sme2.errors.OneProcessIntervalWarning")  # one process a side, on purpose
 def test_the_assertion_names_each_thread_count_where_sme2_is_slower(tmp_path: Path) -> None:
     rows = []
     for threads, on_ms, off_ms in ((1, 1.0, 3.0), (4, 2.6, 2.0)):  # 3x faster at 1 thread, 30% slower at 4

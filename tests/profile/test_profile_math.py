@@ -319,6 +319,7 @@ def on_off(tmp_path_factory: pytest.TempPathFactory) -> tuple[Profile, Profile]:
     return on, off
 
 
+@pytest.mark.filterwarnings("ignore::pytest_sme2.errors.OneProcessIntervalWarning")  # one process a side, on purpose
 def test_speedup_value_and_interval(on_off) -> None:
     on, off = on_off
     on_ms = [ns / 1e6 for ns in ON_NS]
@@ -338,6 +339,7 @@ def test_speedup_value_and_interval(on_off) -> None:
     assert off.speedup_over(on).value == pytest.approx(1 / expected, rel=1e-12)
 
 
+@pytest.mark.filterwarnings("ignore::pytest_sme2.errors.OneProcessIntervalWarning")  # one process a side, on purpose
 def test_speedup_repr_names_both_sides(on_off) -> None:
     on, off = on_off
     text = repr(on.speedup_over(off))
@@ -350,6 +352,7 @@ def test_speedup_repr_names_both_sides(on_off) -> None:
 # ------------------------------------------------------------- assertions
 
 
+@pytest.mark.filterwarnings("ignore::pytest_sme2.errors.OneProcessIntervalWarning")  # one process a side, on purpose
 def test_assert_speedup(on_off) -> None:
     on, off = on_off
     expected = statistics.median(OFF_NS) / statistics.median(ON_NS)
