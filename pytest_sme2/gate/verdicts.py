@@ -38,8 +38,8 @@ class Tolerances:
     ``latency``, ``instructions``, ``op_instructions`` (one operator's counted instructions, emulated
     target), ``modelled`` (modelled device time end to end, emulated target with a device model) and
     ``memory`` (the program's planned memory; exact, so 0 by default), ``load`` and ``init``
-    (Program::load_method and Method::init: per runner process on hardware, counted instructions on the
-    emulated target) and ``peak_rss`` (the runner's peak resident memory per run, hardware) are relative
+    (Program::load_method and Method::init: per runner process on the local and adb targets, counted
+    instructions on the emulated target) and ``peak_rss`` (the runner's peak resident memory per run, hardware) are relative
     (0.10 = 10% slower);
     ``shares``, ``coverage`` and ``sme_path`` are absolute share points
     (0.05 = five percentage points); ``alpha`` is the significance level
@@ -913,7 +913,8 @@ def _relative_to_reference(record: Mapping[str, Any], per_chunk: Sequence[float]
 
 def startup_verdicts(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any],
                      tol: Tolerances) -> list[Verdict]:
-    """Hardware: Program::load_method and Method::init of each runner process (where XNNPACK packs weights), and
+    """Local and adb targets: Program::load_method and Method::init of each runner process (where XNNPACK packs
+    weights; the host target's reused worker gives none, Profile._startup_per_chunk), and
     the runner's peak resident memory per run, each against the baseline with the latency gate's statistics
     (a value per process; disturbed runs left out of the memory). The check names which one moved.
 
@@ -924,8 +925,11 @@ def startup_verdicts(label: str, current: Mapping[str, Any], baseline: Mapping[s
         what = f"{check} ({event})"
         now, then = current.get(key), baseline.get(key)
         if then is None or now is None:
-            why = ("the baseline has none (recorded by an older pytest-sme2 or a target that times no "
-                   "start-up): record it again with --sme2-update-baselines") if then is None else "none measured now"
+            why = ("the baseline has none (recorded by an older pytest-sme2, or on the host target, whose reused "
+                   "Python worker has no fresh start-up to time): record it again with --sme2-update-baselines on "
+                   "the local or adb target") if then is None else (
+                "none measured now (the host target's Python worker is reused between runs and tests, so its load "
+                "and init are not a fresh process's; the local and adb runners time them)")
             out.append(Verdict(check, SKIPPED, label, f"{what} not compared: {why}"))
             continue
         raw = _per_gate_process(current, now), _per_gate_process(baseline, then)
@@ -942,7 +946,8 @@ def startup_verdicts(label: str, current: Mapping[str, Any], baseline: Mapping[s
             values = judged
         else:
             basis, values = "raw ms: a side has no reference-program times, so the machine's speed is not cancelled", raw
-        out.append(_shift_verdict(check, label, what, "ms", values[0], values[1], (len(then), len(now)),
+        runs = (sum(baseline.get("chunk_sizes") or ()), sum(current.get("chunk_sizes") or ()))
+        out.append(_shift_verdict(check, label, what, "ms", values[0], values[1], runs,
                                   getattr(tol, check), tol, tol.min_effect_ms, {}, shown=raw, basis=basis))
     out.append(_peak_rss_verdict(label, current, baseline, tol))
     return out

@@ -10,10 +10,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from pytest_sme2.export.export import ExportedModel, Recipe, export
+from pytest_sme2.export.export import ExportedModel, Recipe, export, export_code_digest
 from pytest_sme2.model.registry import ModelRegistry, default_registry
 from pytest_sme2.run.emulation_setup import DEFAULT_SVL_BITS
-from pytest_sme2.run.result_cache import RESULTS_FOLDER, ResultCache
+from pytest_sme2.run.result_cache import RESULTS_FOLDER, ResultCache, code_digest
 from pytest_sme2.run.targets import RunSpec, Target, make_target
 from pytest_sme2.run.targets.base import AUTO_PROCESSES, DEFAULT_TIMEOUT_S
 from pytest_sme2.system.names import slug
@@ -59,12 +59,12 @@ def kit_variant(variant: str) -> str:
 
 class Sme2Session:
     def __init__(self, settings: Settings, registry: ModelRegistry | None = None):
-        from pytest_sme2.run.result_cache import code_digest
-
         # The result and export caches key answers by the package's code. Digest it now, as this process has
-        # just imported it, not at the first counted run: code edited while a session runs would otherwise key
-        # answers of the old code as the new code's (seen: counts without event positions under a new key).
+        # just imported it, not at the first counted run or export: code edited while a session runs would
+        # otherwise key answers of the old code as the new code's (seen: counts without event positions under
+        # a new key).
         code_digest()
+        export_code_digest()
         self.settings = settings
         self.registry = registry or ModelRegistry(parent=default_registry())
         self._target: Target | None = None

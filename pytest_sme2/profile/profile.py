@@ -217,6 +217,8 @@ class Profile:
         memory = dict(head.metadata.get("memory") or {})
         if all(peak is not None for peak in peaks):  # every runner process's peak per run, in run order
             memory["peak_rss_kb"] = [int(kb) for peak in peaks for kb in peak]  # type: ignore[union-attr]
+        else:  # some chunk has none: the first chunk's peaks would pass for every run's
+            memory.pop("peak_rss_kb", None)
         artifacts = dict(head.artifacts)
         for number, other in enumerate(profiles[1:], start=2):
             artifacts.update({f"{k}.{number}": v for k, v in other.artifacts.items() if v != artifacts.get(k)})
@@ -229,7 +231,7 @@ class Profile:
             wall_ms=np.concatenate(walls) if all(w is not None for w in walls) else None,
             reference_ms=np.concatenate(references) if all(r is not None for r in references) else None,
             metadata={**head.metadata, "chunks": sum(int(p.metadata.get("chunks", 1)) for p in profiles),
-                      **({"memory": memory} if memory else {}),
+                      **({"memory": memory} if memory or "memory" in head.metadata else {}),
                       "chunk_sizes": [size for p in profiles for size in p.chunk_sizes],
                       "process_sizes": [size for p in profiles for size in p.process_sizes] if replicas
                       else [sum(p.runs for p in profiles)]},
@@ -411,6 +413,9 @@ class Profile:
         files had none."""
         parts = self.trace.span_parts
         if self.emulated or self.trace.unit != "ms" or not parts or len(parts) != len(self.chunk_sizes):
+            return None
+        if self.metadata.get("target", {}).get("name") == "host":
+            # its Python worker serves several chunks, warmed by earlier tests: not a fresh process's start-up
             return None
         spans = [getattr(part, which) for part in parts]
         if any(span is None for span in spans):
@@ -658,7 +663,7 @@ class Profile:
         """The runner process's peak resident memory during each timed run (KiB; reference program included).
         Under emulation it is qemu's own, so reported, never gated."""
         peaks = (self.metadata.get("memory") or {}).get("peak_rss_kb")
-        return None if not peaks else np.asarray(peaks, dtype=float)
+        return None if peaks is None or np.size(peaks) == 0 else np.atleast_1d(np.asarray(peaks, dtype=float))
 
     # ---------------------------------------------------------- instructions
     @property

@@ -119,3 +119,40 @@ def test_the_failing_message_names_init_with_its_change() -> None:
     assert any("init (Method::init) +10" in line for line in lines), lines
     counted_lines = message_lines(findings(judge("toy", counted(1_400_000, 1_388_348), counted(1_028_292, 1_016_640))))
     assert any("init (Method::init) +36.6%" in line for line in counted_lines), counted_lines
+
+
+def _etdump_profile(path, target: str, peaks=None):  # noqa: ANN001, ANN202
+    from helpers_etdump import RunSpec as EtdumpRun
+    from helpers_etdump import write_etdump
+
+    from pytest_sme2 import Profile
+
+    etdump = write_etdump(path, [EtdumpRun(e2e_ns=100_000)] * 2, load_ns=300_000, init_ns=200_000)
+    memory = {} if peaks is None else {"peak_rss_kb": peaks}
+    return Profile.from_etdump(etdump, model="m", recipe="r", variant="v",
+                               metadata={"target": {"name": target}, "memory": memory})
+
+
+def test_each_runner_process_keeps_its_start_up_and_the_host_worker_gives_none(tmp_path) -> None:  # noqa: ANN001
+    """local and adb runners start a process per chunk: its load and init are that process's. The host target's
+    Python worker serves several chunks and tests, warmed by them: its start-up is not judged."""
+    from pytest_sme2 import Profile
+
+    local = Profile.concat([_etdump_profile(tmp_path / f"l{i}.etdp", "local", [100, 101]) for i in range(2)])
+    assert local.load_ms_per_chunk == [0.3, 0.3] and local.init_ms_per_chunk == [0.2, 0.2]
+    assert local.to_dict()["memory"]["peak_rss_kb"] == [100, 101, 100, 101]
+    host = _etdump_profile(tmp_path / "h.etdp", "host")
+    assert host.load_ms_per_chunk is None and host.init_ms_per_chunk is None
+    assert host.load_ms == pytest.approx(0.3)  # still reported, only not gated
+    init = by_check(judge("m", host.to_dict() | {"emulated": False, "samples_ms": []}, hardware(BASELINE_INIT)), "init")
+    assert init.status == "skipped" and "host target's Python worker is reused" in init.message
+
+
+def test_peaks_that_do_not_cover_every_run_are_not_kept(tmp_path) -> None:  # noqa: ANN001
+    from pytest_sme2 import Profile
+
+    one = _etdump_profile(tmp_path / "one.etdp", "local", 512)  # a runner answering one number
+    assert one.peak_rss_kb.tolist() == [512.0] and one.to_dict()["memory"]["peak_rss_kb"] == [512]
+    mixed = Profile.concat([_etdump_profile(tmp_path / "a.etdp", "local", [100, 101]),
+                            _etdump_profile(tmp_path / "b.etdp", "local")])
+    assert mixed.peak_rss_kb is None  # the first chunk's peaks would pass for all four runs

@@ -351,14 +351,18 @@ def test_an_entry_whose_counts_another_code_wrote_is_discarded_and_counted_again
 
 
 def test_a_session_digests_the_package_when_it_starts(tmp_path: Path) -> None:
-    """The code digest in every result key is taken when a session is created (the code this process imported),
-    not at its first counted run."""
+    """The code digests in every result key and export key are taken when a session is created (the code this
+    process imported), not at its first counted run or export."""
+    from pytest_sme2.export import export as export_module
     from pytest_sme2.measure.session import Settings, Sme2Session
 
     digests._tree_digest.cache_clear()
     session = Sme2Session(Settings(target="host", cache_dir=tmp_path / "cache", session_dir=tmp_path / "s"))
     try:
-        assert digests._tree_digest.cache_info().currsize == 1
+        assert digests._tree_digest.cache_info().currsize == 2  # the package's and the export code's
+        assert digests._tree_digest.cache_info().hits == 0
         assert code_digest() == digests.tree_digest(rc.PACKAGE, rc.CODE_SUFFIXES)
+        export_module.export_code_digest()
+        assert digests._tree_digest.cache_info().misses == 2  # later calls answered from what the session took
     finally:
         session.close()
