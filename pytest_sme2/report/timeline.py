@@ -145,11 +145,13 @@ def timeline_document(test_id: str, profiles: Sequence["Profile"]) -> dict[str, 
         events.append(_meta("process_name", number, None, {"name": label + axis_note}))
         events.append(_meta("process_sort_index", number, None, {"sort_index": number}))
         kernels = _kernels_by_op(profile)
+        # the host target's Python worker serves several chunks; every other runner is a process per chunk
+        chunk = "worker request" if profile.metadata.get("target", {}).get("name") == "host" else "runner process"
         first_run = 0
         for tid, part in enumerate(trace.span_parts, start=1):
             runs = int(part.execute_start.size)
             events.append(_meta("thread_name", number, tid,
-                                {"name": f"runner process {tid}: runs {first_run + 1}-{first_run + runs}"}))
+                                {"name": f"{chunk} {tid}: runs {first_run + 1}-{first_run + runs}"}))
             events.append(_meta("thread_sort_index", number, tid, {"sort_index": tid}))
             events.extend(_part_events(profile, trace, part, number, tid, first_run, unit, kernels))
             first_run += runs

@@ -166,3 +166,11 @@ def test_a_timeline_that_cannot_be_written_fails_the_session_and_keeps_the_rest(
     (session,) = (sme2_project.path / "artifacts").glob("session-*")
     (entry,) = json.loads((session / "summary.json").read_text())["tests"]
     assert "timeline" not in entry and entry["profiles"]  # the test's entry stands
+
+
+def test_on_the_host_target_a_thread_is_a_request_to_its_worker(tmp_path: Path) -> None:
+    profile = _profile(tmp_path / "h.etdp", "host", [50_000])
+    profile.metadata["target"] = {"name": "host"}
+    document = timeline_document("t", [profile])
+    assert [e["args"]["name"] for e in document["traceEvents"] if e["name"] == "thread_name"] == \
+        ["worker request 1: runs 1-1"]
