@@ -848,6 +848,14 @@ def memory_verdict(label: str, current: Mapping[str, Any], baseline: Mapping[str
     return Verdict("memory", OK if change >= 0 else IMPROVEMENT, label, numbers, evidence)
 
 
+# Why a hardware load/init change beyond its tolerance is a note, not a failure. Measured (docs/gate.md): beside
+# two busy jobs, unchanged mobilenet_v3_small's init came out +54% relative to the reference program, p=2e-5,
+# in all four check processes alike. Init is one sample per process, with no median to shed a preemption, and a
+# busy machine slows it more than the short reference program. A verdict that fails unchanged code is worse
+# than none; the emulated target's counted init is exact and gated.
+STARTUP_ADVISORY = ("not failed on hardware: one sample per runner process, and a busy machine moved unchanged "
+                    "init by +54% (docs/gate.md); the emulated target gates counted init exactly")
+
 # The method's start-up, judged apart from the inference: (check and tolerance name, ETDump event, record key).
 STARTUP = (("load", "Program::load_method", "load_ms_per_chunk"), ("init", "Method::init", "init_ms_per_chunk"))
 
@@ -947,8 +955,13 @@ def startup_verdicts(label: str, current: Mapping[str, Any], baseline: Mapping[s
         else:
             basis, values = "raw ms: a side has no reference-program times, so the machine's speed is not cancelled", raw
         runs = (sum(baseline.get("chunk_sizes") or ()), sum(current.get("chunk_sizes") or ()))
-        out.append(_shift_verdict(check, label, what, "ms", values[0], values[1], runs,
-                                  getattr(tol, check), tol, tol.min_effect_ms, {}, shown=raw, basis=basis))
+        verdict = _shift_verdict(check, label, what, "ms", values[0], values[1], runs,
+                                 getattr(tol, check), tol, tol.min_effect_ms, {}, shown=raw, basis=basis)
+        if verdict.status == REGRESSION:  # advisory on hardware: see STARTUP_ADVISORY
+            message = verdict.message.replace(f"{what} regression: ",
+                                              f"{what} beyond its tolerance ({STARTUP_ADVISORY}): ", 1)
+            verdict = Verdict(check, NOTE, label, message, verdict.evidence)
+        out.append(verdict)
     out.append(_peak_rss_verdict(label, current, baseline, tol))
     return out
 
