@@ -481,8 +481,8 @@ def read_trace(*paths: str | Path, ticks_per_ms: float = NS_PER_MS,
     emulation (then ``ticks_per_ms=1`` keeps the values as they are, and ``unit`` names them). ``starts``
     (likewise per file) gives where each such event began in that unit; with it the trace keeps its spans.
     """
-    load_value = init_value = None
-    found_spans: tuple[tuple[int, int] | None, tuple[int, int] | None] = (None, None)
+    load_span: tuple[int, int] | None = None  # the last file's that has one (Program::load_method)
+    init_span: tuple[int, int] | None = None
     label_ids: dict[str, int] = {}
     parts: dict[str, list] = {"lid": [], "run": [], "ms": [], "instr": [], "delegated": [], "event": [],
                               "start": [], "end": []}
@@ -492,10 +492,8 @@ def read_trace(*paths: str | Path, ticks_per_ms: float = NS_PER_MS,
     for index, path in enumerate(paths):
         cols = _with_values(_columns(path), None if values is None else values[index], path,
                             None if starts is None else starts[index])
-        load_span, init_span = _load_init_spans(cols)
-        load_value = _span_value(load_span, ticks_per_ms) if load_span is not None else load_value
-        init_value = _span_value(init_span, ticks_per_ms) if init_span is not None else init_value
-        found_spans = (load_span, init_span) if load_span is not None or init_span is not None else found_spans
+        load, init = _load_init_spans(cols)
+        load_span, init_span = load or load_span, init or init_span
         is_execute_block = np.array([n == EXECUTE_BLOCK for n in cols.block_names], dtype=bool)
         in_run = is_execute_block[cols.block] if cols.block.size else np.zeros(0, bool)
         to_global = np.array([label_ids.setdefault(label, len(label_ids)) for label in cols.labels], dtype=np.int64)
@@ -573,14 +571,14 @@ def read_trace(*paths: str | Path, ticks_per_ms: float = NS_PER_MS,
         spans = EventSpans(op=op_index, op_run=op_run, op_delegated=op_del, op_start=start[is_op],
                            op_end=end[is_op], delegate_start=start[frame[DELEGATE_CALL]],
                            delegate_end=end[frame[DELEGATE_CALL]], execute_start=start[frame[RUN_MODEL]],
-                           execute_end=end[frame[RUN_MODEL]], load=found_spans[0], init=found_spans[1])
+                           execute_end=end[frame[RUN_MODEL]], load=load_span, init=init_span)
     return ExecutionTrace(
         execute_values=total(RUN_MODEL),
         delegate_values=total(DELEGATE_CALL),
         ops=ops,
         op_values=op_values,
-        load_value=load_value,
-        init_value=init_value,
+        load_value=None if load_span is None else _span_value(load_span, ticks_per_ms),
+        init_value=None if init_span is None else _span_value(init_span, ticks_per_ms),
         sources=[str(p) for p in paths],
         op_events=op_event[first[by_appearance]].reshape(-1, 2),
         spans=spans,

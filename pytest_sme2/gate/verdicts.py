@@ -39,8 +39,8 @@ class Tolerances:
     target), ``modelled`` (modelled device time end to end, emulated target with a device model) and
     ``memory`` (the program's planned memory; exact, so 0 by default), ``load`` and ``init``
     (Program::load_method and Method::init: per runner process on the local and adb targets, counted
-    instructions on the emulated target) and ``peak_rss`` (the runner's peak resident memory per run, hardware) are relative
-    (0.10 = 10% slower);
+    instructions on the emulated target) and ``peak_rss`` (the runner's peak resident memory per run,
+    hardware) are relative (0.10 = 10% slower);
     ``shares``, ``coverage`` and ``sme_path`` are absolute share points
     (0.05 = five percentage points); ``alpha`` is the significance level
     of every per-run test; ``min_effect_ms`` is the smallest change of the
@@ -874,10 +874,12 @@ def _per_gate_process(record: Mapping[str, Any], per_chunk: Sequence[float]) -> 
 
 def _shift_verdict(check: str, label: str, what: str, unit: str, now: np.ndarray, then: np.ndarray, runs: tuple[int, int],
                    tolerance: float, tol: Tolerances, min_effect: float, evidence: dict[str, Any],
-                   shown: tuple[np.ndarray, np.ndarray] | None = None, basis: str = "") -> Verdict:
+                   shown: tuple[np.ndarray, np.ndarray] | None = None, basis: str = "",
+                   advisory: str | None = None) -> Verdict:
     """One quantity with a value per process on each side, judged as latency is: a change beyond the tolerance
     that the spread between processes cannot explain (stats.ProcessShift on logs, alpha) and above ``min_effect``.
-    ``shown``: the raw values per process when ``now``/``then`` are relative (``basis`` says to what)."""
+    ``shown``: the raw values per process when ``now``/``then`` are relative (``basis`` says to what).
+    ``advisory``: why such a change is a note here, never a failure (it is named with its numbers all the same)."""
     raw_now, raw_then = shown if shown is not None else (now, then)
     if np.any(now <= 0) or np.any(then <= 0):
         return Verdict(check, INCONCLUSIVE, label, f"{what} not judged: a process's value is not positive", evidence)
@@ -898,8 +900,9 @@ def _shift_verdict(check: str, label: str, what: str, unit: str, now: np.ndarray
                f"{before:.4g} {unit}; {_processes_text(test)}, 95% CI of the ratio [{low:.3f}, {high:.3f}])")
     big_enough = abs(ratio - 1) * before > min_effect
     if ratio > 1 + tolerance and big_enough and test.p_up < tol.alpha:
-        return Verdict(check, REGRESSION, label, f"{what} regression: {numbers}; tolerance +{tolerance:.0%}, t-test "
-                       f"between processes p={test.p_up:.2g} < alpha {tol.alpha:g}", evidence)
+        headline = f"{what} beyond its tolerance ({advisory})" if advisory else f"{what} regression"
+        return Verdict(check, NOTE if advisory else REGRESSION, label, f"{headline}: {numbers}; tolerance "
+                       f"+{tolerance:.0%}, t-test between processes p={test.p_up:.2g} < alpha {tol.alpha:g}", evidence)
     if ratio < 1 / (1 + tolerance) and big_enough and test.p_down < tol.alpha:
         return Verdict(check, IMPROVEMENT, label, f"{what} improvement: {numbers}", evidence)
     why = "within tolerance" if abs(ratio - 1) <= tolerance else (
@@ -941,27 +944,19 @@ def startup_verdicts(label: str, current: Mapping[str, Any], baseline: Mapping[s
             out.append(Verdict(check, SKIPPED, label, f"{what} not compared: {why}"))
             continue
         raw = _per_gate_process(current, now), _per_gate_process(baseline, then)
-        relative = _relative_to_reference(current, now), _relative_to_reference(baseline, then)
-        judged = (None, None)
-        if relative[0] is not None and relative[1] is not None:
-            judged = _per_gate_process(current, list(relative[0])), _per_gate_process(baseline, list(relative[1]))
         if raw[0] is None or raw[1] is None:
             out.append(Verdict(check, SKIPPED, label, f"{what} not compared: its runner processes do not match the "
                                                        f"record's runs (chunk_sizes)"))
             continue
-        if judged[0] is not None and judged[1] is not None:
+        relative = _relative_to_reference(current, now), _relative_to_reference(baseline, then)
+        if relative[0] is not None and relative[1] is not None:  # both sides in the same processes as raw
             basis = "relative to the reference program's time in each process"
-            values = judged
+            values = _per_gate_process(current, relative[0]), _per_gate_process(baseline, relative[1])
         else:
             basis, values = "raw ms: a side has no reference-program times, so the machine's speed is not cancelled", raw
-        runs = (sum(baseline.get("chunk_sizes") or ()), sum(current.get("chunk_sizes") or ()))
-        verdict = _shift_verdict(check, label, what, "ms", values[0], values[1], runs,
-                                 getattr(tol, check), tol, tol.min_effect_ms, {}, shown=raw, basis=basis)
-        if verdict.status == REGRESSION:  # advisory on hardware: see STARTUP_ADVISORY
-            message = verdict.message.replace(f"{what} regression: ",
-                                              f"{what} beyond its tolerance ({STARTUP_ADVISORY}): ", 1)
-            verdict = Verdict(check, NOTE, label, message, verdict.evidence)
-        out.append(verdict)
+        runs = (sum(baseline["chunk_sizes"]), sum(current["chunk_sizes"]))
+        out.append(_shift_verdict(check, label, what, "ms", values[0], values[1], runs, getattr(tol, check), tol,
+                                  tol.min_effect_ms, {}, shown=raw, basis=basis, advisory=STARTUP_ADVISORY))
     out.append(_peak_rss_verdict(label, current, baseline, tol))
     return out
 

@@ -111,23 +111,27 @@ def _session(standin: AdbStandin, serial: str, tmp_path: Path, **settings) -> Sm
                                 adb=AdbOptions(server=standin.address), **settings))
 
 
+
+def change_state_at_reads(device: StandinDevice, changes: dict[int, dict]) -> None:
+    """The stand-in device changes its state at the n-th state read (a shell command reading the governor):
+    ``changes[n]`` are set_state's arguments. What drives throttling and cooldown without racing a timer."""
+    reads = [0]
+
+    def on_shell(dev: StandinDevice, command: str) -> None:
+        if "scaling_governor" in command:
+            reads[0] += 1
+            if reads[0] in changes:
+                dev.set_state(**changes[reads[0]])
+
+    device.on_shell = on_shell
+
 @pytestmark_e2e
 def test_state_is_recorded_and_a_throttled_round_is_left_out(standin: AdbStandin, exported_toy_cnn,
                                                              tmp_path: Path) -> None:
     device = standin.add_device("HOT-1", sme2=True, sysfs=True)
-    reads = [0]
-
-    def heat_during_the_first_round(dev: StandinDevice, command: str) -> None:
-        # State reads: the target's first (its governor), then before and after each round. The phone heats up
-        # (its cap drops) after the first round's "before" and has cooled by the second round's "before".
-        if "scaling_governor" in command:
-            reads[0] += 1
-            if reads[0] == 3:
-                dev.set_state(cap_khz=1_800_000, temp_c=58)
-            elif reads[0] == 4:
-                dev.set_state(cap_khz=3_000_000, temp_c=36)
-
-    device.on_shell = heat_during_the_first_round
+    # State reads: the target's first (its governor), then before and after each round. The phone heats up (its
+    # cap drops) after the first round's "before" and has cooled by the second round's "before".
+    change_state_at_reads(device, {3: {"cap_khz": 1_800_000, "temp_c": 58}, 4: {"cap_khz": 3_000_000, "temp_c": 36}})
     session = _session(standin, "HOT-1", tmp_path)
     try:
         # 20 runs a round: half must be undisturbed (clean_runs_wanted), so the throttled first round is topped up.
@@ -162,16 +166,8 @@ def test_cooldown_waits_for_the_device_before_timed_runs(standin: AdbStandin, ex
                                                          tmp_path: Path) -> None:
     device = standin.add_device("HOT-2", sysfs=True)
     device.set_state(temp_c=52, thermal_status=2)
-    reads = [0]
-
-    def cool_at_the_second_poll(dev: StandinDevice, command: str) -> None:
-        # State reads: the target's first, then the cooldown's polls (5 s apart): hot, then cooled.
-        if "scaling_governor" in command:
-            reads[0] += 1
-            if reads[0] == 3:
-                dev.set_state(temp_c=40, thermal_status=0)
-
-    device.on_shell = cool_at_the_second_poll
+    # State reads: the target's first, then the cooldown's polls (5 s apart): hot, then cooled.
+    change_state_at_reads(device, {3: {"temp_c": 40, "thermal_status": 0}})
     said: list[str] = []
     session = _session(standin, "HOT-2", tmp_path, cooldown_c=45.0, cooldown_max_s=60.0)
     session.say = said.append
