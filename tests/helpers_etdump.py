@@ -69,15 +69,21 @@ def write_etdump(
     path: str | Path,
     runs: list[RunSpec],
     *,
-    load_ns: int | None = None,
-    init_ns: int | None = None,
+    load_ns: int | list[int] | None = None,
+    init_ns: int | list[int] | None = None,
 ) -> Path:
-    """Write an ETDump with an optional Default block and one Execute block per RunSpec."""
+    """Write an ETDump with an optional Default block and one Execute block per RunSpec. Lists of ``load_ns``
+    and ``init_ns``: the method loaded that many times (the runner's --startup_repeats), in that order."""
     blocks = []
     t = 0
     if load_ns is not None:
-        blocks.append(default_block(load_ns, init_ns or 0))
-        t = load_ns + (init_ns or 0) + 10 * GAP_NS
+        loads = load_ns if isinstance(load_ns, list) else [load_ns]
+        inits = init_ns if isinstance(init_ns, list) else [init_ns or 0] * len(loads)
+        events = []
+        for load, init in zip(loads, inits, strict=True):
+            events += default_block(load, init, t)[1]
+            t += load + init + 10 * GAP_NS
+        blocks.append(("Default", events))
     for spec in runs:
         blocks.append(execute_block(spec, t))
         t += spec.e2e_ns + 10 * GAP_NS

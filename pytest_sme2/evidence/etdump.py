@@ -383,6 +383,10 @@ class ExecutionTrace:
     # process's files, several after concat; empty where positions are unknown): what the timeline draws, each
     # process on its own clock.
     span_parts: tuple[EventSpans, ...] = ()
+    # Every Program::load_method and Method::init of each runner process, in order (a runner given
+    # --startup_repeats loads the method several times), as (load values, init values) in ``unit``; one entry
+    # per process like ``span_parts``, empty where unknown. What the gate judges start-up on (startup_verdicts).
+    startup_parts: tuple[tuple[np.ndarray, np.ndarray], ...] = ()
 
     @property
     def runs(self) -> int:
@@ -428,17 +432,39 @@ class ExecutionTrace:
             sources=[s for t in traces for s in t.sources],
             unit=traces[0].unit,
             span_parts=tuple(parts) if all(t.span_parts for t in traces) else (),
+            startup_parts=tuple(p for t in traces for p in t.startup_parts)
+            if all(t.startup_parts for t in traces) else (),
         )
 
 
+def _startup_events(cols: _Columns, before_runs: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Indices of every Program::load_method and of every Method::init event outside the runs (the "Default"
+    blocks), in file order; ``before_runs``: only those before the file's first run (the method the runs used:
+    a runner given --startup_repeats loads it again after its runs)."""
+    is_execute = np.array([n == EXECUTE_BLOCK for n in cols.block_names], dtype=bool)
+    outside_runs = ~is_execute
+    if before_runs and is_execute.any():
+        outside_runs &= np.arange(is_execute.size) < int(np.argmax(is_execute))
+    load, init = (np.flatnonzero(np.isin(cols.label_id, cols.ids_of(name)) & outside_runs[cols.block])
+                  for name in (LOAD_METHOD, INIT_METHOD))
+    return load, init
+
+
 def _load_init_spans(cols: _Columns) -> tuple[tuple[int, int] | None, tuple[int, int] | None]:
-    """Where Program::load_method and Method::init began and ended, from the non-Execute ("Default") blocks."""
-    outside_runs = ~np.array([n == EXECUTE_BLOCK for n in cols.block_names], dtype=bool)
-    found: list[tuple[int, int] | None] = []
-    for name in (LOAD_METHOD, INIT_METHOD):
-        hits = np.flatnonzero(np.isin(cols.label_id, cols.ids_of(name)) & outside_runs[cols.block])
-        found.append((int(cols.start[hits[-1]]), int(cols.end[hits[-1]])) if hits.size else None)
-    return found[0], found[1]
+    """Where the first Program::load_method and Method::init before the runs began and ended: the method the
+    runs used. A timed file whose process wrote its first load to the warmup file has none."""
+    load, init = ((int(cols.start[hits[0]]), int(cols.end[hits[0]])) if hits.size else None
+                  for hits in _startup_events(cols, before_runs=True))
+    return load, init
+
+
+def _startup_values(cols: _Columns, ticks_per_ms: float) -> tuple[np.ndarray, np.ndarray] | None:
+    """Every Program::load_method and Method::init outside the runs, in file order, or None when the file has
+    neither or not as many of one as of the other (each load of a method inits it once)."""
+    load, init = ((cols.end[hits] - cols.start[hits]).astype(float) / ticks_per_ms for hits in _startup_events(cols))
+    if not load.size or load.size != init.size:
+        return None
+    return load, init
 
 
 def _span_value(span: tuple[int, int], ticks_per_ms: float) -> float:
@@ -481,8 +507,9 @@ def read_trace(*paths: str | Path, ticks_per_ms: float = NS_PER_MS,
     emulation (then ``ticks_per_ms=1`` keeps the values as they are, and ``unit`` names them). ``starts``
     (likewise per file) gives where each such event began in that unit; with it the trace keeps its spans.
     """
-    load_span: tuple[int, int] | None = None  # the last file's that has one (Program::load_method)
+    load_span: tuple[int, int] | None = None  # the first file's that has one (Program::load_method)
     init_span: tuple[int, int] | None = None
+    startup: tuple[np.ndarray, np.ndarray] | None = None
     label_ids: dict[str, int] = {}
     parts: dict[str, list] = {"lid": [], "run": [], "ms": [], "instr": [], "delegated": [], "event": [],
                               "start": [], "end": []}
@@ -493,7 +520,8 @@ def read_trace(*paths: str | Path, ticks_per_ms: float = NS_PER_MS,
         cols = _with_values(_columns(path), None if values is None else values[index], path,
                             None if starts is None else starts[index])
         load, init = _load_init_spans(cols)
-        load_span, init_span = load or load_span, init or init_span
+        load_span, init_span = load_span or load, init_span or init
+        startup = startup or _startup_values(cols, ticks_per_ms)
         is_execute_block = np.array([n == EXECUTE_BLOCK for n in cols.block_names], dtype=bool)
         in_run = is_execute_block[cols.block] if cols.block.size else np.zeros(0, bool)
         to_global = np.array([label_ids.setdefault(label, len(label_ids)) for label in cols.labels], dtype=np.int64)
@@ -583,6 +611,7 @@ def read_trace(*paths: str | Path, ticks_per_ms: float = NS_PER_MS,
         op_events=op_event[first[by_appearance]].reshape(-1, 2),
         spans=spans,
         span_parts=(spans,) if spans is not None and len(paths) == 1 else (),
+        startup_parts=(startup,) if startup is not None and len(paths) == 1 else (),
         unit=unit,
     )
 
@@ -597,16 +626,25 @@ def read_run(timed: str | Path, warmup: str | Path | None = None, *, ticks_per_m
     """
     trace = read_trace(timed, ticks_per_ms=ticks_per_ms, values=None if values is None else [values[0]], unit=unit,
                        starts=None if starts is None else [starts[0]])
-    if warmup is not None and trace.load_value is None:
-        cols = _with_values(_columns(warmup), None if values is None else values[1], warmup,
-                            None if starts is None else starts[1])
-        load, init = _load_init_spans(cols)
-        trace.load_value = None if load is None else _span_value(load, ticks_per_ms)
-        trace.init_value = None if init is None else _span_value(init, ticks_per_ms)
-        trace.sources.append(str(warmup))
-        if trace.spans is not None:  # the warmup file is the same process's: one axis
-            trace.spans = replace(trace.spans, load=load, init=init)
-            trace.span_parts = (trace.spans,)
+    if warmup is None:
+        return trace
+    cols = _with_values(_columns(warmup), None if values is None else values[1], warmup,
+                        None if starts is None else starts[1])
+    load, init = _load_init_spans(cols)
+    trace.sources.append(str(warmup))
+    if load is None and init is None:
+        return trace
+    # The warmup file holds the process's first load (the runs' method); the timed one only the runner's
+    # repeated loads after the runs (--startup_repeats), which follow it in the process's start-up samples.
+    trace.load_value = None if load is None else _span_value(load, ticks_per_ms)
+    trace.init_value = None if init is None else _span_value(init, ticks_per_ms)
+    first, repeats = _startup_values(cols, ticks_per_ms), trace.startup_parts
+    if first is not None:
+        trace.startup_parts = ((np.concatenate([first[0], repeats[0][0]]), np.concatenate([first[1], repeats[0][1]])),
+                               ) if repeats else (first,)
+    if trace.spans is not None:  # the warmup file is the same process's: one axis
+        trace.spans = replace(trace.spans, load=load, init=init)
+        trace.span_parts = (trace.spans,)
     return trace
 
 

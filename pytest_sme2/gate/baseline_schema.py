@@ -124,6 +124,12 @@ PROFILE = Fields({
                               "null or a list of numbers >= 0 (ms of Program::load_method per runner process)"),
     "init_ms_per_chunk": Leaf(_optional(_list(lambda x: _number(x) and x >= 0)),
                               "null or a list of numbers >= 0 (ms of Method::init per runner process)"),
+    "load_relative_per_chunk": Leaf(_optional(_list(lambda x: _number(x) and x >= 0)),
+                                    "null or a list of numbers >= 0 (Program::load_method per runner process, "
+                                    "relative to the reference program's load)"),
+    "init_relative_per_chunk": Leaf(_optional(_list(lambda x: _number(x) and x >= 0)),
+                                    "null or a list of numbers >= 0 (Method::init per runner process, relative to "
+                                    "the reference program's load)"),
     "disturbed_run_indices": Leaf(_optional(_list(_count)), "null or a list of run indices (whole numbers >= 0)"),
     "disturbed_references": COUNT,
     "shares": MapOf(SHARE),

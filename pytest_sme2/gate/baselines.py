@@ -88,7 +88,8 @@ def dumps(data: Mapping[str, Any]) -> str:
 
 # Kept as the profile's one JSON form has them (Profile.to_dict); the rest of a record is picked below.
 _RECORD_KEYS = ("model", "recipe", "variant", "emulated", "basis", "reference_ms", "disturbed_runs", "process_sizes",
-                "chunk_sizes", "load_ms_per_chunk", "init_ms_per_chunk",
+                "chunk_sizes", "load_ms_per_chunk", "init_ms_per_chunk", "load_relative_per_chunk",
+                "init_relative_per_chunk",
                 "disturbed_run_indices", "disturbed_references", "shares", "per_run", "delegation_coverage",
                 "node_delegation_coverage", "delegation", "sme_path_share", "sme_path_ops")
 

@@ -848,16 +848,17 @@ def memory_verdict(label: str, current: Mapping[str, Any], baseline: Mapping[str
     return Verdict("memory", OK if change >= 0 else IMPROVEMENT, label, numbers, evidence)
 
 
-# Why a hardware load/init change beyond its tolerance is a note, not a failure. Measured (docs/gate.md): beside
-# two busy jobs, unchanged mobilenet_v3_small's init came out +54% relative to the reference program, p=2e-5,
-# in all four check processes alike. Init is one sample per process, with no median to shed a preemption, and a
-# busy machine slows it more than the short reference program. A verdict that fails unchanged code is worse
-# than none; the emulated target's counted init is exact and gated.
-STARTUP_ADVISORY = ("not failed on hardware: one sample per runner process, and a busy machine moved unchanged "
-                    "init by +54% (docs/gate.md); the emulated target gates counted init exactly")
+# Why a hardware load/init change measured without the reference program is a note, not a failure. Measured
+# (docs/gate.md, "Load, init and peak memory"): beside two busy jobs, unchanged mobilenet_v3_small's one init per process came
+# out +54% against the baseline, p=2e-5, in all four check processes alike; a busy machine slows weight packing
+# more than an inference. Each load divided by the reference program's load right before it stays within a few
+# percent; without that reference nothing cancels the machine's speed.
+STARTUP_ADVISORY = ("not failed: without the reference program's loads (--sme2-latency-reference=off, or a runner "
+                    "other than pytest-sme2's) a busy machine's slowdown of load and init is not cancelled")
 
-# The method's start-up, judged apart from the inference: (check and tolerance name, ETDump event, record key).
-STARTUP = (("load", "Program::load_method", "load_ms_per_chunk"), ("init", "Method::init", "init_ms_per_chunk"))
+# The method's start-up, judged apart from the inference: (check and tolerance name, ETDump event).
+# Records hold ``<check>_ms_per_chunk`` (raw) and ``<check>_relative_per_chunk`` (relative to the reference load).
+STARTUP = (("load", "Program::load_method"), ("init", "Method::init"))
 
 
 def _per_gate_process(record: Mapping[str, Any], per_chunk: Sequence[float]) -> np.ndarray | None:
@@ -911,52 +912,56 @@ def _shift_verdict(check: str, label: str, what: str, unit: str, now: np.ndarray
     return Verdict(check, OK, label, f"{what} {why}: {numbers}; tolerance {tolerance:.0%}", evidence)
 
 
-def _relative_to_reference(record: Mapping[str, Any], per_chunk: Sequence[float]) -> np.ndarray | None:
-    """Each runner process's value divided by the median of the reference program's runs in that process (what
-    cancels the machine's speed, as for relative latency); None without reference times."""
-    chunks, references = record.get("chunk_sizes"), record.get("reference_ms")
-    if not chunks or references is None or len(references) != sum(chunks):
-        return None
-    bounds = np.cumsum([0, *chunks])
-    medians = np.array([float(np.median(references[a:b])) if b > a else np.nan for a, b in zip(bounds, bounds[1:])])
-    return np.asarray(per_chunk, dtype=float) / medians
-
-
 def startup_verdicts(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any],
                      tol: Tolerances) -> list[Verdict]:
     """Local and adb targets: Program::load_method and Method::init of each runner process (where XNNPACK packs
-    weights; the host target's reused worker gives none, Profile._startup_per_chunk), and
-    the runner's peak resident memory per run, each against the baseline with the latency gate's statistics
-    (a value per process; disturbed runs left out of the memory). The check names which one moved.
+    weights; the host target's reused worker gives none, Profile._startup_samples), and the runner's peak
+    resident memory per run, each against the baseline with the latency gate's statistics (a value per process;
+    disturbed runs left out of the memory). The check names which one moved.
 
-    Load and init are one value per runner process, so a busier or slower machine moves them all: like latency,
-    they are judged relative to the reference program's time in the same process when both sides have it."""
+    Each runner process loads the method several times, each right after a load of the reference program
+    (native_runner.STARTUP_REPEATS); a process's value is the median of its warm loads divided by those reference
+    loads, so a busier or slower machine, which slows both loads alike, cancels out."""
     out = []
-    for check, event, key in STARTUP:
+    for check, event in STARTUP:
         what = f"{check} ({event})"
-        now, then = current.get(key), baseline.get(key)
+        raw_key, relative_key = f"{check}_ms_per_chunk", f"{check}_relative_per_chunk"
+        now, then = current.get(raw_key), baseline.get(raw_key)
         if then is None or now is None:
             why = ("the baseline has none (recorded by an older pytest-sme2, or on the host target, whose reused "
                    "Python worker has no fresh start-up to time): record it again with --sme2-update-baselines on "
                    "the local or adb target") if then is None else (
-                "none measured now (the host target's Python worker is reused between runs and tests, so its load "
-                "and init are not a fresh process's; the local and adb runners time them)")
+                "none measured now: on the host target its Python worker is reused between runs and tests, so its "
+                "load and init are not a fresh process's (the local and adb runners time them); on the local and "
+                "adb targets a runner process's ETDump had no matching Program::load_method and Method::init "
+                "events (is the runner pytest-sme2's, of this version? its ETDumps are in the test's folder)")
             out.append(Verdict(check, SKIPPED, label, f"{what} not compared: {why}"))
             continue
         raw = _per_gate_process(current, now), _per_gate_process(baseline, then)
-        if raw[0] is None or raw[1] is None:
+        relative = current.get(relative_key), baseline.get(relative_key)
+        values = tuple(None if r is None else _per_gate_process(record, r)
+                       for r, record in zip(relative, (current, baseline)))
+        if raw[0] is None or raw[1] is None or (relative[0] is not None and values[0] is None) or (
+                relative[1] is not None and values[1] is None):
             out.append(Verdict(check, SKIPPED, label, f"{what} not compared: its runner processes do not match the "
                                                        f"record's runs (chunk_sizes)"))
             continue
-        relative = _relative_to_reference(current, now), _relative_to_reference(baseline, then)
-        if relative[0] is not None and relative[1] is not None:  # both sides in the same processes as raw
-            basis = "relative to the reference program's time in each process"
-            values = _per_gate_process(current, relative[0]), _per_gate_process(baseline, relative[1])
+        if (values[0] is None) != (values[1] is None):
+            why = ("the baseline's is one load per process, not relative to the reference program's load (an older "
+                   "pytest-sme2, or recorded with --sme2-latency-reference=off): record it again with "
+                   "--sme2-update-baselines") if values[1] is None else (
+                "this run has no reference-program loads to divide by (--sme2-latency-reference=off, or a runner "
+                "other than pytest-sme2's) while the baseline has: turn the reference program back on "
+                "(--sme2-latency-reference=on, pytest-sme2's runner), or record the baseline again as this runs")
+            out.append(Verdict(check, SKIPPED, label, f"{what} not compared: {why}"))
+            continue
+        if values[0] is not None:
+            basis, advisory = "relative to the reference program's load before each load", None
         else:
-            basis, values = "raw ms: a side has no reference-program times, so the machine's speed is not cancelled", raw
+            basis, values, advisory = "raw ms: neither side has reference-program loads", raw, STARTUP_ADVISORY
         runs = (sum(baseline["chunk_sizes"]), sum(current["chunk_sizes"]))
         out.append(_shift_verdict(check, label, what, "ms", values[0], values[1], runs, getattr(tol, check), tol,
-                                  tol.min_effect_ms, {}, shown=raw, basis=basis, advisory=STARTUP_ADVISORY))
+                                  tol.min_effect_ms, {}, shown=raw, basis=basis, advisory=advisory))
     out.append(_peak_rss_verdict(label, current, baseline, tol))
     return out
 
@@ -981,7 +986,7 @@ def _peak_rss_verdict(label: str, current: Mapping[str, Any], baseline: Mapping[
 def _counted_startup(label: str, now: Mapping[str, Any], then: Mapping[str, Any], tol: Tolerances) -> list[Verdict]:
     """Emulated target: the counted instructions of load_method and init, exact, against the tolerance."""
     out = []
-    for check, event, _ in STARTUP:
+    for check, event in STARTUP:
         after, before = now.get(check), then.get(check)
         what = f"{check} ({event})"
         if after is None or before is None:

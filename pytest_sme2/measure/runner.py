@@ -254,6 +254,7 @@ class Runner:
             delegation=identity["delegation"],
             wall_ms=result.wall_ms,
             reference_ms=result.reference_ms,
+            reference_load_ms=result.reference_load_ms,
             throttled=bool((metadata.get("device_state") or {}).get("throttled")),
             metadata=metadata,
             instructions=_counted(result),

@@ -116,12 +116,15 @@ _TOLERANCE_TEXT = {
     "memory": ("baseline_memory_tolerance", "relative growth of the program's planned memory allowed (0)",
                "(relative growth of planned memory)"),
     "load": ("baseline_load_tolerance", "relative change of Program::load_method allowed (0.25; counted instructions "
-             "on the emulated target, gated; per runner process on the local and adb targets, shown, never failed)",
-             "(relative, Program::load_method: counted instructions, gated; on hardware shown, never failed)"),
+             "on the emulated target; on the local and adb targets per runner process, relative to the reference "
+             "program's load)",
+             "(relative, Program::load_method: counted instructions, or per process relative to the reference "
+             "program's load)"),
     "init": ("baseline_init_tolerance", "relative change of Method::init allowed, where XNNPACK packs weights (0.25; "
-             "counted instructions on the emulated target, gated; per runner process on the local and adb targets, "
-             "shown, never failed)",
-             "(relative, Method::init: counted instructions, gated; on hardware shown, never failed)"),
+             "counted instructions on the emulated target; on the local and adb targets per runner process, "
+             "relative to the reference program's load)",
+             "(relative, Method::init: counted instructions, or per process relative to the reference program's "
+             "load)"),
     "peak_rss": ("baseline_peak_rss_tolerance", "relative growth of the runner's peak resident memory per run allowed "
                  "(0.10; local and adb targets)", "(relative, the runner's peak resident memory; local and adb)"),
 }

@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from pytest_sme2.evidence.categories import NAMED_CATEGORIES, Category, classify, strip_instance
-from pytest_sme2.evidence.etdump import NS_PER_MS, ExecutionTrace, op_id, read_run
+from pytest_sme2.evidence.etdump import ExecutionTrace, op_id, read_run
 from pytest_sme2.evidence.identity import anchors_of
 from pytest_sme2.evidence.kernel_sampling import KernelTime
 from pytest_sme2.evidence.qemu_counts import InstructionTrace
@@ -170,6 +170,9 @@ class Profile:
     wall_ms: np.ndarray | None = None
     # The reference program's time right before each timed run (reference_program.py), or None.
     reference_ms: np.ndarray | None = None
+    # The reference program's method load right before each load of the model's, all runner processes in order
+    # (trace.startup_parts holds the model's), or None.
+    reference_load_ms: np.ndarray | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     artifacts: dict[str, str] = field(default_factory=dict)
     # The same events counted in instructions (emulated target; qemu_counts.py), or None.
@@ -213,6 +216,7 @@ class Profile:
                 raise ValueError(f"cannot merge {other.label} into {head.label}: different program or variant")
         walls = [p.wall_ms for p in profiles]
         references = [p.reference_ms for p in profiles]
+        reference_loads = [p.reference_load_ms for p in profiles]
         peaks = [p.peak_rss_kb for p in profiles]
         memory = dict(head.metadata.get("memory") or {})
         if all(peak is not None for peak in peaks):  # every runner process's peak per run, in run order
@@ -230,6 +234,7 @@ class Profile:
             delegation=head.delegation,
             wall_ms=np.concatenate(walls) if all(w is not None for w in walls) else None,
             reference_ms=np.concatenate(references) if all(r is not None for r in references) else None,
+            reference_load_ms=np.concatenate(reference_loads) if all(r is not None for r in reference_loads) else None,
             metadata={**head.metadata, "chunks": sum(int(p.metadata.get("chunks", 1)) for p in profiles),
                       **({"memory": memory} if memory or "memory" in head.metadata else {}),
                       "chunk_sizes": [size for p in profiles for size in p.chunk_sizes],
@@ -407,30 +412,63 @@ class Profile:
     def init_ms(self) -> float | None:
         return self.trace.init_value
 
-    def _startup_per_chunk(self, which: str) -> list[float] | None:
-        """``load`` or ``init`` of each runner process, in ms, from where its ETDump placed them; None on the
-        emulated target (its load and init are counted: ``instructions.load``/``init``) or where a process's
-        files had none."""
-        parts = self.trace.span_parts
+    def _startup_samples(self) -> tuple[tuple[np.ndarray, np.ndarray], ...] | None:
+        """Each runner process's loads and inits of the method, in ms; None on the emulated target (its load and
+        init are counted: ``instructions.load``/``init``), on the host target (its Python worker serves several
+        chunks, warmed by earlier tests: not a fresh process's start-up) or where a process's files had none."""
+        parts = self.trace.startup_parts
         if self.emulated or self.trace.unit != "ms" or not parts or len(parts) != len(self.chunk_sizes):
             return None
         if self.metadata.get("target", {}).get("name") == "host":
-            # its Python worker serves several chunks, warmed by earlier tests: not a fresh process's start-up
             return None
-        spans = [getattr(part, which) for part in parts]
-        if any(span is None for span in spans):
+        return parts
+
+    def _startup_per_chunk(self, which: str, relative: bool = False) -> list[float] | None:
+        """``load`` or ``init`` of each runner process: the median of its undisturbed loads after the first (the
+        first is cold: the method's first page faults and allocations), or its one load. Disturbed: stalled
+        against the process's fastest, or after a reference load slowed alone (stats.undisturbed_runs, as for
+        runs); where every warm load is, all of them count. ``relative``: each load divided by the reference
+        program's load right before it (None without those)."""
+        parts = self._startup_samples()
+        if parts is None:
             return None
-        return [float(end - start) / NS_PER_MS for start, end in spans]
+        values = [part[0 if which == "load" else 1] for part in parts]
+        references = self.reference_load_ms
+        if references is not None and references.size != sum(v.size for v in values):
+            references = None  # not one reference load per load: nothing to pair
+        if relative and (references is None or np.any(references <= 0)):
+            return None
+        bounds = np.cumsum([0, *(v.size for v in values)])
+        out = []
+        for value, a, b in zip(values, bounds, bounds[1:]):
+            reference = None if references is None else references[a:b]
+            if value.size > 1:  # the warm loads
+                value, reference = value[1:], None if reference is None else reference[1:]
+            kept = stats.undisturbed_runs(value, reference)
+            kept = kept if kept.any() else np.ones(value.size, dtype=bool)
+            out.append(float(np.median((value / reference if relative else value)[kept])))
+        return out
 
     @property
     def load_ms_per_chunk(self) -> list[float] | None:
-        """Program::load_method of each runner process, ms (what the gate judges like latency, per process)."""
+        """Program::load_method of each runner process, ms (the median of its warm loads)."""
         return self._startup_per_chunk("load")
 
     @property
     def init_ms_per_chunk(self) -> list[float] | None:
         """Method::init of each runner process, ms: XNNPACK creates its runtime and packs weights here."""
         return self._startup_per_chunk("init")
+
+    @property
+    def load_relative_per_chunk(self) -> list[float] | None:
+        """Program::load_method of each runner process relative to the reference program's load: what the gate
+        judges (a busy machine slows weight packing more than an inference, and both loads alike)."""
+        return self._startup_per_chunk("load", relative=True)
+
+    @property
+    def init_relative_per_chunk(self) -> list[float] | None:
+        """Method::init of each runner process relative to the reference program's load (see above)."""
+        return self._startup_per_chunk("init", relative=True)
 
     @property
     def label(self) -> str:
@@ -781,6 +819,8 @@ class Profile:
             "chunk_sizes": self.chunk_sizes,
             "load_ms_per_chunk": self.load_ms_per_chunk,
             "init_ms_per_chunk": self.init_ms_per_chunk,
+            "load_relative_per_chunk": self.load_relative_per_chunk,
+            "init_relative_per_chunk": self.init_relative_per_chunk,
             "disturbed_runs": self.disturbed_runs,
             # Which runs: the Profile also sees stalls inside one operator, which e2e_ms alone cannot show.
             "disturbed_run_indices": self.disturbed_run_indices,

@@ -154,6 +154,38 @@ def test_read_run_takes_load_and_init_from_warmup(tmp_path: Path) -> None:
     assert str(warmup) in trace.sources
 
 
+def test_repeated_loads_after_the_runs_are_start_up_samples_not_the_runs_load(tmp_path: Path) -> None:
+    """A runner given --startup_repeats writes its first load to the warmup file and the repeats in a "Default"
+    block after the timed runs: the runs' load and init stay the first; every load is a start-up sample, in
+    order; the timed file alone has no load of its runs (as `analyze` without --warmup says)."""
+    runs = [_spec(r) for r in TABLE[:2]]
+    blocks, t = [], 0
+    for spec in runs:
+        blocks.append(execute_block(spec, t))
+        t += spec.e2e_ns + 10_000
+    repeats = [(3_000_000, 2_000_000), (3_100_000, 2_100_000)]
+    events = []
+    for load, init in repeats:
+        events += default_block(load, init, t)[1]
+        t += load + init + 10_000
+    timed = write_synthetic_etdump(tmp_path / "timed.etdp", [*blocks, ("Default", events)])
+    warmup = write_etdump(tmp_path / "warmup.etdp", [_spec(TABLE[3])], load_ns=9_000_000, init_ns=8_000_000)
+    alone = read_run(timed)
+    assert alone.runs == 2 and alone.load_value is None and alone.init_value is None
+    [(loads, inits)] = alone.startup_parts
+    np.testing.assert_allclose(inits, [2.0, 2.1])
+    trace = read_run(timed, warmup)
+    assert trace.runs == 2 and trace.load_value == pytest.approx(9.0) and trace.init_value == pytest.approx(8.0)
+    [(loads, inits)] = trace.startup_parts
+    np.testing.assert_allclose(loads, [9.0, 3.0, 3.1])
+    np.testing.assert_allclose(inits, [8.0, 2.0, 2.1])
+    assert trace.spans.init == (trace.spans.init[0], trace.spans.init[0] + 8_000_000)  # drawn: the runs' own
+    both = ExecutionTrace.concat([trace, read_run(timed, warmup)])
+    assert len(both.startup_parts) == 2 and both.load_value == pytest.approx(9.0)
+    assert ExecutionTrace.concat([trace, read_trace(warmup)]).startup_parts[1][0].tolist() == [9.0]
+    assert not ExecutionTrace.concat([trace, read_trace(write_etdump(tmp_path / "none.etdp", runs))]).startup_parts
+
+
 def test_read_trace_concatenates_files(tmp_path: Path) -> None:
     a = write_etdump(tmp_path / "a.etdp", [_spec(r) for r in TABLE[:2]])
     b = write_etdump(tmp_path / "b.etdp", [_spec(r) for r in TABLE[2:]])

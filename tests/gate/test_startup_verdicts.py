@@ -1,7 +1,8 @@
 """Issue 28 item 2 on synthetic records: load, init and peak memory judged against the baseline, each named.
 
-Hardware records hold one load and one init per runner process and a peak RSS per run; the emulated target's
-counted record holds load and init in instructions. Expected verdicts follow from the numbers written here.
+Hardware records hold each runner process's load and init (the median of its warm loads), raw and relative to the
+reference program's load before each, and a peak RSS per run; the emulated target's counted record holds load and
+init in instructions. Expected verdicts follow from the numbers written here.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from pytest_sme2.gate.verdicts import Tolerances, judge
 
 
 def hardware(init_ms: list[float], load_ms: list[float] | None = None, reference: float = 1.0,
-             rss_kb: list[float] | None = None, runs: int = 10, seed: int = 0) -> dict:
-    """A record of len(init_ms) processes (each a baseline replica or check) of ``runs`` runs each."""
+             rss_kb: list[float] | None = None, runs: int = 10, seed: int = 0, reference_load: float | None = 4.0) -> dict:
+    """A record of len(init_ms) processes (each a baseline replica or check) of ``runs`` runs each; the reference
+    program's load takes ``reference_load`` ms (None: the runner had no reference program)."""
     processes = len(init_ms)
     rng = np.random.default_rng(seed)
     samples = list(2.0 * reference * (1 + 0.01 * rng.standard_normal(processes * runs)))
@@ -27,6 +29,9 @@ def hardware(init_ms: list[float], load_ms: list[float] | None = None, reference
         "load_ms_per_chunk": load_ms if load_ms is not None else [1.5 * reference] * processes,
         "init_ms_per_chunk": init_ms,
     })
+    base["load_relative_per_chunk"], base["init_relative_per_chunk"] = (
+        (None, None) if reference_load is None else
+        ([x / reference_load for x in base["load_ms_per_chunk"]], [x / reference_load for x in init_ms]))
     base["memory"] = {"planned_bytes": 1000, "planned_buffers": [1000],
                       "peak_rss_kb": None if rss_kb is None else [kb for kb in rss_kb for _ in range(runs)]}
     return base
@@ -44,22 +49,33 @@ BASELINE_INIT = [10.0, 10.4, 9.7, 10.2, 9.9, 10.1, 9.6, 10.3, 10.0, 9.8]
 def test_twice_the_init_fails_naming_init_and_load_stays_ok() -> None:
     verdicts = judge("net", hardware([20.5]), hardware(BASELINE_INIT))
     init = by_check(verdicts, "init")
-    # advisory on hardware (a busy machine moved unchanged init by +54%): the change is named, never failed
-    assert init.status == "note" and not init.failed
-    assert init.message.startswith("init (Method::init) beyond its tolerance (not failed on hardware: one sample per ")
-    assert "): init (Method::init) +10" in init.message
-    assert "median 20.5 ms vs baseline 10 ms" in init.message and "1 vs 10 process(es)" in init.message and "relative to the reference program" in init.message
+    assert init.status == "regression" and init.failed
+    assert init.message.startswith("init (Method::init) regression: init (Method::init) +10")
+    assert "relative to the reference program's load before each load" in init.message
+    assert "median 20.5 ms vs baseline 10 ms" in init.message and "1 vs 10 process(es)" in init.message
     assert by_check(verdicts, "load").status == "ok"
 
 
-def test_a_slower_machine_moves_init_and_the_reference_alike_and_passes() -> None:
-    """Both sides' init and reference program twice as long (a busier or throttled machine): relative, no change."""
-    slow = hardware([20.2], load_ms=[3.0], reference=2.0)
+def test_a_slower_machine_moves_init_and_the_reference_load_alike_and_passes() -> None:
+    """Init and the reference program's load both twice as long (a busier or throttled machine): no change."""
+    slow = hardware([20.2], load_ms=[3.0], reference_load=8.0)
     verdicts = judge("net", slow, hardware(BASELINE_INIT))
     assert by_check(verdicts, "init").status == "ok" and by_check(verdicts, "load").status == "ok"
-    raw = dict(slow, reference_ms=None)  # without reference times the same numbers are a raw regression, said so
-    init = by_check(judge("net", raw, hardware(BASELINE_INIT)), "init")
-    assert init.status == "note" and "raw ms: a side has no reference-program times" in init.message
+    assert "median 20.2 ms vs baseline 10 ms" in by_check(verdicts, "init").message  # raw values shown
+    # neither side with reference loads (--sme2-latency-reference=off): the same numbers, raw, are named only
+    raw = judge("net", hardware([20.2], load_ms=[3.0], reference_load=None),
+                hardware(BASELINE_INIT, reference_load=None))
+    init = by_check(raw, "init")
+    assert init.status == "note" and not init.failed and "raw ms: neither side has reference-program loads" in init.message
+    assert "--sme2-latency-reference=off" in init.message
+
+
+def test_a_baseline_without_reference_loads_is_not_compared_with_one_that_has_them() -> None:
+    old = hardware(BASELINE_INIT, reference_load=None)  # one load per process, as pytest-sme2 before this kept
+    init = by_check(judge("net", hardware([30.0]), old), "init")
+    assert init.status == "skipped" and "record it again with --sme2-update-baselines" in init.message
+    now = by_check(judge("net", hardware([30.0], reference_load=None), hardware(BASELINE_INIT)), "init")
+    assert now.status == "skipped" and "no reference-program loads" in now.message
 
 
 def test_init_within_the_spread_of_processes_is_not_a_regression() -> None:
@@ -95,7 +111,7 @@ def test_a_baseline_recorded_before_start_up_was_kept_says_how_to_record_it() ->
 
 def test_tolerances_come_from_the_marker() -> None:
     verdicts = judge("net", hardware([12.2]), hardware(BASELINE_INIT), Tolerances(init=0.10))
-    assert by_check(verdicts, "init").status == "note"  # beyond the marker's 10%: named
+    assert by_check(verdicts, "init").status == "regression"  # beyond the marker's 10%
     assert by_check(judge("net", hardware([12.2]), hardware(BASELINE_INIT)), "init").status == "ok"  # 0.25
 
 
@@ -118,28 +134,33 @@ def test_counted_init_on_the_emulated_target_is_exact(init: int, status: str) ->
 def test_the_failing_message_names_init_with_its_change() -> None:
     from pytest_sme2.gate.findings import findings, message_lines
 
-    # hardware: a note, shown as context when something else fails (here peak memory, which is gated)
     grown = hardware([20.5], rss_kb=[131_000])
     baseline = hardware(BASELINE_INIT, rss_kb=[100_000, 100_400, 99_800, 100_200, 99_900, 100_100, 99_700, 100_300,
                                                100_000, 99_950])
     lines = message_lines(findings(judge("net", grown, baseline)))
     assert any("peak resident memory +31" in line for line in lines), lines
+    assert any("init (Method::init) +10" in line and not line.strip().startswith("note: ") for line in lines), lines
+    # without reference loads: a note, shown as context when something else fails (here peak memory, gated)
+    raw = judge("net", hardware([20.5], rss_kb=[131_000], reference_load=None),
+                hardware(BASELINE_INIT, rss_kb=[100_000] * 10, reference_load=None))
+    raw_lines = message_lines(findings(raw))
     assert any(line.strip().startswith("note: ") and "init (Method::init) beyond its tolerance" in line
-               for line in lines), lines
+               for line in raw_lines), raw_lines
     counted_lines = message_lines(findings(judge("toy", counted(1_400_000, 1_388_348), counted(1_028_292, 1_016_640))))
     assert any("init (Method::init) +36.6%" in line for line in counted_lines), counted_lines
 
 
-def _etdump_profile(path, target: str, peaks=None):  # noqa: ANN001, ANN202
+def _etdump_profile(path, target: str, peaks=None, loads=None, inits=None, reference_loads=None):  # noqa: ANN001, ANN202
     from helpers_etdump import RunSpec as EtdumpRun
     from helpers_etdump import write_etdump
 
     from pytest_sme2 import Profile
 
-    etdump = write_etdump(path, [EtdumpRun(e2e_ns=100_000)] * 2, load_ns=300_000, init_ns=200_000)
+    etdump = write_etdump(path, [EtdumpRun(e2e_ns=100_000)] * 2, load_ns=loads or 300_000, init_ns=inits or 200_000)
     memory = {} if peaks is None else {"peak_rss_kb": peaks}
     return Profile.from_etdump(etdump, model="m", recipe="r", variant="v",
-                               metadata={"target": {"name": target}, "memory": memory})
+                               metadata={"target": {"name": target}, "memory": memory},
+                               reference_load_ms=None if reference_loads is None else np.asarray(reference_loads))
 
 
 def test_each_runner_process_keeps_its_start_up_and_the_host_worker_gives_none(tmp_path) -> None:  # noqa: ANN001
@@ -149,12 +170,37 @@ def test_each_runner_process_keeps_its_start_up_and_the_host_worker_gives_none(t
 
     local = Profile.concat([_etdump_profile(tmp_path / f"l{i}.etdp", "local", [100, 101]) for i in range(2)])
     assert local.load_ms_per_chunk == [0.3, 0.3] and local.init_ms_per_chunk == [0.2, 0.2]
+    assert local.init_relative_per_chunk is None  # no reference loads: nothing to divide by
     assert local.to_dict()["memory"]["peak_rss_kb"] == [100, 101, 100, 101]
     host = _etdump_profile(tmp_path / "h.etdp", "host")
     assert host.load_ms_per_chunk is None and host.init_ms_per_chunk is None
     assert host.load_ms == pytest.approx(0.3)  # still reported, only not gated
     init = by_check(judge("m", host.to_dict() | {"emulated": False, "samples_ms": []}, hardware(BASELINE_INIT)), "init")
-    assert init.status == "skipped" and "host target's Python worker is reused" in init.message
+    assert init.status == "skipped" and "on the host target its Python worker is reused" in init.message
+
+
+def test_repeated_loads_give_the_median_of_the_warm_ones_each_relative_to_its_reference_load(tmp_path) -> None:  # noqa: ANN001
+    """A runner given --startup_repeats loads the method several times, the reference program's load right before
+    each: the first (cold) load is left out, disturbed ones too, and each later one divided by its own reference
+    load."""
+    from pytest_sme2 import Profile
+
+    inits = [9_000_000, 2_000_000, 6_000_000, 2_200_000, 2_100_000]  # ns; the third load was preempted
+    references = [10.0, 1.0, 3.0, 1.1, 4.0]  # ms: the preemption slowed its reference load too; the last alone
+    first = _etdump_profile(tmp_path / "a.etdp", "local", loads=[x + 100_000 for x in inits], inits=inits,
+                            reference_loads=references)
+    # stalled (6.0 ms: 3x its fastest warm load) and the reference slowed alone (4.0 before 2.1) are left out
+    assert first.init_ms_per_chunk == [pytest.approx(2.1)]  # median of 2.0 and 2.2 ms
+    assert first.init_relative_per_chunk == [pytest.approx(2.0)]  # 2.0/1.0 and 2.2/1.1
+    assert first.load_relative_per_chunk == [pytest.approx((2.1 / 1.0 + 2.3 / 1.1) / 2)]
+    second = _etdump_profile(tmp_path / "b.etdp", "local", loads=[500_000, 500_000], inits=[400_000, 400_000],
+                             reference_loads=[1.0, 0.5])
+    both = Profile.concat([first, second])
+    assert both.init_relative_per_chunk == [pytest.approx(2.0), pytest.approx(0.8)]
+    record = both.to_dict()
+    assert record["init_relative_per_chunk"] == both.init_relative_per_chunk and record["chunk_sizes"] == [2, 2]
+    short = _etdump_profile(tmp_path / "c.etdp", "local", loads=[1, 2], inits=[1, 2], reference_loads=[1.0])
+    assert short.init_relative_per_chunk is None  # not one reference load per load: not divided
 
 
 def test_peaks_that_do_not_cover_every_run_are_not_kept(tmp_path) -> None:  # noqa: ANN001

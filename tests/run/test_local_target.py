@@ -22,6 +22,7 @@ from pytest_sme2.measure.session import Settings, Sme2Session
 from pytest_sme2.run.native.build import build_mask_library, build_runner
 from pytest_sme2.run.targets import LocalTarget, RunSpec
 from pytest_sme2.run.targets.local import check_runner, executable_arch
+from pytest_sme2.run.targets.native_runner import STARTUP_REPEATS
 
 
 @pytest.fixture(scope="module")
@@ -81,6 +82,11 @@ def test_native_runner_profile_matches_eager_and_etdump(session: Sme2Session) ->
     # The reference program ran before each timed run, untraced (the ETDump holds the 5 model runs only).
     assert profile.reference_ms is not None and len(profile.reference_ms) == 5 and np.all(profile.reference_ms > 0)
     assert np.allclose(profile.relative_ms, profile.e2e_ms / profile.reference_ms)
+    # Its method was loaded STARTUP_REPEATS times, the first before the runs (the one they used, and the warmup
+    # file's), the rest after them in the timed file's block after the runs' (the runs' count is still 5).
+    [(loads, inits)] = profile.trace.startup_parts
+    assert loads.size == inits.size == STARTUP_REPEATS and profile.reference_load_ms.size == STARTUP_REPEATS
+    assert profile.load_ms == pytest.approx(loads[0]) and profile.init_ms == pytest.approx(inits[0])
 
 
 def test_reference_program_errors_are_clear(session: Sme2Session, tmp_path: Path) -> None:
@@ -99,6 +105,27 @@ def test_reference_program_errors_are_clear(session: Sme2Session, tmp_path: Path
     with pytest.raises(RunnerError, match="reported none in 'reference_ms'.*--sme2-latency-reference=off"):
         other.target.run(exported.path, exported.inputs_path, RunSpec(runs=2, warmup=0, etdump=False),
                          tmp_path / "foreign", reference=exported.path)
+    # A runner of an older pytest-sme2 (no --startup_repeats) says so and how to get past it.
+    older = tmp_path / "older_runner"
+    older.write_text("#!/bin/sh\necho \"sme2_runner: unknown argument '--startup_repeats=8' (flags take the form "
+                     "--name=value)\" >&2\nexit 2\n")
+    older.chmod(0o755)
+    old_session = Sme2Session(Settings(target="local", cache_dir=session.settings.cache_dir,
+                                       session_dir=tmp_path / "artifacts-old", runner=older))
+    with pytest.raises(RunnerError, match=r"older pytest-sme2's sme2_runner.cpp.*pytest-sme2 build-runner.*"
+                                          r"--sme2-latency-reference=off"):
+        old_session.target.run(exported.path, exported.inputs_path, RunSpec(runs=2, warmup=0), tmp_path / "older",
+                               reference=exported.path)
+    # A reference load per load of the method, or the runner is not this version's.
+    short = tmp_path / "short_runner"
+    short.write_text("#!/bin/sh\necho 'PYTEST_SME2_RESULT {\"latency_ms\": [1.0], \"reference_ms\": [1.0], "
+                     "\"reference_load_ms\": [1.0, 1.0], \"threads\": 1}'\n")
+    short.chmod(0o755)
+    short_session = Sme2Session(Settings(target="local", cache_dir=session.settings.cache_dir,
+                                         session_dir=tmp_path / "artifacts-short", runner=short))
+    with pytest.raises(RunnerError, match=rf"2 times in 'reference_load_ms' for {STARTUP_REPEATS} loads"):
+        short_session.target.run(exported.path, exported.inputs_path, RunSpec(runs=1, warmup=0), tmp_path / "short",
+                                 reference=exported.path)
     # Without a reference it is accepted: the relative gate is off, raw latency is all there is.
     result = other.target.run(exported.path, exported.inputs_path, RunSpec(runs=2, warmup=0, etdump=False),
                               tmp_path / "foreign2")
@@ -272,3 +299,16 @@ def test_sme2_on_without_sme2_here_names_where_it_can_run(session: Sme2Session) 
     reason = session.target.unsupported(True)
     assert reason is not None and "has no SME2" in reason
     assert "--sme2-target=adb" in reason and "--sme2-target=emulated" in reason  # the two places it can run
+
+
+def test_the_method_is_loaded_again_only_when_a_reference_program_and_an_etdump_are_there() -> None:
+    """The repeated loads are read from the ETDump and divided by reference loads: without either, no repeats
+    (and a runner that is not pytest-sme2's, given no reference program, never sees the flag)."""
+    from pytest_sme2.run.targets.native_runner import RunnerFiles, runner_arguments
+
+    files = RunnerFiles(pte="m.pte", timed_etdump="t.etdp", warmup_etdump="w.etdp", outputs="o.bin", reference="r.pte")
+    flag = f"--startup_repeats={STARTUP_REPEATS}"
+    assert flag in runner_arguments("runner", files, RunSpec())
+    assert flag not in runner_arguments("runner", files, RunSpec(etdump=False))
+    assert not any(a.startswith("--startup_repeats") for a in runner_arguments(
+        "runner", RunnerFiles(pte="m.pte", timed_etdump="t", warmup_etdump="w", outputs="o"), RunSpec()))

@@ -54,6 +54,7 @@ from pytest_sme2.run.targets.native_runner import (
     runner_arguments,
     tail,
     two_builds,
+    usage_advice,
 )
 from pytest_sme2.system.carried_loader import carried_loader, needs_carried_loader
 from pytest_sme2.system.elf import bundled_libraries, executable_arch
@@ -451,7 +452,7 @@ class AdbTarget:
                 code = self._stream(command, out, err, spec, run_dir, shown, log)
             if code != 0:
                 # 126/127: the shell could not execute it; SIGSYS: seccomp refused a system call
-                advice = _START_ADVICE if code in (126, 127, 128 + signal.SIGSYS) else ""
+                advice = _START_ADVICE if code in (126, 127, 128 + signal.SIGSYS) else usage_advice(code, log)
                 raise RunnerError(f"`{shown}` exited with status {code}{_signal_note(code)} on "
                                   f"{self.facts.described}; log kept at {log}{advice}. Last lines:\n{tail(log)}")
             answer = read_result(stdout_path, shown, str(binary))

@@ -169,6 +169,8 @@ class RunResult:
     runtime_threads: int | None = None  # what the runtime reported, to prove the setting took
     # The reference program's time right before each timed run (reference_program.py), or None.
     reference_ms: np.ndarray | None = None
+    # The reference program's method load right before each load of the model's (native_runner.STARTUP_REPEATS).
+    reference_load_ms: np.ndarray | None = None
     # The steady clock (CLOCK_MONOTONIC on Linux/Android) minus the ETDump's clock, in ns, when the runtime
     # reported it: what places a sampling profiler's samples inside ETDump events (kernel_sampling.py).
     clock_offset_ns: int | None = None

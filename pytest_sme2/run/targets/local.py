@@ -43,6 +43,7 @@ from pytest_sme2.run.targets.native_runner import (  # noqa: F401
     read_result,
     runner_arguments,
     two_builds,
+    usage_advice,
 )
 from pytest_sme2.run.targets.native_runner import exit_description as _exit_description
 from pytest_sme2.run.targets.native_runner import tail as _tail
@@ -133,7 +134,8 @@ def run_runner_process(prefix: list[str], binary: Path, env: dict[str, str], pte
                 f"is that slow. Log: {log}\n{_tail(log)}"
             ) from None
     if code != 0:
-        raise RunnerError(f"`{shown}` {_exit_description(code)}; log kept at {log}. Last lines:\n{_tail(log)}")
+        raise RunnerError(f"`{shown}` {_exit_description(code)}{usage_advice(code, log)}; log kept at {log}. Last "
+                          f"lines:\n{_tail(log)}")
     answer = read_result(stdout_path, shown, str(binary))
     return build_result(answer, spec, info, out_dir, log, sme2_active, reference=reference is not None)
 

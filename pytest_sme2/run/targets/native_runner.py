@@ -50,8 +50,18 @@ def pick_build(sme2: bool | None, has_sme2: bool, runner_on: Path, runner_off: P
     return runner_off if sme2 is False or (sme2 is None and not has_sme2) else runner_on
 
 
+# How many times pytest-sme2's runner loads the model's method, each load right after a timed load of the reference
+# program, when it is given one (hardware targets). One load per process judged against the reference program's
+# inference moved unchanged mobilenet_v3_small's init by +54% beside two busy jobs; the median of the 7 loads after
+# the first (cold) one, each divided by the reference load just before it, stayed within 3% idle and busy
+# (docs/gate.md, "Load, init and peak memory"). 7 model and 7 reference loads more per traced runner process
+# (~70 ms for mobilenet_v3_small on an x86 core); untraced runs (Runner.time) have no ETDump to read them from.
+STARTUP_REPEATS = 8
+
+
 def runner_arguments(binary: str, files: RunnerFiles, spec: RunSpec) -> list[str]:
-    """The runner's argv (flags as in ExecuTorch's executor_runner where they overlap)."""
+    """The runner's argv (flags as in ExecuTorch's executor_runner where they overlap). With a reference program
+    (which only pytest-sme2's runner takes) and an ETDump, the method is loaded STARTUP_REPEATS times."""
     command = [binary, f"--model_path={files.pte}", f"--num_executions={spec.runs}", f"--warmup={spec.warmup}",
                f"--cpu_threads={spec.threads}", f"--outputs_path={files.outputs}"]
     if spec.etdump:
@@ -60,6 +70,8 @@ def runner_arguments(binary: str, files: RunnerFiles, spec: RunSpec) -> list[str
         command.append(f"--inputs_path={files.inputs}")
     if files.reference is not None:
         command.append(f"--reference_path={files.reference}")
+        if spec.etdump:
+            command.append(f"--startup_repeats={STARTUP_REPEATS}")
     return command
 
 
@@ -70,6 +82,15 @@ def tail(path: Path) -> str:
     except OSError:
         return ""
     return "\n".join(lines[-TAIL_LINES:])
+
+
+def usage_advice(code: int, log: Path) -> str:
+    """Why a runner refused its arguments, where the log says it is a runner older than these flags."""
+    if code != 2 or "unknown argument '--startup_repeats" not in tail(log):
+        return ""
+    return ("; this runner was built from an older pytest-sme2's sme2_runner.cpp, which has no --startup_repeats: "
+            "rebuild it from this version (`pytest-sme2 build-runner`, or its CMake build for the device) or run "
+            "without the reference program (--sme2-latency-reference=off)")
 
 
 def exit_description(code: int) -> str:
@@ -115,6 +136,7 @@ def _numbers(value: Any, whole: bool = False) -> bool:
 _ANSWER = {
     "latency_ms": (_numbers, "a list of milliseconds, one per timed run"),
     "reference_ms": (_numbers, "a list of milliseconds, one per timed run"),
+    "reference_load_ms": (_numbers, "a list of milliseconds, one per load of the model's method"),
     "planned_buffers": (lambda v: _numbers(v, whole=True), "a list of buffer sizes in bytes"),
     "peak_rss_kb": (lambda v: _numbers(v if isinstance(v, list) else [v], whole=True),
                     "kB of peak memory (a whole number, or one per run)"),
@@ -167,8 +189,22 @@ def build_result(answer: dict[str, Any], spec: RunSpec, info: TargetInfo, out_di
         warmup_etdump=out_dir / WARMUP_ETDUMP if spec.etdump and spec.warmup > 0 else None,
         log=log, outputs=outputs_pt, sme2_active=sme2_active,
         runtime_threads=answer.get("threads"), reference_ms=reference_ms,
+        reference_load_ms=reference_loads(answer, spec, reference_ms is not None, log),
         clock_offset_ns=answer.get("clock_offset_ns"),
     )
+
+
+def reference_loads(answer: dict[str, Any], spec: RunSpec, expected: bool, log: Path) -> np.ndarray | None:
+    """The reference program's load before each load of the model's: one, or STARTUP_REPEATS when traced; None
+    where the runner was not given a reference program or reports none (then load and init are not divided)."""
+    loads = answer.get("reference_load_ms")
+    if not expected or loads is None:
+        return None
+    wanted = STARTUP_REPEATS if spec.etdump else 1
+    if len(loads) != wanted:
+        raise RunnerError(f"the runner reported {len(loads)} times in 'reference_load_ms' for {wanted} loads of the "
+                          f"method (--startup_repeats); is it pytest-sme2's runner, of this version? Log: {log}")
+    return np.asarray(loads, dtype=float)
 
 
 def reference_samples(answer: dict[str, Any], spec: RunSpec, expected: bool, log: Path) -> np.ndarray | None:
