@@ -59,9 +59,10 @@ class Tolerances:
     alpha: float = 0.001
     instructions: float = 0.005
     modelled: float = 0.02
-    # one value per runner process (no runs to take a median over), and file reads and page faults in it
-    load: float = 0.25
-    init: float = 0.25
+    # Relative start-up moved by up to 24% between a baseline's session and later unchanged ones on the local
+    # target (docs/performance.md, "Load and init relative to the reference load"); a doubled init is +94-115%
+    load: float = 0.40
+    init: float = 0.40
     peak_rss: float = 0.10
 
     def __post_init__(self) -> None:

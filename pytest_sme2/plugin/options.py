@@ -115,12 +115,12 @@ _TOLERANCE_TEXT = {
                  "(relative, modelled device time end to end; emulated target with a device model)"),
     "memory": ("baseline_memory_tolerance", "relative growth of the program's planned memory allowed (0)",
                "(relative growth of planned memory)"),
-    "load": ("baseline_load_tolerance", "relative change of Program::load_method allowed (0.25; counted instructions "
+    "load": ("baseline_load_tolerance", "relative change of Program::load_method allowed (0.40; counted instructions "
              "on the emulated target; on the local and adb targets per runner process, relative to the reference "
              "program's load)",
              "(relative, Program::load_method: counted instructions, or per process relative to the reference "
              "program's load)"),
-    "init": ("baseline_init_tolerance", "relative change of Method::init allowed, where XNNPACK packs weights (0.25; "
+    "init": ("baseline_init_tolerance", "relative change of Method::init allowed, where XNNPACK packs weights (0.40; "
              "counted instructions on the emulated target; on the local and adb targets per runner process, "
              "relative to the reference program's load)",
              "(relative, Method::init: counted instructions, or per process relative to the reference program's "

@@ -80,7 +80,7 @@ def test_a_baseline_without_reference_loads_is_not_compared_with_one_that_has_th
 
 def test_init_within_the_spread_of_processes_is_not_a_regression() -> None:
     spread = [10.0, 14.0, 7.0, 12.0, 8.0, 15.0, 6.5, 11.0, 9.0, 13.0]  # processes that differ by about 30%
-    init = by_check(judge("net", hardware([13.5]), hardware(spread)), "init")
+    init = by_check(judge("net", hardware([16.0]), hardware(spread)), "init")
     assert init.status == "ok" and "not significant" in init.message
 
 
@@ -122,7 +122,8 @@ def counted(load: int, init: int) -> dict:
         "sme_kernels": []}}
 
 
-@pytest.mark.parametrize(("init", "status"), [(1_016_640, "ok"), (1_300_000, "regression"), (700_000, "improvement")])
+@pytest.mark.parametrize(("init", "status"), [(1_016_640, "ok"), (1_300_000, "ok"), (1_500_000, "regression"),
+                                             (550_000, "improvement")])
 def test_counted_init_on_the_emulated_target_is_exact(init: int, status: str) -> None:
     verdicts = judge("toy", counted(1_028_292 - 1_016_640 + init, init), counted(1_028_292, 1_016_640))
     verdict = by_check(verdicts, "init")
@@ -146,8 +147,8 @@ def test_the_failing_message_names_init_with_its_change() -> None:
     raw_lines = message_lines(findings(raw))
     assert any(line.strip().startswith("note: ") and "init (Method::init) beyond its tolerance" in line
                for line in raw_lines), raw_lines
-    counted_lines = message_lines(findings(judge("toy", counted(1_400_000, 1_388_348), counted(1_028_292, 1_016_640))))
-    assert any("init (Method::init) +36.6%" in line for line in counted_lines), counted_lines
+    counted_lines = message_lines(findings(judge("toy", counted(1_600_000, 1_588_348), counted(1_028_292, 1_016_640))))
+    assert any("init (Method::init) +56.2%" in line for line in counted_lines), counted_lines
 
 
 def _etdump_profile(path, target: str, peaks=None, loads=None, inits=None, reference_loads=None):  # noqa: ANN001, ANN202
