@@ -267,8 +267,10 @@ def _per_run(record: Mapping[str, Any], key: str, category: str | None = None) -
 
 def _per_run_verdict(check: str, label: str, what: str, key: str, current: Mapping[str, Any],
                      baseline: Mapping[str, Any], tolerance: float, alpha: float, two_sided: bool,
-                     category: str | None = None) -> Verdict:
-    """One per-run quantity judged like latency: median change beyond ``tolerance`` points *and* significant."""
+                     category: str | None = None, min_effect_ms: float = 0.0) -> Verdict:
+    """One per-run quantity judged like latency: median change beyond ``tolerance`` points *and* significant,
+    and (``min_effect_ms``, for shares of the run's time) a change of more than that many ms of the baseline's
+    median run."""
     evidence: dict[str, Any] = {"tolerance": tolerance, "alpha": alpha}
     if category is not None:
         evidence["category"] = category
@@ -307,11 +309,18 @@ def _per_run_verdict(check: str, label: str, what: str, key: str, current: Mappi
                f"[{low * 100:+.1f}, {high * 100:+.1f}]; {_processes_text(test)}{_left_out(clean)}; "
                f"t-test p={p:.2g})")
     bad_direction = two_sided or change < 0
-    if abs(change) > tolerance and p < alpha and bad_direction:
+    effect_ms = abs(change) * float(np.median(np.asarray(baseline["samples_ms"], dtype=float)[clean[1]]))
+    big_enough = effect_ms > min_effect_ms
+    if min_effect_ms:
+        evidence.update({"effect_ms": effect_ms, "min_effect_ms": min_effect_ms})
+    if abs(change) > tolerance and p < alpha and bad_direction and big_enough:
         bound = f"+-{tolerance * 100:g}" if two_sided else f"-{tolerance * 100:g}"
         return Verdict(check, REGRESSION, label, f"{numbers}; tolerance {bound} points, alpha {alpha:g}", evidence)
     if abs(change) <= tolerance:
         why = "within tolerance"
+    elif not big_enough and bad_direction:
+        why = (f"below the minimum effect: {abs(change) * 100:.1f} points of a {effect_ms / abs(change):.3g} ms run "
+               f"are {effect_ms:.3g} ms, not more than {min_effect_ms:g} ms (min_effect_ms)")
     elif p >= alpha:
         why = f"not significant (only changes beyond {test.significant_change(alpha) * 100:.1f} points can be told " \
               f"from how far processes move it)"
@@ -385,8 +394,12 @@ def _sme_path(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any
 
 def _shares(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any], tol: Tolerances) -> list[Verdict]:
     categories = sorted(set(current.get("shares") or {}) | set(baseline.get("shares") or {}))
+    # A share of a sub-millisecond run moves with the machine between sessions by more than its tolerance (toy_cnn,
+    # 0.1 ms: CONV 0.50-0.72 within minutes, docs/performance.md); like latency, a change of less than
+    # min_effect_ms of the run's time never fails.
     return [_per_run_verdict("share", label, f"share of {category}", "shares", current, baseline, tol.shares,
-                             tol.alpha, two_sided=True, category=category) for category in categories]
+                             tol.alpha, two_sided=True, category=category, min_effect_ms=tol.min_effect_ms)
+            for category in categories]
 
 
 def _provenance(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any]) -> list[Verdict]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -312,6 +314,25 @@ def test_a_consistent_share_shift_needs_significance_too() -> None:
     narrow["per_run"]["shares"]["CONV"] = per_run(0.50, 10, 7, spread=0.2)
     [loose] = [v for v in by_check(judge("m", wide, narrow), "share") if v.evidence.get("category") == "CONV"]
     assert not loose.failed
+
+
+def test_a_share_shift_of_a_sub_millisecond_run_below_the_minimum_effect_does_not_fail() -> None:
+    """CONV +8 points: 160 us of a 2 ms run fails; 8 us of a 0.1 ms run (toy_cnn's size, whose time shares drift
+    that far between sessions) is below min_effect_ms (20 us) and passes, saying why; a marker's 0 judges it."""
+    moved = {**SHARES, "CONV": 0.58, "OTHER": 0.07}
+
+    def conv(now: dict, then: dict, tolerances: Tolerances | None = None):  # noqa: ANN202
+        [verdict] = [v for v in by_check(judge("m", now, then, tolerances), "share")
+                     if v.evidence.get("category") == "CONV"]
+        return verdict
+
+    tiny = conv(record(noisy(0.1), shares=moved, seed=3), record(noisy(0.1)))
+    assert not tiny.failed and tiny.status == "ok"
+    assert re.search(r"below the minimum effect: 7\.\d points of a 0\.09\d+ ms run are 0\.00\d+ ms, not more than "
+                     r"0\.02 ms \(min_effect_ms\)", tiny.message), tiny.message
+    assert tiny.evidence["effect_ms"] == pytest.approx(0.08 * 0.1, rel=0.05)  # 8 points of a 0.1 ms run
+    assert conv(record(noisy(2.0), shares=moved, seed=3), record(noisy(2.0))).failed
+    assert conv(record(noisy(0.1), shares=moved, seed=3), record(noisy(0.1)), Tolerances(min_effect_ms=0.0)).failed
 
 
 def test_sme_path_lost_entirely_fails() -> None:
