@@ -509,8 +509,8 @@ class _Spread:
     medians: np.ndarray
     tolerance: float
     log: bool
-    median_ms: float = 0.0  # latency: the median run, for the gate's minimum effect in milliseconds
-    min_effect_ms: float = 0.0
+    median_ms: float = 0.0  # latency and shares: the median run, for the gate's minimum effect in milliseconds
+    min_effect_ms: float = 0.0  # 0: no minimum effect (coverage, SME path)
 
     @property
     def name(self) -> str:
@@ -519,10 +519,11 @@ class _Spread:
 
     def blind(self, detectable: float) -> bool:
         """True when a check that can only see changes above ``detectable`` misses DETECT_TOLERANCES tolerances
-        (latency: and the change would be above the minimum effect in milliseconds)."""
+        (latency and shares: and the change would be above the minimum effect in milliseconds, below which the
+        verdict passes it anyway)."""
         if detectable <= DETECT_TOLERANCES * self.tolerance:
             return False
-        return self.what != "latency" or detectable * self.median_ms > self.min_effect_ms
+        return not self.min_effect_ms or detectable * self.median_ms > self.min_effect_ms
 
 
 def _spread_quantities(record: Mapping[str, Any], tol: Tolerances, latency: np.ndarray,
@@ -537,7 +538,8 @@ def _spread_quantities(record: Mapping[str, Any], tol: Tolerances, latency: np.n
     for what, values, tolerance in _per_run_quantities(record, tol):
         found, _ = _medians(record, values, clean & np.isfinite(values))
         if found.size >= MIN_BASELINE_PROCESSES:
-            out.append(_Spread(what, found, tolerance, False))
+            floor = tol.min_effect_ms if what.startswith("share of ") else 0.0  # as _shares judges them
+            out.append(_Spread(what, found, tolerance, False, median_ms, floor))
     return out
 
 

@@ -613,6 +613,25 @@ def test_processes_needed_is_the_fewest_checks_that_see_one_and_a_half_tolerance
     assert processes_needed(record(noisy(2.0), emulated=True), Tolerances()) == 1
 
 
+def test_a_share_that_moves_between_processes_refuses_a_baseline_only_where_the_gate_would_judge_it() -> None:
+    """CONV share 6 points (sd) apart between processes: 3 check processes see only moves above 24 points. A 2 ms
+    run's baseline is refused (24 points are 480 us); a 0.05 ms run's is not: 24 points of it are 12 us, below
+    min_effect_ms, where the gate passes any move anyway. A 0.1 ms run's 24 points are 24 us: refused."""
+    from pytest_sme2.gate.verdicts import baseline_quality
+
+    def spread_shares(median_ms: float) -> dict:
+        reference = noisy(3.0, n=50, seed=20, cv=0.005)
+        base = record(noisy(median_ms, n=50, seed=21, cv=0.005), reference_ms=list(reference), processes=10)
+        levels = [0.50, 0.58, 0.44, 0.55, 0.47, 0.60, 0.42, 0.52, 0.57, 0.45]
+        base["per_run"]["shares"]["CONV"] = [level for level in levels for _ in range(5)]
+        return base
+
+    problems = baseline_quality(spread_shares(2.0), Tolerances(), check_processes=3)[1]
+    assert any("share of CONV" in problem for problem in problems), problems
+    assert not any("share of CONV" in p for p in baseline_quality(spread_shares(0.05), Tolerances(), check_processes=3)[1])
+    assert any("share of CONV" in p for p in baseline_quality(spread_shares(0.1), Tolerances(), check_processes=3)[1])
+
+
 def test_auto_processes_reads_the_stored_baselines_need(tmp_path) -> None:  # noqa: ANN001
     from pytest_sme2.gate import baselines
     from pytest_sme2.gate.gate import AUTO_PROCESSES, assess_quality, auto_processes
