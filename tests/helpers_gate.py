@@ -1,6 +1,12 @@
-"""The tiny-model perf test and update flags shared by the baseline-plugin and check-command tests."""
+"""The tiny-model perf test and update flags shared by the baseline-plugin and check-command tests, and the
+one-model project the end-to-end gate tests write."""
 
 from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
 
 PERF_TEST = """
 import json, pytest
@@ -20,3 +26,20 @@ UPDATE = ("--sme2-update-baselines", "--sme2-accept-noisy-baselines")
 
 def _test_file(name: str = "tiny", extra: str = "") -> str:
     return PERF_TEST.format(name=name) + extra
+
+
+def write_model_project(pytester: pytest.Pytester, model: str, source: str, test: str, target: str,
+                        cache: Path) -> None:
+    """A project of one model file (models/<model>.py) and one perf test file, on ``target``, exporting into
+    the shared ``cache``."""
+    models = pytester.path / "models"
+    models.mkdir(exist_ok=True)
+    (models / f"{model}.py").write_text(source)
+    pytester.makeini(textwrap.dedent(f"""
+        [pytest]
+        sme2_model_dirs = models
+        sme2_target = {target}
+        sme2_cache_dir = {cache}
+        filterwarnings = ignore
+        """))
+    pytester.makepyfile(**{f"test_{model}": test})

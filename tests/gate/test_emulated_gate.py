@@ -9,10 +9,10 @@ import re
 import shutil
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
+from helpers_gate import write_model_project
 
 from pytest_sme2.run import emulation_setup as emulation
 
@@ -65,17 +65,7 @@ def test_gated(exported_pte, runner, etdump_profile):
 
 
 def _project(pytester: pytest.Pytester, shared_export_cache, **change: object) -> None:  # noqa: ANN001
-    models = pytester.path / "models"
-    models.mkdir(exist_ok=True)
-    (models / "gated.py").write_text(MODEL.format(**{**BASE, **change}))
-    pytester.makeini(textwrap.dedent(f"""
-        [pytest]
-        sme2_model_dirs = models
-        sme2_target = emulated
-        sme2_cache_dir = {shared_export_cache}
-        filterwarnings = ignore
-        """))
-    pytester.makepyfile(test_gated=TEST)
+    write_model_project(pytester, "gated", MODEL.format(**{**BASE, **change}), TEST, "emulated", shared_export_cache)
 
 
 _RECORDED: dict[str, Path] = {}  # this process's copy of the unchanged model's recorded baselines

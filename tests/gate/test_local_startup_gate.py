@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import json
 import re
-import textwrap
 from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers_gate import write_model_project
 
 from pytest_sme2.run.native.build import build_problem
 from pytest_sme2.run.targets.native_runner import STARTUP_REPEATS
@@ -59,17 +59,7 @@ def test_packed(exported_pte, runner, etdump_profile):
 
 
 def _project(pytester: pytest.Pytester, cache: Path, size: int) -> None:
-    models = pytester.path / "models"
-    models.mkdir(exist_ok=True)
-    (models / "packed.py").write_text(MODEL.format(size=size))
-    pytester.makeini(textwrap.dedent(f"""
-        [pytest]
-        sme2_model_dirs = models
-        sme2_target = local
-        sme2_cache_dir = {cache}
-        filterwarnings = ignore
-        """))
-    pytester.makepyfile(test_packed=TEST)
+    write_model_project(pytester, "packed", MODEL.format(size=size), TEST, "local", cache)
 
 
 def _record(baselines: Path) -> dict:

@@ -89,6 +89,16 @@ def test_native_runner_profile_matches_eager_and_etdump(session: Sme2Session) ->
     assert profile.load_ms == pytest.approx(loads[0]) and profile.init_ms == pytest.approx(inits[0])
 
 
+def _scripted_target(session: Sme2Session, tmp_path: Path, name: str, script: str) -> LocalTarget:
+    """A local target whose runner is a shell script (a stand-in for another or older runner)."""
+    runner = tmp_path / f"{name}_runner"
+    runner.write_text(f"#!/bin/sh\n{script}\n")
+    runner.chmod(0o755)
+    other = Sme2Session(Settings(target="local", cache_dir=session.settings.cache_dir,
+                                 session_dir=tmp_path / f"artifacts-{name}", runner=runner))
+    return other.target
+
+
 def test_reference_program_errors_are_clear(session: Sme2Session, tmp_path: Path) -> None:
     exported = session.export("toy_cnn", Recipe())
     target = session.target
@@ -97,38 +107,27 @@ def test_reference_program_errors_are_clear(session: Sme2Session, tmp_path: Path
                    reference=tmp_path / "no such reference.pte")
     assert "exited with status 3" in str(info.value) and "reference program" in str(info.value)
     # A runner that is not pytest-sme2's (here: a script printing a result without reference times).
-    foreign = tmp_path / "foreign_runner"
-    foreign.write_text("#!/bin/sh\necho 'PYTEST_SME2_RESULT {\"latency_ms\": [1.0, 1.0], \"threads\": 1}'\n")
-    foreign.chmod(0o755)
-    other = Sme2Session(Settings(target="local", cache_dir=session.settings.cache_dir,
-                                 session_dir=tmp_path / "artifacts", runner=foreign))
+    other = _scripted_target(session, tmp_path, "foreign",
+                             "echo 'PYTEST_SME2_RESULT {\"latency_ms\": [1.0, 1.0], \"threads\": 1}'")
     with pytest.raises(RunnerError, match="reported none in 'reference_ms'.*--sme2-latency-reference=off"):
-        other.target.run(exported.path, exported.inputs_path, RunSpec(runs=2, warmup=0, etdump=False),
-                         tmp_path / "foreign", reference=exported.path)
+        other.run(exported.path, exported.inputs_path, RunSpec(runs=2, warmup=0, etdump=False),
+                  tmp_path / "foreign", reference=exported.path)
     # A runner of an older pytest-sme2 (no --startup_repeats) says so and how to get past it.
-    older = tmp_path / "older_runner"
-    older.write_text("#!/bin/sh\necho \"sme2_runner: unknown argument '--startup_repeats=8' (flags take the form "
-                     "--name=value)\" >&2\nexit 2\n")
-    older.chmod(0o755)
-    old_session = Sme2Session(Settings(target="local", cache_dir=session.settings.cache_dir,
-                                       session_dir=tmp_path / "artifacts-old", runner=older))
+    older = _scripted_target(session, tmp_path, "older", "echo \"sme2_runner: unknown argument '--startup_repeats=8' "
+                                                         "(flags take the form --name=value)\" >&2\nexit 2")
     with pytest.raises(RunnerError, match=r"older pytest-sme2's sme2_runner.cpp.*pytest-sme2 build-runner.*"
                                           r"--sme2-latency-reference=off"):
-        old_session.target.run(exported.path, exported.inputs_path, RunSpec(runs=2, warmup=0), tmp_path / "older",
-                               reference=exported.path)
+        older.run(exported.path, exported.inputs_path, RunSpec(runs=2, warmup=0), tmp_path / "older",
+                  reference=exported.path)
     # A reference load per load of the method, or the runner is not this version's.
-    short = tmp_path / "short_runner"
-    short.write_text("#!/bin/sh\necho 'PYTEST_SME2_RESULT {\"latency_ms\": [1.0], \"reference_ms\": [1.0], "
-                     "\"reference_load_ms\": [1.0, 1.0], \"threads\": 1}'\n")
-    short.chmod(0o755)
-    short_session = Sme2Session(Settings(target="local", cache_dir=session.settings.cache_dir,
-                                         session_dir=tmp_path / "artifacts-short", runner=short))
+    short = _scripted_target(session, tmp_path, "short", "echo 'PYTEST_SME2_RESULT {\"latency_ms\": [1.0], "
+                             "\"reference_ms\": [1.0], \"reference_load_ms\": [1.0, 1.0], \"threads\": 1}'")
     with pytest.raises(RunnerError, match=rf"2 times in 'reference_load_ms' for {STARTUP_REPEATS} loads"):
-        short_session.target.run(exported.path, exported.inputs_path, RunSpec(runs=1, warmup=0), tmp_path / "short",
-                                 reference=exported.path)
+        short.run(exported.path, exported.inputs_path, RunSpec(runs=1, warmup=0), tmp_path / "short",
+                  reference=exported.path)
     # Without a reference it is accepted: the relative gate is off, raw latency is all there is.
-    result = other.target.run(exported.path, exported.inputs_path, RunSpec(runs=2, warmup=0, etdump=False),
-                              tmp_path / "foreign2")
+    result = other.run(exported.path, exported.inputs_path, RunSpec(runs=2, warmup=0, etdump=False),
+                       tmp_path / "foreign2")
     assert result.reference_ms is None and list(result.wall_ms) == [1.0, 1.0]
 
 
