@@ -1,9 +1,9 @@
 """Compare a profile's record with its baseline: Verdict objects with their evidence.
 
 Time-based quantities (relative latency, category shares, delegation coverage, SME path share) fail only
-when they moved more than their tolerance *and* a one-sided t-test between the baseline's and this run's
-process medians calls the move significant (stats.ProcessShift): the runs of one process are not
-independent. Disturbed runs never decide; too few undisturbed ones make a verdict ``inconclusive``.
+when they moved more than their tolerance *and* a t-test between the baseline's and this run's process
+medians calls the move significant (stats.ProcessShift; one-sided, shares either way): the runs of one process
+are not independent. Latency and shares must also have moved by more than ``min_effect_ms`` of the run. Disturbed runs never decide; too few undisturbed ones make a verdict ``inconclusive``.
 Structure needs no statistics; emulated time is never compared (the counts are). docs/gate.md has the
 whole story. Records are the dicts of baselines.record_of, so unit tests judge synthetic numbers.
 """
@@ -44,7 +44,8 @@ class Tolerances:
     ``shares``, ``coverage`` and ``sme_path`` are absolute share points
     (0.05 = five percentage points); ``alpha`` is the significance level
     of every per-run test; ``min_effect_ms`` is the smallest change of the
-    median latency in milliseconds that can fail a test: for a model of tens
+    median latency in milliseconds that can fail a test, and of a share
+    (its points times the baseline's median run): for a model of tens
     of microseconds a relative tolerance alone is a few microseconds, less
     than where a fresh process happens to place its memory moves it.
     """
@@ -310,12 +311,14 @@ def _per_run_verdict(check: str, label: str, what: str, key: str, current: Mappi
                f"t-test p={p:.2g})")
     bad_direction = two_sided or change < 0
     effect_ms = abs(change) * float(np.median(np.asarray(baseline["samples_ms"], dtype=float)[clean[1]]))
-    big_enough = effect_ms > min_effect_ms
+    big_enough = not min_effect_ms or effect_ms > min_effect_ms  # coverage and SME path have no floor
     if min_effect_ms:
         evidence.update({"effect_ms": effect_ms, "min_effect_ms": min_effect_ms})
     if abs(change) > tolerance and p < alpha and bad_direction and big_enough:
         bound = f"+-{tolerance * 100:g}" if two_sided else f"-{tolerance * 100:g}"
-        return Verdict(check, REGRESSION, label, f"{numbers}; tolerance {bound} points, alpha {alpha:g}", evidence)
+        floor = f" and {min_effect_ms:g} ms of the run ({effect_ms:.3g} ms)" if min_effect_ms else ""
+        return Verdict(check, REGRESSION, label, f"{numbers}; tolerance {bound} points{floor}, alpha {alpha:g}",
+                       evidence)
     if abs(change) <= tolerance:
         why = "within tolerance"
     elif not big_enough and bad_direction:
@@ -446,7 +449,7 @@ def baseline_quality(record: Mapping[str, Any], tol: Tolerances,
     change of DETECT_TOLERANCES tolerances would be caught at least DETECT_POWER of the time by a
     check of ``check_processes`` processes (--sme2-processes); a
     quantity whose processes disagree more than that would make its verdicts noise or blind.
-    Latency counts only above the gate's minimum effect in milliseconds (tiny models). Emulated
+    Latency and shares count only above the gate's minimum effect in milliseconds (tiny models). Emulated
     records have no time to judge: their counts repeat exactly.
     """
     if record.get("emulated"):

@@ -98,9 +98,9 @@ _TOLERANCE_TEXT = {
     "alpha": ("baseline_alpha", "significance level of every time-based check (t-test between processes; 0.001)",
               "(t-test between processes, every time-based check)"),
     "min_effect_ms": ("baseline_min_effect_ms",
-                      "smallest change in ms per run that can fail a test: of latency, and of a category's time "
-                      "(share points x the run) (0.02; for tiny models)",
-                      "(smallest latency or category-time change per run that fails)"),
+                      "smallest change in ms per run that can fail a test: of latency, and of a share (its points "
+                      "x the baseline's median run) (0.02; for tiny models)",
+                      "(smallest latency change, or share points x the run, that fails)"),
     "shares": ("baseline_share_tolerance", "category share change allowed, in share points (0.05)", "(share points)"),
     "coverage": ("baseline_coverage_tolerance", "delegation coverage drop allowed, in share points (0.02)",
                  "(share points)"),

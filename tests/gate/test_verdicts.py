@@ -335,6 +335,13 @@ def test_a_share_shift_of_a_sub_millisecond_run_below_the_minimum_effect_does_no
     assert conv(record(noisy(0.1), shares=moved, seed=3), record(noisy(0.1)), Tolerances(min_effect_ms=0.0)).failed
 
 
+def test_coverage_and_sme_path_have_no_minimum_effect() -> None:
+    """The floor is for latency and shares: a coverage drop of a run the clock cannot resolve (0 ms) still fails."""
+    zero = [0.0] * 20
+    [coverage] = by_check(judge("m", record(zero, delegation_coverage=0.80, seed=3), record(zero)), "delegation_coverage")
+    assert coverage.failed and "minimum effect" not in coverage.message
+
+
 def test_sme_path_lost_entirely_fails() -> None:
     [verdict] = by_check(judge("m", record(noisy(2.0), sme_path_share=None), record(noisy(2.0))), "sme_path")
     assert verdict.failed and "this run has none" in verdict.message
