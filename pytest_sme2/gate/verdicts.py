@@ -3,7 +3,8 @@
 Time-based quantities (relative latency, category shares, delegation coverage, SME path share) fail only
 when they moved more than their tolerance *and* a t-test between the baseline's and this run's process
 medians calls the move significant (stats.ProcessShift; one-sided, shares either way): the runs of one process
-are not independent. Latency and shares must also have moved by more than ``min_effect_ms`` of the run. Disturbed runs never decide; too few undisturbed ones make a verdict ``inconclusive``.
+are not independent. Latency and shares must also have moved by more than ``min_effect_ms`` of the run.
+Disturbed runs never decide; too few undisturbed ones make a verdict ``inconclusive``.
 Structure needs no statistics; emulated time is never compared (the counts are). docs/gate.md has the
 whole story. Records are the dicts of baselines.record_of, so unit tests judge synthetic numbers.
 """
@@ -868,10 +869,10 @@ def memory_verdict(label: str, current: Mapping[str, Any], baseline: Mapping[str
 
 
 # Why a hardware load/init change measured without the reference program is a note, not a failure. Measured
-# (docs/gate.md, "Load, init and peak memory"): beside two busy jobs, unchanged mobilenet_v3_small's one init per process came
-# out +54% against the baseline, p=2e-5, in all four check processes alike; a busy machine slows weight packing
-# more than an inference. Each load divided by the reference program's load right before it stays within a few
-# percent; without that reference nothing cancels the machine's speed.
+# (docs/gate.md, "Load, init and peak memory"): beside two busy jobs, unchanged mobilenet_v3_small's one init per
+# process came out +54% against the baseline, p=2e-5, in all four check processes alike; a busy machine slows
+# weight packing more than an inference. Each load divided by the reference program's load right before it stays
+# within a few percent; without that reference nothing cancels the machine's speed.
 STARTUP_ADVISORY = ("not failed: without the reference program's loads (--sme2-latency-reference=off, or a runner "
                     "other than pytest-sme2's) a busy machine's slowdown of load and init is not cancelled")
 

@@ -15,7 +15,8 @@ from pytest_sme2.gate.verdicts import Tolerances, judge
 
 
 def hardware(init_ms: list[float], load_ms: list[float] | None = None, reference: float = 1.0,
-             rss_kb: list[float] | None = None, runs: int = 10, seed: int = 0, reference_load: float | None = 4.0) -> dict:
+             rss_kb: list[float] | None = None, runs: int = 10, seed: int = 0,
+             reference_load: float | None = 4.0) -> dict:
     """A record of len(init_ms) processes (each a baseline replica or check) of ``runs`` runs each; the reference
     program's load takes ``reference_load`` ms (None: the runner had no reference program)."""
     processes = len(init_ms)
@@ -66,7 +67,8 @@ def test_a_slower_machine_moves_init_and_the_reference_load_alike_and_passes() -
     raw = judge("net", hardware([20.2], load_ms=[3.0], reference_load=None),
                 hardware(BASELINE_INIT, reference_load=None))
     init = by_check(raw, "init")
-    assert init.status == "note" and not init.failed and "raw ms: neither side has reference-program loads" in init.message
+    assert init.status == "note" and not init.failed
+    assert "raw ms: neither side has reference-program loads" in init.message
     assert "--sme2-latency-reference=off" in init.message
 
 

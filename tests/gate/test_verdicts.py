@@ -338,7 +338,8 @@ def test_a_share_shift_of_a_sub_millisecond_run_below_the_minimum_effect_does_no
 def test_coverage_and_sme_path_have_no_minimum_effect() -> None:
     """The floor is for latency and shares: a coverage drop of a run the clock cannot resolve (0 ms) still fails."""
     zero = [0.0] * 20
-    [coverage] = by_check(judge("m", record(zero, delegation_coverage=0.80, seed=3), record(zero)), "delegation_coverage")
+    dropped = record(zero, delegation_coverage=0.80, seed=3)
+    [coverage] = by_check(judge("m", dropped, record(zero)), "delegation_coverage")
     assert coverage.failed and "minimum effect" not in coverage.message
 
 
