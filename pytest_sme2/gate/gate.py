@@ -193,7 +193,10 @@ def check_file(test_id: str, fingerprint: str, target: Mapping[str, Any], record
                     "@pytest.mark.perf(runs=...)) or processes (--sme2-baseline-processes, and --sme2-processes for "
                     "the checks that will use it); a tolerance the "
                     "quantity can meet (@pytest.mark.baseline(latency=..., shares=...)); or, knowing the risk, "
-                    "write it anyway with --sme2-accept-noisy-baselines (the file then records the problems)"]
+                    "write it anyway with --sme2-accept-noisy-baselines (the file then records the problems). "
+                    "Each of these is judged on this session's processes only: on a busy or shared machine a later "
+                    "session's level can move further (docs/gate.md, 'Between sessions'); for a sub-millisecond "
+                    "model, instructions (--sme2-metric=instructions, or the emulated target) do not move at all"]
         baselines.write(baselines.Baseline(path, test_id, fingerprint, records, dict(target),
                                            baselines.recorded_now(repo_root or Path.cwd())))
         outcome["written"].append(str(path))

@@ -1049,7 +1049,35 @@ def judge(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any], t
     verdicts.append(_sme_path(label, current, baseline, tol))
     verdicts += _shares(label, current, baseline, tol)
     verdicts += _dominant_kernels(label, current, baseline)
-    return verdicts
+    return [_forced_baseline_note(v, baseline) for v in verdicts]
+
+
+# The time-based checks the baseline quality check judges (baseline_quality), and the words that start the
+# problem it names for each ("relative latency moves ...", "share of CONV moves ...").
+_QUALITY_CHECKED = {"latency": "latency", "share": "", "delegation_coverage": "delegation coverage",
+                    "sme_path": "SME path share"}
+
+
+def _forced_baseline_note(verdict: Verdict, baseline: Mapping[str, Any]) -> Verdict:
+    """A regression of a time-based quantity against a baseline written with --sme2-accept-noisy-baselines
+    says so, with what its quality check found: the user then knows the verdict stands on a baseline the gate
+    called unfit, and that a level seen in one session is no promise for later ones (docs/gate.md, "Between
+    sessions"). Every other verdict is returned as it is."""
+    problems = ((baseline.get("quality") or {}).get("accepted_despite")) or []
+    if verdict.status != REGRESSION or verdict.check not in _QUALITY_CHECKED or not problems:
+        return verdict
+    words = _QUALITY_CHECKED[verdict.check] or " ".join(verdict.message.split(" ")[:3])  # "share of CONV"
+    mine = [p for p in problems if f"{words} moves by " in p.split(":", 1)[0]] or \
+        [p for p in problems if " moves by " not in p.split(":", 1)[0]]  # runs, disturbed runs, processes
+    if not mine:
+        return verdict
+    found = mine[0].split(": a check of", 1)[0].split("; ", 1)[0]
+    note = (f"; this baseline was written with --sme2-accept-noisy-baselines although its quality check "
+            f"found: {found} (quality.accepted_despite in the file): a level measured in one session moves "
+            f"further in later ones on a busy or shared machine (docs/gate.md, 'Between sessions'); record it "
+            f"again where the check passes, or judge this model by instructions (--sme2-metric=instructions, or "
+            f"the emulated target)")
+    return Verdict(verdict.check, verdict.status, verdict.label, verdict.message + note, verdict.evidence)
 
 
 # An operator's dominant kernel counts as replaced when it took at least DOMINANT of the operator's samples

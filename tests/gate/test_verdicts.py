@@ -665,3 +665,39 @@ def test_auto_processes_reads_the_stored_baselines_need(tmp_path) -> None:  # no
     assert auto_processes(tmp_path, "host-x", test_id, tol.replace(latency=0.3)) == 1  # a wider tolerance
     path.write_text("{broken")
     assert auto_processes(tmp_path, "host-x", test_id, tol) == 1  # a broken file: the gate fails the test, naming it
+
+
+def test_a_regression_against_a_baseline_written_despite_its_quality_check_says_what_the_check_found() -> None:
+    """Between sessions the level moves further than one session's processes show (docs/gate.md, "Between
+    sessions": packed +18-30% in 5 of 16 unchanged sessions against a baseline forced past its refusal). A
+    regression judged on such a baseline names what its quality check found; a quantity the check passed, or a
+    baseline that passed it, gets no such note."""
+    from pytest_sme2.gate.verdicts import baseline_quality
+
+    reference = noisy(3.0, n=50, seed=20, cv=0.005)
+    levels = [1.0, 1.08, 0.94, 1.05, 0.92, 1.1, 0.97, 1.02, 0.9, 1.06]  # 6% (sd) between processes
+    base = record(leveled(2.0, levels, runs=5, cv=0.005), reference_ms=list(reference), processes=10)
+    quality, problems = baseline_quality(base, Tolerances())
+    [latency_problem] = problems
+    forced = {**base, "quality": {**quality, "accepted_despite": problems}}
+    slow = record(leveled(2.0 * 1.5, [1.0], runs=50, cv=0.005), reference_ms=list(reference), processes=10)
+    [plain] = by_check(judge("m", slow, base), "latency")
+    [noted] = by_check(judge("m", slow, forced), "latency")
+    assert plain.status == noted.status == "regression"
+    assert "accept-noisy" not in plain.message
+    found = latency_problem.split(": a check of")[0]
+    assert found.startswith("relative latency moves by ")
+    assert noted.message.startswith(plain.message)
+    assert f"--sme2-accept-noisy-baselines although its quality check found: {found} " in noted.message
+    assert "'Between sessions'" in noted.message and "--sme2-metric=instructions" in noted.message
+    # a share regression on that baseline: the check passed every share, so its message has no note
+    moved = {**SHARES, "CONV": 0.58, "OTHER": 0.07}
+    shifted = record(leveled(2.0, levels, runs=5, cv=0.005), reference_ms=list(reference), processes=10,
+                     shares=moved, seed=3)
+    [conv] = [v for v in by_check(judge("m", shifted, forced), "share") if v.evidence.get("category") == "CONV"]
+    assert conv.status == "regression" and "accept-noisy" not in conv.message
+    # a problem about the runs themselves (too many disturbed) applies to every time-based quantity
+    runs_problem = {**base, "quality": {"accepted_despite": ["13 of 50 runs were disturbed by other work on the "
+                                                             "machine (...); at most 25% may be"]}}
+    [conv] = [v for v in by_check(judge("m", shifted, runs_problem), "share") if v.evidence.get("category") == "CONV"]
+    assert "quality check found: 13 of 50 runs were disturbed by other work on the machine (...) " in conv.message
