@@ -36,6 +36,7 @@ from pytest_sme2.plugin import (
     session_of,
     setting,
 )
+from pytest_sme2.profile.profile import is_emulated_timing_skip
 from pytest_sme2.system import writable_folders
 
 _MARKER_KEYS = (*options.marker_arguments("baseline"), "enabled")
@@ -247,15 +248,42 @@ def _gate(item: pytest.Item) -> None:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Any:
-    result = yield  # a failing or skipped test body raises here: nothing to gate
+    try:
+        result = yield  # a failing or skipped test body raises here: nothing to gate...
+    except BaseException as error:
+        if not is_emulated_timing_skip(error):
+            raise
+        # ...but for a timing assertion on emulated profiles (speedup_over): the profiles built before it are
+        # exact counts, and the README's first example would otherwise gate nothing on the emulated target.
+        _gate_after_body(item)
+        raise _judged_skip(item, error) from None
+    _gate_after_body(item)
+    return result
 
+
+def _gate_after_body(item: pytest.Item) -> None:
     session = session_of(item.config)
     if session is None:  # the plugin's session was never configured: no profiles to gate
-        return result
+        return
     # A broken baseline, or writing one (or counting instructions) into a folder that cannot be written.
     with failures_of_test(session, item.nodeid, (item.config.stash[_GATE_KEY].place,)):
         _gate(item)
-    return result
+
+
+def _judged_skip(item: pytest.Item, skip: BaseException) -> BaseException:
+    """The timing skip, saying that the lines after it did not run and what the gate did with the profiles
+    built before it (the test passed the gate, or there was nothing to judge)."""
+    outcome = item.stash.get(_ITEM_KEY, None)
+    if outcome is None:
+        judged = "the gate judged nothing (no profile built before it, or the gate is off for this test)"
+    elif outcome["written"]:
+        judged = f"the profiles built before it were written as baselines ({len(outcome['written'])} file(s))"
+    elif outcome["missing"]:
+        judged = "the profiles built before it have no baseline yet: " + "; ".join(outcome["missing"])
+    else:
+        judged = "the profiles built before it passed their baselines (counted instructions)"
+    message = f"{getattr(skip, 'msg', skip)}; the lines after it did not run; {judged}"
+    return pytest.skip.Exception(message, _use_item_location=True)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -223,3 +223,45 @@ def test_a_bigger_weight_fails_on_init_naming_it(recorded, shared_export_cache) 
     assert "init (Method::init) +86" in "\n".join(_message(result))  # and the message names it
     before, after = (int(n.replace(",", "")) for n in re.findall(r"([\d,]+) -> ([\d,]+) instructions", init)[0])
     assert after > 1.25 * before
+
+
+README_TEST = '''
+import pytest
+
+
+@pytest.mark.sme2
+@pytest.mark.model("gated")
+def test_readme(exported_pte, runner, etdump_profile):
+    on = etdump_profile(exported_pte, runner(sme2=True))
+    off = etdump_profile(exported_pte, runner(sme2=False))
+    assert on.speedup_over(off).low >= 2.0  # emulated time is no time: skips here
+    raise AssertionError("the lines after a timing skip must not run")
+'''
+
+
+def test_the_readme_example_skips_its_speedup_but_its_profiles_are_gated(pytester: pytest.Pytester,
+                                                                         shared_export_cache,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The README's first example asserts a speedup, which skips on the emulated target. Its two profiles were
+    counted before that line: found by a user's trial, a layer added to the model then still exited 0, the test
+    skipped and no baseline ever written. They are gated now: recorded, passed unchanged, failed when changed."""
+    monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)
+    write_model_project(pytester, "gated", MODEL.format(**BASE), README_TEST, "emulated", shared_export_cache)
+    update = pytester.runpytest_inprocess("--sme2-update-baselines", "-rs")
+    update.assert_outcomes(skipped=1)
+    update.stdout.fnmatch_lines(["*1 baseline file(s) (counted instructions, emulated target): 1 written*",
+                                 "*emulated timing is not hardware timing: speedup of gated * not checked; the lines "
+                                 "after it did not run; the profiles built before it were written as baselines "
+                                 "(1 file(s))*"])
+    [written] = (pytester.path / "baselines").rglob("*.json")
+    assert len(json.loads(written.read_text())["profiles"]) == 2  # SME2 on and off
+    unchanged = pytester.runpytest_inprocess("-rs")
+    unchanged.assert_outcomes(skipped=1)
+    unchanged.stdout.fnmatch_lines(["*0 written*0 regression(s)*",
+                                    "*the profiles built before it passed their baselines (counted instructions)*"])
+    write_model_project(pytester, "gated", MODEL.format(**{**BASE, "output": "torch.where(y > 0, y, 0.5 * y)"}),
+                        README_TEST, "emulated", shared_export_cache)
+    changed = pytester.runpytest_inprocess()
+    changed.assert_outcomes(failed=1)
+    changed.stdout.fnmatch_lines(["*[[]regression[]]*operator(s) fell out of the delegate: *"
+                                  "native_call_where.self_out (now runs as a portable kernel)*"])
