@@ -17,6 +17,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from pytest_sme2.evidence.categories import Category
+from pytest_sme2.report.table import fewer as fewer_text
 
 CATEGORY_COLOURS = {
     Category.CONV.value: "#4e79a7",
@@ -138,7 +139,7 @@ def operator_chart(comparison: Mapping[str, Any], top: int = 10) -> str:
     counted = comparison.get("unit") == "instructions"
     for i, op in enumerate(ops):
         sp, fewer = op.get("speedup"), op.get("fewer_instructions")
-        text = (f"{fewer:.2f}x fewer instr" if counted and fewer else f"{sp['value']:.2f}x" if sp else
+        text = (fewer_text(fewer) if counted and fewer else f"{sp['value']:.2f}x" if sp else
                 "emulated" if comparison.get("emulated") else "unmatched")
         axes.text(max(op["off_share"], op["on_share"]) + 0.005, i, text, va="center", fontsize=7)
     _share_axes(axes, [op["op"] for op in ops], bool(comparison.get("emulated")),

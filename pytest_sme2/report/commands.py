@@ -249,9 +249,8 @@ def _emulated_comparison(a: Path, b: Path, before: Profile, after: Profile, resu
                      f"with its instruction counter, which writes {COUNTS_FILE} beside each ETDump")
         return lines
     ratio = result["fewer_instructions"]
-    lines.append("instructions per inference, B against A: " + (
-        "n/a" if ratio is None else f"{ratio:.2f}x fewer instructions" if ratio >= 1 else
-        f"{1 / ratio:.2f}x more instructions") + f" (exact counts; {EMULATED_TIMING}, so no speedup in time)")
+    lines.append("instructions per inference, B against A: " + fewer(ratio, "instructions")
+                 + f" (exact counts; {EMULATED_TIMING}, so no speedup in time)")
     lines += [f"largest category by instructions: {result['bottleneck_off']} (A) -> {result['bottleneck_on']} (B)", ""]
     lines += text_table(["category", "share A", "share B", "instructions A", "instructions B", "fewer (A/B)"],
                         [[c["category"], pct(c["off_share"]), pct(c["on_share"]), instructions(c["off_instructions"]),

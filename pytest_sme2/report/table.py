@@ -73,8 +73,11 @@ def sme_path_label(basis: str | None, emulated: bool = False) -> str:
     return f"SME path (share of CONV+GEMM {measure} in operators on SME kernels)"
 
 
-def fewer(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.2f}x fewer instr"
+def fewer(value: float | None, unit: str = "instr") -> str:
+    """How many times fewer instructions SME2 on needs (off / on); below 1 it needs more, and says so."""
+    if value is None:
+        return "n/a"
+    return f"{value:.2f}x fewer {unit}" if value >= 1 else f"{1 / value:.2f}x more {unit}"
 
 
 def amount(profile: Mapping[str, Any]) -> str:

@@ -345,3 +345,14 @@ def test_the_size_column_is_named_for_what_its_rows_hold() -> None:
     assert columns([host, emulated])[size] == "median ms (emulated: instructions)"
     assert all(len(columns(entries)) == len(COLUMNS) and columns(entries)[:size] == COLUMNS[:size]
                for entries in ([host], [emulated], [host, emulated]))
+
+
+def test_a_ratio_below_one_reads_as_more_instructions_not_fewer() -> None:
+    """A user's trial read "0.98x fewer instr" where SME2 on needed more instructions than off."""
+    from pytest_sme2.report.table import fewer
+
+    assert fewer(2.0) == "2.00x fewer instr"
+    assert fewer(1.0) == "1.00x fewer instr"
+    assert fewer(0.8) == "1.25x more instr"  # 1 / 0.8
+    assert fewer(0.5, "instructions") == "2.00x more instructions"
+    assert fewer(None) == "n/a"
