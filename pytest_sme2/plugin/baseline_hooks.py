@@ -361,6 +361,14 @@ class _GateTally:
         self.gate = gate
         self.reports: list[dict[str, Any]] = []
 
+    @staticmethod
+    def _regressions(reports: list[dict[str, Any]]) -> str:
+        """Failing verdicts, and in how many tests: one change can fail many quantities of one test (a user's
+        trial read "20 regression(s)" beside two failed tests)."""
+        verdict_count = sum(len(r["failed"]) for r in reports)
+        tests = sum(1 for r in reports if r["failed"])
+        return f"{verdict_count} regression(s)" + (f" in {tests} test(s)" if verdict_count else "")
+
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when == "call":
             self.reports += [value for name, value in report.user_properties if name == _USED and isinstance(value, dict)]
@@ -394,8 +402,8 @@ class _GateTally:
         terminalreporter.write_line(
             f"{len({p for r in reports for p in r['paths']})} baseline file(s) ({self._measure(reports)}): "
             f"{sum(len(r['written']) for r in reports)} written, "
-            f"{sum(len(r.get('refused', [])) for r in reports)} refused, {sum(len(r['failed']) for r in reports)} "
-            f"regression(s), {len(improvements)} improvement(s), {len(inconclusive)} inconclusive, "
+            f"{sum(len(r.get('refused', [])) for r in reports)} refused, {self._regressions(reports)}, "
+            f"{len(improvements)} improvement(s), {len(inconclusive)} inconclusive, "
             f"{sum(len(r['missing']) for r in reports)} missing"
         )
         for line in improvements + inconclusive:
