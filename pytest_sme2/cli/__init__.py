@@ -125,8 +125,10 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _doctor(args: argparse.Namespace) -> int:
-    from pytest_sme2.cli.doctor import MISSING, run_checks
+    from pytest_sme2.cli.doctor import MISSING, check_device_target, run_checks
 
+    if args.sme2_target is not None:
+        check_device_target(args.sme2_target)  # a usage error (exit 2), before any check runs
     checks = run_checks(args.sme2_target, args.sme2_adb_server, args.sme2_runner, args.sme2_adb_mask_library)
     width = max(len(c.name) for c in checks)
     for check in checks:

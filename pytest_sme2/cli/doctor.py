@@ -140,6 +140,24 @@ def _kernel_sampling() -> Check:
     return Check(name, READY, f"{executable} record -e {sampling_event()} (--sme2-kernel-sampling=on)")
 
 
+def check_device_target(target: str) -> None:
+    """``doctor --sme2-target`` names a device: adb or adb:SERIAL. Any other value is a UsageError saying that
+    the machine's own targets are what plain ``pytest-sme2 doctor`` checks (a user's trial read "MISSING device
+    (emulated)" with exit 1 for the valid target name emulated, and the same for a typo)."""
+    from pytest_sme2.errors import UsageError
+    from pytest_sme2.run.targets import TARGET_NAMES
+    from pytest_sme2.run.targets.adb import is_adb_target, parse_adb_target
+
+    if is_adb_target(target):
+        parse_adb_target(target)  # a malformed serial says so
+        return
+    known = [name for name in TARGET_NAMES if not name.startswith("adb")]
+    what = (f"{target!r} is this machine's own target, which `pytest-sme2 doctor` without --sme2-target checks (the "
+            f"'default target', 'native runner' and 'emulated SME2 target' lines)" if target in known else
+            f"{target!r} is not a target (targets: {', '.join(TARGET_NAMES)})")
+    raise UsageError(f"doctor --sme2-target={target}: {what}; --sme2-target here checks a device: adb or adb:SERIAL")
+
+
 def device_checks(target: str, server: str | None = None, runner: str | None = None,
                   mask_library: str | None = None) -> list[Check]:
     """The device ``target`` (adb or adb:SERIAL) as a session would use it: its ABI, kernel and SME2, and whether

@@ -194,3 +194,17 @@ def test_combined_report_refuses_a_session_twice_and_names_targets_without_a_tes
     y = markdown[markdown.index("### `t::y`"):]
     assert y.splitlines()[2].startswith("No profile on host (") and y.splitlines()[2].count("host (") == 1
     assert "Emulated targets show" not in markdown  # no session here is emulated
+
+
+@pytest.mark.parametrize(("target", "says"), [
+    ("emulated", "'emulated' is this machine's own target, which `pytest-sme2 doctor` without --sme2-target checks"),
+    ("emulatd", "'emulatd' is not a target (targets: auto, host, local, emulated, adb, adb:SERIAL)"),
+    ("adb:bad/serial", "'bad/serial' is not a device serial"),
+])
+def test_doctor_device_target_other_than_adb_is_a_usage_error(target: str, says: str,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """A user's trial: `doctor --sme2-target=emulated` (a valid target) and a typo both printed "MISSING device"
+    and exited 1, a finding; they are usage (exit 2) with what --sme2-target means here, before any check runs."""
+    assert main(["doctor", f"--sme2-target={target}"]) == 2
+    captured = capsys.readouterr()
+    assert says in captured.err and captured.out == ""
