@@ -702,8 +702,9 @@ def _align_ops(ops_then: Mapping[str, Any], ops_now: Mapping[str, Any],
         pairs = [(name, by_identity[ids_then.get(name, name)]) for name in then
                  if ids_then.get(name, name) in by_identity]
         paired_now = {after for _, after in pairs}
-        return (pairs, [name for name in then if ids_then.get(name, name) not in by_identity],
-                [name for name in now if name not in paired_now])
+        gone = [name for name in then if ids_then.get(name, name) not in by_identity]
+        new = [name for name in now if name not in paired_now]
+        return _pair_anchorless(pairs, gone, new, ids_then, ids_now)
     matcher = difflib.SequenceMatcher(None, [_op_kind(n) for n in then], [_op_kind(n) for n in now], autojunk=False)
     pairs, gone, new = [], [], []
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
@@ -713,6 +714,31 @@ def _align_ops(ops_then: Mapping[str, Any], ops_now: Mapping[str, Any],
             gone += then[i1:i2]
             new += now[j1:j2]
     return pairs, gone, new
+
+
+def _pair_anchorless(pairs: list[tuple[str, str]], gone: list[str], new: list[str], ids_then: Mapping[str, str],
+                     ids_now: Mapping[str, str]) -> tuple[list[tuple[str, str]], list[str], list[str]]:
+    """Operators with no graph node of their own are named after the last named operator before them
+    (identity.py: "Mean (ND) Reduce2 after b2.conv: ..."), so a layer inserted before them renames them though
+    they did not change. Left unpaired they read as gone and new under the same name and lose their own
+    instruction check (a user's trial). Such an operator unpaired on both sides is paired by its operator name
+    (its ETDump event: kind and instance number, unique on each side) when what it is now named after is a
+    node the baseline does not have: an inserted layer. A boundary transpose after a delegate split, named
+    after a node both sides have, is a new operator and stays one."""
+    nodes_then = set(ids_then.values())
+
+    def renamed_by_insertion(name: str) -> bool:
+        before, after = ids_then.get(name, ""), ids_now.get(name, "")
+        if " after " not in before or " after " not in after:
+            return False
+        return after.split(" after ", 1)[1].split(" [", 1)[0] not in nodes_then
+
+    new_names = set(new)
+    matched = [name for name in gone if name in new_names and renamed_by_insertion(name)]
+    if not matched:
+        return pairs, gone, new
+    return ([*pairs, *((name, name) for name in matched)], [n for n in gone if n not in matched],
+            [n for n in new if n not in matched])
 
 
 LEGACY_PAIRING = ("operators paired by execution order: the baseline was recorded by an older pytest-sme2 without "

@@ -701,3 +701,32 @@ def test_a_regression_against_a_baseline_written_despite_its_quality_check_says_
                                                              "machine (...); at most 25% may be"]}}
     [conv] = [v for v in by_check(judge("m", shifted, runs_problem), "share") if v.evidence.get("category") == "CONV"]
     assert "quality check found: 13 of 50 runs were disturbed by other work on the machine (...) " in conv.message
+
+
+def test_an_operator_named_after_an_inserted_layer_stays_paired_with_itself() -> None:
+    """A user's trial: a 1x1 convolution inserted after b2.conv renamed the Mean and Transpose after it (no graph
+    node of their own: "... after b2.conv" became "... after b2.conv2"). They read as gone and new under one
+    name and lost their own instruction check. Paired now; a boundary transpose named after a node both sides
+    have (a delegate split) is still new (test above)."""
+    from pytest_sme2.gate.verdicts import _align_ops
+
+    before = {"Convolution (NHWC, PF32) IGEMM #1 @0": ([0, 50_000, 9_000], "b2.conv: aten.convolution.default"),
+              "Mean (ND) Reduce2 #1 @0": ([1, 4_000, 0], "Mean (ND) Reduce2 after b2.conv: aten.convolution.default"),
+              "Transpose (ND, X32) #2 @0": ([2, 3_000, 0],
+                                            "Transpose (ND, X32) after b2.conv: aten.convolution.default")}
+    after = {"Convolution (NHWC, PF32) IGEMM #1 @0": ([0, 50_000, 9_000], "b2.conv: aten.convolution.default"),
+             "Convolution (NHWC, PF32) IGEMM #2 @0": ([1, 20_000, 4_000], "b2.conv2: aten.convolution.default"),
+             "Mean (ND) Reduce2 #1 @0": ([2, 4_000 * 2, 0],
+                                         "Mean (ND) Reduce2 after b2.conv2: aten.convolution.default"),
+             "Transpose (ND, X32) #2 @0": ([3, 3_000, 0],
+                                           "Transpose (ND, X32) after b2.conv2: aten.convolution.default")}
+    now, then = split_record(after)["instructions"], split_record(before)["instructions"]
+    pairs, gone, new = _align_ops(then["ops"], now["ops"], then["op_identity"], now["op_identity"])
+    assert gone == [] and new == ["Convolution (NHWC, PF32) IGEMM #2 @0"]
+    assert ("Mean (ND) Reduce2 #1 @0", "Mean (ND) Reduce2 #1 @0") in pairs
+    found = judge("m", split_record(after), split_record(before))
+    [changed] = [v for v in found if v.check == "op_instructions" and "new" in v.evidence]
+    assert "Mean" not in changed.message and "b2.conv2" in changed.message
+    # paired, the Mean keeps its own check: twice its instructions fails, naming it
+    [grown] = [v for v in found if v.check == "op_instructions" and v.evidence.get("op") == "Mean (ND) Reduce2 #1 @0"]
+    assert grown.status == "regression" and "+100.00%" in grown.message
