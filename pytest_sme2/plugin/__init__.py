@@ -264,6 +264,24 @@ def _marker_kwargs(item: pytest.Item, name: str, allowed: tuple[str, ...]) -> di
     return dict(marker.kwargs)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A @pytest.mark.latency test on the emulated target is skipped before any fixture runs: no export, no
+    emulated run, and no export error of a model it would never time (README: "skipped before anything runs")."""
+    session = session_of(item.config)
+    if session is None or item.get_closest_marker("latency") is None:
+        return
+    try:
+        emulated = session.target.info.emulated
+    except Sme2Error:  # a target that cannot be set up: the fixtures report it, as a test error
+        return
+    if emulated:
+        from pytest_sme2.run.targets.base import EMULATED_TIMING
+
+        raise pytest.skip.Exception(f"{EMULATED_TIMING}: this @pytest.mark.latency test only runs on hardware "
+                                    "targets", _use_item_location=True)
+
+
 def _session(request: pytest.FixtureRequest) -> Sme2Session:
     return request.config.stash[_SESSION_KEY]
 
@@ -323,10 +341,6 @@ def runner(request: pytest.FixtureRequest) -> Callable[..., Runner]:
     session = _session(request)
     with _as_test_failure(request):
         perf = _marker_kwargs(request.node, "perf", options.marker_arguments("perf"))
-        if request.node.get_closest_marker("latency") is not None and session.target.info.emulated:
-            from pytest_sme2.run.targets.base import EMULATED_TIMING
-
-            pytest.skip(f"{EMULATED_TIMING}: this @pytest.mark.latency test only runs on hardware targets")
         test_dir = session.test_dir(request.node.nodeid)
     calls = [0]  # one count of runs per test, so the run folders of all its runners are numbered in call order
 

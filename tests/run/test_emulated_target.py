@@ -312,3 +312,25 @@ def test_kernel_trace_attributes_blocks_to_symbols_and_ignores_lookalikes(tmp_pa
     assert trace.sme_kernels == ("kai_run_matmul_fake_sme2_mopa",)  # helper, mangled look-alike and NEON left out
     assert trace.sme2_kernels == ("kai_run_matmul_fake_sme2_mopa",)
     assert trace.functions == 4
+
+
+@needs_emulation
+def test_a_latency_test_is_skipped_before_its_model_is_exported(sme2_project: pytest.Pytester) -> None:
+    """A user's trial: a @pytest.mark.latency test exported its model (10 s) before the runner fixture skipped it,
+    and a model that does not export gave an ERROR for a test that never runs on this target."""
+    (sme2_project.path / "models" / "broken.py").write_text(
+        "def get_eager_model():\n    raise RuntimeError('never exported: the test is skipped first')\n\n"
+        "def get_example_inputs():\n    return ()\n")
+    sme2_project.makepyfile('''
+import pytest
+
+@pytest.mark.latency
+@pytest.mark.model("broken")
+def test_timed(exported_pte, runner, etdump_profile):
+    raise AssertionError("must not run on the emulated target")
+''')
+    result = sme2_project.runpytest_inprocess(*NO_BASELINES, "--sme2-target=emulated", "-rs")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["SKIPPED [[]1[]] test_a_latency_test_*.py:*: emulated timing is not hardware timing: "
+                                 "this @pytest.mark.latency test only runs on hardware targets"])  # the test's place
+    assert "never exported" not in result.stdout.str() and "broken fp32" not in result.stdout.str()  # no export
