@@ -145,8 +145,11 @@ def _step(config: pytest.Config, what: str, start: str, done: str) -> Iterator[O
     progress.say(f"sme2: {start} ...")
     try:
         yield outcome
-    except BaseException:
-        progress.say(f"sme2: {what} failed after {time.perf_counter() - started:.1f} s")
+    except BaseException as error:
+        # Ctrl-C (or pytest's exit, or a signal pytest turns into one) ended the step: it did not fail.
+        ended = "was interrupted" if isinstance(error, (KeyboardInterrupt, SystemExit, pytest.exit.Exception)) \
+            else "failed"
+        progress.say(f"sme2: {what} {ended} after {time.perf_counter() - started:.1f} s")
         raise
     progress.say(f"sme2: {outcome.done} in {time.perf_counter() - started:.1f} s")
 

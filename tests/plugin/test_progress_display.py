@@ -133,3 +133,20 @@ def test_default_verbosity_on_a_terminal_shows_a_status_and_erases_it(sme2_proje
     letters = [line for line in screen if line.startswith("test_p.py")]
     assert len(letters) == 1 and re.fullmatch(r"test_p\.py \.\. +\[100%\]", letters[0]), screen
     assert not any("sme2: running" in line or "sme2: exporting" in line for line in screen), screen
+
+
+@pytest.mark.parametrize(("error", "ended"), [(KeyboardInterrupt(), "was interrupted"),
+                                               (pytest.exit.Exception("stop"), "was interrupted"),
+                                               (RuntimeError("broken"), "failed")])
+def test_a_step_ended_by_ctrl_c_reads_interrupted_not_failed(monkeypatch: pytest.MonkeyPatch, error: BaseException,
+                                                             ended: str) -> None:
+    """A user's trial: Ctrl-C mid-export printed "export of mynet fp32-xnnpack failed after 1.0 s"."""
+    from pytest_sme2.plugin import progress
+
+    said: list[str] = []
+    monkeypatch.setattr(progress, "_progress", lambda config: type("P", (), {"say": staticmethod(said.append)})())
+    with pytest.raises(type(error)):
+        with progress._step(None, "export of m fp32-xnnpack", "exporting m", "exported m"):  # type: ignore[arg-type]
+            raise error
+    assert said[0] == "sme2: exporting m ..."
+    assert said[1].startswith(f"sme2: export of m fp32-xnnpack {ended} after ") and said[1].endswith(" s")
