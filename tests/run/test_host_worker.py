@@ -143,3 +143,16 @@ def test_a_fresh_worker_does_not_import_the_plugin_package() -> None:
     assert not [name for name in imported if name.startswith("pytest_sme2")], imported
     assert done.stdout.splitlines()[0] == "[] "  # nothing of the package, and the script's folder not on sys.path
     assert WORKER_SCRIPT.parent.name == "targets" and str(WORKER_SCRIPT.parent) not in done.stdout
+
+
+def test_sme2_on_without_sme2_on_the_host_target_names_the_emulated_target(tmp_path: Path) -> None:
+    """A user's trial with --sme2-target=host on a CPU without SME2: the skip named hardware only, not the
+    emulated target set up on that very machine."""
+    from pytest_sme2.run.cpu import CpuInfo
+    from pytest_sme2.run.targets.host import HostTarget
+
+    target = HostTarget(tmp_path, cpu=CpuInfo("AMD EPYC", "x86_64", "Linux", frozenset()))
+    reason = target.unsupported(True)
+    assert reason is not None and "has no SME2" in reason and "--sme2-target=emulated" in reason
+    advised = HostTarget(tmp_path, cpu=CpuInfo("AMD EPYC", "x86_64", "Linux", frozenset()), sme2_advice="do X")
+    assert advised.unsupported(True).endswith(", or do X")  # the auto target's own advice, when it has one

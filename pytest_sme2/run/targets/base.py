@@ -36,6 +36,8 @@ RUN_FACTS = "run.json"
 OUTPUTS = "outputs.pt"
 # Why time-based checks are skipped on emulated targets (kernels and outputs there are real, time is not).
 EMULATED_TIMING = "emulated timing is not hardware timing"
+# Where SME2 on and off can run on a machine without SME2: the advice of every target that cannot.
+EMULATED_ADVICE = "run SME2 on and off emulated here (--sme2-target=emulated, after pytest-sme2 setup-emulation)"
 
 # Upper bounds of run settings, checked where they enter (options, ini, markers, runner()).
 # A day: a single run longer than that is a hang, not a slow model, and an unbounded timeout

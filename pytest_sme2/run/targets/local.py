@@ -24,6 +24,7 @@ from pytest_sme2.errors import RunnerError, UsageError
 from pytest_sme2.run.cpu import CpuInfo, host_cpu
 from pytest_sme2.run.native.tensorfile import torch_inputs_to_file
 from pytest_sme2.run.targets.base import (
+    EMULATED_ADVICE,
     EMULATED_TIMING,
     RUNNER_LOG,
     RUNNER_STDOUT,
@@ -191,8 +192,8 @@ class LocalTarget:
         if sme2 is True and not cpu.has_sme2:
             return (
                 f"SME2 requested but this CPU '{cpu.name}' ({cpu.arch}) has no SME2; run the local target on a CPU "
-                "that has it (Apple M4 Mac, Armv9.2 Linux board), use a device with SME2 (--sme2-target=adb), or "
-                "run SME2 on and off emulated here (--sme2-target=emulated, after pytest-sme2 setup-emulation)"
+                f"that has it (Apple M4 Mac, Armv9.2 Linux board), use a device with SME2 (--sme2-target=adb), or "
+                f"{EMULATED_ADVICE}"
             )
         if sme2 is False and not self.two_builds and cpu.system not in ("Linux", "Darwin"):
             return (
