@@ -68,12 +68,16 @@ class Tolerances:
     peak_rss: float = 0.10
 
     def __post_init__(self) -> None:
+        bad = []  # every wrong value at once: fixing one at a time costs a run each
         for f in fields(self):
             value = getattr(self, f.name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-                raise UsageError(f"baseline tolerance {f.name}={value!r} is invalid: use a number >= 0")
-        if not 0 < self.alpha < 1:
-            raise UsageError(f"baseline tolerance alpha={self.alpha!r} is invalid: use a p-value between 0 and 1")
+                bad.append(f"{f.name}={value!r} (use a number >= 0)")
+            elif f.name == "alpha" and not 0 < value < 1:
+                bad.append(f"alpha={value!r} (use a p-value between 0 and 1)")
+        if bad:
+            raise UsageError(f"baseline tolerance{'s' if len(bad) > 1 else ''} {', '.join(bad)} "
+                             f"{'are' if len(bad) > 1 else 'is'} invalid")
 
     def replace(self, **changes: Any) -> "Tolerances":
         known = {f.name for f in fields(self)}

@@ -193,10 +193,15 @@ def _rules_of(item: pytest.Item, config: _GateConfig) -> gate.Rules | None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    """sme2_processes = auto: before the test's fixtures measure, how many processes its stored baseline asks
-    its checks to measure (gate.auto_processes); the runner fixture reads it. 1 when the gate is off for
-    the test or its marker is wrong (the gate then fails the test with the marker's message)."""
+    """A wrong @pytest.mark.baseline errors the test here, before its fixtures export or run anything. Then
+    sme2_processes = auto: how many processes its stored baseline asks its checks to measure
+    (gate.auto_processes); the runner fixture reads it. 1 when the gate is off for the test."""
     config = item.config.stash.get(_GATE_KEY, None)
+    if config is not None and item.get_closest_marker("baseline") is not None:
+        try:  # a wrong @pytest.mark.baseline is an error before the test exports or runs anything
+            _rules_of(item, config)
+        except UsageError as exc:
+            raise pytest.fail.Exception(f"UsageError: {exc}", pytrace=False) from None
     session = session_of(item.config)
     if (config is None or session is None or session.settings.processes != gate.AUTO_PROCESSES
             or "runner" not in getattr(item, "fixturenames", ())):

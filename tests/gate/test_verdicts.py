@@ -422,6 +422,9 @@ def test_bad_tolerances_and_metric_are_usage_errors() -> None:
         Tolerances(alpha=1.5)
     with pytest.raises(UsageError, match="unknown baseline tolerance"):
         Tolerances().replace(latncy=0.2)
+    # every wrong value in one message, not one per run (a user's trial: shares="x" went unmentioned)
+    with pytest.raises(UsageError, match=r"tolerances latency=-1 \(use a number >= 0\), shares='x' \(use a number"):
+        Tolerances().replace(latency=-1, shares="x")
     with pytest.raises(UsageError, match="metric 'cycles'"):
         judge("m", record([1.0]), record([1.0]), metric="cycles")
 
