@@ -25,7 +25,7 @@ from typing import Any, Iterator
 from pytest_sme2.errors import DamagedCacheEntryWarning, ExportError, StorageError, UsageError
 from pytest_sme2.export import export_key
 from pytest_sme2.export.work import FACTS_FILE, FACTS_VERSION, decode_facts, facts_document, write_facts
-from pytest_sme2.model.registry import Model
+from pytest_sme2.model.registry import Model, where_in_author_code
 from pytest_sme2.system.digests import file_sha256, tree_digest
 from pytest_sme2.system.locks import entry_lock
 
@@ -517,13 +517,9 @@ def _trace_log(records: "collections.deque[str]") -> str:
 
 
 def _where_in_model(exc: BaseException, model: Model) -> str:
-    """The innermost line of the model's own source in the traceback: where its author should look."""
-    source = str(model.source_path) if model.source_path else None
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if source and f.filename == source]
-    if not frames:
-        return ""
-    frame = frames[-1]
-    return f" (at {frame.filename}:{frame.lineno}: {(frame.line or '').strip()})"
+    """The innermost line of the model's own code in the traceback (any module of its folder or package):
+    where its author should look."""
+    return where_in_author_code(exc, model.source_path.parent if model.source_path else None)
 
 
 def _quantize(recipe: Recipe, exported, inputs: tuple, calibration: list[tuple] | None):  # noqa: ANN001,ANN202

@@ -29,7 +29,9 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 import sys
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -173,9 +175,10 @@ def _import(source: ModelSource, root: Path) -> ModuleType:
         raise
     except Exception as exc:  # the model's own code failed to import
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        folder = Path(source.target).parent if source.is_file else _module_folder(source.target, root)
         raise ModelDefinitionError(
             f"model {source.name!r}: importing {source.target} failed: {type(exc).__name__}: {first}"
-            f"{_path_hint(source, exc, root)}"
+            f"{where_in_author_code(exc, folder)}{_path_hint(source, exc, root)}"
         ) from exc
 
 
@@ -222,6 +225,39 @@ def _import_in_package(source: ModelSource, path: Path, root: Path, dotted: str)
             "pythonpath setting"
         )
     return module
+
+
+def _module_folder(target: str, root: Path) -> Path | None:
+    """The folder of a model registered by module name (``mynet.model``): its top package's, where it sits in
+    ``root`` or on sys.path; None when it cannot be found (the import error then says why)."""
+    top = target.split(".")[0]
+    for base in (root, *(Path(entry) for entry in sys.path if entry)):
+        if (base / top).is_dir():
+            return base / top
+    return None
+
+
+def where_in_author_code(exc: BaseException, folder: Path | None) -> str:
+    """`` (at FILE:LINE: code)`` for the innermost traceback line in ``folder`` (the model's own folder, so every
+    module of a model package counts, not only the file that defines it), outside installed packages; "" when
+    there is none. Why: a bad line in mynet/blocks.py was reported at its caller in mynet/model.py."""
+    if folder is None:
+        return ""
+    root = str(folder.resolve())
+
+    def authors(filename: str) -> bool:
+        if "site-packages" in filename or "dist-packages" in filename or filename.startswith("<"):
+            return False
+        try:
+            return os.path.commonpath([root, str(Path(filename).resolve())]) == root
+        except ValueError:  # another drive
+            return False
+
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if authors(f.filename)]
+    if not frames:
+        return ""
+    frame = frames[-1]
+    return f" (at {frame.filename}:{frame.lineno}: {(frame.line or '').strip()})"
 
 
 def _path_hint(source: ModelSource, exc: Exception, root: Path) -> str:

@@ -108,3 +108,45 @@ def test_the_plugin_imports_a_package_model_registered_by_file(pytester: pytest.
             assert sme2_session.registry.get("edge_seg").module.__name__ == "mynet.model"
         """))
     pytester.runpytest_inprocess().assert_outcomes(passed=1)
+
+
+def test_an_import_error_in_another_module_of_the_package_names_its_line(project: Path) -> None:
+    """A user's trial: a bad import in mynet/blocks.py read "importing mynet.model failed: ModuleNotFoundError:
+    No module named 'nonexistent_pkg'" with no file or line."""
+    (project / "mynet" / "blocks.py").write_text("import torch\nimport nonexistent_pkg\n" + TINY_MODEL)
+    registry = ModelRegistry()
+    registry.register("edge_seg", str(project / "mynet" / "model.py"))
+    with pytest.raises(ModelDefinitionError) as caught:
+        registry.get("edge_seg")
+    message = str(caught.value)
+    assert "No module named 'nonexistent_pkg'" in message
+    assert f"(at {project / 'mynet' / 'blocks.py'}:2: import nonexistent_pkg)" in message
+    # registered by module name (its package found on sys.path): the same place
+    for name in [n for n in sys.modules if n == "mynet" or n.startswith("mynet.")]:
+        del sys.modules[name]
+    sys.path.insert(0, str(project))
+    by_name = ModelRegistry(root=project)
+    by_name.register("edge_seg", "mynet.model")
+    with pytest.raises(ModelDefinitionError) as caught:
+        by_name.get("edge_seg")
+    assert f"(at {project / 'mynet' / 'blocks.py'}:2: import nonexistent_pkg)" in str(caught.value)
+
+
+def test_an_error_raised_in_a_module_of_the_package_is_placed_at_its_own_line(project: Path) -> None:
+    """An export error is placed at the innermost line of the model's folder (mynet/blocks.py), not at the
+    caller in the file that defines the model (mynet/model.py), and never in installed packages."""
+    from pytest_sme2.model.registry import where_in_author_code
+
+    (project / "mynet" / "blocks.py").write_text("def block(x):\n    return x.view(-1, 7)\n")
+    (project / "mynet" / "model.py").write_text("from mynet.blocks import block\n\ndef forward(x):\n"
+                                                "    return block(x)\n")
+    sys.path.insert(0, str(project))
+    import torch
+    from mynet.model import forward  # noqa: E402 (the project's own package, importable now)
+
+    with pytest.raises(RuntimeError) as caught:
+        forward(torch.ones(3, 3))
+    where = where_in_author_code(caught.value, project / "mynet")
+    assert where == f" (at {project / 'mynet' / 'blocks.py'}:2: return x.view(-1, 7))"
+    assert where_in_author_code(caught.value, project / "elsewhere") == ""
+    assert where_in_author_code(caught.value, None) == ""
