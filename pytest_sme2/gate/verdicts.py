@@ -725,24 +725,31 @@ def _pair_anchorless(pairs: list[tuple[str, str]], gone: list[str], new: list[st
     """Operators with no graph node of their own are named after the last named operator before them
     (identity.py: "Mean (ND) Reduce2 after b2.conv: ..."), so a layer inserted before them renames them though
     they did not change. Left unpaired they read as gone and new under the same name and lose their own
-    instruction check (a user's trial). Such an operator unpaired on both sides is paired by its operator name
-    (its ETDump event: kind and instance number, unique on each side) when what it is now named after is a
-    node the baseline does not have: an inserted layer. A boundary transpose after a delegate split, named
-    after a node both sides have, is a new operator and stays one."""
+    instruction check (a user's trial). Such operators are paired kind by kind, in execution order, when the
+    baseline's unpaired ones of that kind are as many as the new ones now named after a node the baseline does
+    not have (an inserted layer): an inserted block that brings its own operator of that kind makes the counts
+    differ, and then nothing of that kind is paired (a wrong pair would judge one operator by another's
+    instructions). A boundary transpose after a delegate split, named after a node both sides have, stays new."""
     nodes_then = set(ids_then.values())
 
-    def renamed_by_insertion(name: str) -> bool:
-        before, after = ids_then.get(name, ""), ids_now.get(name, "")
-        if " after " not in before or " after " not in after:
-            return False
-        return after.split(" after ", 1)[1].split(" [", 1)[0] not in nodes_then
+    def anchor(identity: str) -> str | None:
+        return identity.split(" after ", 1)[1] if " after " in identity else None
 
-    new_names = set(new)
-    matched = [name for name in gone if name in new_names and renamed_by_insertion(name)]
+    by_kind_then: dict[str, list[str]] = {}
+    by_kind_now: dict[str, list[str]] = {}
+    for name in gone:
+        if anchor(ids_then.get(name, "")) is not None:
+            by_kind_then.setdefault(_op_kind(name), []).append(name)
+    for name in new:
+        now_anchor = anchor(ids_now.get(name, ""))
+        if now_anchor is not None and now_anchor not in nodes_then:
+            by_kind_now.setdefault(_op_kind(name), []).append(name)
+    matched = [pair for kind, names in by_kind_then.items() if len(names) == len(by_kind_now.get(kind, []))
+               for pair in zip(names, by_kind_now[kind])]
     if not matched:
         return pairs, gone, new
-    return ([*pairs, *((name, name) for name in matched)], [n for n in gone if n not in matched],
-            [n for n in new if n not in matched])
+    paired_then, paired_now = {a for a, _ in matched}, {b for _, b in matched}
+    return ([*pairs, *matched], [n for n in gone if n not in paired_then], [n for n in new if n not in paired_now])
 
 
 LEGACY_PAIRING = ("operators paired by execution order: the baseline was recorded by an older pytest-sme2 without "
@@ -1094,7 +1101,8 @@ def _forced_baseline_note(verdict: Verdict, baseline: Mapping[str, Any]) -> Verd
     called unfit, and that a level seen in one session is no promise for later ones (docs/gate.md, "Between
     sessions"). Every other verdict is returned as it is."""
     problems = ((baseline.get("quality") or {}).get("accepted_despite")) or []
-    if verdict.status != REGRESSION or verdict.check not in _QUALITY_CHECKED or not problems:
+    statistical = "p" in verdict.evidence or "p_slower" in verdict.evidence  # not an exact count (graph nodes)
+    if verdict.status != REGRESSION or verdict.check not in _QUALITY_CHECKED or not problems or not statistical:
         return verdict
     words = _QUALITY_CHECKED[verdict.check] or " ".join(verdict.message.split(" ")[:3])  # "share of CONV"
     mine = [p for p in problems if f"{words} moves by " in p.split(":", 1)[0]] or \

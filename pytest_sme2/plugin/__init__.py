@@ -264,10 +264,11 @@ def _marker_kwargs(item: pytest.Item, name: str, allowed: tuple[str, ...]) -> di
     return dict(marker.kwargs)
 
 
-@pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """A @pytest.mark.latency test on the emulated target is skipped before any fixture runs: no export, no
-    emulated run, and no export error of a model it would never time (README: "skipped before anything runs")."""
+    emulated run, and no export error of a model it would never time (README: "skipped before anything runs").
+    A plain hook: pytest's own skip and skipif marks (a tryfirst hook) are applied before it, and it runs before
+    pytest's fixture setup (registered earlier)."""
     session = session_of(item.config)
     if session is None or item.get_closest_marker("latency") is None:
         return

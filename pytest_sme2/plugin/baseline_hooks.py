@@ -191,9 +191,9 @@ def _rules_of(item: pytest.Item, config: _GateConfig) -> gate.Rules | None:
         update=config.update, accept_noisy=config.accept_noisy, check_processes=_check_processes(item.config))
 
 
-@pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    """A wrong @pytest.mark.baseline errors the test here, before its fixtures export or run anything. Then
+    """A wrong @pytest.mark.baseline errors the test here, before its fixtures export or run anything (a plain
+    hook: a test skipped by its skip or skipif mark is skipped first, and never judged). Then
     sme2_processes = auto: how many processes its stored baseline asks its checks to measure
     (gate.auto_processes); the runner fixture reads it. 1 when the gate is off for the test."""
     config = item.config.stash.get(_GATE_KEY, None)
@@ -260,7 +260,11 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
             raise
         # ...but for a timing assertion on emulated profiles (speedup_over): the profiles built before it are
         # exact counts, and the README's first example would otherwise gate nothing on the emulated target.
-        _gate_after_body(item)
+        try:
+            _gate_after_body(item)
+        except pytest.skip.Exception as missing:  # sme2_baseline_missing = skip: both reasons, in one skip
+            raise pytest.skip.Exception(f"{getattr(error, 'msg', error)}; the lines after it did not run; "
+                                        f"{getattr(missing, 'msg', missing)}", _use_item_location=True) from None
         raise _judged_skip(item, error) from None
     _gate_after_body(item)
     return result

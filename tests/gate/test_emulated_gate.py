@@ -247,6 +247,10 @@ def test_the_readme_example_skips_its_speedup_but_its_profiles_are_gated(pyteste
     skipped and no baseline ever written. They are gated now: recorded, passed unchanged, failed when changed."""
     monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)
     write_model_project(pytester, "gated", MODEL.format(**BASE), README_TEST, "emulated", shared_export_cache)
+    # no baseline yet, and the policy says skip: one skip with both reasons
+    missing = pytester.runpytest_inprocess("-rs", "-o", "sme2_baseline_missing=skip")
+    missing.assert_outcomes(skipped=1)
+    missing.stdout.fnmatch_lines(["*speedup of gated * not checked; the lines after it did not run; *no baseline*"])
     update = pytester.runpytest_inprocess("--sme2-update-baselines", "-rs")
     update.assert_outcomes(skipped=1)
     update.stdout.fnmatch_lines(["*1 baseline file(s) (counted instructions, emulated target): 1 written*",

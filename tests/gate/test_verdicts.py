@@ -733,3 +733,26 @@ def test_an_operator_named_after_an_inserted_layer_stays_paired_with_itself() ->
     # paired, the Mean keeps its own check: twice its instructions fails, naming it
     [grown] = [v for v in found if v.check == "op_instructions" and v.evidence.get("op") == "Mean (ND) Reduce2 #1 @0"]
     assert grown.status == "regression" and "+100.00%" in grown.message
+
+
+def test_an_inserted_block_with_its_own_operator_of_that_kind_pairs_nothing_of_that_kind() -> None:
+    """The review's case: the inserted block brings its own Mean, numbered #1 before the old one (now #2). Paired
+    by name, the old Mean #1 would be judged by the block's (+2150%); the kind's counts differ (one unpaired in the
+    baseline, two new), so nothing of that kind is paired and the change reads as operators gone and new."""
+    from pytest_sme2.gate.verdicts import _align_ops
+
+    before = {"Convolution (NHWC, PF32) IGEMM #1 @0": ([0, 50_000, 9_000], "a: aten.convolution.default"),
+              "Mean (ND) Reduce2 #1 @0": ([1, 4_000, 0], "Mean (ND) Reduce2 after a: aten.convolution.default"),
+              "Fully Connected (NC, PF32) GEMM #1 @0": ([2, 9_000, 2_000], "head: aten.linear.default")}
+    after = {"Convolution (NHWC, PF32) IGEMM #1 @0": ([0, 50_000, 9_000], "a: aten.convolution.default"),
+             "Convolution (NHWC, PF32) IGEMM #2 @0": ([1, 80_000, 9_000], "x: aten.convolution.default"),
+             "Mean (ND) Reduce2 #1 @0": ([2, 90_000, 0], "Mean (ND) Reduce2 after x: aten.convolution.default"),
+             "Convolution (NHWC, PF32) IGEMM #3 @0": ([3, 20_000, 4_000], "y: aten.convolution.default"),
+             "Mean (ND) Reduce2 #2 @0": ([4, 4_000, 0], "Mean (ND) Reduce2 after y: aten.convolution.default"),
+             "Fully Connected (NC, PF32) GEMM #1 @0": ([5, 9_000, 2_000], "head: aten.linear.default")}
+    now, then = split_record(after)["instructions"], split_record(before)["instructions"]
+    pairs, gone, new = _align_ops(then["ops"], now["ops"], then["op_identity"], now["op_identity"])
+    assert not [p for p in pairs if "Mean" in p[0]]
+    assert gone == ["Mean (ND) Reduce2 #1 @0"] and "Mean (ND) Reduce2 #2 @0" in new
+    found = judge("m", split_record(after), split_record(before))
+    assert not [v for v in found if v.check == "op_instructions" and "Mean" in str(v.evidence.get("op"))]

@@ -208,11 +208,17 @@ def test_marker_can_disable_the_gate_and_rejects_unknown_arguments(sme2_project:
         @pytest.mark.model("tiny")
         def test_values(exported_pte, runner, etdump_profile):
             raise AssertionError("a wrong marker errors in setup: the body never runs")
+
+        @pytest.mark.skip(reason="skipped by its own mark")
+        @pytest.mark.baseline(latncy=0.1)
+        def test_skipped():
+            pass
         """
     )
     result = sme2_project.runpytest_inprocess("--strict-markers")
-    # errors in setup, before the fixtures export or run (a user's trial: found only after the emulated runs)
-    result.assert_outcomes(passed=1, errors=2)
+    # errors in setup, before the fixtures export or run (a user's trial: found only after the emulated runs);
+    # a test skipped by its own mark is skipped first, whatever its baseline marker says
+    result.assert_outcomes(passed=1, errors=2, skipped=1)
     out = result.stdout.str()
     assert "@pytest.mark.baseline got unknown argument(s) latncy" in out and "body never runs" not in out
     assert "latency=-1 (use a number >= 0), shares='x' (use a number >= 0) are invalid" in out  # both at once

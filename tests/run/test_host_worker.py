@@ -154,5 +154,7 @@ def test_sme2_on_without_sme2_on_the_host_target_names_the_emulated_target(tmp_p
     target = HostTarget(tmp_path, cpu=CpuInfo("AMD EPYC", "x86_64", "Linux", frozenset()))
     reason = target.unsupported(True)
     assert reason is not None and "has no SME2" in reason and "--sme2-target=emulated" in reason
+    mac = HostTarget(tmp_path, cpu=CpuInfo("Apple M2", "arm64", "Darwin", frozenset())).unsupported(True)
+    assert "has no SME2" in mac and "emulated" not in mac  # qemu-user, the emulated target, is Linux only
     advised = HostTarget(tmp_path, cpu=CpuInfo("AMD EPYC", "x86_64", "Linux", frozenset()), sme2_advice="do X")
     assert advised.unsupported(True).endswith(", or do X")  # the auto target's own advice, when it has one

@@ -213,7 +213,8 @@ class HostTarget:
             return (
                 f"SME2 requested but the host CPU '{cpu.name}' ({cpu.arch}) has no SME2; run on a CPU that "
                 "has it (Apple M4 Mac, Armv9.2 Android phone or Linux board) with the host target"
-                + f", or {self._sme2_advice or EMULATED_ADVICE}"
+                + (f", or {self._sme2_advice or EMULATED_ADVICE}" if self._sme2_advice or cpu.system == "Linux"
+                   else "")  # the emulated target is qemu-user: Linux only
             )
         if sme2 is False and cpu.has_sme2:
             return (

@@ -192,8 +192,8 @@ class LocalTarget:
         if sme2 is True and not cpu.has_sme2:
             return (
                 f"SME2 requested but this CPU '{cpu.name}' ({cpu.arch}) has no SME2; run the local target on a CPU "
-                f"that has it (Apple M4 Mac, Armv9.2 Linux board), use a device with SME2 (--sme2-target=adb), or "
-                f"{EMULATED_ADVICE}"
+                "that has it (Apple M4 Mac, Armv9.2 Linux board), or use a device with SME2 (--sme2-target=adb)"
+                + (f", or {EMULATED_ADVICE}" if cpu.system == "Linux" else "")  # qemu-user: Linux only
             )
         if sme2 is False and not self.two_builds and cpu.system not in ("Linux", "Darwin"):
             return (
