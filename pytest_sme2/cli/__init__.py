@@ -154,7 +154,10 @@ def _speedup_bound(text: str) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from pytest_sme2._version import __version__
+
     parser = argparse.ArgumentParser(prog="pytest-sme2", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"pytest-sme2 {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     build = commands.add_parser("build-runner", help="build (or reuse) the native runner for a target architecture")
     build.add_argument("--arch", default="host", choices=("host", "linux-aarch64"),

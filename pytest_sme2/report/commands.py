@@ -217,8 +217,8 @@ def compare_files(a: Path, b: Path, as_json: bool) -> tuple[str, dict[str, Any]]
     if emulated:  # emulator time is no time: the headline is counted instructions, or that speed is not judged
         lines = _emulated_comparison(a, b, before, after, result)
         return "\n".join(lines[:2] + warning + lines[2:]), result
-    lines = [f"A: {a} (median {ms(before.median_ms)} ms, {before.runs} runs)",
-             f"B: {b} (median {ms(after.median_ms)} ms, {after.runs} runs)", *warning,
+    lines = [f"A: {a} (median {ms(before.median_ms)} ms, {_runs(before.runs)})",
+             f"B: {b} (median {ms(after.median_ms)} ms, {_runs(after.runs)})", *warning,
              f"E2E speedup of B over A (median A / median B, 95% bootstrap CI): {speedup(result['speedup'])}",
              f"largest category: {result['bottleneck_off']} (A) -> {result['bottleneck_on']} (B)", ""]
     lines += text_table(["category", "share A", "share B", "median ms A", "median ms B", "speedup [95% CI]"],
@@ -235,8 +235,9 @@ def compare_files(a: Path, b: Path, as_json: bool) -> tuple[str, dict[str, Any]]
 
 def _instructions_headline(path: Path, profile: Profile) -> str:
     count = profile.instructions_per_inference
-    return (f"{path} ({int(round(count)):,} instructions per inference, counted under emulation, {profile.runs} runs)"
-            if count is not None else f"{path} (emulated, no instruction counts beside it, {profile.runs} runs)")
+    return (f"{path} ({int(round(count)):,} instructions per inference, counted under emulation, "
+            f"{_runs(profile.runs)})" if count is not None
+            else f"{path} (emulated, no instruction counts beside it, {_runs(profile.runs)})")
 
 
 def _emulated_comparison(a: Path, b: Path, before: Profile, after: Profile, result: dict[str, Any]) -> list[str]:
@@ -276,3 +277,6 @@ def rebuild_report(directory: Path, out_dir: Path | None) -> dict[str, Path]:
         raise UsageError(f"cannot write the report into {out} ({exc.strerror or exc}"
                          f"{f': {exc.filename}' if exc.filename else ''}); pass --out a folder you can write") from None
 
+
+def _runs(count: int) -> str:
+    return f"{count} run" if count == 1 else f"{count} runs"

@@ -208,3 +208,12 @@ def test_doctor_device_target_other_than_adb_is_a_usage_error(target: str, says:
     assert main(["doctor", f"--sme2-target={target}"]) == 2
     captured = capsys.readouterr()
     assert says in captured.err and captured.out == ""
+
+
+def test_version_is_the_package_version(capsys: pytest.CaptureFixture[str]) -> None:
+    """A user's trial: `pytest-sme2 --version` was a usage error."""
+    from pytest_sme2 import __version__
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0 and capsys.readouterr().out.strip() == f"pytest-sme2 {__version__}"
