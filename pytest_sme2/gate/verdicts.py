@@ -315,7 +315,7 @@ def _per_run_verdict(check: str, label: str, what: str, key: str, current: Mappi
                f"[{low * 100:+.1f}, {high * 100:+.1f}]; {_processes_text(test)}{_left_out(clean)}; "
                f"t-test p={p:.2g})")
     bad_direction = two_sided or change < 0
-    effect_ms = abs(change) * float(np.median(np.asarray(baseline["samples_ms"], dtype=float)[clean[1]]))
+    effect_ms = abs(change) * _median_run_ms(baseline, clean[1])
     big_enough = not min_effect_ms or effect_ms > min_effect_ms  # coverage and SME path have no floor
     if min_effect_ms:
         evidence.update({"effect_ms": effect_ms, "min_effect_ms": min_effect_ms})
@@ -534,13 +534,17 @@ class _Spread:
         return not self.min_effect_ms or detectable * self.median_ms > self.min_effect_ms
 
 
+def _median_run_ms(record: Mapping[str, Any], clean: np.ndarray) -> float:
+    """The record's median undisturbed run in ms (0 without one): what min_effect_ms weighs a share's points by."""
+    return float(np.median(np.asarray(record["samples_ms"], dtype=float)[clean])) if clean.any() else 0.0
+
+
 def _spread_quantities(record: Mapping[str, Any], tol: Tolerances, latency: np.ndarray,
                        clean: np.ndarray) -> list[_Spread]:
     """Latency and every per-run quantity the verdicts judge, with enough processes to know their spread."""
     out = []
     medians, _ = _medians(record, latency, clean)
-    kept = int(clean.sum())
-    median_ms = float(np.median(np.asarray(record["samples_ms"], dtype=float)[clean])) if kept else 0.0
+    median_ms = _median_run_ms(record, clean)
     if medians.size >= MIN_BASELINE_PROCESSES and np.all(medians > 0):
         out.append(_Spread("latency", np.log(medians), tol.latency, True, median_ms, tol.min_effect_ms))
     for what, values, tolerance in _per_run_quantities(record, tol):

@@ -197,22 +197,21 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     sme2_processes = auto: how many processes its stored baseline asks its checks to measure
     (gate.auto_processes); the runner fixture reads it. 1 when the gate is off for the test."""
     config = item.config.stash.get(_GATE_KEY, None)
-    if config is not None and item.get_closest_marker("baseline") is not None:
-        try:  # a wrong @pytest.mark.baseline is an error before the test exports or runs anything
-            _rules_of(item, config)
-        except UsageError as exc:
-            raise pytest.fail.Exception(f"UsageError: {exc}", pytrace=False) from None
+    if config is None:
+        return
+    try:  # a wrong @pytest.mark.baseline is an error before the test exports or runs anything
+        rules = _rules_of(item, config)
+    except UsageError as exc:
+        raise pytest.fail.Exception(f"UsageError: {exc}", pytrace=False) from None
     session = session_of(item.config)
-    if (config is None or session is None or session.settings.processes != gate.AUTO_PROCESSES
+    if (rules is None or session is None or session.settings.processes != gate.AUTO_PROCESSES
             or "runner" not in getattr(item, "fixturenames", ())):
         return
     try:
-        rules = _rules_of(item, config)
         fingerprint = session.target.info.fingerprint
-    except Sme2Error:  # a wrong marker or target: the runner fixture or the gate reports it, as a test failure
+    except Sme2Error:  # a target that cannot be set up: the runner fixture reports it, as a test failure
         return
-    if rules is not None:
-        item.stash[AUTO_PROCESSES_KEY] = gate.auto_processes(rules.root, fingerprint, item.nodeid, rules.tolerances)
+    item.stash[AUTO_PROCESSES_KEY] = gate.auto_processes(rules.root, fingerprint, item.nodeid, rules.tolerances)
 
 
 def _gate(item: pytest.Item) -> None:
@@ -263,8 +262,7 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
         try:
             _gate_after_body(item)
         except pytest.skip.Exception as missing:  # sme2_baseline_missing = skip: both reasons, in one skip
-            raise pytest.skip.Exception(f"{getattr(error, 'msg', error)}; the lines after it did not run; "
-                                        f"{getattr(missing, 'msg', missing)}", _use_item_location=True) from None
+            raise _judged_skip(item, error, str(getattr(missing, "msg", missing))) from None
         raise _judged_skip(item, error) from None
     _gate_after_body(item)
     return result
@@ -279,18 +277,19 @@ def _gate_after_body(item: pytest.Item) -> None:
         _gate(item)
 
 
-def _judged_skip(item: pytest.Item, skip: BaseException) -> BaseException:
+def _judged_skip(item: pytest.Item, skip: BaseException, judged: str | None = None) -> BaseException:
     """The timing skip, saying that the lines after it did not run and what the gate did with the profiles
-    built before it (the test passed the gate, or there was nothing to judge)."""
-    outcome = item.stash.get(_ITEM_KEY, None)
-    if outcome is None:
-        judged = "the gate judged nothing (no profile built before it, or the gate is off for this test)"
-    elif outcome["written"]:
-        judged = f"the profiles built before it were written as baselines ({len(outcome['written'])} file(s))"
-    elif outcome["missing"]:
-        judged = "the profiles built before it have no baseline yet: " + "; ".join(outcome["missing"])
-    else:
-        judged = "the profiles built before it passed their baselines (counted instructions)"
+    built before it: ``judged``, or read from the test's gate outcome (written, passed, or nothing to judge)."""
+    if judged is None:
+        outcome = item.stash.get(_ITEM_KEY, None)
+        if outcome is None:
+            judged = "the gate judged nothing (no profile built before it, or the gate is off for this test)"
+        elif outcome["written"]:
+            judged = f"the profiles built before it were written as baselines ({len(outcome['written'])} file(s))"
+        elif outcome["missing"]:
+            judged = "the profiles built before it have no baseline yet: " + "; ".join(outcome["missing"])
+        else:
+            judged = "the profiles built before it passed their baselines (counted instructions)"
     message = f"{getattr(skip, 'msg', skip)}; the lines after it did not run; {judged}"
     return pytest.skip.Exception(message, _use_item_location=True)
 

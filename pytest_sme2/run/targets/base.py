@@ -39,6 +39,12 @@ EMULATED_TIMING = "emulated timing is not hardware timing"
 # Where SME2 on and off can run on a machine without SME2: the advice of every target that cannot.
 EMULATED_ADVICE = "run SME2 on and off emulated here (--sme2-target=emulated, after pytest-sme2 setup-emulation)"
 
+
+def emulated_advice(system: str) -> str:
+    """The clause naming the emulated target (", or run SME2 on and off emulated here ..."), on Linux only, where
+    qemu-user runs; "" elsewhere (macOS)."""
+    return f", or {EMULATED_ADVICE}" if system == "Linux" else ""
+
 # Upper bounds of run settings, checked where they enter (options, ini, markers, runner()).
 # A day: a single run longer than that is a hang, not a slow model, and an unbounded timeout
 # overflowed the waits (1e300 s in select()).

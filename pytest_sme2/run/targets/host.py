@@ -28,7 +28,6 @@ import numpy as np
 from pytest_sme2.errors import ProgramError, RunnerError, UsageError
 from pytest_sme2.run.cpu import CpuInfo, host_cpu
 from pytest_sme2.run.targets.base import (
-    EMULATED_ADVICE,
     OUTPUTS,
     RUNNER_LOG,
     TIMED_ETDUMP,
@@ -36,6 +35,7 @@ from pytest_sme2.run.targets.base import (
     RunResult,
     RunSpec,
     TargetInfo,
+    emulated_advice,
 )
 from pytest_sme2.run.targets.native_runner import reference_samples
 from pytest_sme2.system import supervised
@@ -213,8 +213,7 @@ class HostTarget:
             return (
                 f"SME2 requested but the host CPU '{cpu.name}' ({cpu.arch}) has no SME2; run on a CPU that "
                 "has it (Apple M4 Mac, Armv9.2 Android phone or Linux board) with the host target"
-                + (f", or {self._sme2_advice or EMULATED_ADVICE}" if self._sme2_advice or cpu.system == "Linux"
-                   else "")  # the emulated target is qemu-user: Linux only
+                + (f", or {self._sme2_advice}" if self._sme2_advice else emulated_advice(cpu.system))
             )
         if sme2 is False and cpu.has_sme2:
             return (

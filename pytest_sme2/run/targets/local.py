@@ -24,7 +24,6 @@ from pytest_sme2.errors import RunnerError, UsageError
 from pytest_sme2.run.cpu import CpuInfo, host_cpu
 from pytest_sme2.run.native.tensorfile import torch_inputs_to_file
 from pytest_sme2.run.targets.base import (
-    EMULATED_ADVICE,
     EMULATED_TIMING,
     RUNNER_LOG,
     RUNNER_STDOUT,
@@ -33,6 +32,7 @@ from pytest_sme2.run.targets.base import (
     RunResult,
     RunSpec,
     TargetInfo,
+    emulated_advice,
 )
 from pytest_sme2.run.targets.native_runner import (  # noqa: F401
     INPUTS_FILE,
@@ -193,7 +193,7 @@ class LocalTarget:
             return (
                 f"SME2 requested but this CPU '{cpu.name}' ({cpu.arch}) has no SME2; run the local target on a CPU "
                 "that has it (Apple M4 Mac, Armv9.2 Linux board), or use a device with SME2 (--sme2-target=adb)"
-                + (f", or {EMULATED_ADVICE}" if cpu.system == "Linux" else "")  # qemu-user: Linux only
+                + emulated_advice(cpu.system)
             )
         if sme2 is False and not self.two_builds and cpu.system not in ("Linux", "Darwin"):
             return (
