@@ -336,6 +336,10 @@ class Profile:
 
     @functools.cached_property
     def latency(self) -> stats.SampleStats:
+        """E2E statistics over the runs. On an emulated profile a timing skip, as :meth:`speedup_over` is:
+        emulated time is not time, so no test can read or assert it as latency."""
+        if self.emulated:
+            raise emulated_timing_skip(f"latency of {self.label} not read")
         return stats.SampleStats.of(self.e2e_ms)
 
     @functools.cached_property
@@ -402,6 +406,9 @@ class Profile:
 
     @property
     def median_ms(self) -> float:
+        """Median E2E ms; on an emulated profile a timing skip, like :attr:`latency`."""
+        if self.emulated:
+            raise emulated_timing_skip(f"median latency of {self.label} not read")
         return float(np.median(self.e2e_ms))
 
     @property
@@ -789,8 +796,10 @@ class Profile:
         top_ops = self.top_ops(top)
         memory = self.metadata.get("memory") or {}
         share = "instruction_share" if self.basis == INSTRUCTIONS else "share"
-        portable = [{k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()}
-                    for row in self.portable_ops.to_dict("records")]
+        # Emulated time is not time: an emulated profile's JSON holds no emulator milliseconds at all, neither
+        # under latency names nor per operator, so no consumer of summary.json can read them as latency.
+        timed = not self.emulated
+        portable = [_json_row(row, timed) for row in self.portable_ops.to_dict("records")]
         executed = self.executed_sme_kernels  # from a kernel trace (emulated target); None when not traced
         return {
             "model": self.model,
@@ -799,16 +808,17 @@ class Profile:
             "variant": self.variant,
             "sme2": self.metadata.get("run", {}).get("sme2"),  # as requested: None is the target's default
             "runs": self.runs,
-            "e2e_ms": [float(x) for x in self.e2e_ms],
-            "latency": self.latency.as_dict(),
-            "wall_latency": stats.SampleStats.of(self.wall_ms).as_dict() if self.wall_ms is not None and len(self.wall_ms) else None,
+            "e2e_ms": [float(x) for x in self.e2e_ms] if timed else None,
+            "latency": self.latency.as_dict() if timed else None,
+            "wall_latency": stats.SampleStats.of(self.wall_ms).as_dict()
+            if timed and self.wall_ms is not None and len(self.wall_ms) else None,
             "relative_latency": stats.SampleStats.of(self.relative_ms).as_dict(unit="") if self.relative_ms is not None else None,
             # The reference program's time before each run: the gate compares e2e_ms / reference_ms.
             "reference_ms": [float(x) for x in self.reference_ms] if self.relative_ms is not None else None,
             # Runs per process, in order: the gate compares process medians (stats.ProcessShift).
             "process_sizes": self.process_sizes,
-            "load_ms": self.load_ms,
-            "init_ms": self.init_ms,
+            "load_ms": self.load_ms if timed else None,  # emulated: counted, under instructions.load / init
+            "init_ms": self.init_ms if timed else None,
             # Runs per runner process, and each one's load and init (hardware): the gate judges those per process.
             "chunk_sizes": self.chunk_sizes,
             "load_ms_per_chunk": self.load_ms_per_chunk,
@@ -846,14 +856,12 @@ class Profile:
             "kernel_time": None if self.kernel_time is None else self.kernel_time.as_dict(top=KERNELS_PER_OP),
             "kernels": self._heavy_kernels(share),
             "executed_sme_kernels": list(executed) if executed is not None else None,
-            "top_ops": [
-                {k: (v.item() if hasattr(v, "item") else v) for k, v in row.items() if k not in ("runs_ms", "kernels")}
-                | ({"kernels": row["kernels"]} if "kernels" in row else {})
-                for row in top_ops.to_dict("records")
-            ],
+            "top_ops": [_json_row({k: v for k, v in row.items() if k not in ("runs_ms", "kernels")}, timed)
+                        | ({"kernels": row["kernels"]} if "kernels" in row else {})
+                        for row in top_ops.to_dict("records")],
             "portable_ops": portable,
             # by the profile's basis: on a counted emulated run its instructions, never the emulator's time
-            "worth_delegating": [op["op"] for op in portable if op[share] > WORTH_DELEGATING],
+            "worth_delegating": [op["op"] for op in portable if (op.get(share) or 0.0) > WORTH_DELEGATING],
             "unclassified_ops": self.unclassified_ops,
             "metadata": self.metadata,
             "artifacts": self.artifacts,
@@ -913,7 +921,21 @@ class Profile:
         return record
 
     def __repr__(self) -> str:
+        if self.emulated:  # emulator time is no latency: the size of an inference is what was counted, if anything
+            counted = self.instructions
+            size = (f"{float(np.median(counted.instructions.execute_values)):,.0f} instructions per inference"
+                    if counted is not None else "not counted")
+            return f"Profile({self.label}: emulated, {size}, {self.runs} runs)"
         return f"Profile({self.label}: median {self.median_ms:.3f} ms over {self.runs} runs)"
+
+
+# An operator row's columns measured in time (ms, or a share of E2E time): left out of an emulated profile's JSON.
+_TIME_COLUMNS = frozenset({"median_ms", "mean_ms", "total_ms", "share", "median_ms_per_run"})
+
+
+def _json_row(row: Mapping[str, Any], timed: bool) -> dict[str, Any]:
+    """One operator row as JSON values; without its time columns when ``timed`` is False (emulated)."""
+    return {k: (v.item() if hasattr(v, "item") else v) for k, v in row.items() if timed or k not in _TIME_COLUMNS}
 
 
 def _finite_list(values: Any) -> list[float | None]:

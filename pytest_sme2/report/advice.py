@@ -55,8 +55,10 @@ def recommendations(test_entry: Mapping[str, Any]) -> list[str]:
     worst: dict[str, tuple[float, str, str]] = {}
     for profile in test_entry["profiles"]:
         measure = _measure(profile)
+        if profile.get("emulated") and measure != "instructions":
+            continue  # no counts, and emulator time is not time: nothing to weigh portable operators by
         for op in profile.get("portable_ops", []):
-            share = op.get("instruction_share", op["share"]) if measure == "instructions" else op["share"]
+            share = op["instruction_share"] if measure == "instructions" else op["share"]
             if share > WORTH_DELEGATING and share > worst.get(op["op"], (0.0, "", ""))[0]:
                 worst[op["op"]] = (share, profile["variant"], measure)
         sme = _sme_path_advice(profile)

@@ -226,7 +226,16 @@ def _profile_details_html(profile: Mapping[str, Any], base: Path | None) -> str:
             parts.append(table(KERNEL_TABLE_HEADERS, kernel_rows_by_op(kernel_time)))
     portable = profile.get("portable_ops", [])
     worth = set(profile.get("worth_delegating", []))
-    if portable:
+    if portable and basis == "instructions":
+        parts.append(table(
+            ["portable operator", "count", "category", "instructions per inference", "share of instructions",
+             f"worth delegating (> {WORTH_DELEGATING:.0%})"],
+            [[op["op"], op["count"], op["category"], instructions(op["instructions"]), pct(op["instruction_share"]),
+              "YES" if op["op"] in worth else ""] for op in portable]))
+    elif portable and profile.get("emulated"):  # no counts, and emulator time is not time: which ones ran, only
+        parts.append(table(["portable operator", "count", "category"],
+                           [[op["op"], op["count"], op["category"]] for op in portable]))
+    elif portable:
         parts.append(table(
             ["portable operator", "count", "category", "ms per run", "share of E2E",
              f"worth delegating (> {WORTH_DELEGATING:.0%})"],
@@ -255,7 +264,8 @@ def entry_html(test_entry: Mapping[str, Any], base: Path | None = None) -> str:
     if not profiles:
         return ""
     parts = ['<div class="sme2">']
-    timed = [p for p in profiles if p.get("basis", "time") == "time"]
+    # Emulated time is not time: an emulated run without instruction counts gets no latency table and no chart.
+    timed = [p for p in profiles if p.get("basis", "time") == "time" and not p.get("emulated")]
     counted = [p for p in profiles if p.get("basis") == "instructions"]
     if any(p.get("emulated") for p in profiles):
         parts.append(f'<div class="emulated">EMULATED target: kernels, SME path, outputs and instruction counts are '
@@ -287,7 +297,7 @@ def entry_html(test_entry: Mapping[str, Any], base: Path | None = None) -> str:
         parts.append(_comparison_html(comparison))
     if not test_entry.get("comparisons"):
         parts.append("<h4>Top operators</h4>")
-        for profile in profiles:
+        for profile in timed + counted:  # an emulated run without counts has no measure to rank them by
             parts.append(_img(charts.top_ops_chart(profile), f"top operators of {profile['variant']}"))
     for profile in profiles:
         parts.append(_profile_details_html(profile, base))

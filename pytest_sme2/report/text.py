@@ -117,7 +117,7 @@ def size_text(summary: Mapping[str, Any]) -> str:
     lat = summary["latency"]
     counted = summary.get("instructions") if summary.get("basis") == INSTRUCTIONS else None
     if summary.get("emulated"):
-        runs = f"{lat['n']} run{'' if lat['n'] == 1 else 's'}"
+        runs = f"{summary['runs']} run{'' if summary['runs'] == 1 else 's'}"
         if counted and counted.get("per_inference") is not None:
             return f"{counted['per_inference']:,} instructions per inference (counted, exact), {runs}"
         return f"no latency: emulated time is not latency, and this run has no instruction counts; {runs}"

@@ -190,3 +190,57 @@ def test_an_uncounted_emulated_run_calls_its_time_shares_emulator_time(tmp_path:
     text = entry_text(build_test_entry("t.py::t", [_profile(tmp_path, counted=False)]))
     assert "of time" not in text and "CONV+GEMM time" not in text
     assert "delegation: 82.9% of emulator time (not time)" in text
+
+
+def _timed_keys(value: object, where: str = "") -> list[str]:
+    """Where a key named in ms (``*_ms``, ``*_ms_*``) holds a value, outside metadata and artifact paths."""
+    found = []
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            if key in ("metadata", "artifacts"):
+                continue
+            if (key.endswith("_ms") or "_ms_" in key) and inner not in (None, [], {}):
+                found.append(f"{where}.{key}")
+            found += _timed_keys(inner, f"{where}.{key}")
+    elif isinstance(value, list):
+        for i, inner in enumerate(value):
+            found += _timed_keys(inner, f"{where}[{i}]")
+    return found
+
+
+@pytest.mark.parametrize("counted", [True, False])
+def test_summary_json_of_an_emulated_run_holds_no_emulator_milliseconds(tmp_path: Path, counted: bool) -> None:
+    """summary.json is read by programs, which do not read docs: no latency key, no per-run or per-operator ms."""
+    entry = build_test_entry("t.py::t", [_profile(tmp_path, counted=counted)])
+    profile = json.loads(json.dumps(entry["profiles"][0], default=str))
+    assert profile["emulated"] is True and profile["runs"] == 2
+    assert profile["latency"] is None and profile["e2e_ms"] is None and profile["wall_latency"] is None
+    assert profile["load_ms"] is None and profile["init_ms"] is None
+    for op in profile["top_ops"] + profile["portable_ops"]:
+        assert not {"median_ms", "mean_ms", "total_ms", "median_ms_per_run", "share"} & set(op), op
+    assert _timed_keys(profile) == []
+    if counted:
+        assert [op["instructions"] for op in profile["top_ops"]][:1] == [5_000.0]
+
+
+def test_a_test_reading_latency_of_an_emulated_profile_is_skipped_as_a_timing_check(tmp_path: Path) -> None:
+    from pytest_sme2.profile.profile import is_emulated_timing_skip
+
+    profile = _profile(tmp_path, counted=True)
+    for read in (lambda: profile.median_ms, lambda: profile.latency):
+        with pytest.raises(pytest.skip.Exception, match="not hardware timing") as skipped:
+            read()
+        assert is_emulated_timing_skip(skipped.value)
+    assert repr(profile) == "Profile(m fp32-xnnpack [emulated sme2=True]: emulated, 10,000 instructions per " \
+                           "inference, 2 runs)"
+
+
+def test_html_of_an_emulated_run_shows_no_ms_of_its_portable_operators(tmp_path: Path) -> None:
+    from pytest_sme2.report.html import entry_html
+
+    for counted in (True, False):
+        html = entry_html(build_test_entry("t.py::t", [_profile(tmp_path / str(counted), counted=counted)]))
+        assert "native_call_native_layer_norm.out" in html
+        assert "ms per run" not in html and "Latency per run" not in html and "median ms" not in html, counted
+    counted_html = entry_html(build_test_entry("t.py::t", [_profile(tmp_path / "again", counted=True)]))
+    assert "instructions per inference" in counted_html and "<td>2.0 k</td>" in counted_html
