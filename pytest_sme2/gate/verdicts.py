@@ -464,12 +464,17 @@ def baseline_quality(record: Mapping[str, Any], tol: Tolerances,
     runs, kept = int(clean.size), int(clean.sum())
     quality: dict[str, Any] = {"runs": runs, "disturbed_runs": runs - kept,
                                "basis": "relative" if relative is not None else "raw"}
-    problems = []
+    problems: list[str] = []
+    # What the check found unfit, by the quantity a verdict names (QUALITY_QUANTITY), "record" for the runs
+    # themselves: a regression judged on a baseline accepted despite them names its own (_forced_baseline_note).
+    unfit: dict[str, str] = {}
     if kept < stats.MIN_CLEAN_RUNS:
         problems.append(f"only {kept} of {runs} runs were undisturbed (need {stats.MIN_CLEAN_RUNS})")
     if runs - kept > runs * MAX_DISTURBED_SHARE:
         problems.append(f"{runs - kept} of {runs} runs were disturbed by other work on the machine (the run, or the "
                         f"reference run right before it); at most {MAX_DISTURBED_SHARE:.0%} may be")
+    if problems:
+        unfit["record"] = "; ".join(problems)
     latency = relative if relative is not None else np.asarray(record["samples_ms"], dtype=float)
     medians, _ = _medians(record, latency, clean)
     quality["processes"] = int(medians.size)
@@ -478,7 +483,8 @@ def baseline_quality(record: Mapping[str, Any], tol: Tolerances,
         problems.append(f"it holds {medians.size} process(es) with {stats.MIN_RUNS_PER_PROCESS} or more undisturbed "
                         f"runs; the gate needs {MIN_BASELINE_PROCESSES} or more to know how far each quantity moves "
                         f"between processes (--sme2-baseline-processes, default {BASELINE_PROCESSES})")
-        return quality, problems
+        unfit["record"] = "; ".join(filter(None, (unfit.get("record"), problems[-1].split("; ", 1)[0])))
+        return quality | {"unfit": unfit}, problems
     spreads: dict[str, float] = {}
     detectable: dict[str, float] = {}
     for quantity in _spread_quantities(record, tol, latency, clean):
@@ -491,17 +497,21 @@ def baseline_quality(record: Mapping[str, Any], tol: Tolerances,
         remedy = _remedy(quantity.medians, check_processes, quantity.tolerance, tol.alpha, quantity.name,
                          log=quantity.log)
         if quantity.what == "latency":
-            problems.append(f"{quality['basis']} latency moves by {spreads['latency']:.1%} (sd) between its "
-                            f"{medians.size} processes: a check of {check_processes} process(es) would catch "
+            unfit["latency"] = (f"{quality['basis']} latency moves by {spreads['latency']:.1%} (sd) between its "
+                                f"{medians.size} processes")
+            problems.append(f"{unfit['latency']}: a check of {check_processes} process(es) would catch "
                             f"only slowdowns above {change:+.0%} reliably, not {DETECT_TOLERANCES * tol.latency:+.0%} "
                             f"({DETECT_TOLERANCES:g} x the tolerance); " + remedy)
         else:
-            problems.append(f"{quantity.what} moves by {design.spread * 100:.1f} points (sd) between its "
-                            f"{quantity.medians.size} processes: a check of {check_processes} process(es) would "
+            unfit[quantity.what] = (f"{quantity.what} moves by {design.spread * 100:.1f} points (sd) between its "
+                                    f"{quantity.medians.size} processes")
+            problems.append(f"{unfit[quantity.what]}: a check of {check_processes} process(es) would "
                             f"catch only changes above {change * 100:.0f} points "
                             f"reliably, not {DETECT_TOLERANCES * quantity.tolerance * 100:g} ({DETECT_TOLERANCES:g} "
                             f"x the tolerance); " + remedy)
     quality.update({"between_processes": spreads, "detectable_change": detectable})
+    if unfit:
+        quality["unfit"] = unfit
     return quality, problems
 
 
@@ -1093,10 +1103,13 @@ def judge(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any], t
     return [_forced_baseline_note(v, baseline) for v in verdicts]
 
 
-# The time-based checks the baseline quality check judges (baseline_quality), and the words that start the
-# problem it names for each ("relative latency moves ...", "share of CONV moves ...").
-_QUALITY_CHECKED = {"latency": "latency", "share": "", "delegation_coverage": "delegation coverage",
-                    "sme_path": "SME path share"}
+def quality_quantity(verdict: Verdict) -> str | None:
+    """The name baseline_quality files a verdict's quantity under in ``quality.unfit`` ("latency", "share of
+    CONV", "delegation coverage", "SME path share"); None for a verdict it does not judge."""
+    if verdict.check == "share":
+        return f"share of {verdict.evidence['category']}" if "category" in verdict.evidence else None
+    return {"latency": "latency", "delegation_coverage": "delegation coverage",
+            "sme_path": "SME path share"}.get(verdict.check)
 
 
 def _forced_baseline_note(verdict: Verdict, baseline: Mapping[str, Any]) -> Verdict:
@@ -1104,18 +1117,21 @@ def _forced_baseline_note(verdict: Verdict, baseline: Mapping[str, Any]) -> Verd
     says so, with what its quality check found: the user then knows the verdict stands on a baseline the gate
     called unfit, and that a level seen in one session is no promise for later ones (docs/gate.md, "Between
     sessions"). Every other verdict is returned as it is."""
-    problems = ((baseline.get("quality") or {}).get("accepted_despite")) or []
+    quality = baseline.get("quality") or {}
+    quantity = quality_quantity(verdict)
     statistical = "p" in verdict.evidence or "p_slower" in verdict.evidence  # not an exact count (graph nodes)
-    if verdict.status != REGRESSION or verdict.check not in _QUALITY_CHECKED or not problems or not statistical:
+    if verdict.status != REGRESSION or quantity is None or not quality.get("accepted_despite") or not statistical:
         return verdict
-    words = _QUALITY_CHECKED[verdict.check] or " ".join(verdict.message.split(" ")[:3])  # "share of CONV"
-    mine = [p for p in problems if f"{words} moves by " in p.split(":", 1)[0]] or \
-        [p for p in problems if " moves by " not in p.split(":", 1)[0]]  # runs, disturbed runs, processes
-    if not mine:
-        return verdict
-    found = mine[0].split(": a check of", 1)[0].split("; ", 1)[0]
+    unfit = quality.get("unfit")
+    if unfit is None:  # written before the check kept its findings by quantity: say only that it was forced
+        found = "problems (quality.accepted_despite in the file)"
+    else:
+        found = unfit.get(quantity) or unfit.get("record")
+        if found is None:  # the check passed this quantity
+            return verdict
+        found += " (quality.accepted_despite in the file)"
     note = (f"; this baseline was written with --sme2-accept-noisy-baselines although its quality check "
-            f"found: {found} (quality.accepted_despite in the file): a level measured in one session moves "
+            f"found: {found}: a level measured in one session moves "
             f"further in later ones on a busy or shared machine (docs/gate.md, 'Between sessions'); record it "
             f"again where the check passes, or judge this model by instructions (--sme2-metric=instructions, or "
             f"the emulated target)")

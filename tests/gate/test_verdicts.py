@@ -699,11 +699,16 @@ def test_a_regression_against_a_baseline_written_despite_its_quality_check_says_
                      shares=moved, seed=3)
     [conv] = [v for v in by_check(judge("m", shifted, forced), "share") if v.evidence.get("category") == "CONV"]
     assert conv.status == "regression" and "accept-noisy" not in conv.message
+    assert quality["unfit"] == {"latency": found}  # kept by quantity: the note is found by name, not by words
     # a problem about the runs themselves (too many disturbed) applies to every time-based quantity
-    runs_problem = {**base, "quality": {"accepted_despite": ["13 of 50 runs were disturbed by other work on the "
-                                                             "machine (...); at most 25% may be"]}}
+    disturbed = "13 of 50 runs were disturbed by other work on the machine (...); at most 25% may be"
+    runs_problem = {**base, "quality": {"accepted_despite": [disturbed], "unfit": {"record": disturbed}}}
     [conv] = [v for v in by_check(judge("m", shifted, runs_problem), "share") if v.evidence.get("category") == "CONV"]
-    assert "quality check found: 13 of 50 runs were disturbed by other work on the machine (...) " in conv.message
+    assert f"quality check found: {disturbed} (quality.accepted_despite in the file)" in conv.message
+    # a file forced before the findings were kept by quantity: the note says it was forced, nothing it cannot know
+    older = {**base, "quality": {"accepted_despite": [disturbed]}}
+    [conv] = [v for v in by_check(judge("m", shifted, older), "share") if v.evidence.get("category") == "CONV"]
+    assert "although its quality check found: problems (quality.accepted_despite in the file)" in conv.message
 
 
 def test_an_operator_named_after_an_inserted_layer_stays_paired_with_itself() -> None:
