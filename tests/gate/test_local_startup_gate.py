@@ -72,8 +72,10 @@ def test_a_bigger_weight_fails_on_init_and_unchanged_passes(pytester: pytest.Pyt
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)  # this file tests the gate: turn it back on
     _project(pytester, shared_export_cache, size=24)
-    pytester.runpytest_inprocess("--sme2-update-baselines", "--sme2-baseline-processes=4",
-                                 "--sme2-runs=12").assert_outcomes(passed=1)
+    # Start-up is under test, not whether this machine is quiet enough for a latency baseline: beside other work
+    # (a helper's make perf) the quality check refused it (28 of 48 runs disturbed), so it is accepted here.
+    pytester.runpytest_inprocess("--sme2-update-baselines", "--sme2-baseline-processes=4", "--sme2-runs=12",
+                                 "--sme2-accept-noisy-baselines").assert_outcomes(passed=1)
     kept = _record(pytester.path / "baselines")
     assert kept["chunk_sizes"] == [12] * 4 and len(kept["init_relative_per_chunk"]) == 4
     assert all(value > 0 for value in kept["init_relative_per_chunk"] + kept["load_relative_per_chunk"])

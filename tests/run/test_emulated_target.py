@@ -334,3 +334,27 @@ def test_timed(exported_pte, runner, etdump_profile):
     result.stdout.fnmatch_lines(["SKIPPED [[]1[]] test_a_latency_test_*.py:*: emulated timing is not hardware timing: "
                                  "this @pytest.mark.latency test only runs on hardware targets"])  # the test's place
     assert "never exported" not in result.stdout.str() and "broken fp32" not in result.stdout.str()  # no export
+
+
+@needs_emulation
+def test_a_counted_run_of_more_than_one_thread_is_refused_before_the_result_cache(sme2_project: pytest.Pytester) -> None:
+    """A user's trial: threads=2 on the emulated target counted only the inference thread, whose share of each
+    operator's work the thread pool splits differently every run (259,160 instructions in the baseline, 169,500 to
+    230,902 in unchanged runs after it), all labelled exact: 4 of 5 unchanged runs failed."""
+    sme2_project.makepyfile('''
+import pytest
+
+@pytest.mark.sme2
+@pytest.mark.model("tiny")
+@pytest.mark.perf(threads=2)
+def test_two(exported_pte, runner, etdump_profile):
+    etdump_profile(exported_pte, runner(sme2=True))
+''')
+    result = sme2_project.runpytest_inprocess(*NO_BASELINES, "--sme2-target=emulated", "--sme2-runs=1")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*the emulated target counts a run of one thread exactly, not threads=2*"])
+    assert "@pytest.mark.latency" in result.stdout.str() and "--sme2-no-kernel-trace" in result.stdout.str()
+    assert "instructions per inference" not in result.stdout.str()  # nothing counted, nothing shown as exact
+    uncounted = sme2_project.runpytest_inprocess(*NO_BASELINES, "--sme2-target=emulated", "--sme2-runs=1",
+                                                 "--sme2-no-kernel-trace")
+    uncounted.assert_outcomes(passed=1)

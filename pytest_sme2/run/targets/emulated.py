@@ -84,6 +84,17 @@ def loaded_libraries(runner: Path) -> list[Path]:
             carried.loader]
 
 
+
+def counted_threads_problem(threads: int) -> str:
+    """Why a counted run takes one thread: a user's trial recorded threads=2 and 4 of 5 unchanged runs then
+    failed (259,160 instructions in the baseline, 169,500-230,902 after), all labelled exact."""
+    return (f"the emulated target counts a run of one thread exactly, not threads={threads}: with {threads} "
+            f"threads XNNPACK's thread pool splits each operator's work between threads differently from run to "
+            f"run and only the inference thread is counted, so the counts would move between identical runs and "
+            f"the gate would judge noise. Use threads=1 here (@pytest.mark.perf(threads=1), runner(threads=1) or "
+            f"--sme2-threads=1); mark a test that measures threads @pytest.mark.latency, so it runs on hardware "
+            f"only (--sme2-target=local or adb); or run it uncounted with --sme2-no-kernel-trace")
+
 class EmulatedTarget:
     # Emulated time is never compared and the counted run repeats exactly, so one inference after one
     # warmup (the steady state: the first inference also sets up XNNPACK's runtime) says everything.
@@ -165,6 +176,8 @@ class EmulatedTarget:
         self._check_runner_version()
         qemu = self.emulator_command(spec)
         if self._trace_kernels and spec.etdump:
+            if spec.threads > 1:  # before the result cache: an answer counted so would be just as wrong
+                raise UsageError(counted_threads_problem(spec.threads))
             return self._counted_run(qemu, pte, inputs, spec, out_dir)
         env = {**os.environ, "QEMU_LD_PREFIX": str(emulation_setup.SYSROOT)}
         return run_runner_process(qemu, st.runner, env, pte, inputs, spec, out_dir, self.info,
