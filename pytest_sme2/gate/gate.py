@@ -64,12 +64,14 @@ def new_outcome() -> dict[str, Any]:
 
 def records_of(labelled: list[tuple[str, Any]], metric: str, inferences: int,
                device: Any = None) -> dict[str, dict[str, Any]]:
-    """Each labelled Profile as the record a baseline keeps; with the instruction metric, callgrind counts it;
-    with a device model (``--sme2-device``), a counted run keeps its modelled time on it too."""
+    """Each labelled Profile as the record a baseline keeps; with the instruction metric, callgrind counts a
+    hardware run (an emulated run was counted by qemu already: its gate is that count whatever the metric, and
+    callgrind's host counts in its place would be another machine's instructions); with a device model
+    (``--sme2-device``), a counted run keeps its modelled time on it too."""
     records = {}
     for label, profile in labelled:
         instructions = None
-        if metric == "instructions":
+        if metric == "instructions" and not profile.emulated:
             from pytest_sme2.run.callgrind import count_instructions
 
             pte = Path(profile.artifacts["pte"])

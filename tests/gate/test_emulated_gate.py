@@ -270,3 +270,20 @@ def test_the_readme_example_skips_its_speedup_but_its_profiles_are_gated(pyteste
     changed.stdout.fnmatch_lines(["*[[]regression[]]*operator(s) fell out of the delegate: *"
                                   "native_call_where.self_out (now runs as a portable kernel)*",
                                   "*0 written, 0 refused, * regression(s) in 1 test(s), *"])  # verdicts, tests
+
+
+def test_the_instruction_metric_on_the_emulated_target_is_its_own_count(recorded) -> None:
+    """A user's trial: --sme2-metric=instructions (docs/gate.md offers it beside the emulated target) counted the
+    emulated run again under callgrind on the x86 host; unchanged failed ("no instruction counts of the emulated
+    target; counting is off"), and its printed update replaced the emulated baselines by host counts."""
+    [path] = (recorded.path / "baselines").rglob("*.json")
+    before = path.read_text()
+    judged = recorded.runpytest_inprocess("--sme2-metric=instructions")
+    judged.assert_outcomes(passed=1)
+    judged.stdout.fnmatch_lines(["*1 baseline file(s) (counted instructions, emulated target): 0 written*"
+                                 "0 regression(s)*"])
+    recorded.runpytest_inprocess("--sme2-metric=instructions", "--sme2-update-baselines").assert_outcomes(passed=1)
+    after = json.loads(path.read_text())
+    [record] = after["profiles"].values()
+    assert record["instructions"]["source"].startswith("qemu") and "callgrind" not in path.read_text()
+    assert record["instructions"]["ops"] == next(iter(json.loads(before)["profiles"].values()))["instructions"]["ops"]
