@@ -51,7 +51,13 @@ def _compare(args: argparse.Namespace) -> int:
     text, result = compare_files(Path(args.a), Path(args.b), args.json)
     print(text)
     if args.min_speedup is not None:
-        if result["speedup"] is None or result["speedup"]["low"] < args.min_speedup:
+        if result["speedup"] is None:  # emulated time is not time: no speedup was measured, so none can be judged
+            print(f"--min-speedup {args.min_speedup:g} not judged: "
+                  + (f"{', '.join(result.get('emulated_files') or [])} ran on the emulated target, whose time is "
+                     f"not time (no speedup); judge counted instructions with the plugin's gate instead"
+                     if result.get("emulated_files") else "no speedup could be computed"), file=sys.stderr)
+            return 2
+        if result["speedup"]["low"] < args.min_speedup:
             print(f"speedup lower bound below --min-speedup {args.min_speedup:g}", file=sys.stderr)
             return 1
     return 0

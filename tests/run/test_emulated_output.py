@@ -244,3 +244,16 @@ def test_html_of_an_emulated_run_shows_no_ms_of_its_portable_operators(tmp_path:
         assert "ms per run" not in html and "Latency per run" not in html and "median ms" not in html, counted
     counted_html = entry_html(build_test_entry("t.py::t", [_profile(tmp_path / "again", counted=True)]))
     assert "instructions per inference" in counted_html and "<td>2.0 k</td>" in counted_html
+
+
+def test_min_speedup_of_emulated_etdumps_is_not_judged_exit_2(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """A user's trial: compare --min-speedup on emulated ETDumps exited 1 ("below --min-speedup"), a finding, where
+    nothing was measured; by the CLI's contract that is 2 (the command could not do its job)."""
+    from pytest_sme2.cli import main
+
+    off = _emulated_etdump(tmp_path / "off", counted=True, scale=2.0)
+    on = _emulated_etdump(tmp_path / "on", counted=True)
+    assert main(["compare", str(off), str(on), "--min-speedup", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "--min-speedup 2 not judged" in err and "emulated target" in err and "below" not in err
