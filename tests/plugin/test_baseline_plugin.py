@@ -116,6 +116,11 @@ def test_missing_policy_skip_and_warn(sme2_project: pytest.Pytester) -> None:
     skipped = sme2_project.runpytest_inprocess("-o", "sme2_baseline_missing=skip", "-rs")
     skipped.assert_outcomes(skipped=1)
     assert "--sme2-update-baselines" in skipped.stdout.str()
+    # a user's trial: the update command dropped --sme2-baselines-dir, so following it wrote to ./baselines
+    elsewhere = sme2_project.runpytest_inprocess("-o", "sme2_baseline_missing=skip", "-rs",
+                                                 "--sme2-baselines-dir=perf baselines")
+    elsewhere.assert_outcomes(skipped=1)
+    assert "--sme2-update-baselines --sme2-baselines-dir='perf baselines'" in elsewhere.stdout.str()
     # shown even where UserWarnings are ignored, as this repository's own pyproject does for torch's noise
     warned = sme2_project.runpytest_inprocess("-o", "sme2_baseline_missing=warn", "-W", "ignore::UserWarning",
                                               "-W", "default::pytest_sme2.errors.Sme2Warning")
