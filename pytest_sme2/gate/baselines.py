@@ -250,6 +250,11 @@ def write(baseline: Baseline) -> Path:
         raise BaselineError(f"baseline {path} is read-only (mode {stat.S_IMODE(path.stat().st_mode):04o}), so it "
                             f"is not updated: make it writable (chmod u+w {shlex.quote(str(path))}) to record it "
                             "again, or leave its test out of the update (-k)")
+    folder = next((d for d in (path.parent, *path.parent.parents) if d.is_dir()), None)
+    if folder is not None and not folder.stat().st_mode & stat.S_IWUSR:  # as root, the kernel would let it write
+        raise BaselineError(f"baseline {path} is not written: its folder {folder} is read-only (mode "
+                            f"{stat.S_IMODE(folder.stat().st_mode):04o}); make it writable (chmod u+w "
+                            f"{shlex.quote(str(folder))}) to record it, or leave its test out of the update (-k)")
     path.parent.mkdir(parents=True, exist_ok=True)
     text = dumps(baseline.as_dict())
     handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)

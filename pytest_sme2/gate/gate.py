@@ -59,7 +59,10 @@ class Rules:
 def new_outcome() -> dict[str, Any]:
     """What one test's gate did, as plain lists of text (a pytest user property; read by the reports)."""
     return {"paths": [], "written": [], "refused": [], "verdicts": [], "failed": [], "missing": [],
-            "unused_labels": [], "fingerprints": [], "notes": []}
+            "unused_labels": [], "fingerprints": [], "notes": [],
+            # the failure's own lines per regressed baseline file, root cause first (what the terminal shows): the
+            # reports and CI annotations show these, one block per file, not one line per moved quantity
+            "findings": []}
 
 
 def records_of(labelled: list[tuple[str, Any]], metric: str, inferences: int,
@@ -199,8 +202,12 @@ def check_file(test_id: str, fingerprint: str, target: Mapping[str, Any], record
                     "Each of these is judged on this session's processes only: on a busy or shared machine a later "
                     "session's level can move further (docs/gate.md, 'Between sessions'); for a sub-millisecond "
                     "model, instructions (--sme2-metric=instructions, or the emulated target) do not move at all"]
-        baselines.write(baselines.Baseline(path, test_id, fingerprint, records, dict(target),
-                                           baselines.recorded_now(repo_root or Path.cwd())))
+        try:
+            baselines.write(baselines.Baseline(path, test_id, fingerprint, records, dict(target),
+                                               baselines.recorded_now(repo_root or Path.cwd())))
+        except baselines.BaselineError:
+            outcome["refused"].append(str(path))  # the summary's count says so too (a read-only file or folder)
+            raise
         outcome["written"].append(str(path))
         if any(r["quality"].get("auto") for r in records.values()):  # time to judge: say what its checks cost
             needed = max((r["quality"].get("check_processes", 1) for r in records.values()), default=1)
@@ -247,6 +254,8 @@ def check_file(test_id: str, fingerprint: str, target: Mapping[str, Any], record
         failures.append(f"baseline: {path}{when if stored else ''}")
         if outcome["failed"]:  # a regression; a missing record already said how to record it
             failures.append(f"if the change is intended, update the baseline: {update_command}")
+    if findings.failed(ordered):
+        outcome["findings"].append("\n".join(line for line in failures if not line.startswith("no baseline for ")))
     return failures
 
 

@@ -781,12 +781,18 @@ def _op_instructions(label: str, now: Mapping[str, Any], then: Mapping[str, Any]
     if ops_now and ops_then and not (ids_now and ids_then):
         out.append(Verdict("op_instructions", NOTE, label, LEGACY_PAIRING, {"pairing": "execution order"}))
     grown = []
+
+    def node(op: str) -> str:
+        """ " (b1.conv: aten.convolution.default)": the graph node, in the user's code, this operator implements."""
+        name = (ids_then or {}).get(op)
+        return f" ({name})" if name and " after " not in name else ""
+
     for before, after in pairs:
         base, cur = float(ops_then[before][1]), float(ops_now[after][1])
         if ops_then[before][2] > 0 and ops_now[after][2] == 0:
             renamed = f" (now {after})" if _op_kind(after) != _op_kind(before) else ""
             out.append(Verdict("sme_path", REGRESSION, label,
-                               f"operator {before}{renamed} ran {ops_then[before][2]:,} SME instructions in the "
+                               f"operator {before}{node(before)}{renamed} ran {ops_then[before][2]:,} SME instructions in the "
                                f"baseline and none now: its SME kernel path is lost",
                                {"op": before, "now": after, "baseline_sme": ops_then[before][2]}))
         if base > 0 and cur / base - 1 > tol.op_instructions and cur - base > MIN_OP_INSTRUCTIONS:
@@ -794,7 +800,7 @@ def _op_instructions(label: str, now: Mapping[str, Any], then: Mapping[str, Any]
     for _, before, after, cur, base in sorted(grown, reverse=True):
         renamed = f" (now {after})" if after != before else ""
         out.append(Verdict("op_instructions", REGRESSION, label,
-                           f"operator {before}{renamed}: {cur:,.0f} instructions vs baseline {base:,.0f} "
+                           f"operator {before}{node(before)}{renamed}: {cur:,.0f} instructions vs baseline {base:,.0f} "
                            f"({cur / base - 1:+.2%}; tolerance +{tol.op_instructions:.1%} and "
                            f"{MIN_OP_INSTRUCTIONS} instructions)",
                            {"op": before, "now": after, "current": cur, "baseline": base,

@@ -267,6 +267,12 @@ def _path_hint(source: ModelSource, exc: Exception, root: Path) -> str:
     top = exc.name.split(".")[0]
     if top != source.target.split(".")[0] or not ((root / top).is_dir() or (root / f"{top}.py").is_file()):
         return ""
+    if exc.name != top:  # the package imported, so it is on sys.path: a module inside it is not there (a typo)
+        package = root.joinpath(*exc.name.split(".")[:-1])
+        present = sorted(p.stem for p in package.glob("*.py") if p.stem != "__init__") if package.is_dir() else []
+        return (f". {package} has no module {exc.name.rsplit('.', 1)[1]!r}"
+                + (f"; its modules: {', '.join(present)}" if present else "")
+                + f"; check the module name in {source.name} = {source.target}")
     return (f". {root / top} exists, but {root} is not on sys.path: add pythonpath = [\".\"] under "
             "[tool.pytest.ini_options] in pyproject.toml (pythonpath = . in pytest.ini or tox.ini), pytest's "
             f"own setting, or register the model by file: {source.name} = "

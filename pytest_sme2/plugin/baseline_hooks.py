@@ -58,6 +58,7 @@ class _GateConfig:
     # Test files the command line narrowed to some of their tests (``file.py::test``): pytest collected only
     # those, so the file's other baselines are not known to be orphaned.
     narrowed_files: set[str] = field(default_factory=set)
+    rootdir: Path | None = None  # what test ids' file paths are relative to: a deleted test file is found there
 
     @property
     def place(self) -> writable_folders.Place:
@@ -86,6 +87,7 @@ def pytest_configure(config: pytest.Config) -> None:
         tolerances=tolerances,
         inferences=setting(config, "instruction_inferences"),
         narrowed_files=_narrowed_files(config),
+        rootdir=config.rootpath,
     )
     if getattr(config, "workerinput", None) is None:  # the controller (or a plain run) prints the summary
         config.pluginmanager.register(_GateTally(config.stash[_GATE_KEY]), "sme2-baseline-summary")
@@ -393,6 +395,10 @@ class _GateTally:
             for path in baselines.stored(settings.root, fingerprint):
                 test_id = baselines.stored_test_id(path)
                 test_file = None if test_id is None else test_id.split("::")[0]
+                if (test_file is not None and str(path) not in used and settings.rootdir is not None
+                        and not (settings.rootdir / test_file).exists()):
+                    unused.append(f"{path} (its test file {test_file} no longer exists)")
+                    continue
                 if str(path) in used or test_file not in files or test_file in settings.narrowed_files:
                     continue  # another test file's baseline (not run now), one of a file the command line
                     # narrowed to some of its tests, or unreadable (its test says why)

@@ -214,9 +214,12 @@ def modelled_comparison(on: Profile, off: Profile, device: "str | DeviceModel") 
 
 def _baseline_outcome(outcome: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Verdict rows from the baseline gate's ``sme2_baseline`` property (lists of message strings)."""
-    rows = [{"verdict": "regression", "message": m} for m in outcome.get("failed", [])]  # root cause first
-    if rows:  # what explains them without failing (the operators that changed, another setup)
-        rows += [{"verdict": "note", "message": m} for m in outcome.get("notes", [])]
+    if outcome.get("findings"):  # the failure as the terminal gives it: root cause first, the update command last
+        rows = [{"verdict": "regression", "message": m} for m in outcome["findings"]]
+    else:  # an outcome of an older pytest-sme2: one row per failing verdict
+        rows = [{"verdict": "regression", "message": m} for m in outcome.get("failed", [])]
+        if rows:  # what explains them without failing (the operators that changed, another setup)
+            rows += [{"verdict": "note", "message": m} for m in outcome.get("notes", [])]
     rows += [{"verdict": "no baseline", "message": m} for m in outcome.get("missing", [])]
     rows += [{"verdict": "baseline written", "message": m} for m in outcome.get("written", [])]
     if not rows:

@@ -54,6 +54,7 @@ STYLE = """<style>
 .sme2 h4 {font-size: 13px; margin: 10px 0 4px}
 .sme2 table {border-collapse: collapse; margin: 4px 0}
 .sme2 td, .sme2 th {border: 1px solid #ccc; padding: 2px 6px; font-size: 12px; text-align: left}
+.sme2 td {white-space: pre-wrap}  /* a regression's message keeps its lines: cause, what moved, how to update */
 .sme2 th {background: #f3f3f3}
 .sme2 img {display: block; max-width: 100%; margin: 4px 0}
 .sme2 .emulated {background: #fff3cd; border: 1px solid #e0c36a; padding: 4px 8px; margin: 4px 0}

@@ -143,6 +143,10 @@ def session_markdown(summary: Mapping[str, Any]) -> str:
                     lines.append("")
         lines += [f"- recommendation: {text(advice)}" for advice in recommendations(test_entry)]
         lines.append(f"- verdict: {text(verdict_text(test_entry.get('verdicts', [])))}")
+        for verdict in test_entry.get("verdicts", []):  # a regression as the terminal gives it, cause first
+            if verdict.get("verdict") == "regression":
+                lines += [f"  - {text(line.strip())}" for line in str(verdict.get("message", "")).splitlines()
+                          if line.strip()]
         if test_entry.get("test_dir"):
             lines.append(f"- artifacts: {code(_rel(test_entry['test_dir'], base))}")
         if test_entry.get("timeline"):

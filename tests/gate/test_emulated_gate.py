@@ -111,14 +111,16 @@ def test_an_operator_that_falls_out_of_the_delegate_fails_naming_it(recorded, sh
 def test_a_lost_sme_kernel_path_fails_naming_the_operator(recorded, shared_export_cache) -> None:
     # the first convolution made depthwise: XNNPACK has no SME kernel for it (DWConv instead of PF32 IGEMM)
     result = _changed(recorded, shared_export_cache, channels=8, groups=8)
-    result.stdout.fnmatch_lines(["*operator Convolution (NHWC, PF32) IGEMM #1 @0 (now Convolution (NHWC, F32) DWConv #1 @0) "
+    result.stdout.fnmatch_lines(["*operator Convolution (NHWC, PF32) IGEMM #1 @0 (first: aten.convolution.default) "
+                                 "(now Convolution (NHWC, F32) DWConv #1 @0) "
                                  "ran * SME instructions in the baseline and none now: its SME kernel path is lost*"])
 
 
 def test_five_percent_more_instructions_in_one_operator_fails_naming_it(recorded, shared_export_cache) -> None:
     # 34 instead of 32 channels out of the first convolution: that operator and the next do 6% more work
     result = _changed(recorded, shared_export_cache, channels=34)
-    result.stdout.fnmatch_lines(["*operator Convolution (NHWC, PF32) IGEMM #1 @0: * instructions vs baseline *"])
+    result.stdout.fnmatch_lines(["*operator Convolution (NHWC, PF32) IGEMM #1 @0 (first: aten.convolution.default): "
+                                 "* instructions vs baseline *"])
 
 
 def test_ten_percent_more_planned_memory_fails(recorded, shared_export_cache) -> None:

@@ -573,7 +573,8 @@ def test_a_kernel_path_change_on_the_same_graph_node_reads_x_is_now_y() -> None:
     del after["Convolution (NHWC, PF32) IGEMM #2 @0"]
     found = judge("m", split_record(after), split_record(SPLIT_BEFORE))
     [lost] = [v for v in found if v.check == "sme_path" and v.failed]
-    assert lost.message.startswith("operator Convolution (NHWC, PF32) IGEMM #2 @0 (now Convolution (NHWC, F32) "
+    assert lost.message.startswith("operator Convolution (NHWC, PF32) IGEMM #2 @0 (second: aten.convolution.default) "
+                                   "(now Convolution (NHWC, F32) "
                                    "DWConv #2 @0) ran 72,960 SME instructions in the baseline and none now")
 
 

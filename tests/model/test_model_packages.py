@@ -81,6 +81,20 @@ def test_a_module_name_whose_package_is_in_the_rootdir_says_to_set_pythonpath(pr
     assert "edge_seg = mynet/model.py" in message
 
 
+def test_a_module_typo_inside_an_importable_package_names_the_modules_not_pythonpath(
+        project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A user's trial: with pythonpath set and working, "mynet.nett" was diagnosed as the rootdir not on sys.path."""
+    monkeypatch.syspath_prepend(str(project))
+    registry = ModelRegistry(root=project)
+    registry.register("edge_seg", "mynet.modle")
+    with pytest.raises(ModelDefinitionError) as caught:
+        registry.get("edge_seg")
+    message = str(caught.value)
+    assert "sys.path" not in message and "pythonpath" not in message
+    assert f"{project / 'mynet'} has no module 'modle'; its modules: blocks, model" in message
+    assert "check the module name in edge_seg = mynet.modle" in message
+
+
 def test_a_module_name_that_exists_nowhere_gets_no_pythonpath_hint(project: Path) -> None:
     registry = ModelRegistry(root=project)
     registry.register("edge_seg", "othernet.model")

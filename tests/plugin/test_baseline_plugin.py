@@ -159,19 +159,21 @@ def test_unused_baselines_are_listed_and_corrupt_ones_fail_without_being_overwri
             etdump_profile(exported_pte, runner())
         """
     )
-    sme2_project.makepyfile(test_gate=_test_file(extra=extra))
-    sme2_project.runpytest_inprocess(*UPDATE).assert_outcomes(passed=2)
-    assert len(_baseline_files(sme2_project)) == 2
+    sme2_project.makepyfile(test_gate=_test_file(extra=extra), test_gone=_test_file())
+    sme2_project.runpytest_inprocess(*UPDATE).assert_outcomes(passed=3)
+    assert len(_baseline_files(sme2_project)) == 3
     # one test of the file chosen by node id: its sibling's baseline is not called orphaned (it was not collected)
     narrowed = sme2_project.runpytest_inprocess("test_gate.py::test_tiny")
     narrowed.assert_outcomes(passed=1)
     assert "unused baseline" not in narrowed.stdout.str() and "no longer exists" not in narrowed.stdout.str()
     sme2_project.makepyfile(test_gate=_test_file())  # test_old was deleted
+    (sme2_project.path / "test_gone.py").unlink()  # and a whole test file (a user's trial: it was not listed)
     result = sme2_project.runpytest_inprocess()
     result.assert_outcomes(passed=1)
     out = result.stdout.str()
-    assert "1 unused baseline(s)" in out
+    assert "2 unused baseline(s)" in out
     assert re.search(r"test_gate\.py_test_old~[0-9a-f]{12}\.json \(test test_gate\.py::test_old no longer exists\)", out)
+    assert re.search(r"test_gone\.py_test_tiny~[0-9a-f]{12}\.json \(its test file test_gone\.py no longer exists\)", out)
 
     path = next(p for p in _baseline_files(sme2_project) if p.name.startswith("test_gate.py_test_tiny~"))
     path.write_text('{"schema": 1, "test": "test_gate.py::test_tiny", ')  # hand-broken

@@ -116,6 +116,20 @@ def test_baselines_are_written_readable_and_a_read_only_one_is_not_replaced(sme2
     text = _clean(result)
     assert f"baseline {path} is read-only (mode 0444)" in text and "chmod u+w" in text
     assert path.read_text() == before and json.loads(before)["test"] == "test_gate.py::test_tiny"
+    assert "0 written, 1 refused" in text  # a user's trial: the summary said "0 refused" for such files
+
+    # A user's trial (as root, as CI containers run): chmod -R a-w baselines refused the old files, but a new
+    # test's baseline was written into the read-only folder. Root's writes are not stopped by the mode bits.
+    folder = path.parent
+    sme2_project.makepyfile(test_new=TEST)
+    folder.chmod(0o555)
+    try:
+        fresh = sme2_project.runpytest_inprocess(*update, "test_new.py")
+        fresh.assert_outcomes(failed=1)
+        assert f"its folder {folder} is read-only (mode 0555)" in _clean(fresh)
+        assert sorted(p.name for p in folder.iterdir()) == [path.name]
+    finally:
+        folder.chmod(0o755)
 
 
 def test_explain_names_the_place_that_holds_the_path(tmp_path: Path) -> None:
