@@ -90,7 +90,8 @@ def analyze(etdump: Path, etrecord: Path | None, warmup: Path | None, as_json: b
     if as_json:
         return json.dumps(entry, indent=1, default=str)
     counted = profile.basis == INSTRUCTIONS  # the emulated target: shares of counted instructions
-    lines = [profile_text(entry)]
+    unknown = where_unknown(etdump)
+    lines = ([unknown] if unknown else []) + [profile_text(entry)]
     if entry["node_delegation_coverage"] is None:
         lines.append(f"  {NODES_UNKNOWN}" + (f" ({etrecord} was read)" if etrecord else ""))
     if counted and (entry["instructions"]["load"] is not None or entry["instructions"]["init"] is not None):
@@ -142,6 +143,18 @@ def analyze(etdump: Path, etrecord: Path | None, warmup: Path | None, as_json: b
                             [[op["op"], op["count"], op["category"], ms(op["median_ms_per_run"]), pct(op["share"]),
                               "YES" if op["op"] in entry["worth_delegating"] else ""] for op in portable])
     return "\n".join(lines)
+
+
+def where_unknown(etdump: Path) -> str | None:
+    """A warning for an ETDump with neither run.json nor runner.log beside it (copied out of its run folder):
+    where it ran cannot be known, and an emulated run's times would read as latency (a user's trial: a copied
+    emulated ETDump showed "E2E 180.043 ms" and a 0.98x "speedup"). None when its folder says where it ran."""
+    folder = Path(etdump).parent
+    if (folder / RUN_FACTS).exists() or (folder / RUNNER_LOG).exists():
+        return None
+    return (f"WARNING: {etdump} has no {RUN_FACTS} or {RUNNER_LOG} beside it, so where it ran is unknown and its "
+            f"times are read as a device's; if it came from the emulated target they are emulator time, not "
+            f"latency: read it in its run folder (pytest-sme2 keeps {RUN_FACTS} beside each ETDump it writes)")
 
 
 def emulated_run(etdump: Path) -> bool:
@@ -214,6 +227,7 @@ def compare_files(a: Path, b: Path, as_json: bool) -> tuple[str, dict[str, Any]]
         return json.dumps(result, indent=1, default=str), result
     warning = (["WARNING: A and B are ETDumps of DIFFERENT PROGRAMS, so the numbers below are not an SME2 "
                 "speedup of one model: " + "; ".join(differences)] if differences else [])
+    warning += [text for text in (where_unknown(a), where_unknown(b)) if text]
     if emulated:  # emulator time is no time: the headline is counted instructions, or that speed is not judged
         lines = _emulated_comparison(a, b, before, after, result)
         return "\n".join(lines[:2] + warning + lines[2:]), result

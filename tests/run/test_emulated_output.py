@@ -257,3 +257,23 @@ def test_min_speedup_of_emulated_etdumps_is_not_judged_exit_2(tmp_path: Path,
     assert main(["compare", str(off), str(on), "--min-speedup", "2"]) == 2
     err = capsys.readouterr().err
     assert "--min-speedup 2 not judged" in err and "emulated target" in err and "below" not in err
+
+
+def test_an_etdump_copied_out_of_its_run_folder_is_not_read_as_latency_without_a_warning(tmp_path: Path) -> None:
+    """A user's trial: an emulated ETDump copied out of its folder (no run.json, no runner.log) read as
+    "E2E 180.043 ms" and compare gave a 0.98x "speedup"; where it ran cannot be known then, and the output says so."""
+    import shutil
+
+    etdump = _emulated_etdump(tmp_path / "run", counted=False)
+    assert "WARNING" not in analyze(etdump, None, None, as_json=False)  # its folder says: emulated
+    alone = tmp_path / "copied"
+    alone.mkdir()
+    shutil.copy(etdump, alone / "timed.etdp")
+    text = analyze(alone / "timed.etdp", None, None, as_json=False)
+    assert text.startswith(f"WARNING: {alone / 'timed.etdp'} has no run.json or runner.log beside it")
+    assert "emulator time, not latency" in text
+    other = tmp_path / "copied2"
+    other.mkdir()
+    shutil.copy(etdump, other / "timed.etdp")
+    compared, _ = compare_files(alone / "timed.etdp", other / "timed.etdp", as_json=False)
+    assert compared.count("where it ran is unknown") == 2
