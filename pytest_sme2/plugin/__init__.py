@@ -346,7 +346,10 @@ def runner(request: pytest.FixtureRequest) -> Callable[..., Runner]:
     calls = [0]  # one count of runs per test, so the run folders of all its runners are numbered in call order
 
     def make_runner(sme2: bool | None = None, *, threads: int | None = None, runs: int | None = None,
-                    warmup: int | None = None, timeout: float | None = None) -> Runner:
+                    warmup: int | None = None, timeout: float | None = None, **unknown: Any) -> Runner:
+        if unknown:  # a typo (runner(sme=True)) names what runner() takes, as the markers' checks do
+            raise pytest.UsageError(f"runner() got {', '.join(f'{k}=' for k in unknown)}, which it does not take; "
+                                    f"it takes sme2=, threads=, runs=, warmup= and timeout=")
         s = session.settings
 
         def pick(value: Any, key: str, default: Any) -> Any:

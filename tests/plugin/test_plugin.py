@@ -200,6 +200,8 @@ def test_model_module_missing_interface_is_a_clear_error(sme2_project: pytest.Py
         ("", "runner(threads=-2)", "threads=-2 is invalid"),
         ("", "runner(runs=0)", "runs=0 is invalid"),
         ("@pytest.mark.perf(runz=3)", "runner()", "unknown argument(s) runz"),
+        # a user's trial: a bare TypeError "unexpected keyword argument 'sme'"
+        ("", "runner(sme=True)", "runner() got sme=, which it does not take; it takes sme2=, threads="),
     ],
 )
 def test_bad_run_settings_fail_that_test_only(sme2_project: pytest.Pytester, decorator: str, call: str,
