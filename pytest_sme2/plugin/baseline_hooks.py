@@ -267,6 +267,9 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
             _gate_after_body(item)
         except pytest.skip.Exception as missing:  # sme2_baseline_missing = skip: both reasons, in one skip
             raise _judged_skip(item, error, str(getattr(missing, "msg", missing))) from None
+        except BaseException as failure:  # the gate's failure stands alone: not "During handling of ... skip"
+            failure.__suppress_context__ = True
+            raise
         raise _judged_skip(item, error) from None
     _gate_after_body(item)
     return result
