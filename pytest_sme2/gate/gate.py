@@ -8,6 +8,7 @@ verdict inside it. Nothing here imports pytest.
 
 from __future__ import annotations
 
+import json
 import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -62,7 +63,8 @@ def new_outcome() -> dict[str, Any]:
             "unused_labels": [], "fingerprints": [], "notes": [],
             # the failure's own lines per regressed baseline file, root cause first (what the terminal shows): the
             # reports and CI annotations show these, one block per file, not one line per moved quantity
-            "findings": []}
+            "findings": [],
+            "unchanged": []}  # updated files whose every record equals the stored one: kept, date and commit too
 
 
 def records_of(labelled: list[tuple[str, Any]], metric: str, inferences: int,
@@ -202,6 +204,9 @@ def check_file(test_id: str, fingerprint: str, target: Mapping[str, Any], record
                     "Each of these is judged on this session's processes only: on a busy or shared machine a later "
                     "session's level can move further (docs/gate.md, 'Between sessions'); for a sub-millisecond "
                     "model, instructions (--sme2-metric=instructions, or the emulated target) do not move at all"]
+        if legacy is None and _unchanged(path, baselines.Baseline(path, test_id, fingerprint, records, dict(target))):
+            outcome["unchanged"].append(str(path))  # a review of the update sees only files whose records moved
+            return []
         try:
             baselines.write(baselines.Baseline(path, test_id, fingerprint, records, dict(target),
                                                baselines.recorded_now(repo_root or Path.cwd())))
@@ -257,6 +262,18 @@ def check_file(test_id: str, fingerprint: str, target: Mapping[str, Any], record
     if findings.failed(ordered):
         outcome["findings"].append("\n".join(line for line in failures if not line.startswith("no baseline for ")))
     return failures
+
+
+def _unchanged(path: Path, fresh: baselines.Baseline) -> bool:
+    """Whether the file at ``path`` holds exactly what an update would write, but for when and at which commit
+    it was recorded (a user's trial: updating unchanged code rewrote the date and commit of every file, noise in
+    the pull request's review). Exact counts repeat (emulated target); measured time never does."""
+    try:
+        stored = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    wanted = json.loads(baselines.dumps(fresh.as_dict()))
+    return isinstance(stored, dict) and {**stored, "recorded": None} == {**wanted, "recorded": None}
 
 
 @dataclass

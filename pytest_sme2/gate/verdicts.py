@@ -416,15 +416,15 @@ def _provenance(label: str, current: Mapping[str, Any], baseline: Mapping[str, A
     notes = []
     for key in ("executorch", "torch"):
         if then.get(key) and now.get(key) and then[key] != now[key]:
-            notes.append(f"{key} {then[key]} when the baseline was recorded, {now[key]} now")
+            notes.append(f"{key} {then[key]} then, {now[key]} now")
     if then.get("model_source_hash") and now.get("model_source_hash") and then["model_source_hash"] != now["model_source_hash"]:
-        notes.append("the model's source changed since the baseline was recorded")
+        notes.append("the model's source changed")
     if then.get("recipe") and now.get("recipe") and then["recipe"] != now["recipe"]:
         def text(recipe: Mapping[str, Any]) -> str:
             return ", ".join(f"{k}={v}" for k, v in sorted(recipe.items()))
 
-        notes.append(f"recipe {text(then['recipe'])} in the baseline, {text(now['recipe'])} now")
-    return [Verdict("provenance", NOTE, label, "baseline from another setup: " + "; ".join(notes),
+        notes.append(f"recipe {text(then['recipe'])} then, {text(now['recipe'])} now")
+    return [Verdict("provenance", NOTE, label, "since the baseline was recorded: " + "; ".join(notes),
                     {"current": now, "baseline": then})] if notes else []
 
 

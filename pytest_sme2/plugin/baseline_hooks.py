@@ -293,6 +293,8 @@ def _judged_skip(item: pytest.Item, skip: BaseException, judged: str | None = No
             judged = "the gate judged nothing (no profile built before it, or the gate is off for this test)"
         elif outcome["written"]:
             judged = f"the profiles built before it were written as baselines ({len(outcome['written'])} file(s))"
+        elif outcome.get("unchanged"):
+            judged = "the profiles built before it equal their baselines, which were kept as they were"
         elif outcome["missing"]:
             judged = "the profiles built before it have no baseline yet: " + "; ".join(outcome["missing"])
         else:
@@ -417,10 +419,12 @@ class _GateTally:
         improvements = [v for v in verdict_lines if v.startswith(f"[{verdicts.IMPROVEMENT}]")]
         inconclusive = [v for v in verdict_lines if v.startswith(f"[{verdicts.INCONCLUSIVE}]")]
         unused = self.unused()
+        unchanged = sum(len(r.get("unchanged", [])) for r in reports)
         terminalreporter.section("sme2 baselines")
         terminalreporter.write_line(
             f"{len({p for r in reports for p in r['paths']})} baseline file(s) ({self._measure(reports)}): "
             f"{sum(len(r['written']) for r in reports)} written, "
+            + (f"{unchanged} unchanged (kept as they were), " if unchanged else "") +
             f"{sum(len(r.get('refused', [])) for r in reports)} refused, {self._regressions(reports)}, "
             f"{len(improvements)} improvement(s), {len(inconclusive)} inconclusive, "
             f"{sum(len(r['missing']) for r in reports)} missing"

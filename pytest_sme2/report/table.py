@@ -77,7 +77,9 @@ def fewer(value: float | None, unit: str = "instr") -> str:
     """How many times fewer instructions SME2 on needs (off / on); below 1 it needs more, and says so."""
     if value is None:
         return "n/a"
-    return f"{value:.2f}x fewer {unit}" if value >= 1 else f"{1 / value:.2f}x more {unit}"
+    if round(value, 2) == 1.0:  # "1.00x fewer" read as fewer; the two sides counted (about) the same
+        return f"same {unit}" if value == 1.0 else f"about the same {unit} ({value:.4f}x)"
+    return f"{value:.2f}x fewer {unit}" if value > 1 else f"{1 / value:.2f}x more {unit}"
 
 
 def amount(profile: Mapping[str, Any]) -> str:

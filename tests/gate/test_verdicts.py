@@ -399,7 +399,7 @@ def test_other_versions_are_flagged_without_failing() -> None:
     cur = record(noisy(2.0), provenance={**base["provenance"], "executorch": "1.6.0", "model_source_hash": "b" * 64})
     [note] = by_check(judge("m", cur, base), "provenance")
     assert note.status == "note" and not note.failed
-    assert "executorch 1.5.1 when the baseline was recorded, 1.6.0 now" in note.message
+    assert note.message.startswith("since the baseline was recorded: ") and "executorch 1.5.1 then, 1.6.0 now" in note.message
     assert "model's source changed" in note.message
 
 

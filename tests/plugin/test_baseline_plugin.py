@@ -142,7 +142,7 @@ def test_structurally_different_model_is_flagged(sme2_project: pytest.Pytester) 
     assert "delegated share of graph nodes dropped from 100.0% to 0.0%" in out
     assert "fell out of the delegate" in out and "aten_convolution_default (1 more node(s) outside" in out
     assert "native_call_convolution.out (now runs as a portable kernel)" in out
-    assert "recipe dtype=fp32, partitioner=xnnpack, quant=None in the baseline, " \
+    assert "since the baseline was recorded: recipe dtype=fp32, partitioner=xnnpack, quant=None then, " \
            "dtype=fp32, partitioner=none, quant=None now" in out
     assert "if the change is intended, update the baseline: pytest test_gate.py::test_tiny --sme2-update-baselines" in out
 

@@ -352,7 +352,8 @@ def test_a_ratio_below_one_reads_as_more_instructions_not_fewer() -> None:
     from pytest_sme2.report.table import fewer
 
     assert fewer(2.0) == "2.00x fewer instr"
-    assert fewer(1.0) == "1.00x fewer instr"
+    assert fewer(1.0) == "same instr"  # a user's trial read "1.00x fewer instr" for identical counts
+    assert fewer(1.0004) == "about the same instr (1.0004x)" and fewer(1.006) == "1.01x fewer instr"
     assert fewer(0.8) == "1.25x more instr"  # 1 / 0.8
     assert fewer(0.5, "instructions") == "2.00x more instructions"
     assert fewer(None) == "n/a"
