@@ -465,7 +465,7 @@ def baseline_quality(record: Mapping[str, Any], tol: Tolerances,
     quality: dict[str, Any] = {"runs": runs, "disturbed_runs": runs - kept,
                                "basis": "relative" if relative is not None else "raw"}
     problems: list[str] = []
-    # What the check found unfit, by the quantity a verdict names (QUALITY_QUANTITY), "record" for the runs
+    # What the check found unfit, by the quantity a verdict names (quality_quantity), "record" for the runs
     # themselves: a regression judged on a baseline accepted despite them names its own (_forced_baseline_note).
     unfit: dict[str, str] = {}
     if kept < stats.MIN_CLEAN_RUNS:

@@ -267,6 +267,8 @@ def _path_hint(source: ModelSource, exc: Exception, root: Path) -> str:
     top = exc.name.split(".")[0]
     if top != source.target.split(".")[0] or not ((root / top).is_dir() or (root / f"{top}.py").is_file()):
         return ""
+    if exc.name != top and not source.target.startswith(exc.name):  # an import inside the model's own code
+        return ""
     if exc.name != top:  # the package imported, so it is on sys.path: a module inside it is not there (a typo)
         package = root.joinpath(*exc.name.split(".")[:-1])
         present = sorted(p.stem for p in package.glob("*.py") if p.stem != "__init__") if package.is_dir() else []

@@ -347,9 +347,10 @@ def runner(request: pytest.FixtureRequest) -> Callable[..., Runner]:
 
     def make_runner(sme2: bool | None = None, *, threads: int | None = None, runs: int | None = None,
                     warmup: int | None = None, timeout: float | None = None, **unknown: Any) -> Runner:
-        if unknown:  # a typo (runner(sme=True)) names what runner() takes, as the markers' checks do
-            raise pytest.UsageError(f"runner() got {', '.join(f'{k}=' for k in unknown)}, which it does not take; "
-                                    f"it takes sme2=, threads=, runs=, warmup= and timeout=")
+        with _as_test_failure(request):
+            if unknown:  # a typo (runner(sme=True)) names what runner() takes, as the markers' checks do
+                raise UsageError(f"runner() got {', '.join(f'{k}=' for k in unknown)}, which it does not take; "
+                                 f"it takes sme2=, threads=, runs=, warmup= and timeout=")
         s = session.settings
 
         def pick(value: Any, key: str, default: Any) -> Any:

@@ -395,13 +395,16 @@ class _GateTally:
         settings, reports = self.gate, self.reports
         used = {p for r in reports for p in r["paths"]}
         files = {nodeid.split("::")[0] for nodeid in settings.known_ids}
+        # A deleted test file is only known for a folder this session collected from: baselines of another project
+        # sharing the folder (or node ids of another rootdir) are never called deletable.
+        folders = {str(Path(f).parent) for f in files}
         unused = []
         for fingerprint in sorted({f for r in reports for f in r["fingerprints"]}):
             for path in baselines.stored(settings.root, fingerprint):
                 test_id = baselines.stored_test_id(path)
                 test_file = None if test_id is None else test_id.split("::")[0]
                 if (test_file is not None and str(path) not in used and settings.rootdir is not None
-                        and not (settings.rootdir / test_file).exists()):
+                        and str(Path(test_file).parent) in folders and not (settings.rootdir / test_file).exists()):
                     unused.append(f"{path} (its test file {test_file} no longer exists)")
                     continue
                 if str(path) in used or test_file not in files or test_file in settings.narrowed_files:

@@ -854,7 +854,8 @@ class Profile:
             "sme_path_ops": self.sme_path_ops,
             "work": self.work_by_category(),
             "kernel_time": None if self.kernel_time is None else self.kernel_time.as_dict(top=KERNELS_PER_OP),
-            "kernels": self._heavy_kernels(share),
+            # which CONV/GEMM kernels ran is evidence on every target; their share needs a measure (not emulator time)
+            "kernels": self._heavy_kernels(share if timed or self.basis == INSTRUCTIONS else None),
             "executed_sme_kernels": list(executed) if executed is not None else None,
             "top_ops": [_json_row({k: v for k, v in row.items() if k not in ("runs_ms", "kernels")}, timed)
                         | ({"kernels": row["kernels"]} if "kernels" in row else {})
@@ -875,14 +876,15 @@ class Profile:
         ops = {op["op_type"]: [op["delegated"], op["non_delegated"]] for op in delegation.pop("ops", [])}
         return {**delegation, "ops": ops}
 
-    def _heavy_kernels(self, share: str) -> list[dict[str, Any]]:
-        """The CONV and GEMM operators by kernel name, heaviest first: what the kernel evidence shows."""
+    def _heavy_kernels(self, share: str | None) -> list[dict[str, Any]]:
+        """The CONV and GEMM operators by kernel name, heaviest first: what the kernel evidence shows. ``share``
+        None (an uncounted emulated run): no share, in execution order."""
         ops = self.ops
         heavy = ops[ops["category"].isin([Category.CONV.value, Category.GEMM.value])]
         kernels = [{"op": op, "category": rows["category"].iloc[0], "packed": bool(rows["packed"].iloc[0]),
-                    "instances": int(len(rows)), "share": float(rows[share].sum())}
+                    "instances": int(len(rows)), "share": None if share is None else float(rows[share].sum())}
                    for op, rows in heavy.groupby("op", sort=False)]
-        return sorted(kernels, key=lambda k: k["share"], reverse=True)
+        return kernels if share is None else sorted(kernels, key=lambda k: k["share"], reverse=True)
 
     def _counted(self) -> dict[str, Any] | None:
         """What the counted run says (None where nothing was counted): the whole inference's instructions and

@@ -87,8 +87,8 @@ def analyze(etdump: Path, etrecord: Path | None, warmup: Path | None, as_json: b
     operators sorted by them, and without counts no per-operator or per-category amounts at all."""
     profile = load_profile(etdump, etrecord, warmup)
     entry = profile.to_dict()
-    if as_json:
-        return json.dumps(entry, indent=1, default=str)
+    if as_json:  # the warning travels with the numbers it is about
+        return json.dumps({**entry, "warning": where_unknown(etdump)}, indent=1, default=str)
     counted = profile.basis == INSTRUCTIONS  # the emulated target: shares of counted instructions
     unknown = where_unknown(etdump)
     lines = ([unknown] if unknown else []) + [profile_text(entry)]

@@ -92,8 +92,8 @@ def compare(on: Profile, off: Profile, top: int = TOP_OPS, device: "str | Device
             "category": name,
             "off_share": off.share(category, by),
             "on_share": on.share(category, by),
-            "off_median_ms": None if counted else off_value,
-            "on_median_ms": None if counted else on_value,
+            "off_median_ms": None if counted or emulated else off_value,  # emulated time is not time
+            "on_median_ms": None if counted or emulated else on_value,
             "off_instructions": off_value if counted else None,
             "on_instructions": on_value if counted else None,
             "fewer_instructions": _fewer(off_value, on_value) if counted else None,
@@ -119,8 +119,8 @@ def compare(on: Profile, off: Profile, top: int = TOP_OPS, device: "str | Device
             "portable": (c_off or c_on).portable,  # type: ignore[union-attr]
             "off_packed": bool(c_off and c_off.packed),
             "on_packed": bool(c_on and c_on.packed),
-            "off_median_ms": float(np.median(off_runs)) if off_runs is not None and not counted else None,
-            "on_median_ms": float(np.median(on_runs)) if on_runs is not None and not counted else None,
+            "off_median_ms": float(np.median(off_runs)) if off_runs is not None and not emulated else None,
+            "on_median_ms": float(np.median(on_runs)) if on_runs is not None and not emulated else None,
             "off_instructions": float(np.median(off_runs)) if off_runs is not None and counted else None,
             "on_instructions": float(np.median(on_runs)) if on_runs is not None and counted else None,
             "off_share": float(off_runs.sum() / off_total) if off_runs is not None and off_total > 0 else 0.0,
@@ -222,6 +222,8 @@ def _baseline_outcome(outcome: Mapping[str, Any]) -> list[dict[str, Any]]:
             rows += [{"verdict": "note", "message": m} for m in outcome.get("notes", [])]
     rows += [{"verdict": "no baseline", "message": m} for m in outcome.get("missing", [])]
     rows += [{"verdict": "baseline written", "message": m} for m in outcome.get("written", [])]
+    rows += [{"verdict": "baseline unchanged", "message": f"{m} (its records equal this run's: kept as it was)"}
+             for m in outcome.get("unchanged", [])]
     if not rows:
         rows += [{"verdict": "ok", "message": m} for m in outcome.get("verdicts", [])]
     return rows

@@ -18,7 +18,10 @@ from pytest_sme2.report.html import session_html
 from pytest_sme2.report.markdown import session_markdown
 from pytest_sme2.system.safe_files import write_file
 
-SCHEMA_VERSION = 1
+# 2: an emulated profile's latency, e2e_ms, load_ms and init_ms are null and its operator rows have no time
+# columns (emulated time is not time). Version 1 files still read: every reader guards those keys.
+SCHEMA_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 SUMMARY_JSON = "summary.json"
 SUMMARY_MD = "summary.md"
 REPORT_HTML = "report.html"
@@ -80,8 +83,9 @@ def load_summary(directory: Path) -> dict[str, Any]:
         raise UsageError(f"{path} is nested too deeply to be a pytest-sme2 summary; the file is damaged, "
                          "re-run the session to write it again") from None
     version = summary.get("schema_version") if isinstance(summary, dict) else None
-    if version != SCHEMA_VERSION:
-        raise UsageError(f"{path} has schema_version {version!r}; this pytest-sme2 reads version {SCHEMA_VERSION}")
+    if version not in READABLE_VERSIONS:
+        raise UsageError(f"{path} has schema_version {version!r}; this pytest-sme2 reads versions "
+                         f"{', '.join(map(str, READABLE_VERSIONS))}")
     if not isinstance(summary.get("tests"), list):
         raise UsageError(f"{path} has no 'tests' list; the file is damaged")
     for i, test in enumerate(summary["tests"]):

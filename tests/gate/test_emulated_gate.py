@@ -286,8 +286,11 @@ def test_the_instruction_metric_on_the_emulated_target_is_its_own_count(recorded
     judged.assert_outcomes(passed=1)
     judged.stdout.fnmatch_lines(["*1 baseline file(s) (counted instructions, emulated target): 0 written*"
                                  "0 regression(s)*"])
-    update = recorded.runpytest_inprocess("--sme2-metric=instructions", "--sme2-update-baselines")
+    update = recorded.runpytest_inprocess("--sme2-metric=instructions", "--sme2-update-baselines",
+                                          "--sme2-artifacts-dir=updated")
     update.assert_outcomes(passed=1)
+    summary_md = next((recorded.path / "updated").rglob("summary.md")).read_text()
+    assert "verdict: baseline unchanged" in summary_md  # not "no baseline check" (a review of this change)
     after = json.loads(path.read_text())
     [record] = after["profiles"].values()
     assert record["instructions"]["source"].startswith("qemu") and "callgrind" not in path.read_text()

@@ -81,7 +81,7 @@ def test_session_outputs_table_and_html_extra(sme2_project: pytest.Pytester) -> 
                                  "sme2: slow fp32-xnnpack [[]host sme2=auto threads=1[]] done: 3/3 runs in *"])
     session = _session_dir(sme2_project)
     summary = json.loads((session / "summary.json").read_text())
-    assert summary["schema_version"] == 1 and [t["nodeid"].rsplit("::")[1] for t in summary["tests"]] == [
+    assert summary["schema_version"] == 2 and [t["nodeid"].rsplit("::")[1] for t in summary["tests"]] == [
         "test_slow", "test_tiny"]
     (profile,) = summary["tests"][1]["profiles"]
     assert len(profile["e2e_ms"]) == 3 and profile["model"] == "tiny"

@@ -277,3 +277,17 @@ def test_an_etdump_copied_out_of_its_run_folder_is_not_read_as_latency_without_a
     shutil.copy(etdump, other / "timed.etdp")
     compared, _ = compare_files(alone / "timed.etdp", other / "timed.etdp", as_json=False)
     assert compared.count("where it ran is unknown") == 2
+
+
+def test_a_comparison_of_uncounted_emulated_runs_holds_no_emulator_milliseconds(tmp_path: Path) -> None:
+    """The review of the change above: an on/off comparison of emulated runs without counts still carried
+    emulator ms per category and operator (summary.json, compare --json, an HTML table of them)."""
+    from pytest_sme2.report.html import entry_html
+
+    entry = build_test_entry("t.py::t", [_profile(tmp_path / "on", counted=False, sme2=True),
+                                         _profile(tmp_path / "off", counted=False, sme2=False)])
+    [comparison] = entry["comparisons"]
+    rows = comparison["categories"] + comparison["operators"]
+    assert rows and all(row["off_median_ms"] is None and row["on_median_ms"] is None for row in rows)
+    assert all(k["share"] is None for p in entry["profiles"] for k in p["kernels"])  # no emulator-time share
+    assert "median ms" not in entry_html(entry)
