@@ -26,7 +26,7 @@ from pytest_sme2.export.program import check_program
 from pytest_sme2.export.work import ProgramFacts
 from pytest_sme2.measure.session import Sme2Session, copy_artifact, kit_variant
 from pytest_sme2.profile import stats
-from pytest_sme2.profile.profile import Profile
+from pytest_sme2.profile.profile import Profile, emulated_timing_skip
 from pytest_sme2.run.device_state import cores_of_mask, wait_for_cooldown
 from pytest_sme2.run.targets import RunResult, RunSpec
 from pytest_sme2.run.targets.base import RUN_FACTS
@@ -45,6 +45,9 @@ class Timings:
 
     @property
     def latency(self) -> stats.SampleStats:
+        """Wall-clock statistics; on the emulated target a timing skip, as Profile.latency (emulator time)."""
+        if self.result.target.emulated:
+            raise emulated_timing_skip(f"latency of {self.label} not read")
         return stats.SampleStats.of(self.wall_ms)
 
     def tracing_overhead(self, profile: Profile) -> stats.Interval:
@@ -55,6 +58,8 @@ class Timings:
         return stats.Interval(ratio.value - 1, ratio.low - 1, ratio.high - 1, ratio.confidence)
 
     def __repr__(self) -> str:
+        if self.result.target.emulated:
+            return f"Timings({self.label}: emulated, {len(self.wall_ms)} runs; emulator time is not latency)"
         return f"Timings({self.label}: median {float(np.median(self.wall_ms)):.3f} ms over {len(self.wall_ms)} runs)"
 
 

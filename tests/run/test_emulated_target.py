@@ -358,3 +358,21 @@ def test_two(exported_pte, runner, etdump_profile):
     uncounted = sme2_project.runpytest_inprocess(*NO_BASELINES, "--sme2-target=emulated", "--sme2-runs=1",
                                                  "--sme2-no-kernel-trace")
     uncounted.assert_outcomes(passed=1)
+
+
+@needs_emulation
+def test_timing_only_runs_on_the_emulated_target_give_no_latency(sme2_project: pytest.Pytester) -> None:
+    """A review: Runner.time() (no ETDump) still gave emulator wall ms as latency on the emulated target."""
+    sme2_project.makepyfile('''
+import pytest
+
+@pytest.mark.model("tiny")
+def test_timed(exported_pte, runner):
+    timings = runner(sme2=True).time(exported_pte)
+    assert repr(timings).endswith("emulator time is not latency)") and " ms" not in repr(timings)
+    timings.latency
+    raise AssertionError("latency was read")
+''')
+    result = sme2_project.runpytest_inprocess(*NO_BASELINES, "--sme2-target=emulated", "--sme2-runs=1", "-rs")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*emulated timing is not hardware timing: latency of emulated sme2=on threads=1 not read*"])
