@@ -39,7 +39,7 @@ SKIP = 125
 # last -o of a name). skip rather than warn: the test has passed its assertions by then, and a warning would fail
 # it in projects with `filterwarnings = error`; regressions against baselines that do exist still fail.
 MISSING_BASELINE_IS_NO_FAILURE = ("-o", "sme2_baseline_missing=skip")
-REASON_CHARS = 160
+REASON_CHARS = 240  # a node id and the gate's first line (a user's trial: 160 cut it at the label)
 _SUMMARY = re.compile(r"^=+ (.* in [0-9.]+s\b.*?) =+$", re.M)  # "1 failed, 2 passed in 3.1s", "no tests ran in 1s"
 _ERROR = re.compile(r"(error|exception)\b.*:", re.I)  # "error: unrecognized arguments: --x", "E   ImportError: ..."
 
@@ -273,7 +273,8 @@ def _first_failure(lines: list[str]) -> str:
         return failed
     plain = [re.sub(r"^E\s+", "", line) for line in lines]
     after = next((plain[i + 1] for i, line in enumerate(plain[:-1]) if len(line) > 1 and heading.endswith(line)), "")
-    return f"{failed} {after}".strip()
+    # the heading says nothing the line after it does not: "FAILED <id> - <what failed>"
+    return f"{failed.split(' - ', 1)[0]} - {after}" if after else failed
 
 
 def step(out_dir: Path, pytest_args: list[str], role: str = "bisect") -> int:

@@ -12,6 +12,7 @@ import pytest
 
 from conftest import quick_host_ini
 from pytest_sme2.cli import main
+from pytest_sme2.cli.bisect import REASON_CHARS, reason
 from pytest_sme2.errors import UsageError
 
 MODEL = '''
@@ -115,8 +116,8 @@ def test_a_missing_baseline_is_no_failure_unless_the_user_says_so(repo: Path, mo
 
     commits = _git(repo, "log", "--format=%H", "--reverse").splitlines()
     monkeypatch.chdir(repo)
-    with pytest.raises(UsageError, match=r"is not good: bad: FAILED test_perf.py::test_net - Failed: sme2 baseline "
-                                         r"check failed: no baseline for net fp32-xnnpack"):
+    with pytest.raises(UsageError, match=r"is not good: bad: FAILED test_perf.py::test_net - "
+                                         r"no baseline for net fp32-xnnpack"):
         bisect.run(commits[0], commits[-1], ["test_perf.py", "-p", "no:cacheprovider", "-o",
                                              "sme2_baseline_missing=fail"], repo.parent / "bisect-out")
 
@@ -211,9 +212,9 @@ def test_bisect_names_a_commit_that_changes_only_an_imported_module(package_repo
                                                                           ("bad end", bad, "bad")]  # checked first
     by_commit = {s["commit"]: s for s in steps}
     assert by_commit[good]["reason"] == ""
-    why = by_commit[culprit]["reason"]  # the gate's own message (not a missing baseline), whole up to ~160 characters
+    why = by_commit[culprit]["reason"]  # the gate's own message (not a missing baseline), up to REASON_CHARS
     assert why.startswith("FAILED test_perf.py::test_net - AssertionError: ") and "portable kernels" in why
-    assert len(why) <= 160
+    assert len(why) <= REASON_CHARS
     assert f"first bad commit: {culprit[:12]} blocks: cumulative sum of the output: {why} (" in printed
     step_lines = (out / "bisect.log").read_text()  # what each step printed, as git bisect run shows it
     assert f"{culprit[:12]} blocks: cumulative sum of the output: bad: {why}\n" in step_lines
@@ -277,3 +278,17 @@ def test_sigterm_mid_bisect_restores_the_branch_and_ends_the_step(tmp_path: Path
         time.sleep(0.1)
     else:
         pytest.fail(f"the step's pytest {step_pid} still runs")
+
+
+def test_a_gate_failure_reason_drops_the_heading_and_keeps_what_failed() -> None:
+    """A user's trial: "FAILED <id> - Failed: sme2 baseline check failed: mynet fp32-xnnpack [...]: i..." said only
+    which test; the heading took the room of the cause."""
+    output = "\n".join([
+        "FAILED perf_tests/test_mynet.py::test_mynet_delegated_and_conv_bound - Failed: sme2 baseline check failed:",
+        "sme2 baseline check failed:",
+        "mynet fp32-xnnpack [emulated sme2=auto threads=1]: the program's operators changed (new: Convolution "
+        "(NHWC, PF32) IGEMM #3 @0 (b1.pw: aten.convolution.default))",
+    ])
+    why = reason(output, "bad", "1 failed")
+    assert why.startswith("FAILED perf_tests/test_mynet.py::test_mynet_delegated_and_conv_bound - mynet fp32-xnnpack")
+    assert "baseline check failed" not in why and "operators changed" in why and len(why) <= REASON_CHARS
