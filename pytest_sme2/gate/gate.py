@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import warnings
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -204,12 +204,12 @@ def check_file(test_id: str, fingerprint: str, target: Mapping[str, Any], record
                     "Each of these is judged on this session's processes only: on a busy or shared machine a later "
                     "session's level can move further (docs/gate.md, 'Between sessions'); for a sub-millisecond "
                     "model, instructions (--sme2-metric=instructions, or the emulated target) do not move at all"]
-        if legacy is None and _unchanged(path, baselines.Baseline(path, test_id, fingerprint, records, dict(target))):
+        fresh = baselines.Baseline(path, test_id, fingerprint, records, dict(target))
+        if legacy is None and _unchanged(path, fresh):
             outcome["unchanged"].append(str(path))  # a review of the update sees only files whose records moved
             return []
         try:
-            baselines.write(baselines.Baseline(path, test_id, fingerprint, records, dict(target),
-                                               baselines.recorded_now(repo_root or Path.cwd())))
+            baselines.write(replace(fresh, recorded=baselines.recorded_now(repo_root or Path.cwd())))
         except baselines.BaselineError:
             outcome["refused"].append(str(path))  # the summary's count says so too (a read-only file or folder)
             raise

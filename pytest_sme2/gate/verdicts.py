@@ -480,10 +480,10 @@ def baseline_quality(record: Mapping[str, Any], tol: Tolerances,
     quality["processes"] = int(medians.size)
     quality["check_processes"] = check_processes
     if medians.size < MIN_BASELINE_PROCESSES:
-        problems.append(f"it holds {medians.size} process(es) with {stats.MIN_RUNS_PER_PROCESS} or more undisturbed "
-                        f"runs; the gate needs {MIN_BASELINE_PROCESSES} or more to know how far each quantity moves "
+        few = f"it holds {medians.size} process(es) with {stats.MIN_RUNS_PER_PROCESS} or more undisturbed runs"
+        problems.append(f"{few}; the gate needs {MIN_BASELINE_PROCESSES} or more to know how far each quantity moves "
                         f"between processes (--sme2-baseline-processes, default {BASELINE_PROCESSES})")
-        unfit["record"] = "; ".join(filter(None, (unfit.get("record"), problems[-1].split("; ", 1)[0])))
+        unfit["record"] = "; ".join(filter(None, (unfit.get("record"), few)))
         return quality | {"unfit": unfit}, problems
     spreads: dict[str, float] = {}
     detectable: dict[str, float] = {}
@@ -792,16 +792,16 @@ def _op_instructions(label: str, now: Mapping[str, Any], then: Mapping[str, Any]
         if ops_then[before][2] > 0 and ops_now[after][2] == 0:
             renamed = f" (now {after})" if _op_kind(after) != _op_kind(before) else ""
             out.append(Verdict("sme_path", REGRESSION, label,
-                               f"operator {before}{node(before)}{renamed} ran {ops_then[before][2]:,} SME instructions in the "
-                               f"baseline and none now: its SME kernel path is lost",
+                               f"operator {before}{node(before)}{renamed} ran {ops_then[before][2]:,} SME "
+                               f"instructions in the baseline and none now: its SME kernel path is lost",
                                {"op": before, "now": after, "baseline_sme": ops_then[before][2]}))
         if base > 0 and cur / base - 1 > tol.op_instructions and cur - base > MIN_OP_INSTRUCTIONS:
             grown.append((cur - base, before, after, cur, base))
     for _, before, after, cur, base in sorted(grown, reverse=True):
         renamed = f" (now {after})" if after != before else ""
         out.append(Verdict("op_instructions", REGRESSION, label,
-                           f"operator {before}{node(before)}{renamed}: {cur:,.0f} instructions vs baseline {base:,.0f} "
-                           f"({cur / base - 1:+.2%}; tolerance +{tol.op_instructions:.1%} and "
+                           f"operator {before}{node(before)}{renamed}: {cur:,.0f} instructions vs baseline "
+                           f"{base:,.0f} ({cur / base - 1:+.2%}; tolerance +{tol.op_instructions:.1%} and "
                            f"{MIN_OP_INSTRUCTIONS} instructions)",
                            {"op": before, "now": after, "current": cur, "baseline": base,
                             "tolerance": tol.op_instructions}))

@@ -267,10 +267,10 @@ def _path_hint(source: ModelSource, exc: Exception, root: Path) -> str:
     top = exc.name.split(".")[0]
     if top != source.target.split(".")[0] or not ((root / top).is_dir() or (root / f"{top}.py").is_file()):
         return ""
-    if exc.name != top and not source.target.startswith(exc.name):  # an import inside the model's own code
-        return ""
-    if exc.name != top:  # the package imported, so it is on sys.path: a module inside it is not there (a typo)
-        package = root.joinpath(*exc.name.split(".")[:-1])
+    if exc.name != top:  # the package imported, so it is on sys.path
+        if not source.target.startswith(exc.name):  # an import inside the model's own code: its line says it
+            return ""
+        package = root.joinpath(*exc.name.split(".")[:-1])  # a module of the registered path is not there (a typo)
         present = sorted(p.stem for p in package.glob("*.py") if p.stem != "__init__") if package.is_dir() else []
         return (f". {package} has no module {exc.name.rsplit('.', 1)[1]!r}"
                 + (f"; its modules: {', '.join(present)}" if present else "")

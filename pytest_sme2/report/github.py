@@ -4,8 +4,8 @@ A job's summary page shows what a step appends to the file ``GITHUB_STEP_SUMMARY
 ``::error file=F,line=N,title=T::MESSAGE`` on a step's output becomes an annotation on that line of the pull
 request's diff (GitHub's workflow commands). So, with no user step: the session's summary.md is appended to the
 job summary, and each regressed baseline file's failure (as the terminal gives it: root cause first, the update
-command last) is printed as one annotation on its test's line; GitHub shows only 10 error annotations a step. Nothing happens
-outside Actions (``GITHUB_ACTIONS`` is not ``true``) or without the variable.
+command last) is printed as one annotation on its test's line; GitHub shows only 10 error annotations a step.
+Nothing happens outside Actions (``GITHUB_ACTIONS`` is not ``true``) or without the variable.
 """
 
 from __future__ import annotations
@@ -41,8 +41,9 @@ def _property(text: str) -> str:
 
 def regression_annotations(test_entries: Iterable[Mapping[str, Any]], locations: Mapping[str, tuple[str, int]],
                            environ: Mapping[str, str]) -> list[str]:
-    """One ``::error`` line per regression row of each test (a baseline file's failure), on the test's file and line (``locations``:
-    nodeid -> (path from the rootdir, 1-based line)); none outside Actions. Newlines are escaped as GitHub asks."""
+    """One ``::error`` line per regression row of each test (a baseline file's failure), on the test's file and
+    line (``locations``: nodeid -> (path from the rootdir, 1-based line)); none outside Actions. Newlines are
+    escaped as GitHub asks."""
     if not in_actions(environ):
         return []
     lines = []

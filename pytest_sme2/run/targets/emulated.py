@@ -94,6 +94,7 @@ def counted_threads_problem(threads: int) -> str:
             f"--sme2-threads=1); mark a test that measures threads @pytest.mark.latency, so it runs on hardware "
             f"only (--sme2-target=local or adb); or run it uncounted with --sme2-no-kernel-trace")
 
+
 class EmulatedTarget:
     # Emulated time is never compared and the counted run repeats exactly, so one inference after one
     # warmup (the steady state: the first inference also sets up XNNPACK's runtime) says everything.
