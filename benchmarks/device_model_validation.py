@@ -7,6 +7,10 @@ table of published, modelled and error, end to end and per category:
 
     python benchmarks/device_model_validation.py [--device apple-m4] [--cache-dir DIR] [--json out.json]
 
+``--model fully_connected`` does the same for the one-layer 100x640 -> 1280 fp32 model of a published LiteRT
+measurement (benchmarks/models/fully_connected.py): modelled ms and GFLOPS, SME2 off and on, against the
+published ones (minutes, not hours).
+
 The export and the counted runs are cached (the export cache and the emulated result cache in
 --cache-dir), so a second run only re-prices. ``--save-counts FILE`` keeps what pricing needs (per operator
 its instruction mix, bytes and graph node) as JSON, and ``--counts FILE`` prices such a file with no export
@@ -38,10 +42,21 @@ PUBLISHED = {
                               "OTHER": 87.2}},
 }
 CATEGORIES = ("CONV", "GEMM", "ELEMENTWISE", "DATA_MOVEMENT", "OTHER")
+# Arm's learning path "Accelerate LiteRT models with SME2" (learn.arm.com, litert-sme): one fully connected layer,
+# batch 100, 640 -> 1280, fp32, LiteRT with XNNPACK and KleidiAI, one thread, on an SME2 Android phone (the page
+# does not name its SoC): 129 GFLOPS without SME2 and 429 with it. ms = its 163.84 MFLOP over those rates.
+FC_FLOP = 2 * 100 * 640 * 1280
+FC_PUBLISHED_GFLOPS = {"off": 129.0, "on": 429.0}
+FC_PUBLISHED_DEVICE = "an SME2 Android phone (LiteRT, XNNPACK + KleidiAI, one thread; SoC not named)"
+# model -> (dtype, warmup inferences before the counted one): SqueezeSAM counts its first inference (a warmup
+# costs 20-40 more minutes of emulation); the layer is cheap, so its counted inference follows a warmup one.
+MODELS = {"squeeze_sam": ("fp16", 0), "fully_connected": ("fp32", 1)}
 
 
-def counted_profiles(cache_dir: Path, session_dir: Path, sides: tuple[bool, ...] = (True, False)) -> dict[bool, "object"]:
-    """SqueezeSAM FP16 counted once with SME2 on and once off on the emulated target (cached)."""
+def counted_profiles(cache_dir: Path, session_dir: Path, sides: tuple[bool, ...] = (True, False),
+                     model: str = "squeeze_sam") -> dict[bool, "object"]:
+    """``model`` (SqueezeSAM FP16 by default) counted once with SME2 on and once off on the emulated target
+    (cached)."""
     from pytest_sme2 import Recipe
     from pytest_sme2.measure.runner import Runner
     from pytest_sme2.measure.session import Settings, Sme2Session
@@ -50,12 +65,13 @@ def counted_profiles(cache_dir: Path, session_dir: Path, sides: tuple[bool, ...]
     session = Sme2Session(Settings(target="emulated", cache_dir=cache_dir, session_dir=session_dir))
     session.registry.register_dir(REPO / "benchmarks" / "models")
     try:
-        exported = session.export("squeeze_sam", Recipe(dtype="fp16"))
+        dtype, warmup = MODELS[model]
+        exported = session.export(model, Recipe(dtype=dtype))
         profiles = {}
         for sme2 in sides:
             started = time.monotonic()
-            profiles[sme2] = Runner(session, RunSpec(sme2=sme2, runs=1, warmup=0, timeout_s=5400.0),
-                                    session.test_dir(f"squeeze_sam-sme2-{sme2}")).profile(exported)
+            profiles[sme2] = Runner(session, RunSpec(sme2=sme2, runs=1, warmup=warmup, timeout_s=5400.0),
+                                    session.test_dir(f"{model}-sme2-{sme2}")).profile(exported)
             print(f"counted SME2 {'on' if sme2 else 'off'}: {profiles[sme2].instructions_per_inference / 1e6:.1f} M "
                   f"instructions ({time.monotonic() - started:.0f} s)", file=sys.stderr)
         return profiles
@@ -132,6 +148,43 @@ def comparison(profiles: dict, device: "str | object") -> dict:
         rows[name] = row
     bounds = {key: modelled[key].ops.groupby("bound")["modelled_ms"].sum().round(3).to_dict() for key in modelled}
     return {"device": device_name, "validation": modelled["on"].device.validation, "rows": rows, "bound_ms": bounds}
+
+
+def fc_comparison(profiles: dict, device: "str | object") -> dict:
+    """The fully connected layer: modelled ms and GFLOPS, SME2 off and on, against the published LiteRT rates.
+
+    The published phone is not the device modelled (no shipped device file describes it): its speedup is what
+    the comparison can judge; its absolute rates are shown for scale."""
+    modelled = {key: profiles[sme2].modelled(device) for key, sme2 in (("on", True), ("off", False))}
+    rows = {}
+    for key in ("off", "on"):
+        linear = modelled[key].ops
+        rows[key] = {"published_gflops": FC_PUBLISHED_GFLOPS[key],
+                     "published_ms": FC_FLOP / FC_PUBLISHED_GFLOPS[key] / 1e6,
+                     "modelled_ms": modelled[key].e2e_ms,
+                     "modelled_gflops": FC_FLOP / modelled[key].e2e_ms / 1e6,
+                     "modelled_linear_ms": float(linear.loc[linear["category"] == "GEMM", "modelled_ms"].sum()),
+                     "bound_ms": linear.groupby("bound")["modelled_ms"].sum().round(4).to_dict()}
+    published_x = FC_PUBLISHED_GFLOPS["on"] / FC_PUBLISHED_GFLOPS["off"]
+    modelled_x = rows["off"]["modelled_ms"] / rows["on"]["modelled_ms"]
+    return {"device": modelled["on"].device.name, "validation": modelled["on"].device.validation,
+            "published_device": FC_PUBLISHED_DEVICE, "flop": FC_FLOP, "rows": rows,
+            "published_speedup": published_x, "modelled_speedup": modelled_x,
+            "speedup_error": modelled_x / published_x - 1}
+
+
+def fc_markdown(result: dict) -> str:
+    lines = [f"Device model `{result['device']}` ({result['validation']}); one fully connected layer 100x640 -> "
+             f"1280 fp32, one thread; published on {result['published_device']}.", "",
+             "| SME2 | published ms | published GFLOPS | modelled ms | modelled GFLOPS | modelled ms by bound |",
+             "|---|---|---|---|---|---|"]
+    for key in ("off", "on"):
+        row = result["rows"][key]
+        lines.append(f"| {key} | {row['published_ms']:.3f} | {row['published_gflops']:.0f} | {row['modelled_ms']:.3f} "
+                     f"| {row['modelled_gflops']:.0f} | {row['bound_ms']} |")
+    lines += ["", f"SME2 speedup: published {result['published_speedup']:.2f}x, modelled "
+                  f"{result['modelled_speedup']:.2f}x, error {result['speedup_error']:+.0%}"]
+    return "\n".join(lines)
 
 
 SCALED_GROUPS = ("sme", "core", "memory")  # what a fit scales: the SME unit's resources, the core's, memory
@@ -223,6 +276,8 @@ def markdown(result: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="apple-m4")
+    parser.add_argument("--model", choices=tuple(MODELS), default="squeeze_sam",
+                        help="squeeze_sam (FP16, the default) or fully_connected (fp32, the LiteRT layer)")
     parser.add_argument("--cache-dir", type=Path, default=REPO / ".sme2" / "cache")
     parser.add_argument("--session-dir", type=Path, default=REPO / ".sme2" / "device-model-validation")
     parser.add_argument("--json", type=Path, help="also write the comparison as JSON here")
@@ -237,13 +292,22 @@ def main(argv: list[str] | None = None) -> int:
                         help="count only SME2 on or off (with --save-counts: to save one side of a long count)")
     args = parser.parse_args(argv)
     sides = {"both": (True, False), "on": (True,), "off": (False,)}[args.sides]
-    profiles = load_counts(args.counts) if args.counts else counted_profiles(args.cache_dir, args.session_dir, sides)
+    profiles = load_counts(args.counts) if args.counts else \
+        counted_profiles(args.cache_dir, args.session_dir, sides, args.model)
     if args.save_counts:
         save_counts(profiles, args.save_counts)
     if set(profiles) != {True, False}:
         print("one side counted: nothing to compare", file=sys.stderr)
         return 0
     device: object = args.device
+    if args.model == "fully_connected":
+        if args.fit:
+            raise SystemExit("--fit fits SqueezeSAM's published category times; not with --model fully_connected")
+        result = fc_comparison(profiles, device)
+        print(fc_markdown(result))
+        if args.json:
+            args.json.write_text(json.dumps(result, indent=1))
+        return 0
     if args.fit:
         from pytest_sme2.profile.device_model import load_device
 

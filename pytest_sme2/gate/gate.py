@@ -9,6 +9,7 @@ verdict inside it. Nothing here imports pytest.
 from __future__ import annotations
 
 import json
+import shlex
 import warnings
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -293,6 +294,32 @@ class CheckResult:
         return FAILED_HEADLINE + "\n" + "\n".join(self.failures)
 
 
+BASELINES_DIR_OPTION = "--sme2-baselines-dir"
+
+
+def update_into(command: str, baselines_dir: Path | None) -> str:
+    """The session's update command, writing into ``baselines_dir`` when a check judged against that folder.
+
+    Why: `check --baselines DIR` judges against DIR, so the update a failure advises must write there, not into
+    the folder the session used (which the stored command names, or implies by leaving the option out).
+    The folder is made absolute: the command may be run from another directory than the check."""
+    if baselines_dir is None:
+        return command
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return command  # not a command line pytest-sme2 wrote; shown as stored
+    kept, skip_next = [], False
+    for word in words:
+        if skip_next:
+            skip_next = False
+        elif word == BASELINES_DIR_OPTION:
+            skip_next = True
+        elif not word.startswith(BASELINES_DIR_OPTION + "="):
+            kept.append(word)
+    return shlex.join([*kept, f"{BASELINES_DIR_OPTION}={Path(baselines_dir).absolute()}"])
+
+
 def check_session(tests: list[Mapping[str, Any]], baselines_dir: Path | None = None, missing: str | None = None,
                   out_dir: Path | None = None) -> list[CheckResult]:
     """Judge every test of a session's summary.json (its ``GATE_INPUT``) against stored baselines.
@@ -326,6 +353,7 @@ def check_session(tests: list[Mapping[str, Any]], baselines_dir: Path | None = N
             outcome["fingerprints"].append(fingerprint)
             records = {label: dict(record) for label, record in dict(entry.get("records") or {}).items()}
             failures += check_file(test_id, fingerprint, entry.get("target") or {}, records, rules,
-                                   str(data.get("update_command")), outcome, verdicts_dir=folder)
+                                   update_into(str(data.get("update_command")), baselines_dir), outcome,
+                                   verdicts_dir=folder)
         results.append(CheckResult(test_id, failures, outcome))
     return results

@@ -174,7 +174,7 @@ def _update_command(item: pytest.Item, settings: _GateConfig) -> str:
     target = item.config.getoption("sme2_target")  # as the user passed it (not the ini default)
     extra += f" --sme2-target={target}" if target else ""
     folder = item.config.getoption("sme2_baselines_dir")  # from the command line: the ini's holds for the update too
-    extra += f" --sme2-baselines-dir={shlex.quote(str(folder))}" if folder else ""
+    extra += f" {gate.BASELINES_DIR_OPTION}={shlex.quote(str(folder))}" if folder else ""
     return f"pytest {shlex.quote(item.nodeid)} --sme2-update-baselines{extra}"
 
 

@@ -82,6 +82,9 @@ def test_check_judges_a_session_as_pytest_did(sme2_project: pytest.Pytester) -> 
                      str(sme2_project.path / "out"))
     assert missing.returncode == 1 and "no baseline for tiny fp32-xnnpack" in missing.stdout
     assert str(elsewhere) in missing.stdout
+    # its advice records into the folder it judged against, not the session's (a user's trial, stop 49)
+    assert f"record it with: pytest test_gate.py::test_other --sme2-update-baselines --sme2-baselines-dir={elsewhere}" \
+        in missing.stdout
     skipped = _check(sme2_project, str(session), "--baselines", str(elsewhere), "--missing", "skip")
     assert skipped.returncode == 0, skipped.stdout
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from pytest_sme2.errors import UsageError
+from pytest_sme2.gate.gate import update_into
 from pytest_sme2.gate.verdicts import Tolerances, judge
 from pytest_sme2.profile import stats
 
@@ -762,3 +764,19 @@ def test_an_inserted_block_with_its_own_operator_of_that_kind_pairs_nothing_of_t
     assert gone == ["Mean (ND) Reduce2 #1 @0"] and "Mean (ND) Reduce2 #2 @0" in new
     found = judge("m", split_record(after), split_record(before))
     assert not [v for v in found if v.check == "op_instructions" and "Mean" in str(v.evidence.get("op"))]
+
+
+@pytest.mark.parametrize("stored, folder, expected", [
+    ("pytest 't.py::test_a[x y]' --sme2-update-baselines", None, "pytest 't.py::test_a[x y]' --sme2-update-baselines"),
+    ("pytest t.py::test_a --sme2-update-baselines", "/ci/main baselines",
+     "pytest t.py::test_a --sme2-update-baselines '--sme2-baselines-dir=/ci/main baselines'"),
+    ("pytest t.py::test_a --sme2-update-baselines --sme2-baselines-dir=old --sme2-target=host", "/b",
+     "pytest t.py::test_a --sme2-update-baselines --sme2-target=host --sme2-baselines-dir=/b"),
+    ("pytest t.py::test_a --sme2-update-baselines --sme2-baselines-dir old", "/b",
+     "pytest t.py::test_a --sme2-update-baselines --sme2-baselines-dir=/b"),
+])
+def test_a_check_against_another_folder_advises_an_update_into_it(stored: str, folder: str | None,
+                                                                   expected: str) -> None:
+    """`check --baselines DIR` judges against DIR: the update a failure prints writes there (stop 49's trial: it
+    named the session's folder), replacing the folder the stored command named, quoted for a shell."""
+    assert update_into(stored, Path(folder) if folder else None) == expected

@@ -119,3 +119,34 @@ def test_the_kept_squeeze_sam_counts_load_and_hold_the_whole_inference() -> None
     for category, row in kept["rows"].items():
         for key in ("modelled_off_ms", "modelled_on_ms"):
             assert again["rows"][category][key] == pytest.approx(row[key], rel=1e-4, abs=1e-3), (category, key)
+
+
+def test_the_fully_connected_comparison_prices_the_kept_counts_as_the_layer_is() -> None:
+    """The one-layer comparison (docs/device_model.md): the published rates are the layer's work over its GFLOPS,
+    the work is the bundled layer's own shape, and the kept counts price as what the layer is: bound by FP32
+    outer products with SME2 and by NEON FMLA without, with as many FMOPAs as the padded blocks need."""
+    import importlib.util
+
+    import torch
+
+    spec = importlib.util.spec_from_file_location("fully_connected", validation.REPO / "benchmarks" / "models" /
+                                                  "fully_connected.py")
+    layer = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(layer)
+    linear, (x,) = layer.get_eager_model(), layer.get_example_inputs()
+    assert isinstance(linear, torch.nn.Linear)
+    assert validation.FC_FLOP == 2 * x.shape[0] * linear.in_features * linear.out_features
+    counts = validation.load_counts(validation.REPO / "benchmarks" / "results" / "device_model_2026-11-28" /
+                                    "fully_connected_counts.json")
+    result = validation.fc_comparison(counts, "apple-m4")
+    off, on = result["rows"]["off"], result["rows"]["on"]
+    assert off["published_ms"] == pytest.approx(validation.FC_FLOP / 129e6) and on["published_gflops"] == 429
+    assert set(on["bound_ms"]) == {"sme_compute"} and set(off["bound_ms"]) == {"fp_simd"}
+    from pytest_sme2.evidence.instruction_classes import NAMES
+
+    mopa = counts[True].inputs.mix[:, NAMES.index("mopa_fp32")].sum()
+    rows_padded = -(-x.shape[0] // 32) * 32  # the kernel's blocks of 32 rows at SVL 512
+    # one 16 x 16 FP32 tile per FMOPA, over K + 1 steps: KleidiAI packs the bias as one more row of the weights
+    assert mopa == (rows_padded // 16) * (linear.out_features // 16) * (linear.in_features + 1)
+    assert result["modelled_speedup"] == pytest.approx(off["modelled_ms"] / on["modelled_ms"])
+    assert "+228%" in validation.fc_markdown(result)  # the error docs/device_model.md states

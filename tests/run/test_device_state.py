@@ -140,7 +140,9 @@ def test_state_is_recorded_and_a_throttled_round_is_left_out(standin: AdbStandin
         fingerprint = session.target.info.fingerprint
     finally:
         session.close()
-    assert len(device.runs) == 2 and profile.runs == 40
+    # Two rounds: the throttled one topped up. A third only when this host is so busy that the second round's
+    # timings are disturbed too (seen beside a perf suite): max_rounds allows it, the throttling is the same.
+    assert len(device.runs) in (2, 3) and profile.runs == 20 * len(device.runs)
     assert profile.throttled == 20 and profile.throttled_runs[:20].all() and not profile.throttled_runs[20:].any()
     assert set(range(20)) <= set(profile.disturbed_run_indices) and int(profile.clean[20:].sum()) > 0
     state = profile.metadata["device_state"]  # the first round's (metadata comes from the first chunk)
