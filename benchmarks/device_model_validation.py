@@ -190,21 +190,33 @@ def fc_markdown(result: dict) -> str:
 SCALED_GROUPS = ("sme", "core", "memory")  # what a fit scales: the SME unit's resources, the core's, memory
 
 
+def resource_groups(base: "object") -> tuple[str, ...]:
+    """``--fit-per-resource``'s groups: each of ``base``'s resources on its own, and memory."""
+    return (*(r.name for r in base.resources), "memory")
+
+
+def group_of(resource: str, factors: dict[str, float]) -> str:
+    """The factor a resource's rates are scaled by: its own where the fit has one (per resource), else the SME
+    unit's (resources named sme_*) or the core's."""
+    return resource if resource in factors else ("sme" if resource.startswith("sme_") else "core")
+
+
 def scaled(base: "object", name: str, factors: dict[str, float], validation: str) -> "object":
     """``base`` (a DeviceModel) with every rate of a group times its factor: SME-unit resources (named sme_*),
-    core resources (the others) and memory bandwidths (not the L2 size)."""
+    core resources (the others), or each resource by its own name; and memory bandwidths (not the L2 size)."""
     from dataclasses import replace
 
-    resources = tuple(replace(r, per_ns={c: v * factors["sme" if r.name.startswith("sme_") else "core"]
-                                         for c, v in r.per_ns.items()}) for r in base.resources)
+    resources = tuple(replace(r, per_ns={c: v * factors[group_of(r.name, factors)] for c, v in r.per_ns.items()})
+                      for r in base.resources)
     memory = {k: (v if k == "l2_bytes" else v * factors["memory"]) for k, v in base.memory.items()}
     return replace(base, name=name, validation=validation, resources=resources, memory=memory, path="")
 
 
-def fit(profiles: dict, device: str, base: str = "apple-m4") -> dict[str, float]:
-    """Factors on ``base``'s SME, core and memory rates that best reproduce ``device``'s published category
-    times (CONV, GEMM, DATA_MOVEMENT, OTHER, SME2 off and on; least squares on log ms). A fit, not a
-    measurement: every number it gives is labelled with the data it was fitted on."""
+def fit(profiles: dict, device: str, base: str = "apple-m4", per_resource: bool = False) -> dict[str, float]:
+    """Factors on ``base``'s SME, core and memory rates (``per_resource``: on each resource's and memory's) that
+    best reproduce ``device``'s published category times (CONV, GEMM, DATA_MOVEMENT, OTHER, SME2 off and on;
+    least squares on log ms). A fit, not a measurement: every number it gives is labelled with the data it was
+    fitted on."""
     import numpy as np
     from scipy.optimize import least_squares
 
@@ -213,17 +225,18 @@ def fit(profiles: dict, device: str, base: str = "apple-m4") -> dict[str, float]
     published = PUBLISHED[device]
     reference = load_device(base)
     fitted = ("CONV", "GEMM", "DATA_MOVEMENT", "OTHER")
+    groups = resource_groups(reference) if per_resource else SCALED_GROUPS
 
     def residuals(log_factors: "np.ndarray") -> "np.ndarray":
-        model = scaled(reference, device, dict(zip(SCALED_GROUPS, np.exp(log_factors))), "fit")
+        model = scaled(reference, device, dict(zip(groups, np.exp(log_factors))), "fit")
         out = []
         for key, sme2 in (("on", True), ("off", False)):
             category = profiles[sme2].modelled(model).category_ms
             out += [np.log(category[c] / published[key][c]) for c in fitted]
         return np.array(out)
 
-    result = least_squares(residuals, np.zeros(len(SCALED_GROUPS)))
-    return dict(zip(SCALED_GROUPS, (float(x) for x in np.exp(result.x))))
+    result = least_squares(residuals, np.zeros(len(groups)))
+    return dict(zip(groups, (float(x) for x in np.exp(result.x))))
 
 
 def device_file(base: "object", factors: dict[str, float], name: str, description: str, fitted_on: str) -> str:
@@ -240,7 +253,7 @@ def device_file(base: "object", factors: dict[str, float], name: str, descriptio
              f'source.svl_bits = "assumed equal to {base.name}\'s; no published source found"',
              f"threads = {base.threads}", 'source.threads = "the fit is of one-thread results"']
     for resource in base.resources:
-        group = "sme" if resource.name.startswith("sme_") else "core"
+        group = group_of(resource.name, factors)
         lines += ["", f"[resources.{resource.name}]", f'what = "{resource.what}"']
         for cls, rate in resource.per_ns.items():
             lines += sourced(cls, rate * factors[group],
@@ -284,6 +297,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fit", action="store_true",
                         help="fit --device's SME, core and memory factors on apple-m4's rates to its published "
                              "SqueezeSAM category times, then compare the fitted model (a fit, labelled so)")
+    parser.add_argument("--fit-per-resource", action="store_true",
+                        help="with --fit: one factor per resource of apple-m4 and one for memory (7 factors for the 8 "
+                             "published category times), not three")
     parser.add_argument("--write", type=Path, help="with --fit: write the fitted device file here")
     parser.add_argument("--save-counts", type=Path,
                         help="write what pricing the counted runs needs as JSON here (re-price later with --counts)")
@@ -311,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.fit:
         from pytest_sme2.profile.device_model import load_device
 
-        factors = fit(profiles, args.device)
+        factors = fit(profiles, args.device, per_resource=args.fit_per_resource)
         print(f"fitted on apple-m4's rates: {factors}", file=sys.stderr)
         device = scaled(load_device("apple-m4"), args.device, factors,
                         f"fitted to published SqueezeSAM FP16 category times: {factors}")

@@ -150,3 +150,19 @@ def test_the_fully_connected_comparison_prices_the_kept_counts_as_the_layer_is()
     assert mopa == (rows_padded // 16) * (linear.out_features // 16) * (linear.in_features + 1)
     assert result["modelled_speedup"] == pytest.approx(off["modelled_ms"] / on["modelled_ms"])
     assert "+228%" in validation.fc_markdown(result)  # the error docs/device_model.md states
+
+
+def test_a_per_resource_fit_scales_each_resource_by_its_own_factor() -> None:
+    """--fit-per-resource: one factor per resource of apple-m4 and one for memory; a resource is scaled by its own
+    factor only (the three-group fit scales every sme_* resource by one factor, every other by another)."""
+    base = load_device("apple-m4")
+    groups = validation.resource_groups(base)
+    assert groups[-1] == "memory" and set(groups[:-1]) == {r.name for r in base.resources}
+    factors = {name: 1.0 for name in groups} | {"fp_simd": 0.25, "sme_memory": 3.0}
+    model = validation.scaled(base, "per-resource", factors, "test")
+    for old, new in zip(base.resources, model.resources):
+        for cls, rate in old.per_ns.items():
+            assert new.per_ns[cls] == pytest.approx(rate * factors[old.name])
+    assert model.memory == base.memory
+    assert validation.group_of("sme_compute", {"sme": 0.5, "core": 1.0}) == "sme"
+    assert validation.group_of("fp_simd", {"sme": 0.5, "core": 1.0}) == "core"
