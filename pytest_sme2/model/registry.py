@@ -92,6 +92,9 @@ class ModelRegistry:
         # A session registry (from ini settings) falls back to the process-wide
         # one that conftest.py files fill through register_model().
         self._parent = parent
+        # What an unknown model's error adds about the configuration (the plugin: ini keys it did not read, such
+        # as a misspelt sme2_models, whose models are then missing).
+        self.settings_note = ""
 
     def register(self, name: str, target: "str | Path | ModuleType") -> None:
         """Register a model under ``name``; re-registering the same target is a no-op."""
@@ -147,7 +150,7 @@ class ModelRegistry:
                 f"unknown model {name!r}. Registered models: {known}. To add one, put a file "
                 f"defining get_eager_model() and get_example_inputs() in a directory listed in "
                 f"sme2_model_dirs, add '{name} = your.module' to sme2_models, or call "
-                f"pytest_sme2.register_model({name!r}, 'your.module') in conftest.py"
+                f"pytest_sme2.register_model({name!r}, 'your.module') in conftest.py{self.settings_note}"
             )
         module = entry if isinstance(entry, ModuleType) else _import(entry, self._root())
         missing = [fn for fn in REQUIRED if not callable(getattr(module, fn, None))]
@@ -168,6 +171,11 @@ def _import(source: ModelSource, root: Path) -> ModuleType:
             path = Path(source.target)
             if not path.exists():
                 raise ModelDefinitionError(f"model {source.name!r}: file {path} does not exist")
+            if path.is_dir():
+                raise ModelDefinitionError(
+                    f"model {source.name!r}: {path} is a folder; register the file that defines get_eager_model() "
+                    f"and get_example_inputs(): {source.name} = {path / '__init__.py'} for a package, or its "
+                    "module name with the package's folder on pytest's pythonpath setting")
             package = _package_module(path)
             return _import_in_package(source, path, *package) if package else _import_file(source, path)
         return importlib.import_module(source.target)
@@ -186,7 +194,8 @@ def _import_file(source: ModelSource, path: Path) -> ModuleType:
     """A plain file (no ``__init__.py`` beside it), under a private name of its own."""
     module_name = f"pytest_sme2_models.{source.name.replace('-', '_').replace('.', '_')}"
     spec = importlib.util.spec_from_file_location(module_name, path)
-    assert spec is not None and spec.loader is not None
+    if spec is None or spec.loader is None:
+        raise ModelDefinitionError(f"model {source.name!r}: {path} is not a Python source file; register a .py file")
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
     spec.loader.exec_module(module)
@@ -277,8 +286,13 @@ def _path_hint(source: ModelSource, exc: Exception, root: Path) -> str:
                 + f"; check the module name in {source.name} = {source.target}")
     return (f". {root / top} exists, but {root} is not on sys.path: add pythonpath = [\".\"] under "
             "[tool.pytest.ini_options] in pyproject.toml (pythonpath = . in pytest.ini or tox.ini), pytest's "
-            f"own setting, or register the model by file: {source.name} = "
-            f"{source.target.replace('.', '/')}.py")
+            f"own setting, or register the model by file: {source.name} = {_file_of(source.target, root)}")
+
+
+def _file_of(target: str, root: Path) -> str:
+    """The file a module name stands for under ``root``: a package's ``__init__.py``, else the module's .py."""
+    path = "/".join(target.split("."))
+    return f"{path}/__init__.py" if (root / path / "__init__.py").is_file() else f"{path}.py"
 
 
 _default = ModelRegistry()

@@ -160,6 +160,10 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(str(exc)) from None
     session = Sme2Session(settings)
     session.registry.root = rootdir  # where an unimportable model package is looked for (its error names the fix)
+    unknown = options.unknown_ini_keys(config)
+    if unknown:
+        session.registry.settings_note = (f". Note: pytest-sme2 has no ini setting {', '.join(unknown)}; "
+                                          "its settings: docs/options.md")
     try:
         for directory in setting(config, "model_dirs"):
             session.registry.register_dir(Path(directory))

@@ -316,6 +316,27 @@ def register(group: Any, parser: Any) -> None:
                           **({"type": ini_type} if ini_type else {}))
 
 
+def unknown_ini_keys(config: Any) -> list[str]:
+    """The ini keys named like pytest-sme2's (``sme2_*``) that it does not have, each with the closest one it has:
+    a misspelt key is otherwise only in pytest's warnings summary, and the setting silently keeps its default.
+
+    Read through pytest's private ``Config._get_unknown_ini_keys`` (the public ``inicfg`` is deprecated in pytest 9);
+    where it is missing nothing is said, as before."""
+    import difflib
+
+    try:
+        unknown = sorted(config._get_unknown_ini_keys())
+    except Exception:  # another pytest: the note is a help, not a check
+        return []
+    known = [option.ini_key for option in OPTIONS if option.ini]
+    notes = []
+    for key in unknown:
+        if key.startswith("sme2"):
+            close = difflib.get_close_matches(key, known, n=1)
+            notes.append(f"{key} (did you mean {close[0]}?)" if close else key)
+    return notes
+
+
 def source(config: Any, name: str) -> str:
     """Where a setting's value comes from, as the user wrote it: ``--sme2-runs=0`` or ``ini sme2_runs = 0``
     (or the default), so an error about it names the place to fix."""

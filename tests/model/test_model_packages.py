@@ -95,6 +95,33 @@ def test_a_module_typo_inside_an_importable_package_names_the_modules_not_python
     assert "check the module name in edge_seg = mynet.modle" in message
 
 
+def test_a_package_registered_by_module_name_is_offered_its_init_file(project: Path) -> None:
+    """A user's trial: ``mynet = mynet`` without pythonpath advised ``mynet = mynet.py``, a file that does not
+    exist for a package; the advice is its ``__init__.py``, and following it works."""
+    (project / "mynet" / "__init__.py").write_text(TINY_MODEL)
+    registry = ModelRegistry(root=project)
+    registry.register("mynet", "mynet")
+    with pytest.raises(ModelDefinitionError, match=r"register the model by file: mynet = mynet/__init__\.py$"):
+        registry.get("mynet")
+    advised = ModelRegistry()
+    advised.register("mynet", str(project / "mynet" / "__init__.py"))
+    assert advised.get("mynet").get_example_inputs()[0].shape == (1, 3, 16, 16)
+
+
+def test_a_folder_or_a_file_that_is_not_python_is_named_with_the_fix(project: Path) -> None:
+    """A user's trial: ``mynet = mynet/`` gave "importing mynet/ failed: AssertionError: AssertionError"."""
+    registry = ModelRegistry(root=project)
+    registry.register("mynet", str(project / "mynet"))
+    with pytest.raises(ModelDefinitionError, match=rf"{project / 'mynet'} is a folder; register the file that defines "
+                                                   rf"get_eager_model\(\) and get_example_inputs\(\): mynet = "
+                                                   rf"{project / 'mynet' / '__init__.py'} for a package"):
+        registry.get("mynet")
+    (project / "weights.bin").write_bytes(b"\0")
+    registry.register("weights", str(project / "weights.bin"))
+    with pytest.raises(ModelDefinitionError, match=r"weights\.bin is not a Python source file; register a \.py file"):
+        registry.get("weights")
+
+
 def test_a_module_name_that_exists_nowhere_gets_no_pythonpath_hint(project: Path) -> None:
     registry = ModelRegistry(root=project)
     registry.register("edge_seg", "othernet.model")

@@ -108,3 +108,20 @@ def test_run_settings_given_in_the_test_are_checked_with_the_same_bounds(sme2_pr
     assert "runner(timeout='60') is invalid: it must be a number of seconds > 0" in text
     assert "threads=100000 is invalid: threads must be an integer from 1 to 1024" in text
     assert "OverflowError" not in text and "Traceback" not in text
+
+
+def test_a_misspelt_ini_key_is_named_where_its_models_are_missing(pytester: pytest.Pytester,
+                                                                  shared_export_cache) -> None:  # noqa: ANN001
+    """A user's trial: ``sme2_model = ...`` (for sme2_models) gave "unknown model 'mynet'. Registered models:
+    (none)"; the cause was only in pytest's warnings summary. The error names the key and the one meant."""
+    from conftest import TINY_MODEL
+
+    (pytester.path / "mynet.py").write_text(TINY_MODEL)
+    pytester.makeini(f"[pytest]\nsme2_target = host\nsme2_cache_dir = {shared_export_cache}\n"
+                     "sme2_model =\n    mynet = mynet.py\nsme2_runss = 3\n")
+    pytester.makepyfile(test_it=TEST.replace('"tiny"', '"mynet"'))
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*unknown model 'mynet'. Registered models: (none).*Note: pytest-sme2 has no ini "
+                                 "setting sme2_model (did you mean sme2_models?), sme2_runss (did you mean "
+                                 "sme2_runs?); its settings: docs/options.md*"])
