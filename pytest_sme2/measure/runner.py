@@ -25,6 +25,7 @@ from pytest_sme2.export.export import ExportedModel, tool_versions
 from pytest_sme2.export.program import check_program
 from pytest_sme2.export.work import ProgramFacts
 from pytest_sme2.measure.session import Sme2Session, copy_artifact, kit_variant
+from pytest_sme2.model.registry import source_files
 from pytest_sme2.profile import stats
 from pytest_sme2.profile.profile import Profile, emulated_timing_skip
 from pytest_sme2.run.device_state import cores_of_mask, wait_for_cooldown
@@ -281,15 +282,34 @@ class Runner:
     def _provenance(self, pte: ExportedModel) -> dict[str, Any]:
         """What produced this program (for baselines): recipe, export key, versions, and under
         ``model_source_hash`` the digest of the traced model (code of every module it uses, weights, input
-        values; export_key.program_digest), so that a baseline notes "the model's source changed" exactly
-        when the program the model traces to did."""
+        values; export_key.program_digest), so that a baseline notes "the model's traced program changed" exactly
+        when the program the model traces to did; with it the digests of the model's own files and its inputs'
+        shapes, so the note can name what changed."""
+        files = self.session.model_files
+        if pte.model not in files:
+            files[pte.model] = source_files(self.session.registry.get(pte.model))
         return {"model_source_hash": pte.program_digest, "recipe": asdict(pte.recipe), "cache_key": pte.cache_key,
-                **tool_versions()}
+                "model_files": files[pte.model], "inputs": input_signature(pte.inputs_path), **tool_versions()}
 
     def time(self, pte: "ExportedModel | str | Path") -> Timings:
         """Run without ETDump: wall-clock latencies only."""
         result, _ = self._run(pte, etdump=False)
         return Timings(result.wall_ms, self.label, result)
+
+
+def input_signature(path: Path | None) -> list[str]:
+    """Each example input's shape and dtype ("1x3x32x32 float32"), from the export's inputs file: what a baseline's
+    provenance note names when the inputs changed (their values are in the program digest)."""
+    if path is None or not Path(path).is_file():
+        return []
+    import torch
+
+    try:
+        inputs = torch.load(path, weights_only=True)
+    except Exception:  # noqa: BLE001 - a note, not a check: the export cache checks its own files
+        return []
+    return ["x".join(str(n) for n in t.shape) + " " + str(t.dtype).removeprefix("torch.")
+            if isinstance(t, torch.Tensor) else type(t).__name__ for t in inputs]
 
 
 def _counted(result: RunResult) -> InstructionTrace | None:

@@ -71,6 +71,9 @@ class Sme2Session:
         self._exports: dict[tuple[str, Recipe], ExportedModel] = {}
         self._reference: ExportedModel | None = None
         self.program_facts: dict[str, Any] = {}  # .pte path -> work.ProgramFacts, read once per process
+        # model name -> registry.source_files of its code, read once per session (not per process: an in-process
+        # pytest session after an edit must see the edit)
+        self.model_files: dict[str, dict[str, str]] = {}
         # The device's state at the session's first round: what later rounds' frequency caps are judged against.
         self.steady_state: Any = None
         # Where the session says what it waits for (the plugin's progress line; silent outside pytest).

@@ -27,6 +27,7 @@ export cache keys the program ``torch.export`` traces from it (export_key.py).
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.util
 import os
@@ -293,6 +294,34 @@ def _file_of(target: str, root: Path) -> str:
     """The file a module name stands for under ``root``: a package's ``__init__.py``, else the module's .py."""
     path = "/".join(target.split("."))
     return f"{path}/__init__.py" if (root / path / "__init__.py").is_file() else f"{path}.py"
+
+
+SOURCE_FILES_LIMIT = 500  # a model package bigger than this is noted by its first files only (sorted by path)
+
+
+def source_files(model: Model) -> dict[str, str]:
+    """sha256 of each .py file of a model's code, by path relative to the folder above its outermost package:
+    every file of that package (recursively) for a model inside a package, else the model's own file.
+
+    Why: a baseline keeps these, so a check whose traced program changed can name the files that changed since
+    ("mynet/blocks.py"), where the program digest alone says only that something did. Files of the package that
+    the model does not import are listed too: the names are a pointer, the program digest is the judge."""
+    path = model.source_path
+    if path is None or not path.is_file():
+        return {}
+    path = path.resolve()
+    package = path.parent if (path.parent / "__init__.py").exists() else None
+    while package is not None and (package.parent / "__init__.py").exists():
+        package = package.parent
+    files = sorted(package.rglob("*.py"))[:SOURCE_FILES_LIMIT] if package is not None else [path]
+    base = package.parent if package is not None else path.parent
+    out = {}
+    for file in files:
+        try:
+            out[file.relative_to(base).as_posix()] = hashlib.sha256(file.read_bytes()).hexdigest()
+        except OSError:  # unreadable or gone: not a source of this note
+            continue
+    return out
 
 
 _default = ModelRegistry()

@@ -402,7 +402,28 @@ def test_other_versions_are_flagged_without_failing() -> None:
     [note] = by_check(judge("m", cur, base), "provenance")
     assert note.status == "note" and not note.failed
     assert note.message.startswith("since the baseline was recorded: ") and "executorch 1.5.1 then, 1.6.0 now" in note.message
-    assert "model's source changed" in note.message
+    assert note.message.endswith("the model's traced program changed")  # no file digests kept in either
+
+
+def test_the_note_names_the_files_and_inputs_that_changed() -> None:
+    """A user's trial: an edit in mynet/blocks.py and a new input shape were both noted only as "the model's source
+    changed". A baseline keeps the model's own files' digests and its inputs' shapes, and the note names them."""
+    files = {"mynet/__init__.py": "a" * 64, "mynet/blocks.py": "b" * 64, "mynet/old.py": "c" * 64}
+    base = record(noisy(2.0))
+    base["provenance"] |= {"model_files": files, "inputs": ["1x3x32x32 float32"]}
+    now_files = {"mynet/__init__.py": "a" * 64, "mynet/blocks.py": "d" * 64, "mynet/extra.py": "e" * 64}
+    cur = record(noisy(2.0), provenance={**base["provenance"], "model_source_hash": "f" * 64,
+                                         "model_files": now_files, "inputs": ["1x3x48x48 float32"]})
+    [note] = by_check(judge("m", cur, base), "provenance")
+    assert note.message == ("since the baseline was recorded: the model's traced program changed (files changed: "
+                            "mynet/blocks.py, mynet/extra.py (new), mynet/old.py (gone)); example inputs "
+                            "1x3x32x32 float32 then, 1x3x48x48 float32 now")
+    same_files = record(noisy(2.0), provenance={**base["provenance"], "model_source_hash": "f" * 64})
+    [note] = by_check(judge("m", same_files, base), "provenance")
+    assert note.message.endswith("(none of its own files changed: code it imports from elsewhere, its weights or "
+                                 "its input values did)")
+    unchanged_program = record(noisy(2.0), provenance={**base["provenance"], "model_files": now_files})
+    assert by_check(judge("m", unchanged_program, base), "provenance") == []  # a comment edit is nothing to note
 
 
 def test_instruction_metric() -> None:

@@ -191,3 +191,59 @@ def test_an_error_raised_in_a_module_of_the_package_is_placed_at_its_own_line(pr
     assert where == f" (at {project / 'mynet' / 'blocks.py'}:2: return x.view(-1, 7))"
     assert where_in_author_code(caught.value, project / "elsewhere") == ""
     assert where_in_author_code(caught.value, None) == ""
+
+
+POOLED = '''
+import torch
+
+
+def get_eager_model():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1),
+                               torch.nn.Flatten(), torch.nn.Linear(8, 10)).eval()
+
+
+def get_example_inputs():
+    return (torch.ones(1, 3, 16, 16),)
+'''
+
+
+def test_a_baselines_note_names_the_package_file_and_the_input_shape_that_changed(
+        pytester: pytest.Pytester, shared_export_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A user's trial: an edit in mynet/blocks.py and a new input shape were both noted as "the model's source
+    changed". Real sessions on the host target: the note names mynet/blocks.py, then the new input shape."""
+    from helpers_gate import UPDATE
+
+    from conftest import quick_host_ini
+
+    monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)  # the gate on
+    (pytester.path / "mynet").mkdir()
+    (pytester.path / "mynet" / "__init__.py").write_text("")
+    (pytester.path / "mynet" / "blocks.py").write_text(POOLED)
+    (pytester.path / "mynet" / "model.py").write_text(MODEL)
+    (pytester.path / "models").mkdir()
+    (pytester.path / "pytest.ini").write_text(quick_host_ini(shared_export_cache, "sme2_models = edge_seg = "
+                                                             "mynet/model.py", "filterwarnings = ignore"))
+    pytester.makepyfile(test_net='''
+import pytest
+
+@pytest.mark.model("edge_seg")
+def test_net(exported_pte, runner, etdump_profile):
+    etdump_profile(exported_pte, runner())
+''')
+
+    def note() -> str:
+        pytester.runpytest_inprocess("-p", "no:cacheprovider", "--sme2-artifacts-dir=artifacts")
+        newest = max((pytester.path / "artifacts").glob("session-*"), key=lambda p: p.stat().st_mtime)
+        [verdicts] = newest.glob("*/baseline-verdicts~*.txt")
+        return next((line for line in verdicts.read_text().splitlines() if "since the baseline was recorded" in line),
+                    "")
+
+    pytester.runpytest_inprocess("-p", "no:cacheprovider", *UPDATE).assert_outcomes(passed=1)
+    assert note() == ""  # nothing changed
+    (pytester.path / "mynet" / "blocks.py").write_text(POOLED.replace("torch.nn.ReLU()", "torch.nn.ReLU6()"))
+    assert "the model's traced program changed (files changed: mynet/blocks.py)" in note()
+    (pytester.path / "mynet" / "blocks.py").write_text(POOLED.replace("(1, 3, 16, 16)", "(1, 3, 20, 20)"))
+    changed = note()
+    assert "(none of its own files changed" not in changed and "files changed: mynet/blocks.py" in changed
+    assert "example inputs 1x3x16x16 float32 then, 1x3x20x20 float32 now" in changed
