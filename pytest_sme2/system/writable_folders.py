@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
@@ -49,10 +50,16 @@ def check_writable(place: Place) -> None:
     if not existing.is_dir():
         raise UsageError(f"the {place.what} {place.root} cannot be created: {existing} is a file, not a folder. "
                          f"{_fix(place)}")
+    shown = place.root if existing == Path(os.path.abspath(place.root)) else f"{place.root} (in {existing})"
     if not os.access(existing, os.W_OK | os.X_OK):
         reason = "it is on a read-only file system" if _read_only(existing) else "permission denied"
-        shown = place.root if existing == Path(os.path.abspath(place.root)) else f"{place.root} (in {existing})"
         raise UsageError(f"the {place.what} {shown} is not writable: {reason}. {_fix(place)}")
+    mode = stat.S_IMODE(existing.stat().st_mode)
+    if os.geteuid() == 0 and not mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH):
+        # As root the kernel writes into a folder whose mode forbids it; whoever made it read-only (chmod -R a-w,
+        # a CI cache restored read-only) meant it to stay as it is, and a user would be refused: so is root.
+        raise UsageError(f"the {place.what} {shown} is not writable: it is read-only (mode {mode:04o}), and "
+                         f"pytest-sme2 does not write into it even as root. {_fix(place)} (chmod u+w)")
 
 
 def explain(exc: OSError, places: Iterable[Place]) -> StorageError | None:

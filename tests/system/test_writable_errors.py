@@ -79,6 +79,30 @@ def test_a_read_only_folder_stops_the_session_before_the_first_test(
     assert moved_by in text
 
 
+@pytest.mark.parametrize(("option", "what"), [("--sme2-cache-dir", "export cache"),
+                                              ("--sme2-artifacts-dir", "artifacts folder")])
+def test_a_folder_made_read_only_is_refused_as_root_too(sme2_project: pytest.Pytester, option: str,
+                                                        what: str) -> None:
+    """A user's trial (as root, as CI containers run): after chmod -R a-w on the cache, new export and result
+    entries were written into the dr-xr-xr-x folders without a word; a user would have been refused. Root is."""
+    import os
+
+    if os.geteuid() != 0:
+        pytest.skip("as another user the kernel refuses the write itself (the read-only mount case above)")
+    sme2_project.makepyfile(test_gate=TEST)
+    folder = sme2_project.mkdir("locked")
+    folder.chmod(0o555)
+    try:
+        result = sme2_project.runpytest_inprocess(f"{option}={folder}")
+    finally:
+        folder.chmod(0o755)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    text = _clean(result)
+    assert f"the {what} {folder} is not writable: it is read-only (mode 0555), and pytest-sme2 does not write " \
+           "into it even as root" in text and f"{option} (or ini" in text
+    assert list(folder.iterdir()) == []
+
+
 def test_read_only_baselines_are_fine_when_only_read(sme2_project: pytest.Pytester,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)
