@@ -300,8 +300,9 @@ SOURCE_FILES_LIMIT = 500  # a model package bigger than this is noted by its fir
 
 
 def source_files(model: Model) -> dict[str, str]:
-    """sha256 of each .py file of a model's code, by path relative to the folder above its outermost package:
-    every file of that package (recursively) for a model inside a package, else the model's own file.
+    """sha256 (its first 16 hex digits: enough to see a change, small in every baseline record) of each .py file
+    of a model's code, by path relative to the folder above its outermost package: every file of that package
+    (recursively) for a model inside a package, else the model's own file.
 
     Why: a baseline keeps these, so a check whose traced program changed can name the files that changed since
     ("mynet/blocks.py"), where the program digest alone says only that something did. Files of the package that
@@ -318,7 +319,7 @@ def source_files(model: Model) -> dict[str, str]:
     out = {}
     for file in files:
         try:
-            out[file.relative_to(base).as_posix()] = hashlib.sha256(file.read_bytes()).hexdigest()
+            out[file.relative_to(base).as_posix()] = hashlib.sha256(file.read_bytes()).hexdigest()[:16]
         except OSError:  # unreadable or gone: not a source of this note
             continue
     return out
