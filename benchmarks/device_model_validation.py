@@ -114,13 +114,25 @@ def save_counts(profiles: dict, path: Path) -> None:
     """Write the counted sides into ``path``, keeping a side already there that was not counted now (a long count
     done one side per session adds to the same file)."""
     kept = json.loads(path.read_text()) if path.is_file() else {}
+    models = {str(side.get("label", "")).split(" ")[0] for side in kept.values()} | \
+        {str(p.label).split(" ")[0] for p in profiles.values()}
+    if len(models) > 1:
+        raise SystemExit(f"{path} holds counts of another model ({', '.join(sorted(models))}): save into another file")
     kept.update({("on" if sme2 else "off"): SavedCounts.of(p).data for sme2, p in profiles.items()})
     path.write_text(json.dumps(kept) + "\n")
 
 
-def load_counts(path: Path) -> dict:
+def load_counts(path: Path, model: str | None = None) -> dict:
+    """The saved sides of ``path``; with ``model``, refused when they were counted of another model (their labels
+    name it: the SqueezeSAM table printed from the layer's counts was nonsense)."""
     data = json.loads(path.read_text())
-    return {side == "on": SavedCounts(data[side]) for side in ("on", "off") if side in data}
+    counts = {side == "on": SavedCounts(data[side]) for side in ("on", "off") if side in data}
+    if model is not None:
+        for saved in counts.values():
+            counted = str(saved.data.get("label", "")).split(" ")[0]
+            if counted != model:
+                raise SystemExit(f"{path} holds counts of {counted!r}, not {model!r}: pass --model {counted}")
+    return counts
 
 
 def comparison(profiles: dict, device: "str | object") -> dict:
@@ -307,8 +319,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sides", choices=("both", "on", "off"), default="both",
                         help="count only SME2 on or off (with --save-counts: to save one side of a long count)")
     args = parser.parse_args(argv)
+    if args.fit_per_resource and not args.fit:
+        parser.error("--fit-per-resource is a kind of --fit: pass both")
     sides = {"both": (True, False), "on": (True,), "off": (False,)}[args.sides]
-    profiles = load_counts(args.counts) if args.counts else \
+    profiles = load_counts(args.counts, args.model) if args.counts else \
         counted_profiles(args.cache_dir, args.session_dir, sides, args.model)
     if args.save_counts:
         save_counts(profiles, args.save_counts)

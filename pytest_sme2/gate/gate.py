@@ -274,7 +274,24 @@ def _unchanged(path: Path, fresh: baselines.Baseline) -> bool:
     except (OSError, ValueError):
         return False
     wanted = json.loads(baselines.dumps(fresh.as_dict()))
-    return isinstance(stored, dict) and {**stored, "recorded": None} == {**wanted, "recorded": None}
+    return isinstance(stored, dict) and _without_pointers(stored) == _without_pointers(wanted)
+
+
+# Provenance that points at what changed (the model's file digests, its inputs' shapes) without being evidence: an
+# edit that changes no count (a comment, a sibling model's file in the same package) must not rewrite a baseline,
+# and baselines recorded before these were kept must not all be rewritten once.
+PROVENANCE_POINTERS = ("model_files", "inputs")
+
+
+def _without_pointers(data: dict[str, Any]) -> dict[str, Any]:
+    """A baseline file's content as ``_unchanged`` compares it: no recording time, no provenance pointers."""
+    profiles = data.get("profiles")
+    if isinstance(profiles, dict):
+        profiles = {label: ({**record, "provenance": {k: v for k, v in record["provenance"].items()
+                                                       if k not in PROVENANCE_POINTERS}}
+                            if isinstance(record, dict) and isinstance(record.get("provenance"), dict) else record)
+                    for label, record in profiles.items()}
+    return {**data, "recorded": None, "profiles": profiles}
 
 
 @dataclass

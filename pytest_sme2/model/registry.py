@@ -172,6 +172,8 @@ def _import(source: ModelSource, root: Path) -> ModuleType:
             path = Path(source.target)
             if not path.exists():
                 raise ModelDefinitionError(f"model {source.name!r}: file {path} does not exist")
+            if path.suffix != ".py" and path.is_file():
+                raise _not_python(source, path)
             if path.is_dir():
                 raise ModelDefinitionError(
                     f"model {source.name!r}: {path} is a folder; register the file that defines get_eager_model() "
@@ -179,6 +181,8 @@ def _import(source: ModelSource, root: Path) -> ModuleType:
                     "module name with the package's folder on pytest's pythonpath setting")
             package = _package_module(path)
             return _import_in_package(source, path, *package) if package else _import_file(source, path)
+        if (root / source.target).is_file():  # `w = weights.bin`: a file's name read as a module name
+            raise _not_python(source, root / source.target)
         return importlib.import_module(source.target)
     except ModelDefinitionError:
         raise
@@ -191,12 +195,17 @@ def _import(source: ModelSource, root: Path) -> ModuleType:
         ) from exc
 
 
+def _not_python(source: ModelSource, path: Path) -> ModelDefinitionError:
+    return ModelDefinitionError(f"model {source.name!r}: {path} is not a Python source file; register the .py file "
+                                "that defines get_eager_model() and get_example_inputs()")
+
+
 def _import_file(source: ModelSource, path: Path) -> ModuleType:
     """A plain file (no ``__init__.py`` beside it), under a private name of its own."""
     module_name = f"pytest_sme2_models.{source.name.replace('-', '_').replace('.', '_')}"
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:
-        raise ModelDefinitionError(f"model {source.name!r}: {path} is not a Python source file; register a .py file")
+        raise _not_python(source, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
     spec.loader.exec_module(module)
@@ -296,13 +305,15 @@ def _file_of(target: str, root: Path) -> str:
     return f"{path}/__init__.py" if (root / path / "__init__.py").is_file() else f"{path}.py"
 
 
-SOURCE_FILES_LIMIT = 500  # a model package bigger than this is noted by its first files only (sorted by path)
+SOURCE_FILES_LIMIT = 200  # a bigger package is noted by the model's own file and the first others (sorted by path)
 
 
 def source_files(model: Model) -> dict[str, str]:
     """sha256 (its first 16 hex digits: enough to see a change, small in every baseline record) of each .py file
     of a model's code, by path relative to the folder above its outermost package: every file of that package
-    (recursively) for a model inside a package, else the model's own file.
+    (recursively, up to SOURCE_FILES_LIMIT, the model's own file always) for a model inside a package of the
+    user's, else the model's own file alone (also for a module of an installed package: its version says what
+    changed, and its tree may be large).
 
     Why: a baseline keeps these, so a check whose traced program changed can name the files that changed since
     ("mynet/blocks.py"), where the program digest alone says only that something did. Files of the package that
@@ -314,15 +325,17 @@ def source_files(model: Model) -> dict[str, str]:
     package = path.parent if (path.parent / "__init__.py").exists() else None
     while package is not None and (package.parent / "__init__.py").exists():
         package = package.parent
-    files = sorted(package.rglob("*.py"))[:SOURCE_FILES_LIMIT] if package is not None else [path]
+    if package is not None and {"site-packages", "dist-packages"} & set(package.parts):
+        package = None
     base = package.parent if package is not None else path.parent
+    others = sorted(f for f in package.rglob("*.py") if f != path) if package is not None else []
     out = {}
-    for file in files:
+    for file in [path, *others][:SOURCE_FILES_LIMIT]:
         try:
             out[file.relative_to(base).as_posix()] = hashlib.sha256(file.read_bytes()).hexdigest()[:16]
-        except OSError:  # unreadable or gone: not a source of this note
+        except (OSError, ValueError):  # unreadable, gone, or a link out of the package: not a source of this note
             continue
-    return out
+    return dict(sorted(out.items()))
 
 
 _default = ModelRegistry()

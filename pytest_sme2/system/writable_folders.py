@@ -55,7 +55,8 @@ def check_writable(place: Place) -> None:
         reason = "it is on a read-only file system" if _read_only(existing) else "permission denied"
         raise UsageError(f"the {place.what} {shown} is not writable: {reason}. {_fix(place)}")
     mode = stat.S_IMODE(existing.stat().st_mode)
-    if os.geteuid() == 0 and not mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH):
+    own_folder = existing == Path(os.path.abspath(place.root))  # not a parent: / is 0555 and /root 0550 on some
+    if own_folder and os.geteuid() == 0 and not mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH):
         # As root the kernel writes into a folder whose mode forbids it; whoever made it read-only (chmod -R a-w,
         # a CI cache restored read-only) meant it to stay as it is, and a user would be refused: so is root.
         raise UsageError(f"the {place.what} {shown} is not writable: it is read-only (mode {mode:04o}), and "

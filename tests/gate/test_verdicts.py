@@ -801,3 +801,29 @@ def test_a_check_against_another_folder_advises_an_update_into_it(stored: str, f
     """`check --baselines DIR` judges against DIR: the update a failure prints writes there (stop 49's trial: it
     named the session's folder), replacing the folder the stored command named, quoted for a shell."""
     assert update_into(stored, Path(folder) if folder else None) == expected
+
+
+def test_an_update_keeps_a_file_whose_records_differ_only_in_provenance_pointers(tmp_path: Path) -> None:
+    """A review of this change: the model's file digests and input shapes in each record made an update rewrite
+    a file whose counts did not change (a comment edit; a sibling model's file in the same package), and every
+    baseline recorded before they were kept. They point at what changed; they are not evidence."""
+    import json
+
+    from pytest_sme2.gate import baselines
+    from pytest_sme2.gate.gate import _unchanged
+
+    record = {"instructions": {"per_inference": 1_000}, "provenance": {"model_source_hash": "a" * 64}}
+    old = baselines.Baseline(tmp_path / "b.json", "t.py::test", "fp", {"m fp32": record},
+                             recorded={"at": "2026-11-01T00:00:00Z"})
+    old.path.write_text(baselines.dumps(old.as_dict()))
+
+    def fresh(**provenance: object) -> baselines.Baseline:
+        changed = json.loads(json.dumps(record))
+        changed["provenance"].update(provenance)
+        return baselines.Baseline(old.path, "t.py::test", "fp", {"m fp32": changed}, recorded={"at": "now"})
+
+    assert _unchanged(old.path, fresh(model_files={"m.py": "1" * 16}, inputs=["1x3 float32"]))
+    assert not _unchanged(old.path, fresh(model_source_hash="b" * 64))
+    counted = fresh()
+    counted.profiles["m fp32"]["instructions"]["per_inference"] = 1_001
+    assert not _unchanged(old.path, counted)

@@ -116,10 +116,15 @@ def test_a_folder_or_a_file_that_is_not_python_is_named_with_the_fix(project: Pa
                                                    rf"get_eager_model\(\) and get_example_inputs\(\): mynet = "
                                                    rf"{project / 'mynet' / '__init__.py'} for a package"):
         registry.get("mynet")
+    # a review: inside a package, or given by a bare file name, a non-.py file got import errors of a module name
+    (project / "mynet" / "weights.bin").write_bytes(b"\0")
     (project / "weights.bin").write_bytes(b"\0")
-    registry.register("weights", str(project / "weights.bin"))
-    with pytest.raises(ModelDefinitionError, match=r"weights\.bin is not a Python source file; register a \.py file"):
-        registry.get("weights")
+    registry.register("in_package", str(project / "mynet" / "weights.bin"))
+    registry.register("bare", "weights.bin")
+    for name, path in (("in_package", project / "mynet" / "weights.bin"), ("bare", project / "weights.bin")):
+        with pytest.raises(ModelDefinitionError, match=rf"{path} is not a Python source file; register the \.py "
+                                                       r"file that defines get_eager_model\(\)"):
+            registry.get(name)
 
 
 def test_a_module_name_that_exists_nowhere_gets_no_pythonpath_hint(project: Path) -> None:
@@ -247,3 +252,27 @@ def test_net(exported_pte, runner, etdump_profile):
     changed = note()
     assert "(none of its own files changed" not in changed and "files changed: mynet/blocks.py" in changed
     assert "example inputs 1x3x16x16 float32 then, 1x3x20x20 float32 now" in changed
+
+
+def test_source_files_keep_the_models_own_file_and_skip_installed_trees(tmp_path: Path) -> None:
+    """A review: the cap on a package's files cut the model's own file (sorted last), so an edit of it read "none of
+    its own files changed"; and a model inside an installed package would hash that package's whole tree."""
+    from types import ModuleType
+
+    from pytest_sme2.model.registry import SOURCE_FILES_LIMIT, Model, source_files
+
+    package = tmp_path / "big"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    for i in range(SOURCE_FILES_LIMIT + 50):
+        (package / f"m{i:04d}.py").write_text(f"x = {i}\n")
+    own = package / "zz_model.py"
+    own.write_text(TINY_MODEL)
+    files = source_files(Model("big", ModuleType("big.zz_model"), own))
+    assert len(files) == SOURCE_FILES_LIMIT and "big/zz_model.py" in files and "big/__init__.py" in files
+    installed = tmp_path / "lib" / "site-packages" / "vendor"
+    installed.mkdir(parents=True)
+    (installed / "__init__.py").write_text("")
+    (installed / "other.py").write_text("")
+    (installed / "model.py").write_text(TINY_MODEL)
+    assert list(source_files(Model("v", ModuleType("vendor.model"), installed / "model.py"))) == ["model.py"]

@@ -166,3 +166,18 @@ def test_a_per_resource_fit_scales_each_resource_by_its_own_factor() -> None:
     assert model.memory == base.memory
     assert validation.group_of("sme_compute", {"sme": 0.5, "core": 1.0}) == "sme"
     assert validation.group_of("fp_simd", {"sme": 0.5, "core": 1.0}) == "core"
+
+
+def test_counts_of_one_model_are_not_priced_or_saved_as_another(tmp_path: Path) -> None:
+    """A review: `--counts fully_connected_counts.json` without `--model fully_connected` printed the SqueezeSAM
+    table from the layer's counts; and a save could merge one model's side into another model's file."""
+    kept = validation.REPO / "benchmarks" / "results" / "device_model_2026-11-28" / "fully_connected_counts.json"
+    with pytest.raises(SystemExit, match="holds counts of 'fully_connected', not 'squeeze_sam': pass --model "
+                                         "fully_connected"):
+        validation.load_counts(kept, "squeeze_sam")
+    assert set(validation.load_counts(kept, "fully_connected")) == {True, False}
+    profile = _profile(tmp_path, True)  # labelled "m ..."
+    copy = tmp_path / "counts.json"
+    copy.write_text(kept.read_text())
+    with pytest.raises(SystemExit, match="holds counts of another model"):
+        validation.save_counts({True: profile}, copy)

@@ -103,6 +103,26 @@ def test_a_folder_made_read_only_is_refused_as_root_too(sme2_project: pytest.Pyt
     assert list(folder.iterdir()) == []
 
 
+def test_as_root_a_read_only_parent_of_a_folder_to_create_is_no_refusal(tmp_path: Path) -> None:
+    """A review: the root rule read a parent's mode (Fedora's / is 0555, RHEL's /root 0550), so ~/.cache/sme2 under
+    /root was refused as "read-only". It is the folder's own mode that says someone made it read-only."""
+    import os
+
+    from pytest_sme2.system.writable_folders import Place, check_writable
+
+    if os.geteuid() != 0:
+        pytest.skip("the rule is root's")
+    parent = tmp_path / "home"
+    parent.mkdir()
+    parent.chmod(0o550)
+    try:
+        check_writable(Place("export cache", parent / ".cache" / "sme2", "--sme2-cache-dir"))  # no error
+        with pytest.raises(Exception, match=r"is read-only \(mode 0550\)"):
+            check_writable(Place("export cache", parent, "--sme2-cache-dir"))
+    finally:
+        parent.chmod(0o755)
+
+
 def test_read_only_baselines_are_fine_when_only_read(sme2_project: pytest.Pytester,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)
