@@ -287,7 +287,10 @@ class Runner:
         shapes, so the note can name what changed."""
         files = self.session.model_files
         if pte.model not in files:
-            files[pte.model] = source_files(self.session.registry.get(pte.model))
+            try:
+                files[pte.model] = source_files(self.session.registry.get(pte.model))
+            except Sme2Error:  # a program exported elsewhere under a name this session does not know: no pointer
+                files[pte.model] = {}
         return {"model_source_hash": pte.program_digest, "recipe": asdict(pte.recipe), "cache_key": pte.cache_key,
                 "model_files": files[pte.model], "inputs": input_signature(pte.inputs_path), **tool_versions()}
 
