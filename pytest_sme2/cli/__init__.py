@@ -122,12 +122,22 @@ def _check(args: argparse.Namespace) -> int:
         if result.failed:
             print(f"FAILED {result.test_id}\n{result.message()}\n")
         else:
-            shown = "; ".join(result.outcome["missing"]) or f"{len(result.outcome['verdicts'])} verdict(s)"
+            shown = "; ".join(result.outcome["missing"]) or _verdict_counts(result.outcome["verdicts"])
             print(f"passed {result.test_id} ({shown})")
     failed = sum(r.failed for r in results)
     where = _path(args.baselines) or "the session's baselines folder"
     print(f"{failed} of {len(results)} test(s) failed against {where}; every verdict: {out}")
     return 1 if failed else 0
+
+
+def _verdict_counts(lines: list[str]) -> str:
+    """"13 verdict(s), 1 inconclusive": a passing test's verdicts, with those that were not plain passes."""
+    from collections import Counter
+
+    from pytest_sme2.report.entries import shown_status
+
+    special = Counter(status for status in map(shown_status, lines) if status != "ok")
+    return ", ".join([f"{len(lines)} verdict(s)", *(f"{n} {status}" for status, n in sorted(special.items()))])
 
 
 def _doctor(args: argparse.Namespace) -> int:

@@ -224,9 +224,20 @@ def _baseline_outcome(outcome: Mapping[str, Any]) -> list[dict[str, Any]]:
     rows += [{"verdict": "baseline written", "message": m} for m in outcome.get("written", [])]
     rows += [{"verdict": "baseline unchanged", "message": f"{m} (its records equal this run's: kept as it was)"}
              for m in outcome.get("unchanged", [])]
-    if not rows:
-        rows += [{"verdict": "ok", "message": m} for m in outcome.get("verdicts", [])]
+    if not rows:  # passed: each verdict as it was judged (an inconclusive one is no "ok": a user's trial)
+        rows += [{"verdict": shown_status(m), "message": m} for m in outcome.get("verdicts", [])]
     return rows
+
+
+# The statuses a passing test's verdicts are shown by, as the terminal's baseline summary counts them; any other
+# (ok, a skipped check, a note) reads "ok".
+_SHOWN_STATUSES = ("inconclusive", "improvement")
+
+
+def shown_status(message: str) -> str:
+    """"inconclusive" or "improvement" for a verdict line (``[status] label: message``) of those, else "ok"."""
+    status = message[1:message.find("]")] if message.startswith("[") and "]" in message else ""
+    return status if status in _SHOWN_STATUSES else "ok"
 
 
 def verdicts_of(properties: Iterable[tuple[str, Any]]) -> list[dict[str, Any]]:

@@ -217,3 +217,13 @@ def test_version_is_the_package_version(capsys: pytest.CaptureFixture[str]) -> N
     with pytest.raises(SystemExit) as exit_info:
         main(["--version"])
     assert exit_info.value.code == 0 and capsys.readouterr().out.strip() == f"pytest-sme2 {__version__}"
+
+
+def test_check_says_how_many_of_a_passing_tests_verdicts_were_inconclusive() -> None:
+    """A CI owner's trial: `pytest-sme2 check` printed "passed ... (13 verdict(s))" for a test whose latency was
+    too disturbed to judge; the terminal's baseline summary said "1 inconclusive"."""
+    from pytest_sme2.cli import _verdict_counts
+
+    lines = ["[ok] a", "[inconclusive] b", "[ok] c", "[improvement] d", "[inconclusive] e"]
+    assert _verdict_counts(lines) == "5 verdict(s), 1 improvement, 2 inconclusive"
+    assert _verdict_counts(["[ok] a"]) == "1 verdict(s)"

@@ -357,3 +357,17 @@ def test_a_ratio_below_one_reads_as_more_instructions_not_fewer() -> None:
     assert fewer(0.8) == "1.25x more instr"  # 1 / 0.8
     assert fewer(0.5, "instructions") == "2.00x more instructions"
     assert fewer(None) == "n/a"
+
+
+def test_a_passing_tests_inconclusive_verdict_is_not_shown_as_ok() -> None:
+    """A CI owner's trial: a latency check too busy to judge ("[inconclusive] ... 6 undisturbed of 120 runs") was
+    "ok" in summary.json, summary.md and the table; the terminal alone counted it. Improvements alike."""
+    from pytest_sme2.report.entries import verdict_text, verdicts_of
+
+    outcome = {"verdicts": ["[ok] m fp32: shares within tolerance",
+                            "[inconclusive] m fp32: latency not judged: this run has 6 undisturbed of 120 runs",
+                            "[improvement] m fp32: relative latency -30.0%", "[skipped] m fp32: load not judged"],
+               "failed": [], "missing": [], "written": [], "unchanged": [], "findings": [], "notes": []}
+    rows = verdicts_of([("sme2_baseline", outcome)])
+    assert [r["verdict"] for r in rows] == ["ok", "inconclusive", "improvement", "ok"]
+    assert verdict_text(rows) == "ok, inconclusive, improvement"
