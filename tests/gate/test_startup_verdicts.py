@@ -111,6 +111,20 @@ def test_a_baseline_recorded_before_start_up_was_kept_says_how_to_record_it() ->
     assert "--sme2-update-baselines" in by_check(verdicts, "init").message
 
 
+def test_the_host_target_has_no_start_up_to_compare_and_is_not_told_to_record_again() -> None:
+    """A CI owner's trial: every host-target test's load and init said "record it again ... on the local or adb
+    target" although its baseline was recorded on host as intended; neither side has start-up values there."""
+    host_now, host_then = hardware(BASELINE_INIT), hardware(BASELINE_INIT)
+    for rec in (host_now, host_then):
+        for key in ("load_ms_per_chunk", "init_ms_per_chunk"):
+            rec.pop(key)
+    verdicts = judge("net", host_now, host_then)
+    for check in ("load", "init"):
+        verdict = by_check(verdicts, check)
+        assert verdict.status == "skipped" and "not timed on this target" in verdict.message
+        assert "--sme2-update-baselines" not in verdict.message
+
+
 def test_tolerances_come_from_the_marker() -> None:
     verdicts = judge("net", hardware([12.2]), hardware(BASELINE_INIT), Tolerances(init=0.10))
     assert by_check(verdicts, "init").status == "regression"  # beyond the marker's 10%
