@@ -218,6 +218,9 @@ def check_file(test_id: str, fingerprint: str, target: Mapping[str, Any], record
         if any(r["quality"].get("auto") for r in records.values()):  # time to judge: say what its checks cost
             needed = max((r["quality"].get("check_processes", 1) for r in records.values()), default=1)
             outcome["written"][-1] += f" (sme2_processes = auto: its checks measure {needed} process(es))"
+        floor = _below_the_floor(records, rules.tolerances)
+        if floor:
+            outcome["written"][-1] += f" ({floor})"
         if legacy is not None:
             legacy.unlink()  # its record now lives under the collision-free name
             outcome["written"][-1] += f" (moved from {legacy.name})"
@@ -263,6 +266,21 @@ def check_file(test_id: str, fingerprint: str, target: Mapping[str, Any], record
     if findings.failed(ordered):
         outcome["findings"].append("\n".join(line for line in failures if not line.startswith("no baseline for ")))
     return failures
+
+
+def _below_the_floor(records: Mapping[str, Mapping[str, Any]], tol: verdicts.Tolerances) -> str:
+    """What a just-written baseline cannot catch by time: variants whose runs are so short that a change of their
+    latency tolerance is under min_effect_ms, below which latency and shares never fail (a CI owner's trial: a
+    0.04 ms model's baseline was "written" with no word that a +40% change would pass). "" when none."""
+    short = []
+    for label, record in records.items():
+        median = ((record.get("latency") or {}).get("median_ms") if not record.get("emulated") else None)
+        if isinstance(median, (int, float)) and 0 < median * tol.latency <= tol.min_effect_ms:
+            short.append(f"{label}: {median:.3g} ms, so changes under {tol.min_effect_ms / median:.0%} pass")
+    if not short:
+        return ""
+    return (f"latency and shares are gated only above {tol.min_effect_ms:g} ms of change (min_effect_ms): "
+            + "; ".join(short) + "; instructions (--sme2-metric=instructions or the emulated target) gate it exactly")
 
 
 def _unchanged(path: Path, fresh: baselines.Baseline) -> bool:

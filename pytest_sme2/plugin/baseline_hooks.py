@@ -434,6 +434,8 @@ class _GateTally:
         )
         for line in improvements + inconclusive:
             terminalreporter.write_line(f"  {line}")
+        for written in (w for r in reports for w in r["written"] if "(min_effect_ms)" in w):
+            terminalreporter.write_line(f"  written: {written}")
         if unused:
             terminalreporter.write_line(f"{len(unused)} unused baseline(s) (no test used them; delete them if obsolete):")
             for line in unused:

@@ -827,3 +827,18 @@ def test_an_update_keeps_a_file_whose_records_differ_only_in_provenance_pointers
     counted = fresh()
     counted.profiles["m fp32"]["instructions"]["per_inference"] = 1_001
     assert not _unchanged(old.path, counted)
+
+
+def test_a_written_baseline_of_a_very_short_run_says_what_time_cannot_catch() -> None:
+    """A CI owner's trial: a 0.04 ms model's baseline was "written" with no word that a +40% latency change passes
+    (changes under min_effect_ms never fail). The written line says so; a 2 ms model's says nothing."""
+    from pytest_sme2.gate.gate import _below_the_floor
+
+    tol = Tolerances()
+    short = {"toy int8": {"latency": {"median_ms": 0.04}}, "big fp32": {"latency": {"median_ms": 2.0}},
+             "emulated": {"emulated": True, "latency": {"median_ms": 0.001}}}
+    text = _below_the_floor(short, tol)
+    assert text.startswith(f"latency and shares are gated only above {tol.min_effect_ms:g} ms of change")
+    assert "toy int8: 0.04 ms, so changes under 50% pass" in text and "big fp32" not in text
+    assert "emulated" not in text.split("; instructions")[0]
+    assert _below_the_floor({"big fp32": {"latency": {"median_ms": 2.0}}}, tol) == ""
