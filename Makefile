@@ -15,9 +15,19 @@ SYSTEM_PACKAGES := g++-aarch64-linux-gnu qemu-user chromium valgrind clang lld l
 TORCH_PIN := 2.13.0
 # Nothing to install when this checkout is already installed editable with every requirement met
 # (pytest_sme2/system/install_state.py says which check failed otherwise): saves two pip runs, ~20 s.
+# pip byte-compiles what it installs one file at a time (about 43 s of a fresh venv's 73 s); instead the
+# packages are installed with --no-compile and compiled afterwards on every core: the same 16,892 .pyc files,
+# 47.9 s against 57.4 s in all on 2 cores (docs/performance.md, stop 50). torch ships one test file only Python
+# 3.12 parses (py312_intrinsics.py), left out; a file that does not compile is said, not fatal: it is compiled,
+# and fails alike, when imported.
+COMPILE_INSTALLED := $(PYTHON) -c "import compileall, re, sysconfig; \
+	folders = sorted({sysconfig.get_paths()[k] for k in ('purelib', 'platlib')}); \
+	ok = all([compileall.compile_dir(f, quiet=1, workers=0, rx=re.compile('py312_intrinsics')) for f in folders]); \
+	ok or print('note: some installed files did not byte-compile (above); they are compiled when imported')"
 install:
 	@if $(PYTHON) pytest_sme2/system/install_state.py --torch $(TORCH_PIN) --extra test; then :; else \
-		$(PIP) install --quiet "torch==$(TORCH_PIN)" && $(PIP) install --quiet -e ".[test]"; fi
+		$(PIP) install --quiet --no-compile "torch==$(TORCH_PIN)" && $(PIP) install --quiet --no-compile -e ".[test]" \
+		&& $(COMPILE_INSTALLED); fi
 
 # As root with apt: install what is missing. Otherwise say what to install;
 # the tests that need it are skipped with the same advice.
