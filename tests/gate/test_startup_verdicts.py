@@ -57,6 +57,21 @@ def test_twice_the_init_fails_naming_init_and_load_stays_ok() -> None:
     assert by_check(verdicts, "load").status == "ok"
 
 
+def test_a_load_that_regressed_with_init_is_a_note_naming_init_and_alone_it_fails() -> None:
+    """Method::init nests inside Program::load_method (docs/gate.md), so doubled packing doubles both: a CI owner's
+    trial read one added layer as two start-up regressions. With init regressed, the load is a note naming it;
+    a load that regressed while init did not still fails."""
+    baseline = hardware(BASELINE_INIT, load_ms=[x + 0.002 for x in BASELINE_INIT])
+    both = judge("net", hardware([20.5], load_ms=[20.502]), baseline)
+    assert by_check(both, "init").status == "regression"
+    load = by_check(both, "load")
+    assert load.status == "note" and not load.failed and load.evidence["explained_by"] == "init"
+    assert load.message.startswith("load (Program::load_method): load (Program::load_method) +10")
+    assert load.message.endswith("(it includes init (Method::init), which regressed: one cause, judged there)")
+    alone = judge("net", hardware([10.0], load_ms=[20.0]), baseline)
+    assert by_check(alone, "load").status == "regression" and by_check(alone, "init").status == "ok"
+
+
 def test_a_slower_machine_moves_init_and_the_reference_load_alike_and_passes() -> None:
     """Init and the reference program's load both twice as long (a busier or throttled machine): no change."""
     slow = hardware([20.2], load_ms=[3.0], reference_load=8.0)
@@ -146,6 +161,8 @@ def test_counted_init_on_the_emulated_target_is_exact(init: int, status: str) ->
     assert verdict.status == status
     assert f"init (Method::init) 1,016,640 -> {init:,} instructions" in verdict.message
     assert not {"peak_rss"} & {v.check for v in verdicts}  # qemu's memory is not the runner's: never judged
+    # the load counts init's instructions too: with init regressed it is a note naming init, not a second failure
+    assert by_check(verdicts, "load").status == ("note" if status == "regression" else status)
 
 
 def test_the_failing_message_names_init_with_its_change() -> None:
