@@ -105,6 +105,12 @@ class Verdict:
         return f"[{self.status}] {self.label}: {self.message}"
 
 
+def status_of(line: str) -> str:
+    """The status of a verdict line as ``Verdict.__str__`` writes it ("[inconclusive] label: ..."); "" for a line
+    of another form. The outcome keeps verdicts as these lines; the summaries count them by status."""
+    return line[1:line.find("]")] if line.startswith("[") and "]" in line else ""
+
+
 def _pct(value: float) -> str:
     return f"{value:.1%}"
 

@@ -419,8 +419,8 @@ class _GateTally:
             return
         reports = self.reports
         verdict_lines = [v for r in reports for v in r["verdicts"]]
-        improvements = [v for v in verdict_lines if v.startswith(f"[{verdicts.IMPROVEMENT}]")]
-        inconclusive = [v for v in verdict_lines if v.startswith(f"[{verdicts.INCONCLUSIVE}]")]
+        improvements = [v for v in verdict_lines if verdicts.status_of(v) == verdicts.IMPROVEMENT]
+        inconclusive = [v for v in verdict_lines if verdicts.status_of(v) == verdicts.INCONCLUSIVE]
         unused = self.unused()
         unchanged = sum(len(r.get("unchanged", [])) for r in reports)
         terminalreporter.section("sme2 baselines")

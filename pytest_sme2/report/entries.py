@@ -24,6 +24,7 @@ import numpy as np
 
 from pytest_sme2.errors import OneProcessIntervalWarning
 from pytest_sme2.evidence.categories import Category, classify
+from pytest_sme2.gate.verdicts import IMPROVEMENT, INCONCLUSIVE, status_of
 from pytest_sme2.profile import stats
 from pytest_sme2.profile.op_pairs import match_ops, per_run_by_op, sme2_slowdowns
 from pytest_sme2.profile.profile import INSTRUCTIONS, TIME, Profile
@@ -231,12 +232,12 @@ def _baseline_outcome(outcome: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 # The statuses a passing test's verdicts are shown by, as the terminal's baseline summary counts them; any other
 # (ok, a skipped check, a note) reads "ok".
-_SHOWN_STATUSES = ("inconclusive", "improvement")
+_SHOWN_STATUSES = (INCONCLUSIVE, IMPROVEMENT)
 
 
 def shown_status(message: str) -> str:
     """"inconclusive" or "improvement" for a verdict line (``[status] label: message``) of those, else "ok"."""
-    status = message[1:message.find("]")] if message.startswith("[") and "]" in message else ""
+    status = status_of(message)
     return status if status in _SHOWN_STATUSES else "ok"
 
 
