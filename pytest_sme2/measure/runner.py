@@ -285,14 +285,15 @@ class Runner:
         values; export_key.program_digest), so that a baseline notes "the model's traced program changed" exactly
         when the program the model traces to did; with it the digests of the model's own files and its inputs'
         shapes, so the note can name what changed."""
-        files = self.session.model_files
-        if pte.model not in files:
+        pointers = self.session.provenance_pointers
+        if pte.cache_key not in pointers:  # read once per export and session, not once per run of it
             try:
-                files[pte.model] = source_files(self.session.registry.get(pte.model))
+                files = source_files(self.session.registry.get(pte.model))
             except Sme2Error:  # a program exported elsewhere under a name this session does not know: no pointer
-                files[pte.model] = {}
+                files = {}
+            pointers[pte.cache_key] = {"model_files": files, "inputs": input_signature(pte.inputs_path)}
         return {"model_source_hash": pte.program_digest, "recipe": asdict(pte.recipe), "cache_key": pte.cache_key,
-                "model_files": files[pte.model], "inputs": input_signature(pte.inputs_path), **tool_versions()}
+                **pointers[pte.cache_key], **tool_versions()}
 
     def time(self, pte: "ExportedModel | str | Path") -> Timings:
         """Run without ETDump: wall-clock latencies only."""

@@ -71,9 +71,10 @@ class Sme2Session:
         self._exports: dict[tuple[str, Recipe], ExportedModel] = {}
         self._reference: ExportedModel | None = None
         self.program_facts: dict[str, Any] = {}  # .pte path -> work.ProgramFacts, read once per process
-        # model name -> registry.source_files of its code, read once per session (not per process: an in-process
-        # pytest session after an edit must see the edit)
-        self.model_files: dict[str, dict[str, str]] = {}
+        # export cache key -> the provenance pointers of its baseline records (registry.source_files of the model's
+        # code, runner.input_signature of its inputs), read once per session (not per process: an in-process pytest
+        # session after an edit must see the edit)
+        self.provenance_pointers: dict[str, dict[str, Any]] = {}
         # The device's state at the session's first round: what later rounds' frequency caps are judged against.
         self.steady_state: Any = None
         # Where the session says what it waits for (the plugin's progress line; silent outside pytest).
