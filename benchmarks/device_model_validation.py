@@ -110,12 +110,16 @@ class SavedCounts:
         return self.inputs.priced(device_of(device))
 
 
+def model_of(label: object) -> str:
+    """The model a counted run's label names ("fully_connected fp32-xnnpack [emulated ...]" -> fully_connected)."""
+    return str(label).split(" ")[0]
+
+
 def save_counts(profiles: dict, path: Path) -> None:
     """Write the counted sides into ``path``, keeping a side already there that was not counted now (a long count
     done one side per session adds to the same file)."""
     kept = json.loads(path.read_text()) if path.is_file() else {}
-    models = {str(side.get("label", "")).split(" ")[0] for side in kept.values()} | \
-        {str(p.label).split(" ")[0] for p in profiles.values()}
+    models = {model_of(side.get("label", "")) for side in kept.values()} | {model_of(p.label) for p in profiles.values()}
     if len(models) > 1:
         raise SystemExit(f"{path} holds counts of another model ({', '.join(sorted(models))}): save into another file")
     kept.update({("on" if sme2 else "off"): SavedCounts.of(p).data for sme2, p in profiles.items()})
@@ -129,7 +133,7 @@ def load_counts(path: Path, model: str | None = None) -> dict:
     counts = {side == "on": SavedCounts(data[side]) for side in ("on", "off") if side in data}
     if model is not None:
         for saved in counts.values():
-            counted = str(saved.data.get("label", "")).split(" ")[0]
+            counted = model_of(saved.data.get("label", ""))
             if counted != model:
                 raise SystemExit(f"{path} holds counts of {counted!r}, not {model!r}: pass --model {counted}")
     return counts

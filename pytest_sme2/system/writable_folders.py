@@ -50,12 +50,13 @@ def check_writable(place: Place) -> None:
     if not existing.is_dir():
         raise UsageError(f"the {place.what} {place.root} cannot be created: {existing} is a file, not a folder. "
                          f"{_fix(place)}")
-    shown = place.root if existing == Path(os.path.abspath(place.root)) else f"{place.root} (in {existing})"
+    own_folder = existing == Path(os.path.abspath(place.root))  # it exists; else the nearest existing parent
+    shown = place.root if own_folder else f"{place.root} (in {existing})"
     if not os.access(existing, os.W_OK | os.X_OK):
         reason = "it is on a read-only file system" if _read_only(existing) else "permission denied"
         raise UsageError(f"the {place.what} {shown} is not writable: {reason}. {_fix(place)}")
     mode = stat.S_IMODE(existing.stat().st_mode)
-    own_folder = existing == Path(os.path.abspath(place.root))  # not a parent: / is 0555 and /root 0550 on some
+    # the folder's own mode, not a parent's: / is 0555 and /root 0550 on some systems
     if own_folder and os.geteuid() == 0 and not mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH):
         # As root the kernel writes into a folder whose mode forbids it; whoever made it read-only (chmod -R a-w,
         # a CI cache restored read-only) meant it to stay as it is, and a user would be refused: so is root.
