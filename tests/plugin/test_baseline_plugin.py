@@ -385,3 +385,22 @@ def test_quality_check_writes_a_good_baseline_and_records_its_quality(sme2_proje
     # measured in 3 fresh host workers (sme2_baseline_processes = 3), each with its own pid in its log name
     assert quality["processes"] == 3 and len(record["process_sizes"]) == 3 and min(record["process_sizes"]) >= 40
     assert quality["detectable_change"]["latency"] <= 0.15
+
+
+def test_a_written_baseline_says_which_variants_time_cannot_gate(sme2_project: pytest.Pytester) -> None:
+    """A CI owner's trial: a baseline of a very short run was "written" with no word that a change of its latency
+    tolerance passes under min_effect_ms. A real update (min_effect_ms set above the run, as a 0.04 ms model's is by
+    default) names the variant in the terminal summary; with the default floor this 30 us model at a 500% tolerance
+    says nothing."""
+    gated = _test_file().replace("@pytest.mark.baseline(latency=5.0, shares=0.5)",
+                                 "@pytest.mark.baseline(latency=0.1, shares=0.5, min_effect_ms=100)")
+    sme2_project.makepyfile(test_gate=gated)
+    result = sme2_project.runpytest_inprocess(*UPDATE)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*written: *latency and shares are gated only above 100 ms of change "
+                                 "(min_effect_ms): tiny fp32-xnnpack [[]host *]: * ms, so changes under *% pass; "
+                                 "instructions (--sme2-metric=instructions or the emulated target) gate it exactly*"])
+    sme2_project.makepyfile(test_gate=_test_file())
+    plain = sme2_project.runpytest_inprocess(*UPDATE)
+    plain.assert_outcomes(passed=1)
+    assert "written: " not in plain.stdout.str()
