@@ -62,6 +62,11 @@ def _list(check: Callable[[Any], bool]) -> Callable[[Any], bool]:
     return lambda x: isinstance(x, list) and all(check(v) for v in x)
 
 
+def _startup_value(x: Any) -> bool:
+    """A runner process's load or init: a number >= 0, or null where every warm load of it was disturbed."""
+    return x is None or (_number(x) and x >= 0)
+
+
 def _text(x: Any) -> bool:
     return isinstance(x, str)
 
@@ -120,16 +125,18 @@ PROFILE = Fields({
                          "null or a list of numbers > 0 (ms of the reference program before each run)"),
     "disturbed_runs": COUNT,
     "chunk_sizes": Leaf(_optional(_list(_count)), "null or a list of runs per runner process (whole numbers >= 0)"),
-    "load_ms_per_chunk": Leaf(_optional(_list(lambda x: _number(x) and x >= 0)),
-                              "null or a list of numbers >= 0 (ms of Program::load_method per runner process)"),
-    "init_ms_per_chunk": Leaf(_optional(_list(lambda x: _number(x) and x >= 0)),
-                              "null or a list of numbers >= 0 (ms of Method::init per runner process)"),
-    "load_relative_per_chunk": Leaf(_optional(_list(lambda x: _number(x) and x >= 0)),
+    "load_ms_per_chunk": Leaf(_optional(_list(_startup_value)),
+                              "null or a list of numbers >= 0 (ms of Program::load_method per runner process; null: "
+                              "every warm load of that process was disturbed)"),
+    "init_ms_per_chunk": Leaf(_optional(_list(_startup_value)),
+                              "null or a list of numbers >= 0 (ms of Method::init per runner process; null: every "
+                              "warm load of that process was disturbed)"),
+    "load_relative_per_chunk": Leaf(_optional(_list(_startup_value)),
                                     "null or a list of numbers >= 0 (Program::load_method per runner process, "
-                                    "relative to the reference program's load)"),
-    "init_relative_per_chunk": Leaf(_optional(_list(lambda x: _number(x) and x >= 0)),
+                                    "relative to the reference program's load; null: every warm load disturbed)"),
+    "init_relative_per_chunk": Leaf(_optional(_list(_startup_value)),
                                     "null or a list of numbers >= 0 (Method::init per runner process, relative to "
-                                    "the reference program's load)"),
+                                    "the reference program's load; null: every warm load disturbed)"),
     "disturbed_run_indices": Leaf(_optional(_list(_count)), "null or a list of run indices (whole numbers >= 0)"),
     "disturbed_references": COUNT,
     "shares": MapOf(SHARE),

@@ -960,16 +960,20 @@ STARTUP_ADVISORY = ("not failed: without the reference program's loads (--sme2-l
 STARTUP = (("load", "Program::load_method"), ("init", "Method::init"))
 
 
-def _per_gate_process(record: Mapping[str, Any], per_chunk: Sequence[float]) -> np.ndarray | None:
+def _per_gate_process(record: Mapping[str, Any], per_chunk: Sequence[float | None]) -> np.ndarray | None:
     """One value per process the gate compares (``process_sizes``: a baseline replica, or one check), the median
-    of its runner processes' values (``chunk_sizes``: alternated chunks run in processes of their own)."""
+    of its runner processes' values (``chunk_sizes``: alternated chunks run in processes of their own). A runner
+    process whose every warm load was disturbed has None (Profile._startup_per_chunk) and is left out; a process
+    left with none is not compared."""
     chunks = record.get("chunk_sizes")
     if not chunks or len(chunks) != len(per_chunk):
         return None
     processes = record.get("process_sizes") or [sum(chunks)]
     owner = np.searchsorted(np.cumsum(processes), np.cumsum(chunks), side="left")
-    values = np.asarray(per_chunk, dtype=float)
-    return np.array([float(np.median(values[owner == k])) for k in range(len(processes)) if (owner == k).any()])
+    values = np.array([np.nan if v is None else v for v in per_chunk], dtype=float)
+    usable = ~np.isnan(values)
+    return np.array([float(np.median(values[(owner == k) & usable])) for k in range(len(processes))
+                     if ((owner == k) & usable).any()])
 
 
 def _shift_verdict(check: str, label: str, what: str, unit: str, now: np.ndarray, then: np.ndarray, runs: tuple[int, int],
@@ -1063,6 +1067,15 @@ def startup_verdicts(label: str, current: Mapping[str, Any], baseline: Mapping[s
             basis, advisory = "relative to the reference program's load before each load", None
         else:
             basis, values, advisory = "raw ms: neither side has reference-program loads", raw, STARTUP_ADVISORY
+        empty = [side for side, v in zip(("this run", "the baseline"), values) if v.size == 0]
+        if empty:
+            again = ("run again when the machine is quieter" if empty[0] == "this run" else
+                     "record the baseline again on a quieter machine (--sme2-update-baselines)")
+            out.append(Verdict(check, INCONCLUSIVE, label, f"{what} not judged: every warm load of every runner "
+                               f"process of {empty[0]} was disturbed (slowed against the process's fastest load, or "
+                               f"after a reference-program load slowed alone): other work on the machine came and "
+                               f"went faster than a load; {again}", {"disturbed_processes": empty}))
+            continue
         runs = (sum(baseline["chunk_sizes"]), sum(current["chunk_sizes"]))
         out.append(_shift_verdict(check, label, what, "ms", values[0], values[1], runs, getattr(tol, check), tol,
                                   tol.min_effect_ms, {}, shown=raw, basis=basis, advisory=advisory))

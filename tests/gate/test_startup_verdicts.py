@@ -245,3 +245,57 @@ def test_peaks_that_do_not_cover_every_run_are_not_kept(tmp_path) -> None:  # no
     mixed = Profile.concat([_etdump_profile(tmp_path / "a.etdp", "local", [100, 101]),
                             _etdump_profile(tmp_path / "b.etdp", "local")])
     assert mixed.peak_rss_kb is None  # the first chunk's peaks would pass for all four runs
+
+
+def test_a_process_whose_every_warm_load_was_disturbed_gives_no_start_up(tmp_path) -> None:  # noqa: ANN001
+    """Stop 51's study beside another session's export and emulation: one runner process's mobilenet loads and the
+    reference program's loads before them (ms, as the runner printed them), in no common rhythm. The fastest load
+    (2.18 ms) followed a reference load slowed 6x alone, every other one is over 1.5x the fastest: nothing in this
+    process says what the program's start-up is, so it gives none instead of a median of disturbed loads."""
+    loads = [25.205, 8.581, 6.57, 6.223, 8.287, 2.181, 3.62, 6.633]
+    references = [18.316, 7.784, 2.242, 1.017, 1.296, 6.332, 4.657, 6.286]
+    ns = [int(x * 1e6) for x in loads]
+    chaotic = _etdump_profile(tmp_path / "busy.etdp", "local", loads=ns, inits=ns, reference_loads=references)
+    assert chaotic.init_ms_per_chunk == [None] and chaotic.init_relative_per_chunk == [None]
+    assert chaotic.load_relative_per_chunk == [None]
+    quiet = _etdump_profile(tmp_path / "quiet.etdp", "local", loads=[9_000_000, 2_000_000, 2_100_000],
+                            inits=[9_000_000, 2_000_000, 2_100_000], reference_loads=[5.0, 1.0, 1.0])
+    from pytest_sme2 import Profile
+    from pytest_sme2.gate import baseline_schema
+
+    both = Profile.concat([chaotic, quiet])
+    assert both.init_relative_per_chunk == [None, pytest.approx(2.05)]
+    record = hardware([10.0, 10.0]) | {key: getattr(both, key) for key in (
+        "load_ms_per_chunk", "init_ms_per_chunk", "load_relative_per_chunk", "init_relative_per_chunk")}
+    assert baseline_schema.problem(record, baseline_schema.PROFILE, "r") is None  # a baseline may keep the None
+    record["init_ms_per_chunk"] = [None, -1.0]
+    assert "init_ms_per_chunk" in baseline_schema.problem(record, baseline_schema.PROFILE, "r")
+
+
+def _with_disturbed(record: dict, processes: list[int]) -> dict:
+    """``record`` with the runner processes at ``processes`` giving no start-up (every warm load disturbed)."""
+    for key in ("load_ms_per_chunk", "init_ms_per_chunk", "load_relative_per_chunk", "init_relative_per_chunk"):
+        record[key] = [None if i in processes else v for i, v in enumerate(record[key])]
+    return record
+
+
+def test_a_check_whose_every_process_was_disturbed_is_inconclusive_not_a_regression() -> None:
+    """No process of the check has an undisturbed load: load and init are not judged (inconclusive, named), the
+    test does not fail on them; one disturbed process of three leaves the other two judged."""
+    verdicts = judge("net", _with_disturbed(hardware([30.0]), [0]), hardware(BASELINE_INIT))
+    for check in ("load", "init"):
+        verdict = by_check(verdicts, check)
+        assert verdict.status == "inconclusive" and not verdict.failed
+        assert "every warm load of every runner process of this run was disturbed" in verdict.message
+        assert "run again when the machine is quieter" in verdict.message
+    judged = by_check(judge("net", _with_disturbed(hardware([30.0, 20.4, 20.6]), [0]), hardware(BASELINE_INIT)),
+                      "init")
+    assert judged.status == "regression" and "median 20.5 ms vs baseline 10 ms" in judged.message
+    assert "2 vs 10 process(es)" in judged.message
+
+
+def test_a_baseline_whose_every_process_was_disturbed_says_to_record_it_again() -> None:
+    baseline = _with_disturbed(hardware(BASELINE_INIT), list(range(len(BASELINE_INIT))))
+    init = by_check(judge("net", hardware([10.1]), baseline), "init")
+    assert init.status == "inconclusive" and "of the baseline was disturbed" in init.message
+    assert "record the baseline again on a quieter machine" in init.message
