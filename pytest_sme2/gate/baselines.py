@@ -24,7 +24,6 @@ import json
 import os
 import re
 import shlex
-import stat
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
@@ -35,6 +34,7 @@ from pytest_sme2.errors import BaselineError, UsageError
 from pytest_sme2.evidence.etdump import op_id
 from pytest_sme2.gate import baseline_schema
 from pytest_sme2.system.names import clean, slug
+from pytest_sme2.system.writable_folders import read_only_mode
 
 SCHEMA_VERSION = 1
 SUFFIX = ".json"
@@ -246,15 +246,19 @@ def write(baseline: Baseline) -> Path:
     temporary file's private 0600. A file someone made read-only is refused, not replaced.
     """
     path = Path(baseline.path)
-    if path.is_file() and not path.stat().st_mode & stat.S_IWUSR:
-        raise BaselineError(f"baseline {path} is read-only (mode {stat.S_IMODE(path.stat().st_mode):04o}), so it "
-                            f"is not updated: make it writable (chmod u+w {shlex.quote(str(path))}) to record it "
-                            "again, or leave its test out of the update (-k)")
-    folder = next((d for d in (path.parent, *path.parent.parents) if d.is_dir()), None)
-    if folder is not None and not folder.stat().st_mode & stat.S_IWUSR:  # as root, the kernel would let it write
-        raise BaselineError(f"baseline {path} is not written: its folder {folder} is read-only (mode "
-                            f"{stat.S_IMODE(folder.stat().st_mode):04o}); make it writable (chmod u+w "
-                            f"{shlex.quote(str(folder))}) to record it, or leave its test out of the update (-k)")
+    mode = read_only_mode(path) if path.is_file() else None
+    if mode is not None:
+        raise BaselineError(f"baseline {path} is read-only (mode {mode:04o}), so it is not updated: make it "
+                            f"writable (chmod u+w {shlex.quote(str(path))}) to record it again, or leave its test "
+                            "out of the update (-k)")
+    # its own folder; a folder still to be created is under the baselines folder, which the session checked before
+    # the first test (writable_folders.check_writable), not a parent such as /root (0550 on some systems)
+    folder = path.parent
+    mode = read_only_mode(folder) if folder.is_dir() else None
+    if mode is not None:
+        raise BaselineError(f"baseline {path} is not written: its folder {folder} is read-only (mode {mode:04o}); "
+                            f"make it writable (chmod u+w {shlex.quote(str(folder))}) to record it, or leave its "
+                            "test out of the update (-k)")
     path.parent.mkdir(parents=True, exist_ok=True)
     text = dumps(baseline.as_dict())
     handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)

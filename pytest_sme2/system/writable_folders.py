@@ -55,13 +55,20 @@ def check_writable(place: Place) -> None:
     if not os.access(existing, os.W_OK | os.X_OK):
         reason = "it is on a read-only file system" if _read_only(existing) else "permission denied"
         raise UsageError(f"the {place.what} {shown} is not writable: {reason}. {_fix(place)}")
-    mode = stat.S_IMODE(existing.stat().st_mode)
     # the folder's own mode, not a parent's: / is 0555 and /root 0550 on some systems
-    if own_folder and os.geteuid() == 0 and not mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH):
-        # As root the kernel writes into a folder whose mode forbids it; whoever made it read-only (chmod -R a-w,
-        # a CI cache restored read-only) meant it to stay as it is, and a user would be refused: so is root.
+    mode = read_only_mode(existing) if own_folder and os.geteuid() == 0 else None
+    if mode is not None:  # as any other user the kernel refused it above
         raise UsageError(f"the {place.what} {shown} is not writable: it is read-only (mode {mode:04o}), and "
                          f"pytest-sme2 does not write into it even as root. {_fix(place)} (chmod u+w)")
+
+
+def read_only_mode(path: Path) -> int | None:
+    """``path``'s mode when it has no write bit at all (chmod a-w, a CI cache restored read-only): whoever made it
+    so meant it to stay as it is. pytest-sme2 writes into no such folder and replaces no such file, as root too,
+    whose writes the kernel does not stop: the one rule for the places it writes (check_writable) and the
+    baselines it replaces (baselines.write). None when a write bit is set."""
+    mode = stat.S_IMODE(path.stat().st_mode)
+    return None if mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH) else mode
 
 
 def explain(exc: OSError, places: Iterable[Place]) -> StorageError | None:

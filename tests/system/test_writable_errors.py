@@ -190,3 +190,42 @@ def test_explain_names_the_place_that_holds_the_path(tmp_path: Path) -> None:
     assert writable_folders.explain(elsewhere, [cache, artifacts]) is None  # not ours: the real error stays
     anonymous = OSError(errno.ENOSPC, "No space left on device")
     assert "no space left on the device" in str(writable_folders.explain(anonymous, [cache]))
+
+
+def test_one_read_only_rule_for_places_and_baselines(tmp_path: Path) -> None:
+    """A re-read: baselines.write refused a folder by its owner's write bit, walking up to the nearest existing
+    parent (so /root, 0550 on RHEL, refused a baseline folder still to be created), while check_writable refused a
+    place by its own mode having no write bit at all. One rule now (writable_folders.read_only_mode): a file or
+    folder with no write bit at all is not written, a parent's mode is not read."""
+    from pytest_sme2.errors import BaselineError
+    from pytest_sme2.gate import baselines
+
+    def baseline(path: Path) -> baselines.Baseline:
+        return baselines.Baseline(path=path, test_id="t.py::t", fingerprint="fp", profiles={}, target={}, recorded={})
+
+    assert writable_folders.read_only_mode(tmp_path) is None
+    parent = tmp_path / "home"
+    parent.mkdir()
+    parent.chmod(0o550)
+    try:
+        assert writable_folders.read_only_mode(parent) == 0o550
+        if os.geteuid() == 0:  # as another user the kernel refuses the folder's creation itself
+            written = baselines.write(baseline(parent / "baselines" / "fp" / "t.json"))
+            assert json.loads(written.read_text())["test"] == "t.py::t"
+        with pytest.raises(BaselineError, match=r"its folder .*home is read-only \(mode 0550\)"):
+            baselines.write(baseline(parent / "t.json"))
+    finally:
+        parent.chmod(0o755)
+    group_writable = tmp_path / "shared"
+    group_writable.mkdir()
+    group_writable.chmod(0o575)  # some write bit: the kernel decides, as for check_writable's places
+    try:
+        assert writable_folders.read_only_mode(group_writable) is None
+    finally:
+        group_writable.chmod(0o755)
+    kept = tmp_path / "kept.json"
+    kept.write_text("{}")
+    kept.chmod(0o444)
+    with pytest.raises(BaselineError, match=r"kept.json is read-only \(mode 0444\)"):
+        baselines.write(baseline(kept))
+    assert kept.read_text() == "{}"
