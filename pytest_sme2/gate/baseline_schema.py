@@ -105,6 +105,7 @@ _INSTRUCTIONS = Fields({
 # Modelled device time of a counted run (--sme2-device): absent where no device was modelled
 _MODELLED = Fields({
     "device": TEXT,
+    "option": TEXT,  # the --sme2-device value that selects it again (a name, or a device file's path)
     "pricing_digest": TEXT,
     "validation": TEXT,
     "refused": TEXT,  # why the model refused this profile (then no numbers)

@@ -131,7 +131,7 @@ def modelled_record(profile: Any, device: Any) -> dict[str, Any]:
     operator (keyed like the counted ``instructions.ops``, so the gate pairs them the same way), with the
     device's name and pricing digest (only times priced by the same numbers are compared). A profile the
     model refuses (another vector length, threads > 1) keeps the reason instead of a number."""
-    kept: dict[str, Any] = {"device": device.name, "pricing_digest": device.pricing_digest,
+    kept: dict[str, Any] = {"device": device.name, "option": device.option, "pricing_digest": device.pricing_digest,
                             "validation": device.validation}
     try:
         modelled = profile.modelled(device)

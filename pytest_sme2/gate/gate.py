@@ -209,6 +209,7 @@ def check_file(test_id: str, fingerprint: str, target: Mapping[str, Any], record
         if legacy is None and _unchanged(path, fresh):
             outcome["unchanged"].append(str(path))  # a review of the update sees only files whose records moved
             return []
+        dropped = _modelled_not_kept(legacy or path, records)
         try:
             baselines.write(replace(fresh, recorded=baselines.recorded_now(repo_root or Path.cwd())))
         except baselines.BaselineError:
@@ -221,6 +222,8 @@ def check_file(test_id: str, fingerprint: str, target: Mapping[str, Any], record
         floor = _below_the_floor(records, rules.tolerances)
         if floor:
             outcome["written"][-1] += f" ({floor})"
+        if dropped:
+            outcome["written"][-1] += f" ({dropped})"
         if legacy is not None:
             legacy.unlink()  # its record now lives under the collision-free name
             outcome["written"][-1] += f" (moved from {legacy.name})"
@@ -292,7 +295,41 @@ def _unchanged(path: Path, fresh: baselines.Baseline) -> bool:
     except (OSError, ValueError):
         return False
     wanted = json.loads(baselines.dumps(fresh.as_dict()))
-    return isinstance(stored, dict) and _without_pointers(stored) == _without_pointers(wanted)
+    if not isinstance(stored, dict):
+        return False
+    stored, wanted = _without_pointers(stored), _without_pointers(wanted)
+    # an update that models no device leaves a file whose counts did not move as it is, modelled time and all:
+    # the same counts price to the same modelled time
+    unpriced = {label for label, record in (wanted.get("profiles") or {}).items()
+                if isinstance(record, dict) and "modelled" not in record}
+    if isinstance(stored.get("profiles"), dict):
+        stored["profiles"] = {label: ({k: v for k, v in record.items() if k != "modelled"}
+                                      if label in unpriced and isinstance(record, dict) else record)
+                              for label, record in stored["profiles"].items()}
+    return stored == wanted
+
+
+def _modelled_not_kept(path: Path, records: Mapping[str, Mapping[str, Any]]) -> str:
+    """What an update that models no device drops from the file it replaces: its modelled device time (a user's
+    trial: the update command a failure printed had no --sme2-device, and running it removed every modelled
+    block without a word). "" when nothing is dropped."""
+    try:
+        stored = baselines.load(path)
+    except baselines.BaselineError:
+        return ""
+    if stored is None:
+        return ""
+    dropped = {str(record["modelled"].get("option") or record["modelled"].get("device"))
+               for label, record in stored.profiles.items()
+               if isinstance(record.get("modelled"), Mapping) and "modelled" not in records.get(label, {"modelled": 1})}
+    if not dropped:
+        return ""
+    devices = " / ".join(sorted(dropped))
+    return (f"{MODELLED_NOT_KEPT} on {devices}: this update modelled no device; record it again with "
+            f"--sme2-device {shlex.quote(sorted(dropped)[0])} to keep it")
+
+
+MODELLED_NOT_KEPT = "its modelled device time was not kept"  # the terminal shows written files with this note
 
 
 # Provenance that points at what changed (the model's file digests, its inputs' shapes) without being evidence: an

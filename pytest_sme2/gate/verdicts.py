@@ -12,6 +12,8 @@ whole story. Records are the dicts of baselines.record_of, so unit tests judge s
 from __future__ import annotations
 
 import difflib
+import re
+import shlex
 from dataclasses import dataclass, field, fields
 from typing import Any, Mapping, Sequence
 
@@ -851,6 +853,17 @@ def _op_instructions(label: str, now: Mapping[str, Any], then: Mapping[str, Any]
 MODELLED_OPS_NAMED = 3  # operators whose modelled time grew most, named in a failing modelled verdict
 
 
+NO_DEVICE_THIS_SESSION = "this session models no device"  # the terminal counts such skipped modelled verdicts
+_JUDGE_WITH = re.compile(NO_DEVICE_THIS_SESSION + r" \(.*; set --sme2-device (.+) to judge it\)")
+
+
+def device_to_judge_with(line: str) -> str | None:
+    """The --sme2-device value a verdict line skipped for :data:`NO_DEVICE_THIS_SESSION` advises (None: another
+    line): the one reader of the text modelled_verdicts writes."""
+    found = _JUDGE_WITH.search(line)
+    return found.group(1) if found else None
+
+
 def modelled_verdicts(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any],
                       tol: Tolerances) -> list[Verdict]:
     """Modelled device time (``--sme2-device``) against the baseline's, where both sides were priced by the same
@@ -868,10 +881,13 @@ def modelled_verdicts(label: str, current: Mapping[str, Any], baseline: Mapping[
     def skipped(why: str) -> list[Verdict]:
         return [Verdict("modelled", SKIPPED, label, f"modelled device time not judged: {why}")]
 
-    record_again = f"record the baseline again with --sme2-update-baselines --sme2-device {(now or then).get('device')}"
+    def option(side: Mapping[str, Any]) -> str:
+        return shlex.quote(str(side.get("option") or side.get("device")))
+
+    record_again = f"record the baseline again with --sme2-update-baselines --sme2-device {option(now or then)}"
     if not now or not then:
-        return skipped(f"this session models no device (the baseline was modelled on {then.get('device')}; set "
-                       f"--sme2-device {then.get('device')} to judge it)" if not now else
+        return skipped(f"{NO_DEVICE_THIS_SESSION} (the baseline was modelled on {then.get('device')}; set "
+                       f"--sme2-device {option(then)} to judge it)" if not now else
                        f"the baseline has no modelled time on {now.get('device')}; {record_again}")
     if (now.get("device"), now.get("pricing_digest")) != (then.get("device"), then.get("pricing_digest")):
         same = now.get("device") == then.get("device")

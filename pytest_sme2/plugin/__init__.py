@@ -97,6 +97,16 @@ def history_path(config: pytest.Config) -> Path | None:
     return options.resolve_path(config, "history")
 
 
+def _device_model(config: pytest.Config, given: str) -> Any:
+    """The device model --sme2-device (ini sme2_device) names: a shipped name, or a device file, whose relative
+    path is from the rootdir like every path setting (a session started in a subfolder finds the ini's file).
+    It keeps the value as given, which the update command a failure prints repeats."""
+    from pytest_sme2.profile.device_model import load_device
+
+    path = options.resolve_path(config, "device") if given.endswith(".toml") else None
+    return replace(load_device(path if path is not None else given), given=given)
+
+
 def _kernel_sampling(config: pytest.Config) -> SamplingSettings | None:
     if not setting(config, "kernel_sampling"):
         return None
@@ -142,9 +152,7 @@ def pytest_configure(config: pytest.Config) -> None:
         device = setting(config, "device")
         config.stash[DEVICE_KEY] = None
         if device:  # a device the reports cannot model is a usage error before any test
-            from pytest_sme2.profile.device_model import load_device
-
-            config.stash[DEVICE_KEY] = load_device(device)
+            config.stash[DEVICE_KEY] = _device_model(config, str(device))
         check_choice(settings.target, settings.svl_bits, setting_source(config, "emulated_svl"),
                      {"--sme2-runner": settings.runner, "--sme2-runner-on": settings.runner_on,
                       "--sme2-runner-off": settings.runner_off})

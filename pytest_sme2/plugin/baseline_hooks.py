@@ -175,6 +175,8 @@ def _update_command(item: pytest.Item, settings: _GateConfig) -> str:
     extra += f" --sme2-target={target}" if target else ""
     folder = item.config.getoption("sme2_baselines_dir")  # from the command line: the ini's holds for the update too
     extra += f" {gate.BASELINES_DIR_OPTION}={shlex.quote(str(folder))}" if folder else ""
+    device = item.config.stash.get(DEVICE_KEY, None)  # an update without it would drop the modelled time
+    extra += f" --sme2-device={shlex.quote(device.option)}" if device is not None else ""
     return f"pytest {shlex.quote(item.nodeid)} --sme2-update-baselines{extra}"
 
 
@@ -434,8 +436,13 @@ class _GateTally:
         )
         for line in improvements + inconclusive:
             terminalreporter.write_line(f"  {line}")
-        for written in (w for r in reports for w in r["written"] if "(min_effect_ms)" in w):
+        for written in (w for r in reports for w in r["written"] if "(min_effect_ms)" in w or gate.MODELLED_NOT_KEPT in w):
             terminalreporter.write_line(f"  written: {written}")
+        unmodelled = [d for d in map(verdicts.device_to_judge_with, verdict_lines) if d]
+        if unmodelled:  # a user's trial: this skip was only in the verdicts file, so a modelled regression went unseen
+            terminalreporter.write_line(f"  {len(unmodelled)} modelled device time check(s) not judged: the baselines "
+                                        f"hold modelled time and {verdicts.NO_DEVICE_THIS_SESSION}; add "
+                                        f"--sme2-device {' / '.join(sorted(set(unmodelled)))} to judge them")
         if unused:
             terminalreporter.write_line(f"{len(unused)} unused baseline(s) (no test used them; delete them if obsolete):")
             for line in unused:

@@ -67,6 +67,15 @@ class DeviceModel:
     resources: tuple[Resource, ...]
     memory: Mapping[str, float]
     path: str = ""
+    given: str = ""  # as the user named it (--sme2-device, ini sme2_device): what advice to use it again repeats
+
+    @property
+    def option(self) -> str:
+        """The ``--sme2-device`` value that selects this model again: a shipped device's name, else the device
+        file as it was given (a path relative to the rootdir stays so: portable between clones)."""
+        if self.given:
+            return self.given
+        return self.name if not self.path or Path(self.path).parent == DEVICES_FOLDER else self.path
 
     @property
     def label(self) -> str:
@@ -108,10 +117,16 @@ def available_devices() -> list[str]:
 def load_device(name_or_path: str | Path) -> DeviceModel:
     """A shipped device by name (``apple-m4``) or a device file by path, checked field by field."""
     text = str(name_or_path)
-    path = Path(text) if text.endswith(".toml") else DEVICES_FOLDER / f"{text}.toml"
+    given_as_path = text.endswith(".toml")
+    path = Path(text) if given_as_path else DEVICES_FOLDER / f"{text}.toml"
     if not path.is_file():
+        if given_as_path:
+            raise UsageError(f"no device file at {path.absolute()}{' (a folder)' if path.is_dir() else ''}: give "
+                             f"the path of a device file (relative paths in --sme2-device and ini sme2_device are "
+                             f"from the rootdir), or a shipped name: {', '.join(available_devices())}")
         raise UsageError(f"no device model {text!r}: pytest-sme2 ships {', '.join(available_devices())}; "
-                         f"or give the path of a device file (docs/device_model.md says how to write one)")
+                         f"or give the path of a device file ending in .toml (docs/device_model.md says how to "
+                         f"write one)")
     try:
         with path.open("rb") as f:
             data = tomllib.load(f)

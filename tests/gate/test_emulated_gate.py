@@ -211,6 +211,17 @@ def test_modelled_device_time_is_gated_naming_the_operator_and_its_ms_before_and
     grown = {name: after["ops"][name] - kept["ops"][name] for name in kept["ops"] if name in after["ops"]}
     assert op == max(grown, key=grown.get)  # the operator that grew most is the one named
 
+    # A model author's trial: the update command the failure printed had no --sme2-device, and running it dropped
+    # every modelled block without a word; a session without the device skipped the modelled check unseen.
+    assert "--sme2-update-baselines --sme2-device=apple-m4" in failed.stdout.str()
+    plain = pytester.runpytest_inprocess()
+    assert "1 modelled device time check(s) not judged: the baselines hold modelled time and this session models " \
+           "no device; add --sme2-device apple-m4 to judge them" in plain.stdout.str()
+    dropped = pytester.runpytest_inprocess("--sme2-update-baselines")
+    assert "its modelled device time was not kept on apple-m4: this update modelled no device; record it again " \
+           "with --sme2-device apple-m4 to keep it" in dropped.stdout.str()
+    assert "modelled" not in _modelled_records(pytester.path / "baselines")[label]
+
 
 def test_a_bigger_weight_fails_on_init_naming_it(recorded, shared_export_cache) -> None:
     """Issue 28 item 2: XNNPACK packs weights in Method::init. A head over 48x48 maps instead of 16x16 has a

@@ -81,6 +81,7 @@ def test_within_tolerance_passes_and_a_faster_model_is_an_improvement() -> None:
                        "--sme2-update-baselines --sme2-device apple-m4"),
     (None, modelled(), "this session models no device (the baseline was modelled on apple-m4; set "
                        "--sme2-device apple-m4"),
+    (None, modelled(device="my-ok", option="devices/my ok.toml"), "set --sme2-device 'devices/my ok.toml' to judge"),
     ({**modelled(), "refused": "ran 4 threads", "e2e_ms": None, "ops": None}, modelled(), "ran 4 threads"),
     ({k: v for k, v in modelled().items() if k != "ops"}, modelled(), "modelled time is incomplete"),
 ])
@@ -116,3 +117,22 @@ def test_the_pricing_digest_follows_the_numbers_not_the_texts(tmp_path: Path) ->
     assert load_device(reworded).pricing_digest == shipped
     faster = _device_file(tmp_path, "faster", ("l2_load_gb_per_s = 425.8", "l2_load_gb_per_s = 430.0"))
     assert load_device(faster).pricing_digest != shipped
+
+
+def test_an_update_without_a_device_keeps_a_file_whose_counts_did_not_move_modelled_time_and_all(
+        tmp_path: Path) -> None:
+    """Modelled time is a function of the counts: an update that models no device leaves a file whose counts are
+    unchanged as it is (its modelled time stays true); one whose counts moved is written without it, and says so
+    (the end-to-end test on a real model is in test_emulated_gate.py)."""
+    from pytest_sme2.gate import baselines, gate
+
+    path = tmp_path / "b.json"
+    stored = baselines.Baseline(path, "t.py::t", "fp", {"m": counted(modelled=modelled())}, {})
+    baselines.write(stored)
+    plain = baselines.Baseline(path, "t.py::t", "fp", {"m": counted()}, {})
+    assert gate._unchanged(path, plain)
+    assert gate._modelled_not_kept(path, {"m": counted()}).startswith(
+        "its modelled device time was not kept on apple-m4: this update modelled no device")
+    assert gate._modelled_not_kept(path, {"m": counted(modelled=modelled())}) == ""
+    moved = baselines.Baseline(path, "t.py::t", "fp", {"m": counted(instructions={"per_inference": 2_000_000})}, {})
+    assert not gate._unchanged(path, moved)

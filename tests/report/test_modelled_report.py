@@ -78,3 +78,37 @@ def test_an_unknown_device_is_a_usage_error_before_any_test(pytester: pytest.Pyt
     result = pytester.runpytest("--sme2-device", "pixel-99")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*no device model 'pixel-99'*apple-m4*"])
+
+
+def test_a_device_file_in_the_ini_is_found_from_the_rootdir_and_a_missing_one_is_named(
+        pytester: pytest.Pytester) -> None:
+    """A model author's trial: ini `sme2_device = devices/ok.toml` failed from a subfolder ("no device model
+    'devices/ok.toml'"), and a device path that does not exist was told to "give the path of a device file"."""
+    from pytest_sme2.profile.device_model import DEVICES_FOLDER
+
+    (pytester.path / "devices").mkdir()
+    (pytester.path / "devices" / "ok.toml").write_text((DEVICES_FOLDER / "apple-m4.toml").read_text())
+    pytester.makeini("[pytest]\nsme2_device = devices/ok.toml\n")
+    sub = pytester.mkdir("sub")
+    (sub / "test_nothing.py").write_text("def test_nothing():\n    pass\n")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(sub)
+        pytester.runpytest("test_nothing.py").assert_outcomes(passed=1)
+    missing = pytester.runpytest("--sme2-device", "devices/nope.toml")
+    assert missing.ret == pytest.ExitCode.USAGE_ERROR
+    missing.stderr.fnmatch_lines([f"*no device file at {pytester.path / 'devices' / 'nope.toml'}: give the path*"])
+
+
+def test_advice_to_use_a_device_again_names_it_as_it_was_given(tmp_path: Path) -> None:
+    """The skipped modelled verdict advised `--sme2-device my-ok` (the name inside a device file), which then
+    failed: it names the file as it was given, a shipped device by its name."""
+    from dataclasses import replace
+
+    from pytest_sme2.profile.device_model import DEVICES_FOLDER, load_device
+
+    shipped = load_device("apple-m4")
+    assert shipped.option == "apple-m4"
+    copy = tmp_path / "ok.toml"
+    copy.write_text((DEVICES_FOLDER / "apple-m4.toml").read_text().replace('name = "apple-m4"', 'name = "my-ok"'))
+    assert load_device(copy).option == str(copy)
+    assert replace(load_device(copy), given="devices/ok.toml").option == "devices/ok.toml"
