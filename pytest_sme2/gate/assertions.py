@@ -11,9 +11,11 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import pytest
 
+from pytest_sme2.errors import UsageError
 from pytest_sme2.evidence.categories import Category
 from pytest_sme2.evidence.kernel_sampling import SME_CATEGORIES, SME_KINDS
 from pytest_sme2.export.export import ExportedModel
+from pytest_sme2.profile.device_model import time_text
 from pytest_sme2.profile.op_pairs import MIN_SLOWDOWN, sme2_slowdowns
 from pytest_sme2.profile.profile import BASES, ONE_PROCESS_CAVEAT, TIME, Profile, Speedup
 from pytest_sme2.run.targets.base import EMULATED_TIMING
@@ -255,9 +257,17 @@ def assert_no_modelled_sme2_slowdown(on: Profile, off: Profile, device: str = "a
     """Fail when the device model prices an operator slower with SME2 on than off (by more than ``tolerance``,
     a fraction), naming each with its modelled ms on and off: the batch-1 GEMV case where packed SME2 kernels
     lose to NEON (XNNPACK #10719). Modelled time, not measured: emulated profiles (docs/device_model.md)."""
+    __tracebackhide__ = True
+    if not (isinstance(tolerance, (int, float)) and tolerance >= 0):
+        raise UsageError(f"assert_no_modelled_sme2_slowdown(tolerance={tolerance!r}): the fraction an operator may be "
+                         f"slower with SME2 before it fails, a number >= 0 (0.1: 10%)")
+    asked = tuple((p.metadata.get("run") or {}).get("sme2") for p in (on, off))
+    if asked == (False, True):  # a model author's trial: swapped profiles named NEON kernels as the SME2 side
+        raise UsageError(f"assert_no_modelled_sme2_slowdown(on, off): {on.label} ran with SME2 off and {off.label} "
+                         f"with SME2 on; pass the SME2-on profile first")
     slower = on.modelled(device).slower_than(off.modelled(device), by=1.0 + tolerance)
     if len(slower):
-        lines = [f"  {row.identity} ({row.category}): {row.other_ms * 1e3:.2f} us off -> {row.modelled_ms * 1e3:.2f} us "
+        lines = [f"  {row.identity} ({row.category}): {time_text(row.other_ms)} off -> {time_text(row.modelled_ms)} "
                  f"on ({row.ratio:.2f}x slower; {row.event})" for row in slower.itertuples()]
         raise AssertionError(f"{len(slower)} operator(s) modelled slower with SME2 on than off on {device} "
                              f"(a model, not a measurement):\n" + "\n".join(lines))

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from pytest_sme2.gate.verdicts import MISSING, NOTE, REGRESSION, Verdict
+from pytest_sme2.profile.device_model import time_text
 
 MISSING_CAUSE, DELEGATE, OPERATORS, SME_PATH, QUANTITY, CONTEXT = range(6)
 _CAUSE_NAMES = {MISSING_CAUSE: "missing", DELEGATE: "delegate", OPERATORS: "operators", SME_PATH: "SME path",
@@ -154,7 +155,7 @@ def _short(verdict: Verdict) -> str:
         return f"{basis} latency {evidence['ratio'] - 1:+.1%}{interval}"
     if check == "modelled" and isinstance(evidence.get("change"), (int, float)):
         grew = evidence.get("ops") or []
-        most = (f", most {grew[0]['op']} {grew[0]['baseline_ms']:.4f} -> {grew[0]['current_ms']:.4f} ms"
+        most = (f", most {grew[0]['op']} {time_text(grew[0]['baseline_ms'])} -> {time_text(grew[0]['current_ms'])}"
                 if grew else "")
         return f"modelled time on {evidence.get('device')} {evidence['change']:+.1%}{most}"
     if check in _START_UP and isinstance(evidence.get("current"), (int, float)) \

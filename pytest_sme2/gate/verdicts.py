@@ -22,6 +22,7 @@ import numpy as np
 from pytest_sme2.errors import UsageError
 from pytest_sme2.evidence.categories import strip_instance
 from pytest_sme2.profile import stats
+from pytest_sme2.profile.device_model import time_text
 
 REGRESSION = "regression"
 IMPROVEMENT = "improvement"
@@ -912,15 +913,20 @@ def modelled_verdicts(label: str, current: Mapping[str, Any], baseline: Mapping[
              for before, after in pairs]
     moved += [(now["ops"][after], None, after, 0.0, now["ops"][after]) for after in new]
     moved += [(-then["ops"][before], before, None, then["ops"][before], 0.0) for before in gone]
-    grown = sorted((m for m in moved if m[0] > 0), key=lambda m: m[0], reverse=True)[:MODELLED_OPS_NAMED]
+    # named: the operators that explain the change, not ones whose growth is a rounding of it (a model author's
+    # trial: "0.0047 -> 0.0047 ms" was named as grown most)
+    growth = sum(m[0] for m in moved if m[0] > 0)
+    grown = sorted((m for m in moved if m[0] > 0 and m[0] >= 0.01 * growth), key=lambda m: m[0],
+                   reverse=True)[:MODELLED_OPS_NAMED]
     device = now["device"]
     evidence = {"current": cur, "baseline": base, "change": change, "tolerance": tol.modelled, "device": device,
                 "ops": [{"op": before or after, "now": after, "baseline_ms": b, "current_ms": c}
                         for _, before, after, b, c in grown]}
     numbers = (f"modelled on {device} ({now.get('validation', '')}; a model, not a measurement): "
-               f"{base:.4f} -> {cur:.4f} ms end to end ({change:+.2%})")
+               f"{time_text(base)} -> {time_text(cur)} end to end ({change:+.2%})")
     if change > tol.modelled:
-        named = "; ".join(f"{_modelled_op(before, after)} {b:.4f} -> {c:.4f} ms" for _, before, after, b, c in grown)
+        named = "; ".join(f"{_modelled_op(before, after)} {time_text(b)} -> {time_text(c)}"
+                          for _, before, after, b, c in grown)
         return [Verdict("modelled", REGRESSION, label,
                         f"modelled device time regression: {numbers}; tolerance +{tol.modelled:.1%}"
                         + (f"; grew most: {named}" if named else ""), evidence)]

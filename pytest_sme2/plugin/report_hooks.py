@@ -302,6 +302,14 @@ class _Collector:
         cached = result_cache_line(tests)
         if cached:
             terminalreporter.write_line(cached)
+        from pytest_sme2.plugin import DEVICE_KEY
+
+        device = self.config.stash.get(DEVICE_KEY, None)
+        counted = any(p.get("emulated") and p.get("instructions") for t in tests for p in t.get("profiles") or [])
+        if device is not None and not counted:  # a model author's trial: ignored on the host target without a word
+            terminalreporter.write_line(f"sme2: --sme2-device {device.option}: nothing was modelled: a device model "
+                                        f"prices the instructions of counted runs (the emulated target), and no run "
+                                        f"of this session was counted")
         outputs = self.config.stash.get(_OUTPUTS_KEY, None)
         if isinstance(outputs, dict):
             report = outputs.get("html") or (f"not drawn (--html or --sme2-session-report draws it; later: "

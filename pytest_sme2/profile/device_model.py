@@ -125,6 +125,7 @@ def available_devices() -> list[str]:
 
 def load_device(name_or_path: str | Path) -> DeviceModel:
     """A shipped device by name (``apple-m4``) or a device file by path, checked field by field."""
+    __tracebackhide__ = True
     text = str(name_or_path)
     given_as_path = text.endswith(".toml")
     path = Path(text) if given_as_path else DEVICES_FOLDER / f"{text}.toml"
@@ -147,6 +148,7 @@ def load_device(name_or_path: str | Path) -> DeviceModel:
 def device_of(device: "str | Path | DeviceModel") -> DeviceModel:
     """``device`` itself when it is a DeviceModel already (the plugin reads --sme2-device once, at configure),
     else the shipped device or device file it names (load_device)."""
+    __tracebackhide__ = True
     return device if isinstance(device, DeviceModel) else load_device(device)
 
 
@@ -210,6 +212,20 @@ def _checked(data: dict[str, Any], path: Path) -> DeviceModel:
                        memory, str(path))
 
 
+def time_text(ms: float) -> str:
+    """A modelled time to four significant digits in the unit that shows them (ms, us or ns): a batch-1 layer is
+    tens of nanoseconds, and "0.000 ms off, 0.000 ms on" showed nothing (a model author's trial). The one format
+    of modelled time in messages, verdicts and reports."""
+    if ms != ms or ms in (float("inf"), float("-inf")):
+        return f"{ms} ms"
+    size = abs(ms)
+    if size >= 1 or size == 0:
+        return f"{ms:.4g} ms"
+    if size >= 1e-3:
+        return f"{ms * 1e3:.4g} us"
+    return f"{ms * 1e6:.4g} ns"
+
+
 @dataclass(frozen=True)
 class ModelledSpeedup:
     """How many times faster one modelled profile is than another on one device: a model's answer, so
@@ -235,7 +251,7 @@ class ModelledSpeedup:
 
     def __repr__(self) -> str:
         return (f"ModelledSpeedup({self.value:.2f}x modelled on {self.device} ({self.validation}): {self.this} "
-                f"{self.this_ms:.3f} ms over {self.other} {self.other_ms:.3f} ms; not a measurement)")
+                f"{time_text(self.this_ms)} over {self.other} {time_text(self.other_ms)}; not a measurement)")
 
     __str__ = __repr__
 
@@ -273,10 +289,20 @@ class ModelledTime:
             self.label, other.label, self.e2e_ms, other.e2e_ms,
             {c: (theirs[c] / mine[c] if mine[c] > 0 else math.nan) for c in mine})
 
+    def __repr__(self) -> str:  # the dataclass's would print the whole device file (a model author's trial)
+        return (f"ModelledTime({self.label}: {time_text(self.e2e_ms)} end to end, {len(self.ops)} operators, "
+                f"{self.device.label}; a model, not a measurement)")
+
+    __str__ = __repr__
+
     def slower_than(self, other: "ModelledTime", by: float = 1.0) -> pd.DataFrame:
         """Operators modelled more than ``by`` times slower here than in ``other`` (SME2 on against off: where
         SME2 costs time, as in XNNPACK's batch-1 GEMV case), paired by graph identity (the same node of the
         program), slowest first: identity, category, event, other_event, modelled_ms, other_ms, ratio."""
+        __tracebackhide__ = True
+        if not (isinstance(by, (int, float)) and math.isfinite(by) and by >= 1.0):
+            raise UsageError(f"slower_than(by={by!r}): by is how many times slower an operator must be to be listed, "
+                             f"a number >= 1 (1.0: any slower)")
         self._same_device(other)
         theirs = other.ops[["identity", "event", "modelled_ms"]].rename(
             columns={"event": "other_event", "modelled_ms": "other_ms"})
@@ -340,6 +366,7 @@ class PricingInputs:
 
     def priced(self, model: DeviceModel) -> ModelledTime:
         """Priced on ``model``; a UsageError where the model does not hold (another vector length, more threads)."""
+        __tracebackhide__ = True
         if self.svl_bits is not None and int(self.svl_bits) != model.svl_bits:
             raise UsageError(f"{self.label} was counted at a streaming vector length of {self.svl_bits} bits and "
                              f"{model.name} has {model.svl_bits}: an outer product's work depends on it; count at "
@@ -376,9 +403,14 @@ def model_profile(profile: "Profile", device: "str | Path | DeviceModel") -> Mod
     """``profile``'s counted instruction classes and its operators' bytes priced on ``device`` (a shipped name,
     a device file or a DeviceModel; Profile.modelled), refused with a UsageError saying why where the model
     does not hold."""
+    __tracebackhide__ = True  # a usage error names its cause; pytest shows the user's line, not these frames
     model = device_of(device)
     inputs = PricingInputs.of(profile)
     if inputs is None:
+        if profile.emulated:  # a model author's trial: it was told to use the emulated target it was already on
+            raise UsageError(f"{profile.label} was not counted by instruction class, which modelled time on "
+                             f"{model.name} needs: the counted inference is the kernel trace's, and "
+                             f"--sme2-no-kernel-trace (ini sme2_kernel_trace = false) skips it; run without it")
         raise UsageError(f"{profile.label} has no instruction classes to model {model.name} with: modelled time needs "
                          f"a run counted under emulation (--sme2-target=emulated, or auto on a CPU without SME2)")
     return inputs.priced(model)

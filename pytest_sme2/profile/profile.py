@@ -743,6 +743,7 @@ class Profile:
         device's streaming vector length and with its thread count; a UsageError says what is missing."""
         from pytest_sme2.profile.device_model import model_profile
 
+        __tracebackhide__ = True
         return model_profile(self, device)
 
     @property

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
+from pytest_sme2.profile.device_model import time_text
 from pytest_sme2.report.entries import verdict_text
 from pytest_sme2.report.escape import Markdown, text
 
 COLUMNS = ("test", "model", "variant", "median ms (emulated: instructions)", "SME2 speedup [95% CI]",
            "top category shift", "delegated", "verdict")
 AMOUNT = COLUMNS.index("median ms (emulated: instructions)")
+SPEEDUP = AMOUNT + 1
 NOT_COUNTED = "n/a (emulated, not counted)"
 
 
@@ -31,7 +33,13 @@ def columns(test_entries: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
         header = "median ms"
     elif all(emulated):
         header = "instructions per inference (emulated)"
-    return COLUMNS[:AMOUNT] + (header,) + COLUMNS[AMOUNT + 1:]
+    # a modelled speedup has no interval (a model author's trial): the header says what the column holds
+    speedup_header = COLUMNS[SPEEDUP]
+    if all(emulated) and emulated:
+        modelled = any((c.get("modelled") or {}).get("speedup") is not None
+                       for t in test_entries for c in t.get("comparisons") or [])
+        speedup_header = "SME2 speedup (modelled; counted)" if modelled else speedup_header
+    return COLUMNS[:AMOUNT] + (header, speedup_header) + COLUMNS[SPEEDUP + 1:]
 
 
 def pct(value: float | None) -> str:
@@ -130,6 +138,9 @@ def comparison_cell(comparison: Mapping[str, Any]) -> str:
         if modelled.get("speedup") is not None:  # a device model priced the counts: say which, and that it is one
             return (f"{modelled['speedup']:.2f}x modelled on {modelled['device']} ({modelled['validation']}); "
                     f"{fewer(comparison.get('fewer_instructions'))}")
+        if modelled.get("refused"):  # a model author's trial: the terminal said only "n/a (emulated)"
+            return (f"not modelled on {modelled['device']} (summary.md says why); "
+                    f"{fewer(comparison.get('fewer_instructions'))}")
         return f"n/a (emulated); {fewer(comparison.get('fewer_instructions'))}"
     return speedup(comparison["speedup"], comparison["emulated"])
 
@@ -142,15 +153,15 @@ def modelled_text(modelled: Mapping[str, Any]) -> str:
     slower = modelled["slower_with_sme2"]
     named = "; ".join(f"{op['identity']} {op['ratio']:.2f}x" for op in slower[:3]) + ("; ..." if len(slower) > 3 else "")
     return (f"Modelled on {modelled['device']} ({modelled['validation']}; a model, not a measurement): "
-            f"SME2 off {modelled['off_ms']:.3f} ms, on {modelled['on_ms']:.3f} ms: {modelled['speedup']:.2f}x. "
+            f"SME2 off {time_text(modelled['off_ms'])}, on {time_text(modelled['on_ms'])}: {modelled['speedup']:.2f}x. "
             + (f"{len(slower)} operator(s) modelled slower with SME2: {named}." if slower
                else "No operator is modelled slower with SME2."))
 
 
 def modelled_table(modelled: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
     """Headers and rows of the modelled ms per category, SME2 off and on (empty when the model refused)."""
-    headers = ["category", "modelled ms off", "modelled ms on", "modelled speedup"]
-    return headers, [[c["category"], f"{c['off_ms']:.4f}", f"{c['on_ms']:.4f}",
+    headers = ["category", "modelled off", "modelled on", "modelled speedup"]
+    return headers, [[c["category"], time_text(c["off_ms"]), time_text(c["on_ms"]),
                       "n/a" if c["speedup"] is None else f"{c['speedup']:.2f}x"]
                      for c in modelled.get("categories", [])]
 

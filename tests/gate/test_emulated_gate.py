@@ -202,11 +202,13 @@ def test_modelled_device_time_is_gated_naming_the_operator_and_its_ms_before_and
     assert change > 0.02
     # With CI set (as on CI runners) pytest repeats the whole failure message in its short summary: one distinct line
     [line] = {line for line in failed.stdout.lines if "modelled time on apple-m4" in line}
-    shown = re.search(r"modelled time on apple-m4 (\S+), most (.+?) (\d+\.\d+) -> (\d+\.\d+) ms", line)
+    shown = re.search(r"modelled time on apple-m4 (\S+), most (.+?) ([0-9.e+-]+ [mun]s) -> ([0-9.e+-]+ [mun]s)", line)
     assert shown, line
     op = shown.group(2)
     assert op in kept["ops"] and op in after["ops"]
-    assert shown.group(1, 3, 4) == (f"{change:+.1%}", f"{kept['ops'][op]:.4f}", f"{after['ops'][op]:.4f}")
+    from pytest_sme2.profile.device_model import time_text
+
+    assert shown.group(1, 3, 4) == (f"{change:+.1%}", time_text(kept["ops"][op]), time_text(after["ops"][op]))
     assert again.strip() == line.strip()
     grown = {name: after["ops"][name] - kept["ops"][name] for name in kept["ops"] if name in after["ops"]}
     assert op == max(grown, key=grown.get)  # the operator that grew most is the one named

@@ -39,12 +39,12 @@ def test_modelled_time_beyond_tolerance_fails_naming_the_operator_and_its_ms_bef
     # the depthwise convolution 0.25 -> 0.35 ms: end to end 0.80 -> 0.90 ms, +12.5% (tolerance +2%)
     verdict = verdict_of(counted(modelled=modelled(dwconv=0.35)), counted(modelled=modelled()))
     assert verdict.status == REGRESSION
-    assert "0.8000 -> 0.9000 ms end to end (+12.50%); tolerance +2.0%" in verdict.message
-    assert f"grew most: operator {DWCONV} 0.2500 -> 0.3500 ms" in verdict.message
+    assert "800 us -> 900 us end to end (+12.50%); tolerance +2.0%" in verdict.message
+    assert f"grew most: operator {DWCONV} 250 us -> 350 us" in verdict.message
     assert "modelled on apple-m4 (not validated: test; a model, not a measurement)" in verdict.message
     # in the failing test's message: the quantity named with its operator
     lines = message_lines(findings([verdict]))
-    assert lines == [f"m: modelled time on apple-m4 +12.5%, most {DWCONV} 0.2500 -> 0.3500 ms"]
+    assert lines == [f"m: modelled time on apple-m4 +12.5%, most {DWCONV} 250 us -> 350 us"]
 
 
 def test_operators_are_named_by_how_much_they_grew_at_most_three() -> None:
@@ -52,8 +52,8 @@ def test_operators_are_named_by_how_much_they_grew_at_most_three() -> None:
     verdict = verdict_of(counted(modelled=now), counted(modelled=modelled()))
     assert verdict.status == REGRESSION
     named = verdict.message.split("grew most: ")[1]
-    assert named == (f"operator {CONV} 0.5000 -> 0.6000 ms; operator {TRANSPOSE} 0.0500 -> 0.0900 ms; "
-                     f"operator {DWCONV} 0.2500 -> 0.2600 ms")
+    assert named == (f"operator {CONV} 500 us -> 600 us; operator {TRANSPOSE} 50 us -> 90 us; "
+                     f"operator {DWCONV} 250 us -> 260 us")
 
 
 def test_a_new_operator_is_named_with_no_time_before() -> None:
@@ -63,7 +63,7 @@ def test_a_new_operator_is_named_with_no_time_before() -> None:
     now["e2e_ms"] += 0.2
     verdict = verdict_of(counted(instructions={"ops": ops}, modelled=now), counted(modelled=modelled()))
     assert verdict.status == REGRESSION
-    assert "grew most: new operator Sigmoid (NC, F32) #1 @0 0.0000 -> 0.2000 ms" in verdict.message
+    assert "grew most: new operator Sigmoid (NC, F32) #1 @0 0 ms -> 200 us" in verdict.message
 
 
 def test_within_tolerance_passes_and_a_faster_model_is_an_improvement() -> None:

@@ -167,8 +167,8 @@ def test_profile_modelled_reads_the_counted_classes_and_the_instructions_outside
 
 
 def test_modelled_time_is_refused_where_the_model_does_not_hold(tmp_path: Path, device_file: Path) -> None:
-    with pytest.raises(UsageError, match="no instruction classes.*--sme2-target=emulated"):
-        _profile(tmp_path, counted=False).modelled(device_file)
+    with pytest.raises(UsageError, match="not counted by instruction class.*--sme2-no-kernel-trace .* skips it"):
+        _profile(tmp_path, counted=False).modelled(device_file)  # emulated: the kernel trace was skipped
     with pytest.raises(UsageError, match="vector length of 128 bits.*--sme2-emulated-svl=512"):
         _profile(tmp_path, svl=128).modelled(device_file)
     with pytest.raises(UsageError, match="4 threads.*share one SME unit"):
@@ -281,3 +281,26 @@ def test_a_batch_1_linear_model_is_flagged_slower_with_sme2_on_the_m4(tmp_path: 
     message = str(failed.value)
     assert "modelled slower with SME2 on than off on apple-m4" in message and "not a measurement" in message
     assert "0: aten.linear.default" in message and "2: aten.linear.default" in message  # both layers, by node
+
+
+def test_bad_arguments_and_swapped_profiles_are_refused_naming_the_fix(tmp_path: Path, device_file: Path) -> None:
+    """A model author's trial: slower_than(by=-1.0) and a negative tolerance listed faster operators as "0.83x
+    slower", and assert_no_modelled_sme2_slowdown(off, on) named NEON kernels as the SME2 side."""
+    from pytest_sme2.gate.assertions import assert_no_modelled_sme2_slowdown
+
+    on = _profile(tmp_path)
+    modelled = on.modelled(device_file)
+    for by in (-1.0, 0.5, float("nan")):
+        with pytest.raises(UsageError, match=r"slower_than\(by=.*a number >= 1"):
+            modelled.slower_than(modelled, by=by)
+    with pytest.raises(UsageError, match=r"tolerance=-0.5.*a number >= 0"):
+        assert_no_modelled_sme2_slowdown(on, on, device=device_file, tolerance=-0.5)
+    import copy
+
+    off = copy.copy(on)  # the same counts, asked with SME2 on: passed second, as if swapped
+    on.metadata = {**on.metadata, "run": {**(on.metadata.get("run") or {}), "sme2": False}}
+    off.metadata = {**off.metadata, "run": {**(off.metadata.get("run") or {}), "sme2": True}}
+    with pytest.raises(UsageError, match="ran with SME2 off .* with SME2 on; pass the SME2-on profile first"):
+        assert_no_modelled_sme2_slowdown(on, off, device=device_file)
+    text = repr(modelled)
+    assert text.startswith("ModelledTime(") and "end to end" in text and len(text) < 400

@@ -57,11 +57,16 @@ def test_counted_comparisons_carry_modelled_time_only_when_a_device_is_asked_for
     cell = summary_rows([entry])[0][4]
     assert cell.startswith(f"{modelled['speedup']:.2f}x modelled on apple-m4 (not validated: ")
     assert cell.endswith("fewer instr")
+    from pytest_sme2.report.table import columns
+
+    # its header says what it holds (a model author's trial: "[95% CI]" over a modelled value with no interval)
+    assert columns([entry])[4] == "SME2 speedup (modelled; counted)"
+    assert columns([without])[4] == "SME2 speedup [95% CI]"
     markdown = "\n".join(_counted_comparison(entry["comparisons"][0]))
     html = _comparison_html(entry["comparisons"][0])
     for text in (markdown, html):
         assert "Modelled on apple-m4" in text and "a model, not a measurement" in text
-        assert "modelled ms off" in text
+        assert "modelled off" in text
 
 
 def test_a_profile_the_model_refuses_is_reported_with_the_reason_and_no_speedup(tmp_path: Path) -> None:
@@ -69,7 +74,7 @@ def test_a_profile_the_model_refuses_is_reported_with_the_reason_and_no_speedup(
     entry = build_test_entry("t.py::t", [on, off], device="apple-m4")
     modelled = entry["comparisons"][0]["modelled"]
     assert "speedup" not in modelled and "4 threads" in modelled["refused"]
-    assert summary_rows([entry])[0][4].startswith("n/a (emulated); ")
+    assert summary_rows([entry])[0][4].startswith("not modelled on apple-m4 (summary.md says why); ")
     assert "Not modelled on apple-m4: " in "\n".join(_counted_comparison(entry["comparisons"][0]))
 
 

@@ -124,3 +124,13 @@ def test_a_report_that_cannot_be_built_fails_the_session_naming_why(sme2_project
     assert result.ret == 1
     result.stdout.fnmatch_lines(["*sme2: building the sme2 report of test_a_report*::test_tiny failed: RuntimeError: "
                                  "this profile cannot be serialised*the session fails for it*"])
+
+
+def test_a_device_model_on_a_timing_target_says_nothing_was_modelled(sme2_project: pytest.Pytester) -> None:
+    """A model author's trial: --sme2-target host --sme2-device apple-m4 was accepted and apple-m4 appeared nowhere."""
+    sme2_project.makepyfile(PERF_TEST)
+    result = sme2_project.runpytest_inprocess("--sme2-target=host", "--sme2-device=apple-m4", "--sme2-no-baselines")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["sme2: --sme2-device apple-m4: nothing was modelled: a device model prices the "
+                                 "instructions of counted runs (the emulated target), and no run of this session was "
+                                 "counted"])
