@@ -7,6 +7,8 @@ check bounds on the right end of the interval.
 
 from __future__ import annotations
 
+import math
+import numbers
 from typing import TYPE_CHECKING, Any, Sequence
 
 import pytest
@@ -258,7 +260,7 @@ def assert_no_modelled_sme2_slowdown(on: Profile, off: Profile, device: str = "a
     a fraction), naming each with its modelled ms on and off: the batch-1 GEMV case where packed SME2 kernels
     lose to NEON (XNNPACK #10719). Modelled time, not measured: emulated profiles (docs/device_model.md)."""
     __tracebackhide__ = True
-    if not (isinstance(tolerance, (int, float)) and tolerance >= 0):
+    if isinstance(tolerance, bool) or not (isinstance(tolerance, numbers.Real) and 0 <= tolerance < math.inf):
         raise UsageError(f"assert_no_modelled_sme2_slowdown(tolerance={tolerance!r}): the fraction an operator may be "
                          f"slower with SME2 before it fails, a number >= 0 (0.1: 10%)")
     asked = tuple((p.metadata.get("run") or {}).get("sme2") for p in (on, off))

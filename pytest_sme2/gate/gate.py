@@ -306,7 +306,19 @@ def _unchanged(path: Path, fresh: baselines.Baseline) -> bool:
         stored["profiles"] = {label: ({k: v for k, v in record.items() if k != "modelled"}
                                       if label in unpriced and isinstance(record, dict) else record)
                               for label, record in stored["profiles"].items()}
-    return stored == wanted
+    return _without_device_spelling(stored) == _without_device_spelling(wanted)
+
+
+def _without_device_spelling(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` without the --sme2-device value its modelled records keep (``option``): the same device file named
+    another way (a relative or absolute path) prices the same, and must not rewrite every baseline (a review)."""
+    profiles = data.get("profiles")
+    if not isinstance(profiles, dict):
+        return data
+    return {**data, "profiles": {
+        label: ({**record, "modelled": {k: v for k, v in record["modelled"].items() if k != "option"}}
+                if isinstance(record, dict) and isinstance(record.get("modelled"), dict) else record)
+        for label, record in profiles.items()}}
 
 
 def _modelled_not_kept(path: Path, records: Mapping[str, Mapping[str, Any]]) -> str:

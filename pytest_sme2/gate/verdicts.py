@@ -500,6 +500,12 @@ def baseline_quality(record: Mapping[str, Any], tol: Tolerances,
                         f"reference run right before it); at most {MAX_DISTURBED_SHARE:.0%} may be")
     if problems:
         unfit["record"] = "; ".join(problems)
+    for check, event in STARTUP:  # a review: such a baseline turned the start-up gate off without a word
+        values = record.get(f"{check}_relative_per_chunk") or record.get(f"{check}_ms_per_chunk")
+        if values and all(v is None for v in values):
+            unfit[check] = (f"{check} ({event}) has no value: every warm load of every runner process was disturbed "
+                            f"by other work on the machine")
+            problems.append(f"{unfit[check]}; its checks could not judge start-up")
     latency = relative if relative is not None else np.asarray(record["samples_ms"], dtype=float)
     medians, _ = _medians(record, latency, clean)
     quality["processes"] = int(medians.size)
@@ -854,7 +860,8 @@ def _op_instructions(label: str, now: Mapping[str, Any], then: Mapping[str, Any]
 MODELLED_OPS_NAMED = 3  # operators whose modelled time grew most, named in a failing modelled verdict
 
 
-NO_DEVICE_THIS_SESSION = "this session models no device"  # the terminal counts such skipped modelled verdicts
+MODELLED_NOT_JUDGED = "modelled device time not judged"  # the terminal counts such skipped verdicts, by why
+NO_DEVICE_THIS_SESSION = "this session models no device"
 _JUDGE_WITH = re.compile(NO_DEVICE_THIS_SESSION + r" \(.*; set --sme2-device (.+) to judge it\)")
 
 
@@ -880,7 +887,7 @@ def modelled_verdicts(label: str, current: Mapping[str, Any], baseline: Mapping[
         return []
 
     def skipped(why: str) -> list[Verdict]:
-        return [Verdict("modelled", SKIPPED, label, f"modelled device time not judged: {why}")]
+        return [Verdict("modelled", SKIPPED, label, f"{MODELLED_NOT_JUDGED}: {why}")]
 
     def option(side: Mapping[str, Any]) -> str:
         return shlex.quote(str(side.get("option") or side.get("device")))
@@ -893,7 +900,8 @@ def modelled_verdicts(label: str, current: Mapping[str, Any], baseline: Mapping[
     if (now.get("device"), now.get("pricing_digest")) != (then.get("device"), then.get("pricing_digest")):
         same = now.get("device") == then.get("device")
         return skipped(f"the baseline was priced by {'another version of ' if same else ''}{then.get('device')}'s "
-                       f"numbers, this run by {now.get('device')}'s; {record_again}")
+                       f"numbers{' or pricing method' if same else ''}, this run by {now.get('device')}'s; "
+                       f"{record_again}")
     refused = now.get("refused") or then.get("refused")
     if refused:
         return skipped(str(refused))
@@ -913,10 +921,9 @@ def modelled_verdicts(label: str, current: Mapping[str, Any], baseline: Mapping[
              for before, after in pairs]
     moved += [(now["ops"][after], None, after, 0.0, now["ops"][after]) for after in new]
     moved += [(-then["ops"][before], before, None, then["ops"][before], 0.0) for before in gone]
-    # named: the operators that explain the change, not ones whose growth is a rounding of it (a model author's
+    # named: the operators that grew most, where the growth shows at the four digits written (a model author's
     # trial: "0.0047 -> 0.0047 ms" was named as grown most)
-    growth = sum(m[0] for m in moved if m[0] > 0)
-    grown = sorted((m for m in moved if m[0] > 0 and m[0] >= 0.01 * growth), key=lambda m: m[0],
+    grown = sorted((m for m in moved if m[0] > 0 and time_text(m[3]) != time_text(m[4])), key=lambda m: m[0],
                    reverse=True)[:MODELLED_OPS_NAMED]
     device = now["device"]
     evidence = {"current": cur, "baseline": base, "change": change, "tolerance": tol.modelled, "device": device,
@@ -1098,7 +1105,8 @@ def startup_verdicts(label: str, current: Mapping[str, Any], baseline: Mapping[s
                                f"after a reference-program load slowed alone): other work on the machine came and "
                                f"went faster than a load; {again}", {"disturbed_processes": empty}))
             continue
-        runs = (sum(baseline["chunk_sizes"]), sum(current["chunk_sizes"]))
+        runs = tuple(sum(size for size, value in zip(record["chunk_sizes"], per_chunk) if value is not None)
+                     for record, per_chunk in ((baseline, then), (current, now)))  # the processes kept
         out.append(_shift_verdict(check, label, what, "ms", values[0], values[1], runs, getattr(tol, check), tol,
                                   tol.min_effect_ms, {}, shown=raw, basis=basis, advisory=advisory))
     out.append(_peak_rss_verdict(label, current, baseline, tol))

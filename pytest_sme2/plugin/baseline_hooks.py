@@ -443,6 +443,13 @@ class _GateTally:
             terminalreporter.write_line(f"  {len(unmodelled)} modelled device time check(s) not judged: the baselines "
                                         f"hold modelled time and {verdicts.NO_DEVICE_THIS_SESSION}; add "
                                         f"--sme2-device {' / '.join(sorted(set(unmodelled)))} to judge them")
+        others = [v for v in verdict_lines if verdicts.MODELLED_NOT_JUDGED in v and not verdicts.device_to_judge_with(v)]
+        if others:  # e.g. baselines priced by another pricing method (a review): the lines say how to record them
+            terminalreporter.write_line(f"  {len(others)} modelled device time check(s) not judged:")
+            for line in others[:5]:
+                terminalreporter.write_line(f"    {line}")
+            if len(others) > 5:
+                terminalreporter.write_line(f"    ... and {len(others) - 5} more (summary.json has every verdict)")
         if unused:
             terminalreporter.write_line(f"{len(unused)} unused baseline(s) (no test used them; delete them if obsolete):")
             for line in unused:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import numbers
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Mapping
@@ -300,7 +301,7 @@ class ModelledTime:
         SME2 costs time, as in XNNPACK's batch-1 GEMV case), paired by graph identity (the same node of the
         program), slowest first: identity, category, event, other_event, modelled_ms, other_ms, ratio."""
         __tracebackhide__ = True
-        if not (isinstance(by, (int, float)) and math.isfinite(by) and by >= 1.0):
+        if isinstance(by, bool) or not (isinstance(by, numbers.Real) and math.isfinite(by) and by >= 1.0):
             raise UsageError(f"slower_than(by={by!r}): by is how many times slower an operator must be to be listed, "
                              f"a number >= 1 (1.0: any slower)")
         self._same_device(other)

@@ -63,12 +63,17 @@ def check_writable(place: Place) -> None:
 
 
 def read_only_mode(path: Path) -> int | None:
-    """``path``'s mode when it has no write bit at all (chmod a-w, a CI cache restored read-only): whoever made it
-    so meant it to stay as it is. pytest-sme2 writes into no such folder and replaces no such file, as root too,
-    whose writes the kernel does not stop: the one rule for the places it writes (check_writable) and the
-    baselines it replaces (baselines.write). None when a write bit is set."""
+    """``path``'s mode when someone made it read-only and meant it to stay so; None otherwise. The one rule for
+    the places pytest-sme2 writes (check_writable) and the baselines it replaces (baselines.write):
+
+    - a folder with no write bit at all (chmod a-w, a CI cache restored read-only): the kernel stops any other
+      user's writes into it, not root's, so pytest-sme2 stops its own as root too;
+    - a file without its owner's write bit (chmod u-w): a file is replaced by a rename, which the file's own
+      mode never stops for anyone (a review: a 0464 baseline was replaced), so that bit is the owner's word."""
     mode = stat.S_IMODE(path.stat().st_mode)
-    return None if mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH) else mode
+    if path.is_dir():
+        return None if mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH) else mode
+    return None if mode & stat.S_IWUSR else mode
 
 
 def explain(exc: OSError, places: Iterable[Place]) -> StorageError | None:

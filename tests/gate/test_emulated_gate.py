@@ -223,6 +223,17 @@ def test_modelled_device_time_is_gated_naming_the_operator_and_its_ms_before_and
     assert "its modelled device time was not kept on apple-m4: this update modelled no device; record it again " \
            "with --sme2-device apple-m4 to keep it" in dropped.stdout.str()
     assert "modelled" not in _modelled_records(pytester.path / "baselines")[label]
+    # a baseline priced by another pricing method (a review: its skip was only in the verdicts file)
+    pytester.runpytest_inprocess("--sme2-update-baselines", *device).assert_outcomes(passed=1)
+    [path] = (pytester.path / "baselines").rglob("*.json")
+    stored = json.loads(path.read_text())
+    stored["profiles"][label]["modelled"]["pricing_digest"] = "0" * 64
+    path.write_text(json.dumps(stored))
+    other = pytester.runpytest_inprocess(*device)
+    other.assert_outcomes(passed=1)
+    other.stdout.fnmatch_lines(["  1 modelled device time check(s) not judged:",
+                                "    *priced by another version of apple-m4's numbers or pricing method*record the "
+                                "baseline again with --sme2-update-baselines --sme2-device apple-m4"])
 
 
 def test_a_bigger_weight_fails_on_init_naming_it(recorded, shared_export_cache) -> None:

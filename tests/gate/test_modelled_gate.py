@@ -136,3 +136,19 @@ def test_an_update_without_a_device_keeps_a_file_whose_counts_did_not_move_model
     assert gate._modelled_not_kept(path, {"m": counted(modelled=modelled())}) == ""
     moved = baselines.Baseline(path, "t.py::t", "fp", {"m": counted(instructions={"per_inference": 2_000_000})}, {})
     assert not gate._unchanged(path, moved)
+
+
+def test_a_change_spread_over_many_operators_still_names_the_ones_that_grew() -> None:
+    """A review: 200 operators each 1.00 -> 1.05 ms failed (+5%) naming none, each being under 1% of the growth."""
+    from pytest_sme2.gate.verdicts import modelled_verdicts
+
+    ids = [f"Convolution (NHWC, F32) IGEMM #{i} @0" for i in range(1, 201)]
+
+    def side(ms: float) -> dict:
+        return {"instructions": {"ops": {op: [1000, 0] for op in ids}},
+                "modelled": {"device": "apple-m4", "pricing_digest": DIGEST, "validation": "v",
+                             "e2e_ms": ms * len(ids), "ops": {op: ms for op in ids}}}
+
+    [verdict] = modelled_verdicts("m", side(1.05), side(1.0), Tolerances())
+    assert verdict.status == REGRESSION
+    assert verdict.message.count("-> 1.05 ms") == 3  # the three named, each 1 ms -> 1.05 ms

@@ -299,3 +299,16 @@ def test_a_baseline_whose_every_process_was_disturbed_says_to_record_it_again() 
     init = by_check(judge("net", hardware([10.1]), baseline), "init")
     assert init.status == "inconclusive" and "of the baseline was disturbed" in init.message
     assert "record the baseline again on a quieter machine" in init.message
+
+
+def test_a_baseline_whose_every_process_was_disturbed_is_refused_when_written() -> None:
+    """A review: such a baseline was written without a word, and every later check was inconclusive."""
+    from pytest_sme2.gate.verdicts import baseline_quality
+
+    disturbed = _with_disturbed(hardware(BASELINE_INIT), list(range(len(BASELINE_INIT))))
+    quality, problems = baseline_quality(disturbed, Tolerances())
+    assert any("init (Method::init) has no value: every warm load of every runner process was disturbed" in p
+               for p in problems)
+    assert "init" in quality["unfit"] and "load" in quality["unfit"]
+    _, fine = baseline_quality(_with_disturbed(hardware(BASELINE_INIT), [0, 1]), Tolerances())
+    assert not any("has no value" in p for p in fine)  # eight processes left: judged on those
