@@ -39,7 +39,8 @@ ALL_CLASSES = "all"  # a resource rate that applies to every instruction class (
 MEMORY = "memory"  # the bound name of an operator whose bytes take longer than its instructions
 # The version of the equations (docs/device_model.md): times priced by another are not compared (pricing_digest).
 # 2 (stop 51): the share of an operator's bytes that fits in L2 at L2 rates, the rest at DRAM rates (1: all of
-# them at DRAM rates once they did not all fit).
+# them at DRAM rates once they did not all fit). Raise it with any change of what prices a count, the equations
+# here or the bytes work.py gives each operator: baselines priced before then say to record them again.
 PRICING_METHOD = 2
 MEMORY_KEYS = ("l2_bytes", "l2_load_gb_per_s", "l2_store_gb_per_s", "dram_load_gb_per_s", "dram_store_gb_per_s")
 

@@ -110,8 +110,13 @@ def _device_file(tmp_path: Path, name: str, edit: tuple[str, str] | None = None)
     return path
 
 
-def test_the_pricing_digest_follows_the_numbers_not_the_texts(tmp_path: Path) -> None:
+def test_the_pricing_digest_follows_the_numbers_not_the_texts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     shipped = load_device("apple-m4").pricing_digest
+    from pytest_sme2.profile import device_model
+
+    monkeypatch.setattr(device_model, "PRICING_METHOD", device_model.PRICING_METHOD + 1)
+    assert load_device("apple-m4").pricing_digest != shipped  # other equations: not compared
+    monkeypatch.undo()
     assert load_device(_device_file(tmp_path, "same")).pricing_digest == shipped
     reworded = _device_file(tmp_path, "reworded", ('validation = "', 'validation = "reworded; '))
     assert load_device(reworded).pricing_digest == shipped
