@@ -67,6 +67,14 @@ def _startup_value(x: Any) -> bool:
     return x is None or (_number(x) and x >= 0)
 
 
+def _startup_leaf(event: str, relative: bool) -> Leaf:
+    """A start-up list of a record: one value per runner process, null where every warm load was disturbed."""
+    what = (f"{event} per runner process, relative to the reference program's load" if relative else
+            f"ms of {event} per runner process")
+    return Leaf(_optional(_list(_startup_value)),
+                f"null or a list of numbers >= 0 ({what}; null: every warm load of that process was disturbed)")
+
+
 def _text(x: Any) -> bool:
     return isinstance(x, str)
 
@@ -126,18 +134,8 @@ PROFILE = Fields({
                          "null or a list of numbers > 0 (ms of the reference program before each run)"),
     "disturbed_runs": COUNT,
     "chunk_sizes": Leaf(_optional(_list(_count)), "null or a list of runs per runner process (whole numbers >= 0)"),
-    "load_ms_per_chunk": Leaf(_optional(_list(_startup_value)),
-                              "null or a list of numbers >= 0 (ms of Program::load_method per runner process; null: "
-                              "every warm load of that process was disturbed)"),
-    "init_ms_per_chunk": Leaf(_optional(_list(_startup_value)),
-                              "null or a list of numbers >= 0 (ms of Method::init per runner process; null: every "
-                              "warm load of that process was disturbed)"),
-    "load_relative_per_chunk": Leaf(_optional(_list(_startup_value)),
-                                    "null or a list of numbers >= 0 (Program::load_method per runner process, "
-                                    "relative to the reference program's load; null: every warm load disturbed)"),
-    "init_relative_per_chunk": Leaf(_optional(_list(_startup_value)),
-                                    "null or a list of numbers >= 0 (Method::init per runner process, relative to "
-                                    "the reference program's load; null: every warm load disturbed)"),
+    **{f"{check}_{kind}_per_chunk": _startup_leaf(event, relative=kind == "relative")
+       for check, event in (("load", "Program::load_method"), ("init", "Method::init")) for kind in ("ms", "relative")},
     "disturbed_run_indices": Leaf(_optional(_list(_count)), "null or a list of run indices (whole numbers >= 0)"),
     "disturbed_references": COUNT,
     "shares": MapOf(SHARE),
