@@ -231,6 +231,7 @@ def check_file(test_id: str, fingerprint: str, target: Mapping[str, Any], record
     if legacy is not None and not path.exists():
         path = legacy  # recorded by an older pytest-sme2; the next update moves it
     stored = baselines.load(path)  # BaselineError names the file; the test fails, the file stays
+    update_command = with_stored_device(update_command, stored)
     pairs = pair_records(records, stored.profiles) if stored is not None else {}
     absent = [label for label in records if label not in pairs]
     if stored is not None:
@@ -321,6 +322,16 @@ def _without_device_spelling(data: dict[str, Any]) -> dict[str, Any]:
         for label, record in profiles.items()}}
 
 
+def with_stored_device(command: str, stored: baselines.Baseline | None) -> str:
+    """The update command, with the --sme2-device its stored baseline was modelled on when the session named none:
+    run as printed, an update without it drops the file's modelled time (a model author's trial)."""
+    if stored is None or "--sme2-device" in command:
+        return command
+    options = sorted({str(r["modelled"].get("option") or r["modelled"].get("device")) for r in stored.profiles.values()
+                      if isinstance(r.get("modelled"), Mapping) and r["modelled"].get("device")})
+    return f"{command} --sme2-device={shlex.quote(options[0])}" if options else command
+
+
 def _modelled_not_kept(path: Path, records: Mapping[str, Mapping[str, Any]]) -> str:
     """What an update that models no device drops from the file it replaces: its modelled device time (a user's
     trial: the update command a failure printed had no --sme2-device, and running it removed every modelled
@@ -389,6 +400,9 @@ def update_into(command: str, baselines_dir: Path | None) -> str:
     The folder is made absolute: the command may be run from another directory than the check."""
     if baselines_dir is None:
         return command
+    prefix, _, rest = command.partition(" && ") if command.startswith("cd ") else ("", "", command)
+    if prefix:  # "cd ROOTDIR && pytest ...": the session ran in a subfolder of its rootdir
+        return f"{prefix} && {update_into(rest, baselines_dir)}"
     try:
         words = shlex.split(command)
     except ValueError:

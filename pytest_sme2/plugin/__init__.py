@@ -101,9 +101,9 @@ def _device_model(config: pytest.Config, given: str) -> Any:
     """The device model --sme2-device (ini sme2_device) names: a shipped name, or a device file, whose relative
     path is from the rootdir like every path setting (a session started in a subfolder finds the ini's file).
     It keeps the value as given, which the update command a failure prints repeats."""
-    from pytest_sme2.profile.device_model import load_device
+    from pytest_sme2.profile.device_model import is_device_path, load_device
 
-    path = options.resolve_path(config, "device") if given.endswith(".toml") else None
+    path = options.resolve_path(config, "device") if is_device_path(given) else None
     return replace(load_device(path if path is not None else given), given=given)
 
 

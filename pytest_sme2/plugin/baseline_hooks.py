@@ -177,7 +177,10 @@ def _update_command(item: pytest.Item, settings: _GateConfig) -> str:
     extra += f" {gate.BASELINES_DIR_OPTION}={shlex.quote(str(folder))}" if folder else ""
     device = item.config.stash.get(DEVICE_KEY, None)  # an update without it would drop the modelled time
     extra += f" --sme2-device={shlex.quote(device.option)}" if device is not None else ""
-    return f"pytest {shlex.quote(item.nodeid)} --sme2-update-baselines{extra}"
+    # the node id is the rootdir's: from a subfolder, the pasted command found no test (a model author's trial)
+    rootdir, here = item.config.rootpath, item.config.invocation_params.dir
+    where = "" if Path(here).resolve() == Path(rootdir).resolve() else f"cd {shlex.quote(str(rootdir))} && "
+    return f"{where}pytest {shlex.quote(item.nodeid)} --sme2-update-baselines{extra}"
 
 
 def _check_processes(config: pytest.Config) -> int:

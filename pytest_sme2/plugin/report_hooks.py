@@ -281,6 +281,7 @@ class _Collector:
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         import os
 
+        from pytest_sme2.plugin import DEVICE_KEY
         from pytest_sme2.report.github import regression_annotations
 
         test_entries = _test_entries(self.config)
@@ -288,28 +289,29 @@ class _Collector:
             self._summary_table(terminalreporter, test_entries)
             for line in regression_annotations(test_entries.values(), self.locations, os.environ):
                 terminalreporter.write_line(line)  # GitHub Actions: an annotation on the test's line
+        device = self.config.stash.get(DEVICE_KEY, None)
+        counted = any(p.get("emulated") and p.get("instructions")
+                      for entry in (test_entries or {}).values() for p in entry.get("profiles") or [])
+        if device is not None and not counted:  # a model author's trial: ignored on the host target without a word
+            terminalreporter.write_line(f"sme2: --sme2-device {device.option}: nothing was modelled: a device model "
+                                        f"prices the instructions of counted runs (the emulated target), and no run "
+                                        f"of this session was counted")
         for error in _output_errors(self.config):
             terminalreporter.write_line(f"sme2: {error}; the session fails for it", red=True)
 
     def _summary_table(self, terminalreporter: Any, test_entries: dict[str, Any]) -> None:
         from pytest_sme2.report.summary import session_summary
-        from pytest_sme2.report.table import columns, result_cache_line, summary_rows, text_table
+        from pytest_sme2.report.table import columns, modelled_labels, result_cache_line, summary_rows, text_table
 
         tests = session_summary(list(test_entries.values()), None)["tests"]
         terminalreporter.write_sep("=", "sme2 performance summary")
         for line in text_table(columns(tests), summary_rows(tests)):
             terminalreporter.write_line(line)
+        for label in modelled_labels(tests):
+            terminalreporter.write_line(f"sme2: {label}")
         cached = result_cache_line(tests)
         if cached:
             terminalreporter.write_line(cached)
-        from pytest_sme2.plugin import DEVICE_KEY
-
-        device = self.config.stash.get(DEVICE_KEY, None)
-        counted = any(p.get("emulated") and p.get("instructions") for t in tests for p in t.get("profiles") or [])
-        if device is not None and not counted:  # a model author's trial: ignored on the host target without a word
-            terminalreporter.write_line(f"sme2: --sme2-device {device.option}: nothing was modelled: a device model "
-                                        f"prices the instructions of counted runs (the emulated target), and no run "
-                                        f"of this session was counted")
         outputs = self.config.stash.get(_OUTPUTS_KEY, None)
         if isinstance(outputs, dict):
             report = outputs.get("html") or (f"not drawn (--html or --sme2-session-report draws it; later: "

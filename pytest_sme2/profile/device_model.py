@@ -14,10 +14,12 @@ measurement; each result says which device file it came from and how far that fi
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import math
 import numbers
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Mapping
@@ -129,13 +131,16 @@ def load_device(name_or_path: str | Path) -> DeviceModel:
     """A shipped device by name (``apple-m4``) or a device file by path, checked field by field."""
     __tracebackhide__ = True
     text = str(name_or_path)
-    given_as_path = text.endswith(".toml")
+    given_as_path = is_device_path(text)
     path = Path(text) if given_as_path else DEVICES_FOLDER / f"{text}.toml"
     if not path.is_file():
         if given_as_path:
-            raise UsageError(f"no device file at {path.absolute()}{' (a folder)' if path.is_dir() else ''}: give "
-                             f"the path of a device file (relative paths in --sme2-device and ini sme2_device are "
-                             f"from the rootdir), or a shipped name: {', '.join(available_devices())}")
+            near = difflib.get_close_matches(path.name, [f.name for f in path.parent.glob("*.toml")], n=1) \
+                if path.parent.is_dir() else []
+            raise UsageError(f"no device file at {path.absolute()}{' (a folder)' if path.is_dir() else ''}"
+                             f"{f' (did you mean {path.parent / near[0]}?)' if near else ''}: give the path of a "
+                             f"device file (relative paths in --sme2-device and ini sme2_device are from the "
+                             f"rootdir), or a shipped name: {', '.join(available_devices())}")
         raise UsageError(f"no device model {text!r}: pytest-sme2 ships {', '.join(available_devices())}; "
                          f"or give the path of a device file ending in .toml (docs/device_model.md says how to "
                          f"write one)")
@@ -145,6 +150,12 @@ def load_device(name_or_path: str | Path) -> DeviceModel:
     except (OSError, tomllib.TOMLDecodeError) as e:
         raise UsageError(f"device file {path} cannot be read: {e}") from None
     return _checked(data, path)
+
+
+def is_device_path(text: str) -> bool:
+    """Whether a --sme2-device value names a file (a .toml name, or any path with a folder in it) rather than a
+    shipped device: "devices/mydev.tml" is a misspelt file, not a device called that (a model author's trial)."""
+    return text.endswith(".toml") or "/" in text or os.sep in text
 
 
 def device_of(device: "str | Path | DeviceModel") -> DeviceModel:
@@ -210,8 +221,15 @@ def _checked(data: dict[str, Any], path: Path) -> DeviceModel:
     memory = {key: number(memory_table.get(key), f"memory.{key}") for key in MEMORY_KEYS}
     for key in MEMORY_KEYS:
         sourced(memory_table, key, f"memory.{key}")
-    return DeviceModel(data["name"], data["description"], svl, threads, data["validation"], tuple(resources),
-                       memory, str(path))
+    model = DeviceModel(data["name"], data["description"], svl, threads, data["validation"], tuple(resources),
+                        memory, str(path))
+    shipped = DEVICES_FOLDER / f"{model.name}.toml"
+    if path.resolve() != shipped.resolve() and shipped.is_file() \
+            and load_device(model.name).pricing_digest != model.pricing_digest:
+        # a copy edited but not renamed: every label and skipped verdict would call it the shipped device
+        raise fail(f"name = {model.name!r} is a shipped device's name, and this file prices differently: give it a "
+                   f"name of its own (and a validation text of its own)")
+    return model
 
 
 def time_text(ms: float) -> str:
@@ -221,7 +239,9 @@ def time_text(ms: float) -> str:
     if ms != ms or ms in (float("inf"), float("-inf")):
         return f"{ms} ms"
     size = abs(ms)
-    if size >= 1 or size == 0:
+    if size == 0:
+        return "0"  # in no unit: beside "2.815 us", "0 ms" read as two units (a model author's trial)
+    if size >= 1:
         return f"{ms:.4g} ms"
     if size >= 1e-3:
         return f"{ms * 1e3:.4g} us"

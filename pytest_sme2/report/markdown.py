@@ -22,6 +22,7 @@ from pytest_sme2.report.table import (
     fewer,
     instructions,
     markdown_table,
+    modelled_labels,
     modelled_table,
     modelled_text,
     ms,
@@ -95,6 +96,8 @@ def session_markdown(summary: Mapping[str, Any]) -> str:
         lines += ["", f"> **Emulated target**: kernels, SME path, outputs and instruction counts are real and exact; "
                       f"time is not ({EMULATED_NOTE}), so shares there are shares of counted instructions."]
     lines += [""] + markdown_table(columns(test_entries), summary_rows(test_entries))
+    labels = modelled_labels(test_entries)  # the table's cells give each model's status only
+    lines += ([""] + [text(label[0].upper() + label[1:]) + "." for label in labels]) if labels else []
     for test_entry in test_entries:
         lines += ["", f"### {code(test_entry['nodeid'])} ({text(test_entry.get('outcome', '?'))})", ""]
         scaling = thread_scaling_rows(test_entry)

@@ -136,13 +136,28 @@ def comparison_cell(comparison: Mapping[str, Any]) -> str:
     if comparison.get("unit") == "instructions":
         modelled = comparison.get("modelled") or {}
         if modelled.get("speedup") is not None:  # a device model priced the counts: say which, and that it is one
-            return (f"{modelled['speedup']:.2f}x modelled on {modelled['device']} ({modelled['validation']}); "
+            # the validation's status only ("not validated"): its whole text is said once under the table
+            # (modelled_labels), not on every row (a model author's trial: 330 columns)
+            status = str(modelled["validation"]).split(":", 1)[0]
+            return (f"{modelled['speedup']:.2f}x modelled on {modelled['device']} ({status}); "
                     f"{fewer(comparison.get('fewer_instructions'))}")
         if modelled.get("refused"):  # a model author's trial: the terminal said only "n/a (emulated)"
             return (f"not modelled on {modelled['device']} (summary.md says why); "
                     f"{fewer(comparison.get('fewer_instructions'))}")
         return f"n/a (emulated); {fewer(comparison.get('fewer_instructions'))}"
     return speedup(comparison["speedup"], comparison["emulated"])
+
+
+def modelled_labels(test_entries: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Each device model's whole label, once, for the lines under a table whose cells give its status only."""
+    seen: dict[str, str] = {}
+    for entry in test_entries:
+        for comparison in entry.get("comparisons") or []:
+            modelled = comparison.get("modelled") or {}
+            if modelled.get("speedup") is not None:
+                seen.setdefault(str(modelled["device"]), str(modelled["validation"]))
+    return [f"modelled on {device} ({validation}; a model, not a measurement: docs/device_model.md)"
+            for device, validation in seen.items()]
 
 
 def modelled_text(modelled: Mapping[str, Any]) -> str:

@@ -219,6 +219,8 @@ def test_modelled_device_time_is_gated_naming_the_operator_and_its_ms_before_and
     plain = pytester.runpytest_inprocess()
     assert "1 modelled device time check(s) not judged: the baselines hold modelled time and this session models " \
            "no device; add --sme2-device apple-m4 to judge them" in plain.stdout.str()
+    # its failure's update command names the device the baseline was modelled on (run as printed, it keeps it)
+    assert "--sme2-update-baselines --sme2-device=apple-m4" in plain.stdout.str()
     dropped = pytester.runpytest_inprocess("--sme2-update-baselines")
     assert "its modelled device time was not kept on apple-m4: this update modelled no device; record it again " \
            "with --sme2-device apple-m4 to keep it" in dropped.stdout.str()

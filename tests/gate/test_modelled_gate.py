@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from test_verdicts import COUNTED_OPS, counted
 
+from pytest_sme2.errors import UsageError
 from pytest_sme2.gate.findings import findings, message_lines
 from pytest_sme2.gate.verdicts import IMPROVEMENT, OK, REGRESSION, SKIPPED, Tolerances, judge
 from pytest_sme2.profile.device_model import DEVICES_FOLDER, load_device
@@ -63,7 +64,7 @@ def test_a_new_operator_is_named_with_no_time_before() -> None:
     now["e2e_ms"] += 0.2
     verdict = verdict_of(counted(instructions={"ops": ops}, modelled=now), counted(modelled=modelled()))
     assert verdict.status == REGRESSION
-    assert "grew most: new operator Sigmoid (NC, F32) #1 @0 0 ms -> 200 us" in verdict.message
+    assert "grew most: new operator Sigmoid (NC, F32) #1 @0 0 -> 200 us" in verdict.message
 
 
 def test_within_tolerance_passes_and_a_faster_model_is_an_improvement() -> None:
@@ -121,6 +122,12 @@ def test_the_pricing_digest_follows_the_numbers_not_the_texts(tmp_path: Path, mo
     reworded = _device_file(tmp_path, "reworded", ('validation = "', 'validation = "reworded; '))
     assert load_device(reworded).pricing_digest == shipped
     faster = _device_file(tmp_path, "faster", ("l2_load_gb_per_s = 425.8", "l2_load_gb_per_s = 430.0"))
+    # a copy that prices differently under the shipped name is refused (a model author's trial: every label
+    # then called it apple-m4); named its own, its digest is another
+    with pytest.raises(UsageError, match="name = 'apple-m4' is a shipped device's name, and this file prices "
+                                         "differently: give it a name of its own"):
+        load_device(faster)
+    faster.write_text(faster.read_text().replace('name = "apple-m4"', 'name = "faster-m4"', 1))
     assert load_device(faster).pricing_digest != shipped
 
 

@@ -795,6 +795,9 @@ def test_an_inserted_block_with_its_own_operator_of_that_kind_pairs_nothing_of_t
      "pytest t.py::test_a --sme2-update-baselines --sme2-target=host --sme2-baselines-dir=/b"),
     ("pytest t.py::test_a --sme2-update-baselines --sme2-baselines-dir old", "/b",
      "pytest t.py::test_a --sme2-update-baselines --sme2-baselines-dir=/b"),
+    # a session run in a subfolder of its rootdir printed "cd ROOTDIR && pytest ..." (node ids are the rootdir's)
+    ("cd '/w/my proj' && pytest t.py::test_a --sme2-update-baselines", "/b",
+     "cd '/w/my proj' && pytest t.py::test_a --sme2-update-baselines --sme2-baselines-dir=/b"),
 ])
 def test_a_check_against_another_folder_advises_an_update_into_it(stored: str, folder: str | None,
                                                                    expected: str) -> None:

@@ -145,6 +145,15 @@ def test_structurally_different_model_is_flagged(sme2_project: pytest.Pytester) 
     assert "since the baseline was recorded: recipe dtype=fp32, partitioner=xnnpack, quant=None then, " \
            "dtype=fp32, partitioner=none, quant=None now" in out
     assert "if the change is intended, update the baseline: pytest test_gate.py::test_tiny --sme2-update-baselines" in out
+    # from a subfolder the node id is still the rootdir's: the command says where to run it (a model author's trial:
+    # pasted in the subfolder, it found no test)
+    sub = sme2_project.mkdir("sub")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(sub)
+        there = sme2_project.runpytest_inprocess(str(sme2_project.path / "test_gate.py"))
+    there.assert_outcomes(failed=1)
+    assert (f"update the baseline: cd {sme2_project.path} && pytest test_gate.py::test_tiny --sme2-update-baselines"
+            in there.stdout.str())
 
 
 def test_unused_baselines_are_listed_and_corrupt_ones_fail_without_being_overwritten(

@@ -55,7 +55,13 @@ def test_counted_comparisons_carry_modelled_time_only_when_a_device_is_asked_for
     assert modelled["slower_with_sme2"] == []
     # the terminal cell: the modelled speedup named as such, the exact instruction ratio kept beside it
     cell = summary_rows([entry])[0][4]
-    assert cell.startswith(f"{modelled['speedup']:.2f}x modelled on apple-m4 (not validated: ")
+    assert cell.startswith(f"{modelled['speedup']:.2f}x modelled on apple-m4 (not validated); ")
+    from pytest_sme2.report.table import modelled_labels
+
+    # the whole label once, under the table (a model author's trial: it made every row 330 columns wide)
+    assert modelled_labels([entry]) == [f"modelled on apple-m4 ({modelled['validation']}; a model, not a "
+                                        f"measurement: docs/device_model.md)"]
+    assert modelled_labels([without]) == []
     assert cell.endswith("fewer instr")
     from pytest_sme2.report.table import columns
 
@@ -101,7 +107,10 @@ def test_a_device_file_in_the_ini_is_found_from_the_rootdir_and_a_missing_one_is
         pytester.runpytest("test_nothing.py").assert_outcomes(passed=1)
     missing = pytester.runpytest("--sme2-device", "devices/nope.toml")
     assert missing.ret == pytest.ExitCode.USAGE_ERROR
-    missing.stderr.fnmatch_lines([f"*no device file at {pytester.path / 'devices' / 'nope.toml'}: give the path*"])
+    missing.stderr.fnmatch_lines([f"*no device file at {pytester.path / 'devices' / 'nope.toml'} (did you mean "
+                                  f"{pytester.path / 'devices' / 'ok.toml'}?): give the path*"])
+    misspelt = pytester.runpytest("--sme2-device", "devices/ok.tml")  # a path with a folder: a file, not a name
+    misspelt.stderr.fnmatch_lines(["*no device file at *devices/ok.tml (did you mean *devices/ok.toml?)*"])
 
 
 def test_advice_to_use_a_device_again_names_it_as_it_was_given(tmp_path: Path) -> None:

@@ -134,3 +134,6 @@ def test_a_device_model_on_a_timing_target_says_nothing_was_modelled(sme2_projec
     result.stdout.fnmatch_lines(["sme2: --sme2-device apple-m4: nothing was modelled: a device model prices the "
                                  "instructions of counted runs (the emulated target), and no run of this session was "
                                  "counted"])
+    skipped = sme2_project.runpytest_inprocess("--sme2-target=host", "--sme2-device=apple-m4", "-k", "not_perf")
+    skipped.assert_outcomes(passed=1, deselected=1)  # no profile at all: it is said all the same
+    skipped.stdout.fnmatch_lines(["sme2: --sme2-device apple-m4: nothing was modelled*"])
