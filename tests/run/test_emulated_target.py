@@ -81,7 +81,9 @@ def test_sme2_on_and_off_run_for_real_and_timing_checks_skip(sme2_project: pytes
                                               "--sme2-artifacts-dir=artifacts", "--sme2-device=apple-m4")
     result.assert_outcomes(passed=1, skipped=2)
     # asked for, the device model prices the counted pair: labelled a model, the exact ratio kept beside it
-    result.stdout.fnmatch_lines(["*x modelled on apple-m4 (not validated: *); *instr*"])
+    result.stdout.fnmatch_lines(["*x modelled on apple-m4 (not validated); *instr*",
+                                 "sme2: modelled on apple-m4 (not validated: SqueezeSAM *; a model, not a measurement: "
+                                 "docs/device_model.md)"])
     summary = json.loads(next((sme2_project.path / "artifacts").rglob("summary.json")).read_text())
     modelled = [c["modelled"] for t in summary["tests"] for c in t["comparisons"]]
     assert modelled and all(m["device"] == "apple-m4" and m["speedup"] > 0 for m in modelled)
