@@ -13,7 +13,7 @@ import shlex
 import warnings
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Collection, Mapping
 
 from pytest_sme2.errors import MissingBaselineWarning, UsageError
 from pytest_sme2.gate import baselines, findings, verdicts
@@ -298,28 +298,19 @@ def _unchanged(path: Path, fresh: baselines.Baseline) -> bool:
     wanted = json.loads(baselines.dumps(fresh.as_dict()))
     if not isinstance(stored, dict):
         return False
-    stored, wanted = _without_pointers(stored), _without_pointers(wanted)
     # an update that models no device leaves a file whose counts did not move as it is, modelled time and all:
     # the same counts price to the same modelled time
     unpriced = {label for label, record in (wanted.get("profiles") or {}).items()
                 if isinstance(record, dict) and "modelled" not in record}
-    if isinstance(stored.get("profiles"), dict):
-        stored["profiles"] = {label: ({k: v for k, v in record.items() if k != "modelled"}
-                                      if label in unpriced and isinstance(record, dict) else record)
-                              for label, record in stored["profiles"].items()}
-    return _without_device_spelling(stored) == _without_device_spelling(wanted)
+    return _without_pointers(stored, unpriced) == _without_pointers(wanted)
 
 
-def _without_device_spelling(data: dict[str, Any]) -> dict[str, Any]:
-    """``data`` without the --sme2-device value its modelled records keep (``option``): the same device file named
-    another way (a relative or absolute path) prices the same, and must not rewrite every baseline (a review)."""
-    profiles = data.get("profiles")
-    if not isinstance(profiles, dict):
-        return data
-    return {**data, "profiles": {
-        label: ({**record, "modelled": {k: v for k, v in record["modelled"].items() if k != "option"}}
-                if isinstance(record, dict) and isinstance(record.get("modelled"), dict) else record)
-        for label, record in profiles.items()}}
+def _device_options(stored: baselines.Baseline, labels: Collection[str] | None = None) -> list[str]:
+    """The --sme2-device values (verdicts.device_option) the stored baseline's records were modelled with, of the
+    records named in ``labels`` (None: all)."""
+    return sorted({verdicts.device_option(record["modelled"]) for label, record in stored.profiles.items()
+                   if isinstance(record.get("modelled"), Mapping) and record["modelled"].get("device")
+                   and (labels is None or label in labels)})
 
 
 def with_stored_device(command: str, stored: baselines.Baseline | None) -> str:
@@ -327,8 +318,7 @@ def with_stored_device(command: str, stored: baselines.Baseline | None) -> str:
     run as printed, an update without it drops the file's modelled time (a model author's trial)."""
     if stored is None or "--sme2-device" in command:
         return command
-    options = sorted({str(r["modelled"].get("option") or r["modelled"].get("device")) for r in stored.profiles.values()
-                      if isinstance(r.get("modelled"), Mapping) and r["modelled"].get("device")})
+    options = _device_options(stored)
     return f"{command} --sme2-device={shlex.quote(options[0])}" if options else command
 
 
@@ -342,14 +332,11 @@ def _modelled_not_kept(path: Path, records: Mapping[str, Mapping[str, Any]]) -> 
         return ""
     if stored is None:
         return ""
-    dropped = {str(record["modelled"].get("option") or record["modelled"].get("device"))
-               for label, record in stored.profiles.items()
-               if isinstance(record.get("modelled"), Mapping) and "modelled" not in records.get(label, {"modelled": 1})}
+    dropped = _device_options(stored, {label for label, record in records.items() if "modelled" not in record})
     if not dropped:
         return ""
-    devices = " / ".join(sorted(dropped))
-    return (f"{MODELLED_NOT_KEPT} on {devices}: this update modelled no device; record it again with "
-            f"--sme2-device {shlex.quote(sorted(dropped)[0])} to keep it")
+    return (f"{MODELLED_NOT_KEPT} on {' / '.join(dropped)}: this update modelled no device; record it again with "
+            f"--sme2-device {shlex.quote(dropped[0])} to keep it")
 
 
 MODELLED_NOT_KEPT = "its modelled device time was not kept"  # the terminal shows written files with this note
@@ -361,15 +348,24 @@ MODELLED_NOT_KEPT = "its modelled device time was not kept"  # the terminal show
 PROVENANCE_POINTERS = ("model_files", "inputs")
 
 
-def _without_pointers(data: dict[str, Any]) -> dict[str, Any]:
-    """A baseline file's content as ``_unchanged`` compares it: no recording time, no provenance pointers."""
+def _without_pointers(data: dict[str, Any], unpriced: Collection[str] = ()) -> dict[str, Any]:
+    """A baseline file's content as ``_unchanged`` compares it: no recording time, no provenance pointers, no
+    --sme2-device spelling of its modelled time (the same device file named by another path prices the same, and
+    must not rewrite every baseline: a review), and no modelled time at all for the records in ``unpriced``."""
     profiles = data.get("profiles")
     if isinstance(profiles, dict):
-        profiles = {label: ({**record, "provenance": {k: v for k, v in record["provenance"].items()
-                                                       if k not in PROVENANCE_POINTERS}}
-                            if isinstance(record, dict) and isinstance(record.get("provenance"), dict) else record)
+        profiles = {label: _record_without_pointers(record, label in unpriced) if isinstance(record, dict) else record
                     for label, record in profiles.items()}
     return {**data, "recorded": None, "profiles": profiles}
+
+
+def _record_without_pointers(record: dict[str, Any], unpriced: bool) -> dict[str, Any]:
+    out = {k: v for k, v in record.items() if not (unpriced and k == "modelled")}
+    if isinstance(out.get("provenance"), dict):
+        out["provenance"] = {k: v for k, v in out["provenance"].items() if k not in PROVENANCE_POINTERS}
+    if isinstance(out.get("modelled"), dict):
+        out["modelled"] = {k: v for k, v in out["modelled"].items() if k != "option"}
+    return out
 
 
 @dataclass

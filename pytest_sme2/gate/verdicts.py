@@ -865,6 +865,12 @@ NO_DEVICE_THIS_SESSION = "this session models no device"
 _JUDGE_WITH = re.compile(NO_DEVICE_THIS_SESSION + r" \(.*; set --sme2-device (.+) to judge it\)")
 
 
+def device_option(modelled: Mapping[str, Any]) -> str:
+    """The --sme2-device value a record's modelled time was priced with: its ``option``, or its device's name in
+    records written before options were kept."""
+    return str(modelled.get("option") or modelled.get("device"))
+
+
 def device_to_judge_with(line: str) -> str | None:
     """The --sme2-device value a verdict line skipped for :data:`NO_DEVICE_THIS_SESSION` advises (None: another
     line): the one reader of the text modelled_verdicts writes."""
@@ -890,7 +896,7 @@ def modelled_verdicts(label: str, current: Mapping[str, Any], baseline: Mapping[
         return [Verdict("modelled", SKIPPED, label, f"{MODELLED_NOT_JUDGED}: {why}")]
 
     def option(side: Mapping[str, Any]) -> str:
-        return shlex.quote(str(side.get("option") or side.get("device")))
+        return shlex.quote(device_option(side))
 
     record_again = f"record the baseline again with --sme2-update-baselines --sme2-device {option(now or then)}"
     if not now or not then:
