@@ -236,7 +236,7 @@ def time_text(ms: float) -> str:
     """A modelled time to four significant digits in the unit that shows them (ms, us or ns): a batch-1 layer is
     tens of nanoseconds, and "0.000 ms off, 0.000 ms on" showed nothing (a model author's trial). The one format
     of modelled time in messages, verdicts and reports."""
-    if ms != ms or ms in (float("inf"), float("-inf")):
+    if not math.isfinite(ms):
         return f"{ms} ms"
     size = abs(ms)
     if size == 0:
