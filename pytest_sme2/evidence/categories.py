@@ -156,6 +156,10 @@ _ATEN_OPS: dict[str, Category] = {
     "pixel_shuffle": Category.DATA_MOVEMENT,
     "pixel_unshuffle": Category.DATA_MOVEMENT,
     "index": Category.DATA_MOVEMENT,
+    # A KV cache written in place (the reference attention's cache update): moving keys and values.
+    "index_put": Category.DATA_MOVEMENT,
+    "index_put_": Category.DATA_MOVEMENT,
+    "index_copy": Category.DATA_MOVEMENT,
     "index_select": Category.DATA_MOVEMENT,
     "gather": Category.DATA_MOVEMENT,
     "embedding": Category.DATA_MOVEMENT,
@@ -226,6 +230,26 @@ _ATEN_OPS: dict[str, Category] = {
     "arange": Category.OTHER,
 }
 
+# Kernels of custom operator libraries, which the runtime names ``namespace::op.overload`` (not
+# ``native_call_...``): ExecuTorch's LLM ops (kernel_libraries.py says where their kernels come from).
+_CUSTOM_OPS: dict[str, Category] = {
+    # Writing a step's keys and values into the KV cache: data movement, and in decode where time goes.
+    "llama::update_cache": Category.DATA_MOVEMENT,
+    "llama::update_cross_attn_cache": Category.DATA_MOVEMENT,
+    # Attention: two batched matrix products around a softmax, outside XNNPACK (no SME kernel takes them).
+    "llama::custom_sdpa": Category.GEMM,
+    "llama::sdpa_with_kv_cache": Category.GEMM,
+    "llama::custom_quantized_sdpa": Category.GEMM,
+    "quantized_decomposed::quantize_per_tensor": Category.DATA_MOVEMENT,
+    "quantized_decomposed::dequantize_per_tensor": Category.DATA_MOVEMENT,
+    "quantized_decomposed::quantize_per_token": Category.DATA_MOVEMENT,
+    "quantized_decomposed::dequantize_per_token": Category.DATA_MOVEMENT,
+    "quantized_decomposed::choose_qparams_per_token_asymmetric": Category.DATA_MOVEMENT,
+    "quantized_decomposed::embedding_byte": Category.DATA_MOVEMENT,
+    "quantized_decomposed::embedding_4bit": Category.DATA_MOVEMENT,
+}
+_CUSTOM_NAME = re.compile(r"^(?P<kind>[A-Za-z_][A-Za-z0-9_]*::[A-Za-z_][A-Za-z0-9_]*)(?:\.[A-Za-z0-9_]*)?$")
+
 _PORTABLE_PREFIX = "native_call_"
 # "Kind (FORMATS) kernel #N"; the format list and the kernel are optional.
 _XNNPACK_NAME = re.compile(r"^(?P<kind>[^()]+?)\s*(?:\((?P<formats>[^)]*)\)\s*(?P<kernel>[^()]*))?$")
@@ -262,6 +286,10 @@ def classify(name: str) -> OpClass:
         op = name[len(_PORTABLE_PREFIX):].split(".", 1)[0]
         category = _ATEN_OPS.get(op)
         return OpClass(op, category or Category.OTHER, (), "", True, False, category is not None)
+    custom = _CUSTOM_NAME.match(name.strip())
+    if custom:  # a custom library's kernel, outside any delegate like a portable one
+        category = _CUSTOM_OPS.get(custom["kind"])
+        return OpClass(custom["kind"], category or Category.OTHER, (), "", True, False, category is not None)
     match = _XNNPACK_NAME.match(strip_instance(name.strip()))
     if not match:
         return OpClass(name, Category.OTHER, (), "", False, False, False)

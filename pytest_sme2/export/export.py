@@ -185,9 +185,16 @@ def trace(model: Model, recipe: Recipe) -> Traced:
             # A model without get_calibration_inputs() is calibrated on its example inputs (README 'Onboard your own model').
             stage.name = "getting calibration inputs"
             calibration = model.get_calibration_inputs() or [inputs]
+        stage.name = "getting dynamic shapes"
+        dynamic_shapes = model.get_dynamic_shapes()
         stage.name = "torch.export"
+        # For inference: no autograd state (a KV cache written in place under autograd stops torch.export with
+        # "a leaf Variable that requires grad is being used in an in-place operation"), as ExecuTorch's own LLM
+        # export does.
+        eager.requires_grad_(False)
         try:
-            program = torch.export.export(eager, inputs)
+            with torch.no_grad():
+                program = torch.export.export(eager, inputs, dynamic_shapes=dynamic_shapes)
         except Exception:
             # A forward that fails by itself is the model author's to fix, not an export problem: say so.
             stage.name = "running the eager model"
@@ -446,7 +453,7 @@ def _lower_into(model: Model, recipe: Recipe, traced: Traced, out: Path) -> dict
         exported = traced.program
         if recipe.dtype == "int8":
             stage.name = f"int8 {recipe.quant} quantisation"
-            exported = _quantize(recipe, exported, inputs, traced.calibration)
+            exported = _quantize(recipe, exported, inputs, traced.calibration, model.get_dynamic_shapes())
             # The reference of an int8 program is the quantized model in PyTorch eager
             # (quantize/dequantize simulated in float), not the float model: that is what
             # the runtime must reproduce, so output checks can use tight tolerances.
@@ -522,7 +529,8 @@ def _where_in_model(exc: BaseException, model: Model) -> str:
     return where_in_author_code(exc, model.source_path.parent if model.source_path else None)
 
 
-def _quantize(recipe: Recipe, exported, inputs: tuple, calibration: list[tuple] | None):  # noqa: ANN001,ANN202
+def _quantize(recipe: Recipe, exported, inputs: tuple, calibration: list[tuple] | None,  # noqa: ANN001,ANN202
+              dynamic_shapes: Any = None):
     """PT2E quantisation of the stage-1 program. Static mode observes activation ranges on the calibration
     samples the cache key was computed from; dynamic mode needs one pass only."""
     import torch
@@ -539,7 +547,8 @@ def _quantize(recipe: Recipe, exported, inputs: tuple, calibration: list[tuple] 
         for sample in calibration or [inputs]:
             prepared(*sample)
     converted = convert_pt2e(prepared)
-    return torch.export.export(converted, inputs)
+    with torch.no_grad():
+        return torch.export.export(converted, inputs, dynamic_shapes=dynamic_shapes)
 
 
 def _delegation_record(graph_module) -> dict[str, Any]:  # noqa: ANN001

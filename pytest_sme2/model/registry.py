@@ -5,6 +5,7 @@ A model is any module (a file or an importable module) that defines::
     def get_eager_model() -> torch.nn.Module
     def get_example_inputs() -> tuple[torch.Tensor, ...]
     def get_calibration_inputs() -> list[tuple[torch.Tensor, ...]]   # optional, int8 static
+    def get_dynamic_shapes() -> tuple | dict                          # optional, torch.export's dynamic_shapes
 
 and is registered under a name: every ``*.py`` of a directory listed in the
 ``sme2_model_dirs`` ini setting (name = file stem), a ``name = target`` line of
@@ -41,7 +42,7 @@ from typing import Callable
 from pytest_sme2.errors import ModelDefinitionError, UnknownModelError
 
 REQUIRED = ("get_eager_model", "get_example_inputs")
-OPTIONAL = ("get_calibration_inputs",)
+OPTIONAL = ("get_calibration_inputs", "get_dynamic_shapes")
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,12 @@ class Model:
         if fn is None:
             return None
         return [tuple(s) if isinstance(s, (list, tuple)) else (s,) for s in fn()]
+
+    def get_dynamic_shapes(self) -> "tuple | dict | None":
+        """torch.export's ``dynamic_shapes`` for the example inputs (e.g. a sequence length from 1 to the context
+        length), or None: a program whose inputs may change size between calls, as a language model's do."""
+        fn: Callable | None = getattr(self.module, "get_dynamic_shapes", None)
+        return None if fn is None else fn()
 
 
 class ModelRegistry:

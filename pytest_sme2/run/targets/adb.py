@@ -32,6 +32,7 @@ from typing import IO, TYPE_CHECKING, Any
 from pytest_sme2.errors import EtdumpError, RunnerError, UsageError
 from pytest_sme2.run.cpu import parse_proc_cpuinfo
 from pytest_sme2.run.device_state import cores_of_mask
+from pytest_sme2.run.kernel_libraries import raise_if_missing_kernels
 from pytest_sme2.run.native.tensorfile import torch_inputs_to_file
 from pytest_sme2.run.targets.base import (
     DEFAULT_TIMEOUT_S,
@@ -452,6 +453,7 @@ class AdbTarget:
                 code = self._stream(command, out, err, spec, run_dir, shown, log)
             if code != 0:
                 # 126/127: the shell could not execute it; SIGSYS: seccomp refused a system call
+                raise_if_missing_kernels(log, pte, self.info.name)
                 advice = _START_ADVICE if code in (126, 127, 128 + signal.SIGSYS) else usage_advice(code, log)
                 raise RunnerError(f"`{shown}` exited with status {code}{_signal_note(code)} on "
                                   f"{self.facts.described}; log kept at {log}{advice}. Last lines:\n{tail(log)}")

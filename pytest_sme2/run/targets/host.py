@@ -27,6 +27,7 @@ import numpy as np
 
 from pytest_sme2.errors import ProgramError, RunnerError, UsageError
 from pytest_sme2.run.cpu import CpuInfo, host_cpu
+from pytest_sme2.run.kernel_libraries import binding_libraries, raise_if_missing_kernels
 from pytest_sme2.run.targets.base import (
     OUTPUTS,
     RUNNER_LOG,
@@ -260,6 +261,7 @@ class HostTarget:
             "timed_name": TIMED_ETDUMP,
             "outputs_name": OUTPUTS,
             "reference": str(reference) if reference is not None else None,
+            "kernel_libraries": binding_libraries(pte),
         }
         log_path = out_dir / RUNNER_LOG
         command = f"host worker: run {pte} (threads={spec.threads}, warmup={spec.warmup}, runs={spec.runs})"
@@ -298,6 +300,7 @@ class HostTarget:
         if not answer["ok"]:
             message = f"{answer['error']}\nruntime log ({log_path}):\n{_tail(log)}"
             if answer.get("kind") == "program":
+                raise_if_missing_kernels(log_path, pte, self.info.name, binding=True)
                 raise ProgramError(message)
             raise RunnerError(f"{command} failed: {message}")
         return RunResult(

@@ -44,6 +44,18 @@ def runtime_binding() -> Any:
     return portable_lib
 
 
+def _load_kernel_libraries(paths: list[str], state: dict[str, Any]) -> None:
+    """Register the kernels of operators the binding lacks (kernel_libraries.py), once per worker: each library
+    registers its ExecuTorch kernels in the runtime the binding shares, and its ops with torch, when loaded."""
+    import torch
+
+    loaded = state.setdefault("kernel_libraries", set())
+    for path in paths:
+        if path not in loaded:
+            torch.ops.load_library(path)
+            loaded.add(path)
+
+
 def _run(request: dict[str, Any], state: dict[str, Any],
          progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     import torch
@@ -56,6 +68,7 @@ def _run(request: dict[str, Any], state: dict[str, Any],
         portable_lib._unsafe_reset_threadpool(threads)
         state["threads"] = threads
     out_dir = request["out_dir"]
+    _load_kernel_libraries(request.get("kernel_libraries") or [], state)
     module = portable_lib._load_for_executorch(
         request["pte"], enable_etdump=bool(request["etdump"]), debug_buffer_size=0
     )

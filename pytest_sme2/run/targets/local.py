@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from pytest_sme2.errors import RunnerError, UsageError
 from pytest_sme2.run.cpu import CpuInfo, host_cpu
+from pytest_sme2.run.kernel_libraries import raise_if_missing_kernels
 from pytest_sme2.run.native.tensorfile import torch_inputs_to_file
 from pytest_sme2.run.targets.base import (
     EMULATED_TIMING,
@@ -104,6 +105,7 @@ def run_runner_process(prefix: list[str], binary: Path, env: dict[str, str], pte
     timed, warmup = out_dir / TIMED_ETDUMP, out_dir / WARMUP_ETDUMP
     inputs_file = None if inputs is None else torch_inputs_to_file(inputs, out_dir / INPUTS_FILE)
     cwd = None
+    program_name = Path(pte).name  # before fixed_layout renames it: what the user's errors name
     if fixed_layout:
         cwd = out_dir
         binary = Path(".") / _link(out_dir / "runner", binary).name
@@ -135,6 +137,7 @@ def run_runner_process(prefix: list[str], binary: Path, env: dict[str, str], pte
                 f"is that slow. Log: {log}\n{_tail(log)}"
             ) from None
     if code != 0:
+        raise_if_missing_kernels(log, program_name, info.name)
         raise RunnerError(f"`{shown}` {_exit_description(code)}{usage_advice(code, log)}; log kept at {log}. Last "
                           f"lines:\n{_tail(log)}")
     answer = read_result(stdout_path, shown, str(binary))

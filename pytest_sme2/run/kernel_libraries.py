@@ -1,0 +1,125 @@
+"""Which library provides an operator's kernel, and what a target says when a program needs one it lacks.
+
+A program names its operators (``llama::custom_sdpa.out``); the runtime looks each up in its kernel registry
+when a method loads and otherwise stops with ``Missing operator``. The kernels of ExecuTorch's own LLM ops
+(``llama::custom_sdpa``, ``llama::update_cache``, ...) ship in one file of the executorch wheel,
+``extension/llm/custom_ops/libcustom_ops_aot_lib.so``, which registers them when it is loaded. The same file
+registers the ops with PyTorch, so it links libtorch and torch's Python module: the Python binding (host target)
+loads it beside torch with no step from the user; a runner binary cannot load it without torch's libraries for
+its own architecture (on aarch64 PyPI's torch 2.13 is a CUDA build: libtorch_cpu alone is 267 MB and needs the
+CUDA runtime), so there a program with these ops is refused with the operator, the target and the way out in
+the error's first line, never run without them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from pytest_sme2.errors import RunnerError
+
+
+@dataclass(frozen=True)
+class KernelProvider:
+    """The library that registers the kernels of one operator namespace."""
+
+    namespace: str  # "llama" for llama::custom_sdpa.out
+    name: str  # what a user knows it as
+    library: str  # the file, relative to the executorch package
+    # Why a runner-binary target lacks them and what its user can do (the host target loads the library itself).
+    runner_advice: str
+
+PROVIDERS: tuple[KernelProvider, ...] = (
+    KernelProvider(
+        "llama", "ExecuTorch's LLM custom ops (executorch.extension.llm.custom_ops)",
+        "extension/llm/custom_ops/libcustom_ops_aot_lib.so",
+        "which a runner binary cannot load (it links PyTorch and torch's Python module); run the program on the "
+        "host target (--sme2-target=host), whose ExecuTorch Python binding loads that library beside torch, or, "
+        "to gate it on this target, export the attention without the custom ops (ExecuTorch's LLM export with "
+        "model.use_sdpa_with_kv_cache=False)",
+    ),
+    KernelProvider(
+        "quantized_decomposed", "ExecuTorch's quantized kernels (executorch.kernels.quantized)",
+        "kernels/quantized/libquantized_ops_aot_lib.so",
+        "which pytest-sme2's runner links: a runner without them is not pytest-sme2's (rebuild it with "
+        "`pytest-sme2 build-runner`), or run the program on the host target (--sme2-target=host)",
+    ),
+)
+
+# ExecuTorch's method loader: "Missing operator: [10] llama::custom_sdpa.out" (one line per instruction).
+_MISSING = re.compile(r"Missing operator: \[\d+\] ([A-Za-z0-9_]+::[A-Za-z0-9_]+(?:\.[A-Za-z0-9_]*)?)")
+
+
+class MissingKernelError(RunnerError):
+    """A program needs operators whose kernels the target's runtime does not have; names them and the fix."""
+
+
+def provider_of(operator: str) -> KernelProvider | None:
+    namespace = operator.split("::", 1)[0]
+    return next((p for p in PROVIDERS if p.namespace == namespace), None)
+
+
+def missing_operators(log_text: str) -> list[str]:
+    """The operators a runtime log says it has no kernel for, each once, in the order the log names them."""
+    return list(dict.fromkeys(_MISSING.findall(log_text)))
+
+
+def missing_kernel_error(operators: list[str], pte: str | Path, target: str, log: str | Path,
+                         binding: bool = False) -> MissingKernelError:
+    """The error whose first line names the operators, the target and what provides their kernels.
+
+    ``binding``: the target runs ExecuTorch's Python binding, which loads the known libraries itself, so a
+    known library missing there means the installed executorch package lacks it.
+    """
+    names = ", ".join(operators)
+    providers = list(dict.fromkeys(p for p in map(provider_of, operators) if p is not None))
+    if not providers:
+        where = ("no kernel library pytest-sme2 knows registers them: run the program with a runtime that links "
+                 "the library registering them (on the local target a user's own runner build: --sme2-runner), or export without "
+                 "them")
+    elif binding:
+        where = "; ".join(f"their kernels ship in {p.name} ({p.library} of the executorch package), which the "
+                          "installed executorch package lacks: reinstall executorch==1.5.1" for p in providers)
+    else:
+        where = "; ".join(f"their kernels ship in {p.name} ({p.library} of the executorch package), "
+                          f"{p.runner_advice}" for p in providers)
+    return MissingKernelError(f"{Path(pte).name} needs operator(s) {names}, which the {target} target's runtime "
+                              f"has no kernel for: {where}. Log: {log}")
+
+
+def _named_namespaces(pte: Path) -> set[str]:
+    """The known providers' namespaces whose ``namespace::`` the program's flatbuffer holds (operator names live
+    there; constants and delegate blobs in the segments after it are not searched). A byte search, not a parse:
+    ExecuTorch's own reader converts the whole flatbuffer to JSON with flatc and needs ``executorch.exir``, seconds
+    per program; a false match only loads a library the program does not need."""
+    data = pte.read_bytes()
+    if data[8:12] == b"eh00":  # the extended header says where the flatbuffer ends
+        program_size = int.from_bytes(data[16:24], "little")
+        data = data[:program_size] if 0 < program_size <= len(data) else data
+    return {p.namespace for p in PROVIDERS if p.namespace.encode() + b"::" in data}
+
+
+def binding_libraries(pte: str | Path) -> list[str]:
+    """Kernel libraries the Python binding loads before this program: those of the providers whose operators it
+    names that the installed executorch package ships (a missing one is left to the runtime's own error)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("executorch")
+    roots = list(spec.submodule_search_locations or []) if spec is not None else []
+    if not roots:
+        return []
+    namespaces = _named_namespaces(Path(pte))
+    files = (Path(roots[0]) / p.library for p in PROVIDERS if p.namespace in namespaces)
+    return [str(f) for f in files if f.is_file()]
+
+
+def raise_if_missing_kernels(log: Path, pte: str | Path, target: str, binding: bool = False) -> None:
+    """Raise MissingKernelError when a failed run's log says the runtime lacked operators' kernels."""
+    try:
+        text = Path(log).read_text(errors="replace")
+    except OSError:
+        return
+    operators = missing_operators(text)
+    if operators:
+        raise missing_kernel_error(operators, pte, target, log, binding=binding)

@@ -1,0 +1,112 @@
+"""Programs with ExecuTorch's LLM custom ops (llama::custom_sdpa, llama::update_cache): where their kernels come
+from, and what each target does with such a program.
+
+Real export of the bundled tiny_llama (ExecuTorch's own Llama with its source transformations), real runtime on
+the host target; on the emulated target the real runner's own refusal, named.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+from pytest_sme2 import Recipe, assert_outputs_match
+from pytest_sme2.measure.runner import Runner
+from pytest_sme2.measure.session import Settings, Sme2Session
+from pytest_sme2.run import emulation_setup
+from pytest_sme2.run.kernel_libraries import (
+    MissingKernelError,
+    binding_libraries,
+    missing_kernel_error,
+    missing_operators,
+)
+from pytest_sme2.run.targets import RunSpec
+
+# What the aarch64 runner's log held for tiny_llama (executorch 1.5.1's method loader, copied from a real run).
+RUNNER_LOG = """I 00:00:00.071039 executorch:operator_registry.cpp:278] ]
+E 00:00:00.098658 executorch:method.cpp:822] Missing operator: [8] llama::update_cache.out
+E 00:00:00.099070 executorch:method.cpp:822] Missing operator: [8] llama::update_cache.out
+E 00:00:00.099305 executorch:method.cpp:822] Missing operator: [10] llama::custom_sdpa.out
+E 00:00:00.100173 executorch:method.cpp:1128] There are 6 instructions don't have corresponding operator registered.
+sme2_runner: cannot load method 'forward' of program.pte (error 0x14)
+"""
+
+
+def test_missing_operators_are_read_once_each_in_log_order() -> None:
+    assert missing_operators(RUNNER_LOG) == ["llama::update_cache.out", "llama::custom_sdpa.out"]
+    assert missing_operators("sme2_runner: cannot open program.pte") == []
+
+
+def test_the_first_line_names_operators_target_and_where_the_kernels_are() -> None:
+    error = missing_kernel_error(["llama::custom_sdpa.out"], "model.pte", "emulated", "/x/runner.log")
+    first = str(error).splitlines()[0]
+    assert first.startswith("model.pte needs operator(s) llama::custom_sdpa.out, which the emulated target's")
+    assert "libcustom_ops_aot_lib.so" in first and "--sme2-target=host" in first
+    assert "use_sdpa_with_kv_cache=False" in first
+
+
+def test_an_operator_no_known_library_provides_is_said_so() -> None:
+    first = str(missing_kernel_error(["mylib::fused.out"], "m.pte", "local", "log")).splitlines()[0]
+    assert "no kernel library pytest-sme2 knows registers them" in first and "mylib::fused.out" in first
+
+
+def _program(path: Path, flatbuffer: bytes, segments: bytes) -> Path:
+    """A file laid out like a .pte: 8 bytes, the extended header ("eh00", length, program size), then data."""
+    header = b"\0\0\0\0ET12" + b"eh00" + (32).to_bytes(4, "little")
+    size = 40 + len(flatbuffer)
+    header += size.to_bytes(8, "little") + size.to_bytes(8, "little") + len(segments).to_bytes(8, "little")
+    path.write_bytes(header + flatbuffer + segments)
+    return path
+
+
+def test_binding_loads_the_llm_library_only_for_programs_naming_its_ops(tmp_path: Path) -> None:
+    named = _program(tmp_path / "named.pte", b"....llama::custom_sdpa....", b"")
+    assert [Path(p).name for p in binding_libraries(named)] == ["libcustom_ops_aot_lib.so"]
+    # The same bytes in the segments (constants, delegate blobs) are data, not an operator name.
+    in_data = _program(tmp_path / "data.pte", b"....aten::mm....", b"llama::custom_sdpa")
+    assert binding_libraries(in_data) == []
+
+
+@pytest.fixture(scope="module")
+def llm_session(tmp_path_factory: pytest.TempPathFactory, shared_export_cache: Path):  # noqa: ANN201
+    def start(target: str) -> Sme2Session:
+        root = tmp_path_factory.mktemp(f"llm-{target}")
+        session = Sme2Session(Settings(target=target, cache_dir=shared_export_cache, session_dir=root / "run"))
+        session.registry.register_dir(REPO / "models")
+        sessions.append(session)
+        return session
+
+    sessions: list[Sme2Session] = []
+    yield start
+    for session in sessions:
+        session.close()
+
+
+def test_host_target_runs_executorch_llm_custom_ops(llm_session) -> None:  # noqa: ANN001
+    """No step from the user: the host worker loads ExecuTorch's LLM kernel library because the program names its
+    ops; the runs match PyTorch eager, and the custom kernels show as non-delegated operators in their categories."""
+    session = llm_session("host")
+    exported = session.export("tiny_llama", Recipe())
+    profile = Runner(session, RunSpec(runs=3, warmup=1), session.test_dir("tiny-llama-host")).profile(exported)
+    assert_outputs_match(profile, exported)
+    portable = dict(zip(profile.portable_ops["kind"], profile.portable_ops["category"]))
+    # Two layers: one cache update of keys and values each, one attention per layer.
+    assert portable["llama::custom_sdpa"] == "GEMM"
+    assert portable["llama::update_cache"] == "DATA_MOVEMENT"
+    counts = dict(zip(profile.portable_ops["kind"], profile.portable_ops["count"]))  # instances in the program
+    assert counts["llama::custom_sdpa"] == 2 and counts["llama::update_cache"] == 4
+    assert "llama::custom_sdpa" not in profile.unclassified_ops
+
+
+@pytest.mark.skipif(not emulation_setup.status().ready, reason="emulated target not ready")
+def test_emulated_target_names_the_missing_kernels_first(llm_session) -> None:  # noqa: ANN001
+    session = llm_session("emulated")
+    exported = session.export("tiny_llama", Recipe())
+    with pytest.raises(MissingKernelError) as caught:
+        Runner(session, RunSpec(runs=1, warmup=0), session.test_dir("tiny-llama-emulated")).profile(exported)
+    first = str(caught.value).splitlines()[0]
+    assert "llama::update_cache.out, llama::custom_sdpa.out" in first
+    assert "the emulated target's runtime has no kernel for" in first
+    assert first.startswith("tiny_llama") and "program.pte" not in first  # not the runner's fixed-layout link
