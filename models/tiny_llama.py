@@ -1,60 +1,14 @@
-"""A tiny Llama as ExecuTorch ships language models: ExecuTorch's own Llama definition
-(executorch.examples.models.llama) with its source transformations for XNNPACK, the custom SDPA op
-(``llama::custom_sdpa``) and the custom KV-cache update (``llama::update_cache``), a KV cache carried
-between calls in the program's mutable buffers, and ``forward(tokens, input_pos)`` with a dynamic number of
-tokens.
+"""A tiny Llama exported as ExecuTorch ships LLMs for XNNPACK: ExecuTorch's Llama definition with its custom SDPA
+(``llama::custom_sdpa``) and KV-cache update (``llama::update_cache``) ops, a dynamic number of tokens per call.
 
-Random weights (seeded): the graph, not the text, is what the gate measures. Two layers of width 64 export
-in seconds and count in seconds under emulation. The example inputs are a prefill of PREFILL tokens at
-position 0; the KV cache's first call fills it.
+Its custom kernels load in ExecuTorch's Python binding (the host target); runner binaries have none
+(pytest_sme2/run/kernel_libraries.py says why): gate it on the emulated target as tiny_llama_portable.
 """
 
-import torch
-from torch import nn
+from ._llama import PREFILL, SHAPE, build, get_dynamic_shapes, get_example_inputs  # noqa: F401
 
-DESCRIPTION = "Llama (ExecuTorch's definition): 2 layers, d=64, 4 heads (2 KV), vocab 256, custom SDPA + KV cache"
-
-DIM, LAYERS, HEADS, KV_HEADS, VOCAB, MAX_LEN, PREFILL = 64, 2, 4, 2, 256, 64, 8
+DESCRIPTION = f"Llama (ExecuTorch's definition, custom SDPA + KV-cache ops): {SHAPE}"
 
 
-class TokensAndPosition(nn.Module):
-    """``forward(tokens, input_pos)`` over ExecuTorch's Transformer, whose forward takes the position in a dict:
-    the signature ExecuTorch's llama runner calls."""
-
-    def __init__(self, transformer: nn.Module) -> None:
-        super().__init__()
-        self.transformer = transformer
-
-    def forward(self, tokens: torch.Tensor, input_pos: torch.Tensor) -> torch.Tensor:
-        return self.transformer(tokens, {"input_pos": input_pos})
-
-
-def get_eager_model() -> nn.Module:
-    from executorch.examples.models.llama.llama_transformer import construct_transformer
-    from executorch.examples.models.llama.model_args import ModelArgs
-    from executorch.examples.models.llama.source_transformation.custom_kv_cache import (
-        replace_kv_cache_with_custom_kv_cache,
-    )
-    from executorch.examples.models.llama.source_transformation.sdpa import replace_sdpa_with_custom_op
-
-    args = ModelArgs(dim=DIM, n_layers=LAYERS, n_heads=HEADS, n_kv_heads=KV_HEADS, vocab_size=VOCAB,
-                     multiple_of=32, max_seq_len=MAX_LEN, max_context_len=MAX_LEN, use_kv_cache=True,
-                     use_sdpa_with_kv_cache_op=True, enable_dynamic_shape=True)
-    with torch.random.fork_rng():
-        torch.manual_seed(0)
-        transformer = construct_transformer(args).eval()
-    transformer = replace_kv_cache_with_custom_kv_cache(transformer)
-    transformer = replace_sdpa_with_custom_op(transformer)
-    return TokensAndPosition(transformer).eval()
-
-
-def get_example_inputs() -> tuple[torch.Tensor, ...]:
-    tokens = torch.randint(0, VOCAB, (1, PREFILL), generator=torch.Generator().manual_seed(1), dtype=torch.long)
-    return (tokens, torch.tensor([0], dtype=torch.long))
-
-
-def get_dynamic_shapes() -> tuple:
-    """Any number of tokens per call, 1 (a decode step) up to the context length (a prefill), as ExecuTorch's LLM
-    export makes it: one program serves both phases."""
-    seq = torch.export.Dim("seq_len", min=1, max=MAX_LEN - 1)
-    return ({1: seq}, None)
+def get_eager_model():  # noqa: ANN201 - torch type
+    return build(custom_ops=True)

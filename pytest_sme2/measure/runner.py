@@ -28,6 +28,7 @@ from pytest_sme2.measure.session import Sme2Session, copy_artifact, kit_variant
 from pytest_sme2.model.registry import source_files
 from pytest_sme2.profile import stats
 from pytest_sme2.profile.profile import Profile, emulated_timing_skip
+from pytest_sme2.run.call_plan import PLAN_FILE, CallPlan
 from pytest_sme2.run.device_state import cores_of_mask, wait_for_cooldown
 from pytest_sme2.run.targets import RunResult, RunSpec
 from pytest_sme2.run.targets.base import RUN_FACTS
@@ -73,6 +74,11 @@ class Runner:
     test_dir: Path
     test_id: str = ""
     _calls: list[int] = field(default_factory=lambda: [0])
+    # What each process calls (call_plan.py), when not the export's example inputs once per run: a language
+    # model's prefill, or its decode steps after a prefill (llm.py); ``phase`` names it in the variant's label,
+    # so each phase has its own baseline.
+    plan: CallPlan | None = None
+    phase: str = ""
 
     @property
     def replicas(self) -> int:
@@ -86,7 +92,8 @@ class Runner:
         "adb:SERIAL"), so a baseline recorded on one phone serves every phone with the same
         fingerprint (model, SoC); the serial stays in the profile's target metadata."""
         kind = self.session.target.info.name.split(":")[0]
-        return f"{kind} {self.spec.sme2_label} threads={self.spec.threads}"
+        phase = f" {self.phase}" if self.phase else ""
+        return f"{kind} {self.spec.sme2_label} threads={self.spec.threads}{phase}"
 
     def _run(self, pte: "ExportedModel | str | Path", etdump: bool,
              sampler: "Sampler | None" = None) -> tuple[RunResult, dict[str, Any]]:
@@ -108,6 +115,9 @@ class Runner:
             inputs = None
             identity = {"model": program.stem, "recipe": "external", "delegation": None, "etrecord": None,
                         "export": {"pte_sha256": file_sha256(program), **tool_versions()}}
+        if self.plan is not None:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            inputs = self.plan.save(out_dir / PLAN_FILE)
         check_program(program)
         identity["pte"] = str(program)
         identity["inputs"] = str(inputs) if inputs is not None else None

@@ -7,6 +7,12 @@
 // line "PYTEST_SME2_RESULT {json}" on stdout; errors go to stderr with a
 // non-zero exit status (2 usage, 3 load, 4 inputs, 5 run, 6 output).
 // --version prints "pytest-sme2 runner executorch=<version it was built against>".
+// --method=NAME runs that method of the program (default forward); --warmup_method=NAME the warmup runs' method
+// (default: --method). --inputs_per_call=N splits the inputs file into calls of N tensors each, timed run i
+// taking call i modulo their number (0, the default: the whole file is one call), so a sequence of calls with
+// state carried between them (a language model's decode steps at successive positions over its KV cache) runs
+// in one process; --warmup_inputs_path=FILE gives the warmup runs their own calls (a prefill that fills the
+// cache before timed decode steps), split the same way (default: the inputs file).
 // --reference_path=PTE runs one inference of that program right before each
 // timed (and warmup) inference and reports its times as "reference_ms": the
 // baseline gate divides by it so drift of the whole machine cancels
@@ -68,6 +74,10 @@ struct Options {
   std::string etdump_path;
   std::string warmup_etdump_path;
   std::string inputs_path;
+  std::string warmup_inputs_path;  // the warmup runs' calls (default: inputs_path)
+  std::string method = "forward";
+  std::string warmup_method;  // default: method
+  long inputs_per_call = 0;  // 0: the whole inputs file is one call
   std::string outputs_path;
   std::string reference_path;  // program run before each inference, timed apart (relative latency)
   std::string maps_path;  // copy of /proc/self/maps at exit: where each library was loaded (kernel traces)
@@ -114,6 +124,10 @@ Options parse(int argc, char** argv) {
     if (take(arg, "etdump_path", &o.etdump_path)) continue;
     if (take(arg, "warmup_etdump_path", &o.warmup_etdump_path)) continue;
     if (take(arg, "inputs_path", &o.inputs_path)) continue;
+    if (take(arg, "warmup_inputs_path", &o.warmup_inputs_path)) continue;
+    if (take(arg, "method", &o.method)) continue;
+    if (take(arg, "warmup_method", &o.warmup_method)) continue;
+    if (take(arg, "inputs_per_call", &v)) { o.inputs_per_call = to_long("inputs_per_call", v); continue; }
     if (take(arg, "outputs_path", &o.outputs_path)) continue;
     if (take(arg, "maps_path", &o.maps_path)) continue;
     if (take(arg, "reference_path", &o.reference_path)) continue;
@@ -128,6 +142,9 @@ Options parse(int argc, char** argv) {
   if (o.warmup < 0) die(2, "--warmup must be >= 0");
   if (o.cpu_threads < 0) die(2, "--cpu_threads must be >= 0");
   if (o.startup_repeats < 1) die(2, "--startup_repeats must be >= 1");
+  if (o.inputs_per_call < 0) die(2, "--inputs_per_call must be >= 0");
+  if (o.method.empty()) die(2, "--method must name a method of the program");
+  if (o.warmup_method.empty()) o.warmup_method = o.method;
   return o;
 }
 
@@ -227,24 +244,43 @@ std::vector<TensorPtr> ones_inputs(const executorch::runtime::MethodMeta& meta, 
   return tensors;
 }
 
-void load_forward(Module& module, const std::string& path, const char* what) {
-  auto error = module.load_forward();
+void load_method(Module& module, const std::string& method, const std::string& path, const char* what) {
+  auto error = module.load_method(method);
   if (error != executorch::runtime::Error::Ok) {
     std::ostringstream m;
-    m << "cannot load method 'forward' of " << what << path << " (error 0x" << std::hex << static_cast<int>(error)
-      << ")";
+    m << "cannot load method '" << method << "' of " << what << path << " (error 0x" << std::hex
+      << static_cast<int>(error) << ")";
     die(3, m.str());
   }
 }
 
-std::vector<EValue> run_forward(Module& module, const std::vector<EValue>& inputs, const char* what) {
-  auto result = module.forward(inputs);
+std::vector<EValue> run_method(Module& module, const std::string& method, const std::vector<EValue>& inputs,
+                               const char* what) {
+  auto result = module.execute(method, inputs);
   if (!result.ok()) {
     std::ostringstream m;
-    m << what << "forward failed (error 0x" << std::hex << static_cast<int>(result.error()) << ")";
+    m << what << method << " failed (error 0x" << std::hex << static_cast<int>(result.error()) << ")";
     die(5, m.str());
   }
   return std::move(*result);
+}
+
+// The calls of an inputs file: its tensors in groups of per_call (0: one group of all), each checked against
+// the method's number of inputs.
+std::vector<std::vector<EValue>> calls_of(std::vector<TensorPtr>& tensors, long per_call, size_t num_inputs,
+                                          const std::string& path, const std::string& method) {
+  size_t group = per_call > 0 ? static_cast<size_t>(per_call) : tensors.size();
+  if (group != num_inputs || (group > 0 && tensors.size() % group != 0) || (group == 0 && num_inputs != 0)) {
+    die(4, "method '" + method + "' takes " + std::to_string(num_inputs) + " inputs per call; " + path + " has " +
+               std::to_string(tensors.size()) + " tensors in calls of " + std::to_string(group));
+  }
+  std::vector<std::vector<EValue>> calls;
+  if (group == 0) {
+    calls.emplace_back();
+    return calls;
+  }
+  for (size_t i = 0; i < tensors.size(); i += group) calls.emplace_back(tensors.begin() + i, tensors.begin() + i + group);
+  return calls;
 }
 
 }  // namespace
@@ -287,28 +323,35 @@ int main(int argc, char** argv) {
     if (reference) {
       reference->unload_forward();
       auto start = std::chrono::steady_clock::now();
-      load_forward(*reference, o.reference_path, "reference program ");
+      load_method(*reference, "forward", o.reference_path, "reference program ");
       auto end = std::chrono::steady_clock::now();
       reference_load_ms.push_back(std::chrono::duration<double, std::milli>(end - start).count());
     }
-    module.unload_forward();
-    load_forward(module, o.model_path, "");
+    module.unload_method(o.method);
+    load_method(module, o.method, o.model_path, "");
   };
   load_both();
-  auto meta = module.method_meta("forward");
-  if (!meta.ok()) die(3, "cannot read method metadata of " + o.model_path);
+  auto meta = module.method_meta(o.method);
+  if (!meta.ok()) die(3, "cannot read the metadata of method '" + o.method + "' of " + o.model_path);
+  if (o.warmup_method != o.method && o.warmup > 0) load_method(module, o.warmup_method, o.model_path, "");
+  auto warmup_meta = module.method_meta(o.warmup_method);
+  if (!warmup_meta.ok()) die(3, "cannot read the metadata of method '" + o.warmup_method + "' of " + o.model_path);
 
-  std::vector<TensorPtr> tensors;
-  if (!o.inputs_path.empty()) {
-    tensors = read_tensors(o.inputs_path);
-  } else {
-    tensors = ones_inputs(*meta, o.model_path);
+  std::vector<TensorPtr> tensors =
+      o.inputs_path.empty() ? ones_inputs(*meta, o.model_path) : read_tensors(o.inputs_path);
+  std::vector<std::vector<EValue>> calls =
+      calls_of(tensors, o.inputs_path.empty() ? 0 : o.inputs_per_call, meta->num_inputs(),
+               o.inputs_path.empty() ? "all-ones inputs" : o.inputs_path, o.method);
+  std::vector<TensorPtr> warmup_tensors;
+  std::vector<std::vector<EValue>> warmup_calls = calls;
+  if (!o.warmup_inputs_path.empty()) {
+    warmup_tensors = read_tensors(o.warmup_inputs_path);
+    warmup_calls = calls_of(warmup_tensors, o.inputs_per_call, warmup_meta->num_inputs(), o.warmup_inputs_path,
+                            o.warmup_method);
+  } else if (o.warmup_method != o.method) {
+    warmup_tensors = ones_inputs(*warmup_meta, o.model_path);
+    warmup_calls = calls_of(warmup_tensors, 0, warmup_meta->num_inputs(), "all-ones inputs", o.warmup_method);
   }
-  if (tensors.size() != meta->num_inputs()) {
-    die(4, "the program takes " + std::to_string(meta->num_inputs()) + " inputs, the inputs file has " +
-               std::to_string(tensors.size()));
-  }
-  std::vector<EValue> inputs(tensors.begin(), tensors.end());
 
   std::vector<TensorPtr> reference_tensors;
   std::vector<EValue> reference_inputs;
@@ -321,17 +364,20 @@ int main(int argc, char** argv) {
   std::vector<double> reference_ms;
 
   std::vector<EValue> outputs;
-  auto run_once = [&]() { outputs = run_forward(module, inputs, ""); };
+  auto run_once = [&](long i) { outputs = run_method(module, o.method, calls[static_cast<size_t>(i) % calls.size()], ""); };
+  auto run_warmup = [&](long i) {
+    outputs = run_method(module, o.warmup_method, warmup_calls[static_cast<size_t>(i) % warmup_calls.size()], "");
+  };
   auto run_reference = [&](bool timed) {
     if (!reference) return;
     auto start = std::chrono::steady_clock::now();
-    run_forward(*reference, reference_inputs, "reference program ");
+    run_method(*reference, "forward", reference_inputs, "reference program ");
     auto end = std::chrono::steady_clock::now();
     if (timed) reference_ms.push_back(std::chrono::duration<double, std::milli>(end - start).count());
   };
   for (long i = 0; i < o.warmup; ++i) {
     run_reference(false);
-    run_once();
+    run_warmup(i);
   }
   if (tracing && o.warmup > 0) {
     write_etdump(gen, o.warmup_etdump_path.empty() ? o.etdump_path + ".warmup" : o.warmup_etdump_path);
@@ -343,7 +389,7 @@ int main(int argc, char** argv) {
     reset_peak_rss();
     run_reference(true);
     auto start = std::chrono::steady_clock::now();
-    run_once();
+    run_once(i);
     auto end = std::chrono::steady_clock::now();
     latency_ms.push_back(std::chrono::duration<double, std::milli>(end - start).count());
     rss_kb.push_back(peak_rss_kb());

@@ -31,9 +31,9 @@ from typing import IO, TYPE_CHECKING, Any
 
 from pytest_sme2.errors import EtdumpError, RunnerError, UsageError
 from pytest_sme2.run.cpu import parse_proc_cpuinfo
+from pytest_sme2.run.call_plan import native_calls
 from pytest_sme2.run.device_state import cores_of_mask
 from pytest_sme2.run.kernel_libraries import raise_if_missing_kernels
-from pytest_sme2.run.native.tensorfile import torch_inputs_to_file
 from pytest_sme2.run.targets.base import (
     DEFAULT_TIMEOUT_S,
     RUNNER_LOG,
@@ -576,13 +576,18 @@ class AdbTarget:
         self._shell(f"mkdir -p {shlex.quote(run_dir)}")
         device_pte = f"{run_dir}/{pte.name}"
         self._push(pte, device_pte)
-        device_inputs = None
-        if inputs is not None:
+        device_inputs = device_warmup = None
+        calls = None if inputs is None else native_calls(inputs, out_dir / INPUTS_FILE)
+        if calls is not None:
             device_inputs = f"{run_dir}/{INPUTS_FILE}"
-            self._push(torch_inputs_to_file(inputs, out_dir / INPUTS_FILE), device_inputs)
+            self._push(calls.inputs, device_inputs)
+            if calls.warmup_inputs is not None:
+                device_warmup = f"{run_dir}/{calls.warmup_inputs.name}"
+                self._push(calls.warmup_inputs, device_warmup)
         files = RunnerFiles(pte=device_pte, timed_etdump=f"{run_dir}/{TIMED_ETDUMP}",
                             warmup_etdump=f"{run_dir}/{WARMUP_ETDUMP}", outputs=f"{run_dir}/{OUTPUTS_FILE}",
-                            inputs=device_inputs, reference=device_reference)
+                            inputs=device_inputs, reference=device_reference, warmup_inputs=device_warmup,
+                            call_flags=() if calls is None else calls.flags)
         argv = runner_arguments(f"{folder}/{binary.name}", files, spec)
         return (f"cd {shlex.quote(run_dir)} && echo $$ > runner.pid && "
                 f"{self._launch(binary, folder, argv, spec.sme2 is False, run_dir, sampler)}")

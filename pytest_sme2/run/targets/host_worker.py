@@ -19,7 +19,10 @@ import os
 import sys
 import time
 import traceback
+from pathlib import Path
 from typing import Any, Callable
+
+from pytest_sme2.run.call_plan import CallPlan, load_plan
 
 PROGRESS_INTERVAL_NS = 500_000_000  # at most one progress line per half second
 
@@ -77,14 +80,16 @@ def _run(request: dict[str, Any], state: dict[str, Any],
     except RuntimeError as exc:
         return {"ok": False, "kind": "program", "error": f"the runtime could not load {request['pte']}: {exc}"}
     if request.get("inputs"):
-        inputs = tuple(torch.load(request["inputs"], weights_only=True))
+        plan = load_plan(Path(request["inputs"]))
     else:
-        inputs = _ones_inputs(module)
+        plan = CallPlan(calls=(_ones_inputs(module),))
+    calls, warmup_calls = plan.calls, plan.warmup
+    method, warmup_method = plan.method, plan.warmup_method_name
     reference = _reference(request.get("reference"), state)
-    for _ in range(int(request["warmup"])):
+    for i in range(int(request["warmup"])):
         if reference is not None:
             reference[0].run_method("forward", reference[1])
-        module.run_method("forward", inputs)
+        module.run_method(warmup_method, warmup_calls[i % len(warmup_calls)])
     warmup_etdump = None
     if request["etdump"] and int(request["warmup"]) > 0:
         # Writing resets the trace buffer, so the timed file holds timed runs only.
@@ -101,8 +106,9 @@ def _run(request: dict[str, Any], state: dict[str, Any],
             start = clock()
             reference[0].run_method("forward", reference[1])
             reference_ms.append((clock() - start) / 1e6)
+        call = calls[(done - 1) % len(calls)]
         start = clock()
-        outputs = module.run_method("forward", inputs)
+        outputs = module.run_method(method, call)
         end = clock()
         wall_ms.append((end - start) / 1e6)
         # Outside the timed region, and at most twice a second, so fast models run undisturbed.

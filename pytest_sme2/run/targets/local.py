@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING
 
 from pytest_sme2.errors import RunnerError, UsageError
 from pytest_sme2.run.cpu import CpuInfo, host_cpu
+from pytest_sme2.run.call_plan import native_calls
 from pytest_sme2.run.kernel_libraries import raise_if_missing_kernels
-from pytest_sme2.run.native.tensorfile import torch_inputs_to_file
 from pytest_sme2.run.targets.base import (
     EMULATED_TIMING,
     RUNNER_LOG,
@@ -103,7 +103,9 @@ def run_runner_process(prefix: list[str], binary: Path, env: dict[str, str], pte
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     timed, warmup = out_dir / TIMED_ETDUMP, out_dir / WARMUP_ETDUMP
-    inputs_file = None if inputs is None else torch_inputs_to_file(inputs, out_dir / INPUTS_FILE)
+    calls = None if inputs is None else native_calls(inputs, out_dir / INPUTS_FILE)
+    inputs_file = None if calls is None else calls.inputs
+    warmup_file = None if calls is None else calls.warmup_inputs
     cwd = None
     program_name = Path(pte).name  # before fixed_layout renames it: what the user's errors name
     if fixed_layout:
@@ -112,11 +114,14 @@ def run_runner_process(prefix: list[str], binary: Path, env: dict[str, str], pte
         pte = Path(_link(out_dir / "program.pte", Path(pte)).name)
         timed, warmup = Path(TIMED_ETDUMP), Path(WARMUP_ETDUMP)
         inputs_file = None if inputs_file is None else Path(INPUTS_FILE)
+        warmup_file = None if warmup_file is None else Path(warmup_file.name)
     files = RunnerFiles(
         pte=str(pte), timed_etdump=str(timed), warmup_etdump=str(warmup),
         outputs=OUTPUTS_FILE if fixed_layout else str(out_dir / OUTPUTS_FILE),
         inputs=None if inputs_file is None else str(inputs_file),
         reference=None if reference is None else str(reference),
+        warmup_inputs=None if warmup_file is None else str(warmup_file),
+        call_flags=() if calls is None else calls.flags,
     )
     command = [*prefix, *runner_arguments(str(binary), files, spec), *extra_args]
     if sampler is not None:  # kernel_sampling.py: the sampled round runs under the profiler

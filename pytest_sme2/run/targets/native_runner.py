@@ -35,6 +35,8 @@ class RunnerFiles:
     outputs: str
     inputs: str | None = None
     reference: str | None = None  # reference program run before each inference (relative latency)
+    warmup_inputs: str | None = None  # the warmup runs' own calls (call_plan.py)
+    call_flags: tuple[str, ...] = ()  # how the inputs split into calls and which methods they call (call_plan.py)
 
 
 def two_builds(runner_on: Path | None, runner_off: Path | None) -> bool:
@@ -68,6 +70,9 @@ def runner_arguments(binary: str, files: RunnerFiles, spec: RunSpec) -> list[str
         command += [f"--etdump_path={files.timed_etdump}", f"--warmup_etdump_path={files.warmup_etdump}"]
     if files.inputs is not None:
         command.append(f"--inputs_path={files.inputs}")
+    if files.warmup_inputs is not None:
+        command.append(f"--warmup_inputs_path={files.warmup_inputs}")
+    command += list(files.call_flags)
     if files.reference is not None:
         command.append(f"--reference_path={files.reference}")
         if spec.etdump:

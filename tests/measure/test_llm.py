@@ -1,0 +1,124 @@
+"""A language model's prefill and decode, each a Profile: the calls, and real runs with the KV cache filled.
+
+The references are ExecuTorch's own Llama in PyTorch eager, fed the same prompt and then the same decode tokens
+one at a time: its KV cache carries state from call to call exactly as the program's mutable buffers must, so a
+decode step run on an unfilled cache gives other logits.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import REPO
+from pytest_sme2 import Recipe
+from pytest_sme2.errors import UsageError
+from pytest_sme2.measure.llm import LlmSequence, TokenRates, llm_phases
+from pytest_sme2.measure.runner import Runner
+from pytest_sme2.measure.session import Settings, Sme2Session
+from pytest_sme2.run import emulation_setup
+from pytest_sme2.run.targets import RunSpec
+
+EXAMPLE = (torch.tensor([[5, 6, 7]]), torch.tensor([0]))
+
+
+def test_prefill_is_the_prompt_at_position_zero_and_decode_each_next_position() -> None:
+    prefill, decode = LlmSequence(prefill=5, decode=3).plans(EXAMPLE)
+    tokens, pos = prefill.calls[0]
+    assert tokens.tolist() == [[5, 6, 7, 5, 6]] and pos.tolist() == [0] and prefill.warmup_calls is None
+    assert [int(c[1]) for c in decode.calls] == [5, 6, 7]  # positions after the prompt
+    assert [c[0].tolist() for c in decode.calls] == [[[7]], [[5]], [[6]]]  # the example tokens, cycled
+    assert decode.warmup[0][0].tolist() == tokens.tolist()  # the warmup is the prefill: it fills the cache
+
+
+def test_phase_methods_are_those_named() -> None:
+    prefill, decode = LlmSequence(4, 2, prefill_method="prefill", decode_method="decode").plans(EXAMPLE)
+    assert (prefill.method, decode.method, decode.warmup_method_name) == ("prefill", "decode", "prefill")
+
+
+@pytest.mark.parametrize("kwargs, says", [(dict(prefill=0, decode=1), "prefill=0"),
+                                          (dict(prefill=4, decode=True), "decode=True")])
+def test_a_sequence_that_is_no_number_of_tokens_is_refused(kwargs: dict, says: str) -> None:
+    with pytest.raises(UsageError, match=says):
+        LlmSequence(**kwargs)
+
+
+def test_a_model_not_called_as_an_llm_is_told_what_the_calls_are() -> None:
+    with pytest.raises(UsageError, match=r"method\(tokens \[1, n\] integers, input_pos \[1\]\)"):
+        LlmSequence(4, 2).plans((torch.ones(1, 3, 8, 8),))
+
+
+def _eager_sequence(session: Sme2Session, model: str, sequence: LlmSequence) -> tuple[torch.Tensor, torch.Tensor]:
+    """Eager logits of the prefill and of the last decode step, the cache carried between the calls."""
+    eager = session.registry.get(model).get_eager_model()
+    example = session.registry.get(model).get_example_inputs()
+    prefill_plan, decode_plan = sequence.plans(example)
+    with torch.no_grad():
+        prefill = eager(*prefill_plan.calls[0])
+        last = None
+        for call in decode_plan.calls:
+            last = eager(*call)
+    return prefill, last
+
+
+def _last_output(profile) -> torch.Tensor:  # noqa: ANN001
+    return torch.load(profile.artifacts["outputs"], weights_only=True)[0]
+
+
+@pytest.fixture(scope="module")
+def sessions(tmp_path_factory: pytest.TempPathFactory, shared_export_cache: Path):  # noqa: ANN201
+    made: list[Sme2Session] = []
+
+    def start(target: str) -> Sme2Session:
+        root = tmp_path_factory.mktemp(f"llm-{target}")
+        session = Sme2Session(Settings(target=target, cache_dir=shared_export_cache, session_dir=root / "run"))
+        session.registry.register_dir(REPO / "models")
+        made.append(session)
+        return session
+
+    yield start
+    for session in made:
+        session.close()
+
+
+def _phases(session: Sme2Session, model: str, sequence: LlmSequence, spec: RunSpec):  # noqa: ANN202
+    exported = session.export(model, Recipe())
+    example = tuple(torch.load(exported.inputs_path, weights_only=True))
+    return llm_phases(exported, Runner(session, spec, session.test_dir(f"{model}-llm")), sequence, example)
+
+
+@pytest.mark.skipif(not emulation_setup.status().ready, reason="emulated target not ready")
+def test_emulated_decode_reads_the_cache_the_prefill_filled(sessions) -> None:  # noqa: ANN001
+    session = sessions("emulated")
+    sequence = LlmSequence(prefill=6, decode=4)
+    phases = _phases(session, "tiny_llama_portable", sequence, RunSpec(sme2=True, runs=1, warmup=0))
+    prefill_ref, last_ref = _eager_sequence(session, "tiny_llama_portable", sequence)
+    torch.testing.assert_close(_last_output(phases.prefill), prefill_ref, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(_last_output(phases.decode), last_ref, rtol=1e-4, atol=1e-4)
+    # One run per decode step, each counted; the labels keep the phases' baselines apart.
+    assert phases.decode.runs == sequence.decode and phases.prefill.runs == 1
+    assert phases.prefill.label.endswith("prefill P=6]") and phases.decode.label.endswith("decode D=4 after P=6]")
+    steps = phases.decode.instructions.instructions.execute_values
+    assert TokenRates(phases.decode, 1).instructions_per_token == pytest.approx(steps.mean())
+    prompt = phases.prefill.instructions.instructions.execute_values[0]
+    assert TokenRates(phases.prefill, 6).instructions_per_token == pytest.approx(prompt / 6)
+    # A token of the prefill costs less than a decode step: the prompt's tokens share each weight read.
+    assert prompt / 6 < steps.mean()
+    assert "emulated time is not time" in TokenRates(phases.decode, 1).text()
+
+
+def test_host_decode_with_executorch_llm_custom_ops(sessions) -> None:  # noqa: ANN001
+    """ExecuTorch's custom SDPA and KV-cache update on the host target, prefill then decode: the decode's last
+    logits are the eager model's after the same prompt and steps; tokens per second are measured figures."""
+    session = sessions("host")
+    sequence = LlmSequence(prefill=8, decode=5)
+    phases = _phases(session, "tiny_llama", sequence, RunSpec(runs=10, warmup=1))
+    _, last_ref = _eager_sequence(session, "tiny_llama", sequence)
+    torch.testing.assert_close(_last_output(phases.decode), last_ref, rtol=1e-4, atol=1e-4)
+    assert phases.decode.runs == 10  # two cycles of the five steps
+    value, low, high = phases.decode_rates.tokens_per_s
+    assert low <= value <= high and value == pytest.approx(1e3 / phases.decode.latency.median)
+    prefill_value = phases.prefill_rates.tokens_per_s[0]
+    assert prefill_value == pytest.approx(8e3 / phases.prefill.latency.median)
