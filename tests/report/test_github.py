@@ -4,6 +4,7 @@ GitHub Actions, from a real session whose baseline check fails; escaping and the
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, Callable
 
 import pytest
 from helpers_gate import UPDATE, _test_file
@@ -34,19 +35,29 @@ def test_the_job_summary_is_appended_not_replaced(tmp_path: Path) -> None:
     assert append_job_summary(markdown, {"GITHUB_STEP_SUMMARY": str(summary)}) is None  # not under Actions
 
 
-def test_a_failing_session_under_actions_fills_the_job_summary_and_annotates_the_test(
-        sme2_project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def _regressed_under_actions(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                             change_baseline: Callable[[Path], None] | None = None) -> tuple[Any, Path]:
+    """A baseline recorded, (changed by ``change_baseline``,) then the same test exported without the XNNPACK
+    partitioner under GitHub Actions, so its baseline check fails: pytest's result and the job summary file."""
     monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)  # this test needs the gate (conftest turns it off)
-    sme2_project.makepyfile(test_gate=_test_file())
-    sme2_project.runpytest_inprocess(*UPDATE).assert_outcomes(passed=1)
-    # The same test, now exported without the XNNPACK partitioner: the baseline check fails.
-    sme2_project.makepyfile(test_gate=_test_file().replace('@pytest.mark.model("tiny")',
-                                                           '@pytest.mark.model("tiny", partitioner="none")'))
+    project.makepyfile(test_gate=_test_file())
+    project.runpytest_inprocess(*UPDATE).assert_outcomes(passed=1)
+    if change_baseline is not None:
+        [path] = (project.path / "baselines").rglob("*.json")
+        change_baseline(path)
+    project.makepyfile(test_gate=_test_file().replace('@pytest.mark.model("tiny")',
+                                                      '@pytest.mark.model("tiny", partitioner="none")'))
     job_summary = tmp_path / "step_summary.md"
     monkeypatch.setenv("GITHUB_ACTIONS", "true")
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(job_summary))
-    result = sme2_project.runpytest_inprocess()
+    result = project.runpytest_inprocess()
     result.assert_outcomes(failed=1)
+    return result, job_summary
+
+
+def test_a_failing_session_under_actions_fills_the_job_summary_and_annotates_the_test(
+        sme2_project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    result, job_summary = _regressed_under_actions(sme2_project, monkeypatch, tmp_path)
     text = job_summary.read_text()
     assert text.startswith("## pytest-sme2: SME2 performance") and "test_tiny" in text
     written = (sme2_project.path / "test_gate.py").read_text().splitlines()
@@ -106,18 +117,10 @@ def test_a_forged_baseline_can_issue_no_workflow_command_nor_job_summary_line(
     import json
     import re
 
-    monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)  # this test needs the gate (conftest turns it off)
-    sme2_project.makepyfile(test_gate=_test_file())
-    sme2_project.runpytest_inprocess(*UPDATE).assert_outcomes(passed=1)
-    [path] = (sme2_project.path / "baselines").rglob("*.json")
-    path.write_text(json.dumps(_forge_strings(json.loads(path.read_text()))))
-    sme2_project.makepyfile(test_gate=_test_file().replace('@pytest.mark.model("tiny")',
-                                                           '@pytest.mark.model("tiny", partitioner="none")'))
-    job_summary = tmp_path / "step_summary.md"
-    monkeypatch.setenv("GITHUB_ACTIONS", "true")
-    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(job_summary))
-    result = sme2_project.runpytest_inprocess()
-    result.assert_outcomes(failed=1)
+    def forge(baseline: Path) -> None:
+        baseline.write_text(json.dumps(_forge_strings(json.loads(baseline.read_text()))))
+
+    result, job_summary = _regressed_under_actions(sme2_project, monkeypatch, tmp_path, forge)
     ours = "::error file=test_gate.py,line="
     assert [line for line in result.stdout.lines + result.stderr.lines
             if _starts_a_command(line) and not line.startswith(ours)] == []
