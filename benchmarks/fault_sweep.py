@@ -313,6 +313,49 @@ def cache_facts_missing_key(root: Path) -> subprocess.CompletedProcess[str]:
     return _damaged_entry(root, damage)
 
 
+def forged_baseline_date(root: Path) -> subprocess.CompletedProcess[str]:
+    """52.1: a baseline's recorded.date forged with workflow commands, then a real regression (the partitioner
+    turned off) under GitHub Actions: no output line may be a command the plugin did not write."""
+    _project(root)
+    _pytest(root, "--sme2-update-baselines", "--sme2-accept-noisy-baselines")
+    [path] = (root / "baselines").rglob("*.json")
+    data = json.loads(path.read_text())
+    data["recorded"]["date"] += "\n::error file=evil.py,line=1::FORGED\n::stop-commands::tok"
+    path.write_text(json.dumps(data))
+    (root / "test_case.py").write_text(textwrap.dedent(TEST.replace('"tiny"', '"tiny", partitioner="none"')))
+    summary = root / "step_summary.md"
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=root,
+                            capture_output=True, text=True, timeout=900,
+                            env={**os.environ, "PYTEST_ADDOPTS": "", "GITHUB_ACTIONS": "true",
+                                 "GITHUB_STEP_SUMMARY": str(summary)})
+    commands = [line for line in (result.stdout + result.stderr).splitlines()
+                if line.lstrip().startswith("::") and not line.startswith("::error file=test_case.py,")]
+    items = [line for line in (summary.read_text() if summary.exists() else "").splitlines() if "::" in line
+             and re.match(r"\s*(?:[-*+]\s+)*\\?::", line)]
+    result.stdout += f"\nseen: {len(commands)} forged command line(s) printed, {len(items)} in the job summary"
+    if commands or items:
+        result.stdout += "\nFAILED: a line from the baseline file reached the output as a workflow command"
+    return result
+
+
+def cache_entry_other_inputs(root: Path) -> subprocess.CompletedProcess[str]:
+    """52.2: an export cache entry's inputs.pt replaced by other values, its digest in export.json updated: whole
+    by its own digests, but not this model's export. It must be refused, not run."""
+    import hashlib
+
+    def damage(entry: Path) -> None:
+        import torch
+
+        torch.save((torch.zeros(1, 3, 16, 16),), entry / "inputs.pt")
+        meta = json.loads((entry / "export.json").read_text())
+        meta["files"]["inputs.pt"] = hashlib.sha256((entry / "inputs.pt").read_bytes()).hexdigest()
+        (entry / "export.json").write_text(json.dumps(meta))
+    result = _damaged_entry(root, damage)
+    if "answers for another" not in result.stdout + result.stderr and "example inputs" not in result.stdout:
+        result.stdout += "\nFAILED: the entry was used without a word"
+    return result
+
+
 def _outputs_model(root: Path, returns: str) -> subprocess.CompletedProcess[str]:
     """Issue 23.9: a model whose forward returns ``returns`` (of ``y``), run and checked against eager."""
     _project(root, TEST.replace('"tiny"', '"outs"').replace("etdump_profile(exported_pte, runner())",
@@ -803,6 +846,8 @@ CASES: list[tuple[str, Callable[[Path], subprocess.CompletedProcess[str]]]] = [
     ("23 output compare of emulated ETDumps, SME2 off vs on", output_compare_emulated),
     ("23 output analyze of an emulated run", output_analyze_emulated),
     ("23 output pytest-html page of a passing perf test", output_html_page),
+    ("52.1 baseline recorded.date forged with ::error lines, regression under GitHub Actions", forged_baseline_date),
+    ("52.2 export cache entry: other inputs.pt, its digest updated", cache_entry_other_inputs),
 ]
 
 

@@ -268,6 +268,33 @@ def _meta_problem(meta: Any, traced: Traced) -> str | None:
     return None
 
 
+def _other_request(meta: dict[str, Any], inputs: Path, model: str, recipe: Recipe, traced: Traced) -> str | None:
+    """Why a whole entry (every file matching its digest) answers for another export than this one, or None.
+
+    Why: the digests in export.json only say the files are the ones export.json names; a shared cache (a group
+    folder, a CI cache restored from another branch) can hold an entry whose files and digests were written
+    for another model. So what the entry says it came from is checked against the request: its key is derived
+    again from its program digest, recipe and versions, its model and recipe are this export's, and its
+    inputs.pt holds this model's example inputs (which the program digest covers). A writer who forges all of
+    that consistently is trusted by design: see docs/export.md, "Who may write the cache"."""
+    import torch
+
+    claimed = export_key.cache_key(str(meta.get("program_digest")), meta.get("recipe"),
+                                   {name: meta.get(name) for name in versions()})
+    if claimed != traced.key:
+        return (f"{META_NAME}'s program digest, recipe and versions give the key {claimed}, not this entry's "
+                f"{traced.key}: it answers for another export")
+    if meta.get("model") != model or meta.get("recipe") != asdict(recipe):
+        return f"{META_NAME} answers for {meta.get('model')!r} {meta.get('recipe')!r}, not {model!r} {asdict(recipe)!r}"
+    try:
+        stored = torch.load(inputs, weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - any unreadable inputs file is a damaged entry
+        return f"{INPUTS_NAME} does not load ({_first_line(exc)})"
+    if export_key.inputs_digest(stored) != export_key.inputs_digest(traced.inputs):
+        return f"{INPUTS_NAME} is not {model}'s example inputs: the program in this entry was exported from another model"
+    return None
+
+
 def _load_entry(directory: Path, model: str, recipe: Recipe, traced: Traced) -> ExportedModel | None:
     """The entry at ``directory``; None when there is none; _Damaged when its metadata does not decode or a
     file is not what its export wrote (an entry is written once, by its export, and never changed)."""
@@ -293,6 +320,9 @@ def _load_entry(directory: Path, model: str, recipe: Recipe, traced: Traced) -> 
             size = (directory / name).stat().st_size
             raise _Damaged(f"{name} ({size} bytes) is not what was exported: its sha256 begins {actual[:16]}, "
                            f"the one {META_NAME} stored {stored[:16]}")
+    answered = _other_request(meta, directory / INPUTS_NAME, model, recipe, traced)
+    if answered:
+        raise _Damaged(answered)
     try:
         facts = json.loads((directory / FACTS_FILE).read_text())
         # Another version is stale, not damaged: work.ProgramFacts.of computes it again from the program.

@@ -43,6 +43,14 @@ def program_digest(program: Any, inputs: tuple, calibration: Iterable[tuple] | N
     return digest.hexdigest()
 
 
+def inputs_digest(inputs: Any) -> str:
+    """sha256 of an input structure alone (structure, dtypes, shapes, bytes), as program_digest hashes it: an
+    export cache entry's inputs.pt is checked against the request's example inputs by it (export.py)."""
+    digest = hashlib.sha256()
+    _update_tree(digest, inputs)
+    return digest.hexdigest()
+
+
 def cache_key(digest: str, recipe: dict[str, Any], versions: dict[str, Any]) -> str:
     """The cache key of a program digest with the recipe and tool versions that lower it."""
     material = {"program": digest, "recipe": recipe, **versions}

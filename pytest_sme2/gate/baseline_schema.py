@@ -12,8 +12,11 @@ field that is present must have its documented shape.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
+
+from pytest_sme2.system.plain_text import CONTROL
 
 REQUIRED = ("latency", "samples_ms", "shares")
 
@@ -163,6 +166,46 @@ PROFILE = Fields({
     "kernel_time": MapOf(Fields({"samples": COUNT, "kernels": MapOf(FRACTION)}), nullable=True),
     "quality": ANY_OBJECT,
 })
+
+
+_TIMESTAMP = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}(T[0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]{1,9})?)?(Z|[+-][0-9]{2}:[0-9]{2})?)?")
+_COMMIT = re.compile(r"[0-9a-f]{7,64}")
+GIT_STATES = ("before the first commit", "outside a git repository")
+
+# When and at which commit a baseline was recorded (baselines.recorded_now); its text reaches every failure message.
+RECORDED = Fields({
+    "date": Leaf(lambda x: isinstance(x, str) and bool(_TIMESTAMP.fullmatch(x)),
+                 "a UTC timestamp like 2026-01-31T12:00:00Z"),
+    "git_commit": Leaf(_optional(lambda x: isinstance(x, str) and bool(_COMMIT.fullmatch(x))),
+                       "a git commit (7 to 64 hexadecimal digits) or null"),
+    "git": Leaf(lambda x: x is None or x in GIT_STATES, f"null, {GIT_STATES[0]!r} or {GIT_STATES[1]!r}"),
+}, nullable=True)
+
+
+def control_character(value: Any, where: str = "") -> str | None:
+    """The first string of ``value`` (a value or an object's key, at any depth) holding a control character, as
+    ``"<field path> holds a control character ..."``; None when every string is one line of printable text.
+
+    Why every string and not only the fields we print today: a label, an operator or a kernel name from the
+    file reaches failure messages, the terminal summary and the CI job summary; refusing it where the file is
+    read keeps a later report from printing it raw."""
+    if isinstance(value, str):
+        found = CONTROL.search(value)
+        return (None if found is None else
+                f"{where or 'a value'} holds the control character {found.group()!r} (it is {_shown(value)}): text "
+                "in a baseline is one line of printable characters, since a line break would forge a line of the "
+                "output (under GitHub Actions, a workflow command)")
+    if isinstance(value, list):
+        items = ((f"{where}[{i}]", item) for i, item in enumerate(value))
+    elif isinstance(value, dict):
+        for key in value:
+            if isinstance(key, str) and CONTROL.search(key):
+                return control_character(key, f"a key of {where or 'the file'}")
+        items = ((f"{where}.{key}" if where and key.isidentifier() else f"{where}[{key!r}]" if where else key, item)
+                 for key, item in value.items())
+    else:
+        return None
+    return next((found for path, item in items for found in [control_character(item, path)] if found), None)
 
 
 def problem(value: Any, spec: Any, where: str) -> str | None:

@@ -34,6 +34,7 @@ from pytest_sme2.errors import BaselineError, UsageError
 from pytest_sme2.evidence.etdump import op_id
 from pytest_sme2.gate import baseline_schema
 from pytest_sme2.system.names import clean, slug
+from pytest_sme2.system.plain_text import one_line
 from pytest_sme2.system.writable_folders import read_only_mode
 
 SCHEMA_VERSION = 1
@@ -208,6 +209,9 @@ def load(path: Path) -> Baseline | None:
         raise _broken(path, "nested too deeply to be a baseline file") from None
     if not isinstance(data, dict):
         raise _broken(path, "the top level is not a JSON object")
+    wrong = baseline_schema.control_character(data)
+    if wrong:
+        raise _broken(path, wrong)
     schema = data.get("schema")
     if schema != SCHEMA_VERSION:
         raise _broken(path, f"schema {schema!r}, this pytest-sme2 reads schema {SCHEMA_VERSION}")
@@ -221,6 +225,9 @@ def load(path: Path) -> Baseline | None:
         if key in data and not isinstance(data[key], kind) and not (key in ("target", "recorded") and data[key] is None):
             raise _broken(path, f"{key!r} must be {'a string' if kind is str else 'an object'} "
                                 f"(it is {type(data[key]).__name__})")
+    wrong = baseline_schema.problem(data.get("recorded"), baseline_schema.RECORDED, "recorded")
+    if wrong:
+        raise _broken(path, wrong)
     for label, record in profiles.items():
         where = f"profiles[{label!r}]"
         for key in baseline_schema.REQUIRED:
@@ -282,8 +289,7 @@ def _umask() -> int:
     return mask
 
 
-NO_COMMIT_YET = "before the first commit"
-NO_REPOSITORY = "outside a git repository"
+NO_COMMIT_YET, NO_REPOSITORY = baseline_schema.GIT_STATES
 
 
 def git_state(directory: Path) -> str | None:
@@ -313,11 +319,15 @@ def recorded_now(directory: Path) -> dict[str, Any]:
 
 def recorded_text(recorded: Mapping[str, Any]) -> str:
     """``recorded DATE at commit abc123`` or, without a commit, why: ``before the first commit``,
-    ``outside a git repository``, or (files that did not say) ``at no known commit``."""
-    date = recorded.get("date") or "at an unknown date"
+    ``outside a git repository``, or (files that did not say) ``at no known commit``.
+
+    The date and commit come from the baseline file, which anyone with a pull request can edit: load refuses
+    any that is not a timestamp or a commit, and they are kept on one line here too (one_line), so that no
+    caller's record can start a line of the failure message (a workflow command under GitHub Actions)."""
+    date = one_line(recorded.get("date") or "at an unknown date")
     commit = recorded.get("git_commit")
     if commit:
-        return f"recorded {date} at commit {str(commit)[:12]}"
+        return f"recorded {date} at commit {one_line(str(commit)[:12])}"
     state = recorded.get("git")
     return f"recorded {date} {state if state in (NO_COMMIT_YET, NO_REPOSITORY) else 'at no known commit'}"
 

@@ -27,6 +27,7 @@ from pytest_sme2.run.targets import RunSpec, check_choice
 from pytest_sme2.run.targets.adb import AdbOptions, is_adb_target
 from pytest_sme2.run.targets.base import AUTO_PROCESSES
 from pytest_sme2.system import supervised, writable_folders
+from pytest_sme2.system.plain_text import no_workflow_commands
 from pytest_sme2.system.safe_files import write_file
 
 # Hook modules that extend this one (baselines and verdicts; reports and session outputs).
@@ -241,12 +242,12 @@ def failures_of_test(session: Sme2Session, nodeid: str, places: tuple[writable_f
                 message += f"\nfull traceback and log: {path}"
             except OSError:  # the folder is not writable: the message alone still says what failed
                 pass
-        raise pytest.fail.Exception(message, pytrace=False) from None
+        raise pytest.fail.Exception(no_workflow_commands(message), pytrace=False) from None
     except OSError as exc:
         error = writable_folders.explain(exc, (*places, *session.places))
         if error is None:
             raise
-        raise pytest.fail.Exception(f"StorageError: {error}", pytrace=False) from None
+        raise pytest.fail.Exception(no_workflow_commands(f"StorageError: {error}"), pytrace=False) from None
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

@@ -38,6 +38,7 @@ from pytest_sme2.plugin import (
 )
 from pytest_sme2.profile.profile import is_emulated_timing_skip
 from pytest_sme2.system import writable_folders
+from pytest_sme2.system.plain_text import CommandFreeWriter, no_workflow_commands
 
 _MARKER_KEYS = (*options.marker_arguments("baseline"), "enabled")
 MARKER = (f"baseline({', '.join(f'{k}=None' for k in _MARKER_KEYS[:-1])}, enabled=True): per-test baseline "
@@ -254,7 +255,7 @@ def _gate(item: pytest.Item) -> None:
         failures += gate.check_file(item.nodeid, fingerprint, target, records, rules, update, outcome,
                                     verdicts_dir=verdicts_dir, repo_root=item.config.rootpath)
     if failures:
-        pytest.fail(gate.FAILED_HEADLINE + "\n" + "\n".join(failures), pytrace=False)
+        pytest.fail(no_workflow_commands(gate.FAILED_HEADLINE + "\n" + "\n".join(failures)), pytrace=False)
     if outcome["missing"] and rules.missing == "skip":
         pytest.skip("; ".join(outcome["missing"]))
 
@@ -422,6 +423,7 @@ class _GateTally:
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if not self.reports:
             return
+        terminalreporter = CommandFreeWriter(terminalreporter)  # labels, paths and verdicts read from files
         reports = self.reports
         verdict_lines = [v for r in reports for v in r["verdicts"]]
         improvements = [v for v in verdict_lines if verdicts.status_of(v) == verdicts.IMPROVEMENT]

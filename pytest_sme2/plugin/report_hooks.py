@@ -284,20 +284,23 @@ class _Collector:
         from pytest_sme2.plugin import DEVICE_KEY
         from pytest_sme2.report.github import regression_annotations
 
+        from pytest_sme2.system.plain_text import CommandFreeWriter
+
         test_entries = _test_entries(self.config)
+        guarded = CommandFreeWriter(terminalreporter)  # the table and notes show labels and paths from files
         if test_entries:
-            self._summary_table(terminalreporter, test_entries)
+            self._summary_table(guarded, test_entries)
             for line in regression_annotations(test_entries.values(), self.locations, os.environ):
-                terminalreporter.write_line(line)  # GitHub Actions: an annotation on the test's line
+                terminalreporter.write_line(line)  # GitHub Actions: an annotation on the test's line (ours)
         device = self.config.stash.get(DEVICE_KEY, None)
         counted = any(p.get("emulated") and p.get("instructions")
                       for entry in (test_entries or {}).values() for p in entry.get("profiles") or [])
         if device is not None and not counted:  # a model author's trial: ignored on the host target without a word
-            terminalreporter.write_line(f"sme2: --sme2-device {device.option}: nothing was modelled: a device model "
+            guarded.write_line(f"sme2: --sme2-device {device.option}: nothing was modelled: a device model "
                                         f"prices the instructions of counted runs (the emulated target), and no run "
                                         f"of this session was counted")
         for error in _output_errors(self.config):
-            terminalreporter.write_line(f"sme2: {error}; the session fails for it", red=True)
+            guarded.write_line(f"sme2: {error}; the session fails for it", red=True)
 
     def _summary_table(self, terminalreporter: Any, test_entries: dict[str, Any]) -> None:
         from pytest_sme2.report.summary import session_summary

@@ -26,6 +26,7 @@ from typing import Any, ContextManager, Iterable, Mapping
 from pytest_sme2.errors import DamagedCacheEntryWarning, StorageError
 from pytest_sme2.system.digests import file_sha256, tree_digest
 from pytest_sme2.system.locks import entry_lock
+from pytest_sme2.system.plain_text import one_line
 from pytest_sme2.system.safe_files import copy_file, write_file
 
 RESULTS_FOLDER = "results"  # under the cache folder (--sme2-cache-dir)
@@ -71,6 +72,32 @@ def run_key(*, program: Path, inputs: Path | None, runner: Path, libraries: Iter
         ingredients[f"library {library.name}"] = file_sha256(library)
     digest = hashlib.sha256(json.dumps(ingredients, sort_keys=True).encode()).hexdigest()
     return RunKey(digest, ingredients)
+
+
+def _other_request(ingredients: Any, key: RunKey) -> str | None:
+    """Why an entry's manifest answers for another run than ``key`` (None: the same run).
+
+    Why: an entry's folder name and its manifest's ``key`` are only names; a folder copied under another key,
+    with ``key`` edited, would pass every digest of its own files. The manifest also records what the run was
+    of (each ingredient: the program's sha256, the inputs', the runner's, ...), and those must be the request's,
+    whose digest is the key. A writer who forges both is trusted by design: see docs/export.md, "Who may
+    write the cache"."""
+    if not isinstance(ingredients, dict):
+        return f"{MANIFEST} does not record what the run was of (its ingredients)"
+    differ = sorted(name for name in set(ingredients) | set(key.ingredients)
+                    if ingredients.get(name) != key.ingredients.get(name))
+    if not differ:
+        return None
+    name = differ[0]
+    return (f"it answers for another run: its {name} is {_shown(ingredients.get(name))}, this run's "
+            f"{_shown(key.ingredients.get(name))}" + (f" ({len(differ) - 1} more ingredient(s) differ)"
+                                                       if len(differ) > 1 else ""))
+
+
+def _shown(value: Any) -> str:
+    """An ingredient as an error shows it: a digest cut to 16 characters, anything else as its repr, cut."""
+    text = one_line(value) if isinstance(value, str) else repr(value)
+    return f"{text[:16]}..." if len(text) > 16 else text
 
 
 class _Damaged(Exception):
@@ -153,6 +180,9 @@ class ResultCache:
             raise _Damaged(f"{MANIFEST} does not decode ({str(exc).splitlines()[0] if str(exc) else exc!r})") from None
         if not isinstance(manifest, dict) or manifest.get("format") != ENTRY_FORMAT or manifest.get("key") != key.digest:
             raise _Damaged(f"{MANIFEST} is not format {ENTRY_FORMAT} of key {key.short}")
+        answered = _other_request(manifest.get("ingredients"), key)
+        if answered:
+            raise _Damaged(answered)
         files, evidence = manifest.get("files"), manifest.get("evidence")
         if not isinstance(files, dict) or not files or not isinstance(evidence, dict) or not all(
                 isinstance(name, str) and "/" not in name and isinstance(sha, str) and len(sha) == 64

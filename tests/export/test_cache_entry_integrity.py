@@ -165,3 +165,38 @@ def test_program_json_honours_the_umask(pristine: tuple[Path, bytes], tmp_path: 
     assert stat.S_IMODE((tmp_path / FACTS_FILE).stat().st_mode) == 0o664
     modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in exported.directory.iterdir()}
     assert set(modes.values()) == {0o664}, modes
+
+
+OTHER_MODEL = TINY_MODEL.replace("8 * 14 * 14, 10", "8 * 10 * 10, 4").replace("(1, 3, 16, 16)", "(1, 3, 12, 12)")
+
+
+def test_another_models_files_with_their_digests_in_export_json_are_not_used(pristine: tuple[Path, bytes],
+                                                                            tmp_path: Path) -> None:
+    """Every file of the entry replaced by another model's export, and export.json's digests updated to match:
+    each file is what export.json says, yet the program is not the one this model traces to. Not used."""
+    cache, entry = _cache_copy(pristine, tmp_path)
+    source = tmp_path / "other.py"
+    source.write_text(OTHER_MODEL)
+    registry = ModelRegistry()
+    registry.register("other", str(source))
+    other = export(registry.get("other"), Recipe(), tmp_path / "other-cache")
+    for name in ("model.pte", "model.etrecord", "inputs.pt", "reference_outputs.pt", FACTS_FILE):
+        shutil.copyfile(other.directory / name, entry / name)
+    forged = json.loads((other.directory / "export.json").read_text())["files"]
+    _meta(entry, lambda meta: {**meta, "files": forged})
+    exported, messages = _export_again(tmp_path, cache)
+    assert len(messages) == 1 and str(entry) in messages[0], messages
+    assert "inputs.pt is not tiny's example inputs" in messages[0]
+    assert not exported.from_cache and exported.path.read_bytes() == pristine[1]
+
+
+@pytest.mark.parametrize("claim", [{"recipe": {"dtype": "fp16", "quant": None, "partitioner": "xnnpack"}},
+                                   {"model": "other"}, {"torch": "0.0.1"}])
+def test_an_entry_whose_export_json_claims_another_export_is_not_used(claim: dict, pristine: tuple[Path, bytes],
+                                                                      tmp_path: Path) -> None:
+    """What export.json says the entry came from (recipe, model, tool versions) must derive this entry's key."""
+    cache, entry = _cache_copy(pristine, tmp_path)
+    _meta(entry, lambda meta: {**meta, **claim})
+    exported, messages = _export_again(tmp_path, cache)
+    assert len(messages) == 1 and "answers for" in messages[0], messages
+    assert not exported.from_cache and exported.path.read_bytes() == pristine[1]

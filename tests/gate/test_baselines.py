@@ -24,7 +24,7 @@ def _record(samples: list[float]) -> dict:
 
 def _baseline(path: Path, test_id: str = "tests/test_x.py::test_a", samples: list[float] | None = None) -> baselines.Baseline:
     return baselines.Baseline(path, test_id, "host-x86_64-cpu-nosme2", {"m fp32 [host]": _record(samples or [1.0, 2.0])},
-                              {"name": "host", "cpu": "cpu", "details": {"runner": "/tmp/x"}}, {"date": "d"})
+                              {"name": "host", "cpu": "cpu", "details": {"runner": "/tmp/x"}}, {"date": "2026-01-01T00:00:00Z"})
 
 
 def test_path_is_per_fingerprint_and_test_and_long_ids_stay_distinct(tmp_path: Path) -> None:
@@ -219,3 +219,74 @@ def test_a_baseline_without_a_commit_says_why_instead_of_commit_question_mark(
     assert recorded_text({"date": "2026-01-01", "git_commit": "0123456789abcdef"}) == \
         "recorded 2026-01-01 at commit 0123456789ab"
     assert "?" not in recorded_text({"date": "2026-01-01", "git_commit": None})  # files written before this
+
+
+# A baseline field as an attacker with write access to the file (a pull request) would set it: GitHub runs every
+# output line that starts with ``::`` as a workflow command.
+FORGED = "\n::error file=evil.py,line=1::FORGED\n::stop-commands::tok"
+_COMMITTED = Path(__file__).parents[2] / "baselines" / "emulated-aarch64-qemu-aarch64-11-1-cpu-max-svl-512-sme2" / \
+    "perf_tests_test_toy_cnn.py_test_toy_cnn_sme2_kernel_path_int8~20e50bb6c2d7.json"
+
+
+def _forgeries(value: object, path: tuple = ()) -> list[tuple[tuple, str]]:
+    """Where a forged string can go: (path, "value") for every string value, (path, "key") for every object key."""
+    if isinstance(value, str):
+        return [(path, "value")]
+    if isinstance(value, list):
+        return [found for i, item in enumerate(value) for found in _forgeries(item, (*path, i))]
+    if isinstance(value, dict):
+        return [found for key, item in value.items()
+                for found in [((*path, key), "key"), *_forgeries(item, (*path, key))]]
+    return []
+
+
+def _forged(data: dict, path: tuple, kind: str) -> dict:
+    """A copy of ``data`` with the string at ``path`` (a value, or the key naming it) followed by FORGED."""
+    copy = json.loads(json.dumps(data))
+    *parent_path, last = path
+    parent = copy
+    for step in parent_path:
+        parent = parent[step]
+    if kind == "value":
+        parent[last] = parent[last] + FORGED
+    else:
+        parent[last + FORGED] = parent.pop(last)
+    return copy
+
+
+def test_every_string_field_of_a_baseline_refuses_a_forged_line_and_names_it(tmp_path: Path) -> None:
+    data = json.loads(_COMMITTED.read_text())
+    data["recorded"]["git"] = baselines.NO_COMMIT_YET  # the field of a file recorded without a commit, forged too
+    places = _forgeries(data)
+    assert len(places) > 200  # the committed file's every label, op, kernel, recipe and provenance string
+    path = tmp_path / "forged.json"
+    for where, kind in places:
+        path.write_text(json.dumps(_forged(data, where, kind)))
+        with pytest.raises(BaselineError) as info:
+            baselines.load(path)
+        message = str(info.value)
+        assert "\n" not in message and str(path) in message, (where, kind, message)
+        assert "control character" in message or "must be" in message, (where, kind, message)
+
+
+@pytest.mark.parametrize(("field", "value", "why"), [
+    ("date", "yesterday", "recorded.date must be a UTC timestamp like 2026-01-31T12:00:00Z"),
+    ("git_commit", "main", "recorded.git_commit must be a git commit (7 to 64 hexadecimal digits) or null"),
+    ("git", "anywhere", "recorded.git must be null, 'before the first commit' or 'outside a git repository'"),
+])
+def test_recorded_fields_must_be_a_timestamp_a_commit_and_a_known_state(tmp_path: Path, field: str, value: str,
+                                                                         why: str) -> None:
+    data = json.loads(_COMMITTED.read_text())
+    data["recorded"][field] = value
+    path = tmp_path / "b.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(BaselineError, match=re.escape(why)):
+        baselines.load(path)
+
+
+def test_recorded_text_keeps_a_forged_date_and_commit_on_one_line() -> None:
+    """The escaping where the text is written, for a record that never went through load (a caller's dict)."""
+    text = baselines.recorded_text({"date": "2026-01-01T00:00:00Z" + FORGED, "git_commit": "abc" + FORGED})
+    assert "\n" not in text and "::error" in text  # shown as characters, not as a line of its own
+    text = baselines.recorded_text({"date": "\x1b[2J" + FORGED, "git": FORGED})
+    assert "\n" not in text and "\x1b" not in text

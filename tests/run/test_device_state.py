@@ -227,17 +227,14 @@ def test_fixed_performance_mode_is_on_for_the_session_and_off_after(standin: Adb
     assert old.performance_mode_calls == []
 
 
-@pytestmark_e2e
-def test_a_killed_session_turns_the_performance_mode_off(standin: AdbStandin, exported_toy_cnn,
-                                                         tmp_path: Path) -> None:
-    """SIGTERM to pytest mid-run: supervised.end_all puts the device setting back before the process dies."""
+def _killed_session(standin: AdbStandin, serial: str, tmp_path: Path, sig: int) -> None:
+    """A session in a process of its own, on ``serial`` with the fixed performance mode on, sent ``sig`` once
+    its target is set up (the process is not pytest's: a SIGKILL to it kills nothing of this test run)."""
     import os
-    import signal
     import subprocess
     import sys
     import textwrap
 
-    device = standin.add_device("PERF-2", sysfs=True)
     script = tmp_path / "session.py"
     script.write_text(textwrap.dedent(f"""
         import sys, time
@@ -247,7 +244,7 @@ def test_a_killed_session_turns_the_performance_mode_off(standin: AdbStandin, ex
         from pytest_sme2.run.targets.adb import AdbOptions
         from pytest_sme2.system import supervised
         supervised.install_signal_handlers()
-        session = Sme2Session(Settings(target="adb:PERF-2", cache_dir=Path({str(tmp_path / 'c')!r}),
+        session = Sme2Session(Settings(target="adb:{serial}", cache_dir=Path({str(tmp_path / 'c')!r}),
                                        session_dir=Path({str(tmp_path / 'a')!r}),
                                        adb=AdbOptions(server={standin.address!r}, performance_mode=True)))
         session.target
@@ -258,13 +255,58 @@ def test_a_killed_session_turns_the_performance_mode_off(standin: AdbStandin, ex
                                start_new_session=True)
     try:
         assert process.stdout.readline().strip() == "ready"
-        assert device.performance_mode_calls == ["true"]
-        os.kill(process.pid, signal.SIGTERM)
-        assert process.wait(timeout=60) == -signal.SIGTERM
+        os.kill(process.pid, sig)
+        assert process.wait(timeout=60) == -sig
     finally:
         if process.poll() is None:
             process.kill()
+
+
+@pytestmark_e2e
+def test_a_killed_session_turns_the_performance_mode_off(standin: AdbStandin, exported_toy_cnn,
+                                                         tmp_path: Path) -> None:
+    """SIGTERM to pytest mid-run: supervised.end_all puts the device setting back before the process dies."""
+    import signal
+
+    device = standin.add_device("PERF-2", sysfs=True)
+    _killed_session(standin, "PERF-2", tmp_path, signal.SIGTERM)
     assert device.performance_mode_calls == ["true", "false"]
+
+
+@pytestmark_e2e
+def test_a_sigkilled_sessions_performance_mode_is_restored_and_recorded_by_the_next_session(
+        standin: AdbStandin, tmp_path: Path) -> None:
+    """SIGKILL leaves no handler to turn the mode off: the device keeps it on. The session set a marker on the
+    device first, so the next session (without the option) finds it, turns the mode off, says so, and records
+    the state it read back from the device, not the option's."""
+    import signal
+
+    device = standin.add_device("PERF-3", sysfs=True)
+    _killed_session(standin, "PERF-3", tmp_path, signal.SIGKILL)
+    assert device.performance_mode_calls == ["true"]  # left on: nothing ran after SIGKILL
+    session = Sme2Session(Settings(target="adb:PERF-3", cache_dir=tmp_path / "c2", session_dir=tmp_path / "a2",
+                                   adb=AdbOptions(server=standin.address)))
+    try:
+        with pytest.warns(UserWarning, match=r"fixed performance mode was left on .*turned it off"):
+            info = session.target.info
+    finally:
+        session.close()
+    assert device.performance_mode_calls == ["true", "false"]
+    assert info.details["fixed_performance_mode"] is False and "fixedperf" not in info.fingerprint
+    assert "left on by an earlier session" in info.details["restored_settings"]
+    assert not [p for p in device.root.iterdir() if "settings" in p.name]  # the marker is gone with the setting
+
+
+@pytestmark_e2e
+def test_a_performance_mode_the_device_cannot_record_is_never_turned_on(standin: AdbStandin, tmp_path: Path) -> None:
+    """A device whose marker cannot be written is never switched: a later session could not undo it."""
+    device = standin.add_device("PERF-4", sysfs=True)
+    (device.root / "pytest-sme2-settings.tmp").mkdir(parents=True)  # in the way: no marker can be written
+    session = Sme2Session(Settings(target="adb:PERF-4", cache_dir=tmp_path / "c", session_dir=tmp_path / "a",
+                                   adb=AdbOptions(server=standin.address, performance_mode=True)))
+    with pytest.raises(Exception, match="cannot record the fixed performance mode on the device"):
+        session.target
+    assert device.performance_mode_calls == []
 
 
 @pytestmark_e2e

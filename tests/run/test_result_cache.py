@@ -183,6 +183,30 @@ def test_a_damaged_entry_is_reported_removed_and_never_used(stored: tuple, tmp_p
     assert not (out / "timed.etdp").exists()
 
 
+def test_another_programs_entry_copied_under_this_key_is_refused(stored: tuple, ingredients: dict,
+                                                                  tmp_path: Path) -> None:
+    """Another program's counted run, its folder copied under this run's key and its result.json naming this
+    key: every file matches its own digest, yet it answers for another program. It is refused, not used."""
+    cache, key, _ = stored
+    ingredients["program"].write_bytes(b"another program" * 100)
+    other_key = run_key(**ingredients)
+    other_run = tmp_path / "other_run"
+    other_run.mkdir()
+    (other_run / "timed.etdp").write_bytes(b"the other program's ETDump")
+    cache.store(other_key, other_run, ["timed.etdp"], {"kernel_trace": {"kernels": ["other"]}})
+    entry = cache.entry(key)
+    shutil.rmtree(entry)
+    shutil.copytree(cache.entry(other_key), entry)
+    manifest = json.loads((entry / MANIFEST).read_text())
+    (entry / MANIFEST).write_text(json.dumps({**manifest, "key": key.digest}))
+    out = tmp_path / "out"
+    with pytest.warns(DamagedCacheEntryWarning, match="it answers for another run: its program is "
+                                                      f"{other_key.ingredients['program'][:16]}"):
+        assert cache.load(key, out) is None
+    assert not (out / "timed.etdp").exists()
+    assert cache.load(other_key, tmp_path / "its own") is not None  # the other program's entry is still good
+
+
 # ----------------------------------------------------------------- the emulated target's key: its wiring
 
 

@@ -24,14 +24,16 @@ import signal
 import socket
 import tempfile
 import time
+import warnings
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from pytest_sme2.errors import EtdumpError, RunnerError, UsageError
+from pytest_sme2.errors import EtdumpError, RunnerError, Sme2Warning, UsageError
 from pytest_sme2.run.cpu import parse_proc_cpuinfo
 from pytest_sme2.run.call_plan import native_calls
+from pytest_sme2.run.device_settings import FIXED_PERFORMANCE_MODE, DeviceSettings
 from pytest_sme2.run.device_state import cores_of_mask
 from pytest_sme2.run.kernel_libraries import raise_if_missing_kernels
 from pytest_sme2.run.targets.base import (
@@ -260,8 +262,14 @@ class AdbTarget:
             if self._mask is not None:
                 self._check(self._mask, "SME2-masking library (--sme2-adb-mask-library)", arch, executable=False)
             self._performance_mode = False
+            self._settings = DeviceSettings(self._options.device_dir, self._shell, self._apply_setting,
+                                            self.facts.described)
+            self._restored = self._settings.restore()  # an earlier session died with a setting changed
+            if self._restored:
+                warnings.warn(Sme2Warning(f"sme2: on {self.facts.described}: {self._restored}"), stacklevel=2)
             if self._options.performance_mode:
                 self._enter_performance_mode()
+            self._performance_mode = self._performance_mode_on_device()  # what the fingerprint records
             first = self.device_state()
             self._governor = first.governor(cores_of_mask(self._options.affinity))  # in the fingerprint
         except BaseException:
@@ -407,7 +415,8 @@ class AdbTarget:
                      "cpuinfo_sme2": f.has_sme2, "adb_server": f"{self._server[0]}:{self._server[1]}",
                      "runtime": "native runner over adb", "sme2_off_mode": mode, "runner_on": str(self._on),
                      "runner_off": str(self._off), "affinity": self._options.affinity, "governor": self._governor,
-                     "fixed_performance_mode": self._performance_mode},
+                     "fixed_performance_mode": self._performance_mode,
+                     **({"restored_settings": self._restored} if self._restored else {})},
         )
 
     def unsupported(self, sme2: bool | None) -> str | None:
@@ -485,25 +494,42 @@ class AdbTarget:
             raise RunnerError(f"`adb -s {self.facts.serial} shell {command}` failed on {self.facts.described} "
                               f"(exit {done.returncode}): {said[-300:] or 'no output'}")
 
+    def _apply_setting(self, name: str, value: str) -> None:
+        """Set a device setting a marker names (device_settings.py) to ``value``."""
+        if name == FIXED_PERFORMANCE_MODE:
+            self._set_performance_mode(value == "true")
+
+    def _performance_mode_on_device(self) -> bool:
+        """Whether the device's marker says the fixed performance mode is on now (Android has no getter for it)."""
+        marker = self._settings.read()
+        return marker is not None and marker.changed.get(FIXED_PERFORMANCE_MODE) == "true"
+
     def _enter_performance_mode(self) -> None:
         """Android's fixed performance mode (Android 11+: ``cmd power set-fixed-performance-mode-enabled``), on
         for the session: the CPU and GPU clocks stay at fixed levels, so runs do not ride the governor's ramps.
-        Turned off again at close, and by supervised.end_all when the session is killed (SIGTERM, SIGHUP)."""
+        The device's marker records it first (device_settings.py: the next session turns it off if this one is
+        SIGKILLed); turned off again at close, and by supervised.end_all when the session is killed (SIGTERM,
+        SIGHUP)."""
         if not self.facts.sdk.isdigit() or int(self.facts.sdk) < 30:
             raise UsageError(f"--sme2-adb-performance-mode needs Android 11 (SDK 30) or later; {self.facts.described} "
                              f"reports SDK {self.facts.sdk}: leave the option off")
         from pytest_sme2.system import supervised
 
+        self._settings.record(FIXED_PERFORMANCE_MODE, "true")
+        self._performance_mode = True  # from here on, close and failures turn it off
         self._set_performance_mode(True)
-        self._performance_mode = True
-        supervised.on_end(id(self), lambda: self._set_performance_mode(False))
+        supervised.on_end(id(self), self._turn_performance_mode_off)
+
+    def _turn_performance_mode_off(self) -> None:
+        self._set_performance_mode(False)
+        self._settings.clear()
 
     def _leave_performance_mode(self) -> None:
         if not getattr(self, "_performance_mode", False):
             return
         from pytest_sme2.system import supervised
 
-        self._set_performance_mode(False)  # if this fails, supervised.end_all tries again at exit
+        self._turn_performance_mode_off()  # if this fails, supervised.end_all tries again at exit
         supervised.forget_end(id(self))
         self._performance_mode = False
 
