@@ -42,6 +42,9 @@ SME_CLASSES: tuple[str, ...] = ("mopa_fp32", "mopa_fp16", "mopa_int8", "mopa_oth
                                  "sme2_z", "sme_load_store", "sme_other")
 SVE_CLASSES: tuple[str, ...] = ("sve_load_store", "sve_predicate", "sve_other")
 OUTER_PRODUCTS: tuple[str, ...] = ("mopa_fp32", "mopa_fp16", "mopa_int8", "mopa_other")
+# What an SME kernel's arithmetic is: outer products and multiply-accumulates into ZA (a GEMV kernel's). An
+# operator with any of these ran an SME kernel; packing and SMSTART alone do not make one.
+SME_MULTIPLY_ACCUMULATES: tuple[str, ...] = (*OUTER_PRODUCTS, "za_vgx2", "za_vgx4")
 
 
 def total(classes: "np.ndarray", names: Sequence[str]) -> "np.ndarray":

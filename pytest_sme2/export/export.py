@@ -38,7 +38,11 @@ EXPORT_FORMAT_VERSION = 4
 EXPORT_CODE = Path(__file__).resolve().parent
 EXPORT_CODE_SUFFIXES = (".py",)
 DTYPES = ("fp32", "fp16", "int8")
-QUANT_MODES = ("static", "dynamic")
+QUANT_MODES = ("static", "dynamic", "8da4w")
+# The quantized LLM recipe ExecuTorch's LLM export calls 8da4w: int8 activations quantized dynamically, int4
+# weights in groups of this many input channels (its source transformation, qmode "8da4w"), applied to the eager
+# model before torch.export; linears whose input width is not a multiple of the group stay float, as there.
+GROUP_SIZE_8DA4W = 32
 PARTITIONERS = ("xnnpack", "none")
 PTE_NAME = "model.pte"
 ETRECORD_NAME = "model.etrecord"
@@ -177,6 +181,9 @@ def trace(model: Model, recipe: Recipe) -> Traced:
         eager = model.get_eager_model().eval()
         stage.name = "preparing inputs"
         inputs = model.get_example_inputs()
+        if recipe.quant == "8da4w":
+            stage.name = "8da4w quantisation (ExecuTorch's LLM quantize, torchao)"
+            eager = _quantize_8da4w(eager)
         if recipe.dtype == "fp16":
             eager = eager.half()
             inputs = tuple(x.half() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs)
@@ -481,7 +488,7 @@ def _lower_into(model: Model, recipe: Recipe, traced: Traced, out: Path) -> dict
         with torch.no_grad():
             reference = traced.eager(*inputs)
         exported = traced.program
-        if recipe.dtype == "int8":
+        if recipe.dtype == "int8" and recipe.quant != "8da4w":  # 8da4w quantized the eager model in trace()
             stage.name = f"int8 {recipe.quant} quantisation"
             exported = _quantize(recipe, exported, inputs, traced.calibration, model.get_dynamic_shapes())
             # The reference of an int8 program is the quantized model in PyTorch eager
@@ -557,6 +564,18 @@ def _where_in_model(exc: BaseException, model: Model) -> str:
     """The innermost line of the model's own code in the traceback (any module of its folder or package):
     where its author should look."""
     return where_in_author_code(exc, model.source_path.parent if model.source_path else None)
+
+
+def _quantize_8da4w(eager):  # noqa: ANN001,ANN202 - torch types
+    """ExecuTorch's own LLM quantize source transformation, qmode 8da4w (torchao's
+    Int8DynamicActivationIntxWeightConfig, int4 weights in groups), as its LLM export applies it: so what is gated
+    is what ships. HQQ's scale search is left out: it changes the weights' values, not the graph."""
+    from executorch.examples.models.llama.source_transformation.quantize import quantize
+    from torchao.utils import unwrap_tensor_subclass
+
+    # Plain tensors and parametrizations instead of torchao's tensor subclasses, as ExecuTorch's other torchao
+    # modes do: torch.export then traces the (de)quantize ops, and the program's weights hash as tensors.
+    return unwrap_tensor_subclass(quantize(eager, "8da4w", group_size=GROUP_SIZE_8DA4W, quantize_with_hqq=False))
 
 
 def _quantize(recipe: Recipe, exported, inputs: tuple, calibration: list[tuple] | None,  # noqa: ANN001,ANN202

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import functools
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
@@ -251,7 +251,7 @@ class Profile:
 
     def __post_init__(self) -> None:
         trace = self.trace
-        classes = [classify(key.name) for key in trace.ops]
+        classes = _with_kernel_evidence([classify(key.name) for key in trace.ops], self.instructions, trace)
         self._ops = pd.DataFrame(
             {
                 "event": [key.name for key in trace.ops],
@@ -964,6 +964,22 @@ def _deprecated(old: str, new: str) -> None:
 # Set on the skip a timing assertion raises on emulated profiles: the profiles the test built before it were
 # counted exactly, so the baseline gate still judges them (plugin/baseline_hooks.py) before the skip stands.
 _TIMING_SKIP_MARK = "sme2_emulated_timing"
+
+
+def _with_kernel_evidence(classes: list, counted: "InstructionTrace | None", trace: ExecutionTrace) -> list:
+    """Each operator's class, on the SME path also where its counted instructions hold SME multiply-accumulates
+    (outer products, multiply-accumulates into ZA). An operator's name shows a packed format only for kernels that
+    exist only for SME; XNNPACK names a dynamically quantized GEMM ("QP8, F32, QC8W") alike whether a KleidiAI SME2
+    kernel or a NEON one ran it, so where the run was counted the instructions decide."""
+    if counted is None or counted.classes is None or not classes or counted.instructions.ops != trace.ops:
+        return classes
+    from pytest_sme2.evidence.instruction_classes import SME_MULTIPLY_ACCUMULATES
+
+    rows = [counted.classes[name].op_values for name in SME_MULTIPLY_ACCUMULATES if name in counted.classes]
+    if not rows:
+        return classes
+    ran = np.median(np.sum(rows, axis=0), axis=1) > 0
+    return [c if c.packed or not r else replace(c, packed=True) for c, r in zip(classes, ran)]
 
 
 def emulated_timing_skip(what: str) -> BaseException:
