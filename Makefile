@@ -10,7 +10,7 @@ PIP := $(PYTHON) -m pip
 # llvm-19's assembler encodes SME2, the oracle of tests/evidence/test_instruction_classes.py (binutils 2.40 cannot).
 SYSTEM_PACKAGES := g++-aarch64-linux-gnu qemu-user chromium valgrind clang lld linux-perf llvm-19
 
-.PHONY: install system-deps emulation auto-target perf test
+.PHONY: install system-deps emulation auto-target perf test python-matrix
 
 TORCH_PIN := 2.13.0
 # Nothing to install when this checkout is already installed editable with every requirement met
@@ -84,3 +84,9 @@ perf: install auto-target
 
 test: install system-deps emulation
 	$(PYTHON) -m pytest tests/ -n 2 --dist loadgroup --durations=30
+
+# Every Python that requires-python admits (pyenv's or python3.X on PATH) loads the plugin in a pytest session:
+# a venv each with the built wheel and the few requirements loading needs, no torch (.ci/python_matrix.py says
+# why); about 50 s for four Pythons, PyPI only.
+python-matrix:
+	$(PYTHON) .ci/python_matrix.py

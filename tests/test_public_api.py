@@ -48,10 +48,9 @@ def test_every_public_name_imports(module: str) -> None:
 
 def test_the_version_is_pyprojects() -> None:
     """One version: pyproject.toml's, also what summary.json records as tool_version."""
-    import tomllib
-
     from pytest_sme2 import __version__
     from pytest_sme2._version import __version__ as layered
+    from pytest_sme2.system.toml_reader import tomllib
 
     project = tomllib.loads((Path(__file__).resolve().parent.parent / "pyproject.toml").read_text())["project"]
     assert __version__ == layered == project["version"]
