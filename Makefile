@@ -10,9 +10,15 @@ PIP := $(PYTHON) -m pip
 # llvm-19's assembler encodes SME2, the oracle of tests/evidence/test_instruction_classes.py (binutils 2.40 cannot).
 SYSTEM_PACKAGES := g++-aarch64-linux-gnu qemu-user chromium valgrind clang lld linux-perf llvm-19
 
-.PHONY: install system-deps emulation auto-target perf test
+.PHONY: install system-deps emulation auto-target perf test python-matrix
 
 TORCH_PIN := 2.13.0
+# A plain index (PyPI) gives Linux x86 torch's CUDA build: several GB of nvidia-* packages pytest-sme2 never
+# uses. PyTorch's own instructions get the CPU build from their index; where the network reaches it:
+#   make install TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
+# Either way pytest_sme2/system/torch_build.py says which build was installed and its size on disk.
+TORCH_INDEX_URL ?=
+TORCH_FROM := $(if $(TORCH_INDEX_URL),--index-url $(TORCH_INDEX_URL))
 # Nothing to install when this checkout is already installed editable with every requirement met
 # (pytest_sme2/system/install_state.py says which check failed otherwise): saves two pip runs, ~20 s.
 # pip byte-compiles what it installs one file at a time (about 43 s of a fresh venv's 73 s); instead the
@@ -26,7 +32,9 @@ COMPILE_INSTALLED := $(PYTHON) -c "import compileall, re, sysconfig; \
 	ok or print('note: some installed files did not byte-compile (above); they are compiled when imported')"
 install:
 	@if $(PYTHON) pytest_sme2/system/install_state.py --torch $(TORCH_PIN) --extra test; then :; else \
-		$(PIP) install --quiet --no-compile "torch==$(TORCH_PIN)" && $(PIP) install --quiet --no-compile -e ".[test]" \
+		$(PIP) install --quiet --no-compile $(TORCH_FROM) "torch==$(TORCH_PIN)" \
+		&& $(PYTHON) pytest_sme2/system/torch_build.py --torch $(TORCH_PIN) \
+		&& $(PIP) install --quiet --no-compile -e ".[test]" \
 		&& $(COMPILE_INSTALLED); fi
 
 # As root with apt: install what is missing. Otherwise say what to install;
@@ -84,3 +92,9 @@ perf: install auto-target
 
 test: install system-deps emulation
 	$(PYTHON) -m pytest tests/ -n 2 --dist loadgroup --durations=30
+
+# Every Python that requires-python admits (pyenv's or python3.X on PATH) loads the plugin in a pytest session:
+# a venv each with the built wheel and the few requirements loading needs, no torch (.ci/python_matrix.py says
+# why); about 50 s for four Pythons, PyPI only.
+python-matrix:
+	$(PYTHON) .ci/python_matrix.py

@@ -18,8 +18,9 @@ import bz2
 import json
 import statistics
 import sys
-import tomllib
 from pathlib import Path
+
+from pytest_sme2.system.toml_reader import tomllib
 
 DEVICE_FILE = Path(__file__).resolve().parents[1] / "pytest_sme2" / "profile" / "devices" / "apple-m4.toml"
 # device-file class -> the op_benchmarks label it is read from

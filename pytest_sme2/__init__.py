@@ -93,7 +93,7 @@ __all__ = [
 
 
 def __getattr__(name: str) -> object:
-    if name == "Summary":  # the old name of SampleStats, kept for one release (README, Changes)
+    if name == "Summary":  # the old name of SampleStats, kept for one release (CHANGELOG.md)
         import warnings
 
         warnings.warn("pytest_sme2.Summary is deprecated; use pytest_sme2.SampleStats (the same class, renamed: "

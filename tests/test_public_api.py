@@ -15,13 +15,11 @@ PUBLIC_MODULES = ("pytest_sme2", "pytest_sme2.report")
 def _taught_imports() -> list[tuple[str, str]]:
     """(module, name) of every ``from pytest_sme2... import ...`` and dotted ``pytest_sme2.X.Y`` in the docs.
 
-    The README's Changes section is history, not teaching: it names the deprecated old names on purpose
+    CHANGELOG.md is history, not teaching, and is not read: it names the deprecated old names on purpose
     (test_renamed_public_names_still_work_for_one_release_and_warn checks those)."""
     found = []
     for path in [REPO / "README.md", *(REPO / "docs").glob("*.md")]:
         text = path.read_text()
-        if path.name == "README.md":
-            text = text.split("\n## Changes\n")[0]
         for module, names in re.findall(r"^from (pytest_sme2[\w.]*) import ([\w, ]+)$", text, re.MULTILINE):
             found += [(module, name.strip()) for name in names.split(",")]
         for dotted in re.findall(r"\bpytest_sme2(?:\.\w+)+", text):
@@ -48,17 +46,16 @@ def test_every_public_name_imports(module: str) -> None:
 
 def test_the_version_is_pyprojects() -> None:
     """One version: pyproject.toml's, also what summary.json records as tool_version."""
-    import tomllib
-
     from pytest_sme2 import __version__
     from pytest_sme2._version import __version__ as layered
+    from pytest_sme2.system.toml_reader import tomllib
 
     project = tomllib.loads((Path(__file__).resolve().parent.parent / "pyproject.toml").read_text())["project"]
     assert __version__ == layered == project["version"]
 
 
 def test_renamed_public_names_still_work_for_one_release_and_warn(tmp_path: Path) -> None:
-    """Issue 24 item 2: a public name that changed keeps its old name as a deprecated alias (README, Changes)."""
+    """Issue 24 item 2: a public name that changed keeps its old name as a deprecated alias (CHANGELOG.md)."""
     import sys
 
     from helpers_etdump import RunSpec, write_etdump
@@ -99,7 +96,7 @@ def test_no_example_or_suite_of_ours_uses_a_deprecated_name() -> None:
     places = [*(REPO / "perf_tests").rglob("*.py"), *(REPO / "models").rglob("*.py"), *(REPO / "benchmarks").glob("*.py"),
               *(REPO / "docs").glob("*.md"), REPO / "conftest.py"]
     texts = {str(path.relative_to(REPO)): path.read_text() for path in places if path.is_file()}
-    texts["README.md"] = (REPO / "README.md").read_text().split("\n## Changes\n")[0]
+    texts["README.md"] = (REPO / "README.md").read_text()
     # a line that names a deprecated alias as deprecated (the design map's row for the old module) is no use of it
     found = [f"{name}: {line.strip()[:80]}" for name, text in texts.items() for line in text.splitlines()
              if DEPRECATED.search(line) and "deprecated" not in line.lower()]

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_sme2.errors import UsageError
+from pytest_sme2.system import git_ignored
 from pytest_sme2.system.safe_files import append_lines, write_file
 
 STEPS = "steps.jsonl"
@@ -74,8 +75,7 @@ def run(good: str, bad: str, pytest_args: list[str], out_dir: Path, repo: Path |
     if not pytest_args:
         raise UsageError("no tests to bisect with: pass them after --, e.g. "
                          "pytest-sme2 bisect v1.0 main -- perf_tests/test_mobilenet_v3_small.py -m sme2")
-    out_dir = out_dir.resolve()
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = git_ignored.output_folder(out_dir.resolve())
     log = out_dir / "bisect.log"
     with _restored_on_signals(top):
         _check_ends(top, ends, out_dir, pytest_args, log)

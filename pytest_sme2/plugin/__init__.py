@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -26,7 +27,7 @@ from pytest_sme2.profile.profile import Profile
 from pytest_sme2.run.targets import RunSpec, check_choice
 from pytest_sme2.run.targets.adb import AdbOptions, is_adb_target
 from pytest_sme2.run.targets.base import AUTO_PROCESSES
-from pytest_sme2.system import supervised, writable_folders
+from pytest_sme2.system import git_ignored, supervised, writable_folders
 from pytest_sme2.system.plain_text import no_workflow_commands
 from pytest_sme2.system.safe_files import write_file
 
@@ -42,6 +43,9 @@ AUTO_PROCESSES_KEY = pytest.StashKey[int]()
 # The device model of --sme2-device (a DeviceModel; None without one), read once at configure: the gate keeps
 # each counted run's modelled time on it in baselines and judges it (verdicts.modelled_verdicts).
 DEVICE_KEY = pytest.StashKey[Any]()
+# The folders of the session's places that did not exist at its start (`.sme2` by default): whichever exists at
+# its end was created by it, and gets a .gitignore (git_ignored). Workers create them too; the controller marks.
+_NEW_FOLDERS_KEY = pytest.StashKey[list]()
 
 
 def session_of(config: pytest.Config) -> Sme2Session | None:
@@ -202,6 +206,17 @@ def pytest_unconfigure(config: pytest.Config) -> None:
             session.close()
     finally:
         supervised.end_all()  # nothing a target started outlives the session, whatever stopped it
+        _keep_new_folders_out_of_git(config)
+
+
+def _keep_new_folders_out_of_git(config: pytest.Config) -> None:
+    """After everything this session writes (summaries, reports): the folders it created get their .gitignore."""
+    for folder in config.stash.get(_NEW_FOLDERS_KEY, []):
+        try:
+            git_ignored.keep_out_of_git(folder)
+        except OSError as exc:  # the session's results stand; only git would show the folder
+            sys.stderr.write(f"pytest-sme2: could not write {folder / git_ignored.GITIGNORE} ({exc}); add "
+                             f"{folder.name}/ to your repository's .gitignore\n")
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -265,6 +280,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
             check_path(history_file)
     except Sme2Error as exc:
         raise pytest.UsageError(str(exc)) from None
+    new = {git_ignored.first_created(place.root) for place in sme2.session_places}
+    session.config.stash[_NEW_FOLDERS_KEY] = sorted(folder for folder in new if folder is not None)
 
 
 def _marker_kwargs(item: pytest.Item, name: str, allowed: tuple[str, ...]) -> dict[str, Any]:

@@ -26,12 +26,12 @@ from typing import TYPE_CHECKING, Any, ClassVar, Mapping
 
 import numpy as np
 import pandas as pd
-import tomllib
 
 from pytest_sme2.errors import UsageError
 from pytest_sme2.evidence.categories import Category
 from pytest_sme2.evidence.identity import anchors_of
 from pytest_sme2.evidence.instruction_classes import NAMES
+from pytest_sme2.system.toml_reader import tomllib
 
 if TYPE_CHECKING:
     from pytest_sme2.profile.profile import Profile

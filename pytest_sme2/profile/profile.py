@@ -956,7 +956,7 @@ def samples_of(profile_or_samples: "Profile | Sequence[float] | np.ndarray") -> 
 
 
 def _deprecated(old: str, new: str) -> None:
-    """A renamed public name still works for one release and says what it is called now (README, Changes)."""
+    """A renamed public name still works for one release and says what it is called now (CHANGELOG.md)."""
     warnings.warn(f"{old} is deprecated; use {new} (the same, renamed: 'summary' now means a session's "
                   "summary.json only)", DeprecationWarning, stacklevel=3)
 

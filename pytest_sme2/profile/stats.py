@@ -447,7 +447,7 @@ def change_points(values: Sequence[float] | np.ndarray, *, min_effect: float = 0
 
 
 def __getattr__(name: str) -> Any:
-    if name == "Summary":  # the old name of SampleStats, kept for one release (README, Changes)
+    if name == "Summary":  # the old name of SampleStats, kept for one release (CHANGELOG.md)
         warnings.warn("pytest_sme2.profile.stats.Summary is deprecated; use SampleStats (the same class, renamed)",
                       DeprecationWarning, stacklevel=2)
         return SampleStats

@@ -17,7 +17,7 @@ def __getattr__(name: str) -> Any:
     if name in ("build_test_entry", "build_record"):
         from pytest_sme2.report.entries import build_test_entry
 
-        if name == "build_record":  # the old name, kept for one release (README, Changes)
+        if name == "build_record":  # the old name, kept for one release (CHANGELOG.md)
             import warnings
 
             warnings.warn("pytest_sme2.report.build_record is deprecated; use pytest_sme2.report.build_test_entry "

@@ -1,4 +1,4 @@
-"""Deprecated, kept for one release: the old name of ``report/entries.py`` (README, Changes).
+"""Deprecated, kept for one release: the old name of ``report/entries.py`` (CHANGELOG.md).
 
 "record" now means a baseline record only; a test's entry in the reports is built by
 ``pytest_sme2.report.build_test_entry``.

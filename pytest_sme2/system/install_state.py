@@ -1,10 +1,10 @@
 """Whether `make install` has anything to do: this checkout installed, editable, with every requirement met.
 
 The Makefile runs this file by path (``python pytest_sme2/system/install_state.py``) before anything is
-installed, so it imports only the standard library and ``packaging`` (which pip and pytest bring), never the
-package around it. Two pip runs that find everything in place cost about 20 s on a 2-core machine; this
-check costs a fraction of a second, so a second ``make perf`` or ``make test`` with nothing changed does not
-pay for them (issue 25). It answers "up to date" only when all of these hold, and otherwise names the first
+installed, so it imports only the standard library, ``packaging`` (which pip and pytest bring) and its
+sibling ``toml_reader.py``, never the package around it. Two pip runs that find everything in place cost
+about 20 s on a 2-core machine; this check costs a fraction of a second, so a second ``make perf`` or
+``make test`` with nothing changed does not pay for them (issue 25). It answers "up to date" only when all of these hold, and otherwise names the first
 that does not (pip then runs as before):
 
 - torch is the pinned CPU build the Makefile installs (``TORCH_PIN`` there, passed as ``--torch``);
@@ -32,8 +32,8 @@ except ModuleNotFoundError:  # a fresh Python: nothing of ours installed yet
     sys.exit(1)
 
 try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10: no TOML reader in the standard library; pip then decides
+    from toml_reader import tomllib  # the sibling module: run by path, this file's folder is first on sys.path
+except ModuleNotFoundError:  # Python 3.10 before pytest-sme2's requirements (tomli) are installed: pip decides
     tomllib = None
 
 DISTRIBUTION = "pytest-sme2"
@@ -77,7 +77,7 @@ def stale_reason(root: Path, extras: list[str], torch_pin: str) -> str | None:
     if folder is None or not folder.exists() or not folder.samefile(root):
         return f"{DISTRIBUTION} is not installed editable from {root}"
     if tomllib is None:
-        return "this Python has no tomllib (3.11+) to read pyproject.toml with"
+        return "no TOML reader to read pyproject.toml with (Python 3.10 needs tomli, not installed yet)"
     pyproject = tomllib.loads((root / "pyproject.toml").read_text())
     version = pyproject["project"]["version"]
     if Version(dist.version) != Version(version):

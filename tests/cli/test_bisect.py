@@ -101,12 +101,13 @@ def test_a_passing_bad_end_stops_before_bisecting(repo: Path, monkeypatch: pytes
     (repo / "README.md").write_text("still passing\n")
     _git(repo, "commit", "-q", "-am", "docs: still passing")
     monkeypatch.chdir(repo)
-    out = repo.parent / "bisect-out"
+    out = repo / "bisect-output" / "run-1"  # in the repository, a folder its .gitignore does not name
     with pytest.raises(UsageError, match=r"BAD HEAD \(\w{12} docs: still passing\) is not bad: good\. Nothing"):
         bisect.run("HEAD~1", "HEAD", ["test_plain.py", "-p", "no:cacheprovider"], out)
     steps = [json.loads(line) for line in (out / "steps.jsonl").read_text().splitlines()]
     assert [(s["role"], s["verdict"]) for s in steps] == [("good end", "good"), ("bad end", "good")]
     assert _git(repo, "symbolic-ref", "--short", "HEAD") == "main"
+    assert _git(repo, "status", "--porcelain", "--untracked-files=all") == ""  # the output ignores itself
 
 
 def test_a_missing_baseline_is_no_failure_unless_the_user_says_so(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:

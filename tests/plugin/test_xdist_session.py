@@ -119,3 +119,9 @@ def test_workers_export_once_and_share_the_session_folder(xdist_run: XdistRun) -
     assert len([p for p in xdist_run.cache.iterdir() if p.name.startswith("shared-")]) == 1
     session_dirs = {next(p for p in Path(etdump).parents if p.name.startswith("session-")) for _, etdump in records}
     assert session_dirs == {xdist_run.session_dir()}, f"workers wrote to different session folders: {session_dirs}"
+
+
+def test_the_folders_the_session_created_keep_out_of_git(xdist_run: XdistRun) -> None:
+    """Workers create the session's folders; the controller, last to finish, gives each its .gitignore."""
+    for folder in (xdist_run.root / "artifacts", xdist_run.cache):
+        assert (folder / ".gitignore").read_text().splitlines()[-1] == "*", folder
