@@ -37,8 +37,8 @@ def test_mlp_fp32_sme2_speedup(exported_pte, runner, compare_variants):
 @pytest.mark.latency
 @pytest.mark.model("mlp", dtype="int8", quant="dynamic")
 def test_mlp_int8_dynamic_sme2_speedup(exported_pte, runner, compare_variants):
-    # int8 dynamic GEMMs are named "(NC, QP8, F32, QC8W)" with SME on and off (NEON
-    # KleidiAI kernels exist too), so here only the time tells whether SME2 helped.
+    # int8 dynamic GEMMs are named "(NC, QP8, F32, QC8W)" with SME on and off (NEON KleidiAI kernels exist too):
+    # on hardware only the time tells whether SME2 helped.
     # Alternating chunks of SME2-on and SME2-off runs, so drift of the machine hits both alike.
     on, off = compare_variants(exported_pte, runner(sme2=True), runner(sme2=False))
     assert_speedup(on, off, at_least=1.2)
@@ -54,4 +54,6 @@ def test_mlp_int8_dynamic_runs_sme2_kernels(exported_pte, runner, etdump_profile
         pytest.skip("naming the kernels that ran needs a kernel trace (the emulated target records one)")
     assert any("sme2" in kernel for kernel in on.executed_sme_kernels)
     assert off.executed_sme_kernels == ()
+    # The counted SME multiply-accumulates put every GEMM on the SME path, whatever their names say.
+    assert_sme2_kernel_path(on, off, at_least=0.95)
     assert_outputs_match(on, exported_pte)

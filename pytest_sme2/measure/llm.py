@@ -170,4 +170,8 @@ def llm_phases(pte: "ExportedModel", runner: "Runner", sequence: LlmSequence,
     cycles = 1 if runner.session.target.info.emulated else max(1, -(-runner.spec.runs // sequence.decode))
     spec = replace(runner.spec, runs=cycles * sequence.decode, warmup=max(1, runner.spec.warmup))
     decode = replace(runner, spec=spec, plan=decode_plan, phase=decode_label).profile(pte)
+    # What the reports show per token (report/table.py) and summary.json keeps.
+    prefill.metadata["llm"] = {"phase": "prefill", "tokens_per_run": sequence.prefill, "prefill": sequence.prefill}
+    decode.metadata["llm"] = {"phase": "decode", "tokens_per_run": 1, "prefill": sequence.prefill,
+                              "decode": sequence.decode}
     return LlmProfile(sequence, prefill, decode)

@@ -95,10 +95,22 @@ def amount(profile: Mapping[str, Any]) -> str:
     without counts has none: its time is the emulator's)."""
     counted = profile.get("instructions") if profile.get("basis") == "instructions" else None
     if counted:
-        return f"{instructions(counted['per_inference'])} instr" + (" (cached)" if from_result_cache(profile) else "")
+        return (f"{instructions(counted['per_inference'])} instr" + per_token(profile, counted["per_inference"])
+                + (" (cached)" if from_result_cache(profile) else ""))
     if profile.get("emulated"):  # emulator time is no latency: without counts there is no size to show
         return NOT_COUNTED
-    return ms(profile["latency"]["median_ms"])
+    return ms(profile["latency"]["median_ms"]) + per_token(profile, profile["latency"]["median_ms"])
+
+
+def per_token(profile: Mapping[str, Any], per_run: float | None) -> str:
+    """A language model phase's figure per token (measure/llm.py): ", 12.3 k instr/token" counted, ", 8,081
+    tokens/s" measured; "" for a profile that is no LLM phase."""
+    tokens = ((profile.get("metadata") or {}).get("llm") or {}).get("tokens_per_run")
+    if not tokens or per_run is None or per_run <= 0:
+        return ""
+    if profile.get("basis") == "instructions":
+        return f", {instructions(per_run / tokens)} instr/token"
+    return f", {tokens / (per_run / 1e3):,.0f} tokens/s"
 
 
 def from_result_cache(profile: Mapping[str, Any]) -> bool:

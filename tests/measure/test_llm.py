@@ -18,6 +18,7 @@ from pytest_sme2.errors import UsageError
 from pytest_sme2.measure.llm import LlmSequence, TokenRates, llm_phases
 from pytest_sme2.measure.runner import Runner
 from pytest_sme2.measure.session import Settings, Sme2Session
+from pytest_sme2.report.table import amount, instructions
 from pytest_sme2.run import emulation_setup
 from pytest_sme2.run.targets import RunSpec
 
@@ -107,6 +108,9 @@ def test_emulated_decode_reads_the_cache_the_prefill_filled(sessions) -> None:  
     # A token of the prefill costs less than a decode step: the prompt's tokens share each weight read.
     assert prompt / 6 < steps.mean()
     assert "emulated time is not time" in TokenRates(phases.decode, 1).text()
+    # The reports' size cell gives the prefill per token too (6 tokens a run), counted.
+    cell = amount(phases.prefill.to_dict())
+    assert cell.startswith(instructions(prompt)) and f"{instructions(prompt / 6)} instr/token" in cell
 
 
 def test_host_decode_with_executorch_llm_custom_ops(sessions) -> None:  # noqa: ANN001
@@ -122,3 +126,4 @@ def test_host_decode_with_executorch_llm_custom_ops(sessions) -> None:  # noqa: 
     assert low <= value <= high and value == pytest.approx(1e3 / phases.decode.latency.median)
     prefill_value = phases.prefill_rates.tokens_per_s[0]
     assert prefill_value == pytest.approx(8e3 / phases.prefill.latency.median)
+    assert amount(phases.prefill.to_dict()).endswith(f", {prefill_value:,.0f} tokens/s")
