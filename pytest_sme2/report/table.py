@@ -109,6 +109,8 @@ def per_token(profile: Mapping[str, Any], per_run: float | None) -> str:
     if not tokens or per_run is None or per_run <= 0:
         return ""
     if profile.get("basis") == "instructions":
+        if tokens == 1:  # a decode step: per inference is per token already
+            return ""
         return f", {instructions(per_run / tokens)} instr/token"
     return f", {tokens / (per_run / 1e3):,.0f} tokens/s"
 
