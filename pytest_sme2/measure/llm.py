@@ -152,6 +152,12 @@ class LlmProfile:
     def decode_rates(self) -> TokenRates:
         return TokenRates(self.decode, 1)
 
+    @property
+    def time_to_first_token(self) -> Any:
+        """The prefill's time per run (SampleStats, ms): the prompt's forward, which yields the first token's
+        logits. Measured time only: on the emulated target a timing skip."""
+        return self.prefill.latency
+
     def __repr__(self) -> str:
         variant = self.prefill.label.replace(f" {self.sequence.label[0]}", "")
         return (f"LlmProfile({variant}: prefill of {self.sequence.prefill} tokens {self.prefill_rates.text()}; "
