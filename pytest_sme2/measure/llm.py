@@ -81,6 +81,23 @@ class LlmSequence:
         return prefill, decode
 
 
+# Token ids of a program given as a .pte path, which has no example inputs: small ids every vocabulary has.
+PATH_TOKENS = 32
+
+
+def example_calls(pte: "ExportedModel | str | Path") -> tuple[Any, ...]:
+    """``(tokens, input_pos)`` to build the calls on: the export's example inputs, or for a .pte path (a program
+    from ExecuTorch's own LLM export, say) ids 1..32 and position 0 as int64, the dtypes ExecuTorch's llama runner
+    passes."""
+    import torch
+
+    from pytest_sme2.export.export import ExportedModel
+
+    if isinstance(pte, ExportedModel):
+        return tuple(torch.load(pte.inputs_path, weights_only=True))
+    return (torch.arange(1, PATH_TOKENS + 1, dtype=torch.long).reshape(1, -1), torch.tensor([0], dtype=torch.long))
+
+
 def _example_tokens(example_inputs: tuple[Any, ...]) -> Any:
     import torch
 
@@ -166,7 +183,7 @@ class LlmProfile:
     __str__ = __repr__
 
 
-def llm_phases(pte: "ExportedModel", runner: "Runner", sequence: LlmSequence,
+def llm_phases(pte: "ExportedModel | str | Path", runner: "Runner", sequence: LlmSequence,
                example_inputs: tuple[Any, ...]) -> LlmProfile:
     """Profile the prefill and the decode of ``pte`` on ``runner``'s variant, each in its own runner processes."""
     prefill_plan, decode_plan = sequence.plans(example_inputs)

@@ -111,7 +111,7 @@ class Runner:
             identity = {"model": pte.model, "recipe": pte.recipe.label, "delegation": pte.delegation,
                         "etrecord": str(etrecord) if etrecord else None, "export": self._provenance(pte)}
         else:
-            program = Path(pte)
+            program = check_program(Path(pte))  # a missing or truncated file is named before it is read
             inputs = None
             identity = {"model": program.stem, "recipe": "external", "delegation": None, "etrecord": None,
                         "export": {"pte_sha256": file_sha256(program), **tool_versions()}}

@@ -437,6 +437,8 @@ def llm_profile(request: pytest.FixtureRequest) -> Callable[..., Any]:
     """Function: ``llm_profile(pte, runner, prefill=P, decode=D, prefill_method='forward', decode_method='forward')``
     -> LlmProfile with ``.prefill`` and ``.decode`` Profiles and their per-token figures.
 
+    ``pte``: an exported model (its example tokens make the prompt), or a .pte path, such as the output of
+    ExecuTorch's own LLM export (tokens 1, 2, 3 ..., int64, as its llama runner passes them).
     A language model as ExecuTorch's llama runner calls it (``method(tokens, input_pos)``): the prefill of P tokens,
     then D decode steps at successive positions over the KV cache the prefill filled, in one runner process.
     Each phase is attached to the test like etdump_profile's profiles and gated against its own baseline (the
@@ -447,18 +449,14 @@ def llm_profile(request: pytest.FixtureRequest) -> Callable[..., Any]:
 
     def llm_profile(pte: Any, runner: Runner, prefill: int = 8, decode: int = 8, prefill_method: str = "forward",
                     decode_method: str = "forward") -> Any:
-        from pytest_sme2.measure.llm import LlmSequence, llm_phases
+        from pytest_sme2.measure.llm import LlmSequence, example_calls, llm_phases
 
         with _as_test_failure(request):
-            if not isinstance(pte, ExportedModel):
-                raise UsageError("llm_profile() needs the exported_pte or export_pte fixture's value (it builds the "
-                                 f"prompt from the model's example tokens), got {type(pte).__name__}")
+            require_program(pte)
             if not isinstance(runner, Runner):
                 raise UsageError(f"llm_profile() needs a runner from the runner fixture, got {type(runner).__name__}")
             sequence = LlmSequence(prefill, decode, prefill_method, decode_method)
-            import torch
-
-            example = tuple(torch.load(pte.inputs_path, weights_only=True))
+            example = example_calls(pte)
             with progress.running(request.config, runner, pte) as step:
                 phases = step.ended(llm_phases(pte, runner, sequence, example))
         profiles.extend([phases.prefill, phases.decode])
