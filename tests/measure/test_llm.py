@@ -14,8 +14,8 @@ import torch
 
 from conftest import REPO
 from pytest_sme2 import Recipe
-from pytest_sme2.errors import UsageError
-from pytest_sme2.measure.llm import LlmSequence, TokenRates, llm_phases
+from pytest_sme2.errors import RunnerError, UsageError
+from pytest_sme2.measure.llm import LlmSequence, TokenRates, example_calls, llm_phases
 from pytest_sme2.measure.runner import Runner
 from pytest_sme2.measure.session import Settings, Sme2Session
 from pytest_sme2.report.table import amount, instructions
@@ -127,3 +127,53 @@ def test_host_decode_with_executorch_llm_custom_ops(sessions) -> None:  # noqa: 
     prefill_value = phases.prefill_rates.tokens_per_s[0]
     assert prefill_value == pytest.approx(8e3 / phases.prefill.latency.median)
     assert amount(phases.prefill.to_dict()).endswith(f", {prefill_value:,.0f} tokens/s")
+
+
+@pytest.fixture(scope="module")
+def prefill_decode_methods_pte(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """ExecuTorch's own LLM export of a program with two methods, ``prefill`` and ``decode``, sharing their KV
+    cache (its multimethod export with share_mutable_buffers), reference attention so that it runs emulated."""
+    import json
+
+    from executorch.examples.models.llama.export_llama_lib import export_llama
+    from executorch.extension.llm.export.config.llm_config import LlmConfig, MethodConfig
+
+    folder = tmp_path_factory.mktemp("two-methods")
+    (folder / "params.json").write_text(json.dumps({"dim": 64, "n_layers": 2, "n_heads": 4, "n_kv_heads": 2,
+                                                    "vocab_size": 256, "multiple_of": 32}))
+    config = LlmConfig()
+    config.base.params = str(folder / "params.json")
+    config.model.use_kv_cache = True
+    config.model.enable_dynamic_shape = True
+    config.export.max_seq_length = config.export.max_context_length = 64
+    config.export.output_name = str(folder / "llama.pte")
+    config.backend.xnnpack.enabled = True
+    config.multimethod.methods = [MethodConfig("prefill"), MethodConfig("decode")]
+    config.multimethod.share_mutable_buffers = True
+    export_llama(config)
+    return folder / "llama.pte"
+
+
+@pytest.mark.skipif(not emulation_setup.status().ready, reason="emulated target not ready")
+def test_separate_prefill_and_decode_methods_share_the_cache(sessions, prefill_decode_methods_pte: Path) -> None:  # noqa: ANN001
+    """Prefill by the ``prefill`` method, decode by the ``decode`` method, in one process: the decode steps must read
+    the cache the other method filled, so their last logits equal those of the same calls all made by ``decode``
+    (one method: no sharing needed). A decode that read an unfilled cache would give other logits."""
+    session = sessions("emulated")
+    sequence = LlmSequence(prefill=8, decode=3, prefill_method="prefill", decode_method="decode")
+    example = example_calls(prefill_decode_methods_pte)
+    runner = Runner(session, RunSpec(sme2=True, runs=1, warmup=0), session.test_dir("two-methods"))
+    two = llm_phases(prefill_decode_methods_pte, runner, sequence, example)
+    one = llm_phases(prefill_decode_methods_pte, runner,
+                     LlmSequence(prefill=8, decode=3, prefill_method="decode", decode_method="decode"), example)
+    torch.testing.assert_close(_last_output(two.decode), _last_output(one.decode), rtol=1e-5, atol=1e-5)
+    assert two.decode.label.endswith("decode D=3 after P=8]")
+
+
+def test_the_python_binding_refuses_two_methods_it_cannot_share_a_cache_between(
+        sessions, prefill_decode_methods_pte: Path) -> None:  # noqa: ANN001
+    session = sessions("host")
+    sequence = LlmSequence(prefill=8, decode=2, prefill_method="prefill", decode_method="decode")
+    runner = Runner(session, RunSpec(runs=2, warmup=1), session.test_dir("two-methods-host"))
+    with pytest.raises(RunnerError, match="cannot share a program's memory arenas between methods"):
+        llm_phases(prefill_decode_methods_pte, runner, sequence, example_calls(prefill_decode_methods_pte))

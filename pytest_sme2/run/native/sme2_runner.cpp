@@ -12,7 +12,8 @@
 // taking call i modulo their number (0, the default: the whole file is one call), so a sequence of calls with
 // state carried between them (a language model's decode steps at successive positions over its KV cache) runs
 // in one process; --warmup_inputs_path=FILE gives the warmup runs their own calls (a prefill that fills the
-// cache before timed decode steps), split the same way (default: the inputs file).
+// cache before timed decode steps), split the same way (default: the inputs file). With two methods the
+// program's memory arenas are shared between them, as a program exported with share_mutable_buffers needs.
 // --reference_path=PTE runs one inference of that program right before each
 // timed (and warmup) inference and reports its times as "reference_ms": the
 // baseline gate divides by it so drift of the whole machine cancels
@@ -307,7 +308,11 @@ int main(int argc, char** argv) {
     tracer = std::make_unique<executorch::etdump::ETDumpGen>();
     gen = tracer.get();
   }
-  Module module(o.model_path, Module::LoadMode::Mmap, std::move(tracer));
+  // Two methods of one process (a language model's prefill and decode methods) read one KV cache only when
+  // they share the program's memory arenas: ExecuTorch's LLM export plans the cache there
+  // (share_mutable_buffers); with separate arenas the decode method would read a cache nothing filled.
+  const bool two_methods = o.warmup_method != o.method;
+  Module module(o.model_path, Module::LoadMode::Mmap, std::move(tracer), nullptr, nullptr, two_methods);
   // The reference program has no tracer, so the model's ETDump holds the model's runs only.
   std::unique_ptr<Module> reference;
   if (!o.reference_path.empty()) reference = std::make_unique<Module>(o.reference_path, Module::LoadMode::Mmap);

@@ -85,6 +85,12 @@ def _run(request: dict[str, Any], state: dict[str, Any],
         plan = CallPlan(calls=(_ones_inputs(module),))
     calls, warmup_calls = plan.calls, plan.warmup
     method, warmup_method = plan.method, plan.warmup_method_name
+    if warmup_method != method and int(request["warmup"]) > 0:
+        return {"ok": False, "kind": "runtime", "error": (
+            f"the warmup runs call method '{warmup_method}' and the timed runs '{method}': ExecuTorch's Python "
+            "binding cannot share a program's memory arenas between methods, so the second would not read the "
+            "state (a KV cache) the first wrote; run it on a target with pytest-sme2's native runner (local, "
+            "emulated or adb), which shares them")}
     reference = _reference(request.get("reference"), state)
     for i in range(int(request["warmup"])):
         if reference is not None:
