@@ -24,6 +24,7 @@ from typing import Any, Iterator
 
 from pytest_sme2.errors import DamagedCacheEntryWarning, ExportError, StorageError, UsageError
 from pytest_sme2.export import export_key
+from pytest_sme2.export.graph_nodes import graph_nodes
 from pytest_sme2.export.work import FACTS_FILE, FACTS_VERSION, decode_facts, facts_document, write_facts
 from pytest_sme2.model.registry import Model, where_in_author_code
 from pytest_sme2.system.digests import file_sha256, tree_digest
@@ -622,4 +623,6 @@ def _delegation_record(graph_module) -> dict[str, Any]:  # noqa: ANN001
         "non_delegated_nodes": sum(op["non_delegated"] for op in ops),
         "delegated_subgraphs": int(info.num_delegated_subgraphs),
         "ops": ops,
+        # node by node, so the gate can pair two programs' nodes by name (gate/structure.py)
+        "nodes": graph_nodes(graph_module),
     }

@@ -82,6 +82,12 @@ def _text(x: Any) -> bool:
     return isinstance(x, str)
 
 
+def _graph_node(x: Any) -> bool:
+    """[node name, delegated, dtype or null, shape or null] (export/graph_nodes.py)."""
+    return (isinstance(x, list) and len(x) == 4 and isinstance(x[0], str) and isinstance(x[1], bool)
+            and (x[2] is None or isinstance(x[2], str)) and (x[3] is None or _list(_count)(x[3])))
+
+
 NUMBER = Leaf(_optional(_number), "a number or null")
 COUNT = Leaf(_optional(_count), "a whole number >= 0 or null")
 FRACTION = Leaf(_optional(_fraction), "a fraction between 0 and 1, or null")
@@ -149,7 +155,10 @@ PROFILE = Fields({
     "node_delegation_coverage": FRACTION,
     "delegation": Fields({"delegated_nodes": COUNT, "non_delegated_nodes": COUNT,
                           "ops": MapOf(Leaf(lambda x: isinstance(x, list) and len(x) == 2 and all(_count(v) for v in x),
-                                            "[delegated, not delegated], two whole numbers >= 0"), nullable=True)},
+                                            "[delegated, not delegated], two whole numbers >= 0"), nullable=True),
+                          # graph nodes in order (export/graph_nodes.py); absent in records of older pytest-sme2
+                          "nodes": Leaf(_optional(_list(_graph_node)),
+                                        "null or a list of [node name, delegated, dtype or null, shape or null]")},
                          nullable=True),
     "portable_ops": TEXTS,
     "sme_path_share": FRACTION,

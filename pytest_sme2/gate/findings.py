@@ -7,8 +7,11 @@ verdicts per variant, the cause eleventh among them. A person fixing it needs th
 rest as its consequences, named once. So verdicts are grouped by cause, in this order:
 
 1. a baseline that is missing (nothing else can be judged without it);
-2. structure: operators that fell out of the delegate, operators added or removed, an SME kernel path
-   lost. These explain the numbers; the numbers do not explain them;
+2. structure: nodes that fell out of the delegate, then the change the person made as the paired graph
+   nodes show it ("layers: 2 -> 3 blocks (layers.1 added)", "layers.*.act: relu -> gelu", a dtype, GEMMs
+   that grew in every block), then operators added or removed, an SME kernel path lost. These explain the
+   numbers; the numbers do not explain them. A headline naming the person's change also names the
+   quantity it moved most, so its first line says what was done and what it cost;
 3. the quantities they move (instructions, latency, memory, shares, coverage, one operator's cost),
    one short item each, per variant;
 4. context: notes that explain a change without failing (another setup, how operators were paired).
@@ -26,9 +29,9 @@ from typing import Sequence
 from pytest_sme2.gate.verdicts import MISSING, NOTE, REGRESSION, Verdict
 from pytest_sme2.profile.device_model import time_text
 
-MISSING_CAUSE, DELEGATE, OPERATORS, SME_PATH, QUANTITY, CONTEXT = range(6)
-_CAUSE_NAMES = {MISSING_CAUSE: "missing", DELEGATE: "delegate", OPERATORS: "operators", SME_PATH: "SME path",
-                QUANTITY: "quantity", CONTEXT: "context"}
+MISSING_CAUSE, DELEGATE, CHANGE, OPERATORS, SME_PATH, QUANTITY, CONTEXT = range(7)
+_CAUSE_NAMES = {MISSING_CAUSE: "missing", DELEGATE: "delegate", CHANGE: "change", OPERATORS: "operators",
+                SME_PATH: "SME path", QUANTITY: "quantity", CONTEXT: "context"}
 MOVED_ITEMS = 6  # quantities named per variant in the message; the rest are in the verdicts file
 _START_UP = {"load": "load (Program::load_method)", "init": "init (Method::init)",
              "peak_rss": "peak resident memory"}  # the start-up and memory checks, as the message names them
@@ -42,6 +45,7 @@ class Finding:
     text: str  # without the variant's label
     labels: tuple[str, ...]
     verdicts: tuple[Verdict, ...]
+    first: str = ""  # a quantity finding's first item: what a change's headline says it moved
 
     @property
     def cause_name(self) -> str:
@@ -57,6 +61,8 @@ def cause_of(verdict: Verdict) -> int | None:
     if verdict.status == MISSING:
         return MISSING_CAUSE
     if verdict.status == NOTE:
+        if verdict.check == "change":
+            return CHANGE
         if verdict.check == "op_instructions" and ("gone" in verdict.evidence or "new" in verdict.evidence):
             return OPERATORS  # the program's operators changed: structure, even where it alone fails nothing
         return CONTEXT
@@ -93,7 +99,7 @@ def findings(verdicts: Sequence[Verdict]) -> list[Finding]:
             text = "; ".join(items[:MOVED_ITEMS]) + (f"; and {more} more" if more > 0 else "")
         else:
             text = key
-        out.append(Finding(cause, text, labels, tuple(members)))
+        out.append(Finding(cause, text, labels, tuple(members), items[0] if cause == QUANTITY else ""))
     return sorted(out, key=lambda f: f.cause)  # stable: verdict order within a cause
 
 
@@ -102,11 +108,20 @@ def failed(found: Sequence[Finding]) -> bool:
 
 
 def headline(found: Sequence[Finding]) -> str:
-    """The root cause in one line: the first finding that fails or is structure (never a mere note)."""
-    for finding in found:
-        if finding.cause < QUANTITY:
-            return finding.line()
-    return found[0].line() if found else ""
+    """The root cause in one line: the first finding that fails or is structure (never a mere note). A person's
+    change (CHANGE) is followed by the first quantity it moved in those variants ("...: instructions per
+    inference +21.5%")."""
+    lead = _lead(found)
+    if lead is None:
+        return ""
+    moved = lead.verdicts[0].evidence.get("moved") or next(
+        (f.first for f in found if f.cause == QUANTITY and f.labels[0] in lead.labels), "")
+    return lead.line() + (f": {moved}" if lead.cause == CHANGE and moved else "")
+
+
+def _lead(found: Sequence[Finding]) -> Finding | None:
+    """The finding the headline names: the first that fails or is structure, else the first."""
+    return next((f for f in found if f.cause < QUANTITY), found[0] if found else None)
 
 
 def message_lines(found: Sequence[Finding], limit: int = 4) -> list[str]:
@@ -115,7 +130,7 @@ def message_lines(found: Sequence[Finding], limit: int = 4) -> list[str]:
     if not found:
         return []
     first = headline(found)
-    lead = next(f for f in found if f.line() == first)
+    lead = _lead(found)
     rest = [f for f in found if f is not lead]
     lines = [first]
     for finding in rest[:limit]:
@@ -163,11 +178,14 @@ def _short(verdict: Verdict) -> str:
         ratio = evidence.get("ratio", evidence["current"] / evidence["baseline"])  # the judged ratio (relative)
         return f"{_START_UP[check]} {ratio - 1:+.1%}"
     if check == "op_instructions" and "op" in evidence:
-        return f"operator {evidence['op']} {evidence['current'] / evidence['baseline'] - 1:+.1%} instructions"
+        node = evidence.get("node")  # by what it is in the graph: its key's "#N @K" say nothing to a reader
+        what = node if node and " after " not in node else evidence["op"]
+        return f"operator {what} {evidence['current'] / evidence['baseline'] - 1:+.1%} instructions"
     points = _points(verdict)
     if points is not None:
         what = {"share": f"share of {evidence.get('category')}", "sme_path": "SME path share",
                 "delegation_coverage": "delegated graph nodes" if evidence.get("basis") == "nodes"
-                else "delegation coverage"}.get(check, check)
+                else f"delegated share of the run's {'instructions' if 'instructions' in verdict.message else 'time'}"
+                }.get(check, check)
         return f"{what} {points}"
     return verdict.message if len(verdict.message) <= 90 else verdict.message[:87] + "..."

@@ -20,7 +20,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from pytest_sme2.errors import UsageError
-from pytest_sme2.evidence.categories import strip_instance
+from pytest_sme2.evidence.categories import classify, strip_instance
+from pytest_sme2.gate import structure
 from pytest_sme2.profile import stats
 from pytest_sme2.profile.device_model import time_text
 
@@ -388,20 +389,96 @@ def _coverage(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any
 
 
 def _delegated_ops(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any]) -> Verdict:
-    fell_out: list[str] = []
+    """Nodes that left the delegate. With both sides' graph nodes (structure.nodes_of) a node fell out only when
+    it was delegated in the baseline and is not now; a new node outside the delegate fails too, unless the
+    baseline's blocks ran the same node outside it (a layer added to a stack brings its own portable nodes).
+    Records without graph nodes are compared by counts per operator type."""
+    nodes_then, nodes_now = structure.nodes_of(baseline), structure.nodes_of(current)
+    new_portable = sorted(set(current.get("portable_ops") or []) - set(baseline.get("portable_ops") or []))
+    if nodes_then is not None and nodes_now is not None:
+        found = structure.align(nodes_then, nodes_now)
+        fell_out = structure.fell_out(nodes_then, nodes_now, found)
+        added = structure.new_outside(nodes_then, nodes_now, found)
+        kernels = f" (portable kernel(s) new to the program: {', '.join(new_portable)})" if new_portable else ""
+        parts = ([f"node(s) fell out of the delegate: {', '.join(fell_out)}"] if fell_out else []) + (
+            [f"new node(s) run outside the delegate: {', '.join(added)}"] if added else [])
+        evidence = {"fell_out": fell_out, "new_outside": added}
+        if parts:
+            return Verdict("delegated_ops", REGRESSION, label, "; ".join(parts) + kernels, evidence)
+        return Verdict("delegated_ops", OK, label, "no node left the delegate", evidence)
+    fell: list[str] = []
     ops_now = (current.get("delegation") or {}).get("ops") or {}
     ops_then = (baseline.get("delegation") or {}).get("ops") or {}
     for op, (_, outside_now) in sorted(ops_now.items()):
         outside_then = ops_then.get(op, [0, 0])[1]
         if outside_now > outside_then:
-            fell_out.append(f"{op} ({outside_now - outside_then} more node(s) outside the delegate)")
-    new_portable = sorted(set(current.get("portable_ops") or []) - set(baseline.get("portable_ops") or []))
-    fell_out += [f"{op} (now runs as a portable kernel)" for op in new_portable]
-    evidence = {"fell_out": fell_out}
-    if fell_out:
+            fell.append(f"{op} ({outside_now - outside_then} more node(s) outside the delegate)")
+    fell += [f"{op} (now runs as a portable kernel)" for op in new_portable]
+    if fell:
         return Verdict("delegated_ops", REGRESSION, label,
-                       "operator(s) fell out of the delegate: " + "; ".join(fell_out), evidence)
-    return Verdict("delegated_ops", OK, label, "no operator left the delegate", evidence)
+                       "operator(s) fell out of the delegate: " + "; ".join(fell), {"fell_out": fell})
+    return Verdict("delegated_ops", OK, label, "no operator left the delegate", {"fell_out": fell})
+
+
+# A heavy operator's growth is the same across blocks ("each") when its block instances grew within this much.
+SAME_GROWTH = 0.05
+
+
+def change_verdict(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any],
+                   tol: Tolerances) -> Verdict | None:
+    """The change a person made, in their terms, from the two programs' paired graph nodes (structure.changes)
+    and the counted GEMM and convolution operators that grew ("layers.*.up GEMMs +49% instructions each"): a
+    note the failing test's headline leads with (findings.py). None when neither shows a change."""
+    nodes_then, nodes_now = structure.nodes_of(baseline), structure.nodes_of(current)
+    parts = [] if nodes_then is None or nodes_now is None else structure.changes(
+        nodes_then, nodes_now, structure.align(nodes_then, nodes_now))
+    parts += _grown_heavy_ops(current, baseline, tol)
+    if not parts:
+        return None
+    evidence: dict[str, Any] = {"changes": parts}
+    counts = [((record.get("instructions") or {}).get("per_inference")) for record in (current, baseline)]
+    if all(isinstance(count, (int, float)) for count in counts) and counts[1]:
+        # what the change cost, said with it even where it made the whole smaller and something else failed
+        evidence["moved"] = f"instructions per inference {counts[0] / counts[1] - 1:+.1%}"
+    return Verdict("change", NOTE, label, "; ".join(parts), evidence)
+
+
+def _grown_heavy_ops(current: Mapping[str, Any], baseline: Mapping[str, Any], tol: Tolerances) -> list[str]:
+    """The counted GEMM and convolution operators of resized graph nodes (a node's output shape changed: a wider
+    FFN), by the node they implement with its block's index taken out, one phrase per category ("layers.*.up,
+    layers.*.down GEMMs +36% to +44% instructions"). Without both sides' graph nodes, those that grew beyond
+    the operator tolerance. An operator whose node kept its shape is left out: a layer removed before it moves
+    it to the front of the program, where the first call's setup is counted in it, and that is no change of it.
+    A block counts as resized when any of its nodes changed shape: the second linear of a wider FFN keeps its
+    output's shape, its input grew."""
+    now, then = _counted(current), _counted(baseline)
+    if now is None or then is None or not then.get("op_identity") or not now.get("op_identity"):
+        return []
+    nodes_then, nodes_now = structure.nodes_of(baseline), structure.nodes_of(current)
+    resized = None if nodes_then is None or nodes_now is None else {
+        (structure.instance_of(nodes_then[i].name) or (None, nodes_then[i].name))[1]
+        for i, j in structure.align(nodes_then, nodes_now).pairs if nodes_then[i].detail != nodes_now[j].detail}
+    grown: dict[str, dict[str, list[float]]] = {}
+    for before, after in _op_pairs(current, baseline)[0]:
+        base, cur = float(then["ops"][before][1]), float(now["ops"][after][1])
+        category = classify(before).category.value
+        node_then = then["op_identity"].get(before, before)
+        grew = base > 0 and cur / base - 1 > tol.op_instructions
+        if resized is not None:
+            moved = grew and (structure.instance_of(node_then) or (None, node_then))[1] in resized
+        else:
+            moved = grew and cur - base > MIN_OP_INSTRUCTIONS
+        if category in ("GEMM", "CONV") and moved:
+            where = structure.generic(node_then.split(": ", 1)[0])
+            grown.setdefault(category, {}).setdefault(where, []).append(cur / base - 1)
+    out = []
+    for category, by_node in grown.items():
+        changes = [change for found in by_node.values() for change in found]
+        low, high = min(changes), max(changes)
+        amount = (f"{high:+.0%} instructions" + (" each" if len(changes) > 1 else "")
+                  if high - low <= SAME_GROWTH else f"{low:+.0%} to {high:+.0%} instructions")
+        out.append(f"{', '.join(by_node)} {category}s {amount}")
+    return out
 
 
 def _sme_path(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any], tol: Tolerances) -> Verdict:
@@ -693,7 +770,7 @@ def counted_verdicts(label: str, current: Mapping[str, Any], baseline: Mapping[s
     out = [instruction_verdict(label, current, baseline, tol)]
     out += _counted_startup(label, now, then, tol)
     out += modelled_verdicts(label, current, baseline, tol)
-    out += _op_instructions(label, now, then, tol)
+    out += _op_instructions(label, current, baseline, tol)
     out += _sme_kernels(label, now, then)
     sme_basis = {"work": "multiply-accumulates"}.get(now.get("sme_path_basis"), "instructions")
     for check, what, key, tolerance, two_sided in (
@@ -731,15 +808,18 @@ def _op_kind(name: str) -> str:
 
 
 def _align_ops(ops_then: Mapping[str, Any], ops_now: Mapping[str, Any],
-               ids_then: Mapping[str, str] | None = None,
-               ids_now: Mapping[str, str] | None = None) -> tuple[list[tuple[str, str]], list[str], list[str]]:
+               ids_then: Mapping[str, str] | None = None, ids_now: Mapping[str, str] | None = None,
+               shapes: tuple[Mapping[str, Any], Mapping[str, Any]] = ({}, {})
+               ) -> tuple[list[tuple[str, str]], list[str], list[str]]:
     """Pairs (baseline op, current op), and the ops only one side has (each list in execution order).
 
     With both sides' identities (``op_identity``, identity.py: the graph node an operator implements)
-    operators are paired by identity: a delegate split renames and renumbers operators (``#2 @0`` becomes
-    ``#1 @2``) and an inserted operator shifts every later one in execution order, but neither changes
-    another operator's graph node. An operator that changed kind on the same node (a convolution now
-    depthwise) stays paired, so a kernel-path change reads "X is now Y".
+    operators are paired by what they are in the graph (structure.align): by identity with a block's index
+    taken out, whole blocks aligned as units, so an inserted layer is that layer's operators new and
+    nothing after it, though every later layer is renamed and every later operator renumbered.
+    ``shapes``: each side's graph node name -> output shape (_shapes), which tells layers of different widths
+    apart. An operator that changed kind on the same node (a convolution now depthwise) stays paired, so a
+    kernel-path change reads "X is now Y".
 
     Records of an older pytest-sme2 have no identities: their operators are paired as before, by aligning
     the two execution orders (difflib, on names without numbers) and pairing operators replaced one for
@@ -747,13 +827,13 @@ def _align_ops(ops_then: Mapping[str, Any], ops_now: Mapping[str, Any],
     """
     then, now = (sorted(ops, key=lambda name: ops[name][0]) for ops in (ops_then, ops_now))
     if ids_then and ids_now:
-        by_identity = {ids_now.get(name, name): name for name in now}
-        pairs = [(name, by_identity[ids_then.get(name, name)]) for name in then
-                 if ids_then.get(name, name) in by_identity]
-        paired_now = {after for _, after in pairs}
-        gone = [name for name in then if ids_then.get(name, name) not in by_identity]
-        new = [name for name in now if name not in paired_now]
-        return _pair_anchorless(pairs, gone, new, ids_then, ids_now)
+        def items(names: list[str], ids: Mapping[str, str], shape: Mapping[str, Any]) -> list[structure.Node]:
+            return [structure.Node(ids.get(n, n), detail=(_op_kind(n), shape.get(ids.get(n, n)))) for n in names]
+
+        found = structure.align(items(then, ids_then, shapes[0]), items(now, ids_now, shapes[1]))
+        pairs = [(then[i], now[j]) for i, j in found.pairs]
+        return _pair_anchorless(pairs, [then[i] for i in found.gone], [now[j] for j in found.new], ids_then,
+                                ids_now)
     matcher = difflib.SequenceMatcher(None, [_op_kind(n) for n in then], [_op_kind(n) for n in now], autojunk=False)
     pairs, gone, new = [], [], []
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
@@ -802,12 +882,29 @@ LEGACY_PAIRING = ("operators paired by execution order: the baseline was recorde
                   "record the baseline again with --sme2-update-baselines to pair them by graph node")
 
 
-def _op_instructions(label: str, now: Mapping[str, Any], then: Mapping[str, Any], tol: Tolerances) -> list[Verdict]:
+def _shapes(record: Mapping[str, Any]) -> dict[str, Any]:
+    """Graph node name -> its output shape, of a record with graph nodes (empty for one without)."""
+    return {node.name: node.detail for node in structure.nodes_of(record) or ()}
+
+
+def _op_pairs(current: Mapping[str, Any], baseline: Mapping[str, Any], keep_now: Any = None,
+              keep_then: Any = None) -> tuple[list[tuple[str, str]], list[str], list[str]]:
+    """The counted operators of two records paired (_align_ops); ``keep_*``: only operators named there."""
+    now, then = (record.get("instructions") or {} for record in (current, baseline))
+    ops_now = {k: v for k, v in (now.get("ops") or {}).items() if keep_now is None or k in keep_now}
+    ops_then = {k: v for k, v in (then.get("ops") or {}).items() if keep_then is None or k in keep_then}
+    return _align_ops(ops_then, ops_now, then.get("op_identity"), now.get("op_identity"),
+                      (_shapes(baseline), _shapes(current)))
+
+
+def _op_instructions(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any],
+                     tol: Tolerances) -> list[Verdict]:
     """Each operator's instructions against the baseline's, operators paired by identity (_align_ops): which
     got more expensive, which lost their SME kernels, and which appeared or disappeared."""
+    now, then = _counted(current) or {}, _counted(baseline) or {}
     ops_now, ops_then = now.get("ops") or {}, then.get("ops") or {}
     ids_now, ids_then = now.get("op_identity"), then.get("op_identity")
-    pairs, gone, new = _align_ops(ops_then, ops_now, ids_then, ids_now)
+    pairs, gone, new = _op_pairs(current, baseline)
     out = []
     if ops_now and ops_then and not (ids_now and ids_then):
         out.append(Verdict("op_instructions", NOTE, label, LEGACY_PAIRING, {"pairing": "execution order"}))
@@ -835,12 +932,19 @@ def _op_instructions(label: str, now: Mapping[str, Any], then: Mapping[str, Any]
                            f"{base:,.0f} ({cur / base - 1:+.2%}; tolerance +{tol.op_instructions:.1%} and "
                            f"{MIN_OP_INSTRUCTIONS} instructions)",
                            {"op": before, "now": after, "current": cur, "baseline": base,
-                            "tolerance": tol.op_instructions}))
+                            "tolerance": tol.op_instructions, "node": (ids_then or {}).get(before)}))
     if gone or new:
-        lost_sme = [n for n in gone if ops_then[n][2] > 0]
+        # an SME operator of a block removed whole went with its block: no kernel path was lost
+        def block(op: str) -> tuple[str, str] | None:
+            return structure.instance_of((ids_then or {}).get(op, op))
+
+        kept = {block(before) for before, _ in pairs}
+        lost_sme = [n for n in gone if ops_then[n][2] > 0 and (block(n) is None or block(n) in kept)]
         def named(names: list[str], ids: Mapping[str, str] | None) -> str:
-            """Operators with the graph node they implement, where they have one (identity.py)."""
-            shown = [f"{n} ({ids[n]})" if ids and n in ids and " after " not in ids[n] else n for n in names[:6]]
+            """Operators by the graph node they implement, where they have one (identity.py), and their kind: their
+            keys' positions ("#5 @16") shift with anything inserted before them and say nothing to a reader."""
+            shown = [n if not ids or n not in ids else ids[n] if " after " in ids[n] else f"{ids[n]} ({_op_kind(n)})"
+                     for n in names[:6]]
             return ", ".join(shown) + (" ..." if len(names) > 6 else "")
 
         text = "; ".join(part for part in (f"gone: {named(gone, ids_then)}" if gone else "",
@@ -917,12 +1021,7 @@ def modelled_verdicts(label: str, current: Mapping[str, Any], baseline: Mapping[
                        f"{record_again}")
     cur, base = float(now["e2e_ms"]), float(then["e2e_ms"])
     change = cur / base - 1 if base > 0 else (0.0 if cur == 0 else float("inf"))
-    ops_now = ((current.get("instructions") or {}).get("ops") or {})
-    ops_then = ((baseline.get("instructions") or {}).get("ops") or {})
-    pairs, gone, new = _align_ops({k: v for k, v in ops_then.items() if k in then["ops"]},
-                                  {k: v for k, v in ops_now.items() if k in now["ops"]},
-                                  (baseline.get("instructions") or {}).get("op_identity"),
-                                  (current.get("instructions") or {}).get("op_identity"))
+    pairs, gone, new = _op_pairs(current, baseline, now["ops"], then["ops"])
     moved = [(now["ops"][after] - then["ops"][before], before, after, then["ops"][before], now["ops"][after])
              for before, after in pairs]
     moved += [(now["ops"][after], None, after, 0.0, now["ops"][after]) for after in new]
@@ -1182,6 +1281,8 @@ def judge(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any], t
     if metric not in METRICS:
         raise UsageError(f"metric {metric!r} is unknown; use one of {', '.join(METRICS)}")
     verdicts = _provenance(label, current, baseline)
+    change = change_verdict(label, current, baseline, tol)
+    verdicts += [change] if change is not None else []
     verdicts.append(memory_verdict(label, current, baseline, tol))
     if current.get("emulated") or baseline.get("emulated"):
         verdicts += counted_verdicts(label, current, baseline, tol)

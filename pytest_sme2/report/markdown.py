@@ -19,6 +19,7 @@ from pytest_sme2.report.table import (
     SME_INSTRUCTIONS_LABEL,
     THREAD_SCALING_HEADERS,
     columns,
+    coverage_text,
     fewer,
     instructions,
     markdown_table,
@@ -129,7 +130,7 @@ def session_markdown(summary: Mapping[str, Any]) -> str:
                     else f"median {ms(p['latency']['median_ms'])} ms{disturbed_text(p)}")
             shares = shares_text(p.get("shares") or {}, p.get("other_delegate_outside_ops"))
             lines.append(f"- **{text(p['variant'])}**{text(cached_text(p))}: {text(size)}, shares of {measure}: {text(shares)}; "
-                         f"delegated {pct(p['delegation_coverage'])} of {measure}, "
+                         f"delegated {text(coverage_text(p, run_too=True))}, "
                          f"{sme_path_label(p.get('sme_path_basis'), bool(p.get('emulated')))} {text(pct(p['sme_path_share']))} "
                          f"({text(p['sme_path_ops'])} ops)"
                          + (f", {SME_INSTRUCTIONS_LABEL} {pct(p['instructions']['sme_share_of_conv_gemm'])}"

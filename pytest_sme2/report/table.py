@@ -2,8 +2,10 @@
 
 The terminal, summary.md and the HTML pages show the same table, so its
 columns and wording are decided here once: model, variant, median E2E,
-SME2 speedup with its interval, the shift of the top category, delegation by
-time and the baseline verdict. On the emulated target, whose time is the
+SME2 speedup with its interval, the shift of the top category, delegation and
+the baseline verdict. Delegation is a program's share of graph nodes where the export says it (a
+property of the program: the same with SME2 on and off); a share of a run's time or counted instructions
+moves with the kernels that run, so where it is shown it says which it is. On the emulated target, whose time is the
 emulator's, the row shows counted instructions instead and how many times
 fewer SME2 on needed; shares there are shares of instructions.
 """
@@ -208,6 +210,17 @@ def top_category(profile: Mapping[str, Any]) -> str:
     return f"{top} {shares[top]:.0%}"
 
 
+def coverage_text(profile: Mapping[str, Any], run_too: bool = False) -> str:
+    """A profile's delegation, saying what it measures: "83.3% of nodes" (the program's graph nodes), else the
+    run's share of instructions or time ("70.9% of instructions (run)"); ``run_too``: both, nodes first."""
+    measure = "instructions" if profile.get("basis") == "instructions" else "time"
+    run = f"{pct(profile.get('delegation_coverage'))} of {measure} (run)"
+    nodes = profile.get("node_delegation_coverage")
+    if nodes is None:
+        return run
+    return f"{pct(nodes)} of nodes" + (f", {run}" if run_too else "")
+
+
 def short_test(nodeid: str) -> str:
     return nodeid.rsplit("::", 1)[-1]
 
@@ -227,7 +240,7 @@ def summary_rows(test_entries: Sequence[Mapping[str, Any]]) -> list[list[str]]:
                 amount(profile),
                 comparison_cell(comparison) if comparison else "",
                 category_shift(comparison) if comparison else top_category(profile),
-                pct(profile["delegation_coverage"]),
+                coverage_text(profile),
                 verdict,
             ])
     return rows

@@ -69,7 +69,7 @@ def test_a_failing_session_under_actions_fills_the_job_summary_and_annotates_the
     # update. Now one per baseline file, as the terminal says it: the cause, what moved, the update command.
     [annotation] = annotations
     message = annotation.split("::", 2)[2].replace("%0A", "\n").replace("%25", "%")
-    cause, moved = message.index("operator(s) fell out of the delegate"), message.index("graph nodes 100.0% -> 0.0%")
+    cause, moved = message.index("node(s) fell out of the delegate"), message.index("graph nodes 100.0% -> 0.0%")
     assert cause < moved
     assert message.splitlines()[-1] == "if the change is intended, update the baseline: pytest test_gate.py::test_tiny " \
                                        "--sme2-update-baselines"

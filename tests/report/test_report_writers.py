@@ -106,9 +106,13 @@ def test_summary_table_and_markdown(entry: dict, tmp_path: Path) -> None:
     assert on_row[1:4] == ["m fp32-xnnpack", "host sme2=on threads=1", "0.500"]
     assert on_row[4].startswith("2.00x [")
     assert on_row[5] == "CONV 50% -> OTHER 60%"
-    assert on_row[6] == "60.0%"  # DELEGATE_CALL 0.3 of 0.5 ms
+    # no graph-node facts here: the run's share, saying it is one (DELEGATE_CALL 0.3 of 0.5 ms)
+    assert on_row[6] == "60.0% of time (run)"
     assert on_row[7] == "no baseline check"
-    assert off_row[4] == "" and off_row[5] == "CONV 50%" and off_row[6] == "80.0%"
+    assert off_row[4] == "" and off_row[5] == "CONV 50%" and off_row[6] == "80.0% of time (run)"
+    # with them, the program's share of graph nodes is what the column shows, the same for SME2 on and off
+    with_nodes = {**entry, "profiles": [{**p, "node_delegation_coverage": 0.75} for p in entry["profiles"]]}
+    assert [row[6] for row in summary_rows([with_nodes])] == ["75.0% of nodes", "75.0% of nodes"]
     text = session_markdown(session_summary([entry], tmp_path))
     assert "| test_m | m fp32-xnnpack | host sme2=on threads=1 | 0.500 | 2.00x [" in text
     assert "portable ops worth delegating: `native_call_native_layer_norm.out`" in text

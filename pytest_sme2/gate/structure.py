@@ -1,0 +1,241 @@
+"""Two programs' graph nodes (or operators) paired by what they are in the graph, and the change in a person's terms.
+
+Names alone do not pair a changed program with its baseline: a layer inserted into a ``ModuleList`` renames
+every later layer (``layers.1`` becomes ``layers.2``), and positions (instruction ids, ``#N`` instance
+numbers) shift with anything inserted before them. So names are compared with their block index taken out
+(``layers.*.up: aten.linear.default``), whole blocks (the nodes of one ``layers.N``) are aligned as units by a
+sequence alignment (difflib), first with each node's output shape, so that of layers of different widths the
+inserted one is the one called added, then without it, so that a widened or otherwise changed block still
+pairs with its own. An inserted block then reads as that block added, and nothing after it as new or changed.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Callable, Hashable, Sequence
+
+from pytest_sme2.evidence.identity import ROOT
+
+_INDEX = re.compile(r"(?:^|(?<=\.))\d+(?=\.|$)")
+
+
+@dataclass(frozen=True)
+class Node:
+    """One graph node (or counted operator) as a record names it; ``detail`` tells same-named ones apart."""
+
+    name: str  # "layers.1.up: aten.linear.default", or an operator's identity ("Add (ND) after layers.1.down: ...")
+    delegated: bool = True
+    dtype: str | None = None
+    detail: Hashable = None  # nodes: the output shape; operators: their kind
+
+
+def nodes_of(record: Any) -> list[Node] | None:
+    """A record's graph nodes (``delegation.nodes``, export/graph_nodes.py), None for a record without them."""
+    rows = ((record or {}).get("delegation") or {}).get("nodes")
+    if not rows:
+        return None
+    return [Node(name, bool(delegated), dtype, None if shape is None else tuple(shape))
+            for name, delegated, dtype, shape in rows]
+
+
+def _path(name: str) -> str:
+    """The module path of a node name; of an operator named after another node, that node's."""
+    node = name.split(" after ", 1)[1] if " after " in name else name
+    return node.split(": ", 1)[0]
+
+
+def instance_of(name: str) -> tuple[str, str] | None:
+    """(family, instance) of a node in a repeated block: ("layers", "layers.1") for ``layers.1.up: ...``;
+    None for one outside any (a path without a numeric part)."""
+    parts = _path(name).split(".")
+    for i, part in enumerate(parts):
+        if part.isdigit():
+            return ".".join(parts[:i]) or ROOT, ".".join(parts[:i + 1])
+    return None
+
+
+def generic(name: str) -> str:
+    """The name with its block's index replaced by ``*``: the same for the same node of every block."""
+    found = instance_of(name)
+    if found is None:
+        return name
+    family, instance = found
+    starred = f"{family}.*" if family != ROOT else "*"
+    return re.sub(rf"(?<![\w.]){re.escape(instance)}(?=[.:]|$)", starred, name, count=1)
+
+
+@dataclass
+class Alignment:
+    """Which node of the baseline is which node now (indices into each list), and the blocks added or removed."""
+
+    pairs: list[tuple[int, int]] = field(default_factory=list)
+    gone: list[int] = field(default_factory=list)
+    new: list[int] = field(default_factory=list)
+    instances: dict[str, str] = field(default_factory=dict)  # baseline instance -> its instance now
+    added: dict[str, list[str]] = field(default_factory=dict)  # family -> instances only now has
+    removed: dict[str, list[str]] = field(default_factory=dict)  # family -> instances only the baseline has
+    blocks: dict[str, tuple[int, int]] = field(default_factory=dict)  # family -> (instances then, now)
+
+
+@dataclass(frozen=True)
+class _Unit:
+    instance: str | None
+    family: str | None
+    members: tuple[int, ...]
+
+
+def _units(nodes: Sequence[Node]) -> list[_Unit]:
+    """Runs of consecutive nodes of one block instance; a node outside any block is a unit of its own."""
+    units: list[_Unit] = []
+    for index, node in enumerate(nodes):
+        found = instance_of(node.name)
+        if found is not None and units and units[-1].instance == found[1]:
+            last = units.pop()
+            units.append(_Unit(last.instance, last.family, last.members + (index,)))
+        else:
+            units.append(_Unit(found[1] if found else None, found[0] if found else None, (index,)))
+    return units
+
+
+def align(then: Sequence[Node], now: Sequence[Node]) -> Alignment:
+    """The baseline's nodes paired with the current ones, block by block (see the module's docstring)."""
+    units_then, units_now = _units(then), _units(now)
+
+    def signature(nodes: Sequence[Node], with_detail: bool) -> Callable[[_Unit], Hashable]:
+        return lambda unit: (unit.family if unit.instance else generic(nodes[unit.members[0]].name),
+                             tuple((generic(nodes[i].name), nodes[i].detail if with_detail else None)
+                                   for i in unit.members))
+
+    out = Alignment()
+    unit_pairs: list[tuple[_Unit, _Unit]] = []
+    left_then: list[_Unit] = []
+    left_now: list[_Unit] = []
+    exact = difflib.SequenceMatcher(None, [signature(then, True)(u) for u in units_then],
+                                    [signature(now, True)(u) for u in units_now], autojunk=False)
+    for tag, i1, i2, j1, j2 in exact.get_opcodes():
+        if tag == "equal":
+            unit_pairs += zip(units_then[i1:i2], units_now[j1:j2])
+            continue
+        region_then, region_now = units_then[i1:i2], units_now[j1:j2]
+        loose = difflib.SequenceMatcher(None, [signature(then, False)(u) for u in region_then],
+                                        [signature(now, False)(u) for u in region_now], autojunk=False)
+        for tag2, a1, a2, b1, b2 in loose.get_opcodes():
+            if tag2 == "equal":
+                unit_pairs += zip(region_then[a1:a2], region_now[b1:b2])
+            else:
+                left_then += region_then[a1:a2]
+                left_now += region_now[b1:b2]
+    unit_pairs += _pair_changed_blocks(left_then, left_now)
+    paired_then = {u.members for u, _ in unit_pairs}
+    paired_now = {u.members for _, u in unit_pairs}
+    for before, after in unit_pairs:
+        if before.instance and after.instance:
+            out.instances[before.instance] = after.instance
+        _pair_members(then, now, before.members, after.members, out)
+    singles_then = [i for u in units_then if u.members not in paired_then and not u.instance for i in u.members]
+    singles_now = [j for u in units_now if u.members not in paired_now and not u.instance for j in u.members]
+    _pair_members(then, now, tuple(singles_then), tuple(singles_now), out)
+    out.gone += [i for u in units_then if u.members not in paired_then and u.instance for i in u.members]
+    out.new += [j for u in units_now if u.members not in paired_now and u.instance for j in u.members]
+    for side, units, paired, into in ((0, units_then, paired_then, out.removed), (1, units_now, paired_now, out.added)):
+        for unit in units:
+            if unit.instance and unit.members not in paired:
+                into.setdefault(unit.family or ROOT, []).append(unit.instance)
+    for family in {u.family for u in units_then + units_now if u.instance}:
+        count = [len({u.instance for u in units if u.family == family}) for units in (units_then, units_now)]
+        out.blocks[family or ROOT] = (count[0], count[1])
+    out.pairs.sort()
+    out.gone.sort()
+    out.new.sort()
+    return out
+
+
+def _pair_changed_blocks(then: list[_Unit], now: list[_Unit]) -> list[tuple[_Unit, _Unit]]:
+    """Blocks left unpaired whose contents changed (an activation replaced in every layer): paired in order within
+    each family, as many as both sides have; the rest of a family are the blocks added or removed."""
+    pairs = []
+    for family in dict.fromkeys(u.family for u in then if u.instance):
+        before = [u for u in then if u.family == family and u.instance]
+        after = [u for u in now if u.family == family and u.instance]
+        pairs += zip(before, after)
+    return pairs
+
+
+def _pair_members(then: Sequence[Node], now: Sequence[Node], before: tuple[int, ...], after: tuple[int, ...],
+                  out: Alignment) -> None:
+    """Nodes of two paired blocks (or of the nodes outside blocks): equal generic names pair, and so does a node
+    replaced one for one on the same module path (``layers.0.act``: relu now gelu)."""
+    matcher = difflib.SequenceMatcher(None, [generic(then[i].name) for i in before],
+                                      [generic(now[j].name) for j in after], autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            out.pairs += zip(before[i1:i2], after[j1:j2])
+            continue
+        rest_now = list(after[j1:j2])
+        for i in before[i1:i2]:
+            same_place = next((j for j in rest_now if _path(now[j].name) == _path(then[i].name)), None)
+            if same_place is None:
+                out.gone.append(i)
+            else:
+                out.pairs.append((i, same_place))
+                rest_now.remove(same_place)
+        out.new += rest_now
+
+
+def _target(name: str) -> str:
+    """``relu`` of ``layers.0.act: aten.relu.default``."""
+    target = name.split(": ", 1)[1] if ": " in name else name
+    target = re.sub(r" \[\d+\]$", "", target)
+    return target.removeprefix("aten.").removesuffix(".default").removesuffix(".Tensor")
+
+
+def changes(then: Sequence[Node], now: Sequence[Node], alignment: Alignment) -> list[str]:
+    """What a person changed, in their terms, from the paired nodes: blocks added or removed, an operator replaced
+    on the same module path, the dtype, nodes added or removed outside any block."""
+    out = []
+    for family, (before, after) in sorted(alignment.blocks.items()):
+        added, removed = alignment.added.get(family, []), alignment.removed.get(family, [])
+        if added or removed:
+            which = "; ".join(part for part in (f"{', '.join(added)} added" if added else "",
+                                                f"{', '.join(removed)} removed" if removed else "") if part)
+            out.append(f"{family}: {before} -> {after} blocks ({which})")
+    replaced: dict[tuple[str, str, str], list[str]] = {}
+    dtypes: Counter[tuple[str, str]] = Counter()
+    for i, j in alignment.pairs:
+        if _target(then[i].name) != _target(now[j].name):
+            key = (generic(_path(then[i].name)), _target(then[i].name), _target(now[j].name))
+            replaced.setdefault(key, []).append(_path(now[j].name))
+        if then[i].dtype and now[j].dtype and then[i].dtype != now[j].dtype:
+            dtypes[(then[i].dtype, now[j].dtype)] += 1
+    for (where, before, after), places in replaced.items():
+        out.append(f"{where}: {before} -> {after}" + (f" in {len(places)} blocks" if len(places) > 1 else ""))
+    for (before, after), count in dtypes.most_common():
+        out.append(f"dtype {before} -> {after} ({count} of {len(alignment.pairs)} paired nodes)")
+    in_blocks = {instance for names in alignment.added.values() for instance in names}
+    loose_new = [now[j].name for j in alignment.new if (instance_of(now[j].name) or ("", ""))[1] not in in_blocks]
+    if loose_new:
+        out.append("new node(s): " + _some(loose_new))
+    out_blocks = {instance for names in alignment.removed.values() for instance in names}
+    loose_gone = [then[i].name for i in alignment.gone if (instance_of(then[i].name) or ("", ""))[1] not in out_blocks]
+    if loose_gone:
+        out.append("node(s) gone: " + _some(loose_gone))
+    return out
+
+
+def fell_out(then: Sequence[Node], now: Sequence[Node], alignment: Alignment) -> list[str]:
+    """Nodes delegated in the baseline that run outside the delegate now."""
+    return [now[j].name for i, j in alignment.pairs if then[i].delegated and not now[j].delegated]
+
+
+def new_outside(then: Sequence[Node], now: Sequence[Node], alignment: Alignment) -> list[str]:
+    """New nodes that run outside the delegate, except those the baseline's blocks also ran outside it (a layer
+    added to a stack brings its own portable nodes, as the other layers have them)."""
+    outside_then = {generic(node.name) for node in then if not node.delegated}
+    return [now[j].name for j in alignment.new if not now[j].delegated and generic(now[j].name) not in outside_then]
+
+
+def _some(names: Sequence[str], shown: int = 4) -> str:
+    return ", ".join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown else "")

@@ -1,0 +1,134 @@
+"""One change, one true headline, on real counted runs: a tiny stack of layers (Linear, activation, Linear,
+residual add, LayerNorm) is exported and counted under emulation, changed the way a model author would, counted
+again, and judged against the first; the headline names the change the author made. Each expected headline is
+written from the change (which layer, which node, which dtype), never from a run's output."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from helpers_emulated import counted_profiles
+
+from pytest_sme2.gate import findings
+from pytest_sme2.gate.baselines import record_of
+from pytest_sme2.gate.verdicts import REGRESSION, judge
+from pytest_sme2.run import emulation_setup
+
+STATUS = emulation_setup.status()
+pytestmark = pytest.mark.skipif(not STATUS.ready, reason=f"emulated target not ready: {STATUS.problem}")
+
+STACK = '''
+"""Layers of Linear, activation, Linear, residual add and LayerNorm (portable), a head and a softmax."""
+import torch
+
+WIDTHS = {widths}
+DIM = 64
+
+
+class Layer(torch.nn.Module):
+    def __init__(self, hidden):
+        super().__init__()
+        self.up = torch.nn.Linear(DIM, hidden)
+        self.act = torch.nn.{act}()
+        self.down = torch.nn.Linear(hidden, DIM)
+        self.norm = torch.nn.LayerNorm(DIM)
+
+    def forward(self, x):
+        return self.norm(x + self.down(self.act(self.up(x))))
+
+
+class Stack(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = torch.nn.ModuleList([Layer(h) for h in WIDTHS])
+        self.head = torch.nn.Linear(DIM, 8)
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return torch.softmax(self.head(x), dim={softmax_dim})
+
+
+def get_eager_model():
+    torch.manual_seed(0)
+    return Stack().eval(){dtype}
+
+
+def get_example_inputs():
+    return (torch.randn(1, 16, DIM){dtype},)
+'''
+# Two layers of different widths, so that which layer was inserted or removed is a fact of the program.
+BASE = {"widths": "[128, 256]", "act": "ReLU", "softmax_dim": -1, "dtype": ""}
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("change-headlines-cache")
+
+
+def _record(tmp_path: Path, cache: Path, name: str, **change: object) -> dict:
+    """The baseline record of the stack with ``change``, counted with SME2 on."""
+    [profile] = counted_profiles(tmp_path / name, "stack", [True], source=STACK.format(**{**BASE, **change}),
+                                 cache=cache)
+    return record_of(profile)
+
+
+def _judged(tmp_path: Path, cache: Path, before: dict, after: dict) -> tuple[list[str], list, str]:
+    """(the failing test's message lines, the verdicts, the whole-inference change as the headline writes it),
+    of the stack changed from ``before`` to ``after``."""
+    then, now = _record(tmp_path, cache, "before", **before), _record(tmp_path, cache, "after", **after)
+    verdicts = judge("stack[on]", now, then)
+    change = now["instructions"]["per_inference"] / then["instructions"]["per_inference"] - 1
+    return findings.message_lines(findings.findings(verdicts)), verdicts, f"instructions per inference {change:+.1%}"
+
+
+def _regressions(verdicts: list, check: str) -> list:
+    return [v for v in verdicts if v.check == check and v.status == REGRESSION]
+
+
+def test_a_layer_inserted_in_the_middle_is_that_layer_added(tmp_path: Path, cache: Path) -> None:
+    lines, verdicts, moved = _judged(tmp_path, cache, {}, {"widths": "[128, 192, 256]"})
+    assert lines[0] == f"stack[on]: layers: 2 -> 3 blocks (layers.1 added): {moved}", lines
+    # the 256-wide layer, renamed layers.1 -> layers.2, is paired with itself: not new, not grown
+    assert not _regressions(verdicts, "op_instructions"), lines
+    assert not _regressions(verdicts, "delegated_ops"), lines  # its LayerNorm runs outside, as the others' do
+    [ops] = [v for v in verdicts if v.check == "op_instructions" and v.evidence.get("new")]
+    assert {name.split(".", 2)[1] for name in ops.evidence["new_identity"] if " after " not in name} == {"1"}
+    assert not ops.evidence["gone"]
+
+
+def test_a_layer_removed_from_the_middle_is_that_layer_removed(tmp_path: Path, cache: Path) -> None:
+    lines, verdicts, moved = _judged(tmp_path, cache, {"widths": "[128, 192, 256]"}, {})
+    assert lines[0] == f"stack[on]: layers: 3 -> 2 blocks (layers.1 removed): {moved}", lines
+    # the removed layer's SME operators went with it: no SME kernel path is lost, no later operator changed
+    assert not _regressions(verdicts, "op_instructions") and not _regressions(verdicts, "sme_path"), lines
+    [ops] = [v for v in verdicts if v.check == "op_instructions" and v.evidence.get("gone")]
+    assert not ops.evidence["new"]
+
+
+def test_a_widened_ffn_names_its_layers_gemms(tmp_path: Path, cache: Path) -> None:
+    # both layers' hidden width x1.5: both linears of every layer do half as much work again
+    lines, verdicts, moved = _judged(tmp_path, cache, {}, {"widths": "[192, 384]"})
+    assert lines[0].startswith("stack[on]: layers.*.up, layers.*.down GEMMs +"), lines
+    assert lines[0].endswith(f"instructions: {moved}") or lines[0].endswith(f"each: {moved}"), lines
+    assert "blocks" not in lines[0] and "head" not in lines[0]  # no layer added, the head unchanged
+
+
+def test_a_changed_activation_is_named_in_every_layer(tmp_path: Path, cache: Path) -> None:
+    lines, _, moved = _judged(tmp_path, cache, {}, {"act": "GELU"})
+    assert lines[0] == f"stack[on]: layers.*.act: relu -> gelu in 2 blocks: {moved}", lines
+
+
+def test_an_operator_that_falls_out_of_the_delegate_is_the_headline(tmp_path: Path, cache: Path) -> None:
+    # XNNPACK's softmax is over the last dimension only: over dim 1 the same node runs as a portable kernel
+    lines, verdicts, _ = _judged(tmp_path, cache, {}, {"softmax_dim": 1})
+    assert lines[0].startswith("stack[on]: node(s) fell out of the delegate: <root>: aten._softmax.default"), lines
+    [delegate] = _regressions(verdicts, "delegated_ops")
+    assert delegate.evidence == {"fell_out": ["<root>: aten._softmax.default"], "new_outside": []}
+
+
+def test_a_dtype_change_is_the_headline(tmp_path: Path, cache: Path) -> None:
+    lines, _, moved = _judged(tmp_path, cache, {}, {"dtype": ".half()"})
+    assert lines[0].startswith("stack[on]: dtype float32 -> float16 ("), lines
+    assert lines[0].endswith(f"paired nodes): {moved}"), lines
