@@ -166,6 +166,26 @@ def exported_toy_cnn(shared_export_cache: Path, tmp_path_factory: pytest.TempPat
     return session.export("toy_cnn", Recipe())
 
 
+@pytest.fixture(scope="module")
+def bundled_sessions(tmp_path_factory: pytest.TempPathFactory, shared_export_cache: Path):  # noqa: ANN201
+    """Factory ``start(target) -> Sme2Session`` of sessions with the bundled models registered and the shared
+    export cache, each closed when the module's tests are done."""
+    from pytest_sme2.measure.session import Settings, Sme2Session
+
+    made: list = []
+
+    def start(target: str):  # noqa: ANN202
+        root = tmp_path_factory.mktemp(f"bundled-{target}")
+        session = Sme2Session(Settings(target=target, cache_dir=shared_export_cache, session_dir=root / "run"))
+        session.registry.register_dir(REPO / "models")
+        made.append(session)
+        return session
+
+    yield start
+    for session in made:
+        session.close()
+
+
 def quick_host_ini(cache: Path, *extra: str) -> str:
     """A pytest.ini for inner sessions that only need a few real runs of small models on the host target:
     three timed runs, no warmup, one round (history and bisect count sessions and verdicts, not latency)."""

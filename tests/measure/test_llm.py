@@ -12,12 +12,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import REPO
 from pytest_sme2 import Recipe
 from pytest_sme2.errors import RunnerError, UsageError
 from pytest_sme2.measure.llm import LlmSequence, TokenRates, example_calls, llm_phases
 from pytest_sme2.measure.runner import Runner
-from pytest_sme2.measure.session import Settings, Sme2Session
+from pytest_sme2.measure.session import Sme2Session
 from pytest_sme2.report.table import amount, instructions
 from pytest_sme2.run import emulation_setup
 from pytest_sme2.run.targets import RunSpec
@@ -68,22 +67,6 @@ def _last_output(profile) -> torch.Tensor:  # noqa: ANN001
     return torch.load(profile.artifacts["outputs"], weights_only=True)[0]
 
 
-@pytest.fixture(scope="module")
-def sessions(tmp_path_factory: pytest.TempPathFactory, shared_export_cache: Path):  # noqa: ANN201
-    made: list[Sme2Session] = []
-
-    def start(target: str) -> Sme2Session:
-        root = tmp_path_factory.mktemp(f"llm-{target}")
-        session = Sme2Session(Settings(target=target, cache_dir=shared_export_cache, session_dir=root / "run"))
-        session.registry.register_dir(REPO / "models")
-        made.append(session)
-        return session
-
-    yield start
-    for session in made:
-        session.close()
-
-
 def _phases(session: Sme2Session, model: str, sequence: LlmSequence, spec: RunSpec):  # noqa: ANN202
     exported = session.export(model, Recipe())
     example = tuple(torch.load(exported.inputs_path, weights_only=True))
@@ -91,8 +74,8 @@ def _phases(session: Sme2Session, model: str, sequence: LlmSequence, spec: RunSp
 
 
 @pytest.mark.skipif(not emulation_setup.status().ready, reason="emulated target not ready")
-def test_emulated_decode_reads_the_cache_the_prefill_filled(sessions) -> None:  # noqa: ANN001
-    session = sessions("emulated")
+def test_emulated_decode_reads_the_cache_the_prefill_filled(bundled_sessions) -> None:  # noqa: ANN001
+    session = bundled_sessions("emulated")
     sequence = LlmSequence(prefill=6, decode=4)
     phases = _phases(session, "tiny_llama_portable", sequence, RunSpec(sme2=True, runs=1, warmup=0))
     prefill_ref, last_ref = _eager_sequence(session, "tiny_llama_portable", sequence)
@@ -113,10 +96,10 @@ def test_emulated_decode_reads_the_cache_the_prefill_filled(sessions) -> None:  
     assert cell.startswith(instructions(prompt)) and f"{instructions(prompt / 6)} instr/token" in cell
 
 
-def test_host_decode_with_executorch_llm_custom_ops(sessions) -> None:  # noqa: ANN001
+def test_host_decode_with_executorch_llm_custom_ops(bundled_sessions) -> None:  # noqa: ANN001
     """ExecuTorch's custom SDPA and KV-cache update on the host target, prefill then decode: the decode's last
     logits are the eager model's after the same prompt and steps; tokens per second are measured figures."""
-    session = sessions("host")
+    session = bundled_sessions("host")
     sequence = LlmSequence(prefill=8, decode=5)
     phases = _phases(session, "tiny_llama", sequence, RunSpec(runs=10, warmup=1))
     _, last_ref = _eager_sequence(session, "tiny_llama", sequence)
@@ -155,11 +138,12 @@ def prefill_decode_methods_pte(tmp_path_factory: pytest.TempPathFactory) -> Path
 
 
 @pytest.mark.skipif(not emulation_setup.status().ready, reason="emulated target not ready")
-def test_separate_prefill_and_decode_methods_share_the_cache(sessions, prefill_decode_methods_pte: Path) -> None:  # noqa: ANN001
+def test_separate_prefill_and_decode_methods_share_the_cache(bundled_sessions,  # noqa: ANN001
+                                                           prefill_decode_methods_pte: Path) -> None:
     """Prefill by the ``prefill`` method, decode by the ``decode`` method, in one process: the decode steps must read
     the cache the other method filled, so their last logits equal those of the same calls all made by ``decode``
     (one method: no sharing needed). A decode that read an unfilled cache would give other logits."""
-    session = sessions("emulated")
+    session = bundled_sessions("emulated")
     sequence = LlmSequence(prefill=8, decode=3, prefill_method="prefill", decode_method="decode")
     example = example_calls(prefill_decode_methods_pte)
     runner = Runner(session, RunSpec(sme2=True, runs=1, warmup=0), session.test_dir("two-methods"))
@@ -171,8 +155,8 @@ def test_separate_prefill_and_decode_methods_share_the_cache(sessions, prefill_d
 
 
 def test_the_python_binding_refuses_two_methods_it_cannot_share_a_cache_between(
-        sessions, prefill_decode_methods_pte: Path) -> None:  # noqa: ANN001
-    session = sessions("host")
+        bundled_sessions, prefill_decode_methods_pte: Path) -> None:  # noqa: ANN001
+    session = bundled_sessions("host")
     sequence = LlmSequence(prefill=8, decode=2, prefill_method="prefill", decode_method="decode")
     runner = Runner(session, RunSpec(runs=2, warmup=1), session.test_dir("two-methods-host"))
     with pytest.raises(RunnerError, match="cannot share a program's memory arenas between methods"):

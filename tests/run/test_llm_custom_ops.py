@@ -11,10 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
 from pytest_sme2 import Recipe, assert_outputs_match
 from pytest_sme2.measure.runner import Runner
-from pytest_sme2.measure.session import Settings, Sme2Session
 from pytest_sme2.run import emulation_setup
 from pytest_sme2.run.kernel_libraries import (
     MissingKernelError,
@@ -69,25 +67,10 @@ def test_binding_loads_the_llm_library_only_for_programs_naming_its_ops(tmp_path
     assert binding_libraries(in_data) == []
 
 
-@pytest.fixture(scope="module")
-def llm_session(tmp_path_factory: pytest.TempPathFactory, shared_export_cache: Path):  # noqa: ANN201
-    def start(target: str) -> Sme2Session:
-        root = tmp_path_factory.mktemp(f"llm-{target}")
-        session = Sme2Session(Settings(target=target, cache_dir=shared_export_cache, session_dir=root / "run"))
-        session.registry.register_dir(REPO / "models")
-        sessions.append(session)
-        return session
-
-    sessions: list[Sme2Session] = []
-    yield start
-    for session in sessions:
-        session.close()
-
-
-def test_host_target_runs_executorch_llm_custom_ops(llm_session) -> None:  # noqa: ANN001
+def test_host_target_runs_executorch_llm_custom_ops(bundled_sessions) -> None:  # noqa: ANN001
     """No step from the user: the host worker loads ExecuTorch's LLM kernel library because the program names its
     ops; the runs match PyTorch eager, and the custom kernels show as non-delegated operators in their categories."""
-    session = llm_session("host")
+    session = bundled_sessions("host")
     exported = session.export("tiny_llama", Recipe())
     profile = Runner(session, RunSpec(runs=3, warmup=1), session.test_dir("tiny-llama-host")).profile(exported)
     assert_outputs_match(profile, exported)
@@ -101,8 +84,8 @@ def test_host_target_runs_executorch_llm_custom_ops(llm_session) -> None:  # noq
 
 
 @pytest.mark.skipif(not emulation_setup.status().ready, reason="emulated target not ready")
-def test_emulated_target_names_the_missing_kernels_first(llm_session) -> None:  # noqa: ANN001
-    session = llm_session("emulated")
+def test_emulated_target_names_the_missing_kernels_first(bundled_sessions) -> None:  # noqa: ANN001
+    session = bundled_sessions("emulated")
     exported = session.export("tiny_llama", Recipe())
     with pytest.raises(MissingKernelError) as caught:
         Runner(session, RunSpec(runs=1, warmup=0), session.test_dir("tiny-llama-emulated")).profile(exported)
