@@ -540,7 +540,9 @@ class _Keep(logging.Handler):
         so that it goes no further (a CI run once printed these records under a later test although
         propagate had been set False)."""
         try:
-            self.records.append(f"{record.levelname} {record.name}: {record.getMessage()}")
+            message = record.getMessage()
+            if message.strip():  # torch logs many empty trace records: they would crowd out the telling ones
+                self.records.append(f"{record.levelname} {record.name}: {message}")
         except Exception:  # a record that cannot format itself is not worth failing an export over
             pass
         for handler in logging.getLogger(_TORCH_TRACE).handlers:

@@ -77,3 +77,23 @@ def test_pytests_capture_handler_on_the_trace_logger_gets_nothing() -> None:
     finally:
         trace.removeHandler(captured)
     assert captured.records == [] and "a trace record" in info.value.detail
+
+
+def test_empty_trace_records_do_not_crowd_the_error_detail() -> None:
+    """torch writes many trace records with no text (a KV-cache model's failed export left 248 lines, mostly
+    empty ``DEBUG torch.__trace:`` ones): the detail keeps the records that say something."""
+    import logging
+    import types
+
+    from pytest_sme2.export.export import _reporting
+    from pytest_sme2.model.registry import Model
+
+    trace = logging.getLogger("torch.__trace")
+    with pytest.raises(ExportError) as info:
+        with _reporting(Model(name="m", module=types.ModuleType("m"), source_path=None), Recipe()):
+            for _ in range(300):
+                trace.debug("")
+            trace.debug("the telling record")
+            raise ValueError("broken")
+    lines = [line for line in info.value.detail.splitlines() if line.startswith("DEBUG torch.__trace")]
+    assert lines == ["DEBUG torch.__trace: the telling record"]
