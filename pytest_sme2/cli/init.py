@@ -73,12 +73,11 @@ def init(model: str, name: str | None = None, dtype: str = "fp32", tests_dir: Pa
     if dtype not in DTYPES:
         raise UsageError(f"--dtype {dtype!r} is not one of {', '.join(DTYPES)}")
     source = _model_file(model, root)
-    name = name or (source.stem if source is not None and source.stem != "__init__"
-                    else source.parent.name if source is not None else model.rsplit(".", 1)[-1])
+    name = name or _default_name(model, source)
     slug = re.sub(r"\W", "_", name)
     conftest, test_file = folder / "conftest.py", folder / f"test_{slug}.py"
     target = _registration(model, source, folder)
-    _check_model(name, source, model)
+    _check_model(name, source, model, root)
     there = [path for path in (conftest, test_file) if path.exists()]
     if there:
         raise UsageError(
@@ -140,9 +139,16 @@ def _registration(model: str, source: Path | None, folder: Path) -> str:
     return f"Path(__file__).resolve().parent{'.parent' * ups} / {'/'.join(parts[ups:])!r}"
 
 
-def _check_model(name: str, source: Path | None, model: str) -> None:
+def _default_name(model: str, source: Path | None) -> str:
+    """The name tests use: the file's stem (a package's folder for its ``__init__.py``), else the module's last part."""
+    if source is None:
+        return model.rsplit(".", 1)[-1]
+    return source.parent.name if source.stem == "__init__" else source.stem
+
+
+def _check_model(name: str, source: Path | None, model: str, root: Path) -> None:
     """Import the model through the registry pytest uses: its missing function or import error, now."""
-    registry = ModelRegistry(root=Path.cwd())
+    registry = ModelRegistry(root=root)
     try:
         registry.register(name, str(source) if source is not None else model)
     except ModelDefinitionError as exc:
