@@ -10,7 +10,7 @@ PIP := $(PYTHON) -m pip
 # llvm-19's assembler encodes SME2, the oracle of tests/evidence/test_instruction_classes.py (binutils 2.40 cannot).
 SYSTEM_PACKAGES := g++-aarch64-linux-gnu qemu-user chromium valgrind clang lld linux-perf llvm-19
 
-.PHONY: install system-deps emulation auto-target perf test python-matrix
+.PHONY: install system-deps emulation auto-target perf test python-matrix wheel-smoke
 
 TORCH_PIN := 2.13.0
 # A plain index (PyPI) gives Linux x86 torch's CUDA build: several GB of nvidia-* packages pytest-sme2 never
@@ -98,3 +98,10 @@ test: install system-deps emulation
 # why); about 50 s for four Pythons, PyPI only.
 python-matrix:
 	$(PYTHON) .ci/python_matrix.py
+
+# The wheel as a user installs it: built from a copy, checked to hold every file of the package, installed with
+# torch 2.13.0 and executorch 1.5.1 in a fresh venv in a temp folder, where a project outside the checkout runs
+# pytest-sme2 setup-emulation (re-using ~/.cache/pytest-sme2), pytest-sme2 init of a tiny model and the two
+# commands init prints: a counted perf test recorded, then gated (.ci/wheel_smoke.py; 2-4 minutes, mostly pip).
+wheel-smoke:
+	$(PYTHON) .ci/wheel_smoke.py

@@ -33,7 +33,8 @@ from pathlib import Path
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 
-ROOT = Path(__file__).resolve().parents[1]
+from built_wheel import build_wheel
+
 # What `import pytest_sme2.plugin` imports of the wheel's requirements (tomli only where Python lacks tomllib).
 LOAD_REQUIREMENTS = ("pytest", "numpy", "pandas", "tomli")
 SESSION_TEST = """\
@@ -64,19 +65,6 @@ def _version(python: Path) -> str | None:
     except (OSError, subprocess.TimeoutExpired):
         return None
     return out.stdout.strip() if out.returncode == 0 else None
-
-
-def _build_wheel(out: Path) -> Path:
-    """The wheel of this checkout, built from a copy so no build/ or egg-info lands in the checkout."""
-    source = out / "source"
-    source.mkdir()
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy2(ROOT / name, source / name)
-    shutil.copytree(ROOT / "pytest_sme2", source / "pytest_sme2", ignore=shutil.ignore_patterns("__pycache__"))
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
-                    "--wheel-dir", str(out), str(source)], check=True)
-    (wheel,) = out.glob("pytest_sme2-*.whl")
-    return wheel
 
 
 def _metadata(wheel: Path) -> email.message.Message:
@@ -117,7 +105,7 @@ def main() -> int:
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="python-matrix-") as tmp:
         work = Path(tmp)
-        wheel = _build_wheel(work)
+        wheel = build_wheel(work)
         metadata = _metadata(wheel)
         admitted = SpecifierSet(metadata.get("Requires-Python", ""))
         requirements = _load_requirements(metadata)

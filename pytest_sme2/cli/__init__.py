@@ -38,6 +38,17 @@ def _setup_emulation(args: argparse.Namespace) -> int:
     return 0
 
 
+def _init(args: argparse.Namespace) -> int:
+    from pytest_sme2.cli.init import init
+
+    written = init(args.model, args.name, args.dtype, Path(args.tests_dir))
+    print(f"wrote {written.conftest} (registers the model) and {written.test_file} (its perf test)")
+    print("next: record its baselines (commit baselines/), then check against them:")
+    for command in written.next_commands:
+        print(f"  {command}")
+    return 0
+
+
 def _analyze(args: argparse.Namespace) -> int:
     from pytest_sme2.report.commands import analyze
 
@@ -171,6 +182,7 @@ def _speedup_bound(text: str) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     from pytest_sme2._version import __version__
+    from pytest_sme2.cli.init import DTYPES as INIT_DTYPES
 
     parser = argparse.ArgumentParser(prog="pytest-sme2", description=__doc__)
     parser.add_argument("--version", action="version", version=f"pytest-sme2 {__version__}")
@@ -189,6 +201,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     emulate.add_argument("--force", action="store_true", help="fetch and rebuild even if cached")
     emulate.set_defaults(handler=_setup_emulation)
+    start = commands.add_parser("init", help="register a model module and write a perf test for it: a conftest.py "
+                                "and test_<name>.py in the tests folder (never overwritten), then the next two commands")
+    start.add_argument("model", help="the model: a .py file, or a module name, defining get_eager_model() and "
+                                     "get_example_inputs()")
+    start.add_argument("--name", help="the name tests use in @pytest.mark.model (default: the file's or module's name)")
+    start.add_argument("--dtype", default="fp32", choices=INIT_DTYPES, help="the test's export dtype")
+    start.add_argument("--tests-dir", default="perf_tests", help="where to write the two files (default perf_tests)")
+    start.set_defaults(handler=_init)
     analyze = commands.add_parser("analyze", help="an ETDump's profile as tables: latency, categories, operators, "
                                   "delegation, SME kernel path")
     analyze.add_argument("etdump", help="timed ETDump (.etdp/.etdump)")
