@@ -7,8 +7,11 @@ cache) and the timed calls (decode steps at successive positions), each list cyc
 calls, and the methods they call (``forward``, or a program's ``prefill`` and ``decode`` methods).
 
 It travels to every target in one file (``save``/``load``): the host worker reads it; the native runner gets its
-calls as tensor files and flags (``native_arguments``). The export's inputs file (one call of ``forward``) reads as
+calls as tensor files and flags (``native_calls``). The export's inputs file (one call of ``forward``) reads as
 a plan of one call, so every program runs the same way.
+
+The host worker loads this module by its path, without the package (its start is paid by every measurement), so
+nothing of pytest_sme2 is imported here but where an error is raised.
 """
 
 from __future__ import annotations
@@ -17,7 +20,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_sme2.errors import RunnerError, UsageError
+
+def _usage_error(message: str) -> Exception:
+    from pytest_sme2.errors import UsageError
+
+    return UsageError(message)
+
+
+def _runner_error(message: str) -> Exception:
+    from pytest_sme2.errors import RunnerError
+
+    return RunnerError(message)
 
 PLAN_FORMAT = "pytest-sme2 call plan"
 PLAN_VERSION = 1
@@ -38,16 +51,16 @@ class CallPlan:
         for name in ("method", "warmup_method"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not value.isidentifier()):
-                raise UsageError(f"{name}={value!r} is not a method name: use the name the program's method was "
+                raise _usage_error(f"{name}={value!r} is not a method name: use the name the program's method was "
                                  "exported under (e.g. 'forward', 'prefill', 'decode')")
         for name, calls in (("calls", self.calls), ("warmup_calls", self.warmup_calls)):
             if calls is None:
                 continue
             if not calls:
-                raise UsageError(f"a call plan's {name} is empty: give at least one call's inputs")
+                raise _usage_error(f"a call plan's {name} is empty: give at least one call's inputs")
             sizes = {len(call) for call in calls}
             if len(sizes) > 1:
-                raise UsageError(f"a call plan's {name} take different numbers of inputs ({sorted(sizes)}): every "
+                raise _usage_error(f"a call plan's {name} take different numbers of inputs ({sorted(sizes)}): every "
                                  "call of one method takes the same inputs")
 
     @property
@@ -81,13 +94,13 @@ def load_plan(path: Path) -> CallPlan:
     try:
         data = torch.load(path, weights_only=True)
     except Exception as exc:  # noqa: BLE001 - any unreadable file is a broken inputs file
-        raise RunnerError(f"cannot read the inputs file {path}: {type(exc).__name__}: {exc}") from None
+        raise _runner_error(f"cannot read the inputs file {path}: {type(exc).__name__}: {exc}") from None
     if isinstance(data, (list, tuple)):
         return CallPlan(calls=(tuple(data),))
     if not isinstance(data, dict) or data.get("format") != PLAN_FORMAT:
-        raise RunnerError(f"{path} is neither an inputs file (a tuple of tensors) nor a pytest-sme2 call plan")
+        raise _runner_error(f"{path} is neither an inputs file (a tuple of tensors) nor a pytest-sme2 call plan")
     if data.get("version") != PLAN_VERSION:
-        raise RunnerError(f"{path} is a call plan of version {data.get('version')!r}; this pytest-sme2 reads version "
+        raise _runner_error(f"{path} is a call plan of version {data.get('version')!r}; this pytest-sme2 reads version "
                           f"{PLAN_VERSION}: write it again with this version")
     warmup = data.get("warmup_calls")
     return CallPlan(calls=tuple(tuple(c) for c in data["calls"]), method=data["method"],

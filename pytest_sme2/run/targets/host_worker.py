@@ -22,8 +22,6 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable
 
-from pytest_sme2.run.call_plan import CallPlan, load_plan
-
 PROGRESS_INTERVAL_NS = 500_000_000  # at most one progress line per half second
 
 
@@ -45,6 +43,20 @@ def runtime_binding() -> Any:
     from executorch.extension.pybindings import portable_lib
 
     return portable_lib
+
+
+def _call_plan_module() -> Any:
+    """run/call_plan.py, loaded by its path: this worker runs without the package (its start is paid by every
+    measurement), and that module imports nothing of it but where it raises."""
+    import importlib.util
+
+    name = "_sme2_worker_call_plan"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parents[1] / "call_plan.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # dataclasses looks the module up while the class is made
+        spec.loader.exec_module(module)
+    return sys.modules[name]
 
 
 def _load_kernel_libraries(paths: list[str], state: dict[str, Any]) -> None:
@@ -79,10 +91,11 @@ def _run(request: dict[str, Any], state: dict[str, Any],
         module.method_names()  # forces the program to load and verify now
     except RuntimeError as exc:
         return {"ok": False, "kind": "program", "error": f"the runtime could not load {request['pte']}: {exc}"}
+    call_plan = _call_plan_module()
     if request.get("inputs"):
-        plan = load_plan(Path(request["inputs"]))
+        plan = call_plan.load_plan(Path(request["inputs"]))
     else:
-        plan = CallPlan(calls=(_ones_inputs(module),))
+        plan = call_plan.CallPlan(calls=(_ones_inputs(module),))
     calls, warmup_calls = plan.calls, plan.warmup
     method, warmup_method = plan.method, plan.warmup_method_name
     if warmup_method != method and int(request["warmup"]) > 0:
