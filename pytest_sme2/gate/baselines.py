@@ -229,19 +229,9 @@ def load(path: Path) -> Baseline | None:
     if wrong:
         raise _broken(path, wrong)
     for label, record in profiles.items():
-        where = f"profiles[{label!r}]"
-        for key in baseline_schema.REQUIRED:
-            if key not in record:
-                raise _broken(path, f"{where} has no {key!r}")
-        wrong = baseline_schema.problem(record, baseline_schema.PROFILE, where)
+        wrong = baseline_schema.record_problem(record, f"profiles[{label!r}]")
         if wrong:
             raise _broken(path, wrong)
-        samples, reference = record["samples_ms"], record.get("reference_ms")
-        if not (samples or record.get("emulated")):
-            raise _broken(path, f"{where}.samples_ms is empty (only an emulated record has no timed runs)")
-        if reference is not None and len(reference) != len(samples):
-            raise _broken(path, f"{where}.reference_ms has {len(reference)} entries, one per entry of "
-                                f"'samples_ms' ({len(samples)}) expected")
     return Baseline(path=path, test_id=str(data["test"]), fingerprint=str(data["fingerprint"]),
                     profiles=profiles, target=dict(data.get("target") or {}), recorded=dict(data.get("recorded") or {}))
 
