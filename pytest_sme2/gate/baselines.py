@@ -251,6 +251,12 @@ def write(baseline: Baseline) -> Path:
     # its own folder; a folder still to be created is under the baselines folder, which the session checked before
     # the first test (writable_folders.check_writable), not a parent such as /root (0550 on some systems)
     folder = path.parent
+    if folder.is_symlink():  # a link a pull request committed there would take the update anywhere on disk
+        raise BaselineError(f"baseline {path} is not written: its folder {folder} is a symbolic link (to "
+                            f"{os.readlink(folder)}), and pytest-sme2 never writes baselines through a link, which "
+                            f"can lead out of the repository. Replace it by a real folder (rm "
+                            f"{shlex.quote(str(folder))}) and record again, or point --sme2-baselines-dir at the "
+                            "folder you mean")
     mode = read_only_mode(folder) if folder.is_dir() else None
     if mode is not None:
         raise BaselineError(f"baseline {path} is not written: its folder {folder} is read-only (mode {mode:04o}); "
