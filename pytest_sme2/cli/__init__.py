@@ -131,7 +131,7 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _cache_verify(args: argparse.Namespace) -> int:
-    from pytest_sme2.export.cache_verify import verify
+    from pytest_sme2.cli.cache_verify import verify
 
     folder = Path(args.cache_dir)
     checks = verify(folder, args.sample, progress=lambda line: print(line, flush=True))
