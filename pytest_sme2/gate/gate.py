@@ -417,8 +417,8 @@ def update_into(command: str, baselines_dir: Path | None) -> str:
 def gate_input_problem(data: Any, where: str) -> str | None:
     """What is wrong with one test's ``GATE_INPUT`` as read from a summary.json, or None: its records are checked
     as a baseline file's are (baseline_schema.record_problem), so a NaN or infinite number there is refused by
-    field, as in a baseline, rather than judged (a NaN planned_bytes read as an improvement of +nan%, NaN
-    latencies as inconclusive: both exit 0), and its text holds no control character."""
+    field, as in a baseline, rather than judged (a NaN planned_bytes would read as an improvement of +nan%,
+    NaN latencies as inconclusive, both passing), and its text holds no control character."""
     if not isinstance(data, Mapping):
         return f"{where} must be an object"
     wrong = baseline_schema.control_character(dict(data), where)

@@ -96,7 +96,7 @@ def check_path(path: Path) -> None:
     if path.is_dir():
         raise UsageError(f"the history file {path} is a folder; point {setting} at a file, e.g. {path / 'history.jsonl'}")
     kind = not_regular(path)
-    if kind:  # a FIFO or a device: appending to one failed at the session's end, as "not seekable", unnamed
+    if kind:  # a FIFO or a device: appending to one would fail only at the session's end
         raise UsageError(f"the history file {path} is {kind}, not a regular file; point {setting} at a regular "
                          f"file (created if missing), e.g. {path.with_name('history.jsonl')}")
     if path.exists() and not os.access(path, os.W_OK):
