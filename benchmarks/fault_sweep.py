@@ -356,6 +356,128 @@ def cache_entry_other_inputs(root: Path) -> subprocess.CompletedProcess[str]:
     return result
 
 
+M4 = (REPO / "pytest_sme2" / "profile" / "devices" / "apple-m4.toml").read_text()
+
+
+def _device_file(root: Path, old: str, new: str) -> subprocess.CompletedProcess[str]:
+    """52 weak: a session given a copy of the shipped device file with ``old`` replaced by ``new``."""
+    assert old in M4, old
+    _project(root)
+    (root / "dev.toml").write_text(M4.replace(old, new).replace('name = "apple-m4"', 'name = "dev"'))
+    return _pytest(root, "--sme2-no-baselines", "--sme2-device=dev.toml")
+
+
+def weak_device_tiny_rate(root: Path) -> subprocess.CompletedProcess[str]:
+    return _device_file(root, "per_ns.mopa_fp32 = 3.896", "per_ns.mopa_fp32 = 1e-320")
+
+
+def weak_device_half_thread(root: Path) -> subprocess.CompletedProcess[str]:
+    return _device_file(root, "threads = 1", "threads = 0.5")
+
+
+def weak_device_huge_svl(root: Path) -> subprocess.CompletedProcess[str]:
+    return _device_file(root, "svl_bits = 512", "svl_bits = 1e300")
+
+
+def weak_device_300mb(root: Path) -> subprocess.CompletedProcess[str]:
+    _project(root)
+    with (root / "dev.toml").open("wb") as out:
+        out.truncate(300 << 20)  # sparse: the case costs no disk
+    return _pytest(root, "--sme2-no-baselines", "--sme2-device=dev.toml")
+
+
+def weak_device_fifo(root: Path) -> subprocess.CompletedProcess[str]:
+    _project(root)
+    os.mkfifo(root / "dev.toml")
+    return _pytest(root, "--sme2-no-baselines", "--sme2-device=dev.toml")
+
+
+def weak_device_dev_zero(root: Path) -> subprocess.CompletedProcess[str]:
+    _project(root)
+    return _pytest(root, "--sme2-no-baselines", "--sme2-device=/dev/zero")
+
+
+def _forged_summary(root: Path, forge: Callable[[dict], object]) -> subprocess.CompletedProcess[str]:
+    """52 weak: `pytest-sme2 check` of a judged session whose summary.json records were then forged by ``forge``."""
+    _project(root)
+    _pytest(root, "--sme2-update-baselines", "--sme2-accept-noisy-baselines")
+    _pytest(root)
+    summary = max((root / ".sme2" / "artifacts").glob("session-*/summary.json"), key=lambda p: p.stat().st_mtime)
+    data = json.loads(summary.read_text())
+    [test] = data["tests"]
+    for record in test["sme2_gate_input"]["files"][0]["records"].values():
+        forge(record)
+    summary.write_text(json.dumps(data))
+    result = _cli("check", str(summary.parent))
+    if result.returncode == 0:
+        result.stdout += "\nFAILED: a summary with non-finite numbers was judged, exit 0"
+    return result
+
+
+def weak_check_nan_planned_bytes(root: Path) -> subprocess.CompletedProcess[str]:
+    return _forged_summary(root, lambda record: record["memory"].update(planned_bytes=float("nan")))
+
+
+def weak_check_nan_latencies(root: Path) -> subprocess.CompletedProcess[str]:
+    def forge(record: dict) -> None:
+        record["latency"] = {key: float("nan") for key in record["latency"]}
+        record["samples_ms"] = [float("nan")] * len(record["samples_ms"])
+    return _forged_summary(root, forge)
+
+
+def weak_check_2gb_summary(root: Path) -> subprocess.CompletedProcess[str]:
+    with (root / "summary.json").open("wb") as out:
+        out.truncate(2 << 30)  # sparse
+    started = time.monotonic()
+    result = _cli("check", str(root))
+    result.stdout += f"\nseen: refused after {time.monotonic() - started:.1f} s"
+    return result
+
+
+def weak_baselines_folder_linked_outside(root: Path) -> subprocess.CompletedProcess[str]:
+    """52 weak: the baselines fingerprint folder replaced by a link to a folder outside the repository."""
+    _project(root / "repo")
+    _pytest(root / "repo", "--sme2-update-baselines", "--sme2-accept-noisy-baselines")
+    [folder] = (root / "repo" / "baselines").iterdir()
+    outside = root / "outside"
+    folder.rename(outside)
+    folder.symlink_to(outside)
+    before = {p.name: p.read_bytes() for p in outside.iterdir()}
+    result = _pytest(root / "repo", "--sme2-update-baselines", "--sme2-accept-noisy-baselines")
+    if {p.name: p.read_bytes() for p in outside.iterdir()} != before:
+        result.stdout += "\nFAILED: the update wrote through the link, outside the repository"
+    return result
+
+
+def weak_history_fifo(root: Path) -> subprocess.CompletedProcess[str]:
+    _project(root)
+    os.mkfifo(root / "h.jsonl")
+    return _pytest(root, "--sme2-no-baselines", "--sme2-history", "h.jsonl")
+
+
+def cache_verify_program_replaced(root: Path) -> subprocess.CompletedProcess[str]:
+    """52.2 (what a hit cannot see): the XNNPACK entry's model.pte replaced by the portable program, its digest in
+    export.json updated; sessions use it without a word, `pytest-sme2 cache verify` exports it again and differs."""
+    import hashlib
+
+    _project(root)
+    _pytest(root, "--sme2-no-baselines")
+    (root / "test_case.py").write_text(textwrap.dedent(TEST.replace('"tiny"', '"tiny", partitioner="none"')))
+    _pytest(root, "--sme2-no-baselines")
+    cache = root / ".sme2" / "cache"
+    [xnnpack], [portable] = cache.glob("tiny-fp32-xnnpack-*"), cache.glob("tiny-fp32-none-*")
+    (xnnpack / "model.pte").write_bytes((portable / "model.pte").read_bytes())
+    meta = json.loads((xnnpack / "export.json").read_text())
+    meta["files"]["model.pte"] = hashlib.sha256((xnnpack / "model.pte").read_bytes()).hexdigest()
+    (xnnpack / "export.json").write_text(json.dumps(meta))
+    result = _cli("cache", "verify", str(cache), "--sample", "99")  # all: the reference program has one too
+    differs = [line.strip() for line in result.stdout.splitlines() if line.lstrip().startswith("DIFFERS")]
+    result.stdout += "".join(f"\nseen: {line[:160]}" for line in differs)
+    if result.returncode != 1:
+        result.stdout += "\nFAILED: the replaced program was not found"
+    return result
+
+
 def _outputs_model(root: Path, returns: str) -> subprocess.CompletedProcess[str]:
     """Issue 23.9: a model whose forward returns ``returns`` (of ``y``), run and checked against eager."""
     _project(root, TEST.replace('"tiny"', '"outs"').replace("etdump_profile(exported_pte, runner())",
@@ -848,6 +970,18 @@ CASES: list[tuple[str, Callable[[Path], subprocess.CompletedProcess[str]]]] = [
     ("23 output pytest-html page of a passing perf test", output_html_page),
     ("52.1 baseline recorded.date forged with ::error lines, regression under GitHub Actions", forged_baseline_date),
     ("52.2 export cache entry: other inputs.pt, its digest updated", cache_entry_other_inputs),
+    ("52.2 cache verify: an entry's model.pte replaced, its digest updated", cache_verify_program_replaced),
+    ("52 weak device file: a rate of 1e-320", weak_device_tiny_rate),
+    ("52 weak device file: threads = 0.5", weak_device_half_thread),
+    ("52 weak device file: svl_bits = 1e300", weak_device_huge_svl),
+    ("52 weak device file: 300 MB", weak_device_300mb),
+    ("52 weak device file: a FIFO", weak_device_fifo),
+    ("52 weak device file: /dev/zero", weak_device_dev_zero),
+    ("52 weak check: NaN planned_bytes in summary.json", weak_check_nan_planned_bytes),
+    ("52 weak check: NaN latencies in summary.json", weak_check_nan_latencies),
+    ("52 weak check: a 2 GB summary.json", weak_check_2gb_summary),
+    ("52 weak baselines fingerprint folder: a link outside the repository, update", weak_baselines_folder_linked_outside),
+    ("52 weak --sme2-history is a FIFO", weak_history_fifo),
 ]
 
 

@@ -141,6 +141,28 @@ def _check(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _cache_verify(args: argparse.Namespace) -> int:
+    from pytest_sme2.cli.cache_verify import verify
+
+    folder = Path(args.cache_dir)
+    checks = verify(folder, args.sample, progress=lambda line: print(line, flush=True))
+    for check in checks:
+        print(f"{check.state:>7}  {check.entry.name}  {check.detail}")
+    differ = sum(c.state == "DIFFERS" for c in checks)
+    stale = sum(c.state == "stale" for c in checks)
+    again = sum(c.rederived is not None for c in checks)
+    print(f"{len(checks)} export cache entr{'y' if len(checks) == 1 else 'ies'} in {folder}: {differ} differ, "
+          f"{again} exported again and equal" + (f", {stale} stale" if stale else ""))
+    return 1 if differ else 0
+
+
+def _count(text: str) -> int:
+    """argparse type of a count: a whole number >= 0."""
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 0, e.g. 3")
+    return int(text)
+
+
 def _verdict_counts(lines: list[str]) -> str:
     """"13 verdict(s), 1 inconclusive": a passing test's verdicts, with those that were not plain passes."""
     from collections import Counter
@@ -251,6 +273,17 @@ def main(argv: list[str] | None = None) -> int:
                        help="a test without a baseline: fail | skip | warn (default: the session's policy)")
     check.add_argument("--out", help="write each test's verdicts here (default SESSION_DIR/check)")
     check.set_defaults(handler=_check)
+    cache = commands.add_parser("cache", help="the export cache: verify that its entries are what they say")
+    cache_commands = cache.add_subparsers(dest="cache_command", required=True)
+    verify = cache_commands.add_parser(
+        "verify", help="check every entry's recorded digests and export a random sample again from its model source "
+                       "with its recipe, comparing program digest, key and files (exit 1 when any entry differs)")
+    verify.add_argument("cache_dir", nargs="?", default=".sme2/cache",
+                        help="the export cache folder (--sme2-cache-dir; default .sme2/cache)")
+    verify.add_argument("--sample", type=_count, default=1,
+                        help="export this many entries again, drawn at random (default 1; 0: recorded digests only; "
+                             "more than there are: all)")
+    verify.set_defaults(handler=_cache_verify)
     doctor = commands.add_parser("doctor", help="what this machine can do, with the command that fixes each missing "
                                  "piece (exit 1 if something is missing)")
     doctor.add_argument("--sme2-target", help="also check this device as a session would use it: adb or adb:SERIAL "

@@ -238,7 +238,7 @@ def cache_key(model: Model, recipe: Recipe) -> str:
     return trace(model, recipe).key
 
 
-class _Damaged(Exception):
+class DamagedEntry(Exception):
     """Why an existing cache entry cannot be used (the message names the file or field)."""
 
 
@@ -246,15 +246,15 @@ def _count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
-def _meta_problem(meta: Any, traced: Traced) -> str | None:
-    """What is wrong with an entry's export.json for this traced program, or None."""
+def meta_problem(meta: Any, key: str, digest: str) -> str | None:
+    """What is wrong with an entry's export.json for the program of this ``digest`` under this ``key``, or None."""
     if not isinstance(meta, dict):
         return f"{META_NAME} holds a JSON {type(meta).__name__}, not an object"
     if meta.get("format") != EXPORT_FORMAT_VERSION:
         return f"{META_NAME} has format {meta.get('format')!r}, not {EXPORT_FORMAT_VERSION}"
-    for key, want in (("cache_key", traced.key), ("program_digest", traced.digest)):
-        if meta.get(key) != want:
-            return f"{META_NAME}'s {key} is {meta.get(key)!r}, not this entry's {want!r}"
+    for name, want in (("cache_key", key), ("program_digest", digest)):
+        if meta.get(name) != want:
+            return f"{META_NAME}'s {name} is {meta.get(name)!r}, not this entry's {want!r}"
     seconds = meta.get("export_seconds")
     if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not math.isfinite(seconds):
         return f"{META_NAME}'s export_seconds is {seconds!r}, not a number"
@@ -304,44 +304,19 @@ def _other_request(meta: dict[str, Any], inputs: Path, model: str, recipe: Recip
 
 
 def _load_entry(directory: Path, model: str, recipe: Recipe, traced: Traced) -> ExportedModel | None:
-    """The entry at ``directory``; None when there is none; _Damaged when its metadata does not decode or a
+    """The entry at ``directory``; None when there is none; DamagedEntry when its metadata does not decode or a
     file is not what its export wrote (an entry is written once, by its export, and never changed)."""
     if not os.path.lexists(directory):
         return None
-    try:
-        meta = json.loads((directory / META_NAME).read_text())
-    except FileNotFoundError:
-        raise _Damaged(f"{META_NAME} is missing") from None
-    except (OSError, ValueError) as exc:
-        raise _Damaged(f"{META_NAME} does not decode ({_first_line(exc)})") from None
-    problem = _meta_problem(meta, traced)
+    meta = read_meta(directory)
+    problem = meta_problem(meta, traced.key, traced.digest)
     if problem:
-        raise _Damaged(problem)
-    for name, stored in meta["files"].items():
-        try:
-            actual = file_sha256(directory / name)
-        except FileNotFoundError:
-            raise _Damaged(f"{name} is missing") from None
-        except OSError as exc:
-            raise _Damaged(f"{name} is unreadable ({_first_line(exc)})") from None
-        if actual != stored:
-            size = (directory / name).stat().st_size
-            raise _Damaged(f"{name} ({size} bytes) is not what was exported: its sha256 begins {actual[:16]}, "
-                           f"the one {META_NAME} stored {stored[:16]}")
+        raise DamagedEntry(problem)
+    check_files(directory, meta)
     answered = _other_request(meta, directory / INPUTS_NAME, model, recipe, traced)
     if answered:
-        raise _Damaged(answered)
-    try:
-        facts = json.loads((directory / FACTS_FILE).read_text())
-        # Another version is stale, not damaged: work.ProgramFacts.of computes it again from the program.
-        if not isinstance(facts, dict) or facts.get("version") == FACTS_VERSION:
-            decode_facts(facts, str(directory / PTE_NAME))
-    except FileNotFoundError:
-        raise _Damaged(f"{FACTS_FILE} is missing") from None
-    except OSError as exc:
-        raise _Damaged(f"{FACTS_FILE} is unreadable ({_first_line(exc)})") from None
-    except ValueError as exc:  # not JSON, or decode_facts naming the part
-        raise _Damaged(f"{FACTS_FILE} does not decode: {exc}") from None
+        raise DamagedEntry(answered)
+    check_facts(directory)
     return ExportedModel(
         model=model,
         recipe=recipe,
@@ -355,7 +330,48 @@ def _load_entry(directory: Path, model: str, recipe: Recipe, traced: Traced) -> 
     )
 
 
-def _discard(directory: Path, model: Model, recipe: Recipe, damage: _Damaged) -> None:
+def read_meta(directory: Path) -> Any:
+    """An entry's export.json, decoded (its shape is meta_problem's to check); DamagedEntry when it is missing or
+    does not decode."""
+    try:
+        return json.loads((directory / META_NAME).read_text())
+    except FileNotFoundError:
+        raise DamagedEntry(f"{META_NAME} is missing") from None
+    except (OSError, ValueError) as exc:
+        raise DamagedEntry(f"{META_NAME} does not decode ({_first_line(exc)})") from None
+
+
+def check_files(directory: Path, meta: dict[str, Any]) -> None:
+    """DamagedEntry when a file of the entry is missing, unreadable, or not the sha256 its export.json stored."""
+    for name, stored in meta["files"].items():
+        try:
+            actual = file_sha256(directory / name)
+        except FileNotFoundError:
+            raise DamagedEntry(f"{name} is missing") from None
+        except OSError as exc:
+            raise DamagedEntry(f"{name} is unreadable ({_first_line(exc)})") from None
+        if actual != stored:
+            size = (directory / name).stat().st_size
+            raise DamagedEntry(f"{name} ({size} bytes) is not what was exported: its sha256 begins {actual[:16]}, "
+                               f"the one {META_NAME} stored {stored[:16]}")
+
+
+def check_facts(directory: Path) -> None:
+    """DamagedEntry when the entry's program facts (program.json) are missing or do not decode."""
+    try:
+        facts = json.loads((directory / FACTS_FILE).read_text())
+        # Another version is stale, not damaged: work.ProgramFacts.of computes it again from the program.
+        if not isinstance(facts, dict) or facts.get("version") == FACTS_VERSION:
+            decode_facts(facts, str(directory / PTE_NAME))
+    except FileNotFoundError:
+        raise DamagedEntry(f"{FACTS_FILE} is missing") from None
+    except OSError as exc:
+        raise DamagedEntry(f"{FACTS_FILE} is unreadable ({_first_line(exc)})") from None
+    except ValueError as exc:  # not JSON, or decode_facts naming the part
+        raise DamagedEntry(f"{FACTS_FILE} does not decode: {exc}") from None
+
+
+def _discard(directory: Path, model: Model, recipe: Recipe, damage: DamagedEntry) -> None:
     """Report a damaged entry by its own path (not a session's copy of it) and remove it."""
     warnings.warn(DamagedCacheEntryWarning(
         f"export cache entry {os.path.abspath(directory)} is damaged: {damage}. It is not used: it is removed and "
@@ -381,14 +397,14 @@ def export(model: Model, recipe: Recipe, cache_dir: Path) -> ExportedModel:
     final = cache_dir / f"{model.name}-{recipe.label}-{traced.key}"
     try:
         cached = _load_entry(final, model.name, recipe, traced)
-    except _Damaged:
+    except DamagedEntry:
         cached = None  # looked at again under the lock: another process may be replacing it right now
     if cached is not None:
         return cached
     with entry_lock(cache_dir, final.name):
         try:
             cached = _load_entry(final, model.name, recipe, traced)  # another worker may have finished it
-        except _Damaged as damage:
+        except DamagedEntry as damage:
             _discard(final, model, recipe, damage)
             cached = None
         if cached is not None:

@@ -191,6 +191,26 @@ RECORDED = Fields({
 }, nullable=True)
 
 
+def record_problem(record: Any, where: str) -> str | None:
+    """What is wrong with one profile record (a baseline file's, or the one a session kept in its summary.json for
+    ``pytest-sme2 check``), as ``"<field path> ..."``; None when the gate can judge it. One check for both: a
+    NaN or infinite number in either would turn a verdict into an improvement or an inconclusive pass."""
+    if not isinstance(record, dict):
+        return f"{where} must be an object (it is {_shown(record)})"
+    for key in REQUIRED:
+        if key not in record:
+            return f"{where} has no {key!r}"
+    wrong = problem(record, PROFILE, where)
+    if wrong:
+        return wrong
+    samples, reference = record["samples_ms"], record.get("reference_ms")
+    if not (samples or record.get("emulated")):
+        return f"{where}.samples_ms is empty (only an emulated record has no timed runs)"
+    if reference is not None and len(reference) != len(samples):
+        return f"{where}.reference_ms has {len(reference)} entries, one per entry of 'samples_ms' ({len(samples)}) expected"
+    return None
+
+
 def control_character(value: Any, where: str = "") -> str | None:
     """The first string of ``value`` (a value or an object's key, at any depth) holding a control character, as
     ``"<field path> holds a control character ..."``; None when every string is one line of printable text.

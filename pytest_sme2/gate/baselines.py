@@ -229,19 +229,9 @@ def load(path: Path) -> Baseline | None:
     if wrong:
         raise _broken(path, wrong)
     for label, record in profiles.items():
-        where = f"profiles[{label!r}]"
-        for key in baseline_schema.REQUIRED:
-            if key not in record:
-                raise _broken(path, f"{where} has no {key!r}")
-        wrong = baseline_schema.problem(record, baseline_schema.PROFILE, where)
+        wrong = baseline_schema.record_problem(record, f"profiles[{label!r}]")
         if wrong:
             raise _broken(path, wrong)
-        samples, reference = record["samples_ms"], record.get("reference_ms")
-        if not (samples or record.get("emulated")):
-            raise _broken(path, f"{where}.samples_ms is empty (only an emulated record has no timed runs)")
-        if reference is not None and len(reference) != len(samples):
-            raise _broken(path, f"{where}.reference_ms has {len(reference)} entries, one per entry of "
-                                f"'samples_ms' ({len(samples)}) expected")
     return Baseline(path=path, test_id=str(data["test"]), fingerprint=str(data["fingerprint"]),
                     profiles=profiles, target=dict(data.get("target") or {}), recorded=dict(data.get("recorded") or {}))
 
@@ -261,6 +251,12 @@ def write(baseline: Baseline) -> Path:
     # its own folder; a folder still to be created is under the baselines folder, which the session checked before
     # the first test (writable_folders.check_writable), not a parent such as /root (0550 on some systems)
     folder = path.parent
+    if folder.is_symlink():  # a link a pull request committed there would take the update anywhere on disk
+        raise BaselineError(f"baseline {path} is not written: its folder {folder} is a symbolic link (to "
+                            f"{os.readlink(folder)}), and pytest-sme2 never writes baselines through a link, which "
+                            f"can lead out of the repository. Replace it by a real folder (rm "
+                            f"{shlex.quote(str(folder))}) and record again, or point --sme2-baselines-dir at the "
+                            "folder you mean")
     mode = read_only_mode(folder) if folder.is_dir() else None
     if mode is not None:
         raise BaselineError(f"baseline {path} is not written: its folder {folder} is read-only (mode {mode:04o}); "

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Collection, Mapping
 
 from pytest_sme2.errors import MissingBaselineWarning, UsageError
-from pytest_sme2.gate import baselines, findings, verdicts
+from pytest_sme2.gate import baseline_schema, baselines, findings, verdicts
 from pytest_sme2.run.targets.base import AUTO_PROCESSES, DEFAULT_TIMEOUT_S
 from pytest_sme2.system.names import slug
 from pytest_sme2.system.safe_files import write_file
@@ -412,6 +412,30 @@ def update_into(command: str, baselines_dir: Path | None) -> str:
         elif not word.startswith(BASELINES_DIR_OPTION + "="):
             kept.append(word)
     return shlex.join([*kept, f"{BASELINES_DIR_OPTION}={Path(baselines_dir).absolute()}"])
+
+
+def gate_input_problem(data: Any, where: str) -> str | None:
+    """What is wrong with one test's ``GATE_INPUT`` as read from a summary.json, or None: its records are checked
+    as a baseline file's are (baseline_schema.record_problem), so a NaN or infinite number there is refused by
+    field, as in a baseline, rather than judged (a NaN planned_bytes would read as an improvement of +nan%,
+    NaN latencies as inconclusive, both passing), and its text holds no control character."""
+    if not isinstance(data, Mapping):
+        return f"{where} must be an object"
+    wrong = baseline_schema.control_character(dict(data), where)
+    if wrong:
+        return wrong
+    files = data.get("files") or []
+    if not isinstance(files, list):
+        return f"{where}.files must be a list"
+    for j, entry in enumerate(files):
+        records = entry.get("records") if isinstance(entry, Mapping) else None
+        if not isinstance(records, Mapping):
+            return f"{where}.files[{j}] must be an object with the records of one baseline file"
+        for label, record in records.items():
+            wrong = baseline_schema.record_problem(record, f"{where}.files[{j}].records[{label!r}]")
+            if wrong:
+                return wrong
+    return None
 
 
 def check_session(tests: list[Mapping[str, Any]], baselines_dir: Path | None = None, missing: str | None = None,

@@ -28,6 +28,7 @@ import numpy as np
 from pytest_sme2.errors import UsageError
 from pytest_sme2.profile import stats
 from pytest_sme2.system.locks import locked
+from pytest_sme2.system.regular_files import not_regular
 from pytest_sme2.system.safe_files import append_lines
 from pytest_sme2.system.writable_folders import Place, check_writable
 
@@ -94,6 +95,10 @@ def check_path(path: Path) -> None:
     setting = "--sme2-history (or ini sme2_history)"
     if path.is_dir():
         raise UsageError(f"the history file {path} is a folder; point {setting} at a file, e.g. {path / 'history.jsonl'}")
+    kind = not_regular(path)
+    if kind:  # a FIFO or a device: appending to one would fail only at the session's end
+        raise UsageError(f"the history file {path} is {kind}, not a regular file; point {setting} at a regular "
+                         f"file (created if missing), e.g. {path.with_name('history.jsonl')}")
     if path.exists() and not os.access(path, os.W_OK):
         raise UsageError(f"the history file {path} is not writable; point {setting} at a file you can write")
     check_writable(Place("history file's folder", path.parent, setting))
@@ -136,6 +141,10 @@ def load(path: Path, damaged: list[int] | None = None) -> list[dict[str, Any]]:
     and the rest of the file is still read (``pytest-sme2 history``: one bad line blocks nothing)."""
     if path.is_dir():
         raise UsageError(f"history {path} is a folder; give the JSON Lines file sessions write with --sme2-history")
+    kind = not_regular(path)
+    if kind:
+        raise UsageError(f"history {path} is {kind}, not a regular file; give the JSON Lines file sessions write "
+                         "with --sme2-history")
     if not path.is_file():
         raise UsageError(f"history {path} does not exist; sessions write it with --sme2-history {path}")
     rows = []

@@ -31,6 +31,8 @@ from pytest_sme2.errors import UsageError
 from pytest_sme2.evidence.categories import Category
 from pytest_sme2.evidence.identity import anchors_of
 from pytest_sme2.evidence.instruction_classes import NAMES
+from pytest_sme2.system.plain_text import CONTROL
+from pytest_sme2.system.regular_files import read_bounded
 from pytest_sme2.system.toml_reader import tomllib
 
 if TYPE_CHECKING:
@@ -45,6 +47,18 @@ MEMORY = "memory"  # the bound name of an operator whose bytes take longer than 
 # here or the bytes work.py gives each operator: baselines priced before then say to record them again.
 PRICING_METHOD = 2
 MEMORY_KEYS = ("l2_bytes", "l2_load_gb_per_s", "l2_store_gb_per_s", "dram_load_gb_per_s", "dram_store_gb_per_s")
+# A device file is a few KB of TOML (the shipped apple-m4's is 6 KB): read no more than this, so a wrong path (a
+# log, an image, /dev/zero) is refused at once instead of read whole.
+DEVICE_FILE_LIMIT = 1 << 20
+# The physical range of each number, so every modelled time is finite (a rate of 1e-320 has an infinite
+# reciprocal, which then no baseline can store) and a typo of a few orders of magnitude is refused:
+# (lowest, highest, why), the why shown in the error.
+SVL_BITS = (128, 2048, "the architecture's streaming vector lengths: a power of two from 128 to 2048 bits")
+THREADS = (1, 1024, "as --sme2-threads: no CPU has more than a few hundred cores")
+RATE = (1e-6, 1e4, "instructions per ns or per cycle: from one per millisecond to a core ten thousand wide")
+CLOCK_GHZ = (0.01, 20.0, "GHz: no CPU core is clocked outside it")
+L2_BYTES = (1, 1 << 40, "bytes: 1 TiB is more than any cache")
+BANDWIDTH = (1e-3, 1e6, "GB/s: from 1 MB/s to a million GB/s, past any memory")
 
 
 @dataclass(frozen=True)
@@ -133,7 +147,7 @@ def load_device(name_or_path: str | Path) -> DeviceModel:
     text = str(name_or_path)
     given_as_path = is_device_path(text)
     path = Path(text) if given_as_path else DEVICES_FOLDER / f"{text}.toml"
-    if not path.is_file():
+    if not path.exists() or path.is_dir():
         if given_as_path:
             near = difflib.get_close_matches(path.name, [f.name for f in path.parent.glob("*.toml")], n=1) \
                 if path.parent.is_dir() else []
@@ -145,9 +159,9 @@ def load_device(name_or_path: str | Path) -> DeviceModel:
                          f"or give the path of a device file ending in .toml (docs/device_model.md says how to "
                          f"write one)")
     try:
-        with path.open("rb") as f:
-            data = tomllib.load(f)
-    except (OSError, tomllib.TOMLDecodeError) as e:
+        data = tomllib.loads(read_bounded(path, DEVICE_FILE_LIMIT, "device file", "give the path of a device file, a "
+                                          "TOML text of a few KB (docs/device_model.md describes it)").decode())
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
         raise UsageError(f"device file {path} cannot be read: {e}") from None
     return _checked(data, path)
 
@@ -170,24 +184,40 @@ def _checked(data: dict[str, Any], path: Path) -> DeviceModel:
     def fail(what: str) -> UsageError:
         return UsageError(f"device file {path}: {what} (docs/device_model.md describes the format)")
 
-    def number(value: Any, where: str) -> float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-            raise fail(f"{where} must be a positive number, not {value!r}")
+    def number(value: Any, where: str, bounds: tuple[float, float, str]) -> float:
+        low, high, why = bounds
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                or value <= 0 or not low <= value <= high:
+            raise fail(f"{where} must be a positive number from {low:g} to {high:g} ({why}), not {value!r}")
         return float(value)
+
+    def whole(value: Any, where: str, bounds: tuple[float, float, str]) -> int:
+        checked = number(value, where, bounds)
+        if checked != int(checked):  # int() would make threads = 0.5 a device of no threads
+            raise fail(f"{where} must be a whole number, not {value!r}")
+        return int(checked)
+
+    def text(value: Any, where: str) -> str:
+        if not isinstance(value, str) or not value.strip():
+            raise fail(f"{where} must be a non-empty text")
+        if CONTROL.search(value):  # the name and validation reach every label and failure message
+            raise fail(f"{where} must be one line of printable text, not {value!r}")
+        return value
 
     def sourced(table: Mapping[str, Any], key: str, where: str) -> str:
         sources = table.get("source")
         source = sources.get(key) if isinstance(sources, dict) else None
         if not isinstance(source, str) or not source.strip():
             raise fail(f"{where} has no source; every number needs one (source.{key} = \"...\")")
-        return source
+        return text(source, f"source.{key} of {where}")
 
     for key in ("name", "description", "validation"):
-        if not isinstance(data.get(key), str) or not data[key].strip():
-            raise fail(f"'{key}' must be a non-empty text")
-    svl = int(number(data.get("svl_bits"), "svl_bits"))
+        text(data.get(key), f"'{key}'")
+    svl = whole(data.get("svl_bits"), "svl_bits", SVL_BITS)
+    if svl & (svl - 1):
+        raise fail(f"svl_bits must be a power of two ({SVL_BITS[2]}), not {svl}")
     sourced(data, "svl_bits", "svl_bits")
-    threads = int(number(data.get("threads"), "threads"))
+    threads = whole(data.get("threads"), "threads", THREADS)
     sourced(data, "threads", "threads")
     clock = data.get("clock_ghz")
     resources = []
@@ -204,9 +234,9 @@ def _checked(data: dict[str, Any], path: Path) -> DeviceModel:
                                f"{', '.join(NAMES)} (or '{ALL_CLASSES}')")
                 if cls in rates:
                     raise fail(f"resources.{name} gives {cls} twice")
-                rate = number(value, f"resources.{name}.{unit}.{cls}")
+                rate = number(value, f"resources.{name}.{unit}.{cls}", RATE)
                 if unit == "per_cycle":
-                    rate *= number(clock, "clock_ghz (needed by per_cycle rates)")
+                    rate *= number(clock, "clock_ghz (needed by per_cycle rates)", CLOCK_GHZ)
                     sourced(data, "clock_ghz", "clock_ghz")
                 rates[cls] = rate
                 sources[cls] = sourced(table, cls, f"resources.{name}.{unit}.{cls}")
@@ -218,7 +248,10 @@ def _checked(data: dict[str, Any], path: Path) -> DeviceModel:
     if missing:
         raise fail(f"no resource executes the instruction class(es) {', '.join(missing)}")
     memory_table = data.get("memory") or {}
-    memory = {key: number(memory_table.get(key), f"memory.{key}") for key in MEMORY_KEYS}
+    # l2_bytes a whole number of bytes, kept as a float like the bandwidths: the pricing digest of every
+    # baseline priced so far hashed it that way
+    memory = {key: float(whole(memory_table.get(key), f"memory.{key}", L2_BYTES)) if key == "l2_bytes" else
+              number(memory_table.get(key), f"memory.{key}", BANDWIDTH) for key in MEMORY_KEYS}
     for key in MEMORY_KEYS:
         sourced(memory_table, key, f"memory.{key}")
     model = DeviceModel(data["name"], data["description"], svl, threads, data["validation"], tuple(resources),

@@ -14,8 +14,10 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from pytest_sme2.errors import UsageError
+from pytest_sme2.gate.gate import GATE_INPUT, gate_input_problem
 from pytest_sme2.report.html import session_html
 from pytest_sme2.report.markdown import session_markdown
+from pytest_sme2.system.regular_files import read_bounded
 from pytest_sme2.system.safe_files import write_file
 
 # 2: an emulated profile's latency, e2e_ms, load_ms and init_ms are null and its operator rows have no time
@@ -25,6 +27,10 @@ READABLE_VERSIONS = (1, 2)
 SUMMARY_JSON = "summary.json"
 SUMMARY_MD = "summary.md"
 REPORT_HTML = "report.html"
+# A session of a hundred tests writes a few MB (a profile is tens of KB); JSON decoding holds several times the
+# file in memory, so a larger file is refused by its size before it is read (a 2 GB one would cost seconds and
+# gigabytes before any check could say it is no summary).
+SUMMARY_LIMIT = 128 << 20
 
 
 def session_summary(test_entries: Sequence[Mapping[str, Any]], session_dir: Path | None) -> dict[str, Any]:
@@ -72,11 +78,12 @@ def load_summary(directory: Path) -> dict[str, Any]:
     path = directory / SUMMARY_JSON if directory.is_dir() else directory
     if not directory.exists():
         raise UsageError(f"{directory} does not exist; pass a session folder such as .sme2/artifacts/session-<time>-<pid>")
-    if not path.is_file():
+    if not path.exists() or path.is_dir():
         raise UsageError(f"{directory} has no {SUMMARY_JSON}; it is not a pytest-sme2 session folder, or that "
                          "session ended before writing its summary")
     try:
-        summary = json.loads(path.read_text(encoding="utf-8"))
+        summary = json.loads(read_bounded(path, SUMMARY_LIMIT, "session summary", "pass the summary.json a "
+                                          "pytest-sme2 session wrote, or its session folder"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise UsageError(f"{path} is not readable JSON ({exc}); re-run the session to write it again") from None
     except RecursionError:  # "[[[[...": a damaged or hostile file, not a bug
@@ -114,4 +121,4 @@ def _shape_problem(test: Any, i: int) -> str | None:
         for key, kind in _PROFILE_KEYS.items():
             if not isinstance(profile.get(key), kind) and not (key == "latency" and profile.get("emulated") is True):
                 return f"{where} has no {key!r} {'object' if kind is dict else kind.__name__}"
-    return None
+    return gate_input_problem(test[GATE_INPUT], f"tests[{i}].{GATE_INPUT}") if GATE_INPUT in test else None

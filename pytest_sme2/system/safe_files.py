@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import BinaryIO, Callable
 
 from pytest_sme2.errors import StorageError
+from pytest_sme2.system.regular_files import kind_of
 
 
 def write_file(path: str | os.PathLike[str], data: str | bytes, *, encoding: str = "utf-8") -> Path:
@@ -82,10 +83,13 @@ def append_lines(path: str | os.PathLike[str], lines: list[str], *, sync: bool =
     newline (cut short by a crash or ``head -c``) gets one first, so the damaged line stays one line and
     never swallows the first new record (history files)."""
     text = "".join(line if line.endswith("\n") else line + "\n" for line in lines)
-    handle = open_no_follow(path, os.O_RDWR | os.O_CREAT | os.O_APPEND)
+    handle = open_no_follow(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NONBLOCK)
+    mode = os.fstat(handle).st_mode
+    if not stat.S_ISREG(mode):  # before fdopen, which refuses a FIFO as "not seekable", naming no file
+        os.close(handle)
+        raise StorageError(f"cannot append to {path}: it is {kind_of(mode)}, not a regular file; give the path "
+                           "of a regular file (created if missing)")
     with os.fdopen(handle, "r+b") as out:
-        if not stat.S_ISREG(os.fstat(out.fileno()).st_mode):
-            raise StorageError(f"cannot append to {path}: it is not a regular file")
         size = out.seek(0, os.SEEK_END)
         if size:
             out.seek(size - 1)

@@ -6,6 +6,7 @@ Real sessions of the tiny model on the host target; the command is run as a user
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -87,6 +88,26 @@ def test_check_judges_a_session_as_pytest_did(sme2_project: pytest.Pytester) -> 
         in missing.stdout
     skipped = _check(sme2_project, str(session), "--baselines", str(elsewhere), "--missing", "skip")
     assert skipped.returncode == 0, skipped.stdout
+    _nan_is_refused_by_field(sme2_project, session)
+
+
+def _nan_is_refused_by_field(project: pytest.Pytester, session: Path) -> None:
+    """A NaN in the records a summary.json keeps is refused, naming the file and the field, as in a baseline: a
+    NaN planned_bytes read as "[improvement] planned memory nan bytes (+nan%)" and NaN latencies as inconclusive,
+    both exit 0."""
+    summary = json.loads((session / "summary.json").read_text())
+    for field, forge in (("memory.planned_bytes", lambda r: r["memory"].update(planned_bytes=float("nan"))),
+                         ("latency", lambda r: r["latency"].update(median_ms=float("nan"))),  # its statistics
+                         ("samples_ms", lambda r: r["samples_ms"].__setitem__(0, float("inf")))):
+        forged = json.loads(json.dumps(summary))
+        judged = next(t for t in forged["tests"] if "sme2_gate_input" in t)
+        record = next(iter(judged["sme2_gate_input"]["files"][0]["records"].values()))
+        forge(record)
+        folder = project.mkdir(f"forged-{field}")
+        (folder / "summary.json").write_text(json.dumps(forged))  # NaN and Infinity, as Python's json writes them
+        done = _check(project, str(folder))
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert f"{folder / 'summary.json'} is damaged: " in done.stderr and f"].{field} must be" in done.stderr
 
 
 def test_check_refuses_what_is_not_a_session(tmp_path: Path) -> None:
@@ -100,6 +121,18 @@ def test_check_refuses_what_is_not_a_session(tmp_path: Path) -> None:
     nothing = subprocess.run([sys.executable, "-m", "pytest_sme2.cli", "check", str(tmp_path / "nope")],
                              capture_output=True, text=True, timeout=120)
     assert nothing.returncode == 2 and "does not exist" in nothing.stderr
+    # a 2 GB file (sparse: no disk) is refused by its size, not read (which took 4.2 GB of memory), and a FIFO by
+    # its kind, not waited on
+    with broken.open("r+b") as out:
+        out.truncate(2 << 30)
+    huge = subprocess.run([sys.executable, "-m", "pytest_sme2.cli", "check", str(broken)], capture_output=True,
+                          text=True, timeout=120)
+    assert huge.returncode == 2 and f"the session summary {broken} is 2 GiB, above the 128 MiB" in huge.stderr
+    broken.unlink()
+    os.mkfifo(broken)
+    pipe = subprocess.run([sys.executable, "-m", "pytest_sme2.cli", "check", str(tmp_path)], capture_output=True,
+                          text=True, timeout=120)
+    assert pipe.returncode == 2 and f"{broken} is a FIFO (named pipe), not a regular file" in pipe.stderr
 
 
 GATE_OFF = """

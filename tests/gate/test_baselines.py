@@ -148,6 +148,21 @@ def test_failed_write_keeps_the_old_file(tmp_path: Path) -> None:
     assert path.read_text() == before and not list(tmp_path.glob("*.tmp"))
 
 
+def test_a_fingerprint_folder_that_is_a_link_is_not_written_through(tmp_path: Path) -> None:
+    """A baselines folder whose fingerprint folder is a link (committed by anyone with a pull request) to a folder
+    outside the repository: the update is refused naming the link and the fix, and nothing is written there."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    root = tmp_path / "repo" / "baselines"
+    root.mkdir(parents=True)
+    path = baselines.baseline_path(root, "fp", "t.py::t")
+    path.parent.symlink_to(outside)
+    with pytest.raises(BaselineError, match=rf"its folder {re.escape(str(path.parent))} is a symbolic link \(to "
+                                            rf"{re.escape(str(outside))}\).*Replace it by a real folder"):
+        baselines.write(_baseline(path))
+    assert not list(outside.iterdir())
+
+
 def test_record_of_a_real_profile(tmp_path: Path) -> None:
     runs = []
     for r in range(3):

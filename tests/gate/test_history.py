@@ -125,6 +125,25 @@ def test_a_history_path_that_is_a_folder_stops_the_session_before_any_test(pytes
                                  "at a file, e.g. *hdir/history.jsonl*"])
 
 
+def test_a_history_path_that_is_a_fifo_is_named_as_one(pytester: pytest.Pytester, shared_export_cache: Path) -> None:
+    """A FIFO as the history file: the session stops before any test naming it (appending at the end failed with
+    "File or stream is not seekable." and no file name), and so do an append and `pytest-sme2 history`."""
+    import os
+
+    from pytest_sme2.errors import StorageError
+
+    _tiny_project(pytester, shared_export_cache, "pipe")
+    os.mkfifo(pytester.path / "pipe")
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--sme2-no-baselines")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*the history file *pipe is a FIFO (named pipe), not a regular file; point "
+                                 "--sme2-history (or ini sme2_history) at a regular file*"])
+    with pytest.raises(StorageError, match=r"cannot append to .*pipe: it is a FIFO \(named pipe\), not a regular"):
+        history.append(pytester.path / "pipe", [{"version": 1}])
+    with pytest.raises(UsageError, match=r"history .*pipe is a FIFO \(named pipe\), not a regular file"):
+        history.load(pytester.path / "pipe")
+
+
 def test_a_history_that_cannot_be_appended_fails_the_session_and_keeps_its_outputs(
         pytester: pytest.Pytester, shared_export_cache: Path) -> None:
     """Issue 23 item 4: the history write fails mid-session (here: a link planted at its name); the test's
@@ -139,7 +158,7 @@ def test_a_history_that_cannot_be_appended_fails_the_session_and_keeps_its_outpu
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*sme2: appending to the history file failed: *symbolic link*; the session fails for it"])
     assert victim.read_text() == "DATA\n"
-    (session,) = (pytester.path / "art").iterdir()
+    (session,) = (p for p in (pytester.path / "art").iterdir() if p.is_dir())  # beside it, its .gitignore
     assert (session / "summary.json").is_file() and (session / "summary.md").is_file()
 
 

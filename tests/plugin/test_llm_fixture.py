@@ -47,7 +47,8 @@ def test_llm_profile_of_executorch_llm_export_gated_per_phase(pytester: pytest.P
         sme2_cache_dir = {shared_export_cache}
         filterwarnings = ignore
         """))
-    pytester.makepyfile(test_my_llama=f"""  # a name no module of this suite has (pytester runs in-process)
+    # test_my_llama: a name no module of this suite has (pytester collects it in this process)
+    pytester.makepyfile(test_my_llama=f"""
         import pytest
 
         @pytest.mark.sme2

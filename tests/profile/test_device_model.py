@@ -185,6 +185,18 @@ def test_modelled_time_is_refused_where_the_model_does_not_hold(tmp_path: Path, 
     (("[resources.neon]\nper_cycle.simd_fp = 4\nsource.simd_fp = \"test\"\n", ""), "no resource executes.*simd_fp"),
     (("dram_store_gb_per_s = 0.5\n", ""), "memory.dram_store_gb_per_s must be a positive number"),
     (("source.clock_ghz = \"test\"\n", ""), "clock_ghz has no source"),
+    # out of each number's physical range: a rate whose reciprocal is infinite, a fraction of a thread, a vector
+    # length no CPU has, a byte count that is not whole
+    (("per_ns.mopa_fp32 = 4", "per_ns.mopa_fp32 = 1e-320"), r"per_ns.mopa_fp32 must be .* from 1e-06 to 10000"),
+    (("per_cycle.simd_fp = 4", "per_cycle.simd_fp = 1e-320"), r"per_cycle.simd_fp must be .* from 1e-06"),
+    (("clock_ghz = 2", "clock_ghz = 1e300"), r"clock_ghz .* must be .* from 0.01 to 20 \(GHz"),
+    (("threads = 1", "threads = 0.5"), r"threads must be a positive number from 1 to 1024"),
+    (("threads = 1", "threads = 1.5"), r"threads must be a whole number, not 1.5"),
+    (("svl_bits = 512", "svl_bits = 1e300"), r"svl_bits must be .* from 128 to 2048"),
+    (("svl_bits = 512", "svl_bits = 384"), r"svl_bits must be a power of two"),
+    (("l2_bytes = 1000", "l2_bytes = 1000.5"), r"memory.l2_bytes must be a whole number"),
+    (("dram_load_gb_per_s = 1", "dram_load_gb_per_s = 1e-320"), r"memory.dram_load_gb_per_s must be .* \(GB/s"),
+    (('validation = "test device"', 'validation = "test\\n::error::forged"'), r"'validation' must be one line"),
 ])
 def test_a_device_file_without_a_source_or_with_a_bad_number_names_the_field(
         tmp_path: Path, change: tuple[str, str], message: str | None) -> None:
@@ -198,6 +210,28 @@ def test_a_device_file_without_a_source_or_with_a_bad_number_names_the_field(
     with pytest.raises(UsageError, match=message) as raised:
         load_device(path)
     assert str(path) in str(raised.value)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "/dev/zero", "huge"])
+def test_a_device_path_that_is_no_regular_file_or_too_large_is_refused_naming_it(tmp_path: Path, kind: str) -> None:
+    """A FIFO or /dev/zero is not "no device file at X (did you mean X?)", and a file past the bound is refused
+    by its size, before a byte of it is read (a sparse 300 MB file: read whole it took 941 MB of memory)."""
+    import os
+
+    if kind == "fifo":
+        path = tmp_path / "pipe.toml"
+        os.mkfifo(path)
+        expected = r"the device file .*pipe.toml is a FIFO \(named pipe\), not a regular file"
+    elif kind == "/dev/zero":
+        path = Path("/dev/zero")
+        expected = r"the device file /dev/zero is a character device, not a regular file"
+    else:
+        path = tmp_path / "huge.toml"
+        with path.open("wb") as out:
+            out.truncate(300 * 1024 * 1024)
+        expected = r"the device file .*huge.toml is 300 MiB, above the 1 MiB a device file can be"
+    with pytest.raises(UsageError, match=expected):
+        load_device(str(path))
 
 
 def test_every_shipped_device_covers_every_class_with_a_sourced_number() -> None:
