@@ -59,7 +59,8 @@ def _output(node: Any) -> tuple[str | None, list[int] | None]:
     dtype, shape = getattr(value, "dtype", None), getattr(value, "shape", None)
     if dtype is None or shape is None:
         return None, None
-    try:
-        return str(dtype).removeprefix("torch."), [int(size) for size in shape]
-    except TypeError:  # a symbolic size
+    # Never int() a symbolic size: that adds a guard to the program's shape environment and specializes the
+    # dimension to its example value, so the lowered program would take only that many tokens.
+    if not all(type(size) is int for size in shape):
         return str(dtype).removeprefix("torch."), None
+    return str(dtype).removeprefix("torch."), list(shape)
