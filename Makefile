@@ -10,7 +10,7 @@ PIP := $(PYTHON) -m pip
 # llvm-19's assembler encodes SME2, the oracle of tests/evidence/test_instruction_classes.py (binutils 2.40 cannot).
 SYSTEM_PACKAGES := g++-aarch64-linux-gnu qemu-user chromium valgrind clang lld linux-perf llvm-19
 
-.PHONY: install system-deps emulation auto-target perf test python-matrix wheel-smoke
+.PHONY: install system-deps emulation auto-target perf test python-matrix wheel-smoke python-smoke
 
 TORCH_PIN := 2.13.0
 # A plain index (PyPI) gives Linux x86 torch's CUDA build: several GB of nvidia-* packages pytest-sme2 never
@@ -105,3 +105,9 @@ python-matrix:
 # commands init prints: a counted perf test recorded, then gated (.ci/wheel_smoke.py; 2-4 minutes, mostly pip).
 wheel-smoke:
 	$(PYTHON) .ci/wheel_smoke.py
+
+# Before a release, and whenever the Python range or a dependency changes (not in CI): the wheel smoke session on
+# every Python requires-python admits. Each venv downloads that Python's own torch 2.13.0 (PyPI's Linux x86 build
+# for Pythons other than 3.11 here is CUDA's, about 3 GB: TORCH_INDEX_URL as for `make install` avoids it).
+python-smoke:
+	$(PYTHON) .ci/python_matrix.py --smoke
