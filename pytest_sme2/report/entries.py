@@ -202,7 +202,13 @@ def modelled_comparison(on: Profile, off: Profile, device: "str | DeviceModel") 
         return {"device": device.name if isinstance(device, DeviceModel) else str(device), "refused": str(exc)}
     speedup = m_on.speedup_over(m_off)
     slower = m_on.slower_than(m_off)
+    # A language model's phase (measure/llm.py): its modelled time per run, as tokens per second.
+    tokens = (on.metadata.get("llm") or {}).get("tokens_per_run")
+    per_second = {} if not tokens else {
+        "tokens_per_s": {side: tokens / (ms / 1e3) if ms > 0 else None
+                         for side, ms in (("on", m_on.e2e_ms), ("off", m_off.e2e_ms))}}
     return {
+        **per_second,
         "device": m_on.device.name, "label": m_on.device.label, "validation": m_on.device.validation,
         "on_ms": m_on.e2e_ms, "off_ms": m_off.e2e_ms, "speedup": speedup.value,
         "categories": [{"category": c, "on_ms": m_on.category_ms[c], "off_ms": m_off.category_ms[c],

@@ -186,7 +186,16 @@ def modelled_text(modelled: Mapping[str, Any]) -> str:
     return (f"Modelled on {modelled['device']} ({modelled['validation']}; a model, not a measurement): "
             f"SME2 off {time_text(modelled['off_ms'])}, on {time_text(modelled['on_ms'])}: {modelled['speedup']:.2f}x. "
             + (f"{len(slower)} operator(s) modelled slower with SME2: {named}." if slower
-               else "No operator is modelled slower with SME2."))
+               else "No operator is modelled slower with SME2.")
+            + _modelled_tokens(modelled.get("tokens_per_s")))
+
+
+def _modelled_tokens(rates: "Mapping[str, float | None] | None") -> str:
+    """" Modelled tokens/s: SME2 off X, on Y." for a language model's phase; "" otherwise."""
+    if not rates:
+        return ""
+    shown = {side: "n/a" if rate is None else f"{rate:,.1f}" for side, rate in rates.items()}
+    return f" Modelled tokens/s: SME2 off {shown['off']}, on {shown['on']}."
 
 
 def modelled_table(modelled: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:

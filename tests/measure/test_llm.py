@@ -163,3 +163,22 @@ def test_the_python_binding_refuses_two_methods_it_cannot_share_a_cache_between(
     runner = Runner(session, RunSpec(runs=2, warmup=1), session.test_dir("two-methods-host"))
     with pytest.raises(RunnerError, match="cannot share a program's memory arenas between methods"):
         llm_phases(prefill_decode_methods_pte, runner, sequence, example_calls(prefill_decode_methods_pte))
+
+
+@pytest.mark.skipif(not emulation_setup.status().ready, reason="emulated target not ready")
+def test_modelled_tokens_per_second_are_labelled_as_modelled(bundled_sessions) -> None:  # noqa: ANN001
+    """With a device model, a phase's counted run priced on it gives tokens per second that the reports call
+    modelled, next to the device file and its validation status."""
+    from pytest_sme2.report.entries import modelled_comparison
+    from pytest_sme2.report.table import modelled_text
+
+    session = bundled_sessions("emulated")
+    sequence = LlmSequence(prefill=8, decode=2)
+    on, off = (_phases(session, "tiny_llama_portable", sequence, RunSpec(sme2=sme2, runs=1, warmup=0))
+               for sme2 in (True, False))
+    compared = modelled_comparison(on.prefill, off.prefill, "apple-m4")
+    rates = compared["tokens_per_s"]
+    assert rates["on"] == pytest.approx(on.prefill_rates.modelled_tokens_per_s("apple-m4"))
+    assert rates["off"] == pytest.approx(off.prefill_rates.modelled_tokens_per_s("apple-m4"))
+    sentence = modelled_text(compared)
+    assert "a model, not a measurement" in sentence and "Modelled tokens/s: SME2 off" in sentence
