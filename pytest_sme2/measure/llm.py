@@ -46,6 +46,10 @@ class LlmSequence:
     decode: int
     prefill_method: str = "forward"
     decode_method: str = "forward"
+    # Tokens per prefill call; None: the whole prompt in one call. A program exported with static shapes takes a
+    # fixed number (ExecuTorch's KV-cache export without a dynamic shape takes one), and ExecuTorch's llama runner
+    # prefills it chunk by chunk: each timed prefill run is then one chunk, at its position.
+    prefill_chunk: int | None = None
 
     def __post_init__(self) -> None:
         for name, low in (("prefill", 1), ("decode", 1)):
@@ -53,11 +57,27 @@ class LlmSequence:
             if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= MAX_TOKENS:
                 raise UsageError(f"{name}={value!r} is invalid: {name} is a number of tokens, an integer from {low} "
                                  f"to {MAX_TOKENS}")
+        chunk = self.prefill_chunk
+        if chunk is not None and (isinstance(chunk, bool) or not isinstance(chunk, int) or not 1 <= chunk
+                                  or self.prefill % chunk):
+            raise UsageError(f"prefill_chunk={chunk!r} is invalid: it is the tokens of each prefill call, an integer "
+                             f"that divides prefill={self.prefill} (the program's fixed number of tokens per call)")
+
+    @property
+    def chunk(self) -> int:
+        """Tokens per prefill call."""
+        return self.prefill_chunk or self.prefill
+
+    @property
+    def chunks(self) -> int:
+        """Prefill calls per prompt."""
+        return self.prefill // self.chunk
 
     @property
     def label(self) -> tuple[str, str]:
         """The two phases' names in variant labels (each phase has its own baseline)."""
-        return f"prefill P={self.prefill}", f"decode D={self.decode} after P={self.prefill}"
+        chunked = f" in calls of {self.chunk}" if self.chunks > 1 else ""
+        return f"prefill P={self.prefill}{chunked}", f"decode D={self.decode} after P={self.prefill}"
 
     def plans(self, example_inputs: tuple[Any, ...]) -> tuple[CallPlan, CallPlan]:
         """The prefill's and the decode's call plans, built on the model's example ``(tokens, input_pos)``."""
@@ -73,10 +93,10 @@ class LlmSequence:
         def position(value: int) -> torch.Tensor:
             return torch.tensor([value], dtype=example_inputs[1].dtype)
 
-        prompt = (ids(self.prefill), position(0))
+        prompt = tuple((ids(self.chunk, start), position(start)) for start in range(0, self.prefill, self.chunk))
         steps = tuple((ids(1, self.prefill + k), position(self.prefill + k)) for k in range(self.decode))
-        prefill = CallPlan(calls=(prompt,), method=self.prefill_method)
-        decode = CallPlan(calls=steps, method=self.decode_method, warmup_calls=(prompt,),
+        prefill = CallPlan(calls=prompt, method=self.prefill_method)
+        decode = CallPlan(calls=steps, method=self.decode_method, warmup_calls=prompt,
                           warmup_method=self.prefill_method)
         return prefill, decode
 
@@ -163,7 +183,7 @@ class LlmProfile:
 
     @property
     def prefill_rates(self) -> TokenRates:
-        return TokenRates(self.prefill, self.sequence.prefill)
+        return TokenRates(self.prefill, self.sequence.chunk)
 
     @property
     def decode_rates(self) -> TokenRates:
@@ -171,9 +191,16 @@ class LlmProfile:
 
     @property
     def time_to_first_token(self) -> Any:
-        """The prefill's time per run (SampleStats, ms): the prompt's forward, which yields the first token's
-        logits. Measured time only: on the emulated target a timing skip."""
-        return self.prefill.latency
+        """The prompt's time (SampleStats, ms), which yields the first token's logits: one prefill run, or the sum
+        of a cycle of chunks for a prompt in chunks. Measured time only: on the emulated target a timing skip."""
+        from pytest_sme2.profile import stats
+
+        latency = self.prefill.latency  # raises the emulated-timing skip where time is not time
+        chunks = self.sequence.chunks
+        if chunks == 1:
+            return latency
+        runs = self.prefill.e2e_ms[: len(self.prefill.e2e_ms) // chunks * chunks]
+        return stats.SampleStats.of(runs.reshape(-1, chunks).sum(axis=1))
 
     def __repr__(self) -> str:
         variant = self.prefill.label.replace(f" {self.sequence.label[0]}", "")
@@ -188,13 +215,22 @@ def llm_phases(pte: "ExportedModel | str | Path", runner: "Runner", sequence: Ll
     """Profile the prefill and the decode of ``pte`` on ``runner``'s variant, each in its own runner processes."""
     prefill_plan, decode_plan = sequence.plans(example_inputs)
     prefill_label, decode_label = sequence.label
-    prefill = replace(runner, plan=prefill_plan, phase=prefill_label).profile(pte)
-    # Every decode step once per cycle (counted runs repeat exactly: one cycle), at least one warmup: the prefill.
-    cycles = 1 if runner.session.target.info.emulated else max(1, -(-runner.spec.runs // sequence.decode))
-    spec = replace(runner.spec, runs=cycles * sequence.decode, warmup=max(1, runner.spec.warmup))
+    emulated = runner.session.target.info.emulated
+
+    def whole_cycles(calls: int) -> int:
+        """Runs that make every call of a cycle equally often (counted runs repeat exactly: one cycle)."""
+        return calls * (1 if emulated else max(1, -(-runner.spec.runs // calls)))
+
+    # A prompt in chunks: whole cycles of them, so each chunk at its position reads the cache the earlier ones
+    # filled in the same cycle.
+    prefill_spec = runner.spec if sequence.chunks == 1 else replace(runner.spec, runs=whole_cycles(sequence.chunks))
+    prefill = replace(runner, spec=prefill_spec, plan=prefill_plan, phase=prefill_label).profile(pte)
+    # Every decode step once per cycle, after warmup runs that end with the whole prompt in the cache.
+    warmup = sequence.chunks * max(1, -(-runner.spec.warmup // sequence.chunks))
+    spec = replace(runner.spec, runs=whole_cycles(sequence.decode), warmup=warmup)
     decode = replace(runner, spec=spec, plan=decode_plan, phase=decode_label).profile(pte)
     # What the reports show per token (report/table.py) and summary.json keeps.
-    prefill.metadata["llm"] = {"phase": "prefill", "tokens_per_run": sequence.prefill, "prefill": sequence.prefill}
+    prefill.metadata["llm"] = {"phase": "prefill", "tokens_per_run": sequence.chunk, "prefill": sequence.prefill}
     decode.metadata["llm"] = {"phase": "decode", "tokens_per_run": 1, "prefill": sequence.prefill,
                               "decode": sequence.decode}
     return LlmProfile(sequence, prefill, decode)

@@ -434,8 +434,9 @@ def etdump_profile(request: pytest.FixtureRequest) -> Callable[[Any, Runner], Pr
 
 @pytest.fixture
 def llm_profile(request: pytest.FixtureRequest) -> Callable[..., Any]:
-    """Function: ``llm_profile(pte, runner, prefill=P, decode=D, prefill_method='forward', decode_method='forward')``
-    -> LlmProfile with ``.prefill`` and ``.decode`` Profiles and their per-token figures.
+    """Function: ``llm_profile(pte, runner, prefill=P, decode=D, prefill_method='forward', decode_method='forward',
+    prefill_chunk=None)`` -> LlmProfile with ``.prefill`` and ``.decode`` Profiles and their per-token figures;
+    ``prefill_chunk``: tokens per prefill call for a program with static shapes (the prompt then in chunks).
 
     ``pte``: an exported model (its example tokens make the prompt), or a .pte path, such as the output of
     ExecuTorch's own LLM export (tokens 1, 2, 3 ..., int64, as its llama runner passes them).
@@ -448,14 +449,14 @@ def llm_profile(request: pytest.FixtureRequest) -> Callable[..., Any]:
     profiles = request.node.stash.setdefault(_PROFILES_KEY, [])
 
     def llm_profile(pte: Any, runner: Runner, prefill: int = 8, decode: int = 8, prefill_method: str = "forward",
-                    decode_method: str = "forward") -> Any:
+                    decode_method: str = "forward", prefill_chunk: int | None = None) -> Any:
         from pytest_sme2.measure.llm import LlmSequence, example_calls, llm_phases
 
         with _as_test_failure(request):
             require_program(pte)
             if not isinstance(runner, Runner):
                 raise UsageError(f"llm_profile() needs a runner from the runner fixture, got {type(runner).__name__}")
-            sequence = LlmSequence(prefill, decode, prefill_method, decode_method)
+            sequence = LlmSequence(prefill, decode, prefill_method, decode_method, prefill_chunk)
             example = example_calls(pte)
             with progress.running(request.config, runner, pte) as step:
                 phases = step.ended(llm_phases(pte, runner, sequence, example))

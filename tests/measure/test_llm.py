@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -182,3 +183,75 @@ def test_modelled_tokens_per_second_are_labelled_as_modelled(bundled_sessions) -
     assert rates["off"] == pytest.approx(off.prefill_rates.modelled_tokens_per_s("apple-m4"))
     sentence = modelled_text(compared)
     assert "a model, not a measurement" in sentence and "Modelled tokens/s: SME2 off" in sentence
+
+
+def test_a_prompt_in_chunks_is_one_chunk_a_run_at_its_position() -> None:
+    prefill, decode = LlmSequence(prefill=4, decode=2, prefill_chunk=2).plans(EXAMPLE)
+    assert [(c[0].tolist(), int(c[1])) for c in prefill.calls] == [([[5, 6]], 0), ([[7, 5]], 2)]
+    assert len(decode.warmup) == 2 and [int(c[1]) for c in decode.calls] == [4, 5]
+    assert LlmSequence(4, 2, prefill_chunk=2).label[0] == "prefill P=4 in calls of 2"
+    with pytest.raises(UsageError, match="divides prefill=4"):
+        LlmSequence(4, 2, prefill_chunk=3)
+
+
+STATIC_LLAMA = '''
+"""ExecuTorch's Llama exported with static shapes: a KV cache, one token per call."""
+import torch
+from torch import nn
+
+
+class Call(nn.Module):
+    def __init__(self, transformer):
+        super().__init__()
+        self.transformer = transformer
+
+    def forward(self, tokens, input_pos):
+        return self.transformer(tokens, {"input_pos": input_pos})
+
+
+def get_eager_model():
+    from executorch.examples.models.llama.llama_transformer import construct_transformer
+    from executorch.examples.models.llama.model_args import ModelArgs
+
+    args = ModelArgs(dim=64, n_layers=2, n_heads=4, n_kv_heads=2, vocab_size=256, multiple_of=32, max_seq_len=32,
+                     max_context_len=32, use_kv_cache=True, enable_dynamic_shape=False)
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        return Call(construct_transformer(args).eval()).eval()
+
+
+def get_example_inputs():
+    return (torch.tensor([[3]], dtype=torch.long), torch.tensor([0], dtype=torch.long))
+'''
+
+
+@pytest.mark.skipif(not emulation_setup.status().ready, reason="emulated target not ready")
+def test_a_static_shape_program_prefills_in_chunks_of_its_size(bundled_sessions, tmp_path: Path) -> None:  # noqa: ANN001
+    """A program that takes one token per call: the prompt in calls of one, each at its position, then decode; the
+    last step's logits are the eager model's after the same calls, so each chunk read the ones before it."""
+    session = bundled_sessions("emulated")
+    (tmp_path / "static_llama.py").write_text(STATIC_LLAMA)
+    session.registry.register("static_llama", str(tmp_path / "static_llama.py"))
+    sequence = LlmSequence(prefill=4, decode=2, prefill_chunk=1)
+    phases = _phases(session, "static_llama", sequence, RunSpec(sme2=True, runs=1, warmup=0))
+    model = session.registry.get("static_llama")
+    eager = model.get_eager_model()
+    prefill_plan, decode_plan = sequence.plans(model.get_example_inputs())
+    with torch.no_grad():
+        for call in (*prefill_plan.calls, *decode_plan.calls):
+            last = eager(*call)
+    torch.testing.assert_close(_last_output(phases.decode), last, rtol=1e-4, atol=1e-4)
+    assert phases.prefill.runs == 4 and phases.prefill.label.endswith("prefill P=4 in calls of 1]")
+    assert phases.prefill_rates.tokens == 1
+
+
+def test_a_prompt_in_chunks_has_its_time_to_first_token_summed_over_a_cycle(bundled_sessions,  # noqa: ANN001
+                                                                            tmp_path: Path) -> None:
+    session = bundled_sessions("host")
+    (tmp_path / "static_llama.py").write_text(STATIC_LLAMA)
+    session.registry.register("static_llama", str(tmp_path / "static_llama.py"))
+    phases = _phases(session, "static_llama", LlmSequence(prefill=4, decode=2, prefill_chunk=1),
+                     RunSpec(runs=8, warmup=1))
+    assert phases.prefill.runs == 8  # two cycles of the four one-token calls
+    cycles = phases.prefill.e2e_ms.reshape(2, 4).sum(axis=1)
+    assert phases.time_to_first_token.median == pytest.approx(float(np.median(cycles)))
