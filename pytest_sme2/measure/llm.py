@@ -224,13 +224,38 @@ def llm_phases(pte: "ExportedModel | str | Path", runner: "Runner", sequence: Ll
     # A prompt in chunks: whole cycles of them, so each chunk at its position reads the cache the earlier ones
     # filled in the same cycle.
     prefill_spec = runner.spec if sequence.chunks == 1 else replace(runner.spec, runs=whole_cycles(sequence.chunks))
-    prefill = replace(runner, spec=prefill_spec, plan=prefill_plan, phase=prefill_label).profile(pte)
+    prefill = _phase(replace(runner, spec=prefill_spec, plan=prefill_plan, phase=prefill_label), pte, sequence)
     # Every decode step once per cycle, after warmup runs that end with the whole prompt in the cache.
     warmup = sequence.chunks * max(1, -(-runner.spec.warmup // sequence.chunks))
     spec = replace(runner.spec, runs=whole_cycles(sequence.decode), warmup=warmup)
-    decode = replace(runner, spec=spec, plan=decode_plan, phase=decode_label).profile(pte)
+    decode = _phase(replace(runner, spec=spec, plan=decode_plan, phase=decode_label), pte, sequence)
     # What the reports show per token (report/table.py) and summary.json keeps.
     prefill.metadata["llm"] = {"phase": "prefill", "tokens_per_run": sequence.chunk, "prefill": sequence.prefill}
     decode.metadata["llm"] = {"phase": "decode", "tokens_per_run": 1, "prefill": sequence.prefill,
                               "decode": sequence.decode}
     return LlmProfile(sequence, prefill, decode)
+
+
+# What ExecuTorch's runtime logs when a call's tokens exceed what the program planned for them: an input larger
+# than its bound, or a KV-cache position past its end.
+_TOO_LONG = ("Attempted to resize", "Check failed", "out of bounds", "Error resizing tensor")
+
+
+def _phase(runner: "Runner", pte: "ExportedModel | str | Path", sequence: LlmSequence) -> "Profile":
+    """One phase's Profile; a runner failure says first which phase failed and, where the runtime's log shows a
+    call too long for the program, that P + D must fit its context (the runner's own message follows)."""
+    from pytest_sme2.errors import RunnerError
+
+    try:
+        return runner.profile(pte)
+    except RunnerError as exc:
+        message = str(exc)
+        if not any(sign in message for sign in _TOO_LONG):
+            raise
+        total = sequence.prefill + sequence.decode
+        raise type(exc)(f"the {runner.phase} phase of the language model failed: the runtime refused a call as too "
+                        f"long for the program. Prefill and decode together are {total} tokens (P={sequence.prefill}"
+                        f", D={sequence.decode}) and each prefill call {sequence.chunk}: the program takes at most its "
+                        "context length (its KV cache; ExecuTorch's LLM export: max_context_length) and, with static "
+                        "shapes, a fixed number of tokens per call (prefill_chunk). What the runner said:\n"
+                        + message) from None

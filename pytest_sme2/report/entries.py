@@ -139,6 +139,8 @@ def compare(on: Profile, off: Profile, top: int = TOP_OPS, device: "str | Device
     return {
         "model": on.model,
         "recipe": on.recipe,
+        # A language model's phase (measure/llm.py): its prefill and decode pairs are told apart by it.
+        "phase": (on.metadata.get("llm") or {}).get("phase"),
         "on": on.variant,
         "off": off.variant,
         "threads": _threads(on),

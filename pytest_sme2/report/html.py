@@ -20,6 +20,7 @@ from pytest_sme2.report import charts
 from pytest_sme2.report.advice import recommendations
 from pytest_sme2.report.entries import EMULATED_NOTE
 from pytest_sme2.report.table import (
+    program_title,
     SME_INSTRUCTIONS_LABEL,
     THREAD_SCALING_HEADERS,
     columns,
@@ -135,7 +136,7 @@ def _instruction_rows(profile: Mapping[str, Any]) -> list[list[Any]]:
 def _counted_comparison_html(comparison: Mapping[str, Any]) -> str:
     """SME2 on vs off on the emulated target: counted instructions (exact), no time."""
     return "".join([
-        f"<h4>SME2 on vs off: {_esc(comparison['model'])} {_esc(comparison['recipe'])} (counted instructions)</h4>",
+        f"<h4>SME2 on vs off: {_esc(program_title(comparison))} (counted instructions)</h4>",
         f"<p>Instructions per inference: SME2 on needs <b>{_esc(fewer(comparison.get('fewer_instructions')))}</b>; "
         f"largest category {_esc(comparison['bottleneck_off'])} (off) &rarr; {_esc(comparison['bottleneck_on'])} "
         f"(on). {EMULATED_NOTE}: no speedup is shown.</p>",
@@ -166,7 +167,7 @@ def _comparison_html(comparison: Mapping[str, Any]) -> str:
         return _counted_comparison_html(comparison)
     emulated = comparison["emulated"]
     parts = [
-        f"<h4>SME2 on vs off: {_esc(comparison['model'])} {_esc(comparison['recipe'])}</h4>",
+        f"<h4>SME2 on vs off: {_esc(program_title(comparison))}</h4>",
         f"<p>E2E speedup (median off / median on, 95% bootstrap CI): <b>{_esc(speedup(comparison['speedup'], emulated))}"
         f"</b>; bottleneck {_esc(comparison['bottleneck_off'])} (off) &rarr; {_esc(comparison['bottleneck_on'])} (on)</p>",
         # an uncounted emulated pair: shares of emulator time only, no ms and no speedup columns

@@ -15,6 +15,7 @@ from pytest_sme2.report.advice import recommendations
 from pytest_sme2.report.entries import EMULATED_NOTE, verdict_text
 from pytest_sme2.report.escape import code, text
 from pytest_sme2.report.table import (
+    program_title,
     NOT_COUNTED,
     SME_INSTRUCTIONS_LABEL,
     THREAD_SCALING_HEADERS,
@@ -57,7 +58,7 @@ def _rel(path: str, base: Path | None) -> str:
 
 def _counted_comparison(c: Mapping[str, Any]) -> list[str]:
     """SME2 on vs off on the emulated target, in counted instructions (no speedups there)."""
-    lines = [f"SME2 on vs off (counted instructions, exact): SME2 on needs **{text(fewer(c.get('fewer_instructions')))}**, "
+    lines = [f"SME2 on vs off, {text(program_title(c))} (counted instructions, exact): SME2 on needs **{text(fewer(c.get('fewer_instructions')))}**, "
              f"largest category {text(c['bottleneck_off'])} -> {text(c['bottleneck_on'])}."]
     lines += [""] + markdown_table(
         ["category", "share off", "share on", "instructions off", "instructions on", "fewer (off/on)"],
@@ -108,7 +109,7 @@ def session_markdown(summary: Mapping[str, Any]) -> str:
             if c.get("unit") == "instructions":
                 lines += _counted_comparison(c)
                 continue
-            lines.append(f"SME2 on vs off: E2E speedup **{text(speedup(c['speedup'], c['emulated']))}**, bottleneck "
+            lines.append(f"SME2 on vs off, {text(program_title(c))}: E2E speedup **{text(speedup(c['speedup'], c['emulated']))}**, bottleneck "
                          f"{text(c['bottleneck_off'])} -> {text(c['bottleneck_on'])}.")
             lines += [""] + markdown_table(
                 ["category", "share off", "share on", "speedup [95% CI]"],

@@ -147,6 +147,12 @@ def thread_scaling_rows(test_entry: Mapping[str, Any]) -> list[list[str]]:
 THREAD_SCALING_HEADERS = ["program", "threads", "SME2 speedup [95% CI]", "median ms off", "median ms on"]
 
 
+def program_title(comparison: Mapping[str, Any]) -> str:
+    """What an SME2 on/off comparison compares: "model recipe", with a language model's phase ("..., decode")."""
+    phase = comparison.get("phase")
+    return f"{comparison['model']} {comparison['recipe']}" + (f", {phase}" if phase else "")
+
+
 def comparison_cell(comparison: Mapping[str, Any]) -> str:
     """The SME2 speedup with its interval, or on the emulated target how many times fewer instructions."""
     if comparison.get("unit") == "instructions":

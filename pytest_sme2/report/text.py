@@ -6,7 +6,15 @@ from typing import Any, Mapping
 
 from pytest_sme2.profile.profile import INSTRUCTIONS
 from pytest_sme2.report.entries import EMULATED_NOTE
-from pytest_sme2.report.table import SME_INSTRUCTIONS_LABEL, from_result_cache, ms, pct, sme_path_label, speedup
+from pytest_sme2.report.table import (
+    SME_INSTRUCTIONS_LABEL,
+    from_result_cache,
+    ms,
+    pct,
+    program_title,
+    sme_path_label,
+    speedup,
+)
 
 
 def _disturbed_parts(summary: Mapping[str, Any]) -> list[str]:
@@ -228,7 +236,7 @@ def slowdown_text(comparison: Mapping[str, Any]) -> str | None:
 def entry_text(test_entry: Mapping[str, Any]) -> str:
     parts = [profile_text(p) for p in test_entry["profiles"]]
     for c in test_entry.get("comparisons", []):
-        parts.append(f"SME2 on vs off ({c['model']} {c['recipe']}): speedup {speedup(c['speedup'], c['emulated'])}, "
+        parts.append(f"SME2 on vs off ({program_title(c)}): speedup {speedup(c['speedup'], c['emulated'])}, "
                      f"bottleneck {c['bottleneck_off']} -> {c['bottleneck_on']}")
         slower = slowdown_text(c)
         if slower:

@@ -170,8 +170,8 @@ def test_the_python_binding_refuses_two_methods_it_cannot_share_a_cache_between(
 def test_modelled_tokens_per_second_are_labelled_as_modelled(bundled_sessions) -> None:  # noqa: ANN001
     """With a device model, a phase's counted run priced on it gives tokens per second that the reports call
     modelled, next to the device file and its validation status."""
-    from pytest_sme2.report.entries import modelled_comparison
-    from pytest_sme2.report.table import modelled_text
+    from pytest_sme2.report.entries import build_test_entry, modelled_comparison
+    from pytest_sme2.report.table import modelled_text, program_title
 
     session = bundled_sessions("emulated")
     sequence = LlmSequence(prefill=8, decode=2)
@@ -183,6 +183,10 @@ def test_modelled_tokens_per_second_are_labelled_as_modelled(bundled_sessions) -
     assert rates["off"] == pytest.approx(off.prefill_rates.modelled_tokens_per_s("apple-m4"))
     sentence = modelled_text(compared)
     assert "a model, not a measurement" in sentence and "Modelled tokens/s: SME2 off" in sentence
+    # The reports tell the phases' SME2 on/off comparisons apart (both are "tiny_llama_portable fp32-xnnpack").
+    entry = build_test_entry("t", [on.prefill, on.decode, off.prefill, off.decode])
+    titles = sorted(program_title(c) for c in entry["comparisons"])
+    assert titles == ["tiny_llama_portable fp32-xnnpack, decode", "tiny_llama_portable fp32-xnnpack, prefill"]
 
 
 def test_a_prompt_in_chunks_is_one_chunk_a_run_at_its_position() -> None:
@@ -255,3 +259,13 @@ def test_a_prompt_in_chunks_has_its_time_to_first_token_summed_over_a_cycle(bund
     assert phases.prefill.runs == 8  # two cycles of the four one-token calls
     cycles = phases.prefill.e2e_ms.reshape(2, 4).sum(axis=1)
     assert phases.time_to_first_token.median == pytest.approx(float(np.median(cycles)))
+
+
+def test_a_sequence_longer_than_the_context_says_so_first(bundled_sessions) -> None:  # noqa: ANN001
+    """tiny_llama_portable's KV cache holds 64 positions: 60 prompt tokens and 10 steps run past it."""
+    session = bundled_sessions("host")
+    with pytest.raises(RunnerError) as caught:
+        _phases(session, "tiny_llama_portable", LlmSequence(prefill=60, decode=10), RunSpec(runs=2, warmup=1))
+    first = str(caught.value).splitlines()[0]
+    assert first.startswith("the decode D=10 after P=60 phase of the language model failed")
+    assert "70 tokens" in first and "context length" in first
