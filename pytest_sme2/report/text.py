@@ -196,8 +196,9 @@ def profile_text(summary: Mapping[str, Any]) -> str:
         + (f" (EMULATED: {EMULATED_NOTE})" if summary.get("emulated") else "") + cached_text(summary),
         f"  {size_text(summary)}{disturbed_text(summary)}",
         f"  shares of {measure} (medians over undisturbed runs): {shares}",
-        f"  delegation: {pct(summary['node_delegation_coverage'])} of graph nodes (the program), "
-        f"{pct(summary['delegation_coverage'])} of {measure} (this run);"
+        "  delegation: " + (f"{pct(summary['node_delegation_coverage'])} of graph nodes (the program), "
+                            if summary.get("node_delegation_coverage") is not None else "")
+        + f"{pct(summary['delegation_coverage'])} of {measure} (this run);"
         f" {sme_path_label(summary.get('sme_path_basis'), bool(summary.get('emulated')))}: {pct(summary['sme_path_share'])}"
         f" ({summary['sme_path_ops']} ops)"
         + (f"; {SME_INSTRUCTIONS_LABEL}: {pct(summary['instructions']['sme_share_of_conv_gemm'])}"

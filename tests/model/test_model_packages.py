@@ -31,7 +31,12 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     (root / "mynet" / "model.py").write_text(MODEL)
     monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", ".", str(Path.cwd()))])
     monkeypatch.chdir(tmp_path)  # not the project: the current folder must not make mynet importable
+    _forget_mynet()  # another test of this worker may have imported its own mynet (tests/cli/test_init.py does)
     yield root
+    _forget_mynet()
+
+
+def _forget_mynet() -> None:
     for name in [n for n in sys.modules if n == "mynet" or n.startswith("mynet.")]:
         del sys.modules[name]
     importlib.invalidate_caches()
