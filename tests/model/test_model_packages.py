@@ -29,9 +29,12 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     (root / "mynet" / "__init__.py").write_text("")
     (root / "mynet" / "blocks.py").write_text(TINY_MODEL)
     (root / "mynet" / "model.py").write_text(MODEL)
-    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", ".", str(Path.cwd()))])
+    # Neither the current folder nor another test's project (tests/cli/test_init.py imports its own mynet, and a
+    # registry puts a package's root on sys.path) may make mynet importable here.
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", ".", str(Path.cwd()))
+                                      and not (Path(p) / "mynet").exists()])
     monkeypatch.chdir(tmp_path)  # not the project: the current folder must not make mynet importable
-    _forget_mynet()  # another test of this worker may have imported its own mynet (tests/cli/test_init.py does)
+    _forget_mynet()
     yield root
     _forget_mynet()
 
