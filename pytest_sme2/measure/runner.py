@@ -103,7 +103,7 @@ class Runner:
         # sme2_on / sme2_off in folder names: how the reference kit's tools tell the two apart
         out_dir = self.test_dir / f"{self._calls[0]:02d}-{kind}-{slug(kit_variant(self.label))}"
         if isinstance(pte, ExportedModel):
-            program = copy_artifact(pte.path, self.test_dir / f"{slug(pte.label)}.pte")
+            program = check_program(copy_artifact(pte.path, self.test_dir / f"{slug(pte.label)}.pte"))
             etrecord = None
             if pte.etrecord_path.exists():
                 etrecord = copy_artifact(pte.etrecord_path, self.test_dir / f"{slug(pte.label)}.etrecord")
@@ -118,7 +118,6 @@ class Runner:
         if self.plan is not None:
             out_dir.mkdir(parents=True, exist_ok=True)
             inputs = self.plan.save(out_dir / PLAN_FILE)
-        check_program(program)
         identity["pte"] = str(program)
         identity["inputs"] = str(inputs) if inputs is not None else None
         reference = self.session.reference() if sampler is None else None  # a sampled round is not timed

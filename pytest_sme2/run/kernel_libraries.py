@@ -93,10 +93,10 @@ def _named_namespaces(pte: Path) -> set[str]:
     there; constants and delegate blobs in the segments after it are not searched). A byte search, not a parse:
     ExecuTorch's own reader converts the whole flatbuffer to JSON with flatc and needs ``executorch.exir``, seconds
     per program; a false match only loads a library the program does not need."""
-    data = pte.read_bytes()
-    if data[8:12] == b"eh00":  # the extended header says where the flatbuffer ends
-        program_size = int.from_bytes(data[16:24], "little")
-        data = data[:program_size] if 0 < program_size <= len(data) else data
+    with open(pte, "rb") as handle:  # every host run asks: read the flatbuffer only, not a model's weights
+        head = handle.read(24)
+        program_size = int.from_bytes(head[16:24], "little") if head[8:12] == b"eh00" else 0
+        data = head + handle.read(program_size - len(head) if program_size > len(head) else -1)
     return {p.namespace for p in PROVIDERS if p.namespace.encode() + b"::" in data}
 
 

@@ -21,7 +21,8 @@ from pytest_sme2 import Profile, Recipe
 from pytest_sme2.measure.session import Settings, Sme2Session
 from pytest_sme2.run import emulation_setup as emulation
 from pytest_sme2.run.native.build import build_mask_library, build_runner
-from pytest_sme2.run.native.tensorfile import read_tensors, torch_inputs_to_file
+from pytest_sme2.run.call_plan import native_calls
+from pytest_sme2.run.native.tensorfile import read_tensors
 
 # Prefer the emulated target's qemu 11.1 (SME and SME2, so the mask must hide both); Debian's
 # qemu-user (7.2 on bookworm: SME only) still exercises the SME bits.
@@ -57,7 +58,7 @@ def session(tmp_path_factory: pytest.TempPathFactory, shared_export_cache: Path)
 
 def _run(runner: Path, pte: Path, inputs_pt: Path, out: Path, cpu: str, preload: Path | None = None) -> Profile:
     out.mkdir(parents=True, exist_ok=True)
-    inputs = torch_inputs_to_file(inputs_pt, out / "inputs.bin")
+    inputs = native_calls(inputs_pt, out / "inputs.bin").inputs
     command = [QEMU, "-cpu", cpu]
     if preload is not None:
         command += ["-E", f"LD_PRELOAD={preload}"]  # set in the guest, not in qemu itself

@@ -271,7 +271,7 @@ std::vector<EValue> run_method(Module& module, const std::string& method, const 
 std::vector<std::vector<EValue>> calls_of(std::vector<TensorPtr>& tensors, long per_call, size_t num_inputs,
                                           const std::string& path, const std::string& method) {
   size_t group = per_call > 0 ? static_cast<size_t>(per_call) : tensors.size();
-  if (group != num_inputs || (group > 0 && tensors.size() % group != 0) || (group == 0 && num_inputs != 0)) {
+  if (group != num_inputs || (group > 0 && tensors.size() % group != 0)) {
     die(4, "method '" + method + "' takes " + std::to_string(num_inputs) + " inputs per call; " + path + " has " +
                std::to_string(tensors.size()) + " tensors in calls of " + std::to_string(group));
   }
@@ -338,7 +338,7 @@ int main(int argc, char** argv) {
   load_both();
   auto meta = module.method_meta(o.method);
   if (!meta.ok()) die(3, "cannot read the metadata of method '" + o.method + "' of " + o.model_path);
-  if (o.warmup_method != o.method && o.warmup > 0) load_method(module, o.warmup_method, o.model_path, "");
+  if (two_methods && o.warmup > 0) load_method(module, o.warmup_method, o.model_path, "");
   auto warmup_meta = module.method_meta(o.warmup_method);
   if (!warmup_meta.ok()) die(3, "cannot read the metadata of method '" + o.warmup_method + "' of " + o.model_path);
 
@@ -353,7 +353,7 @@ int main(int argc, char** argv) {
     warmup_tensors = read_tensors(o.warmup_inputs_path);
     warmup_calls = calls_of(warmup_tensors, o.inputs_per_call, warmup_meta->num_inputs(), o.warmup_inputs_path,
                             o.warmup_method);
-  } else if (o.warmup_method != o.method) {
+  } else if (two_methods) {
     warmup_tensors = ones_inputs(*warmup_meta, o.model_path);
     warmup_calls = calls_of(warmup_tensors, 0, warmup_meta->num_inputs(), "all-ones inputs", o.warmup_method);
   }

@@ -54,11 +54,3 @@ def read_tensors(path: Path) -> list[np.ndarray]:
     except struct.error as exc:
         raise RunnerError(f"tensor file {path} is corrupt or truncated: {exc}") from None
     return arrays
-
-
-def torch_inputs_to_file(inputs_pt: Path, out: Path) -> Path:
-    """Convert the export cache's inputs.pt (torch) to the runner's format."""
-    import torch
-
-    tensors = torch.load(inputs_pt, weights_only=True)
-    return write_tensors(out, [t.detach().contiguous().numpy() for t in tensors])
