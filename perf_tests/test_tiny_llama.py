@@ -1,8 +1,8 @@
 """tiny_llama: a language model as ExecuTorch ships it, prefill then decode over a filled KV cache.
 
-ExecuTorch's own Llama definition (models/_llama.py). On the emulated target the reference-attention variant
-(tiny_llama_portable): runner binaries have no kernels for ExecuTorch's LLM custom ops; the custom-op variant
-(tiny_llama) runs where ExecuTorch's Python binding loads them, the host target.
+ExecuTorch's own Llama definition (models/_llama.py): tiny_llama with ExecuTorch's LLM custom ops (the graph
+its LLM export ships for XNNPACK: their kernels come from the executorch wheel on every target), and
+tiny_llama_portable with the reference attention.
 """
 
 import pytest
@@ -43,13 +43,19 @@ def test_llm_8da4w_linears_take_no_sme2_kernel(exported_pte, runner, llm_profile
     assert on.prefill.sme_path_share < 0.5
 
 
-def test_llm_with_executorch_custom_ops(sme2_session, export_pte, runner, llm_profile):
+@pytest.mark.model("tiny_llama", dtype="fp32")
+def test_llm_with_executorch_custom_ops(exported_pte, runner, llm_profile):
     """The graph ExecuTorch ships for XNNPACK: custom SDPA and KV-cache update kernels (llama::custom_sdpa,
-    llama::update_cache), loaded in ExecuTorch's Python binding."""
-    if sme2_session.target.info.name != "host":
-        pytest.skip("ExecuTorch's LLM custom-op kernels load only beside torch, in its Python binding: run with "
-                    "--sme2-target=host (pytest_sme2/run/kernel_libraries.py says why runner binaries cannot)")
-    exported = export_pte("tiny_llama")
-    phases = llm_profile(exported, runner(), prefill=PREFILL, decode=DECODE)
-    kinds = dict(zip(phases.decode.portable_ops["kind"], phases.decode.portable_ops["category"]))
+    llama::update_cache), ExecuTorch's own from the wheel, on every target with no step from the user."""
+    on = llm_profile(exported_pte, runner(sme2=True), prefill=PREFILL, decode=DECODE)
+    off = llm_profile(exported_pte, runner(sme2=False), prefill=PREFILL, decode=DECODE)
+    kinds = dict(zip(on.decode.portable_ops["kind"], on.decode.portable_ops["category"]))
     assert kinds["llama::update_cache"] == "DATA_MOVEMENT" and kinds["llama::custom_sdpa"] == "GEMM"
+    # The projections and the FFN are XNNPACK's GEMMs, each on a packed SME2 kernel with SME2 on and none off. The
+    # attention's matmuls are inside custom_sdpa, a portable kernel (NEON) that SME2 does not change.
+    for phase_on, phase_off in ((on.prefill, off.prefill), (on.decode, off.decode)):
+        gemms_on = phase_on.ops[(phase_on.ops["category"] == "GEMM") & phase_on.ops["delegated"]]
+        assert len(gemms_on) > 0 and gemms_on["packed"].all()
+        assert not phase_off.ops["packed"].any() and phase_off.sme_path_share == 0.0
+        sdpa = phase_on.ops[phase_on.ops["kind"] == "llama::custom_sdpa"]
+        assert not sdpa["delegated"].any() and not sdpa["packed"].any()

@@ -122,8 +122,9 @@ def assert_sme2_kernel_path(on: Profile, off: Profile, at_least: float) -> None:
     def shown(profile: Profile) -> str:
         heavy = profile.ops[profile.ops["category"].isin([Category.CONV.value, Category.GEMM.value])]
         kinds = ", ".join(sorted(set(heavy["op"]))) or "none"
-        return (f"{profile.label}: SME path {profile.sme_path_share!r} of CONV+GEMM {_measure(profile)}, "
-                f"{profile.sme_path_ops} ops; kernels: {kinds}")
+        share = "n/a" if profile.sme_path_share is None else f"{profile.sme_path_share:.1%}"
+        return (f"{profile.label}: SME path {share} of CONV+GEMM {_measure(profile)}, "
+                f"{profile.sme_path_ops} ops; CONV+GEMM operators: {kinds}")
 
     share = on.sme_path_share
     if share is None or not share >= at_least:

@@ -5,10 +5,10 @@ when a method loads and otherwise stops with ``Missing operator``. The kernels o
 (``llama::custom_sdpa``, ``llama::update_cache``, ...) ship in one file of the executorch wheel,
 ``extension/llm/custom_ops/libcustom_ops_aot_lib.so``, which registers them when it is loaded. The same file
 registers the ops with PyTorch, so it links libtorch and torch's Python module: the Python binding (host target)
-loads it beside torch with no step from the user; a runner binary cannot load it without torch's libraries for
-its own architecture (on aarch64 PyPI's torch 2.13 is a CUDA build: libtorch_cpu alone is 267 MB and needs the
-CUDA runtime), so there a program with these ops is refused with the operator, the target and the way out in
-the error's first line, never run without them.
+loads it beside torch; pytest-sme2's aarch64 runner (emulated, local on Arm Linux, adb) loads the aarch64
+wheel's copy through a kernel kit that stands in for PyTorch (native/kernel_kit.py). Both with no step from the
+user. Elsewhere (a runner for another architecture, a user's own runner) a program with these ops is refused
+with the operator, the target and the way out in the error's first line, never run without them.
 """
 
 from __future__ import annotations
@@ -29,15 +29,17 @@ class KernelProvider:
     library: str  # the file, relative to the executorch package
     # Why a runner-binary target lacks them and what its user can do (the host target loads the library itself).
     runner_advice: str
+    kit: bool = False  # pytest-sme2's aarch64 runner loads the library through a kernel kit (native/kernel_kit.py)
 
 PROVIDERS: tuple[KernelProvider, ...] = (
     KernelProvider(
         "llama", "ExecuTorch's LLM custom ops (executorch.extension.llm.custom_ops)",
         "extension/llm/custom_ops/libcustom_ops_aot_lib.so",
-        "which a runner binary cannot load (it links PyTorch and torch's Python module); run the program on the "
-        "host target (--sme2-target=host), whose ExecuTorch Python binding loads that library beside torch, or, "
-        "to gate it on this target, export the attention without the custom ops (ExecuTorch's LLM export with "
-        "model.use_sdpa_with_kv_cache=False)",
+        "which pytest-sme2's runner loads on aarch64 Linux only (the emulated target, local Arm Linux boards and "
+        "adb devices, through its kernel kit); a runner for another architecture or a user's own runner build "
+        "lacks it: run the program on the host target (--sme2-target=host), whose ExecuTorch Python binding "
+        "loads that library beside torch, or on an aarch64 target",
+        kit=True,
     ),
     KernelProvider(
         "quantized_decomposed", "ExecuTorch's quantized kernels (executorch.kernels.quantized)",
@@ -112,6 +114,19 @@ def binding_libraries(pte: str | Path) -> list[str]:
     namespaces = _named_namespaces(Path(pte))
     files = (Path(roots[0]) / p.library for p in PROVIDERS if p.namespace in namespaces)
     return [str(f) for f in files if f.is_file()]
+
+
+def runner_libraries(pte: str | Path, runner_arch: str | None) -> list[Path]:
+    """Kernel libraries pytest-sme2's runner loads before this program (``--kernel_library``): the kit of each
+    provider the program names that has one, for an aarch64 Linux runner (others get none, and the runtime's
+    ``Missing operator`` becomes a MissingKernelError that says so)."""
+    namespaces = _named_namespaces(Path(pte))
+    wanted = [p for p in PROVIDERS if p.kit and p.namespace in namespaces]
+    if not wanted or runner_arch != "aarch64":
+        return []
+    from pytest_sme2.run.native.kernel_kit import kit_library
+
+    return [kit_library(p.library) for p in wanted]
 
 
 def raise_if_missing_kernels(log: Path, pte: str | Path, target: str, binding: bool = False) -> None:

@@ -99,6 +99,22 @@ def test_emulated_decode_reads_the_cache_the_prefill_filled(bundled_sessions) ->
     assert cell.startswith(instructions(prompt)) and f"{instructions(prompt / 12)} instr/token" in cell
 
 
+@pytest.mark.skipif(not emulation_setup.status().ready, reason="emulated target not ready")
+def test_emulated_decode_with_executorch_llm_custom_ops(bundled_sessions) -> None:  # noqa: ANN001
+    """ExecuTorch's custom SDPA and KV-cache update kernels from the aarch64 wheel (through the runner's kernel
+    kit) on the emulated target, counted: the prefill's and the last decode step's logits are the eager model's."""
+    session = bundled_sessions("emulated")
+    sequence = LlmSequence(prefill=10, decode=3)
+    phases = _phases(session, "tiny_llama", sequence, RunSpec(sme2=True, runs=1, warmup=0))
+    prefill_ref, last_ref = _eager_sequence(session, "tiny_llama", sequence)
+    torch.testing.assert_close(_last_output(phases.prefill), prefill_ref, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(_last_output(phases.decode), last_ref, rtol=1e-4, atol=1e-4)
+    ops = phases.decode.ops
+    sdpa = ops[ops["kind"] == "llama::custom_sdpa"]
+    assert len(sdpa) == 2 and (sdpa["instructions"] > 0).all()  # one per layer, each counted
+    assert phases.decode.instructions is not None
+
+
 def test_host_decode_with_executorch_llm_custom_ops(bundled_sessions) -> None:  # noqa: ANN001
     """ExecuTorch's custom SDPA and KV-cache update on the host target, prefill then decode: the decode's last
     logits are the eager model's after the same prompt and steps; tokens per second are measured figures."""

@@ -146,3 +146,39 @@ def test_doctor_checks_the_phone_and_starts_the_runner_there(standin: AdbStandin
     assert refused and refused[0].split()[0] == "MISSING"
     assert "the runner did not start on device R3CREFUSE" in out and "--sme2-runner" in out
     assert "docs/targets.md" in out
+
+
+def test_llm_with_executorch_custom_ops_on_a_phone(standin: AdbStandin, shared_export_cache: Path,
+                                                    tmp_path: Path) -> None:
+    """A language model as ExecuTorch ships it (its LLM custom ops) on an arm64 phone: the kernel kit travels
+    with the runner, and the last decode step's logits are the eager model's after the same prompt and steps
+    (the cache filled by ExecuTorch's own update_cache kernel, attention by its custom_sdpa)."""
+    from pytest_sme2 import Recipe
+    from pytest_sme2.measure.llm import LlmSequence, llm_phases
+
+    _arm64_phone(standin, "LLMPHONE")
+    session = Sme2Session(Settings(target="adb:LLMPHONE", cache_dir=shared_export_cache,
+                                   session_dir=tmp_path / "artifacts", adb=AdbOptions(server=standin.address)))
+    sequence = LlmSequence(prefill=6, decode=2)
+    try:
+        session.registry.register_dir(Path(__file__).resolve().parents[2] / "models")
+        exported = session.export("tiny_llama", Recipe())
+        example = tuple(torch.load(exported.inputs_path, weights_only=True))
+        phases = llm_phases(exported, Runner(session, RunSpec(runs=2, warmup=1, max_rounds=1),
+                                             session.test_dir("llm")), sequence, example)
+        model = session.registry.get("tiny_llama")
+    finally:
+        session.close()
+    eager = model.get_eager_model()
+    prefill_plan, decode_plan = sequence.plans(model.get_example_inputs())
+    with torch.no_grad():
+        eager(*prefill_plan.calls[0])
+        for call in decode_plan.calls:
+            last = eager(*call)
+    outputs = torch.load(phases.decode.artifacts["outputs"], weights_only=True)
+    torch.testing.assert_close(outputs[0], last, rtol=1e-4, atol=1e-4)
+    kinds = set(phases.decode.ops["kind"])
+    assert {"llama::custom_sdpa", "llama::update_cache"} <= kinds
+    # The kit was pushed in its own layout under the session's folder on the device.
+    logs = (tmp_path / "artifacts").rglob("runner.log")
+    assert any("--kernel_library=" in log.read_text() and "/kit-" in log.read_text() for log in logs)

@@ -2,7 +2,8 @@
 from, and what each target does with such a program.
 
 Real export of the bundled tiny_llama (ExecuTorch's own Llama with its source transformations), real runtime on
-the host target; on the emulated target the real runner's own refusal, named.
+the host target; on an x86 runner (local target here), which has no kernel kit, the real runner's own refusal,
+named. The aarch64 runner's kit: tests/run/test_kernel_kit.py.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import pytest
 
 from pytest_sme2 import Recipe, assert_outputs_match
 from pytest_sme2.measure.runner import Runner
-from pytest_sme2.run import emulation_setup
 from pytest_sme2.run.kernel_libraries import (
     MissingKernelError,
     binding_libraries,
@@ -38,11 +38,11 @@ def test_missing_operators_are_read_once_each_in_log_order() -> None:
 
 
 def test_the_first_line_names_operators_target_and_where_the_kernels_are() -> None:
-    error = missing_kernel_error(["llama::custom_sdpa.out"], "model.pte", "emulated", "/x/runner.log")
+    error = missing_kernel_error(["llama::custom_sdpa.out"], "model.pte", "local", "/x/runner.log")
     first = str(error).splitlines()[0]
-    assert first.startswith("model.pte needs operator(s) llama::custom_sdpa.out, which the emulated target's")
+    assert first.startswith("model.pte needs operator(s) llama::custom_sdpa.out, which the local target's")
     assert "libcustom_ops_aot_lib.so" in first and "--sme2-target=host" in first
-    assert "use_sdpa_with_kv_cache=False" in first
+    assert "on an aarch64 target" in first
 
 
 def test_an_operator_no_known_library_provides_is_said_so() -> None:
@@ -83,13 +83,14 @@ def test_host_target_runs_executorch_llm_custom_ops(bundled_sessions) -> None:  
     assert "llama::custom_sdpa" not in profile.unclassified_ops
 
 
-@pytest.mark.skipif(not emulation_setup.status().ready, reason="emulated target not ready")
-def test_emulated_target_names_the_missing_kernels_first(bundled_sessions) -> None:  # noqa: ANN001
-    session = bundled_sessions("emulated")
+def test_a_runner_without_a_kernel_kit_names_the_missing_kernels_first(bundled_sessions) -> None:  # noqa: ANN001
+    """This machine's own (x86_64) runner on the local target: the kit is aarch64 Linux only."""
+    session = bundled_sessions("local")
     exported = session.export("tiny_llama", Recipe())
     with pytest.raises(MissingKernelError) as caught:
-        Runner(session, RunSpec(runs=1, warmup=0), session.test_dir("tiny-llama-emulated")).profile(exported)
+        Runner(session, RunSpec(runs=1, warmup=0), session.test_dir("tiny-llama-local")).profile(exported)
     first = str(caught.value).splitlines()[0]
     assert "llama::update_cache.out, llama::custom_sdpa.out" in first
-    assert "the emulated target's runtime has no kernel for" in first
-    assert first.startswith("tiny_llama") and "program.pte" not in first  # not the runner's fixed-layout link
+    assert "the local target's runtime has no kernel for" in first
+    assert "pytest-sme2's runner loads on aarch64 Linux only" in first and "--sme2-target=host" in first
+    assert first.startswith("tiny_llama")

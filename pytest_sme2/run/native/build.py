@@ -173,6 +173,28 @@ def build_problem(arch: str = "host") -> str | None:
     return None
 
 
+def _download_wheel(version: str, platform_tag: str, label: str, log: Path) -> Path:
+    """The executorch wheel file for ``platform_tag`` in the cache's wheels folder, downloaded if absent."""
+    wheels = cache_root() / "wheels"
+    arch_tag = platform_tag.rsplit("_", 1)[-1]  # aarch64, arm64
+    pattern = f"executorch-{version}-*{platform_tag.split('_')[0]}*{arch_tag}.whl"
+    found = sorted(wheels.glob(pattern))
+    if found:
+        return found[-1]
+    wheels.mkdir(parents=True, exist_ok=True)
+    _run(
+        [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+         "--platform", platform_tag,
+         "--python-version", f"{sys.version_info.major}.{sys.version_info.minor}",
+         f"executorch=={version}", "-d", str(wheels)],
+        log, f"downloading the {label} executorch {version} wheel",
+    )
+    found = sorted(wheels.glob(pattern))
+    if not found:
+        raise RunnerError(f"pip reported success but no {label} executorch {version} wheel is in {wheels}")
+    return found[-1]
+
+
 def _executorch_wheel(version: str | None, platform_tag: str, label: str, marker: str) -> Path:
     """The executorch wheel for ``platform_tag`` (pip download), its lib/, include/ and share/ unpacked once.
 
@@ -184,23 +206,10 @@ def _executorch_wheel(version: str | None, platform_tag: str, label: str, marker
     with locked(cache_root() / f"{root.name}.lock"):
         if (package / marker).exists():
             return package
-        wheels = cache_root() / "wheels"
-        wheels.mkdir(parents=True, exist_ok=True)
-        log = cache_root() / f"{root.name}.log"
-        _run(
-            [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-             "--platform", platform_tag,
-             "--python-version", f"{sys.version_info.major}.{sys.version_info.minor}",
-             f"executorch=={version}", "-d", str(wheels)],
-            log, f"downloading the {label} executorch {version} wheel",
-        )
-        arch_tag = platform_tag.rsplit("_", 1)[-1]  # aarch64, arm64
-        found = sorted(wheels.glob(f"executorch-{version}-*{platform_tag.split('_')[0]}*{arch_tag}.whl"))
-        if not found:
-            raise RunnerError(f"pip reported success but no {label} executorch {version} wheel is in {wheels}")
+        wheel_file = _download_wheel(version, platform_tag, label, cache_root() / f"{root.name}.log")
         staging = root.with_name(root.name + ".tmp")
         shutil.rmtree(staging, ignore_errors=True)
-        with zipfile.ZipFile(found[-1]) as wheel:
+        with zipfile.ZipFile(wheel_file) as wheel:
             members = [m for m in wheel.namelist() if m.startswith(("executorch/lib/", "executorch/include/",
                                                                      "executorch/share/"))]
             wheel.extractall(staging, members)
@@ -213,6 +222,15 @@ def aarch64_executorch(version: str | None = None) -> Path:
     """The aarch64 executorch wheel's package folder, downloaded and unpacked once."""
     return _executorch_wheel(version, "manylinux_2_28_aarch64", "manylinux-aarch64",
                              "share/cmake/executorch-config.cmake")
+
+
+def aarch64_wheel(version: str | None = None) -> Path:
+    """The aarch64 executorch wheel file itself (kernel_kit.py takes a library from it), downloaded once."""
+    version = executorch_release(version)
+    label = "manylinux-aarch64"
+    with locked(cache_root() / f"executorch-{version}-{label}.lock"):
+        return _download_wheel(version, "manylinux_2_28_aarch64", label,
+                               cache_root() / f"executorch-{version}-{label}.log")
 
 
 def macos_executorch(version: str | None = None) -> Path:

@@ -14,6 +14,8 @@
 // in one process; --warmup_inputs_path=FILE gives the warmup runs their own calls (a prefill that fills the
 // cache before timed decode steps), split the same way (default: the inputs file). With two methods the
 // program's memory arenas are shared between them, as a program exported with share_mutable_buffers needs.
+// --kernel_library=PATH (repeatable) loads a shared library before the program, so the kernels it registers
+// (ExecuTorch's LLM custom ops: pytest_sme2/run/native/kernel_kit.py) are in the registry when methods load.
 // --reference_path=PTE runs one inference of that program right before each
 // timed (and warmup) inference and reports its times as "reference_ms": the
 // baseline gate divides by it so drift of the whole machine cancels
@@ -26,6 +28,8 @@
 // runtime's init, and a sampling profiler's samples (perf -k CLOCK_MONOTONIC,
 // simpleperf) are placed inside ETDump operator events with it
 // (pytest_sme2/evidence/kernel_sampling.py).
+
+#include <dlfcn.h>
 
 #include <chrono>
 #include <cstdint>
@@ -81,6 +85,7 @@ struct Options {
   long inputs_per_call = 0;  // 0: the whole inputs file is one call
   std::string outputs_path;
   std::string reference_path;  // program run before each inference, timed apart (relative latency)
+  std::vector<std::string> kernel_libraries;  // loaded before the program (--kernel_library, repeatable)
   std::string maps_path;  // copy of /proc/self/maps at exit: where each library was loaded (kernel traces)
   long num_executions = 1;
   long warmup = 0;
@@ -132,6 +137,7 @@ Options parse(int argc, char** argv) {
     if (take(arg, "outputs_path", &o.outputs_path)) continue;
     if (take(arg, "maps_path", &o.maps_path)) continue;
     if (take(arg, "reference_path", &o.reference_path)) continue;
+    if (take(arg, "kernel_library", &v)) { o.kernel_libraries.push_back(v); continue; }
     if (take(arg, "num_executions", &v)) { o.num_executions = to_long("num_executions", v); continue; }
     if (take(arg, "warmup", &v)) { o.warmup = to_long("warmup", v); continue; }
     if (take(arg, "cpu_threads", &v)) { o.cpu_threads = to_long("cpu_threads", v); continue; }
@@ -289,6 +295,12 @@ std::vector<std::vector<EValue>> calls_of(std::vector<TensorPtr>& tensors, long 
 int main(int argc, char** argv) {
   Options o = parse(argc, argv);
   executorch::runtime::runtime_init();
+  for (const std::string& library : o.kernel_libraries) {  // before any program: its kernels register on load
+    if (dlopen(library.c_str(), RTLD_NOW | RTLD_GLOBAL) == nullptr) {
+      const char* why = dlerror();
+      die(3, "cannot load kernel library " + library + ": " + (why ? why : "unknown error"));
+    }
+  }
   // One thread: no thread pool at all. Creating the default pool starts a worker per core, which
   // another reset then stops; those threads' start-up and shutdown race the main thread for the
   // allocator and the dynamic linker's TLS state, and the instruction counts of the emulated

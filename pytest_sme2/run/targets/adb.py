@@ -35,7 +35,7 @@ from pytest_sme2.run.cpu import parse_proc_cpuinfo
 from pytest_sme2.run.call_plan import native_calls
 from pytest_sme2.run.device_settings import FIXED_PERFORMANCE_MODE, DeviceSettings
 from pytest_sme2.run.device_state import cores_of_mask
-from pytest_sme2.run.kernel_libraries import raise_if_missing_kernels
+from pytest_sme2.run.kernel_libraries import raise_if_missing_kernels, runner_libraries
 from pytest_sme2.run.targets.base import (
     DEFAULT_TIMEOUT_S,
     RUNNER_LOG,
@@ -577,6 +577,24 @@ class AdbTarget:
         self._pushed[binary] = folder
         return folder
 
+    def _push_kits(self, pte: Path, binary: Path) -> tuple[str, ...]:
+        """Push the kernel kits the program needs (kernel_libraries.runner_libraries) once per session, each in
+        its own layout, where its library finds its stand-ins; returns the libraries' device paths."""
+        from pytest_sme2.run.native.kernel_kit import kit_files, kit_root
+
+        paths = []
+        for library in runner_libraries(pte, executable_arch(binary)):
+            root = kit_root(library)
+            if root not in self._pushed:
+                folder = f"{self._session_dir}/kit-{len(self._pushed)}"
+                for file in kit_files(library):
+                    remote = f"{folder}/{file.relative_to(root).as_posix()}"
+                    self._shell(f"mkdir -p {shlex.quote(remote.rsplit('/', 1)[0])}")
+                    self._push(file, remote)
+                self._pushed[root] = folder
+            paths.append(f"{self._pushed[root]}/{library.relative_to(root).as_posix()}")
+        return tuple(paths)
+
     def _push_reference(self, reference: Path) -> str:
         """Push the reference program once per session (it is megabytes and the same for every run)."""
         if reference not in self._pushed:
@@ -613,7 +631,8 @@ class AdbTarget:
         files = RunnerFiles(pte=device_pte, timed_etdump=f"{run_dir}/{TIMED_ETDUMP}",
                             warmup_etdump=f"{run_dir}/{WARMUP_ETDUMP}", outputs=f"{run_dir}/{OUTPUTS_FILE}",
                             inputs=device_inputs, reference=device_reference, warmup_inputs=device_warmup,
-                            call_flags=() if calls is None else calls.flags)
+                            call_flags=() if calls is None else calls.flags,
+                            kernel_libraries=self._push_kits(pte, binary))
         argv = runner_arguments(f"{folder}/{binary.name}", files, spec)
         return (f"cd {shlex.quote(run_dir)} && echo $$ > runner.pid && "
                 f"{self._launch(binary, folder, argv, spec.sme2 is False, run_dir, sampler)}")

@@ -29,6 +29,8 @@ from pytest_sme2.evidence.qemu_counts import (
     write_counts,
 )
 from pytest_sme2.run import emulation_setup
+from pytest_sme2.run.kernel_libraries import runner_libraries
+from pytest_sme2.run.native.kernel_kit import kit_files
 from pytest_sme2.run.result_cache import ResultCache, RunKey, code_digest, run_key
 from pytest_sme2.run.targets.base import (
     EMULATED_TIMING,
@@ -260,15 +262,16 @@ class EmulatedTarget:
 
     def result_key(self, pte: Path, inputs: Path | None, spec: RunSpec, counter: Path | None = None) -> RunKey:
         """Everything a counted run's answer depends on (result_cache.py): the program, inputs, runner, every
-        library it loads, qemu, the CPU settings (SVL, SME2 on/off), the run settings, the counting code and
+        library it loads (a kernel kit's too), qemu, the CPU settings (SVL, SME2 on/off), the run settings, the counting code and
         the counter (``counter``: its binary when the caller has it already, else found or built here)."""
         from pytest_sme2.run.native.build import build_exec_counter
 
         qemu, runner = self.emulator_command(spec), self._status.runner
         counter = counter or build_exec_counter()
         settings = {k: v for k, v in spec.as_dict().items() if k not in _NOT_IN_KEY}
+        kits = [f for library in runner_libraries(pte, "aarch64") for f in kit_files(library)]
         return run_key(program=pte, inputs=inputs, runner=runner,
-                       libraries=[*loaded_libraries(runner), counter], emulator=Path(qemu[0]),
+                       libraries=[*loaded_libraries(runner), *kits, counter], emulator=Path(qemu[0]),
                        cpu=" ".join(qemu[1:]), settings=settings, code=code_digest())
 
     def _cached_result(self, key: RunKey, stored: dict, spec: RunSpec, out_dir: Path) -> RunResult:

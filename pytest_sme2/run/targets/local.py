@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from pytest_sme2.errors import RunnerError, UsageError
 from pytest_sme2.run.cpu import CpuInfo, host_cpu
 from pytest_sme2.run.call_plan import native_calls
-from pytest_sme2.run.kernel_libraries import raise_if_missing_kernels
+from pytest_sme2.run.kernel_libraries import raise_if_missing_kernels, runner_libraries
 from pytest_sme2.run.targets.base import (
     EMULATED_TIMING,
     RUNNER_LOG,
@@ -108,6 +108,7 @@ def run_runner_process(prefix: list[str], binary: Path, env: dict[str, str], pte
     warmup_file = None if calls is None else calls.warmup_inputs
     cwd = None
     program_name = Path(pte).name  # before fixed_layout renames it: what the user's errors name
+    kernels = [str(k) for k in runner_libraries(pte, executable_arch(binary))]
     if fixed_layout:
         cwd = out_dir
         binary = Path(".") / _link(out_dir / "runner", binary).name
@@ -115,6 +116,7 @@ def run_runner_process(prefix: list[str], binary: Path, env: dict[str, str], pte
         timed, warmup = Path(TIMED_ETDUMP), Path(WARMUP_ETDUMP)
         inputs_file = None if inputs_file is None else Path(INPUTS_FILE)
         warmup_file = None if warmup_file is None else Path(warmup_file.name)
+        kernels = [_linked_kit(out_dir, index, Path(k)) for index, k in enumerate(kernels)]
     files = RunnerFiles(
         pte=str(pte), timed_etdump=str(timed), warmup_etdump=str(warmup),
         outputs=OUTPUTS_FILE if fixed_layout else str(out_dir / OUTPUTS_FILE),
@@ -122,6 +124,7 @@ def run_runner_process(prefix: list[str], binary: Path, env: dict[str, str], pte
         reference=None if reference is None else str(reference),
         warmup_inputs=None if warmup_file is None else str(warmup_file),
         call_flags=() if calls is None else calls.flags,
+        kernel_libraries=tuple(kernels),
     )
     command = [*prefix, *runner_arguments(str(binary), files, spec), *extra_args]
     if sampler is not None:  # kernel_sampling.py: the sampled round runs under the profiler
@@ -147,6 +150,16 @@ def run_runner_process(prefix: list[str], binary: Path, env: dict[str, str], pte
                           f"lines:\n{_tail(log)}")
     answer = read_result(stdout_path, shown, str(binary))
     return build_result(answer, spec, info, out_dir, log, sme2_active, reference=reference is not None)
+
+
+def _linked_kit(out_dir: Path, index: int, library: Path) -> str:
+    """``library``'s path through a link to its kernel kit in ``out_dir`` ("kernels0/..."): the same short name
+    on every machine, and the kit's own layout under it, where the library finds its stand-ins."""
+    from pytest_sme2.run.native.kernel_kit import kit_root
+
+    root = kit_root(library)
+    link = _link(out_dir / f"kernels{index}", root)
+    return str(Path(link.name) / library.relative_to(root))
 
 
 def _link(link: Path, target: Path) -> Path:

@@ -37,6 +37,7 @@ class RunnerFiles:
     reference: str | None = None  # reference program run before each inference (relative latency)
     warmup_inputs: str | None = None  # the warmup runs' own calls (call_plan.py)
     call_flags: tuple[str, ...] = ()  # how the inputs split into calls and which methods they call (call_plan.py)
+    kernel_libraries: tuple[str, ...] = ()  # loaded before the program (kernel_libraries.runner_libraries)
 
 
 def two_builds(runner_on: Path | None, runner_off: Path | None) -> bool:
@@ -73,6 +74,7 @@ def runner_arguments(binary: str, files: RunnerFiles, spec: RunSpec) -> list[str
     if files.warmup_inputs is not None:
         command.append(f"--warmup_inputs_path={files.warmup_inputs}")
     command += list(files.call_flags)
+    command += [f"--kernel_library={library}" for library in files.kernel_libraries]
     if files.reference is not None:
         command.append(f"--reference_path={files.reference}")
         if spec.etdump:

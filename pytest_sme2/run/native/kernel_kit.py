@@ -1,0 +1,230 @@
+"""A kernel library of the executorch wheel made loadable by pytest-sme2's runner, without PyTorch.
+
+ExecuTorch's LLM custom ops (``llama::custom_sdpa``, ``llama::update_cache``, ...) have their ExecuTorch
+kernels in one file of the wheel, ``extension/llm/custom_ops/libcustom_ops_aot_lib.so``. Loading it registers
+them in ExecuTorch's kernel registry, which is all a runner needs. The same file also registers the ops with
+PyTorch, so it links libtorch, libc10 and torch's Python module, and its static constructors call PyTorch's
+operator-registration API when it loads. For aarch64 those libraries come only in PyPI's CUDA build of torch
+(libtorch_cpu alone 267 MB, needing the CUDA runtime): too much to emulate or push to a phone.
+
+The kit is the wheel's own file beside a small stand-in for the PyTorch symbols it names, built here with the
+cross compiler from the file's own dynamic symbol table:
+- the registration calls its constructors make (``torch::Library``'s constructor, ``_def``, ``_impl``,
+  ``parseSchema``, ``make_function_schema``, ``~CppFunction``) do nothing and return what leaves the caller's
+  objects valid (an all-zero ``FunctionSchema``), so the PyTorch half registers nothing;
+- every other PyTorch function aborts with its name: the ExecuTorch kernels never call PyTorch, and if one ever
+  did, the run stops with the name rather than computing with a stand-in;
+- data symbols are zero-filled storage (the address of ``UndefinedTensorImpl::_singleton`` is all code takes).
+So the kernels that run are ExecuTorch's own, from the wheel; tests compare a program's outputs with PyTorch
+eager on the emulated target (tests/run/test_kernel_kit.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from pytest_sme2.errors import RunnerError
+from pytest_sme2.system.elf import read_dynamic
+from pytest_sme2.system.locks import locked
+
+# The sysroot whose libraries (libc, libstdc++, ...) the aarch64 runner loads under qemu and on devices.
+SYSROOT_LIB = Path("/usr/aarch64-linux-gnu/lib")
+STANDIN_NAME = "libpytest_sme2_torch_standin.so"
+MANIFEST = "kit.json"
+# Registration calls made by the library's static constructors (PyTorch's TORCH_LIBRARY macros), by demangled
+# name: how each stand-in returns. "self": the object the member function was called on (x0, untouched);
+# "schema": a FunctionSchema by value, written all-zero to the caller's result slot (x8), which the caller then
+# moves from and destroys: zeroed strings, vectors and optionals destroy as empty ones.
+_REGISTRATION = {
+    "torch::Library::Library(": "self",
+    "torch::Library::_def(": "self",
+    "torch::Library::_impl(": "self",
+    "torch::Library::_fallback(": "self",
+    "torch::CppFunction::~CppFunction()": "self",
+    "torch::jit::parseSchema(": "schema",
+    "c10::detail::infer_schema::make_function_schema(": "schema",
+}
+# sizeof(c10::FunctionSchema) in the PyTorch 2.13 headers the executorch 1.5.1 wheel was built against (two
+# strings, two vectors, flags and an optional: the same on every LP64 libstdc++ target).
+_FUNCTION_SCHEMA_BYTES = 120
+_DATA_BYTES = 1024  # zeroed storage for each data symbol (UndefinedTensorImpl is 176 bytes in 2.13)
+
+
+@dataclass(frozen=True)
+class Symbol:
+    name: str  # mangled, as the dynamic symbol table has it
+    kind: str  # FUNC or OBJECT
+    shown: str  # demangled
+
+
+def _readelf(path: Path, *flags: str) -> str:
+    readelf = shutil.which("readelf")
+    if readelf is None:
+        raise RunnerError("building pytest-sme2's kernel kit needs `readelf` (binutils): `sudo apt-get install "
+                          "binutils`, or run programs with ExecuTorch's LLM custom ops on the host target")
+    return subprocess.run([readelf, "-W", *flags, str(path)], capture_output=True, text=True, check=True).stdout
+
+
+def _dynamic_symbols(path: Path) -> list[tuple[str, str, str, bool]]:
+    """(name, type, binding, defined) of each dynamic symbol of an ELF file."""
+    rows = []
+    for line in _readelf(path, "--dyn-syms").splitlines():
+        fields = line.split()
+        if len(fields) >= 8 and fields[0].rstrip(":").isdigit():
+            rows.append((fields[7], fields[3], fields[4], fields[6] != "UND"))
+    return rows
+
+
+def _demangle(names: list[str]) -> list[str]:
+    cxxfilt = shutil.which("c++filt")
+    if cxxfilt is None or not names:
+        return list(names)
+    out = subprocess.run([cxxfilt], input="\n".join(names), capture_output=True, text=True, check=True).stdout
+    shown = out.splitlines()
+    return shown if len(shown) == len(names) else list(names)
+
+
+def standin_symbols(library: Path, providers: list[Path]) -> list[Symbol]:
+    """The symbols ``library`` takes from PyTorch: undefined, strongly bound, unversioned (a versioned one is the
+    C or C++ runtime's) and defined by none of ``providers`` (the wheel's own libraries)."""
+    defined = {name for lib in providers for name, _, _, is_defined in _dynamic_symbols(lib) if is_defined}
+    wanted = [(name, kind) for name, kind, bind, is_defined in _dynamic_symbols(library)
+              if not is_defined and bind == "GLOBAL" and "@" not in name and kind in ("FUNC", "OBJECT")
+              and name not in defined]
+    shown = _demangle([name for name, _ in wanted])
+    return [Symbol(name, kind, text) for (name, kind), text in zip(wanted, shown)]
+
+
+def _registration_role(symbol: Symbol) -> str | None:
+    return next((role for prefix, role in _REGISTRATION.items() if symbol.shown.startswith(prefix)), None)
+
+
+def standin_sources(symbols: list[Symbol]) -> tuple[str, str]:
+    """(assembly, C) of the aarch64 stand-in library for ``symbols``."""
+    asm = [".text"]
+    for index, symbol in enumerate(symbols):
+        if symbol.kind == "OBJECT":
+            asm += [".data", ".balign 64", f".globl {symbol.name}", f".type {symbol.name}, %object",
+                    f".size {symbol.name}, {_DATA_BYTES}", f"{symbol.name}:", f"  .zero {_DATA_BYTES}", ".text"]
+            continue
+        asm += [f".globl {symbol.name}", f".type {symbol.name}, %function", f"{symbol.name}:"]
+        role = _registration_role(symbol)
+        if role == "schema":
+            asm += [f"  stp xzr, xzr, [x8, #{offset}]" for offset in range(0, _FUNCTION_SCHEMA_BYTES - 8, 16)]
+            if _FUNCTION_SCHEMA_BYTES % 16:
+                asm.append(f"  str xzr, [x8, #{_FUNCTION_SCHEMA_BYTES - 8}]")
+        if role is not None:
+            asm.append("  ret")
+            continue
+        asm += [f"  adrp x0, .Lname{index}", f"  add x0, x0, :lo12:.Lname{index}", "  b pytest_sme2_torch_called",
+                ".section .rodata", f".Lname{index}: .asciz {json.dumps(symbol.shown)}", ".text"]
+    c_source = (
+        "#include <stdio.h>\n#include <stdlib.h>\n"
+        "/* Every PyTorch function but the registration calls: the kernels never call PyTorch, so stop. */\n"
+        "void pytest_sme2_torch_called(const char* name) {\n"
+        '  fprintf(stderr, "pytest-sme2 kernel kit: ExecuTorch\'s kernel library called PyTorch\'s %s, which '
+        'pytest-sme2\'s runner does not load (it loads the library without PyTorch); run this program on the '
+        'host target (--sme2-target=host)\\n", name);\n'
+        "  abort();\n}\n"
+    )
+    return "\n".join(asm) + "\n", c_source
+
+
+def _compile(compiler: str, sources: list[Path], output: Path, soname: str, extra: tuple[str, ...] = ()) -> None:
+    command = [compiler, "-shared", "-fPIC", "-O1", *map(str, sources), "-o", str(output), f"-Wl,-soname,{soname}",
+               *extra]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RunnerError(f"building pytest-sme2's kernel kit failed: `{' '.join(command)}`:\n{done.stderr[-2000:]}")
+
+
+def _standin_folder(library: Path, root: Path) -> Path:
+    """The folder of the library's RUNPATH that lies inside the kit and is not the library's own: where its
+    PyTorch libraries are looked for (``$ORIGIN/../../../../torch/lib`` in executorch 1.5.1)."""
+    origin = library.parent
+    for entry in read_dynamic(library).search_path:
+        if not entry.startswith("$ORIGIN") or "torch" not in entry:
+            continue
+        folder = Path(os.path.normpath(entry.replace("$ORIGIN", str(origin))))
+        if folder.is_relative_to(root):
+            return folder
+    raise RunnerError(f"{library.name} does not search a PyTorch folder beside the executorch package (its RUNPATH: "
+                      f"{':'.join(read_dynamic(library).search_path)}); pytest-sme2's kernel kit knows the layout "
+                      f"of executorch 1.5.1's wheel: run this program on the host target (--sme2-target=host)")
+
+
+def _wheel_member(wheel: Path, member: str, destination: Path) -> None:
+    with zipfile.ZipFile(wheel) as archive:
+        try:
+            data = archive.read(member)
+        except KeyError:
+            raise RunnerError(f"the executorch wheel {wheel} has no {member}; reinstall it or run programs with its "
+                              f"operators on the host target (--sme2-target=host)") from None
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    destination.write_bytes(data)
+
+
+def kit_library(library: str) -> Path:
+    """The aarch64 Linux path of the wheel's ``library`` (relative to the executorch package) in its kit, built
+    once per executorch version and kit source under the runner cache."""
+    from pytest_sme2.run.native.build import (CROSS_CC, _cross_compiler, aarch64_executorch, aarch64_wheel,
+                                              cache_root, executorch_release)
+
+    source = hashlib.sha256(Path(__file__).read_bytes() + library.encode()).hexdigest()[:12]
+    root = cache_root() / f"kernel-kit-{executorch_release()}-linux-aarch64-{source}"
+    target = root / "executorch" / library
+    with locked(cache_root() / f"{root.name}.lock"):
+        if (root / MANIFEST).is_file():
+            return target
+        compiler = _cross_compiler(CROSS_CC)
+        package = aarch64_executorch()
+        staging = root.with_name(root.name + ".tmp")
+        shutil.rmtree(staging, ignore_errors=True)
+        staged = staging / "executorch" / library
+        _wheel_member(aarch64_wheel(), f"executorch/{library}", staged)
+        providers = sorted((package / "lib").glob("*.so"))
+        symbols = standin_symbols(staged, providers)
+        folder = _standin_folder(staged, staging)
+        folder.mkdir(parents=True, exist_ok=True)
+        asm, c_source = standin_sources(symbols)
+        (staging / "standin.S").write_text(asm)
+        (staging / "standin.c").write_text(c_source)
+        _compile(compiler, [staging / "standin.S", staging / "standin.c"], folder / STANDIN_NAME, STANDIN_NAME)
+        provided = {p.name for p in providers} | ({p.name for p in SYSROOT_LIB.iterdir()} if SYSROOT_LIB.is_dir()
+                                                   else set())
+        stood_in = [name for name in read_dynamic(staged).needed if name not in provided]
+        empty = staging / "empty.c"
+        empty.write_text("/* A PyTorch library's name; its symbols are in the stand-in it needs. */\n"
+                         "void pytest_sme2_torch_library(void) {}\n")
+        for name in stood_in:
+            _compile(compiler, [empty], folder / name, name,
+                     ("-Wl,--no-as-needed", f"-L{folder}", f"-l:{STANDIN_NAME}", "-Wl,-rpath,$ORIGIN"))
+        (staging / MANIFEST).write_text(json.dumps({
+            "library": library, "executorch": executorch_release(), "stood_in_libraries": stood_in,
+            "registration_symbols": [s.shown for s in symbols if _registration_role(s)],
+            "aborting_symbols": len([s for s in symbols if s.kind == "FUNC" and not _registration_role(s)]),
+            "data_symbols": [s.shown for s in symbols if s.kind == "OBJECT"],
+        }, indent=1))
+        shutil.rmtree(root, ignore_errors=True)
+        os.replace(staging, root)
+    return target
+
+
+def kit_root(library: Path) -> Path:
+    """The kit folder ``library`` lies in (the one holding the manifest)."""
+    for folder in library.parents:
+        if (folder / MANIFEST).is_file():
+            return folder
+    raise RunnerError(f"{library} is not in a pytest-sme2 kernel kit (no {MANIFEST} above it)")
+
+
+def kit_files(library: Path) -> list[Path]:
+    """Every file of the kit ``library`` belongs to, sorted (for cache keys and for pushing to a device)."""
+    return sorted(p for p in kit_root(library).rglob("*") if p.is_file() and not p.name.endswith((".S", ".c")))
