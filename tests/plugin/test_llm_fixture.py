@@ -1,7 +1,7 @@
-"""The llm_profile fixture as an LLM engineer uses it: on a .pte from ExecuTorch's own LLM export (several methods:
-forward plus its metadata methods, a KV cache, a dynamic number of tokens), on the emulated target, whose counted
-runs make the gate exact, with each phase gated against its own baseline. (The custom-op graph of the same
-export runs on the host target: tests/run/test_llm_custom_ops.py, tests/measure/test_llm.py.)"""
+"""The llm_profile fixture as an LLM engineer uses it: on a .pte from ExecuTorch's own LLM export as it ships for
+XNNPACK (its custom SDPA and KV-cache ops, several methods: forward plus its metadata methods, a dynamic number of
+tokens), on the emulated target, whose counted runs make the gate exact, with each phase gated against its own
+baseline; a changed prompt length is named as that, not as a missing baseline."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ PARAMS = {"dim": 64, "n_layers": 2, "n_heads": 4, "n_kv_heads": 2, "vocab_size":
 
 @pytest.fixture(scope="module")
 def executorch_llm_pte(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """ExecuTorch's export_llama for XNNPACK with a KV cache and a dynamic shape, its reference attention (its
-    custom ops have no kernels in runner binaries: kernel_libraries.py)."""
+    """ExecuTorch's export_llama for XNNPACK with a KV cache, a dynamic shape and its LLM custom ops (their kernels
+    reach the emulated runner through the kernel kit: run/native/kernel_kit.py)."""
     from executorch.examples.models.llama.export_llama_lib import export_llama
     from executorch.extension.llm.export.config.llm_config import LlmConfig
 
@@ -27,7 +27,7 @@ def executorch_llm_pte(tmp_path_factory: pytest.TempPathFactory) -> Path:
     config = LlmConfig()
     config.base.params = str(folder / "params.json")
     config.model.use_kv_cache = True
-    config.model.use_sdpa_with_kv_cache = False
+    config.model.use_sdpa_with_kv_cache = True
     config.model.enable_dynamic_shape = True
     config.export.max_seq_length = config.export.max_context_length = 64
     config.export.output_dir = str(folder)
@@ -55,9 +55,10 @@ def test_llm_profile_of_executorch_llm_export_gated_per_phase(pytester: pytest.P
         def test_llama(runner, llm_profile):
             phases = llm_profile({str(executorch_llm_pte)!r}, runner(), prefill=16, decode=4)
             assert phases.decode.runs == 4  # one counted run per decode step
-            # the KV-cache write of each layer's keys and values, counted as data movement
-            writes = phases.decode.portable_ops.set_index("kind").loc["index_put"]
-            assert writes["category"] == "DATA_MOVEMENT" and writes["count"] == 4
+            # ExecuTorch's own attention kernel, one per layer, and its KV-cache write, as data movement
+            ops = phases.decode.portable_ops.set_index("kind")
+            assert ops.loc["llama::custom_sdpa", "count"] == 2
+            assert ops.loc["llama::update_cache", "category"] == "DATA_MOVEMENT"
             print("RATES", phases)
         """)
     recorded = pytester.runpytest("-m", "sme2", "--sme2-update-baselines", "-s")
@@ -72,3 +73,12 @@ def test_llm_profile_of_executorch_llm_export_gated_per_phase(pytester: pytest.P
     assert any("RATES" in line and "instructions per token" in line for line in checked.outlines)
     assert any("1 baseline file(s)" in line and " 0 regression(s)" in line and " 0 missing" in line
                for line in checked.outlines)
+    # A longer prompt: the gate names the change of the test's settings, not just a missing baseline.
+    (pytester.path / "test_my_llama.py").write_text(
+        (pytester.path / "test_my_llama.py").read_text().replace("prefill=16", "prefill=12"))
+    changed = pytester.runpytest("-m", "sme2")
+    changed.assert_outcomes(failed=1)
+    text = "\n".join(changed.outlines)
+    assert "no baseline for llama external [emulated sme2=auto threads=1 prefill P=12] (this test's settings " \
+           "changed since the baseline was recorded: P=16 -> P=12" in text
+    assert "P=16 -> P=12" in text and "D=4 after P=12]" in text
