@@ -275,6 +275,8 @@ def test_a_prompt_in_chunks_has_its_time_to_first_token_summed_over_a_cycle(bund
     assert phases.prefill.runs == 8  # two cycles of the four one-token calls
     cycles = phases.prefill.e2e_ms.reshape(2, 4).sum(axis=1)
     assert phases.time_to_first_token.median == pytest.approx(float(np.median(cycles)))
+    assert repr(phases.time_to_first_token).startswith("time to first token ") and " ms median [95% CI " in \
+        repr(phases.time_to_first_token)
 
 
 def test_a_sequence_longer_than_the_context_says_so_first(bundled_sessions) -> None:  # noqa: ANN001
