@@ -13,6 +13,8 @@ import numpy as np
 import pytest
 import torch
 
+from helpers_llm import eager_sequence, last_output
+
 from pytest_sme2 import Recipe
 from pytest_sme2.errors import RunnerError, UsageError
 from pytest_sme2.measure.llm import LlmSequence, TokenRates, example_calls, llm_phases
@@ -52,20 +54,10 @@ def test_a_model_not_called_as_an_llm_is_told_what_the_calls_are() -> None:
 
 
 def _eager_sequence(session: Sme2Session, model: str, sequence: LlmSequence) -> tuple[torch.Tensor, torch.Tensor]:
-    """Eager logits of the prefill and of the last decode step, the cache carried between the calls."""
-    eager = session.registry.get(model).get_eager_model()
-    example = session.registry.get(model).get_example_inputs()
-    prefill_plan, decode_plan = sequence.plans(example)
-    with torch.no_grad():
-        prefill = eager(*prefill_plan.calls[0])
-        last = None
-        for call in decode_plan.calls:
-            last = eager(*call)
-    return prefill, last
+    return eager_sequence(session.registry.get(model), sequence)
 
 
-def _last_output(profile) -> torch.Tensor:  # noqa: ANN001
-    return torch.load(profile.artifacts["outputs"], weights_only=True)[0]
+_last_output = last_output
 
 
 def _phases(session: Sme2Session, model: str, sequence: LlmSequence, spec: RunSpec):  # noqa: ANN202
