@@ -30,6 +30,9 @@ def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     parser.add_argument("--models", default=DEFAULT_MODELS,
                         help=f"bundled models to measure and model side by side, comma-separated (default "
                              f"{DEFAULT_MODELS}; 'none' to skip: their counting needs the emulated target here)")
+    parser.add_argument("--model-dir", default="models",
+                        help="the folder the --models are registered from (default models: the repository's bundled "
+                             "ones, as its sme2_model_dirs)")
     parser.add_argument("--runs", type=int, default=20, help="measured runs per model and side (default 20)")
     parser.add_argument("--l2-bytes", type=int, help="the L2 size when the device does not report it")
     parser.add_argument("--sme2-adb-server", help="the adb server as HOST:PORT")
@@ -120,7 +123,8 @@ def run(args: argparse.Namespace) -> int:
             print("bundled models not compared: measured and counted would both be qemu's")
             return 0
         rows = calibrate.model_rows(device, args.sme2_target, models, Path(args.cache_dir),
-                                    Path(".sme2") / "calibrate")
+                                    Path(".sme2") / "calibrate", args.runs, args.sme2_adb_server,
+                                    Path(args.model_dir))
         for line in calibrate.model_lines(rows, device.name):
             print(line)
     return 0

@@ -182,18 +182,26 @@ class ModelRow:
 
 
 def model_rows(device: object, target: str, models: list[str], cache_dir: Path, session_dir: Path,
-               runs: int = 20) -> list[ModelRow]:
-    """Each of ``models`` (bundled, fp32) measured on ``target`` with SME2 on and off, and counted on the
+               runs: int = 20, adb_server: str | None = None, model_dir: Path = Path("models")) -> list[ModelRow]:
+    """Each of ``models`` (registered from ``model_dir``, fp32: the repository's bundled ones) measured on ``target`` with SME2 on and off, and counted on the
     emulated target and priced on ``device`` (a DeviceModel): the modelled number beside the measured one."""
     from pytest_sme2.export.export import Recipe
     from pytest_sme2.measure.runner import Runner
     from pytest_sme2.measure.session import Settings, Sme2Session
     from pytest_sme2.run.targets import RunSpec
+    from pytest_sme2.run.targets.adb import AdbOptions, is_adb_target
 
     rows = []
-    measured_session = Sme2Session(Settings(target=target, cache_dir=cache_dir, session_dir=session_dir / "measured"))
+    adb = AdbOptions(server=adb_server) if is_adb_target(target) else None
+    measured_session = Sme2Session(Settings(target=target, cache_dir=cache_dir, session_dir=session_dir / "measured",
+                                            adb=adb))
     counted_session = Sme2Session(Settings(target="emulated", cache_dir=cache_dir, session_dir=session_dir / "counted"))
     try:
+        if not model_dir.is_dir():
+            raise UsageError(f"no model folder {model_dir.absolute()} to find {', '.join(models)} in: run calibrate in "
+                             f"a checkout of pytest-sme2 (its models/ folder), give --model-dir, or --models none")
+        for session in (measured_session, counted_session):
+            session.registry.register_dir(model_dir)
         for model in models:
             for sme2 in (True, False):
                 side = f"{model}-sme2-{'on' if sme2 else 'off'}"

@@ -6,6 +6,7 @@ device's."""
 from __future__ import annotations
 
 import dataclasses
+import platform
 import re
 import shutil
 import subprocess
@@ -135,3 +136,43 @@ def test_the_command_under_emulation_prints_the_rates_and_writes_no_device_file(
     assert (tmp_path / "qemu-emulator.toml").is_file()
     assert main(["calibrate", "--sme2-target", "phone"]) == 2
     assert "calibrate measures on local, emulated, adb or adb:SERIAL" in capsys.readouterr().err
+    if platform.machine() not in ("aarch64", "arm64"):  # the default, local, on this x86 machine: said so
+        assert main(["calibrate"]) == 2
+        assert "the microbenchmarks are AArch64 code" in capsys.readouterr().err
+    assert main(["calibrate", "--sme2-target", "emulated", "--out", "dev.txt"]) == 2
+    assert "a device file's name ends in .toml" in capsys.readouterr().err
+
+
+@needs_emulation
+def test_calibrate_on_a_standin_arm64_phone_writes_its_file_and_prices_a_bundled_model_beside_its_measurement(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """End to end through adb: the stand-in phone is an arm64 device whose programs run under qemu with SME2 (its
+    times are the emulator's, so no number here is judged, only what is written and printed). The microbenchmarks
+    are pushed and run there, the file names the phone, and toy_cnn is measured on the phone with SME2 on and off,
+    counted on the emulated target and priced on the new file, with the error printed."""
+    from adb_standin import AdbStandin, namespaces_available
+
+    if namespaces_available() is not None:
+        pytest.skip(str(namespaces_available()))
+    from pytest_sme2.cli import main
+    from pytest_sme2.profile.device_model import load_device
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(microbench, "TARGET_NS", 200_000)
+    with AdbStandin(tmp_path / "standin") as standin:
+        standin.add_device("X300STANDIN", sme2=True, abi="arm64-v8a", model="X300 Standin", soc="Dimensity Standin",
+                           emulator=emulation_setup.qemu_binary())
+        code = main(["calibrate", "--sme2-target", "adb:X300STANDIN", "--sme2-adb-server", standin.address,
+                     "--models", "toy_cnn", "--runs", "2", "--out", "phone.toml", "--cache-dir",
+                     str(tmp_path / "cache"), "--model-dir", str(Path(__file__).parents[2] / "models")])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    device = load_device(str(tmp_path / "phone.toml"))
+    assert device.name == "x300-standin-dimensity-standin" and device.svl_bits == 512
+    assert all(s.startswith("measured on X300 Standin (Dimensity Standin) by pytest-sme2 calibrate")
+               for r in device.resources for s in r.sources.values())
+    rows = [line.split() for line in out.splitlines() if line.strip().startswith("toy_cnn")]
+    assert [row[1] for row in rows] == ["on", "off"]
+    for row in rows:  # measured ms, modelled ms, error: the error is the two numbers' own
+        measured, modelled, error = float(row[2]), float(row[3]), float(row[4].rstrip("%")) / 100
+        assert measured > 0 and modelled > 0 and error == pytest.approx(modelled / measured - 1, abs=0.006)
