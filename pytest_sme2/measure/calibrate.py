@@ -183,8 +183,9 @@ class ModelRow:
 
 def model_rows(device: object, target: str, models: list[str], cache_dir: Path, session_dir: Path,
                runs: int = 20, adb_server: str | None = None, model_dir: Path = Path("models")) -> list[ModelRow]:
-    """Each of ``models`` (registered from ``model_dir``, fp32: the repository's bundled ones) measured on ``target`` with SME2 on and off, and counted on the
-    emulated target and priced on ``device`` (a DeviceModel): the modelled number beside the measured one."""
+    """Each of ``models`` (registered from ``model_dir``, fp32: the repository's bundled ones) measured on ``target``
+    with SME2 on and off, and counted on the emulated target and priced on ``device`` (a DeviceModel): the modelled
+    number beside the measured one."""
     from pytest_sme2.export.export import Recipe
     from pytest_sme2.measure.runner import Runner
     from pytest_sme2.measure.session import Settings, Sme2Session
