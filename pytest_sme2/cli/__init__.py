@@ -284,6 +284,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="export this many entries again, drawn at random (default 1; 0: recorded digests only; "
                              "more than there are: all)")
     verify.set_defaults(handler=_cache_verify)
+    from pytest_sme2.cli import calibrate
+
+    calibrate.add_parser(commands)
     doctor = commands.add_parser("doctor", help="what this machine can do, with the command that fixes each missing "
                                  "piece (exit 1 if something is missing)")
     doctor.add_argument("--sme2-target", help="also check this device as a session would use it: adb or adb:SERIAL "

@@ -268,8 +268,8 @@ def test_a_real_model_modelled_on_the_m4_is_bound_by_outer_products_with_sme2_an
         assert sum(modelled.category_ms.values()) == pytest.approx(modelled.e2e_ms)
         assert "modelled on apple-m4" in modelled.device.label
         # no operator beats the device's peak: the M4's FP32 FMOPA rate (2 TFLOPS) with SME2, four 128-bit NEON
-        # FMA pipes at 4.5 GHz (144 GFLOPS) without; the FLOPs are the exported program's (work.py)
-        peak_gflops = 3.896 * 512 if modelled is on else 4 * 4.5 * 8
+        # FMA pipes at 4.465 GHz (143 GFLOPS, vfpbench on an M4 Pro) without; the FLOPs are the exported program's (work.py)
+        peak_gflops = 3.896 * 512 if modelled is on else 4 * 4.465 * 8
         flops = profile.ops["flops"].to_numpy(dtype=float)
         assert (modelled.ops["modelled_ms"].to_numpy() * 1e6 >= np.nan_to_num(flops) / peak_gflops * 0.999).all()
     gemm = on.ops["category"] == "GEMM"
@@ -305,7 +305,7 @@ def get_example_inputs():
 def test_a_batch_1_linear_model_is_flagged_slower_with_sme2_on_the_m4(tmp_path: Path) -> None:
     """XNNPACK #10719's case on a real program: at batch 1 (matrix-vector) the packed SME2 kernels run SME2
     FMLA into ZA array vectors plus a fixed cost per call (streaming mode, ZA zeroed and stored, predicates),
-    which for small layers the M4 prices above NEON's FMLAs. (For large ones, 1024 x 1024, the M4 model
+    which the M4 prices above NEON's FMLAs for the first small layer. (For large ones, 1024 x 1024, the M4 model
     predicts SME2 faster: bound by Z loads at 425.8 GB/s against four NEON pipes; #10719 measured a vivo X300.)"""
     on, off = counted_profiles(tmp_path, "gemv", (True, False), source=GEMV)
     mix = on.instruction_mix()
@@ -314,7 +314,9 @@ def test_a_batch_1_linear_model_is_flagged_slower_with_sme2_on_the_m4(tmp_path: 
         assert_no_modelled_sme2_slowdown(on, off)
     message = str(failed.value)
     assert "modelled slower with SME2 on than off on apple-m4" in message and "not a measurement" in message
-    assert "0: aten.linear.default" in message and "2: aten.linear.default" in message  # both layers, by node
+    # the first layer, by graph node: its call carries the per-call cost (streaming mode, ZA, predicates) and the
+    # first call's setup; the second, whose NEON side is priced at the achieved share of the M4's peak, is not
+    assert "0: aten.linear.default" in message and "2: aten.linear.default" not in message
 
 
 def test_bad_arguments_and_swapped_profiles_are_refused_naming_the_fix(tmp_path: Path, device_file: Path) -> None:

@@ -361,3 +361,37 @@ def build_exec_counter(force: bool = False) -> Path:
              binary.parent / "build.log", "building the instruction counter")
         os.replace(staging, binary)
     return binary
+
+
+MICROBENCH_SOURCE = "microbench.c"
+MICROBENCH_NAME = "microbench"
+
+
+def build_microbench(arch: str = "linux-aarch64", force: bool = False) -> Path:
+    """Build (or reuse) ``pytest-sme2 calibrate``'s microbenchmarks (microbench.c) for ``arch``.
+
+    ``linux-aarch64``: Debian's cross compiler, the runner's, statically linked so the same file runs on an Arm
+    Linux board, on Android through adb (no glibc loader there) and under qemu. ``host``: this machine's C
+    compiler, on an SME2 Mac or Arm Linux machine (the local target).
+    """
+    if arch not in ARCHES:
+        raise UsageError(f"architecture {arch!r} is not supported; choose one of {', '.join(ARCHES)}")
+    machine = "aarch64" if arch == "linux-aarch64" else platform.machine()
+    system = "linux" if arch == "linux-aarch64" else platform.system().lower()
+    if machine not in ("aarch64", "arm64"):
+        raise UsageError(f"the microbenchmarks are AArch64 code; this machine is {machine}: calibrate a device "
+                         f"through adb (--sme2-target adb) or under emulation (--sme2-target emulated)")
+    binary = cache_root() / f"microbench-{system}-{machine}-{_sources_hash((MICROBENCH_SOURCE,))}" / MICROBENCH_NAME
+    with locked(cache_root() / f"{binary.parent.name}.lock"):
+        if binary.exists() and not force:
+            return binary
+        compiler = _cross_compiler(CROSS_CC) if arch == "linux-aarch64" else _host_compilers()[0]
+        if compiler is None:
+            raise RunnerError(f"no C compiler found to build the microbenchmarks; {compiler_advice()}")
+        binary.parent.mkdir(parents=True, exist_ok=True)
+        staging = binary.with_suffix(".tmp")
+        static = ["-static"] if arch == "linux-aarch64" else []
+        _run([compiler, "-O2", *static, "-o", str(staging), str(SOURCE_DIR / MICROBENCH_SOURCE)],
+             binary.parent / "build.log", "building the calibration microbenchmarks")
+        os.replace(staging, binary)
+    return binary
