@@ -78,9 +78,13 @@ def test_a_bigger_weight_fails_on_init_and_unchanged_passes(pytester: pytest.Pyt
                                  "--sme2-accept-noisy-baselines").assert_outcomes(passed=1)
     kept = _record(pytester.path / "baselines")
     assert kept["chunk_sizes"] == [12] * 4 and len(kept["init_relative_per_chunk"]) == 4
-    assert all(value > 0 for value in kept["init_relative_per_chunk"] + kept["load_relative_per_chunk"])
+    # A process whose warm loads were all disturbed (a loaded machine: load average 9 here once) reads None, as
+    # the profile says; the others are positive, and most processes have a reading.
+    relative = kept["init_relative_per_chunk"] + kept["load_relative_per_chunk"]
+    assert all(value is None or value > 0 for value in relative) and sum(v is not None for v in relative) >= 4
     # load (Program::load_method) holds init (Method::init): never shorter
-    assert all(load >= init for load, init in zip(kept["load_ms_per_chunk"], kept["init_ms_per_chunk"]))
+    assert all(load >= init for load, init in zip(kept["load_ms_per_chunk"], kept["init_ms_per_chunk"])
+               if load is not None and init is not None)
 
     unchanged = pytester.runpytest_inprocess("--sme2-runs=12", "--sme2-processes=3", "--sme2-artifacts-dir=same")
     unchanged.assert_outcomes(passed=1)
