@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
-from pytest_sme2.run.targets import EmulatedTarget, RunSpec
+from pytest_sme2.run.targets import RunSpec
+from pytest_sme2.run.targets.emulated import EmulatedTarget
 
 README = (REPO / "README.md").read_text(encoding="utf-8")
 OPTIONS = (REPO / "docs" / "options.md").read_text(encoding="utf-8")
@@ -98,10 +99,8 @@ def test_settings_defaults_are_the_tables() -> None:
     assert defaults.max_rounds == table["max_rounds"].default
     assert defaults.threads == table["threads"].default
     assert defaults.timeout_s == table["timeout"].default
-    assert defaults.svl_bits == table["emulated_svl"].default
     assert defaults.processes == defaults.check_processes == table["processes"].default
     assert defaults.cache_dir == Path(table["cache_dir"].default)
-    assert defaults.kernel_trace is table["kernel_trace"].default
     assert defaults.latency_reference is table["latency_reference"].default
     assert defaults.target == table["target"].default
 

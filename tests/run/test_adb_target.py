@@ -84,7 +84,7 @@ def test_push_run_pull_with_device_facts_and_masking(standin: AdbStandin, export
 
     device.on_runner_start = inspect
     session = Sme2Session(Settings(target="adb:R5CW10ABCDE", cache_dir=tmp_path / "cache",
-                                   session_dir=tmp_path / "artifacts", adb=AdbOptions(server=standin.address)))
+                                   session_dir=tmp_path / "artifacts", target_options={"adb_server": standin.address}))
     try:
         # Enough runs (about half a second, most of it the reference program's) for the hook to read the
         # live process's memory map.
@@ -547,7 +547,7 @@ def test_llm_prefill_then_decode_over_adb(standin: AdbStandin, shared_export_cac
 
     standin.add_device("LLM0001", sme2=True)
     session = Sme2Session(Settings(target="adb:LLM0001", cache_dir=shared_export_cache,
-                                   session_dir=tmp_path / "artifacts", adb=AdbOptions(server=standin.address)))
+                                   session_dir=tmp_path / "artifacts", target_options={"adb_server": standin.address}))
     sequence = LlmSequence(prefill=6, decode=3)
     try:
         session.registry.register_dir(REPO / "models")
