@@ -299,8 +299,12 @@ def main(argv: list[str] | None = None) -> int:
     doctor.add_argument("--sme2-target", help="also check this device as a session would use it: adb or adb:SERIAL "
                         "(its ABI, kernel and SME2, and whether the runner starts there, SME2 on and off)")
     doctor.add_argument("--sme2-runner", help="check this runner instead of pytest-sme2's own")
-    for option in _doctor_options():
-        doctor.add_argument(option.flag_text, dest=option.dest, help=option.help)
+    try:
+        for option in _doctor_options():
+            doctor.add_argument(option.flag_text, dest=option.dest, help=option.help)
+    except Sme2Error as exc:  # the targets' registration cannot be read (an install older than the checkout)
+        print(f"pytest-sme2: {exc}", file=sys.stderr)
+        return 2
     doctor.set_defaults(handler=_doctor)
     argv = list(sys.argv[1:] if argv is None else argv)
     after = argv.index("--") if "--" in argv else len(argv)  # bisect: what follows -- is pytest's, untouched
