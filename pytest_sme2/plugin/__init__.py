@@ -18,17 +18,24 @@ from typing import Any, Callable, Iterator, Sequence
 import pytest
 
 from pytest_sme2.errors import Sme2Error, UsageError
-from pytest_sme2.evidence.kernel_sampling import SamplingSettings
-from pytest_sme2.export.export import ExportedModel, Recipe
-from pytest_sme2.measure.runner import Runner, require_program
-from pytest_sme2.measure.session import Settings, Sme2Session
-from pytest_sme2.plugin import options, progress
-from pytest_sme2.profile.profile import Profile
-from pytest_sme2.run.targets import RunSpec, TargetSettings, check_choice, target_options
-from pytest_sme2.run.targets.base import AUTO_PROCESSES
-from pytest_sme2.system import git_ignored, supervised, writable_folders
-from pytest_sme2.system.plain_text import no_workflow_commands
-from pytest_sme2.system.safe_files import write_file
+from pytest_sme2.run.targets import registry
+
+try:  # the option table holds the registered targets' options: read the registration first
+    registry.target_classes()
+except Sme2Error as exc:  # it cannot be read (an install older than the checkout): one usage error, no traceback
+    raise pytest.UsageError(str(exc)) from None
+
+from pytest_sme2.evidence.kernel_sampling import SamplingSettings  # noqa: E402
+from pytest_sme2.export.export import ExportedModel, Recipe  # noqa: E402
+from pytest_sme2.measure.runner import Runner, require_program  # noqa: E402
+from pytest_sme2.measure.session import Settings, Sme2Session  # noqa: E402
+from pytest_sme2.plugin import options, progress  # noqa: E402
+from pytest_sme2.profile.profile import Profile  # noqa: E402
+from pytest_sme2.run.targets import RunSpec, TargetSettings, check_choice, target_options  # noqa: E402
+from pytest_sme2.run.targets.base import AUTO_PROCESSES  # noqa: E402
+from pytest_sme2.system import git_ignored, supervised, writable_folders  # noqa: E402
+from pytest_sme2.system.plain_text import no_workflow_commands  # noqa: E402
+from pytest_sme2.system.safe_files import write_file  # noqa: E402
 
 # Hook modules that extend this one (baselines and verdicts; reports and session outputs).
 # Each reads a test's profiles through profiles_of(item) and the session through session_of(config).

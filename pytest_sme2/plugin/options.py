@@ -19,7 +19,7 @@ from pytest_sme2.errors import Sme2Error, UsageError
 from pytest_sme2.evidence.perf_samples import DEFAULT_PERIOD_NS
 from pytest_sme2.gate.gate import MISSING_POLICIES
 from pytest_sme2.gate.verdicts import BASELINE_PROCESSES, METRICS, MIN_BASELINE_PROCESSES, Tolerances
-from pytest_sme2.run.targets import RunSpec, check_target_name, target_names, target_options
+from pytest_sme2.run.targets import RunSpec, check_target_name, target_class, target_names, target_options
 from pytest_sme2.run.targets.base import (
     AUTO_PROCESSES,
     DEFAULT_TIMEOUT_S,
@@ -32,7 +32,7 @@ from pytest_sme2.run.targets.emulated import EmulatedTarget
 from pytest_sme2.system.option import GATE, REPORT, RUN, Option
 
 __all__ = ["GATE", "REPORT", "RUN", "Option", "OPTIONS", "BY_NAME", "TOLERANCE_KEYS", "register", "value", "source",
-           "resolve_path", "unknown_ini_keys", "marker_arguments", "markdown_table"]
+           "resolve_path", "unknown_ini_keys", "marker_arguments", "markdown_table", "target_table"]
 
 
 def _target_option(value: str) -> str:
@@ -87,7 +87,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("target", f"where programs run: {', '.join(target_names())} (default: ini sme2_target, else auto)", RUN,
            default="auto", parse=_target_option, ini_help="default --sme2-target",
            doc_default="`auto` (on a CPU with SME2 the native runner, `local`; else emulated when set up, else host); "
-                       + ", ".join(f"`{name}`" for name in target_names() if name != "auto")),
+                       "or a target of [docs/targets.md](targets.md), by name"),
     *target_options(),  # each registered target's own (run/targets/registry.py)
     Option("cooldown_temp", "adb and local targets: before each round of timed runs, wait until every thermal zone "
            "is at or below this many degrees C and Android's thermal status is below moderate", RUN, kind="float",
@@ -338,13 +338,22 @@ def marker_arguments(marker: str) -> tuple[str, ...]:
                  if o.marker and o.marker.startswith(f"{marker}("))
 
 
-def markdown_table(section: str) -> str:
-    """docs/options.md's table of one section: option, ini key, default."""
+def _rows(options: tuple[Option, ...]) -> str:
     rows = ["| option | ini | default |", "|---|---|---|"]
-    for option in OPTIONS:
-        if option.section != section:
-            continue
+    for option in options:
         flag = f"`{option.flag_text}`" if option.option else ""
         ini = f"`{option.ini_key}`" if option.ini else ""
         rows.append(f"| {flag} | {ini} | {option.doc_default} |".replace("|  |", "| |"))
     return "\n".join(rows)
+
+
+def markdown_table(section: str) -> str:
+    """docs/options.md's table of one section: option, ini key, default (the general settings: each target's own
+    are in its section of docs/targets.md, ``target_table``)."""
+    owned = set(target_options())
+    return _rows(tuple(option for option in OPTIONS if option.section == section and option not in owned))
+
+
+def target_table(name: str) -> str:
+    """The table of one registered target's own options, in its section of docs/targets.md."""
+    return _rows(target_class(name).options)

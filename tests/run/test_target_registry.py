@@ -166,3 +166,24 @@ def test_a_session_chooses_the_third_party_target_by_name_with_its_own_option(
     result = sme2_project.runpytest_subprocess("--sme2-target=relay", "--sme2-relay-label=bench-7",
                                                "--sme2-no-baselines", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
+
+
+def test_an_install_older_than_the_checkout_is_one_usage_error_naming_the_command(
+        pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pytest-sme2's metadata without its targets' entry points (installed before they were added): pytest stops
+    with the command that fixes it, not a traceback, and so does pytest-sme2's own command."""
+    import subprocess
+    import sys
+
+    stale = install(tmp_path / "stale", "pytest-sme2", "unused_module", "",
+                    "[pytest11]\nsme2 = pytest_sme2.plugin\n")  # first on the path: it is the distribution read
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(stale), os.environ.get("PYTHONPATH")])))
+    result = pytester.runpytest_subprocess("--co")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    text = result.stderr.str()
+    assert "ERROR: no pytest-sme2 targets are registered" in text and "make install" in text
+    assert "Traceback" not in text
+    command = subprocess.run([sys.executable, "-m", "pytest_sme2.cli", "doctor"], capture_output=True, text=True,
+                             timeout=120)
+    assert command.returncode == 2 and "install it again (`make install`" in command.stderr
+    assert "Traceback" not in command.stderr
