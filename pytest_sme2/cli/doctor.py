@@ -75,11 +75,14 @@ def device_checks(target: str, runner: str | None = None, options: Mapping[str, 
 
 def run_checks(target: str | None = None, runner: str | None = None,
                options: Mapping[str, Any] | None = None) -> list[DoctorLine]:
-    """The packages, every registered target's lines, and (``target``) that target as a session would use it."""
+    """The packages, every registered target's lines (the default target's first, the one a plain ``pytest`` uses;
+    then by name), and (``target``) that target as a session would use it."""
+    from pytest_sme2.plugin.options import BY_NAME
     from pytest_sme2.run.targets.registry import target_classes
 
+    default = BY_NAME["target"].default
     checks = [*_packages()]
-    for registered in target_classes().values():
+    for _, registered in sorted(target_classes().items(), key=lambda item: item[0] != default):
         checks += registered.doctor()
     if target is not None:
         checks += device_checks(target, runner, options)

@@ -297,8 +297,8 @@ def test_serials_are_validated_against_injection(pytester: pytest.Pytester) -> N
     assert not (pytester.path / "pwned").exists()
     result = pytester.runpytest_inprocess("--sme2-target=phone")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*'phone' is not a known target; choose one of auto, host, local, emulated, adb, "
-                                 "adb:SERIAL*"])
+    result.stderr.fnmatch_lines(["*'phone' is not a known target; choose one of adb, adb:SERIAL, auto, emulated, "
+                                 "host, local*"])
     with pytest.raises(UsageError, match="not a CPU mask"):
         AdbOptions(affinity="f0; reboot")
 

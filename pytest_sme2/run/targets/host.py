@@ -206,7 +206,8 @@ class HostTarget(RegisteredTarget):
             return [DoctorLine("SME2 on this host", READY, f"{cpu.name} ({cpu.arch}) has SME2")]
         # the fix points at the two other places SME2 runs; the emulated target's own line says whether it is ready
         return [DoctorLine("SME2 on this host", INFO, f"{cpu.name} ({cpu.arch}) has no SME2: SME2-on tests skip on the "
-                      "host target", "SME2 runs on the emulated target (see its line below) or an SME2 device over adb")]
+                      "host target", "SME2 runs on the emulated target (its line says whether it is ready) or an SME2 device "
+                      "over adb")]
 
     def __init__(self, log_dir: Path, cpu: CpuInfo | None = None, sme2_advice: str | None = None,
                  sme2_off_advice: str | None = None):

@@ -3,8 +3,9 @@
 one. pytest-sme2's own (auto, host, local, emulated, adb) are registered the same way, in its pyproject.toml.
 
 An entry point's name is the target's name (``--sme2-target=NAME``, or ``NAME:ARGUMENT`` where the class takes
-one, as adb takes a serial); its value is a ``RegisteredTarget`` class (base.py). pytest-sme2's own come first, in
-their file's order, then other distributions' by name: the order of the option table and of doctor's lines.
+one, as adb takes a serial); its value is a ``RegisteredTarget`` class (base.py). Targets are ordered by name, the
+order of ``--sme2-target``'s help, the option table and doctor's lines: installers write entry points in an order
+of their own (setuptools sorts them), so no other order would hold from one install to the next.
 """
 
 from __future__ import annotations
@@ -47,22 +48,21 @@ def _load(entry: metadata.EntryPoint) -> type[RegisteredTarget]:
 
 @functools.lru_cache(maxsize=None)
 def target_classes() -> dict[str, type[RegisteredTarget]]:
-    """Every registered target class by name, pytest-sme2's own first. A name two distributions register, a class
+    """Every registered target class by name, in name order. A name two distributions register, a class
     that cannot be loaded, or no registration of pytest-sme2's own at all (metadata older than the checkout) is a
     UsageError that names the distribution and the fix."""
-    entries = list(metadata.entry_points(group=GROUP))
-    own = [entry for entry in entries if _own(_distribution(entry))]
-    if not own:
+    entries = sorted(metadata.entry_points(group=GROUP), key=lambda entry: entry.name)
+    if not any(_own(_distribution(entry)) for entry in entries):
         raise UsageError(f"no pytest-sme2 targets are registered (entry point group {GROUP}): the installed "
                          "pytest-sme2's metadata is older than its code; install it again (`make install`, or "
                          "pip install -e . in the checkout)")
-    others = sorted((entry for entry in entries if not _own(_distribution(entry))), key=lambda entry: entry.name)
     classes: dict[str, type[RegisteredTarget]] = {}
     registered_by: dict[str, str] = {}
-    for entry in [*own, *others]:
+    for entry in entries:
         if entry.name in classes:
+            first, second = sorted((registered_by[entry.name], _distribution(entry)))
             raise UsageError(f"the target name {entry.name!r} is registered twice (entry point group {GROUP}), by "
-                             f"{registered_by[entry.name]} and by {_distribution(entry)}; uninstall one of them")
+                             f"{first} and by {second}; uninstall one of them")
         classes[entry.name] = _load(entry)
         registered_by[entry.name] = _distribution(entry)
     return classes
