@@ -195,7 +195,7 @@ def adb_claim_link(root: Path) -> subprocess.CompletedProcess[str]:
     claims = root / "pytest-sme2-adb-claims"
     claims.mkdir()
     (claims / "127.0.0.1_5037_X.lock").symlink_to(victim)
-    code = ("import sys\nfrom pytest_sme2.run.targets.adb import _DeviceClaim as C\n"  # the command,
+    code = ("import sys\nfrom pytest_sme2.run.targets.adb import DeviceClaim as C\n"  # the command,
             "try:\n    C.try_claim(('127.0.0.1', 5037), 'X')\n"  # its error printed as the adb target shows it
             "except Exception as exc:\n    sys.exit(f'{type(exc).__name__}: {exc}')\n")
     mine = root / f"pytest-sme2-adb-claims-{os.getuid()}"

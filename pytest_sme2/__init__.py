@@ -44,11 +44,14 @@ from pytest_sme2.profile.profile import Profile, Speedup
 from pytest_sme2.profile.stats import Interval, SampleStats
 from pytest_sme2.run.callgrind import InstructionCount, count_instructions
 from pytest_sme2.run.targets import RunSpec, TargetInfo
+from pytest_sme2.run.targets.base import DoctorLine, RegisteredTarget, RunResult, Target, TargetSettings
+from pytest_sme2.system.option import Option
 
 __all__ = [
     "BaselineError",
     "Category",
     "DamagedCacheEntryWarning",
+    "DoctorLine",
     "EtdumpError",
     "ExportError",
     "ExportedModel",
@@ -59,9 +62,12 @@ __all__ = [
     "MissingBaselineWarning",
     "ModelDefinitionError",
     "OneProcessIntervalWarning",
+    "Option",
     "Profile",
     "ProgramError",
     "Recipe",
+    "RegisteredTarget",
+    "RunResult",
     "RunSpec",
     "Runner",
     "RunnerError",
@@ -70,7 +76,9 @@ __all__ = [
     "Sme2Warning",
     "Speedup",
     "StorageError",
+    "Target",
     "TargetInfo",
+    "TargetSettings",
     "Timings",
     "Tolerances",
     "UnknownModelError",

@@ -38,7 +38,7 @@ def counted_profiles(root: Path, model: str, sme2s: Sequence[bool], *, source: s
         models.mkdir(parents=True, exist_ok=True)
         (models / f"{model}.py").write_text(source)
     session = Sme2Session(Settings(target="emulated", cache_dir=cache or root / "cache", session_dir=root / "run",
-                                   fresh=fresh))
+                                   target_options={"fresh": fresh}))
     session.registry.register_dir(models)
     try:
         exported = session.export(model, recipe or Recipe())

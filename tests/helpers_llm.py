@@ -13,7 +13,6 @@ from pytest_sme2.measure.llm import LlmProfile, LlmSequence, llm_phases
 from pytest_sme2.measure.runner import Runner
 from pytest_sme2.measure.session import Settings, Sme2Session
 from pytest_sme2.run.targets import RunSpec
-from pytest_sme2.run.targets.adb import AdbOptions
 
 MODELS = Path(__file__).resolve().parents[1] / "models"
 
@@ -35,7 +34,7 @@ def adb_llm_phases(server: str, serial: str, cache_dir: Path, artifacts: Path, m
                    sequence: LlmSequence, spec: RunSpec) -> tuple[LlmProfile, Any]:
     """The bundled ``model_name``'s phases on stand-in device ``serial`` (its session closed), and the model."""
     session = Sme2Session(Settings(target=f"adb:{serial}", cache_dir=cache_dir, session_dir=artifacts,
-                                   adb=AdbOptions(server=server)))
+                                   target_options={"adb_server": server}))
     try:
         session.registry.register_dir(MODELS)
         exported = session.export(model_name, Recipe())

@@ -17,12 +17,18 @@ def _taught_imports() -> list[tuple[str, str]]:
 
     CHANGELOG.md is history, not teaching, and is not read: it names the deprecated old names on purpose
     (test_renamed_public_names_still_work_for_one_release_and_warn checks those)."""
+    from pytest_sme2.system.toml_reader import tomllib
+
+    # Entry point groups (pyproject.toml's, such as the targets') are dotted names that are not imports.
+    groups = set(tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["entry-points"])
     found = []
     for path in [REPO / "README.md", *(REPO / "docs").glob("*.md")]:
         text = path.read_text()
         for module, names in re.findall(r"^from (pytest_sme2[\w.]*) import ([\w, ]+)$", text, re.MULTILINE):
             found += [(module, name.strip()) for name in names.split(",")]
         for dotted in re.findall(r"\bpytest_sme2(?:\.\w+)+", text):
+            if dotted in groups:
+                continue
             module, _, name = dotted.rpartition(".")
             found.append((module, name))
     return found

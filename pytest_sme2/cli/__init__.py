@@ -10,6 +10,7 @@ import math
 import os
 import sys
 import time
+from typing import Any
 from pathlib import Path
 
 from pytest_sme2.errors import Sme2Error
@@ -178,13 +179,22 @@ def _doctor(args: argparse.Namespace) -> int:
 
     if args.sme2_target is not None:
         check_device_target(args.sme2_target)  # a usage error (exit 2), before any check runs
-    checks = run_checks(args.sme2_target, args.sme2_adb_server, args.sme2_runner, args.sme2_adb_mask_library)
+    checks = run_checks(args.sme2_target, args.sme2_runner,
+                        {option.name: getattr(args, option.dest) for option in _doctor_options()})
     width = max(len(c.name) for c in checks)
     for check in checks:
         print(f"{check.state:>7}  {check.name.ljust(width)}  {check.detail}")
         if check.fix and check.state != "ok":
             print(f"{'':>7}  {'':{width}}  fix: {check.fix}")
     return 1 if any(c.state == MISSING for c in checks) else 0
+
+
+def _doctor_options() -> list[Any]:
+    """The registered targets' options that decide whether a target can be reached (``Option.doctor``): arguments
+    of ``doctor --sme2-target`` as of a session."""
+    from pytest_sme2.run.targets import target_options
+
+    return [option for option in target_options() if option.doctor]
 
 
 def _path(value: str | None) -> Path | None:
@@ -291,10 +301,13 @@ def main(argv: list[str] | None = None) -> int:
                                  "piece (exit 1 if something is missing)")
     doctor.add_argument("--sme2-target", help="also check this device as a session would use it: adb or adb:SERIAL "
                         "(its ABI, kernel and SME2, and whether the runner starts there, SME2 on and off)")
-    doctor.add_argument("--sme2-adb-server", help="the adb server as HOST:PORT (default: ANDROID_ADB_SERVER_ADDRESS/"
-                        "PORT, else 127.0.0.1:5037)")
     doctor.add_argument("--sme2-runner", help="check this runner instead of pytest-sme2's own")
-    doctor.add_argument("--sme2-adb-mask-library", help="the SME2-masking library for this runner")
+    try:
+        for option in _doctor_options():
+            doctor.add_argument(option.flag_text, dest=option.dest, help=option.help)
+    except Sme2Error as exc:  # the targets' registration cannot be read (an install older than the checkout)
+        print(f"pytest-sme2: {exc}", file=sys.stderr)
+        return 2
     doctor.set_defaults(handler=_doctor)
     argv = list(sys.argv[1:] if argv is None else argv)
     after = argv.index("--") if "--" in argv else len(argv)  # bisect: what follows -- is pytest's, untouched

@@ -6,15 +6,14 @@ without pytest (benchmarks, the command line).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from pytest_sme2.export.export import ExportedModel, Recipe, export, export_code_digest
 from pytest_sme2.model.registry import ModelRegistry, default_registry
-from pytest_sme2.run.emulation_setup import DEFAULT_SVL_BITS
 from pytest_sme2.run.result_cache import RESULTS_FOLDER, ResultCache, code_digest
-from pytest_sme2.run.targets import RunSpec, Target, make_target
+from pytest_sme2.run.targets import RunSpec, Target, TargetSettings, make_target
 from pytest_sme2.run.targets.base import AUTO_PROCESSES, DEFAULT_TIMEOUT_S
 from pytest_sme2.system.names import slug
 from pytest_sme2.system.safe_files import copy_file
@@ -37,10 +36,9 @@ class Settings:
     runner: Path | None = None  # local target: one build (SME2 off by masking)
     runner_on: Path | None = None  # local target: two builds
     runner_off: Path | None = None
-    svl_bits: int = DEFAULT_SVL_BITS  # emulated target: streaming vector length
-    kernel_trace: bool = True  # emulated target: name the SME kernels that ran (one traced inference more)
-    fresh: bool = False  # emulated target: emulate every counted run, not answer it from the result cache
-    adb: Any = None  # adb target: targets.adb.AdbOptions (serial comes from the target name)
+    # The registered targets' own settings by option name (--sme2-emulated-svl is "emulated_svl", --sme2-adb-server
+    # "adb_server"); each target reads its own, an absent one is its default (run/targets/registry.py).
+    target_options: Mapping[str, Any] = field(default_factory=dict)
     # Run the reference program before each timed run, so latency can be gated relative to it
     # (reference_program.py); off only for runners that cannot (a user's own executor_runner).
     latency_reference: bool = True
@@ -84,9 +82,9 @@ class Sme2Session:
     def target(self) -> Target:
         if self._target is None:
             s = self.settings
-            self._target = make_target(s.target, s.session_dir / "logs", s.runner, s.runner_on, s.runner_off,
-                                       s.svl_bits, adb=s.adb, kernel_trace=s.kernel_trace,
-                                       results=ResultCache(s.cache_dir / RESULTS_FOLDER), fresh=s.fresh)
+            self._target = make_target(s.target, TargetSettings(
+                s.session_dir / "logs", s.runner, s.runner_on, s.runner_off,
+                results=ResultCache(s.cache_dir / RESULTS_FOLDER), options=s.target_options))
         return self._target
 
     def default_runs(self) -> tuple[int, int]:

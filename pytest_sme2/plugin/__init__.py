@@ -18,18 +18,24 @@ from typing import Any, Callable, Iterator, Sequence
 import pytest
 
 from pytest_sme2.errors import Sme2Error, UsageError
-from pytest_sme2.evidence.kernel_sampling import SamplingSettings
-from pytest_sme2.export.export import ExportedModel, Recipe
-from pytest_sme2.measure.runner import Runner, require_program
-from pytest_sme2.measure.session import Settings, Sme2Session
-from pytest_sme2.plugin import options, progress
-from pytest_sme2.profile.profile import Profile
-from pytest_sme2.run.targets import RunSpec, check_choice
-from pytest_sme2.run.targets.adb import AdbOptions, is_adb_target
-from pytest_sme2.run.targets.base import AUTO_PROCESSES
-from pytest_sme2.system import git_ignored, supervised, writable_folders
-from pytest_sme2.system.plain_text import no_workflow_commands
-from pytest_sme2.system.safe_files import write_file
+from pytest_sme2.run.targets import registry
+
+try:  # the option table holds the registered targets' options: read the registration first
+    registry.target_classes()
+except Sme2Error as exc:  # it cannot be read (an install older than the checkout): one usage error, no traceback
+    raise pytest.UsageError(str(exc)) from None
+
+from pytest_sme2.evidence.kernel_sampling import SamplingSettings  # noqa: E402
+from pytest_sme2.export.export import ExportedModel, Recipe  # noqa: E402
+from pytest_sme2.measure.runner import Runner, require_program  # noqa: E402
+from pytest_sme2.measure.session import Settings, Sme2Session  # noqa: E402
+from pytest_sme2.plugin import options, progress  # noqa: E402
+from pytest_sme2.profile.profile import Profile  # noqa: E402
+from pytest_sme2.run.targets import RunSpec, TargetSettings, check_choice, target_options  # noqa: E402
+from pytest_sme2.run.targets.base import AUTO_PROCESSES  # noqa: E402
+from pytest_sme2.system import git_ignored, supervised, writable_folders  # noqa: E402
+from pytest_sme2.system.plain_text import no_workflow_commands  # noqa: E402
+from pytest_sme2.system.safe_files import write_file  # noqa: E402
 
 # Hook modules that extend this one (baselines and verdicts; reports and session outputs).
 # Each reads a test's profiles through profiles_of(item) and the session through session_of(config).
@@ -123,6 +129,13 @@ def _kernel_sampling(config: pytest.Config) -> SamplingSettings | None:
     return SamplingSettings(period_ns=int(round(1e9 / hz)), symfs=(symfs,) if symfs is not None else ())
 
 
+def _target_options(config: pytest.Config) -> dict[str, Any]:
+    """Every registered target's own settings, read and checked (a bad value is a usage error whichever target
+    runs), paths made absolute; the chosen target reads its own (run/targets/registry.py)."""
+    return {option.name: options.resolve_path(config, option.name) if option.kind == "path" else
+            setting(config, option.name) for option in target_options()}
+
+
 def pytest_configure(config: pytest.Config) -> None:
     for marker in MARKERS:
         config.addinivalue_line("markers", marker)
@@ -145,9 +158,7 @@ def pytest_configure(config: pytest.Config) -> None:
         runner=options.resolve_path(config, "runner"),
         runner_on=options.resolve_path(config, "runner_on"),
         runner_off=options.resolve_path(config, "runner_off"),
-        svl_bits=setting(config, "emulated_svl"),
-        kernel_trace=setting(config, "kernel_trace"),
-        fresh=setting(config, "fresh"),
+        target_options=_target_options(config),
         latency_reference=setting(config, "latency_reference"),
         kernel_sampling=_kernel_sampling(config),
         cooldown_c=setting(config, "cooldown_temp"),
@@ -158,17 +169,9 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[DEVICE_KEY] = None
         if device:  # a device the reports cannot model is a usage error before any test
             config.stash[DEVICE_KEY] = _device_model(config, str(device))
-        check_choice(settings.target, settings.svl_bits, setting_source(config, "emulated_svl"),
-                     {"--sme2-runner": settings.runner, "--sme2-runner-on": settings.runner_on,
-                      "--sme2-runner-off": settings.runner_off})
-        if is_adb_target(settings.target):
-            claim_timeout = setting(config, "adb_claim_timeout")
-            settings = replace(settings, adb=AdbOptions(
-                server=setting(config, "adb_server"), affinity=setting(config, "adb_affinity"),
-                device_dir=setting(config, "adb_dir") or AdbOptions.device_dir,
-                mask_library=options.resolve_path(config, "adb_mask_library"),
-                performance_mode=setting(config, "adb_performance_mode"),
-                claim_timeout_s=AdbOptions.claim_timeout_s if claim_timeout is None else claim_timeout))
+        check_choice(settings.target, TargetSettings(settings.session_dir / "logs", settings.runner,
+                                                     settings.runner_on, settings.runner_off,
+                                                     options=settings.target_options))
     except Sme2Error as exc:
         raise pytest.UsageError(str(exc)) from None
     session = Sme2Session(settings)

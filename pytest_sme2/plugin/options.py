@@ -3,24 +3,23 @@
 pytest's options and ini keys are registered from it (``register``), values are read and checked through
 it (``value``, ``source``), and docs/options.md's tables are rendered from it (``markdown_table``; a test
 keeps the page equal to the rendering), so a default is written once and cannot drift between the code,
-``pytest --help`` and the docs. Nothing here imports pytest: the parser and config are passed in.
+``pytest --help`` and the docs. The general settings are declared here; each target declares its own in its
+module (``Option`` is system/option.py's), and the target registry contributes them to this table, after
+``--sme2-target``. Nothing here imports pytest: the parser and config are passed in.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from pytest_sme2.errors import Sme2Error, UsageError
 from pytest_sme2.evidence.perf_samples import DEFAULT_PERIOD_NS
 from pytest_sme2.gate.gate import MISSING_POLICIES
 from pytest_sme2.gate.verdicts import BASELINE_PROCESSES, METRICS, MIN_BASELINE_PROCESSES, Tolerances
-from pytest_sme2.run.emulation_setup import DEFAULT_SVL_BITS
-from pytest_sme2.run.targets import TARGET_NAMES, EmulatedTarget, RunSpec, check_target_name
-from pytest_sme2.run.targets.adb import DEFAULT_DEVICE_DIR, AdbOptions
+from pytest_sme2.run.targets import RunSpec, check_target_name, target_class, target_names, target_options
 from pytest_sme2.run.targets.base import (
     AUTO_PROCESSES,
     DEFAULT_TIMEOUT_S,
@@ -29,60 +28,11 @@ from pytest_sme2.run.targets.base import (
     THREADS_WHY,
     TIMEOUT_RANGE,
 )
+from pytest_sme2.run.targets.emulated import EmulatedTarget
+from pytest_sme2.system.option import GATE, REPORT, RUN, Option
 
-RUN, GATE, REPORT = "run", "gate", "report"  # the sections of docs/options.md
-
-
-@dataclass(frozen=True)
-class Option:
-    """One setting. ``name`` is its key without the ``sme2_`` prefix (ini ``sme2_<name>``).
-
-    kind: ``int``, ``float``, ``text``, ``path`` (relative to the rootdir), ``bool`` (ini true/false),
-    ``paths``/``linelist`` (ini lists), ``flag`` (an option without a value). ``switch``: the option that
-    sets a bool ini key from the command line: ``"--sme2-no-x"`` (a flag that turns it off) or a choice
-    of on/off. ``low``/``high``/``strict`` bound numbers; ``what`` says the valid range in errors.
-    """
-
-    name: str
-    help: str
-    section: str
-    kind: str = "text"
-    default: Any = None  # None: no value (the target's default, or nothing)
-    doc_default: str = ""  # the "default" cell of docs/options.md
-    option: bool = True  # a --sme2-<name> option
-    ini: bool = True  # an ini key sme2_<name>
-    ini_help: str | None = None
-    switch: str | None = None  # "--sme2-no-<name>", or "on/off" for a choice that overrides a bool ini key
-    choices: tuple[str, ...] | None = None
-    parse: Callable[[str], Any] | None = None  # argparse type of the option (raise ArgumentTypeError)
-    low: float | None = None
-    high: float | None = None
-    strict: bool = False  # the value must be above ``low``
-    what: str = ""
-    marker: str | None = None  # the marker argument that overrides it per test, e.g. "perf(runs=...)"
-    specials: tuple[str, ...] = ()  # words a number setting also takes, e.g. "auto"
-
-    @property
-    def ini_key(self) -> str:
-        return f"sme2_{self.name}"
-
-    @property
-    def dest(self) -> str:
-        """pytest's name of the option's value (``config.getoption``)."""
-        return self.flag_text.lstrip("-").replace("-", "_")
-
-    @property
-    def flag_text(self) -> str:
-        """The option as the user types it."""
-        return self.switch if self.switch and self.switch.startswith("--") else f"--sme2-{self.name.replace('_', '-')}"
-
-    @property
-    def ini_default(self) -> Any:
-        if self.kind in ("paths", "linelist"):
-            return []
-        if self.kind == "bool":
-            return bool(self.default)
-        return "" if self.default is None else (f"{self.default:g}" if isinstance(self.default, float) else str(self.default))
+__all__ = ["GATE", "REPORT", "RUN", "Option", "OPTIONS", "BY_NAME", "TOLERANCE_KEYS", "register", "value", "source",
+           "resolve_path", "unknown_ini_keys", "marker_arguments", "markdown_table", "target_table"]
 
 
 def _target_option(value: str) -> str:
@@ -131,40 +81,14 @@ _TOLERANCE_TEXT = {
 }
 # Ini name of each tolerance, by its Tolerances field (and @pytest.mark.baseline argument).
 TOLERANCE_KEYS = {field: ini for field, (ini, _, _) in _TOLERANCE_TEXT.items()}
-_ADB_CLAIM = AdbOptions.claim_timeout_s
 
 OPTIONS: tuple[Option, ...] = (
     # ------------------------------------------------------------------ running
-    Option("target", f"where programs run: {', '.join(TARGET_NAMES)} (default: ini sme2_target, else auto)", RUN,
+    Option("target", f"where programs run: {', '.join(target_names())} (default: ini sme2_target, else auto)", RUN,
            default="auto", parse=_target_option, ini_help="default --sme2-target",
            doc_default="`auto` (on a CPU with SME2 the native runner, `local`; else emulated when set up, else host); "
-                       "`host`, `emulated`, `local`, `adb`, `adb:SERIAL`"),
-    Option("emulated_svl", f"emulated target: SME streaming vector length in bits (default {DEFAULT_SVL_BITS}, like "
-           "the M4)", RUN, kind="int", default=DEFAULT_SVL_BITS,
-           ini_help="emulated target: streaming vector length in bits", doc_default=f"{DEFAULT_SVL_BITS} (bits)"),
-    Option("kernel_trace", "emulated target: skip the traced inference that names the SME kernels that ran", RUN,
-           kind="bool", default=True, switch="--sme2-no-kernel-trace",
-           ini_help="emulated target: name the SME kernels that ran (one traced inference per variant)",
-           doc_default="trace on (emulated target)"),
-    Option("fresh", "emulated target: emulate every counted run again instead of answering it from the result "
-           "cache (a fresh run still stores what it counted)", RUN, kind="bool", default=False,
-           switch="--sme2-fresh", ini_help="emulated target: never answer a counted run from the result cache",
-           doc_default="off: an unchanged counted run is answered from the result cache"),
-    Option("adb_server", "adb target: adb server HOST:PORT (default: ADB_SERVER_SOCKET, ANDROID_ADB_SERVER_PORT, 5037)",
-           RUN, doc_default="adb server from the environment"),
-    Option("adb_affinity", "adb target: CPU affinity mask for the runner, in hex as taskset takes it (e.g. f0)", RUN,
-           doc_default="no affinity"),
-    Option("adb_dir", f"adb target: device folder for per-session files (default {DEFAULT_DEVICE_DIR})", RUN,
-           doc_default=f"`{DEFAULT_DEVICE_DIR}`"),
-    Option("adb_mask_library", "adb target: libsme2_mask.so built for the device, for SME2 off with one runner build",
-           RUN, kind="path", doc_default="none"),
-    Option("adb_performance_mode", "adb target: turn on Android's fixed performance mode (Android 11+) for the "
-           "session and off again at its end, also when it is interrupted", RUN, kind="bool", default=False,
-           switch="--sme2-adb-performance-mode", ini_help="adb target: fixed performance mode for the session",
-           doc_default="off"),
-    Option("adb_claim_timeout", f"adb target: seconds to wait for a device no other worker has claimed (default "
-           f"{_ADB_CLAIM:g})", RUN, kind="float", low=0, what="a number of seconds >= 0",
-           doc_default=f"{_ADB_CLAIM:g} s"),
+                       "or a target of [docs/targets.md](targets.md), by name"),
+    *target_options(),  # each registered target's own (run/targets/registry.py)
     Option("cooldown_temp", "adb and local targets: before each round of timed runs, wait until every thermal zone "
            "is at or below this many degrees C and Android's thermal status is below moderate", RUN, kind="float",
            low=0, what="degrees C >= 0", doc_default="no wait (device state is still recorded, and throttled "
@@ -393,10 +317,10 @@ def value(config: Any, name: str) -> Any:
         high = math.inf if option.high is None else option.high
         if not math.isfinite(number) or number < low or (option.strict and number == low) or number > high:
             raise UsageError(f"{source(config, name)} is invalid: it must be {option.what}")
-        return number
+        return option.check(number, source(config, name)) if option.check else number
     if option.choices is not None and raw not in option.choices:
         raise UsageError(f"{option.ini_key} = {raw!r}; choose one of {', '.join(option.choices)}")
-    return raw
+    return option.check(raw, source(config, name)) if option.check else raw
 
 
 def resolve_path(config: Any, name: str) -> Path | None:
@@ -414,13 +338,22 @@ def marker_arguments(marker: str) -> tuple[str, ...]:
                  if o.marker and o.marker.startswith(f"{marker}("))
 
 
-def markdown_table(section: str) -> str:
-    """docs/options.md's table of one section: option, ini key, default."""
+def _rows(options: tuple[Option, ...]) -> str:
     rows = ["| option | ini | default |", "|---|---|---|"]
-    for option in OPTIONS:
-        if option.section != section:
-            continue
+    for option in options:
         flag = f"`{option.flag_text}`" if option.option else ""
         ini = f"`{option.ini_key}`" if option.ini else ""
         rows.append(f"| {flag} | {ini} | {option.doc_default} |".replace("|  |", "| |"))
     return "\n".join(rows)
+
+
+def markdown_table(section: str) -> str:
+    """docs/options.md's table of one section: option, ini key, default (the general settings: each target's own
+    are in its section of docs/targets.md, ``target_table``)."""
+    owned = set(target_options())
+    return _rows(tuple(option for option in OPTIONS if option.section == section and option not in owned))
+
+
+def target_table(name: str) -> str:
+    """The table of one registered target's own options, in its section of docs/targets.md."""
+    return _rows(target_class(name).options)

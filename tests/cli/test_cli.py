@@ -198,7 +198,7 @@ def test_combined_report_refuses_a_session_twice_and_names_targets_without_a_tes
 
 @pytest.mark.parametrize(("target", "says"), [
     ("emulated", "'emulated' is this machine's own target, which `pytest-sme2 doctor` without --sme2-target checks"),
-    ("emulatd", "'emulatd' is not a target (targets: auto, host, local, emulated, adb, adb:SERIAL)"),
+    ("emulatd", "'emulatd' is not a target (targets: adb, adb:SERIAL, auto, emulated, host, local)"),
     ("adb:bad/serial", "'bad/serial' is not a device serial"),
 ])
 def test_doctor_device_target_other_than_adb_is_a_usage_error(target: str, says: str,

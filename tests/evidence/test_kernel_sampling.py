@@ -244,7 +244,10 @@ def test_the_emulated_target_is_not_sampled_and_says_where_its_kernels_come_from
 
 def test_every_target_answers_for_its_kernel_sampler() -> None:
     """Sampling is a capability of the Target interface: each target class answers, none is found by type."""
-    from pytest_sme2.run.targets import AdbTarget, EmulatedTarget, HostTarget, LocalTarget
+    from pytest_sme2.run.targets.adb import AdbTarget
+    from pytest_sme2.run.targets.emulated import EmulatedTarget
+    from pytest_sme2.run.targets.host import HostTarget
+    from pytest_sme2.run.targets.local import LocalTarget
 
     for target in (AdbTarget, EmulatedTarget, HostTarget, LocalTarget):
         assert callable(getattr(target, "kernel_sampler", None)), target

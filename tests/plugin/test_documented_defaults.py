@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
-from pytest_sme2.run.targets import EmulatedTarget, RunSpec
+from pytest_sme2.run.targets import RunSpec
+from pytest_sme2.run.targets.emulated import EmulatedTarget
 
 README = (REPO / "README.md").read_text(encoding="utf-8")
 OPTIONS = (REPO / "docs" / "options.md").read_text(encoding="utf-8")
@@ -80,6 +81,22 @@ def test_docs_options_tables_are_the_option_table(section: str) -> None:
         f"python -c 'from pytest_sme2.plugin.options import markdown_table; print(markdown_table({section!r}))'")
 
 
+def test_each_targets_options_are_its_table_in_docs_targets() -> None:
+    """A target's own options are listed in its section of docs/targets.md, rendered from its module's options."""
+    from pytest_sme2.run.targets.registry import target_classes
+
+    page = (REPO / "docs" / "targets.md").read_text(encoding="utf-8")
+    with_options = [name for name, target in target_classes().items() if target.options]
+    assert {"emulated", "adb"} <= set(with_options)
+    for name in with_options:
+        section = page[page.index(f"## `{name}`"):]
+        end = section.find("\n## ", 1)
+        section = section if end < 0 else section[:end]
+        assert option_table.target_table(name) in section, (
+            f"docs/targets.md's section of {name} lacks its options table; render it with python -c 'from "
+            f"pytest_sme2.plugin.options import target_table; print(target_table({name!r}))'")
+
+
 def test_every_option_and_ini_key_is_in_help_with_the_tables_text(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest("--help")
     text = " ".join(result.stdout.str().split())
@@ -98,10 +115,8 @@ def test_settings_defaults_are_the_tables() -> None:
     assert defaults.max_rounds == table["max_rounds"].default
     assert defaults.threads == table["threads"].default
     assert defaults.timeout_s == table["timeout"].default
-    assert defaults.svl_bits == table["emulated_svl"].default
     assert defaults.processes == defaults.check_processes == table["processes"].default
     assert defaults.cache_dir == Path(table["cache_dir"].default)
-    assert defaults.kernel_trace is table["kernel_trace"].default
     assert defaults.latency_reference is table["latency_reference"].default
     assert defaults.target == table["target"].default
 

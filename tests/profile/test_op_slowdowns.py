@@ -93,14 +93,13 @@ def test_a_real_model_whose_kernels_do_not_change_shows_no_slowdown(tmp_path: Pa
     from pytest_sme2.measure.runner import Runner, alternate
     from pytest_sme2.measure.session import Settings, Sme2Session
     from pytest_sme2.run.targets import RunSpec
-    from pytest_sme2.run.targets.adb import AdbOptions
 
     if namespaces_available() is not None:
         pytest.skip(str(namespaces_available()))
     with AdbStandin(tmp_path / "standin") as standin:
         standin.add_device("SAME-1", sme2=True)
         session = Sme2Session(Settings(target="adb:SAME-1", cache_dir=tmp_path / "cache", session_dir=tmp_path / "a",
-                                       adb=AdbOptions(server=standin.address)))
+                                       target_options={"adb_server": standin.address}))
         try:
             on, off = (Runner(session, RunSpec(sme2=sme2, runs=40, warmup=2), session.test_dir(f"s{sme2}"))
                        for sme2 in (True, False))

@@ -22,7 +22,6 @@ from pytest_sme2.measure.runner import Runner
 from pytest_sme2.measure.session import Settings, Sme2Session
 from pytest_sme2.run import emulation_setup
 from pytest_sme2.run.targets import RunSpec
-from pytest_sme2.run.targets.adb import AdbOptions
 
 STATUS = emulation_setup.status()
 
@@ -71,7 +70,7 @@ def test_own_aarch64_runner_runs_on_a_phone_without_glibc_sme2_on_and_off(standi
     assert listing.returncode == 0 and not [line for line in listing.stdout.splitlines()
                                             if line and not line.endswith(":")]
     session = Sme2Session(Settings(target="adb:X300STANDIN", cache_dir=tmp_path / "cache",
-                                   session_dir=tmp_path / "artifacts", adb=AdbOptions(server=standin.address)))
+                                   session_dir=tmp_path / "artifacts", target_options={"adb_server": standin.address}))
     seen: set[Path] = set()
     try:
         on = Runner(session, RunSpec(sme2=True, runs=2, warmup=1, max_rounds=1),

@@ -84,7 +84,7 @@ def test_push_run_pull_with_device_facts_and_masking(standin: AdbStandin, export
 
     device.on_runner_start = inspect
     session = Sme2Session(Settings(target="adb:R5CW10ABCDE", cache_dir=tmp_path / "cache",
-                                   session_dir=tmp_path / "artifacts", adb=AdbOptions(server=standin.address)))
+                                   session_dir=tmp_path / "artifacts", target_options={"adb_server": standin.address}))
     try:
         # Enough runs (about half a second, most of it the reference program's) for the hook to read the
         # live process's memory map.
@@ -297,8 +297,8 @@ def test_serials_are_validated_against_injection(pytester: pytest.Pytester) -> N
     assert not (pytester.path / "pwned").exists()
     result = pytester.runpytest_inprocess("--sme2-target=phone")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*'phone' is not a known target; choose one of auto, host, local, emulated, adb, "
-                                 "adb:SERIAL*"])
+    result.stderr.fnmatch_lines(["*'phone' is not a known target; choose one of adb, adb:SERIAL, auto, emulated, "
+                                 "host, local*"])
     with pytest.raises(UsageError, match="not a CPU mask"):
         AdbOptions(affinity="f0; reboot")
 

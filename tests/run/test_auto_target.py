@@ -23,6 +23,7 @@ from pytest_sme2.run.cpu import CpuInfo, parse_proc_cpuinfo
 from pytest_sme2.run.native import build
 from pytest_sme2.run.targets import auto
 from pytest_sme2.run.targets.auto import AutoPlan, Machine, plan
+from pytest_sme2.run.targets.base import TargetSettings
 
 STATUS = emulation.status()
 needs_emulation = pytest.mark.skipif(not STATUS.ready, reason=f"emulated target not ready: {STATUS.problem}")
@@ -80,11 +81,11 @@ def test_auto_on_an_sme2_cpu_builds_nothing_for_given_runners_and_skips_off_with
     for path in (on, off):
         shutil.copy2(shutil.which("true"), path)
     monkeypatch.setattr(build, "build_problem", lambda arch="host": None)
-    target = auto.make_auto_target(tmp_path, 512, False, machine, runner_on=on, runner_off=off)
+    target = auto.make_auto_target(TargetSettings(tmp_path, runner_on=on, runner_off=off), machine)
     assert target.info.name == "local" and target.two_builds and target.unsupported(False) is None
 
     monkeypatch.setattr(build, "build_problem", lambda arch="host": "no C++ compiler found: install one")
-    fallback = auto.make_auto_target(tmp_path, 512, False, machine)
+    fallback = auto.make_auto_target(TargetSettings(tmp_path), machine)
     assert fallback.info.name == "host" and fallback.unsupported(True) is None
     assert fallback.unsupported(False).endswith("SME2 off needs the native runner: no C++ compiler found: install one")
 

@@ -19,7 +19,6 @@ from pytest_sme2.measure.session import Settings, Sme2Session
 from pytest_sme2.report.text import device_state_text, disturbed_text, profile_text
 from pytest_sme2.run.device_state import DeviceState, cores_of_mask, wait_for_cooldown
 from pytest_sme2.run.targets import RunSpec
-from pytest_sme2.run.targets.adb import AdbOptions
 
 SYSFS = """cpu0.scaling_governor=schedutil
 cpu0.scaling_cur_freq=1200000
@@ -108,7 +107,7 @@ def standin(tmp_path: Path) -> Iterator[AdbStandin]:
 
 def _session(standin: AdbStandin, serial: str, tmp_path: Path, **settings) -> Sme2Session:
     return Sme2Session(Settings(target=f"adb:{serial}", cache_dir=tmp_path / "cache", session_dir=tmp_path / "art",
-                                adb=AdbOptions(server=standin.address), **settings))
+                                target_options={"adb_server": standin.address}, **settings))
 
 
 
@@ -208,7 +207,7 @@ def test_fixed_performance_mode_is_on_for_the_session_and_off_after(standin: Adb
                                                                     tmp_path: Path) -> None:
     device = standin.add_device("PERF-1", sysfs=True)
     session = Sme2Session(Settings(target="adb:PERF-1", cache_dir=tmp_path / "cache", session_dir=tmp_path / "art",
-                                   adb=AdbOptions(server=standin.address, performance_mode=True, affinity="3")))
+                                   target_options={"adb_server": standin.address, "adb_performance_mode": True, "adb_affinity": "3"}))
     try:
         Runner(session, RunSpec(runs=2, warmup=0, max_rounds=1), session.test_dir("p")).profile(exported_toy_cnn)
         assert device.performance_mode_calls == ["true"]
@@ -222,7 +221,7 @@ def test_fixed_performance_mode_is_on_for_the_session_and_off_after(standin: Adb
     old_props = old.home / "build.prop"
     old_props.write_text(old_props.read_text().replace("ro.build.version.sdk=35", "ro.build.version.sdk=29"))
     with pytest.raises(Exception, match=r"needs Android 11 \(SDK 30\) or later.*reports SDK 29"):
-        Sme2Session(Settings(target="adb:OLD-1", adb=AdbOptions(server=standin.address, performance_mode=True),
+        Sme2Session(Settings(target="adb:OLD-1", target_options={"adb_server": standin.address, "adb_performance_mode": True},
                              cache_dir=tmp_path / "c2", session_dir=tmp_path / "a2")).target
     assert old.performance_mode_calls == []
 
@@ -241,12 +240,11 @@ def _killed_session(standin: AdbStandin, serial: str, tmp_path: Path, sig: int) 
         sys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})
         from pathlib import Path
         from pytest_sme2.measure.session import Settings, Sme2Session
-        from pytest_sme2.run.targets.adb import AdbOptions
         from pytest_sme2.system import supervised
         supervised.install_signal_handlers()
         session = Sme2Session(Settings(target="adb:{serial}", cache_dir=Path({str(tmp_path / 'c')!r}),
                                        session_dir=Path({str(tmp_path / 'a')!r}),
-                                       adb=AdbOptions(server={standin.address!r}, performance_mode=True)))
+                                       target_options={{"adb_server": {standin.address!r}, "adb_performance_mode": True}}))
         session.target
         print("ready", flush=True)
         time.sleep(120)
@@ -285,7 +283,7 @@ def test_a_sigkilled_sessions_performance_mode_is_restored_and_recorded_by_the_n
     _killed_session(standin, "PERF-3", tmp_path, signal.SIGKILL)
     assert device.performance_mode_calls == ["true"]  # left on: nothing ran after SIGKILL
     session = Sme2Session(Settings(target="adb:PERF-3", cache_dir=tmp_path / "c2", session_dir=tmp_path / "a2",
-                                   adb=AdbOptions(server=standin.address)))
+                                   target_options={"adb_server": standin.address}))
     try:
         with pytest.warns(UserWarning, match=r"fixed performance mode was left on .*turned it off"):
             info = session.target.info
@@ -303,7 +301,7 @@ def test_a_performance_mode_the_device_cannot_record_is_never_turned_on(standin:
     device = standin.add_device("PERF-4", sysfs=True)
     (device.root / "pytest-sme2-settings.tmp").mkdir(parents=True)  # in the way: no marker can be written
     session = Sme2Session(Settings(target="adb:PERF-4", cache_dir=tmp_path / "c", session_dir=tmp_path / "a",
-                                   adb=AdbOptions(server=standin.address, performance_mode=True)))
+                                   target_options={"adb_server": standin.address, "adb_performance_mode": True}))
     with pytest.raises(Exception, match="cannot record the fixed performance mode on the device"):
         session.target
     assert device.performance_mode_calls == []

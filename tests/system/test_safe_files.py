@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pytest_sme2.errors import StorageError
-from pytest_sme2.run.targets.adb import _DeviceClaim
+from pytest_sme2.run.targets.adb import DeviceClaim
 from pytest_sme2.system.locks import locked
 from pytest_sme2.system.safe_files import append_lines, private_folder, write_file
 
@@ -89,12 +89,12 @@ def test_device_claim_never_writes_through_a_planted_link(tmp_path: Path, monkey
     monkeypatch.setattr(tempfile, "tempdir", None)
     victim = tmp_path / "victim"
     victim.write_text("DATA\n")
-    for folder in (tmp_path / "pytest-sme2-adb-claims", _DeviceClaim.path(("127.0.0.1", 5037), "X").parent):
+    for folder in (tmp_path / "pytest-sme2-adb-claims", DeviceClaim.path(("127.0.0.1", 5037), "X").parent):
         folder.mkdir(exist_ok=True)
         folder.chmod(0o777)  # as a folder someone else made in a shared /tmp
         (folder / "127.0.0.1_5037_X.lock").symlink_to(victim)
     with pytest.raises(StorageError, match="refusing to use"):
-        _DeviceClaim.try_claim(("127.0.0.1", 5037), "X")
+        DeviceClaim.try_claim(("127.0.0.1", 5037), "X")
     assert victim.read_text() == "DATA\n"
 
 
@@ -105,14 +105,14 @@ def test_device_claim_in_its_private_folder_refuses_a_link(tmp_path: Path, monke
     monkeypatch.setattr(tempfile, "tempdir", None)
     victim = tmp_path / "victim"
     victim.write_text("DATA\n")
-    folder = private_folder(_DeviceClaim.path(("127.0.0.1", 5037), "X").parent)
+    folder = private_folder(DeviceClaim.path(("127.0.0.1", 5037), "X").parent)
     (folder / "127.0.0.1_5037_X.lock").symlink_to(victim)
     with pytest.raises(StorageError, match="symbolic link"):
-        _DeviceClaim.try_claim(("127.0.0.1", 5037), "X")
+        DeviceClaim.try_claim(("127.0.0.1", 5037), "X")
     assert victim.read_text() == "DATA\n"
     (folder / "127.0.0.1_5037_X.lock").unlink()
-    claim = _DeviceClaim.try_claim(("127.0.0.1", 5037), "X")
-    assert claim is not None and _DeviceClaim.try_claim(("127.0.0.1", 5037), "X") is None
+    claim = DeviceClaim.try_claim(("127.0.0.1", 5037), "X")
+    assert claim is not None and DeviceClaim.try_claim(("127.0.0.1", 5037), "X") is None
     claim.release()
 
 

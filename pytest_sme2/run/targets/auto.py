@@ -21,13 +21,12 @@ under emulation. The cost is a C/C++ compiler and CMake on the user's machine.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from pytest_sme2.run.cpu import CpuInfo, host_cpu
 from pytest_sme2.run.native.build import mask_preload_variable
-from pytest_sme2.run.result_cache import ResultCache
+from pytest_sme2.run.targets.base import INFO, MISSING, READY, DoctorLine, RegisteredTarget, TargetSettings
 
 if TYPE_CHECKING:
     from pytest_sme2.run.emulation_setup import EmulationStatus
@@ -111,14 +110,11 @@ def current_plan(machine: Machine | None = None) -> AutoPlan:
     return plan((machine or this_machine()).cpu, *_facts(machine or this_machine()))
 
 
-def make_auto_target(log_dir: Path, svl_bits: int, kernel_trace: bool, machine: Machine | None = None,
-                     runner: Path | None = None, runner_on: Path | None = None,
-                     runner_off: Path | None = None, results: "ResultCache | None" = None,
-                     fresh: bool = False) -> Target:
+def make_auto_target(settings: TargetSettings, machine: Machine | None = None) -> Target:
     """The target ``plan`` names, with the native runner and masking library built (cached) when it is local.
 
-    ``runner``/``runner_on``/``runner_off`` (``--sme2-runner*``) replace the built runner when the choice is
-    local. A build that fails although compiler and CMake are there is an error, not a silent fallback.
+    The runner options (``--sme2-runner*``) replace the built runner when the choice is local. A build that fails
+    although compiler and CMake are there is an error, not a silent fallback.
     """
     from pytest_sme2.run.targets.emulated import EmulatedTarget
     from pytest_sme2.run.targets.host import HostTarget
@@ -127,17 +123,47 @@ def make_auto_target(log_dir: Path, svl_bits: int, kernel_trace: bool, machine: 
     machine = machine or this_machine()
     native_problem, emulation_status = _facts(machine)
     chosen = plan(machine.cpu, native_problem, emulation_status)
+    log_dir = settings.log_dir
     if chosen.target == "local":
         from pytest_sme2.run.native.build import build_mask_library, build_runner
 
-        if runner_on is not None or runner_off is not None:
-            return LocalTarget(log_dir, runner_on=runner_on, runner_off=runner_off, cpu=machine.cpu,
+        if settings.runner_on is not None or settings.runner_off is not None:
+            return LocalTarget(log_dir, runner_on=settings.runner_on, runner_off=settings.runner_off, cpu=machine.cpu,
                                launcher=machine.launcher, launcher_env=machine.env)
-        return LocalTarget(log_dir, runner=runner or build_runner(machine.runner_arch),
+        return LocalTarget(log_dir, runner=settings.runner or build_runner(machine.runner_arch),
                            mask_library=build_mask_library(machine.runner_arch), cpu=machine.cpu,
                            launcher=machine.launcher, launcher_env=machine.env)
-    if chosen.target == "emulated":
-        return EmulatedTarget(log_dir, svl_bits, emulation_status, trace_kernels=kernel_trace, results=results,
-                              fresh=fresh)
+    if chosen.target == "emulated":  # pytest-sme2's own aarch64 runner: the runner options are for local
+        return EmulatedTarget.create("emulated", replace(settings, runner=None), emulation_status)
     advice = None if machine.cpu.has_sme2 else _EMULATION_ADVICE.format(problem=_problem(emulation_status))
     return HostTarget(log_dir, cpu=machine.cpu, sme2_advice=advice, sme2_off_advice=chosen.sme2_off)
+
+
+def doctor_check() -> DoctorLine:
+    """Which target the default command (``--sme2-target=auto``) will use, what SME2 settings it runs, and why."""
+    try:
+        chosen = current_plan()
+    except Exception as exc:  # no executorch, unreadable cache: the other checks name the fix
+        return DoctorLine("default target (auto)", MISSING, f"cannot decide: {type(exc).__name__}: {exc}")
+    detail = f"{chosen.target}: runs {chosen.modes}; {chosen.why}"
+    problems = [f"SME2 {side} skips: {problem}" for side, problem in (("on", chosen.sme2_on), ("off", chosen.sme2_off))
+                if problem is not None]
+    if not problems:
+        return DoctorLine("default target (auto)", READY, detail)
+    # A missing half of the headline comparison is something to fix, except SME2 on where no SME2 can be had.
+    return DoctorLine("default target (auto)", MISSING if chosen.sme2_off else INFO, detail, "; ".join(problems))
+
+
+class AutoTarget(RegisteredTarget):
+    """``--sme2-target=auto``: not a target of its own, but the choice of one (``plan``), made when the session
+    first needs its target."""
+
+    names = ("auto",)
+
+    @classmethod
+    def create(cls, name: str, settings: TargetSettings) -> "Target":
+        return make_auto_target(settings)
+
+    @classmethod
+    def doctor(cls) -> list[DoctorLine]:
+        return [doctor_check()]

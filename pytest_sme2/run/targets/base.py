@@ -1,4 +1,4 @@
-"""The target interface: where a .pte runs.
+"""The target interface: where a .pte runs, and what a target class registers with.
 
 A target answers three questions and does one thing:
 - ``info``: what it is (name, CPU, SME2, fingerprint for baselines);
@@ -10,21 +10,28 @@ A target answers three questions and does one thing:
   and leave the ETDump(s), log and outputs in ``out_dir``.
 
 Device, native-runner, host and emulated targets implement the same members.
+
+A target *class* is registered by name (run/targets/registry.py, entry point group ``pytest_sme2.targets``) and
+answers for itself (``RegisteredTarget``): the names ``--sme2-target`` writes it by, its own options, what can be
+wrong with a choice before any test, how it is built from the session's settings (``TargetSettings``), and its
+lines of ``pytest-sme2 doctor`` (``DoctorLine``).
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Protocol
 
 import numpy as np
 
 from pytest_sme2.errors import UsageError
+from pytest_sme2.system.option import Option
 
 if TYPE_CHECKING:
     from pytest_sme2.evidence.samplers import Sampler
     from pytest_sme2.run.device_state import DeviceState
+    from pytest_sme2.run.result_cache import ResultCache
 
 WARMUP_ETDUMP = "warmup.etdp"
 TIMED_ETDUMP = "timed.etdp"
@@ -217,3 +224,83 @@ class Target(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class TargetSettings:
+    """What a target is built from: its log folder, the runner binaries (--sme2-runner, --sme2-runner-on/-off; a
+    target that runs no runner ignores them), the emulated result cache, and the values of the registered targets'
+    own options by option name (``options``, as read and checked by the plugin; an absent one is its default)."""
+
+    log_dir: Path
+    runner: Path | None = None
+    runner_on: Path | None = None
+    runner_off: Path | None = None
+    results: "ResultCache | None" = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    def value(self, option: Option) -> Any:
+        """The value of one of a target's options: as given, else the option's default."""
+        return self.options.get(option.name, option.default)
+
+    @property
+    def runners(self) -> dict[str, Path | None]:
+        """The runner binaries by the option that gave them, for errors that name it."""
+        return {"--sme2-runner": self.runner, "--sme2-runner-on": self.runner_on, "--sme2-runner-off": self.runner_off}
+
+
+# The states of a doctor line: READY, MISSING (something to fix; doctor exits 1) or INFO (a fact, nothing to fix).
+READY, MISSING, INFO = "ok", "MISSING", "info"
+
+
+@dataclass(frozen=True)
+class DoctorLine:
+    """One line of ``pytest-sme2 doctor``: what was looked at, its state, what was found, and the fix."""
+
+    name: str
+    state: str  # READY ("ok"), MISSING ("MISSING": doctor exits 1) or INFO ("info")
+    detail: str
+    fix: str = ""
+
+
+class RegisteredTarget:
+    """What a target class answers for, as the registry asks it (the defaults suit a target with no name argument,
+    no options and no doctor lines). Subclass it and register the class under ``names[0]`` in the entry point
+    group ``pytest_sme2.targets``; docs/design.md, "Adding a target", lists the files."""
+
+    # How --sme2-target writes it: the first is the entry point's name; a form with ":" takes an argument
+    # (``adb:SERIAL``), and ``check_name`` reads it.
+    names: ClassVar[tuple[str, ...]] = ()
+    # The target's own settings, contributed to the one option table (`pytest --help`, the ini, docs/options.md).
+    options: ClassVar[tuple[Option, ...]] = ()
+    # Whether ``pytest-sme2 doctor --sme2-target=NAME`` checks it as a session would (a device), beyond the lines
+    # plain ``doctor`` shows for every target.
+    checks_a_target: ClassVar[bool] = False
+
+    @classmethod
+    def check_name(cls, name: str) -> str:
+        """``name`` if it names this target, else a UsageError saying how it is written."""
+        if name != cls.names[0]:
+            raise UsageError(f"--sme2-target={name!r} is not a {cls.names[0]} target; write it "
+                             f"{' or '.join(cls.names)}")
+        return name
+
+    @classmethod
+    def check(cls, name: str, settings: TargetSettings) -> None:
+        """Everything about choosing this target that can be wrong before any test runs, as a UsageError (its
+        settings, runner binaries it cannot run); nothing is started or built."""
+
+    @classmethod
+    def create(cls, name: str, settings: TargetSettings) -> Target:
+        raise NotImplementedError(f"{cls.__name__} registers no way to build the target {name!r}")
+
+    @classmethod
+    def doctor(cls) -> list[DoctorLine]:
+        """Its lines of plain ``pytest-sme2 doctor``: whether this machine can run it, each missing piece with its
+        fix. Only looks: never installs, builds or starts anything."""
+        return []
+
+    @classmethod
+    def doctor_target(cls, name: str, settings: TargetSettings) -> list[DoctorLine]:
+        """``doctor --sme2-target=NAME``: the target as a session would use it (``checks_a_target``)."""
+        raise NotImplementedError(f"{cls.__name__} has no check beyond plain doctor's lines")

@@ -34,18 +34,24 @@ from pytest_sme2.run.native.kernel_kit import kit_files
 from pytest_sme2.run.result_cache import ResultCache, RunKey, code_digest, run_key
 from pytest_sme2.run.targets.base import (
     EMULATED_TIMING,
+    MISSING,
+    READY,
     RUNNER_LOG,
     RUNNER_STDOUT,
     TIMED_ETDUMP,
     WARMUP_ETDUMP,
+    DoctorLine,
+    RegisteredTarget,
     RunResult,
     RunSpec,
     TargetInfo,
+    TargetSettings,
 )
 from pytest_sme2.run.targets.local import check_runner, run_runner_process
 from pytest_sme2.run.targets.native_runner import OUTPUTS_FILE, build_result, read_result
 from pytest_sme2.system import supervised
 from pytest_sme2.system.carried_loader import carried_loader
+from pytest_sme2.system.option import RUN, Option
 
 MAPS = "maps.txt"
 # What a counted run leaves that its Profile is read from: kept by the result cache (result_cache.py).
@@ -77,6 +83,21 @@ def check_svl(svl_bits: int, source: str | None = None) -> int:
     return svl_bits
 
 
+SVL = Option("emulated_svl", f"emulated target: SME streaming vector length in bits (default "
+             f"{emulation_setup.DEFAULT_SVL_BITS}, like the M4)", RUN, kind="int",
+             default=emulation_setup.DEFAULT_SVL_BITS, check=check_svl,
+             ini_help="emulated target: streaming vector length in bits",
+             doc_default=f"{emulation_setup.DEFAULT_SVL_BITS} (bits)")
+KERNEL_TRACE = Option("kernel_trace", "emulated target: skip the traced inference that names the SME kernels that ran",
+                      RUN, kind="bool", default=True, switch="--sme2-no-kernel-trace",
+                      ini_help="emulated target: name the SME kernels that ran (one traced inference per variant)",
+                      doc_default="trace on (emulated target)")
+FRESH = Option("fresh", "emulated target: emulate every counted run again instead of answering it from the result "
+               "cache (a fresh run still stores what it counted)", RUN, kind="bool", default=False,
+               switch="--sme2-fresh", ini_help="emulated target: never answer a counted run from the result cache",
+               doc_default="off: an unchanged counted run is answered from the result cache")
+
+
 def loaded_libraries(runner: Path) -> list[Path]:
     """Every shared library the runner loads under qemu: the ones shipped with it (RUNPATH, $ORIGIN), then the
     system ones from the aarch64 sysroot (QEMU_LD_PREFIX) by name, then the dynamic loader."""
@@ -97,11 +118,42 @@ def counted_threads_problem(threads: int) -> str:
             f"only (--sme2-target=local or adb); or run it uncounted with --sme2-no-kernel-trace")
 
 
-class EmulatedTarget:
+class EmulatedTarget(RegisteredTarget):
     # Emulated time is never compared and the counted run repeats exactly, so one inference after one
     # warmup (the steady state: the first inference also sets up XNNPACK's runtime) says everything.
     default_runs = 1
     default_warmup = 1
+
+    names = ("emulated",)
+    options = (SVL, KERNEL_TRACE, FRESH)
+
+    @classmethod
+    def check(cls, name: str, settings: TargetSettings) -> None:
+        """Runner binaries given by option must be aarch64 builds (the streaming vector length is checked with
+        its value, by its option)."""
+        for role, path in settings.runners.items():
+            if path is not None:
+                check_runner(path, f"runner ({role})", arch="aarch64")
+
+    @classmethod
+    def create(cls, name: str, settings: TargetSettings,
+               status: emulation_setup.EmulationStatus | None = None) -> "EmulatedTarget":
+        """From the session's settings; ``status``: the emulation's, when already read (the auto target)."""
+        return cls(settings.log_dir, settings.value(SVL), status, runner=settings.runner,
+                   trace_kernels=settings.value(KERNEL_TRACE), results=settings.results, fresh=settings.value(FRESH))
+
+    @classmethod
+    def doctor(cls) -> list[DoctorLine]:
+        """Whether qemu 11.1, the cross compiler and the aarch64 runner are set up (``pytest-sme2 setup-emulation``)."""
+        try:
+            status = emulation_setup.status()
+        except Exception as exc:
+            return [DoctorLine("emulated SME2 target", MISSING, f"{type(exc).__name__}: {exc}",
+                          emulation_setup.SETUP_COMMAND)]
+        if status.ready:
+            return [DoctorLine("emulated SME2 target", READY, f"qemu {status.version} at {status.qemu}, runner "
+                          f"{status.runner}")]
+        return [DoctorLine("emulated SME2 target", MISSING, status.problem or "not ready", emulation_setup.SETUP_COMMAND)]
 
     def __init__(self, log_dir: Path, svl_bits: int = emulation_setup.DEFAULT_SVL_BITS,
                  status: emulation_setup.EmulationStatus | None = None, runner: Path | None = None,

@@ -29,13 +29,18 @@ from pytest_sme2.errors import ProgramError, RunnerError, UsageError
 from pytest_sme2.run.cpu import CpuInfo, host_cpu
 from pytest_sme2.run.kernel_libraries import binding_libraries, raise_if_missing_kernels
 from pytest_sme2.run.targets.base import (
+    INFO,
     OUTPUTS,
+    READY,
     RUNNER_LOG,
     TIMED_ETDUMP,
     WARMUP_ETDUMP,
+    DoctorLine,
+    RegisteredTarget,
     RunResult,
     RunSpec,
     TargetInfo,
+    TargetSettings,
     emulated_advice,
 )
 from pytest_sme2.run.targets.native_runner import reference_samples
@@ -184,8 +189,25 @@ def _exit_description(returncode: int | None) -> str:
     return f"exited with status {returncode}"
 
 
-class HostTarget:
+class HostTarget(RegisteredTarget):
     """Runs programs on this machine's CPU via the Python binding in a child process."""
+
+    names = ("host",)
+
+    @classmethod
+    def create(cls, name: str, settings: TargetSettings) -> "HostTarget":
+        return cls(settings.log_dir)
+
+    @classmethod
+    def doctor(cls) -> list[DoctorLine]:
+        """Whether this CPU has SME2: what the host target (and the local one) can give SME2-on tests."""
+        cpu = host_cpu()
+        if cpu.has_sme2:
+            return [DoctorLine("SME2 on this host", READY, f"{cpu.name} ({cpu.arch}) has SME2")]
+        # the fix points at the two other places SME2 runs; the emulated target's own line says whether it is ready
+        return [DoctorLine("SME2 on this host", INFO, f"{cpu.name} ({cpu.arch}) has no SME2: SME2-on tests skip on the "
+                      "host target", "SME2 runs on the emulated target (its line says whether it is ready) or an SME2 device "
+                      "over adb")]
 
     def __init__(self, log_dir: Path, cpu: CpuInfo | None = None, sme2_advice: str | None = None,
                  sme2_off_advice: str | None = None):

@@ -26,13 +26,19 @@ from pytest_sme2.run.call_plan import native_calls
 from pytest_sme2.run.kernel_libraries import raise_if_missing_kernels, runner_libraries
 from pytest_sme2.run.targets.base import (
     EMULATED_TIMING,
+    INFO,
+    MISSING,
+    READY,
     RUNNER_LOG,
     RUNNER_STDOUT,
     TIMED_ETDUMP,
     WARMUP_ETDUMP,
+    DoctorLine,
+    RegisteredTarget,
     RunResult,
     RunSpec,
     TargetInfo,
+    TargetSettings,
     emulated_advice,
 )
 from pytest_sme2.run.targets.native_runner import (  # noqa: F401
@@ -169,8 +175,26 @@ def _link(link: Path, target: Path) -> Path:
     return link
 
 
-class LocalTarget:
+class LocalTarget(RegisteredTarget):
     """Runs runner executables on this machine's CPU."""
+
+    names = ("local",)
+
+    @classmethod
+    def check(cls, name: str, settings: TargetSettings) -> None:
+        """Runner binaries given by option must run on this machine."""
+        for role, path in settings.runners.items():
+            if path is not None:
+                check_runner(path, f"runner ({role})")
+
+    @classmethod
+    def create(cls, name: str, settings: TargetSettings) -> "LocalTarget":
+        return cls(settings.log_dir, runner=settings.runner, runner_on=settings.runner_on,
+                   runner_off=settings.runner_off)
+
+    @classmethod
+    def doctor(cls) -> list[DoctorLine]:
+        return [_runner_check(), _kernel_sampling_check()]
 
     def __init__(self, log_dir: Path, runner: Path | None = None, runner_on: Path | None = None,
                  runner_off: Path | None = None, mask_library: Path | None = None, cpu: CpuInfo | None = None,
@@ -265,3 +289,35 @@ class LocalTarget:
 
     def close(self) -> None:
         return None
+
+
+def _runner_check() -> DoctorLine:
+    """Whether pytest-sme2's own runner for this machine is built (``pytest-sme2 build-runner`` builds it)."""
+    from pytest_sme2.run.native.build import runner_binary
+
+    try:
+        binary = runner_binary("host")
+    except Exception as exc:  # no executorch, unsupported platform
+        return DoctorLine("native runner (local target)", MISSING, f"cannot locate: {exc}", "pytest-sme2 build-runner")
+    if binary.exists():
+        return DoctorLine("native runner (local target)", READY, str(binary))
+    return DoctorLine("native runner (local target)", MISSING, f"not built ({binary})", "pytest-sme2 build-runner")
+
+
+def _kernel_sampling_check() -> DoctorLine:
+    """Whether ``--sme2-kernel-sampling`` can sample the local target here (adb devices bring their own simpleperf).
+
+    Reported, not required: without it the tests run and profiles have no kernel time."""
+    from pytest_sme2.evidence.perf_samples import perf_executable, permission_problem, sampling_event
+
+    name = "kernel sampling (local target)"
+    if platform.system() != "Linux":
+        return DoctorLine(name, INFO, f"not supported on {platform.system()} (Linux perf and Android simpleperf are)")
+    try:
+        executable = perf_executable()
+    except UsageError as exc:
+        return DoctorLine(name, INFO, "no Linux perf", str(exc).split(": ", 1)[-1])
+    problem = permission_problem()
+    if problem is not None:
+        return DoctorLine(name, INFO, f"{executable} may not sample this user's processes", problem)
+    return DoctorLine(name, READY, f"{executable} record -e {sampling_event()} (--sme2-kernel-sampling=on)")
