@@ -28,6 +28,7 @@ from pytest_sme2.export import export_key
 from pytest_sme2.export.export import (EXPORT_FORMAT_VERSION, INPUTS_NAME, META_NAME, PTE_NAME, REFERENCE_NAME,
                                        DamagedEntry, Recipe, check_facts, check_files, export, meta_problem,
                                        read_meta, versions)
+from pytest_sme2.export.llm_export import FLOW as LLM_FLOW
 from pytest_sme2.export.work import FACTS_FILE
 from pytest_sme2.model.registry import ModelRegistry
 from pytest_sme2.system.digests import file_sha256
@@ -95,6 +96,8 @@ def recorded(entry: Path, now: dict[str, Any]) -> EntryCheck:
             return EntryCheck(entry, stale=f"{META_NAME} has format {meta.get('format')!r}; this pytest-sme2 writes "
                                            f"and reads {EXPORT_FORMAT_VERSION}, so no session uses it: remove it")
         recipe = _recipe(meta)
+        if meta.get("flow") == LLM_FLOW:  # ExecuTorch's LLM export: keyed by a config, not a traced program
+            return _recorded_llm_export(entry, meta, recipe)
         digest = str(meta.get("program_digest"))
         problem = meta_problem(meta, export_key.cache_key(digest, asdict(recipe), _versions_of(meta, now)), digest)
         if problem:
@@ -110,10 +113,25 @@ def recorded(entry: Path, now: dict[str, Any]) -> EntryCheck:
     return EntryCheck(entry)
 
 
+def _recorded_llm_export(entry: Path, meta: dict[str, Any], recipe: Recipe) -> EntryCheck:
+    """An export_llama entry (export/llm_export.py): its folder name, files and facts. Its key is derived from
+    the config and the content of the files the config named, which cache verify does not have."""
+    named = f"{meta.get('model')}-{LLM_FLOW}-{recipe.label}-{meta.get('cache_key')}"
+    if entry.name != named:
+        raise DamagedEntry(f"its folder is named {entry.name}, and its {META_NAME} answers for {named}")
+    check_files(entry, meta)
+    check_facts(entry)
+    return EntryCheck(entry, note="ExecuTorch's LLM export: files and facts checked; its key comes from its config "
+                                  "and the files it read, so it is exported again (not re-derived) when they change")
+
+
 def rederived(entry: Path, now: dict[str, Any], progress: Callable[[str], None] = lambda line: None) -> EntryCheck:
     """The entry (whose recorded digests hold) exported again from its recorded model source with its recipe, its
     program digest, key and files compared with the fresh export's."""
     meta = read_meta(entry)
+    if meta.get("flow") == LLM_FLOW:
+        return EntryCheck(entry, note="ExecuTorch's LLM export is not exported again here (its config's files may "
+                                      "live elsewhere); its tests with --sme2-fresh export it again")
     other = {name: (meta.get(name), value) for name, value in now.items() if meta.get(name) != value}
     if other:
         then = ", ".join(f"{name} {was}" for name, (was, _) in other.items())

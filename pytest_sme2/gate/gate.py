@@ -17,6 +17,7 @@ from typing import Any, Collection, Mapping
 
 from pytest_sme2.errors import MissingBaselineWarning, UsageError
 from pytest_sme2.gate import baseline_schema, baselines, findings, verdicts
+from pytest_sme2.gate.variant_change import missing_records_text
 from pytest_sme2.run.targets.base import AUTO_PROCESSES, DEFAULT_TIMEOUT_S
 from pytest_sme2.system.names import slug
 from pytest_sme2.system.safe_files import write_file
@@ -254,7 +255,8 @@ def check_file(test_id: str, fingerprint: str, target: Mapping[str, Any], record
     if failures and written is not None:
         failures.append(f"every verdict ({len(judged)}, root cause first): {written}")
     if absent:
-        text = (f"no baseline for {', '.join(absent)} on target {fingerprint} in {path}; "
+        shown = missing_records_text(absent, stored.profiles if stored is not None else ())
+        text = (f"no baseline for {shown} on target {fingerprint} in {path}; "
                 f"record it with: {update_command}")
         outcome["missing"].append(text)
         if rules.missing == "fail":

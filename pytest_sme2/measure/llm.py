@@ -28,6 +28,7 @@ from pytest_sme2.errors import UsageError
 from pytest_sme2.run.call_plan import CallPlan
 
 if TYPE_CHECKING:
+    from pytest_sme2.profile.stats import SampleStats
     from pathlib import Path
 
     from pytest_sme2.export.export import ExportedModel
@@ -174,6 +175,24 @@ class TokenRates:
 
 
 @dataclass(frozen=True)
+class TimeToFirstToken:
+    """The prompt's time in milliseconds, a sample of runs whose repr names its unit; every statistic of the
+    sample (``median``, ``median_ci``, ``n``, ...) reads through, in ms."""
+
+    ms: "SampleStats"
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.ms, name)
+
+    def __repr__(self) -> str:
+        ci = self.ms.median_ci
+        return (f"time to first token {self.ms.median:,.3f} ms median [95% CI {ci.low:,.3f}-{ci.high:,.3f} ms] "
+                f"over {self.ms.n} prompts (measured)")
+
+    __str__ = __repr__
+
+
+@dataclass(frozen=True)
 class LlmProfile:
     """The two phases of one variant: ``prefill`` and ``decode`` Profiles, and their per-token figures."""
 
@@ -190,17 +209,17 @@ class LlmProfile:
         return TokenRates(self.decode, 1)
 
     @property
-    def time_to_first_token(self) -> Any:
-        """The prompt's time (SampleStats, ms), which yields the first token's logits: one prefill run, or the sum
-        of a cycle of chunks for a prompt in chunks. Measured time only: on the emulated target a timing skip."""
+    def time_to_first_token(self) -> TimeToFirstToken:
+        """The prompt's time in ms, which yields the first token's logits: one prefill run, or the sum of a cycle
+        of chunks for a prompt in chunks. Measured time only: on the emulated target a timing skip."""
         from pytest_sme2.profile import stats
 
         latency = self.prefill.latency  # raises the emulated-timing skip where time is not time
         chunks = self.sequence.chunks
         if chunks == 1:
-            return latency
+            return TimeToFirstToken(latency)
         runs = self.prefill.e2e_ms[: len(self.prefill.e2e_ms) // chunks * chunks]
-        return stats.SampleStats.of(runs.reshape(-1, chunks).sum(axis=1))
+        return TimeToFirstToken(stats.SampleStats.of(runs.reshape(-1, chunks).sum(axis=1)))
 
     def __repr__(self) -> str:
         variant = self.prefill.label.replace(f" {self.sequence.label[0]}", "")

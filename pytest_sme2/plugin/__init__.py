@@ -361,6 +361,29 @@ def export_pte(request: pytest.FixtureRequest) -> Callable[..., ExportedModel]:
 
 
 @pytest.fixture
+def export_llm(request: pytest.FixtureRequest) -> Callable[..., ExportedModel]:
+    """Factory: ``export_llm(config, name=None)`` -> ExportedModel of ExecuTorch's own LLM export.
+
+    ``config``: ExecuTorch's ``LlmConfig``, or a mapping of its dotted fields set on its defaults
+    (``{"base.params": "params.json", "model.use_kv_cache": True, "backend.xnnpack.enabled": True}``). The program
+    is what ``export_llama`` ships, with its ETRecord, cached by config and file content (export/llm_export.py);
+    ``name`` labels it in baselines (default: the params file's stem). Profile it with ``llm_profile``.
+    """
+
+    def export_llm(config: Any, name: str | None = None) -> ExportedModel:
+        from pytest_sme2.export.llm_export import export_llm as export, llm_config, recipe_of
+
+        with _as_test_failure(request):
+            session = _session(request)
+            made = llm_config(config)
+            label = name or "llm"
+            with progress.exporting(request.config, label, f"export_llama {recipe_of(made).label}") as step:
+                return step.ended(export(made, session.settings.cache_dir, name))
+
+    return export_llm
+
+
+@pytest.fixture
 def runner(request: pytest.FixtureRequest) -> Callable[..., Runner]:
     """Factory: ``runner(sme2=None, threads=, runs=, warmup=, timeout=)`` -> Runner for this test.
 

@@ -5,10 +5,10 @@ when a method loads and otherwise stops with ``Missing operator``. The kernels o
 (``llama::custom_sdpa``, ``llama::update_cache``, ...) ship in one file of the executorch wheel,
 ``extension/llm/custom_ops/libcustom_ops_aot_lib.so``, which registers them when it is loaded. The same file
 registers the ops with PyTorch, so it links libtorch and torch's Python module: the Python binding (host target)
-loads it beside torch; pytest-sme2's aarch64 runner (emulated, local on Arm Linux, adb) loads the aarch64
-wheel's copy through a kernel kit that stands in for PyTorch (native/kernel_kit.py). Both with no step from the
-user. Elsewhere (a runner for another architecture, a user's own runner) a program with these ops is refused
-with the operator, the target and the way out in the error's first line, never run without them.
+loads it beside torch; pytest-sme2's Linux runner (emulated, adb, local; aarch64 and x86_64) loads the wheel's
+copy for its architecture through a kernel kit that stands in for PyTorch (native/kernel_kit.py). Both with no
+step from the user. Elsewhere (a macOS runner, a user's own runner) a program with these ops is refused with the
+operator, the target and the way out in the error's first line, never run without them.
 """
 
 from __future__ import annotations
@@ -35,10 +35,10 @@ PROVIDERS: tuple[KernelProvider, ...] = (
     KernelProvider(
         "llama", "ExecuTorch's LLM custom ops (executorch.extension.llm.custom_ops)",
         "extension/llm/custom_ops/libcustom_ops_aot_lib.so",
-        "which pytest-sme2's runner loads on aarch64 Linux only (the emulated target, local Arm Linux boards and "
-        "adb devices, through its kernel kit); a runner for another architecture or a user's own runner build "
-        "lacks it: run the program on the host target (--sme2-target=host), whose ExecuTorch Python binding "
-        "loads that library beside torch, or on an aarch64 target",
+        "which pytest-sme2's runner loads on Linux (aarch64 and x86_64: the emulated, adb and local targets, "
+        "through its kernel kit); a macOS runner or a user's own runner build lacks it: run the program on the "
+        "host target (--sme2-target=host), whose ExecuTorch Python binding loads that library beside torch, or "
+        "on a Linux target",
         kit=True,
     ),
     KernelProvider(
@@ -118,15 +118,15 @@ def binding_libraries(pte: str | Path) -> list[str]:
 
 def runner_libraries(pte: str | Path, runner_arch: str | None) -> list[Path]:
     """Kernel libraries pytest-sme2's runner loads before this program (``--kernel_library``): the kit of each
-    provider the program names that has one, for an aarch64 Linux runner (others get none, and the runtime's
-    ``Missing operator`` becomes a MissingKernelError that says so)."""
+    provider the program names that has one, for a Linux runner of an arch the kit is built for (others, a
+    macOS runner, get none, and the runtime's ``Missing operator`` becomes a MissingKernelError that says so)."""
+    from pytest_sme2.run.native.kernel_kit import ARCHES, kit_library
+
     namespaces = _named_namespaces(Path(pte))
     wanted = [p for p in PROVIDERS if p.kit and p.namespace in namespaces]
-    if not wanted or runner_arch != "aarch64":
+    if not wanted or runner_arch not in ARCHES:
         return []
-    from pytest_sme2.run.native.kernel_kit import kit_library
-
-    return [kit_library(p.library) for p in wanted]
+    return [kit_library(p.library, runner_arch) for p in wanted]
 
 
 def raise_if_missing_kernels(log: Path, pte: str | Path, target: str, binding: bool = False) -> None:

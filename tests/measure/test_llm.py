@@ -13,6 +13,8 @@ import numpy as np
 import pytest
 import torch
 
+from helpers_llm import eager_sequence, last_output
+
 from pytest_sme2 import Recipe
 from pytest_sme2.errors import RunnerError, UsageError
 from pytest_sme2.measure.llm import LlmSequence, TokenRates, example_calls, llm_phases
@@ -52,20 +54,10 @@ def test_a_model_not_called_as_an_llm_is_told_what_the_calls_are() -> None:
 
 
 def _eager_sequence(session: Sme2Session, model: str, sequence: LlmSequence) -> tuple[torch.Tensor, torch.Tensor]:
-    """Eager logits of the prefill and of the last decode step, the cache carried between the calls."""
-    eager = session.registry.get(model).get_eager_model()
-    example = session.registry.get(model).get_example_inputs()
-    prefill_plan, decode_plan = sequence.plans(example)
-    with torch.no_grad():
-        prefill = eager(*prefill_plan.calls[0])
-        last = None
-        for call in decode_plan.calls:
-            last = eager(*call)
-    return prefill, last
+    return eager_sequence(session.registry.get(model), sequence)
 
 
-def _last_output(profile) -> torch.Tensor:  # noqa: ANN001
-    return torch.load(profile.artifacts["outputs"], weights_only=True)[0]
+_last_output = last_output
 
 
 def _phases(session: Sme2Session, model: str, sequence: LlmSequence, spec: RunSpec):  # noqa: ANN202
@@ -275,6 +267,8 @@ def test_a_prompt_in_chunks_has_its_time_to_first_token_summed_over_a_cycle(bund
     assert phases.prefill.runs == 8  # two cycles of the four one-token calls
     cycles = phases.prefill.e2e_ms.reshape(2, 4).sum(axis=1)
     assert phases.time_to_first_token.median == pytest.approx(float(np.median(cycles)))
+    assert repr(phases.time_to_first_token).startswith("time to first token ") and " ms median [95% CI " in \
+        repr(phases.time_to_first_token)
 
 
 def test_a_sequence_longer_than_the_context_says_so_first(bundled_sessions) -> None:  # noqa: ANN001

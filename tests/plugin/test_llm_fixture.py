@@ -1,7 +1,7 @@
-"""The llm_profile fixture as an LLM engineer uses it: on a .pte from ExecuTorch's own LLM export (several methods:
-forward plus its metadata methods, a KV cache, a dynamic number of tokens), on the emulated target, whose counted
-runs make the gate exact, with each phase gated against its own baseline. (The custom-op graph of the same
-export runs on the host target: tests/run/test_llm_custom_ops.py, tests/measure/test_llm.py.)"""
+"""The llm_profile fixture as an LLM engineer uses it: on a .pte from ExecuTorch's own LLM export as it ships for
+XNNPACK (its custom SDPA and KV-cache ops, several methods: forward plus its metadata methods, a dynamic number of
+tokens), on the emulated target, whose counted runs make the gate exact, with each phase gated against its own
+baseline; a changed prompt length is named as that, not as a missing baseline."""
 
 from __future__ import annotations
 
@@ -15,49 +15,39 @@ PARAMS = {"dim": 64, "n_layers": 2, "n_heads": 4, "n_kv_heads": 2, "vocab_size":
           "norm_eps": 1e-5, "rope_theta": 10000.0}
 
 
-@pytest.fixture(scope="module")
-def executorch_llm_pte(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """ExecuTorch's export_llama for XNNPACK with a KV cache and a dynamic shape, its reference attention (its
-    custom ops have no kernels in runner binaries: kernel_libraries.py)."""
-    from executorch.examples.models.llama.export_llama_lib import export_llama
-    from executorch.extension.llm.export.config.llm_config import LlmConfig
-
-    folder = tmp_path_factory.mktemp("executorch-llm")
-    (folder / "params.json").write_text(json.dumps(PARAMS))
-    config = LlmConfig()
-    config.base.params = str(folder / "params.json")
-    config.model.use_kv_cache = True
-    config.model.use_sdpa_with_kv_cache = False
-    config.model.enable_dynamic_shape = True
-    config.export.max_seq_length = config.export.max_context_length = 64
-    config.export.output_dir = str(folder)
-    config.export.output_name = str(folder / "llama.pte")  # a path of its own: a bare name lands in the cwd
-    config.backend.xnnpack.enabled = True
-    export_llama(config)
-    return folder / "llama.pte"
+CONFIG = {"model.use_kv_cache": True, "model.use_sdpa_with_kv_cache": True, "model.enable_dynamic_shape": True,
+          "export.max_seq_length": 64, "export.max_context_length": 64, "backend.xnnpack.enabled": True}
 
 
-def test_llm_profile_of_executorch_llm_export_gated_per_phase(pytester: pytest.Pytester, shared_export_cache: Path,
-                                                              executorch_llm_pte: Path,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_executorch_llm_export_gated_per_phase_with_changes_named(pytester: pytest.Pytester,
+                                                                  shared_export_cache: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """export_llm runs ExecuTorch's export_llama (custom SDPA and KV-cache ops, dynamic shape) into the export
+    cache with its graph nodes; llm_profile gates each phase. Then two changes a person makes, each named in the
+    first line: a longer prompt (the test's settings), and a third transformer layer (the model)."""
     monkeypatch.delenv("PYTEST_ADDOPTS")  # the gate is what this test is about (conftest turns it off inside)
+    params = pytester.path / "params.json"
+    params.write_text(json.dumps(PARAMS))
     pytester.makeini(textwrap.dedent(f"""
         [pytest]
         sme2_target = emulated
         sme2_cache_dir = {shared_export_cache}
         filterwarnings = ignore
         """))
+    config = {"base.params": str(params), **CONFIG}
     # test_my_llama: a name no module of this suite has (pytester collects it in this process)
     pytester.makepyfile(test_my_llama=f"""
         import pytest
 
         @pytest.mark.sme2
-        def test_llama(runner, llm_profile):
-            phases = llm_profile({str(executorch_llm_pte)!r}, runner(), prefill=16, decode=4)
+        def test_llama(export_llm, runner, llm_profile):
+            pte = export_llm({config!r}, name="llama")
+            phases = llm_profile(pte, runner(), prefill=16, decode=4)
             assert phases.decode.runs == 4  # one counted run per decode step
-            # the KV-cache write of each layer's keys and values, counted as data movement
-            writes = phases.decode.portable_ops.set_index("kind").loc["index_put"]
-            assert writes["category"] == "DATA_MOVEMENT" and writes["count"] == 4
+            # ExecuTorch's own attention kernel, one per layer, and its KV-cache write, as data movement
+            ops = phases.decode.portable_ops.set_index("kind")
+            assert ops.loc["llama::custom_sdpa", "count"] >= 2
+            assert ops.loc["llama::update_cache", "category"] == "DATA_MOVEMENT"
             print("RATES", phases)
         """)
     recorded = pytester.runpytest("-m", "sme2", "--sme2-update-baselines", "-s")
@@ -65,10 +55,26 @@ def test_llm_profile_of_executorch_llm_export_gated_per_phase(pytester: pytest.P
     baselines = list((pytester.path / "baselines").rglob("*.json"))
     assert len(baselines) == 1
     labels = set(json.loads(baselines[0].read_text())["profiles"])
-    assert labels == {"llama external [emulated sme2=auto threads=1 prefill P=16]",
-                      "llama external [emulated sme2=auto threads=1 decode D=4 after P=16]"}
+    assert labels == {"llama fp32-xnnpack [emulated sme2=auto threads=1 prefill P=16]",
+                      "llama fp32-xnnpack [emulated sme2=auto threads=1 decode D=4 after P=16]"}
     checked = pytester.runpytest("-m", "sme2", "-s")
     checked.assert_outcomes(passed=1)
     assert any("RATES" in line and "instructions per token" in line for line in checked.outlines)
     assert any("1 baseline file(s)" in line and " 0 regression(s)" in line and " 0 missing" in line
                for line in checked.outlines)
+    test_file = pytester.path / "test_my_llama.py"
+    original = test_file.read_text()
+    # A longer prompt: the gate names the change of the test's settings, not just a missing baseline.
+    test_file.write_text(original.replace("prefill=16", "prefill=12"))
+    changed = pytester.runpytest("-m", "sme2")
+    changed.assert_outcomes(failed=1)
+    text = "\n".join(changed.outlines)
+    assert "no baseline for llama fp32-xnnpack [emulated sme2=auto threads=1 prefill P=12] (this test's settings " \
+           "changed since the baseline was recorded: P=16 -> P=12" in text
+    # A third transformer layer appended to ExecuTorch's Llama: the headline is that layer, by its module name.
+    test_file.write_text(original)
+    params.write_text(json.dumps({**PARAMS, "n_layers": 3}))
+    grown = pytester.runpytest("-m", "sme2")
+    grown.assert_outcomes(failed=1)
+    firsts = [line for line in grown.outlines if "layers: 2 -> 3 blocks (layers.2 added)" in line]
+    assert firsts, "\n".join(grown.outlines[-60:])

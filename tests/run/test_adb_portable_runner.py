@@ -153,30 +153,15 @@ def test_llm_with_executorch_custom_ops_on_a_phone(standin: AdbStandin, shared_e
     """A language model as ExecuTorch ships it (its LLM custom ops) on an arm64 phone: the kernel kit travels
     with the runner, and the last decode step's logits are the eager model's after the same prompt and steps
     (the cache filled by ExecuTorch's own update_cache kernel, attention by its custom_sdpa)."""
-    from pytest_sme2 import Recipe
-    from pytest_sme2.measure.llm import LlmSequence, llm_phases
+    from helpers_llm import adb_llm_phases, eager_sequence, last_output
+
+    from pytest_sme2.measure.llm import LlmSequence
 
     _arm64_phone(standin, "LLMPHONE")
-    session = Sme2Session(Settings(target="adb:LLMPHONE", cache_dir=shared_export_cache,
-                                   session_dir=tmp_path / "artifacts", adb=AdbOptions(server=standin.address)))
     sequence = LlmSequence(prefill=6, decode=2)
-    try:
-        session.registry.register_dir(Path(__file__).resolve().parents[2] / "models")
-        exported = session.export("tiny_llama", Recipe())
-        example = tuple(torch.load(exported.inputs_path, weights_only=True))
-        phases = llm_phases(exported, Runner(session, RunSpec(runs=2, warmup=1, max_rounds=1),
-                                             session.test_dir("llm")), sequence, example)
-        model = session.registry.get("tiny_llama")
-    finally:
-        session.close()
-    eager = model.get_eager_model()
-    prefill_plan, decode_plan = sequence.plans(model.get_example_inputs())
-    with torch.no_grad():
-        eager(*prefill_plan.calls[0])
-        for call in decode_plan.calls:
-            last = eager(*call)
-    outputs = torch.load(phases.decode.artifacts["outputs"], weights_only=True)
-    torch.testing.assert_close(outputs[0], last, rtol=1e-4, atol=1e-4)
+    phases, model = adb_llm_phases(standin.address, "LLMPHONE", shared_export_cache, tmp_path / "artifacts",
+                                   "tiny_llama", sequence, RunSpec(runs=2, warmup=1, max_rounds=1))
+    torch.testing.assert_close(last_output(phases.decode), eager_sequence(model, sequence)[1], rtol=1e-4, atol=1e-4)
     kinds = set(phases.decode.ops["kind"])
     assert {"llama::custom_sdpa", "llama::update_cache"} <= kinds
     # The kit was pushed in its own layout under the session's folder on the device.

@@ -542,30 +542,15 @@ def test_llm_prefill_then_decode_over_adb(standin: AdbStandin, shared_export_cac
     """A language model's call plans travel to the device: the prompt's and the decode steps' tensor files are
     pushed, the runner makes the prefill as its warmup and the steps as its timed runs, in one process; the last
     step's logits are the eager model's after the same prompt and steps (the cache really was filled)."""
-    from pytest_sme2 import Recipe
-    from pytest_sme2.measure.llm import LlmSequence, llm_phases
+    from helpers_llm import adb_llm_phases, eager_sequence, last_output
+
+    from pytest_sme2.measure.llm import LlmSequence
 
     standin.add_device("LLM0001", sme2=True)
-    session = Sme2Session(Settings(target="adb:LLM0001", cache_dir=shared_export_cache,
-                                   session_dir=tmp_path / "artifacts", adb=AdbOptions(server=standin.address)))
     sequence = LlmSequence(prefill=6, decode=3)
-    try:
-        session.registry.register_dir(REPO / "models")
-        exported = session.export("tiny_llama_portable", Recipe())
-        example = tuple(torch.load(exported.inputs_path, weights_only=True))
-        phases = llm_phases(exported, Runner(session, RunSpec(runs=3, warmup=1, max_rounds=1),
-                                             session.test_dir("llm")), sequence, example)
-        model = session.registry.get("tiny_llama_portable")
-    finally:
-        session.close()
-    eager = model.get_eager_model()
-    prefill_plan, decode_plan = sequence.plans(model.get_example_inputs())
-    with torch.no_grad():
-        eager(*prefill_plan.calls[0])
-        for call in decode_plan.calls:
-            last = eager(*call)
-    outputs = torch.load(phases.decode.artifacts["outputs"], weights_only=True)
-    torch.testing.assert_close(outputs[0], last, rtol=1e-4, atol=1e-4)
+    phases, model = adb_llm_phases(standin.address, "LLM0001", shared_export_cache, tmp_path / "artifacts",
+                                   "tiny_llama_portable", sequence, RunSpec(runs=3, warmup=1, max_rounds=1))
+    torch.testing.assert_close(last_output(phases.decode), eager_sequence(model, sequence)[1], rtol=1e-4, atol=1e-4)
     assert phases.decode.runs == 3 and phases.decode.label.endswith("decode D=3 after P=6]")
     assert phases.decode_rates.tokens_per_s[0] > 0
     assert phases.time_to_first_token.median == pytest.approx(6e3 / phases.prefill_rates.tokens_per_s[0])

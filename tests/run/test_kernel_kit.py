@@ -53,6 +53,38 @@ def test_registration_calls_return_and_other_pytorch_functions_abort_with_their_
     assert "abort();" in c_source and "--sme2-target=host" in c_source
 
 
+def test_x86_64_stand_ins_return_their_object_and_write_the_schema_through_the_hidden_pointer() -> None:
+    symbols = [Symbol("_ZN5torch7Library4_defE", "FUNC", "torch::Library::_def(c10::FunctionSchema&&) &"),
+               Symbol("_ZN3c1023infer_schema20make_function_schemaE", "FUNC",
+                      "c10::detail::infer_schema::make_function_schema(c10::ArrayRef<...>)"),
+               Symbol("_ZN3c106SymInt1fEv", "FUNC", "c10::SymInt::promote_to_negative()")]
+    asm, _ = standin_sources(symbols, "x86_64")
+    assert _body(asm, "_ZN5torch7Library4_defE") == ["movq %rdi, %rax", "ret"]
+    schema = _body(asm, "_ZN3c1023infer_schema20make_function_schemaE")
+    assert schema[-2:] == ["movq %rdi, %rax", "ret"] and len(schema[:-2]) * 8 == 120
+    assert _body(asm, "_ZN3c106SymInt1fEv")[-1] == "jmp pytest_sme2_torch_called@PLT"
+
+
+def test_the_x86_64_kit_stops_a_pytorch_call_with_its_name(tmp_path: Path) -> None:
+    """This machine's kit (the installed package's library), a real program calling one of PyTorch's functions
+    through the stand-in."""
+    compiler = shutil.which("cc")
+    if compiler is None:
+        pytest.skip("no C compiler")
+    library = kit_library(LIBRARY, "x86_64")
+    manifest = json.loads((kit_root(library) / MANIFEST).read_text())
+    assert manifest["arch"] == "x86_64" and "libtorch_cpu.so" in manifest["stood_in_libraries"]
+    folder = kit_root(library) / "torch" / "lib"
+    program = tmp_path / "calls_torch.c"
+    program.write_text('extern void promote(void) __asm__("_ZN3c106SymInt19promote_to_negativeEv");\n'
+                       "int main(void) { promote(); return 0; }\n")
+    binary = tmp_path / "calls_torch"
+    subprocess.run([compiler, str(program), "-o", str(binary), f"-L{folder}", f"-l:{STANDIN_NAME}",
+                    f"-Wl,-rpath,{folder}"], check=True)
+    done = subprocess.run([str(binary)], capture_output=True, text=True)
+    assert done.returncode != 0 and "called PyTorch's c10::SymInt::promote_to_negative()" in done.stderr
+
+
 kit_ready = pytest.mark.skipif(not emulation_setup.status().ready, reason="emulated target not ready (no "
                                "aarch64 wheel or cross compiler)")
 

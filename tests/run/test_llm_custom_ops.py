@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 
 from pytest_sme2 import Recipe, assert_outputs_match
 from pytest_sme2.measure.runner import Runner
@@ -42,7 +43,7 @@ def test_the_first_line_names_operators_target_and_where_the_kernels_are() -> No
     first = str(error).splitlines()[0]
     assert first.startswith("model.pte needs operator(s) llama::custom_sdpa.out, which the local target's")
     assert "libcustom_ops_aot_lib.so" in first and "--sme2-target=host" in first
-    assert "on an aarch64 target" in first
+    assert "or on a Linux target" in first
 
 
 def test_an_operator_no_known_library_provides_is_said_so() -> None:
@@ -83,14 +84,25 @@ def test_host_target_runs_executorch_llm_custom_ops(bundled_sessions) -> None:  
     assert "llama::custom_sdpa" not in profile.unclassified_ops
 
 
-def test_a_runner_without_a_kernel_kit_names_the_missing_kernels_first(bundled_sessions) -> None:  # noqa: ANN001
-    """This machine's own (x86_64) runner on the local target: the kit is aarch64 Linux only."""
+def test_the_local_target_s_own_runner_runs_them_through_its_kernel_kit(bundled_sessions) -> None:  # noqa: ANN001
+    """This machine's own (x86_64) runner on the local target, prefill then decode: the kit of the installed
+    package's library; the last decode step's logits are the eager model's."""
+    from helpers_llm import eager_sequence, last_output
+
+    from pytest_sme2.measure.llm import LlmSequence, llm_phases
+
     session = bundled_sessions("local")
     exported = session.export("tiny_llama", Recipe())
-    with pytest.raises(MissingKernelError) as caught:
-        Runner(session, RunSpec(runs=1, warmup=0), session.test_dir("tiny-llama-local")).profile(exported)
-    first = str(caught.value).splitlines()[0]
-    assert "llama::update_cache.out, llama::custom_sdpa.out" in first
-    assert "the local target's runtime has no kernel for" in first
-    assert "pytest-sme2's runner loads on aarch64 Linux only" in first and "--sme2-target=host" in first
-    assert first.startswith("tiny_llama")
+    sequence = LlmSequence(prefill=7, decode=3)
+    example = tuple(torch.load(exported.inputs_path, weights_only=True))
+    phases = llm_phases(exported, Runner(session, RunSpec(runs=3, warmup=1, max_rounds=1),
+                                         session.test_dir("tiny-llama-local")), sequence, example)
+    _, last = eager_sequence(session.registry.get("tiny_llama"), sequence)
+    torch.testing.assert_close(last_output(phases.decode), last, rtol=1e-4, atol=1e-4)
+    log = Path(phases.decode.artifacts["log"]).read_text()
+    assert "--kernel_library=" in log and "kernel-kit-" in log and "linux-x86_64" in log
+
+
+def test_a_macos_runner_names_the_missing_kernels_and_the_way_out() -> None:
+    first = str(missing_kernel_error(["llama::custom_sdpa.out"], "m.pte", "local", "log")).splitlines()[0]
+    assert "a macOS runner or a user's own runner build lacks it" in first and "--sme2-target=host" in first

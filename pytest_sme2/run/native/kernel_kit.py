@@ -34,8 +34,9 @@ from pytest_sme2.errors import RunnerError
 from pytest_sme2.system.elf import read_dynamic
 from pytest_sme2.system.locks import locked
 
-# The sysroot whose libraries (libc, libstdc++, ...) the aarch64 runner loads under qemu and on devices.
-SYSROOT_LIB = Path("/usr/aarch64-linux-gnu/lib")
+ARCHES = ("aarch64", "x86_64")
+# The libraries of PyTorch's a kernel library may need (NEEDED names): these get stand-ins, nothing else does.
+TORCH_LIBRARIES = ("libtorch", "libc10", "_C.")
 STANDIN_NAME = "libpytest_sme2_torch_standin.so"
 MANIFEST = "kit.json"
 # Registration calls made by the library's static constructors (PyTorch's TORCH_LIBRARY macros), by demangled
@@ -106,8 +107,31 @@ def _registration_role(symbol: Symbol) -> str | None:
     return next((role for prefix, role in _REGISTRATION.items() if symbol.shown.startswith(prefix)), None)
 
 
-def standin_sources(symbols: list[Symbol]) -> tuple[str, str]:
-    """(assembly, C) of the aarch64 stand-in library for ``symbols``."""
+def _function_body(role: str | None, index: int, arch: str) -> list[str]:
+    """The instructions of one stand-in function. A FunctionSchema returned by value is written through the
+    result pointer: x8 on aarch64, the hidden first argument (rdi, returned in rax) on x86_64. A member function
+    returning its object (``Library&``) returns x0 untouched on aarch64 and rdi in rax on x86_64."""
+    if arch == "aarch64":
+        if role == "schema":
+            zero = [f"  stp xzr, xzr, [x8, #{offset}]" for offset in range(0, _FUNCTION_SCHEMA_BYTES - 8, 16)]
+            if _FUNCTION_SCHEMA_BYTES % 16:
+                zero.append(f"  str xzr, [x8, #{_FUNCTION_SCHEMA_BYTES - 8}]")
+            return [*zero, "  ret"]
+        if role == "self":
+            return ["  ret"]
+        return [f"  adrp x0, .Lname{index}", f"  add x0, x0, :lo12:.Lname{index}", "  b pytest_sme2_torch_called"]
+    if role == "schema":
+        zero = [f"  movq $0, {offset}(%rdi)" for offset in range(0, _FUNCTION_SCHEMA_BYTES, 8)]
+        return [*zero, "  movq %rdi, %rax", "  ret"]
+    if role == "self":
+        return ["  movq %rdi, %rax", "  ret"]
+    return [f"  leaq .Lname{index}(%rip), %rdi", "  jmp pytest_sme2_torch_called@PLT"]
+
+
+def standin_sources(symbols: list[Symbol], arch: str = "aarch64") -> tuple[str, str]:
+    """(assembly, C) of the stand-in library for ``symbols`` on ``arch`` (aarch64 or x86_64)."""
+    if arch not in ARCHES:
+        raise RunnerError(f"pytest-sme2's kernel kit is built for {' and '.join(ARCHES)} Linux, not {arch}")
     asm = [".text"]
     for index, symbol in enumerate(symbols):
         if symbol.kind == "OBJECT":
@@ -116,15 +140,9 @@ def standin_sources(symbols: list[Symbol]) -> tuple[str, str]:
             continue
         asm += [f".globl {symbol.name}", f".type {symbol.name}, %function", f"{symbol.name}:"]
         role = _registration_role(symbol)
-        if role == "schema":
-            asm += [f"  stp xzr, xzr, [x8, #{offset}]" for offset in range(0, _FUNCTION_SCHEMA_BYTES - 8, 16)]
-            if _FUNCTION_SCHEMA_BYTES % 16:
-                asm.append(f"  str xzr, [x8, #{_FUNCTION_SCHEMA_BYTES - 8}]")
-        if role is not None:
-            asm.append("  ret")
-            continue
-        asm += [f"  adrp x0, .Lname{index}", f"  add x0, x0, :lo12:.Lname{index}", "  b pytest_sme2_torch_called",
-                ".section .rodata", f".Lname{index}: .asciz {json.dumps(symbol.shown)}", ".text"]
+        asm += _function_body(role, index, arch)
+        if role is None:
+            asm += [".section .rodata", f".Lname{index}: .asciz {json.dumps(symbol.shown)}", ".text"]
     c_source = (
         "#include <stdio.h>\n#include <stdlib.h>\n"
         "/* Every PyTorch function but the registration calls: the kernels never call PyTorch, so stop. */\n"
@@ -171,35 +189,49 @@ def _wheel_member(wheel: Path, member: str, destination: Path) -> None:
     destination.write_bytes(data)
 
 
-def kit_library(library: str) -> Path:
-    """The aarch64 Linux path of the wheel's ``library`` (relative to the executorch package) in its kit, built
-    once per executorch version and kit source under the runner cache."""
+def kit_library(library: str, arch: str = "aarch64") -> Path:
+    """The path of the wheel's ``library`` (relative to the executorch package) in its kit for ``arch`` Linux,
+    built once per executorch version, arch and kit source under the runner cache. aarch64 takes the library
+    from the aarch64 wheel and builds with the cross compiler; x86_64 from the installed package, with cc."""
     from pytest_sme2.run.native.build import (CROSS_CC, _cross_compiler, aarch64_executorch, aarch64_wheel,
-                                              cache_root, executorch_release)
+                                              cache_root, executorch_prefix, executorch_release)
 
+    if arch not in ARCHES:
+        raise RunnerError(f"pytest-sme2's kernel kit is built for {' and '.join(ARCHES)} Linux, not {arch}")
     source = hashlib.sha256(Path(__file__).read_bytes() + library.encode()).hexdigest()[:12]
-    root = cache_root() / f"kernel-kit-{executorch_release()}-linux-aarch64-{source}"
+    root = cache_root() / f"kernel-kit-{executorch_release()}-linux-{arch}-{source}"
     target = root / "executorch" / library
     with locked(cache_root() / f"{root.name}.lock"):
         if (root / MANIFEST).is_file():
             return target
-        compiler = _cross_compiler(CROSS_CC)
-        package = aarch64_executorch()
         staging = root.with_name(root.name + ".tmp")
         shutil.rmtree(staging, ignore_errors=True)
         staged = staging / "executorch" / library
-        _wheel_member(aarch64_wheel(), f"executorch/{library}", staged)
+        if arch == "aarch64":
+            compiler = _cross_compiler(CROSS_CC)
+            package = aarch64_executorch()
+            _wheel_member(aarch64_wheel(), f"executorch/{library}", staged)
+        else:
+            compiler = shutil.which("cc") or shutil.which("gcc") or ""
+            if not compiler:
+                raise RunnerError("building pytest-sme2's kernel kit needs a C compiler (cc): `sudo apt-get install "
+                                  "gcc`, or run programs with ExecuTorch's LLM custom ops on the host target")
+            package = executorch_prefix()
+            installed = package / library
+            if not installed.is_file():
+                raise RunnerError(f"the installed executorch package has no {library}; reinstall executorch==1.5.1 "
+                                  f"or run programs with its operators on the host target (--sme2-target=host)")
+            staged.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(installed, staged)
         providers = sorted((package / "lib").glob("*.so"))
         symbols = standin_symbols(staged, providers)
         folder = _standin_folder(staged, staging)
         folder.mkdir(parents=True, exist_ok=True)
-        asm, c_source = standin_sources(symbols)
+        asm, c_source = standin_sources(symbols, arch)
         (staging / "standin.S").write_text(asm)
         (staging / "standin.c").write_text(c_source)
         _compile(compiler, [staging / "standin.S", staging / "standin.c"], folder / STANDIN_NAME, STANDIN_NAME)
-        provided = {p.name for p in providers} | ({p.name for p in SYSROOT_LIB.iterdir()} if SYSROOT_LIB.is_dir()
-                                                   else set())
-        stood_in = [name for name in read_dynamic(staged).needed if name not in provided]
+        stood_in = [name for name in read_dynamic(staged).needed if name.startswith(TORCH_LIBRARIES)]
         empty = staging / "empty.c"
         empty.write_text("/* A PyTorch library's name; its symbols are in the stand-in it needs. */\n"
                          "void pytest_sme2_torch_library(void) {}\n")
@@ -207,7 +239,7 @@ def kit_library(library: str) -> Path:
             _compile(compiler, [empty], folder / name, name,
                      ("-Wl,--no-as-needed", f"-L{folder}", f"-l:{STANDIN_NAME}", "-Wl,-rpath,$ORIGIN"))
         (staging / MANIFEST).write_text(json.dumps({
-            "library": library, "executorch": executorch_release(), "stood_in_libraries": stood_in,
+            "library": library, "executorch": executorch_release(), "arch": arch, "stood_in_libraries": stood_in,
             "registration_symbols": [s.shown for s in symbols if _registration_role(s)],
             "aborting_symbols": len([s for s in symbols if s.kind == "FUNC" and not _registration_role(s)]),
             "data_symbols": [s.shown for s in symbols if s.kind == "OBJECT"],

@@ -1,0 +1,254 @@
+"""ExecuTorch's own LLM export (``export_llama``) as a recipe: what is gated is the program that ships.
+
+An LLM engineer exports with ExecuTorch's LLM flow and an ``LlmConfig`` (params, KV cache, custom SDPA, dynamic
+shape, quantization, XNNPACK), not with a pytest-sme2 model module. This runs that flow unchanged, with its
+ETRecord on, into the export cache, and returns an ExportedModel like any recipe's: the gate names operators by
+their graph nodes (the ETRecord's edge program), baselines key it by name and recipe, and an unchanged config
+is a cache hit. The key is the config (minus where it writes), the content of the files it reads (params,
+checkpoint) and the tool versions.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+import time
+import traceback
+import warnings
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+from pytest_sme2.errors import DamagedCacheEntryWarning, ExportError, UsageError
+from pytest_sme2.export.export import (
+    ETRECORD_NAME,
+    EXPORT_FORMAT_VERSION,
+    INPUTS_NAME,
+    META_NAME,
+    PTE_NAME,
+    DamagedEntry,
+    ExportedModel,
+    Recipe,
+    _delegation_record,
+    _first_line,
+    _remove_stale_staging,
+    check_files,
+    read_meta,
+    versions,
+)
+from pytest_sme2.export.export_key import KEY_CHARS
+from pytest_sme2.export.work import FACTS_FILE, facts_document, write_facts
+from pytest_sme2.system.digests import file_sha256
+from pytest_sme2.system.locks import entry_lock
+
+FLOW = "export_llama"
+# Tokens of the example prompt saved as the entry's inputs: ids 1..N at position 0, int64, as ExecuTorch's llama
+# runner passes them (measure/llm.py uses the same for a .pte path).
+EXAMPLE_TOKENS = 32
+# Config fields that say where the export writes or that pytest-sme2 sets itself: not in the key.
+_NOT_IN_KEY = {("export", "output_dir"), ("export", "output_name"), ("debug", "generate_etrecord")}
+# Config fields naming files whose content the export reads.
+_READ_FILES = (("base", "params"), ("base", "checkpoint"))
+
+
+def _llm_config_class() -> Any:
+    from executorch.extension.llm.export.config.llm_config import LlmConfig
+
+    return LlmConfig
+
+
+def llm_config(config: Any) -> Any:
+    """An ``LlmConfig`` from one, or from a mapping of dotted fields (``{"model.use_kv_cache": True}``) set on
+    ExecuTorch's defaults; an unknown field is a UsageError naming it."""
+    config_class = _llm_config_class()
+    if isinstance(config, config_class):
+        return copy.deepcopy(config)
+    if not isinstance(config, Mapping):
+        raise UsageError(f"export_llm() takes ExecuTorch's LlmConfig or a mapping of its dotted fields "
+                         f"(e.g. {{'base.params': 'params.json'}}), got {type(config).__name__}")
+    made = config_class()
+    for dotted, value in config.items():
+        *path, field = str(dotted).split(".")
+        part = made
+        for name in path:
+            part = getattr(part, name, None)
+        if not path or part is None or not dataclasses.is_dataclass(part) or not hasattr(part, field):
+            sections = ", ".join(f.name for f in dataclasses.fields(made))
+            raise UsageError(f"export_llm(): {dotted!r} is not a field of ExecuTorch's LlmConfig; fields are "
+                             f"dotted paths such as model.use_kv_cache or backend.xnnpack.enabled, under one of "
+                             f"{sections}")
+        setattr(part, field, value)
+    return made
+
+
+def _plain(value: Any) -> Any:
+    """JSON-able form of a config value (enums by value, dataclasses by fields)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if hasattr(value, "value") and type(value).__module__ != "builtins":
+        return _plain(value.value)
+    return value if isinstance(value, (str, int, float, bool, type(None))) else repr(value)
+
+
+def _read_file(config: Any, section: str, field: str) -> Path | None:
+    value = getattr(getattr(config, section), field, None)
+    if not value:
+        return None
+    path = Path(str(value)).expanduser()
+    if not path.is_file():
+        raise UsageError(f"export_llm(): {section}.{field}={str(value)!r} is not a file; give the path of the "
+                         f"{field} file ExecuTorch's LLM export reads")
+    return path
+
+
+def config_key(config: Any) -> str:
+    """The cache key of an export: the config without where it writes, the read files' content, the versions."""
+    plain = _plain(config)
+    for section, field in _NOT_IN_KEY:
+        plain.get(section, {}).pop(field, None)
+    files = {}
+    for section, field in _READ_FILES:
+        path = _read_file(config, section, field)
+        if path is not None:
+            files[f"{section}.{field}"] = file_sha256(path)
+            plain[section].pop(field, None)  # the path does not matter, the content does
+    document = {"flow": FLOW, "config": plain, "files": files, "versions": versions(),
+                "code": file_sha256(Path(__file__))}
+    return hashlib.sha256(json.dumps(document, sort_keys=True).encode()).hexdigest()[:KEY_CHARS]
+
+
+def recipe_of(config: Any) -> Recipe:
+    """The recipe label the program's baselines carry: its precision, quantization and partitioner."""
+    dtype = _plain(config.model.dtype_override) or "fp32"
+    qmode = config.quantization.qmode
+    partitioner = "xnnpack" if config.backend.xnnpack.enabled else "none"
+    if qmode:
+        if qmode != "8da4w":
+            raise UsageError(f"export_llm(): quantization.qmode={qmode!r} has no pytest-sme2 recipe label; "
+                             f"8da4w (int8 dynamic activations, int4 grouped weights) is the one supported")
+        return Recipe("int8", "8da4w", partitioner)
+    if dtype not in ("fp32", "fp16"):
+        raise UsageError(f"export_llm(): model.dtype_override={dtype!r}: pytest-sme2's recipes are fp32 and fp16 "
+                         f"(and 8da4w quantization)")
+    return Recipe(dtype, None, partitioner)
+
+
+def _load(directory: Path, key: str, name: str, recipe: Recipe) -> ExportedModel | None:
+    """The entry if it is whole and answers this request; None (a miss) otherwise, a damaged one said so."""
+    if not directory.is_dir():
+        return None
+    try:
+        meta = read_meta(directory)
+        if not isinstance(meta, dict) or meta.get("cache_key") != key or meta.get("flow") != FLOW \
+                or not isinstance(meta.get("files"), dict):
+            raise DamagedEntry(f"its {META_NAME} does not answer for export_llama of this config (key {key})")
+        check_files(directory, meta)
+    except DamagedEntry as damage:
+        warnings.warn(DamagedCacheEntryWarning(f"export cache entry {directory} is damaged ({damage}); it is "
+                                               "exported again"))
+        return None
+    return ExportedModel(name, recipe, directory, key, True, float(meta.get("export_seconds", 0.0)),
+                         meta.get("delegation") or {}, meta.get("program_digest"))
+
+
+def export_llm(config: Any, cache_dir: Path, name: str | None = None) -> ExportedModel:
+    """ExecuTorch's ``export_llama`` of ``config`` (an LlmConfig or a mapping of dotted fields), cached.
+
+    ``name``: the model's name in labels and baselines (default: the params file's stem, else "llm")."""
+    config = llm_config(config)
+    params = _read_file(config, "base", "params")
+    name = name or (params.stem if params is not None else "llm")
+    recipe = recipe_of(config)
+    key = config_key(config)
+    final = cache_dir / f"{name}-{FLOW}-{recipe.label}-{key}"
+    cached = _load(final, key, name, recipe)
+    if cached is not None:
+        return cached
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    with entry_lock(cache_dir, final.name):
+        cached = _load(final, key, name, recipe)
+        if cached is not None:
+            return cached
+        shutil.rmtree(final, ignore_errors=True)  # a damaged or other entry under this name
+        _remove_stale_staging(cache_dir)
+        staging = cache_dir / f".staging-{final.name}-{os.getpid()}"
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+        try:
+            started = time.perf_counter()
+            delegation = _export_into(config, staging, name, recipe)
+            seconds = time.perf_counter() - started
+            meta = {"format": EXPORT_FORMAT_VERSION, "model": name, "flow": FLOW, "recipe": dataclasses.asdict(recipe), "cache_key": key,
+                    "program_digest": file_sha256(staging / PTE_NAME), **versions(), "export_seconds": seconds,
+                    "delegation": delegation, "source": str(params) if params else None,
+                    "config": _plain(config),
+                    "files": {n: file_sha256(staging / n) for n in (PTE_NAME, ETRECORD_NAME, INPUTS_NAME)}}
+            (staging / META_NAME).write_text(json.dumps(meta, indent=2, sort_keys=True))
+            write_facts(facts_document(staging / PTE_NAME), staging / FACTS_FILE)
+            os.rename(staging, final)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+    return ExportedModel(name, recipe, final, key, False, seconds, delegation, meta["program_digest"])
+
+
+@contextlib.contextmanager
+def _lowered_program() -> Iterator[list[dict[str, Any]]]:
+    """The delegation record of the program export_llama lowers, read as it enters ``to_executorch``: the graph
+    whose nodes the gate pairs operators by, as pytest-sme2's own export reads it (the ETRecord keeps the program
+    before lowering, and after to_executorch the delegates are single call nodes)."""
+    from executorch.extension.llm.export.builder import LLMEdgeManager
+
+    records: list[dict[str, Any]] = []
+    original = LLMEdgeManager.to_executorch
+
+    def to_executorch(self: Any, *args: Any, **kwargs: Any) -> Any:
+        records.append(_delegation_record(self.edge_manager.exported_program().graph_module))
+        return original(self, *args, **kwargs)
+
+    LLMEdgeManager.to_executorch = to_executorch  # type: ignore[method-assign]
+    try:
+        yield records
+    finally:
+        LLMEdgeManager.to_executorch = original  # type: ignore[method-assign]
+
+
+def _export_into(config: Any, out: Path, name: str, recipe: Recipe) -> dict[str, Any]:
+    """Run export_llama writing into ``out``; the ETRecord, the example prompt and the delegation record."""
+    import torch
+
+    config.export.output_dir = str(out)
+    config.export.output_name = str(out / PTE_NAME)
+    config.debug.generate_etrecord = True
+    try:
+        from executorch.examples.models.llama.export_llama_lib import export_llama
+
+        with _lowered_program() as lowered:
+            export_llama(config)
+    except Exception as exc:
+        raise ExportError(f"ExecuTorch's LLM export (export_llama) of {name!r} ({recipe.label}) failed: "
+                          f"{_first_line(exc)}", detail=traceback.format_exc()) from None
+    written = out / "etrecord.bin"  # export_llama writes its ETRecord beside the model under this name
+    if not (out / PTE_NAME).is_file() or not written.is_file():
+        raise ExportError(f"ExecuTorch's LLM export of {name!r} finished without writing {PTE_NAME} and its "
+                          f"ETRecord in {out}; files there: {sorted(p.name for p in out.iterdir())}")
+    written.rename(out / ETRECORD_NAME)
+    tokens = torch.arange(1, EXAMPLE_TOKENS + 1, dtype=torch.long).reshape(1, -1)
+    torch.save((tokens, torch.tensor([0], dtype=torch.long)), out / INPUTS_NAME)
+    # No eager reference: ExecuTorch's flow builds its model itself; outputs are checked against eager in
+    # pytest-sme2's own exports of the same model (tests/measure/test_llm.py).
+    if not lowered:
+        raise ExportError(f"ExecuTorch's LLM export of {name!r} never reached LLMEdgeManager.to_executorch, where "
+                          f"pytest-sme2 reads the lowered program's graph nodes; is this executorch 1.5.1?")
+    return lowered[-1]
+
+
+__all__ = ["export_llm", "llm_config", "recipe_of", "config_key"]
