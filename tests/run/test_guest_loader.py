@@ -116,12 +116,14 @@ def test_counting_without_the_loader_changes_only_the_loaders_blocks(model: str,
         was, is_ = before[file], now[file]
         assert len(is_["instructions"]) == len(was["instructions"])
         for event, (a, b) in enumerate(zip(was["instructions"], is_["instructions"])):
-            # what the loader ran inside the event (lazy binding, dynamic TLS lookups) is gone, nothing else:
-            # exactly where the event's function list is whole (fewer than the TOP_FUNCTIONS kept), else no growth
+            # what the loader ran inside the event is gone: after the warmup (a dynamic TLS lookup in some portable
+            # kernels) exactly that, where the event's function list is whole (fewer than the TOP_FUNCTIONS kept);
+            # in load, init and the warmup, lazy binding also ran each library's PLT entry into the loader
             in_loader = sum(v for k, v in was["functions"][event].items() if k.startswith(f"{loader}:"))
-            if len(was["functions"][event]) < TOP_FUNCTIONS:
+            if file == "timed" and len(was["functions"][event]) < TOP_FUNCTIONS:
                 assert a - b == in_loader, (file, event, a, b, was["functions"][event])
             else:
+                assert in_loader <= a - b or len(was["functions"][event]) >= TOP_FUNCTIONS, (file, event, a, b)
                 assert b <= a, (file, event, a, b)
         for name, counts in was["classes"].items():
             assert all(b <= a for a, b in zip(counts, is_["classes"][name])), (file, name)
