@@ -363,6 +363,7 @@ int main(int argc, char **argv) {
             buffered = 0;
         }
     }
+    if (ferror(log)) die("reading the log failed");
     if (buffered && fwrite(buffer, sizeof buffer[0], buffered, sequence) != buffered) die("short write");
     if (fclose(sequence) != 0) die("cannot finish the sequence file");
     FILE *table = fopen(argv[1], "w");
