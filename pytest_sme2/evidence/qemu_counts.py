@@ -88,6 +88,7 @@ class AddressSpace:
     """Where each library was loaded (a copy of the guest's /proc/self/maps) and its function symbols."""
 
     def __init__(self, maps_text: str):
+        self.text = maps_text
         self.mappings = []
         for line in maps_text.splitlines():
             match = _MAPS_LINE.match(line)

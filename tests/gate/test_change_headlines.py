@@ -107,6 +107,15 @@ def test_a_layer_removed_from_the_middle_is_that_layer_removed(tmp_path: Path, c
     assert not ops.evidence["new"]
 
 
+def test_the_first_layer_removed_is_that_layer_removed_and_the_next_one_unchanged(tmp_path: Path, cache: Path) -> None:
+    # the next layer then runs first: no first-call cost of the program (symbols bound lazily, once) may move to it
+    lines, verdicts, moved = _judged(tmp_path, cache, {"widths": "[128, 192, 256]"}, {"widths": "[192, 256]"})
+    assert lines[0] == f"stack[on]: layers: 3 -> 2 blocks (layers.0 removed): {moved}", lines
+    assert not _regressions(verdicts, "op_instructions") and not _regressions(verdicts, "sme_path"), lines
+    [ops] = [v for v in verdicts if v.check == "op_instructions" and v.evidence.get("gone")]
+    assert not ops.evidence["new"]
+
+
 def test_a_widened_ffn_names_its_layers_gemms(tmp_path: Path, cache: Path) -> None:
     # both layers' hidden width x1.5: both linears of every layer do half as much work again
     lines, verdicts, moved = _judged(tmp_path, cache, {}, {"widths": "[192, 384]"})

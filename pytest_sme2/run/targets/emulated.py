@@ -29,6 +29,7 @@ from pytest_sme2.evidence.qemu_counts import (
     write_counts,
 )
 from pytest_sme2.run import emulation_setup
+from pytest_sme2.run.guest_loader import BIND_NOW, LoaderRange, loader_range
 from pytest_sme2.run.kernel_libraries import runner_libraries
 from pytest_sme2.run.native.kernel_kit import kit_files
 from pytest_sme2.run.result_cache import ResultCache, RunKey, code_digest, run_key
@@ -169,6 +170,7 @@ class EmulatedTarget(RegisteredTarget):
         self._version_checked = False
         self._results = results
         self._fresh = fresh
+        self._loaders: dict[tuple[str, ...], LoaderRange] = {}  # per qemu command: where the guest's loader is
 
     @property
     def info(self) -> TargetInfo:
@@ -271,17 +273,34 @@ class EmulatedTarget(RegisteredTarget):
                     self._results.discard(key, stale)
             return self._count(qemu, pte, inputs, spec, out_dir, setarch, counter_binary, key)
 
+    def counted_prefix(self, qemu: list[str], setarch: str, log: str) -> tuple[list[str], LoaderRange]:
+        """The command a counted run starts the runner behind, and where it maps the guest's loader: no address
+        randomisation, every symbol bound at start-up and the loader's code left out of the execution log
+        (guest_loader.py), the log written into ``log``."""
+        base = [setarch, "-R", *qemu]
+        loader = self._loaders.get(tuple(base))
+        if loader is None:
+            loader = loader_range(base, self._status.runner, carried_loader(self._status.runner).loader,
+                                  self._guest_env())
+            self._loaders[tuple(base)] = loader
+        return [*base, *BIND_NOW, *QEMU_LOG_FLAGS, *loader.log_filter(), "-D", log], loader
+
+    @staticmethod
+    def _guest_env() -> dict[str, str]:
+        """All the guest sees of the host's environment, the same on every machine."""
+        return {"QEMU_LD_PREFIX": str(emulation_setup.SYSROOT)}
+
     def _count(self, qemu: list[str], pte: Path, inputs: Path | None, spec: RunSpec, out_dir: Path,
                setarch: str, counter_binary: Path, key: RunKey | None) -> RunResult:
         """Emulate and count one run (no cache lookup), and store it under ``key`` when given."""
         fifo = out_dir / "qemu-exec.fifo"
+        prefix, loader = self.counted_prefix(qemu, setarch, fifo.name)
         blocks, sequence = out_dir / "blocks.tsv", out_dir / "blocks.u32"
         fifo.unlink(missing_ok=True)
         os.mkfifo(fifo)
         counter = supervised.start([str(counter_binary), str(blocks), str(sequence), str(fifo)],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        env = {"QEMU_LD_PREFIX": str(emulation_setup.SYSROOT)}  # all the guest sees, the same on every machine
-        prefix = [setarch, "-R", *qemu, *QEMU_LOG_FLAGS, "-D", fifo.name]
+        env = self._guest_env()
         try:
             result = run_runner_process(prefix, self._status.runner, env, pte, inputs, spec, out_dir, self.info,
                                         sme2_active=spec.sme2 is not False, extra_args=(f"--maps_path={MAPS}",),
@@ -300,7 +319,9 @@ class EmulatedTarget(RegisteredTarget):
         if counter.returncode != 0 or not summary or " 0 unbound" not in summary[-1]:
             raise RunnerError(f"the instruction counter failed on the emulated run in {out_dir} "
                               f"(exit {counter.returncode}): {' '.join(summary[-2:])}")
-        counts = count_events(ExecutedBlocks.from_files(blocks, sequence), AddressSpace.from_file(out_dir / MAPS))
+        space = AddressSpace.from_file(out_dir / MAPS)
+        loader.check(space.text, str(out_dir / MAPS))
+        counts = count_events(ExecutedBlocks.from_files(blocks, sequence), space)
         path = write_counts(counts, result.timed_etdump, result.warmup_etdump, out_dir / COUNTS_FILE)
         blocks.unlink()
         sequence.unlink()  # megabytes of block ids; the per-event counts are what is kept
