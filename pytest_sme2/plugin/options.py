@@ -17,7 +17,8 @@ from typing import Any, Callable
 from pytest_sme2.errors import Sme2Error, UsageError
 from pytest_sme2.evidence.perf_samples import DEFAULT_PERIOD_NS
 from pytest_sme2.gate.gate import MISSING_POLICIES
-from pytest_sme2.gate.verdicts import BASELINE_PROCESSES, METRICS, MIN_BASELINE_PROCESSES, Tolerances
+from pytest_sme2.gate.quality import BASELINE_PROCESSES, MIN_BASELINE_PROCESSES
+from pytest_sme2.gate.verdict import METRICS, Tolerances
 from pytest_sme2.run.emulation_setup import DEFAULT_SVL_BITS
 from pytest_sme2.run.targets import TARGET_NAMES, EmulatedTarget, RunSpec, check_target_name
 from pytest_sme2.run.targets.adb import DEFAULT_DEVICE_DIR, AdbOptions
