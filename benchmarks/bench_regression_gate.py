@@ -4,7 +4,7 @@ Three programs: mobilenet_v3_small fp32 as bundled; the same with a real extra
 layers costing about 15% of its latency (copies of two of the network's own
 inverted-residual blocks, as a model author adding layers would); and the same with one costing about 1% of instructions (a slice
 and a 500 x 1000 linear layer added to the logits). Every gate decision is
-``verdicts.latency_verdict`` / ``instruction_verdict``, what the plugin runs
+``checks.latency.latency_verdict`` / ``checks.instructions.instruction_verdict``, what the plugin runs
 after a test.
 
 Latency (the default metric): M independent processes per program on the host
@@ -44,7 +44,10 @@ import numpy as np
 
 from _common import machine, session
 from pytest_sme2 import Recipe
-from pytest_sme2.gate import baselines, verdicts
+from pytest_sme2.gate import baselines
+from pytest_sme2.gate.checks.instructions import instruction_verdict
+from pytest_sme2.gate.checks.latency import latency_verdict
+from pytest_sme2.gate.verdict import Tolerances
 from pytest_sme2.profile import stats
 from pytest_sme2.run.callgrind import count_instructions
 from pytest_sme2.measure.runner import Runner
@@ -109,7 +112,7 @@ def _load_average() -> str:
     return f"{one:.1f}/{five:.1f}/{fifteen:.1f}"
 
 
-def _rates(base: list[dict], slow: list[dict], runs: int, tol: verdicts.Tolerances,
+def _rates(base: list[dict], slow: list[dict], runs: int, tol: Tolerances,
            relative: bool) -> tuple[float, float, int, int]:
     """``relative=False`` judges the same records with their reference times dropped: the raw-latency gate."""
     def cut(record: dict) -> dict:
@@ -117,7 +120,7 @@ def _rates(base: list[dict], slow: list[dict], runs: int, tol: verdicts.Toleranc
         return {**record, "samples_ms": record["samples_ms"][:runs], "reference_ms": reference}
 
     def regressed(current: dict, baseline: dict) -> bool:
-        return verdicts.latency_verdict("m", cut(current), cut(baseline), tol).failed
+        return latency_verdict("m", cut(current), cut(baseline), tol).failed
 
     null = [(i, j) for i, j in itertools.permutations(range(len(base)), 2)]
     alarms = sum(regressed(base[j], base[i]) for i, j in null)
@@ -167,7 +170,7 @@ def latency_study(root: Path, processes: int, runs: int, warmup: int, load: int 
         for latency in (0.05, 0.10, 0.15):
             for basis in ("relative", "raw"):
                 fa, det, n_null, n_alt = _rates(records["base"], records["slow"], n,
-                                                verdicts.Tolerances(latency=latency), relative=basis == "relative")
+                                                Tolerances(latency=latency), relative=basis == "relative")
                 table.append({"runs": n, "tolerance": latency, "basis": basis, "false_alarms": fa, "detected": det,
                               "null_pairs": n_null, "slowed_pairs": n_alt})
     return {
@@ -200,10 +203,10 @@ def instruction_study(root: Path, counts: int, inferences: int, tolerance: float
             results[name].append(count.per_inference)
             seconds.append(count.seconds)
     base, slow = results["mobilenet_v3_small"], results["mobilenet_v3_small_plus1"]
-    tol = verdicts.Tolerances(instructions=tolerance)
+    tol = Tolerances(instructions=tolerance)
 
     def regressed(current: float, baseline: float) -> bool:
-        return verdicts.instruction_verdict("m", {"instructions": {"per_inference": current}},
+        return instruction_verdict("m", {"instructions": {"per_inference": current}},
                                             {"instructions": {"per_inference": baseline}}, tol).failed
 
     null = list(itertools.permutations(range(len(base)), 2))
@@ -238,7 +241,7 @@ def main() -> None:
     if args.skip != "latency":
         out["latency"] = latency_study(args.work, args.processes, args.runs, args.warmup, args.load)
     if args.skip != "instructions":
-        out["instructions"] = instruction_study(args.work, args.counts, args.inferences, verdicts.Tolerances().instructions)
+        out["instructions"] = instruction_study(args.work, args.counts, args.inferences, Tolerances().instructions)
     out["seconds"] = time.perf_counter() - started
     out["load_average_at_end"] = _load_average()
     print(json.dumps(out, indent=2))

@@ -8,7 +8,7 @@ hits all alike. Each profile is one ``baselines.record_of`` record, exactly what
 ``--sme2-update-baselines`` writes.
 
 Then every ordered pair (baseline i, current j != i) of unchanged records is one
-gate run that must pass: ``verdicts.judge`` with default tolerances, and *any*
+gate run that must pass: ``judge.judge`` with default tolerances, and *any*
 failing verdict (latency, shares, coverage, SME path, delegated ops) is a false
 alarm. A baseline record that the update's quality check would refuse is not
 used as a baseline (the user would have been told to record it again), and is
@@ -39,7 +39,11 @@ import numpy as np
 
 from _common import REPO, machine, session
 from pytest_sme2 import Recipe
-from pytest_sme2.gate import baselines, verdicts
+from pytest_sme2.gate import baselines
+from pytest_sme2.gate.checks.process_stats import clean_runs
+from pytest_sme2.gate.judge import judge
+from pytest_sme2.gate.quality import baseline_quality
+from pytest_sme2.gate.verdict import Status, Tolerances, Verdict
 from pytest_sme2.measure.runner import Runner
 from pytest_sme2.run.targets import RunSpec
 
@@ -176,19 +180,19 @@ def study(root: Path, model: str, unchanged: int, changed: int, runs: int) -> di
 
 def judged(model: str, records: dict[str, list[dict]], runs: int, seconds_per_profile: float) -> dict:
     """Every pair of the records judged by the gate as it is now (so earlier records can be judged again)."""
-    tol = verdicts.Tolerances()
-    quality = [verdicts.baseline_quality(r, tol)[1] for r in records["base"]]
+    tol = Tolerances()
+    quality = [baseline_quality(r, tol)[1] for r in records["base"]]
     usable = [i for i, problems in enumerate(quality) if not problems]
     base = records["base"]
 
-    def failures(current: dict, baseline: dict) -> list[verdicts.Verdict]:
-        return [v for v in verdicts.judge(model, current, baseline, tol) if v.failed]
+    def failures(current: dict, baseline: dict) -> list[Verdict]:
+        return [v for v in judge(model, current, baseline, tol) if v.failed]
 
     null_pairs = [(i, j) for i, j in itertools.permutations(range(len(base)), 2) if i in usable]
     alarms = {(i, j): [str(v) for v in failures(base[j], base[i])] for i, j in null_pairs}
     false_alarms = {f"{i}->{j}": v for (i, j), v in alarms.items() if v}
-    inconclusive = sum(v.status == verdicts.INCONCLUSIVE for i, j in null_pairs
-                       for v in verdicts.judge(model, base[j], base[i], tol))
+    inconclusive = sum(v.status == Status.INCONCLUSIVE for i, j in null_pairs
+                       for v in judge(model, base[j], base[i], tol))
     detection = {}
     for kind in kinds_of(model):
         pairs = [(i, j) for i in usable for j in range(len(records[kind]))]
@@ -216,7 +220,7 @@ def judged(model: str, records: dict[str, list[dict]], runs: int, seconds_per_pr
         "inconclusive_verdicts_in_null_pairs": int(inconclusive),
         "runs_per_profile": {k: [len(r["samples_ms"]) for r in v] for k, v in records.items()},
         "detection": detection,
-        "disturbed_runs_per_profile": {k: [int(np.sum(~verdicts.clean_runs(r, with_reference=True))) for r in v] for k, v in records.items()},
+        "disturbed_runs_per_profile": {k: [int(np.sum(~clean_runs(r, with_reference=True))) for r in v] for k, v in records.items()},
         "seconds_per_profile_median": seconds_per_profile,
         "records": records,
     }

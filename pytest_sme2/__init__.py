@@ -37,7 +37,7 @@ from pytest_sme2.gate.assertions import (
     assert_sme2_not_slower_at_any_threads,
     assert_speedup,
 )
-from pytest_sme2.gate.verdicts import Tolerances, Verdict
+from pytest_sme2.gate.verdict import Tolerances, Verdict
 from pytest_sme2.measure.runner import Runner, Timings
 from pytest_sme2.model.registry import register_model
 from pytest_sme2.profile.profile import Profile, Speedup

@@ -16,7 +16,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "pytest_sme2"
 # and the gate never import them (the flow is model -> export -> run -> evidence -> Profile -> gate -> report).
 REPORT_IMPORTERS = {"pytest_sme2.plugin.report_hooks", "pytest_sme2.cli"}
 # The gate: judging profiles against baselines is plain Python (pytest calls it; so can a command).
-GATE = ("pytest_sme2.gate.gate", "pytest_sme2.system.names", "pytest_sme2.gate.verdicts", "pytest_sme2.gate.findings", "pytest_sme2.gate.baselines", "pytest_sme2.profile.stats",
+GATE = ("pytest_sme2.gate.gate", "pytest_sme2.system.names", "pytest_sme2.gate.verdict", "pytest_sme2.gate.judge", "pytest_sme2.gate.quality", "pytest_sme2.gate.findings", "pytest_sme2.gate.baselines", "pytest_sme2.profile.stats",
         "pytest_sme2.gate.history", "pytest_sme2.evidence.identity")
 
 

@@ -164,14 +164,16 @@ def _count(text: str) -> int:
     return int(text)
 
 
-def _verdict_counts(lines: list[str]) -> str:
-    """"13 verdict(s), 1 inconclusive": a passing test's verdicts, with those that were not plain passes."""
+def _verdict_counts(judged: list[dict[str, object]]) -> str:
+    """"13 verdict(s), 1 inconclusive": a passing test's verdicts (gate outcome: ``Verdict.as_dict``), with those
+    that were not plain passes."""
     from collections import Counter
 
+    from pytest_sme2.gate.verdict import Verdict
     from pytest_sme2.report.entries import shown_status
 
-    special = Counter(status for status in map(shown_status, lines) if status != "ok")
-    return ", ".join([f"{len(lines)} verdict(s)", *(f"{n} {status}" for status, n in sorted(special.items()))])
+    special = Counter(status for status in (shown_status(Verdict.from_dict(v)) for v in judged) if status != "ok")
+    return ", ".join([f"{len(judged)} verdict(s)", *(f"{n} {status}" for status, n in sorted(special.items()))])
 
 
 def _doctor(args: argparse.Namespace) -> int:

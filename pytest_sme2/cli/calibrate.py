@@ -109,8 +109,8 @@ def run(args: argparse.Namespace) -> int:
         print(line)
     name = args.name or ("qemu-emulator" if result.emulated else _slug(result.where))
     if result.emulated and not args.allow_emulator_numbers:
-        print(f"pytest-sme2 calibrate: measured under qemu: these are emulator numbers, not a device's; no device "
-              f"file written (run on the SME2 device, or pass --allow-emulator-numbers to write them labelled so)",
+        print("pytest-sme2 calibrate: measured under qemu: these are emulator numbers, not a device's; no device "
+              "file written (run on the SME2 device, or pass --allow-emulator-numbers to write them labelled so)",
               file=sys.stderr)
         return 2
     out = Path(args.out or f"{name}.toml")

@@ -18,7 +18,8 @@ rest as its consequences, named once. So verdicts are grouped by cause, in this 
 
 The failing test's message is built from this (:func:`message_lines`): the root cause in one line,
 the other findings in a few more, and the path of the file with every verdict. Verdicts themselves
-(verdicts.py) are unchanged; this module only orders and words them.
+(gate/checks) are unchanged; this module only orders and words them, reading their typed fields (status,
+check, ``Evidence.kind`` and numbers), never their text.
 """
 
 from __future__ import annotations
@@ -26,15 +27,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from pytest_sme2.gate.verdicts import MISSING, NOTE, REGRESSION, Verdict
-from pytest_sme2.profile.device_model import time_text
+from pytest_sme2.gate.verdict import Kind, Status, Verdict
 
 MISSING_CAUSE, DELEGATE, CHANGE, OPERATORS, SME_PATH, QUANTITY, CONTEXT = range(7)
 _CAUSE_NAMES = {MISSING_CAUSE: "missing", DELEGATE: "delegate", CHANGE: "change", OPERATORS: "operators",
                 SME_PATH: "SME path", QUANTITY: "quantity", CONTEXT: "context"}
 MOVED_ITEMS = 6  # quantities named per variant in the message; the rest are in the verdicts file
-_START_UP = {"load": "load (Program::load_method)", "init": "init (Method::init)",
-             "peak_rss": "peak resident memory"}  # the start-up and memory checks, as the message names them
 
 
 @dataclass(frozen=True)
@@ -58,21 +56,22 @@ class Finding:
 
 def cause_of(verdict: Verdict) -> int | None:
     """Which cause a verdict belongs to; None for one that neither fails nor explains a failure."""
-    if verdict.status == MISSING:
+    kind = verdict.evidence.kind
+    if verdict.status == Status.MISSING:
         return MISSING_CAUSE
-    if verdict.status == NOTE:
+    if verdict.status == Status.NOTE:
         if verdict.check == "change":
             return CHANGE
-        if verdict.check == "op_instructions" and ("gone" in verdict.evidence or "new" in verdict.evidence):
+        if kind == Kind.OPERATORS:
             return OPERATORS  # the program's operators changed: structure, even where it alone fails nothing
         return CONTEXT
-    if verdict.status != REGRESSION:
+    if verdict.status != Status.REGRESSION:
         return None
     if verdict.check == "delegated_ops":
         return DELEGATE
-    if verdict.check == "op_instructions" and ("gone" in verdict.evidence or "new" in verdict.evidence):
+    if kind == Kind.OPERATORS:
         return OPERATORS
-    if verdict.check == "sme_path" and ("op" in verdict.evidence or "lost" in verdict.evidence):
+    if kind == Kind.KERNEL_PATH:
         return SME_PATH
     return QUANTITY
 
@@ -147,45 +146,9 @@ def _labels(labels: Sequence[str]) -> str:
     return labels[0] if len(labels) == 1 else f"{labels[0]} (and {len(labels) - 1} more variant(s))"
 
 
-def _points(verdict: Verdict) -> str | None:
-    now, then = verdict.evidence.get("current"), verdict.evidence.get("baseline")
-    if isinstance(now, (int, float)) and isinstance(then, (int, float)):
-        return f"{then:.1%} -> {now:.1%}"
-    return None
-
-
 def _short(verdict: Verdict) -> str:
-    """A failing quantity in a few words (its verdict has the numbers, tolerance and test)."""
-    evidence, check = verdict.evidence, verdict.check
-    if check in ("instructions", "memory") and isinstance(evidence.get("current"), (int, float)) \
-            and isinstance(evidence.get("baseline"), (int, float)) and evidence["baseline"]:
-        what = "instructions per inference" if check == "instructions" else "planned memory"
-        return f"{what} {evidence['current'] / evidence['baseline'] - 1:+.1%}"
-    if check == "latency" and isinstance(evidence.get("ratio"), (int, float)):
-        basis = "relative" if evidence.get("basis") == "relative" else "raw"
-        interval = (f" (95% CI {evidence['ratio_low'] - 1:+.1%} to {evidence['ratio_high'] - 1:+.1%}, tolerance "
-                    f"{evidence['tolerance']:+.0%}, p={evidence['p_slower']:.2g})"
-                    if all(isinstance(evidence.get(k), (int, float)) for k in
-                           ("ratio_low", "ratio_high", "tolerance", "p_slower")) else "")
-        return f"{basis} latency {evidence['ratio'] - 1:+.1%}{interval}"
-    if check == "modelled" and isinstance(evidence.get("change"), (int, float)):
-        grew = evidence.get("ops") or []
-        most = (f", most {grew[0]['op']} {time_text(grew[0]['baseline_ms'])} -> {time_text(grew[0]['current_ms'])}"
-                if grew else "")
-        return f"modelled time on {evidence.get('device')} {evidence['change']:+.1%}{most}"
-    if check in _START_UP and isinstance(evidence.get("current"), (int, float)) \
-            and isinstance(evidence.get("baseline"), (int, float)) and evidence["baseline"]:
-        ratio = evidence.get("ratio", evidence["current"] / evidence["baseline"])  # the judged ratio (relative)
-        return f"{_START_UP[check]} {ratio - 1:+.1%}"
-    if check == "op_instructions" and "op" in evidence:
-        node = evidence.get("node")  # by what it is in the graph: its key's "#N @K" say nothing to a reader
-        what = node if node and " after " not in node else evidence["op"]
-        return f"operator {what} {evidence['current'] / evidence['baseline'] - 1:+.1%} instructions"
-    points = _points(verdict)
-    if points is not None:
-        what = {"share": f"share of {evidence.get('category')}", "sme_path": "SME path share",
-                "delegation_coverage": "delegated graph nodes" if evidence.get("basis") == "nodes"
-                else f"delegated share of the run's {'instructions' if 'instructions' in verdict.message else 'time'}"
-                }.get(check, check)
-        return f"{what} {points}"
+    """A failing quantity in a few words: as its check worded it (``Evidence.short``; the verdict has the numbers,
+    tolerance and test), else its message, cut to a line."""
+    if verdict.evidence.short:
+        return verdict.evidence.short
     return verdict.message if len(verdict.message) <= 90 else verdict.message[:87] + "..."

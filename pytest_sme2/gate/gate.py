@@ -16,8 +16,12 @@ from pathlib import Path
 from typing import Any, Collection, Mapping
 
 from pytest_sme2.errors import MissingBaselineWarning, UsageError
-from pytest_sme2.gate import baseline_schema, baselines, findings, verdicts
+from pytest_sme2.gate import baseline_schema, baselines, findings
+from pytest_sme2.gate.checks.modelled import device_option
+from pytest_sme2.gate.judge import judge
+from pytest_sme2.gate.quality import MAX_SUGGESTED_PROCESSES, baseline_quality, processes_needed
 from pytest_sme2.gate.variant_change import missing_records_text
+from pytest_sme2.gate.verdict import Status, Tolerances, Verdict
 from pytest_sme2.run.targets.base import AUTO_PROCESSES, DEFAULT_TIMEOUT_S
 from pytest_sme2.system.names import slug
 from pytest_sme2.system.safe_files import write_file
@@ -35,7 +39,7 @@ class Rules:
 
     root: Path  # the baselines folder
     metric: str
-    tolerances: verdicts.Tolerances
+    tolerances: Tolerances
     missing: str = "fail"
     update: bool = False
     accept_noisy: bool = False
@@ -50,7 +54,7 @@ class Rules:
         """The rules a session judged by (``as_dict``), optionally against another folder or missing policy."""
         try:
             return cls(root=Path(root or data["root"]), metric=str(data["metric"]),
-                       tolerances=verdicts.Tolerances(**dict(data["tolerances"])),
+                       tolerances=Tolerances(**dict(data["tolerances"])),
                        missing=missing or str(data["missing"]),
                        check_processes=data["check_processes"] if data["check_processes"] == AUTO_PROCESSES
                        else int(data["check_processes"]))
@@ -60,12 +64,17 @@ class Rules:
 
 
 def new_outcome() -> dict[str, Any]:
-    """What one test's gate did, as plain lists of text (a pytest user property; read by the reports)."""
+    """What one test's gate did, as plain data (a pytest user property, which crosses from xdist workers; read by
+    the terminal summary and the reports): ``verdicts``, ``failed`` and ``notes`` hold ``Verdict.as_dict`` (read
+    back with ``Verdict.from_dict``, rendered to text only where shown), the rest file paths and messages."""
     return {"paths": [], "written": [], "refused": [], "verdicts": [], "failed": [], "missing": [],
             "unused_labels": [], "fingerprints": [], "notes": [],
             # the failure's own lines per regressed baseline file, root cause first (what the terminal shows): the
             # reports and CI annotations show these, one block per file, not one line per moved quantity
             "findings": [],
+            # written files that cannot gate everything the user may expect (changes under min_effect_ms pass, its
+            # modelled time was dropped): their ``written`` lines, which the terminal shows
+            "written_caveats": [],
             "unchanged": []}  # updated files whose every record equals the stored one: kept, date and commit too
 
 
@@ -113,19 +122,19 @@ def pair_records(records: Mapping[str, Mapping[str, Any]], stored: Mapping[str, 
     return pairs
 
 
-def assess_quality(records: dict[str, dict[str, Any]], tolerances: verdicts.Tolerances,
+def assess_quality(records: dict[str, dict[str, Any]], tolerances: Tolerances,
                    accept_noisy: bool, check_processes: int | str = AUTO_PROCESSES) -> list[str]:
     """Put each record's quality into it; the reasons to refuse the file (empty: write it).
 
     With ``check_processes = "auto"`` each record is judged for the fewest check processes that see 1.5
-    tolerances of its every quantity (verdicts.processes_needed; refused when even the most do not), and
+    tolerances of its every quantity (processes_needed; refused when even the most do not), and
     its quality keeps that count for the checks (``auto_processes``)."""
     refused = []
     for label, record in records.items():
         processes = check_processes
         if processes == AUTO_PROCESSES:
-            processes = verdicts.processes_needed(record, tolerances) or verdicts.MAX_SUGGESTED_PROCESSES
-        quality, problems = verdicts.baseline_quality(record, tolerances, int(processes))
+            processes = processes_needed(record, tolerances) or MAX_SUGGESTED_PROCESSES
+        quality, problems = baseline_quality(record, tolerances, int(processes))
         if check_processes == AUTO_PROCESSES and not record.get("emulated"):  # counts need one: nothing to keep,
             quality["auto"] = True  # so a committed emulated baseline still changes only with its program
         if problems and accept_noisy:
@@ -135,9 +144,9 @@ def assess_quality(records: dict[str, dict[str, Any]], tolerances: verdicts.Tole
     return [] if accept_noisy else refused
 
 
-def auto_processes(root: Path, fingerprint: str, test_id: str, tolerances: verdicts.Tolerances) -> int:
+def auto_processes(root: Path, fingerprint: str, test_id: str, tolerances: Tolerances) -> int:
     """How many processes ``sme2_processes = auto`` measures a test's check in: the most any record of its
-    stored baseline on this target needs, at most verdicts.MAX_SUGGESTED_PROCESSES. A record written with
+    stored baseline on this target needs, at most MAX_SUGGESTED_PROCESSES. A record written with
     auto keeps its count (``quality.check_processes``); an older one is worked out from its processes'
     spread with ``tolerances``. 1 without a readable baseline (the gate then says why)."""
     path = baselines.baseline_path(root, fingerprint, test_id)
@@ -155,13 +164,13 @@ def auto_processes(root: Path, fingerprint: str, test_id: str, tolerances: verdi
             counts.append(kept)
         else:
             try:
-                counts.append(verdicts.processes_needed(record, tolerances) or verdicts.MAX_SUGGESTED_PROCESSES)
+                counts.append(processes_needed(record, tolerances) or MAX_SUGGESTED_PROCESSES)
             except (KeyError, TypeError, ValueError):  # a record the gate will refuse by name
                 counts.append(1)
-    return min(max(counts, default=1), verdicts.MAX_SUGGESTED_PROCESSES)
+    return min(max(counts, default=1), MAX_SUGGESTED_PROCESSES)
 
 
-def write_verdicts(path: Path, ordered: list[findings.Finding], judged: list[verdicts.Verdict]) -> Path:
+def write_verdicts(path: Path, ordered: list[findings.Finding], judged: list[Verdict]) -> Path:
     """Every verdict of one baseline file, findings first: the failing message stays short and names this file."""
     lines = ["findings, root cause first:"]
     lines += [f"  [{f.cause_name}] {f.line()}" for f in ordered] or ["  none"]
@@ -228,6 +237,8 @@ def check_file(test_id: str, fingerprint: str, target: Mapping[str, Any], record
         if legacy is not None:
             legacy.unlink()  # its record now lives under the collision-free name
             outcome["written"][-1] += f" (moved from {legacy.name})"
+        if floor or dropped:  # what the written file cannot do: the terminal shows these lines
+            outcome["written_caveats"].append(outcome["written"][-1])
         return []
     if legacy is not None and not path.exists():
         path = legacy  # recorded by an older pytest-sme2; the next update moves it
@@ -241,28 +252,29 @@ def check_file(test_id: str, fingerprint: str, target: Mapping[str, Any], record
                 f"baseline {path} belongs to test {stored.test_id!r}, not {test_id!r}; rename or remove it")
         compared = set(pairs.values())
         outcome["unused_labels"] += [f"{path} :: {label}" for label in stored.profiles if label not in compared]
-    judged: list[verdicts.Verdict] = []
+    judged: list[Verdict] = []
     for label, record in records.items():
         if label in pairs:
-            judged += verdicts.judge(label, record, stored.profiles[pairs[label]], rules.tolerances, rules.metric)
+            judged += judge(label, record, stored.profiles[pairs[label]], rules.tolerances, rules.metric)
     ordered = findings.findings(judged)
-    outcome["verdicts"] += [str(v) for v in judged]
-    outcome["failed"] += [str(v) for f in ordered for v in f.verdicts if v.failed]  # root cause first
-    outcome["notes"] += [str(v) for f in ordered for v in f.verdicts if v.status == verdicts.NOTE]
+    outcome["verdicts"] += [v.as_dict() for v in judged]
+    outcome["failed"] += [v.as_dict() for f in ordered for v in f.verdicts if v.failed]  # root cause first
+    outcome["notes"] += [v.as_dict() for f in ordered for v in f.verdicts if v.status == Status.NOTE]
     written = (write_verdicts(verdicts_dir / verdicts_file_name(fingerprint), ordered, judged)
                if judged and verdicts_dir is not None else None)
     failures: list[str] = findings.message_lines(ordered) if findings.failed(ordered) else []
     if failures and written is not None:
         failures.append(f"every verdict ({len(judged)}, root cause first): {written}")
+    missing_text = ""
     if absent:
         shown = missing_records_text(absent, stored.profiles if stored is not None else ())
-        text = (f"no baseline for {shown} on target {fingerprint} in {path}; "
-                f"record it with: {update_command}")
-        outcome["missing"].append(text)
+        missing_text = (f"no baseline for {shown} on target {fingerprint} in {path}; "
+                        f"record it with: {update_command}")
+        outcome["missing"].append(missing_text)
         if rules.missing == "fail":
-            failures.append(text)
+            failures.append(missing_text)
         elif rules.missing == "warn":
-            warnings.warn(MissingBaselineWarning(f"{test_id}: {text}"))
+            warnings.warn(MissingBaselineWarning(f"{test_id}: {missing_text}"))
     if failures:  # the baseline block: once per baseline file (one file holds every variant of the test)
         recorded = stored.recorded if stored is not None else {}
         when = f" ({baselines.recorded_text(recorded)})"
@@ -270,11 +282,11 @@ def check_file(test_id: str, fingerprint: str, target: Mapping[str, Any], record
         if outcome["failed"]:  # a regression; a missing record already said how to record it
             failures.append(f"if the change is intended, update the baseline: {update_command}")
     if findings.failed(ordered):
-        outcome["findings"].append("\n".join(line for line in failures if not line.startswith("no baseline for ")))
+        outcome["findings"].append("\n".join(line for line in failures if line != missing_text))  # said apart
     return failures
 
 
-def _below_the_floor(records: Mapping[str, Mapping[str, Any]], tol: verdicts.Tolerances) -> str:
+def _below_the_floor(records: Mapping[str, Mapping[str, Any]], tol: Tolerances) -> str:
     """What a just-written baseline cannot catch by time: variants whose runs are so short that a change of their
     latency tolerance is under min_effect_ms, below which latency and shares never fail (a CI owner's trial: a
     0.04 ms model's baseline was "written" with no word that a +40% change would pass). "" when none."""
@@ -308,9 +320,9 @@ def _unchanged(path: Path, fresh: baselines.Baseline) -> bool:
 
 
 def _device_options(stored: baselines.Baseline, labels: Collection[str] | None = None) -> list[str]:
-    """The --sme2-device values (verdicts.device_option) the stored baseline's records were modelled with, of the
+    """The --sme2-device values (device_option) the stored baseline's records were modelled with, of the
     records named in ``labels`` (None: all)."""
-    return sorted({verdicts.device_option(record["modelled"]) for label, record in stored.profiles.items()
+    return sorted({device_option(record["modelled"]) for label, record in stored.profiles.items()
                    if isinstance(record.get("modelled"), Mapping) and record["modelled"].get("device")
                    and (labels is None or label in labels)})
 
@@ -341,7 +353,7 @@ def _modelled_not_kept(path: Path, records: Mapping[str, Mapping[str, Any]]) -> 
             f"--sme2-device {shlex.quote(dropped[0])} to keep it")
 
 
-MODELLED_NOT_KEPT = "its modelled device time was not kept"  # the terminal shows written files with this note
+MODELLED_NOT_KEPT = "its modelled device time was not kept"
 
 
 # Provenance that points at what changed (the model's file digests, its inputs' shapes) without being evidence: an

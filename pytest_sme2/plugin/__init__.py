@@ -47,7 +47,7 @@ _PROFILES_KEY = pytest.StashKey[list]()
 # setup hook (baseline_hooks), which reads the test's own tolerances the way its verdicts will.
 AUTO_PROCESSES_KEY = pytest.StashKey[int]()
 # The device model of --sme2-device (a DeviceModel; None without one), read once at configure: the gate keeps
-# each counted run's modelled time on it in baselines and judges it (verdicts.modelled_verdicts).
+# each counted run's modelled time on it in baselines and judges it (gate/checks/modelled.py).
 DEVICE_KEY = pytest.StashKey[Any]()
 # The folders of the session's places that did not exist at its start (`.sme2` by default): whichever exists at
 # its end was created by it, and gets a .gitignore (git_ignored). Workers create them too; the controller marks.

@@ -5,7 +5,7 @@ is, after the test body passed:
 
 1. recorded as a pytest-benchmark result from its per-run latencies (no
    second timing), so ``--benchmark-json/-autosave/-compare`` work on it;
-2. checked against its stored baseline (see baselines.py and verdicts.py),
+2. checked against its stored baseline (see gate/baselines.py and gate/checks/),
    or written there with ``--sme2-update-baselines``.
 
 A failing verdict fails the test with the numbers, tolerance, p-value,
@@ -25,7 +25,9 @@ from typing import Any
 import pytest
 
 from pytest_sme2.errors import Sme2Error, UsageError
-from pytest_sme2.gate import baselines, gate, verdicts
+from pytest_sme2.gate import baselines, gate
+from pytest_sme2.gate.checks.modelled import JUDGE_WITH, NO_DEVICE_THIS_SESSION
+from pytest_sme2.gate.verdict import Status, Tolerances, Verdict
 from pytest_sme2.gate.gate import MISSING_POLICIES
 from pytest_sme2.plugin import (
     AUTO_PROCESSES_KEY,
@@ -52,7 +54,7 @@ class _GateConfig:
     metric: str
     missing: str
     enabled: bool
-    tolerances: verdicts.Tolerances
+    tolerances: Tolerances
     inferences: int
     known_ids: set[str] = field(default_factory=set)
     reports: list[dict[str, Any]] = field(default_factory=list)
@@ -75,7 +77,7 @@ _INPUT_KEY = pytest.StashKey[dict]()  # what check_file judged: kept in summary.
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER)
     try:
-        tolerances = verdicts.Tolerances(**{field: setting(config, ini) for field, ini in options.TOLERANCE_KEYS.items()})
+        tolerances = Tolerances(**{field: setting(config, ini) for field, ini in options.TOLERANCE_KEYS.items()})
     except Sme2Error as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[_GATE_KEY] = _GateConfig(
@@ -319,7 +321,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
         if judged is not None and judged["files"]:
             report.user_properties.append((gate.GATE_INPUT, judged))  # into summary.json (report hooks)
         lines = ([f"written {p}" for p in outcome["written"]] + [f"refused {p}" for p in outcome["refused"]]
-                 + outcome["verdicts"] + outcome["missing"])
+                 + [str(Verdict.from_dict(v)) for v in outcome["verdicts"]] + outcome["missing"])
         if lines:
             report.sections.append(("sme2 baselines", "\n".join(lines)))
     return report
@@ -425,9 +427,9 @@ class _GateTally:
             return
         terminalreporter = CommandFreeWriter(terminalreporter)  # labels, paths and verdicts read from files
         reports = self.reports
-        verdict_lines = [v for r in reports for v in r["verdicts"]]
-        improvements = [v for v in verdict_lines if verdicts.status_of(v) == verdicts.IMPROVEMENT]
-        inconclusive = [v for v in verdict_lines if verdicts.status_of(v) == verdicts.INCONCLUSIVE]
+        judged = [Verdict.from_dict(v) for r in reports for v in r["verdicts"]]
+        improvements = [v for v in judged if v.status == Status.IMPROVEMENT]
+        inconclusive = [v for v in judged if v.status == Status.INCONCLUSIVE]
         unused = self.unused()
         unchanged = sum(len(r.get("unchanged", [])) for r in reports)
         terminalreporter.section("sme2 baselines")
@@ -439,20 +441,21 @@ class _GateTally:
             f"{len(improvements)} improvement(s), {len(inconclusive)} inconclusive, "
             f"{sum(len(r['missing']) for r in reports)} missing"
         )
-        for line in improvements + inconclusive:
-            terminalreporter.write_line(f"  {line}")
-        for written in (w for r in reports for w in r["written"] if "(min_effect_ms)" in w or gate.MODELLED_NOT_KEPT in w):
+        for verdict in improvements + inconclusive:
+            terminalreporter.write_line(f"  {verdict}")
+        for written in (w for r in reports for w in r["written_caveats"]):
             terminalreporter.write_line(f"  written: {written}")
-        unmodelled = [d for d in map(verdicts.device_to_judge_with, verdict_lines) if d]
+        not_modelled = [v for v in judged if v.check == "modelled" and v.status == Status.SKIPPED]
+        unmodelled = [str(v.evidence[JUDGE_WITH]) for v in not_modelled if JUDGE_WITH in v.evidence]
         if unmodelled:  # a user's trial: this skip was only in the verdicts file, so a modelled regression went unseen
             terminalreporter.write_line(f"  {len(unmodelled)} modelled device time check(s) not judged: the baselines "
-                                        f"hold modelled time and {verdicts.NO_DEVICE_THIS_SESSION}; add "
+                                        f"hold modelled time and {NO_DEVICE_THIS_SESSION}; add "
                                         f"--sme2-device {' / '.join(sorted(set(unmodelled)))} to judge them")
-        others = [v for v in verdict_lines if verdicts.MODELLED_NOT_JUDGED in v and not verdicts.device_to_judge_with(v)]
+        others = [v for v in not_modelled if JUDGE_WITH not in v.evidence]
         if others:  # e.g. baselines priced by another pricing method (a review): the lines say how to record them
             terminalreporter.write_line(f"  {len(others)} modelled device time check(s) not judged:")
-            for line in others[:5]:
-                terminalreporter.write_line(f"    {line}")
+            for verdict in others[:5]:
+                terminalreporter.write_line(f"    {verdict}")
             if len(others) > 5:
                 terminalreporter.write_line(f"    ... and {len(others) - 5} more (summary.json has every verdict)")
         if unused:

@@ -18,7 +18,8 @@ from typing import Any
 from pytest_sme2.errors import Sme2Error, UsageError
 from pytest_sme2.evidence.perf_samples import DEFAULT_PERIOD_NS
 from pytest_sme2.gate.gate import MISSING_POLICIES
-from pytest_sme2.gate.verdicts import BASELINE_PROCESSES, METRICS, MIN_BASELINE_PROCESSES, Tolerances
+from pytest_sme2.gate.quality import BASELINE_PROCESSES, MIN_BASELINE_PROCESSES
+from pytest_sme2.gate.verdict import METRICS, Tolerances
 from pytest_sme2.run.targets import RunSpec, check_target_name, target_class, target_names, target_options
 from pytest_sme2.run.targets.base import (
     AUTO_PROCESSES,

@@ -161,7 +161,7 @@ class ProcessShift:
 
     def detectable_change(self, alpha: float, power: float = 0.95) -> float:
         """The change this design catches with probability ``power`` at ``alpha`` (one-sided), in its units:
-        what a baseline must allow for its tolerance to mean anything (verdicts.baseline_quality)."""
+        what a baseline must allow for its tolerance to mean anything (gate/quality.py, baseline_quality)."""
         from scipy.stats import t as student
 
         step = (student.ppf(1 - alpha, self.df) + student.ppf(power, self.df)) * self.standard_error

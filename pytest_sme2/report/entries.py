@@ -24,7 +24,7 @@ import numpy as np
 
 from pytest_sme2.errors import OneProcessIntervalWarning
 from pytest_sme2.evidence.categories import Category, classify
-from pytest_sme2.gate.verdicts import IMPROVEMENT, INCONCLUSIVE, status_of
+from pytest_sme2.gate.verdict import Status, Verdict
 from pytest_sme2.profile import stats
 from pytest_sme2.profile.op_pairs import match_ops, per_run_by_op, sme2_slowdowns
 from pytest_sme2.profile.profile import INSTRUCTIONS, TIME, Profile
@@ -222,31 +222,32 @@ def modelled_comparison(on: Profile, off: Profile, device: "str | DeviceModel") 
 
 
 def _baseline_outcome(outcome: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Verdict rows from the baseline gate's ``sme2_baseline`` property (lists of message strings)."""
+    """Verdict rows from the baseline gate's ``sme2_baseline`` property (gate.new_outcome: its verdicts typed, as
+    ``Verdict.as_dict``; files and messages as text). Each verdict is rendered to its line here, where it is shown."""
     if outcome.get("findings"):  # the failure as the terminal gives it: root cause first, the update command last
         rows = [{"verdict": "regression", "message": m} for m in outcome["findings"]]
-    else:  # an outcome of an older pytest-sme2: one row per failing verdict
-        rows = [{"verdict": "regression", "message": m} for m in outcome.get("failed", [])]
+    else:  # failing verdicts without their findings: one row per failing verdict
+        rows = [{"verdict": "regression", "message": str(Verdict.from_dict(v))} for v in outcome.get("failed", [])]
         if rows:  # what explains them without failing (the operators that changed, another setup)
-            rows += [{"verdict": "note", "message": m} for m in outcome.get("notes", [])]
+            rows += [{"verdict": "note", "message": str(Verdict.from_dict(v))} for v in outcome.get("notes", [])]
     rows += [{"verdict": "no baseline", "message": m} for m in outcome.get("missing", [])]
     rows += [{"verdict": "baseline written", "message": m} for m in outcome.get("written", [])]
     rows += [{"verdict": "baseline unchanged", "message": f"{m} (its records equal this run's: kept as it was)"}
              for m in outcome.get("unchanged", [])]
     if not rows:  # passed: each verdict as it was judged (an inconclusive one is no "ok": a user's trial)
-        rows += [{"verdict": shown_status(m), "message": m} for m in outcome.get("verdicts", [])]
+        judged = [Verdict.from_dict(v) for v in outcome.get("verdicts", [])]
+        rows += [{"verdict": shown_status(v), "message": str(v)} for v in judged]
     return rows
 
 
 # The statuses a passing test's verdicts are shown by, as the terminal's baseline summary counts them; any other
 # (ok, a skipped check, a note) reads "ok".
-_SHOWN_STATUSES = (INCONCLUSIVE, IMPROVEMENT)
+_SHOWN_STATUSES = (Status.INCONCLUSIVE, Status.IMPROVEMENT)
 
 
-def shown_status(message: str) -> str:
-    """"inconclusive" or "improvement" for a verdict line (``[status] label: message``) of those, else "ok"."""
-    status = status_of(message)
-    return status if status in _SHOWN_STATUSES else "ok"
+def shown_status(verdict: Verdict) -> str:
+    """"inconclusive" or "improvement" for a verdict of those, else "ok"."""
+    return verdict.status.value if verdict.status in _SHOWN_STATUSES else "ok"
 
 
 def verdicts_of(properties: Iterable[tuple[str, Any]]) -> list[dict[str, Any]]:

@@ -224,6 +224,14 @@ def test_check_says_how_many_of_a_passing_tests_verdicts_were_inconclusive() -> 
     too disturbed to judge; the terminal's baseline summary said "1 inconclusive"."""
     from pytest_sme2.cli import _verdict_counts
 
-    lines = ["[ok] a", "[inconclusive] b", "[ok] c", "[improvement] d", "[inconclusive] e"]
-    assert _verdict_counts(lines) == "5 verdict(s), 1 improvement, 2 inconclusive"
-    assert _verdict_counts(["[ok] a"]) == "1 verdict(s)"
+    from pytest_sme2.gate.verdict import Verdict
+
+    def judged(*statuses: str) -> list[dict]:
+        return [Verdict("latency", status, "m", f"check {i}").as_dict() for i, status in enumerate(statuses)]
+
+    assert _verdict_counts(judged("ok", "inconclusive", "ok", "improvement", "inconclusive")) == \
+        "5 verdict(s), 1 improvement, 2 inconclusive"
+    assert _verdict_counts(judged("ok")) == "1 verdict(s)"
+    # the status is read, never the text: a message that reads like another status counts as its own
+    assert _verdict_counts([Verdict("latency", "ok", "m", "[inconclusive] said the message").as_dict()]) == \
+        "1 verdict(s)"

@@ -260,12 +260,13 @@ def _record(**ops: tuple[int, dict[str, float]]) -> dict:
 
 
 def test_a_replaced_dominant_kernel_fails_the_gate_naming_the_operator_and_both_kernels() -> None:
-    from pytest_sme2.gate.verdicts import REGRESSION, _dominant_kernels
+    from pytest_sme2.gate.checks.dominant_kernel import _dominant_kernels
+    from pytest_sme2.gate.verdict import Status
 
     before = _record(conv_1=(400, {"xnn_f32_igemm__neonfma": 0.97, "xnn_f32_igemm_1x8__neonfma": 0.03}))
     after = _record(conv_1=(390, {"kai_run_matmul_f32_sme2_mopa": 0.95, "xnn_f32_igemm__neonfma": 0.05}))
     [verdict] = _dominant_kernels("local sme2=on", after, before)
-    assert verdict.status == REGRESSION and verdict.check == "dominant_kernel"
+    assert verdict.status == Status.REGRESSION and verdict.check == "dominant_kernel"
     assert "conv 1: xnn_f32_igemm__neonfma (97% of its samples) -> kai_run_matmul_f32_sme2_mopa (95%)" in verdict.message
 
 
@@ -277,14 +278,15 @@ def test_a_replaced_dominant_kernel_fails_the_gate_naming_the_operator_and_both_
     ((200, {"a": 1.0}), (12, {"b": 1.0})),
 ])
 def test_kernels_trading_places_or_too_few_samples_pass(before, after) -> None:  # noqa: ANN001
-    from pytest_sme2.gate.verdicts import OK, _dominant_kernels
+    from pytest_sme2.gate.checks.dominant_kernel import _dominant_kernels
+    from pytest_sme2.gate.verdict import Status
 
     [verdict] = _dominant_kernels("x", _record(op=after), _record(op=before))
-    assert verdict.status == OK
+    assert verdict.status == Status.OK
 
 
 def test_no_kernel_check_when_either_side_was_not_sampled() -> None:
-    from pytest_sme2.gate.verdicts import _dominant_kernels
+    from pytest_sme2.gate.checks.dominant_kernel import _dominant_kernels
 
     assert _dominant_kernels("x", {}, _record(op=(200, {"a": 1.0}))) == []
     assert _dominant_kernels("x", _record(op=(200, {"a": 1.0})), {"kernel_time": None}) == []

@@ -12,7 +12,8 @@ from helpers_emulated import counted_profiles
 
 from pytest_sme2.gate import findings
 from pytest_sme2.gate.baselines import record_of
-from pytest_sme2.gate.verdicts import REGRESSION, judge
+from pytest_sme2.gate.judge import judge
+from pytest_sme2.gate.verdict import Status
 from pytest_sme2.run import emulation_setup
 
 STATUS = emulation_setup.status()
@@ -84,7 +85,7 @@ def _judged(tmp_path: Path, cache: Path, before: dict, after: dict) -> tuple[lis
 
 
 def _regressions(verdicts: list, check: str) -> list:
-    return [v for v in verdicts if v.check == check and v.status == REGRESSION]
+    return [v for v in verdicts if v.check == check and v.status == Status.REGRESSION]
 
 
 def test_a_layer_inserted_in_the_middle_is_that_layer_added(tmp_path: Path, cache: Path) -> None:
@@ -134,7 +135,7 @@ def test_an_operator_that_falls_out_of_the_delegate_is_the_headline(tmp_path: Pa
     lines, verdicts, _ = _judged(tmp_path, cache, {}, {"softmax_dim": 1})
     assert lines[0].startswith("stack[on]: node(s) fell out of the delegate: <root>: aten._softmax.default"), lines
     [delegate] = _regressions(verdicts, "delegated_ops")
-    assert delegate.evidence == {"fell_out": ["<root>: aten._softmax.default"], "new_outside": []}
+    assert dict(delegate.evidence) == {"fell_out": ["<root>: aten._softmax.default"], "new_outside": []}
 
 
 def test_a_dtype_change_is_the_headline(tmp_path: Path, cache: Path) -> None:

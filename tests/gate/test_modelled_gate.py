@@ -15,7 +15,8 @@ from test_verdicts import COUNTED_OPS, counted
 
 from pytest_sme2.errors import UsageError
 from pytest_sme2.gate.findings import findings, message_lines
-from pytest_sme2.gate.verdicts import IMPROVEMENT, OK, REGRESSION, SKIPPED, Tolerances, judge
+from pytest_sme2.gate.judge import judge
+from pytest_sme2.gate.verdict import Status, Tolerances
 from pytest_sme2.profile.device_model import DEVICES_FOLDER, load_device
 
 CONV, DWCONV, TRANSPOSE = COUNTED_OPS  # operator ids, in execution order
@@ -39,7 +40,7 @@ def verdict_of(current: dict, baseline: dict, tolerances: Tolerances | None = No
 def test_modelled_time_beyond_tolerance_fails_naming_the_operator_and_its_ms_before_and_after() -> None:
     # the depthwise convolution 0.25 -> 0.35 ms: end to end 0.80 -> 0.90 ms, +12.5% (tolerance +2%)
     verdict = verdict_of(counted(modelled=modelled(dwconv=0.35)), counted(modelled=modelled()))
-    assert verdict.status == REGRESSION
+    assert verdict.status == Status.REGRESSION
     assert "800 us -> 900 us end to end (+12.50%); tolerance +2.0%" in verdict.message
     assert f"grew most: operator {DWCONV} 250 us -> 350 us" in verdict.message
     assert "modelled on apple-m4 (not validated: test; a model, not a measurement)" in verdict.message
@@ -51,7 +52,7 @@ def test_modelled_time_beyond_tolerance_fails_naming_the_operator_and_its_ms_bef
 def test_operators_are_named_by_how_much_they_grew_at_most_three() -> None:
     now = modelled(conv=0.6, dwconv=0.26, transpose=0.09)  # +0.10, +0.01, +0.04 ms
     verdict = verdict_of(counted(modelled=now), counted(modelled=modelled()))
-    assert verdict.status == REGRESSION
+    assert verdict.status == Status.REGRESSION
     named = verdict.message.split("grew most: ")[1]
     assert named == (f"operator {CONV} 500 us -> 600 us; operator {TRANSPOSE} 50 us -> 90 us; "
                      f"operator {DWCONV} 250 us -> 260 us")
@@ -63,16 +64,16 @@ def test_a_new_operator_is_named_with_no_time_before() -> None:
     now["ops"]["Sigmoid (NC, F32) #1 @0"] = 0.2
     now["e2e_ms"] += 0.2
     verdict = verdict_of(counted(instructions={"ops": ops}, modelled=now), counted(modelled=modelled()))
-    assert verdict.status == REGRESSION
+    assert verdict.status == Status.REGRESSION
     assert "grew most: new operator Sigmoid (NC, F32) #1 @0 0 -> 200 us" in verdict.message
 
 
 def test_within_tolerance_passes_and_a_faster_model_is_an_improvement() -> None:
-    assert verdict_of(counted(modelled=modelled(dwconv=0.26)), counted(modelled=modelled())).status == OK  # +1.25%
-    assert verdict_of(counted(modelled=modelled(conv=0.3)), counted(modelled=modelled())).status == IMPROVEMENT
+    assert verdict_of(counted(modelled=modelled(dwconv=0.26)), counted(modelled=modelled())).status == Status.OK  # +1.25%
+    assert verdict_of(counted(modelled=modelled(conv=0.3)), counted(modelled=modelled())).status == Status.IMPROVEMENT
     # the tolerance is the baseline marker's / ini's: +12.5% passes at 20%
     assert verdict_of(counted(modelled=modelled(dwconv=0.35)), counted(modelled=modelled()),
-                      Tolerances(modelled=0.2)).status == OK
+                      Tolerances(modelled=0.2)).status == Status.OK
 
 
 @pytest.mark.parametrize("current, baseline, says", [
@@ -92,7 +93,7 @@ def test_times_priced_by_other_numbers_or_missing_are_not_judged_and_say_why(cur
     now = counted(modelled=current) if current is not None else counted()
     then = counted(modelled=baseline) if baseline is not None else counted()
     verdict = verdict_of(now, then)
-    assert verdict.status == SKIPPED
+    assert verdict.status == Status.SKIPPED
     assert says in verdict.message
     assert not any(v.failed for v in judge("m", now, then))  # the counts are unchanged: nothing fails
 
@@ -152,7 +153,7 @@ def test_an_update_without_a_device_keeps_a_file_whose_counts_did_not_move_model
 
 def test_a_change_spread_over_many_operators_still_names_the_ones_that_grew() -> None:
     """A review: 200 operators each 1.00 -> 1.05 ms failed (+5%) naming none, each being under 1% of the growth."""
-    from pytest_sme2.gate.verdicts import modelled_verdicts
+    from pytest_sme2.gate.checks.modelled import modelled_verdicts
 
     ids = [f"Convolution (NHWC, F32) IGEMM #{i} @0" for i in range(1, 201)]
 
@@ -162,5 +163,5 @@ def test_a_change_spread_over_many_operators_still_names_the_ones_that_grew() ->
                              "e2e_ms": ms * len(ids), "ops": {op: ms for op in ids}}}
 
     [verdict] = modelled_verdicts("m", side(1.05), side(1.0), Tolerances())
-    assert verdict.status == REGRESSION
+    assert verdict.status == Status.REGRESSION
     assert verdict.message.count("-> 1.05 ms") == 3  # the three named, each 1 ms -> 1.05 ms

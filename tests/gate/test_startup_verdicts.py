@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 from test_verdicts import record
 
-from pytest_sme2.gate.verdicts import Tolerances, judge
+from pytest_sme2.gate.judge import judge
+from pytest_sme2.gate.verdict import Tolerances
 
 
 def hardware(init_ms: list[float], load_ms: list[float] | None = None, reference: float = 1.0,
@@ -303,7 +304,7 @@ def test_a_baseline_whose_every_process_was_disturbed_says_to_record_it_again() 
 
 def test_a_baseline_whose_every_process_was_disturbed_is_refused_when_written() -> None:
     """A review: such a baseline was written without a word, and every later check was inconclusive."""
-    from pytest_sme2.gate.verdicts import baseline_quality
+    from pytest_sme2.gate.quality import baseline_quality
 
     disturbed = _with_disturbed(hardware(BASELINE_INIT), list(range(len(BASELINE_INIT))))
     quality, problems = baseline_quality(disturbed, Tolerances())

@@ -10,7 +10,8 @@ import pytest
 
 from pytest_sme2.errors import UsageError
 from pytest_sme2.gate.gate import update_into
-from pytest_sme2.gate.verdicts import Tolerances, judge
+from pytest_sme2.gate.judge import judge
+from pytest_sme2.gate.verdict import Tolerances
 from pytest_sme2.profile import stats
 
 RNG_SEED = 5
@@ -258,7 +259,7 @@ def test_counted_shares_and_coverage_use_plain_tolerances() -> None:
     moved = dict(SHARES, CONV=0.44, OTHER=0.21)
     failed = [v for v in judge("m", counted(instructions={"shares": moved, "delegation_coverage": 0.95}), counted())
               if v.failed]
-    assert {(v.check, v.evidence.get("category")) for v in failed} == {
+    assert {(v.check, v.evidence.category) for v in failed} == {
         ("share", "CONV"), ("share", "OTHER"), ("delegation_coverage", None)}
     within = dict(SHARES, CONV=0.46, OTHER=0.19)
     assert not any(v.failed for v in judge("m", counted(instructions={"shares": within}), counted()))
@@ -290,7 +291,7 @@ def test_structural_regressions() -> None:
     assert "SME path share of CONV+GEMM time 90." in sme.message and "-> 50." in sme.message
     assert sme.evidence["change"] == pytest.approx(-0.4, abs=0.01) and sme.evidence["p"] < 0.001
     shares = [v for v in by_check(verdicts, "share") if v.failed]
-    assert [v.evidence["category"] for v in shares] == ["CONV", "OTHER"]  # DATA_MOVEMENT moved 4 points only
+    assert [v.evidence.category for v in shares] == ["CONV", "OTHER"]  # DATA_MOVEMENT moved 4 points only
     assert "tolerance +-5 points" in shares[0].message and "share of CONV" in shares[0].message
     assert shares[0].evidence["change"] == pytest.approx(-0.10, abs=0.01)
 
@@ -307,14 +308,14 @@ def test_a_consistent_share_shift_needs_significance_too() -> None:
     # CONV +8 points in every run: a real change, beyond the 5-point tolerance and significant.
     moved = {**SHARES, "CONV": 0.58, "OTHER": 0.07}
     [conv] = [v for v in by_check(judge("m", record(noisy(2.0), shares=moved, seed=3), record(noisy(2.0))), "share")
-              if v.evidence.get("category") == "CONV"]
+              if v.evidence.category == "CONV"]
     assert conv.failed and conv.evidence["p"] < 0.001
     # The same medians from 10 runs whose per-run values scatter by 20 points: not significant.
     wide = record(noisy(2.0, n=10), shares=moved, seed=4)
     wide["per_run"]["shares"]["CONV"] = per_run(0.58, 10, 5, spread=0.2)
     narrow = record(noisy(2.0, n=10), seed=6)
     narrow["per_run"]["shares"]["CONV"] = per_run(0.50, 10, 7, spread=0.2)
-    [loose] = [v for v in by_check(judge("m", wide, narrow), "share") if v.evidence.get("category") == "CONV"]
+    [loose] = [v for v in by_check(judge("m", wide, narrow), "share") if v.evidence.category == "CONV"]
     assert not loose.failed
 
 
@@ -325,7 +326,7 @@ def test_a_share_shift_of_a_sub_millisecond_run_below_the_minimum_effect_does_no
 
     def conv(now: dict, then: dict, tolerances: Tolerances | None = None):  # noqa: ANN202
         [verdict] = [v for v in by_check(judge("m", now, then, tolerances), "share")
-                     if v.evidence.get("category") == "CONV"]
+                     if v.evidence.category == "CONV"]
         return verdict
 
     tiny = conv(record(noisy(0.1), shares=moved, seed=3), record(noisy(0.1)))
@@ -359,7 +360,7 @@ def test_old_baseline_without_per_run_values_is_inconclusive_not_silent() -> Non
 
 
 def test_baseline_quality_refuses_a_stalled_or_unstable_record() -> None:
-    from pytest_sme2.gate.verdicts import baseline_quality
+    from pytest_sme2.gate.quality import baseline_quality
 
     reference, model = noisy(3.0, n=50, seed=20, cv=0.005), noisy(2.0, n=50, seed=21, cv=0.005)
     good = record(model, reference_ms=list(reference), processes=10)
@@ -481,7 +482,7 @@ def test_a_fraction_read_back_from_a_baseline_file_is_not_a_drop(tmp_path) -> No
 def test_a_tiny_models_baseline_is_judged_in_milliseconds_too() -> None:
     """20 us model: processes that differ by 6% differ by about 1 us, and even the change the gate could
     detect among them is below the 0.02 ms it judges at all; the same spread on a 2 ms model is refused."""
-    from pytest_sme2.gate.verdicts import baseline_quality
+    from pytest_sme2.gate.quality import baseline_quality
 
     reference = noisy(3.0, n=50, seed=30, cv=0.005)
     levels = [1.0, 1.08, 0.94, 1.05, 0.92, 1.1, 0.97, 1.02, 0.9, 1.06]
@@ -558,10 +559,10 @@ def split_record(ops: dict, identities: bool = True, **changes: object) -> dict:
 
 
 def test_a_delegate_split_and_an_inserted_operator_pair_every_unchanged_operator_with_itself() -> None:
-    from pytest_sme2.gate.verdicts import _align_ops
+    from pytest_sme2.gate.checks.pairing import align_ops
 
     now, then = split_record(SPLIT_AFTER)["instructions"], split_record(SPLIT_BEFORE)["instructions"]
-    pairs, gone, new = _align_ops(then["ops"], now["ops"], then["op_identity"], now["op_identity"])
+    pairs, gone, new = align_ops(then["ops"], now["ops"], then["op_identity"], now["op_identity"])
     assert dict(pairs) == {
         "Transpose (ND, X32) #1 @0": "Transpose (ND, X32) #1 @0",
         "Convolution (NHWC, PF32) IGEMM #1 @0": "Convolution (NHWC, PF32) IGEMM #1 @0",
@@ -630,7 +631,7 @@ def test_findings_lead_with_the_structural_cause_and_name_each_quantity_once() -
 
 def test_processes_needed_is_the_fewest_checks_that_see_one_and_a_half_tolerances() -> None:
     """sme2_processes = auto measures each test's check in this many processes (issue 22)."""
-    from pytest_sme2.gate.verdicts import MAX_SUGGESTED_PROCESSES, baseline_quality, processes_needed
+    from pytest_sme2.gate.quality import MAX_SUGGESTED_PROCESSES, baseline_quality, processes_needed
 
     reference = noisy(3.0, n=50, seed=20, cv=0.005)
     steady = record(noisy(2.0, n=50, seed=21, cv=0.005), reference_ms=list(reference), processes=10)
@@ -652,7 +653,7 @@ def test_a_share_that_moves_between_processes_refuses_a_baseline_only_where_the_
     """CONV share 6 points (sd) apart between processes: 3 check processes see only moves above 24 points. A 2 ms
     run's baseline is refused (24 points are 480 us); a 0.05 ms run's is not: 24 points of it are 12 us, below
     min_effect_ms, where the gate passes any move anyway. A 0.1 ms run's 24 points are 24 us: refused."""
-    from pytest_sme2.gate.verdicts import baseline_quality
+    from pytest_sme2.gate.quality import baseline_quality
 
     def spread_shares(median_ms: float) -> dict:
         reference = noisy(3.0, n=50, seed=20, cv=0.005)
@@ -699,7 +700,7 @@ def test_a_regression_against_a_baseline_written_despite_its_quality_check_says_
     sessions": packed +18-30% in 5 of 16 unchanged sessions against a baseline forced past its refusal). A
     regression judged on such a baseline names what its quality check found; a quantity the check passed, or a
     baseline that passed it, gets no such note."""
-    from pytest_sme2.gate.verdicts import baseline_quality
+    from pytest_sme2.gate.quality import baseline_quality
 
     reference = noisy(3.0, n=50, seed=20, cv=0.005)
     levels = [1.0, 1.08, 0.94, 1.05, 0.92, 1.1, 0.97, 1.02, 0.9, 1.06]  # 6% (sd) between processes
@@ -721,17 +722,17 @@ def test_a_regression_against_a_baseline_written_despite_its_quality_check_says_
     moved = {**SHARES, "CONV": 0.58, "OTHER": 0.07}
     shifted = record(leveled(2.0, levels, runs=5, cv=0.005), reference_ms=list(reference), processes=10,
                      shares=moved, seed=3)
-    [conv] = [v for v in by_check(judge("m", shifted, forced), "share") if v.evidence.get("category") == "CONV"]
+    [conv] = [v for v in by_check(judge("m", shifted, forced), "share") if v.evidence.category == "CONV"]
     assert conv.status == "regression" and "accept-noisy" not in conv.message
     assert quality["unfit"] == {"latency": found}  # kept by quantity: the note is found by name, not by words
     # a problem about the runs themselves (too many disturbed) applies to every time-based quantity
     disturbed = "13 of 50 runs were disturbed by other work on the machine (...); at most 25% may be"
     runs_problem = {**base, "quality": {"accepted_despite": [disturbed], "unfit": {"record": disturbed}}}
-    [conv] = [v for v in by_check(judge("m", shifted, runs_problem), "share") if v.evidence.get("category") == "CONV"]
+    [conv] = [v for v in by_check(judge("m", shifted, runs_problem), "share") if v.evidence.category == "CONV"]
     assert f"quality check found: {disturbed} (quality.accepted_despite in the file)" in conv.message
     # a file forced before the findings were kept by quantity: the note says it was forced, nothing it cannot know
     older = {**base, "quality": {"accepted_despite": [disturbed]}}
-    [conv] = [v for v in by_check(judge("m", shifted, older), "share") if v.evidence.get("category") == "CONV"]
+    [conv] = [v for v in by_check(judge("m", shifted, older), "share") if v.evidence.category == "CONV"]
     assert "although its quality check found: problems (quality.accepted_despite in the file)" in conv.message
 
 
@@ -740,7 +741,7 @@ def test_an_operator_named_after_an_inserted_layer_stays_paired_with_itself() ->
     node of their own: "... after b2.conv" became "... after b2.conv2"). They read as gone and new under one
     name and lost their own instruction check. Paired now; a boundary transpose named after a node both sides
     have (a delegate split) is still new (test above)."""
-    from pytest_sme2.gate.verdicts import _align_ops
+    from pytest_sme2.gate.checks.pairing import align_ops
 
     before = {"Convolution (NHWC, PF32) IGEMM #1 @0": ([0, 50_000, 9_000], "b2.conv: aten.convolution.default"),
               "Mean (ND) Reduce2 #1 @0": ([1, 4_000, 0], "Mean (ND) Reduce2 after b2.conv: aten.convolution.default"),
@@ -753,7 +754,7 @@ def test_an_operator_named_after_an_inserted_layer_stays_paired_with_itself() ->
              "Transpose (ND, X32) #2 @0": ([3, 3_000, 0],
                                            "Transpose (ND, X32) after b2.conv2: aten.convolution.default")}
     now, then = split_record(after)["instructions"], split_record(before)["instructions"]
-    pairs, gone, new = _align_ops(then["ops"], now["ops"], then["op_identity"], now["op_identity"])
+    pairs, gone, new = align_ops(then["ops"], now["ops"], then["op_identity"], now["op_identity"])
     assert gone == [] and new == ["Convolution (NHWC, PF32) IGEMM #2 @0"]
     assert ("Mean (ND) Reduce2 #1 @0", "Mean (ND) Reduce2 #1 @0") in pairs
     found = judge("m", split_record(after), split_record(before))
@@ -768,7 +769,7 @@ def test_an_inserted_block_with_its_own_operator_of_that_kind_pairs_nothing_of_t
     """The review's case: the inserted block brings its own Mean, numbered #1 before the old one (now #2). Paired
     by name, the old Mean #1 would be judged by the block's (+2150%); the kind's counts differ (one unpaired in the
     baseline, two new), so nothing of that kind is paired and the change reads as operators gone and new."""
-    from pytest_sme2.gate.verdicts import _align_ops
+    from pytest_sme2.gate.checks.pairing import align_ops
 
     before = {"Convolution (NHWC, PF32) IGEMM #1 @0": ([0, 50_000, 9_000], "a: aten.convolution.default"),
               "Mean (ND) Reduce2 #1 @0": ([1, 4_000, 0], "Mean (ND) Reduce2 after a: aten.convolution.default"),
@@ -780,7 +781,7 @@ def test_an_inserted_block_with_its_own_operator_of_that_kind_pairs_nothing_of_t
              "Mean (ND) Reduce2 #2 @0": ([4, 4_000, 0], "Mean (ND) Reduce2 after y: aten.convolution.default"),
              "Fully Connected (NC, PF32) GEMM #1 @0": ([5, 9_000, 2_000], "head: aten.linear.default")}
     now, then = split_record(after)["instructions"], split_record(before)["instructions"]
-    pairs, gone, new = _align_ops(then["ops"], now["ops"], then["op_identity"], now["op_identity"])
+    pairs, gone, new = align_ops(then["ops"], now["ops"], then["op_identity"], now["op_identity"])
     assert not [p for p in pairs if "Mean" in p[0]]
     assert gone == ["Mean (ND) Reduce2 #1 @0"] and "Mean (ND) Reduce2 #2 @0" in new
     found = judge("m", split_record(after), split_record(before))

@@ -366,12 +366,16 @@ def test_a_ratio_below_one_reads_as_more_instructions_not_fewer() -> None:
 def test_a_passing_tests_inconclusive_verdict_is_not_shown_as_ok() -> None:
     """A CI owner's trial: a latency check too busy to judge ("[inconclusive] ... 6 undisturbed of 120 runs") was
     "ok" in summary.json, summary.md and the table; the terminal alone counted it. Improvements alike."""
+    from pytest_sme2.gate.verdict import Verdict
     from pytest_sme2.report.entries import verdict_text, verdicts_of
 
-    outcome = {"verdicts": ["[ok] m fp32: shares within tolerance",
-                            "[inconclusive] m fp32: latency not judged: this run has 6 undisturbed of 120 runs",
-                            "[improvement] m fp32: relative latency -30.0%", "[skipped] m fp32: load not judged"],
+    judged = [Verdict("share", "ok", "m fp32", "shares within tolerance"),
+              Verdict("latency", "inconclusive", "m fp32", "latency not judged: this run has 6 undisturbed of 120 runs"),
+              Verdict("latency", "improvement", "m fp32", "relative latency -30.0%"),
+              Verdict("load", "skipped", "m fp32", "load not judged")]
+    outcome = {"verdicts": [v.as_dict() for v in judged],
                "failed": [], "missing": [], "written": [], "unchanged": [], "findings": [], "notes": []}
     rows = verdicts_of([("sme2_baseline", outcome)])
     assert [r["verdict"] for r in rows] == ["ok", "inconclusive", "improvement", "ok"]
+    assert rows[1]["message"] == "[inconclusive] m fp32: latency not judged: this run has 6 undisturbed of 120 runs"
     assert verdict_text(rows) == "ok, inconclusive, improvement"

@@ -313,7 +313,8 @@ def test_a_profile_taken_throttled_is_inconclusive_not_a_regression(standin: Adb
     """The same device measured cool (the baseline), then capped to 60% for its whole round: slower, but the
     gate gives no verdict on runs a throttled device made."""
     from pytest_sme2.gate.baselines import record_of
-    from pytest_sme2.gate.verdicts import INCONCLUSIVE, Tolerances, latency_verdict
+    from pytest_sme2.gate.checks.latency import latency_verdict
+    from pytest_sme2.gate.verdict import Status, Tolerances
 
     device = standin.add_device("HOT-3", sysfs=True)
     session = _session(standin, "HOT-3", tmp_path)
@@ -325,5 +326,5 @@ def test_a_profile_taken_throttled_is_inconclusive_not_a_regression(standin: Adb
         session.close()
     assert cool.throttled == 0 and hot.throttled == 20 and hot.disturbed_runs == 20
     verdict = latency_verdict("toy_cnn", record_of(hot), record_of(cool), Tolerances())
-    assert verdict.status == INCONCLUSIVE and not verdict.failed
+    assert verdict.status == Status.INCONCLUSIVE and not verdict.failed
     assert "0 undisturbed of 20 runs" in verdict.message and "the device throttled" in verdict.message

@@ -10,13 +10,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 import torch
 
 from pytest_sme2 import Recipe, assert_outputs_match
 from pytest_sme2.measure.runner import Runner
 from pytest_sme2.run.kernel_libraries import (
-    MissingKernelError,
     binding_libraries,
     missing_kernel_error,
     missing_operators,

@@ -1,0 +1,84 @@
+"""The change a person made, in their terms: blocks added or removed, an operator replaced, a dtype (from the
+two programs' paired graph nodes, gate/structure.py), and the counted GEMM and convolution operators that grew.
+A note the failing test's headline leads with (findings.py); docs/gate.md, "Structure".
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from pytest_sme2.evidence.categories import classify
+from pytest_sme2.gate import structure
+from pytest_sme2.gate.checks.base import Check, Pair
+from pytest_sme2.gate.checks.counted import MIN_OP_INSTRUCTIONS, counted_of
+from pytest_sme2.gate.checks.pairing import op_pairs
+from pytest_sme2.gate.verdict import Evidence, Status, Tolerances, Verdict
+
+
+# A heavy operator's growth is the same across blocks ("each") when its block instances grew within this much.
+SAME_GROWTH = 0.05
+
+
+def change_verdict(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any],
+                   tol: Tolerances) -> Verdict | None:
+    """The change a person made, in their terms, from the two programs' paired graph nodes (structure.changes)
+    and the counted GEMM and convolution operators that grew ("layers.*.up GEMMs +49% instructions each"): a
+    note the failing test's headline leads with (findings.py). None when neither shows a change."""
+    nodes_then, nodes_now = structure.nodes_of(baseline), structure.nodes_of(current)
+    parts = [] if nodes_then is None or nodes_now is None else structure.changes(
+        nodes_then, nodes_now, structure.align(nodes_then, nodes_now))
+    parts += _grown_heavy_ops(current, baseline, tol)
+    if not parts:
+        return None
+    evidence: dict[str, Any] = {"changes": parts}
+    counts = [((record.get("instructions") or {}).get("per_inference")) for record in (current, baseline)]
+    if all(isinstance(count, (int, float)) for count in counts) and counts[1]:
+        # what the change cost, said with it even where it made the whole smaller and something else failed
+        evidence["moved"] = f"instructions per inference {counts[0] / counts[1] - 1:+.1%}"
+    return Verdict("change", Status.NOTE, label, "; ".join(parts), Evidence(evidence))
+
+
+def _grown_heavy_ops(current: Mapping[str, Any], baseline: Mapping[str, Any], tol: Tolerances) -> list[str]:
+    """The counted GEMM and convolution operators of resized graph nodes (a node's output shape changed: a wider
+    FFN), by the node they implement with its block's index taken out, one phrase per category ("layers.*.up,
+    layers.*.down GEMMs +36% to +44% instructions"). Without both sides' graph nodes, those that grew beyond
+    the operator tolerance. An operator whose node kept its shape is left out: a layer removed before it moves
+    it to the front of the program, where the first call's setup is counted in it, and that is no change of it.
+    A block counts as resized when any of its nodes changed shape: the second linear of a wider FFN keeps its
+    output's shape, its input grew."""
+    now, then = counted_of(current), counted_of(baseline)
+    if now is None or then is None or not then.get("op_identity") or not now.get("op_identity"):
+        return []
+    nodes_then, nodes_now = structure.nodes_of(baseline), structure.nodes_of(current)
+    resized = None if nodes_then is None or nodes_now is None else {
+        (structure.instance_of(nodes_then[i].name) or (None, nodes_then[i].name))[1]
+        for i, j in structure.align(nodes_then, nodes_now).pairs if nodes_then[i].detail != nodes_now[j].detail}
+    grown: dict[str, dict[str, list[float]]] = {}
+    for before, after in op_pairs(current, baseline)[0]:
+        base, cur = float(then["ops"][before][1]), float(now["ops"][after][1])
+        category = classify(before).category.value
+        node_then = then["op_identity"].get(before, before)
+        grew = base > 0 and cur / base - 1 > tol.op_instructions
+        if resized is not None:
+            moved = grew and (structure.instance_of(node_then) or (None, node_then))[1] in resized
+        else:
+            moved = grew and cur - base > MIN_OP_INSTRUCTIONS
+        if category in ("GEMM", "CONV") and moved:
+            where = structure.generic(node_then.split(": ", 1)[0])
+            grown.setdefault(category, {}).setdefault(where, []).append(cur / base - 1)
+    out = []
+    for category, by_node in grown.items():
+        changes = [change for found in by_node.values() for change in found]
+        low, high = min(changes), max(changes)
+        amount = (f"{high:+.0%} instructions" + (" each" if len(changes) > 1 else "")
+                  if high - low <= SAME_GROWTH else f"{low:+.0%} to {high:+.0%} instructions")
+        out.append(f"{', '.join(by_node)} {category}s {amount}")
+    return out
+
+
+def _change(pair: Pair) -> list[Verdict]:
+    found = change_verdict(pair.label, pair.current, pair.baseline, pair.tol)
+    return [] if found is None else [found]
+
+
+CHECK = Check(("change",), "docs/gate.md#structure", counted=_change, measured=_change)

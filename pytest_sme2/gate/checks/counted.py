@@ -1,0 +1,55 @@
+"""What the counted checks (emulated target) share: a record's qemu counts, and a share judged exactly.
+
+Every quantity of a counted run repeats exactly run to run (evidence/qemu_counts.py), so a change beyond its
+tolerance is a change of the program or of the kernels XNNPACK picked, never noise: no statistics are needed
+and none of it reads emulated time.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from pytest_sme2.gate.checks.base import Pair, pct, points_short
+from pytest_sme2.gate.verdict import Evidence, Status, Verdict
+
+
+# An operator's count moves by tens of instructions when the address layout the program sees changes
+# (alignment-dependent copies in tiny transposes; measured in docs/performance.md): an operator is only
+# judged on its own when its count moved by more than this too. Its share of the whole inference is
+# judged anyway through the instructions per inference.
+MIN_OP_INSTRUCTIONS = 1000
+
+
+QEMU = "qemu (emulated target)"
+
+
+def counted_of(record: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    counts = record.get("instructions")
+    return counts if isinstance(counts, Mapping) and counts.get("source") == QEMU else None
+
+
+def counted_share(check: str, label: str, what: str, now: float | None, then: float | None, tolerance: float,
+                  two_sided: bool, category: str | None = None, short: str = "") -> Verdict:
+    """A share of the counted run (coverage, SME path, a category) against the baseline's, in exact points;
+    ``short``: the share's name in a failing test's message (``what`` without its basis)."""
+    evidence = Evidence({"current": now, "baseline": then, "tolerance": tolerance, "basis": "counted"},
+                        category=category)
+    if then is None:
+        return Verdict(check, Status.OK, label, f"{what}: the baseline had none", evidence)
+    if now is None:
+        return Verdict(check, Status.REGRESSION, label, f"{what}: {pct(then)} in the baseline, none now", evidence)
+    change = now - then
+    numbers = f"{what} {pct(then)} -> {pct(now)} ({change * 100:+.2f} points; counted, exact)"
+    if abs(change) > tolerance and (two_sided or change < 0):
+        bound = f"+-{tolerance * 100:g}" if two_sided else f"-{tolerance * 100:g}"
+        return Verdict(check, Status.REGRESSION, label, f"{numbers}; tolerance {bound} points",
+                       evidence.worded(points_short(short or what, now, then)))
+    return Verdict(check, Status.OK, label, f"{numbers}: within tolerance" if abs(change) <= tolerance else
+                   f"{numbers}: improved", evidence)
+
+
+def counts_of(pair: Pair) -> tuple[Mapping[str, Any], Mapping[str, Any]] | None:
+    """Both sides' counts (this run's, the baseline's), or None when either has none (the instructions check
+    then says so, and no other counted check has anything to judge)."""
+    now, then = counted_of(pair.current), counted_of(pair.baseline)
+    return None if now is None or then is None else (now, then)

@@ -1,0 +1,38 @@
+"""Delegation coverage: the delegate's share of the run's time (measured, per run, between processes) or of its
+counted instructions (emulated target, exact). Only a drop fails. docs/gate.md, "Shares, delegation coverage and
+SME path share".
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from pytest_sme2.gate.checks.base import Check, Pair
+from pytest_sme2.gate.checks.counted import counted_share, counts_of
+from pytest_sme2.gate.checks.process_stats import per_run_verdict
+from pytest_sme2.gate.verdict import Tolerances, Verdict
+
+
+def _coverage(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any], tol: Tolerances) -> list[Verdict]:
+    """The delegate's share of each run's time (the graph nodes' share is delegated_ops.py's)."""
+    return [per_run_verdict("delegation_coverage", label, "delegation coverage of E2E time", "delegation_coverage",
+                            current, baseline, tol.coverage, tol.alpha, two_sided=False,
+                            short="delegated share of the run's time")]
+
+
+def _counted(pair: Pair) -> list[Verdict]:
+    counts = counts_of(pair)
+    if counts is None:
+        return []
+    now, then = counts
+    return [counted_share("delegation_coverage", pair.label, "delegation coverage of E2E instructions",
+                          now.get("delegation_coverage"), then.get("delegation_coverage"), pair.tol.coverage, False,
+                          short="delegated share of the run's instructions")]
+
+
+def _measured(pair: Pair) -> list[Verdict]:
+    return _coverage(pair.label, pair.current, pair.baseline, pair.tol)
+
+
+SHARES_DOCS = "docs/gate.md#shares-delegation-coverage-and-sme-path-share-are-judged-like-latency"
+CHECK = Check(("delegation_coverage",), SHARES_DOCS, counted=_counted, measured=_measured)

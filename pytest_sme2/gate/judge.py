@@ -1,0 +1,24 @@
+"""Every verdict for one profile record against its baseline record: each registered check (gate/checks) in turn.
+
+Records of the emulated target are judged on their instruction counts (each check's ``counted`` function), never
+on emulated time; other records on latency (or callgrind instructions) and per-run statistics (``measured``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from pytest_sme2.errors import UsageError
+from pytest_sme2.gate.checks import CHECKS, Pair
+from pytest_sme2.gate.quality import forced_baseline_note
+from pytest_sme2.gate.verdict import METRICS, Tolerances, Verdict
+
+
+def judge(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any], tolerances: Tolerances | None = None,
+          metric: str = "latency") -> list[Verdict]:
+    """Every registered check's verdicts, in registry order; a regression of a time-based quantity judged on a
+    baseline written despite its quality check says so (quality.forced_baseline_note)."""
+    if metric not in METRICS:
+        raise UsageError(f"metric {metric!r} is unknown; use one of {', '.join(METRICS)}")
+    pair = Pair(label, current, baseline, tolerances or Tolerances(), metric)
+    return [forced_baseline_note(v, baseline) for check in CHECKS for v in check.judge(pair)]
