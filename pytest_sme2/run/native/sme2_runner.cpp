@@ -333,7 +333,7 @@ int main(int argc, char** argv) {
   // does) right before the model's (timed by the ETDump's Program::load_method and Method::init events). Once
   // here, and --startup_repeats - 1 times more after the timed runs (below). One load per process is one sample
   // with no median to shed a preemption, and a busy machine slows weight packing more than an inference: the gate
-  // divides each model load and init by the reference load just before it (pytest_sme2/gate/verdicts.py,
+  // divides each model load and init by the reference load just before it (pytest_sme2/gate/checks/startup.py,
   // startup_verdicts).
   std::vector<double> reference_load_ms;
   auto load_both = [&]() {
