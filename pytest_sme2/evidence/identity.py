@@ -31,8 +31,9 @@ def graph_anchors(etrecord: str | Path) -> tuple[dict[int, str], dict[int, list[
         handle_map = (record._debug_handle_map or {}).get("forward") or {}  # noqa: SLF001 - no public accessor
     except Exception:  # noqa: BLE001 - any unreadable ETRecord: no anchors, pairing falls back
         return {}, {}
-    return node_names(graph.nodes), {int(k): list(v) if isinstance(v, (list, tuple)) else [int(v)]
-                                     for k, v in handle_map.items()}
+    return node_names(graph.nodes), {
+        int(k): list(v) if isinstance(v, (list, tuple)) else [int(v)] for k, v in handle_map.items()
+    }
 
 
 def node_names(nodes: Iterable[Any]) -> dict[int, str]:

@@ -30,8 +30,15 @@ from typing import Sequence
 from pytest_sme2.gate.verdict import Kind, Status, Verdict
 
 MISSING_CAUSE, DELEGATE, CHANGE, OPERATORS, SME_PATH, QUANTITY, CONTEXT = range(7)
-_CAUSE_NAMES = {MISSING_CAUSE: "missing", DELEGATE: "delegate", CHANGE: "change", OPERATORS: "operators",
-                SME_PATH: "SME path", QUANTITY: "quantity", CONTEXT: "context"}
+_CAUSE_NAMES = {
+    MISSING_CAUSE: "missing",
+    DELEGATE: "delegate",
+    CHANGE: "change",
+    OPERATORS: "operators",
+    SME_PATH: "SME path",
+    QUANTITY: "quantity",
+    CONTEXT: "context",
+}
 MOVED_ITEMS = 6  # quantities named per variant in the message; the rest are in the verdicts file
 
 
@@ -114,7 +121,8 @@ def headline(found: Sequence[Finding]) -> str:
     if lead is None:
         return ""
     moved = lead.verdicts[0].evidence.get("moved") or next(
-        (f.first for f in found if f.cause == QUANTITY and f.labels[0] in lead.labels), "")
+        (f.first for f in found if f.cause == QUANTITY and f.labels[0] in lead.labels), ""
+    )
     return lead.line() + (f": {moved}" if lead.cause == CHANGE and moved else "")
 
 
@@ -133,8 +141,9 @@ def message_lines(found: Sequence[Finding], limit: int = 4) -> list[str]:
     rest = [f for f in found if f is not lead]
     lines = [first]
     for finding in rest[:limit]:
-        prefix = {QUANTITY: "moved by it: " if lead.cause < QUANTITY else "moved: ",
-                  CONTEXT: "note: "}.get(finding.cause, "also: ")
+        prefix = {QUANTITY: "moved by it: " if lead.cause < QUANTITY else "moved: ", CONTEXT: "note: "}.get(
+            finding.cause, "also: "
+        )
         # the headline named the variants: a finding of the same ones says only what it is
         lines.append(f"  {prefix}{finding.text if finding.labels == lead.labels else finding.line()}")
     if len(rest) > limit:

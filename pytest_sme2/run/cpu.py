@@ -57,6 +57,7 @@ def host_cpu() -> CpuInfo:
     system = platform.system()
     arch = platform.machine()
     if system == "Darwin":
+
         def sysctl(key: str) -> str:
             try:
                 return subprocess.run(["sysctl", "-n", key], capture_output=True, text=True, timeout=5).stdout.strip()

@@ -48,10 +48,10 @@ def _segments(data: bytes) -> tuple[bool, str, list[tuple[int, int, int, int]]] 
     wide = data[4] == 2
     end = "<" if data[5] == 1 else ">"
     if wide:
-        phoff, = struct.unpack_from(end + "Q", data, 32)
+        (phoff,) = struct.unpack_from(end + "Q", data, 32)
         phentsize, phnum = struct.unpack_from(end + "HH", data, 54)
     else:
-        phoff, = struct.unpack_from(end + "I", data, 28)
+        (phoff,) = struct.unpack_from(end + "I", data, 28)
         phentsize, phnum = struct.unpack_from(end + "HH", data, 42)
     found = []
     for index in range(phnum):
@@ -124,12 +124,12 @@ def function_symbols(path: Path) -> FunctionSymbols:
         return FunctionSymbols((), (), (), ())
     wide, end, loads, _dynamic = headers
     if wide:
-        shoff, = struct.unpack_from(end + "Q", data, 40)
+        (shoff,) = struct.unpack_from(end + "Q", data, 40)
         shentsize, shnum = struct.unpack_from(end + "HH", data, 58)
         section = struct.Struct(end + "IIQQQQIIQQ")
         symbol = struct.Struct(end + "IBBHQQ")
     else:
-        shoff, = struct.unpack_from(end + "I", data, 32)
+        (shoff,) = struct.unpack_from(end + "I", data, 32)
         shentsize, shnum = struct.unpack_from(end + "HH", data, 46)
         section = struct.Struct(end + "IIIIIIIIII")
         symbol = struct.Struct(end + "IIIBBH")
@@ -148,12 +148,16 @@ def function_symbols(path: Path) -> FunctionSymbols:
                 name, value, size, info, _other, shndx = fields
             if info & 0xF != _STT_FUNC or shndx == 0 or value == 0:
                 continue
-            text = data[strtab + name:data.index(b"\0", strtab + name)].decode(errors="replace")
+            text = data[strtab + name : data.index(b"\0", strtab + name)].decode(errors="replace")
             if value not in found or size > found[value][0]:
                 found[value] = (max(size, 1), text)
     ordered = sorted(found.items())
-    return FunctionSymbols(tuple(v for v, _ in ordered), tuple(v + s for v, (s, _) in ordered),
-                           tuple(n for _, (_, n) in ordered), tuple(loads))
+    return FunctionSymbols(
+        tuple(v for v, _ in ordered),
+        tuple(v + s for v, (s, _) in ordered),
+        tuple(n for _, (_, n) in ordered),
+        tuple(loads),
+    )
 
 
 def unwind_function_ranges(path: Path) -> list[tuple[int, int]]:
@@ -214,12 +218,16 @@ class _EncodedReader:
         if fmt in (0x01, 0x09):
             value, after = _leb128(self.data, at, signed=fmt == 0x09)
         else:
-            code = {0x00: "Q" if self.wide else "I", 0x02: "H", 0x03: "I", 0x04: "Q",
-                    0x0A: "h", 0x0B: "i", 0x0C: "q"}[fmt]
+            code = {0x00: "Q" if self.wide else "I", 0x02: "H", 0x03: "I", 0x04: "Q", 0x0A: "h", 0x0B: "i", 0x0C: "q"}[
+                fmt
+            ]
             value = struct.unpack_from(self.end + code, self.data, at)[0]
             after = at + struct.calcsize(code)
-        base = {0x00: 0, 0x10: self.hdr_vaddr + (at - self.hdr_offset),  # pcrel: the field's own address
-                0x30: self.hdr_vaddr}[encoding & 0x70]  # datarel: .eh_frame_hdr's address
+        base = {
+            0x00: 0,
+            0x10: self.hdr_vaddr + (at - self.hdr_offset),  # pcrel: the field's own address
+            0x30: self.hdr_vaddr,
+        }[encoding & 0x70]  # datarel: .eh_frame_hdr's address
         return base + value, after
 
 
@@ -243,7 +251,7 @@ def _cie_pointer_encoding(reader: _EncodedReader, cie: int) -> int:
     at = cie + (12 if struct.unpack_from(end + "I", data, cie)[0] == 0xFFFFFFFF else 4) + 4  # length, CIE id
     version = data[at]
     at += 1
-    augmentation = data[at:data.index(b"\0", at)].decode()
+    augmentation = data[at : data.index(b"\0", at)].decode()
     at += len(augmentation) + 1
     _, at = _leb128(data, at, signed=False)  # code alignment
     _, at = _leb128(data, at, signed=True)  # data alignment
@@ -274,7 +282,7 @@ def program_interpreter(path: Path) -> str | None:
     interp = next(((offset, size) for kind, _vaddr, offset, size in headers[2] if kind == _PT_INTERP), None)
     if interp is None:
         return None
-    return data[interp[0]:interp[0] + interp[1]].split(b"\0", 1)[0].decode(errors="replace") or None
+    return data[interp[0] : interp[0] + interp[1]].split(b"\0", 1)[0].decode(errors="replace") or None
 
 
 def read_dynamic(path: Path) -> DynamicSection:
@@ -302,7 +310,7 @@ def read_dynamic(path: Path) -> DynamicSection:
 
     def string(offset: int) -> str:
         start = strtab + offset
-        return data[start:data.index(b"\0", start)].decode(errors="replace")
+        return data[start : data.index(b"\0", start)].decode(errors="replace")
 
     needed = tuple(string(value) for tag, value in entries if tag == _DT_NEEDED)
     runpath = [string(value) for tag, value in entries if tag == _DT_RUNPATH]

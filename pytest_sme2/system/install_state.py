@@ -88,8 +88,11 @@ def stale_reason(root: Path, extras: list[str], torch_pin: str) -> str | None:
     if installed != plain:
         return f"the dependencies in {root / 'pyproject.toml'} changed since {DISTRIBUTION} was installed"
     declared = {("console_scripts", name, value) for name, value in pyproject["project"].get("scripts", {}).items()}
-    declared |= {(group, name, value) for group, points in pyproject["project"].get("entry-points", {}).items()
-                 for name, value in points.items()}
+    declared |= {
+        (group, name, value)
+        for group, points in pyproject["project"].get("entry-points", {}).items()
+        for name, value in points.items()
+    }
     if {(point.group, point.name, point.value) for point in dist.entry_points} != declared:
         return f"the entry points in {root / 'pyproject.toml'} changed since {DISTRIBUTION} was installed"
     for req in wanted:
@@ -112,8 +115,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     reason = stale_reason(args.root.resolve(), args.extra, args.torch)
     if reason is None:
-        print(f"install: up to date ({DISTRIBUTION} editable from {args.root.resolve()}, torch {args.torch}, "
-              "every requirement met); nothing to install")
+        print(
+            f"install: up to date ({DISTRIBUTION} editable from {args.root.resolve()}, torch {args.torch}, "
+            "every requirement met); nothing to install"
+        )
         return 0
     print(f"install: {reason}; installing")
     return 1

@@ -33,10 +33,20 @@ def _dominant_kernels(label: str, current: Mapping[str, Any], baseline: Mapping[
             replaced.append(f"{op}: {kernel} ({share:.0%} of its samples) -> {new_kernel} ({new_share:.0%})")
     evidence = Evidence({"replaced": replaced})
     if replaced:
-        return [Verdict("dominant_kernel", Status.REGRESSION, label,
-                        "operator(s) run another kernel than in the baseline: " + "; ".join(replaced), evidence)]
-    return [Verdict("dominant_kernel", Status.OK, label, "every sampled operator runs the baseline's dominant kernel",
-                    evidence)]
+        return [
+            Verdict(
+                "dominant_kernel",
+                Status.REGRESSION,
+                label,
+                "operator(s) run another kernel than in the baseline: " + "; ".join(replaced),
+                evidence,
+            )
+        ]
+    return [
+        Verdict(
+            "dominant_kernel", Status.OK, label, "every sampled operator runs the baseline's dominant kernel", evidence
+        )
+    ]
 
 
 def _kernels(pair: Pair) -> list[Verdict]:
