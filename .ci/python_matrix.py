@@ -30,10 +30,9 @@ import time
 import zipfile
 from pathlib import Path
 
+from built_wheel import build_wheel
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
-
-from built_wheel import build_wheel
 
 # What `import pytest_sme2.plugin` imports of the wheel's requirements (tomli only where Python lacks tomllib).
 LOAD_REQUIREMENTS = ("pytest", "numpy", "pandas", "tomli")

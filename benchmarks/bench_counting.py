@@ -37,6 +37,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _common import REPO, machine
+
 from pytest_sme2 import Recipe
 from pytest_sme2.evidence.qemu_counts import QEMU_LOG_FLAGS
 from pytest_sme2.measure.session import Settings, Sme2Session
@@ -44,8 +46,6 @@ from pytest_sme2.run import emulation_setup
 from pytest_sme2.run.native.build import build_exec_counter
 from pytest_sme2.run.targets.base import RunSpec
 from pytest_sme2.run.targets.emulated import EmulatedTarget
-
-from _common import REPO, machine
 
 MODES = ("plain", "nochain", "exec", "logged", "pipe", "lazy", "counted")
 _READ_BY_COUNTER = ("lazy", "counted")

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from _common import REPO, machine
+
 from pytest_sme2 import Recipe
 from pytest_sme2.measure.runner import Runner
 from pytest_sme2.measure.session import Settings, Sme2Session

@@ -18,8 +18,8 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-
 from _common import machine, session
+
 from pytest_sme2 import Recipe
 from pytest_sme2.measure.runner import Runner
 from pytest_sme2.profile.stats import median_ci, ratio_of_medians_ci

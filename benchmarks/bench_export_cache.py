@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from _common import MODELS, machine, session
+
 from pytest_sme2 import Recipe
 
 RECIPES = {

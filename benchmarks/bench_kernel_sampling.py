@@ -22,8 +22,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
-
 from _common import REPO, machine
+
 from pytest_sme2 import Recipe
 from pytest_sme2.evidence.etdump import read_run
 from pytest_sme2.evidence.kernel_sampling import SamplingSettings

@@ -25,7 +25,6 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import numpy as np
-
 from _common import REPO, machine
 
 TEST = """

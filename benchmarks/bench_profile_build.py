@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-
 from _common import MODELS, machine, session
+
 from pytest_sme2 import Profile, Recipe
 from pytest_sme2.measure.runner import Runner
 from pytest_sme2.run.targets import RunSpec

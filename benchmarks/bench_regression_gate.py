@@ -41,16 +41,16 @@ import time
 from pathlib import Path
 
 import numpy as np
-
 from _common import machine, session
+
 from pytest_sme2 import Recipe
 from pytest_sme2.gate import baselines
 from pytest_sme2.gate.checks.instructions import instruction_verdict
 from pytest_sme2.gate.checks.latency import latency_verdict
 from pytest_sme2.gate.verdict import Tolerances
+from pytest_sme2.measure.runner import Runner
 from pytest_sme2.profile import stats
 from pytest_sme2.run.callgrind import count_instructions
-from pytest_sme2.measure.runner import Runner
 from pytest_sme2.run.targets import RunSpec
 
 _VARIANT = '''

@@ -36,8 +36,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-
 from _common import REPO, machine, session
+
 from pytest_sme2 import Recipe
 from pytest_sme2.gate import baselines
 from pytest_sme2.gate.checks.process_stats import clean_runs

@@ -10,8 +10,8 @@ import math
 import os
 import sys
 import time
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 from pytest_sme2.errors import Sme2Error
 

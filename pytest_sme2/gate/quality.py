@@ -19,7 +19,6 @@ from pytest_sme2.gate.checks.startup import STARTUP
 from pytest_sme2.gate.verdict import Status, Tolerances, Verdict
 from pytest_sme2.profile import stats
 
-
 # A baseline is refused when more than this share of its runs was disturbed: the runs left are those the
 # machine happened to spare, and a verdict on them compares with a luckier machine than later sessions get
 # (17 of 40 disturbed reference runs were accepted, and unchanged reruns then failed at +22-24%).

@@ -28,12 +28,12 @@ from pytest_sme2.errors import UsageError
 from pytest_sme2.run.call_plan import CallPlan
 
 if TYPE_CHECKING:
-    from pytest_sme2.profile.stats import SampleStats
     from pathlib import Path
 
     from pytest_sme2.export.export import ExportedModel
     from pytest_sme2.measure.runner import Runner
     from pytest_sme2.profile.profile import Profile
+    from pytest_sme2.profile.stats import SampleStats
 
 # Longest sequence asked for: no ExecuTorch LLM program plans a KV cache longer than this (Llama 3's 128k context).
 MAX_TOKENS = 131_072

@@ -395,7 +395,8 @@ def export_llm(request: pytest.FixtureRequest) -> Callable[..., ExportedModel]:
     """
 
     def export_llm(config: Any, name: str | None = None) -> ExportedModel:
-        from pytest_sme2.export.llm_export import export_llm as export, llm_config, recipe_of
+        from pytest_sme2.export.llm_export import export_llm as export
+        from pytest_sme2.export.llm_export import llm_config, recipe_of
 
         with _as_test_failure(request):
             session = _session(request)

@@ -27,8 +27,8 @@ import pytest
 from pytest_sme2.errors import Sme2Error, UsageError
 from pytest_sme2.gate import baselines, gate
 from pytest_sme2.gate.checks.modelled import JUDGE_WITH, NO_DEVICE_THIS_SESSION
-from pytest_sme2.gate.verdict import Status, Tolerances, Verdict
 from pytest_sme2.gate.gate import MISSING_POLICIES
+from pytest_sme2.gate.verdict import Status, Tolerances, Verdict
 from pytest_sme2.plugin import (
     AUTO_PROCESSES_KEY,
     DEVICE_KEY,

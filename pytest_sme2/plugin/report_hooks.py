@@ -303,7 +303,6 @@ class _Collector:
 
         from pytest_sme2.plugin import DEVICE_KEY
         from pytest_sme2.report.github import regression_annotations
-
         from pytest_sme2.system.plain_text import CommandFreeWriter
 
         test_entries = _test_entries(self.config)

@@ -20,7 +20,6 @@ from pytest_sme2.report import charts
 from pytest_sme2.report.advice import recommendations
 from pytest_sme2.report.entries import EMULATED_NOTE
 from pytest_sme2.report.table import (
-    program_title,
     SME_INSTRUCTIONS_LABEL,
     THREAD_SCALING_HEADERS,
     columns,
@@ -30,6 +29,7 @@ from pytest_sme2.report.table import (
     modelled_text,
     ms,
     pct,
+    program_title,
     sme_path_label,
     speedup,
     summary_rows,

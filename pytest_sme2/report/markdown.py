@@ -15,7 +15,6 @@ from pytest_sme2.report.advice import recommendations
 from pytest_sme2.report.entries import EMULATED_NOTE, verdict_text
 from pytest_sme2.report.escape import code, text
 from pytest_sme2.report.table import (
-    program_title,
     NOT_COUNTED,
     SME_INSTRUCTIONS_LABEL,
     THREAD_SCALING_HEADERS,
@@ -29,6 +28,7 @@ from pytest_sme2.report.table import (
     modelled_text,
     ms,
     pct,
+    program_title,
     sme_path_label,
     speedup,
     summary_rows,

@@ -279,7 +279,6 @@ def test_check_says_how_many_of_a_passing_tests_verdicts_were_inconclusive() -> 
     """A CI owner's trial: `pytest-sme2 check` printed "passed ... (13 verdict(s))" for a test whose latency was
     too disturbed to judge; the terminal's baseline summary said "1 inconclusive"."""
     from pytest_sme2.cli import _verdict_counts
-
     from pytest_sme2.gate.verdict import Verdict
 
     def judged(*statuses: str) -> list[dict]:

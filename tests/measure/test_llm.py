@@ -12,7 +12,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-
 from helpers_llm import eager_sequence, last_output
 
 from pytest_sme2 import Recipe

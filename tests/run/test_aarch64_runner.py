@@ -20,8 +20,8 @@ from conftest import REPO
 from pytest_sme2 import Profile, Recipe
 from pytest_sme2.measure.session import Settings, Sme2Session
 from pytest_sme2.run import emulation_setup as emulation
-from pytest_sme2.run.native.build import build_mask_library, build_runner
 from pytest_sme2.run.call_plan import native_calls
+from pytest_sme2.run.native.build import build_mask_library, build_runner
 from pytest_sme2.run.native.tensorfile import read_tensors
 
 # Prefer the emulated target's qemu 11.1 (SME and SME2, so the mask must hide both); Debian's

@@ -10,8 +10,8 @@ import torch
 from pytest_sme2.errors import RunnerError, UsageError
 from pytest_sme2.run.call_plan import CallPlan, load_plan, native_calls
 from pytest_sme2.run.native.tensorfile import read_tensors
-from pytest_sme2.run.targets.native_runner import RunnerFiles, runner_arguments
 from pytest_sme2.run.targets import RunSpec
+from pytest_sme2.run.targets.native_runner import RunnerFiles, runner_arguments
 
 
 def _call(n: int, pos: int) -> tuple[torch.Tensor, torch.Tensor]:

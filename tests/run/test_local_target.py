@@ -21,8 +21,7 @@ from pytest_sme2.measure.runner import Runner
 from pytest_sme2.measure.session import Settings, Sme2Session
 from pytest_sme2.run.native.build import build_mask_library, build_runner
 from pytest_sme2.run.targets import RunSpec
-from pytest_sme2.run.targets.local import LocalTarget
-from pytest_sme2.run.targets.local import check_runner, executable_arch
+from pytest_sme2.run.targets.local import LocalTarget, check_runner, executable_arch
 from pytest_sme2.run.targets.native_runner import STARTUP_REPEATS
 
 

@@ -14,7 +14,6 @@ from pytest_sme2.gate.checks.counted import MIN_OP_INSTRUCTIONS, counted_of
 from pytest_sme2.gate.checks.pairing import op_pairs
 from pytest_sme2.gate.verdict import Evidence, Status, Tolerances, Verdict
 
-
 # A heavy operator's growth is the same across blocks ("each") when its block instances grew within this much.
 SAME_GROWTH = 0.05
 

@@ -12,7 +12,6 @@ from typing import Any, Mapping
 from pytest_sme2.gate.checks.base import Pair, pct, points_short
 from pytest_sme2.gate.verdict import Evidence, Status, Verdict
 
-
 # An operator's count moves by tens of instructions when the address layout the program sees changes
 # (alignment-dependent copies in tiny transposes; measured in docs/performance.md): an operator is only
 # judged on its own when its count moved by more than this too. Its share of the whole inference is

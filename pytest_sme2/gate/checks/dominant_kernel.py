@@ -9,7 +9,6 @@ from typing import Any, Mapping
 from pytest_sme2.gate.checks.base import Check, Pair
 from pytest_sme2.gate.verdict import Evidence, Status, Verdict
 
-
 # An operator's dominant kernel counts as replaced when it took at least DOMINANT of the operator's samples
 # in the baseline and now takes under GONE, each side with at least KERNEL_SAMPLES samples: two kernels
 # sharing an operator (a main and a remainder tile) trade places by chance, a replaced one does not come back.

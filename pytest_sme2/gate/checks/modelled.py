@@ -14,7 +14,6 @@ from pytest_sme2.gate.checks.pairing import op_pairs
 from pytest_sme2.gate.verdict import Evidence, Status, Tolerances, Verdict
 from pytest_sme2.profile.device_model import time_text
 
-
 MODELLED_OPS_NAMED = 3  # operators whose modelled time grew most, named in a failing modelled verdict
 MODELLED_NOT_JUDGED = "modelled device time not judged"
 NO_DEVICE_THIS_SESSION = "this session models no device"

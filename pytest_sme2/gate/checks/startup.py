@@ -17,7 +17,6 @@ from pytest_sme2.gate.checks.counted import counts_of
 from pytest_sme2.gate.checks.process_stats import clean_runs, process_medians, shift_verdict
 from pytest_sme2.gate.verdict import Evidence, Status, Tolerances, Verdict
 
-
 # Why a hardware load/init change measured without the reference program is a note, not a failure. Measured
 # (docs/gate.md, "Load, init and peak memory"): beside two busy jobs, unchanged mobilenet_v3_small's one init per
 # process came out +54% against the baseline, p=2e-5, in all four check processes alike; a busy machine slows

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pytest_sme2.errors import RunnerError, UsageError
-from pytest_sme2.run.cpu import CpuInfo, host_cpu
 from pytest_sme2.run.call_plan import native_calls
+from pytest_sme2.run.cpu import CpuInfo, host_cpu
 from pytest_sme2.run.kernel_libraries import raise_if_missing_kernels, runner_libraries
 from pytest_sme2.run.targets.base import (
     EMULATED_TIMING,
