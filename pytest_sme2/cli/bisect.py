@@ -191,13 +191,15 @@ def _result(top: Path, done: subprocess.CompletedProcess[str], out_dir: Path, lo
             None, "", steps, log, f"git bisect did not name one first bad commit (see {log}): " f"{' '.join(why)}"
         )
     subject = _git(top, "log", "-1", "--format=%s", first.group(1)).stdout.strip()
-    why = next((f": {s['reason']}" for s in reversed(steps) if s["commit"] == first.group(1) and s.get("reason")), "")
+    first_reason = next(
+        (f": {s['reason']}" for s in reversed(steps) if s["commit"] == first.group(1) and s.get("reason")), ""
+    )
     return BisectResult(
         first.group(1),
         subject,
         steps,
         log,
-        f"first bad commit: {first.group(1)[:12]} {subject}{why} ({len(steps)} steps; each step's "
+        f"first bad commit: {first.group(1)[:12]} {subject}{first_reason} ({len(steps)} steps; each step's "
         f"session folder, verdict and reason in {out_dir})",
     )
 

@@ -281,7 +281,8 @@ def _encode(work: OpWork) -> list[Any]:
 
 
 def _decode(row: Sequence[Any]) -> OpWork:
-    return OpWork(*(math.nan if v is None else float(v) for v in row[:4]), why_unknown=row[4])
+    macs, flops, bytes_read, bytes_written = (math.nan if v is None else float(v) for v in row[:4])
+    return OpWork(macs, flops, bytes_read, bytes_written, why_unknown=row[4])
 
 
 def _etrecord_beside(pte: Path) -> Path | None:

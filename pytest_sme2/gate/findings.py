@@ -97,14 +97,14 @@ def findings(verdicts: Sequence[Verdict]) -> list[Finding]:
         key = (cause, verdict.label if cause == QUANTITY else verdict.message)
         grouped.setdefault(key, []).append(verdict)
     out = []
-    for (cause, key), members in grouped.items():
+    for (cause, words), members in grouped.items():
         labels = tuple(dict.fromkeys(v.label for v in members))
         if cause == QUANTITY:
             items = [_short(v) for v in members]
             more = len(items) - MOVED_ITEMS
             text = "; ".join(items[:MOVED_ITEMS]) + (f"; and {more} more" if more > 0 else "")
         else:
-            text = key
+            text = words
         out.append(Finding(cause, text, labels, tuple(members), items[0] if cause == QUANTITY else ""))
     return sorted(out, key=lambda f: f.cause)  # stable: verdict order within a cause
 
@@ -138,6 +138,7 @@ def message_lines(found: Sequence[Finding], limit: int = 4) -> list[str]:
         return []
     first = headline(found)
     lead = _lead(found)
+    assert lead is not None  # found is not empty
     rest = [f for f in found if f is not lead]
     lines = [first]
     for finding in rest[:limit]:

@@ -167,7 +167,7 @@ def align(then: Sequence[Node], now: Sequence[Node]) -> Alignment:
 def _pair_changed_blocks(then: list[_Unit], now: list[_Unit]) -> list[tuple[_Unit, _Unit]]:
     """Blocks left unpaired whose contents changed (an activation replaced in every layer): paired in order within
     each family, as many as both sides have; the rest of a family are the blocks added or removed."""
-    pairs = []
+    pairs: list[tuple[_Unit, _Unit]] = []
     for family in dict.fromkeys(u.family for u in then if u.instance):
         before = [u for u in then if u.family == family and u.instance]
         after = [u for u in now if u.family == family and u.instance]
@@ -227,12 +227,13 @@ def changes(then: Sequence[Node], now: Sequence[Node], alignment: Alignment) -> 
         if _target(then[i].name) != _target(now[j].name):
             key = (generic(_path(then[i].name)), _target(then[i].name), _target(now[j].name))
             replaced.setdefault(key, []).append(_path(now[j].name))
-        if then[i].dtype and now[j].dtype and then[i].dtype != now[j].dtype:
-            dtypes[(then[i].dtype, now[j].dtype)] += 1
-    for (where, before, after), places in replaced.items():
-        out.append(f"{where}: {before} -> {after}" + (f" in {len(places)} blocks" if len(places) > 1 else ""))
-    for (before, after), count in dtypes.most_common():
-        out.append(f"dtype {before} -> {after} ({count} of {len(alignment.pairs)} paired nodes)")
+        dtype_then, dtype_now = then[i].dtype, now[j].dtype
+        if dtype_then and dtype_now and dtype_then != dtype_now:
+            dtypes[(dtype_then, dtype_now)] += 1
+    for (where, old, new), places in replaced.items():
+        out.append(f"{where}: {old} -> {new}" + (f" in {len(places)} blocks" if len(places) > 1 else ""))
+    for (old, new), count in dtypes.most_common():
+        out.append(f"dtype {old} -> {new} ({count} of {len(alignment.pairs)} paired nodes)")
     in_blocks = {instance for names in alignment.added.values() for instance in names}
     loose_new = [now[j].name for j in alignment.new if (instance_of(now[j].name) or ("", ""))[1] not in in_blocks]
     if loose_new:

@@ -64,8 +64,8 @@ def host_cpu() -> CpuInfo:
             except OSError:
                 return ""
 
-        features = {f.lower() for f in ("sme", "sme2") if sysctl(f"hw.optional.arm.FEAT_{f.upper()}") == "1"}
-        return CpuInfo(sysctl("machdep.cpu.brand_string") or arch, arch, system, frozenset(features))
+        flags = {f.lower() for f in ("sme", "sme2") if sysctl(f"hw.optional.arm.FEAT_{f.upper()}") == "1"}
+        return CpuInfo(sysctl("machdep.cpu.brand_string") or arch, arch, system, frozenset(flags))
     cpuinfo = Path("/proc/cpuinfo")
     text = cpuinfo.read_text(errors="replace") if cpuinfo.exists() else ""
     name, features = parse_proc_cpuinfo(text, arch)

@@ -187,8 +187,8 @@ def unwind_function_ranges(path: Path) -> list[tuple[int, int]]:
     cie_encoding: dict[int, int] = {}
     ranges = []
     for _ in range(count or 0):
-        start, at = reader.read(at, table_enc)
-        fde_vaddr, at = reader.read(at, table_enc)
+        start, at = reader.read_present(at, table_enc)
+        fde_vaddr, at = reader.read_present(at, table_enc)
         fde = _file_offset_of(loads, fde_vaddr)
         if fde is None:
             raise ValueError(f"{path}: .eh_frame_hdr points outside the loaded segments ({fde_vaddr:#x})")
@@ -199,7 +199,7 @@ def unwind_function_ranges(path: Path) -> list[tuple[int, int]]:
             cie_encoding[cie] = _cie_pointer_encoding(reader, cie)
         pc_at = cie_pointer_at + (8 if header == 12 else 4)
         _begin, pc_at = reader.read(pc_at, cie_encoding[cie])
-        length, _ = reader.read(pc_at, cie_encoding[cie] & 0x0F)  # the range is a plain number
+        length, _ = reader.read_present(pc_at, cie_encoding[cie] & 0x0F)  # the range is a plain number
         ranges.append((start, start + length))
     return sorted(ranges)
 
@@ -210,6 +210,13 @@ class _EncodedReader:
     def __init__(self, data: bytes, end: str, wide: bool, hdr_vaddr: int, hdr_offset: int):
         self.data, self.end, self.wide = data, end, wide
         self.hdr_vaddr, self.hdr_offset = hdr_vaddr, hdr_offset
+
+    def read_present(self, at: int, encoding: int) -> tuple[int, int]:
+        """A field the table cannot omit (a table entry, a range length): DW_EH_PE_omit there is a corrupt file."""
+        value, after = self.read(at, encoding)
+        if value is None:
+            raise ValueError(f".eh_frame_hdr: a required field at offset {at:#x} is encoded as omitted (0xff)")
+        return value, after
 
     def read(self, at: int, encoding: int) -> tuple[int | None, int]:
         if encoding == 0xFF:  # DW_EH_PE_omit

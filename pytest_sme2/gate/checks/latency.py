@@ -42,8 +42,11 @@ def latency_verdict(label: str, current: Mapping[str, Any], baseline: Mapping[st
             f"latency not judged: {few}",
             Evidence({"disturbed": [int((~m).sum()) for m in clean]}),
         )
+    rel_now, rel_then = relative
     values = (
-        relative if judged_relative else tuple(np.asarray(r["samples_ms"], dtype=float) for r in (current, baseline))
+        (rel_now, rel_then)
+        if rel_now is not None and rel_then is not None
+        else tuple(np.asarray(r["samples_ms"], dtype=float) for r in (current, baseline))
     )
     test = process_shift_of((current, baseline), values, clean, log=True)
     if isinstance(test, str):

@@ -10,7 +10,7 @@ whole story.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -21,8 +21,8 @@ from pytest_sme2.profile import stats
 
 def process_shift_of(
     records: tuple[Mapping[str, Any], Mapping[str, Any]],
-    values: tuple[np.ndarray, np.ndarray],
-    keep: tuple[np.ndarray, np.ndarray],
+    values: Sequence[np.ndarray],
+    keep: Sequence[np.ndarray],
     log: bool = False,
 ) -> "stats.ProcessShift | str":
     """The between-process comparison of one quantity (current, baseline order), or why there is none."""
@@ -65,12 +65,12 @@ def clean_runs(record: Mapping[str, Any], with_reference: bool = False) -> np.nd
     return mask
 
 
-def left_out(clean: tuple[np.ndarray, np.ndarray]) -> str:
+def left_out(clean: Sequence[np.ndarray]) -> str:
     counts = [int((~mask).sum()) for mask in clean]
     return f"; {counts[0]} vs {counts[1]} disturbed runs left out" if any(counts) else ""
 
 
-def too_few(clean: tuple[np.ndarray, np.ndarray]) -> str:
+def too_few(clean: Sequence[np.ndarray]) -> str:
     """Why no verdict can be given (empty if it can): too few undisturbed runs on a side."""
     for side, mask in zip(("this run", "the baseline"), clean):
         if int(mask.sum()) < stats.MIN_CLEAN_RUNS:
@@ -116,11 +116,11 @@ def per_run_verdict(
         """The numbers so far, with the share's category; ``judged``: the t-test between processes decided."""
         return Evidence(evidence, category=category, statistical=judged)
 
-    values = tuple(per_run(r, key, category) for r in (current, baseline))
-    if values[0] is None and values[1] is None:
+    now, then = (per_run(r, key, category) for r in (current, baseline))
+    if now is None and then is None:
         return Verdict(check, Status.OK, label, f"{what}: neither side has any", typed())
-    if values[1] is None or values[0] is None:
-        side = "the baseline" if values[1] is None else "this run"
+    if then is None or now is None:
+        side = "the baseline" if then is None else "this run"
         if side == "the baseline" and baseline.get("per_run") is None:
             return Verdict(
                 check,
@@ -133,6 +133,7 @@ def per_run_verdict(
         if two_sided or side == "this run":
             return Verdict(check, Status.REGRESSION, label, f"{what}: {side} has none, the other side has", typed())
         return Verdict(check, Status.OK, label, f"{what}: the baseline had none", typed())
+    values = (now, then)
     clean = tuple(clean_runs(r) for r in (current, baseline))
     if len(values[0]) != clean[0].size or len(values[1]) != clean[1].size:
         return Verdict(

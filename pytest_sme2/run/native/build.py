@@ -358,6 +358,7 @@ def build_mask_library(arch: str = "host", force: bool = False) -> Path:
         if library.exists() and not force:
             return library
         library.parent.mkdir(parents=True, exist_ok=True)
+        compiler: str | None
         if arch == "linux-aarch64":
             compiler = _cross_compiler(CROSS_CC)
         else:
