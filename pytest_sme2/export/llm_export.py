@@ -251,11 +251,11 @@ def _lowered_program() -> Iterator[list[dict[str, Any]]]:
         records.append(_delegation_record(self.edge_manager.exported_program().graph_module))
         return original(self, *args, **kwargs)
 
-    LLMEdgeManager.to_executorch = to_executorch  # type: ignore[method-assign]
+    LLMEdgeManager.to_executorch = to_executorch
     try:
         yield records
     finally:
-        LLMEdgeManager.to_executorch = original  # type: ignore[method-assign]
+        LLMEdgeManager.to_executorch = original
 
 
 def _export_into(config: Any, out: Path, name: str, recipe: Recipe) -> dict[str, Any]:

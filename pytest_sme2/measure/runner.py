@@ -29,7 +29,7 @@ from pytest_sme2.model.registry import source_files
 from pytest_sme2.profile import stats
 from pytest_sme2.profile.profile import Profile, emulated_timing_skip
 from pytest_sme2.run.call_plan import PLAN_FILE, CallPlan
-from pytest_sme2.run.device_state import cores_of_mask, wait_for_cooldown
+from pytest_sme2.run.device_state import DeviceState, cores_of_mask, wait_for_cooldown
 from pytest_sme2.run.targets import RunResult, RunSpec
 from pytest_sme2.run.targets.base import RUN_FACTS
 from pytest_sme2.system.digests import file_sha256
@@ -109,7 +109,7 @@ class Runner:
             if pte.etrecord_path.exists():
                 etrecord = copy_artifact(pte.etrecord_path, self.test_dir / f"{slug(pte.label)}.etrecord")
             inputs = pte.inputs_path
-            identity = {
+            identity: dict[str, Any] = {
                 "model": pte.model,
                 "recipe": pte.recipe.label,
                 "delegation": pte.delegation,
@@ -163,7 +163,7 @@ class Runner:
         waited, still_hot = 0.0, None
         if settings.cooldown_c is not None:
             state, waited, still_hot = wait_for_cooldown(
-                target.device_state,
+                self._read_state,
                 settings.cooldown_c,
                 settings.cooldown_max_s,
                 self.session.say,
@@ -175,9 +175,19 @@ class Runner:
             self.session.steady_state = state
         return {"state": state, "cooldown_s": waited, "still_hot": still_hot}
 
+    def _read_state(self) -> DeviceState:
+        """The device's state, from a target that has read one before (``_state_before``)."""
+        state = self.session.target.device_state()
+        if state is None:
+            raise RunnerError(
+                f"the {self.session.target.info.name} target read the device's state once and then no more; "
+                "its device_state() must answer every time or never"
+            )
+        return state
+
     def _state_record(self, before: dict[str, Any]) -> dict[str, Any]:
         """Before and after the round, and why it counts as throttled (None: it does not)."""
-        after = self.session.target.device_state()
+        after = self._read_state()
         steady = self.session.steady_state
         cores = cores_of_mask(self.session.target.info.details.get("affinity"))  # the cores the runner may use
         reasons = [r for r in (before["state"].throttling(steady, cores), after.throttling(steady, cores)) if r]
@@ -247,7 +257,7 @@ class Runner:
                     f"the runner ({result.log}) did not report 'clock_offset_ns', which places samples "
                     "in ETDump events; rebuild it with `pytest-sme2 build-runner`"
                 )
-            trace = read_run(result.timed_etdump)
+            trace = read_run(_timed_etdump(result))
             kernel_time = attribute(
                 sampler.samples(result.out_dir),
                 trace,
@@ -311,7 +321,7 @@ class Runner:
         self, result: RunResult, identity: dict[str, Any], facts: ProgramFacts, metadata: dict[str, Any]
     ) -> Profile:
         return Profile.from_etdump(
-            result.timed_etdump,
+            _timed_etdump(result),
             result.warmup_etdump,
             model=identity["model"],
             recipe=identity["recipe"],
@@ -468,3 +478,10 @@ def require_program(pte: object) -> None:
         raise ProgramError(
             f"etdump_profile() needs the exported_pte fixture's value or a .pte path, got {type(pte).__name__}"
         )
+
+
+def _timed_etdump(result: RunResult) -> Path:
+    """The timed runs' ETDump of a run that asked for one: a target that wrote none is named, not read as None."""
+    if result.timed_etdump is None:
+        raise RunnerError(f"the runner ({result.log}) wrote no ETDump of its timed runs, though one was asked for")
+    return result.timed_etdump

@@ -465,7 +465,9 @@ class PricingInputs:
         mix = profile.instruction_mix()
         if mix is None:
             return None
-        classes = profile.instructions.classes  # not None: instruction_mix() said so
+        counted = profile.instructions
+        assert counted is not None and counted.classes is not None  # instruction_mix() said so
+        classes = counted.classes
         outside = np.array(
             [float(np.median(classes[n].execute_values - classes[n].op_values.sum(axis=0))) for n in NAMES]
         )

@@ -219,13 +219,11 @@ class Profile:
         for other in profiles[1:]:
             if (other.model, other.recipe, other.variant) != (head.model, head.recipe, head.variant):
                 raise ValueError(f"cannot merge {other.label} into {head.label}: different program or variant")
-        walls = [p.wall_ms for p in profiles]
-        references = [p.reference_ms for p in profiles]
-        reference_loads = [p.reference_load_ms for p in profiles]
-        peaks = [p.peak_rss_kb for p in profiles]
+        peaks = [p.peak_rss_kb for p in profiles if p.peak_rss_kb is not None]
+        traces = [p.instructions for p in profiles if p.instructions is not None]
         memory = dict(head.metadata.get("memory") or {})
-        if all(peak is not None for peak in peaks):  # every runner process's peak per run, in run order
-            memory["peak_rss_kb"] = [int(kb) for peak in peaks for kb in peak]  # type: ignore[union-attr]
+        if len(peaks) == len(profiles):  # every runner process's peak per run, in run order
+            memory["peak_rss_kb"] = [int(kb) for peak in peaks for kb in peak]
         else:  # some chunk has none: the first chunk's peaks would pass for every run's
             memory.pop("peak_rss_kb", None)
         artifacts = dict(head.artifacts)
@@ -237,9 +235,9 @@ class Profile:
             recipe=head.recipe,
             variant=head.variant,
             delegation=head.delegation,
-            wall_ms=np.concatenate(walls) if all(w is not None for w in walls) else None,
-            reference_ms=np.concatenate(references) if all(r is not None for r in references) else None,
-            reference_load_ms=np.concatenate(reference_loads) if all(r is not None for r in reference_loads) else None,
+            wall_ms=_joined([p.wall_ms for p in profiles]),
+            reference_ms=_joined([p.reference_ms for p in profiles]),
+            reference_load_ms=_joined([p.reference_load_ms for p in profiles]),
             metadata={
                 **head.metadata,
                 "chunks": sum(int(p.metadata.get("chunks", 1)) for p in profiles),
@@ -250,9 +248,7 @@ class Profile:
                 else [sum(p.runs for p in profiles)],
             },
             artifacts=artifacts,
-            instructions=InstructionTrace.concat([p.instructions for p in profiles])
-            if all(p.instructions is not None for p in profiles)
-            else None,
+            instructions=InstructionTrace.concat(traces) if len(traces) == len(profiles) else None,
             work=head.work,
             kernel_time=next((p.kernel_time for p in profiles if p.kernel_time is not None), None),
             throttled_runs=None
@@ -714,14 +710,13 @@ class Profile:
             return None
         out: dict[str, Any] = {"unknown_ops": int(self._ops["work_unknown"].notna().sum())}
         for category, rows in self._ops.groupby("category", sort=False):
-            entry = {
-                "macs": float(np.nansum(rows["macs"])),
-                "bytes": float(np.nansum(rows["bytes_read"]) + np.nansum(rows["bytes_written"])),
-            }
+            macs = float(np.nansum(rows["macs"]))
+            moved = float(np.nansum(rows["bytes_read"]) + np.nansum(rows["bytes_written"]))
+            entry: dict[str, float | None] = {"macs": macs, "bytes": moved}
             if "gflops" in rows and not self.emulated:
                 seconds = float(rows["median_ms"].sum()) / 1e3
-                entry["gflops"] = 2 * entry["macs"] / 1e9 / seconds if seconds > 0 and entry["macs"] else None
-                entry["gbytes_per_s"] = entry["bytes"] / 1e9 / seconds if seconds > 0 else None
+                entry["gflops"] = 2 * macs / 1e9 / seconds if seconds > 0 and macs else None
+                entry["gbytes_per_s"] = moved / 1e9 / seconds if seconds > 0 else None
             out[category] = entry
         return out
 
@@ -854,7 +849,9 @@ class Profile:
             if self.relative_ms is not None
             else None,
             # The reference program's time before each run: the gate compares e2e_ms / reference_ms.
-            "reference_ms": [float(x) for x in self.reference_ms] if self.relative_ms is not None else None,
+            "reference_ms": [float(x) for x in self.reference_ms]
+            if self.relative_ms is not None and self.reference_ms is not None
+            else None,
             # Runs per process, in order: the gate compares process medians (stats.ProcessShift).
             "process_sizes": self.process_sizes,
             "load_ms": self.load_ms if timed else None,  # emulated: counted, under instructions.load / init
@@ -950,7 +947,7 @@ class Profile:
         whole = lambda value: None if value is None else int(round(value))  # noqa: E731 - exact counts stay ints
         ops = self.ops
         keys = self.trace.ops
-        record = {
+        record: dict[str, Any] = {
             "source": "qemu (emulated target)",
             "per_inference": whole(self.instructions_per_inference),
             "sme_per_inference": whole(self.sme_instructions_per_inference),
@@ -1056,3 +1053,9 @@ def emulated_timing_skip(what: str) -> BaseException:
 def is_emulated_timing_skip(error: BaseException) -> bool:
     """True for a skip made by :func:`emulated_timing_skip`."""
     return bool(getattr(error, _TIMING_SKIP_MARK, False))
+
+
+def _joined(parts: Sequence[np.ndarray | None]) -> np.ndarray | None:
+    """The chunks' per-run values end to end, or None when a chunk has none (its runs would be misattributed)."""
+    present = [part for part in parts if part is not None]
+    return np.concatenate(present) if len(present) == len(parts) else None

@@ -109,8 +109,9 @@ def compare(on: Profile, off: Profile, top: int = TOP_OPS, device: "str | Device
     off_total = float(off.category_values(by).sum(axis=1).sum())
     operators = []
     for off_name, on_name in match_ops(on_ops, off_ops):
-        name = off_name or on_name
-        assert name is not None
+        either = off_name or on_name
+        assert either is not None  # match_ops pairs at least one side
+        name = either
         c_on = classify(on_name) if on_name else None
         c_off = classify(off_name) if off_name else None
         off_runs = off_ops.get(off_name) if off_name else None
@@ -161,8 +162,8 @@ def compare(on: Profile, off: Profile, top: int = TOP_OPS, device: "str | Device
         else None,
         "on_median_ms": None if emulated else on.median_ms,
         "off_median_ms": None if emulated else off.median_ms,
-        "bottleneck_off": max(off_shares, key=off_shares.get),
-        "bottleneck_on": max(on_shares, key=on_shares.get),
+        "bottleneck_off": max(off_shares, key=lambda k: off_shares[k]),
+        "bottleneck_on": max(on_shares, key=lambda k: on_shares[k]),
         "categories": categories,
         "operators": operators,
         "kernels": _kernel_comparison(on, off),
@@ -174,16 +175,16 @@ def compare(on: Profile, off: Profile, top: int = TOP_OPS, device: "str | Device
 
 def _kernel_comparison(on: Profile, off: Profile) -> dict[str, Any] | None:
     """Kernels SME2 on vs off, in sampled time (both variants' kernels sampled), else None."""
-    sampled = on.kernel_time, off.kernel_time
-    if any(k is None or not k.available for k in sampled):
+    k_on, k_off = on.kernel_time, off.kernel_time
+    if k_on is None or k_off is None or not k_on.available or not k_off.available:
         return None
     return {
-        "sme_share_on": on.kernel_time.kind_share(),
-        "sme_share_off": off.kernel_time.kind_share(),
-        "kind_ms_on": on.kernel_time.kind_ms(),
-        "kind_ms_off": off.kernel_time.kind_ms(),
-        "top_on": on.kernel_time.top_kernels(),
-        "top_off": off.kernel_time.top_kernels(),
+        "sme_share_on": k_on.kind_share(),
+        "sme_share_off": k_off.kind_share(),
+        "kind_ms_on": k_on.kind_ms(),
+        "kind_ms_off": k_off.kind_ms(),
+        "top_on": k_on.top_kernels(),
+        "top_off": k_off.top_kernels(),
     }
 
 

@@ -232,6 +232,20 @@ class EmulatedTarget(RegisteredTarget):
             details={"qemu": str(st.qemu), "runner": str(st.runner), "svl_bits": self._svl, "timing": EMULATED_TIMING},
         )
 
+    @property
+    def _ready_runner(self) -> Path:
+        """The runner of a ready target: nothing runs before ``unsupported`` said it is ready."""
+        if self._status.runner is None:
+            raise RunnerError(f"emulated SME2 target not ready: {self._status.problem}")
+        return self._status.runner
+
+    @property
+    def _ready_qemu(self) -> Path:
+        """qemu of a ready target: nothing runs before ``unsupported`` said it is ready."""
+        if self._status.qemu is None:
+            raise RunnerError(f"emulated SME2 target not ready: {self._status.problem}")
+        return self._status.qemu
+
     def unsupported(self, sme2: bool | None) -> str | None:
         if not self._status.ready:
             return f"emulated SME2 target not ready: {self._status.problem}"
@@ -244,7 +258,7 @@ class EmulatedTarget(RegisteredTarget):
         from pytest_sme2.run.native.build import executorch_release
 
         st = self._status
-        built = emulation_setup.runner_version(st.qemu, st.runner)
+        built = emulation_setup.runner_version(self._ready_qemu, self._ready_runner)
         wanted = executorch_release()
         if built is None:
             raise RunnerError(
@@ -290,7 +304,7 @@ class EmulatedTarget(RegisteredTarget):
             return self._counted_run(qemu, pte, inputs, spec, out_dir)
         env = {**os.environ, "QEMU_LD_PREFIX": str(emulation_setup.SYSROOT)}
         return run_runner_process(
-            qemu, st.runner, env, pte, inputs, spec, out_dir, self.info, sme2_active=spec.sme2 is not False
+            qemu, self._ready_runner, env, pte, inputs, spec, out_dir, self.info, sme2_active=spec.sme2 is not False
         )
 
     def emulator_command(self, spec: RunSpec) -> list[str]:
@@ -316,16 +330,17 @@ class EmulatedTarget(RegisteredTarget):
         out_dir.mkdir(parents=True, exist_ok=True)
         counter_binary = build_exec_counter()
         key = None if self._results is None else self.result_key(pte, inputs, spec, counter_binary)
-        if key is None:
+        results = self._results
+        if key is None or results is None:
             return self._count(qemu, pte, inputs, spec, out_dir, setarch, counter_binary, None)
-        with self._results.computing(key):
+        with results.computing(key):
             if not self._fresh:
-                stored = self._results.load(key, out_dir)
+                stored = results.load(key, out_dir)
                 stale = None if stored is None else _stale_counts(out_dir / COUNTS_FILE)
                 if stored is not None and stale is None:
                     return self._cached_result(key, stored, spec, out_dir)
                 if stale is not None:
-                    self._results.discard(key, stale)
+                    results.discard(key, stale)
             return self._count(qemu, pte, inputs, spec, out_dir, setarch, counter_binary, key)
 
     def counted_prefix(self, qemu: list[str], setarch: str, log: str) -> tuple[list[str], LoaderRange]:
@@ -336,7 +351,7 @@ class EmulatedTarget(RegisteredTarget):
         loader = self._loaders.get(tuple(base))
         if loader is None:
             loader = loader_range(
-                base, self._status.runner, carried_loader(self._status.runner).loader, self._guest_env()
+                base, self._ready_runner, carried_loader(self._ready_runner).loader, self._guest_env()
             )
             self._loaders[tuple(base)] = loader
         return [*base, *BIND_NOW, *QEMU_LOG_FLAGS, *loader.log_filter(), "-D", log], loader
@@ -372,7 +387,7 @@ class EmulatedTarget(RegisteredTarget):
         try:
             result = run_runner_process(
                 prefix,
-                self._status.runner,
+                self._ready_runner,
                 env,
                 pte,
                 inputs,
@@ -406,7 +421,7 @@ class EmulatedTarget(RegisteredTarget):
         blocks.unlink()
         sequence.unlink()  # megabytes of block ids; the per-event counts are what is kept
         result.evidence["kernel_trace"] = kernel_trace_of(counts).as_dict()
-        if key is not None:
+        if key is not None and self._results is not None:
             self._results.store(
                 key, out_dir, [name for name in KEPT_FILES if (out_dir / name).is_file()], result.evidence
             )
@@ -420,7 +435,7 @@ class EmulatedTarget(RegisteredTarget):
         the counter (``counter``: its binary when the caller has it already, else found or built here)."""
         from pytest_sme2.run.native.build import build_exec_counter
 
-        qemu, runner = self.emulator_command(spec), self._status.runner
+        qemu, runner = self.emulator_command(spec), self._ready_runner
         counter = counter or build_exec_counter()
         settings = {k: v for k, v in spec.as_dict().items() if k not in _NOT_IN_KEY}
         kits = [f for library in runner_libraries(pte, "aarch64") for f in kit_files(library)]
