@@ -83,7 +83,7 @@ class KernelNamer:
         if offset is None and vaddr is None:
             return symbol or f"{base}{UNNAMED_MARK}?"
         unstripped, own, ranges = self._library(library)
-        if vaddr is None and own is not None:
+        if vaddr is None and offset is not None and own is not None:  # offset: not None when vaddr is (above)
             vaddr = own.vaddr_at(offset)
         for table in (unstripped, None if symbol else own):
             named = table.at_vaddr(vaddr) if table is not None and vaddr is not None else None
@@ -106,11 +106,10 @@ class KernelNamer:
         if library not in self._tables:
             copy = self._copy(library, self._symfs)
             local = Path(library) if Path(library).is_file() else self._copy(library, self._copies)
-            readable = local is not None
             self._tables[library] = (
                 _symbols(copy) if copy is not None else None,
-                _symbols(local) if readable else None,
-                _ranges(local) if readable else [],
+                _symbols(local) if local is not None else None,
+                _ranges(local) if local is not None else [],
             )
         return self._tables[library]
 
@@ -415,7 +414,8 @@ def attribute(
         entry[0] += 1
         entry[1] += ms_per_sample[i]
     etdump_ms = _etdump_ms_per_place(trace, clean)
-    kernel_rows, per_place = [], {}
+    kernel_rows: list[dict[str, Any]] = []
+    per_place: dict[int, dict[str, Any]] = {}
     for (where, kernel, library), (count, ms) in rows.items():
         op = _PLACES.get(where) or ids[where]
         event = _PLACES.get(where) or trace.ops[where].name
@@ -449,8 +449,8 @@ def attribute(
         total["samples"] += count
         total["sampled_ms_per_run"] += ms
     kernels = pd.DataFrame(kernel_rows, columns=list(KernelTime._KERNEL_COLUMNS[:-1]))
-    order = sorted(per_place, key=lambda w: (w < 0, w))  # program order, then the two leftover places
-    ops = pd.DataFrame([per_place[w] for w in order], columns=list(KernelTime._OP_COLUMNS))
+    place_order = sorted(per_place, key=lambda w: (w < 0, w))  # program order, then the two leftover places
+    ops = pd.DataFrame([per_place[w] for w in place_order], columns=list(KernelTime._OP_COLUMNS))
     event_samples = kernels.groupby("op")["samples"].transform("sum") if len(kernels) else pd.Series(dtype=float)
     kernels["share"] = kernels["samples"] / event_samples if len(kernels) else []
     kernels = kernels.sort_values(["samples", "kernel"], ascending=[False, True], kind="stable").reset_index(drop=True)

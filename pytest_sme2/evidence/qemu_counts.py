@@ -218,7 +218,7 @@ def _function_labels(blocks: ExecutedBlocks, space: AddressSpace) -> list[str]:
     return labels
 
 
-def _check_delegate_calls(kinds: Sequence[str], instructions: Sequence[int]) -> None:
+def _check_delegate_calls(kinds: Sequence[str], instructions: Sequence[int] | np.ndarray) -> None:
     """Each batch of logged operators is followed by the end of the delegate call they ran in, so together they
     cannot hold more instructions than that call: more means an operator was given another call's work (an
     attribution gone wrong, as before a node's several operators were grouped), which must not reach a Profile."""
@@ -407,9 +407,10 @@ def write_counts(counts: EventCounts, timed: Path | None, warmup: Path | None, p
 
     if timed is None:
         raise RunnerError("a counted run needs its ETDump (etdump on)")
-    document: dict[str, object] = {"version": COUNTS_VERSION, "files": {}}
+    files: dict[str, object] = {}
+    document: dict[str, object] = {"version": COUNTS_VERSION, "files": files}
     for name, part in _split_by_file(counts, Path(timed), None if warmup is None else Path(warmup)).items():
-        document["files"][name] = {  # type: ignore[index]
+        files[name] = {
             "instructions": counts.instructions[part].tolist(),
             "sme": counts.sme[part].tolist(),
             "sve": counts.sve[part].tolist(),
@@ -506,16 +507,14 @@ class InstructionTrace:
         from pytest_sme2.evidence.etdump import ExecutionTrace
 
         merged = ExecutionTrace.concat([p.instructions for p in parts])
-        by_key = {}
+        by_key: dict[Any, dict[str, int]] = {}
         for part in parts:
             for key, functions in zip(part.instructions.ops, part.functions):
                 by_key.setdefault(key, functions)
+        per_part = [p.classes for p in parts if p.classes is not None]
         classes = None
-        if all(p.classes is not None for p in parts):
-            classes = {
-                name: ExecutionTrace.concat([p.classes[name] for p in parts])  # type: ignore[index]
-                for name in NAMES
-            }
+        if len(per_part) == len(parts):
+            classes = {name: ExecutionTrace.concat([c[name] for c in per_part]) for name in NAMES}
         return cls(
             merged,
             ExecutionTrace.concat([p.sme for p in parts]),

@@ -33,8 +33,12 @@ class Sampler(Protocol):
     (a device), so kernels can be named from them.
     """
 
-    description: str
-    library_copies: tuple[Path, ...]
+    # read-only (properties): the samplers are frozen dataclasses
+    @property
+    def description(self) -> str: ...
+
+    @property
+    def library_copies(self) -> tuple[Path, ...]: ...
 
     def samples(self, out_dir: Path) -> list[Sample]: ...
 

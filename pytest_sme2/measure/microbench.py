@@ -14,7 +14,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from pytest_sme2.errors import RunnerError, UsageError
 from pytest_sme2.evidence.instruction_classes import NAMES
@@ -107,7 +107,7 @@ class QemuBench:
 class AdbBench:
     """The program pushed to an Android device (statically linked: no loader needed) and run through adb shell."""
 
-    device: object  # an adbutils device
+    device: Any  # an adbutils device (adbutils ships no type information)
     remote: str
     where: str
     emulated: bool = False

@@ -38,7 +38,7 @@ def _sme_path_advice(profile: Mapping[str, Any]) -> str | None:
     share = profile.get("sme_path_share")
     if profile.get("sme2") is not True or share is None or share >= SME_PATH_EXPECTED:
         return None
-    measure = {"work": "multiply-accumulates"}.get(profile.get("sme_path_basis"), _measure(profile))
+    measure = {"work": "multiply-accumulates"}.get(profile.get("sme_path_basis") or "", _measure(profile))
     executed = profile.get("executed_sme_kernels")
     if executed:
         return (

@@ -33,7 +33,7 @@ def _counted(pair: Pair) -> list[Verdict]:
     if counts is None:
         return []
     now, then = counts
-    basis = {"work": "multiply-accumulates"}.get(now.get("sme_path_basis"), "instructions")
+    basis = {"work": "multiply-accumulates"}.get(now.get("sme_path_basis") or "", "instructions")
     return [
         counted_share(
             "sme_path",

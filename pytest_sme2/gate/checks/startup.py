@@ -83,9 +83,10 @@ def startup_verdicts(
         values = tuple(
             None if r is None else _per_gate_process(record, r) for r, record in zip(relative, (current, baseline))
         )
+        raw_now, raw_then = raw
         if (
-            raw[0] is None
-            or raw[1] is None
+            raw_now is None
+            or raw_then is None
             or (relative[0] is not None and values[0] is None)
             or (relative[1] is not None and values[1] is None)
         ):
@@ -114,11 +115,14 @@ def startup_verdicts(
             )
             out.append(Verdict(check, Status.SKIPPED, label, f"{what} not compared: {why}"))
             continue
-        if values[0] is not None:
+        value_now, value_then = values  # both or neither (above)
+        if value_now is not None and value_then is not None:
             basis, advisory = "relative to the reference program's load before each load", None
+            pair = (value_now, value_then)
         else:
-            basis, values, advisory = "raw ms: neither side has reference-program loads", raw, STARTUP_ADVISORY
-        empty = [side for side, v in zip(("this run", "the baseline"), values) if v.size == 0]
+            basis, advisory = "raw ms: neither side has reference-program loads", STARTUP_ADVISORY
+            pair = (raw_now, raw_then)
+        empty = [side for side, v in zip(("this run", "the baseline"), pair) if v.size == 0]
         if empty:
             again = (
                 "run again when the machine is quieter"
@@ -148,14 +152,14 @@ def startup_verdicts(
                 label,
                 what,
                 "ms",
-                values[0],
-                values[1],
+                pair[0],
+                pair[1],
                 runs,
                 getattr(tol, check),
                 tol,
                 tol.min_effect_ms,
                 {},
-                shown=raw,
+                shown=(raw_now, raw_then),
                 basis=basis,
                 advisory=advisory,
             )

@@ -52,7 +52,10 @@ def _call_plan_module() -> Any:
 
     name = "_sme2_worker_call_plan"
     if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parents[1] / "call_plan.py")
+        path = Path(__file__).resolve().parents[1] / "call_plan.py"
+        spec = importlib.util.spec_from_file_location(name, path)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"host worker: {path} is not a loadable Python module; reinstall pytest-sme2")
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module  # dataclasses looks the module up while the class is made
         spec.loader.exec_module(module)

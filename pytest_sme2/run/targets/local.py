@@ -231,7 +231,7 @@ class LocalTarget(RegisteredTarget):
         first = self.device_state()
         self._governor = first.governor() if first is not None else None  # in the fingerprint
         self.two_builds = two_builds(runner_on, runner_off)
-        if self.two_builds:
+        if runner_on is not None and runner_off is not None:  # two_builds: both or neither
             self._on = check_runner(runner_on, "SME2-on runner (--sme2-runner-on)", arch)
             self._off = check_runner(runner_off, "SME2-off runner (--sme2-runner-off)", arch)
             self._mask = None

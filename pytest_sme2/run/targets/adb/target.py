@@ -134,12 +134,12 @@ class AdbTarget(RegisteredTarget):
             self._connection.attach(self._claim.serial)
             self.facts = read_facts(self._connection)
             arch = self.facts.arch
-            if not self.two_builds and runner is None:
-                runner = self._own_runner(arch)
-            if self.two_builds:
+            if runner_on is not None and runner_off is not None:  # two_builds: both or neither
                 self._on = self._check(runner_on, "SME2-on runner (--sme2-runner-on)", arch)
                 self._off = self._check(runner_off, "SME2-off runner (--sme2-runner-off)", arch)
             else:
+                if runner is None:
+                    runner = self._own_runner(arch)
                 self._on = self._off = self._check(runner, "runner (--sme2-runner)", arch)
             if self._mask is not None:
                 self._check(self._mask, "SME2-masking library (--sme2-adb-mask-library)", arch, executable=False)
@@ -377,7 +377,8 @@ class AdbTarget(RegisteredTarget):
         if self._mask is None:
             from pytest_sme2.run.native.build import build_mask_library
 
-            self._mask = build_mask_library(self._own_build)  # set: unsupported() refused this otherwise
+            assert self._own_build is not None  # set: unsupported() refused this otherwise
+            self._mask = build_mask_library(self._own_build)
         return f"{self._files.push_binary(self._mask)}/{self._mask.name}"
 
     # --- what doctor asks of a device -------------------------------------------------------------------
