@@ -192,7 +192,8 @@ def auto_processes(root: Path, fingerprint: str, test_id: str, tolerances: Toler
         return 1
     counts = []
     for record in stored.profiles.values():
-        quality = record.get("quality") if isinstance(record.get("quality"), Mapping) else {}
+        given = record.get("quality")
+        quality: Mapping[str, Any] = given if isinstance(given, Mapping) else {}
         kept = quality.get("check_processes")
         if quality.get("auto") and isinstance(kept, int) and not isinstance(kept, bool) and kept >= 1:
             counts.append(kept)
@@ -235,9 +236,9 @@ def check_file(
     commit is read from.
     """
     path = baselines.baseline_path(rules.root, fingerprint, test_id)
-    legacy = baselines.legacy_baseline_path(rules.root, fingerprint, test_id)
-    if legacy == path or not legacy.is_file() or baselines.stored_test_id(legacy) != test_id:
-        legacy = None  # no file of this test under the name older versions gave it
+    older = baselines.legacy_baseline_path(rules.root, fingerprint, test_id)
+    # None: no file of this test under the name older versions gave it
+    legacy = older if older != path and older.is_file() and baselines.stored_test_id(older) == test_id else None
     outcome["paths"].append(str(path))
     if rules.update:
         owner = baselines.stored_test_id(path) if path.is_file() else None
@@ -301,7 +302,7 @@ def check_file(
         outcome["unused_labels"] += [f"{path} :: {label}" for label in stored.profiles if label not in compared]
     judged: list[Verdict] = []
     for label, record in records.items():
-        if label in pairs:
+        if label in pairs and stored is not None:  # pairs: none without a stored baseline
             judged += judge(label, record, stored.profiles[pairs[label]], rules.tolerances, rules.metric)
     ordered = findings.findings(judged)
     outcome["verdicts"] += [v.as_dict() for v in judged]

@@ -159,8 +159,8 @@ def pytest_configure(config: pytest.Config) -> None:
         check_processes=setting(config, "processes"),
         threads=setting(config, "threads"),
         timeout_s=setting(config, "timeout"),
-        cache_dir=options.resolve_path(config, "cache_dir"),
-        session_dir=_session_dir(config, options.resolve_path(config, "artifacts_dir")),
+        cache_dir=options.required_path(config, "cache_dir"),
+        session_dir=_session_dir(config, options.required_path(config, "artifacts_dir")),
         runner=options.resolve_path(config, "runner"),
         runner_on=options.resolve_path(config, "runner_on"),
         runner_off=options.resolve_path(config, "runner_off"),
@@ -453,7 +453,7 @@ def runner(request: pytest.FixtureRequest) -> Callable[..., Runner]:
                 timeout_s=pick(timeout, "timeout", s.timeout_s),
                 max_rounds=perf.get("max_rounds", s.max_rounds),
                 processes=(
-                    request.node.stash.get(AUTO_PROCESSES_KEY, 1) if s.processes == AUTO_PROCESSES else s.processes
+                    request.node.stash.get(AUTO_PROCESSES_KEY, 1) if s.processes == AUTO_PROCESSES else int(s.processes)
                 ),
                 timeout_source=(
                     f"runner(timeout={timeout!r})"

@@ -86,7 +86,7 @@ def pytest_configure(config: pytest.Config) -> None:
     except Sme2Error as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[_GATE_KEY] = _GateConfig(
-        root=options.resolve_path(config, "baselines_dir"),
+        root=options.required_path(config, "baselines_dir"),
         update=setting(config, "update_baselines"),
         accept_noisy=setting(config, "accept_noisy_baselines"),
         metric=setting(config, "metric"),
@@ -195,8 +195,8 @@ def _update_command(item: pytest.Item, settings: _GateConfig) -> str:
     return f"{where}pytest {shlex.quote(item.nodeid)} --sme2-update-baselines{extra}"
 
 
-def _check_processes(config: pytest.Config) -> int:
-    """How many processes later checks measure (--sme2-processes): the design a baseline must serve."""
+def _check_processes(config: pytest.Config) -> int | str:
+    """How many processes later checks measure (--sme2-processes, or "auto"): the design a baseline must serve."""
     session = session_of(config)
     return session.settings.check_processes if session is not None else 1
 
@@ -265,7 +265,7 @@ def _gate(item: pytest.Item) -> None:
         fingerprint = target.get("fingerprint") or "unknown-target"
         by_target.setdefault(fingerprint, (target, []))[1].append((label, profile))
     # What `pytest-sme2 check` judges again later: the rules and each file's records (summary.json).
-    judged = {"rules": rules.as_dict(), "test_id": item.nodeid, "update_command": update, "files": []}
+    judged: dict[str, Any] = {"rules": rules.as_dict(), "test_id": item.nodeid, "update_command": update, "files": []}
     item.stash[_INPUT_KEY] = judged
     failures: list[str] = []
     for fingerprint, (target, labelled) in by_target.items():

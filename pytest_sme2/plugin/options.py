@@ -613,6 +613,14 @@ def resolve_path(config: Any, name: str) -> Path | None:
     return path if path.is_absolute() else Path(config.rootpath) / path
 
 
+def required_path(config: Any, name: str) -> Path:
+    """A path setting that has a default (the cache and artifacts folders): set to nothing is a UsageError."""
+    path = resolve_path(config, name)
+    if path is None:
+        raise UsageError(f"{source(config, name)} is empty; give a folder, or leave it unset for its default")
+    return path
+
+
 def marker_arguments(marker: str) -> tuple[str, ...]:
     """The keyword arguments of ``@pytest.mark.<marker>`` that override a setting, in table order."""
     return tuple(

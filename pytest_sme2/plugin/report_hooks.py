@@ -207,7 +207,7 @@ class _Collector:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         test_entries = _test_entries(self.config)
-        properties = list(report.user_properties)
+        properties: list[tuple[str, Any]] = list(report.user_properties)  # pytest types the values as object
         test_entry = next((value for key, value in properties if key == TEST_ENTRY_PROPERTY), None)
         if test_entry is not None:
             test_entries[report.nodeid] = {

@@ -39,7 +39,8 @@ def modelled_verdicts(
     only against a baseline priced by the same numbers (``pricing_digest``), and where it cannot be (no
     device this session, a baseline without modelled time, another device file, a refused profile) a skipped
     verdict says why and how to record it: the counted verdicts gate the same change exactly anyway."""
-    now, then = current.get("modelled"), baseline.get("modelled")
+    now: Mapping[str, Any] = current.get("modelled") or {}
+    then: Mapping[str, Any] = baseline.get("modelled") or {}
     if not now and not then:
         return []
 
@@ -86,7 +87,7 @@ def modelled_verdicts(
     cur, base = float(now["e2e_ms"]), float(then["e2e_ms"])
     change = cur / base - 1 if base > 0 else (0.0 if cur == 0 else float("inf"))
     pairs, gone, new = op_pairs(current, baseline, now["ops"], then["ops"])
-    moved = [
+    moved: list[tuple[float, str | None, str | None, float, float]] = [
         (now["ops"][after] - then["ops"][before], before, after, then["ops"][before], now["ops"][after])
         for before, after in pairs
     ]
