@@ -11,8 +11,12 @@ import argparse
 import platform
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pytest_sme2.errors import UsageError
+
+if TYPE_CHECKING:
+    from pytest_sme2.measure.microbench import Bench
 
 TARGETS = "local, emulated, adb or adb:SERIAL"
 DEFAULT_MODELS = "mlp,toy_cnn"
@@ -56,7 +60,7 @@ def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     parser.set_defaults(handler=run)
 
 
-def bench_for(target: str, adb_server: str | None) -> object:
+def bench_for(target: str, adb_server: str | None) -> "Bench":
     """Where the microbenchmarks run for ``target``, built (and pushed) for it."""
     from pytest_sme2.measure import microbench
     from pytest_sme2.run.native.build import build_microbench

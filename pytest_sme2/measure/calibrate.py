@@ -16,10 +16,13 @@ import datetime
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from pytest_sme2.errors import UsageError
 from pytest_sme2.measure.microbench import Bench, DeviceInfo, Rate, device_info, kernels, require_sme2, time_kernel
+
+if TYPE_CHECKING:
+    from pytest_sme2.profile.device_model import DeviceModel
 
 # device file resource -> (what it is, the kernels whose measured class it executes)
 RESOURCES: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -202,7 +205,7 @@ class ModelRow:
 
 
 def model_rows(
-    device: object,
+    device: "DeviceModel",
     target: str,
     models: list[str],
     cache_dir: Path,
@@ -218,12 +221,14 @@ def model_rows(
     from pytest_sme2.measure.runner import Runner
     from pytest_sme2.measure.session import Settings, Sme2Session
     from pytest_sme2.run.targets import RunSpec
-    from pytest_sme2.run.targets.adb import AdbOptions, is_adb_target
+    from pytest_sme2.run.targets.adb import is_adb_target
+    from pytest_sme2.run.targets.adb.options import SERVER
 
     rows = []
-    adb = AdbOptions(server=adb_server) if is_adb_target(target) else None
+    # the adb target reads its server from the session's target options (run/targets/adb/options.py)
+    given = {SERVER.name: adb_server} if adb_server is not None and is_adb_target(target) else {}
     measured_session = Sme2Session(
-        Settings(target=target, cache_dir=cache_dir, session_dir=session_dir / "measured", adb=adb)
+        Settings(target=target, cache_dir=cache_dir, session_dir=session_dir / "measured", target_options=given)
     )
     counted_session = Sme2Session(Settings(target="emulated", cache_dir=cache_dir, session_dir=session_dir / "counted"))
     try:
