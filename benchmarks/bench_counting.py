@@ -174,7 +174,8 @@ def main() -> None:
         for mode in _READ_BY_COUNTER:
             if plain and mode in rows and plain[f"inference_{clock}_s"] > 0:
                 print(
-                    f"{mode}: a counted inference costs {rows[mode][f'inference_{clock}_s'] / plain[f'inference_{clock}_s']:.2f}x "
+                    f"{mode}: a counted inference costs "
+                    f"{rows[mode][f'inference_{clock}_s'] / plain[f'inference_{clock}_s']:.2f}x "
                     f"the uncounted one ({clock})",
                     flush=True,
                 )

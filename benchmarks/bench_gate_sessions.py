@@ -8,7 +8,8 @@ exactly that with real pytest sessions on the host target at default settings:
 1. a project with one perf test per model (toy_cnn, mobilenet_v3_small, the transformer
    encoder, and ``mynet``: a model split over a package, its layers in ``mynet/blocks.py``);
 2. ``pytest --sme2-update-baselines`` once (refused baselines are counted and re-tried once);
-3. ``--unchanged`` sessions (or as many as ``--hours`` allows) of the unchanged project: every failed test is a false alarm;
+3. ``--unchanged`` sessions (or as many as ``--hours`` allows) of the unchanged project: every failed test is a
+   false alarm;
 4. one session per injected regression (run before the unchanged sessions, so a study cut
    short by ``--hours`` still has them), the change written into the model's own file (into
    ``mynet/blocks.py`` for the package model): ``slow`` (about +15% latency from extra

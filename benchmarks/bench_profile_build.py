@@ -59,7 +59,8 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|")
     for name, events, runs_time, build, ratio, with_summary, inspector in rows:
         print(
-            f"| {name} | {events} | {runs_time:.3f} | {build:.4f} | {ratio:.1%} | {with_summary:.4f} | {inspector:.3f} |"
+            f"| {name} | {events} | {runs_time:.3f} | {build:.4f} | {ratio:.1%} | {with_summary:.4f} "
+            f"| {inspector:.3f} |"
         )
 
 

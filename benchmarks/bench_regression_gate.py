@@ -2,8 +2,8 @@
 
 Three programs: mobilenet_v3_small fp32 as bundled; the same with a real extra
 layers costing about 15% of its latency (copies of two of the network's own
-inverted-residual blocks, as a model author adding layers would); and the same with one costing about 1% of instructions (a slice
-and a 500 x 1000 linear layer added to the logits). Every gate decision is
+inverted-residual blocks, as a model author adding layers would); and the same with one costing about 1% of
+instructions (a slice and a 500 x 1000 linear layer added to the logits). Every gate decision is
 ``checks.latency.latency_verdict`` / ``checks.instructions.instruction_verdict``, what the plugin runs
 after a test.
 
@@ -90,7 +90,8 @@ def get_eager_model():
 def get_example_inputs():
     return _base.get_example_inputs()
 '''
-# plus15: copies of blocks 5 (40 channels at 14 x 14) and 10 (96 channels at 7 x 7); plus1: a 500 x 1000 linear layer on the logits.
+# plus15: copies of blocks 5 (40 channels at 14 x 14) and 10 (96 channels at 7 x 7); plus1: a 500 x 1000 linear
+# layer on the logits.
 SLOWED = {
     "mobilenet_v3_small_plus15": {"extra_blocks": [5, 10], "head": False},
     "mobilenet_v3_small_plus1": {"extra_blocks": [], "head": True},

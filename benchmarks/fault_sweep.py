@@ -38,7 +38,8 @@ def test_tiny(exported_pte, runner, etdump_profile):
 """
 INI = "[pytest]\nsme2_model_dirs = models\nsme2_target = host\nsme2_runs = 5\nsme2_warmup = 1\nsme2_max_rounds = 1\n"
 MESSAGE = re.compile(
-    r"(ERROR: .*|WARNING: .*|note: .*|E +.*Error: .*|Failed: .*|\w+Error: .*|pytest-sme2 \w+: .*|DamagedCacheEntryWarning: .*)"
+    r"(ERROR: .*|WARNING: .*|note: .*|E +.*Error: .*|Failed: .*|\w+Error: .*|pytest-sme2 \w+: .*"
+    r"|DamagedCacheEntryWarning: .*)"
 )
 
 
@@ -168,7 +169,8 @@ def timeout(root: Path) -> subprocess.CompletedProcess[str]:
 def failed_export(root: Path) -> subprocess.CompletedProcess[str]:
     _project(root)
     (root / "models" / "broken.py").write_text(
-        "import torch\nclass M(torch.nn.Module):\n    def forward(self, x):\n        raise ValueError('broken forward')\n"
+        "import torch\nclass M(torch.nn.Module):\n    def forward(self, x):\n"
+        "        raise ValueError('broken forward')\n"
         "def get_eager_model():\n    return M()\ndef get_example_inputs():\n    return (torch.ones(2),)\n"
     )
     (root / "test_case.py").write_text(TEST.replace('"tiny"', '"broken"'))

@@ -1,4 +1,5 @@
-"""docs/design.md is the map of the package: every module has its line, and the docs point only inside the repository."""
+"""docs/design.md is the map of the package: every module has its line, and the docs point only inside the
+repository."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The ``pytest-sme2`` command. Exit codes: 0 ok; 1 a finding of a command that worked (doctor: something
-is missing; compare: below --min-speedup; check: a regression); 2 the command could not do its job (bad usage, an unreadable or
-damaged input, an output it cannot write, a failed build or setup), always with one message, never a
+is missing; compare: below --min-speedup; check: a regression); 2 the command could not do its job (bad usage,
+an unreadable or damaged input, an output it cannot write, a failed build or setup), always with one message, never a
 traceback, so a CI step can tell "found a problem" from "could not look"."""
 
 from __future__ import annotations

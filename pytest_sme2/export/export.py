@@ -191,7 +191,8 @@ def trace(model: Model, recipe: Recipe) -> Traced:
             inputs = tuple(x.half() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs)
         calibration = None
         if recipe.dtype == "int8" and recipe.quant == "static":
-            # A model without get_calibration_inputs() is calibrated on its example inputs (README 'Onboard your own model').
+            # A model without get_calibration_inputs() is calibrated on its example inputs
+            # (README 'Onboard your own model').
             stage.name = "getting calibration inputs"
             calibration = model.get_calibration_inputs() or [inputs]
         stage.name = "getting dynamic shapes"

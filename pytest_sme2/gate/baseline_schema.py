@@ -266,7 +266,10 @@ def record_problem(record: Any, where: str) -> str | None:
     if not (samples or record.get("emulated")):
         return f"{where}.samples_ms is empty (only an emulated record has no timed runs)"
     if reference is not None and len(reference) != len(samples):
-        return f"{where}.reference_ms has {len(reference)} entries, one per entry of 'samples_ms' ({len(samples)}) expected"
+        return (
+            f"{where}.reference_ms has {len(reference)} entries, one per entry of 'samples_ms' ({len(samples)}) "
+            f"expected"
+        )
     return None
 
 

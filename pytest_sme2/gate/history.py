@@ -51,7 +51,8 @@ QUANTITIES: dict[str, tuple[bool, float]] = {
 
 
 def digest(test: str, entry: Mapping[str, Any], session: Mapping[str, Any]) -> dict[str, Any]:
-    """One history line: a test's profile entry (the profile's one JSON form, Profile.to_dict) and its session's facts."""
+    """One history line: a test's profile entry (the profile's one JSON form, Profile.to_dict) and its session's
+    facts."""
     counted = entry.get("instructions") if entry.get("basis") == "instructions" else None
     emulated = bool(entry.get("emulated"))
     quantities: dict[str, float | None] = {

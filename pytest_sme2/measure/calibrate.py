@@ -123,7 +123,8 @@ def device_file_text(calibration: Calibration, name: str, allow_emulator: bool =
         EMULATOR_VALIDATION
         if calibration.emulated
         else (
-            f"measured peak rates of independent instructions on {calibration.where}, {calibration.date}; not validated "
+            f"measured peak rates of independent instructions on {calibration.where}, {calibration.date}; "
+            f"not validated "
             f"against measured model latency (calibrate prints the side-by-side errors)"
         )
     )

@@ -44,7 +44,8 @@ class Settings:
     latency_reference: bool = True
     # Sample which kernels took each operator's time in one more round per profile (kernel_sampling.py); None: off.
     kernel_sampling: Any = None
-    # adb and local targets: wait before each timed round until the device is this cool (device_state.py); None: no wait.
+    # adb and local targets: wait before each timed round until the device is this cool (device_state.py);
+    # None: no wait.
     cooldown_c: float | None = None
     cooldown_max_s: float = 300.0
 

@@ -959,7 +959,8 @@ class Profile:
             "load": whole(counted.load_value),
             "init": whole(counted.init_value),
             # [execution order, instructions, SME instructions]: the baseline file's keys are sorted; the order
-            # keeps what the gate needs to pair operators of records without identities (gate/checks/pairing.py, align_ops).
+            # keeps what the gate needs to pair operators of records without identities
+            # (gate/checks/pairing.py, align_ops).
             "ops": {
                 op_id(key): [order, int(round(ins)), int(round(sme))]
                 for order, (key, ins, sme) in enumerate(zip(keys, ops["instructions"], ops["sme_instructions"]))

@@ -257,7 +257,8 @@ def _cluster_bootstrap_medians(
     """Medians of a two-stage bootstrap: the groups (runner processes) drawn with replacement, then the runs
     within each drawn group. Runs of one process share its level, which moves between processes; resampling
     runs alone treats them as independent and gives intervals far too narrow (measured: identical variants
-    "significantly" different in 7 of 14 alternated comparisons at 95%; docs/design.md, "Intervals between variants")."""
+    "significantly" different in 7 of 14 alternated comparisons at 95%; docs/design.md, "Intervals between
+    variants")."""
     _, inverse = np.unique(groups, return_inverse=True)
     order = np.argsort(inverse, kind="stable")
     ordered = samples[order]

@@ -93,7 +93,8 @@ def _link(path: str, base: Path | None) -> str:
     is_drive = scheme is not None and len(scheme.group(1)) == 1 and PureWindowsPath(raw).drive != ""
     if scheme is not None and not is_drive:
         if scheme.group(1).lower() == "file":
-            return f'<a href="{_esc(quote(_URL_IGNORED.sub("", raw), safe=":/%#?=&~@!$,;+"))}">{_esc(raw.rsplit("/", 1)[-1])}</a>'
+            href = _esc(quote(_URL_IGNORED.sub("", raw), safe=":/%#?=&~@!$,;+"))
+            return f'<a href="{href}">{_esc(raw.rsplit("/", 1)[-1])}</a>'
         return f"<code>{_esc(raw)}</code> (not a file path: not linked)"
     target = raw
     if base is not None:
@@ -220,8 +221,10 @@ def _comparison_html(comparison: Mapping[str, Any]) -> str:
     emulated = comparison["emulated"]
     parts = [
         f"<h4>SME2 on vs off: {_esc(program_title(comparison))}</h4>",
-        f"<p>E2E speedup (median off / median on, 95% bootstrap CI): <b>{_esc(speedup(comparison['speedup'], emulated))}"
-        f"</b>; bottleneck {_esc(comparison['bottleneck_off'])} (off) &rarr; {_esc(comparison['bottleneck_on'])} (on)</p>",
+        f"<p>E2E speedup (median off / median on, 95% bootstrap CI): "
+        f"<b>{_esc(speedup(comparison['speedup'], emulated))}"
+        f"</b>; bottleneck {_esc(comparison['bottleneck_off'])} (off) &rarr; "
+        f"{_esc(comparison['bottleneck_on'])} (on)</p>",
         # an uncounted emulated pair: shares of emulator time only, no ms and no speedup columns
         table(
             ["category", "share off", "share on"]

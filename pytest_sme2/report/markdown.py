@@ -59,7 +59,8 @@ def _rel(path: str, base: Path | None) -> str:
 def _counted_comparison(c: Mapping[str, Any]) -> list[str]:
     """SME2 on vs off on the emulated target, in counted instructions (no speedups there)."""
     lines = [
-        f"SME2 on vs off, {text(program_title(c))} (counted instructions, exact): SME2 on needs **{text(fewer(c.get('fewer_instructions')))}**, "
+        f"SME2 on vs off, {text(program_title(c))} (counted instructions, exact): "
+        f"SME2 on needs **{text(fewer(c.get('fewer_instructions')))}**, "
         f"largest category {text(c['bottleneck_off'])} -> {text(c['bottleneck_on'])}."
     ]
     lines += [""] + markdown_table(
@@ -143,7 +144,8 @@ def session_markdown(summary: Mapping[str, Any]) -> str:
                 lines += _counted_comparison(c)
                 continue
             lines.append(
-                f"SME2 on vs off, {text(program_title(c))}: E2E speedup **{text(speedup(c['speedup'], c['emulated']))}**, bottleneck "
+                f"SME2 on vs off, {text(program_title(c))}: "
+                f"E2E speedup **{text(speedup(c['speedup'], c['emulated']))}**, bottleneck "
                 f"{text(c['bottleneck_off'])} -> {text(c['bottleneck_on'])}."
             )
             lines += [""] + markdown_table(

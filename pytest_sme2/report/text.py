@@ -69,7 +69,8 @@ def kernel_time_text(kernel_time: Mapping[str, Any] | None) -> str | None:
     return (
         f"kernels (a separate sampled round of {kernel_time['runs']} runs, about {etdump:.3f} ms each in its ETDump; "
         f"{kernel_time['samples_placed']} of {kernel_time['samples_total']} samples fell in those runs, the "
-        f"rest in loading, setup and runs left out): SME/SME2 kernels {pct(kernel_time.get('sme_kernel_share_conv_gemm'))} of "
+        f"rest in loading, setup and runs left out): SME/SME2 kernels "
+        f"{pct(kernel_time.get('sme_kernel_share_conv_gemm'))} of "
         f"CONV+GEMM samples; CPU time per run {kinds}; top: {top}"
     )
 
@@ -243,7 +244,8 @@ def profile_text(summary: Mapping[str, Any]) -> str:
             else ""
         )
         + f"{pct(summary['delegation_coverage'])} of {measure} (this run);"
-        f" {sme_path_label(summary.get('sme_path_basis'), bool(summary.get('emulated')))}: {pct(summary['sme_path_share'])}"
+        f" {sme_path_label(summary.get('sme_path_basis'), bool(summary.get('emulated')))}:"
+        f" {pct(summary['sme_path_share'])}"
         f" ({summary['sme_path_ops']} ops)"
         + (
             f"; {SME_INSTRUCTIONS_LABEL}: {pct(summary['instructions']['sme_share_of_conv_gemm'])}"

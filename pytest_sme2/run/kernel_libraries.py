@@ -83,7 +83,8 @@ def missing_kernel_error(
     if not providers:
         where = (
             "no kernel library pytest-sme2 knows registers them: run the program with a runtime that links "
-            "the library registering them (on the local target a user's own runner build: --sme2-runner), or export without "
+            "the library registering them (on the local target a user's own runner build: --sme2-runner), "
+            "or export without "
             "them"
         )
     elif binding:

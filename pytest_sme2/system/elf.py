@@ -80,7 +80,8 @@ def _vaddr_of(loads: "list[tuple[int, int, int]] | tuple[tuple[int, int, int], .
 
 
 def _program_headers(data: bytes) -> tuple[bool, str, list[tuple[int, int, int]], tuple[int, int] | None] | None:
-    """(64-bit?, struct byte order, PT_LOAD (vaddr, offset, filesz) list, PT_DYNAMIC (offset, size)); None if not ELF."""
+    """(64-bit?, struct byte order, PT_LOAD (vaddr, offset, filesz) list, PT_DYNAMIC (offset, size)); None if not
+    ELF."""
     headers = _segments(data)
     if headers is None:
         return None

@@ -4,8 +4,8 @@ The Makefile runs this file by path (``python pytest_sme2/system/install_state.p
 installed, so it imports only the standard library, ``packaging`` (which pip and pytest bring) and its
 sibling ``toml_reader.py``, never the package around it. Two pip runs that find everything in place cost
 about 20 s on a 2-core machine; this check costs a fraction of a second, so a second ``make perf`` or
-``make test`` with nothing changed does not pay for them (issue 25). It answers "up to date" only when all of these hold, and otherwise names the first
-that does not (pip then runs as before):
+``make test`` with nothing changed does not pay for them. It answers "up to date" only when all of these hold,
+and otherwise names the first that does not (pip then runs as before):
 
 - torch is the pinned CPU build the Makefile installs (``TORCH_PIN`` there, passed as ``--torch``);
 - pytest-sme2 is installed editable from this very folder (pip's ``direct_url.json``);

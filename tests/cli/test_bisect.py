@@ -322,7 +322,8 @@ def test_a_gate_failure_reason_drops_the_heading_and_keeps_what_failed() -> None
     which test; the heading took the room of the cause."""
     output = "\n".join(
         [
-            "FAILED perf_tests/test_mynet.py::test_mynet_delegated_and_conv_bound - Failed: sme2 baseline check failed:",
+            "FAILED perf_tests/test_mynet.py::test_mynet_delegated_and_conv_bound - "
+            "Failed: sme2 baseline check failed:",
             "sme2 baseline check failed:",
             "mynet fp32-xnnpack [emulated sme2=auto threads=1]: the program's operators changed (new: Convolution "
             "(NHWC, PF32) IGEMM #3 @0 (b1.pw: aten.convolution.default))",

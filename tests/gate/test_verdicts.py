@@ -624,7 +624,8 @@ def test_a_slowdown_is_caught_while_the_reference_shares_its_core_for_a_stretch(
 # A delegate of six operators (the baseline), then the same model with a portable operator inserted in
 # the middle: the delegate splits in two, XNNPACK numbers each part from #1, the lowering adds a layout
 # transpose at each new boundary, and every later operator moves in execution order. [order, instructions,
-# SME instructions] and each operator's graph node (identity.py), as a counted record stores them (Profile.summary, "instructions").
+# SME instructions] and each operator's graph node (identity.py), as a counted record stores them
+# (Profile.summary, "instructions").
 SPLIT_BEFORE = {
     "Transpose (ND, X32) #1 @0": ([0, 6_486, 0], "Transpose (ND, X32) after start"),
     "Convolution (NHWC, PF32) IGEMM #1 @0": ([1, 47_187, 7_056], "first: aten.convolution.default"),

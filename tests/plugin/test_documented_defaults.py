@@ -1,4 +1,5 @@
-"""The run-count defaults the user reads (docs/options.md, the README, `pytest --help`, session.py) are the ones the code uses.
+"""The run-count defaults the user reads (docs/options.md, the README, `pytest --help`, session.py) are the ones
+the code uses.
 
 Issue 13, case 10: the README and session.py said 20 timed runs while RunSpec used 40. The numbers
 here are read from the code (RunSpec, EmulatedTarget), never copied into the test. The options

@@ -343,7 +343,8 @@ def test_a_real_model_modelled_on_the_m4_is_bound_by_outer_products_with_sme2_an
         assert sum(modelled.category_ms.values()) == pytest.approx(modelled.e2e_ms)
         assert "modelled on apple-m4" in modelled.device.label
         # no operator beats the device's peak: the M4's FP32 FMOPA rate (2 TFLOPS) with SME2, four 128-bit NEON
-        # FMA pipes at 4.465 GHz (143 GFLOPS, vfpbench on an M4 Pro) without; the FLOPs are the exported program's (work.py)
+        # FMA pipes at 4.465 GHz (143 GFLOPS, vfpbench on an M4 Pro) without; the FLOPs are the exported
+        # program's (work.py)
         peak_gflops = 3.896 * 512 if modelled is on else 4 * 4.465 * 8
         flops = profile.ops["flops"].to_numpy(dtype=float)
         assert (modelled.ops["modelled_ms"].to_numpy() * 1e6 >= np.nan_to_num(flops) / peak_gflops * 0.999).all()

@@ -76,12 +76,12 @@ def test_a_failing_session_under_actions_fills_the_job_summary_and_annotates_the
     line = 1 + next(
         i for i, text in enumerate(written) if text.startswith("@pytest.mark.baseline")
     )  # pytest's test line
-    annotations = [l for l in result.stdout.lines if l.startswith("::error ")]
+    annotations = [out for out in result.stdout.lines if out.startswith("::error ")]
     assert annotations and all(
-        l.startswith(
+        out.startswith(
             f"::error file=test_gate.py,line={line},title=pytest-sme2 regression" "%3A test_gate.py%3A%3Atest_tiny::"
         )
-        for l in annotations
+        for out in annotations
     )
     # A user's trial: one change gave 17 annotations (GitHub shows 10 a step), none naming the cause, none the
     # update. Now one per baseline file, as the terminal says it: the cause, what moved, the update command.

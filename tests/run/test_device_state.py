@@ -291,7 +291,8 @@ def _killed_session(standin: AdbStandin, serial: str, tmp_path: Path, sig: int) 
         supervised.install_signal_handlers()
         session = Sme2Session(Settings(target="adb:{serial}", cache_dir=Path({str(tmp_path / 'c')!r}),
                                        session_dir=Path({str(tmp_path / 'a')!r}),
-                                       target_options={{"adb_server": {standin.address!r}, "adb_performance_mode": True}}))
+                                       target_options={{"adb_server": {standin.address!r},
+                                                        "adb_performance_mode": True}}))
         session.target
         print("ready", flush=True)
         time.sleep(120)

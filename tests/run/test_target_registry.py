@@ -73,7 +73,8 @@ class RelayTarget(RegisteredTarget):
 
 
 def install(site: Path, distribution: str, module: str, source: str, entry_points: str) -> Path:
-    """``module`` and a dist-info for ``distribution`` in ``site``, as pip leaves them: what importlib.metadata reads."""
+    """``module`` and a dist-info for ``distribution`` in ``site``, as pip leaves them: what importlib.metadata
+    reads."""
     site.mkdir(parents=True, exist_ok=True)
     (site / f"{module}.py").write_text(source)
     info = site / f"{distribution.replace('-', '_')}-0.1.dist-info"
@@ -134,7 +135,8 @@ def test_a_third_party_target_is_registered_with_its_option_and_doctor_lines(rel
         ),
         (
             "[pytest_sme2.targets]\nother = sme2_other:missing\n",
-            "target 'other' (sme2_other:missing, entry point group pytest_sme2.targets of sme2-other-target) cannot be loaded",
+            "target 'other' (sme2_other:missing, entry point group pytest_sme2.targets of sme2-other-target) "
+            "cannot be loaded",
         ),
         (
             "[pytest_sme2.targets]\nother = sme2_other:NotATarget\n",

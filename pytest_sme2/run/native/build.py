@@ -323,7 +323,8 @@ def build_runner(arch: str = "host", force: bool = False) -> Path:
 
 
 def mask_preload_variable(system: str | None = None) -> str:
-    """The loader variable that injects the masking library: LD_PRELOAD (Linux, Android), DYLD_INSERT_LIBRARIES (macOS)."""
+    """The loader variable that injects the masking library: LD_PRELOAD (Linux, Android), DYLD_INSERT_LIBRARIES
+    (macOS)."""
     return "DYLD_INSERT_LIBRARIES" if (system or platform.system()) == "Darwin" else "LD_PRELOAD"
 
 

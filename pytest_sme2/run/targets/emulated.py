@@ -431,8 +431,9 @@ class EmulatedTarget(RegisteredTarget):
 
     def result_key(self, pte: Path, inputs: Path | None, spec: RunSpec, counter: Path | None = None) -> RunKey:
         """Everything a counted run's answer depends on (result_cache.py): the program, inputs, runner, every
-        library it loads (a kernel kit's too), qemu, the CPU settings (SVL, SME2 on/off), the run settings, the counting code and
-        the counter (``counter``: its binary when the caller has it already, else found or built here)."""
+        library it loads (a kernel kit's too), qemu, the CPU settings (SVL, SME2 on/off), the run settings, the
+        counting code and the counter (``counter``: its binary when the caller has it already, else found or
+        built here)."""
         from pytest_sme2.run.native.build import build_exec_counter
 
         qemu, runner = self.emulator_command(spec), self._ready_runner

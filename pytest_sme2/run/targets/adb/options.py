@@ -40,7 +40,8 @@ def is_adb_target(value: str) -> bool:
 
 
 def adb_server_address(configured: str | None = None, environ: dict[str, str] | None = None) -> tuple[str, int]:
-    """Where the adb server listens: --sme2-adb-server, else ADB_SERVER_SOCKET / ANDROID_ADB_SERVER_HOST|PORT as adb reads them."""
+    """Where the adb server listens: --sme2-adb-server, else ADB_SERVER_SOCKET / ANDROID_ADB_SERVER_HOST|PORT as
+    adb reads them."""
     env = os.environ if environ is None else environ
     text, origin = configured, "--sme2-adb-server / sme2_adb_server"
     if not text and env.get("ADB_SERVER_SOCKET"):
