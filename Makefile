@@ -96,7 +96,7 @@ lint: install
 	$(PYTHON) -m ruff format --check .
 	$(PYTHON) -m mypy
 
-test: install system-deps emulation
+test: lint system-deps emulation
 	$(PYTHON) -m pytest tests/ -n 2 --dist loadgroup --durations=30
 
 # Every Python that requires-python admits (pyenv's or python3.X on PATH) loads the plugin in a pytest session:
