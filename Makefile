@@ -10,7 +10,7 @@ PIP := $(PYTHON) -m pip
 # llvm-19's assembler encodes SME2, the oracle of tests/evidence/test_instruction_classes.py (binutils 2.40 cannot).
 SYSTEM_PACKAGES := g++-aarch64-linux-gnu qemu-user chromium valgrind clang lld linux-perf llvm-19
 
-.PHONY: install system-deps emulation auto-target perf test python-matrix wheel-smoke python-smoke
+.PHONY: install system-deps emulation auto-target perf lint test python-matrix wheel-smoke python-smoke
 
 TORCH_PIN := 2.13.0
 # A plain index (PyPI) gives Linux x86 torch's CUDA build: several GB of nvidia-* packages pytest-sme2 never
@@ -90,7 +90,13 @@ perf: install auto-target
 		echo "$(PYTHON) -m pytest perf_tests/ -m sme2 $$workers $(PYTEST_ARGS)"; \
 		$(PYTHON) -m pytest perf_tests/ -m sme2 $$workers $(PYTEST_ARGS)
 
-test: install system-deps emulation
+# ruff (lint and format) and mypy, configured in pyproject.toml; `make test` runs it first, so CI does.
+lint: install
+	$(PYTHON) -m ruff check .
+	$(PYTHON) -m ruff format --check .
+	$(PYTHON) -m mypy
+
+test: lint system-deps emulation
 	$(PYTHON) -m pytest tests/ -n 2 --dist loadgroup --durations=30
 
 # Every Python that requires-python admits (pyenv's or python3.X on PATH) loads the plugin in a pytest session:

@@ -30,10 +30,9 @@ import time
 import zipfile
 from pathlib import Path
 
+from built_wheel import build_wheel
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
-
-from built_wheel import build_wheel
 
 # What `import pytest_sme2.plugin` imports of the wheel's requirements (tomli only where Python lacks tomllib).
 LOAD_REQUIREMENTS = ("pytest", "numpy", "pandas", "tomli")
@@ -60,8 +59,12 @@ def _candidates() -> list[Path]:
 def _version(python: Path) -> str | None:
     """The interpreter's major.minor, or None when it does not run."""
     try:
-        out = subprocess.run([str(python), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-                             capture_output=True, text=True, timeout=30)
+        out = subprocess.run(
+            [str(python), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     return out.stdout.strip() if out.returncode == 0 else None
@@ -75,12 +78,17 @@ def _metadata(wheel: Path) -> email.message.Message:
 
 def _load_requirements(metadata: email.message.Message) -> list[str]:
     """The wheel's own specifiers (markers included) for the requirements the plugin imports at load."""
-    wanted = [text for text in metadata.get_all("Requires-Dist", [])
-              if Requirement(text).name in LOAD_REQUIREMENTS and "extra ==" not in text]
+    wanted = [
+        text
+        for text in metadata.get_all("Requires-Dist", [])
+        if Requirement(text).name in LOAD_REQUIREMENTS and "extra ==" not in text
+    ]
     missing = set(LOAD_REQUIREMENTS) - {Requirement(text).name for text in wanted}
     if missing:
-        raise SystemExit(f"python_matrix: LOAD_REQUIREMENTS names {sorted(missing)}, which pyproject.toml does not "
-                         f"require; fix LOAD_REQUIREMENTS in {Path(__file__).name} to match the dependencies")
+        raise SystemExit(
+            f"python_matrix: LOAD_REQUIREMENTS names {sorted(missing)}, which pyproject.toml does not "
+            f"require; fix LOAD_REQUIREMENTS in {Path(__file__).name} to match the dependencies"
+        )
     return wanted
 
 
@@ -104,8 +112,9 @@ def _check(python: Path, version: str, wheel: Path, requirements: list[str], wor
 def _smoke(python: Path) -> str | None:
     """The wheel smoke session (.ci/wheel_smoke.py: export, a counted run, a gated verdict) run by ``python``, whose
     venv then gets that Python's own torch and executorch; None when it passed, else its output's tail."""
-    done = subprocess.run([str(python), str(Path(__file__).with_name("wheel_smoke.py"))], capture_output=True,
-                          text=True)
+    done = subprocess.run(
+        [str(python), str(Path(__file__).with_name("wheel_smoke.py"))], capture_output=True, text=True
+    )
     return None if done.returncode == 0 else (done.stdout + done.stderr)[-3000:]
 
 
@@ -126,8 +135,10 @@ def main(argv: list[str] | None = None) -> int:
             if version and version not in chosen and version in admitted:
                 chosen[version] = python
         if not chosen:
-            print(f"python_matrix: no interpreter that Requires-Python {admitted} admits was found; install one "
-                  "with pyenv, or name them: PYTHONS='/path/to/python3.10 ...'")
+            print(
+                f"python_matrix: no interpreter that Requires-Python {admitted} admits was found; install one "
+                "with pyenv, or name them: PYTHONS='/path/to/python3.10 ...'"
+            )
             return 1
         failed = []
         for version, python in sorted(chosen.items(), key=lambda item: tuple(map(int, item[0].split(".")))):
@@ -138,8 +149,10 @@ def main(argv: list[str] | None = None) -> int:
                 print(re.sub(r"^", "    ", problem, flags=re.M))
                 failed.append(version)
     what = "pass the wheel smoke session" if smoke else "load the plugin"
-    print(f"python_matrix: {len(chosen) - len(failed)} of {len(chosen)} Pythons that Requires-Python {admitted} "
-          f"admits {what} ({time.monotonic() - started:.0f} s)")
+    print(
+        f"python_matrix: {len(chosen) - len(failed)} of {len(chosen)} Pythons that Requires-Python {admitted} "
+        f"admits {what} ({time.monotonic() - started:.0f} s)"
+    )
     return 1 if failed else 0
 
 

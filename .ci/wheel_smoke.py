@@ -33,7 +33,7 @@ from built_wheel import ROOT, build_wheel
 
 TORCH = "torch==2.13.0"
 EXECUTORCH = "executorch==1.5.1"
-MODEL = '''\
+MODEL = """\
 import torch
 
 
@@ -46,7 +46,7 @@ def get_eager_model() -> torch.nn.Module:
 
 def get_example_inputs() -> tuple[torch.Tensor, ...]:
     return (torch.randn(1, 3, 16, 16, generator=torch.Generator().manual_seed(1)),)
-'''
+"""
 # What the checkout has that the wheel need not hold.
 NOT_SHIPPED = ("__pycache__",)
 
@@ -59,8 +59,11 @@ def missing_from_wheel(wheel: Path, package: Path) -> list[str]:
     """Files of ``package`` (the checkout's pytest_sme2/) that the wheel does not hold, as package paths."""
     with zipfile.ZipFile(wheel) as z:
         shipped = set(z.namelist())
-    present = {path.relative_to(package.parent).as_posix() for path in package.rglob("*")
-               if path.is_file() and not any(part in NOT_SHIPPED for part in path.parts)}
+    present = {
+        path.relative_to(package.parent).as_posix()
+        for path in package.rglob("*")
+        if path.is_file() and not any(part in NOT_SHIPPED for part in path.parts)
+    }
     return sorted(present - shipped)
 
 
@@ -91,15 +94,22 @@ def _run(command: list[str], cwd: Path, env: dict[str, str], what: str) -> str:
     out = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True)
     print(f"  {time.monotonic() - started:5.1f} s  {what}: {shlex.join(command)}", flush=True)
     if out.returncode != 0:
-        raise SmokeFailure(f"{what} exited {out.returncode}: {shlex.join(command)}\n"
-                           f"{out.stdout[-4000:]}{out.stderr[-4000:]}")
+        raise SmokeFailure(
+            f"{what} exited {out.returncode}: {shlex.join(command)}\n" f"{out.stdout[-4000:]}{out.stderr[-4000:]}"
+        )
     return out.stdout
 
 
 def _user_env(venv: Path) -> dict[str, str]:
     """The environment of a user who activated the venv: nothing of this checkout or of an outer pytest."""
-    dropped = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTEST_ADDOPTS", "PYTEST_PLUGINS",
-               "PYTEST_DISABLE_PLUGIN_AUTOLOAD")
+    dropped = (
+        "PYTHONPATH",
+        "PYTHONHOME",
+        "VIRTUAL_ENV",
+        "PYTEST_ADDOPTS",
+        "PYTEST_PLUGINS",
+        "PYTEST_DISABLE_PLUGIN_AUTOLOAD",
+    )
     env = {k: v for k, v in os.environ.items() if k not in dropped}
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     env["VIRTUAL_ENV"] = str(venv)
@@ -111,8 +121,10 @@ def smoke(work: Path, wheel: Path | None) -> None:
     wheel = wheel or build_wheel(work)
     missing = missing_from_wheel(wheel, ROOT / "pytest_sme2")
     if missing:
-        raise SmokeFailure(f"{wheel.name} lacks {', '.join(missing)} of this checkout: list them in "
-                           "[tool.setuptools.package-data] of pyproject.toml")
+        raise SmokeFailure(
+            f"{wheel.name} lacks {', '.join(missing)} of this checkout: list them in "
+            "[tool.setuptools.package-data] of pyproject.toml"
+        )
     print(f"  wheel {wheel.name} holds every file of this checkout's pytest_sme2/", flush=True)
     venv, project = work / "venv", work / "project"
     bin_ = venv / "bin"
@@ -125,8 +137,9 @@ def smoke(work: Path, wheel: Path | None) -> None:
     (project / "models").mkdir(parents=True)
     (project / "models" / "smoke_net.py").write_text(MODEL)
     (project / "pyproject.toml").write_text("[tool.pytest.ini_options]\n")
-    where = _run([str(bin_ / "python"), "-c", "import pytest_sme2; print(pytest_sme2.__file__)"], project, env,
-                 "import")
+    where = _run(
+        [str(bin_ / "python"), "-c", "import pytest_sme2; print(pytest_sme2.__file__)"], project, env, "import"
+    )
     if not Path(where.strip()).is_relative_to(venv):
         raise SmokeFailure(f"pytest_sme2 was imported from {where.strip()}, not from the venv's installed wheel")
     _run([str(bin_ / "pytest-sme2"), "setup-emulation"], project, env, "emulated target")
@@ -163,8 +176,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"wheel_smoke: kept {tmp}")
         else:
             shutil.rmtree(tmp, ignore_errors=True)
-    print(f"wheel_smoke: the installed wheel recorded and then gated a counted perf test outside the checkout "
-          f"({time.monotonic() - started:.0f} s)")
+    print(
+        f"wheel_smoke: the installed wheel recorded and then gated a counted perf test outside the checkout "
+        f"({time.monotonic() - started:.0f} s)"
+    )
     return 0
 
 

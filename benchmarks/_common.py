@@ -7,8 +7,8 @@ import platform
 import time
 from pathlib import Path
 
-from pytest_sme2.run.cpu import host_cpu
 from pytest_sme2.measure.session import Settings, Sme2Session
+from pytest_sme2.run.cpu import host_cpu
 
 REPO = Path(__file__).resolve().parent.parent
 MODELS = ("toy_cnn", "mlp", "mobilenet_v3_small", "transformer_encoder")

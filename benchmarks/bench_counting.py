@@ -37,6 +37,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _common import REPO, machine
+
 from pytest_sme2 import Recipe
 from pytest_sme2.evidence.qemu_counts import QEMU_LOG_FLAGS
 from pytest_sme2.measure.session import Settings, Sme2Session
@@ -45,14 +47,13 @@ from pytest_sme2.run.native.build import build_exec_counter
 from pytest_sme2.run.targets.base import RunSpec
 from pytest_sme2.run.targets.emulated import EmulatedTarget
 
-from _common import REPO, machine
-
 MODES = ("plain", "nochain", "exec", "logged", "pipe", "lazy", "counted")
 _READ_BY_COUNTER = ("lazy", "counted")
 
 
-def _command(target: EmulatedTarget, status: emulation_setup.EmulationStatus, pte: Path, work: Path, mode: str,
-             runs: int) -> list[str]:
+def _command(
+    target: EmulatedTarget, status: emulation_setup.EmulationStatus, pte: Path, work: Path, mode: str, runs: int
+) -> list[str]:
     """The runner under qemu in ``mode``; ``runs`` 0: the runner's start-up alone (`--version`)."""
     setarch = shutil.which("setarch") or "setarch"
     qemu = target.emulator_command(RunSpec(sme2=True))
@@ -60,19 +61,33 @@ def _command(target: EmulatedTarget, status: emulation_setup.EmulationStatus, pt
     if mode == "counted":
         prefix, _ = target.counted_prefix(qemu, setarch, fifo)
     else:
-        logging = {"plain": [], "nochain": ["-d", "nochain"], "exec": ["-d", "exec,nochain", "-D", "/dev/null"],
-                   "logged": [*QEMU_LOG_FLAGS, "-D", "/dev/null"], "pipe": [*QEMU_LOG_FLAGS, "-D", fifo],
-                   "lazy": [*QEMU_LOG_FLAGS, "-D", fifo]}[mode]
+        logging = {
+            "plain": [],
+            "nochain": ["-d", "nochain"],
+            "exec": ["-d", "exec,nochain", "-D", "/dev/null"],
+            "logged": [*QEMU_LOG_FLAGS, "-D", "/dev/null"],
+            "pipe": [*QEMU_LOG_FLAGS, "-D", fifo],
+            "lazy": [*QEMU_LOG_FLAGS, "-D", fifo],
+        }[mode]
         prefix = [setarch, "-R", *qemu, *logging]
     if runs == 0:
         return [*prefix, str(status.runner), "--version"]
-    return [*prefix, str(status.runner), f"--model_path={pte}", f"--num_executions={runs}", "--warmup=1",
-            "--cpu_threads=1", f"--outputs_path={work / 'outputs.bin'}", f"--etdump_path={work / 'timed.etdp'}",
-            f"--warmup_etdump_path={work / 'warmup.etdp'}"]
+    return [
+        *prefix,
+        str(status.runner),
+        f"--model_path={pte}",
+        f"--num_executions={runs}",
+        "--warmup=1",
+        "--cpu_threads=1",
+        f"--outputs_path={work / 'outputs.bin'}",
+        f"--etdump_path={work / 'timed.etdp'}",
+        f"--warmup_etdump_path={work / 'warmup.etdp'}",
+    ]
 
 
-def time_mode(target: EmulatedTarget, status: emulation_setup.EmulationStatus, pte: Path, mode: str,
-              runs: int) -> tuple[float, float, int | None]:
+def time_mode(
+    target: EmulatedTarget, status: emulation_setup.EmulationStatus, pte: Path, mode: str, runs: int
+) -> tuple[float, float, int | None]:
     """(wall seconds, CPU seconds, blocks the log carried or None) of one runner start in ``mode``."""
     env = {"QEMU_LD_PREFIX": str(emulation_setup.SYSROOT)}
     with tempfile.TemporaryDirectory() as scratch:
@@ -81,9 +96,11 @@ def time_mode(target: EmulatedTarget, status: emulation_setup.EmulationStatus, p
         counter = None
         if mode in ("pipe", *_READ_BY_COUNTER):
             os.mkfifo(work / "log.fifo")
-            reader = [str(build_exec_counter()), str(work / "blocks.tsv"), str(work / "seq.u32"),
-                      str(work / "log.fifo")] if mode in _READ_BY_COUNTER \
+            reader = (
+                [str(build_exec_counter()), str(work / "blocks.tsv"), str(work / "seq.u32"), str(work / "log.fifo")]
+                if mode in _READ_BY_COUNTER
                 else ["dd", "bs=1M", "of=/dev/null", "status=none", f"if={work / 'log.fifo'}"]
+            )
             counter = subprocess.Popen(reader, stderr=subprocess.PIPE)
         used = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
@@ -141,27 +158,49 @@ def main() -> None:
             row[f"inference_{clock}_s"] = max(min(measured[1 + args.more]) - min(measured[1]), 0.0) / args.more
         rows[mode] = row
         logged = blocks[mode].get(0)
-        print(f"{mode:8s} start-up {row['startup_cpu_s']:6.2f} s cpu {row['startup_wall_s']:6.2f} s wall   "
-              f"inference {row['inference_cpu_s']:6.2f} s cpu {row['inference_wall_s']:6.2f} s wall"
-              + (f"   blocks logged: start-up {logged:,}, inference "
-                 f"{(blocks[mode][1 + args.more] - blocks[mode][1]) // args.more:,}" if logged is not None else ""),
-              flush=True)
+        print(
+            f"{mode:8s} start-up {row['startup_cpu_s']:6.2f} s cpu {row['startup_wall_s']:6.2f} s wall   "
+            f"inference {row['inference_cpu_s']:6.2f} s cpu {row['inference_wall_s']:6.2f} s wall"
+            + (
+                f"   blocks logged: start-up {logged:,}, inference "
+                f"{(blocks[mode][1 + args.more] - blocks[mode][1]) // args.more:,}"
+                if logged is not None
+                else ""
+            ),
+            flush=True,
+        )
     for clock in ("cpu", "wall"):
         plain = rows.get("plain")
         for mode in _READ_BY_COUNTER:
             if plain and mode in rows and plain[f"inference_{clock}_s"] > 0:
-                print(f"{mode}: a counted inference costs {rows[mode][f'inference_{clock}_s'] / plain[f'inference_{clock}_s']:.2f}x "
-                      f"the uncounted one ({clock})", flush=True)
+                print(
+                    f"{mode}: a counted inference costs "
+                    f"{rows[mode][f'inference_{clock}_s'] / plain[f'inference_{clock}_s']:.2f}x "
+                    f"the uncounted one ({clock})",
+                    flush=True,
+                )
         if "lazy" in rows and "counted" in rows and rows["counted"][f"startup_{clock}_s"] > 0:
-            print(f"start-up ({clock}): counted {rows['counted'][f'startup_{clock}_s']:.2f} s against "
-                  f"{rows['lazy'][f'startup_{clock}_s']:.2f} s lazily bound with the loader logged "
-                  f"({rows['lazy'][f'startup_{clock}_s'] / rows['counted'][f'startup_{clock}_s']:.1f}x less)")
+            print(
+                f"start-up ({clock}): counted {rows['counted'][f'startup_{clock}_s']:.2f} s against "
+                f"{rows['lazy'][f'startup_{clock}_s']:.2f} s lazily bound with the loader logged "
+                f"({rows['lazy'][f'startup_{clock}_s'] / rows['counted'][f'startup_{clock}_s']:.1f}x less)"
+            )
     print(f"load average during the runs: {min(loads):.1f}-{max(loads):.1f}")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"machine": machine(), "model": args.model, "recipe": args.recipe,
-                                         "more": args.more, "load_average": [min(loads), max(loads)],
-                                         "modes": rows}, indent=1))
+        args.json.write_text(
+            json.dumps(
+                {
+                    "machine": machine(),
+                    "model": args.model,
+                    "recipe": args.recipe,
+                    "more": args.more,
+                    "load_average": [min(loads), max(loads)],
+                    "modes": rows,
+                },
+                indent=1,
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -37,9 +37,24 @@ def run_suite(root: Path, index: int, tests: list[str]) -> tuple[Path, float]:
     """One session of the perf suite (or the ``tests`` given); its artifacts folder and wall time."""
     artifacts = root / f"artifacts-{index}"
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "pytest", *tests, "-m", "sme2", "-q", "-p", "no:cacheprovider",
-                           "--sme2-target=emulated", f"--sme2-artifacts-dir={artifacts}",
-                           ], cwd=REPO, capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            *tests,
+            "-m",
+            "sme2",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--sme2-target=emulated",
+            f"--sme2-artifacts-dir={artifacts}",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
     seconds = time.perf_counter() - started
     if done.returncode not in (0, 1):
         raise SystemExit(f"session {index} could not run (exit {done.returncode}):\n{done.stdout[-3000:]}")
@@ -75,13 +90,26 @@ def quantities(summary: dict) -> dict[str, object]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sessions", type=int, default=5)
-    parser.add_argument("--tests", nargs="+", default=["perf_tests"],
-                        help="test files or ids to run each session (default: the whole perf suite)")
+    parser.add_argument(
+        "--tests",
+        nargs="+",
+        default=["perf_tests"],
+        help="test files or ids to run each session (default: the whole perf suite)",
+    )
     parser.add_argument("--out", type=Path, default=None)
-    parser.add_argument("--timing-test", default="perf_tests/test_mobilenet_v3_small.py::test_mobilenet_structure",
-                        help="test whose variants are timed with and without counting")
-    parser.add_argument("--from", dest="sessions_from", nargs="+", type=Path, default=None,
-                        help="compare these session folders (already run) instead of running sessions")
+    parser.add_argument(
+        "--timing-test",
+        default="perf_tests/test_mobilenet_v3_small.py::test_mobilenet_structure",
+        help="test whose variants are timed with and without counting",
+    )
+    parser.add_argument(
+        "--from",
+        dest="sessions_from",
+        nargs="+",
+        type=Path,
+        default=None,
+        help="compare these session folders (already run) instead of running sessions",
+    )
     parser.add_argument("--no-timing", action="store_true", help="skip timing a variant with and without counting")
     args = parser.parse_args()
     result: dict[str, object] = {"machine": machine(), "load_average_at_start": os.getloadavg()}
@@ -102,18 +130,42 @@ def main() -> None:
         summaries = [json.loads((folder / "summary.json").read_text()) for folder in folders]
         sessions = [quantities(summary) for summary in summaries]
         keys = set().union(*sessions)
-        differing = {k: [s.get(k) for s in sessions] for k in sorted(keys)
-                     if any(s.get(k) != sessions[0].get(k) for s in sessions)}
-        result.update({"tests": args.tests if not args.sessions_from else "as run",
-                       "session_folders": [str(f) for f in folders], "sessions": len(folders),
-                       "session_seconds": seconds, "outcomes": [outcomes(summary) for summary in summaries],
-                       "quantities": len(keys), "differing": differing})
+        differing = {
+            k: [s.get(k) for s in sessions]
+            for k in sorted(keys)
+            if any(s.get(k) != sessions[0].get(k) for s in sessions)
+        }
+        result.update(
+            {
+                "tests": args.tests if not args.sessions_from else "as run",
+                "session_folders": [str(f) for f in folders],
+                "sessions": len(folders),
+                "session_seconds": seconds,
+                "outcomes": [outcomes(summary) for summary in summaries],
+                "quantities": len(keys),
+                "differing": differing,
+            }
+        )
         timing = {}
-        for label, extra in (() if args.no_timing else (("counted", []), ("not counted", ["--sme2-no-kernel-trace"]))):
+        for label, extra in () if args.no_timing else (("counted", []), ("not counted", ["--sme2-no-kernel-trace"])):
             started = time.perf_counter()
-            subprocess.run([sys.executable, "-m", "pytest", args.timing_test, "-q", "-p", "no:cacheprovider",
-                            "--sme2-target=emulated", "--sme2-no-baselines",
-                            f"--sme2-artifacts-dir={root / 'timing'}", *extra], cwd=REPO, capture_output=True)
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "pytest",
+                    args.timing_test,
+                    "-q",
+                    "-p",
+                    "no:cacheprovider",
+                    "--sme2-target=emulated",
+                    "--sme2-no-baselines",
+                    f"--sme2-artifacts-dir={root / 'timing'}",
+                    *extra,
+                ],
+                cwd=REPO,
+                capture_output=True,
+            )
             timing[label] = time.perf_counter() - started
         if timing:
             result["timing_test"] = args.timing_test
@@ -123,8 +175,10 @@ def main() -> None:
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(text)
-    print(f"{result['quantities']} quantities compared over {result['sessions']} sessions; "
-          f"{len(result['differing'])} differed; outcomes per session: {result['outcomes']}")
+    print(
+        f"{result['quantities']} quantities compared over {result['sessions']} sessions; "
+        f"{len(result['differing'])} differed; outcomes per session: {result['outcomes']}"
+    )
     for key, values in list(result["differing"].items())[:20]:
         print(f"  {key}: {values}")
     if timing:

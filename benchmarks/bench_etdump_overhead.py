@@ -18,8 +18,8 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-
 from _common import machine, session
+
 from pytest_sme2 import Recipe
 from pytest_sme2.measure.runner import Runner
 from pytest_sme2.profile.stats import median_ci, ratio_of_medians_ci
@@ -52,14 +52,22 @@ def main() -> None:
     reported_pooled = ratio_of_medians_ci(execute_all, timing_all)
     print(f"machine: {machine()}")
     print(f"model {args.model} fp32, 1 thread, {args.rounds} rounds x {args.runs} runs per mode")
-    print(f"median wall latency, timing only: {np.median(timing_all):.3f} ms; with ETDump: {np.median(etdump_all):.3f} ms")
+    print(
+        f"median wall latency, timing only: {np.median(timing_all):.3f} ms; with ETDump: {np.median(etdump_all):.3f} ms"
+    )
     print(f"median Method::execute from ETDump: {np.median(execute_all):.3f} ms")
-    print(f"reported-latency overhead per round (median of {args.rounds}): {reported.value:+.2%} "
-          f"[{reported.low:+.2%}, {reported.high:+.2%}]; pooled {reported_pooled.value - 1:+.2%} "
-          f"[{reported_pooled.low - 1:+.2%}, {reported_pooled.high - 1:+.2%}]")
-    print(f"wall-clock overhead per round (median of {args.rounds}): {rounds.value:+.2%} "
-          f"[{rounds.low:+.2%}, {rounds.high:+.2%}]")
-    print(f"wall-clock pooled overhead: {pooled.value - 1:+.2%} [{pooled.low - 1:+.2%}, {pooled.high - 1:+.2%}] (95% CI)")
+    print(
+        f"reported-latency overhead per round (median of {args.rounds}): {reported.value:+.2%} "
+        f"[{reported.low:+.2%}, {reported.high:+.2%}]; pooled {reported_pooled.value - 1:+.2%} "
+        f"[{reported_pooled.low - 1:+.2%}, {reported_pooled.high - 1:+.2%}]"
+    )
+    print(
+        f"wall-clock overhead per round (median of {args.rounds}): {rounds.value:+.2%} "
+        f"[{rounds.low:+.2%}, {rounds.high:+.2%}]"
+    )
+    print(
+        f"wall-clock pooled overhead: {pooled.value - 1:+.2%} [{pooled.low - 1:+.2%}, {pooled.high - 1:+.2%}] (95% CI)"
+    )
     print(f"per-round reported-latency overheads: {', '.join(f'{x:+.2%}' for x in reported_round)}")
     print(f"per-round wall-clock overheads: {', '.join(f'{x:+.2%}' for x in per_round)}")
 

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from _common import MODELS, machine, session
+
 from pytest_sme2 import Recipe
 
 RECIPES = {
@@ -75,7 +76,9 @@ def main() -> None:
                 cold[f"{name} {label}"] = time.perf_counter() - start
         sess.close()
         script = _CACHED.format(
-            bench=str(Path(__file__).parent), root=str(root), models=models,
+            bench=str(Path(__file__).parent),
+            root=str(root),
+            models=models,
             recipes={k: (r.dtype, r.quant, r.partitioner) for k, r in recipes.items()},
         )
         result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)

@@ -8,7 +8,8 @@ exactly that with real pytest sessions on the host target at default settings:
 1. a project with one perf test per model (toy_cnn, mobilenet_v3_small, the transformer
    encoder, and ``mynet``: a model split over a package, its layers in ``mynet/blocks.py``);
 2. ``pytest --sme2-update-baselines`` once (refused baselines are counted and re-tried once);
-3. ``--unchanged`` sessions (or as many as ``--hours`` allows) of the unchanged project: every failed test is a false alarm;
+3. ``--unchanged`` sessions (or as many as ``--hours`` allows) of the unchanged project: every failed test is a
+   false alarm;
 4. one session per injected regression (run before the unchanged sessions, so a study cut
    short by ``--hours`` still has them), the change written into the model's own file (into
    ``mynet/blocks.py`` for the package model): ``slow`` (about +15% latency from extra
@@ -36,8 +37,7 @@ from bench_whole_gate import _CHANGES, _UNDELEGATED, _WRAPPER
 
 MODELS = ("toy_cnn", "mobilenet_v3_small", "transformer_encoder")
 KINDS = ("slow", "undelegated", "datamove")
-EXPECTED = {"slow": "latency +", "undelegated": "fell out of the delegate",
-            "datamove": "share of DATA_MOVEMENT"}
+EXPECTED = {"slow": "latency +", "undelegated": "fell out of the delegate", "datamove": "share of DATA_MOVEMENT"}
 
 BLOCKS = '''"""Layers of mynet (the study's package model)."""
 import torch
@@ -59,8 +59,11 @@ _BLOCK_CHANGES = {
     "base": ("", ""),
     "slow": ("        self.extra = torch.nn.Conv2d(cout, cout, 3, padding=1)", "        y = y + self.extra(y)"),
     "undelegated": ("", "        y = torch.where(y > 0, y, 0.5 * y)"),
-    "datamove": ("", "        y = torch.nn.functional.pad(y, (1, 1, 1, 1))[:, :, 1:-1, 1:-1]\n"
-                     "        y = torch.nn.functional.pad(y, (1, 1, 1, 1))[:, :, 1:-1, 1:-1]"),
+    "datamove": (
+        "",
+        "        y = torch.nn.functional.pad(y, (1, 1, 1, 1))[:, :, 1:-1, 1:-1]\n"
+        "        y = torch.nn.functional.pad(y, (1, 1, 1, 1))[:, :, 1:-1, 1:-1]",
+    ),
 }
 MODEL = '''"""mynet: a small CNN whose layers live in mynet/blocks.py."""
 import torch
@@ -78,7 +81,7 @@ def get_example_inputs():
     torch.manual_seed(1)
     return (torch.randn(1, 3, 64, 64),)
 '''
-TESTS = '''import pytest
+TESTS = """import pytest
 
 MODELS = {models!r}
 
@@ -87,7 +90,7 @@ MODELS = {models!r}
 @pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.model(name)) for name in MODELS])
 def test_model(name, exported_pte, runner, etdump_profile):
     etdump_profile(exported_pte, runner())
-'''
+"""
 
 
 def write_project(root: Path, change: str) -> None:
@@ -101,8 +104,9 @@ def write_project(root: Path, change: str) -> None:
             shutil.copyfile(base, path)
             continue
         init, forward = _UNDELEGATED if change == "undelegated" else _CHANGES[model][change]
-        path.write_text(_WRAPPER.format(model=model, kind=change, base=base, init=init or "        pass",
-                                        forward=forward))
+        path.write_text(
+            _WRAPPER.format(model=model, kind=change, base=base, init=init or "        pass", forward=forward)
+        )
     package = root / "mynet"
     package.mkdir(exist_ok=True)
     (package / "__init__.py").write_text("")
@@ -111,16 +115,22 @@ def write_project(root: Path, change: str) -> None:
     (package / "blocks.py").write_text(BLOCKS.format(init=init or "        pass", forward=forward or "        pass"))
     (root / "pyproject.toml").write_text(
         '[tool.pytest.ini_options]\nsme2_model_dirs = ["models"]\nsme2_models = ["mynet = mynet.model"]\n'
-        'pythonpath = ["."]\nsme2_target = "host"\nfilterwarnings = ["ignore"]\n')
+        'pythonpath = ["."]\nsme2_target = "host"\nfilterwarnings = ["ignore"]\n'
+    )
     names = [*MODELS, "mynet"]
     (root / "test_perf.py").write_text(TESTS.format(models=names))
 
 
 def pytest_session(root: Path, *args: str, timeout: float = 3600) -> dict:
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "pytest", "test_perf.py", "-p", "no:cacheprovider", "-q",
-                           "-rfE", *args], cwd=root, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, "PYTEST_ADDOPTS": ""})
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "test_perf.py", "-p", "no:cacheprovider", "-q", "-rfE", *args],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "PYTEST_ADDOPTS": ""},
+    )
     out = done.stdout
     failed = re.findall(r"^FAILED test_perf.py::test_model\[(\w+)\] - (.*)$", out, re.M)
     messages = {}
@@ -132,10 +142,17 @@ def pytest_session(root: Path, *args: str, timeout: float = 3600) -> dict:
     passed = re.search(r"(\d+) passed", out)
     ran = len(failed) + int(passed.group(1) if passed else 0) + int(skipped.group(1) if skipped else 0)
     # A session that never ran its tests (an import error, a crash) judged nothing: not a pass.
-    return {"exit": done.returncode, "seconds": time.perf_counter() - started, "failed": [n for n, _ in failed],
-            "skipped": int(skipped.group(1)) if skipped else 0, "ran": ran,
-            "invalid": ran < len(MODELS) + 1,
-            "messages": messages, "tail": out[-1500:], "stderr_tail": done.stderr[-1500:]}
+    return {
+        "exit": done.returncode,
+        "seconds": time.perf_counter() - started,
+        "failed": [n for n, _ in failed],
+        "skipped": int(skipped.group(1)) if skipped else 0,
+        "ran": ran,
+        "invalid": ran < len(MODELS) + 1,
+        "messages": messages,
+        "tail": out[-1500:],
+        "stderr_tail": done.stderr[-1500:],
+    }
 
 
 def invalid(session: dict) -> bool:
@@ -149,14 +166,21 @@ def invalid(session: dict) -> bool:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--unchanged", type=int, default=6, help="unchanged sessions after the update")
-    parser.add_argument("--hours", type=float, default=24.0,
-                        help="start no unchanged session after this many hours (results are saved as they come)")
+    parser.add_argument(
+        "--hours",
+        type=float,
+        default=24.0,
+        help="start no unchanged session after this many hours (results are saved as they come)",
+    )
     parser.add_argument("--load-label", default="0")
     parser.add_argument("--work", type=Path, default=Path(".sme2/bench-gate-sessions"))
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--reuse-baselines", action="store_true",
-                        help="keep the baselines an earlier run of this script wrote in --work (no update): the same "
-                             "baselines judged by checks of another design, e.g. -o sme2_processes=1 after 3")
+    parser.add_argument(
+        "--reuse-baselines",
+        action="store_true",
+        help="keep the baselines an earlier run of this script wrote in --work (no update): the same "
+        "baselines judged by checks of another design, e.g. -o sme2_processes=1 after 3",
+    )
     parser.add_argument("pytest_args", nargs="*", help="more pytest arguments for every session (after --)")
     args = parser.parse_args()
     started = time.time()
@@ -165,9 +189,16 @@ def main() -> None:
         shutil.rmtree(root / "baselines", ignore_errors=True)
     elif not any((root / "baselines").glob("*/*.json")):
         parser.error(f"--reuse-baselines: no baselines in {root / 'baselines'}")
-    result: dict = {"machine": machine(), "background_jobs": args.load_label, "pytest_args": args.pytest_args,
-                    "reused_baselines": args.reuse_baselines,
-                    "load_average_at_start": list(os.getloadavg()), "update": [], "unchanged": [], "changed": {}}
+    result: dict = {
+        "machine": machine(),
+        "background_jobs": args.load_label,
+        "pytest_args": args.pytest_args,
+        "reused_baselines": args.reuse_baselines,
+        "load_average_at_start": list(os.getloadavg()),
+        "update": [],
+        "unchanged": [],
+        "changed": {},
+    }
 
     def save() -> None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -186,8 +217,9 @@ def main() -> None:
     for kind in KINDS:
         write_project(root, kind)
         session = pytest_session(root, *checks)
-        session["caught_on_expected_check"] = [name for name in session["failed"]
-                                               if EXPECTED[kind] in session["messages"].get(name, "")]
+        session["caught_on_expected_check"] = [
+            name for name in session["failed"] if EXPECTED[kind] in session["messages"].get(name, "")
+        ]
         result["changed"][kind] = session
         save()
     write_project(root, "base")
@@ -201,13 +233,17 @@ def main() -> None:
     tests = len(MODELS) + 1
     valid = [s for s in result["unchanged"] if not invalid(s)]
     false = sum(len(s["failed"]) for s in valid)
-    print(f"false alarms: {false} of {tests * len(valid)} tests in {len(valid)} sessions "
-          f"({len(result['unchanged']) - len(valid)} invalid sessions left out: they ran no test)")
+    print(
+        f"false alarms: {false} of {tests * len(valid)} tests in {len(valid)} sessions "
+        f"({len(result['unchanged']) - len(valid)} invalid sessions left out: they ran no test)"
+    )
     for kind, session in result["changed"].items():
         changed = [*changed_models(kind), "mynet"]
         unchanged_failed = [name for name in session["failed"] if name not in changed]
-        print(f"{kind}: {len(session['caught_on_expected_check'])} of {len(changed)} changed tests caught on the "
-              f"expected check ({len(session['failed'])} failed; unchanged tests failed: {unchanged_failed or 'none'})")
+        print(
+            f"{kind}: {len(session['caught_on_expected_check'])} of {len(changed)} changed tests caught on the "
+            f"expected check ({len(session['failed'])} failed; unchanged tests failed: {unchanged_failed or 'none'})"
+        )
 
 
 def changed_models(kind: str) -> list[str]:

@@ -22,8 +22,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
-
 from _common import REPO, machine
+
 from pytest_sme2 import Recipe
 from pytest_sme2.evidence.etdump import read_run
 from pytest_sme2.evidence.kernel_sampling import SamplingSettings
@@ -47,8 +47,14 @@ def main() -> None:
         root = Path(tmp)
         # No reference program between runs: it slows the model's next run by a few percent (cache), and the
         # sampled round runs none, so with it the comparison would mix the two effects.
-        sess = Sme2Session(Settings(target="local", cache_dir=REPO / ".sme2" / "cache", session_dir=root / "artifacts",
-                                    latency_reference=False))
+        sess = Sme2Session(
+            Settings(
+                target="local",
+                cache_dir=REPO / ".sme2" / "cache",
+                session_dir=root / "artifacts",
+                latency_reference=False,
+            )
+        )
         sess.registry.register_dir(REPO / "models")
         exported = sess.export(args.model, Recipe(dtype=args.dtype))
         runner = Runner(sess, RunSpec(runs=args.runs, warmup=3, max_rounds=1), sess.test_dir("sampling"))
@@ -75,22 +81,30 @@ def main() -> None:
         sess.close()
     slowdown = ratio_of_medians_ci(sampled_ms, plain_ms)
     result = {
-        "machine": machine(), "model": f"{args.model} {args.dtype}", "rounds": args.rounds, "runs": args.runs,
+        "machine": machine(),
+        "model": f"{args.model} {args.dtype}",
+        "rounds": args.rounds,
+        "runs": args.runs,
         "rate_hz": args.hz,
         "median_execute_ms": {"normal": float(np.median(plain_ms)), "sampled": float(np.median(sampled_ms))},
         "slowdown_by_sampling": {"ratio": slowdown.value, "low": slowdown.low, "high": slowdown.high},
         "profile_seconds": {"sampling_off": float(np.median(seconds_off)), "sampling_on": float(np.median(seconds_on))},
-        "sampled_over_etdump_by_category": {c: [float(min(v)), float(np.median(v)), float(max(v))]
-                                            for c, v in ratios.items()},
+        "sampled_over_etdump_by_category": {
+            c: [float(min(v)), float(np.median(v)), float(max(v))] for c, v in ratios.items()
+        },
         "top_kernel_share_conv_gemm": [float(min(purity)), float(np.median(purity)), float(max(purity))],
     }
     print(f"machine: {result['machine']}")
     print(f"{result['model']}, local target, {args.rounds} rounds x {args.runs} runs, {args.hz:g} Hz")
-    print(f"median Method::execute: normal {result['median_execute_ms']['normal']:.3f} ms, "
-          f"sampled {result['median_execute_ms']['sampled']:.3f} ms; sampling slows a run by "
-          f"{slowdown.value - 1:+.2%} [{slowdown.low - 1:+.2%}, {slowdown.high - 1:+.2%}]")
-    print(f"one profile: {result['profile_seconds']['sampling_off']:.2f} s with sampling off, "
-          f"{result['profile_seconds']['sampling_on']:.2f} s on")
+    print(
+        f"median Method::execute: normal {result['median_execute_ms']['normal']:.3f} ms, "
+        f"sampled {result['median_execute_ms']['sampled']:.3f} ms; sampling slows a run by "
+        f"{slowdown.value - 1:+.2%} [{slowdown.low - 1:+.2%}, {slowdown.high - 1:+.2%}]"
+    )
+    print(
+        f"one profile: {result['profile_seconds']['sampling_off']:.2f} s with sampling off, "
+        f"{result['profile_seconds']['sampling_on']:.2f} s on"
+    )
     for category, (low, mid, high) in sorted(result["sampled_over_etdump_by_category"].items()):
         print(f"  {category:14s} sampled / ETDump per run: median {mid:.3f} (rounds {low:.3f}-{high:.3f})")
     low, mid, high = result["top_kernel_share_conv_gemm"]

@@ -25,10 +25,9 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import numpy as np
-
 from _common import REPO, machine
 
-TEST = '''
+TEST = """
 import pytest
 
 
@@ -36,23 +35,29 @@ import pytest
 @pytest.mark.model("{model}")
 def test_profile(n, exported_pte, runner, etdump_profile):
     etdump_profile(exported_pte, runner())
-'''
+"""
 
 
 def session(root: Path, model: str, tests: int, extra: list[str]) -> dict:
     (root / "test_overhead.py").write_text(TEST.format(tests=tests, model=model))
-    (root / "pytest.ini").write_text(textwrap.dedent(f"""
+    (root / "pytest.ini").write_text(
+        textwrap.dedent(f"""
         [pytest]
         sme2_model_dirs = {REPO / 'models'}
         sme2_target = host
         sme2_cache_dir = {root / 'cache'}
         sme2_baseline_missing = warn
         filterwarnings = ignore
-        """))
+        """)
+    )
     junit = root / "junit.xml"
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={junit}", *extra],
-                   cwd=root, check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={junit}", *extra],
+        cwd=root,
+        check=True,
+        capture_output=True,
+    )
     wall = time.perf_counter() - started
     durations = [float(case.get("time")) for case in ET.parse(junit).getroot().iter("testcase")]
     newest = max((root / ".sme2" / "artifacts").glob("session-*/summary.json"), key=lambda p: p.stat().st_mtime)
@@ -60,10 +65,15 @@ def session(root: Path, model: str, tests: int, extra: list[str]) -> dict:
     run_seconds = [p["metadata"]["run_seconds"] for t in summary["tests"] for p in t["profiles"]]
     overhead = np.array(durations) - np.array(run_seconds)
     later = overhead[1:] if overhead.size > 1 else overhead
-    return {"wall_s": wall, "test_s": durations, "run_s": run_seconds, "overhead_s": overhead.tolist(),
-            "first_test_overhead_s": float(overhead[0]),
-            "overhead_s_median_after_first": float(np.median(later)),
-            "overhead_s_max_after_first": float(np.max(later))}
+    return {
+        "wall_s": wall,
+        "test_s": durations,
+        "run_s": run_seconds,
+        "overhead_s": overhead.tolist(),
+        "first_test_overhead_s": float(overhead[0]),
+        "overhead_s_median_after_first": float(np.median(later)),
+        "overhead_s_max_after_first": float(np.max(later)),
+    }
 
 
 def main() -> None:
@@ -77,17 +87,20 @@ def main() -> None:
         root = Path(tmp)
         session(root, args.model, 1, [])  # export once, so no test below pays for it
         results["no_report"] = session(root, args.model, args.tests, [])
-        results["with_html_report"] = session(root, args.model, args.tests,
-                                              [f"--html={root / 'report.html'}", "--self-contained-html"])
+        results["with_html_report"] = session(
+            root, args.model, args.tests, [f"--html={root / 'report.html'}", "--self-contained-html"]
+        )
     text = json.dumps(results, indent=2)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(text)
     for key in ("no_report", "with_html_report"):
         r = results[key]
-        print(f"{key}: overhead per test beyond its runs: median {r['overhead_s_median_after_first']:.3f} s, "
-              f"max {r['overhead_s_max_after_first']:.3f} s (first test {r['first_test_overhead_s']:.2f} s, "
-              f"incl. the worker's start); runs took {np.median(r['run_s']):.3f} s per test; session {r['wall_s']:.1f} s")
+        print(
+            f"{key}: overhead per test beyond its runs: median {r['overhead_s_median_after_first']:.3f} s, "
+            f"max {r['overhead_s_max_after_first']:.3f} s (first test {r['first_test_overhead_s']:.2f} s, "
+            f"incl. the worker's start); runs took {np.median(r['run_s']):.3f} s per test; session {r['wall_s']:.1f} s"
+        )
 
 
 if __name__ == "__main__":

@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-
 from _common import MODELS, machine, session
+
 from pytest_sme2 import Profile, Recipe
 from pytest_sme2.measure.runner import Runner
 from pytest_sme2.run.targets import RunSpec
@@ -52,11 +52,16 @@ def main() -> None:
             rows.append((name, events, runs_time, build, build / runs_time, with_summary, inspector))
         sess.close()
     print(f"machine: {machine()}")
-    print(f"| model (fp32) | ops per run | {args.runs} runs' E2E (s) | Profile build (s) | build / runs | "
-          "build + summary() (s) | Inspector+ETRecord (s) |")
+    print(
+        f"| model (fp32) | ops per run | {args.runs} runs' E2E (s) | Profile build (s) | build / runs | "
+        "build + summary() (s) | Inspector+ETRecord (s) |"
+    )
     print("|---|---|---|---|---|---|---|")
     for name, events, runs_time, build, ratio, with_summary, inspector in rows:
-        print(f"| {name} | {events} | {runs_time:.3f} | {build:.4f} | {ratio:.1%} | {with_summary:.4f} | {inspector:.3f} |")
+        print(
+            f"| {name} | {events} | {runs_time:.3f} | {build:.4f} | {ratio:.1%} | {with_summary:.4f} "
+            f"| {inspector:.3f} |"
+        )
 
 
 if __name__ == "__main__":

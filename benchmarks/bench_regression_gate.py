@@ -2,8 +2,8 @@
 
 Three programs: mobilenet_v3_small fp32 as bundled; the same with a real extra
 layers costing about 15% of its latency (copies of two of the network's own
-inverted-residual blocks, as a model author adding layers would); and the same with one costing about 1% of instructions (a slice
-and a 500 x 1000 linear layer added to the logits). Every gate decision is
+inverted-residual blocks, as a model author adding layers would); and the same with one costing about 1% of
+instructions (a slice and a 500 x 1000 linear layer added to the logits). Every gate decision is
 ``checks.latency.latency_verdict`` / ``checks.instructions.instruction_verdict``, what the plugin runs
 after a test.
 
@@ -41,16 +41,16 @@ import time
 from pathlib import Path
 
 import numpy as np
-
 from _common import machine, session
+
 from pytest_sme2 import Recipe
 from pytest_sme2.gate import baselines
 from pytest_sme2.gate.checks.instructions import instruction_verdict
 from pytest_sme2.gate.checks.latency import latency_verdict
 from pytest_sme2.gate.verdict import Tolerances
+from pytest_sme2.measure.runner import Runner
 from pytest_sme2.profile import stats
 from pytest_sme2.run.callgrind import count_instructions
-from pytest_sme2.measure.runner import Runner
 from pytest_sme2.run.targets import RunSpec
 
 _VARIANT = '''
@@ -90,9 +90,12 @@ def get_eager_model():
 def get_example_inputs():
     return _base.get_example_inputs()
 '''
-# plus15: copies of blocks 5 (40 channels at 14 x 14) and 10 (96 channels at 7 x 7); plus1: a 500 x 1000 linear layer on the logits.
-SLOWED = {"mobilenet_v3_small_plus15": {"extra_blocks": [5, 10], "head": False},
-          "mobilenet_v3_small_plus1": {"extra_blocks": [], "head": True}}
+# plus15: copies of blocks 5 (40 channels at 14 x 14) and 10 (96 channels at 7 x 7); plus1: a 500 x 1000 linear
+# layer on the logits.
+SLOWED = {
+    "mobilenet_v3_small_plus15": {"extra_blocks": [5, 10], "head": False},
+    "mobilenet_v3_small_plus1": {"extra_blocks": [], "head": True},
+}
 
 
 def _session(root: Path):  # noqa: ANN202
@@ -112,9 +115,11 @@ def _load_average() -> str:
     return f"{one:.1f}/{five:.1f}/{fifteen:.1f}"
 
 
-def _rates(base: list[dict], slow: list[dict], runs: int, tol: Tolerances,
-           relative: bool) -> tuple[float, float, int, int]:
+def _rates(
+    base: list[dict], slow: list[dict], runs: int, tol: Tolerances, relative: bool
+) -> tuple[float, float, int, int]:
     """``relative=False`` judges the same records with their reference times dropped: the raw-latency gate."""
+
     def cut(record: dict) -> dict:
         reference = record["reference_ms"][:runs] if relative and record.get("reference_ms") else None
         return {**record, "samples_ms": record["samples_ms"][:runs], "reference_ms": reference}
@@ -130,8 +135,10 @@ def _rates(base: list[dict], slow: list[dict], runs: int, tol: Tolerances,
 
 def _start_load(count: int) -> list[subprocess.Popen]:
     """``count`` single-threaded processes doing GEMMs and 32 MB copies: other CI jobs on the machine."""
-    code = ("import numpy as np\na = np.random.rand(600, 600); b = np.random.rand(4_000_000)\n"
-            "while True:\n    a @ a; b.copy()\n")
+    code = (
+        "import numpy as np\na = np.random.rand(600, 600); b = np.random.rand(4_000_000)\n"
+        "while True:\n    a @ a; b.copy()\n"
+    )
     env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
     return [subprocess.Popen([sys.executable, "-c", code], env=env) for _ in range(count)]
 
@@ -161,18 +168,30 @@ def latency_study(root: Path, processes: int, runs: int, warmup: int, load: int 
             process.kill()
             process.wait()
     medians = {k: [float(np.median(r["samples_ms"])) for r in v] for k, v in records.items()}
-    relative = {k: [float(np.median(stats.per_run_ratio(r["samples_ms"], r["reference_ms"]))) for r in v]
-                for k, v in records.items()}
+    relative = {
+        k: [float(np.median(stats.per_run_ratio(r["samples_ms"], r["reference_ms"]))) for r in v]
+        for k, v in records.items()
+    }
     table = []
     for n in sorted({5, 10, 20, runs}):
         if n > runs:
             continue
         for latency in (0.05, 0.10, 0.15):
             for basis in ("relative", "raw"):
-                fa, det, n_null, n_alt = _rates(records["base"], records["slow"], n,
-                                                Tolerances(latency=latency), relative=basis == "relative")
-                table.append({"runs": n, "tolerance": latency, "basis": basis, "false_alarms": fa, "detected": det,
-                              "null_pairs": n_null, "slowed_pairs": n_alt})
+                fa, det, n_null, n_alt = _rates(
+                    records["base"], records["slow"], n, Tolerances(latency=latency), relative=basis == "relative"
+                )
+                table.append(
+                    {
+                        "runs": n,
+                        "tolerance": latency,
+                        "basis": basis,
+                        "false_alarms": fa,
+                        "detected": det,
+                        "null_pairs": n_null,
+                        "slowed_pairs": n_alt,
+                    }
+                )
     return {
         "processes_per_program": processes,
         "runs": runs,
@@ -198,16 +217,18 @@ def instruction_study(root: Path, counts: int, inferences: int, tolerance: float
         pte = sess.export(name, Recipe())
         results[name] = []
         for k in range(counts):
-            count = count_instructions(pte.path, pte.inputs_path, sess.settings.session_dir / f"ir-{name}-{k}",
-                                       inferences=inferences)
+            count = count_instructions(
+                pte.path, pte.inputs_path, sess.settings.session_dir / f"ir-{name}-{k}", inferences=inferences
+            )
             results[name].append(count.per_inference)
             seconds.append(count.seconds)
     base, slow = results["mobilenet_v3_small"], results["mobilenet_v3_small_plus1"]
     tol = Tolerances(instructions=tolerance)
 
     def regressed(current: float, baseline: float) -> bool:
-        return instruction_verdict("m", {"instructions": {"per_inference": current}},
-                                            {"instructions": {"per_inference": baseline}}, tol).failed
+        return instruction_verdict(
+            "m", {"instructions": {"per_inference": current}}, {"instructions": {"per_inference": baseline}}, tol
+        ).failed
 
     null = list(itertools.permutations(range(len(base)), 2))
     return {
@@ -230,11 +251,19 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--counts", type=int, default=3, help="instructions: callgrind counts per program")
     parser.add_argument("--inferences", type=int, default=5, help="instructions: N of (Ir(N) - Ir(1)) / (N - 1)")
-    parser.add_argument("--work", type=Path, default=Path(".sme2/bench-regression-gate"),
-                        help="work folder (export cache kept between runs)")
+    parser.add_argument(
+        "--work",
+        type=Path,
+        default=Path(".sme2/bench-regression-gate"),
+        help="work folder (export cache kept between runs)",
+    )
     parser.add_argument("--skip", choices=("latency", "instructions"), default=None)
-    parser.add_argument("--load", type=int, default=0,
-                        help="latency: background processes (GEMMs and memory copies) running during the study")
+    parser.add_argument(
+        "--load",
+        type=int,
+        default=0,
+        help="latency: background processes (GEMMs and memory copies) running during the study",
+    )
     args = parser.parse_args()
     started = time.perf_counter()
     out = {"machine": machine(), "load_average_at_start": _load_average()}

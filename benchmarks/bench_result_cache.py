@@ -24,18 +24,36 @@ from _common import REPO, machine
 
 
 def _session(cache: Path, artifacts: Path, extra: list[str]) -> dict:
-    command = [sys.executable, "-m", "pytest", "perf_tests/", "-m", "sme2", "-q", "-p", "no:cacheprovider",
-               "--sme2-target=emulated", f"--sme2-cache-dir={cache}", f"--sme2-artifacts-dir={artifacts}", *extra]
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "perf_tests/",
+        "-m",
+        "sme2",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "--sme2-target=emulated",
+        f"--sme2-cache-dir={cache}",
+        f"--sme2-artifacts-dir={artifacts}",
+        *extra,
+    ]
     started = time.perf_counter()
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
     seconds = time.perf_counter() - started
     logs = sorted(artifacts.glob("session-*/progress.log"), key=lambda p: p.stat().st_mtime)
     progress = logs[-1].read_text() if logs else ""
     last = (done.stdout.strip().splitlines() or [""])[-1]
-    return {"command": " ".join(command[1:]), "exit": done.returncode, "seconds": round(seconds, 1), "result": last,
-            "counted_runs": len(re.findall(r"\] done: ", progress)),
-            "from_result_cache": len(re.findall(r"from the result cache \(key ", progress)),
-            "exports_from_cache": len(re.findall(r" from cache \(key ", progress))}
+    return {
+        "command": " ".join(command[1:]),
+        "exit": done.returncode,
+        "seconds": round(seconds, 1),
+        "result": last,
+        "counted_runs": len(re.findall(r"\] done: ", progress)),
+        "from_result_cache": len(re.findall(r"from the result cache \(key ", progress)),
+        "exports_from_cache": len(re.findall(r" from cache \(key ", progress)),
+    }
 
 
 def main() -> None:

@@ -47,14 +47,14 @@ def get_eager_model():
 def get_example_inputs():
     return (torch.ones(1, 4, SIZE, SIZE),)
 '''
-TESTS = '''import pytest
+TESTS = """import pytest
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.model(n))
                                   for n in ("toy_cnn", "mobilenet_v3_small", "packed")])
 def test_model(name, exported_pte, runner, etdump_profile):
     etdump_profile(exported_pte, runner())
-'''
+"""
 
 
 def write_project(root: Path, size: int) -> None:
@@ -63,8 +63,10 @@ def write_project(root: Path, size: int) -> None:
     for model in ("toy_cnn", "mobilenet_v3_small"):
         shutil.copyfile(REPO / "models" / f"{model}.py", models / f"{model}.py")
     (models / "packed.py").write_text(PACKED.format(size=size))
-    (root / "pyproject.toml").write_text('[tool.pytest.ini_options]\nsme2_model_dirs = ["models"]\n'
-                                         'sme2_target = "local"\nfilterwarnings = ["ignore"]\n')
+    (root / "pyproject.toml").write_text(
+        '[tool.pytest.ini_options]\nsme2_model_dirs = ["models"]\n'
+        'sme2_target = "local"\nfilterwarnings = ["ignore"]\n'
+    )
     (root / "test_startup.py").write_text(TESTS)
 
 
@@ -72,13 +74,23 @@ def session(root: Path, busy: bool, *args: str) -> dict:
     """One pytest session; its start-up verdicts by test and check, read from the baseline-verdicts files."""
     artifacts = root / "art"
     shutil.rmtree(artifacts, ignore_errors=True)
-    command = [sys.executable, "-m", "pytest", "test_startup.py", "-p", "no:cacheprovider", "-q",
-               f"--sme2-artifacts-dir={artifacts}", *args]
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "test_startup.py",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        f"--sme2-artifacts-dir={artifacts}",
+        *args,
+    ]
     if busy:
         command = [sys.executable, str(WITH_LOAD), "2", "--", *command]
     started = time.perf_counter()
-    done = subprocess.run(command, cwd=root, capture_output=True, text=True, timeout=3600,
-                          env={**os.environ, "PYTEST_ADDOPTS": ""})
+    done = subprocess.run(
+        command, cwd=root, capture_output=True, text=True, timeout=3600, env={**os.environ, "PYTEST_ADDOPTS": ""}
+    )
     verdicts: dict[str, dict[str, str]] = {}
     regressions: list[str] = []  # every failing verdict, start-up or not
     for listed in artifacts.rglob("baseline-verdicts~*.txt"):
@@ -91,13 +103,21 @@ def session(root: Path, busy: bool, *args: str) -> dict:
             if check in STARTUP_CHECKS:
                 verdicts.setdefault(test.group(1) if test else listed.parent.name, {})[check] = line
     failed = re.findall(r"^FAILED test_startup.py::test_model\[(\w+)\]", done.stdout, re.M)
-    return {"busy": busy, "exit": done.returncode, "seconds": round(time.perf_counter() - started, 1),
-            "failed": failed, "regressions": regressions, "verdicts": verdicts, "tail": done.stdout[-1200:]}
+    return {
+        "busy": busy,
+        "exit": done.returncode,
+        "seconds": round(time.perf_counter() - started, 1),
+        "failed": failed,
+        "regressions": regressions,
+        "verdicts": verdicts,
+        "tail": done.stdout[-1200:],
+    }
 
 
 def false_alarms(entry: dict) -> list[str]:
-    return [line for checks in entry["verdicts"].values() for line in checks.values()
-            if line.startswith("[regression]")]
+    return [
+        line for checks in entry["verdicts"].values() for line in checks.values() if line.startswith("[regression]")
+    ]
 
 
 def main() -> None:
@@ -110,8 +130,13 @@ def main() -> None:
     started = time.time()
     root = args.work.resolve()
     shutil.rmtree(root / "baselines", ignore_errors=True)
-    result: dict = {"machine": machine(), "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
-                    "update": None, "changed": [], "unchanged": []}
+    result: dict = {
+        "machine": machine(),
+        "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+        "update": None,
+        "changed": [],
+        "unchanged": [],
+    }
 
     def save() -> None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -136,8 +161,10 @@ def main() -> None:
     result["ended"] = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     save()
     alarms = sum(len(e["startup_false_alarms"]) for e in result["unchanged"])
-    print(f"unchanged sessions: {len(result['unchanged'])}, start-up false alarms: {alarms}; changed init caught: "
-          f"{[e['init_caught'] for e in result['changed']]}")
+    print(
+        f"unchanged sessions: {len(result['unchanged'])}, start-up false alarms: {alarms}; changed init caught: "
+        f"{[e['init_caught'] for e in result['changed']]}"
+    )
 
 
 if __name__ == "__main__":

@@ -36,8 +36,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-
 from _common import REPO, machine, session
+
 from pytest_sme2 import Recipe
 from pytest_sme2.gate import baselines
 from pytest_sme2.gate.checks.process_stats import clean_runs
@@ -86,42 +86,56 @@ _PAD = "torch.nn.functional.pad(f, (1, 1, 1, 1))[:, :, 1:-1, 1:-1]"
 _CHANGES = {
     "toy_cnn": {
         # two more 3x3 convolutions on the 8x8 map, between the features and the pooling
-        "slow": ("        self.extra = torch.nn.Sequential(torch.nn.Conv2d(64, 16, 1), torch.nn.ReLU(),\n"
-                 "                                         torch.nn.Conv2d(16, 64, 3, padding=1))",
-                 "        f = self.base.features(x)\n        f = f + self.extra(f)\n"
-                 "        return self.base.classifier(torch.flatten(self.base.pool(f), 1))"),
-        "datamove": ("", f"        f = self.base.features[:2](x)\n        f = {_PAD}\n"
-                         f"        f = self.base.features[2:5](f)\n        f = {_PAD}\n"
-                         "        f = self.base.features[5:](f)\n"
-                         "        return self.base.classifier(torch.flatten(self.base.pool(f), 1))"),
+        "slow": (
+            "        self.extra = torch.nn.Sequential(torch.nn.Conv2d(64, 16, 1), torch.nn.ReLU(),\n"
+            "                                         torch.nn.Conv2d(16, 64, 3, padding=1))",
+            "        f = self.base.features(x)\n        f = f + self.extra(f)\n"
+            "        return self.base.classifier(torch.flatten(self.base.pool(f), 1))",
+        ),
+        "datamove": (
+            "",
+            f"        f = self.base.features[:2](x)\n        f = {_PAD}\n"
+            f"        f = self.base.features[2:5](f)\n        f = {_PAD}\n"
+            "        f = self.base.features[5:](f)\n"
+            "        return self.base.classifier(torch.flatten(self.base.pool(f), 1))",
+        ),
     },
     "mobilenet_v3_small": {
         # copies of two of the network's own inverted-residual blocks (blocks 5 and 10)
-        "slow": ("        import copy\n        features = list(self.base.features)\n"
-                 "        for index in (10, 5):\n            features.insert(index + 1, copy.deepcopy(features[index]))\n"
-                 "        self.base.features = torch.nn.Sequential(*features)",
-                 "        return self.base(x)"),
-        "datamove": ("", "        f = x\n"
-                         "        for index, block in enumerate(self.base.features):\n            f = block(f)\n"
-                         f"            if index < 4:\n                f = {_PAD}\n                f = {_PAD}\n"
-                         "        return self.base.classifier(torch.flatten(self.base.avgpool(f), 1))"),
+        "slow": (
+            "        import copy\n        features = list(self.base.features)\n"
+            "        for index in (10, 5):\n            features.insert(index + 1, copy.deepcopy(features[index]))\n"
+            "        self.base.features = torch.nn.Sequential(*features)",
+            "        return self.base(x)",
+        ),
+        "datamove": (
+            "",
+            "        f = x\n"
+            "        for index, block in enumerate(self.base.features):\n            f = block(f)\n"
+            f"            if index < 4:\n                f = {_PAD}\n                f = {_PAD}\n"
+            "        return self.base.classifier(torch.flatten(self.base.avgpool(f), 1))",
+        ),
     },
     "transformer_encoder": {
         # one more feed-forward block (192 -> 1152 -> 192) on the tokens after the encoder; with the
         # encoder's own width (768) it was +10-11%, at the 10% tolerance (8 of 10 caught beside one job)
-        "slow": ("        self.extra = torch.nn.Sequential(torch.nn.Linear(192, 1152), torch.nn.ReLU(),\n"
-                 "                                         torch.nn.Linear(1152, 192))",
-                 "        b = self.base\n        t = b.patch_embed(x).flatten(2).transpose(1, 2) + b.pos_embed\n"
-                 "        t = b.encoder(t)\n        t = t + self.extra(t)\n"
-                 "        return b.head(b.norm(t).mean(dim=1))"),
+        "slow": (
+            "        self.extra = torch.nn.Sequential(torch.nn.Linear(192, 1152), torch.nn.ReLU(),\n"
+            "                                         torch.nn.Linear(1152, 192))",
+            "        b = self.base\n        t = b.patch_embed(x).flatten(2).transpose(1, 2) + b.pos_embed\n"
+            "        t = b.encoder(t)\n        t = t + self.extra(t)\n"
+            "        return b.head(b.norm(t).mean(dim=1))",
+        ),
         # no datamove change: its tensors are small (64 x 192 tokens), so a slip worth 10% of its 11 ms would
         # take hundreds of copies; measured: one pad per layer moved DATA_MOVEMENT by 0.2 points
     },
     "tiny": {
         # a second 3x3 convolution (8 -> 8 channels on the 14x14 map): tens of microseconds more
-        "slow": ("        self.extra = torch.nn.Conv2d(8, 8, 3, padding=1)",
-                 "        f = self.base[1](self.base[0](x))\n        f = f + self.extra(f)\n"
-                 "        return self.base[3](self.base[2](f))"),
+        "slow": (
+            "        self.extra = torch.nn.Conv2d(8, 8, 3, padding=1)",
+            "        f = self.base[1](self.base[0](x))\n        f = f + self.extra(f)\n"
+            "        return self.base[3](self.base[2](f))",
+        ),
     },
 }
 # Any model: torch.where on the output, which the XNNPACK partitioner does not take.
@@ -145,8 +159,9 @@ def _register_changes(sess, folder: Path, model: str) -> dict[str, str]:  # noqa
     for kind in kinds_of(model):
         init, forward = _UNDELEGATED if kind == "undelegated" else _CHANGES[model][kind]
         name = f"{model}_{kind}"
-        (folder / f"{name}.py").write_text(_WRAPPER.format(model=model, kind=kind, base=base,
-                                                           init=init or "        pass", forward=forward))
+        (folder / f"{name}.py").write_text(
+            _WRAPPER.format(model=model, kind=kind, base=base, init=init or "        pass", forward=forward)
+        )
         names[kind] = name
     sess.registry.register_dir(folder)
     return names
@@ -191,23 +206,32 @@ def judged(model: str, records: dict[str, list[dict]], runs: int, seconds_per_pr
     null_pairs = [(i, j) for i, j in itertools.permutations(range(len(base)), 2) if i in usable]
     alarms = {(i, j): [str(v) for v in failures(base[j], base[i])] for i, j in null_pairs}
     false_alarms = {f"{i}->{j}": v for (i, j), v in alarms.items() if v}
-    inconclusive = sum(v.status == Status.INCONCLUSIVE for i, j in null_pairs
-                       for v in judge(model, base[j], base[i], tol))
+    inconclusive = sum(
+        v.status == Status.INCONCLUSIVE for i, j in null_pairs for v in judge(model, base[j], base[i], tol)
+    )
     detection = {}
     for kind in kinds_of(model):
         pairs = [(i, j) for i in usable for j in range(len(records[kind]))]
         caught = [any(v.check == EXPECTED_CHECK[kind] for v in failures(records[kind][j], base[i])) for i, j in pairs]
         effect = {
-            "latency_relative": float(np.median([np.median(np.asarray(r["samples_ms"]) / np.asarray(r["reference_ms"]))
-                                                 for r in records[kind]])
-                                      / np.median([np.median(np.asarray(r["samples_ms"]) / np.asarray(r["reference_ms"]))
-                                                   for r in base]) - 1),
-            "data_movement_share": [float(np.median([r["shares"]["DATA_MOVEMENT"] for r in records[k]]))
-                                    for k in ("base", kind)],
+            "latency_relative": float(
+                np.median(
+                    [np.median(np.asarray(r["samples_ms"]) / np.asarray(r["reference_ms"])) for r in records[kind]]
+                )
+                / np.median([np.median(np.asarray(r["samples_ms"]) / np.asarray(r["reference_ms"])) for r in base])
+                - 1
+            ),
+            "data_movement_share": [
+                float(np.median([r["shares"]["DATA_MOVEMENT"] for r in records[k]])) for k in ("base", kind)
+            ],
             "portable_ops": sorted(set(records[kind][0]["portable_ops"]) - set(base[0]["portable_ops"])),
         }
-        detection[kind] = {"pairs": len(pairs), "caught": int(sum(caught)),
-                           "rate": float(np.mean(caught)) if caught else None, "effect": effect}
+        detection[kind] = {
+            "pairs": len(pairs),
+            "caught": int(sum(caught)),
+            "rate": float(np.mean(caught)) if caught else None,
+            "effect": effect,
+        }
     return {
         "model": model,
         "runs": runs,
@@ -220,7 +244,9 @@ def judged(model: str, records: dict[str, list[dict]], runs: int, seconds_per_pr
         "inconclusive_verdicts_in_null_pairs": int(inconclusive),
         "runs_per_profile": {k: [len(r["samples_ms"]) for r in v] for k, v in records.items()},
         "detection": detection,
-        "disturbed_runs_per_profile": {k: [int(np.sum(~clean_runs(r, with_reference=True))) for r in v] for k, v in records.items()},
+        "disturbed_runs_per_profile": {
+            k: [int(np.sum(~clean_runs(r, with_reference=True))) for r in v] for k, v in records.items()
+        },
         "seconds_per_profile_median": seconds_per_profile,
         "records": records,
     }
@@ -228,17 +254,24 @@ def judged(model: str, records: dict[str, list[dict]], runs: int, seconds_per_pr
 
 def table(out: dict) -> str:
     """The study as one markdown table: per model, refused baselines, false alarms and each regression caught."""
-    rows = ["| model | unchanged profiles | disturbed runs per profile | refused as baseline | false alarms "
-            "(pairs) | inconclusive verdicts | caught: slow / undelegated / datamove |", "|---|---|---|---|---|---|---|"]
+    rows = [
+        "| model | unchanged profiles | disturbed runs per profile | refused as baseline | false alarms "
+        "(pairs) | inconclusive verdicts | caught: slow / undelegated / datamove |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for s in out["studies"]:
         disturbed = s["disturbed_runs_per_profile"]["base"]
         rate = s["false_alarm_rate"]
         alarms = f"{s['false_alarm_pairs']} of {s['null_pairs']}" + (f" ({rate:.1%})" if rate is not None else "")
-        caught = " / ".join(f"{d['caught']} of {d['pairs']}" if d["pairs"] else "-"
-                            for d in (s["detection"].get(k, {"pairs": 0}) for k in ("slow", "undelegated", "datamove")))
-        rows.append(f"| {s['model']} | {s['unchanged_profiles']} | {min(disturbed)}-{max(disturbed)} of "
-                    f"{min(s['runs_per_profile']['base'])}-{max(s['runs_per_profile']['base'])} | "
-                    f"{len(s['refused_as_baseline'])} | {alarms} | {s['inconclusive_verdicts_in_null_pairs']} | {caught} |")
+        caught = " / ".join(
+            f"{d['caught']} of {d['pairs']}" if d["pairs"] else "-"
+            for d in (s["detection"].get(k, {"pairs": 0}) for k in ("slow", "undelegated", "datamove"))
+        )
+        rows.append(
+            f"| {s['model']} | {s['unchanged_profiles']} | {min(disturbed)}-{max(disturbed)} of "
+            f"{min(s['runs_per_profile']['base'])}-{max(s['runs_per_profile']['base'])} | "
+            f"{len(s['refused_as_baseline'])} | {alarms} | {s['inconclusive_verdicts_in_null_pairs']} | {caught} |"
+        )
     return "\n".join(rows)
 
 
@@ -252,24 +285,36 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=Path(".sme2/bench-whole-gate"))
     parser.add_argument("--out", type=Path, default=None, help="also write the JSON here")
     parser.add_argument("--table", type=Path, default=None, help="only print the table of an earlier run's JSON")
-    parser.add_argument("--rejudge", type=Path, default=None,
-                        help="judge an earlier run's recorded profiles again with the gate as it is now")
+    parser.add_argument(
+        "--rejudge",
+        type=Path,
+        default=None,
+        help="judge an earlier run's recorded profiles again with the gate as it is now",
+    )
     args = parser.parse_args()
     if args.table:
         print(table(json.loads(args.table.read_text())))
         return
     if args.rejudge:
         earlier = json.loads(args.rejudge.read_text())
-        out = {**earlier, "rejudged_from": str(args.rejudge),
-               "studies": [judged(s["model"], s["records"], s["runs"], s["seconds_per_profile_median"])
-                           for s in earlier["studies"]]}
+        out = {
+            **earlier,
+            "rejudged_from": str(args.rejudge),
+            "studies": [
+                judged(s["model"], s["records"], s["runs"], s["seconds_per_profile_median"]) for s in earlier["studies"]
+            ],
+        }
         if args.out:
             args.out.write_text(json.dumps(out, indent=2))
         print(table(out))
         return
     started = time.perf_counter()
-    out = {"machine": machine(), "background_jobs": args.load_label, "load_average_at_start": os.getloadavg(),
-           "studies": [study(args.work, m, args.unchanged, args.changed, args.runs) for m in args.models]}
+    out = {
+        "machine": machine(),
+        "background_jobs": args.load_label,
+        "load_average_at_start": os.getloadavg(),
+        "studies": [study(args.work, m, args.unchanged, args.changed, args.runs) for m in args.models],
+    }
     out["seconds"] = time.perf_counter() - started
     out["load_average_at_end"] = os.getloadavg()
     text = json.dumps(out, indent=2)

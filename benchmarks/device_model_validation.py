@@ -15,9 +15,10 @@ The export and the counted runs are cached (the export cache and the emulated re
 --cache-dir), so a second run only re-prices. ``--save-counts FILE`` keeps what pricing needs (per operator
 its instruction mix, bytes and graph node) as JSON, and ``--counts FILE`` prices such a file with no export
 or emulation at all: benchmarks/results/device_model_2026-11-27/ holds the counted runs so far, so a device
-file can be compared in seconds (``--sides on`` saves one side of a count that cannot finish in one go). A first run is long on a 2-core x86 machine: the export 3
-minutes, the SME2-on inference 19 minutes (qemu emulates FP16 outer products in software floating point),
-the SME2-off one well over half an hour (docs/performance.md, stop 39): start it in the background.
+file can be compared in seconds (``--sides on`` saves one side of a count that cannot finish in one go). A first
+run is long on a 2-core x86 machine: the export 3 minutes, the SME2-on inference 19 minutes (qemu emulates FP16
+outer products in software floating point), the SME2-off one well over half an hour (docs/performance.md, stop
+39): start it in the background.
 """
 
 from __future__ import annotations
@@ -32,14 +33,14 @@ REPO = Path(__file__).resolve().parents[1]
 # Arm's learning path "SME2 profiling with ExecuTorch" (archived report of 2025-12-02) and the pytorch.org blog on
 # ExecuTorch and SME2: SqueezeSAM, FP16 (bilinear export), one thread, median ms, SME2 off and on.
 PUBLISHED = {
-    "apple-m4": {"off": {"E2E": 320.42, "CONV": 277.6, "GEMM": 8.4, "ELEMENTWISE": 0.6, "DATA_MOVEMENT": 13.6,
-                         "OTHER": 22.8},
-                 "on": {"E2E": 72.67, "CONV": 34.4, "GEMM": 1.4, "ELEMENTWISE": 0.6, "DATA_MOVEMENT": 14.5,
-                        "OTHER": 22.4}},
-    "dimensity-9500": {"off": {"E2E": 1131.6, "CONV": 846.4, "GEMM": 29.6, "ELEMENTWISE": 1.5,
-                               "DATA_MOVEMENT": 116.0, "OTHER": 84.0},
-                       "on": {"E2E": 303.2, "CONV": 97.7, "GEMM": 7.0, "ELEMENTWISE": 1.5, "DATA_MOVEMENT": 110.2,
-                              "OTHER": 87.2}},
+    "apple-m4": {
+        "off": {"E2E": 320.42, "CONV": 277.6, "GEMM": 8.4, "ELEMENTWISE": 0.6, "DATA_MOVEMENT": 13.6, "OTHER": 22.8},
+        "on": {"E2E": 72.67, "CONV": 34.4, "GEMM": 1.4, "ELEMENTWISE": 0.6, "DATA_MOVEMENT": 14.5, "OTHER": 22.4},
+    },
+    "dimensity-9500": {
+        "off": {"E2E": 1131.6, "CONV": 846.4, "GEMM": 29.6, "ELEMENTWISE": 1.5, "DATA_MOVEMENT": 116.0, "OTHER": 84.0},
+        "on": {"E2E": 303.2, "CONV": 97.7, "GEMM": 7.0, "ELEMENTWISE": 1.5, "DATA_MOVEMENT": 110.2, "OTHER": 87.2},
+    },
 }
 CATEGORIES = ("CONV", "GEMM", "ELEMENTWISE", "DATA_MOVEMENT", "OTHER")
 # Arm's learning path "Accelerate LiteRT models with SME2" (learn.arm.com, litert-sme): one fully connected layer,
@@ -53,8 +54,9 @@ FC_PUBLISHED_DEVICE = "an SME2 Android phone (LiteRT, XNNPACK + KleidiAI, one th
 MODELS = {"squeeze_sam": ("fp16", 0), "fully_connected": ("fp32", 1)}
 
 
-def counted_profiles(cache_dir: Path, session_dir: Path, sides: tuple[bool, ...] = (True, False),
-                     model: str = "squeeze_sam") -> dict[bool, "object"]:
+def counted_profiles(
+    cache_dir: Path, session_dir: Path, sides: tuple[bool, ...] = (True, False), model: str = "squeeze_sam"
+) -> dict[bool, "object"]:
     """``model`` (SqueezeSAM FP16 by default) counted once with SME2 on and once off on the emulated target
     (cached)."""
     from pytest_sme2 import Recipe
@@ -70,10 +72,16 @@ def counted_profiles(cache_dir: Path, session_dir: Path, sides: tuple[bool, ...]
         profiles = {}
         for sme2 in sides:
             started = time.monotonic()
-            profiles[sme2] = Runner(session, RunSpec(sme2=sme2, runs=1, warmup=warmup, timeout_s=5400.0),
-                                    session.test_dir(f"{model}-sme2-{sme2}")).profile(exported)
-            print(f"counted SME2 {'on' if sme2 else 'off'}: {profiles[sme2].instructions_per_inference / 1e6:.1f} M "
-                  f"instructions ({time.monotonic() - started:.0f} s)", file=sys.stderr)
+            profiles[sme2] = Runner(
+                session,
+                RunSpec(sme2=sme2, runs=1, warmup=warmup, timeout_s=5400.0),
+                session.test_dir(f"{model}-sme2-{sme2}"),
+            ).profile(exported)
+            print(
+                f"counted SME2 {'on' if sme2 else 'off'}: {profiles[sme2].instructions_per_inference / 1e6:.1f} M "
+                f"instructions ({time.monotonic() - started:.0f} s)",
+                file=sys.stderr,
+            )
         return profiles
     finally:
         session.close()
@@ -97,8 +105,12 @@ class SavedCounts:
     def of(cls, profile: "object") -> "SavedCounts":
         from pytest_sme2.profile.device_model import PricingInputs
 
-        return cls({**PricingInputs.of(profile).to_dict(),
-                    "instructions_per_inference": float(profile.instructions_per_inference)})
+        return cls(
+            {
+                **PricingInputs.of(profile).to_dict(),
+                "instructions_per_inference": float(profile.instructions_per_inference),
+            }
+        )
 
     @property
     def instructions_per_inference(self) -> float:
@@ -119,7 +131,9 @@ def save_counts(profiles: dict, path: Path) -> None:
     """Write the counted sides into ``path``, keeping a side already there that was not counted now (a long count
     done one side per session adds to the same file)."""
     kept = json.loads(path.read_text()) if path.is_file() else {}
-    models = {model_of(side.get("label", "")) for side in kept.values()} | {model_of(p.label) for p in profiles.values()}
+    models = {model_of(side.get("label", "")) for side in kept.values()} | {
+        model_of(p.label) for p in profiles.values()
+    }
     if len(models) > 1:
         raise SystemExit(f"{path} holds counts of another model ({', '.join(sorted(models))}): save into another file")
     kept.update({("on" if sme2 else "off"): SavedCounts.of(p).data for sme2, p in profiles.items()})
@@ -175,31 +189,47 @@ def fc_comparison(profiles: dict, device: "str | object") -> dict:
     rows = {}
     for key in ("off", "on"):
         linear = modelled[key].ops
-        rows[key] = {"published_gflops": FC_PUBLISHED_GFLOPS[key],
-                     "published_ms": FC_FLOP / FC_PUBLISHED_GFLOPS[key] / 1e6,
-                     "modelled_ms": modelled[key].e2e_ms,
-                     "modelled_gflops": FC_FLOP / modelled[key].e2e_ms / 1e6,
-                     "modelled_linear_ms": float(linear.loc[linear["category"] == "GEMM", "modelled_ms"].sum()),
-                     "bound_ms": linear.groupby("bound")["modelled_ms"].sum().round(4).to_dict()}
+        rows[key] = {
+            "published_gflops": FC_PUBLISHED_GFLOPS[key],
+            "published_ms": FC_FLOP / FC_PUBLISHED_GFLOPS[key] / 1e6,
+            "modelled_ms": modelled[key].e2e_ms,
+            "modelled_gflops": FC_FLOP / modelled[key].e2e_ms / 1e6,
+            "modelled_linear_ms": float(linear.loc[linear["category"] == "GEMM", "modelled_ms"].sum()),
+            "bound_ms": linear.groupby("bound")["modelled_ms"].sum().round(4).to_dict(),
+        }
     published_x = FC_PUBLISHED_GFLOPS["on"] / FC_PUBLISHED_GFLOPS["off"]
     modelled_x = rows["off"]["modelled_ms"] / rows["on"]["modelled_ms"]
-    return {"device": modelled["on"].device.name, "validation": modelled["on"].device.validation,
-            "published_device": FC_PUBLISHED_DEVICE, "flop": FC_FLOP, "rows": rows,
-            "published_speedup": published_x, "modelled_speedup": modelled_x,
-            "speedup_error": modelled_x / published_x - 1}
+    return {
+        "device": modelled["on"].device.name,
+        "validation": modelled["on"].device.validation,
+        "published_device": FC_PUBLISHED_DEVICE,
+        "flop": FC_FLOP,
+        "rows": rows,
+        "published_speedup": published_x,
+        "modelled_speedup": modelled_x,
+        "speedup_error": modelled_x / published_x - 1,
+    }
 
 
 def fc_markdown(result: dict) -> str:
-    lines = [f"Device model `{result['device']}` ({result['validation']}); one fully connected layer 100x640 -> "
-             f"1280 fp32, one thread; published on {result['published_device']}.", "",
-             "| SME2 | published ms | published GFLOPS | modelled ms | modelled GFLOPS | modelled ms by bound |",
-             "|---|---|---|---|---|---|"]
+    lines = [
+        f"Device model `{result['device']}` ({result['validation']}); one fully connected layer 100x640 -> "
+        f"1280 fp32, one thread; published on {result['published_device']}.",
+        "",
+        "| SME2 | published ms | published GFLOPS | modelled ms | modelled GFLOPS | modelled ms by bound |",
+        "|---|---|---|---|---|---|",
+    ]
     for key in ("off", "on"):
         row = result["rows"][key]
-        lines.append(f"| {key} | {row['published_ms']:.3f} | {row['published_gflops']:.0f} | {row['modelled_ms']:.3f} "
-                     f"| {row['modelled_gflops']:.0f} | {row['bound_ms']} |")
-    lines += ["", f"SME2 speedup: published {result['published_speedup']:.2f}x, modelled "
-                  f"{result['modelled_speedup']:.2f}x, error {result['speedup_error']:+.0%}"]
+        lines.append(
+            f"| {key} | {row['published_ms']:.3f} | {row['published_gflops']:.0f} | {row['modelled_ms']:.3f} "
+            f"| {row['modelled_gflops']:.0f} | {row['bound_ms']} |"
+        )
+    lines += [
+        "",
+        f"SME2 speedup: published {result['published_speedup']:.2f}x, modelled "
+        f"{result['modelled_speedup']:.2f}x, error {result['speedup_error']:+.0%}",
+    ]
     return "\n".join(lines)
 
 
@@ -222,8 +252,10 @@ def scaled(base: "object", name: str, factors: dict[str, float], validation: str
     core resources (the others), or each resource by its own name; and memory bandwidths (not the L2 size)."""
     from dataclasses import replace
 
-    resources = tuple(replace(r, per_ns={c: v * factors[group_of(r.name, factors)] for c, v in r.per_ns.items()})
-                      for r in base.resources)
+    resources = tuple(
+        replace(r, per_ns={c: v * factors[group_of(r.name, factors)] for c, v in r.per_ns.items()})
+        for r in base.resources
+    )
     memory = {k: (v if k == "l2_bytes" else v * factors["memory"]) for k, v in base.memory.items()}
     return replace(base, name=name, validation=validation, resources=resources, memory=memory, path="")
 
@@ -258,38 +290,57 @@ def fit(profiles: dict, device: str, base: str = "apple-m4", per_resource: bool 
 def device_file(base: "object", factors: dict[str, float], name: str, description: str, fitted_on: str) -> str:
     """The text of a device file whose rates are ``base``'s times the fitted ``factors``, each rate sourced as a
     fit: what it was scaled from, by which factor, fitted on what."""
+
     def sourced(key: str, value: float, what: str, prefix: str = "") -> list[str]:
         shown = str(int(value)) if float(value).is_integer() and value > 1e5 else f"{value:.6g}"
         return [f"{prefix}{key} = {shown}", f'source.{key} = "fitted: {what} ({fitted_on})"']
 
-    lines = [f"# {description}. Fitted by benchmarks/device_model_validation.py --fit; docs/device_model.md.",
-             f'name = "{name}"', f'description = "{description}"',
-             'validation = "fitted to published SqueezeSAM FP16 category times, not independently validated"',
-             f"svl_bits = {base.svl_bits}",
-             f'source.svl_bits = "assumed equal to {base.name}\'s; no published source found"',
-             f"threads = {base.threads}", 'source.threads = "the fit is of one-thread results"']
+    lines = [
+        f"# {description}. Fitted by benchmarks/device_model_validation.py --fit; docs/device_model.md.",
+        f'name = "{name}"',
+        f'description = "{description}"',
+        'validation = "fitted to published SqueezeSAM FP16 category times, not independently validated"',
+        f"svl_bits = {base.svl_bits}",
+        f'source.svl_bits = "assumed equal to {base.name}\'s; no published source found"',
+        f"threads = {base.threads}",
+        'source.threads = "the fit is of one-thread results"',
+    ]
     for resource in base.resources:
         group = group_of(resource.name, factors)
         lines += ["", f"[resources.{resource.name}]", f'what = "{resource.what}"']
         for cls, rate in resource.per_ns.items():
-            lines += sourced(cls, rate * factors[group],
-                             f"{base.name}'s {rate:.4g} per ns x {group} factor {factors[group]:.4f}", "per_ns.")
+            lines += sourced(
+                cls,
+                rate * factors[group],
+                f"{base.name}'s {rate:.4g} per ns x {group} factor {factors[group]:.4f}",
+                "per_ns.",
+            )
     lines += ["", "[memory]"]
     for key, value in base.memory.items():
         scaled_value = value if key == "l2_bytes" else value * factors["memory"]
-        why = f"{base.name}'s" if key == "l2_bytes" else f"{base.name}'s {value:.4g} x memory factor {factors['memory']:.4f}"
+        why = (
+            f"{base.name}'s"
+            if key == "l2_bytes"
+            else f"{base.name}'s {value:.4g} x memory factor {factors['memory']:.4f}"
+        )
         lines += sourced(key, scaled_value, why)
     return "\n".join(lines) + "\n"
 
 
 def markdown(result: dict) -> str:
-    lines = [f"Device model `{result['device']}` ({result['validation']}); SqueezeSAM FP16, one thread.", "",
-             "| | published off -> on (ms) | modelled off -> on (ms) | published speedup | modelled speedup | "
-             "speedup error | share on: published / modelled |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        f"Device model `{result['device']}` ({result['validation']}); SqueezeSAM FP16, one thread.",
+        "",
+        "| | published off -> on (ms) | modelled off -> on (ms) | published speedup | modelled speedup | "
+        "speedup error | share on: published / modelled |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for name, row in result["rows"].items():
         if "published_off_ms" not in row:
-            lines.append(f"| {name} | | {row['modelled_off_ms']:.2f} -> {row['modelled_on_ms']:.2f} | | "
-                         f"{row['modelled_speedup']:.2f}x | | |")
+            lines.append(
+                f"| {name} | | {row['modelled_off_ms']:.2f} -> {row['modelled_on_ms']:.2f} | | "
+                f"{row['modelled_speedup']:.2f}x | | |"
+            )
             continue
         error, published_x, modelled_x = row.get("speedup_error"), row["published_speedup"], row["modelled_speedup"]
         lines.append(
@@ -297,7 +348,8 @@ def markdown(result: dict) -> str:
             f"{row['modelled_off_ms']:.2f} -> {row['modelled_on_ms']:.2f} | "
             f"{'n/a' if published_x is None else f'{published_x:.2f}x'} | "
             f"{'n/a' if modelled_x is None else f'{modelled_x:.2f}x'} | {'' if error is None else f'{error:+.0%}'} | "
-            f"{row['published_on_share']:.0%} / {row['modelled_on_share']:.0%} |")
+            f"{row['published_on_share']:.0%} / {row['modelled_on_share']:.0%} |"
+        )
     lines += ["", f"Modelled ms by what bounds each operator: {result['bound_ms']}"]
     return "\n".join(lines)
 
@@ -305,29 +357,49 @@ def markdown(result: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="apple-m4")
-    parser.add_argument("--model", choices=tuple(MODELS), default="squeeze_sam",
-                        help="squeeze_sam (FP16, the default) or fully_connected (fp32, the LiteRT layer)")
+    parser.add_argument(
+        "--model",
+        choices=tuple(MODELS),
+        default="squeeze_sam",
+        help="squeeze_sam (FP16, the default) or fully_connected (fp32, the LiteRT layer)",
+    )
     parser.add_argument("--cache-dir", type=Path, default=REPO / ".sme2" / "cache")
     parser.add_argument("--session-dir", type=Path, default=REPO / ".sme2" / "device-model-validation")
     parser.add_argument("--json", type=Path, help="also write the comparison as JSON here")
-    parser.add_argument("--fit", action="store_true",
-                        help="fit --device's SME, core and memory factors on apple-m4's rates to its published "
-                             "SqueezeSAM category times, then compare the fitted model (a fit, labelled so)")
-    parser.add_argument("--fit-per-resource", action="store_true",
-                        help="with --fit: one factor per resource of apple-m4 and one for memory (7 factors for the 8 "
-                             "published category times), not three")
+    parser.add_argument(
+        "--fit",
+        action="store_true",
+        help="fit --device's SME, core and memory factors on apple-m4's rates to its published "
+        "SqueezeSAM category times, then compare the fitted model (a fit, labelled so)",
+    )
+    parser.add_argument(
+        "--fit-per-resource",
+        action="store_true",
+        help="with --fit: one factor per resource of apple-m4 and one for memory (7 factors for the 8 "
+        "published category times), not three",
+    )
     parser.add_argument("--write", type=Path, help="with --fit: write the fitted device file here")
-    parser.add_argument("--save-counts", type=Path,
-                        help="write what pricing the counted runs needs as JSON here (re-price later with --counts)")
+    parser.add_argument(
+        "--save-counts",
+        type=Path,
+        help="write what pricing the counted runs needs as JSON here (re-price later with --counts)",
+    )
     parser.add_argument("--counts", type=Path, help="price counts saved by --save-counts instead of counting")
-    parser.add_argument("--sides", choices=("both", "on", "off"), default="both",
-                        help="count only SME2 on or off (with --save-counts: to save one side of a long count)")
+    parser.add_argument(
+        "--sides",
+        choices=("both", "on", "off"),
+        default="both",
+        help="count only SME2 on or off (with --save-counts: to save one side of a long count)",
+    )
     args = parser.parse_args(argv)
     if args.fit_per_resource and not args.fit:
         parser.error("--fit-per-resource is a kind of --fit: pass both")
     sides = {"both": (True, False), "on": (True,), "off": (False,)}[args.sides]
-    profiles = load_counts(args.counts, args.model) if args.counts else \
-        counted_profiles(args.cache_dir, args.session_dir, sides, args.model)
+    profiles = (
+        load_counts(args.counts, args.model)
+        if args.counts
+        else counted_profiles(args.cache_dir, args.session_dir, sides, args.model)
+    )
     if args.save_counts:
         save_counts(profiles, args.save_counts)
     if set(profiles) != {True, False}:
@@ -347,12 +419,22 @@ def main(argv: list[str] | None = None) -> int:
 
         factors = fit(profiles, args.device, per_resource=args.fit_per_resource)
         print(f"fitted on apple-m4's rates: {factors}", file=sys.stderr)
-        device = scaled(load_device("apple-m4"), args.device, factors,
-                        f"fitted to published SqueezeSAM FP16 category times: {factors}")
+        device = scaled(
+            load_device("apple-m4"),
+            args.device,
+            factors,
+            f"fitted to published SqueezeSAM FP16 category times: {factors}",
+        )
         if args.write:
-            args.write.write_text(device_file(load_device("apple-m4"), factors, args.device,
-                                              f"{args.device}, one thread, fitted on apple-m4's rates",
-                                              "SqueezeSAM FP16, 1 thread, published per-category ms SME2 off and on"))
+            args.write.write_text(
+                device_file(
+                    load_device("apple-m4"),
+                    factors,
+                    args.device,
+                    f"{args.device}, one thread, fitted on apple-m4's rates",
+                    "SqueezeSAM FP16, 1 thread, published per-category ms SME2 off and on",
+                )
+            )
     result = comparison(profiles, device)
     print(markdown(result))
     if args.json:

@@ -56,14 +56,18 @@ def bandwidths(repo: Path) -> dict[str, float]:
         if row["threads"] == 1 and row["storage"] == "z":
             key = (row["type"], row["size"])
             best[key] = max(best.get(key, 0.0), statistics.median(row["gbps"]))
-    def in_l2(kind: str) -> float:
-        return round(statistics.median(v for (k, size), v in best.items()
-                                       if k == kind and L2_SIZES[0] <= size <= L2_SIZES[1]), 1)
 
-    return {"l2_load_gb_per_s (median over L2 sizes)": in_l2("load"),
-            "l2_store_gb_per_s (median over L2 sizes)": in_l2("store"),
-            "dram_load_gb_per_s": round(best[("load", DRAM_SIZE)], 1),
-            "dram_store_gb_per_s": round(best[("store", DRAM_SIZE)], 1)}
+    def in_l2(kind: str) -> float:
+        return round(
+            statistics.median(v for (k, size), v in best.items() if k == kind and L2_SIZES[0] <= size <= L2_SIZES[1]), 1
+        )
+
+    return {
+        "l2_load_gb_per_s (median over L2 sizes)": in_l2("load"),
+        "l2_store_gb_per_s (median over L2 sizes)": in_l2("store"),
+        "dram_load_gb_per_s": round(best[("load", DRAM_SIZE)], 1),
+        "dram_store_gb_per_s": round(best[("store", DRAM_SIZE)], 1),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

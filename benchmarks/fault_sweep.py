@@ -37,7 +37,10 @@ def test_tiny(exported_pte, runner, etdump_profile):
     etdump_profile(exported_pte, runner())
 """
 INI = "[pytest]\nsme2_model_dirs = models\nsme2_target = host\nsme2_runs = 5\nsme2_warmup = 1\nsme2_max_rounds = 1\n"
-MESSAGE = re.compile(r"(ERROR: .*|WARNING: .*|note: .*|E +.*Error: .*|Failed: .*|\w+Error: .*|pytest-sme2 \w+: .*|DamagedCacheEntryWarning: .*)")
+MESSAGE = re.compile(
+    r"(ERROR: .*|WARNING: .*|note: .*|E +.*Error: .*|Failed: .*|\w+Error: .*|pytest-sme2 \w+: .*"
+    r"|DamagedCacheEntryWarning: .*)"
+)
 
 
 def _project(root: Path, test: str = TEST, ini: str = INI) -> Path:
@@ -50,13 +53,18 @@ def _project(root: Path, test: str = TEST, ini: str = INI) -> Path:
 
 def _pytest(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTEST_ADDOPTS": ""}
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args], cwd=root,
-                          capture_output=True, text=True, timeout=900, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=env,
+    )
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pytest_sme2.cli", *args], capture_output=True, text=True,
-                          timeout=300)
+    return subprocess.run([sys.executable, "-m", "pytest_sme2.cli", *args], capture_output=True, text=True, timeout=300)
 
 
 # ----------------------------------------------------------------------------- cases
@@ -125,8 +133,9 @@ def _odd_runner(root: Path, line: str) -> subprocess.CompletedProcess[str]:
     runner = root / "odd_runner"
     runner.write_text(f"#!/bin/sh\necho '{line}'\n")
     runner.chmod(0o755)
-    return _pytest(root, "--sme2-no-baselines", "--sme2-target=local", f"--sme2-runner={runner}",
-                   "--sme2-latency-reference=off")
+    return _pytest(
+        root, "--sme2-no-baselines", "--sme2-target=local", f"--sme2-runner={runner}", "--sme2-latency-reference=off"
+    )
 
 
 def runner_not_json(root: Path) -> subprocess.CompletedProcess[str]:
@@ -148,16 +157,22 @@ def runs_zero_ini(root: Path) -> subprocess.CompletedProcess[str]:
 
 
 def timeout(root: Path) -> subprocess.CompletedProcess[str]:
-    _project(root, TEST.replace('@pytest.mark.model("tiny")',
-                                '@pytest.mark.perf(runs=10000000, warmup=0)\n@pytest.mark.model("tiny")'))
+    _project(
+        root,
+        TEST.replace(
+            '@pytest.mark.model("tiny")', '@pytest.mark.perf(runs=10000000, warmup=0)\n@pytest.mark.model("tiny")'
+        ),
+    )
     return _pytest(root, "--sme2-no-baselines", "--sme2-timeout=2")
 
 
 def failed_export(root: Path) -> subprocess.CompletedProcess[str]:
     _project(root)
     (root / "models" / "broken.py").write_text(
-        "import torch\nclass M(torch.nn.Module):\n    def forward(self, x):\n        raise ValueError('broken forward')\n"
-        "def get_eager_model():\n    return M()\ndef get_example_inputs():\n    return (torch.ones(2),)\n")
+        "import torch\nclass M(torch.nn.Module):\n    def forward(self, x):\n"
+        "        raise ValueError('broken forward')\n"
+        "def get_eager_model():\n    return M()\ndef get_example_inputs():\n    return (torch.ones(2),)\n"
+    )
     (root / "test_case.py").write_text(TEST.replace('"tiny"', '"broken"'))
     return _pytest(root, "--sme2-no-baselines")
 
@@ -195,15 +210,22 @@ def adb_claim_link(root: Path) -> subprocess.CompletedProcess[str]:
     claims = root / "pytest-sme2-adb-claims"
     claims.mkdir()
     (claims / "127.0.0.1_5037_X.lock").symlink_to(victim)
-    code = ("import sys\nfrom pytest_sme2.run.targets.adb import DeviceClaim as C\n"  # the issue's command,
-            "try:\n    C.try_claim(('127.0.0.1', 5037), 'X')\n"  # its error printed as the adb target shows it
-            "except Exception as exc:\n    sys.exit(f'{type(exc).__name__}: {exc}')\n")
+    code = (
+        "import sys\nfrom pytest_sme2.run.targets.adb import DeviceClaim as C\n"  # the issue's command,
+        "try:\n    C.try_claim(('127.0.0.1', 5037), 'X')\n"  # its error printed as the adb target shows it
+        "except Exception as exc:\n    sys.exit(f'{type(exc).__name__}: {exc}')\n"
+    )
     mine = root / f"pytest-sme2-adb-claims-{os.getuid()}"
     mine.mkdir(mode=0o777)
     mine.chmod(0o777)
     (mine / "127.0.0.1_5037_X.lock").symlink_to(victim)
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "TMPDIR": str(root)})
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "TMPDIR": str(root)},
+    )
 
 
 def report_link_and_markup(root: Path) -> subprocess.CompletedProcess[str]:
@@ -257,11 +279,25 @@ def history_cut_short(root: Path) -> subprocess.CompletedProcess[str]:
 def sessions_in_two_pid_namespaces(root: Path) -> subprocess.CompletedProcess[str]:
     """23.8: two sessions as pid 1 of their own pid namespaces, in one second, into one artifacts folder."""
     _project(root)
-    command = ["unshare", "--pid", "--fork", sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-               "--sme2-no-baselines", "--sme2-artifacts-dir", "art"]
+    command = [
+        "unshare",
+        "--pid",
+        "--fork",
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "--sme2-no-baselines",
+        "--sme2-artifacts-dir",
+        "art",
+    ]
     env = {**os.environ, "PYTEST_ADDOPTS": ""}
-    both = [subprocess.Popen(command, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-            for _ in range(2)]
+    both = [
+        subprocess.Popen(command, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        for _ in range(2)
+    ]
     outs = [p.communicate(timeout=900) for p in both]
     folders = list((root / "art").glob("session-*"))
     result = subprocess.CompletedProcess(command, max(p.returncode for p in both), outs[0][0], outs[0][1])
@@ -302,6 +338,7 @@ def cache_meta_not_number(root: Path) -> subprocess.CompletedProcess[str]:
     def damage(entry: Path) -> None:
         meta = json.loads((entry / "export.json").read_text())
         (entry / "export.json").write_text(json.dumps({**meta, "export_seconds": "fast"}))
+
     return _damaged_entry(root, damage)
 
 
@@ -310,6 +347,7 @@ def cache_facts_missing_key(root: Path) -> subprocess.CompletedProcess[str]:
         facts = json.loads((entry / "program.json").read_text())
         del facts["planned_buffers"]
         (entry / "program.json").write_text(json.dumps(facts))
+
     return _damaged_entry(root, damage)
 
 
@@ -324,14 +362,24 @@ def forged_baseline_date(root: Path) -> subprocess.CompletedProcess[str]:
     path.write_text(json.dumps(data))
     (root / "test_case.py").write_text(textwrap.dedent(TEST.replace('"tiny"', '"tiny", partitioner="none"')))
     summary = root / "step_summary.md"
-    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=root,
-                            capture_output=True, text=True, timeout=900,
-                            env={**os.environ, "PYTEST_ADDOPTS": "", "GITHUB_ACTIONS": "true",
-                                 "GITHUB_STEP_SUMMARY": str(summary)})
-    commands = [line for line in (result.stdout + result.stderr).splitlines()
-                if line.lstrip().startswith("::") and not line.startswith("::error file=test_case.py,")]
-    items = [line for line in (summary.read_text() if summary.exists() else "").splitlines() if "::" in line
-             and re.match(r"\s*(?:[-*+]\s+)*\\?::", line)]
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "PYTEST_ADDOPTS": "", "GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary)},
+    )
+    commands = [
+        line
+        for line in (result.stdout + result.stderr).splitlines()
+        if line.lstrip().startswith("::") and not line.startswith("::error file=test_case.py,")
+    ]
+    items = [
+        line
+        for line in (summary.read_text() if summary.exists() else "").splitlines()
+        if "::" in line and re.match(r"\s*(?:[-*+]\s+)*\\?::", line)
+    ]
     result.stdout += f"\nseen: {len(commands)} forged command line(s) printed, {len(items)} in the job summary"
     if commands or items:
         result.stdout += "\nFAILED: a line from the baseline file reached the output as a workflow command"
@@ -350,6 +398,7 @@ def cache_entry_other_inputs(root: Path) -> subprocess.CompletedProcess[str]:
         meta = json.loads((entry / "export.json").read_text())
         meta["files"]["inputs.pt"] = hashlib.sha256((entry / "inputs.pt").read_bytes()).hexdigest()
         (entry / "export.json").write_text(json.dumps(meta))
+
     result = _damaged_entry(root, damage)
     if "answers for another" not in result.stdout + result.stderr and "example inputs" not in result.stdout:
         result.stdout += "\nFAILED: the entry was used without a word"
@@ -422,6 +471,7 @@ def weak_check_nan_latencies(root: Path) -> subprocess.CompletedProcess[str]:
     def forge(record: dict) -> None:
         record["latency"] = {key: float("nan") for key in record["latency"]}
         record["samples_ms"] = [float("nan")] * len(record["samples_ms"])
+
     return _forged_summary(root, forge)
 
 
@@ -480,15 +530,22 @@ def cache_verify_program_replaced(root: Path) -> subprocess.CompletedProcess[str
 
 def _outputs_model(root: Path, returns: str) -> subprocess.CompletedProcess[str]:
     """Issue 23.9: a model whose forward returns ``returns`` (of ``y``), run and checked against eager."""
-    _project(root, TEST.replace('"tiny"', '"outs"').replace("etdump_profile(exported_pte, runner())",
-                                "assert_outputs_match(etdump_profile(exported_pte, runner()), exported_pte)")
-                 .replace("import pytest", "import pytest\nfrom pytest_sme2 import assert_outputs_match"))
+    _project(
+        root,
+        TEST.replace('"tiny"', '"outs"')
+        .replace(
+            "etdump_profile(exported_pte, runner())",
+            "assert_outputs_match(etdump_profile(exported_pte, runner()), exported_pte)",
+        )
+        .replace("import pytest", "import pytest\nfrom pytest_sme2 import assert_outputs_match"),
+    )
     (root / "models" / "outs.py").write_text(
         "import torch\nclass M(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
         "        torch.manual_seed(0)\n        self.conv = torch.nn.Conv2d(3, 4, 3)\n"
         f"    def forward(self, x):\n        y = torch.relu(self.conv(x))\n        return {returns}\n"
         "def get_eager_model():\n    return M().eval()\n"
-        "def get_example_inputs():\n    return (torch.ones(1, 3, 8, 8),)\n")
+        "def get_example_inputs():\n    return (torch.ones(1, 3, 8, 8),)\n"
+    )
     return _pytest(root, "--sme2-no-baselines")
 
 
@@ -517,7 +574,9 @@ def timeout_infinite_in_test(root: Path) -> subprocess.CompletedProcess[str]:
 def worker_wait_fails(root: Path) -> subprocess.CompletedProcess[str]:
     # The wait for the first test's answer fails once; the second test (another model, other run count)
     # asserts that its profile is its own: outcome "1 failed, 1 passed" is the fix, "2 failed" the bug.
-    _project(root, """
+    _project(
+        root,
+        """
         import select, types
         import pytest
         from pytest_sme2.run.targets import host
@@ -533,9 +592,12 @@ def worker_wait_fails(root: Path) -> subprocess.CompletedProcess[str]:
         @pytest.mark.model("linear")
         def test_second(exported_pte, runner, etdump_profile):
             assert etdump_profile(exported_pte, runner(runs=3)).runs == 3
-        """)
-    (root / "models" / "linear.py").write_text("import torch\ndef get_eager_model():\n    return torch.nn.Linear(8, 4)\n"
-                                               "def get_example_inputs():\n    return (torch.ones(2, 8),)\n")
+        """,
+    )
+    (root / "models" / "linear.py").write_text(
+        "import torch\ndef get_eager_model():\n    return torch.nn.Linear(8, 4)\n"
+        "def get_example_inputs():\n    return (torch.ones(2, 8),)\n"
+    )
     return _pytest(root, "--sme2-no-baselines")
 
 
@@ -547,10 +609,22 @@ def sigkill_of_pytest(root: Path) -> subprocess.CompletedProcess[str]:
 
     _project(root, TEST.replace("runner()", "runner(runs=10_000_000, warmup=0)"))
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--sme2-no-baselines"]
-    inner = subprocess.Popen(command, cwd=root, env={**os.environ, "PYTEST_ADDOPTS": ""}, start_new_session=True,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    started = wait_for(lambda: (d := descendants(inner.pid)) and any("host_worker" in a for a in d.values()) and d,
-                       timeout=600, interval=0.5) or {}
+    inner = subprocess.Popen(
+        command,
+        cwd=root,
+        env={**os.environ, "PYTEST_ADDOPTS": ""},
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    started = (
+        wait_for(
+            lambda: (d := descendants(inner.pid)) and any("host_worker" in a for a in d.values()) and d,
+            timeout=600,
+            interval=0.5,
+        )
+        or {}
+    )
     time.sleep(2)
     started = {**started, **descendants(inner.pid)}
     os.killpg(inner.pid, 9)
@@ -562,8 +636,12 @@ def sigkill_of_pytest(root: Path) -> subprocess.CompletedProcess[str]:
             os.kill(pid, 9)
         except ProcessLookupError:
             pass
-    return subprocess.CompletedProcess(command, int(bool(left) or not started),
-                                       f"processes left 5 s after SIGKILL: {left or 'none'} (of {len(started)})\n", "")
+    return subprocess.CompletedProcess(
+        command,
+        int(bool(left) or not started),
+        f"processes left 5 s after SIGKILL: {left or 'none'} (of {len(started)})\n",
+        "",
+    )
 
 
 def threads_huge(root: Path) -> subprocess.CompletedProcess[str]:
@@ -574,9 +652,20 @@ def threads_huge(root: Path) -> subprocess.CompletedProcess[str]:
 def _etdump(path: Path, conv: str, portable: str, instruction: int) -> Path:
     sys.path.insert(0, str(REPO / "tests"))
     from helpers_etdump import RunSpec, write_etdump
-    write_etdump(path, [RunSpec(e2e_ns=1_000_000 + 1000 * i, delegate_call_ns=800_000, delegate_instr=1,
-                                delegate_ops=[(conv, 500_000)], portable_ops=[(portable, 60_000, 80_000, instruction)])
-                        for i in range(5)])
+
+    write_etdump(
+        path,
+        [
+            RunSpec(
+                e2e_ns=1_000_000 + 1000 * i,
+                delegate_call_ns=800_000,
+                delegate_instr=1,
+                delegate_ops=[(conv, 500_000)],
+                portable_ops=[(portable, 60_000, 80_000, instruction)],
+            )
+            for i in range(5)
+        ],
+    )
     return path
 
 
@@ -624,9 +713,22 @@ def weak_compare_two_programs(root: Path) -> subprocess.CompletedProcess[str]:
 def weak_history_bad_line_and_nan(root: Path) -> subprocess.CompletedProcess[str]:
     """23 weak: a history with one damaged line and NaN values around a +50% step."""
     from pytest_sme2.gate import history
-    lines = [json.dumps(history.digest("t.py::test_m", {"model": "m", "recipe": "r", "variant": "v", "latency": {
-        "median_ms": float("nan") if i in (3, 15) else 6.0 if i < 12 else 9.0}}, {
-        "session": f"s{i:02d}", "time": f"2026-11-{i + 1:02d}", "commit": None, "target": "local"})) for i in range(24)]
+
+    lines = [
+        json.dumps(
+            history.digest(
+                "t.py::test_m",
+                {
+                    "model": "m",
+                    "recipe": "r",
+                    "variant": "v",
+                    "latency": {"median_ms": float("nan") if i in (3, 15) else 6.0 if i < 12 else 9.0},
+                },
+                {"session": f"s{i:02d}", "time": f"2026-11-{i + 1:02d}", "commit": None, "target": "local"},
+            )
+        )
+        for i in range(24)
+    ]
     lines[7] = "{half a line"
     (root / "h.jsonl").write_text("\n".join(lines) + "\n")
     result = _cli("history", str(root / "h.jsonl"), "--out", str(root / "out"))
@@ -674,15 +776,27 @@ def _outside_code_spans(line: str) -> str:
 
 def weak_markdown_id_with_markup(root: Path) -> subprocess.CompletedProcess[str]:
     """23 weak: a test id with a backtick and <b>html</b> in summary.md and history.md (escaped, heading intact)."""
-    _project(root, TEST.replace("def test_tiny(", '@pytest.mark.parametrize("c", ["a`b<b>html</b>"])\n'
-                                                  "def test_tiny(c, "))
+    _project(
+        root, TEST.replace("def test_tiny(", '@pytest.mark.parametrize("c", ["a`b<b>html</b>"])\n' "def test_tiny(c, ")
+    )
     result = _pytest(root, "--sme2-no-baselines", "--sme2-artifacts-dir", "art", "--sme2-history", "h.jsonl")
     summaries = list((root / "art").glob("session-*/summary.md"))
     # history.md names a test only at a change point: the session's real record, 24 times, +50% from the 13th on.
     record = json.loads((root / "h.jsonl").read_text().splitlines()[0]) if (root / "h.jsonl").exists() else {}
-    lines = [json.dumps({**record, "session": f"s{i:02d}", "time": f"2026-11-{i + 1:02d}T00:00:00Z", "quantities": {
-        **record.get("quantities", {}), "median_ms": record.get("quantities", {}).get("median_ms", 1) * (
-            1.5 if i >= 12 else 1)}}) for i in range(24)]
+    lines = [
+        json.dumps(
+            {
+                **record,
+                "session": f"s{i:02d}",
+                "time": f"2026-11-{i + 1:02d}T00:00:00Z",
+                "quantities": {
+                    **record.get("quantities", {}),
+                    "median_ms": record.get("quantities", {}).get("median_ms", 1) * (1.5 if i >= 12 else 1),
+                },
+            }
+        )
+        for i in range(24)
+    ]
     (root / "h.jsonl").write_text("\n".join(lines) + "\n")
     history = _cli("history", str(root / "h.jsonl"), "--out", str(root / "hist"))
     result.stderr += history.stderr
@@ -694,7 +808,8 @@ def weak_markdown_id_with_markup(root: Path) -> subprocess.CompletedProcess[str]
         raw = [line for line in lines if "<b>" in _outside_code_spans(line) or "`" in _outside_code_spans(line)]
         headings = [line for line in lines if line.startswith("#")]
         result.stdout += f"\nseen: {path.name}: {len(lines)} line(s) with the id, {len(raw)} with raw markup" + (
-            f"; heading {headings[0]}" if headings else "")
+            f"; heading {headings[0]}" if headings else ""
+        )
         if raw or not lines:
             result.stdout += f"\nFAILED: {path.name}: {(raw or ['the id is missing'])[0]}"
     return result
@@ -712,17 +827,38 @@ def weak_sigterm_bisect(root: Path) -> subprocess.CompletedProcess[str]:
     git("init", "-q", "-b", "main")
     git("config", "user.email", "sweep@example.com")
     git("config", "user.name", "sweep")
-    slow = f"\n    import os, pathlib, time\n    pathlib.Path({str(marker)!r}).write_text(str(os.getpid()))\n" \
-           "    time.sleep(300)\n"
+    slow = (
+        f"\n    import os, pathlib, time\n    pathlib.Path({str(marker)!r}).write_text(str(os.getpid()))\n"
+        "    time.sleep(300)\n"
+    )
     for subject, body in (("perf test", ""), ("perf test, slow", slow), ("perf test fails", "\n    assert False\n")):
         (repo / "test_case.py").write_text(textwrap.dedent(TEST) + body)
         git("add", "-A")
         git("commit", "-q", "-m", subject)
     good = git("rev-list", "--max-parents=0", "HEAD").stdout.strip()
-    command = [sys.executable, "-m", "pytest_sme2.cli", "bisect", good, "main", "--out", str(root / "out"), "--",
-               "test_case.py", "-p", "no:cacheprovider", "--sme2-no-baselines"]
-    bisect = subprocess.Popen(command, cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              env={**os.environ, "PYTEST_ADDOPTS": ""})
+    command = [
+        sys.executable,
+        "-m",
+        "pytest_sme2.cli",
+        "bisect",
+        good,
+        "main",
+        "--out",
+        str(root / "out"),
+        "--",
+        "test_case.py",
+        "-p",
+        "no:cacheprovider",
+        "--sme2-no-baselines",
+    ]
+    bisect = subprocess.Popen(
+        command,
+        cwd=repo,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTEST_ADDOPTS": ""},
+    )
     deadline = time.monotonic() + 600
     while not marker.exists() and bisect.poll() is None and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -737,14 +873,17 @@ def weak_sigterm_bisect(root: Path) -> subprocess.CompletedProcess[str]:
     head = git("rev-parse", "--abbrev-ref", "HEAD").stdout.strip()
     status = git("status", "--porcelain", "--untracked-files=no").stdout.strip()
     bisecting = (repo / ".git" / "BISECT_START").exists() or (repo / ".git" / "BISECT_LOG").exists()
-    out += (f"\nseen: signal sent {'mid-bisect (a step running)' if mid and marker.exists() else 'NOT mid-bisect'};"
-            f" after SIGTERM: HEAD {head}, bisect in progress: {'yes' if bisecting else 'no'}, "
-            f"git status: {status or 'clean'}")
+    out += (
+        f"\nseen: signal sent {'mid-bisect (a step running)' if mid and marker.exists() else 'NOT mid-bisect'};"
+        f" after SIGTERM: HEAD {head}, bisect in progress: {'yes' if bisecting else 'no'}, "
+        f"git status: {status or 'clean'}"
+    )
     if head != "main" or bisecting or status or not (mid and marker.exists()):
         out += "\nFAILED: the repository is not as it was, or the signal did not arrive mid-bisect"
     if marker.exists():  # the step's pytest must end with the bisect (as tests/cli/test_bisect.py: within 5 s)
         sys.path.insert(0, str(REPO / "tests"))
         from helpers_faults import alive, wait_for
+
         step = {int(marker.read_text()): "the step's pytest"}
         wait_for(lambda: not alive(step), timeout=5)
         for pid in alive(step):
@@ -758,7 +897,7 @@ def weak_history_cli_folder(root: Path) -> subprocess.CompletedProcess[str]:
     (root / "hdir").mkdir()
     result = _cli("history", str(root / "hdir"), "--out", str(root / "out"))
     if "does not exist" in result.stdout + result.stderr:
-        result.stdout += "\nFAILED: a folder is called \"does not exist\""
+        result.stdout += '\nFAILED: a folder is called "does not exist"'
     return result
 
 
@@ -775,17 +914,24 @@ def output_baseline_before_first_commit(root: Path) -> subprocess.CompletedProce
     if not said:
         result.stdout += "\nFAILED: the terminal never says when the baseline was recorded"
     result.stdout += f"\nseen: baseline file recorded {json.dumps(recorded)}" + (
-        f"; terminal: {said[0]}" if said else "")
+        f"; terminal: {said[0]}" if said else ""
+    )
     if not files or "commit ?" in record.stdout + result.stdout + (files[0].read_text() if files else ""):
-        result.stdout += "\nFAILED: no baseline, or it says \"at commit ?\""
+        result.stdout += '\nFAILED: no baseline, or it says "at commit ?"'
     return result
 
 
 def _pytest_verbosity(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """pytest at the verbosity given (no -q), its output into a pipe as in a CI log."""
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--sme2-no-baselines", *args],
-                          cwd=root, capture_output=True, text=True, timeout=900, check=False,
-                          env={**os.environ, "PYTEST_ADDOPTS": ""})
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--sme2-no-baselines", *args],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+        env={**os.environ, "PYTEST_ADDOPTS": ""},
+    )
 
 
 TWO_TESTS = TEST.replace("def test_tiny(", '@pytest.mark.parametrize("c", [1, 2])\ndef test_tiny(c, ')
@@ -802,10 +948,12 @@ def output_progress_pipe(root: Path) -> subprocess.CompletedProcess[str]:
     return result
 
 
-HEAVY = ("import torch\ndef get_eager_model():\n    torch.manual_seed(0)\n    return torch.nn.Sequential("
-         "torch.nn.Conv2d(3, 32, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(32, 32, 3, padding=1), "
-         "torch.nn.ReLU(), torch.nn.Conv2d(32, 32, 3, padding=1)).eval()\n"
-         "def get_example_inputs():\n    return (torch.ones(1, 3, 128, 128),)\n")
+HEAVY = (
+    "import torch\ndef get_eager_model():\n    torch.manual_seed(0)\n    return torch.nn.Sequential("
+    "torch.nn.Conv2d(3, 32, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(32, 32, 3, padding=1), "
+    "torch.nn.ReLU(), torch.nn.Conv2d(32, 32, 3, padding=1)).eval()\n"
+    "def get_example_inputs():\n    return (torch.ones(1, 3, 128, 128),)\n"
+)
 
 
 def output_progress_verbose(root: Path) -> subprocess.CompletedProcess[str]:
@@ -816,8 +964,11 @@ def output_progress_verbose(root: Path) -> subprocess.CompletedProcess[str]:
     running = [line for line in result.stdout.splitlines() if line.startswith("sme2: running")]
     runs = [line for line in running if re.search(r" run \d+/40$", line)]
     passed = [line for line in result.stdout.splitlines() if re.match(r"test_case\.py::test_tiny PASSED", line)]
-    result.stdout += (f"\nseen: {len(running)} `sme2: running` line(s), {len(runs)} of them `run i/40`"
-                      + (f", e.g. {runs[0]!r}" if runs else "") + f"; {len(passed)} PASSED line(s)")
+    result.stdout += (
+        f"\nseen: {len(running)} `sme2: running` line(s), {len(runs)} of them `run i/40`"
+        + (f", e.g. {runs[0]!r}" if runs else "")
+        + f"; {len(passed)} PASSED line(s)"
+    )
     if not runs or len(passed) != 1:
         result.stdout += "\nFAILED: no `sme2: running ... run i/40` line, or the test's PASSED line is missing"
     return result
@@ -831,16 +982,26 @@ def output_one_emulated_run(root: Path) -> subprocess.CompletedProcess[str]:
     measure = [line.strip() for line in lines if re.search(r"E2E|per inference", line)]
     bad = [line.strip() for line in lines if re.search(r"95% CI [\d.]+|CV [\d.]+%", line)]
     heading = next((i for i, line in enumerate(lines) if "heaviest operators" in line), None)
-    shares = [float(m.group(1)) for line in (lines[heading + 1:] if heading is not None else [])
-              if (m := re.match(r"\s+([\d.]+)%\s", line))] if heading is not None else []
-    result.stdout += (f"\nseen: {measure[0] if measure else 'no E2E or per-inference line'}; "
-                      f"{lines[heading].strip() if heading is not None else 'no operator list'} "
-                      f"{', '.join(f'{v}%' for v in shares)}")
+    shares = (
+        [
+            float(m.group(1))
+            for line in (lines[heading + 1 :] if heading is not None else [])
+            if (m := re.match(r"\s+([\d.]+)%\s", line))
+        ]
+        if heading is not None
+        else []
+    )
+    result.stdout += (
+        f"\nseen: {measure[0] if measure else 'no E2E or per-inference line'}; "
+        f"{lines[heading].strip() if heading is not None else 'no operator list'} "
+        f"{', '.join(f'{v}%' for v in shares)}"
+    )
     if bad:
         result.stdout += f"\nFAILED: an interval or CV of one emulated run: {bad[0]}"
     if not shares or shares != sorted(shares, reverse=True):
         result.stdout += "\nFAILED: the heaviest operators are missing or not sorted"
     return result
+
 
 ON_OFF = """
 import pytest
@@ -856,8 +1017,10 @@ def _emulated_on_off(root: Path) -> tuple[subprocess.CompletedProcess[str], Path
     """An emulated session of the tiny model with SME2 on and off: (its result, on's ETDump, off's ETDump)."""
     _project(root, ON_OFF)
     result = _pytest(root, "--sme2-no-baselines", "--sme2-target=emulated", "--sme2-runs=1")
-    found = {kind: sorted(root.glob(f".sme2/artifacts/session-*/*/*-emulated_sme2_{kind}_*/timed.etdp"))
-             for kind in ("on", "off")}
+    found = {
+        kind: sorted(root.glob(f".sme2/artifacts/session-*/*/*-emulated_sme2_{kind}_*/timed.etdp"))
+        for kind in ("on", "off")
+    }
     if not found["on"] or not found["off"]:
         result.stdout += "\nFAILED: the emulated session left no ETDumps of SME2 on and off"
         return result, root / "missing-on.etdp", root / "missing-off.etdp"
@@ -887,8 +1050,10 @@ def output_analyze_emulated(root: Path) -> subprocess.CompletedProcess[str]:
     text = result.stdout
     top = text.split("top operators:")[1].split("portable operators:")[0] if "top operators:" in text else ""
     shares = [float(m) for m in re.findall(r"([\d.]+)%\s*$", top, re.MULTILINE)]
-    result.stdout += (f"\nseen: top operators by {'instructions' if 'instructions' in top else 'something else'}, "
-                      f"shares {', '.join(f'{v}%' for v in shares[:5])}")
+    result.stdout += (
+        f"\nseen: top operators by {'instructions' if 'instructions' in top else 'something else'}, "
+        f"shares {', '.join(f'{v}%' for v in shares[:5])}"
+    )
     if " ms" in text.split("categories:")[-1] or not shares or shares != sorted(shares, reverse=True):
         result.stdout += "\nFAILED: emulator ms shown, or operators missing or unsorted"
     return result
@@ -901,22 +1066,26 @@ def output_html_page(root: Path) -> subprocess.CompletedProcess[str]:
     result = _pytest(root, "--sme2-no-baselines", "--html=report.html", "--self-contained-html")
     page = (root / "report.html").read_text(errors="replace") if (root / "report.html").exists() else ""
     start = page.find("pytest-sme2: performance summary")
-    top = page[start:page.find("</div>", start)] if start >= 0 else ""
+    top = page[start : page.find("</div>", start)] if start >= 0 else ""
     linked = bool(re.search(r'href="[^"]*session-[^"]*/report\.html"', top))
     names = sorted(set(re.findall(r"SME (?:path|instructions|share)[^<:(]{0,30}", page)))
-    result.stdout += (f"\nseen: summary block on top: {'yes' if top else 'no'}, test_tiny in it: "
-                      f"{'yes' if 'test_tiny' in top else 'no'}, session report linked: {'yes' if linked else 'no'}; "
-                      f"SME names: {'; '.join(n.strip() for n in names[:4])}")
+    result.stdout += (
+        f"\nseen: summary block on top: {'yes' if top else 'no'}, test_tiny in it: "
+        f"{'yes' if 'test_tiny' in top else 'no'}, session report linked: {'yes' if linked else 'no'}; "
+        f"SME names: {'; '.join(n.strip() for n in names[:4])}"
+    )
     if not top or "test_tiny" not in top or not linked:
-        result.stdout += "\nFAILED: the page hides the plugin's numbers behind collapsed rows or does not link the report"
+        result.stdout += (
+            "\nFAILED: the page hides the plugin's numbers behind collapsed rows or does not link the report"
+        )
     if any(n.startswith("SME share") for n in names):
-        result.stdout += "\nFAILED: \"SME share\" beside \"SME path\": two metrics with nearly one name"
+        result.stdout += '\nFAILED: "SME share" beside "SME path": two metrics with nearly one name'
     return result
 
 
 CASES: list[tuple[str, Callable[[Path], subprocess.CompletedProcess[str]]]] = [
     ("13.2 ids that clean alike (a/b, a_b)", weird_ids),
-    ("13.3 baseline with shares: \"abc\"", malformed_baseline),
+    ('13.3 baseline with shares: "abc"', malformed_baseline),
     ("13.4 artifacts folder cannot be created", artifacts_unwritable),
     ("13.4 export cache cannot be created", cache_unwritable),
     ("13.4 read-only baseline, update", read_only_baseline),
@@ -942,13 +1111,13 @@ CASES: list[tuple[str, Callable[[Path], subprocess.CompletedProcess[str]]]] = [
     ("23.5 a program written over the artifact, next session", artifact_written_over),
     ("23.5 cache entry's model.pte truncated", cache_pte_truncated),
     ("23.5 cache entry's export.json is []", cache_meta_list),
-    ("23.5 cache entry's export_seconds: \"fast\"", cache_meta_not_number),
+    ('23.5 cache entry\'s export_seconds: "fast"', cache_meta_not_number),
     ("23.5 cache entry's program.json without planned_buffers", cache_facts_missing_key),
     ("23.9 assert_outputs_match, model returns a dict", outputs_dict),
     ("23.9 assert_outputs_match, model returns (y, (2y, y+1))", outputs_nested),
     ("23.9 model returns None", outputs_none),
     ("23.3 --sme2-timeout=1e300", timeout_huge),
-    ("23.3 runner(timeout=float(\"inf\"))", timeout_infinite_in_test),
+    ('23.3 runner(timeout=float("inf"))', timeout_infinite_in_test),
     ("23.3 the wait for an answer fails, the next test runs another model", worker_wait_fails),
     ("23.6 SIGKILL to pytest's process group mid-run (host)", sigkill_of_pytest),
     ("23 weak --sme2-threads=100000", threads_huge),
@@ -980,7 +1149,10 @@ CASES: list[tuple[str, Callable[[Path], subprocess.CompletedProcess[str]]]] = [
     ("52 weak check: NaN planned_bytes in summary.json", weak_check_nan_planned_bytes),
     ("52 weak check: NaN latencies in summary.json", weak_check_nan_latencies),
     ("52 weak check: a 2 GB summary.json", weak_check_2gb_summary),
-    ("52 weak baselines fingerprint folder: a link outside the repository, update", weak_baselines_folder_linked_outside),
+    (
+        "52 weak baselines fingerprint folder: a link outside the repository, update",
+        weak_baselines_folder_linked_outside,
+    ),
     ("52 weak --sme2-history is a FIFO", weak_history_fifo),
 ]
 
@@ -1013,18 +1185,29 @@ def main() -> None:
             text = result.stdout + result.stderr
             victim = Path(tmp) / "victim"
             harmed = victim.exists() and victim.read_text() != VICTIM_TEXT
-            rows.append({"case": name, "outcome": _outcome(result), "message": _message(result),
-                         "traceback": "Traceback (most recent call last)" in text,
-                         "harm": harmed or "FAILED:" in result.stdout,
-                         "seconds": round(time.monotonic() - started, 1),
-                         "extra": [line for line in result.stdout.splitlines()
-                                   if line.startswith(("baseline files:", "seen: ", "FAILED: "))]})
+            rows.append(
+                {
+                    "case": name,
+                    "outcome": _outcome(result),
+                    "message": _message(result),
+                    "traceback": "Traceback (most recent call last)" in text,
+                    "harm": harmed or "FAILED:" in result.stdout,
+                    "seconds": round(time.monotonic() - started, 1),
+                    "extra": [
+                        line
+                        for line in result.stdout.splitlines()
+                        if line.startswith(("baseline files:", "seen: ", "FAILED: "))
+                    ],
+                }
+            )
         print(f"{rows[-1]['case']}: {rows[-1]['outcome']}", file=sys.stderr)
     print("| case | outcome | message the user sees | traceback | harm |\n|---|---|---|---|---|")
     for row in rows:
         extra = "".join(f" ({line.removeprefix('seen: ')})" for line in row["extra"]).replace("|", "/")
-        print(f"| {row['case']} | {row['outcome']}{extra} | `{row['message'].replace('|', '/')}` | "
-              f"{'YES' if row['traceback'] else 'no'} | {'YES' if row['harm'] else 'no'} |")
+        print(
+            f"| {row['case']} | {row['outcome']}{extra} | `{row['message'].replace('|', '/')}` | "
+            f"{'YES' if row['traceback'] else 'no'} | {'YES' if row['harm'] else 'no'} |"
+        )
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps({"machine": machine(), "cases": rows}, indent=1))

@@ -53,25 +53,49 @@ def collect(root: Path, models: tuple[str, ...], callgrind: bool) -> list[dict]:
         for recipe in RECIPES:
             started = time.perf_counter()
             exported = sess.export(name, recipe)
-            profile = Runner(sess, RunSpec(runs=RUNS, warmup=WARMUP),
-                             sess.test_dir(f"{name}-{recipe.label}")).profile(exported)
+            profile = Runner(sess, RunSpec(runs=RUNS, warmup=WARMUP), sess.test_dir(f"{name}-{recipe.label}")).profile(
+                exported
+            )
             ops = profile.ops
-            row = {"model": name, "recipe": recipe.label, "e2e_ms": float(profile.median_ms),
-                   "ops": [{"event": e, "family": family(o), "category": c, "median_ms": float(m),
-                            "macs": float(a) if a == a else 0.0, "bytes": float(r + w) if r == r and w == w else 0.0}
-                           for e, o, c, m, a, r, w in zip(ops["event"], ops["op"], ops["category"], ops["median_ms"],
-                                                          ops["macs"], ops["bytes_read"], ops["bytes_written"])]}
+            row = {
+                "model": name,
+                "recipe": recipe.label,
+                "e2e_ms": float(profile.median_ms),
+                "ops": [
+                    {
+                        "event": e,
+                        "family": family(o),
+                        "category": c,
+                        "median_ms": float(m),
+                        "macs": float(a) if a == a else 0.0,
+                        "bytes": float(r + w) if r == r and w == w else 0.0,
+                    }
+                    for e, o, c, m, a, r, w in zip(
+                        ops["event"],
+                        ops["op"],
+                        ops["category"],
+                        ops["median_ms"],
+                        ops["macs"],
+                        ops["bytes_read"],
+                        ops["bytes_written"],
+                    )
+                ],
+            }
             if callgrind:
                 from pytest_sme2.run.callgrind import count_instructions
 
                 inputs = exported.inputs_path if exported.inputs_path.is_file() else None
-                count = count_instructions(exported.path, inputs, root / f"callgrind-{name}-{recipe.label}",
-                                           inferences=3, timeout_s=1800)
+                count = count_instructions(
+                    exported.path, inputs, root / f"callgrind-{name}-{recipe.label}", inferences=3, timeout_s=1800
+                )
                 row["instructions"] = float(count.per_inference)
             row["seconds"] = time.perf_counter() - started
-            print(f"{name} {recipe.label}: {row['e2e_ms']:.3f} ms, {len(row['ops'])} operators"
-                  + (f", {row['instructions']:,.0f} instructions" if "instructions" in row else "")
-                  + f" ({row['seconds']:.0f} s)", flush=True)
+            print(
+                f"{name} {recipe.label}: {row['e2e_ms']:.3f} ms, {len(row['ops'])} operators"
+                + (f", {row['instructions']:,.0f} instructions" if "instructions" in row else "")
+                + f" ({row['seconds']:.0f} s)",
+                flush=True,
+            )
             rows.append(row)
     sess.close()
     return rows
@@ -91,8 +115,12 @@ def fit(rows: list[dict]) -> dict:
     ops = [o for r in rows for o in r["ops"]]
     by = lambda key: {k: _fit([o for o in ops if o[key] == k]) for k in {o[key] for o in ops}}  # noqa: E731
     outside = [1 - sum(o["median_ms"] for o in r["ops"]) / r["e2e_ms"] for r in rows if r["e2e_ms"] > 0]
-    return {"family": by("family"), "category": by("category"), "all": _fit(ops),
-            "outside_share": float(np.median(outside))}
+    return {
+        "family": by("family"),
+        "category": by("category"),
+        "all": _fit(ops),
+        "outside_share": float(np.median(outside)),
+    }
 
 
 def predict(model: dict, op: dict) -> tuple[float, str]:
@@ -117,12 +145,25 @@ def leave_one_model_out(rows: list[dict]) -> dict:
             e2e = ops_ms / (1 - model["outside_share"]) if model["outside_share"] < 1 else ops_ms
             for o, (p, level) in zip(r["ops"], predicted):
                 if o["median_ms"] > 0:
-                    op_errors.append({"model": name, "recipe": r["recipe"], "event": o["event"], "level": level,
-                                      "measured_ms": o["median_ms"], "modelled_ms": p,
-                                      "error": p / o["median_ms"] - 1,
-                                      "share": o["median_ms"] / r["e2e_ms"] if r["e2e_ms"] > 0 else 0.0})
-            entry = {"model": name, "recipe": r["recipe"], "measured_ms": r["e2e_ms"], "modelled_ms": e2e,
-                     "error": e2e / r["e2e_ms"] - 1 if r["e2e_ms"] > 0 else None}
+                    op_errors.append(
+                        {
+                            "model": name,
+                            "recipe": r["recipe"],
+                            "event": o["event"],
+                            "level": level,
+                            "measured_ms": o["median_ms"],
+                            "modelled_ms": p,
+                            "error": p / o["median_ms"] - 1,
+                            "share": o["median_ms"] / r["e2e_ms"] if r["e2e_ms"] > 0 else 0.0,
+                        }
+                    )
+            entry = {
+                "model": name,
+                "recipe": r["recipe"],
+                "measured_ms": r["e2e_ms"],
+                "modelled_ms": e2e,
+                "error": e2e / r["e2e_ms"] - 1 if r["e2e_ms"] > 0 else None,
+            }
             if ms_per_instruction is not None and "instructions" in r:
                 callgrind_ms = r["instructions"] * ms_per_instruction
                 entry.update(callgrind_ms=callgrind_ms, callgrind_error=callgrind_ms / r["e2e_ms"] - 1)
@@ -131,25 +172,34 @@ def leave_one_model_out(rows: list[dict]) -> dict:
 
 
 def summary(result: dict) -> str:
-    lines = ["| model | recipe | measured ms | modelled ms (work) | error | callgrind-modelled ms | error |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| model | recipe | measured ms | modelled ms (work) | error | callgrind-modelled ms | error |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for e in result["e2e"]:
-        cg = (f"{e['callgrind_ms']:.3f} | {e['callgrind_error']:+.0%}" if "callgrind_ms" in e else "- | -")
-        lines.append(f"| {e['model']} | {e['recipe']} | {e['measured_ms']:.3f} | {e['modelled_ms']:.3f} | "
-                     f"{e['error']:+.0%} | {cg} |")
+        cg = f"{e['callgrind_ms']:.3f} | {e['callgrind_error']:+.0%}" if "callgrind_ms" in e else "- | -"
+        lines.append(
+            f"| {e['model']} | {e['recipe']} | {e['measured_ms']:.3f} | {e['modelled_ms']:.3f} | "
+            f"{e['error']:+.0%} | {cg} |"
+        )
     ops = result["ops"]
     weights = np.array([o["share"] for o in ops])
     errors = np.abs([o["error"] for o in ops])
     within = lambda bound: float(weights[errors <= bound].sum() / weights.sum()) if len(ops) else float("nan")  # noqa: E731
     e2e = np.abs([e["error"] for e in result["e2e"]])
-    lines += ["", f"operators: {len(ops)}; by time share, within +-10%: {within(0.10):.0%}, +-25%: {within(0.25):.0%}, "
-                  f"+-50%: {within(0.50):.0%}; median |error| {float(np.median(errors)):.0%}",
-              f"end to end (work model): {int((e2e <= 0.10).sum())} of {len(e2e)} within +-10%, "
-              f"{int((e2e <= 0.25).sum())} within +-25%; median |error| {float(np.median(e2e)):.0%}"]
+    lines += [
+        "",
+        f"operators: {len(ops)}; by time share, within +-10%: {within(0.10):.0%}, +-25%: {within(0.25):.0%}, "
+        f"+-50%: {within(0.50):.0%}; median |error| {float(np.median(errors)):.0%}",
+        f"end to end (work model): {int((e2e <= 0.10).sum())} of {len(e2e)} within +-10%, "
+        f"{int((e2e <= 0.25).sum())} within +-25%; median |error| {float(np.median(e2e)):.0%}",
+    ]
     cg = np.abs([e["callgrind_error"] for e in result["e2e"] if "callgrind_error" in e])
     if len(cg):
-        lines.append(f"end to end (callgrind instructions): {int((cg <= 0.10).sum())} of {len(cg)} within +-10%, "
-                     f"{int((cg <= 0.25).sum())} within +-25%; median |error| {float(np.median(cg)):.0%}")
+        lines.append(
+            f"end to end (callgrind instructions): {int((cg <= 0.10).sum())} of {len(cg)} within +-10%, "
+            f"{int((cg <= 0.25).sum())} within +-25%; median |error| {float(np.median(cg)):.0%}"
+        )
     return "\n".join(lines)
 
 
@@ -165,8 +215,13 @@ def main() -> None:
     text = summary(result)
     print(text)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"machine": machine(), "runs": RUNS, "warmup": WARMUP, "rows": rows,
-                                    "validation": result, "summary": text}, indent=1) + "\n")
+    args.out.write_text(
+        json.dumps(
+            {"machine": machine(), "runs": RUNS, "warmup": WARMUP, "rows": rows, "validation": result, "summary": text},
+            indent=1,
+        )
+        + "\n"
+    )
 
 
 if __name__ == "__main__":

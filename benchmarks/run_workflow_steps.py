@@ -63,6 +63,7 @@ def runs(step: dict, event: str, failed: bool) -> bool:
 
 def _expand(text: str, env: dict[str, str]) -> str:
     """The ${{ ... }} expressions this workflow uses, as a runner would fill them."""
+
     def value(match: re.Match) -> str:
         expression = match.group(1).strip()
         if expression == "runner.os":
@@ -75,6 +76,7 @@ def _expand(text: str, env: dict[str, str]) -> str:
 
             return hashlib.sha256(Path(env["CLONE"], hashed.group(1)).read_bytes()).hexdigest()[:16]
         raise SystemExit(f"unknown expression ${{{{ {expression} }}}}")
+
     return re.sub(r"\$\{\{(.*?)\}\}", value, text)
 
 
@@ -86,10 +88,12 @@ def _paths(spec: str, clone: Path) -> list[Path]:
 def restore(step: dict, clone: Path, store: Path, env: dict[str, str]) -> str:
     key = _expand(step["with"]["key"], env)
     # one key a line: an expression holds spaces (${{ runner.os }})
-    prefixes = [key] + [_expand(k.strip(), env) for k in str(step["with"].get("restore-keys", "")).splitlines()
-                        if k.strip()]
-    entries = sorted((p for p in (store / "cache").glob("*") if p.is_dir()), key=lambda p: p.stat().st_mtime,
-                     reverse=True)
+    prefixes = [key] + [
+        _expand(k.strip(), env) for k in str(step["with"].get("restore-keys", "")).splitlines() if k.strip()
+    ]
+    entries = sorted(
+        (p for p in (store / "cache").glob("*") if p.is_dir()), key=lambda p: p.stat().st_mtime, reverse=True
+    )
     hit = next((e for prefix in prefixes for e in entries if e.name.startswith(prefix)), None)
     if hit is None:
         return f"cache miss ({key})"
@@ -120,8 +124,9 @@ def main() -> None:  # exits 1 when a run step failed, as the job would
     parser.add_argument("--json", type=Path)
     parser.add_argument("--workflow", type=Path, help="a workflow file (default: the README's workflow block)")
     parser.add_argument("--event", default="push", choices=("push", "pull_request"))
-    parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
-                        help="replace a value of the workflow's env:")
+    parser.add_argument(
+        "--env", action="append", default=[], metavar="NAME=VALUE", help="replace a value of the workflow's env:"
+    )
     args = parser.parse_args()
     clone, store = args.clone.resolve(), args.store.resolve()
     store.mkdir(parents=True, exist_ok=True)
@@ -132,10 +137,18 @@ def main() -> None:  # exits 1 when a run step failed, as the job would
     unknown = set(given) - set(flow.get("env") or {})
     if unknown:
         raise SystemExit(f"--env {', '.join(sorted(unknown))}: the workflow's env has no such name")
-    env = {**os.environ, **{k: str(v) for k, v in (flow.get("env") or {}).items()}, **given,
-           "GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary), "CLONE": str(clone),
-           "FAKE_SHA": subprocess.run(["git", "rev-parse", "HEAD"], cwd=clone, capture_output=True,
-                                      text=True).stdout.strip(), "FAKE_RUN_ID": str(int(time.time()))}
+    env = {
+        **os.environ,
+        **{k: str(v) for k, v in (flow.get("env") or {}).items()},
+        **given,
+        "GITHUB_ACTIONS": "true",
+        "GITHUB_STEP_SUMMARY": str(summary),
+        "CLONE": str(clone),
+        "FAKE_SHA": subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=clone, capture_output=True, text=True
+        ).stdout.strip(),
+        "FAKE_RUN_ID": str(int(time.time())),
+    }
     results, saves, failed = [], [], False
     for step in steps:
         name = step.get("name") or step.get("uses") or step.get("run", "").split("\n")[0]
@@ -177,10 +190,14 @@ def main() -> None:  # exits 1 when a run step failed, as the job would
         results.append({"step": f"post: {step.get('name')}", "seconds": 0.0, "note": note})
         print(json.dumps(results[-1]), flush=True)
     summary_text = summary.read_text() if summary.exists() else ""
-    results.append({"step": "job summary", "seconds": 0.0,
-                    "note": f"{len(summary_text.splitlines())} lines" + (", starts with: " +
-                                                                          summary_text.splitlines()[0]
-                                                                          if summary_text else "")})
+    results.append(
+        {
+            "step": "job summary",
+            "seconds": 0.0,
+            "note": f"{len(summary_text.splitlines())} lines"
+            + (", starts with: " + summary_text.splitlines()[0] if summary_text else ""),
+        }
+    )
     print(json.dumps(results[-1]), flush=True)
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))

@@ -21,8 +21,10 @@ from pathlib import Path
 _WORKER = r"(?:\[(?P<worker>gw\d+)\] )?"
 _EXPORTED = re.compile(_WORKER + r"sme2: .+ exported \(key [0-9a-f]+\) in (?P<s>[\d.]+) s")
 _EXPORT_CACHED = re.compile(_WORKER + r"sme2: .+ from cache \(key [0-9a-f]+\) in (?P<s>[\d.]+) s")
-_RUN = re.compile(_WORKER + r"sme2: .+\[(?P<target>\w+) sme2=\w+ threads=\d+\] done: .*?"
-                  r"(?P<cached> from the result cache)?(?: \(key [0-9a-f]+\))? in (?P<s>[\d.]+) s")
+_RUN = re.compile(
+    _WORKER + r"sme2: .+\[(?P<target>\w+) sme2=\w+ threads=\d+\] done: .*?"
+    r"(?P<cached> from the result cache)?(?: \(key [0-9a-f]+\))? in (?P<s>[\d.]+) s"
+)
 
 
 def stage_times(progress_log: Path) -> dict[str, dict[str, float]]:

@@ -38,9 +38,19 @@ def build(custom_ops: bool) -> nn.Module:
     )
     from executorch.examples.models.llama.source_transformation.sdpa import replace_sdpa_with_custom_op
 
-    args = ModelArgs(dim=DIM, n_layers=LAYERS, n_heads=HEADS, n_kv_heads=KV_HEADS, vocab_size=VOCAB,
-                     multiple_of=32, max_seq_len=MAX_LEN, max_context_len=MAX_LEN, use_kv_cache=True,
-                     use_sdpa_with_kv_cache_op=custom_ops, enable_dynamic_shape=True)
+    args = ModelArgs(
+        dim=DIM,
+        n_layers=LAYERS,
+        n_heads=HEADS,
+        n_kv_heads=KV_HEADS,
+        vocab_size=VOCAB,
+        multiple_of=32,
+        max_seq_len=MAX_LEN,
+        max_context_len=MAX_LEN,
+        use_kv_cache=True,
+        use_sdpa_with_kv_cache_op=custom_ops,
+        enable_dynamic_shape=True,
+    )
     with torch.random.fork_rng():
         torch.manual_seed(0)
         transformer = construct_transformer(args).eval()

@@ -14,9 +14,12 @@ def get_eager_model() -> nn.Module:
     with torch.random.fork_rng():
         torch.manual_seed(0)
         return nn.Sequential(
-            nn.Linear(512, 1024), nn.ReLU(),
-            nn.Linear(1024, 1024), nn.ReLU(),
-            nn.Linear(1024, 512), nn.ReLU(),
+            nn.Linear(512, 1024),
+            nn.ReLU(),
+            nn.Linear(1024, 1024),
+            nn.ReLU(),
+            nn.Linear(1024, 512),
+            nn.ReLU(),
             nn.Linear(512, 256),
         ).eval()
 

@@ -31,8 +31,9 @@ def _make_divisible(value: float, divisor: int = 8) -> int:
     return rounded + divisor if rounded < 0.9 * value else rounded
 
 
-def _conv_bn(cin: int, cout: int, kernel: int, stride: int = 1, groups: int = 1,
-             activation: type[nn.Module] | None = None) -> nn.Sequential:
+def _conv_bn(
+    cin: int, cout: int, kernel: int, stride: int = 1, groups: int = 1, activation: type[nn.Module] | None = None
+) -> nn.Sequential:
     layers: list[nn.Module] = [
         nn.Conv2d(cin, cout, kernel, stride, (kernel - 1) // 2, groups=groups, bias=False),
         nn.BatchNorm2d(cout, eps=0.001, momentum=0.01),

@@ -20,8 +20,9 @@ class TinyViT(nn.Module):
         tokens = (IMAGE // PATCH) ** 2
         self.patch_embed = nn.Conv2d(3, DIM, PATCH, PATCH)
         self.pos_embed = nn.Parameter(torch.randn(1, tokens, DIM) * 0.02)
-        layer = nn.TransformerEncoderLayer(DIM, HEADS, dim_feedforward=4 * DIM, dropout=0.0,
-                                           activation="gelu", batch_first=True, norm_first=True)
+        layer = nn.TransformerEncoderLayer(
+            DIM, HEADS, dim_feedforward=4 * DIM, dropout=0.0, activation="gelu", batch_first=True, norm_first=True
+        )
         self.encoder = nn.TransformerEncoder(layer, LAYERS, enable_nested_tensor=False)
         self.norm = nn.LayerNorm(DIM)
         self.head = nn.Linear(DIM, num_classes)

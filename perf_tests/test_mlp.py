@@ -2,7 +2,14 @@
 
 import pytest
 
-from pytest_sme2 import assert_delegation, assert_outputs_match, assert_portable_ops, assert_share, assert_sme2_kernel_path, assert_speedup
+from pytest_sme2 import (
+    assert_delegation,
+    assert_outputs_match,
+    assert_portable_ops,
+    assert_share,
+    assert_sme2_kernel_path,
+    assert_speedup,
+)
 
 pytestmark = pytest.mark.sme2
 

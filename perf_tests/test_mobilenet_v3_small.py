@@ -3,7 +3,13 @@ convolutions, data movement and the portable dim-order copies are what is left."
 
 import pytest
 
-from pytest_sme2 import assert_delegation, assert_outputs_match, assert_portable_ops, assert_share, assert_sme2_kernel_path
+from pytest_sme2 import (
+    assert_delegation,
+    assert_outputs_match,
+    assert_portable_ops,
+    assert_share,
+    assert_sme2_kernel_path,
+)
 
 pytestmark = pytest.mark.sme2
 
@@ -21,15 +27,18 @@ def test_mobilenet(exported_pte, runner, etdump_profile):
     assert on.delegation_coverage >= 0.95
 
 
-@pytest.mark.parametrize(("dtype", "at_least"), [
-    # Depthwise convolutions have no SME kernels; the 1x1 and dense convolutions
-    # and the classifier do (PF32 / PQS8), about 85% of CONV+GEMM time.
-    ("fp32", 0.7),
-    ("int8", 0.7),
-    # fp16: XNNPACK 1.5.1 packs only a few layers (PF16); most 1x1 convolutions
-    # stay on F16 GEMM kernels even with SME2 (seen under emulation).
-    ("fp16", 0.05),
-])
+@pytest.mark.parametrize(
+    ("dtype", "at_least"),
+    [
+        # Depthwise convolutions have no SME kernels; the 1x1 and dense convolutions
+        # and the classifier do (PF32 / PQS8), about 85% of CONV+GEMM time.
+        ("fp32", 0.7),
+        ("int8", 0.7),
+        # fp16: XNNPACK 1.5.1 packs only a few layers (PF16); most 1x1 convolutions
+        # stay on F16 GEMM kernels even with SME2 (seen under emulation).
+        ("fp16", 0.05),
+    ],
+)
 def test_mobilenet_sme2_kernel_path(export_pte, runner, etdump_profile, dtype, at_least):
     exported = export_pte("mobilenet_v3_small", dtype=dtype)
     on = etdump_profile(exported, runner(sme2=True))

@@ -2,7 +2,13 @@
 
 import pytest
 
-from pytest_sme2 import assert_delegation, assert_outputs_match, assert_portable_ops, assert_sme2_kernel_path, assert_speedup
+from pytest_sme2 import (
+    assert_delegation,
+    assert_outputs_match,
+    assert_portable_ops,
+    assert_sme2_kernel_path,
+    assert_speedup,
+)
 
 pytestmark = [pytest.mark.sme2, pytest.mark.model("toy_cnn", dtype="fp32")]
 

@@ -2,15 +2,31 @@
 
 import pytest
 
-from pytest_sme2 import assert_delegation, assert_outputs_match, assert_portable_ops, assert_sme2_kernel_path, assert_speedup
+from pytest_sme2 import (
+    assert_delegation,
+    assert_outputs_match,
+    assert_portable_ops,
+    assert_sme2_kernel_path,
+    assert_speedup,
+)
 
 pytestmark = pytest.mark.sme2
 
 # What XNNPACK 1.5.1 leaves to portable kernels in this model (FACTS.md).
 # A new entry here means an operator fell out of the delegate: look before you add it.
 KNOWN_PORTABLE = {
-    "native_layer_norm", "mul", "expand_copy", "select_copy", "squeeze_copy", "unsqueeze_copy",
-    "where", "eq", "any", "logical_not", "full_like", "mean",
+    "native_layer_norm",
+    "mul",
+    "expand_copy",
+    "select_copy",
+    "squeeze_copy",
+    "unsqueeze_copy",
+    "where",
+    "eq",
+    "any",
+    "logical_not",
+    "full_like",
+    "mean",
 }
 
 

@@ -41,16 +41,23 @@ FEATURES = "shell_v2,cmd,stat_v2,ls_v2,fixed_push_mkdir,apex,abb,fixed_push_syml
 # (Linux 6.7+) that hands aarch64 programs to qemu-aarch64 (the emulated target's qemu 11.1, whose CPU has SME2
 # when the device has it: QEMU_CPU), and empty folders over every aarch64 glibc of this machine, so a runner
 # finds only what the adb target pushed. qemu logs the code it translates (QEMU_LOG=in_asm) for the tests.
-_AARCH64_BINFMT = (r":standin-aarch64:M::\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x02\x00\xb7\x00:"
-                   r"\xff\xff\xff\xff\xff\xff\xff\x00\xff\xff\xff\xff\xff\xff\xff\xff\xfe\xff\xff\xff:{qemu}:F")
+_AARCH64_BINFMT = (
+    r":standin-aarch64:M::\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x02\x00\xb7\x00:"
+    r"\xff\xff\xff\xff\xff\xff\xff\x00\xff\xff\xff\xff\xff\xff\xff\xff\xfe\xff\xff\xff:{qemu}:F"
+)
 AARCH64_GLIBC_DIRS = ("/usr/aarch64-linux-gnu", "/lib/aarch64-linux-gnu", "/usr/lib/aarch64-linux-gnu")
-_EMULATED_SETUP = ('mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc && printf "%s" "$STANDIN_BINFMT" > '
-                   '/proc/sys/fs/binfmt_misc/register && for d in $STANDIN_HIDE; do if [ -d "$d" ]; then '
-                   'mount -t tmpfs -o ro none "$d" || exit 1; fi; done')
+_EMULATED_SETUP = (
+    'mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc && printf "%s" "$STANDIN_BINFMT" > '
+    '/proc/sys/fs/binfmt_misc/register && for d in $STANDIN_HIDE; do if [ -d "$d" ]; then '
+    'mount -t tmpfs -o ro none "$d" || exit 1; fi; done'
+)
 # A device with sysfs=True reads its CPU frequencies, thermal zones and battery from files of its own, bind-mounted
 # where a phone has them, and `dumpsys thermalservice` answers its thermal status (set_state() changes them).
-_SYSFS_MOUNTS = (("sys-cpu", "/sys/devices/system/cpu"), ("sys-thermal", "/sys/class/thermal"),
-                 ("sys-power", "/sys/class/power_supply"))
+_SYSFS_MOUNTS = (
+    ("sys-cpu", "/sys/devices/system/cpu"),
+    ("sys-thermal", "/sys/class/thermal"),
+    ("sys-power", "/sys/class/power_supply"),
+)
 # Android 11+'s `cmd power set-fixed-performance-mode-enabled`: every call is appended to performance-mode.log.
 _CMD = """#!/bin/sh
 if [ "$1" = power ] && [ "$2" = set-fixed-performance-mode-enabled ] && [ "$3" = true -o "$3" = false ]; then
@@ -138,8 +145,11 @@ def namespaces_available() -> str | None:
         return "the adb stand-in needs util-linux's unshare"
     try:
         os.makedirs(DEVICE_TMP, exist_ok=True)
-        probe = subprocess.run(["unshare", "--mount", "--propagation", "private", "/bin/sh", "-c",
-                                f"mount --bind /tmp {DEVICE_TMP}"], capture_output=True, timeout=30)
+        probe = subprocess.run(
+            ["unshare", "--mount", "--propagation", "private", "/bin/sh", "-c", f"mount --bind /tmp {DEVICE_TMP}"],
+            capture_output=True,
+            timeout=30,
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"the adb stand-in cannot make a mount namespace: {exc}"
     if probe.returncode != 0:
@@ -198,15 +208,25 @@ class StandinDevice:
         self.root.mkdir(parents=True, exist_ok=True)
         self.bin_dir.mkdir(parents=True, exist_ok=True)
         features = _ARM_FEATURES + (" sme sme2 smei16i64 smef64f64" if self.sme2 else "")
-        self.cpuinfo.write_text("".join(
-            f"processor\t: {n}\nBogoMIPS\t: 2000.00\nFeatures\t: {features}\nCPU implementer\t: 0x41\n"
-            f"CPU architecture: 8\nCPU part\t: 0xd85\n\n" for n in range(2)
-        ))
+        self.cpuinfo.write_text(
+            "".join(
+                f"processor\t: {n}\nBogoMIPS\t: 2000.00\nFeatures\t: {features}\nCPU implementer\t: 0x41\n"
+                f"CPU architecture: 8\nCPU part\t: 0xd85\n\n"
+                for n in range(2)
+            )
+        )
         props = {
-            "ro.product.model": self.model, "ro.product.manufacturer": "Standin", "ro.product.brand": "standin",
-            "ro.soc.model": self.soc, "ro.soc.manufacturer": "Standin Silicon", "ro.board.platform": "standin",
-            "ro.build.version.release": self.android, "ro.build.version.sdk": "35",
-            "ro.product.cpu.abi": self.abi, "ro.product.cpu.abilist": self.abi, "ro.serialno": self.serial,
+            "ro.product.model": self.model,
+            "ro.product.manufacturer": "Standin",
+            "ro.product.brand": "standin",
+            "ro.soc.model": self.soc,
+            "ro.soc.manufacturer": "Standin Silicon",
+            "ro.board.platform": "standin",
+            "ro.build.version.release": self.android,
+            "ro.build.version.sdk": "35",
+            "ro.product.cpu.abi": self.abi,
+            "ro.product.cpu.abilist": self.abi,
+            "ro.serialno": self.serial,
         }
         props_file = self.home / "build.prop"
         props_file.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
@@ -259,10 +279,14 @@ class StandinDevice:
         if self.emulator is not None:
             self.qemu_logs.mkdir(exist_ok=True)
             cpu = "max,sme-default-vector-length=64" if self.sme2 else "max,sme=off"
-            env = {**os.environ, "QEMU_CPU": cpu, "QEMU_LOG": "in_asm",
-                   "QEMU_LOG_FILENAME": str(self.qemu_logs / "qemu-%d.log"),
-                   "STANDIN_BINFMT": _AARCH64_BINFMT.format(qemu=self.emulator),
-                   "STANDIN_HIDE": " ".join(AARCH64_GLIBC_DIRS)}
+            env = {
+                **os.environ,
+                "QEMU_CPU": cpu,
+                "QEMU_LOG": "in_asm",
+                "QEMU_LOG_FILENAME": str(self.qemu_logs / "qemu-%d.log"),
+                "STANDIN_BINFMT": _AARCH64_BINFMT.format(qemu=self.emulator),
+                "STANDIN_HIDE": " ".join(AARCH64_GLIBC_DIRS),
+            }
             env.pop("QEMU_LD_PREFIX", None)
             unshare = ["unshare", "--user", "--map-root-user", "--mount", "--propagation", "private"]
             steps.insert(0, _EMULATED_SETUP)
@@ -274,8 +298,12 @@ class StandinDevice:
         for number in range(self.cores):
             folder = self.home / "sys-cpu" / f"cpu{number}" / "cpufreq"
             folder.mkdir(parents=True, exist_ok=True)
-            for name, value in (("scaling_governor", "schedutil"), ("scaling_cur_freq", "2000000"),
-                                ("scaling_max_freq", "3000000"), ("cpuinfo_max_freq", "3000000")):
+            for name, value in (
+                ("scaling_governor", "schedutil"),
+                ("scaling_cur_freq", "2000000"),
+                ("scaling_max_freq", "3000000"),
+                ("cpuinfo_max_freq", "3000000"),
+            ):
                 (folder / name).write_text(value + "\n")
         for number, kind in enumerate(("cpu-0-0", "soc")):
             zone = self.home / "sys-thermal" / f"thermal_zone{number}"
@@ -291,8 +319,13 @@ class StandinDevice:
         dumpsys.write_text(_DUMPSYS.format(status=_sh_quote(str(self.home / "thermal-status"))))
         dumpsys.chmod(0o755)
 
-    def set_state(self, cap_khz: int | None = None, temp_c: float | None = None, thermal_status: int | None = None,
-                  governor: str | None = None) -> None:
+    def set_state(
+        self,
+        cap_khz: int | None = None,
+        temp_c: float | None = None,
+        thermal_status: int | None = None,
+        governor: str | None = None,
+    ) -> None:
         """Change what the device's sysfs and dumpsys say, as a phone heating or cooling would."""
         for number in range(self.cores):
             folder = self.home / "sys-cpu" / f"cpu{number}" / "cpufreq"
@@ -311,7 +344,7 @@ class StandinDevice:
         if norm == DEVICE_TMP:
             return self.root
         if norm.startswith(DEVICE_TMP + "/"):
-            return self.root / norm[len(DEVICE_TMP) + 1:]
+            return self.root / norm[len(DEVICE_TMP) + 1 :]
         return None
 
     def drop(self) -> None:
@@ -476,8 +509,10 @@ class AdbStandin:
             for d in self.devices.values():
                 line = f"{d.serial}\t{d.state}"
                 if request.endswith("-l"):
-                    line = (f"{d.serial:<22} {d.state} product:standin model:{d.model.replace(' ', '_')} "
-                            f"device:standin transport_id:{d.transport_id}")
+                    line = (
+                        f"{d.serial:<22} {d.state} product:standin model:{d.model.replace(' ', '_')} "
+                        f"device:standin transport_id:{d.transport_id}"
+                    )
                 lines.append(line + "\n")
             conn.sendall(b"OKAY" + _block("".join(lines)))
         elif request.startswith("host:tport:serial:") or request.startswith("host:transport:"):
@@ -490,7 +525,7 @@ class AdbStandin:
             if service is not None:
                 self._device_service(device, conn, service)
         elif request.startswith("host-serial:"):
-            serial, _, command = request[len("host-serial:"):].rpartition(":")
+            serial, _, command = request[len("host-serial:") :].rpartition(":")
             device = self.devices.get(serial)
             if device is None:
                 self._fail(conn, f"device '{serial}' not found")
@@ -516,9 +551,9 @@ class AdbStandin:
             device._sockets.add(conn)
         try:
             if service.startswith("shell,v2:"):
-                self._shell(device, conn, service[len("shell,v2:"):], v2=True)
+                self._shell(device, conn, service[len("shell,v2:") :], v2=True)
             elif service.startswith("shell:"):
-                self._shell(device, conn, service[len("shell:"):], v2=False)
+                self._shell(device, conn, service[len("shell:") :], v2=False)
             elif service == "sync:":
                 conn.sendall(b"OKAY")
                 _SyncSession(device, conn).serve()
@@ -534,8 +569,14 @@ class AdbStandin:
             device.on_shell(device, command)
         conn.sendall(b"OKAY")
         argv, env = device.shell_argv(command)
-        process = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE if v2 else subprocess.STDOUT, start_new_session=True)
+        process = subprocess.Popen(
+            argv,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE if v2 else subprocess.STDOUT,
+            start_new_session=True,
+        )
         is_runner = "--model_path=" in command
         record = RunRecord(command, time.monotonic())
         with device._lock:
@@ -610,8 +651,14 @@ class _SyncSession:
             if body is None:
                 return
             path = body.decode(errors="replace")
-            handler = {b"STAT": self.stat, b"STA2": self.stat2, b"LST2": self.stat2, b"LIST": self.list,
-                       b"SEND": self.send, b"RECV": self.recv}.get(command)
+            handler = {
+                b"STAT": self.stat,
+                b"STA2": self.stat2,
+                b"LST2": self.stat2,
+                b"LIST": self.list,
+                b"SEND": self.send,
+                b"RECV": self.recv,
+            }.get(command)
             if handler is None:
                 self._fail(f"unknown sync command {command!r}")
                 return
@@ -639,9 +686,23 @@ class _SyncSession:
         if st is None:
             self.conn.sendall(b"STA2" + struct.pack("<IQQIIIIQqqq", 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
             return
-        self.conn.sendall(b"STA2" + struct.pack("<IQQIIIIQqqq", 0, st.st_dev, st.st_ino, st.st_mode, st.st_nlink,
-                                                st.st_uid, st.st_gid, st.st_size, int(st.st_atime),
-                                                int(st.st_mtime), int(st.st_ctime)))
+        self.conn.sendall(
+            b"STA2"
+            + struct.pack(
+                "<IQQIIIIQqqq",
+                0,
+                st.st_dev,
+                st.st_ino,
+                st.st_mode,
+                st.st_nlink,
+                st.st_uid,
+                st.st_gid,
+                st.st_size,
+                int(st.st_atime),
+                int(st.st_mtime),
+                int(st.st_ctime),
+            )
+        )
 
     def list(self, path: str) -> None:
         local = self.device.host_path(path)
@@ -649,8 +710,11 @@ class _SyncSession:
             for entry in sorted(local.iterdir()):
                 st = entry.lstat()
                 name = entry.name.encode()
-                self.conn.sendall(b"DENT" + struct.pack("<IIII", st.st_mode, st.st_size & 0xFFFFFFFF,
-                                                        int(st.st_mtime), len(name)) + name)
+                self.conn.sendall(
+                    b"DENT"
+                    + struct.pack("<IIII", st.st_mode, st.st_size & 0xFFFFFFFF, int(st.st_mtime), len(name))
+                    + name
+                )
         self.conn.sendall(b"DONE" + bytes(16))
 
     def send(self, spec: str) -> bool:
@@ -703,9 +767,21 @@ def session_ini(standin: "AdbStandin", cache: Path, runs: int, warmup: int = 1) 
     """A pytest.ini for an inner session on the stand-in: the bundled models, the shared export cache, this
     stand-in's adb server, ``runs`` timed runs after ``warmup``, no baselines."""
     models = Path(__file__).resolve().parent.parent / "models"
-    return "\n".join(["[pytest]", f"sme2_model_dirs = {models}", f"sme2_cache_dir = {cache}",
-                      f"sme2_adb_server = {standin.address}", f"sme2_runs = {runs}", f"sme2_warmup = {warmup}",
-                      "filterwarnings = ignore", "sme2_baselines = false"]) + "\n"
+    return (
+        "\n".join(
+            [
+                "[pytest]",
+                f"sme2_model_dirs = {models}",
+                f"sme2_cache_dir = {cache}",
+                f"sme2_adb_server = {standin.address}",
+                f"sme2_runs = {runs}",
+                f"sme2_warmup = {warmup}",
+                "filterwarnings = ignore",
+                "sme2_baselines = false",
+            ]
+        )
+        + "\n"
+    )
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float = 30.0) -> bool:

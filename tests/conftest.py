@@ -70,8 +70,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 # The pytest plugins an inner session may need: this one and those its tests use (-n, --html, --benchmark-*).
-INNER_SESSION_PLUGIN_DISTS = frozenset({"pytest-sme2", "pytest-xdist", "pytest-benchmark", "pytest-html",
-                                        "pytest-metadata"})
+INNER_SESSION_PLUGIN_DISTS = frozenset(
+    {"pytest-sme2", "pytest-xdist", "pytest-benchmark", "pytest-html", "pytest-metadata"}
+)
 
 
 def inner_session_plugins() -> list[str]:
@@ -81,8 +82,11 @@ def inner_session_plugins() -> list[str]:
     with executorch's dependencies) is not."""
     from importlib.metadata import entry_points
 
-    return [ep.value for ep in entry_points(group="pytest11")
-            if ep.dist is not None and ep.dist.name in INNER_SESSION_PLUGIN_DISTS]
+    return [
+        ep.value
+        for ep in entry_points(group="pytest11")
+        if ep.dist is not None and ep.dist.name in INNER_SESSION_PLUGIN_DISTS
+    ]
 
 
 _INNER_PLUGINS = ",".join(inner_session_plugins())
@@ -160,8 +164,9 @@ def exported_toy_cnn(shared_export_cache: Path, tmp_path_factory: pytest.TempPat
     from pytest_sme2 import Recipe
     from pytest_sme2.measure.session import Settings, Sme2Session
 
-    session = Sme2Session(Settings(target="host", cache_dir=shared_export_cache,
-                                   session_dir=tmp_path_factory.mktemp("export-artifacts")))
+    session = Sme2Session(
+        Settings(target="host", cache_dir=shared_export_cache, session_dir=tmp_path_factory.mktemp("export-artifacts"))
+    )
     session.registry.register_dir(REPO / "models")
     return session.export("toy_cnn", Recipe())
 
@@ -189,9 +194,18 @@ def bundled_sessions(tmp_path_factory: pytest.TempPathFactory, shared_export_cac
 def quick_host_ini(cache: Path, *extra: str) -> str:
     """A pytest.ini for inner sessions that only need a few real runs of small models on the host target:
     three timed runs, no warmup, one round (history and bisect count sessions and verdicts, not latency)."""
-    lines = ["[pytest]", "sme2_model_dirs = models", "sme2_target = host", f"sme2_cache_dir = {cache}",
-             "sme2_runs = 3", "sme2_warmup = 0", "sme2_max_rounds = 1", "sme2_baseline_processes = 3",
-             "sme2_processes = 1", *extra]
+    lines = [
+        "[pytest]",
+        "sme2_model_dirs = models",
+        "sme2_target = host",
+        f"sme2_cache_dir = {cache}",
+        "sme2_runs = 3",
+        "sme2_warmup = 0",
+        "sme2_max_rounds = 1",
+        "sme2_baseline_processes = 3",
+        "sme2_processes = 1",
+        *extra,
+    ]
     return "\n".join(lines) + "\n"
 
 

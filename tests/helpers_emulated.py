@@ -16,9 +16,17 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 
 
-def counted_profiles(root: Path, model: str, sme2s: Sequence[bool], *, source: str | None = None,
-                     recipe: object | None = None, fresh: bool = False, warmup: int = 0,
-                     cache: Path | None = None) -> list:
+def counted_profiles(
+    root: Path,
+    model: str,
+    sme2s: Sequence[bool],
+    *,
+    source: str | None = None,
+    recipe: object | None = None,
+    fresh: bool = False,
+    warmup: int = 0,
+    cache: Path | None = None,
+) -> list:
     """Profiles of ``model`` (a bundled one, or ``source`` written to ``root``/models) counted once per entry of
     ``sme2s`` on the emulated target, with the export and result caches in ``cache`` (the run's shared one) or
     else in ``root``. ``fresh``: every run emulated, none answered from the result cache (two runs of one
@@ -37,20 +45,40 @@ def counted_profiles(root: Path, model: str, sme2s: Sequence[bool], *, source: s
         models = root / "models"
         models.mkdir(parents=True, exist_ok=True)
         (models / f"{model}.py").write_text(source)
-    session = Sme2Session(Settings(target="emulated", cache_dir=cache or root / "cache", session_dir=root / "run",
-                                   target_options={"fresh": fresh}))
+    session = Sme2Session(
+        Settings(
+            target="emulated",
+            cache_dir=cache or root / "cache",
+            session_dir=root / "run",
+            target_options={"fresh": fresh},
+        )
+    )
     session.registry.register_dir(models)
     try:
         exported = session.export(model, recipe or Recipe())
-        return [Runner(session, RunSpec(sme2=sme2, runs=1, warmup=warmup), session.test_dir(f"run-{i}")).profile(exported)
-                for i, sme2 in enumerate(sme2s)]
+        return [
+            Runner(session, RunSpec(sme2=sme2, runs=1, warmup=warmup), session.test_dir(f"run-{i}")).profile(exported)
+            for i, sme2 in enumerate(sme2s)
+        ]
     finally:
         session.close()
 
 
 # Every counted quantity a profile's dict carries: a cached answer must give each of them exactly.
-COUNTED = ("per_inference", "sme_per_inference", "sme_share_of_conv_gemm", "shares", "delegation_coverage",
-           "sme_path_share", "ops", "sme_kernels", "op_identity", "load", "init", "mix")
+COUNTED = (
+    "per_inference",
+    "sme_per_inference",
+    "sme_share_of_conv_gemm",
+    "shares",
+    "delegation_coverage",
+    "sme_path_share",
+    "ops",
+    "sme_kernels",
+    "op_identity",
+    "load",
+    "init",
+    "mix",
+)
 
 
 def assert_cached_equals_fresh(fresh: Sequence, cached: Sequence) -> None:

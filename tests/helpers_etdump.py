@@ -110,11 +110,18 @@ def write_counts(etdump: Path, classes_of: "dict[str, dict[str, int]]") -> Path:
     unknown = {c for counts in per_event for c in counts} - set(NAMES)
     assert not unknown, f"no such instruction classes: {unknown}"
     classes = {c: [counts.get(c, 0) for counts in per_event] for c in NAMES}
-    document = {"version": COUNTS_VERSION, "files": {"timed": {
-        "instructions": [sum(counts.values()) for counts in per_event],
-        "sme": [sum(counts.get(c, 0) for c in SME_CLASSES) for counts in per_event],
-        "sve": [sum(counts.get(c, 0) for c in SVE_CLASSES) for counts in per_event],
-        "classes": classes, "functions": [{} for _ in per_event]}}}
+    document = {
+        "version": COUNTS_VERSION,
+        "files": {
+            "timed": {
+                "instructions": [sum(counts.values()) for counts in per_event],
+                "sme": [sum(counts.get(c, 0) for c in SME_CLASSES) for counts in per_event],
+                "sve": [sum(counts.get(c, 0) for c in SVE_CLASSES) for counts in per_event],
+                "classes": classes,
+                "functions": [{} for _ in per_event],
+            }
+        },
+    }
     counts_file = Path(etdump).parent / COUNTS_FILE
     counts_file.write_text(json.dumps(document))
     return counts_file
@@ -127,4 +134,3 @@ def emulated_metadata(sme2: bool = True, threads: int = 1, svl_bits: int | None 
     if svl_bits is not None:
         target["details"] = {"svl_bits": svl_bits}
     return {"run": {"sme2": sme2, "threads": threads}, "runtime_threads": threads, "target": target}
-

@@ -67,8 +67,15 @@ def start_pytest(project: Path, *args: str, prefix: Iterable[str] = ()) -> subpr
     """An inner pytest in its own session (like a job started from a shell), output in ``project/out.txt``."""
     out = open(project / "out.txt", "wb")
     try:
-        process = subprocess.Popen(pytest_command(*args, prefix=prefix), cwd=project, env=environment(), stdout=out,
-                                   stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_signals_default)
+        process = subprocess.Popen(
+            pytest_command(*args, prefix=prefix),
+            cwd=project,
+            env=environment(),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=_signals_default,
+        )
     finally:
         out.close()
     process.output_path = project / "out.txt"  # type: ignore[attr-defined]  # for interrupt()'s diagnosis
@@ -77,8 +84,14 @@ def start_pytest(project: Path, *args: str, prefix: Iterable[str] = ()) -> subpr
 
 def run_pytest(project: Path, *args: str, prefix: Iterable[str] = (), timeout: float = 900) -> tuple[int, str]:
     """Run an inner pytest to the end: (exit code, output)."""
-    result = subprocess.run(pytest_command(*args, prefix=prefix), cwd=project, env=environment(),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout)
+    result = subprocess.run(
+        pytest_command(*args, prefix=prefix),
+        cwd=project,
+        env=environment(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        timeout=timeout,
+    )
     return result.returncode, result.stdout.decode(errors="replace")
 
 
@@ -115,8 +128,11 @@ def cwd_of(pid: int) -> str | None:
 def processes_touching(folder: Path) -> dict[int, str]:
     """Live processes whose command line names ``folder`` or whose working directory is inside it."""
     folder_text = str(folder)
-    return {pid: args for pid, _, args in ps()
-            if pid != os.getpid() and (folder_text in args or (cwd_of(pid) or "").startswith(folder_text))}
+    return {
+        pid: args
+        for pid, _, args in ps()
+        if pid != os.getpid() and (folder_text in args or (cwd_of(pid) or "").startswith(folder_text))
+    }
 
 
 def alive(pids: Iterable[int]) -> dict[int, str]:
@@ -174,5 +190,7 @@ def interrupt(process: subprocess.Popen, sig: int = signal.SIGINT, timeout: floa
             process.kill()
         path = getattr(process, "output_path", None)
         output = path.read_text(errors="replace")[-6000:] if path is not None else "(output not kept)"
-        raise AssertionError(f"pytest did not end within {timeout} s of signal {sig}; its output, with the "
-                             f"stack of every thread at SIGABRT:\n{output}") from None
+        raise AssertionError(
+            f"pytest did not end within {timeout} s of signal {sig}; its output, with the "
+            f"stack of every thread at SIGABRT:\n{output}"
+        ) from None

@@ -28,18 +28,21 @@ def _test_file(name: str = "tiny", extra: str = "") -> str:
     return PERF_TEST.format(name=name) + extra
 
 
-def write_model_project(pytester: pytest.Pytester, model: str, source: str, test: str, target: str,
-                        cache: Path) -> None:
+def write_model_project(
+    pytester: pytest.Pytester, model: str, source: str, test: str, target: str, cache: Path
+) -> None:
     """A project of one model file (models/<model>.py) and one perf test file, on ``target``, exporting into
     the shared ``cache``."""
     models = pytester.path / "models"
     models.mkdir(exist_ok=True)
     (models / f"{model}.py").write_text(source)
-    pytester.makeini(textwrap.dedent(f"""
+    pytester.makeini(
+        textwrap.dedent(f"""
         [pytest]
         sme2_model_dirs = models
         sme2_target = {target}
         sme2_cache_dir = {cache}
         filterwarnings = ignore
-        """))
+        """)
+    )
     pytester.makepyfile(**{f"test_{model}": test})

@@ -30,11 +30,15 @@ def eager_sequence(model: Any, sequence: LlmSequence) -> tuple[torch.Tensor, tor
     return prefill, last
 
 
-def adb_llm_phases(server: str, serial: str, cache_dir: Path, artifacts: Path, model_name: str,
-                   sequence: LlmSequence, spec: RunSpec) -> tuple[LlmProfile, Any]:
+def adb_llm_phases(
+    server: str, serial: str, cache_dir: Path, artifacts: Path, model_name: str, sequence: LlmSequence, spec: RunSpec
+) -> tuple[LlmProfile, Any]:
     """The bundled ``model_name``'s phases on stand-in device ``serial`` (its session closed), and the model."""
-    session = Sme2Session(Settings(target=f"adb:{serial}", cache_dir=cache_dir, session_dir=artifacts,
-                                   target_options={"adb_server": server}))
+    session = Sme2Session(
+        Settings(
+            target=f"adb:{serial}", cache_dir=cache_dir, session_dir=artifacts, target_options={"adb_server": server}
+        )
+    )
     try:
         session.registry.register_dir(MODELS)
         exported = session.export(model_name, Recipe())

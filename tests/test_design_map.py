@@ -1,4 +1,5 @@
-"""docs/design.md is the map of the package: every module has its line, and the docs point only inside the repository."""
+"""docs/design.md is the map of the package: every module has its line, and the docs point only inside the
+repository."""
 
 from __future__ import annotations
 
@@ -38,9 +39,12 @@ def test_every_module_has_its_line_in_the_design_map() -> None:
 def test_no_doc_or_docstring_points_outside_the_repository() -> None:
     """A clone has no ../shared: FACTS.md and DESIGN.md are the authors' notes, not the project's docs."""
     texts = [*(REPO / "pytest_sme2").rglob("*.py"), *(REPO / "docs").glob("*.md"), REPO / "README.md"]
-    pointing = [str(path.relative_to(REPO)) for path in texts
-                if re.search(r"FACTS\.md|DESIGN\.md|\.\./shared|shared/DESIGN", path.read_text(errors="replace"))
-                and path.name != "performance.md"]
+    pointing = [
+        str(path.relative_to(REPO))
+        for path in texts
+        if re.search(r"FACTS\.md|DESIGN\.md|\.\./shared|shared/DESIGN", path.read_text(errors="replace"))
+        and path.name != "performance.md"
+    ]
     assert not pointing, f"these point outside the repository: {pointing}"
 
 
@@ -59,6 +63,9 @@ def test_no_package_module_or_function_is_named_like_a_test() -> None:
     ``test_entry_text`` imported into a test file once ran as a test)."""
     package = REPO / "pytest_sme2"
     modules = sorted(str(p.relative_to(REPO)) for p in package.rglob("*.py") if p.name.startswith("test"))
-    functions = sorted(f"{p.relative_to(REPO)}: {name}" for p in package.rglob("*.py")
-                       for name in re.findall(r"^def (test\w*)\(", p.read_text(), re.MULTILINE))
+    functions = sorted(
+        f"{p.relative_to(REPO)}: {name}"
+        for p in package.rglob("*.py")
+        for name in re.findall(r"^def (test\w*)\(", p.read_text(), re.MULTILINE)
+    )
     assert not modules and not functions, modules + functions

@@ -38,8 +38,11 @@ def test_every_relative_link_and_anchor_exists() -> None:
             dest = (page.parent / path) if path else page
             if not dest.exists():
                 broken.append(f"{page.name}: {target} (no such file)")
-            elif anchor and dest.suffix == ".md" and anchor not in {
-                    _anchor(h) for h in _headings(dest.read_text(encoding="utf-8"))}:
+            elif (
+                anchor
+                and dest.suffix == ".md"
+                and anchor not in {_anchor(h) for h in _headings(dest.read_text(encoding="utf-8"))}
+            ):
                 broken.append(f"{page.name}: {target} (no such heading)")
     assert not broken, broken
 

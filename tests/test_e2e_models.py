@@ -45,8 +45,9 @@ def fp32_profiles(session: Sme2Session) -> dict[str, Profile]:
 
 
 @pytest.mark.parametrize("name", ["toy_cnn", "mlp", "mobilenet_v3_small", "transformer_encoder"])
-def test_profile_matches_executorch_inspector(fp32_profiles: dict[str, Profile], session: Sme2Session,
-                                              name: str) -> None:
+def test_profile_matches_executorch_inspector(
+    fp32_profiles: dict[str, Profile], session: Sme2Session, name: str
+) -> None:
     from executorch.devtools import Inspector
 
     profile = fp32_profiles[name]
@@ -157,8 +158,7 @@ def test_runtime_outputs_match_eager(session: Sme2Session, fp32_profiles: dict[s
         ("mlp", Recipe("int8", "static"), r"\bQS8\b"),
     ],
 )
-def test_recipes_produce_their_precision(session: Sme2Session, name: str, recipe: Recipe,
-                                         expected_format: str) -> None:
+def test_recipes_produce_their_precision(session: Sme2Session, name: str, recipe: Recipe, expected_format: str) -> None:
     profile = _profile(session, name, recipe)
     heavy = profile.ops[profile.ops["category"].isin(["CONV", "GEMM"])]
     assert not heavy.empty
@@ -193,8 +193,7 @@ def test_timing_only_mode_has_no_etdump(session: Sme2Session) -> None:
     assert overhead.low <= overhead.value <= overhead.high
 
 
-def test_damaged_etdump_is_a_clear_error_and_artifacts_stay(fp32_profiles: dict[str, Profile],
-                                                           tmp_path: Path) -> None:
+def test_damaged_etdump_is_a_clear_error_and_artifacts_stay(fp32_profiles: dict[str, Profile], tmp_path: Path) -> None:
     source = Path(fp32_profiles["toy_cnn"].artifacts["timed_etdump"])
     data = source.read_bytes()
     for cut in (0, 16, len(data) // 2, len(data) - 3):
@@ -208,8 +207,9 @@ def test_damaged_etdump_is_a_clear_error_and_artifacts_stay(fp32_profiles: dict[
 
 
 @pytest.mark.parametrize("name", ["toy_cnn", "mlp", "mobilenet_v3_small", "transformer_encoder"])
-def test_every_conv_and_gemm_gets_work_that_matches_pytorchs_own_count(fp32_profiles: dict[str, Profile],
-                                                                      session: Sme2Session, name: str) -> None:
+def test_every_conv_and_gemm_gets_work_that_matches_pytorchs_own_count(
+    fp32_profiles: dict[str, Profile], session: Sme2Session, name: str
+) -> None:
     """Work per operator (work.py, read from the .pte) against torch.utils.flop_counter on the eager model."""
     from torch.utils.flop_counter import FlopCounterMode
 
@@ -226,12 +226,15 @@ def test_every_conv_and_gemm_gets_work_that_matches_pytorchs_own_count(fp32_prof
     # PyTorch counts convolutions and linear layers (addmm, mm) of the eager model; its fused attention
     # kernel is not counted there, so the attention's matrix products are checked against a hand count.
     assert float(ops.loc[~attention, "macs"].fillna(0).sum()) == pytest.approx(
-        sum(v for k, v in eager.items() if k in ("aten.convolution", "aten.addmm", "aten.mm")), rel=0.01)
+        sum(v for k, v in eager.items() if k in ("aten.convolution", "aten.addmm", "aten.mm")), rel=0.01
+    )
     if name == "transformer_encoder":  # 4 layers x 3 heads x (Q K^T and A V), 64 tokens, head width 64
         assert float(ops.loc[attention, "macs"].sum()) == 4 * 3 * 2 * 64 * 64 * 64
     summary = profile.work_by_category()
     assert summary is not None
-    assert sum(summary.get(c, {}).get("macs", 0.0) for c in ("CONV", "GEMM")) == pytest.approx(float(heavy["macs"].sum()))
+    assert sum(summary.get(c, {}).get("macs", 0.0) for c in ("CONV", "GEMM")) == pytest.approx(
+        float(heavy["macs"].sum())
+    )
     timed = heavy[heavy["median_ms"] > 0]  # XNNPACK times operators in whole microseconds: tiny ones read 0
     if not profile.emulated:  # throughput from real time
         assert (timed["gflops"] > 0).all() and len(timed) > 0

@@ -16,8 +16,18 @@ PACKAGE = Path(__file__).resolve().parent.parent / "pytest_sme2"
 # and the gate never import them (the flow is model -> export -> run -> evidence -> Profile -> gate -> report).
 REPORT_IMPORTERS = {"pytest_sme2.plugin.report_hooks", "pytest_sme2.cli"}
 # The gate: judging profiles against baselines is plain Python (pytest calls it; so can a command).
-GATE = ("pytest_sme2.gate.gate", "pytest_sme2.system.names", "pytest_sme2.gate.verdict", "pytest_sme2.gate.judge", "pytest_sme2.gate.quality", "pytest_sme2.gate.findings", "pytest_sme2.gate.baselines", "pytest_sme2.profile.stats",
-        "pytest_sme2.gate.history", "pytest_sme2.evidence.identity")
+GATE = (
+    "pytest_sme2.gate.gate",
+    "pytest_sme2.system.names",
+    "pytest_sme2.gate.verdict",
+    "pytest_sme2.gate.judge",
+    "pytest_sme2.gate.quality",
+    "pytest_sme2.gate.findings",
+    "pytest_sme2.gate.baselines",
+    "pytest_sme2.profile.stats",
+    "pytest_sme2.gate.history",
+    "pytest_sme2.evidence.identity",
+)
 
 
 # The declared order of the stages, upstream first; each stage is a folder of the package, so the tree itself
@@ -27,8 +37,21 @@ GATE = ("pytest_sme2.gate.gate", "pytest_sme2.system.names", "pytest_sme2.gate.v
 # targets that use them), it is declared here, once. "shared" is the two top-level modules every stage may use
 # (errors.py, _version.py); "public" is the package's __init__, which imports every stage. A module in a folder
 # not named here fails test_every_module_has_a_declared_stage (docs/design.md says what each folder holds).
-STAGES: tuple[str, ...] = ("shared", "system", "model", "evidence", "export", "run", "profile", "measure", "gate",
-                           "report", "plugin", "cli", "public")
+STAGES: tuple[str, ...] = (
+    "shared",
+    "system",
+    "model",
+    "evidence",
+    "export",
+    "run",
+    "profile",
+    "measure",
+    "gate",
+    "report",
+    "plugin",
+    "cli",
+    "public",
+)
 SHARED = ("errors", "_version")
 
 
@@ -76,7 +99,7 @@ def _imports(name: str, path: Path, modules: dict[str, Path]) -> dict[str, set[s
     for node in _runtime_nodes(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom):
             if node.level:
-                base = package.split(".")[:len(package.split(".")) - node.level + 1]
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
                 target = ".".join(base + ([node.module] if node.module else []))
             else:
                 target = node.module or ""
@@ -91,7 +114,11 @@ def _imports(name: str, path: Path, modules: dict[str, Path]) -> dict[str, set[s
                     found.setdefault(alias.name, set())
                 elif alias.name.split(".")[0] == "pytest":
                     found.setdefault("pytest", set())
-        if isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").split(".")[0] in ("pytest", "_pytest"):
+        if (
+            isinstance(node, ast.ImportFrom)
+            and not node.level
+            and (node.module or "").split(".")[0] in ("pytest", "_pytest")
+        ):
             found.setdefault("pytest", set())
     return found
 
@@ -164,9 +191,13 @@ def test_the_package_has_no_import_cycles() -> None:
 
 def test_only_the_report_wiring_and_the_command_line_import_reports() -> None:
     graph = _graph()
-    wrong = {name: sorted(d for d in deps if d.startswith("pytest_sme2.report")) for name, deps in graph.items()
-             if not name.startswith("pytest_sme2.report") and name not in REPORT_IMPORTERS
-             and any(d.startswith("pytest_sme2.report") for d in deps)}
+    wrong = {
+        name: sorted(d for d in deps if d.startswith("pytest_sme2.report"))
+        for name, deps in graph.items()
+        if not name.startswith("pytest_sme2.report")
+        and name not in REPORT_IMPORTERS
+        and any(d.startswith("pytest_sme2.report") for d in deps)
+    }
     assert not wrong, f"modules upstream of the reports import them: {wrong}"
 
 
@@ -175,8 +206,9 @@ def test_the_gate_never_imports_pytest() -> None:
     for module in GATE:
         assert module in graph, module
         reached = _reachable(graph, module)
-        assert "pytest" not in reached, (
-            f"{module} reaches pytest through {sorted(m for m in reached if 'pytest' in graph.get(m, ()))}")
+        assert (
+            "pytest" not in reached
+        ), f"{module} reaches pytest through {sorted(m for m in reached if 'pytest' in graph.get(m, ()))}"
 
 
 def test_every_module_has_a_declared_stage() -> None:
@@ -189,9 +221,12 @@ def test_every_module_has_a_declared_stage() -> None:
 
 def _against_the_flow(graph: dict[str, set[str]], stages: dict[str, int]) -> list[str]:
     names = list(STAGES)
-    return [f"{module} ({names[stages[module]]}) imports {other} ({names[stages[other]]})"
-            for module, imported in sorted(graph.items()) for other in sorted(imported)
-            if other in stages and module in stages and stages[other] > stages[module]]
+    return [
+        f"{module} ({names[stages[module]]}) imports {other} ({names[stages[other]]})"
+        for module, imported in sorted(graph.items())
+        for other in sorted(imported)
+        if other in stages and module in stages and stages[other] > stages[module]
+    ]
 
 
 def test_imports_only_point_upstream() -> None:
@@ -204,7 +239,10 @@ def test_the_stage_check_sees_an_arrow_against_the_flow() -> None:
     stages = _stage_of()
     graph = {"pytest_sme2.profile.profile": {"pytest_sme2.profile.stats", "pytest_sme2.report.table"}}
     assert _against_the_flow(graph, stages) == [
-        "pytest_sme2.profile.profile (profile) imports pytest_sme2.report.table (report)"]
-    assert stages["pytest_sme2.gate.gate"] > stages["pytest_sme2.profile.profile"] > stages["pytest_sme2.evidence.etdump"]
+        "pytest_sme2.profile.profile (profile) imports pytest_sme2.report.table (report)"
+    ]
+    assert (
+        stages["pytest_sme2.gate.gate"] > stages["pytest_sme2.profile.profile"] > stages["pytest_sme2.evidence.etdump"]
+    )
     assert stages["pytest_sme2.report.summary"] > stages["pytest_sme2.gate.gate"]
     assert stages["pytest_sme2"] == len(STAGES) - 1  # the public face is wiring: it imports every stage

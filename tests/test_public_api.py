@@ -38,8 +38,13 @@ def test_every_import_the_docs_teach_is_public() -> None:
     taught = _taught_imports()
     assert ("pytest_sme2.report", "build_test_entry") in taught  # the reader finds the example of docs/profile.md
     names = [(module, name) for module, name in taught if f"{module}.{name}" not in PUBLIC_MODULES]
-    private = sorted({f"{module}.{name}" for module, name in names
-                      if module not in PUBLIC_MODULES or name not in importlib.import_module(module).__all__})
+    private = sorted(
+        {
+            f"{module}.{name}"
+            for module, name in names
+            if module not in PUBLIC_MODULES or name not in importlib.import_module(module).__all__
+        }
+    )
     assert not private, f"the docs teach names that are not public: {private}"
 
 
@@ -81,8 +86,14 @@ def test_renamed_public_names_still_work_for_one_release_and_warn(tmp_path: Path
     with pytest.warns(DeprecationWarning, match="build_test_entry"):
         from pytest_sme2.report.record import build_record
     assert build_record is build_test_entry
-    runs = [RunSpec(e2e_ns=1_000_000 + 1000 * i, delegate_call_ns=600_000,
-                    delegate_ops=[("Convolution (NHWC, F32) #1", 500_000)]) for i in range(5)]
+    runs = [
+        RunSpec(
+            e2e_ns=1_000_000 + 1000 * i,
+            delegate_call_ns=600_000,
+            delegate_ops=[("Convolution (NHWC, F32) #1", 500_000)],
+        )
+        for i in range(5)
+    ]
     profile = Profile.from_etdump(write_etdump(tmp_path / "p.etdp", runs))
     with pytest.warns(DeprecationWarning, match=r"Profile\.to_dict\(\)"):
         assert profile.summary() == profile.to_dict()
@@ -92,18 +103,29 @@ def test_renamed_public_names_still_work_for_one_release_and_warn(tmp_path: Path
         pytest_sme2.NoSuchName  # noqa: B018 - the module's __getattr__ answers only the old names
 
 
-DEPRECATED = re.compile(r"\.summary\(\)|\.work_summary\(|\bbuild_record\b|pytest_sme2\.Summary\b|stats\.Summary\b"
-                        r"|\bimport Summary\b|report\.record\b")
+DEPRECATED = re.compile(
+    r"\.summary\(\)|\.work_summary\(|\bbuild_record\b|pytest_sme2\.Summary\b|stats\.Summary\b"
+    r"|\bimport Summary\b|report\.record\b"
+)
 
 
 def test_no_example_or_suite_of_ours_uses_a_deprecated_name() -> None:
     """The deprecated aliases are for users' code: the perf suite, models, benchmarks and the docs teach the
     new names (a perf test still called work_summary() and warned in every run)."""
-    places = [*(REPO / "perf_tests").rglob("*.py"), *(REPO / "models").rglob("*.py"), *(REPO / "benchmarks").glob("*.py"),
-              *(REPO / "docs").glob("*.md"), REPO / "conftest.py"]
+    places = [
+        *(REPO / "perf_tests").rglob("*.py"),
+        *(REPO / "models").rglob("*.py"),
+        *(REPO / "benchmarks").glob("*.py"),
+        *(REPO / "docs").glob("*.md"),
+        REPO / "conftest.py",
+    ]
     texts = {str(path.relative_to(REPO)): path.read_text() for path in places if path.is_file()}
     texts["README.md"] = (REPO / "README.md").read_text()
     # a line that names a deprecated alias as deprecated (the design map's row for the old module) is no use of it
-    found = [f"{name}: {line.strip()[:80]}" for name, text in texts.items() for line in text.splitlines()
-             if DEPRECATED.search(line) and "deprecated" not in line.lower()]
+    found = [
+        f"{name}: {line.strip()[:80]}"
+        for name, text in texts.items()
+        for line in text.splitlines()
+        if DEPRECATED.search(line) and "deprecated" not in line.lower()
+    ]
     assert not found, found

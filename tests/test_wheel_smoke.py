@@ -30,8 +30,12 @@ def wheel_smoke() -> ModuleType:
 
 def test_a_file_of_the_package_the_wheel_lacks_is_named(wheel_smoke: ModuleType, tmp_path: Path) -> None:
     package = tmp_path / "pytest_sme2"
-    for name in ("__init__.py", "run/native/CMakeLists.txt", "profile/devices/apple-m4.toml",
-                 "__pycache__/x.cpython-311.pyc"):
+    for name in (
+        "__init__.py",
+        "run/native/CMakeLists.txt",
+        "profile/devices/apple-m4.toml",
+        "__pycache__/x.cpython-311.pyc",
+    ):
         (package / name).parent.mkdir(parents=True, exist_ok=True)
         (package / name).write_text("")
     wheel = tmp_path / "p.whl"
@@ -43,8 +47,12 @@ def test_a_file_of_the_package_the_wheel_lacks_is_named(wheel_smoke: ModuleType,
 
 def _session(**test: object) -> dict:
     counted = {"variant": "emulated sme2=on", "emulated": True, "instructions": {"per_inference": 100740}}
-    entry = {"nodeid": "perf_tests/test_smoke_net.py::test_smoke_net", "outcome": "passed", "profiles": [counted],
-             "verdicts": [{"verdict": "ok", "message": "[ok] instructions within tolerance"}]}
+    entry = {
+        "nodeid": "perf_tests/test_smoke_net.py::test_smoke_net",
+        "outcome": "passed",
+        "profiles": [counted],
+        "verdicts": [{"verdict": "ok", "message": "[ok] instructions within tolerance"}],
+    }
     return {"tests": [{**entry, **test}]}
 
 

@@ -16,8 +16,9 @@ def built_once_per_file() -> int:
     return 1
 
 
-def test_a_test_using_a_module_fixture_of_its_file_is_grouped_by_its_file(request: pytest.FixtureRequest,
-                                                                           built_once_per_file: int) -> None:
+def test_a_test_using_a_module_fixture_of_its_file_is_grouped_by_its_file(
+    request: pytest.FixtureRequest, built_once_per_file: int
+) -> None:
     module = request.node.nodeid.split("::")[0].split("@")[0]
     marker = request.node.get_closest_marker("xdist_group")
     assert marker is not None and marker.args == (module,)

@@ -1,7 +1,8 @@
 """One fully connected layer, 100 x 640 -> 1280, fp32: the layer of a published LiteRT SME2 measurement.
 
 Published (LiteRT, XNNPACK, one thread, an SME2 Android phone): 1.269 ms without SME2 and 0.382 ms with it,
-129 -> 429 GFLOPS for its 164 MFLOP (docs/device_model.md, "The fully connected layer"). Random weights; the work does not depend on them.
+129 -> 429 GFLOPS for its 164 MFLOP (docs/device_model.md, "The fully connected layer"). Random weights; the
+work does not depend on them.
 """
 
 from __future__ import annotations

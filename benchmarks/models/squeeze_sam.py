@@ -37,8 +37,14 @@ MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
 def _conv_block(cin: int, cout: int) -> nn.Sequential:
     """Two 3x3 convolutions, each followed by ReLU and then BatchNorm (the original's order)."""
-    return nn.Sequential(nn.Conv2d(cin, cout, 3, padding=1), nn.ReLU(), nn.BatchNorm2d(cout),
-                         nn.Conv2d(cout, cout, 3, padding=1), nn.ReLU(), nn.BatchNorm2d(cout))
+    return nn.Sequential(
+        nn.Conv2d(cin, cout, 3, padding=1),
+        nn.ReLU(),
+        nn.BatchNorm2d(cout),
+        nn.Conv2d(cout, cout, 3, padding=1),
+        nn.ReLU(),
+        nn.BatchNorm2d(cout),
+    )
 
 
 class PromptFusion(nn.Module):
@@ -64,8 +70,12 @@ class PromptFusion(nn.Module):
         y0 = is_box * corners[..., 1].min(dim=-1).values
         x1 = is_box * corners[..., 0].max(dim=-1).values + (1 - is_box) * ENCODER_SIZE
         y1 = is_box * corners[..., 1].max(dim=-1).values + (1 - is_box) * ENCODER_SIZE
-        box = ((ys >= y0[..., None, None]) & (ys <= y1[..., None, None])
-               & (xs >= x0[..., None, None]) & (xs <= x1[..., None, None]))  # [B, Q, H, W]
+        box = (
+            (ys >= y0[..., None, None])
+            & (ys <= y1[..., None, None])
+            & (xs >= x0[..., None, None])
+            & (xs <= x1[..., None, None])
+        )  # [B, Q, H, W]
         dx = xs[..., None] - pts[:, :, None, None, :, 0]  # [B, Q, 1, W, N] with broadcasting
         dy = ys[..., None] - pts[:, :, None, None, :, 1]
         positive = (labels == 1).to(image.dtype)[:, :, None, None, :]
@@ -85,7 +95,9 @@ class Encoder(nn.Module):
         super().__init__()
         self.patch = nn.Sequential(nn.Conv2d(5, EMBED_DIM, 2, stride=2), nn.GroupNorm(1, EMBED_DIM))
         levels = [_conv_block(EMBED_DIM, UNET_DIMS[0])]
-        levels += [nn.Sequential(nn.MaxPool2d(2), _conv_block(cin, cout)) for cin, cout in zip(UNET_DIMS, UNET_DIMS[1:])]
+        levels += [
+            nn.Sequential(nn.MaxPool2d(2), _conv_block(cin, cout)) for cin, cout in zip(UNET_DIMS, UNET_DIMS[1:])
+        ]
         self.levels = nn.ModuleList(levels)
 
     def forward(self, x: torch.Tensor) -> list[torch.Tensor]:
@@ -154,7 +166,9 @@ class TokenTransformer(nn.Module):
 
     def forward(self, bottleneck: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         b, c, h, w = bottleneck.shape
-        pe = torch.cat([self.tokens, self.tokens.new_zeros(1, c)], dim=0)[None].expand(b, -1, -1)  # + an empty prompt token
+        pe = torch.cat([self.tokens, self.tokens.new_zeros(1, c)], dim=0)[None].expand(
+            b, -1, -1
+        )  # + an empty prompt token
         image = bottleneck.flatten(2).permute(0, 2, 1)
         tokens = pe
         for block in self.blocks:

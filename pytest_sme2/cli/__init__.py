@@ -1,6 +1,6 @@
 """The ``pytest-sme2`` command. Exit codes: 0 ok; 1 a finding of a command that worked (doctor: something
-is missing; compare: below --min-speedup; check: a regression); 2 the command could not do its job (bad usage, an unreadable or
-damaged input, an output it cannot write, a failed build or setup), always with one message, never a
+is missing; compare: below --min-speedup; check: a regression); 2 the command could not do its job (bad usage,
+an unreadable or damaged input, an output it cannot write, a failed build or setup), always with one message, never a
 traceback, so a CI step can tell "found a problem" from "could not look"."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import math
 import os
 import sys
 import time
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 from pytest_sme2.errors import Sme2Error
 
@@ -64,10 +64,16 @@ def _compare(args: argparse.Namespace) -> int:
     print(text)
     if args.min_speedup is not None:
         if result["speedup"] is None:  # emulated time is not time: no speedup was measured, so none can be judged
-            print(f"--min-speedup {args.min_speedup:g} not judged: "
-                  + (f"{', '.join(result.get('emulated_files') or [])} ran on the emulated target, whose time is "
-                     f"not time (no speedup); judge counted instructions with the plugin's gate instead"
-                     if result.get("emulated_files") else "no speedup could be computed"), file=sys.stderr)
+            print(
+                f"--min-speedup {args.min_speedup:g} not judged: "
+                + (
+                    f"{', '.join(result.get('emulated_files') or [])} ran on the emulated target, whose time is "
+                    f"not time (no speedup); judge counted instructions with the plugin's gate instead"
+                    if result.get("emulated_files")
+                    else "no speedup could be computed"
+                ),
+                file=sys.stderr,
+            )
             return 2
         if result["speedup"]["low"] < args.min_speedup:
             print(f"speedup lower bound below --min-speedup {args.min_speedup:g}", file=sys.stderr)
@@ -152,8 +158,10 @@ def _cache_verify(args: argparse.Namespace) -> int:
     differ = sum(c.state == "DIFFERS" for c in checks)
     stale = sum(c.state == "stale" for c in checks)
     again = sum(c.rederived is not None for c in checks)
-    print(f"{len(checks)} export cache entr{'y' if len(checks) == 1 else 'ies'} in {folder}: {differ} differ, "
-          f"{again} exported again and equal" + (f", {stale} stale" if stale else ""))
+    print(
+        f"{len(checks)} export cache entr{'y' if len(checks) == 1 else 'ies'} in {folder}: {differ} differ, "
+        f"{again} exported again and equal" + (f", {stale} stale" if stale else "")
+    )
     return 1 if differ else 0
 
 
@@ -165,7 +173,7 @@ def _count(text: str) -> int:
 
 
 def _verdict_counts(judged: list[dict[str, object]]) -> str:
-    """"13 verdict(s), 1 inconclusive": a passing test's verdicts (gate outcome: ``Verdict.as_dict``), with those
+    """ "13 verdict(s), 1 inconclusive": a passing test's verdicts (gate outcome: ``Verdict.as_dict``), with those
     that were not plain passes."""
     from collections import Counter
 
@@ -181,8 +189,9 @@ def _doctor(args: argparse.Namespace) -> int:
 
     if args.sme2_target is not None:
         check_device_target(args.sme2_target)  # a usage error (exit 2), before any check runs
-    checks = run_checks(args.sme2_target, args.sme2_runner,
-                        {option.name: getattr(args, option.dest) for option in _doctor_options()})
+    checks = run_checks(
+        args.sme2_target, args.sme2_runner, {option.name: getattr(args, option.dest) for option in _doctor_options()}
+    )
     width = max(len(c.name) for c in checks)
     for check in checks:
         print(f"{check.state:>7}  {check.name.ljust(width)}  {check.detail}")
@@ -222,87 +231,142 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--version", action="version", version=f"pytest-sme2 {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     build = commands.add_parser("build-runner", help="build (or reuse) the native runner for a target architecture")
-    build.add_argument("--arch", default="host", choices=("host", "linux-aarch64"),
-                       help="host (default), or linux-aarch64 (cross build against the aarch64 executorch wheel)")
+    build.add_argument(
+        "--arch",
+        default="host",
+        choices=("host", "linux-aarch64"),
+        help="host (default), or linux-aarch64 (cross build against the aarch64 executorch wheel)",
+    )
     build.add_argument("--force", action="store_true", help="rebuild even if a cached build exists")
-    build.add_argument("--no-mask", dest="mask", action="store_false",
-                       help="skip the SME2-masking preload library (Linux)")
+    build.add_argument(
+        "--no-mask", dest="mask", action="store_false", help="skip the SME2-masking preload library (Linux)"
+    )
     build.set_defaults(handler=_build_runner)
     emulate = commands.add_parser(
         "setup-emulation",
         help="fetch qemu-user 11.1 from Debian (no root, system apt sources untouched), install the aarch64 "
-             "cross compiler (as root) and build the aarch64 runner",
+        "cross compiler (as root) and build the aarch64 runner",
     )
     emulate.add_argument("--force", action="store_true", help="fetch and rebuild even if cached")
     emulate.set_defaults(handler=_setup_emulation)
-    start = commands.add_parser("init", help="register a model module and write a perf test for it: a conftest.py "
-                                "and test_<name>.py in the tests folder (never overwritten), then the next two commands")
-    start.add_argument("model", help="the model: a .py file, or a module name, defining get_eager_model() and "
-                                     "get_example_inputs()")
+    start = commands.add_parser(
+        "init",
+        help="register a model module and write a perf test for it: a conftest.py "
+        "and test_<name>.py in the tests folder (never overwritten), then the next two commands",
+    )
+    start.add_argument(
+        "model", help="the model: a .py file, or a module name, defining get_eager_model() and " "get_example_inputs()"
+    )
     start.add_argument("--name", help="the name tests use in @pytest.mark.model (default: the file's or module's name)")
     start.add_argument("--dtype", default="fp32", choices=INIT_DTYPES, help="the test's export dtype")
     start.add_argument("--tests-dir", default="perf_tests", help="where to write the two files (default perf_tests)")
     start.set_defaults(handler=_init)
-    analyze = commands.add_parser("analyze", help="an ETDump's profile as tables: latency, categories, operators, "
-                                  "delegation, SME kernel path")
+    analyze = commands.add_parser(
+        "analyze", help="an ETDump's profile as tables: latency, categories, operators, " "delegation, SME kernel path"
+    )
     analyze.add_argument("etdump", help="timed ETDump (.etdp/.etdump)")
     analyze.add_argument("--etrecord", help="ETRecord of the .pte: checked, and kept for Profile.inspector()")
     analyze.add_argument("--warmup", help="warmup ETDump holding load/init, when the runner split them")
     analyze.add_argument("--json", action="store_true", help="print the profile digest as JSON")
     analyze.set_defaults(handler=_analyze)
-    compare = commands.add_parser("compare", help="B against A: E2E speedup with interval, category and operator deltas")
+    compare = commands.add_parser(
+        "compare", help="B against A: E2E speedup with interval, category and operator deltas"
+    )
     compare.add_argument("a", help="reference ETDump (e.g. SME2 off)")
     compare.add_argument("b", help="ETDump to compare (e.g. SME2 on); speedup = median(A) / median(B)")
     compare.add_argument("--json", action="store_true", help="print the comparison as JSON")
-    compare.add_argument("--min-speedup", type=_speedup_bound, default=None,
-                         help="exit 1 when the speedup's lower 95%% bound is below this")
+    compare.add_argument(
+        "--min-speedup",
+        type=_speedup_bound,
+        default=None,
+        help="exit 1 when the speedup's lower 95%% bound is below this",
+    )
     compare.set_defaults(handler=_compare)
-    report = commands.add_parser("report", help="rebuild report.html and summary.md from a session's summary.json; "
-                                 "with several sessions (e.g. one per target), one report with them side by side")
-    report.add_argument("artifacts_dir", nargs="+",
-                        help="session folders (.sme2/artifacts/session-<time>-<pid>) or summary.json files; an "
-                             "artifacts folder lists its sessions")
-    report.add_argument("--out", help="write into this folder (one session: instead of the session folder; several: "
-                                      "default ./sme2-combined-report)")
+    report = commands.add_parser(
+        "report",
+        help="rebuild report.html and summary.md from a session's summary.json; "
+        "with several sessions (e.g. one per target), one report with them side by side",
+    )
+    report.add_argument(
+        "artifacts_dir",
+        nargs="+",
+        help="session folders (.sme2/artifacts/session-<time>-<pid>) or summary.json files; an "
+        "artifacts folder lists its sessions",
+    )
+    report.add_argument(
+        "--out",
+        help="write into this folder (one session: instead of the session folder; several: "
+        "default ./sme2-combined-report)",
+    )
     report.set_defaults(handler=_report)
-    trend = commands.add_parser("history", help="draw a --sme2-history file per test and quantity over sessions and "
-                                "list where each changed (change points)")
+    trend = commands.add_parser(
+        "history",
+        help="draw a --sme2-history file per test and quantity over sessions and "
+        "list where each changed (change points)",
+    )
     trend.add_argument("history", help="the JSON Lines file sessions appended to with --sme2-history")
     trend.add_argument("--out", help="write history.html and history.md here (default ./sme2-history-report)")
     trend.set_defaults(handler=_history)
-    bisect = commands.add_parser("bisect", help="the first commit between GOOD and BAD where the given perf tests "
-                                 "fail (git bisect run with the gate; untestable commits are skipped)")
+    bisect = commands.add_parser(
+        "bisect",
+        help="the first commit between GOOD and BAD where the given perf tests "
+        "fail (git bisect run with the gate; untestable commits are skipped)",
+    )
     bisect.add_argument("good", help="a commit where the tests pass")
     bisect.add_argument("bad", help="a later commit where they fail")
     bisect.add_argument("--out", help="folder for each step's session and verdict (default .sme2/bisect-<time>)")
     bisect.epilog = "then -- and the pytest arguments of the tests, e.g. -- perf_tests/test_net.py -m sme2"
     bisect.set_defaults(handler=_bisect)
-    check = commands.add_parser("check", help="judge a finished session's summary.json against stored baselines, as "
-                                "its tests were judged in pytest (exit 1 on a regression)")
-    check.add_argument("session_dir", help="a session folder (.sme2/artifacts/session-<time>-<pid>) or its summary.json")
+    check = commands.add_parser(
+        "check",
+        help="judge a finished session's summary.json against stored baselines, as "
+        "its tests were judged in pytest (exit 1 on a regression)",
+    )
+    check.add_argument(
+        "session_dir", help="a session folder (.sme2/artifacts/session-<time>-<pid>) or its summary.json"
+    )
     check.add_argument("--baselines", help="judge against this baselines folder (default: the one the session used)")
-    check.add_argument("--missing", choices=("fail", "skip", "warn"),
-                       help="a test without a baseline: fail | skip | warn (default: the session's policy)")
+    check.add_argument(
+        "--missing",
+        choices=("fail", "skip", "warn"),
+        help="a test without a baseline: fail | skip | warn (default: the session's policy)",
+    )
     check.add_argument("--out", help="write each test's verdicts here (default SESSION_DIR/check)")
     check.set_defaults(handler=_check)
     cache = commands.add_parser("cache", help="the export cache: verify that its entries are what they say")
     cache_commands = cache.add_subparsers(dest="cache_command", required=True)
     verify = cache_commands.add_parser(
-        "verify", help="check every entry's recorded digests and export a random sample again from its model source "
-                       "with its recipe, comparing program digest, key and files (exit 1 when any entry differs)")
-    verify.add_argument("cache_dir", nargs="?", default=".sme2/cache",
-                        help="the export cache folder (--sme2-cache-dir; default .sme2/cache)")
-    verify.add_argument("--sample", type=_count, default=1,
-                        help="export this many entries again, drawn at random (default 1; 0: recorded digests only; "
-                             "more than there are: all)")
+        "verify",
+        help="check every entry's recorded digests and export a random sample again from its model source "
+        "with its recipe, comparing program digest, key and files (exit 1 when any entry differs)",
+    )
+    verify.add_argument(
+        "cache_dir",
+        nargs="?",
+        default=".sme2/cache",
+        help="the export cache folder (--sme2-cache-dir; default .sme2/cache)",
+    )
+    verify.add_argument(
+        "--sample",
+        type=_count,
+        default=1,
+        help="export this many entries again, drawn at random (default 1; 0: recorded digests only; "
+        "more than there are: all)",
+    )
     verify.set_defaults(handler=_cache_verify)
     from pytest_sme2.cli import calibrate
 
     calibrate.add_parser(commands)
-    doctor = commands.add_parser("doctor", help="what this machine can do, with the command that fixes each missing "
-                                 "piece (exit 1 if something is missing)")
-    doctor.add_argument("--sme2-target", help="also check this device as a session would use it: adb or adb:SERIAL "
-                        "(its ABI, kernel and SME2, and whether the runner starts there, SME2 on and off)")
+    doctor = commands.add_parser(
+        "doctor",
+        help="what this machine can do, with the command that fixes each missing "
+        "piece (exit 1 if something is missing)",
+    )
+    doctor.add_argument(
+        "--sme2-target",
+        help="also check this device as a session would use it: adb or adb:SERIAL "
+        "(its ABI, kernel and SME2, and whether the runner starts there, SME2 on and off)",
+    )
     doctor.add_argument("--sme2-runner", help="check this runner instead of pytest-sme2's own")
     try:
         for option in _doctor_options():
@@ -314,7 +378,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     after = argv.index("--") if "--" in argv else len(argv)  # bisect: what follows -- is pytest's, untouched
     args = parser.parse_args(argv[:after])
-    args.pytest_args = argv[after + 1:]
+    args.pytest_args = argv[after + 1 :]
     try:
         return args.handler(args)
     except Sme2Error as exc:
@@ -325,9 +389,11 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # a bug: still one message and exit 2, with the way to see more
         if os.environ.get("PYTEST_SME2_TRACEBACK"):
             raise
-        print(f"pytest-sme2 {args.command}: internal error {type(exc).__name__}: {exc}. This is a bug in "
-              "pytest-sme2; run again with PYTEST_SME2_TRACEBACK=1 for the traceback and report it",
-              file=sys.stderr)
+        print(
+            f"pytest-sme2 {args.command}: internal error {type(exc).__name__}: {exc}. This is a bug in "
+            "pytest-sme2; run again with PYTEST_SME2_TRACEBACK=1 for the traceback and report it",
+            file=sys.stderr,
+        )
     return 2
 
 

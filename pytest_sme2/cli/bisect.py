@@ -66,15 +66,19 @@ def run(good: str, bad: str, pytest_args: list[str], out_dir: Path, repo: Path |
     here = Path(repo or Path.cwd())
     found = _git(here, "rev-parse", "--show-toplevel", check=False)
     if found.returncode != 0:
-        raise UsageError(f"{here} is not inside a git repository; run pytest-sme2 bisect from the repository whose "
-                         "history holds the change")
+        raise UsageError(
+            f"{here} is not inside a git repository; run pytest-sme2 bisect from the repository whose "
+            "history holds the change"
+        )
     top = Path(found.stdout.strip())
     ends = [(name, commit, _commit_id(top, name, commit)) for name, commit in (("GOOD", good), ("BAD", bad))]
     if _git(top, "status", "--porcelain", "--untracked-files=no").stdout.strip():
         raise UsageError(f"{top} has uncommitted changes; commit or stash them first: bisect checks out other commits")
     if not pytest_args:
-        raise UsageError("no tests to bisect with: pass them after --, e.g. "
-                         "pytest-sme2 bisect v1.0 main -- perf_tests/test_mobilenet_v3_small.py -m sme2")
+        raise UsageError(
+            "no tests to bisect with: pass them after --, e.g. "
+            "pytest-sme2 bisect v1.0 main -- perf_tests/test_mobilenet_v3_small.py -m sme2"
+        )
     out_dir = git_ignored.output_folder(out_dir.resolve())
     log = out_dir / "bisect.log"
     with _restored_on_signals(top):
@@ -139,8 +143,14 @@ def _restored_on_signals(top: Path):
 def _run_group(command: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     """subprocess.run in a process group of its own, the whole group ended if we are stopped meanwhile:
     `git bisect run` and the pytest of its step must not go on checking out commits after we restored."""
-    process = subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               start_new_session=os.name == "posix")
+    process = subprocess.Popen(
+        command,
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=os.name == "posix",
+    )
     try:
         stdout, stderr = process.communicate()
     except BaseException:
@@ -173,15 +183,25 @@ def _result(top: Path, done: subprocess.CompletedProcess[str], out_dir: Path, lo
         why = (done.stdout + done.stderr).strip().splitlines()[-1:]
         middle = [s for s in steps if s.get("role") == "bisect"]
         if middle and all(s["verdict"].startswith("skipped") for s in middle):
-            why = [f"every commit between GOOD and BAD was untestable; the last pytest said: {middle[-1]['reason']} "
-                   f"(see {middle[-1]['artifacts']})"]
-        return BisectResult(None, "", steps, log, f"git bisect did not name one first bad commit (see {log}): "
-                                                  f"{' '.join(why)}")
+            why = [
+                f"every commit between GOOD and BAD was untestable; the last pytest said: {middle[-1]['reason']} "
+                f"(see {middle[-1]['artifacts']})"
+            ]
+        return BisectResult(
+            None, "", steps, log, f"git bisect did not name one first bad commit (see {log}): " f"{' '.join(why)}"
+        )
     subject = _git(top, "log", "-1", "--format=%s", first.group(1)).stdout.strip()
-    why = next((f": {s['reason']}" for s in reversed(steps) if s["commit"] == first.group(1) and s.get("reason")), "")
-    return BisectResult(first.group(1), subject, steps, log,
-                        f"first bad commit: {first.group(1)[:12]} {subject}{why} ({len(steps)} steps; each step's "
-                        f"session folder, verdict and reason in {out_dir})")
+    first_reason = next(
+        (f": {s['reason']}" for s in reversed(steps) if s["commit"] == first.group(1) and s.get("reason")), ""
+    )
+    return BisectResult(
+        first.group(1),
+        subject,
+        steps,
+        log,
+        f"first bad commit: {first.group(1)[:12]} {subject}{first_reason} ({len(steps)} steps; each step's "
+        f"session folder, verdict and reason in {out_dir})",
+    )
 
 
 def _commit_id(top: Path, name: str, commit: str) -> str:
@@ -192,8 +212,7 @@ def _commit_id(top: Path, name: str, commit: str) -> str:
     return found.stdout.strip()
 
 
-def _check_ends(top: Path, ends: list[tuple[str, str, str]], out_dir: Path, pytest_args: list[str],
-                log: Path) -> None:
+def _check_ends(top: Path, ends: list[tuple[str, str, str]], out_dir: Path, pytest_args: list[str], log: Path) -> None:
     """Test GOOD and BAD as steps before bisecting; raise UsageError when GOOD is not good or BAD not bad.
 
     git bisect trusts both ends: with a failing GOOD every commit is bad and it names the commit after GOOD,
@@ -220,10 +239,12 @@ def _check_ends(top: Path, ends: list[tuple[str, str, str]], out_dir: Path, pyte
 def _wrong_end(name: str, commit: str, expected: str, end: dict) -> UsageError:
     """The error of an end whose verdict is not the expected one: which commit, its verdict, why, and its log."""
     why = f": {end['reason']}" if end["reason"] else ""
-    return UsageError(f"{name} {commit} ({end['commit'][:12]} {end['subject']}) is not {expected}: {end['verdict']}"
-                      f"{why}. Nothing was bisected; pass a {name} commit where these tests "
-                      f"{'pass' if expected == 'good' else 'fail'}. Its session folder and pytest.log: "
-                      f"{end['artifacts']}")
+    return UsageError(
+        f"{name} {commit} ({end['commit'][:12]} {end['subject']}) is not {expected}: {end['verdict']}"
+        f"{why}. Nothing was bisected; pass a {name} commit where these tests "
+        f"{'pass' if expected == 'good' else 'fail'}. Its session folder and pytest.log: "
+        f"{end['artifacts']}"
+    )
 
 
 def _step_command(out_dir: Path, role: str, pytest_args: list[str]) -> list[str]:
@@ -242,8 +263,14 @@ def _read_steps(out_dir: Path) -> list[dict]:
 
 def pytest_command(pytest_args: list[str], session_root: Path) -> list[str]:
     """The pytest session of one step: a missing baseline is no failure, unless the user's own -o says so."""
-    return [sys.executable, "-m", "pytest", *MISSING_BASELINE_IS_NO_FAILURE, *pytest_args,
-            f"--sme2-artifacts-dir={session_root}"]
+    return [
+        sys.executable,
+        "-m",
+        "pytest",
+        *MISSING_BASELINE_IS_NO_FAILURE,
+        *pytest_args,
+        f"--sme2-artifacts-dir={session_root}",
+    ]
 
 
 def reason(output: str, verdict: str, summary: str) -> str:
@@ -256,12 +283,15 @@ def reason(output: str, verdict: str, summary: str) -> str:
         return ""
     lines = [line.strip() for line in output.splitlines() if line.strip()]
     if verdict == "bad":
-        found = [_first_failure(lines)] if any(line.startswith("FAILED ") for line in lines) else [
-            line for line in lines if re.match(r"ERROR \S", line)][:1]
+        found = (
+            [_first_failure(lines)]
+            if any(line.startswith("FAILED ") for line in lines)
+            else [line for line in lines if re.match(r"ERROR \S", line)][:1]
+        )
     else:
         found = [re.sub(r"^E\s+", "", line) for line in lines if _ERROR.search(line)][-1:]
     text = found[0] if found else summary or (lines[-1] if lines else "pytest printed nothing")
-    return text if len(text) <= REASON_CHARS else text[:REASON_CHARS - 1] + "…"
+    return text if len(text) <= REASON_CHARS else text[: REASON_CHARS - 1] + "…"
 
 
 def _first_failure(lines: list[str]) -> str:
@@ -286,8 +316,9 @@ def step(out_dir: Path, pytest_args: list[str], role: str = "bisect") -> int:
     session_root = out_dir / f"step-{number:02d}-{commit[:12]}"
     started = time.monotonic()
     # Wide enough that pytest does not cut the FAILED line's message before the reason is taken from it.
-    done = subprocess.run(pytest_command(pytest_args, session_root), capture_output=True, text=True,
-                          env={**os.environ, "COLUMNS": "240"})
+    done = subprocess.run(
+        pytest_command(pytest_args, session_root), capture_output=True, text=True, env={**os.environ, "COLUMNS": "240"}
+    )
     session_root.mkdir(parents=True, exist_ok=True)
     write_file(session_root / "pytest.log", done.stdout + done.stderr)
     if done.returncode == 0:
@@ -298,9 +329,18 @@ def step(out_dir: Path, pytest_args: list[str], role: str = "bisect") -> int:
         verdict, code = f"skipped ({_UNTESTABLE.get(done.returncode, f'pytest exit {done.returncode}')})", SKIP
     summary = _SUMMARY.findall(done.stdout)
     why = reason(done.stdout + done.stderr, verdict, summary[-1] if summary else "")
-    record = {"step": number, "role": role, "commit": commit, "subject": subject, "verdict": verdict, "reason": why,
-              "pytest_exit": done.returncode, "pytest_summary": summary[-1] if summary else "",
-              "seconds": round(time.monotonic() - started, 1), "artifacts": str(session_root)}
+    record = {
+        "step": number,
+        "role": role,
+        "commit": commit,
+        "subject": subject,
+        "verdict": verdict,
+        "reason": why,
+        "pytest_exit": done.returncode,
+        "pytest_summary": summary[-1] if summary else "",
+        "seconds": round(time.monotonic() - started, 1),
+        "artifacts": str(session_root),
+    }
     append_lines(out_dir / STEPS, [json.dumps(record)])
     print(step_line(record))
     return code
@@ -310,7 +350,8 @@ def step_line(record: dict) -> str:
     """``step 3: <commit> <subject>: bad: <reason>``: one step as each step prints it and the CLI lists it."""
     why = record.get("reason")
     return f"step {record['step']}: {record['commit'][:12]} {record['subject']}: {record['verdict']}" + (
-        f": {why}" if why else "")
+        f": {why}" if why else ""
+    )
 
 
 def _main(argv: list[str]) -> int:
@@ -318,7 +359,7 @@ def _main(argv: list[str]) -> int:
     separator = argv.index("--")
     head = argv[:separator]
     role = head[head.index("--role") + 1] if "--role" in head else "bisect"
-    return step(Path(head[0]), argv[separator + 1:], role)
+    return step(Path(head[0]), argv[separator + 1 :], role)
 
 
 if __name__ == "__main__":  # git bisect run python -m pytest_sme2.cli.bisect OUT --role bisect -- PYTEST_ARGS

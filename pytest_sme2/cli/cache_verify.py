@@ -25,9 +25,21 @@ from typing import Any, Callable
 
 from pytest_sme2.errors import Sme2Error, UsageError
 from pytest_sme2.export import export_key
-from pytest_sme2.export.export import (EXPORT_FORMAT_VERSION, INPUTS_NAME, META_NAME, PTE_NAME, REFERENCE_NAME,
-                                       DamagedEntry, Recipe, check_facts, check_files, export, meta_problem,
-                                       read_meta, versions)
+from pytest_sme2.export.export import (
+    EXPORT_FORMAT_VERSION,
+    INPUTS_NAME,
+    META_NAME,
+    PTE_NAME,
+    REFERENCE_NAME,
+    DamagedEntry,
+    Recipe,
+    check_facts,
+    check_files,
+    export,
+    meta_problem,
+    read_meta,
+    versions,
+)
 from pytest_sme2.export.llm_export import FLOW as LLM_FLOW
 from pytest_sme2.export.work import FACTS_FILE
 from pytest_sme2.model.registry import ModelRegistry
@@ -59,20 +71,28 @@ class EntryCheck:
     def detail(self) -> str:
         if self.differs or self.stale:
             return str(self.differs or self.stale)
-        return "recorded digests hold" + (f"; {self.rederived}" if self.rederived else "") + (
-            f"; not re-exported: {self.note}" if self.note else "")
+        return (
+            "recorded digests hold"
+            + (f"; {self.rederived}" if self.rederived else "")
+            + (f"; not re-exported: {self.note}" if self.note else "")
+        )
 
 
 def entries(cache_dir: Path) -> list[Path]:
     """The export entries of a cache folder (``MODEL-RECIPE-KEY``), not its locks, result cache or staging."""
     if not cache_dir.is_dir():
         raise UsageError(f"no export cache at {cache_dir}: give the folder of --sme2-cache-dir (default .sme2/cache)")
-    return sorted(p for p in cache_dir.iterdir() if p.is_dir() and not p.name.startswith(".")
-                  and _ENTRY_NAME.fullmatch(p.name))
+    return sorted(
+        p for p in cache_dir.iterdir() if p.is_dir() and not p.name.startswith(".") and _ENTRY_NAME.fullmatch(p.name)
+    )
 
 
-def verify(cache_dir: Path, sample: int, chooser: Callable[[list[Path], int], list[Path]] | None = None,
-           progress: Callable[[str], None] = lambda line: None) -> list[EntryCheck]:
+def verify(
+    cache_dir: Path,
+    sample: int,
+    chooser: Callable[[list[Path], int], list[Path]] | None = None,
+    progress: Callable[[str], None] = lambda line: None,
+) -> list[EntryCheck]:
     """Every entry's recorded digests checked; ``sample`` of those that hold exported again and compared. ``chooser``
     picks the sample (the system's random source by default); ``progress`` hears of each re-export before it runs
     (a few seconds each)."""
@@ -93,16 +113,22 @@ def recorded(entry: Path, now: dict[str, Any]) -> EntryCheck:
         if not isinstance(meta, dict):
             raise DamagedEntry(f"{META_NAME} holds a JSON {type(meta).__name__}, not an object")
         if meta.get("format") != EXPORT_FORMAT_VERSION:
-            return EntryCheck(entry, stale=f"{META_NAME} has format {meta.get('format')!r}; this pytest-sme2 writes "
-                                           f"and reads {EXPORT_FORMAT_VERSION}, so no session uses it: remove it")
+            return EntryCheck(
+                entry,
+                stale=f"{META_NAME} has format {meta.get('format')!r}; this pytest-sme2 writes "
+                f"and reads {EXPORT_FORMAT_VERSION}, so no session uses it: remove it",
+            )
         recipe = _recipe(meta)
         if meta.get("flow") == LLM_FLOW:  # ExecuTorch's LLM export: keyed by a config, not a traced program
             return _recorded_llm_export(entry, meta, recipe)
         digest = str(meta.get("program_digest"))
         problem = meta_problem(meta, export_key.cache_key(digest, asdict(recipe), _versions_of(meta, now)), digest)
         if problem:
-            raise DamagedEntry(f"{problem} (derived again from the program digest, recipe and versions it records)"
-                               if "cache_key" in problem else problem)
+            raise DamagedEntry(
+                f"{problem} (derived again from the program digest, recipe and versions it records)"
+                if "cache_key" in problem
+                else problem
+            )
         named = f"{meta.get('model')}-{recipe.label}-{meta['cache_key']}"
         if entry.name != named:
             raise DamagedEntry(f"its folder is named {entry.name}, and its {META_NAME} answers for {named}")
@@ -121,8 +147,11 @@ def _recorded_llm_export(entry: Path, meta: dict[str, Any], recipe: Recipe) -> E
         raise DamagedEntry(f"its folder is named {entry.name}, and its {META_NAME} answers for {named}")
     check_files(entry, meta)
     check_facts(entry)
-    return EntryCheck(entry, note="ExecuTorch's LLM export: files and facts checked; its key comes from its config "
-                                  "and the files it read, so it is exported again (not re-derived) when they change")
+    return EntryCheck(
+        entry,
+        note="ExecuTorch's LLM export: files and facts checked; its key comes from its config "
+        "and the files it read, so it is exported again (not re-derived) when they change",
+    )
 
 
 def rederived(entry: Path, now: dict[str, Any], progress: Callable[[str], None] = lambda line: None) -> EntryCheck:
@@ -130,21 +159,33 @@ def rederived(entry: Path, now: dict[str, Any], progress: Callable[[str], None] 
     program digest, key and files compared with the fresh export's."""
     meta = read_meta(entry)
     if meta.get("flow") == LLM_FLOW:
-        return EntryCheck(entry, note="ExecuTorch's LLM export is not exported again here (its config's files may "
-                                      "live elsewhere); its tests with --sme2-fresh export it again")
+        return EntryCheck(
+            entry,
+            note="ExecuTorch's LLM export is not exported again here (its config's files may "
+            "live elsewhere); its tests with --sme2-fresh export it again",
+        )
     other = {name: (meta.get(name), value) for name, value in now.items() if meta.get(name) != value}
     if other:
         then = ", ".join(f"{name} {was}" for name, (was, _) in other.items())
         here = ", ".join(f"{name} {value}" for name, (_, value) in other.items())
-        return EntryCheck(entry, note=f"exported with {_short(then)}, this environment has {_short(here)}; "
-                                      "re-export is reproducible only under the same ones: verify where they are")
+        return EntryCheck(
+            entry,
+            note=f"exported with {_short(then)}, this environment has {_short(here)}; "
+            "re-export is reproducible only under the same ones: verify where they are",
+        )
     source = meta.get("source")
     if not source:
-        return EntryCheck(entry, note=f"its {META_NAME} records no model source (a model registered as a module "
-                                      "object); run its tests with --sme2-fresh to export it again")
+        return EntryCheck(
+            entry,
+            note=f"its {META_NAME} records no model source (a model registered as a module "
+            "object); run its tests with --sme2-fresh to export it again",
+        )
     if not Path(source).is_file():
-        return EntryCheck(entry, note=f"its model source {source} is missing here: verify in the checkout that "
-                                      "has it (the path is the one the export ran from)")
+        return EntryCheck(
+            entry,
+            note=f"its model source {source} is missing here: verify in the checkout that "
+            "has it (the path is the one the export ran from)",
+        )
     recipe = _recipe(meta)
     progress(f"exporting {entry.name} again from {source}")
     with tempfile.TemporaryDirectory(prefix="sme2-verify-") as work:
@@ -155,17 +196,24 @@ def rederived(entry: Path, now: dict[str, Any], progress: Callable[[str], None] 
         except Sme2Error as exc:
             return EntryCheck(entry, note=f"its model source {source} does not export now: {str(exc).splitlines()[0]}")
         if fresh.program_digest != meta["program_digest"] or fresh.cache_key != meta["cache_key"]:
-            return EntryCheck(entry, differs=f"its model source {source} with recipe {recipe.label} traces to the "
-                                             f"program digest {fresh.program_digest} (key {fresh.cache_key}); its "
-                                             f"{META_NAME} records {meta['program_digest']} (key {meta['cache_key']})")
+            return EntryCheck(
+                entry,
+                differs=f"its model source {source} with recipe {recipe.label} traces to the "
+                f"program digest {fresh.program_digest} (key {fresh.cache_key}); its "
+                f"{META_NAME} records {meta['program_digest']} (key {meta['cache_key']})",
+            )
         for name in REPRODUCED:
             ours, theirs = file_sha256(fresh.directory / name), file_sha256(entry / name)
             if ours != theirs:
-                return EntryCheck(entry, differs=f"{name} is not what its model source exports: sha256 {theirs[:16]} "
-                                                 f"in the entry, {ours[:16]} exported again from {source} with "
-                                                 f"recipe {recipe.label}")
-    return EntryCheck(entry, rederived=f"exported again from {source}: the same program digest, key and "
-                                       f"{', '.join(REPRODUCED)}")
+                return EntryCheck(
+                    entry,
+                    differs=f"{name} is not what its model source exports: sha256 {theirs[:16]} "
+                    f"in the entry, {ours[:16]} exported again from {source} with "
+                    f"recipe {recipe.label}",
+                )
+    return EntryCheck(
+        entry, rederived=f"exported again from {source}: the same program digest, key and " f"{', '.join(REPRODUCED)}"
+    )
 
 
 def _recipe(meta: dict[str, Any]) -> Recipe:

@@ -11,8 +11,12 @@ import argparse
 import platform
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pytest_sme2.errors import UsageError
+
+if TYPE_CHECKING:
+    from pytest_sme2.measure.microbench import Bench
 
 TARGETS = "local, emulated, adb or adb:SERIAL"
 DEFAULT_MODELS = "mlp,toy_cnn"
@@ -20,29 +24,43 @@ DEFAULT_MODELS = "mlp,toy_cnn"
 
 def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     parser = commands.add_parser(
-        "calibrate", help="measure a device file on an SME2 device: microbenchmarks of every instruction class it "
-                          "prices, then bundled models measured and modelled side by side")
-    parser.add_argument("--sme2-target", default="local",
-                        help=f"where to measure: {TARGETS} (default local: this machine, an SME2 Mac or Arm Linux "
-                             f"board; emulated measures qemu, whose numbers are never a device's)")
+        "calibrate",
+        help="measure a device file on an SME2 device: microbenchmarks of every instruction class it "
+        "prices, then bundled models measured and modelled side by side",
+    )
+    parser.add_argument(
+        "--sme2-target",
+        default="local",
+        help=f"where to measure: {TARGETS} (default local: this machine, an SME2 Mac or Arm Linux "
+        f"board; emulated measures qemu, whose numbers are never a device's)",
+    )
     parser.add_argument("--out", help="write the device file here (default: <name>.toml)")
     parser.add_argument("--name", help="the device's name in every label (default: from the device)")
-    parser.add_argument("--models", default=DEFAULT_MODELS,
-                        help=f"bundled models to measure and model side by side, comma-separated (default "
-                             f"{DEFAULT_MODELS}; 'none' to skip: their counting needs the emulated target here)")
-    parser.add_argument("--model-dir", default="models",
-                        help="the folder the --models are registered from (default models: the repository's bundled "
-                             "ones, as its sme2_model_dirs)")
+    parser.add_argument(
+        "--models",
+        default=DEFAULT_MODELS,
+        help=f"bundled models to measure and model side by side, comma-separated (default "
+        f"{DEFAULT_MODELS}; 'none' to skip: their counting needs the emulated target here)",
+    )
+    parser.add_argument(
+        "--model-dir",
+        default="models",
+        help="the folder the --models are registered from (default models: the repository's bundled "
+        "ones, as its sme2_model_dirs)",
+    )
     parser.add_argument("--runs", type=int, default=20, help="measured runs per model and side (default 20)")
     parser.add_argument("--l2-bytes", type=int, help="the L2 size when the device does not report it")
     parser.add_argument("--sme2-adb-server", help="the adb server as HOST:PORT")
     parser.add_argument("--cache-dir", default=".sme2/cache", help="export cache (default .sme2/cache)")
-    parser.add_argument("--allow-emulator-numbers", action="store_true",
-                        help="with --sme2-target emulated: write the file anyway, labelled as emulator numbers")
+    parser.add_argument(
+        "--allow-emulator-numbers",
+        action="store_true",
+        help="with --sme2-target emulated: write the file anyway, labelled as emulator numbers",
+    )
     parser.set_defaults(handler=run)
 
 
-def bench_for(target: str, adb_server: str | None) -> object:
+def bench_for(target: str, adb_server: str | None) -> "Bench":
     """Where the microbenchmarks run for ``target``, built (and pushed) for it."""
     from pytest_sme2.measure import microbench
     from pytest_sme2.run.native.build import build_microbench
@@ -57,8 +75,11 @@ def bench_for(target: str, adb_server: str | None) -> object:
         state = emulation_setup.status()
         if state.qemu is None or state.problem and "runner" not in state.problem:
             raise UsageError(f"the emulated target is not ready: {state.problem}")
-        return microbench.QemuBench(state.qemu, build_microbench("linux-aarch64"),
-                                    where=f"qemu-aarch64 {state.version} -cpu max (SVL 512) on {platform.node()}")
+        return microbench.QemuBench(
+            state.qemu,
+            build_microbench("linux-aarch64"),
+            where=f"qemu-aarch64 {state.version} -cpu max (SVL 512) on {platform.node()}",
+        )
     from pytest_sme2.run.targets.adb import adb_server_address, is_adb_target, parse_adb_target
 
     if not is_adb_target(target):
@@ -100,8 +121,10 @@ def run(args: argparse.Namespace) -> int:
 
     bench = bench_for(args.sme2_target, args.sme2_adb_server)
     if args.out and not args.out.endswith(".toml"):
-        raise UsageError(f"--out {args.out!r}: a device file's name ends in .toml (--sme2-device tells a file from a "
-                         f"shipped name by it)")
+        raise UsageError(
+            f"--out {args.out!r}: a device file's name ends in .toml (--sme2-device tells a file from a "
+            f"shipped name by it)"
+        )
     kind = "qemu, an emulator: its times are not a device's" if bench.emulated else "one thread"
     print(f"calibrating {bench.where}: {kind}")
     result = calibrate.measure(bench, args.l2_bytes, progress=lambda line: print(line, flush=True))
@@ -109,9 +132,11 @@ def run(args: argparse.Namespace) -> int:
         print(line)
     name = args.name or ("qemu-emulator" if result.emulated else _slug(result.where))
     if result.emulated and not args.allow_emulator_numbers:
-        print("pytest-sme2 calibrate: measured under qemu: these are emulator numbers, not a device's; no device "
-              "file written (run on the SME2 device, or pass --allow-emulator-numbers to write them labelled so)",
-              file=sys.stderr)
+        print(
+            "pytest-sme2 calibrate: measured under qemu: these are emulator numbers, not a device's; no device "
+            "file written (run on the SME2 device, or pass --allow-emulator-numbers to write them labelled so)",
+            file=sys.stderr,
+        )
         return 2
     out = Path(args.out or f"{name}.toml")
     out.write_text(calibrate.device_file_text(result, name, args.allow_emulator_numbers))
@@ -122,9 +147,16 @@ def run(args: argparse.Namespace) -> int:
         if result.emulated:
             print("bundled models not compared: measured and counted would both be qemu's")
             return 0
-        rows = calibrate.model_rows(device, args.sme2_target, models, Path(args.cache_dir),
-                                    Path(".sme2") / "calibrate", args.runs, args.sme2_adb_server,
-                                    Path(args.model_dir))
+        rows = calibrate.model_rows(
+            device,
+            args.sme2_target,
+            models,
+            Path(args.cache_dir),
+            Path(".sme2") / "calibrate",
+            args.runs,
+            args.sme2_adb_server,
+            Path(args.model_dir),
+        )
         for line in calibrate.model_lines(rows, device.name):
             print(line)
     return 0

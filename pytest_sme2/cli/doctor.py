@@ -27,12 +27,16 @@ def _version(package: str) -> str | None:
 
 def _packages() -> list[DoctorLine]:
     checks = []
-    for package, fix in (("torch", "pip install torch==2.13.0 (the CPU build; install it before executorch)"),
-                         ("executorch", "pip install executorch==1.5.1"),
-                         ("matplotlib", "pip install 'matplotlib>=3.8,<4' (report charts)"),
-                         ("pytest-html", "pip install 'pytest-html>=4.1'")):
+    for package, fix in (
+        ("torch", "pip install torch==2.13.0 (the CPU build; install it before executorch)"),
+        ("executorch", "pip install executorch==1.5.1"),
+        ("matplotlib", "pip install 'matplotlib>=3.8,<4' (report charts)"),
+        ("pytest-html", "pip install 'pytest-html>=4.1'"),
+    ):
         version = _version(package)
-        checks.append(DoctorLine(package, READY if version else MISSING, version or "not installed", "" if version else fix))
+        checks.append(
+            DoctorLine(package, READY if version else MISSING, version or "not installed", "" if version else fix)
+        )
     return checks
 
 
@@ -52,13 +56,17 @@ def check_device_target(target: str) -> None:
 
     checked = " or ".join(_checked_targets())
     if target.split(":", 1)[0] not in target_classes():
-        raise UsageError(f"doctor --sme2-target={target}: {target!r} is not a target (targets: "
-                         f"{', '.join(target_names())}); --sme2-target here checks a device: {checked}")
+        raise UsageError(
+            f"doctor --sme2-target={target}: {target!r} is not a target (targets: "
+            f"{', '.join(target_names())}); --sme2-target here checks a device: {checked}"
+        )
     if target_class(target).checks_a_target:  # a malformed argument (an adb serial) says so
         return
-    raise UsageError(f"doctor --sme2-target={target}: {target!r} is this machine's own target, which `pytest-sme2 "
-                     "doctor` without --sme2-target checks (the 'default target', 'native runner' and 'emulated SME2 "
-                     f"target' lines); --sme2-target here checks a device: {checked}")
+    raise UsageError(
+        f"doctor --sme2-target={target}: {target!r} is this machine's own target, which `pytest-sme2 "
+        "doctor` without --sme2-target checks (the 'default target', 'native runner' and 'emulated SME2 "
+        f"target' lines); --sme2-target here checks a device: {checked}"
+    )
 
 
 def device_checks(target: str, runner: str | None = None, options: Mapping[str, Any] | None = None) -> list[DoctorLine]:
@@ -73,8 +81,9 @@ def device_checks(target: str, runner: str | None = None, options: Mapping[str, 
         return target_class(target).doctor_target(target, settings)
 
 
-def run_checks(target: str | None = None, runner: str | None = None,
-               options: Mapping[str, Any] | None = None) -> list[DoctorLine]:
+def run_checks(
+    target: str | None = None, runner: str | None = None, options: Mapping[str, Any] | None = None
+) -> list[DoctorLine]:
     """The packages, every registered target's lines (the default target's first, the one a plain ``pytest`` uses;
     then by name), and (``target``) that target as a session would use it."""
     from pytest_sme2.plugin.options import BY_NAME

@@ -65,8 +65,13 @@ class Written:
     next_commands: tuple[str, str]
 
 
-def init(model: str, name: str | None = None, dtype: str = "fp32", tests_dir: Path = Path("perf_tests"),
-         root: Path | None = None) -> Written:
+def init(
+    model: str,
+    name: str | None = None,
+    dtype: str = "fp32",
+    tests_dir: Path = Path("perf_tests"),
+    root: Path | None = None,
+) -> Written:
     """Write the registration and a perf test of ``model`` (a .py file or a module name) under ``tests_dir``."""
     root = (root or Path.cwd()).resolve()
     folder = tests_dir if tests_dir.is_absolute() else root / tests_dir
@@ -85,14 +90,14 @@ def init(model: str, name: str | None = None, dtype: str = "fp32", tests_dir: Pa
             f"overwrites a file and wrote nothing. Pass another --tests-dir, or by hand: in {conftest}, "
             f"`import pytest_sme2`{', `from pathlib import Path`' if 'Path(' in target else ''} and "
             f"`pytest_sme2.register_model({name!r}, {target})`; and a test marked @pytest.mark.model({name!r}) "
-            f"(README \"Onboard your own model\")")
+            f"(README \"Onboard your own model\")"
+        )
     folder.mkdir(parents=True, exist_ok=True)
     imports = "from pathlib import Path\n\n" if "Path(" in target else ""
     conftest.write_text(CONFTEST.format(name=name, imports=imports, target=target))
     test_file.write_text(PERF_TEST.format(name=name, dtype=dtype, slug=slug))
     shown = os.path.relpath(test_file, Path.cwd())
-    return Written(conftest, test_file, (f"pytest {shown} -m sme2 --sme2-update-baselines",
-                                         f"pytest {shown} -m sme2"))
+    return Written(conftest, test_file, (f"pytest {shown} -m sme2 --sme2-update-baselines", f"pytest {shown} -m sme2"))
 
 
 def _model_file(model: str, root: Path) -> Path | None:
@@ -101,16 +106,20 @@ def _model_file(model: str, root: Path) -> Path | None:
     if ModelSource("", model).is_file:
         path = Path(model) if Path(model).is_absolute() else root / model
         if not path.is_file():
-            raise UsageError(f"model file {path} does not exist; give the .py file that defines get_eager_model() "
-                             "and get_example_inputs(), or its module name")
+            raise UsageError(
+                f"model file {path} does not exist; give the .py file that defines get_eager_model() "
+                "and get_example_inputs(), or its module name"
+            )
         return path.resolve()
     if not all(part.isidentifier() for part in model.split(".")):
         raise UsageError(f"{model!r} is neither a .py file nor a module name (such as my_package.my_net)")
     spec = _find_spec(model, [str(root), *sys.path])
     if spec is None or not spec.origin or spec.origin in ("built-in", "frozen"):
-        raise UsageError(f"module {model} is not found, neither in {root} nor installed; give the path of the .py "
-                         "file that defines get_eager_model() and get_example_inputs(), or run init from the "
-                         "folder its package is in")
+        raise UsageError(
+            f"module {model} is not found, neither in {root} nor installed; give the path of the .py "
+            "file that defines get_eager_model() and get_example_inputs(), or run init from the "
+            "folder its package is in"
+        )
     origin = Path(spec.origin).resolve()
     return origin if root in origin.parents else None
 

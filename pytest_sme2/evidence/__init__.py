@@ -1,1 +1,2 @@
-"""Reading what a run leaves behind: ETDump, instruction counts, kernel names and samples, operator identity, the category table."""
+"""Reading what a run leaves behind: ETDump, instruction counts, kernel names and samples, operator identity, the
+category table."""

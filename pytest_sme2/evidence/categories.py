@@ -283,7 +283,7 @@ def strip_instance(name: str) -> str:
 def classify(name: str) -> OpClass:
     """Classify one operator event name from an ETDump."""
     if name.startswith(_PORTABLE_PREFIX):
-        op = name[len(_PORTABLE_PREFIX):].split(".", 1)[0]
+        op = name[len(_PORTABLE_PREFIX) :].split(".", 1)[0]
         category = _ATEN_OPS.get(op)
         return OpClass(op, category or Category.OTHER, (), "", True, False, category is not None)
     custom = _CUSTOM_NAME.match(name.strip())
@@ -297,5 +297,6 @@ def classify(name: str) -> OpClass:
     formats = tuple(f.strip() for f in (match["formats"] or "").split(",") if f.strip())
     category = _XNNPACK_KINDS.get(kind)
     packed = any(_PACKED_FORMAT.match(f) for f in formats)
-    return OpClass(kind, category or Category.OTHER, formats, (match["kernel"] or "").strip(), False, packed,
-                   category is not None)
+    return OpClass(
+        kind, category or Category.OTHER, formats, (match["kernel"] or "").strip(), False, packed, category is not None
+    )

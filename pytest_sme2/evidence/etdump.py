@@ -173,7 +173,8 @@ class _Buffer:
         data = self.data
         ids[idx] = np.fromiter(
             (table.setdefault(data[b:e], len(table)) for b, e in zip(begins.tolist(), ends.tolist())),
-            np.int64, count=idx.size,
+            np.int64,
+            count=idx.size,
         )
         return ids
 
@@ -216,18 +217,21 @@ def _read_checked(path: Path) -> bytes:
             if not (head[4:8] == _FILE_IDENTIFIER or head[8:12] == _FILE_IDENTIFIER):
                 raise EtdumpError(
                     f"{path} is not an ETDump (no flatbuffer file identifier {_FILE_IDENTIFIER!r} in its first "
-                    f"12 bytes: {head!r}); give the .etdp/.etdump file the runner wrote")
+                    f"12 bytes: {head!r}); give the .etdp/.etdump file the runner wrote"
+                )
             if st.st_size > MAX_ETDUMP_BYTES:
                 raise EtdumpError(
                     f"ETDump {path} is {st.st_size} bytes, more than a flatbuffer can hold "
-                    f"({MAX_ETDUMP_BYTES} bytes): not read; the file is damaged or not one ETDump")
+                    f"({MAX_ETDUMP_BYTES} bytes): not read; the file is damaged or not one ETDump"
+                )
             if head[8:12] == _FILE_IDENTIFIER and len(head) == 12:
                 declared = struct.unpack_from("<I", head, 0)[0] + 4
                 if declared > st.st_size:
                     raise EtdumpError(
                         f"ETDump {path} is corrupt or truncated (header says {declared} bytes, file is "
                         f"{st.st_size} bytes); re-run the test to produce a new one, and check that the "
-                        "runner exited cleanly")
+                        "runner exited cleanly"
+                    )
             return head + f.read(MAX_ETDUMP_BYTES + 1 - len(head))
     except IsADirectoryError:
         raise EtdumpError(f"{path} is not an ETDump: it is a folder") from None
@@ -238,8 +242,10 @@ def _read_checked(path: Path) -> bytes:
 def _columns(path: str | Path) -> _Columns:
     path = Path(path)
     if not path.exists():
-        raise EtdumpError(f"ETDump {path} does not exist; check the path (for a run's ETDump: the runner did not "
-                          "write it, see the runner log beside it)")
+        raise EtdumpError(
+            f"ETDump {path} does not exist; check the path (for a run's ETDump: the runner did not "
+            "write it, see the runner log beside it)"
+        )
     data = _read_checked(path)
     if data[4:8] == _FILE_IDENTIFIER and data[8:12] != _FILE_IDENTIFIER:
         # Written by serialize_to_etdump_flatcc (Python) or flatcc without the runtime's 4-byte size prefix:
@@ -249,9 +255,7 @@ def _columns(path: str | Path) -> _Columns:
     if len(data) < 12:
         raise buf.corrupt("shorter than a flatbuffer header")
     if data[8:12] != _FILE_IDENTIFIER:
-        raise EtdumpError(
-            f"{path} is not an ETDump (file identifier {data[8:12]!r}, expected {_FILE_IDENTIFIER!r})"
-        )
+        raise EtdumpError(f"{path} is not an ETDump (file identifier {data[8:12]!r}, expected {_FILE_IDENTIFIER!r})")
     size_prefix = struct.unpack_from("<I", data, 0)[0]
     if size_prefix + 4 > len(data):
         raise buf.corrupt(f"header says {size_prefix + 4} bytes")
@@ -418,7 +422,7 @@ class ExecutionTrace:
         for trace in traces:
             rows = np.array([index[key] for key in trace.ops], dtype=np.int64)
             if trace.ops:
-                op_values[rows, start:start + trace.runs] = trace.op_values
+                op_values[rows, start : start + trace.runs] = trace.op_values
             parts.extend(part.remapped(rows, start) for part in trace.span_parts)
             start += trace.runs
         first = lambda name: next((getattr(t, name) for t in traces if getattr(t, name) is not None), None)  # noqa: E731
@@ -433,7 +437,8 @@ class ExecutionTrace:
             unit=traces[0].unit,
             span_parts=tuple(parts) if all(t.span_parts for t in traces) else (),
             startup_parts=tuple(p for t in traces for p in t.startup_parts)
-            if all(t.startup_parts for t in traces) else (),
+            if all(t.startup_parts for t in traces)
+            else (),
         )
 
 
@@ -445,16 +450,20 @@ def _startup_events(cols: _Columns, before_runs: bool = False) -> tuple[np.ndarr
     outside_runs = ~is_execute
     if before_runs and is_execute.any():
         outside_runs &= np.arange(is_execute.size) < int(np.argmax(is_execute))
-    load, init = (np.flatnonzero(np.isin(cols.label_id, cols.ids_of(name)) & outside_runs[cols.block])
-                  for name in (LOAD_METHOD, INIT_METHOD))
+    load, init = (
+        np.flatnonzero(np.isin(cols.label_id, cols.ids_of(name)) & outside_runs[cols.block])
+        for name in (LOAD_METHOD, INIT_METHOD)
+    )
     return load, init
 
 
 def _load_init_spans(cols: _Columns) -> tuple[tuple[int, int] | None, tuple[int, int] | None]:
     """Where the first Program::load_method and Method::init before the runs began and ended: the method the
     runs used. A timed file whose process wrote its first load to the warmup file has none."""
-    load, init = ((int(cols.start[hits[0]]), int(cols.end[hits[0]])) if hits.size else None
-                  for hits in _startup_events(cols, before_runs=True))
+    load, init = (
+        (int(cols.start[hits[0]]), int(cols.end[hits[0]])) if hits.size else None
+        for hits in _startup_events(cols, before_runs=True)
+    )
     return load, init
 
 
@@ -480,8 +489,9 @@ def event_kinds(path: str | Path) -> np.ndarray:
     return _columns(path).delegated.copy()
 
 
-def _with_values(cols: _Columns, values: np.ndarray | None, path: str | Path,
-                 starts: np.ndarray | None = None) -> _Columns:
+def _with_values(
+    cols: _Columns, values: np.ndarray | None, path: str | Path, starts: np.ndarray | None = None
+) -> _Columns:
     """The columns with each event's duration replaced by ``values`` (one per event, in file order), each event
     beginning at its entry of ``starts`` (the same events' positions in that unit) or, without them, at 0."""
     if values is None:
@@ -495,9 +505,13 @@ def _with_values(cols: _Columns, values: np.ndarray | None, path: str | Path,
     return replace(cols, start=begin, end=begin + values)
 
 
-def read_trace(*paths: str | Path, ticks_per_ms: float = NS_PER_MS,
-               values: Sequence[np.ndarray | None] | None = None, unit: str = "ms",
-               starts: Sequence[np.ndarray | None] | None = None) -> ExecutionTrace:
+def read_trace(
+    *paths: str | Path,
+    ticks_per_ms: float = NS_PER_MS,
+    values: Sequence[np.ndarray | None] | None = None,
+    unit: str = "ms",
+    starts: Sequence[np.ndarray | None] | None = None,
+) -> ExecutionTrace:
     """Every Execute block of the given files, in order, as runs.
 
     Load/init time comes from any "Default" block. Use :func:`read_run` when a
@@ -511,14 +525,23 @@ def read_trace(*paths: str | Path, ticks_per_ms: float = NS_PER_MS,
     init_span: tuple[int, int] | None = None
     startup: tuple[np.ndarray, np.ndarray] | None = None
     label_ids: dict[str, int] = {}
-    parts: dict[str, list] = {"lid": [], "run": [], "ms": [], "instr": [], "delegated": [], "event": [],
-                              "start": [], "end": []}
+    parts: dict[str, list] = {
+        "lid": [],
+        "run": [],
+        "ms": [],
+        "instr": [],
+        "delegated": [],
+        "event": [],
+        "start": [],
+        "end": [],
+    }
     runs_total = 0
     if values is not None and len(values) != len(paths):
         raise ValueError(f"read_trace: {len(values)} value arrays for {len(paths)} files")
     for index, path in enumerate(paths):
-        cols = _with_values(_columns(path), None if values is None else values[index], path,
-                            None if starts is None else starts[index])
+        cols = _with_values(
+            _columns(path), None if values is None else values[index], path, None if starts is None else starts[index]
+        )
         load, init = _load_init_spans(cols)
         load_span, init_span = load_span or load, init_span or init
         startup = startup or _startup_values(cols, ticks_per_ms)
@@ -551,7 +574,8 @@ def read_trace(*paths: str | Path, ticks_per_ms: float = NS_PER_MS,
             "program but never executed it (runs < 1?) or the trace was written too early"
         )
     lid, run, ms, instr, delegated, event, start, end = (
-        np.concatenate(parts[k]) for k in ("lid", "run", "ms", "instr", "delegated", "event", "start", "end"))
+        np.concatenate(parts[k]) for k in ("lid", "run", "ms", "instr", "delegated", "event", "start", "end")
+    )
 
     def total(name: str) -> np.ndarray:
         mask = lid == label_ids.get(name, -1)
@@ -596,10 +620,19 @@ def read_trace(*paths: str | Path, ticks_per_ms: float = NS_PER_MS,
     spans = None
     if values is None or (starts is not None and all(s is not None for s in starts)):
         frame = {name: lid == label_ids.get(name, -1) for name in (DELEGATE_CALL, RUN_MODEL)}
-        spans = EventSpans(op=op_index, op_run=op_run, op_delegated=op_del, op_start=start[is_op],
-                           op_end=end[is_op], delegate_start=start[frame[DELEGATE_CALL]],
-                           delegate_end=end[frame[DELEGATE_CALL]], execute_start=start[frame[RUN_MODEL]],
-                           execute_end=end[frame[RUN_MODEL]], load=load_span, init=init_span)
+        spans = EventSpans(
+            op=op_index,
+            op_run=op_run,
+            op_delegated=op_del,
+            op_start=start[is_op],
+            op_end=end[is_op],
+            delegate_start=start[frame[DELEGATE_CALL]],
+            delegate_end=end[frame[DELEGATE_CALL]],
+            execute_start=start[frame[RUN_MODEL]],
+            execute_end=end[frame[RUN_MODEL]],
+            load=load_span,
+            init=init_span,
+        )
     return ExecutionTrace(
         execute_values=total(RUN_MODEL),
         delegate_values=total(DELEGATE_CALL),
@@ -616,20 +649,32 @@ def read_trace(*paths: str | Path, ticks_per_ms: float = NS_PER_MS,
     )
 
 
-def read_run(timed: str | Path, warmup: str | Path | None = None, *, ticks_per_ms: float = NS_PER_MS,
-             values: tuple[np.ndarray, np.ndarray | None] | None = None, unit: str = "ms",
-             starts: tuple[np.ndarray, np.ndarray | None] | None = None) -> ExecutionTrace:
+def read_run(
+    timed: str | Path,
+    warmup: str | Path | None = None,
+    *,
+    ticks_per_ms: float = NS_PER_MS,
+    values: tuple[np.ndarray, np.ndarray | None] | None = None,
+    unit: str = "ms",
+    starts: tuple[np.ndarray, np.ndarray | None] | None = None,
+) -> ExecutionTrace:
     """Trace of the timed runs; load/init come from the warmup file when the runner split them.
 
     ``values``: (timed file's, warmup file's) per-event values replacing durations (see read_trace), and
     ``starts`` where those events began (the files of one process share one axis).
     """
-    trace = read_trace(timed, ticks_per_ms=ticks_per_ms, values=None if values is None else [values[0]], unit=unit,
-                       starts=None if starts is None else [starts[0]])
+    trace = read_trace(
+        timed,
+        ticks_per_ms=ticks_per_ms,
+        values=None if values is None else [values[0]],
+        unit=unit,
+        starts=None if starts is None else [starts[0]],
+    )
     if warmup is None:
         return trace
-    cols = _with_values(_columns(warmup), None if values is None else values[1], warmup,
-                        None if starts is None else starts[1])
+    cols = _with_values(
+        _columns(warmup), None if values is None else values[1], warmup, None if starts is None else starts[1]
+    )
     load, init = _load_init_spans(cols)
     trace.sources.append(str(warmup))
     if load is None and init is None:
@@ -640,8 +685,11 @@ def read_run(timed: str | Path, warmup: str | Path | None = None, *, ticks_per_m
     trace.init_value = None if init is None else _span_value(init, ticks_per_ms)
     first, repeats = _startup_values(cols, ticks_per_ms), trace.startup_parts
     if first is not None:
-        trace.startup_parts = ((np.concatenate([first[0], repeats[0][0]]), np.concatenate([first[1], repeats[0][1]])),
-                               ) if repeats else (first,)
+        trace.startup_parts = (
+            ((np.concatenate([first[0], repeats[0][0]]), np.concatenate([first[1], repeats[0][1]])),)
+            if repeats
+            else (first,)
+        )
     if trace.spans is not None:  # the warmup file is the same process's: one axis
         trace.spans = replace(trace.spans, load=load, init=init)
         trace.span_parts = (trace.spans,)

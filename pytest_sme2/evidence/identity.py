@@ -31,8 +31,9 @@ def graph_anchors(etrecord: str | Path) -> tuple[dict[int, str], dict[int, list[
         handle_map = (record._debug_handle_map or {}).get("forward") or {}  # noqa: SLF001 - no public accessor
     except Exception:  # noqa: BLE001 - any unreadable ETRecord: no anchors, pairing falls back
         return {}, {}
-    return node_names(graph.nodes), {int(k): list(v) if isinstance(v, (list, tuple)) else [int(v)]
-                                     for k, v in handle_map.items()}
+    return node_names(graph.nodes), {
+        int(k): list(v) if isinstance(v, (list, tuple)) else [int(v)] for k, v in handle_map.items()
+    }
 
 
 def node_names(nodes: Iterable[Any]) -> dict[int, str]:
@@ -52,7 +53,7 @@ def node_names(nodes: Iterable[Any]) -> dict[int, str]:
     return names
 
 
-def op_identities(ops: Sequence[Any], node_handles: Sequence[int | None]) -> list[str]:
+def op_identities(ops: Sequence[Any], node_handles: Sequence[str | None]) -> list[str]:
     """One identity per operator of a trace (``ExecutionTrace.ops``), given each one's graph-node
     handle resolved to a name (None: no node of its own, or not matched): its node's name, else its kind
     after the last named operator before it in execution order. Unique within the program."""
@@ -75,7 +76,7 @@ def anchors_of(ops: Sequence[Any], work: Any) -> list[str] | None:
     names: Mapping[int, str] = getattr(work, "node_names", None) or {}
     if not names:
         return None
-    handles: list[int | None] = []
+    handles: list[str | None] = []
     for key, match in zip(ops, work.node_matches(ops)):
         handle = None
         if key.delegated and isinstance(match, tuple):

@@ -83,7 +83,7 @@ class KernelNamer:
         if offset is None and vaddr is None:
             return symbol or f"{base}{UNNAMED_MARK}?"
         unstripped, own, ranges = self._library(library)
-        if vaddr is None and own is not None:
+        if vaddr is None and offset is not None and own is not None:  # offset: not None when vaddr is (above)
             vaddr = own.vaddr_at(offset)
         for table in (unstripped, None if symbol else own):
             named = table.at_vaddr(vaddr) if table is not None and vaddr is not None else None
@@ -106,11 +106,10 @@ class KernelNamer:
         if library not in self._tables:
             copy = self._copy(library, self._symfs)
             local = Path(library) if Path(library).is_file() else self._copy(library, self._copies)
-            readable = local is not None
             self._tables[library] = (
                 _symbols(copy) if copy is not None else None,
-                _symbols(local) if readable else None,
-                _ranges(local) if readable else [],
+                _symbols(local) if local is not None else None,
+                _ranges(local) if local is not None else [],
             )
         return self._tables[library]
 
@@ -162,14 +161,28 @@ class KernelTime:
     problem: str | None = None
     artifacts: dict[str, str] = field(default_factory=dict)
 
-    _KERNEL_COLUMNS = ("op", "event", "category", "delegated", "kernel", "library", "kind", "samples", "ms_per_run",
-                       "share")
+    _KERNEL_COLUMNS = (
+        "op",
+        "event",
+        "category",
+        "delegated",
+        "kernel",
+        "library",
+        "kind",
+        "samples",
+        "ms_per_run",
+        "share",
+    )
     _OP_COLUMNS = ("op", "event", "category", "delegated", "samples", "sampled_ms_per_run", "etdump_ms_per_run")
 
     @classmethod
     def unavailable(cls, problem: str, sampler: str = "") -> "KernelTime":
-        return cls(pd.DataFrame(columns=list(cls._KERNEL_COLUMNS)), pd.DataFrame(columns=list(cls._OP_COLUMNS)),
-                   sampler=sampler, problem=problem)
+        return cls(
+            pd.DataFrame(columns=list(cls._KERNEL_COLUMNS)),
+            pd.DataFrame(columns=list(cls._OP_COLUMNS)),
+            sampler=sampler,
+            problem=problem,
+        )
 
     @property
     def available(self) -> bool:
@@ -184,9 +197,11 @@ class KernelTime:
                 raise ValueError(f"event {op!r} is several operators ({', '.join(matches)}); name one by its op id")
             if not matches:
                 known = sorted(set(self.kernels["op"]) - set(_PLACES.values()))
-                raise ValueError(f"no operator {op!r} was sampled; name one by its event name or op id (the op "
-                                 f"column of kernel_time.ops): {', '.join(known[:8])}"
-                                 + (f" and {len(known) - 8} more" if len(known) > 8 else ""))
+                raise ValueError(
+                    f"no operator {op!r} was sampled; name one by its event name or op id (the op "
+                    f"column of kernel_time.ops): {', '.join(known[:8])}"
+                    + (f" and {len(known) - 8} more" if len(known) > 8 else "")
+                )
             rows = self.kernels[self.kernels["op"].isin(matches)]
         return rows.sort_values(["samples", "kernel"], ascending=[False, True], kind="stable").reset_index(drop=True)
 
@@ -196,12 +211,14 @@ class KernelTime:
         dominant: dict[str, str] = {}
         for op, rows in real.groupby("op", sort=False):
             if int(rows["samples"].sum()) >= min_samples:
-                dominant[str(op)] = str(rows.sort_values(["samples", "kernel"], ascending=[False, True])
-                                        .iloc[0]["kernel"])
+                dominant[str(op)] = str(
+                    rows.sort_values(["samples", "kernel"], ascending=[False, True]).iloc[0]["kernel"]
+                )
         return dominant
 
-    def kind_share(self, kinds: Sequence[str] = SME_KINDS,
-                   categories: Sequence[str] | None = SME_CATEGORIES) -> float | None:
+    def kind_share(
+        self, kinds: Sequence[str] = SME_KINDS, categories: Sequence[str] | None = SME_CATEGORIES
+    ) -> float | None:
         """Share of the samples of ``categories``' operators (all, for None) that fell in kernels of ``kinds``.
 
         None when those operators got no samples. On SME2 hardware with SME2 on, the
@@ -229,32 +246,68 @@ class KernelTime:
         if self.kernels.empty:
             return []
         total = float(self.kernels["ms_per_run"].sum())
-        grouped = (self.kernels.groupby(["kernel", "library", "kind"], as_index=False)["ms_per_run"].sum()
-                   .sort_values(["ms_per_run", "kernel"], ascending=[False, True]).head(n))
-        return [{"kernel": row.kernel, "library": row.library, "kind": row.kind, "ms_per_run": _round(row.ms_per_run),
-                 "share": _round(row.ms_per_run / total) if total > 0 else None}
-                for row in grouped.itertuples(index=False)]
+        grouped = (
+            self.kernels.groupby(["kernel", "library", "kind"], as_index=False)["ms_per_run"]
+            .sum()
+            .sort_values(["ms_per_run", "kernel"], ascending=[False, True])
+            .head(n)
+        )
+        return [
+            {
+                "kernel": row.kernel,
+                "library": row.library,
+                "kind": row.kind,
+                "ms_per_run": _round(row.ms_per_run),
+                "share": _round(row.ms_per_run / total) if total > 0 else None,
+            }
+            for row in grouped.itertuples(index=False)
+        ]
 
     def as_dict(self, top: int | None = None) -> dict[str, Any]:
         """The ``kernel_time`` of summary.json (``top``: kernels kept per event, None for all)."""
         if not self.available:
-            return {"version": KERNEL_TIME_VERSION, "available": False, "problem": self.problem,
-                    "sampler": self.sampler}
+            return {
+                "version": KERNEL_TIME_VERSION,
+                "available": False,
+                "problem": self.problem,
+                "sampler": self.sampler,
+            }
         ops = []
         for row in self.ops.itertuples(index=False):
             kernels = self.kernels_of(row.op)
             if top is not None:
                 kernels = kernels.head(top)
-            ops.append({"op": row.op, "event": row.event, "category": row.category, "delegated": bool(row.delegated),
-                        "samples": int(row.samples), "sampled_ms_per_run": _round(row.sampled_ms_per_run),
-                        "etdump_ms_per_run": _round(row.etdump_ms_per_run),
-                        "kernels": [{"kernel": k.kernel, "library": k.library, "kind": k.kind,
-                                     "samples": int(k.samples), "ms_per_run": _round(k.ms_per_run),
-                                     "share": _round(k.share)} for k in kernels.itertuples(index=False)]})
+            ops.append(
+                {
+                    "op": row.op,
+                    "event": row.event,
+                    "category": row.category,
+                    "delegated": bool(row.delegated),
+                    "samples": int(row.samples),
+                    "sampled_ms_per_run": _round(row.sampled_ms_per_run),
+                    "etdump_ms_per_run": _round(row.etdump_ms_per_run),
+                    "kernels": [
+                        {
+                            "kernel": k.kernel,
+                            "library": k.library,
+                            "kind": k.kind,
+                            "samples": int(k.samples),
+                            "ms_per_run": _round(k.ms_per_run),
+                            "share": _round(k.share),
+                        }
+                        for k in kernels.itertuples(index=False)
+                    ],
+                }
+            )
         return {
-            "version": KERNEL_TIME_VERSION, "available": True, "sampler": self.sampler,
-            "period_ns": self.period_ns, "runs": self.runs, "samples_total": self.samples_total,
-            "samples_placed": self.samples_placed, "runs_left_out": self.runs_left_out,
+            "version": KERNEL_TIME_VERSION,
+            "available": True,
+            "sampler": self.sampler,
+            "period_ns": self.period_ns,
+            "runs": self.runs,
+            "samples_total": self.samples_total,
+            "samples_placed": self.samples_placed,
+            "runs_left_out": self.runs_left_out,
             "sme_kernel_share_conv_gemm": self.kind_share(),
             "kind_ms_per_run": {k: _round(v) for k, v in self.kind_ms().items()},
             "dominant_kernels": self.dominant_kernels(),
@@ -272,30 +325,51 @@ class KernelTime:
         for op in data["ops"]:
             op_rows.append({k: op[k] for k in cls._OP_COLUMNS})
             for kernel in op["kernels"]:
-                kernel_rows.append({"op": op["op"], "event": op["event"], "category": op["category"],
-                                    "delegated": op["delegated"], **kernel})
-        return cls(pd.DataFrame(kernel_rows, columns=list(cls._KERNEL_COLUMNS)),
-                   pd.DataFrame(op_rows, columns=list(cls._OP_COLUMNS)), runs=int(data["runs"]),
-                   period_ns=int(data["period_ns"]), sampler=str(data["sampler"]),
-                   samples_total=int(data["samples_total"]), samples_placed=int(data["samples_placed"]),
-                   runs_left_out=int(data.get("runs_left_out", 0)),
-                   artifacts=dict(data.get("artifacts") or {}))
+                kernel_rows.append(
+                    {
+                        "op": op["op"],
+                        "event": op["event"],
+                        "category": op["category"],
+                        "delegated": op["delegated"],
+                        **kernel,
+                    }
+                )
+        return cls(
+            pd.DataFrame(kernel_rows, columns=list(cls._KERNEL_COLUMNS)),
+            pd.DataFrame(op_rows, columns=list(cls._OP_COLUMNS)),
+            runs=int(data["runs"]),
+            period_ns=int(data["period_ns"]),
+            sampler=str(data["sampler"]),
+            samples_total=int(data["samples_total"]),
+            samples_placed=int(data["samples_placed"]),
+            runs_left_out=int(data.get("runs_left_out", 0)),
+            artifacts=dict(data.get("artifacts") or {}),
+        )
 
     def __repr__(self) -> str:
         if not self.available:
             return f"KernelTime(unavailable: {self.problem})"
         share = self.kind_share()
         sme = "no CONV/GEMM samples" if share is None else f"SME/SME2 kernels {share:.1%} of CONV+GEMM samples"
-        return (f"KernelTime({self.samples_placed} of {self.samples_total} samples in {self.runs} runs, "
-                f"{len(self.ops)} events; {sme})")
+        return (
+            f"KernelTime({self.samples_placed} of {self.samples_total} samples in {self.runs} runs, "
+            f"{len(self.ops)} events; {sme})"
+        )
 
 
 def _round(value: float) -> float | None:
     return None if value is None or not math.isfinite(float(value)) else round(float(value), 6)
 
 
-def attribute(samples: Sequence[Sample], trace: ExecutionTrace, clock_offset_ns: int, namer: KernelNamer,
-              period_ns: int = DEFAULT_PERIOD_NS, sampler: str = "", ns_per_tick: float = 1.0) -> KernelTime:
+def attribute(
+    samples: Sequence[Sample],
+    trace: ExecutionTrace,
+    clock_offset_ns: int,
+    namer: KernelNamer,
+    period_ns: int = DEFAULT_PERIOD_NS,
+    sampler: str = "",
+    ns_per_tick: float = 1.0,
+) -> KernelTime:
     """Place each sample in the innermost ETDump event of ``trace`` it falls in (module docstring) and name its code.
 
     ``trace`` must be read from one run's files (it carries ``spans``); ``clock_offset_ns`` is the
@@ -340,28 +414,56 @@ def attribute(samples: Sequence[Sample], trace: ExecutionTrace, clock_offset_ns:
         entry[0] += 1
         entry[1] += ms_per_sample[i]
     etdump_ms = _etdump_ms_per_place(trace, clean)
-    kernel_rows, per_place = [], {}
+    kernel_rows: list[dict[str, Any]] = []
+    per_place: dict[int, dict[str, Any]] = {}
     for (where, kernel, library), (count, ms) in rows.items():
         op = _PLACES.get(where) or ids[where]
         event = _PLACES.get(where) or trace.ops[where].name
         category = "OTHER" if where < 0 else classify(event).category.value
         is_delegated = where == -1 or (where >= 0 and trace.ops[where].delegated)
-        kernel_rows.append({"op": op, "event": event, "category": category, "delegated": is_delegated,
-                            "kernel": kernel, "library": library, "kind": kernel_kind(kernel), "samples": count,
-                            "ms_per_run": ms})
-        total = per_place.setdefault(where, {"op": op, "event": event, "category": category, "delegated": is_delegated,
-                                             "samples": 0, "sampled_ms_per_run": 0.0,
-                                             "etdump_ms_per_run": etdump_ms.get(where, float("nan"))})
+        kernel_rows.append(
+            {
+                "op": op,
+                "event": event,
+                "category": category,
+                "delegated": is_delegated,
+                "kernel": kernel,
+                "library": library,
+                "kind": kernel_kind(kernel),
+                "samples": count,
+                "ms_per_run": ms,
+            }
+        )
+        total = per_place.setdefault(
+            where,
+            {
+                "op": op,
+                "event": event,
+                "category": category,
+                "delegated": is_delegated,
+                "samples": 0,
+                "sampled_ms_per_run": 0.0,
+                "etdump_ms_per_run": etdump_ms.get(where, float("nan")),
+            },
+        )
         total["samples"] += count
         total["sampled_ms_per_run"] += ms
     kernels = pd.DataFrame(kernel_rows, columns=list(KernelTime._KERNEL_COLUMNS[:-1]))
-    order = sorted(per_place, key=lambda w: (w < 0, w))  # program order, then the two leftover places
-    ops = pd.DataFrame([per_place[w] for w in order], columns=list(KernelTime._OP_COLUMNS))
+    place_order = sorted(per_place, key=lambda w: (w < 0, w))  # program order, then the two leftover places
+    ops = pd.DataFrame([per_place[w] for w in place_order], columns=list(KernelTime._OP_COLUMNS))
     event_samples = kernels.groupby("op")["samples"].transform("sum") if len(kernels) else pd.Series(dtype=float)
     kernels["share"] = kernels["samples"] / event_samples if len(kernels) else []
     kernels = kernels.sort_values(["samples", "kernel"], ascending=[False, True], kind="stable").reset_index(drop=True)
-    return KernelTime(kernels, ops, runs=runs, period_ns=period_ns, sampler=sampler, samples_total=int(times.size),
-                      samples_placed=int(placed.size), runs_left_out=int(trace.runs - runs))
+    return KernelTime(
+        kernels,
+        ops,
+        runs=runs,
+        period_ns=period_ns,
+        sampler=sampler,
+        samples_total=int(times.size),
+        samples_placed=int(placed.size),
+        runs_left_out=int(trace.runs - runs),
+    )
 
 
 # A run whose samples add up to less than this share of its ETDump time lost its core part of the time
@@ -371,8 +473,9 @@ ON_CPU_SHARE = 0.8
 MIN_SAMPLES_PER_RUN = 20
 
 
-def _runs_on_cpu(ticks: np.ndarray, periods_ms: np.ndarray, place: np.ndarray, spans: EventSpans,
-                 execute_values: np.ndarray) -> np.ndarray:
+def _runs_on_cpu(
+    ticks: np.ndarray, periods_ms: np.ndarray, place: np.ndarray, spans: EventSpans, execute_values: np.ndarray
+) -> np.ndarray:
     """Per run: whether the runner had its core (its samples cover its ETDump time), so its samples are kept.
 
     Like the gate's disturbed runs: on a busy machine a run that was descheduled has too few samples for its

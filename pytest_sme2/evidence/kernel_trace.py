@@ -71,12 +71,19 @@ class KernelTrace:
         return cls(tuple(kernels), len(names))
 
     def as_dict(self) -> dict[str, Any]:
-        return {"sme_kernels": list(self.sme_kernels), "sme2_kernels": list(self.sme2_kernels),
-                "functions": self.functions}
+        return {
+            "sme_kernels": list(self.sme_kernels),
+            "sme2_kernels": list(self.sme2_kernels),
+            "functions": self.functions,
+        }
 
 
 def kernel_trace_of(counts: EventCounts) -> KernelTrace:
     """The SME/SME2 kernels that executed inside a counted run's events (all of them, not only the top)."""
-    names = {label.split(":", 1)[1] for functions in counts.functions for label in functions
-             if not label.endswith(":(unnamed)")}
+    names = {
+        label.split(":", 1)[1]
+        for functions in counts.functions
+        for label in functions
+        if not label.endswith(":(unnamed)")
+    }
     return KernelTrace.from_names(names)

@@ -27,8 +27,10 @@ from pytest_sme2.errors import UsageError
 
 DEFAULT_PERIOD_NS = 100_000  # one sample per 0.1 ms of CPU time (10 kHz)
 _SAMPLE = re.compile(r"^\s*(\d+)\s+(\d+)\.(\d{9}):\s+(\d+)\s+([0-9a-f]+)\s+(\S+)\s+\((.*)\)\s*$")
-_MMAP = re.compile(r"^\s*\d+\s+\d+\.\d+:\s+PERF_RECORD_MMAP2?\s+\d+/\d+:\s+"
-                   r"\[0x([0-9a-f]+)\(0x([0-9a-f]+)\)\s+@\s+(?:0x)?([0-9a-f]+)[^\]]*\]:\s+\S+\s+(.*?)\s*$")
+_MMAP = re.compile(
+    r"^\s*\d+\s+\d+\.\d+:\s+PERF_RECORD_MMAP2?\s+\d+/\d+:\s+"
+    r"\[0x([0-9a-f]+)\(0x([0-9a-f]+)\)\s+@\s+(?:0x)?([0-9a-f]+)[^\]]*\]:\s+\S+\s+(.*?)\s*$"
+)
 SCRIPT_FIELDS = "tid,time,period,ip,sym,dso"
 
 
@@ -49,8 +51,10 @@ def perf_executable() -> str:
     """The ``perf`` to use, or a UsageError saying how to get one."""
     found = shutil.which("perf")
     if found is None:
-        raise UsageError("kernel sampling needs Linux perf: `sudo apt-get install linux-perf` (Debian) or "
-                         "`sudo apt-get install linux-tools-$(uname -r)` (Ubuntu)")
+        raise UsageError(
+            "kernel sampling needs Linux perf: `sudo apt-get install linux-perf` (Debian) or "
+            "`sudo apt-get install linux-tools-$(uname -r)` (Ubuntu)"
+        )
     return found
 
 
@@ -60,8 +64,10 @@ def permission_problem() -> str | None:
         return None
     level = _paranoid_level()
     if level is not None and level > 2:
-        return (f"kernel.perf_event_paranoid is {level}, which keeps perf from users: "
-                "`sudo sysctl kernel.perf_event_paranoid=2` (or run as root)")
+        return (
+            f"kernel.perf_event_paranoid is {level}, which keeps perf from users: "
+            "`sudo sysctl kernel.perf_event_paranoid=2` (or run as root)"
+        )
     return None
 
 
@@ -79,8 +85,19 @@ def _paranoid_level() -> int | None:
 
 
 def _record(perf: str, output: Path, period_ns: int) -> list[str]:
-    return [perf, "record", "--quiet", "-e", sampling_event(), "-c", str(period_ns), "-k", "CLOCK_MONOTONIC",
-            "-o", str(output)]
+    return [
+        perf,
+        "record",
+        "--quiet",
+        "-e",
+        sampling_event(),
+        "-c",
+        str(period_ns),
+        "-k",
+        "CLOCK_MONOTONIC",
+        "-o",
+        str(output),
+    ]
 
 
 def record_command(perf: str, pid: int, output: Path, period_ns: int = DEFAULT_PERIOD_NS) -> list[str]:
@@ -95,11 +112,16 @@ def wrap_command(perf: str, command: list[str], output: Path, period_ns: int = D
 
 def read_samples(perf: str, data: Path) -> list[Sample]:
     """Every sample of a ``perf.data`` file, in time order."""
-    done = subprocess.run([perf, "script", "-i", str(data), "-F", SCRIPT_FIELDS, "--ns", "--no-demangle",
-                           "--show-mmap-events"], capture_output=True, text=True, errors="replace")
+    done = subprocess.run(
+        [perf, "script", "-i", str(data), "-F", SCRIPT_FIELDS, "--ns", "--no-demangle", "--show-mmap-events"],
+        capture_output=True,
+        text=True,
+        errors="replace",
+    )
     if done.returncode != 0:
-        raise RuntimeError(f"`perf script` could not read {data} (exit {done.returncode}): "
-                           f"{done.stderr.strip()[-500:]}")
+        raise RuntimeError(
+            f"`perf script` could not read {data} (exit {done.returncode}): " f"{done.stderr.strip()[-500:]}"
+        )
     return parse_script(done.stdout)
 
 
@@ -111,18 +133,26 @@ def parse_script(text: str) -> list[Sample]:
         sample = _SAMPLE.match(line)
         if sample:
             tid, seconds, nanos, period, ip, symbol, library = sample.groups()
-            raw.append((int(seconds) * 1_000_000_000 + int(nanos), int(tid), int(period), int(ip, 16),
-                        symbol, library))
+            raw.append((int(seconds) * 1_000_000_000 + int(nanos), int(tid), int(period), int(ip, 16), symbol, library))
             continue
         mapping = _MMAP.match(line)
         if mapping:
             start, length, offset, library = mapping.groups()
-            bisect.insort(mappings.setdefault(library, []), (int(start, 16), int(start, 16) + int(length, 16),
-                                                             int(offset, 16)))
+            bisect.insort(
+                mappings.setdefault(library, []), (int(start, 16), int(start, 16) + int(length, 16), int(offset, 16))
+            )
     samples = []
     for time_ns, tid, period, ip, symbol, library in raw:
-        samples.append(Sample(time_ns, tid, period, library, None if symbol == "[unknown]" else symbol,
-                              _file_offset(mappings.get(library, ()), ip)))
+        samples.append(
+            Sample(
+                time_ns,
+                tid,
+                period,
+                library,
+                None if symbol == "[unknown]" else symbol,
+                _file_offset(mappings.get(library, ()), ip),
+            )
+        )
     samples.sort(key=lambda s: s.time_ns)
     return samples
 
@@ -149,10 +179,17 @@ def parse_simpleperf_samples(text: str) -> list[Sample]:
             return
         try:
             symbol = fields.get("symbol", "").strip()
-            samples.append(Sample(int(fields["time"]), int(fields["thread_id"]), int(fields["event_count"]),
-                                  fields.get("file", "").strip() or "[unknown]",
-                                  None if symbol in ("", "unknown") else symbol, None,
-                                  int(fields["vaddr_in_file"], 16)))
+            samples.append(
+                Sample(
+                    int(fields["time"]),
+                    int(fields["thread_id"]),
+                    int(fields["event_count"]),
+                    fields.get("file", "").strip() or "[unknown]",
+                    None if symbol in ("", "unknown") else symbol,
+                    None,
+                    int(fields["vaddr_in_file"], 16),
+                )
+            )
         except (KeyError, ValueError) as exc:
             raise RuntimeError(f"simpleperf report-sample printed a sample without {exc}: {fields}") from None
 

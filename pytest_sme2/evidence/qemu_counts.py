@@ -27,10 +27,14 @@ if TYPE_CHECKING:
 QEMU_LOG_FLAGS = ("-d", "in_asm,exec,nochain")
 ETDUMP_LIBRARY = "libexecutorch_etdump.so"
 XNNPACK_LIBRARY = "libexecutorch_backend_xnnpack.so"
-_START = ("_ZN10executorch6etdump9ETDumpGen15start_profilingEPKcij",
-          "_ZN10executorch6etdump9ETDumpGen24start_profiling_delegateEPKci")
-_END = ("_ZN10executorch6etdump9ETDumpGen13end_profilingENS_7runtime16EventTracerEntryE",
-        "_ZN10executorch6etdump9ETDumpGen22end_profiling_delegateENS_7runtime16EventTracerEntryEPKvm")
+_START = (
+    "_ZN10executorch6etdump9ETDumpGen15start_profilingEPKcij",
+    "_ZN10executorch6etdump9ETDumpGen24start_profiling_delegateEPKci",
+)
+_END = (
+    "_ZN10executorch6etdump9ETDumpGen13end_profilingENS_7runtime16EventTracerEntryE",
+    "_ZN10executorch6etdump9ETDumpGen22end_profiling_delegateENS_7runtime16EventTracerEntryEPKvm",
+)
 _LOG = ("_ZN10executorch6etdump9ETDumpGen22log_profiling_delegateEPKcimmPKvm",)
 _RUN_OPERATOR = "xnn_run_operator"
 _INVOKE_RUNTIME = "xnn_invoke_runtime"
@@ -65,8 +69,11 @@ class ExecutedBlocks:
         rows = [line.split() for line in lines[1:] if line.strip()]
         if any(len(row) != width for row in rows):
             raise RunnerError(f"{blocks_tsv} is not exec_counter's block table ({width} columns per line)")
-        table = np.array([[int(r[0], 16), *map(int, r[1:])] for r in rows], dtype=np.uint64) \
-            if rows else np.zeros((0, width), dtype=np.uint64)
+        table = (
+            np.array([[int(r[0], 16), *map(int, r[1:])] for r in rows], dtype=np.uint64)
+            if rows
+            else np.zeros((0, width), dtype=np.uint64)
+        )
         order = np.fromfile(sequence, dtype="<u4").astype(np.int64)
         if order.size and order.max() >= len(rows):
             raise RunnerError(f"{sequence} names block {int(order.max())}, but {blocks_tsv} has {len(rows)} blocks")
@@ -93,8 +100,9 @@ class AddressSpace:
         for line in maps_text.splitlines():
             match = _MAPS_LINE.match(line)
             if match and "x" in match.group(3):
-                self.mappings.append(_Mapping(int(match.group(1), 16), int(match.group(2), 16),
-                                              int(match.group(4), 16), match.group(5)))
+                self.mappings.append(
+                    _Mapping(int(match.group(1), 16), int(match.group(2), 16), int(match.group(4), 16), match.group(5))
+                )
         self._symbols: dict[str, FunctionSymbols] = {}
 
     @classmethod
@@ -135,8 +143,10 @@ class AddressSpace:
         try:
             index = symbols.names.index(name)
         except ValueError:
-            raise RunnerError(f"{path} exports no function {name}; per-event instruction counts need it "
-                              f"(was executorch built differently?)") from None
+            raise RunnerError(
+                f"{path} exports no function {name}; per-event instruction counts need it "
+                f"(was executorch built differently?)"
+            ) from None
         start = self.runtime_address(path, symbols.starts[index])
         return start, start + symbols.ends[index] - symbols.starts[index]
 
@@ -162,14 +172,16 @@ def tail_call_target(path: str, symbols: FunctionSymbols, name: str) -> int:
     if offset is None:
         raise RunnerError(f"{name} of {path} is not in a loaded segment")
     for at in range(0, min(end - start, 64), 4):
-        word, = struct.unpack_from("<I", data, offset + at)
+        (word,) = struct.unpack_from("<I", data, offset + at)
         if word >> 26 == 0b000101:  # B imm26
             imm = word & 0x3FFFFFF
             if imm & 0x2000000:
                 imm -= 1 << 26
             return start + at + imm * 4
-    raise RunnerError(f"{name} of {path} does not tail-call another function; per-operator instruction counts "
-                      f"need XNNPACK's operator entry point")
+    raise RunnerError(
+        f"{name} of {path} does not tail-call another function; per-operator instruction counts "
+        f"need XNNPACK's operator entry point"
+    )
 
 
 @dataclass
@@ -206,7 +218,7 @@ def _function_labels(blocks: ExecutedBlocks, space: AddressSpace) -> list[str]:
     return labels
 
 
-def _check_delegate_calls(kinds: Sequence[str], instructions: Sequence[int]) -> None:
+def _check_delegate_calls(kinds: Sequence[str], instructions: Sequence[int] | np.ndarray) -> None:
     """Each batch of logged operators is followed by the end of the delegate call they ran in, so together they
     cannot hold more instructions than that call: more means an operator was given another call's work (an
     attribution gone wrong, as before a node's several operators were grouped), which must not reach a Profile."""
@@ -216,9 +228,11 @@ def _check_delegate_calls(kinds: Sequence[str], instructions: Sequence[int]) -> 
             inside, batch = inside + count, batch + 1
         elif batch:
             if inside > count:
-                raise RunnerError(f"{batch} logged XNNPACK operator(s) hold {inside:,} instructions, more than the "
-                                  f"{count:,} of the delegate call they ran in; per-operator instruction counts "
-                                  f"cannot be attributed")
+                raise RunnerError(
+                    f"{batch} logged XNNPACK operator(s) hold {inside:,} instructions, more than the "
+                    f"{count:,} of the delegate call they ran in; per-operator instruction counts "
+                    f"cannot be attributed"
+                )
             inside, batch = 0, 0
 
 
@@ -242,12 +256,14 @@ def _nodes(runs: Sequence[tuple[int, int]], logged: int) -> list[list[tuple[int,
     is an error: a logged node that never ran cannot be attributed.
     """
     if len(runs) < logged:
-        raise RunnerError(f"XNNPACK logged {logged} operators after {len(runs)} ran; per-operator instruction counts "
-                          f"cannot be attributed")
+        raise RunnerError(
+            f"XNNPACK logged {logged} operators after {len(runs)} ran; per-operator instruction counts "
+            f"cannot be attributed"
+        )
     if len(runs) == logged:
         return [[run] for run in runs]
     gaps = [(runs[i][0] - runs[i - 1][1], i) for i in range(1, len(runs))]
-    cuts = sorted(i for _, i in sorted(gaps, key=lambda g: (-g[0], g[1]))[:logged - 1])
+    cuts = sorted(i for _, i in sorted(gaps, key=lambda g: (-g[0], g[1]))[: logged - 1])
     bounds = [0, *cuts, len(runs)]
     return [list(runs[a:b]) for a, b in zip(bounds, bounds[1:])]
 
@@ -375,7 +391,8 @@ def _split_by_file(counts: EventCounts, timed: Path, warmup: Path | None) -> dic
         if counts.kinds[start:stop] != expected:
             raise RunnerError(
                 f"the traced run's {len(counts)} counted events do not line up with the events of {path} "
-                f"(events {start}-{stop}); per-event instruction counts cannot be trusted for this run")
+                f"(events {start}-{stop}); per-event instruction counts cannot be trusted for this run"
+            )
         slices[name] = slice(start, stop)
         start = stop
     if start != len(counts):
@@ -390,15 +407,17 @@ def write_counts(counts: EventCounts, timed: Path | None, warmup: Path | None, p
 
     if timed is None:
         raise RunnerError("a counted run needs its ETDump (etdump on)")
-    document: dict[str, object] = {"version": COUNTS_VERSION, "files": {}}
+    files: dict[str, object] = {}
+    document: dict[str, object] = {"version": COUNTS_VERSION, "files": files}
     for name, part in _split_by_file(counts, Path(timed), None if warmup is None else Path(warmup)).items():
-        document["files"][name] = {  # type: ignore[index]
+        files[name] = {
             "instructions": counts.instructions[part].tolist(),
             "sme": counts.sme[part].tolist(),
             "sve": counts.sve[part].tolist(),
             "classes": {name: counts.classes[part, column].tolist() for column, name in enumerate(NAMES)},
-            "functions": [dict(sorted(f.items(), key=lambda kv: -kv[1])[:TOP_FUNCTIONS])
-                          for f in counts.functions[part]],
+            "functions": [
+                dict(sorted(f.items(), key=lambda kv: -kv[1])[:TOP_FUNCTIONS]) for f in counts.functions[part]
+            ],
             **({"starts": counts.starts[part].tolist()} if counts.starts is not None else {}),
         }
     write_file(path, json.dumps(document) + "\n")
@@ -414,8 +433,10 @@ def read_counts(path: Path) -> tuple[int, dict[str, dict[str, Any]]]:
     except (OSError, ValueError) as exc:
         raise RunnerError(f"instruction counts {path} cannot be read ({exc}); run the test again") from None
     if not isinstance(document, dict) or document.get("version") not in _READABLE_VERSIONS:
-        raise RunnerError(f"instruction counts {path} are not in a version of pytest-sme2's format this one reads "
-                          f"({', '.join(map(str, _READABLE_VERSIONS))}); run the test again to count them anew")
+        raise RunnerError(
+            f"instruction counts {path} are not in a version of pytest-sme2's format this one reads "
+            f"({', '.join(map(str, _READABLE_VERSIONS))}); run the test again to count them anew"
+        )
     return document["version"], document["files"]
 
 
@@ -439,8 +460,10 @@ class InstructionTrace:
 
         version, files = read_counts(counts)
         if "timed" not in files or (warmup is not None and "warmup" not in files):
-            raise RunnerError(f"instruction counts {counts} lack the {'timed' if 'timed' not in files else 'warmup'} "
-                              f"file's events")
+            raise RunnerError(
+                f"instruction counts {counts} lack the {'timed' if 'timed' not in files else 'warmup'} "
+                f"file's events"
+            )
 
         def trace(key: str, column: str | None = None) -> "ExecutionTrace":
             def values(file: str) -> np.ndarray:
@@ -448,22 +471,33 @@ class InstructionTrace:
 
             # where the events began (version 3): the instruction trace keeps its spans, the timeline's axis
             positioned = key == "instructions" and all("starts" in part for part in files.values())
-            return read_run(timed, warmup, ticks_per_ms=1.0, unit="instructions",
-                            values=(values("timed"), None if warmup is None else values("warmup")),
-                            starts=(np.asarray(files["timed"]["starts"]), None if warmup is None
-                                    else np.asarray(files["warmup"]["starts"])) if positioned else None)
+            return read_run(
+                timed,
+                warmup,
+                ticks_per_ms=1.0,
+                unit="instructions",
+                values=(values("timed"), None if warmup is None else values("warmup")),
+                starts=(
+                    np.asarray(files["timed"]["starts"]),
+                    None if warmup is None else np.asarray(files["warmup"]["starts"]),
+                )
+                if positioned
+                else None,
+            )
 
         instructions = trace("instructions")
         functions = []
-        for file_index, event_index in (instructions.op_events if instructions.op_events is not None else []):
+        for file_index, event_index in instructions.op_events if instructions.op_events is not None else []:
             per_event = files["timed"]["functions"] if int(file_index) == 0 else []
             functions.append(dict(per_event[int(event_index)]) if int(event_index) < len(per_event) else {})
         classes = None
         if version >= 2:  # version 1 files predate instruction classes
             missing = [n for part in files.values() for n in NAMES if n not in part.get("classes", {})]
             if missing:
-                raise RunnerError(f"instruction counts {counts} lack the instruction class(es) {sorted(set(missing))}; "
-                                  f"run the test again to count them anew")
+                raise RunnerError(
+                    f"instruction counts {counts} lack the instruction class(es) {sorted(set(missing))}; "
+                    f"run the test again to count them anew"
+                )
             classes = {name: trace("classes", name) for name in NAMES}
         return cls(instructions, trace("sme"), trace("sve"), functions, str(counts), classes)
 
@@ -473,13 +507,19 @@ class InstructionTrace:
         from pytest_sme2.evidence.etdump import ExecutionTrace
 
         merged = ExecutionTrace.concat([p.instructions for p in parts])
-        by_key = {}
+        by_key: dict[Any, dict[str, int]] = {}
         for part in parts:
             for key, functions in zip(part.instructions.ops, part.functions):
                 by_key.setdefault(key, functions)
+        per_part = [p.classes for p in parts if p.classes is not None]
         classes = None
-        if all(p.classes is not None for p in parts):
-            classes = {name: ExecutionTrace.concat([p.classes[name] for p in parts])  # type: ignore[index]
-                       for name in NAMES}
-        return cls(merged, ExecutionTrace.concat([p.sme for p in parts]), ExecutionTrace.concat([p.sve for p in parts]),
-                   [by_key.get(key, {}) for key in merged.ops], parts[0].source, classes)
+        if len(per_part) == len(parts):
+            classes = {name: ExecutionTrace.concat([c[name] for c in per_part]) for name in NAMES}
+        return cls(
+            merged,
+            ExecutionTrace.concat([p.sme for p in parts]),
+            ExecutionTrace.concat([p.sve for p in parts]),
+            [by_key.get(key, {}) for key in merged.ops],
+            parts[0].source,
+            classes,
+        )

@@ -33,8 +33,12 @@ class Sampler(Protocol):
     (a device), so kernels can be named from them.
     """
 
-    description: str
-    library_copies: tuple[Path, ...]
+    # read-only (properties): the samplers are frozen dataclasses
+    @property
+    def description(self) -> str: ...
+
+    @property
+    def library_copies(self) -> tuple[Path, ...]: ...
 
     def samples(self, out_dir: Path) -> list[Sample]: ...
 
@@ -94,12 +98,29 @@ class SimpleperfSampler:
         return f"simpleperf record -e cpu-clock -c {self.period_ns} --clockid monotonic"
 
     def device_argv(self, argv: list[str], run_dir: str) -> list[str]:
-        return [self.executable, "record", "-e", "cpu-clock", "-c", str(self.period_ns), "--clockid", "monotonic",
-                "-o", f"{run_dir}/{PERF_DATA}", *argv]
+        return [
+            self.executable,
+            "record",
+            "-e",
+            "cpu-clock",
+            "-c",
+            str(self.period_ns),
+            "--clockid",
+            "monotonic",
+            "-o",
+            f"{run_dir}/{PERF_DATA}",
+            *argv,
+        ]
 
     def report_argv(self, run_dir: str) -> list[str]:
-        return [self.executable, "report-sample", "-i", f"{run_dir}/{PERF_DATA}", "-o",
-                f"{run_dir}/{SIMPLEPERF_SAMPLES}"]
+        return [
+            self.executable,
+            "report-sample",
+            "-i",
+            f"{run_dir}/{PERF_DATA}",
+            "-o",
+            f"{run_dir}/{SIMPLEPERF_SAMPLES}",
+        ]
 
     def samples(self, out_dir: Path) -> list[Sample]:
         report = out_dir / SIMPLEPERF_SAMPLES

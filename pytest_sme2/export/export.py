@@ -72,9 +72,7 @@ class Recipe:
         elif self.quant is not None:
             raise UsageError(f"quant={self.quant!r} only applies to dtype='int8' (got dtype={self.dtype!r})")
         if self.partitioner not in PARTITIONERS:
-            raise UsageError(
-                f"partitioner={self.partitioner!r} is not supported; use one of {', '.join(PARTITIONERS)}"
-            )
+            raise UsageError(f"partitioner={self.partitioner!r} is not supported; use one of {', '.join(PARTITIONERS)}")
 
     @property
     def label(self) -> str:
@@ -148,8 +146,11 @@ def tool_versions() -> dict[str, str]:
     import executorch.version
     import torch
 
-    return {"torch": str(torch.__version__), "executorch": str(executorch.version.__version__),
-            "torchao": installed_version("torchao")}
+    return {
+        "torch": str(torch.__version__),
+        "executorch": str(executorch.version.__version__),
+        "torchao": installed_version("torchao"),
+    }
 
 
 def installed_version(distribution: str) -> str:
@@ -190,7 +191,8 @@ def trace(model: Model, recipe: Recipe) -> Traced:
             inputs = tuple(x.half() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs)
         calibration = None
         if recipe.dtype == "int8" and recipe.quant == "static":
-            # A model without get_calibration_inputs() is calibrated on its example inputs (README 'Onboard your own model').
+            # A model without get_calibration_inputs() is calibrated on its example inputs
+            # (README 'Onboard your own model').
             stage.name = "getting calibration inputs"
             calibration = model.get_calibration_inputs() or [inputs]
         stage.name = "getting dynamic shapes"
@@ -222,15 +224,25 @@ def _check_returns_tensors(model: Model, recipe: Recipe, program: Any) -> None:
     lowering it ended in ``KeyError: 'op_type'`` deep inside ExecuTorch; say what the model must return."""
     from torch.export.graph_signature import OutputKind, TensorArgument
 
-    if any(spec.kind == OutputKind.USER_OUTPUT and isinstance(spec.arg, TensorArgument)
-           for spec in program.graph_signature.output_specs):
+    if any(
+        spec.kind == OutputKind.USER_OUTPUT and isinstance(spec.arg, TensorArgument)
+        for spec in program.graph_signature.output_specs
+    ):
         return
     where = f" in {model.source_path}" if model.source_path else ""
-    returned = ", ".join(repr(getattr(spec.arg, "value", spec.arg)) for spec in program.graph_signature.output_specs
-                         if spec.kind == OutputKind.USER_OUTPUT) or "nothing"
-    raise ExportError(f"export of model {model.name!r} with recipe {recipe.label}: its forward() returned no tensors "
-                      f"(only {returned}); the model must return a tensor, or a tuple, list or dict of tensors, "
-                      f"for the runtime to have outputs: fix forward(){where}")
+    returned = (
+        ", ".join(
+            repr(getattr(spec.arg, "value", spec.arg))
+            for spec in program.graph_signature.output_specs
+            if spec.kind == OutputKind.USER_OUTPUT
+        )
+        or "nothing"
+    )
+    raise ExportError(
+        f"export of model {model.name!r} with recipe {recipe.label}: its forward() returned no tensors "
+        f"(only {returned}); the model must return a tensor, or a tuple, list or dict of tensors, "
+        f"for the runtime to have outputs: fix forward(){where}"
+    )
 
 
 def cache_key(model: Model, recipe: Recipe) -> str:
@@ -266,12 +278,19 @@ def meta_problem(meta: Any, key: str, digest: str) -> str | None:
             return f"{META_NAME}'s delegation.{key} is {delegation.get(key)!r}, not a count"
     ops = delegation.get("ops")
     if not isinstance(ops, list) or not all(
-            isinstance(op, dict) and isinstance(op.get("op_type"), str) and _count(op.get("delegated"))
-            and _count(op.get("non_delegated")) for op in ops):
+        isinstance(op, dict)
+        and isinstance(op.get("op_type"), str)
+        and _count(op.get("delegated"))
+        and _count(op.get("non_delegated"))
+        for op in ops
+    ):
         return f"{META_NAME}'s delegation.ops is not a list of {{op_type, delegated, non_delegated}}"
     files = meta.get("files")
-    if not isinstance(files, dict) or sorted(files) != sorted(CHECKED_FILES) or not all(
-            isinstance(v, str) and len(v) == 64 for v in files.values()):
+    if (
+        not isinstance(files, dict)
+        or sorted(files) != sorted(CHECKED_FILES)
+        or not all(isinstance(v, str) and len(v) == 64 for v in files.values())
+    ):
         return f"{META_NAME}'s files is {files!r}, not the sha256 of each of {', '.join(CHECKED_FILES)}"
     return None
 
@@ -287,11 +306,14 @@ def _other_request(meta: dict[str, Any], inputs: Path, model: str, recipe: Recip
     that consistently is trusted by design: see docs/export.md, "Who may write the cache"."""
     import torch
 
-    claimed = export_key.cache_key(str(meta.get("program_digest")), meta.get("recipe"),
-                                   {name: meta.get(name) for name in versions()})
+    claimed = export_key.cache_key(
+        str(meta.get("program_digest")), meta.get("recipe"), {name: meta.get(name) for name in versions()}
+    )
     if claimed != traced.key:
-        return (f"{META_NAME}'s program digest, recipe and versions give the key {claimed}, not this entry's "
-                f"{traced.key}: it answers for another export")
+        return (
+            f"{META_NAME}'s program digest, recipe and versions give the key {claimed}, not this entry's "
+            f"{traced.key}: it answers for another export"
+        )
     if meta.get("model") != model or meta.get("recipe") != asdict(recipe):
         return f"{META_NAME} answers for {meta.get('model')!r} {meta.get('recipe')!r}, not {model!r} {asdict(recipe)!r}"
     try:
@@ -299,7 +321,9 @@ def _other_request(meta: dict[str, Any], inputs: Path, model: str, recipe: Recip
     except Exception as exc:  # noqa: BLE001 - any unreadable inputs file is a damaged entry
         return f"{INPUTS_NAME} does not load ({_first_line(exc)})"
     if export_key.inputs_digest(stored) != export_key.inputs_digest(traced.inputs):
-        return f"{INPUTS_NAME} is not {model}'s example inputs: the program in this entry was exported from another model"
+        return (
+            f"{INPUTS_NAME} is not {model}'s example inputs: the program in this entry was exported from another model"
+        )
     return None
 
 
@@ -352,8 +376,10 @@ def check_files(directory: Path, meta: dict[str, Any]) -> None:
             raise DamagedEntry(f"{name} is unreadable ({_first_line(exc)})") from None
         if actual != stored:
             size = (directory / name).stat().st_size
-            raise DamagedEntry(f"{name} ({size} bytes) is not what was exported: its sha256 begins {actual[:16]}, "
-                               f"the one {META_NAME} stored {stored[:16]}")
+            raise DamagedEntry(
+                f"{name} ({size} bytes) is not what was exported: its sha256 begins {actual[:16]}, "
+                f"the one {META_NAME} stored {stored[:16]}"
+            )
 
 
 def check_facts(directory: Path) -> None:
@@ -373,18 +399,24 @@ def check_facts(directory: Path) -> None:
 
 def _discard(directory: Path, model: Model, recipe: Recipe, damage: DamagedEntry) -> None:
     """Report a damaged entry by its own path (not a session's copy of it) and remove it."""
-    warnings.warn(DamagedCacheEntryWarning(
-        f"export cache entry {os.path.abspath(directory)} is damaged: {damage}. It is not used: it is removed and "
-        f"{model.name} {recipe.label} is exported again. Entries are written once by their export and "
-        f"session artifacts are copies, so something else wrote into the cache."), stacklevel=3)
+    warnings.warn(
+        DamagedCacheEntryWarning(
+            f"export cache entry {os.path.abspath(directory)} is damaged: {damage}. It is not used: it is removed and "
+            f"{model.name} {recipe.label} is exported again. Entries are written once by their export and "
+            f"session artifacts are copies, so something else wrote into the cache."
+        ),
+        stacklevel=3,
+    )
     try:
         if directory.is_dir() and not directory.is_symlink():
             shutil.rmtree(directory)
         else:
             directory.unlink()
     except OSError as exc:
-        raise StorageError(f"export cache entry {directory} is damaged ({damage}) and cannot be removed: "
-                           f"{_first_line(exc)}. Remove it by hand, or use another --sme2-cache-dir") from None
+        raise StorageError(
+            f"export cache entry {directory} is damaged ({damage}) and cannot be removed: "
+            f"{_first_line(exc)}. Remove it by hand, or use another --sme2-cache-dir"
+        ) from None
 
 
 def export(model: Model, recipe: Recipe, cache_dir: Path) -> ExportedModel:
@@ -435,8 +467,9 @@ def export(model: Model, recipe: Recipe, cache_dir: Path) -> ExportedModel:
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
-    return ExportedModel(model.name, recipe, final, traced.key, False, seconds, delegation, traced.digest,
-                         traced.seconds)
+    return ExportedModel(
+        model.name, recipe, final, traced.key, False, seconds, delegation, traced.digest, traced.seconds
+    )
 
 
 def _remove_stale_staging(cache_dir: Path) -> None:
@@ -605,8 +638,13 @@ def _quantize_8da4w(eager):  # noqa: ANN001,ANN202 - torch types
     return unwrap_tensor_subclass(quantize(eager, "8da4w", group_size=GROUP_SIZE_8DA4W, quantize_with_hqq=False))
 
 
-def _quantize(recipe: Recipe, exported, inputs: tuple, calibration: list[tuple] | None,  # noqa: ANN001,ANN202
-              dynamic_shapes: Any = None):
+def _quantize(
+    recipe: Recipe,
+    exported,
+    inputs: tuple,
+    calibration: list[tuple] | None,  # noqa: ANN001,ANN202
+    dynamic_shapes: Any = None,
+):
     """PT2E quantisation of the stage-1 program. Static mode observes activation ranges on the calibration
     samples the cache key was computed from; dynamic mode needs one pass only."""
     import torch

@@ -51,8 +51,9 @@ def inputs_digest(inputs: Any) -> str:
     return digest.hexdigest()
 
 
-def cache_key(digest: str, recipe: dict[str, Any], versions: dict[str, Any]) -> str:
-    """The cache key of a program digest with the recipe and tool versions that lower it."""
+def cache_key(digest: str, recipe: dict[str, Any] | None, versions: dict[str, Any]) -> str:
+    """The cache key of a program digest with the recipe and tool versions that lower it (``recipe`` None: a
+    cache entry that names none, checked again; its key then matches no request)."""
     material = {"program": digest, "recipe": recipe, **versions}
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()[:KEY_CHARS]
 

@@ -68,8 +68,10 @@ def llm_config(config: Any) -> Any:
     if isinstance(config, config_class):
         return copy.deepcopy(config)
     if not isinstance(config, Mapping):
-        raise UsageError(f"export_llm() takes ExecuTorch's LlmConfig or a mapping of its dotted fields "
-                         f"(e.g. {{'base.params': 'params.json'}}), got {type(config).__name__}")
+        raise UsageError(
+            f"export_llm() takes ExecuTorch's LlmConfig or a mapping of its dotted fields "
+            f"(e.g. {{'base.params': 'params.json'}}), got {type(config).__name__}"
+        )
     made = config_class()
     for dotted, value in config.items():
         *path, field = str(dotted).split(".")
@@ -78,9 +80,11 @@ def llm_config(config: Any) -> Any:
             part = getattr(part, name, None)
         if not path or part is None or not dataclasses.is_dataclass(part) or not hasattr(part, field):
             sections = ", ".join(f.name for f in dataclasses.fields(made))
-            raise UsageError(f"export_llm(): {dotted!r} is not a field of ExecuTorch's LlmConfig; fields are "
-                             f"dotted paths such as model.use_kv_cache or backend.xnnpack.enabled, under one of "
-                             f"{sections}")
+            raise UsageError(
+                f"export_llm(): {dotted!r} is not a field of ExecuTorch's LlmConfig; fields are "
+                f"dotted paths such as model.use_kv_cache or backend.xnnpack.enabled, under one of "
+                f"{sections}"
+            )
         setattr(part, field, value)
     return made
 
@@ -104,8 +108,10 @@ def _read_file(config: Any, section: str, field: str) -> Path | None:
         return None
     path = Path(str(value)).expanduser()
     if not path.is_file():
-        raise UsageError(f"export_llm(): {section}.{field}={str(value)!r} is not a file; give the path of the "
-                         f"{field} file ExecuTorch's LLM export reads")
+        raise UsageError(
+            f"export_llm(): {section}.{field}={str(value)!r} is not a file; give the path of the "
+            f"{field} file ExecuTorch's LLM export reads"
+        )
     return path
 
 
@@ -120,8 +126,13 @@ def config_key(config: Any) -> str:
         if path is not None:
             files[f"{section}.{field}"] = file_sha256(path)
             plain[section].pop(field, None)  # the path does not matter, the content does
-    document = {"flow": FLOW, "config": plain, "files": files, "versions": versions(),
-                "code": file_sha256(Path(__file__))}
+    document = {
+        "flow": FLOW,
+        "config": plain,
+        "files": files,
+        "versions": versions(),
+        "code": file_sha256(Path(__file__)),
+    }
     return hashlib.sha256(json.dumps(document, sort_keys=True).encode()).hexdigest()[:KEY_CHARS]
 
 
@@ -132,12 +143,16 @@ def recipe_of(config: Any) -> Recipe:
     partitioner = "xnnpack" if config.backend.xnnpack.enabled else "none"
     if qmode:
         if qmode != "8da4w":
-            raise UsageError(f"export_llm(): quantization.qmode={qmode!r} has no pytest-sme2 recipe label; "
-                             f"8da4w (int8 dynamic activations, int4 grouped weights) is the one supported")
+            raise UsageError(
+                f"export_llm(): quantization.qmode={qmode!r} has no pytest-sme2 recipe label; "
+                f"8da4w (int8 dynamic activations, int4 grouped weights) is the one supported"
+            )
         return Recipe("int8", "8da4w", partitioner)
     if dtype not in ("fp32", "fp16"):
-        raise UsageError(f"export_llm(): model.dtype_override={dtype!r}: pytest-sme2's recipes are fp32 and fp16 "
-                         f"(and 8da4w quantization)")
+        raise UsageError(
+            f"export_llm(): model.dtype_override={dtype!r}: pytest-sme2's recipes are fp32 and fp16 "
+            f"(and 8da4w quantization)"
+        )
     return Recipe(dtype, None, partitioner)
 
 
@@ -147,16 +162,29 @@ def _load(directory: Path, key: str, name: str, recipe: Recipe) -> ExportedModel
         return None
     try:
         meta = read_meta(directory)
-        if not isinstance(meta, dict) or meta.get("cache_key") != key or meta.get("flow") != FLOW \
-                or not isinstance(meta.get("files"), dict):
+        if (
+            not isinstance(meta, dict)
+            or meta.get("cache_key") != key
+            or meta.get("flow") != FLOW
+            or not isinstance(meta.get("files"), dict)
+        ):
             raise DamagedEntry(f"its {META_NAME} does not answer for export_llama of this config (key {key})")
         check_files(directory, meta)
     except DamagedEntry as damage:
-        warnings.warn(DamagedCacheEntryWarning(f"export cache entry {directory} is damaged ({damage}); it is "
-                                               "exported again"))
+        warnings.warn(
+            DamagedCacheEntryWarning(f"export cache entry {directory} is damaged ({damage}); it is " "exported again")
+        )
         return None
-    return ExportedModel(name, recipe, directory, key, True, float(meta.get("export_seconds", 0.0)),
-                         meta.get("delegation") or {}, meta.get("program_digest"))
+    return ExportedModel(
+        name,
+        recipe,
+        directory,
+        key,
+        True,
+        float(meta.get("export_seconds", 0.0)),
+        meta.get("delegation") or {},
+        meta.get("program_digest"),
+    )
 
 
 def export_llm(config: Any, cache_dir: Path, name: str | None = None) -> ExportedModel:
@@ -186,11 +214,20 @@ def export_llm(config: Any, cache_dir: Path, name: str | None = None) -> Exporte
             started = time.perf_counter()
             delegation = _export_into(config, staging, name, recipe)
             seconds = time.perf_counter() - started
-            meta = {"format": EXPORT_FORMAT_VERSION, "model": name, "flow": FLOW, "recipe": dataclasses.asdict(recipe), "cache_key": key,
-                    "program_digest": file_sha256(staging / PTE_NAME), **versions(), "export_seconds": seconds,
-                    "delegation": delegation, "source": str(params) if params else None,
-                    "config": _plain(config),
-                    "files": {n: file_sha256(staging / n) for n in (PTE_NAME, ETRECORD_NAME, INPUTS_NAME)}}
+            meta = {
+                "format": EXPORT_FORMAT_VERSION,
+                "model": name,
+                "flow": FLOW,
+                "recipe": dataclasses.asdict(recipe),
+                "cache_key": key,
+                "program_digest": file_sha256(staging / PTE_NAME),
+                **versions(),
+                "export_seconds": seconds,
+                "delegation": delegation,
+                "source": str(params) if params else None,
+                "config": _plain(config),
+                "files": {n: file_sha256(staging / n) for n in (PTE_NAME, ETRECORD_NAME, INPUTS_NAME)},
+            }
             (staging / META_NAME).write_text(json.dumps(meta, indent=2, sort_keys=True))
             write_facts(facts_document(staging / PTE_NAME), staging / FACTS_FILE)
             os.rename(staging, final)
@@ -214,11 +251,11 @@ def _lowered_program() -> Iterator[list[dict[str, Any]]]:
         records.append(_delegation_record(self.edge_manager.exported_program().graph_module))
         return original(self, *args, **kwargs)
 
-    LLMEdgeManager.to_executorch = to_executorch  # type: ignore[method-assign]
+    LLMEdgeManager.to_executorch = to_executorch
     try:
         yield records
     finally:
-        LLMEdgeManager.to_executorch = original  # type: ignore[method-assign]
+        LLMEdgeManager.to_executorch = original
 
 
 def _export_into(config: Any, out: Path, name: str, recipe: Recipe) -> dict[str, Any]:
@@ -234,20 +271,26 @@ def _export_into(config: Any, out: Path, name: str, recipe: Recipe) -> dict[str,
         with _lowered_program() as lowered:
             export_llama(config)
     except Exception as exc:
-        raise ExportError(f"ExecuTorch's LLM export (export_llama) of {name!r} ({recipe.label}) failed: "
-                          f"{_first_line(exc)}", detail=traceback.format_exc()) from None
+        raise ExportError(
+            f"ExecuTorch's LLM export (export_llama) of {name!r} ({recipe.label}) failed: " f"{_first_line(exc)}",
+            detail=traceback.format_exc(),
+        ) from None
     written = out / "etrecord.bin"  # export_llama writes its ETRecord beside the model under this name
     if not (out / PTE_NAME).is_file() or not written.is_file():
-        raise ExportError(f"ExecuTorch's LLM export of {name!r} finished without writing {PTE_NAME} and its "
-                          f"ETRecord in {out}; files there: {sorted(p.name for p in out.iterdir())}")
+        raise ExportError(
+            f"ExecuTorch's LLM export of {name!r} finished without writing {PTE_NAME} and its "
+            f"ETRecord in {out}; files there: {sorted(p.name for p in out.iterdir())}"
+        )
     written.rename(out / ETRECORD_NAME)
     tokens = torch.arange(1, EXAMPLE_TOKENS + 1, dtype=torch.long).reshape(1, -1)
     torch.save((tokens, torch.tensor([0], dtype=torch.long)), out / INPUTS_NAME)
     # No eager reference: ExecuTorch's flow builds its model itself; outputs are checked against eager in
     # pytest-sme2's own exports of the same model (tests/measure/test_llm.py).
     if not lowered:
-        raise ExportError(f"ExecuTorch's LLM export of {name!r} never reached LLMEdgeManager.to_executorch, where "
-                          f"pytest-sme2 reads the lowered program's graph nodes; is this executorch 1.5.1?")
+        raise ExportError(
+            f"ExecuTorch's LLM export of {name!r} never reached LLMEdgeManager.to_executorch, where "
+            f"pytest-sme2 reads the lowered program's graph nodes; is this executorch 1.5.1?"
+        )
     return lowered[-1]
 
 

@@ -31,9 +31,12 @@ def get_eager_model():  # noqa: ANN201 - torch type, imported lazily
     with torch.random.fork_rng():
         torch.manual_seed(20261123)
         return nn.Sequential(
-            nn.Linear(512, 1024), nn.ReLU(),
-            nn.Linear(1024, 1024), nn.ReLU(),
-            nn.Linear(1024, 512), nn.ReLU(),
+            nn.Linear(512, 1024),
+            nn.ReLU(),
+            nn.Linear(1024, 1024),
+            nn.ReLU(),
+            nn.Linear(1024, 512),
+            nn.ReLU(),
             nn.Linear(512, 256),
         ).eval()
 

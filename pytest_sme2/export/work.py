@@ -22,16 +22,30 @@ from pytest_sme2.evidence.categories import classify
 from pytest_sme2.evidence.identity import NO_HANDLE, graph_anchors
 from pytest_sme2.system.safe_files import write_file
 
-_XNN_BYTES = {"xnn_datatype_fp32": 4, "xnn_datatype_fp16": 2, "xnn_datatype_qint8": 1, "xnn_datatype_quint8": 1,
-              "xnn_datatype_qint32": 4, "xnn_datatype_qcint8": 1, "xnn_datatype_qcint32": 4, "xnn_datatype_qcint4": 0.5,
-              "xnn_datatype_qdint8": 1, "xnn_datatype_qbint4": 0.5, "xnn_datatype_qpint8": 1, "xnn_datatype_int32": 4,
-              "xnn_datatype_pfp32": 4, "xnn_datatype_bf16": 2}
+_XNN_BYTES = {
+    "xnn_datatype_fp32": 4,
+    "xnn_datatype_fp16": 2,
+    "xnn_datatype_qint8": 1,
+    "xnn_datatype_quint8": 1,
+    "xnn_datatype_qint32": 4,
+    "xnn_datatype_qcint8": 1,
+    "xnn_datatype_qcint32": 4,
+    "xnn_datatype_qcint4": 0.5,
+    "xnn_datatype_qdint8": 1,
+    "xnn_datatype_qbint4": 0.5,
+    "xnn_datatype_qpint8": 1,
+    "xnn_datatype_int32": 4,
+    "xnn_datatype_pfp32": 4,
+    "xnn_datatype_bf16": 2,
+}
 # ExecuTorch ScalarType codes -> bytes per element
 _ET_BYTES = {0: 1, 1: 1, 2: 2, 3: 4, 4: 8, 5: 2, 6: 4, 7: 8, 11: 1, 12: 1, 13: 1, 15: 2}
 # Runtime operator kinds (categories.classify(...).kind) and the XNode types they come from, per matching group.
 _GROUPS = {
-    "matmul": ({"Convolution", "Fully Connected", "Deconvolution"},
-               {"XNNConv2d", "XNNDepthwiseConv2d", "XNNFullyConnected", "XNNConvTranspose2d"}),
+    "matmul": (
+        {"Convolution", "Fully Connected", "Deconvolution"},
+        {"XNNConv2d", "XNNDepthwiseConv2d", "XNNFullyConnected", "XNNConvTranspose2d"},
+    ),
     "bmm": ({"Batch Matrix Multiply"}, {"XNNBatchMatrixMultiply"}),
     "transpose": ({"Transpose"}, {"XNNStaticTranspose"}),
     "reshape": ({"Static Reshape", "Reshape"}, {"XNNStaticReshape"}),
@@ -55,8 +69,13 @@ class OpWork:
     why_unknown: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"macs": self.macs, "flops": self.flops, "bytes_read": self.bytes_read,
-                "bytes_written": self.bytes_written, "why_unknown": self.why_unknown}
+        return {
+            "macs": self.macs,
+            "flops": self.flops,
+            "bytes_read": self.bytes_read,
+            "bytes_written": self.bytes_written,
+            "why_unknown": self.why_unknown,
+        }
 
 
 UNKNOWN = OpWork(why_unknown="not an operator this module knows")
@@ -81,8 +100,8 @@ def _xnnpack_graph(blob: bytes) -> dict[str, Any]:
     from executorch.backends.xnnpack.serialization import xnnpack_graph_serialize as serialize
     from executorch.exir._serialize._flatbuffer import _flatc_decompile
 
-    header = serialize.XNNHeader.from_bytes(blob[:serialize.XNNHeader.EXPECTED_LENGTH])
-    flatbuffer = blob[header.flatbuffer_offset:header.flatbuffer_offset + header.flatbuffer_size]
+    header = serialize.XNNHeader.from_bytes(blob[: serialize.XNNHeader.EXPECTED_LENGTH])
+    flatbuffer = blob[header.flatbuffer_offset : header.flatbuffer_offset + header.flatbuffer_size]
     folder = Path(tempfile.mkdtemp(prefix="sme2-xnngraph-"))
     try:
         (folder / "graph.bin").write_bytes(flatbuffer)
@@ -168,7 +187,9 @@ class ProgramWork:
     """
 
     pte: str
-    delegate_nodes: dict[int, list[tuple[str, OpWork]]] = field(default_factory=dict)  # instruction -> (node kind, work)
+    delegate_nodes: dict[int, list[tuple[str, OpWork]]] = field(
+        default_factory=dict
+    )  # instruction -> (node kind, work)
     portable: dict[int, OpWork] = field(default_factory=dict)  # instruction -> work
     delegate_handles: dict[int, list[int]] = field(default_factory=dict)  # instruction -> XNode debug handles
     portable_handles: dict[int, list[int]] = field(default_factory=dict)  # instruction -> debug handles
@@ -196,8 +217,10 @@ class ProgramWork:
                 if not members:
                     continue
                 if len(members) != len(candidates):
-                    reason = (f"{len(members)} {group} operators but {len(candidates)} such graph nodes in delegate "
-                              f"call {instruction}: not matched")
+                    reason = (
+                        f"{len(members)} {group} operators but {len(candidates)} such graph nodes in delegate "
+                        f"call {instruction}: not matched"
+                    )
                     for i in members:
                         result[i] = reason
                     continue
@@ -211,8 +234,9 @@ class ProgramWork:
         result: list[OpWork] = []
         for key, match in zip(ops, self.node_matches(ops)):
             if match is None:
-                result.append(self.portable.get(key.instruction_id, OpWork(why_unknown="no kernel call at its "
-                                                                                       "instruction")))
+                result.append(
+                    self.portable.get(key.instruction_id, OpWork(why_unknown="no kernel call at its " "instruction"))
+                )
             elif isinstance(match, tuple):
                 result.append(self.delegate_nodes[match[0]][match[1]][1])
             else:
@@ -237,8 +261,9 @@ def program_work(pte: str | Path) -> ProgramWork:
             if reference.index not in graphs:
                 graphs[reference.index] = _xnnpack_graph(program.backend_delegate_data[reference.index].data)
             graph = graphs[reference.index]
-            work.delegate_nodes[index] = [(node["xnode_union_type"], _node_work(graph, node))
-                                          for node in graph["xnodes"]]
+            work.delegate_nodes[index] = [
+                (node["xnode_union_type"], _node_work(graph, node)) for node in graph["xnodes"]
+            ]
             work.delegate_handles[index] = [int(node.get("debug_handle", NO_HANDLE)) for node in graph["xnodes"]]
         elif kind == "KernelCall":
             work.portable[index] = _portable_work(plan, args)
@@ -250,12 +275,14 @@ FACTS_VERSION = 3  # 2: quantized tensors read through their wrapper; 3: debug h
 
 
 def _encode(work: OpWork) -> list[Any]:
-    return [None if math.isnan(v) else v for v in (work.macs, work.flops, work.bytes_read, work.bytes_written)] \
-        + [work.why_unknown]
+    return [None if math.isnan(v) else v for v in (work.macs, work.flops, work.bytes_read, work.bytes_written)] + [
+        work.why_unknown
+    ]
 
 
 def _decode(row: Sequence[Any]) -> OpWork:
-    return OpWork(*(math.nan if v is None else float(v) for v in row[:4]), why_unknown=row[4])
+    macs, flops, bytes_read, bytes_written = (math.nan if v is None else float(v) for v in row[:4])
+    return OpWork(macs, flops, bytes_read, bytes_written, why_unknown=row[4])
 
 
 def _etrecord_beside(pte: Path) -> Path | None:
@@ -272,14 +299,17 @@ def _facts_of(pte: Path) -> dict[str, Any]:
     work = program_work(pte)
     etrecord = _etrecord_beside(pte)
     names, portable_handles = graph_anchors(etrecord) if etrecord is not None else ({}, {})
-    return {"version": FACTS_VERSION,
-            "delegate_handles": {str(k): v for k, v in work.delegate_handles.items()},
-            "portable_handles": {str(k): v for k, v in portable_handles.items()},
-            "node_names": {str(k): v for k, v in names.items()},
-            "planned_buffers": planned_buffers(pte),
-            "delegate_nodes": {str(k): [[kind, *_encode(w)] for kind, w in nodes]
-                               for k, nodes in work.delegate_nodes.items()},
-            "portable": {str(k): _encode(w) for k, w in work.portable.items()}}
+    return {
+        "version": FACTS_VERSION,
+        "delegate_handles": {str(k): v for k, v in work.delegate_handles.items()},
+        "portable_handles": {str(k): v for k, v in portable_handles.items()},
+        "node_names": {str(k): v for k, v in names.items()},
+        "planned_buffers": planned_buffers(pte),
+        "delegate_nodes": {
+            str(k): [[kind, *_encode(w)] for kind, w in nodes] for k, nodes in work.delegate_nodes.items()
+        },
+        "portable": {str(k): _encode(w) for k, w in work.portable.items()},
+    }
 
 
 @dataclass
@@ -337,8 +367,14 @@ def decode_facts(document: Any, pte: str) -> ProgramFacts:
             parts[key] = read(document[key])
         except (TypeError, ValueError, AttributeError, IndexError, KeyError) as exc:
             raise ValueError(f"{FACTS_FILE}'s {key!r} is malformed ({type(exc).__name__}: {exc})") from None
-    work = ProgramWork(pte, parts["delegate_nodes"], parts["portable"], parts["delegate_handles"],
-                       parts["portable_handles"], parts["node_names"])
+    work = ProgramWork(
+        pte,
+        parts["delegate_nodes"],
+        parts["portable"],
+        parts["delegate_handles"],
+        parts["portable_handles"],
+        parts["node_names"],
+    )
     return ProgramFacts(parts["planned_buffers"], work)
 
 

@@ -1,1 +1,2 @@
-"""Judging profiles against stored baselines, plain Python without pytest: records, store, verdicts, findings, history, assertions."""
+"""Judging profiles against stored baselines, plain Python without pytest: records, store, verdicts, findings,
+history, assertions."""

@@ -48,13 +48,21 @@ def _basis(profile: Profile, by: str | None, allowed: tuple[str, ...]) -> str:
     if basis not in allowed:
         raise ValueError(f"by={basis!r}: use one of {', '.join(allowed)}")
     if basis == TIME and profile.emulated:
-        raise AssertionError(f"{profile.label}: {EMULATED_TIMING}; assert by='instructions' (the default there), "
-                             f"which the emulated target counts exactly")
+        raise AssertionError(
+            f"{profile.label}: {EMULATED_TIMING}; assert by='instructions' (the default there), "
+            f"which the emulated target counts exactly"
+        )
     return basis
 
 
-def assert_share(profile: Profile, category: str | Category, *, at_most: float | None = None,
-                 at_least: float | None = None, by: str | None = None) -> float:
+def assert_share(
+    profile: Profile,
+    category: str | Category,
+    *,
+    at_most: float | None = None,
+    at_least: float | None = None,
+    by: str | None = None,
+) -> float:
     """Fail if a category's share of E2E is outside [at_least, at_most].
 
     By ``profile.basis`` unless ``by`` says: time on hardware, instructions on the emulated target.
@@ -119,29 +127,41 @@ def assert_sme2_kernel_path(on: Profile, off: Profile, at_least: float) -> None:
     Where the target traced kernels (emulated), also requires executed SME2
     kernels with SME2 on and no SME code at all with it off.
     """
+
     def shown(profile: Profile) -> str:
         heavy = profile.ops[profile.ops["category"].isin([Category.CONV.value, Category.GEMM.value])]
         kinds = ", ".join(sorted(set(heavy["op"]))) or "none"
         share = "n/a" if profile.sme_path_share is None else f"{profile.sme_path_share:.1%}"
-        return (f"{profile.label}: SME path {share} of CONV+GEMM {_measure(profile)}, "
-                f"{profile.sme_path_ops} ops; CONV+GEMM operators: {kinds}")
+        return (
+            f"{profile.label}: SME path {share} of CONV+GEMM {_measure(profile)}, "
+            f"{profile.sme_path_ops} ops; CONV+GEMM operators: {kinds}"
+        )
 
     share = on.sme_path_share
     if share is None or not share >= at_least:
-        raise AssertionError(f"with SME2 on, less than {at_least:.0%} of CONV+GEMM {_measure(on)} took packed SME "
-                             f"kernels. {shown(on)}")
+        raise AssertionError(
+            f"with SME2 on, less than {at_least:.0%} of CONV+GEMM {_measure(on)} took packed SME "
+            f"kernels. {shown(on)}"
+        )
     if off.sme_path_share not in (0.0, None) or off.sme_path_ops:
         raise AssertionError(f"with SME2 off, operators still took packed SME kernels. {shown(off)}")
     traced_on, traced_off = on.executed_sme_kernels, off.executed_sme_kernels
     if traced_on is not None and not any("sme2" in kernel for kernel in traced_on):
-        raise AssertionError(f"{on.label}: the kernel trace shows no SME2 kernel executed "
-                             f"(SME kernels seen: {', '.join(traced_on) or 'none'})")
+        raise AssertionError(
+            f"{on.label}: the kernel trace shows no SME2 kernel executed "
+            f"(SME kernels seen: {', '.join(traced_on) or 'none'})"
+        )
     if traced_off:
         raise AssertionError(f"{off.label}: SME kernels executed with SME2 off: {', '.join(traced_off)}")
 
 
-def assert_kernel_share(profile: Profile, at_least: float, *, kinds: Sequence[str] = SME_KINDS,
-                        categories: Sequence[str] | None = SME_CATEGORIES) -> float:
+def assert_kernel_share(
+    profile: Profile,
+    at_least: float,
+    *,
+    kinds: Sequence[str] = SME_KINDS,
+    categories: Sequence[str] | None = SME_CATEGORIES,
+) -> float:
     """Fail unless ``at_least`` of the sampled time of ``categories``' operators went to kernels of ``kinds``
     (default: SME or SME2 kernels in CONV and GEMM time); returns the share.
 
@@ -151,17 +171,23 @@ def assert_kernel_share(profile: Profile, at_least: float, *, kinds: Sequence[st
     """
     kernel_time = profile.kernel_time
     if kernel_time is None:
-        pytest.skip(f"{profile.label}: kernel time was not sampled; run with --sme2-kernel-sampling=on "
-                    "(ini sme2_kernel_sampling = true) on the local or adb target")
+        pytest.skip(
+            f"{profile.label}: kernel time was not sampled; run with --sme2-kernel-sampling=on "
+            "(ini sme2_kernel_sampling = true) on the local or adb target"
+        )
     if not kernel_time.available:
         pytest.skip(f"{profile.label}: no kernel time: {kernel_time.problem}")
     share = kernel_time.kind_share(kinds, categories)
     where = "all operators" if categories is None else "+".join(categories) + " operators"
     if share is None or not share >= at_least:
-        top = "; ".join(f"{k['kernel']} ({k['kind']}, {k['ms_per_run']:.3f} ms/run)" for k in kernel_time.top_kernels(5))
-        raise AssertionError(f"{profile.label}: {'no samples' if share is None else f'{share:.1%}'} of the sampled "
-                             f"time of {where} went to {'/'.join(kinds)} kernels, less than {at_least:.0%}. "
-                             f"Top kernels: {top or 'none'}")
+        top = "; ".join(
+            f"{k['kernel']} ({k['kind']}, {k['ms_per_run']:.3f} ms/run)" for k in kernel_time.top_kernels(5)
+        )
+        raise AssertionError(
+            f"{profile.label}: {'no samples' if share is None else f'{share:.1%}'} of the sampled "
+            f"time of {where} went to {'/'.join(kinds)} kernels, less than {at_least:.0%}. "
+            f"Top kernels: {top or 'none'}"
+        )
     return share
 
 
@@ -186,8 +212,9 @@ def _output_leaves(reference: Any) -> list[tuple[str, Any]]:
     return [(f"output{_pytree.keystr(path)}", leaf) for path, leaf in leaves]
 
 
-def assert_outputs_match(profile: Profile, exported: "ExportedModel", rtol: float = 0.0,
-                         atol: float | None = None) -> float:
+def assert_outputs_match(
+    profile: Profile, exported: "ExportedModel", rtol: float = 0.0, atol: float | None = None
+) -> float:
     """Fail unless the run's outputs equal PyTorch eager (recorded at export) within tolerance.
 
     ``atol`` defaults to ``OUTPUT_TOLERANCE[dtype]`` times the largest |eager output|,
@@ -205,8 +232,10 @@ def assert_outputs_match(profile: Profile, exported: "ExportedModel", rtol: floa
     named = _output_leaves(reference)
     if len(produced) != len(named):
         names = ", ".join(name for name, _ in named[:8]) + (", ..." if len(named) > 8 else "")
-        raise AssertionError(f"{profile.label}: {len(produced)} outputs, eager gave {len(named)} tensors ({names}) "
-                             f"in {exported.reference_outputs_path}")
+        raise AssertionError(
+            f"{profile.label}: {len(produced)} outputs, eager gave {len(named)} tensors ({names}) "
+            f"in {exported.reference_outputs_path}"
+        )
     worst = 0.0
     for got, (name, want) in zip(produced, named):
         got, want = torch.as_tensor(got).to(torch.float64), torch.as_tensor(want).detach().to(torch.float64)
@@ -239,8 +268,10 @@ def assert_no_sme2_slowdown(on: Profile, off: Profile, *, min_slowdown: float = 
     Emulated profiles are refused (their time is the emulator's): use assert_no_modelled_sme2_slowdown there."""
     slower = sme2_slowdowns(on, off, min_slowdown)
     if slower:
-        raise AssertionError(f"{len(slower)} operator(s) measured slower with SME2 on ({on.label}) than off "
-                             f"({off.label}):\n" + "\n".join(f"  {s}" for s in slower))
+        raise AssertionError(
+            f"{len(slower)} operator(s) measured slower with SME2 on ({on.label}) than off "
+            f"({off.label}):\n" + "\n".join(f"  {s}" for s in slower)
+        )
 
 
 def assert_sme2_not_slower_at_any_threads(scaling: "ThreadScaling") -> None:
@@ -249,28 +280,43 @@ def assert_sme2_not_slower_at_any_threads(scaling: "ThreadScaling") -> None:
     contention can make it (onnxruntime #27633). Names each thread count with its speedup and interval."""
     slower = scaling.slower()
     if slower:
-        lines = [f"  {row.threads} thread(s): {row.speedup.value:.2f}x [{row.speedup.low:.2f}, {row.speedup.high:.2f}] "
-                 f"(off {row.off.median_ms:.3f} ms, on {row.on.median_ms:.3f} ms)" for row in slower]
-        raise AssertionError(f"SME2 on is slower than off for {scaling.model} {scaling.recipe} at "
-                             f"{len(slower)} thread count(s):\n" + "\n".join(lines) + f"\n{scaling}")
+        lines = [
+            f"  {row.threads} thread(s): {row.speedup.value:.2f}x [{row.speedup.low:.2f}, {row.speedup.high:.2f}] "
+            f"(off {row.off.median_ms:.3f} ms, on {row.on.median_ms:.3f} ms)"
+            for row in slower
+        ]
+        raise AssertionError(
+            f"SME2 on is slower than off for {scaling.model} {scaling.recipe} at "
+            f"{len(slower)} thread count(s):\n" + "\n".join(lines) + f"\n{scaling}"
+        )
 
 
-def assert_no_modelled_sme2_slowdown(on: Profile, off: Profile, device: str = "apple-m4", *,
-                                     tolerance: float = 0.0) -> None:
+def assert_no_modelled_sme2_slowdown(
+    on: Profile, off: Profile, device: str = "apple-m4", *, tolerance: float = 0.0
+) -> None:
     """Fail when the device model prices an operator slower with SME2 on than off (by more than ``tolerance``,
     a fraction), naming each with its modelled ms on and off: the batch-1 GEMV case where packed SME2 kernels
     lose to NEON (XNNPACK #10719). Modelled time, not measured: emulated profiles (docs/device_model.md)."""
     __tracebackhide__ = True
     if isinstance(tolerance, bool) or not (isinstance(tolerance, numbers.Real) and 0 <= tolerance < math.inf):
-        raise UsageError(f"assert_no_modelled_sme2_slowdown(tolerance={tolerance!r}): the fraction an operator may be "
-                         f"slower with SME2 before it fails, a number >= 0 (0.1: 10%)")
+        raise UsageError(
+            f"assert_no_modelled_sme2_slowdown(tolerance={tolerance!r}): the fraction an operator may be "
+            f"slower with SME2 before it fails, a number >= 0 (0.1: 10%)"
+        )
     asked = tuple((p.metadata.get("run") or {}).get("sme2") for p in (on, off))
     if asked == (False, True):  # a model author's trial: swapped profiles named NEON kernels as the SME2 side
-        raise UsageError(f"assert_no_modelled_sme2_slowdown(on, off): {on.label} ran with SME2 off and {off.label} "
-                         f"with SME2 on; pass the SME2-on profile first")
+        raise UsageError(
+            f"assert_no_modelled_sme2_slowdown(on, off): {on.label} ran with SME2 off and {off.label} "
+            f"with SME2 on; pass the SME2-on profile first"
+        )
     slower = on.modelled(device).slower_than(off.modelled(device), by=1.0 + tolerance)
     if len(slower):
-        lines = [f"  {row.identity} ({row.category}): {time_text(row.other_ms)} off -> {time_text(row.modelled_ms)} "
-                 f"on ({row.ratio:.2f}x slower; {row.event})" for row in slower.itertuples()]
-        raise AssertionError(f"{len(slower)} operator(s) modelled slower with SME2 on than off on {device} "
-                             f"(a model, not a measurement):\n" + "\n".join(lines))
+        lines = [
+            f"  {row.identity} ({row.category}): {time_text(row.other_ms)} off -> {time_text(row.modelled_ms)} "
+            f"on ({row.ratio:.2f}x slower; {row.event})"
+            for row in slower.itertuples()
+        ]
+        raise AssertionError(
+            f"{len(slower)} operator(s) modelled slower with SME2 on than off on {device} "
+            f"(a model, not a measurement):\n" + "\n".join(lines)
+        )

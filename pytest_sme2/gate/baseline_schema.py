@@ -72,10 +72,15 @@ def _startup_value(x: Any) -> bool:
 
 def _startup_leaf(event: str, relative: bool) -> Leaf:
     """A start-up list of a record: one value per runner process, null where every warm load was disturbed."""
-    what = (f"{event} per runner process, relative to the reference program's load" if relative else
-            f"ms of {event} per runner process")
-    return Leaf(_optional(_list(_startup_value)),
-                f"null or a list of numbers >= 0 ({what}; null: every warm load of that process was disturbed)")
+    what = (
+        f"{event} per runner process, relative to the reference program's load"
+        if relative
+        else f"ms of {event} per runner process"
+    )
+    return Leaf(
+        _optional(_list(_startup_value)),
+        f"null or a list of numbers >= 0 ({what}; null: every warm load of that process was disturbed)",
+    )
 
 
 def _text(x: Any) -> bool:
@@ -84,8 +89,14 @@ def _text(x: Any) -> bool:
 
 def _graph_node(x: Any) -> bool:
     """[node name, delegated, dtype or null, shape or null] (export/graph_nodes.py)."""
-    return (isinstance(x, list) and len(x) == 4 and isinstance(x[0], str) and isinstance(x[1], bool)
-            and (x[2] is None or isinstance(x[2], str)) and (x[3] is None or _list(_count)(x[3])))
+    return (
+        isinstance(x, list)
+        and len(x) == 4
+        and isinstance(x[0], str)
+        and isinstance(x[1], bool)
+        and (x[2] is None or isinstance(x[2], str))
+        and (x[3] is None or _list(_count)(x[3]))
+    )
 
 
 NUMBER = Leaf(_optional(_number), "a number or null")
@@ -95,100 +106,148 @@ FLAG = Leaf(lambda x: x is None or isinstance(x, bool), "true, false or null")
 TEXT = Leaf(_optional(_text), "a string or null")
 TEXTS = Leaf(_list(_text), "a list of strings")
 SHARE = Leaf(_optional(_number), "a share (a number, 0.25 for 25%) or null")
-SHARES = Leaf(_optional(_list(_optional(_number))), "null or a list of shares, one per run (null for a run without one)")
+SHARES = Leaf(
+    _optional(_list(_optional(_number))), "null or a list of shares, one per run (null for a run without one)"
+)
 ANY_OBJECT = Leaf(lambda x: x is None or isinstance(x, dict), "an object or null")
 
-_LATENCY = Leaf(lambda x: x is None or (isinstance(x, dict) and all(_optional(_number)(v) for v in x.values())),
-                "null or an object of statistics (numbers), e.g. {\"median_ms\": 1.2, ...}")
+_LATENCY = Leaf(
+    lambda x: x is None or (isinstance(x, dict) and all(_optional(_number)(v) for v in x.values())),
+    'null or an object of statistics (numbers), e.g. {"median_ms": 1.2, ...}',
+)
 
-_INSTRUCTIONS = Fields({
-    "source": TEXT,
-    "per_inference": NUMBER,
-    "sme_per_inference": NUMBER,
-    "sme_share_of_conv_gemm": FRACTION,
-    "shares": MapOf(SHARE, nullable=True),
-    "delegation_coverage": FRACTION,
-    "sme_path_share": FRACTION,
-    "sme_path_basis": TEXT,
-    "ops": MapOf(Leaf(lambda x: isinstance(x, list) and len(x) == 3 and all(_count(v) for v in x),
-                      "[execution order, instructions, SME instructions], three whole numbers >= 0"), nullable=True),
-    "sme_kernels": TEXTS,
-    # op id -> its graph node's name (identity.py); absent in records of older pytest-sme2
-    "op_identity": MapOf(Leaf(_text, "a string"), nullable=True),
-    # instruction class (instruction_classes.py) -> instructions of one inference; absent in older records
-    "mix": MapOf(Leaf(_count, "a whole number >= 0"), nullable=True),
-}, nullable=True)
+_INSTRUCTIONS = Fields(
+    {
+        "source": TEXT,
+        "per_inference": NUMBER,
+        "sme_per_inference": NUMBER,
+        "sme_share_of_conv_gemm": FRACTION,
+        "shares": MapOf(SHARE, nullable=True),
+        "delegation_coverage": FRACTION,
+        "sme_path_share": FRACTION,
+        "sme_path_basis": TEXT,
+        "ops": MapOf(
+            Leaf(
+                lambda x: isinstance(x, list) and len(x) == 3 and all(_count(v) for v in x),
+                "[execution order, instructions, SME instructions], three whole numbers >= 0",
+            ),
+            nullable=True,
+        ),
+        "sme_kernels": TEXTS,
+        # op id -> its graph node's name (identity.py); absent in records of older pytest-sme2
+        "op_identity": MapOf(Leaf(_text, "a string"), nullable=True),
+        # instruction class (instruction_classes.py) -> instructions of one inference; absent in older records
+        "mix": MapOf(Leaf(_count, "a whole number >= 0"), nullable=True),
+    },
+    nullable=True,
+)
 
 # Modelled device time of a counted run (--sme2-device): absent where no device was modelled
-_MODELLED = Fields({
-    "device": TEXT,
-    "option": TEXT,  # the --sme2-device value that selects it again (a name, or a device file's path)
-    "pricing_digest": TEXT,
-    "validation": TEXT,
-    "refused": TEXT,  # why the model refused this profile (then no numbers)
-    "e2e_ms": NUMBER,
-    "category_ms": MapOf(NUMBER, nullable=True),
-    "ops": MapOf(NUMBER, nullable=True),  # op id (as in instructions.ops) -> modelled ms
-}, nullable=True)
+_MODELLED = Fields(
+    {
+        "device": TEXT,
+        "option": TEXT,  # the --sme2-device value that selects it again (a name, or a device file's path)
+        "pricing_digest": TEXT,
+        "validation": TEXT,
+        "refused": TEXT,  # why the model refused this profile (then no numbers)
+        "e2e_ms": NUMBER,
+        "category_ms": MapOf(NUMBER, nullable=True),
+        "ops": MapOf(NUMBER, nullable=True),  # op id (as in instructions.ops) -> modelled ms
+    },
+    nullable=True,
+)
 
-PROFILE = Fields({
-    "model": TEXT,
-    "recipe": TEXT,
-    "variant": TEXT,
-    "emulated": FLAG,
-    "basis": TEXT,
-    "latency": _LATENCY,
-    "samples_ms": Leaf(_list(lambda x: _number(x) and x >= 0), "a list of numbers >= 0 (ms per run)"),
-    "reference_ms": Leaf(_optional(_list(lambda x: _number(x) and x > 0)),
-                         "null or a list of numbers > 0 (ms of the reference program before each run)"),
-    "disturbed_runs": COUNT,
-    "chunk_sizes": Leaf(_optional(_list(_count)), "null or a list of runs per runner process (whole numbers >= 0)"),
-    **{f"{check}_{kind}_per_chunk": _startup_leaf(event, relative=kind == "relative")
-       for check, event in (("load", "Program::load_method"), ("init", "Method::init")) for kind in ("ms", "relative")},
-    "disturbed_run_indices": Leaf(_optional(_list(_count)), "null or a list of run indices (whole numbers >= 0)"),
-    "disturbed_references": COUNT,
-    "shares": MapOf(SHARE),
-    "per_run": Fields({"shares": MapOf(SHARES, nullable=True),
-                       "delegation_coverage": SHARES,
-                       "sme_path_share": SHARES}, nullable=True),
-    "delegation_coverage": FRACTION,
-    "node_delegation_coverage": FRACTION,
-    "delegation": Fields({"delegated_nodes": COUNT, "non_delegated_nodes": COUNT,
-                          "ops": MapOf(Leaf(lambda x: isinstance(x, list) and len(x) == 2 and all(_count(v) for v in x),
-                                            "[delegated, not delegated], two whole numbers >= 0"), nullable=True),
-                          # graph nodes in order (export/graph_nodes.py); absent in records of older pytest-sme2
-                          "nodes": Leaf(_optional(_list(_graph_node)),
-                                        "null or a list of [node name, delegated, dtype or null, shape or null]")},
-                         nullable=True),
-    "portable_ops": TEXTS,
-    "sme_path_share": FRACTION,
-    "sme_path_ops": COUNT,
-    "memory": Fields({"planned_bytes": COUNT,
-                       "planned_buffers": Leaf(_optional(_list(_count)), "null or a list of buffer sizes in bytes"),
-                       "peak_rss_kb": Leaf(_optional(_list(_count)),
-                                           "null or a list of the runner's peak resident KiB per run")},
-                      nullable=True),
-    "run": ANY_OBJECT,
-    "provenance": ANY_OBJECT,
-    "instructions": _INSTRUCTIONS,
-    "modelled": _MODELLED,
-    "kernel_time": MapOf(Fields({"samples": COUNT, "kernels": MapOf(FRACTION)}), nullable=True),
-    "quality": ANY_OBJECT,
-})
+PROFILE = Fields(
+    {
+        "model": TEXT,
+        "recipe": TEXT,
+        "variant": TEXT,
+        "emulated": FLAG,
+        "basis": TEXT,
+        "latency": _LATENCY,
+        "samples_ms": Leaf(_list(lambda x: _number(x) and x >= 0), "a list of numbers >= 0 (ms per run)"),
+        "reference_ms": Leaf(
+            _optional(_list(lambda x: _number(x) and x > 0)),
+            "null or a list of numbers > 0 (ms of the reference program before each run)",
+        ),
+        "disturbed_runs": COUNT,
+        "chunk_sizes": Leaf(_optional(_list(_count)), "null or a list of runs per runner process (whole numbers >= 0)"),
+        **{
+            f"{check}_{kind}_per_chunk": _startup_leaf(event, relative=kind == "relative")
+            for check, event in (("load", "Program::load_method"), ("init", "Method::init"))
+            for kind in ("ms", "relative")
+        },
+        "disturbed_run_indices": Leaf(_optional(_list(_count)), "null or a list of run indices (whole numbers >= 0)"),
+        "disturbed_references": COUNT,
+        "shares": MapOf(SHARE),
+        "per_run": Fields(
+            {"shares": MapOf(SHARES, nullable=True), "delegation_coverage": SHARES, "sme_path_share": SHARES},
+            nullable=True,
+        ),
+        "delegation_coverage": FRACTION,
+        "node_delegation_coverage": FRACTION,
+        "delegation": Fields(
+            {
+                "delegated_nodes": COUNT,
+                "non_delegated_nodes": COUNT,
+                "ops": MapOf(
+                    Leaf(
+                        lambda x: isinstance(x, list) and len(x) == 2 and all(_count(v) for v in x),
+                        "[delegated, not delegated], two whole numbers >= 0",
+                    ),
+                    nullable=True,
+                ),
+                # graph nodes in order (export/graph_nodes.py); absent in records of older pytest-sme2
+                "nodes": Leaf(
+                    _optional(_list(_graph_node)),
+                    "null or a list of [node name, delegated, dtype or null, shape or null]",
+                ),
+            },
+            nullable=True,
+        ),
+        "portable_ops": TEXTS,
+        "sme_path_share": FRACTION,
+        "sme_path_ops": COUNT,
+        "memory": Fields(
+            {
+                "planned_bytes": COUNT,
+                "planned_buffers": Leaf(_optional(_list(_count)), "null or a list of buffer sizes in bytes"),
+                "peak_rss_kb": Leaf(
+                    _optional(_list(_count)), "null or a list of the runner's peak resident KiB per run"
+                ),
+            },
+            nullable=True,
+        ),
+        "run": ANY_OBJECT,
+        "provenance": ANY_OBJECT,
+        "instructions": _INSTRUCTIONS,
+        "modelled": _MODELLED,
+        "kernel_time": MapOf(Fields({"samples": COUNT, "kernels": MapOf(FRACTION)}), nullable=True),
+        "quality": ANY_OBJECT,
+    }
+)
 
 
-_TIMESTAMP = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}(T[0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]{1,9})?)?(Z|[+-][0-9]{2}:[0-9]{2})?)?")
+_TIMESTAMP = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}(T[0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]{1,9})?)?(Z|[+-][0-9]{2}:[0-9]{2})?)?"
+)
 _COMMIT = re.compile(r"[0-9a-f]{7,64}")
 GIT_STATES = ("before the first commit", "outside a git repository")
 
 # When and at which commit a baseline was recorded (baselines.recorded_now); its text reaches every failure message.
-RECORDED = Fields({
-    "date": Leaf(lambda x: isinstance(x, str) and bool(_TIMESTAMP.fullmatch(x)),
-                 "a UTC timestamp like 2026-01-31T12:00:00Z"),
-    "git_commit": Leaf(_optional(lambda x: isinstance(x, str) and bool(_COMMIT.fullmatch(x))),
-                       "a git commit (7 to 64 hexadecimal digits) or null"),
-    "git": Leaf(lambda x: x is None or x in GIT_STATES, f"null, {GIT_STATES[0]!r} or {GIT_STATES[1]!r}"),
-}, nullable=True)
+RECORDED = Fields(
+    {
+        "date": Leaf(
+            lambda x: isinstance(x, str) and bool(_TIMESTAMP.fullmatch(x)), "a UTC timestamp like 2026-01-31T12:00:00Z"
+        ),
+        "git_commit": Leaf(
+            _optional(lambda x: isinstance(x, str) and bool(_COMMIT.fullmatch(x))),
+            "a git commit (7 to 64 hexadecimal digits) or null",
+        ),
+        "git": Leaf(lambda x: x is None or x in GIT_STATES, f"null, {GIT_STATES[0]!r} or {GIT_STATES[1]!r}"),
+    },
+    nullable=True,
+)
 
 
 def record_problem(record: Any, where: str) -> str | None:
@@ -207,7 +266,10 @@ def record_problem(record: Any, where: str) -> str | None:
     if not (samples or record.get("emulated")):
         return f"{where}.samples_ms is empty (only an emulated record has no timed runs)"
     if reference is not None and len(reference) != len(samples):
-        return f"{where}.reference_ms has {len(reference)} entries, one per entry of 'samples_ms' ({len(samples)}) expected"
+        return (
+            f"{where}.reference_ms has {len(reference)} entries, one per entry of 'samples_ms' ({len(samples)}) "
+            f"expected"
+        )
     return None
 
 
@@ -220,18 +282,23 @@ def control_character(value: Any, where: str = "") -> str | None:
     read keeps a later report from printing it raw."""
     if isinstance(value, str):
         found = CONTROL.search(value)
-        return (None if found is None else
-                f"{where or 'a value'} holds the control character {found.group()!r} (it is {_shown(value)}): text "
-                "in a baseline is one line of printable characters, since a line break would forge a line of the "
-                "output (under GitHub Actions, a workflow command)")
+        return (
+            None
+            if found is None
+            else f"{where or 'a value'} holds the control character {found.group()!r} (it is {_shown(value)}): text "
+            "in a baseline is one line of printable characters, since a line break would forge a line of the "
+            "output (under GitHub Actions, a workflow command)"
+        )
     if isinstance(value, list):
         items = ((f"{where}[{i}]", item) for i, item in enumerate(value))
     elif isinstance(value, dict):
         for key in value:
             if isinstance(key, str) and CONTROL.search(key):
                 return control_character(key, f"a key of {where or 'the file'}")
-        items = ((f"{where}.{key}" if where and key.isidentifier() else f"{where}[{key!r}]" if where else key, item)
-                 for key, item in value.items())
+        items = (
+            (f"{where}.{key}" if where and key.isidentifier() else f"{where}[{key!r}]" if where else key, item)
+            for key, item in value.items()
+        )
     else:
         return None
     return next((found for path, item in items for found in [control_character(item, path)] if found), None)

@@ -88,11 +88,30 @@ def dumps(data: Mapping[str, Any]) -> str:
 
 
 # Kept as the profile's one JSON form has them (Profile.to_dict); the rest of a record is picked below.
-_RECORD_KEYS = ("model", "recipe", "variant", "emulated", "basis", "reference_ms", "disturbed_runs", "process_sizes",
-                "chunk_sizes", "load_ms_per_chunk", "init_ms_per_chunk", "load_relative_per_chunk",
-                "init_relative_per_chunk",
-                "disturbed_run_indices", "disturbed_references", "shares", "per_run", "delegation_coverage",
-                "node_delegation_coverage", "delegation", "sme_path_share", "sme_path_ops")
+_RECORD_KEYS = (
+    "model",
+    "recipe",
+    "variant",
+    "emulated",
+    "basis",
+    "reference_ms",
+    "disturbed_runs",
+    "process_sizes",
+    "chunk_sizes",
+    "load_ms_per_chunk",
+    "init_ms_per_chunk",
+    "load_relative_per_chunk",
+    "init_relative_per_chunk",
+    "disturbed_run_indices",
+    "disturbed_references",
+    "shares",
+    "per_run",
+    "delegation_coverage",
+    "node_delegation_coverage",
+    "delegation",
+    "sme_path_share",
+    "sme_path_ops",
+)
 
 
 def record_of(profile: Any, instructions: Mapping[str, Any] | None = None, device: Any = None) -> dict[str, Any]:
@@ -103,18 +122,20 @@ def record_of(profile: Any, instructions: Mapping[str, Any] | None = None, devic
     data = profile.to_dict()
     emulated = data["emulated"]
     record: dict[str, Any] = {key: data[key] for key in _RECORD_KEYS}
-    record.update({
-        # Emulated time is the emulator's: not kept, so a committed emulated baseline changes only with the program.
-        "latency": None if emulated else data["latency"],
-        "samples_ms": [] if emulated else data["e2e_ms"],
-        "portable_ops": sorted({op["op"] for op in data["portable_ops"]}),
-        # Exact on every target: what the exporter planned for activations.
-        "memory": {key: data["memory"][key] for key in ("planned_bytes", "planned_buffers")}
-        # the runner's peak resident memory per run (hardware; under emulation it would be qemu's own)
-        | {"peak_rss_kb": None if emulated else data["memory"]["peak_rss_kb"]},
-        "run": data["metadata"].get("run", {}),
-        "provenance": data["metadata"].get("export", {}),
-    })
+    record.update(
+        {
+            # Emulated time is the emulator's: not kept, so a committed emulated baseline changes only with the program.
+            "latency": None if emulated else data["latency"],
+            "samples_ms": [] if emulated else data["e2e_ms"],
+            "portable_ops": sorted({op["op"] for op in data["portable_ops"]}),
+            # Exact on every target: what the exporter planned for activations.
+            "memory": {key: data["memory"][key] for key in ("planned_bytes", "planned_buffers")}
+            # the runner's peak resident memory per run (hardware; under emulation it would be qemu's own)
+            | {"peak_rss_kb": None if emulated else data["memory"]["peak_rss_kb"]},
+            "run": data["metadata"].get("run", {}),
+            "provenance": data["metadata"].get("export", {}),
+        }
+    )
     kernels = kernel_record(data["kernel_time"])
     if kernels is not None:
         record["kernel_time"] = kernels
@@ -132,8 +153,12 @@ def modelled_record(profile: Any, device: Any) -> dict[str, Any]:
     operator (keyed like the counted ``instructions.ops``, so the gate pairs them the same way), with the
     device's name and pricing digest (only times priced by the same numbers are compared). A profile the
     model refuses (another vector length, threads > 1) keeps the reason instead of a number."""
-    kept: dict[str, Any] = {"device": device.name, "option": device.option, "pricing_digest": device.pricing_digest,
-                            "validation": device.validation}
+    kept: dict[str, Any] = {
+        "device": device.name,
+        "option": device.option,
+        "pricing_digest": device.pricing_digest,
+        "validation": device.validation,
+    }
     try:
         modelled = profile.modelled(device)
     except UsageError as exc:
@@ -148,16 +173,19 @@ def kernel_record(kernel_time: Mapping[str, Any] | None, per_op: int = 3) -> dic
     replaced (verdicts)."""
     if not kernel_time or not kernel_time.get("available"):
         return None
-    return {op["op"]: {"samples": int(op["samples"]),
-                       "kernels": {k["kernel"]: float(k["share"]) for k in op["kernels"][:per_op]}}
-            for op in kernel_time["ops"]}
+    return {
+        op["op"]: {
+            "samples": int(op["samples"]),
+            "kernels": {k["kernel"]: float(k["share"]) for k in op["kernels"][:per_op]},
+        }
+        for op in kernel_time["ops"]
+    }
 
 
 def git_commit(directory: Path) -> str | None:
     """The commit checked out in ``directory`` (None outside a git work tree)."""
     try:
-        result = subprocess.run(["git", "rev-parse", "HEAD"], cwd=directory, capture_output=True, text=True,
-                                timeout=10)
+        result = subprocess.run(["git", "rev-parse", "HEAD"], cwd=directory, capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return (result.stdout.strip() or None) if result.returncode == 0 else None
@@ -222,9 +250,15 @@ def load(path: Path) -> Baseline | None:
     if not isinstance(profiles, dict) or not all(isinstance(v, dict) for v in profiles.values()):
         raise _broken(path, "'profiles' is not an object of profile records")
     for key, kind in (("test", str), ("fingerprint", str), ("target", dict), ("recorded", dict)):
-        if key in data and not isinstance(data[key], kind) and not (key in ("target", "recorded") and data[key] is None):
-            raise _broken(path, f"{key!r} must be {'a string' if kind is str else 'an object'} "
-                                f"(it is {type(data[key]).__name__})")
+        if (
+            key in data
+            and not isinstance(data[key], kind)
+            and not (key in ("target", "recorded") and data[key] is None)
+        ):
+            raise _broken(
+                path,
+                f"{key!r} must be {'a string' if kind is str else 'an object'} " f"(it is {type(data[key]).__name__})",
+            )
     wrong = baseline_schema.problem(data.get("recorded"), baseline_schema.RECORDED, "recorded")
     if wrong:
         raise _broken(path, wrong)
@@ -232,8 +266,14 @@ def load(path: Path) -> Baseline | None:
         wrong = baseline_schema.record_problem(record, f"profiles[{label!r}]")
         if wrong:
             raise _broken(path, wrong)
-    return Baseline(path=path, test_id=str(data["test"]), fingerprint=str(data["fingerprint"]),
-                    profiles=profiles, target=dict(data.get("target") or {}), recorded=dict(data.get("recorded") or {}))
+    return Baseline(
+        path=path,
+        test_id=str(data["test"]),
+        fingerprint=str(data["fingerprint"]),
+        profiles=profiles,
+        target=dict(data.get("target") or {}),
+        recorded=dict(data.get("recorded") or {}),
+    )
 
 
 def write(baseline: Baseline) -> Path:
@@ -245,23 +285,29 @@ def write(baseline: Baseline) -> Path:
     path = Path(baseline.path)
     mode = read_only_mode(path) if path.is_file() else None
     if mode is not None:
-        raise BaselineError(f"baseline {path} is read-only (mode {mode:04o}), so it is not updated: make it "
-                            f"writable (chmod u+w {shlex.quote(str(path))}) to record it again, or leave its test "
-                            "out of the update (-k)")
+        raise BaselineError(
+            f"baseline {path} is read-only (mode {mode:04o}), so it is not updated: make it "
+            f"writable (chmod u+w {shlex.quote(str(path))}) to record it again, or leave its test "
+            "out of the update (-k)"
+        )
     # its own folder; a folder still to be created is under the baselines folder, which the session checked before
     # the first test (writable_folders.check_writable), not a parent such as /root (0550 on some systems)
     folder = path.parent
     if folder.is_symlink():  # a link a pull request committed there would take the update anywhere on disk
-        raise BaselineError(f"baseline {path} is not written: its folder {folder} is a symbolic link (to "
-                            f"{os.readlink(folder)}), and pytest-sme2 never writes baselines through a link, which "
-                            f"can lead out of the repository. Replace it by a real folder (rm "
-                            f"{shlex.quote(str(folder))}) and record again, or point --sme2-baselines-dir at the "
-                            "folder you mean")
+        raise BaselineError(
+            f"baseline {path} is not written: its folder {folder} is a symbolic link (to "
+            f"{os.readlink(folder)}), and pytest-sme2 never writes baselines through a link, which "
+            f"can lead out of the repository. Replace it by a real folder (rm "
+            f"{shlex.quote(str(folder))}) and record again, or point --sme2-baselines-dir at the "
+            "folder you mean"
+        )
     mode = read_only_mode(folder) if folder.is_dir() else None
     if mode is not None:
-        raise BaselineError(f"baseline {path} is not written: its folder {folder} is read-only (mode {mode:04o}); "
-                            f"make it writable (chmod u+w {shlex.quote(str(folder))}) to record it, or leave its "
-                            "test out of the update (-k)")
+        raise BaselineError(
+            f"baseline {path} is not written: its folder {folder} is read-only (mode {mode:04o}); "
+            f"make it writable (chmod u+w {shlex.quote(str(folder))}) to record it, or leave its "
+            "test out of the update (-k)"
+        )
     path.parent.mkdir(parents=True, exist_ok=True)
     text = dumps(baseline.as_dict())
     handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -294,8 +340,9 @@ def git_state(directory: Path) -> str | None:
     if git_commit(directory) is not None:
         return None
     try:
-        result = subprocess.run(["git", "rev-parse", "--is-inside-work-tree"], cwd=directory, capture_output=True,
-                                text=True, timeout=10)
+        result = subprocess.run(
+            ["git", "rev-parse", "--is-inside-work-tree"], cwd=directory, capture_output=True, text=True, timeout=10
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     return NO_COMMIT_YET if result.returncode == 0 and result.stdout.strip() == "true" else NO_REPOSITORY

@@ -30,8 +30,15 @@ from typing import Sequence
 from pytest_sme2.gate.verdict import Kind, Status, Verdict
 
 MISSING_CAUSE, DELEGATE, CHANGE, OPERATORS, SME_PATH, QUANTITY, CONTEXT = range(7)
-_CAUSE_NAMES = {MISSING_CAUSE: "missing", DELEGATE: "delegate", CHANGE: "change", OPERATORS: "operators",
-                SME_PATH: "SME path", QUANTITY: "quantity", CONTEXT: "context"}
+_CAUSE_NAMES = {
+    MISSING_CAUSE: "missing",
+    DELEGATE: "delegate",
+    CHANGE: "change",
+    OPERATORS: "operators",
+    SME_PATH: "SME path",
+    QUANTITY: "quantity",
+    CONTEXT: "context",
+}
 MOVED_ITEMS = 6  # quantities named per variant in the message; the rest are in the verdicts file
 
 
@@ -90,14 +97,14 @@ def findings(verdicts: Sequence[Verdict]) -> list[Finding]:
         key = (cause, verdict.label if cause == QUANTITY else verdict.message)
         grouped.setdefault(key, []).append(verdict)
     out = []
-    for (cause, key), members in grouped.items():
+    for (cause, words), members in grouped.items():
         labels = tuple(dict.fromkeys(v.label for v in members))
         if cause == QUANTITY:
             items = [_short(v) for v in members]
             more = len(items) - MOVED_ITEMS
             text = "; ".join(items[:MOVED_ITEMS]) + (f"; and {more} more" if more > 0 else "")
         else:
-            text = key
+            text = words
         out.append(Finding(cause, text, labels, tuple(members), items[0] if cause == QUANTITY else ""))
     return sorted(out, key=lambda f: f.cause)  # stable: verdict order within a cause
 
@@ -114,7 +121,8 @@ def headline(found: Sequence[Finding]) -> str:
     if lead is None:
         return ""
     moved = lead.verdicts[0].evidence.get("moved") or next(
-        (f.first for f in found if f.cause == QUANTITY and f.labels[0] in lead.labels), "")
+        (f.first for f in found if f.cause == QUANTITY and f.labels[0] in lead.labels), ""
+    )
     return lead.line() + (f": {moved}" if lead.cause == CHANGE and moved else "")
 
 
@@ -130,11 +138,13 @@ def message_lines(found: Sequence[Finding], limit: int = 4) -> list[str]:
         return []
     first = headline(found)
     lead = _lead(found)
+    assert lead is not None  # found is not empty
     rest = [f for f in found if f is not lead]
     lines = [first]
     for finding in rest[:limit]:
-        prefix = {QUANTITY: "moved by it: " if lead.cause < QUANTITY else "moved: ",
-                  CONTEXT: "note: "}.get(finding.cause, "also: ")
+        prefix = {QUANTITY: "moved by it: " if lead.cause < QUANTITY else "moved: ", CONTEXT: "note: "}.get(
+            finding.cause, "also: "
+        )
         # the headline named the variants: a finding of the same ones says only what it is
         lines.append(f"  {prefix}{finding.text if finding.labels == lead.labels else finding.line()}")
     if len(rest) > limit:

@@ -43,43 +43,66 @@ class Rules:
     missing: str = "fail"
     update: bool = False
     accept_noisy: bool = False
-    check_processes: int | str = AUTO_PROCESSES  # processes later checks measure (or "auto"): what a baseline must serve
+    check_processes: int | str = (
+        AUTO_PROCESSES  # processes later checks measure (or "auto"): what a baseline must serve
+    )
 
     def as_dict(self) -> dict[str, Any]:
-        return {"root": str(self.root), "metric": self.metric, "tolerances": asdict(self.tolerances),
-                "missing": self.missing, "check_processes": self.check_processes}
+        return {
+            "root": str(self.root),
+            "metric": self.metric,
+            "tolerances": asdict(self.tolerances),
+            "missing": self.missing,
+            "check_processes": self.check_processes,
+        }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], root: Path | None = None, missing: str | None = None) -> Rules:
         """The rules a session judged by (``as_dict``), optionally against another folder or missing policy."""
         try:
-            return cls(root=Path(root or data["root"]), metric=str(data["metric"]),
-                       tolerances=Tolerances(**dict(data["tolerances"])),
-                       missing=missing or str(data["missing"]),
-                       check_processes=data["check_processes"] if data["check_processes"] == AUTO_PROCESSES
-                       else int(data["check_processes"]))
+            return cls(
+                root=Path(root or data["root"]),
+                metric=str(data["metric"]),
+                tolerances=Tolerances(**dict(data["tolerances"])),
+                missing=missing or str(data["missing"]),
+                check_processes=data["check_processes"]
+                if data["check_processes"] == AUTO_PROCESSES
+                else int(data["check_processes"]),
+            )
         except (KeyError, TypeError, ValueError) as exc:
-            raise UsageError(f"the gate's rules in this summary are incomplete or damaged ({exc}); "
-                             "re-run the session to write them again") from None
+            raise UsageError(
+                f"the gate's rules in this summary are incomplete or damaged ({exc}); "
+                "re-run the session to write them again"
+            ) from None
 
 
 def new_outcome() -> dict[str, Any]:
     """What one test's gate did, as plain data (a pytest user property, which crosses from xdist workers; read by
     the terminal summary and the reports): ``verdicts``, ``failed`` and ``notes`` hold ``Verdict.as_dict`` (read
     back with ``Verdict.from_dict``, rendered to text only where shown), the rest file paths and messages."""
-    return {"paths": [], "written": [], "refused": [], "verdicts": [], "failed": [], "missing": [],
-            "unused_labels": [], "fingerprints": [], "notes": [],
-            # the failure's own lines per regressed baseline file, root cause first (what the terminal shows): the
-            # reports and CI annotations show these, one block per file, not one line per moved quantity
-            "findings": [],
-            # written files that cannot gate everything the user may expect (changes under min_effect_ms pass, its
-            # modelled time was dropped): their ``written`` lines, which the terminal shows
-            "written_caveats": [],
-            "unchanged": []}  # updated files whose every record equals the stored one: kept, date and commit too
+    return {
+        "paths": [],
+        "written": [],
+        "refused": [],
+        "verdicts": [],
+        "failed": [],
+        "missing": [],
+        "unused_labels": [],
+        "fingerprints": [],
+        "notes": [],
+        # the failure's own lines per regressed baseline file, root cause first (what the terminal shows): the
+        # reports and CI annotations show these, one block per file, not one line per moved quantity
+        "findings": [],
+        # written files that cannot gate everything the user may expect (changes under min_effect_ms pass, its
+        # modelled time was dropped): their ``written`` lines, which the terminal shows
+        "written_caveats": [],
+        "unchanged": [],
+    }  # updated files whose every record equals the stored one: kept, date and commit too
 
 
-def records_of(labelled: list[tuple[str, Any]], metric: str, inferences: int,
-               device: Any = None) -> dict[str, dict[str, Any]]:
+def records_of(
+    labelled: list[tuple[str, Any]], metric: str, inferences: int, device: Any = None
+) -> dict[str, dict[str, Any]]:
     """Each labelled Profile as the record a baseline keeps; with the instruction metric, callgrind counts a
     hardware run (an emulated run was counted by qemu already: its gate is that count whatever the metric, and
     callgrind's host counts in its place would be another machine's instructions); with a device model
@@ -92,9 +115,13 @@ def records_of(labelled: list[tuple[str, Any]], metric: str, inferences: int,
 
             pte = Path(profile.artifacts["pte"])
             inputs = profile.artifacts.get("inputs")
-            count = count_instructions(pte, Path(inputs) if inputs else None,
-                                       pte.parent / f"instructions-{slug(label)}", inferences=inferences,
-                                       timeout_s=float(profile.metadata.get("run", {}).get("timeout_s", DEFAULT_TIMEOUT_S)))
+            count = count_instructions(
+                pte,
+                Path(inputs) if inputs else None,
+                pte.parent / f"instructions-{slug(label)}",
+                inferences=inferences,
+                timeout_s=float(profile.metadata.get("run", {}).get("timeout_s", DEFAULT_TIMEOUT_S)),
+            )
             instructions = count.as_dict()
         records[label] = baselines.record_of(profile, instructions, device)
     return records
@@ -114,16 +141,23 @@ def pair_records(records: Mapping[str, Mapping[str, Any]], stored: Mapping[str, 
     for label, record in records.items():
         if label in pairs:
             continue
-        same = [old for old in leftover if (stored[old].get("model"), stored[old].get("variant"))
-                == (record.get("model"), record.get("variant"))]
+        same = [
+            old
+            for old in leftover
+            if (stored[old].get("model"), stored[old].get("variant")) == (record.get("model"), record.get("variant"))
+        ]
         if len(same) == 1 and not any(other in pairs for other in same):
             pairs[label] = same[0]
             leftover.remove(same[0])
     return pairs
 
 
-def assess_quality(records: dict[str, dict[str, Any]], tolerances: Tolerances,
-                   accept_noisy: bool, check_processes: int | str = AUTO_PROCESSES) -> list[str]:
+def assess_quality(
+    records: dict[str, dict[str, Any]],
+    tolerances: Tolerances,
+    accept_noisy: bool,
+    check_processes: int | str = AUTO_PROCESSES,
+) -> list[str]:
     """Put each record's quality into it; the reasons to refuse the file (empty: write it).
 
     With ``check_processes = "auto"`` each record is judged for the fewest check processes that see 1.5
@@ -158,7 +192,8 @@ def auto_processes(root: Path, fingerprint: str, test_id: str, tolerances: Toler
         return 1
     counts = []
     for record in stored.profiles.values():
-        quality = record.get("quality") if isinstance(record.get("quality"), Mapping) else {}
+        given = record.get("quality")
+        quality: Mapping[str, Any] = given if isinstance(given, Mapping) else {}
         kept = quality.get("check_processes")
         if quality.get("auto") and isinstance(kept, int) and not isinstance(kept, bool) and kept >= 1:
             counts.append(kept)
@@ -183,9 +218,17 @@ def verdicts_file_name(fingerprint: str) -> str:
     return f"baseline-verdicts~{slug(fingerprint, limit=40)}.txt"
 
 
-def check_file(test_id: str, fingerprint: str, target: Mapping[str, Any], records: dict[str, dict[str, Any]],
-               rules: Rules, update_command: str, outcome: dict[str, Any], verdicts_dir: Path | None = None,
-               repo_root: Path | None = None) -> list[str]:
+def check_file(
+    test_id: str,
+    fingerprint: str,
+    target: Mapping[str, Any],
+    records: dict[str, dict[str, Any]],
+    rules: Rules,
+    update_command: str,
+    outcome: dict[str, Any],
+    verdicts_dir: Path | None = None,
+    repo_root: Path | None = None,
+) -> list[str]:
     """Write (``rules.update``) or judge one baseline file; return failure lines (empty if all is well).
 
     ``outcome`` (``new_outcome``) gathers what happened for the summary and reports; ``verdicts_dir``
@@ -193,28 +236,32 @@ def check_file(test_id: str, fingerprint: str, target: Mapping[str, Any], record
     commit is read from.
     """
     path = baselines.baseline_path(rules.root, fingerprint, test_id)
-    legacy = baselines.legacy_baseline_path(rules.root, fingerprint, test_id)
-    if legacy == path or not legacy.is_file() or baselines.stored_test_id(legacy) != test_id:
-        legacy = None  # no file of this test under the name older versions gave it
+    older = baselines.legacy_baseline_path(rules.root, fingerprint, test_id)
+    # None: no file of this test under the name older versions gave it
+    legacy = older if older != path and older.is_file() and baselines.stored_test_id(older) == test_id else None
     outcome["paths"].append(str(path))
     if rules.update:
         owner = baselines.stored_test_id(path) if path.is_file() else None
         if owner is not None and owner != test_id:
-            return [f"baseline not written to {path}: that file belongs to test {owner!r}; "
-                    f"move it away (it is never overwritten by another test's update)"]
+            return [
+                f"baseline not written to {path}: that file belongs to test {owner!r}; "
+                f"move it away (it is never overwritten by another test's update)"
+            ]
         refused = assess_quality(records, rules.tolerances, rules.accept_noisy, rules.check_processes)
         if refused:
             outcome["refused"].append(str(path))
-            return [f"baseline not written to {path}: the runs are not good enough to judge later runs by:",
-                    *refused,
-                    "ways out: run again on a quieter machine; more runs (--sme2-runs or "
-                    "@pytest.mark.perf(runs=...)) or processes (--sme2-baseline-processes, and --sme2-processes for "
-                    "the checks that will use it); a tolerance the "
-                    "quantity can meet (@pytest.mark.baseline(latency=..., shares=...)); or, knowing the risk, "
-                    "write it anyway with --sme2-accept-noisy-baselines (the file then records the problems). "
-                    "Each of these is judged on this session's processes only: on a busy or shared machine a later "
-                    "session's level can move further (docs/gate.md, 'Between sessions'); for a sub-millisecond "
-                    "model, instructions (--sme2-metric=instructions, or the emulated target) do not move at all"]
+            return [
+                f"baseline not written to {path}: the runs are not good enough to judge later runs by:",
+                *refused,
+                "ways out: run again on a quieter machine; more runs (--sme2-runs or "
+                "@pytest.mark.perf(runs=...)) or processes (--sme2-baseline-processes, and --sme2-processes for "
+                "the checks that will use it); a tolerance the "
+                "quantity can meet (@pytest.mark.baseline(latency=..., shares=...)); or, knowing the risk, "
+                "write it anyway with --sme2-accept-noisy-baselines (the file then records the problems). "
+                "Each of these is judged on this session's processes only: on a busy or shared machine a later "
+                "session's level can move further (docs/gate.md, 'Between sessions'); for a sub-millisecond "
+                "model, instructions (--sme2-metric=instructions, or the emulated target) do not move at all",
+            ]
         fresh = baselines.Baseline(path, test_id, fingerprint, records, dict(target))
         if legacy is None and _unchanged(path, fresh):
             outcome["unchanged"].append(str(path))  # a review of the update sees only files whose records moved
@@ -249,27 +296,32 @@ def check_file(test_id: str, fingerprint: str, target: Mapping[str, Any], record
     if stored is not None:
         if stored.test_id != test_id:
             raise baselines.BaselineError(
-                f"baseline {path} belongs to test {stored.test_id!r}, not {test_id!r}; rename or remove it")
+                f"baseline {path} belongs to test {stored.test_id!r}, not {test_id!r}; rename or remove it"
+            )
         compared = set(pairs.values())
         outcome["unused_labels"] += [f"{path} :: {label}" for label in stored.profiles if label not in compared]
     judged: list[Verdict] = []
     for label, record in records.items():
-        if label in pairs:
+        if label in pairs and stored is not None:  # pairs: none without a stored baseline
             judged += judge(label, record, stored.profiles[pairs[label]], rules.tolerances, rules.metric)
     ordered = findings.findings(judged)
     outcome["verdicts"] += [v.as_dict() for v in judged]
     outcome["failed"] += [v.as_dict() for f in ordered for v in f.verdicts if v.failed]  # root cause first
     outcome["notes"] += [v.as_dict() for f in ordered for v in f.verdicts if v.status == Status.NOTE]
-    written = (write_verdicts(verdicts_dir / verdicts_file_name(fingerprint), ordered, judged)
-               if judged and verdicts_dir is not None else None)
+    written = (
+        write_verdicts(verdicts_dir / verdicts_file_name(fingerprint), ordered, judged)
+        if judged and verdicts_dir is not None
+        else None
+    )
     failures: list[str] = findings.message_lines(ordered) if findings.failed(ordered) else []
     if failures and written is not None:
         failures.append(f"every verdict ({len(judged)}, root cause first): {written}")
     missing_text = ""
     if absent:
         shown = missing_records_text(absent, stored.profiles if stored is not None else ())
-        missing_text = (f"no baseline for {shown} on target {fingerprint} in {path}; "
-                        f"record it with: {update_command}")
+        missing_text = (
+            f"no baseline for {shown} on target {fingerprint} in {path}; " f"record it with: {update_command}"
+        )
         outcome["missing"].append(missing_text)
         if rules.missing == "fail":
             failures.append(missing_text)
@@ -292,13 +344,16 @@ def _below_the_floor(records: Mapping[str, Mapping[str, Any]], tol: Tolerances) 
     0.04 ms model's baseline was "written" with no word that a +40% change would pass). "" when none."""
     short = []
     for label, record in records.items():
-        median = ((record.get("latency") or {}).get("median_ms") if not record.get("emulated") else None)
+        median = (record.get("latency") or {}).get("median_ms") if not record.get("emulated") else None
         if isinstance(median, (int, float)) and 0 < median * tol.latency <= tol.min_effect_ms:
             short.append(f"{label}: {median:.3g} ms, so changes under {tol.min_effect_ms / median:.0%} pass")
     if not short:
         return ""
-    return (f"latency and shares are gated only above {tol.min_effect_ms:g} ms of change (min_effect_ms): "
-            + "; ".join(short) + "; instructions (--sme2-metric=instructions or the emulated target) gate it exactly")
+    return (
+        f"latency and shares are gated only above {tol.min_effect_ms:g} ms of change (min_effect_ms): "
+        + "; ".join(short)
+        + "; instructions (--sme2-metric=instructions or the emulated target) gate it exactly"
+    )
 
 
 def _unchanged(path: Path, fresh: baselines.Baseline) -> bool:
@@ -314,17 +369,26 @@ def _unchanged(path: Path, fresh: baselines.Baseline) -> bool:
         return False
     # an update that models no device leaves a file whose counts did not move as it is, modelled time and all:
     # the same counts price to the same modelled time
-    unpriced = {label for label, record in (wanted.get("profiles") or {}).items()
-                if isinstance(record, dict) and "modelled" not in record}
+    unpriced = {
+        label
+        for label, record in (wanted.get("profiles") or {}).items()
+        if isinstance(record, dict) and "modelled" not in record
+    }
     return _without_pointers(stored, unpriced) == _without_pointers(wanted)
 
 
 def _device_options(stored: baselines.Baseline, labels: Collection[str] | None = None) -> list[str]:
     """The --sme2-device values (device_option) the stored baseline's records were modelled with, of the
     records named in ``labels`` (None: all)."""
-    return sorted({device_option(record["modelled"]) for label, record in stored.profiles.items()
-                   if isinstance(record.get("modelled"), Mapping) and record["modelled"].get("device")
-                   and (labels is None or label in labels)})
+    return sorted(
+        {
+            device_option(record["modelled"])
+            for label, record in stored.profiles.items()
+            if isinstance(record.get("modelled"), Mapping)
+            and record["modelled"].get("device")
+            and (labels is None or label in labels)
+        }
+    )
 
 
 def with_stored_device(command: str, stored: baselines.Baseline | None) -> str:
@@ -349,8 +413,10 @@ def _modelled_not_kept(path: Path, records: Mapping[str, Mapping[str, Any]]) -> 
     dropped = _device_options(stored, {label for label, record in records.items() if "modelled" not in record})
     if not dropped:
         return ""
-    return (f"{MODELLED_NOT_KEPT} on {' / '.join(dropped)}: this update modelled no device; record it again with "
-            f"--sme2-device {shlex.quote(dropped[0])} to keep it")
+    return (
+        f"{MODELLED_NOT_KEPT} on {' / '.join(dropped)}: this update modelled no device; record it again with "
+        f"--sme2-device {shlex.quote(dropped[0])} to keep it"
+    )
 
 
 MODELLED_NOT_KEPT = "its modelled device time was not kept"
@@ -368,8 +434,10 @@ def _without_pointers(data: dict[str, Any], unpriced: Collection[str] = ()) -> d
     must not rewrite every baseline: a review), and no modelled time at all for the records in ``unpriced``."""
     profiles = data.get("profiles")
     if isinstance(profiles, dict):
-        profiles = {label: _record_without_pointers(record, label in unpriced) if isinstance(record, dict) else record
-                    for label, record in profiles.items()}
+        profiles = {
+            label: _record_without_pointers(record, label in unpriced) if isinstance(record, dict) else record
+            for label, record in profiles.items()
+        }
     return {**data, "recorded": None, "profiles": profiles}
 
 
@@ -452,8 +520,12 @@ def gate_input_problem(data: Any, where: str) -> str | None:
     return None
 
 
-def check_session(tests: list[Mapping[str, Any]], baselines_dir: Path | None = None, missing: str | None = None,
-                  out_dir: Path | None = None) -> list[CheckResult]:
+def check_session(
+    tests: list[Mapping[str, Any]],
+    baselines_dir: Path | None = None,
+    missing: str | None = None,
+    out_dir: Path | None = None,
+) -> list[CheckResult]:
     """Judge every test of a session's summary.json (its ``GATE_INPUT``) against stored baselines.
 
     The same ``check_file`` as in pytest, with the rules the test was judged by; ``baselines_dir`` and
@@ -465,10 +537,12 @@ def check_session(tests: list[Mapping[str, Any]], baselines_dir: Path | None = N
         raise UsageError(f"--missing {missing!r}: choose one of {', '.join(MISSING_POLICIES)}")
     judged = [t for t in tests if isinstance(t.get(GATE_INPUT), Mapping)]
     if not judged:
-        raise UsageError("no test in this session was judged against baselines: its gate was off "
-                         "(--sme2-no-baselines, sme2_baselines = false, @pytest.mark.baseline(enabled=False)), it "
-                         "only wrote baselines (--sme2-update-baselines), or it was written by a pytest-sme2 before "
-                         "`check` existed; run the tests once with the gate on")
+        raise UsageError(
+            "no test in this session was judged against baselines: its gate was off "
+            "(--sme2-no-baselines, sme2_baselines = false, @pytest.mark.baseline(enabled=False)), it "
+            "only wrote baselines (--sme2-update-baselines), or it was written by a pytest-sme2 before "
+            "`check` existed; run the tests once with the gate on"
+        )
     results = []
     for test in judged:
         data = test[GATE_INPUT]
@@ -484,8 +558,15 @@ def check_session(tests: list[Mapping[str, Any]], baselines_dir: Path | None = N
             fingerprint = str(entry.get("fingerprint"))
             outcome["fingerprints"].append(fingerprint)
             records = {label: dict(record) for label, record in dict(entry.get("records") or {}).items()}
-            failures += check_file(test_id, fingerprint, entry.get("target") or {}, records, rules,
-                                   update_into(str(data.get("update_command")), baselines_dir), outcome,
-                                   verdicts_dir=folder)
+            failures += check_file(
+                test_id,
+                fingerprint,
+                entry.get("target") or {},
+                records,
+                rules,
+                update_into(str(data.get("update_command")), baselines_dir),
+                outcome,
+                verdicts_dir=folder,
+            )
         results.append(CheckResult(test_id, failures, outcome))
     return results

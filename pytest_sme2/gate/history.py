@@ -51,7 +51,8 @@ QUANTITIES: dict[str, tuple[bool, float]] = {
 
 
 def digest(test: str, entry: Mapping[str, Any], session: Mapping[str, Any]) -> dict[str, Any]:
-    """One history line: a test's profile entry (the profile's one JSON form, Profile.to_dict) and its session's facts."""
+    """One history line: a test's profile entry (the profile's one JSON form, Profile.to_dict) and its session's
+    facts."""
     counted = entry.get("instructions") if entry.get("basis") == "instructions" else None
     emulated = bool(entry.get("emulated"))
     quantities: dict[str, float | None] = {
@@ -65,15 +66,26 @@ def digest(test: str, entry: Mapping[str, Any], session: Mapping[str, Any]) -> d
         "sme_path_share": entry.get("sme_path_share"),
     }
     quantities.update({f"share_{name}": value for name, value in (entry.get("shares") or {}).items()})
-    return {"version": HISTORY_VERSION, **session, "test": test, "model": entry.get("model"), "recipe": entry.get("recipe"),
-            "variant": entry.get("variant"), "emulated": emulated,
-            "quantities": {k: v for k, v in quantities.items() if v is not None}}
+    return {
+        "version": HISTORY_VERSION,
+        **session,
+        "test": test,
+        "model": entry.get("model"),
+        "recipe": entry.get("recipe"),
+        "variant": entry.get("variant"),
+        "emulated": emulated,
+        "quantities": {k: v for k, v in quantities.items() if v is not None},
+    }
 
 
 def session_facts(rootdir: Path, session_dir: Path, target_fingerprint: str) -> dict[str, Any]:
     """What every line of one session shares: its id, time, the commit it tested, the target."""
-    return {"session": session_dir.name, "time": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-            "commit": _commit(rootdir), "target": target_fingerprint}
+    return {
+        "session": session_dir.name,
+        "time": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "commit": _commit(rootdir),
+        "target": target_fingerprint,
+    }
 
 
 def _commit(rootdir: Path) -> str | None:
@@ -82,8 +94,13 @@ def _commit(rootdir: Path) -> str | None:
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=rootdir, capture_output=True, text=True, timeout=10)
         if head.returncode != 0:
             return None
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=rootdir,
-                               capture_output=True, text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=rootdir,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return None
     return head.stdout.strip() + ("+dirty" if dirty else "")
@@ -94,11 +111,15 @@ def check_path(path: Path) -> None:
     never runs to the end and then drops its history line (issue 23)."""
     setting = "--sme2-history (or ini sme2_history)"
     if path.is_dir():
-        raise UsageError(f"the history file {path} is a folder; point {setting} at a file, e.g. {path / 'history.jsonl'}")
+        raise UsageError(
+            f"the history file {path} is a folder; point {setting} at a file, e.g. {path / 'history.jsonl'}"
+        )
     kind = not_regular(path)
     if kind:  # a FIFO or a device: appending to one would fail only at the session's end
-        raise UsageError(f"the history file {path} is {kind}, not a regular file; point {setting} at a regular "
-                         f"file (created if missing), e.g. {path.with_name('history.jsonl')}")
+        raise UsageError(
+            f"the history file {path} is {kind}, not a regular file; point {setting} at a regular "
+            f"file (created if missing), e.g. {path.with_name('history.jsonl')}"
+        )
     if path.exists() and not os.access(path, os.W_OK):
         raise UsageError(f"the history file {path} is not writable; point {setting} at a file you can write")
     check_writable(Place("history file's folder", path.parent, setting))
@@ -131,8 +152,10 @@ class Change:
 
     def __str__(self) -> str:
         commit = self.commit[:12] if self.commit else "unknown commit"
-        return (f"{self.test} [{self.variant}, {self.target}] {self.quantity}: {self.before:.6g} -> {self.after:.6g} "
-                f"from session {self.session} ({self.time}, {commit})")
+        return (
+            f"{self.test} [{self.variant}, {self.target}] {self.quantity}: {self.before:.6g} -> {self.after:.6g} "
+            f"from session {self.session} ({self.time}, {commit})"
+        )
 
 
 def load(path: Path, damaged: list[int] | None = None) -> list[dict[str, Any]]:
@@ -143,8 +166,10 @@ def load(path: Path, damaged: list[int] | None = None) -> list[dict[str, Any]]:
         raise UsageError(f"history {path} is a folder; give the JSON Lines file sessions write with --sme2-history")
     kind = not_regular(path)
     if kind:
-        raise UsageError(f"history {path} is {kind}, not a regular file; give the JSON Lines file sessions write "
-                         "with --sme2-history")
+        raise UsageError(
+            f"history {path} is {kind}, not a regular file; give the JSON Lines file sessions write "
+            "with --sme2-history"
+        )
     if not path.is_file():
         raise UsageError(f"history {path} does not exist; sessions write it with --sme2-history {path}")
     rows = []
@@ -160,10 +185,16 @@ def load(path: Path, damaged: list[int] | None = None) -> list[dict[str, Any]]:
             except RecursionError:
                 problem = "is nested too deeply to be a history line; remove that line"
             else:
-                if not isinstance(row, dict) or row.get("version") != HISTORY_VERSION or not isinstance(
-                        row.get("quantities"), dict) or not all(isinstance(row.get(k), str) for k in ("session", "test")):
-                    problem = (f"is not a pytest-sme2 history line (version {HISTORY_VERSION} with session, test and "
-                               "quantities)")
+                if (
+                    not isinstance(row, dict)
+                    or row.get("version") != HISTORY_VERSION
+                    or not isinstance(row.get("quantities"), dict)
+                    or not all(isinstance(row.get(k), str) for k in ("session", "test"))
+                ):
+                    problem = (
+                        f"is not a pytest-sme2 history line (version {HISTORY_VERSION} with session, test and "
+                        "quantities)"
+                    )
             if problem is None:
                 rows.append(row)
             elif damaged is not None:
@@ -173,8 +204,9 @@ def load(path: Path, damaged: list[int] | None = None) -> list[dict[str, Any]]:
     return rows
 
 
-def series(rows: list[dict[str, Any]], dropped: list[str] | None = None
-           ) -> dict[tuple[str, str, str, str], list[tuple[dict[str, Any], float]]]:
+def series(
+    rows: list[dict[str, Any]], dropped: list[str] | None = None
+) -> dict[tuple[str, str, str, str], list[tuple[dict[str, Any], float]]]:
     """(test, variant, target, quantity) -> [(line, value)] in session order (time, then file order).
     Non-finite values (NaN, infinities: a broken run) are left out of their series, so they hide no
     change; each is described in ``dropped`` when given."""
@@ -201,7 +233,18 @@ def changes(rows: list[dict[str, Any]], dropped: list[str] | None = None) -> lis
         bounds = [0, *cuts, len(values)]
         for i, cut in enumerate(cuts):
             row = points[cut][0]
-            found.append(Change(test, variant, target, quantity, str(row["session"]), str(row.get("time", "?")),
-                                row.get("commit"), float(np.median(values[bounds[i]:cut])),
-                                float(np.median(values[cut:bounds[i + 2]])), cut))
+            found.append(
+                Change(
+                    test,
+                    variant,
+                    target,
+                    quantity,
+                    str(row["session"]),
+                    str(row.get("time", "?")),
+                    row.get("commit"),
+                    float(np.median(values[bounds[i] : cut])),
+                    float(np.median(values[cut : bounds[i + 2]])),
+                    cut,
+                )
+            )
     return found

@@ -14,8 +14,13 @@ from pytest_sme2.gate.quality import forced_baseline_note
 from pytest_sme2.gate.verdict import METRICS, Tolerances, Verdict
 
 
-def judge(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any], tolerances: Tolerances | None = None,
-          metric: str = "latency") -> list[Verdict]:
+def judge(
+    label: str,
+    current: Mapping[str, Any],
+    baseline: Mapping[str, Any],
+    tolerances: Tolerances | None = None,
+    metric: str = "latency",
+) -> list[Verdict]:
     """Every registered check's verdicts, in registry order; a regression of a time-based quantity judged on a
     baseline written despite its quality check says so (quality.forced_baseline_note)."""
     if metric not in METRICS:

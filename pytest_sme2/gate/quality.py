@@ -19,7 +19,6 @@ from pytest_sme2.gate.checks.startup import STARTUP
 from pytest_sme2.gate.verdict import Status, Tolerances, Verdict
 from pytest_sme2.profile import stats
 
-
 # A baseline is refused when more than this share of its runs was disturbed: the runs left are those the
 # machine happened to spare, and a verdict on them compares with a luckier machine than later sessions get
 # (17 of 40 disturbed reference runs were accepted, and unchanged reruns then failed at +22-24%).
@@ -44,8 +43,9 @@ DETECT_TOLERANCES = 1.5
 DETECT_POWER = 0.95
 
 
-def baseline_quality(record: Mapping[str, Any], tol: Tolerances,
-                     check_processes: int = 1) -> tuple[dict[str, Any], list[str]]:
+def baseline_quality(
+    record: Mapping[str, Any], tol: Tolerances, check_processes: int = 1
+) -> tuple[dict[str, Any], list[str]]:
     """How trustworthy a record is as a baseline, and what makes it unfit (empty list: fit).
 
     It judges what the verdicts use. Verdicts compare one session's process with the baseline's
@@ -62,8 +62,11 @@ def baseline_quality(record: Mapping[str, Any], tol: Tolerances,
     relative = stats.per_run_ratio(record["samples_ms"], record.get("reference_ms"))
     clean = clean_runs(record, with_reference=relative is not None)
     runs, kept = int(clean.size), int(clean.sum())
-    quality: dict[str, Any] = {"runs": runs, "disturbed_runs": runs - kept,
-                               "basis": "relative" if relative is not None else "raw"}
+    quality: dict[str, Any] = {
+        "runs": runs,
+        "disturbed_runs": runs - kept,
+        "basis": "relative" if relative is not None else "raw",
+    }
     problems: list[str] = []
     # What the check found unfit, by the quantity a verdict names (quality_quantity), "record" for the runs
     # themselves: a regression judged on a baseline accepted despite them names its own (forced_baseline_note).
@@ -71,15 +74,19 @@ def baseline_quality(record: Mapping[str, Any], tol: Tolerances,
     if kept < stats.MIN_CLEAN_RUNS:
         problems.append(f"only {kept} of {runs} runs were undisturbed (need {stats.MIN_CLEAN_RUNS})")
     if runs - kept > runs * MAX_DISTURBED_SHARE:
-        problems.append(f"{runs - kept} of {runs} runs were disturbed by other work on the machine (the run, or the "
-                        f"reference run right before it); at most {MAX_DISTURBED_SHARE:.0%} may be")
+        problems.append(
+            f"{runs - kept} of {runs} runs were disturbed by other work on the machine (the run, or the "
+            f"reference run right before it); at most {MAX_DISTURBED_SHARE:.0%} may be"
+        )
     if problems:
         unfit["record"] = "; ".join(problems)
     for check, event in STARTUP:  # a review: such a baseline turned the start-up gate off without a word
         values = record.get(f"{check}_relative_per_chunk") or record.get(f"{check}_ms_per_chunk")
         if values and all(v is None for v in values):
-            unfit[check] = (f"{check} ({event}) has no value: every warm load of every runner process was disturbed "
-                            f"by other work on the machine")
+            unfit[check] = (
+                f"{check} ({event}) has no value: every warm load of every runner process was disturbed "
+                f"by other work on the machine"
+            )
             problems.append(f"{unfit[check]}; its checks could not judge start-up")
     latency = relative if relative is not None else np.asarray(record["samples_ms"], dtype=float)
     medians, _ = process_medians(record, latency, clean)
@@ -87,8 +94,10 @@ def baseline_quality(record: Mapping[str, Any], tol: Tolerances,
     quality["check_processes"] = check_processes
     if medians.size < MIN_BASELINE_PROCESSES:
         few = f"it holds {medians.size} process(es) with {stats.MIN_RUNS_PER_PROCESS} or more undisturbed runs"
-        problems.append(f"{few}; the gate needs {MIN_BASELINE_PROCESSES} or more to know how far each quantity moves "
-                        f"between processes (--sme2-baseline-processes, default {BASELINE_PROCESSES})")
+        problems.append(
+            f"{few}; the gate needs {MIN_BASELINE_PROCESSES} or more to know how far each quantity moves "
+            f"between processes (--sme2-baseline-processes, default {BASELINE_PROCESSES})"
+        )
         unfit["record"] = "; ".join(filter(None, (unfit.get("record"), few)))
         return quality | {"unfit": unfit}, problems
     spreads: dict[str, float] = {}
@@ -100,21 +109,30 @@ def baseline_quality(record: Mapping[str, Any], tol: Tolerances,
         detectable[quantity.what] = change
         if not quantity.blind(change):
             continue
-        remedy = _remedy(quantity.medians, check_processes, quantity.tolerance, tol.alpha, quantity.name,
-                         log=quantity.log)
+        remedy = _remedy(
+            quantity.medians, check_processes, quantity.tolerance, tol.alpha, quantity.name, log=quantity.log
+        )
         if quantity.what == "latency":
-            unfit["latency"] = (f"{quality['basis']} latency moves by {spreads['latency']:.1%} (sd) between its "
-                                f"{medians.size} processes")
-            problems.append(f"{unfit['latency']}: a check of {check_processes} process(es) would catch "
-                            f"only slowdowns above {change:+.0%} reliably, not {DETECT_TOLERANCES * tol.latency:+.0%} "
-                            f"({DETECT_TOLERANCES:g} x the tolerance); " + remedy)
+            unfit["latency"] = (
+                f"{quality['basis']} latency moves by {spreads['latency']:.1%} (sd) between its "
+                f"{medians.size} processes"
+            )
+            problems.append(
+                f"{unfit['latency']}: a check of {check_processes} process(es) would catch "
+                f"only slowdowns above {change:+.0%} reliably, not {DETECT_TOLERANCES * tol.latency:+.0%} "
+                f"({DETECT_TOLERANCES:g} x the tolerance); " + remedy
+            )
         else:
-            unfit[quantity.what] = (f"{quantity.what} moves by {design.spread * 100:.1f} points (sd) between its "
-                                    f"{quantity.medians.size} processes")
-            problems.append(f"{unfit[quantity.what]}: a check of {check_processes} process(es) would "
-                            f"catch only changes above {change * 100:.0f} points "
-                            f"reliably, not {DETECT_TOLERANCES * quantity.tolerance * 100:g} ({DETECT_TOLERANCES:g} "
-                            f"x the tolerance); " + remedy)
+            unfit[quantity.what] = (
+                f"{quantity.what} moves by {design.spread * 100:.1f} points (sd) between its "
+                f"{quantity.medians.size} processes"
+            )
+            problems.append(
+                f"{unfit[quantity.what]}: a check of {check_processes} process(es) would "
+                f"catch only changes above {change * 100:.0f} points "
+                f"reliably, not {DETECT_TOLERANCES * quantity.tolerance * 100:g} ({DETECT_TOLERANCES:g} "
+                f"x the tolerance); " + remedy
+            )
     quality.update({"between_processes": spreads, "detectable_change": detectable})
     if unfit:
         quality["unfit"] = unfit
@@ -152,8 +170,9 @@ class _Spread:
         return not self.min_effect_ms or detectable * self.median_ms > self.min_effect_ms
 
 
-def _spread_quantities(record: Mapping[str, Any], tol: Tolerances, latency: np.ndarray,
-                       clean: np.ndarray) -> list[_Spread]:
+def _spread_quantities(
+    record: Mapping[str, Any], tol: Tolerances, latency: np.ndarray, clean: np.ndarray
+) -> list[_Spread]:
     """Latency and every per-run quantity the verdicts judge, with enough processes to know their spread."""
     out = []
     medians, _ = process_medians(record, latency, clean)
@@ -180,22 +199,34 @@ def processes_needed(record: Mapping[str, Any], tol: Tolerances) -> int | None:
     latency = relative if relative is not None else np.asarray(record["samples_ms"], dtype=float)
     quantities = _spread_quantities(record, tol, latency, clean)
     for processes in range(1, MAX_SUGGESTED_PROCESSES + 1):
-        if not any(q.blind(_check_design(q.medians, processes, q.log).detectable_change(tol.alpha, DETECT_POWER))
-                   for q in quantities):
+        if not any(
+            q.blind(_check_design(q.medians, processes, q.log).detectable_change(tol.alpha, DETECT_POWER))
+            for q in quantities
+        ):
             return processes
     return None
 
 
-def _remedy(medians: np.ndarray, processes: int, tolerance: float, alpha: float, name: str,
-            log: bool = False) -> str:
+def _remedy(medians: np.ndarray, processes: int, tolerance: float, alpha: float, name: str, log: bool = False) -> str:
     """What would make this baseline usable: the fewest check processes that catch 1.5 tolerances, and the
     tolerance that checks of the current count could meet (so the refusal names settings, not a vague hope)."""
-    needed = next((r for r in range(processes + 1, MAX_SUGGESTED_PROCESSES + 1)
-                   if _check_design(medians, r, log).detectable_change(alpha, DETECT_POWER)
-                   <= DETECT_TOLERANCES * tolerance), None)
+    needed = next(
+        (
+            r
+            for r in range(processes + 1, MAX_SUGGESTED_PROCESSES + 1)
+            if _check_design(medians, r, log).detectable_change(alpha, DETECT_POWER) <= DETECT_TOLERANCES * tolerance
+        ),
+        None,
+    )
     meetable = _check_design(medians, processes, log).detectable_change(alpha, DETECT_POWER) / DETECT_TOLERANCES
-    parts = [f"checks of {needed} processes would catch it (ini sme2_processes = {needed}, or auto: each test "
-             f"as many as its baseline needs; then record again)"] if needed else []
+    parts = (
+        [
+            f"checks of {needed} processes would catch it (ini sme2_processes = {needed}, or auto: each test "
+            f"as many as its baseline needs; then record again)"
+        ]
+        if needed
+        else []
+    )
     parts.append(f"a tolerance of {meetable:.2f} would be met (@pytest.mark.baseline({name}={meetable:.2f}))")
     return " or ".join(parts)
 
@@ -205,10 +236,20 @@ def _check_design(medians: np.ndarray, processes: int, log: bool) -> "stats.Proc
     spread between processes is the baseline's."""
     spread = float(np.std(medians, ddof=1))
     centre = float(np.mean(medians))
-    return stats.ProcessShift(current=centre, baseline=centre, change=0.0, p_up=1.0, p_down=1.0, spread=spread,
-                              df=int(medians.size) + processes - 2, n_current=processes,
-                              n_baseline=int(medians.size),
-                              runs_current=0, runs_baseline=0, log=log)
+    return stats.ProcessShift(
+        current=centre,
+        baseline=centre,
+        change=0.0,
+        p_up=1.0,
+        p_down=1.0,
+        spread=spread,
+        df=int(medians.size) + processes - 2,
+        n_current=processes,
+        n_baseline=int(medians.size),
+        runs_current=0,
+        runs_baseline=0,
+        log=log,
+    )
 
 
 def _per_run_quantities(record: Mapping[str, Any], tol: Tolerances) -> list[tuple[str, np.ndarray, float]]:
@@ -218,8 +259,10 @@ def _per_run_quantities(record: Mapping[str, Any], tol: Tolerances) -> list[tupl
         values = per_run(record, "shares", category)
         if values is not None:
             out.append((f"share of {category}", values, tol.shares))
-    for key, what, tolerance in (("delegation_coverage", "delegation coverage", tol.coverage),
-                                 ("sme_path_share", "SME path share", tol.sme_path)):
+    for key, what, tolerance in (
+        ("delegation_coverage", "delegation coverage", tol.coverage),
+        ("sme_path_share", "SME path share", tol.sme_path),
+    ):
         values = per_run(record, key)
         if values is not None:
             out.append((what, values, tolerance))
@@ -231,8 +274,9 @@ def quality_quantity(verdict: Verdict) -> str | None:
     CONV", "delegation coverage", "SME path share"); None for a verdict it does not judge."""
     if verdict.check == "share":
         return f"share of {verdict.evidence.category}" if verdict.evidence.category is not None else None
-    return {"latency": "latency", "delegation_coverage": "delegation coverage",
-            "sme_path": "SME path share"}.get(verdict.check)
+    return {"latency": "latency", "delegation_coverage": "delegation coverage", "sme_path": "SME path share"}.get(
+        verdict.check
+    )
 
 
 def forced_baseline_note(verdict: Verdict, baseline: Mapping[str, Any]) -> Verdict:
@@ -242,8 +286,12 @@ def forced_baseline_note(verdict: Verdict, baseline: Mapping[str, Any]) -> Verdi
     sessions"). Every other verdict is returned as it is."""
     quality = baseline.get("quality") or {}
     quantity = quality_quantity(verdict)
-    if (verdict.status != Status.REGRESSION or quantity is None or not quality.get("accepted_despite")
-            or not verdict.evidence.statistical):  # an exact count (graph nodes) is no level of one session
+    if (
+        verdict.status != Status.REGRESSION
+        or quantity is None
+        or not quality.get("accepted_despite")
+        or not verdict.evidence.statistical
+    ):  # an exact count (graph nodes) is no level of one session
         return verdict
     unfit = quality.get("unfit")
     if unfit is None:  # written before the check kept its findings by quantity: say only that it was forced
@@ -253,9 +301,11 @@ def forced_baseline_note(verdict: Verdict, baseline: Mapping[str, Any]) -> Verdi
         if found is None:  # the check passed this quantity
             return verdict
         found += " (quality.accepted_despite in the file)"
-    note = (f"; this baseline was written with --sme2-accept-noisy-baselines although its quality check "
-            f"found: {found}: a level measured in one session moves "
-            f"further in later ones on a busy or shared machine (docs/gate.md, 'Between sessions'); record it "
-            f"again where the check passes, or judge this model by instructions (--sme2-metric=instructions, or "
-            f"the emulated target)")
+    note = (
+        f"; this baseline was written with --sme2-accept-noisy-baselines although its quality check "
+        f"found: {found}: a level measured in one session moves "
+        f"further in later ones on a busy or shared machine (docs/gate.md, 'Between sessions'); record it "
+        f"again where the check passes, or judge this model by instructions (--sme2-metric=instructions, or "
+        f"the emulated target)"
+    )
     return Verdict(verdict.check, verdict.status, verdict.label, verdict.message + note, verdict.evidence)

@@ -37,8 +37,10 @@ def nodes_of(record: Any) -> list[Node] | None:
     rows = ((record or {}).get("delegation") or {}).get("nodes")
     if not rows:
         return None
-    return [Node(name, bool(delegated), dtype, None if shape is None else tuple(shape))
-            for name, delegated, dtype, shape in rows]
+    return [
+        Node(name, bool(delegated), dtype, None if shape is None else tuple(shape))
+        for name, delegated, dtype, shape in rows
+    ]
 
 
 def _path(name: str) -> str:
@@ -53,7 +55,7 @@ def instance_of(name: str) -> tuple[str, str] | None:
     parts = _path(name).split(".")
     for i, part in enumerate(parts):
         if part.isdigit():
-            return ".".join(parts[:i]) or ROOT, ".".join(parts[:i + 1])
+            return ".".join(parts[:i]) or ROOT, ".".join(parts[: i + 1])
     return None
 
 
@@ -105,23 +107,32 @@ def align(then: Sequence[Node], now: Sequence[Node]) -> Alignment:
     units_then, units_now = _units(then), _units(now)
 
     def signature(nodes: Sequence[Node], with_detail: bool) -> Callable[[_Unit], Hashable]:
-        return lambda unit: (unit.family if unit.instance else generic(nodes[unit.members[0]].name),
-                             tuple((generic(nodes[i].name), nodes[i].detail if with_detail else None)
-                                   for i in unit.members))
+        return lambda unit: (
+            unit.family if unit.instance else generic(nodes[unit.members[0]].name),
+            tuple((generic(nodes[i].name), nodes[i].detail if with_detail else None) for i in unit.members),
+        )
 
     out = Alignment()
     unit_pairs: list[tuple[_Unit, _Unit]] = []
     left_then: list[_Unit] = []
     left_now: list[_Unit] = []
-    exact = difflib.SequenceMatcher(None, [signature(then, True)(u) for u in units_then],
-                                    [signature(now, True)(u) for u in units_now], autojunk=False)
+    exact = difflib.SequenceMatcher(
+        None,
+        [signature(then, True)(u) for u in units_then],
+        [signature(now, True)(u) for u in units_now],
+        autojunk=False,
+    )
     for tag, i1, i2, j1, j2 in exact.get_opcodes():
         if tag == "equal":
             unit_pairs += zip(units_then[i1:i2], units_now[j1:j2])
             continue
         region_then, region_now = units_then[i1:i2], units_now[j1:j2]
-        loose = difflib.SequenceMatcher(None, [signature(then, False)(u) for u in region_then],
-                                        [signature(now, False)(u) for u in region_now], autojunk=False)
+        loose = difflib.SequenceMatcher(
+            None,
+            [signature(then, False)(u) for u in region_then],
+            [signature(now, False)(u) for u in region_now],
+            autojunk=False,
+        )
         for tag2, a1, a2, b1, b2 in loose.get_opcodes():
             if tag2 == "equal":
                 unit_pairs += zip(region_then[a1:a2], region_now[b1:b2])
@@ -156,7 +167,7 @@ def align(then: Sequence[Node], now: Sequence[Node]) -> Alignment:
 def _pair_changed_blocks(then: list[_Unit], now: list[_Unit]) -> list[tuple[_Unit, _Unit]]:
     """Blocks left unpaired whose contents changed (an activation replaced in every layer): paired in order within
     each family, as many as both sides have; the rest of a family are the blocks added or removed."""
-    pairs = []
+    pairs: list[tuple[_Unit, _Unit]] = []
     for family in dict.fromkeys(u.family for u in then if u.instance):
         before = [u for u in then if u.family == family and u.instance]
         after = [u for u in now if u.family == family and u.instance]
@@ -164,12 +175,14 @@ def _pair_changed_blocks(then: list[_Unit], now: list[_Unit]) -> list[tuple[_Uni
     return pairs
 
 
-def _pair_members(then: Sequence[Node], now: Sequence[Node], before: tuple[int, ...], after: tuple[int, ...],
-                  out: Alignment) -> None:
+def _pair_members(
+    then: Sequence[Node], now: Sequence[Node], before: tuple[int, ...], after: tuple[int, ...], out: Alignment
+) -> None:
     """Nodes of two paired blocks (or of the nodes outside blocks): equal generic names pair, and so does a node
     replaced one for one on the same module path (``layers.0.act``: relu now gelu)."""
-    matcher = difflib.SequenceMatcher(None, [generic(then[i].name) for i in before],
-                                      [generic(now[j].name) for j in after], autojunk=False)
+    matcher = difflib.SequenceMatcher(
+        None, [generic(then[i].name) for i in before], [generic(now[j].name) for j in after], autojunk=False
+    )
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
         if tag == "equal":
             out.pairs += zip(before[i1:i2], after[j1:j2])
@@ -199,8 +212,14 @@ def changes(then: Sequence[Node], now: Sequence[Node], alignment: Alignment) -> 
     for family, (before, after) in sorted(alignment.blocks.items()):
         added, removed = alignment.added.get(family, []), alignment.removed.get(family, [])
         if added or removed:
-            which = "; ".join(part for part in (f"{', '.join(added)} added" if added else "",
-                                                f"{', '.join(removed)} removed" if removed else "") if part)
+            which = "; ".join(
+                part
+                for part in (
+                    f"{', '.join(added)} added" if added else "",
+                    f"{', '.join(removed)} removed" if removed else "",
+                )
+                if part
+            )
             out.append(f"{family}: {before} -> {after} blocks ({which})")
     replaced: dict[tuple[str, str, str], list[str]] = {}
     dtypes: Counter[tuple[str, str]] = Counter()
@@ -208,12 +227,13 @@ def changes(then: Sequence[Node], now: Sequence[Node], alignment: Alignment) -> 
         if _target(then[i].name) != _target(now[j].name):
             key = (generic(_path(then[i].name)), _target(then[i].name), _target(now[j].name))
             replaced.setdefault(key, []).append(_path(now[j].name))
-        if then[i].dtype and now[j].dtype and then[i].dtype != now[j].dtype:
-            dtypes[(then[i].dtype, now[j].dtype)] += 1
-    for (where, before, after), places in replaced.items():
-        out.append(f"{where}: {before} -> {after}" + (f" in {len(places)} blocks" if len(places) > 1 else ""))
-    for (before, after), count in dtypes.most_common():
-        out.append(f"dtype {before} -> {after} ({count} of {len(alignment.pairs)} paired nodes)")
+        dtype_then, dtype_now = then[i].dtype, now[j].dtype
+        if dtype_then and dtype_now and dtype_then != dtype_now:
+            dtypes[(dtype_then, dtype_now)] += 1
+    for (where, old, new), places in replaced.items():
+        out.append(f"{where}: {old} -> {new}" + (f" in {len(places)} blocks" if len(places) > 1 else ""))
+    for (old, new), count in dtypes.most_common():
+        out.append(f"dtype {old} -> {new} ({count} of {len(alignment.pairs)} paired nodes)")
     in_blocks = {instance for names in alignment.added.values() for instance in names}
     loose_new = [now[j].name for j in alignment.new if (instance_of(now[j].name) or ("", ""))[1] not in in_blocks]
     if loose_new:

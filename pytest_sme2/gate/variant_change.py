@@ -68,7 +68,10 @@ def missing_records_text(absent: list[str], stored: Iterable[str]) -> str:
     shown = []
     for label in absent:
         change = variant_change(label, stored)
-        shown.append(label if change is None else
-                     f"{label} (this test's settings changed since the baseline was recorded: {change}; the "
-                     f"baseline holds the old settings, not another model)")
+        shown.append(
+            label
+            if change is None
+            else f"{label} (this test's settings changed since the baseline was recorded: {change}; the "
+            f"baseline holds the old settings, not another model)"
+        )
     return ", ".join(shown)

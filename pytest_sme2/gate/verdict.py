@@ -82,7 +82,12 @@ class Evidence(Mapping[str, Any]):
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Evidence):
             return (dict(self.numbers), self.kind, self.category, self.statistical, self.short) == (
-                dict(other.numbers), other.kind, other.category, other.statistical, other.short)
+                dict(other.numbers),
+                other.kind,
+                other.category,
+                other.statistical,
+                other.short,
+            )
         return NotImplemented
 
     __hash__ = None  # type: ignore[assignment]  # its numbers are a mutable mapping
@@ -96,13 +101,23 @@ class Evidence(Mapping[str, Any]):
         return replace(self, short=short)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"numbers": _plain(dict(self.numbers)), "kind": self.kind.value, "category": self.category,
-                "statistical": self.statistical, "short": self.short}
+        return {
+            "numbers": _plain(dict(self.numbers)),
+            "kind": self.kind.value,
+            "category": self.category,
+            "statistical": self.statistical,
+            "short": self.short,
+        }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Evidence:
-        return cls(dict(data.get("numbers") or {}), Kind(data.get("kind", Kind.QUANTITY.value)),
-                   data.get("category"), bool(data.get("statistical", False)), data.get("short"))
+        return cls(
+            dict(data.get("numbers") or {}),
+            Kind(data.get("kind", Kind.QUANTITY.value)),
+            data.get("category"),
+            bool(data.get("statistical", False)),
+            data.get("short"),
+        )
 
 
 @dataclass(frozen=True)
@@ -119,8 +134,10 @@ class Verdict:
         if not isinstance(self.status, Status):  # a status word ("ok") is read as its Status, or refused by name
             object.__setattr__(self, "status", Status(self.status))
         if not isinstance(self.evidence, Evidence):
-            raise TypeError(f"verdict {self.check!r}: evidence must be an Evidence, not {type(self.evidence).__name__} "
-                            f"(wrap its numbers: Evidence({{...}}))")
+            raise TypeError(
+                f"verdict {self.check!r}: evidence must be an Evidence, not {type(self.evidence).__name__} "
+                f"(wrap its numbers: Evidence({{...}}))"
+            )
 
     @property
     def failed(self) -> bool:
@@ -131,18 +148,30 @@ class Verdict:
 
     def as_dict(self) -> dict[str, Any]:
         """Plain data (str, numbers, lists, dicts): what crosses to the xdist controller and into JSON."""
-        return {"check": self.check, "status": self.status.value, "label": self.label, "message": self.message,
-                "evidence": self.evidence.as_dict()}
+        return {
+            "check": self.check,
+            "status": self.status.value,
+            "label": self.label,
+            "message": self.message,
+            "evidence": self.evidence.as_dict(),
+        }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Verdict:
         """A verdict written by ``as_dict``; a wrong shape is a UsageError naming the field."""
         try:
-            return cls(str(data["check"]), Status(data["status"]), str(data["label"]), str(data["message"]),
-                       Evidence.from_dict(data.get("evidence") or {}))
+            return cls(
+                str(data["check"]),
+                Status(data["status"]),
+                str(data["label"]),
+                str(data["message"]),
+                Evidence.from_dict(data.get("evidence") or {}),
+            )
         except (KeyError, TypeError, ValueError) as exc:
-            raise UsageError(f"a stored verdict is incomplete or damaged ({type(exc).__name__}: {exc}); "
-                             f"run the session again to write it anew") from None
+            raise UsageError(
+                f"a stored verdict is incomplete or damaged ({type(exc).__name__}: {exc}); "
+                f"run the session again to write it anew"
+            ) from None
 
 
 def _plain(value: Any) -> Any:
@@ -208,8 +237,10 @@ class Tolerances:
             elif f.name == "alpha" and not 0 < value < 1:
                 bad.append(f"alpha={value!r} (use a p-value between 0 and 1)")
         if bad:
-            raise UsageError(f"baseline tolerance{'s' if len(bad) > 1 else ''} {', '.join(bad)} "
-                             f"{'are' if len(bad) > 1 else 'is'} invalid")
+            raise UsageError(
+                f"baseline tolerance{'s' if len(bad) > 1 else ''} {', '.join(bad)} "
+                f"{'are' if len(bad) > 1 else 'is'} invalid"
+            )
 
     def replace(self, **changes: Any) -> Tolerances:
         known = {f.name for f in fields(self)}

@@ -16,16 +16,20 @@ import datetime
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from pytest_sme2.errors import UsageError
 from pytest_sme2.measure.microbench import Bench, DeviceInfo, Rate, device_info, kernels, require_sme2, time_kernel
 
+if TYPE_CHECKING:
+    from pytest_sme2.profile.device_model import DeviceModel
+
 # device file resource -> (what it is, the kernels whose measured class it executes)
 RESOURCES: dict[str, tuple[str, tuple[str, ...]]] = {
-    "sme_compute": ("the SME unit's arithmetic: outer products, ZA array-vector operations, streaming SVE, other SME",
-                    ("mopa_fp32", "mopa_fp16", "mopa_int8", "za_vgx2", "za_vgx4", "sme2_z", "sme_other",
-                     "sve_other")),
+    "sme_compute": (
+        "the SME unit's arithmetic: outer products, ZA array-vector operations, streaming SVE, other SME",
+        ("mopa_fp32", "mopa_fp16", "mopa_int8", "za_vgx2", "za_vgx4", "sme2_z", "sme_other", "sve_other"),
+    ),
     "sme_memory": ("the SME unit's loads and stores of Z and ZA vectors", ("sme_load", "sve_load")),
     "fp_simd": ("the core's FP/SIMD (NEON) pipes", ("simd_fp",)),
     "load_store": ("the core's load units", ("load_store_vec", "load_store")),
@@ -54,8 +58,12 @@ class Calibration:
         return self.info.l2_bytes
 
 
-def measure(bench: Bench, l2_bytes: int | None = None, progress: Callable[[str], None] = lambda _: None,
-            target_ns: int | None = None) -> Calibration:
+def measure(
+    bench: Bench,
+    l2_bytes: int | None = None,
+    progress: Callable[[str], None] = lambda _: None,
+    target_ns: int | None = None,
+) -> Calibration:
     """Every microbenchmark timed on ``bench``: each class's rate (the load and store kernels in L1), the SVE
     loads and stores at half the L2 size and at DRAM size, and the clock (a chain of one-cycle adds)."""
     from pytest_sme2._version import __version__
@@ -93,36 +101,46 @@ def _line(rate: Rate, level: str = "") -> str:
 def measured_by(calibration: Calibration) -> str:
     """The words every source of the written file carries."""
     kind = "under qemu (an emulator, not a device)" if calibration.emulated else "on"
-    return (f"measured {kind} {calibration.where} by pytest-sme2 calibrate {calibration.version}, "
-            f"{calibration.date}")
+    return f"measured {kind} {calibration.where} by pytest-sme2 calibrate {calibration.version}, " f"{calibration.date}"
 
 
 def device_file_text(calibration: Calibration, name: str, allow_emulator: bool = False) -> str:
     """The device file of a calibration (docs/device_model.md's format): every rate per ns as measured, every
     source saying where and when. Refused for emulator numbers unless ``allow_emulator``, and then labelled so."""
     if calibration.emulated and not allow_emulator:
-        raise UsageError(f"{calibration.where} is an emulator: its times are qemu's, not a device's, and are not "
-                         f"written as a device file; run calibrate on the SME2 device (--sme2-target local or adb), "
-                         f"or pass --allow-emulator-numbers to write them labelled as emulator numbers")
+        raise UsageError(
+            f"{calibration.where} is an emulator: its times are qemu's, not a device's, and are not "
+            f"written as a device file; run calibrate on the SME2 device (--sme2-target local or adb), "
+            f"or pass --allow-emulator-numbers to write them labelled as emulator numbers"
+        )
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name):
-        raise UsageError(f"--name {name!r}: a device name is letters, digits and . _ - (it names the device in every "
-                         f"label)")
+        raise UsageError(
+            f"--name {name!r}: a device name is letters, digits and . _ - (it names the device in every " f"label)"
+        )
     by = measured_by(calibration)
     rates, info = calibration.rates, calibration.info
-    validation = EMULATOR_VALIDATION if calibration.emulated else (
-        f"measured peak rates of independent instructions on {calibration.where}, {calibration.date}; not validated "
-        f"against measured model latency (calibrate prints the side-by-side errors)")
-    lines = [f"# {name}: measured by pytest-sme2 calibrate (docs/device_model.md). Rates are the peak of independent",
-             "# instructions of each class on one thread, not what compiled kernels achieve.",
-             f'name = "{name}"',
-             f'description = "{_text(calibration.where)}, one thread, SVL {info.svl_bits}"',
-             f'validation = "{_text(validation)}"',
-             f"svl_bits = {info.svl_bits}",
-             f'source.svl_bits = "{_text(by)}: RDSVL"',
-             "threads = 1",
-             f'source.threads = "{_text(by)}: one thread"',
-             f"clock_ghz = {calibration.clock_ghz:.4g}",
-             f'source.clock_ghz = "{_text(by)}: dependent one-cycle adds, {calibration.clock_ghz:.4g} per ns"']
+    validation = (
+        EMULATOR_VALIDATION
+        if calibration.emulated
+        else (
+            f"measured peak rates of independent instructions on {calibration.where}, {calibration.date}; "
+            f"not validated "
+            f"against measured model latency (calibrate prints the side-by-side errors)"
+        )
+    )
+    lines = [
+        f"# {name}: measured by pytest-sme2 calibrate (docs/device_model.md). Rates are the peak of independent",
+        "# instructions of each class on one thread, not what compiled kernels achieve.",
+        f'name = "{name}"',
+        f'description = "{_text(calibration.where)}, one thread, SVL {info.svl_bits}"',
+        f'validation = "{_text(validation)}"',
+        f"svl_bits = {info.svl_bits}",
+        f'source.svl_bits = "{_text(by)}: RDSVL"',
+        "threads = 1",
+        f'source.threads = "{_text(by)}: one thread"',
+        f"clock_ghz = {calibration.clock_ghz:.4g}",
+        f'source.clock_ghz = "{_text(by)}: dependent one-cycle adds, {calibration.clock_ghz:.4g} per ns"',
+    ]
     classes_of = {"sme_load": ("sme_load_store",), "sve_load": ("sve_load_store",), "mix": ("all",)}
     for resource, (what, names) in RESOURCES.items():
         lines += ["", f"[resources.{resource}]", f'what = "{what}"']
@@ -135,14 +153,18 @@ def device_file_text(calibration: Calibration, name: str, allow_emulator: bool =
                 lines += [f"per_ns.{cls} = {rate.per_ns:.6g}", f'source.{cls} = "{_text(by)}: {detail}"']
         if resource == "sme_compute":  # the outer products calibrate does not run: FP64, 16-bit into 32/64-bit
             slowest = min(rates[k].per_ns for k in ("mopa_fp32", "mopa_fp16", "mopa_int8"))
-            lines += [f"per_ns.mopa_other = {slowest:.6g}",
-                      f'source.mopa_other = "{_text(by)}: not run (FP64, 16-bit outer products); the slowest '
-                      f'outer product measured"']
-    memory = {"l2_bytes": (str(info.l2_bytes), "the L2 data cache size the device reports"),
-              "l2_load_gb_per_s": _bandwidth(rates["sve_load@l2"]),
-              "l2_store_gb_per_s": _bandwidth(rates["sve_store@l2"]),
-              "dram_load_gb_per_s": _bandwidth(rates["sve_load@dram"]),
-              "dram_store_gb_per_s": _bandwidth(rates["sve_store@dram"])}
+            lines += [
+                f"per_ns.mopa_other = {slowest:.6g}",
+                f'source.mopa_other = "{_text(by)}: not run (FP64, 16-bit outer products); the slowest '
+                f'outer product measured"',
+            ]
+    memory = {
+        "l2_bytes": (str(info.l2_bytes), "the L2 data cache size the device reports"),
+        "l2_load_gb_per_s": _bandwidth(rates["sve_load@l2"]),
+        "l2_store_gb_per_s": _bandwidth(rates["sve_store@l2"]),
+        "dram_load_gb_per_s": _bandwidth(rates["sve_load@dram"]),
+        "dram_store_gb_per_s": _bandwidth(rates["sve_store@dram"]),
+    }
     lines += ["", "[memory]"]
     for key, (value, how) in memory.items():
         lines += [f"{key} = {value}", f'source.{key} = "{_text(by)}: {how}"']
@@ -162,8 +184,10 @@ def _text(value: str) -> str:
 def table(calibration: Calibration) -> list[str]:
     """The measured rates as the terminal shows them, labelled when an emulator measured them."""
     how = "UNDER QEMU (emulator numbers, not a device's)" if calibration.emulated else "on"
-    head = (f"measured {how} {calibration.where}: SVL {calibration.info.svl_bits}, L2 {calibration.l2_bytes} bytes, "
-            f"clock {calibration.clock_ghz:.3g} GHz")
+    head = (
+        f"measured {how} {calibration.where}: SVL {calibration.info.svl_bits}, L2 {calibration.l2_bytes} bytes, "
+        f"clock {calibration.clock_ghz:.3g} GHz"
+    )
     return [head, *(_line(rate, name.partition("@")[2]) for name, rate in calibration.rates.items())]
 
 
@@ -181,8 +205,16 @@ class ModelRow:
         return self.modelled_ms / self.measured_ms - 1
 
 
-def model_rows(device: object, target: str, models: list[str], cache_dir: Path, session_dir: Path,
-               runs: int = 20, adb_server: str | None = None, model_dir: Path = Path("models")) -> list[ModelRow]:
+def model_rows(
+    device: "DeviceModel",
+    target: str,
+    models: list[str],
+    cache_dir: Path,
+    session_dir: Path,
+    runs: int = 20,
+    adb_server: str | None = None,
+    model_dir: Path = Path("models"),
+) -> list[ModelRow]:
     """Each of ``models`` (registered from ``model_dir``, fp32: the repository's bundled ones) measured on ``target``
     with SME2 on and off, and counted on the emulated target and priced on ``device`` (a DeviceModel): the modelled
     number beside the measured one."""
@@ -190,28 +222,35 @@ def model_rows(device: object, target: str, models: list[str], cache_dir: Path, 
     from pytest_sme2.measure.runner import Runner
     from pytest_sme2.measure.session import Settings, Sme2Session
     from pytest_sme2.run.targets import RunSpec
-    from pytest_sme2.run.targets.adb import AdbOptions, is_adb_target
+    from pytest_sme2.run.targets.adb import is_adb_target
+    from pytest_sme2.run.targets.adb.options import SERVER
 
     rows = []
-    adb = AdbOptions(server=adb_server) if is_adb_target(target) else None
-    measured_session = Sme2Session(Settings(target=target, cache_dir=cache_dir, session_dir=session_dir / "measured",
-                                            adb=adb))
+    # the adb target reads its server from the session's target options (run/targets/adb/options.py)
+    given = {SERVER.name: adb_server} if adb_server is not None and is_adb_target(target) else {}
+    measured_session = Sme2Session(
+        Settings(target=target, cache_dir=cache_dir, session_dir=session_dir / "measured", target_options=given)
+    )
     counted_session = Sme2Session(Settings(target="emulated", cache_dir=cache_dir, session_dir=session_dir / "counted"))
     try:
         if not model_dir.is_dir():
-            raise UsageError(f"no model folder {model_dir.absolute()} to find {', '.join(models)} in: run calibrate in "
-                             f"a checkout of pytest-sme2 (its models/ folder), give --model-dir, or --models none")
+            raise UsageError(
+                f"no model folder {model_dir.absolute()} to find {', '.join(models)} in: run calibrate in "
+                f"a checkout of pytest-sme2 (its models/ folder), give --model-dir, or --models none"
+            )
         for session in (measured_session, counted_session):
             session.registry.register_dir(model_dir)
         for model in models:
             for sme2 in (True, False):
                 side = f"{model}-sme2-{'on' if sme2 else 'off'}"
                 exported = measured_session.export(model, Recipe(dtype="fp32"))
-                measured = Runner(measured_session, RunSpec(sme2=sme2, runs=runs),
-                                  measured_session.test_dir(side)).profile(exported)
+                measured = Runner(
+                    measured_session, RunSpec(sme2=sme2, runs=runs), measured_session.test_dir(side)
+                ).profile(exported)
                 counted_export = counted_session.export(model, Recipe(dtype="fp32"))
-                counted = Runner(counted_session, RunSpec(sme2=sme2, runs=1, warmup=1),
-                                 counted_session.test_dir(side)).profile(counted_export)
+                counted = Runner(
+                    counted_session, RunSpec(sme2=sme2, runs=1, warmup=1), counted_session.test_dir(side)
+                ).profile(counted_export)
                 rows.append(ModelRow(model, sme2, float(measured.median_ms), counted.modelled(device).e2e_ms))
     finally:
         measured_session.close()
@@ -220,11 +259,13 @@ def model_rows(device: object, target: str, models: list[str], cache_dir: Path, 
 
 
 def model_lines(rows: list[ModelRow], device_name: str) -> list[str]:
-    lines = [f"bundled models, one thread: measured median against modelled on {device_name}",
-             f"  {'model':<22} {'SME2':<4} {'measured ms':>12} {'modelled ms':>12} {'error':>7}"]
+    lines = [
+        f"bundled models, one thread: measured median against modelled on {device_name}",
+        f"  {'model':<22} {'SME2':<4} {'measured ms':>12} {'modelled ms':>12} {'error':>7}",
+    ]
     for row in rows:
-        lines.append(f"  {row.model:<22} {'on' if row.sme2 else 'off':<4} {row.measured_ms:12.4f} "
-                     f"{row.modelled_ms:12.4f} {row.error:+7.0%}")
+        lines.append(
+            f"  {row.model:<22} {'on' if row.sme2 else 'off':<4} {row.measured_ms:12.4f} "
+            f"{row.modelled_ms:12.4f} {row.error:+7.0%}"
+        )
     return lines
-
-

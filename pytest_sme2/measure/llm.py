@@ -28,12 +28,12 @@ from pytest_sme2.errors import UsageError
 from pytest_sme2.run.call_plan import CallPlan
 
 if TYPE_CHECKING:
-    from pytest_sme2.profile.stats import SampleStats
     from pathlib import Path
 
     from pytest_sme2.export.export import ExportedModel
     from pytest_sme2.measure.runner import Runner
     from pytest_sme2.profile.profile import Profile
+    from pytest_sme2.profile.stats import SampleStats
 
 # Longest sequence asked for: no ExecuTorch LLM program plans a KV cache longer than this (Llama 3's 128k context).
 MAX_TOKENS = 131_072
@@ -56,13 +56,18 @@ class LlmSequence:
         for name, low in (("prefill", 1), ("decode", 1)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= MAX_TOKENS:
-                raise UsageError(f"{name}={value!r} is invalid: {name} is a number of tokens, an integer from {low} "
-                                 f"to {MAX_TOKENS}")
+                raise UsageError(
+                    f"{name}={value!r} is invalid: {name} is a number of tokens, an integer from {low} "
+                    f"to {MAX_TOKENS}"
+                )
         chunk = self.prefill_chunk
-        if chunk is not None and (isinstance(chunk, bool) or not isinstance(chunk, int) or not 1 <= chunk
-                                  or self.prefill % chunk):
-            raise UsageError(f"prefill_chunk={chunk!r} is invalid: it is the tokens of each prefill call, an integer "
-                             f"that divides prefill={self.prefill} (the program's fixed number of tokens per call)")
+        if chunk is not None and (
+            isinstance(chunk, bool) or not isinstance(chunk, int) or not 1 <= chunk or self.prefill % chunk
+        ):
+            raise UsageError(
+                f"prefill_chunk={chunk!r} is invalid: it is the tokens of each prefill call, an integer "
+                f"that divides prefill={self.prefill} (the program's fixed number of tokens per call)"
+            )
 
     @property
     def chunk(self) -> int:
@@ -97,8 +102,9 @@ class LlmSequence:
         prompt = tuple((ids(self.chunk, start), position(start)) for start in range(0, self.prefill, self.chunk))
         steps = tuple((ids(1, self.prefill + k), position(self.prefill + k)) for k in range(self.decode))
         prefill = CallPlan(calls=prompt, method=self.prefill_method)
-        decode = CallPlan(calls=steps, method=self.decode_method, warmup_calls=prompt,
-                          warmup_method=self.prefill_method)
+        decode = CallPlan(
+            calls=steps, method=self.decode_method, warmup_calls=prompt, warmup_method=self.prefill_method
+        )
         return prefill, decode
 
 
@@ -122,14 +128,21 @@ def example_calls(pte: "ExportedModel | str | Path") -> tuple[Any, ...]:
 def _example_tokens(example_inputs: tuple[Any, ...]) -> Any:
     import torch
 
-    if len(example_inputs) != 2 or not all(isinstance(x, torch.Tensor) for x in example_inputs) \
-            or example_inputs[0].dim() != 2 or example_inputs[0].is_floating_point() \
-            or example_inputs[1].numel() != 1:
-        shapes = ", ".join(f"{tuple(x.shape)} {x.dtype}" if isinstance(x, torch.Tensor) else type(x).__name__
-                           for x in example_inputs)
-        raise UsageError(f"llm_profile() calls the program as ExecuTorch's LLM runner does, method(tokens [1, n] "
-                         f"integers, input_pos [1]); this model's example inputs are ({shapes}): give the model "
-                         "get_example_inputs() returning (tokens, input_pos)")
+    if (
+        len(example_inputs) != 2
+        or not all(isinstance(x, torch.Tensor) for x in example_inputs)
+        or example_inputs[0].dim() != 2
+        or example_inputs[0].is_floating_point()
+        or example_inputs[1].numel() != 1
+    ):
+        shapes = ", ".join(
+            f"{tuple(x.shape)} {x.dtype}" if isinstance(x, torch.Tensor) else type(x).__name__ for x in example_inputs
+        )
+        raise UsageError(
+            f"llm_profile() calls the program as ExecuTorch's LLM runner does, method(tokens [1, n] "
+            f"integers, input_pos [1]); this model's example inputs are ({shapes}): give the model "
+            "get_example_inputs() returning (tokens, input_pos)"
+        )
     return example_inputs[0]
 
 
@@ -147,8 +160,11 @@ class TokenRates:
         lat = self.profile.latency  # raises the emulated-timing skip where time is not time
         per_run = lat.median / 1e3
         low_ms, high_ms = lat.median_ci.low, lat.median_ci.high
-        return (self.tokens / per_run, self.tokens / (high_ms / 1e3) if high_ms > 0 else math.nan,
-                self.tokens / (low_ms / 1e3) if low_ms > 0 else math.inf)
+        return (
+            self.tokens / per_run,
+            self.tokens / (high_ms / 1e3) if high_ms > 0 else math.nan,
+            self.tokens / (low_ms / 1e3) if low_ms > 0 else math.inf,
+        )
 
     @property
     def instructions_per_token(self) -> float | None:
@@ -168,8 +184,11 @@ class TokenRates:
         """What the phase's figures are, in words that say which are measured, counted or modelled."""
         if self.profile.emulated:
             per_token = self.instructions_per_token
-            return (f"{per_token:,.0f} instructions per token (counted under emulation; emulated time is not time)"
-                    if per_token is not None else "emulated, not counted: no per-token figure")
+            return (
+                f"{per_token:,.0f} instructions per token (counted under emulation; emulated time is not time)"
+                if per_token is not None
+                else "emulated, not counted: no per-token figure"
+            )
         value, low, high = self.tokens_per_s
         return f"{value:,.1f} tokens/s [95% CI {low:,.1f}-{high:,.1f}]"
 
@@ -186,8 +205,10 @@ class TimeToFirstToken:
 
     def __repr__(self) -> str:
         ci = self.ms.median_ci
-        return (f"time to first token {self.ms.median:,.3f} ms median [95% CI {ci.low:,.3f}-{ci.high:,.3f} ms] "
-                f"over {self.ms.n} prompts (measured)")
+        return (
+            f"time to first token {self.ms.median:,.3f} ms median [95% CI {ci.low:,.3f}-{ci.high:,.3f} ms] "
+            f"over {self.ms.n} prompts (measured)"
+        )
 
     __str__ = __repr__
 
@@ -223,14 +244,17 @@ class LlmProfile:
 
     def __repr__(self) -> str:
         variant = self.prefill.label.replace(f" {self.sequence.label[0]}", "")
-        return (f"LlmProfile({variant}: prefill of {self.sequence.prefill} tokens {self.prefill_rates.text()}; "
-                f"decode {self.decode_rates.text()})")
+        return (
+            f"LlmProfile({variant}: prefill of {self.sequence.prefill} tokens {self.prefill_rates.text()}; "
+            f"decode {self.decode_rates.text()})"
+        )
 
     __str__ = __repr__
 
 
-def llm_phases(pte: "ExportedModel | str | Path", runner: "Runner", sequence: LlmSequence,
-               example_inputs: tuple[Any, ...]) -> LlmProfile:
+def llm_phases(
+    pte: "ExportedModel | str | Path", runner: "Runner", sequence: LlmSequence, example_inputs: tuple[Any, ...]
+) -> LlmProfile:
     """Profile the prefill and the decode of ``pte`` on ``runner``'s variant, each in its own runner processes."""
     prefill_plan, decode_plan = sequence.plans(example_inputs)
     prefill_label, decode_label = sequence.label
@@ -250,8 +274,12 @@ def llm_phases(pte: "ExportedModel | str | Path", runner: "Runner", sequence: Ll
     decode = _phase(replace(runner, spec=spec, plan=decode_plan, phase=decode_label), pte, sequence)
     # What the reports show per token (report/table.py) and summary.json keeps.
     prefill.metadata["llm"] = {"phase": "prefill", "tokens_per_run": sequence.chunk, "prefill": sequence.prefill}
-    decode.metadata["llm"] = {"phase": "decode", "tokens_per_run": 1, "prefill": sequence.prefill,
-                              "decode": sequence.decode}
+    decode.metadata["llm"] = {
+        "phase": "decode",
+        "tokens_per_run": 1,
+        "prefill": sequence.prefill,
+        "decode": sequence.decode,
+    }
     return LlmProfile(sequence, prefill, decode)
 
 
@@ -272,9 +300,10 @@ def _phase(runner: "Runner", pte: "ExportedModel | str | Path", sequence: LlmSeq
         if not any(sign in message for sign in _TOO_LONG):
             raise
         total = sequence.prefill + sequence.decode
-        raise type(exc)(f"the {runner.phase} phase of the language model failed: the runtime refused a call as too "
-                        f"long for the program. Prefill and decode together are {total} tokens (P={sequence.prefill}"
-                        f", D={sequence.decode}) and each prefill call {sequence.chunk}: the program takes at most its "
-                        "context length (its KV cache; ExecuTorch's LLM export: max_context_length) and, with static "
-                        "shapes, a fixed number of tokens per call (prefill_chunk). What the runner said:\n"
-                        + message) from None
+        raise type(exc)(
+            f"the {runner.phase} phase of the language model failed: the runtime refused a call as too "
+            f"long for the program. Prefill and decode together are {total} tokens (P={sequence.prefill}"
+            f", D={sequence.decode}) and each prefill call {sequence.chunk}: the program takes at most its "
+            "context length (its KV cache; ExecuTorch's LLM export: max_context_length) and, with static "
+            "shapes, a fixed number of tokens per call (prefill_chunk). What the runner said:\n" + message
+        ) from None

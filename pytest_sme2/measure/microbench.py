@@ -14,7 +14,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from pytest_sme2.errors import RunnerError, UsageError
 from pytest_sme2.evidence.instruction_classes import NAMES
@@ -45,8 +45,10 @@ class Kernel:
         parsed = {k: int(v) for k, v in (item.split("=") for item in claims.split(","))}
         unknown = set(parsed) - set(NAMES)
         if unknown or (measures not in NAMES and measures != "all"):
-            raise RunnerError(f"microbench kernel {name} names classes this pytest-sme2 does not count "
-                              f"({', '.join(sorted(unknown)) or measures}): rebuild it from this version's source")
+            raise RunnerError(
+                f"microbench kernel {name} names classes this pytest-sme2 does not count "
+                f"({', '.join(sorted(unknown)) or measures}): rebuild it from this version's source"
+            )
         return cls(name, measures, int(count), streaming == "1", int(vectors), parsed)
 
     def bytes_per_iteration(self, svl_bits: int) -> int:
@@ -105,17 +107,18 @@ class QemuBench:
 class AdbBench:
     """The program pushed to an Android device (statically linked: no loader needed) and run through adb shell."""
 
-    device: object  # an adbutils device
+    device: Any  # an adbutils device (adbutils ships no type information)
     remote: str
     where: str
     emulated: bool = False
 
     def run(self, args: list[str], timeout: float = 300.0) -> str:
-        result = self.device.shell2(" ".join(shlex.quote(a) for a in [self.remote, *args]), timeout=timeout,
-                                    v2=True)
+        result = self.device.shell2(" ".join(shlex.quote(a) for a in [self.remote, *args]), timeout=timeout, v2=True)
         if result.returncode != 0:
-            raise RunnerError(f"the microbenchmark `{' '.join(args)}` failed on {self.where} (exit "
-                              f"{result.returncode}): {result.output.strip()[-400:]}")
+            raise RunnerError(
+                f"the microbenchmark `{' '.join(args)}` failed on {self.where} (exit "
+                f"{result.returncode}): {result.output.strip()[-400:]}"
+            )
         return result.output
 
 
@@ -125,8 +128,10 @@ def _checked(command: list[str], timeout: float, where: str) -> str:
     except subprocess.TimeoutExpired:
         raise RunnerError(f"the microbenchmark `{' '.join(command[-6:])}` took over {timeout:g} s on {where}") from None
     if done.returncode != 0:
-        raise RunnerError(f"the microbenchmark `{' '.join(command[-6:])}` failed on {where} (exit "
-                          f"{done.returncode}): {(done.stderr or done.stdout).strip()[-400:]}")
+        raise RunnerError(
+            f"the microbenchmark `{' '.join(command[-6:])}` failed on {where} (exit "
+            f"{done.returncode}): {(done.stderr or done.stdout).strip()[-400:]}"
+        )
     return done.stdout
 
 
@@ -144,8 +149,7 @@ class DeviceInfo:
 
 def device_info(bench: Bench) -> DeviceInfo:
     fields = dict(item.split("=") for item in bench.run(["info"]).split())
-    return DeviceInfo(int(fields["svl_bits"]), fields["sme2"] == "1", int(fields["l1d_bytes"]),
-                      int(fields["l2_bytes"]))
+    return DeviceInfo(int(fields["svl_bits"]), fields["sme2"] == "1", int(fields["l1d_bytes"]), int(fields["l2_bytes"]))
 
 
 @dataclass(frozen=True)
@@ -161,8 +165,9 @@ class Rate:
     gb_per_s: float
 
 
-def time_kernel(bench: Bench, kernel: Kernel, svl_bits: int, buffer_bytes: int = 0, target_ns: int = TARGET_NS,
-                reps: int = REPS) -> Rate:
+def time_kernel(
+    bench: Bench, kernel: Kernel, svl_bits: int, buffer_bytes: int = 0, target_ns: int = TARGET_NS, reps: int = REPS
+) -> Rate:
     """The fastest of ``reps`` repetitions of ``kernel``, each of enough iterations to take about ``target_ns``
     (found by doubling from a short probe), after one warm repetition."""
     step = kernel.bytes_per_iteration(svl_bits)
@@ -177,8 +182,15 @@ def time_kernel(bench: Bench, kernel: Kernel, svl_bits: int, buffer_bytes: int =
     iters = max(iters, int(iters * target_ns / max(ns, 1)))
     best = _ns(bench.run(["run", kernel.name, str(iters), str(buffer_bytes), str(reps), str(iters)]))
     counted = kernel.instructions if kernel.measures == "all" else kernel.count
-    return Rate(kernel.name, kernel.measures, buffer_bytes, iters, best, counted * iters / best,
-                step * iters / best if step else 0.0)
+    return Rate(
+        kernel.name,
+        kernel.measures,
+        buffer_bytes,
+        iters,
+        best,
+        counted * iters / best,
+        step * iters / best if step else 0.0,
+    )
 
 
 def _ns(output: str) -> int:
@@ -202,11 +214,16 @@ def count_classes(qemu: Path, binary: Path, args: list[str], svl_bits: int = 512
         out = Path(folder)
         fifo, blocks, sequence = out / "log.fifo", out / "blocks.tsv", out / "blocks.u32"
         os.mkfifo(fifo)
-        reader = subprocess.Popen([str(counter), str(blocks), str(sequence), str(fifo)], stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.PIPE)
+        reader = subprocess.Popen(
+            [str(counter), str(blocks), str(sequence), str(fifo)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
         try:
-            done = subprocess.run([str(qemu), "-cpu", svl_cpu(svl_bits), *QEMU_LOG_FLAGS, "-D", str(fifo),
-                                   str(binary), *args], capture_output=True, text=True, timeout=600)
+            done = subprocess.run(
+                [str(qemu), "-cpu", svl_cpu(svl_bits), *QEMU_LOG_FLAGS, "-D", str(fifo), str(binary), *args],
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
         finally:
             _, errors = reader.communicate(timeout=120)
         if done.returncode != 0:
@@ -220,5 +237,7 @@ def count_classes(qemu: Path, binary: Path, args: list[str], svl_bits: int = 512
 
 def require_sme2(info: DeviceInfo, where: str) -> None:
     if not info.sme2 or not info.svl_bits:
-        raise UsageError(f"{where} reports no SME2: calibrate measures an SME2 CPU's rates (an SME2 Mac, an Arm "
-                         f"Linux board or phone with SME2; `pytest-sme2 doctor` says what this machine has)")
+        raise UsageError(
+            f"{where} reports no SME2: calibrate measures an SME2 CPU's rates (an SME2 Mac, an Arm "
+            f"Linux board or phone with SME2; `pytest-sme2 doctor` says what this machine has)"
+        )

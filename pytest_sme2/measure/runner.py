@@ -29,7 +29,7 @@ from pytest_sme2.model.registry import source_files
 from pytest_sme2.profile import stats
 from pytest_sme2.profile.profile import Profile, emulated_timing_skip
 from pytest_sme2.run.call_plan import PLAN_FILE, CallPlan
-from pytest_sme2.run.device_state import cores_of_mask, wait_for_cooldown
+from pytest_sme2.run.device_state import DeviceState, cores_of_mask, wait_for_cooldown
 from pytest_sme2.run.targets import RunResult, RunSpec
 from pytest_sme2.run.targets.base import RUN_FACTS
 from pytest_sme2.system.digests import file_sha256
@@ -95,8 +95,9 @@ class Runner:
         phase = f" {self.phase}" if self.phase else ""
         return f"{kind} {self.spec.sme2_label} threads={self.spec.threads}{phase}"
 
-    def _run(self, pte: "ExportedModel | str | Path", etdump: bool,
-             sampler: "Sampler | None" = None) -> tuple[RunResult, dict[str, Any]]:
+    def _run(
+        self, pte: "ExportedModel | str | Path", etdump: bool, sampler: "Sampler | None" = None
+    ) -> tuple[RunResult, dict[str, Any]]:
         self._calls[0] += 1
         spec = replace(self.spec, etdump=etdump)
         kind = "kernels" if sampler is not None else "profile" if etdump else "timing"
@@ -108,13 +109,23 @@ class Runner:
             if pte.etrecord_path.exists():
                 etrecord = copy_artifact(pte.etrecord_path, self.test_dir / f"{slug(pte.label)}.etrecord")
             inputs = pte.inputs_path
-            identity = {"model": pte.model, "recipe": pte.recipe.label, "delegation": pte.delegation,
-                        "etrecord": str(etrecord) if etrecord else None, "export": self._provenance(pte)}
+            identity: dict[str, Any] = {
+                "model": pte.model,
+                "recipe": pte.recipe.label,
+                "delegation": pte.delegation,
+                "etrecord": str(etrecord) if etrecord else None,
+                "export": self._provenance(pte),
+            }
         else:
             program = check_program(Path(pte))  # a missing or truncated file is named before it is read
             inputs = None
-            identity = {"model": program.stem, "recipe": "external", "delegation": None, "etrecord": None,
-                        "export": {"pte_sha256": file_sha256(program), **tool_versions()}}
+            identity = {
+                "model": program.stem,
+                "recipe": "external",
+                "delegation": None,
+                "etrecord": None,
+                "export": {"pte_sha256": file_sha256(program), **tool_versions()},
+            }
         if self.plan is not None:
             out_dir.mkdir(parents=True, exist_ok=True)
             inputs = self.plan.save(out_dir / PLAN_FILE)
@@ -124,15 +135,22 @@ class Runner:
         before = self._state_before() if sampler is None else None
         started = time.perf_counter()
         extra = {"sampler": sampler} if sampler is not None else {}
-        result = self.session.target.run(program, inputs, spec, out_dir,
-                                         reference=reference.path if reference is not None else None, **extra)
+        result = self.session.target.run(
+            program, inputs, spec, out_dir, reference=reference.path if reference is not None else None, **extra
+        )
         if before is not None:
             identity["device_state"] = self._state_record(before)
         # How long the target took (runs, reference runs, process start): what the plugin's own cost is
         # measured against (benchmarks/bench_plugin_overhead.py).
         identity["run_seconds"] = time.perf_counter() - started
-        write_file(out_dir / RUN_FACTS, json.dumps({"version": 1, "target": self.session.target.info.as_dict(),
-                                                    "spec": spec.as_dict()}, indent=1, default=str))
+        write_file(
+            out_dir / RUN_FACTS,
+            json.dumps(
+                {"version": 1, "target": self.session.target.info.as_dict(), "spec": spec.as_dict()},
+                indent=1,
+                default=str,
+            ),
+        )
         return result, identity
 
     def _state_before(self) -> "dict[str, Any] | None":
@@ -144,22 +162,43 @@ class Runner:
             return None
         waited, still_hot = 0.0, None
         if settings.cooldown_c is not None:
-            state, waited, still_hot = wait_for_cooldown(target.device_state, settings.cooldown_c,
-                                                         settings.cooldown_max_s, self.session.say, time.sleep,
-                                                         time.monotonic, first=state)
+            state, waited, still_hot = wait_for_cooldown(
+                self._read_state,
+                settings.cooldown_c,
+                settings.cooldown_max_s,
+                self.session.say,
+                time.sleep,
+                time.monotonic,
+                first=state,
+            )
         if self.session.steady_state is None:
             self.session.steady_state = state
         return {"state": state, "cooldown_s": waited, "still_hot": still_hot}
 
+    def _read_state(self) -> DeviceState:
+        """The device's state, from a target that has read one before (``_state_before``)."""
+        state = self.session.target.device_state()
+        if state is None:
+            raise RunnerError(
+                f"the {self.session.target.info.name} target read the device's state once and then no more; "
+                "its device_state() must answer every time or never"
+            )
+        return state
+
     def _state_record(self, before: dict[str, Any]) -> dict[str, Any]:
         """Before and after the round, and why it counts as throttled (None: it does not)."""
-        after = self.session.target.device_state()
+        after = self._read_state()
         steady = self.session.steady_state
         cores = cores_of_mask(self.session.target.info.details.get("affinity"))  # the cores the runner may use
         reasons = [r for r in (before["state"].throttling(steady, cores), after.throttling(steady, cores)) if r]
-        return {"before": before["state"].as_dict(), "after": after.as_dict(), "cooldown_s": before["cooldown_s"],
-                "still_hot_after_cooldown": before["still_hot"], "throttled": "; ".join(dict.fromkeys(reasons)) or None,
-                "governor": after.governor(cores)}
+        return {
+            "before": before["state"].as_dict(),
+            "after": after.as_dict(),
+            "cooldown_s": before["cooldown_s"],
+            "still_hot_after_cooldown": before["still_hot"],
+            "throttled": "; ".join(dict.fromkeys(reasons)) or None,
+            "governor": after.governor(cores),
+        }
 
     def profile(self, pte: "ExportedModel | str | Path", top_up: bool = True) -> Profile:
         """Run with ETDump and build the Profile of the timed runs.
@@ -187,8 +226,12 @@ class Runner:
         chunks = [self._profile_once(pte)]
         profile = chunks[0]
         same = replace(self, spec=replace(self.spec, fresh_process=False))
-        while top_up and len(chunks) < self.spec.max_rounds and not profile.emulated \
-                and int(profile.clean_relative.sum()) < clean_runs_wanted(self.spec.runs):
+        while (
+            top_up
+            and len(chunks) < self.spec.max_rounds
+            and not profile.emulated
+            and int(profile.clean_relative.sum()) < clean_runs_wanted(self.spec.runs)
+        ):
             chunks.append(same._profile_once(pte))
             profile = Profile.concat(chunks)
         return profile
@@ -210,22 +253,36 @@ class Runner:
         try:
             result, _ = self._run(pte, etdump=True, sampler=sampler)
             if result.clock_offset_ns is None:
-                raise RunnerError(f"the runner ({result.log}) did not report 'clock_offset_ns', which places samples "
-                                  "in ETDump events; rebuild it with `pytest-sme2 build-runner`")
-            trace = read_run(result.timed_etdump)
-            kernel_time = attribute(sampler.samples(result.out_dir), trace, result.clock_offset_ns,
-                                    KernelNamer(settings.symfs, sampler.library_copies), settings.period_ns,
-                                    sampler.description)
+                raise RunnerError(
+                    f"the runner ({result.log}) did not report 'clock_offset_ns', which places samples "
+                    "in ETDump events; rebuild it with `pytest-sme2 build-runner`"
+                )
+            trace = read_run(_timed_etdump(result))
+            kernel_time = attribute(
+                sampler.samples(result.out_dir),
+                trace,
+                result.clock_offset_ns,
+                KernelNamer(settings.symfs, sampler.library_copies),
+                settings.period_ns,
+                sampler.description,
+            )
         except (Sme2Error, OSError, ValueError) as exc:
             return self._without_kernel_time(profile, f"the sampled round failed: {exc}", sampler.description)
-        kernel_time.artifacts = {"samples": str(result.out_dir / PERF_DATA), "etdump": str(result.timed_etdump),
-                                 "log": str(result.log)}
+        kernel_time.artifacts = {
+            "samples": str(result.out_dir / PERF_DATA),
+            "etdump": str(result.timed_etdump),
+            "log": str(result.log),
+        }
         profile.kernel_time = kernel_time
         return profile
 
     def _without_kernel_time(self, profile: Profile, problem: str, sampler: str) -> Profile:
-        warnings.warn(KernelSamplingWarning(f"{self.test_id or profile.label}: no kernel time for "
-                                            f"{profile.label}: {problem}"), stacklevel=3)
+        warnings.warn(
+            KernelSamplingWarning(
+                f"{self.test_id or profile.label}: no kernel time for " f"{profile.label}: {problem}"
+            ),
+            stacklevel=3,
+        )
         profile.kernel_time = KernelTime.unavailable(problem, sampler)
         return profile
 
@@ -255,13 +312,16 @@ class Runner:
         except EtdumpError as exc:  # a file the runner wrote: the runner (or its ETDump writer) is at fault
             if not (result.timed_etdump.is_file() and result.timed_etdump.stat().st_size):
                 raise  # missing or empty: the reader's message already points at the runner's log
-            raise EtdumpError(f"{exc}. The runner wrote it in this run, so the runner is broken or from another "
-                              f"ExecuTorch version than this pytest-sme2 reads; its log: {result.log}") from None
+            raise EtdumpError(
+                f"{exc}. The runner wrote it in this run, so the runner is broken or from another "
+                f"ExecuTorch version than this pytest-sme2 reads; its log: {result.log}"
+            ) from None
 
-    def _profile_of(self, result: RunResult, identity: dict[str, Any], facts: ProgramFacts,
-                    metadata: dict[str, Any]) -> Profile:
+    def _profile_of(
+        self, result: RunResult, identity: dict[str, Any], facts: ProgramFacts, metadata: dict[str, Any]
+    ) -> Profile:
         return Profile.from_etdump(
-            result.timed_etdump,
+            _timed_etdump(result),
             result.warmup_etdump,
             model=identity["model"],
             recipe=identity["recipe"],
@@ -301,8 +361,13 @@ class Runner:
             except Sme2Error:  # a program exported elsewhere under a name this session does not know: no pointer
                 files = {}
             pointers[pte.cache_key] = {"model_files": files, "inputs": input_signature(pte.inputs_path)}
-        return {"model_source_hash": pte.program_digest, "recipe": asdict(pte.recipe), "cache_key": pte.cache_key,
-                **pointers[pte.cache_key], **tool_versions()}
+        return {
+            "model_source_hash": pte.program_digest,
+            "recipe": asdict(pte.recipe),
+            "cache_key": pte.cache_key,
+            **pointers[pte.cache_key],
+            **tool_versions(),
+        }
 
     def time(self, pte: "ExportedModel | str | Path") -> Timings:
         """Run without ETDump: wall-clock latencies only."""
@@ -321,8 +386,12 @@ def input_signature(path: Path | None) -> list[str]:
         inputs = torch.load(path, weights_only=True)
     except Exception:  # noqa: BLE001 - a note, not a check: the export cache checks its own files
         return []
-    return ["x".join(str(n) for n in t.shape) + " " + str(t.dtype).removeprefix("torch.")
-            if isinstance(t, torch.Tensor) else type(t).__name__ for t in inputs]
+    return [
+        "x".join(str(n) for n in t.shape) + " " + str(t.dtype).removeprefix("torch.")
+        if isinstance(t, torch.Tensor)
+        else type(t).__name__
+        for t in inputs
+    ]
 
 
 def _counted(result: RunResult) -> InstructionTrace | None:
@@ -341,8 +410,9 @@ def clean_runs_wanted(runs: int) -> int:
     return -(-runs // 2) if runs >= 2 * stats.MIN_CLEAN_RUNS else 0
 
 
-def alternate(pte: "ExportedModel | str | Path", first: Runner, second: Runner,
-              rounds: int = 4) -> tuple[Profile, Profile]:
+def alternate(
+    pte: "ExportedModel | str | Path", first: Runner, second: Runner, rounds: int = 4
+) -> tuple[Profile, Profile]:
     """Profile two variants in alternating chunks (A, B, A, B, ...) and merge each variant's chunks.
 
     On a shared machine the speed of the whole box drifts over seconds; running
@@ -361,13 +431,16 @@ def alternate(pte: "ExportedModel | str | Path", first: Runner, second: Runner,
         merged = _alternate_once(pte, once[0], once[1], rounds, fresh=False)
     else:
         parts = [_alternate_once(pte, once[0], once[1], rounds, fresh=True) for _ in range(replicas)]
-        merged = (Profile.concat([part[0] for part in parts], replicas=True),
-                  Profile.concat([part[1] for part in parts], replicas=True))
+        merged = (
+            Profile.concat([part[0] for part in parts], replicas=True),
+            Profile.concat([part[1] for part in parts], replicas=True),
+        )
     return first.with_kernel_time(merged[0], pte), second.with_kernel_time(merged[1], pte)
 
 
-def _alternate_once(pte: "ExportedModel | str | Path", first: Runner, second: Runner, rounds: int,
-                    fresh: bool) -> tuple[Profile, Profile]:
+def _alternate_once(
+    pte: "ExportedModel | str | Path", first: Runner, second: Runner, rounds: int, fresh: bool
+) -> tuple[Profile, Profile]:
     """One alternating measurement of both variants; ``fresh``: its first chunk starts a fresh process."""
     chunks: tuple[list[Profile], list[Profile]] = ([], [])
     plans = []
@@ -389,8 +462,11 @@ def _alternate_once(pte: "ExportedModel | str | Path", first: Runner, second: Ru
     merged = Profile.concat(chunks[0]), Profile.concat(chunks[1])
     # Too many disturbed runs on either side: more alternating rounds, up to max_rounds times the runs asked for.
     extra = 0
-    while extra < (max(first.spec.max_rounds, second.spec.max_rounds) - 1) * rounds and not merged[0].emulated and any(
-            int(p.clean_relative.sum()) < clean_runs_wanted(r.spec.runs) for p, r in zip(merged, (first, second))):
+    while (
+        extra < (max(first.spec.max_rounds, second.spec.max_rounds) - 1) * rounds
+        and not merged[0].emulated
+        and any(int(p.clean_relative.sum()) < clean_runs_wanted(r.spec.runs) for p, r in zip(merged, (first, second)))
+    ):
         one_round(extra)
         extra += 1
         merged = Profile.concat(chunks[0]), Profile.concat(chunks[1])
@@ -402,3 +478,10 @@ def require_program(pte: object) -> None:
         raise ProgramError(
             f"etdump_profile() needs the exported_pte fixture's value or a .pte path, got {type(pte).__name__}"
         )
+
+
+def _timed_etdump(result: RunResult) -> Path:
+    """The timed runs' ETDump of a run that asked for one: a target that wrote none is named, not read as None."""
+    if result.timed_etdump is None:
+        raise RunnerError(f"the runner ({result.log}) wrote no ETDump of its timed runs, though one was asked for")
+    return result.timed_etdump

@@ -44,7 +44,8 @@ class Settings:
     latency_reference: bool = True
     # Sample which kernels took each operator's time in one more round per profile (kernel_sampling.py); None: off.
     kernel_sampling: Any = None
-    # adb and local targets: wait before each timed round until the device is this cool (device_state.py); None: no wait.
+    # adb and local targets: wait before each timed round until the device is this cool (device_state.py);
+    # None: no wait.
     cooldown_c: float | None = None
     cooldown_max_s: float = 300.0
 
@@ -82,17 +83,30 @@ class Sme2Session:
     def target(self) -> Target:
         if self._target is None:
             s = self.settings
-            self._target = make_target(s.target, TargetSettings(
-                s.session_dir / "logs", s.runner, s.runner_on, s.runner_off,
-                results=ResultCache(s.cache_dir / RESULTS_FOLDER), options=s.target_options))
+            self._target = make_target(
+                s.target,
+                TargetSettings(
+                    s.session_dir / "logs",
+                    s.runner,
+                    s.runner_on,
+                    s.runner_off,
+                    results=ResultCache(s.cache_dir / RESULTS_FOLDER),
+                    options=s.target_options,
+                ),
+            )
         return self._target
 
     def default_runs(self) -> tuple[int, int]:
         """Timed and warmup runs when nothing sets them: the settings, else the target's defaults."""
         # Hardware targets use RunSpec's defaults; a target may set fewer (the emulated one does).
-        runs = self.settings.runs if self.settings.runs is not None else getattr(self.target, "default_runs", RunSpec.runs)
-        warmup = (self.settings.warmup if self.settings.warmup is not None
-                  else getattr(self.target, "default_warmup", RunSpec.warmup))
+        runs = (
+            self.settings.runs if self.settings.runs is not None else getattr(self.target, "default_runs", RunSpec.runs)
+        )
+        warmup = (
+            self.settings.warmup
+            if self.settings.warmup is not None
+            else getattr(self.target, "default_warmup", RunSpec.warmup)
+        )
         return runs, warmup
 
     def export(self, name: str, recipe: Recipe) -> ExportedModel:
@@ -121,8 +135,12 @@ class Sme2Session:
     def session_places(self) -> tuple[Place, ...]:
         """The folders every session writes into (checked before the first test)."""
         s = self.settings
-        return (Place("artifacts folder", s.session_dir.parent, option_and_ini("--sme2-artifacts-dir", "sme2_artifacts_dir")),
-                Place("export cache", s.cache_dir, option_and_ini("--sme2-cache-dir", "sme2_cache_dir")))
+        return (
+            Place(
+                "artifacts folder", s.session_dir.parent, option_and_ini("--sme2-artifacts-dir", "sme2_artifacts_dir")
+            ),
+            Place("export cache", s.cache_dir, option_and_ini("--sme2-cache-dir", "sme2_cache_dir")),
+        )
 
     @property
     def places(self) -> tuple[Place, ...]:
@@ -130,8 +148,10 @@ class Sme2Session:
         errors): the session's own, and the runner and emulator cache, used only where builds run."""
         from pytest_sme2.run.native.build import cache_root
 
-        return (*self.session_places,
-                Place("runner and emulator cache", cache_root(), "the PYTEST_SME2_RUNNER_CACHE environment variable"))
+        return (
+            *self.session_places,
+            Place("runner and emulator cache", cache_root(), "the PYTEST_SME2_RUNNER_CACHE environment variable"),
+        )
 
     def test_dir(self, nodeid: str) -> Path:
         directory = self.settings.session_dir / slug(nodeid)

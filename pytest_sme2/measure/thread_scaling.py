@@ -35,9 +35,13 @@ class ScalingRow:
     categories: dict[str, stats.Interval | None]  # None: the category takes no time on one side
 
     def as_dict(self) -> dict[str, Any]:
-        return {"threads": self.threads, "speedup": self.speedup.as_dict(), "on_median_ms": self.on.median_ms,
-                "off_median_ms": self.off.median_ms,
-                "categories": {name: None if v is None else v.as_dict() for name, v in self.categories.items()}}
+        return {
+            "threads": self.threads,
+            "speedup": self.speedup.as_dict(),
+            "on_median_ms": self.on.median_ms,
+            "off_median_ms": self.off.median_ms,
+            "categories": {name: None if v is None else v.as_dict() for name, v in self.categories.items()},
+        }
 
 
 @dataclass(frozen=True)
@@ -60,8 +64,10 @@ class ThreadScaling:
         lines = [f"SME2 speedup by threads, {self.model} {self.recipe} (median off / median on, 95% bootstrap CI):"]
         for row in self.rows:
             s = row.speedup
-            lines.append(f"  {row.threads} thread(s): {s.value:.2f}x [{s.low:.2f}, {s.high:.2f}]  "
-                         f"(off {row.off.median_ms:.3f} ms, on {row.on.median_ms:.3f} ms)")
+            lines.append(
+                f"  {row.threads} thread(s): {s.value:.2f}x [{s.low:.2f}, {s.high:.2f}]  "
+                f"(off {row.off.median_ms:.3f} ms, on {row.on.median_ms:.3f} ms)"
+            )
         return "\n".join(lines)
 
 
@@ -71,26 +77,36 @@ def _category_speedups(on: Profile, off: Profile) -> dict[str, stats.Interval | 
     for category in Category:
         a = off_values[category.value].to_numpy()[off.clean]
         b = on_values[category.value].to_numpy()[on.clean]
-        found[category.value] = (stats.ratio_of_medians_ci(a, b, numerator_groups=off.run_groups[off.clean],
-                                                           denominator_groups=on.run_groups[on.clean])
-                                 if a.size and b.size and np.median(a) > 0 and np.median(b) > 0 else None)
+        found[category.value] = (
+            stats.ratio_of_medians_ci(
+                a, b, numerator_groups=off.run_groups[off.clean], denominator_groups=on.run_groups[on.clean]
+            )
+            if a.size and b.size and np.median(a) > 0 and np.median(b) > 0
+            else None
+        )
     return found
 
 
-def thread_scaling(pte: Any, runner: Callable[..., Runner], threads: Sequence[int] = (1, 2, 4),
-                   rounds: int = 4) -> tuple[ThreadScaling, list[Profile]]:
+def thread_scaling(
+    pte: Any, runner: Callable[..., Runner], threads: Sequence[int] = (1, 2, 4), rounds: int = 4
+) -> tuple[ThreadScaling, list[Profile]]:
     """Profile ``pte`` with SME2 on and off at each of ``threads`` (``runner``: the runner fixture's factory,
     called as ``runner(sme2, threads=n)``); the table and every profile made, in order."""
     counts = list(threads)
-    if not counts or any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in counts) \
-            or len(set(counts)) != len(counts):
+    if (
+        not counts
+        or any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in counts)
+        or len(set(counts)) != len(counts)
+    ):
         raise UsageError(f"threads={threads!r} is not a list of distinct thread counts >= 1, e.g. (1, 2, 4)")
     rows, profiles = [], []
     for count in counts:
         on_runner, off_runner = runner(True, threads=count), runner(False, threads=count)
         if on_runner.session.target.info.emulated:
-            raise UsageError(f"{EMULATED_TIMING}: SME2 speedup by threads needs measured time (the local target on "
-                             "an SME2 CPU, or a phone over adb); the device models price one thread only")
+            raise UsageError(
+                f"{EMULATED_TIMING}: SME2 speedup by threads needs measured time (the local target on "
+                "an SME2 CPU, or a phone over adb); the device models price one thread only"
+            )
         on, off = alternate(pte, on_runner, off_runner, rounds)
         profiles += [on, off]
         rows.append(ScalingRow(count, on, off, on.speedup_over(off), _category_speedups(on, off)))

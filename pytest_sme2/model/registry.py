@@ -107,9 +107,7 @@ class ModelRegistry:
     def register(self, name: str, target: "str | Path | ModuleType") -> None:
         """Register a model under ``name``; re-registering the same target is a no-op."""
         if not name or not name.replace("_", "").replace("-", "").replace(".", "").isalnum():
-            raise ModelDefinitionError(
-                f"model name {name!r} is not valid: use letters, digits, '_', '-' and '.' only"
-            )
+            raise ModelDefinitionError(f"model name {name!r} is not valid: use letters, digits, '_', '-' and '.' only")
         entry: ModelSource | ModuleType = target if isinstance(target, ModuleType) else ModelSource(name, str(target))
         existing = self._sources.get(name)
         if existing is not None and existing != entry:
@@ -185,7 +183,8 @@ def _import(source: ModelSource, root: Path) -> ModuleType:
                 raise ModelDefinitionError(
                     f"model {source.name!r}: {path} is a folder; register the file that defines get_eager_model() "
                     f"and get_example_inputs(): {source.name} = {path / '__init__.py'} for a package, or its "
-                    "module name with the package's folder on pytest's pythonpath setting")
+                    "module name with the package's folder on pytest's pythonpath setting"
+                )
             package = _package_module(path)
             return _import_in_package(source, path, *package) if package else _import_file(source, path)
         if (root / source.target).is_file():  # `w = weights.bin`: a file's name read as a module name
@@ -203,8 +202,10 @@ def _import(source: ModelSource, root: Path) -> ModuleType:
 
 
 def _not_python(source: ModelSource, path: Path) -> ModelDefinitionError:
-    return ModelDefinitionError(f"model {source.name!r}: {path} is not a Python source file; register the .py file "
-                                "that defines get_eager_model() and get_example_inputs()")
+    return ModelDefinitionError(
+        f"model {source.name!r}: {path} is not a Python source file; register the .py file "
+        "that defines get_eager_model() and get_example_inputs()"
+    )
 
 
 def _import_file(source: ModelSource, path: Path) -> ModuleType:
@@ -298,12 +299,16 @@ def _path_hint(source: ModelSource, exc: Exception, root: Path) -> str:
             return ""
         package = root.joinpath(*exc.name.split(".")[:-1])  # a module of the registered path is not there (a typo)
         present = sorted(p.stem for p in package.glob("*.py") if p.stem != "__init__") if package.is_dir() else []
-        return (f". {package} has no module {exc.name.rsplit('.', 1)[1]!r}"
-                + (f"; its modules: {', '.join(present)}" if present else "")
-                + f"; check the module name in {source.name} = {source.target}")
-    return (f". {root / top} exists, but {root} is not on sys.path: add pythonpath = [\".\"] under "
-            "[tool.pytest.ini_options] in pyproject.toml (pythonpath = . in pytest.ini or tox.ini), pytest's "
-            f"own setting, or register the model by file: {source.name} = {_file_of(source.target, root)}")
+        return (
+            f". {package} has no module {exc.name.rsplit('.', 1)[1]!r}"
+            + (f"; its modules: {', '.join(present)}" if present else "")
+            + f"; check the module name in {source.name} = {source.target}"
+        )
+    return (
+        f'. {root / top} exists, but {root} is not on sys.path: add pythonpath = ["."] under '
+        "[tool.pytest.ini_options] in pyproject.toml (pythonpath = . in pytest.ini or tox.ini), pytest's "
+        f"own setting, or register the model by file: {source.name} = {_file_of(source.target, root)}"
+    )
 
 
 def _file_of(target: str, root: Path) -> str:

@@ -124,16 +124,22 @@ def _kernel_sampling(config: pytest.Config) -> SamplingSettings | None:
     hz = setting(config, "kernel_sampling_hz")  # at most 100 kHz: perf's cpu-clock cannot fire faster usefully
     symfs = options.resolve_path(config, "symfs")
     if symfs is not None and not symfs.is_dir():
-        raise pytest.UsageError(f"--sme2-symfs (or ini sme2_symfs) {symfs} is not a folder; point it at a folder of "
-                                "unstripped copies of the runtime's libraries")
+        raise pytest.UsageError(
+            f"--sme2-symfs (or ini sme2_symfs) {symfs} is not a folder; point it at a folder of "
+            "unstripped copies of the runtime's libraries"
+        )
     return SamplingSettings(period_ns=int(round(1e9 / hz)), symfs=(symfs,) if symfs is not None else ())
 
 
 def _target_options(config: pytest.Config) -> dict[str, Any]:
     """Every registered target's own settings, read and checked (a bad value is a usage error whichever target
     runs), paths made absolute; the chosen target reads its own (run/targets/registry.py)."""
-    return {option.name: options.resolve_path(config, option.name) if option.kind == "path" else
-            setting(config, option.name) for option in target_options()}
+    return {
+        option.name: options.resolve_path(config, option.name)
+        if option.kind == "path"
+        else setting(config, option.name)
+        for option in target_options()
+    }
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -153,8 +159,8 @@ def pytest_configure(config: pytest.Config) -> None:
         check_processes=setting(config, "processes"),
         threads=setting(config, "threads"),
         timeout_s=setting(config, "timeout"),
-        cache_dir=options.resolve_path(config, "cache_dir"),
-        session_dir=_session_dir(config, options.resolve_path(config, "artifacts_dir")),
+        cache_dir=options.required_path(config, "cache_dir"),
+        session_dir=_session_dir(config, options.required_path(config, "artifacts_dir")),
         runner=options.resolve_path(config, "runner"),
         runner_on=options.resolve_path(config, "runner_on"),
         runner_off=options.resolve_path(config, "runner_off"),
@@ -169,17 +175,25 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[DEVICE_KEY] = None
         if device:  # a device the reports cannot model is a usage error before any test
             config.stash[DEVICE_KEY] = _device_model(config, str(device))
-        check_choice(settings.target, TargetSettings(settings.session_dir / "logs", settings.runner,
-                                                     settings.runner_on, settings.runner_off,
-                                                     options=settings.target_options))
+        check_choice(
+            settings.target,
+            TargetSettings(
+                settings.session_dir / "logs",
+                settings.runner,
+                settings.runner_on,
+                settings.runner_off,
+                options=settings.target_options,
+            ),
+        )
     except Sme2Error as exc:
         raise pytest.UsageError(str(exc)) from None
     session = Sme2Session(settings)
     session.registry.root = rootdir  # where an unimportable model package is looked for (its error names the fix)
     unknown = options.unknown_ini_keys(config)
     if unknown:
-        session.registry.settings_note = (f". Note: pytest-sme2 has no ini setting {', '.join(unknown)}; "
-                                          "its settings: docs/options.md")
+        session.registry.settings_note = (
+            f". Note: pytest-sme2 has no ini setting {', '.join(unknown)}; " "its settings: docs/options.md"
+        )
     try:
         for directory in setting(config, "model_dirs"):
             session.registry.register_dir(Path(directory))
@@ -218,8 +232,10 @@ def _keep_new_folders_out_of_git(config: pytest.Config) -> None:
         try:
             git_ignored.keep_out_of_git(folder)
         except OSError as exc:  # the session's results stand; only git would show the folder
-            sys.stderr.write(f"pytest-sme2: could not write {folder / git_ignored.GITIGNORE} ({exc}); add "
-                             f"{folder.name}/ to your repository's .gitignore\n")
+            sys.stderr.write(
+                f"pytest-sme2: could not write {folder / git_ignored.GITIGNORE} ({exc}); add "
+                f"{folder.name}/ to your repository's .gitignore\n"
+            )
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -243,7 +259,9 @@ def _as_test_failure(request: pytest.FixtureRequest) -> contextlib.AbstractConte
 
 
 @contextlib.contextmanager
-def failures_of_test(session: Sme2Session, nodeid: str, places: tuple[writable_folders.Place, ...] = ()) -> Iterator[None]:
+def failures_of_test(
+    session: Sme2Session, nodeid: str, places: tuple[writable_folders.Place, ...] = ()
+) -> Iterator[None]:
     """An Sme2Error fails (or errors, in setup) this test with its message, not a traceback; so does an
     OSError while writing into one of the session's folders or ``places`` (a full disk), as a StorageError
     naming the folder and the setting that moves it. An error's long detail (an export's traceback and
@@ -293,7 +311,9 @@ def _marker_kwargs(item: pytest.Item, name: str, allowed: tuple[str, ...]) -> di
         return {}
     unknown = sorted(set(marker.kwargs) - set(allowed))
     if unknown:
-        raise UsageError(f"@pytest.mark.{name} got unknown argument(s) {', '.join(unknown)}; allowed: {', '.join(allowed)}")
+        raise UsageError(
+            f"@pytest.mark.{name} got unknown argument(s) {', '.join(unknown)}; allowed: {', '.join(allowed)}"
+        )
     return dict(marker.kwargs)
 
 
@@ -312,8 +332,10 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     if emulated:
         from pytest_sme2.run.targets.base import EMULATED_TIMING
 
-        raise pytest.skip.Exception(f"{EMULATED_TIMING}: this @pytest.mark.latency test only runs on hardware "
-                                    "targets", _use_item_location=True)
+        raise pytest.skip.Exception(
+            f"{EMULATED_TIMING}: this @pytest.mark.latency test only runs on hardware " "targets",
+            _use_item_location=True,
+        )
 
 
 def _session(request: pytest.FixtureRequest) -> Sme2Session:
@@ -331,9 +353,7 @@ def exported_pte(request: pytest.FixtureRequest) -> ExportedModel:
     with _as_test_failure(request):
         marker = request.node.get_closest_marker("model")
         if marker is None:
-            raise UsageError(
-                "exported_pte needs a model: add @pytest.mark.model('name', dtype='fp32') to the test"
-            )
+            raise UsageError("exported_pte needs a model: add @pytest.mark.model('name', dtype='fp32') to the test")
         args = list(marker.args)
         kwargs = _marker_kwargs(request.node, "model", ("name", "dtype", "quant", "partitioner"))
         name = kwargs.pop("name", None) or (args.pop(0) if args else None)
@@ -353,8 +373,9 @@ def export_pte(request: pytest.FixtureRequest) -> Callable[..., ExportedModel]:
     For tests that compare several recipes of one model (fp32 vs int8, XNNPACK vs portable).
     """
 
-    def export_pte(name: str, dtype: str = "fp32", quant: str | None = None,
-                   partitioner: str = "xnnpack") -> ExportedModel:
+    def export_pte(
+        name: str, dtype: str = "fp32", quant: str | None = None, partitioner: str = "xnnpack"
+    ) -> ExportedModel:
         with _as_test_failure(request):
             recipe = Recipe(dtype, quant, partitioner)
             with progress.exporting(request.config, name, recipe.label) as step:
@@ -374,7 +395,8 @@ def export_llm(request: pytest.FixtureRequest) -> Callable[..., ExportedModel]:
     """
 
     def export_llm(config: Any, name: str | None = None) -> ExportedModel:
-        from pytest_sme2.export.llm_export import export_llm as export, llm_config, recipe_of
+        from pytest_sme2.export.llm_export import export_llm as export
+        from pytest_sme2.export.llm_export import llm_config, recipe_of
 
         with _as_test_failure(request):
             session = _session(request)
@@ -401,12 +423,21 @@ def runner(request: pytest.FixtureRequest) -> Callable[..., Runner]:
         test_dir = session.test_dir(request.node.nodeid)
     calls = [0]  # one count of runs per test, so the run folders of all its runners are numbered in call order
 
-    def make_runner(sme2: bool | None = None, *, threads: int | None = None, runs: int | None = None,
-                    warmup: int | None = None, timeout: float | None = None, **unknown: Any) -> Runner:
+    def make_runner(
+        sme2: bool | None = None,
+        *,
+        threads: int | None = None,
+        runs: int | None = None,
+        warmup: int | None = None,
+        timeout: float | None = None,
+        **unknown: Any,
+    ) -> Runner:
         with _as_test_failure(request):
             if unknown:  # a typo (runner(sme=True)) names what runner() takes, as the markers' checks do
-                raise UsageError(f"runner() got {', '.join(f'{k}=' for k in unknown)}, which it does not take; "
-                                 f"it takes sme2=, threads=, runs=, warmup= and timeout=")
+                raise UsageError(
+                    f"runner() got {', '.join(f'{k}=' for k in unknown)}, which it does not take; "
+                    f"it takes sme2=, threads=, runs=, warmup= and timeout="
+                )
         s = session.settings
 
         def pick(value: Any, key: str, default: Any) -> Any:
@@ -421,11 +452,16 @@ def runner(request: pytest.FixtureRequest) -> Callable[..., Runner]:
                 warmup=pick(warmup, "warmup", default_warmup),
                 timeout_s=pick(timeout, "timeout", s.timeout_s),
                 max_rounds=perf.get("max_rounds", s.max_rounds),
-                processes=(request.node.stash.get(AUTO_PROCESSES_KEY, 1) if s.processes == AUTO_PROCESSES
-                           else s.processes),
-                timeout_source=(f"runner(timeout={timeout!r})" if timeout is not None else
-                                f"@pytest.mark.perf(timeout={perf['timeout']!r})" if "timeout" in perf else
-                                setting_source(request.config, "timeout")),
+                processes=(
+                    request.node.stash.get(AUTO_PROCESSES_KEY, 1) if s.processes == AUTO_PROCESSES else int(s.processes)
+                ),
+                timeout_source=(
+                    f"runner(timeout={timeout!r})"
+                    if timeout is not None
+                    else f"@pytest.mark.perf(timeout={perf['timeout']!r})"
+                    if "timeout" in perf
+                    else setting_source(request.config, "timeout")
+                ),
             )
             reason = session.target.unsupported(sme2)
         if reason:
@@ -449,7 +485,9 @@ def etdump_profile(request: pytest.FixtureRequest) -> Callable[[Any, Runner], Pr
         with _as_test_failure(request):
             require_program(pte)
             if not isinstance(runner, Runner):
-                raise UsageError(f"etdump_profile() needs a runner from the runner fixture, got {type(runner).__name__}")
+                raise UsageError(
+                    f"etdump_profile() needs a runner from the runner fixture, got {type(runner).__name__}"
+                )
             with progress.running(request.config, runner, pte) as step:
                 profile = step.ended(runner.profile(pte))
         profiles.append(profile)
@@ -474,8 +512,15 @@ def llm_profile(request: pytest.FixtureRequest) -> Callable[..., Any]:
     """
     profiles = request.node.stash.setdefault(_PROFILES_KEY, [])
 
-    def llm_profile(pte: Any, runner: Runner, prefill: int = 8, decode: int = 8, prefill_method: str = "forward",
-                    decode_method: str = "forward", prefill_chunk: int | None = None) -> Any:
+    def llm_profile(
+        pte: Any,
+        runner: Runner,
+        prefill: int = 8,
+        decode: int = 8,
+        prefill_method: str = "forward",
+        decode_method: str = "forward",
+        prefill_chunk: int | None = None,
+    ) -> Any:
         from pytest_sme2.measure.llm import LlmSequence, example_calls, llm_phases
 
         with _as_test_failure(request):
@@ -510,7 +555,9 @@ def compare_variants(request: pytest.FixtureRequest) -> Callable[..., tuple[Prof
             require_program(pte)
             for name, value in (("runner_a", runner_a), ("runner_b", runner_b)):
                 if not isinstance(value, Runner):
-                    raise UsageError(f"compare_variants() needs {name} from the runner fixture, got {type(value).__name__}")
+                    raise UsageError(
+                        f"compare_variants() needs {name} from the runner fixture, got {type(value).__name__}"
+                    )
             pair = alternate(pte, runner_a, runner_b, rounds)
         profiles.extend(pair)
         return pair
@@ -536,8 +583,10 @@ def sme2_thread_scaling(request: pytest.FixtureRequest, runner: Callable[..., Ru
         with _as_test_failure(request):
             require_program(pte)
             if _session(request).target.info.emulated:
-                pytest.skip(f"{EMULATED_TIMING}: SME2 speedup by threads needs measured time (the local target on "
-                            "an SME2 CPU, or a phone over adb)")
+                pytest.skip(
+                    f"{EMULATED_TIMING}: SME2 speedup by threads needs measured time (the local target on "
+                    "an SME2 CPU, or a phone over adb)"
+                )
             scaling, made = thread_scaling(pte, runner, threads, rounds)
         profiles.extend(made)
         return scaling

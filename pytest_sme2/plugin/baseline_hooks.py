@@ -27,8 +27,8 @@ import pytest
 from pytest_sme2.errors import Sme2Error, UsageError
 from pytest_sme2.gate import baselines, gate
 from pytest_sme2.gate.checks.modelled import JUDGE_WITH, NO_DEVICE_THIS_SESSION
-from pytest_sme2.gate.verdict import Status, Tolerances, Verdict
 from pytest_sme2.gate.gate import MISSING_POLICIES
+from pytest_sme2.gate.verdict import Status, Tolerances, Verdict
 from pytest_sme2.plugin import (
     AUTO_PROCESSES_KEY,
     DEVICE_KEY,
@@ -43,9 +43,13 @@ from pytest_sme2.system import writable_folders
 from pytest_sme2.system.plain_text import CommandFreeWriter, no_workflow_commands
 
 _MARKER_KEYS = (*options.marker_arguments("baseline"), "enabled")
-MARKER = (f"baseline({', '.join(f'{k}=None' for k in _MARKER_KEYS[:-1])}, enabled=True): per-test baseline "
-          "tolerances and policy for the regression gate (enabled=False turns the gate off for this test)")
+MARKER = (
+    f"baseline({', '.join(f'{k}=None' for k in _MARKER_KEYS[:-1])}, enabled=True): per-test baseline "
+    "tolerances and policy for the regression gate (enabled=False turns the gate off for this test)"
+)
 _USED = "sme2_baseline"  # report user property: what this test did with its baseline
+
+
 @dataclass
 class _GateConfig:
     root: Path
@@ -65,8 +69,9 @@ class _GateConfig:
 
     @property
     def place(self) -> writable_folders.Place:
-        return writable_folders.Place("baselines folder", self.root,
-                                      writable_folders.option_and_ini("--sme2-baselines-dir", "sme2_baselines_dir"))
+        return writable_folders.Place(
+            "baselines folder", self.root, writable_folders.option_and_ini("--sme2-baselines-dir", "sme2_baselines_dir")
+        )
 
 
 _GATE_KEY = pytest.StashKey[_GateConfig]()
@@ -81,7 +86,7 @@ def pytest_configure(config: pytest.Config) -> None:
     except Sme2Error as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[_GATE_KEY] = _GateConfig(
-        root=options.resolve_path(config, "baselines_dir"),
+        root=options.required_path(config, "baselines_dir"),
         update=setting(config, "update_baselines"),
         accept_noisy=setting(config, "accept_noisy_baselines"),
         metric=setting(config, "metric"),
@@ -154,11 +159,15 @@ def _marker_options(item: pytest.Item) -> dict[str, Any]:
         raise UsageError("@pytest.mark.baseline takes keyword arguments only, e.g. @pytest.mark.baseline(latency=0.15)")
     unknown = sorted(set(marker.kwargs) - set(_MARKER_KEYS))
     if unknown:
-        raise UsageError(f"@pytest.mark.baseline got unknown argument(s) {', '.join(unknown)}; "
-                         f"allowed: {', '.join(_MARKER_KEYS)}")
+        raise UsageError(
+            f"@pytest.mark.baseline got unknown argument(s) {', '.join(unknown)}; "
+            f"allowed: {', '.join(_MARKER_KEYS)}"
+        )
     overrides = {k: v for k, v in marker.kwargs.items() if v is not None}
     if overrides.get("missing", "fail") not in MISSING_POLICIES:
-        raise UsageError(f"@pytest.mark.baseline(missing={overrides['missing']!r}): use one of {', '.join(MISSING_POLICIES)}")
+        raise UsageError(
+            f"@pytest.mark.baseline(missing={overrides['missing']!r}): use one of {', '.join(MISSING_POLICIES)}"
+        )
     return overrides
 
 
@@ -186,8 +195,8 @@ def _update_command(item: pytest.Item, settings: _GateConfig) -> str:
     return f"{where}pytest {shlex.quote(item.nodeid)} --sme2-update-baselines{extra}"
 
 
-def _check_processes(config: pytest.Config) -> int:
-    """How many processes later checks measure (--sme2-processes): the design a baseline must serve."""
+def _check_processes(config: pytest.Config) -> int | str:
+    """How many processes later checks measure (--sme2-processes, or "auto"): the design a baseline must serve."""
     session = session_of(config)
     return session.settings.check_processes if session is not None else 1
 
@@ -198,9 +207,15 @@ def _rules_of(item: pytest.Item, config: _GateConfig) -> gate.Rules | None:
     overrides = _marker_options(item)
     if not config.enabled or overrides.pop("enabled", True) is False:
         return None
-    return gate.Rules(root=config.root, metric=config.metric, tolerances=config.tolerances.replace(
-        **{k: v for k, v in overrides.items() if k != "missing"}), missing=overrides.get("missing", config.missing),
-        update=config.update, accept_noisy=config.accept_noisy, check_processes=_check_processes(item.config))
+    return gate.Rules(
+        root=config.root,
+        metric=config.metric,
+        tolerances=config.tolerances.replace(**{k: v for k, v in overrides.items() if k != "missing"}),
+        missing=overrides.get("missing", config.missing),
+        update=config.update,
+        accept_noisy=config.accept_noisy,
+        check_processes=_check_processes(item.config),
+    )
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
@@ -216,8 +231,12 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     except UsageError as exc:
         raise pytest.fail.Exception(f"UsageError: {exc}", pytrace=False) from None
     session = session_of(item.config)
-    if (rules is None or session is None or session.settings.processes != gate.AUTO_PROCESSES
-            or "runner" not in getattr(item, "fixturenames", ())):
+    if (
+        rules is None
+        or session is None
+        or session.settings.processes != gate.AUTO_PROCESSES
+        or "runner" not in getattr(item, "fixturenames", ())
+    ):
         return
     try:
         fingerprint = session.target.info.fingerprint
@@ -246,7 +265,7 @@ def _gate(item: pytest.Item) -> None:
         fingerprint = target.get("fingerprint") or "unknown-target"
         by_target.setdefault(fingerprint, (target, []))[1].append((label, profile))
     # What `pytest-sme2 check` judges again later: the rules and each file's records (summary.json).
-    judged = {"rules": rules.as_dict(), "test_id": item.nodeid, "update_command": update, "files": []}
+    judged: dict[str, Any] = {"rules": rules.as_dict(), "test_id": item.nodeid, "update_command": update, "files": []}
     item.stash[_INPUT_KEY] = judged
     failures: list[str] = []
     for fingerprint, (target, labelled) in by_target.items():
@@ -254,8 +273,17 @@ def _gate(item: pytest.Item) -> None:
         records = gate.records_of(labelled, config.metric, config.inferences, item.config.stash.get(DEVICE_KEY, None))
         if not config.update:
             judged["files"].append({"fingerprint": fingerprint, "target": target, "records": records})
-        failures += gate.check_file(item.nodeid, fingerprint, target, records, rules, update, outcome,
-                                    verdicts_dir=verdicts_dir, repo_root=item.config.rootpath)
+        failures += gate.check_file(
+            item.nodeid,
+            fingerprint,
+            target,
+            records,
+            rules,
+            update,
+            outcome,
+            verdicts_dir=verdicts_dir,
+            repo_root=item.config.rootpath,
+        )
     if failures:
         pytest.fail(no_workflow_commands(gate.FAILED_HEADLINE + "\n" + "\n".join(failures)), pytrace=False)
     if outcome["missing"] and rules.missing == "skip":
@@ -320,8 +348,12 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
         judged = item.stash.get(_INPUT_KEY, None)
         if judged is not None and judged["files"]:
             report.user_properties.append((gate.GATE_INPUT, judged))  # into summary.json (report hooks)
-        lines = ([f"written {p}" for p in outcome["written"]] + [f"refused {p}" for p in outcome["refused"]]
-                 + [str(Verdict.from_dict(v)) for v in outcome["verdicts"]] + outcome["missing"])
+        lines = (
+            [f"written {p}" for p in outcome["written"]]
+            + [f"refused {p}" for p in outcome["refused"]]
+            + [str(Verdict.from_dict(v)) for v in outcome["verdicts"]]
+            + outcome["missing"]
+        )
         if lines:
             report.sections.append(("sme2 baselines", "\n".join(lines)))
     return report
@@ -360,12 +392,25 @@ def _record_benchmarks(item: pytest.Item, profiles: list[Any]) -> None:
             group=f"sme2 {profile.model} {profile.recipe}",
             param=callspec.id if callspec else None,
             params=dict(callspec.params) if callspec else None,
-            extra_info={"sme2_variant": profile.variant, "sme2_emulated": profile.emulated,
-                        "sme2_timer": "ETDump Method::execute", "sme2_fingerprint":
-                        profile.metadata.get("target", {}).get("fingerprint")},
+            extra_info={
+                "sme2_variant": profile.variant,
+                "sme2_emulated": profile.emulated,
+                "sme2_timer": "ETDump Method::execute",
+                "sme2_fingerprint": profile.metadata.get("target", {}).get("fingerprint"),
+            },
         )
-        metadata = Metadata(source, iterations=1, options={"timer": "etdump", "warmup": profile.metadata.get(
-            "run", {}).get("warmup"), "min_rounds": profile.runs, "disable_gc": False, "min_time": 0, "max_time": 0})
+        metadata = Metadata(
+            source,
+            iterations=1,
+            options={
+                "timer": "etdump",
+                "warmup": profile.metadata.get("run", {}).get("warmup"),
+                "min_rounds": profile.runs,
+                "disable_gc": False,
+                "min_time": 0,
+                "max_time": 0,
+            },
+        )
         for ms in profile.e2e_ms:
             metadata.stats.update(float(ms) / 1000.0)
         bench_session.benchmarks.append(metadata)
@@ -396,7 +441,9 @@ class _GateTally:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when == "call":
-            self.reports += [value for name, value in report.user_properties if name == _USED and isinstance(value, dict)]
+            self.reports += [
+                value for name, value in report.user_properties if name == _USED and isinstance(value, dict)
+            ]
 
     def unused(self) -> list[str]:
         """Stored files of the session's targets whose test no longer exists, and variants no test profiled."""
@@ -411,8 +458,13 @@ class _GateTally:
             for path in baselines.stored(settings.root, fingerprint):
                 test_id = baselines.stored_test_id(path)
                 test_file = None if test_id is None else test_id.split("::")[0]
-                if (test_file is not None and str(path) not in used and settings.rootdir is not None
-                        and str(Path(test_file).parent) in folders and not (settings.rootdir / test_file).exists()):
+                if (
+                    test_file is not None
+                    and str(path) not in used
+                    and settings.rootdir is not None
+                    and str(Path(test_file).parent) in folders
+                    and not (settings.rootdir / test_file).exists()
+                ):
                     unused.append(f"{path} (its test file {test_file} no longer exists)")
                     continue
                 if str(path) in used or test_file not in files or test_file in settings.narrowed_files:
@@ -420,7 +472,9 @@ class _GateTally:
                     # narrowed to some of its tests, or unreadable (its test says why)
                 if test_id not in settings.known_ids:
                     unused.append(f"{path} (test {test_id} no longer exists)")
-        return unused + [f"{entry} (variant no longer profiled by its test)" for r in reports for entry in r["unused_labels"]]
+        return unused + [
+            f"{entry} (variant no longer profiled by its test)" for r in reports for entry in r["unused_labels"]
+        ]
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if not self.reports:
@@ -436,8 +490,8 @@ class _GateTally:
         terminalreporter.write_line(
             f"{len({p for r in reports for p in r['paths']})} baseline file(s) ({self._measure(reports)}): "
             f"{sum(len(r['written']) for r in reports)} written, "
-            + (f"{unchanged} unchanged (kept as they were), " if unchanged else "") +
-            f"{sum(len(r.get('refused', [])) for r in reports)} refused, {self._regressions(reports)}, "
+            + (f"{unchanged} unchanged (kept as they were), " if unchanged else "")
+            + f"{sum(len(r.get('refused', [])) for r in reports)} refused, {self._regressions(reports)}, "
             f"{len(improvements)} improvement(s), {len(inconclusive)} inconclusive, "
             f"{sum(len(r['missing']) for r in reports)} missing"
         )
@@ -448,9 +502,11 @@ class _GateTally:
         not_modelled = [v for v in judged if v.check == "modelled" and v.status == Status.SKIPPED]
         unmodelled = [str(v.evidence[JUDGE_WITH]) for v in not_modelled if JUDGE_WITH in v.evidence]
         if unmodelled:  # a user's trial: this skip was only in the verdicts file, so a modelled regression went unseen
-            terminalreporter.write_line(f"  {len(unmodelled)} modelled device time check(s) not judged: the baselines "
-                                        f"hold modelled time and {NO_DEVICE_THIS_SESSION}; add "
-                                        f"--sme2-device {' / '.join(sorted(set(unmodelled)))} to judge them")
+            terminalreporter.write_line(
+                f"  {len(unmodelled)} modelled device time check(s) not judged: the baselines "
+                f"hold modelled time and {NO_DEVICE_THIS_SESSION}; add "
+                f"--sme2-device {' / '.join(sorted(set(unmodelled)))} to judge them"
+            )
         others = [v for v in not_modelled if JUDGE_WITH not in v.evidence]
         if others:  # e.g. baselines priced by another pricing method (a review): the lines say how to record them
             terminalreporter.write_line(f"  {len(others)} modelled device time check(s) not judged:")
@@ -459,6 +515,8 @@ class _GateTally:
             if len(others) > 5:
                 terminalreporter.write_line(f"    ... and {len(others) - 5} more (summary.json has every verdict)")
         if unused:
-            terminalreporter.write_line(f"{len(unused)} unused baseline(s) (no test used them; delete them if obsolete):")
+            terminalreporter.write_line(
+                f"{len(unused)} unused baseline(s) (no test used them; delete them if obsolete):"
+            )
             for line in unused:
                 terminalreporter.write_line(f"  {line}")

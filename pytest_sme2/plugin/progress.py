@@ -147,8 +147,9 @@ def _step(config: pytest.Config, what: str, start: str, done: str) -> Iterator[O
         yield outcome
     except BaseException as error:
         # Ctrl-C (or pytest's exit, or a signal pytest turns into one) ended the step: it did not fail.
-        ended = "was interrupted" if isinstance(error, (KeyboardInterrupt, SystemExit, pytest.exit.Exception)) \
-            else "failed"
+        ended = (
+            "was interrupted" if isinstance(error, (KeyboardInterrupt, SystemExit, pytest.exit.Exception)) else "failed"
+        )
         progress.say(f"sme2: {what} {ended} after {time.perf_counter() - started:.1f} s")
         raise
     progress.say(f"sme2: {outcome.done} in {time.perf_counter() - started:.1f} s")
@@ -199,14 +200,22 @@ def running(config: pytest.Config, runner: Any, pte: Any) -> contextlib.Abstract
     # the time: say so, so a long test on a noisy machine is not a mystery.
     each = f" in each of {runner.replicas} fresh processes" if runner.replicas > 1 else ""
     return _with_run_progress(
-        config, runner.session.target, what,
-        _step(config, what, f"running {what}: {spec.warmup} warmup + {spec.runs} timed runs{each}",
-              f"{what} done: {spec.runs}/{spec.runs} runs{each}"))
+        config,
+        runner.session.target,
+        what,
+        _step(
+            config,
+            what,
+            f"running {what}: {spec.warmup} warmup + {spec.runs} timed runs{each}",
+            f"{what} done: {spec.runs}/{spec.runs} runs{each}",
+        ),
+    )
 
 
 @contextlib.contextmanager
-def _with_run_progress(config: pytest.Config, target: Any, what: str,
-                       step: contextlib.AbstractContextManager[Outcome]) -> Iterator[RunStep]:
+def _with_run_progress(
+    config: pytest.Config, target: Any, what: str, step: contextlib.AbstractContextManager[Outcome]
+) -> Iterator[RunStep]:
     """While ``step`` runs, a target that reports timed runs (``target.progress``, the host target) says
     "run i/N": every run in progress.log, about four per variant on the terminal."""
     progress = _progress(config)

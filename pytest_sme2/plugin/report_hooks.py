@@ -66,17 +66,28 @@ def _write_csvs(entry: dict[str, Any]) -> None:
     model_id = f"{entry['model']} {entry['recipe']} [{variant}]"
     emulated = bool(entry.get("emulated"))
     entry["artifacts"].update(write_csvs(etdump, out_dir, prefix, model_id=model_id, emulated=emulated))
-    entry["artifacts"].update(write_kernels_csv(entry.get("kernel_time") or {}, out_dir, prefix, model_id,
-                                                entry["variant"]))
+    entry["artifacts"].update(
+        write_kernels_csv(entry.get("kernel_time") or {}, out_dir, prefix, model_id, entry["variant"])
+    )
     if emulated:  # emulator time: nothing under the names the kit's tools read as latency
         return
     # the kit's tools look for *.etdump: a copy of the same file under that name
     entry["artifacts"]["kit_etdump"] = str(copy_artifact(Path(etdump), out_dir / f"{prefix}.etdump"))
     # the latency statistics the kit's robust analysis writes
     robust = out_dir / f"{prefix}_robust_stats.json"
-    write_file(robust, json.dumps({"model_id": model_id, "latency": entry.get("latency"),
-                                   "relative_latency": entry.get("relative_latency"),
-                                   "disturbed_runs": entry.get("disturbed_runs")}, indent=1) + "\n")
+    write_file(
+        robust,
+        json.dumps(
+            {
+                "model_id": model_id,
+                "latency": entry.get("latency"),
+                "relative_latency": entry.get("relative_latency"),
+                "disturbed_runs": entry.get("disturbed_runs"),
+            },
+            indent=1,
+        )
+        + "\n",
+    )
     entry["artifacts"]["robust_stats"] = str(robust)
 
 
@@ -93,14 +104,16 @@ def _append_history(config: pytest.Config, test_entry: dict[str, Any]) -> None:
     if path is None or session is None:
         return
     if _HISTORY_FACTS_KEY not in config.stash:  # once per process: the commit and target do not change
-        config.stash[_HISTORY_FACTS_KEY] = history.session_facts(config.rootpath, session.settings.session_dir,
-                                                                 session.target.info.fingerprint)
+        config.stash[_HISTORY_FACTS_KEY] = history.session_facts(
+            config.rootpath, session.settings.session_dir, session.target.info.fingerprint
+        )
     facts = config.stash[_HISTORY_FACTS_KEY]
     history.append(path, [history.digest(test_entry["nodeid"], entry, facts) for entry in test_entry["profiles"]])
 
 
-def _write_timeline(item: pytest.Item, report: pytest.TestReport, test_entry: dict[str, Any], profiles: list[Any],
-                    test_dir: Path) -> None:
+def _write_timeline(
+    item: pytest.Item, report: pytest.TestReport, test_entry: dict[str, Any], profiles: list[Any], test_dir: Path
+) -> None:
     """The test's timeline.json (report/timeline.py). A failure to write it costs the timeline only: the test's
     entry stands, and the session fails at its end naming what was not written."""
     from pytest_sme2.report.timeline import TIMELINE_FILE, write_timeline
@@ -194,11 +207,15 @@ class _Collector:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         test_entries = _test_entries(self.config)
-        properties = list(report.user_properties)
+        properties: list[tuple[str, Any]] = list(report.user_properties)  # pytest types the values as object
         test_entry = next((value for key, value in properties if key == TEST_ENTRY_PROPERTY), None)
         if test_entry is not None:
-            test_entries[report.nodeid] = {**test_entry, "outcome": report.outcome, "duration_s": report.duration,
-                                           "verdicts": list(test_entry.get("verdicts", []))}
+            test_entries[report.nodeid] = {
+                **test_entry,
+                "outcome": report.outcome,
+                "duration_s": report.duration,
+                "verdicts": list(test_entry.get("verdicts", [])),
+            }
             path, line, _ = report.location  # the test's own line: where a CI annotation points
             self.locations[report.nodeid] = (path, (line or 0) + 1)
         for key, value in properties:
@@ -241,7 +258,8 @@ class _Collector:
 
             why = explain(exc, sme2.places) if isinstance(exc, OSError) else None
             _output_errors(self.config).append(
-                f"writing the session summary failed: {why or f'{type(exc).__name__}: {exc}'}")
+                f"writing the session summary failed: {why or f'{type(exc).__name__}: {exc}'}"
+            )
         else:
             self.config.stash[_OUTPUTS_KEY] = paths
             self._job_summary(Path(paths["markdown"]))
@@ -256,12 +274,14 @@ class _Collector:
         try:
             append_job_summary(markdown, os.environ)
         except (OSError, StorageError) as exc:
-            _output_errors(self.config).append(f"appending {markdown} to ${STEP_SUMMARY} ({os.environ.get(STEP_SUMMARY)}) "
-                                               f"failed: {exc}")
+            _output_errors(self.config).append(
+                f"appending {markdown} to ${STEP_SUMMARY} ({os.environ.get(STEP_SUMMARY)}) " f"failed: {exc}"
+            )
 
     @pytest.hookimpl(optionalhook=True)
-    def pytest_html_results_summary(self, prefix: list[str], summary: list[str], postfix: list[str],
-                                    session: pytest.Session) -> None:
+    def pytest_html_results_summary(
+        self, prefix: list[str], summary: list[str], postfix: list[str], session: pytest.Session
+    ) -> None:
         """pytest-html: the perf tests' table and the session report's link at the top of its page."""
         test_entries = _test_entries(self.config)
         if not test_entries:
@@ -283,7 +303,6 @@ class _Collector:
 
         from pytest_sme2.plugin import DEVICE_KEY
         from pytest_sme2.report.github import regression_annotations
-
         from pytest_sme2.system.plain_text import CommandFreeWriter
 
         test_entries = _test_entries(self.config)
@@ -293,12 +312,17 @@ class _Collector:
             for line in regression_annotations(test_entries.values(), self.locations, os.environ):
                 terminalreporter.write_line(line)  # GitHub Actions: an annotation on the test's line (ours)
         device = self.config.stash.get(DEVICE_KEY, None)
-        counted = any(p.get("emulated") and p.get("instructions")
-                      for entry in (test_entries or {}).values() for p in entry.get("profiles") or [])
+        counted = any(
+            p.get("emulated") and p.get("instructions")
+            for entry in (test_entries or {}).values()
+            for p in entry.get("profiles") or []
+        )
         if device is not None and not counted:  # a model author's trial: ignored on the host target without a word
-            guarded.write_line(f"sme2: --sme2-device {device.option}: nothing was modelled: a device model "
-                                        f"prices the instructions of counted runs (the emulated target), and no run "
-                                        f"of this session was counted")
+            guarded.write_line(
+                f"sme2: --sme2-device {device.option}: nothing was modelled: a device model "
+                f"prices the instructions of counted runs (the emulated target), and no run "
+                f"of this session was counted"
+            )
         for error in _output_errors(self.config):
             guarded.write_line(f"sme2: {error}; the session fails for it", red=True)
 
@@ -317,10 +341,13 @@ class _Collector:
             terminalreporter.write_line(cached)
         outputs = self.config.stash.get(_OUTPUTS_KEY, None)
         if isinstance(outputs, dict):
-            report = outputs.get("html") or (f"not drawn (--html or --sme2-session-report draws it; later: "
-                                             f"pytest-sme2 report {Path(outputs['json']).parent})")
+            report = outputs.get("html") or (
+                f"not drawn (--html or --sme2-session-report draws it; later: "
+                f"pytest-sme2 report {Path(outputs['json']).parent})"
+            )
             terminalreporter.write_line(
-                f"sme2: summary {outputs['json']}, markdown {outputs['markdown']}, report {report}")
+                f"sme2: summary {outputs['json']}, markdown {outputs['markdown']}, report {report}"
+            )
 
 
 _OUTPUTS_KEY = pytest.StashKey[Any]()
@@ -330,8 +357,11 @@ def timeline_wanted(config: pytest.Config) -> bool:
     """--sme2-timeline or ini sme2_timeline, or an HTML report (which links each test's timeline)."""
     from pytest_sme2.plugin.options import value
 
-    return bool(value(config, "timeline")) or bool(getattr(config.option, "htmlpath", None)) \
+    return (
+        bool(value(config, "timeline"))
+        or bool(getattr(config.option, "htmlpath", None))
         or session_report_wanted(config)
+    )
 
 
 def session_report_wanted(config: pytest.Config) -> bool:

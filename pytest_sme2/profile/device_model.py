@@ -108,8 +108,12 @@ class DeviceModel:
         """The SHA-256 of every number that prices instructions (vector length, threads, rates, memory), not of
         the texts beside them: two baselines' modelled times are comparable exactly when this is equal, so a
         corrected source text leaves them comparable and a changed rate does not."""
-        numbers = {"svl_bits": self.svl_bits, "threads": self.threads, "memory": dict(sorted(self.memory.items())),
-                   "resources": [[r.name, dict(sorted(r.per_ns.items()))] for r in self.resources]}
+        numbers = {
+            "svl_bits": self.svl_bits,
+            "threads": self.threads,
+            "memory": dict(sorted(self.memory.items())),
+            "resources": [[r.name, dict(sorted(r.per_ns.items()))] for r in self.resources],
+        }
         if PRICING_METHOD > 1:  # the equations that turn the numbers into time (method 1's digests stay as they were)
             numbers["method"] = PRICING_METHOD
         return hashlib.sha256(json.dumps(numbers, sort_keys=True).encode()).hexdigest()
@@ -129,8 +133,9 @@ class DeviceModel:
     def op_ns(self, mix: np.ndarray, bytes_read: np.ndarray, bytes_written: np.ndarray) -> tuple[np.ndarray, list[str]]:
         """Per row of ``mix`` (instructions per class of NAMES), the modelled ns and the name of what bounds it."""
         mix = np.atleast_2d(np.asarray(mix, dtype=float))
-        per_resource = np.column_stack([mix @ r.ns_per_instruction() for r in self.resources]
-                                       + [self.memory_ns(bytes_read, bytes_written)])
+        per_resource = np.column_stack(
+            [mix @ r.ns_per_instruction() for r in self.resources] + [self.memory_ns(bytes_read, bytes_written)]
+        )
         names = [r.name for r in self.resources] + [MEMORY]
         busiest = per_resource.argmax(axis=1)
         return per_resource.max(axis=1), [names[i] for i in busiest]
@@ -149,18 +154,31 @@ def load_device(name_or_path: str | Path) -> DeviceModel:
     path = Path(text) if given_as_path else DEVICES_FOLDER / f"{text}.toml"
     if not path.exists() or path.is_dir():
         if given_as_path:
-            near = difflib.get_close_matches(path.name, [f.name for f in path.parent.glob("*.toml")], n=1) \
-                if path.parent.is_dir() else []
-            raise UsageError(f"no device file at {path.absolute()}{' (a folder)' if path.is_dir() else ''}"
-                             f"{f' (did you mean {path.parent / near[0]}?)' if near else ''}: give the path of a "
-                             f"device file (relative paths in --sme2-device and ini sme2_device are from the "
-                             f"rootdir), or a shipped name: {', '.join(available_devices())}")
-        raise UsageError(f"no device model {text!r}: pytest-sme2 ships {', '.join(available_devices())}; "
-                         f"or give the path of a device file ending in .toml (docs/device_model.md says how to "
-                         f"write one)")
+            near = (
+                difflib.get_close_matches(path.name, [f.name for f in path.parent.glob("*.toml")], n=1)
+                if path.parent.is_dir()
+                else []
+            )
+            raise UsageError(
+                f"no device file at {path.absolute()}{' (a folder)' if path.is_dir() else ''}"
+                f"{f' (did you mean {path.parent / near[0]}?)' if near else ''}: give the path of a "
+                f"device file (relative paths in --sme2-device and ini sme2_device are from the "
+                f"rootdir), or a shipped name: {', '.join(available_devices())}"
+            )
+        raise UsageError(
+            f"no device model {text!r}: pytest-sme2 ships {', '.join(available_devices())}; "
+            f"or give the path of a device file ending in .toml (docs/device_model.md says how to "
+            f"write one)"
+        )
     try:
-        data = tomllib.loads(read_bounded(path, DEVICE_FILE_LIMIT, "device file", "give the path of a device file, a "
-                                          "TOML text of a few KB (docs/device_model.md describes it)").decode())
+        data = tomllib.loads(
+            read_bounded(
+                path,
+                DEVICE_FILE_LIMIT,
+                "device file",
+                "give the path of a device file, a " "TOML text of a few KB (docs/device_model.md describes it)",
+            ).decode()
+        )
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
         raise UsageError(f"device file {path} cannot be read: {e}") from None
     return _checked(data, path)
@@ -181,13 +199,19 @@ def device_of(device: "str | Path | DeviceModel") -> DeviceModel:
 
 def _checked(data: dict[str, Any], path: Path) -> DeviceModel:
     """The DeviceModel of a device file's contents; a UsageError naming the file and the field otherwise."""
+
     def fail(what: str) -> UsageError:
         return UsageError(f"device file {path}: {what} (docs/device_model.md describes the format)")
 
     def number(value: Any, where: str, bounds: tuple[float, float, str]) -> float:
         low, high, why = bounds
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-                or value <= 0 or not low <= value <= high:
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not math.isfinite(value)
+            or value <= 0
+            or not low <= value <= high
+        ):
             raise fail(f"{where} must be a positive number from {low:g} to {high:g} ({why}), not {value!r}")
         return float(value)
 
@@ -208,7 +232,7 @@ def _checked(data: dict[str, Any], path: Path) -> DeviceModel:
         sources = table.get("source")
         source = sources.get(key) if isinstance(sources, dict) else None
         if not isinstance(source, str) or not source.strip():
-            raise fail(f"{where} has no source; every number needs one (source.{key} = \"...\")")
+            raise fail(f'{where} has no source; every number needs one (source.{key} = "...")')
         return text(source, f"source.{key} of {where}")
 
     for key in ("name", "description", "validation"):
@@ -230,8 +254,10 @@ def _checked(data: dict[str, Any], path: Path) -> DeviceModel:
         for unit in ("per_ns", "per_cycle"):
             for cls, value in (table.get(unit) or {}).items():
                 if cls != ALL_CLASSES and cls not in NAMES:
-                    raise fail(f"resources.{name}.{unit}.{cls} names no instruction class; the classes are "
-                               f"{', '.join(NAMES)} (or '{ALL_CLASSES}')")
+                    raise fail(
+                        f"resources.{name}.{unit}.{cls} names no instruction class; the classes are "
+                        f"{', '.join(NAMES)} (or '{ALL_CLASSES}')"
+                    )
                 if cls in rates:
                     raise fail(f"resources.{name} gives {cls} twice")
                 rate = number(value, f"resources.{name}.{unit}.{cls}", RATE)
@@ -250,18 +276,28 @@ def _checked(data: dict[str, Any], path: Path) -> DeviceModel:
     memory_table = data.get("memory") or {}
     # l2_bytes a whole number of bytes, kept as a float like the bandwidths: the pricing digest of every
     # baseline priced so far hashed it that way
-    memory = {key: float(whole(memory_table.get(key), f"memory.{key}", L2_BYTES)) if key == "l2_bytes" else
-              number(memory_table.get(key), f"memory.{key}", BANDWIDTH) for key in MEMORY_KEYS}
+    memory = {
+        key: float(whole(memory_table.get(key), f"memory.{key}", L2_BYTES))
+        if key == "l2_bytes"
+        else number(memory_table.get(key), f"memory.{key}", BANDWIDTH)
+        for key in MEMORY_KEYS
+    }
     for key in MEMORY_KEYS:
         sourced(memory_table, key, f"memory.{key}")
-    model = DeviceModel(data["name"], data["description"], svl, threads, data["validation"], tuple(resources),
-                        memory, str(path))
+    model = DeviceModel(
+        data["name"], data["description"], svl, threads, data["validation"], tuple(resources), memory, str(path)
+    )
     shipped = DEVICES_FOLDER / f"{model.name}.toml"
-    if path.resolve() != shipped.resolve() and shipped.is_file() \
-            and load_device(model.name).pricing_digest != model.pricing_digest:
+    if (
+        path.resolve() != shipped.resolve()
+        and shipped.is_file()
+        and load_device(model.name).pricing_digest != model.pricing_digest
+    ):
         # a copy edited but not renamed: every label and skipped verdict would call it the shipped device
-        raise fail(f"name = {model.name!r} is a shipped device's name, and this file prices differently: give it a "
-                   f"name of its own (and a validation text of its own)")
+        raise fail(
+            f"name = {model.name!r} is a shipped device's name, and this file prices differently: give it a "
+            f"name of its own (and a validation text of its own)"
+        )
     return model
 
 
@@ -305,8 +341,10 @@ class ModelledSpeedup:
         return self.value
 
     def __repr__(self) -> str:
-        return (f"ModelledSpeedup({self.value:.2f}x modelled on {self.device} ({self.validation}): {self.this} "
-                f"{time_text(self.this_ms)} over {self.other} {time_text(self.other_ms)}; not a measurement)")
+        return (
+            f"ModelledSpeedup({self.value:.2f}x modelled on {self.device} ({self.validation}): {self.this} "
+            f"{time_text(self.this_ms)} over {self.other} {time_text(self.other_ms)}; not a measurement)"
+        )
 
     __str__ = __repr__
 
@@ -327,8 +365,11 @@ class ModelledTime:
     @property
     def category_ms(self) -> dict[str, float]:
         """Modelled ms per category; OTHER is end to end minus the named ones, as in the Profile."""
-        named = {c.value: float(self.ops.loc[self.ops["category"] == c.value, "modelled_ms"].sum())
-                 for c in Category if c is not Category.OTHER}
+        named = {
+            c.value: float(self.ops.loc[self.ops["category"] == c.value, "modelled_ms"].sum())
+            for c in Category
+            if c is not Category.OTHER
+        }
         return {**named, Category.OTHER.value: self.e2e_ms - sum(named.values())}
 
     def share(self, category: str | Category) -> float:
@@ -340,13 +381,21 @@ class ModelledTime:
         self._same_device(other)
         mine, theirs = self.category_ms, other.category_ms
         return ModelledSpeedup(
-            other.e2e_ms / self.e2e_ms if self.e2e_ms > 0 else math.inf, self.device.name, self.device.validation,
-            self.label, other.label, self.e2e_ms, other.e2e_ms,
-            {c: (theirs[c] / mine[c] if mine[c] > 0 else math.nan) for c in mine})
+            other.e2e_ms / self.e2e_ms if self.e2e_ms > 0 else math.inf,
+            self.device.name,
+            self.device.validation,
+            self.label,
+            other.label,
+            self.e2e_ms,
+            other.e2e_ms,
+            {c: (theirs[c] / mine[c] if mine[c] > 0 else math.nan) for c in mine},
+        )
 
     def __repr__(self) -> str:  # the dataclass's would print the whole device file (a model author's trial)
-        return (f"ModelledTime({self.label}: {time_text(self.e2e_ms)} end to end, {len(self.ops)} operators, "
-                f"{self.device.label}; a model, not a measurement)")
+        return (
+            f"ModelledTime({self.label}: {time_text(self.e2e_ms)} end to end, {len(self.ops)} operators, "
+            f"{self.device.label}; a model, not a measurement)"
+        )
 
     __str__ = __repr__
 
@@ -356,26 +405,38 @@ class ModelledTime:
         program), slowest first: identity, category, event, other_event, modelled_ms, other_ms, ratio."""
         __tracebackhide__ = True
         if isinstance(by, bool) or not (isinstance(by, numbers.Real) and math.isfinite(by) and by >= 1.0):
-            raise UsageError(f"slower_than(by={by!r}): by is how many times slower an operator must be to be listed, "
-                             f"a number >= 1 (1.0: any slower)")
+            raise UsageError(
+                f"slower_than(by={by!r}): by is how many times slower an operator must be to be listed, "
+                f"a number >= 1 (1.0: any slower)"
+            )
         self._same_device(other)
         theirs = other.ops[["identity", "event", "modelled_ms"]].rename(
-            columns={"event": "other_event", "modelled_ms": "other_ms"})
+            columns={"event": "other_event", "modelled_ms": "other_ms"}
+        )
         rows = self.ops[["identity", "category", "event", "modelled_ms"]].merge(theirs, on="identity")
         rows["ratio"] = rows["modelled_ms"] / rows["other_ms"].where(rows["other_ms"] > 0)
         return rows[rows["ratio"] > by].sort_values("ratio", ascending=False).reset_index(drop=True)
 
     def _same_device(self, other: "ModelledTime") -> None:
         if not isinstance(other, ModelledTime):
-            raise TypeError(f"a modelled time is compared with a modelled time (profile.modelled({self.device.name!r}))"
-                            f", not with {type(other).__name__}: measured and modelled time never mix")
+            raise TypeError(
+                f"a modelled time is compared with a modelled time (profile.modelled({self.device.name!r}))"
+                f", not with {type(other).__name__}: measured and modelled time never mix"
+            )
         if other.device.name != self.device.name:
-            raise ValueError(f"{self.label} is modelled on {self.device.name}, {other.label} on {other.device.name}; "
-                             f"compare two profiles modelled on the same device")
+            raise ValueError(
+                f"{self.label} is modelled on {self.device.name}, {other.label} on {other.device.name}; "
+                f"compare two profiles modelled on the same device"
+            )
 
     def to_dict(self) -> dict[str, Any]:
-        return {"device": self.device.name, "validation": self.device.validation, "e2e_ms": self.e2e_ms,
-                "category_ms": self.category_ms, "outside_ops_ms": self.outside_ops_ms}
+        return {
+            "device": self.device.name,
+            "validation": self.device.validation,
+            "e2e_ms": self.e2e_ms,
+            "category_ms": self.category_ms,
+            "outside_ops_ms": self.outside_ops_ms,
+        }
 
 
 @dataclass(frozen=True)
@@ -404,54 +465,89 @@ class PricingInputs:
         mix = profile.instruction_mix()
         if mix is None:
             return None
-        classes = profile.instructions.classes  # not None: instruction_mix() said so
-        outside = np.array([float(np.median(classes[n].execute_values - classes[n].op_values.sum(axis=0)))
-                            for n in NAMES])
+        counted = profile.instructions
+        assert counted is not None and counted.classes is not None  # instruction_mix() said so
+        classes = counted.classes
+        outside = np.array(
+            [float(np.median(classes[n].execute_values - classes[n].op_values.sum(axis=0))) for n in NAMES]
+        )
         ops = profile.ops
         missing = np.full(len(mix), np.nan)
         return cls(
-            label=profile.label, ops=mix[list(cls.COLUMNS)].reset_index(drop=True),
-            mix=mix[list(NAMES)].to_numpy(dtype=float), outside_mix=outside,
+            label=profile.label,
+            ops=mix[list(cls.COLUMNS)].reset_index(drop=True),
+            mix=mix[list(NAMES)].to_numpy(dtype=float),
+            outside_mix=outside,
             bytes_read=ops["bytes_read"].to_numpy(dtype=float) if "bytes_read" in ops else missing,
             bytes_written=ops["bytes_written"].to_numpy(dtype=float) if "bytes_written" in ops else missing,
             identities=anchors_of(profile.trace.ops, profile.work) if profile.work is not None else None,
             svl_bits=((profile.metadata.get("target") or {}).get("details") or {}).get("svl_bits"),
-            threads=int(profile.metadata.get("runtime_threads") or (profile.metadata.get("run") or {}).get("threads")
-                        or 1))
+            threads=int(
+                profile.metadata.get("runtime_threads") or (profile.metadata.get("run") or {}).get("threads") or 1
+            ),
+        )
 
     def priced(self, model: DeviceModel) -> ModelledTime:
         """Priced on ``model``; a UsageError where the model does not hold (another vector length, more threads)."""
         __tracebackhide__ = True
         if self.svl_bits is not None and int(self.svl_bits) != model.svl_bits:
-            raise UsageError(f"{self.label} was counted at a streaming vector length of {self.svl_bits} bits and "
-                             f"{model.name} has {model.svl_bits}: an outer product's work depends on it; count at "
-                             f"--sme2-emulated-svl={model.svl_bits}")
+            raise UsageError(
+                f"{self.label} was counted at a streaming vector length of {self.svl_bits} bits and "
+                f"{model.name} has {model.svl_bits}: an outer product's work depends on it; count at "
+                f"--sme2-emulated-svl={model.svl_bits}"
+            )
         if self.threads > model.threads:
-            raise UsageError(f"{self.label} ran {self.threads} threads and {model.name} is modelled for "
-                             f"{model.threads}: threads share one SME unit per cluster (4 M4 threads reach the FMOPA "
-                             f"rate of one), which this model does not cover; model a threads=1 variant")
-        return modelled_time(model, self.label, self.ops, self.mix, self.outside_mix, self.bytes_read,
-                             self.bytes_written, self.identities)
+            raise UsageError(
+                f"{self.label} ran {self.threads} threads and {model.name} is modelled for "
+                f"{model.threads}: threads share one SME unit per cluster (4 M4 threads reach the FMOPA "
+                f"rate of one), which this model does not cover; model a threads=1 variant"
+            )
+        return modelled_time(
+            model,
+            self.label,
+            self.ops,
+            self.mix,
+            self.outside_mix,
+            self.bytes_read,
+            self.bytes_written,
+            self.identities,
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        unknown_as_null = (lambda values: [None if x != x else float(x) for x in values])  # noqa: E731
-        return {"label": self.label, "classes": list(NAMES), "svl_bits": self.svl_bits, "threads": self.threads,
-                "ops": {c: [v.item() if hasattr(v, "item") else v for v in self.ops[c]] for c in self.COLUMNS},
-                "mix": self.mix.tolist(), "outside_mix": self.outside_mix.tolist(),
-                "bytes_read": unknown_as_null(self.bytes_read), "bytes_written": unknown_as_null(self.bytes_written),
-                "identities": self.identities}
+        unknown_as_null = lambda values: [None if x != x else float(x) for x in values]  # noqa: E731
+        return {
+            "label": self.label,
+            "classes": list(NAMES),
+            "svl_bits": self.svl_bits,
+            "threads": self.threads,
+            "ops": {c: [v.item() if hasattr(v, "item") else v for v in self.ops[c]] for c in self.COLUMNS},
+            "mix": self.mix.tolist(),
+            "outside_mix": self.outside_mix.tolist(),
+            "bytes_read": unknown_as_null(self.bytes_read),
+            "bytes_written": unknown_as_null(self.bytes_written),
+            "identities": self.identities,
+        }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "PricingInputs":
         """``to_dict``'s form back; a UsageError when it was counted with other instruction classes."""
         if list(data.get("classes", ())) != list(NAMES):
-            raise UsageError(f"saved counts of {data.get('label')} have the instruction classes "
-                             f"{data.get('classes')}; this pytest-sme2 counts {list(NAMES)}: count again")
-        as_array = (lambda values: np.array([np.nan if x is None else x for x in values], dtype=float))  # noqa: E731
-        return cls(label=data["label"], ops=pd.DataFrame(dict(data["ops"])), mix=np.array(data["mix"], dtype=float),
-                   outside_mix=np.array(data["outside_mix"], dtype=float), bytes_read=as_array(data["bytes_read"]),
-                   bytes_written=as_array(data["bytes_written"]), identities=data["identities"],
-                   svl_bits=data["svl_bits"], threads=int(data["threads"]))
+            raise UsageError(
+                f"saved counts of {data.get('label')} have the instruction classes "
+                f"{data.get('classes')}; this pytest-sme2 counts {list(NAMES)}: count again"
+            )
+        as_array = lambda values: np.array([np.nan if x is None else x for x in values], dtype=float)  # noqa: E731
+        return cls(
+            label=data["label"],
+            ops=pd.DataFrame(dict(data["ops"])),
+            mix=np.array(data["mix"], dtype=float),
+            outside_mix=np.array(data["outside_mix"], dtype=float),
+            bytes_read=as_array(data["bytes_read"]),
+            bytes_written=as_array(data["bytes_written"]),
+            identities=data["identities"],
+            svl_bits=data["svl_bits"],
+            threads=int(data["threads"]),
+        )
 
 
 def model_profile(profile: "Profile", device: "str | Path | DeviceModel") -> ModelledTime:
@@ -463,17 +559,28 @@ def model_profile(profile: "Profile", device: "str | Path | DeviceModel") -> Mod
     inputs = PricingInputs.of(profile)
     if inputs is None:
         if profile.emulated:  # a model author's trial: it was told to use the emulated target it was already on
-            raise UsageError(f"{profile.label} was not counted by instruction class, which modelled time on "
-                             f"{model.name} needs: the counted inference is the kernel trace's, and "
-                             f"--sme2-no-kernel-trace (ini sme2_kernel_trace = false) skips it; run without it")
-        raise UsageError(f"{profile.label} has no instruction classes to model {model.name} with: modelled time needs "
-                         f"a run counted under emulation (--sme2-target=emulated, or auto on a CPU without SME2)")
+            raise UsageError(
+                f"{profile.label} was not counted by instruction class, which modelled time on "
+                f"{model.name} needs: the counted inference is the kernel trace's, and "
+                f"--sme2-no-kernel-trace (ini sme2_kernel_trace = false) skips it; run without it"
+            )
+        raise UsageError(
+            f"{profile.label} has no instruction classes to model {model.name} with: modelled time needs "
+            f"a run counted under emulation (--sme2-target=emulated, or auto on a CPU without SME2)"
+        )
     return inputs.priced(model)
 
 
-def modelled_time(device: DeviceModel, label: str, ops: pd.DataFrame, mix: np.ndarray, outside_mix: np.ndarray,
-                  bytes_read: np.ndarray, bytes_written: np.ndarray,
-                  identities: "list[str] | None" = None) -> ModelledTime:
+def modelled_time(
+    device: DeviceModel,
+    label: str,
+    ops: pd.DataFrame,
+    mix: np.ndarray,
+    outside_mix: np.ndarray,
+    bytes_read: np.ndarray,
+    bytes_written: np.ndarray,
+    identities: "list[str] | None" = None,
+) -> ModelledTime:
     """Price ``mix`` (one row per operator of ``ops``, one column per class of NAMES) and the instructions
     outside operators (``outside_mix``, no bytes) on ``device``. ``identities``: each operator's graph node
     (identity.py), which pairs operators across SME2 on and off; without them, the position in the program."""

@@ -71,13 +71,21 @@ class Slowdown:
     slowdown: stats.Interval  # median(on) / median(off): above 1 is slower with SME2
 
     def as_dict(self) -> dict[str, Any]:
-        return {"op": self.op, "on_op": self.on_op, "category": self.category, "on_ms": self.on_ms,
-                "off_ms": self.off_ms, "slowdown": self.slowdown.as_dict()}
+        return {
+            "op": self.op,
+            "on_op": self.on_op,
+            "category": self.category,
+            "on_ms": self.on_ms,
+            "off_ms": self.off_ms,
+            "slowdown": self.slowdown.as_dict(),
+        }
 
     def __str__(self) -> str:
         s = self.slowdown
-        return (f"{self.op} ({self.category}): {self.off_ms * 1e3:.1f} us off -> {self.on_ms * 1e3:.1f} us on, "
-                f"{s.value:.2f}x slower [{s.low:.2f}, {s.high:.2f}] at {s.confidence:.0%}")
+        return (
+            f"{self.op} ({self.category}): {self.off_ms * 1e3:.1f} us off -> {self.on_ms * 1e3:.1f} us on, "
+            f"{s.value:.2f}x slower [{s.low:.2f}, {s.high:.2f}] at {s.confidence:.0%}"
+        )
 
 
 def sme2_slowdowns(on: Profile, off: Profile, min_slowdown: float = MIN_SLOWDOWN) -> list[Slowdown]:
@@ -87,14 +95,20 @@ def sme2_slowdowns(on: Profile, off: Profile, min_slowdown: float = MIN_SLOWDOWN
     paired by name (match_ops), so ``on`` and ``off`` should be one program; the reports pair them so.
     """
     if on.emulated or off.emulated:
-        raise UsageError(f"{on.label} / {off.label}: emulated time is not time, so no operator can be measured "
-                         "slower with SME2 here; on the emulated target ask the device model "
-                         "(assert_no_modelled_sme2_slowdown, --sme2-device)")
+        raise UsageError(
+            f"{on.label} / {off.label}: emulated time is not time, so no operator can be measured "
+            "slower with SME2 here; on the emulated target ask the device model "
+            "(assert_no_modelled_sme2_slowdown, --sme2-device)"
+        )
     on_ops, off_ops = per_run_by_op(on, TIME, on.clean), per_run_by_op(off, TIME, off.clean)
     on_groups, off_groups = on.run_groups[on.clean], off.run_groups[off.clean]
-    compared = [(off_name, on_name) for off_name, on_name in match_ops(on_ops, off_ops)
-                 if off_name is not None and on_name is not None
-                 and min(len(on_ops[on_name]), len(off_ops[off_name])) >= stats.MIN_CLEAN_RUNS]
+    compared = [
+        (off_name, on_name)
+        for off_name, on_name in match_ops(on_ops, off_ops)
+        if off_name is not None
+        and on_name is not None
+        and min(len(on_ops[on_name]), len(off_ops[off_name])) >= stats.MIN_CLEAN_RUNS
+    ]
     # Every compared operator is a chance of a false alarm: each interval is at 1 - 5%/N (Bonferroni), so the
     # whole list is wrong at most 5% of the time (measured: one operator named on unchanged kernels in a busy run).
     confidence = 1 - (1 - stats.DEFAULT_CONFIDENCE) / max(1, len(compared))
@@ -104,8 +118,9 @@ def sme2_slowdowns(on: Profile, off: Profile, min_slowdown: float = MIN_SLOWDOWN
         on_ms, off_ms = float(np.median(on_runs)), float(np.median(off_runs))
         if off_ms <= 0 or on_ms <= off_ms * (1 + min_slowdown):  # the bootstrap only where the medians say so
             continue
-        ratio = stats.ratio_of_medians_ci(on_runs, off_runs, confidence=confidence, numerator_groups=on_groups,
-                                          denominator_groups=off_groups)
+        ratio = stats.ratio_of_medians_ci(
+            on_runs, off_runs, confidence=confidence, numerator_groups=on_groups, denominator_groups=off_groups
+        )
         if ratio.low > 1 + min_slowdown:
             found.append(Slowdown(off_name, on_name, classify(off_name).category.value, on_ms, off_ms, ratio))
     return sorted(found, key=lambda s: s.slowdown.value, reverse=True)

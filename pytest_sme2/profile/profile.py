@@ -46,8 +46,10 @@ if TYPE_CHECKING:
     from pytest_sme2.profile.device_model import DeviceModel, ModelledTime
 
 
-ONE_PROCESS_CAVEAT = ("one runner process a side: the interval is run-to-run noise only, not how the level moves "
-                      "between processes (compare_variants alternates processes and gives the interval to assert on)")
+ONE_PROCESS_CAVEAT = (
+    "one runner process a side: the interval is run-to-run noise only, not how the level moves "
+    "between processes (compare_variants alternates processes and gives the interval to assert on)"
+)
 
 
 @dataclass(frozen=True)
@@ -79,8 +81,11 @@ class Speedup:
 
     def __repr__(self) -> str:
         def runs(count: int, disturbed: int, processes: int) -> str:
-            return (f"{count} runs" + (f" in {processes} processes" if processes > 1 else " in 1 process")
-                    + (f", {disturbed} disturbed left out" if disturbed else ""))
+            return (
+                f"{count} runs"
+                + (f" in {processes} processes" if processes > 1 else " in 1 process")
+                + (f", {disturbed} disturbed left out" if disturbed else "")
+            )
 
         caveat = "; 1-process CI" if self.within_one_process else ""  # short: pytest cuts long reprs mid-way
         return (
@@ -214,13 +219,11 @@ class Profile:
         for other in profiles[1:]:
             if (other.model, other.recipe, other.variant) != (head.model, head.recipe, head.variant):
                 raise ValueError(f"cannot merge {other.label} into {head.label}: different program or variant")
-        walls = [p.wall_ms for p in profiles]
-        references = [p.reference_ms for p in profiles]
-        reference_loads = [p.reference_load_ms for p in profiles]
-        peaks = [p.peak_rss_kb for p in profiles]
+        peaks = [p.peak_rss_kb for p in profiles if p.peak_rss_kb is not None]
+        traces = [p.instructions for p in profiles if p.instructions is not None]
         memory = dict(head.metadata.get("memory") or {})
-        if all(peak is not None for peak in peaks):  # every runner process's peak per run, in run order
-            memory["peak_rss_kb"] = [int(kb) for peak in peaks for kb in peak]  # type: ignore[union-attr]
+        if len(peaks) == len(profiles):  # every runner process's peak per run, in run order
+            memory["peak_rss_kb"] = [int(kb) for peak in peaks for kb in peak]
         else:  # some chunk has none: the first chunk's peaks would pass for every run's
             memory.pop("peak_rss_kb", None)
         artifacts = dict(head.artifacts)
@@ -232,21 +235,27 @@ class Profile:
             recipe=head.recipe,
             variant=head.variant,
             delegation=head.delegation,
-            wall_ms=np.concatenate(walls) if all(w is not None for w in walls) else None,
-            reference_ms=np.concatenate(references) if all(r is not None for r in references) else None,
-            reference_load_ms=np.concatenate(reference_loads) if all(r is not None for r in reference_loads) else None,
-            metadata={**head.metadata, "chunks": sum(int(p.metadata.get("chunks", 1)) for p in profiles),
-                      **({"memory": memory} if memory or "memory" in head.metadata else {}),
-                      "chunk_sizes": [size for p in profiles for size in p.chunk_sizes],
-                      "process_sizes": [size for p in profiles for size in p.process_sizes] if replicas
-                      else [sum(p.runs for p in profiles)]},
+            wall_ms=_joined([p.wall_ms for p in profiles]),
+            reference_ms=_joined([p.reference_ms for p in profiles]),
+            reference_load_ms=_joined([p.reference_load_ms for p in profiles]),
+            metadata={
+                **head.metadata,
+                "chunks": sum(int(p.metadata.get("chunks", 1)) for p in profiles),
+                **({"memory": memory} if memory or "memory" in head.metadata else {}),
+                "chunk_sizes": [size for p in profiles for size in p.chunk_sizes],
+                "process_sizes": [size for p in profiles for size in p.process_sizes]
+                if replicas
+                else [sum(p.runs for p in profiles)],
+            },
             artifacts=artifacts,
-            instructions=InstructionTrace.concat([p.instructions for p in profiles])
-            if all(p.instructions is not None for p in profiles) else None,
+            instructions=InstructionTrace.concat(traces) if len(traces) == len(profiles) else None,
             work=head.work,
             kernel_time=next((p.kernel_time for p in profiles if p.kernel_time is not None), None),
-            throttled_runs=None if all(p.throttled_runs is None for p in profiles) else np.concatenate(
-                [p.throttled_runs if p.throttled_runs is not None else np.zeros(p.runs, dtype=bool) for p in profiles]),
+            throttled_runs=None
+            if all(p.throttled_runs is None for p in profiles)
+            else np.concatenate(
+                [p.throttled_runs if p.throttled_runs is not None else np.zeros(p.runs, dtype=bool) for p in profiles]
+            ),
         )
 
     def __post_init__(self) -> None:
@@ -280,12 +289,14 @@ class Profile:
                 seconds = self._ops["median_ms"] / 1e3
                 self._ops["gflops"] = np.where(seconds > 0, self._ops["flops"] / 1e9 / seconds, np.nan)
                 self._ops["gbytes_per_s"] = np.where(
-                    seconds > 0, (self._ops["bytes_read"] + self._ops["bytes_written"]) / 1e9 / seconds, np.nan)
+                    seconds > 0, (self._ops["bytes_read"] + self._ops["bytes_written"]) / 1e9 / seconds, np.nan
+                )
         counted = self.instructions
         if counted is not None:
             if counted.instructions.ops != trace.ops:
-                raise ValueError(f"instruction counts of {self.label} ({counted.source}) are for other events than "
-                                 f"its ETDump")
+                raise ValueError(
+                    f"instruction counts of {self.label} ({counted.source}) are for other events than " f"its ETDump"
+                )
             self._breakdowns[INSTRUCTIONS] = _Breakdown(counted.instructions, classes)
             self._ops["instructions"] = np.median(counted.instructions.op_values, axis=1) if trace.ops else []
             whole = float(np.median(counted.instructions.execute_values))
@@ -358,8 +369,9 @@ class Profile:
     def clean_relative(self) -> np.ndarray:
         """Runs undisturbed themselves *and* in the reference run right before them: what relative latency
         reads (a reference stalled by 4 ms makes its run look 2x faster)."""
-        return self._unthrottled(stats.undisturbed_runs(self.e2e_ms, self.reference_ms, self.emulated,
-                                                        op_ms=self.trace.op_values))
+        return self._unthrottled(
+            stats.undisturbed_runs(self.e2e_ms, self.reference_ms, self.emulated, op_ms=self.trace.op_values)
+        )
 
     @property
     def throttled(self) -> int:
@@ -393,8 +405,10 @@ class Profile:
         if basis not in BASES:
             raise ValueError(f"by={basis!r}: use one of {', '.join(BASES)}")
         if basis not in self._breakdowns:
-            raise ValueError(f"{self.label} has no {basis} counts: instructions are counted on the emulated target "
-                             f"(--sme2-target=emulated, counting on)")
+            raise ValueError(
+                f"{self.label} has no {basis} counts: instructions are counted on the emulated target "
+                f"(--sme2-target=emulated, counting on)"
+            )
         return self._breakdowns[basis]
 
     def _clean_median(self, per_run: np.ndarray) -> float | None:
@@ -498,7 +512,9 @@ class Profile:
             raise emulated_timing_skip(f"speedup of {self.label} over {other.label} not checked")
         mine, theirs = self.e2e_ms[self.clean], other.e2e_ms[other.clean]
         mine_groups, their_groups = self.run_groups[self.clean], other.run_groups[other.clean]
-        interval = stats.ratio_of_medians_ci(theirs, mine, numerator_groups=their_groups, denominator_groups=mine_groups)
+        interval = stats.ratio_of_medians_ci(
+            theirs, mine, numerator_groups=their_groups, denominator_groups=mine_groups
+        )
         speedup = Speedup(
             value=interval.value,
             low=interval.low,
@@ -518,8 +534,10 @@ class Profile:
         if speedup.within_one_process:
             from pytest_sme2.errors import OneProcessIntervalWarning
 
-            warnings.warn(OneProcessIntervalWarning(f"speedup of {self.label} over {other.label}: {ONE_PROCESS_CAVEAT}"),
-                          stacklevel=2)
+            warnings.warn(
+                OneProcessIntervalWarning(f"speedup of {self.label} over {other.label}: {ONE_PROCESS_CAVEAT}"),
+                stacklevel=2,
+            )
         return speedup
 
     # ----------------------------------------------------------- categories
@@ -580,11 +598,18 @@ class Profile:
         """Operators that ran outside any delegate, heaviest first, grouped by op."""
         portable = self._ops[~self._ops["delegated"]]
         counted = "instruction_share" in portable
-        extra = {"instructions": ("instructions", "sum"), "instruction_share": ("instruction_share", "sum")} \
-            if counted else {}
+        extra = (
+            {"instructions": ("instructions", "sum"), "instruction_share": ("instruction_share", "sum")}
+            if counted
+            else {}
+        )
         grouped = portable.groupby("op", sort=False).agg(
-            count=("event", "size"), kind=("kind", "first"), category=("category", "first"),
-            total_ms=("total_ms", "sum"), share=("share", "sum"), **extra
+            count=("event", "size"),
+            kind=("kind", "first"),
+            category=("category", "first"),
+            total_ms=("total_ms", "sum"),
+            share=("share", "sum"),
+            **extra,
         )
         # Per run, the op's instances add up; the median is over those per-run sums.
         per_run = {op: self.trace.op_values[rows.index].sum(axis=0) for op, rows in portable.groupby("op", sort=False)}
@@ -633,8 +658,11 @@ class Profile:
         if (by or self.sme_path_basis) == WORK:
             macs = heavy["macs"].to_numpy(dtype=float) if "macs" in heavy else np.full(len(heavy), np.nan)
             if np.isnan(macs).any():
-                return None if by == WORK else self._breakdown(None).sme_path_samples(
-                    heavy.index.to_numpy(), heavy["packed"].to_numpy())
+                return (
+                    None
+                    if by == WORK
+                    else self._breakdown(None).sme_path_samples(heavy.index.to_numpy(), heavy["packed"].to_numpy())
+                )
             total = macs.sum()
             share = macs[heavy["packed"].to_numpy()].sum() / total if total > 0 else np.nan
             return np.full(self.runs, share)  # the same in every run: work is a property of the program
@@ -682,12 +710,13 @@ class Profile:
             return None
         out: dict[str, Any] = {"unknown_ops": int(self._ops["work_unknown"].notna().sum())}
         for category, rows in self._ops.groupby("category", sort=False):
-            entry = {"macs": float(np.nansum(rows["macs"])), "bytes": float(np.nansum(rows["bytes_read"])
-                                                                             + np.nansum(rows["bytes_written"]))}
+            macs = float(np.nansum(rows["macs"]))
+            moved = float(np.nansum(rows["bytes_read"]) + np.nansum(rows["bytes_written"]))
+            entry: dict[str, float | None] = {"macs": macs, "bytes": moved}
             if "gflops" in rows and not self.emulated:
                 seconds = float(rows["median_ms"].sum()) / 1e3
-                entry["gflops"] = 2 * entry["macs"] / 1e9 / seconds if seconds > 0 and entry["macs"] else None
-                entry["gbytes_per_s"] = entry["bytes"] / 1e9 / seconds if seconds > 0 else None
+                entry["gflops"] = 2 * macs / 1e9 / seconds if seconds > 0 and macs else None
+                entry["gbytes_per_s"] = moved / 1e9 / seconds if seconds > 0 else None
             out[category] = entry
         return out
 
@@ -814,10 +843,15 @@ class Profile:
             "e2e_ms": [float(x) for x in self.e2e_ms] if timed else None,
             "latency": self.latency.as_dict() if timed else None,
             "wall_latency": stats.SampleStats.of(self.wall_ms).as_dict()
-            if timed and self.wall_ms is not None and len(self.wall_ms) else None,
-            "relative_latency": stats.SampleStats.of(self.relative_ms).as_dict(unit="") if self.relative_ms is not None else None,
+            if timed and self.wall_ms is not None and len(self.wall_ms)
+            else None,
+            "relative_latency": stats.SampleStats.of(self.relative_ms).as_dict(unit="")
+            if self.relative_ms is not None
+            else None,
             # The reference program's time before each run: the gate compares e2e_ms / reference_ms.
-            "reference_ms": [float(x) for x in self.reference_ms] if self.relative_ms is not None else None,
+            "reference_ms": [float(x) for x in self.reference_ms]
+            if self.relative_ms is not None and self.reference_ms is not None
+            else None,
             # Runs per process, in order: the gate compares process medians (stats.ProcessShift).
             "process_sizes": self.process_sizes,
             "load_ms": self.load_ms if timed else None,  # emulated: counted, under instructions.load / init
@@ -834,13 +868,18 @@ class Profile:
             "disturbed_references": self.disturbed_references,
             "throttled_runs": self.throttled,
             "basis": self.basis,
-            "memory": {"planned_bytes": self.planned_memory_bytes, "planned_buffers": memory.get("planned_buffers"),
-                       "peak_rss_kb_median": None if self.peak_rss_kb is None else float(np.median(self.peak_rss_kb)),
-                       "peak_rss_kb": None if self.peak_rss_kb is None else [int(kb) for kb in self.peak_rss_kb]},
+            "memory": {
+                "planned_bytes": self.planned_memory_bytes,
+                "planned_buffers": memory.get("planned_buffers"),
+                "peak_rss_kb_median": None if self.peak_rss_kb is None else float(np.median(self.peak_rss_kb)),
+                "peak_rss_kb": None if self.peak_rss_kb is None else [int(kb) for kb in self.peak_rss_kb],
+            },
             "shares": self.shares,
             # Per-run values behind the medians: the gate judges these like latency samples. Emulated time
             # decides nothing, so an emulated profile has none (its counted instructions are judged instead).
-            "per_run": None if self.emulated else {
+            "per_run": None
+            if self.emulated
+            else {
                 "shares": {c: _finite_list(self.share_samples(c)) for c in self.shares},
                 "delegation_coverage": _finite_list(self.coverage_samples),
                 "sme_path_share": None if self.sme_path_samples is None else _finite_list(self.sme_path_samples),
@@ -860,9 +899,11 @@ class Profile:
             # which CONV/GEMM kernels ran is evidence on every target; their share needs a measure (not emulator time)
             "kernels": self._heavy_kernels(share if timed or self.basis == INSTRUCTIONS else None),
             "executed_sme_kernels": list(executed) if executed is not None else None,
-            "top_ops": [_json_row({k: v for k, v in row.items() if k not in ("runs_ms", "kernels")}, timed)
-                        | ({"kernels": row["kernels"]} if "kernels" in row else {})
-                        for row in top_ops.to_dict("records")],
+            "top_ops": [
+                _json_row({k: v for k, v in row.items() if k not in ("runs_ms", "kernels")}, timed)
+                | ({"kernels": row["kernels"]} if "kernels" in row else {})
+                for row in top_ops.to_dict("records")
+            ],
             "portable_ops": portable,
             # by the profile's basis: on a counted emulated run its instructions, never the emulator's time
             "worth_delegating": [op["op"] for op in portable if (op.get(share) or 0.0) > WORTH_DELEGATING],
@@ -884,9 +925,16 @@ class Profile:
         None (an uncounted emulated run): no share, in execution order."""
         ops = self.ops
         heavy = ops[ops["category"].isin([Category.CONV.value, Category.GEMM.value])]
-        kernels = [{"op": op, "category": rows["category"].iloc[0], "packed": bool(rows["packed"].iloc[0]),
-                    "instances": int(len(rows)), "share": None if share is None else float(rows[share].sum())}
-                   for op, rows in heavy.groupby("op", sort=False)]
+        kernels = [
+            {
+                "op": op,
+                "category": rows["category"].iloc[0],
+                "packed": bool(rows["packed"].iloc[0]),
+                "instances": int(len(rows)),
+                "share": None if share is None else float(rows[share].sum()),
+            }
+            for op, rows in heavy.groupby("op", sort=False)
+        ]
         return kernels if share is None else sorted(kernels, key=lambda k: k["share"], reverse=True)
 
     def _counted(self) -> dict[str, Any] | None:
@@ -896,10 +944,10 @@ class Profile:
         if self.instructions is None:
             return None
         counted = self.instructions.instructions
-        whole = (lambda value: None if value is None else int(round(value)))  # noqa: E731 - exact counts stay ints
+        whole = lambda value: None if value is None else int(round(value))  # noqa: E731 - exact counts stay ints
         ops = self.ops
         keys = self.trace.ops
-        record = {
+        record: dict[str, Any] = {
             "source": "qemu (emulated target)",
             "per_inference": whole(self.instructions_per_inference),
             "sme_per_inference": whole(self.sme_instructions_per_inference),
@@ -911,14 +959,18 @@ class Profile:
             "load": whole(counted.load_value),
             "init": whole(counted.init_value),
             # [execution order, instructions, SME instructions]: the baseline file's keys are sorted; the order
-            # keeps what the gate needs to pair operators of records without identities (gate/checks/pairing.py, align_ops).
-            "ops": {op_id(key): [order, int(round(ins)), int(round(sme))]
-                    for order, (key, ins, sme) in enumerate(zip(keys, ops["instructions"], ops["sme_instructions"]))},
+            # keeps what the gate needs to pair operators of records without identities
+            # (gate/checks/pairing.py, align_ops).
+            "ops": {
+                op_id(key): [order, int(round(ins)), int(round(sme))]
+                for order, (key, ins, sme) in enumerate(zip(keys, ops["instructions"], ops["sme_instructions"]))
+            },
             "sme_kernels": list(self.executed_sme_kernels or ()),
         }
         if self.instructions.classes is not None:  # one inference's instructions per class (a device model's input)
-            record["mix"] = {name: whole(float(np.median(trace.execute_values)))
-                             for name, trace in self.instructions.classes.items()}
+            record["mix"] = {
+                name: whole(float(np.median(trace.execute_values))) for name, trace in self.instructions.classes.items()
+            }
         # Each operator's graph node (identity.py): what pairs it with the baseline's across a delegate split.
         identities = anchors_of(keys, self.work) if self.work is not None else None
         if identities is not None:
@@ -928,8 +980,11 @@ class Profile:
     def __repr__(self) -> str:
         if self.emulated:  # emulator time is no latency: the size of an inference is what was counted, if anything
             counted = self.instructions
-            size = (f"{float(np.median(counted.instructions.execute_values)):,.0f} instructions per inference"
-                    if counted is not None else "not counted")
+            size = (
+                f"{float(np.median(counted.instructions.execute_values)):,.0f} instructions per inference"
+                if counted is not None
+                else "not counted"
+            )
             return f"Profile({self.label}: emulated, {size}, {self.runs} runs)"
         return f"Profile({self.label}: median {self.median_ms:.3f} ms over {self.runs} runs)"
 
@@ -957,8 +1012,11 @@ def samples_of(profile_or_samples: "Profile | Sequence[float] | np.ndarray") -> 
 
 def _deprecated(old: str, new: str) -> None:
     """A renamed public name still works for one release and says what it is called now (CHANGELOG.md)."""
-    warnings.warn(f"{old} is deprecated; use {new} (the same, renamed: 'summary' now means a session's "
-                  "summary.json only)", DeprecationWarning, stacklevel=3)
+    warnings.warn(
+        f"{old} is deprecated; use {new} (the same, renamed: 'summary' now means a session's " "summary.json only)",
+        DeprecationWarning,
+        stacklevel=3,
+    )
 
 
 # Set on the skip a timing assertion raises on emulated profiles: the profiles the test built before it were
@@ -996,3 +1054,9 @@ def emulated_timing_skip(what: str) -> BaseException:
 def is_emulated_timing_skip(error: BaseException) -> bool:
     """True for a skip made by :func:`emulated_timing_skip`."""
     return bool(getattr(error, _TIMING_SKIP_MARK, False))
+
+
+def _joined(parts: Sequence[np.ndarray | None]) -> np.ndarray | None:
+    """The chunks' per-run values end to end, or None when a chunk has none (its runs would be misattributed)."""
+    present = [part for part in parts if part is not None]
+    return np.concatenate(present) if len(present) == len(parts) else None

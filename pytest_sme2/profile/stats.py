@@ -51,16 +51,18 @@ def as_samples(values: Sequence[float] | np.ndarray, what: str = "samples") -> n
     return array
 
 
-def per_run_ratio(samples: Sequence[float] | np.ndarray,
-                  reference: Sequence[float] | np.ndarray | None) -> np.ndarray | None:
+def per_run_ratio(
+    samples: Sequence[float] | np.ndarray, reference: Sequence[float] | np.ndarray | None
+) -> np.ndarray | None:
     """samples[i] / reference[i] (relative latency), or None without one reference time per sample."""
     if reference is None or len(reference) == 0 or len(reference) != len(samples):
         return None
     return np.asarray(samples, dtype=float) / np.asarray(reference, dtype=float)
 
 
-def disturbed(samples_ms: Sequence[float] | np.ndarray, factor: float = DISTURBANCE_FACTOR,
-              min_excess_ms: float = STALL_MIN_MS) -> np.ndarray:
+def disturbed(
+    samples_ms: Sequence[float] | np.ndarray, factor: float = DISTURBANCE_FACTOR, min_excess_ms: float = STALL_MIN_MS
+) -> np.ndarray:
     """Which runs the machine disturbed, per run (the last axis); rows of a 2-D array are separate series
     (the operators of a program), and a run is disturbed when any of them is.
 
@@ -78,8 +80,12 @@ def disturbed(samples_ms: Sequence[float] | np.ndarray, factor: float = DISTURBA
     return stalled.any(axis=0) if stalled.ndim == 2 else stalled
 
 
-def reference_unmatched(reference_ms: Sequence[float] | np.ndarray, samples_ms: Sequence[float] | np.ndarray,
-                        factor: float = REFERENCE_UNMATCHED_FACTOR, min_excess_ms: float = STALL_MIN_MS) -> np.ndarray:
+def reference_unmatched(
+    reference_ms: Sequence[float] | np.ndarray,
+    samples_ms: Sequence[float] | np.ndarray,
+    factor: float = REFERENCE_UNMATCHED_FACTOR,
+    min_excess_ms: float = STALL_MIN_MS,
+) -> np.ndarray:
     """Per run: was the reference run before it slowed by more than the run itself (each against its fastest)?
 
     Relative latency assumes both were measured at the same machine speed; a reference
@@ -96,8 +102,12 @@ def reference_unmatched(reference_ms: Sequence[float] | np.ndarray, samples_ms: 
     return (slowed_alone > factor) & (reference - ref_floor > min_excess_ms)
 
 
-def undisturbed_runs(samples_ms: Sequence[float] | np.ndarray, reference_ms: Sequence[float] | np.ndarray | None = None,
-                     emulated: bool = False, op_ms: np.ndarray | None = None) -> np.ndarray:
+def undisturbed_runs(
+    samples_ms: Sequence[float] | np.ndarray,
+    reference_ms: Sequence[float] | np.ndarray | None = None,
+    emulated: bool = False,
+    op_ms: np.ndarray | None = None,
+) -> np.ndarray:
     """The runs a verdict may read: undisturbed in their own time, in each operator's time (``op_ms``,
     operators x runs; a 5 ms stall landing in a 0.2 ms operator of a 20 ms model is invisible in the
     total) and in the reference run right before them.
@@ -173,8 +183,12 @@ class ProcessShift:
         return self.detectable_change(alpha, power=0.5)
 
 
-def process_medians(values: Sequence[float] | np.ndarray, sizes: Sequence[int], keep: np.ndarray | None = None,
-                    min_runs: int = MIN_RUNS_PER_PROCESS) -> tuple[np.ndarray, int]:
+def process_medians(
+    values: Sequence[float] | np.ndarray,
+    sizes: Sequence[int],
+    keep: np.ndarray | None = None,
+    min_runs: int = MIN_RUNS_PER_PROCESS,
+) -> tuple[np.ndarray, int]:
     """The median of each process's kept runs (processes with fewer than ``min_runs`` left out), and the runs used.
 
     ``sizes`` are the run counts of the processes in order (Profile.process_sizes); ``keep`` masks runs
@@ -185,7 +199,7 @@ def process_medians(values: Sequence[float] | np.ndarray, sizes: Sequence[int], 
     mask = np.isfinite(array) if keep is None else (np.asarray(keep, dtype=bool) & np.isfinite(array))
     medians, used, start = [], 0, 0
     for size in sizes:
-        part = array[start:start + size][mask[start:start + size]]
+        part = array[start : start + size][mask[start : start + size]]
         start += size
         if part.size >= min_runs:
             medians.append(float(np.median(part)))
@@ -193,8 +207,9 @@ def process_medians(values: Sequence[float] | np.ndarray, sizes: Sequence[int], 
     return np.asarray(medians, dtype=float), used
 
 
-def process_shift(baseline: np.ndarray, current: np.ndarray, runs: tuple[int, int] = (0, 0),
-                  log: bool = False) -> ProcessShift | None:
+def process_shift(
+    baseline: np.ndarray, current: np.ndarray, runs: tuple[int, int] = (0, 0), log: bool = False
+) -> ProcessShift | None:
     """Compare process medians (see :class:`ProcessShift`); None when the spread between processes
     cannot be estimated (fewer than three processes in all)."""
     from scipy.stats import t as student
@@ -216,10 +231,19 @@ def process_shift(baseline: np.ndarray, current: np.ndarray, runs: tuple[int, in
         p_down = 0.0 if difference < 0 else 1.0
     back = np.exp if log else (lambda x: x)
     return ProcessShift(
-        current=float(back(cur.mean())), baseline=float(back(base.mean())),
+        current=float(back(cur.mean())),
+        baseline=float(back(base.mean())),
         change=float(np.expm1(difference)) if log else difference,
-        p_up=p_up, p_down=p_down, spread=pooled, df=df, n_current=r, n_baseline=k,
-        runs_current=runs[1], runs_baseline=runs[0], log=log)
+        p_up=p_up,
+        p_down=p_down,
+        spread=pooled,
+        df=df,
+        n_current=r,
+        n_baseline=k,
+        runs_current=runs[1],
+        runs_baseline=runs[0],
+        log=log,
+    )
 
 
 def _bootstrap_medians(samples: np.ndarray, resamples: int, rng: np.random.Generator) -> np.ndarray:
@@ -227,12 +251,14 @@ def _bootstrap_medians(samples: np.ndarray, resamples: int, rng: np.random.Gener
     return np.median(samples[idx], axis=1)
 
 
-def _cluster_bootstrap_medians(samples: np.ndarray, groups: np.ndarray, resamples: int,
-                               rng: np.random.Generator) -> np.ndarray:
+def _cluster_bootstrap_medians(
+    samples: np.ndarray, groups: np.ndarray, resamples: int, rng: np.random.Generator
+) -> np.ndarray:
     """Medians of a two-stage bootstrap: the groups (runner processes) drawn with replacement, then the runs
     within each drawn group. Runs of one process share its level, which moves between processes; resampling
     runs alone treats them as independent and gives intervals far too narrow (measured: identical variants
-    "significantly" different in 7 of 14 alternated comparisons at 95%; docs/design.md, "Intervals between variants")."""
+    "significantly" different in 7 of 14 alternated comparisons at 95%; docs/design.md, "Intervals between
+    variants")."""
     _, inverse = np.unique(groups, return_inverse=True)
     order = np.argsort(inverse, kind="stable")
     ordered = samples[order]
@@ -247,8 +273,9 @@ def _cluster_bootstrap_medians(samples: np.ndarray, groups: np.ndarray, resample
     return np.nanmedian(values.reshape(resamples, k * width), axis=1)
 
 
-def _side_medians(samples: np.ndarray, groups: Sequence[int] | np.ndarray | None, resamples: int,
-                  rng: np.random.Generator) -> np.ndarray:
+def _side_medians(
+    samples: np.ndarray, groups: Sequence[int] | np.ndarray | None, resamples: int, rng: np.random.Generator
+) -> np.ndarray:
     if groups is not None:
         groups = np.asarray(groups)
         if groups.size != samples.size:
@@ -382,8 +409,12 @@ class SampleStats:
         }
 
 
-def mann_whitney_p(first: Sequence[float] | np.ndarray, second: Sequence[float] | np.ndarray,
-                   alternative: str = "greater", method: str = "auto") -> float:
+def mann_whitney_p(
+    first: Sequence[float] | np.ndarray,
+    second: Sequence[float] | np.ndarray,
+    alternative: str = "greater",
+    method: str = "auto",
+) -> float:
     """One- or two-sided Mann-Whitney U p-value that ``first`` tends to be larger than ``second``.
 
     Rank-based, so one slow outlier run cannot make or break a verdict; exact
@@ -404,8 +435,14 @@ CHANGE_ALPHA = 0.001
 CHANGE_MIN_SEGMENT = 5
 
 
-def change_points(values: Sequence[float] | np.ndarray, *, min_effect: float = 0.0, relative: bool = True,
-                  alpha: float = CHANGE_ALPHA, min_segment: int = CHANGE_MIN_SEGMENT) -> list[int]:
+def change_points(
+    values: Sequence[float] | np.ndarray,
+    *,
+    min_effect: float = 0.0,
+    relative: bool = True,
+    alpha: float = CHANGE_ALPHA,
+    min_segment: int = CHANGE_MIN_SEGMENT,
+) -> list[int]:
     """Indices where a new level of a series begins (a history of one quantity, one value per session).
 
     Binary segmentation with the two-sided Mann-Whitney U test: of every split leaving at least
@@ -448,7 +485,10 @@ def change_points(values: Sequence[float] | np.ndarray, *, min_effect: float = 0
 
 def __getattr__(name: str) -> Any:
     if name == "Summary":  # the old name of SampleStats, kept for one release (CHANGELOG.md)
-        warnings.warn("pytest_sme2.profile.stats.Summary is deprecated; use SampleStats (the same class, renamed)",
-                      DeprecationWarning, stacklevel=2)
+        warnings.warn(
+            "pytest_sme2.profile.stats.Summary is deprecated; use SampleStats (the same class, renamed)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         return SampleStats
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

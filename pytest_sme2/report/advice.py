@@ -38,16 +38,20 @@ def _sme_path_advice(profile: Mapping[str, Any]) -> str | None:
     share = profile.get("sme_path_share")
     if profile.get("sme2") is not True or share is None or share >= SME_PATH_EXPECTED:
         return None
-    measure = {"work": "multiply-accumulates"}.get(profile.get("sme_path_basis"), _measure(profile))
+    measure = {"work": "multiply-accumulates"}.get(profile.get("sme_path_basis") or "", _measure(profile))
     executed = profile.get("executed_sme_kernels")
     if executed:
-        return (f"{profile['variant']}: {share:.0%} of CONV+GEMM {measure} is in operators with packed SME formats "
-                f"(PF32/PF16/PQS8), and the kernel trace shows {len(executed)} SME/SME2 kernel(s) executed: names "
-                f"undercount SME here (QP8 GEMMs keep their name on SME2 kernels); the rest is operators without an "
-                f"SME kernel, such as depthwise convolutions.")
+        return (
+            f"{profile['variant']}: {share:.0%} of CONV+GEMM {measure} is in operators with packed SME formats "
+            f"(PF32/PF16/PQS8), and the kernel trace shows {len(executed)} SME/SME2 kernel(s) executed: names "
+            f"undercount SME here (QP8 GEMMs keep their name on SME2 kernels); the rest is operators without an "
+            f"SME kernel, such as depthwise convolutions."
+        )
     trace = "" if executed is None else " and the kernel trace shows no SME kernel executed"
-    return (f"{profile['variant']}: only {share:.0%} of CONV+GEMM {measure} ran packed SME kernels (PF32/PF16/PQS8; "
-            f"QP8 is not SME evidence){trace}; check that the dtype has SME2 kernels and the CPU really has SME2.")
+    return (
+        f"{profile['variant']}: only {share:.0%} of CONV+GEMM {measure} ran packed SME kernels (PF32/PF16/PQS8; "
+        f"QP8 is not SME evidence){trace}; check that the dtype has SME2 kernels and the CPU really has SME2."
+    )
 
 
 def recommendations(test_entry: Mapping[str, Any]) -> list[str]:
@@ -65,16 +69,21 @@ def recommendations(test_entry: Mapping[str, Any]) -> list[str]:
         if sme:
             advice.append(sme)
         if profile["delegation_coverage"] < DELEGATION_EXPECTED:
-            advice.append(f"{profile['variant']}: only {profile['delegation_coverage']:.0%} of E2E {measure} is "
-                          f"delegated; see the portable operators.")
+            advice.append(
+                f"{profile['variant']}: only {profile['delegation_coverage']:.0%} of E2E {measure} is "
+                f"delegated; see the portable operators."
+            )
     for op, (share, variant, measure) in sorted(worst.items(), key=lambda item: -item[1][0]):
-        advice.append(f"Delegate `{op}`: it runs in the portable runtime and takes {share:.0%} of E2E {measure} on "
-                      f"{variant}.")
+        advice.append(
+            f"Delegate `{op}`: it runs in the portable runtime and takes {share:.0%} of E2E {measure} on " f"{variant}."
+        )
     for comparison in test_entry.get("comparisons", []):
         off, on = comparison["bottleneck_off"], comparison["bottleneck_on"]
         on_share = next(c["on_share"] for c in comparison["categories"] if c["category"] == on)
         measure = "instructions" if comparison.get("unit") == "instructions" else "time"
         if off != on:
-            advice.append(f"With SME2 the largest category moved from {off} to {on} ({on_share:.0%} of E2E "
-                          f"{measure}): optimise {on} next ({_NEXT_STEPS[on]}).")
+            advice.append(
+                f"With SME2 the largest category moved from {off} to {on} ({on_share:.0%} of E2E "
+                f"{measure}): optimise {on} next ({_NEXT_STEPS[on]})."
+            )
     return list(dict.fromkeys(advice))

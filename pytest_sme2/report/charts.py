@@ -58,8 +58,9 @@ def latency_chart(profiles: Sequence[Mapping[str, Any]]) -> str:
     rng = np.random.default_rng(0)  # fixed jitter: the same test entry always draws the same picture
     for i, values in enumerate(samples, start=1):
         axes.scatter(values, i + rng.uniform(-0.15, 0.15, values.size), s=10, alpha=0.6, color="#4e79a7")
-        axes.annotate(f"median {np.median(values):.3f}", (np.median(values), i - 0.36), fontsize=8, ha="center",
-                      va="center")
+        axes.annotate(
+            f"median {np.median(values):.3f}", (np.median(values), i - 0.36), fontsize=8, ha="center", va="center"
+        )
     axes.set_yticks(range(1, len(labels) + 1), labels, fontsize=8)
     axes.invert_yaxis()  # first variant on top, as in the category chart
     axes.margins(x=0.08)  # room for the median labels at either end
@@ -73,8 +74,12 @@ def _counted(profiles: Sequence[Mapping[str, Any]]) -> bool:
     return bool(profiles) and all(p.get("basis") == "instructions" for p in profiles)
 
 
-def _category_bars(axes, shares: Sequence[Mapping[str, float]], sizes: Sequence[float],  # noqa: ANN001
-                   labels: Sequence[str]) -> None:
+def _category_bars(
+    axes,
+    shares: Sequence[Mapping[str, float]],
+    sizes: Sequence[float],  # noqa: ANN001
+    labels: Sequence[str],
+) -> None:
     """One horizontal bar per row, stacked by category: each category ``share x size`` wide, labelled with its
     share where it is wide enough to read (8% or more)."""
     left = np.zeros(len(shares))
@@ -85,8 +90,15 @@ def _category_bars(axes, shares: Sequence[Mapping[str, float]], sizes: Sequence[
         bars = axes.barh(range(len(shares)), widths, left=left, color=CATEGORY_COLOURS[name], label=name)
         for bar, share in zip(bars, row_shares):
             if share >= 0.08:
-                axes.text(bar.get_x() + bar.get_width() / 2, bar.get_y() + bar.get_height() / 2, f"{share:.0%}",
-                          ha="center", va="center", fontsize=7, color="white")
+                axes.text(
+                    bar.get_x() + bar.get_width() / 2,
+                    bar.get_y() + bar.get_height() / 2,
+                    f"{share:.0%}",
+                    ha="center",
+                    va="center",
+                    fontsize=7,
+                    color="white",
+                )
         left += widths
     axes.set_yticks(range(len(shares)), labels, fontsize=8)
     axes.invert_yaxis()
@@ -117,8 +129,11 @@ def target_share_chart(title: str, columns: Sequence[tuple[str, Mapping[str, Any
     figure = _figure(7.0, 1.2 + 0.55 * len(columns))
     axes = figure.add_subplot()
     # "emulated (qemu ... , EMULATED) #2" -> "emulated #2, instructions": the tables above carry the details
-    labels = [f"{target.split(' (')[0]}{' #' + target.rsplit(' #', 1)[1] if ') #' in target else ''}, "
-              f"{'instructions' if _counted([profile]) else 'time'}" for target, profile in columns]
+    labels = [
+        f"{target.split(' (')[0]}{' #' + target.rsplit(' #', 1)[1] if ') #' in target else ''}, "
+        f"{'instructions' if _counted([profile]) else 'time'}"
+        for target, profile in columns
+    ]
     _category_bars(axes, [profile.get("shares") or {} for _, profile in columns], [1.0] * len(columns), labels)
     axes.xaxis.set_major_formatter(lambda value, _pos: f"{value:.0%}")
     axes.set_xlabel("share of E2E: of time on hardware, of counted instructions where emulated", fontsize=8)
@@ -139,12 +154,25 @@ def operator_chart(comparison: Mapping[str, Any], top: int = 10) -> str:
     counted = comparison.get("unit") == "instructions"
     for i, op in enumerate(ops):
         sp, fewer = op.get("speedup"), op.get("fewer_instructions")
-        text = (fewer_text(fewer) if counted and fewer else f"{sp['value']:.2f}x" if sp else
-                "emulated" if comparison.get("emulated") else "unmatched")
+        text = (
+            fewer_text(fewer)
+            if counted and fewer
+            else f"{sp['value']:.2f}x"
+            if sp
+            else "emulated"
+            if comparison.get("emulated")
+            else "unmatched"
+        )
         axes.text(max(op["off_share"], op["on_share"]) + 0.005, i, text, va="center", fontsize=7)
-    _share_axes(axes, [op["op"] for op in ops], bool(comparison.get("emulated")),
-                "Top operators: share of E2E instructions, and how many times fewer with SME2" if counted else
-                "Top operators: share of E2E and speedup", counted)
+    _share_axes(
+        axes,
+        [op["op"] for op in ops],
+        bool(comparison.get("emulated")),
+        "Top operators: share of E2E instructions, and how many times fewer with SME2"
+        if counted
+        else "Top operators: share of E2E and speedup",
+        counted,
+    )
     axes.legend(fontsize=7, loc="lower right")
     return _data_uri(figure)
 
@@ -180,19 +208,33 @@ def top_ops_chart(profile: Mapping[str, Any], top: int = 10) -> str:
     axes = figure.add_subplot()
     colours = [CATEGORY_COLOURS.get(op["category"], "#999999") for op in ops]
     axes.barh(range(len(ops)), [op["instruction_share" if counted else "share"] for op in ops], color=colours)
-    _share_axes(axes, [op["event"] for op in ops], bool(profile.get("emulated")),
-                f"Top operators: {profile['variant']}", counted)
+    _share_axes(
+        axes,
+        [op["event"] for op in ops],
+        bool(profile.get("emulated")),
+        f"Top operators: {profile['variant']}",
+        counted,
+    )
     return _data_uri(figure)
 
 
-def _share_axes(axes, labels: Sequence[str], emulated: bool, title: str,  # noqa: ANN001
-                counted: bool = False) -> None:
+def _share_axes(
+    axes,
+    labels: Sequence[str],
+    emulated: bool,
+    title: str,  # noqa: ANN001
+    counted: bool = False,
+) -> None:
     """Operator names down the side (heaviest on top), share of E2E along the bottom."""
     axes.set_yticks(range(len(labels)), [_short(label) for label in labels], fontsize=7)
     axes.invert_yaxis()
     axes.xaxis.set_major_formatter(lambda value, _pos: f"{value:.0%}")
-    axes.set_xlabel("share of E2E instructions (counted under emulation)" if counted else
-                    "share of E2E" + (" (EMULATED timing)" if emulated else ""), fontsize=8)
+    axes.set_xlabel(
+        "share of E2E instructions (counted under emulation)"
+        if counted
+        else "share of E2E" + (" (EMULATED timing)" if emulated else ""),
+        fontsize=8,
+    )
     axes.set_title(title, fontsize=10)
     axes.tick_params(labelsize=8)
 
@@ -207,8 +249,9 @@ def _session_label(session: str) -> str:
     return f"{stamp[2]}-{stamp[3]} {stamp[4]}:{stamp[5]}" if stamp else session.removeprefix("session-")[:14]
 
 
-def history_chart(title: str, quantity: str, values: Sequence[float], labels: Sequence[str],
-                  cuts: Sequence[int]) -> str:
+def history_chart(
+    title: str, quantity: str, values: Sequence[float], labels: Sequence[str], cuts: Sequence[int]
+) -> str:
     """One quantity over sessions, with each change point drawn where its new level begins."""
     figure = _figure(7.0, 2.2)
     axes = figure.add_subplot()
@@ -216,8 +259,15 @@ def history_chart(title: str, quantity: str, values: Sequence[float], labels: Se
     axes.plot(positions, values, marker="o", markersize=3, linewidth=1, color="#4e79a7")
     for cut in cuts:
         axes.axvline(cut - 0.5, color="#e15759", linestyle="--", linewidth=1)
-        axes.annotate(f"change at {labels[cut]}", (cut - 0.5, max(values)), fontsize=7, color="#e15759",
-                      ha="left", va="top", rotation=90)
+        axes.annotate(
+            f"change at {labels[cut]}",
+            (cut - 0.5, max(values)),
+            fontsize=7,
+            color="#e15759",
+            ha="left",
+            va="top",
+            rotation=90,
+        )
     # whole sessions on the axis, named by their (shortened) session folder, at most about 12 of them
     step = max(1, len(values) // 12 + (len(values) % 12 > 0))
     ticks = positions[::step]

@@ -59,19 +59,30 @@ def combine(summaries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     for test in tests.values():  # a target whose session has no profile of the test: skipped there, or not run
         ran = {t for per in test["variants"].values() for t in per}
         test["absent"] = [label for label in labels if label not in ran]
-    return {"targets": labels, "sessions": [str(s.get("session_dir", "?")) for s in summaries],
-            "tests": list(tests.values()),
-            "emulated": any((s.get("target") or {}).get("emulated") for s in summaries)}
+    return {
+        "targets": labels,
+        "sessions": [str(s.get("session_dir", "?")) for s in summaries],
+        "tests": list(tests.values()),
+        "emulated": any((s.get("target") or {}).get("emulated") for s in summaries),
+    }
 
 
-EMULATED_NOTE = ("Emulated targets show counted instructions and their shares, never time: emulated timing is not "
-                 "hardware timing.")
+EMULATED_NOTE = (
+    "Emulated targets show counted instructions and their shares, never time: emulated timing is not "
+    "hardware timing."
+)
 
 
 def _absent_text(test: Mapping[str, Any]) -> str:
     absent = test.get("absent") or []
-    return (f"No profile on {', '.join(absent)}: the test was skipped there (its session's pytest output says why) "
-            "or not run in that session.") if absent else ""
+    return (
+        (
+            f"No profile on {', '.join(absent)}: the test was skipped there (its session's pytest output says why) "
+            "or not run in that session."
+        )
+        if absent
+        else ""
+    )
 
 
 def _amount(profile: Mapping[str, Any]) -> str:
@@ -84,28 +95,45 @@ def _test_tables(test: Mapping[str, Any], targets: Sequence[str]) -> list[tuple[
     and per variant the category shares per target."""
     present = [t for t in targets if any(t in per for per in test["variants"].values())]
     tables = []
-    rows = [[variant, *(_amount(per[t]) if t in per else "-" for t in present)]
-            for variant, per in test["variants"].items()]
+    rows = [
+        [variant, *(_amount(per[t]) if t in per else "-" for t in present)] for variant, per in test["variants"].items()
+    ]
     if test["comparisons"]:
-        rows.append(["SME2 on vs off", *(comparison_cell(test["comparisons"][t]) if t in test["comparisons"] else "-"
-                                          for t in present)])
-    tables.append(("median latency (hardware) or counted instructions (emulated) per target", ["variant", *present],
-                   rows))
+        rows.append(
+            [
+                "SME2 on vs off",
+                *(comparison_cell(test["comparisons"][t]) if t in test["comparisons"] else "-" for t in present),
+            ]
+        )
+    tables.append(
+        ("median latency (hardware) or counted instructions (emulated) per target", ["variant", *present], rows)
+    )
     for variant, per in test["variants"].items():
-        shares = [[c.value, *(pct((per[t].get("shares") or {}).get(c.value)) if t in per else "-" for t in present)]
-                  for c in Category]
+        shares = [
+            [c.value, *(pct((per[t].get("shares") or {}).get(c.value)) if t in per else "-" for t in present)]
+            for c in Category
+        ]
         shares.append(["delegated", *(pct(per[t].get("delegation_coverage")) if t in per else "-" for t in present)])
-        shares.append(["SME path of CONV+GEMM", *(pct(per[t].get("sme_path_share")) if t in per else "-"
-                                                  for t in present)])
-        tables.append((f"{variant}: shares (of time on hardware, of counted instructions where emulated)",
-                       ["category", *present], shares))
+        shares.append(
+            ["SME path of CONV+GEMM", *(pct(per[t].get("sme_path_share")) if t in per else "-" for t in present)]
+        )
+        tables.append(
+            (
+                f"{variant}: shares (of time on hardware, of counted instructions where emulated)",
+                ["category", *present],
+                shares,
+            )
+        )
     return tables
 
 
 def combined_markdown(combined: Mapping[str, Any]) -> str:
-    lines = ["## pytest-sme2: SME2 performance across targets", "",
-             f"{len(combined['targets'])} sessions: " + "; ".join(f"{text(t)} ({code(s)})" for t, s in
-                                                                 zip(combined["targets"], combined["sessions"]))]
+    lines = [
+        "## pytest-sme2: SME2 performance across targets",
+        "",
+        f"{len(combined['targets'])} sessions: "
+        + "; ".join(f"{text(t)} ({code(s)})" for t, s in zip(combined["targets"], combined["sessions"])),
+    ]
     lines += ["", f"> {EMULATED_NOTE}"] if combined.get("emulated") else []
     for test in combined["tests"]:
         absent = _absent_text(test)
@@ -116,14 +144,18 @@ def combined_markdown(combined: Mapping[str, Any]) -> str:
 
 
 def combined_html(combined: Mapping[str, Any]) -> str:
-    parts = ["<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">",
-             "<title>pytest-sme2 report across targets</title>", STYLE, "</head><body class=\"sme2\">",
-             "<h2>pytest-sme2: SME2 performance across targets</h2>",
-             table(["target", "session"], list(zip(combined["targets"], combined["sessions"])))]
-    parts += [f"<div class=\"emulated\">{_esc(EMULATED_NOTE)}</div>"] if combined.get("emulated") else []
+    parts = [
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">',
+        "<title>pytest-sme2 report across targets</title>",
+        STYLE,
+        '</head><body class="sme2">',
+        "<h2>pytest-sme2: SME2 performance across targets</h2>",
+        table(["target", "session"], list(zip(combined["targets"], combined["sessions"]))),
+    ]
+    parts += [f'<div class="emulated">{_esc(EMULATED_NOTE)}</div>'] if combined.get("emulated") else []
     for test in combined["tests"]:
         absent = _absent_text(test)
-        parts.append(f"<h3>{_esc(test['nodeid'])}</h3>" + (f"<p class=\"note\">{_esc(absent)}</p>" if absent else ""))
+        parts.append(f"<h3>{_esc(test['nodeid'])}</h3>" + (f'<p class="note">{_esc(absent)}</p>' if absent else ""))
         for title, headers, rows in _test_tables(test, combined["targets"]):
             parts.append(f"<h4>{_esc(title)}</h4>{table(headers, rows)}")
         for variant, per in test["variants"].items():
@@ -149,8 +181,10 @@ def write_combined(directories: Sequence[Path], out_dir: Path) -> dict[str, Path
         page = out_dir / COMBINED_HTML
         write_file(page, combined_html(combined))
     except OSError as exc:
-        raise UsageError(f"cannot write the combined report into {out_dir} ({exc.strerror or exc}); pass --out a "
-                         "folder you can write") from None
+        raise UsageError(
+            f"cannot write the combined report into {out_dir} ({exc.strerror or exc}); pass --out a "
+            "folder you can write"
+        ) from None
     return {"markdown": markdown, "html": page}
 
 

@@ -46,8 +46,10 @@ def _check_etrecord(path: Path) -> None:
 
         parse_etrecord(str(path))
     except Exception as exc:  # the ETRecord loader raises many types for a bad file
-        raise UsageError(f"ETRecord {path} cannot be read ({type(exc).__name__}: {exc}); pass the .etrecord "
-                         "written with the .pte, by the same executorch version") from None
+        raise UsageError(
+            f"ETRecord {path} cannot be read ({type(exc).__name__}: {exc}); pass the .etrecord "
+            "written with the .pte, by the same executorch version"
+        ) from None
 
 
 def load_profile(etdump: Path, etrecord: Path | None = None, warmup: Path | None = None) -> Profile:
@@ -61,10 +63,10 @@ def load_profile(etdump: Path, etrecord: Path | None = None, warmup: Path | None
     counts = etdump.parent / COUNTS_FILE
     try:
         # the emulated target's counted instructions beside its ETDump: shares by instructions, as its session read
-        instructions = (InstructionTrace.from_counts(counts, etdump, warmup)
-                        if emulated and counts.is_file() else None)
-        profile = Profile.from_etdump(etdump, warmup, model=etdump.stem, recipe="etdump", variant=etdump.name,
-                                      instructions=instructions)
+        instructions = InstructionTrace.from_counts(counts, etdump, warmup) if emulated and counts.is_file() else None
+        profile = Profile.from_etdump(
+            etdump, warmup, model=etdump.stem, recipe="etdump", variant=etdump.name, instructions=instructions
+        )
     except EtdumpError as exc:  # the user named this file: point at the file they meant to name
         raise UsageError(f"{exc}; pass the .etdp file a runner wrote (not a .pte or an ETRecord)") from None
     except RunnerError as exc:  # the counts file beside it is damaged or of another ETDump
@@ -77,9 +79,11 @@ def load_profile(etdump: Path, etrecord: Path | None = None, warmup: Path | None
     return profile
 
 
-NODES_UNKNOWN = ("delegated nodes: n/a: node counts come from the export.json pytest-sme2 writes beside its own "
-                 "exports; an ETRecord's graph is the one before partitioning (executorch 1.5.1), so it cannot say "
-                 "which nodes were delegated")
+NODES_UNKNOWN = (
+    "delegated nodes: n/a: node counts come from the export.json pytest-sme2 writes beside its own "
+    "exports; an ETRecord's graph is the one before partitioning (executorch 1.5.1), so it cannot say "
+    "which nodes were delegated"
+)
 
 
 def analyze(etdump: Path, etrecord: Path | None, warmup: Path | None, as_json: bool) -> str:
@@ -96,52 +100,110 @@ def analyze(etdump: Path, etrecord: Path | None, warmup: Path | None, as_json: b
         lines.append(f"  {NODES_UNKNOWN}" + (f" ({etrecord} was read)" if etrecord else ""))
     if counted and (entry["instructions"]["load"] is not None or entry["instructions"]["init"] is not None):
         load, init = entry["instructions"]["load"], entry["instructions"]["init"]
-        lines.append(f"  load {instructions(load)} instructions, init {instructions(init)} instructions "
-                     "(Program::load_method, Method::init; counted, not part of an inference)")
+        lines.append(
+            f"  load {instructions(load)} instructions, init {instructions(init)} instructions "
+            "(Program::load_method, Method::init; counted, not part of an inference)"
+        )
     elif not profile.emulated:
-        lines.append(f"  load {ms(entry['load_ms'])} ms, init {ms(entry['init_ms'])} ms "
-                     "(Program::load_method, Method::init; not part of E2E)")
+        lines.append(
+            f"  load {ms(entry['load_ms'])} ms, init {ms(entry['init_ms'])} ms "
+            "(Program::load_method, Method::init; not part of E2E)"
+        )
     lines += ["", "categories:"]
     if counted:
         per_run = profile.category_values(INSTRUCTIONS)
-        lines += text_table(["category", "share of instructions", "instructions per inference"],
-                            [[name, pct(share), instructions(float(per_run[name].median()))]
-                             for name, share in entry["shares"].items()])
+        lines += text_table(
+            ["category", "share of instructions", "instructions per inference"],
+            [
+                [name, pct(share), instructions(float(per_run[name].median()))]
+                for name, share in entry["shares"].items()
+            ],
+        )
     elif profile.emulated:
-        lines += text_table(["category", "share of emulator time (not time)"],
-                            [[name, pct(share)] for name, share in entry["shares"].items()])
+        lines += text_table(
+            ["category", "share of emulator time (not time)"],
+            [[name, pct(share)] for name, share in entry["shares"].items()],
+        )
     else:
-        lines += text_table(["category", "share of E2E", "median ms per run"],
-                            [[name, pct(share), ms(float(profile.category_ms[name].median()))]
-                             for name, share in entry["shares"].items()])
+        lines += text_table(
+            ["category", "share of E2E", "median ms per run"],
+            [
+                [name, pct(share), ms(float(profile.category_ms[name].median()))]
+                for name, share in entry["shares"].items()
+            ],
+        )
     lines += ["", "top operators:"]
     ops = operator_shares(entry)
     if ops is None:
         lines.append(f"  {NO_OPERATOR_SHARES}")
     else:
         amount = "instructions" if counted else "median ms"
-        lines += text_table(["operator", "category", "delegated", "SME/SME2", amount,
-                             "share of instructions" if counted else "share of E2E"],
-                            [[op["event"], op["category"], "yes" if op["delegated"] else "portable",
-                              "yes" if op["packed"] else "no",
-                              instructions(op["instructions"]) if counted else ms(op["median_ms"]), pct(share)]
-                             for share, op in ops])
+        lines += text_table(
+            [
+                "operator",
+                "category",
+                "delegated",
+                "SME/SME2",
+                amount,
+                "share of instructions" if counted else "share of E2E",
+            ],
+            [
+                [
+                    op["event"],
+                    op["category"],
+                    "yes" if op["delegated"] else "portable",
+                    "yes" if op["packed"] else "no",
+                    instructions(op["instructions"]) if counted else ms(op["median_ms"]),
+                    pct(share),
+                ]
+                for share, op in ops
+            ],
+        )
     lines += ["", "portable operators:"]
     portable = entry["portable_ops"]
     if not portable:
         lines.append("  none: every operator ran in a delegate")
     elif counted:
-        lines += text_table(["operator", "count", "category", "instructions per inference", "share of instructions",
-                             "worth delegating"],
-                            [[op["op"], op["count"], op["category"], instructions(op["instructions"]),
-                              pct(op["instruction_share"]), "YES" if op["op"] in entry["worth_delegating"] else ""]
-                             for op in portable])
+        lines += text_table(
+            [
+                "operator",
+                "count",
+                "category",
+                "instructions per inference",
+                "share of instructions",
+                "worth delegating",
+            ],
+            [
+                [
+                    op["op"],
+                    op["count"],
+                    op["category"],
+                    instructions(op["instructions"]),
+                    pct(op["instruction_share"]),
+                    "YES" if op["op"] in entry["worth_delegating"] else "",
+                ]
+                for op in portable
+            ],
+        )
     elif profile.emulated:
-        lines += text_table(["operator", "count", "category"], [[op["op"], op["count"], op["category"]] for op in portable])
+        lines += text_table(
+            ["operator", "count", "category"], [[op["op"], op["count"], op["category"]] for op in portable]
+        )
     else:
-        lines += text_table(["operator", "count", "category", "ms per run", "share of E2E", "worth delegating"],
-                            [[op["op"], op["count"], op["category"], ms(op["median_ms_per_run"]), pct(op["share"]),
-                              "YES" if op["op"] in entry["worth_delegating"] else ""] for op in portable])
+        lines += text_table(
+            ["operator", "count", "category", "ms per run", "share of E2E", "worth delegating"],
+            [
+                [
+                    op["op"],
+                    op["count"],
+                    op["category"],
+                    ms(op["median_ms_per_run"]),
+                    pct(op["share"]),
+                    "YES" if op["op"] in entry["worth_delegating"] else "",
+                ]
+                for op in portable
+            ],
+        )
     return "\n".join(lines)
 
 
@@ -152,9 +214,11 @@ def where_unknown(etdump: Path) -> str | None:
     folder = Path(etdump).parent
     if (folder / RUN_FACTS).exists() or (folder / RUNNER_LOG).exists():
         return None
-    return (f"WARNING: {etdump} has no {RUN_FACTS} or {RUNNER_LOG} beside it, so where it ran is unknown and its "
-            f"times are read as a device's; if it came from the emulated target they are emulator time, not "
-            f"latency: read it in its run folder (pytest-sme2 keeps {RUN_FACTS} beside each ETDump it writes)")
+    return (
+        f"WARNING: {etdump} has no {RUN_FACTS} or {RUNNER_LOG} beside it, so where it ran is unknown and its "
+        f"times are read as a device's; if it came from the emulated target they are emulator time, not "
+        f"latency: read it in its run folder (pytest-sme2 keeps {RUN_FACTS} beside each ETDump it writes)"
+    )
 
 
 def emulated_run(etdump: Path) -> bool:
@@ -167,13 +231,16 @@ def emulated_run(etdump: Path) -> bool:
     except FileNotFoundError:
         document = None
     except (OSError, ValueError) as exc:
-        raise UsageError(f"{facts}, which says where {etdump} ran, cannot be read ({exc}); "
-                         "move it away to read the ETDump by its runner.log") from None
+        raise UsageError(
+            f"{facts}, which says where {etdump} ran, cannot be read ({exc}); "
+            "move it away to read the ETDump by its runner.log"
+        ) from None
     if document is not None:
         target = document.get("target") if isinstance(document, dict) else None
         if not isinstance(target, dict) or not isinstance(target.get("emulated"), bool):
-            raise UsageError(f"{facts} has no target.emulated (true or false); move it away to read the ETDump "
-                             "by its runner.log")
+            raise UsageError(
+                f"{facts} has no target.emulated (true or false); move it away to read the ETDump " "by its runner.log"
+            )
         return target["emulated"]
     log = Path(etdump).parent / RUNNER_LOG
     try:
@@ -225,33 +292,66 @@ def compare_files(a: Path, b: Path, as_json: bool) -> tuple[str, dict[str, Any]]
     result["program_differences"] = differences = program_differences(before, after)
     if as_json:
         return json.dumps(result, indent=1, default=str), result
-    warning = (["WARNING: A and B are ETDumps of DIFFERENT PROGRAMS, so the numbers below are not an SME2 "
-                "speedup of one model: " + "; ".join(differences)] if differences else [])
+    warning = (
+        [
+            "WARNING: A and B are ETDumps of DIFFERENT PROGRAMS, so the numbers below are not an SME2 "
+            "speedup of one model: " + "; ".join(differences)
+        ]
+        if differences
+        else []
+    )
     warning += [text for text in (where_unknown(a), where_unknown(b)) if text]
     if emulated:  # emulator time is no time: the headline is counted instructions, or that speed is not judged
         lines = _emulated_comparison(a, b, before, after, result)
         return "\n".join(lines[:2] + warning + lines[2:]), result
-    lines = [f"A: {a} (median {ms(before.median_ms)} ms, {_runs(before.runs)})",
-             f"B: {b} (median {ms(after.median_ms)} ms, {_runs(after.runs)})", *warning,
-             f"E2E speedup of B over A (median A / median B, 95% bootstrap CI): {speedup(result['speedup'])}",
-             f"largest category: {result['bottleneck_off']} (A) -> {result['bottleneck_on']} (B)", ""]
-    lines += text_table(["category", "share A", "share B", "median ms A", "median ms B", "speedup [95% CI]"],
-                        [[c["category"], pct(c["off_share"]), pct(c["on_share"]), ms(c["off_median_ms"]),
-                          ms(c["on_median_ms"]), speedup(c["speedup"])] for c in result["categories"]])
+    lines = [
+        f"A: {a} (median {ms(before.median_ms)} ms, {_runs(before.runs)})",
+        f"B: {b} (median {ms(after.median_ms)} ms, {_runs(after.runs)})",
+        *warning,
+        f"E2E speedup of B over A (median A / median B, 95% bootstrap CI): {speedup(result['speedup'])}",
+        f"largest category: {result['bottleneck_off']} (A) -> {result['bottleneck_on']} (B)",
+        "",
+    ]
+    lines += text_table(
+        ["category", "share A", "share B", "median ms A", "median ms B", "speedup [95% CI]"],
+        [
+            [
+                c["category"],
+                pct(c["off_share"]),
+                pct(c["on_share"]),
+                ms(c["off_median_ms"]),
+                ms(c["on_median_ms"]),
+                speedup(c["speedup"]),
+            ]
+            for c in result["categories"]
+        ],
+    )
     lines.append("")
-    lines += text_table(["operator A", "operator B", "share A", "share B", "median ms A", "median ms B",
-                         "speedup [95% CI]"],
-                        [[op["off_op"] or "-", op["on_op"] or "-", pct(op["off_share"]), pct(op["on_share"]),
-                          ms(op["off_median_ms"]), ms(op["on_median_ms"]), speedup(op["speedup"])]
-                         for op in result["operators"]])
+    lines += text_table(
+        ["operator A", "operator B", "share A", "share B", "median ms A", "median ms B", "speedup [95% CI]"],
+        [
+            [
+                op["off_op"] or "-",
+                op["on_op"] or "-",
+                pct(op["off_share"]),
+                pct(op["on_share"]),
+                ms(op["off_median_ms"]),
+                ms(op["on_median_ms"]),
+                speedup(op["speedup"]),
+            ]
+            for op in result["operators"]
+        ],
+    )
     return "\n".join(lines), result
 
 
 def _instructions_headline(path: Path, profile: Profile) -> str:
     count = profile.instructions_per_inference
-    return (f"{path} ({int(round(count)):,} instructions per inference, counted under emulation, "
-            f"{_runs(profile.runs)})" if count is not None
-            else f"{path} (emulated, no instruction counts beside it, {_runs(profile.runs)})")
+    return (
+        f"{path} ({int(round(count)):,} instructions per inference, counted under emulation, " f"{_runs(profile.runs)})"
+        if count is not None
+        else f"{path} (emulated, no instruction counts beside it, {_runs(profile.runs)})"
+    )
 
 
 def _emulated_comparison(a: Path, b: Path, before: Profile, after: Profile, result: dict[str, Any]) -> list[str]:
@@ -259,24 +359,49 @@ def _emulated_comparison(a: Path, b: Path, before: Profile, after: Profile, resu
     that speed cannot be judged (an emulator's time says nothing about a CPU's; no ms is printed)."""
     lines = [f"A: {_instructions_headline(a, before)}", f"B: {_instructions_headline(b, after)}"]
     if result["unit"] != INSTRUCTIONS:
-        lines.append(f"compare cannot judge speed from emulated ETDumps ({', '.join(result['emulated_files'])}): "
-                     f"{EMULATED_TIMING}, and only counted instructions compare there; run the emulated target "
-                     f"with its instruction counter, which writes {COUNTS_FILE} beside each ETDump")
+        lines.append(
+            f"compare cannot judge speed from emulated ETDumps ({', '.join(result['emulated_files'])}): "
+            f"{EMULATED_TIMING}, and only counted instructions compare there; run the emulated target "
+            f"with its instruction counter, which writes {COUNTS_FILE} beside each ETDump"
+        )
         return lines
     ratio = result["fewer_instructions"]
-    lines.append("instructions per inference, B against A: " + fewer(ratio, "instructions")
-                 + f" (exact counts; {EMULATED_TIMING}, so no speedup in time)")
+    lines.append(
+        "instructions per inference, B against A: "
+        + fewer(ratio, "instructions")
+        + f" (exact counts; {EMULATED_TIMING}, so no speedup in time)"
+    )
     lines += [f"largest category by instructions: {result['bottleneck_off']} (A) -> {result['bottleneck_on']} (B)", ""]
-    lines += text_table(["category", "share A", "share B", "instructions A", "instructions B", "fewer (A/B)"],
-                        [[c["category"], pct(c["off_share"]), pct(c["on_share"]), instructions(c["off_instructions"]),
-                          instructions(c["on_instructions"]), fewer(c["fewer_instructions"])]
-                         for c in result["categories"]])
+    lines += text_table(
+        ["category", "share A", "share B", "instructions A", "instructions B", "fewer (A/B)"],
+        [
+            [
+                c["category"],
+                pct(c["off_share"]),
+                pct(c["on_share"]),
+                instructions(c["off_instructions"]),
+                instructions(c["on_instructions"]),
+                fewer(c["fewer_instructions"]),
+            ]
+            for c in result["categories"]
+        ],
+    )
     lines.append("")
-    lines += text_table(["operator A", "operator B", "share A", "share B", "instructions A", "instructions B",
-                         "fewer (A/B)"],
-                        [[op["off_op"] or "-", op["on_op"] or "-", pct(op["off_share"]), pct(op["on_share"]),
-                          instructions(op["off_instructions"]), instructions(op["on_instructions"]),
-                          fewer(op.get("fewer_instructions"))] for op in result["operators"]])
+    lines += text_table(
+        ["operator A", "operator B", "share A", "share B", "instructions A", "instructions B", "fewer (A/B)"],
+        [
+            [
+                op["off_op"] or "-",
+                op["on_op"] or "-",
+                pct(op["off_share"]),
+                pct(op["on_share"]),
+                instructions(op["off_instructions"]),
+                instructions(op["on_instructions"]),
+                fewer(op.get("fewer_instructions")),
+            ]
+            for op in result["operators"]
+        ],
+    )
     return lines
 
 
@@ -288,8 +413,10 @@ def rebuild_report(directory: Path, out_dir: Path | None) -> dict[str, Path]:
     try:
         return render(summary, out)
     except OSError as exc:
-        raise UsageError(f"cannot write the report into {out} ({exc.strerror or exc}"
-                         f"{f': {exc.filename}' if exc.filename else ''}); pass --out a folder you can write") from None
+        raise UsageError(
+            f"cannot write the report into {out} ({exc.strerror or exc}"
+            f"{f': {exc.filename}' if exc.filename else ''}); pass --out a folder you can write"
+        ) from None
 
 
 def _runs(count: int) -> str:

@@ -21,8 +21,19 @@ from pytest_sme2.evidence.categories import strip_instance
 from pytest_sme2.evidence.etdump import EXECUTE_BLOCK, read_blocks
 from pytest_sme2.system.safe_files import write_file
 
-TIMELINE_COLUMNS = ["model_id", "name", "type", "delegate_backend", "start_us", "end_us", "duration_ms", "pct_total",
-                    "node_id", "run_index", "block"]
+TIMELINE_COLUMNS = [
+    "model_id",
+    "name",
+    "type",
+    "delegate_backend",
+    "start_us",
+    "end_us",
+    "duration_ms",
+    "pct_total",
+    "node_id",
+    "run_index",
+    "block",
+]
 OPS_STATS_COLUMNS = ["model_id", "name", "type", "delegate_backend", "count", "total_ms", "avg_ms", "pct_total"]
 PORTABLE = "portable"
 TICKS_PER_US = 1000.0  # ExecuTorch 1.5.1's runtimes tick in nanoseconds (checked: etdump.py)
@@ -41,8 +52,16 @@ def _events(etdump: str | Path, backend: str) -> list[list[dict[str, Any]]]:
             kind = backend if event.is_delegate_op else PORTABLE
             occurrence = seen[(name, kind)]
             seen[(name, kind)] += 1
-            events.append({"name": name, "type": strip_instance(name), "delegate_backend": kind,
-                           "start": event.start, "end": event.end, "key": (name, kind, occurrence)})
+            events.append(
+                {
+                    "name": name,
+                    "type": strip_instance(name),
+                    "delegate_backend": kind,
+                    "start": event.start,
+                    "end": event.end,
+                    "key": (name, kind, occurrence),
+                }
+            )
         runs.append(events)
     return runs
 
@@ -54,13 +73,21 @@ def timeline_rows(etdump: str | Path, model_id: str, backend: str = "XnnpackBack
         total_ms = sum((e["end"] - e["start"]) / 1e3 / TICKS_PER_US for e in events)
         for node_id, event in enumerate(events):
             duration_ms = (event["end"] - event["start"]) / 1e3 / TICKS_PER_US
-            rows.append({
-                "model_id": model_id, "name": event["name"], "type": event["type"],
-                "delegate_backend": event["delegate_backend"], "start_us": event["start"] / TICKS_PER_US,
-                "end_us": event["end"] / TICKS_PER_US, "duration_ms": duration_ms,
-                "pct_total": duration_ms / total_ms * 100.0 if total_ms > 0 else 0.0,
-                "node_id": node_id, "run_index": run_index, "block": EXECUTE_BLOCK,
-            })
+            rows.append(
+                {
+                    "model_id": model_id,
+                    "name": event["name"],
+                    "type": event["type"],
+                    "delegate_backend": event["delegate_backend"],
+                    "start_us": event["start"] / TICKS_PER_US,
+                    "end_us": event["end"] / TICKS_PER_US,
+                    "duration_ms": duration_ms,
+                    "pct_total": duration_ms / total_ms * 100.0 if total_ms > 0 else 0.0,
+                    "node_id": node_id,
+                    "run_index": run_index,
+                    "block": EXECUTE_BLOCK,
+                }
+            )
     return rows
 
 
@@ -76,11 +103,19 @@ def ops_stats_rows(etdump: str | Path, model_id: str, backend: str = "XnnpackBac
     for key, durations in per_instance.items():
         groups[kind_of[key]].append(sum(durations) / len(durations))
     grand_total = sum(sum(means) for means in groups.values())
-    rows = [{
-        "model_id": model_id, "name": kind, "type": kind, "delegate_backend": backend_name, "count": len(means),
-        "total_ms": sum(means), "avg_ms": sum(means) / len(means),
-        "pct_total": sum(means) / grand_total * 100.0 if grand_total > 0 else 0.0,
-    } for (kind, backend_name), means in groups.items()]
+    rows = [
+        {
+            "model_id": model_id,
+            "name": kind,
+            "type": kind,
+            "delegate_backend": backend_name,
+            "count": len(means),
+            "total_ms": sum(means),
+            "avg_ms": sum(means) / len(means),
+            "pct_total": sum(means) / grand_total * 100.0 if grand_total > 0 else 0.0,
+        }
+        for (kind, backend_name), means in groups.items()
+    ]
     rows.sort(key=lambda row: row["total_ms"], reverse=True)
     return rows
 
@@ -94,8 +129,14 @@ def _write(path: Path, columns: list[str], rows: list[dict[str, Any]]) -> Path:
     return write_file(path, text.getvalue())
 
 
-def write_csvs(etdump: str | Path, out_dir: Path, prefix: str, model_id: str,
-               backend: str = "XnnpackBackend", emulated: bool = False) -> dict[str, str]:
+def write_csvs(
+    etdump: str | Path,
+    out_dir: Path,
+    prefix: str,
+    model_id: str,
+    backend: str = "XnnpackBackend",
+    emulated: bool = False,
+) -> dict[str, str]:
     """Write ``<prefix>_all_runs_timeline.csv`` and ``<prefix>_ops_stats.csv``; returns their paths.
 
     ``emulated``: the times are the emulator's, so the files are named ``_emulated_events.csv`` and
@@ -109,22 +150,49 @@ def write_csvs(etdump: str | Path, out_dir: Path, prefix: str, model_id: str,
 
 # One row per (operator, kernel) of a profile's sampled round (kernel_sampling.py): which kernels took each
 # operator's time, like the reference kit's kernel view but measured in time rather than logged at setup.
-KERNELS_COLUMNS = ["model_id", "variant", "op", "event", "category", "delegated", "kernel", "library", "kind",
-                   "has_sme2", "samples", "ms_per_run", "share_of_op"]
+KERNELS_COLUMNS = [
+    "model_id",
+    "variant",
+    "op",
+    "event",
+    "category",
+    "delegated",
+    "kernel",
+    "library",
+    "kind",
+    "has_sme2",
+    "samples",
+    "ms_per_run",
+    "share_of_op",
+]
 
 
 def kernel_rows(kernel_time: Mapping[str, Any], model_id: str, variant: str) -> list[dict[str, Any]]:
     """The rows of ``<prefix>_kernels.csv`` from a profile's ``kernel_time`` (summary.json form)."""
-    return [{"model_id": model_id, "variant": variant, "op": op["op"], "event": op["event"],
-             "category": op["category"], "delegated": op["delegated"], "kernel": kernel["kernel"],
-             "library": kernel["library"], "kind": kernel["kind"],
-             "has_sme2": 1 if kernel["kind"] == "SME2" else 0, "samples": kernel["samples"],
-             "ms_per_run": kernel["ms_per_run"], "share_of_op": kernel["share"]}
-            for op in kernel_time.get("ops", []) for kernel in op["kernels"]]
+    return [
+        {
+            "model_id": model_id,
+            "variant": variant,
+            "op": op["op"],
+            "event": op["event"],
+            "category": op["category"],
+            "delegated": op["delegated"],
+            "kernel": kernel["kernel"],
+            "library": kernel["library"],
+            "kind": kernel["kind"],
+            "has_sme2": 1 if kernel["kind"] == "SME2" else 0,
+            "samples": kernel["samples"],
+            "ms_per_run": kernel["ms_per_run"],
+            "share_of_op": kernel["share"],
+        }
+        for op in kernel_time.get("ops", [])
+        for kernel in op["kernels"]
+    ]
 
 
-def write_kernels_csv(kernel_time: Mapping[str, Any], out_dir: Path, prefix: str, model_id: str,
-                      variant: str) -> dict[str, str]:
+def write_kernels_csv(
+    kernel_time: Mapping[str, Any], out_dir: Path, prefix: str, model_id: str, variant: str
+) -> dict[str, str]:
     """``<prefix>_kernels.csv`` when the profile's kernels were sampled; else nothing."""
     if not kernel_time or not kernel_time.get("available"):
         return {}

@@ -36,14 +36,14 @@ TOP_OPS = 12  # operators listed per comparison
 EMULATED_NOTE = "emulated timing is not hardware timing"
 
 
-def _ratio(slow: np.ndarray, fast: np.ndarray, slow_groups: np.ndarray, fast_groups: np.ndarray
-           ) -> dict[str, float] | None:
+def _ratio(
+    slow: np.ndarray, fast: np.ndarray, slow_groups: np.ndarray, fast_groups: np.ndarray
+) -> dict[str, float] | None:
     """median(slow) / median(fast) with its bootstrap interval (by runner process where there are several);
     None when either side has no time."""
     if np.median(fast) <= 0 or np.median(slow) <= 0:
         return None
-    return stats.ratio_of_medians_ci(slow, fast, numerator_groups=slow_groups,
-                                     denominator_groups=fast_groups).as_dict()
+    return stats.ratio_of_medians_ci(slow, fast, numerator_groups=slow_groups, denominator_groups=fast_groups).as_dict()
 
 
 def sme2_setting(profile: Profile) -> bool | None:
@@ -89,52 +89,61 @@ def compare(on: Profile, off: Profile, top: int = TOP_OPS, device: "str | Device
     for category in Category:
         name = category.value
         off_value, on_value = float(np.median(off_cat[name])), float(np.median(on_cat[name]))
-        categories.append({
-            "category": name,
-            "off_share": off.share(category, by),
-            "on_share": on.share(category, by),
-            "off_median_ms": None if counted or emulated else off_value,  # emulated time is not time
-            "on_median_ms": None if counted or emulated else on_value,
-            "off_instructions": off_value if counted else None,
-            "on_instructions": on_value if counted else None,
-            "fewer_instructions": _fewer(off_value, on_value) if counted else None,
-            "speedup": None if emulated else _ratio(off_cat[name].to_numpy(), on_cat[name].to_numpy(),
-                                                    off.run_groups, on.run_groups),
-        })
+        categories.append(
+            {
+                "category": name,
+                "off_share": off.share(category, by),
+                "on_share": on.share(category, by),
+                "off_median_ms": None if counted or emulated else off_value,  # emulated time is not time
+                "on_median_ms": None if counted or emulated else on_value,
+                "off_instructions": off_value if counted else None,
+                "on_instructions": on_value if counted else None,
+                "fewer_instructions": _fewer(off_value, on_value) if counted else None,
+                "speedup": None
+                if emulated
+                else _ratio(off_cat[name].to_numpy(), on_cat[name].to_numpy(), off.run_groups, on.run_groups),
+            }
+        )
     on_ops, off_ops = per_run_by_op(on, by), per_run_by_op(off, by)
     on_total = float(on.category_values(by).sum(axis=1).sum())
     off_total = float(off.category_values(by).sum(axis=1).sum())
     operators = []
     for off_name, on_name in match_ops(on_ops, off_ops):
-        name = off_name or on_name
-        assert name is not None
+        either = off_name or on_name
+        assert either is not None  # match_ops pairs at least one side
+        name = either
         c_on = classify(on_name) if on_name else None
         c_off = classify(off_name) if off_name else None
         off_runs = off_ops.get(off_name) if off_name else None
         on_runs = on_ops.get(on_name) if on_name else None
-        operators.append({
-            "op": name,
-            "off_op": off_name,
-            "on_op": on_name,
-            "category": (c_off or c_on).category.value,  # type: ignore[union-attr]
-            "portable": (c_off or c_on).portable,  # type: ignore[union-attr]
-            "off_packed": bool(c_off and c_off.packed),
-            "on_packed": bool(c_on and c_on.packed),
-            "off_median_ms": float(np.median(off_runs)) if off_runs is not None and not emulated else None,
-            "on_median_ms": float(np.median(on_runs)) if on_runs is not None and not emulated else None,
-            "off_instructions": float(np.median(off_runs)) if off_runs is not None and counted else None,
-            "on_instructions": float(np.median(on_runs)) if on_runs is not None and counted else None,
-            "off_share": float(off_runs.sum() / off_total) if off_runs is not None and off_total > 0 else 0.0,
-            "on_share": float(on_runs.sum() / on_total) if on_runs is not None and on_total > 0 else 0.0,
-            "speedup": None,
-        })
+        operators.append(
+            {
+                "op": name,
+                "off_op": off_name,
+                "on_op": on_name,
+                "category": (c_off or c_on).category.value,  # type: ignore[union-attr]
+                "portable": (c_off or c_on).portable,  # type: ignore[union-attr]
+                "off_packed": bool(c_off and c_off.packed),
+                "on_packed": bool(c_on and c_on.packed),
+                "off_median_ms": float(np.median(off_runs)) if off_runs is not None and not emulated else None,
+                "on_median_ms": float(np.median(on_runs)) if on_runs is not None and not emulated else None,
+                "off_instructions": float(np.median(off_runs)) if off_runs is not None and counted else None,
+                "on_instructions": float(np.median(on_runs)) if on_runs is not None and counted else None,
+                "off_share": float(off_runs.sum() / off_total) if off_runs is not None and off_total > 0 else 0.0,
+                "on_share": float(on_runs.sum() / on_total) if on_runs is not None and on_total > 0 else 0.0,
+                "speedup": None,
+            }
+        )
     operators.sort(key=lambda op: max(op["off_share"], op["on_share"]), reverse=True)
     operators = operators[:top]  # bootstrap intervals only for the operators shown (they cost ~20 ms each)
     for op in operators:
         if not emulated and op["off_op"] is not None and op["on_op"] is not None:
             op["speedup"] = _ratio(off_ops[op["off_op"]], on_ops[op["on_op"]], off.run_groups, on.run_groups)
-        op["fewer_instructions"] = (_fewer(op["off_instructions"], op["on_instructions"])
-                                    if counted and op["off_instructions"] and op["on_instructions"] else None)
+        op["fewer_instructions"] = (
+            _fewer(op["off_instructions"], op["on_instructions"])
+            if counted and op["off_instructions"] and op["on_instructions"]
+            else None
+        )
     off_shares, on_shares = off.shares_by(by), on.shares_by(by)
     return {
         "model": on.model,
@@ -149,11 +158,12 @@ def compare(on: Profile, off: Profile, top: int = TOP_OPS, device: "str | Device
         "speedup": speedup,
         "unit": by,  # what shares and amounts measure: time (ms) or instructions (counted, emulated)
         "fewer_instructions": _fewer(off.instructions_per_inference or 0, on.instructions_per_inference or 0)
-        if counted else None,
+        if counted
+        else None,
         "on_median_ms": None if emulated else on.median_ms,
         "off_median_ms": None if emulated else off.median_ms,
-        "bottleneck_off": max(off_shares, key=off_shares.get),
-        "bottleneck_on": max(on_shares, key=on_shares.get),
+        "bottleneck_off": max(off_shares, key=lambda k: off_shares[k]),
+        "bottleneck_on": max(on_shares, key=lambda k: on_shares[k]),
         "categories": categories,
         "operators": operators,
         "kernels": _kernel_comparison(on, off),
@@ -165,18 +175,26 @@ def compare(on: Profile, off: Profile, top: int = TOP_OPS, device: "str | Device
 
 def _kernel_comparison(on: Profile, off: Profile) -> dict[str, Any] | None:
     """Kernels SME2 on vs off, in sampled time (both variants' kernels sampled), else None."""
-    sampled = on.kernel_time, off.kernel_time
-    if any(k is None or not k.available for k in sampled):
+    k_on, k_off = on.kernel_time, off.kernel_time
+    if k_on is None or k_off is None or not k_on.available or not k_off.available:
         return None
-    return {"sme_share_on": on.kernel_time.kind_share(), "sme_share_off": off.kernel_time.kind_share(),
-            "kind_ms_on": on.kernel_time.kind_ms(), "kind_ms_off": off.kernel_time.kind_ms(),
-            "top_on": on.kernel_time.top_kernels(), "top_off": off.kernel_time.top_kernels()}
+    return {
+        "sme_share_on": k_on.kind_share(),
+        "sme_share_off": k_off.kind_share(),
+        "kind_ms_on": k_on.kind_ms(),
+        "kind_ms_off": k_off.kind_ms(),
+        "top_on": k_on.top_kernels(),
+        "top_off": k_off.top_kernels(),
+    }
 
 
 def profile_entry(profile: Profile) -> dict[str, Any]:
     """Deprecated (kept for one release): a profile's report entry is ``profile.to_dict()`` itself."""
-    warnings.warn("pytest_sme2.report.entries.profile_entry is deprecated; use profile.to_dict(), the profile's "
-                  "one JSON form", DeprecationWarning, stacklevel=2)
+    warnings.warn(
+        "pytest_sme2.report.entries.profile_entry is deprecated; use profile.to_dict(), the profile's " "one JSON form",
+        DeprecationWarning,
+        stacklevel=2,
+    )
     return profile.to_dict()
 
 
@@ -206,19 +224,44 @@ def modelled_comparison(on: Profile, off: Profile, device: "str | DeviceModel") 
     slower = m_on.slower_than(m_off)
     # A language model's phase (measure/llm.py): its modelled time per run, as tokens per second.
     tokens = (on.metadata.get("llm") or {}).get("tokens_per_run")
-    per_second = {} if not tokens else {
-        "tokens_per_s": {side: tokens / (ms / 1e3) if ms > 0 else None
-                         for side, ms in (("on", m_on.e2e_ms), ("off", m_off.e2e_ms))}}
+    per_second = (
+        {}
+        if not tokens
+        else {
+            "tokens_per_s": {
+                side: tokens / (ms / 1e3) if ms > 0 else None
+                for side, ms in (("on", m_on.e2e_ms), ("off", m_off.e2e_ms))
+            }
+        }
+    )
     return {
         **per_second,
-        "device": m_on.device.name, "label": m_on.device.label, "validation": m_on.device.validation,
-        "on_ms": m_on.e2e_ms, "off_ms": m_off.e2e_ms, "speedup": speedup.value,
-        "categories": [{"category": c, "on_ms": m_on.category_ms[c], "off_ms": m_off.category_ms[c],
-                        "speedup": None if not np.isfinite(v) else float(v)} for c, v in speedup.by_category.items()],
-        "slower_with_sme2": [{"identity": r.identity, "category": r.category, "on_ms": r.modelled_ms,
-                              "off_ms": r.other_ms, "ratio": r.ratio} for r in slower.itertuples()],
+        "device": m_on.device.name,
+        "label": m_on.device.label,
+        "validation": m_on.device.validation,
+        "on_ms": m_on.e2e_ms,
+        "off_ms": m_off.e2e_ms,
+        "speedup": speedup.value,
+        "categories": [
+            {
+                "category": c,
+                "on_ms": m_on.category_ms[c],
+                "off_ms": m_off.category_ms[c],
+                "speedup": None if not np.isfinite(v) else float(v),
+            }
+            for c, v in speedup.by_category.items()
+        ],
+        "slower_with_sme2": [
+            {
+                "identity": r.identity,
+                "category": r.category,
+                "on_ms": r.modelled_ms,
+                "off_ms": r.other_ms,
+                "ratio": r.ratio,
+            }
+            for r in slower.itertuples()
+        ],
     }
-
 
 
 def _baseline_outcome(outcome: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -232,8 +275,10 @@ def _baseline_outcome(outcome: Mapping[str, Any]) -> list[dict[str, Any]]:
             rows += [{"verdict": "note", "message": str(Verdict.from_dict(v))} for v in outcome.get("notes", [])]
     rows += [{"verdict": "no baseline", "message": m} for m in outcome.get("missing", [])]
     rows += [{"verdict": "baseline written", "message": m} for m in outcome.get("written", [])]
-    rows += [{"verdict": "baseline unchanged", "message": f"{m} (its records equal this run's: kept as it was)"}
-             for m in outcome.get("unchanged", [])]
+    rows += [
+        {"verdict": "baseline unchanged", "message": f"{m} (its records equal this run's: kept as it was)"}
+        for m in outcome.get("unchanged", [])
+    ]
     if not rows:  # passed: each verdict as it was judged (an inconclusive one is no "ok": a user's trial)
         judged = [Verdict.from_dict(v) for v in outcome.get("verdicts", [])]
         rows += [{"verdict": shown_status(v), "message": str(v)} for v in judged]
@@ -246,7 +291,7 @@ _SHOWN_STATUSES = (Status.INCONCLUSIVE, Status.IMPROVEMENT)
 
 
 def shown_status(verdict: Verdict) -> str:
-    """"inconclusive" or "improvement" for a verdict of those, else "ok"."""
+    """ "inconclusive" or "improvement" for a verdict of those, else "ok"."""
     return verdict.status.value if verdict.status in _SHOWN_STATUSES else "ok"
 
 

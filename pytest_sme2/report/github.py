@@ -39,8 +39,9 @@ def _property(text: str) -> str:
     return _data(text).replace(":", "%3A").replace(",", "%2C")
 
 
-def regression_annotations(test_entries: Iterable[Mapping[str, Any]], locations: Mapping[str, tuple[str, int]],
-                           environ: Mapping[str, str]) -> list[str]:
+def regression_annotations(
+    test_entries: Iterable[Mapping[str, Any]], locations: Mapping[str, tuple[str, int]], environ: Mapping[str, str]
+) -> list[str]:
     """One ``::error`` line per regression row of each test (a baseline file's failure), on the test's file and
     line (``locations``: nodeid -> (path from the rootdir, 1-based line)); none outside Actions. Newlines are
     escaped as GitHub asks."""

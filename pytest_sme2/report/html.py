@@ -20,7 +20,6 @@ from pytest_sme2.report import charts
 from pytest_sme2.report.advice import recommendations
 from pytest_sme2.report.entries import EMULATED_NOTE
 from pytest_sme2.report.table import (
-    program_title,
     SME_INSTRUCTIONS_LABEL,
     THREAD_SCALING_HEADERS,
     columns,
@@ -30,6 +29,7 @@ from pytest_sme2.report.table import (
     modelled_text,
     ms,
     pct,
+    program_title,
     sme_path_label,
     speedup,
     summary_rows,
@@ -93,8 +93,9 @@ def _link(path: str, base: Path | None) -> str:
     is_drive = scheme is not None and len(scheme.group(1)) == 1 and PureWindowsPath(raw).drive != ""
     if scheme is not None and not is_drive:
         if scheme.group(1).lower() == "file":
-            return f'<a href="{_esc(quote(_URL_IGNORED.sub("", raw), safe=":/%#?=&~@!$,;+"))}">{_esc(raw.rsplit("/", 1)[-1])}</a>'
-        return f'<code>{_esc(raw)}</code> (not a file path: not linked)'
+            href = _esc(quote(_URL_IGNORED.sub("", raw), safe=":/%#?=&~@!$,;+"))
+            return f'<a href="{href}">{_esc(raw.rsplit("/", 1)[-1])}</a>'
+        return f"<code>{_esc(raw)}</code> (not a file path: not linked)"
     target = raw
     if base is not None:
         try:
@@ -114,14 +115,26 @@ def _link(path: str, base: Path | None) -> str:
 def _latency_rows(profile: Mapping[str, Any]) -> list[list[Any]]:
     rows = []
     # (row name, summary, key suffix): relative latency is a ratio (stats.SampleStats.as_dict(unit="")).
-    for name, lat, u in (("E2E (Method::execute)", profile["latency"], "_ms"),
-                         ("wall clock (runner)", profile.get("wall_latency"), "_ms"),
-                         ("E2E / reference program (ratio, what the baseline gate compares)",
-                          profile.get("relative_latency"), "")):
+    for name, lat, u in (
+        ("E2E (Method::execute)", profile["latency"], "_ms"),
+        ("wall clock (runner)", profile.get("wall_latency"), "_ms"),
+        ("E2E / reference program (ratio, what the baseline gate compares)", profile.get("relative_latency"), ""),
+    ):
         if lat:
-            rows.append([profile["variant"], name, lat["n"], ms(lat[f"median{u}"]),
-                         f"[{ms(lat[f'median_ci_low{u}'])}, {ms(lat[f'median_ci_high{u}'])}]", ms(lat[f"p10{u}"]),
-                         ms(lat[f"p90{u}"]), ms(lat[f"min{u}"]), ms(lat[f"max{u}"]), pct(lat["cv"])])
+            rows.append(
+                [
+                    profile["variant"],
+                    name,
+                    lat["n"],
+                    ms(lat[f"median{u}"]),
+                    f"[{ms(lat[f'median_ci_low{u}'])}, {ms(lat[f'median_ci_high{u}'])}]",
+                    ms(lat[f"p10{u}"]),
+                    ms(lat[f"p90{u}"]),
+                    ms(lat[f"min{u}"]),
+                    ms(lat[f"max{u}"]),
+                    pct(lat["cv"]),
+                ]
+            )
     return rows
 
 
@@ -129,29 +142,69 @@ def _instruction_rows(profile: Mapping[str, Any]) -> list[list[Any]]:
     counted = profile.get("instructions")
     if not counted:
         return []
-    return [[profile["variant"], instructions(counted["per_inference"]), instructions(counted["sme_per_inference"]),
-             pct(counted["sme_share_of_conv_gemm"]), instructions(counted["load"]), instructions(counted["init"])]]
+    return [
+        [
+            profile["variant"],
+            instructions(counted["per_inference"]),
+            instructions(counted["sme_per_inference"]),
+            pct(counted["sme_share_of_conv_gemm"]),
+            instructions(counted["load"]),
+            instructions(counted["init"]),
+        ]
+    ]
 
 
 def _counted_comparison_html(comparison: Mapping[str, Any]) -> str:
     """SME2 on vs off on the emulated target: counted instructions (exact), no time."""
-    return "".join([
-        f"<h4>SME2 on vs off: {_esc(program_title(comparison))} (counted instructions)</h4>",
-        f"<p>Instructions per inference: SME2 on needs <b>{_esc(fewer(comparison.get('fewer_instructions')))}</b>; "
-        f"largest category {_esc(comparison['bottleneck_off'])} (off) &rarr; {_esc(comparison['bottleneck_on'])} "
-        f"(on). {EMULATED_NOTE}: no speedup is shown.</p>",
-        table(["category", "share off", "share on", "instructions off", "instructions on", "fewer (off/on)"],
-              [[c["category"], pct(c["off_share"]), pct(c["on_share"]), instructions(c["off_instructions"]),
-                instructions(c["on_instructions"]), fewer(c["fewer_instructions"])] for c in comparison["categories"]]),
-        _img(charts.operator_chart(comparison), "top operators by share of instructions, SME2 off vs on"),
-        table(["operator (off)", "operator (on)", "category", "share off", "share on", "instructions off",
-               "instructions on", "fewer (off/on)"],
-              [[op["off_op"] or "-", op["on_op"] or "-", op["category"] + (" (portable)" if op["portable"] else ""),
-                pct(op["off_share"]), pct(op["on_share"]), instructions(op["off_instructions"]),
-                instructions(op["on_instructions"]), fewer(op.get("fewer_instructions"))]
-               for op in comparison["operators"]]),
-        _modelled_html(comparison.get("modelled")),
-    ])
+    return "".join(
+        [
+            f"<h4>SME2 on vs off: {_esc(program_title(comparison))} (counted instructions)</h4>",
+            f"<p>Instructions per inference: SME2 on needs <b>{_esc(fewer(comparison.get('fewer_instructions')))}</b>; "
+            f"largest category {_esc(comparison['bottleneck_off'])} (off) &rarr; {_esc(comparison['bottleneck_on'])} "
+            f"(on). {EMULATED_NOTE}: no speedup is shown.</p>",
+            table(
+                ["category", "share off", "share on", "instructions off", "instructions on", "fewer (off/on)"],
+                [
+                    [
+                        c["category"],
+                        pct(c["off_share"]),
+                        pct(c["on_share"]),
+                        instructions(c["off_instructions"]),
+                        instructions(c["on_instructions"]),
+                        fewer(c["fewer_instructions"]),
+                    ]
+                    for c in comparison["categories"]
+                ],
+            ),
+            _img(charts.operator_chart(comparison), "top operators by share of instructions, SME2 off vs on"),
+            table(
+                [
+                    "operator (off)",
+                    "operator (on)",
+                    "category",
+                    "share off",
+                    "share on",
+                    "instructions off",
+                    "instructions on",
+                    "fewer (off/on)",
+                ],
+                [
+                    [
+                        op["off_op"] or "-",
+                        op["on_op"] or "-",
+                        op["category"] + (" (portable)" if op["portable"] else ""),
+                        pct(op["off_share"]),
+                        pct(op["on_share"]),
+                        instructions(op["off_instructions"]),
+                        instructions(op["on_instructions"]),
+                        fewer(op.get("fewer_instructions")),
+                    ]
+                    for op in comparison["operators"]
+                ],
+            ),
+            _modelled_html(comparison.get("modelled")),
+        ]
+    )
 
 
 def _modelled_html(modelled: Mapping[str, Any] | None) -> str:
@@ -168,24 +221,39 @@ def _comparison_html(comparison: Mapping[str, Any]) -> str:
     emulated = comparison["emulated"]
     parts = [
         f"<h4>SME2 on vs off: {_esc(program_title(comparison))}</h4>",
-        f"<p>E2E speedup (median off / median on, 95% bootstrap CI): <b>{_esc(speedup(comparison['speedup'], emulated))}"
-        f"</b>; bottleneck {_esc(comparison['bottleneck_off'])} (off) &rarr; {_esc(comparison['bottleneck_on'])} (on)</p>",
+        f"<p>E2E speedup (median off / median on, 95% bootstrap CI): "
+        f"<b>{_esc(speedup(comparison['speedup'], emulated))}"
+        f"</b>; bottleneck {_esc(comparison['bottleneck_off'])} (off) &rarr; "
+        f"{_esc(comparison['bottleneck_on'])} (on)</p>",
         # an uncounted emulated pair: shares of emulator time only, no ms and no speedup columns
-        table(["category", "share off", "share on"] + ([] if emulated else
-                                                      ["median ms off", "median ms on", "speedup [95% CI]"]),
-              [[c["category"], pct(c["off_share"]), pct(c["on_share"])]
-               + ([] if emulated else [ms(c["off_median_ms"]), ms(c["on_median_ms"]), speedup(c["speedup"])])
-               for c in comparison["categories"]]),
+        table(
+            ["category", "share off", "share on"]
+            + ([] if emulated else ["median ms off", "median ms on", "speedup [95% CI]"]),
+            [
+                [c["category"], pct(c["off_share"]), pct(c["on_share"])]
+                + ([] if emulated else [ms(c["off_median_ms"]), ms(c["on_median_ms"]), speedup(c["speedup"])])
+                for c in comparison["categories"]
+            ],
+        ),
         _img(charts.operator_chart(comparison), "top operators by share of E2E, SME2 off vs on"),
-        table(["operator (off)", "operator (on)", "category", "share off", "share on"]
-              + ([] if emulated else ["median ms off", "median ms on", "speedup [95% CI]"]),
-              [[op["off_op"] or "-", op["on_op"] or "-", op["category"] + (" (portable)" if op["portable"] else ""),
-                pct(op["off_share"]), pct(op["on_share"])]
-               + ([] if emulated else [ms(op["off_median_ms"]), ms(op["on_median_ms"]), speedup(op["speedup"])])
-               for op in comparison["operators"]]),
+        table(
+            ["operator (off)", "operator (on)", "category", "share off", "share on"]
+            + ([] if emulated else ["median ms off", "median ms on", "speedup [95% CI]"]),
+            [
+                [
+                    op["off_op"] or "-",
+                    op["on_op"] or "-",
+                    op["category"] + (" (portable)" if op["portable"] else ""),
+                    pct(op["off_share"]),
+                    pct(op["on_share"]),
+                ]
+                + ([] if emulated else [ms(op["off_median_ms"]), ms(op["on_median_ms"]), speedup(op["speedup"])])
+                for op in comparison["operators"]
+            ],
+        ),
     ]
     if slowdown_text(comparison):
-        parts.append(f"<p class=\"sme2-slowdowns\">{_esc(slowdown_text(comparison))}</p>")
+        parts.append(f'<p class="sme2-slowdowns">{_esc(slowdown_text(comparison))}</p>')
     kernels = comparison.get("kernels")
     if kernels:
         parts.append(f"<p>{_esc(kernel_comparison_text(kernels))}</p>")
@@ -203,55 +271,130 @@ def _profile_details_html(profile: Mapping[str, Any], base: Path | None) -> str:
     sme_path = sme_path_label(profile.get("sme_path_basis"), bool(profile.get("emulated")))
     if basis == "instructions":
         header = [NODES_HEADER, "delegated (share of the run's instructions)", sme_path, "SME-path operators"]
-        row = [pct(profile["node_delegation_coverage"]), pct(profile["delegation_coverage"]),
-               pct(profile["sme_path_share"]), profile["sme_path_ops"]]
+        row = [
+            pct(profile["node_delegation_coverage"]),
+            pct(profile["delegation_coverage"]),
+            pct(profile["sme_path_share"]),
+            profile["sme_path_ops"],
+        ]
     else:
         emulated = bool(profile.get("emulated"))  # no instruction counts: its only measure is the emulator's time
-        header = [NODES_HEADER, f"delegated (share of the run's {'emulator time, not time' if emulated else 'time'})",
-                  sme_path, "SME-path operators", "load ms", "init ms", "runs disturbed (left out)"]
-        row = [pct(profile["node_delegation_coverage"]), pct(profile["delegation_coverage"]),
-               pct(profile["sme_path_share"]), profile["sme_path_ops"],
-               "n/a (emulated)" if emulated else ms(profile["load_ms"]),
-               "n/a (emulated)" if emulated else ms(profile["init_ms"]),
-               disturbed_cell(profile)]
-    parts = [f"<h4>{_esc(profile['variant'])}: delegation and SME kernel path{_esc(cached_text(profile))}</h4>",
-             table(header, [row])]
+        header = [
+            NODES_HEADER,
+            f"delegated (share of the run's {'emulator time, not time' if emulated else 'time'})",
+            sme_path,
+            "SME-path operators",
+            "load ms",
+            "init ms",
+            "runs disturbed (left out)",
+        ]
+        row = [
+            pct(profile["node_delegation_coverage"]),
+            pct(profile["delegation_coverage"]),
+            pct(profile["sme_path_share"]),
+            profile["sme_path_ops"],
+            "n/a (emulated)" if emulated else ms(profile["load_ms"]),
+            "n/a (emulated)" if emulated else ms(profile["init_ms"]),
+            disturbed_cell(profile),
+        ]
+    parts = [
+        f"<h4>{_esc(profile['variant'])}: delegation and SME kernel path{_esc(cached_text(profile))}</h4>",
+        table(header, [row]),
+    ]
     device = device_state_text(profile)
     if device:  # governors, temperatures and throttling of the device it ran on (device_state.py)
         parts.append(f'<p class="sme2-device">{_esc(device)}</p>')
     kernels = profile.get("kernels", [])
     if kernels:
-        parts.append(table(["CONV/GEMM kernel", "category", "SME/SME2 (packed format)", "instances",
-                            "share of E2E" + (" instructions" if basis == "instructions" else "")],
-                           [[k["op"], k["category"], "yes" if k["packed"] else "no", k["instances"], pct(k["share"])]
-                            for k in kernels]))
+        parts.append(
+            table(
+                [
+                    "CONV/GEMM kernel",
+                    "category",
+                    "SME/SME2 (packed format)",
+                    "instances",
+                    "share of E2E" + (" instructions" if basis == "instructions" else ""),
+                ],
+                [
+                    [k["op"], k["category"], "yes" if k["packed"] else "no", k["instances"], pct(k["share"])]
+                    for k in kernels
+                ],
+            )
+        )
     executed = profile.get("executed_sme_kernels")
     if executed is not None:
-        parts.append(f"<p>Kernel trace: {len(executed)} SME/SME2 kernel(s) executed"
-                     + (": " + ", ".join(f"<code>{_esc(k)}</code>" for k in executed) if executed else
-                        " (none: this variant ran no SME code)") + "</p>")
+        parts.append(
+            f"<p>Kernel trace: {len(executed)} SME/SME2 kernel(s) executed"
+            + (
+                ": " + ", ".join(f"<code>{_esc(k)}</code>" for k in executed)
+                if executed
+                else " (none: this variant ran no SME code)"
+            )
+            + "</p>"
+        )
     kernel_time = profile.get("kernel_time")
     if kernel_time:
-        parts.append(f"<h4>{_esc(profile['variant'])}: kernel time (sampled)</h4><p>{_esc(kernel_time_text(kernel_time))}</p>")
+        parts.append(
+            f"<h4>{_esc(profile['variant'])}: kernel time (sampled)</h4><p>{_esc(kernel_time_text(kernel_time))}</p>"
+        )
         if kernel_time.get("available"):
             parts.append(table(KERNEL_TABLE_HEADERS, kernel_rows_by_op(kernel_time)))
     portable = profile.get("portable_ops", [])
     worth = set(profile.get("worth_delegating", []))
     if portable and basis == "instructions":
-        parts.append(table(
-            ["portable operator", "count", "category", "instructions per inference", "share of instructions",
-             f"worth delegating (> {WORTH_DELEGATING:.0%})"],
-            [[op["op"], op["count"], op["category"], instructions(op["instructions"]), pct(op["instruction_share"]),
-              "YES" if op["op"] in worth else ""] for op in portable]))
+        parts.append(
+            table(
+                [
+                    "portable operator",
+                    "count",
+                    "category",
+                    "instructions per inference",
+                    "share of instructions",
+                    f"worth delegating (> {WORTH_DELEGATING:.0%})",
+                ],
+                [
+                    [
+                        op["op"],
+                        op["count"],
+                        op["category"],
+                        instructions(op["instructions"]),
+                        pct(op["instruction_share"]),
+                        "YES" if op["op"] in worth else "",
+                    ]
+                    for op in portable
+                ],
+            )
+        )
     elif portable and profile.get("emulated"):  # no counts, and emulator time is not time: which ones ran, only
-        parts.append(table(["portable operator", "count", "category"],
-                           [[op["op"], op["count"], op["category"]] for op in portable]))
+        parts.append(
+            table(
+                ["portable operator", "count", "category"], [[op["op"], op["count"], op["category"]] for op in portable]
+            )
+        )
     elif portable:
-        parts.append(table(
-            ["portable operator", "count", "category", "ms per run", "share of E2E",
-             f"worth delegating (> {WORTH_DELEGATING:.0%})"],
-            [[op["op"], op["count"], op["category"], ms(op["median_ms_per_run"]), pct(op["share"]),
-              "YES" if op["op"] in worth else ""] for op in portable]))
+        parts.append(
+            table(
+                [
+                    "portable operator",
+                    "count",
+                    "category",
+                    "ms per run",
+                    "share of E2E",
+                    f"worth delegating (> {WORTH_DELEGATING:.0%})",
+                ],
+                [
+                    [
+                        op["op"],
+                        op["count"],
+                        op["category"],
+                        ms(op["median_ms_per_run"]),
+                        pct(op["share"]),
+                        "YES" if op["op"] in worth else "",
+                    ]
+                    for op in portable
+                ],
+            )
+        )
     else:
         parts.append("<p>Portable operators: none, every operator ran in a delegate.</p>")
     if profile.get("unclassified_ops"):
@@ -279,31 +422,55 @@ def entry_html(test_entry: Mapping[str, Any], base: Path | None = None) -> str:
     timed = [p for p in profiles if p.get("basis", "time") == "time" and not p.get("emulated")]
     counted = [p for p in profiles if p.get("basis") == "instructions"]
     if any(p.get("emulated") for p in profiles):
-        parts.append(f'<div class="emulated">EMULATED target: kernels, SME path, outputs and instruction counts are '
-                     f'real and exact; time is the emulator\'s ({EMULATED_NOTE}), so shares, coverage and SME path '
-                     f'here are shares of counted instructions and no latency or speedup is shown.</div>')
+        parts.append(
+            f'<div class="emulated">EMULATED target: kernels, SME path, outputs and instruction counts are '
+            f"real and exact; time is the emulator's ({EMULATED_NOTE}), so shares, coverage and SME path "
+            f"here are shares of counted instructions and no latency or speedup is shown.</div>"
+        )
     if counted:
         parts.append("<h4>Instructions per inference (counted under emulation, exact)</h4>")
-        parts.append(table(["variant", "instructions", "SME instructions", SME_INSTRUCTIONS_LABEL, "load", "init"],
-                           [row for p in counted for row in _instruction_rows(p)]))
+        parts.append(
+            table(
+                ["variant", "instructions", "SME instructions", SME_INSTRUCTIONS_LABEL, "load", "init"],
+                [row for p in counted for row in _instruction_rows(p)],
+            )
+        )
     if timed:
         parts.append("<h4>Latency per run</h4>")
-        parts.append(table(["variant", "latency", "runs", "median ms", "95% CI", "p10", "p90", "min", "max", "CV"],
-                           [row for p in timed for row in _latency_rows(p)]))
+        parts.append(
+            table(
+                ["variant", "latency", "runs", "median ms", "95% CI", "p10", "p90", "min", "max", "CV"],
+                [row for p in timed for row in _latency_rows(p)],
+            )
+        )
         parts.append(_img(charts.latency_chart(timed), "per-run latency of each variant"))
     for group, title in ((timed, "Where time went"), (counted, "Where the instructions went")):
         if group:
             parts.append(f"<h4>{title}</h4>")
-            parts.append(table(["variant", *group[0]["shares"], f"of OTHER: {OUTSIDE_OPS_LABEL}"],
-                               [[p["variant"], *(pct(v) for v in p["shares"].values()),
-                                 pct(p.get("other_delegate_outside_ops"))] for p in group]))
+            parts.append(
+                table(
+                    ["variant", *group[0]["shares"], f"of OTHER: {OUTSIDE_OPS_LABEL}"],
+                    [
+                        [
+                            p["variant"],
+                            *(pct(v) for v in p["shares"].values()),
+                            pct(p.get("other_delegate_outside_ops")),
+                        ]
+                        for p in group
+                    ],
+                )
+            )
             parts.append(_img(charts.category_chart(group), f"{title.lower()}, per operator category"))
     scaling = thread_scaling_rows(test_entry)
     if scaling:
         parts.append("<h4>SME2 speedup by threads</h4>")
         parts.append(table(THREAD_SCALING_HEADERS, scaling))
-        parts.append(_img(charts.thread_scaling_chart([c for c in test_entry["comparisons"] if c.get("speedup")]),
-                          "SME2 speedup by thread count"))
+        parts.append(
+            _img(
+                charts.thread_scaling_chart([c for c in test_entry["comparisons"] if c.get("speedup")]),
+                "SME2 speedup by thread count",
+            )
+        )
     for comparison in test_entry.get("comparisons", []):
         parts.append(_comparison_html(comparison))
     if not test_entry.get("comparisons"):
@@ -316,8 +483,10 @@ def entry_html(test_entry: Mapping[str, Any], base: Path | None = None) -> str:
     if advice:
         parts.append("<h4>Recommendations</h4><ul>" + "".join(f"<li>{_esc(a)}</li>" for a in advice) + "</ul>")
     if test_entry.get("timeline"):
-        parts.append(f"<p>Timeline: {_link(test_entry['timeline'], base)} (open it in ui.perfetto.dev or "
-                     f"chrome://tracing: runs, delegate calls and operators, each variant a process)</p>")
+        parts.append(
+            f"<p>Timeline: {_link(test_entry['timeline'], base)} (open it in ui.perfetto.dev or "
+            f"chrome://tracing: runs, delegate calls and operators, each variant a process)</p>"
+        )
     parts.append(_verdicts_html(test_entry.get("verdicts", [])))
     parts.append("</div>")
     return "".join(parts)
@@ -333,13 +502,17 @@ def session_html(summary: Mapping[str, Any]) -> str:
     base = Path(summary["session_dir"]) if summary.get("session_dir") else None
     test_entries = summary["tests"]
     target = summary.get("target") or {}
-    parts = ["<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">",
-             "<title>pytest-sme2 report</title>", STYLE, "</head><body class=\"sme2\">",
-             "<h2>pytest-sme2 session report</h2>",
-             f"<p class=\"note\">created {_esc(summary.get('created', '?'))}; target {_esc(target.get('name', '?'))}"
-             f" ({_esc(target.get('cpu', '?'))}, SME2 {'yes' if target.get('has_sme2') else 'no'}"
-             f"{', EMULATED' if target.get('emulated') else ''}); {len(test_entries)} perf test(s)</p>",
-             table(columns(test_entries), summary_rows(test_entries))]
+    parts = [
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">',
+        "<title>pytest-sme2 report</title>",
+        STYLE,
+        '</head><body class="sme2">',
+        "<h2>pytest-sme2 session report</h2>",
+        f"<p class=\"note\">created {_esc(summary.get('created', '?'))}; target {_esc(target.get('name', '?'))}"
+        f" ({_esc(target.get('cpu', '?'))}, SME2 {'yes' if target.get('has_sme2') else 'no'}"
+        f"{', EMULATED' if target.get('emulated') else ''}); {len(test_entries)} perf test(s)</p>",
+        table(columns(test_entries), summary_rows(test_entries)),
+    ]
     for test_entry in test_entries:
         parts.append(f"<h3>{_esc(test_entry['nodeid'])}: {_esc(test_entry.get('outcome', '?'))}</h3>")
         parts.append(entry_html(test_entry, base))
@@ -353,9 +526,11 @@ def pytest_html_summary(test_entries: Sequence[Mapping[str, Any]], session_repor
     pytest-html opens with passed tests collapsed, so without this a page of passing perf tests shows none
     of the plugin's numbers until "Show all details" is clicked."""
     where = f"the whole session in one page, with every chart: {_link(str(session_report), base)}"
-    return (STYLE + '<div class="sme2"><h2>pytest-sme2: performance summary</h2>'
-            + table(columns(test_entries), summary_rows(test_entries))
-            + f'<p class="note">Each perf test\'s own section (charts, operators, verdicts) is in its row of the '
-              f'results below: passed tests open collapsed ("Show all details", or <code>render_collapsed = '
-              f'failed</code> in your pytest ini to open them); {where}.</p></div>')
-
+    return (
+        STYLE
+        + '<div class="sme2"><h2>pytest-sme2: performance summary</h2>'
+        + table(columns(test_entries), summary_rows(test_entries))
+        + f'<p class="note">Each perf test\'s own section (charts, operators, verdicts) is in its row of the '
+        f'results below: passed tests open collapsed ("Show all details", or <code>render_collapsed = '
+        f"failed</code> in your pytest ini to open them); {where}.</p></div>"
+    )

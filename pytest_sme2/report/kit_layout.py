@@ -29,24 +29,39 @@ def experiment(test_entry: Mapping[str, Any], profile: Mapping[str, Any]) -> str
 
 def _result_artifacts(profile: Mapping[str, Any]) -> dict[str, dict[str, str]]:
     artifacts = profile.get("artifacts") or {}
-    wanted = {"etdump": "kit_etdump", "timeline_all": "timeline_csv", "robust_stats": "robust_stats",
-              "ops_stats": "ops_stats_csv", "kernel_csv": "kernels_csv"}
+    wanted = {
+        "etdump": "kit_etdump",
+        "timeline_all": "timeline_csv",
+        "robust_stats": "robust_stats",
+        "ops_stats": "ops_stats_csv",
+        "kernel_csv": "kernels_csv",
+    }
     return {kit: {"path": artifacts[ours]} for kit, ours in wanted.items() if artifacts.get(ours)}
 
 
-def manifest(test_entries: Sequence[Mapping[str, Any]], session_dir: Path, versions: Mapping[str, str]) -> dict[str, Any]:
+def manifest(
+    test_entries: Sequence[Mapping[str, Any]], session_dir: Path, versions: Mapping[str, str]
+) -> dict[str, Any]:
     models = sorted({p["model"] for r in test_entries for p in r["profiles"]})
     results = []
     for test_entry in test_entries:
         for profile in test_entry["profiles"]:
-            results.append({"experiment": experiment(test_entry, profile), "model": profile["model"],
-                            "mode": "instructions" if profile.get("emulated") else "timing",
-                            "artifacts": _result_artifacts(profile)})
-    return {"model": models[0] if len(models) == 1 else ", ".join(models), "output_root": str(session_dir),
-            "tool": "pytest-sme2",
-            # the wheels pytest-sme2 ran: no patched ExecuTorch or XNNPACK build is needed or used
-            "executorch": {"version": versions.get("executorch"), "compatible": True, "patches_required": False},
-            "results": results}
+            results.append(
+                {
+                    "experiment": experiment(test_entry, profile),
+                    "model": profile["model"],
+                    "mode": "instructions" if profile.get("emulated") else "timing",
+                    "artifacts": _result_artifacts(profile),
+                }
+            )
+    return {
+        "model": models[0] if len(models) == 1 else ", ".join(models),
+        "output_root": str(session_dir),
+        "tool": "pytest-sme2",
+        # the wheels pytest-sme2 ran: no patched ExecuTorch or XNNPACK build is needed or used
+        "executorch": {"version": versions.get("executorch"), "compatible": True, "patches_required": False},
+        "results": results,
+    }
 
 
 def metrics(test_entries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -55,12 +70,16 @@ def metrics(test_entries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         for profile in test_entry["profiles"]:
             if profile.get("emulated"):
                 counted = profile.get("instructions") or {}
-                values = {"instructions_per_inference": counted.get("per_inference"),
-                          "sme_instructions_per_inference": counted.get("sme_per_inference")}
+                values = {
+                    "instructions_per_inference": counted.get("per_inference"),
+                    "sme_instructions_per_inference": counted.get("sme_per_inference"),
+                }
                 mode = "instructions"
             else:
-                values = {"latency_ms": profile.get("e2e_ms") or [],
-                          "median_ms": (profile.get("latency") or {}).get("median_ms")}
+                values = {
+                    "latency_ms": profile.get("e2e_ms") or [],
+                    "median_ms": (profile.get("latency") or {}).get("median_ms"),
+                }
                 mode = "timing"
             results.append({"experiment": experiment(test_entry, profile), "mode": mode, "metrics": values})
     return {"results": results}

@@ -15,7 +15,6 @@ from pytest_sme2.report.advice import recommendations
 from pytest_sme2.report.entries import EMULATED_NOTE, verdict_text
 from pytest_sme2.report.escape import code, text
 from pytest_sme2.report.table import (
-    program_title,
     NOT_COUNTED,
     SME_INSTRUCTIONS_LABEL,
     THREAD_SCALING_HEADERS,
@@ -29,6 +28,7 @@ from pytest_sme2.report.table import (
     modelled_text,
     ms,
     pct,
+    program_title,
     sme_path_label,
     speedup,
     summary_rows,
@@ -58,17 +58,41 @@ def _rel(path: str, base: Path | None) -> str:
 
 def _counted_comparison(c: Mapping[str, Any]) -> list[str]:
     """SME2 on vs off on the emulated target, in counted instructions (no speedups there)."""
-    lines = [f"SME2 on vs off, {text(program_title(c))} (counted instructions, exact): SME2 on needs **{text(fewer(c.get('fewer_instructions')))}**, "
-             f"largest category {text(c['bottleneck_off'])} -> {text(c['bottleneck_on'])}."]
+    lines = [
+        f"SME2 on vs off, {text(program_title(c))} (counted instructions, exact): "
+        f"SME2 on needs **{text(fewer(c.get('fewer_instructions')))}**, "
+        f"largest category {text(c['bottleneck_off'])} -> {text(c['bottleneck_on'])}."
+    ]
     lines += [""] + markdown_table(
         ["category", "share off", "share on", "instructions off", "instructions on", "fewer (off/on)"],
-        [[k["category"], pct(k["off_share"]), pct(k["on_share"]), instructions(k["off_instructions"]),
-          instructions(k["on_instructions"]), fewer(k["fewer_instructions"])] for k in c["categories"]])
-    lines += [""] + markdown_table(
-        ["operator (off -> on)", "share off", "share on", "fewer (off/on)"],
-        [[f"{op['off_op'] or '-'} -> {op['on_op'] or '-'}" if op["off_op"] != op["on_op"] else op["op"],
-          pct(op["off_share"]), pct(op["on_share"]), fewer(op.get("fewer_instructions"))]
-         for op in c["operators"][:5]]) + [""]
+        [
+            [
+                k["category"],
+                pct(k["off_share"]),
+                pct(k["on_share"]),
+                instructions(k["off_instructions"]),
+                instructions(k["on_instructions"]),
+                fewer(k["fewer_instructions"]),
+            ]
+            for k in c["categories"]
+        ],
+    )
+    lines += (
+        [""]
+        + markdown_table(
+            ["operator (off -> on)", "share off", "share on", "fewer (off/on)"],
+            [
+                [
+                    f"{op['off_op'] or '-'} -> {op['on_op'] or '-'}" if op["off_op"] != op["on_op"] else op["op"],
+                    pct(op["off_share"]),
+                    pct(op["on_share"]),
+                    fewer(op.get("fewer_instructions")),
+                ]
+                for op in c["operators"][:5]
+            ],
+        )
+        + [""]
+    )
     if c.get("modelled"):
         lines += [text(modelled_text(c["modelled"])), ""]
         headers, rows = modelled_table(c["modelled"])
@@ -82,8 +106,13 @@ def _kernel_comparison(kernels: Mapping[str, Any] | None) -> list[str]:
         return []
     (kind_headers, kind_rows), (top_headers, top_rows) = kernel_comparison_tables(kernels)
     lines = ["", text(kernel_comparison_text(kernels)), ""] + markdown_table(kind_headers, kind_rows)
-    return lines + [""] + markdown_table(top_headers, [[code(c) if i in (0, 3) and c else c for i, c in enumerate(row)]
-                                                      for row in top_rows])
+    return (
+        lines
+        + [""]
+        + markdown_table(
+            top_headers, [[code(c) if i in (0, 3) and c else c for i, c in enumerate(row)] for row in top_rows]
+        )
+    )
 
 
 def session_markdown(summary: Mapping[str, Any]) -> str:
@@ -91,12 +120,17 @@ def session_markdown(summary: Mapping[str, Any]) -> str:
     base = Path(summary["session_dir"]) if summary.get("session_dir") else None
     target = summary.get("target") or {}
     lines = ["## pytest-sme2: SME2 performance", ""]
-    lines.append(f"Target {code(target.get('name', '?'))} ({text(target.get('cpu', '?'))}, SME2 "
-                 f"{'yes' if target.get('has_sme2') else 'no'}); {len(test_entries)} perf test(s); "
-                 f"artifacts {code(summary.get('session_dir', '?'))}.")
+    lines.append(
+        f"Target {code(target.get('name', '?'))} ({text(target.get('cpu', '?'))}, SME2 "
+        f"{'yes' if target.get('has_sme2') else 'no'}); {len(test_entries)} perf test(s); "
+        f"artifacts {code(summary.get('session_dir', '?'))}."
+    )
     if any(p.get("emulated") for r in test_entries for p in r["profiles"]):
-        lines += ["", f"> **Emulated target**: kernels, SME path, outputs and instruction counts are real and exact; "
-                      f"time is not ({EMULATED_NOTE}), so shares there are shares of counted instructions."]
+        lines += [
+            "",
+            f"> **Emulated target**: kernels, SME path, outputs and instruction counts are real and exact; "
+            f"time is not ({EMULATED_NOTE}), so shares there are shares of counted instructions.",
+        ]
     lines += [""] + markdown_table(columns(test_entries), summary_rows(test_entries))
     labels = modelled_labels(test_entries)  # the table's cells give each model's status only
     lines += ([""] + [text(label[0].upper() + label[1:]) + "." for label in labels]) if labels else []
@@ -109,51 +143,88 @@ def session_markdown(summary: Mapping[str, Any]) -> str:
             if c.get("unit") == "instructions":
                 lines += _counted_comparison(c)
                 continue
-            lines.append(f"SME2 on vs off, {text(program_title(c))}: E2E speedup **{text(speedup(c['speedup'], c['emulated']))}**, bottleneck "
-                         f"{text(c['bottleneck_off'])} -> {text(c['bottleneck_on'])}.")
+            lines.append(
+                f"SME2 on vs off, {text(program_title(c))}: "
+                f"E2E speedup **{text(speedup(c['speedup'], c['emulated']))}**, bottleneck "
+                f"{text(c['bottleneck_off'])} -> {text(c['bottleneck_on'])}."
+            )
             lines += [""] + markdown_table(
                 ["category", "share off", "share on", "speedup [95% CI]"],
-                [[k["category"], pct(k["off_share"]), pct(k["on_share"]), speedup(k["speedup"], c["emulated"])]
-                 for k in c["categories"]])
+                [
+                    [k["category"], pct(k["off_share"]), pct(k["on_share"]), speedup(k["speedup"], c["emulated"])]
+                    for k in c["categories"]
+                ],
+            )
             lines += _kernel_comparison(c.get("kernels"))
             if slowdown_text(c):
                 lines += ["", text(slowdown_text(c))]
-            lines += [""] + markdown_table(
-                ["operator (off -> on)", "share off", "share on", "speedup [95% CI]"],
-                [[f"{op['off_op'] or '-'} -> {op['on_op'] or '-'}" if op["off_op"] != op["on_op"] else op["op"],
-                  pct(op["off_share"]), pct(op["on_share"]), speedup(op["speedup"], c["emulated"])]
-                 for op in c["operators"][:5]]) + [""]
+            lines += (
+                [""]
+                + markdown_table(
+                    ["operator (off -> on)", "share off", "share on", "speedup [95% CI]"],
+                    [
+                        [
+                            f"{op['off_op'] or '-'} -> {op['on_op'] or '-'}"
+                            if op["off_op"] != op["on_op"]
+                            else op["op"],
+                            pct(op["off_share"]),
+                            pct(op["on_share"]),
+                            speedup(op["speedup"], c["emulated"]),
+                        ]
+                        for op in c["operators"][:5]
+                    ],
+                )
+                + [""]
+            )
         for p in test_entry["profiles"]:
             worth = ", ".join(code(op) for op in p.get("worth_delegating", [])) or "none"
             measure = "instructions" if p.get("basis") == "instructions" else "time"
-            size = (f"{instructions(p['instructions']['per_inference'])} instructions per inference (counted)"
-                    if measure == "instructions" else f"no latency ({NOT_COUNTED})" if p.get("emulated")
-                    else f"median {ms(p['latency']['median_ms'])} ms{disturbed_text(p)}")
+            size = (
+                f"{instructions(p['instructions']['per_inference'])} instructions per inference (counted)"
+                if measure == "instructions"
+                else f"no latency ({NOT_COUNTED})"
+                if p.get("emulated")
+                else f"median {ms(p['latency']['median_ms'])} ms{disturbed_text(p)}"
+            )
             shares = shares_text(p.get("shares") or {}, p.get("other_delegate_outside_ops"))
-            lines.append(f"- **{text(p['variant'])}**{text(cached_text(p))}: {text(size)}, shares of {measure}: {text(shares)}; "
-                         f"delegated {text(coverage_text(p, run_too=True))}, "
-                         f"{sme_path_label(p.get('sme_path_basis'), bool(p.get('emulated')))} {text(pct(p['sme_path_share']))} "
-                         f"({text(p['sme_path_ops'])} ops)"
-                         + (f", {SME_INSTRUCTIONS_LABEL} {pct(p['instructions']['sme_share_of_conv_gemm'])}"
-                            if p.get("instructions") else "") + "; "
-                         f"portable ops worth delegating: {worth}"
-                         + (f"; kernel trace: {len(p['executed_sme_kernels'])} SME/SME2 kernel(s) executed"
-                            if p.get("executed_sme_kernels") is not None else ""))
+            lines.append(
+                f"- **{text(p['variant'])}**{text(cached_text(p))}: {text(size)}, shares of {measure}: {text(shares)}; "
+                f"delegated {text(coverage_text(p, run_too=True))}, "
+                f"{sme_path_label(p.get('sme_path_basis'), bool(p.get('emulated')))} {text(pct(p['sme_path_share']))} "
+                f"({text(p['sme_path_ops'])} ops)"
+                + (
+                    f", {SME_INSTRUCTIONS_LABEL} {pct(p['instructions']['sme_share_of_conv_gemm'])}"
+                    if p.get("instructions")
+                    else ""
+                )
+                + "; "
+                f"portable ops worth delegating: {worth}"
+                + (
+                    f"; kernel trace: {len(p['executed_sme_kernels'])} SME/SME2 kernel(s) executed"
+                    if p.get("executed_sme_kernels") is not None
+                    else ""
+                )
+            )
             kernels = kernel_time_text(p.get("kernel_time"))
             if kernels:
                 lines.append(f"  - {text(kernels)}")
                 if p["kernel_time"].get("available"):
-                    lines += [""] + ["  " + row for row in markdown_table(KERNEL_TABLE_HEADERS,
-                                                                         kernel_rows_by_op(p["kernel_time"], top=8))]
+                    lines += [""] + [
+                        "  " + row
+                        for row in markdown_table(KERNEL_TABLE_HEADERS, kernel_rows_by_op(p["kernel_time"], top=8))
+                    ]
                     lines.append("")
         lines += [f"- recommendation: {text(advice)}" for advice in recommendations(test_entry)]
         lines.append(f"- verdict: {text(verdict_text(test_entry.get('verdicts', [])))}")
         for verdict in test_entry.get("verdicts", []):  # a regression as the terminal gives it, cause first
             if verdict.get("verdict") == "regression":
-                lines += [f"  - {text(line.strip())}" for line in str(verdict.get("message", "")).splitlines()
-                          if line.strip()]
+                lines += [
+                    f"  - {text(line.strip())}" for line in str(verdict.get("message", "")).splitlines() if line.strip()
+                ]
         if test_entry.get("test_dir"):
             lines.append(f"- artifacts: {code(_rel(test_entry['test_dir'], base))}")
         if test_entry.get("timeline"):
-            lines.append(f"- timeline (ui.perfetto.dev or chrome://tracing): {code(_rel(test_entry['timeline'], base))}")
+            lines.append(
+                f"- timeline (ui.perfetto.dev or chrome://tracing): {code(_rel(test_entry['timeline'], base))}"
+            )
     return "\n".join(lines) + "\n"

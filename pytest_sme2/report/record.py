@@ -10,8 +10,11 @@ import warnings
 
 from pytest_sme2.report.entries import build_test_entry, profile_entry
 
-warnings.warn("pytest_sme2.report.record is deprecated; use pytest_sme2.report.build_test_entry (its build_record, "
-              "renamed)", DeprecationWarning, stacklevel=2)
+warnings.warn(
+    "pytest_sme2.report.record is deprecated; use pytest_sme2.report.build_test_entry (its build_record, " "renamed)",
+    DeprecationWarning,
+    stacklevel=2,
+)
 
 build_record = build_test_entry
 

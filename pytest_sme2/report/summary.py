@@ -37,8 +37,15 @@ def session_summary(test_entries: Sequence[Mapping[str, Any]], session_dir: Path
     """The summary document: schema version, when, where, the target, and one test entry per perf test."""
     from pytest_sme2._version import __version__
 
-    target = next((p["metadata"].get("target") for r in test_entries for p in r["profiles"]
-                   if p.get("metadata", {}).get("target")), None)
+    target = next(
+        (
+            p["metadata"].get("target")
+            for r in test_entries
+            for p in r["profiles"]
+            if p.get("metadata", {}).get("target")
+        ),
+        None,
+    )
     return {
         "schema_version": SCHEMA_VERSION,
         "tool": "pytest-sme2",
@@ -77,22 +84,36 @@ def load_summary(directory: Path) -> dict[str, Any]:
     """Read and check a session's summary.json; errors say which file and what is wrong."""
     path = directory / SUMMARY_JSON if directory.is_dir() else directory
     if not directory.exists():
-        raise UsageError(f"{directory} does not exist; pass a session folder such as .sme2/artifacts/session-<time>-<pid>")
+        raise UsageError(
+            f"{directory} does not exist; pass a session folder such as .sme2/artifacts/session-<time>-<pid>"
+        )
     if not path.exists() or path.is_dir():
-        raise UsageError(f"{directory} has no {SUMMARY_JSON}; it is not a pytest-sme2 session folder, or that "
-                         "session ended before writing its summary")
+        raise UsageError(
+            f"{directory} has no {SUMMARY_JSON}; it is not a pytest-sme2 session folder, or that "
+            "session ended before writing its summary"
+        )
     try:
-        summary = json.loads(read_bounded(path, SUMMARY_LIMIT, "session summary", "pass the summary.json a "
-                                          "pytest-sme2 session wrote, or its session folder"))
+        summary = json.loads(
+            read_bounded(
+                path,
+                SUMMARY_LIMIT,
+                "session summary",
+                "pass the summary.json a " "pytest-sme2 session wrote, or its session folder",
+            )
+        )
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise UsageError(f"{path} is not readable JSON ({exc}); re-run the session to write it again") from None
     except RecursionError:  # "[[[[...": a damaged or hostile file, not a bug
-        raise UsageError(f"{path} is nested too deeply to be a pytest-sme2 summary; the file is damaged, "
-                         "re-run the session to write it again") from None
+        raise UsageError(
+            f"{path} is nested too deeply to be a pytest-sme2 summary; the file is damaged, "
+            "re-run the session to write it again"
+        ) from None
     version = summary.get("schema_version") if isinstance(summary, dict) else None
     if version not in READABLE_VERSIONS:
-        raise UsageError(f"{path} has schema_version {version!r}; this pytest-sme2 reads versions "
-                         f"{', '.join(map(str, READABLE_VERSIONS))}")
+        raise UsageError(
+            f"{path} has schema_version {version!r}; this pytest-sme2 reads versions "
+            f"{', '.join(map(str, READABLE_VERSIONS))}"
+        )
     if not isinstance(summary.get("tests"), list):
         raise UsageError(f"{path} has no 'tests' list; the file is damaged")
     for i, test in enumerate(summary["tests"]):

@@ -18,8 +18,16 @@ from pytest_sme2.profile.device_model import time_text
 from pytest_sme2.report.entries import verdict_text
 from pytest_sme2.report.escape import Markdown, text
 
-COLUMNS = ("test", "model", "variant", "median ms (emulated: instructions)", "SME2 speedup [95% CI]",
-           "top category shift", "delegated", "verdict")
+COLUMNS = (
+    "test",
+    "model",
+    "variant",
+    "median ms (emulated: instructions)",
+    "SME2 speedup [95% CI]",
+    "top category shift",
+    "delegated",
+    "verdict",
+)
 AMOUNT = COLUMNS.index("median ms (emulated: instructions)")
 SPEEDUP = AMOUNT + 1
 NOT_COUNTED = "n/a (emulated, not counted)"
@@ -38,10 +46,13 @@ def columns(test_entries: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
     # a modelled speedup has no interval (a model author's trial): the header says what the column holds
     speedup_header = COLUMNS[SPEEDUP]
     if all(emulated) and emulated:
-        modelled = any((c.get("modelled") or {}).get("speedup") is not None
-                       for t in test_entries for c in t.get("comparisons") or [])
+        modelled = any(
+            (c.get("modelled") or {}).get("speedup") is not None
+            for t in test_entries
+            for c in t.get("comparisons") or []
+        )
         speedup_header = "SME2 speedup (modelled; counted)" if modelled else speedup_header
-    return COLUMNS[:AMOUNT] + (header, speedup_header) + COLUMNS[SPEEDUP + 1:]
+    return COLUMNS[:AMOUNT] + (header, speedup_header) + COLUMNS[SPEEDUP + 1 :]
 
 
 def pct(value: float | None) -> str:
@@ -57,7 +68,9 @@ def speedup(value: Mapping[str, float] | None, emulated: bool = False) -> str:
         return "n/a (emulated)" if emulated else "n/a"
     # one runner process a side: the interval holds run-to-run noise only (Speedup.within_one_process)
     one_process = min(value.get("this_processes", 2), value.get("other_processes", 2)) < 2
-    return f"{value['value']:.2f}x [{value['low']:.2f}, {value['high']:.2f}]" + (" (1-process CI)" if one_process else "")
+    return f"{value['value']:.2f}x [{value['low']:.2f}, {value['high']:.2f}]" + (
+        " (1-process CI)" if one_process else ""
+    )
 
 
 def instructions(value: float | None) -> str:
@@ -78,8 +91,9 @@ def sme_path_label(basis: str | None, emulated: bool = False) -> str:
     ``SME_INSTRUCTIONS_LABEL``, the share of CONV+GEMM instructions that are themselves SME encodings
     (an SME kernel also runs plain loads, stores and loop code, so the two differ widely)."""
     time = "emulator time (not time)" if emulated else "time"  # an emulated run without instruction counts
-    measure = {"work": "multiply-accumulates", "instructions": "instructions", "time": time}.get(basis or "time",
-                                                                                               str(basis))
+    measure = {"work": "multiply-accumulates", "instructions": "instructions", "time": time}.get(
+        basis or "time", str(basis)
+    )
     return f"SME path (share of CONV+GEMM {measure} in operators on SME kernels)"
 
 
@@ -97,8 +111,11 @@ def amount(profile: Mapping[str, Any]) -> str:
     without counts has none: its time is the emulator's)."""
     counted = profile.get("instructions") if profile.get("basis") == "instructions" else None
     if counted:
-        return (f"{instructions(counted['per_inference'])} instr" + per_token(profile, counted["per_inference"])
-                + (" (cached)" if from_result_cache(profile) else ""))
+        return (
+            f"{instructions(counted['per_inference'])} instr"
+            + per_token(profile, counted["per_inference"])
+            + (" (cached)" if from_result_cache(profile) else "")
+        )
     if profile.get("emulated"):  # emulator time is no latency: without counts there is no size to show
         return NOT_COUNTED
     return ms(profile["latency"]["median_ms"]) + per_token(profile, profile["latency"]["median_ms"])
@@ -129,8 +146,10 @@ def result_cache_line(test_entries: Sequence[Mapping[str, Any]]) -> str | None:
     cached = sum(from_result_cache(p) for p in counted)
     if not cached:
         return None
-    return (f"sme2: {cached} of {len(counted)} counted runs answered from the result cache (every input unchanged; "
-            "marked (cached); --sme2-fresh emulates them again)")
+    return (
+        f"sme2: {cached} of {len(counted)} counted runs answered from the result cache (every input unchanged; "
+        "marked (cached); --sme2-fresh emulates them again)"
+    )
 
 
 def thread_scaling_rows(test_entry: Mapping[str, Any]) -> list[list[str]]:
@@ -140,8 +159,16 @@ def thread_scaling_rows(test_entry: Mapping[str, Any]) -> list[list[str]]:
     if len({c["threads"] for c in timed}) < 2:
         return []
     timed.sort(key=lambda c: (c["model"], c["recipe"], int(c["threads"])))
-    return [[f"{c['model']} {c['recipe']}", str(c["threads"]), speedup(c["speedup"], False),
-             ms(c.get("off_median_ms")), ms(c.get("on_median_ms"))] for c in timed]
+    return [
+        [
+            f"{c['model']} {c['recipe']}",
+            str(c["threads"]),
+            speedup(c["speedup"], False),
+            ms(c.get("off_median_ms")),
+            ms(c.get("on_median_ms")),
+        ]
+        for c in timed
+    ]
 
 
 THREAD_SCALING_HEADERS = ["program", "threads", "SME2 speedup [95% CI]", "median ms off", "median ms on"]
@@ -161,11 +188,15 @@ def comparison_cell(comparison: Mapping[str, Any]) -> str:
             # the validation's status only ("not validated"): its whole text is said once under the table
             # (modelled_labels), not on every row (a model author's trial: 330 columns)
             status = str(modelled["validation"]).split(":", 1)[0]
-            return (f"{modelled['speedup']:.2f}x modelled on {modelled['device']} ({status}); "
-                    f"{fewer(comparison.get('fewer_instructions'))}")
+            return (
+                f"{modelled['speedup']:.2f}x modelled on {modelled['device']} ({status}); "
+                f"{fewer(comparison.get('fewer_instructions'))}"
+            )
         if modelled.get("refused"):  # a model author's trial: the terminal said only "n/a (emulated)"
-            return (f"not modelled on {modelled['device']} (summary.md says why); "
-                    f"{fewer(comparison.get('fewer_instructions'))}")
+            return (
+                f"not modelled on {modelled['device']} (summary.md says why); "
+                f"{fewer(comparison.get('fewer_instructions'))}"
+            )
         return f"n/a (emulated); {fewer(comparison.get('fewer_instructions'))}"
     return speedup(comparison["speedup"], comparison["emulated"])
 
@@ -178,8 +209,10 @@ def modelled_labels(test_entries: Sequence[Mapping[str, Any]]) -> list[str]:
             modelled = comparison.get("modelled") or {}
             if modelled.get("speedup") is not None:
                 seen.setdefault(str(modelled["device"]), str(modelled["validation"]))
-    return [f"modelled on {device} ({validation}; a model, not a measurement: docs/device_model.md)"
-            for device, validation in seen.items()]
+    return [
+        f"modelled on {device} ({validation}; a model, not a measurement: docs/device_model.md)"
+        for device, validation in seen.items()
+    ]
 
 
 def modelled_text(modelled: Mapping[str, Any]) -> str:
@@ -188,16 +221,23 @@ def modelled_text(modelled: Mapping[str, Any]) -> str:
     if modelled.get("refused"):
         return f"Not modelled on {modelled['device']}: {modelled['refused']}"
     slower = modelled["slower_with_sme2"]
-    named = "; ".join(f"{op['identity']} {op['ratio']:.2f}x" for op in slower[:3]) + ("; ..." if len(slower) > 3 else "")
-    return (f"Modelled on {modelled['device']} ({modelled['validation']}; a model, not a measurement): "
-            f"SME2 off {time_text(modelled['off_ms'])}, on {time_text(modelled['on_ms'])}: {modelled['speedup']:.2f}x. "
-            + (f"{len(slower)} operator(s) modelled slower with SME2: {named}." if slower
-               else "No operator is modelled slower with SME2.")
-            + _modelled_tokens(modelled.get("tokens_per_s")))
+    named = "; ".join(f"{op['identity']} {op['ratio']:.2f}x" for op in slower[:3]) + (
+        "; ..." if len(slower) > 3 else ""
+    )
+    return (
+        f"Modelled on {modelled['device']} ({modelled['validation']}; a model, not a measurement): "
+        f"SME2 off {time_text(modelled['off_ms'])}, on {time_text(modelled['on_ms'])}: {modelled['speedup']:.2f}x. "
+        + (
+            f"{len(slower)} operator(s) modelled slower with SME2: {named}."
+            if slower
+            else "No operator is modelled slower with SME2."
+        )
+        + _modelled_tokens(modelled.get("tokens_per_s"))
+    )
 
 
 def _modelled_tokens(rates: "Mapping[str, float | None] | None") -> str:
-    """" Modelled tokens/s: SME2 off X, on Y." for a language model's phase; "" otherwise."""
+    """ " Modelled tokens/s: SME2 off X, on Y." for a language model's phase; "" otherwise."""
     if not rates:
         return ""
     shown = {side: "n/a" if rate is None else f"{rate:,.1f}" for side, rate in rates.items()}
@@ -207,13 +247,19 @@ def _modelled_tokens(rates: "Mapping[str, float | None] | None") -> str:
 def modelled_table(modelled: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
     """Headers and rows of the modelled ms per category, SME2 off and on (empty when the model refused)."""
     headers = ["category", "modelled off", "modelled on", "modelled speedup"]
-    return headers, [[c["category"], time_text(c["off_ms"]), time_text(c["on_ms"]),
-                      "n/a" if c["speedup"] is None else f"{c['speedup']:.2f}x"]
-                     for c in modelled.get("categories", [])]
+    return headers, [
+        [
+            c["category"],
+            time_text(c["off_ms"]),
+            time_text(c["on_ms"]),
+            "n/a" if c["speedup"] is None else f"{c['speedup']:.2f}x",
+        ]
+        for c in modelled.get("categories", [])
+    ]
 
 
 def category_shift(comparison: Mapping[str, Any]) -> str:
-    """"CONV 62% -> DATA_MOVEMENT 41%": the largest category off, then on."""
+    """ "CONV 62% -> DATA_MOVEMENT 41%": the largest category off, then on."""
     shares = {c["category"]: c for c in comparison["categories"]}
     off, on = comparison["bottleneck_off"], comparison["bottleneck_on"]
     return f"{off} {shares[off]['off_share']:.0%} -> {on} {shares[on]['on_share']:.0%}"
@@ -248,16 +294,18 @@ def summary_rows(test_entries: Sequence[Mapping[str, Any]]) -> list[list[str]]:
         verdict = verdict_text(test_entry.get("verdicts", []))
         for profile in test_entry["profiles"]:
             comparison = by_on.get(profile["variant"]) if profile.get("sme2") is True else None
-            rows.append([
-                short_test(test_entry["nodeid"]),
-                f"{profile['model']} {profile['recipe']}",
-                profile["variant"],
-                amount(profile),
-                comparison_cell(comparison) if comparison else "",
-                category_shift(comparison) if comparison else top_category(profile),
-                coverage_text(profile),
-                verdict,
-            ])
+            rows.append(
+                [
+                    short_test(test_entry["nodeid"]),
+                    f"{profile['model']} {profile['recipe']}",
+                    profile["variant"],
+                    amount(profile),
+                    comparison_cell(comparison) if comparison else "",
+                    category_shift(comparison) if comparison else top_category(profile),
+                    coverage_text(profile),
+                    verdict,
+                ]
+            )
     return rows
 
 

@@ -45,17 +45,27 @@ def _axis(profile: "Profile") -> tuple[ExecutionTrace | None, str, str | None]:
         if profile.instructions is None:
             return None, INSTRUCTION_AXIS, "an emulated profile without counted instructions has no axis to draw"
         trace = profile.instructions.instructions
-        why = ("its counts were written without event positions (counted by an older pytest-sme2): run the test "
-               "again with --sme2-fresh")
+        why = (
+            "its counts were written without event positions (counted by an older pytest-sme2): run the test "
+            "again with --sme2-fresh"
+        )
         return trace, INSTRUCTION_AXIS, None if trace.span_parts else why
     why = "it was merged from files read without their event times (pytest-sme2 report reads no ETDump positions)"
     return profile.trace, TIME_AXIS, None if profile.trace.span_parts else why
 
 
-def _slice(name: str, cat: str, begin: float, end: float, pid: int, tid: int, t0: int,
-           args: dict[str, Any] | None = None) -> dict[str, Any]:
-    event = {"name": name, "cat": cat, "ph": "X", "ts": (begin - t0) / TICKS_PER_US,
-             "dur": (end - begin) / TICKS_PER_US, "pid": pid, "tid": tid}
+def _slice(
+    name: str, cat: str, begin: float, end: float, pid: int, tid: int, t0: int, args: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    event = {
+        "name": name,
+        "cat": cat,
+        "ph": "X",
+        "ts": (begin - t0) / TICKS_PER_US,
+        "dur": (end - begin) / TICKS_PER_US,
+        "pid": pid,
+        "tid": tid,
+    }
     if args:
         event["args"] = args
     return event
@@ -76,8 +86,9 @@ def _kernels_by_op(profile: "Profile") -> dict[str, list[dict[str, Any]]]:
     rows = kernel_time.kernels.sort_values("samples", ascending=False, kind="stable")
     by_op: dict[str, list[dict[str, Any]]] = {}
     for row in rows.itertuples(index=False):
-        by_op.setdefault(str(row.op), []).append({"kernel": str(row.kernel), "share": float(row.share),
-                                                  "samples": int(row.samples), "kind": str(row.kind)})
+        by_op.setdefault(str(row.op), []).append(
+            {"kernel": str(row.kernel), "share": float(row.share), "samples": int(row.samples), "kind": str(row.kind)}
+        )
     return by_op
 
 
@@ -87,8 +98,16 @@ def _start_of(part: EventSpans) -> int:
     return min(firsts) if firsts else 0
 
 
-def _part_events(profile: "Profile", trace: ExecutionTrace, part: EventSpans, pid: int, tid: int, first_run: int,
-                 unit: str, kernels: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+def _part_events(
+    profile: "Profile",
+    trace: ExecutionTrace,
+    part: EventSpans,
+    pid: int,
+    tid: int,
+    first_run: int,
+    unit: str,
+    kernels: dict[str, list[dict[str, Any]]],
+) -> list[dict[str, Any]]:
     t0 = _start_of(part)
     events = []
     for name, cat, span in ((LOAD, "load", part.load), (INIT, "init", part.init)):
@@ -99,30 +118,74 @@ def _part_events(profile: "Profile", trace: ExecutionTrace, part: EventSpans, pi
     order = np.argsort(part.execute_start, kind="stable")
     for local, index in enumerate(order.tolist()):
         run = first_run + local
-        marks = [label for label, on in (("disturbed", run in disturbed),
-                                           ("throttled", throttled is not None and bool(throttled[run]))) if on]
+        marks = [
+            label
+            for label, on in (
+                ("disturbed", run in disturbed),
+                ("throttled", throttled is not None and bool(throttled[run])),
+            )
+            if on
+        ]
         name = f"run {run + 1}" + (f" ({', '.join(marks)})" if marks else "")
         begin, end = int(part.execute_start[index]), int(part.execute_end[index])
-        events.append(_slice(name, ",".join(["run", *marks]), begin, end, pid, tid, t0,
-                             {"event": EXECUTE, "run_index": run, unit: end - begin,
-                              "disturbed": "disturbed" in marks, "throttled": "throttled" in marks}))
+        events.append(
+            _slice(
+                name,
+                ",".join(["run", *marks]),
+                begin,
+                end,
+                pid,
+                tid,
+                t0,
+                {
+                    "event": EXECUTE,
+                    "run_index": run,
+                    unit: end - begin,
+                    "disturbed": "disturbed" in marks,
+                    "throttled": "throttled" in marks,
+                },
+            )
+        )
     for begin, end in zip(part.delegate_start.tolist(), part.delegate_end.tolist()):
         events.append(_slice(DELEGATE, "delegate", begin, end, pid, tid, t0, {unit: end - begin}))
-    for op, run, delegated, begin, end in zip(part.op.tolist(), part.op_run.tolist(), part.op_delegated.tolist(),
-                                              part.op_start.tolist(), part.op_end.tolist()):
+    for op, run, delegated, begin, end in zip(
+        part.op.tolist(), part.op_run.tolist(), part.op_delegated.tolist(), part.op_start.tolist(), part.op_end.tolist()
+    ):
         key = trace.ops[op]
         name = op_id(key)
         category = classify(key.name).category.value
-        events.append(_slice(name, category, begin, end, pid, tid, t0,
-                             {"category": category, "delegated": bool(delegated), "run_index": run,
-                              unit: end - begin}))
+        events.append(
+            _slice(
+                name,
+                category,
+                begin,
+                end,
+                pid,
+                tid,
+                t0,
+                {"category": category, "delegated": bool(delegated), "run_index": run, unit: end - begin},
+            )
+        )
         at = float(begin)
         for kernel in kernels.get(name, []):
             length = kernel["share"] * (end - begin)
-            events.append(_slice(kernel["kernel"], "kernel (sampled share)", at, at + length, pid, tid, t0,
-                                 {"samples": kernel["samples"], "share_of_operator": kernel["share"],
-                                  "kind": kernel["kind"],
-                                  "note": "a sampled share of the operator, drawn from its start; not a position"}))
+            events.append(
+                _slice(
+                    kernel["kernel"],
+                    "kernel (sampled share)",
+                    at,
+                    at + length,
+                    pid,
+                    tid,
+                    t0,
+                    {
+                        "samples": kernel["samples"],
+                        "share_of_operator": kernel["share"],
+                        "kind": kernel["kind"],
+                        "note": "a sampled share of the operator, drawn from its start; not a position",
+                    },
+                )
+            )
             at += length
     return events
 
@@ -150,8 +213,9 @@ def timeline_document(test_id: str, profiles: Sequence["Profile"]) -> dict[str, 
         first_run = 0
         for tid, part in enumerate(trace.span_parts, start=1):
             runs = int(part.execute_start.size)
-            events.append(_meta("thread_name", number, tid,
-                                {"name": f"{chunk} {tid}: runs {first_run + 1}-{first_run + runs}"}))
+            events.append(
+                _meta("thread_name", number, tid, {"name": f"{chunk} {tid}: runs {first_run + 1}-{first_run + runs}"})
+            )
             events.append(_meta("thread_sort_index", number, tid, {"sort_index": tid}))
             events.extend(_part_events(profile, trace, part, number, tid, first_run, unit, kernels))
             first_run += runs
@@ -162,8 +226,12 @@ def timeline_document(test_id: str, profiles: Sequence["Profile"]) -> dict[str, 
     return {
         "traceEvents": meta + slices,
         "displayTimeUnit": "ns",
-        "otherData": {"test": test_id, "axis": " / ".join(sorted(axes)), "generator": "pytest-sme2",
-                      **({"no_timeline": missing} if missing else {})},
+        "otherData": {
+            "test": test_id,
+            "axis": " / ".join(sorted(axes)),
+            "generator": "pytest-sme2",
+            **({"no_timeline": missing} if missing else {}),
+        },
     }
 
 

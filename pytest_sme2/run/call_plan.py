@@ -32,6 +32,7 @@ def _runner_error(message: str) -> Exception:
 
     return RunnerError(message)
 
+
 PLAN_FORMAT = "pytest-sme2 call plan"
 PLAN_VERSION = 1
 PLAN_FILE = "calls.pt"
@@ -51,8 +52,10 @@ class CallPlan:
         for name in ("method", "warmup_method"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not value.isidentifier()):
-                raise _usage_error(f"{name}={value!r} is not a method name: use the name the program's method was "
-                                 "exported under (e.g. 'forward', 'prefill', 'decode')")
+                raise _usage_error(
+                    f"{name}={value!r} is not a method name: use the name the program's method was "
+                    "exported under (e.g. 'forward', 'prefill', 'decode')"
+                )
         for name, calls in (("calls", self.calls), ("warmup_calls", self.warmup_calls)):
             if calls is None:
                 continue
@@ -60,8 +63,10 @@ class CallPlan:
                 raise _usage_error(f"a call plan's {name} is empty: give at least one call's inputs")
             sizes = {len(call) for call in calls}
             if len(sizes) > 1:
-                raise _usage_error(f"a call plan's {name} take different numbers of inputs ({sorted(sizes)}): every "
-                                 "call of one method takes the same inputs")
+                raise _usage_error(
+                    f"a call plan's {name} take different numbers of inputs ({sorted(sizes)}): every "
+                    "call of one method takes the same inputs"
+                )
 
     @property
     def warmup(self) -> tuple[tuple[Any, ...], ...]:
@@ -74,16 +79,27 @@ class CallPlan:
     @property
     def is_single_call(self) -> bool:
         """One call of forward, warmed up with itself: what a runner given a plain inputs file does."""
-        return len(self.calls) == 1 and self.warmup_calls is None and self.method == "forward" \
+        return (
+            len(self.calls) == 1
+            and self.warmup_calls is None
+            and self.method == "forward"
             and self.warmup_method in (None, "forward")
+        )
 
     def save(self, path: Path) -> Path:
         import torch
 
-        torch.save({"format": PLAN_FORMAT, "version": PLAN_VERSION, "method": self.method,
-                    "calls": [list(c) for c in self.calls], "warmup_method": self.warmup_method,
-                    "warmup_calls": None if self.warmup_calls is None else [list(c) for c in self.warmup_calls]},
-                   path)
+        torch.save(
+            {
+                "format": PLAN_FORMAT,
+                "version": PLAN_VERSION,
+                "method": self.method,
+                "calls": [list(c) for c in self.calls],
+                "warmup_method": self.warmup_method,
+                "warmup_calls": None if self.warmup_calls is None else [list(c) for c in self.warmup_calls],
+            },
+            path,
+        )
         return path
 
 
@@ -100,12 +116,17 @@ def load_plan(path: Path) -> CallPlan:
     if not isinstance(data, dict) or data.get("format") != PLAN_FORMAT:
         raise _runner_error(f"{path} is neither an inputs file (a tuple of tensors) nor a pytest-sme2 call plan")
     if data.get("version") != PLAN_VERSION:
-        raise _runner_error(f"{path} is a call plan of version {data.get('version')!r}; this pytest-sme2 reads version "
-                          f"{PLAN_VERSION}: write it again with this version")
+        raise _runner_error(
+            f"{path} is a call plan of version {data.get('version')!r}; this pytest-sme2 reads version "
+            f"{PLAN_VERSION}: write it again with this version"
+        )
     warmup = data.get("warmup_calls")
-    return CallPlan(calls=tuple(tuple(c) for c in data["calls"]), method=data["method"],
-                    warmup_calls=None if warmup is None else tuple(tuple(c) for c in warmup),
-                    warmup_method=data.get("warmup_method"))
+    return CallPlan(
+        calls=tuple(tuple(c) for c in data["calls"]),
+        method=data["method"],
+        warmup_calls=None if warmup is None else tuple(tuple(c) for c in warmup),
+        warmup_method=data.get("warmup_method"),
+    )
 
 
 @dataclass(frozen=True)
@@ -135,5 +156,12 @@ def native_calls(plan_path: Path, inputs_file: Path) -> NativeCalls:
     warmup = None
     if plan.warmup_calls is not None:
         warmup = write_tensors(inputs_file.with_name(WARMUP_INPUTS_FILE), arrays(plan.warmup_calls))
-    return NativeCalls(inputs_file, warmup, (f"--inputs_per_call={len(plan.calls[0])}", f"--method={plan.method}",
-                                             f"--warmup_method={plan.warmup_method_name}"))
+    return NativeCalls(
+        inputs_file,
+        warmup,
+        (
+            f"--inputs_per_call={len(plan.calls[0])}",
+            f"--method={plan.method}",
+            f"--warmup_method={plan.warmup_method_name}",
+        ),
+    )

@@ -70,8 +70,13 @@ def read_callgrind_total(path: Path) -> int:
     raise RunnerError(f"callgrind output {path} has no 'totals:' or 'summary:' line; is it truncated?")
 
 
-def count_instructions(pte: Path, inputs: Path | None, out_dir: Path, inferences: int = DEFAULT_INFERENCES,
-                       timeout_s: float = DEFAULT_TIMEOUT_S) -> InstructionCount:
+def count_instructions(
+    pte: Path,
+    inputs: Path | None,
+    out_dir: Path,
+    inferences: int = DEFAULT_INFERENCES,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+) -> InstructionCount:
     """Instructions per inference of ``pte`` on the host native runner (see the module docstring)."""
     from pytest_sme2.run.native.build import build_runner
     from pytest_sme2.run.targets.local import LocalTarget, run_runner_process
@@ -89,8 +94,7 @@ def count_instructions(pte: Path, inputs: Path | None, out_dir: Path, inferences
         output = run_dir / "callgrind.out"
         prefix = [valgrind, "--tool=callgrind", f"--callgrind-out-file={output}"]
         spec = RunSpec(sme2=None, threads=1, runs=n, warmup=0, etdump=False, timeout_s=timeout_s)
-        run_runner_process(prefix, binary, dict(os.environ), Path(pte), inputs, spec, run_dir, info,
-                           sme2_active=False)
+        run_runner_process(prefix, binary, dict(os.environ), Path(pte), inputs, spec, run_dir, info, sme2_active=False)
         totals[n] = read_callgrind_total(output)
     return InstructionCount(
         per_inference=(totals[inferences] - totals[1]) / (inferences - 1),

@@ -57,14 +57,15 @@ def host_cpu() -> CpuInfo:
     system = platform.system()
     arch = platform.machine()
     if system == "Darwin":
+
         def sysctl(key: str) -> str:
             try:
                 return subprocess.run(["sysctl", "-n", key], capture_output=True, text=True, timeout=5).stdout.strip()
             except OSError:
                 return ""
 
-        features = {f.lower() for f in ("sme", "sme2") if sysctl(f"hw.optional.arm.FEAT_{f.upper()}") == "1"}
-        return CpuInfo(sysctl("machdep.cpu.brand_string") or arch, arch, system, frozenset(features))
+        flags = {f.lower() for f in ("sme", "sme2") if sysctl(f"hw.optional.arm.FEAT_{f.upper()}") == "1"}
+        return CpuInfo(sysctl("machdep.cpu.brand_string") or arch, arch, system, frozenset(flags))
     cpuinfo = Path("/proc/cpuinfo")
     text = cpuinfo.read_text(errors="replace") if cpuinfo.exists() else ""
     name, features = parse_proc_cpuinfo(text, arch)

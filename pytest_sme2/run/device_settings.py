@@ -67,8 +67,9 @@ class DeviceSettings:
     """The marker of one device (at ``folder``/MARKER_NAME), read and written through ``shell`` (a command on the
     device -> its result with returncode and stdout), and the settings it restores with ``apply``."""
 
-    def __init__(self, folder: str, shell: Callable[[str], Any], apply: Callable[[str, str], None],
-                 device: str) -> None:
+    def __init__(
+        self, folder: str, shell: Callable[[str], Any], apply: Callable[[str, str], None], device: str
+    ) -> None:
         self.path = f"{folder.rstrip('/')}/{MARKER_NAME}"
         self._shell, self._apply, self._device = shell, apply, device
 
@@ -84,10 +85,12 @@ class DeviceSettings:
         done = self._shell(f"printf '%s' {shlex.quote(marker.text())} > {quoted}.tmp && mv -f {quoted}.tmp {quoted}")
         if done.returncode != 0 or self.read() != marker:
             said = ((done.stdout or "") + (getattr(done, "stderr", "") or "")).strip()
-            raise RunnerError(f"cannot record the {setting.replace('_', ' ')} on the device {self._device} "
-                              f"(marker {self.path}: {one_line(said)[-200:] or f'exit {done.returncode}'}), so it "
-                              "is not changed: a session killed later could not be undone by the next one. Make "
-                              "--sme2-adb-dir writable on the device, or leave the option off")
+            raise RunnerError(
+                f"cannot record the {setting.replace('_', ' ')} on the device {self._device} "
+                f"(marker {self.path}: {one_line(said)[-200:] or f'exit {done.returncode}'}), so it "
+                "is not changed: a session killed later could not be undone by the next one. Make "
+                "--sme2-adb-dir writable on the device, or leave the option off"
+            )
 
     def clear(self) -> None:
         """Remove the marker once every setting it names is back."""
@@ -103,8 +106,10 @@ class DeviceSettings:
         for name, value in sorted(marker.changed.items()):
             if value != PRIOR[name]:
                 self._apply(name, PRIOR[name])
-                restored.append(f"{name.replace('_', ' ')} was left {'on' if value == 'true' else value} by an "
-                                f"earlier session ({marker.owner}); this session turned it off")
+                restored.append(
+                    f"{name.replace('_', ' ')} was left {'on' if value == 'true' else value} by an "
+                    f"earlier session ({marker.owner}); this session turned it off"
+                )
         self.clear()
         return "; ".join(restored) or f"a marker of an earlier session ({marker.owner}) named no setting to restore"
 

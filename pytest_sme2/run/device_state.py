@@ -24,12 +24,12 @@ from typing import Any, Callable, Iterable
 STATE_SCRIPT = (
     "for c in /sys/devices/system/cpu/cpu[0-9]*; do n=${c##*/cpu}; "
     "for f in scaling_governor scaling_cur_freq scaling_max_freq cpuinfo_max_freq; do "
-    "[ -r $c/cpufreq/$f ] && echo \"cpu$n.$f=$(cat $c/cpufreq/$f 2>/dev/null)\"; done; done; "
+    '[ -r $c/cpufreq/$f ] && echo "cpu$n.$f=$(cat $c/cpufreq/$f 2>/dev/null)"; done; done; '
     "for z in /sys/class/thermal/thermal_zone[0-9]*; do n=${z##*thermal_zone}; "
-    "[ -r $z/type ] && echo \"zone$n.type=$(cat $z/type 2>/dev/null)\"; "
-    "[ -r $z/temp ] && echo \"zone$n.temp=$(cat $z/temp 2>/dev/null)\"; done; "
-    "b=/sys/class/power_supply/battery; [ -r $b/temp ] && echo \"battery.temp=$(cat $b/temp 2>/dev/null)\"; "
-    "[ -r $b/status ] && echo \"battery.status=$(cat $b/status 2>/dev/null)\"; "
+    '[ -r $z/type ] && echo "zone$n.type=$(cat $z/type 2>/dev/null)"; '
+    '[ -r $z/temp ] && echo "zone$n.temp=$(cat $z/temp 2>/dev/null)"; done; '
+    'b=/sys/class/power_supply/battery; [ -r $b/temp ] && echo "battery.temp=$(cat $b/temp 2>/dev/null)"; '
+    '[ -r $b/status ] && echo "battery.status=$(cat $b/status 2>/dev/null)"; '
     "command -v dumpsys >/dev/null 2>&1 && dumpsys thermalservice 2>/dev/null | "
     "sed -n 's/^ *Thermal Status: *\\([0-9]\\).*/thermal.status=\\1/p' | head -n 1; true"
 )
@@ -65,13 +65,21 @@ class DeviceState:
                 values[key] = value.strip()
         cores: dict[int, CoreState] = {}
         for number in sorted({int(k[3:].split(".")[0]) for k in values if k.startswith("cpu")}):
+
             def read(name: str, n: int = number) -> str | None:
                 return values.get(f"cpu{n}.{name}") or None
-            cores[number] = CoreState(read("scaling_governor"), _int(read("scaling_cur_freq")),
-                                      _int(read("scaling_max_freq")), _int(read("cpuinfo_max_freq")))
+
+            cores[number] = CoreState(
+                read("scaling_governor"),
+                _int(read("scaling_cur_freq")),
+                _int(read("scaling_max_freq")),
+                _int(read("cpuinfo_max_freq")),
+            )
         zones: dict[str, float] = {}
-        for key in sorted((k for k in values if k.startswith("zone") and k.endswith(".temp")),
-                          key=lambda k: int(re.sub(r"\D", "", k.split(".")[0]) or 0)):
+        for key in sorted(
+            (k for k in values if k.startswith("zone") and k.endswith(".temp")),
+            key=lambda k: int(re.sub(r"\D", "", k.split(".")[0]) or 0),
+        ):
             temp = _int(values[key])
             if temp is None:
                 continue
@@ -80,9 +88,13 @@ class DeviceState:
                 name += "'"
             zones[name] = temp / 1000 if abs(temp) > 200 else float(temp)  # millidegrees on every kernel we know
         battery = _int(values.get("battery.temp"))
-        return cls(cores, zones, _int(values.get("thermal.status")),
-                   None if battery is None else battery / 10,  # tenths of a degree (power_supply ABI)
-                   values.get("battery.status") or None)
+        return cls(
+            cores,
+            zones,
+            _int(values.get("thermal.status")),
+            None if battery is None else battery / 10,  # tenths of a degree (power_supply ABI)
+            values.get("battery.status") or None,
+        )
 
     @property
     def hottest_c(self) -> float | None:
@@ -90,8 +102,11 @@ class DeviceState:
 
     def governor(self, cores: Iterable[int] | None = None) -> str | None:
         """The governor of ``cores`` (all when None): one name, "mixed", or None when not readable."""
-        names = {self.cores[c].governor for c in (self.cores if cores is None else cores)
-                 if c in self.cores and self.cores[c].governor}
+        names = {
+            self.cores[c].governor
+            for c in (self.cores if cores is None else cores)
+            if c in self.cores and self.cores[c].governor
+        }
         return None if not names else names.pop() if len(names) == 1 else "mixed"
 
     def throttling(self, steady: "DeviceState", cores: Iterable[int] | None = None) -> str | None:
@@ -159,9 +174,16 @@ def _int(text: str | None) -> int | None:
         return None
 
 
-def wait_for_cooldown(read: Callable[[], DeviceState], threshold_c: float, max_wait_s: float,
-                      say: Callable[[str], None], sleep: Callable[[float], None], now: Callable[[], float],
-                      poll_s: float = 5.0, first: DeviceState | None = None) -> tuple[DeviceState, float, str | None]:
+def wait_for_cooldown(
+    read: Callable[[], DeviceState],
+    threshold_c: float,
+    max_wait_s: float,
+    say: Callable[[str], None],
+    sleep: Callable[[float], None],
+    now: Callable[[], float],
+    poll_s: float = 5.0,
+    first: DeviceState | None = None,
+) -> tuple[DeviceState, float, str | None]:
     """Wait until the device is below ``threshold_c`` and under moderate thermal status, at most ``max_wait_s``.
 
     Returns the last state, the seconds waited, and why it is still hot (None: cooled down). Each poll is said.

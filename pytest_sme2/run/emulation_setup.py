@@ -73,9 +73,18 @@ def debian_mirror() -> str:
 
 def _apt_options(root: Path) -> list[str]:
     return [
-        "-o", f"Dir::Etc::SourceList={root / 'sources.list'}", "-o", "Dir::Etc::SourceParts=/dev/null",
-        "-o", f"Dir::State::Lists={root / 'lists'}", "-o", f"Dir::Cache={root / 'cache'}",
-        "-o", "Dir::State::status=/var/lib/dpkg/status", "-o", "Debug::NoLocking=1",
+        "-o",
+        f"Dir::Etc::SourceList={root / 'sources.list'}",
+        "-o",
+        "Dir::Etc::SourceParts=/dev/null",
+        "-o",
+        f"Dir::State::Lists={root / 'lists'}",
+        "-o",
+        f"Dir::Cache={root / 'cache'}",
+        "-o",
+        "Dir::State::status=/var/lib/dpkg/status",
+        "-o",
+        "Debug::NoLocking=1",
         # root's apt would drop to the _apt user, who cannot write into our cache folder
         *(["-o", "APT::Sandbox::User=root"] if os.geteuid() == 0 else []),
     ]
@@ -101,13 +110,12 @@ def fetch_qemu(force: bool = False) -> Path:
                 (root / sub).mkdir(parents=True)
             keyring = "/usr/share/keyrings/debian-archive-keyring.gpg"
             signed = f"[signed-by={keyring}] " if Path(keyring).exists() else ""
-            (root / "sources.list").write_text(
-                "".join(f"deb {signed}{mirror} {suite} main\n" for suite in QEMU_SUITES)
-            )
+            (root / "sources.list").write_text("".join(f"deb {signed}{mirror} {suite} main\n" for suite in QEMU_SUITES))
             options = _apt_options(root)
             _run(["apt-get", *options, "update", "-qq"], log, "apt-get update (scratch configuration)")
-            policy = subprocess.run(["apt-cache", *options, "madison", "qemu-user"], capture_output=True,
-                                    text=True).stdout
+            policy = subprocess.run(
+                ["apt-cache", *options, "madison", "qemu-user"], capture_output=True, text=True
+            ).stdout
             versions = [line.split("|")[1].strip() for line in policy.splitlines() if "|" in line]
             wanted = [v for v in versions if re.match(rf"^(\d+:)?{re.escape(QEMU_SERIES)}\.", v)]
             if not wanted:
@@ -116,8 +124,12 @@ def fetch_qemu(force: bool = False) -> Path:
                     f"(found: {', '.join(versions) or 'none'}); see {log}"
                 )
             with open(log, "ab") as out:
-                result = subprocess.run(["apt-get", *options, "download", f"qemu-user={wanted[0]}"],
-                                        cwd=root / "download", stdout=out, stderr=subprocess.STDOUT)
+                result = subprocess.run(
+                    ["apt-get", *options, "download", f"qemu-user={wanted[0]}"],
+                    cwd=root / "download",
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                )
             debs = list((root / "download").glob("qemu-user_*.deb"))
             if result.returncode != 0 or not debs:
                 raise RunnerError(f"apt-get download qemu-user={wanted[0]} failed; see {log}")
@@ -185,18 +197,29 @@ def status(build: bool = False, runner: Path | None = None) -> EmulationStatus:
     match = re.search(r"version (\d+)\.(\d+)", first)
     version = f"{match.group(1)}.{match.group(2)}" if match else None
     if match is None or (int(match.group(1)), int(match.group(2))) < (11, 1):
-        return EmulationStatus(qemu, version, None,
-                               f"{qemu} is qemu {version or '?'}, which has no SME2 for linux-user; "
-                               f"run `{SETUP_COMMAND} --force`")
+        return EmulationStatus(
+            qemu,
+            version,
+            None,
+            f"{qemu} is qemu {version or '?'}, which has no SME2 for linux-user; " f"run `{SETUP_COMMAND} --force`",
+        )
     if not SYSROOT.exists():
-        return EmulationStatus(qemu, version, None,
-                               f"the aarch64 sysroot {SYSROOT} is missing; run `{SETUP_COMMAND}` as root "
-                               f"or {CROSS_COMPILER_ADVICE}")
+        return EmulationStatus(
+            qemu,
+            version,
+            None,
+            f"the aarch64 sysroot {SYSROOT} is missing; run `{SETUP_COMMAND}` as root " f"or {CROSS_COMPILER_ADVICE}",
+        )
     try:
         if runner is None:
             runner = build_runner("linux-aarch64") if build else _cached_aarch64_runner()
-        probe = subprocess.run([str(qemu), "-cpu", "max", str(_probe_binary())], capture_output=True, text=True,
-                               timeout=60, env={**os.environ, "QEMU_LD_PREFIX": str(SYSROOT)}).stdout
+        probe = subprocess.run(
+            [str(qemu), "-cpu", "max", str(_probe_binary())],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "QEMU_LD_PREFIX": str(SYSROOT)},
+        ).stdout
     except (RunnerError, OSError, subprocess.TimeoutExpired) as exc:
         return EmulationStatus(qemu, version, None, f"{exc}; run `{SETUP_COMMAND}`")
     if runner is None:
@@ -209,8 +232,13 @@ def status(build: bool = False, runner: Path | None = None) -> EmulationStatus:
 def runner_version(qemu: Path, runner: Path) -> str | None:
     """The executorch version an aarch64 runner was built against (None: not a pytest-sme2 runner)."""
     try:
-        answer = subprocess.run([str(qemu), str(runner), "--version"], capture_output=True, text=True, timeout=120,
-                                env={**os.environ, "QEMU_LD_PREFIX": str(SYSROOT)})
+        answer = subprocess.run(
+            [str(qemu), str(runner), "--version"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "QEMU_LD_PREFIX": str(SYSROOT)},
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     match = re.search(r"pytest-sme2 runner executorch=(\S+)", answer.stdout)

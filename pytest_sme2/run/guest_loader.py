@@ -67,21 +67,24 @@ class LoaderRange:
                 f"{'its code is not mapped' if not loader_code else ''}{', '.join(misplaced)}"
                 f"{' other code inside: ' + ', '.join(intruders) if intruders else ''}; the execution log left out "
                 f"the wrong addresses, so the counts are not kept. Report this with the qemu version "
-                f"(`qemu-aarch64 --version`)")
+                f"(`qemu-aarch64 --version`)"
+            )
 
 
 def loader_range(command: Sequence[str], runner: Path, loader: Path, env: Mapping[str, str]) -> LoaderRange:
     """Where ``command`` (setarch, qemu and its CPU flags) maps ``loader`` (the runner's, from the sysroot) for
     ``runner``: the loader's own trace of the objects it loaded, its image size from its program headers."""
-    traced = subprocess.run([*command, *_TRACE, str(runner)], env=dict(env), capture_output=True, text=True,
-                            timeout=120)
+    traced = subprocess.run(
+        [*command, *_TRACE, str(runner)], env=dict(env), capture_output=True, text=True, timeout=120
+    )
     pattern = re.compile(rf"^\s*\S*{re.escape(loader.name)}\s+\((0x[0-9a-f]+)\)\s*$", re.MULTILINE)
     found = pattern.search(traced.stdout)
     if traced.returncode != 0 or found is None:
         raise RunnerError(
             f"`{' '.join([*command, *_TRACE, str(runner)])}` did not name where the loader {loader.name} was "
             f"mapped (exit {traced.returncode}): {(traced.stdout + traced.stderr).strip()[-400:]}; the counted run "
-            f"needs it to keep the loader out of qemu's log")
+            f"needs it to keep the loader out of qemu's log"
+        )
     base = int(found.group(1), 16)
     loads = function_symbols(loader).loads
     if not loads:

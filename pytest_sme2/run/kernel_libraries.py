@@ -31,9 +31,11 @@ class KernelProvider:
     runner_advice: str
     kit: bool = False  # pytest-sme2's aarch64 runner loads the library through a kernel kit (native/kernel_kit.py)
 
+
 PROVIDERS: tuple[KernelProvider, ...] = (
     KernelProvider(
-        "llama", "ExecuTorch's LLM custom ops (executorch.extension.llm.custom_ops)",
+        "llama",
+        "ExecuTorch's LLM custom ops (executorch.extension.llm.custom_ops)",
         "extension/llm/custom_ops/libcustom_ops_aot_lib.so",
         "which pytest-sme2's runner loads on Linux (aarch64 and x86_64: the emulated, adb and local targets, "
         "through its kernel kit); a macOS runner or a user's own runner build lacks it: run the program on the "
@@ -42,7 +44,8 @@ PROVIDERS: tuple[KernelProvider, ...] = (
         kit=True,
     ),
     KernelProvider(
-        "quantized_decomposed", "ExecuTorch's quantized kernels (executorch.kernels.quantized)",
+        "quantized_decomposed",
+        "ExecuTorch's quantized kernels (executorch.kernels.quantized)",
         "kernels/quantized/libquantized_ops_aot_lib.so",
         "which pytest-sme2's runner links: a runner without them is not pytest-sme2's (rebuild it with "
         "`pytest-sme2 build-runner`), or run the program on the host target (--sme2-target=host)",
@@ -67,8 +70,9 @@ def missing_operators(log_text: str) -> list[str]:
     return list(dict.fromkeys(_MISSING.findall(log_text)))
 
 
-def missing_kernel_error(operators: list[str], pte: str | Path, target: str, log: str | Path,
-                         binding: bool = False) -> MissingKernelError:
+def missing_kernel_error(
+    operators: list[str], pte: str | Path, target: str, log: str | Path, binding: bool = False
+) -> MissingKernelError:
     """The error whose first line names the operators, the target and what provides their kernels.
 
     ``binding``: the target runs ExecuTorch's Python binding, which loads the known libraries itself, so a
@@ -77,17 +81,27 @@ def missing_kernel_error(operators: list[str], pte: str | Path, target: str, log
     names = ", ".join(operators)
     providers = list(dict.fromkeys(p for p in map(provider_of, operators) if p is not None))
     if not providers:
-        where = ("no kernel library pytest-sme2 knows registers them: run the program with a runtime that links "
-                 "the library registering them (on the local target a user's own runner build: --sme2-runner), or export without "
-                 "them")
+        where = (
+            "no kernel library pytest-sme2 knows registers them: run the program with a runtime that links "
+            "the library registering them (on the local target a user's own runner build: --sme2-runner), "
+            "or export without "
+            "them"
+        )
     elif binding:
-        where = "; ".join(f"their kernels ship in {p.name} ({p.library} of the executorch package), which the "
-                          "installed executorch package lacks: reinstall executorch==1.5.1" for p in providers)
+        where = "; ".join(
+            f"their kernels ship in {p.name} ({p.library} of the executorch package), which the "
+            "installed executorch package lacks: reinstall executorch==1.5.1"
+            for p in providers
+        )
     else:
-        where = "; ".join(f"their kernels ship in {p.name} ({p.library} of the executorch package), "
-                          f"{p.runner_advice}" for p in providers)
-    return MissingKernelError(f"{Path(pte).name} needs operator(s) {names}, which the {target} target's runtime "
-                              f"has no kernel for: {where}. Log: {log}")
+        where = "; ".join(
+            f"their kernels ship in {p.name} ({p.library} of the executorch package), " f"{p.runner_advice}"
+            for p in providers
+        )
+    return MissingKernelError(
+        f"{Path(pte).name} needs operator(s) {names}, which the {target} target's runtime "
+        f"has no kernel for: {where}. Log: {log}"
+    )
 
 
 def _named_namespaces(pte: Path) -> set[str]:

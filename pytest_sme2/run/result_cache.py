@@ -55,8 +55,17 @@ class RunKey:
         return self.digest[:16]
 
 
-def run_key(*, program: Path, inputs: Path | None, runner: Path, libraries: Iterable[Path], emulator: Path,
-            cpu: str, settings: Mapping[str, Any], code: str) -> RunKey:
+def run_key(
+    *,
+    program: Path,
+    inputs: Path | None,
+    runner: Path,
+    libraries: Iterable[Path],
+    emulator: Path,
+    cpu: str,
+    settings: Mapping[str, Any],
+    code: str,
+) -> RunKey:
     """The key of a counted run: the bytes of the program, the inputs, the runner, each library it loads and
     the emulator; the emulated CPU (SVL, SME2 on or off); the run settings; the counting code's digest."""
     ingredients: dict[str, str] = {
@@ -84,14 +93,17 @@ def _other_request(ingredients: Any, key: RunKey) -> str | None:
     write the cache"."""
     if not isinstance(ingredients, dict):
         return f"{MANIFEST} does not record what the run was of (its ingredients)"
-    differ = sorted(name for name in set(ingredients) | set(key.ingredients)
-                    if ingredients.get(name) != key.ingredients.get(name))
+    differ = sorted(
+        name for name in set(ingredients) | set(key.ingredients) if ingredients.get(name) != key.ingredients.get(name)
+    )
     if not differ:
         return None
     name = differ[0]
-    return (f"it answers for another run: its {name} is {_shown(ingredients.get(name))}, this run's "
-            f"{_shown(key.ingredients.get(name))}" + (f" ({len(differ) - 1} more ingredient(s) differ)"
-                                                       if len(differ) > 1 else ""))
+    return (
+        f"it answers for another run: its {name} is {_shown(ingredients.get(name))}, this run's "
+        f"{_shown(key.ingredients.get(name))}"
+        + (f" ({len(differ) - 1} more ingredient(s) differ)" if len(differ) > 1 else "")
+    )
 
 
 def _shown(value: Any) -> str:
@@ -153,17 +165,30 @@ class ResultCache:
             for name in names:
                 copy_file(out_dir / name, staging / name)
                 files[name] = file_sha256(staging / name)
-            write_file(staging / MANIFEST, json.dumps({"format": ENTRY_FORMAT, "key": key.digest, "files": files,
-                                                       "evidence": dict(evidence),
-                                                       "ingredients": dict(key.ingredients)}, indent=1, default=str))
+            write_file(
+                staging / MANIFEST,
+                json.dumps(
+                    {
+                        "format": ENTRY_FORMAT,
+                        "key": key.digest,
+                        "files": files,
+                        "evidence": dict(evidence),
+                        "ingredients": dict(key.ingredients),
+                    },
+                    indent=1,
+                    default=str,
+                ),
+            )
             try:
                 os.rename(staging, final)
             except OSError:
                 if not os.path.lexists(final):  # not "another worker stored it first": a real failure
                     raise
         except OSError as exc:
-            raise StorageError(f"cannot store the counted run in the result cache {self.root}: {exc}; make it "
-                               "writable or choose another --sme2-cache-dir") from None
+            raise StorageError(
+                f"cannot store the counted run in the result cache {self.root}: {exc}; make it "
+                "writable or choose another --sme2-cache-dir"
+            ) from None
         finally:
             if staging.exists():
                 shutil.rmtree(staging, ignore_errors=True)
@@ -178,15 +203,25 @@ class ResultCache:
             raise _Damaged(f"{MANIFEST} is missing") from None
         except (OSError, ValueError) as exc:
             raise _Damaged(f"{MANIFEST} does not decode ({str(exc).splitlines()[0] if str(exc) else exc!r})") from None
-        if not isinstance(manifest, dict) or manifest.get("format") != ENTRY_FORMAT or manifest.get("key") != key.digest:
+        if (
+            not isinstance(manifest, dict)
+            or manifest.get("format") != ENTRY_FORMAT
+            or manifest.get("key") != key.digest
+        ):
             raise _Damaged(f"{MANIFEST} is not format {ENTRY_FORMAT} of key {key.short}")
         answered = _other_request(manifest.get("ingredients"), key)
         if answered:
             raise _Damaged(answered)
         files, evidence = manifest.get("files"), manifest.get("evidence")
-        if not isinstance(files, dict) or not files or not isinstance(evidence, dict) or not all(
+        if (
+            not isinstance(files, dict)
+            or not files
+            or not isinstance(evidence, dict)
+            or not all(
                 isinstance(name, str) and "/" not in name and isinstance(sha, str) and len(sha) == 64
-                for name, sha in files.items()):
+                for name, sha in files.items()
+            )
+        ):
             raise _Damaged(f"{MANIFEST}'s files or evidence are not what an entry holds")
         for name, stored in files.items():
             path = directory / name
@@ -199,15 +234,21 @@ class ResultCache:
             except OSError as exc:
                 raise _Damaged(f"{name} is unreadable ({exc})") from None
             if actual != stored:
-                raise _Damaged(f"{name} is not what the run wrote: its sha256 begins {actual[:16]}, the one "
-                               f"{MANIFEST} stored {stored[:16]}")
+                raise _Damaged(
+                    f"{name} is not what the run wrote: its sha256 begins {actual[:16]}, the one "
+                    f"{MANIFEST} stored {stored[:16]}"
+                )
         return manifest
 
     @staticmethod
     def _discard(directory: Path, damage: _Damaged) -> None:
-        warnings.warn(DamagedCacheEntryWarning(
-            f"result cache entry {os.path.abspath(directory)} is damaged: {damage}. It is not used: it is removed "
-            "and the run is emulated again."), stacklevel=4)
+        warnings.warn(
+            DamagedCacheEntryWarning(
+                f"result cache entry {os.path.abspath(directory)} is damaged: {damage}. It is not used: it is removed "
+                "and the run is emulated again."
+            ),
+            stacklevel=4,
+        )
         try:
             if directory.is_dir() and not directory.is_symlink():
                 shutil.rmtree(directory)
@@ -216,5 +257,7 @@ class ResultCache:
         except FileNotFoundError:
             pass  # another worker removed it first
         except OSError as exc:
-            raise StorageError(f"result cache entry {directory} is damaged ({damage}) and cannot be removed: "
-                               f"{exc}. Remove it by hand, or use another --sme2-cache-dir") from None
+            raise StorageError(
+                f"result cache entry {directory} is damaged ({damage}) and cannot be removed: "
+                f"{exc}. Remove it by hand, or use another --sme2-cache-dir"
+            ) from None

@@ -20,8 +20,12 @@ from pytest_sme2.errors import RunnerError
 from pytest_sme2.system.elf import bundled_libraries, executable_arch, program_interpreter, read_dynamic
 
 ANDROID_LOADERS = frozenset({"/system/bin/linker64", "/system/bin/linker"})
-_TRIPLETS = {"aarch64": "aarch64-linux-gnu", "x86_64": "x86_64-linux-gnu", "arm": "arm-linux-gnueabihf",
-             "i386": "i386-linux-gnu"}
+_TRIPLETS = {
+    "aarch64": "aarch64-linux-gnu",
+    "x86_64": "x86_64-linux-gnu",
+    "arm": "arm-linux-gnueabihf",
+    "i386": "i386-linux-gnu",
+}
 _CROSS_PACKAGES = {"aarch64": "g++-aarch64-linux-gnu", "arm": "g++-arm-linux-gnueabihf"}
 
 
@@ -47,8 +51,16 @@ def needs_carried_loader(binary: Path) -> bool:
 def system_library_dirs(arch: str) -> list[Path]:
     """Where the glibc of ``arch`` lives here: Debian's cross sysroot first, then this machine's own folders."""
     triplet = _TRIPLETS.get(arch, f"{arch}-linux-gnu")
-    return [Path("/usr") / triplet / "lib", Path("/usr") / triplet / "lib64", Path("/lib") / triplet,
-            Path("/usr/lib") / triplet, Path("/lib64"), Path("/usr/lib64"), Path("/lib"), Path("/usr/lib")]
+    return [
+        Path("/usr") / triplet / "lib",
+        Path("/usr") / triplet / "lib64",
+        Path("/lib") / triplet,
+        Path("/usr/lib") / triplet,
+        Path("/lib64"),
+        Path("/usr/lib64"),
+        Path("/lib"),
+        Path("/usr/lib"),
+    ]
 
 
 def _find(name: str, arch: str, first: Path | None = None) -> Path | None:
@@ -69,12 +81,17 @@ def carried_loader(binary: Path) -> CarriedLoader:
     arch = executable_arch(binary)
     if interpreter is None or arch is None:
         raise RunnerError(f"{binary} is not a dynamically linked ELF program; nothing to carry with it")
-    advice = (f"install the {arch} C library (`sudo apt-get install {_CROSS_PACKAGES[arch]}`)"
-              if arch in _CROSS_PACKAGES else f"install the {arch} C library")
+    advice = (
+        f"install the {arch} C library (`sudo apt-get install {_CROSS_PACKAGES[arch]}`)"
+        if arch in _CROSS_PACKAGES
+        else f"install the {arch} C library"
+    )
     loader = _find(Path(interpreter).name, arch, first=Path(interpreter))
     if loader is None:
-        raise RunnerError(f"{binary} names the loader {interpreter}, which is not on this machine for {arch} "
-                          f"(looked in {interpreter} and {', '.join(map(str, system_library_dirs(arch)))}); {advice}")
+        raise RunnerError(
+            f"{binary} names the loader {interpreter}, which is not on this machine for {arch} "
+            f"(looked in {interpreter} and {', '.join(map(str, system_library_dirs(arch)))}); {advice}"
+        )
     found: dict[str, Path] = dict(bundled_libraries(binary))
     bundled = tuple(found)
     pending = [binary, *found.values()]
@@ -85,8 +102,10 @@ def carried_loader(binary: Path) -> CarriedLoader:
                 continue
             path = _find(name, arch)
             if path is None:
-                raise RunnerError(f"{binary} needs {name} (through {current.name}), which is neither next to it "
-                                  f"nor in {', '.join(map(str, system_library_dirs(arch)))}; {advice}")
+                raise RunnerError(
+                    f"{binary} needs {name} (through {current.name}), which is neither next to it "
+                    f"nor in {', '.join(map(str, system_library_dirs(arch)))}; {advice}"
+                )
             found[name] = path
             pending.append(path)
     return CarriedLoader(loader, found, bundled)

@@ -33,8 +33,9 @@ def _tree_digest(root: str, suffixes: tuple[str, ...]) -> str:
     # Once per process and tree: the package does not change under a running session.
     digest = hashlib.sha256()
     base = Path(root)
-    for path in sorted(p for p in base.rglob("*") if p.suffix in suffixes and p.is_file()
-                       and "__pycache__" not in p.parts):
+    for path in sorted(
+        p for p in base.rglob("*") if p.suffix in suffixes and p.is_file() and "__pycache__" not in p.parts
+    ):
         digest.update(str(path.relative_to(base)).encode() + b"\0")
         digest.update(path.read_bytes() + b"\0")
     return digest.hexdigest()

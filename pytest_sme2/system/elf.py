@@ -48,10 +48,10 @@ def _segments(data: bytes) -> tuple[bool, str, list[tuple[int, int, int, int]]] 
     wide = data[4] == 2
     end = "<" if data[5] == 1 else ">"
     if wide:
-        phoff, = struct.unpack_from(end + "Q", data, 32)
+        (phoff,) = struct.unpack_from(end + "Q", data, 32)
         phentsize, phnum = struct.unpack_from(end + "HH", data, 54)
     else:
-        phoff, = struct.unpack_from(end + "I", data, 28)
+        (phoff,) = struct.unpack_from(end + "I", data, 28)
         phentsize, phnum = struct.unpack_from(end + "HH", data, 42)
     found = []
     for index in range(phnum):
@@ -80,7 +80,8 @@ def _vaddr_of(loads: "list[tuple[int, int, int]] | tuple[tuple[int, int, int], .
 
 
 def _program_headers(data: bytes) -> tuple[bool, str, list[tuple[int, int, int]], tuple[int, int] | None] | None:
-    """(64-bit?, struct byte order, PT_LOAD (vaddr, offset, filesz) list, PT_DYNAMIC (offset, size)); None if not ELF."""
+    """(64-bit?, struct byte order, PT_LOAD (vaddr, offset, filesz) list, PT_DYNAMIC (offset, size)); None if not
+    ELF."""
     headers = _segments(data)
     if headers is None:
         return None
@@ -124,12 +125,12 @@ def function_symbols(path: Path) -> FunctionSymbols:
         return FunctionSymbols((), (), (), ())
     wide, end, loads, _dynamic = headers
     if wide:
-        shoff, = struct.unpack_from(end + "Q", data, 40)
+        (shoff,) = struct.unpack_from(end + "Q", data, 40)
         shentsize, shnum = struct.unpack_from(end + "HH", data, 58)
         section = struct.Struct(end + "IIQQQQIIQQ")
         symbol = struct.Struct(end + "IBBHQQ")
     else:
-        shoff, = struct.unpack_from(end + "I", data, 32)
+        (shoff,) = struct.unpack_from(end + "I", data, 32)
         shentsize, shnum = struct.unpack_from(end + "HH", data, 46)
         section = struct.Struct(end + "IIIIIIIIII")
         symbol = struct.Struct(end + "IIIBBH")
@@ -148,12 +149,16 @@ def function_symbols(path: Path) -> FunctionSymbols:
                 name, value, size, info, _other, shndx = fields
             if info & 0xF != _STT_FUNC or shndx == 0 or value == 0:
                 continue
-            text = data[strtab + name:data.index(b"\0", strtab + name)].decode(errors="replace")
+            text = data[strtab + name : data.index(b"\0", strtab + name)].decode(errors="replace")
             if value not in found or size > found[value][0]:
                 found[value] = (max(size, 1), text)
     ordered = sorted(found.items())
-    return FunctionSymbols(tuple(v for v, _ in ordered), tuple(v + s for v, (s, _) in ordered),
-                           tuple(n for _, (_, n) in ordered), tuple(loads))
+    return FunctionSymbols(
+        tuple(v for v, _ in ordered),
+        tuple(v + s for v, (s, _) in ordered),
+        tuple(n for _, (_, n) in ordered),
+        tuple(loads),
+    )
 
 
 def unwind_function_ranges(path: Path) -> list[tuple[int, int]]:
@@ -183,8 +188,8 @@ def unwind_function_ranges(path: Path) -> list[tuple[int, int]]:
     cie_encoding: dict[int, int] = {}
     ranges = []
     for _ in range(count or 0):
-        start, at = reader.read(at, table_enc)
-        fde_vaddr, at = reader.read(at, table_enc)
+        start, at = reader.read_present(at, table_enc)
+        fde_vaddr, at = reader.read_present(at, table_enc)
         fde = _file_offset_of(loads, fde_vaddr)
         if fde is None:
             raise ValueError(f"{path}: .eh_frame_hdr points outside the loaded segments ({fde_vaddr:#x})")
@@ -195,7 +200,7 @@ def unwind_function_ranges(path: Path) -> list[tuple[int, int]]:
             cie_encoding[cie] = _cie_pointer_encoding(reader, cie)
         pc_at = cie_pointer_at + (8 if header == 12 else 4)
         _begin, pc_at = reader.read(pc_at, cie_encoding[cie])
-        length, _ = reader.read(pc_at, cie_encoding[cie] & 0x0F)  # the range is a plain number
+        length, _ = reader.read_present(pc_at, cie_encoding[cie] & 0x0F)  # the range is a plain number
         ranges.append((start, start + length))
     return sorted(ranges)
 
@@ -207,6 +212,13 @@ class _EncodedReader:
         self.data, self.end, self.wide = data, end, wide
         self.hdr_vaddr, self.hdr_offset = hdr_vaddr, hdr_offset
 
+    def read_present(self, at: int, encoding: int) -> tuple[int, int]:
+        """A field the table cannot omit (a table entry, a range length): DW_EH_PE_omit there is a corrupt file."""
+        value, after = self.read(at, encoding)
+        if value is None:
+            raise ValueError(f".eh_frame_hdr: a required field at offset {at:#x} is encoded as omitted (0xff)")
+        return value, after
+
     def read(self, at: int, encoding: int) -> tuple[int | None, int]:
         if encoding == 0xFF:  # DW_EH_PE_omit
             return None, at
@@ -214,12 +226,16 @@ class _EncodedReader:
         if fmt in (0x01, 0x09):
             value, after = _leb128(self.data, at, signed=fmt == 0x09)
         else:
-            code = {0x00: "Q" if self.wide else "I", 0x02: "H", 0x03: "I", 0x04: "Q",
-                    0x0A: "h", 0x0B: "i", 0x0C: "q"}[fmt]
+            code = {0x00: "Q" if self.wide else "I", 0x02: "H", 0x03: "I", 0x04: "Q", 0x0A: "h", 0x0B: "i", 0x0C: "q"}[
+                fmt
+            ]
             value = struct.unpack_from(self.end + code, self.data, at)[0]
             after = at + struct.calcsize(code)
-        base = {0x00: 0, 0x10: self.hdr_vaddr + (at - self.hdr_offset),  # pcrel: the field's own address
-                0x30: self.hdr_vaddr}[encoding & 0x70]  # datarel: .eh_frame_hdr's address
+        base = {
+            0x00: 0,
+            0x10: self.hdr_vaddr + (at - self.hdr_offset),  # pcrel: the field's own address
+            0x30: self.hdr_vaddr,
+        }[encoding & 0x70]  # datarel: .eh_frame_hdr's address
         return base + value, after
 
 
@@ -243,7 +259,7 @@ def _cie_pointer_encoding(reader: _EncodedReader, cie: int) -> int:
     at = cie + (12 if struct.unpack_from(end + "I", data, cie)[0] == 0xFFFFFFFF else 4) + 4  # length, CIE id
     version = data[at]
     at += 1
-    augmentation = data[at:data.index(b"\0", at)].decode()
+    augmentation = data[at : data.index(b"\0", at)].decode()
     at += len(augmentation) + 1
     _, at = _leb128(data, at, signed=False)  # code alignment
     _, at = _leb128(data, at, signed=True)  # data alignment
@@ -274,7 +290,7 @@ def program_interpreter(path: Path) -> str | None:
     interp = next(((offset, size) for kind, _vaddr, offset, size in headers[2] if kind == _PT_INTERP), None)
     if interp is None:
         return None
-    return data[interp[0]:interp[0] + interp[1]].split(b"\0", 1)[0].decode(errors="replace") or None
+    return data[interp[0] : interp[0] + interp[1]].split(b"\0", 1)[0].decode(errors="replace") or None
 
 
 def read_dynamic(path: Path) -> DynamicSection:
@@ -302,7 +318,7 @@ def read_dynamic(path: Path) -> DynamicSection:
 
     def string(offset: int) -> str:
         start = strtab + offset
-        return data[start:data.index(b"\0", start)].decode(errors="replace")
+        return data[start : data.index(b"\0", start)].decode(errors="replace")
 
     needed = tuple(string(value) for tag, value in entries if tag == _DT_NEEDED)
     runpath = [string(value) for tag, value in entries if tag == _DT_RUNPATH]

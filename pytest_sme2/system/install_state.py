@@ -4,8 +4,8 @@ The Makefile runs this file by path (``python pytest_sme2/system/install_state.p
 installed, so it imports only the standard library, ``packaging`` (which pip and pytest bring) and its
 sibling ``toml_reader.py``, never the package around it. Two pip runs that find everything in place cost
 about 20 s on a 2-core machine; this check costs a fraction of a second, so a second ``make perf`` or
-``make test`` with nothing changed does not pay for them (issue 25). It answers "up to date" only when all of these hold, and otherwise names the first
-that does not (pip then runs as before):
+``make test`` with nothing changed does not pay for them. It answers "up to date" only when all of these hold,
+and otherwise names the first that does not (pip then runs as before):
 
 - torch is the pinned CPU build the Makefile installs (``TORCH_PIN`` there, passed as ``--torch``);
 - pytest-sme2 is installed editable from this very folder (pip's ``direct_url.json``);
@@ -88,8 +88,11 @@ def stale_reason(root: Path, extras: list[str], torch_pin: str) -> str | None:
     if installed != plain:
         return f"the dependencies in {root / 'pyproject.toml'} changed since {DISTRIBUTION} was installed"
     declared = {("console_scripts", name, value) for name, value in pyproject["project"].get("scripts", {}).items()}
-    declared |= {(group, name, value) for group, points in pyproject["project"].get("entry-points", {}).items()
-                 for name, value in points.items()}
+    declared |= {
+        (group, name, value)
+        for group, points in pyproject["project"].get("entry-points", {}).items()
+        for name, value in points.items()
+    }
     if {(point.group, point.name, point.value) for point in dist.entry_points} != declared:
         return f"the entry points in {root / 'pyproject.toml'} changed since {DISTRIBUTION} was installed"
     for req in wanted:
@@ -112,8 +115,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     reason = stale_reason(args.root.resolve(), args.extra, args.torch)
     if reason is None:
-        print(f"install: up to date ({DISTRIBUTION} editable from {args.root.resolve()}, torch {args.torch}, "
-              "every requirement met); nothing to install")
+        print(
+            f"install: up to date ({DISTRIBUTION} editable from {args.root.resolve()}, torch {args.torch}, "
+            "every requirement met); nothing to install"
+        )
         return 0
     print(f"install: {reason}; installing")
     return 1

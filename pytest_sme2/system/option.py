@@ -69,4 +69,8 @@ class Option:
             return []
         if self.kind == "bool":
             return bool(self.default)
-        return "" if self.default is None else (f"{self.default:g}" if isinstance(self.default, float) else str(self.default))
+        return (
+            ""
+            if self.default is None
+            else (f"{self.default:g}" if isinstance(self.default, float) else str(self.default))
+        )

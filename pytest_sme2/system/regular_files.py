@@ -16,8 +16,13 @@ from pathlib import Path
 
 from pytest_sme2.errors import UsageError
 
-_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
-          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+_KINDS = (
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
 
 
 def kind_of(mode: int) -> str:
@@ -55,8 +60,10 @@ def read_bounded(path: str | os.PathLike[str], limit: int, what: str, fix: str) 
         if not stat.S_ISREG(info.st_mode):
             raise UsageError(f"the {what} {path} is {kind_of(info.st_mode)}, not a regular file: {fix}")
         if info.st_size > limit:
-            raise UsageError(f"the {what} {path} is {size_text(info.st_size)}, above the {size_text(limit)} "
-                             f"a {what} can be: {fix}")
+            raise UsageError(
+                f"the {what} {path} is {size_text(info.st_size)}, above the {size_text(limit)} "
+                f"a {what} can be: {fix}"
+            )
         data = bytearray()
         while len(data) <= limit:  # a raw read may return less than asked before the end
             chunk = handle.read(limit + 1 - len(data))
@@ -64,6 +71,7 @@ def read_bounded(path: str | os.PathLike[str], limit: int, what: str, fix: str) 
                 break
             data += chunk
     if len(data) > limit:
-        raise UsageError(f"the {what} {path} grew past the {size_text(limit)} a {what} can be while it was read: "
-                         f"{fix}")
+        raise UsageError(
+            f"the {what} {path} grew past the {size_text(limit)} a {what} can be while it was read: " f"{fix}"
+        )
     return bytes(data)

@@ -71,9 +71,11 @@ def open_no_follow(path: str | os.PathLike[str], flags: int, mode: int = 0o666) 
         return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            raise StorageError(f"refusing to open {path}: it is a symbolic link, and pytest-sme2 never writes "
-                               "through links in shared folders. Remove the link (someone else may have "
-                               "planted it) and run again") from None
+            raise StorageError(
+                f"refusing to open {path}: it is a symbolic link, and pytest-sme2 never writes "
+                "through links in shared folders. Remove the link (someone else may have "
+                "planted it) and run again"
+            ) from None
         raise
 
 
@@ -87,8 +89,10 @@ def append_lines(path: str | os.PathLike[str], lines: list[str], *, sync: bool =
     mode = os.fstat(handle).st_mode
     if not stat.S_ISREG(mode):  # before fdopen, which refuses a FIFO as "not seekable", naming no file
         os.close(handle)
-        raise StorageError(f"cannot append to {path}: it is {kind_of(mode)}, not a regular file; give the path "
-                           "of a regular file (created if missing)")
+        raise StorageError(
+            f"cannot append to {path}: it is {kind_of(mode)}, not a regular file; give the path "
+            "of a regular file (created if missing)"
+        )
     with os.fdopen(handle, "r+b") as out:
         size = out.seek(0, os.SEEK_END)
         if size:
@@ -124,7 +128,9 @@ def private_folder(path: str | os.PathLike[str]) -> Path:
     elif info.st_mode & 0o022:
         problem = f"others can write it (mode {stat.S_IMODE(info.st_mode):o})"
     if problem:
-        raise StorageError(f"refusing to use {path}: {problem}. pytest-sme2 keeps per-user state there and "
-                           f"another user could plant links in it; remove it, or set TMPDIR to a folder of "
-                           f"your own")
+        raise StorageError(
+            f"refusing to use {path}: {problem}. pytest-sme2 keeps per-user state there and "
+            f"another user could plant links in it; remove it, or set TMPDIR to a folder of "
+            f"your own"
+        )
     return path

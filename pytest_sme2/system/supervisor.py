@@ -142,8 +142,11 @@ def supervise(parent: int, limit_s: float, command: list[str]) -> NoReturn:
         if os.getppid() != parent or received & set(STOP):
             kill_group()
         if deadline is not None and time.monotonic() >= deadline:
-            os.write(2, f"pytest-sme2: {command[0]} ran past its limit of {limit_s:g} s and was killed by its "
-                        "supervisor (pytest did not end it)\n".encode(errors="replace"))
+            os.write(
+                2,
+                f"pytest-sme2: {command[0]} ran past its limit of {limit_s:g} s and was killed by its "
+                "supervisor (pytest did not end it)\n".encode(errors="replace"),
+            )
             kill_group()
 
 

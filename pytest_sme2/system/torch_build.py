@@ -78,17 +78,21 @@ def _gb(size: int) -> str:
 def report(build: TorchBuild | None, pin: str) -> str:
     """What ``make install`` says after installing torch."""
     if build is None:
-        return f"install: torch is not installed; install the CPU build: pip install torch=={pin} --index-url {CPU_INDEX}"
+        return (
+            f"install: torch is not installed; install the CPU build: pip install torch=={pin} --index-url {CPU_INDEX}"
+        )
     if not build.is_cuda:
         return f"install: torch {build.version}, the CPU build ({_gb(build.total_bytes)})"
     names = " ".join(sorted(build.gpu_packages))
-    return (f"install: torch {build.version} is the CUDA build: {_gb(build.total_bytes)} with "
-            f"{len(build.gpu_packages)} GPU packages ({_gb(sum(build.gpu_packages.values()))}), none of which "
-            f"pytest-sme2 uses (it runs models on the CPU). PyTorch's own index serves the CPU build; where your "
-            f"network reaches it:\n"
-            f"    pip uninstall -y torch {names}\n"
-            f"    pip install torch=={pin} --index-url {CPU_INDEX}\n"
-            f"or next time: make install TORCH_INDEX_URL={CPU_INDEX}")
+    return (
+        f"install: torch {build.version} is the CUDA build: {_gb(build.total_bytes)} with "
+        f"{len(build.gpu_packages)} GPU packages ({_gb(sum(build.gpu_packages.values()))}), none of which "
+        f"pytest-sme2 uses (it runs models on the CPU). PyTorch's own index serves the CPU build; where your "
+        f"network reaches it:\n"
+        f"    pip uninstall -y torch {names}\n"
+        f"    pip install torch=={pin} --index-url {CPU_INDEX}\n"
+        f"or next time: make install TORCH_INDEX_URL={CPU_INDEX}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

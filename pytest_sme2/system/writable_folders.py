@@ -48,8 +48,9 @@ def check_writable(place: Place) -> None:
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
     if not existing.is_dir():
-        raise UsageError(f"the {place.what} {place.root} cannot be created: {existing} is a file, not a folder. "
-                         f"{_fix(place)}")
+        raise UsageError(
+            f"the {place.what} {place.root} cannot be created: {existing} is a file, not a folder. " f"{_fix(place)}"
+        )
     own_folder = existing == Path(os.path.abspath(place.root))  # it exists; else the nearest existing parent
     shown = place.root if own_folder else f"{place.root} (in {existing})"
     if not os.access(existing, os.W_OK | os.X_OK):
@@ -58,8 +59,10 @@ def check_writable(place: Place) -> None:
     # the folder's own mode, not a parent's: / is 0555 and /root 0550 on some systems
     mode = read_only_mode(existing) if own_folder and os.geteuid() == 0 else None
     if mode is not None:  # as any other user the kernel refused it above
-        raise UsageError(f"the {place.what} {shown} is not writable: it is read-only (mode {mode:04o}), and "
-                         f"pytest-sme2 does not write into it even as root. {_fix(place)} (chmod u+w)")
+        raise UsageError(
+            f"the {place.what} {shown} is not writable: it is read-only (mode {mode:04o}), and "
+            f"pytest-sme2 does not write into it even as root. {_fix(place)} (chmod u+w)"
+        )
 
 
 def read_only_mode(path: Path) -> int | None:
@@ -86,8 +89,10 @@ def explain(exc: OSError, places: Iterable[Place]) -> StorageError | None:
                 return StorageError(f"cannot write the {place.what}: {_reason(exc)} at {path}. {_fix(place)}")
     if exc.errno == errno.ENOSPC:  # a write() that names no file: the disk under one of our folders is full
         where = "; ".join(f"{p.what} {p.root} (moved by {p.moved_by})" for p in places)
-        return StorageError(f"no space left on the device while writing ({exc}). Free space or move the folders "
-                            f"pytest-sme2 writes to a larger disk: {where}")
+        return StorageError(
+            f"no space left on the device while writing ({exc}). Free space or move the folders "
+            f"pytest-sme2 writes to a larger disk: {where}"
+        )
     return None
 
 

@@ -15,7 +15,7 @@ from pytest_sme2.cli import main
 from pytest_sme2.cli.bisect import REASON_CHARS, reason
 from pytest_sme2.errors import UsageError
 
-MODEL = '''
+MODEL = """
 import torch
 
 class Net(torch.nn.Module):
@@ -33,15 +33,15 @@ def get_eager_model():
 
 def get_example_inputs():
     return (torch.ones(1, 3, 16, 16),)
-'''
-PERF_TEST = '''
+"""
+PERF_TEST = """
 import pytest
 from pytest_sme2 import assert_portable_ops
 
 @pytest.mark.model("net")
 def test_net(exported_pte, runner, etdump_profile):
     assert_portable_ops(etdump_profile(exported_pte, runner()), allowed=set())
-'''
+"""
 
 
 def _git(repo: Path, *args: str) -> str:
@@ -60,8 +60,14 @@ def repo(tmp_path: Path, shared_export_cache: Path) -> Path:
     (root / "pytest.ini").write_text(quick_host_ini(shared_export_cache))
     (root / ".gitignore").write_text(".sme2/\n.pytest_cache/\n__pycache__/\n")
     (root / "test_perf.py").write_text(PERF_TEST)
-    history = ["net: conv + relu", "docs: readme", "docs: usage", "net: cumulative sum of the output",
-               "docs: more readme", "docs: changelog"]
+    history = [
+        "net: conv + relu",
+        "docs: readme",
+        "docs: usage",
+        "net: cumulative sum of the output",
+        "docs: more readme",
+        "docs: changelog",
+    ]
     for subject in history:
         if subject.startswith("docs"):
             (root / "README.md").write_text(subject + "\n")
@@ -80,8 +86,10 @@ def test_a_failing_good_end_stops_before_bisecting(repo: Path, monkeypatch: pyte
     good, bad = commits[3], commits[5]  # GOOD already has cumsum: every commit would be bad
     monkeypatch.chdir(repo)
     out = repo.parent / "bisect-out"
-    expected = (rf"GOOD {good} \({good[:12]} net: cumulative sum of the output\) is not good: bad: "
-                r"FAILED test_perf.py::test_net - .*Nothing was bisected")
+    expected = (
+        rf"GOOD {good} \({good[:12]} net: cumulative sum of the output\) is not good: bad: "
+        r"FAILED test_perf.py::test_net - .*Nothing was bisected"
+    )
     with pytest.raises(UsageError, match=expected) as caught:
         bisect.run(good, bad, ["test_perf.py", "-p", "no:cacheprovider"], out)
     steps = [json.loads(line) for line in (out / "steps.jsonl").read_text().splitlines()]
@@ -117,10 +125,15 @@ def test_a_missing_baseline_is_no_failure_unless_the_user_says_so(repo: Path, mo
 
     commits = _git(repo, "log", "--format=%H", "--reverse").splitlines()
     monkeypatch.chdir(repo)
-    with pytest.raises(UsageError, match=r"is not good: bad: FAILED test_perf.py::test_net - "
-                                         r"no baseline for net fp32-xnnpack"):
-        bisect.run(commits[0], commits[-1], ["test_perf.py", "-p", "no:cacheprovider", "-o",
-                                             "sme2_baseline_missing=fail"], repo.parent / "bisect-out")
+    with pytest.raises(
+        UsageError, match=r"is not good: bad: FAILED test_perf.py::test_net - " r"no baseline for net fp32-xnnpack"
+    ):
+        bisect.run(
+            commits[0],
+            commits[-1],
+            ["test_perf.py", "-p", "no:cacheprovider", "-o", "sme2_baseline_missing=fail"],
+            repo.parent / "bisect-out",
+        )
 
 
 def test_bisect_refuses_a_dirty_tree_and_unknown_commits(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -134,7 +147,7 @@ def test_bisect_refuses_a_dirty_tree_and_unknown_commits(repo: Path, monkeypatch
         bisect.run("HEAD~1", "HEAD", ["test_perf.py"], repo.parent / "o")
 
 
-PACKAGE_BLOCKS = '''
+PACKAGE_BLOCKS = """
 import torch
 
 class Block(torch.nn.Module):
@@ -144,8 +157,8 @@ class Block(torch.nn.Module):
 
     def forward(self, x):
         return torch.relu(self.conv(x)){extra}
-'''
-PACKAGE_MODEL = '''
+"""
+PACKAGE_MODEL = """
 import torch
 from .blocks import Block
 
@@ -155,7 +168,7 @@ def get_eager_model():
 
 def get_example_inputs():
     return (torch.ones(1, 3, 16, 16),)
-'''
+"""
 
 
 @pytest.fixture
@@ -171,8 +184,9 @@ def package_repo(tmp_path: Path, shared_export_cache: Path) -> Path:
     _git(root, "init", "-q", "-b", "main")
     _git(root, "config", "user.email", "t@example.com")
     _git(root, "config", "user.name", "t")
-    (root / "pytest.ini").write_text(quick_host_ini(shared_export_cache, "pythonpath = .",
-                                                    "sme2_models = net = mynet.model"))
+    (root / "pytest.ini").write_text(
+        quick_host_ini(shared_export_cache, "pythonpath = .", "sme2_models = net = mynet.model")
+    )
     (root / ".gitignore").write_text(".sme2/\n.pytest_cache/\n__pycache__/\n")
     (root / "test_perf.py").write_text(PERF_TEST)
     (root / "mynet" / "__init__.py").write_text("")
@@ -188,9 +202,9 @@ def package_repo(tmp_path: Path, shared_export_cache: Path) -> Path:
     return root
 
 
-def test_bisect_names_a_commit_that_changes_only_an_imported_module(package_repo: Path,
-                                                                   monkeypatch: pytest.MonkeyPatch,
-                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_bisect_names_a_commit_that_changes_only_an_imported_module(
+    package_repo: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The export cache keys the traced program, not the file defining get_eager_model: the commit that
     touches only mynet/blocks.py is re-exported, and named. The ini keeps the default policy (a missing baseline
     fails the test) and no commit has a baseline: bisect must still name the commit that added cumsum, not the
@@ -209,8 +223,10 @@ def test_bisect_names_a_commit_that_changes_only_an_imported_module(package_repo
     assert {s["verdict"] for s in steps} <= {"good", "bad"} and steps
     assert all(Path(s["artifacts"], "pytest.log").is_file() for s in steps)  # each step's session kept
     assert any(s["commit"] == culprit and s["verdict"] == "bad" for s in steps)
-    assert [(s["role"], s["commit"], s["verdict"]) for s in steps[:2]] == [("good end", good, "good"),
-                                                                          ("bad end", bad, "bad")]  # checked first
+    assert [(s["role"], s["commit"], s["verdict"]) for s in steps[:2]] == [
+        ("good end", good, "good"),
+        ("bad end", bad, "bad"),
+    ]  # checked first
     by_commit = {s["commit"]: s for s in steps}
     assert by_commit[good]["reason"] == ""
     why = by_commit[culprit]["reason"]  # the gate's own message (not a missing baseline), up to REASON_CHARS
@@ -223,13 +239,13 @@ def test_bisect_names_a_commit_that_changes_only_an_imported_module(package_repo
     assert not (package_repo / ".git" / "BISECT_LOG").exists()
 
 
-SLOW_TEST = '''
+SLOW_TEST = """
 import os, pathlib, time
 
 def test_slow():
     pathlib.Path({marker!r}).write_text(str(os.getpid()))
     time.sleep(300)
-'''
+"""
 
 
 def test_sigterm_mid_bisect_restores_the_branch_and_ends_the_step(tmp_path: Path) -> None:
@@ -248,17 +264,37 @@ def test_sigterm_mid_bisect_restores_the_branch_and_ends_the_step(tmp_path: Path
     _git(root, "config", "user.email", "t@example.com")
     _git(root, "config", "user.name", "t")
     (root / ".gitignore").write_text(".sme2/\n.pytest_cache/\n__pycache__/\n")
-    bodies = ["def test_fast():\n    pass\n"] + [SLOW_TEST.format(marker=str(marker))] * 3 + \
-             ["def test_fast():\n    assert False\n"]
+    bodies = (
+        ["def test_fast():\n    pass\n"]
+        + [SLOW_TEST.format(marker=str(marker))] * 3
+        + ["def test_fast():\n    assert False\n"]
+    )
     for i, body in enumerate(bodies):
         (root / "test_x.py").write_text(body + f"# {i}\n")
         _git(root, "add", "-A")
         _git(root, "commit", "-q", "-m", f"commit {i}")
     head = _git(root, "rev-parse", "HEAD")
     good = _git(root, "rev-list", "--max-parents=0", "HEAD")
-    bisect = subprocess.Popen([sys.executable, "-m", "pytest_sme2.cli", "bisect", good, head, "--out",
-                               str(tmp_path / "out"), "--", "test_x.py", "-p", "no:cacheprovider"], cwd=root,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    bisect = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pytest_sme2.cli",
+            "bisect",
+            good,
+            head,
+            "--out",
+            str(tmp_path / "out"),
+            "--",
+            "test_x.py",
+            "-p",
+            "no:cacheprovider",
+        ],
+        cwd=root,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 300
     while not marker.exists() and bisect.poll() is None and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -284,12 +320,15 @@ def test_sigterm_mid_bisect_restores_the_branch_and_ends_the_step(tmp_path: Path
 def test_a_gate_failure_reason_drops_the_heading_and_keeps_what_failed() -> None:
     """A user's trial: "FAILED <id> - Failed: sme2 baseline check failed: mynet fp32-xnnpack [...]: i..." said only
     which test; the heading took the room of the cause."""
-    output = "\n".join([
-        "FAILED perf_tests/test_mynet.py::test_mynet_delegated_and_conv_bound - Failed: sme2 baseline check failed:",
-        "sme2 baseline check failed:",
-        "mynet fp32-xnnpack [emulated sme2=auto threads=1]: the program's operators changed (new: Convolution "
-        "(NHWC, PF32) IGEMM #3 @0 (b1.pw: aten.convolution.default))",
-    ])
+    output = "\n".join(
+        [
+            "FAILED perf_tests/test_mynet.py::test_mynet_delegated_and_conv_bound - "
+            "Failed: sme2 baseline check failed:",
+            "sme2 baseline check failed:",
+            "mynet fp32-xnnpack [emulated sme2=auto threads=1]: the program's operators changed (new: Convolution "
+            "(NHWC, PF32) IGEMM #3 @0 (b1.pw: aten.convolution.default))",
+        ]
+    )
     why = reason(output, "bad", "1 failed")
     assert why.startswith("FAILED perf_tests/test_mynet.py::test_mynet_delegated_and_conv_bound - mynet fp32-xnnpack")
     assert "baseline check failed" not in why and "operators changed" in why and len(why) <= REASON_CHARS

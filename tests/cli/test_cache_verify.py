@@ -59,20 +59,25 @@ def _rewrite(entry: Path, change: "dict[str, object]") -> None:
 
 
 def test_honest_entries_hold_and_each_sampled_one_is_exported_again_equal(
-        pristine: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pristine: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     cache, xnnpack, portable = _project(pristine, tmp_path)
     code, out, _ = _verify(capsys, str(cache), "--sample", "5")
     assert code == 0, out
     for entry in (xnnpack, portable):
-        assert f"     ok  {entry.name}  recorded digests hold; exported again from {tmp_path / 'tiny.py'}: the same " \
-               f"program digest, key and model.pte, inputs.pt, reference_outputs.pt, program.json" in out
+        assert (
+            f"     ok  {entry.name}  recorded digests hold; exported again from {tmp_path / 'tiny.py'}: the same "
+            f"program digest, key and model.pte, inputs.pt, reference_outputs.pt, program.json" in out
+        )
     assert f"2 export cache entries in {cache}: 0 differ, 2 exported again and equal" in out
-    assert not list(cache.glob(".staging-*")) and sorted(p.name for p in cache.iterdir() if p.is_dir()) == \
-        sorted(["locks", xnnpack.name, portable.name])  # the re-exports went elsewhere
+    assert not list(cache.glob(".staging-*")) and sorted(p.name for p in cache.iterdir() if p.is_dir()) == sorted(
+        ["locks", xnnpack.name, portable.name]
+    )  # the re-exports went elsewhere
 
 
 def test_a_program_replaced_with_its_digest_updated_differs_once_exported_again(
-        pristine: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pristine: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Another recipe's program in the XNNPACK entry, its sha256 in export.json updated: every check of a cache hit
     holds (so --sample 0 passes it), and exporting it again from its source shows the program is not its own."""
     cache, xnnpack, portable = _project(pristine, tmp_path)
@@ -83,20 +88,29 @@ def test_a_program_replaced_with_its_digest_updated_differs_once_exported_again(
     assert code == 0 and "0 differ, 0 exported again" in out
     code, out, _ = _verify(capsys, str(cache), "--sample", "2")
     assert code == 1, out
-    assert f"DIFFERS  {xnnpack.name}  model.pte is not what its model source exports: sha256 " \
-           f"{file_sha256(portable / PTE_NAME)[:16]} in the entry," in out
+    assert (
+        f"DIFFERS  {xnnpack.name}  model.pte is not what its model source exports: sha256 "
+        f"{file_sha256(portable / PTE_NAME)[:16]} in the entry," in out
+    )
     assert f"exported again from {tmp_path / 'tiny.py'} with recipe fp32-xnnpack" in out
     assert "1 differ, 1 exported again and equal" in out
 
 
-@pytest.mark.parametrize("damage, expected", [
-    ("inputs", r"inputs.pt \(\d+ bytes\) is not what was exported"),
-    ("renamed", r"its folder is named tiny-fp32-xnnpack-0{24}, and its export.json answers for tiny-fp32-xnnpack-"),
-    ("versions", r"export.json's cache_key is '\w+', not this entry's '\w+' \(derived again from the program digest"),
-    ("recipe", r"export.json's recipe \{'dtype': 'fp64'.* is not a recipe"),
-])
+@pytest.mark.parametrize(
+    "damage, expected",
+    [
+        ("inputs", r"inputs.pt \(\d+ bytes\) is not what was exported"),
+        ("renamed", r"its folder is named tiny-fp32-xnnpack-0{24}, and its export.json answers for tiny-fp32-xnnpack-"),
+        (
+            "versions",
+            r"export.json's cache_key is '\w+', not this entry's '\w+' \(derived again from the program digest",
+        ),
+        ("recipe", r"export.json's recipe \{'dtype': 'fp64'.* is not a recipe"),
+    ],
+)
 def test_every_entry_s_recorded_digests_are_checked_without_exporting(
-        pristine: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], damage: str, expected: str) -> None:
+    pristine: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], damage: str, expected: str
+) -> None:
     import re
 
     cache, xnnpack, _ = _project(pristine, tmp_path)
@@ -115,18 +129,22 @@ def test_every_entry_s_recorded_digests_are_checked_without_exporting(
 
 
 def test_an_entry_whose_model_source_is_gone_is_said_not_exported_again(
-        pristine: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pristine: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     cache, xnnpack, _ = _project(pristine, tmp_path)
     (tmp_path / "tiny.py").unlink()
     code, out, _ = _verify(capsys, str(cache), "--sample", "2")
     assert code == 0, out
-    assert f"     ok  {xnnpack.name}  recorded digests hold; not re-exported: its model source {tmp_path / 'tiny.py'} " \
-           f"is missing here: verify in the checkout that has it" in out
+    assert (
+        f"     ok  {xnnpack.name}  recorded digests hold; not re-exported: its model source {tmp_path / 'tiny.py'} "
+        f"is missing here: verify in the checkout that has it" in out
+    )
     assert "0 differ, 0 exported again and equal" in out
 
 
 def test_a_folder_that_is_no_cache_and_a_negative_sample_are_usage_errors(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, _, err = _verify(capsys, str(tmp_path / "nowhere"))
     assert code == 2 and f"pytest-sme2 cache: no export cache at {tmp_path / 'nowhere'}" in err
     with pytest.raises(SystemExit):

@@ -24,13 +24,19 @@ def _baseline_gate_on(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _sessions(project: pytest.Pytester) -> list[Path]:
-    return sorted((p for p in (project.path / ".sme2" / "artifacts").iterdir() if p.is_dir()),
-                  key=lambda p: p.stat().st_mtime)
+    return sorted(
+        (p for p in (project.path / ".sme2" / "artifacts").iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime
+    )
 
 
 def _check(project: pytest.Pytester, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pytest_sme2.cli", "check", *args], cwd=project.path,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest_sme2.cli", "check", *args],
+        cwd=project.path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def _failure_block(text: str, start: str) -> list[str]:
@@ -38,7 +44,7 @@ def _failure_block(text: str, start: str) -> list[str]:
     lines = text.splitlines()
     first = lines.index(start)
     last = next(i for i in range(first, len(lines)) if lines[i].startswith("if the change is intended"))
-    return [line for line in lines[first:last + 1] if not line.startswith("every verdict (")]
+    return [line for line in lines[first : last + 1] if not line.startswith("every verdict (")]
 
 
 def test_check_judges_a_session_as_pytest_did(sme2_project: pytest.Pytester) -> None:
@@ -55,8 +61,9 @@ def test_check_judges_a_session_as_pytest_did(sme2_project: pytest.Pytester) -> 
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert "passed test_gate.py::test_tiny" in ok.stdout and "0 of 2 test(s) failed" in ok.stdout
 
-    regressed = TWO_TESTS.replace('@pytest.mark.model("tiny")\ndef test_other',
-                                  '@pytest.mark.model("tiny", partitioner="none")\ndef test_other')
+    regressed = TWO_TESTS.replace(
+        '@pytest.mark.model("tiny")\ndef test_other', '@pytest.mark.model("tiny", partitioner="none")\ndef test_other'
+    )
     assert regressed != TWO_TESTS
     sme2_project.makepyfile(test_gate=regressed)
     failing = sme2_project.runpytest_inprocess()
@@ -79,13 +86,21 @@ def test_check_judges_a_session_as_pytest_did(sme2_project: pytest.Pytester) -> 
     assert sum("fell out of the delegate" in path.read_text() for path in written) == 1
 
     elsewhere = sme2_project.mkdir("other-baselines")
-    missing = _check(sme2_project, str(session / "summary.json"), "--baselines", str(elsewhere), "--out",
-                     str(sme2_project.path / "out"))
+    missing = _check(
+        sme2_project,
+        str(session / "summary.json"),
+        "--baselines",
+        str(elsewhere),
+        "--out",
+        str(sme2_project.path / "out"),
+    )
     assert missing.returncode == 1 and "no baseline for tiny fp32-xnnpack" in missing.stdout
     assert str(elsewhere) in missing.stdout
     # its advice records into the folder it judged against, not the session's (a user's trial, stop 49)
-    assert f"record it with: pytest test_gate.py::test_other --sme2-update-baselines --sme2-baselines-dir={elsewhere}" \
+    assert (
+        f"record it with: pytest test_gate.py::test_other --sme2-update-baselines --sme2-baselines-dir={elsewhere}"
         in missing.stdout
+    )
     skipped = _check(sme2_project, str(session), "--baselines", str(elsewhere), "--missing", "skip")
     assert skipped.returncode == 0, skipped.stdout
     _nan_is_refused_by_field(sme2_project, session)
@@ -96,9 +111,11 @@ def _nan_is_refused_by_field(project: pytest.Pytester, session: Path) -> None:
     NaN planned_bytes read as "[improvement] planned memory nan bytes (+nan%)" and NaN latencies as inconclusive,
     both exit 0."""
     summary = json.loads((session / "summary.json").read_text())
-    for field, forge in (("memory.planned_bytes", lambda r: r["memory"].update(planned_bytes=float("nan"))),
-                         ("latency", lambda r: r["latency"].update(median_ms=float("nan"))),  # its statistics
-                         ("samples_ms", lambda r: r["samples_ms"].__setitem__(0, float("inf")))):
+    for field, forge in (
+        ("memory.planned_bytes", lambda r: r["memory"].update(planned_bytes=float("nan"))),
+        ("latency", lambda r: r["latency"].update(median_ms=float("nan"))),  # its statistics
+        ("samples_ms", lambda r: r["samples_ms"].__setitem__(0, float("inf"))),
+    ):
         forged = json.loads(json.dumps(summary))
         judged = next(t for t in forged["tests"] if "sme2_gate_input" in t)
         record = next(iter(judged["sme2_gate_input"]["files"][0]["records"].values()))
@@ -112,26 +129,39 @@ def _nan_is_refused_by_field(project: pytest.Pytester, session: Path) -> None:
 
 def test_check_refuses_what_is_not_a_session(tmp_path: Path) -> None:
     broken = tmp_path / "summary.json"
-    broken.write_text(json.dumps({"schema_version": 1, "tests": [{"nodeid": "t", "profiles": [],
-                                                                  "sme2_gate_input": {"rules": {"metric": "latency"}}}]}))
-    done = subprocess.run([sys.executable, "-m", "pytest_sme2.cli", "check", str(tmp_path)], capture_output=True,
-                          text=True, timeout=120)
+    broken.write_text(
+        json.dumps(
+            {
+                "schema_version": 1,
+                "tests": [{"nodeid": "t", "profiles": [], "sme2_gate_input": {"rules": {"metric": "latency"}}}],
+            }
+        )
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest_sme2.cli", "check", str(tmp_path)], capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 2 and "rules in this summary are incomplete or damaged" in done.stderr
     assert "Traceback" not in done.stderr
-    nothing = subprocess.run([sys.executable, "-m", "pytest_sme2.cli", "check", str(tmp_path / "nope")],
-                             capture_output=True, text=True, timeout=120)
+    nothing = subprocess.run(
+        [sys.executable, "-m", "pytest_sme2.cli", "check", str(tmp_path / "nope")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert nothing.returncode == 2 and "does not exist" in nothing.stderr
     # a 2 GB file (sparse: no disk) is refused by its size, not read (which took 4.2 GB of memory), and a FIFO by
     # its kind, not waited on
     with broken.open("r+b") as out:
         out.truncate(2 << 30)
-    huge = subprocess.run([sys.executable, "-m", "pytest_sme2.cli", "check", str(broken)], capture_output=True,
-                          text=True, timeout=120)
+    huge = subprocess.run(
+        [sys.executable, "-m", "pytest_sme2.cli", "check", str(broken)], capture_output=True, text=True, timeout=120
+    )
     assert huge.returncode == 2 and f"the session summary {broken} is 2 GiB, above the 128 MiB" in huge.stderr
     broken.unlink()
     os.mkfifo(broken)
-    pipe = subprocess.run([sys.executable, "-m", "pytest_sme2.cli", "check", str(tmp_path)], capture_output=True,
-                          text=True, timeout=120)
+    pipe = subprocess.run(
+        [sys.executable, "-m", "pytest_sme2.cli", "check", str(tmp_path)], capture_output=True, text=True, timeout=120
+    )
     assert pipe.returncode == 2 and f"{broken} is a FIFO (named pipe), not a regular file" in pipe.stderr
 
 

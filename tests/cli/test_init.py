@@ -29,11 +29,14 @@ def _next_commands(out: str) -> list[str]:
 
 
 def test_init_writes_the_registration_and_a_perf_test_and_says_the_next_two_commands(
-        project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["init", "models/tiny.py", "--dtype", "fp16"]) == 0
     out = capsys.readouterr().out
-    assert _next_commands(out) == ["pytest perf_tests/test_tiny.py -m sme2 --sme2-update-baselines",
-                                   "pytest perf_tests/test_tiny.py -m sme2"]
+    assert _next_commands(out) == [
+        "pytest perf_tests/test_tiny.py -m sme2 --sme2-update-baselines",
+        "pytest perf_tests/test_tiny.py -m sme2",
+    ]
     conftest = (project / "perf_tests" / "conftest.py").read_text()
     assert "register_model('tiny', Path(__file__).resolve().parent.parent / 'models/tiny.py')" in conftest
     test = (project / "perf_tests" / "test_tiny.py").read_text()
@@ -55,7 +58,8 @@ def test_init_never_overwrites_and_names_the_file(project: Path, capsys: pytest.
 
 
 def test_a_module_that_is_not_a_model_is_refused_before_anything_is_written(
-        project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     (project / "models" / "half.py").write_text("def get_eager_model():\n    return None\n")
     assert main(["init", "models/half.py"]) == 2
     assert "does not define get_example_inputs()" in capsys.readouterr().err
@@ -67,13 +71,16 @@ def test_a_module_that_is_not_a_model_is_refused_before_anything_is_written(
 
 
 def test_a_module_name_in_the_project_is_registered_by_file_and_an_installed_one_by_name(
-        project: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    project: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
     (project / "mynet").mkdir()
     (project / "mynet" / "__init__.py").write_text("")
     (project / "mynet" / "model.py").write_text(TINY_MODEL)
     assert main(["init", "mynet.model", "--name", "mynet", "--tests-dir", "t1"]) == 0
-    assert "register_model('mynet', Path(__file__).resolve().parent.parent / 'mynet/model.py')" \
+    assert (
+        "register_model('mynet', Path(__file__).resolve().parent.parent / 'mynet/model.py')"
         in (project / "t1" / "conftest.py").read_text()
+    )
     installed = tmp_path_factory.mktemp("site")
     (installed / "shipped_net.py").write_text(TINY_MODEL)
     monkeypatch.syspath_prepend(str(installed))

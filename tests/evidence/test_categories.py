@@ -216,7 +216,11 @@ def test_strip_instance(name: str, stripped: str) -> None:
 
 
 def test_strip_instance_groups_instances_of_one_kind() -> None:
-    names = ["Fully Connected (NC, F32) GEMM #1", "Fully Connected (NC, F32) GEMM #2", "Fully Connected (NC, F32) GEMM #17"]
+    names = [
+        "Fully Connected (NC, F32) GEMM #1",
+        "Fully Connected (NC, F32) GEMM #2",
+        "Fully Connected (NC, F32) GEMM #17",
+    ]
     assert {strip_instance(n) for n in names} == {"Fully Connected (NC, F32) GEMM"}
 
 

@@ -197,8 +197,9 @@ def test_read_trace_concatenates_files(tmp_path: Path) -> None:
 def test_traces_in_different_units_are_not_joined(tmp_path: Path) -> None:
     path = write_etdump(tmp_path / "a.etdp", [_spec(r) for r in TABLE[:2]])
     times = read_trace(path)
-    counts = read_trace(path, ticks_per_ms=1.0, values=[np.ones(len(_columns(path).start), dtype=np.int64)],
-                        unit="instructions")
+    counts = read_trace(
+        path, ticks_per_ms=1.0, values=[np.ones(len(_columns(path).start), dtype=np.int64)], unit="instructions"
+    )
     assert (times.unit, counts.unit) == ("ms", "instructions")
     assert ExecutionTrace.concat([counts, counts]).unit == "instructions"
     with pytest.raises(ValueError, match="different units"):
@@ -366,9 +367,13 @@ def test_an_etdump_without_the_runtimes_size_prefix_reads_the_same(tmp_path: Pat
     # serialize_to_etdump_flatcc (Python) writes the flatbuffer alone; the runtime prefixes its size
     from pytest_sme2.evidence.etdump import SyntheticEvent, read_run, write_synthetic_etdump
 
-    prefixed = write_synthetic_etdump(tmp_path / "prefixed.etdp", [
-        ("Execute", [SyntheticEvent(0, 1_500, name="Method::execute")]),
-        ("Execute", [SyntheticEvent(5_000, 7_000, name="Method::execute")])])
+    prefixed = write_synthetic_etdump(
+        tmp_path / "prefixed.etdp",
+        [
+            ("Execute", [SyntheticEvent(0, 1_500, name="Method::execute")]),
+            ("Execute", [SyntheticEvent(5_000, 7_000, name="Method::execute")]),
+        ],
+    )
     bare = tmp_path / "bare.etdp"
     bare.write_bytes(prefixed.read_bytes()[4:])
     assert read_run(bare).execute_values.tolist() == read_run(prefixed).execute_values.tolist() == [0.0015, 0.002]
@@ -395,7 +400,9 @@ def test_header_and_size_checked_before_reading(tmp_path: Path, capsys: pytest.C
     start = time.monotonic()
     with pytest.raises(EtdumpError, match=re.escape(f"{junk} is not an ETDump")):
         read_blocks(junk)
-    with pytest.raises(EtdumpError, match=rf"{re.escape(str(fake))} is {3 * 2**30} bytes, more than a flatbuffer can hold"):
+    with pytest.raises(
+        EtdumpError, match=rf"{re.escape(str(fake))} is {3 * 2**30} bytes, more than a flatbuffer can hold"
+    ):
         read_blocks(fake)
     assert main(["analyze", str(junk)]) == 2
     assert f"{junk} is not an ETDump" in capsys.readouterr().err

@@ -20,8 +20,9 @@ from pytest_sme2.evidence.qemu_counts import ExecutedBlocks
 from pytest_sme2.run.native.build import build_exec_counter
 
 MC = "llvm-mc-19"
-needs_llvm_mc = pytest.mark.skipif(shutil.which(MC) is None, reason="needs LLVM 19's assembler (make system-deps: "
-                                                                   "apt-get install llvm-19)")
+needs_llvm_mc = pytest.mark.skipif(
+    shutil.which(MC) is None, reason="needs LLVM 19's assembler (make system-deps: " "apt-get install llvm-19)"
+)
 
 # assembly -> the class the Arm architecture puts it in (what each instruction does, by its mnemonic)
 EXPECTED = [
@@ -100,11 +101,17 @@ FEATURES = "+sme2,+sme-f64f64,+sme-i16i64,+dotprod,+sve2p1"
 
 
 def _encode(lines: list[str]) -> list[int]:
-    done = subprocess.run([MC, "-triple=aarch64", f"-mattr={FEATURES}", "-show-encoding"],
-                          input="\n".join(lines) + "\n", capture_output=True, text=True)
+    done = subprocess.run(
+        [MC, "-triple=aarch64", f"-mattr={FEATURES}", "-show-encoding"],
+        input="\n".join(lines) + "\n",
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr
-    words = [int.from_bytes(bytes(int(b, 16) for b in m.group(1).split(",")), "little")
-             for m in re.finditer(r"encoding: \[((?:0x[0-9a-f]{2},?){4})\]", done.stdout)]
+    words = [
+        int.from_bytes(bytes(int(b, 16) for b in m.group(1).split(",")), "little")
+        for m in re.finditer(r"encoding: \[((?:0x[0-9a-f]{2},?){4})\]", done.stdout)
+    ]
     assert len(words) == len(lines), done.stdout
     return words
 
@@ -128,40 +135,79 @@ def _count(tmp_path: Path, words: list[int]) -> tuple[ExecutedBlocks, str]:
     text = []
     for i, word in enumerate(words):
         pc = 0x400000 + 0x100 * i
-        text += ["----------------", f"IN: b{i}", f"0x{pc:016x}:  {word:08x}  insn", "",
-                 f"Trace 0: 0x7f00{i:08x} [00000000/{pc:016x}/00000001/00000200] b{i}"]
+        text += [
+            "----------------",
+            f"IN: b{i}",
+            f"0x{pc:016x}:  {word:08x}  insn",
+            "",
+            f"Trace 0: 0x7f00{i:08x} [00000000/{pc:016x}/00000001/00000200] b{i}",
+        ]
     log = tmp_path / "log.txt"
     log.write_text("\n".join(text) + "\n")
     blocks_tsv, sequence = tmp_path / "blocks.tsv", tmp_path / "sequence.u32"
-    done = subprocess.run([str(build_exec_counter()), str(blocks_tsv), str(sequence), str(log)], capture_output=True,
-                          text=True, check=True)
+    done = subprocess.run(
+        [str(build_exec_counter()), str(blocks_tsv), str(sequence), str(log)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return ExecutedBlocks.from_files(blocks_tsv, sequence), done.stderr
 
 
 # SME2 instructions into ZA (every multiply-accumulate, dot product and add, each as multiple-and-single,
 # multiple-vector and indexed form, 2- and 4-vector groups, and the single-vector widening ones), and ones that
 # write Z registers: the forms whose encodings the rules in exec_counter.c's za_group() were read from.
-_ZA_OPS = {"fmla": "s", "fmls": "s", "fdot": "h", "bfdot": "h", "sdot": "b", "udot": "b", "usdot": "b",
-           "sudot": "b", "fmlal": "h", "fmlsl": "h", "bfmlal": "h", "smlal": "h", "umlal": "h", "smlall": "b",
-           "umlall": "b"}
-_WIDENING = {"fmlal": ":1", "fmlsl": ":1", "bfmlal": ":1", "smlal": ":1", "umlal": ":1", "smlall": ":3",
-             "umlall": ":3"}
-_Z_OPS = ["fclamp {z24.s - z27.s}, z30.s, z31.s", "fclamp {z24.h, z25.h}, z30.h, z31.h",
-          "sclamp {z20.s - z23.s}, z3.s, z26.s", "uclamp {z20.b, z21.b}, z3.b, z26.b", "fcvt z20.h, {z4.s, z5.s}",
-          "bfcvt z20.h, {z4.s, z5.s}", "fcvtzs {z12.s - z15.s}, {z12.s - z15.s}", "scvtf {z12.s - z15.s}, {z12.s - z15.s}",
-          "frintn {z20.s - z23.s}, {z20.s - z23.s}", "add {z20.s - z23.s}, {z20.s - z23.s}, z9.s",
-          "fmax {z0.s - z3.s}, {z0.s - z3.s}, z4.s", "fmin {z0.s, z1.s}, {z0.s, z1.s}, {z4.s, z5.s}",
-          "smax {z0.b - z3.b}, {z0.b - z3.b}, z4.b", "zip {z0.s - z3.s}, {z4.s - z7.s}", "uzp {z0.s, z1.s}, z4.s, z5.s",
-          "sqrshr z0.h, {z4.s, z5.s}, #16", "sqcvt z0.b, {z4.s - z7.s}",
-          "sunpk {z0.s, z1.s}, z4.h", "srshl {z0.s - z3.s}, {z0.s - z3.s}, z4.s",
-          "sel {z0.s, z1.s}, pn8, {z4.s, z5.s}, {z6.s, z7.s}", "ucvtf {z0.s, z1.s}, {z4.s, z5.s}"]
+_ZA_OPS = {
+    "fmla": "s",
+    "fmls": "s",
+    "fdot": "h",
+    "bfdot": "h",
+    "sdot": "b",
+    "udot": "b",
+    "usdot": "b",
+    "sudot": "b",
+    "fmlal": "h",
+    "fmlsl": "h",
+    "bfmlal": "h",
+    "smlal": "h",
+    "umlal": "h",
+    "smlall": "b",
+    "umlall": "b",
+}
+_WIDENING = {"fmlal": ":1", "fmlsl": ":1", "bfmlal": ":1", "smlal": ":1", "umlal": ":1", "smlall": ":3", "umlall": ":3"}
+_Z_OPS = [
+    "fclamp {z24.s - z27.s}, z30.s, z31.s",
+    "fclamp {z24.h, z25.h}, z30.h, z31.h",
+    "sclamp {z20.s - z23.s}, z3.s, z26.s",
+    "uclamp {z20.b, z21.b}, z3.b, z26.b",
+    "fcvt z20.h, {z4.s, z5.s}",
+    "bfcvt z20.h, {z4.s, z5.s}",
+    "fcvtzs {z12.s - z15.s}, {z12.s - z15.s}",
+    "scvtf {z12.s - z15.s}, {z12.s - z15.s}",
+    "frintn {z20.s - z23.s}, {z20.s - z23.s}",
+    "add {z20.s - z23.s}, {z20.s - z23.s}, z9.s",
+    "fmax {z0.s - z3.s}, {z0.s - z3.s}, z4.s",
+    "fmin {z0.s, z1.s}, {z0.s, z1.s}, {z4.s, z5.s}",
+    "smax {z0.b - z3.b}, {z0.b - z3.b}, z4.b",
+    "zip {z0.s - z3.s}, {z4.s - z7.s}",
+    "uzp {z0.s, z1.s}, z4.s, z5.s",
+    "sqrshr z0.h, {z4.s, z5.s}, #16",
+    "sqcvt z0.b, {z4.s - z7.s}",
+    "sunpk {z0.s, z1.s}, z4.h",
+    "srshl {z0.s - z3.s}, {z0.s - z3.s}, z4.s",
+    "sel {z0.s, z1.s}, pn8, {z4.s, z5.s}, {z6.s, z7.s}",
+    "ucvtf {z0.s, z1.s}, {z4.s, z5.s}",
+]
 
 
 def _sme2_forms() -> list[str]:
     forms = []
     for mnemonic, element in _ZA_OPS.items():
         slices = _WIDENING.get(mnemonic, "")
-        for group, first, second in ((2, "{z0.%s, z1.%s}", "{z4.%s, z5.%s}"), (4, "{z0.%s - z3.%s}", "{z4.%s - z7.%s}")):
+        for group, first, second in (
+            (2, "{z0.%s, z1.%s}", "{z4.%s, z5.%s}"),
+            (4, "{z0.%s - z3.%s}", "{z4.%s - z7.%s}"),
+        ):
             head = f"{mnemonic} za.s[w8, 0{slices}, vgx{group}], {first % (element, element)}"
             forms += [f"{head}, z8.{element}", f"{head}, {second % (element, element)}", f"{head}, z8.{element}[0]"]
         if slices:
@@ -175,8 +221,12 @@ def _encodable(forms: list[str]) -> list[tuple[str, int]]:
     """The forms LLVM 19 encodes (a few combinations do not exist in the architecture), with their words."""
     kept = []
     for form in forms:
-        done = subprocess.run([MC, "-triple=aarch64", f"-mattr={FEATURES}", "-show-encoding"], input=form + "\n",
-                              capture_output=True, text=True)
+        done = subprocess.run(
+            [MC, "-triple=aarch64", f"-mattr={FEATURES}", "-show-encoding"],
+            input=form + "\n",
+            capture_output=True,
+            text=True,
+        )
         if done.returncode == 0:
             kept.append((form, _encode([form])[0]))
     return kept
@@ -207,10 +257,13 @@ def _xnnpack_disassembly() -> tuple[tuple[int, str, str], ...]:
     from pytest_sme2.run.native.build import aarch64_executorch
 
     library = aarch64_executorch() / "lib" / "libexecutorch_backend_xnnpack.so"
-    listing = subprocess.run([objdump, "-d", f"--mattr={FEATURES}", str(library)], capture_output=True, text=True,
-                             check=True).stdout
-    return tuple((int(m.group(1), 16), m.group(2), m.group(3))
-                 for m in re.finditer(r"^\s*[0-9a-f]+:\s+([0-9a-f]{8})\s+(\S+)[ \t]*(.*)$", listing, re.M))
+    listing = subprocess.run(
+        [objdump, "-d", f"--mattr={FEATURES}", str(library)], capture_output=True, text=True, check=True
+    ).stdout
+    return tuple(
+        (int(m.group(1), 16), m.group(2), m.group(3))
+        for m in re.finditer(r"^\s*[0-9a-f]+:\s+([0-9a-f]{8})\s+(\S+)[ \t]*(.*)$", listing, re.M)
+    )
 
 
 def _classified_as_named(named: dict[int, str], tmp_path: Path) -> dict[int, str]:
@@ -226,22 +279,30 @@ def _classified_as_named(named: dict[int, str], tmp_path: Path) -> dict[int, str
 def test_every_sme_instruction_of_the_aarch64_xnnpack_library_is_in_the_class_llvm_names(tmp_path: Path) -> None:
     """The kernels counted runs execute: every SME-space word of the executorch wheel's aarch64 XNNPACK library,
     classified by the counter and by what LLVM 19's disassembler calls it."""
-    named = {word: _named_sme(word, mnemonic, operands) for word, mnemonic, operands in _xnnpack_disassembly()
-             if word >> 31 == 1 and (word >> 25) & 0xF == 0}  # the SME space
+    named = {
+        word: _named_sme(word, mnemonic, operands)
+        for word, mnemonic, operands in _xnnpack_disassembly()
+        if word >> 31 == 1 and (word >> 25) & 0xF == 0
+    }  # the SME space
     assert len(named) >= 500, len(named)  # the wheel's SME and SME2 kernels
     got = _classified_as_named(named, tmp_path)
-    assert {"mopa_fp32", "mopa_fp16", "mopa_int8", "za_vgx4", "sme2_z", "sme_load_store", "sme_other"} <= set(got.values())
+    assert {"mopa_fp32", "mopa_fp16", "mopa_int8", "za_vgx4", "sme2_z", "sme_load_store", "sme_other"} <= set(
+        got.values()
+    )
 
 
 @needs_llvm_mc
 def test_every_sve_instruction_of_the_aarch64_xnnpack_library_names_a_z_register_or_is_a_predicate_one(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     """Every SVE data-processing word of the executorch wheel's aarch64 XNNPACK library (the kernels and KleidiAI's
     packing and loop control, which run in streaming mode): counted as a predicate or counting instruction exactly
     when LLVM 19's disassembly of it names no Z register."""
-    named = {word: "sve_other" if re.search(r"\bz\d+", operands) else "sve_predicate"
-             for word, _, operands in _xnnpack_disassembly()
-             if word >> 31 == 0 and (word >> 25) & 0xF == 0x2}  # SVE data processing (loads and stores: op0 1xx)
+    named = {
+        word: "sve_other" if re.search(r"\bz\d+", operands) else "sve_predicate"
+        for word, _, operands in _xnnpack_disassembly()
+        if word >> 31 == 0 and (word >> 25) & 0xF == 0x2
+    }  # SVE data processing (loads and stores: op0 1xx)
     assert len(named) >= 1000, len(named)
     got = _classified_as_named(named, tmp_path)
     assert sum(c == "sve_predicate" for c in got.values()) >= 100  # WHILELT, PSEL, CNTW, ADDVL ... are there

@@ -24,9 +24,13 @@ LIB = "/opt/et/lib/libexecutorch_backend_xnnpack.so"
 PORTABLE = "/opt/et/lib/libportable_kernels.so"
 # One run: a delegate call holding two XNNPACK operators, then one portable operator.
 CONV_NS, GEMM_NS, DELEGATE_NS, ADD_NS, ADD_CALL_NS, E2E_NS = 40_000, 20_000, 70_000, 10_000, 12_000, 100_000
-RUN = RunSpec(e2e_ns=E2E_NS, delegate_call_ns=DELEGATE_NS, delegate_instr=0,
-              delegate_ops=[("Convolution (NHWC, F32) IGEMM #1", CONV_NS), ("Fully Connected (NC, F32) GEMM #1", GEMM_NS)],
-              portable_ops=[("native_call_add.out", ADD_NS, ADD_CALL_NS, 1)])
+RUN = RunSpec(
+    e2e_ns=E2E_NS,
+    delegate_call_ns=DELEGATE_NS,
+    delegate_instr=0,
+    delegate_ops=[("Convolution (NHWC, F32) IGEMM #1", CONV_NS), ("Fully Connected (NC, F32) GEMM #1", GEMM_NS)],
+    portable_ops=[("native_call_add.out", ADD_NS, ADD_CALL_NS, 1)],
+)
 
 
 def _layout(t0: int) -> dict[str, tuple[int, int]]:
@@ -35,9 +39,13 @@ def _layout(t0: int) -> dict[str, tuple[int, int]]:
     conv = delegate + GAP_NS
     add_call = delegate + DELEGATE_NS + GAP_NS
     add = add_call + (ADD_CALL_NS - ADD_NS) // 2
-    return {"execute": (t0, t0 + E2E_NS), "delegate": (delegate, delegate + DELEGATE_NS),
-            "conv": (conv, conv + CONV_NS), "gemm": (conv + CONV_NS, conv + CONV_NS + GEMM_NS),
-            "add": (add, add + ADD_NS)}
+    return {
+        "execute": (t0, t0 + E2E_NS),
+        "delegate": (delegate, delegate + DELEGATE_NS),
+        "conv": (conv, conv + CONV_NS),
+        "gemm": (conv + CONV_NS, conv + CONV_NS + GEMM_NS),
+        "add": (add, add + ADD_NS),
+    }
 
 
 @pytest.fixture
@@ -56,18 +64,25 @@ def test_each_sample_lands_in_the_innermost_event_that_holds_it(two_runs) -> Non
     middle = lambda span: (span[0] + span[1]) // 2  # noqa: E731
     samples = []
     for run in runs:
-        samples += [_at(middle(run["conv"]), "conv_kernel"), _at(middle(run["conv"]), "conv_kernel"),
-                    _at(middle(run["gemm"]), "gemm_kernel"), _at(middle(run["add"]), "add_kernel"),
-                    _at(run["delegate"][1] - 100, "xnn_setup"),  # after the last XNNPACK op, inside the call
-                    _at(run["execute"][1] - 100, "runtime")]  # after every operator, inside the run
+        samples += [
+            _at(middle(run["conv"]), "conv_kernel"),
+            _at(middle(run["conv"]), "conv_kernel"),
+            _at(middle(run["gemm"]), "gemm_kernel"),
+            _at(middle(run["add"]), "add_kernel"),
+            _at(run["delegate"][1] - 100, "xnn_setup"),  # after the last XNNPACK op, inside the call
+            _at(run["execute"][1] - 100, "runtime"),
+        ]  # after every operator, inside the run
     samples += [_at(runs[1]["execute"][1] + 5_000, "outside"), _at(-1_000, "before")]  # between/before runs
     kernel_time = attribute(samples, trace, OFFSET_NS, KernelNamer(), period_ns=10_000)
     assert (kernel_time.samples_total, kernel_time.samples_placed) == (len(samples), len(samples) - 2)
     placed = {(row.event, row.kernel): row.samples for row in kernel_time.kernels.itertuples()}
-    assert placed == {("Convolution (NHWC, F32) IGEMM #1", "conv_kernel"): 4,
-                      ("Fully Connected (NC, F32) GEMM #1", "gemm_kernel"): 2,
-                      ("native_call_add.out", "add_kernel"): 2,
-                      (DELEGATE_OUTSIDE_OPS, "xnn_setup"): 2, (BETWEEN_OPS, "runtime"): 2}
+    assert placed == {
+        ("Convolution (NHWC, F32) IGEMM #1", "conv_kernel"): 4,
+        ("Fully Connected (NC, F32) GEMM #1", "gemm_kernel"): 2,
+        ("native_call_add.out", "add_kernel"): 2,
+        (DELEGATE_OUTSIDE_OPS, "xnn_setup"): 2,
+        (BETWEEN_OPS, "runtime"): 2,
+    }
     conv = kernel_time.ops.set_index("event").loc["Convolution (NHWC, F32) IGEMM #1"]
     # 4 samples of 10 us over 2 runs; the ETDump says 40 us per run
     assert conv["sampled_ms_per_run"] == pytest.approx(4 * 0.010 / 2)
@@ -87,8 +102,12 @@ def test_xnnpack_operators_are_placed_where_their_truncated_microseconds_put_the
 
 
 def test_durations_that_are_not_whole_microseconds_are_placed_as_written(tmp_path: Path) -> None:
-    run = RunSpec(e2e_ns=E2E_NS, delegate_call_ns=DELEGATE_NS, delegate_instr=0,
-                  delegate_ops=[("Convolution (NHWC, F32) IGEMM #1", CONV_NS + 1), ("Add (ND) #1", 20_000)])
+    run = RunSpec(
+        e2e_ns=E2E_NS,
+        delegate_call_ns=DELEGATE_NS,
+        delegate_instr=0,
+        delegate_ops=[("Convolution (NHWC, F32) IGEMM #1", CONV_NS + 1), ("Add (ND) #1", 20_000)],
+    )
     trace = read_run(write_etdump(tmp_path / "ns.etdp", [run]))
     written_conv_end = _layout(0)["conv"][1] + 1
     placed = attribute([_at(written_conv_end + 200, "k")], trace, OFFSET_NS, KernelNamer())
@@ -116,11 +135,16 @@ def test_kernels_per_operator_share_dominant_kernel_and_sme_share(two_runs) -> N
     assert list(conv_kernels["share"]) == pytest.approx([0.75, 0.25])
     assert list(conv_kernels["kind"]) == ["SME2", "NEON"]
     assert kernel_time.kernels_of("Convolution (NHWC, F32) IGEMM #1 @0").equals(conv_kernels)  # by op id
-    with pytest.raises(ValueError, match=r"no operator 'Convolution \(NHWC, F16\) IGEMM #1' was sampled.*"
-                                         r"Convolution \(NHWC, F32\) IGEMM #1 @0"):
+    with pytest.raises(
+        ValueError,
+        match=r"no operator 'Convolution \(NHWC, F16\) IGEMM #1' was sampled.*"
+        r"Convolution \(NHWC, F32\) IGEMM #1 @0",
+    ):
         kernel_time.kernels_of("Convolution (NHWC, F16) IGEMM #1")  # a typo must not read as "no kernels"
-    assert kernel_time.dominant_kernels(min_samples=1) == {"Convolution (NHWC, F32) IGEMM #1 @0": sme2,
-                                                           "Fully Connected (NC, F32) GEMM #1 @0": neon}
+    assert kernel_time.dominant_kernels(min_samples=1) == {
+        "Convolution (NHWC, F32) IGEMM #1 @0": sme2,
+        "Fully Connected (NC, F32) GEMM #1 @0": neon,
+    }
     assert kernel_time.kind_share() == pytest.approx(6 / 10)  # SME kernels over CONV+GEMM samples
     assert kernel_time.kind_share(categories=["GEMM"]) == 0.0
     with pytest.raises(ValueError, match="unknown kernel kinds"):
@@ -132,12 +156,15 @@ def test_kernels_per_operator_share_dominant_kernel_and_sme_share(two_runs) -> N
 
 def test_operators_with_one_event_name_in_two_partitions_stay_apart(tmp_path: Path) -> None:
     # each XNNPACK partition numbers its operators from #1, so event names repeat across delegate calls
-    first = RunSpec(e2e_ns=50_000, delegate_call_ns=20_000, delegate_instr=0, delegate_ops=[("Transpose (ND, X32) #1", 10_000)])
+    first = RunSpec(
+        e2e_ns=50_000, delegate_call_ns=20_000, delegate_instr=0, delegate_ops=[("Transpose (ND, X32) #1", 10_000)]
+    )
     path = write_etdump(tmp_path / "t.etdp", [first])
     trace = read_run(path)
     assert len(trace.ops) == 1
-    second_partition = RunSpec(e2e_ns=50_000, delegate_call_ns=20_000, delegate_instr=3,
-                               delegate_ops=[("Transpose (ND, X32) #1", 10_000)])
+    second_partition = RunSpec(
+        e2e_ns=50_000, delegate_call_ns=20_000, delegate_instr=3, delegate_ops=[("Transpose (ND, X32) #1", 10_000)]
+    )
     both = read_run(write_etdump(tmp_path / "u.etdp", [first, second_partition]))
     ids = [f"{key.name} @{key.instruction_id}" for key in both.ops]
     assert ids == ["Transpose (ND, X32) #1 @0", "Transpose (ND, X32) #1 @3"]
@@ -149,16 +176,19 @@ def test_operators_with_one_event_name_in_two_partitions_stay_apart(tmp_path: Pa
         kernel_time.kernels_of("Transpose (ND, X32) #1")
 
 
-@pytest.mark.parametrize("name, kind", [
-    ("kai_run_matmul_clamp_f32_f32p2vlx1_f32p2vlx1biasf32_sme2_mopa", "SME2"),
-    ("xnn_f32_gemm_minmax_ukernel_1x32__neonsme2", "SME2"),
-    ("xnn_pf32_gemm_minmax_ukernel_32x32__neonsme", "SME"),
-    ("kai_run_matmul_clamp_f32_qai8dxp1x8_qsi4cxp4x8_1x4x32_neon_dotprod", "NEON"),
-    ("xnn_f16_f32acc_gemm_minmax_ukernel_4x16__avx2_broadcast", "x86 SIMD"),
-    ("libexecutorch_backend_xnnpack.so@0xf7ad0-0xf830a", "unnamed"),
-    ("kai_get_m_step_matmul_clamp_f32_f32p2vlx1_f32p2vlx1biasf32_sme2_mopa", "other"),  # a helper, not a kernel
-    ("memcpy", "other"),
-])
+@pytest.mark.parametrize(
+    "name, kind",
+    [
+        ("kai_run_matmul_clamp_f32_f32p2vlx1_f32p2vlx1biasf32_sme2_mopa", "SME2"),
+        ("xnn_f32_gemm_minmax_ukernel_1x32__neonsme2", "SME2"),
+        ("xnn_pf32_gemm_minmax_ukernel_32x32__neonsme", "SME"),
+        ("kai_run_matmul_clamp_f32_qai8dxp1x8_qsi4cxp4x8_1x4x32_neon_dotprod", "NEON"),
+        ("xnn_f16_f32acc_gemm_minmax_ukernel_4x16__avx2_broadcast", "x86 SIMD"),
+        ("libexecutorch_backend_xnnpack.so@0xf7ad0-0xf830a", "unnamed"),
+        ("kai_get_m_step_matmul_clamp_f32_f32p2vlx1_f32p2vlx1biasf32_sme2_mopa", "other"),  # a helper, not a kernel
+        ("memcpy", "other"),
+    ],
+)
 def test_kernel_kinds_follow_the_instruction_set_in_the_name(name: str, kind: str) -> None:
     assert kernel_kind(name) == kind
 
@@ -170,9 +200,11 @@ def _library(tmp_path: Path) -> tuple[Path, Path]:
         pytest.skip("needs a C compiler and strip: apt-get install gcc binutils")
     source = tmp_path / "k.c"
     # not exported: like most XNNPACK kernels, only the unstripped copy's .symtab names it
-    source.write_text('__attribute__((noinline, visibility("hidden"))) int hidden_kernel(int x) {\n'
-                      "  int s = 0; for (int i = 0; i < x; ++i) s += i * x; return s; }\n"
-                      "int exported_entry(int x) { return hidden_kernel(x) + 1; }\n")
+    source.write_text(
+        '__attribute__((noinline, visibility("hidden"))) int hidden_kernel(int x) {\n'
+        "  int s = 0; for (int i = 0; i < x; ++i) s += i * x; return s; }\n"
+        "int exported_entry(int x) { return hidden_kernel(x) + 1; }\n"
+    )
     unstripped = tmp_path / "full" / "libk.so"
     unstripped.parent.mkdir()
     subprocess.run([compiler, "-O1", "-shared", "-fPIC", "-o", str(unstripped), str(source)], check=True)
@@ -207,15 +239,26 @@ def test_code_without_an_unwind_entry_is_named_by_the_gap_around_it(tmp_path: Pa
     if compiler is None:
         pytest.skip("needs a C compiler: apt-get install gcc")
     (tmp_path / "a.c").write_text("int before_kernel(int x) { return x * 3 + 1; }\n")
-    (tmp_path / "k.s").write_text(".text\n.globl asm_kernel\n.hidden asm_kernel\n.type asm_kernel,@function\n"
-                                  "asm_kernel:\n"
-                                  + "  nop\n" * 64 + "  ret\n.size asm_kernel, .-asm_kernel\n")
+    (tmp_path / "k.s").write_text(
+        ".text\n.globl asm_kernel\n.hidden asm_kernel\n.type asm_kernel,@function\n"
+        "asm_kernel:\n" + "  nop\n" * 64 + "  ret\n.size asm_kernel, .-asm_kernel\n"
+    )
     (tmp_path / "b.c").write_text("int after_kernel(int x) { return x * 5 + 2; }\n")
     if shutil.which("strip") is None:
         pytest.skip("needs strip: apt-get install binutils")
     unstripped, library = tmp_path / "full.so", tmp_path / "libgap.so"
-    subprocess.run([compiler, "-O1", "-shared", "-fPIC", "-o", str(unstripped),
-                    *(str(tmp_path / name) for name in ("a.c", "k.s", "b.c"))], check=True)
+    subprocess.run(
+        [
+            compiler,
+            "-O1",
+            "-shared",
+            "-fPIC",
+            "-o",
+            str(unstripped),
+            *(str(tmp_path / name) for name in ("a.c", "k.s", "b.c")),
+        ],
+        check=True,
+    )
     subprocess.run(["strip", "--strip-all", "-o", str(library), str(unstripped)], check=True)  # as wheels ship
     symbols = function_symbols(unstripped)
     start = symbols.starts[symbols.names.index("asm_kernel")]
@@ -255,6 +298,7 @@ def test_every_target_answers_for_its_kernel_sampler() -> None:
 
 # --- the baseline check: an operator's dominant kernel replaced ------------------------------------------
 
+
 def _record(**ops: tuple[int, dict[str, float]]) -> dict:
     return {"kernel_time": {op.replace("_", " "): {"samples": n, "kernels": k} for op, (n, k) in ops.items()}}
 
@@ -267,16 +311,21 @@ def test_a_replaced_dominant_kernel_fails_the_gate_naming_the_operator_and_both_
     after = _record(conv_1=(390, {"kai_run_matmul_f32_sme2_mopa": 0.95, "xnn_f32_igemm__neonfma": 0.05}))
     [verdict] = _dominant_kernels("local sme2=on", after, before)
     assert verdict.status == Status.REGRESSION and verdict.check == "dominant_kernel"
-    assert "conv 1: xnn_f32_igemm__neonfma (97% of its samples) -> kai_run_matmul_f32_sme2_mopa (95%)" in verdict.message
+    assert (
+        "conv 1: xnn_f32_igemm__neonfma (97% of its samples) -> kai_run_matmul_f32_sme2_mopa (95%)" in verdict.message
+    )
 
 
-@pytest.mark.parametrize("before, after", [
-    # two kernels sharing an operator trade places: no change of kernel
-    ((200, {"main": 0.55, "remainder": 0.45}), (200, {"remainder": 0.52, "main": 0.48})),
-    # too few samples on one side to say anything
-    ((10, {"a": 1.0}), (200, {"b": 1.0})),
-    ((200, {"a": 1.0}), (12, {"b": 1.0})),
-])
+@pytest.mark.parametrize(
+    "before, after",
+    [
+        # two kernels sharing an operator trade places: no change of kernel
+        ((200, {"main": 0.55, "remainder": 0.45}), (200, {"remainder": 0.52, "main": 0.48})),
+        # too few samples on one side to say anything
+        ((10, {"a": 1.0}), (200, {"b": 1.0})),
+        ((200, {"a": 1.0}), (12, {"b": 1.0})),
+    ],
+)
 def test_kernels_trading_places_or_too_few_samples_pass(before, after) -> None:  # noqa: ANN001
     from pytest_sme2.gate.checks.dominant_kernel import _dominant_kernels
     from pytest_sme2.gate.verdict import Status
@@ -298,8 +347,10 @@ def test_a_stored_kernel_record_of_the_wrong_shape_names_the_field() -> None:
     good = {"latency": None, "samples_ms": [], "shares": {}, **_record(op=(200, {"a": 1.0}))}
     assert baseline_schema.problem(good, baseline_schema.PROFILE, "p") is None
     bad = {**good, "kernel_time": {"op": {"samples": 200, "kernels": {"a": 3}}}}
-    assert baseline_schema.problem(bad, baseline_schema.PROFILE, "p") == \
-        "p.kernel_time['op'].kernels['a'] must be a fraction between 0 and 1, or null (it is int 3)"
+    assert (
+        baseline_schema.problem(bad, baseline_schema.PROFILE, "p")
+        == "p.kernel_time['op'].kernels['a'] must be a fraction between 0 and 1, or null (it is int 3)"
+    )
 
 
 def test_perf_forbidden_to_users_says_how_to_allow_it(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -331,8 +382,11 @@ def test_assert_kernel_share_passes_fails_with_the_top_kernels_and_skips_without
     sme2 = "kai_run_matmul_clamp_f32_f32p2vlx1_f32p2vlx1biasf32_sme2_mopa"
     profile = _profile_with_kernels(tmp_path, [_at(conv, sme2)] * 9 + [_at(conv, "xnn_f32_igemm__neonfma")])
     assert assert_kernel_share(profile, at_least=0.9) == pytest.approx(0.9)
-    with pytest.raises(AssertionError, match=r"90.0% of the sampled time of CONV\+GEMM operators went to SME2/SME "
-                                             r"kernels, less than 95%\. Top kernels: kai_run_matmul"):
+    with pytest.raises(
+        AssertionError,
+        match=r"90.0% of the sampled time of CONV\+GEMM operators went to SME2/SME "
+        r"kernels, less than 95%\. Top kernels: kai_run_matmul",
+    ):
         assert_kernel_share(profile, at_least=0.95)
     profile.kernel_time = None
     with pytest.raises(pytest.skip.Exception, match="--sme2-kernel-sampling=on"):
@@ -345,8 +399,12 @@ def test_assert_kernel_share_passes_fails_with_the_top_kernels_and_skips_without
 def test_runs_in_which_the_runner_lost_its_core_are_left_out(tmp_path: Path) -> None:
     # two 400 us runs at a 10 us period: 40 samples each when the runner has its core; the second run
     # got only 16 (it waited while another job ran), so its operators' sampled time would read low
-    long_run = RunSpec(e2e_ns=400_000, delegate_call_ns=350_000, delegate_instr=0,
-                       delegate_ops=[("Convolution (NHWC, F32) IGEMM #1", 300_000)])
+    long_run = RunSpec(
+        e2e_ns=400_000,
+        delegate_call_ns=350_000,
+        delegate_instr=0,
+        delegate_ops=[("Convolution (NHWC, F32) IGEMM #1", 300_000)],
+    )
     trace = read_run(write_etdump(tmp_path / "long.etdp", [long_run, long_run]))
     second = 400_000 + 10 * GAP_NS
     on_cpu = [_at(t, "k") for t in range(2 * GAP_NS + 5_000, 2 * GAP_NS + 300_000, 10_000)]  # 30 in the conv
@@ -363,10 +421,20 @@ def test_the_kernel_line_says_its_round_is_not_the_timed_one() -> None:
     from pytest_sme2.report.text import kernel_time_text
 
     # two operators of 1.25 and 0.5 ms per run in the sampled round's ETDump (one without an ETDump time)
-    line = kernel_time_text({"available": True, "runs": 30, "samples_placed": 500, "samples_total": 620,
-                             "sme_kernel_share_conv_gemm": 0.25, "kind_ms_per_run": {"SME2": 0.4},
-                             "top_kernels": [], "ops": [{"etdump_ms_per_run": 1.25}, {"etdump_ms_per_run": 0.5},
-                                                        {"etdump_ms_per_run": None}]})
-    assert line.startswith("kernels (a separate sampled round of 30 runs, about 1.750 ms each in its ETDump; "
-                           "500 of 620 samples fell in those runs")
+    line = kernel_time_text(
+        {
+            "available": True,
+            "runs": 30,
+            "samples_placed": 500,
+            "samples_total": 620,
+            "sme_kernel_share_conv_gemm": 0.25,
+            "kind_ms_per_run": {"SME2": 0.4},
+            "top_kernels": [],
+            "ops": [{"etdump_ms_per_run": 1.25}, {"etdump_ms_per_run": 0.5}, {"etdump_ms_per_run": None}],
+        }
+    )
+    assert line.startswith(
+        "kernels (a separate sampled round of 30 runs, about 1.750 ms each in its ETDump; "
+        "500 of 620 samples fell in those runs"
+    )
     assert "CPU time per run SME2 0.400 ms" in line

@@ -19,8 +19,9 @@ from conftest import REPO, TINY_MODEL
 from pytest_sme2.evidence.perf_samples import permission_problem
 
 pytestmark = [
-    pytest.mark.skipif(shutil.which("perf") is None,
-                       reason="Linux perf is not installed: apt-get install linux-perf (Debian)"),
+    pytest.mark.skipif(
+        shutil.which("perf") is None, reason="Linux perf is not installed: apt-get install linux-perf (Debian)"
+    ),
     pytest.mark.skipif(permission_problem() is not None, reason=f"perf not permitted: {permission_problem()}"),
 ]
 
@@ -38,19 +39,22 @@ def _project(pytester: pytest.Pytester, cache: Path, model: str, dtype: str) -> 
     (models / "tiny.py").write_text(TINY_MODEL)
     for bundled in ("mobilenet_v3_small.py", "mlp.py"):
         shutil.copy(REPO / "models" / bundled, models / bundled)
-    pytester.makeini(textwrap.dedent(f"""
+    pytester.makeini(
+        textwrap.dedent(f"""
         [pytest]
         sme2_model_dirs = models
         sme2_target = local
         sme2_cache_dir = {cache}
         sme2_max_rounds = 1
-        """))
+        """)
+    )
     pytester.makepyfile(test_inner=INNER.format(model=model, dtype=dtype))
 
 
 def _kernel_time(pytester: pytest.Pytester, *args: str) -> tuple[pytest.RunResult, dict]:
-    result = pytester.runpytest_inprocess("--sme2-no-baselines", "--sme2-artifacts-dir=artifacts",
-                                          "-p", "no:cacheprovider", *args)
+    result = pytester.runpytest_inprocess(
+        "--sme2-no-baselines", "--sme2-artifacts-dir=artifacts", "-p", "no:cacheprovider", *args
+    )
     [summary] = (pytester.path / "artifacts").glob("session-*/summary.json")
     [profile] = json.loads(summary.read_text())["tests"][0]["profiles"]
     return result, profile["kernel_time"]
@@ -64,7 +68,8 @@ LOST_TO_PREEMPTION = 0.2
 
 @pytest.mark.xdist_group("long_runners")  # its runner must not be taken for test_interrupt's
 def test_mobilenet_convolutions_time_is_attributed_to_xnnpack_kernels_and_adds_up(
-        pytester: pytest.Pytester, shared_export_cache: Path) -> None:
+    pytester: pytest.Pytester, shared_export_cache: Path
+) -> None:
     _project(pytester, shared_export_cache, "mobilenet_v3_small", "fp32")
     result, kernel_time = _kernel_time(pytester, "--sme2-kernel-sampling=on", "--sme2-runs=200")
     result.assert_outcomes(passed=1)
@@ -104,7 +109,9 @@ def test_mobilenet_convolutions_time_is_attributed_to_xnnpack_kernels_and_adds_u
     expected_all = sum(op["etdump_ms_per_run"] for op in convolutions) * runs / period_ms
     sampled_all = sum(op["samples"] for op in convolutions)
     assert abs(sampled_all - expected_all) <= 3 * math.sqrt(expected_all) + 4 + LOST_TO_PREEMPTION * expected_all, (
-        sampled_all, expected_all)
+        sampled_all,
+        expected_all,
+    )
     # Sample counts follow durations wherever the samples are placed; which kernel they name does not. Each
     # convolution or GEMM runs one kernel, so a misplaced timeline mixes neighbours' kernels into an operator.
     # Measured in stop 38 over 26-31 such operators: with the timeline right, the median top-kernel share was
@@ -118,7 +125,8 @@ def test_mobilenet_convolutions_time_is_attributed_to_xnnpack_kernels_and_adds_u
     # mobilenet's 1x1 convolutions run as XNNPACK GEMMs, some in assembly kernels without unwind entries
     assert not [op["event"] for op in heavy if op["kernels"][0]["kernel"].endswith("@0x?")]
     assert statistics.median(op["kernels"][0]["share"] for op in heavy) >= 0.95, [
-        (op["event"], op["kernels"][0]["share"]) for op in heavy]
+        (op["event"], op["kernels"][0]["share"]) for op in heavy
+    ]
     sampled = sum(op["sampled_ms_per_run"] for op in kernel_time["ops"])
     etdump = sum(op["etdump_ms_per_run"] for op in kernel_time["ops"])
     # within 5%, but for the CPU time a preempted runner loses (samples are only ever lost to it, never gained)
@@ -151,7 +159,8 @@ exit 139
 
 @pytest.mark.parametrize("fault", ["missing", "crashes"])
 def test_a_missing_or_failing_sampler_leaves_the_profile_without_kernel_time_and_says_why(
-        pytester: pytest.Pytester, shared_export_cache: Path, monkeypatch: pytest.MonkeyPatch, fault: str) -> None:
+    pytester: pytest.Pytester, shared_export_cache: Path, monkeypatch: pytest.MonkeyPatch, fault: str
+) -> None:
     _project(pytester, shared_export_cache, "tiny", "fp32")
     if fault == "missing":
         monkeypatch.setattr("pytest_sme2.evidence.perf_samples.shutil.which", lambda name: None)
@@ -160,11 +169,18 @@ def test_a_missing_or_failing_sampler_leaves_the_profile_without_kernel_time_and
         fake.write_text(FAILING_PERF)
         fake.chmod(0o755)
         monkeypatch.setenv("PATH", f"{fake.parent}:{__import__('os').environ['PATH']}")
-    result, kernel_time = _kernel_time(pytester, "--sme2-kernel-sampling=on", "--sme2-runs=3", "-W",
-                                       "default::pytest_sme2.errors.KernelSamplingWarning")
+    result, kernel_time = _kernel_time(
+        pytester,
+        "--sme2-kernel-sampling=on",
+        "--sme2-runs=3",
+        "-W",
+        "default::pytest_sme2.errors.KernelSamplingWarning",
+    )
     result.assert_outcomes(passed=1)  # the test and its profile stand
     assert kernel_time["available"] is False
-    expected = "apt-get install linux-perf" if fault == "missing" else "the sampled round failed: .*exited with status 139"
+    expected = (
+        "apt-get install linux-perf" if fault == "missing" else "the sampled round failed: .*exited with status 139"
+    )
     assert __import__("re").search(expected, kernel_time["problem"]), kernel_time["problem"]
     result.stdout.fnmatch_lines(["*KernelSamplingWarning*no kernel time for*"])
 
@@ -173,8 +189,9 @@ def test_sampling_settings_are_checked_before_any_test(pytester: pytest.Pytester
     pytester.makepyfile("def test_nothing():\n    pass\n")
     result = pytester.runpytest("--sme2-kernel-sampling=on", "--sme2-kernel-sampling-hz=0")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*--sme2-kernel-sampling-hz=0.0 is invalid: it must be a number of samples per "
-                                 "second > 0*"])
+    result.stderr.fnmatch_lines(
+        ["*--sme2-kernel-sampling-hz=0.0 is invalid: it must be a number of samples per " "second > 0*"]
+    )
     result = pytester.runpytest("--sme2-kernel-sampling=on", "--sme2-symfs=no/such/folder")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--sme2-symfs (or ini sme2_symfs) *no/such/folder is not a folder*"])

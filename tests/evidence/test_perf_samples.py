@@ -26,7 +26,10 @@ SCRIPT = f"""\
 def test_samples_carry_time_thread_period_and_the_offset_in_their_file() -> None:
     samples = parse_script(SCRIPT)
     assert [(s.time_ns, s.tid, s.period_ns) for s in samples] == [
-        (100_000_100_000, 4242, 100_000), (100_000_200_000, 4243, 100_000), (100_000_300_000, 4242, 250_000)]
+        (100_000_100_000, 4242, 100_000),
+        (100_000_200_000, 4243, 100_000),
+        (100_000_300_000, 4242, 250_000),
+    ]
     # 0x7f0000030010 - 0x7f0000025000 + 0x25000 = 0x30010
     assert [(s.symbol, s.file_offset) for s in samples[:2]] == [(None, 0x30010), ("xnn_invoke_runtime", 0x25000)]
     assert samples[2].library == "[kernel.kallsyms]" and samples[2].file_offset is None
@@ -39,19 +42,26 @@ def test_an_address_outside_every_mapping_has_no_offset() -> None:
 
 @pytest.mark.skipif(shutil.which("perf") is None, reason="Linux perf is not installed (apt-get install linux-perf)")
 def test_a_real_perf_recording_names_every_xnnpack_sample_by_a_function_of_the_library(
-        tmp_path: Path, exported_toy_cnn) -> None:  # noqa: ANN001
-    program = (f"import torch, time\nfrom executorch.extension.pybindings import portable_lib\n"
-               f"m = portable_lib._load_for_executorch({str(exported_toy_cnn.path)!r})\n"
-               "import sys; sys.stdout.write('ready\\n'); sys.stdout.flush(); sys.stdin.readline()\n"
-               # a second of this process's CPU time, however busy the machine (wall time would be less)
-               "end = time.process_time() + 1.0\n"
-               "while time.process_time() < end: m.run_method('forward', (torch.ones(1, 3, 32, 32),))\n")
+    tmp_path: Path, exported_toy_cnn
+) -> None:  # noqa: ANN001
+    program = (
+        f"import torch, time\nfrom executorch.extension.pybindings import portable_lib\n"
+        f"m = portable_lib._load_for_executorch({str(exported_toy_cnn.path)!r})\n"
+        "import sys; sys.stdout.write('ready\\n'); sys.stdout.flush(); sys.stdin.readline()\n"
+        # a second of this process's CPU time, however busy the machine (wall time would be less)
+        "end = time.process_time() + 1.0\n"
+        "while time.process_time() < end: m.run_method('forward', (torch.ones(1, 3, 32, 32),))\n"
+    )
     worker = subprocess.Popen([sys.executable, "-c", program], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert worker.stdout.readline() == "ready\n"
         data = tmp_path / "perf.data"
-        recorder = subprocess.Popen(record_command(shutil.which("perf"), worker.pid, data),
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        recorder = subprocess.Popen(
+            record_command(shutil.which("perf"), worker.pid, data),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         # perf attaches before it writes its file's header; on a busy machine that takes more than the
         # worker's second, which then went by unsampled (0 samples, seen beside two busy jobs)
         deadline = time.monotonic() + 60
@@ -65,8 +75,9 @@ def test_a_real_perf_recording_names_every_xnnpack_sample_by_a_function_of_the_l
             pytest.skip(f"perf is not permitted here: {errors.strip()[:200]}")
     finally:
         worker.kill()
-    samples = [s for s in read_samples(shutil.which("perf"), data)
-               if s.library.endswith("libexecutorch_backend_xnnpack.so")]
+    samples = [
+        s for s in read_samples(shutil.which("perf"), data) if s.library.endswith("libexecutorch_backend_xnnpack.so")
+    ]
     assert len(samples) > 100  # about a second of CPU time at 10 kHz, most of it in XNNPACK
     library = Path(samples[0].library)
     symbols, ranges = function_symbols(library), unwind_function_ranges(library)

@@ -20,8 +20,9 @@ from pytest_sme2.run.native.build import build_exec_counter
 
 STATUS = emulation.status()
 needs_emulation = pytest.mark.skipif(not STATUS.ready, reason=f"emulated target not ready: {STATUS.problem}")
-needs_cross = pytest.mark.skipif(shutil.which("aarch64-linux-gnu-gcc") is None,
-                                 reason="needs Debian's aarch64 cross compiler (make system-deps)")
+needs_cross = pytest.mark.skipif(
+    shutil.which("aarch64-linux-gnu-gcc") is None, reason="needs Debian's aarch64 cross compiler (make system-deps)"
+)
 
 # A function of exactly known cost: 2 setup instructions, then a 4-instruction loop body run N times
 # (the loop ends in one block per pass under qemu, so every pass is one logged block), then a 5-instruction
@@ -66,20 +67,24 @@ def test_counts_of_a_program_with_known_instruction_counts_are_exact(tmp_path: P
     source = tmp_path / "counted.S"
     source.write_text(PROGRAM)
     binary = tmp_path / "counted"
-    subprocess.run(["aarch64-linux-gnu-gcc", "-static", "-no-pie", "-o", str(binary), str(source)],
-                   check=True)
+    subprocess.run(["aarch64-linux-gnu-gcc", "-static", "-no-pie", "-o", str(binary), str(source)], check=True)
     totals = []
     for attempt in range(2):  # and the same again: the count is a property of the program
         log = tmp_path / f"log{attempt}.txt"
         env = {**os.environ, "QEMU_LD_PREFIX": str(emulation.SYSROOT)}
-        subprocess.run([str(STATUS.qemu), "-cpu", "max", *QEMU_LOG_FLAGS, "-D", str(log), str(binary)], env=env,
-                       check=True, timeout=120)
+        subprocess.run(
+            [str(STATUS.qemu), "-cpu", "max", *QEMU_LOG_FLAGS, "-D", str(log), str(binary)],
+            env=env,
+            check=True,
+            timeout=120,
+        )
         blocks_tsv, sequence = tmp_path / f"b{attempt}.tsv", tmp_path / f"s{attempt}.u32"
         subprocess.run([str(build_exec_counter()), str(blocks_tsv), str(sequence), str(log)], check=True)
         blocks = ExecutedBlocks.from_files(blocks_tsv, sequence)
         # the program's own text is where the binary is mapped: find it from the disassembly's symbol
-        symbols = subprocess.run(["aarch64-linux-gnu-nm", str(binary)], capture_output=True, text=True,
-                                 check=True).stdout
+        symbols = subprocess.run(
+            ["aarch64-linux-gnu-nm", str(binary)], capture_output=True, text=True, check=True
+        ).stdout
         start = int(next(line.split()[0] for line in symbols.splitlines() if line.endswith(" counted")), 16)
         size = (SETUP + BODY + TAIL) * 4
         # a static, non-PIE binary runs at its link address
@@ -93,7 +98,8 @@ def test_counts_of_a_program_with_known_instruction_counts_are_exact(tmp_path: P
 def test_the_counter_binds_a_reused_host_pointer_to_the_new_translation(tmp_path: Path) -> None:
     """qemu reuses host code memory after invalidating blocks: a listing seen later rebinds the pointer."""
     log = tmp_path / "log.txt"
-    log.write_text(textwrap.dedent("""\
+    log.write_text(
+        textwrap.dedent("""\
         ----------------
         IN: f
         0x0000000000400000:  d503201f  nop
@@ -110,10 +116,15 @@ def test_the_counter_binds_a_reused_host_pointer_to_the_new_translation(tmp_path
 
         Trace 0: 0x7f0000000100 [00000000/0000000000401000/00000001/00000200] g
         Trace 0: 0x7f0000000100 [00000000/0000000000401000/00000001/00000200] g
-        """))
+        """)
+    )
     blocks_tsv, sequence = tmp_path / "b.tsv", tmp_path / "s.u32"
-    done = subprocess.run([str(build_exec_counter()), str(blocks_tsv), str(sequence), str(log)], capture_output=True,
-                          text=True, check=True)
+    done = subprocess.run(
+        [str(build_exec_counter()), str(blocks_tsv), str(sequence), str(log)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert done.stderr.strip().endswith("2 blocks, 4 executions, 0 unbound")
     blocks = ExecutedBlocks.from_files(blocks_tsv, sequence)
     assert blocks.sequence.tolist() == [0, 0, 1, 1]
@@ -138,8 +149,14 @@ def test_addresses_are_named_by_library_and_function(tmp_path: Path) -> None:
 def mobilenet_counted(tmp_path_factory: pytest.TempPathFactory, shared_export_cache: Path):  # noqa: ANN201
     """mobilenet_v3_small fp32 (portable and delegated operators) counted twice with SME2 on, once off."""
     # fresh: the two SME2-on runs must both be emulated (the result cache would answer the second)
-    return counted_profiles(tmp_path_factory.mktemp("counted"), "mobilenet_v3_small", (True, True, False),
-                            fresh=True, warmup=1, cache=shared_export_cache)
+    return counted_profiles(
+        tmp_path_factory.mktemp("counted"),
+        "mobilenet_v3_small",
+        (True, True, False),
+        fresh=True,
+        warmup=1,
+        cache=shared_export_cache,
+    )
 
 
 def test_two_runs_of_a_real_model_count_the_same_for_every_event(mobilenet_counted) -> None:
@@ -155,8 +172,9 @@ def test_two_runs_of_a_real_model_count_the_same_for_every_event(mobilenet_count
     assert a.instructions.unit == a.sme.unit == "instructions" and first.trace.unit == "ms"
 
 
-def test_a_cached_answer_equals_the_fresh_counts_on_both_sides(mobilenet_counted, shared_export_cache: Path,
-                                                               tmp_path: Path) -> None:
+def test_a_cached_answer_equals_the_fresh_counts_on_both_sides(
+    mobilenet_counted, shared_export_cache: Path, tmp_path: Path
+) -> None:
     """Issue 25 (a) for mobilenet_v3_small: the counts this file made fresh were stored; answered from the result
     cache, SME2 on and off give every counted quantity exactly (tests/run/test_result_cache.py: the other models)."""
     first, _, off = mobilenet_counted
@@ -268,7 +286,7 @@ def test_instruction_mix_of_a_real_model_adds_up_and_names_fp32_outer_products(m
     assert (heavy_off["simd_fp"] > 0).all() and heavy_off["simd_fp"].sum() > heavy_off["scalar"].sum()
 
 
-CONCATENATING_MODEL = '''
+CONCATENATING_MODEL = """
 import torch
 
 class Net(torch.nn.Module):
@@ -289,7 +307,7 @@ def get_eager_model():
 
 def get_example_inputs():
     return (torch.randn(1, 8, 8, 8, generator=torch.Generator().manual_seed(1)),)
-'''
+"""
 
 
 @needs_emulation
@@ -301,7 +319,7 @@ def test_a_node_that_runs_several_operators_gets_all_of_them_and_no_other_node_i
     from pytest_sme2.evidence.etdump import _columns
     from pytest_sme2.evidence.qemu_counts import COUNTS_FILE
 
-    profile, = counted_profiles(tmp_path, "concatenating", (True,), source=CONCATENATING_MODEL)
+    (profile,) = counted_profiles(tmp_path, "concatenating", (True,), source=CONCATENATING_MODEL)
     mix = profile.instruction_mix()
     sme = mix[["mopa_fp32", "za_vgx2", "za_vgx4"]].sum(axis=1)
     packed = profile.ops["packed"].to_numpy()

@@ -57,8 +57,9 @@ def _export_again(tmp_path: Path, cache: Path) -> tuple[ExportedModel, list[str]
     return exported, [str(w.message) for w in caught if issubclass(w.category, DamagedCacheEntryWarning)]
 
 
-def test_writing_over_an_artifact_leaves_the_next_sessions_program_right(pristine: tuple[Path, bytes],
-                                                                       tmp_path: Path) -> None:
+def test_writing_over_an_artifact_leaves_the_next_sessions_program_right(
+    pristine: tuple[Path, bytes], tmp_path: Path
+) -> None:
     # Artifacts used to be hard links into the cache: copying another program over one rewrote the entry,
     # and the next session ran that program under this model's name.
     cache, _ = _cache_copy(pristine, tmp_path)
@@ -130,7 +131,8 @@ DAMAGE: dict[str, tuple[Callable[[Path], None], str]] = {
     "export_seconds not a number": (lambda e: _meta(e, lambda m: {**m, "export_seconds": "fast"}), "export_seconds"),
     "delegation count not a number": (
         lambda e: _meta(e, lambda m: {**m, "delegation": {**m["delegation"], "delegated_nodes": "many"}}),
-        "delegated_nodes"),
+        "delegated_nodes",
+    ),
     "file digests missing": (lambda e: _meta(e, _without("files")), "files"),
     "program.json missing a key": (lambda e: _facts(e, _without("planned_buffers")), "planned_buffers"),
     "program.json is a list": (lambda e: (e / FACTS_FILE).write_text("[1]"), FACTS_FILE),
@@ -139,8 +141,9 @@ DAMAGE: dict[str, tuple[Callable[[Path], None], str]] = {
 
 
 @pytest.mark.parametrize("case", list(DAMAGE))
-def test_a_damaged_entry_is_reported_by_its_path_and_exported_again(case: str, pristine: tuple[Path, bytes],
-                                                                   tmp_path: Path) -> None:
+def test_a_damaged_entry_is_reported_by_its_path_and_exported_again(
+    case: str, pristine: tuple[Path, bytes], tmp_path: Path
+) -> None:
     damage, named = DAMAGE[case]
     cache, entry = _cache_copy(pristine, tmp_path)
     damage(entry)
@@ -170,8 +173,9 @@ def test_program_json_honours_the_umask(pristine: tuple[Path, bytes], tmp_path: 
 OTHER_MODEL = TINY_MODEL.replace("8 * 14 * 14, 10", "8 * 10 * 10, 4").replace("(1, 3, 16, 16)", "(1, 3, 12, 12)")
 
 
-def test_another_models_files_with_their_digests_in_export_json_are_not_used(pristine: tuple[Path, bytes],
-                                                                            tmp_path: Path) -> None:
+def test_another_models_files_with_their_digests_in_export_json_are_not_used(
+    pristine: tuple[Path, bytes], tmp_path: Path
+) -> None:
     """Every file of the entry replaced by another model's export, and export.json's digests updated to match:
     each file is what export.json says, yet the program is not the one this model traces to. Not used."""
     cache, entry = _cache_copy(pristine, tmp_path)
@@ -190,10 +194,13 @@ def test_another_models_files_with_their_digests_in_export_json_are_not_used(pri
     assert not exported.from_cache and exported.path.read_bytes() == pristine[1]
 
 
-@pytest.mark.parametrize("claim", [{"recipe": {"dtype": "fp16", "quant": None, "partitioner": "xnnpack"}},
-                                   {"model": "other"}, {"torch": "0.0.1"}])
-def test_an_entry_whose_export_json_claims_another_export_is_not_used(claim: dict, pristine: tuple[Path, bytes],
-                                                                      tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "claim",
+    [{"recipe": {"dtype": "fp16", "quant": None, "partitioner": "xnnpack"}}, {"model": "other"}, {"torch": "0.0.1"}],
+)
+def test_an_entry_whose_export_json_claims_another_export_is_not_used(
+    claim: dict, pristine: tuple[Path, bytes], tmp_path: Path
+) -> None:
     """What export.json says the entry came from (recipe, model, tool versions) must derive this entry's key."""
     cache, entry = _cache_copy(pristine, tmp_path)
     _meta(entry, lambda meta: {**meta, **claim})

@@ -38,7 +38,9 @@ def test_a_sigkilled_exports_staging_folder_is_removed_by_the_next_export(tmp_pa
     # The export that gets killed: it must have made its staging folder first, so it blocks after that
     # (stage 2 runs the eager model for its reference outputs inside the staging step: its forward sleeps
     # there, never while torch.export traces it in stage 1).
-    (tmp_path / "slow.py").write_text(TINY_MODEL + textwrap.dedent("""
+    (tmp_path / "slow.py").write_text(
+        TINY_MODEL
+        + textwrap.dedent("""
         class _Slow(torch.nn.Module):
             def __init__(self, inner):
                 super().__init__()
@@ -53,7 +55,8 @@ def test_a_sigkilled_exports_staging_folder_is_removed_by_the_next_export(tmp_pa
 
         def get_eager_model():
             return _Slow(_eager())
-        """))
+        """)
+    )
     script = textwrap.dedent(f"""
         from pathlib import Path
         from pytest_sme2 import Recipe
@@ -86,7 +89,7 @@ def test_a_sigkilled_exports_staging_folder_is_removed_by_the_next_export(tmp_pa
 
 # Issue 22: the cache key is the traced program's content. A model split over a package (model.py imports
 # blocks.py and data.py, and loads weights.pt when it exists), edited between exports the way a user would.
-BLOCKS = '''
+BLOCKS = """
 import torch
 
 class Block(torch.nn.Module):
@@ -96,9 +99,9 @@ class Block(torch.nn.Module):
 
     def forward(self, x):
         return torch.relu(self.conv(x)){extra}
-'''
+"""
 DATA = "VALUE = {value}\nCALIBRATION = {calibration}\n"
-PACKAGE_MODEL = '''
+PACKAGE_MODEL = """
 from pathlib import Path
 
 import torch
@@ -120,7 +123,7 @@ def get_example_inputs():
 
 def get_calibration_inputs():
     return [(torch.full((1, 3, 16, 16), value),) for value in CALIBRATION]
-'''
+"""
 
 
 def _write_blocks(root: Path, kernel: int = 3, extra: str = "") -> None:
@@ -213,20 +216,23 @@ def test_changed_calibration_values_change_the_int8_key_only(package: Path) -> N
         registry = ModelRegistry()
         registry.register("net", str(package / "mynet" / "model.py"))
         model = registry.get("net")
-        registry_keys.append((cache_key(model, Recipe("int8")), cache_key(model, Recipe("int8", "dynamic")),
-                              cache_key(model, Recipe())))
+        registry_keys.append(
+            (cache_key(model, Recipe("int8")), cache_key(model, Recipe("int8", "dynamic")), cache_key(model, Recipe()))
+        )
     (static_a, dynamic_a, fp32_a), (static_b, dynamic_b, fp32_b) = registry_keys
     assert static_a != static_b  # the quantizer observes the calibration values
     assert dynamic_a == dynamic_b and fp32_a == fp32_b  # they never see them
 
 
-def test_the_export_code_and_torchao_are_in_the_key(package: Path, tmp_path: Path,
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_export_code_and_torchao_are_in_the_key(
+    package: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A pytest-sme2 upgrade or an edit that lowers differently (partitioner, quantizer, the files written
     beside the program) misses the cache: the export folder's source is an ingredient of every key; so is
     torchao's version, whose pt2e flow quantizes int8 programs."""
-    tree = shutil.copytree(REPO / "pytest_sme2" / "export", tmp_path / "export",
-                           ignore=shutil.ignore_patterns("__pycache__"))
+    tree = shutil.copytree(
+        REPO / "pytest_sme2" / "export", tmp_path / "export", ignore=shutil.ignore_patterns("__pycache__")
+    )
     before = tree_digest(tree, EXPORT_CODE_SUFFIXES)
     lowering = tree / "export.py"
     lowering.write_bytes(lowering.read_bytes() + b" ")  # one byte
@@ -251,12 +257,21 @@ def test_the_export_code_and_torchao_are_in_the_key(package: Path, tmp_path: Pat
     assert meta["torchao"] == export_module.installed_version("torchao") != "not installed"
 
 
-@pytest.mark.parametrize("change", [
-    {"program": "another traced program"},
-    {"recipe": {"dtype": "fp16"}}, {"recipe": {"quant": "dynamic"}}, {"recipe": {"partitioner": "none"}},
-    {"versions": {"format": -1}}, {"versions": {"export_code": "another lowering"}},
-    {"versions": {"torch": "2.13.1"}}, {"versions": {"executorch": "1.5.2"}}, {"versions": {"torchao": "0.18.1"}},
-], ids=lambda change: "-".join(f"{k}.{'.'.join(v)}" if isinstance(v, dict) else k for k, v in change.items()))
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"program": "another traced program"},
+        {"recipe": {"dtype": "fp16"}},
+        {"recipe": {"quant": "dynamic"}},
+        {"recipe": {"partitioner": "none"}},
+        {"versions": {"format": -1}},
+        {"versions": {"export_code": "another lowering"}},
+        {"versions": {"torch": "2.13.1"}},
+        {"versions": {"executorch": "1.5.2"}},
+        {"versions": {"torchao": "0.18.1"}},
+    ],
+    ids=lambda change: "-".join(f"{k}.{'.'.join(v)}" if isinstance(v, dict) else k for k, v in change.items()),
+)
 def test_each_ingredient_changes_the_key(change: dict) -> None:
     """Every ingredient of an export key, one at a time: the program digest, each recipe field, and each of the
     versions (the format number, pytest-sme2's export code, torch, executorch, torchao)."""
@@ -266,12 +281,15 @@ def test_each_ingredient_changes_the_key(change: dict) -> None:
 
     base = {"program": "0" * 64, "recipe": asdict(Recipe()), "versions": export_module.versions()}
     assert set(base["versions"]) == {"format", "export_code", "torch", "executorch", "torchao"}
-    changed = {name: ({**value, **change[name]} if isinstance(value, dict) else change[name]) if name in change
-               else value for name, value in base.items()}
+    changed = {
+        name: ({**value, **change[name]} if isinstance(value, dict) else change[name]) if name in change else value
+        for name, value in base.items()
+    }
     assert changed != base
     assert all(set(v) <= set(base[k]) for k, v in change.items() if isinstance(v, dict))  # replaced, not added
-    assert key_of(changed["program"], changed["recipe"], changed["versions"]) != \
-        key_of(base["program"], base["recipe"], base["versions"])
+    assert key_of(changed["program"], changed["recipe"], changed["versions"]) != key_of(
+        base["program"], base["recipe"], base["versions"]
+    )
 
 
 def test_edit_then_revert_gets_the_original_program_back(package: Path, tmp_path: Path) -> None:
@@ -291,8 +309,9 @@ def test_edit_then_revert_gets_the_original_program_back(package: Path, tmp_path
     assert meta["cache_key"] == reverted.cache_key and meta["program_digest"] == reverted.program_digest
 
 
-def test_an_unchanged_model_is_a_hit_in_a_fresh_process(package: Path, tmp_path: Path,
-                                                        exported_toy_cnn: ExportedModel) -> None:
+def test_an_unchanged_model_is_a_hit_in_a_fresh_process(
+    package: Path, tmp_path: Path, exported_toy_cnn: ExportedModel
+) -> None:
     """Keys carry nothing of the process that computed them: the package model and the bundled toy_cnn (both
     exported in this process) are hits in another one."""
     cache = tmp_path / "cache"
@@ -320,8 +339,10 @@ def test_the_progress_line_says_from_cache_with_the_key(pytester: pytest.Pyteste
     models = pytester.mkdir("models")
     (models / "tiny.py").write_text(TINY_MODEL)
     cache = tmp_path / "cache"
-    pytester.makeini(f"[pytest]\nsme2_model_dirs = models\nsme2_target = host\nsme2_cache_dir = {cache}\n"
-                     "filterwarnings = ignore\n")
+    pytester.makeini(
+        f"[pytest]\nsme2_model_dirs = models\nsme2_target = host\nsme2_cache_dir = {cache}\n"
+        "filterwarnings = ignore\n"
+    )
     pytester.makepyfile(
         """
         import pytest

@@ -34,8 +34,9 @@ def test_an_unknown_field_is_named(field: str) -> None:
 def test_the_key_follows_the_params_content_not_where_the_export_writes(params: Path, tmp_path: Path) -> None:
     config = llm_config({"base.params": str(params), "model.use_kv_cache": True})
     key = config_key(config)
-    elsewhere = llm_config({"base.params": str(params), "model.use_kv_cache": True,
-                            "export.output_dir": str(tmp_path / "out")})
+    elsewhere = llm_config(
+        {"base.params": str(params), "model.use_kv_cache": True, "export.output_dir": str(tmp_path / "out")}
+    )
     assert config_key(elsewhere) == key
     moved = tmp_path / "copy.json"
     moved.write_text(params.read_text())
@@ -53,7 +54,9 @@ def test_a_params_file_that_is_not_there_is_named(tmp_path: Path) -> None:
 def test_the_recipe_label_is_the_program_s_precision_quantization_and_partitioner() -> None:
     assert recipe_of(llm_config({"backend.xnnpack.enabled": True})).label == "fp32-xnnpack"
     assert recipe_of(llm_config({})).label == "fp32-none"
-    assert recipe_of(llm_config({"quantization.qmode": "8da4w", "backend.xnnpack.enabled": True})).label == \
-        "int8-8da4w-xnnpack"
+    assert (
+        recipe_of(llm_config({"quantization.qmode": "8da4w", "backend.xnnpack.enabled": True})).label
+        == "int8-8da4w-xnnpack"
+    )
     with pytest.raises(UsageError, match="qmode='int8'"):
         recipe_of(llm_config({"quantization.qmode": "int8"}))

@@ -43,12 +43,12 @@ def get_example_inputs():
 '''
 # By hand: output elements x (filter elements per output channel)
 HAND_MACS = {
-    "dense": 8 * 8 * 8 * (4 * 3 * 3),       # 18,432
-    "depthwise": 8 * 8 * 8 * (3 * 3),       # 4,608
-    "grouped": 8 * 8 * 16 * (4 * 3 * 3),    # 36,864: each output channel sees 8/2 input channels
-    "pointwise": 8 * 8 * 32 * 16,           # 32,768
-    "linear": 10 * (32 * 8 * 8),            # 20,480
-    "bmm": 64 * 64 * 32,                    # 131,072
+    "dense": 8 * 8 * 8 * (4 * 3 * 3),  # 18,432
+    "depthwise": 8 * 8 * 8 * (3 * 3),  # 4,608
+    "grouped": 8 * 8 * 16 * (4 * 3 * 3),  # 36,864: each output channel sees 8/2 input channels
+    "pointwise": 8 * 8 * 32 * 16,  # 32,768
+    "linear": 10 * (32 * 8 * 8),  # 20,480
+    "bmm": 64 * 64 * 32,  # 131,072
 }
 
 
@@ -60,8 +60,12 @@ def layers(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
     session = Sme2Session(Settings(target="host", cache_dir=root / "cache", session_dir=root / "run"))
     session.registry.register_dir(root / "models")
     try:
-        recipes = {"fp32": Recipe(), "fp16": Recipe(dtype="fp16"), "int8": Recipe(dtype="int8"),
-                   "int8-dynamic": Recipe(dtype="int8", quant="dynamic")}
+        recipes = {
+            "fp32": Recipe(),
+            "fp16": Recipe(dtype="fp16"),
+            "int8": Recipe(dtype="int8"),
+            "int8-dynamic": Recipe(dtype="int8", quant="dynamic"),
+        }
         yield {name: session.export("layers", recipe) for name, recipe in recipes.items()}
     finally:
         session.close()
@@ -88,8 +92,9 @@ def test_bytes_of_a_transpose_are_its_tensor_read_and_written(layers) -> None:
 def test_a_kind_whose_operator_count_differs_from_its_nodes_is_left_unknown(layers) -> None:
     work = program_work(layers["fp32"].path)
     (instruction,) = work.delegate_nodes
-    convolutions = sum(kind in ("XNNConv2d", "XNNDepthwiseConv2d", "XNNFullyConnected")
-                       for kind, _ in work.delegate_nodes[instruction])
+    convolutions = sum(
+        kind in ("XNNConv2d", "XNNDepthwiseConv2d", "XNNFullyConnected") for kind, _ in work.delegate_nodes[instruction]
+    )
     ops = [OpKey(f"Convolution (NHWC, F32) IGEMM #{i + 1}", instruction, True) for i in range(convolutions + 1)]
     result = work.for_ops(ops)
     assert all(math.isnan(w.macs) for w in result)

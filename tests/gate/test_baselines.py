@@ -18,13 +18,24 @@ from pytest_sme2.report.record import profile_entry
 
 
 def _record(samples: list[float]) -> dict:
-    return {"latency": {"median_ms": sorted(samples)[len(samples) // 2]}, "samples_ms": samples,
-            "shares": {"CONV": 0.5, "OTHER": 0.5}}
+    return {
+        "latency": {"median_ms": sorted(samples)[len(samples) // 2]},
+        "samples_ms": samples,
+        "shares": {"CONV": 0.5, "OTHER": 0.5},
+    }
 
 
-def _baseline(path: Path, test_id: str = "tests/test_x.py::test_a", samples: list[float] | None = None) -> baselines.Baseline:
-    return baselines.Baseline(path, test_id, "host-x86_64-cpu-nosme2", {"m fp32 [host]": _record(samples or [1.0, 2.0])},
-                              {"name": "host", "cpu": "cpu", "details": {"runner": "/tmp/x"}}, {"date": "2026-01-01T00:00:00Z"})
+def _baseline(
+    path: Path, test_id: str = "tests/test_x.py::test_a", samples: list[float] | None = None
+) -> baselines.Baseline:
+    return baselines.Baseline(
+        path,
+        test_id,
+        "host-x86_64-cpu-nosme2",
+        {"m fp32 [host]": _record(samples or [1.0, 2.0])},
+        {"name": "host", "cpu": "cpu", "details": {"runner": "/tmp/x"}},
+        {"date": "2026-01-01T00:00:00Z"},
+    )
 
 
 def test_path_is_per_fingerprint_and_test_and_long_ids_stay_distinct(tmp_path: Path) -> None:
@@ -37,10 +48,15 @@ def test_path_is_per_fingerprint_and_test_and_long_ids_stay_distinct(tmp_path: P
     assert path_a != path_b and len(path_a.name) < 130
 
 
-@pytest.mark.parametrize("pair", [("t.py::test_weird[a/b]", "t.py::test_weird[a_b]"),
-                                  ("t.py::test[$(touch x)]", "t.py::test[`touch x`]"),
-                                  ("t.py::test[..]", "t.py::test[__]"),
-                                  ("plain", "plain~" + "0" * 12)])
+@pytest.mark.parametrize(
+    "pair",
+    [
+        ("t.py::test_weird[a/b]", "t.py::test_weird[a_b]"),
+        ("t.py::test[$(touch x)]", "t.py::test[`touch x`]"),
+        ("t.py::test[..]", "t.py::test[__]"),
+        ("plain", "plain~" + "0" * 12),
+    ],
+)
 def test_ids_that_clean_alike_get_different_files(tmp_path: Path, pair: tuple[str, str]) -> None:
     first, second = (baselines.baseline_path(tmp_path, "fp", test_id) for test_id in pair)
     assert first != second
@@ -73,37 +89,69 @@ def test_load_round_trip_and_missing_file_is_none(tmp_path: Path) -> None:
     [
         ('{"schema": 1, "test": ', "not valid JSON (Expecting value at line 1 column 23)"),
         ("[1, 2]", "the top level is not a JSON object"),
-        ('{"schema": 99, "test": "t", "fingerprint": "f", "profiles": {}}', "schema 99, this pytest-sme2 reads schema 1"),
+        (
+            '{"schema": 99, "test": "t", "fingerprint": "f", "profiles": {}}',
+            "schema 99, this pytest-sme2 reads schema 1",
+        ),
         ('{"schema": 1, "test": "t", "profiles": {}}', "missing key(s) fingerprint"),
-        ('{"schema": 1, "test": "t", "fingerprint": "f", "profiles": {"a": {"latency": {}, "shares": {}}}}', "profiles['a'] has no 'samples_ms'"),
-        ('{"schema": 1, "test": "t", "fingerprint": "f", "profiles": {"a": {"latency": {}, "shares": {}, "samples_ms": [1, "x"]}}}',
-         "profiles['a'].samples_ms must be a list of numbers >= 0 (ms per run) (it is list [1, 'x'])"),
-        ('{"schema": 1, "test": "t", "fingerprint": "f", "profiles": {"a": {"latency": {}, "shares": {}, "samples_ms": []}}}',
-         "profiles['a'].samples_ms is empty (only an emulated record has no timed runs)"),
-        ('{"schema": 1, "test": "t", "fingerprint": "f", "profiles": {"a": {"latency": {}, "shares": {}, "samples_ms": [1, 2], "reference_ms": [3]}}}',
-         "profiles['a'].reference_ms has 1 entries, one per entry of 'samples_ms' (2) expected"),
-        ('{"schema": 1, "test": "t", "fingerprint": "f", "profiles": {"a": {"latency": {}, "shares": {}, "samples_ms": [1], "reference_ms": [0]}}}',
-         "profiles['a'].reference_ms must be null or a list of numbers > 0"),
+        (
+            '{"schema": 1, "test": "t", "fingerprint": "f", "profiles": {"a": {"latency": {}, "shares": {}}}}',
+            "profiles['a'] has no 'samples_ms'",
+        ),
+        (
+            '{"schema": 1, "test": "t", "fingerprint": "f", "profiles": {"a": {"latency": {}, "shares": {}, "samples_ms": [1, "x"]}}}',
+            "profiles['a'].samples_ms must be a list of numbers >= 0 (ms per run) (it is list [1, 'x'])",
+        ),
+        (
+            '{"schema": 1, "test": "t", "fingerprint": "f", "profiles": {"a": {"latency": {}, "shares": {}, "samples_ms": []}}}',
+            "profiles['a'].samples_ms is empty (only an emulated record has no timed runs)",
+        ),
+        (
+            '{"schema": 1, "test": "t", "fingerprint": "f", "profiles": {"a": {"latency": {}, "shares": {}, "samples_ms": [1, 2], "reference_ms": [3]}}}',
+            "profiles['a'].reference_ms has 1 entries, one per entry of 'samples_ms' (2) expected",
+        ),
+        (
+            '{"schema": 1, "test": "t", "fingerprint": "f", "profiles": {"a": {"latency": {}, "shares": {}, "samples_ms": [1], "reference_ms": [0]}}}',
+            "profiles['a'].reference_ms must be null or a list of numbers > 0",
+        ),
         # A right schema with wrong inner types (issue 13, case 3): named by field, never a traceback later.
-        ('{"schema": 1, "test": "t", "fingerprint": "f", "profiles": {"a": {"latency": {}, "shares": "abc", "samples_ms": [1]}}}',
-         "profiles['a'].shares must be an object of named values (it is str 'abc')"),
-        ('{"schema": 1, "test": "t", "fingerprint": "f", "profiles": {"a": {"latency": [], "shares": {}, "samples_ms": [1]}}}',
-         "profiles['a'].latency must be null or an object of statistics"),
-        ('{"schema": 1, "test": "t", "fingerprint": "f", "profiles": {"a": {"latency": {}, "shares": {"CONV": "half"}, "samples_ms": [1]}}}',
-         "profiles['a'].shares['CONV'] must be a share (a number, 0.25 for 25%) or null (it is str 'half')"),
-        ('{"schema": 1, "test": "t", "fingerprint": "f", "profiles": {"a": {"latency": {}, "shares": {}, "samples_ms": [1], "per_run": {"shares": {"CONV": 0.5}}}}}',
-         "profiles['a'].per_run.shares['CONV'] must be null or a list of shares, one per run"),
-        ('{"schema": 1, "test": "t", "fingerprint": "f", "profiles": {"a": {"latency": {}, "shares": {}, "samples_ms": [1], "delegation_coverage": 1.5}}}',
-         "profiles['a'].delegation_coverage must be a fraction between 0 and 1, or null (it is float 1.5)"),
-        ('{"schema": 1, "test": "t", "fingerprint": "f", "profiles": {"a": {"latency": {}, "shares": {}, "samples_ms": [1], "delegation": {"ops": {"aten.add": [1]}}}}}',
-         "profiles['a'].delegation.ops['aten.add'] must be [delegated, not delegated]"),
-        ('{"schema": 1, "test": "t", "fingerprint": "f", "profiles": {"a": {"latency": null, "shares": {}, "samples_ms": [], "emulated": true, '
-         '"instructions": {"source": "qemu (emulated target)", "ops": {"Convolution @3": [0, 100]}}}}}',
-         "profiles['a'].instructions.ops['Convolution @3'] must be [execution order, instructions, SME instructions]"),
-        ('{"schema": 1, "test": "t", "fingerprint": "f", "profiles": {"a": {"latency": {}, "shares": {}, "samples_ms": [1], "portable_ops": "aten.add"}}}',
-         "profiles['a'].portable_ops must be a list of strings (it is str 'aten.add')"),
-        ('{"schema": 1, "test": "t", "fingerprint": "f", "profiles": {"a": {"latency": {}, "shares": {}, "samples_ms": [1], "memory": {"planned_bytes": -4}}}}',
-         "profiles['a'].memory.planned_bytes must be a whole number >= 0 or null (it is int -4)"),
+        (
+            '{"schema": 1, "test": "t", "fingerprint": "f", "profiles": {"a": {"latency": {}, "shares": "abc", "samples_ms": [1]}}}',
+            "profiles['a'].shares must be an object of named values (it is str 'abc')",
+        ),
+        (
+            '{"schema": 1, "test": "t", "fingerprint": "f", "profiles": {"a": {"latency": [], "shares": {}, "samples_ms": [1]}}}',
+            "profiles['a'].latency must be null or an object of statistics",
+        ),
+        (
+            '{"schema": 1, "test": "t", "fingerprint": "f", "profiles": {"a": {"latency": {}, "shares": {"CONV": "half"}, "samples_ms": [1]}}}',
+            "profiles['a'].shares['CONV'] must be a share (a number, 0.25 for 25%) or null (it is str 'half')",
+        ),
+        (
+            '{"schema": 1, "test": "t", "fingerprint": "f", "profiles": {"a": {"latency": {}, "shares": {}, "samples_ms": [1], "per_run": {"shares": {"CONV": 0.5}}}}}',
+            "profiles['a'].per_run.shares['CONV'] must be null or a list of shares, one per run",
+        ),
+        (
+            '{"schema": 1, "test": "t", "fingerprint": "f", "profiles": {"a": {"latency": {}, "shares": {}, "samples_ms": [1], "delegation_coverage": 1.5}}}',
+            "profiles['a'].delegation_coverage must be a fraction between 0 and 1, or null (it is float 1.5)",
+        ),
+        (
+            '{"schema": 1, "test": "t", "fingerprint": "f", "profiles": {"a": {"latency": {}, "shares": {}, "samples_ms": [1], "delegation": {"ops": {"aten.add": [1]}}}}}',
+            "profiles['a'].delegation.ops['aten.add'] must be [delegated, not delegated]",
+        ),
+        (
+            '{"schema": 1, "test": "t", "fingerprint": "f", "profiles": {"a": {"latency": null, "shares": {}, "samples_ms": [], "emulated": true, '
+            '"instructions": {"source": "qemu (emulated target)", "ops": {"Convolution @3": [0, 100]}}}}}',
+            "profiles['a'].instructions.ops['Convolution @3'] must be [execution order, instructions, SME instructions]",
+        ),
+        (
+            '{"schema": 1, "test": "t", "fingerprint": "f", "profiles": {"a": {"latency": {}, "shares": {}, "samples_ms": [1], "portable_ops": "aten.add"}}}',
+            "profiles['a'].portable_ops must be a list of strings (it is str 'aten.add')",
+        ),
+        (
+            '{"schema": 1, "test": "t", "fingerprint": "f", "profiles": {"a": {"latency": {}, "shares": {}, "samples_ms": [1], "memory": {"planned_bytes": -4}}}}',
+            "profiles['a'].memory.planned_bytes must be a whole number >= 0 or null (it is int -4)",
+        ),
         ('{"schema": 1, "test": 7, "fingerprint": "f", "profiles": {}}', "'test' must be a string (it is int)"),
     ],
 )
@@ -122,8 +170,11 @@ def _write_many(args: tuple[str, int]) -> None:
     for i in range(20):
         test_id = f"t.py::test_{worker}_{i}"
         baselines.write(_baseline(baselines.baseline_path(Path(root), "fp", test_id), test_id, [float(i), 1.0]))
-        baselines.write(_baseline(baselines.baseline_path(Path(root), "fp", "t.py::shared"), "t.py::shared",
-                                  [float(worker), float(i)]))
+        baselines.write(
+            _baseline(
+                baselines.baseline_path(Path(root), "fp", "t.py::shared"), "t.py::shared", [float(worker), float(i)]
+            )
+        )
 
 
 def test_concurrent_writers_lose_nothing_and_never_leave_half_files(tmp_path: Path) -> None:
@@ -157,8 +208,11 @@ def test_a_fingerprint_folder_that_is_a_link_is_not_written_through(tmp_path: Pa
     root.mkdir(parents=True)
     path = baselines.baseline_path(root, "fp", "t.py::t")
     path.parent.symlink_to(outside)
-    with pytest.raises(BaselineError, match=rf"its folder {re.escape(str(path.parent))} is a symbolic link \(to "
-                                            rf"{re.escape(str(outside))}\).*Replace it by a real folder"):
+    with pytest.raises(
+        BaselineError,
+        match=rf"its folder {re.escape(str(path.parent))} is a symbolic link \(to "
+        rf"{re.escape(str(outside))}\).*Replace it by a real folder",
+    ):
         baselines.write(_baseline(path))
     assert not list(outside.iterdir())
 
@@ -167,21 +221,37 @@ def test_record_of_a_real_profile(tmp_path: Path) -> None:
     runs = []
     for r in range(3):
         t0 = r * 10_000_000
-        runs.append(("Execute", [
-            SyntheticEvent(t0 + 100_000, t0 + 600_000, delegate_name="Convolution (NHWC, PF32) IGEMM #1"),
-            SyntheticEvent(t0, t0 + 700_000, name="DELEGATE_CALL", instruction_id=0),
-            SyntheticEvent(t0 + 700_000, t0 + 900_000, name="native_call_where.self_out", instruction_id=1),
-            SyntheticEvent(t0 + 700_000, t0 + 900_000, name="OPERATOR_CALL", instruction_id=1),
-            SyntheticEvent(t0, t0 + 1_000_000, name="Method::execute"),
-        ]))
+        runs.append(
+            (
+                "Execute",
+                [
+                    SyntheticEvent(t0 + 100_000, t0 + 600_000, delegate_name="Convolution (NHWC, PF32) IGEMM #1"),
+                    SyntheticEvent(t0, t0 + 700_000, name="DELEGATE_CALL", instruction_id=0),
+                    SyntheticEvent(t0 + 700_000, t0 + 900_000, name="native_call_where.self_out", instruction_id=1),
+                    SyntheticEvent(t0 + 700_000, t0 + 900_000, name="OPERATOR_CALL", instruction_id=1),
+                    SyntheticEvent(t0, t0 + 1_000_000, name="Method::execute"),
+                ],
+            )
+        )
     trace = read_run(write_synthetic_etdump(tmp_path / "t.etdp", runs))
-    profile = Profile(trace, model="m", recipe="fp32-xnnpack", variant="host",
-                      delegation={"delegated_nodes": 3, "non_delegated_nodes": 1, "delegated_subgraphs": 1,
-                                  "ops": [{"op_type": "aten.where.self", "delegated": 0, "non_delegated": 1}]},
-                      metadata={"run": {"runs": 3}, "export": {"torch": "2.13.0"}})
+    profile = Profile(
+        trace,
+        model="m",
+        recipe="fp32-xnnpack",
+        variant="host",
+        delegation={
+            "delegated_nodes": 3,
+            "non_delegated_nodes": 1,
+            "delegated_subgraphs": 1,
+            "ops": [{"op_type": "aten.where.self", "delegated": 0, "non_delegated": 1}],
+        },
+        metadata={"run": {"runs": 3}, "export": {"torch": "2.13.0"}},
+    )
     record = baselines.record_of(profile, {"per_inference": 10.0})
     assert record["samples_ms"] == [1.0, 1.0, 1.0] and record["reference_ms"] is None
-    referenced = Profile(trace, model="m", recipe="fp32-xnnpack", variant="host", reference_ms=np.array([2.0, 4.0, 0.5]))
+    referenced = Profile(
+        trace, model="m", recipe="fp32-xnnpack", variant="host", reference_ms=np.array([2.0, 4.0, 0.5])
+    )
     assert baselines.record_of(referenced)["reference_ms"] == [2.0, 4.0, 0.5]
     assert list(referenced.relative_ms) == [0.5, 0.25, 2.0]
     assert referenced.to_dict()["relative_latency"]["median"] == 0.5
@@ -196,7 +266,10 @@ def test_record_of_a_real_profile(tmp_path: Path) -> None:
         assert json.dumps(profile_entry(profile), default=str) == json.dumps(entry, default=str)
     assert record["portable_ops"] == ["native_call_where.self_out"]
     assert record["delegation"]["ops"] == {"aten.where.self": [0, 1]}
-    assert record["sme_path_share"] == 1.0 and record["instructions"] == {"source": "callgrind (host)", "per_inference": 10.0}
+    assert record["sme_path_share"] == 1.0 and record["instructions"] == {
+        "source": "callgrind (host)",
+        "per_inference": 10.0,
+    }
     assert record["provenance"] == {"torch": "2.13.0"}
     json.loads(baselines.dumps(record))  # serialisable as is
 
@@ -213,7 +286,8 @@ def test_every_committed_baseline_loads_and_is_at_its_tests_name() -> None:
 
 
 def test_a_baseline_without_a_commit_says_why_instead_of_commit_question_mark(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Issue 23: ``recorded ... at commit ?`` for baselines recorded before the first commit."""
     import shutil
     import subprocess
@@ -231,16 +305,22 @@ def test_a_baseline_without_a_commit_says_why_instead_of_commit_question_mark(
     unborn, plain = recorded_now(fresh), recorded_now(outside)
     assert recorded_text(unborn) == f"recorded {unborn['date']} before the first commit"
     assert recorded_text(plain) == f"recorded {plain['date']} outside a git repository"
-    assert recorded_text({"date": "2026-01-01", "git_commit": "0123456789abcdef"}) == \
-        "recorded 2026-01-01 at commit 0123456789ab"
+    assert (
+        recorded_text({"date": "2026-01-01", "git_commit": "0123456789abcdef"})
+        == "recorded 2026-01-01 at commit 0123456789ab"
+    )
     assert "?" not in recorded_text({"date": "2026-01-01", "git_commit": None})  # files written before this
 
 
 # A baseline field as an attacker with write access to the file (a pull request) would set it: GitHub runs every
 # output line that starts with ``::`` as a workflow command.
 FORGED = "\n::error file=evil.py,line=1::FORGED\n::stop-commands::tok"
-_COMMITTED = Path(__file__).parents[2] / "baselines" / "emulated-aarch64-qemu-aarch64-11-1-cpu-max-svl-512-sme2" / \
-    "perf_tests_test_toy_cnn.py_test_toy_cnn_sme2_kernel_path_int8~20e50bb6c2d7.json"
+_COMMITTED = (
+    Path(__file__).parents[2]
+    / "baselines"
+    / "emulated-aarch64-qemu-aarch64-11-1-cpu-max-svl-512-sme2"
+    / "perf_tests_test_toy_cnn.py_test_toy_cnn_sme2_kernel_path_int8~20e50bb6c2d7.json"
+)
 
 
 def _forgeries(value: object, path: tuple = ()) -> list[tuple[tuple, str]]:
@@ -250,8 +330,9 @@ def _forgeries(value: object, path: tuple = ()) -> list[tuple[tuple, str]]:
     if isinstance(value, list):
         return [found for i, item in enumerate(value) for found in _forgeries(item, (*path, i))]
     if isinstance(value, dict):
-        return [found for key, item in value.items()
-                for found in [((*path, key), "key"), *_forgeries(item, (*path, key))]]
+        return [
+            found for key, item in value.items() for found in [((*path, key), "key"), *_forgeries(item, (*path, key))]
+        ]
     return []
 
 
@@ -284,13 +365,17 @@ def test_every_string_field_of_a_baseline_refuses_a_forged_line_and_names_it(tmp
         assert "control character" in message or "must be" in message, (where, kind, message)
 
 
-@pytest.mark.parametrize(("field", "value", "why"), [
-    ("date", "yesterday", "recorded.date must be a UTC timestamp like 2026-01-31T12:00:00Z"),
-    ("git_commit", "main", "recorded.git_commit must be a git commit (7 to 64 hexadecimal digits) or null"),
-    ("git", "anywhere", "recorded.git must be null, 'before the first commit' or 'outside a git repository'"),
-])
-def test_recorded_fields_must_be_a_timestamp_a_commit_and_a_known_state(tmp_path: Path, field: str, value: str,
-                                                                         why: str) -> None:
+@pytest.mark.parametrize(
+    ("field", "value", "why"),
+    [
+        ("date", "yesterday", "recorded.date must be a UTC timestamp like 2026-01-31T12:00:00Z"),
+        ("git_commit", "main", "recorded.git_commit must be a git commit (7 to 64 hexadecimal digits) or null"),
+        ("git", "anywhere", "recorded.git must be null, 'before the first commit' or 'outside a git repository'"),
+    ],
+)
+def test_recorded_fields_must_be_a_timestamp_a_commit_and_a_known_state(
+    tmp_path: Path, field: str, value: str, why: str
+) -> None:
     data = json.loads(_COMMITTED.read_text())
     data["recorded"][field] = value
     path = tmp_path / "b.json"

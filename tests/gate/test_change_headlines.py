@@ -70,8 +70,9 @@ def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _record(tmp_path: Path, cache: Path, name: str, **change: object) -> dict:
     """The baseline record of the stack with ``change``, counted with SME2 on."""
-    [profile] = counted_profiles(tmp_path / name, "stack", [True], source=STACK.format(**{**BASE, **change}),
-                                 cache=cache)
+    [profile] = counted_profiles(
+        tmp_path / name, "stack", [True], source=STACK.format(**{**BASE, **change}), cache=cache
+    )
     return record_of(profile)
 
 

@@ -59,10 +59,19 @@ def test_a_verdict_under_a_name_its_check_did_not_declare_is_refused() -> None:
 
 
 def test_a_verdict_crosses_processes_as_plain_data_and_comes_back_equal() -> None:
-    verdict = Verdict("share", Status.REGRESSION, "m fp32", "share of CONV 50.0% -> 62.0%",
-                      Evidence({"current": np.float64(0.62), "baseline": 0.5, "runs": np.int64(40),
-                                "interval": (np.float64(0.1), 0.14)}, Kind.QUANTITY, "CONV", True,
-                               "share of CONV 50.0% -> 62.0%"))
+    verdict = Verdict(
+        "share",
+        Status.REGRESSION,
+        "m fp32",
+        "share of CONV 50.0% -> 62.0%",
+        Evidence(
+            {"current": np.float64(0.62), "baseline": 0.5, "runs": np.int64(40), "interval": (np.float64(0.1), 0.14)},
+            Kind.QUANTITY,
+            "CONV",
+            True,
+            "share of CONV 50.0% -> 62.0%",
+        ),
+    )
     data = verdict.as_dict()
     text = json.dumps(data)  # plain: no numpy scalar, no enum, no tuple left
     assert type(data["evidence"]["numbers"]["current"]) is float and type(data["evidence"]["numbers"]["runs"]) is int
@@ -84,8 +93,15 @@ def test_a_damaged_verdict_is_refused_by_name() -> None:
 
 
 def test_statuses_are_the_words_the_gate_writes() -> None:
-    assert [s.value for s in Status] == ["ok", "regression", "improvement", "skipped", "inconclusive", "note",
-                                         "missing"]
+    assert [s.value for s in Status] == [
+        "ok",
+        "regression",
+        "improvement",
+        "skipped",
+        "inconclusive",
+        "note",
+        "missing",
+    ]
     assert {s for s in Status if s.failed} == {Status.REGRESSION, Status.MISSING}
     assert f"[{Status.INCONCLUSIVE}]" == "[inconclusive]" and str(Status.NOTE) == "note"
     assert Status.OK == "ok"
@@ -97,8 +113,15 @@ def test_the_terminal_reads_a_verdicts_status_not_its_words() -> None:
 
     tricky = Verdict("latency", Status.OK, "m", "within tolerance; was [improvement] once").as_dict()
     unclear = Verdict("latency", Status.INCONCLUSIVE, "m", "latency not judged").as_dict()
-    outcome = {"verdicts": [tricky, unclear], "failed": [], "notes": [], "missing": [], "written": [],
-               "unchanged": [], "findings": []}
+    outcome = {
+        "verdicts": [tricky, unclear],
+        "failed": [],
+        "notes": [],
+        "missing": [],
+        "written": [],
+        "unchanged": [],
+        "findings": [],
+    }
     rows = verdicts_of([("sme2_baseline", outcome)])
     assert [row["verdict"] for row in rows] == ["ok", "inconclusive"]
     assert rows[0]["message"] == "[ok] m: within tolerance; was [improvement] once"
@@ -107,12 +130,27 @@ def test_the_terminal_reads_a_verdicts_status_not_its_words() -> None:
 def test_findings_group_by_kind_and_show_the_checks_own_words() -> None:
     from pytest_sme2.gate import findings
 
-    grown = Verdict("init", Status.REGRESSION, "net", "init (Method::init) regression: +40.0% (...)",
-                    Evidence({"ratio": 1.4}, short="init (Method::init) +40.0%"))
-    gone = Verdict("op_instructions", Status.NOTE, "net", "the program's operators changed (gone: x)",
-                   Evidence({"gone": ["x"], "new": []}, Kind.OPERATORS))
-    lost = Verdict("sme_path", Status.REGRESSION, "net", "SME/SME2 kernel(s) executed in the baseline but not now: k",
-                   Evidence({"lost": ["k"]}, Kind.KERNEL_PATH))
+    grown = Verdict(
+        "init",
+        Status.REGRESSION,
+        "net",
+        "init (Method::init) regression: +40.0% (...)",
+        Evidence({"ratio": 1.4}, short="init (Method::init) +40.0%"),
+    )
+    gone = Verdict(
+        "op_instructions",
+        Status.NOTE,
+        "net",
+        "the program's operators changed (gone: x)",
+        Evidence({"gone": ["x"], "new": []}, Kind.OPERATORS),
+    )
+    lost = Verdict(
+        "sme_path",
+        Status.REGRESSION,
+        "net",
+        "SME/SME2 kernel(s) executed in the baseline but not now: k",
+        Evidence({"lost": ["k"]}, Kind.KERNEL_PATH),
+    )
     found = findings.findings([grown, gone, lost])
     assert [f.cause_name for f in found] == ["operators", "SME path", "quantity"]
     assert found[-1].text == "init (Method::init) +40.0%"

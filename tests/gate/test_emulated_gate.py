@@ -52,7 +52,7 @@ def get_example_inputs():
     return (torch.ones(1, 8, SIZE, SIZE),)
 '''
 BASE = {"channels": 32, "size": 16, "groups": 1, "output": "y", "middle": "y"}
-TEST = '''
+TEST = """
 import pytest
 from pytest_sme2 import assert_outputs_match
 
@@ -61,7 +61,7 @@ from pytest_sme2 import assert_outputs_match
 def test_gated(exported_pte, runner, etdump_profile):
     on = etdump_profile(exported_pte, runner(sme2=True))
     assert_outputs_match(on, exported_pte)
-'''
+"""
 
 
 def _project(pytester: pytest.Pytester, shared_export_cache, **change: object) -> None:  # noqa: ANN001
@@ -72,8 +72,12 @@ _RECORDED: dict[str, Path] = {}  # this process's copy of the unchanged model's 
 
 
 @pytest.fixture
-def recorded(pytester: pytest.Pytester, shared_export_cache, monkeypatch: pytest.MonkeyPatch,
-             tmp_path_factory: pytest.TempPathFactory) -> pytest.Pytester:
+def recorded(
+    pytester: pytest.Pytester,
+    shared_export_cache,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> pytest.Pytester:
     """A project whose baseline of the unchanged model is recorded, and rerun unchanged: it passes.
 
     Recorded and rerun once per test process (the counts repeat exactly, so a record made for one test is the
@@ -85,8 +89,9 @@ def recorded(pytester: pytest.Pytester, shared_export_cache, monkeypatch: pytest
         pytester.runpytest_inprocess("--sme2-update-baselines").assert_outcomes(passed=1)
         rerun = pytester.runpytest_inprocess()
         rerun.assert_outcomes(passed=1)
-        rerun.stdout.fnmatch_lines(["*1 baseline file(s) (counted instructions, emulated target): 0 written*"
-                                    "0 regression(s)*"])
+        rerun.stdout.fnmatch_lines(
+            ["*1 baseline file(s) (counted instructions, emulated target): 0 written*" "0 regression(s)*"]
+        )
         kept = tmp_path_factory.mktemp("emulated-gate-baselines") / "baselines"
         shutil.copytree(pytester.path / "baselines", kept)
         _RECORDED["baselines"] = kept
@@ -105,23 +110,35 @@ def _changed(pytester: pytest.Pytester, shared_export_cache, **change: object): 
 def test_a_new_operator_outside_the_delegate_fails_naming_it(recorded, shared_export_cache) -> None:
     # the where node is new to the program (nothing fell out: no node of the baseline left the delegate)
     result = _changed(recorded, shared_export_cache, output="torch.where(y > 0, y, 0.5 * y)")
-    result.stdout.fnmatch_lines(["*[[]regression[]]*new node(s) run outside the delegate: *<root>: aten.where.self*"
-                                 "(portable kernel(s) new to the program: *native_call_where.self_out*)*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*[[]regression[]]*new node(s) run outside the delegate: *<root>: aten.where.self*"
+            "(portable kernel(s) new to the program: *native_call_where.self_out*)*"
+        ]
+    )
 
 
 def test_a_lost_sme_kernel_path_fails_naming_the_operator(recorded, shared_export_cache) -> None:
     # the first convolution made depthwise: XNNPACK has no SME kernel for it (DWConv instead of PF32 IGEMM)
     result = _changed(recorded, shared_export_cache, channels=8, groups=8)
-    result.stdout.fnmatch_lines(["*operator Convolution (NHWC, PF32) IGEMM #1 @0 (first: aten.convolution.default) "
-                                 "(now Convolution (NHWC, F32) DWConv #1 @0) "
-                                 "ran * SME instructions in the baseline and none now: its SME kernel path is lost*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*operator Convolution (NHWC, PF32) IGEMM #1 @0 (first: aten.convolution.default) "
+            "(now Convolution (NHWC, F32) DWConv #1 @0) "
+            "ran * SME instructions in the baseline and none now: its SME kernel path is lost*"
+        ]
+    )
 
 
 def test_five_percent_more_instructions_in_one_operator_fails_naming_it(recorded, shared_export_cache) -> None:
     # 34 instead of 32 channels out of the first convolution: that operator and the next do 6% more work
     result = _changed(recorded, shared_export_cache, channels=34)
-    result.stdout.fnmatch_lines(["*operator Convolution (NHWC, PF32) IGEMM #1 @0 (first: aten.convolution.default): "
-                                 "* instructions vs baseline *"])
+    result.stdout.fnmatch_lines(
+        [
+            "*operator Convolution (NHWC, PF32) IGEMM #1 @0 (first: aten.convolution.default): "
+            "* instructions vs baseline *"
+        ]
+    )
 
 
 def test_ten_percent_more_planned_memory_fails(recorded, shared_export_cache) -> None:
@@ -134,7 +151,7 @@ def _message(result) -> list[str]:  # noqa: ANN001
     lines = result.stdout.lines
     start = next(i for i, line in enumerate(lines) if line.endswith("sme2 baseline check failed:"))
     end = next(i for i in range(start + 1, len(lines)) if lines[i].startswith("---") or lines[i].startswith("==="))
-    return lines[start + 1:end]
+    return lines[start + 1 : end]
 
 
 def test_an_operator_inserted_mid_model_is_the_headline_and_splits_no_pairing(recorded, shared_export_cache) -> None:
@@ -173,7 +190,8 @@ def _modelled_records(baselines: Path) -> dict[str, dict]:
 
 
 def test_modelled_device_time_is_gated_naming_the_operator_and_its_ms_before_and_after(
-        pytester: pytest.Pytester, shared_export_cache, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytester: pytest.Pytester, shared_export_cache, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Issue 26, item 5: with --sme2-device the baseline keeps each counted run's modelled time on the device;
     unchanged, it passes; a wider first convolution fails on modelled time, naming the operator with the ms of
     the baseline and the ms the changed model's own baseline records."""
@@ -193,8 +211,13 @@ def test_modelled_device_time_is_gated_naming_the_operator_and_its_ms_before_and
     failed.assert_outcomes(failed=1)
     # `pytest-sme2 check` judges the kept records again, without pytest: the same modelled verdict
     [session] = [p for p in (pytester.path / "art").iterdir() if p.is_dir()]
-    judged = subprocess.run([sys.executable, "-m", "pytest_sme2.cli", "check", str(session)], cwd=pytester.path,
-                            capture_output=True, text=True, timeout=300)
+    judged = subprocess.run(
+        [sys.executable, "-m", "pytest_sme2.cli", "check", str(session)],
+        cwd=pytester.path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert judged.returncode == 1, judged.stdout + judged.stderr
     [again] = [line for line in judged.stdout.splitlines() if "modelled time on apple-m4" in line]
     pytester.runpytest_inprocess("--sme2-update-baselines", "--sme2-baselines-dir=changed", *device)
@@ -218,13 +241,17 @@ def test_modelled_device_time_is_gated_naming_the_operator_and_its_ms_before_and
     # every modelled block without a word; a session without the device skipped the modelled check unseen.
     assert "--sme2-update-baselines --sme2-device=apple-m4" in failed.stdout.str()
     plain = pytester.runpytest_inprocess()
-    assert "1 modelled device time check(s) not judged: the baselines hold modelled time and this session models " \
-           "no device; add --sme2-device apple-m4 to judge them" in plain.stdout.str()
+    assert (
+        "1 modelled device time check(s) not judged: the baselines hold modelled time and this session models "
+        "no device; add --sme2-device apple-m4 to judge them" in plain.stdout.str()
+    )
     # its failure's update command names the device the baseline was modelled on (run as printed, it keeps it)
     assert "--sme2-update-baselines --sme2-device=apple-m4" in plain.stdout.str()
     dropped = pytester.runpytest_inprocess("--sme2-update-baselines")
-    assert "its modelled device time was not kept on apple-m4: this update modelled no device; record it again " \
-           "with --sme2-device apple-m4 to keep it" in dropped.stdout.str()
+    assert (
+        "its modelled device time was not kept on apple-m4: this update modelled no device; record it again "
+        "with --sme2-device apple-m4 to keep it" in dropped.stdout.str()
+    )
     assert "modelled" not in _modelled_records(pytester.path / "baselines")[label]
     # a baseline priced by another pricing method (a review: its skip was only in the verdicts file)
     pytester.runpytest_inprocess("--sme2-update-baselines", *device).assert_outcomes(passed=1)
@@ -234,9 +261,13 @@ def test_modelled_device_time_is_gated_naming_the_operator_and_its_ms_before_and
     path.write_text(json.dumps(stored))
     other = pytester.runpytest_inprocess(*device)
     other.assert_outcomes(passed=1)
-    other.stdout.fnmatch_lines(["  1 modelled device time check(s) not judged:",
-                                "    *priced by another version of apple-m4's numbers or pricing method*record the "
-                                "baseline again with --sme2-update-baselines --sme2-device apple-m4"])
+    other.stdout.fnmatch_lines(
+        [
+            "  1 modelled device time check(s) not judged:",
+            "    *priced by another version of apple-m4's numbers or pricing method*record the "
+            "baseline again with --sme2-update-baselines --sme2-device apple-m4",
+        ]
+    )
 
 
 def test_a_bigger_weight_fails_on_init_naming_it(recorded, shared_export_cache) -> None:
@@ -254,7 +285,7 @@ def test_a_bigger_weight_fails_on_init_naming_it(recorded, shared_export_cache) 
     assert after > 1.25 * before
 
 
-README_TEST = '''
+README_TEST = """
 import pytest
 
 
@@ -265,12 +296,12 @@ def test_readme(exported_pte, runner, etdump_profile):
     off = etdump_profile(exported_pte, runner(sme2=False))
     assert on.speedup_over(off).low >= 2.0  # emulated time is no time: skips here
     raise AssertionError("the lines after a timing skip must not run")
-'''
+"""
 
 
-def test_the_readme_example_skips_its_speedup_but_its_profiles_are_gated(pytester: pytest.Pytester,
-                                                                         shared_export_cache,
-                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_readme_example_skips_its_speedup_but_its_profiles_are_gated(
+    pytester: pytest.Pytester, shared_export_cache, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The README's first example asserts a speedup, which skips on the emulated target. Its two profiles were
     counted before that line: found by a user's trial, a layer added to the model then still exited 0, the test
     skipped and no baseline ever written. They are gated now: recorded, passed unchanged, failed when changed."""
@@ -282,22 +313,37 @@ def test_the_readme_example_skips_its_speedup_but_its_profiles_are_gated(pyteste
     missing.stdout.fnmatch_lines(["*speedup of gated * not checked; the lines after it did not run; *no baseline*"])
     update = pytester.runpytest_inprocess("--sme2-update-baselines", "-rs")
     update.assert_outcomes(skipped=1)
-    update.stdout.fnmatch_lines(["*1 baseline file(s) (counted instructions, emulated target): 1 written*",
-                                 "*emulated timing is not hardware timing: speedup of gated * not checked; the lines "
-                                 "after it did not run; the profiles built before it were written as baselines "
-                                 "(1 file(s))*"])
+    update.stdout.fnmatch_lines(
+        [
+            "*1 baseline file(s) (counted instructions, emulated target): 1 written*",
+            "*emulated timing is not hardware timing: speedup of gated * not checked; the lines "
+            "after it did not run; the profiles built before it were written as baselines "
+            "(1 file(s))*",
+        ]
+    )
     [written] = (pytester.path / "baselines").rglob("*.json")
     assert len(json.loads(written.read_text())["profiles"]) == 2  # SME2 on and off
     unchanged = pytester.runpytest_inprocess("-rs")
     unchanged.assert_outcomes(skipped=1)
-    unchanged.stdout.fnmatch_lines(["*0 written*0 regression(s)*",
-                                    "*the profiles built before it passed their baselines (counted instructions)*"])
-    write_model_project(pytester, "gated", MODEL.format(**{**BASE, "output": "torch.where(y > 0, y, 0.5 * y)"}),
-                        README_TEST, "emulated", shared_export_cache)
+    unchanged.stdout.fnmatch_lines(
+        ["*0 written*0 regression(s)*", "*the profiles built before it passed their baselines (counted instructions)*"]
+    )
+    write_model_project(
+        pytester,
+        "gated",
+        MODEL.format(**{**BASE, "output": "torch.where(y > 0, y, 0.5 * y)"}),
+        README_TEST,
+        "emulated",
+        shared_export_cache,
+    )
     changed = pytester.runpytest_inprocess()
     changed.assert_outcomes(failed=1)
-    changed.stdout.fnmatch_lines(["*[[]regression[]]*new node(s) run outside the delegate: *<root>: aten.where.self*",
-                                  "*0 written, 0 refused, * regression(s) in 1 test(s), *"])  # verdicts, tests
+    changed.stdout.fnmatch_lines(
+        [
+            "*[[]regression[]]*new node(s) run outside the delegate: *<root>: aten.where.self*",
+            "*0 written, 0 refused, * regression(s) in 1 test(s), *",
+        ]
+    )  # verdicts, tests
     # a user's trial: the failure came chained to the skip ("During handling of the above exception, ...")
     assert "During handling of the above exception" not in changed.stdout.str()
 
@@ -310,10 +356,12 @@ def test_the_instruction_metric_on_the_emulated_target_is_its_own_count(recorded
     before = path.read_text()
     judged = recorded.runpytest_inprocess("--sme2-metric=instructions")
     judged.assert_outcomes(passed=1)
-    judged.stdout.fnmatch_lines(["*1 baseline file(s) (counted instructions, emulated target): 0 written*"
-                                 "0 regression(s)*"])
-    update = recorded.runpytest_inprocess("--sme2-metric=instructions", "--sme2-update-baselines",
-                                          "--sme2-artifacts-dir=updated")
+    judged.stdout.fnmatch_lines(
+        ["*1 baseline file(s) (counted instructions, emulated target): 0 written*" "0 regression(s)*"]
+    )
+    update = recorded.runpytest_inprocess(
+        "--sme2-metric=instructions", "--sme2-update-baselines", "--sme2-artifacts-dir=updated"
+    )
     update.assert_outcomes(passed=1)
     summary_md = next((recorded.path / "updated").rglob("summary.md")).read_text()
     assert "verdict: baseline unchanged" in summary_md  # not "no baseline check" (a review of this change)
@@ -323,5 +371,9 @@ def test_the_instruction_metric_on_the_emulated_target_is_its_own_count(recorded
     # and an update of unchanged code keeps the file as it was, its date and commit too (a user's trial: every
     # file rewritten, noise in the pull request's review)
     assert path.read_text() == before
-    update.stdout.fnmatch_lines(["*1 baseline file(s) (counted instructions, emulated target): 0 written, "
-                                 "1 unchanged (kept as they were), 0 refused*"])
+    update.stdout.fnmatch_lines(
+        [
+            "*1 baseline file(s) (counted instructions, emulated target): 0 written, "
+            "1 unchanged (kept as they were), 0 refused*"
+        ]
+    )

@@ -47,7 +47,7 @@ def get_eager_model():
 def get_example_inputs():
     return (torch.ones(1, 4, SIZE, SIZE),)
 '''
-TEST = '''
+TEST = """
 import pytest
 
 
@@ -55,7 +55,7 @@ import pytest
 @pytest.mark.baseline(latency=1.0, shares=0.5)  # a few short runs: only start-up is under test here
 def test_packed(exported_pte, runner, etdump_profile):
     etdump_profile(exported_pte, runner())
-'''
+"""
 
 
 def _project(pytester: pytest.Pytester, cache: Path, size: int) -> None:
@@ -68,14 +68,16 @@ def _record(baselines: Path) -> dict:
     return record
 
 
-def test_a_bigger_weight_fails_on_init_and_unchanged_passes(pytester: pytest.Pytester, shared_export_cache: Path,
-                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_bigger_weight_fails_on_init_and_unchanged_passes(
+    pytester: pytest.Pytester, shared_export_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)  # this file tests the gate: turn it back on
     _project(pytester, shared_export_cache, size=24)
     # Start-up is under test, not whether this machine is quiet enough for a latency baseline: beside other work
     # (a helper's make perf) the quality check refused it (28 of 48 runs disturbed), so it is accepted here.
-    pytester.runpytest_inprocess("--sme2-update-baselines", "--sme2-baseline-processes=4", "--sme2-runs=12",
-                                 "--sme2-accept-noisy-baselines").assert_outcomes(passed=1)
+    pytester.runpytest_inprocess(
+        "--sme2-update-baselines", "--sme2-baseline-processes=4", "--sme2-runs=12", "--sme2-accept-noisy-baselines"
+    ).assert_outcomes(passed=1)
     kept = _record(pytester.path / "baselines")
     assert kept["chunk_sizes"] == [12] * 4 and len(kept["init_relative_per_chunk"]) == 4
     # A process whose warm loads were all disturbed (a loaded machine: load average 9 here once) reads None, as
@@ -83,8 +85,11 @@ def test_a_bigger_weight_fails_on_init_and_unchanged_passes(pytester: pytest.Pyt
     relative = kept["init_relative_per_chunk"] + kept["load_relative_per_chunk"]
     assert all(value is None or value > 0 for value in relative) and sum(v is not None for v in relative) >= 4
     # load (Program::load_method) holds init (Method::init): never shorter
-    assert all(load >= init for load, init in zip(kept["load_ms_per_chunk"], kept["init_ms_per_chunk"])
-               if load is not None and init is not None)
+    assert all(
+        load >= init
+        for load, init in zip(kept["load_ms_per_chunk"], kept["init_ms_per_chunk"])
+        if load is not None and init is not None
+    )
 
     unchanged = pytester.runpytest_inprocess("--sme2-runs=12", "--sme2-processes=3", "--sme2-artifacts-dir=same")
     unchanged.assert_outcomes(passed=1)
@@ -106,8 +111,9 @@ def test_a_bigger_weight_fails_on_init_and_unchanged_passes(pytester: pytest.Pyt
     # the load holds the init: moved by it, it is no second regression (a CI owner's trial counted two)
     load = _verdicts(pytester.path / "grown")["load"]
     assert load.startswith(("[note] ", "[ok] ")), load
-    assert load.startswith("[ok] ") or load.endswith("(it includes init (Method::init), which regressed: one cause, "
-                                                     "judged there)"), load
+    assert load.startswith("[ok] ") or load.endswith(
+        "(it includes init (Method::init), which regressed: one cause, " "judged there)"
+    ), load
 
 
 def _verdicts(artifacts: Path) -> dict[str, str]:
@@ -141,7 +147,7 @@ def test_each_runner_process_loads_the_method_after_each_reference_load(tmp_path
     assert len(profile.trace.startup_parts) == 2 and profile.reference_load_ms.size == 2 * STARTUP_REPEATS
     for index, (loads, inits) in enumerate(profile.trace.startup_parts):
         assert loads.size == inits.size == STARTUP_REPEATS and np.all(loads >= inits) and np.all(inits > 0)
-        references = profile.reference_load_ms[index * STARTUP_REPEATS:(index + 1) * STARTUP_REPEATS]
+        references = profile.reference_load_ms[index * STARTUP_REPEATS : (index + 1) * STARTUP_REPEATS]
         # the median of the warm loads' ratios that are not disturbed (a stall on this busy machine may drop some)
         ratios = inits[1:] / references[1:]
         assert ratios.min() <= profile.init_relative_per_chunk[index] <= ratios.max()

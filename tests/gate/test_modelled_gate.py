@@ -23,12 +23,20 @@ CONV, DWCONV, TRANSPOSE = COUNTED_OPS  # operator ids, in execution order
 DIGEST = "a" * 64
 
 
-def modelled(conv: float = 0.5, dwconv: float = 0.25, transpose: float = 0.05, outside: float = 0.0,
-             **changes: object) -> dict:
+def modelled(
+    conv: float = 0.5, dwconv: float = 0.25, transpose: float = 0.05, outside: float = 0.0, **changes: object
+) -> dict:
     """A record's ``modelled`` part: per operator ms, end to end their sum plus ``outside``."""
     ops = {CONV: conv, DWCONV: dwconv, TRANSPOSE: transpose}
-    return {"device": "apple-m4", "pricing_digest": DIGEST, "validation": "not validated: test",
-            "e2e_ms": sum(ops.values()) + outside, "category_ms": {"CONV": conv + dwconv}, "ops": ops, **changes}
+    return {
+        "device": "apple-m4",
+        "pricing_digest": DIGEST,
+        "validation": "not validated: test",
+        "e2e_ms": sum(ops.values()) + outside,
+        "category_ms": {"CONV": conv + dwconv},
+        "ops": ops,
+        **changes,
+    }
 
 
 def verdict_of(current: dict, baseline: dict, tolerances: Tolerances | None = None):  # noqa: ANN201
@@ -54,8 +62,9 @@ def test_operators_are_named_by_how_much_they_grew_at_most_three() -> None:
     verdict = verdict_of(counted(modelled=now), counted(modelled=modelled()))
     assert verdict.status == Status.REGRESSION
     named = verdict.message.split("grew most: ")[1]
-    assert named == (f"operator {CONV} 500 us -> 600 us; operator {TRANSPOSE} 50 us -> 90 us; "
-                     f"operator {DWCONV} 250 us -> 260 us")
+    assert named == (
+        f"operator {CONV} 500 us -> 600 us; operator {TRANSPOSE} 50 us -> 90 us; " f"operator {DWCONV} 250 us -> 260 us"
+    )
 
 
 def test_a_new_operator_is_named_with_no_time_before() -> None:
@@ -69,27 +78,47 @@ def test_a_new_operator_is_named_with_no_time_before() -> None:
 
 
 def test_within_tolerance_passes_and_a_faster_model_is_an_improvement() -> None:
-    assert verdict_of(counted(modelled=modelled(dwconv=0.26)), counted(modelled=modelled())).status == Status.OK  # +1.25%
+    assert (
+        verdict_of(counted(modelled=modelled(dwconv=0.26)), counted(modelled=modelled())).status == Status.OK
+    )  # +1.25%
     assert verdict_of(counted(modelled=modelled(conv=0.3)), counted(modelled=modelled())).status == Status.IMPROVEMENT
     # the tolerance is the baseline marker's / ini's: +12.5% passes at 20%
-    assert verdict_of(counted(modelled=modelled(dwconv=0.35)), counted(modelled=modelled()),
-                      Tolerances(modelled=0.2)).status == Status.OK
+    assert (
+        verdict_of(
+            counted(modelled=modelled(dwconv=0.35)), counted(modelled=modelled()), Tolerances(modelled=0.2)
+        ).status
+        == Status.OK
+    )
 
 
-@pytest.mark.parametrize("current, baseline, says", [
-    (modelled(pricing_digest="b" * 64), modelled(), "priced by another version of apple-m4's numbers"),
-    (modelled(device="my-phone"), modelled(), "priced by apple-m4's numbers, this run by my-phone's"),
-    (modelled(), None, "the baseline has no modelled time on apple-m4; record the baseline again with "
-                       "--sme2-update-baselines --sme2-device apple-m4"),
-    (None, modelled(), "this session models no device (the baseline was modelled on apple-m4; set "
-                       "--sme2-device apple-m4"),
-    (None, modelled(device="my-ok", option="devices/my ok.toml"), "set --sme2-device 'devices/my ok.toml' to judge"),
-    ({**modelled(), "refused": "ran 4 threads", "e2e_ms": None, "ops": None}, modelled(), "ran 4 threads"),
-    ({k: v for k, v in modelled().items() if k != "ops"}, modelled(), "modelled time is incomplete"),
-])
-def test_times_priced_by_other_numbers_or_missing_are_not_judged_and_say_why(current: dict | None,
-                                                                             baseline: dict | None,
-                                                                             says: str) -> None:
+@pytest.mark.parametrize(
+    "current, baseline, says",
+    [
+        (modelled(pricing_digest="b" * 64), modelled(), "priced by another version of apple-m4's numbers"),
+        (modelled(device="my-phone"), modelled(), "priced by apple-m4's numbers, this run by my-phone's"),
+        (
+            modelled(),
+            None,
+            "the baseline has no modelled time on apple-m4; record the baseline again with "
+            "--sme2-update-baselines --sme2-device apple-m4",
+        ),
+        (
+            None,
+            modelled(),
+            "this session models no device (the baseline was modelled on apple-m4; set " "--sme2-device apple-m4",
+        ),
+        (
+            None,
+            modelled(device="my-ok", option="devices/my ok.toml"),
+            "set --sme2-device 'devices/my ok.toml' to judge",
+        ),
+        ({**modelled(), "refused": "ran 4 threads", "e2e_ms": None, "ops": None}, modelled(), "ran 4 threads"),
+        ({k: v for k, v in modelled().items() if k != "ops"}, modelled(), "modelled time is incomplete"),
+    ],
+)
+def test_times_priced_by_other_numbers_or_missing_are_not_judged_and_say_why(
+    current: dict | None, baseline: dict | None, says: str
+) -> None:
     now = counted(modelled=current) if current is not None else counted()
     then = counted(modelled=baseline) if baseline is not None else counted()
     verdict = verdict_of(now, then)
@@ -125,15 +154,19 @@ def test_the_pricing_digest_follows_the_numbers_not_the_texts(tmp_path: Path, mo
     faster = _device_file(tmp_path, "faster", ("l2_load_gb_per_s = 425.8", "l2_load_gb_per_s = 430.0"))
     # a copy that prices differently under the shipped name is refused (a model author's trial: every label
     # then called it apple-m4); named its own, its digest is another
-    with pytest.raises(UsageError, match="name = 'apple-m4' is a shipped device's name, and this file prices "
-                                         "differently: give it a name of its own"):
+    with pytest.raises(
+        UsageError,
+        match="name = 'apple-m4' is a shipped device's name, and this file prices "
+        "differently: give it a name of its own",
+    ):
         load_device(faster)
     faster.write_text(faster.read_text().replace('name = "apple-m4"', 'name = "faster-m4"', 1))
     assert load_device(faster).pricing_digest != shipped
 
 
 def test_an_update_without_a_device_keeps_a_file_whose_counts_did_not_move_modelled_time_and_all(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     """Modelled time is a function of the counts: an update that models no device leaves a file whose counts are
     unchanged as it is (its modelled time stays true); one whose counts moved is written without it, and says so
     (the end-to-end test on a real model is in test_emulated_gate.py)."""
@@ -145,7 +178,8 @@ def test_an_update_without_a_device_keeps_a_file_whose_counts_did_not_move_model
     plain = baselines.Baseline(path, "t.py::t", "fp", {"m": counted()}, {})
     assert gate._unchanged(path, plain)
     assert gate._modelled_not_kept(path, {"m": counted()}).startswith(
-        "its modelled device time was not kept on apple-m4: this update modelled no device")
+        "its modelled device time was not kept on apple-m4: this update modelled no device"
+    )
     assert gate._modelled_not_kept(path, {"m": counted(modelled=modelled())}) == ""
     moved = baselines.Baseline(path, "t.py::t", "fp", {"m": counted(instructions={"per_inference": 2_000_000})}, {})
     assert not gate._unchanged(path, moved)
@@ -158,9 +192,16 @@ def test_a_change_spread_over_many_operators_still_names_the_ones_that_grew() ->
     ids = [f"Convolution (NHWC, F32) IGEMM #{i} @0" for i in range(1, 201)]
 
     def side(ms: float) -> dict:
-        return {"instructions": {"ops": {op: [1000, 0] for op in ids}},
-                "modelled": {"device": "apple-m4", "pricing_digest": DIGEST, "validation": "v",
-                             "e2e_ms": ms * len(ids), "ops": {op: ms for op in ids}}}
+        return {
+            "instructions": {"ops": {op: [1000, 0] for op in ids}},
+            "modelled": {
+                "device": "apple-m4",
+                "pricing_digest": DIGEST,
+                "validation": "v",
+                "e2e_ms": ms * len(ids),
+                "ops": {op: ms for op in ids},
+            },
+        }
 
     [verdict] = modelled_verdicts("m", side(1.05), side(1.0), Tolerances())
     assert verdict.status == Status.REGRESSION

@@ -15,27 +15,40 @@ from pytest_sme2.gate.judge import judge
 from pytest_sme2.gate.verdict import Tolerances
 
 
-def hardware(init_ms: list[float], load_ms: list[float] | None = None, reference: float = 1.0,
-             rss_kb: list[float] | None = None, runs: int = 10, seed: int = 0,
-             reference_load: float | None = 4.0) -> dict:
+def hardware(
+    init_ms: list[float],
+    load_ms: list[float] | None = None,
+    reference: float = 1.0,
+    rss_kb: list[float] | None = None,
+    runs: int = 10,
+    seed: int = 0,
+    reference_load: float | None = 4.0,
+) -> dict:
     """A record of len(init_ms) processes (each a baseline replica or check) of ``runs`` runs each; the reference
     program's load takes ``reference_load`` ms (None: the runner had no reference program)."""
     processes = len(init_ms)
     rng = np.random.default_rng(seed)
     samples = list(2.0 * reference * (1 + 0.01 * rng.standard_normal(processes * runs)))
     base = record(samples, processes=processes)
-    base.update({
-        "chunk_sizes": [runs] * processes,
-        "process_sizes": [runs] * processes,
-        "reference_ms": [reference * (1 + 0.005 * x) for x in rng.standard_normal(processes * runs)],
-        "load_ms_per_chunk": load_ms if load_ms is not None else [1.5 * reference] * processes,
-        "init_ms_per_chunk": init_ms,
-    })
+    base.update(
+        {
+            "chunk_sizes": [runs] * processes,
+            "process_sizes": [runs] * processes,
+            "reference_ms": [reference * (1 + 0.005 * x) for x in rng.standard_normal(processes * runs)],
+            "load_ms_per_chunk": load_ms if load_ms is not None else [1.5 * reference] * processes,
+            "init_ms_per_chunk": init_ms,
+        }
+    )
     base["load_relative_per_chunk"], base["init_relative_per_chunk"] = (
-        (None, None) if reference_load is None else
-        ([x / reference_load for x in base["load_ms_per_chunk"]], [x / reference_load for x in init_ms]))
-    base["memory"] = {"planned_bytes": 1000, "planned_buffers": [1000],
-                      "peak_rss_kb": None if rss_kb is None else [kb for kb in rss_kb for _ in range(runs)]}
+        (None, None)
+        if reference_load is None
+        else ([x / reference_load for x in base["load_ms_per_chunk"]], [x / reference_load for x in init_ms])
+    )
+    base["memory"] = {
+        "planned_bytes": 1000,
+        "planned_buffers": [1000],
+        "peak_rss_kb": None if rss_kb is None else [kb for kb in rss_kb for _ in range(runs)],
+    }
     return base
 
 
@@ -80,8 +93,9 @@ def test_a_slower_machine_moves_init_and_the_reference_load_alike_and_passes() -
     assert by_check(verdicts, "init").status == "ok" and by_check(verdicts, "load").status == "ok"
     assert "median 20.2 ms vs baseline 10 ms" in by_check(verdicts, "init").message  # raw values shown
     # neither side with reference loads (--sme2-latency-reference=off): the same numbers, raw, are named only
-    raw = judge("net", hardware([20.2], load_ms=[3.0], reference_load=None),
-                hardware(BASELINE_INIT, reference_load=None))
+    raw = judge(
+        "net", hardware([20.2], load_ms=[3.0], reference_load=None), hardware(BASELINE_INIT, reference_load=None)
+    )
     init = by_check(raw, "init")
     assert init.status == "note" and not init.failed
     assert "raw ms: neither side has reference-program loads" in init.message
@@ -103,8 +117,9 @@ def test_init_within_the_spread_of_processes_is_not_a_regression() -> None:
 
 
 def test_peak_memory_growth_fails_naming_it_and_disturbed_runs_are_left_out() -> None:
-    baseline = hardware(BASELINE_INIT, rss_kb=[100_000, 100_400, 99_800, 100_200, 99_900, 100_100, 99_700, 100_300,
-                                               100_000, 99_950])
+    baseline = hardware(
+        BASELINE_INIT, rss_kb=[100_000, 100_400, 99_800, 100_200, 99_900, 100_100, 99_700, 100_300, 100_000, 99_950]
+    )
     grown = hardware([10.1], rss_kb=[131_000])
     peak = by_check(judge("net", grown, baseline), "peak_rss")
     assert peak.status == "regression" and "peak resident memory (the runner's, per run) +31" in peak.message
@@ -148,14 +163,26 @@ def test_tolerances_come_from_the_marker() -> None:
 
 
 def counted(load: int, init: int) -> dict:
-    return {"emulated": True, "instructions": {
-        "source": "qemu (emulated target)", "per_inference": 1_000_000, "sme_per_inference": 0,
-        "shares": {}, "delegation_coverage": 1.0, "sme_path_share": None, "load": load, "init": init, "ops": {},
-        "sme_kernels": []}}
+    return {
+        "emulated": True,
+        "instructions": {
+            "source": "qemu (emulated target)",
+            "per_inference": 1_000_000,
+            "sme_per_inference": 0,
+            "shares": {},
+            "delegation_coverage": 1.0,
+            "sme_path_share": None,
+            "load": load,
+            "init": init,
+            "ops": {},
+            "sme_kernels": [],
+        },
+    }
 
 
-@pytest.mark.parametrize(("init", "status"), [(1_016_640, "ok"), (1_300_000, "ok"), (1_500_000, "regression"),
-                                             (550_000, "improvement")])
+@pytest.mark.parametrize(
+    ("init", "status"), [(1_016_640, "ok"), (1_300_000, "ok"), (1_500_000, "regression"), (550_000, "improvement")]
+)
 def test_counted_init_on_the_emulated_target_is_exact(init: int, status: str) -> None:
     verdicts = judge("toy", counted(1_028_292 - 1_016_640 + init, init), counted(1_028_292, 1_016_640))
     verdict = by_check(verdicts, "init")
@@ -170,17 +197,22 @@ def test_the_failing_message_names_init_with_its_change() -> None:
     from pytest_sme2.gate.findings import findings, message_lines
 
     grown = hardware([20.5], rss_kb=[131_000])
-    baseline = hardware(BASELINE_INIT, rss_kb=[100_000, 100_400, 99_800, 100_200, 99_900, 100_100, 99_700, 100_300,
-                                               100_000, 99_950])
+    baseline = hardware(
+        BASELINE_INIT, rss_kb=[100_000, 100_400, 99_800, 100_200, 99_900, 100_100, 99_700, 100_300, 100_000, 99_950]
+    )
     lines = message_lines(findings(judge("net", grown, baseline)))
     assert any("peak resident memory +31" in line for line in lines), lines
     assert any("init (Method::init) +10" in line and not line.strip().startswith("note: ") for line in lines), lines
     # without reference loads: a note, shown as context when something else fails (here peak memory, gated)
-    raw = judge("net", hardware([20.5], rss_kb=[131_000], reference_load=None),
-                hardware(BASELINE_INIT, rss_kb=[100_000] * 10, reference_load=None))
+    raw = judge(
+        "net",
+        hardware([20.5], rss_kb=[131_000], reference_load=None),
+        hardware(BASELINE_INIT, rss_kb=[100_000] * 10, reference_load=None),
+    )
     raw_lines = message_lines(findings(raw))
-    assert any(line.strip().startswith("note: ") and "init (Method::init) beyond its tolerance" in line
-               for line in raw_lines), raw_lines
+    assert any(
+        line.strip().startswith("note: ") and "init (Method::init) beyond its tolerance" in line for line in raw_lines
+    ), raw_lines
     counted_lines = message_lines(findings(judge("toy", counted(1_600_000, 1_588_348), counted(1_028_292, 1_016_640))))
     assert any("init (Method::init) +56.2%" in line for line in counted_lines), counted_lines
 
@@ -193,9 +225,14 @@ def _etdump_profile(path, target: str, peaks=None, loads=None, inits=None, refer
 
     etdump = write_etdump(path, [EtdumpRun(e2e_ns=100_000)] * 2, load_ns=loads or 300_000, init_ns=inits or 200_000)
     memory = {} if peaks is None else {"peak_rss_kb": peaks}
-    return Profile.from_etdump(etdump, model="m", recipe="r", variant="v",
-                               metadata={"target": {"name": target}, "memory": memory},
-                               reference_load_ms=None if reference_loads is None else np.asarray(reference_loads))
+    return Profile.from_etdump(
+        etdump,
+        model="m",
+        recipe="r",
+        variant="v",
+        metadata={"target": {"name": target}, "memory": memory},
+        reference_load_ms=None if reference_loads is None else np.asarray(reference_loads),
+    )
 
 
 def test_each_runner_process_keeps_its_start_up_and_the_host_worker_gives_none(tmp_path) -> None:  # noqa: ANN001
@@ -222,14 +259,16 @@ def test_repeated_loads_give_the_median_of_the_warm_ones_each_relative_to_its_re
 
     inits = [9_000_000, 2_000_000, 6_000_000, 2_200_000, 2_100_000]  # ns; the third load was preempted
     references = [10.0, 1.0, 3.0, 1.1, 4.0]  # ms: the preemption slowed its reference load too; the last alone
-    first = _etdump_profile(tmp_path / "a.etdp", "local", loads=[x + 100_000 for x in inits], inits=inits,
-                            reference_loads=references)
+    first = _etdump_profile(
+        tmp_path / "a.etdp", "local", loads=[x + 100_000 for x in inits], inits=inits, reference_loads=references
+    )
     # stalled (6.0 ms: 3x its fastest warm load) and the reference slowed alone (4.0 before 2.1) are left out
     assert first.init_ms_per_chunk == [pytest.approx(2.1)]  # median of 2.0 and 2.2 ms
     assert first.init_relative_per_chunk == [pytest.approx(2.0)]  # 2.0/1.0 and 2.2/1.1
     assert first.load_relative_per_chunk == [pytest.approx((2.1 / 1.0 + 2.3 / 1.1) / 2)]
-    second = _etdump_profile(tmp_path / "b.etdp", "local", loads=[500_000, 500_000], inits=[400_000, 400_000],
-                             reference_loads=[1.0, 0.5])
+    second = _etdump_profile(
+        tmp_path / "b.etdp", "local", loads=[500_000, 500_000], inits=[400_000, 400_000], reference_loads=[1.0, 0.5]
+    )
     both = Profile.concat([first, second])
     assert both.init_relative_per_chunk == [pytest.approx(2.0), pytest.approx(0.8)]
     record = both.to_dict()
@@ -243,8 +282,9 @@ def test_peaks_that_do_not_cover_every_run_are_not_kept(tmp_path) -> None:  # no
 
     one = _etdump_profile(tmp_path / "one.etdp", "local", 512)  # a runner answering one number
     assert one.peak_rss_kb.tolist() == [512.0] and one.to_dict()["memory"]["peak_rss_kb"] == [512]
-    mixed = Profile.concat([_etdump_profile(tmp_path / "a.etdp", "local", [100, 101]),
-                            _etdump_profile(tmp_path / "b.etdp", "local")])
+    mixed = Profile.concat(
+        [_etdump_profile(tmp_path / "a.etdp", "local", [100, 101]), _etdump_profile(tmp_path / "b.etdp", "local")]
+    )
     assert mixed.peak_rss_kb is None  # the first chunk's peaks would pass for all four runs
 
 
@@ -259,15 +299,22 @@ def test_a_process_whose_every_warm_load_was_disturbed_gives_no_start_up(tmp_pat
     chaotic = _etdump_profile(tmp_path / "busy.etdp", "local", loads=ns, inits=ns, reference_loads=references)
     assert chaotic.init_ms_per_chunk == [None] and chaotic.init_relative_per_chunk == [None]
     assert chaotic.load_relative_per_chunk == [None]
-    quiet = _etdump_profile(tmp_path / "quiet.etdp", "local", loads=[9_000_000, 2_000_000, 2_100_000],
-                            inits=[9_000_000, 2_000_000, 2_100_000], reference_loads=[5.0, 1.0, 1.0])
+    quiet = _etdump_profile(
+        tmp_path / "quiet.etdp",
+        "local",
+        loads=[9_000_000, 2_000_000, 2_100_000],
+        inits=[9_000_000, 2_000_000, 2_100_000],
+        reference_loads=[5.0, 1.0, 1.0],
+    )
     from pytest_sme2 import Profile
     from pytest_sme2.gate import baseline_schema
 
     both = Profile.concat([chaotic, quiet])
     assert both.init_relative_per_chunk == [None, pytest.approx(2.05)]
-    record = hardware([10.0, 10.0]) | {key: getattr(both, key) for key in (
-        "load_ms_per_chunk", "init_ms_per_chunk", "load_relative_per_chunk", "init_relative_per_chunk")}
+    record = hardware([10.0, 10.0]) | {
+        key: getattr(both, key)
+        for key in ("load_ms_per_chunk", "init_ms_per_chunk", "load_relative_per_chunk", "init_relative_per_chunk")
+    }
     assert baseline_schema.problem(record, baseline_schema.PROFILE, "r") is None  # a baseline may keep the None
     record["init_ms_per_chunk"] = [None, -1.0]
     assert "init_ms_per_chunk" in baseline_schema.problem(record, baseline_schema.PROFILE, "r")
@@ -289,8 +336,7 @@ def test_a_check_whose_every_process_was_disturbed_is_inconclusive_not_a_regress
         assert verdict.status == "inconclusive" and not verdict.failed
         assert "every warm load of every runner process of this run was disturbed" in verdict.message
         assert "run again when the machine is quieter" in verdict.message
-    judged = by_check(judge("net", _with_disturbed(hardware([30.0, 20.4, 20.6]), [0]), hardware(BASELINE_INIT)),
-                      "init")
+    judged = by_check(judge("net", _with_disturbed(hardware([30.0, 20.4, 20.6]), [0]), hardware(BASELINE_INIT)), "init")
     assert judged.status == "regression" and "median 20.5 ms vs baseline 10 ms" in judged.message
     assert "2 vs 10 process(es)" in judged.message
 
@@ -308,8 +354,9 @@ def test_a_baseline_whose_every_process_was_disturbed_is_refused_when_written() 
 
     disturbed = _with_disturbed(hardware(BASELINE_INIT), list(range(len(BASELINE_INIT))))
     quality, problems = baseline_quality(disturbed, Tolerances())
-    assert any("init (Method::init) has no value: every warm load of every runner process was disturbed" in p
-               for p in problems)
+    assert any(
+        "init (Method::init) has no value: every warm load of every runner process was disturbed" in p for p in problems
+    )
     assert "init" in quality["unfit"] and "load" in quality["unfit"]
     _, fine = baseline_quality(_with_disturbed(hardware(BASELINE_INIT), [0, 1]), Tolerances())
     assert not any("has no value" in p for p in fine)  # eight processes left: judged on those

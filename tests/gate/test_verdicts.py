@@ -52,8 +52,12 @@ def record(samples: np.ndarray | list[float], **changes: object) -> dict:
             "delegation_coverage": per_run(changes.get("delegation_coverage", 0.98), n, seed + 10),
             "sme_path_share": per_run(changes.get("sme_path_share", 0.9), n, seed + 11),
         },
-        "provenance": {"torch": "2.13.0", "executorch": "1.5.1", "model_source_hash": "a" * 64,
-                       "recipe": {"dtype": "fp32", "quant": None, "partitioner": "xnnpack"}},
+        "provenance": {
+            "torch": "2.13.0",
+            "executorch": "1.5.1",
+            "model_source_hash": "a" * 64,
+            "recipe": {"dtype": "fp32", "quant": None, "partitioner": "xnnpack"},
+        },
     }
     base.update(changes)
     return base
@@ -70,8 +74,17 @@ def by_check(verdicts: list, check: str) -> list:
 def test_identical_records_pass_every_check() -> None:
     verdicts = judge("m", record(noisy(2.0)), record(noisy(2.0)))
     assert not [v for v in verdicts if v.failed]
-    assert {v.check for v in verdicts} == {"latency", "delegation_coverage", "delegated_ops", "sme_path", "share",
-                                           "memory", "load", "init", "peak_rss"}
+    assert {v.check for v in verdicts} == {
+        "latency",
+        "delegation_coverage",
+        "delegated_ops",
+        "sme_path",
+        "share",
+        "memory",
+        "load",
+        "init",
+        "peak_rss",
+    }
 
 
 def process_medians_by_hand(samples: list[float], processes: int) -> np.ndarray:
@@ -92,12 +105,18 @@ def test_latency_regression_needs_size_and_significance() -> None:
     assert verdict.evidence["p_slower"] == pytest.approx(ttest_ind(logs[0], logs[1], alternative="greater").pvalue)
     assert verdict.evidence["p_slower"] < 0.001
     ratio = verdict.evidence["ratio"]
-    for text in ("latency regression", "tolerance +10%", "t-test between processes p=", "4 vs 4 process(es)",
-                 f"{ratio - 1:+.1%}"):
+    for text in (
+        "latency regression",
+        "tolerance +10%",
+        "t-test between processes p=",
+        "4 vs 4 process(es)",
+        f"{ratio - 1:+.1%}",
+    ):
         assert text in verdict.message
     # the same 25% within a 30% tolerance is no regression
     [lenient] = by_check(judge("m", slow, base, Tolerances(latency=0.30)), "latency")
     assert lenient.status == "ok" and "within tolerance" in lenient.message
+
 
 def leveled(median: float, levels: list[float], runs: int = 10, cv: float = 0.01, seed: int = 0) -> np.ndarray:
     """Runs of several processes, each process at its own level (a factor on ``median``): how the runs of a
@@ -121,6 +140,7 @@ def test_a_change_no_bigger_than_processes_move_it_is_not_a_regression() -> None
     [caught] = by_check(judge("m", slow, base), "latency")
     assert caught.status == "regression", caught.message
 
+
 def test_too_few_undisturbed_runs_give_no_verdict() -> None:
     [verdict] = by_check(judge("m", record([2.0] * 4 + [2.1]), record([1.0] * 4 + [1.1])), "latency")
     assert verdict.status == "inconclusive" and not verdict.failed
@@ -136,6 +156,7 @@ def test_a_baseline_of_one_process_gives_no_verdict_and_says_how_to_get_one() ->
     del legacy["process_sizes"]  # recorded before processes were kept: one process
     shares = by_check(judge("m", record(noisy(1.0, n=20, seed=4), processes=1), legacy), "share")
     assert shares and all(v.status == "inconclusive" for v in shares)
+
 
 def test_stalled_runs_are_left_out_and_counted() -> None:
     steady = noisy(2.0, n=30, seed=12)
@@ -193,25 +214,35 @@ def test_model_slower_than_its_reference_is_a_regression() -> None:
 
 def test_a_side_without_reference_times_is_judged_raw_and_says_how_to_fix_it() -> None:
     reference, model = noisy(3.0, seed=10), noisy(2.0, seed=11)
-    for current, baseline, missing in ((record(model), with_reference(model, reference), "this run"),
-                                       (with_reference(model, reference), record(model), "the baseline")):
+    for current, baseline, missing in (
+        (record(model), with_reference(model, reference), "this run"),
+        (with_reference(model, reference), record(model), "the baseline"),
+    ):
         [verdict] = by_check(judge("m", current, baseline), "latency")
         assert verdict.evidence["basis"] == "raw"
         assert f"because {missing} has no reference-program times" in verdict.message
         assert "--sme2-update-baselines" in verdict.message
 
 
-COUNTED_OPS = {"Convolution (NHWC, PF32) IGEMM #1 @0": [0, 400_000, 150_000],  # [order, instructions, SME]
-               "Convolution (NHWC, F32) DWConv #1 @0": [1, 250_000, 0],
-               "Transpose (ND, X32) #1 @0": [2, 129, 0]}
+COUNTED_OPS = {
+    "Convolution (NHWC, PF32) IGEMM #1 @0": [0, 400_000, 150_000],  # [order, instructions, SME]
+    "Convolution (NHWC, F32) DWConv #1 @0": [1, 250_000, 0],
+    "Transpose (ND, X32) #1 @0": [2, 129, 0],
+}
 
 
 def counted(**changes: object) -> dict:
     """An emulated record: its time says nothing; its counted instructions are the evidence."""
-    instructions = {"source": "qemu (emulated target)", "per_inference": 1_000_000, "sme_per_inference": 150_000,
-                    "shares": dict(SHARES), "delegation_coverage": 0.98, "sme_path_share": 0.6,
-                    "ops": {k: list(v) for k, v in COUNTED_OPS.items()},
-                    "sme_kernels": ["kai_run_matmul_clamp_f32_f32p2vlx1_f32p2vlx1biasf32_sme2_mopa"]}
+    instructions = {
+        "source": "qemu (emulated target)",
+        "per_inference": 1_000_000,
+        "sme_per_inference": 150_000,
+        "shares": dict(SHARES),
+        "delegation_coverage": 0.98,
+        "sme_path_share": 0.6,
+        "ops": {k: list(v) for k, v in COUNTED_OPS.items()},
+        "sme_kernels": ["kai_run_matmul_clamp_f32_f32p2vlx1_f32p2vlx1biasf32_sme2_mopa"],
+    }
     instructions.update(changes.pop("instructions", {}))
     return record([], emulated=True, latency=None, per_run=None, instructions=instructions, **changes)
 
@@ -227,11 +258,13 @@ def test_emulated_records_are_judged_on_counts_never_on_time() -> None:
 def test_one_operator_five_percent_more_instructions_fails_naming_it() -> None:
     ops = {k: list(v) for k, v in COUNTED_OPS.items()}
     ops["Convolution (NHWC, F32) DWConv #1 @0"][1] = 262_500  # +5%: +1.25% of the whole inference
-    failed = [v for v in judge("m", counted(instructions={"ops": ops, "per_inference": 1_012_500}), counted())
-              if v.failed]
+    failed = [
+        v for v in judge("m", counted(instructions={"ops": ops, "per_inference": 1_012_500}), counted()) if v.failed
+    ]
     [op] = [v for v in failed if v.check == "op_instructions"]
-    assert op.message.startswith("operator Convolution (NHWC, F32) DWConv #1 @0: 262,500 instructions vs baseline "
-                                 "250,000 (+5.00%")
+    assert op.message.startswith(
+        "operator Convolution (NHWC, F32) DWConv #1 @0: 262,500 instructions vs baseline " "250,000 (+5.00%"
+    )
     assert any(v.check == "instructions" for v in failed)  # the whole inference grew by more than 0.5% too
 
 
@@ -245,22 +278,43 @@ def test_lost_sme_path_fails_naming_the_operator_and_the_kernels() -> None:
     ops = {k: list(v) for k, v in COUNTED_OPS.items()}
     ops["Convolution (NHWC, F32) IGEMM #1 @0"] = [0, 900_000, 0]  # the packed operator is now a NEON one
     del ops["Convolution (NHWC, PF32) IGEMM #1 @0"]
-    current = counted(instructions={"ops": ops, "sme_kernels": [], "per_inference": 1_500_000,
-                                    "sme_per_inference": 0, "sme_path_share": 0.0})
-    failed = {v.check: [x.message for x in judge("m", current, counted()) if x.failed and x.check == v.check]
-              for v in judge("m", current, counted()) if v.failed}
-    assert any("operator Convolution (NHWC, PF32) IGEMM #1 @0 (now Convolution (NHWC, F32) IGEMM #1 @0) ran 150,000 "
-               "SME instructions in the baseline and none now: its SME kernel path is lost" in m for m in failed["sme_path"])
-    assert any("SME/SME2 kernel(s) executed in the baseline but not now: kai_run_matmul" in m for m in failed["sme_path"])
+    current = counted(
+        instructions={
+            "ops": ops,
+            "sme_kernels": [],
+            "per_inference": 1_500_000,
+            "sme_per_inference": 0,
+            "sme_path_share": 0.0,
+        }
+    )
+    failed = {
+        v.check: [x.message for x in judge("m", current, counted()) if x.failed and x.check == v.check]
+        for v in judge("m", current, counted())
+        if v.failed
+    }
+    assert any(
+        "operator Convolution (NHWC, PF32) IGEMM #1 @0 (now Convolution (NHWC, F32) IGEMM #1 @0) ran 150,000 "
+        "SME instructions in the baseline and none now: its SME kernel path is lost" in m
+        for m in failed["sme_path"]
+    )
+    assert any(
+        "SME/SME2 kernel(s) executed in the baseline but not now: kai_run_matmul" in m for m in failed["sme_path"]
+    )
     assert any("SME path share of CONV+GEMM instructions 60.0% -> 0.0%" in m for m in failed["sme_path"])
 
 
 def test_counted_shares_and_coverage_use_plain_tolerances() -> None:
     moved = dict(SHARES, CONV=0.44, OTHER=0.21)
-    failed = [v for v in judge("m", counted(instructions={"shares": moved, "delegation_coverage": 0.95}), counted())
-              if v.failed]
+    failed = [
+        v
+        for v in judge("m", counted(instructions={"shares": moved, "delegation_coverage": 0.95}), counted())
+        if v.failed
+    ]
     assert {(v.check, v.evidence.category) for v in failed} == {
-        ("share", "CONV"), ("share", "OTHER"), ("delegation_coverage", None)}
+        ("share", "CONV"),
+        ("share", "OTHER"),
+        ("delegation_coverage", None),
+    }
     within = dict(SHARES, CONV=0.46, OTHER=0.19)
     assert not any(v.failed for v in judge("m", counted(instructions={"shares": within}), counted()))
 
@@ -307,8 +361,11 @@ def test_one_stalled_run_cannot_move_a_share_verdict() -> None:
 def test_a_consistent_share_shift_needs_significance_too() -> None:
     # CONV +8 points in every run: a real change, beyond the 5-point tolerance and significant.
     moved = {**SHARES, "CONV": 0.58, "OTHER": 0.07}
-    [conv] = [v for v in by_check(judge("m", record(noisy(2.0), shares=moved, seed=3), record(noisy(2.0))), "share")
-              if v.evidence.category == "CONV"]
+    [conv] = [
+        v
+        for v in by_check(judge("m", record(noisy(2.0), shares=moved, seed=3), record(noisy(2.0))), "share")
+        if v.evidence.category == "CONV"
+    ]
     assert conv.failed and conv.evidence["p"] < 0.001
     # The same medians from 10 runs whose per-run values scatter by 20 points: not significant.
     wide = record(noisy(2.0, n=10), shares=moved, seed=4)
@@ -325,14 +382,16 @@ def test_a_share_shift_of_a_sub_millisecond_run_below_the_minimum_effect_does_no
     moved = {**SHARES, "CONV": 0.58, "OTHER": 0.07}
 
     def conv(now: dict, then: dict, tolerances: Tolerances | None = None):  # noqa: ANN202
-        [verdict] = [v for v in by_check(judge("m", now, then, tolerances), "share")
-                     if v.evidence.category == "CONV"]
+        [verdict] = [v for v in by_check(judge("m", now, then, tolerances), "share") if v.evidence.category == "CONV"]
         return verdict
 
     tiny = conv(record(noisy(0.1), shares=moved, seed=3), record(noisy(0.1)))
     assert not tiny.failed and tiny.status == "ok"
-    assert re.search(r"below the minimum effect: 7\.\d points of a 0\.09\d+ ms run are 0\.00\d+ ms, not more than "
-                     r"0\.02 ms \(min_effect_ms\)", tiny.message), tiny.message
+    assert re.search(
+        r"below the minimum effect: 7\.\d points of a 0\.09\d+ ms run are 0\.00\d+ ms, not more than "
+        r"0\.02 ms \(min_effect_ms\)",
+        tiny.message,
+    ), tiny.message
     assert tiny.evidence["effect_ms"] == pytest.approx(0.08 * 0.1, rel=0.05)  # 8 points of a 0.1 ms run
     assert conv(record(noisy(2.0), shares=moved, seed=3), record(noisy(2.0))).failed
     assert conv(record(noisy(0.1), shares=moved, seed=3), record(noisy(0.1)), Tolerances(min_effect_ms=0.0)).failed
@@ -368,17 +427,24 @@ def test_baseline_quality_refuses_a_stalled_or_unstable_record() -> None:
     assert problems == [] and quality["disturbed_runs"] == 0 and quality["basis"] == "relative"
     assert quality["processes"] == 10 and quality["detectable_change"]["latency"] < 0.15
     for stalls, refused in ((12, False), (13, True), (21, True)):  # at most a quarter of 50 runs may be disturbed
-        stalled = record(model, reference_ms=list(np.where(np.arange(50) < stalls, reference + 5.0, reference)),
-                         processes=10)
+        stalled = record(
+            model, reference_ms=list(np.where(np.arange(50) < stalls, reference + 5.0, reference)), processes=10
+        )
         _, problems = baseline_quality(stalled, Tolerances())
         assert any(f"{stalls} of 50 runs were disturbed" in p for p in problems) == refused, problems
     # the user's model of the issue: 17 of 40 reference runs disturbed was accepted
-    stalled = record(model[:40], reference_ms=list(np.where(np.arange(40) % 40 < 17, reference[:40] + 5.0,
-                                                             reference[:40])), processes=8)
+    stalled = record(
+        model[:40],
+        reference_ms=list(np.where(np.arange(40) % 40 < 17, reference[:40] + 5.0, reference[:40])),
+        processes=8,
+    )
     assert any("17 of 40 runs were disturbed" in p for p in baseline_quality(stalled, Tolerances())[1])
     # processes that disagree: every run quiet, but the level moves 6% (sd) between processes
-    unstable = record(leveled(2.0, [1.0, 1.08, 0.94, 1.05, 0.92, 1.1, 0.97, 1.02, 0.9, 1.06], runs=5, cv=0.005),
-                      reference_ms=list(reference), processes=10)
+    unstable = record(
+        leveled(2.0, [1.0, 1.08, 0.94, 1.05, 0.92, 1.1, 0.97, 1.02, 0.9, 1.06], runs=5, cv=0.005),
+        reference_ms=list(reference),
+        processes=10,
+    )
     _, problems = baseline_quality(unstable, Tolerances())
     assert any(p.startswith("relative latency moves by") and "between its 10 processes" in p for p in problems)
     # a share whose processes disagree by 5 points is refused by name, latency being fine
@@ -388,8 +454,11 @@ def test_baseline_quality_refuses_a_stalled_or_unstable_record() -> None:
     assert [p.split(" moves")[0] for p in problems] == ["share of CONV"]
     assert baseline_quality(record(noisy(2.0), emulated=True), Tolerances()) == ({"emulated": True}, [])
     # a moderate spread: the refusal names the settings that would make it usable
-    moderate = record(leveled(2.0, [1.0, 1.03, 0.97, 1.02, 0.96, 1.04, 0.98, 1.01, 0.95, 1.03], runs=5, cv=0.005),
-                      reference_ms=list(reference), processes=10)
+    moderate = record(
+        leveled(2.0, [1.0, 1.03, 0.97, 1.02, 0.96, 1.04, 0.98, 1.01, 0.95, 1.03], runs=5, cv=0.005),
+        reference_ms=list(reference),
+        processes=10,
+    )
     [problem] = baseline_quality(moderate, Tolerances())[1]
     assert "checks of 3 processes would catch it (ini sme2_processes = 3" in problem
     assert "@pytest.mark.baseline(latency=0.1" in problem
@@ -397,12 +466,16 @@ def test_baseline_quality_refuses_a_stalled_or_unstable_record() -> None:
     few = record(model, reference_ms=list(reference), processes=2)
     assert any("the gate needs 3 or more" in p for p in baseline_quality(few, Tolerances())[1])
 
+
 def test_other_versions_are_flagged_without_failing() -> None:
     base = record(noisy(2.0))
     cur = record(noisy(2.0), provenance={**base["provenance"], "executorch": "1.6.0", "model_source_hash": "b" * 64})
     [note] = by_check(judge("m", cur, base), "provenance")
     assert note.status == "note" and not note.failed
-    assert note.message.startswith("since the baseline was recorded: ") and "executorch 1.5.1 then, 1.6.0 now" in note.message
+    assert (
+        note.message.startswith("since the baseline was recorded: ")
+        and "executorch 1.5.1 then, 1.6.0 now" in note.message
+    )
     assert note.message.endswith("the model's traced program changed")  # no file digests kept in either
 
 
@@ -413,16 +486,26 @@ def test_the_note_names_the_files_and_inputs_that_changed() -> None:
     base = record(noisy(2.0))
     base["provenance"] |= {"model_files": files, "inputs": ["1x3x32x32 float32"]}
     now_files = {"mynet/__init__.py": "a" * 64, "mynet/blocks.py": "d" * 64, "mynet/extra.py": "e" * 64}
-    cur = record(noisy(2.0), provenance={**base["provenance"], "model_source_hash": "f" * 64,
-                                         "model_files": now_files, "inputs": ["1x3x48x48 float32"]})
+    cur = record(
+        noisy(2.0),
+        provenance={
+            **base["provenance"],
+            "model_source_hash": "f" * 64,
+            "model_files": now_files,
+            "inputs": ["1x3x48x48 float32"],
+        },
+    )
     [note] = by_check(judge("m", cur, base), "provenance")
-    assert note.message == ("since the baseline was recorded: the model's traced program changed (files changed: "
-                            "mynet/blocks.py, mynet/extra.py (new), mynet/old.py (gone)); example inputs "
-                            "1x3x32x32 float32 then, 1x3x48x48 float32 now")
+    assert note.message == (
+        "since the baseline was recorded: the model's traced program changed (files changed: "
+        "mynet/blocks.py, mynet/extra.py (new), mynet/old.py (gone)); example inputs "
+        "1x3x32x32 float32 then, 1x3x48x48 float32 now"
+    )
     same_files = record(noisy(2.0), provenance={**base["provenance"], "model_source_hash": "f" * 64})
     [note] = by_check(judge("m", same_files, base), "provenance")
-    assert note.message.endswith("(none of its own files changed: code it imports from elsewhere, its weights or "
-                                 "its input values did)")
+    assert note.message.endswith(
+        "(none of its own files changed: code it imports from elsewhere, its weights or " "its input values did)"
+    )
     unchanged_program = record(noisy(2.0), provenance={**base["provenance"], "model_files": now_files})
     assert by_check(judge("m", unchanged_program, base), "provenance") == []  # a comment edit is nothing to note
 
@@ -469,12 +552,18 @@ def test_a_fraction_read_back_from_a_baseline_file_is_not_a_drop(tmp_path) -> No
         stored = baselines.load(path).profiles["m"]
         assert stored["node_delegation_coverage"] > 95 / 99  # the rounding is real
         assert not [v for v in by_check(judge("m", current, stored), "delegation_coverage") if v.failed]
-    one_less = record(noisy(2.0), node_delegation_coverage=94 / 99,
-                      delegation={"delegated_nodes": 94, "non_delegated_nodes": 5, "ops": {}})
+    one_less = record(
+        noisy(2.0),
+        node_delegation_coverage=94 / 99,
+        delegation={"delegated_nodes": 94, "non_delegated_nodes": 5, "ops": {}},
+    )
     failed = [v.message for v in by_check(judge("m", one_less, stored), "delegation_coverage") if v.failed]
     assert failed == ["delegated share of graph nodes dropped from 96.0% to 94.9%"]
-    counted = record(noisy(2.0), node_delegation_coverage=95 / 99,
-                     delegation={"delegated_nodes": 95, "non_delegated_nodes": 4, "ops": {}})
+    counted = record(
+        noisy(2.0),
+        node_delegation_coverage=95 / 99,
+        delegation={"delegated_nodes": 95, "non_delegated_nodes": 4, "ops": {}},
+    )
     failed = [v.message for v in by_check(judge("m", one_less, counted), "delegation_coverage") if v.failed]
     assert failed == ["delegated share of graph nodes dropped from 96.0% to 94.9% (95 of 99 nodes -> 94 of 99)"]
 
@@ -499,8 +588,9 @@ def simulated_gate(between: float, change: float, pairs: int, seed: int) -> floa
     rng = np.random.default_rng(seed)
     failed = 0
     for _ in range(pairs):
-        base = np.concatenate([2.0 * np.exp(between * rng.standard_normal()) * (1 + 0.03 * rng.standard_normal(40))
-                               for _ in range(10)])
+        base = np.concatenate(
+            [2.0 * np.exp(between * rng.standard_normal()) * (1 + 0.03 * rng.standard_normal(40)) for _ in range(10)]
+        )
         cur = 2.0 * (1 + change) * np.exp(between * rng.standard_normal()) * (1 + 0.03 * rng.standard_normal(40))
         verdicts = judge("m", record(cur, processes=1), record(base, processes=10))
         failed += any(v.failed for v in by_check(verdicts, "latency"))
@@ -514,6 +604,7 @@ def test_the_gate_holds_when_the_level_moves_between_processes() -> None:
     # 1.5% between processes (a baseline the quality check accepts: it refuses one that could not catch
     # +15% 95% of the time): a +15% slowdown is caught at least 95% of the time.
     assert simulated_gate(between=0.015, change=0.15, pairs=100, seed=2) >= 0.95
+
 
 def test_a_slowdown_is_caught_while_the_reference_shares_its_core_for_a_stretch() -> None:
     # Seen beside two busy jobs (docs/performance.md): 15 of 40 reference runs at 1.45x their fastest,
@@ -533,22 +624,27 @@ def test_a_slowdown_is_caught_while_the_reference_shares_its_core_for_a_stretch(
 # A delegate of six operators (the baseline), then the same model with a portable operator inserted in
 # the middle: the delegate splits in two, XNNPACK numbers each part from #1, the lowering adds a layout
 # transpose at each new boundary, and every later operator moves in execution order. [order, instructions,
-# SME instructions] and each operator's graph node (identity.py), as a counted record stores them (Profile.summary, "instructions").
-SPLIT_BEFORE = {"Transpose (ND, X32) #1 @0": ([0, 6_486, 0], "Transpose (ND, X32) after start"),
-                "Convolution (NHWC, PF32) IGEMM #1 @0": ([1, 47_187, 7_056], "first: aten.convolution.default"),
-                "Convolution (NHWC, PF32) IGEMM #2 @0": ([2, 79_947, 72_960], "second: aten.convolution.default"),
-                "Convolution (NHWC, F32) DWConv #1 @0": ([3, 30_000, 0], "third: aten.convolution.default"),
-                "Transpose (ND, X32) #2 @0": ([4, 8_738, 0], "Transpose (ND, X32) after third: aten.convolution.default"),
-                "Fully Connected (NC, PF32) GEMM #1 @0": ([5, 26_937, 12_296], "head: aten.linear.default")}
-SPLIT_AFTER = {"Transpose (ND, X32) #1 @0": ([0, 6_486, 0], "Transpose (ND, X32) after start"),
-               "Convolution (NHWC, PF32) IGEMM #1 @0": ([1, 47_187, 7_056], "first: aten.convolution.default"),
-               "Transpose (ND, X32) #2 @0": ([2, 17_318, 0], "Transpose (ND, X32) after first: aten.convolution.default"),
-               "native_call_cumsum.out @1": ([3, 197_267, 0], "<root>: aten.cumsum.default"),
-               "Transpose (ND, X32) #1 @2": ([4, 19_158, 0], "Transpose (ND, X32) after <root>: aten.cumsum.default"),
-               "Convolution (NHWC, PF32) IGEMM #1 @2": ([5, 79_947, 72_960], "second: aten.convolution.default"),
-               "Convolution (NHWC, F32) DWConv #1 @2": ([6, 30_000, 0], "third: aten.convolution.default"),
-               "Transpose (ND, X32) #2 @2": ([7, 8_738, 0], "Transpose (ND, X32) after third: aten.convolution.default"),
-               "Fully Connected (NC, PF32) GEMM #1 @2": ([8, 26_937, 12_296], "head: aten.linear.default")}
+# SME instructions] and each operator's graph node (identity.py), as a counted record stores them
+# (Profile.summary, "instructions").
+SPLIT_BEFORE = {
+    "Transpose (ND, X32) #1 @0": ([0, 6_486, 0], "Transpose (ND, X32) after start"),
+    "Convolution (NHWC, PF32) IGEMM #1 @0": ([1, 47_187, 7_056], "first: aten.convolution.default"),
+    "Convolution (NHWC, PF32) IGEMM #2 @0": ([2, 79_947, 72_960], "second: aten.convolution.default"),
+    "Convolution (NHWC, F32) DWConv #1 @0": ([3, 30_000, 0], "third: aten.convolution.default"),
+    "Transpose (ND, X32) #2 @0": ([4, 8_738, 0], "Transpose (ND, X32) after third: aten.convolution.default"),
+    "Fully Connected (NC, PF32) GEMM #1 @0": ([5, 26_937, 12_296], "head: aten.linear.default"),
+}
+SPLIT_AFTER = {
+    "Transpose (ND, X32) #1 @0": ([0, 6_486, 0], "Transpose (ND, X32) after start"),
+    "Convolution (NHWC, PF32) IGEMM #1 @0": ([1, 47_187, 7_056], "first: aten.convolution.default"),
+    "Transpose (ND, X32) #2 @0": ([2, 17_318, 0], "Transpose (ND, X32) after first: aten.convolution.default"),
+    "native_call_cumsum.out @1": ([3, 197_267, 0], "<root>: aten.cumsum.default"),
+    "Transpose (ND, X32) #1 @2": ([4, 19_158, 0], "Transpose (ND, X32) after <root>: aten.cumsum.default"),
+    "Convolution (NHWC, PF32) IGEMM #1 @2": ([5, 79_947, 72_960], "second: aten.convolution.default"),
+    "Convolution (NHWC, F32) DWConv #1 @2": ([6, 30_000, 0], "third: aten.convolution.default"),
+    "Transpose (ND, X32) #2 @2": ([7, 8_738, 0], "Transpose (ND, X32) after third: aten.convolution.default"),
+    "Fully Connected (NC, PF32) GEMM #1 @2": ([8, 26_937, 12_296], "head: aten.linear.default"),
+}
 
 
 def split_record(ops: dict, identities: bool = True, **changes: object) -> dict:
@@ -569,7 +665,8 @@ def test_a_delegate_split_and_an_inserted_operator_pair_every_unchanged_operator
         "Convolution (NHWC, PF32) IGEMM #2 @0": "Convolution (NHWC, PF32) IGEMM #1 @2",
         "Convolution (NHWC, F32) DWConv #1 @0": "Convolution (NHWC, F32) DWConv #1 @2",
         "Transpose (ND, X32) #2 @0": "Transpose (ND, X32) #2 @2",
-        "Fully Connected (NC, PF32) GEMM #1 @0": "Fully Connected (NC, PF32) GEMM #1 @2"}
+        "Fully Connected (NC, PF32) GEMM #1 @0": "Fully Connected (NC, PF32) GEMM #1 @2",
+    }
     assert gone == []
     assert new == ["Transpose (ND, X32) #2 @0", "native_call_cumsum.out @1", "Transpose (ND, X32) #1 @2"]
     found = judge("m", split_record(SPLIT_AFTER, per_inference=1_500_000), split_record(SPLIT_BEFORE))
@@ -587,8 +684,7 @@ def test_records_without_identities_are_paired_by_execution_order_and_say_so() -
     # one side with identities is not enough: the other side's names cannot be matched
     mixed = judge("m", split_record(SPLIT_AFTER), split_record(SPLIT_BEFORE, identities=False))
     assert any(v.evidence.get("pairing") == "execution order" for v in mixed)
-    assert not any(v.evidence.get("pairing") for v in judge("m", split_record(SPLIT_AFTER),
-                                                            split_record(SPLIT_BEFORE)))
+    assert not any(v.evidence.get("pairing") for v in judge("m", split_record(SPLIT_AFTER), split_record(SPLIT_BEFORE)))
 
 
 def test_a_kernel_path_change_on_the_same_graph_node_reads_x_is_now_y() -> None:
@@ -597,28 +693,37 @@ def test_a_kernel_path_change_on_the_same_graph_node_reads_x_is_now_y() -> None:
     del after["Convolution (NHWC, PF32) IGEMM #2 @0"]
     found = judge("m", split_record(after), split_record(SPLIT_BEFORE))
     [lost] = [v for v in found if v.check == "sme_path" and v.failed]
-    assert lost.message.startswith("operator Convolution (NHWC, PF32) IGEMM #2 @0 (second: aten.convolution.default) "
-                                   "(now Convolution (NHWC, F32) "
-                                   "DWConv #2 @0) ran 72,960 SME instructions in the baseline and none now")
+    assert lost.message.startswith(
+        "operator Convolution (NHWC, PF32) IGEMM #2 @0 (second: aten.convolution.default) "
+        "(now Convolution (NHWC, F32) "
+        "DWConv #2 @0) ran 72,960 SME instructions in the baseline and none now"
+    )
 
 
 def test_findings_lead_with_the_structural_cause_and_name_each_quantity_once() -> None:
     from pytest_sme2.gate import findings
 
-    before = split_record(SPLIT_BEFORE, delegation={"delegated_nodes": 5, "non_delegated_nodes": 0,
-                                                    "ops": {"aten_convolution_default": [3, 0]}})
+    before = split_record(
+        SPLIT_BEFORE,
+        delegation={"delegated_nodes": 5, "non_delegated_nodes": 0, "ops": {"aten_convolution_default": [3, 0]}},
+    )
     variants = {}
     for variant in ("sme2=on", "sme2=off"):
-        now = split_record(SPLIT_AFTER, per_inference=1_500_000, delegation_coverage=0.54,
-                           shares=dict(SHARES, CONV=0.29, OTHER=0.52))
-        now["delegation"] = {"delegated_nodes": 5, "non_delegated_nodes": 1,
-                             "ops": {"aten_convolution_default": [3, 0], "aten_cumsum_default": [0, 1]}}
+        now = split_record(
+            SPLIT_AFTER, per_inference=1_500_000, delegation_coverage=0.54, shares=dict(SHARES, CONV=0.29, OTHER=0.52)
+        )
+        now["delegation"] = {
+            "delegated_nodes": 5,
+            "non_delegated_nodes": 1,
+            "ops": {"aten_convolution_default": [3, 0], "aten_cumsum_default": [0, 1]},
+        }
         now["portable_ops"] = ["native_call_cumsum.out"]
         variants[variant] = judge(f"m [{variant}]", now, before)
     ordered = findings.findings([v for found in variants.values() for v in found])
     lines = findings.message_lines(ordered)
-    assert lines[0].startswith("m [sme2=on] (and 1 more variant(s)): operator(s) fell out of the delegate: "
-                               "aten_cumsum_default")
+    assert lines[0].startswith(
+        "m [sme2=on] (and 1 more variant(s)): operator(s) fell out of the delegate: " "aten_cumsum_default"
+    )
     assert "the program's operators changed (new: " in lines[1]
     assert sum("moved" in line for line in lines) == 2  # one line of quantities per variant
     assert len(lines) <= 6
@@ -636,14 +741,20 @@ def test_processes_needed_is_the_fewest_checks_that_see_one_and_a_half_tolerance
     reference = noisy(3.0, n=50, seed=20, cv=0.005)
     steady = record(noisy(2.0, n=50, seed=21, cv=0.005), reference_ms=list(reference), processes=10)
     assert processes_needed(steady, Tolerances()) == 1
-    moderate = record(leveled(2.0, [1.0, 1.03, 0.97, 1.02, 0.96, 1.04, 0.98, 1.01, 0.95, 1.03], runs=5, cv=0.005),
-                      reference_ms=list(reference), processes=10)
+    moderate = record(
+        leveled(2.0, [1.0, 1.03, 0.97, 1.02, 0.96, 1.04, 0.98, 1.01, 0.95, 1.03], runs=5, cv=0.005),
+        reference_ms=list(reference),
+        processes=10,
+    )
     needed = processes_needed(moderate, Tolerances())
     assert needed == 3  # the count the refusal of a 1-process design names (test above)
     assert baseline_quality(moderate, Tolerances(), check_processes=needed - 1)[1]  # one fewer is blind
     assert baseline_quality(moderate, Tolerances(), check_processes=needed)[1] == []
-    wild = record(leveled(2.0, [1.0, 1.3, 0.8, 1.2, 0.7, 1.25, 0.85, 1.1, 0.75, 1.3], runs=5, cv=0.005),
-                  reference_ms=list(reference), processes=10)
+    wild = record(
+        leveled(2.0, [1.0, 1.3, 0.8, 1.2, 0.7, 1.25, 0.85, 1.1, 0.75, 1.3], runs=5, cv=0.005),
+        reference_ms=list(reference),
+        processes=10,
+    )
     assert processes_needed(wild, Tolerances()) is None  # not even MAX_SUGGESTED_PROCESSES see +15%
     assert baseline_quality(wild, Tolerances(), check_processes=MAX_SUGGESTED_PROCESSES)[1]
     assert processes_needed(record(noisy(2.0), emulated=True), Tolerances()) == 1
@@ -664,7 +775,9 @@ def test_a_share_that_moves_between_processes_refuses_a_baseline_only_where_the_
 
     problems = baseline_quality(spread_shares(2.0), Tolerances(), check_processes=3)[1]
     assert any("share of CONV" in problem for problem in problems), problems
-    assert not any("share of CONV" in p for p in baseline_quality(spread_shares(0.05), Tolerances(), check_processes=3)[1])
+    assert not any(
+        "share of CONV" in p for p in baseline_quality(spread_shares(0.05), Tolerances(), check_processes=3)[1]
+    )
     assert any("share of CONV" in p for p in baseline_quality(spread_shares(0.1), Tolerances(), check_processes=3)[1])
 
 
@@ -673,8 +786,11 @@ def test_auto_processes_reads_the_stored_baselines_need(tmp_path) -> None:  # no
     from pytest_sme2.gate.gate import AUTO_PROCESSES, assess_quality, auto_processes
 
     reference = noisy(3.0, n=50, seed=20, cv=0.005)
-    moderate = record(leveled(2.0, [1.0, 1.03, 0.97, 1.02, 0.96, 1.04, 0.98, 1.01, 0.95, 1.03], runs=5, cv=0.005),
-                      reference_ms=list(reference), processes=10)
+    moderate = record(
+        leveled(2.0, [1.0, 1.03, 0.97, 1.02, 0.96, 1.04, 0.98, 1.01, 0.95, 1.03], runs=5, cv=0.005),
+        reference_ms=list(reference),
+        processes=10,
+    )
     steady = record(noisy(2.0, n=50, seed=21, cv=0.005), reference_ms=list(reference), processes=10)
     records = {"a": moderate, "b": steady}
     assert assess_quality(records, Tolerances(), accept_noisy=False, check_processes=AUTO_PROCESSES) == []
@@ -720,8 +836,9 @@ def test_a_regression_against_a_baseline_written_despite_its_quality_check_says_
     assert "'Between sessions'" in noted.message and "--sme2-metric=instructions" in noted.message
     # a share regression on that baseline: the check passed every share, so its message has no note
     moved = {**SHARES, "CONV": 0.58, "OTHER": 0.07}
-    shifted = record(leveled(2.0, levels, runs=5, cv=0.005), reference_ms=list(reference), processes=10,
-                     shares=moved, seed=3)
+    shifted = record(
+        leveled(2.0, levels, runs=5, cv=0.005), reference_ms=list(reference), processes=10, shares=moved, seed=3
+    )
     [conv] = [v for v in by_check(judge("m", shifted, forced), "share") if v.evidence.category == "CONV"]
     assert conv.status == "regression" and "accept-noisy" not in conv.message
     assert quality["unfit"] == {"latency": found}  # kept by quantity: the note is found by name, not by words
@@ -743,16 +860,17 @@ def test_an_operator_named_after_an_inserted_layer_stays_paired_with_itself() ->
     have (a delegate split) is still new (test above)."""
     from pytest_sme2.gate.checks.pairing import align_ops
 
-    before = {"Convolution (NHWC, PF32) IGEMM #1 @0": ([0, 50_000, 9_000], "b2.conv: aten.convolution.default"),
-              "Mean (ND) Reduce2 #1 @0": ([1, 4_000, 0], "Mean (ND) Reduce2 after b2.conv: aten.convolution.default"),
-              "Transpose (ND, X32) #2 @0": ([2, 3_000, 0],
-                                            "Transpose (ND, X32) after b2.conv: aten.convolution.default")}
-    after = {"Convolution (NHWC, PF32) IGEMM #1 @0": ([0, 50_000, 9_000], "b2.conv: aten.convolution.default"),
-             "Convolution (NHWC, PF32) IGEMM #2 @0": ([1, 20_000, 4_000], "b2.conv2: aten.convolution.default"),
-             "Mean (ND) Reduce2 #1 @0": ([2, 4_000 * 2, 0],
-                                         "Mean (ND) Reduce2 after b2.conv2: aten.convolution.default"),
-             "Transpose (ND, X32) #2 @0": ([3, 3_000, 0],
-                                           "Transpose (ND, X32) after b2.conv2: aten.convolution.default")}
+    before = {
+        "Convolution (NHWC, PF32) IGEMM #1 @0": ([0, 50_000, 9_000], "b2.conv: aten.convolution.default"),
+        "Mean (ND) Reduce2 #1 @0": ([1, 4_000, 0], "Mean (ND) Reduce2 after b2.conv: aten.convolution.default"),
+        "Transpose (ND, X32) #2 @0": ([2, 3_000, 0], "Transpose (ND, X32) after b2.conv: aten.convolution.default"),
+    }
+    after = {
+        "Convolution (NHWC, PF32) IGEMM #1 @0": ([0, 50_000, 9_000], "b2.conv: aten.convolution.default"),
+        "Convolution (NHWC, PF32) IGEMM #2 @0": ([1, 20_000, 4_000], "b2.conv2: aten.convolution.default"),
+        "Mean (ND) Reduce2 #1 @0": ([2, 4_000 * 2, 0], "Mean (ND) Reduce2 after b2.conv2: aten.convolution.default"),
+        "Transpose (ND, X32) #2 @0": ([3, 3_000, 0], "Transpose (ND, X32) after b2.conv2: aten.convolution.default"),
+    }
     now, then = split_record(after)["instructions"], split_record(before)["instructions"]
     pairs, gone, new = align_ops(then["ops"], now["ops"], then["op_identity"], now["op_identity"])
     assert gone == [] and new == ["Convolution (NHWC, PF32) IGEMM #2 @0"]
@@ -771,15 +889,19 @@ def test_an_inserted_block_with_its_own_operator_of_that_kind_pairs_nothing_of_t
     baseline, two new), so nothing of that kind is paired and the change reads as operators gone and new."""
     from pytest_sme2.gate.checks.pairing import align_ops
 
-    before = {"Convolution (NHWC, PF32) IGEMM #1 @0": ([0, 50_000, 9_000], "a: aten.convolution.default"),
-              "Mean (ND) Reduce2 #1 @0": ([1, 4_000, 0], "Mean (ND) Reduce2 after a: aten.convolution.default"),
-              "Fully Connected (NC, PF32) GEMM #1 @0": ([2, 9_000, 2_000], "head: aten.linear.default")}
-    after = {"Convolution (NHWC, PF32) IGEMM #1 @0": ([0, 50_000, 9_000], "a: aten.convolution.default"),
-             "Convolution (NHWC, PF32) IGEMM #2 @0": ([1, 80_000, 9_000], "x: aten.convolution.default"),
-             "Mean (ND) Reduce2 #1 @0": ([2, 90_000, 0], "Mean (ND) Reduce2 after x: aten.convolution.default"),
-             "Convolution (NHWC, PF32) IGEMM #3 @0": ([3, 20_000, 4_000], "y: aten.convolution.default"),
-             "Mean (ND) Reduce2 #2 @0": ([4, 4_000, 0], "Mean (ND) Reduce2 after y: aten.convolution.default"),
-             "Fully Connected (NC, PF32) GEMM #1 @0": ([5, 9_000, 2_000], "head: aten.linear.default")}
+    before = {
+        "Convolution (NHWC, PF32) IGEMM #1 @0": ([0, 50_000, 9_000], "a: aten.convolution.default"),
+        "Mean (ND) Reduce2 #1 @0": ([1, 4_000, 0], "Mean (ND) Reduce2 after a: aten.convolution.default"),
+        "Fully Connected (NC, PF32) GEMM #1 @0": ([2, 9_000, 2_000], "head: aten.linear.default"),
+    }
+    after = {
+        "Convolution (NHWC, PF32) IGEMM #1 @0": ([0, 50_000, 9_000], "a: aten.convolution.default"),
+        "Convolution (NHWC, PF32) IGEMM #2 @0": ([1, 80_000, 9_000], "x: aten.convolution.default"),
+        "Mean (ND) Reduce2 #1 @0": ([2, 90_000, 0], "Mean (ND) Reduce2 after x: aten.convolution.default"),
+        "Convolution (NHWC, PF32) IGEMM #3 @0": ([3, 20_000, 4_000], "y: aten.convolution.default"),
+        "Mean (ND) Reduce2 #2 @0": ([4, 4_000, 0], "Mean (ND) Reduce2 after y: aten.convolution.default"),
+        "Fully Connected (NC, PF32) GEMM #1 @0": ([5, 9_000, 2_000], "head: aten.linear.default"),
+    }
     now, then = split_record(after)["instructions"], split_record(before)["instructions"]
     pairs, gone, new = align_ops(then["ops"], now["ops"], then["op_identity"], now["op_identity"])
     assert not [p for p in pairs if "Mean" in p[0]]
@@ -788,20 +910,40 @@ def test_an_inserted_block_with_its_own_operator_of_that_kind_pairs_nothing_of_t
     assert not [v for v in found if v.check == "op_instructions" and "Mean" in str(v.evidence.get("op"))]
 
 
-@pytest.mark.parametrize("stored, folder, expected", [
-    ("pytest 't.py::test_a[x y]' --sme2-update-baselines", None, "pytest 't.py::test_a[x y]' --sme2-update-baselines"),
-    ("pytest t.py::test_a --sme2-update-baselines", "/ci/main baselines",
-     "pytest t.py::test_a --sme2-update-baselines '--sme2-baselines-dir=/ci/main baselines'"),
-    ("pytest t.py::test_a --sme2-update-baselines --sme2-baselines-dir=old --sme2-target=host", "/b",
-     "pytest t.py::test_a --sme2-update-baselines --sme2-target=host --sme2-baselines-dir=/b"),
-    ("pytest t.py::test_a --sme2-update-baselines --sme2-baselines-dir old", "/b",
-     "pytest t.py::test_a --sme2-update-baselines --sme2-baselines-dir=/b"),
-    # a session run in a subfolder of its rootdir printed "cd ROOTDIR && pytest ..." (node ids are the rootdir's)
-    ("cd '/w/my proj' && pytest t.py::test_a --sme2-update-baselines", "/b",
-     "cd '/w/my proj' && pytest t.py::test_a --sme2-update-baselines --sme2-baselines-dir=/b"),
-])
-def test_a_check_against_another_folder_advises_an_update_into_it(stored: str, folder: str | None,
-                                                                   expected: str) -> None:
+@pytest.mark.parametrize(
+    "stored, folder, expected",
+    [
+        (
+            "pytest 't.py::test_a[x y]' --sme2-update-baselines",
+            None,
+            "pytest 't.py::test_a[x y]' --sme2-update-baselines",
+        ),
+        (
+            "pytest t.py::test_a --sme2-update-baselines",
+            "/ci/main baselines",
+            "pytest t.py::test_a --sme2-update-baselines '--sme2-baselines-dir=/ci/main baselines'",
+        ),
+        (
+            "pytest t.py::test_a --sme2-update-baselines --sme2-baselines-dir=old --sme2-target=host",
+            "/b",
+            "pytest t.py::test_a --sme2-update-baselines --sme2-target=host --sme2-baselines-dir=/b",
+        ),
+        (
+            "pytest t.py::test_a --sme2-update-baselines --sme2-baselines-dir old",
+            "/b",
+            "pytest t.py::test_a --sme2-update-baselines --sme2-baselines-dir=/b",
+        ),
+        # a session run in a subfolder of its rootdir printed "cd ROOTDIR && pytest ..." (node ids are the rootdir's)
+        (
+            "cd '/w/my proj' && pytest t.py::test_a --sme2-update-baselines",
+            "/b",
+            "cd '/w/my proj' && pytest t.py::test_a --sme2-update-baselines --sme2-baselines-dir=/b",
+        ),
+    ],
+)
+def test_a_check_against_another_folder_advises_an_update_into_it(
+    stored: str, folder: str | None, expected: str
+) -> None:
     """`check --baselines DIR` judges against DIR: the update a failure prints writes there (stop 49's trial: it
     named the session's folder), replacing the folder the stored command named, quoted for a shell."""
     assert update_into(stored, Path(folder) if folder else None) == expected
@@ -817,8 +959,9 @@ def test_an_update_keeps_a_file_whose_records_differ_only_in_provenance_pointers
     from pytest_sme2.gate.gate import _unchanged
 
     record = {"instructions": {"per_inference": 1_000}, "provenance": {"model_source_hash": "a" * 64}}
-    old = baselines.Baseline(tmp_path / "b.json", "t.py::test", "fp", {"m fp32": record},
-                             recorded={"at": "2026-11-01T00:00:00Z"})
+    old = baselines.Baseline(
+        tmp_path / "b.json", "t.py::test", "fp", {"m fp32": record}, recorded={"at": "2026-11-01T00:00:00Z"}
+    )
     old.path.write_text(baselines.dumps(old.as_dict()))
 
     def fresh(**provenance: object) -> baselines.Baseline:
@@ -839,8 +982,11 @@ def test_a_written_baseline_of_a_very_short_run_says_what_time_cannot_catch() ->
     from pytest_sme2.gate.gate import _below_the_floor
 
     tol = Tolerances()
-    short = {"toy int8": {"latency": {"median_ms": 0.04}}, "big fp32": {"latency": {"median_ms": 2.0}},
-             "emulated": {"emulated": True, "latency": {"median_ms": 0.001}}}
+    short = {
+        "toy int8": {"latency": {"median_ms": 0.04}},
+        "big fp32": {"latency": {"median_ms": 2.0}},
+        "emulated": {"emulated": True, "latency": {"median_ms": 0.001}},
+    }
     text = _below_the_floor(short, tol)
     assert text.startswith(f"latency and shares are gated only above {tol.min_effect_ms:g} ms of change")
     assert "toy int8: 0.04 ms, so changes under 50% pass" in text and "big fp32" not in text

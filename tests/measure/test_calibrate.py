@@ -21,8 +21,10 @@ from pytest_sme2.run import emulation_setup
 from pytest_sme2.run.native.build import SOURCE_DIR, build_microbench
 
 SOURCE = SOURCE_DIR / "microbench.c"
-needs_emulation = pytest.mark.skipif(emulation_setup.status().qemu is None or shutil.which("aarch64-linux-gnu-gcc")
-                                     is None, reason="needs the emulated target (pytest-sme2 setup-emulation)")
+needs_emulation = pytest.mark.skipif(
+    emulation_setup.status().qemu is None or shutil.which("aarch64-linux-gnu-gcc") is None,
+    reason="needs the emulated target (pytest-sme2 setup-emulation)",
+)
 # The C program around the kernels (argument parsing, printing a time whose digits vary) executes a few scalar
 # instructions and loads more or fewer from one run to the next; the classes a kernel measures are exact.
 PROGRAM_NOISE = 32
@@ -45,9 +47,10 @@ def test_every_microbenchmark_executes_what_it_claims_counted_by_class_under_qem
     assert set(NAMES) - measured == {"mopa_other"} and "all" in measured
     for kernel in found:
         size = str(4 * kernel.bytes_per_iteration(512))
-        once, twice = (microbench.count_classes(qemu_bench.qemu, qemu_bench.binary,
-                                                ["run", kernel.name, str(n), size, "1", "0"])
-                       for n in (ITERATIONS, 2 * ITERATIONS))
+        once, twice = (
+            microbench.count_classes(qemu_bench.qemu, qemu_bench.binary, ["run", kernel.name, str(n), size, "1", "0"])
+            for n in (ITERATIONS, 2 * ITERATIONS)
+        )
         difference = {name: twice[name] - once[name] for name in NAMES}
         for name in NAMES:
             claimed = ITERATIONS * kernel.claims.get(name, 0)
@@ -71,16 +74,25 @@ def test_the_instruction_words_are_the_assemblers_encodings_of_the_assembly_besi
     pairs = _inst_words()
     assert len(pairs) >= 40  # every SME, SME2 and SVE instruction the kernels and their setup use
     text = "\n".join(asm for _, asm in pairs) + "\n"
-    done = subprocess.run(["llvm-mc-19", "-triple=aarch64", "-mattr=+sme2,+sve2", "-show-encoding"], input=text,
-                          capture_output=True, text=True, check=True)
-    encoded = ["".join(reversed(re.findall(r"0x([0-9a-f]{2})", line.split("encoding:")[1])))
-               for line in done.stdout.splitlines() if "encoding:" in line]
+    done = subprocess.run(
+        ["llvm-mc-19", "-triple=aarch64", "-mattr=+sme2,+sve2", "-show-encoding"],
+        input=text,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    encoded = [
+        "".join(reversed(re.findall(r"0x([0-9a-f]{2})", line.split("encoding:")[1])))
+        for line in done.stdout.splitlines()
+        if "encoding:" in line
+    ]
     assert encoded == [word for word, _ in pairs]
 
 
 @needs_emulation
 def test_a_calibration_under_qemu_is_labelled_emulator_numbers_and_not_written_as_a_devices(
-        qemu_bench, tmp_path: Path) -> None:  # noqa: ANN001
+    qemu_bench, tmp_path: Path
+) -> None:  # noqa: ANN001
     from pytest_sme2.profile.device_model import load_device
 
     result = calibrate.measure(qemu_bench, target_ns=200_000)
@@ -101,8 +113,7 @@ def test_a_calibration_under_qemu_is_labelled_emulator_numbers_and_not_written_a
 
 
 @needs_emulation
-def test_a_device_calibration_names_the_device_version_and_date_in_every_source(
-        qemu_bench, tmp_path: Path) -> None:  # noqa: ANN001
+def test_a_device_calibration_names_the_device_version_and_date_in_every_source(qemu_bench, tmp_path: Path) -> None:  # noqa: ANN001
     """The file a calibration on a device writes (here qemu's rates standing in for a device's, as a device would
     report them): every source says "measured on <device> by pytest-sme2 calibrate <version>, <date>"."""
     from pytest_sme2._version import __version__
@@ -122,7 +133,8 @@ def test_a_device_calibration_names_the_device_version_and_date_in_every_source(
 
 @needs_emulation
 def test_the_command_under_emulation_prints_the_rates_and_writes_no_device_file(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     from pytest_sme2.cli import main
 
     monkeypatch.chdir(tmp_path)
@@ -145,7 +157,8 @@ def test_the_command_under_emulation_prints_the_rates_and_writes_no_device_file(
 
 @needs_emulation
 def test_calibrate_on_a_standin_arm64_phone_writes_its_file_and_prices_a_bundled_model_beside_its_measurement(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """End to end through adb: the stand-in phone is an arm64 device whose programs run under qemu with SME2 (its
     times are the emulator's, so no number here is judged, only what is written and printed). The microbenchmarks
     are pushed and run there, the file names the phone, and toy_cnn is measured on the phone with SME2 on and off,
@@ -160,17 +173,42 @@ def test_calibrate_on_a_standin_arm64_phone_writes_its_file_and_prices_a_bundled
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(microbench, "TARGET_NS", 200_000)
     with AdbStandin(tmp_path / "standin") as standin:
-        standin.add_device("X300STANDIN", sme2=True, abi="arm64-v8a", model="X300 Standin", soc="Dimensity Standin",
-                           emulator=emulation_setup.qemu_binary())
-        code = main(["calibrate", "--sme2-target", "adb:X300STANDIN", "--sme2-adb-server", standin.address,
-                     "--models", "toy_cnn", "--runs", "2", "--out", "phone.toml", "--cache-dir",
-                     str(tmp_path / "cache"), "--model-dir", str(Path(__file__).parents[2] / "models")])
+        standin.add_device(
+            "X300STANDIN",
+            sme2=True,
+            abi="arm64-v8a",
+            model="X300 Standin",
+            soc="Dimensity Standin",
+            emulator=emulation_setup.qemu_binary(),
+        )
+        code = main(
+            [
+                "calibrate",
+                "--sme2-target",
+                "adb:X300STANDIN",
+                "--sme2-adb-server",
+                standin.address,
+                "--models",
+                "toy_cnn",
+                "--runs",
+                "2",
+                "--out",
+                "phone.toml",
+                "--cache-dir",
+                str(tmp_path / "cache"),
+                "--model-dir",
+                str(Path(__file__).parents[2] / "models"),
+            ]
+        )
     out, err = capsys.readouterr()
     assert code == 0, err
     device = load_device(str(tmp_path / "phone.toml"))
     assert device.name == "x300-standin-dimensity-standin" and device.svl_bits == 512
-    assert all(s.startswith("measured on X300 Standin (Dimensity Standin) by pytest-sme2 calibrate")
-               for r in device.resources for s in r.sources.values())
+    assert all(
+        s.startswith("measured on X300 Standin (Dimensity Standin) by pytest-sme2 calibrate")
+        for r in device.resources
+        for s in r.sources.values()
+    )
     rows = [line.split() for line in out.splitlines() if line.strip().startswith("toy_cnn")]
     assert [row[1] for row in rows] == ["on", "off"]
     for row in rows:  # measured ms, modelled ms, error: the error is the two numbers' own

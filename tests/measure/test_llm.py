@@ -12,7 +12,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-
 from helpers_llm import eager_sequence, last_output
 
 from pytest_sme2 import Recipe
@@ -41,8 +40,9 @@ def test_phase_methods_are_those_named() -> None:
     assert (prefill.method, decode.method, decode.warmup_method_name) == ("prefill", "decode", "prefill")
 
 
-@pytest.mark.parametrize("kwargs, says", [(dict(prefill=0, decode=1), "prefill=0"),
-                                          (dict(prefill=4, decode=True), "decode=True")])
+@pytest.mark.parametrize(
+    "kwargs, says", [(dict(prefill=0, decode=1), "prefill=0"), (dict(prefill=4, decode=True), "decode=True")]
+)
 def test_a_sequence_that_is_no_number_of_tokens_is_refused(kwargs: dict, says: str) -> None:
     with pytest.raises(UsageError, match=says):
         LlmSequence(**kwargs)
@@ -133,8 +133,9 @@ def prefill_decode_methods_pte(tmp_path_factory: pytest.TempPathFactory) -> Path
     from executorch.extension.llm.export.config.llm_config import LlmConfig, MethodConfig
 
     folder = tmp_path_factory.mktemp("two-methods")
-    (folder / "params.json").write_text(json.dumps({"dim": 64, "n_layers": 2, "n_heads": 4, "n_kv_heads": 2,
-                                                    "vocab_size": 256, "multiple_of": 32}))
+    (folder / "params.json").write_text(
+        json.dumps({"dim": 64, "n_layers": 2, "n_heads": 4, "n_kv_heads": 2, "vocab_size": 256, "multiple_of": 32})
+    )
     config = LlmConfig()
     config.base.params = str(folder / "params.json")
     config.model.use_kv_cache = True
@@ -149,8 +150,10 @@ def prefill_decode_methods_pte(tmp_path_factory: pytest.TempPathFactory) -> Path
 
 
 @pytest.mark.skipif(not emulation_setup.status().ready, reason="emulated target not ready")
-def test_separate_prefill_and_decode_methods_share_the_cache(bundled_sessions,  # noqa: ANN001
-                                                           prefill_decode_methods_pte: Path) -> None:
+def test_separate_prefill_and_decode_methods_share_the_cache(
+    bundled_sessions,  # noqa: ANN001
+    prefill_decode_methods_pte: Path,
+) -> None:
     """Prefill by the ``prefill`` method, decode by the ``decode`` method, in one process: the decode steps must read
     the cache the other method filled, so their last logits equal those of the same calls all made by ``decode``
     (one method: no sharing needed). A decode that read an unfilled cache would give other logits."""
@@ -159,14 +162,19 @@ def test_separate_prefill_and_decode_methods_share_the_cache(bundled_sessions,  
     example = example_calls(prefill_decode_methods_pte)
     runner = Runner(session, RunSpec(sme2=True, runs=1, warmup=0), session.test_dir("two-methods"))
     two = llm_phases(prefill_decode_methods_pte, runner, sequence, example)
-    one = llm_phases(prefill_decode_methods_pte, runner,
-                     LlmSequence(prefill=8, decode=3, prefill_method="decode", decode_method="decode"), example)
+    one = llm_phases(
+        prefill_decode_methods_pte,
+        runner,
+        LlmSequence(prefill=8, decode=3, prefill_method="decode", decode_method="decode"),
+        example,
+    )
     torch.testing.assert_close(_last_output(two.decode), _last_output(one.decode), rtol=1e-5, atol=1e-5)
     assert two.decode.label.endswith("decode D=3 after P=8]")
 
 
 def test_the_python_binding_refuses_two_methods_it_cannot_share_a_cache_between(
-        bundled_sessions, prefill_decode_methods_pte: Path) -> None:  # noqa: ANN001
+    bundled_sessions, prefill_decode_methods_pte: Path
+) -> None:  # noqa: ANN001
     session = bundled_sessions("host")
     sequence = LlmSequence(prefill=8, decode=2, prefill_method="prefill", decode_method="decode")
     runner = Runner(session, RunSpec(runs=2, warmup=1), session.test_dir("two-methods-host"))
@@ -183,8 +191,10 @@ def test_modelled_tokens_per_second_are_labelled_as_modelled(bundled_sessions) -
 
     session = bundled_sessions("emulated")
     sequence = LlmSequence(prefill=8, decode=2)
-    on, off = (_phases(session, "tiny_llama_portable", sequence, RunSpec(sme2=sme2, runs=1, warmup=0))
-               for sme2 in (True, False))
+    on, off = (
+        _phases(session, "tiny_llama_portable", sequence, RunSpec(sme2=sme2, runs=1, warmup=0))
+        for sme2 in (True, False)
+    )
     compared = modelled_comparison(on.prefill, off.prefill, "apple-m4")
     rates = compared["tokens_per_s"]
     assert rates["on"] == pytest.approx(on.prefill_rates.modelled_tokens_per_s("apple-m4"))
@@ -257,18 +267,22 @@ def test_a_static_shape_program_prefills_in_chunks_of_its_size(bundled_sessions,
     assert phases.prefill_rates.tokens == 1
 
 
-def test_a_prompt_in_chunks_has_its_time_to_first_token_summed_over_a_cycle(bundled_sessions,  # noqa: ANN001
-                                                                            tmp_path: Path) -> None:
+def test_a_prompt_in_chunks_has_its_time_to_first_token_summed_over_a_cycle(
+    bundled_sessions,  # noqa: ANN001
+    tmp_path: Path,
+) -> None:
     session = bundled_sessions("host")
     (tmp_path / "static_llama.py").write_text(STATIC_LLAMA)
     session.registry.register("static_llama", str(tmp_path / "static_llama.py"))
-    phases = _phases(session, "static_llama", LlmSequence(prefill=4, decode=2, prefill_chunk=1),
-                     RunSpec(runs=8, warmup=1))
+    phases = _phases(
+        session, "static_llama", LlmSequence(prefill=4, decode=2, prefill_chunk=1), RunSpec(runs=8, warmup=1)
+    )
     assert phases.prefill.runs == 8  # two cycles of the four one-token calls
     cycles = phases.prefill.e2e_ms.reshape(2, 4).sum(axis=1)
     assert phases.time_to_first_token.median == pytest.approx(float(np.median(cycles)))
-    assert repr(phases.time_to_first_token).startswith("time to first token ") and " ms median [95% CI " in \
-        repr(phases.time_to_first_token)
+    assert repr(phases.time_to_first_token).startswith("time to first token ") and " ms median [95% CI " in repr(
+        phases.time_to_first_token
+    )
 
 
 def test_a_sequence_longer_than_the_context_says_so_first(bundled_sessions) -> None:  # noqa: ANN001

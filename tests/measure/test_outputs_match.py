@@ -20,7 +20,7 @@ from pytest_sme2.model.registry import ModelRegistry
 from pytest_sme2.profile.profile import Profile
 from pytest_sme2.run.targets import RunSpec
 
-MODEL = '''
+MODEL = """
 import torch
 
 class Net(torch.nn.Module):
@@ -38,7 +38,7 @@ def get_eager_model():
 
 def get_example_inputs():
     return (torch.ones(1, 3, 8, 8),)
-'''
+"""
 RETURNS = {
     "dict": '{"a": y, "b": 2 * y}',
     "nested": "(y, (2 * y, y + 1))",
@@ -74,8 +74,9 @@ def _tampered(exported: ExportedModel, tmp_path: Path, change) -> ExportedModel:
     return dataclasses.replace(exported, directory=copy)
 
 
-def test_dict_outputs_match_leaf_by_leaf_and_a_wrong_leaf_is_named_by_its_key(session: Sme2Session,
-                                                                             tmp_path: Path) -> None:
+def test_dict_outputs_match_leaf_by_leaf_and_a_wrong_leaf_is_named_by_its_key(
+    session: Sme2Session, tmp_path: Path
+) -> None:
     exported, profile = _run(session, "dict")
     assert assert_outputs_match(profile, exported) < 1e-4
 
@@ -87,8 +88,7 @@ def test_dict_outputs_match_leaf_by_leaf_and_a_wrong_leaf_is_named_by_its_key(se
         assert_outputs_match(profile, _tampered(exported, tmp_path, wrong_b))
 
 
-def test_nested_tuple_outputs_match_and_a_wrong_leaf_is_named_by_its_path(session: Sme2Session,
-                                                                         tmp_path: Path) -> None:
+def test_nested_tuple_outputs_match_and_a_wrong_leaf_is_named_by_its_path(session: Sme2Session, tmp_path: Path) -> None:
     exported, profile = _run(session, "nested")
     assert assert_outputs_match(profile, exported) < 1e-4
 

@@ -42,8 +42,17 @@ class ScriptedTarget:
         etdump = write_etdump(out_dir / "timed.etdp", [EtRun(e2e_ns=ns) for ns in times])
         log = out_dir / "log.txt"
         log.write_text("scripted\n")
-        return RunResult(spec=spec, target=self.info, out_dir=out_dir, wall_ms=np.array(times) / 1e6,
-                         timed_etdump=etdump, warmup_etdump=None, log=log, outputs=None, sme2_active=False)
+        return RunResult(
+            spec=spec,
+            target=self.info,
+            out_dir=out_dir,
+            wall_ms=np.array(times) / 1e6,
+            timed_etdump=etdump,
+            warmup_etdump=None,
+            log=log,
+            outputs=None,
+            sme2_active=False,
+        )
 
     def device_state(self) -> None:
         return None
@@ -67,8 +76,9 @@ def program(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def runner(tmp_path: Path, target: ScriptedTarget, **spec: int) -> Runner:
-    session = Sme2Session(Settings(target="host", cache_dir=tmp_path / "cache", session_dir=tmp_path / "s",
-                                   latency_reference=False))
+    session = Sme2Session(
+        Settings(target="host", cache_dir=tmp_path / "cache", session_dir=tmp_path / "s", latency_reference=False)
+    )
     session._target = target  # noqa: SLF001 - the scripted target stands in for a real one
     return Runner(session, RunSpec(**spec), session.test_dir("t"))
 

@@ -11,7 +11,9 @@ import pytest
 from pytest_sme2 import plugin
 
 
-def test_two_sessions_with_one_pid_in_one_second_get_two_folders(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_two_sessions_with_one_pid_in_one_second_get_two_folders(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # Two containers (their own pid namespaces) start pytest as pid 1 in the same second, into one
     # shared --sme2-artifacts-dir: their summaries and logs must not land in one folder.
     monkeypatch.setattr(plugin.os, "getpid", lambda: 1)

@@ -34,6 +34,10 @@ def test_run_folders_of_one_test_are_numbered_in_call_order_across_its_runners(s
             etdump_profile(exported_pte, runner(threads=1))
             etdump_profile(exported_pte, runner(threads=2))
         """)
-    sme2_project.runpytest_inprocess("--sme2-artifacts-dir=artifacts", "-p", "no:cacheprovider").assert_outcomes(passed=1)
-    folders = sorted(p.name.split("-", 1)[0] for p in (sme2_project.path / "artifacts").glob("session-*/*/[0-9]*-profile-*"))
+    sme2_project.runpytest_inprocess("--sme2-artifacts-dir=artifacts", "-p", "no:cacheprovider").assert_outcomes(
+        passed=1
+    )
+    folders = sorted(
+        p.name.split("-", 1)[0] for p in (sme2_project.path / "artifacts").glob("session-*/*/[0-9]*-profile-*")
+    )
     assert folders == ["01", "02"]  # each runner used to count from 01, so a pair shared one number

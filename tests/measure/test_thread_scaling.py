@@ -23,9 +23,13 @@ from pytest_sme2.profile.profile import Profile
 
 def _timed(path: Path, sme2: bool, threads: int, ms: float) -> Profile:
     e2e = [int(ms * 1e6 * (1 + 0.002 * (i % 5))) for i in range(30)]
-    return Profile.from_etdump(execute_only(path, e2e), model="mlp", recipe="fp32-xnnpack",
-                               variant=f"local sme2={'on' if sme2 else 'off'} threads={threads}",
-                               metadata={"run": {"sme2": sme2, "threads": threads}})
+    return Profile.from_etdump(
+        execute_only(path, e2e),
+        model="mlp",
+        recipe="fp32-xnnpack",
+        variant=f"local sme2={'on' if sme2 else 'off'} threads={threads}",
+        metadata={"run": {"sme2": sme2, "threads": threads}},
+    )
 
 
 @pytest.mark.filterwarnings("ignore::pytest_sme2.errors.OneProcessIntervalWarning")  # one process a side, on purpose
@@ -38,20 +42,25 @@ def test_the_assertion_names_each_thread_count_where_sme2_is_slower(tmp_path: Pa
     scaling = ThreadScaling("mlp", "fp32-xnnpack", tuple(rows))
     assert [row.threads for row in scaling.slower()] == [4]
     assert [round(row["speedup"]["value"], 2) for row in scaling.table()] == [3.0, 0.77]
-    with pytest.raises(AssertionError, match=r"(?s)SME2 on is slower than off for mlp fp32-xnnpack at 1 thread "
-                                             r"count\(s\):\n  4 thread\(s\): 0\.77x \[0\.7\d, 0\.7\d\] \(off 2\.0\d\d ms, "
-                                             r"on 2\.6\d\d ms\).*1 thread\(s\): 3\.00x"):
+    with pytest.raises(
+        AssertionError,
+        match=r"(?s)SME2 on is slower than off for mlp fp32-xnnpack at 1 thread "
+        r"count\(s\):\n  4 thread\(s\): 0\.77x \[0\.7\d, 0\.7\d\] \(off 2\.0\d\d ms, "
+        r"on 2\.6\d\d ms\).*1 thread\(s\): 3\.00x",
+    ):
         assert_sme2_not_slower_at_any_threads(scaling)
     assert_sme2_not_slower_at_any_threads(ThreadScaling("mlp", "fp32-xnnpack", tuple(rows[:1])))
 
 
 @pytest.mark.skipif(namespaces_available() is not None, reason=str(namespaces_available()))
 def test_fixture_on_the_standin_phone_tabulates_and_reports_speedup_by_threads(
-        pytester: pytest.Pytester, tmp_path: Path, shared_export_cache: Path) -> None:
+    pytester: pytest.Pytester, tmp_path: Path, shared_export_cache: Path
+) -> None:
     with AdbStandin(tmp_path / "standin") as standin:
         device = standin.add_device("THREADS-1", sme2=True)
         pytester.makeini(session_ini(standin, shared_export_cache, runs=12))
-        pytester.makepyfile(textwrap.dedent("""
+        pytester.makepyfile(
+            textwrap.dedent("""
             import pytest
             @pytest.mark.model("toy_cnn")
             def test_scaling(exported_pte, sme2_thread_scaling):
@@ -65,12 +74,15 @@ def test_fixture_on_the_standin_phone_tabulates_and_reports_speedup_by_threads(
                     assert set(row["categories"]) >= {"CONV", "DATA_MOVEMENT", "OTHER"}
                 # No assertion on the speedups: this CPU has no SME2, so on and off run the same kernels and
                 # the intervals only show noise (the assertion's failure is tested on known times above).
-            """))
-        result = pytester.runpytest_inprocess("--sme2-target=adb:THREADS-1", "--sme2-session-report", "-s", "-p",
-                                              "no:cacheprovider")
+            """)
+        )
+        result = pytester.runpytest_inprocess(
+            "--sme2-target=adb:THREADS-1", "--sme2-session-report", "-s", "-p", "no:cacheprovider"
+        )
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*SME2 speedup by threads, toy_cnn fp32-xnnpack*", "*1 thread(s): *x [[]*",
-                                 "*2 thread(s): *x [[]*"])
+    result.stdout.fnmatch_lines(
+        ["*SME2 speedup by threads, toy_cnn fp32-xnnpack*", "*1 thread(s): *x [[]*", "*2 thread(s): *x [[]*"]
+    )
     # On and off alternate at each thread count: 2 rounds x 2 variants x 2 thread counts runner processes.
     threads = [int(run.command.split("--cpu_threads=")[1].split()[0]) for run in device.runs]
     assert threads == [1, 1, 1, 1, 2, 2, 2, 2]
@@ -89,14 +101,17 @@ def test_the_emulated_target_skips_with_the_reason(sme2_project: pytest.Pytester
 
     if not emulation_setup.status().ready:
         pytest.skip("emulated target not set up")
-    sme2_project.makepyfile(textwrap.dedent("""
+    sme2_project.makepyfile(
+        textwrap.dedent("""
         import pytest
 
         @pytest.mark.model("tiny")
         def test_scaling(exported_pte, sme2_thread_scaling):
             sme2_thread_scaling(exported_pte, threads=(1, 2))
-        """))
+        """)
+    )
     result = sme2_project.runpytest_inprocess("--sme2-target=emulated", "-rs", "-p", "no:cacheprovider")
     result.assert_outcomes(skipped=1)
-    result.stdout.fnmatch_lines(["*emulated timing is not hardware timing: SME2 speedup by threads needs measured "
-                                 "time*"])
+    result.stdout.fnmatch_lines(
+        ["*emulated timing is not hardware timing: SME2 speedup by threads needs measured " "time*"]
+    )

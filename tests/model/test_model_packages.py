@@ -15,10 +15,10 @@ from conftest import TINY_MODEL
 from pytest_sme2.errors import ModelDefinitionError
 from pytest_sme2.model.registry import ModelRegistry
 
-MODEL = '''
+MODEL = """
 from .blocks import get_eager_model
 from mynet.blocks import get_example_inputs
-'''
+"""
 
 
 @pytest.fixture
@@ -31,8 +31,9 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     (root / "mynet" / "model.py").write_text(MODEL)
     # Neither the current folder nor another test's project (tests/cli/test_init.py imports its own mynet, and a
     # registry puts a package's root on sys.path) may make mynet importable here.
-    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", ".", str(Path.cwd()))
-                                      and not (Path(p) / "mynet").exists()])
+    monkeypatch.setattr(
+        sys, "path", [p for p in sys.path if p not in ("", ".", str(Path.cwd())) and not (Path(p) / "mynet").exists()]
+    )
     monkeypatch.chdir(tmp_path)  # not the project: the current folder must not make mynet importable
     _forget_mynet()
     yield root
@@ -72,8 +73,9 @@ def test_a_package_of_the_same_name_elsewhere_is_refused_naming_both(project: Pa
     importlib.import_module("mynet.model")  # another mynet is imported first
     registry = ModelRegistry()
     registry.register("edge_seg", str(project / "mynet" / "model.py"))
-    with pytest.raises(ModelDefinitionError, match=r"is module mynet\.model of the package under .*project.* "
-                                                    r"imports from .*other"):
+    with pytest.raises(
+        ModelDefinitionError, match=r"is module mynet\.model of the package under .*project.* " r"imports from .*other"
+    ):
         registry.get("edge_seg")
 
 
@@ -90,7 +92,8 @@ def test_a_module_name_whose_package_is_in_the_rootdir_says_to_set_pythonpath(pr
 
 
 def test_a_module_typo_inside_an_importable_package_names_the_modules_not_pythonpath(
-        project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A user's trial: with pythonpath set and working, "mynet.nett" was diagnosed as the rootdir not on sys.path."""
     monkeypatch.syspath_prepend(str(project))
     registry = ModelRegistry(root=project)
@@ -120,9 +123,12 @@ def test_a_folder_or_a_file_that_is_not_python_is_named_with_the_fix(project: Pa
     """A user's trial: ``mynet = mynet/`` gave "importing mynet/ failed: AssertionError: AssertionError"."""
     registry = ModelRegistry(root=project)
     registry.register("mynet", str(project / "mynet"))
-    with pytest.raises(ModelDefinitionError, match=rf"{project / 'mynet'} is a folder; register the file that defines "
-                                                   rf"get_eager_model\(\) and get_example_inputs\(\): mynet = "
-                                                   rf"{project / 'mynet' / '__init__.py'} for a package"):
+    with pytest.raises(
+        ModelDefinitionError,
+        match=rf"{project / 'mynet'} is a folder; register the file that defines "
+        rf"get_eager_model\(\) and get_example_inputs\(\): mynet = "
+        rf"{project / 'mynet' / '__init__.py'} for a package",
+    ):
         registry.get("mynet")
     # a review: inside a package, or given by a bare file name, a non-.py file got import errors of a module name
     (project / "mynet" / "weights.bin").write_bytes(b"\0")
@@ -130,8 +136,10 @@ def test_a_folder_or_a_file_that_is_not_python_is_named_with_the_fix(project: Pa
     registry.register("in_package", str(project / "mynet" / "weights.bin"))
     registry.register("bare", "weights.bin")
     for name, path in (("in_package", project / "mynet" / "weights.bin"), ("bare", project / "weights.bin")):
-        with pytest.raises(ModelDefinitionError, match=rf"{path} is not a Python source file; register the \.py "
-                                                       r"file that defines get_eager_model\(\)"):
+        with pytest.raises(
+            ModelDefinitionError,
+            match=rf"{path} is not a Python source file; register the \.py " r"file that defines get_eager_model\(\)",
+        ):
             registry.get(name)
 
 
@@ -143,24 +151,30 @@ def test_a_module_name_that_exists_nowhere_gets_no_pythonpath_hint(project: Path
     assert "No module named 'othernet'" in str(caught.value) and "pythonpath" not in str(caught.value)
 
 
-def test_the_plugin_imports_a_package_model_registered_by_file(pytester: pytest.Pytester,
-                                                               shared_export_cache: Path) -> None:
+def test_the_plugin_imports_a_package_model_registered_by_file(
+    pytester: pytest.Pytester, shared_export_cache: Path
+) -> None:
     """``sme2_models = edge_seg = mynet/model.py`` in a real session: exported, and the module is mynet.model."""
     (pytester.path / "mynet").mkdir()
     (pytester.path / "mynet" / "__init__.py").write_text("")
     (pytester.path / "mynet" / "blocks.py").write_text(TINY_MODEL)
     (pytester.path / "mynet" / "model.py").write_text(MODEL)
-    pytester.makeini(f"[pytest]\nsme2_target = host\nsme2_cache_dir = {shared_export_cache}\n"
-                     "sme2_models = edge_seg = mynet/model.py\nfilterwarnings = ignore\n")
-    pytester.makepyfile(textwrap.dedent(
-        """
+    pytester.makeini(
+        f"[pytest]\nsme2_target = host\nsme2_cache_dir = {shared_export_cache}\n"
+        "sme2_models = edge_seg = mynet/model.py\nfilterwarnings = ignore\n"
+    )
+    pytester.makepyfile(
+        textwrap.dedent(
+            """
         import pytest
 
         @pytest.mark.model("edge_seg")
         def test_export(exported_pte, sme2_session):
             assert exported_pte.path.exists()
             assert sme2_session.registry.get("edge_seg").module.__name__ == "mynet.model"
-        """))
+        """
+        )
+    )
     pytester.runpytest_inprocess().assert_outcomes(passed=1)
 
 
@@ -192,8 +206,9 @@ def test_an_error_raised_in_a_module_of_the_package_is_placed_at_its_own_line(pr
     from pytest_sme2.model.registry import where_in_author_code
 
     (project / "mynet" / "blocks.py").write_text("def block(x):\n    return x.view(-1, 7)\n")
-    (project / "mynet" / "model.py").write_text("from mynet.blocks import block\n\ndef forward(x):\n"
-                                                "    return block(x)\n")
+    (project / "mynet" / "model.py").write_text(
+        "from mynet.blocks import block\n\ndef forward(x):\n" "    return block(x)\n"
+    )
     sys.path.insert(0, str(project))
     import torch
     from mynet.model import forward  # noqa: E402 (the project's own package, importable now)
@@ -206,7 +221,7 @@ def test_an_error_raised_in_a_module_of_the_package_is_placed_at_its_own_line(pr
     assert where_in_author_code(caught.value, None) == ""
 
 
-POOLED = '''
+POOLED = """
 import torch
 
 
@@ -218,11 +233,12 @@ def get_eager_model():
 
 def get_example_inputs():
     return (torch.ones(1, 3, 16, 16),)
-'''
+"""
 
 
 def test_a_baselines_note_names_the_package_file_and_the_input_shape_that_changed(
-        pytester: pytest.Pytester, shared_export_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytester: pytest.Pytester, shared_export_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A user's trial: an edit in mynet/blocks.py and a new input shape were both noted as "the model's source
     changed". Real sessions on the host target: the note names mynet/blocks.py, then the new input shape."""
     from helpers_gate import UPDATE
@@ -235,22 +251,26 @@ def test_a_baselines_note_names_the_package_file_and_the_input_shape_that_change
     (pytester.path / "mynet" / "blocks.py").write_text(POOLED)
     (pytester.path / "mynet" / "model.py").write_text(MODEL)
     (pytester.path / "models").mkdir()
-    (pytester.path / "pytest.ini").write_text(quick_host_ini(shared_export_cache, "sme2_models = edge_seg = "
-                                                             "mynet/model.py", "filterwarnings = ignore"))
-    pytester.makepyfile(test_net='''
+    (pytester.path / "pytest.ini").write_text(
+        quick_host_ini(shared_export_cache, "sme2_models = edge_seg = " "mynet/model.py", "filterwarnings = ignore")
+    )
+    pytester.makepyfile(
+        test_net="""
 import pytest
 
 @pytest.mark.model("edge_seg")
 def test_net(exported_pte, runner, etdump_profile):
     etdump_profile(exported_pte, runner())
-''')
+"""
+    )
 
     def note() -> str:
         pytester.runpytest_inprocess("-p", "no:cacheprovider", "--sme2-artifacts-dir=artifacts")
         newest = max((pytester.path / "artifacts").glob("session-*"), key=lambda p: p.stat().st_mtime)
         [verdicts] = newest.glob("*/baseline-verdicts~*.txt")
-        return next((line for line in verdicts.read_text().splitlines() if "since the baseline was recorded" in line),
-                    "")
+        return next(
+            (line for line in verdicts.read_text().splitlines() if "since the baseline was recorded" in line), ""
+        )
 
     pytester.runpytest_inprocess("-p", "no:cacheprovider", *UPDATE).assert_outcomes(passed=1)
     assert note() == ""  # nothing changed

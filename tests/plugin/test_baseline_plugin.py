@@ -78,7 +78,9 @@ def test_an_update_never_overwrites_another_tests_file(sme2_project: pytest.Pyte
     path.write_text(json.dumps(data))
     result = sme2_project.runpytest_inprocess(*UPDATE)
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*baseline not written to *that file belongs to test 'test_other.py::test_someone_else'*"])
+    result.stdout.fnmatch_lines(
+        ["*baseline not written to *that file belongs to test 'test_other.py::test_someone_else'*"]
+    )
     assert json.loads(path.read_text())["test"] == "test_other.py::test_someone_else"
 
 
@@ -117,13 +119,15 @@ def test_missing_policy_skip_and_warn(sme2_project: pytest.Pytester) -> None:
     skipped.assert_outcomes(skipped=1)
     assert "--sme2-update-baselines" in skipped.stdout.str()
     # a user's trial: the update command dropped --sme2-baselines-dir, so following it wrote to ./baselines
-    elsewhere = sme2_project.runpytest_inprocess("-o", "sme2_baseline_missing=skip", "-rs",
-                                                 "--sme2-baselines-dir=perf baselines")
+    elsewhere = sme2_project.runpytest_inprocess(
+        "-o", "sme2_baseline_missing=skip", "-rs", "--sme2-baselines-dir=perf baselines"
+    )
     elsewhere.assert_outcomes(skipped=1)
     assert "--sme2-update-baselines --sme2-baselines-dir='perf baselines'" in elsewhere.stdout.str()
     # shown even where UserWarnings are ignored, as this repository's own pyproject does for torch's noise
-    warned = sme2_project.runpytest_inprocess("-o", "sme2_baseline_missing=warn", "-W", "ignore::UserWarning",
-                                              "-W", "default::pytest_sme2.errors.Sme2Warning")
+    warned = sme2_project.runpytest_inprocess(
+        "-o", "sme2_baseline_missing=warn", "-W", "ignore::UserWarning", "-W", "default::pytest_sme2.errors.Sme2Warning"
+    )
     warned.assert_outcomes(passed=1, warnings=1)
     assert "MissingBaselineWarning: test_gate.py::test_tiny: no baseline for tiny" in warned.stdout.str()
     bad = sme2_project.runpytest_inprocess("-o", "sme2_baseline_missing=maybe")
@@ -144,9 +148,13 @@ def test_structurally_different_model_is_flagged(sme2_project: pytest.Pytester) 
     fell_out = next(line for line in out.splitlines() if "node(s) fell out of the delegate: " in line)
     assert ": aten.convolution.default" in fell_out
     assert "portable kernel(s) new to the program: " in fell_out and "native_call_convolution.out" in fell_out
-    assert "since the baseline was recorded: recipe dtype=fp32, partitioner=xnnpack, quant=None then, " \
-           "dtype=fp32, partitioner=none, quant=None now" in out
-    assert "if the change is intended, update the baseline: pytest test_gate.py::test_tiny --sme2-update-baselines" in out
+    assert (
+        "since the baseline was recorded: recipe dtype=fp32, partitioner=xnnpack, quant=None then, "
+        "dtype=fp32, partitioner=none, quant=None now" in out
+    )
+    assert (
+        "if the change is intended, update the baseline: pytest test_gate.py::test_tiny --sme2-update-baselines" in out
+    )
     # from a subfolder the node id is still the rootdir's: the command says where to run it (a model author's trial:
     # pasted in the subfolder, it found no test)
     sub = sme2_project.mkdir("sub")
@@ -154,8 +162,10 @@ def test_structurally_different_model_is_flagged(sme2_project: pytest.Pytester) 
         patch.chdir(sub)
         there = sme2_project.runpytest_inprocess(str(sme2_project.path / "test_gate.py"))
     there.assert_outcomes(failed=1)
-    assert (f"update the baseline: cd {sme2_project.path} && pytest test_gate.py::test_tiny --sme2-update-baselines"
-            in there.stdout.str())
+    assert (
+        f"update the baseline: cd {sme2_project.path} && pytest test_gate.py::test_tiny --sme2-update-baselines"
+        in there.stdout.str()
+    )
 
 
 def test_unused_baselines_are_listed_and_corrupt_ones_fail_without_being_overwritten(
@@ -183,8 +193,12 @@ def test_unused_baselines_are_listed_and_corrupt_ones_fail_without_being_overwri
     result.assert_outcomes(passed=1)
     out = result.stdout.str()
     assert "2 unused baseline(s)" in out
-    assert re.search(r"test_gate\.py_test_old~[0-9a-f]{12}\.json \(test test_gate\.py::test_old no longer exists\)", out)
-    assert re.search(r"test_gone\.py_test_tiny~[0-9a-f]{12}\.json \(its test file test_gone\.py no longer exists\)", out)
+    assert re.search(
+        r"test_gate\.py_test_old~[0-9a-f]{12}\.json \(test test_gate\.py::test_old no longer exists\)", out
+    )
+    assert re.search(
+        r"test_gone\.py_test_tiny~[0-9a-f]{12}\.json \(its test file test_gone\.py no longer exists\)", out
+    )
 
     path = next(p for p in _baseline_files(sme2_project) if p.name.startswith("test_gate.py_test_tiny~"))
     path.write_text('{"schema": 1, "test": "test_gate.py::test_tiny", ')  # hand-broken
@@ -242,8 +256,9 @@ def test_marker_can_disable_the_gate_and_rejects_unknown_arguments(sme2_project:
     assert "latency=-1 (use a number >= 0), shares='x' (use a number >= 0) are invalid" in out  # both at once
 
 
-def test_profiles_become_pytest_benchmark_results(sme2_project: pytest.Pytester,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_profiles_become_pytest_benchmark_results(
+    sme2_project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # pytest-benchmark switches itself off inside xdist workers; the inner run here is not one
     monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
     sme2_project.makepyfile(test_gate=_test_file())
@@ -306,7 +321,9 @@ def get_example_inputs():
 """
 
 
-@pytest.mark.skipif(shutil.which("valgrind") is None, reason="needs valgrind: `make system-deps` or apt-get install valgrind")
+@pytest.mark.skipif(
+    shutil.which("valgrind") is None, reason="needs valgrind: `make system-deps` or apt-get install valgrind"
+)
 def test_instruction_metric_catches_an_extra_operator(sme2_project: pytest.Pytester) -> None:
     model = sme2_project.path / "models" / "gate.py"
     model.write_text(GATE_MODEL)
@@ -338,8 +355,10 @@ def test_profile_concat_matches_operators_by_identity(tmp_path: Path) -> None:
             events = [SyntheticEvent(t0, t0 + ms * 500_000, delegate_name="Convolution (NHWC, F32) IGEMM #1")]
             if with_extra_op:
                 events.append(SyntheticEvent(t0 + ms * 500_000, t0 + ms * 600_000, delegate_name="Add (ND) #1"))
-            events += [SyntheticEvent(t0, t0 + ms * 800_000, name="DELEGATE_CALL", instruction_id=0),
-                       SyntheticEvent(t0, t0 + ms * 1_000_000, name="Method::execute")]
+            events += [
+                SyntheticEvent(t0, t0 + ms * 800_000, name="DELEGATE_CALL", instruction_id=0),
+                SyntheticEvent(t0, t0 + ms * 1_000_000, name="Method::execute"),
+            ]
             blocks.append(("Execute", events))
         return read_run(write_synthetic_etdump(tmp_path / f"{name}.etdp", blocks))
 
@@ -373,7 +392,9 @@ def test_quality_check_refuses_a_baseline_too_few_undisturbed_runs_stand_on(sme2
     [record] = json.loads(path.read_text())["profiles"].values()
     assert record["quality"]["runs"] == 9 and any("(need 10)" in p for p in record["quality"]["accepted_despite"])
     assert record["process_sizes"] == [3, 3, 3]
-    assert set(record["per_run"]["shares"]) == set(record["shares"]) and len(record["per_run"]["delegation_coverage"]) == 9
+    assert (
+        set(record["per_run"]["shares"]) == set(record["shares"]) and len(record["per_run"]["delegation_coverage"]) == 9
+    )
 
 
 def test_quality_check_writes_a_good_baseline_and_records_its_quality(sme2_project: pytest.Pytester) -> None:
@@ -387,7 +408,9 @@ def test_quality_check_writes_a_good_baseline_and_records_its_quality(sme2_proje
     out = result.stdout.str()
     if "baseline not written" in out:  # the machine was too busy: the refusal must then say why
         assert "disturbed" in out or "moves by" in out
-        pytest.skip("this machine was too busy to record a good baseline: " + out[out.index("baseline not written"):][:300])
+        pytest.skip(
+            "this machine was too busy to record a good baseline: " + out[out.index("baseline not written") :][:300]
+        )
     result.assert_outcomes(passed=1)
     [path] = _baseline_files(sme2_project)
     [record] = json.loads(path.read_text())["profiles"].values()
@@ -403,14 +426,20 @@ def test_a_written_baseline_says_which_variants_time_cannot_gate(sme2_project: p
     tolerance passes under min_effect_ms. A real update (min_effect_ms set above the run, as a 0.04 ms model's is by
     default) names the variant in the terminal summary; with the default floor this 30 us model at a 500% tolerance
     says nothing."""
-    gated = _test_file().replace("@pytest.mark.baseline(latency=5.0, shares=0.5)",
-                                 "@pytest.mark.baseline(latency=0.1, shares=0.5, min_effect_ms=100)")
+    gated = _test_file().replace(
+        "@pytest.mark.baseline(latency=5.0, shares=0.5)",
+        "@pytest.mark.baseline(latency=0.1, shares=0.5, min_effect_ms=100)",
+    )
     sme2_project.makepyfile(test_gate=gated)
     result = sme2_project.runpytest_inprocess(*UPDATE)
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*written: *latency and shares are gated only above 100 ms of change "
-                                 "(min_effect_ms): tiny fp32-xnnpack [[]host *]: * ms, so changes under *% pass; "
-                                 "instructions (--sme2-metric=instructions or the emulated target) gate it exactly*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*written: *latency and shares are gated only above 100 ms of change "
+            "(min_effect_ms): tiny fp32-xnnpack [[]host *]: * ms, so changes under *% pass; "
+            "instructions (--sme2-metric=instructions or the emulated target) gate it exactly*"
+        ]
+    )
     sme2_project.makepyfile(test_gate=_test_file())
     plain = sme2_project.runpytest_inprocess(*UPDATE)
     plain.assert_outcomes(passed=1)

@@ -1,4 +1,5 @@
-"""The run-count defaults the user reads (docs/options.md, the README, `pytest --help`, session.py) are the ones the code uses.
+"""The run-count defaults the user reads (docs/options.md, the README, `pytest --help`, session.py) are the ones
+the code uses.
 
 Issue 13, case 10: the README and session.py said 20 timed runs while RunSpec used 40. The numbers
 here are read from the code (RunSpec, EmulatedTarget), never copied into the test. The options
@@ -26,10 +27,13 @@ def _option_row(option: str) -> str:
     return row
 
 
-@pytest.mark.parametrize("option, hardware, emulated", [
-    ("--sme2-runs", RunSpec.runs, EmulatedTarget.default_runs),
-    ("--sme2-warmup", RunSpec.warmup, EmulatedTarget.default_warmup),
-])
+@pytest.mark.parametrize(
+    "option, hardware, emulated",
+    [
+        ("--sme2-runs", RunSpec.runs, EmulatedTarget.default_runs),
+        ("--sme2-warmup", RunSpec.warmup, EmulatedTarget.default_warmup),
+    ],
+)
 def test_options_table_states_the_code_defaults(option: str, hardware: int, emulated: int) -> None:
     default = _option_row(option).rsplit("|", 2)[1].strip()
     assert default == f"{hardware} (emulated: {emulated})", f"docs/options.md row of {option}: {default!r}"
@@ -38,13 +42,16 @@ def test_options_table_states_the_code_defaults(option: str, hardware: int, emul
 def test_the_options_table_is_written_once() -> None:
     """The README links to docs/options.md rather than keeping a second table that could drift."""
     pages = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
-    holding = [path.name for path in pages
-               if any(line.startswith("| `--sme2-runs`") for line in path.read_text(encoding="utf-8").splitlines())]
+    holding = [
+        path.name
+        for path in pages
+        if any(line.startswith("| `--sme2-runs`") for line in path.read_text(encoding="utf-8").splitlines())
+    ]
     assert holding == ["options.md"], holding
 
 
 def test_run_settings_paragraph_states_the_code_defaults() -> None:
-    paragraph = README[README.index("Run settings are taken, first match wins"):][:600]
+    paragraph = README[README.index("Run settings are taken, first match wins") :][:600]
     paragraph = " ".join(paragraph.split())
     assert f"the defaults ({RunSpec.runs} runs, {RunSpec.warmup} warmup runs" in paragraph
     runs = f"{EmulatedTarget.default_runs} run" + ("s" if EmulatedTarget.default_runs != 1 else "")
@@ -58,7 +65,9 @@ def test_help_states_the_code_defaults(pytester: pytest.Pytester) -> None:
     runs = re.search(r"--sme2-runs=SME2_RUNS (.*?)--sme2-", text).group(1)
     assert f"default {RunSpec.runs};" in runs and f"{EmulatedTarget.default_runs} on the emulated target" in runs
     warmup = re.search(r"--sme2-warmup=SME2_WARMUP (.*?)--sme2-", text).group(1)
-    assert f"default {RunSpec.warmup};" in warmup and f"{EmulatedTarget.default_warmup} on the emulated target" in warmup
+    assert (
+        f"default {RunSpec.warmup};" in warmup and f"{EmulatedTarget.default_warmup} on the emulated target" in warmup
+    )
 
 
 def test_session_settings_comment_names_no_stale_number() -> None:
@@ -78,7 +87,8 @@ def test_docs_options_tables_are_the_option_table(section: str) -> None:
     """docs/options.md is rendered from the table: edit options.py, then paste markdown_table(section)."""
     assert option_table.markdown_table(section) in OPTIONS, (
         f"docs/options.md's {section} table differs from pytest_sme2/plugin/options.py; render it with "
-        f"python -c 'from pytest_sme2.plugin.options import markdown_table; print(markdown_table({section!r}))'")
+        f"python -c 'from pytest_sme2.plugin.options import markdown_table; print(markdown_table({section!r}))'"
+    )
 
 
 def test_each_targets_options_are_its_table_in_docs_targets() -> None:
@@ -89,12 +99,13 @@ def test_each_targets_options_are_its_table_in_docs_targets() -> None:
     with_options = [name for name, target in target_classes().items() if target.options]
     assert {"emulated", "adb"} <= set(with_options)
     for name in with_options:
-        section = page[page.index(f"## `{name}`"):]
+        section = page[page.index(f"## `{name}`") :]
         end = section.find("\n## ", 1)
         section = section if end < 0 else section[:end]
         assert option_table.target_table(name) in section, (
             f"docs/targets.md's section of {name} lacks its options table; render it with python -c 'from "
-            f"pytest_sme2.plugin.options import target_table; print(target_table({name!r}))'")
+            f"pytest_sme2.plugin.options import target_table; print(target_table({name!r}))'"
+        )
 
 
 def test_every_option_and_ini_key_is_in_help_with_the_tables_text(pytester: pytest.Pytester) -> None:
@@ -104,8 +115,9 @@ def test_every_option_and_ini_key_is_in_help_with_the_tables_text(pytester: pyte
         if option.option:
             assert option.flag_text in text and " ".join(option.help.split()) in text, option.name
         if option.ini:
-            assert f"{option.ini_key} " in text and " ".join((option.ini_help or option.help).split()) in text, \
-                option.name
+            assert (
+                f"{option.ini_key} " in text and " ".join((option.ini_help or option.help).split()) in text
+            ), option.name
 
 
 def test_settings_defaults_are_the_tables() -> None:

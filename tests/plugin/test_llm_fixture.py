@@ -11,32 +11,49 @@ from pathlib import Path
 
 import pytest
 
-PARAMS = {"dim": 64, "n_layers": 2, "n_heads": 4, "n_kv_heads": 2, "vocab_size": 256, "multiple_of": 32,
-          "norm_eps": 1e-5, "rope_theta": 10000.0}
+PARAMS = {
+    "dim": 64,
+    "n_layers": 2,
+    "n_heads": 4,
+    "n_kv_heads": 2,
+    "vocab_size": 256,
+    "multiple_of": 32,
+    "norm_eps": 1e-5,
+    "rope_theta": 10000.0,
+}
 
 
-CONFIG = {"model.use_kv_cache": True, "model.use_sdpa_with_kv_cache": True, "model.enable_dynamic_shape": True,
-          "export.max_seq_length": 64, "export.max_context_length": 64, "backend.xnnpack.enabled": True}
+CONFIG = {
+    "model.use_kv_cache": True,
+    "model.use_sdpa_with_kv_cache": True,
+    "model.enable_dynamic_shape": True,
+    "export.max_seq_length": 64,
+    "export.max_context_length": 64,
+    "backend.xnnpack.enabled": True,
+}
 
 
-def test_executorch_llm_export_gated_per_phase_with_changes_named(pytester: pytest.Pytester,
-                                                                  shared_export_cache: Path,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_executorch_llm_export_gated_per_phase_with_changes_named(
+    pytester: pytest.Pytester, shared_export_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """export_llm runs ExecuTorch's export_llama (custom SDPA and KV-cache ops, dynamic shape) into the export
     cache with its graph nodes; llm_profile gates each phase. Then two changes a person makes, each named in the
     first line: a longer prompt (the test's settings), and a third transformer layer (the model)."""
     monkeypatch.delenv("PYTEST_ADDOPTS")  # the gate is what this test is about (conftest turns it off inside)
     params = pytester.path / "params.json"
     params.write_text(json.dumps(PARAMS))
-    pytester.makeini(textwrap.dedent(f"""
+    pytester.makeini(
+        textwrap.dedent(f"""
         [pytest]
         sme2_target = emulated
         sme2_cache_dir = {shared_export_cache}
         filterwarnings = ignore
-        """))
+        """)
+    )
     config = {"base.params": str(params), **CONFIG}
     # test_my_llama: a name no module of this suite has (pytester collects it in this process)
-    pytester.makepyfile(test_my_llama=f"""
+    pytester.makepyfile(
+        test_my_llama=f"""
         import pytest
 
         @pytest.mark.sme2
@@ -49,19 +66,24 @@ def test_executorch_llm_export_gated_per_phase_with_changes_named(pytester: pyte
             assert ops.loc["llama::custom_sdpa", "count"] >= 2
             assert ops.loc["llama::update_cache", "category"] == "DATA_MOVEMENT"
             print("RATES", phases)
-        """)
+        """
+    )
     recorded = pytester.runpytest("-m", "sme2", "--sme2-update-baselines", "-s")
     recorded.assert_outcomes(passed=1)
     baselines = list((pytester.path / "baselines").rglob("*.json"))
     assert len(baselines) == 1
     labels = set(json.loads(baselines[0].read_text())["profiles"])
-    assert labels == {"llama fp32-xnnpack [emulated sme2=auto threads=1 prefill P=16]",
-                      "llama fp32-xnnpack [emulated sme2=auto threads=1 decode D=4 after P=16]"}
+    assert labels == {
+        "llama fp32-xnnpack [emulated sme2=auto threads=1 prefill P=16]",
+        "llama fp32-xnnpack [emulated sme2=auto threads=1 decode D=4 after P=16]",
+    }
     checked = pytester.runpytest("-m", "sme2", "-s")
     checked.assert_outcomes(passed=1)
     assert any("RATES" in line and "instructions per token" in line for line in checked.outlines)
-    assert any("1 baseline file(s)" in line and " 0 regression(s)" in line and " 0 missing" in line
-               for line in checked.outlines)
+    assert any(
+        "1 baseline file(s)" in line and " 0 regression(s)" in line and " 0 missing" in line
+        for line in checked.outlines
+    )
     test_file = pytester.path / "test_my_llama.py"
     original = test_file.read_text()
     # A longer prompt: the gate names the change of the test's settings, not just a missing baseline.
@@ -69,8 +91,10 @@ def test_executorch_llm_export_gated_per_phase_with_changes_named(pytester: pyte
     changed = pytester.runpytest("-m", "sme2")
     changed.assert_outcomes(failed=1)
     text = "\n".join(changed.outlines)
-    assert "no baseline for llama fp32-xnnpack [emulated sme2=auto threads=1 prefill P=12] (this test's settings " \
-           "changed since the baseline was recorded: P=16 -> P=12" in text
+    assert (
+        "no baseline for llama fp32-xnnpack [emulated sme2=auto threads=1 prefill P=12] (this test's settings "
+        "changed since the baseline was recorded: P=16 -> P=12" in text
+    )
     # A third transformer layer appended to ExecuTorch's Llama: the headline is that layer, by its module name.
     test_file.write_text(original)
     params.write_text(json.dumps({**PARAMS, "n_layers": 3}))

@@ -73,8 +73,9 @@ def test_profile_end_to_end_and_report_sections(sme2_project: pytest.Pytester) -
 
 
 @pytest.mark.parametrize(("option", "expected"), [((), "interleaved"), (("--sme2-latency-reference=off",), "none")])
-def test_reference_program_runs_before_each_timed_run_unless_turned_off(sme2_project: pytest.Pytester,
-                                                                      option: tuple, expected: str) -> None:
+def test_reference_program_runs_before_each_timed_run_unless_turned_off(
+    sme2_project: pytest.Pytester, option: tuple, expected: str
+) -> None:
     sme2_project.makepyfile(
         f"""
         import numpy as np
@@ -163,13 +164,15 @@ def test_export_failure_names_model_recipe_and_cause(sme2_project: pytest.Pytest
     result = sme2_project.runpytest_inprocess()
     result.assert_outcomes(passed=1, errors=1)
     result.stdout.fnmatch_lines(
-        ["*export of model 'broken' with recipe fp16-xnnpack failed while running the eager model: "
-         "ValueError: the model author broke forward (at */models/broken.py:4: "
-         "raise ValueError('the model author broke forward'))*",
-         "*full traceback and log: *test_broken~*/exporterror.log"]
+        [
+            "*export of model 'broken' with recipe fp16-xnnpack failed while running the eager model: "
+            "ValueError: the model author broke forward (at */models/broken.py:4: "
+            "raise ValueError('the model author broke forward'))*",
+            "*full traceback and log: *test_broken~*/exporterror.log",
+        ]
     )
     out = result.stdout.str()
-    section = out[out.index("ERROR at setup of test_broken"):out.index("short test summary")]
+    section = out[out.index("ERROR at setup of test_broken") : out.index("short test summary")]
     # The cause in a few lines (issue 13, case 8): no torch traceback, FX graph or torch.__trace records.
     assert len(section.splitlines()) < 25 and "torch.__trace" not in out and "Traceback" not in section
     [log] = (sme2_project.path / ".sme2" / "artifacts").rglob("exporterror.log")
@@ -204,8 +207,9 @@ def test_model_module_missing_interface_is_a_clear_error(sme2_project: pytest.Py
         ("", "runner(sme=True)", "runner() got sme=, which it does not take; it takes sme2=, threads="),
     ],
 )
-def test_bad_run_settings_fail_that_test_only(sme2_project: pytest.Pytester, decorator: str, call: str,
-                                              message: str) -> None:
+def test_bad_run_settings_fail_that_test_only(
+    sme2_project: pytest.Pytester, decorator: str, call: str, message: str
+) -> None:
     sme2_project.makepyfile(
         f"""
         import pytest
@@ -343,19 +347,24 @@ def test_speedup_failure_prints_numbers_interval_and_variants(sme2_project: pyte
     result.assert_outcomes(failed=2)
     result.stdout.fnmatch_lines(
         # "(median 0.05 ms, 5 runs)", or "(..., 4 runs, 1 disturbed left out)" on a busy machine
-        ["*Speedup(*x, 95% CI [[]*]: tiny fp32-xnnpack [[]host sme2=auto threads=1[]] (median * ms, * runs*) over "
-         "tiny fp32-xnnpack [[]host sme2=auto threads=2[]]*"]
+        [
+            "*Speedup(*x, 95% CI [[]*]: tiny fp32-xnnpack [[]host sme2=auto threads=1[]] (median * ms, * runs*) over "
+            "tiny fp32-xnnpack [[]host sme2=auto threads=2[]]*"
+        ]
     )
     result.stdout.fnmatch_lines(["*is below the required 50.00x*"])
 
 
-def test_export_cache_is_reused_by_a_second_session(pytester: pytest.Pytester, tmp_path: Path,
-                                                     tiny_model_text: str) -> None:
+def test_export_cache_is_reused_by_a_second_session(
+    pytester: pytest.Pytester, tmp_path: Path, tiny_model_text: str
+) -> None:
     models = pytester.mkdir("models")
     (models / "cached.py").write_text(tiny_model_text)
     cache = tmp_path / "cache"
-    pytester.makeini(f"[pytest]\nsme2_model_dirs = models\nsme2_target = host\nsme2_cache_dir = {cache}\n"
-                     "filterwarnings = ignore\n")
+    pytester.makeini(
+        f"[pytest]\nsme2_model_dirs = models\nsme2_target = host\nsme2_cache_dir = {cache}\n"
+        "filterwarnings = ignore\n"
+    )
     pytester.makepyfile(
         """
         import pytest

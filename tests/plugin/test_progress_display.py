@@ -71,8 +71,14 @@ def _run_in_pty(args: list[str], cwd: Path) -> str:
     controller, terminal = pty.openpty()
     env = {**os.environ, "COLUMNS": "100", "TERM": "xterm", "PY_COLORS": "0"}
     env.pop("NO_COLOR", None)
-    process = subprocess.Popen([sys.executable, "-m", "pytest", *args], cwd=cwd, stdin=subprocess.DEVNULL,
-                               stdout=terminal, stderr=terminal, env=env)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pytest", *args],
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=terminal,
+        stderr=terminal,
+        env=env,
+    )
     os.close(terminal)
     chunks = []
     while True:
@@ -103,8 +109,15 @@ def test_a_measurement_of_several_processes_says_how_many(sme2_project: pytest.P
     """A baseline update (3 processes in this project), or a check sme2_processes = auto sends to several,
     takes that many times longer: the progress line says why."""
     sme2_project.makepyfile(test_p=TWO_TESTS)
-    result = sme2_project.runpytest_inprocess("-p", "no:cacheprovider", "--sme2-artifacts-dir=artifacts",
-                                              "--sme2-update-baselines", "--sme2-accept-noisy-baselines", "-k", "test_a")
+    result = sme2_project.runpytest_inprocess(
+        "-p",
+        "no:cacheprovider",
+        "--sme2-artifacts-dir=artifacts",
+        "--sme2-update-baselines",
+        "--sme2-accept-noisy-baselines",
+        "-k",
+        "test_a",
+    )
     result.assert_outcomes(passed=1)
     (session,) = (sme2_project.path / "artifacts").glob("session-*")
     log = (session / "progress.log").read_text()
@@ -115,13 +128,15 @@ def test_verbose_shows_progress_lines_past_the_capture(sme2_project: pytest.Pyte
     sme2_project.makepyfile(test_p=TWO_TESTS)
     result = sme2_project.runpytest_subprocess("-p", "no:cacheprovider", "-v")
     result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines([
-        "sme2: running tiny fp32-xnnpack [[]host sme2=auto threads=1[]]: 1 warmup + 3 timed runs ...",
-        "sme2: tiny fp32-xnnpack [[]host sme2=auto threads=1[]] done: 3/3 runs in *",
-        "test_p.py::test_a PASSED*",
-        "sme2: running tiny fp32-xnnpack *",
-        "test_p.py::test_b PASSED*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "sme2: running tiny fp32-xnnpack [[]host sme2=auto threads=1[]]: 1 warmup + 3 timed runs ...",
+            "sme2: tiny fp32-xnnpack [[]host sme2=auto threads=1[]] done: 3/3 runs in *",
+            "test_p.py::test_a PASSED*",
+            "sme2: running tiny fp32-xnnpack *",
+            "test_p.py::test_b PASSED*",
+        ]
+    )
     assert "Captured stdout" not in result.stdout.str()
 
 
@@ -135,11 +150,17 @@ def test_default_verbosity_on_a_terminal_shows_a_status_and_erases_it(sme2_proje
     assert not any("sme2: running" in line or "sme2: exporting" in line for line in screen), screen
 
 
-@pytest.mark.parametrize(("error", "ended"), [(KeyboardInterrupt(), "was interrupted"),
-                                               (pytest.exit.Exception("stop"), "was interrupted"),
-                                               (RuntimeError("broken"), "failed")])
-def test_a_step_ended_by_ctrl_c_reads_interrupted_not_failed(monkeypatch: pytest.MonkeyPatch, error: BaseException,
-                                                             ended: str) -> None:
+@pytest.mark.parametrize(
+    ("error", "ended"),
+    [
+        (KeyboardInterrupt(), "was interrupted"),
+        (pytest.exit.Exception("stop"), "was interrupted"),
+        (RuntimeError("broken"), "failed"),
+    ],
+)
+def test_a_step_ended_by_ctrl_c_reads_interrupted_not_failed(
+    monkeypatch: pytest.MonkeyPatch, error: BaseException, ended: str
+) -> None:
     """A user's trial: Ctrl-C mid-export printed "export of mynet fp32-xnnpack failed after 1.0 s"."""
     from pytest_sme2.plugin import progress
 

@@ -48,7 +48,7 @@ def xdist_run(tmp_path_factory: pytest.TempPathFactory) -> XdistRun:
     (root / "models" / "shared.py").write_text(TINY_MODEL)
     ini = quick_host_ini(cache, "sme2_history = history/sme2.jsonl", "filterwarnings = ignore")
     (root / "pytest.ini").write_text(ini)
-    (root / "test_many.py").write_text(f'''
+    (root / "test_many.py").write_text(f"""
 import os, pytest
 
 @pytest.mark.parametrize("i", range({TESTS}))
@@ -61,11 +61,28 @@ def test_shared(exported_pte, runner, etdump_profile, i):
 
 def test_not_perf():
     pass
-''')
+""")
     # As the suite's other inner sessions run (tests/conftest.py): only the plugins they need, the gate on.
     env = {**{k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}, **INNER_SESSION_ENV}
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "2", *UPDATE, "--sme2-artifacts-dir=artifacts",
-                           "-p", "no:cacheprovider"], cwd=root, env=env, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-n",
+            "2",
+            *UPDATE,
+            "--sme2-artifacts-dir=artifacts",
+            "-p",
+            "no:cacheprovider",
+        ],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     return XdistRun(root, cache, marks, done.stdout + done.stderr, done.returncode)
 
 
@@ -76,8 +93,9 @@ def test_the_session_passes(xdist_run: XdistRun) -> None:
 
 def test_workers_updating_baselines_at_once_lose_nothing(xdist_run: XdistRun) -> None:
     files = sorted((xdist_run.root / "baselines").rglob("*.json"))
-    assert sorted(json.loads(p.read_text())["test"] for p in files) == \
-        sorted(f"test_many.py::test_shared[{i}]" for i in range(TESTS))
+    assert sorted(json.loads(p.read_text())["test"] for p in files) == sorted(
+        f"test_many.py::test_shared[{i}]" for i in range(TESTS)
+    )
     assert not list((xdist_run.root / "baselines").rglob("*.tmp"))
     assert f"{TESTS} written" in xdist_run.stdout  # the controller saw every worker's outcome
 

@@ -18,8 +18,12 @@ from pytest_sme2.profile.profile import Profile
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import device_model_validation as validation  # noqa: E402
 
-CONV, GEMM, TRANSPOSE, OTHER = ("Convolution (NHWC, PF16) IGEMM #1", "Fully Connected (NC, PF16) GEMM #1",
-                                "Transpose (ND, X16) #1", "native_call_native_layer_norm.out")
+CONV, GEMM, TRANSPOSE, OTHER = (
+    "Convolution (NHWC, PF16) IGEMM #1",
+    "Fully Connected (NC, PF16) GEMM #1",
+    "Transpose (ND, X16) #1",
+    "native_call_native_layer_norm.out",
+)
 
 
 def _profile(tmp_path: Path, sme2: bool) -> Profile:
@@ -29,12 +33,19 @@ def _profile(tmp_path: Path, sme2: bool) -> Profile:
     conv, gemm = (CONV, GEMM) if sme2 else (CONV.replace("PF16", "F16"), GEMM.replace("PF16", "F16"))
     folder = tmp_path / tag
     folder.mkdir()
-    run = RunSpec(e2e_ns=2_000_000, delegate_call_ns=1_500_000, delegate_instr=1,
-                  delegate_ops=[(conv, 500_000), (gemm, 300_000), (TRANSPOSE, 200_000)],
-                  portable_ops=[(OTHER, 100_000, 150_000, 5)])
+    run = RunSpec(
+        e2e_ns=2_000_000,
+        delegate_call_ns=1_500_000,
+        delegate_instr=1,
+        delegate_ops=[(conv, 500_000), (gemm, 300_000), (TRANSPOSE, 200_000)],
+        portable_ops=[(OTHER, 100_000, 150_000, 5)],
+    )
     etdump = write_etdump(folder / "timed.etdp", [run])
-    heavy = ({conv: {"mopa_fp16": 2_000_000}, gemm: {"mopa_fp16": 100_000}} if sme2 else
-             {conv: {"simd_fp": 100_000_000}, gemm: {"simd_fp": 6_000_000}})
+    heavy = (
+        {conv: {"mopa_fp16": 2_000_000}, gemm: {"mopa_fp16": 100_000}}
+        if sme2
+        else {conv: {"simd_fp": 100_000_000}, gemm: {"simd_fp": 6_000_000}}
+    )
     ops = {**heavy, TRANSPOSE: {"load_store_vec": 40_000_000}, OTHER: {"scalar": 50_000_000}}
     total: dict[str, int] = {}
     for counts in ops.values():
@@ -42,23 +53,31 @@ def _profile(tmp_path: Path, sme2: bool) -> Profile:
             total[name] = total.get(name, 0) + value
     delegate = {k: v for k, v in total.items() if k != "scalar"}
     write_counts(etdump, {"Method::execute": total, "DELEGATE_CALL": delegate, "OPERATOR_CALL": ops[OTHER], **ops})
-    return Profile.from_etdump(etdump, model="m", recipe="fp16-xnnpack", variant=f"emulated sme2={tag}",
-                               metadata=emulated_metadata(sme2),
-                               instructions=InstructionTrace.from_counts(folder / COUNTS_FILE, etdump, None))
+    return Profile.from_etdump(
+        etdump,
+        model="m",
+        recipe="fp16-xnnpack",
+        variant=f"emulated sme2={tag}",
+        metadata=emulated_metadata(sme2),
+        instructions=InstructionTrace.from_counts(folder / COUNTS_FILE, etdump, None),
+    )
 
 
 def test_the_fit_recovers_the_factors_that_made_the_published_times(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
     profiles = {True: _profile(tmp_path, True), False: _profile(tmp_path, False)}
     truth = {"sme": 0.55, "core": 0.8, "memory": 1.0}  # no operator here has bytes: memory cannot be fitted
     made = validation.scaled(load_device("apple-m4"), "made", truth, "made up")
-    published = {key: {**profiles[sme2].modelled(made).category_ms, "E2E": profiles[sme2].modelled(made).e2e_ms}
-                 for key, sme2 in (("on", True), ("off", False))}
+    published = {
+        key: {**profiles[sme2].modelled(made).category_ms, "E2E": profiles[sme2].modelled(made).e2e_ms}
+        for key, sme2 in (("on", True), ("off", False))
+    }
     monkeypatch.setitem(validation.PUBLISHED, "test-device", published)
     fitted = validation.fit(profiles, "test-device")
     assert fitted["sme"] == pytest.approx(truth["sme"], rel=1e-3)
     assert fitted["core"] == pytest.approx(truth["core"], rel=1e-3)
-    text = validation.device_file(load_device("apple-m4"), fitted, "test-device", "a fitted test device",
-                                  "made-up category times")
+    text = validation.device_file(
+        load_device("apple-m4"), fitted, "test-device", "a fitted test device", "made-up category times"
+    )
     (tmp_path / "fitted.toml").write_text(text)
     device = load_device(tmp_path / "fitted.toml")  # every number sourced, every class executed
     assert device.name == "test-device" and "fitted" in device.validation
@@ -118,8 +137,9 @@ def test_the_kept_squeeze_sam_counts_load_and_hold_the_whole_inference() -> None
     # in L2; pricing method 1), written out here, and the apple-m4 numbers of then (kept beside the results)
     from pytest_sme2.profile.device_model import DeviceModel
 
-    then = load_device(Path(validation.REPO, "benchmarks", "results", "device_model_2026-11-29",
-                            "apple-m4_stop51.toml"))
+    then = load_device(
+        Path(validation.REPO, "benchmarks", "results", "device_model_2026-11-29", "apple-m4_stop51.toml")
+    )
 
     def step_memory_ns(self, bytes_read, bytes_written):  # noqa: ANN001, ANN202
         read, written = np.nan_to_num(np.asarray(bytes_read, float)), np.nan_to_num(np.asarray(bytes_written, float))
@@ -158,19 +178,34 @@ def test_apple_m4_says_how_far_the_kept_counts_miss_the_published_m4() -> None:
     e2e = rows["E2E"]
     off_error = e2e["modelled_off_ms"] / e2e["published_off_ms"] - 1
     on_error = e2e["modelled_on_ms"] / e2e["published_on_ms"] - 1
-    worst_share = max(abs(rows[c][f"modelled_{k}_share"] - rows[c][f"published_{k}_share"])
-                      for c in validation.CATEGORIES for k in ("off", "on"))
-    stated = re.fullmatch(r"(not validated|validated): SqueezeSAM FP16 one thread against published M4, ms "
-                          r"([-+]\d+)% off and ([-+]\d+)% on, speedup ([-+]\d+)%, CONV ([-+]\d+)%, GEMM ([-+]\d+)%, "
-                          r"shares up to (\d+) points", load_device("apple-m4").validation)
+    worst_share = max(
+        abs(rows[c][f"modelled_{k}_share"] - rows[c][f"published_{k}_share"])
+        for c in validation.CATEGORIES
+        for k in ("off", "on")
+    )
+    stated = re.fullmatch(
+        r"(not validated|validated): SqueezeSAM FP16 one thread against published M4, ms "
+        r"([-+]\d+)% off and ([-+]\d+)% on, speedup ([-+]\d+)%, CONV ([-+]\d+)%, GEMM ([-+]\d+)%, "
+        r"shares up to (\d+) points",
+        load_device("apple-m4").validation,
+    )
     assert stated, load_device("apple-m4").validation
     assert [int(x) for x in stated.groups()[1:]] == [
-        round(off_error * 100), round(on_error * 100), round(e2e["speedup_error"] * 100),
-        round(rows["CONV"]["speedup_error"] * 100), round(rows["GEMM"]["speedup_error"] * 100),
-        round(worst_share * 100)]
-    met = (abs(off_error) <= 0.25 and abs(on_error) <= 0.25 and abs(e2e["speedup_error"]) <= 0.20
-           and abs(rows["CONV"]["speedup_error"]) <= 0.25 and abs(rows["GEMM"]["speedup_error"]) <= 0.25
-           and worst_share <= 0.08)
+        round(off_error * 100),
+        round(on_error * 100),
+        round(e2e["speedup_error"] * 100),
+        round(rows["CONV"]["speedup_error"] * 100),
+        round(rows["GEMM"]["speedup_error"] * 100),
+        round(worst_share * 100),
+    ]
+    met = (
+        abs(off_error) <= 0.25
+        and abs(on_error) <= 0.25
+        and abs(e2e["speedup_error"]) <= 0.20
+        and abs(rows["CONV"]["speedup_error"]) <= 0.25
+        and abs(rows["GEMM"]["speedup_error"]) <= 0.25
+        and worst_share <= 0.08
+    )
     assert stated.group(1) == ("validated" if met else "not validated")
 
 
@@ -182,15 +217,17 @@ def test_the_fully_connected_comparison_prices_the_kept_counts_as_the_layer_is()
 
     import torch
 
-    spec = importlib.util.spec_from_file_location("fully_connected", validation.REPO / "benchmarks" / "models" /
-                                                  "fully_connected.py")
+    spec = importlib.util.spec_from_file_location(
+        "fully_connected", validation.REPO / "benchmarks" / "models" / "fully_connected.py"
+    )
     layer = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(layer)
     linear, (x,) = layer.get_eager_model(), layer.get_example_inputs()
     assert isinstance(linear, torch.nn.Linear)
     assert validation.FC_FLOP == 2 * x.shape[0] * linear.in_features * linear.out_features
-    counts = validation.load_counts(validation.REPO / "benchmarks" / "results" / "device_model_2026-11-28" /
-                                    "fully_connected_counts.json")
+    counts = validation.load_counts(
+        validation.REPO / "benchmarks" / "results" / "device_model_2026-11-28" / "fully_connected_counts.json"
+    )
     result = validation.fc_comparison(counts, "apple-m4")
     off, on = result["rows"]["off"], result["rows"]["on"]
     assert off["published_ms"] == pytest.approx(validation.FC_FLOP / 129e6) and on["published_gflops"] == 429
@@ -225,8 +262,9 @@ def test_counts_of_one_model_are_not_priced_or_saved_as_another(tmp_path: Path) 
     """A review: `--counts fully_connected_counts.json` without `--model fully_connected` printed the SqueezeSAM
     table from the layer's counts; and a save could merge one model's side into another model's file."""
     kept = validation.REPO / "benchmarks" / "results" / "device_model_2026-11-28" / "fully_connected_counts.json"
-    with pytest.raises(SystemExit, match="holds counts of 'fully_connected', not 'squeeze_sam': pass --model "
-                                         "fully_connected"):
+    with pytest.raises(
+        SystemExit, match="holds counts of 'fully_connected', not 'squeeze_sam': pass --model " "fully_connected"
+    ):
         validation.load_counts(kept, "squeeze_sam")
     assert set(validation.load_counts(kept, "fully_connected")) == {True, False}
     profile = _profile(tmp_path, True)  # labelled "m ..."
@@ -248,8 +286,9 @@ def test_a_fit_to_the_x300_fails_the_phone_layer_it_was_not_fitted_on(per_resour
     squeeze = validation.load_counts(results / "device_model_2026-11-27" / "squeeze_sam_counts.json", "squeeze_sam")
     factors = validation.fit(squeeze, "dimensity-9500", per_resource=per_resource)
     fitted = validation.scaled(load_device("apple-m4"), "dimensity-9500", factors, "fit")
-    layer = validation.load_counts(results / "device_model_2026-11-28" / "fully_connected_counts.json",
-                                   "fully_connected")
+    layer = validation.load_counts(
+        results / "device_model_2026-11-28" / "fully_connected_counts.json", "fully_connected"
+    )
     result = validation.fc_comparison(layer, fitted)
     off = result["rows"]["off"]
     assert off["modelled_gflops"] < validation.FC_PUBLISHED_GFLOPS["off"] / 4

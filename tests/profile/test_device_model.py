@@ -36,17 +36,41 @@ from pytest_sme2.profile.profile import Profile
 
 OTHERS = [n for n in NAMES if n not in ("mopa_fp32", "za_vgx4", "simd_fp")]
 MEMORY_KEYS = ("l2_bytes", "l2_load_gb_per_s", "l2_store_gb_per_s", "dram_load_gb_per_s", "dram_store_gb_per_s")
-DEVICE = "\n".join([
-    'name = "round"', 'description = "a device with round numbers"', 'validation = "test device"',
-    "svl_bits = 512", "threads = 1", "clock_ghz = 2",
-    'source.svl_bits = "test"', 'source.threads = "test"', 'source.clock_ghz = "test"',
-    "[resources.sme]", "per_ns.mopa_fp32 = 4", "per_ns.za_vgx4 = 2", 'source.mopa_fp32 = "test"',
-    'source.za_vgx4 = "test"',
-    "[resources.neon]", "per_cycle.simd_fp = 4", 'source.simd_fp = "test"',
-    "[resources.rest]", *[f"per_ns.{n} = 1" for n in OTHERS], *[f'source.{n} = "test"' for n in OTHERS],
-    "[resources.pipeline]", "per_ns.all = 10", 'source.all = "test"',
-    "[memory]", "l2_bytes = 1000", "l2_load_gb_per_s = 10", "l2_store_gb_per_s = 5", "dram_load_gb_per_s = 1",
-    "dram_store_gb_per_s = 0.5", *[f'source.{k} = "test"' for k in MEMORY_KEYS], ""])
+DEVICE = "\n".join(
+    [
+        'name = "round"',
+        'description = "a device with round numbers"',
+        'validation = "test device"',
+        "svl_bits = 512",
+        "threads = 1",
+        "clock_ghz = 2",
+        'source.svl_bits = "test"',
+        'source.threads = "test"',
+        'source.clock_ghz = "test"',
+        "[resources.sme]",
+        "per_ns.mopa_fp32 = 4",
+        "per_ns.za_vgx4 = 2",
+        'source.mopa_fp32 = "test"',
+        'source.za_vgx4 = "test"',
+        "[resources.neon]",
+        "per_cycle.simd_fp = 4",
+        'source.simd_fp = "test"',
+        "[resources.rest]",
+        *[f"per_ns.{n} = 1" for n in OTHERS],
+        *[f'source.{n} = "test"' for n in OTHERS],
+        "[resources.pipeline]",
+        "per_ns.all = 10",
+        'source.all = "test"',
+        "[memory]",
+        "l2_bytes = 1000",
+        "l2_load_gb_per_s = 10",
+        "l2_store_gb_per_s = 5",
+        "dram_load_gb_per_s = 1",
+        "dram_store_gb_per_s = 0.5",
+        *[f'source.{k} = "test"' for k in MEMORY_KEYS],
+        "",
+    ]
+)
 
 
 def _mix(**counts: int) -> list[float]:
@@ -81,22 +105,37 @@ def test_memory_time_is_continuous_across_the_l2_size(device_file: Path) -> None
 
 
 def test_a_profile_is_priced_per_operator_category_and_end_to_end(device_file: Path) -> None:
-    ops = pd.DataFrame({"event": ["a", "b", "c"], "op": ["a", "b", "c"], "category": ["CONV", "DATA_MOVEMENT", "CONV"],
-                        "delegated": [True, True, False]})
+    ops = pd.DataFrame(
+        {
+            "event": ["a", "b", "c"],
+            "op": ["a", "b", "c"],
+            "category": ["CONV", "DATA_MOVEMENT", "CONV"],
+            "delegated": [True, True, False],
+        }
+    )
     mix = np.array([_mix(mopa_fp32=4000, scalar=100), _mix(simd_fp=8000), _mix(scalar=3000, za_vgx4=100)])
     outside = np.array(_mix(scalar=500))  # 500 ns on "rest"
-    on = modelled_time(load_device(device_file), "on", ops, mix, outside, np.array([600, 2000, np.nan]),
-                       np.array([200, 500, np.nan]))
+    on = modelled_time(
+        load_device(device_file), "on", ops, mix, outside, np.array([600, 2000, np.nan]), np.array([200, 500, np.nan])
+    )
     assert on.ops["modelled_ms"].tolist() == [0.001, 0.00192, 0.003]  # B: its bytes, as above
     assert on.outside_ops_ms == 0.0005
     assert on.e2e_ms == pytest.approx(0.00642)
-    assert on.category_ms == pytest.approx({"CONV": 0.004, "GEMM": 0.0, "DATA_MOVEMENT": 0.00192, "ELEMENTWISE": 0.0,
-                                            "OTHER": 0.0005})
+    assert on.category_ms == pytest.approx(
+        {"CONV": 0.004, "GEMM": 0.0, "DATA_MOVEMENT": 0.00192, "ELEMENTWISE": 0.0, "OTHER": 0.0005}
+    )
     assert on.share("data_movement") == pytest.approx(1.92 / 6.42)
     # the same operators without outer products: A's 4,000 FMOPA become 64,000 NEON FMLA (8,000 ns)
     off_mix = np.array([_mix(simd_fp=64000, scalar=100), _mix(simd_fp=8000), _mix(scalar=3000, za_vgx4=100)])
-    off = modelled_time(load_device(device_file), "off", ops, off_mix, outside, np.array([600, 2000, np.nan]),
-                        np.array([200, 500, np.nan]))
+    off = modelled_time(
+        load_device(device_file),
+        "off",
+        ops,
+        off_mix,
+        outside,
+        np.array([600, 2000, np.nan]),
+        np.array([200, 500, np.nan]),
+    )
     speedup = on.speedup_over(off)
     assert speedup.value == pytest.approx(13.42 / 6.42) and speedup.low == speedup.high == speedup.value
     assert speedup.by_category["CONV"] == pytest.approx(11.0 / 4.0)
@@ -114,17 +153,27 @@ def test_operators_modelled_slower_with_sme2_are_paired_by_identity_and_named(de
     none = np.array([np.nan, np.nan])
 
     def priced(events: list[str], identities: list[str], mix: list[list[float]], label: str):  # noqa: ANN202
-        ops = pd.DataFrame({"event": events, "op": events, "category": ["GEMM", "CONV"][:len(events)],
-                            "delegated": [True, True]})
+        ops = pd.DataFrame(
+            {"event": events, "op": events, "category": ["GEMM", "CONV"][: len(events)], "delegated": [True, True]}
+        )
         return modelled_time(device, label, ops, np.array(mix), np.array(_mix()), none, none, identities)
 
-    on = priced(["GEMM PF32 #1", "CONV PF32 #1"], ["fc: linear", "conv: convolution"],
-                [_mix(za_vgx4=4000), _mix(mopa_fp32=4000)], "on")
-    off = priced(["CONV F32 #1", "GEMM F32 #1"], ["conv: convolution", "fc: linear"],
-                 [_mix(simd_fp=64000), _mix(simd_fp=8000)], "off")
+    on = priced(
+        ["GEMM PF32 #1", "CONV PF32 #1"],
+        ["fc: linear", "conv: convolution"],
+        [_mix(za_vgx4=4000), _mix(mopa_fp32=4000)],
+        "on",
+    )
+    off = priced(
+        ["CONV F32 #1", "GEMM F32 #1"],
+        ["conv: convolution", "fc: linear"],
+        [_mix(simd_fp=64000), _mix(simd_fp=8000)],
+        "off",
+    )
     slower = on.slower_than(off)
-    assert slower[["identity", "event", "other_event"]].values.tolist() == [["fc: linear", "GEMM PF32 #1",
-                                                                             "GEMM F32 #1"]]
+    assert slower[["identity", "event", "other_event"]].values.tolist() == [
+        ["fc: linear", "GEMM PF32 #1", "GEMM F32 #1"]
+    ]
     assert slower["modelled_ms"].tolist() == [0.002] and slower["other_ms"].tolist() == [0.001]
     assert slower["ratio"].tolist() == [2.0]
     assert on.slower_than(off, by=2.0).empty  # "more than by times slower"
@@ -134,27 +183,48 @@ def test_operators_modelled_slower_with_sme2_are_paired_by_identity_and_named(de
 def _profile(tmp_path: Path, svl: int = 512, threads: int = 1, counted: bool = True) -> Profile:
     """A counted emulated run: a convolution (40 FMOPA, 60 scalar), a transpose (200 NEON), a portable layer norm
     (300 scalar), and 400 scalar instructions in Method::execute outside them."""
-    conv, transpose, norm = "Convolution (NHWC, PF32) IGEMM #1", "Transpose (ND, X32) #1", \
-        "native_call_native_layer_norm.out"
+    conv, transpose, norm = (
+        "Convolution (NHWC, PF32) IGEMM #1",
+        "Transpose (ND, X32) #1",
+        "native_call_native_layer_norm.out",
+    )
     folder = tmp_path / f"run-{svl}-{threads}-{counted}"
     folder.mkdir()
-    run = RunSpec(e2e_ns=1_000_000, delegate_call_ns=800_000, delegate_instr=1,
-                  delegate_ops=[(conv, 300_000), (transpose, 200_000)], portable_ops=[(norm, 60_000, 80_000, 5)])
+    run = RunSpec(
+        e2e_ns=1_000_000,
+        delegate_call_ns=800_000,
+        delegate_instr=1,
+        delegate_ops=[(conv, 300_000), (transpose, 200_000)],
+        portable_ops=[(norm, 60_000, 80_000, 5)],
+    )
     etdump = write_etdump(folder / "timed.etdp", [run, run])
     instructions = None
     if counted:
-        write_counts(etdump, {"Method::execute": {"mopa_fp32": 40, "simd_fp": 200, "scalar": 60 + 300 + 400},
-                              "DELEGATE_CALL": {"mopa_fp32": 40, "simd_fp": 200, "scalar": 60},
-                              "OPERATOR_CALL": {"scalar": 300}, conv: {"mopa_fp32": 40, "scalar": 60},
-                              transpose: {"simd_fp": 200}, norm: {"scalar": 300}})
+        write_counts(
+            etdump,
+            {
+                "Method::execute": {"mopa_fp32": 40, "simd_fp": 200, "scalar": 60 + 300 + 400},
+                "DELEGATE_CALL": {"mopa_fp32": 40, "simd_fp": 200, "scalar": 60},
+                "OPERATOR_CALL": {"scalar": 300},
+                conv: {"mopa_fp32": 40, "scalar": 60},
+                transpose: {"simd_fp": 200},
+                norm: {"scalar": 300},
+            },
+        )
         instructions = InstructionTrace.from_counts(folder / COUNTS_FILE, etdump, None)
-    return Profile.from_etdump(etdump, model="m", recipe="fp32-xnnpack", variant="emulated sme2=on",
-                               metadata=emulated_metadata(True, threads, svl),
-                               instructions=instructions)
+    return Profile.from_etdump(
+        etdump,
+        model="m",
+        recipe="fp32-xnnpack",
+        variant="emulated sme2=on",
+        metadata=emulated_metadata(True, threads, svl),
+        instructions=instructions,
+    )
 
 
 def test_profile_modelled_reads_the_counted_classes_and_the_instructions_outside_operators(
-        tmp_path: Path, device_file: Path) -> None:
+    tmp_path: Path, device_file: Path
+) -> None:
     modelled = _profile(tmp_path).modelled(device_file)
     # conv: sme 10 ns, rest 60 ns, pipeline 10 ns -> 60; transpose: neon 25 ns, pipeline 20 -> 25; norm: 300 ns;
     # outside operators (the delegate call's and the runtime's own instructions): 400 scalar -> 400 ns
@@ -177,29 +247,33 @@ def test_modelled_time_is_refused_where_the_model_does_not_hold(tmp_path: Path, 
         _profile(tmp_path).modelled("pixel-99")
 
 
-@pytest.mark.parametrize("change, message", [
-    (("source.mopa_fp32 = \"test\"\n", ""), "resources.sme.per_ns.mopa_fp32 has no source"),
-    (("per_ns.mopa_fp32 = 4", "per_ns.mopa_fp32 = -4"), "must be a positive number"),
-    (("per_ns.mopa_fp32 = 4", "per_ns.mopa_fp33 = 4"), "mopa_fp33 names no instruction class"),
-    (("per_ns.all = 10\nsource.all", "per_ns.scalar = 10\nsource.scalar"), None),  # valid: scalar on two resources
-    (("[resources.neon]\nper_cycle.simd_fp = 4\nsource.simd_fp = \"test\"\n", ""), "no resource executes.*simd_fp"),
-    (("dram_store_gb_per_s = 0.5\n", ""), "memory.dram_store_gb_per_s must be a positive number"),
-    (("source.clock_ghz = \"test\"\n", ""), "clock_ghz has no source"),
-    # out of each number's physical range: a rate whose reciprocal is infinite, a fraction of a thread, a vector
-    # length no CPU has, a byte count that is not whole
-    (("per_ns.mopa_fp32 = 4", "per_ns.mopa_fp32 = 1e-320"), r"per_ns.mopa_fp32 must be .* from 1e-06 to 10000"),
-    (("per_cycle.simd_fp = 4", "per_cycle.simd_fp = 1e-320"), r"per_cycle.simd_fp must be .* from 1e-06"),
-    (("clock_ghz = 2", "clock_ghz = 1e300"), r"clock_ghz .* must be .* from 0.01 to 20 \(GHz"),
-    (("threads = 1", "threads = 0.5"), r"threads must be a positive number from 1 to 1024"),
-    (("threads = 1", "threads = 1.5"), r"threads must be a whole number, not 1.5"),
-    (("svl_bits = 512", "svl_bits = 1e300"), r"svl_bits must be .* from 128 to 2048"),
-    (("svl_bits = 512", "svl_bits = 384"), r"svl_bits must be a power of two"),
-    (("l2_bytes = 1000", "l2_bytes = 1000.5"), r"memory.l2_bytes must be a whole number"),
-    (("dram_load_gb_per_s = 1", "dram_load_gb_per_s = 1e-320"), r"memory.dram_load_gb_per_s must be .* \(GB/s"),
-    (('validation = "test device"', 'validation = "test\\n::error::forged"'), r"'validation' must be one line"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (('source.mopa_fp32 = "test"\n', ""), "resources.sme.per_ns.mopa_fp32 has no source"),
+        (("per_ns.mopa_fp32 = 4", "per_ns.mopa_fp32 = -4"), "must be a positive number"),
+        (("per_ns.mopa_fp32 = 4", "per_ns.mopa_fp33 = 4"), "mopa_fp33 names no instruction class"),
+        (("per_ns.all = 10\nsource.all", "per_ns.scalar = 10\nsource.scalar"), None),  # valid: scalar on two resources
+        (('[resources.neon]\nper_cycle.simd_fp = 4\nsource.simd_fp = "test"\n', ""), "no resource executes.*simd_fp"),
+        (("dram_store_gb_per_s = 0.5\n", ""), "memory.dram_store_gb_per_s must be a positive number"),
+        (('source.clock_ghz = "test"\n', ""), "clock_ghz has no source"),
+        # out of each number's physical range: a rate whose reciprocal is infinite, a fraction of a thread, a vector
+        # length no CPU has, a byte count that is not whole
+        (("per_ns.mopa_fp32 = 4", "per_ns.mopa_fp32 = 1e-320"), r"per_ns.mopa_fp32 must be .* from 1e-06 to 10000"),
+        (("per_cycle.simd_fp = 4", "per_cycle.simd_fp = 1e-320"), r"per_cycle.simd_fp must be .* from 1e-06"),
+        (("clock_ghz = 2", "clock_ghz = 1e300"), r"clock_ghz .* must be .* from 0.01 to 20 \(GHz"),
+        (("threads = 1", "threads = 0.5"), r"threads must be a positive number from 1 to 1024"),
+        (("threads = 1", "threads = 1.5"), r"threads must be a whole number, not 1.5"),
+        (("svl_bits = 512", "svl_bits = 1e300"), r"svl_bits must be .* from 128 to 2048"),
+        (("svl_bits = 512", "svl_bits = 384"), r"svl_bits must be a power of two"),
+        (("l2_bytes = 1000", "l2_bytes = 1000.5"), r"memory.l2_bytes must be a whole number"),
+        (("dram_load_gb_per_s = 1", "dram_load_gb_per_s = 1e-320"), r"memory.dram_load_gb_per_s must be .* \(GB/s"),
+        (('validation = "test device"', 'validation = "test\\n::error::forged"'), r"'validation' must be one line"),
+    ],
+)
 def test_a_device_file_without_a_source_or_with_a_bad_number_names_the_field(
-        tmp_path: Path, change: tuple[str, str], message: str | None) -> None:
+    tmp_path: Path, change: tuple[str, str], message: str | None
+) -> None:
     old, new = change
     assert old in DEVICE
     path = tmp_path / "edited.toml"
@@ -254,8 +328,9 @@ def test_every_shipped_device_covers_every_class_with_a_sourced_number() -> None
 def mlp_counted(tmp_path_factory: pytest.TempPathFactory, shared_export_cache: Path) -> dict[bool, Profile]:
     """The bundled mlp, fp32, counted under emulation with SME2 on and off (from the run's result cache when
     another test counted it already: the counts are the same either way)."""
-    on, off = counted_profiles(tmp_path_factory.mktemp("modelled"), "mlp", (True, False), warmup=1,
-                               cache=shared_export_cache)
+    on, off = counted_profiles(
+        tmp_path_factory.mktemp("modelled"), "mlp", (True, False), warmup=1, cache=shared_export_cache
+    )
     return {True: on, False: off}
 
 
@@ -268,7 +343,8 @@ def test_a_real_model_modelled_on_the_m4_is_bound_by_outer_products_with_sme2_an
         assert sum(modelled.category_ms.values()) == pytest.approx(modelled.e2e_ms)
         assert "modelled on apple-m4" in modelled.device.label
         # no operator beats the device's peak: the M4's FP32 FMOPA rate (2 TFLOPS) with SME2, four 128-bit NEON
-        # FMA pipes at 4.465 GHz (143 GFLOPS, vfpbench on an M4 Pro) without; the FLOPs are the exported program's (work.py)
+        # FMA pipes at 4.465 GHz (143 GFLOPS, vfpbench on an M4 Pro) without; the FLOPs are the exported
+        # program's (work.py)
         peak_gflops = 3.896 * 512 if modelled is on else 4 * 4.465 * 8
         flops = profile.ops["flops"].to_numpy(dtype=float)
         assert (modelled.ops["modelled_ms"].to_numpy() * 1e6 >= np.nan_to_num(flops) / peak_gflops * 0.999).all()

@@ -19,19 +19,31 @@ CATEGORY = {"Convolution (NHWC, F32) IGEMM": "CONV", "Fully Connected (NC, F32) 
 
 def op(family: str, macs: float, nbytes: float, number: int = 1) -> dict:
     rate, bw, call = TRUE[family]
-    return {"event": f"{family} #{number}", "family": family, "category": CATEGORY[family],
-            "median_ms": macs * rate + nbytes * bw + call, "macs": macs, "bytes": nbytes}
+    return {
+        "event": f"{family} #{number}",
+        "family": family,
+        "category": CATEGORY[family],
+        "median_ms": macs * rate + nbytes * bw + call,
+        "macs": macs,
+        "bytes": nbytes,
+    }
 
 
 def row(model: str, ops: list[dict], outside: float = 0.1) -> dict:
-    return {"model": model, "recipe": "fp32-xnnpack", "e2e_ms": sum(o["median_ms"] for o in ops) / (1 - outside),
-            "ops": ops}
+    return {
+        "model": model,
+        "recipe": "fp32-xnnpack",
+        "e2e_ms": sum(o["median_ms"] for o in ops) / (1 - outside),
+        "ops": ops,
+    }
 
 
-ROWS = [row("a", [op("Convolution (NHWC, F32) IGEMM", 1e6, 2e5), op("Fully Connected (NC, F32) GEMM", 4e5, 1e5)]),
-        row("b", [op("Convolution (NHWC, F32) IGEMM", 3e6, 5e4), op("Fully Connected (NC, F32) GEMM", 1e5, 4e5)]),
-        row("c", [op("Convolution (NHWC, F32) IGEMM", 5e5, 9e5), op("Fully Connected (NC, F32) GEMM", 2e6, 2e4)]),
-        row("d", [op("Convolution (NHWC, F32) IGEMM", 2e6, 3e5, 2), op("Fully Connected (NC, F32) GEMM", 7e5, 6e5)])]
+ROWS = [
+    row("a", [op("Convolution (NHWC, F32) IGEMM", 1e6, 2e5), op("Fully Connected (NC, F32) GEMM", 4e5, 1e5)]),
+    row("b", [op("Convolution (NHWC, F32) IGEMM", 3e6, 5e4), op("Fully Connected (NC, F32) GEMM", 1e5, 4e5)]),
+    row("c", [op("Convolution (NHWC, F32) IGEMM", 5e5, 9e5), op("Fully Connected (NC, F32) GEMM", 2e6, 2e4)]),
+    row("d", [op("Convolution (NHWC, F32) IGEMM", 2e6, 3e5, 2), op("Fully Connected (NC, F32) GEMM", 7e5, 6e5)]),
+]
 
 
 def test_the_fit_recovers_the_rates_that_made_the_times() -> None:
@@ -50,8 +62,9 @@ def test_each_held_out_model_is_predicted_exactly_from_the_others() -> None:
 
 
 def test_a_family_no_other_model_has_is_priced_by_its_category_and_its_error_shows() -> None:
-    odd = dict(op("Convolution (NHWC, F32) IGEMM", 1e6, 1e5), family="Convolution (NHWC, F32) DWConv",
-               median_ms=0.05)  # a depthwise convolution 20x slower than the IGEMM rates say
+    odd = dict(
+        op("Convolution (NHWC, F32) IGEMM", 1e6, 1e5), family="Convolution (NHWC, F32) DWConv", median_ms=0.05
+    )  # a depthwise convolution 20x slower than the IGEMM rates say
     result = validation.leave_one_model_out([*ROWS, row("e", [odd])])
     [held] = [o for o in result["ops"] if o["model"] == "e"]
     assert held["level"] == "category"

@@ -25,8 +25,9 @@ FC_OFF, FC_ON = "Fully Connected (NC, F32) GEMM #1", "Fully Connected (NC, PF32)
 TRANSPOSE = "Transpose (ND, X32) #1"
 
 
-def _profile(tmp_path: Path, name: str, sme2: bool, conv_us: float, fc_us: float, runs: int = 30,
-             stall_fc_in: int = 0) -> Profile:
+def _profile(
+    tmp_path: Path, name: str, sme2: bool, conv_us: float, fc_us: float, runs: int = 30, stall_fc_in: int = 0
+) -> Profile:
     rng = np.random.default_rng(7 if sme2 else 8)
     specs = []
     for i in range(runs):
@@ -35,13 +36,21 @@ def _profile(tmp_path: Path, name: str, sme2: bool, conv_us: float, fc_us: float
         if i < stall_fc_in:
             fc += 4_000 * US  # a 4 ms stall inside the operator: a disturbed run, never evidence
         call = conv + fc + tr + 10 * US
-        specs.append(RunSpec(e2e_ns=call + 20 * US, delegate_call_ns=call,
-                             delegate_ops=[(CONV_ON if sme2 else CONV_OFF, conv), (FC_ON if sme2 else FC_OFF, fc),
-                                           (TRANSPOSE, tr)]))
+        specs.append(
+            RunSpec(
+                e2e_ns=call + 20 * US,
+                delegate_call_ns=call,
+                delegate_ops=[(CONV_ON if sme2 else CONV_OFF, conv), (FC_ON if sme2 else FC_OFF, fc), (TRANSPOSE, tr)],
+            )
+        )
     path = write_etdump(tmp_path / f"{name}.etdp", specs)
-    return Profile.from_etdump(path, model="gemv", recipe="fp32-xnnpack",
-                               variant=f"local sme2={'on' if sme2 else 'off'} threads=1",
-                               metadata={"run": {"sme2": sme2, "threads": 1}})
+    return Profile.from_etdump(
+        path,
+        model="gemv",
+        recipe="fp32-xnnpack",
+        variant=f"local sme2={'on' if sme2 else 'off'} threads=1",
+        metadata={"run": {"sme2": sme2, "threads": 1}},
+    )
 
 
 def test_an_operator_slower_with_sme2_is_named_with_its_interval(tmp_path: Path) -> None:
@@ -54,9 +63,12 @@ def test_an_operator_slower_with_sme2_is_named_with_its_interval(tmp_path: Path)
     assert s.on_op == "Fully Connected (NC, PF32) GEMM" and s.category == "GEMM"
     assert 1.35 < s.slowdown.low < s.slowdown.value < s.slowdown.high < 1.45
     assert abs(s.on_ms - 0.140) < 0.002 and abs(s.off_ms - 0.100) < 0.002
-    with pytest.raises(AssertionError, match=r"(?s)1 operator\(s\) measured slower with SME2 on \(gemv fp32-xnnpack "
-                                             r"\[local sme2=on.*Fully Connected \(NC, F32\) GEMM \(GEMM\): "
-                                             r"\d+\.\d us off -> 1[34]\d\.\d us on, 1\.4\dx slower \[1\.\d\d, 1\.\d\d\]"):
+    with pytest.raises(
+        AssertionError,
+        match=r"(?s)1 operator\(s\) measured slower with SME2 on \(gemv fp32-xnnpack "
+        r"\[local sme2=on.*Fully Connected \(NC, F32\) GEMM \(GEMM\): "
+        r"\d+\.\d us off -> 1[34]\d\.\d us on, 1\.4\dx slower \[1\.\d\d, 1\.\d\d\]",
+    ):
         assert_no_sme2_slowdown(on, off)
     comparison = compare(on, off)
     assert [op["op"] for op in comparison["slower_with_sme2"]] == ["Fully Connected (NC, F32) GEMM"]
@@ -98,11 +110,19 @@ def test_a_real_model_whose_kernels_do_not_change_shows_no_slowdown(tmp_path: Pa
         pytest.skip(str(namespaces_available()))
     with AdbStandin(tmp_path / "standin") as standin:
         standin.add_device("SAME-1", sme2=True)
-        session = Sme2Session(Settings(target="adb:SAME-1", cache_dir=tmp_path / "cache", session_dir=tmp_path / "a",
-                                       target_options={"adb_server": standin.address}))
+        session = Sme2Session(
+            Settings(
+                target="adb:SAME-1",
+                cache_dir=tmp_path / "cache",
+                session_dir=tmp_path / "a",
+                target_options={"adb_server": standin.address},
+            )
+        )
         try:
-            on, off = (Runner(session, RunSpec(sme2=sme2, runs=40, warmup=2), session.test_dir(f"s{sme2}"))
-                       for sme2 in (True, False))
+            on, off = (
+                Runner(session, RunSpec(sme2=sme2, runs=40, warmup=2), session.test_dir(f"s{sme2}"))
+                for sme2 in (True, False)
+            )
             on, off = alternate(exported_toy_cnn, on, off)
         finally:
             session.close()

@@ -65,8 +65,9 @@ def clean_median(value) -> float:  # noqa: ANN001 - a function of one run's dict
 
 @pytest.fixture(scope="module")
 def etdump(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_etdump(tmp_path_factory.mktemp("profile") / "p.etdp", [_spec(r) for r in RUNS],
-                        load_ns=3_000_000, init_ns=1_000_000)
+    return write_etdump(
+        tmp_path_factory.mktemp("profile") / "p.etdp", [_spec(r) for r in RUNS], load_ns=3_000_000, init_ns=1_000_000
+    )
 
 
 @pytest.fixture(scope="module")
@@ -140,8 +141,11 @@ STALL_US = 5_000
 def test_a_5ms_stall_in_one_operator_moves_no_share_coverage_or_sme_path(tmp_path: Path) -> None:
     """Forty steady runs of a 1.1 ms program, then the same with one run's Transpose stalled by 5 ms."""
     steady = [RUNS[0]] * 40
-    stalled = [*steady[:17], {**RUNS[0], "tr": RUNS[0]["tr"] + STALL_US, "dc": RUNS[0]["dc"] + STALL_US,
-                              "e2e": RUNS[0]["e2e"] + STALL_US}, *steady[18:]]
+    stalled = [
+        *steady[:17],
+        {**RUNS[0], "tr": RUNS[0]["tr"] + STALL_US, "dc": RUNS[0]["dc"] + STALL_US, "e2e": RUNS[0]["e2e"] + STALL_US},
+        *steady[18:],
+    ]
     a = Profile.from_etdump(write_etdump(tmp_path / "a.etdp", [_spec(r) for r in steady]), **KW)
     b = Profile.from_etdump(write_etdump(tmp_path / "b.etdp", [_spec(r) for r in stalled]), **KW)
     assert (a.disturbed_runs, b.disturbed_runs) == (0, 1)
@@ -194,9 +198,17 @@ def test_sme_path_none_without_conv_or_gemm(tmp_path: Path) -> None:
 
 
 def test_sme_path_all_packed(tmp_path: Path) -> None:
-    runs = [RunSpec(e2e_ns=900_000, delegate_call_ns=800_000, delegate_ops=[
-        ("Convolution (NHWC, PF32) IGEMM #1", 300_000), (FC, 200_000), ("Convolution (NHWC, F32) DWConv #2", 100_000),
-    ])]
+    runs = [
+        RunSpec(
+            e2e_ns=900_000,
+            delegate_call_ns=800_000,
+            delegate_ops=[
+                ("Convolution (NHWC, PF32) IGEMM #1", 300_000),
+                (FC, 200_000),
+                ("Convolution (NHWC, F32) DWConv #2", 100_000),
+            ],
+        )
+    ]
     p = Profile.from_etdump(write_etdump(tmp_path / "t.etdp", runs))
     assert p.sme_path_share == pytest.approx(500 / 600, abs=1e-12)  # DWConv stays F32
     assert p.sme_path_ops == 2
@@ -224,8 +236,12 @@ def test_ops_table(profile: Profile) -> None:
 
 def test_top_ops_order(profile: Profile) -> None:
     totals = {
-        CONV: total("conv"), FC: total("fc"), TRANSPOSE: total("tr"),
-        (LAYER_NORM, 1): total("ln1"), MUL: total("mul"), (LAYER_NORM, 3): total("ln2"),
+        CONV: total("conv"),
+        FC: total("fc"),
+        TRANSPOSE: total("tr"),
+        (LAYER_NORM, 1): total("ln1"),
+        MUL: total("mul"),
+        (LAYER_NORM, 3): total("ln2"),
     }
     expected = sorted(totals.values(), reverse=True)
     top = profile.top_ops(4)
@@ -259,8 +275,13 @@ def test_portable_ops_median_per_run_is_a_median(profile: Profile) -> None:
 
 
 def test_unknown_ops_count_as_other_and_are_listed(tmp_path: Path) -> None:
-    runs = [RunSpec(e2e_ns=1_000_000, delegate_call_ns=600_000,
-                    delegate_ops=[("Frobnicate (NC, F32) #1", 300_000), (CONV, 200_000)])]
+    runs = [
+        RunSpec(
+            e2e_ns=1_000_000,
+            delegate_call_ns=600_000,
+            delegate_ops=[("Frobnicate (NC, F32) #1", 300_000), (CONV, 200_000)],
+        )
+    ]
     p = Profile.from_etdump(write_etdump(tmp_path / "u.etdp", runs))
     assert p.unclassified_ops == ["Frobnicate (NC, F32)"]
     assert p.share("other") == pytest.approx(0.8, abs=1e-12)  # 1000 - 200 conv
@@ -286,9 +307,21 @@ def test_summary_is_json_and_consistent(profile: Profile) -> None:
     text = json.dumps(digest)  # must not raise
     back = json.loads(text)
     required = {
-        "model", "recipe", "variant", "runs", "latency", "load_ms", "init_ms", "shares",
-        "delegation_coverage", "node_delegation_coverage", "sme_path_share", "sme_path_ops",
-        "top_ops", "portable_ops", "unclassified_ops",
+        "model",
+        "recipe",
+        "variant",
+        "runs",
+        "latency",
+        "load_ms",
+        "init_ms",
+        "shares",
+        "delegation_coverage",
+        "node_delegation_coverage",
+        "sme_path_share",
+        "sme_path_ops",
+        "top_ops",
+        "portable_ops",
+        "unclassified_ops",
     }
     assert required <= set(back)
     assert (back["model"], back["recipe"], back["variant"], back["runs"]) == ("m", "fp32-xnnpack", "v", 3)
@@ -315,7 +348,9 @@ OFF_NS = [3_000_000 + ((i * 13) % 11 - 5) * 2_000 for i in range(15)]  # 3.0 ms 
 def on_off(tmp_path_factory: pytest.TempPathFactory) -> tuple[Profile, Profile]:
     d = tmp_path_factory.mktemp("speedup")
     on = Profile.from_etdump(execute_only(d / "on.etdp", ON_NS), model="m", recipe="fp32-xnnpack", variant="sme2-on")
-    off = Profile.from_etdump(execute_only(d / "off.etdp", OFF_NS), model="m", recipe="fp32-xnnpack", variant="sme2-off")
+    off = Profile.from_etdump(
+        execute_only(d / "off.etdp", OFF_NS), model="m", recipe="fp32-xnnpack", variant="sme2-off"
+    )
     return on, off
 
 
@@ -405,8 +440,12 @@ def test_assert_delegation_by_nodes_without_record(etdump: Path) -> None:
 
 def test_delegate_time_outside_every_delegate_operator_is_its_own_part_of_other(tmp_path: Path) -> None:
     # 100 us runs: a 70 us delegate call holding 40 + 20 us of XNNPACK operators, so 10 us of it is in no operator
-    run = RunSpec(e2e_ns=100_000, delegate_call_ns=70_000, delegate_instr=0,
-                  delegate_ops=[("Convolution (NHWC, F32) IGEMM #1", 40_000), ("Fully Connected (NC, F32) GEMM #1", 20_000)])
+    run = RunSpec(
+        e2e_ns=100_000,
+        delegate_call_ns=70_000,
+        delegate_instr=0,
+        delegate_ops=[("Convolution (NHWC, F32) IGEMM #1", 40_000), ("Fully Connected (NC, F32) GEMM #1", 20_000)],
+    )
     profile = Profile.from_etdump(write_etdump(tmp_path / "d.etdp", [run, run, run]))
     assert profile.delegate_outside_ops_share() == pytest.approx(0.10)
     assert profile.share("other") == pytest.approx(0.40)  # it stays in OTHER, now with its part named

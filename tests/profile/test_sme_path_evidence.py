@@ -17,8 +17,13 @@ from pytest_sme2 import Recipe, assert_sme2_kernel_path
 
 @pytest.fixture(scope="module")
 def int8_dynamic_mlp(tmp_path_factory: pytest.TempPathFactory, shared_export_cache: Path) -> list:
-    return counted_profiles(tmp_path_factory.mktemp("qp8"), "mlp", (True, False),
-                            recipe=Recipe("int8", "dynamic"), cache=shared_export_cache)
+    return counted_profiles(
+        tmp_path_factory.mktemp("qp8"),
+        "mlp",
+        (True, False),
+        recipe=Recipe("int8", "dynamic"),
+        cache=shared_export_cache,
+    )
 
 
 def test_int8_dynamic_gemms_are_on_the_sme_path_by_their_counted_kernels(int8_dynamic_mlp: list) -> None:

@@ -192,8 +192,12 @@ def test_quiet_wander_of_a_long_model_is_not_a_stall() -> None:
 
 def test_a_stall_inside_one_operator_of_a_long_model_is_seen_by_the_operator() -> None:
     e2e = np.array([20.0, 20.1, 24.6, 20.05])  # +4.5 ms: 23% of E2E, below 1.5x
-    ops = np.array([[0.2, 0.21, 4.7, 0.2],  # the stall landed in this 0.2 ms operator
-                    [19.8, 19.89, 19.9, 19.85]])
+    ops = np.array(
+        [
+            [0.2, 0.21, 4.7, 0.2],  # the stall landed in this 0.2 ms operator
+            [19.8, 19.89, 19.9, 19.85],
+        ]
+    )
     assert not stats.disturbed(e2e).any()
     assert stats.disturbed(ops).tolist() == [False, False, True, False]
     assert stats.undisturbed_runs(e2e, op_ms=ops).tolist() == [True, True, False, True]
@@ -272,9 +276,15 @@ def test_profiles_merged_from_chunks_resample_by_chunk(tmp_path) -> None:  # noq
 
     def merged(name: str, levels: list[float], seed: int) -> Profile:
         values, _ = _chunked(levels, runs=12, seed=seed)
-        chunks = [Profile.from_etdump(execute_only(tmp_path / f"{name}{i}.etdp",
-                                                   [int(v * 1e6) for v in values[i * 12:(i + 1) * 12]]),
-                                      model="m", recipe="r", variant=name) for i in range(len(levels))]
+        chunks = [
+            Profile.from_etdump(
+                execute_only(tmp_path / f"{name}{i}.etdp", [int(v * 1e6) for v in values[i * 12 : (i + 1) * 12]]),
+                model="m",
+                recipe="r",
+                variant=name,
+            )
+            for i in range(len(levels))
+        ]
         return Profile.concat(chunks)
 
     a = merged("a", [1.00, 1.06, 0.97, 1.03], seed=1)
@@ -284,8 +294,9 @@ def test_profiles_merged_from_chunks_resample_by_chunk(tmp_path) -> None:  # noq
     speedup = b.speedup_over(a)
     assert speedup.this_processes == speedup.other_processes == 4
     assert speedup.low < 1.0 < speedup.high and "48 runs in 4 processes" in repr(speedup)
-    single = Profile.from_etdump(execute_only(tmp_path / "one.etdp", [1_000_000] * 12), model="m", recipe="r",
-                                 variant="a")
+    single = Profile.from_etdump(
+        execute_only(tmp_path / "one.etdp", [1_000_000] * 12), model="m", recipe="r", variant="a"
+    )
     with pytest.warns(OneProcessIntervalWarning, match="one runner process a side: the interval is run-to-run noise"):
         one = single.speedup_over(single)
     assert single.chunk_sizes == [12] and "in 1 process" in repr(one) and one.within_one_process
@@ -301,8 +312,12 @@ def test_a_speedup_from_several_processes_a_side_gives_no_one_process_warning(tm
     from pytest_sme2.profile.profile import Profile
     from pytest_sme2.report.table import speedup as shown
 
-    chunks = [Profile.from_etdump(execute_only(tmp_path / f"c{i}.etdp", [1_000_000 + 1000 * i] * 8), model="m",
-                                  recipe="r", variant="a") for i in range(2)]
+    chunks = [
+        Profile.from_etdump(
+            execute_only(tmp_path / f"c{i}.etdp", [1_000_000 + 1000 * i] * 8), model="m", recipe="r", variant="a"
+        )
+        for i in range(2)
+    ]
     with warnings.catch_warnings():
         warnings.simplefilter("error", OneProcessIntervalWarning)
         two = Profile.concat(chunks).speedup_over(Profile.concat(chunks))

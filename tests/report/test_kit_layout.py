@@ -28,7 +28,8 @@ def test_pair(exported_pte, runner, etdump_profile):
 def session_dir(sme2_project: pytest.Pytester) -> Path:
     sme2_project.makepyfile(PAIR)
     sme2_project.runpytest_inprocess("--sme2-artifacts-dir=artifacts", "-p", "no:cacheprovider").assert_outcomes(
-        passed=1)
+        passed=1
+    )
     [session] = (sme2_project.path / "artifacts").glob("session-*")
     return session
 
@@ -74,10 +75,22 @@ def test_emulated_times_are_not_written_where_the_kits_tools_read_latency(tmp_pa
 
     etdump = execute_only(tmp_path / "timed.etdp", [300_000_000])  # 300 ms of emulator time
     written = write_csvs(etdump, tmp_path, "m_fp32_emulated_sme2_on", "m fp32 [emulated sme2_on]", emulated=True)
-    assert sorted(Path(p).name for p in written.values()) == ["m_fp32_emulated_sme2_on_emulated_events.csv",
-                                                               "m_fp32_emulated_sme2_on_emulated_ops.csv"]
+    assert sorted(Path(p).name for p in written.values()) == [
+        "m_fp32_emulated_sme2_on_emulated_events.csv",
+        "m_fp32_emulated_sme2_on_emulated_ops.csv",
+    ]
     assert not list(tmp_path.glob("*_all_runs_timeline.csv")) and not list(tmp_path.glob("*_ops_stats.csv"))
-    record = {"nodeid": "t::e", "profiles": [{"model": "m", "variant": "emulated sme2=on threads=1", "emulated": True,
-                                               "instructions": {"per_inference": 123}, "artifacts": {}}]}
+    record = {
+        "nodeid": "t::e",
+        "profiles": [
+            {
+                "model": "m",
+                "variant": "emulated sme2=on threads=1",
+                "emulated": True,
+                "instructions": {"per_inference": 123},
+                "artifacts": {},
+            }
+        ],
+    }
     [result] = kit_layout.metrics([record])["results"]
     assert result["mode"] == "instructions" and "latency_ms" not in result["metrics"]

@@ -25,18 +25,27 @@ def _counted(tmp_path: Path, sme2: bool, threads: int = 1) -> Profile:
     conv = CONV if sme2 else CONV.replace("PF32", "F32")
     folder = tmp_path / f"run-{sme2}-{threads}"
     folder.mkdir()
-    run = RunSpec(e2e_ns=1_000_000, delegate_call_ns=800_000, delegate_instr=1,
-                  delegate_ops=[(conv, 300_000), (TRANSPOSE, 200_000)])
+    run = RunSpec(
+        e2e_ns=1_000_000,
+        delegate_call_ns=800_000,
+        delegate_instr=1,
+        delegate_ops=[(conv, 300_000), (TRANSPOSE, 200_000)],
+    )
     etdump = write_etdump(folder / "timed.etdp", [run])
     conv_mix = {"mopa_fp32": 40, "scalar": 60} if sme2 else {"simd_fp": 20_000, "scalar": 60}
     # Method::execute: the two operators and 100 scalar instructions of the delegate call's own
     total = {**conv_mix, "simd_fp": conv_mix.get("simd_fp", 0) + 200, "scalar": conv_mix["scalar"] + 100}
-    write_counts(etdump, {"Method::execute": total, "DELEGATE_CALL": total, conv: conv_mix,
-                          TRANSPOSE: {"simd_fp": 200}})
-    return Profile.from_etdump(etdump, model="m", recipe="fp32-xnnpack",
-                               variant=f"emulated sme2={'on' if sme2 else 'off'} threads={threads}",
-                               metadata=emulated_metadata(sme2, threads),
-                               instructions=InstructionTrace.from_counts(folder / COUNTS_FILE, etdump, None))
+    write_counts(
+        etdump, {"Method::execute": total, "DELEGATE_CALL": total, conv: conv_mix, TRANSPOSE: {"simd_fp": 200}}
+    )
+    return Profile.from_etdump(
+        etdump,
+        model="m",
+        recipe="fp32-xnnpack",
+        variant=f"emulated sme2={'on' if sme2 else 'off'} threads={threads}",
+        metadata=emulated_metadata(sme2, threads),
+        instructions=InstructionTrace.from_counts(folder / COUNTS_FILE, etdump, None),
+    )
 
 
 def test_counted_comparisons_carry_modelled_time_only_when_a_device_is_asked_for(tmp_path: Path) -> None:
@@ -59,8 +68,9 @@ def test_counted_comparisons_carry_modelled_time_only_when_a_device_is_asked_for
     from pytest_sme2.report.table import modelled_labels
 
     # the whole label once, under the table (a model author's trial: it made every row 330 columns wide)
-    assert modelled_labels([entry]) == [f"modelled on apple-m4 ({modelled['validation']}; a model, not a "
-                                        f"measurement: docs/device_model.md)"]
+    assert modelled_labels([entry]) == [
+        f"modelled on apple-m4 ({modelled['validation']}; a model, not a " f"measurement: docs/device_model.md)"
+    ]
     assert modelled_labels([without]) == []
     assert cell.endswith("fewer instr")
     from pytest_sme2.report.table import columns
@@ -92,7 +102,8 @@ def test_an_unknown_device_is_a_usage_error_before_any_test(pytester: pytest.Pyt
 
 
 def test_a_device_file_in_the_ini_is_found_from_the_rootdir_and_a_missing_one_is_named(
-        pytester: pytest.Pytester) -> None:
+    pytester: pytest.Pytester,
+) -> None:
     """A model author's trial: ini `sme2_device = devices/ok.toml` failed from a subfolder ("no device model
     'devices/ok.toml'"), and a device path that does not exist was told to "give the path of a device file"."""
     from pytest_sme2.profile.device_model import DEVICES_FOLDER
@@ -107,8 +118,12 @@ def test_a_device_file_in_the_ini_is_found_from_the_rootdir_and_a_missing_one_is
         pytester.runpytest("test_nothing.py").assert_outcomes(passed=1)
     missing = pytester.runpytest("--sme2-device", "devices/nope.toml")
     assert missing.ret == pytest.ExitCode.USAGE_ERROR
-    missing.stderr.fnmatch_lines([f"*no device file at {pytester.path / 'devices' / 'nope.toml'} (did you mean "
-                                  f"{pytester.path / 'devices' / 'ok.toml'}?): give the path*"])
+    missing.stderr.fnmatch_lines(
+        [
+            f"*no device file at {pytester.path / 'devices' / 'nope.toml'} (did you mean "
+            f"{pytester.path / 'devices' / 'ok.toml'}?): give the path*"
+        ]
+    )
     misspelt = pytester.runpytest("--sme2-device", "devices/ok.tml")  # a path with a folder: a file, not a name
     misspelt.stderr.fnmatch_lines(["*no device file at *devices/ok.tml (did you mean *devices/ok.toml?)*"])
 

@@ -24,8 +24,16 @@ import pytest
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 INSTALL = "apt-get install -y chromium (as root; `make test` does it)"
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 CHECKER = """<meta http-equiv="Content-Security-Policy" content="default-src 'none'; img-src data:;
  style-src 'unsafe-inline' data:; script-src 'unsafe-inline'; font-src data:">
 <script>
@@ -63,8 +71,9 @@ pytestmark = pytest.mark.skipif(CHROMIUM is None, reason=f"headless Chromium is 
 
 
 def _chromium(args: list[str], profile_dir: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile_dir}", *args], capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run(
+        [CHROMIUM, *FLAGS, f"--user-data-dir={profile_dir}", *args], capture_output=True, text=True, timeout=120
+    )
 
 
 def _check(page: Path, tmp_path: Path) -> dict:
@@ -75,13 +84,16 @@ def _check(page: Path, tmp_path: Path) -> dict:
     run = _chromium(["--virtual-time-budget=10000", "--dump-dom", checked.as_uri()], tmp_path / "profile-check")
     found = re.search(r'<pre id="sme2-browser-check">(.*?)</pre>', run.stdout, re.S)
     assert found, f"the checker never reported for {page}; chromium stderr:\n{run.stderr[-2000:]}"
-    return json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&").replace("&lt;", "<")
-                      .replace("&gt;", ">"))
+    return json.loads(
+        found.group(1).replace("&quot;", '"').replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">")
+    )
 
 
 def _screenshot(page: Path, png: Path, tmp_path: Path) -> None:
-    _chromium(["--window-size=1280,2400", "--hide-scrollbars", f"--screenshot={png}", page.as_uri()],
-              tmp_path / "profile-shot")
+    _chromium(
+        ["--window-size=1280,2400", "--hide-scrollbars", f"--screenshot={png}", page.as_uri()],
+        tmp_path / "profile-shot",
+    )
     assert png.exists() and png.stat().st_size > 10_000, f"no screenshot of {page}"
 
 
@@ -103,16 +115,19 @@ def test_reports_render_in_headless_chromium(sme2_project: pytest.Pytester, tmp_
 
 def test_checker_catches_a_broken_image_and_an_external_request(tmp_path: Path) -> None:
     page = tmp_path / "bad.html"
-    page.write_text('<html><head></head><body><img alt="broken" src="data:image/png;base64,AAAA">'
-                    '<img alt="remote" src="http://192.0.2.1/x.png"><script>undefinedFunction()</script></body></html>')
+    page.write_text(
+        '<html><head></head><body><img alt="broken" src="data:image/png;base64,AAAA">'
+        '<img alt="remote" src="http://192.0.2.1/x.png"><script>undefinedFunction()</script></body></html>'
+    )
     result = _check(page, tmp_path)
     assert "broken" in result["broken"] and "remote" in result["broken"]
     assert any("undefinedFunction" in e for e in result["errors"])
     assert any("192.0.2.1" in b for b in result["blocked"])
 
 
-def test_combined_report_of_an_emulated_and_a_host_session_renders_both_targets(sme2_project: pytest.Pytester,
-                                                                                tmp_path: Path) -> None:
+def test_combined_report_of_an_emulated_and_a_host_session_renders_both_targets(
+    sme2_project: pytest.Pytester, tmp_path: Path
+) -> None:
     from pytest_sme2.cli import main
     from pytest_sme2.run import emulation_setup as emulation
 
@@ -121,14 +136,19 @@ def test_combined_report_of_an_emulated_and_a_host_session_renders_both_targets(
         pytest.skip(f"the emulated target is not ready: {status.problem}")
     sme2_project.makepyfile(PERF_TEST)
     for target in ("emulated", "host"):
-        result = sme2_project.runpytest_inprocess(f"--sme2-target={target}", f"--sme2-artifacts-dir=artifacts-{target}",
-                                                  "--sme2-no-baselines", "-p", "no:cacheprovider")
+        result = sme2_project.runpytest_inprocess(
+            f"--sme2-target={target}",
+            f"--sme2-artifacts-dir=artifacts-{target}",
+            "--sme2-no-baselines",
+            "-p",
+            "no:cacheprovider",
+        )
         result.assert_outcomes(passed=1)
     sessions = [str(next((sme2_project.path / f"artifacts-{t}").glob("session-*"))) for t in ("emulated", "host")]
     out = sme2_project.path / "combined"
     assert main(["report", *sessions, "--out", str(out)]) == 0
     markdown = (out / "combined.md").read_text()
-    table = markdown[markdown.index("### `"):]
+    table = markdown[markdown.index("### `") :]
     header = next(line for line in table.splitlines() if line.startswith("| variant |"))
     assert "emulated (" in header and "host (" in header  # both targets side by side for the test
     row = next(line for line in table.splitlines() if line.startswith("| sme2=auto threads=1 |"))
@@ -144,6 +164,7 @@ def test_combined_report_of_an_emulated_and_a_host_session_renders_both_targets(
     import json
 
     from pytest_sme2.report.commands import analyze
+
     [emulated_profile] = json.loads(Path(sessions[0], "summary.json").read_text())["tests"][0]["profiles"]
     etdump = next(Path(sessions[0]).rglob("timed.etdp"))
     analyzed = json.loads(analyze(etdump, None, None, as_json=True))

@@ -63,26 +63,43 @@ def _session_dir(project: pytest.Pytester) -> Path:
 def test_session_outputs_table_and_html_extra(sme2_project: pytest.Pytester) -> None:
     (sme2_project.path / "models" / "slow.py").write_text(SLOW_MODEL)
     sme2_project.makepyfile(PERF_TEST + SLOW_TEST)
-    result = sme2_project.runpytest_inprocess("-v", "--sme2-artifacts-dir=artifacts", "--html=report.html",
-                                              "--self-contained-html")
+    result = sme2_project.runpytest_inprocess(
+        "-v", "--sme2-artifacts-dir=artifacts", "--html=report.html", "--self-contained-html"
+    )
     out = result.stdout.str()
     # progress (-v: lines): the export and the variant, each when it starts and ends
-    result.stdout.fnmatch_lines(["sme2: exporting tiny fp32-xnnpack ...", "sme2: tiny fp32-xnnpack * (key *) in *",
-                                 "sme2: running tiny fp32-xnnpack [[]host sme2=auto threads=1[]]: 1 warmup + 3 timed runs ...",
-                                 "sme2: tiny fp32-xnnpack [[]host sme2=auto threads=1[]] done: 3/3 runs in *"])
+    result.stdout.fnmatch_lines(
+        [
+            "sme2: exporting tiny fp32-xnnpack ...",
+            "sme2: tiny fp32-xnnpack * (key *) in *",
+            "sme2: running tiny fp32-xnnpack [[]host sme2=auto threads=1[]]: 1 warmup + 3 timed runs ...",
+            "sme2: tiny fp32-xnnpack [[]host sme2=auto threads=1[]] done: 3/3 runs in *",
+        ]
+    )
     # one table of perf tests only
-    result.stdout.fnmatch_lines(["*= sme2 performance summary =*", "test * model * variant * median ms *verdict*",
-                                 "test_tiny * tiny fp32-xnnpack * host sme2=auto threads=1 * 0.* *%*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*= sme2 performance summary =*",
+            "test * model * variant * median ms *verdict*",
+            "test_tiny * tiny fp32-xnnpack * host sme2=auto threads=1 * 0.* *%*",
+        ]
+    )
     # The top category of a 40-microsecond model depends on timing (overhead vs its one GEMM), so any named one.
     assert re.search(r"^test_tiny .* (CONV|GEMM|DATA_MOVEMENT|ELEMENTWISE|OTHER) \d+%", out, re.MULTILINE), out
     assert "test_not_perf  " not in out
     # the host target reports timed runs: slow runs take longer than its half-second reporting interval
-    result.stdout.fnmatch_lines(["sme2: running slow fp32-xnnpack [[]host sme2=auto threads=1[]] run [12]/3",
-                                 "sme2: slow fp32-xnnpack [[]host sme2=auto threads=1[]] done: 3/3 runs in *"])
+    result.stdout.fnmatch_lines(
+        [
+            "sme2: running slow fp32-xnnpack [[]host sme2=auto threads=1[]] run [12]/3",
+            "sme2: slow fp32-xnnpack [[]host sme2=auto threads=1[]] done: 3/3 runs in *",
+        ]
+    )
     session = _session_dir(sme2_project)
     summary = json.loads((session / "summary.json").read_text())
     assert summary["schema_version"] == 2 and [t["nodeid"].rsplit("::")[1] for t in summary["tests"]] == [
-        "test_slow", "test_tiny"]
+        "test_slow",
+        "test_tiny",
+    ]
     (profile,) = summary["tests"][1]["profiles"]
     assert len(profile["e2e_ms"]) == 3 and profile["model"] == "tiny"
     assert "| test_tiny | tiny fp32-xnnpack |" in (session / "summary.md").read_text()
@@ -99,12 +116,11 @@ def test_session_outputs_table_and_html_extra(sme2_project: pytest.Pytester) -> 
     html = (sme2_project.path / "report.html").read_text()
     # pytest-html collapses passed tests: the perf tests' table and the session report's link sit on top
     start = html.index("pytest-sme2: performance summary")
-    top = html[start:html.index("</div>", start)]
+    top = html[start : html.index("</div>", start)]
     assert "test_tiny" in top and "test_slow" in top and "tiny fp32-xnnpack" in top
     assert f'href="artifacts/{session.name}/report.html"' in top and (session / "report.html").is_file()
     assert "Where time went" not in html or "data:image/png;base64" in html
     assert html.count("data:image/png;base64") >= 6  # latency, categories, top operators of each test
-
 
 
 def test_a_report_that_cannot_be_built_fails_the_session_naming_why(sme2_project: pytest.Pytester) -> None:
@@ -122,8 +138,12 @@ def test_a_report_that_cannot_be_built_fails_the_session_naming_why(sme2_project
     result = sme2_project.runpytest_subprocess("--sme2-no-baselines", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=2)
     assert result.ret == 1
-    result.stdout.fnmatch_lines(["*sme2: building the sme2 report of test_a_report*::test_tiny failed: RuntimeError: "
-                                 "this profile cannot be serialised*the session fails for it*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*sme2: building the sme2 report of test_a_report*::test_tiny failed: RuntimeError: "
+            "this profile cannot be serialised*the session fails for it*"
+        ]
+    )
 
 
 def test_a_device_model_on_a_timing_target_says_nothing_was_modelled(sme2_project: pytest.Pytester) -> None:
@@ -131,9 +151,13 @@ def test_a_device_model_on_a_timing_target_says_nothing_was_modelled(sme2_projec
     sme2_project.makepyfile(PERF_TEST)
     result = sme2_project.runpytest_inprocess("--sme2-target=host", "--sme2-device=apple-m4", "--sme2-no-baselines")
     result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines(["sme2: --sme2-device apple-m4: nothing was modelled: a device model prices the "
-                                 "instructions of counted runs (the emulated target), and no run of this session was "
-                                 "counted"])
+    result.stdout.fnmatch_lines(
+        [
+            "sme2: --sme2-device apple-m4: nothing was modelled: a device model prices the "
+            "instructions of counted runs (the emulated target), and no run of this session was "
+            "counted"
+        ]
+    )
     skipped = sme2_project.runpytest_inprocess("--sme2-target=host", "--sme2-device=apple-m4", "-k", "not_perf")
     skipped.assert_outcomes(passed=1, deselected=1)  # no profile at all: it is said all the same
     skipped.stdout.fnmatch_lines(["sme2: --sme2-device apple-m4: nothing was modelled*"])

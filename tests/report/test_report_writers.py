@@ -32,14 +32,22 @@ from pytest_sme2.report.markdown import session_markdown
 from pytest_sme2.report.summary import SCHEMA_VERSION, load_summary, session_summary, write_session
 from pytest_sme2.report.table import COLUMNS, columns, summary_rows
 
-CONV_OFF, CONV_ON, TRANSPOSE = "Convolution (NHWC, F32) IGEMM #1", "Convolution (NHWC, PF32) IGEMM #1", "Transpose (ND, X32) #1"
+CONV_OFF, CONV_ON, TRANSPOSE = (
+    "Convolution (NHWC, F32) IGEMM #1",
+    "Convolution (NHWC, PF32) IGEMM #1",
+    "Transpose (ND, X32) #1",
+)
 LAYER_NORM = "native_call_native_layer_norm.out"
 
 
 def _run(e2e_ns: int, call_ns: int, conv: str, conv_ns: int) -> RunSpec:
-    return RunSpec(e2e_ns=e2e_ns, delegate_call_ns=call_ns, delegate_instr=1,
-                   delegate_ops=[(conv, conv_ns), (TRANSPOSE, 100_000)],
-                   portable_ops=[(LAYER_NORM, 60_000, 80_000, 5)])
+    return RunSpec(
+        e2e_ns=e2e_ns,
+        delegate_call_ns=call_ns,
+        delegate_instr=1,
+        delegate_ops=[(conv, conv_ns), (TRANSPOSE, 100_000)],
+        portable_ops=[(LAYER_NORM, 60_000, 80_000, 5)],
+    )
 
 
 def _profile(path: Path, sme2: bool, emulated: bool = False) -> Profile:
@@ -48,15 +56,20 @@ def _profile(path: Path, sme2: bool, emulated: bool = False) -> Profile:
     else:
         write_etdump(path, [_run(1_000_000, 800_000, CONV_OFF, 500_000)] * 2)
     return Profile.from_etdump(
-        path, model="m", recipe="fp32-xnnpack", variant=f"host sme2={'on' if sme2 else 'off'} threads=1",
+        path,
+        model="m",
+        recipe="fp32-xnnpack",
+        variant=f"host sme2={'on' if sme2 else 'off'} threads=1",
         metadata={"run": {"sme2": sme2, "threads": 1}, "target": {"name": "host", "emulated": emulated}},
-        artifacts={"timed_etdump": str(path)})
+        artifacts={"timed_etdump": str(path)},
+    )
 
 
 @pytest.fixture
 def entry(tmp_path: Path) -> dict:
-    return build_test_entry("test_m.py::test_m", [_profile(tmp_path / "on.etdp", True),
-                                              _profile(tmp_path / "off.etdp", False)])
+    return build_test_entry(
+        "test_m.py::test_m", [_profile(tmp_path / "on.etdp", True), _profile(tmp_path / "off.etdp", False)]
+    )
 
 
 def test_on_off_comparison_numbers(entry: dict) -> None:
@@ -119,8 +132,10 @@ def test_summary_table_and_markdown(entry: dict, tmp_path: Path) -> None:
 
 
 def test_emulated_records_label_time_and_give_no_speedup(tmp_path: Path) -> None:
-    entry = build_test_entry("t.py::t", [_profile(tmp_path / "on.etdp", True, emulated=True),
-                                      _profile(tmp_path / "off.etdp", False, emulated=True)])
+    entry = build_test_entry(
+        "t.py::t",
+        [_profile(tmp_path / "on.etdp", True, emulated=True), _profile(tmp_path / "off.etdp", False, emulated=True)],
+    )
     (comparison,) = entry["comparisons"]
     assert comparison["speedup"] is None and all(c["speedup"] is None for c in comparison["categories"])
     on_row = summary_rows([entry])[0]
@@ -153,14 +168,17 @@ def test_csv_exports_use_the_kits_columns_and_event_times(tmp_path: Path) -> Non
         reader = csv.DictReader(handle)
         assert reader.fieldnames == OPS_STATS_COLUMNS
         stats = {r["name"]: r for r in reader}
-    assert stats["Method::execute"]["count"] == "1" and float(stats["Method::execute"]["total_ms"]) == pytest.approx(1.0)
+    assert stats["Method::execute"]["count"] == "1" and float(stats["Method::execute"]["total_ms"]) == pytest.approx(
+        1.0
+    )
     conv_stats = stats["Convolution (NHWC, F32) IGEMM"]
     assert conv_stats["model_id"] == "m fp32" and float(conv_stats["avg_ms"]) == pytest.approx(0.5)
     assert float(conv_stats["pct_total"]) == pytest.approx(0.5 / 2.54 * 100)
 
 
-def test_summary_json_round_trip_and_report_rebuild(entry: dict, tmp_path: Path,
-                                                    capsys: pytest.CaptureFixture[str]) -> None:
+def test_summary_json_round_trip_and_report_rebuild(
+    entry: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     session = tmp_path / "session"
     entry = {**entry, "outcome": "passed", "verdicts": [{"verdict": "ok", "message": "within 10%"}]}
     paths = write_session(session_summary([entry], session), session)
@@ -176,38 +194,66 @@ def test_summary_json_round_trip_and_report_rebuild(entry: dict, tmp_path: Path,
 
 
 def test_verdicts_are_read_from_both_documented_properties() -> None:
-    verdicts = verdicts_of([
-        ("sme2_verdicts", {"verdict": "regression", "message": "12% slower"}),
-        ("sme2_baseline", {"failed": [], "missing": ["no baseline for x"], "written": [], "verdicts": []}),
-        ("other", "ignored"),
-    ])
-    assert verdicts == [{"verdict": "regression", "message": "12% slower"},
-                        {"verdict": "no baseline", "message": "no baseline for x"}]
+    verdicts = verdicts_of(
+        [
+            ("sme2_verdicts", {"verdict": "regression", "message": "12% slower"}),
+            ("sme2_baseline", {"failed": [], "missing": ["no baseline for x"], "written": [], "verdicts": []}),
+            ("other", "ignored"),
+        ]
+    )
+    assert verdicts == [
+        {"verdict": "regression", "message": "12% slower"},
+        {"verdict": "no baseline", "message": "no baseline for x"},
+    ]
 
 
 def test_sme2_variant_without_sme_kernels_is_called_out(tmp_path: Path) -> None:
     path = write_etdump(tmp_path / "on.etdp", [_run(1_000_000, 800_000, CONV_OFF, 500_000)] * 2)  # F32 kernels only
-    profile = Profile.from_etdump(path, model="m", recipe="fp32-xnnpack", variant="host sme2=on threads=1",
-                                  metadata={"run": {"sme2": True, "threads": 1}})
+    profile = Profile.from_etdump(
+        path,
+        model="m",
+        recipe="fp32-xnnpack",
+        variant="host sme2=on threads=1",
+        metadata={"run": {"sme2": True, "threads": 1}},
+    )
     advice = recommendations(build_test_entry("t.py::t", [profile]))
-    assert advice[0] == ("host sme2=on threads=1: only 0% of CONV+GEMM time ran packed SME kernels (PF32/PF16/PQS8; "
-                         "QP8 is not SME evidence); check that the dtype has SME2 kernels and the CPU really has SME2.")
+    assert advice[0] == (
+        "host sme2=on threads=1: only 0% of CONV+GEMM time ran packed SME kernels (PF32/PF16/PQS8; "
+        "QP8 is not SME evidence); check that the dtype has SME2 kernels and the CPU really has SME2."
+    )
 
 
 def test_sme_path_advice_agrees_with_the_kernel_trace(tmp_path: Path) -> None:
     """Names without packed formats, but SME kernels executed (int8 dynamic QP8): no "0% ran SME" claim."""
     path = write_etdump(tmp_path / "on.etdp", [_run(1_000_000, 800_000, CONV_OFF, 500_000)] * 2)
-    traced = {"sme_kernels": ["kai_run_matmul_clamp_f32_qai8dxp1vlx4_qsi8cxp4vlx4_1vlx4vl_sme2_mopa"],
-              "sme2_kernels": [], "functions": 1}
-    profile = Profile.from_etdump(path, model="m", recipe="int8-dynamic-xnnpack", variant="emulated sme2=on threads=1",
-                                  metadata={"run": {"sme2": True, "threads": 1}, "kernel_trace": traced})
+    traced = {
+        "sme_kernels": ["kai_run_matmul_clamp_f32_qai8dxp1vlx4_qsi8cxp4vlx4_1vlx4vl_sme2_mopa"],
+        "sme2_kernels": [],
+        "functions": 1,
+    }
+    profile = Profile.from_etdump(
+        path,
+        model="m",
+        recipe="int8-dynamic-xnnpack",
+        variant="emulated sme2=on threads=1",
+        metadata={"run": {"sme2": True, "threads": 1}, "kernel_trace": traced},
+    )
     advice = recommendations(build_test_entry("t.py::t", [profile]))
     assert not any("only 0%" in line for line in advice)
-    assert advice[0].startswith("emulated sme2=on threads=1: 0% of CONV+GEMM time is in operators with packed SME "
-                                "formats (PF32/PF16/PQS8), and the kernel trace shows 1 SME/SME2 kernel(s) executed")
-    untraced = Profile.from_etdump(path, model="m", recipe="fp32", variant="emulated sme2=on threads=1",
-                                   metadata={"run": {"sme2": True, "threads": 1},
-                                             "kernel_trace": {"sme_kernels": [], "sme2_kernels": [], "functions": 1}})
+    assert advice[0].startswith(
+        "emulated sme2=on threads=1: 0% of CONV+GEMM time is in operators with packed SME "
+        "formats (PF32/PF16/PQS8), and the kernel trace shows 1 SME/SME2 kernel(s) executed"
+    )
+    untraced = Profile.from_etdump(
+        path,
+        model="m",
+        recipe="fp32",
+        variant="emulated sme2=on threads=1",
+        metadata={
+            "run": {"sme2": True, "threads": 1},
+            "kernel_trace": {"sme_kernels": [], "sme2_kernels": [], "functions": 1},
+        },
+    )
     assert "and the kernel trace shows no SME kernel executed" in recommendations(build_test_entry("t", [untraced]))[0]
 
 
@@ -230,7 +276,10 @@ def test_html_and_terminal_count_the_same_runs_left_out(entry: dict, tmp_path: P
 
     # a busy machine: one run disturbed itself, two more after a disturbed reference run (numbers set here)
     profile = dict(entry["profiles"][0], disturbed_runs=1, disturbed_references=2, runs=40)
-    assert disturbed_text(profile) == " (1 disturbed by the machine, 2 after a disturbed reference run: left out of verdicts)"
+    assert (
+        disturbed_text(profile)
+        == " (1 disturbed by the machine, 2 after a disturbed reference run: left out of verdicts)"
+    )
     page = session_html(session_summary([dict(entry, profiles=[profile, entry["profiles"][1]])], tmp_path))
     assert "<td>3 of 40 (1 disturbed by the machine, 2 after a disturbed reference run)</td>" in page
 
@@ -264,14 +313,18 @@ def test_report_of_an_untrusted_session_folder_writes_no_link_and_no_markup(entr
     assert table_row.count(" | ") == len(COLUMNS) - 1  # the id's pipe did not add a column
 
 
-@pytest.mark.parametrize("hostile", ["javascript:alert(1)", " JaVa\tscript:alert(1)", "data:text/html,<b>x</b>",
-                                     "https://example.invalid/x.etdp"])
+@pytest.mark.parametrize(
+    "hostile",
+    ["javascript:alert(1)", " JaVa\tscript:alert(1)", "data:text/html,<b>x</b>", "https://example.invalid/x.etdp"],
+)
 @pytest.mark.parametrize("session_dir", [None, "session"])
 def test_artifact_links_are_only_file_paths(entry: dict, tmp_path: Path, hostile: str, session_dir: str | None) -> None:
     """Issue 23 (weak): a summary.json whose artifact path is a ``javascript:`` (or any non-file) URL,
     with or without ``session_dir``: shown as escaped text, never an href; file paths stay links."""
-    profiles = [dict(p, artifacts={"timed_etdump": hostile, "plain": "runs/on dir/a:b.etdp",
-                                   "url": "file:///tmp/x.etdp"}) for p in entry["profiles"]]
+    profiles = [
+        dict(p, artifacts={"timed_etdump": hostile, "plain": "runs/on dir/a:b.etdp", "url": "file:///tmp/x.etdp"})
+        for p in entry["profiles"]
+    ]
     summary = session_summary([dict(entry, profiles=profiles)], tmp_path / "session")
     summary["session_dir"] = None if session_dir is None else str(tmp_path / session_dir)
     page = session_html(summary)
@@ -281,23 +334,38 @@ def test_artifact_links_are_only_file_paths(entry: dict, tmp_path: Path, hostile
     assert "file:///tmp/x.etdp" in hrefs
     assert "<b>x</b>" not in page
     import html as _html
+
     assert _html.escape(hostile) in page  # the text is still shown
 
 
-def test_compare_of_two_different_programs_warns_before_the_speedup(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_compare_of_two_different_programs_warns_before_the_speedup(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Issue 23 (weak): ``compare`` of ETDumps of two different programs printed ``6.81x [4.68, 7.97]``
     with no warning. The same program with SME2 on and off (F32 -> PF32 kernels) gives no warning."""
     off, on = tmp_path / "off.etdp", tmp_path / "on.etdp"
     _profile(off, False), _profile(on, True)
     other = tmp_path / "other.etdp"
-    write_etdump(other, [RunSpec(e2e_ns=150_000, delegate_call_ns=100_000, delegate_instr=2,
-                                 delegate_ops=[("Fully Connected (NC, F32) GEMM #1", 50_000)],
-                                 portable_ops=[("native_call_softmax.out", 20_000, 30_000, 4)])] * 2)
+    write_etdump(
+        other,
+        [
+            RunSpec(
+                e2e_ns=150_000,
+                delegate_call_ns=100_000,
+                delegate_instr=2,
+                delegate_ops=[("Fully Connected (NC, F32) GEMM #1", 50_000)],
+                portable_ops=[("native_call_softmax.out", 20_000, 30_000, 4)],
+            )
+        ]
+        * 2,
+    )
     assert main(["compare", str(off), str(on)]) == 0
     assert "DIFFERENT PROGRAMS" not in capsys.readouterr().out
     assert main(["compare", str(off), str(other)]) == 0
     lines = capsys.readouterr().out.splitlines()
-    warning = next(i for i, line in enumerate(lines) if line.startswith("WARNING: A and B are ETDumps of DIFFERENT PROGRAMS"))
+    warning = next(
+        i for i, line in enumerate(lines) if line.startswith("WARNING: A and B are ETDumps of DIFFERENT PROGRAMS")
+    )
     assert warning < next(i for i, line in enumerate(lines) if "speedup of B over A" in line)
     assert "native_call_softmax.out @4" in lines[warning] and "native_call_native_layer_norm.out @5" in lines[warning]
     assert "Fully Connected" in lines[warning] and "delegate call @2" in lines[warning]
@@ -347,8 +415,10 @@ def test_the_size_column_is_named_for_what_its_rows_hold() -> None:
     assert columns([host])[size] == "median ms"
     assert columns([emulated])[size] == "instructions per inference (emulated)"
     assert columns([host, emulated])[size] == "median ms (emulated: instructions)"
-    assert all(len(columns(entries)) == len(COLUMNS) and columns(entries)[:size] == COLUMNS[:size]
-               for entries in ([host], [emulated], [host, emulated]))
+    assert all(
+        len(columns(entries)) == len(COLUMNS) and columns(entries)[:size] == COLUMNS[:size]
+        for entries in ([host], [emulated], [host, emulated])
+    )
 
 
 def test_a_ratio_below_one_reads_as_more_instructions_not_fewer() -> None:
@@ -369,12 +439,21 @@ def test_a_passing_tests_inconclusive_verdict_is_not_shown_as_ok() -> None:
     from pytest_sme2.gate.verdict import Verdict
     from pytest_sme2.report.entries import verdict_text, verdicts_of
 
-    judged = [Verdict("share", "ok", "m fp32", "shares within tolerance"),
-              Verdict("latency", "inconclusive", "m fp32", "latency not judged: this run has 6 undisturbed of 120 runs"),
-              Verdict("latency", "improvement", "m fp32", "relative latency -30.0%"),
-              Verdict("load", "skipped", "m fp32", "load not judged")]
-    outcome = {"verdicts": [v.as_dict() for v in judged],
-               "failed": [], "missing": [], "written": [], "unchanged": [], "findings": [], "notes": []}
+    judged = [
+        Verdict("share", "ok", "m fp32", "shares within tolerance"),
+        Verdict("latency", "inconclusive", "m fp32", "latency not judged: this run has 6 undisturbed of 120 runs"),
+        Verdict("latency", "improvement", "m fp32", "relative latency -30.0%"),
+        Verdict("load", "skipped", "m fp32", "load not judged"),
+    ]
+    outcome = {
+        "verdicts": [v.as_dict() for v in judged],
+        "failed": [],
+        "missing": [],
+        "written": [],
+        "unchanged": [],
+        "findings": [],
+        "notes": [],
+    }
     rows = verdicts_of([("sme2_baseline", outcome)])
     assert [r["verdict"] for r in rows] == ["ok", "inconclusive", "improvement", "ok"]
     assert rows[1]["message"] == "[inconclusive] m fp32: latency not judged: this run has 6 undisturbed of 120 runs"

@@ -26,8 +26,12 @@ CONV, GEMM = "Convolution (NHWC, F32) IGEMM #1", "Fully Connected (NC, F32) GEMM
 
 
 def _run(e2e_ns: int, conv_ns: int) -> RunSpec:
-    return RunSpec(e2e_ns=e2e_ns, delegate_call_ns=conv_ns + 40_000, delegate_ops=[(CONV, conv_ns), (GEMM, 20_000)],
-                   portable_ops=[("native_call_cumsum.out", 5_000, 7_000, 3)])
+    return RunSpec(
+        e2e_ns=e2e_ns,
+        delegate_call_ns=conv_ns + 40_000,
+        delegate_ops=[(CONV, conv_ns), (GEMM, 20_000)],
+        portable_ops=[("native_call_cumsum.out", 5_000, 7_000, 3)],
+    )
 
 
 def _profile(path: Path, variant: str, conv_ns: list[int], throttled: list[bool] | None = None) -> Profile:
@@ -90,11 +94,34 @@ def test_runner_processes_are_threads_each_from_zero(tmp_path: Path) -> None:
 def test_sampled_kernels_nest_in_their_operator_by_share(tmp_path: Path) -> None:
     profile = _profile(tmp_path / "on.etdp", "sme2=on", [80_000])
     conv_id = op_id(next(k for k in profile.trace.ops if k.name == CONV))
-    kernels = pd.DataFrame([
-        {"op": conv_id, "event": CONV, "category": "CONV", "delegated": True, "kernel": "kai_matmul_sme2_mopa",
-         "library": "libxnnpack.so", "kind": "sme2", "samples": 30, "ms_per_run": 0.06, "share": 0.75},
-        {"op": conv_id, "event": CONV, "category": "CONV", "delegated": True, "kernel": "xnn_pack_lh",
-         "library": "libxnnpack.so", "kind": "packing", "samples": 10, "ms_per_run": 0.02, "share": 0.25}])
+    kernels = pd.DataFrame(
+        [
+            {
+                "op": conv_id,
+                "event": CONV,
+                "category": "CONV",
+                "delegated": True,
+                "kernel": "kai_matmul_sme2_mopa",
+                "library": "libxnnpack.so",
+                "kind": "sme2",
+                "samples": 30,
+                "ms_per_run": 0.06,
+                "share": 0.75,
+            },
+            {
+                "op": conv_id,
+                "event": CONV,
+                "category": "CONV",
+                "delegated": True,
+                "kernel": "xnn_pack_lh",
+                "library": "libxnnpack.so",
+                "kind": "packing",
+                "samples": 10,
+                "ms_per_run": 0.02,
+                "share": 0.25,
+            },
+        ]
+    )
     profile.kernel_time = KernelTime(kernels, pd.DataFrame(columns=list(KernelTime._OP_COLUMNS)), runs=1)
     slices = validate(timeline_document("t", [profile]))
     (conv,) = [e for e in slices if e["name"] == conv_id]
@@ -114,8 +141,14 @@ def test_a_profile_without_positions_says_why_and_draws_nothing(tmp_path: Path) 
 
     etdump = write_etdump(tmp_path / "e.etdp", [_run(260_000, 50_000)])
     counts = write_instruction_counts(etdump, {CONV: {"mopa_fp32": 100, "simd_fp": 50}})
-    profile = Profile.from_etdump(etdump, model="net", recipe="fp32-xnnpack", variant="emulated sme2=on",
-                                  metadata=emulated_metadata(), instructions=InstructionTrace.from_counts(counts, etdump, None))
+    profile = Profile.from_etdump(
+        etdump,
+        model="net",
+        recipe="fp32-xnnpack",
+        variant="emulated sme2=on",
+        metadata=emulated_metadata(),
+        instructions=InstructionTrace.from_counts(counts, etdump, None),
+    )
     document = timeline_document("t", [profile])
     assert _slices(document) == []
     (name,) = [e["args"]["name"] for e in document["traceEvents"] if e["name"] == "process_name"]
@@ -137,7 +170,6 @@ def test_the_validator_rejects_what_the_importers_would_misdraw() -> None:
         validate([ok])
 
 
-
 def test_the_session_writes_each_tests_timeline_and_links_it(sme2_project: pytest.Pytester) -> None:
     sme2_project.makepyfile(PERF_TEST)
     result = sme2_project.runpytest_inprocess("--sme2-artifacts-dir=artifacts", "--sme2-timeline")
@@ -151,8 +183,9 @@ def test_the_session_writes_each_tests_timeline_and_links_it(sme2_project: pytes
     assert "- timeline (ui.perfetto.dev or chrome://tracing): `" in (session / "summary.md").read_text()
 
 
-def test_a_timeline_that_cannot_be_written_fails_the_session_and_keeps_the_rest(sme2_project: pytest.Pytester,
-                                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_timeline_that_cannot_be_written_fails_the_session_and_keeps_the_rest(
+    sme2_project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import pytest_sme2.report.timeline as timeline
 
     def refuse(*_args, **_kwargs):
@@ -172,5 +205,6 @@ def test_on_the_host_target_a_thread_is_a_request_to_its_worker(tmp_path: Path) 
     profile = _profile(tmp_path / "h.etdp", "host", [50_000])
     profile.metadata["target"] = {"name": "host"}
     document = timeline_document("t", [profile])
-    assert [e["args"]["name"] for e in document["traceEvents"] if e["name"] == "thread_name"] == \
-        ["worker request 1: runs 1-1"]
+    assert [e["args"]["name"] for e in document["traceEvents"] if e["name"] == "thread_name"] == [
+        "worker request 1: runs 1-1"
+    ]

@@ -71,6 +71,8 @@ def _check_nesting(slices: list[dict[str, Any]]) -> None:
             while stack and stack[-1][0] <= begin + eps:
                 stack.pop()
             if stack and end > stack[-1][0] + eps:
-                raise TraceFormatError(f"{event['name']} [{begin}, {end}] overlaps {stack[-1][1]['name']} "
-                                       f"ending at {stack[-1][0]} without nesting in it")
+                raise TraceFormatError(
+                    f"{event['name']} [{begin}, {end}] overlaps {stack[-1][1]['name']} "
+                    f"ending at {stack[-1][0]} without nesting in it"
+                )
             stack.append((end, event))

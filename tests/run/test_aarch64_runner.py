@@ -20,8 +20,8 @@ from conftest import REPO
 from pytest_sme2 import Profile, Recipe
 from pytest_sme2.measure.session import Settings, Sme2Session
 from pytest_sme2.run import emulation_setup as emulation
-from pytest_sme2.run.native.build import build_mask_library, build_runner
 from pytest_sme2.run.call_plan import native_calls
+from pytest_sme2.run.native.build import build_mask_library, build_runner
 from pytest_sme2.run.native.tensorfile import read_tensors
 
 # Prefer the emulated target's qemu 11.1 (SME and SME2, so the mask must hide both); Debian's
@@ -62,11 +62,19 @@ def _run(runner: Path, pte: Path, inputs_pt: Path, out: Path, cpu: str, preload:
     command = [QEMU, "-cpu", cpu]
     if preload is not None:
         command += ["-E", f"LD_PRELOAD={preload}"]  # set in the guest, not in qemu itself
-    command += [str(runner), f"--model_path={pte}", f"--etdump_path={out / 'timed.etdp'}",
-                f"--inputs_path={inputs}", f"--outputs_path={out / 'outputs.bin'}",
-                "--num_executions=1", "--warmup=0", "--cpu_threads=1"]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=600,
-                            env={**os.environ, "QEMU_LD_PREFIX": str(SYSROOT)})
+    command += [
+        str(runner),
+        f"--model_path={pte}",
+        f"--etdump_path={out / 'timed.etdp'}",
+        f"--inputs_path={inputs}",
+        f"--outputs_path={out / 'outputs.bin'}",
+        "--num_executions=1",
+        "--warmup=0",
+        "--cpu_threads=1",
+    ]
+    result = subprocess.run(
+        command, capture_output=True, text=True, timeout=600, env={**os.environ, "QEMU_LD_PREFIX": str(SYSROOT)}
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     assert "PYTEST_SME2_RESULT" in result.stdout
     return Profile.from_etdump(out / "timed.etdp")
@@ -78,14 +86,17 @@ def _heavy_kinds(profile: Profile) -> set[str]:
 
 
 @pytest.mark.parametrize("model", ["toy_cnn", "mobilenet_v3_small"])
-def test_aarch64_runner_takes_the_sme_path_and_masking_removes_it(built: tuple[Path, Path], session: Sme2Session,
-                                                                  model: str, tmp_path: Path) -> None:
+def test_aarch64_runner_takes_the_sme_path_and_masking_removes_it(
+    built: tuple[Path, Path], session: Sme2Session, model: str, tmp_path: Path
+) -> None:
     runner, mask = built
     exported = session.export(model, Recipe())
     on = _run(runner, exported.path, exported.inputs_path, tmp_path / "on", "max")
     if not on.sme_path_ops:
-        pytest.skip(f"{subprocess.run([QEMU, '--version'], capture_output=True, text=True).stdout.split(chr(10))[0]} "
-                    "exposes no SME to XNNPACK")
+        pytest.skip(
+            f"{subprocess.run([QEMU, '--version'], capture_output=True, text=True).stdout.split(chr(10))[0]} "
+            "exposes no SME to XNNPACK"
+        )
     masked = _run(runner, exported.path, exported.inputs_path, tmp_path / "masked", "max", preload=mask)
     sme_off = _run(runner, exported.path, exported.inputs_path, tmp_path / "off", "max,sme=off")
     assert on.sme_path_share > 0.5

@@ -32,11 +32,23 @@ def _arm64_device_problem() -> str | None:
         return namespaces_available()
     if not STATUS.ready:
         return f"emulated target not ready: {STATUS.problem}"
-    probe = subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "/bin/sh", "-c",
-                            "mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc"], capture_output=True)
+    probe = subprocess.run(
+        [
+            "unshare",
+            "--user",
+            "--map-root-user",
+            "--mount",
+            "/bin/sh",
+            "-c",
+            "mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc",
+        ],
+        capture_output=True,
+    )
     if probe.returncode != 0:
-        return ("the arm64 stand-in device needs a binfmt_misc of its own in a user namespace (Linux 6.7+): "
-                f"{probe.stderr.decode(errors='replace').strip()}")
+        return (
+            "the arm64 stand-in device needs a binfmt_misc of its own in a user namespace (Linux 6.7+): "
+            f"{probe.stderr.decode(errors='replace').strip()}"
+        )
     return None
 
 
@@ -50,8 +62,9 @@ def standin(tmp_path: Path) -> Iterator[AdbStandin]:
 
 
 def _arm64_phone(standin: AdbStandin, serial: str = "X300STANDIN") -> StandinDevice:
-    return standin.add_device(serial, sme2=True, abi="arm64-v8a", model="X300 Standin", soc="Dimensity Standin",
-                              emulator=STATUS.qemu)
+    return standin.add_device(
+        serial, sme2=True, abi="arm64-v8a", model="X300 Standin", soc="Dimensity Standin", emulator=STATUS.qemu
+    )
 
 
 def _translated(device: StandinDevice, pid_logs: set[Path]) -> str:
@@ -61,23 +74,37 @@ def _translated(device: StandinDevice, pid_logs: set[Path]) -> str:
     return "".join(path.read_text(errors="replace") for path in new)
 
 
-def test_own_aarch64_runner_runs_on_a_phone_without_glibc_sme2_on_and_off(standin: AdbStandin, exported_toy_cnn,
-                                                                         tmp_path: Path) -> None:
+def test_own_aarch64_runner_runs_on_a_phone_without_glibc_sme2_on_and_off(
+    standin: AdbStandin, exported_toy_cnn, tmp_path: Path
+) -> None:
     device = _arm64_phone(standin)
     # The device itself has no aarch64 glibc: its shell sees empty folders where this machine keeps them.
-    listing = subprocess.run(device.shell_argv(f"ls -A {' '.join(AARCH64_GLIBC_DIRS)}")[0], capture_output=True,
-                             text=True, env=device.shell_argv("true")[1])
-    assert listing.returncode == 0 and not [line for line in listing.stdout.splitlines()
-                                            if line and not line.endswith(":")]
-    session = Sme2Session(Settings(target="adb:X300STANDIN", cache_dir=tmp_path / "cache",
-                                   session_dir=tmp_path / "artifacts", target_options={"adb_server": standin.address}))
+    listing = subprocess.run(
+        device.shell_argv(f"ls -A {' '.join(AARCH64_GLIBC_DIRS)}")[0],
+        capture_output=True,
+        text=True,
+        env=device.shell_argv("true")[1],
+    )
+    assert listing.returncode == 0 and not [
+        line for line in listing.stdout.splitlines() if line and not line.endswith(":")
+    ]
+    session = Sme2Session(
+        Settings(
+            target="adb:X300STANDIN",
+            cache_dir=tmp_path / "cache",
+            session_dir=tmp_path / "artifacts",
+            target_options={"adb_server": standin.address},
+        )
+    )
     seen: set[Path] = set()
     try:
-        on = Runner(session, RunSpec(sme2=True, runs=2, warmup=1, max_rounds=1),
-                    session.test_dir("on")).profile(exported_toy_cnn)
+        on = Runner(session, RunSpec(sme2=True, runs=2, warmup=1, max_rounds=1), session.test_dir("on")).profile(
+            exported_toy_cnn
+        )
         on_code = _translated(device, seen)
-        off = Runner(session, RunSpec(sme2=False, runs=2, warmup=1, max_rounds=1),
-                     session.test_dir("off")).profile(exported_toy_cnn)
+        off = Runner(session, RunSpec(sme2=False, runs=2, warmup=1, max_rounds=1), session.test_dir("off")).profile(
+            exported_toy_cnn
+        )
         off_code = _translated(device, seen)
         pushed = sorted(p.name for p in device.root.glob("pytest-sme2-*/bin-*/*"))
     finally:
@@ -85,8 +112,14 @@ def test_own_aarch64_runner_runs_on_a_phone_without_glibc_sme2_on_and_off(standi
     # No runner option, no NDK: the target chose pytest-sme2's linux-aarch64 runner and pushed its loader and
     # every library it loads; SME2 off preloaded the aarch64 masking library.
     assert on.metadata["target"]["details"]["runner_on"] == str(STATUS.runner)
-    for name in ("sme2_runner", "ld-linux-aarch64.so.1", "libc.so.6", "libstdc++.so.6", "libexecutorch.so",
-                 "libsme2_mask.so"):
+    for name in (
+        "sme2_runner",
+        "ld-linux-aarch64.so.1",
+        "libc.so.6",
+        "libstdc++.so.6",
+        "libexecutorch.so",
+        "libsme2_mask.so",
+    ):
         assert name in pushed
     commands = [run.command for run in device.runs]
     assert len(commands) == 2 and all("/ld-linux-aarch64.so.1 --library-path " in c for c in commands)
@@ -104,25 +137,30 @@ def test_own_aarch64_runner_runs_on_a_phone_without_glibc_sme2_on_and_off(standi
     assert list(device.root.iterdir()) == []  # the session folder is removed at close
 
 
-def test_plugin_session_on_the_arm64_phone_needs_no_runner_option(pytester: pytest.Pytester, standin: AdbStandin,
-                                                                   shared_export_cache: Path) -> None:
+def test_plugin_session_on_the_arm64_phone_needs_no_runner_option(
+    pytester: pytest.Pytester, standin: AdbStandin, shared_export_cache: Path
+) -> None:
     device = _arm64_phone(standin, "emulator-5560")
     pytester.makeini(session_ini(standin, shared_export_cache, runs=2))
-    pytester.makepyfile(textwrap.dedent("""
+    pytester.makepyfile(
+        textwrap.dedent("""
         @__import__("pytest").mark.model("toy_cnn")
         def test_on_off(exported_pte, runner, etdump_profile):
             on = etdump_profile(exported_pte, runner(sme2=True))
             off = etdump_profile(exported_pte, runner(sme2=False))
             assert on.metadata["target"]["details"]["abi"] == "arm64-v8a"
             assert on.metadata["sme2_active"] and not off.metadata["sme2_active"]
-        """))
+        """)
+    )
     result = pytester.runpytest_inprocess("--sme2-target=adb:emulator-5560", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
     assert [run.exit_code for run in device.runs] == [0, 0]
     assert all(f"{DEVICE_TMP}/pytest-sme2-" in run.command for run in device.runs)
 
 
-def test_doctor_checks_the_phone_and_starts_the_runner_there(standin: AdbStandin, capsys: pytest.CaptureFixture) -> None:
+def test_doctor_checks_the_phone_and_starts_the_runner_there(
+    standin: AdbStandin, capsys: pytest.CaptureFixture
+) -> None:
     from pytest_sme2.cli import main
 
     _arm64_phone(standin, "R3CX300")
@@ -131,8 +169,10 @@ def test_doctor_checks_the_phone_and_starts_the_runner_there(standin: AdbStandin
     standin.add_device("R3CREFUSE", sme2=True, abi="arm64-v8a", model="Locked Phone")
     assert main(["doctor", "--sme2-target=adb:R3CX300", "--sme2-adb-server", standin.address]) in (0, 1)
     out = capsys.readouterr().out
-    lines = {m.group(2): f"{m.group(1)} {m.group(3)}"
-             for m in re.finditer(r"(?m)^\s*(ok|info|MISSING)  (.+?)\s{2,}(.*)$", out)}
+    lines = {
+        m.group(2): f"{m.group(1)} {m.group(3)}"
+        for m in re.finditer(r"(?m)^\s*(ok|info|MISSING)  (.+?)\s{2,}(.*)$", out)
+    }
     assert lines["device ABI"].split()[0] == "ok" and "arm64-v8a (aarch64)" in lines["device ABI"]
     assert lines["device SME2"].split()[0] == "ok"
     assert "device kernel" in lines
@@ -147,8 +187,9 @@ def test_doctor_checks_the_phone_and_starts_the_runner_there(standin: AdbStandin
     assert "docs/targets.md" in out
 
 
-def test_llm_with_executorch_custom_ops_on_a_phone(standin: AdbStandin, shared_export_cache: Path,
-                                                    tmp_path: Path) -> None:
+def test_llm_with_executorch_custom_ops_on_a_phone(
+    standin: AdbStandin, shared_export_cache: Path, tmp_path: Path
+) -> None:
     """A language model as ExecuTorch ships it (its LLM custom ops) on an arm64 phone: the kernel kit travels
     with the runner, and the last decode step's logits are the eager model's after the same prompt and steps
     (the cache filled by ExecuTorch's own update_cache kernel, attention by its custom_sdpa)."""
@@ -158,8 +199,15 @@ def test_llm_with_executorch_custom_ops_on_a_phone(standin: AdbStandin, shared_e
 
     _arm64_phone(standin, "LLMPHONE")
     sequence = LlmSequence(prefill=6, decode=2)
-    phases, model = adb_llm_phases(standin.address, "LLMPHONE", shared_export_cache, tmp_path / "artifacts",
-                                   "tiny_llama", sequence, RunSpec(runs=2, warmup=1, max_rounds=1))
+    phases, model = adb_llm_phases(
+        standin.address,
+        "LLMPHONE",
+        shared_export_cache,
+        tmp_path / "artifacts",
+        "tiny_llama",
+        sequence,
+        RunSpec(runs=2, warmup=1, max_rounds=1),
+    )
     torch.testing.assert_close(last_output(phases.decode), eager_sequence(model, sequence)[1], rtol=1e-4, atol=1e-4)
     kinds = set(phases.decode.ops["kind"])
     assert {"llama::custom_sdpa", "llama::update_cache"} <= kinds

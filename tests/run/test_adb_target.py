@@ -52,8 +52,11 @@ def adb_target(standin: AdbStandin, runner_binary: Path, tmp_path: Path) -> Iter
     made: list[AdbTarget] = []
 
     def make(serial: str | None = None, runner: Path | None = None, **options) -> AdbTarget:
-        target = AdbTarget(tmp_path / "logs", AdbOptions(serial=serial, server=standin.address, **options),
-                           runner=runner or runner_binary)
+        target = AdbTarget(
+            tmp_path / "logs",
+            AdbOptions(serial=serial, server=standin.address, **options),
+            runner=runner or runner_binary,
+        )
         made.append(target)
         return target
 
@@ -68,8 +71,11 @@ def _long(timeout_s: float = 60.0) -> RunSpec:
 
 def _mapped_files(pid: int) -> set[str]:
     try:
-        return {line.split(None, 5)[5] for line in Path(f"/proc/{pid}/maps").read_text().splitlines()
-                if len(line.split(None, 5)) == 6}
+        return {
+            line.split(None, 5)[5]
+            for line in Path(f"/proc/{pid}/maps").read_text().splitlines()
+            if len(line.split(None, 5)) == 6
+        }
     except OSError:
         return set()
 
@@ -83,15 +89,24 @@ def test_push_run_pull_with_device_facts_and_masking(standin: AdbStandin, export
         seen.append(_mapped_files(process.pid))
 
     device.on_runner_start = inspect
-    session = Sme2Session(Settings(target="adb:R5CW10ABCDE", cache_dir=tmp_path / "cache",
-                                   session_dir=tmp_path / "artifacts", target_options={"adb_server": standin.address}))
+    session = Sme2Session(
+        Settings(
+            target="adb:R5CW10ABCDE",
+            cache_dir=tmp_path / "cache",
+            session_dir=tmp_path / "artifacts",
+            target_options={"adb_server": standin.address},
+        )
+    )
     try:
         # Enough runs (about half a second, most of it the reference program's) for the hook to read the
         # live process's memory map.
         # One round each (max_rounds=1): the checks below count the runs of one runner process.
-        on = Runner(session, RunSpec(sme2=True, runs=150, warmup=1, max_rounds=1), session.test_dir("on")).profile(exported)
-        off = Runner(session, RunSpec(sme2=False, runs=150, warmup=1, max_rounds=1),
-                     session.test_dir("off")).profile(exported)
+        on = Runner(session, RunSpec(sme2=True, runs=150, warmup=1, max_rounds=1), session.test_dir("on")).profile(
+            exported
+        )
+        off = Runner(session, RunSpec(sme2=False, runs=150, warmup=1, max_rounds=1), session.test_dir("off")).profile(
+            exported
+        )
         target = session.target.info
     finally:
         session.close()
@@ -100,13 +115,19 @@ def test_push_run_pull_with_device_facts_and_masking(standin: AdbStandin, export
     assert len(on.reference_ms) == 150 and len(off.reference_ms) == 150 and min(on.reference_ms) > 0
     assert on.metadata["sme2_active"] is True and off.metadata["sme2_active"] is False
     details = on.metadata["target"]["details"]
-    assert (details["device_model"], details["soc"], details["android_version"]) == ("Pixel Standin",
-                                                                                      "Tensor Standin", "15")
+    assert (details["device_model"], details["soc"], details["android_version"]) == (
+        "Pixel Standin",
+        "Tensor Standin",
+        "15",
+    )
     assert details["cpuinfo_sme2"] is True and target.name == "adb:R5CW10ABCDE"
-    assert target.fingerprint.startswith("adb-x86_64-pixel-standin-tensor-standin-") and target.fingerprint.endswith("-sme2")
+    assert target.fingerprint.startswith("adb-x86_64-pixel-standin-tensor-standin-") and target.fingerprint.endswith(
+        "-sme2"
+    )
     outputs = torch.load(on.artifacts["outputs"], weights_only=True)
-    torch.testing.assert_close(outputs[0], torch.load(exported.reference_outputs_path, weights_only=True),
-                               rtol=1e-3, atol=1e-4)
+    torch.testing.assert_close(
+        outputs[0], torch.load(exported.reference_outputs_path, weights_only=True), rtol=1e-3, atol=1e-4
+    )
     # The runner loaded the libraries pushed next to it, and SME2 off preloaded the pushed masking library.
     assert len(seen) == 2
     pushed = f"{DEVICE_TMP}/pytest-sme2-"
@@ -117,12 +138,14 @@ def test_push_run_pull_with_device_facts_and_masking(standin: AdbStandin, export
     assert list(device.root.iterdir()) == []  # the session folder is removed at close
 
 
-def test_plugin_end_to_end_on_the_standin(pytester: pytest.Pytester, standin: AdbStandin,
-                                          shared_export_cache: Path, exported) -> None:
+def test_plugin_end_to_end_on_the_standin(
+    pytester: pytest.Pytester, standin: AdbStandin, shared_export_cache: Path, exported
+) -> None:
     standin.add_device("emulator-5554", sme2=True, model="Pixel Standin", soc="Tensor Standin")
     nosme2 = standin.add_device("emulator-5556", sme2=False, model="Old Phone", soc="Snapdragon Standin")
     pytester.makeini(session_ini(standin, shared_export_cache, runs=3))
-    pytester.makepyfile(textwrap.dedent("""
+    pytester.makepyfile(
+        textwrap.dedent("""
         import pytest
 
         @pytest.mark.model("toy_cnn")
@@ -132,7 +155,8 @@ def test_plugin_end_to_end_on_the_standin(pytester: pytest.Pytester, standin: Ad
             assert on.metadata["target"]["details"]["device_model"] == "Pixel Standin"
             assert on.metadata["sme2_active"] and not off.metadata["sme2_active"]
             assert on.runs == off.runs == 3
-        """))
+        """)
+    )
     result = pytester.runpytest_inprocess("--sme2-target=adb:emulator-5554", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
     device = standin.devices["emulator-5554"]
@@ -140,13 +164,18 @@ def test_plugin_end_to_end_on_the_standin(pytester: pytest.Pytester, standin: Ad
     # A device without SME2: SME2 on is skipped with a reason naming the phone, nothing runs there.
     result = pytester.runpytest_inprocess("--sme2-target=adb:emulator-5556", "-rs", "-p", "no:cacheprovider")
     result.assert_outcomes(skipped=1)
-    result.stdout.fnmatch_lines(["*SME2 requested but device emulator-5556 (Standin Old Phone, SoC Snapdragon "
-                                 "Standin, Android 15) has no sme2 in /proc/cpuinfo*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*SME2 requested but device emulator-5556 (Standin Old Phone, SoC Snapdragon "
+            "Standin, Android 15) has no sme2 in /proc/cpuinfo*"
+        ]
+    )
     assert nosme2.runs == []
 
 
 def test_device_lost_mid_run_fails_that_test_and_the_session_goes_on(
-        pytester: pytest.Pytester, standin: AdbStandin, shared_export_cache: Path, exported) -> None:
+    pytester: pytest.Pytester, standin: AdbStandin, shared_export_cache: Path, exported
+) -> None:
     device = standin.add_device("LOST-1", sme2=True)
     dropped: list[float] = []
 
@@ -157,20 +186,23 @@ def test_device_lost_mid_run_fails_that_test_and_the_session_goes_on(
         dropped.append(len(standin.requests))
         standin.go_offline(dev.serial)
         # Replug once the target has looked at the device list (and seen it offline).
-        wait_until(lambda: "host:devices" in standin.requests[dropped[0]:], timeout=30)
+        wait_until(lambda: "host:devices" in standin.requests[dropped[0] :], timeout=30)
         standin.go_online(dev.serial)
 
     device.on_runner_start = unplug_then_replug
     artifacts = pytester.path / "artifacts"
-    pytester.makeini(textwrap.dedent(f"""
+    pytester.makeini(
+        textwrap.dedent(f"""
         [pytest]
         sme2_model_dirs = {REPO / 'models'}
         sme2_cache_dir = {shared_export_cache}
         sme2_artifacts_dir = {artifacts}
         filterwarnings = ignore
         sme2_baselines = false
-        """))
-    pytester.makepyfile(textwrap.dedent("""
+        """)
+    )
+    pytester.makepyfile(
+        textwrap.dedent("""
         import pytest
 
         @pytest.mark.model("toy_cnn")
@@ -180,15 +212,21 @@ def test_device_lost_mid_run_fails_that_test_and_the_session_goes_on(
         @pytest.mark.model("toy_cnn")
         def test_2_after(exported_pte, runner, etdump_profile):
             assert etdump_profile(exported_pte, runner(runs=2, warmup=0)).runs == 2
-        """))
-    result = pytester.runpytest_inprocess("--sme2-target=adb:LOST-1", f"--sme2-adb-server={standin.address}",
-                                          "-p", "no:cacheprovider")
+        """)
+    )
+    result = pytester.runpytest_inprocess(
+        "--sme2-target=adb:LOST-1", f"--sme2-adb-server={standin.address}", "-p", "no:cacheprovider"
+    )
     result.assert_outcomes(passed=1, failed=1)
     # The first test failed because the device went away, not by running into its 60 s limit (a timeout
     # says "timed out after"); no wall-clock bound here, which a busy machine would break.
     assert "timed out after" not in result.stdout.str()
-    result.stdout.fnmatch_lines(["*RunnerError: device LOST-1 went offline during the run of `adb -s LOST-1 shell*"
-                                 "partial log kept at *runner.log*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*RunnerError: device LOST-1 went offline during the run of `adb -s LOST-1 shell*"
+            "partial log kept at *runner.log*"
+        ]
+    )
     logs = list(artifacts.rglob("runner.log"))
     lost = [log for log in logs if "test_1_lost" in str(log)]
     assert len(lost) == 1
@@ -197,8 +235,9 @@ def test_device_lost_mid_run_fails_that_test_and_the_session_goes_on(
     assert [r.exit_code for r in device.runs][-1] == 0
 
 
-def test_runner_crash_names_the_signal_and_the_command(standin: AdbStandin, adb_target, exported,
-                                                       tmp_path: Path) -> None:
+def test_runner_crash_names_the_signal_and_the_command(
+    standin: AdbStandin, adb_target, exported, tmp_path: Path
+) -> None:
     device = standin.add_device("CRASH-1")
     device.on_runner_start = lambda dev, process: (time.sleep(0.5), os.killpg(process.pid, signal.SIGSEGV))
     target = adb_target("CRASH-1")
@@ -210,8 +249,7 @@ def test_runner_crash_names_the_signal_and_the_command(standin: AdbStandin, adb_
     assert (tmp_path / "crash" / "runner.log").exists()
 
 
-def test_nonzero_exit_shows_command_and_stderr_tail(standin: AdbStandin, adb_target, exported,
-                                                    tmp_path: Path) -> None:
+def test_nonzero_exit_shows_command_and_stderr_tail(standin: AdbStandin, adb_target, exported, tmp_path: Path) -> None:
     standin.add_device("BAD-INPUTS")
     wrong = tmp_path / "wrong inputs.pt"
     torch.save((torch.ones(1, 3, 8, 8),), wrong)
@@ -236,9 +274,11 @@ def test_timeout_kills_the_runner_on_the_device(standin: AdbStandin, adb_target,
 # (--num_executions=10000000): one xdist worker, so neither reads the other's runner as its own.
 @pytest.mark.xdist_group("long_runners")
 @pytest.mark.parametrize("keeps_orphans", [False, True], ids=["adbd", "old-adbd"])
-def test_ctrl_c_kills_the_runner_on_the_device(standin: AdbStandin, adb_target, exported, tmp_path: Path,
-                                              keeps_orphans: bool) -> None:
+def test_ctrl_c_kills_the_runner_on_the_device(
+    standin: AdbStandin, adb_target, exported, tmp_path: Path, keeps_orphans: bool
+) -> None:
     """Ctrl-C while a runner runs on the device ends it there, even where adbd leaves orphans running."""
+
     def ctrl_c(dev: StandinDevice, process) -> None:
         time.sleep(1.0)
         signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
@@ -254,13 +294,15 @@ def test_ctrl_c_kills_the_runner_on_the_device(standin: AdbStandin, adb_target, 
             adb_target("CTRLC-1").run(exported.path, exported.inputs_path, _long(180), tmp_path / "interrupted")
     finally:
         signal.signal(signal.SIGINT, previous)
-    assert wait_until(lambda: device.runs and device.runs[-1].ended is not None, timeout=15), \
-        "the runner still runs on the device after Ctrl-C"
+    assert wait_until(
+        lambda: device.runs and device.runs[-1].ended is not None, timeout=15
+    ), "the runner still runs on the device after Ctrl-C"
     assert device.runs[-1].exit_code == 128 + signal.SIGKILL
 
 
-def test_etdump_that_never_appears_is_an_etdump_error(standin: AdbStandin, adb_target, exported,
-                                                      tmp_path: Path) -> None:
+def test_etdump_that_never_appears_is_an_etdump_error(
+    standin: AdbStandin, adb_target, exported, tmp_path: Path
+) -> None:
     device = standin.add_device("NO-ETDUMP")
     device.on_runner_exit = lambda dev: [p.unlink() for p in dev.root.rglob("*.etdp")]
     with pytest.raises(EtdumpError, match=r"exited 0 but .*/timed.etdp never appeared"):
@@ -268,8 +310,7 @@ def test_etdump_that_never_appears_is_an_etdump_error(standin: AdbStandin, adb_t
     assert device.runs[-1].exit_code == 0
 
 
-def test_paths_with_spaces_and_quotes_cannot_inject(standin: AdbStandin, adb_target, exported,
-                                                    tmp_path: Path) -> None:
+def test_paths_with_spaces_and_quotes_cannot_inject(standin: AdbStandin, adb_target, exported, tmp_path: Path) -> None:
     device = standin.add_device("QUOTES-1")
     odd = "dir with 'quotes' \"double\" $(touch injected1) `touch injected2`;touch injected3"
     host_dir = tmp_path / odd
@@ -297,8 +338,9 @@ def test_serials_are_validated_against_injection(pytester: pytest.Pytester) -> N
     assert not (pytester.path / "pwned").exists()
     result = pytester.runpytest_inprocess("--sme2-target=phone")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*'phone' is not a known target; choose one of adb, adb:SERIAL, auto, emulated, "
-                                 "host, local*"])
+    result.stderr.fnmatch_lines(
+        ["*'phone' is not a known target; choose one of adb, adb:SERIAL, auto, emulated, " "host, local*"]
+    )
     with pytest.raises(UsageError, match="not a CPU mask"):
         AdbOptions(affinity="f0; reboot")
 
@@ -306,8 +348,10 @@ def test_serials_are_validated_against_injection(pytester: pytest.Pytester) -> N
 def test_server_address_follows_adb_conventions() -> None:
     assert adb_server_address(None, {}) == ("127.0.0.1", 5037)
     assert adb_server_address(None, {"ANDROID_ADB_SERVER_PORT": "5038"}) == ("127.0.0.1", 5038)
-    assert adb_server_address(None, {"ADB_SERVER_SOCKET": "tcp:10.0.0.2:5039",
-                                     "ANDROID_ADB_SERVER_PORT": "5038"}) == ("10.0.0.2", 5039)
+    assert adb_server_address(None, {"ADB_SERVER_SOCKET": "tcp:10.0.0.2:5039", "ANDROID_ADB_SERVER_PORT": "5038"}) == (
+        "10.0.0.2",
+        5039,
+    )
     assert adb_server_address("localhost:6000", {"ADB_SERVER_SOCKET": "tcp:5039"}) == ("localhost", 6000)
     with pytest.raises(UsageError, match="ADB_SERVER_SOCKET"):
         adb_server_address(None, {"ADB_SERVER_SOCKET": "localfilesystem:/tmp/adb"})
@@ -327,11 +371,15 @@ def test_no_server_and_no_device_are_clear_errors(standin: AdbStandin, adb_targe
         AdbTarget(tmp_path, AdbOptions(server=closed.address))
 
 
-def test_runner_checks_before_anything_runs(standin: AdbStandin, adb_target, runner_binary: Path,
-                                            tmp_path: Path) -> None:
+def test_runner_checks_before_anything_runs(
+    standin: AdbStandin, adb_target, runner_binary: Path, tmp_path: Path
+) -> None:
     arm = standin.add_device("ARM-1", abi="arm64-v8a", sme2=True, model="Arm Phone")
-    with pytest.raises(UsageError, match=r"built for x86_64, but this target runs aarch64 binaries.*device ARM-1 "
-                                         r"\(Standin Arm Phone.*runs arm64-v8a \(aarch64\) binaries"):
+    with pytest.raises(
+        UsageError,
+        match=r"built for x86_64, but this target runs aarch64 binaries.*device ARM-1 "
+        r"\(Standin Arm Phone.*runs arm64-v8a \(aarch64\) binaries",
+    ):
         adb_target("ARM-1")
     with pytest.raises(UsageError, match="does not exist"):
         adb_target("ARM-1", runner=tmp_path / "missing")
@@ -344,8 +392,9 @@ def test_runner_checks_before_anything_runs(standin: AdbStandin, adb_target, run
     assert not any("--model_path" in c for c in arm.shell_commands)
 
 
-def test_unsupported_names_the_device_and_what_is_missing(standin: AdbStandin, adb_target, runner_binary: Path,
-                                                          tmp_path: Path) -> None:
+def test_unsupported_names_the_device_and_what_is_missing(
+    standin: AdbStandin, adb_target, runner_binary: Path, tmp_path: Path
+) -> None:
     standin.add_device("OLD-1", sme2=False, model="Old Phone", soc="Helio Standin")
     user_runner = tmp_path / "android runner"
     shutil.copy2(runner_binary, user_runner)
@@ -357,7 +406,8 @@ def test_unsupported_names_the_device_and_what_is_missing(standin: AdbStandin, a
 
 
 def test_a_claimed_device_is_not_shared_and_android_serial_is_honoured(
-        standin: AdbStandin, adb_target, monkeypatch: pytest.MonkeyPatch) -> None:
+    standin: AdbStandin, adb_target, monkeypatch: pytest.MonkeyPatch
+) -> None:
     standin.add_device("FARM-A")
     standin.add_device("FARM-B")
     first = adb_target(claim_timeout_s=0)
@@ -381,25 +431,29 @@ def test_affinity_mask_reaches_the_runner(standin: AdbStandin, adb_target, expor
         try:  # in the stand-in's thread: an error here is recorded, not lost
             wait_until(lambda: argv0().startswith(f"{DEVICE_TMP}/pytest-sme2-"), 10)
             status = Path(f"/proc/{process.pid}/status").read_text()
-            allowed.append(next(line.split()[1] for line in status.splitlines()
-                                if line.startswith("Cpus_allowed_list")))
+            allowed.append(
+                next(line.split()[1] for line in status.splitlines() if line.startswith("Cpus_allowed_list"))
+            )
         except OSError as exc:  # the runner ended before it was read
             allowed.append(f"not read: {exc}")
 
     device.on_runner_start = read_affinity
     # enough runs that the runner outlives the reading (200 ended first on a fast machine: the rehearsal of c00e1cb)
-    result = adb_target("PIN-1", affinity="1").run(exported.path, exported.inputs_path, RunSpec(runs=3000, warmup=0),
-                                                   tmp_path / "pinned")
+    result = adb_target("PIN-1", affinity="1").run(
+        exported.path, exported.inputs_path, RunSpec(runs=3000, warmup=0), tmp_path / "pinned"
+    )
     assert allowed == ["0"]
     assert "exec taskset 1 " in result.log.read_text().splitlines()[0]
 
 
-def test_xdist_workers_claim_different_devices(pytester: pytest.Pytester, standin: AdbStandin,
-                                               shared_export_cache: Path, exported) -> None:
+def test_xdist_workers_claim_different_devices(
+    pytester: pytest.Pytester, standin: AdbStandin, shared_export_cache: Path, exported
+) -> None:
     # ``exported`` fills the shared export cache first, so the workers only load the .pte.
     devices = [standin.add_device("FARM-1"), standin.add_device("FARM-2")]
     record = pytester.path / "claims.txt"
-    pytester.makeini(textwrap.dedent(f"""
+    pytester.makeini(
+        textwrap.dedent(f"""
         [pytest]
         sme2_model_dirs = {REPO / 'models'}
         sme2_cache_dir = {shared_export_cache}
@@ -408,8 +462,10 @@ def test_xdist_workers_claim_different_devices(pytester: pytest.Pytester, standi
         sme2_baselines = false
         # one round each: this counts runs per device (extra rounds are tests/measure/test_runner_rounds.py's)
         sme2_max_rounds = 1
-        """))
-    pytester.makepyfile(textwrap.dedent(f"""
+        """)
+    )
+    pytester.makepyfile(
+        textwrap.dedent(f"""
         import os
         import pytest
 
@@ -419,7 +475,8 @@ def test_xdist_workers_claim_different_devices(pytester: pytest.Pytester, standi
             etdump_profile(exported_pte, runner(runs=300, warmup=0))
             with open({str(record)!r}, "a") as out:
                 out.write(os.environ["PYTEST_XDIST_WORKER"] + " " + sme2_session.target.info.name + "\\n")
-        """))
+        """)
+    )
     result = pytester.runpytest_subprocess("-n", "2", "--sme2-target=adb", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=4)
     claims = {}
@@ -431,16 +488,16 @@ def test_xdist_workers_claim_different_devices(pytester: pytest.Pytester, standi
     assert all(d.max_running == 1 for d in devices) and sum(len(d.runs) for d in devices) == 4
 
 
-def test_two_builds_and_a_user_mask_library(standin: AdbStandin, runner_binary: Path, exported,
-                                            tmp_path: Path) -> None:
+def test_two_builds_and_a_user_mask_library(standin: AdbStandin, runner_binary: Path, exported, tmp_path: Path) -> None:
     from pytest_sme2.run.native.build import build_mask_library
 
     device = standin.add_device("TWO-1", sme2=True)
     on, off = tmp_path / "runner on", tmp_path / "runner off"
     for copy in (on, off):
         shutil.copy2(runner_binary, copy)
-    target = AdbTarget(tmp_path / "logs", AdbOptions(serial="TWO-1", server=standin.address),
-                       runner_on=on, runner_off=off)
+    target = AdbTarget(
+        tmp_path / "logs", AdbOptions(serial="TWO-1", server=standin.address), runner_on=on, runner_off=off
+    )
     try:
         target.run(exported.path, exported.inputs_path, RunSpec(sme2=False, runs=2, warmup=0), tmp_path / "a")
         target.run(exported.path, exported.inputs_path, RunSpec(sme2=True, runs=2, warmup=0), tmp_path / "b")
@@ -455,8 +512,9 @@ def test_two_builds_and_a_user_mask_library(standin: AdbStandin, runner_binary: 
     mask = tmp_path / "my mask" / "libsme2_mask.so"
     mask.parent.mkdir()
     shutil.copy2(build_mask_library(), mask)
-    target = AdbTarget(tmp_path / "logs", AdbOptions(serial="TWO-1", server=standin.address, mask_library=mask),
-                       runner=on)
+    target = AdbTarget(
+        tmp_path / "logs", AdbOptions(serial="TWO-1", server=standin.address, mask_library=mask), runner=on
+    )
     try:
         assert target.unsupported(False) is None
         target.run(exported.path, exported.inputs_path, RunSpec(sme2=False, runs=2, warmup=0), tmp_path / "c")
@@ -478,37 +536,51 @@ def test_bundled_libraries_are_the_non_system_ones_ldd_resolves(runner_binary: P
     assert all(found[name].resolve() == Path(resolved[name]).resolve() for name in found)
 
 
-@pytest.mark.skipif(shutil.which("perf") is None or shutil.which("readelf") is None,
-                    reason="the stand-in's simpleperf records with Linux perf: apt-get install linux-perf binutils")
-def test_kernel_sampling_over_adb_with_simpleperf(pytester: pytest.Pytester, standin: AdbStandin,
-                                                  shared_export_cache: Path, exported) -> None:
+@pytest.mark.skipif(
+    shutil.which("perf") is None or shutil.which("readelf") is None,
+    reason="the stand-in's simpleperf records with Linux perf: apt-get install linux-perf binutils",
+)
+def test_kernel_sampling_over_adb_with_simpleperf(
+    pytester: pytest.Pytester, standin: AdbStandin, shared_export_cache: Path, exported
+) -> None:
     import json
 
     with_simpleperf = standin.add_device("emulator-5554", sme2=True, simpleperf=True)
     standin.add_device("emulator-5556", sme2=True)  # an Android older than 9: no simpleperf
-    pytester.makeini(textwrap.dedent(f"""
+    pytester.makeini(
+        textwrap.dedent(f"""
         [pytest]
         sme2_model_dirs = {REPO / 'models'}
         sme2_cache_dir = {shared_export_cache}
         sme2_adb_server = {standin.address}
         sme2_max_rounds = 1
         filterwarnings = ignore
-        """))
-    pytester.makepyfile(textwrap.dedent("""
+        """)
+    )
+    pytester.makepyfile(
+        textwrap.dedent("""
         import pytest
 
         @pytest.mark.model("mobilenet_v3_small")
         def test_on_off(exported_pte, runner, etdump_profile):
             etdump_profile(exported_pte, runner(sme2=True))
             etdump_profile(exported_pte, runner(sme2=False))
-        """))
+        """)
+    )
 
     def kernel_time(serial: str) -> dict:
-        result = pytester.runpytest_inprocess(f"--sme2-target=adb:{serial}", "--sme2-kernel-sampling=on",
-                                              # 50 runs (~1,200 samples of 0.1 ms): at 20 the largest convolution had
-                                              # as few as 18 in a CI run, failing the >= 20 check below (stop 37)
-                                              "--sme2-no-baselines", "--sme2-runs=50", "-p", "no:cacheprovider",
-                                              f"--sme2-artifacts-dir=artifacts-{serial}", "--sme2-session-report")
+        result = pytester.runpytest_inprocess(
+            f"--sme2-target=adb:{serial}",
+            "--sme2-kernel-sampling=on",
+            # 50 runs (~1,200 samples of 0.1 ms): at 20 the largest convolution had
+            # as few as 18 in a CI run, failing the >= 20 check below (stop 37)
+            "--sme2-no-baselines",
+            "--sme2-runs=50",
+            "-p",
+            "no:cacheprovider",
+            f"--sme2-artifacts-dir=artifacts-{serial}",
+            "--sme2-session-report",
+        )
         result.assert_outcomes(passed=1)
         [summary] = (pytester.path / f"artifacts-{serial}").glob("session-*/summary.json")
         return json.loads(summary.read_text())["tests"][0]
@@ -548,8 +620,15 @@ def test_llm_prefill_then_decode_over_adb(standin: AdbStandin, shared_export_cac
 
     standin.add_device("LLM0001", sme2=True)
     sequence = LlmSequence(prefill=6, decode=3)
-    phases, model = adb_llm_phases(standin.address, "LLM0001", shared_export_cache, tmp_path / "artifacts",
-                                   "tiny_llama_portable", sequence, RunSpec(runs=3, warmup=1, max_rounds=1))
+    phases, model = adb_llm_phases(
+        standin.address,
+        "LLM0001",
+        shared_export_cache,
+        tmp_path / "artifacts",
+        "tiny_llama_portable",
+        sequence,
+        RunSpec(runs=3, warmup=1, max_rounds=1),
+    )
     torch.testing.assert_close(last_output(phases.decode), eager_sequence(model, sequence)[1], rtol=1e-4, atol=1e-4)
     assert phases.decode.runs == 3 and phases.decode.label.endswith("decode D=3 after P=6]")
     assert phases.decode_rates.tokens_per_s[0] > 0

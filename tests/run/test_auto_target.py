@@ -34,6 +34,7 @@ PLAIN_CPU = CpuInfo("AMD EPYC", "x86_64", "Linux", frozenset({"avx2"}))
 
 # --- the choice, from facts ---------------------------------------------------------------------------
 
+
 def test_sme2_cpu_with_a_compiler_runs_on_and_off_with_the_native_runner() -> None:
     chosen = plan(SME2_CPU, None, None)
     assert (chosen.target, chosen.sme2_on, chosen.sme2_off) == ("local", None, None)
@@ -44,8 +45,7 @@ def test_sme2_cpu_with_a_compiler_runs_on_and_off_with_the_native_runner() -> No
 
 
 def test_sme2_cpu_without_a_compiler_falls_back_to_the_host_and_says_what_to_install() -> None:
-    chosen = plan(SME2_CPU, "no C++ compiler found: install Apple's command line tools: `xcode-select --install`",
-                  None)
+    chosen = plan(SME2_CPU, "no C++ compiler found: install Apple's command line tools: `xcode-select --install`", None)
     assert chosen.target == "host" and chosen.sme2_on is None
     assert chosen.modes == "SME2 on only"
     assert "SME2 off needs the native runner" in chosen.sme2_off and "xcode-select --install" in chosen.sme2_off
@@ -53,8 +53,9 @@ def test_sme2_cpu_without_a_compiler_falls_back_to_the_host_and_says_what_to_ins
 
 def test_cpu_without_sme2_uses_emulation_when_ready_else_the_host() -> None:
     ready = emulation.EmulationStatus(Path("/q"), "11.1", Path("/r"), None)
-    missing = emulation.EmulationStatus(None, None, None,
-                                        "qemu-user 11.1 is not set up; run `pytest-sme2 setup-emulation`")
+    missing = emulation.EmulationStatus(
+        None, None, None, "qemu-user 11.1 is not set up; run `pytest-sme2 setup-emulation`"
+    )
     assert plan(PLAIN_CPU, None, ready).target == "emulated"
     fallback = plan(PLAIN_CPU, None, missing)
     assert (fallback.target, fallback.sme2_off, fallback.modes) == ("host", None, "SME2 off only")
@@ -74,7 +75,8 @@ def test_build_problem_names_the_compiler_and_cmake_fixes(monkeypatch: pytest.Mo
 
 
 def test_auto_on_an_sme2_cpu_builds_nothing_for_given_runners_and_skips_off_with_the_fix_without_a_compiler(
-        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     # a CPU that claims SME2 but runs this machine's binaries: only the choice and the target's set-up are looked at
     machine = Machine(CpuInfo("SME2 test CPU", os.uname().machine, "Linux", frozenset({"sme", "sme2"})))
     on, off = tmp_path / "runner-on", tmp_path / "runner-off"
@@ -93,8 +95,13 @@ def test_auto_on_an_sme2_cpu_builds_nothing_for_given_runners_and_skips_off_with
 def test_doctor_says_which_target_the_default_command_uses(monkeypatch: pytest.MonkeyPatch) -> None:
     from pytest_sme2.cli import doctor
 
-    monkeypatch.setattr(auto, "current_plan", lambda machine=None: AutoPlan(
-        "host", "'Apple M4' has SME2, but ...", None, "SME2 off needs the native runner: install cmake"))
+    monkeypatch.setattr(
+        auto,
+        "current_plan",
+        lambda machine=None: AutoPlan(
+            "host", "'Apple M4' has SME2, but ...", None, "SME2 off needs the native runner: install cmake"
+        ),
+    )
     check = next(c for c in doctor.run_checks() if c.name == "default target (auto)")
     assert check.state == doctor.MISSING
     assert check.detail.startswith("host: runs SME2 on only")
@@ -103,24 +110,36 @@ def test_doctor_says_which_target_the_default_command_uses(monkeypatch: pytest.M
 
 # --- the choice on a real SME2 Linux CPU (qemu), end to end ----------------------------------------------
 
+
 def _guest_cpu(tmp_path: Path, cpu: str) -> CpuInfo:
     """What a Linux program on ``qemu-aarch64 -cpu <cpu>`` reads in /proc/cpuinfo, parsed like host_cpu does."""
     compiler = shutil.which("aarch64-linux-gnu-gcc")
     if compiler is None:
         pytest.skip("needs Debian's aarch64 cross compiler: apt-get install g++-aarch64-linux-gnu")
     source = tmp_path / "cat_cpuinfo.c"
-    source.write_text('#include <stdio.h>\nint main(void) { FILE* f = fopen("/proc/cpuinfo", "r"); int c;\n'
-                      '  if (!f) return 1; while ((c = fgetc(f)) != EOF) putchar(c); return 0; }\n')
+    source.write_text(
+        '#include <stdio.h>\nint main(void) { FILE* f = fopen("/proc/cpuinfo", "r"); int c;\n'
+        "  if (!f) return 1; while ((c = fgetc(f)) != EOF) putchar(c); return 0; }\n"
+    )
     subprocess.run([compiler, "-O1", "-o", str(tmp_path / "cat_cpuinfo"), str(source)], check=True)
-    text = subprocess.run([str(STATUS.qemu), "-cpu", cpu, str(tmp_path / "cat_cpuinfo")], capture_output=True,
-                          text=True, check=True, env={**os.environ, "QEMU_LD_PREFIX": str(emulation.SYSROOT)}).stdout
+    text = subprocess.run(
+        [str(STATUS.qemu), "-cpu", cpu, str(tmp_path / "cat_cpuinfo")],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "QEMU_LD_PREFIX": str(emulation.SYSROOT)},
+    ).stdout
     name, features = parse_proc_cpuinfo(text, "aarch64")
     return CpuInfo(name, "aarch64", "Linux", features)
 
 
 def _qemu_machine(tmp_path: Path, cpu: str) -> Machine:
-    return Machine(_guest_cpu(tmp_path, cpu), runner_arch="linux-aarch64", launcher=(str(STATUS.qemu), "-cpu", cpu),
-                   env={"QEMU_LD_PREFIX": str(emulation.SYSROOT)})
+    return Machine(
+        _guest_cpu(tmp_path, cpu),
+        runner_arch="linux-aarch64",
+        launcher=(str(STATUS.qemu), "-cpu", cpu),
+        env={"QEMU_LD_PREFIX": str(emulation.SYSROOT)},
+    )
 
 
 SME2_ON_OFF_TEST = """
@@ -144,9 +163,9 @@ def test_on_and_off(exported_pte, runner, etdump_profile):
 
 
 @needs_emulation
-def test_default_command_on_an_sme2_linux_cpu_runs_sme2_on_and_off(pytester: pytest.Pytester,
-                                                                   shared_export_cache: Path, tmp_path: Path,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_default_command_on_an_sme2_linux_cpu_runs_sme2_on_and_off(
+    pytester: pytest.Pytester, shared_export_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from conftest import TINY_MODEL
 
     machine = _qemu_machine(tmp_path, emulation.svl_cpu(emulation.DEFAULT_SVL_BITS))
@@ -155,15 +174,18 @@ def test_default_command_on_an_sme2_linux_cpu_runs_sme2_on_and_off(pytester: pyt
     monkeypatch.setattr(auto, "this_machine", lambda: machine)
     (pytester.mkdir("models") / "tiny.py").write_text(TINY_MODEL)
     # no sme2_target: the default command
-    pytester.makeini(textwrap.dedent(f"""
+    pytester.makeini(
+        textwrap.dedent(f"""
         [pytest]
         sme2_model_dirs = models
         sme2_cache_dir = {shared_export_cache}
         filterwarnings = ignore
-        """))
+        """)
+    )
     pytester.makepyfile(SME2_ON_OFF_TEST)
-    result = pytester.runpytest_inprocess("--sme2-no-baselines", "--sme2-runs=1", "--sme2-warmup=0",
-                                          "--sme2-artifacts-dir=artifacts", "-rs")
+    result = pytester.runpytest_inprocess(
+        "--sme2-no-baselines", "--sme2-runs=1", "--sme2-warmup=0", "--sme2-artifacts-dir=artifacts", "-rs"
+    )
     result.assert_outcomes(passed=1)
     first_lines = sorted(log.read_text().splitlines()[0] for log in (pytester.path / "artifacts").rglob("runner.log"))
     mask = build.build_mask_library("linux-aarch64")
@@ -192,8 +214,17 @@ def _executed_sme_kernels(logged_command: str, folder: Path) -> tuple[str, ...]:
     folder.mkdir()
     log, maps = folder / "in_asm.log", folder / "maps.txt"
     runner_args = [w for w in words[3:] if not w.startswith(("--num_executions=", "--warmup="))]
-    command = [*words[:3], "-d", "in_asm", "-D", str(log), *runner_args, "--num_executions=1", "--warmup=0",
-               f"--maps_path={maps}"]
+    command = [
+        *words[:3],
+        "-d",
+        "in_asm",
+        "-D",
+        str(log),
+        *runner_args,
+        "--num_executions=1",
+        "--warmup=0",
+        f"--maps_path={maps}",
+    ]
     subprocess.run(command, env=env, check=True, capture_output=True, timeout=600)
     return KernelTrace.from_names(translated_functions(log, maps)).sme_kernels
 

@@ -32,20 +32,34 @@ from pytest_sme2.report.entries import build_test_entry
 from pytest_sme2.report.text import entry_text, profile_text
 from pytest_sme2.run.targets.base import RUN_FACTS, RUNNER_LOG
 
-CONV, TRANSPOSE, LAYER_NORM = "Convolution (NHWC, PF32) IGEMM #1", "Transpose (ND, X32) #1", \
-    "native_call_native_layer_norm.out"
-COUNTS = {"Method::execute": 10_000, "DELEGATE_CALL": 6_500, CONV: 1_000, TRANSPOSE: 5_000,
-          "OPERATOR_CALL": 2_100, LAYER_NORM: 2_000}
+CONV, TRANSPOSE, LAYER_NORM = (
+    "Convolution (NHWC, PF32) IGEMM #1",
+    "Transpose (ND, X32) #1",
+    "native_call_native_layer_norm.out",
+)
+COUNTS = {
+    "Method::execute": 10_000,
+    "DELEGATE_CALL": 6_500,
+    CONV: 1_000,
+    TRANSPOSE: 5_000,
+    "OPERATOR_CALL": 2_100,
+    LAYER_NORM: 2_000,
+}
 
 
 def _run(e2e_us: int, call_us: int, conv_us: int) -> RunSpec:
-    return RunSpec(e2e_ns=e2e_us * 1000, delegate_call_ns=call_us * 1000, delegate_instr=1,
-                   delegate_ops=[(CONV, conv_us * 1000), (TRANSPOSE, 200_000)],
-                   portable_ops=[(LAYER_NORM, 60_000, 80_000, 5)])
+    return RunSpec(
+        e2e_ns=e2e_us * 1000,
+        delegate_call_ns=call_us * 1000,
+        delegate_instr=1,
+        delegate_ops=[(CONV, conv_us * 1000), (TRANSPOSE, 200_000)],
+        portable_ops=[(LAYER_NORM, 60_000, 80_000, 5)],
+    )
 
 
 def _write_counts(etdump: Path, scale: float = 1.0) -> Path:
     """instructions.json beside ``etdump`` from ``COUNTS``: a tenth of the convolution's are FP32 outer products."""
+
     def classes(name: str) -> dict[str, int]:
         value = int(COUNTS.get(name, 0) * scale)
         sme = value // 10 if name == CONV else 0
@@ -57,8 +71,9 @@ def _write_counts(etdump: Path, scale: float = 1.0) -> Path:
 def _emulated_etdump(folder: Path, counted: bool, scale: float = 1.0, slow: int = 0) -> Path:
     """An emulated run's folder: ETDump, runner.log with the qemu command, and (``counted``) instruction counts."""
     folder.mkdir(parents=True)
-    etdump = write_etdump(folder / "timed.etdp", [_run(1000 + slow, 800 + slow, 500 + slow),
-                                                  _run(1400 + slow, 1200 + slow, 900 + slow)])
+    etdump = write_etdump(
+        folder / "timed.etdp", [_run(1000 + slow, 800 + slow, 500 + slow), _run(1400 + slow, 1200 + slow, 900 + slow)]
+    )
     (folder / RUNNER_LOG).write_text("$ qemu-aarch64 -cpu max,sme=on ./executor_runner --model_path m.pte\n")
     if counted:
         _write_counts(etdump, scale)
@@ -68,9 +83,14 @@ def _emulated_etdump(folder: Path, counted: bool, scale: float = 1.0, slow: int 
 def _profile(tmp_path: Path, counted: bool, sme2: bool = True) -> Profile:
     etdump = _emulated_etdump(tmp_path / f"run-{counted}-{sme2}", counted)
     instructions = InstructionTrace.from_counts(etdump.parent / COUNTS_FILE, etdump, None) if counted else None
-    return Profile.from_etdump(etdump, model="m", recipe="fp32-xnnpack", variant=f"emulated sme2={sme2}",
-                               metadata=emulated_metadata(sme2, svl_bits=None),
-                               instructions=instructions)
+    return Profile.from_etdump(
+        etdump,
+        model="m",
+        recipe="fp32-xnnpack",
+        variant=f"emulated sme2={sme2}",
+        metadata=emulated_metadata(sme2, svl_bits=None),
+        instructions=instructions,
+    )
 
 
 def _operator_lines(text: str) -> list[tuple[float, str]]:
@@ -107,8 +127,9 @@ def test_e2e_line_of_an_emulated_run_shows_no_latency_interval_or_cv(tmp_path: P
 
 def test_one_hardware_run_gets_no_interval_and_no_cv(tmp_path: Path) -> None:
     path = write_etdump(tmp_path / "one.etdp", [_run(1000, 800, 500)])
-    profile = Profile.from_etdump(path, model="m", recipe="fp32", variant="host",
-                                  metadata={"target": {"name": "host", "emulated": False}})
+    profile = Profile.from_etdump(
+        path, model="m", recipe="fp32", variant="host", metadata={"target": {"name": "host", "emulated": False}}
+    )
     text = profile_text(build_test_entry("t.py::t", [profile])["profiles"][0])
     assert "E2E 1.000 ms, 1 run" in text
     assert "CI" not in text and "CV" not in text and "p10" not in text
@@ -232,8 +253,10 @@ def test_a_test_reading_latency_of_an_emulated_profile_is_skipped_as_a_timing_ch
         with pytest.raises(pytest.skip.Exception, match="not hardware timing") as skipped:
             read()
         assert is_emulated_timing_skip(skipped.value)
-    assert repr(profile) == "Profile(m fp32-xnnpack [emulated sme2=True]: emulated, 10,000 instructions per " \
-                           "inference, 2 runs)"
+    assert (
+        repr(profile) == "Profile(m fp32-xnnpack [emulated sme2=True]: emulated, 10,000 instructions per "
+        "inference, 2 runs)"
+    )
 
 
 def test_html_of_an_emulated_run_shows_no_ms_of_its_portable_operators(tmp_path: Path) -> None:
@@ -247,8 +270,9 @@ def test_html_of_an_emulated_run_shows_no_ms_of_its_portable_operators(tmp_path:
     assert "instructions per inference" in counted_html and "<td>2.0 k</td>" in counted_html
 
 
-def test_min_speedup_of_emulated_etdumps_is_not_judged_exit_2(tmp_path: Path,
-                                                               capsys: pytest.CaptureFixture[str]) -> None:
+def test_min_speedup_of_emulated_etdumps_is_not_judged_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A user's trial: compare --min-speedup on emulated ETDumps exited 1 ("below --min-speedup"), a finding, where
     nothing was measured; by the CLI's contract that is 2 (the command could not do its job)."""
     from pytest_sme2.cli import main
@@ -285,8 +309,10 @@ def test_a_comparison_of_uncounted_emulated_runs_holds_no_emulator_milliseconds(
     emulator ms per category and operator (summary.json, compare --json, an HTML table of them)."""
     from pytest_sme2.report.html import entry_html
 
-    entry = build_test_entry("t.py::t", [_profile(tmp_path / "on", counted=False, sme2=True),
-                                         _profile(tmp_path / "off", counted=False, sme2=False)])
+    entry = build_test_entry(
+        "t.py::t",
+        [_profile(tmp_path / "on", counted=False, sme2=True), _profile(tmp_path / "off", counted=False, sme2=False)],
+    )
     [comparison] = entry["comparisons"]
     rows = comparison["categories"] + comparison["operators"]
     assert rows and all(row["off_median_ms"] is None and row["on_median_ms"] is None for row in rows)

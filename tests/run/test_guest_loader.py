@@ -38,17 +38,33 @@ def test_the_log_filter_logs_every_address_but_the_loaders() -> None:
 
 
 def test_a_memory_map_with_the_loader_where_it_was_expected_passes() -> None:
-    LOADER.check(_maps((0x7FFF_F7F0_0000, 0x7FFF_F7F2_7000, "r-xp", "/usr/aarch64-linux-gnu/lib/ld-linux-aarch64.so.1"),
-                       (0x7FFF_F7F3_E000, 0x7FFF_F7F4_0000, "r--p", "/usr/aarch64-linux-gnu/lib/ld-linux-aarch64.so.1"),
-                       (0x7FFF_F4CA_0000, 0x7FFF_F4E2_7000, "r-xp", "/usr/aarch64-linux-gnu/lib/libc.so.6")), "maps.txt")
+    LOADER.check(
+        _maps(
+            (0x7FFF_F7F0_0000, 0x7FFF_F7F2_7000, "r-xp", "/usr/aarch64-linux-gnu/lib/ld-linux-aarch64.so.1"),
+            (0x7FFF_F7F3_E000, 0x7FFF_F7F4_0000, "r--p", "/usr/aarch64-linux-gnu/lib/ld-linux-aarch64.so.1"),
+            (0x7FFF_F4CA_0000, 0x7FFF_F4E2_7000, "r-xp", "/usr/aarch64-linux-gnu/lib/libc.so.6"),
+        ),
+        "maps.txt",
+    )
 
 
-@pytest.mark.parametrize("maps, named", [
-    (_maps((0x7FFF_F7E0_0000, 0x7FFF_F7E2_7000, "r-xp", "/lib/ld-linux-aarch64.so.1")), "0x7ffff7e00000-0x7ffff7e27000"),
-    (_maps((0x7FFF_F4CA_0000, 0x7FFF_F4E2_7000, "r-xp", "/lib/libc.so.6")), "its code is not mapped"),
-    (_maps((0x7FFF_F7F0_0000, 0x7FFF_F7F2_7000, "r-xp", "/lib/ld-linux-aarch64.so.1"),
-           (0x7FFF_F7F2_8000, 0x7FFF_F7F3_0000, "r-xp", "/lib/libc.so.6")), "other code inside: /lib/libc.so.6"),
-])
+@pytest.mark.parametrize(
+    "maps, named",
+    [
+        (
+            _maps((0x7FFF_F7E0_0000, 0x7FFF_F7E2_7000, "r-xp", "/lib/ld-linux-aarch64.so.1")),
+            "0x7ffff7e00000-0x7ffff7e27000",
+        ),
+        (_maps((0x7FFF_F4CA_0000, 0x7FFF_F4E2_7000, "r-xp", "/lib/libc.so.6")), "its code is not mapped"),
+        (
+            _maps(
+                (0x7FFF_F7F0_0000, 0x7FFF_F7F2_7000, "r-xp", "/lib/ld-linux-aarch64.so.1"),
+                (0x7FFF_F7F2_8000, 0x7FFF_F7F3_0000, "r-xp", "/lib/libc.so.6"),
+            ),
+            "other code inside: /lib/libc.so.6",
+        ),
+    ],
+)
 def test_a_memory_map_that_moved_the_loader_or_put_code_in_its_range_is_refused(maps: str, named: str) -> None:
     with pytest.raises(RunnerError, match="left out the wrong addresses") as caught:
         LOADER.check(maps, "run/maps.txt")
@@ -88,16 +104,20 @@ def _counts(target: EmulatedTarget, pte: Path, sme2: bool, out: Path) -> dict:
 # change of counting, results in docs/performance.md); by default the quick ones, each recipe and SME2 both ways,
 # and a program with portable kernels (the transformer's).
 QUICK = [("toy_cnn", recipe) for recipe in ("fp32", "fp16", "int8")] + [("transformer_encoder", "fp32")]
-EVERY = [(model, recipe) for model in ("toy_cnn", "mlp", "mobilenet_v3_small", "transformer_encoder")
-         for recipe in ("fp32", "fp16", "int8")]
+EVERY = [
+    (model, recipe)
+    for model in ("toy_cnn", "mlp", "mobilenet_v3_small", "transformer_encoder")
+    for recipe in ("fp32", "fp16", "int8")
+]
 CASES = EVERY if os.environ.get("PYTEST_SME2_ALL_COUNTS") == "1" else QUICK
 
 
 @needs_emulation
 @pytest.mark.parametrize("sme2", [True, False], ids=["on", "off"])
 @pytest.mark.parametrize("model, recipe", CASES)
-def test_counting_without_the_loader_changes_only_the_loaders_blocks(model: str, recipe: str, sme2: bool,
-                                                                      tmp_path: Path, shared_export_cache: Path) -> None:
+def test_counting_without_the_loader_changes_only_the_loaders_blocks(
+    model: str, recipe: str, sme2: bool, tmp_path: Path, shared_export_cache: Path
+) -> None:
     if shutil.which("setarch") is None:
         pytest.skip("needs setarch (util-linux)")
     from pytest_sme2 import Recipe

@@ -29,7 +29,8 @@ def get_example_inputs():
 
 
 def test_an_exception_while_waiting_discards_the_worker_and_the_next_test_gets_its_own_answer(
-        sme2_project: pytest.Pytester) -> None:
+    sme2_project: pytest.Pytester,
+) -> None:
     (sme2_project.path / "models" / "linear.py").write_text(LINEAR_MODEL)
     sme2_project.makepyfile(
         """
@@ -63,15 +64,28 @@ def test_an_exception_while_waiting_discards_the_worker_and_the_next_test_gets_i
     )
     result = sme2_project.runpytest_inprocess()
     result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines([
-        "*RunnerError: host worker: run *tiny* failed while waiting for its answer "
-        "(OverflowError: timeout is too large); the worker was stopped*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*RunnerError: host worker: run *tiny* failed while waiting for its answer "
+            "(OverflowError: timeout is too large); the worker was stopped*"
+        ]
+    )
 
 
 def _request(pte: Path, out_dir: Path, ident: object | None = None) -> dict:
-    payload = {"pte": str(pte), "inputs": None, "threads": 1, "runs": 1, "warmup": 0, "etdump": False,
-               "out_dir": str(out_dir), "warmup_name": "w.etdp", "timed_name": "t.etdp", "outputs_name": "o.pt",
-               "reference": None}
+    payload = {
+        "pte": str(pte),
+        "inputs": None,
+        "threads": 1,
+        "runs": 1,
+        "warmup": 0,
+        "etdump": False,
+        "out_dir": str(out_dir),
+        "warmup_name": "w.etdp",
+        "timed_name": "t.etdp",
+        "outputs_name": "o.pt",
+        "reference": None,
+    }
     return payload if ident is None else {**payload, "id": ident}
 
 
@@ -109,10 +123,12 @@ def test_the_worker_loads_the_runtime_binding_without_the_exporter() -> None:
     import subprocess
     import sys
 
-    probe = ("import sys; from pytest_sme2.run.targets.host_worker import runtime_binding; "
-             "binding = runtime_binding(); "
-             "print(hasattr(binding, '_load_for_executorch'), 'executorch.exir.capture' in sys.modules, "
-             "'torch._dynamo' in sys.modules)")
+    probe = (
+        "import sys; from pytest_sme2.run.targets.host_worker import runtime_binding; "
+        "binding = runtime_binding(); "
+        "print(hasattr(binding, '_load_for_executorch'), 'executorch.exir.capture' in sys.modules, "
+        "'torch._dynamo' in sys.modules)"
+    )
     printed = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.split()
     assert printed == ["True", "False", "False"]
 
@@ -132,8 +148,15 @@ def test_a_fresh_worker_does_not_import_the_plugin_package() -> None:
     probe = [*command[:2], command[2].replace("runpy.run_path", before_worker), *command[3:]]
     env = dict(os.environ, PYTHONPROFILEIMPORTTIME="1")
     with os.fdopen(read_fd, "rb") as reply:
-        done = subprocess.run(probe, input='{"id": 1, "pte": "/nonexistent.pte", "threads": 1}\n', text=True,
-                              capture_output=True, pass_fds=(write_fd,), env=env, timeout=120)
+        done = subprocess.run(
+            probe,
+            input='{"id": 1, "pte": "/nonexistent.pte", "threads": 1}\n',
+            text=True,
+            capture_output=True,
+            pass_fds=(write_fd,),
+            env=env,
+            timeout=120,
+        )
         os.close(write_fd)
         answer = reply.read().decode()
     assert done.returncode == 0, done.stderr[-2000:]

@@ -15,7 +15,15 @@ from pathlib import Path
 import pytest
 
 from pytest_sme2.run import emulation_setup
-from pytest_sme2.run.native.kernel_kit import MANIFEST, STANDIN_NAME, Symbol, kit_files, kit_library, kit_root, standin_sources
+from pytest_sme2.run.native.kernel_kit import (
+    MANIFEST,
+    STANDIN_NAME,
+    Symbol,
+    kit_files,
+    kit_library,
+    kit_root,
+    standin_sources,
+)
 
 LIBRARY = "extension/llm/custom_ops/libcustom_ops_aot_lib.so"
 
@@ -54,10 +62,15 @@ def test_registration_calls_return_and_other_pytorch_functions_abort_with_their_
 
 
 def test_x86_64_stand_ins_return_their_object_and_write_the_schema_through_the_hidden_pointer() -> None:
-    symbols = [Symbol("_ZN5torch7Library4_defE", "FUNC", "torch::Library::_def(c10::FunctionSchema&&) &"),
-               Symbol("_ZN3c1023infer_schema20make_function_schemaE", "FUNC",
-                      "c10::detail::infer_schema::make_function_schema(c10::ArrayRef<...>)"),
-               Symbol("_ZN3c106SymInt1fEv", "FUNC", "c10::SymInt::promote_to_negative()")]
+    symbols = [
+        Symbol("_ZN5torch7Library4_defE", "FUNC", "torch::Library::_def(c10::FunctionSchema&&) &"),
+        Symbol(
+            "_ZN3c1023infer_schema20make_function_schemaE",
+            "FUNC",
+            "c10::detail::infer_schema::make_function_schema(c10::ArrayRef<...>)",
+        ),
+        Symbol("_ZN3c106SymInt1fEv", "FUNC", "c10::SymInt::promote_to_negative()"),
+    ]
     asm, _ = standin_sources(symbols, "x86_64")
     assert _body(asm, "_ZN5torch7Library4_defE") == ["movq %rdi, %rax", "ret"]
     schema = _body(asm, "_ZN3c1023infer_schema20make_function_schemaE")
@@ -76,17 +89,22 @@ def test_the_x86_64_kit_stops_a_pytorch_call_with_its_name(tmp_path: Path) -> No
     assert manifest["arch"] == "x86_64" and "libtorch_cpu.so" in manifest["stood_in_libraries"]
     folder = kit_root(library) / "torch" / "lib"
     program = tmp_path / "calls_torch.c"
-    program.write_text('extern void promote(void) __asm__("_ZN3c106SymInt19promote_to_negativeEv");\n'
-                       "int main(void) { promote(); return 0; }\n")
+    program.write_text(
+        'extern void promote(void) __asm__("_ZN3c106SymInt19promote_to_negativeEv");\n'
+        "int main(void) { promote(); return 0; }\n"
+    )
     binary = tmp_path / "calls_torch"
-    subprocess.run([compiler, str(program), "-o", str(binary), f"-L{folder}", f"-l:{STANDIN_NAME}",
-                    f"-Wl,-rpath,{folder}"], check=True)
+    subprocess.run(
+        [compiler, str(program), "-o", str(binary), f"-L{folder}", f"-l:{STANDIN_NAME}", f"-Wl,-rpath,{folder}"],
+        check=True,
+    )
     done = subprocess.run([str(binary)], capture_output=True, text=True)
     assert done.returncode != 0 and "called PyTorch's c10::SymInt::promote_to_negative()" in done.stderr
 
 
-kit_ready = pytest.mark.skipif(not emulation_setup.status().ready, reason="emulated target not ready (no "
-                               "aarch64 wheel or cross compiler)")
+kit_ready = pytest.mark.skipif(
+    not emulation_setup.status().ready, reason="emulated target not ready (no " "aarch64 wheel or cross compiler)"
+)
 
 
 @kit_ready
@@ -98,7 +116,8 @@ def test_the_kit_holds_the_wheel_library_and_stands_in_for_the_pytorch_libraries
     # libtorch_cpu and libc10.
     python = f"cpython-{sys.version_info.major}{sys.version_info.minor}"
     assert sorted(manifest["stood_in_libraries"]) == sorted(
-        [f"_C.{python}-aarch64-linux-gnu.so", "libtorch.so", "libtorch_cpu.so", "libc10.so"])
+        [f"_C.{python}-aarch64-linux-gnu.so", "libtorch.so", "libtorch_cpu.so", "libc10.so"]
+    )
     registration = " ".join(manifest["registration_symbols"])
     assert "torch::Library::Library(" in registration and "torch::jit::parseSchema(" in registration
     assert manifest["aborting_symbols"] > 10
@@ -117,14 +136,22 @@ def test_a_pytorch_function_called_through_the_kit_stops_the_run_with_its_name(t
         pytest.skip("no aarch64 cross compiler")
     folder = kit_root(kit_library(LIBRARY)) / "torch" / "lib"
     program = tmp_path / "calls_torch.c"
-    program.write_text('extern void promote(void) __asm__("_ZN3c106SymInt19promote_to_negativeEv");\n'
-                       "int main(void) { promote(); return 0; }\n")
+    program.write_text(
+        'extern void promote(void) __asm__("_ZN3c106SymInt19promote_to_negativeEv");\n'
+        "int main(void) { promote(); return 0; }\n"
+    )
     binary = tmp_path / "calls_torch"
-    subprocess.run([compiler, str(program), "-o", str(binary), f"-L{folder}", f"-l:{STANDIN_NAME}",
-                    f"-Wl,-rpath,{folder}"], check=True)
+    subprocess.run(
+        [compiler, str(program), "-o", str(binary), f"-L{folder}", f"-l:{STANDIN_NAME}", f"-Wl,-rpath,{folder}"],
+        check=True,
+    )
     status = emulation_setup.status()
-    done = subprocess.run([str(status.qemu), "-cpu", "max", str(binary)], capture_output=True, text=True,
-                          env={"QEMU_LD_PREFIX": str(emulation_setup.SYSROOT)})
+    done = subprocess.run(
+        [str(status.qemu), "-cpu", "max", str(binary)],
+        capture_output=True,
+        text=True,
+        env={"QEMU_LD_PREFIX": str(emulation_setup.SYSROOT)},
+    )
     assert done.returncode != 0
     assert "called PyTorch's c10::SymInt::promote_to_negative()" in done.stderr
     assert "--sme2-target=host" in done.stderr

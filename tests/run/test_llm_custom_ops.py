@@ -93,8 +93,12 @@ def test_the_local_target_s_own_runner_runs_them_through_its_kernel_kit(bundled_
     exported = session.export("tiny_llama", Recipe())
     sequence = LlmSequence(prefill=7, decode=3)
     example = tuple(torch.load(exported.inputs_path, weights_only=True))
-    phases = llm_phases(exported, Runner(session, RunSpec(runs=3, warmup=1, max_rounds=1),
-                                         session.test_dir("tiny-llama-local")), sequence, example)
+    phases = llm_phases(
+        exported,
+        Runner(session, RunSpec(runs=3, warmup=1, max_rounds=1), session.test_dir("tiny-llama-local")),
+        sequence,
+        example,
+    )
     _, last = eager_sequence(session.registry.get("tiny_llama"), sequence)
     torch.testing.assert_close(last_output(phases.decode), last, rtol=1e-4, atol=1e-4)
     log = Path(phases.decode.artifacts["log"]).read_text()

@@ -21,8 +21,7 @@ from pytest_sme2.measure.runner import Runner
 from pytest_sme2.measure.session import Settings, Sme2Session
 from pytest_sme2.run.native.build import build_mask_library, build_runner
 from pytest_sme2.run.targets import RunSpec
-from pytest_sme2.run.targets.local import LocalTarget
-from pytest_sme2.run.targets.local import check_runner, executable_arch
+from pytest_sme2.run.targets.local import LocalTarget, check_runner, executable_arch
 from pytest_sme2.run.targets.native_runner import STARTUP_REPEATS
 
 
@@ -46,8 +45,9 @@ def runner_binary(runner_cache: Path) -> Path:
 @pytest.fixture(scope="module")
 def session(tmp_path_factory: pytest.TempPathFactory, runner_binary: Path, shared_export_cache: Path) -> Sme2Session:
     root = tmp_path_factory.mktemp("local")
-    sess = Sme2Session(Settings(target="local", cache_dir=shared_export_cache, session_dir=root / "artifacts",
-                                runner=runner_binary))
+    sess = Sme2Session(
+        Settings(target="local", cache_dir=shared_export_cache, session_dir=root / "artifacts", runner=runner_binary)
+    )
     sess.registry.register_dir(REPO / "models")
     yield sess
     sess.close()
@@ -95,8 +95,14 @@ def _scripted_target(session: Sme2Session, tmp_path: Path, name: str, script: st
     runner = tmp_path / f"{name}_runner"
     runner.write_text(f"#!/bin/sh\n{script}\n")
     runner.chmod(0o755)
-    other = Sme2Session(Settings(target="local", cache_dir=session.settings.cache_dir,
-                                 session_dir=tmp_path / f"artifacts-{name}", runner=runner))
+    other = Sme2Session(
+        Settings(
+            target="local",
+            cache_dir=session.settings.cache_dir,
+            session_dir=tmp_path / f"artifacts-{name}",
+            runner=runner,
+        )
+    )
     return other.target
 
 
@@ -104,51 +110,92 @@ def test_reference_program_errors_are_clear(session: Sme2Session, tmp_path: Path
     exported = session.export("toy_cnn", Recipe())
     target = session.target
     with pytest.raises(RunnerError) as info:
-        target.run(exported.path, exported.inputs_path, RunSpec(runs=2, warmup=0), tmp_path / "missing",
-                   reference=tmp_path / "no such reference.pte")
+        target.run(
+            exported.path,
+            exported.inputs_path,
+            RunSpec(runs=2, warmup=0),
+            tmp_path / "missing",
+            reference=tmp_path / "no such reference.pte",
+        )
     assert "exited with status 3" in str(info.value) and "reference program" in str(info.value)
     # A runner that is not pytest-sme2's (here: a script printing a result without reference times).
-    other = _scripted_target(session, tmp_path, "foreign",
-                             "echo 'PYTEST_SME2_RESULT {\"latency_ms\": [1.0, 1.0], \"threads\": 1}'")
+    other = _scripted_target(
+        session, tmp_path, "foreign", 'echo \'PYTEST_SME2_RESULT {"latency_ms": [1.0, 1.0], "threads": 1}\''
+    )
     with pytest.raises(RunnerError, match="reported none in 'reference_ms'.*--sme2-latency-reference=off"):
-        other.run(exported.path, exported.inputs_path, RunSpec(runs=2, warmup=0, etdump=False),
-                  tmp_path / "foreign", reference=exported.path)
+        other.run(
+            exported.path,
+            exported.inputs_path,
+            RunSpec(runs=2, warmup=0, etdump=False),
+            tmp_path / "foreign",
+            reference=exported.path,
+        )
     # A runner of an older pytest-sme2 (no --startup_repeats) says so and how to get past it.
-    older = _scripted_target(session, tmp_path, "older", "echo \"sme2_runner: unknown argument '--startup_repeats=8' "
-                                                         "(flags take the form --name=value)\" >&2\nexit 2")
-    with pytest.raises(RunnerError, match=r"older pytest-sme2's sme2_runner.cpp.*pytest-sme2 build-runner.*"
-                                          r"--sme2-latency-reference=off"):
-        older.run(exported.path, exported.inputs_path, RunSpec(runs=2, warmup=0), tmp_path / "older",
-                  reference=exported.path)
+    older = _scripted_target(
+        session,
+        tmp_path,
+        "older",
+        "echo \"sme2_runner: unknown argument '--startup_repeats=8' " '(flags take the form --name=value)" >&2\nexit 2',
+    )
+    with pytest.raises(
+        RunnerError,
+        match=r"older pytest-sme2's sme2_runner.cpp.*pytest-sme2 build-runner.*" r"--sme2-latency-reference=off",
+    ):
+        older.run(
+            exported.path, exported.inputs_path, RunSpec(runs=2, warmup=0), tmp_path / "older", reference=exported.path
+        )
     # A reference load per load of the method, or the runner is not this version's.
-    short = _scripted_target(session, tmp_path, "short", "echo 'PYTEST_SME2_RESULT {\"latency_ms\": [1.0], "
-                             "\"reference_ms\": [1.0], \"reference_load_ms\": [1.0, 1.0], \"threads\": 1}'")
+    short = _scripted_target(
+        session,
+        tmp_path,
+        "short",
+        'echo \'PYTEST_SME2_RESULT {"latency_ms": [1.0], '
+        '"reference_ms": [1.0], "reference_load_ms": [1.0, 1.0], "threads": 1}\'',
+    )
     with pytest.raises(RunnerError, match=rf"2 times in 'reference_load_ms' for {STARTUP_REPEATS} loads"):
-        short.run(exported.path, exported.inputs_path, RunSpec(runs=1, warmup=0), tmp_path / "short",
-                  reference=exported.path)
+        short.run(
+            exported.path, exported.inputs_path, RunSpec(runs=1, warmup=0), tmp_path / "short", reference=exported.path
+        )
     # Without a reference it is accepted: the relative gate is off, raw latency is all there is.
-    result = other.run(exported.path, exported.inputs_path, RunSpec(runs=2, warmup=0, etdump=False),
-                       tmp_path / "foreign2")
+    result = other.run(
+        exported.path, exported.inputs_path, RunSpec(runs=2, warmup=0, etdump=False), tmp_path / "foreign2"
+    )
     assert result.reference_ms is None and list(result.wall_ms) == [1.0, 1.0]
 
 
-@pytest.mark.parametrize(("line", "message"), [
-    ("PYTEST_SME2_RESULT {not json", "printed a result line that is not JSON (Expecting property name enclosed in "
-                                     "double quotes at column 21): 'PYTEST_SME2_RESULT {not json'"),
-    ("PYTEST_SME2_RESULT {}", "printed a result line without what pytest-sme2 needs (no 'latency_ms'): "
-                              "'PYTEST_SME2_RESULT {}'"),
-    ("PYTEST_SME2_RESULT [1, 2]", "(a JSON object expected, got list)"),
-    ('PYTEST_SME2_RESULT {"latency_ms": "fast"}', "('latency_ms' must be a list of milliseconds, one per timed run)"),
-    ('PYTEST_SME2_RESULT {"latency_ms": [1.0]}', "reported 1 times in 'latency_ms' for 2 timed runs"),
-], ids=["not-json", "empty", "list", "wrong-type", "wrong-count"])
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        (
+            "PYTEST_SME2_RESULT {not json",
+            "printed a result line that is not JSON (Expecting property name enclosed in "
+            "double quotes at column 21): 'PYTEST_SME2_RESULT {not json'",
+        ),
+        (
+            "PYTEST_SME2_RESULT {}",
+            "printed a result line without what pytest-sme2 needs (no 'latency_ms'): " "'PYTEST_SME2_RESULT {}'",
+        ),
+        ("PYTEST_SME2_RESULT [1, 2]", "(a JSON object expected, got list)"),
+        (
+            'PYTEST_SME2_RESULT {"latency_ms": "fast"}',
+            "('latency_ms' must be a list of milliseconds, one per timed run)",
+        ),
+        ('PYTEST_SME2_RESULT {"latency_ms": [1.0]}', "reported 1 times in 'latency_ms' for 2 timed runs"),
+    ],
+    ids=["not-json", "empty", "list", "wrong-type", "wrong-count"],
+)
 def test_malformed_runner_output_is_a_runner_error_naming_the_runner_and_line(
-        session: Sme2Session, tmp_path: Path, line: str, message: str) -> None:
+    session: Sme2Session, tmp_path: Path, line: str, message: str
+) -> None:
     exported = session.export("toy_cnn", Recipe())
     foreign = tmp_path / "odd_runner"
     foreign.write_text(f"#!/bin/sh\necho '{line}'\n")
     foreign.chmod(0o755)
-    other = Sme2Session(Settings(target="local", cache_dir=session.settings.cache_dir,
-                                 session_dir=tmp_path / "artifacts", runner=foreign))
+    other = Sme2Session(
+        Settings(
+            target="local", cache_dir=session.settings.cache_dir, session_dir=tmp_path / "artifacts", runner=foreign
+        )
+    )
     with pytest.raises(RunnerError) as info:
         other.target.run(exported.path, exported.inputs_path, RunSpec(runs=2, warmup=0, etdump=False), tmp_path / "o")
     text = str(info.value)
@@ -163,26 +210,37 @@ def test_sme2_off_with_one_build_preloads_the_mask_library(session: Sme2Session,
     # The library really loads into a process and exports its marker symbol.
     probe = tmp_path / "probe.c"
     probe.write_text(
-        '#define _GNU_SOURCE\n#include <dlfcn.h>\n#include <stdio.h>\n#include <sys/auxv.h>\n'
+        "#define _GNU_SOURCE\n#include <dlfcn.h>\n#include <stdio.h>\n#include <sys/auxv.h>\n"
         'int main(void){ printf("%d %lu\\n", dlsym(RTLD_DEFAULT, "pytest_sme2_sme_masked") != 0,'
-        ' getauxval(AT_HWCAP2)); return 0; }\n'
+        " getauxval(AT_HWCAP2)); return 0; }\n"
     )
     subprocess.run(["cc", "-o", str(tmp_path / "probe"), str(probe), "-ldl"], check=True)
     plain = subprocess.run([str(tmp_path / "probe")], capture_output=True, text=True, check=True).stdout.split()
-    masked = subprocess.run([str(tmp_path / "probe")], capture_output=True, text=True, check=True,
-                            env={**os.environ, "LD_PRELOAD": str(build_mask_library())}).stdout.split()
+    masked = subprocess.run(
+        [str(tmp_path / "probe")],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "LD_PRELOAD": str(build_mask_library())},
+    ).stdout.split()
     assert plain[0] == "0" and masked[0] == "1"
     sme_bits = (0xFF << 23) | (0x3F << 37)
     assert int(masked[1]) == int(plain[1]) & ~sme_bits
 
 
-def test_two_builds_mode_picks_the_build_per_variant(session: Sme2Session, runner_binary: Path,
-                                                     tmp_path: Path) -> None:
+def test_two_builds_mode_picks_the_build_per_variant(session: Sme2Session, runner_binary: Path, tmp_path: Path) -> None:
     on, off = tmp_path / "runner on", tmp_path / "runner off"
     shutil.copy2(runner_binary, on)
     shutil.copy2(runner_binary, off)
-    sess = Sme2Session(Settings(target="local", cache_dir=session.settings.cache_dir,
-                                session_dir=tmp_path / "artifacts", runner_on=on, runner_off=off))
+    sess = Sme2Session(
+        Settings(
+            target="local",
+            cache_dir=session.settings.cache_dir,
+            session_dir=tmp_path / "artifacts",
+            runner_on=on,
+            runner_off=off,
+        )
+    )
     sess.registry.register_dir(REPO / "models")
     exported = sess.export("toy_cnn", Recipe())
     profile = Runner(sess, RunSpec(sme2=False, runs=2, warmup=0), sess.test_dir("two")).profile(exported)
@@ -250,8 +308,9 @@ def test_runner_crash_is_reported_with_the_signal(session: Sme2Session, tmp_path
     killer = threading.Thread(target=crash_it, daemon=True)
     killer.start()
     with pytest.raises(RunnerError, match="was killed by SIGSEGV"):
-        session.target.run(exported.path, exported.inputs_path, RunSpec(runs=10_000_000, warmup=0, timeout_s=120),
-                           out_dir)
+        session.target.run(
+            exported.path, exported.inputs_path, RunSpec(runs=10_000_000, warmup=0, timeout_s=120), out_dir
+        )
     killer.join()
 
 
@@ -259,8 +318,9 @@ def test_runner_timeout_kills_it(session: Sme2Session, tmp_path: Path) -> None:
     exported = session.export("mlp", Recipe())
     started = time.monotonic()
     with pytest.raises(RunnerError, match="timed out after 1.5 s"):
-        session.target.run(exported.path, exported.inputs_path, RunSpec(runs=10_000_000, warmup=0, timeout_s=1.5),
-                           tmp_path / "slow")
+        session.target.run(
+            exported.path, exported.inputs_path, RunSpec(runs=10_000_000, warmup=0, timeout_s=1.5), tmp_path / "slow"
+        )
     assert time.monotonic() - started < 30
 
 
@@ -281,11 +341,19 @@ def test_a_garbage_etdump_from_the_runner_blames_the_runner_not_the_user(session
     garbage = tmp_path / "garbage_runner"
     garbage.write_text(
         "#!/bin/sh\nfor arg in \"$@\"; do case $arg in --etdump_path=*) echo 'not an etdump, just text' > "
-        "\"${arg#--etdump_path=}\";; esac; done\n"
-        "echo 'PYTEST_SME2_RESULT {\"latency_ms\": [1.0, 1.0], \"threads\": 1}'\n")
+        '"${arg#--etdump_path=}";; esac; done\n'
+        'echo \'PYTEST_SME2_RESULT {"latency_ms": [1.0, 1.0], "threads": 1}\'\n'
+    )
     garbage.chmod(0o755)
-    other = Sme2Session(Settings(target="local", cache_dir=session.settings.cache_dir,
-                                 session_dir=tmp_path / "artifacts", runner=garbage, latency_reference=False))
+    other = Sme2Session(
+        Settings(
+            target="local",
+            cache_dir=session.settings.cache_dir,
+            session_dir=tmp_path / "artifacts",
+            runner=garbage,
+            latency_reference=False,
+        )
+    )
     with pytest.raises(EtdumpError) as info:
         Runner(other, RunSpec(runs=2, warmup=0), other.test_dir("t")).profile(exported, top_up=False)
     text = str(info.value)
@@ -310,5 +378,9 @@ def test_the_method_is_loaded_again_only_when_a_reference_program_and_an_etdump_
     flag = f"--startup_repeats={STARTUP_REPEATS}"
     assert flag in runner_arguments("runner", files, RunSpec())
     assert flag not in runner_arguments("runner", files, RunSpec(etdump=False))
-    assert not any(a.startswith("--startup_repeats") for a in runner_arguments(
-        "runner", RunnerFiles(pte="m.pte", timed_etdump="t", warmup_etdump="w", outputs="o"), RunSpec()))
+    assert not any(
+        a.startswith("--startup_repeats")
+        for a in runner_arguments(
+            "runner", RunnerFiles(pte="m.pte", timed_etdump="t", warmup_etdump="w", outputs="o"), RunSpec()
+        )
+    )

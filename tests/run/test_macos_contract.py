@@ -24,9 +24,14 @@ from pytest_sme2.run.native.macho import MachOError, read_macho
 # The SME sysctls cpuinfo in executorch 1.5.1's macOS wheel asks for (../shared/FACTS.md, "macOS").
 # A new name here (say FEAT_SME2p2) must make this test fail until the interposer is checked against it.
 CPUINFO_SME_NAMES = {
-    "hw.optional.arm.FEAT_SME", "hw.optional.arm.FEAT_SME2", "hw.optional.arm.FEAT_SME2p1",
-    "hw.optional.arm.FEAT_SME_B16B16", "hw.optional.arm.FEAT_SME_F16F16", "hw.optional.arm.SME_I16I32",
-    "hw.optional.arm.SME_BI32I32", "hw.optional.arm.sme_max_svl_b",
+    "hw.optional.arm.FEAT_SME",
+    "hw.optional.arm.FEAT_SME2",
+    "hw.optional.arm.FEAT_SME2p1",
+    "hw.optional.arm.FEAT_SME_B16B16",
+    "hw.optional.arm.FEAT_SME_F16F16",
+    "hw.optional.arm.SME_I16I32",
+    "hw.optional.arm.SME_BI32I32",
+    "hw.optional.arm.sme_max_svl_b",
 }
 CPUINFO_LIBRARY = "libexecutorch_threadpool.dylib"
 
@@ -77,16 +82,18 @@ def interposer_for_linux(tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDL
     if compiler is None:
         pytest.skip("needs a C compiler: apt-get install gcc")
     library = tmp_path_factory.mktemp("mask-macos") / "libmask_macos_logic.so"
-    subprocess.run([compiler, "-shared", "-fPIC", "-O2", "-o", str(library), str(SOURCE_DIR / MASK_SOURCE_MACOS)],
-                   check=True)
+    subprocess.run(
+        [compiler, "-shared", "-fPIC", "-O2", "-o", str(library), str(SOURCE_DIR / MASK_SOURCE_MACOS)], check=True
+    )
     loaded = ctypes.CDLL(str(library))
     loaded.pytest_sme2_hides_sysctl.argtypes = [ctypes.c_char_p]
     loaded.pytest_sme2_hidden_answer.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t)]
     return loaded
 
 
-def test_interposer_hides_every_sme_name_cpuinfo_asks_and_nothing_else(macos_lib: Path,
-                                                                        interposer_for_linux: ctypes.CDLL) -> None:
+def test_interposer_hides_every_sme_name_cpuinfo_asks_and_nothing_else(
+    macos_lib: Path, interposer_for_linux: ctypes.CDLL
+) -> None:
     asked = [s for s in read_macho(macos_lib / CPUINFO_LIBRARY).cstrings() if s.startswith("hw.")]
     hidden = {name for name in asked if interposer_for_linux.pytest_sme2_hides_sysctl(name.encode())}
     assert hidden == _sme_names(tuple(asked))
@@ -113,10 +120,26 @@ def test_interposer_cross_builds_into_an_arm64_dylib_with_the_interpose_tuple(tm
     dylib = tmp_path / "libsme2_mask.dylib"
     # No macOS SDK exists here: no system headers (the source declares what it uses), no libSystem to link,
     # so sysctlbyname is left for dyld to find at load time.
-    subprocess.run([clang, "-target", "arm64-apple-macos14", "-nostdinc", "-isystem", f"{resource}/include",
-                    "-dynamiclib", "-nostdlib", "-fuse-ld=lld", "-Wl,-undefined,dynamic_lookup",
-                    "-Wl,-platform_version,macos,14.0,14.0", "-O2", "-o", str(dylib),
-                    str(SOURCE_DIR / MASK_SOURCE_MACOS)], check=True)
+    subprocess.run(
+        [
+            clang,
+            "-target",
+            "arm64-apple-macos14",
+            "-nostdinc",
+            "-isystem",
+            f"{resource}/include",
+            "-dynamiclib",
+            "-nostdlib",
+            "-fuse-ld=lld",
+            "-Wl,-undefined,dynamic_lookup",
+            "-Wl,-platform_version,macos,14.0,14.0",
+            "-O2",
+            "-o",
+            str(dylib),
+            str(SOURCE_DIR / MASK_SOURCE_MACOS),
+        ],
+        check=True,
+    )
     image = read_macho(dylib)
     assert image.cpu == "arm64"
     assert len(image.section("__DATA", "__interpose")) == 16  # one (replacement, original) pair of pointers
@@ -124,8 +147,9 @@ def test_interposer_cross_builds_into_an_arm64_dylib_with_the_interpose_tuple(tm
     assert {"_pytest_sme2_sme_masked", "_pytest_sme2_hides_sysctl"} <= image.exports
 
 
-def test_runner_configures_against_the_macos_wheel_and_links_with_an_rpath_to_its_dylibs(macos_lib: Path,
-                                                                                         tmp_path: Path) -> None:
+def test_runner_configures_against_the_macos_wheel_and_links_with_an_rpath_to_its_dylibs(
+    macos_lib: Path, tmp_path: Path
+) -> None:
     """The runner's CMake configure on an M4 Mac (build.configure_command, the one build_runner runs), here
     against the macOS wheel's CMake package with CMake told the system is Darwin: executorch-config.cmake finds
     every dylib the runner links, and the generated link line names them from the wheel's lib folder with an
@@ -139,18 +163,29 @@ def test_runner_configures_against_the_macos_wheel_and_links_with_an_rpath_to_it
     prefix = macos_lib.parent
     build = tmp_path / "build"
     command = configure_command(find_cmake(), build, prefix) + [
-        "-DCMAKE_SYSTEM_NAME=Darwin", "-DCMAKE_OSX_ARCHITECTURES=arm64", f"-DCMAKE_CXX_COMPILER={clang}",
-        "-DCMAKE_CXX_COMPILER_WORKS=1"]  # no SDK: CMake's try-compile of a test program cannot link
+        "-DCMAKE_SYSTEM_NAME=Darwin",
+        "-DCMAKE_OSX_ARCHITECTURES=arm64",
+        f"-DCMAKE_CXX_COMPILER={clang}",
+        "-DCMAKE_CXX_COMPILER_WORKS=1",
+    ]  # no SDK: CMake's try-compile of a test program cannot link
     done = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     link = (build / "CMakeFiles" / "sme2_runner.dir" / "link.txt").read_text().split()
     linked = {Path(word).resolve() for word in link if word.endswith(".dylib")}
-    wanted = {"libexecutorch.dylib", "libexecutorch_etdump.dylib", "libexecutorch_threadpool.dylib",
-              "libexecutorch_backend_xnnpack.dylib", "libexecutorch_kernels_optimized.dylib",
-              "libexecutorch_kernels_quantized.dylib"}
+    wanted = {
+        "libexecutorch.dylib",
+        "libexecutorch_etdump.dylib",
+        "libexecutorch_threadpool.dylib",
+        "libexecutorch_backend_xnnpack.dylib",
+        "libexecutorch_kernels_optimized.dylib",
+        "libexecutorch_kernels_quantized.dylib",
+    }
     assert {path.name for path in linked} == wanted and {path.parent for path in linked} == {macos_lib.resolve()}
-    rpaths = {Path(link[i + 3]).resolve() for i, word in enumerate(link)
-              if word == "-Xlinker" and link[i + 1] == "-rpath" and not link[i + 3].startswith("@")}
+    rpaths = {
+        Path(link[i + 3]).resolve()
+        for i, word in enumerate(link)
+        if word == "-Xlinker" and link[i + 1] == "-rpath" and not link[i + 3].startswith("@")
+    }
     assert macos_lib.resolve() in rpaths, f"no -rpath to {macos_lib} in: {' '.join(link)}"
     pending, seen = list(linked), set()
     while pending:
@@ -176,19 +211,26 @@ def test_reader_refuses_what_it_cannot_read(tmp_path: Path) -> None:
         read_macho(short)
 
 
-def test_an_m4_is_recognised_from_its_sysctls_and_auto_picks_the_native_runner(monkeypatch: pytest.MonkeyPatch,
-                                                                               tmp_path: Path) -> None:
+def test_an_m4_is_recognised_from_its_sysctls_and_auto_picks_the_native_runner(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     """host_cpu() on macOS reads hw.optional.arm.FEAT_SME/FEAT_SME2 and the brand string with `sysctl -n`: here a
     stand-in sysctl answers as an M4 does, and the default target's plan is then the native runner, SME2 on and
     off (what `make perf` runs on a Mac: auto-target builds the runner, then one process, no xdist)."""
     from pytest_sme2.run import cpu
     from pytest_sme2.run.targets.auto import plan
 
-    answers = {"hw.optional.arm.FEAT_SME": "1", "hw.optional.arm.FEAT_SME2": "1",
-               "machdep.cpu.brand_string": "Apple M4"}
+    answers = {
+        "hw.optional.arm.FEAT_SME": "1",
+        "hw.optional.arm.FEAT_SME2": "1",
+        "machdep.cpu.brand_string": "Apple M4",
+    }
     sysctl = tmp_path / "sysctl"
-    sysctl.write_text("#!/bin/sh\ncase \"$2\" in\n" + "".join(f"  {k}) echo {v};;\n" for k, v in answers.items())
-                      + "  *) exit 1;;\nesac\n")
+    sysctl.write_text(
+        '#!/bin/sh\ncase "$2" in\n'
+        + "".join(f"  {k}) echo {v};;\n" for k, v in answers.items())
+        + "  *) exit 1;;\nesac\n"
+    )
     sysctl.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}:{__import__('os').environ['PATH']}")
     monkeypatch.setattr(cpu.platform, "system", lambda: "Darwin")
@@ -202,8 +244,11 @@ def test_an_m4_is_recognised_from_its_sysctls_and_auto_picks_the_native_runner(m
     chosen = plan(m4, None, None)
     assert chosen.target == "local" and chosen.modes == "SME2 on and SME2 off"
     answers["hw.optional.arm.FEAT_SME2"] = "0"  # a Mac without SME2
-    sysctl.write_text("#!/bin/sh\ncase \"$2\" in\n" + "".join(f"  {k}) echo {v};;\n" for k, v in answers.items())
-                      + "  *) exit 1;;\nesac\n")
+    sysctl.write_text(
+        '#!/bin/sh\ncase "$2" in\n'
+        + "".join(f"  {k}) echo {v};;\n" for k, v in answers.items())
+        + "  *) exit 1;;\nesac\n"
+    )
     cpu.host_cpu.cache_clear()
     try:
         assert not cpu.host_cpu().has_sme2

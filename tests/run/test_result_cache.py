@@ -41,10 +41,16 @@ def ingredients(tmp_path: Path) -> dict:
     for name in ("program.pte", "inputs.pt", "runner", "libone.so", "libtwo.so", "qemu-aarch64"):
         files[name] = tmp_path / name
         files[name].write_bytes(name.encode() * 100)
-    return {"program": files["program.pte"], "inputs": files["inputs.pt"], "runner": files["runner"],
-            "libraries": [files["libone.so"], files["libtwo.so"]], "emulator": files["qemu-aarch64"],
-            "cpu": "-cpu max,sme=on,sme_fa64=on,sve-default-vector-length=64", "settings": {"runs": 1, "warmup": 1},
-            "code": "c0de"}
+    return {
+        "program": files["program.pte"],
+        "inputs": files["inputs.pt"],
+        "runner": files["runner"],
+        "libraries": [files["libone.so"], files["libtwo.so"]],
+        "emulator": files["qemu-aarch64"],
+        "cpu": "-cpu max,sme=on,sme_fa64=on,sve-default-vector-length=64",
+        "settings": {"runs": 1, "warmup": 1},
+        "code": "c0de",
+    }
 
 
 def test_a_key_is_the_content_not_the_names_or_dates(ingredients: dict, tmp_path: Path) -> None:
@@ -65,20 +71,22 @@ def test_one_byte_of_any_file_changes_the_key(ingredients: dict, ingredient: str
     assert run_key(**ingredients).digest != before
 
 
-@pytest.mark.parametrize("change", [
-    {"cpu": "-cpu max,sme=off"},  # SME2 off
-    {"cpu": "-cpu max,sme=on,sme_fa64=on,sve-default-vector-length=32"},  # another SVL
-    {"settings": {"runs": 2, "warmup": 1}},
-    {"code": "c0df"},
-    {"inputs": None},
-])
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"cpu": "-cpu max,sme=off"},  # SME2 off
+        {"cpu": "-cpu max,sme=on,sme_fa64=on,sve-default-vector-length=32"},  # another SVL
+        {"settings": {"runs": 2, "warmup": 1}},
+        {"code": "c0df"},
+        {"inputs": None},
+    ],
+)
 def test_each_setting_changes_the_key(ingredients: dict, change: dict) -> None:
     assert run_key(**{**ingredients, **change}).digest != run_key(**ingredients).digest
 
 
 def test_the_code_digest_changes_with_one_byte_of_the_counting_code(tmp_path: Path) -> None:
-    tree = shutil.copytree(REPO / "pytest_sme2", tmp_path / "pytest_sme2",
-                           ignore=shutil.ignore_patterns("__pycache__"))
+    tree = shutil.copytree(REPO / "pytest_sme2", tmp_path / "pytest_sme2", ignore=shutil.ignore_patterns("__pycache__"))
     before = code_digest(tree)
     counting = tree / "evidence" / "qemu_counts.py"
     counting.write_text(counting.read_text() + "\n# one more line\n")
@@ -183,8 +191,9 @@ def test_a_damaged_entry_is_reported_removed_and_never_used(stored: tuple, tmp_p
     assert not (out / "timed.etdp").exists()
 
 
-def test_another_programs_entry_copied_under_this_key_is_refused(stored: tuple, ingredients: dict,
-                                                                  tmp_path: Path) -> None:
+def test_another_programs_entry_copied_under_this_key_is_refused(
+    stored: tuple, ingredients: dict, tmp_path: Path
+) -> None:
     """Another program's counted run, its folder copied under this run's key and its result.json naming this
     key: every file matches its own digest, yet it answers for another program. It is refused, not used."""
     cache, key, _ = stored
@@ -200,8 +209,10 @@ def test_another_programs_entry_copied_under_this_key_is_refused(stored: tuple, 
     manifest = json.loads((entry / MANIFEST).read_text())
     (entry / MANIFEST).write_text(json.dumps({**manifest, "key": key.digest}))
     out = tmp_path / "out"
-    with pytest.warns(DamagedCacheEntryWarning, match="it answers for another run: its program is "
-                                                      f"{other_key.ingredients['program'][:16]}"):
+    with pytest.warns(
+        DamagedCacheEntryWarning,
+        match="it answers for another run: its program is " f"{other_key.ingredients['program'][:16]}",
+    ):
         assert cache.load(key, out) is None
     assert not (out / "timed.etdp").exists()
     assert cache.load(other_key, tmp_path / "its own") is not None  # the other program's entry is still good
@@ -212,7 +223,8 @@ def test_another_programs_entry_copied_under_this_key_is_refused(stored: tuple, 
 
 @needs_emulation
 def test_the_emulated_targets_key_covers_program_inputs_runner_libraries_qemu_svl_sme2_and_code(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     program, inputs = tmp_path / "program.pte", tmp_path / "inputs.pt"
     program.write_bytes(b"program" * 50)
     inputs.write_bytes(b"inputs" * 50)
@@ -248,8 +260,11 @@ def test_the_emulated_targets_key_covers_program_inputs_runner_libraries_qemu_sv
     changed_library = tmp_path / xnnpack.name
     shutil.copy(xnnpack, changed_library)
     _flip_last_byte(changed_library)
-    monkeypatch.setattr(emulated_module, "loaded_libraries",
-                        lambda runner: [changed_library if p == xnnpack else p for p in loaded_libraries(runner)])
+    monkeypatch.setattr(
+        emulated_module,
+        "loaded_libraries",
+        lambda runner: [changed_library if p == xnnpack else p for p in loaded_libraries(runner)],
+    )
     changed["a library"] = target.result_key(program, inputs, spec)
     monkeypatch.undo()
     monkeypatch.setattr(emulated_module, "code_digest", lambda: "another counting code")
@@ -281,11 +296,17 @@ HOST_ONLY = {"tiny_llama"}
 
 
 @needs_emulation
-@pytest.mark.parametrize("model", sorted(p.stem for p in (REPO / "models").glob("*.py")
-                                         if not p.stem.startswith("_") and p.stem not in HOST_ONLY
-                                         and p.stem != COMPARED_WITH_THE_QEMU_COUNTS))
-def test_a_cached_answer_equals_a_fresh_run_in_every_counted_quantity(tmp_path: Path, shared_export_cache: Path,
-                                                                     model: str) -> None:
+@pytest.mark.parametrize(
+    "model",
+    sorted(
+        p.stem
+        for p in (REPO / "models").glob("*.py")
+        if not p.stem.startswith("_") and p.stem not in HOST_ONLY and p.stem != COMPARED_WITH_THE_QEMU_COUNTS
+    ),
+)
+def test_a_cached_answer_equals_a_fresh_run_in_every_counted_quantity(
+    tmp_path: Path, shared_export_cache: Path, model: str
+) -> None:
     sme2s = (True, False) if model == BOTH_SIDES else (True,)
     # the run's shared cache: its exports are reused; the fresh runs are emulated whatever it holds
     fresh = _counted(tmp_path, shared_export_cache, model, fresh=True, sme2s=sme2s)  # emulated, and stored
@@ -316,24 +337,38 @@ def _session_log(project: pytest.Pytester) -> str:
 
 @needs_emulation
 def test_an_unchanged_model_is_answered_from_the_cache_and_a_changed_one_is_emulated_and_fails(
-        sme2_project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    sme2_project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)  # the gate on: these sessions judge baselines
     sme2_project.makepyfile(test_cached=CACHED_PROJECT_TEST)
     # a cache folder of its own: the run's shared one may hold this count from another test already
-    on = ("--sme2-target=emulated", "-o", "sme2_fresh=false", "-o", f"sme2_cache_dir={sme2_project.path / 'cache'}",
-          "-p", "no:cacheprovider")
+    on = (
+        "--sme2-target=emulated",
+        "-o",
+        "sme2_fresh=false",
+        "-o",
+        f"sme2_cache_dir={sme2_project.path / 'cache'}",
+        "-p",
+        "no:cacheprovider",
+    )
     first = sme2_project.runpytest_inprocess(*on, "--sme2-update-baselines")
     first.assert_outcomes(passed=1)
     assert "[emulated sme2=on threads=1] done" in _session_log(sme2_project)
     assert "from the result cache" not in _session_log(sme2_project)
     again = sme2_project.runpytest_inprocess(*on)
     again.assert_outcomes(passed=1)
-    assert re.search(r"tiny fp32-xnnpack \[emulated sme2=on threads=1\] done: .* from the result cache \(key "
-                     r"[0-9a-f]{16}\)", _session_log(sme2_project))
+    assert re.search(
+        r"tiny fp32-xnnpack \[emulated sme2=on threads=1\] done: .* from the result cache \(key " r"[0-9a-f]{16}\)",
+        _session_log(sme2_project),
+    )
     assert "counted run from the result cache, key " in (newest_session(sme2_project.path) / "summary.md").read_text()
     # in the terminal too, where under xdist no progress line says it: the row, and how many of the session's runs
-    again.stdout.fnmatch_lines(["test_tiny *emulated sme2=on threads=1 * instr (cached) *",
-                                "sme2: 1 of 1 counted runs answered from the result cache (*--sme2-fresh*"])
+    again.stdout.fnmatch_lines(
+        [
+            "test_tiny *emulated sme2=on threads=1 * instr (cached) *",
+            "sme2: 1 of 1 counted runs answered from the result cache (*--sme2-fresh*",
+        ]
+    )
     assert "(cached)" not in first.stdout.str() and "answered from the result cache" not in first.stdout.str()
     # a table of counted emulated runs: no "ms" over its column of counts
     again.stdout.fnmatch_lines(["test * variant * instructions per inference (emulated) * verdict*"])
@@ -374,8 +409,9 @@ def test_an_entry_whose_counts_another_code_wrote_is_discarded_and_counted_again
     manifest = json.loads((entry / MANIFEST).read_text())
     manifest["files"]["instructions.json"] = digests.file_sha256(entry / "instructions.json")
     (entry / MANIFEST).write_text(json.dumps(manifest))
-    with pytest.warns(DamagedCacheEntryWarning, match="instructions.json is format 2, and this pytest-sme2 writes "
-                                                      "format 3"):
+    with pytest.warns(
+        DamagedCacheEntryWarning, match="instructions.json is format 2, and this pytest-sme2 writes " "format 3"
+    ):
         (again,) = counted_profiles(tmp_path / "b", "toy_cnn", (True,), cache=cache)
     assert timeline_document("t", [again])["traceEvents"] == timeline_document("t", [fresh])["traceEvents"]
     assert json.loads((entry / "instructions.json").read_text())["version"] == 3  # stored again, whole

@@ -73,7 +73,8 @@ class RelayTarget(RegisteredTarget):
 
 
 def install(site: Path, distribution: str, module: str, source: str, entry_points: str) -> Path:
-    """``module`` and a dist-info for ``distribution`` in ``site``, as pip leaves them: what importlib.metadata reads."""
+    """``module`` and a dist-info for ``distribution`` in ``site``, as pip leaves them: what importlib.metadata
+    reads."""
     site.mkdir(parents=True, exist_ok=True)
     (site / f"{module}.py").write_text(source)
     info = site / f"{distribution.replace('-', '_')}-0.1.dist-info"
@@ -85,13 +86,19 @@ def install(site: Path, distribution: str, module: str, source: str, entry_point
 
 @pytest.fixture
 def relay_site(tmp_path: Path) -> Path:
-    return install(tmp_path / "site", "sme2-relay-target", "sme2_relay", RELAY_MODULE,
-                   "[pytest_sme2.targets]\nrelay = sme2_relay:RelayTarget\n")
+    return install(
+        tmp_path / "site",
+        "sme2-relay-target",
+        "sme2_relay",
+        RELAY_MODULE,
+        "[pytest_sme2.targets]\nrelay = sme2_relay:RelayTarget\n",
+    )
 
 
 @pytest.fixture
 def on_path(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[Path], None]]:
     """Put a folder on this process's path and read the registry again; read again afterwards, without it."""
+
     def add(site: Path) -> None:
         monkeypatch.syspath_prepend(str(site))
         registry.target_classes.cache_clear()
@@ -118,21 +125,36 @@ def test_a_third_party_target_is_registered_with_its_option_and_doctor_lines(rel
     assert "default target (auto)" in lines and "adb devices" in lines
 
 
-@pytest.mark.parametrize(("entry_points", "says"), [
-    ("[pytest_sme2.targets]\nhost = sme2_other:Other\n",
-     "the target name 'host' is registered twice (entry point group pytest_sme2.targets), by pytest-sme2 and by "
-     "sme2-other-target; uninstall one of them"),
-    ("[pytest_sme2.targets]\nother = sme2_other:missing\n",
-     "target 'other' (sme2_other:missing, entry point group pytest_sme2.targets of sme2-other-target) cannot be loaded"),
-    ("[pytest_sme2.targets]\nother = sme2_other:NotATarget\n", "is <class 'sme2_other.NotATarget'>, not a subclass of "
-     "pytest_sme2.run.targets.base.RegisteredTarget"),
-    ("[pytest_sme2.targets]\nother = sme2_other:Other\n", "its class names itself ('host',); the entry point's name "
-     "must be the first of its names"),
-])
-def test_a_bad_registration_is_an_error_naming_the_distribution(tmp_path: Path, on_path, entry_points: str,
-                                                                says: str) -> None:
-    source = ("from pytest_sme2 import RegisteredTarget\n"
-              "class Other(RegisteredTarget):\n    names = ('host',)\nclass NotATarget:\n    pass\n")
+@pytest.mark.parametrize(
+    ("entry_points", "says"),
+    [
+        (
+            "[pytest_sme2.targets]\nhost = sme2_other:Other\n",
+            "the target name 'host' is registered twice (entry point group pytest_sme2.targets), by pytest-sme2 and by "
+            "sme2-other-target; uninstall one of them",
+        ),
+        (
+            "[pytest_sme2.targets]\nother = sme2_other:missing\n",
+            "target 'other' (sme2_other:missing, entry point group pytest_sme2.targets of sme2-other-target) "
+            "cannot be loaded",
+        ),
+        (
+            "[pytest_sme2.targets]\nother = sme2_other:NotATarget\n",
+            "is <class 'sme2_other.NotATarget'>, not a subclass of " "pytest_sme2.run.targets.base.RegisteredTarget",
+        ),
+        (
+            "[pytest_sme2.targets]\nother = sme2_other:Other\n",
+            "its class names itself ('host',); the entry point's name " "must be the first of its names",
+        ),
+    ],
+)
+def test_a_bad_registration_is_an_error_naming_the_distribution(
+    tmp_path: Path, on_path, entry_points: str, says: str
+) -> None:
+    source = (
+        "from pytest_sme2 import RegisteredTarget\n"
+        "class Other(RegisteredTarget):\n    names = ('host',)\nclass NotATarget:\n    pass\n"
+    )
     on_path(install(tmp_path / "site", "sme2-other-target", "sme2_other", source, entry_points))
     with pytest.raises(UsageError) as raised:
         registry.target_names()
@@ -140,10 +162,12 @@ def test_a_bad_registration_is_an_error_naming_the_distribution(tmp_path: Path, 
 
 
 def test_a_session_chooses_the_third_party_target_by_name_with_its_own_option(
-        sme2_project: pytest.Pytester, relay_site: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    sme2_project: pytest.Pytester, relay_site: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A pytest process of its own, as a user starts it: the relay's distribution on its path."""
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(relay_site), os.environ.get("PYTHONPATH")])))
-    sme2_project.makepyfile(test_relay="""
+    sme2_project.makepyfile(
+        test_relay="""
         import pytest
 
         @pytest.mark.model("tiny")
@@ -152,7 +176,8 @@ def test_a_session_chooses_the_third_party_target_by_name_with_its_own_option(
             assert profile.metadata["target"]["name"] == "relay"
             assert profile.metadata["target"]["details"]["relay_label"] == "bench-7"
             assert profile.metadata["target"]["fingerprint"].startswith("relay-")
-        """)
+        """
+    )
     helped = sme2_project.runpytest_subprocess("--help")
     text = " ".join(helped.stdout.str().split())
     assert "--sme2-relay-label=SME2_RELAY_LABEL relay target: the bench label its runs carry" in text
@@ -163,27 +188,31 @@ def test_a_session_chooses_the_third_party_target_by_name_with_its_own_option(
     assert refused.ret == pytest.ExitCode.USAGE_ERROR
     assert "the relay target needs its bench label: pass --sme2-relay-label=NAME" in refused.stderr.str()
 
-    result = sme2_project.runpytest_subprocess("--sme2-target=relay", "--sme2-relay-label=bench-7",
-                                               "--sme2-no-baselines", "-p", "no:cacheprovider")
+    result = sme2_project.runpytest_subprocess(
+        "--sme2-target=relay", "--sme2-relay-label=bench-7", "--sme2-no-baselines", "-p", "no:cacheprovider"
+    )
     result.assert_outcomes(passed=1)
 
 
 def test_an_install_older_than_the_checkout_is_one_usage_error_naming_the_command(
-        pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """pytest-sme2's metadata without its targets' entry points (installed before they were added): pytest stops
     with the command that fixes it, not a traceback, and so does pytest-sme2's own command."""
     import subprocess
     import sys
 
-    stale = install(tmp_path / "stale", "pytest-sme2", "unused_module", "",
-                    "[pytest11]\nsme2 = pytest_sme2.plugin\n")  # first on the path: it is the distribution read
+    stale = install(
+        tmp_path / "stale", "pytest-sme2", "unused_module", "", "[pytest11]\nsme2 = pytest_sme2.plugin\n"
+    )  # first on the path: it is the distribution read
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(stale), os.environ.get("PYTHONPATH")])))
     result = pytester.runpytest_subprocess("--co")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     text = result.stderr.str()
     assert "ERROR: no pytest-sme2 targets are registered" in text and "make install" in text
     assert "Traceback" not in text
-    command = subprocess.run([sys.executable, "-m", "pytest_sme2.cli", "doctor"], capture_output=True, text=True,
-                             timeout=120)
+    command = subprocess.run(
+        [sys.executable, "-m", "pytest_sme2.cli", "doctor"], capture_output=True, text=True, timeout=120
+    )
     assert command.returncode == 2 and "install it again (`make install`" in command.stderr
     assert "Traceback" not in command.stderr

@@ -43,19 +43,27 @@ def test_an_android_program_carries_nothing(tmp_path: Path) -> None:
 
 
 @needs_aarch64_runner
-def test_a_missing_library_is_named_with_the_package_that_has_it(monkeypatch: pytest.MonkeyPatch,
-                                                                 tmp_path: Path) -> None:
+def test_a_missing_library_is_named_with_the_package_that_has_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.setattr(carried_module, "system_library_dirs", lambda arch: [tmp_path / "empty"])
-    with pytest.raises(RunnerError, match=r"names the loader /lib/ld-linux-aarch64\.so\.1, which is not on this "
-                                          r"machine for aarch64.*apt-get install g\+\+-aarch64-linux-gnu"):
+    with pytest.raises(
+        RunnerError,
+        match=r"names the loader /lib/ld-linux-aarch64\.so\.1, which is not on this "
+        r"machine for aarch64.*apt-get install g\+\+-aarch64-linux-gnu",
+    ):
         carried_loader(STATUS.runner)
     (tmp_path / "empty").mkdir()
-    loader = carried_module._find("ld-linux-aarch64.so.1", "aarch64",
-                                  first=emulation_setup.SYSROOT / "lib" / "ld-linux-aarch64.so.1")
+    loader = carried_module._find(
+        "ld-linux-aarch64.so.1", "aarch64", first=emulation_setup.SYSROOT / "lib" / "ld-linux-aarch64.so.1"
+    )
     assert loader is not None
     monkeypatch.setattr(carried_module, "program_interpreter", lambda path: str(loader))
-    with pytest.raises(RunnerError, match=r"needs (libc\.so\.6|libstdc\+\+\.so\.6|libm\.so\.6|libgcc_s\.so\.1|"
-                                          r"libdl\.so\.2|libpthread\.so\.0) .*neither next to it"):
+    with pytest.raises(
+        RunnerError,
+        match=r"needs (libc\.so\.6|libstdc\+\+\.so\.6|libm\.so\.6|libgcc_s\.so\.1|"
+        r"libdl\.so\.2|libpthread\.so\.0) .*neither next to it",
+    ):
         carried_loader(STATUS.runner)
 
 

@@ -1,4 +1,5 @@
-"""The folders pytest-sme2 creates for its output carry a .gitignore of ``*``; folders it did not create are left alone."""
+"""The folders pytest-sme2 creates for its output carry a .gitignore of ``*``; folders it did not create are left
+alone."""
 
 from __future__ import annotations
 

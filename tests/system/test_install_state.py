@@ -34,22 +34,33 @@ sme2 = "pytest_sme2.plugin"
 """
 
 
-def _installed(site: Path, root: Path, requires: list[str], editable: bool = True, version: str = "0.1.0",
-               plugin: str = "pytest_sme2.plugin") -> None:
+def _installed(
+    site: Path,
+    root: Path,
+    requires: list[str],
+    editable: bool = True,
+    version: str = "0.1.0",
+    plugin: str = "pytest_sme2.plugin",
+) -> None:
     """A pytest_sme2 dist-info as pip writes it for `pip install -e ROOT[test]`."""
     info = site / f"pytest_sme2-{version}.dist-info"
     info.mkdir(parents=True)
     lines = ["Metadata-Version: 2.1", "Name: pytest-sme2", f"Version: {version}", "Provides-Extra: test"]
     lines += [f"Requires-Dist: {req}" for req in requires] + ['Requires-Dist: pluggy>=1; extra == "test"']
     (info / "METADATA").write_text("\n".join(lines) + "\n")
-    (info / "entry_points.txt").write_text("[console_scripts]\npytest-sme2 = pytest_sme2.cli:main\n\n"
-                                           f"[pytest11]\nsme2 = {plugin}\n")
+    (info / "entry_points.txt").write_text(
+        "[console_scripts]\npytest-sme2 = pytest_sme2.cli:main\n\n" f"[pytest11]\nsme2 = {plugin}\n"
+    )
     (info / "direct_url.json").write_text(json.dumps({"url": root.as_uri(), "dir_info": {"editable": editable}}))
 
 
 def _check(site: Path, root: Path, torch: str = TORCH) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(SCRIPT), "--root", str(root), "--torch", torch, "--extra", "test"],
-                          capture_output=True, text=True, env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"})
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), "--root", str(root), "--torch", torch, "--extra", "test"],
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"},
+    )
 
 
 @pytest.fixture
@@ -68,16 +79,19 @@ def test_an_unchanged_install_is_up_to_date(project: tuple[Path, Path]) -> None:
     assert "up to date" in result.stdout and "nothing to install" in result.stdout
 
 
-@pytest.mark.parametrize("change, reason", [
-    ("dependency added", "the dependencies in {root}/pyproject.toml changed since pytest-sme2 was installed"),
-    ("requirement unmet", "numpy {numpy} is installed, pyproject.toml asks for numpy>=999"),
-    ("extra unmet", "pluggy {pluggy} is installed, pyproject.toml asks for pluggy>=999"),
-    ("entry point", "the entry points in {root}/pyproject.toml changed since pytest-sme2 was installed"),
-    ("version", "pytest-sme2 0.0.9 is installed, {root}/pyproject.toml says 0.1.0"),
-    ("not editable", "pytest-sme2 is not installed editable from {root}"),
-    ("other checkout", "pytest-sme2 is not installed editable from {root}"),
-    ("torch pin", "torch {torch} is installed, the Makefile pins 2.12.0"),
-])
+@pytest.mark.parametrize(
+    "change, reason",
+    [
+        ("dependency added", "the dependencies in {root}/pyproject.toml changed since pytest-sme2 was installed"),
+        ("requirement unmet", "numpy {numpy} is installed, pyproject.toml asks for numpy>=999"),
+        ("extra unmet", "pluggy {pluggy} is installed, pyproject.toml asks for pluggy>=999"),
+        ("entry point", "the entry points in {root}/pyproject.toml changed since pytest-sme2 was installed"),
+        ("version", "pytest-sme2 0.0.9 is installed, {root}/pyproject.toml says 0.1.0"),
+        ("not editable", "pytest-sme2 is not installed editable from {root}"),
+        ("other checkout", "pytest-sme2 is not installed editable from {root}"),
+        ("torch pin", "torch {torch} is installed, the Makefile pins 2.12.0"),
+    ],
+)
 def test_each_change_asks_for_an_install_and_says_why(project: tuple[Path, Path], change: str, reason: str) -> None:
     site, root = project
     requires, kwargs, torch = ["numpy>=1.24", "pytest>=8"], {}, TORCH

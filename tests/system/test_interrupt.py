@@ -47,8 +47,11 @@ EMULATION = emulation.status()
 
 
 def _project(tmp_path: Path, cache: Path, target: str) -> Path:
-    return write_project(tmp_path / "project", LONG_TEST, {
-        "sme2_target": target, "sme2_cache_dir": str(cache), "sme2_baselines": "false", "sme2_max_rounds": "1"})
+    return write_project(
+        tmp_path / "project",
+        LONG_TEST,
+        {"sme2_target": target, "sme2_cache_dir": str(cache), "sme2_baselines": "false", "sme2_max_rounds": "1"},
+    )
 
 
 def _running_runner(pid: int, marker: str) -> dict[int, str] | None:
@@ -70,15 +73,24 @@ def _assert_nothing_left(project: Path, started: dict[int, str]) -> None:
 
 
 @pytest.mark.xdist_group("long_runners")  # with test_adb_target's Ctrl-C test: both look for the same runners
-@pytest.mark.parametrize("target, args, marker", [
-    pytest.param("local", (), "--num_executions=10000000", id="local"),
-    pytest.param("emulated", (), "--num_executions=10000000", id="emulated",
-                 marks=pytest.mark.skipif(not EMULATION.ready, reason=f"emulated target not ready: {EMULATION.problem}")),
-    pytest.param("host", (), "host_worker.py", id="host"),
-    pytest.param("local", ("-n", "1"), "--num_executions=10000000", id="local-xdist"),
-])
-def test_sigint_ends_every_process_the_target_started(tmp_path: Path, shared_export_cache: Path, target: str,
-                                                      args: tuple[str, ...], marker: str) -> None:
+@pytest.mark.parametrize(
+    "target, args, marker",
+    [
+        pytest.param("local", (), "--num_executions=10000000", id="local"),
+        pytest.param(
+            "emulated",
+            (),
+            "--num_executions=10000000",
+            id="emulated",
+            marks=pytest.mark.skipif(not EMULATION.ready, reason=f"emulated target not ready: {EMULATION.problem}"),
+        ),
+        pytest.param("host", (), "host_worker.py", id="host"),
+        pytest.param("local", ("-n", "1"), "--num_executions=10000000", id="local-xdist"),
+    ],
+)
+def test_sigint_ends_every_process_the_target_started(
+    tmp_path: Path, shared_export_cache: Path, target: str, args: tuple[str, ...], marker: str
+) -> None:
     if target == "local":
         build_runner()  # built (or found in the cache) here, not inside the timed wait below
     project = _project(tmp_path, shared_export_cache, target)
@@ -117,14 +129,22 @@ def test_termination_signals_end_the_runner_too(tmp_path: Path, shared_export_ca
 
 
 @pytest.mark.xdist_group("long_runners")
-@pytest.mark.parametrize("target, marker", [
-    pytest.param("local", "--num_executions=10000000", id="local"),
-    pytest.param("emulated", "--num_executions=10000000", id="emulated",
-                 marks=pytest.mark.skipif(not EMULATION.ready, reason=f"emulated target not ready: {EMULATION.problem}")),
-    pytest.param("host", "host_worker.py", id="host"),
-])
-def test_sigkill_of_pytest_ends_every_process_the_target_started(tmp_path: Path, shared_export_cache: Path,
-                                                                 target: str, marker: str) -> None:
+@pytest.mark.parametrize(
+    "target, marker",
+    [
+        pytest.param("local", "--num_executions=10000000", id="local"),
+        pytest.param(
+            "emulated",
+            "--num_executions=10000000",
+            id="emulated",
+            marks=pytest.mark.skipif(not EMULATION.ready, reason=f"emulated target not ready: {EMULATION.problem}"),
+        ),
+        pytest.param("host", "host_worker.py", id="host"),
+    ],
+)
+def test_sigkill_of_pytest_ends_every_process_the_target_started(
+    tmp_path: Path, shared_export_cache: Path, target: str, marker: str
+) -> None:
     """A CI runner ends a timed-out job with SIGKILL to its process group (issue 23, item 6).
 
     pytest gets no chance to clean up, and the runners sit in sessions of their own, outside that

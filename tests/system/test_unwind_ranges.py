@@ -28,8 +28,9 @@ def test_every_named_function_of_the_xnnpack_library_has_its_exact_unwind_range(
 
 @pytest.mark.skipif(shutil.which("readelf") is None, reason="readelf (binutils) is not installed")
 def test_unwind_ranges_agree_with_readelf() -> None:
-    listing = subprocess.run(["readelf", "--debug-dump=frames", str(XNNPACK_LIB)], capture_output=True,
-                             text=True, check=True).stdout
+    listing = subprocess.run(
+        ["readelf", "--debug-dump=frames", str(XNNPACK_LIB)], capture_output=True, text=True, check=True
+    ).stdout
     expected = sorted((int(a, 16), int(b, 16)) for a, b in re.findall(r" FDE cie=\w+ pc=(\w+)\.\.(\w+)", listing))
     assert unwind_function_ranges(XNNPACK_LIB) == expected
 

@@ -34,8 +34,9 @@ def test_tiny(exported_pte, runner, etdump_profile):
 def _tmpfs(path: Path, size: str = "64k", read_only: bool = False) -> Iterator[Path]:
     path.mkdir(parents=True, exist_ok=True)
     options = f"size={size}" + (",ro" if read_only else "")
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)], capture_output=True,
-                             text=True)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)], capture_output=True, text=True
+    )
     if mounted.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here ({mounted.stderr.strip()}); needs root with CAP_SYS_ADMIN")
     try:
@@ -60,15 +61,26 @@ def test_an_artifacts_folder_that_cannot_be_created_is_one_usage_error(sme2_proj
     assert "is a file, not a folder" in text and "--sme2-artifacts-dir (or ini sme2_artifacts_dir)" in text
 
 
-@pytest.mark.parametrize(("args", "what", "moved_by"), [
-    (("--sme2-artifacts-dir={ro}/artifacts",), "artifacts folder", "--sme2-artifacts-dir (or ini sme2_artifacts_dir)"),
-    (("--sme2-cache-dir={ro}/cache",), "export cache", "--sme2-cache-dir (or ini sme2_cache_dir)"),
-    (("--sme2-baselines-dir={ro}/baselines", "--sme2-update-baselines"), "baselines folder",
-     "--sme2-baselines-dir (or ini sme2_baselines_dir)"),
-], ids=["artifacts", "cache", "baselines-update"])
+@pytest.mark.parametrize(
+    ("args", "what", "moved_by"),
+    [
+        (
+            ("--sme2-artifacts-dir={ro}/artifacts",),
+            "artifacts folder",
+            "--sme2-artifacts-dir (or ini sme2_artifacts_dir)",
+        ),
+        (("--sme2-cache-dir={ro}/cache",), "export cache", "--sme2-cache-dir (or ini sme2_cache_dir)"),
+        (
+            ("--sme2-baselines-dir={ro}/baselines", "--sme2-update-baselines"),
+            "baselines folder",
+            "--sme2-baselines-dir (or ini sme2_baselines_dir)",
+        ),
+    ],
+    ids=["artifacts", "cache", "baselines-update"],
+)
 def test_a_read_only_folder_stops_the_session_before_the_first_test(
-        sme2_project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, args: tuple[str, ...], what: str,
-        moved_by: str) -> None:
+    sme2_project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, args: tuple[str, ...], what: str, moved_by: str
+) -> None:
     monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)  # the baselines case needs the gate on
     sme2_project.makepyfile(test_gate=TEST)
     with _tmpfs(sme2_project.path / "ro", read_only=True) as ro:
@@ -79,10 +91,10 @@ def test_a_read_only_folder_stops_the_session_before_the_first_test(
     assert moved_by in text
 
 
-@pytest.mark.parametrize(("option", "what"), [("--sme2-cache-dir", "export cache"),
-                                              ("--sme2-artifacts-dir", "artifacts folder")])
-def test_a_folder_made_read_only_is_refused_as_root_too(sme2_project: pytest.Pytester, option: str,
-                                                        what: str) -> None:
+@pytest.mark.parametrize(
+    ("option", "what"), [("--sme2-cache-dir", "export cache"), ("--sme2-artifacts-dir", "artifacts folder")]
+)
+def test_a_folder_made_read_only_is_refused_as_root_too(sme2_project: pytest.Pytester, option: str, what: str) -> None:
     """A user's trial (as root, as CI containers run): after chmod -R a-w on the cache, new export and result
     entries were written into the dr-xr-xr-x folders without a word; a user would have been refused. Root is."""
     import os
@@ -98,8 +110,12 @@ def test_a_folder_made_read_only_is_refused_as_root_too(sme2_project: pytest.Pyt
         folder.chmod(0o755)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     text = _clean(result)
-    assert f"the {what} {folder} is not writable: it is read-only (mode 0555), and pytest-sme2 does not write " \
-           "into it even as root" in text and f"{option} (or ini" in text
+    assert (
+        f"the {what} {folder} is not writable: it is read-only (mode 0555), and pytest-sme2 does not write "
+        "into it even as root"
+        in text
+        and f"{option} (or ini" in text
+    )
     assert list(folder.iterdir()) == []
 
 
@@ -123,8 +139,9 @@ def test_as_root_a_read_only_parent_of_a_folder_to_create_is_no_refusal(tmp_path
         parent.chmod(0o755)
 
 
-def test_read_only_baselines_are_fine_when_only_read(sme2_project: pytest.Pytester,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_read_only_baselines_are_fine_when_only_read(
+    sme2_project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)
     sme2_project.makepyfile(test_gate=TEST)
     with _tmpfs(sme2_project.path / "ro", read_only=True) as ro:
@@ -142,8 +159,9 @@ def test_a_full_disk_fails_the_test_naming_the_folder_and_the_session_goes_on(sm
     assert "--sme2-artifacts-dir (or ini sme2_artifacts_dir)" in text
 
 
-def test_baselines_are_written_readable_and_a_read_only_one_is_not_replaced(sme2_project: pytest.Pytester,
-                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_baselines_are_written_readable_and_a_read_only_one_is_not_replaced(
+    sme2_project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)
     sme2_project.makepyfile(test_gate=TEST)
     update = ("--sme2-update-baselines", "--sme2-accept-noisy-baselines")
@@ -185,7 +203,9 @@ def test_explain_names_the_place_that_holds_the_path(tmp_path: Path) -> None:
     assert message.startswith("cannot write the artifacts folder: no space left on the device at ")
     assert "--sme2-artifacts-dir" in message and "--sme2-cache-dir" not in message
     denied = PermissionError(errno.EACCES, "Permission denied", str(tmp_path / "cache" / "locks"))
-    assert "cannot write the export cache: permission denied" in str(writable_folders.explain(denied, [cache, artifacts]))
+    assert "cannot write the export cache: permission denied" in str(
+        writable_folders.explain(denied, [cache, artifacts])
+    )
     elsewhere = PermissionError(errno.EACCES, "Permission denied", "/etc/shadow")
     assert writable_folders.explain(elsewhere, [cache, artifacts]) is None  # not ours: the real error stays
     anonymous = OSError(errno.ENOSPC, "No space left on device")

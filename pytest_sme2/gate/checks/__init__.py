@@ -8,8 +8,21 @@ here (docs/design.md, "Adding a gate check").
 
 from __future__ import annotations
 
-from pytest_sme2.gate.checks import (change, coverage, delegated_ops, dominant_kernel, instructions, latency, memory,
-                                     modelled, operators, provenance, shares, sme_path, startup)
+from pytest_sme2.gate.checks import (
+    change,
+    coverage,
+    delegated_ops,
+    dominant_kernel,
+    instructions,
+    latency,
+    memory,
+    modelled,
+    operators,
+    provenance,
+    shares,
+    sme_path,
+    startup,
+)
 from pytest_sme2.gate.checks.base import Check, Pair
 
 CHECKS: tuple[Check, ...] = (

@@ -54,8 +54,10 @@ class Check:
         found = run(pair) if run is not None else []
         wrong = sorted({v.check for v in found} - set(self.names))
         if wrong:
-            raise TypeError(f"check {self.names[0]!r} gave verdicts named {wrong}, which it does not declare in "
-                            f"its names {list(self.names)}: add them there (gate/checks/__init__.py lists them)")
+            raise TypeError(
+                f"check {self.names[0]!r} gave verdicts named {wrong}, which it does not declare in "
+                f"its names {list(self.names)}: add them there (gate/checks/__init__.py lists them)"
+            )
         return found
 
 

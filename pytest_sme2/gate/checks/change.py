@@ -14,19 +14,22 @@ from pytest_sme2.gate.checks.counted import MIN_OP_INSTRUCTIONS, counted_of
 from pytest_sme2.gate.checks.pairing import op_pairs
 from pytest_sme2.gate.verdict import Evidence, Status, Tolerances, Verdict
 
-
 # A heavy operator's growth is the same across blocks ("each") when its block instances grew within this much.
 SAME_GROWTH = 0.05
 
 
-def change_verdict(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any],
-                   tol: Tolerances) -> Verdict | None:
+def change_verdict(
+    label: str, current: Mapping[str, Any], baseline: Mapping[str, Any], tol: Tolerances
+) -> Verdict | None:
     """The change a person made, in their terms, from the two programs' paired graph nodes (structure.changes)
     and the counted GEMM and convolution operators that grew ("layers.*.up GEMMs +49% instructions each"): a
     note the failing test's headline leads with (findings.py). None when neither shows a change."""
     nodes_then, nodes_now = structure.nodes_of(baseline), structure.nodes_of(current)
-    parts = [] if nodes_then is None or nodes_now is None else structure.changes(
-        nodes_then, nodes_now, structure.align(nodes_then, nodes_now))
+    parts = (
+        []
+        if nodes_then is None or nodes_now is None
+        else structure.changes(nodes_then, nodes_now, structure.align(nodes_then, nodes_now))
+    )
     parts += _grown_heavy_ops(current, baseline, tol)
     if not parts:
         return None
@@ -50,9 +53,15 @@ def _grown_heavy_ops(current: Mapping[str, Any], baseline: Mapping[str, Any], to
     if now is None or then is None or not then.get("op_identity") or not now.get("op_identity"):
         return []
     nodes_then, nodes_now = structure.nodes_of(baseline), structure.nodes_of(current)
-    resized = None if nodes_then is None or nodes_now is None else {
-        (structure.instance_of(nodes_then[i].name) or (None, nodes_then[i].name))[1]
-        for i, j in structure.align(nodes_then, nodes_now).pairs if nodes_then[i].detail != nodes_now[j].detail}
+    resized = (
+        None
+        if nodes_then is None or nodes_now is None
+        else {
+            (structure.instance_of(nodes_then[i].name) or (None, nodes_then[i].name))[1]
+            for i, j in structure.align(nodes_then, nodes_now).pairs
+            if nodes_then[i].detail != nodes_now[j].detail
+        }
+    )
     grown: dict[str, dict[str, list[float]]] = {}
     for before, after in op_pairs(current, baseline)[0]:
         base, cur = float(then["ops"][before][1]), float(now["ops"][after][1])
@@ -70,8 +79,11 @@ def _grown_heavy_ops(current: Mapping[str, Any], baseline: Mapping[str, Any], to
     for category, by_node in grown.items():
         changes = [change for found in by_node.values() for change in found]
         low, high = min(changes), max(changes)
-        amount = (f"{high:+.0%} instructions" + (" each" if len(changes) > 1 else "")
-                  if high - low <= SAME_GROWTH else f"{low:+.0%} to {high:+.0%} instructions")
+        amount = (
+            f"{high:+.0%} instructions" + (" each" if len(changes) > 1 else "")
+            if high - low <= SAME_GROWTH
+            else f"{low:+.0%} to {high:+.0%} instructions"
+        )
         out.append(f"{', '.join(by_node)} {category}s {amount}")
     return out
 

@@ -12,7 +12,6 @@ from typing import Any, Mapping
 from pytest_sme2.gate.checks.base import Pair, pct, points_short
 from pytest_sme2.gate.verdict import Evidence, Status, Verdict
 
-
 # An operator's count moves by tens of instructions when the address layout the program sees changes
 # (alignment-dependent copies in tiny transposes; measured in docs/performance.md): an operator is only
 # judged on its own when its count moved by more than this too. Its share of the whole inference is
@@ -28,12 +27,22 @@ def counted_of(record: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return counts if isinstance(counts, Mapping) and counts.get("source") == QEMU else None
 
 
-def counted_share(check: str, label: str, what: str, now: float | None, then: float | None, tolerance: float,
-                  two_sided: bool, category: str | None = None, short: str = "") -> Verdict:
+def counted_share(
+    check: str,
+    label: str,
+    what: str,
+    now: float | None,
+    then: float | None,
+    tolerance: float,
+    two_sided: bool,
+    category: str | None = None,
+    short: str = "",
+) -> Verdict:
     """A share of the counted run (coverage, SME path, a category) against the baseline's, in exact points;
     ``short``: the share's name in a failing test's message (``what`` without its basis)."""
-    evidence = Evidence({"current": now, "baseline": then, "tolerance": tolerance, "basis": "counted"},
-                        category=category)
+    evidence = Evidence(
+        {"current": now, "baseline": then, "tolerance": tolerance, "basis": "counted"}, category=category
+    )
     if then is None:
         return Verdict(check, Status.OK, label, f"{what}: the baseline had none", evidence)
     if now is None:
@@ -42,10 +51,20 @@ def counted_share(check: str, label: str, what: str, now: float | None, then: fl
     numbers = f"{what} {pct(then)} -> {pct(now)} ({change * 100:+.2f} points; counted, exact)"
     if abs(change) > tolerance and (two_sided or change < 0):
         bound = f"+-{tolerance * 100:g}" if two_sided else f"-{tolerance * 100:g}"
-        return Verdict(check, Status.REGRESSION, label, f"{numbers}; tolerance {bound} points",
-                       evidence.worded(points_short(short or what, now, then)))
-    return Verdict(check, Status.OK, label, f"{numbers}: within tolerance" if abs(change) <= tolerance else
-                   f"{numbers}: improved", evidence)
+        return Verdict(
+            check,
+            Status.REGRESSION,
+            label,
+            f"{numbers}; tolerance {bound} points",
+            evidence.worded(points_short(short or what, now, then)),
+        )
+    return Verdict(
+        check,
+        Status.OK,
+        label,
+        f"{numbers}: within tolerance" if abs(change) <= tolerance else f"{numbers}: improved",
+        evidence,
+    )
 
 
 def counts_of(pair: Pair) -> tuple[Mapping[str, Any], Mapping[str, Any]] | None:

@@ -15,9 +15,20 @@ from pytest_sme2.gate.verdict import Tolerances, Verdict
 
 def _coverage(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any], tol: Tolerances) -> list[Verdict]:
     """The delegate's share of each run's time (the graph nodes' share is delegated_ops.py's)."""
-    return [per_run_verdict("delegation_coverage", label, "delegation coverage of E2E time", "delegation_coverage",
-                            current, baseline, tol.coverage, tol.alpha, two_sided=False,
-                            short="delegated share of the run's time")]
+    return [
+        per_run_verdict(
+            "delegation_coverage",
+            label,
+            "delegation coverage of E2E time",
+            "delegation_coverage",
+            current,
+            baseline,
+            tol.coverage,
+            tol.alpha,
+            two_sided=False,
+            short="delegated share of the run's time",
+        )
+    ]
 
 
 def _counted(pair: Pair) -> list[Verdict]:
@@ -25,9 +36,18 @@ def _counted(pair: Pair) -> list[Verdict]:
     if counts is None:
         return []
     now, then = counts
-    return [counted_share("delegation_coverage", pair.label, "delegation coverage of E2E instructions",
-                          now.get("delegation_coverage"), then.get("delegation_coverage"), pair.tol.coverage, False,
-                          short="delegated share of the run's instructions")]
+    return [
+        counted_share(
+            "delegation_coverage",
+            pair.label,
+            "delegation coverage of E2E instructions",
+            now.get("delegation_coverage"),
+            then.get("delegation_coverage"),
+            pair.tol.coverage,
+            False,
+            short="delegated share of the run's instructions",
+        )
+    ]
 
 
 def _measured(pair: Pair) -> list[Verdict]:

@@ -24,7 +24,8 @@ def _delegated_ops(label: str, current: Mapping[str, Any], baseline: Mapping[str
         added = structure.new_outside(nodes_then, nodes_now, found)
         kernels = f" (portable kernel(s) new to the program: {', '.join(new_portable)})" if new_portable else ""
         parts = ([f"node(s) fell out of the delegate: {', '.join(fell_out)}"] if fell_out else []) + (
-            [f"new node(s) run outside the delegate: {', '.join(added)}"] if added else [])
+            [f"new node(s) run outside the delegate: {', '.join(added)}"] if added else []
+        )
         evidence = Evidence({"fell_out": fell_out, "new_outside": added})
         if parts:
             return Verdict("delegated_ops", Status.REGRESSION, label, "; ".join(parts) + kernels, evidence)
@@ -38,8 +39,13 @@ def _delegated_ops(label: str, current: Mapping[str, Any], baseline: Mapping[str
             fell.append(f"{op} ({outside_now - outside_then} more node(s) outside the delegate)")
     fell += [f"{op} (now runs as a portable kernel)" for op in new_portable]
     if fell:
-        return Verdict("delegated_ops", Status.REGRESSION, label,
-                       "operator(s) fell out of the delegate: " + "; ".join(fell), Evidence({"fell_out": fell}))
+        return Verdict(
+            "delegated_ops",
+            Status.REGRESSION,
+            label,
+            "operator(s) fell out of the delegate: " + "; ".join(fell),
+            Evidence({"fell_out": fell}),
+        )
     return Verdict("delegated_ops", Status.OK, label, "no operator left the delegate", Evidence({"fell_out": fell}))
 
 
@@ -60,12 +66,23 @@ def _node_coverage(label: str, current: Mapping[str, Any], baseline: Mapping[str
     else:
         dropped = nodes_now < nodes_then - _STORED_PRECISION
     if dropped:
-        counts = (f" ({counts_then[0]} of {sum(counts_then)} nodes -> {counts_now[0]} of {sum(counts_now)})"
-                  if counts_now is not None and counts_then is not None else "")
-        return [Verdict("delegation_coverage", Status.REGRESSION, label,
-                        f"delegated share of graph nodes dropped from {pct(nodes_then)} to {pct(nodes_now)}{counts}",
-                        Evidence({"current": nodes_now, "baseline": nodes_then, "basis": "nodes"},
-                                 short=points_short("delegated graph nodes", nodes_now, nodes_then)))]
+        counts = (
+            f" ({counts_then[0]} of {sum(counts_then)} nodes -> {counts_now[0]} of {sum(counts_now)})"
+            if counts_now is not None and counts_then is not None
+            else ""
+        )
+        return [
+            Verdict(
+                "delegation_coverage",
+                Status.REGRESSION,
+                label,
+                f"delegated share of graph nodes dropped from {pct(nodes_then)} to {pct(nodes_now)}{counts}",
+                Evidence(
+                    {"current": nodes_now, "baseline": nodes_then, "basis": "nodes"},
+                    short=points_short("delegated graph nodes", nodes_now, nodes_then),
+                ),
+            )
+        ]
     return []
 
 
@@ -79,9 +96,12 @@ def _node_counts(record: Mapping[str, Any]) -> tuple[int, int] | None:
 
 
 def _structure(pair: Pair) -> list[Verdict]:
-    return [_delegated_ops(pair.label, pair.current, pair.baseline),
-            *_node_coverage(pair.label, pair.current, pair.baseline)]
+    return [
+        _delegated_ops(pair.label, pair.current, pair.baseline),
+        *_node_coverage(pair.label, pair.current, pair.baseline),
+    ]
 
 
-CHECK = Check(("delegated_ops", "delegation_coverage"), "docs/gate.md#structure", counted=_structure,
-              measured=_structure)
+CHECK = Check(
+    ("delegated_ops", "delegation_coverage"), "docs/gate.md#structure", counted=_structure, measured=_structure
+)

@@ -9,7 +9,6 @@ from typing import Any, Mapping
 from pytest_sme2.gate.checks.base import Check, Pair
 from pytest_sme2.gate.verdict import Evidence, Status, Verdict
 
-
 # An operator's dominant kernel counts as replaced when it took at least DOMINANT of the operator's samples
 # in the baseline and now takes under GONE, each side with at least KERNEL_SAMPLES samples: two kernels
 # sharing an operator (a main and a remainder tile) trade places by chance, a replaced one does not come back.
@@ -33,10 +32,20 @@ def _dominant_kernels(label: str, current: Mapping[str, Any], baseline: Mapping[
             replaced.append(f"{op}: {kernel} ({share:.0%} of its samples) -> {new_kernel} ({new_share:.0%})")
     evidence = Evidence({"replaced": replaced})
     if replaced:
-        return [Verdict("dominant_kernel", Status.REGRESSION, label,
-                        "operator(s) run another kernel than in the baseline: " + "; ".join(replaced), evidence)]
-    return [Verdict("dominant_kernel", Status.OK, label, "every sampled operator runs the baseline's dominant kernel",
-                    evidence)]
+        return [
+            Verdict(
+                "dominant_kernel",
+                Status.REGRESSION,
+                label,
+                "operator(s) run another kernel than in the baseline: " + "; ".join(replaced),
+                evidence,
+            )
+        ]
+    return [
+        Verdict(
+            "dominant_kernel", Status.OK, label, "every sampled operator runs the baseline's dominant kernel", evidence
+        )
+    ]
 
 
 def _kernels(pair: Pair) -> list[Verdict]:

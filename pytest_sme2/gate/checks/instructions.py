@@ -14,24 +14,33 @@ from pytest_sme2.gate.checks.counted import counted_of
 from pytest_sme2.gate.verdict import Evidence, Status, Tolerances, Verdict
 
 
-def instruction_verdict(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any],
-                        tol: Tolerances) -> Verdict:
+def instruction_verdict(
+    label: str, current: Mapping[str, Any], baseline: Mapping[str, Any], tol: Tolerances
+) -> Verdict:
     """Instructions per inference against the baseline's, with a plain relative tolerance (they barely vary)."""
     now, then = current.get("instructions"), baseline.get("instructions")
     if not now:
         return Verdict("instructions", Status.MISSING, label, "this run has no instruction count")
     if not then:
-        return Verdict("instructions", Status.MISSING, label,
-                       "the baseline has no instruction count; record one with "
-                       "--sme2-metric=instructions --sme2-update-baselines")
+        return Verdict(
+            "instructions",
+            Status.MISSING,
+            label,
+            "the baseline has no instruction count; record one with "
+            "--sme2-metric=instructions --sme2-update-baselines",
+        )
     cur, base = float(now["per_inference"]), float(then["per_inference"])
     change = cur / base - 1 if base > 0 else float("inf")
     evidence = Evidence({"current": cur, "baseline": base, "change": change, "tolerance": tol.instructions})
     numbers = f"{cur:,.0f} instructions per inference vs baseline {base:,.0f} ({change:+.3%})"
     if change > tol.instructions:
-        return Verdict("instructions", Status.REGRESSION, label,
-                       f"instruction regression: {numbers}; tolerance +{tol.instructions:.2%}",
-                       evidence.worded(change_short("instructions per inference", cur, base)))
+        return Verdict(
+            "instructions",
+            Status.REGRESSION,
+            label,
+            f"instruction regression: {numbers}; tolerance +{tol.instructions:.2%}",
+            evidence.worded(change_short("instructions per inference", cur, base)),
+        )
     if change < -tol.instructions:
         return Verdict("instructions", Status.IMPROVEMENT, label, f"instruction improvement: {numbers}", evidence)
     return Verdict("instructions", Status.OK, label, f"instructions within tolerance: {numbers}", evidence)
@@ -41,16 +50,28 @@ def _counted(pair: Pair) -> list[Verdict]:
     now, then = counted_of(pair.current), counted_of(pair.baseline)
     if now is None or then is None:
         side = "this run" if now is None else "the baseline"
-        return [Verdict("instructions", Status.MISSING, pair.label,
-                        f"{side} has no instruction counts of the emulated target; "
-                        + ("counting is off (--sme2-no-kernel-trace)" if now is None else
-                           "record the baseline again with --sme2-update-baselines on the emulated target"))]
+        return [
+            Verdict(
+                "instructions",
+                Status.MISSING,
+                pair.label,
+                f"{side} has no instruction counts of the emulated target; "
+                + (
+                    "counting is off (--sme2-no-kernel-trace)"
+                    if now is None
+                    else "record the baseline again with --sme2-update-baselines on the emulated target"
+                ),
+            )
+        ]
     return [instruction_verdict(pair.label, pair.current, pair.baseline, pair.tol)]
 
 
 def _measured(pair: Pair) -> list[Verdict]:
-    return ([instruction_verdict(pair.label, pair.current, pair.baseline, pair.tol)]
-            if pair.metric == "instructions" else [])
+    return (
+        [instruction_verdict(pair.label, pair.current, pair.baseline, pair.tol)]
+        if pair.metric == "instructions"
+        else []
+    )
 
 
 CHECK = Check(("instructions",), "docs/gate.md#the-instruction-metric", counted=_counted, measured=_measured)

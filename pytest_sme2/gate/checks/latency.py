@@ -11,8 +11,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from pytest_sme2.gate.checks.base import Check, Pair
-from pytest_sme2.gate.checks.process_stats import (clean_runs, left_out, process_shift_of, processes_text,
-                                                   too_few)
+from pytest_sme2.gate.checks.process_stats import clean_runs, left_out, process_shift_of, processes_text, too_few
 from pytest_sme2.gate.verdict import Evidence, Status, Tolerances, Verdict
 from pytest_sme2.profile import stats
 
@@ -36,9 +35,19 @@ def latency_verdict(label: str, current: Mapping[str, Any], baseline: Mapping[st
     disturbed = left_out(clean)
     few = too_few(clean)
     if few:
-        return Verdict("latency", Status.INCONCLUSIVE, label, f"latency not judged: {few}",
-                       Evidence({"disturbed": [int((~m).sum()) for m in clean]}))
-    values = relative if judged_relative else tuple(np.asarray(r["samples_ms"], dtype=float) for r in (current, baseline))
+        return Verdict(
+            "latency",
+            Status.INCONCLUSIVE,
+            label,
+            f"latency not judged: {few}",
+            Evidence({"disturbed": [int((~m).sum()) for m in clean]}),
+        )
+    rel_now, rel_then = relative
+    values = (
+        (rel_now, rel_then)
+        if rel_now is not None and rel_then is not None
+        else tuple(np.asarray(r["samples_ms"], dtype=float) for r in (current, baseline))
+    )
     test = process_shift_of((current, baseline), values, clean, log=True)
     if isinstance(test, str):
         return Verdict("latency", Status.INCONCLUSIVE, label, f"latency not judged: {test}")
@@ -46,11 +55,15 @@ def latency_verdict(label: str, current: Mapping[str, Any], baseline: Mapping[st
         basis, how = "relative latency", "each run / the reference program's run right before it; "
         raw_note = ""
     else:
-        which = " and ".join(side for side, r in (("this run", relative[0]), ("the baseline", relative[1])) if r is None)
+        which = " and ".join(
+            side for side, r in (("this run", relative[0]), ("the baseline", relative[1])) if r is None
+        )
         basis, how = "raw latency", ""
-        raw_note = (f"; judged on raw milliseconds because {which} has no reference-program times, so drift of "
-                    f"the machine is not cancelled (record the baseline again with --sme2-update-baselines and "
-                    f"keep --sme2-latency-reference on)")
+        raw_note = (
+            f"; judged on raw milliseconds because {which} has no reference-program times, so drift of "
+            f"the machine is not cancelled (record the baseline again with --sme2-update-baselines and "
+            f"keep --sme2-latency-reference on)"
+        )
     ratio = 1 + test.change
     low, high = (1 + bound for bound in test.interval())
     medians = [float(np.median(side)) for side in raw]
@@ -58,13 +71,21 @@ def latency_verdict(label: str, current: Mapping[str, Any], baseline: Mapping[st
         "basis": "relative" if judged_relative else "raw",
         "current_median_ms": medians[0],
         "baseline_median_ms": medians[1],
-        "ratio": ratio, "ratio_low": low, "ratio_high": high,
-        "p_slower": test.p_up, "p_faster": test.p_down,
-        "tolerance": tol.latency, "alpha": tol.alpha, "min_effect_ms": tol.min_effect_ms,
-        "current_runs": test.runs_current, "baseline_runs": test.runs_baseline,
-        "current_processes": test.n_current, "baseline_processes": test.n_baseline,
+        "ratio": ratio,
+        "ratio_low": low,
+        "ratio_high": high,
+        "p_slower": test.p_up,
+        "p_faster": test.p_down,
+        "tolerance": tol.latency,
+        "alpha": tol.alpha,
+        "min_effect_ms": tol.min_effect_ms,
+        "current_runs": test.runs_current,
+        "baseline_runs": test.runs_baseline,
+        "current_processes": test.n_current,
+        "baseline_processes": test.n_baseline,
         "between_processes": float(np.expm1(test.spread)),
-        "current_disturbed": int((~clean[0]).sum()), "baseline_disturbed": int((~clean[1]).sum()),
+        "current_disturbed": int((~clean[0]).sum()),
+        "baseline_disturbed": int((~clean[1]).sum()),
     }
     numbers = (
         f"{basis} {ratio - 1:+.1%} ({how}{processes_text(test)}, 95% CI of the ratio [{low:.3f}, {high:.3f}]"
@@ -74,27 +95,46 @@ def latency_verdict(label: str, current: Mapping[str, Any], baseline: Mapping[st
     effect_ms = abs(ratio - 1) * medians[1]
     big_enough = effect_ms > tol.min_effect_ms
     if ratio > 1 + tol.latency and big_enough and test.p_up < tol.alpha:
-        short = (f"{evidence['basis']} latency {ratio - 1:+.1%} (95% CI {low - 1:+.1%} to {high - 1:+.1%}, tolerance "
-                 f"{tol.latency:+.0%}, p={test.p_up:.2g})")
-        return Verdict("latency", Status.REGRESSION, label,
-                       f"latency regression: {numbers}; tolerance +{tol.latency:.0%} and {tol.min_effect_ms:g} ms, "
-                       f"t-test between processes p={test.p_up:.2g} < alpha {tol.alpha:g}",
-                       Evidence(evidence, statistical=True, short=short))
+        short = (
+            f"{evidence['basis']} latency {ratio - 1:+.1%} (95% CI {low - 1:+.1%} to {high - 1:+.1%}, tolerance "
+            f"{tol.latency:+.0%}, p={test.p_up:.2g})"
+        )
+        return Verdict(
+            "latency",
+            Status.REGRESSION,
+            label,
+            f"latency regression: {numbers}; tolerance +{tol.latency:.0%} and {tol.min_effect_ms:g} ms, "
+            f"t-test between processes p={test.p_up:.2g} < alpha {tol.alpha:g}",
+            Evidence(evidence, statistical=True, short=short),
+        )
     if ratio < 1 / (1 + tol.latency) and big_enough and test.p_down < tol.alpha:
-        return Verdict("latency", Status.IMPROVEMENT, label,
-                       f"latency improvement: {numbers}; t-test between processes p={test.p_down:.2g} < alpha "
-                       f"{tol.alpha:g}", Evidence(evidence, statistical=True))
+        return Verdict(
+            "latency",
+            Status.IMPROVEMENT,
+            label,
+            f"latency improvement: {numbers}; t-test between processes p={test.p_down:.2g} < alpha " f"{tol.alpha:g}",
+            Evidence(evidence, statistical=True),
+        )
     p = test.p_up if ratio >= 1 else test.p_down
     if abs(ratio - 1) <= tol.latency:
         why = "within tolerance"
     elif not big_enough:
-        why = (f"change of about {effect_ms * 1000:.3g} us per run is below the minimum effect of "
-               f"{tol.min_effect_ms:g} ms (min_effect_ms)")
+        why = (
+            f"change of about {effect_ms * 1000:.3g} us per run is below the minimum effect of "
+            f"{tol.min_effect_ms:g} ms (min_effect_ms)"
+        )
     else:
-        why = (f"not significant (p={p:.2g}; processes move it by {np.expm1(test.spread):.1%}, so only changes "
-               f"beyond {test.significant_change(tol.alpha):+.1%} can be told from that)")
-    return Verdict("latency", Status.OK, label, f"latency {why}: {numbers}; tolerance {tol.latency:.0%}",
-                   Evidence(evidence, statistical=True))
+        why = (
+            f"not significant (p={p:.2g}; processes move it by {np.expm1(test.spread):.1%}, so only changes "
+            f"beyond {test.significant_change(tol.alpha):+.1%} can be told from that)"
+        )
+    return Verdict(
+        "latency",
+        Status.OK,
+        label,
+        f"latency {why}: {numbers}; tolerance {tol.latency:.0%}",
+        Evidence(evidence, statistical=True),
+    )
 
 
 def _latency(pair: Pair) -> list[Verdict]:

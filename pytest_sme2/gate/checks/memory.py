@@ -16,14 +16,24 @@ def memory_verdict(label: str, current: Mapping[str, Any], baseline: Mapping[str
     then = (baseline.get("memory") or {}).get("planned_bytes")
     evidence = Evidence({"current": now, "baseline": then, "tolerance": tol.memory})
     if now is None or then is None:
-        return Verdict("memory", Status.OK, label, "planned memory: " + ("the baseline has none (recorded by an older "
-                                                                  "pytest-sme2)" if then is None else "not known now"),
-                       evidence)
+        return Verdict(
+            "memory",
+            Status.OK,
+            label,
+            "planned memory: "
+            + ("the baseline has none (recorded by an older " "pytest-sme2)" if then is None else "not known now"),
+            evidence,
+        )
     change = now / then - 1 if then > 0 else (0.0 if now == 0 else float("inf"))
     numbers = f"planned memory {now:,} bytes vs baseline {then:,} ({change:+.2%})"
     if change > tol.memory:
-        return Verdict("memory", Status.REGRESSION, label, f"{numbers}; tolerance +{tol.memory:.1%}",
-                       evidence.worded(change_short("planned memory", now, then)))
+        return Verdict(
+            "memory",
+            Status.REGRESSION,
+            label,
+            f"{numbers}; tolerance +{tol.memory:.1%}",
+            evidence.worded(change_short("planned memory", now, then)),
+        )
     return Verdict("memory", Status.OK if change >= 0 else Status.IMPROVEMENT, label, numbers, evidence)
 
 

@@ -14,7 +14,6 @@ from pytest_sme2.gate.checks.pairing import op_pairs
 from pytest_sme2.gate.verdict import Evidence, Status, Tolerances, Verdict
 from pytest_sme2.profile.device_model import time_text
 
-
 MODELLED_OPS_NAMED = 3  # operators whose modelled time grew most, named in a failing modelled verdict
 MODELLED_NOT_JUDGED = "modelled device time not judged"
 NO_DEVICE_THIS_SESSION = "this session models no device"
@@ -29,8 +28,9 @@ def device_option(modelled: Mapping[str, Any]) -> str:
     return str(modelled.get("option") or modelled.get("device"))
 
 
-def modelled_verdicts(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any],
-                      tol: Tolerances) -> list[Verdict]:
+def modelled_verdicts(
+    label: str, current: Mapping[str, Any], baseline: Mapping[str, Any], tol: Tolerances
+) -> list[Verdict]:
     """Modelled device time (``--sme2-device``) against the baseline's, where both sides were priced by the same
     device numbers: end to end beyond ``tol.modelled`` fails, naming the operators whose modelled time grew
     most with their ms before and after (paired like the counted operators, by graph node).
@@ -39,63 +39,104 @@ def modelled_verdicts(label: str, current: Mapping[str, Any], baseline: Mapping[
     only against a baseline priced by the same numbers (``pricing_digest``), and where it cannot be (no
     device this session, a baseline without modelled time, another device file, a refused profile) a skipped
     verdict says why and how to record it: the counted verdicts gate the same change exactly anyway."""
-    now, then = current.get("modelled"), baseline.get("modelled")
+    now: Mapping[str, Any] = current.get("modelled") or {}
+    then: Mapping[str, Any] = baseline.get("modelled") or {}
     if not now and not then:
         return []
 
     def skipped(why: str, judge_with: str | None = None) -> list[Verdict]:
-        return [Verdict("modelled", Status.SKIPPED, label, f"{MODELLED_NOT_JUDGED}: {why}",
-                        Evidence({JUDGE_WITH: judge_with} if judge_with else {}))]
+        return [
+            Verdict(
+                "modelled",
+                Status.SKIPPED,
+                label,
+                f"{MODELLED_NOT_JUDGED}: {why}",
+                Evidence({JUDGE_WITH: judge_with} if judge_with else {}),
+            )
+        ]
 
     def option(side: Mapping[str, Any]) -> str:
         return shlex.quote(device_option(side))
 
     record_again = f"record the baseline again with --sme2-update-baselines --sme2-device {option(now or then)}"
     if not now:
-        return skipped(f"{NO_DEVICE_THIS_SESSION} (the baseline was modelled on {then.get('device')}; set "
-                       f"--sme2-device {option(then)} to judge it)", judge_with=option(then))
+        return skipped(
+            f"{NO_DEVICE_THIS_SESSION} (the baseline was modelled on {then.get('device')}; set "
+            f"--sme2-device {option(then)} to judge it)",
+            judge_with=option(then),
+        )
     if not then:
         return skipped(f"the baseline has no modelled time on {now.get('device')}; {record_again}")
     if (now.get("device"), now.get("pricing_digest")) != (then.get("device"), then.get("pricing_digest")):
         same = now.get("device") == then.get("device")
-        return skipped(f"the baseline was priced by {'another version of ' if same else ''}{then.get('device')}'s "
-                       f"numbers{' or pricing method' if same else ''}, this run by {now.get('device')}'s; "
-                       f"{record_again}")
+        return skipped(
+            f"the baseline was priced by {'another version of ' if same else ''}{then.get('device')}'s "
+            f"numbers{' or pricing method' if same else ''}, this run by {now.get('device')}'s; "
+            f"{record_again}"
+        )
     refused = now.get("refused") or then.get("refused")
     if refused:
         return skipped(str(refused))
-    if not all(isinstance(side.get("e2e_ms"), (int, float)) and isinstance(side.get("ops"), Mapping)
-               for side in (now, then)):
-        return skipped(f"the {'baseline' if now.get('ops') is not None else 'run'}'s modelled time is incomplete; "
-                       f"{record_again}")
+    if not all(
+        isinstance(side.get("e2e_ms"), (int, float)) and isinstance(side.get("ops"), Mapping) for side in (now, then)
+    ):
+        return skipped(
+            f"the {'baseline' if now.get('ops') is not None else 'run'}'s modelled time is incomplete; "
+            f"{record_again}"
+        )
     cur, base = float(now["e2e_ms"]), float(then["e2e_ms"])
     change = cur / base - 1 if base > 0 else (0.0 if cur == 0 else float("inf"))
     pairs, gone, new = op_pairs(current, baseline, now["ops"], then["ops"])
-    moved = [(now["ops"][after] - then["ops"][before], before, after, then["ops"][before], now["ops"][after])
-             for before, after in pairs]
+    moved: list[tuple[float, str | None, str | None, float, float]] = [
+        (now["ops"][after] - then["ops"][before], before, after, then["ops"][before], now["ops"][after])
+        for before, after in pairs
+    ]
     moved += [(now["ops"][after], None, after, 0.0, now["ops"][after]) for after in new]
     moved += [(-then["ops"][before], before, None, then["ops"][before], 0.0) for before in gone]
     # named: the operators that grew most, where the growth shows at the four digits written (a model author's
     # trial: "0.0047 -> 0.0047 ms" was named as grown most)
-    grown = sorted((m for m in moved if m[0] > 0 and time_text(m[3]) != time_text(m[4])), key=lambda m: m[0],
-                   reverse=True)[:MODELLED_OPS_NAMED]
+    grown = sorted(
+        (m for m in moved if m[0] > 0 and time_text(m[3]) != time_text(m[4])), key=lambda m: m[0], reverse=True
+    )[:MODELLED_OPS_NAMED]
     device = now["device"]
-    evidence = Evidence({"current": cur, "baseline": base, "change": change, "tolerance": tol.modelled,
-                         "device": device, "ops": [{"op": before or after, "now": after, "baseline_ms": b, "current_ms": c}
-                                                   for _, before, after, b, c in grown]})
-    numbers = (f"modelled on {device} ({now.get('validation', '')}; a model, not a measurement): "
-               f"{time_text(base)} -> {time_text(cur)} end to end ({change:+.2%})")
+    evidence = Evidence(
+        {
+            "current": cur,
+            "baseline": base,
+            "change": change,
+            "tolerance": tol.modelled,
+            "device": device,
+            "ops": [
+                {"op": before or after, "now": after, "baseline_ms": b, "current_ms": c}
+                for _, before, after, b, c in grown
+            ],
+        }
+    )
+    numbers = (
+        f"modelled on {device} ({now.get('validation', '')}; a model, not a measurement): "
+        f"{time_text(base)} -> {time_text(cur)} end to end ({change:+.2%})"
+    )
     if change > tol.modelled:
-        named = "; ".join(f"{_modelled_op(before, after)} {time_text(b)} -> {time_text(c)}"
-                          for _, before, after, b, c in grown)
-        most = "".join(f", most {before or after} {time_text(b)} -> {time_text(c)}"
-                       for _, before, after, b, c in grown[:1])
-        return [Verdict("modelled", Status.REGRESSION, label,
-                        f"modelled device time regression: {numbers}; tolerance +{tol.modelled:.1%}"
-                        + (f"; grew most: {named}" if named else ""),
-                        evidence.worded(f"modelled time on {device} {change:+.1%}{most}"))]
+        named = "; ".join(
+            f"{_modelled_op(before, after)} {time_text(b)} -> {time_text(c)}" for _, before, after, b, c in grown
+        )
+        most = "".join(
+            f", most {before or after} {time_text(b)} -> {time_text(c)}" for _, before, after, b, c in grown[:1]
+        )
+        return [
+            Verdict(
+                "modelled",
+                Status.REGRESSION,
+                label,
+                f"modelled device time regression: {numbers}; tolerance +{tol.modelled:.1%}"
+                + (f"; grew most: {named}" if named else ""),
+                evidence.worded(f"modelled time on {device} {change:+.1%}{most}"),
+            )
+        ]
     if change < -tol.modelled:
-        return [Verdict("modelled", Status.IMPROVEMENT, label, f"modelled device time improvement: {numbers}", evidence)]
+        return [
+            Verdict("modelled", Status.IMPROVEMENT, label, f"modelled device time improvement: {numbers}", evidence)
+        ]
     return [Verdict("modelled", Status.OK, label, f"modelled device time within tolerance: {numbers}", evidence)]
 
 

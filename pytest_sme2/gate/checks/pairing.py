@@ -17,10 +17,13 @@ def op_kind(name: str) -> str:
     return strip_instance(name.rsplit(" @", 1)[0])
 
 
-def align_ops(ops_then: Mapping[str, Any], ops_now: Mapping[str, Any],
-               ids_then: Mapping[str, str] | None = None, ids_now: Mapping[str, str] | None = None,
-               shapes: tuple[Mapping[str, Any], Mapping[str, Any]] = ({}, {})
-               ) -> tuple[list[tuple[str, str]], list[str], list[str]]:
+def align_ops(
+    ops_then: Mapping[str, Any],
+    ops_now: Mapping[str, Any],
+    ids_then: Mapping[str, str] | None = None,
+    ids_now: Mapping[str, str] | None = None,
+    shapes: tuple[Mapping[str, Any], Mapping[str, Any]] = ({}, {}),
+) -> tuple[list[tuple[str, str]], list[str], list[str]]:
     """Pairs (baseline op, current op), and the ops only one side has (each list in execution order).
 
     With both sides' identities (``op_identity``, identity.py: the graph node an operator implements)
@@ -37,13 +40,13 @@ def align_ops(ops_then: Mapping[str, Any], ops_now: Mapping[str, Any],
     """
     then, now = (sorted(ops, key=lambda name: ops[name][0]) for ops in (ops_then, ops_now))
     if ids_then and ids_now:
+
         def items(names: list[str], ids: Mapping[str, str], shape: Mapping[str, Any]) -> list[structure.Node]:
             return [structure.Node(ids.get(n, n), detail=(op_kind(n), shape.get(ids.get(n, n)))) for n in names]
 
         found = structure.align(items(then, ids_then, shapes[0]), items(now, ids_now, shapes[1]))
         pairs = [(then[i], now[j]) for i, j in found.pairs]
-        return pair_anchorless(pairs, [then[i] for i in found.gone], [now[j] for j in found.new], ids_then,
-                                ids_now)
+        return pair_anchorless(pairs, [then[i] for i in found.gone], [now[j] for j in found.new], ids_then, ids_now)
     matcher = difflib.SequenceMatcher(None, [op_kind(n) for n in then], [op_kind(n) for n in now], autojunk=False)
     pairs, gone, new = [], [], []
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
@@ -55,8 +58,13 @@ def align_ops(ops_then: Mapping[str, Any], ops_now: Mapping[str, Any],
     return pairs, gone, new
 
 
-def pair_anchorless(pairs: list[tuple[str, str]], gone: list[str], new: list[str], ids_then: Mapping[str, str],
-                     ids_now: Mapping[str, str]) -> tuple[list[tuple[str, str]], list[str], list[str]]:
+def pair_anchorless(
+    pairs: list[tuple[str, str]],
+    gone: list[str],
+    new: list[str],
+    ids_then: Mapping[str, str],
+    ids_now: Mapping[str, str],
+) -> tuple[list[tuple[str, str]], list[str], list[str]]:
     """Operators with no graph node of their own are named after the last named operator before them
     (identity.py: "Mean (ND) Reduce2 after b2.conv: ..."), so a layer inserted before them renames them though
     they did not change. Left unpaired they read as gone and new under the same name and lose their own
@@ -79,17 +87,23 @@ def pair_anchorless(pairs: list[tuple[str, str]], gone: list[str], new: list[str
         now_anchor = anchor(ids_now.get(name, ""))
         if now_anchor is not None and now_anchor not in nodes_then:
             by_kind_now.setdefault(op_kind(name), []).append(name)
-    matched = [pair for kind, names in by_kind_then.items() if len(names) == len(by_kind_now.get(kind, []))
-               for pair in zip(names, by_kind_now[kind])]
+    matched = [
+        pair
+        for kind, names in by_kind_then.items()
+        if len(names) == len(by_kind_now.get(kind, []))
+        for pair in zip(names, by_kind_now[kind])
+    ]
     if not matched:
         return pairs, gone, new
     paired_then, paired_now = {a for a, _ in matched}, {b for _, b in matched}
     return ([*pairs, *matched], [n for n in gone if n not in paired_then], [n for n in new if n not in paired_now])
 
 
-LEGACY_PAIRING = ("operators paired by execution order: the baseline was recorded by an older pytest-sme2 without "
-                  "operator identities, so after a delegate split or an inserted operator some pairs can be wrong; "
-                  "record the baseline again with --sme2-update-baselines to pair them by graph node")
+LEGACY_PAIRING = (
+    "operators paired by execution order: the baseline was recorded by an older pytest-sme2 without "
+    "operator identities, so after a delegate split or an inserted operator some pairs can be wrong; "
+    "record the baseline again with --sme2-update-baselines to pair them by graph node"
+)
 
 
 def shapes_of(record: Mapping[str, Any]) -> dict[str, Any]:
@@ -97,11 +111,13 @@ def shapes_of(record: Mapping[str, Any]) -> dict[str, Any]:
     return {node.name: node.detail for node in structure.nodes_of(record) or ()}
 
 
-def op_pairs(current: Mapping[str, Any], baseline: Mapping[str, Any], keep_now: Any = None,
-              keep_then: Any = None) -> tuple[list[tuple[str, str]], list[str], list[str]]:
+def op_pairs(
+    current: Mapping[str, Any], baseline: Mapping[str, Any], keep_now: Any = None, keep_then: Any = None
+) -> tuple[list[tuple[str, str]], list[str], list[str]]:
     """The counted operators of two records paired (align_ops); ``keep_*``: only operators named there."""
     now, then = (record.get("instructions") or {} for record in (current, baseline))
     ops_now = {k: v for k, v in (now.get("ops") or {}).items() if keep_now is None or k in keep_now}
     ops_then = {k: v for k, v in (then.get("ops") or {}).items() if keep_then is None or k in keep_then}
-    return align_ops(ops_then, ops_now, then.get("op_identity"), now.get("op_identity"),
-                      (shapes_of(baseline), shapes_of(current)))
+    return align_ops(
+        ops_then, ops_now, then.get("op_identity"), now.get("op_identity"), (shapes_of(baseline), shapes_of(current))
+    )

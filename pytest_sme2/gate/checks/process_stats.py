@@ -10,7 +10,7 @@ whole story.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -19,8 +19,12 @@ from pytest_sme2.gate.verdict import Evidence, Status, Tolerances, Verdict
 from pytest_sme2.profile import stats
 
 
-def process_shift_of(records: tuple[Mapping[str, Any], Mapping[str, Any]], values: tuple[np.ndarray, np.ndarray],
-                   keep: tuple[np.ndarray, np.ndarray], log: bool = False) -> "stats.ProcessShift | str":
+def process_shift_of(
+    records: tuple[Mapping[str, Any], Mapping[str, Any]],
+    values: Sequence[np.ndarray],
+    keep: Sequence[np.ndarray],
+    log: bool = False,
+) -> "stats.ProcessShift | str":
     """The between-process comparison of one quantity (current, baseline order), or why there is none."""
     medians, used = [], []
     for record, series, mask in zip(records, values, keep):
@@ -31,19 +35,23 @@ def process_shift_of(records: tuple[Mapping[str, Any], Mapping[str, Any]], value
         return "a process median is not positive"
     test = stats.process_shift(medians[1], medians[0], (used[1], used[0]), log=log)
     if test is None:
-        return (f"the baseline holds {medians[1].size} process(es) with {stats.MIN_RUNS_PER_PROCESS} or more "
-                f"undisturbed runs, and this run {medians[0].size}: with fewer than three in all, how far the "
-                f"level moves between processes is unknown, and runs of one process cannot stand in for it; "
-                f"record the baseline again with --sme2-update-baselines (it runs --sme2-baseline-processes "
-                f"processes)")
+        return (
+            f"the baseline holds {medians[1].size} process(es) with {stats.MIN_RUNS_PER_PROCESS} or more "
+            f"undisturbed runs, and this run {medians[0].size}: with fewer than three in all, how far the "
+            f"level moves between processes is unknown, and runs of one process cannot stand in for it; "
+            f"record the baseline again with --sme2-update-baselines (it runs --sme2-baseline-processes "
+            f"processes)"
+        )
     return test
 
 
 def processes_text(test: "stats.ProcessShift") -> str:
     """How the process comparison was made, for a verdict's numbers."""
     spread = f"{np.expm1(test.spread):.1%}" if test.log else f"{test.spread * 100:.1f} points"
-    return (f"{test.n_current} vs {test.n_baseline} process(es) of {test.runs_current} vs {test.runs_baseline} "
-            f"undisturbed runs, processes differ by {spread} (sd)")
+    return (
+        f"{test.n_current} vs {test.n_baseline} process(es) of {test.runs_current} vs {test.runs_baseline} "
+        f"undisturbed runs, processes differ by {spread} (sd)"
+    )
 
 
 def clean_runs(record: Mapping[str, Any], with_reference: bool = False) -> np.ndarray:
@@ -57,18 +65,20 @@ def clean_runs(record: Mapping[str, Any], with_reference: bool = False) -> np.nd
     return mask
 
 
-def left_out(clean: tuple[np.ndarray, np.ndarray]) -> str:
+def left_out(clean: Sequence[np.ndarray]) -> str:
     counts = [int((~mask).sum()) for mask in clean]
     return f"; {counts[0]} vs {counts[1]} disturbed runs left out" if any(counts) else ""
 
 
-def too_few(clean: tuple[np.ndarray, np.ndarray]) -> str:
+def too_few(clean: Sequence[np.ndarray]) -> str:
     """Why no verdict can be given (empty if it can): too few undisturbed runs on a side."""
     for side, mask in zip(("this run", "the baseline"), clean):
         if int(mask.sum()) < stats.MIN_CLEAN_RUNS:
-            return (f"{side} has {int(mask.sum())} undisturbed of {mask.size} runs, fewer than "
-                    f"{stats.MIN_CLEAN_RUNS}; the machine was too busy or the device throttled (run again on a "
-                    f"quieter or cooler machine, wait for it with --sme2-cooldown-temp, or make more runs: --sme2-runs)")
+            return (
+                f"{side} has {int(mask.sum())} undisturbed of {mask.size} runs, fewer than "
+                f"{stats.MIN_CLEAN_RUNS}; the machine was too busy or the device throttled (run again on a "
+                f"quieter or cooler machine, wait for it with --sme2-cooldown-temp, or make more runs: --sme2-runs)"
+            )
     return ""
 
 
@@ -83,9 +93,20 @@ def per_run(record: Mapping[str, Any], key: str, category: str | None = None) ->
     return np.array([np.nan if v is None else v for v in values], dtype=float)
 
 
-def per_run_verdict(check: str, label: str, what: str, key: str, current: Mapping[str, Any],
-                     baseline: Mapping[str, Any], tolerance: float, alpha: float, two_sided: bool,
-                    category: str | None = None, min_effect_ms: float = 0.0, short: str = "") -> Verdict:
+def per_run_verdict(
+    check: str,
+    label: str,
+    what: str,
+    key: str,
+    current: Mapping[str, Any],
+    baseline: Mapping[str, Any],
+    tolerance: float,
+    alpha: float,
+    two_sided: bool,
+    category: str | None = None,
+    min_effect_ms: float = 0.0,
+    short: str = "",
+) -> Verdict:
     """One per-run quantity judged like latency: median change beyond ``tolerance`` points *and* significant,
     and (``min_effect_ms``, for shares of the run's time) a change of more than that many ms of the baseline's
     median run. ``short``: the quantity's name in a failing test's message (default ``what``)."""
@@ -95,21 +116,29 @@ def per_run_verdict(check: str, label: str, what: str, key: str, current: Mappin
         """The numbers so far, with the share's category; ``judged``: the t-test between processes decided."""
         return Evidence(evidence, category=category, statistical=judged)
 
-    values = tuple(per_run(r, key, category) for r in (current, baseline))
-    if values[0] is None and values[1] is None:
+    now, then = (per_run(r, key, category) for r in (current, baseline))
+    if now is None and then is None:
         return Verdict(check, Status.OK, label, f"{what}: neither side has any", typed())
-    if values[1] is None or values[0] is None:
-        side = "the baseline" if values[1] is None else "this run"
+    if then is None or now is None:
+        side = "the baseline" if then is None else "this run"
         if side == "the baseline" and baseline.get("per_run") is None:
-            return Verdict(check, Status.INCONCLUSIVE, label,
-                           f"{what} not judged: the baseline was recorded by an older pytest-sme2 without per-run "
-                           f"values; record it again with --sme2-update-baselines", typed())
+            return Verdict(
+                check,
+                Status.INCONCLUSIVE,
+                label,
+                f"{what} not judged: the baseline was recorded by an older pytest-sme2 without per-run "
+                f"values; record it again with --sme2-update-baselines",
+                typed(),
+            )
         if two_sided or side == "this run":
             return Verdict(check, Status.REGRESSION, label, f"{what}: {side} has none, the other side has", typed())
         return Verdict(check, Status.OK, label, f"{what}: the baseline had none", typed())
+    values = (now, then)
     clean = tuple(clean_runs(r) for r in (current, baseline))
     if len(values[0]) != clean[0].size or len(values[1]) != clean[1].size:
-        return Verdict(check, Status.INCONCLUSIVE, label, f"{what} not judged: per-run values do not match the runs", typed())
+        return Verdict(
+            check, Status.INCONCLUSIVE, label, f"{what} not judged: per-run values do not match the runs", typed()
+        )
     keep = tuple(m & np.isfinite(v) for v, m in zip(values, clean))
     few = too_few(keep)
     if few:
@@ -119,16 +148,28 @@ def per_run_verdict(check: str, label: str, what: str, key: str, current: Mappin
         return Verdict(check, Status.INCONCLUSIVE, label, f"{what} not judged: {test}", typed())
     change = test.change
     p = test.p_up if change > 0 else test.p_down
-    evidence.update({"current": test.current, "baseline": test.baseline, "change": change, "p": p,
-                     "current_runs": test.runs_current, "baseline_runs": test.runs_baseline,
-                     "current_processes": test.n_current, "baseline_processes": test.n_baseline,
-                     "between_processes": test.spread,
-                     "current_disturbed": int((~clean[0]).sum()), "baseline_disturbed": int((~clean[1]).sum())})
+    evidence.update(
+        {
+            "current": test.current,
+            "baseline": test.baseline,
+            "change": change,
+            "p": p,
+            "current_runs": test.runs_current,
+            "baseline_runs": test.runs_baseline,
+            "current_processes": test.n_current,
+            "baseline_processes": test.n_baseline,
+            "between_processes": test.spread,
+            "current_disturbed": int((~clean[0]).sum()),
+            "baseline_disturbed": int((~clean[1]).sum()),
+        }
+    )
     low, high = test.interval()
     evidence.update({"change_low": low, "change_high": high})
-    numbers = (f"{what} {pct(test.baseline)} -> {pct(test.current)} ({change * 100:+.1f} points, 95% CI "
-               f"[{low * 100:+.1f}, {high * 100:+.1f}]; {processes_text(test)}{left_out(clean)}; "
-               f"t-test p={p:.2g})")
+    numbers = (
+        f"{what} {pct(test.baseline)} -> {pct(test.current)} ({change * 100:+.1f} points, 95% CI "
+        f"[{low * 100:+.1f}, {high * 100:+.1f}]; {processes_text(test)}{left_out(clean)}; "
+        f"t-test p={p:.2g})"
+    )
     bad_direction = two_sided or change < 0
     effect_ms = abs(change) * median_run_ms(baseline, clean[1])
     big_enough = not min_effect_ms or effect_ms > min_effect_ms  # coverage and SME path have no floor
@@ -137,16 +178,25 @@ def per_run_verdict(check: str, label: str, what: str, key: str, current: Mappin
     if abs(change) > tolerance and p < alpha and bad_direction and big_enough:
         bound = f"+-{tolerance * 100:g}" if two_sided else f"-{tolerance * 100:g}"
         floor = f" and {min_effect_ms:g} ms of the run ({effect_ms:.3g} ms)" if min_effect_ms else ""
-        return Verdict(check, Status.REGRESSION, label, f"{numbers}; tolerance {bound} points{floor}, alpha {alpha:g}",
-                       typed(True).worded(points_short(short or what, test.current, test.baseline)))
+        return Verdict(
+            check,
+            Status.REGRESSION,
+            label,
+            f"{numbers}; tolerance {bound} points{floor}, alpha {alpha:g}",
+            typed(True).worded(points_short(short or what, test.current, test.baseline)),
+        )
     if abs(change) <= tolerance:
         why = "within tolerance"
     elif not big_enough and bad_direction:
-        why = (f"below the minimum effect: {abs(change) * 100:.1f} points of a {effect_ms / abs(change):.3g} ms run "
-               f"are {effect_ms:.3g} ms, not more than {min_effect_ms:g} ms (min_effect_ms)")
+        why = (
+            f"below the minimum effect: {abs(change) * 100:.1f} points of a {effect_ms / abs(change):.3g} ms run "
+            f"are {effect_ms:.3g} ms, not more than {min_effect_ms:g} ms (min_effect_ms)"
+        )
     elif p >= alpha:
-        why = f"not significant (only changes beyond {test.significant_change(alpha) * 100:.1f} points can be told " \
-              f"from how far processes move it)"
+        why = (
+            f"not significant (only changes beyond {test.significant_change(alpha) * 100:.1f} points can be told "
+            f"from how far processes move it)"
+        )
     else:
         why = "improved"
     return Verdict(check, Status.OK, label, f"{numbers}: {why}", typed(True))
@@ -165,10 +215,23 @@ def process_medians(record: Mapping[str, Any], values: np.ndarray, keep: np.ndar
         return stats.process_medians(values, [len(values)], keep)
 
 
-def shift_verdict(check: str, label: str, what: str, unit: str, now: np.ndarray, then: np.ndarray, runs: tuple[int, int],
-                  tolerance: float, tol: Tolerances, min_effect: float, evidence: dict[str, Any],
-                  shown: tuple[np.ndarray, np.ndarray] | None = None, basis: str = "",
-                  advisory: str | None = None, short: str = "") -> Verdict:
+def shift_verdict(
+    check: str,
+    label: str,
+    what: str,
+    unit: str,
+    now: np.ndarray,
+    then: np.ndarray,
+    runs: tuple[int, int],
+    tolerance: float,
+    tol: Tolerances,
+    min_effect: float,
+    evidence: dict[str, Any],
+    shown: tuple[np.ndarray, np.ndarray] | None = None,
+    basis: str = "",
+    advisory: str | None = None,
+    short: str = "",
+) -> Verdict:
     """One quantity with a value per process on each side, judged as latency is: a change beyond the tolerance
     that the spread between processes cannot explain (stats.ProcessShift on logs, alpha) and above ``min_effect``.
     ``shown``: the raw values per process when ``now``/``then`` are relative (``basis`` says to what).
@@ -176,33 +239,76 @@ def shift_verdict(check: str, label: str, what: str, unit: str, now: np.ndarray,
     ``short``: the quantity's name in a failing test's message (default ``what``)."""
     raw_now, raw_then = shown if shown is not None else (now, then)
     if np.any(now <= 0) or np.any(then <= 0):
-        return Verdict(check, Status.INCONCLUSIVE, label, f"{what} not judged: a process's value is not positive",
-                       Evidence(evidence))
+        return Verdict(
+            check,
+            Status.INCONCLUSIVE,
+            label,
+            f"{what} not judged: a process's value is not positive",
+            Evidence(evidence),
+        )
     test = stats.process_shift(then, now, runs, log=True)
     if test is None:
-        return Verdict(check, Status.INCONCLUSIVE, label,
-                       f"{what} not judged: {then.size} baseline and {now.size} current process(es); with fewer than "
-                       f"three in all, how far it moves between processes is unknown (record the baseline again with "
-                       f"--sme2-update-baselines)", Evidence(evidence))
+        return Verdict(
+            check,
+            Status.INCONCLUSIVE,
+            label,
+            f"{what} not judged: {then.size} baseline and {now.size} current process(es); with fewer than "
+            f"three in all, how far it moves between processes is unknown (record the baseline again with "
+            f"--sme2-update-baselines)",
+            Evidence(evidence),
+        )
     ratio = 1 + test.change
     low, high = (1 + bound for bound in test.interval())
     before, after = float(np.median(raw_then)), float(np.median(raw_now))
-    evidence.update({"current": after, "baseline": before, "ratio": ratio, "ratio_low": low, "ratio_high": high,
-                     "p_larger": test.p_up, "p_smaller": test.p_down, "tolerance": tolerance, "alpha": tol.alpha,
-                     "current_processes": int(now.size), "baseline_processes": int(then.size),
-                     "basis": basis or "raw"})
-    numbers = (f"{what} {ratio - 1:+.1%} ({basis + '; ' if basis else ''}median {after:.4g} {unit} vs baseline "
-               f"{before:.4g} {unit}; {processes_text(test)}, 95% CI of the ratio [{low:.3f}, {high:.3f}])")
+    evidence.update(
+        {
+            "current": after,
+            "baseline": before,
+            "ratio": ratio,
+            "ratio_low": low,
+            "ratio_high": high,
+            "p_larger": test.p_up,
+            "p_smaller": test.p_down,
+            "tolerance": tolerance,
+            "alpha": tol.alpha,
+            "current_processes": int(now.size),
+            "baseline_processes": int(then.size),
+            "basis": basis or "raw",
+        }
+    )
+    numbers = (
+        f"{what} {ratio - 1:+.1%} ({basis + '; ' if basis else ''}median {after:.4g} {unit} vs baseline "
+        f"{before:.4g} {unit}; {processes_text(test)}, 95% CI of the ratio [{low:.3f}, {high:.3f}])"
+    )
     big_enough = abs(ratio - 1) * before > min_effect
     if ratio > 1 + tolerance and big_enough and test.p_up < tol.alpha:
         headline = f"{what} beyond its tolerance ({advisory})" if advisory else f"{what} regression"
         worded = f"{short or what} {ratio - 1:+.1%}" if before else None
-        return Verdict(check, Status.NOTE if advisory else Status.REGRESSION, label, f"{headline}: {numbers}; tolerance "
-                       f"+{tolerance:.0%}, t-test between processes p={test.p_up:.2g} < alpha {tol.alpha:g}",
-                       Evidence(evidence, statistical=True, short=worded))
+        return Verdict(
+            check,
+            Status.NOTE if advisory else Status.REGRESSION,
+            label,
+            f"{headline}: {numbers}; tolerance "
+            f"+{tolerance:.0%}, t-test between processes p={test.p_up:.2g} < alpha {tol.alpha:g}",
+            Evidence(evidence, statistical=True, short=worded),
+        )
     if ratio < 1 / (1 + tolerance) and big_enough and test.p_down < tol.alpha:
-        return Verdict(check, Status.IMPROVEMENT, label, f"{what} improvement: {numbers}", Evidence(evidence, statistical=True))
-    why = "within tolerance" if abs(ratio - 1) <= tolerance else (
-        f"below the minimum effect of {min_effect:g} {unit}" if not big_enough else
-        f"not significant (p={min(test.p_up, test.p_down):.2g})")
-    return Verdict(check, Status.OK, label, f"{what} {why}: {numbers}; tolerance {tolerance:.0%}", Evidence(evidence, statistical=True))
+        return Verdict(
+            check, Status.IMPROVEMENT, label, f"{what} improvement: {numbers}", Evidence(evidence, statistical=True)
+        )
+    why = (
+        "within tolerance"
+        if abs(ratio - 1) <= tolerance
+        else (
+            f"below the minimum effect of {min_effect:g} {unit}"
+            if not big_enough
+            else f"not significant (p={min(test.p_up, test.p_down):.2g})"
+        )
+    )
+    return Verdict(
+        check,
+        Status.OK,
+        label,
+        f"{what} {why}: {numbers}; tolerance {tolerance:.0%}",
+        Evidence(evidence, statistical=True),
+    )

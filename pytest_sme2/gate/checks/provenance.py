@@ -18,18 +18,35 @@ def _provenance(label: str, current: Mapping[str, Any], baseline: Mapping[str, A
     for key in ("executorch", "torch"):
         if then.get(key) and now.get(key) and then[key] != now[key]:
             notes.append(f"{key} {then[key]} then, {now[key]} now")
-    if then.get("model_source_hash") and now.get("model_source_hash") and then["model_source_hash"] != now["model_source_hash"]:
-        notes.append("the model's traced program changed" + _changed_files(then.get("model_files"),
-                                                                             now.get("model_files")))
+    if (
+        then.get("model_source_hash")
+        and now.get("model_source_hash")
+        and then["model_source_hash"] != now["model_source_hash"]
+    ):
+        notes.append(
+            "the model's traced program changed" + _changed_files(then.get("model_files"), now.get("model_files"))
+        )
     if then.get("inputs") and now.get("inputs") and then["inputs"] != now["inputs"]:
         notes.append(f"example inputs {', '.join(then['inputs'])} then, {', '.join(now['inputs'])} now")
     if then.get("recipe") and now.get("recipe") and then["recipe"] != now["recipe"]:
+
         def text(recipe: Mapping[str, Any]) -> str:
             return ", ".join(f"{k}={v}" for k, v in sorted(recipe.items()))
 
         notes.append(f"recipe {text(then['recipe'])} then, {text(now['recipe'])} now")
-    return [Verdict("provenance", Status.NOTE, label, "since the baseline was recorded: " + "; ".join(notes),
-                    Evidence({"current": now, "baseline": then}))] if notes else []
+    return (
+        [
+            Verdict(
+                "provenance",
+                Status.NOTE,
+                label,
+                "since the baseline was recorded: " + "; ".join(notes),
+                Evidence({"current": now, "baseline": then}),
+            )
+        ]
+        if notes
+        else []
+    )
 
 
 def _changed_files(then: Mapping[str, str] | None, now: Mapping[str, str] | None, shown: int = 5) -> str:
@@ -37,8 +54,11 @@ def _changed_files(then: Mapping[str, str] | None, now: Mapping[str, str] | None
     baseline from before they were kept)."""
     if not then or not now:
         return ""
-    changed = [f"{name} (new)" if name not in then else f"{name} (gone)" if name not in now else name
-               for name in sorted(set(then) | set(now)) if then.get(name) != now.get(name)]
+    changed = [
+        f"{name} (new)" if name not in then else f"{name} (gone)" if name not in now else name
+        for name in sorted(set(then) | set(now))
+        if then.get(name) != now.get(name)
+    ]
     if not changed:
         return " (none of its own files changed: code it imports from elsewhere, its weights or its input values did)"
     more = f" and {len(changed) - shown} more" if len(changed) > shown else ""

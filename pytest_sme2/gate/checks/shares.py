@@ -18,9 +18,22 @@ def _shares(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any],
     # A share of a sub-millisecond run moves with the machine between sessions by more than its tolerance (toy_cnn,
     # 0.1 ms: CONV 0.50-0.72 within minutes, docs/performance.md); like latency, a change of less than
     # min_effect_ms of the run's time never fails.
-    return [per_run_verdict("share", label, f"share of {category}", "shares", current, baseline, tol.shares,
-                             tol.alpha, two_sided=True, category=category, min_effect_ms=tol.min_effect_ms)
-            for category in categories]
+    return [
+        per_run_verdict(
+            "share",
+            label,
+            f"share of {category}",
+            "shares",
+            current,
+            baseline,
+            tol.shares,
+            tol.alpha,
+            two_sided=True,
+            category=category,
+            min_effect_ms=tol.min_effect_ms,
+        )
+        for category in categories
+    ]
 
 
 def _counted(pair: Pair) -> list[Verdict]:
@@ -28,9 +41,20 @@ def _counted(pair: Pair) -> list[Verdict]:
     if counts is None:
         return []
     now, then = (c.get("shares") or {} for c in counts)
-    return [counted_share("share", pair.label, f"share of {category} in instructions", now.get(category, 0.0),
-                          then.get(category, 0.0), pair.tol.shares, True, category, short=f"share of {category}")
-            for category in sorted(set(now) | set(then))]
+    return [
+        counted_share(
+            "share",
+            pair.label,
+            f"share of {category} in instructions",
+            now.get(category, 0.0),
+            then.get(category, 0.0),
+            pair.tol.shares,
+            True,
+            category,
+            short=f"share of {category}",
+        )
+        for category in sorted(set(now) | set(then))
+    ]
 
 
 def _measured(pair: Pair) -> list[Verdict]:

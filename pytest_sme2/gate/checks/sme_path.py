@@ -14,8 +14,18 @@ from pytest_sme2.gate.verdict import Tolerances, Verdict
 
 
 def _sme_path(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any], tol: Tolerances) -> Verdict:
-    return per_run_verdict("sme_path", label, "SME path share of CONV+GEMM time", "sme_path_share", current,
-                           baseline, tol.sme_path, tol.alpha, two_sided=False, short="SME path share")
+    return per_run_verdict(
+        "sme_path",
+        label,
+        "SME path share of CONV+GEMM time",
+        "sme_path_share",
+        current,
+        baseline,
+        tol.sme_path,
+        tol.alpha,
+        two_sided=False,
+        short="SME path share",
+    )
 
 
 def _counted(pair: Pair) -> list[Verdict]:
@@ -23,9 +33,19 @@ def _counted(pair: Pair) -> list[Verdict]:
     if counts is None:
         return []
     now, then = counts
-    basis = {"work": "multiply-accumulates"}.get(now.get("sme_path_basis"), "instructions")
-    return [counted_share("sme_path", pair.label, f"SME path share of CONV+GEMM {basis}", now.get("sme_path_share"),
-                          then.get("sme_path_share"), pair.tol.sme_path, False, short="SME path share")]
+    basis = {"work": "multiply-accumulates"}.get(now.get("sme_path_basis") or "", "instructions")
+    return [
+        counted_share(
+            "sme_path",
+            pair.label,
+            f"SME path share of CONV+GEMM {basis}",
+            now.get("sme_path_share"),
+            then.get("sme_path_share"),
+            pair.tol.sme_path,
+            False,
+            short="SME path share",
+        )
+    ]
 
 
 def _measured(pair: Pair) -> list[Verdict]:

@@ -17,14 +17,15 @@ from pytest_sme2.gate.checks.counted import counts_of
 from pytest_sme2.gate.checks.process_stats import clean_runs, process_medians, shift_verdict
 from pytest_sme2.gate.verdict import Evidence, Status, Tolerances, Verdict
 
-
 # Why a hardware load/init change measured without the reference program is a note, not a failure. Measured
 # (docs/gate.md, "Load, init and peak memory"): beside two busy jobs, unchanged mobilenet_v3_small's one init per
 # process came out +54% against the baseline, p=2e-5, in all four check processes alike; a busy machine slows
 # weight packing more than an inference. Each load divided by the reference program's load right before it stays
 # within a few percent; without that reference nothing cancels the machine's speed.
-STARTUP_ADVISORY = ("not failed: without the reference program's loads (--sme2-latency-reference=off, or a runner "
-                    "other than pytest-sme2's) a busy machine's slowdown of load and init is not cancelled")
+STARTUP_ADVISORY = (
+    "not failed: without the reference program's loads (--sme2-latency-reference=off, or a runner "
+    "other than pytest-sme2's) a busy machine's slowdown of load and init is not cancelled"
+)
 
 
 # The method's start-up, judged apart from the inference: (check and tolerance name, ETDump event).
@@ -32,8 +33,9 @@ STARTUP_ADVISORY = ("not failed: without the reference program's loads (--sme2-l
 STARTUP = (("load", "Program::load_method"), ("init", "Method::init"))
 
 
-def startup_verdicts(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any],
-                     tol: Tolerances) -> list[Verdict]:
+def startup_verdicts(
+    label: str, current: Mapping[str, Any], baseline: Mapping[str, Any], tol: Tolerances
+) -> list[Verdict]:
     """Local and adb targets: Program::load_method and Method::init of each runner process (where XNNPACK packs
     weights; the host target's reused worker gives none, Profile._startup_samples), and the runner's peak
     resident memory per run, each against the baseline with the latency gate's statistics (a value per process;
@@ -48,55 +50,120 @@ def startup_verdicts(label: str, current: Mapping[str, Any], baseline: Mapping[s
         raw_key, relative_key = f"{check}_ms_per_chunk", f"{check}_relative_per_chunk"
         now, then = current.get(raw_key), baseline.get(raw_key)
         if then is None and now is None:  # the host target: nothing to re-record (a CI owner's trial)
-            out.append(Verdict(check, Status.SKIPPED, label, f"{what} not compared: not timed on this target (the host "
-                                                       "target's Python worker is reused, so it has no fresh start-up "
-                                                       "to time; the local and adb runners time it)"))
+            out.append(
+                Verdict(
+                    check,
+                    Status.SKIPPED,
+                    label,
+                    f"{what} not compared: not timed on this target (the host "
+                    "target's Python worker is reused, so it has no fresh start-up "
+                    "to time; the local and adb runners time it)",
+                )
+            )
             continue
         if then is None or now is None:
-            why = ("the baseline has none (recorded by an older pytest-sme2, or on the host target, whose reused "
-                   "Python worker has no fresh start-up to time): record it again with --sme2-update-baselines on "
-                   "the local or adb target") if then is None else (
-                "none measured now: on the host target its Python worker is reused between runs and tests, so its "
-                "load and init are not a fresh process's (the local and adb runners time them); on the local and "
-                "adb targets a runner process's ETDump had no matching Program::load_method and Method::init "
-                "events (is the runner pytest-sme2's, of this version? its ETDumps are in the test's folder)")
+            why = (
+                (
+                    "the baseline has none (recorded by an older pytest-sme2, or on the host target, whose reused "
+                    "Python worker has no fresh start-up to time): record it again with --sme2-update-baselines on "
+                    "the local or adb target"
+                )
+                if then is None
+                else (
+                    "none measured now: on the host target its Python worker is reused between runs and tests, so its "
+                    "load and init are not a fresh process's (the local and adb runners time them); on the local and "
+                    "adb targets a runner process's ETDump had no matching Program::load_method and Method::init "
+                    "events (is the runner pytest-sme2's, of this version? its ETDumps are in the test's folder)"
+                )
+            )
             out.append(Verdict(check, Status.SKIPPED, label, f"{what} not compared: {why}"))
             continue
         raw = _per_gate_process(current, now), _per_gate_process(baseline, then)
         relative = current.get(relative_key), baseline.get(relative_key)
-        values = tuple(None if r is None else _per_gate_process(record, r)
-                       for r, record in zip(relative, (current, baseline)))
-        if raw[0] is None or raw[1] is None or (relative[0] is not None and values[0] is None) or (
-                relative[1] is not None and values[1] is None):
-            out.append(Verdict(check, Status.SKIPPED, label, f"{what} not compared: its runner processes do not match the "
-                                                       f"record's runs (chunk_sizes)"))
+        values = tuple(
+            None if r is None else _per_gate_process(record, r) for r, record in zip(relative, (current, baseline))
+        )
+        raw_now, raw_then = raw
+        if (
+            raw_now is None
+            or raw_then is None
+            or (relative[0] is not None and values[0] is None)
+            or (relative[1] is not None and values[1] is None)
+        ):
+            out.append(
+                Verdict(
+                    check,
+                    Status.SKIPPED,
+                    label,
+                    f"{what} not compared: its runner processes do not match the " f"record's runs (chunk_sizes)",
+                )
+            )
             continue
         if (values[0] is None) != (values[1] is None):
-            why = ("the baseline's is one load per process, not relative to the reference program's load (an older "
-                   "pytest-sme2, or recorded with --sme2-latency-reference=off): record it again with "
-                   "--sme2-update-baselines") if values[1] is None else (
-                "this run has no reference-program loads to divide by (--sme2-latency-reference=off, or a runner "
-                "other than pytest-sme2's) while the baseline has: turn the reference program back on "
-                "(--sme2-latency-reference=on, pytest-sme2's runner), or record the baseline again as this runs")
+            why = (
+                (
+                    "the baseline's is one load per process, not relative to the reference program's load (an older "
+                    "pytest-sme2, or recorded with --sme2-latency-reference=off): record it again with "
+                    "--sme2-update-baselines"
+                )
+                if values[1] is None
+                else (
+                    "this run has no reference-program loads to divide by (--sme2-latency-reference=off, or a runner "
+                    "other than pytest-sme2's) while the baseline has: turn the reference program back on "
+                    "(--sme2-latency-reference=on, pytest-sme2's runner), or record the baseline again as this runs"
+                )
+            )
             out.append(Verdict(check, Status.SKIPPED, label, f"{what} not compared: {why}"))
             continue
-        if values[0] is not None:
+        value_now, value_then = values  # both or neither (above)
+        if value_now is not None and value_then is not None:
             basis, advisory = "relative to the reference program's load before each load", None
+            pair = (value_now, value_then)
         else:
-            basis, values, advisory = "raw ms: neither side has reference-program loads", raw, STARTUP_ADVISORY
-        empty = [side for side, v in zip(("this run", "the baseline"), values) if v.size == 0]
+            basis, advisory = "raw ms: neither side has reference-program loads", STARTUP_ADVISORY
+            pair = (raw_now, raw_then)
+        empty = [side for side, v in zip(("this run", "the baseline"), pair) if v.size == 0]
         if empty:
-            again = ("run again when the machine is quieter" if empty[0] == "this run" else
-                     "record the baseline again on a quieter machine (--sme2-update-baselines)")
-            out.append(Verdict(check, Status.INCONCLUSIVE, label, f"{what} not judged: every warm load of every runner "
-                               f"process of {empty[0]} was disturbed (slowed against the process's fastest load, or "
-                               f"after a reference-program load slowed alone): other work on the machine came and "
-                               f"went faster than a load; {again}", Evidence({"disturbed_processes": empty})))
+            again = (
+                "run again when the machine is quieter"
+                if empty[0] == "this run"
+                else "record the baseline again on a quieter machine (--sme2-update-baselines)"
+            )
+            out.append(
+                Verdict(
+                    check,
+                    Status.INCONCLUSIVE,
+                    label,
+                    f"{what} not judged: every warm load of every runner "
+                    f"process of {empty[0]} was disturbed (slowed against the process's fastest load, or "
+                    f"after a reference-program load slowed alone): other work on the machine came and "
+                    f"went faster than a load; {again}",
+                    Evidence({"disturbed_processes": empty}),
+                )
+            )
             continue
-        runs = tuple(sum(size for size, value in zip(record["chunk_sizes"], per_chunk) if value is not None)
-                     for record, per_chunk in ((baseline, then), (current, now)))  # the processes kept
-        out.append(shift_verdict(check, label, what, "ms", values[0], values[1], runs, getattr(tol, check), tol,
-                                  tol.min_effect_ms, {}, shown=raw, basis=basis, advisory=advisory))
+        runs = tuple(
+            sum(size for size, value in zip(record["chunk_sizes"], per_chunk) if value is not None)
+            for record, per_chunk in ((baseline, then), (current, now))
+        )  # the processes kept
+        out.append(
+            shift_verdict(
+                check,
+                label,
+                what,
+                "ms",
+                pair[0],
+                pair[1],
+                runs,
+                getattr(tol, check),
+                tol,
+                tol.min_effect_ms,
+                {},
+                shown=(raw_now, raw_then),
+                basis=basis,
+                advisory=advisory,
+            )
+        )
     out.append(_peak_rss_verdict(label, current, baseline, tol))
     return _load_explained_by_init(out)
 
@@ -110,8 +177,14 @@ def _load_explained_by_init(out: list[Verdict]) -> list[Verdict]:
     load, init = by_check.get("load"), by_check.get("init")
     if load is None or init is None or load.status != Status.REGRESSION or init.status != Status.REGRESSION:
         return out
-    note = Verdict("load", Status.NOTE, load.label, f"{load.message.replace(' regression: ', ': ', 1)} (it includes init "
-                   "(Method::init), which regressed: one cause, judged there)", load.evidence.with_numbers(explained_by="init"))
+    note = Verdict(
+        "load",
+        Status.NOTE,
+        load.label,
+        f"{load.message.replace(' regression: ', ': ', 1)} (it includes init "
+        "(Method::init), which regressed: one cause, judged there)",
+        load.evidence.with_numbers(explained_by="init"),
+    )
     return [note if v is load else v for v in out]
 
 
@@ -120,17 +193,34 @@ def _peak_rss_verdict(label: str, current: Mapping[str, Any], baseline: Mapping[
     peaks = [(r.get("memory") or {}).get("peak_rss_kb") for r in (current, baseline)]
     if peaks[0] is None or peaks[1] is None:
         where = "this run" if peaks[0] is None else "the baseline"
-        return Verdict("peak_rss", Status.SKIPPED, label, f"{what} not compared: {where} has none (the host target's "
-                       f"Python worker and emulated runs report none; the local and adb runners do)")
+        return Verdict(
+            "peak_rss",
+            Status.SKIPPED,
+            label,
+            f"{what} not compared: {where} has none (the host target's "
+            f"Python worker and emulated runs report none; the local and adb runners do)",
+        )
     clean = tuple(clean_runs(r) for r in (current, baseline))
     values = tuple(np.asarray(p, dtype=float) for p in peaks)
     if any(v.size != m.size for v, m in zip(values, clean)):
         return Verdict("peak_rss", Status.SKIPPED, label, f"{what} not compared: one value per run is needed")
-    medians = [process_medians(record, series, mask) for record, series, mask in zip((current, baseline), values, clean)]
-    return shift_verdict("peak_rss", label, what, "KiB", medians[0][0], medians[1][0], (medians[1][1], medians[0][1]),
-                         tol.peak_rss, tol, 0.0, {"current_disturbed": int((~clean[0]).sum()),
-                                                  "baseline_disturbed": int((~clean[1]).sum())},
-                         short="peak resident memory")
+    medians = [
+        process_medians(record, series, mask) for record, series, mask in zip((current, baseline), values, clean)
+    ]
+    return shift_verdict(
+        "peak_rss",
+        label,
+        what,
+        "KiB",
+        medians[0][0],
+        medians[1][0],
+        (medians[1][1], medians[0][1]),
+        tol.peak_rss,
+        tol,
+        0.0,
+        {"current_disturbed": int((~clean[0]).sum()), "baseline_disturbed": int((~clean[1]).sum())},
+        short="peak resident memory",
+    )
 
 
 def _counted_startup(label: str, now: Mapping[str, Any], then: Mapping[str, Any], tol: Tolerances) -> list[Verdict]:
@@ -140,17 +230,35 @@ def _counted_startup(label: str, now: Mapping[str, Any], then: Mapping[str, Any]
         after, before = now.get(check), then.get(check)
         what = f"{check} ({event})"
         if after is None or before is None:
-            out.append(Verdict(check, Status.SKIPPED, label, f"{what} not compared: "
-                               + ("the baseline has no counted start-up" if before is None else "none counted now")))
+            out.append(
+                Verdict(
+                    check,
+                    Status.SKIPPED,
+                    label,
+                    f"{what} not compared: "
+                    + ("the baseline has no counted start-up" if before is None else "none counted now"),
+                )
+            )
             continue
         change = after / before - 1 if before > 0 else (0.0 if after == 0 else float("inf"))
         evidence = Evidence({"current": after, "baseline": before, "tolerance": getattr(tol, check)})
         numbers = f"{what} {before:,} -> {after:,} instructions ({change:+.2%}; counted, exact)"
         if change > getattr(tol, check):
-            out.append(Verdict(check, Status.REGRESSION, label, f"{what} regression: {numbers}; tolerance "
-                               f"+{getattr(tol, check):.0%}", evidence.worded(change_short(what, after, before))))
+            out.append(
+                Verdict(
+                    check,
+                    Status.REGRESSION,
+                    label,
+                    f"{what} regression: {numbers}; tolerance " f"+{getattr(tol, check):.0%}",
+                    evidence.worded(change_short(what, after, before)),
+                )
+            )
         else:
-            out.append(Verdict(check, Status.IMPROVEMENT if change < -getattr(tol, check) else Status.OK, label, numbers, evidence))
+            out.append(
+                Verdict(
+                    check, Status.IMPROVEMENT if change < -getattr(tol, check) else Status.OK, label, numbers, evidence
+                )
+            )
     return _load_explained_by_init(out)
 
 
@@ -166,8 +274,13 @@ def _per_gate_process(record: Mapping[str, Any], per_chunk: Sequence[float | Non
     owner = np.searchsorted(np.cumsum(processes), np.cumsum(chunks), side="left")
     values = np.array([np.nan if v is None else v for v in per_chunk], dtype=float)
     usable = ~np.isnan(values)
-    return np.array([float(np.median(values[(owner == k) & usable])) for k in range(len(processes))
-                     if ((owner == k) & usable).any()])
+    return np.array(
+        [
+            float(np.median(values[(owner == k) & usable]))
+            for k in range(len(processes))
+            if ((owner == k) & usable).any()
+        ]
+    )
 
 
 def _counted(pair: Pair) -> list[Verdict]:
@@ -179,5 +292,6 @@ def _measured(pair: Pair) -> list[Verdict]:
     return startup_verdicts(pair.label, pair.current, pair.baseline, pair.tol)
 
 
-CHECK = Check(("load", "init", "peak_rss"), "docs/gate.md#load-init-and-peak-memory", counted=_counted,
-              measured=_measured)
+CHECK = Check(
+    ("load", "init", "peak_rss"), "docs/gate.md#load-init-and-peak-memory", counted=_counted, measured=_measured
+)

@@ -146,8 +146,10 @@ def build_problem(arch: str = "host") -> str | None:
         raise UsageError(f"runner architecture {arch!r} is not supported; choose one of {', '.join(ARCHES)}")
     then = "then run `pytest-sme2 build-runner`" + (" --arch linux-aarch64" if arch == "linux-aarch64" else "")
     if arch == "host" and platform.system() not in ("Linux", "Darwin"):
-        return (f"SME2 off with one runner build needs the Linux or macOS masking library; on {platform.system()} "
-                "pass two runner builds with --sme2-runner-on and --sme2-runner-off")
+        return (
+            f"SME2 off with one runner build needs the Linux or macOS masking library; on {platform.system()} "
+            "pass two runner builds with --sme2-runner-on and --sme2-runner-off"
+        )
     try:
         binary = runner_binary(arch)
     except (ImportError, RunnerError) as exc:
@@ -164,8 +166,10 @@ def build_problem(arch: str = "host") -> str | None:
             return f"no {'C++' if cc else 'C'} compiler found: {compiler_advice()}, {then}"
         if not (executorch_prefix() / "share" / "cmake" / "executorch-config.cmake").exists():
             reinstall = f"pip install --force-reinstall executorch=={executorch_release()}"
-            return (f"the installed executorch at {executorch_prefix()} has no share/cmake/executorch-config.cmake "
-                    f"to build against; reinstall it with `{reinstall}`")
+            return (
+                f"the installed executorch at {executorch_prefix()} has no share/cmake/executorch-config.cmake "
+                f"to build against; reinstall it with `{reinstall}`"
+            )
     try:
         find_cmake()
     except RunnerError as exc:
@@ -183,11 +187,23 @@ def _download_wheel(version: str, platform_tag: str, label: str, log: Path) -> P
         return found[-1]
     wheels.mkdir(parents=True, exist_ok=True)
     _run(
-        [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-         "--platform", platform_tag,
-         "--python-version", f"{sys.version_info.major}.{sys.version_info.minor}",
-         f"executorch=={version}", "-d", str(wheels)],
-        log, f"downloading the {label} executorch {version} wheel",
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--platform",
+            platform_tag,
+            "--python-version",
+            f"{sys.version_info.major}.{sys.version_info.minor}",
+            f"executorch=={version}",
+            "-d",
+            str(wheels),
+        ],
+        log,
+        f"downloading the {label} executorch {version} wheel",
     )
     found = sorted(wheels.glob(pattern))
     if not found:
@@ -210,8 +226,11 @@ def _executorch_wheel(version: str | None, platform_tag: str, label: str, marker
         staging = root.with_name(root.name + ".tmp")
         shutil.rmtree(staging, ignore_errors=True)
         with zipfile.ZipFile(wheel_file) as wheel:
-            members = [m for m in wheel.namelist() if m.startswith(("executorch/lib/", "executorch/include/",
-                                                                     "executorch/share/"))]
+            members = [
+                m
+                for m in wheel.namelist()
+                if m.startswith(("executorch/lib/", "executorch/include/", "executorch/share/"))
+            ]
             wheel.extractall(staging, members)
         shutil.rmtree(root, ignore_errors=True)
         os.replace(staging, root)
@@ -220,8 +239,9 @@ def _executorch_wheel(version: str | None, platform_tag: str, label: str, marker
 
 def aarch64_executorch(version: str | None = None) -> Path:
     """The aarch64 executorch wheel's package folder, downloaded and unpacked once."""
-    return _executorch_wheel(version, "manylinux_2_28_aarch64", "manylinux-aarch64",
-                             "share/cmake/executorch-config.cmake")
+    return _executorch_wheel(
+        version, "manylinux_2_28_aarch64", "manylinux-aarch64", "share/cmake/executorch-config.cmake"
+    )
 
 
 def aarch64_wheel(version: str | None = None) -> Path:
@@ -229,8 +249,9 @@ def aarch64_wheel(version: str | None = None) -> Path:
     version = executorch_release(version)
     label = "manylinux-aarch64"
     with locked(cache_root() / f"executorch-{version}-{label}.lock"):
-        return _download_wheel(version, "manylinux_2_28_aarch64", label,
-                               cache_root() / f"executorch-{version}-{label}.log")
+        return _download_wheel(
+            version, "manylinux_2_28_aarch64", label, cache_root() / f"executorch-{version}-{label}.log"
+        )
 
 
 def macos_executorch(version: str | None = None) -> Path:
@@ -251,8 +272,16 @@ def runner_binary(arch: str = "host") -> Path:
 def configure_command(cmake: str, build_dir: Path, prefix: Path) -> list[str]:
     """The CMake configure of the runner against the executorch package at ``prefix`` (its share/cmake), the
     same on Linux and macOS; tests/run/test_macos_contract.py configures it against the macOS wheel."""
-    return [cmake, "-S", str(SOURCE_DIR), "-B", str(build_dir), "-DCMAKE_BUILD_TYPE=Release",
-            f"-DPYTEST_SME2_EXECUTORCH_VERSION={executorch_release()}", f"-Dexecutorch_DIR={prefix / 'share' / 'cmake'}"]
+    return [
+        cmake,
+        "-S",
+        str(SOURCE_DIR),
+        "-B",
+        str(build_dir),
+        "-DCMAKE_BUILD_TYPE=Release",
+        f"-DPYTEST_SME2_EXECUTORCH_VERSION={executorch_release()}",
+        f"-Dexecutorch_DIR={prefix / 'share' / 'cmake'}",
+    ]
 
 
 def build_runner(arch: str = "host", force: bool = False) -> Path:
@@ -283,15 +312,19 @@ def build_runner(arch: str = "host", force: bool = False) -> Path:
             toolchain.write_text(_TOOLCHAIN.format(cxx=cxx))
             configure.append(f"-DCMAKE_TOOLCHAIN_FILE={toolchain}")
         _run(configure, log, f"configuring the native runner ({arch})")
-        _run([cmake, "--build", str(directory / "build"), "-j", str(os.cpu_count() or 2)], log,
-             "building the native runner")
+        _run(
+            [cmake, "--build", str(directory / "build"), "-j", str(os.cpu_count() or 2)],
+            log,
+            "building the native runner",
+        )
         if not binary.exists():
             raise RunnerError(f"the build finished but {binary} is missing; see {log}")
     return binary
 
 
 def mask_preload_variable(system: str | None = None) -> str:
-    """The loader variable that injects the masking library: LD_PRELOAD (Linux, Android), DYLD_INSERT_LIBRARIES (macOS)."""
+    """The loader variable that injects the masking library: LD_PRELOAD (Linux, Android), DYLD_INSERT_LIBRARIES
+    (macOS)."""
     return "DYLD_INSERT_LIBRARIES" if (system or platform.system()) == "Darwin" else "LD_PRELOAD"
 
 
@@ -326,6 +359,7 @@ def build_mask_library(arch: str = "host", force: bool = False) -> Path:
         if library.exists() and not force:
             return library
         library.parent.mkdir(parents=True, exist_ok=True)
+        compiler: str | None
         if arch == "linux-aarch64":
             compiler = _cross_compiler(CROSS_CC)
         else:
@@ -335,8 +369,11 @@ def build_mask_library(arch: str = "host", force: bool = False) -> Path:
         staging = library.with_suffix(".tmp")
         flags = ["-dynamiclib"] if darwin else ["-shared", "-fPIC"]
         libraries = [] if darwin else ["-ldl"]
-        _run([compiler, *flags, "-O2", "-o", str(staging), str(SOURCE_DIR / source), *libraries],
-             library.parent / "build.log", "building the SME2-masking library")
+        _run(
+            [compiler, *flags, "-O2", "-o", str(staging), str(SOURCE_DIR / source), *libraries],
+            library.parent / "build.log",
+            "building the SME2-masking library",
+        )
         os.replace(staging, library)
     return library
 
@@ -346,19 +383,24 @@ def build_exec_counter(force: bool = False) -> Path:
 
     Built with this machine's C compiler, once per source version, beside the runners.
     """
-    binary = cache_root() / f"exec-counter-{platform.machine()}-{_sources_hash((EXEC_COUNTER_SOURCE,))}" \
-        / EXEC_COUNTER_NAME
+    binary = (
+        cache_root() / f"exec-counter-{platform.machine()}-{_sources_hash((EXEC_COUNTER_SOURCE,))}" / EXEC_COUNTER_NAME
+    )
     with locked(cache_root() / f"{binary.parent.name}.lock"):
         if binary.exists() and not force:
             return binary
         compiler = _host_compilers()[0]
         if compiler is None:
-            raise RunnerError(f"no C compiler found to build the emulated target's instruction counter; "
-                              f"{compiler_advice()}")
+            raise RunnerError(
+                f"no C compiler found to build the emulated target's instruction counter; " f"{compiler_advice()}"
+            )
         binary.parent.mkdir(parents=True, exist_ok=True)
         staging = binary.with_suffix(".tmp")
-        _run([compiler, "-O2", "-o", str(staging), str(SOURCE_DIR / EXEC_COUNTER_SOURCE)],
-             binary.parent / "build.log", "building the instruction counter")
+        _run(
+            [compiler, "-O2", "-o", str(staging), str(SOURCE_DIR / EXEC_COUNTER_SOURCE)],
+            binary.parent / "build.log",
+            "building the instruction counter",
+        )
         os.replace(staging, binary)
     return binary
 
@@ -379,8 +421,10 @@ def build_microbench(arch: str = "linux-aarch64", force: bool = False) -> Path:
     machine = "aarch64" if arch == "linux-aarch64" else platform.machine()
     system = "linux" if arch == "linux-aarch64" else platform.system().lower()
     if machine not in ("aarch64", "arm64"):
-        raise UsageError(f"the microbenchmarks are AArch64 code; this machine is {machine}: calibrate a device "
-                         f"through adb (--sme2-target adb) or under emulation (--sme2-target emulated)")
+        raise UsageError(
+            f"the microbenchmarks are AArch64 code; this machine is {machine}: calibrate a device "
+            f"through adb (--sme2-target adb) or under emulation (--sme2-target emulated)"
+        )
     binary = cache_root() / f"microbench-{system}-{machine}-{_sources_hash((MICROBENCH_SOURCE,))}" / MICROBENCH_NAME
     with locked(cache_root() / f"{binary.parent.name}.lock"):
         if binary.exists() and not force:
@@ -391,7 +435,10 @@ def build_microbench(arch: str = "linux-aarch64", force: bool = False) -> Path:
         binary.parent.mkdir(parents=True, exist_ok=True)
         staging = binary.with_suffix(".tmp")
         static = ["-static"] if arch == "linux-aarch64" else []
-        _run([compiler, "-O2", *static, "-o", str(staging), str(SOURCE_DIR / MICROBENCH_SOURCE)],
-             binary.parent / "build.log", "building the calibration microbenchmarks")
+        _run(
+            [compiler, "-O2", *static, "-o", str(staging), str(SOURCE_DIR / MICROBENCH_SOURCE)],
+            binary.parent / "build.log",
+            "building the calibration microbenchmarks",
+        )
         os.replace(staging, binary)
     return binary

@@ -68,8 +68,10 @@ class Symbol:
 def _readelf(path: Path, *flags: str) -> str:
     readelf = shutil.which("readelf")
     if readelf is None:
-        raise RunnerError("building pytest-sme2's kernel kit needs `readelf` (binutils): `sudo apt-get install "
-                          "binutils`, or run programs with ExecuTorch's LLM custom ops on the host target")
+        raise RunnerError(
+            "building pytest-sme2's kernel kit needs `readelf` (binutils): `sudo apt-get install "
+            "binutils`, or run programs with ExecuTorch's LLM custom ops on the host target"
+        )
     return subprocess.run([readelf, "-W", *flags, str(path)], capture_output=True, text=True, check=True).stdout
 
 
@@ -96,9 +98,15 @@ def standin_symbols(library: Path, providers: list[Path]) -> list[Symbol]:
     """The symbols ``library`` takes from PyTorch: undefined, strongly bound, unversioned (a versioned one is the
     C or C++ runtime's) and defined by none of ``providers`` (the wheel's own libraries)."""
     defined = {name for lib in providers for name, _, _, is_defined in _dynamic_symbols(lib) if is_defined}
-    wanted = [(name, kind) for name, kind, bind, is_defined in _dynamic_symbols(library)
-              if not is_defined and bind == "GLOBAL" and "@" not in name and kind in ("FUNC", "OBJECT")
-              and name not in defined]
+    wanted = [
+        (name, kind)
+        for name, kind, bind, is_defined in _dynamic_symbols(library)
+        if not is_defined
+        and bind == "GLOBAL"
+        and "@" not in name
+        and kind in ("FUNC", "OBJECT")
+        and name not in defined
+    ]
     shown = _demangle([name for name, _ in wanted])
     return [Symbol(name, kind, text) for (name, kind), text in zip(wanted, shown)]
 
@@ -135,8 +143,16 @@ def standin_sources(symbols: list[Symbol], arch: str = "aarch64") -> tuple[str, 
     asm = [".text"]
     for index, symbol in enumerate(symbols):
         if symbol.kind == "OBJECT":
-            asm += [".data", ".balign 64", f".globl {symbol.name}", f".type {symbol.name}, %object",
-                    f".size {symbol.name}, {_DATA_BYTES}", f"{symbol.name}:", f"  .zero {_DATA_BYTES}", ".text"]
+            asm += [
+                ".data",
+                ".balign 64",
+                f".globl {symbol.name}",
+                f".type {symbol.name}, %object",
+                f".size {symbol.name}, {_DATA_BYTES}",
+                f"{symbol.name}:",
+                f"  .zero {_DATA_BYTES}",
+                ".text",
+            ]
             continue
         asm += [f".globl {symbol.name}", f".type {symbol.name}, %function", f"{symbol.name}:"]
         role = _registration_role(symbol)
@@ -147,8 +163,8 @@ def standin_sources(symbols: list[Symbol], arch: str = "aarch64") -> tuple[str, 
         "#include <stdio.h>\n#include <stdlib.h>\n"
         "/* Every PyTorch function but the registration calls: the kernels never call PyTorch, so stop. */\n"
         "void pytest_sme2_torch_called(const char* name) {\n"
-        '  fprintf(stderr, "pytest-sme2 kernel kit: ExecuTorch\'s kernel library called PyTorch\'s %s, which '
-        'pytest-sme2\'s runner does not load (it loads the library without PyTorch); run this program on the '
+        "  fprintf(stderr, \"pytest-sme2 kernel kit: ExecuTorch's kernel library called PyTorch's %s, which "
+        "pytest-sme2's runner does not load (it loads the library without PyTorch); run this program on the "
         'host target (--sme2-target=host)\\n", name);\n'
         "  abort();\n}\n"
     )
@@ -156,8 +172,17 @@ def standin_sources(symbols: list[Symbol], arch: str = "aarch64") -> tuple[str, 
 
 
 def _compile(compiler: str, sources: list[Path], output: Path, soname: str, extra: tuple[str, ...] = ()) -> None:
-    command = [compiler, "-shared", "-fPIC", "-O1", *map(str, sources), "-o", str(output), f"-Wl,-soname,{soname}",
-               *extra]
+    command = [
+        compiler,
+        "-shared",
+        "-fPIC",
+        "-O1",
+        *map(str, sources),
+        "-o",
+        str(output),
+        f"-Wl,-soname,{soname}",
+        *extra,
+    ]
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
         raise RunnerError(f"building pytest-sme2's kernel kit failed: `{' '.join(command)}`:\n{done.stderr[-2000:]}")
@@ -173,9 +198,11 @@ def _standin_folder(library: Path, root: Path) -> Path:
         folder = Path(os.path.normpath(entry.replace("$ORIGIN", str(origin))))
         if folder.is_relative_to(root):
             return folder
-    raise RunnerError(f"{library.name} does not search a PyTorch folder beside the executorch package (its RUNPATH: "
-                      f"{':'.join(read_dynamic(library).search_path)}); pytest-sme2's kernel kit knows the layout "
-                      f"of executorch 1.5.1's wheel: run this program on the host target (--sme2-target=host)")
+    raise RunnerError(
+        f"{library.name} does not search a PyTorch folder beside the executorch package (its RUNPATH: "
+        f"{':'.join(read_dynamic(library).search_path)}); pytest-sme2's kernel kit knows the layout "
+        f"of executorch 1.5.1's wheel: run this program on the host target (--sme2-target=host)"
+    )
 
 
 def _wheel_member(wheel: Path, member: str, destination: Path) -> None:
@@ -183,8 +210,10 @@ def _wheel_member(wheel: Path, member: str, destination: Path) -> None:
         try:
             data = archive.read(member)
         except KeyError:
-            raise RunnerError(f"the executorch wheel {wheel} has no {member}; reinstall it or run programs with its "
-                              f"operators on the host target (--sme2-target=host)") from None
+            raise RunnerError(
+                f"the executorch wheel {wheel} has no {member}; reinstall it or run programs with its "
+                f"operators on the host target (--sme2-target=host)"
+            ) from None
     destination.parent.mkdir(parents=True, exist_ok=True)
     destination.write_bytes(data)
 
@@ -193,8 +222,15 @@ def kit_library(library: str, arch: str = "aarch64") -> Path:
     """The path of the wheel's ``library`` (relative to the executorch package) in its kit for ``arch`` Linux,
     built once per executorch version, arch and kit source under the runner cache. aarch64 takes the library
     from the aarch64 wheel and builds with the cross compiler; x86_64 from the installed package, with cc."""
-    from pytest_sme2.run.native.build import (CROSS_CC, _cross_compiler, aarch64_executorch, aarch64_wheel,
-                                              cache_root, executorch_prefix, executorch_release)
+    from pytest_sme2.run.native.build import (
+        CROSS_CC,
+        _cross_compiler,
+        aarch64_executorch,
+        aarch64_wheel,
+        cache_root,
+        executorch_prefix,
+        executorch_release,
+    )
 
     if arch not in ARCHES:
         raise RunnerError(f"pytest-sme2's kernel kit is built for {' and '.join(ARCHES)} Linux, not {arch}")
@@ -214,13 +250,17 @@ def kit_library(library: str, arch: str = "aarch64") -> Path:
         else:
             compiler = shutil.which("cc") or shutil.which("gcc") or ""
             if not compiler:
-                raise RunnerError("building pytest-sme2's kernel kit needs a C compiler (cc): `sudo apt-get install "
-                                  "gcc`, or run programs with ExecuTorch's LLM custom ops on the host target")
+                raise RunnerError(
+                    "building pytest-sme2's kernel kit needs a C compiler (cc): `sudo apt-get install "
+                    "gcc`, or run programs with ExecuTorch's LLM custom ops on the host target"
+                )
             package = executorch_prefix()
             installed = package / library
             if not installed.is_file():
-                raise RunnerError(f"the installed executorch package has no {library}; reinstall executorch==1.5.1 "
-                                  f"or run programs with its operators on the host target (--sme2-target=host)")
+                raise RunnerError(
+                    f"the installed executorch package has no {library}; reinstall executorch==1.5.1 "
+                    f"or run programs with its operators on the host target (--sme2-target=host)"
+                )
             staged.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(installed, staged)
         providers = sorted((package / "lib").glob("*.so"))
@@ -233,17 +273,32 @@ def kit_library(library: str, arch: str = "aarch64") -> Path:
         _compile(compiler, [staging / "standin.S", staging / "standin.c"], folder / STANDIN_NAME, STANDIN_NAME)
         stood_in = [name for name in read_dynamic(staged).needed if name.startswith(TORCH_LIBRARIES)]
         empty = staging / "empty.c"
-        empty.write_text("/* A PyTorch library's name; its symbols are in the stand-in it needs. */\n"
-                         "void pytest_sme2_torch_library(void) {}\n")
+        empty.write_text(
+            "/* A PyTorch library's name; its symbols are in the stand-in it needs. */\n"
+            "void pytest_sme2_torch_library(void) {}\n"
+        )
         for name in stood_in:
-            _compile(compiler, [empty], folder / name, name,
-                     ("-Wl,--no-as-needed", f"-L{folder}", f"-l:{STANDIN_NAME}", "-Wl,-rpath,$ORIGIN"))
-        (staging / MANIFEST).write_text(json.dumps({
-            "library": library, "executorch": executorch_release(), "arch": arch, "stood_in_libraries": stood_in,
-            "registration_symbols": [s.shown for s in symbols if _registration_role(s)],
-            "aborting_symbols": len([s for s in symbols if s.kind == "FUNC" and not _registration_role(s)]),
-            "data_symbols": [s.shown for s in symbols if s.kind == "OBJECT"],
-        }, indent=1))
+            _compile(
+                compiler,
+                [empty],
+                folder / name,
+                name,
+                ("-Wl,--no-as-needed", f"-L{folder}", f"-l:{STANDIN_NAME}", "-Wl,-rpath,$ORIGIN"),
+            )
+        (staging / MANIFEST).write_text(
+            json.dumps(
+                {
+                    "library": library,
+                    "executorch": executorch_release(),
+                    "arch": arch,
+                    "stood_in_libraries": stood_in,
+                    "registration_symbols": [s.shown for s in symbols if _registration_role(s)],
+                    "aborting_symbols": len([s for s in symbols if s.kind == "FUNC" and not _registration_role(s)]),
+                    "data_symbols": [s.shown for s in symbols if s.kind == "OBJECT"],
+                },
+                indent=1,
+            )
+        )
         shutil.rmtree(root, ignore_errors=True)
         os.replace(staging, root)
     return target

@@ -51,7 +51,7 @@ class MachO:
         """The bytes of ``segment,name``; empty if the file has no such section."""
         for section in self.sections:
             if section.segment == segment and section.name == name:
-                return self._data[section.offset:section.offset + section.size]
+                return self._data[section.offset : section.offset + section.size]
         return b""
 
     def cstrings(self) -> tuple[str, ...]:
@@ -66,10 +66,10 @@ def _name(raw: bytes) -> str:
 
 def _slice(data: bytes, path: Path, cpu: str) -> bytes:
     """The thin Mach-O inside ``data``: ``data`` itself, or the ``cpu`` slice of a fat (universal) file."""
-    magic_be, = struct.unpack_from(">I", data, 0)
+    (magic_be,) = struct.unpack_from(">I", data, 0)
     if magic_be not in (_FAT_MAGIC, _FAT_MAGIC_64):
         return data
-    count, = struct.unpack_from(">I", data, 4)
+    (count,) = struct.unpack_from(">I", data, 4)
     wide = magic_be == _FAT_MAGIC_64
     for index in range(count):
         if wide:
@@ -77,7 +77,7 @@ def _slice(data: bytes, path: Path, cpu: str) -> bytes:
         else:
             cputype, _sub, offset, size, _align = struct.unpack_from(">iiIII", data, 8 + index * 20)
         if _CPU_TYPES.get(cputype & 0xFFFFFFFF) == cpu:
-            return data[offset:offset + size]
+            return data[offset : offset + size]
     raise MachOError(f"{path} is a universal Mach-O without an {cpu} slice")
 
 
@@ -100,15 +100,15 @@ def read_macho(path: Path, cpu: str = "arm64") -> MachO:
         if size < 8 or at + size > len(data):
             raise MachOError(f"{path}: load command at offset {at} has an impossible size {size}")
         if command == _LC_SEGMENT_64:
-            nsects, = struct.unpack_from("<I", data, at + 64)
+            (nsects,) = struct.unpack_from("<I", data, at + 64)
             for index in range(nsects):
                 base = at + 72 + index * 80
-                sectname, segname = _name(data[base:base + 16]), _name(data[base + 16:base + 32])
+                sectname, segname = _name(data[base : base + 16]), _name(data[base + 16 : base + 32])
                 _addr, sect_size, offset = struct.unpack_from("<QQI", data, base + 32)
                 sections.append(Section(segname, sectname, offset, sect_size))
         elif command in _LC_LOAD_DYLIBS:
-            name_offset, = struct.unpack_from("<I", data, at + 8)
-            dylibs.append(_name(data[at + name_offset:at + size]))
+            (name_offset,) = struct.unpack_from("<I", data, at + 8)
+            dylibs.append(_name(data[at + name_offset : at + size]))
         elif command == _LC_SYMTAB:
             symtab = struct.unpack_from("<IIII", data, at + 8)
         at += size
@@ -116,12 +116,19 @@ def read_macho(path: Path, cpu: str = "arm64") -> MachO:
     exports: set[str] = set()
     if symtab is not None:
         symoff, nsyms, stroff, strsize = symtab
-        strings = data[stroff:stroff + strsize]
+        strings = data[stroff : stroff + strsize]
         for index in range(nsyms):
             strx, n_type, _sect, _desc, _value = struct.unpack_from("<IBBHQ", data, symoff + index * 16)
             if n_type & _N_STAB or not n_type & _N_EXT:
                 continue
-            name = _name(strings[strx:strx + 1024])
+            name = _name(strings[strx : strx + 1024])
             (imports if n_type & _N_TYPE == _N_UNDF else exports).add(name)
-    return MachO(path, _CPU_TYPES.get(cputype & 0xFFFFFFFF, f"cputype {cputype:#x}"), tuple(dylibs), tuple(sections),
-                 frozenset(imports), frozenset(exports), data)
+    return MachO(
+        path,
+        _CPU_TYPES.get(cputype & 0xFFFFFFFF, f"cputype {cputype:#x}"),
+        tuple(dylibs),
+        tuple(sections),
+        frozenset(imports),
+        frozenset(exports),
+        data,
+    )

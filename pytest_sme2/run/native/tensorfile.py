@@ -16,8 +16,14 @@ from pytest_sme2.errors import RunnerError
 
 # ExecuTorch ScalarType codes (c10 numbering) and their numpy equivalents.
 SCALAR_TYPES: dict[int, np.dtype] = {
-    0: np.dtype(np.uint8), 1: np.dtype(np.int8), 2: np.dtype(np.int16), 3: np.dtype(np.int32),
-    4: np.dtype(np.int64), 5: np.dtype(np.float16), 6: np.dtype(np.float32), 7: np.dtype(np.float64),
+    0: np.dtype(np.uint8),
+    1: np.dtype(np.int8),
+    2: np.dtype(np.int16),
+    3: np.dtype(np.int32),
+    4: np.dtype(np.int64),
+    5: np.dtype(np.float16),
+    6: np.dtype(np.float32),
+    7: np.dtype(np.float64),
     11: np.dtype(np.bool_),
 }
 _CODES = {dtype: code for code, dtype in SCALAR_TYPES.items()}

@@ -13,5 +13,17 @@ from pytest_sme2.run.targets.registry import (
     target_options,
 )
 
-__all__ = ["RegisteredTarget", "RunResult", "RunSpec", "Target", "TargetInfo", "TargetSettings", "check_choice",
-           "check_target_name", "make_target", "target_class", "target_names", "target_options"]
+__all__ = [
+    "RegisteredTarget",
+    "RunResult",
+    "RunSpec",
+    "Target",
+    "TargetInfo",
+    "TargetSettings",
+    "check_choice",
+    "check_target_name",
+    "make_target",
+    "target_class",
+    "target_names",
+    "target_options",
+]

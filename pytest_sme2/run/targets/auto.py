@@ -77,15 +77,33 @@ def plan(cpu: CpuInfo, native_problem: str | None, emulation: EmulationStatus | 
     if cpu.has_sme2:
         if native_problem is None:
             hidden_by = mask_preload_variable(cpu.system)
-            return AutoPlan("local", f"{name} has SME2; the native runner runs SME2 on, and SME2 off with SME and "
-                                     f"SME2 hidden from XNNPACK's cpuinfo by {hidden_by}", None, None)
-        return AutoPlan("host", f"{name} has SME2, but the native runner cannot be built here: {native_problem}",
-                        None, f"SME2 off needs the native runner: {native_problem}")
+            return AutoPlan(
+                "local",
+                f"{name} has SME2; the native runner runs SME2 on, and SME2 off with SME and "
+                f"SME2 hidden from XNNPACK's cpuinfo by {hidden_by}",
+                None,
+                None,
+            )
+        return AutoPlan(
+            "host",
+            f"{name} has SME2, but the native runner cannot be built here: {native_problem}",
+            None,
+            f"SME2 off needs the native runner: {native_problem}",
+        )
     if emulation is not None and emulation.ready:
-        return AutoPlan("emulated", f"{name} has no SME2; the emulated target (qemu -cpu max) runs SME2 on and off "
-                                    "(kernels and outputs are real, time is not compared)", None, None)
-    return AutoPlan("host", f"{name} has no SME2 and the emulated target is not ready: {_problem(emulation)}",
-                    f"this CPU has no SME2; {_EMULATION_ADVICE.format(problem=_problem(emulation))}", None)
+        return AutoPlan(
+            "emulated",
+            f"{name} has no SME2; the emulated target (qemu -cpu max) runs SME2 on and off "
+            "(kernels and outputs are real, time is not compared)",
+            None,
+            None,
+        )
+    return AutoPlan(
+        "host",
+        f"{name} has no SME2 and the emulated target is not ready: {_problem(emulation)}",
+        f"this CPU has no SME2; {_EMULATION_ADVICE.format(problem=_problem(emulation))}",
+        None,
+    )
 
 
 _EMULATION_ADVICE = "use the emulated SME2 target (qemu), which is not ready here: {problem}"
@@ -128,11 +146,22 @@ def make_auto_target(settings: TargetSettings, machine: Machine | None = None) -
         from pytest_sme2.run.native.build import build_mask_library, build_runner
 
         if settings.runner_on is not None or settings.runner_off is not None:
-            return LocalTarget(log_dir, runner_on=settings.runner_on, runner_off=settings.runner_off, cpu=machine.cpu,
-                               launcher=machine.launcher, launcher_env=machine.env)
-        return LocalTarget(log_dir, runner=settings.runner or build_runner(machine.runner_arch),
-                           mask_library=build_mask_library(machine.runner_arch), cpu=machine.cpu,
-                           launcher=machine.launcher, launcher_env=machine.env)
+            return LocalTarget(
+                log_dir,
+                runner_on=settings.runner_on,
+                runner_off=settings.runner_off,
+                cpu=machine.cpu,
+                launcher=machine.launcher,
+                launcher_env=machine.env,
+            )
+        return LocalTarget(
+            log_dir,
+            runner=settings.runner or build_runner(machine.runner_arch),
+            mask_library=build_mask_library(machine.runner_arch),
+            cpu=machine.cpu,
+            launcher=machine.launcher,
+            launcher_env=machine.env,
+        )
     if chosen.target == "emulated":  # pytest-sme2's own aarch64 runner: the runner options are for local
         return EmulatedTarget.create("emulated", replace(settings, runner=None), emulation_status)
     advice = None if machine.cpu.has_sme2 else _EMULATION_ADVICE.format(problem=_problem(emulation_status))
@@ -146,8 +175,11 @@ def doctor_check() -> DoctorLine:
     except Exception as exc:  # no executorch, unreadable cache: the other checks name the fix
         return DoctorLine("default target (auto)", MISSING, f"cannot decide: {type(exc).__name__}: {exc}")
     detail = f"{chosen.target}: runs {chosen.modes}; {chosen.why}"
-    problems = [f"SME2 {side} skips: {problem}" for side, problem in (("on", chosen.sme2_on), ("off", chosen.sme2_off))
-                if problem is not None]
+    problems = [
+        f"SME2 {side} skips: {problem}"
+        for side, problem in (("on", chosen.sme2_on), ("off", chosen.sme2_off))
+        if problem is not None
+    ]
     if not problems:
         return DoctorLine("default target (auto)", READY, detail)
     # A missing half of the headline comparison is something to fix, except SME2 on where no SME2 can be had.

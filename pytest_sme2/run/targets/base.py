@@ -52,6 +52,7 @@ def emulated_advice(system: str) -> str:
     qemu-user runs; "" elsewhere (macOS)."""
     return f", or {EMULATED_ADVICE}" if system == "Linux" else ""
 
+
 # Upper bounds of run settings, checked where they enter (options, ini, markers, runner()).
 # A day: a single run longer than that is a hang, not a slow model, and an unbounded timeout
 # overflowed the waits (1e300 s in select()).
@@ -159,8 +160,18 @@ class TargetInfo:
         governor = [f"gov-{slug(str(self.details['governor']))}"] if self.details.get("governor") else []
         fixed = ["fixedperf"] if self.details.get("fixed_performance_mode") else []
         pinned = [f"cpus-{self.details['affinity']}"] if self.details.get("affinity") else []
-        return "-".join([kind, self.arch, *device, slug(self.cpu), *governor, *fixed, *pinned,
-                         "sme2" if self.has_sme2 else "nosme2"])
+        return "-".join(
+            [
+                kind,
+                self.arch,
+                *device,
+                slug(self.cpu),
+                *governor,
+                *fixed,
+                *pinned,
+                "sme2" if self.has_sme2 else "nosme2",
+            ]
+        )
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -209,8 +220,10 @@ class Target(Protocol):
 
     def unsupported(self, sme2: bool | None) -> str | None: ...
 
-    def run(self, pte: Path, inputs: Path | None, spec: RunSpec, out_dir: Path,
-            reference: Path | None = None) -> RunResult: ...
+    def run(
+        self, pte: Path, inputs: Path | None, spec: RunSpec, out_dir: Path, reference: Path | None = None
+    ) -> RunResult: ...
+
     # ``reference``: a program to run right before each timed inference, timed apart (reference_program.py).
 
     def kernel_sampler(self, period_ns: int) -> "Sampler":
@@ -281,8 +294,9 @@ class RegisteredTarget:
     def check_name(cls, name: str) -> str:
         """``name`` if it names this target, else a UsageError saying how it is written."""
         if name != cls.names[0]:
-            raise UsageError(f"--sme2-target={name!r} is not a {cls.names[0]} target; write it "
-                             f"{' or '.join(cls.names)}")
+            raise UsageError(
+                f"--sme2-target={name!r} is not a {cls.names[0]} target; write it " f"{' or '.join(cls.names)}"
+            )
         return name
 
     @classmethod

@@ -70,6 +70,7 @@ def _release_reader(fifo: Path) -> None:
         return
     os.close(handle)
 
+
 SVL_CHOICES = (128, 256, 512, 1024, 2048)
 
 
@@ -84,19 +85,38 @@ def check_svl(svl_bits: int, source: str | None = None) -> int:
     return svl_bits
 
 
-SVL = Option("emulated_svl", f"emulated target: SME streaming vector length in bits (default "
-             f"{emulation_setup.DEFAULT_SVL_BITS}, like the M4)", RUN, kind="int",
-             default=emulation_setup.DEFAULT_SVL_BITS, check=check_svl,
-             ini_help="emulated target: streaming vector length in bits",
-             doc_default=f"{emulation_setup.DEFAULT_SVL_BITS} (bits)")
-KERNEL_TRACE = Option("kernel_trace", "emulated target: skip the traced inference that names the SME kernels that ran",
-                      RUN, kind="bool", default=True, switch="--sme2-no-kernel-trace",
-                      ini_help="emulated target: name the SME kernels that ran (one traced inference per variant)",
-                      doc_default="trace on (emulated target)")
-FRESH = Option("fresh", "emulated target: emulate every counted run again instead of answering it from the result "
-               "cache (a fresh run still stores what it counted)", RUN, kind="bool", default=False,
-               switch="--sme2-fresh", ini_help="emulated target: never answer a counted run from the result cache",
-               doc_default="off: an unchanged counted run is answered from the result cache")
+SVL = Option(
+    "emulated_svl",
+    f"emulated target: SME streaming vector length in bits (default "
+    f"{emulation_setup.DEFAULT_SVL_BITS}, like the M4)",
+    RUN,
+    kind="int",
+    default=emulation_setup.DEFAULT_SVL_BITS,
+    check=check_svl,
+    ini_help="emulated target: streaming vector length in bits",
+    doc_default=f"{emulation_setup.DEFAULT_SVL_BITS} (bits)",
+)
+KERNEL_TRACE = Option(
+    "kernel_trace",
+    "emulated target: skip the traced inference that names the SME kernels that ran",
+    RUN,
+    kind="bool",
+    default=True,
+    switch="--sme2-no-kernel-trace",
+    ini_help="emulated target: name the SME kernels that ran (one traced inference per variant)",
+    doc_default="trace on (emulated target)",
+)
+FRESH = Option(
+    "fresh",
+    "emulated target: emulate every counted run again instead of answering it from the result "
+    "cache (a fresh run still stores what it counted)",
+    RUN,
+    kind="bool",
+    default=False,
+    switch="--sme2-fresh",
+    ini_help="emulated target: never answer a counted run from the result cache",
+    doc_default="off: an unchanged counted run is answered from the result cache",
+)
 
 
 def loaded_libraries(runner: Path) -> list[Path]:
@@ -104,19 +124,24 @@ def loaded_libraries(runner: Path) -> list[Path]:
     system ones from the aarch64 sysroot (QEMU_LD_PREFIX) by name, then the dynamic loader."""
     carried = carried_loader(runner)
     system = sorted(name for name in carried.libraries if name not in carried.bundled)
-    return [*(carried.libraries[name] for name in carried.bundled), *(carried.libraries[name] for name in system),
-            carried.loader]
+    return [
+        *(carried.libraries[name] for name in carried.bundled),
+        *(carried.libraries[name] for name in system),
+        carried.loader,
+    ]
 
 
 def counted_threads_problem(threads: int) -> str:
     """Why a counted run takes one thread: a user's trial recorded threads=2 and 4 of 5 unchanged runs then
     failed (259,160 instructions in the baseline, 169,500-230,902 after), all labelled exact."""
-    return (f"the emulated target counts a run of one thread exactly, not threads={threads}: with {threads} "
-            f"threads XNNPACK's thread pool splits each operator's work between threads differently from run to "
-            f"run and only the inference thread is counted, so the counts would move between identical runs and "
-            f"the gate would judge noise. Use threads=1 here (@pytest.mark.perf(threads=1), runner(threads=1) or "
-            f"--sme2-threads=1); mark a test that measures threads @pytest.mark.latency, so it runs on hardware "
-            f"only (--sme2-target=local or adb); or run it uncounted with --sme2-no-kernel-trace")
+    return (
+        f"the emulated target counts a run of one thread exactly, not threads={threads}: with {threads} "
+        f"threads XNNPACK's thread pool splits each operator's work between threads differently from run to "
+        f"run and only the inference thread is counted, so the counts would move between identical runs and "
+        f"the gate would judge noise. Use threads=1 here (@pytest.mark.perf(threads=1), runner(threads=1) or "
+        f"--sme2-threads=1); mark a test that measures threads @pytest.mark.latency, so it runs on hardware "
+        f"only (--sme2-target=local or adb); or run it uncounted with --sme2-no-kernel-trace"
+    )
 
 
 class EmulatedTarget(RegisteredTarget):
@@ -137,11 +162,19 @@ class EmulatedTarget(RegisteredTarget):
                 check_runner(path, f"runner ({role})", arch="aarch64")
 
     @classmethod
-    def create(cls, name: str, settings: TargetSettings,
-               status: emulation_setup.EmulationStatus | None = None) -> "EmulatedTarget":
+    def create(
+        cls, name: str, settings: TargetSettings, status: emulation_setup.EmulationStatus | None = None
+    ) -> "EmulatedTarget":
         """From the session's settings; ``status``: the emulation's, when already read (the auto target)."""
-        return cls(settings.log_dir, settings.value(SVL), status, runner=settings.runner,
-                   trace_kernels=settings.value(KERNEL_TRACE), results=settings.results, fresh=settings.value(FRESH))
+        return cls(
+            settings.log_dir,
+            settings.value(SVL),
+            status,
+            runner=settings.runner,
+            trace_kernels=settings.value(KERNEL_TRACE),
+            results=settings.results,
+            fresh=settings.value(FRESH),
+        )
 
     @classmethod
     def doctor(cls) -> list[DoctorLine]:
@@ -149,16 +182,31 @@ class EmulatedTarget(RegisteredTarget):
         try:
             status = emulation_setup.status()
         except Exception as exc:
-            return [DoctorLine("emulated SME2 target", MISSING, f"{type(exc).__name__}: {exc}",
-                          emulation_setup.SETUP_COMMAND)]
+            return [
+                DoctorLine(
+                    "emulated SME2 target", MISSING, f"{type(exc).__name__}: {exc}", emulation_setup.SETUP_COMMAND
+                )
+            ]
         if status.ready:
-            return [DoctorLine("emulated SME2 target", READY, f"qemu {status.version} at {status.qemu}, runner "
-                          f"{status.runner}")]
-        return [DoctorLine("emulated SME2 target", MISSING, status.problem or "not ready", emulation_setup.SETUP_COMMAND)]
+            return [
+                DoctorLine(
+                    "emulated SME2 target", READY, f"qemu {status.version} at {status.qemu}, runner " f"{status.runner}"
+                )
+            ]
+        return [
+            DoctorLine("emulated SME2 target", MISSING, status.problem or "not ready", emulation_setup.SETUP_COMMAND)
+        ]
 
-    def __init__(self, log_dir: Path, svl_bits: int = emulation_setup.DEFAULT_SVL_BITS,
-                 status: emulation_setup.EmulationStatus | None = None, runner: Path | None = None,
-                 trace_kernels: bool = True, results: ResultCache | None = None, fresh: bool = False):
+    def __init__(
+        self,
+        log_dir: Path,
+        svl_bits: int = emulation_setup.DEFAULT_SVL_BITS,
+        status: emulation_setup.EmulationStatus | None = None,
+        runner: Path | None = None,
+        trace_kernels: bool = True,
+        results: ResultCache | None = None,
+        fresh: bool = False,
+    ):
         """``results``: the result cache counted runs are answered from and stored in (None: no cache);
         ``fresh``: emulate every counted run again (--sme2-fresh), still storing what it counts."""
         check_svl(svl_bits)
@@ -176,11 +224,27 @@ class EmulatedTarget(RegisteredTarget):
     def info(self) -> TargetInfo:
         st = self._status
         return TargetInfo(
-            name="emulated", cpu=f"qemu-aarch64 {st.version or '?'} -cpu max SVL {self._svl}", arch="aarch64",
-            has_sme2=True, emulated=True,
-            details={"qemu": str(st.qemu), "runner": str(st.runner), "svl_bits": self._svl,
-                     "timing": EMULATED_TIMING},
+            name="emulated",
+            cpu=f"qemu-aarch64 {st.version or '?'} -cpu max SVL {self._svl}",
+            arch="aarch64",
+            has_sme2=True,
+            emulated=True,
+            details={"qemu": str(st.qemu), "runner": str(st.runner), "svl_bits": self._svl, "timing": EMULATED_TIMING},
         )
+
+    @property
+    def _ready_runner(self) -> Path:
+        """The runner of a ready target: nothing runs before ``unsupported`` said it is ready."""
+        if self._status.runner is None:
+            raise RunnerError(f"emulated SME2 target not ready: {self._status.problem}")
+        return self._status.runner
+
+    @property
+    def _ready_qemu(self) -> Path:
+        """qemu of a ready target: nothing runs before ``unsupported`` said it is ready."""
+        if self._status.qemu is None:
+            raise RunnerError(f"emulated SME2 target not ready: {self._status.problem}")
+        return self._status.qemu
 
     def unsupported(self, sme2: bool | None) -> str | None:
         if not self._status.ready:
@@ -194,7 +258,7 @@ class EmulatedTarget(RegisteredTarget):
         from pytest_sme2.run.native.build import executorch_release
 
         st = self._status
-        built = emulation_setup.runner_version(st.qemu, st.runner)
+        built = emulation_setup.runner_version(self._ready_qemu, self._ready_runner)
         wanted = executorch_release()
         if built is None:
             raise RunnerError(
@@ -214,12 +278,15 @@ class EmulatedTarget(RegisteredTarget):
 
     def kernel_sampler(self, period_ns: int) -> NoReturn:
         """None: emulated time is no time to sample; the kernels that ran come from qemu's trace instead."""
-        raise UsageError(f"{self.info.name} target: {EMULATED_TIMING}, so its kernels are not sampled; there the "
-                         "kernels that ran come from qemu's trace (Profile.executed_sme_kernels) and the "
-                         "instructions counted per operator")
+        raise UsageError(
+            f"{self.info.name} target: {EMULATED_TIMING}, so its kernels are not sampled; there the "
+            "kernels that ran come from qemu's trace (Profile.executed_sme_kernels) and the "
+            "instructions counted per operator"
+        )
 
-    def run(self, pte: Path, inputs: Path | None, spec: RunSpec, out_dir: Path,
-            reference: Path | None = None) -> RunResult:
+    def run(
+        self, pte: Path, inputs: Path | None, spec: RunSpec, out_dir: Path, reference: Path | None = None
+    ) -> RunResult:
         """``reference`` is not run: emulated time is never compared, so it would only cost emulation time.
 
         With ETDump on and counting on (the default), the run is counted: every block the
@@ -236,16 +303,16 @@ class EmulatedTarget(RegisteredTarget):
                 raise UsageError(counted_threads_problem(spec.threads))
             return self._counted_run(qemu, pte, inputs, spec, out_dir)
         env = {**os.environ, "QEMU_LD_PREFIX": str(emulation_setup.SYSROOT)}
-        return run_runner_process(qemu, st.runner, env, pte, inputs, spec, out_dir, self.info,
-                                  sme2_active=spec.sme2 is not False)
+        return run_runner_process(
+            qemu, self._ready_runner, env, pte, inputs, spec, out_dir, self.info, sme2_active=spec.sme2 is not False
+        )
 
     def emulator_command(self, spec: RunSpec) -> list[str]:
         """qemu and its CPU: ``-cpu max`` with this SVL for SME2 on, ``max,sme=off`` for SME2 off."""
         cpu = "max,sme=off" if spec.sme2 is False else emulation_setup.svl_cpu(self._svl)
         return [str(self._status.qemu), "-cpu", cpu]
 
-    def _counted_run(self, qemu: list[str], pte: Path, inputs: Path | None, spec: RunSpec,
-                     out_dir: Path) -> RunResult:
+    def _counted_run(self, qemu: list[str], pte: Path, inputs: Path | None, spec: RunSpec, out_dir: Path) -> RunResult:
         """The run under qemu's execution log, counted per ETDump event (see qemu_counts.py).
 
         The same program must count the same on every machine, so the guest sees the same
@@ -256,21 +323,24 @@ class EmulatedTarget(RegisteredTarget):
 
         setarch = shutil.which("setarch")
         if setarch is None:
-            raise UsageError("counting instructions on the emulated target needs `setarch` (util-linux): "
-                             "`sudo apt-get install util-linux`, or turn counting off with --sme2-no-kernel-trace")
+            raise UsageError(
+                "counting instructions on the emulated target needs `setarch` (util-linux): "
+                "`sudo apt-get install util-linux`, or turn counting off with --sme2-no-kernel-trace"
+            )
         out_dir.mkdir(parents=True, exist_ok=True)
         counter_binary = build_exec_counter()
         key = None if self._results is None else self.result_key(pte, inputs, spec, counter_binary)
-        if key is None:
+        results = self._results
+        if key is None or results is None:
             return self._count(qemu, pte, inputs, spec, out_dir, setarch, counter_binary, None)
-        with self._results.computing(key):
+        with results.computing(key):
             if not self._fresh:
-                stored = self._results.load(key, out_dir)
+                stored = results.load(key, out_dir)
                 stale = None if stored is None else _stale_counts(out_dir / COUNTS_FILE)
                 if stored is not None and stale is None:
                     return self._cached_result(key, stored, spec, out_dir)
                 if stale is not None:
-                    self._results.discard(key, stale)
+                    results.discard(key, stale)
             return self._count(qemu, pte, inputs, spec, out_dir, setarch, counter_binary, key)
 
     def counted_prefix(self, qemu: list[str], setarch: str, log: str) -> tuple[list[str], LoaderRange]:
@@ -280,8 +350,9 @@ class EmulatedTarget(RegisteredTarget):
         base = [setarch, "-R", *qemu]
         loader = self._loaders.get(tuple(base))
         if loader is None:
-            loader = loader_range(base, self._status.runner, carried_loader(self._status.runner).loader,
-                                  self._guest_env())
+            loader = loader_range(
+                base, self._ready_runner, carried_loader(self._ready_runner).loader, self._guest_env()
+            )
             self._loaders[tuple(base)] = loader
         return [*base, *BIND_NOW, *QEMU_LOG_FLAGS, *loader.log_filter(), "-D", log], loader
 
@@ -290,21 +361,43 @@ class EmulatedTarget(RegisteredTarget):
         """All the guest sees of the host's environment, the same on every machine."""
         return {"QEMU_LD_PREFIX": str(emulation_setup.SYSROOT)}
 
-    def _count(self, qemu: list[str], pte: Path, inputs: Path | None, spec: RunSpec, out_dir: Path,
-               setarch: str, counter_binary: Path, key: RunKey | None) -> RunResult:
+    def _count(
+        self,
+        qemu: list[str],
+        pte: Path,
+        inputs: Path | None,
+        spec: RunSpec,
+        out_dir: Path,
+        setarch: str,
+        counter_binary: Path,
+        key: RunKey | None,
+    ) -> RunResult:
         """Emulate and count one run (no cache lookup), and store it under ``key`` when given."""
         fifo = out_dir / "qemu-exec.fifo"
         prefix, loader = self.counted_prefix(qemu, setarch, fifo.name)
         blocks, sequence = out_dir / "blocks.tsv", out_dir / "blocks.u32"
         fifo.unlink(missing_ok=True)
         os.mkfifo(fifo)
-        counter = supervised.start([str(counter_binary), str(blocks), str(sequence), str(fifo)],
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        counter = supervised.start(
+            [str(counter_binary), str(blocks), str(sequence), str(fifo)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
         env = self._guest_env()
         try:
-            result = run_runner_process(prefix, self._status.runner, env, pte, inputs, spec, out_dir, self.info,
-                                        sme2_active=spec.sme2 is not False, extra_args=(f"--maps_path={MAPS}",),
-                                        fixed_layout=True)
+            result = run_runner_process(
+                prefix,
+                self._ready_runner,
+                env,
+                pte,
+                inputs,
+                spec,
+                out_dir,
+                self.info,
+                sme2_active=spec.sme2 is not False,
+                extra_args=(f"--maps_path={MAPS}",),
+                fixed_layout=True,
+            )
         finally:
             _release_reader(fifo)
             try:
@@ -317,8 +410,10 @@ class EmulatedTarget(RegisteredTarget):
             supervised.forget(counter)
         summary = errors.decode(errors="replace").strip().splitlines()
         if counter.returncode != 0 or not summary or " 0 unbound" not in summary[-1]:
-            raise RunnerError(f"the instruction counter failed on the emulated run in {out_dir} "
-                              f"(exit {counter.returncode}): {' '.join(summary[-2:])}")
+            raise RunnerError(
+                f"the instruction counter failed on the emulated run in {out_dir} "
+                f"(exit {counter.returncode}): {' '.join(summary[-2:])}"
+            )
         space = AddressSpace.from_file(out_dir / MAPS)
         loader.check(space.text, str(out_dir / MAPS))
         counts = count_events(ExecutedBlocks.from_files(blocks, sequence), space)
@@ -326,32 +421,43 @@ class EmulatedTarget(RegisteredTarget):
         blocks.unlink()
         sequence.unlink()  # megabytes of block ids; the per-event counts are what is kept
         result.evidence["kernel_trace"] = kernel_trace_of(counts).as_dict()
-        if key is not None:
-            self._results.store(key, out_dir, [name for name in KEPT_FILES if (out_dir / name).is_file()],
-                                result.evidence)
+        if key is not None and self._results is not None:
+            self._results.store(
+                key, out_dir, [name for name in KEPT_FILES if (out_dir / name).is_file()], result.evidence
+            )
             result.evidence["result_cache"] = {"key": key.short, "cached": False}
         result.evidence["instruction_counts"] = str(path)
         return result
 
     def result_key(self, pte: Path, inputs: Path | None, spec: RunSpec, counter: Path | None = None) -> RunKey:
         """Everything a counted run's answer depends on (result_cache.py): the program, inputs, runner, every
-        library it loads (a kernel kit's too), qemu, the CPU settings (SVL, SME2 on/off), the run settings, the counting code and
-        the counter (``counter``: its binary when the caller has it already, else found or built here)."""
+        library it loads (a kernel kit's too), qemu, the CPU settings (SVL, SME2 on/off), the run settings, the
+        counting code and the counter (``counter``: its binary when the caller has it already, else found or
+        built here)."""
         from pytest_sme2.run.native.build import build_exec_counter
 
-        qemu, runner = self.emulator_command(spec), self._status.runner
+        qemu, runner = self.emulator_command(spec), self._ready_runner
         counter = counter or build_exec_counter()
         settings = {k: v for k, v in spec.as_dict().items() if k not in _NOT_IN_KEY}
         kits = [f for library in runner_libraries(pte, "aarch64") for f in kit_files(library)]
-        return run_key(program=pte, inputs=inputs, runner=runner,
-                       libraries=[*loaded_libraries(runner), *kits, counter], emulator=Path(qemu[0]),
-                       cpu=" ".join(qemu[1:]), settings=settings, code=code_digest())
+        return run_key(
+            program=pte,
+            inputs=inputs,
+            runner=runner,
+            libraries=[*loaded_libraries(runner), *kits, counter],
+            emulator=Path(qemu[0]),
+            cpu=" ".join(qemu[1:]),
+            settings=settings,
+            code=code_digest(),
+        )
 
     def _cached_result(self, key: RunKey, stored: dict, spec: RunSpec, out_dir: Path) -> RunResult:
         """The RunResult of a counted run answered from the result cache, read from the files it copied."""
         shown = f"the counted run cached under key {key.short}"
         answer = read_result(out_dir / RUNNER_STDOUT, shown, str(self._status.runner))
-        result = build_result(answer, spec, self.info, out_dir, out_dir / RUNNER_LOG, sme2_active=spec.sme2 is not False)
+        result = build_result(
+            answer, spec, self.info, out_dir, out_dir / RUNNER_LOG, sme2_active=spec.sme2 is not False
+        )
         result.evidence.update(stored)
         result.evidence["result_cache"] = {"key": key.short, "cached": True}
         result.evidence["instruction_counts"] = str(out_dir / COUNTS_FILE)
@@ -361,7 +467,6 @@ class EmulatedTarget(RegisteredTarget):
         return None
 
 
-
 def _stale_counts(counts: Path) -> str | None:
     """Why a cached answer's counts are not what this code writes (another format version), or None. The key
     holds the package's digest, so this means the entry was written by other code than its key says."""
@@ -369,5 +474,8 @@ def _stale_counts(counts: Path) -> str | None:
         version, _ = read_counts(counts)
     except RunnerError as exc:
         return str(exc)
-    return None if version == COUNTS_VERSION else (f"its {COUNTS_FILE} is format {version}, and this pytest-sme2 "
-                                                    f"writes format {COUNTS_VERSION}")
+    return (
+        None
+        if version == COUNTS_VERSION
+        else (f"its {COUNTS_FILE} is format {version}, and this pytest-sme2 " f"writes format {COUNTS_VERSION}")
+    )

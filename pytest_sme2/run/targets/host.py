@@ -110,8 +110,9 @@ class _Worker:
             handle.seek(offset)
             return handle.read().decode("utf-8", errors="replace")
 
-    def request(self, payload: dict, timeout_s: float,
-                on_progress: Callable[[int, int], None] | None = None) -> dict | None:
+    def request(
+        self, payload: dict, timeout_s: float, on_progress: Callable[[int, int], None] | None = None
+    ) -> dict | None:
         """Send a request and return its answer; None means the worker died before answering.
 
         Progress lines (``{"id": n, "progress": i, "of": n}``) before the answer go to ``on_progress``.
@@ -127,8 +128,9 @@ class _Worker:
             self.kill()
             raise
 
-    def _exchange(self, payload: dict, ident: int, timeout_s: float,
-                  on_progress: Callable[[int, int], None] | None) -> dict | None:
+    def _exchange(
+        self, payload: dict, ident: int, timeout_s: float, on_progress: Callable[[int, int], None] | None
+    ) -> dict | None:
         assert self.process.stdin is not None
         try:
             self.process.stdin.write((json.dumps(payload) + "\n").encode())
@@ -152,8 +154,10 @@ class _Worker:
             message = json.loads(line)
             if not isinstance(message, dict) or message.get("id") != ident:
                 answered = message.get("id") if isinstance(message, dict) else None
-                raise WorkerOutOfStep(f"the worker answered request {answered!r} while request {ident!r} was "
-                                      f"outstanding: {line[:200].decode(errors='replace')}")
+                raise WorkerOutOfStep(
+                    f"the worker answered request {answered!r} while request {ident!r} was "
+                    f"outstanding: {line[:200].decode(errors='replace')}"
+                )
             if "progress" not in message:
                 return message
             if on_progress is not None:
@@ -205,12 +209,22 @@ class HostTarget(RegisteredTarget):
         if cpu.has_sme2:
             return [DoctorLine("SME2 on this host", READY, f"{cpu.name} ({cpu.arch}) has SME2")]
         # the fix points at the two other places SME2 runs; the emulated target's own line says whether it is ready
-        return [DoctorLine("SME2 on this host", INFO, f"{cpu.name} ({cpu.arch}) has no SME2: SME2-on tests skip on the "
-                      "host target", "SME2 runs on the emulated target (its line says whether it is ready) or an SME2 device "
-                      "over adb")]
+        return [
+            DoctorLine(
+                "SME2 on this host",
+                INFO,
+                f"{cpu.name} ({cpu.arch}) has no SME2: SME2-on tests skip on the " "host target",
+                "SME2 runs on the emulated target (its line says whether it is ready) or an SME2 device " "over adb",
+            )
+        ]
 
-    def __init__(self, log_dir: Path, cpu: CpuInfo | None = None, sme2_advice: str | None = None,
-                 sme2_off_advice: str | None = None):
+    def __init__(
+        self,
+        log_dir: Path,
+        cpu: CpuInfo | None = None,
+        sme2_advice: str | None = None,
+        sme2_off_advice: str | None = None,
+    ):
         self._cpu = cpu or host_cpu()
         self._sme2_advice = sme2_advice  # where else SME2 can be had (e.g. the emulated target's setup)
         self._sme2_off_advice = sme2_off_advice  # on an SME2 CPU: what the native runner needs (targets/auto.py)
@@ -241,8 +255,12 @@ class HostTarget(RegisteredTarget):
         if sme2 is False and cpu.has_sme2:
             return (
                 f"SME2 off requested but the host CPU '{cpu.name}' has SME2 and the ExecuTorch Python binding "
-                "always uses it; " + (self._sme2_off_advice or "SME2-off runs need the native runner with SME2 masked "
-                                      "off: use --sme2-target=auto or local (`pytest-sme2 build-runner`)")
+                "always uses it; "
+                + (
+                    self._sme2_off_advice
+                    or "SME2-off runs need the native runner with SME2 masked "
+                    "off: use --sme2-target=auto or local (`pytest-sme2 build-runner`)"
+                )
             )
         return None
 
@@ -259,12 +277,15 @@ class HostTarget(RegisteredTarget):
 
     def kernel_sampler(self, period_ns: int) -> NoReturn:
         """None: the host target runs ExecuTorch's Python binding in a long-lived worker, which no sampler wraps."""
-        raise UsageError("the host target does not sample kernels: it runs ExecuTorch's Python binding in a "
-                         "long-lived worker; use --sme2-target=local (pytest-sme2 build-runner builds its runner), "
-                         "whose runs are sampled with Linux perf")
+        raise UsageError(
+            "the host target does not sample kernels: it runs ExecuTorch's Python binding in a "
+            "long-lived worker; use --sme2-target=local (pytest-sme2 build-runner builds its runner), "
+            "whose runs are sampled with Linux perf"
+        )
 
-    def run(self, pte: Path, inputs: Path | None, spec: RunSpec, out_dir: Path,
-            reference: Path | None = None) -> RunResult:
+    def run(
+        self, pte: Path, inputs: Path | None, spec: RunSpec, out_dir: Path, reference: Path | None = None
+    ) -> RunResult:
         out_dir.mkdir(parents=True, exist_ok=True)
         if spec.fresh_process and self._worker is not None:  # an independent replica: nothing shared with earlier runs
             self._worker.close()
@@ -295,20 +316,22 @@ class HostTarget(RegisteredTarget):
             return log
 
         try:
-            answer = worker.request({**payload, "progress": self.progress is not None}, spec.timeout_s,
-                                    self.progress)
+            answer = worker.request({**payload, "progress": self.progress is not None}, spec.timeout_s, self.progress)
         except BaseException as exc:  # request() stopped the worker for every exception: Ctrl-C included
             self._worker = None
             if isinstance(exc, TimeoutError):
                 log = kept_log()
-                raise RunnerError(f"{command} {spec.timed_out()} and was killed; raise it there if the model "
-                                  f"is that slow. Log: {log_path}\n{_tail(log)}") from None
+                raise RunnerError(
+                    f"{command} {spec.timed_out()} and was killed; raise it there if the model "
+                    f"is that slow. Log: {log_path}\n{_tail(log)}"
+                ) from None
             if isinstance(exc, Exception):
                 log = kept_log()
                 raise RunnerError(
                     f"{command} failed while waiting for its answer ({type(exc).__name__}: {exc}); the worker was "
                     f"stopped, so the next run starts a fresh one and cannot take this run's answer. Log: {log_path}"
-                    f"\n{_tail(log)}") from exc
+                    f"\n{_tail(log)}"
+                ) from exc
             raise
         if answer is None:
             worker.process.wait()

@@ -52,7 +52,10 @@ def _call_plan_module() -> Any:
 
     name = "_sme2_worker_call_plan"
     if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parents[1] / "call_plan.py")
+        path = Path(__file__).resolve().parents[1] / "call_plan.py"
+        spec = importlib.util.spec_from_file_location(name, path)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"host worker: {path} is not a loadable Python module; reinstall pytest-sme2")
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module  # dataclasses looks the module up while the class is made
         spec.loader.exec_module(module)
@@ -71,8 +74,9 @@ def _load_kernel_libraries(paths: list[str], state: dict[str, Any]) -> None:
             loaded.add(path)
 
 
-def _run(request: dict[str, Any], state: dict[str, Any],
-         progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+def _run(
+    request: dict[str, Any], state: dict[str, Any], progress: Callable[[int, int], None] | None = None
+) -> dict[str, Any]:
     import torch
 
     portable_lib = runtime_binding()
@@ -99,11 +103,16 @@ def _run(request: dict[str, Any], state: dict[str, Any],
     calls, warmup_calls = plan.calls, plan.warmup
     method, warmup_method = plan.method, plan.warmup_method_name
     if warmup_method != method and int(request["warmup"]) > 0:
-        return {"ok": False, "kind": "runtime", "error": (
-            f"the warmup runs call method '{warmup_method}' and the timed runs '{method}': ExecuTorch's Python "
-            "binding cannot share a program's memory arenas between methods, so the second would not read the "
-            "state (a KV cache) the first wrote; run it on a target with pytest-sme2's native runner (local, "
-            "emulated or adb), which shares them")}
+        return {
+            "ok": False,
+            "kind": "runtime",
+            "error": (
+                f"the warmup runs call method '{warmup_method}' and the timed runs '{method}': ExecuTorch's Python "
+                "binding cannot share a program's memory arenas between methods, so the second would not read the "
+                "state (a KV cache) the first wrote; run it on a target with pytest-sme2's native runner (local, "
+                "emulated or adb), which shares them"
+            ),
+        }
     reference = _reference(request.get("reference"), state)
     for i in range(int(request["warmup"])):
         if reference is not None:
@@ -178,8 +187,18 @@ def _torch_dtype(code: int):  # noqa: ANN202 - torch dtype
     import torch
 
     # executorch ScalarType codes (same numbering as c10::ScalarType).
-    table = {0: torch.uint8, 1: torch.int8, 2: torch.int16, 3: torch.int32, 4: torch.int64, 5: torch.float16,
-             6: torch.float32, 7: torch.float64, 11: torch.bool, 15: torch.bfloat16}
+    table = {
+        0: torch.uint8,
+        1: torch.int8,
+        2: torch.int16,
+        3: torch.int32,
+        4: torch.int64,
+        5: torch.float16,
+        6: torch.float32,
+        7: torch.float64,
+        11: torch.bool,
+        15: torch.bfloat16,
+    }
     return table[int(code)]
 
 

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pytest_sme2.errors import RunnerError, UsageError
-from pytest_sme2.run.cpu import CpuInfo, host_cpu
 from pytest_sme2.run.call_plan import native_calls
+from pytest_sme2.run.cpu import CpuInfo, host_cpu
 from pytest_sme2.run.kernel_libraries import raise_if_missing_kernels, runner_libraries
 from pytest_sme2.run.targets.base import (
     EMULATED_TIMING,
@@ -74,9 +74,7 @@ def check_runner(path: Path | str, role: str, arch: str | None = None) -> Path:
     """Fail clearly before anything runs if a runner cannot run here (``arch``: where it runs; default this CPU)."""
     path = Path(path)
     if not path.exists():
-        raise UsageError(
-            f"{role} {path} does not exist; build one with `pytest-sme2 build-runner` or fix the path"
-        )
+        raise UsageError(f"{role} {path} does not exist; build one with `pytest-sme2 build-runner` or fix the path")
     if not path.is_file() or not os.access(path, os.X_OK):
         raise UsageError(f"{role} {path} is not an executable file; `chmod +x` it or point to the runner binary")
     built_for = executable_arch(path)
@@ -96,10 +94,21 @@ def check_runner(path: Path | str, role: str, arch: str | None = None) -> Path:
     return path
 
 
-def run_runner_process(prefix: list[str], binary: Path, env: dict[str, str], pte: Path, inputs: Path | None,
-                       spec: RunSpec, out_dir: Path, info: TargetInfo, sme2_active: bool,
-                       extra_args: tuple[str, ...] = (), reference: Path | None = None,
-                       fixed_layout: bool = False, sampler: "PerfSampler | None" = None) -> RunResult:
+def run_runner_process(
+    prefix: list[str],
+    binary: Path,
+    env: dict[str, str],
+    pte: Path,
+    inputs: Path | None,
+    spec: RunSpec,
+    out_dir: Path,
+    info: TargetInfo,
+    sme2_active: bool,
+    extra_args: tuple[str, ...] = (),
+    reference: Path | None = None,
+    fixed_layout: bool = False,
+    sampler: "PerfSampler | None" = None,
+) -> RunResult:
     """Run a pytest-sme2 runner (optionally behind ``prefix``, e.g. qemu) and collect its artifacts.
 
     ``fixed_layout``: run inside ``out_dir`` with the same short relative names for the runner, the
@@ -124,7 +133,9 @@ def run_runner_process(prefix: list[str], binary: Path, env: dict[str, str], pte
         warmup_file = None if warmup_file is None else Path(warmup_file.name)
         kernels = [_linked_kit(out_dir, index, Path(k)) for index, k in enumerate(kernels)]
     files = RunnerFiles(
-        pte=str(pte), timed_etdump=str(timed), warmup_etdump=str(warmup),
+        pte=str(pte),
+        timed_etdump=str(timed),
+        warmup_etdump=str(warmup),
         outputs=OUTPUTS_FILE if fixed_layout else str(out_dir / OUTPUTS_FILE),
         inputs=None if inputs_file is None else str(inputs_file),
         reference=None if reference is None else str(reference),
@@ -152,8 +163,10 @@ def run_runner_process(prefix: list[str], binary: Path, env: dict[str, str], pte
             ) from None
     if code != 0:
         raise_if_missing_kernels(log, program_name, info.name)
-        raise RunnerError(f"`{shown}` {_exit_description(code)}{usage_advice(code, log)}; log kept at {log}. Last "
-                          f"lines:\n{_tail(log)}")
+        raise RunnerError(
+            f"`{shown}` {_exit_description(code)}{usage_advice(code, log)}; log kept at {log}. Last "
+            f"lines:\n{_tail(log)}"
+        )
     answer = read_result(stdout_path, shown, str(binary))
     return build_result(answer, spec, info, out_dir, log, sme2_active, reference=reference is not None)
 
@@ -189,16 +202,25 @@ class LocalTarget(RegisteredTarget):
 
     @classmethod
     def create(cls, name: str, settings: TargetSettings) -> "LocalTarget":
-        return cls(settings.log_dir, runner=settings.runner, runner_on=settings.runner_on,
-                   runner_off=settings.runner_off)
+        return cls(
+            settings.log_dir, runner=settings.runner, runner_on=settings.runner_on, runner_off=settings.runner_off
+        )
 
     @classmethod
     def doctor(cls) -> list[DoctorLine]:
         return [_runner_check(), _kernel_sampling_check()]
 
-    def __init__(self, log_dir: Path, runner: Path | None = None, runner_on: Path | None = None,
-                 runner_off: Path | None = None, mask_library: Path | None = None, cpu: CpuInfo | None = None,
-                 launcher: tuple[str, ...] = (), launcher_env: dict[str, str] | None = None):
+    def __init__(
+        self,
+        log_dir: Path,
+        runner: Path | None = None,
+        runner_on: Path | None = None,
+        runner_off: Path | None = None,
+        mask_library: Path | None = None,
+        cpu: CpuInfo | None = None,
+        launcher: tuple[str, ...] = (),
+        launcher_env: dict[str, str] | None = None,
+    ):
         # ``launcher``/``launcher_env``: an emulator that runs ``cpu``'s programs here (the tests' qemu SME2
         # machine, targets/auto.py); runners must then be built for ``cpu.arch``, and times are not hardware times.
         self._cpu = cpu or host_cpu()
@@ -209,7 +231,7 @@ class LocalTarget(RegisteredTarget):
         first = self.device_state()
         self._governor = first.governor() if first is not None else None  # in the fingerprint
         self.two_builds = two_builds(runner_on, runner_off)
-        if self.two_builds:
+        if runner_on is not None and runner_off is not None:  # two_builds: both or neither
             self._on = check_runner(runner_on, "SME2-on runner (--sme2-runner-on)", arch)
             self._off = check_runner(runner_off, "SME2-off runner (--sme2-runner-off)", arch)
             self._mask = None
@@ -225,12 +247,24 @@ class LocalTarget(RegisteredTarget):
     def info(self) -> TargetInfo:
         cpu = self._cpu
         mode = "two builds" if self.two_builds else "one build, SME2 masked by preload"
-        details = {"system": cpu.system, "runtime": "native runner", "sme2_off_mode": mode,
-                   "runner_on": str(self._on), "runner_off": str(self._off), "governor": self._governor}
+        details = {
+            "system": cpu.system,
+            "runtime": "native runner",
+            "sme2_off_mode": mode,
+            "runner_on": str(self._on),
+            "runner_off": str(self._off),
+            "governor": self._governor,
+        }
         if self._launcher:
             details.update(launcher=shlex.join(self._launcher), timing=EMULATED_TIMING)
-        return TargetInfo(name="local", cpu=cpu.name, arch=cpu.arch, has_sme2=cpu.has_sme2,
-                          emulated=bool(self._launcher), details=details)
+        return TargetInfo(
+            name="local",
+            cpu=cpu.name,
+            arch=cpu.arch,
+            has_sme2=cpu.has_sme2,
+            emulated=bool(self._launcher),
+            details=details,
+        )
 
     def unsupported(self, sme2: bool | None) -> str | None:
         cpu = self._cpu
@@ -268,16 +302,35 @@ class LocalTarget(RegisteredTarget):
 
         system = self.info.details.get("system")
         if system != "Linux":
-            raise UsageError(f"kernel sampling on {system} is not supported yet (Linux perf and Android simpleperf "
-                             "are); docs/kernel_time.md says what is known of macOS samplers")
+            raise UsageError(
+                f"kernel sampling on {system} is not supported yet (Linux perf and Android simpleperf "
+                "are); docs/kernel_time.md says what is known of macOS samplers"
+            )
         return PerfSampler.here(period_ns)
 
-    def run(self, pte: Path, inputs: Path | None, spec: RunSpec, out_dir: Path,
-            reference: Path | None = None, sampler: "PerfSampler | None" = None) -> RunResult:
+    def run(
+        self,
+        pte: Path,
+        inputs: Path | None,
+        spec: RunSpec,
+        out_dir: Path,
+        reference: Path | None = None,
+        sampler: "PerfSampler | None" = None,
+    ) -> RunResult:
         binary, env = self._command(spec.sme2)
-        return run_runner_process(self._launcher, binary, env, pte, inputs, spec, out_dir, self.info,
-                                  sme2_active=self._cpu.has_sme2 and spec.sme2 is not False, reference=reference,
-                                  sampler=sampler)
+        return run_runner_process(
+            self._launcher,
+            binary,
+            env,
+            pte,
+            inputs,
+            spec,
+            out_dir,
+            self.info,
+            sme2_active=self._cpu.has_sme2 and spec.sme2 is not False,
+            reference=reference,
+            sampler=sampler,
+        )
 
     def device_state(self) -> "DeviceState | None":
         """This machine's governors, frequencies and temperatures (device_state.py); None under an emulator."""

@@ -65,8 +65,14 @@ STARTUP_REPEATS = 8
 def runner_arguments(binary: str, files: RunnerFiles, spec: RunSpec) -> list[str]:
     """The runner's argv (flags as in ExecuTorch's executor_runner where they overlap). With a reference program
     (which only pytest-sme2's runner takes) and an ETDump, the method is loaded STARTUP_REPEATS times."""
-    command = [binary, f"--model_path={files.pte}", f"--num_executions={spec.runs}", f"--warmup={spec.warmup}",
-               f"--cpu_threads={spec.threads}", f"--outputs_path={files.outputs}"]
+    command = [
+        binary,
+        f"--model_path={files.pte}",
+        f"--num_executions={spec.runs}",
+        f"--warmup={spec.warmup}",
+        f"--cpu_threads={spec.threads}",
+        f"--outputs_path={files.outputs}",
+    ]
     if spec.etdump:
         command += [f"--etdump_path={files.timed_etdump}", f"--warmup_etdump_path={files.warmup_etdump}"]
     if files.inputs is not None:
@@ -95,9 +101,11 @@ def usage_advice(code: int, log: Path) -> str:
     """Why a runner refused its arguments, where the log says it is a runner older than these flags."""
     if code != 2 or "unknown argument '--startup_repeats" not in tail(log):
         return ""
-    return ("; this runner was built from an older pytest-sme2's sme2_runner.cpp, which has no --startup_repeats: "
-            "rebuild it from this version (`pytest-sme2 build-runner`, or its CMake build for the device) or run "
-            "without the reference program (--sme2-latency-reference=off)")
+    return (
+        "; this runner was built from an older pytest-sme2's sme2_runner.cpp, which has no --startup_repeats: "
+        "rebuild it from this version (`pytest-sme2 build-runner`, or its CMake build for the device) or run "
+        "without the reference program (--sme2-latency-reference=off)"
+    )
 
 
 def exit_description(code: int) -> str:
@@ -123,14 +131,18 @@ def read_result(stdout_path: Path, shown: str, binary: str) -> dict[str, Any]:
             f"runner? stdout: {stdout_path}"
         )
     try:
-        answer = json.loads(line[len(RESULT_PREFIX):])
+        answer = json.loads(line[len(RESULT_PREFIX) :])
     except json.JSONDecodeError as exc:
-        raise RunnerError(f"`{shown}` printed a result line that is not JSON ({exc.msg} at column {exc.colno + len(RESULT_PREFIX)}): "
-                          f"{_shown_line(line)}; is {binary} pytest-sme2's runner, of this version? stdout: {stdout_path}") from None
+        raise RunnerError(
+            f"`{shown}` printed a result line that is not JSON ({exc.msg} at column {exc.colno + len(RESULT_PREFIX)}): "
+            f"{_shown_line(line)}; is {binary} pytest-sme2's runner, of this version? stdout: {stdout_path}"
+        ) from None
     wrong = _answer_problem(answer)
     if wrong:
-        raise RunnerError(f"`{shown}` printed a result line without what pytest-sme2 needs ({wrong}): {_shown_line(line)}; "
-                          f"is {binary} pytest-sme2's runner, of this version? stdout: {stdout_path}")
+        raise RunnerError(
+            f"`{shown}` printed a result line without what pytest-sme2 needs ({wrong}): {_shown_line(line)}; "
+            f"is {binary} pytest-sme2's runner, of this version? stdout: {stdout_path}"
+        )
     return answer
 
 
@@ -145,8 +157,10 @@ _ANSWER = {
     "reference_ms": (_numbers, "a list of milliseconds, one per timed run"),
     "reference_load_ms": (_numbers, "a list of milliseconds, one per load of the model's method"),
     "planned_buffers": (lambda v: _numbers(v, whole=True), "a list of buffer sizes in bytes"),
-    "peak_rss_kb": (lambda v: _numbers(v if isinstance(v, list) else [v], whole=True),
-                    "kB of peak memory (a whole number, or one per run)"),
+    "peak_rss_kb": (
+        lambda v: _numbers(v if isinstance(v, list) else [v], whole=True),
+        "kB of peak memory (a whole number, or one per run)",
+    ),
     "threads": (lambda v: isinstance(v, int) and not isinstance(v, bool), "a whole number"),
     "clock_offset_ns": (lambda v: isinstance(v, int) and not isinstance(v, bool), "a whole number of nanoseconds"),
 }
@@ -167,15 +181,24 @@ def _shown_line(line: str, limit: int = 200) -> str:
     return repr(line if len(line) <= limit else line[:limit] + "...")
 
 
-def build_result(answer: dict[str, Any], spec: RunSpec, info: TargetInfo, out_dir: Path, log: Path,
-                 sme2_active: bool, reference: bool = False) -> RunResult:
+def build_result(
+    answer: dict[str, Any],
+    spec: RunSpec,
+    info: TargetInfo,
+    out_dir: Path,
+    log: Path,
+    sme2_active: bool,
+    reference: bool = False,
+) -> RunResult:
     """The RunResult of a finished run whose files are in ``out_dir`` under the standard names.
 
     ``reference``: whether the runner was given a reference program, so its times must be in the answer.
     """
     if len(answer["latency_ms"]) != spec.runs:
-        raise RunnerError(f"the runner reported {len(answer['latency_ms'])} times in 'latency_ms' for {spec.runs} "
-                          f"timed runs; is it pytest-sme2's runner, of this version? Log: {log}")
+        raise RunnerError(
+            f"the runner reported {len(answer['latency_ms'])} times in 'latency_ms' for {spec.runs} "
+            f"timed runs; is it pytest-sme2's runner, of this version? Log: {log}"
+        )
     reference_ms = reference_samples(answer, spec, reference, log)
     outputs_bin = out_dir / OUTPUTS_FILE
     outputs_pt = None
@@ -188,14 +211,23 @@ def build_result(answer: dict[str, Any], spec: RunSpec, info: TargetInfo, out_di
         torch.save([torch.from_numpy(a.copy()) for a in read_tensors(outputs_bin)], outputs_pt)
     evidence: dict[str, Any] = {}
     if "planned_buffers" in answer or "peak_rss_kb" in answer:
-        evidence["memory"] = {"planned_buffers": answer.get("planned_buffers"), "peak_rss_kb": answer.get("peak_rss_kb")}
+        evidence["memory"] = {
+            "planned_buffers": answer.get("planned_buffers"),
+            "peak_rss_kb": answer.get("peak_rss_kb"),
+        }
     return RunResult(
-        spec=spec, target=info, out_dir=out_dir, evidence=evidence,
+        spec=spec,
+        target=info,
+        out_dir=out_dir,
+        evidence=evidence,
         wall_ms=np.asarray(answer["latency_ms"], dtype=float),
         timed_etdump=out_dir / TIMED_ETDUMP if spec.etdump else None,
         warmup_etdump=out_dir / WARMUP_ETDUMP if spec.etdump and spec.warmup > 0 else None,
-        log=log, outputs=outputs_pt, sme2_active=sme2_active,
-        runtime_threads=answer.get("threads"), reference_ms=reference_ms,
+        log=log,
+        outputs=outputs_pt,
+        sme2_active=sme2_active,
+        runtime_threads=answer.get("threads"),
+        reference_ms=reference_ms,
         reference_load_ms=reference_loads(answer, spec, reference_ms is not None, log),
         clock_offset_ns=answer.get("clock_offset_ns"),
     )
@@ -209,8 +241,10 @@ def reference_loads(answer: dict[str, Any], spec: RunSpec, expected: bool, log: 
         return None
     wanted = STARTUP_REPEATS if spec.etdump else 1
     if len(loads) != wanted:
-        raise RunnerError(f"the runner reported {len(loads)} times in 'reference_load_ms' for {wanted} loads of the "
-                          f"method (--startup_repeats); is it pytest-sme2's runner, of this version? Log: {log}")
+        raise RunnerError(
+            f"the runner reported {len(loads)} times in 'reference_load_ms' for {wanted} loads of the "
+            f"method (--startup_repeats); is it pytest-sme2's runner, of this version? Log: {log}"
+        )
     return np.asarray(loads, dtype=float)
 
 

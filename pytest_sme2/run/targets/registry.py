@@ -36,13 +36,16 @@ def _load(entry: metadata.EntryPoint) -> type[RegisteredTarget]:
     try:
         loaded: Any = entry.load()
     except Exception as exc:
-        raise UsageError(f"{where} cannot be loaded: {type(exc).__name__}: {exc}; fix or uninstall that "
-                         "distribution") from exc
+        raise UsageError(
+            f"{where} cannot be loaded: {type(exc).__name__}: {exc}; fix or uninstall that " "distribution"
+        ) from exc
     if not (isinstance(loaded, type) and issubclass(loaded, RegisteredTarget)):
         raise UsageError(f"{where} is {loaded!r}, not a subclass of pytest_sme2.run.targets.base.RegisteredTarget")
     if not loaded.names or loaded.names[0] != entry.name:
-        raise UsageError(f"{where}: its class names itself {loaded.names!r}; the entry point's name must be the first "
-                         "of its names")
+        raise UsageError(
+            f"{where}: its class names itself {loaded.names!r}; the entry point's name must be the first "
+            "of its names"
+        )
     return loaded
 
 
@@ -53,16 +56,20 @@ def target_classes() -> dict[str, type[RegisteredTarget]]:
     UsageError that names the distribution and the fix."""
     entries = sorted(metadata.entry_points(group=GROUP), key=lambda entry: entry.name)
     if not any(_own(_distribution(entry)) for entry in entries):
-        raise UsageError(f"no pytest-sme2 targets are registered (entry point group {GROUP}): the installed "
-                         "pytest-sme2's metadata is older than its code; install it again (`make install`, or "
-                         "pip install -e . in the checkout)")
+        raise UsageError(
+            f"no pytest-sme2 targets are registered (entry point group {GROUP}): the installed "
+            "pytest-sme2's metadata is older than its code; install it again (`make install`, or "
+            "pip install -e . in the checkout)"
+        )
     classes: dict[str, type[RegisteredTarget]] = {}
     registered_by: dict[str, str] = {}
     for entry in entries:
         if entry.name in classes:
             first, second = sorted((registered_by[entry.name], _distribution(entry)))
-            raise UsageError(f"the target name {entry.name!r} is registered twice (entry point group {GROUP}), by "
-                             f"{first} and by {second}; uninstall one of them")
+            raise UsageError(
+                f"the target name {entry.name!r} is registered twice (entry point group {GROUP}), by "
+                f"{first} and by {second}; uninstall one of them"
+            )
         classes[entry.name] = _load(entry)
         registered_by[entry.name] = _distribution(entry)
     return classes
@@ -80,8 +87,10 @@ def target_options() -> tuple[Option, ...]:
     for name, target in target_classes().items():
         for option in target.options:
             if option.name in seen:
-                raise UsageError(f"the option --sme2-{option.name.replace('_', '-')} is declared by two targets, "
-                                 f"{seen[option.name]!r} and {name!r}; a target's options are its own")
+                raise UsageError(
+                    f"the option --sme2-{option.name.replace('_', '-')} is declared by two targets, "
+                    f"{seen[option.name]!r} and {name!r}; a target's options are its own"
+                )
             seen[option.name] = name
             out.append(option)
     return tuple(out)

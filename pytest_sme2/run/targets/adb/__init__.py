@@ -20,5 +20,13 @@ from pytest_sme2.run.targets.adb.options import (
 )
 from pytest_sme2.run.targets.adb.target import AdbTarget
 
-__all__ = ["AdbOptions", "AdbTarget", "DEFAULT_DEVICE_DIR", "DeviceClaim", "DeviceFacts", "adb_server_address",
-           "is_adb_target", "parse_adb_target"]
+__all__ = [
+    "AdbOptions",
+    "AdbTarget",
+    "DEFAULT_DEVICE_DIR",
+    "DeviceClaim",
+    "DeviceFacts",
+    "adb_server_address",
+    "is_adb_target",
+    "parse_adb_target",
+]

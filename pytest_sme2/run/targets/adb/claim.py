@@ -50,8 +50,9 @@ class DeviceClaim:
             self._handle.close()
 
 
-def claim_device(server: tuple[str, int], states: Callable[[], dict[str, str]], serial: str | None,
-                 timeout_s: float) -> DeviceClaim:
+def claim_device(
+    server: tuple[str, int], states: Callable[[], dict[str, str]], serial: str | None, timeout_s: float
+) -> DeviceClaim:
     """Claim ``serial`` (else ANDROID_SERIAL, else any ready device) of the adb server at ``server``, waiting up to
     ``timeout_s`` for one no other worker holds; ``states`` lists the server's devices and their states."""
     wanted = serial or os.environ.get("ANDROID_SERIAL") or None
@@ -62,18 +63,23 @@ def claim_device(server: tuple[str, int], states: Callable[[], dict[str, str]], 
         if wanted is not None:
             if wanted not in listed:
                 seen = ", ".join(f"{s} ({st})" for s, st in sorted(listed.items())) or "none"
-                raise RunnerError(f"device {wanted} is not attached to the adb server at {address}; "
-                                  f"`adb devices` shows: {seen}")
+                raise RunnerError(
+                    f"device {wanted} is not attached to the adb server at {address}; " f"`adb devices` shows: {seen}"
+                )
             if listed[wanted] != "device":
-                raise RunnerError(f"device {wanted} is {listed[wanted]}, not ready; reconnect it or authorise "
-                                  "this computer on the phone")
+                raise RunnerError(
+                    f"device {wanted} is {listed[wanted]}, not ready; reconnect it or authorise "
+                    "this computer on the phone"
+                )
             candidates = [wanted]
         else:
             candidates = sorted(s for s, state in listed.items() if state == "device")
             if not candidates:
-                raise RunnerError(f"no Android device is ready at the adb server {address} (`adb devices` shows: "
-                                  f"{', '.join(f'{s} ({st})' for s, st in sorted(listed.items())) or 'none'}); "
-                                  "connect one and enable USB debugging")
+                raise RunnerError(
+                    f"no Android device is ready at the adb server {address} (`adb devices` shows: "
+                    f"{', '.join(f'{s} ({st})' for s, st in sorted(listed.items())) or 'none'}); "
+                    "connect one and enable USB debugging"
+                )
         for candidate in candidates:
             claim = DeviceClaim.try_claim(server, candidate)
             if claim is not None:

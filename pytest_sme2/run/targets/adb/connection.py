@@ -61,8 +61,10 @@ class AdbConnection:
         kept = f"; partial log kept at {log}" if log is not None else ""
         if state != "device":
             self.on_lost()
-            return RunnerError(f"device {self.serial} went {state} during {what}{kept}; "
-                               f"check the cable or `adb -s {self.serial} reconnect` (adb said: {exc})")
+            return RunnerError(
+                f"device {self.serial} went {state} during {what}{kept}; "
+                f"check the cable or `adb -s {self.serial} reconnect` (adb said: {exc})"
+            )
         return RunnerError(f"adb failed on device {self.serial} during {what}{kept}: {type(exc).__name__}: {exc}")
 
     def shell(self, command: str, timeout: float = FACTS_TIMEOUT_S) -> Any:
@@ -98,8 +100,9 @@ class AdbConnection:
         import adbutils
 
         try:
-            self.device.shell2(f"kill -9 $(cat {shlex.quote(run_dir + '/runner.pid')}) 2>/dev/null",
-                               timeout=CLEANUP_TIMEOUT_S, v2=True)
+            self.device.shell2(
+                f"kill -9 $(cat {shlex.quote(run_dir + '/runner.pid')}) 2>/dev/null", timeout=CLEANUP_TIMEOUT_S, v2=True
+            )
         except (adbutils.AdbError, OSError, EOFError):
             pass
 

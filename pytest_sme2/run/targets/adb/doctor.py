@@ -27,17 +27,30 @@ def server_check() -> DoctorLine:
         with socket.create_connection(("127.0.0.1", ADB_PORT), timeout=1.0):
             pass
     except OSError:
-        return DoctorLine("adb devices", INFO, f"no adb server on port {ADB_PORT}",
-                     "adb start-server (Debian: apt-get install adb), then connect an SME2 device with USB debugging")
+        return DoctorLine(
+            "adb devices",
+            INFO,
+            f"no adb server on port {ADB_PORT}",
+            "adb start-server (Debian: apt-get install adb), then connect an SME2 device with USB debugging",
+        )
     try:
         import adbutils
 
         devices = adbutils.AdbClient(host="127.0.0.1", port=ADB_PORT, socket_timeout=5).device_list()
     except Exception as exc:
-        return DoctorLine("adb devices", INFO, f"adb server did not answer: {type(exc).__name__}: {exc}", "adb kill-server; adb start-server")
+        return DoctorLine(
+            "adb devices",
+            INFO,
+            f"adb server did not answer: {type(exc).__name__}: {exc}",
+            "adb kill-server; adb start-server",
+        )
     if not devices:
-        return DoctorLine("adb devices", INFO, "adb server running, no device attached",
-                     "connect a device with USB debugging on (adb devices should list it)")
+        return DoctorLine(
+            "adb devices",
+            INFO,
+            "adb server running, no device attached",
+            "connect a device with USB debugging on (adb devices should list it)",
+        )
     return DoctorLine("adb devices", READY, ", ".join(d.serial for d in devices))
 
 
@@ -57,13 +70,22 @@ def device_checks(target: "type[AdbTarget]", name: str, settings: TargetSettings
 
 def _on_device(device: "AdbTarget") -> list[DoctorLine]:
     facts = device.facts
-    checks = [DoctorLine("device", READY, facts.described),
-              DoctorLine("device ABI", READY if facts.arch == "aarch64" else INFO, f"{facts.abi} ({facts.arch})",
-                    "" if facts.arch == "aarch64" else "SME2 needs an arm64 (aarch64) device"),
-              DoctorLine("device kernel", INFO, device.kernel_release()),
-              DoctorLine("device SME2", READY if facts.has_sme2 else INFO,
-                    "sme2 in /proc/cpuinfo" if facts.has_sme2 else "no sme2 in /proc/cpuinfo: SME2-on tests skip",
-                    "" if facts.has_sme2 else "use a device with an Armv9.2 CPU (Arm C1, Cortex-X925 class)")]
+    checks = [
+        DoctorLine("device", READY, facts.described),
+        DoctorLine(
+            "device ABI",
+            READY if facts.arch == "aarch64" else INFO,
+            f"{facts.abi} ({facts.arch})",
+            "" if facts.arch == "aarch64" else "SME2 needs an arm64 (aarch64) device",
+        ),
+        DoctorLine("device kernel", INFO, device.kernel_release()),
+        DoctorLine(
+            "device SME2",
+            READY if facts.has_sme2 else INFO,
+            "sme2 in /proc/cpuinfo" if facts.has_sme2 else "no sme2 in /proc/cpuinfo: SME2-on tests skip",
+            "" if facts.has_sme2 else "use a device with an Armv9.2 CPU (Arm C1, Cortex-X925 class)",
+        ),
+    ]
     for sme2, label in ((True, "SME2 on"), (False, "SME2 off")):
         if sme2 and not facts.has_sme2:
             continue

@@ -50,10 +50,15 @@ def read_facts(connection: AdbConnection) -> DeviceFacts:
     cores = sum(1 for line in cpuinfo.splitlines() if re.match(r"processor\s*:\s*\d+", line))
     soc = props.get("ro.soc.model") or props.get("ro.board.platform") or props.get("ro.hardware") or "unknown SoC"
     return DeviceFacts(
-        serial=connection.serial, model=props.get("ro.product.model", "unknown model"),
-        manufacturer=props.get("ro.product.manufacturer", ""), soc=soc,
-        android=props.get("ro.build.version.release", "?"), sdk=props.get("ro.build.version.sdk", "?"),
-        abi=abi or kernel_arch, kernel_arch=kernel_arch, cores=cores,
+        serial=connection.serial,
+        model=props.get("ro.product.model", "unknown model"),
+        manufacturer=props.get("ro.product.manufacturer", ""),
+        soc=soc,
+        android=props.get("ro.build.version.release", "?"),
+        sdk=props.get("ro.build.version.sdk", "?"),
+        abi=abi or kernel_arch,
+        kernel_arch=kernel_arch,
+        cores=cores,
         cpu=cpu_name if cpu_name not in (soc, kernel_arch, abi) else f"{abi or kernel_arch} CPU",
         has_sme2="sme2" in features,
     )

@@ -78,8 +78,16 @@ class DeviceFiles:
             self.pushed[reference] = folder
         return f"{self.pushed[reference]}/{reference.name}"
 
-    def launch(self, binary: Path, folder: str, argv: list[str], affinity: str | None, preload: str | None,
-               run_dir: str | None = None, sampler: "SimpleperfSampler | None" = None) -> str:
+    def launch(
+        self,
+        binary: Path,
+        folder: str,
+        argv: list[str],
+        affinity: str | None,
+        preload: str | None,
+        run_dir: str | None = None,
+        sampler: "SimpleperfSampler | None" = None,
+    ) -> str:
         """``export ... && exec ...``: the runner ``argv`` started the way every run starts it (through its carried
         loader, under simpleperf and taskset when asked, with ``preload``, the masking library, for SME2 off)."""
         if binary in self._loaders:  # started through its own loader, which finds its libraries in its folder
@@ -94,8 +102,9 @@ class DeviceFiles:
         exports = " ".join(f"export {assignment} &&" for assignment in environment)
         return f"{exports} exec {' '.join(shlex.quote(word) for word in argv)}"
 
-    def pull(self, run_dir: str, spec: RunSpec, out_dir: Path, log: Path, described: str,
-             sampled: bool = False) -> None:
+    def pull(
+        self, run_dir: str, spec: RunSpec, out_dir: Path, log: Path, described: str, sampled: bool = False
+    ) -> None:
         """The run's outputs, ETDumps and (``sampled``) samples into ``out_dir``; a missing ETDump or sample file
         is an error naming what should have written it."""
         from pytest_sme2.evidence.samplers import PERF_DATA, SIMPLEPERF_SAMPLES

@@ -25,7 +25,7 @@ def parse_adb_target(value: str) -> str | None:
     if value == ADB:
         return None
     if value.startswith(ADB + ":"):
-        serial = value[len(ADB) + 1:]
+        serial = value[len(ADB) + 1 :]
         if SERIAL.fullmatch(serial):
             return serial
         raise UsageError(
@@ -40,14 +40,15 @@ def is_adb_target(value: str) -> bool:
 
 
 def adb_server_address(configured: str | None = None, environ: dict[str, str] | None = None) -> tuple[str, int]:
-    """Where the adb server listens: --sme2-adb-server, else ADB_SERVER_SOCKET / ANDROID_ADB_SERVER_HOST|PORT as adb reads them."""
+    """Where the adb server listens: --sme2-adb-server, else ADB_SERVER_SOCKET / ANDROID_ADB_SERVER_HOST|PORT as
+    adb reads them."""
     env = os.environ if environ is None else environ
     text, origin = configured, "--sme2-adb-server / sme2_adb_server"
     if not text and env.get("ADB_SERVER_SOCKET"):
         text, origin = env["ADB_SERVER_SOCKET"], "ADB_SERVER_SOCKET"
         if not text.startswith("tcp:"):
             raise UsageError(f"ADB_SERVER_SOCKET={text!r} is not supported; use tcp:HOST:PORT or tcp:PORT")
-        text = text[len("tcp:"):]
+        text = text[len("tcp:") :]
     if not text:
         host = env.get("ANDROID_ADB_SERVER_HOST") or DEFAULT_SERVER[0]
         port_text = env.get("ANDROID_ADB_SERVER_PORT") or str(DEFAULT_SERVER[1])
@@ -93,30 +94,69 @@ class AdbOptions:
     def of(cls, name: str, settings: TargetSettings) -> "AdbOptions":
         """The options of ``--sme2-target=name`` (adb or adb:SERIAL) with the --sme2-adb-* values of ``settings``;
         an unset value keeps its default."""
+
         def given(option: Option) -> Any:
             return settings.value(option)
 
         mask = given(MASK_LIBRARY)
         claim_timeout = given(CLAIM_TIMEOUT)
-        return cls(serial=parse_adb_target(name), server=given(SERVER) or None, affinity=given(AFFINITY) or None,
-                   device_dir=given(DEVICE_DIR) or DEFAULT_DEVICE_DIR,
-                   mask_library=Path(mask) if mask else None, performance_mode=bool(given(PERFORMANCE_MODE)),
-                   claim_timeout_s=cls.claim_timeout_s if claim_timeout is None else claim_timeout)
+        return cls(
+            serial=parse_adb_target(name),
+            server=given(SERVER) or None,
+            affinity=given(AFFINITY) or None,
+            device_dir=given(DEVICE_DIR) or DEFAULT_DEVICE_DIR,
+            mask_library=Path(mask) if mask else None,
+            performance_mode=bool(given(PERFORMANCE_MODE)),
+            claim_timeout_s=cls.claim_timeout_s if claim_timeout is None else claim_timeout,
+        )
 
 
-SERVER = Option("adb_server", "adb target: adb server HOST:PORT (default: ADB_SERVER_SOCKET, ANDROID_ADB_SERVER_PORT, "
-                "5037)", RUN, doc_default="adb server from the environment", doctor=True)
-AFFINITY = Option("adb_affinity", "adb target: CPU affinity mask for the runner, in hex as taskset takes it (e.g. f0)",
-                  RUN, doc_default="no affinity")
-DEVICE_DIR = Option("adb_dir", f"adb target: device folder for per-session files (default {DEFAULT_DEVICE_DIR})", RUN,
-                    doc_default=f"`{DEFAULT_DEVICE_DIR}`")
-MASK_LIBRARY = Option("adb_mask_library", "adb target: libsme2_mask.so built for the device, for SME2 off with one "
-                      "runner build", RUN, kind="path", doc_default="none", doctor=True)
-PERFORMANCE_MODE = Option("adb_performance_mode", "adb target: turn on Android's fixed performance mode (Android 11+) "
-                          "for the session and off again at its end, also when it is interrupted", RUN, kind="bool",
-                          default=False, switch="--sme2-adb-performance-mode",
-                          ini_help="adb target: fixed performance mode for the session", doc_default="off")
-CLAIM_TIMEOUT = Option("adb_claim_timeout", f"adb target: seconds to wait for a device no other worker has claimed "
-                       f"(default {AdbOptions.claim_timeout_s:g})", RUN, kind="float", low=0,
-                       what="a number of seconds >= 0", doc_default=f"{AdbOptions.claim_timeout_s:g} s")
+SERVER = Option(
+    "adb_server",
+    "adb target: adb server HOST:PORT (default: ADB_SERVER_SOCKET, ANDROID_ADB_SERVER_PORT, " "5037)",
+    RUN,
+    doc_default="adb server from the environment",
+    doctor=True,
+)
+AFFINITY = Option(
+    "adb_affinity",
+    "adb target: CPU affinity mask for the runner, in hex as taskset takes it (e.g. f0)",
+    RUN,
+    doc_default="no affinity",
+)
+DEVICE_DIR = Option(
+    "adb_dir",
+    f"adb target: device folder for per-session files (default {DEFAULT_DEVICE_DIR})",
+    RUN,
+    doc_default=f"`{DEFAULT_DEVICE_DIR}`",
+)
+MASK_LIBRARY = Option(
+    "adb_mask_library",
+    "adb target: libsme2_mask.so built for the device, for SME2 off with one " "runner build",
+    RUN,
+    kind="path",
+    doc_default="none",
+    doctor=True,
+)
+PERFORMANCE_MODE = Option(
+    "adb_performance_mode",
+    "adb target: turn on Android's fixed performance mode (Android 11+) "
+    "for the session and off again at its end, also when it is interrupted",
+    RUN,
+    kind="bool",
+    default=False,
+    switch="--sme2-adb-performance-mode",
+    ini_help="adb target: fixed performance mode for the session",
+    doc_default="off",
+)
+CLAIM_TIMEOUT = Option(
+    "adb_claim_timeout",
+    f"adb target: seconds to wait for a device no other worker has claimed "
+    f"(default {AdbOptions.claim_timeout_s:g})",
+    RUN,
+    kind="float",
+    low=0,
+    what="a number of seconds >= 0",
+    doc_default=f"{AdbOptions.claim_timeout_s:g} s",
+)
 OPTIONS = (SERVER, AFFINITY, DEVICE_DIR, MASK_LIBRARY, PERFORMANCE_MODE, CLAIM_TIMEOUT)

@@ -28,8 +28,10 @@ class PerformanceMode:
         done = self._connection.shell(command)
         said = ((done.stdout or "") + (done.stderr or "")).strip()
         if done.returncode != 0 or "Unknown command" in said or "Exception" in said:
-            raise RunnerError(f"`adb -s {self._facts.serial} shell {command}` failed on {self._facts.described} "
-                              f"(exit {done.returncode}): {said[-300:] or 'no output'}")
+            raise RunnerError(
+                f"`adb -s {self._facts.serial} shell {command}` failed on {self._facts.described} "
+                f"(exit {done.returncode}): {said[-300:] or 'no output'}"
+            )
 
     def _apply_setting(self, name: str, value: str) -> None:
         """Set a device setting a marker names (device_settings.py) to ``value``."""
@@ -46,8 +48,10 @@ class PerformanceMode:
         off if this one is SIGKILLed); turned off again by ``leave``, and by supervised.end_all when the session is
         killed (SIGTERM, SIGHUP)."""
         if not self._facts.sdk.isdigit() or int(self._facts.sdk) < 30:
-            raise UsageError(f"--sme2-adb-performance-mode needs Android 11 (SDK 30) or later; {self._facts.described} "
-                             f"reports SDK {self._facts.sdk}: leave the option off")
+            raise UsageError(
+                f"--sme2-adb-performance-mode needs Android 11 (SDK 30) or later; {self._facts.described} "
+                f"reports SDK {self._facts.sdk}: leave the option off"
+            )
         from pytest_sme2.system import supervised
 
         self._settings.record(FIXED_PERFORMANCE_MODE, "true")

@@ -18,26 +18,33 @@ if TYPE_CHECKING:
 REPORT_TIMEOUT_S = 300.0  # simpleperf report-sample of one sampled round
 
 
-def device_sampler(connection: AdbConnection, facts: DeviceFacts, runners: Iterable[Path],
-                   period_ns: int) -> "SimpleperfSampler":
+def device_sampler(
+    connection: AdbConnection, facts: DeviceFacts, runners: Iterable[Path], period_ns: int
+) -> "SimpleperfSampler":
     """The device's simpleperf, naming the libraries of ``runners``, or a UsageError saying how to get one onto it."""
     from pytest_sme2.evidence.samplers import SimpleperfSampler
 
-    found = connection.shell("command -v simpleperf || { test -x /data/local/tmp/simpleperf && "
-                             "echo /data/local/tmp/simpleperf; }").stdout.strip()
+    found = connection.shell(
+        "command -v simpleperf || { test -x /data/local/tmp/simpleperf && " "echo /data/local/tmp/simpleperf; }"
+    ).stdout.strip()
     if not found:
-        raise UsageError(f"{facts.described} has no simpleperf (Android 9 and later ship "
-                         "/system/bin/simpleperf); push the NDK's simpleperf/bin/android/arm64/simpleperf to "
-                         "/data/local/tmp/simpleperf")
+        raise UsageError(
+            f"{facts.described} has no simpleperf (Android 9 and later ship "
+            "/system/bin/simpleperf); push the NDK's simpleperf/bin/android/arm64/simpleperf to "
+            "/data/local/tmp/simpleperf"
+        )
     libraries = {library.parent for binary in set(runners) for library in bundled_libraries(binary).values()}
     return SimpleperfSampler(found.splitlines()[-1], period_ns, tuple(sorted(libraries)))
 
 
-def report_samples(connection: AdbConnection, facts: DeviceFacts, sampler: "SimpleperfSampler", run_dir: str,
-                   log: Path) -> None:
+def report_samples(
+    connection: AdbConnection, facts: DeviceFacts, sampler: "SimpleperfSampler", run_dir: str, log: Path
+) -> None:
     """``simpleperf report-sample`` on the device, next to its perf.data; a RunnerError if it fails."""
     command = " ".join(shlex.quote(word) for word in sampler.report_argv(run_dir))
     done = connection.shell(command, timeout=REPORT_TIMEOUT_S)
     if done.returncode != 0:
-        raise RunnerError(f"`adb -s {facts.serial} shell {command}` exited with status {done.returncode}: "
-                          f"{(done.stderr or done.stdout or '').strip()[-500:]}; run log: {log}")
+        raise RunnerError(
+            f"`adb -s {facts.serial} shell {command}` exited with status {done.returncode}: "
+            f"{(done.stderr or done.stdout or '').strip()[-500:]}; run log: {log}"
+        )

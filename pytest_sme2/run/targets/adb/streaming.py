@@ -32,8 +32,17 @@ class _Lost(Exception):
     """The shell stream ended before the runner's exit status arrived."""
 
 
-def stream(connection: AdbConnection, command: str, out: IO[bytes], err: IO[bytes], spec: RunSpec, run_dir: str,
-           shown: str, log: Path, described: str) -> int:
+def stream(
+    connection: AdbConnection,
+    command: str,
+    out: IO[bytes],
+    err: IO[bytes],
+    spec: RunSpec,
+    run_dir: str,
+    shown: str,
+    log: Path,
+    described: str,
+) -> int:
     """Run over shell,v2, writing stdout/stderr as they arrive; the exit status, or a RunnerError."""
     import adbutils
 

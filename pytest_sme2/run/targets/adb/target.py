@@ -63,9 +63,11 @@ if TYPE_CHECKING:
 
 # What a user does when a runner cannot start on a phone (SELinux, seccomp or a vendor kernel refusing a program
 # that carries its own loader): the device check, then an NDK build (docs/targets.md).
-START_ADVICE = ("; `pytest-sme2 doctor --sme2-target=adb` checks the device, and an Android (NDK) build of the "
-                "runner passed with --sme2-runner avoids the carried glibc loader (docs/targets.md, 'Building for "
-                "Android')")
+START_ADVICE = (
+    "; `pytest-sme2 doctor --sme2-target=adb` checks the device, and an Android (NDK) build of the "
+    "runner passed with --sme2-runner avoids the carried glibc loader (docs/targets.md, 'Building for "
+    "Android')"
+)
 
 
 class AdbTarget(RegisteredTarget):
@@ -86,8 +88,13 @@ class AdbTarget(RegisteredTarget):
 
     @classmethod
     def create(cls, name: str, settings: TargetSettings) -> "AdbTarget":
-        return cls(settings.log_dir, AdbOptions.of(name, settings), runner=settings.runner,
-                   runner_on=settings.runner_on, runner_off=settings.runner_off)
+        return cls(
+            settings.log_dir,
+            AdbOptions.of(name, settings),
+            runner=settings.runner,
+            runner_on=settings.runner_on,
+            runner_off=settings.runner_off,
+        )
 
     @classmethod
     def doctor(cls) -> list[DoctorLine]:
@@ -101,8 +108,14 @@ class AdbTarget(RegisteredTarget):
 
         return device_checks(cls, name, settings)
 
-    def __init__(self, log_dir: Path, options: AdbOptions | None = None, runner: Path | None = None,
-                 runner_on: Path | None = None, runner_off: Path | None = None):
+    def __init__(
+        self,
+        log_dir: Path,
+        options: AdbOptions | None = None,
+        runner: Path | None = None,
+        runner_on: Path | None = None,
+        runner_off: Path | None = None,
+    ):
         self._options = options or AdbOptions()
         self._log_dir = log_dir
         self.two_builds = two_builds(runner_on, runner_off)
@@ -113,19 +126,20 @@ class AdbTarget(RegisteredTarget):
         self._runs = 0
         self._server = adb_server_address(self._options.server)
         self._connection = AdbConnection(self._server)
-        self._claim = claim_device(self._server, self._connection.states, self._options.serial,
-                                   self._options.claim_timeout_s)
+        self._claim = claim_device(
+            self._server, self._connection.states, self._options.serial, self._options.claim_timeout_s
+        )
         self._performance: PerformanceMode | None = None
         try:
             self._connection.attach(self._claim.serial)
             self.facts = read_facts(self._connection)
             arch = self.facts.arch
-            if not self.two_builds and runner is None:
-                runner = self._own_runner(arch)
-            if self.two_builds:
+            if runner_on is not None and runner_off is not None:  # two_builds: both or neither
                 self._on = self._check(runner_on, "SME2-on runner (--sme2-runner-on)", arch)
                 self._off = self._check(runner_off, "SME2-off runner (--sme2-runner-off)", arch)
             else:
+                if runner is None:
+                    runner = self._own_runner(arch)
                 self._on = self._off = self._check(runner, "runner (--sme2-runner)", arch)
             if self._mask is not None:
                 self._check(self._mask, "SME2-masking library (--sme2-adb-mask-library)", arch, executable=False)
@@ -147,8 +161,10 @@ class AdbTarget(RegisteredTarget):
             finally:
                 self._claim.release()
             raise
-        self._files = DeviceFiles(self._connection, f"{self._options.device_dir.rstrip('/')}/pytest-sme2-"
-                                                    f"{os.getpid()}-{uuid.uuid4().hex[:8]}")
+        self._files = DeviceFiles(
+            self._connection,
+            f"{self._options.device_dir.rstrip('/')}/pytest-sme2-" f"{os.getpid()}-{uuid.uuid4().hex[:8]}",
+        )
 
     # --- setup -------------------------------------------------------------------------------------
 
@@ -167,9 +183,11 @@ class AdbTarget(RegisteredTarget):
         elif arch == "aarch64":
             self._own_build = "linux-aarch64"
         else:
-            raise UsageError(f"{self.facts.described} runs {self.facts.abi} ({arch}) binaries, and pytest-sme2 builds "
-                             f"its runner for this machine ({host}) and for aarch64 only: pass a runner built for "
-                             "the device with --sme2-runner (see 'Building for Android' in docs/targets.md)")
+            raise UsageError(
+                f"{self.facts.described} runs {self.facts.abi} ({arch}) binaries, and pytest-sme2 builds "
+                f"its runner for this machine ({host}) and for aarch64 only: pass a runner built for "
+                "the device with --sme2-runner (see 'Building for Android' in docs/targets.md)"
+            )
         return build_runner(self._own_build)
 
     def _check(self, path: Path, role: str, arch: str, executable: bool = True) -> Path:
@@ -178,8 +196,10 @@ class AdbTarget(RegisteredTarget):
             try:
                 return check_runner(path, role, arch=arch)
             except UsageError as exc:
-                raise UsageError(f"{exc}. The {where}: pass an Android build of the runner with --sme2-runner "
-                                 "(see 'Building for Android' in docs/targets.md)") from None
+                raise UsageError(
+                    f"{exc}. The {where}: pass an Android build of the runner with --sme2-runner "
+                    "(see 'Building for Android' in docs/targets.md)"
+                ) from None
         path = Path(path)
         if not path.is_file():
             raise UsageError(f"{role} {path} does not exist; build libsme2_mask.so for the device or fix the path")
@@ -195,34 +215,60 @@ class AdbTarget(RegisteredTarget):
         f = self.facts
         mode = "two builds" if self.two_builds else "one build, SME2 masked by preload"
         return TargetInfo(
-            name=f"adb:{f.serial}", cpu=f"{f.cpu} x{f.cores}" if f.cores else f.cpu, arch=f.arch,
+            name=f"adb:{f.serial}",
+            cpu=f"{f.cpu} x{f.cores}" if f.cores else f.cpu,
+            arch=f.arch,
             has_sme2=f.has_sme2,
-            details={"serial": f.serial, "device_model": f.model, "manufacturer": f.manufacturer, "soc": f.soc,
-                     "android_version": f.android, "sdk": f.sdk, "abi": f.abi, "kernel_arch": f.kernel_arch,
-                     "cpuinfo_sme2": f.has_sme2, "adb_server": f"{self._server[0]}:{self._server[1]}",
-                     "runtime": "native runner over adb", "sme2_off_mode": mode, "runner_on": str(self._on),
-                     "runner_off": str(self._off), "affinity": self._options.affinity, "governor": self._governor,
-                     "fixed_performance_mode": self._performance is not None and self._performance.active,
-                     **({"restored_settings": self._restored} if self._restored else {})},
+            details={
+                "serial": f.serial,
+                "device_model": f.model,
+                "manufacturer": f.manufacturer,
+                "soc": f.soc,
+                "android_version": f.android,
+                "sdk": f.sdk,
+                "abi": f.abi,
+                "kernel_arch": f.kernel_arch,
+                "cpuinfo_sme2": f.has_sme2,
+                "adb_server": f"{self._server[0]}:{self._server[1]}",
+                "runtime": "native runner over adb",
+                "sme2_off_mode": mode,
+                "runner_on": str(self._on),
+                "runner_off": str(self._off),
+                "affinity": self._options.affinity,
+                "governor": self._governor,
+                "fixed_performance_mode": self._performance is not None and self._performance.active,
+                **({"restored_settings": self._restored} if self._restored else {}),
+            },
         )
 
     def unsupported(self, sme2: bool | None) -> str | None:
         f = self.facts
         if sme2 is True and not f.has_sme2:
-            return (f"SME2 requested but {f.described} has no sme2 in /proc/cpuinfo; run on a device whose CPU has "
-                    "SME2 (Armv9.2 cores such as Arm C1 / Cortex-X925 class)")
+            return (
+                f"SME2 requested but {f.described} has no sme2 in /proc/cpuinfo; run on a device whose CPU has "
+                "SME2 (Armv9.2 cores such as Arm C1 / Cortex-X925 class)"
+            )
         if sme2 is False and not self.two_builds and self._mask is None and self._own_build is None:
-            return ("SME2 off with one runner build on a device needs the SME2-masking library built for it: pass "
-                    "--sme2-adb-mask-library PATH (libsme2_mask.so built with the NDK), or two builds with "
-                    "--sme2-runner-on / --sme2-runner-off")
+            return (
+                "SME2 off with one runner build on a device needs the SME2-masking library built for it: pass "
+                "--sme2-adb-mask-library PATH (libsme2_mask.so built with the NDK), or two builds with "
+                "--sme2-runner-on / --sme2-runner-off"
+            )
         return None
 
     def kernel_sampler(self, period_ns: int) -> "SimpleperfSampler":
         """The device's simpleperf (kernel_sampling.py), or a UsageError saying how to get one onto it."""
         return device_sampler(self._connection, self.facts, (self._on, self._off), period_ns)
 
-    def run(self, pte: Path, inputs: Path | None, spec: RunSpec, out_dir: Path,
-            reference: Path | None = None, sampler: "SimpleperfSampler | None" = None) -> RunResult:
+    def run(
+        self,
+        pte: Path,
+        inputs: Path | None,
+        spec: RunSpec,
+        out_dir: Path,
+        reference: Path | None = None,
+        sampler: "SimpleperfSampler | None" = None,
+    ) -> RunResult:
         reason = self.unsupported(spec.sme2)
         if reason is not None and spec.sme2 is False:
             raise UsageError(reason)
@@ -242,17 +288,25 @@ class AdbTarget(RegisteredTarget):
                 # 126/127: the shell could not execute it; SIGSYS: seccomp refused a system call
                 raise_if_missing_kernels(log, pte, self.info.name)
                 advice = START_ADVICE if code in (126, 127, 128 + signal.SIGSYS) else usage_advice(code, log)
-                raise RunnerError(f"`{shown}` exited with status {code}{signal_note(code)} on "
-                                  f"{self.facts.described}; log kept at {log}{advice}. Last lines:\n{tail(log)}")
+                raise RunnerError(
+                    f"`{shown}` exited with status {code}{signal_note(code)} on "
+                    f"{self.facts.described}; log kept at {log}{advice}. Last lines:\n{tail(log)}"
+                )
             answer = read_result(stdout_path, shown, str(binary))
             if sampler is not None:
                 report_samples(self._connection, self.facts, sampler, run_dir, log)
             self._files.pull(run_dir, spec, out_dir, log, self.facts.described, sampled=sampler is not None)
         finally:
             self._connection.remove(run_dir)
-        return build_result(answer, spec, self.info, out_dir, log,
-                            sme2_active=self.facts.has_sme2 and spec.sme2 is not False,
-                            reference=reference is not None)
+        return build_result(
+            answer,
+            spec,
+            self.info,
+            out_dir,
+            log,
+            sme2_active=self.facts.has_sme2 and spec.sme2 is not False,
+            reference=reference is not None,
+        )
 
     def device_state(self) -> "DeviceState":
         """Governors, frequencies, temperatures, thermal status and battery of the device now (device_state.py)."""
@@ -273,8 +327,17 @@ class AdbTarget(RegisteredTarget):
 
     # --- the steps of a run ---------------------------------------------------------------------------
 
-    def _prepare(self, binary: Path, pte: Path, inputs: Path | None, spec: RunSpec, out_dir: Path,
-                 run_dir: str, reference: Path | None = None, sampler: "SimpleperfSampler | None" = None) -> str:
+    def _prepare(
+        self,
+        binary: Path,
+        pte: Path,
+        inputs: Path | None,
+        spec: RunSpec,
+        out_dir: Path,
+        run_dir: str,
+        reference: Path | None = None,
+        sampler: "SimpleperfSampler | None" = None,
+    ) -> str:
         """Push what the run needs and return the device shell command, every word quoted."""
         files, connection = self._files, self._connection
         folder = files.push_binary(binary)
@@ -290,14 +353,21 @@ class AdbTarget(RegisteredTarget):
             if calls.warmup_inputs is not None:
                 device_warmup = f"{run_dir}/{calls.warmup_inputs.name}"
                 connection.push(calls.warmup_inputs, device_warmup)
-        runner_files = RunnerFiles(pte=device_pte, timed_etdump=f"{run_dir}/{TIMED_ETDUMP}",
-                                   warmup_etdump=f"{run_dir}/{WARMUP_ETDUMP}", outputs=f"{run_dir}/{OUTPUTS_FILE}",
-                                   inputs=device_inputs, reference=device_reference, warmup_inputs=device_warmup,
-                                   call_flags=() if calls is None else calls.flags,
-                                   kernel_libraries=files.push_kits(pte, binary))
+        runner_files = RunnerFiles(
+            pte=device_pte,
+            timed_etdump=f"{run_dir}/{TIMED_ETDUMP}",
+            warmup_etdump=f"{run_dir}/{WARMUP_ETDUMP}",
+            outputs=f"{run_dir}/{OUTPUTS_FILE}",
+            inputs=device_inputs,
+            reference=device_reference,
+            warmup_inputs=device_warmup,
+            call_flags=() if calls is None else calls.flags,
+            kernel_libraries=files.push_kits(pte, binary),
+        )
         argv = runner_arguments(f"{folder}/{binary.name}", runner_files, spec)
-        launch = files.launch(binary, folder, argv, self._options.affinity, self._preload(spec.sme2 is False),
-                              run_dir, sampler)
+        launch = files.launch(
+            binary, folder, argv, self._options.affinity, self._preload(spec.sme2 is False), run_dir, sampler
+        )
         return f"cd {shlex.quote(run_dir)} && echo $$ > runner.pid && {launch}"
 
     def _preload(self, sme2_off: bool) -> str | None:
@@ -307,7 +377,8 @@ class AdbTarget(RegisteredTarget):
         if self._mask is None:
             from pytest_sme2.run.native.build import build_mask_library
 
-            self._mask = build_mask_library(self._own_build)  # set: unsupported() refused this otherwise
+            assert self._own_build is not None  # set: unsupported() refused this otherwise
+            self._mask = build_mask_library(self._own_build)
         return f"{self._files.push_binary(self._mask)}/{self._mask.name}"
 
     # --- what doctor asks of a device -------------------------------------------------------------------
@@ -324,13 +395,20 @@ class AdbTarget(RegisteredTarget):
             raise UsageError(reason)
         binary = self._off if sme2 is False else self._on
         folder = self._files.push_binary(binary)
-        command = self._files.launch(binary, folder, [f"{folder}/{binary.name}", "--version"], self._options.affinity,
-                                     self._preload(sme2 is False))
+        command = self._files.launch(
+            binary,
+            folder,
+            [f"{folder}/{binary.name}", "--version"],
+            self._options.affinity,
+            self._preload(sme2 is False),
+        )
         done = self._connection.shell(command)
         answer = (done.stdout or "").strip()
         if done.returncode != 0 or "pytest-sme2 runner" not in answer:
             said = ((done.stderr or "") + answer).strip()[-500:] or "nothing"
-            raise RunnerError(f"the runner did not start on {self.facts.described} (`adb shell {command}` exited "
-                              f"with status {done.returncode}{signal_note(done.returncode)}; it said: {said})"
-                              f"{START_ADVICE}")
+            raise RunnerError(
+                f"the runner did not start on {self.facts.described} (`adb shell {command}` exited "
+                f"with status {done.returncode}{signal_note(done.returncode)}; it said: {said})"
+                f"{START_ADVICE}"
+            )
         return answer.splitlines()[-1]
