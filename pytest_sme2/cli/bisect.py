@@ -40,7 +40,7 @@ SKIP = 125
 # last -o of a name). skip rather than warn: the test has passed its assertions by then, and a warning would fail
 # it in projects with `filterwarnings = error`; regressions against baselines that do exist still fail.
 MISSING_BASELINE_IS_NO_FAILURE = ("-o", "sme2_baseline_missing=skip")
-REASON_CHARS = 240  # a node id and the gate's first line (a user's trial: 160 cut it at the label)
+REASON_CHARS = 240  # a node id and the gate's first line (160 cut it at the label)
 _SUMMARY = re.compile(r"^=+ (.* in [0-9.]+s\b.*?) =+$", re.M)  # "1 failed, 2 passed in 3.1s", "no tests ran in 1s"
 _ERROR = re.compile(r"(error|exception)\b.*:", re.I)  # "error: unrecognized arguments: --x", "E   ImportError: ..."
 

@@ -1,4 +1,4 @@
-"""The instruction classes a counted emulated run is broken into, per ETDump event (issue 26).
+"""The instruction classes a counted emulated run is broken into, per ETDump event.
 
 Why classes and not one count: one SME2 FMOPA does 256 fp32 multiply-accumulates at a 512-bit
 streaming vector length, one SMOPA 1,024 int8 ones, a NEON FMLA 4; a device model needs to

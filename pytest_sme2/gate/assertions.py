@@ -304,7 +304,7 @@ def assert_no_modelled_sme2_slowdown(
             f"slower with SME2 before it fails, a number >= 0 (0.1: 10%)"
         )
     asked = tuple((p.metadata.get("run") or {}).get("sme2") for p in (on, off))
-    if asked == (False, True):  # a model author's trial: swapped profiles named NEON kernels as the SME2 side
+    if asked == (False, True):  # swapped profiles would name NEON kernels as the SME2 side
         raise UsageError(
             f"assert_no_modelled_sme2_slowdown(on, off): {on.label} ran with SME2 off and {off.label} "
             f"with SME2 on; pass the SME2-on profile first"

@@ -358,7 +358,7 @@ def _below_the_floor(records: Mapping[str, Mapping[str, Any]], tol: Tolerances) 
 
 def _unchanged(path: Path, fresh: baselines.Baseline) -> bool:
     """Whether the file at ``path`` holds exactly what an update would write, but for when and at which commit
-    it was recorded (a user's trial: updating unchanged code rewrote the date and commit of every file, noise in
+    it was recorded (updating unchanged code rewrote the date and commit of every file, noise in
     the pull request's review). Exact counts repeat (emulated target); measured time never does."""
     try:
         stored = json.loads(path.read_text(encoding="utf-8"))
@@ -393,7 +393,7 @@ def _device_options(stored: baselines.Baseline, labels: Collection[str] | None =
 
 def with_stored_device(command: str, stored: baselines.Baseline | None) -> str:
     """The update command, with the --sme2-device its stored baseline was modelled on when the session named none:
-    run as printed, an update without it drops the file's modelled time (a model author's trial)."""
+    run as printed, an update without it drops the file's modelled time."""
     if stored is None or "--sme2-device" in command:
         return command
     options = _device_options(stored)

@@ -108,7 +108,7 @@ def _commit(rootdir: Path) -> str | None:
 
 def check_path(path: Path) -> None:
     """UsageError before the first test if the history file could not be appended to, so a session
-    never runs to the end and then drops its history line (issue 23)."""
+    never runs to the end and then drops its history line."""
     setting = "--sme2-history (or ini sme2_history)"
     if path.is_dir():
         raise UsageError(

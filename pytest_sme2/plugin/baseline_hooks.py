@@ -189,7 +189,7 @@ def _update_command(item: pytest.Item, settings: _GateConfig) -> str:
     extra += f" {gate.BASELINES_DIR_OPTION}={shlex.quote(str(folder))}" if folder else ""
     device = item.config.stash.get(DEVICE_KEY, None)  # an update without it would drop the modelled time
     extra += f" --sme2-device={shlex.quote(device.option)}" if device is not None else ""
-    # the node id is the rootdir's: from a subfolder, the pasted command found no test (a model author's trial)
+    # the node id is the rootdir's: from a subfolder, the pasted command found no test
     rootdir, here = item.config.rootpath, item.config.invocation_params.dir
     where = "" if Path(here).resolve() == Path(rootdir).resolve() else f"cd {shlex.quote(str(rootdir))} && "
     return f"{where}pytest {shlex.quote(item.nodeid)} --sme2-update-baselines{extra}"
@@ -501,7 +501,7 @@ class _GateTally:
             terminalreporter.write_line(f"  written: {written}")
         not_modelled = [v for v in judged if v.check == "modelled" and v.status == Status.SKIPPED]
         unmodelled = [str(v.evidence[JUDGE_WITH]) for v in not_modelled if JUDGE_WITH in v.evidence]
-        if unmodelled:  # a user's trial: this skip was only in the verdicts file, so a modelled regression went unseen
+        if unmodelled:  # in the summary too: in the verdicts file alone a modelled regression goes unseen
             terminalreporter.write_line(
                 f"  {len(unmodelled)} modelled device time check(s) not judged: the baselines "
                 f"hold modelled time and {NO_DEVICE_THIS_SESSION}; add "

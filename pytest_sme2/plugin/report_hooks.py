@@ -317,7 +317,7 @@ class _Collector:
             for entry in (test_entries or {}).values()
             for p in entry.get("profiles") or []
         )
-        if device is not None and not counted:  # a model author's trial: ignored on the host target without a word
+        if device is not None and not counted:  # said: otherwise ignored on the host target without a word
             guarded.write_line(
                 f"sme2: --sme2-device {device.option}: nothing was modelled: a device model "
                 f"prices the instructions of counted runs (the emulated target), and no run "

@@ -1,4 +1,4 @@
-"""Modelled device time: what an emulated run's exact counts would cost on a real SME2 CPU (issue 26).
+"""Modelled device time: what an emulated run's exact counts would cost on a real SME2 CPU.
 
 Why a model: the emulated target counts instructions exactly, but one SME2 FMOPA does 256 fp32
 multiply-accumulates and a NEON FMLA 4, so an instruction ratio is no speedup. A device file
@@ -42,7 +42,7 @@ DEVICES_FOLDER = Path(__file__).parent / "devices"
 ALL_CLASSES = "all"  # a resource rate that applies to every instruction class (the pipeline width)
 MEMORY = "memory"  # the bound name of an operator whose bytes take longer than its instructions
 # The version of the equations (docs/device_model.md): times priced by another are not compared (pricing_digest).
-# 2 (stop 51): the share of an operator's bytes that fits in L2 at L2 rates, the rest at DRAM rates (1: all of
+# 2: the share of an operator's bytes that fits in L2 at L2 rates, the rest at DRAM rates (1: all of
 # them at DRAM rates once they did not all fit). Raise it with any change of what prices a count, the equations
 # here or the bytes work.py gives each operator: baselines priced before then say to record them again.
 PRICING_METHOD = 2
@@ -121,7 +121,7 @@ class DeviceModel:
     def memory_ns(self, bytes_read: np.ndarray, bytes_written: np.ndarray) -> np.ndarray:
         """Per operator, the time its bytes take (NaN bytes: 0): the share of them that fits in L2 at L2 rates,
         the rest at DRAM rates. Continuous in the bytes: with a step at ``l2_bytes`` (every byte at DRAM rates
-        once they did not all fit) a layer 0.4% wider was modelled 5.9x slower (a model author's trial)."""
+        once they did not all fit) a layer 0.4% wider was modelled 5.9x slower."""
         read = np.nan_to_num(np.asarray(bytes_read, dtype=float))
         written = np.nan_to_num(np.asarray(bytes_written, dtype=float))
         total = read + written
@@ -186,7 +186,7 @@ def load_device(name_or_path: str | Path) -> DeviceModel:
 
 def is_device_path(text: str) -> bool:
     """Whether a --sme2-device value names a file (a .toml name, or any path with a folder in it) rather than a
-    shipped device: "devices/mydev.tml" is a misspelt file, not a device called that (a model author's trial)."""
+    shipped device: "devices/mydev.tml" is a misspelt file, not a device called that."""
     return text.endswith(".toml") or "/" in text or os.sep in text
 
 
@@ -303,13 +303,13 @@ def _checked(data: dict[str, Any], path: Path) -> DeviceModel:
 
 def time_text(ms: float) -> str:
     """A modelled time to four significant digits in the unit that shows them (ms, us or ns): a batch-1 layer is
-    tens of nanoseconds, and "0.000 ms off, 0.000 ms on" showed nothing (a model author's trial). The one format
+    tens of nanoseconds, and "0.000 ms off, 0.000 ms on" showed nothing. The one format
     of modelled time in messages, verdicts and reports."""
     if not math.isfinite(ms):
         return f"{ms} ms"
     size = abs(ms)
     if size == 0:
-        return "0"  # in no unit: beside "2.815 us", "0 ms" read as two units (a model author's trial)
+        return "0"  # in no unit: beside "2.815 us", "0 ms" read as two units
     if size >= 1:
         return f"{ms:.4g} ms"
     if size >= 1e-3:
@@ -391,7 +391,7 @@ class ModelledTime:
             {c: (theirs[c] / mine[c] if mine[c] > 0 else math.nan) for c in mine},
         )
 
-    def __repr__(self) -> str:  # the dataclass's would print the whole device file (a model author's trial)
+    def __repr__(self) -> str:  # the dataclass's would print the whole device file
         return (
             f"ModelledTime({self.label}: {time_text(self.e2e_ms)} end to end, {len(self.ops)} operators, "
             f"{self.device.label}; a model, not a measurement)"
@@ -558,7 +558,7 @@ def model_profile(profile: "Profile", device: "str | Path | DeviceModel") -> Mod
     model = device_of(device)
     inputs = PricingInputs.of(profile)
     if inputs is None:
-        if profile.emulated:  # a model author's trial: it was told to use the emulated target it was already on
+        if profile.emulated:  # no advice to use the emulated target it is already on
             raise UsageError(
                 f"{profile.label} was not counted by instruction class, which modelled time on "
                 f"{model.name} needs: the counted inference is the kernel trace's, and "

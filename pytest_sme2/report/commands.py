@@ -209,7 +209,7 @@ def analyze(etdump: Path, etrecord: Path | None, warmup: Path | None, as_json: b
 
 def where_unknown(etdump: Path) -> str | None:
     """A warning for an ETDump with neither run.json nor runner.log beside it (copied out of its run folder):
-    where it ran cannot be known, and an emulated run's times would read as latency (a user's trial: a copied
+    where it ran cannot be known, and an emulated run's times would read as latency (a copied
     emulated ETDump showed "E2E 180.043 ms" and a 0.98x "speedup"). None when its folder says where it ran."""
     folder = Path(etdump).parent
     if (folder / RUN_FACTS).exists() or (folder / RUNNER_LOG).exists():

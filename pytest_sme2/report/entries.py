@@ -279,7 +279,7 @@ def _baseline_outcome(outcome: Mapping[str, Any]) -> list[dict[str, Any]]:
         {"verdict": "baseline unchanged", "message": f"{m} (its records equal this run's: kept as it was)"}
         for m in outcome.get("unchanged", [])
     ]
-    if not rows:  # passed: each verdict as it was judged (an inconclusive one is no "ok": a user's trial)
+    if not rows:  # passed: each verdict as it was judged (an inconclusive one is no "ok")
         judged = [Verdict.from_dict(v) for v in outcome.get("verdicts", [])]
         rows += [{"verdict": shown_status(v), "message": str(v)} for v in judged]
     return rows

@@ -43,7 +43,7 @@ def columns(test_entries: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
         header = "median ms"
     elif all(emulated):
         header = "instructions per inference (emulated)"
-    # a modelled speedup has no interval (a model author's trial): the header says what the column holds
+    # a modelled speedup has no interval: the header says what the column holds
     speedup_header = COLUMNS[SPEEDUP]
     if all(emulated) and emulated:
         modelled = any(
@@ -186,13 +186,13 @@ def comparison_cell(comparison: Mapping[str, Any]) -> str:
         modelled = comparison.get("modelled") or {}
         if modelled.get("speedup") is not None:  # a device model priced the counts: say which, and that it is one
             # the validation's status only ("not validated"): its whole text is said once under the table
-            # (modelled_labels), not on every row (a model author's trial: 330 columns)
+            # (modelled_labels), not on every row (330 columns)
             status = str(modelled["validation"]).split(":", 1)[0]
             return (
                 f"{modelled['speedup']:.2f}x modelled on {modelled['device']} ({status}); "
                 f"{fewer(comparison.get('fewer_instructions'))}"
             )
-        if modelled.get("refused"):  # a model author's trial: the terminal said only "n/a (emulated)"
+        if modelled.get("refused"):  # the terminal said only "n/a (emulated)"
             return (
                 f"not modelled on {modelled['device']} (summary.md says why); "
                 f"{fewer(comparison.get('fewer_instructions'))}"

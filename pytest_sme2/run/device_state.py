@@ -1,5 +1,5 @@
 """The state of the device a timed round ran on: CPU governors and frequencies, temperatures, thermal status,
-battery (issue 27).
+battery.
 
 Phones are noisy in ways a VM is not: a hot phone lowers its cores' frequency cap, and every run taken then is
 slower for a reason that is not the program. ExecuTorch dropped its device-farm perf jobs over exactly this

@@ -68,7 +68,7 @@ def pair_anchorless(
     """Operators with no graph node of their own are named after the last named operator before them
     (identity.py: "Mean (ND) Reduce2 after b2.conv: ..."), so a layer inserted before them renames them though
     they did not change. Left unpaired they read as gone and new under the same name and lose their own
-    instruction check (a user's trial). Such operators are paired kind by kind, in execution order, when the
+    instruction check. Such operators are paired kind by kind, in execution order, when the
     baseline's unpaired ones of that kind are as many as the new ones now named after a node the baseline does
     not have (an inserted layer): an inserted block that brings its own operator of that kind makes the counts
     differ, and then nothing of that kind is paired (a wrong pair would judge one operator by another's

@@ -132,7 +132,7 @@ def loaded_libraries(runner: Path) -> list[Path]:
 
 
 def counted_threads_problem(threads: int) -> str:
-    """Why a counted run takes one thread: a user's trial recorded threads=2 and 4 of 5 unchanged runs then
+    """Why a counted run takes one thread: with threads=2 recorded, 4 of 5 unchanged runs then
     failed (259,160 instructions in the baseline, 169,500-230,902 after), all labelled exact."""
     return (
         f"the emulated target counts a run of one thread exactly, not threads={threads}: with {threads} "

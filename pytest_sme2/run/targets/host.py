@@ -55,7 +55,7 @@ _WAIT_SLICE_S = 1.0
 WORKER_SCRIPT = Path(__file__).with_name("host_worker.py")
 # The worker runs by its path, not with ``-m pytest_sme2.run.targets.host_worker``: -m imports the pytest_sme2
 # package first (the public API: pandas, scipy's statistics), 0.47 s of a fresh worker's 1.7 s start on this
-# 2-core machine, and every measurement starts several workers (issue 25). The worker imports nothing of the
+# 2-core machine, and every measurement starts several workers. The worker imports nothing of the
 # package. Through -c, not as a script, so the worker's folder (host.py, local.py, ...) is never on sys.path.
 _RUN_BY_PATH = "import runpy, sys; sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')"
 

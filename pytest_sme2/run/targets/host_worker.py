@@ -31,7 +31,7 @@ def runtime_binding() -> Any:
     The binding's module needs one small module of ``executorch.exir`` (``_warnings``, for a warning class),
     but importing it runs ``executorch/exir/__init__.py``, which imports the whole exporter (torch._dynamo,
     torch.export passes): 3.3-3.9 s of a worker's 4.6-5.3 s start, paid by every fresh worker a measurement
-    starts (issue 25). This process only loads and runs programs, so it registers the package without its
+    starts. This process only loads and runs programs, so it registers the package without its
     body; its submodules still import on demand. Not done where ``executorch.exir`` is imported already.
     """
     import importlib.util
@@ -234,7 +234,7 @@ def main() -> int:
 
 def _exit_now(status: int) -> None:
     """End at once once stdin closed: every answer, ETDump and log line is already written, and tearing the
-    interpreter down with torch and the runtime loaded took 1.4 s of each worker's life (issue 25), time a
+    interpreter down with torch and the runtime loaded took 1.4 s of each worker's life, time a
     measurement of several fresh processes waited for between them."""
     for stream in (sys.stdout, sys.stderr):
         try:
