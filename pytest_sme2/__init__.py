@@ -98,17 +98,3 @@ __all__ = [
     "count_instructions",
     "register_model",
 ]
-
-
-def __getattr__(name: str) -> object:
-    if name == "Summary":  # the old name of SampleStats, kept for one release (CHANGELOG.md)
-        import warnings
-
-        warnings.warn(
-            "pytest_sme2.Summary is deprecated; use pytest_sme2.SampleStats (the same class, renamed: "
-            "'summary' now means a session's summary.json only)",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return SampleStats
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -65,42 +65,20 @@ def test_the_version_is_pyprojects() -> None:
     assert __version__ == layered == project["version"]
 
 
-def test_renamed_public_names_still_work_for_one_release_and_warn(tmp_path: Path) -> None:
-    """Issue 24 item 2: a public name that changed keeps its old name as a deprecated alias (CHANGELOG.md)."""
-    import sys
-
-    from helpers_etdump import RunSpec, write_etdump
+def test_the_old_names_of_the_unreleased_api_are_gone() -> None:
+    """Renamed before any release, so no alias keeps the old names (a second name of one thing only misleads)."""
+    import importlib
 
     import pytest_sme2
-    from pytest_sme2 import Profile, SampleStats
+    from pytest_sme2 import Profile
     from pytest_sme2.profile import stats
-    from pytest_sme2.report import build_test_entry
 
-    with pytest.warns(DeprecationWarning, match="pytest_sme2.SampleStats"):
-        assert pytest_sme2.Summary is SampleStats
-    with pytest.warns(DeprecationWarning, match="SampleStats"):
-        assert stats.Summary is SampleStats
-    with pytest.warns(DeprecationWarning, match="build_test_entry"):
-        assert pytest_sme2.report.build_record is build_test_entry
-    sys.modules.pop("pytest_sme2.report.record", None)
-    with pytest.warns(DeprecationWarning, match="build_test_entry"):
-        from pytest_sme2.report.record import build_record
-    assert build_record is build_test_entry
-    runs = [
-        RunSpec(
-            e2e_ns=1_000_000 + 1000 * i,
-            delegate_call_ns=600_000,
-            delegate_ops=[("Convolution (NHWC, F32) #1", 500_000)],
-        )
-        for i in range(5)
-    ]
-    profile = Profile.from_etdump(write_etdump(tmp_path / "p.etdp", runs))
-    with pytest.warns(DeprecationWarning, match=r"Profile\.to_dict\(\)"):
-        assert profile.summary() == profile.to_dict()
-    with pytest.warns(DeprecationWarning, match=r"Profile\.work_by_category\(\)"):
-        assert profile.work_summary() == profile.work_by_category()
-    with pytest.raises(AttributeError):
-        pytest_sme2.NoSuchName  # noqa: B018 - the module's __getattr__ answers only the old names
+    for module, name in ((pytest_sme2, "Summary"), (stats, "Summary"), (pytest_sme2.report, "build_record")):
+        with pytest.raises(AttributeError):
+            getattr(module, name)
+    assert not hasattr(Profile, "summary") and not hasattr(Profile, "work_summary")
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module("pytest_sme2.report.record")
 
 
 DEPRECATED = re.compile(

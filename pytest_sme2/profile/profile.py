@@ -811,16 +811,6 @@ class Profile:
         return Inspector(etdump_path=etdump, etrecord=self.artifacts.get("etrecord"))
 
     # --------------------------------------------------------------- output
-    def summary(self, top: int = 10) -> dict[str, Any]:
-        """Deprecated, kept for one release: the old name of :meth:`to_dict`."""
-        _deprecated("Profile.summary()", "Profile.to_dict()")
-        return self.to_dict(top)
-
-    def work_summary(self) -> dict[str, Any] | None:
-        """Deprecated, kept for one release: the old name of :meth:`work_by_category`."""
-        _deprecated("Profile.work_summary()", "Profile.work_by_category()")
-        return self.work_by_category()
-
     def to_dict(self, top: int = 10) -> dict[str, Any]:
         """The one JSON form of this profile: the report's profile entry (summary.json, HTML, CSV), the history
         line, ``pytest-sme2 analyze --json`` and the baseline record (baselines.record_of picks from it) all
@@ -1008,15 +998,6 @@ def samples_of(profile_or_samples: "Profile | Sequence[float] | np.ndarray") -> 
     if isinstance(profile_or_samples, Profile):
         return profile_or_samples.e2e_ms
     return stats.as_samples(profile_or_samples)
-
-
-def _deprecated(old: str, new: str) -> None:
-    """A renamed public name still works for one release and says what it is called now (CHANGELOG.md)."""
-    warnings.warn(
-        f"{old} is deprecated; use {new} (the same, renamed: 'summary' now means a session's " "summary.json only)",
-        DeprecationWarning,
-        stacklevel=3,
-    )
 
 
 # Set on the skip a timing assertion raises on emulated profiles: the profiles the test built before it were

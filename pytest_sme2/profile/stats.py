@@ -9,9 +9,8 @@ bootstrap for ratios of medians (so the same samples always give the same interv
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -481,14 +480,3 @@ def change_points(
     if np.isfinite(series).all():
         search(0, series.size)
     return sorted(found)
-
-
-def __getattr__(name: str) -> Any:
-    if name == "Summary":  # the old name of SampleStats, kept for one release (CHANGELOG.md)
-        warnings.warn(
-            "pytest_sme2.profile.stats.Summary is deprecated; use SampleStats (the same class, renamed)",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return SampleStats
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

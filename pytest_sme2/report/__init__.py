@@ -14,18 +14,9 @@ __all__ = ["build_test_entry", "session_summary", "write_session"]
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("build_test_entry", "build_record"):
+    if name == "build_test_entry":
         from pytest_sme2.report.entries import build_test_entry
 
-        if name == "build_record":  # the old name, kept for one release (CHANGELOG.md)
-            import warnings
-
-            warnings.warn(
-                "pytest_sme2.report.build_record is deprecated; use pytest_sme2.report.build_test_entry "
-                "(the same function, renamed: 'record' now means a baseline record only)",
-                DeprecationWarning,
-                stacklevel=2,
-            )
         return build_test_entry
     if name in ("session_summary", "write_session"):
         from pytest_sme2.report import summary

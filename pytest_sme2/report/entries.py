@@ -188,16 +188,6 @@ def _kernel_comparison(on: Profile, off: Profile) -> dict[str, Any] | None:
     }
 
 
-def profile_entry(profile: Profile) -> dict[str, Any]:
-    """Deprecated (kept for one release): a profile's report entry is ``profile.to_dict()`` itself."""
-    warnings.warn(
-        "pytest_sme2.report.entries.profile_entry is deprecated; use profile.to_dict(), the profile's " "one JSON form",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return profile.to_dict()
-
-
 def build_test_entry(nodeid: str, profiles: list[Profile], device: "str | DeviceModel | None" = None) -> dict[str, Any]:
     """Everything the reports show about one test, as JSON-ready data; ``device``: the device model whose
     modelled time comparisons of counted runs also carry (--sme2-device)."""

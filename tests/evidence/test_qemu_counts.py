@@ -278,7 +278,7 @@ def test_instruction_mix_of_a_real_model_adds_up_and_names_fp32_outer_products(m
     assert (mix_on.loc[~packed, list(OUTER_PRODUCTS)] == 0).all().all()
     assert (mix_off[list(SME_CLASSES)] == 0).all().all()
     # summary.json and baselines carry one inference's mix: all of its instructions, the operators' among them
-    record = on.summary()["instructions"]
+    record = on.to_dict()["instructions"]
     assert sum(record["mix"].values()) == record["per_inference"]
     assert all(record["mix"][name] >= mix_on[name].sum() for name in NAMES)
     # without SME2 the same operators run NEON kernels: NEON arithmetic in each, most of their instructions

@@ -14,7 +14,6 @@ from pytest_sme2.errors import BaselineError
 from pytest_sme2.evidence.etdump import SyntheticEvent, read_run, write_synthetic_etdump
 from pytest_sme2.gate import baselines
 from pytest_sme2.profile.profile import Profile
-from pytest_sme2.report.record import profile_entry
 
 
 def _record(samples: list[float]) -> dict:
@@ -262,8 +261,6 @@ def test_record_of_a_real_profile(tmp_path: Path) -> None:
     assert shared >= {"latency", "shares", "per_run", "process_sizes", "delegation", "reference_ms"}
     assert {key: record[key] for key in shared} == {key: entry[key] for key in shared}
     assert record["portable_ops"] == [op["op"] for op in entry["portable_ops"]] == ["native_call_where.self_out"]
-    with pytest.warns(DeprecationWarning, match=r"profile\.to_dict\(\)"):  # the old name, for one release
-        assert json.dumps(profile_entry(profile), default=str) == json.dumps(entry, default=str)
     assert record["portable_ops"] == ["native_call_where.self_out"]
     assert record["delegation"]["ops"] == {"aten.where.self": [0, 1]}
     assert record["sme_path_share"] == 1.0 and record["instructions"] == {
