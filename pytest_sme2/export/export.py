@@ -441,11 +441,7 @@ def export(model: Model, recipe: Recipe, cache_dir: Path) -> ExportedModel:
             cached = None
         if cached is not None:
             return cached
-        _remove_stale_staging(cache_dir)
-        staging = cache_dir / f".staging-{final.name}-{os.getpid()}"
-        shutil.rmtree(staging, ignore_errors=True)
-        staging.mkdir(parents=True)
-        try:
+        with staged_entry(cache_dir, final) as staging:
             started = time.perf_counter()
             delegation = _lower_into(model, recipe, traced, staging)
             seconds = traced.seconds + time.perf_counter() - started
@@ -460,16 +456,33 @@ def export(model: Model, recipe: Recipe, cache_dir: Path) -> ExportedModel:
                 "source": str(model.source_path) if model.source_path else None,
                 "files": {name: file_sha256(staging / name) for name in CHECKED_FILES},
             }
-            (staging / META_NAME).write_text(json.dumps(meta, indent=2, sort_keys=True))
-            # Planned memory and per-operator work, read from the .pte now that ExecuTorch's exporter is loaded.
-            write_facts(facts_document(staging / PTE_NAME), staging / FACTS_FILE)
-            os.rename(staging, final)
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
+            write_entry_meta(staging, meta)
     return ExportedModel(
         model.name, recipe, final, traced.key, False, seconds, delegation, traced.digest, traced.seconds
     )
+
+
+@contextlib.contextmanager
+def staged_entry(cache_dir: Path, final: Path) -> Iterator[Path]:
+    """A fresh staging folder for the entry ``final`` (the caller holds its lock): renamed to ``final`` when the
+    block ends, removed when it fails, so a reader never sees half an entry."""
+    _remove_stale_staging(cache_dir)
+    staging = cache_dir / f".staging-{final.name}-{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    try:
+        yield staging
+        os.rename(staging, final)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def write_entry_meta(staging: Path, meta: dict[str, Any]) -> None:
+    """export.json, and the program's planned memory and per-operator work read from its .pte (ExecuTorch's
+    exporter is loaded by then)."""
+    (staging / META_NAME).write_text(json.dumps(meta, indent=2, sort_keys=True))
+    write_facts(facts_document(staging / PTE_NAME), staging / FACTS_FILE)
 
 
 def _remove_stale_staging(cache_dir: Path) -> None:

@@ -15,7 +15,6 @@ import copy
 import dataclasses
 import hashlib
 import json
-import os
 import shutil
 import time
 import traceback
@@ -35,13 +34,13 @@ from pytest_sme2.export.export import (
     Recipe,
     _delegation_record,
     _first_line,
-    _remove_stale_staging,
     check_files,
     read_meta,
+    staged_entry,
     versions,
+    write_entry_meta,
 )
 from pytest_sme2.export.export_key import KEY_CHARS
-from pytest_sme2.export.work import FACTS_FILE, facts_document, write_facts
 from pytest_sme2.system.digests import file_sha256
 from pytest_sme2.system.locks import entry_lock
 
@@ -206,11 +205,7 @@ def export_llm(config: Any, cache_dir: Path, name: str | None = None) -> Exporte
         if cached is not None:
             return cached
         shutil.rmtree(final, ignore_errors=True)  # a damaged or other entry under this name
-        _remove_stale_staging(cache_dir)
-        staging = cache_dir / f".staging-{final.name}-{os.getpid()}"
-        shutil.rmtree(staging, ignore_errors=True)
-        staging.mkdir(parents=True)
-        try:
+        with staged_entry(cache_dir, final) as staging:
             started = time.perf_counter()
             delegation = _export_into(config, staging, name, recipe)
             seconds = time.perf_counter() - started
@@ -228,12 +223,7 @@ def export_llm(config: Any, cache_dir: Path, name: str | None = None) -> Exporte
                 "config": _plain(config),
                 "files": {n: file_sha256(staging / n) for n in (PTE_NAME, ETRECORD_NAME, INPUTS_NAME)},
             }
-            (staging / META_NAME).write_text(json.dumps(meta, indent=2, sort_keys=True))
-            write_facts(facts_document(staging / PTE_NAME), staging / FACTS_FILE)
-            os.rename(staging, final)
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
+            write_entry_meta(staging, meta)
     return ExportedModel(name, recipe, final, key, False, seconds, delegation, meta["program_digest"])
 
 

@@ -78,16 +78,8 @@ def test_x86_64_stand_ins_return_their_object_and_write_the_schema_through_the_h
     assert _body(asm, "_ZN3c106SymInt1fEv")[-1] == "jmp pytest_sme2_torch_called@PLT"
 
 
-def test_the_x86_64_kit_stops_a_pytorch_call_with_its_name(tmp_path: Path) -> None:
-    """This machine's kit (the installed package's library), a real program calling one of PyTorch's functions
-    through the stand-in."""
-    compiler = shutil.which("cc")
-    if compiler is None:
-        pytest.skip("no C compiler")
-    library = kit_library(LIBRARY, "x86_64")
-    manifest = json.loads((kit_root(library) / MANIFEST).read_text())
-    assert manifest["arch"] == "x86_64" and "libtorch_cpu.so" in manifest["stood_in_libraries"]
-    folder = kit_root(library) / "torch" / "lib"
+def _calling_torch(compiler: str, folder: Path, tmp_path: Path) -> Path:
+    """A real program, linked against the kit's stand-in in ``folder``, that calls one of PyTorch's functions."""
     program = tmp_path / "calls_torch.c"
     program.write_text(
         'extern void promote(void) __asm__("_ZN3c106SymInt19promote_to_negativeEv");\n'
@@ -98,6 +90,20 @@ def test_the_x86_64_kit_stops_a_pytorch_call_with_its_name(tmp_path: Path) -> No
         [compiler, str(program), "-o", str(binary), f"-L{folder}", f"-l:{STANDIN_NAME}", f"-Wl,-rpath,{folder}"],
         check=True,
     )
+    return binary
+
+
+def test_the_x86_64_kit_stops_a_pytorch_call_with_its_name(tmp_path: Path) -> None:
+    """This machine's kit (the installed package's library), a real program calling one of PyTorch's functions
+    through the stand-in."""
+    compiler = shutil.which("cc")
+    if compiler is None:
+        pytest.skip("no C compiler")
+    library = kit_library(LIBRARY, "x86_64")
+    manifest = json.loads((kit_root(library) / MANIFEST).read_text())
+    assert manifest["arch"] == "x86_64" and "libtorch_cpu.so" in manifest["stood_in_libraries"]
+    folder = kit_root(library) / "torch" / "lib"
+    binary = _calling_torch(compiler, folder, tmp_path)
     done = subprocess.run([str(binary)], capture_output=True, text=True)
     assert done.returncode != 0 and "called PyTorch's c10::SymInt::promote_to_negative()" in done.stderr
 
@@ -135,16 +141,7 @@ def test_a_pytorch_function_called_through_the_kit_stops_the_run_with_its_name(t
     if compiler is None:
         pytest.skip("no aarch64 cross compiler")
     folder = kit_root(kit_library(LIBRARY)) / "torch" / "lib"
-    program = tmp_path / "calls_torch.c"
-    program.write_text(
-        'extern void promote(void) __asm__("_ZN3c106SymInt19promote_to_negativeEv");\n'
-        "int main(void) { promote(); return 0; }\n"
-    )
-    binary = tmp_path / "calls_torch"
-    subprocess.run(
-        [compiler, str(program), "-o", str(binary), f"-L{folder}", f"-l:{STANDIN_NAME}", f"-Wl,-rpath,{folder}"],
-        check=True,
-    )
+    binary = _calling_torch(compiler, folder, tmp_path)
     status = emulation_setup.status()
     done = subprocess.run(
         [str(status.qemu), "-cpu", "max", str(binary)],
