@@ -1,0 +1,78 @@
+"""benchmarks/study_false_alarms.py's bookkeeping: the bound it reports, how it reads `pytest-sme2 check`
+and an update's refusals, and how its table counts pairs against independent sessions."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+import study_false_alarms as study  # noqa: E402
+
+
+def test_the_bound_needs_299_alarm_free_pairs_for_one_percent() -> None:
+    assert study.upper_bound(0, 299) <= 0.01 < study.upper_bound(0, 298)
+    # Clopper-Pearson one-sided 95% upper limit for 1 in 100, from published tables: 4.66%
+    assert abs(study.upper_bound(1, 100) - 0.0466) < 0.0005
+    assert study.upper_bound(0, 0) == 1.0
+
+
+CHECK_OUTPUT = """passed test_perf.py::test_model[mobilenet_v3_small] (14 verdict(s), 2 inconclusive)
+FAILED test_perf.py::test_model[toy_cnn]
+relative latency +12.0% (p=1e-05) ...
+if the change is intended, record it again with: pytest --sme2-update-baselines
+
+passed test_perf.py::test_model[mynet] (no baseline for mynet fp32-xnnpack in /x; skipped)
+passed test_perf.py::test_model[transformer_encoder] (12 verdict(s))
+1 of 4 test(s) failed against /x; every verdict: /y
+"""
+
+
+def test_check_output_is_read_per_test() -> None:
+    found = study.parse_check(CHECK_OUTPUT, Path("/y"))
+    assert found["mobilenet_v3_small"]["verdict"] == "passed" and found["mobilenet_v3_small"]["inconclusive"] == 2
+    assert found["transformer_encoder"] == {"verdict": "passed", "shown": "12 verdict(s)", "inconclusive": 0}
+    assert found["mynet"]["verdict"] == "missing"
+    assert found["toy_cnn"]["verdict"] == "failed"
+    assert found["toy_cnn"]["message"].startswith("relative latency +12.0%")
+    assert "record it again" in found["toy_cnn"]["message"] and "passed" not in found["toy_cnn"]["message"]
+
+
+UPDATE_OUTPUT = """____________________________ test_model[toy_cnn] _____________________________
+sme2 baseline check failed:
+baseline not written to /b/toy.json: the runs are not good enough to judge later runs by:
+  toy_cnn fp32-xnnpack: share of CONV moves by 4.5 points (sd) between its 10 processes
+____________________________ test_model[mynet] _____________________________
+something else failed
+=========================== short test summary info ============================
+"""
+
+
+def test_refusals_name_the_refused_test_only() -> None:
+    found = study.refusals(UPDATE_OUTPUT)
+    assert list(found) == ["toy_cnn"]
+    assert "share of CONV moves by 4.5 points" in found["toy_cnn"]
+
+
+def _line(kind: str, **fields: object) -> dict:
+    state = {"loadavg": [1.0, 1.0, 1.0], "other_busy_processes": 2, "time": "t"}
+    return {"kind": kind, "target": "host", "condition": "load1", "work": "/w", "start": state, "end": state,
+            **fields}
+
+
+def test_table_counts_pairs_session_tests_and_sessions_apart() -> None:
+    lines = [_line("baseline", folder=f"b{i}", written=["a", "b"], refused=["c"]) for i in range(2)]
+    lines += [_line("session", session_dir=f"s{j}") for j in range(3)]
+    lines += [_line("pair", baseline=f"b{i}", session=f"s{j}", test=t, verdict="passed")
+              for i in range(2) for j in range(3) for t in ("a", "b")]
+    lines[-1]["verdict"] = "failed"  # b1 x s2 x b
+    lines[-2]["verdict"] = "failed"  # b1 x s2 x a
+    lines.append(_line("pair", baseline="b0", session="s0", test="c", verdict="missing"))
+    lines.append(_line("pair", baseline="b0", session="s1", test="(none)", verdict="error", exit=2))
+    [row] = study.summary_rows(lines)
+    assert (row["pairs"], row["pair_alarms"]) == (12, 2)
+    assert (row["session_tests"], row["session_test_alarms"]) == (6, 2)
+    assert (row["judged_sessions"], row["session_alarms"]) == (3, 1)
+    assert row["baselines_refused"] == 2 and row["refused_by_test"] == {"c": 2}
+    assert row["missing_pairs"] == 1 and len(row["check_errors"]) == 1
+    assert row["pair_bound"] < row["session_test_bound"] < row["session_bound"]  # fewer, so wider
