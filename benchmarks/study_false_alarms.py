@@ -223,8 +223,8 @@ def refusals(out: str) -> dict[str, str]:
     for block in re.split(r"\n_{5,} ", out):
         match = TEST_RE.match(block.strip("_ ")) or TEST_RE.search(block[:200])
         if match and "baseline not written" in block:
-            text = block[block.index("baseline not written"):]
-            found[match.group(1)] = "\n".join(text.splitlines()[:6])[:1500]
+            text = block[block.index("baseline not written"):].split("\nways out:")[0]
+            found[match.group(1)] = "\n".join(text.splitlines()[:8])[:2000]
     return found
 
 
@@ -269,20 +269,25 @@ def _key(target: str, condition: str) -> tuple[str, str]:
     return target, condition
 
 
-def _wait_for_idle(condition: str, deadline: float, log) -> bool:
-    """True when the session may start: at once for a load condition; for idle, once the 1-minute load
-    average is at most IDLE_LOAD (printing why it waits); False if the deadline passes first."""
-    if condition != "idle":
-        return True
+def _may_start(condition: str, max_other_busy: int | None, deadline: float, log) -> bool:
+    """True when a session may start: for idle, once the 1-minute load average is at most IDLE_LOAD; with
+    ``max_other_busy``, once at most that many other processes are busy (so a load condition is not four
+    busy jobs in truth); at once otherwise. It waits, saying why every 5 minutes; False if the deadline
+    passes first."""
     said = 0.0
     while time.time() < deadline:
-        load = float(Path("/proc/loadavg").read_text().split()[0])
-        if load <= IDLE_LOAD:
+        state = machine_state()
+        load, busy = state["loadavg"][0], state["other_busy_processes"]
+        reasons = []
+        if condition == "idle" and load > IDLE_LOAD:
+            reasons.append(f"1-minute load average {load:.2f} > {IDLE_LOAD}")
+        if max_other_busy is not None and busy > max_other_busy:
+            reasons.append(f"{busy} other busy processes > {max_other_busy}")
+        if not reasons:
             return True
         if time.time() - said > 300:
-            state = machine_state()
-            log(f"waiting for idle: 1-minute load average {load:.2f} > {IDLE_LOAD} "
-                f"({state['other_busy_processes']} other busy processes); no idle session starts before")
+            log(f"waiting: {'; '.join(reasons)} (load average {load:.2f}, {busy} other busy processes); "
+                f"no {condition} session starts before")
             said = time.time()
         time.sleep(30)
     return False
@@ -302,14 +307,21 @@ def run(args: argparse.Namespace) -> None:
 
     write_project(root, "base")
     mine = [line for line in read_lines(results) if line.get("work") == str(root)]
-    baselines = [line for line in mine if line["kind"] == "baseline" and (root / line["folder"]).is_dir()]
+    baselines = [line for line in mine if line["kind"] == "baseline"]  # refused ones count as attempts
     sessions = [line for line in mine if line["kind"] == "session" and line.get("session_dir")
                 and (root / line["session_dir"]).is_dir()]
-    while len(baselines) < args.baselines and time.time() < deadline:
-        if not _wait_for_idle(args.condition, deadline, log):
+
+    def usable() -> list[dict[str, Any]]:
+        """The baseline folders of this project that hold a written baseline (still on disk)."""
+        return [line for line in baselines if line["written"] and (root / line["folder"]).is_dir()]
+
+    attempts = args.baseline_attempts or 2 * args.baselines
+    while len(usable()) < args.baselines and len(baselines) < attempts and time.time() < deadline:
+        if not _may_start(args.condition, args.max_other_busy, deadline, log):
             break
         folder = f"baselines-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}"
-        log(f"recording baseline folder {len(baselines) + 1} of {args.baselines}: {folder}")
+        log(f"recording a baseline folder ({len(usable())} of {args.baselines} written so far, attempt "
+            f"{len(baselines) + 1} of at most {attempts}): {folder}")
         session = pytest_session(root, args.condition,
                                  ["--sme2-update-baselines", f"--sme2-baselines-dir={root / folder}", *target_args],
                                  args.timeout)
@@ -320,19 +332,23 @@ def run(args: argparse.Namespace) -> None:
             log(f"baseline not recorded idle, recorded as skipped ({_not_idle_why(session)})")
             continue
         files = baseline_files(root / folder)
-        line = {**common, "kind": "baseline", "folder": folder, **session, "written": sorted(files),
+        line = {**common, "kind": "baseline", "folder": folder, **session, "max_other_busy": args.max_other_busy,
+                "written": sorted(files),
                 "asked_processes": {t: asked_processes(p) for t, p in files.items()},
                 "refused": sorted(set(MODELS) | {"mynet"} - set(files)), "refusal_text": refused}
         append(results, line)
         baselines.append(line)
         log(f"baseline {folder}: {session['seconds']:.0f} s, written {line['written']}, refused {line['refused']}, "
             f"load {session['start']['loadavg'][0]:.2f} -> {session['end']['loadavg'][0]:.2f}")
-    folders = [root / line["folder"] for line in baselines]
-    if folders:
+    folders = [root / line["folder"] for line in usable()]
+    if not folders:
+        log(f"no baseline folder holds a written baseline ({len(baselines)} recorded, every test refused): "
+            "no session is run, since nothing could judge it")
+    else:
         asked = build_union(root, folders)
         log(f"sessions measure, per test, the most processes any baseline asks for: {asked}")
-    while baselines and len(sessions) < args.sessions and time.time() < deadline:
-        if not _wait_for_idle(args.condition, deadline, log):
+    while folders and len(sessions) < args.sessions and time.time() < deadline:
+        if not _may_start(args.condition, args.max_other_busy, deadline, log):
             break
         session = pytest_session(root, args.condition, [f"--sme2-baselines-dir={root / 'baselines-union'}",
                                                         "-o", "sme2_baseline_missing=skip", *target_args],
@@ -343,16 +359,16 @@ def run(args: argparse.Namespace) -> None:
             append(results, line)
             log(f"session not idle, recorded as skipped ({line['why']})")
             continue
-        line = {**common, "kind": "session", **session, "invalid": session["ran"] < len(MODELS) + 1
-                or session["session_dir"] is None}
+        line = {**common, "kind": "session", **session, "max_other_busy": args.max_other_busy,
+                "invalid": session["ran"] < len(MODELS) + 1 or session["session_dir"] is None}
         append(results, line)
         log(f"session {len(sessions) + 1} of {args.sessions}: {session['seconds']:.0f} s, own verdict failed "
             f"{session['failed'] or 'none'}, load {session['start']['loadavg'][0]:.2f} -> "
             f"{session['end']['loadavg'][0]:.2f}, {session['start']['other_busy_processes']} other busy processes")
         if not line["invalid"]:
             sessions.append(line)
-        judge_all(root, results, common, baselines, sessions, log)
-    judge_all(root, results, common, baselines, sessions, log)
+        judge_all(root, results, common, usable(), sessions, log)
+    judge_all(root, results, common, usable(), sessions, log)
 
 
 def _not_idle(condition: str, session: dict[str, Any]) -> bool:
@@ -484,6 +500,10 @@ def main() -> None:
     go.add_argument("--local", action="store_true", help="the local target (native runner) instead of the host")
     go.add_argument("--baselines", type=int, default=5, help="baseline folders to record (K)")
     go.add_argument("--sessions", type=int, default=20, help="unchanged sessions to record (M)")
+    go.add_argument("--baseline-attempts", type=int,
+                    help="record at most this many baseline folders in all, refused ones included (default 2 K)")
+    go.add_argument("--max-other-busy", type=int,
+                    help="start a session only when at most this many other processes are busy (default: any)")
     go.add_argument("--hours", type=float, default=24.0, help="start nothing new after this many hours")
     go.add_argument("--timeout", type=float, default=3600.0, help="seconds one pytest session may take")
     go.add_argument("--work", type=Path, help="the study's project (default .sme2/false-alarms/TARGET-CONDITION)")

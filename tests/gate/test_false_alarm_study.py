@@ -1,10 +1,14 @@
 """benchmarks/study_false_alarms.py's bookkeeping: the bound it reports, how it reads `pytest-sme2 check`
-and an update's refusals, and how its table counts pairs against independent sessions."""
+(on its real output for real sessions of the tiny model) and an update's refusals, and how its table counts
+pairs against independent sessions."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
+
+import pytest
+from helpers_gate import UPDATE
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import study_false_alarms as study  # noqa: E402
@@ -76,3 +80,37 @@ def test_table_counts_pairs_session_tests_and_sessions_apart() -> None:
     assert row["baselines_refused"] == 2 and row["refused_by_test"] == {"c": 2}
     assert row["missing_pairs"] == 1 and len(row["check_errors"]) == 1
     assert row["pair_bound"] < row["session_test_bound"] < row["session_bound"]  # fewer, so wider
+
+
+MODEL_TEST = """
+import pytest
+
+@pytest.mark.parametrize("name", [pytest.param("tiny", marks=pytest.mark.model("tiny{recipe}"))])
+def test_model(name, exported_pte, runner, etdump_profile):
+    etdump_profile(exported_pte, runner())
+"""
+
+
+def test_real_sessions_judged_against_a_baseline_folder(sme2_project: pytest.Pytester,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The study's judge runs the real `pytest-sme2 check` on a real session: an unchanged one passes, one whose
+    operator fell out of the delegate fails with that message, and a folder without the test's baseline is
+    'missing' (not a judged pair)."""
+    monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)  # the suite turns the gate off there
+    sme2_project.makepyfile(test_perf=MODEL_TEST.format(recipe=""))
+    folder = sme2_project.path / "baselines-1"
+    sme2_project.runpytest_inprocess(*UPDATE, f"--sme2-baselines-dir={folder}").assert_outcomes(passed=1)
+    files = study.baseline_files(folder)
+    assert list(files) == ["tiny"] and study.asked_processes(files["tiny"]) == 1  # the ini's sme2_processes
+
+    def session() -> Path:
+        sme2_project.runpytest_inprocess(f"--sme2-baselines-dir={folder}")
+        return max((sme2_project.path / ".sme2" / "artifacts").glob("session-*"), key=lambda p: p.stat().st_mtime)
+
+    unchanged = session()
+    assert study.judge(sme2_project.path, folder, unchanged, sme2_project.path / "out1")["tiny"]["verdict"] == "passed"
+    sme2_project.makepyfile(test_perf=MODEL_TEST.format(recipe='", partitioner="none'))
+    changed = study.judge(sme2_project.path, folder, session(), sme2_project.path / "out2")["tiny"]
+    assert changed["verdict"] == "failed" and "fell out of the delegate" in changed["message"], changed
+    empty = sme2_project.mkdir("empty")
+    assert study.judge(sme2_project.path, empty, unchanged, sme2_project.path / "out3")["tiny"]["verdict"] == "missing"
