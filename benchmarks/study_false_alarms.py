@@ -269,12 +269,13 @@ def _key(target: str, condition: str) -> tuple[str, str]:
     return target, condition
 
 
-def _may_start(condition: str, max_other_busy: int | None, deadline: float, log) -> bool:
+def _may_start(condition: str, max_other_busy: int | None, deadline: float, log,
+               waited: dict[str, Any]) -> bool:
     """True when a session may start: for idle, once the 1-minute load average is at most IDLE_LOAD; with
     ``max_other_busy``, once at most that many other processes are busy (so a load condition is not four
-    busy jobs in truth); at once otherwise. It waits, saying why every 5 minutes; False if the deadline
-    passes first."""
-    said = 0.0
+    busy jobs in truth); at once otherwise. It waits, saying why every 5 minutes, and fills ``waited``
+    (seconds, the reasons and the busiest readings) for the results file; False if the deadline passes."""
+    said, started = 0.0, time.time()
     while time.time() < deadline:
         state = machine_state()
         load, busy = state["loadavg"][0], state["other_busy_processes"]
@@ -284,13 +285,28 @@ def _may_start(condition: str, max_other_busy: int | None, deadline: float, log)
         if max_other_busy is not None and busy > max_other_busy:
             reasons.append(f"{busy} other busy processes > {max_other_busy}")
         if not reasons:
+            waited["seconds"] = round(time.time() - started)
             return True
+        waited.update(seconds=round(time.time() - started), why=reasons,
+                      max_load=max(load, waited.get("max_load", 0)), max_busy=max(busy, waited.get("max_busy", 0)),
+                      min_load=min(load, waited.get("min_load", load)))
         if time.time() - said > 300:
             log(f"waiting: {'; '.join(reasons)} (load average {load:.2f}, {busy} other busy processes); "
                 f"no {condition} session starts before")
             said = time.time()
         time.sleep(30)
     return False
+
+
+def _start(args: argparse.Namespace, deadline: float, log, results: Path, common: dict[str, Any]) -> bool:
+    """Wait as _may_start says; a wait of a minute or more is appended to the results file as a ``waited``
+    line (the time the shared machine cost the study, and why)."""
+    waited: dict[str, Any] = {}
+    ready = _may_start(args.condition, args.max_other_busy, deadline, log, waited)
+    if waited.get("seconds", 0) >= 60:
+        append(results, {**common, "kind": "waited", **waited, "started_after": ready,
+                         "max_other_busy": args.max_other_busy, "end": machine_state()})
+    return ready
 
 
 def run(args: argparse.Namespace) -> None:
@@ -317,7 +333,7 @@ def run(args: argparse.Namespace) -> None:
 
     attempts = args.baseline_attempts or 2 * args.baselines
     while len(usable()) < args.baselines and len(baselines) < attempts and time.time() < deadline:
-        if not _may_start(args.condition, args.max_other_busy, deadline, log):
+        if not _start(args, deadline, log, results, common):
             break
         folder = f"baselines-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}"
         log(f"recording a baseline folder ({len(usable())} of {args.baselines} written so far, attempt "
@@ -348,7 +364,7 @@ def run(args: argparse.Namespace) -> None:
         asked = build_union(root, folders)
         log(f"sessions measure, per test, the most processes any baseline asks for: {asked}")
     while folders and len(sessions) < args.sessions and time.time() < deadline:
-        if not _may_start(args.condition, args.max_other_busy, deadline, log):
+        if not _start(args, deadline, log, results, common):
             break
         session = pytest_session(root, args.condition, [f"--sme2-baselines-dir={root / 'baselines-union'}",
                                                         "-o", "sme2_baseline_missing=skip", *target_args],
@@ -422,14 +438,18 @@ def summary_rows(lines: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         loads = [l[side]["loadavg"][0] for l in [*baselines, *sessions] for side in ("start", "end")]
         busy = [l[side]["other_busy_processes"] for l in [*baselines, *sessions] for side in ("start", "end")]
         refused = sum(len(l["refused"]) for l in baselines)
+        disturbed = [int(a) / int(b) for l in baselines for text in (l.get("refusal_text") or {}).values()
+                     for a, b in re.findall(r"(\d+) of (\d+) runs were disturbed", text)]
         rows.append({
             "target": target, "condition": condition,
             "baseline_folders": len(baselines), "baselines_written": sum(len(l["written"]) for l in baselines),
             "baselines_refused": refused,
             "refused_by_test": dict(sorted(_count(t for l in baselines for t in l["refused"]).items())),
+            "refused_disturbed_range": [min(disturbed), max(disturbed)] if disturbed else None,
             "sessions": len(sessions), "judged_sessions": len(judged_sessions),
             "baselines_used": len(used_baselines),
             "skipped_not_idle": sum(l["kind"] == "skipped" for l in group),
+            "waited_minutes": round(sum(l["seconds"] for l in group if l["kind"] == "waited") / 60),
             "pairs": len(pairs), "pair_alarms": len(alarms), "pair_bound": upper_bound(len(alarms), len(pairs)),
             "session_tests": len(session_tests), "session_test_alarms": len(alarmed_tests),
             "session_test_bound": upper_bound(len(alarmed_tests), len(session_tests)),
@@ -479,7 +499,10 @@ def summary(args: argparse.Namespace) -> None:
     print(table(rows))
     for r in rows:
         need = max(0, TARGET_PAIRS - r["pairs"]) if not r["pair_alarms"] else None
-        print(f"\n{r['target']}/{r['condition']}: refused baselines per test {r['refused_by_test'] or 'none'}; "
+        shaken = r["refused_disturbed_range"]
+        print(f"\n{r['target']}/{r['condition']}: refused baselines per test {r['refused_by_test'] or 'none'}"
+              + (f" ({100 * shaken[0]:.0f}-{100 * shaken[1]:.0f}% of their runs disturbed)" if shaken else "")
+              + f"; {r['waited_minutes']} minutes waited for the machine; "
               f"{r['skipped_not_idle']} session(s) skipped as not idle; {r['inconclusive_pairs']} passing pair(s) "
               f"with inconclusive verdicts; {r['missing_pairs']} pair-test(s) without a baseline (not counted); "
               f"{len(r['check_errors'])} check command error(s) (not verdicts, listed below); "

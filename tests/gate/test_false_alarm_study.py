@@ -4,6 +4,7 @@ pairs against independent sessions."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -114,3 +115,24 @@ def test_real_sessions_judged_against_a_baseline_folder(sme2_project: pytest.Pyt
     assert changed["verdict"] == "failed" and "fell out of the delegate" in changed["message"], changed
     empty = sme2_project.mkdir("empty")
     assert study.judge(sme2_project.path, empty, unchanged, sme2_project.path / "out3")["tiny"]["verdict"] == "missing"
+
+
+def _baseline(folder: Path, test: str, asked: list[int]) -> None:
+    path = folder / "host-x86_64" / f"test_perf.py_test_model_{test}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    profiles = {f"{test} v{i}": {"quality": {"auto": True, "check_processes": n}} for i, n in enumerate(asked)}
+    path.write_text(json.dumps({"test": f"test_perf.py::test_model[{test}]", "profiles": profiles}))
+
+
+def test_sessions_measure_what_the_most_demanding_baseline_asks(tmp_path: Path) -> None:
+    """The union folder holds, per test, the baseline file asking for the most processes (its largest record)."""
+    first, second = tmp_path / "b1", tmp_path / "b2"
+    _baseline(first, "a", [2, 7])
+    _baseline(first, "b", [3])
+    _baseline(second, "a", [4])
+    _baseline(second, "b", [9, 1])
+    _baseline(second, "c", [1])
+    assert study.build_union(tmp_path, [first, second]) == {"a": 7, "b": 9, "c": 1}
+    union = study.baseline_files(tmp_path / "baselines-union")
+    assert sorted(union) == ["a", "b", "c"] and len(list((tmp_path / "baselines-union").rglob("*.json"))) == 3
+    assert {test: study.asked_processes(path) for test, path in union.items()} == {"a": 7, "b": 9, "c": 1}
