@@ -60,6 +60,7 @@ IDLE_LOAD = 0.5  # a session is idle only if the 1-minute load average was at mo
 TARGET_PAIRS = 299  # 1 - 0.05 ** (1 / 299) < 0.01
 BUSY_SHARE = 0.25  # a process using at least a quarter of a core over the sample counts as busy
 TEST_RE = re.compile(r"test_model\[(\w+)\]")
+TESTS = (*MODELS, "mynet")  # the project's tests (bench_gate_sessions.write_project)
 
 
 # ---------------------------------------------------------------- the machine's state
@@ -351,7 +352,7 @@ def run(args: argparse.Namespace) -> None:
         line = {**common, "kind": "baseline", "folder": folder, **session, "max_other_busy": args.max_other_busy,
                 "written": sorted(files),
                 "asked_processes": {t: asked_processes(p) for t, p in files.items()},
-                "refused": sorted(set(MODELS) | {"mynet"} - set(files)), "refusal_text": refused}
+                "refused": sorted(set(TESTS) - set(files)), "refusal_text": refused}
         append(results, line)
         baselines.append(line)
         log(f"baseline {folder}: {session['seconds']:.0f} s, written {line['written']}, refused {line['refused']}, "
@@ -376,7 +377,7 @@ def run(args: argparse.Namespace) -> None:
             log(f"session not idle, recorded as skipped ({line['why']})")
             continue
         line = {**common, "kind": "session", **session, "max_other_busy": args.max_other_busy,
-                "invalid": session["ran"] < len(MODELS) + 1 or session["session_dir"] is None}
+                "invalid": session["ran"] < len(TESTS) or session["session_dir"] is None}
         append(results, line)
         log(f"session {len(sessions) + 1} of {args.sessions}: {session['seconds']:.0f} s, own verdict failed "
             f"{session['failed'] or 'none'}, load {session['start']['loadavg'][0]:.2f} -> "
@@ -437,6 +438,9 @@ def summary_rows(lines: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         used_baselines = {(l["work"], l["baseline"]) for l in pairs}
         loads = [l[side]["loadavg"][0] for l in [*baselines, *sessions] for side in ("start", "end")]
         busy = [l[side]["other_busy_processes"] for l in [*baselines, *sessions] for side in ("start", "end")]
+        # refused: the project's tests with no written file, derived from "written" (what the folder holds)
+        # rather than read back, so an early line whose stored list was miscounted cannot mislead
+        baselines = [{**l, "refused": sorted(set(TESTS) - set(l["written"]))} for l in baselines]
         refused = sum(len(l["refused"]) for l in baselines)
         disturbed = [int(a) / int(b) for l in baselines for text in (l.get("refusal_text") or {}).values()
                      for a, b in re.findall(r"(\d+) of (\d+) runs were disturbed", text)]

@@ -66,7 +66,8 @@ def _line(kind: str, **fields: object) -> dict:
 
 
 def test_table_counts_pairs_session_tests_and_sessions_apart() -> None:
-    lines = [_line("baseline", folder=f"b{i}", written=["a", "b"], refused=["c"]) for i in range(2)]
+    written = ["mobilenet_v3_small", "toy_cnn", "transformer_encoder"]  # mynet refused: no file
+    lines = [_line("baseline", folder=f"b{i}", written=written, refused=[]) for i in range(2)]
     lines += [_line("session", session_dir=f"s{j}") for j in range(3)]
     lines += [_line("pair", baseline=f"b{i}", session=f"s{j}", test=t, verdict="passed")
               for i in range(2) for j in range(3) for t in ("a", "b")]
@@ -78,7 +79,7 @@ def test_table_counts_pairs_session_tests_and_sessions_apart() -> None:
     assert (row["pairs"], row["pair_alarms"]) == (12, 2)
     assert (row["session_tests"], row["session_test_alarms"]) == (6, 2)
     assert (row["judged_sessions"], row["session_alarms"]) == (3, 1)
-    assert row["baselines_refused"] == 2 and row["refused_by_test"] == {"c": 2}
+    assert row["baselines_refused"] == 2 and row["refused_by_test"] == {"mynet": 2}  # from what was written
     assert row["missing_pairs"] == 1 and len(row["check_errors"]) == 1
     assert row["pair_bound"] < row["session_test_bound"] < row["session_bound"]  # fewer, so wider
 
