@@ -65,6 +65,7 @@ TESTS = (*MODELS, "mynet")  # the project's tests (bench_gate_sessions.write_pro
 
 # ---------------------------------------------------------------- the machine's state
 
+
 def _proc_times() -> dict[int, tuple[int, int]]:
     """pid -> (parent pid, user + system clock ticks) of every process readable now."""
     found = {}
@@ -75,7 +76,7 @@ def _proc_times() -> dict[int, tuple[int, int]]:
             text = Path(f"/proc/{entry}/stat").read_text()
         except OSError:
             continue
-        fields = text[text.rfind(")") + 2:].split()  # after "(comm)": state, ppid, ...
+        fields = text[text.rfind(")") + 2 :].split()  # after "(comm)": state, ppid, ...
         found[int(entry)] = (int(fields[1]), int(fields[11]) + int(fields[12]))
     return found
 
@@ -92,14 +93,22 @@ def machine_state(window: float = 1.0) -> dict[str, Any]:
         grown = {pid for pid, (parent, _) in after.items() if parent in ours} | ours
         grew, ours = grown != ours, grown
     ticks = os.sysconf("SC_CLK_TCK") * window
-    busy = [pid for pid, (_, used) in after.items()
-            if pid not in ours and pid in before and (used - before[pid][1]) / ticks >= BUSY_SHARE]
+    busy = [
+        pid
+        for pid, (_, used) in after.items()
+        if pid not in ours and pid in before and (used - before[pid][1]) / ticks >= BUSY_SHARE
+    ]
     load = Path("/proc/loadavg").read_text().split()
-    return {"loadavg": [float(v) for v in load[:3]], "runnable": load[3], "other_busy_processes": len(busy),
-            "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    return {
+        "loadavg": [float(v) for v in load[:3]],
+        "runnable": load[3],
+        "other_busy_processes": len(busy),
+        "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
 
 
 # ---------------------------------------------------------------- results file
+
 
 def read_lines(path: Path) -> list[dict[str, Any]]:
     """Every line of the results file (none if it does not exist); a broken line is an error naming it."""
@@ -130,12 +139,13 @@ def upper_bound(failures: int, n: int) -> float:
     low, high = failures / n, 1.0
     for _ in range(60):  # the p at which seeing <= failures has probability 0.05
         mid = (low + high) / 2
-        tail = sum(math.comb(n, k) * mid ** k * (1 - mid) ** (n - k) for k in range(failures + 1))
+        tail = sum(math.comb(n, k) * mid**k * (1 - mid) ** (n - k) for k in range(failures + 1))
         low, high = (mid, high) if tail > 0.05 else (low, mid)
     return high
 
 
 # ---------------------------------------------------------------- sessions
+
 
 def _commit() -> str:
     done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True)
@@ -144,16 +154,26 @@ def _commit() -> str:
 
 
 def _env() -> dict[str, str]:
-    return {**os.environ, "PYTEST_ADDOPTS": "", "PYTHONPATH": os.pathsep.join(
-        p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)}
+    return {
+        **os.environ,
+        "PYTEST_ADDOPTS": "",
+        "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p),
+    }
 
 
 def pytest_session(root: Path, condition: str, args: list[str], timeout: float) -> dict[str, Any]:
     """One real pytest session of the project in ``root`` (under with-load for a load condition)."""
     command = [sys.executable, "-m", "pytest", "test_perf.py", "-p", "no:cacheprovider", "-q", "-rfE", *args]
     if CONDITIONS[condition]:
-        command = [sys.executable, str(WITH_LOAD), str(CONDITIONS[condition]), "--seconds", str(int(timeout) + 60),
-                   "--", *command]
+        command = [
+            sys.executable,
+            str(WITH_LOAD),
+            str(CONDITIONS[condition]),
+            "--seconds",
+            str(int(timeout) + 60),
+            "--",
+            *command,
+        ]
     before = set((root / ".sme2" / "artifacts").glob("session-*"))
     start = machine_state()
     started = time.time()
@@ -161,8 +181,12 @@ def pytest_session(root: Path, condition: str, args: list[str], timeout: float) 
         done = subprocess.run(command, cwd=root, capture_output=True, text=True, timeout=timeout, env=_env())
         exit_code, out, err = done.returncode, done.stdout, done.stderr
     except subprocess.TimeoutExpired as expired:
-        exit_code, out = "timeout", (expired.stdout or b"").decode(errors="replace") if isinstance(
-            expired.stdout, bytes) else (expired.stdout or "")
+        exit_code, out = (
+            "timeout",
+            (expired.stdout or b"").decode(errors="replace")
+            if isinstance(expired.stdout, bytes)
+            else (expired.stdout or ""),
+        )
         err = f"timed out after {timeout:.0f} s"
     seconds = time.time() - started
     end = machine_state()
@@ -171,10 +195,20 @@ def pytest_session(root: Path, condition: str, args: list[str], timeout: float) 
     failed = sorted(set(TEST_RE.findall("\n".join(re.findall(r"^FAILED .*$", out, re.M)))))
     skipped = re.search(r"(\d+) skipped", out)
     ran = len(failed) + int(passed.group(1) if passed else 0) + int(skipped.group(1) if skipped else 0)
-    return {"condition": condition, "start": start, "end": end, "seconds": round(seconds, 1), "exit": exit_code,
-            "session_dir": str(new[-1].relative_to(root)) if new else None, "failed": failed,
-            "skipped": int(skipped.group(1)) if skipped else 0, "ran": ran,
-            "tail": out[-1500:], "stderr_tail": err[-800:], "_out": out}
+    return {
+        "condition": condition,
+        "start": start,
+        "end": end,
+        "seconds": round(seconds, 1),
+        "exit": exit_code,
+        "session_dir": str(new[-1].relative_to(root)) if new else None,
+        "failed": failed,
+        "skipped": int(skipped.group(1)) if skipped else 0,
+        "ran": ran,
+        "tail": out[-1500:],
+        "stderr_tail": err[-800:],
+        "_out": out,
+    }
 
 
 def baseline_files(folder: Path) -> dict[str, Path]:
@@ -224,22 +258,44 @@ def refusals(out: str) -> dict[str, str]:
     for block in re.split(r"\n_{5,} ", out):
         match = TEST_RE.match(block.strip("_ ")) or TEST_RE.search(block[:200])
         if match and "baseline not written" in block:
-            text = block[block.index("baseline not written"):].split("\nways out:")[0]
+            text = block[block.index("baseline not written") :].split("\nways out:")[0]
             found[match.group(1)] = "\n".join(text.splitlines()[:8])[:2000]
     return found
 
 
 # ---------------------------------------------------------------- judging
 
+
 def judge(root: Path, baseline: Path, session: Path, out: Path) -> dict[str, dict[str, Any]]:
     """``pytest-sme2 check SESSION --baselines FOLDER --out OUT`` (the real command): test -> its verdict."""
-    done = subprocess.run([sys.executable, "-m", "pytest_sme2.cli", "check", str(session), "--baselines",
-                           str(baseline), "--missing", "skip", "--out", str(out)],
-                          cwd=root, capture_output=True, text=True, env=_env(), timeout=600)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest_sme2.cli",
+            "check",
+            str(session),
+            "--baselines",
+            str(baseline),
+            "--missing",
+            "skip",
+            "--out",
+            str(out),
+        ],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=600,
+    )
     found = parse_check(done.stdout, out)
     if not found:
-        found["(none)"] = {"verdict": "error", "exit": done.returncode, "stdout": done.stdout[-1500:],
-                           "stderr": done.stderr[-1500:]}
+        found["(none)"] = {
+            "verdict": "error",
+            "exit": done.returncode,
+            "stdout": done.stdout[-1500:],
+            "stderr": done.stderr[-1500:],
+        }
     return found
 
 
@@ -254,24 +310,30 @@ def parse_check(text: str, out: Path | None = None) -> dict[str, dict[str, Any]]
             shown = match.group(2)
             verdict = "missing" if "no baseline" in shown else "passed"
             inconclusive = re.search(r"(\d+) inconclusive", shown)
-            found[test.group(1)] = {"verdict": verdict, "shown": shown[:400],
-                                    "inconclusive": int(inconclusive.group(1)) if inconclusive else 0}
+            found[test.group(1)] = {
+                "verdict": verdict,
+                "shown": shown[:400],
+                "inconclusive": int(inconclusive.group(1)) if inconclusive else 0,
+            }
     for match in re.finditer(r"^FAILED (\S+)\n(.*?)(?=^FAILED |^passed |^\d+ of \d+ test)", text, re.M | re.S):
         test = TEST_RE.search(match.group(1))
         if test:
-            found[test.group(1)] = {"verdict": "failed", "message": match.group(2).strip()[:4000],
-                                    "verdicts_dir": str(out) if out else None}
+            found[test.group(1)] = {
+                "verdict": "failed",
+                "message": match.group(2).strip()[:4000],
+                "verdicts_dir": str(out) if out else None,
+            }
     return found
 
 
 # ---------------------------------------------------------------- the study
 
+
 def _key(target: str, condition: str) -> tuple[str, str]:
     return target, condition
 
 
-def _may_start(condition: str, max_other_busy: int | None, deadline: float, log,
-               waited: dict[str, Any]) -> bool:
+def _may_start(condition: str, max_other_busy: int | None, deadline: float, log, waited: dict[str, Any]) -> bool:
     """True when a session may start: for idle, once the 1-minute load average is at most IDLE_LOAD; with
     ``max_other_busy``, once at most that many other processes are busy (so a load condition is not four
     busy jobs in truth); at once otherwise. It waits, saying why every 5 minutes, and fills ``waited``
@@ -288,12 +350,18 @@ def _may_start(condition: str, max_other_busy: int | None, deadline: float, log,
         if not reasons:
             waited["seconds"] = round(time.time() - started)
             return True
-        waited.update(seconds=round(time.time() - started), why=reasons,
-                      max_load=max(load, waited.get("max_load", 0)), max_busy=max(busy, waited.get("max_busy", 0)),
-                      min_load=min(load, waited.get("min_load", load)))
+        waited.update(
+            seconds=round(time.time() - started),
+            why=reasons,
+            max_load=max(load, waited.get("max_load", 0)),
+            max_busy=max(busy, waited.get("max_busy", 0)),
+            min_load=min(load, waited.get("min_load", load)),
+        )
         if time.time() - said > 300:
-            log(f"waiting: {'; '.join(reasons)} (load average {load:.2f}, {busy} other busy processes); "
-                f"no {condition} session starts before")
+            log(
+                f"waiting: {'; '.join(reasons)} (load average {load:.2f}, {busy} other busy processes); "
+                f"no {condition} session starts before"
+            )
             said = time.time()
         time.sleep(30)
     return False
@@ -305,8 +373,17 @@ def _start(args: argparse.Namespace, deadline: float, log, results: Path, common
     waited: dict[str, Any] = {}
     ready = _may_start(args.condition, args.max_other_busy, deadline, log, waited)
     if waited.get("seconds", 0) >= 60:
-        append(results, {**common, "kind": "waited", **waited, "started_after": ready,
-                         "max_other_busy": args.max_other_busy, "end": machine_state()})
+        append(
+            results,
+            {
+                **common,
+                "kind": "waited",
+                **waited,
+                "started_after": ready,
+                "max_other_busy": args.max_other_busy,
+                "end": machine_state(),
+            },
+        )
     return ready
 
 
@@ -316,8 +393,13 @@ def run(args: argparse.Namespace) -> None:
     results = args.results.resolve()
     deadline = time.time() + args.hours * 3600
     target_args = ["--sme2-target=local"] if args.local else []
-    common = {"target": target, "condition": args.condition, "work": str(root), "machine": machine(),
-              "commit": _commit()}
+    common = {
+        "target": target,
+        "condition": args.condition,
+        "work": str(root),
+        "machine": machine(),
+        "commit": _commit(),
+    }
 
     def log(text: str) -> None:
         print(f"[{time.strftime('%H:%M:%S')}] {target}/{args.condition}: {text}", flush=True)
@@ -325,8 +407,11 @@ def run(args: argparse.Namespace) -> None:
     write_project(root, "base")
     mine = [line for line in read_lines(results) if line.get("work") == str(root)]
     baselines = [line for line in mine if line["kind"] == "baseline"]  # refused ones count as attempts
-    sessions = [line for line in mine if line["kind"] == "session" and line.get("session_dir")
-                and (root / line["session_dir"]).is_dir()]
+    sessions = [
+        line
+        for line in mine
+        if line["kind"] == "session" and line.get("session_dir") and (root / line["session_dir"]).is_dir()
+    ]
 
     def usable() -> list[dict[str, Any]]:
         """The baseline folders of this project that hold a written baseline (still on disk)."""
@@ -337,11 +422,16 @@ def run(args: argparse.Namespace) -> None:
         if not _start(args, deadline, log, results, common):
             break
         folder = f"baselines-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}"
-        log(f"recording a baseline folder ({len(usable())} of {args.baselines} written so far, attempt "
-            f"{len(baselines) + 1} of at most {attempts}): {folder}")
-        session = pytest_session(root, args.condition,
-                                 ["--sme2-update-baselines", f"--sme2-baselines-dir={root / folder}", *target_args],
-                                 args.timeout)
+        log(
+            f"recording a baseline folder ({len(usable())} of {args.baselines} written so far, attempt "
+            f"{len(baselines) + 1} of at most {attempts}): {folder}"
+        )
+        session = pytest_session(
+            root,
+            args.condition,
+            ["--sme2-update-baselines", f"--sme2-baselines-dir={root / folder}", *target_args],
+            args.timeout,
+        )
         refused = refusals(session.pop("_out"))
         if _not_idle(args.condition, session):
             append(results, {**common, "kind": "skipped", "folder": folder, **session, "why": _not_idle_why(session)})
@@ -349,39 +439,60 @@ def run(args: argparse.Namespace) -> None:
             log(f"baseline not recorded idle, recorded as skipped ({_not_idle_why(session)})")
             continue
         files = baseline_files(root / folder)
-        line = {**common, "kind": "baseline", "folder": folder, **session, "max_other_busy": args.max_other_busy,
-                "written": sorted(files),
-                "asked_processes": {t: asked_processes(p) for t, p in files.items()},
-                "refused": sorted(set(TESTS) - set(files)), "refusal_text": refused}
+        line = {
+            **common,
+            "kind": "baseline",
+            "folder": folder,
+            **session,
+            "max_other_busy": args.max_other_busy,
+            "written": sorted(files),
+            "asked_processes": {t: asked_processes(p) for t, p in files.items()},
+            "refused": sorted(set(TESTS) - set(files)),
+            "refusal_text": refused,
+        }
         append(results, line)
         baselines.append(line)
-        log(f"baseline {folder}: {session['seconds']:.0f} s, written {line['written']}, refused {line['refused']}, "
-            f"load {session['start']['loadavg'][0]:.2f} -> {session['end']['loadavg'][0]:.2f}")
+        log(
+            f"baseline {folder}: {session['seconds']:.0f} s, written {line['written']}, refused {line['refused']}, "
+            f"load {session['start']['loadavg'][0]:.2f} -> {session['end']['loadavg'][0]:.2f}"
+        )
     folders = [root / line["folder"] for line in usable()]
     if not folders:
-        log(f"no baseline folder holds a written baseline ({len(baselines)} recorded, every test refused): "
-            "no session is run, since nothing could judge it")
+        log(
+            f"no baseline folder holds a written baseline ({len(baselines)} recorded, every test refused): "
+            "no session is run, since nothing could judge it"
+        )
     else:
         asked = build_union(root, folders)
         log(f"sessions measure, per test, the most processes any baseline asks for: {asked}")
     while folders and len(sessions) < args.sessions and time.time() < deadline:
         if not _start(args, deadline, log, results, common):
             break
-        session = pytest_session(root, args.condition, [f"--sme2-baselines-dir={root / 'baselines-union'}",
-                                                        "-o", "sme2_baseline_missing=skip", *target_args],
-                                 args.timeout)
+        session = pytest_session(
+            root,
+            args.condition,
+            [f"--sme2-baselines-dir={root / 'baselines-union'}", "-o", "sme2_baseline_missing=skip", *target_args],
+            args.timeout,
+        )
         session.pop("_out")
         if _not_idle(args.condition, session):
             line = {**common, "kind": "skipped", **session, "why": _not_idle_why(session)}
             append(results, line)
             log(f"session not idle, recorded as skipped ({line['why']})")
             continue
-        line = {**common, "kind": "session", **session, "max_other_busy": args.max_other_busy,
-                "invalid": session["ran"] < len(TESTS) or session["session_dir"] is None}
+        line = {
+            **common,
+            "kind": "session",
+            **session,
+            "max_other_busy": args.max_other_busy,
+            "invalid": session["ran"] < len(TESTS) or session["session_dir"] is None,
+        }
         append(results, line)
-        log(f"session {len(sessions) + 1} of {args.sessions}: {session['seconds']:.0f} s, own verdict failed "
+        log(
+            f"session {len(sessions) + 1} of {args.sessions}: {session['seconds']:.0f} s, own verdict failed "
             f"{session['failed'] or 'none'}, load {session['start']['loadavg'][0]:.2f} -> "
-            f"{session['end']['loadavg'][0]:.2f}, {session['start']['other_busy_processes']} other busy processes")
+            f"{session['end']['loadavg'][0]:.2f}, {session['start']['other_busy_processes']} other busy processes"
+        )
         if not line["invalid"]:
             sessions.append(line)
         judge_all(root, results, common, usable(), sessions, log)
@@ -397,11 +508,20 @@ def _not_idle_why(session: dict[str, Any]) -> str:
     return f"1-minute load average {session['start']['loadavg'][0]:.2f} > {IDLE_LOAD} at the start"
 
 
-def judge_all(root: Path, results: Path, common: dict[str, Any], baselines: list[dict[str, Any]],
-              sessions: list[dict[str, Any]], log) -> None:
+def judge_all(
+    root: Path,
+    results: Path,
+    common: dict[str, Any],
+    baselines: list[dict[str, Any]],
+    sessions: list[dict[str, Any]],
+    log,
+) -> None:
     """Judge every (baseline folder, later session) pair not judged yet; append one line per test."""
-    done = {(line["baseline"], line["session"]) for line in read_lines(results)
-            if line["kind"] == "pair" and line.get("work") == common["work"]}
+    done = {
+        (line["baseline"], line["session"])
+        for line in read_lines(results)
+        if line["kind"] == "pair" and line.get("work") == common["work"]
+    }
     for session in sessions:
         for baseline in baselines:
             pair = (baseline["folder"], session["session_dir"])
@@ -410,15 +530,28 @@ def judge_all(root: Path, results: Path, common: dict[str, Any], baselines: list
             out = root / "checks" / f"{Path(pair[1]).name}~{pair[0]}"
             verdicts = judge(root, root / pair[0], root / pair[1], out)
             for test, verdict in sorted(verdicts.items()):
-                append(results, {**common, "kind": "pair", "baseline": pair[0], "session": pair[1], "test": test,
-                                 **verdict, "judged": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+                append(
+                    results,
+                    {
+                        **common,
+                        "kind": "pair",
+                        "baseline": pair[0],
+                        "session": pair[1],
+                        "test": test,
+                        **verdict,
+                        "judged": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                    },
+                )
             alarms = [t for t, v in verdicts.items() if v["verdict"] in ("failed", "error")]
-            log(f"judged {pair[1]} against {pair[0]}: "
+            log(
+                f"judged {pair[1]} against {pair[0]}: "
                 + ", ".join(f"{t} {v['verdict']}" for t, v in sorted(verdicts.items()))
-                + (f" -- FALSE ALARM OR CHECK ERROR: {alarms}" if alarms else ""))
+                + (f" -- FALSE ALARM OR CHECK ERROR: {alarms}" if alarms else "")
+            )
 
 
 # ---------------------------------------------------------------- the table
+
 
 def summary_rows(lines: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per target and condition: baselines written/refused, sessions, pairs judged, alarms and bounds."""
@@ -427,46 +560,63 @@ def summary_rows(lines: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         groups[_key(line["target"], line["condition"])].append(line)
     rows = []
     for (target, condition), group in sorted(groups.items()):
-        baselines = [l for l in group if l["kind"] == "baseline"]
-        sessions = [l for l in group if l["kind"] == "session" and not l.get("invalid")]
-        pairs = [l for l in group if l["kind"] == "pair" and l["verdict"] in ("passed", "failed")]
-        alarms = [l for l in pairs if l["verdict"] == "failed"]
-        judged_sessions = {(l["work"], l["session"]) for l in pairs}
-        alarmed_sessions = {(l["work"], l["session"]) for l in alarms}
-        session_tests = {(l["work"], l["session"], l["test"]) for l in pairs}
-        alarmed_tests = {(l["work"], l["session"], l["test"]) for l in alarms}
-        used_baselines = {(l["work"], l["baseline"]) for l in pairs}
-        loads = [l[side]["loadavg"][0] for l in [*baselines, *sessions] for side in ("start", "end")]
-        busy = [l[side]["other_busy_processes"] for l in [*baselines, *sessions] for side in ("start", "end")]
+        baselines = [rec for rec in group if rec["kind"] == "baseline"]
+        sessions = [rec for rec in group if rec["kind"] == "session" and not rec.get("invalid")]
+        pairs = [rec for rec in group if rec["kind"] == "pair" and rec["verdict"] in ("passed", "failed")]
+        alarms = [rec for rec in pairs if rec["verdict"] == "failed"]
+        judged_sessions = {(rec["work"], rec["session"]) for rec in pairs}
+        alarmed_sessions = {(rec["work"], rec["session"]) for rec in alarms}
+        session_tests = {(rec["work"], rec["session"], rec["test"]) for rec in pairs}
+        alarmed_tests = {(rec["work"], rec["session"], rec["test"]) for rec in alarms}
+        used_baselines = {(rec["work"], rec["baseline"]) for rec in pairs}
+        loads = [rec[side]["loadavg"][0] for rec in [*baselines, *sessions] for side in ("start", "end")]
+        busy = [rec[side]["other_busy_processes"] for rec in [*baselines, *sessions] for side in ("start", "end")]
         # refused: the project's tests with no written file, derived from "written" (what the folder holds)
         # rather than read back, so an early line whose stored list was miscounted cannot mislead
-        baselines = [{**l, "refused": sorted(set(TESTS) - set(l["written"]))} for l in baselines]
-        refused = sum(len(l["refused"]) for l in baselines)
-        disturbed = [int(a) / int(b) for l in baselines for text in (l.get("refusal_text") or {}).values()
-                     for a, b in re.findall(r"(\d+) of (\d+) runs were disturbed", text)]
-        rows.append({
-            "target": target, "condition": condition,
-            "baseline_folders": len(baselines), "baselines_written": sum(len(l["written"]) for l in baselines),
-            "baselines_refused": refused,
-            "refused_by_test": dict(sorted(_count(t for l in baselines for t in l["refused"]).items())),
-            "refused_disturbed_range": [min(disturbed), max(disturbed)] if disturbed else None,
-            "sessions": len(sessions), "judged_sessions": len(judged_sessions),
-            "baselines_used": len(used_baselines),
-            "skipped_not_idle": sum(l["kind"] == "skipped" for l in group),
-            "waited_minutes": round(sum(l["seconds"] for l in group if l["kind"] == "waited") / 60),
-            "pairs": len(pairs), "pair_alarms": len(alarms), "pair_bound": upper_bound(len(alarms), len(pairs)),
-            "session_tests": len(session_tests), "session_test_alarms": len(alarmed_tests),
-            "session_test_bound": upper_bound(len(alarmed_tests), len(session_tests)),
-            "session_alarms": len(alarmed_sessions),
-            "session_bound": upper_bound(len(alarmed_sessions), len(judged_sessions)),
-            "inconclusive_pairs": sum(1 for l in pairs if l.get("inconclusive")),
-            "missing_pairs": sum(1 for l in group if l["kind"] == "pair" and l["verdict"] == "missing"),
-            "check_errors": [{k: l.get(k) for k in ("baseline", "session", "exit", "stderr")}
-                             for l in group if l["kind"] == "pair" and l["verdict"] == "error"],
-            "load_range": [min(loads), max(loads)] if loads else None,
-            "busy_range": [min(busy), max(busy)] if busy else None,
-            "alarms": [{k: a.get(k) for k in ("baseline", "session", "test", "verdict", "message")} for a in alarms],
-        })
+        baselines = [{**rec, "refused": sorted(set(TESTS) - set(rec["written"]))} for rec in baselines]
+        refused = sum(len(rec["refused"]) for rec in baselines)
+        disturbed = [
+            int(a) / int(b)
+            for rec in baselines
+            for text in (rec.get("refusal_text") or {}).values()
+            for a, b in re.findall(r"(\d+) of (\d+) runs were disturbed", text)
+        ]
+        rows.append(
+            {
+                "target": target,
+                "condition": condition,
+                "baseline_folders": len(baselines),
+                "baselines_written": sum(len(rec["written"]) for rec in baselines),
+                "baselines_refused": refused,
+                "refused_by_test": dict(sorted(_count(t for rec in baselines for t in rec["refused"]).items())),
+                "refused_disturbed_range": [min(disturbed), max(disturbed)] if disturbed else None,
+                "sessions": len(sessions),
+                "judged_sessions": len(judged_sessions),
+                "baselines_used": len(used_baselines),
+                "skipped_not_idle": sum(rec["kind"] == "skipped" for rec in group),
+                "waited_minutes": round(sum(rec["seconds"] for rec in group if rec["kind"] == "waited") / 60),
+                "pairs": len(pairs),
+                "pair_alarms": len(alarms),
+                "pair_bound": upper_bound(len(alarms), len(pairs)),
+                "session_tests": len(session_tests),
+                "session_test_alarms": len(alarmed_tests),
+                "session_test_bound": upper_bound(len(alarmed_tests), len(session_tests)),
+                "session_alarms": len(alarmed_sessions),
+                "session_bound": upper_bound(len(alarmed_sessions), len(judged_sessions)),
+                "inconclusive_pairs": sum(1 for rec in pairs if rec.get("inconclusive")),
+                "missing_pairs": sum(1 for rec in group if rec["kind"] == "pair" and rec["verdict"] == "missing"),
+                "check_errors": [
+                    {k: rec.get(k) for k in ("baseline", "session", "exit", "stderr")}
+                    for rec in group
+                    if rec["kind"] == "pair" and rec["verdict"] == "error"
+                ],
+                "load_range": [min(loads), max(loads)] if loads else None,
+                "busy_range": [min(busy), max(busy)] if busy else None,
+                "alarms": [
+                    {k: a.get(k) for k in ("baseline", "session", "test", "verdict", "message")} for a in alarms
+                ],
+            }
+        )
     return rows
 
 
@@ -479,9 +629,11 @@ def _count(items: Iterable[str]) -> dict[str, int]:
 
 def table(rows: list[dict[str, Any]]) -> str:
     """The markdown table docs/performance.md shows."""
-    head = ("| target | condition | baseline folders (tests written / refused) | unchanged sessions | "
-            "judged pairs: false alarms, 95% upper bound | session-tests: alarms, bound | sessions: alarms, bound "
-            "| load average (1 min) | other busy processes |\n|---|---|---|---|---|---|---|---|---|")
+    head = (
+        "| target | condition | baseline folders (tests written / refused) | unchanged sessions | "
+        "judged pairs: false alarms, 95% upper bound | session-tests: alarms, bound | sessions: alarms, bound "
+        "| load average (1 min) | other busy processes |\n|---|---|---|---|---|---|---|---|---|"
+    )
     body = []
     for r in rows:
         load = "-" if not r["load_range"] else f"{r['load_range'][0]:.1f}-{r['load_range'][1]:.1f}"
@@ -491,7 +643,8 @@ def table(rows: list[dict[str, Any]]) -> str:
             f"{r['baselines_refused']}) | {r['sessions']} | {r['pairs']}: {r['pair_alarms']}, "
             f"{100 * r['pair_bound']:.1f}% | {r['session_tests']}: {r['session_test_alarms']}, "
             f"{100 * r['session_test_bound']:.1f}% | {r['judged_sessions']}: {r['session_alarms']}, "
-            f"{100 * r['session_bound']:.1f}% | {load} | {busy} |")
+            f"{100 * r['session_bound']:.1f}% | {load} | {busy} |"
+        )
     return "\n".join([head, *body])
 
 
@@ -504,19 +657,26 @@ def summary(args: argparse.Namespace) -> None:
     for r in rows:
         need = max(0, TARGET_PAIRS - r["pairs"]) if not r["pair_alarms"] else None
         shaken = r["refused_disturbed_range"]
-        print(f"\n{r['target']}/{r['condition']}: refused baselines per test {r['refused_by_test'] or 'none'}"
-              + (f" ({100 * shaken[0]:.0f}-{100 * shaken[1]:.0f}% of their runs disturbed)" if shaken else "")
-              + f"; {r['waited_minutes']} minutes waited for the machine; "
-              f"{r['skipped_not_idle']} session(s) skipped as not idle; {r['inconclusive_pairs']} passing pair(s) "
-              f"with inconclusive verdicts; {r['missing_pairs']} pair-test(s) without a baseline (not counted); "
-              f"{len(r['check_errors'])} check command error(s) (not verdicts, listed below); "
-              + (f"{need} more alarm-free pairs reach the 1% bound" if need is not None else
-                 f"{r['pair_alarms']} false alarm(s):"))
+        print(
+            f"\n{r['target']}/{r['condition']}: refused baselines per test {r['refused_by_test'] or 'none'}"
+            + (f" ({100 * shaken[0]:.0f}-{100 * shaken[1]:.0f}% of their runs disturbed)" if shaken else "")
+            + f"; {r['waited_minutes']} minutes waited for the machine; "
+            f"{r['skipped_not_idle']} session(s) skipped as not idle; {r['inconclusive_pairs']} passing pair(s) "
+            f"with inconclusive verdicts; {r['missing_pairs']} pair-test(s) without a baseline (not counted); "
+            f"{len(r['check_errors'])} check command error(s) (not verdicts, listed below); "
+            + (
+                f"{need} more alarm-free pairs reach the 1% bound"
+                if need is not None
+                else f"{r['pair_alarms']} false alarm(s):"
+            )
+        )
         for error in r["check_errors"]:
             print(f"  check error: {error}")
         for alarm in r["alarms"]:
-            print(f"  {alarm['test']} in {alarm['session']} against {alarm['baseline']}: "
-                  f"{(alarm.get('message') or '').splitlines()[:3]}")
+            print(
+                f"  {alarm['test']} in {alarm['session']} against {alarm['baseline']}: "
+                f"{(alarm.get('message') or '').splitlines()[:3]}"
+            )
 
 
 def main() -> None:
@@ -527,10 +687,16 @@ def main() -> None:
     go.add_argument("--local", action="store_true", help="the local target (native runner) instead of the host")
     go.add_argument("--baselines", type=int, default=5, help="baseline folders to record (K)")
     go.add_argument("--sessions", type=int, default=20, help="unchanged sessions to record (M)")
-    go.add_argument("--baseline-attempts", type=int,
-                    help="record at most this many baseline folders in all, refused ones included (default 2 K)")
-    go.add_argument("--max-other-busy", type=int,
-                    help="start a session only when at most this many other processes are busy (default: any)")
+    go.add_argument(
+        "--baseline-attempts",
+        type=int,
+        help="record at most this many baseline folders in all, refused ones included (default 2 K)",
+    )
+    go.add_argument(
+        "--max-other-busy",
+        type=int,
+        help="start a session only when at most this many other processes are busy (default: any)",
+    )
     go.add_argument("--hours", type=float, default=24.0, help="start nothing new after this many hours")
     go.add_argument("--timeout", type=float, default=3600.0, help="seconds one pytest session may take")
     go.add_argument("--work", type=Path, help="the study's project (default .sme2/false-alarms/TARGET-CONDITION)")

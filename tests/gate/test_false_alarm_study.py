@@ -61,16 +61,19 @@ def test_refusals_name_the_refused_test_only() -> None:
 
 def _line(kind: str, **fields: object) -> dict:
     state = {"loadavg": [1.0, 1.0, 1.0], "other_busy_processes": 2, "time": "t"}
-    return {"kind": kind, "target": "host", "condition": "load1", "work": "/w", "start": state, "end": state,
-            **fields}
+    return {"kind": kind, "target": "host", "condition": "load1", "work": "/w", "start": state, "end": state, **fields}
 
 
 def test_table_counts_pairs_session_tests_and_sessions_apart() -> None:
     written = ["mobilenet_v3_small", "toy_cnn", "transformer_encoder"]  # mynet refused: no file
     lines = [_line("baseline", folder=f"b{i}", written=written, refused=[]) for i in range(2)]
     lines += [_line("session", session_dir=f"s{j}") for j in range(3)]
-    lines += [_line("pair", baseline=f"b{i}", session=f"s{j}", test=t, verdict="passed")
-              for i in range(2) for j in range(3) for t in ("a", "b")]
+    lines += [
+        _line("pair", baseline=f"b{i}", session=f"s{j}", test=t, verdict="passed")
+        for i in range(2)
+        for j in range(3)
+        for t in ("a", "b")
+    ]
     lines[-1]["verdict"] = "failed"  # b1 x s2 x b
     lines[-2]["verdict"] = "failed"  # b1 x s2 x a
     lines.append(_line("pair", baseline="b0", session="s0", test="c", verdict="missing"))
@@ -93,8 +96,9 @@ def test_model(name, exported_pte, runner, etdump_profile):
 """
 
 
-def test_real_sessions_judged_against_a_baseline_folder(sme2_project: pytest.Pytester,
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_real_sessions_judged_against_a_baseline_folder(
+    sme2_project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The study's judge runs the real `pytest-sme2 check` on a real session: an unchanged one passes, one whose
     operator fell out of the delegate fails with that message, and a folder without the test's baseline is
     'missing' (not a judged pair)."""
