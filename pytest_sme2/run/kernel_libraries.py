@@ -29,7 +29,7 @@ class KernelProvider:
     library: str  # the file, relative to the executorch package
     # Why a runner-binary target lacks them and what its user can do (the host target loads the library itself).
     runner_advice: str
-    kit: bool = False  # pytest-sme2's aarch64 runner loads the library through a kernel kit (native/kernel_kit.py)
+    kit: bool = False  # pytest-sme2's Linux runner loads the library through a kernel kit (native/kernel_kit.py)
 
 
 PROVIDERS: tuple[KernelProvider, ...] = (

@@ -86,12 +86,21 @@ def _dynamic_symbols(path: Path) -> list[tuple[str, str, str, bool]]:
 
 
 def _demangle(names: list[str]) -> list[str]:
+    """The demangled names, which the registration calls are recognised by: without them every stand-in would
+    abort, the registration calls at load included, so a missing c++filt is an error, not mangled names."""
+    if not names:
+        return []
     cxxfilt = shutil.which("c++filt")
-    if cxxfilt is None or not names:
-        return list(names)
+    if cxxfilt is None:
+        raise RunnerError(
+            "building pytest-sme2's kernel kit needs `c++filt` (binutils): `sudo apt-get install binutils`, "
+            "or run programs with ExecuTorch's LLM custom ops on the host target"
+        )
     out = subprocess.run([cxxfilt], input="\n".join(names), capture_output=True, text=True, check=True).stdout
     shown = out.splitlines()
-    return shown if len(shown) == len(names) else list(names)
+    if len(shown) != len(names):
+        raise RunnerError(f"c++filt gave {len(shown)} names for {len(names)} symbols while building the kernel kit")
+    return shown
 
 
 def standin_symbols(library: Path, providers: list[Path]) -> list[Symbol]:
