@@ -40,7 +40,8 @@ from pytest_sme2.gate.assertions import (
 from pytest_sme2.gate.verdict import Tolerances, Verdict
 from pytest_sme2.measure.runner import Runner, Timings
 from pytest_sme2.model.registry import register_model
-from pytest_sme2.profile.profile import Profile, Speedup
+from pytest_sme2.profile.profile import Profile
+from pytest_sme2.profile.speedup import Speedup
 from pytest_sme2.profile.stats import Interval, SampleStats
 from pytest_sme2.run.callgrind import InstructionCount, count_instructions
 from pytest_sme2.run.targets import RunSpec, TargetInfo

@@ -51,6 +51,15 @@ class BaselineError(Sme2Error):
     """A stored baseline file is unreadable, hand-broken or from an unknown schema."""
 
 
+class EmulatedTimingError(Sme2Error):
+    """A time was read from a profile of the emulated target, where the emulator's time is not the device's.
+
+    Not a failure of the test: the plugin turns it into a skip of the rest of the test body, after gating the
+    profiles built before it on their exact counts (plugin/baseline_hooks.py). Outside pytest it is an error
+    like any other of pytest-sme2's.
+    """
+
+
 class StorageError(Sme2Error):
     """A folder pytest-sme2 writes into (artifacts, export cache, baselines) cannot be written."""
 

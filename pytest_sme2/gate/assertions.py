@@ -17,9 +17,11 @@ from pytest_sme2.errors import UsageError
 from pytest_sme2.evidence.categories import Category
 from pytest_sme2.evidence.kernel_sampling import SME_CATEGORIES, SME_KINDS
 from pytest_sme2.export.export import ExportedModel
+from pytest_sme2.profile.breakdown import BASES, TIME
 from pytest_sme2.profile.device_model import time_text
 from pytest_sme2.profile.op_pairs import MIN_SLOWDOWN, sme2_slowdowns
-from pytest_sme2.profile.profile import BASES, ONE_PROCESS_CAVEAT, TIME, Profile, Speedup
+from pytest_sme2.profile.profile import Profile
+from pytest_sme2.profile.speedup import ONE_PROCESS_CAVEAT, Speedup
 from pytest_sme2.run.targets.base import EMULATED_TIMING
 
 if TYPE_CHECKING:

@@ -27,7 +27,8 @@ from pytest_sme2.export.work import ProgramFacts
 from pytest_sme2.measure.session import Sme2Session, copy_artifact, kit_variant
 from pytest_sme2.model.registry import source_files
 from pytest_sme2.profile import stats
-from pytest_sme2.profile.profile import Profile, emulated_timing_skip
+from pytest_sme2.profile.profile import Profile
+from pytest_sme2.profile.speedup import emulated_timing
 from pytest_sme2.run.call_plan import PLAN_FILE, CallPlan
 from pytest_sme2.run.device_state import DeviceState, cores_of_mask, wait_for_cooldown
 from pytest_sme2.run.targets import RunResult, RunSpec
@@ -49,7 +50,7 @@ class Timings:
     def latency(self) -> stats.SampleStats:
         """Wall-clock statistics; on the emulated target a timing skip, as Profile.latency (emulator time)."""
         if self.result.target.emulated:
-            raise emulated_timing_skip(f"latency of {self.label} not read")
+            raise emulated_timing(f"latency of {self.label} not read")
         return stats.SampleStats.of(self.wall_ms)
 
     def tracing_overhead(self, profile: Profile) -> stats.Interval:

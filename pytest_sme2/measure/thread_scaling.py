@@ -20,7 +20,8 @@ from pytest_sme2.errors import UsageError
 from pytest_sme2.evidence.categories import Category
 from pytest_sme2.measure.runner import Runner, alternate
 from pytest_sme2.profile import stats
-from pytest_sme2.profile.profile import Profile, Speedup
+from pytest_sme2.profile.profile import Profile
+from pytest_sme2.profile.speedup import Speedup
 from pytest_sme2.run.targets.base import EMULATED_TIMING
 
 

@@ -22,7 +22,8 @@ import numpy as np
 from pytest_sme2.errors import UsageError
 from pytest_sme2.evidence.categories import classify
 from pytest_sme2.profile import stats
-from pytest_sme2.profile.profile import TIME, Profile
+from pytest_sme2.profile.breakdown import TIME
+from pytest_sme2.profile.profile import Profile
 
 # Slower by at least this much before it is named: runs of one process are not independent, so a bootstrap over
 # them calls a 1-2% shift between two processes "significant"; 5% is above what two processes of one program

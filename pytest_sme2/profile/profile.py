@@ -26,141 +26,24 @@ reports and (later) baselines:
 from __future__ import annotations
 
 import functools
-import warnings
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
-from pytest_sme2.evidence.categories import NAMED_CATEGORIES, Category, classify, strip_instance
-from pytest_sme2.evidence.etdump import ExecutionTrace, op_id, read_run
-from pytest_sme2.evidence.identity import anchors_of
+from pytest_sme2.evidence.categories import Category, classify, strip_instance
+from pytest_sme2.evidence.etdump import ExecutionTrace, read_run
 from pytest_sme2.evidence.kernel_sampling import KernelTime
 from pytest_sme2.evidence.qemu_counts import InstructionTrace
 from pytest_sme2.export.work import ProgramWork
 from pytest_sme2.profile import stats
+from pytest_sme2.profile.breakdown import BASES, INSTRUCTIONS, TIME, WORK, Breakdown, with_kernel_evidence
+from pytest_sme2.profile.speedup import Speedup, emulated_timing, speedup_of
 
 if TYPE_CHECKING:
     from pytest_sme2.profile.device_model import DeviceModel, ModelledTime
-
-
-ONE_PROCESS_CAVEAT = (
-    "one runner process a side: the interval is run-to-run noise only, not how the level moves "
-    "between processes (compare_variants alternates processes and gives the interval to assert on)"
-)
-
-
-@dataclass(frozen=True)
-class Speedup:
-    """How many times faster one profile is than another, with a bootstrap CI."""
-
-    value: float
-    low: float
-    high: float
-    confidence: float
-    this: str
-    other: str
-    this_median_ms: float
-    other_median_ms: float
-    this_runs: int  # undisturbed runs the interval is computed from
-    other_runs: int
-    this_disturbed: int = 0  # runs the machine disturbed, left out
-    other_disturbed: int = 0
-    # Runner processes (chunks) each side's runs came from: with two or more the interval holds the movement
-    # between processes (stats.ratio_of_medians_ci); with one it shows run-to-run noise only.
-    this_processes: int = 1
-    other_processes: int = 1
-
-    @property
-    def within_one_process(self) -> bool:
-        """A side holds one runner process's runs: the interval is run-to-run noise only (see
-        errors.OneProcessIntervalWarning)."""
-        return min(self.this_processes, self.other_processes) < 2
-
-    def __repr__(self) -> str:
-        def runs(count: int, disturbed: int, processes: int) -> str:
-            return (
-                f"{count} runs"
-                + (f" in {processes} processes" if processes > 1 else " in 1 process")
-                + (f", {disturbed} disturbed left out" if disturbed else "")
-            )
-
-        caveat = "; 1-process CI" if self.within_one_process else ""  # short: pytest cuts long reprs mid-way
-        return (
-            f"Speedup({self.value:.2f}x, {self.confidence:.0%} CI [{self.low:.2f}, {self.high:.2f}]: "
-            f"{self.this} (median {self.this_median_ms:.3f} ms, "
-            f"{runs(self.this_runs, self.this_disturbed, self.this_processes)}) over {self.other} (median "
-            f"{self.other_median_ms:.3f} ms, {runs(self.other_runs, self.other_disturbed, self.other_processes)})"
-            f"{caveat})"
-        )
-
-    __str__ = __repr__
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "value": self.value,
-            "low": self.low,
-            "high": self.high,
-            "confidence": self.confidence,
-            "this": self.this,
-            "other": self.other,
-            "this_processes": self.this_processes,
-            "other_processes": self.other_processes,
-        }
-
-
-TIME, INSTRUCTIONS, WORK = "time", "instructions", "work"
-BASES = (TIME, INSTRUCTIONS)
-KERNELS_PER_OP = 5  # kernels kept per operator event in the JSON form (the rest are in the sampled round's perf.data)
-WORTH_DELEGATING = 0.05  # a portable operator above this share of E2E is worth delegating
-
-
-def _per_run(part: np.ndarray, whole: np.ndarray) -> np.ndarray:
-    """part / whole per run; NaN where the whole is zero."""
-    part, whole = np.asarray(part, dtype=float), np.asarray(whole, dtype=float)
-    out = np.full(part.shape, np.nan)
-    np.divide(part, whole, out=out, where=whole > 0)
-    return out
-
-
-class _Breakdown:
-    """Per-run category, delegation and SME-path arithmetic of one measure of the same events:
-    milliseconds (the ETDump's time) or instructions (counted under emulation). One code path for
-    both, so a share by instructions means exactly what a share by time means."""
-
-    def __init__(self, trace: ExecutionTrace, classes: list):
-        self.trace = trace
-        per_run = {}
-        for category in NAMED_CATEGORIES:
-            mask = np.array([c.category is category for c in classes], dtype=bool)
-            per_run[category.value] = trace.op_values[mask].sum(axis=0) if mask.any() else np.zeros(trace.runs)
-        per_run[Category.OTHER.value] = trace.execute_values - sum(per_run.values())
-        self.category = pd.DataFrame(per_run)
-        self.total = float(trace.execute_values.sum())
-
-    def share_samples(self, category: str | Category) -> np.ndarray:
-        return _per_run(self.category[Category.parse(category).value].to_numpy(), self.trace.execute_values)
-
-    def coverage_samples(self) -> np.ndarray:
-        return _per_run(self.trace.delegate_values, self.trace.execute_values)
-
-    def delegate_outside_ops_samples(self, delegated: np.ndarray) -> np.ndarray:
-        """Per run: share of E2E inside delegate calls but in none of the delegate's operators (XNNPACK
-        setting up inputs and outputs, its reshape), part of OTHER."""
-        inside_ops = self.trace.op_values[delegated].sum(axis=0) if delegated.any() else np.zeros(self.trace.runs)
-        return _per_run(np.maximum(self.trace.delegate_values - inside_ops, 0.0), self.trace.execute_values)
-
-    def sme_path_samples(self, heavy: np.ndarray, packed: np.ndarray) -> np.ndarray:
-        """Per run: of the CONV+GEMM rows ``heavy`` (operator indices), the share in ``packed`` ones."""
-        op_values = self.trace.op_values[heavy]
-        return _per_run(op_values[packed].sum(axis=0), op_values.sum(axis=0))
-
-    def total_shares(self) -> dict[str, float]:
-        if self.total <= 0:
-            return {c.value: 0.0 for c in Category}
-        return {c.value: float(self.category[c.value].sum() / self.total) for c in Category}
 
 
 @dataclass
@@ -260,7 +143,7 @@ class Profile:
 
     def __post_init__(self) -> None:
         trace = self.trace
-        classes = _with_kernel_evidence([classify(key.name) for key in trace.ops], self.instructions, trace)
+        classes = with_kernel_evidence([classify(key.name) for key in trace.ops], self.instructions, trace)
         self._ops = pd.DataFrame(
             {
                 "event": [key.name for key in trace.ops],
@@ -279,7 +162,7 @@ class Profile:
         total_e2e = float(trace.execute_values.sum())
         self._ops["share"] = self._ops["total_ms"] / total_e2e if total_e2e > 0 else 0.0
         self._ops["runs_ms"] = list(trace.op_values)  # one array of per-run times per op (views, no copy)
-        self._breakdowns = {TIME: _Breakdown(trace, classes)}
+        self._breakdowns = {TIME: Breakdown(trace, classes)}
         if self.work is not None:
             per_op = self.work.for_ops(trace.ops)
             for column in ("macs", "flops", "bytes_read", "bytes_written"):
@@ -297,7 +180,7 @@ class Profile:
                 raise ValueError(
                     f"instruction counts of {self.label} ({counted.source}) are for other events than " f"its ETDump"
                 )
-            self._breakdowns[INSTRUCTIONS] = _Breakdown(counted.instructions, classes)
+            self._breakdowns[INSTRUCTIONS] = Breakdown(counted.instructions, classes)
             self._ops["instructions"] = np.median(counted.instructions.op_values, axis=1) if trace.ops else []
             whole = float(np.median(counted.instructions.execute_values))
             self._ops["instruction_share"] = self._ops["instructions"] / whole if whole > 0 else 0.0
@@ -350,7 +233,7 @@ class Profile:
         """E2E statistics over the runs. On an emulated profile a timing skip, as :meth:`speedup_over` is:
         emulated time is not time, so no test can read or assert it as latency."""
         if self.emulated:
-            raise emulated_timing_skip(f"latency of {self.label} not read")
+            raise emulated_timing(f"latency of {self.label} not read")
         return stats.SampleStats.of(self.e2e_ms)
 
     @functools.cached_property
@@ -400,7 +283,7 @@ class Profile:
         instruction counts are exact and repeat run to run (qemu_counts.py)."""
         return INSTRUCTIONS if self.emulated and INSTRUCTIONS in self._breakdowns else TIME
 
-    def _breakdown(self, by: str | None) -> _Breakdown:
+    def _breakdown(self, by: str | None) -> Breakdown:
         basis = by or self.basis
         if basis not in BASES:
             raise ValueError(f"by={basis!r}: use one of {', '.join(BASES)}")
@@ -422,7 +305,7 @@ class Profile:
     def median_ms(self) -> float:
         """Median E2E ms; on an emulated profile a timing skip, like :attr:`latency`."""
         if self.emulated:
-            raise emulated_timing_skip(f"median latency of {self.label} not read")
+            raise emulated_timing(f"median latency of {self.label} not read")
         return float(np.median(self.e2e_ms))
 
     @property
@@ -503,42 +386,13 @@ class Profile:
         return bool(self.metadata.get("target", {}).get("emulated"))
 
     def speedup_over(self, other: "Profile") -> Speedup:
-        """median(other) / median(self) with a CI from the undisturbed per-run samples of both.
+        """median(other) / median(self) with a CI from the undisturbed per-run samples of both (speedup.py).
 
-        On emulated profiles the test is skipped: emulated timing is not hardware timing. The profiles the test
-        built before this line are still judged against their baselines (their counts are exact).
+        On emulated profiles an EmulatedTimingError (the plugin skips the rest of the test): emulated timing is
+        not hardware timing. The profiles the test built before this line are still judged against their
+        baselines (their counts are exact).
         """
-        if self.emulated or other.emulated:
-            raise emulated_timing_skip(f"speedup of {self.label} over {other.label} not checked")
-        mine, theirs = self.e2e_ms[self.clean], other.e2e_ms[other.clean]
-        mine_groups, their_groups = self.run_groups[self.clean], other.run_groups[other.clean]
-        interval = stats.ratio_of_medians_ci(
-            theirs, mine, numerator_groups=their_groups, denominator_groups=mine_groups
-        )
-        speedup = Speedup(
-            value=interval.value,
-            low=interval.low,
-            high=interval.high,
-            confidence=interval.confidence,
-            this=self.label,
-            other=other.label,
-            this_median_ms=float(np.median(mine)),
-            other_median_ms=float(np.median(theirs)),
-            this_runs=int(mine.size),
-            other_runs=int(theirs.size),
-            this_disturbed=self.disturbed_runs,
-            other_disturbed=other.disturbed_runs,
-            this_processes=int(np.unique(mine_groups).size),
-            other_processes=int(np.unique(their_groups).size),
-        )
-        if speedup.within_one_process:
-            from pytest_sme2.errors import OneProcessIntervalWarning
-
-            warnings.warn(
-                OneProcessIntervalWarning(f"speedup of {self.label} over {other.label}: {ONE_PROCESS_CAVEAT}"),
-                stacklevel=2,
-            )
-        return speedup
+        return speedup_of(self, other)
 
     # ----------------------------------------------------------- categories
     @property
@@ -812,160 +666,11 @@ class Profile:
 
     # --------------------------------------------------------------- output
     def to_dict(self, top: int = 10) -> dict[str, Any]:
-        """The one JSON form of this profile: the report's profile entry (summary.json, HTML, CSV), the history
-        line, ``pytest-sme2 analyze --json`` and the baseline record (baselines.record_of picks from it) all
-        read this dict, so every quantity is named and converted here once (docs/artifacts.md)."""
-        top_ops = self.top_ops(top)
-        memory = self.metadata.get("memory") or {}
-        share = "instruction_share" if self.basis == INSTRUCTIONS else "share"
-        # Emulated time is not time: an emulated profile's JSON holds no emulator milliseconds at all, neither
-        # under latency names nor per operator, so no consumer of summary.json can read them as latency.
-        timed = not self.emulated
-        portable = [_json_row(row, timed) for row in self.portable_ops.to_dict("records")]
-        executed = self.executed_sme_kernels  # from a kernel trace (emulated target); None when not traced
-        return {
-            "model": self.model,
-            "recipe": self.recipe,
-            "emulated": self.emulated,
-            "variant": self.variant,
-            "sme2": self.metadata.get("run", {}).get("sme2"),  # as requested: None is the target's default
-            "runs": self.runs,
-            "e2e_ms": [float(x) for x in self.e2e_ms] if timed else None,
-            "latency": self.latency.as_dict() if timed else None,
-            "wall_latency": stats.SampleStats.of(self.wall_ms).as_dict()
-            if timed and self.wall_ms is not None and len(self.wall_ms)
-            else None,
-            "relative_latency": stats.SampleStats.of(self.relative_ms).as_dict(unit="")
-            if self.relative_ms is not None
-            else None,
-            # The reference program's time before each run: the gate compares e2e_ms / reference_ms.
-            "reference_ms": [float(x) for x in self.reference_ms]
-            if self.relative_ms is not None and self.reference_ms is not None
-            else None,
-            # Runs per process, in order: the gate compares process medians (stats.ProcessShift).
-            "process_sizes": self.process_sizes,
-            "load_ms": self.load_ms if timed else None,  # emulated: counted, under instructions.load / init
-            "init_ms": self.init_ms if timed else None,
-            # Runs per runner process, and each one's load and init (hardware): the gate judges those per process.
-            "chunk_sizes": self.chunk_sizes,
-            "load_ms_per_chunk": self.load_ms_per_chunk,
-            "init_ms_per_chunk": self.init_ms_per_chunk,
-            "load_relative_per_chunk": self.load_relative_per_chunk,
-            "init_relative_per_chunk": self.init_relative_per_chunk,
-            "disturbed_runs": self.disturbed_runs,
-            # Which runs: the Profile also sees stalls inside one operator, which e2e_ms alone cannot show.
-            "disturbed_run_indices": self.disturbed_run_indices,
-            "disturbed_references": self.disturbed_references,
-            "throttled_runs": self.throttled,
-            "basis": self.basis,
-            "memory": {
-                "planned_bytes": self.planned_memory_bytes,
-                "planned_buffers": memory.get("planned_buffers"),
-                "peak_rss_kb_median": None if self.peak_rss_kb is None else float(np.median(self.peak_rss_kb)),
-                "peak_rss_kb": None if self.peak_rss_kb is None else [int(kb) for kb in self.peak_rss_kb],
-            },
-            "shares": self.shares,
-            # Per-run values behind the medians: the gate judges these like latency samples. Emulated time
-            # decides nothing, so an emulated profile has none (its counted instructions are judged instead).
-            "per_run": None
-            if self.emulated
-            else {
-                "shares": {c: _finite_list(self.share_samples(c)) for c in self.shares},
-                "delegation_coverage": _finite_list(self.coverage_samples),
-                "sme_path_share": None if self.sme_path_samples is None else _finite_list(self.sme_path_samples),
-            },
-            # OTHER's part that is delegate time outside every delegate operator (by the basis)
-            "other_delegate_outside_ops": self.delegate_outside_ops_share(),
-            "total_shares": self.total_shares,
-            "instructions": self._counted(),
-            "delegation_coverage": self.delegation_coverage,
-            "node_delegation_coverage": self.node_delegation_coverage,
-            "delegation": self._delegation(),
-            "sme_path_share": self.sme_path_share,
-            "sme_path_basis": self.sme_path_basis,
-            "sme_path_ops": self.sme_path_ops,
-            "work": self.work_by_category(),
-            "kernel_time": None if self.kernel_time is None else self.kernel_time.as_dict(top=KERNELS_PER_OP),
-            # which CONV/GEMM kernels ran is evidence on every target; their share needs a measure (not emulator time)
-            "kernels": self._heavy_kernels(share if timed or self.basis == INSTRUCTIONS else None),
-            "executed_sme_kernels": list(executed) if executed is not None else None,
-            "top_ops": [
-                _json_row({k: v for k, v in row.items() if k not in ("runs_ms", "kernels")}, timed)
-                | ({"kernels": row["kernels"]} if "kernels" in row else {})
-                for row in top_ops.to_dict("records")
-            ],
-            "portable_ops": portable,
-            # by the profile's basis: on a counted emulated run its instructions, never the emulator's time
-            "worth_delegating": [op["op"] for op in portable if (op.get(share) or 0.0) > WORTH_DELEGATING],
-            "unclassified_ops": self.unclassified_ops,
-            "metadata": self.metadata,
-            "artifacts": self.artifacts,
-        }
+        """The one JSON form of this profile (profile_json.py): the report's profile entry (summary.json, HTML,
+        CSV), the history line, ``pytest-sme2 analyze --json`` and the baseline record all read it."""
+        from pytest_sme2.profile.profile_json import profile_dict
 
-    def _delegation(self) -> dict[str, Any] | None:
-        """The export's delegation facts, its per-operator-type table as {op type: [delegated, not delegated]}."""
-        if not self.delegation:
-            return None
-        delegation = dict(self.delegation)
-        ops = {op["op_type"]: [op["delegated"], op["non_delegated"]] for op in delegation.pop("ops", [])}
-        return {**delegation, "ops": ops}
-
-    def _heavy_kernels(self, share: str | None) -> list[dict[str, Any]]:
-        """The CONV and GEMM operators by kernel name, heaviest first: what the kernel evidence shows. ``share``
-        None (an uncounted emulated run): no share, in execution order."""
-        ops = self.ops
-        heavy = ops[ops["category"].isin([Category.CONV.value, Category.GEMM.value])]
-        kernels = [
-            {
-                "op": op,
-                "category": rows["category"].iloc[0],
-                "packed": bool(rows["packed"].iloc[0]),
-                "instances": int(len(rows)),
-                "share": None if share is None else float(rows[share].sum()),
-            }
-            for op, rows in heavy.groupby("op", sort=False)
-        ]
-        return kernels if share is None else sorted(kernels, key=lambda k: k["share"], reverse=True)
-
-    def _counted(self) -> dict[str, Any] | None:
-        """What the counted run says (None where nothing was counted): the whole inference's instructions and
-        SME instructions, the same per operator, shares, coverage and SME path by instructions, the SME kernels
-        that executed. All deterministic: the gate compares them with plain tolerances."""
-        if self.instructions is None:
-            return None
-        counted = self.instructions.instructions
-        whole = lambda value: None if value is None else int(round(value))  # noqa: E731 - exact counts stay ints
-        ops = self.ops
-        keys = self.trace.ops
-        record: dict[str, Any] = {
-            "source": "qemu (emulated target)",
-            "per_inference": whole(self.instructions_per_inference),
-            "sme_per_inference": whole(self.sme_instructions_per_inference),
-            "sme_share_of_conv_gemm": self.sme_instruction_share,
-            "shares": self.shares_by(INSTRUCTIONS),
-            "delegation_coverage": self.coverage(INSTRUCTIONS),
-            "sme_path_share": self.sme_path_share,
-            "sme_path_basis": self.sme_path_basis,
-            "load": whole(counted.load_value),
-            "init": whole(counted.init_value),
-            # [execution order, instructions, SME instructions]: the baseline file's keys are sorted; the order
-            # keeps what the gate needs to pair operators of records without identities
-            # (gate/checks/pairing.py, align_ops).
-            "ops": {
-                op_id(key): [order, int(round(ins)), int(round(sme))]
-                for order, (key, ins, sme) in enumerate(zip(keys, ops["instructions"], ops["sme_instructions"]))
-            },
-            "sme_kernels": list(self.executed_sme_kernels or ()),
-        }
-        if self.instructions.classes is not None:  # one inference's instructions per class (a device model's input)
-            record["mix"] = {
-                name: whole(float(np.median(trace.execute_values))) for name, trace in self.instructions.classes.items()
-            }
-        # Each operator's graph node (identity.py): what pairs it with the baseline's across a delegate split.
-        identities = anchors_of(keys, self.work) if self.work is not None else None
-        if identities is not None:
-            record["op_identity"] = {op_id(key): name for key, name in zip(keys, identities)}
-        return record
+        return profile_dict(self, top)
 
     def __repr__(self) -> str:
         if self.emulated:  # emulator time is no latency: the size of an inference is what was counted, if anything
@@ -977,64 +682,6 @@ class Profile:
             )
             return f"Profile({self.label}: emulated, {size}, {self.runs} runs)"
         return f"Profile({self.label}: median {self.median_ms:.3f} ms over {self.runs} runs)"
-
-
-# An operator row's columns measured in time (ms, or a share of E2E time): left out of an emulated profile's JSON.
-_TIME_COLUMNS = frozenset({"median_ms", "mean_ms", "total_ms", "share", "median_ms_per_run"})
-
-
-def _json_row(row: Mapping[str, Any], timed: bool) -> dict[str, Any]:
-    """One operator row as JSON values; without its time columns when ``timed`` is False (emulated)."""
-    return {k: (v.item() if hasattr(v, "item") else v) for k, v in row.items() if timed or k not in _TIME_COLUMNS}
-
-
-def _finite_list(values: Any) -> list[float | None]:
-    """Per-run values for JSON: NaN (a run without that kind of time) becomes null."""
-    return [float(x) if np.isfinite(x) else None for x in values]
-
-
-def samples_of(profile_or_samples: "Profile | Sequence[float] | np.ndarray") -> np.ndarray:
-    """Per-run latencies of a Profile or a plain sample list."""
-    if isinstance(profile_or_samples, Profile):
-        return profile_or_samples.e2e_ms
-    return stats.as_samples(profile_or_samples)
-
-
-# Set on the skip a timing assertion raises on emulated profiles: the profiles the test built before it were
-# counted exactly, so the baseline gate still judges them (plugin/baseline_hooks.py) before the skip stands.
-_TIMING_SKIP_MARK = "sme2_emulated_timing"
-
-
-def _with_kernel_evidence(classes: list, counted: "InstructionTrace | None", trace: ExecutionTrace) -> list:
-    """Each operator's class, on the SME path also where its counted instructions hold SME multiply-accumulates
-    (outer products, multiply-accumulates into ZA). An operator's name shows a packed format only for kernels that
-    exist only for SME; XNNPACK names a dynamically quantized GEMM ("QP8, F32, QC8W") alike whether a KleidiAI SME2
-    kernel or a NEON one ran it, so where the run was counted the instructions decide."""
-    if counted is None or counted.classes is None or not classes or counted.instructions.ops != trace.ops:
-        return classes
-    from pytest_sme2.evidence.instruction_classes import SME_MULTIPLY_ACCUMULATES
-
-    rows = [counted.classes[name].op_values for name in SME_MULTIPLY_ACCUMULATES if name in counted.classes]
-    if not rows:
-        return classes
-    ran = np.median(np.sum(rows, axis=0), axis=1) > 0
-    return [c if c.packed or not r else replace(c, packed=True) for c, r in zip(classes, ran)]
-
-
-def emulated_timing_skip(what: str) -> BaseException:
-    """The skip of one timing assertion (``what`` was not checked) on emulated profiles, marked as such."""
-    import pytest
-
-    from pytest_sme2.run.targets.base import EMULATED_TIMING
-
-    skip = pytest.skip.Exception(f"{EMULATED_TIMING}: {what}", _use_item_location=True)
-    setattr(skip, _TIMING_SKIP_MARK, True)
-    return skip
-
-
-def is_emulated_timing_skip(error: BaseException) -> bool:
-    """True for a skip made by :func:`emulated_timing_skip`."""
-    return bool(getattr(error, _TIMING_SKIP_MARK, False))
 
 
 def _joined(parts: Sequence[np.ndarray | None]) -> np.ndarray | None:

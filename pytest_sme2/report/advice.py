@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from pytest_sme2.evidence.categories import Category
-from pytest_sme2.profile.profile import WORTH_DELEGATING
+from pytest_sme2.profile.profile_json import WORTH_DELEGATING
 
 SME_PATH_EXPECTED = 0.5  # an SME2-on variant below this share of CONV+GEMM in SME kernels is suspicious
 DELEGATION_EXPECTED = 0.9

@@ -14,7 +14,8 @@ from typing import Any
 
 from pytest_sme2.errors import EtdumpError, RunnerError, UsageError
 from pytest_sme2.evidence.qemu_counts import COUNTS_FILE, InstructionTrace
-from pytest_sme2.profile.profile import INSTRUCTIONS, Profile
+from pytest_sme2.profile.breakdown import INSTRUCTIONS
+from pytest_sme2.profile.profile import Profile
 from pytest_sme2.report.entries import compare
 from pytest_sme2.report.table import fewer, instructions, ms, pct, speedup, text_table
 from pytest_sme2.report.text import NO_OPERATOR_SHARES, operator_shares, profile_text

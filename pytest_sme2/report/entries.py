@@ -26,8 +26,9 @@ from pytest_sme2.errors import OneProcessIntervalWarning
 from pytest_sme2.evidence.categories import Category, classify
 from pytest_sme2.gate.verdict import Status, Verdict
 from pytest_sme2.profile import stats
+from pytest_sme2.profile.breakdown import INSTRUCTIONS, TIME
 from pytest_sme2.profile.op_pairs import match_ops, per_run_by_op, sme2_slowdowns
-from pytest_sme2.profile.profile import INSTRUCTIONS, TIME, Profile
+from pytest_sme2.profile.profile import Profile
 
 if TYPE_CHECKING:
     from pytest_sme2.profile.device_model import DeviceModel

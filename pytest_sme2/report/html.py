@@ -15,7 +15,7 @@ from pathlib import Path, PureWindowsPath
 from typing import Any, Iterable, Mapping, Sequence
 from urllib.parse import quote
 
-from pytest_sme2.profile.profile import WORTH_DELEGATING
+from pytest_sme2.profile.profile_json import WORTH_DELEGATING
 from pytest_sme2.report import charts
 from pytest_sme2.report.advice import recommendations
 from pytest_sme2.report.entries import EMULATED_NOTE

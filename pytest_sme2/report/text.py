@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from pytest_sme2.profile.profile import INSTRUCTIONS
+from pytest_sme2.profile.breakdown import INSTRUCTIONS
 from pytest_sme2.report.entries import EMULATED_NOTE
 from pytest_sme2.report.table import (
     SME_INSTRUCTIONS_LABEL,

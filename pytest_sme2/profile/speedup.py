@@ -1,0 +1,124 @@
+"""How many times faster one profile is than another: the Speedup and its interval between processes.
+
+Profile.speedup_over is the public entry; the arithmetic lives here so the Profile stays what one run means. The
+interval resamples runner processes, then runs within them (stats.ratio_of_medians_ci): runs of one process
+share its level, and one process a side gives an interval of run-to-run noise only, which is warned about.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from pytest_sme2.errors import EmulatedTimingError, OneProcessIntervalWarning
+from pytest_sme2.profile import stats
+
+if TYPE_CHECKING:
+    from pytest_sme2.profile.profile import Profile
+
+
+ONE_PROCESS_CAVEAT = (
+    "one runner process a side: the interval is run-to-run noise only, not how the level moves "
+    "between processes (compare_variants alternates processes and gives the interval to assert on)"
+)
+
+
+@dataclass(frozen=True)
+class Speedup:
+    """How many times faster one profile is than another, with a bootstrap CI."""
+
+    value: float
+    low: float
+    high: float
+    confidence: float
+    this: str
+    other: str
+    this_median_ms: float
+    other_median_ms: float
+    this_runs: int  # undisturbed runs the interval is computed from
+    other_runs: int
+    this_disturbed: int = 0  # runs the machine disturbed, left out
+    other_disturbed: int = 0
+    # Runner processes (chunks) each side's runs came from: with two or more the interval holds the movement
+    # between processes (stats.ratio_of_medians_ci); with one it shows run-to-run noise only.
+    this_processes: int = 1
+    other_processes: int = 1
+
+    @property
+    def within_one_process(self) -> bool:
+        """A side holds one runner process's runs: the interval is run-to-run noise only (see
+        errors.OneProcessIntervalWarning)."""
+        return min(self.this_processes, self.other_processes) < 2
+
+    def __repr__(self) -> str:
+        def runs(count: int, disturbed: int, processes: int) -> str:
+            return (
+                f"{count} runs"
+                + (f" in {processes} processes" if processes > 1 else " in 1 process")
+                + (f", {disturbed} disturbed left out" if disturbed else "")
+            )
+
+        caveat = "; 1-process CI" if self.within_one_process else ""  # short: pytest cuts long reprs mid-way
+        return (
+            f"Speedup({self.value:.2f}x, {self.confidence:.0%} CI [{self.low:.2f}, {self.high:.2f}]: "
+            f"{self.this} (median {self.this_median_ms:.3f} ms, "
+            f"{runs(self.this_runs, self.this_disturbed, self.this_processes)}) over {self.other} (median "
+            f"{self.other_median_ms:.3f} ms, {runs(self.other_runs, self.other_disturbed, self.other_processes)})"
+            f"{caveat})"
+        )
+
+    __str__ = __repr__
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "value": self.value,
+            "low": self.low,
+            "high": self.high,
+            "confidence": self.confidence,
+            "this": self.this,
+            "other": self.other,
+            "this_processes": self.this_processes,
+            "other_processes": self.other_processes,
+        }
+
+
+def emulated_timing(what: str) -> EmulatedTimingError:
+    """The error of one timing read (``what`` was not read or checked) on an emulated profile."""
+    from pytest_sme2.run.targets.base import EMULATED_TIMING
+
+    return EmulatedTimingError(f"{EMULATED_TIMING}: {what}")
+
+
+def speedup_of(this: "Profile", other: "Profile") -> Speedup:
+    """median(other) / median(this) with a CI from the undisturbed per-run samples of both; an
+    EmulatedTimingError on emulated profiles (emulated timing is not hardware timing)."""
+    if this.emulated or other.emulated:
+        raise emulated_timing(f"speedup of {this.label} over {other.label} not checked")
+    mine, theirs = this.e2e_ms[this.clean], other.e2e_ms[other.clean]
+    mine_groups, their_groups = this.run_groups[this.clean], other.run_groups[other.clean]
+    interval = stats.ratio_of_medians_ci(theirs, mine, numerator_groups=their_groups, denominator_groups=mine_groups)
+    speedup = Speedup(
+        value=interval.value,
+        low=interval.low,
+        high=interval.high,
+        confidence=interval.confidence,
+        this=this.label,
+        other=other.label,
+        this_median_ms=float(np.median(mine)),
+        other_median_ms=float(np.median(theirs)),
+        this_runs=int(mine.size),
+        other_runs=int(theirs.size),
+        this_disturbed=this.disturbed_runs,
+        other_disturbed=other.disturbed_runs,
+        this_processes=int(np.unique(mine_groups).size),
+        other_processes=int(np.unique(their_groups).size),
+    )
+    if speedup.within_one_process:
+        warnings.warn(
+            OneProcessIntervalWarning(f"speedup of {this.label} over {other.label}: {ONE_PROCESS_CAVEAT}"),
+            stacklevel=3,
+        )
+    return speedup
