@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytest_sme2.evidence.etdump import SyntheticEvent, write_synthetic_etdump
+from pytest_sme2.evidence.etdump_writer import SyntheticEvent, write_synthetic_etdump
 
 GAP_NS = 1_000  # idle time between sibling events
 

@@ -25,21 +25,19 @@ from typing import Any, Callable
 
 from pytest_sme2.errors import Sme2Error, UsageError
 from pytest_sme2.export import export_key
-from pytest_sme2.export.export import (
+from pytest_sme2.export.cache_entry import (
     EXPORT_FORMAT_VERSION,
     INPUTS_NAME,
     META_NAME,
     PTE_NAME,
     REFERENCE_NAME,
     DamagedEntry,
-    Recipe,
     check_facts,
     check_files,
-    export,
     meta_problem,
     read_meta,
-    versions,
 )
+from pytest_sme2.export.export import Recipe, export, versions
 from pytest_sme2.export.llm_export import FLOW as LLM_FLOW
 from pytest_sme2.export.work import FACTS_FILE
 from pytest_sme2.model.registry import ModelRegistry

@@ -12,7 +12,6 @@ import collections
 import contextlib
 import json
 import logging
-import math
 import os
 import shutil
 import time
@@ -24,15 +23,27 @@ from typing import Any, Iterator
 
 from pytest_sme2.errors import DamagedCacheEntryWarning, ExportError, StorageError, UsageError
 from pytest_sme2.export import export_key
+from pytest_sme2.export.cache_entry import (
+    CHECKED_FILES,
+    ETRECORD_NAME,
+    EXPORT_FORMAT_VERSION,
+    INPUTS_NAME,
+    META_NAME,
+    PTE_NAME,
+    REFERENCE_NAME,
+    DamagedEntry,
+    check_facts,
+    check_files,
+    first_line,
+    meta_problem,
+    read_meta,
+)
 from pytest_sme2.export.graph_nodes import graph_nodes
-from pytest_sme2.export.work import FACTS_FILE, FACTS_VERSION, decode_facts, facts_document, write_facts
+from pytest_sme2.export.work import FACTS_FILE, facts_document, write_facts
 from pytest_sme2.model.registry import Model, where_in_author_code
 from pytest_sme2.system.digests import file_sha256, tree_digest
 from pytest_sme2.system.locks import entry_lock
 
-# 2: int8 reference outputs come from the quantized model; 3: keyed by the traced program's content;
-# 4: export.json holds every file's sha256, checked whenever the entry is used
-EXPORT_FORMAT_VERSION = 4
 # Everything that turns a traced program into a cache entry (lowering, quantization, partitioner settings,
 # the facts and reference outputs written beside the program) is in this folder: its source is in every key,
 # so a pytest-sme2 upgrade or an edit that lowers differently is a miss, not a stale program.
@@ -45,12 +56,6 @@ QUANT_MODES = ("static", "dynamic", "8da4w")
 # model before torch.export; linears whose input width is not a multiple of the group stay float, as there.
 GROUP_SIZE_8DA4W = 32
 PARTITIONERS = ("xnnpack", "none")
-PTE_NAME = "model.pte"
-ETRECORD_NAME = "model.etrecord"
-INPUTS_NAME = "inputs.pt"
-REFERENCE_NAME = "reference_outputs.pt"
-META_NAME = "export.json"
-CHECKED_FILES = (PTE_NAME, ETRECORD_NAME, INPUTS_NAME, REFERENCE_NAME)  # their sha256 is in export.json
 
 
 @dataclass(frozen=True)
@@ -250,51 +255,6 @@ def cache_key(model: Model, recipe: Recipe) -> str:
     return trace(model, recipe).key
 
 
-class DamagedEntry(Exception):
-    """Why an existing cache entry cannot be used (the message names the file or field)."""
-
-
-def _count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
-
-
-def meta_problem(meta: Any, key: str, digest: str) -> str | None:
-    """What is wrong with an entry's export.json for the program of this ``digest`` under this ``key``, or None."""
-    if not isinstance(meta, dict):
-        return f"{META_NAME} holds a JSON {type(meta).__name__}, not an object"
-    if meta.get("format") != EXPORT_FORMAT_VERSION:
-        return f"{META_NAME} has format {meta.get('format')!r}, not {EXPORT_FORMAT_VERSION}"
-    for name, want in (("cache_key", key), ("program_digest", digest)):
-        if meta.get(name) != want:
-            return f"{META_NAME}'s {name} is {meta.get(name)!r}, not this entry's {want!r}"
-    seconds = meta.get("export_seconds")
-    if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not math.isfinite(seconds):
-        return f"{META_NAME}'s export_seconds is {seconds!r}, not a number"
-    delegation = meta.get("delegation")
-    if not isinstance(delegation, dict):
-        return f"{META_NAME}'s delegation is {type(delegation).__name__}, not an object"
-    for key in ("delegated_nodes", "non_delegated_nodes", "delegated_subgraphs"):
-        if not _count(delegation.get(key)):
-            return f"{META_NAME}'s delegation.{key} is {delegation.get(key)!r}, not a count"
-    ops = delegation.get("ops")
-    if not isinstance(ops, list) or not all(
-        isinstance(op, dict)
-        and isinstance(op.get("op_type"), str)
-        and _count(op.get("delegated"))
-        and _count(op.get("non_delegated"))
-        for op in ops
-    ):
-        return f"{META_NAME}'s delegation.ops is not a list of {{op_type, delegated, non_delegated}}"
-    files = meta.get("files")
-    if (
-        not isinstance(files, dict)
-        or sorted(files) != sorted(CHECKED_FILES)
-        or not all(isinstance(v, str) and len(v) == 64 for v in files.values())
-    ):
-        return f"{META_NAME}'s files is {files!r}, not the sha256 of each of {', '.join(CHECKED_FILES)}"
-    return None
-
-
 def _other_request(meta: dict[str, Any], inputs: Path, model: str, recipe: Recipe, traced: Traced) -> str | None:
     """Why a whole entry (every file matching its digest) answers for another export than this one, or None.
 
@@ -319,7 +279,7 @@ def _other_request(meta: dict[str, Any], inputs: Path, model: str, recipe: Recip
     try:
         stored = torch.load(inputs, weights_only=True)
     except Exception as exc:  # noqa: BLE001 - any unreadable inputs file is a damaged entry
-        return f"{INPUTS_NAME} does not load ({_first_line(exc)})"
+        return f"{INPUTS_NAME} does not load ({first_line(exc)})"
     if export_key.inputs_digest(stored) != export_key.inputs_digest(traced.inputs):
         return (
             f"{INPUTS_NAME} is not {model}'s example inputs: the program in this entry was exported from another model"
@@ -354,49 +314,6 @@ def _load_entry(directory: Path, model: str, recipe: Recipe, traced: Traced) -> 
     )
 
 
-def read_meta(directory: Path) -> Any:
-    """An entry's export.json, decoded (its shape is meta_problem's to check); DamagedEntry when it is missing or
-    does not decode."""
-    try:
-        return json.loads((directory / META_NAME).read_text())
-    except FileNotFoundError:
-        raise DamagedEntry(f"{META_NAME} is missing") from None
-    except (OSError, ValueError) as exc:
-        raise DamagedEntry(f"{META_NAME} does not decode ({_first_line(exc)})") from None
-
-
-def check_files(directory: Path, meta: dict[str, Any]) -> None:
-    """DamagedEntry when a file of the entry is missing, unreadable, or not the sha256 its export.json stored."""
-    for name, stored in meta["files"].items():
-        try:
-            actual = file_sha256(directory / name)
-        except FileNotFoundError:
-            raise DamagedEntry(f"{name} is missing") from None
-        except OSError as exc:
-            raise DamagedEntry(f"{name} is unreadable ({_first_line(exc)})") from None
-        if actual != stored:
-            size = (directory / name).stat().st_size
-            raise DamagedEntry(
-                f"{name} ({size} bytes) is not what was exported: its sha256 begins {actual[:16]}, "
-                f"the one {META_NAME} stored {stored[:16]}"
-            )
-
-
-def check_facts(directory: Path) -> None:
-    """DamagedEntry when the entry's program facts (program.json) are missing or do not decode."""
-    try:
-        facts = json.loads((directory / FACTS_FILE).read_text())
-        # Another version is stale, not damaged: work.ProgramFacts.of computes it again from the program.
-        if not isinstance(facts, dict) or facts.get("version") == FACTS_VERSION:
-            decode_facts(facts, str(directory / PTE_NAME))
-    except FileNotFoundError:
-        raise DamagedEntry(f"{FACTS_FILE} is missing") from None
-    except OSError as exc:
-        raise DamagedEntry(f"{FACTS_FILE} is unreadable ({_first_line(exc)})") from None
-    except ValueError as exc:  # not JSON, or decode_facts naming the part
-        raise DamagedEntry(f"{FACTS_FILE} does not decode: {exc}") from None
-
-
 def _discard(directory: Path, model: Model, recipe: Recipe, damage: DamagedEntry) -> None:
     """Report a damaged entry by its own path (not a session's copy of it) and remove it."""
     warnings.warn(
@@ -415,7 +332,7 @@ def _discard(directory: Path, model: Model, recipe: Recipe, damage: DamagedEntry
     except OSError as exc:
         raise StorageError(
             f"export cache entry {directory} is damaged ({damage}) and cannot be removed: "
-            f"{_first_line(exc)}. Remove it by hand, or use another --sme2-cache-dir"
+            f"{first_line(exc)}. Remove it by hand, or use another --sme2-cache-dir"
         ) from None
 
 
@@ -504,11 +421,6 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}".rstrip(": ")
-
-
 class _Stage:
     """What an export is doing, for its error message."""
 
@@ -537,7 +449,7 @@ def _reporting(model: Model, recipe: Recipe) -> Iterator[_Stage]:
     except Exception as exc:
         raise ExportError(
             f"export of model {model.name!r} with recipe {recipe.label} failed while {stage.name}: "
-            f"{_first_line(exc)}{_where_in_model(exc, model)}",
+            f"{first_line(exc)}{_where_in_model(exc, model)}",
             detail=traceback.format_exc() + _trace_log(trace_records),
         ) from None
     finally:

@@ -23,19 +23,21 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from pytest_sme2.errors import DamagedCacheEntryWarning, ExportError, UsageError
-from pytest_sme2.export.export import (
+from pytest_sme2.export.cache_entry import (
     ETRECORD_NAME,
     EXPORT_FORMAT_VERSION,
     INPUTS_NAME,
     META_NAME,
     PTE_NAME,
     DamagedEntry,
+    check_files,
+    first_line,
+    read_meta,
+)
+from pytest_sme2.export.export import (
     ExportedModel,
     Recipe,
     _delegation_record,
-    _first_line,
-    check_files,
-    read_meta,
     staged_entry,
     versions,
     write_entry_meta,
@@ -262,7 +264,7 @@ def _export_into(config: Any, out: Path, name: str, recipe: Recipe) -> dict[str,
             export_llama(config)
     except Exception as exc:
         raise ExportError(
-            f"ExecuTorch's LLM export (export_llama) of {name!r} ({recipe.label}) failed: " f"{_first_line(exc)}",
+            f"ExecuTorch's LLM export (export_llama) of {name!r} ({recipe.label}) failed: " f"{first_line(exc)}",
             detail=traceback.format_exc(),
         ) from None
     written = out / "etrecord.bin"  # export_llama writes its ETRecord beside the model under this name

@@ -15,7 +15,8 @@ import pytest
 from conftest import TINY_MODEL
 from pytest_sme2 import Recipe
 from pytest_sme2.cli import main
-from pytest_sme2.export.export import META_NAME, PTE_NAME, export
+from pytest_sme2.export.cache_entry import META_NAME, PTE_NAME
+from pytest_sme2.export.export import export
 from pytest_sme2.model.registry import ModelRegistry
 from pytest_sme2.system.digests import file_sha256
 

@@ -15,13 +15,12 @@ from helpers_etdump import RunSpec, default_block, execute_block, write_etdump
 from pytest_sme2.errors import EtdumpError
 from pytest_sme2.evidence.etdump import (
     ExecutionTrace,
-    SyntheticEvent,
     _columns,
     read_blocks,
     read_run,
     read_trace,
-    write_synthetic_etdump,
 )
+from pytest_sme2.evidence.etdump_writer import SyntheticEvent, write_synthetic_etdump
 
 CONV = "Convolution (NHWC, F32) IGEMM #1"
 FC = "Fully Connected (NC, F32) GEMM #1"
@@ -365,7 +364,8 @@ def test_one_bad_run_among_good_ones_is_reported(tmp_path: Path) -> None:
 
 def test_an_etdump_without_the_runtimes_size_prefix_reads_the_same(tmp_path: Path) -> None:
     # serialize_to_etdump_flatcc (Python) writes the flatbuffer alone; the runtime prefixes its size
-    from pytest_sme2.evidence.etdump import SyntheticEvent, read_run, write_synthetic_etdump
+    from pytest_sme2.evidence.etdump import read_run
+    from pytest_sme2.evidence.etdump_writer import SyntheticEvent, write_synthetic_etdump
 
     prefixed = write_synthetic_etdump(
         tmp_path / "prefixed.etdp",

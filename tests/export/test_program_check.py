@@ -67,7 +67,7 @@ def test_garbage_bytes(tmp_path: Path, seed: int) -> None:
 
 
 def test_etdump_is_not_a_program(tmp_path: Path) -> None:
-    from pytest_sme2.evidence.etdump import SyntheticEvent, write_synthetic_etdump
+    from pytest_sme2.evidence.etdump_writer import SyntheticEvent, write_synthetic_etdump
 
     path = write_synthetic_etdump(
         tmp_path / "trace.pte", [("Execute", [SyntheticEvent(0, 10, name="Method::execute")])]

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from pytest_sme2.errors import BaselineError
-from pytest_sme2.evidence.etdump import SyntheticEvent, read_run, write_synthetic_etdump
+from pytest_sme2.evidence.etdump import read_run
+from pytest_sme2.evidence.etdump_writer import SyntheticEvent, write_synthetic_etdump
 from pytest_sme2.gate import baselines
 from pytest_sme2.profile.profile import Profile
 

@@ -345,7 +345,8 @@ def test_instruction_metric_catches_an_extra_operator(sme2_project: pytest.Pytes
 
 
 def test_profile_concat_matches_operators_by_identity(tmp_path: Path) -> None:
-    from pytest_sme2.evidence.etdump import SyntheticEvent, read_run, write_synthetic_etdump
+    from pytest_sme2.evidence.etdump import read_run
+    from pytest_sme2.evidence.etdump_writer import SyntheticEvent, write_synthetic_etdump
     from pytest_sme2.profile.profile import Profile
 
     def trace(name: str, durations: list[int], with_extra_op: bool):

@@ -1,0 +1,117 @@
+"""One export cache entry's layout and its checks: the files an entry holds, its export.json's shape, every
+file's sha256 against what its export stored, and its program facts. Every use of an entry (an export's cache
+hit, export_llm, ``pytest-sme2 cache verify``) checks it here, since a shared cache folder is another writer's
+input (docs/export.md, "Who may write the cache")."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from pytest_sme2.export.work import FACTS_FILE, FACTS_VERSION, decode_facts
+from pytest_sme2.system.digests import file_sha256
+
+# 2: int8 reference outputs come from the quantized model; 3: keyed by the traced program's content;
+# 4: export.json holds every file's sha256, checked whenever the entry is used
+EXPORT_FORMAT_VERSION = 4
+PTE_NAME = "model.pte"
+ETRECORD_NAME = "model.etrecord"
+INPUTS_NAME = "inputs.pt"
+REFERENCE_NAME = "reference_outputs.pt"
+META_NAME = "export.json"
+CHECKED_FILES = (PTE_NAME, ETRECORD_NAME, INPUTS_NAME, REFERENCE_NAME)  # their sha256 is in export.json
+
+
+class DamagedEntry(Exception):
+    """Why an existing cache entry cannot be used (the message names the file or field)."""
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def meta_problem(meta: Any, key: str, digest: str) -> str | None:
+    """What is wrong with an entry's export.json for the program of this ``digest`` under this ``key``, or None."""
+    if not isinstance(meta, dict):
+        return f"{META_NAME} holds a JSON {type(meta).__name__}, not an object"
+    if meta.get("format") != EXPORT_FORMAT_VERSION:
+        return f"{META_NAME} has format {meta.get('format')!r}, not {EXPORT_FORMAT_VERSION}"
+    for name, want in (("cache_key", key), ("program_digest", digest)):
+        if meta.get(name) != want:
+            return f"{META_NAME}'s {name} is {meta.get(name)!r}, not this entry's {want!r}"
+    seconds = meta.get("export_seconds")
+    if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not math.isfinite(seconds):
+        return f"{META_NAME}'s export_seconds is {seconds!r}, not a number"
+    delegation = meta.get("delegation")
+    if not isinstance(delegation, dict):
+        return f"{META_NAME}'s delegation is {type(delegation).__name__}, not an object"
+    for key in ("delegated_nodes", "non_delegated_nodes", "delegated_subgraphs"):
+        if not _count(delegation.get(key)):
+            return f"{META_NAME}'s delegation.{key} is {delegation.get(key)!r}, not a count"
+    ops = delegation.get("ops")
+    if not isinstance(ops, list) or not all(
+        isinstance(op, dict)
+        and isinstance(op.get("op_type"), str)
+        and _count(op.get("delegated"))
+        and _count(op.get("non_delegated"))
+        for op in ops
+    ):
+        return f"{META_NAME}'s delegation.ops is not a list of {{op_type, delegated, non_delegated}}"
+    files = meta.get("files")
+    if (
+        not isinstance(files, dict)
+        or sorted(files) != sorted(CHECKED_FILES)
+        or not all(isinstance(v, str) and len(v) == 64 for v in files.values())
+    ):
+        return f"{META_NAME}'s files is {files!r}, not the sha256 of each of {', '.join(CHECKED_FILES)}"
+    return None
+
+
+def read_meta(directory: Path) -> Any:
+    """An entry's export.json, decoded (its shape is meta_problem's to check); DamagedEntry when it is missing or
+    does not decode."""
+    try:
+        return json.loads((directory / META_NAME).read_text())
+    except FileNotFoundError:
+        raise DamagedEntry(f"{META_NAME} is missing") from None
+    except (OSError, ValueError) as exc:
+        raise DamagedEntry(f"{META_NAME} does not decode ({first_line(exc)})") from None
+
+
+def check_files(directory: Path, meta: dict[str, Any]) -> None:
+    """DamagedEntry when a file of the entry is missing, unreadable, or not the sha256 its export.json stored."""
+    for name, stored in meta["files"].items():
+        try:
+            actual = file_sha256(directory / name)
+        except FileNotFoundError:
+            raise DamagedEntry(f"{name} is missing") from None
+        except OSError as exc:
+            raise DamagedEntry(f"{name} is unreadable ({first_line(exc)})") from None
+        if actual != stored:
+            size = (directory / name).stat().st_size
+            raise DamagedEntry(
+                f"{name} ({size} bytes) is not what was exported: its sha256 begins {actual[:16]}, "
+                f"the one {META_NAME} stored {stored[:16]}"
+            )
+
+
+def check_facts(directory: Path) -> None:
+    """DamagedEntry when the entry's program facts (program.json) are missing or do not decode."""
+    try:
+        facts = json.loads((directory / FACTS_FILE).read_text())
+        # Another version is stale, not damaged: work.ProgramFacts.of computes it again from the program.
+        if not isinstance(facts, dict) or facts.get("version") == FACTS_VERSION:
+            decode_facts(facts, str(directory / PTE_NAME))
+    except FileNotFoundError:
+        raise DamagedEntry(f"{FACTS_FILE} is missing") from None
+    except OSError as exc:
+        raise DamagedEntry(f"{FACTS_FILE} is unreadable ({first_line(exc)})") from None
+    except ValueError as exc:  # not JSON, or decode_facts naming the part
+        raise DamagedEntry(f"{FACTS_FILE} does not decode: {exc}") from None
+
+
+def first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}".rstrip(": ")
