@@ -103,11 +103,9 @@ class SavedCounts:
 
     @classmethod
     def of(cls, profile: "object") -> "SavedCounts":
-        from pytest_sme2.profile.device_model import PricingInputs
-
         return cls(
             {
-                **PricingInputs.of(profile).to_dict(),
+                **profile.pricing_inputs().to_dict(),
                 "instructions_per_inference": float(profile.instructions_per_inference),
             }
         )

@@ -22,21 +22,17 @@ import numbers
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Mapping
+from typing import Any, ClassVar, Mapping
 
 import numpy as np
 import pandas as pd
 
 from pytest_sme2.errors import UsageError
 from pytest_sme2.evidence.categories import Category
-from pytest_sme2.evidence.identity import anchors_of
 from pytest_sme2.evidence.instruction_classes import NAMES
 from pytest_sme2.system.plain_text import CONTROL
 from pytest_sme2.system.regular_files import read_bounded
 from pytest_sme2.system.toml_reader import tomllib
-
-if TYPE_CHECKING:
-    from pytest_sme2.profile.profile import Profile
 
 DEVICES_FOLDER = Path(__file__).parent / "devices"
 ALL_CLASSES = "all"  # a resource rate that applies to every instruction class (the pipeline width)
@@ -460,31 +456,33 @@ class PricingInputs:
     COLUMNS: ClassVar[tuple[str, ...]] = ("event", "op", "category", "delegated")
 
     @classmethod
-    def of(cls, profile: "Profile") -> "PricingInputs | None":
-        """A profile's pricing inputs; None where it was not counted by instruction class."""
-        mix = profile.instruction_mix()
-        if mix is None:
-            return None
-        counted = profile.instructions
-        assert counted is not None and counted.classes is not None  # instruction_mix() said so
-        classes = counted.classes
+    def counted(
+        cls,
+        label: str,
+        mix: pd.DataFrame,
+        classes: Mapping[str, Any],
+        ops: pd.DataFrame,
+        identities: list[str] | None,
+        metadata: Mapping[str, Any],
+    ) -> "PricingInputs":
+        """Pricing inputs from what a counted run holds, passed explicitly (Profile.pricing_inputs): the
+        per-operator class counts ``mix`` (Profile.instruction_mix), each class's trace (``execute_values``,
+        ``op_values``) for the instructions outside operators, the operator rows with their bytes, each
+        operator's graph node, and the run's metadata (vector length, threads)."""
         outside = np.array(
             [float(np.median(classes[n].execute_values - classes[n].op_values.sum(axis=0))) for n in NAMES]
         )
-        ops = profile.ops
         missing = np.full(len(mix), np.nan)
         return cls(
-            label=profile.label,
+            label=label,
             ops=mix[list(cls.COLUMNS)].reset_index(drop=True),
             mix=mix[list(NAMES)].to_numpy(dtype=float),
             outside_mix=outside,
             bytes_read=ops["bytes_read"].to_numpy(dtype=float) if "bytes_read" in ops else missing,
             bytes_written=ops["bytes_written"].to_numpy(dtype=float) if "bytes_written" in ops else missing,
-            identities=anchors_of(profile.trace.ops, profile.work) if profile.work is not None else None,
-            svl_bits=((profile.metadata.get("target") or {}).get("details") or {}).get("svl_bits"),
-            threads=int(
-                profile.metadata.get("runtime_threads") or (profile.metadata.get("run") or {}).get("threads") or 1
-            ),
+            identities=identities,
+            svl_bits=((metadata.get("target") or {}).get("details") or {}).get("svl_bits"),
+            threads=int(metadata.get("runtime_threads") or (metadata.get("run") or {}).get("threads") or 1),
         )
 
     def priced(self, model: DeviceModel) -> ModelledTime:
@@ -550,22 +548,23 @@ class PricingInputs:
         )
 
 
-def model_profile(profile: "Profile", device: "str | Path | DeviceModel") -> ModelledTime:
-    """``profile``'s counted instruction classes and its operators' bytes priced on ``device`` (a shipped name,
-    a device file or a DeviceModel; Profile.modelled), refused with a UsageError saying why where the model
-    does not hold."""
+def price_run(
+    inputs: PricingInputs | None, label: str, emulated: bool, device: "str | Path | DeviceModel"
+) -> ModelledTime:
+    """A run's pricing inputs (Profile.pricing_inputs; None where it was not counted by instruction class)
+    priced on ``device`` (a shipped name, a device file or a DeviceModel; Profile.modelled), refused with a
+    UsageError saying why where the model does not hold."""
     __tracebackhide__ = True  # a usage error names its cause; pytest shows the user's line, not these frames
     model = device_of(device)
-    inputs = PricingInputs.of(profile)
     if inputs is None:
-        if profile.emulated:  # no advice to use the emulated target it is already on
+        if emulated:  # no advice to use the emulated target it is already on
             raise UsageError(
-                f"{profile.label} was not counted by instruction class, which modelled time on "
+                f"{label} was not counted by instruction class, which modelled time on "
                 f"{model.name} needs: the counted inference is the kernel trace's, and "
                 f"--sme2-no-kernel-trace (ini sme2_kernel_trace = false) skips it; run without it"
             )
         raise UsageError(
-            f"{profile.label} has no instruction classes to model {model.name} with: modelled time needs "
+            f"{label} has no instruction classes to model {model.name} with: modelled time needs "
             f"a run counted under emulation (--sme2-target=emulated, or auto on a CPU without SME2)"
         )
     return inputs.priced(model)

@@ -35,6 +35,7 @@ import pandas as pd
 
 from pytest_sme2.evidence.categories import Category, classify, strip_instance
 from pytest_sme2.evidence.etdump import ExecutionTrace, read_run
+from pytest_sme2.evidence.identity import anchors_of
 from pytest_sme2.evidence.kernel_sampling import KernelTime
 from pytest_sme2.evidence.qemu_counts import InstructionTrace
 from pytest_sme2.export.work import ProgramWork
@@ -43,7 +44,7 @@ from pytest_sme2.profile.breakdown import BASES, INSTRUCTIONS, TIME, WORK, Break
 from pytest_sme2.profile.speedup import Speedup, emulated_timing, speedup_of
 
 if TYPE_CHECKING:
-    from pytest_sme2.profile.device_model import DeviceModel, ModelledTime
+    from pytest_sme2.profile.device_model import DeviceModel, ModelledTime, PricingInputs
 
 
 @dataclass
@@ -619,15 +620,25 @@ class Profile:
             mix[name] = np.median(trace.op_values, axis=1).astype(np.int64) if len(mix) else []
         return mix
 
+    def pricing_inputs(self) -> "PricingInputs | None":
+        """What pricing this run on a device model needs, and nothing more; None where nothing counted it by class."""
+        from pytest_sme2.profile.device_model import PricingInputs
+
+        mix = self.instruction_mix()
+        if mix is None or self.instructions is None or self.instructions.classes is None:
+            return None
+        nodes = anchors_of(self.trace.ops, self.work) if self.work is not None else None
+        return PricingInputs.counted(self.label, mix, self.instructions.classes, self.ops, nodes, self.metadata)
+
     def modelled(self, device: "str | Path | DeviceModel" = "apple-m4") -> "ModelledTime":
         """This profile's counted instructions priced on a device model (device_model.py, docs/device_model.md):
         per operator, per category and end to end, in modelled ms. A model, not a measurement: its label
         names the device file and how far it is validated. Only for a run counted by instruction class at the
         device's streaming vector length and with its thread count; a UsageError says what is missing."""
-        from pytest_sme2.profile.device_model import model_profile
+        from pytest_sme2.profile.device_model import price_run
 
         __tracebackhide__ = True
-        return model_profile(self, device)
+        return price_run(self.pricing_inputs(), self.label, self.emulated, device)
 
     @property
     def sme_instruction_share(self) -> float | None:
@@ -642,21 +653,15 @@ class Profile:
 
     @property
     def executed_sme_kernels(self) -> tuple[str, ...] | None:
-        """SME/SME2 kernels a traced inference really executed (None: the target traces no kernels).
-
-        Stronger than ``sme_path_share``, which reads operator names: some kernels
-        (the int8 dynamic QP8 GEMM) keep their name with and without SME. The
-        emulated target records it from a qemu trace (see kernel_trace.py).
-        """
+        """SME/SME2 kernels a traced inference really executed (None: the target traces no kernels). Stronger than
+        ``sme_path_share``, which reads operator names: some kernels (the int8 dynamic QP8 GEMM) keep their name
+        with and without SME. The emulated target records it from a qemu trace (see kernel_trace.py)."""
         trace = self.metadata.get("kernel_trace")
         return None if trace is None else tuple(trace["sme_kernels"])
 
     def inspector(self):  # noqa: ANN201 - executorch type, imported lazily
-        """ExecuTorch's own Inspector on this profile's timed ETDump (and ETRecord, when known).
-
-        For what the Profile does not cover: numerical debugging, stack traces,
-        module hierarchy. Slower to build than the Profile (see docs/performance.md).
-        """
+        """ExecuTorch's own Inspector on this profile's timed ETDump (and ETRecord, when known), for what the
+        Profile does not cover: numerical debugging, stack traces, module hierarchy. Slower to build than a Profile."""
         from executorch.devtools import Inspector
 
         etdump = self.artifacts.get("timed_etdump")

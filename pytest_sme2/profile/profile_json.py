@@ -1,11 +1,15 @@
 """The one JSON form of a Profile (Profile.to_dict): the report's profile entry (summary.json, HTML, CSV), the
 history line, ``pytest-sme2 analyze --json`` and the baseline record (baselines.record_of picks from it) all read
 this dict, so every quantity is named and converted here once (docs/artifacts.md). Emulated time is not time: an
-emulated profile's JSON holds no emulator milliseconds at all."""
+emulated profile's JSON holds no emulator milliseconds at all.
+
+Its functions take the Profile as ``Any``: this module is the Profile's own serialisation, called from
+Profile.to_dict, and naming the type would make the two modules import each other (for type checking only, which
+the import-graph test counts too)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -15,14 +19,11 @@ from pytest_sme2.evidence.identity import anchors_of
 from pytest_sme2.profile import stats
 from pytest_sme2.profile.breakdown import INSTRUCTIONS
 
-if TYPE_CHECKING:
-    from pytest_sme2.profile.profile import Profile
-
 KERNELS_PER_OP = 5  # kernels kept per operator event in the JSON form (the rest are in the sampled round's perf.data)
 WORTH_DELEGATING = 0.05  # a portable operator above this share of E2E is worth delegating
 
 
-def profile_dict(self: "Profile", top: int = 10) -> dict[str, Any]:
+def profile_dict(self: Any, top: int = 10) -> dict[str, Any]:
     """The one JSON form of this profile: the report's profile entry (summary.json, HTML, CSV), the history
     line, ``pytest-sme2 analyze --json`` and the baseline record (baselines.record_of picks from it) all
     read this dict, so every quantity is named and converted here once (docs/artifacts.md)."""
@@ -114,7 +115,7 @@ def profile_dict(self: "Profile", top: int = 10) -> dict[str, Any]:
     }
 
 
-def _delegation(self: "Profile") -> dict[str, Any] | None:
+def _delegation(self: Any) -> dict[str, Any] | None:
     """The export's delegation facts, its per-operator-type table as {op type: [delegated, not delegated]}."""
     if not self.delegation:
         return None
@@ -123,7 +124,7 @@ def _delegation(self: "Profile") -> dict[str, Any] | None:
     return {**delegation, "ops": ops}
 
 
-def _heavy_kernels(self: "Profile", share: str | None) -> list[dict[str, Any]]:
+def _heavy_kernels(self: Any, share: str | None) -> list[dict[str, Any]]:
     """The CONV and GEMM operators by kernel name, heaviest first: what the kernel evidence shows. ``share``
     None (an uncounted emulated run): no share, in execution order."""
     ops = self.ops
@@ -141,7 +142,7 @@ def _heavy_kernels(self: "Profile", share: str | None) -> list[dict[str, Any]]:
     return kernels if share is None else sorted(kernels, key=lambda k: k["share"], reverse=True)
 
 
-def _counted(self: "Profile") -> dict[str, Any] | None:
+def _counted(self: Any) -> dict[str, Any] | None:
     """What the counted run says (None where nothing was counted): the whole inference's instructions and
     SME instructions, the same per operator, shares, coverage and SME path by instructions, the SME kernels
     that executed. All deterministic: the gate compares them with plain tolerances."""

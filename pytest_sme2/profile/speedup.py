@@ -9,16 +9,12 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from pytest_sme2.errors import EmulatedTimingError, OneProcessIntervalWarning
 from pytest_sme2.profile import stats
-
-if TYPE_CHECKING:
-    from pytest_sme2.profile.profile import Profile
-
 
 ONE_PROCESS_CAVEAT = (
     "one runner process a side: the interval is run-to-run noise only, not how the level moves "
@@ -92,7 +88,30 @@ def emulated_timing(what: str) -> EmulatedTimingError:
     return EmulatedTimingError(f"{EMULATED_TIMING}: {what}")
 
 
-def speedup_of(this: "Profile", other: "Profile") -> Speedup:
+class Timed(Protocol):
+    """What a speedup reads of a profile (Profile has it): its runs' times, which ones may be read, and which
+    runner process each came from."""
+
+    @property
+    def label(self) -> str: ...
+
+    @property
+    def emulated(self) -> bool: ...
+
+    @property
+    def e2e_ms(self) -> np.ndarray: ...
+
+    @property
+    def clean(self) -> np.ndarray: ...
+
+    @property
+    def run_groups(self) -> np.ndarray: ...
+
+    @property
+    def disturbed_runs(self) -> int: ...
+
+
+def speedup_of(this: Timed, other: Timed) -> Speedup:
     """median(other) / median(this) with a CI from the undisturbed per-run samples of both; an
     EmulatedTimingError on emulated profiles (emulated timing is not hardware timing)."""
     if this.emulated or other.emulated:

@@ -9,14 +9,12 @@ import socket
 import tempfile
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from pytest_sme2.errors import Sme2Error
+from pytest_sme2.run.targets.adb.facts import DeviceFacts
 from pytest_sme2.run.targets.adb.options import DEFAULT_SERVER
 from pytest_sme2.run.targets.base import INFO, MISSING, READY, DoctorLine, TargetSettings
-
-if TYPE_CHECKING:
-    from pytest_sme2.run.targets.adb.target import AdbTarget
 
 ADB_PORT = DEFAULT_SERVER[1]
 
@@ -54,7 +52,25 @@ def server_check() -> DoctorLine:
     return DoctorLine("adb devices", READY, ", ".join(d.serial for d in devices))
 
 
-def device_checks(target: "type[AdbTarget]", name: str, settings: TargetSettings) -> list[DoctorLine]:
+class CheckedDevice(Protocol):
+    """What doctor asks of a claimed device (AdbTarget has it): its facts, kernel, and whether the runner starts."""
+
+    facts: DeviceFacts
+
+    def kernel_release(self) -> str: ...
+
+    def start_check(self, sme2: bool) -> str: ...
+
+    def close(self) -> None: ...
+
+
+class DeviceClaim(Protocol):
+    """How doctor claims one (AdbTarget.create)."""
+
+    def create(self, name: str, settings: TargetSettings) -> CheckedDevice: ...
+
+
+def device_checks(target: DeviceClaim, name: str, settings: TargetSettings) -> list[DoctorLine]:
     """The device ``name`` (adb or adb:SERIAL) as a session would use it: its ABI, kernel and SME2, and whether
     the runner the session would push starts there, SME2 on and off."""
     try:
@@ -68,7 +84,7 @@ def device_checks(target: "type[AdbTarget]", name: str, settings: TargetSettings
         return [DoctorLine(f"device ({name})", MISSING, str(exc))]
 
 
-def _on_device(device: "AdbTarget") -> list[DoctorLine]:
+def _on_device(device: CheckedDevice) -> list[DoctorLine]:
     facts = device.facts
     checks = [
         DoctorLine("device", READY, facts.described),
