@@ -516,11 +516,13 @@ def judge_all(
     sessions: list[dict[str, Any]],
     log,
 ) -> None:
-    """Judge every (baseline folder, later session) pair not judged yet; append one line per test."""
+    """Judge every (baseline folder, later session) pair not judged yet by this code; append one line per test,
+    naming the code that judged it (``judged_by``: a change to the gate judges the recorded pairs again)."""
+    judged_by = _commit()
     done = {
         (line["baseline"], line["session"])
         for line in read_lines(results)
-        if line["kind"] == "pair" and line.get("work") == common["work"]
+        if line["kind"] == "pair" and line.get("work") == common["work"] and judged_by_of(line) == judged_by
     }
     for session in sessions:
         for baseline in baselines:
@@ -540,6 +542,7 @@ def judge_all(
                         "test": test,
                         **verdict,
                         "judged": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                        "judged_by": judged_by,
                     },
                 )
             alarms = [t for t, v in verdicts.items() if v["verdict"] in ("failed", "error")]
@@ -550,19 +553,74 @@ def judge_all(
             )
 
 
+def judged_by_of(line: dict[str, Any]) -> str:
+    """The code that judged a pair line (lines before ``judged_by`` was kept: the study's commit)."""
+    return line.get("judged_by") or line.get("commit", "")
+
+
+def rejudge(args: argparse.Namespace) -> None:
+    """Judge every recorded (baseline folder, later session) pair of every study project still on disk again
+    with the code as it is now, appending the verdicts (summary reads the newest judging by default)."""
+    lines = read_lines(args.results)
+    works = sorted({line["work"] for line in lines if line["kind"] in ("baseline", "session")})
+    for work in works:
+        root = Path(work)
+        if not root.is_dir():
+            continue
+        mine = [line for line in lines if line.get("work") == work]
+        common = {k: mine[0][k] for k in ("target", "condition", "work", "machine")} | {"commit": _commit()}
+        baselines = [
+            line for line in mine if line["kind"] == "baseline" and line["written"] and (root / line["folder"]).is_dir()
+        ]
+        sessions = [
+            line
+            for line in mine
+            if line["kind"] == "session"
+            and not line.get("invalid")
+            and line.get("session_dir")
+            and (root / line["session_dir"]).is_dir()
+        ]
+
+        def log(text: str, where: str = f"{common['target']}/{common['condition']}") -> None:
+            print(f"[{time.strftime('%H:%M:%S')}] {where}: {text}", flush=True)
+
+        judge_all(root, args.results, common, baselines, sessions, log)
+
+
 # ---------------------------------------------------------------- the table
 
 
-def summary_rows(lines: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per target and condition: baselines written/refused, sessions, pairs judged, alarms and bounds."""
+def summary_rows(
+    lines: Iterable[dict[str, Any]], judged_by: str | None = None, sessions_from: str | None = None
+) -> list[dict[str, Any]]:
+    """Per target and condition: baselines written/refused, sessions, pairs judged, alarms and bounds.
+    ``judged_by``: count the pairs that code judged (default: per target and condition, the code of the newest
+    judging). ``sessions_from``: count only sessions started at or after this time (ISO, UTC): sessions
+    recorded after a setting was chosen from earlier ones, a held-out test of it."""
     groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for line in lines:
         groups[_key(line["target"], line["condition"])].append(line)
     rows = []
     for (target, condition), group in sorted(groups.items()):
+        held_out = {
+            rec["session_dir"]
+            for rec in group
+            if rec["kind"] == "session" and (not sessions_from or rec["start"]["time"] >= sessions_from)
+        }
+        judged = [rec for rec in group if rec["kind"] == "pair"]
+        newest = max(judged, key=lambda rec: rec.get("judged", ""), default=None)
+        code = judged_by or (judged_by_of(newest) if newest else None)
         baselines = [rec for rec in group if rec["kind"] == "baseline"]
-        sessions = [rec for rec in group if rec["kind"] == "session" and not rec.get("invalid")]
-        pairs = [rec for rec in group if rec["kind"] == "pair" and rec["verdict"] in ("passed", "failed")]
+        sessions = [
+            rec
+            for rec in group
+            if rec["kind"] == "session" and not rec.get("invalid") and rec["session_dir"] in held_out
+        ]
+        pairs = [
+            rec
+            for rec in judged
+            if rec["verdict"] in ("passed", "failed") and judged_by_of(rec) == code and rec["session"] in held_out
+        ]
         alarms = [rec for rec in pairs if rec["verdict"] == "failed"]
         judged_sessions = {(rec["work"], rec["session"]) for rec in pairs}
         alarmed_sessions = {(rec["work"], rec["session"]) for rec in alarms}
@@ -585,6 +643,8 @@ def summary_rows(lines: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
             {
                 "target": target,
                 "condition": condition,
+                "judged_by": code,
+                "sessions_from": sessions_from,
                 "baseline_folders": len(baselines),
                 "baselines_written": sum(len(rec["written"]) for rec in baselines),
                 "baselines_refused": refused,
@@ -604,11 +664,15 @@ def summary_rows(lines: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
                 "session_alarms": len(alarmed_sessions),
                 "session_bound": upper_bound(len(alarmed_sessions), len(judged_sessions)),
                 "inconclusive_pairs": sum(1 for rec in pairs if rec.get("inconclusive")),
-                "missing_pairs": sum(1 for rec in group if rec["kind"] == "pair" and rec["verdict"] == "missing"),
+                "missing_pairs": sum(
+                    1
+                    for rec in judged
+                    if rec["verdict"] == "missing" and judged_by_of(rec) == code and rec["session"] in held_out
+                ),
                 "check_errors": [
                     {k: rec.get(k) for k in ("baseline", "session", "exit", "stderr")}
-                    for rec in group
-                    if rec["kind"] == "pair" and rec["verdict"] == "error"
+                    for rec in judged
+                    if rec["verdict"] == "error" and judged_by_of(rec) == code and rec["session"] in held_out
                 ],
                 "load_range": [min(loads), max(loads)] if loads else None,
                 "busy_range": [min(busy), max(busy)] if busy else None,
@@ -649,7 +713,7 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 
 def summary(args: argparse.Namespace) -> None:
-    rows = summary_rows(read_lines(args.results))
+    rows = summary_rows(read_lines(args.results), args.judged_by, args.sessions_from)
     if args.json:
         print(json.dumps(rows, indent=1))
         return
@@ -658,7 +722,9 @@ def summary(args: argparse.Namespace) -> None:
         need = max(0, TARGET_PAIRS - r["pairs"]) if not r["pair_alarms"] else None
         shaken = r["refused_disturbed_range"]
         print(
-            f"\n{r['target']}/{r['condition']}: refused baselines per test {r['refused_by_test'] or 'none'}"
+            f"\n{r['target']}/{r['condition']} (judged by {r['judged_by']}"
+            + (f", sessions from {r['sessions_from']}" if r["sessions_from"] else "")
+            + f"): refused baselines per test {r['refused_by_test'] or 'none'}"
             + (f" ({100 * shaken[0]:.0f}-{100 * shaken[1]:.0f}% of their runs disturbed)" if shaken else "")
             + f"; {r['waited_minutes']} minutes waited for the machine; "
             f"{r['skipped_not_idle']} session(s) skipped as not idle; {r['inconclusive_pairs']} passing pair(s) "
@@ -705,7 +771,12 @@ def main() -> None:
     show = commands.add_parser("summary", help="the current table per target and condition")
     show.add_argument("--results", type=Path, default=RESULTS)
     show.add_argument("--json", action="store_true")
+    show.add_argument("--judged-by", help="the code (commit) whose judgings to count (default: the newest judging's)")
+    show.add_argument("--sessions-from", help="count only sessions started at or after this time (ISO, UTC)")
     show.set_defaults(handler=summary)
+    again = commands.add_parser("rejudge", help="judge every recorded pair again with the code as it is now")
+    again.add_argument("--results", type=Path, default=RESULTS)
+    again.set_defaults(handler=rejudge)
     args = parser.parse_args()
     args.handler(args)
 

@@ -19,7 +19,7 @@ from pytest_sme2.errors import Sme2Error, UsageError
 from pytest_sme2.evidence.perf_samples import DEFAULT_PERIOD_NS
 from pytest_sme2.gate.gate import MISSING_POLICIES
 from pytest_sme2.gate.quality import BASELINE_PROCESSES, MIN_BASELINE_PROCESSES
-from pytest_sme2.gate.verdict import METRICS, Tolerances
+from pytest_sme2.gate.verdict import METRICS, SESSION_LATENCY, SESSION_SHARES, Tolerances
 from pytest_sme2.run.targets import RunSpec, check_target_name, target_class, target_names, target_options
 from pytest_sme2.run.targets.base import (
     AUTO_PROCESSES,
@@ -122,6 +122,18 @@ _TOLERANCE_TEXT = {
         "baseline_peak_rss_tolerance",
         "relative growth of the runner's peak resident memory per run allowed " "(0.10; local and adb targets)",
         "(relative, the runner's peak resident memory; local and adb)",
+    ),
+    "session_latency": (
+        "baseline_session_latency",
+        "how far an unchanged program's relative latency moves between sessions beyond its processes "
+        f"(sd, relative; {SESSION_LATENCY:g}), allowed for in every latency t-test (hardware targets)",
+        "(sd between sessions, relative; not a tolerance: what the t-test allows for)",
+    ),
+    "session_shares": (
+        "baseline_session_shares",
+        "how far an unchanged program's shares, coverage and SME path share move between sessions beyond "
+        f"its processes (sd, share points; {SESSION_SHARES:g}), allowed for in their t-tests (hardware targets)",
+        "(sd between sessions, share points; not a tolerance: what the t-test allows for)",
     ),
 }
 # Ini name of each tolerance, by its Tolerances field (and @pytest.mark.baseline argument).

@@ -140,6 +140,15 @@ class ProcessShift:
     process medians are compared with a pooled two-sample t-test: its spread is the spread between
     processes, and its few degrees of freedom say honestly how little a handful of processes knows.
     ``log`` compares logarithms (latency ratios); the change is then a ratio - 1.
+
+    ``session`` is how far one session's level moves about the machine's long-run level (sd, in the test's
+    units), which no set of processes measured back to back can show: a baseline recorded in one quiet minute
+    and a check an hour later beside other work differ by it. The two sides' levels differ by sqrt(2) of it,
+    so it adds 2 session**2 to the variance of the difference (gate/checks/process_stats.py, docs/gate.md
+    "Between sessions"). It is given, not estimated from these processes, so the t-test's degrees of freedom
+    are Welch-Satterthwaite's for an estimated and a known variance component (``effective_df``). A change must
+    be significant both ways, against the processes alone and against processes and sessions: a small session
+    spread would otherwise raise the degrees of freedom more than the error and make the test bolder.
     """
 
     current: float  # mean of the current process medians (back-transformed when log)
@@ -154,16 +163,34 @@ class ProcessShift:
     runs_current: int  # undisturbed runs behind the process medians
     runs_baseline: int
     log: bool = False
+    session: float = 0.0  # sd of a session's level between sessions (log units when log)
 
     @property
     def standard_error(self) -> float:
-        return float(self.spread * np.sqrt(1 / self.n_current + 1 / self.n_baseline))
+        return float(np.sqrt(self._process_variance + 2 * self.session**2))
+
+    @property
+    def _process_variance(self) -> float:
+        return float(self.spread**2 * (1 / self.n_current + 1 / self.n_baseline))
+
+    @property
+    def effective_df(self) -> float:
+        """The processes' degrees of freedom, widened by the share of the variance the given session spread
+        holds (Welch-Satterthwaite; a session spread alone would be a z-test)."""
+        return effective_df(self._process_variance, 2 * self.session**2, self.df)
+
+    def _quantile_step(self, *quantiles: float) -> float:
+        """Sum of the t quantiles times the standard error, the larger of the two tests (processes alone;
+        processes and sessions)."""
+        from scipy.stats import t as student
+
+        alone = sum(student.ppf(q, self.df) for q in quantiles) * np.sqrt(self._process_variance)
+        both = sum(student.ppf(q, self.effective_df) for q in quantiles) * self.standard_error
+        return float(max(alone, both))
 
     def interval(self, confidence: float = DEFAULT_CONFIDENCE) -> tuple[float, float]:
         """Two-sided confidence interval of the change (a ratio - 1 when log)."""
-        from scipy.stats import t as student
-
-        half = student.ppf(0.5 + confidence / 2, self.df) * self.standard_error
+        half = self._quantile_step(0.5 + confidence / 2)
         centre = np.log1p(self.change) if self.log else self.change
         low, high = centre - half, centre + half
         return (float(np.expm1(low)), float(np.expm1(high))) if self.log else (float(low), float(high))
@@ -171,9 +198,7 @@ class ProcessShift:
     def detectable_change(self, alpha: float, power: float = 0.95) -> float:
         """The change this design catches with probability ``power`` at ``alpha`` (one-sided), in its units:
         what a baseline must allow for its tolerance to mean anything (gate/quality.py, baseline_quality)."""
-        from scipy.stats import t as student
-
-        step = (student.ppf(1 - alpha, self.df) + student.ppf(power, self.df)) * self.standard_error
+        step = self._quantile_step(1 - alpha, power)
         return float(np.expm1(step)) if self.log else float(step)
 
     def significant_change(self, alpha: float) -> float:
@@ -206,11 +231,25 @@ def process_medians(
     return np.asarray(medians, dtype=float), used
 
 
+def effective_df(estimated: float, given: float, df: int) -> float:
+    """Welch-Satterthwaite degrees of freedom of a variance that is ``estimated`` (with ``df``) plus ``given``
+    (known): df (estimated + given)**2 / estimated**2, capped at 1e6 (all of it given)."""
+    if given <= 0:
+        return float(df)
+    if estimated <= 0:
+        return 1e6
+    return float(min(1e6, df * (estimated + given) ** 2 / estimated**2))
+
+
 def process_shift(
-    baseline: np.ndarray, current: np.ndarray, runs: tuple[int, int] = (0, 0), log: bool = False
+    baseline: np.ndarray,
+    current: np.ndarray,
+    runs: tuple[int, int] = (0, 0),
+    log: bool = False,
+    session: float = 0.0,
 ) -> ProcessShift | None:
     """Compare process medians (see :class:`ProcessShift`); None when the spread between processes
-    cannot be estimated (fewer than three processes in all)."""
+    cannot be estimated (fewer than three processes in all). ``session``: the between-session sd allowed for."""
     from scipy.stats import t as student
 
     base = np.log(baseline) if log else np.asarray(baseline, dtype=float)
@@ -221,10 +260,14 @@ def process_shift(
         return None
     pooled = float(np.sqrt((((base - base.mean()) ** 2).sum() + ((cur - cur.mean()) ** 2).sum()) / df))
     difference = float(cur.mean() - base.mean())
-    se = pooled * np.sqrt(1 / k + 1 / r)
-    if se > 0:
-        statistic = difference / se
-        p_up, p_down = float(student.sf(statistic, df)), float(student.cdf(statistic, df))
+    estimated, given = pooled**2 * (1 / k + 1 / r), 2 * session**2
+    if estimated + given > 0:
+        # significant only if significant against the processes alone and against processes and sessions
+        tests = [(difference / np.sqrt(estimated + given), effective_df(estimated, given, df))]
+        if estimated > 0:
+            tests.append((difference / np.sqrt(estimated), float(df)))
+        p_up = max(float(student.sf(statistic, dof)) for statistic, dof in tests)
+        p_down = max(float(student.cdf(statistic, dof)) for statistic, dof in tests)
     else:  # every process agrees exactly: any difference is certain, none is no evidence
         p_up = 0.0 if difference > 0 else 1.0
         p_down = 0.0 if difference < 0 else 1.0
@@ -242,6 +285,7 @@ def process_shift(
         runs_current=runs[1],
         runs_baseline=runs[0],
         log=log,
+        session=session,
     )
 
 

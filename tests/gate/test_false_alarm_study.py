@@ -141,3 +141,21 @@ def test_sessions_measure_what_the_most_demanding_baseline_asks(tmp_path: Path) 
     union = study.baseline_files(tmp_path / "baselines-union")
     assert sorted(union) == ["a", "b", "c"] and len(list((tmp_path / "baselines-union").rglob("*.json"))) == 3
     assert {test: study.asked_processes(path) for test, path in union.items()} == {"a": 7, "b": 9, "c": 1}
+
+
+def test_the_table_counts_the_newest_judging_and_held_out_sessions() -> None:
+    """A gate change judges the recorded pairs again (rejudge): the table counts that code's verdicts, not both;
+    ``sessions_from`` keeps only sessions recorded after a setting was chosen."""
+    lines = [_line("baseline", folder="b0", written=["toy_cnn"], refused=[])]
+    lines += [_line("session", session_dir=f"s{j}", start={**_line("x")["start"], "time": f"T{j}"}) for j in range(3)]
+    for j in range(3):  # the old code called every session's toy_cnn a regression; the new one passes them
+        lines.append(_line("pair", baseline="b0", session=f"s{j}", test="toy_cnn", verdict="failed", commit="old"))
+        lines.append(
+            _line("pair", baseline="b0", session=f"s{j}", test="toy_cnn", verdict="passed", judged="J", judged_by="new")
+        )
+    [row] = study.summary_rows(lines)
+    assert (row["judged_by"], row["pairs"], row["pair_alarms"]) == ("new", 3, 0)
+    [old] = study.summary_rows(lines, judged_by="old")
+    assert (old["pairs"], old["pair_alarms"]) == (3, 3)
+    [held_out] = study.summary_rows(lines, sessions_from="T1")
+    assert (held_out["sessions"], held_out["pairs"]) == (2, 2)

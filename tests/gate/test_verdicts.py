@@ -992,3 +992,27 @@ def test_a_written_baseline_of_a_very_short_run_says_what_time_cannot_catch() ->
     assert "toy int8: 0.04 ms, so changes under 50% pass" in text and "big fp32" not in text
     assert "emulated" not in text.split("; instructions")[0]
     assert _below_the_floor({"big fp32": {"latency": {"median_ms": 2.0}}}, tol) == ""
+
+
+def test_a_shift_the_size_of_sessions_moving_is_allowed_for_only_as_configured() -> None:
+    """The host's false alarm beside a busy job: a baseline of ten quiet processes recorded back to back, and
+    one check process a session later whose level moved +12% (latency) and 7 points of OTHER's share. Judged
+    against the processes alone both are certain; with the machine's between-session spread allowed for
+    (Tolerances.session_latency / session_shares) neither is significant, and the verdict says why."""
+    base = record(noisy(2.0, n=200, cv=0.005), processes=10)
+    moved = {**SHARES, "CONV": 0.43, "OTHER": 0.22}
+    current = record(noisy(2.0 * 1.12, n=20, cv=0.005, seed=9), processes=1, shares=moved, seed=3)
+    current["shares"] = moved
+    alone = Tolerances(session_latency=0.0, session_shares=0.0)
+    assert by_check(judge("m", current, base, alone), "latency")[0].status == "regression"
+    assert {v.status for v in by_check(judge("m", current, base, alone), "share") if "OTHER" in v.message} == {
+        "regression"
+    }
+    allowing = Tolerances(session_latency=0.04, session_shares=0.03)
+    [latency] = by_check(judge("m", current, base, allowing), "latency")
+    assert latency.status == "ok" and "sessions by 4.0% (allowed)" in latency.message
+    [other] = [v for v in by_check(judge("m", current, base, allowing), "share") if "OTHER" in v.message]
+    assert other.status == "ok" and "sessions by 3.0 points (allowed)" in other.message
+    # a real change still fails beside the same allowance
+    slower = record(noisy(2.0 * 1.35, n=20, cv=0.005, seed=9), processes=1)
+    assert by_check(judge("m", slower, base, allowing), "latency")[0].status == "regression"

@@ -325,3 +325,51 @@ def test_a_speedup_from_several_processes_a_side_gives_no_one_process_warning(tm
     with pytest.warns(OneProcessIntervalWarning):
         one = chunks[0].speedup_over(chunks[1])
     assert shown(one.as_dict()).endswith(" (1-process CI)")
+
+
+# ---------------------------------------------------------------- between sessions
+
+# Ten baseline processes recorded back to back (they agree within 1%) and one check process 13.2% slower: the
+# local target's false alarm beside busy jobs (benchmarks/results/false_alarms.jsonl).
+QUIET_BASELINE = np.array([1.0, 1.01, 0.99, 1.0, 1.005, 0.995, 1.0, 1.0, 1.01, 0.99])
+
+
+def test_a_session_spread_widens_the_test_by_two_sessions_variance() -> None:
+    from scipy.stats import norm
+
+    session = math.log1p(0.03)
+    shifted = stats.process_shift(QUIET_BASELINE, np.array([1.132]), log=True, session=session)
+    alone = stats.process_shift(QUIET_BASELINE, np.array([1.132]), log=True)
+    assert alone.p_up < 1e-6  # the processes alone call it certain
+    spread = np.std(np.log(QUIET_BASELINE), ddof=1)  # pooled: the one check process adds no sum of squares
+    variance = spread**2 * (1 + 1 / 10) + 2 * session**2
+    assert shifted.standard_error == pytest.approx(math.sqrt(variance))
+    # nearly all of the variance is given, so the test is nearly a z-test on it
+    assert shifted.p_up == pytest.approx(norm.sf(math.log(1.132) / math.sqrt(variance)), rel=0.05)
+    assert shifted.p_up > 0.001  # not a regression at the gate's alpha
+
+
+def test_a_session_spread_never_makes_a_change_more_significant() -> None:
+    rng = np.random.default_rng(4)
+    for _ in range(200):
+        base = np.exp(rng.normal(0, rng.uniform(0.001, 0.05), size=rng.integers(2, 11)))
+        current = np.exp(rng.normal(rng.uniform(-0.3, 0.3), 0.02, size=rng.integers(1, 5)))
+        session = rng.uniform(0, 0.04)
+        without = stats.process_shift(base, current, log=True)
+        with_session = stats.process_shift(base, current, log=True, session=session)
+        assert with_session.p_up >= without.p_up and with_session.p_down >= without.p_down
+        assert with_session.significant_change(0.001) >= without.significant_change(0.001)
+        low, high = with_session.interval()
+        low0, high0 = without.interval()
+        assert low <= low0 + 1e-12 and high >= high0 - 1e-12
+
+
+def test_a_large_change_is_still_caught_beside_a_session_spread() -> None:
+    caught = stats.process_shift(QUIET_BASELINE, np.array([1.30, 1.31]), log=True, session=math.log1p(0.02))
+    assert caught.p_up < 0.001
+
+
+def test_effective_degrees_of_freedom() -> None:
+    assert stats.effective_df(1.0, 0.0, 9) == 9
+    assert stats.effective_df(0.0, 1.0, 9) == 1e6
+    assert stats.effective_df(1.0, 1.0, 9) == pytest.approx(9 * 4)

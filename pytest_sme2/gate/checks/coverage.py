@@ -27,6 +27,7 @@ def _coverage(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any
             tol.alpha,
             two_sided=False,
             short="delegated share of the run's time",
+            session=tol.session_shares,
         )
     ]
 

@@ -48,7 +48,7 @@ def latency_verdict(label: str, current: Mapping[str, Any], baseline: Mapping[st
         if rel_now is not None and rel_then is not None
         else tuple(np.asarray(r["samples_ms"], dtype=float) for r in (current, baseline))
     )
-    test = process_shift_of((current, baseline), values, clean, log=True)
+    test = process_shift_of((current, baseline), values, clean, log=True, session=float(np.log1p(tol.session_latency)))
     if isinstance(test, str):
         return Verdict("latency", Status.INCONCLUSIVE, label, f"latency not judged: {test}")
     if judged_relative:
@@ -84,6 +84,7 @@ def latency_verdict(label: str, current: Mapping[str, Any], baseline: Mapping[st
         "current_processes": test.n_current,
         "baseline_processes": test.n_baseline,
         "between_processes": float(np.expm1(test.spread)),
+        "between_sessions": float(np.expm1(test.session)),
         "current_disturbed": int((~clean[0]).sum()),
         "baseline_disturbed": int((~clean[1]).sum()),
     }
@@ -125,7 +126,8 @@ def latency_verdict(label: str, current: Mapping[str, Any], baseline: Mapping[st
         )
     else:
         why = (
-            f"not significant (p={p:.2g}; processes move it by {np.expm1(test.spread):.1%}, so only changes "
+            f"not significant (p={p:.2g}; processes move it by {np.expm1(test.spread):.1%}"
+            f"{f' and sessions by {np.expm1(test.session):.1%}' if test.session else ''}, so only changes "
             f"beyond {test.significant_change(tol.alpha):+.1%} can be told from that)"
         )
     return Verdict(

@@ -24,8 +24,11 @@ def process_shift_of(
     values: Sequence[np.ndarray],
     keep: Sequence[np.ndarray],
     log: bool = False,
+    session: float = 0.0,
 ) -> "stats.ProcessShift | str":
-    """The between-process comparison of one quantity (current, baseline order), or why there is none."""
+    """The between-process comparison of one quantity (current, baseline order), or why there is none.
+    ``session``: how far the quantity moves between sessions beyond its processes (Tolerances.session_latency
+    or session_shares, in the test's units), allowed for in the t-test."""
     medians, used = [], []
     for record, series, mask in zip(records, values, keep):
         found, runs = process_medians(record, series, mask)
@@ -33,7 +36,7 @@ def process_shift_of(
         used.append(runs)
     if log and any(np.any(m <= 0) for m in medians):
         return "a process median is not positive"
-    test = stats.process_shift(medians[1], medians[0], (used[1], used[0]), log=log)
+    test = stats.process_shift(medians[1], medians[0], (used[1], used[0]), log=log, session=session)
     if test is None:
         return (
             f"the baseline holds {medians[1].size} process(es) with {stats.MIN_RUNS_PER_PROCESS} or more "
@@ -47,10 +50,14 @@ def process_shift_of(
 
 def processes_text(test: "stats.ProcessShift") -> str:
     """How the process comparison was made, for a verdict's numbers."""
-    spread = f"{np.expm1(test.spread):.1%}" if test.log else f"{test.spread * 100:.1f} points"
+
+    def amount(value: float) -> str:
+        return f"{np.expm1(value):.1%}" if test.log else f"{value * 100:.1f} points"
+
+    sessions = f", sessions by {amount(test.session)} (allowed)" if test.session else ""
     return (
         f"{test.n_current} vs {test.n_baseline} process(es) of {test.runs_current} vs {test.runs_baseline} "
-        f"undisturbed runs, processes differ by {spread} (sd)"
+        f"undisturbed runs, processes differ by {amount(test.spread)} (sd){sessions}"
     )
 
 
@@ -106,10 +113,12 @@ def per_run_verdict(
     category: str | None = None,
     min_effect_ms: float = 0.0,
     short: str = "",
+    session: float = 0.0,
 ) -> Verdict:
     """One per-run quantity judged like latency: median change beyond ``tolerance`` points *and* significant,
     and (``min_effect_ms``, for shares of the run's time) a change of more than that many ms of the baseline's
-    median run. ``short``: the quantity's name in a failing test's message (default ``what``)."""
+    median run. ``short``: the quantity's name in a failing test's message (default ``what``). ``session``: the
+    points it moves between sessions beyond its processes, allowed for in the t-test."""
     evidence: dict[str, Any] = {"tolerance": tolerance, "alpha": alpha}
 
     def typed(judged: bool = False) -> Evidence:
@@ -143,7 +152,7 @@ def per_run_verdict(
     few = too_few(keep)
     if few:
         return Verdict(check, Status.INCONCLUSIVE, label, f"{what} not judged: {few}", typed())
-    test = process_shift_of((current, baseline), values, keep)
+    test = process_shift_of((current, baseline), values, keep, session=session)
     if isinstance(test, str):
         return Verdict(check, Status.INCONCLUSIVE, label, f"{what} not judged: {test}", typed())
     change = test.change
@@ -159,6 +168,7 @@ def per_run_verdict(
             "current_processes": test.n_current,
             "baseline_processes": test.n_baseline,
             "between_processes": test.spread,
+            "between_sessions": test.session,
             "current_disturbed": int((~clean[0]).sum()),
             "baseline_disturbed": int((~clean[1]).sum()),
         }
@@ -195,7 +205,7 @@ def per_run_verdict(
     elif p >= alpha:
         why = (
             f"not significant (only changes beyond {test.significant_change(alpha) * 100:.1f} points can be told "
-            f"from how far processes move it)"
+            f"from how far processes{' and sessions' if test.session else ''} move it)"
         )
     else:
         why = "improved"

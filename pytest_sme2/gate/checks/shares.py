@@ -31,6 +31,7 @@ def _shares(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any],
             two_sided=True,
             category=category,
             min_effect_ms=tol.min_effect_ms,
+            session=tol.session_shares,
         )
         for category in categories
     ]

@@ -25,6 +25,7 @@ def _sme_path(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any
         tol.alpha,
         two_sided=False,
         short="SME path share",
+        session=tol.session_shares,
     )
 
 
