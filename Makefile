@@ -23,7 +23,7 @@ TORCH_FROM := $(if $(TORCH_INDEX_URL),--index-url $(TORCH_INDEX_URL))
 # (pytest_sme2/system/install_state.py says which check failed otherwise): saves two pip runs, ~20 s.
 # pip byte-compiles what it installs one file at a time (about 43 s of a fresh venv's 73 s); instead the
 # packages are installed with --no-compile and compiled afterwards on every core: the same 16,892 .pyc files,
-# 47.9 s against 57.4 s in all on 2 cores (docs/performance.md, stop 50). torch ships one test file only Python
+# 47.9 s against 57.4 s in all on 2 cores (benchmarks/results/notebook.md, stop 50). torch ships one test file only Python
 # 3.12 parses (py312_intrinsics.py), left out; a file that does not compile is said, not fatal: it is compiled,
 # and fails alike, when imported.
 COMPILE_INSTALLED := $(PYTHON) -c "import compileall, re, sysconfig; \
@@ -79,7 +79,7 @@ auto-target: install
 # On the emulated target (what auto picks on a CPU without SME2 once it is set up) the perf suite runs in
 # pytest-xdist workers, one per core up to 4 (its 22 tests: more gain little, and each worker holds torch):
 # counted instructions do not depend on what else runs, and it took 669 s in one process, 267 s in two on a
-# 2-core machine (docs/performance.md). On an SME2 CPU (or on the host target, where the emulated one is not
+# 2-core machine (benchmarks/results/notebook.md, "Fast feedback"). On an SME2 CPU (or on the host target, where the emulated one is not
 # set up) the tests time real runs, which workers running beside each other would disturb: one process.
 AUTO_IS_EMULATED := $(PYTHON) -c "import sys; from pytest_sme2.run.targets.auto import current_plan; sys.exit(0 if current_plan().target == 'emulated' else 1)"
 PERF_WORKERS ?= $(shell n=$$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1); [ "$$n" -gt 4 ] && n=4; echo $$n)
