@@ -10,7 +10,7 @@ PIP := $(PYTHON) -m pip
 # llvm-19's assembler encodes SME2, the oracle of tests/evidence/test_instruction_classes.py (binutils 2.40 cannot).
 SYSTEM_PACKAGES := g++-aarch64-linux-gnu qemu-user chromium valgrind clang lld linux-perf llvm-19
 
-.PHONY: install system-deps emulation auto-target perf lint test python-matrix wheel-smoke python-smoke
+.PHONY: install system-deps emulation auto-target perf bench lint test python-matrix wheel-smoke python-smoke
 
 TORCH_PIN := 2.13.0
 # A plain index (PyPI) gives Linux x86 torch's CUDA build: several GB of nvidia-* packages pytest-sme2 never
@@ -23,7 +23,7 @@ TORCH_FROM := $(if $(TORCH_INDEX_URL),--index-url $(TORCH_INDEX_URL))
 # (pytest_sme2/system/install_state.py says which check failed otherwise): saves two pip runs, ~20 s.
 # pip byte-compiles what it installs one file at a time (about 43 s of a fresh venv's 73 s); instead the
 # packages are installed with --no-compile and compiled afterwards on every core: the same 16,892 .pyc files,
-# 47.9 s against 57.4 s in all on 2 cores (docs/performance.md, stop 50). torch ships one test file only Python
+# 47.9 s against 57.4 s in all on 2 cores (benchmarks/results/notebook.md, stop 50). torch ships one test file only Python
 # 3.12 parses (py312_intrinsics.py), left out; a file that does not compile is said, not fatal: it is compiled,
 # and fails alike, when imported.
 COMPILE_INSTALLED := $(PYTHON) -c "import compileall, re, sysconfig; \
@@ -79,7 +79,7 @@ auto-target: install
 # On the emulated target (what auto picks on a CPU without SME2 once it is set up) the perf suite runs in
 # pytest-xdist workers, one per core up to 4 (its 22 tests: more gain little, and each worker holds torch):
 # counted instructions do not depend on what else runs, and it took 669 s in one process, 267 s in two on a
-# 2-core machine (docs/performance.md). On an SME2 CPU (or on the host target, where the emulated one is not
+# 2-core machine (benchmarks/results/notebook.md, "Fast feedback"). On an SME2 CPU (or on the host target, where the emulated one is not
 # set up) the tests time real runs, which workers running beside each other would disturb: one process.
 AUTO_IS_EMULATED := $(PYTHON) -c "import sys; from pytest_sme2.run.targets.auto import current_plan; sys.exit(0 if current_plan().target == 'emulated' else 1)"
 PERF_WORKERS ?= $(shell n=$$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1); [ "$$n" -gt 4 ] && n=4; echo $$n)
@@ -89,6 +89,41 @@ perf: install auto-target
 	@if $(AUTO_IS_EMULATED); then workers="-n $(PERF_WORKERS)"; else workers=""; fi; \
 		echo "$(PYTHON) -m pytest perf_tests/ -m sme2 $$workers $(PYTEST_ARGS)"; \
 		$(PYTHON) -m pytest perf_tests/ -m sme2 $$workers $(PYTEST_ARGS)
+
+# The reproducible benchmarks of pytest-sme2 itself (benchmarks/README.md: minutes each; the studies of hours are
+# not here), each with the flags of its figures on docs/performance.md. A script that writes a file writes it under
+# benchmarks/results/NAME_DATE/; the others print their table. Every figure is a time: run it alone (the load
+# average is printed first). The longest is the result cache's three perf suites (an estimated 20 minutes). Kernel sampling
+# needs Linux perf (`make system-deps`) and is said to be skipped without it. The folders carry the hour too (UTC), so a
+# run never overwrites a study's results of the same day (counting_2026-11-29/ holds issue 56's).
+BENCH_DATE ?= $(shell date -u +%Y-%m-%d-%H%M)
+BENCH_OUT := benchmarks/results
+bench: install emulation
+	@echo "load average: $$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || uptime) (run benchmarks alone)"
+	$(PYTHON) benchmarks/bench_profile_build.py --runs 100 --repeat 7
+	$(PYTHON) benchmarks/bench_etdump_overhead.py --rounds 10 --runs 50 --model mobilenet_v3_small
+	$(PYTHON) benchmarks/bench_export_cache.py --models toy_cnn,mobilenet_v3_small,transformer_encoder \
+		--recipes fp32,int8-static
+	$(PYTHON) benchmarks/bench_plugin_overhead.py --tests 8 --model mobilenet_v3_small \
+		--out $(BENCH_OUT)/plugin_overhead_$(BENCH_DATE)/mobilenet_8_tests.json
+	$(PYTHON) benchmarks/bench_counting.py --model mobilenet_v3_small --modes plain,nochain,exec,logged,pipe,counted \
+		--repeat 2 --json $(BENCH_OUT)/counting_$(BENCH_DATE)/mobilenet_v3_small_modes.json
+	$(PYTHON) benchmarks/bench_counting.py --model toy_cnn --modes plain,lazy,counted --repeat 2 \
+		--json $(BENCH_OUT)/counting_$(BENCH_DATE)/toy_cnn.json
+	$(PYTHON) benchmarks/bench_counting.py --model mobilenet_v3_small --modes plain,lazy,counted --repeat 2 \
+		--json $(BENCH_OUT)/counting_$(BENCH_DATE)/mobilenet_v3_small.json
+	$(PYTHON) benchmarks/bench_counting.py --model transformer_encoder --modes plain,lazy,counted --repeat 2 \
+		--json $(BENCH_OUT)/counting_$(BENCH_DATE)/transformer_encoder.json
+	@if command -v perf >/dev/null; then \
+		for hz in 10000 2000; do \
+			echo "$(PYTHON) benchmarks/bench_kernel_sampling.py --rounds 8 --runs 40 --hz $$hz --json ..."; \
+			$(PYTHON) benchmarks/bench_kernel_sampling.py --rounds 8 --runs 40 --hz $$hz \
+				--json $(BENCH_OUT)/kernel_sampling_$(BENCH_DATE)/mobilenet_fp32_$${hz}hz.json || exit 1; \
+		done; \
+	else echo "note: kernel sampling skipped: no Linux perf (make system-deps installs linux-perf)"; fi
+	$(PYTHON) benchmarks/bench_emulation.py
+	@mkdir -p $(BENCH_OUT)/result_cache_$(BENCH_DATE)
+	$(PYTHON) benchmarks/bench_result_cache.py --out $(BENCH_OUT)/result_cache_$(BENCH_DATE)/result_cache.json
 
 # ruff (lint and format) and mypy, configured in pyproject.toml; `make test` runs it first, so CI does.
 lint: install

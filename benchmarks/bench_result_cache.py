@@ -4,7 +4,7 @@ Runs ``pytest perf_tests/ -m sme2`` on the emulated target three times against o
 cold (every export and counted run computed), warm (exports and counted runs answered from the caches),
 and warm with ``--sme2-fresh`` (exports cached, every counted run emulated again), and records each
 session's wall time, outcome counts and how many counted runs came from the result cache (progress.log).
-Results go to --out as JSON; docs/performance.md has the table.
+Results go to --out as JSON; docs/performance.md has the current figures.
 
     python benchmarks/bench_result_cache.py --out benchmarks/results/result_cache_<date>.json
 """

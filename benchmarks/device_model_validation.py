@@ -17,8 +17,8 @@ its instruction mix, bytes and graph node) as JSON, and ``--counts FILE`` prices
 or emulation at all: benchmarks/results/device_model_2026-11-27/ holds the counted runs so far, so a device
 file can be compared in seconds (``--sides on`` saves one side of a count that cannot finish in one go). A first
 run is long on a 2-core x86 machine: the export 3 minutes, the SME2-on inference 19 minutes (qemu emulates FP16
-outer products in software floating point), the SME2-off one well over half an hour (docs/performance.md, stop
-39): start it in the background.
+outer products in software floating point), the SME2-off one well over half an hour (benchmarks/results/notebook.md,
+stop 39): start it in the background.
 """
 
 from __future__ import annotations

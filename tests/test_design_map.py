@@ -43,7 +43,6 @@ def test_no_doc_or_docstring_points_outside_the_repository() -> None:
         str(path.relative_to(REPO))
         for path in texts
         if re.search(r"FACTS\.md|DESIGN\.md|\.\./shared|shared/DESIGN", path.read_text(errors="replace"))
-        and path.name != "performance.md"
     ]
     assert not pointing, f"these point outside the repository: {pointing}"
 

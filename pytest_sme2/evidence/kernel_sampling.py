@@ -497,9 +497,10 @@ def _true_positions(spans: EventSpans, delegated: np.ndarray, ticks_per_us: floa
     whole microseconds and ExecuTorch lays them back to back, so the k-th operator of a delegate call
     really starts about k / 2 microseconds later than written (the mean truncation of the k before it).
 
-    Measured on mobilenet_v3_small fp32 (docs/performance.md): placed as written, the median convolution
-    or GEMM had 87% of its samples in one kernel; corrected, 100%, with neighbouring operators' kernels
-    no longer bleeding in. Applied only when every such duration is whole microseconds, i.e. XNNPACK's.
+    Measured on mobilenet_v3_small fp32 (benchmarks/results/notebook.md, "Kernel sampling"): placed as
+    written, the median convolution or GEMM had 87% of its samples in one kernel; corrected, 100%, with
+    neighbouring operators' kernels no longer bleeding in. Applied only when every such duration is whole
+    microseconds, i.e. XNNPACK's.
     """
     start = spans.op_start[delegated].astype(np.float64)
     end = spans.op_end[delegated].astype(np.float64)

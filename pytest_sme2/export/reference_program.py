@@ -7,7 +7,7 @@ slowdowns a regression gate must catch. Such drift slows any work running at
 the same moment about alike, so the runners run one inference of this fixed
 program right before each timed inference of the model under test, and the
 baseline gate compares ``model time / reference time`` per run pair. Measured
-here (docs/performance.md, "Regression gate"): that ratio's spread between
+here (benchmarks/results/notebook.md, "Regression gate"): that ratio's spread between
 processes was a few percent where raw medians spread by a factor of two.
 
 The program is a GEMM-bound MLP (batch 64, 512 -> 1024 -> 1024 -> 512 -> 256,

@@ -237,7 +237,8 @@ class Tolerances:
     instructions: float = 0.005
     modelled: float = 0.02
     # Relative start-up moved by up to 24% between a baseline's session and later unchanged ones on the local
-    # target (docs/performance.md, "Load and init relative to the reference load"); a doubled init is +94-115%
+    # target, where a doubled init is +94-115% (benchmarks/results/notebook.md, "Load and init relative to the
+    # reference load")
     load: float = 0.40
     init: float = 0.40
     peak_rss: float = 0.10

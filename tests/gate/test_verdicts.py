@@ -607,9 +607,9 @@ def test_the_gate_holds_when_the_level_moves_between_processes() -> None:
 
 
 def test_a_slowdown_is_caught_while_the_reference_shares_its_core_for_a_stretch() -> None:
-    # Seen beside two busy jobs (docs/performance.md): 15 of 40 reference runs at 1.45x their fastest,
-    # the 0.3 ms model untouched. Read with those runs the ratio is 25% fast and a +17% slowdown
-    # was "not significant"; without them it is caught.
+    # Seen beside two busy jobs (benchmarks/results/notebook.md, "The whole gate: idle, one and two busy
+    # jobs"): 15 of 40 reference runs at 1.45x their fastest, the 0.3 ms model untouched. Read with those runs
+    # the ratio is 25% fast and a +17% slowdown was "not significant"; without them it is caught.
     reference = noisy(9.1, n=40, cv=0.01, seed=12)
     base = with_reference(noisy(0.28, n=40, cv=0.02, seed=13), reference)
     shared = reference.copy()

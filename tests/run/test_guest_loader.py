@@ -101,8 +101,8 @@ def _counts(target: EmulatedTarget, pte: Path, sme2: bool, out: Path) -> dict:
 
 
 # Every bundled model and recipe when PYTEST_SME2_ALL_COUNTS=1 (about 20 minutes on 2 cores; run once for a
-# change of counting, results in docs/performance.md); by default the quick ones, each recipe and SME2 both ways,
-# and a program with portable kernels (the transformer's).
+# change of counting, results in benchmarks/results/notebook.md); by default the quick ones, each recipe and SME2
+# both ways, and a program with portable kernels (the transformer's).
 QUICK = [("toy_cnn", recipe) for recipe in ("fp32", "fp16", "int8")] + [("transformer_encoder", "fp32")]
 EVERY = [
     (model, recipe)

@@ -13,7 +13,8 @@ from pytest_sme2.gate.checks.base import Pair, pct, points_short
 from pytest_sme2.gate.verdict import Evidence, Status, Verdict
 
 # An operator's count moves by tens of instructions when the address layout the program sees changes
-# (alignment-dependent copies in tiny transposes; measured in docs/performance.md): an operator is only
+# (alignment-dependent copies in tiny transposes; the emulated determinism study in benchmarks/results/notebook.md
+# saw warmup events move by 98-490 instructions between sessions): an operator is only
 # judged on its own when its count moved by more than this too. Its share of the whole inference is
 # judged anyway through the instructions per inference.
 MIN_OP_INSTRUCTIONS = 1000

@@ -16,7 +16,7 @@ from pytest_sme2.gate.verdict import Tolerances, Verdict
 def _shares(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any], tol: Tolerances) -> list[Verdict]:
     categories = sorted(set(current.get("shares") or {}) | set(baseline.get("shares") or {}))
     # A share of a sub-millisecond run moves with the machine between sessions by more than its tolerance (toy_cnn,
-    # 0.1 ms: CONV 0.50-0.72 within minutes, docs/performance.md); like latency, a change of less than
+    # 0.1 ms: CONV 0.50-0.72 within minutes, benchmarks/results/notebook.md); like latency, a change of less than
     # min_effect_ms of the run's time never fails.
     return [
         per_run_verdict(
