@@ -153,6 +153,14 @@ def _commit() -> str:
     return done.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
 
 
+def _gate_code() -> str:
+    """What judges a pair: the git tree of pytest_sme2/ (a commit of docs alone does not change it), with
+    "+dirty" when the working tree's differs."""
+    done = subprocess.run(["git", "rev-parse", "--short", "HEAD:pytest_sme2"], cwd=REPO, capture_output=True, text=True)
+    dirty = subprocess.run(["git", "status", "--porcelain", "pytest_sme2"], cwd=REPO, capture_output=True, text=True)
+    return "tree " + done.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+
+
 def _env() -> dict[str, str]:
     return {
         **os.environ,
@@ -518,7 +526,7 @@ def judge_all(
 ) -> None:
     """Judge every (baseline folder, later session) pair not judged yet by this code; append one line per test,
     naming the code that judged it (``judged_by``: a change to the gate judges the recorded pairs again)."""
-    judged_by = _commit()
+    judged_by = _gate_code()
     done = {
         (line["baseline"], line["session"])
         for line in read_lines(results)
@@ -554,7 +562,8 @@ def judge_all(
 
 
 def judged_by_of(line: dict[str, Any]) -> str:
-    """The code that judged a pair line (lines before ``judged_by`` was kept: the study's commit)."""
+    """The code that judged a pair line: the tree of pytest_sme2/ (``tree HASH``), or for lines judged before
+    that was kept, the commit."""
     return line.get("judged_by") or line.get("commit", "")
 
 
