@@ -17,7 +17,16 @@ from pytest_sme2.evidence.qemu_counts import COUNTS_FILE, InstructionTrace
 from pytest_sme2.profile.breakdown import INSTRUCTIONS
 from pytest_sme2.profile.profile import Profile
 from pytest_sme2.report.entries import compare
-from pytest_sme2.report.table import fewer, instructions, ms, pct, speedup, text_table
+from pytest_sme2.report.table import (
+    comparison_category_rows,
+    comparison_operator_rows,
+    fewer,
+    instructions,
+    ms,
+    pct,
+    speedup,
+    text_table,
+)
 from pytest_sme2.report.text import NO_OPERATOR_SHARES, operator_shares, profile_text
 from pytest_sme2.run.targets.base import EMULATED_TIMING, RUN_FACTS, RUNNER_LOG
 
@@ -313,36 +322,9 @@ def compare_files(a: Path, b: Path, as_json: bool) -> tuple[str, dict[str, Any]]
         f"largest category: {result['bottleneck_off']} (A) -> {result['bottleneck_on']} (B)",
         "",
     ]
-    lines += text_table(
-        ["category", "share A", "share B", "median ms A", "median ms B", "speedup [95% CI]"],
-        [
-            [
-                c["category"],
-                pct(c["off_share"]),
-                pct(c["on_share"]),
-                ms(c["off_median_ms"]),
-                ms(c["on_median_ms"]),
-                speedup(c["speedup"]),
-            ]
-            for c in result["categories"]
-        ],
-    )
+    lines += text_table(*comparison_category_rows(result, ("A", "B")))
     lines.append("")
-    lines += text_table(
-        ["operator A", "operator B", "share A", "share B", "median ms A", "median ms B", "speedup [95% CI]"],
-        [
-            [
-                op["off_op"] or "-",
-                op["on_op"] or "-",
-                pct(op["off_share"]),
-                pct(op["on_share"]),
-                ms(op["off_median_ms"]),
-                ms(op["on_median_ms"]),
-                speedup(op["speedup"]),
-            ]
-            for op in result["operators"]
-        ],
-    )
+    lines += text_table(*comparison_operator_rows(result, ("A", "B"), "operator {}", category=False))
     return "\n".join(lines), result
 
 
@@ -373,36 +355,9 @@ def _emulated_comparison(a: Path, b: Path, before: Profile, after: Profile, resu
         + f" (exact counts; {EMULATED_TIMING}, so no speedup in time)"
     )
     lines += [f"largest category by instructions: {result['bottleneck_off']} (A) -> {result['bottleneck_on']} (B)", ""]
-    lines += text_table(
-        ["category", "share A", "share B", "instructions A", "instructions B", "fewer (A/B)"],
-        [
-            [
-                c["category"],
-                pct(c["off_share"]),
-                pct(c["on_share"]),
-                instructions(c["off_instructions"]),
-                instructions(c["on_instructions"]),
-                fewer(c["fewer_instructions"]),
-            ]
-            for c in result["categories"]
-        ],
-    )
+    lines += text_table(*comparison_category_rows(result, ("A", "B")))
     lines.append("")
-    lines += text_table(
-        ["operator A", "operator B", "share A", "share B", "instructions A", "instructions B", "fewer (A/B)"],
-        [
-            [
-                op["off_op"] or "-",
-                op["on_op"] or "-",
-                pct(op["off_share"]),
-                pct(op["on_share"]),
-                instructions(op["off_instructions"]),
-                instructions(op["on_instructions"]),
-                fewer(op.get("fewer_instructions")),
-            ]
-            for op in result["operators"]
-        ],
-    )
+    lines += text_table(*comparison_operator_rows(result, ("A", "B"), "operator {}", category=False))
     return lines
 
 

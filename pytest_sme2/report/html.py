@@ -23,6 +23,8 @@ from pytest_sme2.report.table import (
     SME_INSTRUCTIONS_LABEL,
     THREAD_SCALING_HEADERS,
     columns,
+    comparison_category_rows,
+    comparison_operator_rows,
     fewer,
     instructions,
     modelled_table,
@@ -162,46 +164,9 @@ def _counted_comparison_html(comparison: Mapping[str, Any]) -> str:
             f"<p>Instructions per inference: SME2 on needs <b>{_esc(fewer(comparison.get('fewer_instructions')))}</b>; "
             f"largest category {_esc(comparison['bottleneck_off'])} (off) &rarr; {_esc(comparison['bottleneck_on'])} "
             f"(on). {EMULATED_NOTE}: no speedup is shown.</p>",
-            table(
-                ["category", "share off", "share on", "instructions off", "instructions on", "fewer (off/on)"],
-                [
-                    [
-                        c["category"],
-                        pct(c["off_share"]),
-                        pct(c["on_share"]),
-                        instructions(c["off_instructions"]),
-                        instructions(c["on_instructions"]),
-                        fewer(c["fewer_instructions"]),
-                    ]
-                    for c in comparison["categories"]
-                ],
-            ),
+            table(*comparison_category_rows(comparison, ("off", "on"))),
             _img(charts.operator_chart(comparison), "top operators by share of instructions, SME2 off vs on"),
-            table(
-                [
-                    "operator (off)",
-                    "operator (on)",
-                    "category",
-                    "share off",
-                    "share on",
-                    "instructions off",
-                    "instructions on",
-                    "fewer (off/on)",
-                ],
-                [
-                    [
-                        op["off_op"] or "-",
-                        op["on_op"] or "-",
-                        op["category"] + (" (portable)" if op["portable"] else ""),
-                        pct(op["off_share"]),
-                        pct(op["on_share"]),
-                        instructions(op["off_instructions"]),
-                        instructions(op["on_instructions"]),
-                        fewer(op.get("fewer_instructions")),
-                    ]
-                    for op in comparison["operators"]
-                ],
-            ),
+            table(*comparison_operator_rows(comparison, ("off", "on"), "operator ({})", category=True)),
             _modelled_html(comparison.get("modelled")),
         ]
     )
@@ -226,31 +191,9 @@ def _comparison_html(comparison: Mapping[str, Any]) -> str:
         f"</b>; bottleneck {_esc(comparison['bottleneck_off'])} (off) &rarr; "
         f"{_esc(comparison['bottleneck_on'])} (on)</p>",
         # an uncounted emulated pair: shares of emulator time only, no ms and no speedup columns
-        table(
-            ["category", "share off", "share on"]
-            + ([] if emulated else ["median ms off", "median ms on", "speedup [95% CI]"]),
-            [
-                [c["category"], pct(c["off_share"]), pct(c["on_share"])]
-                + ([] if emulated else [ms(c["off_median_ms"]), ms(c["on_median_ms"]), speedup(c["speedup"])])
-                for c in comparison["categories"]
-            ],
-        ),
+        table(*comparison_category_rows(comparison, ("off", "on"), timed=not emulated)),
         _img(charts.operator_chart(comparison), "top operators by share of E2E, SME2 off vs on"),
-        table(
-            ["operator (off)", "operator (on)", "category", "share off", "share on"]
-            + ([] if emulated else ["median ms off", "median ms on", "speedup [95% CI]"]),
-            [
-                [
-                    op["off_op"] or "-",
-                    op["on_op"] or "-",
-                    op["category"] + (" (portable)" if op["portable"] else ""),
-                    pct(op["off_share"]),
-                    pct(op["on_share"]),
-                ]
-                + ([] if emulated else [ms(op["off_median_ms"]), ms(op["on_median_ms"]), speedup(op["speedup"])])
-                for op in comparison["operators"]
-            ],
-        ),
+        table(*comparison_operator_rows(comparison, ("off", "on"), "operator ({})", category=True, timed=not emulated)),
     ]
     if slowdown_text(comparison):
         parts.append(f'<p class="sme2-slowdowns">{_esc(slowdown_text(comparison))}</p>')

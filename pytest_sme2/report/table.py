@@ -327,3 +327,61 @@ def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> lis
     out = ["| " + " | ".join(cell(h) for h in headers) + " |", "|" + "---|" * len(headers)]
     out += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
     return out
+
+
+def comparison_category_rows(
+    comparison: Mapping[str, Any], sides: tuple[str, str], timed: bool = True
+) -> tuple[list[str], list[list[str]]]:
+    """The per-category rows of a comparison (entries.compare), for the text and HTML reports alike: the shares,
+    then counted instructions where it is by instructions, else (``timed``: not emulator time) median ms and the
+    speedup. ``sides`` names the two profiles in the headers ("off", "on" or "A", "B")."""
+    a, b = sides
+    counted = comparison.get("unit") == "instructions"
+    headers = ["category", f"share {a}", f"share {b}"]
+    if counted:
+        headers += [f"instructions {a}", f"instructions {b}", f"fewer ({a}/{b})"]
+    elif timed:
+        headers += [f"median ms {a}", f"median ms {b}", "speedup [95% CI]"]
+    return headers, [
+        [c["category"], pct(c["off_share"]), pct(c["on_share"]), *_measured(c, counted, timed)]
+        for c in comparison["categories"]
+    ]
+
+
+def comparison_operator_rows(
+    comparison: Mapping[str, Any], sides: tuple[str, str], operator: str, category: bool, timed: bool = True
+) -> tuple[list[str], list[list[str]]]:
+    """The paired operators' rows of a comparison, as comparison_category_rows: ``operator`` formats each side's
+    operator header (``"operator {}"``), ``category`` adds the operator's category (portable ones said so)."""
+    a, b = sides
+    counted = comparison.get("unit") == "instructions"
+    headers = [operator.format(a), operator.format(b), *(["category"] if category else []), f"share {a}", f"share {b}"]
+    if counted:
+        headers += [f"instructions {a}", f"instructions {b}", f"fewer ({a}/{b})"]
+    elif timed:
+        headers += [f"median ms {a}", f"median ms {b}", "speedup [95% CI]"]
+    rows = [
+        [
+            op["off_op"] or "-",
+            op["on_op"] or "-",
+            *([op["category"] + (" (portable)" if op["portable"] else "")] if category else []),
+            pct(op["off_share"]),
+            pct(op["on_share"]),
+            *_measured(op, counted, timed),
+        ]
+        for op in comparison["operators"]
+    ]
+    return headers, rows
+
+
+def _measured(row: Mapping[str, Any], counted: bool, timed: bool) -> list[str]:
+    """A comparison row's amounts beside its shares: instructions and how many fewer, or ms and the speedup."""
+    if counted:
+        return [
+            instructions(row["off_instructions"]),
+            instructions(row["on_instructions"]),
+            fewer(row.get("fewer_instructions")),
+        ]
+    if timed:
+        return [ms(row["off_median_ms"]), ms(row["on_median_ms"]), speedup(row["speedup"])]
+    return []
