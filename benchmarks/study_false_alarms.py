@@ -588,6 +588,7 @@ def rejudge(args: argparse.Namespace) -> None:
             and not line.get("invalid")
             and line.get("session_dir")
             and (root / line["session_dir"]).is_dir()
+            and (not args.sessions_from or line["start"]["time"] >= args.sessions_from)
         ]
 
         def log(text: str, where: str = f"{common['target']}/{common['condition']}") -> None:
@@ -785,6 +786,7 @@ def main() -> None:
     show.set_defaults(handler=summary)
     again = commands.add_parser("rejudge", help="judge every recorded pair again with the code as it is now")
     again.add_argument("--results", type=Path, default=RESULTS)
+    again.add_argument("--sessions-from", help="only sessions started at or after this time (ISO, UTC)")
     again.set_defaults(handler=rejudge)
     args = parser.parse_args()
     args.handler(args)
