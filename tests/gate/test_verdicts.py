@@ -582,9 +582,7 @@ def test_a_tiny_models_baseline_is_judged_in_milliseconds_too() -> None:
         assert bool(any("latency moves by" in p for p in problems)) == refused
 
 
-def simulated_gate(
-    between: float, change: float, pairs: int, seed: int, tolerances: Tolerances | None = None
-) -> float:
+def simulated_gate(between: float, change: float, pairs: int, seed: int, tolerances: Tolerances | None = None) -> float:
     """Share of pairs the latency check fails: a baseline of 10 processes and one later process, each
     process's level drawn with sd ``between``, 40 runs with 3% run noise, the later one ``change`` slower."""
     rng = np.random.default_rng(seed)
