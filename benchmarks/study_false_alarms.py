@@ -147,18 +147,20 @@ def upper_bound(failures: int, n: int) -> float:
 # ---------------------------------------------------------------- sessions
 
 
-def _commit() -> str:
-    done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True)
+def _version(revision: str) -> str:
+    """``git rev-parse --short REVISION``, with "+dirty" when pytest_sme2/ differs from it in the working tree."""
+    done = subprocess.run(["git", "rev-parse", "--short", revision], cwd=REPO, capture_output=True, text=True)
     dirty = subprocess.run(["git", "status", "--porcelain", "pytest_sme2"], cwd=REPO, capture_output=True, text=True)
     return done.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
 
 
+def _commit() -> str:
+    return _version("HEAD")
+
+
 def _gate_code() -> str:
-    """What judges a pair: the git tree of pytest_sme2/ (a commit of docs alone does not change it), with
-    "+dirty" when the working tree's differs."""
-    done = subprocess.run(["git", "rev-parse", "--short", "HEAD:pytest_sme2"], cwd=REPO, capture_output=True, text=True)
-    dirty = subprocess.run(["git", "status", "--porcelain", "pytest_sme2"], cwd=REPO, capture_output=True, text=True)
-    return "tree " + done.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+    """What judges a pair: the git tree of pytest_sme2/ (a commit of docs alone does not change it)."""
+    return "tree " + _version("HEAD:pytest_sme2")
 
 
 def _env() -> dict[str, str]:
