@@ -167,17 +167,21 @@ class ProcessShift:
 
     @property
     def standard_error(self) -> float:
-        return float(np.sqrt(self._process_variance + 2 * self.session**2))
+        return float(np.sqrt(sum(self._variances)))
+
+    @property
+    def _variances(self) -> tuple[float, float]:
+        return difference_variances(self.spread, self.n_current, self.n_baseline, self.session)
 
     @property
     def _process_variance(self) -> float:
-        return float(self.spread**2 * (1 / self.n_current + 1 / self.n_baseline))
+        return self._variances[0]
 
     @property
     def effective_df(self) -> float:
         """The processes' degrees of freedom, widened by the share of the variance the given session spread
         holds (Welch-Satterthwaite; a session spread alone would be a z-test)."""
-        return effective_df(self._process_variance, 2 * self.session**2, self.df)
+        return effective_df(*self._variances, self.df)
 
     def _quantile_step(self, *quantiles: float) -> float:
         """Sum of the t quantiles times the standard error, the larger of the two tests (processes alone;
@@ -231,6 +235,12 @@ def process_medians(
     return np.asarray(medians, dtype=float), used
 
 
+def difference_variances(spread: float, n_current: int, n_baseline: int, session: float) -> tuple[float, float]:
+    """The variance of the difference of two sides' mean levels: (what their processes estimate, what the given
+    between-session spread adds: two sessions' levels, 2 session**2)."""
+    return float(spread**2 * (1 / n_current + 1 / n_baseline)), float(2 * session**2)
+
+
 def effective_df(estimated: float, given: float, df: int) -> float:
     """Welch-Satterthwaite degrees of freedom of a variance that is ``estimated`` (with ``df``) plus ``given``
     (known): df (estimated + given)**2 / estimated**2, capped at 1e6 (all of it given)."""
@@ -260,7 +270,7 @@ def process_shift(
         return None
     pooled = float(np.sqrt((((base - base.mean()) ** 2).sum() + ((cur - cur.mean()) ** 2).sum()) / df))
     difference = float(cur.mean() - base.mean())
-    estimated, given = pooled**2 * (1 / k + 1 / r), 2 * session**2
+    estimated, given = difference_variances(pooled, r, k, session)
     if estimated + given > 0:
         # significant only if significant against the processes alone and against processes and sessions
         tests = [(difference / np.sqrt(estimated + given), effective_df(estimated, given, df))]
