@@ -4,9 +4,11 @@ Runs ``pytest perf_tests/ -m sme2`` on the emulated target three times against o
 cold (every export and counted run computed), warm (exports and counted runs answered from the caches),
 and warm with ``--sme2-fresh`` (exports cached, every counted run emulated again), and records each
 session's wall time, outcome counts and how many counted runs came from the result cache (progress.log).
-Results go to --out as JSON; docs/performance.md has the current figures.
+Results go to --out as JSON; docs/performance.md has the current figures. ``--workers N`` runs each session
+in N pytest-xdist workers, as ``make perf`` does on the emulated target (one per core up to 4): the figure issue
+56 holds to 3 minutes cold.
 
-    python benchmarks/bench_result_cache.py --out benchmarks/results/result_cache_<date>.json
+    python benchmarks/bench_result_cache.py --out benchmarks/results/result_cache_<date>.json [--workers 2]
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from pathlib import Path
 from _common import REPO, machine
 
 
-def _session(cache: Path, artifacts: Path, extra: list[str]) -> dict:
+def _session(cache: Path, artifacts: Path, extra: list[str], workers: int) -> dict:
     command = [
         sys.executable,
         "-m",
@@ -37,6 +39,7 @@ def _session(cache: Path, artifacts: Path, extra: list[str]) -> dict:
         "--sme2-target=emulated",
         f"--sme2-cache-dir={cache}",
         f"--sme2-artifacts-dir={artifacts}",
+        *(["-n", str(workers)] if workers > 1 else []),
         *extra,
     ]
     started = time.perf_counter()
@@ -59,12 +62,13 @@ def _session(cache: Path, artifacts: Path, extra: list[str]) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--workers", type=int, default=1, help="pytest-xdist workers (1: one process)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="sme2-result-cache-") as scratch:
         cache, artifacts = Path(scratch) / "cache", Path(scratch) / "artifacts"
-        result = {"machine": machine(), "sessions": {}}
+        result = {"machine": machine(), "workers": args.workers, "sessions": {}}
         for name, extra in (("cold", []), ("warm", []), ("warm_fresh", ["--sme2-fresh"])):
-            result["sessions"][name] = _session(cache, artifacts, extra)
+            result["sessions"][name] = _session(cache, artifacts, extra, args.workers)
             print(name, result["sessions"][name], flush=True)
             args.out.write_text(json.dumps(result, indent=1))  # saved as it comes
 

@@ -19,8 +19,16 @@ HERE = Path(__file__).resolve().parent
 # Costliest first, so that under pytest-xdist (make perf on the emulated target) the last test to start is a short
 # one. Export and counted runs per file in a cold session (stop 37, 2-core machine): mobilenet 214 s, transformer
 # 93 s, mlp 97 s (three quick exports), toy_cnn 32 s. In file order transformer int8 (49 s) started last and one
-# worker ran alone for its last 62 s of 252 (benchmarks/results/notebook.md).
-COSTLIEST_FIRST = ("test_mobilenet_v3_small.py", "test_transformer_encoder.py", "test_mlp.py", "test_toy_cnn.py")
+# worker ran alone for its last 62 s of 252 (benchmarks/results/notebook.md). The tiny Llama's file came later and,
+# not listed, sorted last: its 8da4w export (37 s) and counted runs started last and ran alone (2026-11-29, its
+# three exports 72 s and runs about 35 s). tests/test_perf_suite_order.py fails for a file not listed here.
+COSTLIEST_FIRST = (
+    "test_mobilenet_v3_small.py",
+    "test_tiny_llama.py",
+    "test_transformer_encoder.py",
+    "test_mlp.py",
+    "test_toy_cnn.py",
+)
 
 
 def _cost_rank(item: pytest.Item) -> int:
