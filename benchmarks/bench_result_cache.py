@@ -63,8 +63,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--workers", type=int, default=1, help="pytest-xdist workers (1: one process)")
+    parser.add_argument(
+        "--keep", type=Path, help="an empty folder to keep the caches and sessions in (progress.log per session)"
+    )
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="sme2-result-cache-") as scratch:
+    if args.keep is not None and args.keep.exists() and any(args.keep.iterdir()):
+        parser.error(f"--keep {args.keep}: not empty (the cold session needs empty caches)")
+    with tempfile.TemporaryDirectory(prefix="sme2-result-cache-") as temporary:
+        scratch = args.keep or temporary
         cache, artifacts = Path(scratch) / "cache", Path(scratch) / "artifacts"
         result = {"machine": machine(), "workers": args.workers, "sessions": {}}
         for name, extra in (("cold", []), ("warm", []), ("warm_fresh", ["--sme2-fresh"])):
