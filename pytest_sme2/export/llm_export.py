@@ -195,6 +195,7 @@ def export_llm(config: Any, cache_dir: Path, name: str | None = None) -> Exporte
     config = llm_config(config)
     params = _read_file(config, "base", "params")
     name = name or (params.stem if params is not None else "llm")
+    _refuse_several_methods(config, name)
     recipe = recipe_of(config)
     key = config_key(config)
     final = cache_dir / f"{name}-{FLOW}-{recipe.label}-{key}"
@@ -227,6 +228,20 @@ def export_llm(config: Any, cache_dir: Path, name: str | None = None) -> Exporte
             }
             write_entry_meta(staging, meta)
     return ExportedModel(name, recipe, final, key, False, seconds, delegation, meta["program_digest"])
+
+
+def _refuse_several_methods(config: Any, name: str) -> None:
+    """ExecuTorch's multimethod LLM export (``multimethod.methods``) is refused before minutes of export: the
+    entry's delegation record and graph nodes are one method's (what the gate and headlines read), and
+    export_llama's multimethod program has no ``forward`` to read them from. The same program runs as a path."""
+    methods = [getattr(m, "method_name", str(m)) for m in (getattr(config.multimethod, "methods", None) or [])]
+    if methods:
+        raise UsageError(
+            f"export_llm {name!r}: multimethod.methods = {methods} asks ExecuTorch's multimethod export, which "
+            "export_llm does not run: its cache entry keeps one method's graph nodes. Export it with "
+            "export_llama yourself and pass the .pte path: llm_profile(path, runner, prefill_method=..., "
+            'decode_method=...) runs the methods and shares their cache (docs/llm.md, "The calls")'
+        )
 
 
 @contextlib.contextmanager

@@ -60,3 +60,19 @@ def test_the_recipe_label_is_the_program_s_precision_quantization_and_partitione
     )
     with pytest.raises(UsageError, match="qmode='int8'"):
         recipe_of(llm_config({"quantization.qmode": "int8"}))
+
+
+def test_a_multimethod_config_is_refused_naming_its_methods_and_the_path_that_runs_them(
+    params: Path, tmp_path: Path
+) -> None:
+    """export_llm keeps one method's graph nodes; a multimethod config would fail inside export_llama minutes later
+    with a KeyError: refused first, saying what runs such a program (its .pte path and the two method names)."""
+    from executorch.extension.llm.export.config.llm_config import MethodConfig
+
+    from pytest_sme2.export.llm_export import export_llm
+
+    config = llm_config({"base.params": str(params), "model.use_kv_cache": True})
+    config.multimethod.methods = [MethodConfig("prefill"), MethodConfig("decode")]
+    with pytest.raises(UsageError, match=r"\['prefill', 'decode'\].*llm_profile\(path, runner, prefill_method="):
+        export_llm(config, tmp_path / "cache", name="two")
+    assert not (tmp_path / "cache").exists()  # nothing exported or written
