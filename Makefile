@@ -81,14 +81,18 @@ auto-target: install
 # counted instructions do not depend on what else runs, and it took 669 s in one process, 267 s in two on a
 # 2-core machine (benchmarks/results/notebook.md, "Fast feedback"). On an SME2 CPU (or on the host target, where the emulated one is not
 # set up) the tests time real runs, which workers running beside each other would disturb: one process.
+# With workers, each one's torch keeps to one thread (OMP_NUM_THREADS=1): torch starts an intra-op thread per
+# core in every process, so two workers exporting at once ran four threads on two cores; one cold suite took
+# 188.0 s against 194.8 s, its exports 186.5 s of work against 197.9 s (benchmarks/results/notebook.md).
 AUTO_IS_EMULATED := $(PYTHON) -c "import sys; from pytest_sme2.run.targets.auto import current_plan; sys.exit(0 if current_plan().target == 'emulated' else 1)"
 PERF_WORKERS ?= $(shell n=$$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1); [ "$$n" -gt 4 ] && n=4; echo $$n)
 # PYTEST_ARGS: more pytest options for the perf suite (the README's CI workflow passes --sme2-history).
 PYTEST_ARGS ?=
 perf: install auto-target
-	@if $(AUTO_IS_EMULATED); then workers="-n $(PERF_WORKERS)"; else workers=""; fi; \
-		echo "$(PYTHON) -m pytest perf_tests/ -m sme2 $$workers $(PYTEST_ARGS)"; \
-		$(PYTHON) -m pytest perf_tests/ -m sme2 $$workers $(PYTEST_ARGS)
+	@if $(AUTO_IS_EMULATED); then workers="-n $(PERF_WORKERS)"; threads="OMP_NUM_THREADS=1 "; \
+		else workers=""; threads=""; fi; \
+		echo "$${threads}$(PYTHON) -m pytest perf_tests/ -m sme2 $$workers $(PYTEST_ARGS)"; \
+		env $${threads}$(PYTHON) -m pytest perf_tests/ -m sme2 $$workers $(PYTEST_ARGS)
 
 # The reproducible benchmarks of pytest-sme2 itself (benchmarks/README.md: minutes each; the studies of hours are
 # not here), each with the flags of its figures on docs/performance.md. A script that writes a file writes it under
@@ -131,8 +135,9 @@ lint: install
 	$(PYTHON) -m ruff format --check .
 	$(PYTHON) -m mypy
 
+# Two workers, each one's torch on one thread (as for make perf's workers, above).
 test: lint system-deps emulation
-	$(PYTHON) -m pytest tests/ -n 2 --dist loadgroup --durations=30
+	OMP_NUM_THREADS=1 $(PYTHON) -m pytest tests/ -n 2 --dist loadgroup --durations=30
 
 # Every Python that requires-python admits (pyenv's or python3.X on PATH) loads the plugin in a pytest session:
 # a venv each with the built wheel and the few requirements loading needs, no torch (.ci/python_matrix.py says
