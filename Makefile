@@ -83,7 +83,8 @@ auto-target: install
 # set up) the tests time real runs, which workers running beside each other would disturb: one process.
 # With workers, each one's torch keeps to one thread (OMP_NUM_THREADS=1): torch starts an intra-op thread per
 # core in every process, so two workers exporting at once ran four threads on two cores; one cold suite took
-# 188.0 s against 194.8 s, its exports 186.5 s of work against 197.9 s (benchmarks/results/notebook.md).
+# 188.0 s against 194.8 s, its exports 186.5 s of work against 197.9 s; CI 908 s against 926 s, make test's pytest
+# 632 s against 648 s (one run each, 2026-11-29: benchmarks/results/notebook.md).
 AUTO_IS_EMULATED := $(PYTHON) -c "import sys; from pytest_sme2.run.targets.auto import current_plan; sys.exit(0 if current_plan().target == 'emulated' else 1)"
 PERF_WORKERS ?= $(shell n=$$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1); [ "$$n" -gt 4 ] && n=4; echo $$n)
 # PYTEST_ARGS: more pytest options for the perf suite (the README's CI workflow passes --sme2-history).
