@@ -10,7 +10,7 @@ PIP := $(PYTHON) -m pip
 # llvm-19's assembler encodes SME2, the oracle of tests/evidence/test_instruction_classes.py (binutils 2.40 cannot).
 SYSTEM_PACKAGES := g++-aarch64-linux-gnu qemu-user chromium valgrind clang lld linux-perf llvm-19
 
-.PHONY: install system-deps emulation auto-target perf bench lint test python-matrix wheel-smoke python-smoke
+.PHONY: install system-deps emulation auto-target auto-is-emulated perf bench lint test python-matrix wheel-smoke python-smoke
 
 TORCH_PIN := 2.13.0
 # A plain index (PyPI) gives Linux x86 torch's CUDA build: several GB of nvidia-* packages pytest-sme2 never
@@ -86,11 +86,16 @@ auto-target: install
 # 188.0 s against 194.8 s, its exports 186.5 s of work against 197.9 s; CI 908 s against 926 s, make test's pytest
 # 632 s against 648 s (one run each, 2026-11-29: benchmarks/results/notebook.md).
 AUTO_IS_EMULATED := $(PYTHON) -c "import sys; from pytest_sme2.run.targets.auto import current_plan; sys.exit(0 if current_plan().target == 'emulated' else 1)"
+# The environment of pytest's xdist workers (make perf on the emulated target, make test).
+WORKER_ENV := OMP_NUM_THREADS=1
+# Exit 0 when the default target is the emulated one: .ci/run asks, to run checks beside make perf only there.
+auto-is-emulated:
+	@$(AUTO_IS_EMULATED)
 PERF_WORKERS ?= $(shell n=$$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1); [ "$$n" -gt 4 ] && n=4; echo $$n)
 # PYTEST_ARGS: more pytest options for the perf suite (the README's CI workflow passes --sme2-history).
 PYTEST_ARGS ?=
 perf: install auto-target
-	@if $(AUTO_IS_EMULATED); then workers="-n $(PERF_WORKERS)"; threads="OMP_NUM_THREADS=1 "; \
+	@if $(AUTO_IS_EMULATED); then workers="-n $(PERF_WORKERS)"; threads="$(WORKER_ENV) "; \
 		else workers=""; threads=""; fi; \
 		echo "$${threads}$(PYTHON) -m pytest perf_tests/ -m sme2 $$workers $(PYTEST_ARGS)"; \
 		env $${threads}$(PYTHON) -m pytest perf_tests/ -m sme2 $$workers $(PYTEST_ARGS)
@@ -138,7 +143,7 @@ lint: install
 
 # Two workers, each one's torch on one thread (as for make perf's workers, above).
 test: lint system-deps emulation
-	OMP_NUM_THREADS=1 $(PYTHON) -m pytest tests/ -n 2 --dist loadgroup --durations=30
+	$(WORKER_ENV) $(PYTHON) -m pytest tests/ -n 2 --dist loadgroup --durations=30
 
 # Every Python that requires-python admits (pyenv's or python3.X on PATH) loads the plugin in a pytest session:
 # a venv each with the built wheel and the few requirements loading needs, no torch (.ci/python_matrix.py says

@@ -69,6 +69,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.keep is not None and args.keep.exists() and any(args.keep.iterdir()):
         parser.error(f"--keep {args.keep}: not empty (the cold session needs empty caches)")
+    if args.keep is not None:
+        args.keep.mkdir(parents=True, exist_ok=True)  # the sessions' folders go inside it
     with tempfile.TemporaryDirectory(prefix="sme2-result-cache-") as temporary:
         scratch = args.keep or temporary
         cache, artifacts = Path(scratch) / "cache", Path(scratch) / "artifacts"
