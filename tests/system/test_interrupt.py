@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import time
@@ -44,6 +45,7 @@ def test_long(exported_pte, runner, etdump_profile):
     etdump_profile(exported_pte, runner(runs=10_000_000, warmup=0, timeout=3000))
 """
 EMULATION = emulation.status()
+_TIMED_RUN = re.compile(r" run \d+/\d+")  # progress.log's "run i/N" of the host target's timed runs
 
 
 def _project(tmp_path: Path, cache: Path, target: str) -> Path:
@@ -68,8 +70,31 @@ def _assert_nothing_left(project: Path, started: dict[int, str]) -> None:
     assert not touching, f"processes still use the project folder: {touching}"
     artifacts = project / ".sme2" / "artifacts"
     before = snapshot(artifacts)
-    time.sleep(3)
+    # No process of the session is left and none uses the folder (above): this second only catches a writer
+    # neither check can see. Three seconds cost the suite about 9 s for no case the checks above let through.
+    time.sleep(1)
     assert snapshot(artifacts) == before, "something still writes into the artifacts folder"
+
+
+def _inside_timed_runs(project: Path, target: str) -> bool:
+    """Wait until the long run is inside its timed runs, so the signal ends a run, not a start-up.
+
+    The host target says its timed runs in progress.log ("run i/N"): wait for the first such line. The native runner
+    loads toy_cnn in milliseconds, qemu starts in under a second here: once their command line is seen, a
+    second (local) or two (emulated) are well inside ten million runs. A fixed three seconds for every target
+    used to be slept, beside a runner busy on one of the two cores."""
+    if target == "host":
+        logs = project / ".sme2" / "artifacts"
+        return bool(
+            wait_for(
+                lambda: any(
+                    _TIMED_RUN.search(log.read_text(errors="replace")) for log in logs.glob("session-*/progress.log")
+                ),
+                timeout=120,
+            )
+        )
+    time.sleep(2 if target == "emulated" else 1)
+    return True
 
 
 @pytest.mark.xdist_group("long_runners")  # with test_adb_target's Ctrl-C test: both look for the same runners
@@ -99,7 +124,8 @@ def test_sigint_ends_every_process_the_target_started(
     try:
         found = wait_for(lambda: _running_runner(inner.pid, marker), timeout=600, interval=0.5)
         assert found, f"the long run never started:\n{(project / 'out.txt').read_text()[-3000:]}"
-        time.sleep(3)  # well inside the timed runs
+        inside = _inside_timed_runs(project, target)
+        assert inside, f"the long run never reached its timed runs:\n{(project / 'out.txt').read_text()[-3000:]}"
         started = descendants(inner.pid)  # everything it runs now, e.g. qemu's instruction counter
         code = interrupt(inner, signal.SIGINT)
         output = (project / "out.txt").read_text(errors="replace")
@@ -158,7 +184,8 @@ def test_sigkill_of_pytest_ends_every_process_the_target_started(
     try:
         found = wait_for(lambda: _running_runner(inner.pid, marker), timeout=600, interval=0.5)
         assert found, f"the long run never started:\n{(project / 'out.txt').read_text()[-3000:]}"
-        time.sleep(2)  # well inside the timed runs
+        inside = _inside_timed_runs(project, target)
+        assert inside, f"the long run never reached its timed runs:\n{(project / 'out.txt').read_text()[-3000:]}"
         started = descendants(inner.pid)
         os.killpg(inner.pid, signal.SIGKILL)  # kill -9 -- -PGID
         inner.wait(timeout=30)
