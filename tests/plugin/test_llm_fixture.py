@@ -13,7 +13,7 @@ import pytest
 
 PARAMS = {
     "dim": 64,
-    "n_layers": 2,
+    "n_layers": 1,
     "n_heads": 4,
     "n_kv_heads": 2,
     "vocab_size": 256,
@@ -38,7 +38,8 @@ def test_executorch_llm_export_gated_per_phase_with_changes_named(
 ) -> None:
     """export_llm runs ExecuTorch's export_llama (custom SDPA and KV-cache ops, dynamic shape) into the export
     cache with its graph nodes; llm_profile gates each phase. Then two changes a person makes, each named in the
-    first line: a longer prompt (the test's settings), and a third transformer layer (the model)."""
+    first line: a longer prompt (the test's settings), and a second transformer layer (the model). One layer to start
+    with: two exports of one and two layers cost less than of two and three (issue 56: make test)."""
     monkeypatch.delenv("PYTEST_ADDOPTS")  # the gate is what this test is about (conftest turns it off inside)
     params = pytester.path / "params.json"
     params.write_text(json.dumps(PARAMS))
@@ -54,6 +55,7 @@ def test_executorch_llm_export_gated_per_phase_with_changes_named(
     # test_my_llama: a name no module of this suite has (pytester collects it in this process)
     pytester.makepyfile(
         test_my_llama=f"""
+        import json
         import pytest
 
         @pytest.mark.sme2
@@ -61,9 +63,11 @@ def test_executorch_llm_export_gated_per_phase_with_changes_named(
             pte = export_llm({config!r}, name="llama")
             phases = llm_profile(pte, runner(), prefill=16, decode=4)
             assert phases.decode.runs == 4  # one counted run per decode step
-            # ExecuTorch's own attention kernel, one per layer, and its KV-cache write, as data movement
+            # ExecuTorch's own attention kernel, one per layer of the params file, and its KV-cache write, as data
+            # movement
             ops = phases.decode.portable_ops.set_index("kind")
-            assert ops.loc["llama::custom_sdpa", "count"] >= 2
+            layers = json.loads(open({str(params)!r}).read())["n_layers"]
+            assert ops.loc["llama::custom_sdpa", "count"] == layers
             assert ops.loc["llama::update_cache", "category"] == "DATA_MOVEMENT"
             print("RATES", phases)
         """
@@ -95,10 +99,10 @@ def test_executorch_llm_export_gated_per_phase_with_changes_named(
         "no baseline for llama fp32-xnnpack [emulated sme2=auto threads=1 prefill P=12] (this test's settings "
         "changed since the baseline was recorded: P=16 -> P=12" in text
     )
-    # A third transformer layer appended to ExecuTorch's Llama: the headline is that layer, by its module name.
+    # A second transformer layer appended to ExecuTorch's Llama: the headline is that layer, by its module name.
     test_file.write_text(original)
-    params.write_text(json.dumps({**PARAMS, "n_layers": 3}))
+    params.write_text(json.dumps({**PARAMS, "n_layers": 2}))
     grown = pytester.runpytest("-m", "sme2")
     grown.assert_outcomes(failed=1)
-    firsts = [line for line in grown.outlines if "layers: 2 -> 3 blocks (layers.2 added)" in line]
+    firsts = [line for line in grown.outlines if "layers: 1 -> 2 blocks (layers.1 added)" in line]
     assert firsts, "\n".join(grown.outlines[-60:])
