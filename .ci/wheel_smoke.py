@@ -109,6 +109,10 @@ def _user_env(venv: Path) -> dict[str, str]:
         "PYTEST_ADDOPTS",
         "PYTEST_PLUGINS",
         "PYTEST_DISABLE_PLUGIN_AUTOLOAD",
+        # Set in some workplaces' sessions (this one's): with pip's --no-compile below, every process of the smoke
+        # would then compile torch's and executorch's modules from source again (about 8 s of CPU each). A user's
+        # venv has them compiled once; here the first process that imports them writes them.
+        "PYTHONDONTWRITEBYTECODE",
     )
     env = {k: v for k, v in os.environ.items() if k not in dropped}
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
