@@ -71,7 +71,8 @@ def _assert_nothing_left(project: Path, started: dict[int, str]) -> None:
     artifacts = project / ".sme2" / "artifacts"
     before = snapshot(artifacts)
     # No process of the session is left and none uses the folder (above): this second only catches a writer
-    # neither check can see. Three seconds cost the suite about 9 s for no case the checks above let through.
+    # neither check can see. Three seconds cost the six tests that call this 12 s for no case the checks above let
+    # through.
     time.sleep(1)
     assert snapshot(artifacts) == before, "something still writes into the artifacts folder"
 
