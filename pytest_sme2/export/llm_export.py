@@ -233,9 +233,10 @@ def export_llm(config: Any, cache_dir: Path, name: str | None = None) -> Exporte
 def _refuse_several_methods(config: Any, name: str) -> None:
     """ExecuTorch's multimethod LLM export (``multimethod.methods``) is refused before minutes of export: the
     entry's delegation record and graph nodes are one method's (what the gate and headlines read), and
-    export_llama's multimethod program has no ``forward`` to read them from. The same program runs as a path."""
-    methods = [getattr(m, "method_name", str(m)) for m in (getattr(config.multimethod, "methods", None) or [])]
-    if methods:
+    export_llama's multimethod program has no ``forward`` to read them from. The same program runs as a path.
+    Refused on ExecuTorch's own test (``MultimethodConfig.enabled``), the one export_llama branches on."""
+    if config.multimethod.enabled:
+        methods = [getattr(m, "method_name", str(m)) for m in config.multimethod.methods]
         raise UsageError(
             f"export_llm {name!r}: multimethod.methods = {methods} asks ExecuTorch's multimethod export, which "
             "export_llm does not run: its cache entry keeps one method's graph nodes. Export it with "
