@@ -67,6 +67,8 @@ def main() -> None:
         "--keep", type=Path, help="an empty folder to keep the caches and sessions in (progress.log per session)"
     )
     args = parser.parse_args()
+    if args.keep is not None and args.keep.exists() and not args.keep.is_dir():
+        parser.error(f"--keep {args.keep}: not a folder; name an empty or new folder")
     if args.keep is not None and args.keep.exists() and any(args.keep.iterdir()):
         parser.error(f"--keep {args.keep}: not empty (the cold session needs empty caches)")
     if args.keep is not None:
