@@ -43,12 +43,14 @@ from pytest_sme2 import Recipe
 from pytest_sme2.evidence.qemu_counts import QEMU_LOG_FLAGS
 from pytest_sme2.measure.session import Settings, Sme2Session
 from pytest_sme2.run import emulation_setup
-from pytest_sme2.run.native.build import build_exec_counter
+from pytest_sme2.run.native.build import build_count_plugin, build_exec_counter
 from pytest_sme2.run.targets.base import RunSpec
 from pytest_sme2.run.targets.emulated import EmulatedTarget
 
-MODES = ("plain", "nochain", "exec", "logged", "pipe", "lazy", "counted")
+MODES = ("plain", "plugin", "plain11", "nochain", "exec", "logged", "pipe", "lazy", "counted")
 _READ_BY_COUNTER = ("lazy", "counted")
+# what each counted mode is measured against: the same qemu, uncounted
+_BASELINE = {"plugin": "plain", "lazy": "plain11", "counted": "plain11"}
 
 
 def _command(
@@ -60,9 +62,13 @@ def _command(
     fifo = str(work / "log.fifo")
     if mode == "counted":
         prefix, _ = target.counted_prefix(qemu, setarch, fifo)
+    elif mode == "plugin":
+        prefix, _, _ = target.plugin_prefix(qemu, setarch, build_count_plugin(status.plugin_header), work)
+    elif mode == "plain":
+        prefix = [setarch, "-R", *qemu]
     else:
         logging = {
-            "plain": [],
+            "plain11": [],
             "nochain": ["-d", "nochain"],
             "exec": ["-d", "exec,nochain", "-D", "/dev/null"],
             "logged": [*QEMU_LOG_FLAGS, "-D", "/dev/null"],
@@ -89,7 +95,7 @@ def time_mode(
     target: EmulatedTarget, status: emulation_setup.EmulationStatus, pte: Path, mode: str, runs: int
 ) -> tuple[float, float, int | None]:
     """(wall seconds, CPU seconds, blocks the log carried or None) of one runner start in ``mode``."""
-    env = {"QEMU_LD_PREFIX": str(emulation_setup.SYSROOT)}
+    env = {"QEMU_LD_PREFIX": str(emulation_setup.SYSROOT), **({"MALLOC_ARENA_MAX": "1"} if mode == "plugin" else {})}
     with tempfile.TemporaryDirectory() as scratch:
         work = Path(scratch)
         command = _command(target, status, pte, work, mode, runs)  # outside the timing: the loader probe
@@ -104,8 +110,11 @@ def time_mode(
             counter = subprocess.Popen(reader, stderr=subprocess.PIPE)
         used = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
-        subprocess.run(command, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        done = subprocess.run(command, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=work)
         blocks = None
+        if mode == "plugin":  # the plugin's last line: "count_plugin: N blocks, M executions, complete"
+            found = re.search(r"count_plugin: \d+ blocks, (\d+) executions", done.stderr.decode(errors="replace"))
+            blocks = int(found.group(1)) if found else None
         if counter is not None:
             _, errors = counter.communicate(timeout=600)
             if counter.returncode != 0:
@@ -135,8 +144,12 @@ def main() -> None:
         session = Sme2Session(Settings(target="emulated", cache_dir=args.cache_dir, session_dir=Path(scratch)))
         session.registry.register_dir(REPO / "models")
         pte = Path(session.export(args.model, Recipe(args.recipe)))
-        target = EmulatedTarget(Path(scratch) / "logs", status=status)
+        in_emulator = status.plugin_header is not None
+        by_log = EmulatedTarget(Path(scratch) / "logs", status=status, counting="log")
+        by_plugin = EmulatedTarget(Path(scratch) / "logs", status=status, counting="plugin") if in_emulator else None
         modes = args.modes.split(",")
+        if by_plugin is None and {"plain", "plugin"} & set(modes):
+            raise SystemExit(f"modes plain and plugin need the qemu built with plugins: {status.counting_note()}")
         counts = (0, 1, 1 + args.more)
         wall: dict[str, dict[int, list[float]]] = {m: {n: [] for n in counts} for m in modes}
         cpu: dict[str, dict[int, list[float]]] = {m: {n: [] for n in counts} for m in modes}
@@ -146,6 +159,7 @@ def main() -> None:
             for mode in modes:
                 for runs in counts:
                     loads.append(os.getloadavg()[0])
+                    target = by_plugin if mode in ("plain", "plugin") and by_plugin is not None else by_log
                     seconds, used, logged = time_mode(target, status, pte, mode, runs)
                     wall[mode][runs].append(seconds)
                     cpu[mode][runs].append(used)
@@ -170,13 +184,14 @@ def main() -> None:
             flush=True,
         )
     for clock in ("cpu", "wall"):
-        plain = rows.get("plain")
-        for mode in _READ_BY_COUNTER:
-            if plain and mode in rows and plain[f"inference_{clock}_s"] > 0:
+        for mode, against in _BASELINE.items():
+            plain = rows.get(against)
+            if plain and mode in rows and plain[f"inference_{clock}_s"] > 0 and plain[f"startup_{clock}_s"] > 0:
                 print(
                     f"{mode}: a counted inference costs "
                     f"{rows[mode][f'inference_{clock}_s'] / plain[f'inference_{clock}_s']:.2f}x "
-                    f"the uncounted one ({clock})",
+                    f"the uncounted one ({against}), its start-up "
+                    f"{rows[mode][f'startup_{clock}_s'] / plain[f'startup_{clock}_s']:.2f}x ({clock})",
                     flush=True,
                 )
         if "lazy" in rows and "counted" in rows and rows["counted"][f"startup_{clock}_s"] > 0:

@@ -8,6 +8,7 @@ the counts against the ETDump files. How, and why the counts repeat exactly: doc
 
 from __future__ import annotations
 
+import os
 import re
 import struct
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from pytest_sme2.errors import RunnerError
+from pytest_sme2.evidence.block_sequence import BlockSequence, FullSequence, MarkedSequence
 from pytest_sme2.evidence.instruction_classes import NAMES, SME_CLASSES, SVE_CLASSES, check_header, total
 from pytest_sme2.system.elf import FunctionSymbols, function_symbols
 from pytest_sme2.system.safe_files import write_file
@@ -40,6 +42,7 @@ _RUN_OPERATOR = "xnn_run_operator"
 _INVOKE_RUNTIME = "xnn_invoke_runtime"
 _MAPS_LINE = re.compile(r"^([0-9a-f]+)-([0-9a-f]+)\s+(\S+)\s+([0-9a-f]+)\s+\S+\s+\d+\s+(/.+?)\s*$")
 RUNTIME, DELEGATE = "runtime", "delegate"
+_EMPTY = Path("/dev/null")  # no sequence file: the plugin's block table alone
 
 
 @dataclass(frozen=True)
@@ -49,7 +52,7 @@ class ExecutedBlocks:
     pcs: np.ndarray  # uint64 guest address of each block id
     instructions: np.ndarray  # int64 per block id
     classes: np.ndarray  # int64 (block id, class of instruction_classes.NAMES): instructions of each class
-    sequence: np.ndarray  # block ids in execution order
+    sequence: BlockSequence  # the order they ran in: the whole of it (the log) or at its markers (the plugin)
 
     @property
     def sme(self) -> np.ndarray:
@@ -74,13 +77,19 @@ class ExecutedBlocks:
             if rows
             else np.zeros((0, width), dtype=np.uint64)
         )
-        order = np.fromfile(sequence, dtype="<u4").astype(np.int64)
+        order = np.zeros(0, np.int64) if sequence == _EMPTY else np.fromfile(sequence, dtype="<u4").astype(np.int64)
         if order.size and order.max() >= len(rows):
             raise RunnerError(f"{sequence} names block {int(order.max())}, but {blocks_tsv} has {len(rows)} blocks")
         counts = table[:, 1:].astype(np.int64)
         if (counts[:, 1:].sum(axis=1) != counts[:, 0]).any():
             raise RunnerError(f"{blocks_tsv}: a block's instruction classes do not add up to its instructions")
-        return cls(table[:, 0], counts[:, 0], counts[:, 1:], order)
+        return cls(table[:, 0], counts[:, 0], counts[:, 1:], FullSequence(order))
+
+    @classmethod
+    def from_plugin(cls, blocks_tsv: Path, segments: Path) -> "ExecutedBlocks":
+        """The counting plugin's block table (exec_counter's format) and its segments (block_sequence.py)."""
+        full = cls.from_files(blocks_tsv, _EMPTY)
+        return cls(full.pcs, full.instructions, full.classes, MarkedSequence.from_file(segments, full.pcs.size))
 
 
 @dataclass(frozen=True)
@@ -104,6 +113,21 @@ class AddressSpace:
                     _Mapping(int(match.group(1), 16), int(match.group(2), 16), int(match.group(4), 16), match.group(5))
                 )
         self._symbols: dict[str, FunctionSymbols] = {}
+
+    @classmethod
+    def of_libraries(cls, libraries: Sequence[tuple[str, int]]) -> "AddressSpace":
+        """The address space a loader's trace describes ((path, load bias) per library): each library's loaded
+        segments where the bias puts them, as a memory map would show them."""
+        lines = []
+        for named, bias in libraries:
+            path = os.path.realpath(named)  # as a memory map names it ("lib/../lib/x.so" is "lib/x.so")
+            try:
+                loads = function_symbols(Path(path)).loads
+            except OSError:
+                continue
+            for vaddr, offset, size in loads:
+                lines.append(f"{bias + vaddr:x}-{bias + vaddr + size:x} r-xp {offset:08x} 00:00 0 {path}")
+        return cls("\n".join(lines) + "\n")
 
     @classmethod
     def from_file(cls, maps: Path) -> "AddressSpace":
@@ -268,42 +292,70 @@ def _nodes(runs: Sequence[tuple[int, int]], logged: int) -> list[list[tuple[int,
     return [list(runs[a:b]) for a, b in zip(bounds, bounds[1:])]
 
 
-def count_events(blocks: ExecutedBlocks, space: AddressSpace) -> EventCounts:
-    """Cut the executed block sequence into ETDump events (see the module docstring)."""
+@dataclass(frozen=True)
+class Boundaries:
+    """Where a run's ETDump events and XNNPACK operators begin and end: the profiler's entry points, XNNPACK's
+    operator worker and the range of ``xnn_invoke_runtime`` (guest addresses), and the profiler's own code."""
+
+    etdump: str  # the profiler library's path
+    starts: frozenset[int]
+    ends: frozenset[int]
+    logs: frozenset[int]
+    worker: int | None  # None: no XNNPACK in the run (no operator events)
+    invoke: tuple[int, int] | None
+
+    def marker_lines(self) -> str:
+        """The counting plugin's markers file (count_plugin.c): every block where an event can begin or end."""
+        pcs = sorted(self.starts | self.ends | self.logs | ({self.worker} if self.worker is not None else set()))
+        lines = [f"pc {pc:x}" for pc in pcs]
+        if self.invoke is not None:
+            lines.append(f"range {self.invoke[0]:x} {self.invoke[1]:x}")
+        return "\n".join(lines) + "\n"
+
+
+def boundaries(space: AddressSpace) -> Boundaries:
+    """The :class:`Boundaries` of the libraries ``space`` maps (see count_events)."""
     etdump_path = space.library(ETDUMP_LIBRARY)
     etdump = space.symbols(etdump_path)
 
-    def entries(names: Sequence[str]) -> set[int]:
-        return {space.function_range(etdump_path, n)[0] for n in names if n in etdump.names}
+    def entries(names: Sequence[str]) -> frozenset[int]:
+        return frozenset(space.function_range(etdump_path, n)[0] for n in names if n in etdump.names)
 
     starts, ends, logs = entries(_START), entries(_END), entries(_LOG)
     if not starts or not ends or not logs:
         raise RunnerError(f"{etdump_path} lacks ETDumpGen's profiling entry points; cannot cut events")
-    pcs = blocks.pcs.astype(np.int64)
-    in_tracer = np.zeros(pcs.size, dtype=bool)
-    for m in space.mappings:
-        if m.path == etdump_path:
-            in_tracer |= (pcs >= m.start) & (pcs < m.end)
-    is_start, is_end, is_log = (np.isin(pcs, list(s)) for s in (starts, ends, logs))
-    op_entry = np.zeros(pcs.size, dtype=bool)
-    in_invoke = np.zeros(pcs.size, dtype=bool)
+    worker, invoke = None, None
     xnnpack = next((m.path for m in space.mappings if Path(m.path).name == XNNPACK_LIBRARY), None)
     if xnnpack is not None:
         symbols = space.symbols(xnnpack)
         if _RUN_OPERATOR in symbols.names and _INVOKE_RUNTIME in symbols.names:
             worker = space.runtime_address(xnnpack, tail_call_target(xnnpack, symbols, _RUN_OPERATOR))
-            low, high = space.function_range(xnnpack, _INVOKE_RUNTIME)
-            op_entry = pcs == worker
-            in_invoke = (pcs >= low) & (pcs < high)
+            invoke = space.function_range(xnnpack, _INVOKE_RUNTIME)
+    return Boundaries(etdump_path, starts, ends, logs, worker, invoke)
+
+
+def count_events(blocks: ExecutedBlocks, space: AddressSpace) -> EventCounts:
+    """Cut the executed block sequence into ETDump events (see the module docstring)."""
+    bounds = boundaries(space)
+    pcs = blocks.pcs.astype(np.int64)
+    in_tracer = np.zeros(pcs.size, dtype=bool)
+    for m in space.mappings:
+        if m.path == bounds.etdump:
+            in_tracer |= (pcs >= m.start) & (pcs < m.end)
+    is_start, is_end, is_log = (np.isin(pcs, list(s)) for s in (bounds.starts, bounds.ends, bounds.logs))
+    op_entry = np.zeros(pcs.size, dtype=bool) if bounds.worker is None else pcs == bounds.worker
+    in_invoke = np.zeros(pcs.size, dtype=bool)
+    if bounds.invoke is not None:
+        in_invoke = (pcs >= bounds.invoke[0]) & (pcs < bounds.invoke[1])
     seq = blocks.sequence
     counted = np.where(in_tracer, 0, blocks.instructions)  # the profiler's own instructions are no event's
     counted_classes = np.where(in_tracer[:, None], 0, blocks.classes)
     labels = _function_labels(blocks, space)
     # counted instructions executed before each position of the sequence: where an event begins
-    position_of = np.concatenate([[0], np.cumsum(counted[seq])])
+    position_of = seq.counted_before(counted)
 
     def segment(*ranges: tuple[int, int]) -> tuple[int, np.ndarray, dict[str, int]]:
-        executions = sum(np.bincount(seq[begin:end], minlength=pcs.size) for begin, end in ranges)
+        executions = seq.executions(ranges, pcs.size)
         per_block = executions * counted
         functions: dict[str, int] = {}
         for block in np.flatnonzero(per_block).tolist():
@@ -311,8 +363,8 @@ def count_events(blocks: ExecutedBlocks, space: AddressSpace) -> EventCounts:
         return int(per_block.sum()), executions @ counted_classes, functions
 
     # XNNPACK operators: from the worker's entry to the next block of xnn_invoke_runtime.
-    op_positions = np.flatnonzero(op_entry[seq])
-    invoke_positions = np.flatnonzero(in_invoke[seq])
+    op_positions = seq.positions(op_entry)
+    invoke_positions = seq.positions(in_invoke)
     pending_ops: list[tuple[int, np.ndarray, dict[str, int]]] = []
     op_queue_positions = []
     for position in op_positions.tolist():
@@ -320,8 +372,10 @@ def count_events(blocks: ExecutedBlocks, space: AddressSpace) -> EventCounts:
         if after >= invoke_positions.size:
             raise RunnerError("an XNNPACK operator never returned to xnn_invoke_runtime in the traced run")
         op_queue_positions.append((position, int(invoke_positions[after])))
-    boundary = np.flatnonzero((is_start | is_end | is_log)[seq])
-    boundary_kinds = [("start" if is_start[b] else "end" if is_end[b] else "log") for b in seq[boundary].tolist()]
+    boundary = seq.positions(is_start | is_end | is_log)
+    boundary_kinds = [
+        ("start" if is_start[b] else "end" if is_end[b] else "log") for b in seq.blocks_at(boundary).tolist()
+    ]
     kinds: list[str] = []
     values: list[tuple[int, np.ndarray, dict[str, int]]] = []
     event_starts: list[int] = []
@@ -347,13 +401,13 @@ def count_events(blocks: ExecutedBlocks, space: AddressSpace) -> EventCounts:
             runs = []
             kinds.append(RUNTIME)
             begin = stack.pop()
-            event_starts.append(int(position_of[begin]))
+            event_starts.append(position_of(begin))
             values.append(segment((begin, position)))
         else:  # log_profiling_delegate: the profiler logs every node it ran, in order, once they have all run
             if not pending_ops:
                 nodes = _nodes(runs, _logs_in_batch(boundary_kinds, index))
                 pending_ops.extend(segment(*node) for node in nodes)
-                pending_starts.extend(int(position_of[node[0][0]]) for node in nodes)
+                pending_starts.extend(position_of(node[0][0]) for node in nodes)
                 runs = []
             kinds.append(DELEGATE)
             values.append(pending_ops.pop(0))

@@ -203,7 +203,6 @@ def _ns(output: str) -> int:
 def count_classes(qemu: Path, binary: Path, args: list[str], svl_bits: int = 512) -> dict[str, int]:
     """Every instruction ``binary args`` executes under qemu, by class of NAMES (the emulated target's counter:
     qemu's execution log through exec_counter.c, the guest's first thread)."""
-    import numpy as np
 
     from pytest_sme2.evidence.qemu_counts import QEMU_LOG_FLAGS, ExecutedBlocks
     from pytest_sme2.run.emulation_setup import svl_cpu
@@ -231,7 +230,7 @@ def count_classes(qemu: Path, binary: Path, args: list[str], svl_bits: int = 512
         if reader.returncode != 0 or " 0 unbound" not in errors.decode(errors="replace"):
             raise RunnerError(f"the instruction counter failed: {errors.decode(errors='replace').strip()[-300:]}")
         executed = ExecutedBlocks.from_files(blocks, sequence)
-        totals = np.bincount(executed.sequence, minlength=len(executed.pcs)) @ executed.classes
+        totals = executed.sequence.executed(len(executed.pcs)) @ executed.classes
     return {name: int(n) for name, n in zip(NAMES, totals)}
 
 

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_sme2.errors import RunnerError
+from pytest_sme2.run import qemu_source_build
+from pytest_sme2.run.debian_archive import apt_options, debian_mirror
 from pytest_sme2.run.native.build import CROSS_PACKAGE, _run, build_runner, cache_root, runner_binary
 from pytest_sme2.system.locks import locked
 
@@ -47,49 +49,6 @@ def qemu_binary() -> Path:
     return qemu_dir() / "qemu-aarch64"
 
 
-def debian_mirror() -> str:
-    """The Debian mirror URI of the system's own apt sources (deb822 or one-line format)."""
-    candidates: list[Path] = [Path("/etc/apt/sources.list")]
-    parts = Path("/etc/apt/sources.list.d")
-    if parts.is_dir():
-        candidates += sorted(parts.glob("*.sources")) + sorted(parts.glob("*.list"))
-    for path in candidates:
-        try:
-            text = path.read_text(errors="replace")
-        except OSError:
-            continue
-        for match in re.finditer(r"^URIs:\s*(\S+)", text, re.M):
-            if "security" not in match.group(1) and "debian" in match.group(1):
-                return match.group(1).rstrip("/")
-        for match in re.finditer(r"^deb\s+(?:\[[^\]]*\]\s+)?(\S+)\s+\S+", text, re.M):
-            if "security" not in match.group(1) and "debian" in match.group(1):
-                return match.group(1).rstrip("/")
-    raise RunnerError(
-        "no Debian mirror found in /etc/apt/sources.list(.d); qemu-user 11.1 is fetched from Debian "
-        "(trixie-backports or sid). Install a qemu-aarch64 >= 11.1 yourself and put it at "
-        f"{qemu_binary()}"
-    )
-
-
-def _apt_options(root: Path) -> list[str]:
-    return [
-        "-o",
-        f"Dir::Etc::SourceList={root / 'sources.list'}",
-        "-o",
-        "Dir::Etc::SourceParts=/dev/null",
-        "-o",
-        f"Dir::State::Lists={root / 'lists'}",
-        "-o",
-        f"Dir::Cache={root / 'cache'}",
-        "-o",
-        "Dir::State::status=/var/lib/dpkg/status",
-        "-o",
-        "Debug::NoLocking=1",
-        # root's apt would drop to the _apt user, who cannot write into our cache folder
-        *(["-o", "APT::Sandbox::User=root"] if os.geteuid() == 0 else []),
-    ]
-
-
 def fetch_qemu(force: bool = False) -> Path:
     """Download qemu-user 11.1.x from Debian into the cache; return the qemu-aarch64 path."""
     target = qemu_binary()
@@ -111,7 +70,7 @@ def fetch_qemu(force: bool = False) -> Path:
             keyring = "/usr/share/keyrings/debian-archive-keyring.gpg"
             signed = f"[signed-by={keyring}] " if Path(keyring).exists() else ""
             (root / "sources.list").write_text("".join(f"deb {signed}{mirror} {suite} main\n" for suite in QEMU_SUITES))
-            options = _apt_options(root)
+            options = apt_options(root)
             _run(["apt-get", *options, "update", "-qq"], log, "apt-get update (scratch configuration)")
             policy = subprocess.run(
                 ["apt-cache", *options, "madison", "qemu-user"], capture_output=True, text=True
@@ -168,10 +127,32 @@ def _probe_binary() -> Path:
 
 @dataclass(frozen=True)
 class EmulationStatus:
-    qemu: Path | None
+    qemu: Path | None  # what runs the guest: the plugin-capable build when there is one, else qemu-user 11.1
     version: str | None
     runner: Path | None
     problem: str | None  # None: ready
+    plugin_header: Path | None = None  # the qemu-plugin.h of ``qemu`` when it loads plugins
+    log_qemu: Path | None = None  # qemu-user 11.1 (static, no plugins): counting from its execution log
+
+    @property
+    def counting(self) -> str:
+        """Where counted runs count by default: "plugin" (inside the emulator) or "log" (its execution log)."""
+        return "plugin" if self.plugin_header is not None else "log"
+
+    def counting_note(self) -> str:
+        """Which way counted runs count here, and why (doctor's line)."""
+        if self.plugin_header is not None:
+            return f"counting in the emulator (pytest-sme2's TCG plugin on qemu {self.version} built with plugins)"
+        note = qemu_source_build.unavailable_note()
+        why = (
+            note.read_text(errors="replace").strip()[:300]
+            if note.is_file()
+            else f"no plugin-capable qemu at {qemu_source_build.plugin_qemu()}"
+        )
+        return (
+            f"counting from qemu's execution log (2-3x slower than plain emulation): {why}; "
+            f"`{SETUP_COMMAND}` builds qemu {qemu_source_build.SOURCE_VERSION} with plugins"
+        )
 
     @property
     def ready(self) -> bool:
@@ -187,21 +168,27 @@ def status(build: bool = False, runner: Path | None = None) -> EmulationStatus:
 
     ``runner``: a user's aarch64 runner instead of the one ``setup-emulation`` builds.
     """
-    qemu = qemu_binary()
+    log_qemu = qemu_binary() if qemu_binary().exists() else None
+    header = qemu_source_build.plugin_header()
+    plugins = qemu_source_build.plugin_qemu().exists() and header.exists()
+    qemu = qemu_source_build.plugin_qemu() if plugins else qemu_binary()
     if not qemu.exists():
         return EmulationStatus(None, None, None, f"qemu-user {QEMU_SERIES} is not set up; run `{SETUP_COMMAND}`")
+    extra = {"plugin_header": header if plugins else None, "log_qemu": log_qemu}
     try:
         first = subprocess.run([str(qemu), "--version"], capture_output=True, text=True, timeout=30).stdout
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return EmulationStatus(qemu, None, None, f"{qemu} does not run ({exc}); run `{SETUP_COMMAND} --force`")
+        return EmulationStatus(qemu, None, None, f"{qemu} does not run ({exc}); run `{SETUP_COMMAND} --force`", **extra)
     match = re.search(r"version (\d+)\.(\d+)", first)
     version = f"{match.group(1)}.{match.group(2)}" if match else None
-    if match is None or (int(match.group(1)), int(match.group(2))) < (11, 1):
+    lowest = qemu_source_build.LOWEST_WITH_SME2 if plugins else (11, 1)  # the source build is 10.2 with SME2
+    if match is None or (int(match.group(1)), int(match.group(2))) < lowest:
         return EmulationStatus(
             qemu,
             version,
             None,
             f"{qemu} is qemu {version or '?'}, which has no SME2 for linux-user; " f"run `{SETUP_COMMAND} --force`",
+            **extra,
         )
     if not SYSROOT.exists():
         return EmulationStatus(
@@ -209,6 +196,7 @@ def status(build: bool = False, runner: Path | None = None) -> EmulationStatus:
             version,
             None,
             f"the aarch64 sysroot {SYSROOT} is missing; run `{SETUP_COMMAND}` as root " f"or {CROSS_COMPILER_ADVICE}",
+            **extra,
         )
     try:
         if runner is None:
@@ -221,12 +209,12 @@ def status(build: bool = False, runner: Path | None = None) -> EmulationStatus:
             env={**os.environ, "QEMU_LD_PREFIX": str(SYSROOT)},
         ).stdout
     except (RunnerError, OSError, subprocess.TimeoutExpired) as exc:
-        return EmulationStatus(qemu, version, None, f"{exc}; run `{SETUP_COMMAND}`")
+        return EmulationStatus(qemu, version, None, f"{exc}; run `{SETUP_COMMAND}`", **extra)
     if runner is None:
-        return EmulationStatus(qemu, version, None, f"the aarch64 runner is not built; run `{SETUP_COMMAND}`")
+        return EmulationStatus(qemu, version, None, f"the aarch64 runner is not built; run `{SETUP_COMMAND}`", **extra)
     if "sme2=1" not in probe:
-        return EmulationStatus(qemu, version, runner, f"{qemu} -cpu max reports no SME2 ({probe.strip()!r})")
-    return EmulationStatus(qemu, version, runner, None)
+        return EmulationStatus(qemu, version, runner, f"{qemu} -cpu max reports no SME2 ({probe.strip()!r})", **extra)
+    return EmulationStatus(qemu, version, runner, None, **extra)
 
 
 def runner_version(qemu: Path, runner: Path) -> str | None:
@@ -251,8 +239,14 @@ def _cached_aarch64_runner() -> Path | None:
 
 
 def setup(force: bool = False) -> EmulationStatus:
-    """The one setup command: qemu 11.1, cross compiler (as root), aarch64 wheel and runner."""
+    """The one setup command: qemu built with plugins from Debian's source package (counting inside the emulator;
+    where it cannot be built, the reason is kept and counting reads qemu's log), qemu-user 11.1 (the log path,
+    and the emulator where no build is possible), cross compiler (as root), aarch64 wheel and runner."""
     fetch_qemu(force=force)
+    try:
+        qemu_source_build.build_plugin_qemu(force=force)
+    except RunnerError as exc:
+        print(f"note: qemu with plugins was not built ({exc}); counted runs read qemu-user {QEMU_SERIES}'s log")
     advice = install_cross_compiler()
     if advice:
         return EmulationStatus(qemu_binary(), None, None, advice)

@@ -31,16 +31,20 @@ BIND_NOW = ("-E", "LD_BIND_NOW=1")
 _TRACE = ("-E", "LD_TRACE_LOADED_OBJECTS=1")
 _PAGE = 0x1000
 _TOP = 0xFFFF_FFFF_FFFF_FFFF
+_OBJECT_LINE = re.compile(r"^\s*\S+ => (/\S+) \((0x[0-9a-f]+)\)\s*$", re.MULTILINE)  # "libx.so => /p (0x..)"
 _MAPS_LINE = re.compile(r"^([0-9a-f]+)-([0-9a-f]+)\s+(\S+)\s+[0-9a-f]+\s+\S+\s+\d+\s+(/.+?)\s*$")
 
 
 @dataclass(frozen=True)
 class LoaderRange:
-    """Guest addresses [start, end) of the loader's image (all its segments), and its file name."""
+    """Guest addresses [start, end) of the loader's image (all its segments), and its file name; ``libraries``:
+    where the loader put each library the runner needs ((path, load bias), from the same trace), which a counted
+    run inside the emulator needs before it starts (its markers), and checks against its memory map after."""
 
     start: int
     end: int
     name: str
+    libraries: tuple[tuple[str, int], ...] = ()
 
     def log_filter(self) -> tuple[str, str]:
         """qemu's ``-dfilter`` option logging every address but the loader's."""
@@ -91,4 +95,5 @@ def loader_range(command: Sequence[str], runner: Path, loader: Path, env: Mappin
         raise RunnerError(f"{loader} has no loadable segments; is it the aarch64 dynamic loader?")
     low = min(vaddr for vaddr, _, _ in loads) // _PAGE * _PAGE
     high = -(-max(vaddr + size for vaddr, _, size in loads) // _PAGE) * _PAGE
-    return LoaderRange(base + low, base + high, loader.name)
+    objects = tuple((path, int(bias, 16)) for path, bias in _OBJECT_LINE.findall(traced.stdout))
+    return LoaderRange(base + low, base + high, loader.name, objects)

@@ -89,7 +89,7 @@ def test_counts_of_a_program_with_known_instruction_counts_are_exact(tmp_path: P
         size = (SETUP + BODY + TAIL) * 4
         # a static, non-PIE binary runs at its link address
         inside = (blocks.pcs >= start) & (blocks.pcs < start + size)
-        executed = np.bincount(blocks.sequence, minlength=blocks.pcs.size)
+        executed = blocks.sequence.executed(blocks.pcs.size)
         totals.append((int((blocks.instructions * executed)[inside].sum()), int((blocks.sme * executed)[inside].sum())))
     assert totals[0] == (SETUP + BODY * LOOPS + TAIL, SME_INSTRUCTIONS)
     assert totals[1] == totals[0]
@@ -127,7 +127,7 @@ def test_the_counter_binds_a_reused_host_pointer_to_the_new_translation(tmp_path
     )
     assert done.stderr.strip().endswith("2 blocks, 4 executions, 0 unbound")
     blocks = ExecutedBlocks.from_files(blocks_tsv, sequence)
-    assert blocks.sequence.tolist() == [0, 0, 1, 1]
+    assert blocks.sequence.ids.tolist() == [0, 0, 1, 1]
     assert blocks.instructions.tolist() == [2, 3] and blocks.sme.tolist() == [0, 1]
 
 

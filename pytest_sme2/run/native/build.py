@@ -29,6 +29,9 @@ MASK_NAME = "libsme2_mask.so"
 MASK_SOURCE_MACOS = "sme2_mask_macos.c"
 MASK_NAME_MACOS = "libsme2_mask.dylib"
 EXEC_COUNTER_SOURCE = "exec_counter.c"
+CLASSES_HEADER = "instruction_classes.h"  # the instruction classes both counters share
+COUNT_PLUGIN_SOURCE = "count_plugin.c"
+COUNT_PLUGIN_NAME = "libcount_plugin.so"
 EXEC_COUNTER_NAME = "exec_counter"
 ARCHES = ("host", "linux-aarch64")
 CROSS_CXX = "aarch64-linux-gnu-g++"
@@ -384,7 +387,9 @@ def build_exec_counter(force: bool = False) -> Path:
     Built with this machine's C compiler, once per source version, beside the runners.
     """
     binary = (
-        cache_root() / f"exec-counter-{platform.machine()}-{_sources_hash((EXEC_COUNTER_SOURCE,))}" / EXEC_COUNTER_NAME
+        cache_root()
+        / f"exec-counter-{platform.machine()}-{_sources_hash((EXEC_COUNTER_SOURCE, CLASSES_HEADER))}"
+        / EXEC_COUNTER_NAME
     )
     with locked(cache_root() / f"{binary.parent.name}.lock"):
         if binary.exists() and not force:
@@ -403,6 +408,47 @@ def build_exec_counter(force: bool = False) -> Path:
         )
         os.replace(staging, binary)
     return binary
+
+
+def build_count_plugin(header: Path, force: bool = False) -> Path:
+    """Build (or reuse) the qemu counting plugin (count_plugin.c) against ``header``, the qemu-plugin.h of the
+    qemu that loads it: once per source version and header, with this machine's C compiler and glib's flags."""
+    digest = hashlib.sha256(header.read_bytes()).hexdigest()[:8]
+    key = f"count-plugin-{platform.machine()}-{_sources_hash((COUNT_PLUGIN_SOURCE, CLASSES_HEADER))}-{digest}"
+    library = cache_root() / key / COUNT_PLUGIN_NAME
+    with locked(cache_root() / f"{key}.lock"):
+        if library.exists() and not force:
+            return library
+        compiler = _host_compilers()[0]
+        if compiler is None:
+            raise RunnerError(
+                f"no C compiler found to build the emulated target's counting plugin; {compiler_advice()}"
+            )
+        flags = subprocess.run(["pkg-config", "--cflags", "glib-2.0"], capture_output=True, text=True)
+        if flags.returncode != 0:
+            raise RunnerError(
+                "the counting plugin needs glib's headers (qemu-plugin.h includes glib.h): "
+                "`sudo apt-get install libglib2.0-dev pkg-config`"
+            )
+        library.parent.mkdir(parents=True, exist_ok=True)
+        staging = library.with_suffix(".tmp")
+        _run(
+            [
+                compiler,
+                "-O2",
+                "-shared",
+                "-fPIC",
+                f"-I{header.parent}",
+                *flags.stdout.split(),
+                "-o",
+                str(staging),
+                str(SOURCE_DIR / COUNT_PLUGIN_SOURCE),
+            ],
+            library.parent / "build.log",
+            "building the counting plugin",
+        )
+        os.replace(staging, library)
+    return library
 
 
 MICROBENCH_SOURCE = "microbench.c"

@@ -14,7 +14,7 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
-from typing import NoReturn
+from typing import Callable, NoReturn
 
 from pytest_sme2.errors import RunnerError, UsageError
 from pytest_sme2.evidence.kernel_trace import kernel_trace_of
@@ -23,7 +23,9 @@ from pytest_sme2.evidence.qemu_counts import (
     COUNTS_VERSION,
     QEMU_LOG_FLAGS,
     AddressSpace,
+    Boundaries,
     ExecutedBlocks,
+    boundaries,
     count_events,
     read_counts,
     write_counts,
@@ -31,10 +33,12 @@ from pytest_sme2.evidence.qemu_counts import (
 from pytest_sme2.run import emulation_setup
 from pytest_sme2.run.guest_loader import BIND_NOW, LoaderRange, loader_range
 from pytest_sme2.run.kernel_libraries import runner_libraries
+from pytest_sme2.run.native.build import COUNT_PLUGIN_NAME
 from pytest_sme2.run.native.kernel_kit import kit_files
 from pytest_sme2.run.result_cache import ResultCache, RunKey, code_digest, run_key
 from pytest_sme2.run.targets.base import (
     EMULATED_TIMING,
+    INFO,
     MISSING,
     READY,
     RUNNER_LOG,
@@ -53,8 +57,12 @@ from pytest_sme2.run.targets.native_runner import OUTPUTS_FILE, build_result, re
 from pytest_sme2.system import supervised
 from pytest_sme2.system.carried_loader import carried_loader
 from pytest_sme2.system.option import RUN, Option
+from pytest_sme2.system.safe_files import write_file
 
 MAPS = "maps.txt"
+# The counting plugin's working files in a counted run's folder (count_plugin.c), removed once counted.
+PLUGIN_MARKERS, PLUGIN_SEGMENTS, PLUGIN_BLOCKS = "markers.txt", "segments.u64", "plugin-blocks.tsv"
+PLUGIN_PROGRESS = "count-progress.txt"
 # What a counted run leaves that its Profile is read from: kept by the result cache (result_cache.py).
 KEPT_FILES = (TIMED_ETDUMP, WARMUP_ETDUMP, OUTPUTS_FILE, RUNNER_LOG, RUNNER_STDOUT, COUNTS_FILE, MAPS)
 # Not in a counted run's key: the timeout changes no count, and ``sme2`` reaches the run only through the
@@ -117,6 +125,18 @@ FRESH = Option(
     ini_help="emulated target: never answer a counted run from the result cache",
     doc_default="off: an unchanged counted run is answered from the result cache",
 )
+COUNTING_CHOICES = ("auto", "plugin", "log")
+COUNTING = Option(
+    "counting",
+    "emulated target: where counted runs count instructions: plugin (inside qemu, pytest-sme2's TCG plugin on "
+    "the qemu setup-emulation builds with plugins), log (from qemu's execution log, 2-3x slower) or auto "
+    "(plugin where that qemu is built, else log)",
+    RUN,
+    choices=COUNTING_CHOICES,
+    default="auto",
+    ini_help="emulated target: count in the emulator (plugin), from qemu's log (log), or auto",
+    doc_default="auto: in the emulator where setup-emulation built qemu with plugins",
+)
 
 
 def loaded_libraries(runner: Path) -> list[Path]:
@@ -151,7 +171,7 @@ class EmulatedTarget(RegisteredTarget):
     default_warmup = 1
 
     names = ("emulated",)
-    options = (SVL, KERNEL_TRACE, FRESH)
+    options = (SVL, KERNEL_TRACE, FRESH, COUNTING)
 
     @classmethod
     def check(cls, name: str, settings: TargetSettings) -> None:
@@ -174,6 +194,7 @@ class EmulatedTarget(RegisteredTarget):
             trace_kernels=settings.value(KERNEL_TRACE),
             results=settings.results,
             fresh=settings.value(FRESH),
+            counting=settings.value(COUNTING),
         )
 
     @classmethod
@@ -191,7 +212,13 @@ class EmulatedTarget(RegisteredTarget):
             return [
                 DoctorLine(
                     "emulated SME2 target", READY, f"qemu {status.version} at {status.qemu}, runner " f"{status.runner}"
-                )
+                ),
+                DoctorLine(
+                    "emulated counting",
+                    READY if status.counting == "plugin" else INFO,
+                    status.counting_note(),
+                    "" if status.counting == "plugin" else emulation_setup.SETUP_COMMAND,
+                ),
             ]
         return [
             DoctorLine("emulated SME2 target", MISSING, status.problem or "not ready", emulation_setup.SETUP_COMMAND)
@@ -206,9 +233,11 @@ class EmulatedTarget(RegisteredTarget):
         trace_kernels: bool = True,
         results: ResultCache | None = None,
         fresh: bool = False,
+        counting: str = "auto",
     ):
         """``results``: the result cache counted runs are answered from and stored in (None: no cache);
-        ``fresh``: emulate every counted run again (--sme2-fresh), still storing what it counts."""
+        ``fresh``: emulate every counted run again (--sme2-fresh), still storing what it counts; ``counting``:
+        where counted runs count (COUNTING)."""
         check_svl(svl_bits)
         if runner is not None:  # a user's build: the right architecture and executorch, or nothing runs
             check_runner(runner, "emulated target runner (--sme2-runner)", arch="aarch64")
@@ -219,6 +248,19 @@ class EmulatedTarget(RegisteredTarget):
         self._results = results
         self._fresh = fresh
         self._loaders: dict[tuple[str, ...], LoaderRange] = {}  # per qemu command: where the guest's loader is
+        if counting not in COUNTING_CHOICES:
+            raise UsageError(f"--sme2-counting={counting} is not one of {', '.join(COUNTING_CHOICES)}")
+        self._counting = self._status.counting if counting == "auto" else counting
+        if self._counting == "log" and self._status.ready and self._trace_kernels and self._status.log_qemu is None:
+            raise UsageError(
+                f"--sme2-counting=log reads qemu-user {emulation_setup.QEMU_SERIES}'s execution log, and it is not "
+                f"set up; run `{emulation_setup.SETUP_COMMAND}`, or count in the emulator (--sme2-counting=auto)"
+            )
+        if self._counting == "plugin" and self._status.ready and self._status.plugin_header is None:
+            raise UsageError(
+                f"--sme2-counting=plugin: {self._status.counting_note()}; or count from the log with "
+                "--sme2-counting=log"
+            )
 
     @property
     def info(self) -> TargetInfo:
@@ -308,19 +350,26 @@ class EmulatedTarget(RegisteredTarget):
         )
 
     def emulator_command(self, spec: RunSpec) -> list[str]:
-        """qemu and its CPU: ``-cpu max`` with this SVL for SME2 on, ``max,sme=off`` for SME2 off."""
+        """qemu and its CPU: ``-cpu max`` with this SVL for SME2 on, ``max,sme=off`` for SME2 off. A run counted
+        from the log runs on qemu-user 11.1 where it is set up (the log path as it always ran), others on the
+        emulator the status chose."""
         cpu = "max,sme=off" if spec.sme2 is False else emulation_setup.svl_cpu(self._svl)
-        return [str(self._status.qemu), "-cpu", cpu]
+        counted_from_log = self._counting == "log" and self._trace_kernels and spec.etdump
+        qemu = (self._status.log_qemu if counted_from_log else None) or self._status.qemu
+        return [str(qemu), "-cpu", cpu]
+
+    @property
+    def counting(self) -> str:
+        """Where this target's counted runs count: "plugin" or "log"."""
+        return self._counting
 
     def _counted_run(self, qemu: list[str], pte: Path, inputs: Path | None, spec: RunSpec, out_dir: Path) -> RunResult:
-        """The run under qemu's execution log, counted per ETDump event (see qemu_counts.py).
+        """The run counted per ETDump event (see qemu_counts.py), inside the emulator or from its log.
 
         The same program must count the same on every machine, so the guest sees the same
         address space each time: no address randomisation (setarch -R), a fixed working folder
         layout with short relative names, and an environment holding only what qemu needs.
         """
-        from pytest_sme2.run.native.build import build_exec_counter
-
         setarch = shutil.which("setarch")
         if setarch is None:
             raise UsageError(
@@ -328,7 +377,7 @@ class EmulatedTarget(RegisteredTarget):
                 "`sudo apt-get install util-linux`, or turn counting off with --sme2-no-kernel-trace"
             )
         out_dir.mkdir(parents=True, exist_ok=True)
-        counter_binary = build_exec_counter()
+        counter_binary = self._counter()
         key = None if self._results is None else self.result_key(pte, inputs, spec, counter_binary)
         results = self._results
         if key is None or results is None:
@@ -343,18 +392,55 @@ class EmulatedTarget(RegisteredTarget):
                     results.discard(key, stale)
             return self._count(qemu, pte, inputs, spec, out_dir, setarch, counter_binary, key)
 
-    def counted_prefix(self, qemu: list[str], setarch: str, log: str) -> tuple[list[str], LoaderRange]:
-        """The command a counted run starts the runner behind, and where it maps the guest's loader: no address
-        randomisation, every symbol bound at start-up and the loader's code left out of the execution log
-        (guest_loader.py), the log written into ``log``."""
-        base = [setarch, "-R", *qemu]
+    def _counter(self) -> Path:
+        """What counts: the counting plugin qemu loads, or the program that reads qemu's log."""
+        from pytest_sme2.run.native.build import build_count_plugin, build_exec_counter
+
+        if self._counting == "plugin" and self._status.plugin_header is not None:
+            return build_count_plugin(self._status.plugin_header)
+        return build_exec_counter()
+
+    def _loader(self, base: list[str], env: dict[str, str] | None = None) -> LoaderRange:
+        """Where ``base`` (setarch, qemu, CPU, and the plugin where one is loaded) maps the guest's loader and
+        libraries (asked once per command). qemu places the guest's mappings around its own host mappings, so a
+        plugin's allocations move them: the plugin must be loaded when asked as when counting."""
         loader = self._loaders.get(tuple(base))
         if loader is None:
             loader = loader_range(
-                base, self._ready_runner, carried_loader(self._ready_runner).loader, self._guest_env()
+                base, self._ready_runner, carried_loader(self._ready_runner).loader, env or self._guest_env()
             )
             self._loaders[tuple(base)] = loader
+        return loader
+
+    def counted_prefix(self, qemu: list[str], setarch: str, log: str) -> tuple[list[str], LoaderRange]:
+        """The command a counted run from the log starts the runner behind, and where it maps the guest's loader:
+        no address randomisation, every symbol bound at start-up and the loader's code left out of the execution
+        log (guest_loader.py), the log written into ``log``."""
+        base = [setarch, "-R", *qemu]
+        loader = self._loader(base)
         return [*base, *BIND_NOW, *QEMU_LOG_FLAGS, *loader.log_filter(), "-D", log], loader
+
+    def plugin_prefix(
+        self, qemu: list[str], setarch: str, plugin: Path, out_dir: Path
+    ) -> tuple[list[str], LoaderRange, Boundaries]:
+        """The command a run counted inside the emulator starts the runner behind (as :meth:`counted_prefix`, the
+        loader left out of the counts by the plugin's ``skip``), and the event boundaries it marks: computed from
+        where the loader's trace says the libraries are, checked against the run's own memory map afterwards."""
+        if "," in str(plugin) or "=" in str(plugin):
+            raise UsageError(
+                f"the counting plugin's path {plugin} holds ',' or '=', which qemu's -plugin option cannot carry; "
+                "set PYTEST_SME2_RUNNER_CACHE to a folder without them"
+            )
+        # asked with the plugin loaded as it will be (its allocations are the same whatever it marks)
+        probe = f"{plugin},markers=/dev/null,out=/dev/null,blocks=/dev/null,skip=0-0"
+        loader = self._loader([setarch, "-R", *qemu[:1], "-plugin", probe, *qemu[1:], *_ONE_ARENA], _plugin_env())
+        bounds = boundaries(AddressSpace.of_libraries(loader.libraries))
+        write_file(out_dir / PLUGIN_MARKERS, bounds.marker_lines())
+        arguments = (
+            f"{plugin},markers={PLUGIN_MARKERS},out={PLUGIN_SEGMENTS},blocks={PLUGIN_BLOCKS},"
+            f"skip={loader.start:x}-{loader.end:x},progress={PLUGIN_PROGRESS}"
+        )
+        return [setarch, "-R", *qemu[:1], "-plugin", arguments, *qemu[1:], *_ONE_ARENA, *BIND_NOW], loader, bounds
 
     @staticmethod
     def _guest_env() -> dict[str, str]:
@@ -372,7 +458,78 @@ class EmulatedTarget(RegisteredTarget):
         counter_binary: Path,
         key: RunKey | None,
     ) -> RunResult:
-        """Emulate and count one run (no cache lookup), and store it under ``key`` when given."""
+        """Emulate and count one run (no cache lookup), and store it under ``key`` when given. Whatever happens,
+        nothing of the count's working files is left behind but the counts."""
+        working = [out_dir / n for n in (PLUGIN_MARKERS, PLUGIN_SEGMENTS, PLUGIN_BLOCKS, PLUGIN_PROGRESS)]
+        working += [out_dir / "blocks.tsv", out_dir / "blocks.u32", out_dir / "qemu-exec.fifo"]
+        try:
+            if counter_binary.name == COUNT_PLUGIN_NAME:
+                result, blocks, loader, bounds = self._run_in_plugin(
+                    qemu, pte, inputs, spec, out_dir, setarch, counter_binary
+                )
+            else:
+                result, blocks, loader = self._run_from_log(qemu, pte, inputs, spec, out_dir, setarch, counter_binary)
+                bounds = None
+            space = AddressSpace.from_file(out_dir / MAPS)
+            loader.check(space.text, str(out_dir / MAPS))
+            if bounds is not None and boundaries(space) != bounds:
+                raise RunnerError(
+                    f"the counted run's memory map ({out_dir / MAPS}) put the profiler or XNNPACK elsewhere than the "
+                    "loader's trace said before the run, so the counting plugin marked the wrong blocks; report this "
+                    "with `qemu-aarch64 --version`, or count from the log with --sme2-counting=log"
+                )
+            counts = count_events(blocks(), space)
+            path = write_counts(counts, result.timed_etdump, result.warmup_etdump, out_dir / COUNTS_FILE)
+        finally:
+            for file in working:
+                file.unlink(missing_ok=True)  # the per-block working files: megabytes; the counts are what is kept
+        result.evidence["kernel_trace"] = kernel_trace_of(counts).as_dict()
+        result.evidence["counting"] = self._counting if bounds is not None else "log"
+        if key is not None and self._results is not None:
+            self._results.store(
+                key, out_dir, [name for name in KEPT_FILES if (out_dir / name).is_file()], result.evidence
+            )
+            result.evidence["result_cache"] = {"key": key.short, "cached": False}
+        result.evidence["instruction_counts"] = str(path)
+        return result
+
+    def _run_in_plugin(
+        self, qemu: list[str], pte: Path, inputs: Path | None, spec: RunSpec, out_dir: Path, setarch: str, plugin: Path
+    ) -> tuple[RunResult, Callable[[], ExecutedBlocks], LoaderRange, Boundaries]:
+        """Run under the counting plugin (count_plugin.c); the blocks it counted are read once it exited."""
+        prefix, loader, bounds = self.plugin_prefix(qemu, setarch, plugin, out_dir)
+        result = run_runner_process(
+            prefix,
+            self._ready_runner,
+            _plugin_env(),
+            pte,
+            inputs,
+            spec,
+            out_dir,
+            self.info,
+            sme2_active=spec.sme2 is not False,
+            extra_args=(f"--maps_path={MAPS}",),
+            fixed_layout=True,
+        )
+        blocks, segments = out_dir / PLUGIN_BLOCKS, out_dir / PLUGIN_SEGMENTS
+        if not blocks.is_file() or not segments.is_file():
+            raise RunnerError(
+                f"the counting plugin wrote no counts into {out_dir} (qemu's output is in {out_dir / RUNNER_LOG}); "
+                "count from the log with --sme2-counting=log to compare"
+            )
+        return result, lambda: ExecutedBlocks.from_plugin(blocks, segments), loader, bounds
+
+    def _run_from_log(
+        self,
+        qemu: list[str],
+        pte: Path,
+        inputs: Path | None,
+        spec: RunSpec,
+        out_dir: Path,
+        setarch: str,
+        counter_binary: Path,
+    ) -> tuple[RunResult, Callable[[], ExecutedBlocks], LoaderRange]:
+        """Run under qemu's execution log, read through a FIFO by exec_counter."""
         fifo = out_dir / "qemu-exec.fifo"
         prefix, loader = self.counted_prefix(qemu, setarch, fifo.name)
         blocks, sequence = out_dir / "blocks.tsv", out_dir / "blocks.u32"
@@ -414,30 +571,15 @@ class EmulatedTarget(RegisteredTarget):
                 f"the instruction counter failed on the emulated run in {out_dir} "
                 f"(exit {counter.returncode}): {' '.join(summary[-2:])}"
             )
-        space = AddressSpace.from_file(out_dir / MAPS)
-        loader.check(space.text, str(out_dir / MAPS))
-        counts = count_events(ExecutedBlocks.from_files(blocks, sequence), space)
-        path = write_counts(counts, result.timed_etdump, result.warmup_etdump, out_dir / COUNTS_FILE)
-        blocks.unlink()
-        sequence.unlink()  # megabytes of block ids; the per-event counts are what is kept
-        result.evidence["kernel_trace"] = kernel_trace_of(counts).as_dict()
-        if key is not None and self._results is not None:
-            self._results.store(
-                key, out_dir, [name for name in KEPT_FILES if (out_dir / name).is_file()], result.evidence
-            )
-            result.evidence["result_cache"] = {"key": key.short, "cached": False}
-        result.evidence["instruction_counts"] = str(path)
-        return result
+        return result, lambda: ExecutedBlocks.from_files(blocks, sequence), loader
 
     def result_key(self, pte: Path, inputs: Path | None, spec: RunSpec, counter: Path | None = None) -> RunKey:
         """Everything a counted run's answer depends on (result_cache.py): the program, inputs, runner, every
         library it loads (a kernel kit's too), qemu, the CPU settings (SVL, SME2 on/off), the run settings, the
         counting code and the counter (``counter``: its binary when the caller has it already, else found or
         built here)."""
-        from pytest_sme2.run.native.build import build_exec_counter
-
         qemu, runner = self.emulator_command(spec), self._ready_runner
-        counter = counter or build_exec_counter()
+        counter = counter or self._counter()
         settings = {k: v for k, v in spec.as_dict().items() if k not in _NOT_IN_KEY}
         kits = [f for library in runner_libraries(pte, "aarch64") for f in kit_files(library)]
         return run_key(
@@ -465,6 +607,17 @@ class EmulatedTarget(RegisteredTarget):
 
     def close(self) -> None:
         return None
+
+
+# qemu with a plugin loaded places the guest's mappings by where its own threads' malloc arenas landed, which
+# varies from run to run (2 layouts in 6 runs); with one arena the guest's layout repeats exactly (10 of 10), so
+# the loader's trace before the run says where the libraries will be. The guest does not see the variable (-U).
+_ONE_ARENA = ("-U", "MALLOC_ARENA_MAX")
+
+
+def _plugin_env() -> dict[str, str]:
+    """The environment of qemu for a run counted inside it: the guest's, and one malloc arena for qemu."""
+    return {"QEMU_LD_PREFIX": str(emulation_setup.SYSROOT), "MALLOC_ARENA_MAX": "1"}
 
 
 def _stale_counts(counts: Path) -> str | None:

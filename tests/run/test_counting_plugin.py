@@ -1,0 +1,92 @@
+"""Counting inside the emulator (count_plugin.c on the qemu setup-emulation builds with plugins) against counting
+from qemu-user 11.1's execution log: the same counts per event, instruction class and function, on real runs.
+
+Real qemu (both), the real aarch64 runner and a real toy_cnn program, SME2 on and off. The whole perf suite's
+variants are compared by benchmarks/counting_equality.py (docs/performance.md).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+from pytest_sme2 import Recipe
+from pytest_sme2.errors import UsageError
+from pytest_sme2.measure.session import Settings, Sme2Session
+from pytest_sme2.run import emulation_setup
+from pytest_sme2.run.targets import RunSpec
+from pytest_sme2.run.targets.emulated import EmulatedTarget
+
+STATUS = emulation_setup.status()
+needs_both = pytest.mark.skipif(
+    not STATUS.ready or STATUS.plugin_header is None or STATUS.log_qemu is None,
+    reason=f"needs both counting ways set up (`pytest-sme2 setup-emulation`): {STATUS.problem or ''} "
+    f"{STATUS.counting_note() if STATUS.ready else ''}",
+)
+
+
+@pytest.fixture(scope="module")
+def toy_pte(tmp_path_factory: pytest.TempPathFactory, shared_export_cache: Path) -> Path:
+    session = Sme2Session(
+        Settings(target="emulated", cache_dir=shared_export_cache, session_dir=tmp_path_factory.mktemp("s"))
+    )
+    session.registry.register_dir(REPO / "models")
+    return Path(session.export("toy_cnn", Recipe()))
+
+
+def _counts(way: str, pte: Path, sme2: bool, out: Path) -> tuple[dict, dict]:
+    target = EmulatedTarget(out / "logs", status=STATUS, counting=way)
+    result = target.run(pte, None, RunSpec(sme2=sme2, runs=1, warmup=1), out)
+    return json.loads(Path(result.evidence["instruction_counts"]).read_text()), result.evidence
+
+
+@needs_both
+@pytest.mark.parametrize("sme2", [True, False], ids=["sme2-on", "sme2-off"])
+def test_the_plugin_counts_every_event_as_the_log_does(toy_pte: Path, tmp_path: Path, sme2: bool) -> None:
+    log, log_evidence = _counts("log", toy_pte, sme2, tmp_path / "log")
+    plugin, evidence = _counts("plugin", toy_pte, sme2, tmp_path / "plugin")
+    assert evidence["counting"] == "plugin" and log_evidence["counting"] == "log"
+    for part in ("warmup", "timed"):
+        ours, theirs = plugin["files"][part], log["files"][part]
+        assert sum(ours["instructions"]) > 1_000_000
+        for key in ("instructions", "sme", "sve", "classes", "functions"):
+            assert ours[key] == theirs[key], f"{part} {key}"
+        # where events begin: the same distances between them (start-up before the first event is qemu's own)
+        starts, log_starts = ours["starts"], theirs["starts"]
+        assert [b - a for a, b in zip(starts, starts[1:])] == [b - a for a, b in zip(log_starts, log_starts[1:])]
+    assert (sum(plugin["files"]["timed"]["sme"]) > 0) is sme2
+    # nothing of the plugin's working files is left beside the counts
+    left = {p.name for p in (tmp_path / "plugin").iterdir()}
+    assert not left & {"segments.u64", "plugin-blocks.tsv", "markers.txt", "count-progress.txt"}, left
+
+
+@needs_both
+def test_an_unknown_counting_way_is_a_usage_error(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="--sme2-counting=trace is not one of auto, plugin, log"):
+        EmulatedTarget(tmp_path, status=STATUS, counting="trace")
+
+
+def test_plugin_counting_without_the_plugin_qemu_names_the_setup_command(tmp_path: Path) -> None:
+    if not STATUS.ready:
+        pytest.skip(f"emulated target not ready: {STATUS.problem}")
+    import dataclasses
+
+    without = dataclasses.replace(STATUS, plugin_header=None, qemu=STATUS.log_qemu or STATUS.qemu)
+    assert without.counting == "log"
+    with pytest.raises(
+        UsageError, match=r"--sme2-counting=plugin: counting from qemu's execution log .* setup-emulation"
+    ):
+        EmulatedTarget(tmp_path, status=without, counting="plugin")
+    assert EmulatedTarget(tmp_path, status=without).counting == "log"
+
+
+def test_doctor_says_which_way_counted_runs_count() -> None:
+    if not STATUS.ready:
+        pytest.skip(f"emulated target not ready: {STATUS.problem}")
+    lines = {line.name: line for line in EmulatedTarget.doctor()}
+    line = lines["emulated counting"]
+    expected = "counting in the emulator" if STATUS.counting == "plugin" else "counting from qemu's execution log"
+    assert line.detail.startswith(expected), line.detail
