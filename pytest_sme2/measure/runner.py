@@ -24,7 +24,7 @@ from pytest_sme2.evidence.samplers import PERF_DATA, Sampler
 from pytest_sme2.export.export import ExportedModel, tool_versions
 from pytest_sme2.export.program import check_program
 from pytest_sme2.export.work import ProgramFacts
-from pytest_sme2.measure.session import Sme2Session, copy_artifact, kit_variant
+from pytest_sme2.measure.session import Sme2Session, kit_variant, link_artifact
 from pytest_sme2.model.registry import source_files
 from pytest_sme2.profile import stats
 from pytest_sme2.profile.profile import Profile
@@ -105,10 +105,10 @@ class Runner:
         # sme2_on / sme2_off in folder names: how the reference kit's tools tell the two apart
         out_dir = self.test_dir / f"{self._calls[0]:02d}-{kind}-{slug(kit_variant(self.label))}"
         if isinstance(pte, ExportedModel):
-            program = check_program(copy_artifact(pte.path, self.test_dir / f"{slug(pte.label)}.pte"))
+            program = check_program(link_artifact(pte.path, self.test_dir / f"{slug(pte.label)}.pte"))
             etrecord = None
             if pte.etrecord_path.exists():
-                etrecord = copy_artifact(pte.etrecord_path, self.test_dir / f"{slug(pte.label)}.etrecord")
+                etrecord = link_artifact(pte.etrecord_path, self.test_dir / f"{slug(pte.label)}.etrecord")
             inputs = pte.inputs_path
             identity: dict[str, Any] = {
                 "model": pte.model,

@@ -6,6 +6,8 @@ without pytest (benchmarks, the command line).
 
 from __future__ import annotations
 
+import os
+import secrets
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -161,6 +163,43 @@ class Sme2Session:
     def close(self) -> None:
         if self._target is not None:
             self._target.close()
+
+
+def link_artifact(source: Path, destination: Path) -> Path:
+    """Put an export cache entry's ``.pte`` or ETRecord into a test's folder without copying its bytes.
+
+    Why: a real model's program and ETRecord are tens to hundreds of MB, and every test of every session
+    copied them (738 MB a session for a 2-layer SmolLM2). So the test's file is a hard link to the entry's
+    where the file system allows (same file system), and a symbolic link to it otherwise: a reference, never a
+    copy. Either is made under a fresh temp name and renamed over ``destination``, so whatever was there (an
+    earlier program, a planted link) is replaced, never followed. A user who writes into such an artifact
+    writes into the entry: the export cache checks every entry's files against their sha256 on every use, so
+    the next session warns about the damaged entry and exports again; a changed program is never run as the
+    cached one; the entry's file is made read-only first, so that (as anyone but root) such a write fails
+    instead. An artifact already linked to the entry is left as it is.
+    """
+    source, destination = Path(source), Path(destination)
+    try:
+        mode = source.stat().st_mode
+        source.chmod(mode & ~0o222)
+    except OSError:  # another user's shared cache: its owner decides
+        pass
+    try:
+        if destination.exists() and os.path.samefile(source, destination):
+            return destination
+    except OSError:
+        pass
+    temporary = destination.with_name(f".{destination.name[:60]}.{secrets.token_hex(8)}.link")
+    try:
+        os.link(source, temporary)
+    except OSError:  # another file system, or one without hard links
+        os.symlink(source.resolve(), temporary)
+    try:
+        os.replace(temporary, destination)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+    return destination
 
 
 def copy_artifact(source: Path, destination: Path) -> Path:

@@ -60,8 +60,9 @@ def _export_again(tmp_path: Path, cache: Path) -> tuple[ExportedModel, list[str]
 def test_writing_over_an_artifact_leaves_the_next_sessions_program_right(
     pristine: tuple[Path, bytes], tmp_path: Path
 ) -> None:
-    # Artifacts used to be hard links into the cache: copying another program over one rewrote the entry,
-    # and the next session ran that program under this model's name.
+    # Artifacts are links into the cache (issue 63: no copy of a large program per test). Writing over one writes
+    # the entry (root ignores its read-only mode): the next session must notice, say so and export again, and never
+    # run that program under this model's name (issue 23's bug, when entries were not checked on every use).
     cache, _ = _cache_copy(pristine, tmp_path)
     session = Sme2Session(Settings(target="host", cache_dir=cache, session_dir=tmp_path / "run"), _tiny(tmp_path))
     try:
@@ -70,12 +71,14 @@ def test_writing_over_an_artifact_leaves_the_next_sessions_program_right(
     finally:
         session.close()
     [artifact] = (tmp_path / "run" / "test_one").glob("*.pte")
+    assert os.path.samefile(artifact, exported.path)  # a link, not a copy
+    artifact.chmod(0o644)  # as root, whom the read-only mode does not stop
     with open(artifact, "r+b") as handle:  # written in place, as `cp other.pte <artifact>` or `: >` do
         handle.truncate(0)
         handle.write(b"another program")
     again, messages = _export_again(tmp_path, cache)
     assert again.path.read_bytes() == pristine[1]
-    assert again.from_cache and not messages  # the entry was never touched
+    assert not again.from_cache and messages and "model.pte" in messages[0], messages
 
 
 def test_an_artifact_is_a_fresh_copy_even_over_a_link(tmp_path: Path) -> None:

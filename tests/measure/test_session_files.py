@@ -1,4 +1,5 @@
-"""Artifact placement in test folders: copies, never a stale file."""
+"""Artifact placement in test folders: links to the export cache's files (never copies of them), never a stale
+file."""
 
 from __future__ import annotations
 
@@ -7,7 +8,51 @@ from pathlib import Path
 
 import pytest
 
-from pytest_sme2.measure.session import copy_artifact
+from pytest_sme2.measure.session import copy_artifact, link_artifact
+
+
+def test_a_cached_program_is_linked_into_the_test_folder_not_copied(tmp_path: Path) -> None:
+    # A real model's program and ETRecord are hundreds of MB; each test of each session copied them (issue 63).
+    first, second = tmp_path / "export-1.pte", tmp_path / "export-2.pte"
+    first.write_bytes(b"old program")
+    second.write_bytes(b"new program, other size")
+    destination = tmp_path / "test-folder" / "model.pte"
+    destination.parent.mkdir()
+    assert link_artifact(first, destination).read_bytes() == b"old program"
+    assert os.path.samefile(first, destination)
+    assert link_artifact(second, destination).read_bytes() == b"new program, other size"  # the stale one replaced
+    assert os.path.samefile(second, destination) and not destination.is_symlink()
+    assert link_artifact(second, destination) == destination
+    assert first.read_bytes() == b"old program"  # the earlier export is untouched
+    assert not second.stat().st_mode & 0o222  # the entry's file is read-only: writing the artifact fails
+
+
+def test_a_link_planted_at_the_artifact_is_replaced_never_followed(tmp_path: Path) -> None:
+    source, outside = tmp_path / "entry.pte", tmp_path / "outside"
+    source.write_bytes(b"program")
+    outside.write_bytes(b"not ours")
+    destination = tmp_path / "test" / "model.pte"
+    destination.parent.mkdir()
+    destination.symlink_to(outside)
+    link_artifact(source, destination)
+    assert os.path.samefile(source, destination) and not destination.is_symlink()
+    assert outside.read_bytes() == b"not ours"
+
+
+def test_an_artifact_on_another_file_system_is_a_reference(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
+    def no_hard_links(src: object, dst: object) -> None:
+        raise OSError(errno.EXDEV, "Invalid cross-device link")
+
+    monkeypatch.setattr(os, "link", no_hard_links)
+    source = tmp_path / "entry.pte"
+    source.write_bytes(b"program")
+    destination = tmp_path / "test" / "model.pte"
+    destination.parent.mkdir()
+    link_artifact(source, destination)
+    assert destination.is_symlink() and destination.resolve() == source.resolve()
+    assert destination.read_bytes() == b"program"
 
 
 def test_a_stale_artifact_is_replaced_not_reused(tmp_path: Path) -> None:
