@@ -141,7 +141,7 @@ def main() -> int:
                     rows.append(row)
                     print(
                         f"{name}: {'equal' if difference is None else 'DIFFERENT: ' + difference}"
-                        f" (events begin {offset:+,} instructions later); "
+                        + (f" (events begin {-offset:,} instructions earlier); " if offset is not None else "; ")
                         f"{row['events']} events, {total:,} instructions counted in events; log "
                         f"{row['log_wall_s']} s wall / {row['log_cpu_s']} s CPU, plugin {row['plugin_wall_s']} s / "
                         f"{row['plugin_cpu_s']} s",

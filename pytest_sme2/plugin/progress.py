@@ -225,8 +225,12 @@ def _with_run_progress(
         return
 
     shown = [0]
+    counted = getattr(target, "progress_unit", None) == "instructions"  # the emulated target's counted runs
 
     def on_run(done: int, total: int) -> None:
+        if counted:  # instructions counted so far (emulated: no time), each report a line of progress.log
+            progress.say(f"sme2: running {what}: {done / 1e6:,.0f} M guest instructions counted", terminal=True)
+            return
         milestone = done < total and done - shown[0] >= max(1, total // 4)
         if milestone:
             shown[0] = done

@@ -61,26 +61,45 @@ SETUP, BODY, TAIL = 2, 4, 6  # instructions; TAIL counts SMSTART ... RET
 SME_INSTRUCTIONS = 3  # SMSTART, ZERO {ZA}, SMSTOP
 
 
+def _count_from_log(binary: Path, tmp_path: Path, attempt: int) -> ExecutedBlocks:
+    if STATUS.log_qemu is None:
+        pytest.skip("needs qemu-user 11.1 (`pytest-sme2 setup-emulation`)")
+    log = tmp_path / f"log{attempt}.txt"
+    env = {**os.environ, "QEMU_LD_PREFIX": str(emulation.SYSROOT)}
+    subprocess.run(
+        [str(STATUS.log_qemu), "-cpu", "max", *QEMU_LOG_FLAGS, "-D", str(log), str(binary)],
+        env=env,
+        check=True,
+        timeout=120,
+    )
+    blocks_tsv, sequence = tmp_path / f"b{attempt}.tsv", tmp_path / f"s{attempt}.u32"
+    subprocess.run([str(build_exec_counter()), str(blocks_tsv), str(sequence), str(log)], check=True)
+    return ExecutedBlocks.from_files(blocks_tsv, sequence)
+
+
+def _count_in_plugin(binary: Path, tmp_path: Path, attempt: int) -> ExecutedBlocks:
+    if STATUS.plugin_header is None:
+        pytest.skip(f"needs the qemu built with plugins: {STATUS.counting_note()}")
+    from pytest_sme2.run.native.build import build_count_plugin
+
+    blocks_tsv, segments = tmp_path / f"pb{attempt}.tsv", tmp_path / f"ps{attempt}.u64"
+    plugin = f"{build_count_plugin(STATUS.plugin_header)},markers=/dev/null,out={segments},blocks={blocks_tsv}"
+    env = {**os.environ, "QEMU_LD_PREFIX": str(emulation.SYSROOT)}
+    subprocess.run([str(STATUS.qemu), "-plugin", plugin, "-cpu", "max", str(binary)], env=env, check=True, timeout=120)
+    return ExecutedBlocks.from_plugin(blocks_tsv, segments)
+
+
 @needs_emulation
 @needs_cross
-def test_counts_of_a_program_with_known_instruction_counts_are_exact(tmp_path: Path) -> None:
+@pytest.mark.parametrize("count", [_count_from_log, _count_in_plugin], ids=["log", "plugin"])
+def test_counts_of_a_program_with_known_instruction_counts_are_exact(count, tmp_path: Path) -> None:  # noqa: ANN001
     source = tmp_path / "counted.S"
     source.write_text(PROGRAM)
     binary = tmp_path / "counted"
     subprocess.run(["aarch64-linux-gnu-gcc", "-static", "-no-pie", "-o", str(binary), str(source)], check=True)
     totals = []
     for attempt in range(2):  # and the same again: the count is a property of the program
-        log = tmp_path / f"log{attempt}.txt"
-        env = {**os.environ, "QEMU_LD_PREFIX": str(emulation.SYSROOT)}
-        subprocess.run(
-            [str(STATUS.qemu), "-cpu", "max", *QEMU_LOG_FLAGS, "-D", str(log), str(binary)],
-            env=env,
-            check=True,
-            timeout=120,
-        )
-        blocks_tsv, sequence = tmp_path / f"b{attempt}.tsv", tmp_path / f"s{attempt}.u32"
-        subprocess.run([str(build_exec_counter()), str(blocks_tsv), str(sequence), str(log)], check=True)
-        blocks = ExecutedBlocks.from_files(blocks_tsv, sequence)
+        blocks = count(binary, tmp_path, attempt)
         # the program's own text is where the binary is mapped: find it from the disassembly's symbol
         symbols = subprocess.run(
             ["aarch64-linux-gnu-nm", str(binary)], capture_output=True, text=True, check=True

@@ -316,7 +316,7 @@ FORGED = "\n::error file=evil.py,line=1::FORGED\n::stop-commands::tok"
 _COMMITTED = (
     Path(__file__).parents[2]
     / "baselines"
-    / "emulated-aarch64-qemu-aarch64-11-1-cpu-max-svl-512-sme2"
+    / "emulated-aarch64-qemu-aarch64-cpu-max-svl-512-sme2"
     / "perf_tests_test_toy_cnn.py_test_toy_cnn_sme2_kernel_path_int8~20e50bb6c2d7.json"
 )
 

@@ -90,3 +90,29 @@ def test_doctor_says_which_way_counted_runs_count() -> None:
     line = lines["emulated counting"]
     expected = "counting in the emulator" if STATUS.counting == "plugin" else "counting from qemu's execution log"
     assert line.detail.startswith(expected), line.detail
+
+
+@pytest.fixture(scope="module")
+def mobilenet_pte(tmp_path_factory: pytest.TempPathFactory, shared_export_cache: Path) -> Path:
+    session = Sme2Session(
+        Settings(target="emulated", cache_dir=shared_export_cache, session_dir=tmp_path_factory.mktemp("m"))
+    )
+    session.registry.register_dir(REPO / "models")
+    return Path(session.export("mobilenet_v3_small", Recipe()))
+
+
+@pytest.mark.skipif(not STATUS.ready or STATUS.plugin_header is None, reason="needs the plugin-capable qemu")
+def test_a_counted_run_reports_its_count_while_it_runs_and_a_killed_one_says_how_far_it_got(
+    mobilenet_pte: Path, tmp_path: Path
+) -> None:
+    from pytest_sme2.errors import RunnerError
+
+    target = EmulatedTarget(tmp_path / "logs", status=STATUS, counting="plugin")
+    seen: list[int] = []
+    target.progress = lambda done, total: seen.append(done)
+    target.run(mobilenet_pte, None, RunSpec(sme2=True, runs=2, warmup=1), tmp_path / "whole")
+    assert len(seen) > 3 and seen == sorted(seen) and seen[-1] > 20_000_000  # reported as it went, growing
+    with pytest.raises(RunnerError, match=r"(?s)timed out after 4 s.*\n.*counting plugin had counted [\d,]+ guest"):
+        target.run(mobilenet_pte, None, RunSpec(sme2=True, runs=20, warmup=1, timeout_s=4), tmp_path / "killed")
+    left = sum(p.stat().st_size for p in (tmp_path / "killed").rglob("*") if p.is_file() and not p.is_symlink())
+    assert left < 10 * 2**20, f"{left:,} bytes left behind by a killed counted run"

@@ -21,7 +21,7 @@
  *            last record with block id 2^64-1 holds the rest
  *   blocks   at exit, the table of every translated block, as exec_counter writes it:
  *            "# pc instructions CLASS..." then "guest_pc instructions count_of_each_class..." per block id
- *   progress optional: a file rewritten about every 2^26 counted block executions with
+ *   progress optional: a file rewritten about once a second (at a marker) with
  *            "executions instructions" so far (thread 0), for a progress line and for "how far it got"
  * Every translation of a block is a block id of its own (qemu translates a PC again after invalidating it).
  */
@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <qemu-plugin.h>
@@ -61,7 +62,7 @@ static size_t n_ranges;
 static uint64_t skip_low = 1, skip_high = 0;
 static FILE *out;
 static char *blocks_path, *progress_path;
-static uint64_t next_progress = 1u << 26;
+static struct timespec last_progress;
 static int overflowed;
 static GMutex lock;
 
@@ -157,9 +158,13 @@ static void end_segment(uint64_t marker) {
     record[1] = position;
     record[2] = pairs;
     write_words(record, 3 + 2 * pairs);
-    if (progress_path && position >= next_progress) {
-        next_progress = position + (1u << 26);
-        write_progress();
+    if (progress_path) { /* about once a second, at a marker */
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if ((now.tv_sec - last_progress.tv_sec) * 1000000000L + (now.tv_nsec - last_progress.tv_nsec) >= 1000000000L) {
+            last_progress = now;
+            write_progress();
+        }
     }
 }
 

@@ -31,6 +31,7 @@ from pytest_sme2.evidence.qemu_counts import (
     write_counts,
 )
 from pytest_sme2.run import emulation_setup
+from pytest_sme2.run.count_progress import ProgressWatcher, how_far
 from pytest_sme2.run.guest_loader import BIND_NOW, LoaderRange, loader_range
 from pytest_sme2.run.kernel_libraries import runner_libraries
 from pytest_sme2.run.native.build import COUNT_PLUGIN_NAME
@@ -248,6 +249,9 @@ class EmulatedTarget(RegisteredTarget):
         self._results = results
         self._fresh = fresh
         self._loaders: dict[tuple[str, ...], LoaderRange] = {}  # per qemu command: where the guest's loader is
+        # plugin/progress.py's "run i/N" hook; here (instructions counted so far, 0): counted runs only
+        self.progress: Callable[[int, int], None] | None = None
+        self.progress_unit = "instructions"
         if counting not in COUNTING_CHOICES:
             raise UsageError(f"--sme2-counting={counting} is not one of {', '.join(COUNTING_CHOICES)}")
         self._counting = self._status.counting if counting == "auto" else counting
@@ -267,11 +271,20 @@ class EmulatedTarget(RegisteredTarget):
         st = self._status
         return TargetInfo(
             name="emulated",
-            cpu=f"qemu-aarch64 {st.version or '?'} -cpu max SVL {self._svl}",
+            # the emulated CPU, not the emulator's version: both counting ways give the same counts, and the
+            # version is kept beside it (a baseline recorded under another qemu says so when it is checked)
+            cpu=f"qemu-aarch64 -cpu max SVL {self._svl}",
             arch="aarch64",
             has_sme2=True,
             emulated=True,
-            details={"qemu": str(st.qemu), "runner": str(st.runner), "svl_bits": self._svl, "timing": EMULATED_TIMING},
+            details={
+                "qemu": str(st.qemu),
+                "qemu_version": st.version,
+                "counting": self._counting,
+                "runner": str(st.runner),
+                "svl_bits": self._svl,
+                "timing": EMULATED_TIMING,
+            },
         )
 
     @property
@@ -498,19 +511,27 @@ class EmulatedTarget(RegisteredTarget):
     ) -> tuple[RunResult, Callable[[], ExecutedBlocks], LoaderRange, Boundaries]:
         """Run under the counting plugin (count_plugin.c); the blocks it counted are read once it exited."""
         prefix, loader, bounds = self.plugin_prefix(qemu, setarch, plugin, out_dir)
-        result = run_runner_process(
-            prefix,
-            self._ready_runner,
-            _plugin_env(),
-            pte,
-            inputs,
-            spec,
-            out_dir,
-            self.info,
-            sme2_active=spec.sme2 is not False,
-            extra_args=(f"--maps_path={MAPS}",),
-            fixed_layout=True,
-        )
+        progress = out_dir / PLUGIN_PROGRESS
+        report = self.progress
+        watcher = ProgressWatcher(progress, None if report is None else lambda done: report(done, 0))
+        try:
+            result = run_runner_process(
+                prefix,
+                self._ready_runner,
+                _plugin_env(),
+                pte,
+                inputs,
+                spec,
+                out_dir,
+                self.info,
+                sme2_active=spec.sme2 is not False,
+                extra_args=(f"--maps_path={MAPS}",),
+                fixed_layout=True,
+            )
+        except RunnerError as exc:
+            raise RunnerError(f"{exc}\n{how_far(progress)}") from None
+        finally:
+            watcher.stop()
         blocks, segments = out_dir / PLUGIN_BLOCKS, out_dir / PLUGIN_SEGMENTS
         if not blocks.is_file() or not segments.is_file():
             raise RunnerError(
