@@ -10,7 +10,7 @@ PIP := $(PYTHON) -m pip
 # llvm-19's assembler encodes SME2, the oracle of tests/evidence/test_instruction_classes.py (binutils 2.40 cannot).
 SYSTEM_PACKAGES := g++-aarch64-linux-gnu qemu-user chromium valgrind clang lld linux-perf llvm-19
 
-.PHONY: install system-deps emulation auto-target auto-is-emulated perf bench lint test python-matrix wheel-smoke python-smoke
+.PHONY: install system-deps emulation auto-target auto-is-emulated perf perf-real bench lint test python-matrix wheel-smoke python-smoke
 
 TORCH_PIN := 2.13.0
 # A plain index (PyPI) gives Linux x86 torch's CUDA build: several GB of nvidia-* packages pytest-sme2 never
@@ -99,6 +99,14 @@ perf: install auto-target
 		else workers=""; threads=""; fi; \
 		echo "$${threads}$(PYTHON) -m pytest perf_tests/ -m sme2 $$workers $(PYTEST_ARGS)"; \
 		env $${threads}$(PYTHON) -m pytest perf_tests/ -m sme2 $$workers $(PYTEST_ARGS)
+
+# The real models at the size they ship (perf tests marked real_size, deselected by make perf): EfficientSAM at
+# 1024x1024 (about 208 GFLOP a prediction). Under emulation this takes far longer than make perf; its figures and
+# how time grows with a model's work: docs/performance.md, "Real models".
+perf-real: install auto-target
+	@if $(AUTO_IS_EMULATED); then threads="$(WORKER_ENV) "; else threads=""; fi; \
+		echo "$${threads}$(PYTHON) -m pytest perf_tests/ -m 'sme2 and real_size' --real-size $(PYTEST_ARGS)"; \
+		env $${threads}$(PYTHON) -m pytest perf_tests/ -m 'sme2 and real_size' --real-size $(PYTEST_ARGS)
 
 # The reproducible benchmarks of pytest-sme2 itself (benchmarks/README.md: minutes each; the studies of hours are
 # not here), each with the flags of its figures on docs/performance.md. A script that writes a file writes it under

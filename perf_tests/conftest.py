@@ -23,6 +23,7 @@ HERE = Path(__file__).resolve().parent
 # not listed, sorted last: its 8da4w export (37 s) and counted runs started last and ran alone (2026-11-29, its
 # three exports 72 s and runs about 35 s). tests/test_perf_suite_order.py fails for a file not listed here.
 COSTLIEST_FIRST = (
+    "test_efficient_sam.py",
     "test_mobilenet_v3_small.py",
     "test_tiny_llama.py",
     "test_transformer_encoder.py",
@@ -36,7 +37,28 @@ def _cost_rank(item: pytest.Item) -> int:
     return COSTLIEST_FIRST.index(name) if name in COSTLIEST_FIRST else len(COSTLIEST_FIRST)
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+REAL_SIZE = "real_size"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--real-size",
+        action="store_true",
+        help="also run the perf tests marked real_size: real models at the size they ship (make perf-real; "
+        "under emulation these take far longer than the rest: docs/performance.md, 'Real models')",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", f"{REAL_SIZE}: a real model at its real size; runs only with --real-size")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not config.getoption("--real-size"):
+        real = [item for item in items if item.get_closest_marker(REAL_SIZE) is not None]
+        if real:
+            config.hook.pytest_deselected(items=real)
+            items[:] = [item for item in items if item.get_closest_marker(REAL_SIZE) is None]
     items.sort(key=_cost_rank)  # stable: a file's tests keep their order
     for item in items:
         if HERE in Path(item.path).resolve().parents and item.get_closest_marker("baseline") is None:
