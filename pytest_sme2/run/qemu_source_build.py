@@ -4,10 +4,11 @@ Why: Debian's binary qemu-user (11.1) is static and built without plugins, so th
 instructions only from qemu's execution log: a line and a write(2) per executed block, 2.3-2.7x the uncounted
 run and a trace that grows with the model. Debian's source package qemu 10.2.2 has FEAT_SME2 for linux-user and
 the plugin API; built with plugins, pytest-sme2's own counting plugin (native/count_plugin.c) counts inside the
-emulator for 4-21% over plain emulation (docs/performance.md, "What counting costs"). The source comes from Debian's archive through a scratch
-apt configuration (as emulation_setup.py fetches the binary), so apt's signatures and hashes vouch for it, and
-the system's apt sources are never touched. One change of our own goes in (add_fast_path: qemu's fp32 SME outer
-product on the host's vector FMA, bit-identical; 97 s -> 6 s for an EfficientSAM inference). What is kept: the
+emulator for 4-21% over plain emulation (docs/performance.md, "What counting costs"). The source comes from
+Debian's archive through a scratch apt configuration (as emulation_setup.py fetches the binary), so apt's
+signatures and hashes vouch for it, and the system's apt sources are never touched. One change of our own goes in
+(add_fast_path: qemu's fp32 SME outer product on the host's vector FMA, bit-identical; 97 s -> 3.7 s CPU for an
+EfficientSAM 128x128 inference with SME2 on). What is kept: the
 binary and the plugin header the plugin is built against; the 500 MB build tree is removed.
 """
 
