@@ -42,8 +42,14 @@ def meta_problem(meta: Any, key: str, digest: str) -> str | None:
     for name, want in (("cache_key", key), ("program_digest", digest)):
         if meta.get(name) != want:
             return f"{META_NAME}'s {name} is {meta.get(name)!r}, not this entry's {want!r}"
+    return record_problem(meta, CHECKED_FILES)
+
+
+def record_problem(meta: dict[str, Any], checked: tuple[str, ...]) -> str | None:
+    """What is wrong with the fields every entry records (model export and export_llm alike): export_seconds a
+    finite number >= 0, the delegation record's shape, and ``files`` the sha256 of exactly ``checked``; None."""
     seconds = meta.get("export_seconds")
-    if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not math.isfinite(seconds):
+    if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not math.isfinite(seconds) or seconds < 0:
         return f"{META_NAME}'s export_seconds is {seconds!r}, not a number"
     delegation = meta.get("delegation")
     if not isinstance(delegation, dict):
@@ -63,10 +69,10 @@ def meta_problem(meta: Any, key: str, digest: str) -> str | None:
     files = meta.get("files")
     if (
         not isinstance(files, dict)
-        or sorted(files) != sorted(CHECKED_FILES)
+        or sorted(files) != sorted(checked)
         or not all(isinstance(v, str) and len(v) == 64 for v in files.values())
     ):
-        return f"{META_NAME}'s files is {files!r}, not the sha256 of each of {', '.join(CHECKED_FILES)}"
+        return f"{META_NAME}'s files is {files!r}, not the sha256 of each of {', '.join(checked)}"
     return None
 
 
