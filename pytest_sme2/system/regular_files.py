@@ -81,7 +81,23 @@ SESSION_FILE = Kind(
     "pass a session folder a pytest-sme2 session wrote (.sme2/artifacts/session-...)",
 )
 PROGRAM = Kind("program", 64 * GiB, "export the model again (--sme2-fresh), or pass the .pte an export wrote")
-KINDS = (BASELINE, DEVICE_FILE, SUMMARY, HISTORY, EXPORT_RECORD, CACHE_FILE, RESULT_RECORD, SESSION_FILE, PROGRAM)
+PROJECT_CONFIG = Kind(
+    "pytest configuration",
+    4 * MiB,
+    "give a project folder whose pytest.ini, pyproject.toml, tox.ini or setup.cfg is a text file",
+)
+KINDS = (
+    BASELINE,
+    DEVICE_FILE,
+    SUMMARY,
+    HISTORY,
+    EXPORT_RECORD,
+    CACHE_FILE,
+    RESULT_RECORD,
+    SESSION_FILE,
+    PROGRAM,
+    PROJECT_CONFIG,
+)
 
 
 class RefusedFile(UsageError):
