@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_sme2.errors import ProgramError, RunnerError
-from pytest_sme2.system.regular_files import PROGRAM, open_checked
+from pytest_sme2.system.regular_files import PROGRAM, SESSION_FILE, RefusedFile, open_checked, read_text
 
 
 @dataclass(frozen=True)
@@ -155,8 +155,8 @@ def runner_libraries(pte: str | Path, runner_arch: str | None) -> list[Path]:
 def raise_if_missing_kernels(log: Path, pte: str | Path, target: str, binding: bool = False) -> None:
     """Raise MissingKernelError when a failed run's log says the runtime lacked operators' kernels."""
     try:
-        text = Path(log).read_text(errors="replace")
-    except OSError:
+        text = read_text(log, SESSION_FILE, errors="replace")
+    except (OSError, RefusedFile):
         return
     operators = missing_operators(text)
     if operators:

@@ -142,7 +142,7 @@ def outside(path: str | os.PathLike[str], within: str | os.PathLike[str]) -> str
 
 
 def open_checked(path: str | os.PathLike[str], kind: Kind, within: str | os.PathLike[str] | None = None) -> BinaryIO:
-    """``path`` opened for reading (unbuffered bytes) once it is a regular file inside ``within`` (when given) and
+    """``path`` opened for reading (bytes) once it is a regular file inside ``within`` (when given) and
     within ``kind``'s bound; RefusedFile naming the file, the bound and the fix otherwise. FileNotFoundError and
     other OSErrors of ``open`` pass through: callers have their own words for a missing file."""
     path = Path(path)
@@ -154,8 +154,11 @@ def open_checked(path: str | os.PathLike[str], kind: Kind, within: str | os.Path
                 kind,
                 f"is a link to {leads}, out of {within}, and pytest-sme2 reads no link that leaves its folder",
             )
+    mode = os.stat(path).st_mode  # a socket cannot even be opened (ENXIO): refused by its kind first
+    if not stat.S_ISREG(mode):
+        raise RefusedFile(path, kind, f"is {kind_of(mode)}, not a regular file")
     descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    handle = os.fdopen(descriptor, "rb", buffering=0)
+    handle = os.fdopen(descriptor, "rb")
     try:
         info = os.fstat(handle.fileno())
         if not stat.S_ISREG(info.st_mode):
