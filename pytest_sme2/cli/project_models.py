@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_sme2.errors import UsageError
+from pytest_sme2.export import reference_program
 from pytest_sme2.model.registry import ModelRegistry
 from pytest_sme2.system.regular_files import PROJECT_CONFIG, read_text
 from pytest_sme2.system.toml_reader import tomllib
@@ -62,9 +63,12 @@ def _lines(value: Any, split: bool) -> list[str]:
 
 def project_registry(start: Path) -> tuple[ModelRegistry, Path | None]:
     """The models registered by the project's pytest configuration found from ``start``, and that file (None:
-    no configuration, so no model can be re-derived), as the plugin registers them for a session."""
+    no configuration, so only pytest-sme2's own reference program can be re-derived), as the plugin registers
+    them for a session."""
     found = configuration(start)
     registry = ModelRegistry()
+    # pytest-sme2's own reference program (every timed session exports it), from this package: not a writer's code
+    registry.register(reference_program.NAME, reference_program)
     if found is None:
         return registry, None
     path, ini = found

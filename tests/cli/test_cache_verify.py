@@ -70,7 +70,7 @@ def test_honest_entries_hold_and_each_sampled_one_is_exported_again_equal(
             f"        ok  {entry.name}  recorded digests hold; exported again from {tmp_path / 'tiny.py'}: the same "
             f"program digest, key and model.pte, inputs.pt, reference_outputs.pt, program.json" in out
         )
-    assert f"models re-derived from: {tmp_path / 'pytest.ini'} (registers tiny)" in out
+    assert f"models re-derived from: {tmp_path / 'pytest.ini'} (registers pytest_sme2.reference_mlp, tiny)" in out
     assert f"2 export cache entries in {cache}: 2 verified (exported again and equal), 0 differ, 0 not verified" in out
     assert not list(cache.glob(".staging-*")) and sorted(p.name for p in cache.iterdir() if p.is_dir()) == sorted(
         ["locks", xnnpack.name, portable.name]
@@ -141,7 +141,8 @@ def test_an_entry_whose_model_the_project_does_not_register_is_not_verified_and_
     assert code == 1, out
     assert (
         f"UNVERIFIED  {xnnpack.name}  recorded digests hold; not verified: model 'tiny' is not registered by this "
-        "project (models: none); verify in the project whose sme2_model_dirs or sme2_models register it" in out
+        "project (models: pytest_sme2.reference_mlp); verify in the project whose sme2_model_dirs or "
+        "sme2_models register it" in out
     )
     assert "0 verified (exported again and equal), 0 differ, 2 not verified" in out
     code, out, _ = _verify(capsys, str(cache), "--sample", "2", "--allow-unverified")
