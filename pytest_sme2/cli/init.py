@@ -110,8 +110,10 @@ def init(
     folder.mkdir(parents=True, exist_ok=True)
     for path, text in texts.items():
         _create(path, text)
-    shown = shlex.quote(os.path.relpath(test_file, Path.cwd()))  # printed to be pasted into a shell
-    return Written(conftest, test_file, (f"pytest {shown} -m sme2 --sme2-update-baselines", f"pytest {shown} -m sme2"))
+    command = shlex.quote(os.path.relpath(test_file, Path.cwd()))  # printed to be pasted into a shell
+    return Written(
+        conftest, test_file, (f"pytest {command} -m sme2 --sme2-update-baselines", f"pytest {command} -m sme2")
+    )
 
 
 def _check_folder(folder: Path, root: Path) -> None:
