@@ -307,6 +307,14 @@ def write(baseline: Baseline) -> Path:
     # its own folder; a folder still to be created is under the baselines folder, which the session checked before
     # the first test (writable_folders.check_writable), not a parent such as /root (0550 on some systems)
     folder = path.parent
+    root = folder.parent
+    if root.is_symlink():  # the baselines folder itself (issue 64): a committed link takes every update with it
+        raise BaselineError(
+            f"baseline {path} is not written: the baselines folder {root} is a symbolic link (to "
+            f"{os.readlink(root)}), and pytest-sme2 never writes baselines through a link, which can lead out of "
+            f"the repository. Replace it by a real folder (rm {shlex.quote(str(root))}), or, if you mean that "
+            f"folder, point --sme2-baselines-dir at its real path ({os.path.realpath(root)})"
+        )
     if folder.is_symlink():  # a link a pull request committed there would take the update anywhere on disk
         raise BaselineError(
             f"baseline {path} is not written: its folder {folder} is a symbolic link (to "

@@ -431,3 +431,22 @@ def test_a_baseline_larger_than_a_baseline_can_be_is_refused_by_its_size(tmp_pat
         out.truncate(2 << 30)  # sparse: 2 GiB on paper, nothing on disk
     with pytest.raises(BaselineError, match=r"it is 2 GiB, above the 64 MiB a baseline file can be"):
         baselines.load(path)
+
+
+def test_a_baselines_folder_that_is_a_link_is_not_written_through(tmp_path: Path) -> None:
+    """Issue 64 (weak): baselines/ itself a link out of the repository; updates were written through it (the fix
+    of issue 52 checked only the fingerprint folder). Its real path, given as the folder, is written."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    root = tmp_path / "repo" / "baselines"
+    root.parent.mkdir()
+    root.symlink_to(outside)
+    path = baselines.baseline_path(root, "fp", "t.py::t")
+    with pytest.raises(
+        BaselineError,
+        match=rf"the baselines folder {re.escape(str(root))} is a symbolic link \(to {re.escape(str(outside))}\).*"
+        rf"point --sme2-baselines-dir at its real path \({re.escape(str(outside))}\)",
+    ):
+        baselines.write(_baseline(path))
+    assert not list(outside.iterdir())
+    assert baselines.write(_baseline(baselines.baseline_path(outside, "fp", "t.py::t"))).is_file()
