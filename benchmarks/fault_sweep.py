@@ -520,11 +520,164 @@ def cache_verify_program_replaced(root: Path) -> subprocess.CompletedProcess[str
     meta = json.loads((xnnpack / "export.json").read_text())
     meta["files"]["model.pte"] = hashlib.sha256((xnnpack / "model.pte").read_bytes()).hexdigest()
     (xnnpack / "export.json").write_text(json.dumps(meta))
-    result = _cli("cache", "verify", str(cache), "--sample", "99")  # all: the reference program has one too
+    # all: the reference program has one too; the models are the project's own (issue 64)
+    result = _cli("cache", "verify", str(cache), "--sample", "99", "--project", str(root))
     differs = [line.strip() for line in result.stdout.splitlines() if line.lstrip().startswith("DIFFERS")]
     result.stdout += "".join(f"\nseen: {line[:160]}" for line in differs)
     if result.returncode != 1:
         result.stdout += "\nFAILED: the replaced program was not found"
+    return result
+
+
+# ------------------------------------------------- issue 64: one reader, and an audit that never runs a writer's code
+def _two_recipes(root: Path) -> tuple[Path, Path, Path]:
+    """A project whose cache holds the tiny model exported with XNNPACK and without: the cache and both entries."""
+    _project(root)
+    _pytest(root, "--sme2-no-baselines")
+    (root / "test_case.py").write_text(textwrap.dedent(TEST.replace('"tiny"', '"tiny", partitioner="none"')))
+    _pytest(root, "--sme2-no-baselines")
+    (root / "test_case.py").write_text(textwrap.dedent(TEST))
+    cache = root / ".sme2" / "cache"
+    [xnnpack], [portable] = cache.glob("tiny-fp32-xnnpack-*"), cache.glob("tiny-fp32-none-*")
+    return cache, xnnpack, portable
+
+
+def _edit_meta(entry: Path, change: dict) -> None:
+    meta = json.loads((entry / "export.json").read_text())
+    (entry / "export.json").write_text(json.dumps({**meta, **change}))
+
+
+def verify_runs_no_source_the_entry_names(root: Path) -> subprocess.CompletedProcess[str]:
+    """64.1: evil.py dropped in an entry and named as its "source": verify imported it and said ok."""
+    cache, xnnpack, _ = _two_recipes(root)
+    marker = root / "imported"
+    (xnnpack / "evil.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n" + TINY)
+    _edit_meta(xnnpack, {"source": str(xnnpack / "evil.py")})
+    result = _cli("cache", "verify", str(cache), "--sample", "5", "--project", str(root))
+    verdicts = [line.strip()[:160] for line in result.stdout.splitlines() if f"  {xnnpack.name}  " in line]
+    result.stdout += "".join(f"\nseen: {line}" for line in verdicts)
+    if marker.exists():
+        result.stdout += "\nFAILED: cache verify ran the evil.py the entry named"
+    return result
+
+
+def verify_forged_program_without_source(root: Path) -> subprocess.CompletedProcess[str]:
+    """64.2: another recipe's program, its digest updated and "source" null: --sample 99 said ok, exit 0."""
+    import hashlib
+
+    cache, xnnpack, portable = _two_recipes(root)
+    (xnnpack / "model.pte").write_bytes((portable / "model.pte").read_bytes())
+    meta = json.loads((xnnpack / "export.json").read_text())
+    files = {**meta["files"], "model.pte": hashlib.sha256((xnnpack / "model.pte").read_bytes()).hexdigest()}
+    _edit_meta(xnnpack, {"files": files, "source": None})
+    result = _cli("cache", "verify", str(cache), "--sample", "99", "--project", str(root))
+    result.stdout += "".join(f"\nseen: {line.strip()[:160]}" for line in result.stdout.splitlines()[-1:])
+    if result.returncode != 1:
+        result.stdout += "\nFAILED: the forged program passed the audit"
+    return result
+
+
+def crafted_program_size(root: Path) -> subprocess.CompletedProcess[str]:
+    """64.3: a cache entry's .pte whose extended header gives a program size of 2^62, its digest updated (a writer
+    of the cache): a bare MemoryError from run/kernel_libraries.py on every target."""
+    import hashlib
+
+    _project(root)
+    _pytest(root, "--sme2-no-baselines")
+    [entry] = (root / ".sme2" / "cache").glob("tiny-*")
+    data = bytearray((entry / "model.pte").read_bytes())
+    data[16:24] = (1 << 62).to_bytes(8, "little")
+    (entry / "model.pte").write_bytes(bytes(data))
+    meta = json.loads((entry / "export.json").read_text())
+    digest = hashlib.sha256(bytes(data)).hexdigest()
+    _edit_meta(entry, {"files": {**meta["files"], "model.pte": digest}})
+    result = _pytest(root, "--sme2-no-baselines")
+    if "MemoryError" in result.stdout + result.stderr:
+        result.stdout += "\nFAILED: a MemoryError"
+    return result
+
+
+def _recorded_baseline(root: Path) -> Path:
+    _project(root)
+    _pytest(root, "--sme2-update-baselines", "--sme2-accept-noisy-baselines")
+    [path] = (root / "baselines").rglob("*.json")
+    return path
+
+
+def baseline_fifo(root: Path) -> subprocess.CompletedProcess[str]:
+    """64.4: the baseline file is a FIFO: the session hung forever in its setup hook, printing nothing."""
+    path = _recorded_baseline(root)
+    path.unlink()
+    os.mkfifo(path)
+    return _pytest(root, "-o", "sme2_processes=auto")
+
+
+def baseline_dev_zero(root: Path) -> subprocess.CompletedProcess[str]:
+    """64.5: the baseline file is a link to /dev/zero (a pull request can commit one): read until memory ran out."""
+    path = _recorded_baseline(root)
+    path.unlink()
+    path.symlink_to("/dev/zero")
+    return _pytest(root)
+
+
+def _llm_export(root: Path, change: str) -> subprocess.CompletedProcess[str]:
+    """export_llm of a context-64 config then a context-128 one (tiny Llama params), ``change`` applied to the
+    cache between them, then the 128 one again: which program it answers with, and what it said."""
+    (root / "params.json").write_text(
+        json.dumps({"dim": 64, "n_layers": 1, "n_heads": 4, "n_kv_heads": 2, "vocab_size": 256, "multiple_of": 32})
+    )
+    script = textwrap.dedent(
+        f"""
+        import json, shutil, sys, warnings
+        from pathlib import Path
+        from pytest_sme2.export.llm_export import export_llm
+        warnings.simplefilter("always")
+        root = Path({str(root)!r})
+        def config(context):
+            return {{"base.params": str(root / "params.json"), "export.max_seq_length": context,
+                     "export.max_context_length": context, "backend.xnnpack.enabled": True}}
+        short = export_llm(config(64), root / "cache", "tiny_llama")
+        long = export_llm(config(128), root / "cache", "tiny_llama")
+        meta = json.loads((short.directory / "export.json").read_text())
+        if {change!r} == "swap":
+            shutil.rmtree(long.directory)
+            shutil.copytree(short.directory, long.directory)
+            meta["cache_key"] = long.cache_key
+        else:
+            meta = json.loads((long.directory / "export.json").read_text())
+            meta["export_seconds"] = "fast"
+        (long.directory / "export.json").write_text(json.dumps(meta))
+        again = export_llm(config(128), root / "cache", "tiny_llama")
+        same = again.path.read_bytes() == short.path.read_bytes()
+        print(f"seen: from_cache {{again.from_cache}}, the context-64 program: {{same}}")
+        if again.from_cache or same:
+            print("FAILED: another config's or a damaged entry was used")
+        """
+    )
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=900, cwd=root)
+
+
+def llm_entry_of_another_config(root: Path) -> subprocess.CompletedProcess[str]:
+    """64.6: a context-64 export_llm entry copied to the context-128 config's folder with cache_key edited."""
+    return _llm_export(root, "swap")
+
+
+def llm_entry_damaged(root: Path) -> subprocess.CompletedProcess[str]:
+    """64.7: an export_llm entry's export_seconds "fast": a bare ValueError."""
+    return _llm_export(root, "damage")
+
+
+def fifo_in_export_entry(root: Path) -> subprocess.CompletedProcess[str]:
+    """64.8: a FIFO in place of an export cache entry's model.pte (a tar archive restores one): the session hung in
+    file_sha256, and so did cache verify."""
+    _project(root)
+    _pytest(root, "--sme2-no-baselines")
+    [entry] = (root / ".sme2" / "cache").glob("tiny-*")
+    (entry / "model.pte").unlink()
+    os.mkfifo(entry / "model.pte")
+    verify = _cli("cache", "verify", str(root / ".sme2" / "cache"), "--sample", "0", "--project", str(root))
+    result = _pytest(root, "--sme2-no-baselines")
+    result.stdout += "".join(f"\nseen: verify: {line.strip()[:150]}" for line in verify.stdout.splitlines()[-1:])
     return result
 
 
@@ -1154,6 +1307,14 @@ CASES: list[tuple[str, Callable[[Path], subprocess.CompletedProcess[str]]]] = [
         weak_baselines_folder_linked_outside,
     ),
     ("52 weak --sme2-history is a FIFO", weak_history_fifo),
+    ("64.1 cache verify: evil.py in an entry, named as its source", verify_runs_no_source_the_entry_names),
+    ("64.2 cache verify --sample 99: a forged program, its source null", verify_forged_program_without_source),
+    ("64.3 a cache entry's .pte with a program size of 2^62, its digest updated", crafted_program_size),
+    ("64.4 the baseline file is a FIFO (sme2_processes = auto)", baseline_fifo),
+    ("64.5 the baseline file is a link to /dev/zero", baseline_dev_zero),
+    ("64.6 export_llm: a context-64 entry under the context-128 key", llm_entry_of_another_config),
+    ('64.7 export_llm: an entry\'s export_seconds "fast"', llm_entry_damaged),
+    ("64.8 a FIFO in place of an export cache entry's model.pte (session and cache verify)", fifo_in_export_entry),
 ]
 
 

@@ -150,19 +150,27 @@ def _check(args: argparse.Namespace) -> int:
 
 def _cache_verify(args: argparse.Namespace) -> int:
     from pytest_sme2.cli.cache_verify import verify
+    from pytest_sme2.cli.project_models import project_registry
 
     folder = Path(args.cache_dir)
-    checks = verify(folder, args.sample, progress=lambda line: print(line, flush=True))
+    registry, configuration = project_registry(Path(args.project))
+    if args.sample:
+        shown = ", ".join(registry.names) or "none"
+        print(f"models re-derived from: {configuration or 'no pytest configuration'} (registers {shown})")
+    checks = verify(folder, args.sample, registry, progress=lambda line: print(line, flush=True))
     for check in checks:
-        print(f"{check.state:>7}  {check.entry.name}  {check.detail}")
+        print(f"{check.state:>10}  {check.entry.name}  {check.detail}")
     differ = sum(c.state == "DIFFERS" for c in checks)
     stale = sum(c.state == "stale" for c in checks)
-    again = sum(c.rederived is not None for c in checks)
+    verified = sum(c.rederived is not None for c in checks)
+    unverified = sum(c.state == "UNVERIFIED" for c in checks)
     print(
-        f"{len(checks)} export cache entr{'y' if len(checks) == 1 else 'ies'} in {folder}: {differ} differ, "
-        f"{again} exported again and equal" + (f", {stale} stale" if stale else "")
+        f"{len(checks)} export cache entr{'y' if len(checks) == 1 else 'ies'} in {folder}: {verified} verified "
+        f"(exported again and equal), {differ} differ, {unverified} not verified"
+        + (f", {stale} stale" if stale else "")
+        + (" (--allow-unverified)" if unverified and args.allow_unverified else "")
     )
-    return 1 if differ else 0
+    return 1 if differ or (unverified and not args.allow_unverified) else 0
 
 
 def _count(text: str) -> int:
@@ -337,8 +345,9 @@ def main(argv: list[str] | None = None) -> int:
     cache_commands = cache.add_subparsers(dest="cache_command", required=True)
     verify = cache_commands.add_parser(
         "verify",
-        help="check every entry's recorded digests and export a random sample again from its model source "
-        "with its recipe, comparing program digest, key and files (exit 1 when any entry differs)",
+        help="check every entry's recorded digests and export a random sample again from the model the project "
+        "registers under its name, with its recipe, comparing program digest, key and files (exit 1 when any "
+        "entry differs or a sampled one could not be verified)",
     )
     verify.add_argument(
         "cache_dir",
@@ -352,6 +361,19 @@ def main(argv: list[str] | None = None) -> int:
         default=1,
         help="export this many entries again, drawn at random (default 1; 0: recorded digests only; "
         "more than there are: all)",
+    )
+    verify.add_argument(
+        "--project",
+        default=".",
+        help="the project whose pytest configuration (sme2_model_dirs, sme2_models) registers the models a sampled "
+        "entry is exported again from (default: the current folder, found as pytest finds it); nothing the "
+        "cache records is run",
+    )
+    verify.add_argument(
+        "--allow-unverified",
+        action="store_true",
+        help="exit 0 when sampled entries could not be exported again here (their model not registered by the "
+        "project, other versions, ExecuTorch's LLM export); they are still listed and counted",
     )
     verify.set_defaults(handler=_cache_verify)
     from pytest_sme2.cli import calibrate

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from pytest_sme2.errors import UsageError
 from pytest_sme2.system import git_ignored
+from pytest_sme2.system.regular_files import SESSION_FILE, read_text
 from pytest_sme2.system.safe_files import append_lines, write_file
 
 STEPS = "steps.jsonl"
@@ -258,7 +259,7 @@ def _append(log: Path, text: str) -> None:
 
 def _read_steps(out_dir: Path) -> list[dict]:
     path = out_dir / STEPS
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    return [json.loads(line) for line in read_text(path, SESSION_FILE).splitlines()] if path.exists() else []
 
 
 def pytest_command(pytest_args: list[str], session_root: Path) -> list[str]:

@@ -1,17 +1,21 @@
-"""``pytest-sme2 cache verify``: whether the export cache's entries are what they say they are.
+"""``pytest-sme2 cache verify``: whether the export cache's entries are what they say they are, without ever
+running code the cache names.
 
 Why: a hit checks an entry's files against the digests its export.json stored and its key against the program
 traced now, but never lowers the program again (that is the export the cache saves), so a writer who replaced
 ``model.pte`` and updated its digest is trusted by design (docs/export.md, "Who may write the cache"). A cache
 restored from elsewhere (a CI cache, a group folder) can be audited instead: every entry's recorded digests
-are checked, as a hit would, and a sample of entries is exported again from the model source its export.json
-records, with its recipe, and compared byte for byte. The sample is drawn from the system's random source, so
-whoever forged one entry cannot know whether it will be the one re-exported.
+are checked, as a hit would, and a sample of entries is exported again and compared byte for byte. The sample
+is drawn from the system's random source, so whoever forged one entry cannot know whether it will be the one
+re-exported.
 
-Re-exporting needs the same torch, executorch, torchao and pytest-sme2 export code as the entry (they are in
-its key, and a lowering is reproducible only under them) and the model's source where the entry says it was;
-an entry without them is said not re-derived, and why. The ETRecord is not compared: ExecuTorch writes a
-different one on every export of the same program.
+An audit never runs a writer's code (issue 64): the model an entry is exported again from is the one of its
+name that the user's own project registers (its pytest configuration's ``sme2_model_dirs`` and ``sme2_models``,
+cli/project_models.py), never the path its export.json records (an ``evil.py`` dropped in the entry and named
+there was imported). A sampled entry that cannot be re-derived here (its model not registered, other versions,
+ExecuTorch's LLM export) is **not verified**: named, counted apart from verified and differing entries, and the
+command exits 1 unless ``--allow-unverified``, so whether the audit happens is never the forger's choice.
+The ETRecord is not compared: ExecuTorch writes a different one on every export of the same program.
 """
 
 from __future__ import annotations
@@ -36,9 +40,11 @@ from pytest_sme2.export.cache_entry import (
     check_files,
     meta_problem,
     read_meta,
+    record_problem,
 )
 from pytest_sme2.export.export import Recipe, export, versions
 from pytest_sme2.export.llm_export import FLOW as LLM_FLOW
+from pytest_sme2.export.llm_export import LLM_FILES
 from pytest_sme2.export.work import FACTS_FILE
 from pytest_sme2.model.registry import ModelRegistry
 from pytest_sme2.system.digests import file_sha256
@@ -52,18 +58,20 @@ _ENTRY_NAME = re.compile(rf".+-[0-9a-f]{{{export_key.KEY_CHARS}}}")
 @dataclass(frozen=True)
 class EntryCheck:
     """What verify found of one entry: ``differs`` (why it is not what it says; None when it holds), ``stale``
-    (why no session uses it any more), ``rederived`` (exported again and equal) or ``note`` (why it was sampled
-    but not exported again)."""
+    (why no session uses it any more), ``rederived`` (exported again from the project's model and equal) or
+    ``unverified`` (why it was sampled but could not be exported again here)."""
 
     entry: Path
     differs: str | None = None
     stale: str | None = None
     rederived: str | None = None
-    note: str | None = None
+    unverified: str | None = None
 
     @property
     def state(self) -> str:
-        return "DIFFERS" if self.differs else "stale" if self.stale else "ok"
+        if self.differs:
+            return "DIFFERS"
+        return "stale" if self.stale else "UNVERIFIED" if self.unverified else "ok"
 
     @property
     def detail(self) -> str:
@@ -72,7 +80,7 @@ class EntryCheck:
         return (
             "recorded digests hold"
             + (f"; {self.rederived}" if self.rederived else "")
-            + (f"; not re-exported: {self.note}" if self.note else "")
+            + (f"; not verified: {self.unverified}" if self.unverified else "")
         )
 
 
@@ -88,18 +96,20 @@ def entries(cache_dir: Path) -> list[Path]:
 def verify(
     cache_dir: Path,
     sample: int,
+    registry: ModelRegistry,
     chooser: Callable[[list[Path], int], list[Path]] | None = None,
     progress: Callable[[str], None] = lambda line: None,
 ) -> list[EntryCheck]:
-    """Every entry's recorded digests checked; ``sample`` of those that hold exported again and compared. ``chooser``
-    picks the sample (the system's random source by default); ``progress`` hears of each re-export before it runs
-    (a few seconds each)."""
+    """Every entry's recorded digests checked; ``sample`` of those that hold exported again from the model of
+    their name in ``registry`` (the user's project's, cli/project_models.py) and compared. ``chooser`` picks the
+    sample (the system's random source by default); ``progress`` hears of each re-export before it runs (a few
+    seconds each)."""
     now = versions()
     found = {entry: recorded(entry, now) for entry in entries(cache_dir)}
     holding = [entry for entry, check in found.items() if check.state == "ok"]
     pick = chooser or (lambda items, n: random.SystemRandom().sample(items, n))
     for entry in pick(holding, min(sample, len(holding))):
-        found[entry] = rederived(entry, now, progress)
+        found[entry] = rederived(entry, now, registry, progress)
     return list(found.values())
 
 
@@ -143,24 +153,26 @@ def _recorded_llm_export(entry: Path, meta: dict[str, Any], recipe: Recipe) -> E
     named = f"{meta.get('model')}-{LLM_FLOW}-{recipe.label}-{meta.get('cache_key')}"
     if entry.name != named:
         raise DamagedEntry(f"its folder is named {entry.name}, and its {META_NAME} answers for {named}")
+    problem = record_problem(meta, LLM_FILES)
+    if problem:
+        raise DamagedEntry(problem)
     check_files(entry, meta)
     check_facts(entry)
-    return EntryCheck(
-        entry,
-        note="ExecuTorch's LLM export: files and facts checked; its key comes from its config "
-        "and the files it read, so it is exported again (not re-derived) when they change",
-    )
+    return EntryCheck(entry)
 
 
-def rederived(entry: Path, now: dict[str, Any], progress: Callable[[str], None] = lambda line: None) -> EntryCheck:
-    """The entry (whose recorded digests hold) exported again from its recorded model source with its recipe, its
-    program digest, key and files compared with the fresh export's."""
+def rederived(
+    entry: Path, now: dict[str, Any], registry: ModelRegistry, progress: Callable[[str], None] = lambda line: None
+) -> EntryCheck:
+    """The entry (whose recorded digests hold) exported again from the model of its name that ``registry`` (the
+    user's project) registers, with its recipe; its program digest, key and files compared with the fresh
+    export's. Nothing the entry records is imported or run: its ``source`` is not read."""
     meta = read_meta(entry)
     if meta.get("flow") == LLM_FLOW:
         return EntryCheck(
             entry,
-            note="ExecuTorch's LLM export is not exported again here (its config's files may "
-            "live elsewhere); its tests with --sme2-fresh export it again",
+            unverified="ExecuTorch's LLM export is not exported again here (its config's files may live "
+            "elsewhere); its tests with --sme2-fresh export it again",
         )
     other = {name: (meta.get(name), value) for name, value in now.items() if meta.get(name) != value}
     if other:
@@ -168,49 +180,46 @@ def rederived(entry: Path, now: dict[str, Any], progress: Callable[[str], None] 
         here = ", ".join(f"{name} {value}" for name, (_, value) in other.items())
         return EntryCheck(
             entry,
-            note=f"exported with {_short(then)}, this environment has {_short(here)}; "
+            unverified=f"exported with {_short(then)}, this environment has {_short(here)}; "
             "re-export is reproducible only under the same ones: verify where they are",
         )
-    source = meta.get("source")
-    if not source:
+    name = str(meta.get("model"))
+    if name not in registry.names:
+        registered = ", ".join(registry.names) or "none"
         return EntryCheck(
             entry,
-            note=f"its {META_NAME} records no model source (a model registered as a module "
-            "object); run its tests with --sme2-fresh to export it again",
-        )
-    if not Path(source).is_file():
-        return EntryCheck(
-            entry,
-            note=f"its model source {source} is missing here: verify in the checkout that "
-            "has it (the path is the one the export ran from)",
+            unverified=f"model {name!r} is not registered by this project (models: {registered}); verify in "
+            "the project whose sme2_model_dirs or sme2_models register it (its folder or --project)",
         )
     recipe = _recipe(meta)
-    progress(f"exporting {entry.name} again from {source}")
     with tempfile.TemporaryDirectory(prefix="sme2-verify-") as work:
         try:
-            registry = ModelRegistry()
-            registry.register(str(meta["model"]), source)
-            fresh = export(registry.get(str(meta["model"])), recipe, Path(work))
+            model = registry.get(name)
+            where = model.source_path or model.module.__name__
+            progress(f"exporting {entry.name} again from {where}")
+            fresh = export(model, recipe, Path(work))
         except Sme2Error as exc:
-            return EntryCheck(entry, note=f"its model source {source} does not export now: {str(exc).splitlines()[0]}")
+            return EntryCheck(
+                entry, unverified=f"the project's model {name!r} does not export now: {str(exc).splitlines()[0]}"
+            )
         if fresh.program_digest != meta["program_digest"] or fresh.cache_key != meta["cache_key"]:
             return EntryCheck(
                 entry,
-                differs=f"its model source {source} with recipe {recipe.label} traces to the "
+                differs=f"the project's model {name} ({where}) with recipe {recipe.label} traces to the "
                 f"program digest {fresh.program_digest} (key {fresh.cache_key}); its "
                 f"{META_NAME} records {meta['program_digest']} (key {meta['cache_key']})",
             )
-        for name in REPRODUCED:
-            ours, theirs = file_sha256(fresh.directory / name), file_sha256(entry / name)
+        for file in REPRODUCED:
+            ours, theirs = file_sha256(fresh.directory / file), file_sha256(entry / file, within=entry)
             if ours != theirs:
                 return EntryCheck(
                     entry,
-                    differs=f"{name} is not what its model source exports: sha256 {theirs[:16]} "
-                    f"in the entry, {ours[:16]} exported again from {source} with "
+                    differs=f"{file} is not what its model exports: sha256 {theirs[:16]} "
+                    f"in the entry, {ours[:16]} exported again from {where} with "
                     f"recipe {recipe.label}",
                 )
     return EntryCheck(
-        entry, rederived=f"exported again from {source}: the same program digest, key and " f"{', '.join(REPRODUCED)}"
+        entry, rederived=f"exported again from {where}: the same program digest, key and {', '.join(REPRODUCED)}"
     )
 
 

@@ -8,12 +8,14 @@ on any machine, x86 CI included.
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pytest_sme2.errors import UsageError
+from pytest_sme2.system.safe_files import write_file
 
 if TYPE_CHECKING:
     from pytest_sme2.measure.microbench import Bench
@@ -56,6 +58,9 @@ def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") 
         "--allow-emulator-numbers",
         action="store_true",
         help="with --sme2-target emulated: write the file anyway, labelled as emulator numbers",
+    )
+    parser.add_argument(
+        "--force", action="store_true", help="replace the device file at --out (default: refuse an existing one)"
     )
     parser.set_defaults(handler=run)
 
@@ -119,12 +124,16 @@ def run(args: argparse.Namespace) -> int:
     from pytest_sme2.measure import calibrate
     from pytest_sme2.profile.device_model import load_device
 
-    bench = bench_for(args.sme2_target, args.sme2_adb_server)
     if args.out and not args.out.endswith(".toml"):
         raise UsageError(
             f"--out {args.out!r}: a device file's name ends in .toml (--sme2-device tells a file from a "
             f"shipped name by it)"
         )
+    if args.name:
+        calibrate.check_device_name(args.name)  # before any build or measurement
+    bench = bench_for(args.sme2_target, args.sme2_adb_server)
+    planned = Path(args.out or f"{args.name or ('qemu-emulator' if bench.emulated else _slug(bench.where))}.toml")
+    _refuse_existing(planned, args.force)
     kind = "qemu, an emulator: its times are not a device's" if bench.emulated else "one thread"
     print(f"calibrating {bench.where}: {kind}")
     result = calibrate.measure(bench, args.l2_bytes, progress=lambda line: print(line, flush=True))
@@ -139,7 +148,8 @@ def run(args: argparse.Namespace) -> int:
         )
         return 2
     out = Path(args.out or f"{name}.toml")
-    out.write_text(calibrate.device_file_text(result, name, args.allow_emulator_numbers))
+    _refuse_existing(out, args.force)
+    write_file(out, calibrate.device_file_text(result, name, args.allow_emulator_numbers))  # never through a link
     device = load_device(str(out))  # the written file must load as any other device file
     print(f"wrote {out} ({device.label}); use it with --sme2-device {out}")
     models = [m for m in args.models.split(",") if m and m != "none"]
@@ -160,6 +170,18 @@ def run(args: argparse.Namespace) -> int:
         for line in calibrate.model_lines(rows, device.name):
             print(line)
     return 0
+
+
+def _refuse_existing(out: Path, force: bool) -> None:
+    """UsageError before the measurement when ``out`` is already there (a file, or a link: named with where it
+    leads) and ``force`` is not given: calibrate silently overwrote a device file, through a link too."""
+    if force or not os.path.lexists(out):
+        return
+    shown = f"{out} (a link to {os.path.realpath(out)})" if out.is_symlink() else str(out)
+    raise UsageError(
+        f"{shown} already exists; calibrate never overwrites a device file and measured nothing: pass --out a new "
+        "path, or --force to replace it (a link there is replaced, never written through)"
+    )
 
 
 def _slug(text: str) -> str:

@@ -14,16 +14,19 @@ same message a test would give.
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import itertools
 import os
 import re
+import shlex
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_sme2.errors import ModelDefinitionError, UsageError
 from pytest_sme2.model.registry import ModelRegistry, ModelSource
+from pytest_sme2.system.regular_files import outside
 
 DTYPES = ("fp32", "fp16", "int8")
 CONFTEST = '''\
@@ -79,25 +82,59 @@ def init(
         raise UsageError(f"--dtype {dtype!r} is not one of {', '.join(DTYPES)}")
     source = _model_file(model, root)
     name = name or _default_name(model, source)
-    slug = re.sub(r"\W", "_", name)
+    slug = re.sub(r"[^A-Za-z0-9_]", "_", name)  # ASCII: `--name ²` wrote `def test_²(` (not Python), exit 0
     conftest, test_file = folder / "conftest.py", folder / f"test_{slug}.py"
+    _check_folder(folder, root)
     target = _registration(model, source, folder)
     _check_model(name, source, model, root)
-    there = [path for path in (conftest, test_file) if path.exists()]
+    there = [path for path in (conftest, test_file) if os.path.lexists(path)]  # a dangling link is there too
     if there:
+        shown = [f"{p} (a link to {os.path.realpath(p)})" if p.is_symlink() else str(p) for p in there]
         raise UsageError(
-            f"{' and '.join(str(p) for p in there)} already exist{'s' if len(there) == 1 else ''}; init never "
+            f"{' and '.join(shown)} already exist{'s' if len(there) == 1 else ''}; init never "
             f"overwrites a file and wrote nothing. Pass another --tests-dir, or by hand: in {conftest}, "
             f"`import pytest_sme2`{', `from pathlib import Path`' if 'Path(' in target else ''} and "
             f"`pytest_sme2.register_model({name!r}, {target})`; and a test marked @pytest.mark.model({name!r}) "
             f"(README \"Onboard your own model\")"
         )
-    folder.mkdir(parents=True, exist_ok=True)
     imports = "from pathlib import Path\n\n" if "Path(" in target else ""
-    conftest.write_text(CONFTEST.format(name=name, imports=imports, target=target))
-    test_file.write_text(PERF_TEST.format(name=name, dtype=dtype, slug=slug))
-    shown = os.path.relpath(test_file, Path.cwd())
-    return Written(conftest, test_file, (f"pytest {shown} -m sme2 --sme2-update-baselines", f"pytest {shown} -m sme2"))
+    texts = {
+        conftest: CONFTEST.format(name=name, imports=imports, target=target),
+        test_file: PERF_TEST.format(name=name, dtype=dtype, slug=slug),
+    }
+    for path, text in texts.items():
+        try:
+            ast.parse(text, str(path))
+        except SyntaxError as exc:  # a name no check above foresaw: refuse rather than write a file pytest rejects
+            raise UsageError(f"init would write {path} that is not Python ({exc.msg}); pass --name letters and digits")
+    folder.mkdir(parents=True, exist_ok=True)
+    for path, text in texts.items():
+        _create(path, text)
+    command = shlex.quote(os.path.relpath(test_file, Path.cwd()))  # printed to be pasted into a shell
+    return Written(
+        conftest, test_file, (f"pytest {command} -m sme2 --sme2-update-baselines", f"pytest {command} -m sme2")
+    )
+
+
+def _check_folder(folder: Path, root: Path) -> None:
+    """UsageError when the tests folder inside the project is a link leading out of it (init would write there)."""
+    if os.path.abspath(folder).startswith(str(root) + os.sep) and os.path.lexists(folder):
+        leads = outside(folder, root)
+        if leads is not None:
+            raise UsageError(
+                f"{folder} is a link to {leads}, out of the project {root}; init writes only inside it and wrote "
+                "nothing. Replace the link by a folder, or pass --tests-dir a folder of the project"
+            )
+
+
+def _create(path: Path, text: str) -> None:
+    """Write a new file at ``path``: never an existing file, never through a link (O_EXCL|O_NOFOLLOW)."""
+    try:
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+    except FileExistsError:
+        raise UsageError(f"{path} appeared while init wrote; init never overwrites a file") from None
+    with os.fdopen(descriptor, "w", encoding="utf-8") as out:
+        out.write(text)
 
 
 def _model_file(model: str, root: Path) -> Path | None:

@@ -35,6 +35,7 @@ from typing import Sequence
 import numpy as np
 
 from pytest_sme2.errors import EtdumpError
+from pytest_sme2.system.regular_files import SESSION_FILE, RefusedFile, open_checked
 
 RUN_MODEL = "Method::execute"
 LOAD_METHOD = "Program::load_method"
@@ -207,7 +208,7 @@ def _read_checked(path: Path) -> bytes:
     can have: a 4 GB file of something else (or a device, a FIFO) is refused at once, naming the file,
     instead of being read whole first."""
     try:
-        with open(path, "rb") as f:
+        with open_checked(path, SESSION_FILE) as f:  # the one reader: a FIFO or device refused, never waited on
             st = os.fstat(f.fileno())
             if not stat.S_ISREG(st.st_mode):
                 raise EtdumpError(f"{path} is not an ETDump: not a regular file (a folder, device or pipe)")
@@ -235,6 +236,8 @@ def _read_checked(path: Path) -> bytes:
             return head + f.read(MAX_ETDUMP_BYTES + 1 - len(head))
     except IsADirectoryError:
         raise EtdumpError(f"{path} is not an ETDump: it is a folder") from None
+    except RefusedFile as refused:
+        raise EtdumpError(f"{path} is not an ETDump: it {refused.reason} (a folder, device or pipe)") from None
     except OSError as exc:
         raise EtdumpError(f"ETDump {path} cannot be read: {exc.strerror or exc}") from None
 

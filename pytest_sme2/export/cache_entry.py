@@ -12,6 +12,7 @@ from typing import Any
 
 from pytest_sme2.export.work import FACTS_FILE, FACTS_VERSION, decode_facts
 from pytest_sme2.system.digests import file_sha256
+from pytest_sme2.system.regular_files import EXPORT_RECORD, RefusedFile, read_bytes
 
 # 2: int8 reference outputs come from the quantized model; 3: keyed by the traced program's content;
 # 4: export.json holds every file's sha256, checked whenever the entry is used
@@ -41,8 +42,14 @@ def meta_problem(meta: Any, key: str, digest: str) -> str | None:
     for name, want in (("cache_key", key), ("program_digest", digest)):
         if meta.get(name) != want:
             return f"{META_NAME}'s {name} is {meta.get(name)!r}, not this entry's {want!r}"
+    return record_problem(meta, CHECKED_FILES)
+
+
+def record_problem(meta: dict[str, Any], checked: tuple[str, ...]) -> str | None:
+    """What is wrong with the fields every entry records (model export and export_llm alike): export_seconds a
+    finite number >= 0, the delegation record's shape, and ``files`` the sha256 of exactly ``checked``; None."""
     seconds = meta.get("export_seconds")
-    if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not math.isfinite(seconds):
+    if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not math.isfinite(seconds) or seconds < 0:
         return f"{META_NAME}'s export_seconds is {seconds!r}, not a number"
     delegation = meta.get("delegation")
     if not isinstance(delegation, dict):
@@ -62,10 +69,10 @@ def meta_problem(meta: Any, key: str, digest: str) -> str | None:
     files = meta.get("files")
     if (
         not isinstance(files, dict)
-        or sorted(files) != sorted(CHECKED_FILES)
+        or sorted(files) != sorted(checked)
         or not all(isinstance(v, str) and len(v) == 64 for v in files.values())
     ):
-        return f"{META_NAME}'s files is {files!r}, not the sha256 of each of {', '.join(CHECKED_FILES)}"
+        return f"{META_NAME}'s files is {files!r}, not the sha256 of each of {', '.join(checked)}"
     return None
 
 
@@ -73,9 +80,13 @@ def read_meta(directory: Path) -> Any:
     """An entry's export.json, decoded (its shape is meta_problem's to check); DamagedEntry when it is missing or
     does not decode."""
     try:
-        return json.loads((directory / META_NAME).read_text())
+        return json.loads(read_bytes(directory / META_NAME, EXPORT_RECORD, within=directory))
     except FileNotFoundError:
         raise DamagedEntry(f"{META_NAME} is missing") from None
+    except RefusedFile as refused:
+        raise DamagedEntry(f"{META_NAME} {refused.reason}") from None
+    except RecursionError:
+        raise DamagedEntry(f"{META_NAME} is nested too deeply to be an entry's record") from None
     except (OSError, ValueError) as exc:
         raise DamagedEntry(f"{META_NAME} does not decode ({first_line(exc)})") from None
 
@@ -84,9 +95,11 @@ def check_files(directory: Path, meta: dict[str, Any]) -> None:
     """DamagedEntry when a file of the entry is missing, unreadable, or not the sha256 its export.json stored."""
     for name, stored in meta["files"].items():
         try:
-            actual = file_sha256(directory / name)
+            actual = file_sha256(directory / name, within=directory)
         except FileNotFoundError:
             raise DamagedEntry(f"{name} is missing") from None
+        except RefusedFile as refused:  # a FIFO, a device, a link out of the entry: refused, never waited on
+            raise DamagedEntry(f"{name} {refused.reason}") from None
         except OSError as exc:
             raise DamagedEntry(f"{name} is unreadable ({first_line(exc)})") from None
         if actual != stored:
@@ -100,12 +113,16 @@ def check_files(directory: Path, meta: dict[str, Any]) -> None:
 def check_facts(directory: Path) -> None:
     """DamagedEntry when the entry's program facts (program.json) are missing or do not decode."""
     try:
-        facts = json.loads((directory / FACTS_FILE).read_text())
+        facts = json.loads(read_bytes(directory / FACTS_FILE, EXPORT_RECORD, within=directory))
         # Another version is stale, not damaged: work.ProgramFacts.of computes it again from the program.
         if not isinstance(facts, dict) or facts.get("version") == FACTS_VERSION:
             decode_facts(facts, str(directory / PTE_NAME))
     except FileNotFoundError:
         raise DamagedEntry(f"{FACTS_FILE} is missing") from None
+    except RefusedFile as refused:
+        raise DamagedEntry(f"{FACTS_FILE} {refused.reason}") from None
+    except RecursionError:
+        raise DamagedEntry(f"{FACTS_FILE} is nested too deeply to be program facts") from None
     except OSError as exc:
         raise DamagedEntry(f"{FACTS_FILE} is unreadable ({first_line(exc)})") from None
     except ValueError as exc:  # not JSON, or decode_facts naming the part

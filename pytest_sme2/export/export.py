@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import errno
 import json
 import logging
 import os
@@ -358,7 +359,7 @@ def export(model: Model, recipe: Recipe, cache_dir: Path) -> ExportedModel:
             cached = None
         if cached is not None:
             return cached
-        with staged_entry(cache_dir, final) as staging:
+        with _disk_full_named(model, recipe, cache_dir), staged_entry(cache_dir, final) as staging:
             started = time.perf_counter()
             delegation = _lower_into(model, recipe, traced, staging)
             seconds = traced.seconds + time.perf_counter() - started
@@ -419,6 +420,36 @@ def _alive(pid: int) -> bool:
     except PermissionError:  # someone else's live process
         return True
     return True
+
+
+_FULL = (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
+
+
+@contextlib.contextmanager
+def _disk_full_named(model: Model, recipe: Recipe, cache_dir: Path) -> Iterator[None]:
+    """A full disk while an export writes its entry, as a StorageError naming the cache folder, the model (said to
+    be pytest-sme2's own reference program when it is: the user never asked for that one) and the fix, instead of
+    an ExportError quoting the errno and a line of ExecuTorch's serializer (issue 64)."""
+    try:
+        yield
+    except (OSError, ExportError) as exc:
+        cause: BaseException | None = exc
+        while cause is not None and not (isinstance(cause, OSError) and cause.errno in _FULL):
+            cause = cause.__cause__ or cause.__context__
+        if cause is None:
+            raise
+        from pytest_sme2.export import reference_program
+
+        what = (
+            "pytest-sme2's reference program (exported once per cache for relative latency; not one of your models)"
+            if model.name == reference_program.NAME
+            else f"model {model.name!r}"
+        )
+        raise StorageError(
+            f"no space left on the device while exporting {what} with recipe {recipe.label} into the export cache "
+            f"{cache_dir}: free space there, or point --sme2-cache-dir (or ini sme2_cache_dir) at a folder on a "
+            "larger disk"
+        ) from None
 
 
 class _Stage:

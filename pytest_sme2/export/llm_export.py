@@ -15,6 +15,8 @@ import copy
 import dataclasses
 import hashlib
 import json
+import os
+import re
 import shutil
 import time
 import traceback
@@ -33,6 +35,7 @@ from pytest_sme2.export.cache_entry import (
     check_files,
     first_line,
     read_meta,
+    record_problem,
 )
 from pytest_sme2.export.export import (
     ExportedModel,
@@ -54,6 +57,9 @@ EXAMPLE_TOKENS = 32
 _NOT_IN_KEY = {("export", "output_dir"), ("export", "output_name"), ("debug", "generate_etrecord")}
 # Config fields naming files whose content the export reads.
 _READ_FILES = (("base", "params"), ("base", "checkpoint"))
+# The files an export_llm entry holds, each with its sha256 in export.json (no eager reference outputs).
+LLM_FILES = (PTE_NAME, ETRECORD_NAME, INPUTS_NAME)
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 
 def _llm_config_class() -> Any:
@@ -116,8 +122,10 @@ def _read_file(config: Any, section: str, field: str) -> Path | None:
     return path
 
 
-def config_key(config: Any) -> str:
-    """The cache key of an export: the config without where it writes, the read files' content, the versions."""
+def _keyed(config: Any) -> tuple[dict[str, Any], dict[str, str]]:
+    """What of ``config`` decides the program: its fields without where it writes and without the paths of the
+    files it reads, and those files' sha256 by field. The key digests both; an entry records both, so a hit is
+    compared field by field with the request (an entry copied under another config's key is refused)."""
     plain = _plain(config)
     for section, field in _NOT_IN_KEY:
         plain.get(section, {}).pop(field, None)
@@ -127,6 +135,12 @@ def config_key(config: Any) -> str:
         if path is not None:
             files[f"{section}.{field}"] = file_sha256(path)
             plain[section].pop(field, None)  # the path does not matter, the content does
+    return plain, files
+
+
+def config_key(config: Any) -> str:
+    """The cache key of an export: the config without where it writes, the read files' content, the versions."""
+    plain, files = _keyed(config)
     document = {
         "flow": FLOW,
         "config": plain,
@@ -157,24 +171,65 @@ def recipe_of(config: Any) -> Recipe:
     return Recipe(dtype, None, partitioner)
 
 
-def _load(directory: Path, key: str, name: str, recipe: Recipe) -> ExportedModel | None:
-    """The entry if it is whole and answers this request; None (a miss) otherwise, a damaged one said so."""
-    if not directory.is_dir():
+def _differences(recorded: Any, asked: Any, where: str = "") -> list[str]:
+    """The dotted fields whose recorded value is not the one asked for (``model.max_context_length 64, asked
+    128``), at most a few: what a refused entry's warning names."""
+    if isinstance(recorded, dict) and isinstance(asked, dict):
+        found: list[str] = []
+        for field in sorted(set(recorded) | set(asked)):
+            found += _differences(recorded.get(field), asked.get(field), f"{where}.{field}" if where else field)
+        return found
+    return [] if recorded == asked else [f"{where or 'config'} {recorded!r}, asked {asked!r}"]
+
+
+def entry_problem(meta: Any, key: str, name: str, recipe: Recipe, config: Any) -> str | None:
+    """What keeps an export_llm entry's export.json from answering for this request, or None: its format, flow,
+    key, model name and recipe, the config and read files it records against the ones asked for (the key alone
+    is a field anyone who copies an entry can edit), and the shape of every field a hit returns."""
+    if not isinstance(meta, dict):
+        return f"{META_NAME} holds a JSON {type(meta).__name__}, not an object"
+    for field, want in (
+        ("format", EXPORT_FORMAT_VERSION),
+        ("flow", FLOW),
+        ("cache_key", key),
+        ("model", name),
+        ("recipe", dataclasses.asdict(recipe)),
+    ):
+        if meta.get(field) != want:
+            return f"{META_NAME}'s {field} is {meta.get(field)!r}, and this export_llm asks for {want!r}"
+    plain, files = _keyed(config)
+    for field, want in (("keyed_config", plain), ("read_files", files)):
+        if meta.get(field) != want:
+            shown = "; ".join(_differences(meta.get(field), want)[:3])
+            return f"{META_NAME} records another {'config' if field == 'keyed_config' else 'read file'}: {shown}"
+    problem = record_problem(meta, LLM_FILES)
+    if problem:
+        return problem
+    if meta.get("program_digest") != meta["files"][PTE_NAME]:
+        return f"{META_NAME}'s program_digest {meta.get('program_digest')!r} is not its {PTE_NAME}'s sha256"
+    return None
+
+
+def _load(directory: Path, key: str, name: str, recipe: Recipe, config: Any, warn: bool) -> ExportedModel | None:
+    """The entry if it is whole and answers this request; None (a miss) otherwise, a damaged one said so with
+    ``warn`` (the look under the entry's lock, before it is exported again), as the model export cache does."""
+    if not os.path.lexists(directory):
         return None
     try:
+        if directory.is_symlink() or not directory.is_dir():
+            raise DamagedEntry("it is not a folder")
         meta = read_meta(directory)
-        if (
-            not isinstance(meta, dict)
-            or meta.get("cache_key") != key
-            or meta.get("flow") != FLOW
-            or not isinstance(meta.get("files"), dict)
-        ):
-            raise DamagedEntry(f"its {META_NAME} does not answer for export_llama of this config (key {key})")
+        if isinstance(meta, dict) and meta.get("flow") == FLOW and "keyed_config" not in meta:
+            return None  # written before entries recorded their config: stale, exported again without a word
+        problem = entry_problem(meta, key, name, recipe, config)
+        if problem:
+            raise DamagedEntry(problem)
         check_files(directory, meta)
     except DamagedEntry as damage:
-        warnings.warn(
-            DamagedCacheEntryWarning(f"export cache entry {directory} is damaged ({damage}); it is " "exported again")
-        )
+        if warn:
+            warnings.warn(
+                DamagedCacheEntryWarning(f"export cache entry {directory} is damaged ({damage}); it is exported again")
+            )
         return None
     return ExportedModel(
         name,
@@ -182,10 +237,22 @@ def _load(directory: Path, key: str, name: str, recipe: Recipe) -> ExportedModel
         directory,
         key,
         True,
-        float(meta.get("export_seconds", 0.0)),
-        meta.get("delegation") or {},
-        meta.get("program_digest"),
+        float(meta["export_seconds"]),
+        meta["delegation"],
+        meta["program_digest"],
     )
+
+
+def check_name(name: str) -> str:
+    """``name`` when it can name a cache entry's folder and baselines (letters, digits, '_', '-', '.', not
+    starting with '.'); a UsageError before minutes of export otherwise (``../escaped`` wrote outside the cache,
+    ``a/b`` failed after the export with a bare FileNotFoundError)."""
+    if not _NAME.fullmatch(name):
+        raise UsageError(
+            f"export_llm(): name {name!r} is not valid: it names the cache entry's folder and the baselines, so "
+            "use letters, digits, '_', '-' and '.' only, starting with a letter or digit (e.g. name='tiny_llama')"
+        )
+    return name
 
 
 def export_llm(config: Any, cache_dir: Path, name: str | None = None) -> ExportedModel:
@@ -194,20 +261,23 @@ def export_llm(config: Any, cache_dir: Path, name: str | None = None) -> Exporte
     ``name``: the model's name in labels and baselines (default: the params file's stem, else "llm")."""
     config = llm_config(config)
     params = _read_file(config, "base", "params")
-    name = name or (params.stem if params is not None else "llm")
+    name = check_name(name if name is not None else (params.stem if params is not None else "llm"))
     _refuse_several_methods(config, name)
     recipe = recipe_of(config)
     key = config_key(config)
     final = cache_dir / f"{name}-{FLOW}-{recipe.label}-{key}"
-    cached = _load(final, key, name, recipe)
+    cached = _load(final, key, name, recipe, config, warn=False)
     if cached is not None:
         return cached
     cache_dir.mkdir(parents=True, exist_ok=True)
     with entry_lock(cache_dir, final.name):
-        cached = _load(final, key, name, recipe)
+        cached = _load(final, key, name, recipe, config, warn=True)
         if cached is not None:
             return cached
+        if final.is_symlink() or final.is_file():
+            final.unlink()
         shutil.rmtree(final, ignore_errors=True)  # a damaged or other entry under this name
+        keyed_config, read_files = _keyed(config)  # before the export sets where it writes
         with staged_entry(cache_dir, final) as staging:
             started = time.perf_counter()
             delegation = _export_into(config, staging, name, recipe)
@@ -224,7 +294,9 @@ def export_llm(config: Any, cache_dir: Path, name: str | None = None) -> Exporte
                 "delegation": delegation,
                 "source": str(params) if params else None,
                 "config": _plain(config),
-                "files": {n: file_sha256(staging / n) for n in (PTE_NAME, ETRECORD_NAME, INPUTS_NAME)},
+                "keyed_config": keyed_config,
+                "read_files": read_files,
+                "files": {n: file_sha256(staging / n) for n in LLM_FILES},
             }
             write_entry_meta(staging, meta)
     return ExportedModel(name, recipe, final, key, False, seconds, delegation, meta["program_digest"])

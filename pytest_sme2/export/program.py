@@ -7,10 +7,12 @@ message that names the file and what is wrong with it.
 
 from __future__ import annotations
 
+import os
 import struct
 from pathlib import Path
 
 from pytest_sme2.errors import ProgramError
+from pytest_sme2.system.regular_files import PROGRAM, RefusedFile, open_checked, read_bytes
 
 _EXTENDED_HEADER_MAGIC = b"eh00"
 
@@ -21,9 +23,12 @@ def check_program(path: str | Path) -> Path:
     hint = "re-export it (delete its cache entry) or point the test at the right file"
     if not path.exists():
         raise ProgramError(f"program {path} does not exist; {hint}")
-    size = path.stat().st_size
-    with open(path, "rb") as handle:
-        head = handle.read(44)
+    try:
+        with open_checked(path, PROGRAM) as handle:  # the one reader: a FIFO, a device or a 2^62-byte file refused
+            size = os.fstat(handle.fileno()).st_size
+            head = handle.read(44)
+    except RefusedFile as refused:
+        raise ProgramError(f"program {path} {refused.reason}; {hint}") from None
     if size < 8 or head[4:6] != b"ET":
         raise ProgramError(
             f"{path} is not an ExecuTorch program (file identifier {head[4:8]!r}, expected b'ET..'); {hint}"
@@ -49,7 +54,7 @@ def planned_buffers(path: str | Path) -> list[int]:
     from executorch.exir._serialize._program import deserialize_pte_binary
 
     try:
-        program = deserialize_pte_binary(Path(path).read_bytes())
+        program = deserialize_pte_binary(read_bytes(path, PROGRAM))
     except Exception as exc:  # noqa: BLE001 - any parse failure is a bad program
         raise ProgramError(f"cannot read the execution plan of {path}: {type(exc).__name__}: {exc}") from None
     plans = getattr(program, "program", program).execution_plan

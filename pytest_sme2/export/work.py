@@ -20,6 +20,7 @@ from typing import Any, Iterable, Sequence
 from pytest_sme2.errors import ProgramError
 from pytest_sme2.evidence.categories import classify
 from pytest_sme2.evidence.identity import NO_HANDLE, graph_anchors
+from pytest_sme2.system.regular_files import EXPORT_RECORD, PROGRAM, RefusedFile, read_bytes
 from pytest_sme2.system.safe_files import write_file
 
 _XNN_BYTES = {
@@ -90,7 +91,7 @@ def _program(pte: Path):  # noqa: ANN202 - executorch schema type
     from executorch.exir._serialize._program import deserialize_pte_binary
 
     try:
-        return deserialize_pte_binary(Path(pte).read_bytes()).program
+        return deserialize_pte_binary(read_bytes(pte, PROGRAM)).program
     except Exception as exc:  # noqa: BLE001 - any failure to parse is a bad program
         raise ProgramError(f"cannot read {pte} to compute operator work: {type(exc).__name__}: {exc}") from None
 
@@ -332,8 +333,8 @@ class ProgramFacts:
         path = None if cache_dir is None else Path(cache_dir) / FACTS_FILE
         if path is not None and path.exists():
             try:
-                return decode_facts(json.loads(path.read_text()), str(pte))
-            except (OSError, ValueError):
+                return decode_facts(json.loads(read_bytes(path, EXPORT_RECORD, within=path.parent)), str(pte))
+            except (OSError, ValueError, RecursionError, RefusedFile):
                 pass
         document = _facts_of(pte)
         if path is not None:

@@ -35,6 +35,7 @@ from pytest_sme2.evidence.etdump import op_id
 from pytest_sme2.gate import baseline_schema
 from pytest_sme2.system.names import clean, slug
 from pytest_sme2.system.plain_text import one_line
+from pytest_sme2.system.regular_files import BASELINE, RefusedFile, read_text
 from pytest_sme2.system.writable_folders import read_only_mode
 
 SCHEMA_VERSION = 1
@@ -220,15 +221,28 @@ def _broken(path: Path, why: str) -> BaselineError:
     )
 
 
+def read(path: Path) -> str | None:
+    """The text of the baseline file at ``path`` through the one reader (system/regular_files.py): None if there
+    is none; BaselineError naming the file when it is a FIFO, a device, a link out of the baselines folder
+    (``<root>/<fingerprint>/<file>``: a pull request can commit a link to /dev/zero) or larger than a baseline can
+    be, before a byte of it is read."""
+    path = Path(path)
+    try:
+        return read_text(path, BASELINE, within=path.parent.parent)
+    except FileNotFoundError:
+        return None
+    except RefusedFile as refused:
+        raise _broken(path, f"it {refused.reason}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise _broken(path, f"cannot read it ({exc})") from None
+
+
 def load(path: Path) -> Baseline | None:
     """The baseline at ``path``; None if there is none; BaselineError if the file is broken."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    text = read(path)
+    if text is None:
         return None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise _broken(path, f"cannot read it ({exc})") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -293,6 +307,14 @@ def write(baseline: Baseline) -> Path:
     # its own folder; a folder still to be created is under the baselines folder, which the session checked before
     # the first test (writable_folders.check_writable), not a parent such as /root (0550 on some systems)
     folder = path.parent
+    root = folder.parent
+    if root.is_symlink():  # the baselines folder itself (issue 64): a committed link takes every update with it
+        raise BaselineError(
+            f"baseline {path} is not written: the baselines folder {root} is a symbolic link (to "
+            f"{os.readlink(root)}), and pytest-sme2 never writes baselines through a link, which can lead out of "
+            f"the repository. Replace it by a real folder (rm {shlex.quote(str(root))}), or, if you mean that "
+            f"folder, point --sme2-baselines-dir at its real path ({os.path.realpath(root)})"
+        )
     if folder.is_symlink():  # a link a pull request committed there would take the update anywhere on disk
         raise BaselineError(
             f"baseline {path} is not written: its folder {folder} is a symbolic link (to "
@@ -384,7 +406,8 @@ def stored(root: Path, fingerprint: str) -> Iterable[Path]:
 def stored_test_id(path: Path) -> str | None:
     """The test id a stored file belongs to (None if it cannot be read; load() says why)."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
+        text = read(Path(path))
+        data = json.loads(text) if text is not None else None
+    except (BaselineError, ValueError, RecursionError):
         return None
     return data.get("test") if isinstance(data, dict) else None

@@ -361,8 +361,9 @@ def _unchanged(path: Path, fresh: baselines.Baseline) -> bool:
     it was recorded (updating unchanged code rewrote the date and commit of every file, noise in
     the pull request's review). Exact counts repeat (emulated target); measured time never does."""
     try:
-        stored = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        text = baselines.read(path)
+        stored = json.loads(text) if text is not None else None
+    except (baselines.BaselineError, ValueError, RecursionError):
         return False
     wanted = json.loads(baselines.dumps(fresh.as_dict()))
     if not isinstance(stored, dict):

@@ -16,6 +16,7 @@ would lock better but is a binary file that merges in no branch and no artifact 
 from __future__ import annotations
 
 import datetime as _dt
+import io
 import json
 import os
 import subprocess
@@ -28,7 +29,7 @@ import numpy as np
 from pytest_sme2.errors import UsageError
 from pytest_sme2.profile import stats
 from pytest_sme2.system.locks import locked
-from pytest_sme2.system.regular_files import not_regular
+from pytest_sme2.system.regular_files import HISTORY, not_regular, open_checked
 from pytest_sme2.system.safe_files import append_lines
 from pytest_sme2.system.writable_folders import Place, check_writable
 
@@ -173,7 +174,7 @@ def load(path: Path, damaged: list[int] | None = None) -> list[dict[str, Any]]:
     if not path.is_file():
         raise UsageError(f"history {path} does not exist; sessions write it with --sme2-history {path}")
     rows = []
-    with open(path, encoding="utf-8", errors="replace") as handle:
+    with io.TextIOWrapper(open_checked(path, HISTORY), encoding="utf-8", errors="replace") as handle:
         for number, line in enumerate(handle, start=1):
             if not line.strip():
                 continue

@@ -104,6 +104,16 @@ def measured_by(calibration: Calibration) -> str:
     return f"measured {kind} {calibration.where} by pytest-sme2 calibrate {calibration.version}, " f"{calibration.date}"
 
 
+def check_device_name(name: str) -> str:
+    """``name`` when it can name a device in every label; a UsageError otherwise (the command asks before it
+    measures: an invalid --name was refused only after the whole measurement)."""
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name):
+        raise UsageError(
+            f"--name {name!r}: a device name is letters, digits and . _ - (it names the device in every " f"label)"
+        )
+    return name
+
+
 def device_file_text(calibration: Calibration, name: str, allow_emulator: bool = False) -> str:
     """The device file of a calibration (docs/device_model.md's format): every rate per ns as measured, every
     source saying where and when. Refused for emulator numbers unless ``allow_emulator``, and then labelled so."""
@@ -113,10 +123,7 @@ def device_file_text(calibration: Calibration, name: str, allow_emulator: bool =
             f"written as a device file; run calibrate on the SME2 device (--sme2-target local or adb), "
             f"or pass --allow-emulator-numbers to write them labelled as emulator numbers"
         )
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name):
-        raise UsageError(
-            f"--name {name!r}: a device name is letters, digits and . _ - (it names the device in every " f"label)"
-        )
+    check_device_name(name)
     by = measured_by(calibration)
     rates, info = calibration.rates, calibration.info
     validation = (

@@ -303,7 +303,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
             check_path(history_file)
     except Sme2Error as exc:
         raise pytest.UsageError(str(exc)) from None
-    new = {git_ignored.first_created(place.root) for place in sme2.session_places}
+    committed = [options.required_path(session.config, "baselines_dir")]  # never under a `*` of ours
+    new = {git_ignored.first_created(place.root, committed) for place in sme2.session_places}
     session.config.stash[_NEW_FOLDERS_KEY] = sorted(folder for folder in new if folder is not None)
 
 

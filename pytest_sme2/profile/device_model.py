@@ -31,7 +31,7 @@ from pytest_sme2.errors import UsageError
 from pytest_sme2.evidence.categories import Category
 from pytest_sme2.evidence.instruction_classes import NAMES
 from pytest_sme2.system.plain_text import CONTROL
-from pytest_sme2.system.regular_files import read_bounded
+from pytest_sme2.system.regular_files import DEVICE_FILE, read_bytes
 from pytest_sme2.system.toml_reader import tomllib
 
 DEVICES_FOLDER = Path(__file__).parent / "devices"
@@ -43,9 +43,6 @@ MEMORY = "memory"  # the bound name of an operator whose bytes take longer than 
 # here or the bytes work.py gives each operator: baselines priced before then say to record them again.
 PRICING_METHOD = 2
 MEMORY_KEYS = ("l2_bytes", "l2_load_gb_per_s", "l2_store_gb_per_s", "dram_load_gb_per_s", "dram_store_gb_per_s")
-# A device file is a few KB of TOML (the shipped apple-m4's is 6 KB): read no more than this, so a wrong path (a
-# log, an image, /dev/zero) is refused at once instead of read whole.
-DEVICE_FILE_LIMIT = 1 << 20
 # The physical range of each number, so every modelled time is finite (a rate of 1e-320 has an infinite
 # reciprocal, which then no baseline can store) and a typo of a few orders of magnitude is refused:
 # (lowest, highest, why), the why shown in the error.
@@ -167,14 +164,7 @@ def load_device(name_or_path: str | Path) -> DeviceModel:
             f"write one)"
         )
     try:
-        data = tomllib.loads(
-            read_bounded(
-                path,
-                DEVICE_FILE_LIMIT,
-                "device file",
-                "give the path of a device file, a " "TOML text of a few KB (docs/device_model.md describes it)",
-            ).decode()
-        )
+        data = tomllib.loads(read_bytes(path, DEVICE_FILE).decode())
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
         raise UsageError(f"device file {path} cannot be read: {e}") from None
     return _checked(data, path)

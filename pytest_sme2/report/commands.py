@@ -29,6 +29,7 @@ from pytest_sme2.report.table import (
 )
 from pytest_sme2.report.text import NO_OPERATOR_SHARES, operator_shares, profile_text
 from pytest_sme2.run.targets.base import EMULATED_TIMING, RUN_FACTS, RUNNER_LOG
+from pytest_sme2.system.regular_files import SESSION_FILE, RefusedFile, open_checked, read_bytes
 
 
 def _readable(path: Path, what: str) -> Path:
@@ -37,7 +38,7 @@ def _readable(path: Path, what: str) -> Path:
     if not path.is_file():
         raise UsageError(f"{what} {path} is not a file")
     try:
-        with path.open("rb") as handle:
+        with open_checked(path, SESSION_FILE) as handle:  # a FIFO is refused by its kind, not waited on
             handle.read(1)
     except OSError as exc:
         raise UsageError(f"{what} {path} cannot be read: {exc.strerror}") from None
@@ -237,10 +238,10 @@ def emulated_run(etdump: Path) -> bool:
     their runner.log, whose first line is the command that ran (qemu-aarch64 on the emulated target)."""
     facts = Path(etdump).parent / RUN_FACTS
     try:
-        document = json.loads(facts.read_text(encoding="utf-8"))
+        document = json.loads(read_bytes(facts, SESSION_FILE))
     except FileNotFoundError:
         document = None
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError, RefusedFile) as exc:
         raise UsageError(
             f"{facts}, which says where {etdump} ran, cannot be read ({exc}); "
             "move it away to read the ETDump by its runner.log"
@@ -254,9 +255,9 @@ def emulated_run(etdump: Path) -> bool:
         return target["emulated"]
     log = Path(etdump).parent / RUNNER_LOG
     try:
-        with log.open(encoding="utf-8", errors="replace") as handle:
-            first = handle.readline()
-    except OSError:
+        with open_checked(log, SESSION_FILE) as handle:
+            first = handle.readline(64 * 1024).decode("utf-8", "replace")
+    except (OSError, RefusedFile):
         return False
     return first.startswith("$ ") and "qemu-aarch64" in first
 

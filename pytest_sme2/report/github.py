@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from pytest_sme2.system.regular_files import SESSION_FILE, read_text
 from pytest_sme2.system.safe_files import append_lines
 
 STEP_SUMMARY = "GITHUB_STEP_SUMMARY"
@@ -27,7 +28,9 @@ def append_job_summary(markdown: Path, environ: Mapping[str, str]) -> Path | Non
     target = environ.get(STEP_SUMMARY)
     if not in_actions(environ) or not target:
         return None
-    append_lines(target, markdown.read_text().splitlines(), sync=False)  # never through a link (safe_files)
+    append_lines(
+        target, read_text(markdown, SESSION_FILE, errors="replace").splitlines(), sync=False
+    )  # never through a link (safe_files)
     return Path(target)
 
 

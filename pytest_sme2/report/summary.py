@@ -17,7 +17,7 @@ from pytest_sme2.errors import UsageError
 from pytest_sme2.gate.gate import GATE_INPUT, gate_input_problem
 from pytest_sme2.report.html import session_html
 from pytest_sme2.report.markdown import session_markdown
-from pytest_sme2.system.regular_files import read_bounded
+from pytest_sme2.system.regular_files import SUMMARY, read_bytes
 from pytest_sme2.system.safe_files import write_file
 
 # 2: an emulated profile's latency, e2e_ms, load_ms and init_ms are null and its operator rows have no time
@@ -27,10 +27,6 @@ READABLE_VERSIONS = (1, 2)
 SUMMARY_JSON = "summary.json"
 SUMMARY_MD = "summary.md"
 REPORT_HTML = "report.html"
-# A session of a hundred tests writes a few MB (a profile is tens of KB); JSON decoding holds several times the
-# file in memory, so a larger file is refused by its size before it is read (a 2 GB one would cost seconds and
-# gigabytes before any check could say it is no summary).
-SUMMARY_LIMIT = 128 << 20
 
 
 def session_summary(test_entries: Sequence[Mapping[str, Any]], session_dir: Path | None) -> dict[str, Any]:
@@ -93,14 +89,7 @@ def load_summary(directory: Path) -> dict[str, Any]:
             "session ended before writing its summary"
         )
     try:
-        summary = json.loads(
-            read_bounded(
-                path,
-                SUMMARY_LIMIT,
-                "session summary",
-                "pass the summary.json a " "pytest-sme2 session wrote, or its session folder",
-            )
-        )
+        summary = json.loads(read_bytes(path, SUMMARY))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise UsageError(f"{path} is not readable JSON ({exc}); re-run the session to write it again") from None
     except RecursionError:  # "[[[[...": a damaged or hostile file, not a bug

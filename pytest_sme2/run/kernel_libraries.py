@@ -13,11 +13,13 @@ operator, the target and the way out in the error's first line, never run withou
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_sme2.errors import RunnerError
+from pytest_sme2.errors import ProgramError, RunnerError
+from pytest_sme2.system.regular_files import PROGRAM, SESSION_FILE, RefusedFile, open_checked, read_text
 
 
 @dataclass(frozen=True)
@@ -109,9 +111,16 @@ def _named_namespaces(pte: Path) -> set[str]:
     there; constants and delegate blobs in the segments after it are not searched). A byte search, not a parse:
     ExecuTorch's own reader converts the whole flatbuffer to JSON with flatc and needs ``executorch.exir``, seconds
     per program; a false match only loads a library the program does not need."""
-    with open(pte, "rb") as handle:  # every host run asks: read the flatbuffer only, not a model's weights
+    with open_checked(pte, PROGRAM) as handle:  # every host run asks: read the flatbuffer only, not the weights
+        size = os.fstat(handle.fileno()).st_size
         head = handle.read(24)
         program_size = int.from_bytes(head[16:24], "little") if head[8:12] == b"eh00" else 0
+        if program_size > size:  # a crafted header (2^62 bytes) was a bare MemoryError on every target
+            raise ProgramError(
+                f"program {pte} is not a whole ExecuTorch program: its extended header gives a program size of "
+                f"{program_size} bytes, and the file holds {size}; export it again (delete its cache entry, or "
+                "--sme2-fresh) or point the test at the right file"
+            )
         data = head + handle.read(program_size - len(head) if program_size > len(head) else -1)
     return {p.namespace for p in PROVIDERS if p.namespace.encode() + b"::" in data}
 
@@ -146,8 +155,8 @@ def runner_libraries(pte: str | Path, runner_arch: str | None) -> list[Path]:
 def raise_if_missing_kernels(log: Path, pte: str | Path, target: str, binding: bool = False) -> None:
     """Raise MissingKernelError when a failed run's log says the runtime lacked operators' kernels."""
     try:
-        text = Path(log).read_text(errors="replace")
-    except OSError:
+        text = read_text(log, SESSION_FILE, errors="replace")
+    except (OSError, RefusedFile):
         return
     operators = missing_operators(text)
     if operators:

@@ -27,6 +27,7 @@ from pytest_sme2.errors import DamagedCacheEntryWarning, StorageError
 from pytest_sme2.system.digests import file_sha256, tree_digest
 from pytest_sme2.system.locks import entry_lock
 from pytest_sme2.system.plain_text import one_line
+from pytest_sme2.system.regular_files import RESULT_RECORD, RefusedFile, read_bytes
 from pytest_sme2.system.safe_files import copy_file, write_file
 
 RESULTS_FOLDER = "results"  # under the cache folder (--sme2-cache-dir)
@@ -198,9 +199,13 @@ class ResultCache:
         if directory.is_symlink() or not directory.is_dir():
             raise _Damaged("it is not a folder")
         try:
-            manifest = json.loads((directory / MANIFEST).read_text(encoding="utf-8"))
+            manifest = json.loads(read_bytes(directory / MANIFEST, RESULT_RECORD, within=directory))
         except FileNotFoundError:
             raise _Damaged(f"{MANIFEST} is missing") from None
+        except RefusedFile as refused:  # a FIFO here would hang the lookup while it holds the entry's lock
+            raise _Damaged(f"{MANIFEST} {refused.reason}") from None
+        except RecursionError:
+            raise _Damaged(f"{MANIFEST} is nested too deeply to be an entry's manifest") from None
         except (OSError, ValueError) as exc:
             raise _Damaged(f"{MANIFEST} does not decode ({str(exc).splitlines()[0] if str(exc) else exc!r})") from None
         if (
@@ -228,9 +233,11 @@ class ResultCache:
             if path.is_symlink():
                 raise _Damaged(f"{name} is a link")
             try:
-                actual = file_sha256(path)
+                actual = file_sha256(path, within=directory)
             except FileNotFoundError:
                 raise _Damaged(f"{name} is missing") from None
+            except RefusedFile as refused:  # a FIFO (a tar archive restores one): refused, the lock released
+                raise _Damaged(f"{name} {refused.reason}") from None
             except OSError as exc:
                 raise _Damaged(f"{name} is unreadable ({exc})") from None
             if actual != stored:

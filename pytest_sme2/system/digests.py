@@ -13,10 +13,18 @@ import hashlib
 import os
 from pathlib import Path
 
+from pytest_sme2.system.regular_files import CACHE_FILE, Kind, open_checked
 
-def file_sha256(path: str | os.PathLike[str]) -> str:
+
+def file_sha256(
+    path: str | os.PathLike[str], kind: Kind = CACHE_FILE, within: str | os.PathLike[str] | None = None
+) -> str:
+    """The sha256 of the regular file at ``path``, read through the one reader (system/regular_files.py): a FIFO
+    in a cache entry (a tar archive can restore one) is refused as RefusedFile at once instead of hanging the
+    session, and the cache lock held around the check with it; a file over ``kind``'s bound or a link out of
+    ``within`` likewise."""
     digest = hashlib.sha256()
-    with open(path, "rb") as handle:
+    with open_checked(path, kind, within) as handle:
         while chunk := handle.read(1 << 20):
             digest.update(chunk)
     return digest.hexdigest()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
+from typing import Iterable
 
 from pytest_sme2.system.safe_files import write_file
 
@@ -20,14 +21,20 @@ GITIGNORE = ".gitignore"
 IGNORE_EVERYTHING = "# Created by pytest-sme2: caches and artifacts that every run regenerates; never commit them.\n*\n"
 
 
-def first_created(folder: str | os.PathLike[str]) -> Path | None:
-    """The topmost folder that creating ``folder`` (with its parents) would create; None if it exists."""
+def first_created(folder: str | os.PathLike[str], keep: Iterable[str | os.PathLike[str]] = ()) -> Path | None:
+    """The topmost folder that creating ``folder`` (with its parents) would create; None if it exists. A folder
+    that is or holds one of ``keep`` (the baselines folder, which is committed) is passed over for the next one
+    down: ``--sme2-artifacts-dir=baselines/artifacts`` in a new project put a ``*`` into ``baselines/``, and git
+    then ignored every baseline without a word in ``git status``."""
     path = Path(os.path.abspath(folder))
     if os.path.lexists(path):
         return None
-    while not os.path.lexists(path.parent) and path.parent != path:
-        path = path.parent
-    return path
+    created = [path]
+    while not os.path.lexists(created[-1].parent) and created[-1].parent != created[-1]:
+        created.append(created[-1].parent)
+    kept = [Path(os.path.abspath(k)) for k in keep]
+    mine = [p for p in reversed(created) if not any(k == p or p in k.parents for k in kept)]
+    return mine[0] if mine else None
 
 
 def keep_out_of_git(folder: Path) -> None:

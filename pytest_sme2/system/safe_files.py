@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import BinaryIO, Callable
 
 from pytest_sme2.errors import StorageError
-from pytest_sme2.system.regular_files import kind_of
+from pytest_sme2.system.regular_files import CACHE_FILE, Kind, kind_of, open_checked
 
 
 def write_file(path: str | os.PathLike[str], data: str | bytes, *, encoding: str = "utf-8") -> Path:
@@ -38,10 +38,11 @@ def write_file(path: str | os.PathLike[str], data: str | bytes, *, encoding: str
     return _replace(Path(path), lambda out: out.write(payload))
 
 
-def copy_file(source: str | os.PathLike[str], destination: str | os.PathLike[str]) -> Path:
+def copy_file(source: str | os.PathLike[str], destination: str | os.PathLike[str], kind: Kind = CACHE_FILE) -> Path:
     """Replace ``destination`` with a copy of ``source`` (never a link to it), never writing through a
-    link at ``destination``. Artifacts are copies: writing one must not rewrite a cache entry."""
-    with open(source, "rb") as origin:
+    link at ``destination``. Artifacts are copies: writing one must not rewrite a cache entry. ``source`` is
+    read through the one reader as a file of ``kind`` (a FIFO in a cache entry is refused, not waited on)."""
+    with open_checked(source, kind) as origin:
         return _replace(Path(destination), lambda out: shutil.copyfileobj(origin, out, 1 << 20))
 
 

@@ -113,3 +113,44 @@ def test_the_printed_commands_record_then_gate_on_the_emulated_target(project: P
     (test,) = json.loads(summary.read_text())["tests"]
     assert [p["instructions"]["per_inference"] > 0 for p in test["profiles"]] == [True, True]
     assert test["verdicts"] and {v["verdict"] for v in test["verdicts"]} == {"ok"}
+
+
+def test_a_dangling_conftest_link_is_refused_naming_where_it_leads_and_nothing_is_written(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 64 (weak): init wrote through a dangling perf_tests/conftest.py link to a file outside the repository,
+    naming the link, not where it wrote."""
+    (project / "perf_tests").mkdir()
+    target = project.parent / f"{project.name}-outside.py"
+    (project / "perf_tests" / "conftest.py").symlink_to(target)
+    assert main(["init", "models/tiny.py"]) == 2
+    err = capsys.readouterr().err
+    assert f"{project / 'perf_tests' / 'conftest.py'} (a link to {target}) already exists; init never overwrites" in err
+    assert not target.exists() and not (project / "perf_tests" / "test_tiny.py").exists()
+
+
+def test_a_tests_folder_linked_out_of_the_project_is_refused(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    elsewhere = project.parent / f"{project.name}-elsewhere"
+    elsewhere.mkdir()
+    (project / "perf_tests").symlink_to(elsewhere)
+    assert main(["init", "models/tiny.py"]) == 2
+    assert f"is a link to {elsewhere}, out of the project {project}" in capsys.readouterr().err
+    assert not list(elsewhere.iterdir())
+
+
+def test_the_printed_commands_are_shell_quoted(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--tests-dir 'a b;echo INJECTED'` printed `pytest a b;echo INJECTED/test_tiny.py`."""
+    assert main(["init", "models/tiny.py", "--tests-dir", "a b;echo INJECTED"]) == 0
+    first, _ = _next_commands(capsys.readouterr().out)
+    assert first == "pytest 'a b;echo INJECTED/test_tiny.py' -m sme2 --sme2-update-baselines"
+    assert shlex.split(first)[1] == "a b;echo INJECTED/test_tiny.py"
+
+
+def test_a_name_that_is_no_python_identifier_still_writes_a_test_that_parses(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--name ²` wrote `def test_²(`, which does not parse, and exited 0."""
+    assert main(["init", "models/tiny.py", "--name", "²"]) == 0
+    [test] = (project / "perf_tests").glob("test_*.py")
+    compile(test.read_text(), str(test), "exec")
+    assert "pytest.mark.model('²'" in test.read_text()

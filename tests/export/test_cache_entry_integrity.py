@@ -140,7 +140,28 @@ DAMAGE: dict[str, tuple[Callable[[Path], None], str]] = {
     "program.json missing a key": (lambda e: _facts(e, _without("planned_buffers")), "planned_buffers"),
     "program.json is a list": (lambda e: (e / FACTS_FILE).write_text("[1]"), FACTS_FILE),
     "missing program.json": (lambda e: (e / FACTS_FILE).unlink(), FACTS_FILE),
+    # issue 64 (bad 8): a FIFO (a tar archive restores one) hung the session in file_sha256; a link out of the
+    # entry is another writer's file
+    "program is a FIFO": (lambda e: _fifo(e / "model.pte"), "model.pte is a FIFO (named pipe), not a regular file"),
+    "export.json is a FIFO": (lambda e: _fifo(e / "export.json"), "export.json is a FIFO"),
+    "program.json is a FIFO": (lambda e: _fifo(e / FACTS_FILE), f"{FACTS_FILE} is a FIFO"),
+    "inputs a link out of the entry": (
+        lambda e: _link_out(e / "inputs.pt"),
+        "inputs.pt is a link to",
+    ),
 }
+
+
+def _fifo(path: Path) -> None:
+    path.unlink()
+    os.mkfifo(path)
+
+
+def _link_out(path: Path) -> None:
+    outside = path.parent.parent.parent / f"outside-{path.name}"
+    shutil.copy(path, outside)
+    path.unlink()
+    path.symlink_to(outside)
 
 
 @pytest.mark.parametrize("case", list(DAMAGE))

@@ -361,3 +361,36 @@ def test_the_progress_line_says_from_cache_with_the_key(pytester: pytest.Pyteste
     second.assert_outcomes(passed=1)
     second.stdout.fnmatch_lines([f"sme2: tiny fp32-xnnpack from cache (key {key}) in *"])
     assert "exported (key" not in second.stdout.str() and "ready in" not in second.stdout.str()
+
+
+@pytest.mark.parametrize("which", ["tiny", "reference"])
+def test_a_full_disk_during_an_export_names_the_cache_folder_the_model_and_the_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, which: str
+) -> None:
+    """Issue 64 (weak): a full disk during an export was an ExportError naming the errno and a source line of
+    ExecuTorch's serializer, not the folder or the fix, and it blamed pytest-sme2's own reference program, which
+    the user never asked for, as if it were theirs."""
+    import errno
+
+    from pytest_sme2.errors import StorageError
+    from pytest_sme2.export import reference_program
+
+    def full(model: object, recipe: Recipe, traced: object, staging: Path) -> None:
+        with export_module._reporting(model, recipe):  # type: ignore[arg-type]
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(export_module, "_lower_into", full)
+    registry = ModelRegistry()
+    if which == "tiny":
+        (tmp_path / "tiny.py").write_text(TINY_MODEL)
+        registry.register("tiny", str(tmp_path / "tiny.py"))
+        name, said = "tiny", "model 'tiny'"
+    else:
+        registry.register(reference_program.NAME, reference_program)
+        name, said = reference_program.NAME, "pytest-sme2's reference program (exported once per cache"
+    with pytest.raises(StorageError) as info:
+        export(registry.get(name), Recipe(), tmp_path / "cache")
+    message = str(info.value)
+    assert message.startswith(f"no space left on the device while exporting {said}")
+    assert f"into the export cache {tmp_path / 'cache'}: free space there, or point --sme2-cache-dir" in message
+    assert not list((tmp_path / "cache").glob(".staging-*"))

@@ -4,12 +4,19 @@ on its program: tests/plugin/test_llm_fixture.py)."""
 from __future__ import annotations
 
 import json
+import re
+import shutil
+import warnings
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from pytest_sme2.errors import UsageError
-from pytest_sme2.export.llm_export import config_key, llm_config, recipe_of
+from pytest_sme2.errors import DamagedCacheEntryWarning, UsageError
+from pytest_sme2.export import llm_export
+from pytest_sme2.export.cache_entry import ETRECORD_NAME, INPUTS_NAME, META_NAME, PTE_NAME
+from pytest_sme2.export.export import ExportedModel, Recipe
+from pytest_sme2.export.llm_export import config_key, export_llm, llm_config, recipe_of
 
 
 @pytest.fixture
@@ -76,3 +83,94 @@ def test_a_multimethod_config_is_refused_naming_its_methods_and_the_path_that_ru
     with pytest.raises(UsageError, match=r"\['prefill', 'decode'\].*llm_profile\(path, runner, prefill_method="):
         export_llm(config, tmp_path / "cache", name="two")
     assert not (tmp_path / "cache").exists()  # nothing exported or written
+
+
+# ------------------------------------------------- the export_llm cache (issue 64, bad 6 and 7; weak: the name)
+# export_llama itself takes about a minute (tests/plugin/test_llm_fixture.py runs it): here a stand-in writes the
+# entry's files, so what is tested is the cache's answer alone.
+
+
+@pytest.fixture
+def exports(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """export_llama replaced by a program that names its context length; the context of every export run."""
+    runs: list[int] = []
+
+    def export_into(config: Any, out: Path, name: str, recipe: Recipe) -> dict[str, Any]:
+        context = config.export.max_context_length
+        runs.append(context)
+        (out / PTE_NAME).write_bytes(b"program of context %d" % context)
+        (out / ETRECORD_NAME).write_bytes(b"etrecord")
+        (out / INPUTS_NAME).write_bytes(b"inputs")
+        return {"delegated_nodes": 3, "non_delegated_nodes": 1, "delegated_subgraphs": 1, "ops": []}
+
+    monkeypatch.setattr(llm_export, "_export_into", export_into)
+    monkeypatch.setattr(
+        llm_export, "write_entry_meta", lambda staging, meta: (staging / META_NAME).write_text(json.dumps(meta))
+    )
+    return runs
+
+
+def _config(params: Path, context: int) -> dict[str, Any]:
+    return {"base.params": str(params), "export.max_context_length": context, "export.max_seq_length": context}
+
+
+def _exported_again(config: dict[str, Any], cache: Path) -> tuple[ExportedModel, list[str]]:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        exported = export_llm(config, cache, name="tiny")
+    return exported, [str(w.message) for w in caught if issubclass(w.category, DamagedCacheEntryWarning)]
+
+
+def test_another_config_s_entry_under_this_key_is_refused_and_exported_again(
+    params: Path, tmp_path: Path, exports: list[int]
+) -> None:
+    """A context-64 entry copied to the context-128 config's folder with only cache_key edited was used as is
+    (from_cache, no warning, the 64-context program)."""
+    cache = tmp_path / "cache"
+    short, long = export_llm(_config(params, 64), cache, "tiny"), export_llm(_config(params, 128), cache, "tiny")
+    shutil.rmtree(long.directory)
+    shutil.copytree(short.directory, long.directory)
+    meta = json.loads((long.directory / META_NAME).read_text())
+    (long.directory / META_NAME).write_text(json.dumps({**meta, "cache_key": long.cache_key}))
+    again, messages = _exported_again(_config(params, 128), cache)
+    assert len(messages) == 1 and str(long.directory) in messages[0], messages
+    assert "records another config: export.max_context_length 64, asked 128" in messages[0]
+    assert not again.from_cache and again.path.read_bytes() == b"program of context 128"
+    assert exports == [64, 128, 128]
+    assert _exported_again(_config(params, 128), cache)[0].from_cache  # the new entry answers
+
+
+@pytest.mark.parametrize(
+    "change, named",
+    [
+        ({"export_seconds": "fast"}, "export_seconds is 'fast', not a number"),
+        ({"delegation": "garbage"}, "delegation is str, not an object"),
+        ({"model": "other"}, "model is 'other', and this export_llm asks for 'tiny'"),
+        ({"recipe": {"dtype": "fp16", "quant": None, "partitioner": "none"}}, "recipe is"),
+        ({"program_digest": "0" * 64}, "program_digest '0000"),
+        ({"read_files": {"base.params": "0" * 64}}, "records another read file: base.params '0000"),
+    ],
+)
+def test_a_damaged_entry_is_warned_about_and_exported_again(
+    params: Path, tmp_path: Path, exports: list[int], change: dict[str, Any], named: str
+) -> None:
+    """`export_seconds: "fast"` crashed with a bare ValueError and `delegation: "garbage"` was returned as is;
+    the model export cache warns and exports again on the same damage."""
+    cache = tmp_path / "cache"
+    first = export_llm(_config(params, 64), cache, "tiny")
+    meta = json.loads((first.directory / META_NAME).read_text())
+    (first.directory / META_NAME).write_text(json.dumps({**meta, **change}))
+    again, messages = _exported_again(_config(params, 64), cache)
+    assert len(messages) == 1 and named in messages[0] and "it is exported again" in messages[0], messages
+    assert not again.from_cache and exports == [64, 64]
+    assert isinstance(again.export_seconds, float) and again.delegation["delegated_nodes"] == 3
+
+
+@pytest.mark.parametrize("name", ["../escaped", "a/b", ".hidden", "", "x y"])
+def test_a_name_that_cannot_name_an_entry_is_refused_before_the_export(
+    params: Path, tmp_path: Path, exports: list[int], name: str
+) -> None:
+    """`../escaped` wrote the entry outside the cache folder; `a/b` failed after 53 s of export."""
+    with pytest.raises(UsageError, match=rf"export_llm\(\): name {re.escape(repr(name))} is not valid"):
+        export_llm(_config(params, 64), tmp_path / "cache", name)
+    assert exports == [] and not (tmp_path / "escaped").exists()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
 import re
 from pathlib import Path
 
@@ -14,6 +15,8 @@ from pytest_sme2.errors import BaselineError
 from pytest_sme2.evidence.etdump import read_run
 from pytest_sme2.evidence.etdump_writer import SyntheticEvent, write_synthetic_etdump
 from pytest_sme2.gate import baselines
+from pytest_sme2.gate.gate import auto_processes
+from pytest_sme2.gate.verdict import Tolerances
 from pytest_sme2.profile.profile import Profile
 
 
@@ -388,3 +391,62 @@ def test_recorded_text_keeps_a_forged_date_and_commit_on_one_line() -> None:
     assert "\n" not in text and "::error" in text  # shown as characters, not as a line of its own
     text = baselines.recorded_text({"date": "\x1b[2J" + FORGED, "git": FORGED})
     assert "\n" not in text and "\x1b" not in text
+
+
+def test_a_baseline_that_is_a_fifo_is_refused_at_once_not_waited_on(tmp_path: Path) -> None:
+    """Issue 64 (bad 4): a FIFO at a baseline's name hung the session forever in the setup hook
+    (auto_processes -> load -> read_text), printing nothing. Refused by its kind, naming it and the fix."""
+    path = baselines.baseline_path(tmp_path, "fp", "t.py::t")
+    path.parent.mkdir(parents=True)
+    os.mkfifo(path)
+    with pytest.raises(BaselineError, match=rf"baseline {re.escape(str(path))} cannot be used: it is a FIFO"):
+        baselines.load(path)
+    assert baselines.stored_test_id(path) is None
+    assert auto_processes(tmp_path, "fp", "t.py::t", Tolerances()) == 1
+
+
+def test_a_baseline_linked_to_dev_zero_or_out_of_the_folder_is_refused_before_a_byte_is_read(
+    tmp_path: Path,
+) -> None:
+    """Issue 64 (bad 5): a committed link to /dev/zero read until memory ran out; a link to a file outside the
+    baselines folder is refused too (a pull request can commit either)."""
+    root = tmp_path / "baselines"
+    zero = baselines.baseline_path(root, "fp", "t.py::zero")
+    zero.parent.mkdir(parents=True)
+    zero.symlink_to("/dev/zero")
+    with pytest.raises(BaselineError, match=r"it is a link to /dev/zero, out of .*baselines.*--sme2-update-baselines"):
+        baselines.load(zero)
+    elsewhere = tmp_path / "elsewhere.json"
+    baselines.write(_baseline(elsewhere, "t.py::away"))
+    away = baselines.baseline_path(root, "fp", "t.py::away")
+    away.symlink_to(elsewhere)
+    with pytest.raises(BaselineError, match=rf"it is a link to {re.escape(str(elsewhere))}, out of"):
+        baselines.load(away)
+
+
+def test_a_baseline_larger_than_a_baseline_can_be_is_refused_by_its_size(tmp_path: Path) -> None:
+    path = baselines.baseline_path(tmp_path, "fp", "t.py::t")
+    path.parent.mkdir(parents=True)
+    with open(path, "wb") as out:
+        out.truncate(2 << 30)  # sparse: 2 GiB on paper, nothing on disk
+    with pytest.raises(BaselineError, match=r"it is 2 GiB, above the 64 MiB a baseline file can be"):
+        baselines.load(path)
+
+
+def test_a_baselines_folder_that_is_a_link_is_not_written_through(tmp_path: Path) -> None:
+    """Issue 64 (weak): baselines/ itself a link out of the repository; updates were written through it (the fix
+    of issue 52 checked only the fingerprint folder). Its real path, given as the folder, is written."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    root = tmp_path / "repo" / "baselines"
+    root.parent.mkdir()
+    root.symlink_to(outside)
+    path = baselines.baseline_path(root, "fp", "t.py::t")
+    with pytest.raises(
+        BaselineError,
+        match=rf"the baselines folder {re.escape(str(root))} is a symbolic link \(to {re.escape(str(outside))}\).*"
+        rf"point --sme2-baselines-dir at its real path \({re.escape(str(outside))}\)",
+    ):
+        baselines.write(_baseline(path))
+    assert not list(outside.iterdir())
+    assert baselines.write(_baseline(baselines.baseline_path(outside, "fp", "t.py::t"))).is_file()

@@ -287,3 +287,12 @@ def test_damaged_history_lines_are_skipped_with_their_numbers(
     path.write_text("{bad\n[1]\n")
     assert main(["history", str(path), "--out", str(tmp_path / "out")]) == 2
     assert "no usable line: lines 1, 2 are damaged" in capsys.readouterr().err
+
+
+def test_a_history_larger_than_a_history_can_be_is_refused_by_its_size_before_it_is_read(tmp_path: Path) -> None:
+    """Issue 64 (weak): `pytest-sme2 history` on a 600 MB history file held 1.3 GB of memory, with no bound."""
+    path = tmp_path / "history.jsonl"
+    with open(path, "wb") as out:
+        out.truncate(600 << 20)  # sparse: 600 MiB on paper
+    with pytest.raises(UsageError, match=r"the history file .*history.jsonl is 600 MiB, above the 256 MiB a history"):
+        history.load(path)

@@ -214,3 +214,58 @@ def test_calibrate_on_a_standin_arm64_phone_writes_its_file_and_prices_a_bundled
     for row in rows:  # measured ms, modelled ms, error: the error is the two numbers' own
         measured, modelled, error = float(row[2]), float(row[3]), float(row[4].rstrip("%")) / 100
         assert measured > 0 and modelled > 0 and error == pytest.approx(modelled / measured - 1, abs=0.006)
+
+
+class _NoMeasuring:
+    """A bench that fails the test if anything is measured on it."""
+
+    where, emulated = "Test Board X1", False
+
+
+def _refusing_bench(monkeypatch: pytest.MonkeyPatch, built: list[str]) -> None:
+    from pytest_sme2.cli import calibrate as command
+
+    def bench_for(target: str, server: str | None) -> _NoMeasuring:
+        built.append(target)
+        return _NoMeasuring()
+
+    def measure(*args: object, **kwargs: object) -> None:
+        raise AssertionError("measured although the command had to refuse first")
+
+    monkeypatch.setattr(command, "bench_for", bench_for)
+    monkeypatch.setattr(calibrate, "measure", measure)
+
+
+def test_an_invalid_name_is_refused_before_anything_is_built_or_measured(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 64 (weak): an invalid --name was refused only after the whole measurement."""
+    from pytest_sme2.cli import main
+
+    built: list[str] = []
+    _refusing_bench(monkeypatch, built)
+    assert main(["calibrate", "--name", "my board"]) == 2
+    assert "--name 'my board': a device name is letters, digits" in capsys.readouterr().err and not built
+
+
+@pytest.mark.parametrize("planted", ["file", "link"])
+def test_an_existing_device_file_is_never_overwritten_and_a_link_never_written_through(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], planted: str
+) -> None:
+    """Issue 64 (weak): calibrate silently overwrote an existing device file, through a link too."""
+    from pytest_sme2.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    _refusing_bench(monkeypatch, [])
+    victim = tmp_path / "victim.toml"
+    victim.write_text("mine")
+    out = tmp_path / "dev.toml"
+    out.write_text("mine") if planted == "file" else out.symlink_to(victim)
+    assert main(["calibrate", "--out", "dev.toml"]) == 2
+    err = capsys.readouterr().err
+    shown = "dev.toml" if planted == "file" else f"dev.toml (a link to {victim})"
+    assert f"{shown} already exists; calibrate never overwrites a device file and measured nothing" in err
+    assert victim.read_text() == "mine" and out.read_text() == "mine"
+    (tmp_path / "test-board-x1.toml").write_text("mine")  # the default name, from the device: refused too
+    assert main(["calibrate"]) == 2
+    assert "test-board-x1.toml already exists" in capsys.readouterr().err

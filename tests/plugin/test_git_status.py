@@ -43,3 +43,16 @@ def test_a_folder_that_was_there_before_the_session_is_the_users(repo: pytest.Py
     repo.runpytest_inprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)
     assert not (repo.path / ".sme2" / GITIGNORE).exists()
     assert (repo.path / ".sme2" / "artifacts" / GITIGNORE).exists()  # the session created this one
+
+
+def test_artifacts_under_a_new_baselines_folder_leave_the_baselines_visible_to_git(repo: pytest.Pytester) -> None:
+    """Issue 64 (weak): `--sme2-artifacts-dir=baselines/artifacts` in a new project wrote a `*` .gitignore into
+    baselines/: git ignored every baseline recorded later, and `git status` said nothing."""
+    repo.runpytest_inprocess("-p", "no:cacheprovider", "--sme2-artifacts-dir=baselines/artifacts").assert_outcomes(
+        passed=1
+    )
+    assert not (repo.path / "baselines" / GITIGNORE).exists()
+    assert (repo.path / "baselines" / "artifacts" / GITIGNORE).exists()
+    (repo.path / "baselines" / "fp").mkdir()
+    (repo.path / "baselines" / "fp" / "test.json").write_text("{}")  # a baseline recorded later
+    assert "?? baselines/fp/test.json" in _git(repo.path, "status", "--porcelain", "--untracked-files=all")

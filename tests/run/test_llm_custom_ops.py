@@ -8,11 +8,15 @@ named. The aarch64 runner's kit: tests/run/test_kernel_kit.py.
 
 from __future__ import annotations
 
+import os
+import re
 from pathlib import Path
 
+import pytest
 import torch
 
 from pytest_sme2 import Recipe, assert_outputs_match
+from pytest_sme2.errors import ProgramError, UsageError
 from pytest_sme2.measure.runner import Runner
 from pytest_sme2.run.kernel_libraries import (
     binding_libraries,
@@ -64,6 +68,31 @@ def test_binding_loads_the_llm_library_only_for_programs_naming_its_ops(tmp_path
     # The same bytes in the segments (constants, delegate blobs) are data, not an operator name.
     in_data = _program(tmp_path / "data.pte", b"....aten::mm....", b"llama::custom_sdpa")
     assert binding_libraries(in_data) == []
+
+
+@pytest.mark.parametrize("program_size", [1 << 62, 60 << 30])
+def test_a_crafted_program_size_is_an_error_naming_the_file_not_a_memory_error(
+    tmp_path: Path, program_size: int
+) -> None:
+    """Issue 64 (bad 3): a 66 KB .pte whose extended header gives a program size of 2^62 (or 60 GiB) was a bare
+    MemoryError traceback from reading that many bytes, on every target."""
+    crafted = _program(tmp_path / "crafted.pte", b"\0" * 66_000, b"")
+    data = bytearray(crafted.read_bytes())
+    data[16:24] = program_size.to_bytes(8, "little")
+    crafted.write_bytes(bytes(data))
+    with pytest.raises(ProgramError) as info:
+        binding_libraries(crafted)
+    message = str(info.value)
+    assert f"program {crafted} is not a whole ExecuTorch program" in message
+    assert f"a program size of {program_size} bytes, and the file holds {len(data)}" in message
+    assert "export it again" in message
+
+
+def test_a_program_that_is_a_fifo_is_refused_by_its_kind(tmp_path: Path) -> None:
+    fifo = tmp_path / "fifo.pte"
+    os.mkfifo(fifo)
+    with pytest.raises(UsageError, match=rf"the program {re.escape(str(fifo))} is a FIFO \(named pipe\)"):
+        binding_libraries(fifo)
 
 
 def test_host_target_runs_executorch_llm_custom_ops(bundled_sessions) -> None:  # noqa: ANN001

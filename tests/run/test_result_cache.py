@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 import shutil
 from pathlib import Path
@@ -166,7 +167,9 @@ def test_the_first_store_wins(stored: tuple) -> None:
     assert (cache.entry(key) / "timed.etdp").read_bytes() == b"timed.etdp bytes"
 
 
-@pytest.mark.parametrize("damage", ["flipped byte", "missing file", "manifest", "link", "other key"])
+@pytest.mark.parametrize(
+    "damage", ["flipped byte", "missing file", "manifest", "link", "other key", "fifo", "fifo manifest"]
+)
 def test_a_damaged_entry_is_reported_removed_and_never_used(stored: tuple, tmp_path: Path, damage: str) -> None:
     cache, key, _ = stored
     entry = cache.entry(key)
@@ -181,6 +184,10 @@ def test_a_damaged_entry_is_reported_removed_and_never_used(stored: tuple, tmp_p
         victim.write_bytes(b"instructions.json bytes")
         (entry / "instructions.json").unlink()
         (entry / "instructions.json").symlink_to(victim)
+    elif damage in ("fifo", "fifo manifest"):  # issue 64 (bad 8): a tar archive restores a FIFO; it hung the lookup
+        fifo = entry / ("timed.etdp" if damage == "fifo" else MANIFEST)
+        fifo.unlink()
+        os.mkfifo(fifo)
     else:
         manifest = json.loads((entry / MANIFEST).read_text())
         (entry / MANIFEST).write_text(json.dumps({**manifest, "key": "f" * 64}))
@@ -433,3 +440,17 @@ def test_a_session_digests_the_package_when_it_starts(tmp_path: Path) -> None:
         assert digests._tree_digest.cache_info().misses == 2  # later calls answered from what the session took
     finally:
         session.close()
+
+
+def test_a_fifo_in_an_entry_is_refused_while_the_lock_is_held_and_the_lock_is_released(stored: tuple) -> None:
+    """Issue 64 (bad 8): the lookup runs under the entry's lock; a FIFO in the entry hung it there, so every xdist
+    worker wanting that run waited too. Refused as damage, named, and the lock free for the next process."""
+    cache, key, _ = stored
+    fifo = cache.entry(key) / "instructions.json"
+    fifo.unlink()
+    os.mkfifo(fifo)
+    with cache.computing(key):
+        with pytest.warns(DamagedCacheEntryWarning, match=r"instructions.json is a FIFO \(named pipe\), not a regular"):
+            assert cache.load(key, cache.root / "out") is None
+    with cache.computing(key):  # released: a second process gets it at once
+        pass

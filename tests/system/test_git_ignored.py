@@ -42,3 +42,12 @@ def test_a_linked_folder_is_not_written_through(tmp_path: Path) -> None:
     assert list(elsewhere.iterdir()) == []
     keep_out_of_git(tmp_path / "never-created")  # a folder no session wrote: nothing to do
     assert not (tmp_path / "never-created").exists()
+
+
+def test_a_new_folder_that_will_hold_the_baselines_is_never_ignored(tmp_path: Path) -> None:
+    """Issue 64 (weak): `--sme2-artifacts-dir=baselines/artifacts` in a new project wrote a `*` .gitignore into
+    baselines/, so git ignored every baseline and `git status` said nothing. The next folder down gets it."""
+    baselines = tmp_path / "baselines"
+    assert first_created(baselines / "artifacts", [baselines]) == baselines / "artifacts"
+    assert first_created(tmp_path / "out" / "artifacts", [baselines]) == tmp_path / "out"
+    assert first_created(tmp_path / "baselines", [baselines / "fp"]) is None  # it would hold them: never
