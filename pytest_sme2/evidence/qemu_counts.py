@@ -21,6 +21,7 @@ from pytest_sme2.errors import RunnerError
 from pytest_sme2.evidence.block_sequence import BlockSequence, FullSequence, MarkedSequence
 from pytest_sme2.evidence.instruction_classes import NAMES, SME_CLASSES, SVE_CLASSES, check_header, total
 from pytest_sme2.system.elf import FunctionSymbols, function_symbols
+from pytest_sme2.system.regular_files import RESULT_RECORD, RefusedFile, read_text
 from pytest_sme2.system.safe_files import write_file
 
 if TYPE_CHECKING:
@@ -132,8 +133,8 @@ class AddressSpace:
     @classmethod
     def from_file(cls, maps: Path) -> "AddressSpace":
         try:
-            return cls(Path(maps).read_text(errors="replace"))
-        except OSError as exc:
+            return cls(read_text(maps, RESULT_RECORD, errors="replace"))
+        except (OSError, RefusedFile) as exc:
             raise RunnerError(f"the traced run left no memory map ({maps}): {exc}") from None
 
     def symbols(self, path: str) -> FunctionSymbols:
@@ -483,8 +484,8 @@ def read_counts(path: Path) -> tuple[int, dict[str, dict[str, Any]]]:
     import json
 
     try:
-        document = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as exc:
+        document = json.loads(read_text(path, RESULT_RECORD))
+    except (OSError, ValueError, RefusedFile) as exc:
         raise RunnerError(f"instruction counts {path} cannot be read ({exc}); run the test again") from None
     if not isinstance(document, dict) or document.get("version") not in _READABLE_VERSIONS:
         raise RunnerError(

@@ -13,16 +13,15 @@ import threading
 from pathlib import Path
 from typing import Callable
 
-from pytest_sme2.system.regular_files import read_bounded
+from pytest_sme2.system.regular_files import COUNT_PROGRESS, read_bytes
 
-_BOUND = 256  # two numbers and a newline
 _EVERY_S = 2.0
 
 
 def counted_so_far(path: Path) -> tuple[int, int] | None:
     """(block executions, guest instructions) the plugin last wrote, or None when it wrote none (yet)."""
     try:
-        fields = read_bounded(path, _BOUND, "counting progress file", "it is the counting plugin's own").split()
+        fields = read_bytes(path, COUNT_PROGRESS).split()
         return int(fields[0]), int(fields[1])
     except (OSError, ValueError, IndexError):
         return None

@@ -86,6 +86,11 @@ PROJECT_CONFIG = Kind(
     4 * MiB,
     "give a project folder whose pytest.ini, pyproject.toml, tox.ini or setup.cfg is a text file",
 )
+COUNT_PROGRESS = Kind(
+    "counting progress file",
+    1 * MiB,
+    "it is the counting plugin's own (two numbers); run the test again",
+)
 KINDS = (
     BASELINE,
     DEVICE_FILE,
@@ -97,6 +102,7 @@ KINDS = (
     SESSION_FILE,
     PROGRAM,
     PROJECT_CONFIG,
+    COUNT_PROGRESS,
 )
 
 

@@ -51,9 +51,15 @@ OWN_FILES = {
     "run/targets/host.py:_Worker.log_since": "the host worker's log in this session's own folder (made by it)",
     "run/callgrind.py:read_callgrind_total": "callgrind's output in this session's own folder (made by it)",
     "evidence/samplers.py:SimpleperfSampler.samples": "simpleperf's report, pulled into this session's own folder",
-    "evidence/qemu_counts.py": "the counted run's logs in this session's own folder, or files of a result cache "
-    "entry checked by digest first (another engineer rewrites this module: it moves to the one reader then)",
-    "run/emulation_setup.py:debian_mirror": "the system's own apt sources",
+    "evidence/qemu_counts.py:ExecutedBlocks.from_files": "the counter's block table in the counted run's own "
+    "working folder, written by it a moment before",
+    "evidence/qemu_counts.py:tail_call_target": "the executorch wheel's XNNPACK library the session runs",
+    "run/debian_archive.py:debian_mirror": "the system's own apt sources",
+    "run/qemu_source_build.py:_fetch_source": "Debian's patch series in the source tree this build unpacked",
+    "run/qemu_source_build.py:add_fast_path": "qemu's source in the tree this build unpacked, and our own source",
+    "run/qemu_source_build.py:plugin_qemu_dir": "pytest-sme2's own native source (its digest names the folder)",
+    "run/native/build.py:build_count_plugin": "the qemu-plugin.h this machine's qemu build installed",
+    "run/emulation_setup.py:EmulationStatus.counting_note": "the reason the qemu build this machine ran wrote",
 }
 _READS = {"read_text", "read_bytes"}
 
