@@ -40,7 +40,13 @@
 
 QEMU_PLUGIN_EXPORT int qemu_plugin_version = QEMU_PLUGIN_VERSION;
 
-#define MAX_BLOCKS (1u << 21) /* translations; 16 MiB of counters per guest thread */
+/* Counters come in chunks of CHUNK blocks (512 KiB per guest thread each), made as translations need them, so
+ * start-up touches no more memory than the blocks translated (a 16 MiB board up front cost 0.2 s of page faults);
+ * the first is made at install (see qemu_plugin_install). */
+#define CHUNK_BITS 16
+#define CHUNK (1u << CHUNK_BITS)
+#define MAX_CHUNKS 64
+#define MAX_BLOCKS (CHUNK * MAX_CHUNKS)
 #define NO_MARKER UINT64_MAX
 
 typedef struct {
@@ -54,7 +60,7 @@ static uint64_t n_blocks;
 static uint64_t *seen;          /* thread 0's counter of each block at the previous marker */
 static uint64_t position;       /* thread 0's block executions before the current marker */
 static uint64_t instructions;   /* thread 0's instructions so far (for progress) */
-static struct qemu_plugin_scoreboard *counters;
+static struct qemu_plugin_scoreboard *counters[MAX_CHUNKS];
 static uint64_t *marker_pcs;
 static size_t n_marker_pcs;
 static uint64_t (*ranges)[2];
@@ -141,14 +147,15 @@ static void end_segment(uint64_t marker) {
             exit(2);
         }
     }
-    uint64_t *current = qemu_plugin_scoreboard_find(counters, 0);
+    uint64_t *current = NULL;
     uint64_t pairs = 0, moved = 0;
     for (uint64_t id = 0; id < n_blocks; ++id) {
-        uint64_t delta = current[id] - seen[id];
+        if ((id & (CHUNK - 1)) == 0) current = qemu_plugin_scoreboard_find(counters[id >> CHUNK_BITS], 0);
+        uint64_t delta = current[id & (CHUNK - 1)] - seen[id];
         if (!delta) continue;
         record[3 + 2 * pairs] = id;
         record[4 + 2 * pairs] = delta;
-        seen[id] = current[id];
+        seen[id] = current[id & (CHUNK - 1)];
         moved += delta;
         instructions += delta * blocks[id].n;
         ++pairs;
@@ -195,12 +202,15 @@ static void translated(qemu_plugin_id_t id, struct qemu_plugin_tb *tb) {
     }
     uint64_t block_id = n_blocks++;
     blocks[block_id] = block;
+    if (!counters[block_id >> CHUNK_BITS])
+        counters[block_id >> CHUNK_BITS] = qemu_plugin_scoreboard_new(CHUNK * sizeof(uint64_t));
+    struct qemu_plugin_scoreboard *board = counters[block_id >> CHUNK_BITS];
     g_mutex_unlock(&lock);
     /* the callback before the add: a marker's segment ends before its own block's execution */
     if (is_marker(pc))
         qemu_plugin_register_vcpu_tb_exec_cb(tb, marker_executed, QEMU_PLUGIN_CB_NO_REGS,
                                              (void *)(uintptr_t)block_id);
-    qemu_plugin_u64 counter = {.score = counters, .offset = block_id * sizeof(uint64_t)};
+    qemu_plugin_u64 counter = {.score = board, .offset = (block_id & (CHUNK - 1)) * sizeof(uint64_t)};
     qemu_plugin_register_vcpu_tb_exec_inline_per_vcpu(tb, QEMU_PLUGIN_INLINE_ADD_U64, counter, 1);
 }
 
@@ -252,7 +262,10 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
     blocks = calloc(MAX_BLOCKS, sizeof blocks[0]);
     seen = calloc(MAX_BLOCKS, sizeof seen[0]);
     if (!blocks || !seen) return fail("out of memory", NULL), -1;
-    counters = qemu_plugin_scoreboard_new(MAX_BLOCKS * sizeof(uint64_t));
+    /* the first chunk now, before the guest runs: a counted run and its loader probe (run/guest_loader.py, which
+     * counts the loader itself) then make the same host allocations until the guest's libraries are mapped, so
+     * qemu puts them at the same guest addresses in both (the counted run checks this against its memory map) */
+    counters[0] = qemu_plugin_scoreboard_new(CHUNK * sizeof(uint64_t));
     qemu_plugin_register_vcpu_tb_trans_cb(id, translated);
     qemu_plugin_register_atexit_cb(id, finished, NULL);
     return 0;
