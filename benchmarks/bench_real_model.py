@@ -49,6 +49,7 @@ def main() -> int:
     parser.add_argument("--counting", default="plugin")
     parser.add_argument("--cache-dir", type=Path, default=REPO / ".sme2" / "cache")
     parser.add_argument("--work", type=Path, default=Path("/tmp/bench-real-model"))
+    parser.add_argument("--variants", default="on,off", help="SME2 settings to count: on,off (default), on, off")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     status = emulation_setup.status()
@@ -93,7 +94,7 @@ def main() -> int:
     record["macs"] = macs
     print(f"export: {record['steps']['export']}; {macs / 1e9:.2f} GMAC", flush=True)
     save()
-    for sme2 in (True, False):
+    for sme2 in [{"on": True, "off": False}[v] for v in args.variants.split(",")]:
         name = f"sme2_{'on' if sme2 else 'off'}"
         target = EmulatedTarget(args.work / "logs", status=status, counting=args.counting, fresh=True)
         last = [0]

@@ -28,13 +28,15 @@ needs_both = pytest.mark.skipif(
 )
 
 
+def _export(model: str, tmp_path_factory: pytest.TempPathFactory, cache: Path) -> Path:
+    session = Sme2Session(Settings(target="emulated", cache_dir=cache, session_dir=tmp_path_factory.mktemp("s")))
+    session.registry.register_dir(REPO / "models")
+    return Path(session.export(model, Recipe()))
+
+
 @pytest.fixture(scope="module")
 def toy_pte(tmp_path_factory: pytest.TempPathFactory, shared_export_cache: Path) -> Path:
-    session = Sme2Session(
-        Settings(target="emulated", cache_dir=shared_export_cache, session_dir=tmp_path_factory.mktemp("s"))
-    )
-    session.registry.register_dir(REPO / "models")
-    return Path(session.export("toy_cnn", Recipe()))
+    return _export("toy_cnn", tmp_path_factory, shared_export_cache)
 
 
 def _counts(way: str, pte: Path, sme2: bool, out: Path) -> tuple[dict, dict]:
@@ -94,11 +96,7 @@ def test_doctor_says_which_way_counted_runs_count() -> None:
 
 @pytest.fixture(scope="module")
 def mobilenet_pte(tmp_path_factory: pytest.TempPathFactory, shared_export_cache: Path) -> Path:
-    session = Sme2Session(
-        Settings(target="emulated", cache_dir=shared_export_cache, session_dir=tmp_path_factory.mktemp("m"))
-    )
-    session.registry.register_dir(REPO / "models")
-    return Path(session.export("mobilenet_v3_small", Recipe()))
+    return _export("mobilenet_v3_small", tmp_path_factory, shared_export_cache)
 
 
 @pytest.mark.skipif(not STATUS.ready or STATUS.plugin_header is None, reason="needs the plugin-capable qemu")

@@ -506,6 +506,24 @@ class EmulatedTarget(RegisteredTarget):
         result.evidence["instruction_counts"] = str(path)
         return result
 
+    def _run_counted_runner(
+        self, prefix: list[str], env: dict[str, str], pte: Path, inputs: Path | None, spec: RunSpec, out_dir: Path
+    ) -> RunResult:
+        """The runner behind a counted run's ``prefix``: the fixed layout, and its memory map written (MAPS)."""
+        return run_runner_process(
+            prefix,
+            self._ready_runner,
+            env,
+            pte,
+            inputs,
+            spec,
+            out_dir,
+            self.info,
+            sme2_active=spec.sme2 is not False,
+            extra_args=(f"--maps_path={MAPS}",),
+            fixed_layout=True,
+        )
+
     def _run_in_plugin(
         self, qemu: list[str], pte: Path, inputs: Path | None, spec: RunSpec, out_dir: Path, setarch: str, plugin: Path
     ) -> tuple[RunResult, Callable[[], ExecutedBlocks], LoaderRange, Boundaries]:
@@ -515,19 +533,7 @@ class EmulatedTarget(RegisteredTarget):
         report = self.progress
         watcher = ProgressWatcher(progress, None if report is None else lambda done: report(done, 0))
         try:
-            result = run_runner_process(
-                prefix,
-                self._ready_runner,
-                _plugin_env(),
-                pte,
-                inputs,
-                spec,
-                out_dir,
-                self.info,
-                sme2_active=spec.sme2 is not False,
-                extra_args=(f"--maps_path={MAPS}",),
-                fixed_layout=True,
-            )
+            result = self._run_counted_runner(prefix, _plugin_env(), pte, inputs, spec, out_dir)
         except RunnerError as exc:
             raise RunnerError(f"{exc}\n{how_far(progress)}") from None
         finally:
@@ -561,21 +567,8 @@ class EmulatedTarget(RegisteredTarget):
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
         )
-        env = self._guest_env()
         try:
-            result = run_runner_process(
-                prefix,
-                self._ready_runner,
-                env,
-                pte,
-                inputs,
-                spec,
-                out_dir,
-                self.info,
-                sme2_active=spec.sme2 is not False,
-                extra_args=(f"--maps_path={MAPS}",),
-                fixed_layout=True,
-            )
+            result = self._run_counted_runner(prefix, self._guest_env(), pte, inputs, spec, out_dir)
         finally:
             _release_reader(fifo)
             try:
