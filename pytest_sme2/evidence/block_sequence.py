@@ -91,6 +91,7 @@ class MarkedSequence:
         self.rows = rows  # pair offsets: row k's pairs are pair_ids[rows[k]:rows[k + 1]]
         self.pair_ids = pair_ids
         self.pair_counts = pair_counts
+        self._ran: np.ndarray | None = None  # executed() of every block, asked once per positions() otherwise
 
     @classmethod
     def from_file(cls, path: Path, blocks: int) -> "MarkedSequence":
@@ -145,7 +146,9 @@ class MarkedSequence:
     def positions(self, mask: np.ndarray) -> np.ndarray:
         unmarked = mask.copy()
         unmarked[self.marker_ids] = False
-        ran = self.executed(mask.size) > 0
+        if self._ran is None or self._ran.size != mask.size:
+            self._ran = self.executed(mask.size) > 0
+        ran = self._ran
         if (unmarked & ran).any():
             block = int(np.flatnonzero(unmarked & ran)[0])
             raise RunnerError(

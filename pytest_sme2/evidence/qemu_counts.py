@@ -335,9 +335,10 @@ def boundaries(space: AddressSpace) -> Boundaries:
     return Boundaries(etdump_path, starts, ends, logs, worker, invoke)
 
 
-def count_events(blocks: ExecutedBlocks, space: AddressSpace) -> EventCounts:
-    """Cut the executed block sequence into ETDump events (see the module docstring)."""
-    bounds = boundaries(space)
+def count_events(blocks: ExecutedBlocks, space: AddressSpace, bounds: Boundaries | None = None) -> EventCounts:
+    """Cut the executed block sequence into ETDump events (see the module docstring); ``bounds``: ``space``'s
+    boundaries when the caller has them already (they read XNNPACK's library to find its operator entry)."""
+    bounds = bounds or boundaries(space)
     pcs = blocks.pcs.astype(np.int64)
     in_tracer = np.zeros(pcs.size, dtype=bool)
     for m in space.mappings:

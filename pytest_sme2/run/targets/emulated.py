@@ -485,13 +485,14 @@ class EmulatedTarget(RegisteredTarget):
                 bounds = None
             space = AddressSpace.from_file(out_dir / MAPS)
             loader.check(space.text, str(out_dir / MAPS))
-            if bounds is not None and boundaries(space) != bounds:
+            found = boundaries(space)
+            if bounds is not None and found != bounds:
                 raise RunnerError(
                     f"the counted run's memory map ({out_dir / MAPS}) put the profiler or XNNPACK elsewhere than the "
                     "loader's trace said before the run, so the counting plugin marked the wrong blocks; report this "
                     "with `qemu-aarch64 --version`, or count from the log with --sme2-counting=log"
                 )
-            counts = count_events(blocks(), space)
+            counts = count_events(blocks(), space, found)
             path = write_counts(counts, result.timed_etdump, result.warmup_etdump, out_dir / COUNTS_FILE)
         finally:
             for file in working:
@@ -631,7 +632,7 @@ _ONE_ARENA = ("-U", "MALLOC_ARENA_MAX")
 
 def _plugin_env() -> dict[str, str]:
     """The environment of qemu for a run counted inside it: the guest's, and one malloc arena for qemu."""
-    return {"QEMU_LD_PREFIX": str(emulation_setup.SYSROOT), "MALLOC_ARENA_MAX": "1"}
+    return {**EmulatedTarget._guest_env(), "MALLOC_ARENA_MAX": "1"}
 
 
 def _stale_counts(counts: Path) -> str | None:
