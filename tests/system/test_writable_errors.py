@@ -151,7 +151,10 @@ def test_read_only_baselines_are_fine_when_only_read(
 
 def test_a_full_disk_fails_the_test_naming_the_folder_and_the_session_goes_on(sme2_project: pytest.Pytester) -> None:
     sme2_project.makepyfile(test_gate=TEST + TEST.replace("test_tiny", "test_second").replace("import pytest", ""))
-    with _tmpfs(sme2_project.path / "small", size="64k") as small:  # the tiny model's program alone is ~70 kB
+    # 8 kB (two pages): the session's first files fit, a run's ETDump and outputs do not (the .pte and ETRecord are
+    # linked from the export cache, not copied, so the tiny model's program no longer fills the folder by itself;
+    # at 32 kB the runs fit and only the report fails)
+    with _tmpfs(sme2_project.path / "small", size="8k") as small:
         result = sme2_project.runpytest_inprocess(f"--sme2-artifacts-dir={small}")
     result.assert_outcomes(failed=2)
     text = _clean(result)
