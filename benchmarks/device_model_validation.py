@@ -258,11 +258,14 @@ def scaled(base: "object", name: str, factors: dict[str, float], validation: str
     return replace(base, name=name, validation=validation, resources=resources, memory=memory, path="")
 
 
-def fit(profiles: dict, device: str, base: str = "apple-m4", per_resource: bool = False) -> dict[str, float]:
+def fit(
+    profiles: dict, device: str, base: str = "apple-m4", per_resource: bool = False, start: float = 1.0
+) -> dict[str, float]:
     """Factors on ``base``'s SME, core and memory rates (``per_resource``: on each resource's and memory's) that
     best reproduce ``device``'s published category times (CONV, GEMM, DATA_MOVEMENT, OTHER, SME2 off and on;
-    least squares on log ms). A fit, not a measurement: every number it gives is labelled with the data it was
-    fitted on."""
+    least squares on log ms), the solver starting with every factor at ``start``. A fit, not a measurement: every
+    number it gives is labelled with the data it was fitted on. Seven factors for eight times are not determined:
+    where the solver starts (and its version) decides what they price elsewhere (docs/device_model.md)."""
     import numpy as np
     from scipy.optimize import least_squares
 
@@ -281,7 +284,7 @@ def fit(profiles: dict, device: str, base: str = "apple-m4", per_resource: bool 
             out += [np.log(category[c] / published[key][c]) for c in fitted]
         return np.array(out)
 
-    result = least_squares(residuals, np.zeros(len(groups)))
+    result = least_squares(residuals, np.full(len(groups), np.log(start)))
     return dict(zip(groups, (float(x) for x in np.exp(result.x))))
 
 
