@@ -8,9 +8,11 @@ no ETDump, so tracing overhead can be measured against the ETDump runs).
 from __future__ import annotations
 
 import json
+import threading
 import time
 import warnings
 from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,7 @@ from pytest_sme2.export.export import ExportedModel, tool_versions
 from pytest_sme2.export.program import check_program
 from pytest_sme2.export.work import ProgramFacts
 from pytest_sme2.measure.session import Sme2Session, kit_variant, link_artifact
+from pytest_sme2.measure.side_by_side import side_by_side
 from pytest_sme2.model.registry import source_files
 from pytest_sme2.profile import stats
 from pytest_sme2.profile.profile import Profile
@@ -36,6 +39,8 @@ from pytest_sme2.run.targets.base import RUN_FACTS
 from pytest_sme2.system.digests import file_sha256
 from pytest_sme2.system.names import slug
 from pytest_sme2.system.safe_files import write_file
+
+_CALLS_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -99,11 +104,13 @@ class Runner:
     def _run(
         self, pte: "ExportedModel | str | Path", etdump: bool, sampler: "Sampler | None" = None
     ) -> tuple[RunResult, dict[str, Any]]:
-        self._calls[0] += 1
+        with _CALLS_LOCK:  # two sides made at once (side_by_side.py) each take their own number
+            self._calls[0] += 1
+            number = self._calls[0]
         spec = replace(self.spec, etdump=etdump)
         kind = "kernels" if sampler is not None else "profile" if etdump else "timing"
         # sme2_on / sme2_off in folder names: how the reference kit's tools tell the two apart
-        out_dir = self.test_dir / f"{self._calls[0]:02d}-{kind}-{slug(kit_variant(self.label))}"
+        out_dir = self.test_dir / f"{number:02d}-{kind}-{slug(kit_variant(self.label))}"
         if isinstance(pte, ExportedModel):
             program = check_program(link_artifact(pte.path, self.test_dir / f"{slug(pte.label)}.pte"))
             etrecord = None
@@ -450,13 +457,19 @@ def _alternate_once(
         sizes = [runner.spec.runs // count + (1 if i < runner.spec.runs % count else 0) for i in range(count)]
         plans.append(sizes + [0] * (rounds - count))
 
+    # A target whose runs do not disturb each other (counted instructions) makes both sides at once.
+    at_once = first.session.target.side_by_side
+
     def one_round(round_index: int) -> None:
+        calls: list[tuple[int, Runner]] = []
         for side, runner in enumerate((first, second)):
             runs = plans[side][round_index % rounds]
             if runs:
-                starts = fresh and not chunks[0] and not chunks[1]
-                chunk = replace(runner, spec=replace(runner.spec, runs=runs, fresh_process=starts))
-                chunks[side].append(chunk.profile(pte, top_up=False))
+                starts = fresh and not chunks[0] and not chunks[1] and not calls
+                calls.append((side, replace(runner, spec=replace(runner.spec, runs=runs, fresh_process=starts))))
+        made = side_by_side([partial(chunk.profile, pte, top_up=False) for _, chunk in calls], at_once)
+        for (side, _), profile in zip(calls, made):
+            chunks[side].append(profile)
 
     for round_index in range(rounds):
         one_round(round_index)

@@ -547,7 +547,10 @@ def compare_variants(request: pytest.FixtureRequest) -> Callable[..., tuple[Prof
     For speedup assertions between two variants (SME2 on/off, threads, recipes):
     runs A, B, A, B... in ``rounds`` chunks and merges each variant's chunks into
     one Profile, so drift of a shared machine hits both variants alike. Both
-    profiles are attached to the test like etdump_profile's.
+    profiles are attached to the test like etdump_profile's. A target whose runs do
+    not disturb each other (the emulated one: counted instructions) makes both sides
+    at once instead, a core each (``Target.side_by_side``; under xdist the cores are
+    shared out among the workers).
     """
     profiles = request.node.stash.setdefault(_PROFILES_KEY, [])
 

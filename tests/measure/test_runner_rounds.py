@@ -24,6 +24,8 @@ STALLED_NS = 5_000_000  # a run another job took the core from: 5x the steady on
 class ScriptedTarget:
     """Each run() call writes the next scripted round: how many of its runs are stalled."""
 
+    side_by_side = 1  # timed runs: one at a time
+
     def __init__(self, stalled_per_round: list[int]):
         self.stalled = list(stalled_per_round)
         self.calls = 0

@@ -236,6 +236,12 @@ class Target(Protocol):
         before and after every timed round; None where there is no device to read (host, emulated)."""
         ...
 
+    @property
+    def side_by_side(self) -> int:
+        """How many measurements of one test it makes at once (compare_variants' two sides): 1 unless a run's
+        verdicts do not depend on what runs beside it, as counted instructions do not (measure/side_by_side.py)."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -289,6 +295,8 @@ class RegisteredTarget:
     # Whether ``pytest-sme2 doctor --sme2-target=NAME`` checks it as a session would (a device), beyond the lines
     # plain ``doctor`` shows for every target.
     checks_a_target: ClassVar[bool] = False
+    # Measurements made at once (Target.side_by_side): one, for a target whose runs are timed.
+    side_by_side: int = 1
 
     @classmethod
     def check_name(cls, name: str) -> str:

@@ -372,6 +372,13 @@ class EmulatedTarget(RegisteredTarget):
         return [str(qemu), "-cpu", cpu]
 
     @property
+    def side_by_side(self) -> int:  # type: ignore[override] # computed per process, a constant elsewhere
+        """A core each: counted instructions do not depend on what runs beside them (measure/side_by_side.py)."""
+        from pytest_sme2.measure.side_by_side import cores_for_side_by_side
+
+        return cores_for_side_by_side()
+
+    @property
     def counting(self) -> str:
         """Where this target's counted runs count: "plugin" or "log"."""
         return self._counting
