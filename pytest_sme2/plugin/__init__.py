@@ -564,7 +564,8 @@ def compare_variants(request: pytest.FixtureRequest) -> Callable[..., tuple[Prof
                     raise UsageError(
                         f"compare_variants() needs {name} from the runner fixture, got {type(value).__name__}"
                     )
-            pair = alternate(pte, runner_a, runner_b, rounds)
+            with progress.comparing(request.config, runner_a, runner_b, pte):
+                pair = alternate(pte, runner_a, runner_b, rounds)
         profiles.extend(pair)
         return pair
 

@@ -212,6 +212,19 @@ def running(config: pytest.Config, runner: Any, pte: Any) -> contextlib.Abstract
     )
 
 
+def comparing(config: pytest.Config, first: Any, second: Any, pte: Any) -> contextlib.AbstractContextManager[RunStep]:
+    """Announce compare_variants' two variants, side by side where the target makes them so, and the end."""
+    label = getattr(pte, "label", Path(str(pte)).name)
+    what = f"{label} [{first.label}] and [{second.label}]"
+    how = "side by side" if first.session.target.side_by_side > 1 else "alternating"
+    return _with_run_progress(
+        config,
+        first.session.target,
+        what,
+        _step(config, what, f"running {what} {how}", f"{what} done"),
+    )
+
+
 @contextlib.contextmanager
 def _with_run_progress(
     config: pytest.Config, target: Any, what: str, step: contextlib.AbstractContextManager[Outcome]
@@ -227,9 +240,10 @@ def _with_run_progress(
     shown = [0]
     counted = getattr(target, "progress_unit", None) == "instructions"  # the emulated target's counted runs
 
-    def on_run(done: int, total: int) -> None:
+    def on_run(done: int, total: int, variant: str | None = None) -> None:
         if counted:  # instructions counted so far (emulated: no time), each report a line of progress.log
-            progress.say(f"sme2: running {what}: {done / 1e6:,.0f} M guest instructions counted", terminal=True)
+            side = f" ({variant})" if variant else ""  # which of two counted side by side
+            progress.say(f"sme2: running {what}{side}: {done / 1e6:,.0f} M guest instructions counted", terminal=True)
             return
         milestone = done < total and done - shown[0] >= max(1, total // 4)
         if milestone:

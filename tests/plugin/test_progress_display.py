@@ -124,6 +124,27 @@ def test_a_measurement_of_several_processes_says_how_many(sme2_project: pytest.P
     assert log.count("timed runs in each of 3 fresh processes ...") == 1, log
 
 
+def test_compare_variants_says_what_it_runs_and_how(sme2_project: pytest.Pytester) -> None:
+    """compare_variants announced its two variants nowhere: a real model's pair ran for minutes without a line.
+    On the host target (timed runs) the two alternate, and the line says so."""
+    sme2_project.makepyfile(
+        test_pair="""
+import pytest
+
+@pytest.mark.perf(runs=3, warmup=0)
+@pytest.mark.model("tiny")
+def test_pair(exported_pte, runner, compare_variants):
+    compare_variants(exported_pte, runner(threads=1), runner(threads=2), rounds=1)
+"""
+    )
+    result = sme2_project.runpytest_inprocess("-p", "no:cacheprovider", "--sme2-artifacts-dir=artifacts")
+    result.assert_outcomes(passed=1)
+    (session,) = (sme2_project.path / "artifacts").glob("session-*")
+    log = (session / "progress.log").read_text()
+    assert re.search(r"running tiny \S+ \[host \S+ threads=1\] and \[host \S+ threads=2\] alternating \.\.\.", log), log
+    assert re.search(r"threads=2\] done in [\d.]+ s", log), log
+
+
 def test_verbose_shows_progress_lines_past_the_capture(sme2_project: pytest.Pytester) -> None:
     sme2_project.makepyfile(test_p=TWO_TESTS)
     result = sme2_project.runpytest_subprocess("-p", "no:cacheprovider", "-v")

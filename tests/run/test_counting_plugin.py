@@ -107,8 +107,10 @@ def test_a_counted_run_reports_its_count_while_it_runs_and_a_killed_one_says_how
 
     target = EmulatedTarget(tmp_path / "logs", status=STATUS, counting="plugin")
     seen: list[int] = []
-    target.progress = lambda done, total: seen.append(done)
+    variants: set[str] = set()
+    target.progress = lambda done, total, variant: (seen.append(done), variants.add(variant))
     target.run(mobilenet_pte, None, RunSpec(sme2=False, runs=12, warmup=1), tmp_path / "whole")
+    assert variants == {"sme2=off"}  # each report says which run it is, for two counted side by side
     assert len(seen) >= 2 and seen == sorted(seen) and seen[-1] > 20_000_000  # reported as it went, growing
     with pytest.raises(RunnerError, match=r"(?s)timed out after 4 s.*\n.*counting plugin had counted [\d,]+ guest"):
         target.run(mobilenet_pte, None, RunSpec(sme2=True, runs=20, warmup=1, timeout_s=4), tmp_path / "killed")

@@ -249,8 +249,9 @@ class EmulatedTarget(RegisteredTarget):
         self._results = results
         self._fresh = fresh
         self._loaders: dict[tuple[str, ...], LoaderRange] = {}  # per qemu command: where the guest's loader is
-        # plugin/progress.py's "run i/N" hook; here (instructions counted so far, 0): counted runs only
-        self.progress: Callable[[int, int], None] | None = None
+        # plugin/progress.py's "run i/N" hook; here (instructions counted so far, 0, the run's SME2 setting):
+        # counted runs only, the setting telling apart two counted side by side
+        self.progress: Callable[[int, int, str], None] | None = None
         self.progress_unit = "instructions"
         if counting not in COUNTING_CHOICES:
             raise UsageError(f"--sme2-counting={counting} is not one of {', '.join(COUNTING_CHOICES)}")
@@ -539,7 +540,8 @@ class EmulatedTarget(RegisteredTarget):
         prefix, loader, bounds = self.plugin_prefix(qemu, setarch, plugin, out_dir)
         progress = out_dir / PLUGIN_PROGRESS
         report = self.progress
-        watcher = ProgressWatcher(progress, None if report is None else lambda done: report(done, 0))
+        variant = spec.sme2_label
+        watcher = ProgressWatcher(progress, None if report is None else lambda done: report(done, 0, variant))
         try:
             result = self._run_counted_runner(prefix, _plugin_env(), pte, inputs, spec, out_dir)
         except RunnerError as exc:
