@@ -27,7 +27,6 @@ from pytest_sme2.export.export import ExportedModel, tool_versions
 from pytest_sme2.export.program import check_program
 from pytest_sme2.export.work import ProgramFacts
 from pytest_sme2.measure.session import Sme2Session, kit_variant, link_artifact
-from pytest_sme2.measure.side_by_side import side_by_side
 from pytest_sme2.model.registry import source_files
 from pytest_sme2.profile import stats
 from pytest_sme2.profile.profile import Profile
@@ -39,6 +38,7 @@ from pytest_sme2.run.targets.base import RUN_FACTS
 from pytest_sme2.system.digests import file_sha256
 from pytest_sme2.system.names import slug
 from pytest_sme2.system.safe_files import write_file
+from pytest_sme2.system.side_by_side import side_by_side
 
 _CALLS_LOCK = threading.Lock()
 

@@ -239,7 +239,7 @@ class Target(Protocol):
     @property
     def side_by_side(self) -> int:
         """How many measurements of one test it makes at once (compare_variants' two sides): 1 unless a run's
-        verdicts do not depend on what runs beside it, as counted instructions do not (measure/side_by_side.py)."""
+        verdicts do not depend on what runs beside it, as counted instructions do not (system/side_by_side.py)."""
         ...
 
     def close(self) -> None: ...

@@ -374,8 +374,8 @@ class EmulatedTarget(RegisteredTarget):
 
     @property
     def side_by_side(self) -> int:  # type: ignore[override] # computed per process, a constant elsewhere
-        """A core each: counted instructions do not depend on what runs beside them (measure/side_by_side.py)."""
-        from pytest_sme2.measure.side_by_side import cores_for_side_by_side
+        """A core each: counted instructions do not depend on what runs beside them (system/side_by_side.py)."""
+        from pytest_sme2.system.side_by_side import cores_for_side_by_side
 
         return cores_for_side_by_side()
 

@@ -1,4 +1,4 @@
-"""measure/side_by_side.py: measurements made at once where the target allows, answers in order, nothing cut
+"""system/side_by_side.py: measurements made at once where the target allows, answers in order, nothing cut
 short by another's failure; and compare_variants on the emulated target counting SME2 on and off at once."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_sme2.measure.side_by_side import cores_for_side_by_side, side_by_side
+from pytest_sme2.system.side_by_side import cores_for_side_by_side, side_by_side
 
 
 def test_calls_run_at_once_and_answer_in_order() -> None:
