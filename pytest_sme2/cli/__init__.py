@@ -341,7 +341,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     check.add_argument("--out", help="write each test's verdicts here (default SESSION_DIR/check)")
     check.set_defaults(handler=_check)
-    cache = commands.add_parser("cache", help="the export cache: verify that its entries are what they say")
+    cache = commands.add_parser(
+        "cache",
+        help="the export cache: verify that its entries are what they say; prune .sme2/ to its bound",
+    )
     cache_commands = cache.add_subparsers(dest="cache_command", required=True)
     verify = cache_commands.add_parser(
         "verify",
@@ -376,6 +379,9 @@ def main(argv: list[str] | None = None) -> int:
         "project, other versions, ExecuTorch's LLM export); they are still listed and counted",
     )
     verify.set_defaults(handler=_cache_verify)
+    from pytest_sme2.cli import cache_prune
+
+    cache_prune.add_parser(cache_commands)
     from pytest_sme2.cli import calibrate
 
     calibrate.add_parser(commands)
@@ -401,18 +407,19 @@ def main(argv: list[str] | None = None) -> int:
     after = argv.index("--") if "--" in argv else len(argv)  # bisect: what follows -- is pytest's, untouched
     args = parser.parse_args(argv[:after])
     args.pytest_args = argv[after + 1 :]
+    command = " ".join(filter(None, (args.command, getattr(args, "cache_command", None))))  # "cache prune"
     try:
         return args.handler(args)
     except Sme2Error as exc:
-        print(f"pytest-sme2 {args.command}: {exc}", file=sys.stderr)
+        print(f"pytest-sme2 {command}: {exc}", file=sys.stderr)
     except OSError as exc:  # an output folder that cannot be written, a file that vanished
         where = f" {exc.filename}" if exc.filename else ""
-        print(f"pytest-sme2 {args.command}: cannot use{where}: {exc.strerror or exc}", file=sys.stderr)
+        print(f"pytest-sme2 {command}: cannot use{where}: {exc.strerror or exc}", file=sys.stderr)
     except Exception as exc:  # a bug: still one message and exit 2, with the way to see more
         if os.environ.get("PYTEST_SME2_TRACEBACK"):
             raise
         print(
-            f"pytest-sme2 {args.command}: internal error {type(exc).__name__}: {exc}. This is a bug in "
+            f"pytest-sme2 {command}: internal error {type(exc).__name__}: {exc}. This is a bug in "
             "pytest-sme2; run again with PYTEST_SME2_TRACEBACK=1 for the traceback and report it",
             file=sys.stderr,
         )

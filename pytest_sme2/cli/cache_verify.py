@@ -30,6 +30,7 @@ from typing import Any, Callable
 from pytest_sme2.errors import Sme2Error, UsageError
 from pytest_sme2.export import export_key
 from pytest_sme2.export.cache_entry import (
+    ENTRY_NAME,
     EXPORT_FORMAT_VERSION,
     INPUTS_NAME,
     META_NAME,
@@ -52,7 +53,6 @@ from pytest_sme2.system.digests import file_sha256
 # What a re-export must reproduce byte for byte (export.json's files, less the ETRecord, plus the program facts,
 # which export.json has no digest of and planned memory is read from).
 REPRODUCED = (PTE_NAME, INPUTS_NAME, REFERENCE_NAME, FACTS_FILE)
-_ENTRY_NAME = re.compile(rf".+-[0-9a-f]{{{export_key.KEY_CHARS}}}")
 
 
 @dataclass(frozen=True)
@@ -89,7 +89,7 @@ def entries(cache_dir: Path) -> list[Path]:
     if not cache_dir.is_dir():
         raise UsageError(f"no export cache at {cache_dir}: give the folder of --sme2-cache-dir (default .sme2/cache)")
     return sorted(
-        p for p in cache_dir.iterdir() if p.is_dir() and not p.name.startswith(".") and _ENTRY_NAME.fullmatch(p.name)
+        p for p in cache_dir.iterdir() if p.is_dir() and not p.name.startswith(".") and ENTRY_NAME.fullmatch(p.name)
     )
 
 

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
+from pytest_sme2.export.export_key import KEY_CHARS
 from pytest_sme2.export.work import FACTS_FILE, FACTS_VERSION, decode_facts
 from pytest_sme2.system.digests import file_sha256
 from pytest_sme2.system.regular_files import EXPORT_RECORD, RefusedFile, read_bytes
@@ -23,6 +25,8 @@ INPUTS_NAME = "inputs.pt"
 REFERENCE_NAME = "reference_outputs.pt"
 META_NAME = "export.json"
 CHECKED_FILES = (PTE_NAME, ETRECORD_NAME, INPUTS_NAME, REFERENCE_NAME)  # their sha256 is in export.json
+# An entry's folder name: MODEL-RECIPE-KEY (model exports) or MODEL-export_llama-RECIPE-KEY (export_llm)
+ENTRY_NAME = re.compile(rf".+-[0-9a-f]{{{KEY_CHARS}}}")
 
 
 class DamagedEntry(Exception):

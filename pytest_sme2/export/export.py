@@ -43,6 +43,7 @@ from pytest_sme2.export.graph_nodes import graph_nodes
 from pytest_sme2.export.work import FACTS_FILE, facts_document, write_facts
 from pytest_sme2.model.registry import Model, where_in_author_code
 from pytest_sme2.system.digests import file_sha256, tree_digest
+from pytest_sme2.system.last_use import mark_used
 from pytest_sme2.system.locks import entry_lock
 
 # Everything that turns a traced program into a cache entry (lowering, quantization, partitioner settings,
@@ -302,6 +303,7 @@ def _load_entry(directory: Path, model: str, recipe: Recipe, traced: Traced) -> 
     if answered:
         raise DamagedEntry(answered)
     check_facts(directory)
+    mark_used(directory / META_NAME)  # a hit: the entry is the most recently used (pytest-sme2 cache prune)
     return ExportedModel(
         model=model,
         recipe=recipe,

@@ -47,6 +47,7 @@ from pytest_sme2.export.export import (
 )
 from pytest_sme2.export.export_key import KEY_CHARS
 from pytest_sme2.system.digests import file_sha256
+from pytest_sme2.system.last_use import mark_used
 from pytest_sme2.system.locks import entry_lock
 
 FLOW = "export_llama"
@@ -231,6 +232,7 @@ def _load(directory: Path, key: str, name: str, recipe: Recipe, config: Any, war
                 DamagedCacheEntryWarning(f"export cache entry {directory} is damaged ({damage}); it is exported again")
             )
         return None
+    mark_used(directory / META_NAME)  # a hit: the entry is the most recently used (pytest-sme2 cache prune)
     return ExportedModel(
         name,
         recipe,

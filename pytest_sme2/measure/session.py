@@ -6,8 +6,11 @@ without pytest (benchmarks, the command line).
 
 from __future__ import annotations
 
+import calendar
 import os
+import re
 import secrets
+import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -50,6 +53,30 @@ class Settings:
     # None: no wait.
     cooldown_c: float | None = None
     cooldown_max_s: float = 300.0
+
+
+# A session's folder under the artifacts folder: session-YYYYMMDD-HHMMSS-PID-RANDOM, its start in UTC, the pid of
+# the process that made it (the controller under xdist) and 32 random bits (times and pids are not unique across
+# containers). pytest-sme2 cache prune tells a session folder by this name, and reads its start and pid from it.
+SESSION_NAME = re.compile(r"session-(\d{8}-\d{6})-(\d+)-[0-9a-f]+")
+
+
+def session_folder_name(started: float | None = None, pid: int | None = None) -> str:
+    """The folder name of a session started at ``started`` (epoch seconds; now) by ``pid`` (this process)."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(time.time() if started is None else started))
+    return f"session-{stamp}-{os.getpid() if pid is None else pid}-{secrets.token_hex(4)}"
+
+
+def session_started(name: str) -> tuple[float, int] | None:
+    """The start (epoch seconds) and pid a session folder's name records; None for a name that is not one."""
+    found = SESSION_NAME.fullmatch(name)
+    if found is None:
+        return None
+    try:
+        started = calendar.timegm(time.strptime(found.group(1), "%Y%m%d-%H%M%S"))
+    except ValueError:  # session-99999999-...: the shape, not a time
+        return None
+    return float(started), int(found.group(2))
 
 
 def kit_variant(variant: str) -> str:

@@ -7,10 +7,7 @@ command-line options > [tool.pytest.ini_options] > built-in defaults.
 from __future__ import annotations
 
 import contextlib
-import os
-import secrets
 import sys
-import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
@@ -28,7 +25,7 @@ except Sme2Error as exc:  # it cannot be read (an install older than the checkou
 from pytest_sme2.evidence.kernel_sampling import SamplingSettings  # noqa: E402
 from pytest_sme2.export.export import ExportedModel, Recipe  # noqa: E402
 from pytest_sme2.measure.runner import Runner, require_program  # noqa: E402
-from pytest_sme2.measure.session import Settings, Sme2Session  # noqa: E402
+from pytest_sme2.measure.session import Settings, Sme2Session, session_folder_name  # noqa: E402
 from pytest_sme2.plugin import options, progress  # noqa: E402
 from pytest_sme2.profile.profile import Profile  # noqa: E402
 from pytest_sme2.run.targets import RunSpec, TargetSettings, check_choice, target_options  # noqa: E402
@@ -37,9 +34,13 @@ from pytest_sme2.system import git_ignored, supervised, writable_folders  # noqa
 from pytest_sme2.system.plain_text import no_workflow_commands  # noqa: E402
 from pytest_sme2.system.safe_files import write_file  # noqa: E402
 
-# Hook modules that extend this one (baselines and verdicts; reports and session outputs).
+# Hook modules that extend this one (baselines and verdicts; reports and session outputs; the .sme2/ bound).
 # Each reads a test's profiles through profiles_of(item) and the session through session_of(config).
-pytest_plugins = ("pytest_sme2.plugin.baseline_hooks", "pytest_sme2.plugin.report_hooks")
+pytest_plugins = (
+    "pytest_sme2.plugin.baseline_hooks",
+    "pytest_sme2.plugin.report_hooks",
+    "pytest_sme2.plugin.prune_hooks",
+)
 
 _SESSION_KEY = pytest.StashKey[Sme2Session]()
 _PROFILES_KEY = pytest.StashKey[list]()
@@ -99,8 +100,7 @@ def _session_dir(config: pytest.Config, root: Path) -> Path:
     workerinput = getattr(config, "workerinput", None)
     if workerinput and "sme2_session_dir" in workerinput:
         return Path(workerinput["sme2_session_dir"])
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
-    return root / f"session-{stamp}-{os.getpid()}-{secrets.token_hex(4)}"
+    return root / session_folder_name()
 
 
 def history_path(config: pytest.Config) -> Path | None:

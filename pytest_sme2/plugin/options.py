@@ -20,6 +20,7 @@ from pytest_sme2.evidence.perf_samples import DEFAULT_PERIOD_NS
 from pytest_sme2.gate.gate import MISSING_POLICIES
 from pytest_sme2.gate.quality import BASELINE_PROCESSES, MIN_BASELINE_PROCESSES
 from pytest_sme2.gate.verdict import METRICS, SESSION_LATENCY, SESSION_SHARES, Tolerances
+from pytest_sme2.measure.prune import DEFAULT_KEEP_SESSIONS, DEFAULT_MAX_SIZE, parse_size
 from pytest_sme2.run.targets import RunSpec, check_target_name, target_class, target_names, target_options
 from pytest_sme2.run.targets.base import (
     AUTO_PROCESSES,
@@ -318,6 +319,30 @@ OPTIONS: tuple[Option, ...] = (
         default=".sme2/artifacts",
         ini_help="artifacts root, relative to the rootdir",
         doc_default="`.sme2/artifacts`",
+    ),
+    Option(
+        "max_size",
+        "the most the export cache, result cache and session folders may hold together: at the end of each "
+        "session the least recently used entries and oldest session folders beyond it are removed "
+        f"(default {DEFAULT_MAX_SIZE}; e.g. 5GB, 500MB, 1.5GiB; 0: no bound; pytest-sme2 cache prune does it now)",
+        RUN,
+        default=DEFAULT_MAX_SIZE,
+        check=parse_size,
+        ini_help="most bytes the cache and session folders hold together (e.g. 10GB; 0: no bound)",
+        doc_default=f"`{DEFAULT_MAX_SIZE}` (cache and session folders together; `0`: no bound; "
+        "[docs/targets.md](targets.md#how-big-sme2-gets))",
+    ),
+    Option(
+        "keep_sessions",
+        f"session folders kept in the artifacts folder, the newest; older ones are removed at the end of each "
+        f"session (default {DEFAULT_KEEP_SESSIONS}; 0: keep them all)",
+        RUN,
+        kind="int",
+        default=DEFAULT_KEEP_SESSIONS,
+        low=0,
+        what="a whole number >= 0 (0: keep every session folder)",
+        ini_help="newest session folders kept at the end of each session (0: all)",
+        doc_default=f"{DEFAULT_KEEP_SESSIONS} (the newest session folders; `0`: all)",
     ),
     Option(
         "model_dirs",

@@ -25,6 +25,7 @@ from typing import Any, ContextManager, Iterable, Mapping
 
 from pytest_sme2.errors import DamagedCacheEntryWarning, StorageError
 from pytest_sme2.system.digests import file_sha256, tree_digest
+from pytest_sme2.system.last_use import mark_used
 from pytest_sme2.system.locks import entry_lock
 from pytest_sme2.system.plain_text import one_line
 from pytest_sme2.system.regular_files import RESULT_RECORD, RefusedFile, read_bytes
@@ -143,6 +144,7 @@ class ResultCache:
         except _Damaged as damage:
             self._discard(directory, damage)
             return None
+        mark_used(directory / MANIFEST)  # a hit: the entry is the most recently used (pytest-sme2 cache prune)
         out_dir.mkdir(parents=True, exist_ok=True)
         for name in manifest["files"]:
             copy_file(directory / name, out_dir / name)

@@ -193,7 +193,7 @@ def test_a_folder_that_is_no_cache_and_a_negative_sample_are_usage_errors(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code, _, err = _verify(capsys, str(tmp_path / "nowhere"))
-    assert code == 2 and f"pytest-sme2 cache: no export cache at {tmp_path / 'nowhere'}" in err
+    assert code == 2 and f"pytest-sme2 cache verify: no export cache at {tmp_path / 'nowhere'}" in err
     with pytest.raises(SystemExit):
         main(["cache", "verify", str(tmp_path), "--sample", "-1"])
     assert "'-1' is not a whole number >= 0" in capsys.readouterr().err
