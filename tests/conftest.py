@@ -54,6 +54,21 @@ def get_example_inputs():
 '''
 
 
+def export_tiny_both_ways(root: Path) -> Path:
+    """``root``/tiny.py (the tiny model) exported with XNNPACK and without into ``root``/cache by the real export;
+    returns ``root``: the project folder the cache commands' tests work on."""
+    from pytest_sme2 import Recipe
+    from pytest_sme2.export.export import export
+    from pytest_sme2.model.registry import ModelRegistry
+
+    (root / "tiny.py").write_text(TINY_MODEL)
+    registry = ModelRegistry()
+    registry.register("tiny", str(root / "tiny.py"))
+    for recipe in (Recipe(), Recipe(partitioner="none")):
+        export(registry.get("tiny"), recipe, root / "cache")
+    return root
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The tests of a file that share a module-scoped fixture of that file run in one xdist worker (``--dist

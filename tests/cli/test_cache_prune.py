@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import TINY_MODEL
+from conftest import TINY_MODEL, export_tiny_both_ways
 from pytest_sme2 import Recipe
 from pytest_sme2.cli import main
 from pytest_sme2.export.cache_entry import META_NAME, PTE_NAME
@@ -36,12 +36,7 @@ DAY = 86400.0
 def exported(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A cache folder holding the tiny model's two entries (XNNPACK and portable), made by the real export."""
     root = tmp_path_factory.mktemp("prune")
-    (root / "tiny.py").write_text(TINY_MODEL)
-    registry = ModelRegistry()
-    registry.register("tiny", str(root / "tiny.py"))
-    for recipe in (Recipe(), Recipe(partitioner="none")):
-        export(registry.get("tiny"), recipe, root / "cache")
-    return root / "cache"
+    return export_tiny_both_ways(root) / "cache"
 
 
 def _dead_pid() -> int:

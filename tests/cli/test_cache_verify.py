@@ -12,12 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import TINY_MODEL
-from pytest_sme2 import Recipe
+from conftest import TINY_MODEL, export_tiny_both_ways
 from pytest_sme2.cli import main
 from pytest_sme2.export.cache_entry import META_NAME, PTE_NAME
-from pytest_sme2.export.export import export
-from pytest_sme2.model.registry import ModelRegistry
 from pytest_sme2.system.digests import file_sha256
 
 
@@ -25,12 +22,7 @@ from pytest_sme2.system.digests import file_sha256
 def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A project folder with the tiny model's source and a cache of it exported with XNNPACK and without."""
     root = tmp_path_factory.mktemp("verify")
-    (root / "tiny.py").write_text(TINY_MODEL)
-    registry = ModelRegistry()
-    registry.register("tiny", str(root / "tiny.py"))
-    for recipe in (Recipe(), Recipe(partitioner="none")):
-        export(registry.get("tiny"), recipe, root / "cache")
-    return root
+    return export_tiny_both_ways(root)
 
 
 def _project(pristine: Path, tmp_path: Path) -> tuple[Path, Path, Path]:

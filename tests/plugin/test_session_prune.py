@@ -18,12 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import TINY_MODEL
-from pytest_sme2 import Recipe
+from conftest import export_tiny_both_ways
 from pytest_sme2.export.cache_entry import META_NAME
-from pytest_sme2.export.export import export
 from pytest_sme2.measure.session import session_folder_name
-from pytest_sme2.model.registry import ModelRegistry
 
 DAY = 86400.0
 TEST = """
@@ -35,12 +32,7 @@ def test_writes_into_its_session_folder(sme2_session, request):
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("session-prune")
-    (root / "tiny.py").write_text(TINY_MODEL)
-    registry = ModelRegistry()
-    registry.register("tiny", str(root / "tiny.py"))
-    for recipe in (Recipe(), Recipe(partitioner="none")):
-        export(registry.get("tiny"), recipe, root / "cache")
-    return root / "cache"
+    return export_tiny_both_ways(root) / "cache"
 
 
 def _project(pytester: pytest.Pytester, exported: Path, *ini: str) -> tuple[Path, Path, Path, list[Path]]:
