@@ -16,9 +16,11 @@ def test_two_sessions_with_one_pid_in_one_second_get_two_folders(
 ) -> None:
     # Two containers (their own pid namespaces) start pytest as pid 1 in the same second, into one
     # shared --sme2-artifacts-dir: their summaries and logs must not land in one folder.
-    monkeypatch.setattr(plugin.os, "getpid", lambda: 1)
+    from pytest_sme2.measure import session
+
+    monkeypatch.setattr(session.os, "getpid", lambda: 1)  # the folder's name is made in measure/session.py
     frozen = time.gmtime(1_800_000_000)
-    monkeypatch.setattr(plugin.time, "gmtime", lambda *_: frozen)
+    monkeypatch.setattr(session.time, "gmtime", lambda *_: frozen)
     config = SimpleNamespace()  # the controller: no xdist workerinput
     first, second = (plugin._session_dir(config, tmp_path) for _ in range(2))  # type: ignore[arg-type]
     assert first != second
