@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from pytest_sme2.errors import Sme2Error
 
 
@@ -231,6 +233,29 @@ def _speedup_bound(text: str) -> float:
     return value
 
 
+def _add_registry_commands(commands: Any, cache_commands: Any) -> None:
+    """The commands whose arguments come from the registered targets' options (``cache prune``, ``calibrate``,
+    ``doctor``): one place that reads the registry, so an install older than the checkout is one message."""
+    from pytest_sme2.cli import cache_prune, calibrate
+
+    cache_prune.add_parser(cache_commands)
+    calibrate.add_parser(commands)
+    doctor = commands.add_parser(
+        "doctor",
+        help="what this machine can do, with the command that fixes each missing "
+        "piece (exit 1 if something is missing)",
+    )
+    doctor.add_argument(
+        "--sme2-target",
+        help="also check this device as a session would use it: adb or adb:SERIAL "
+        "(its ABI, kernel and SME2, and whether the runner starts there, SME2 on and off)",
+    )
+    doctor.add_argument("--sme2-runner", help="check this runner instead of pytest-sme2's own")
+    for option in _doctor_options():
+        doctor.add_argument(option.flag_text, dest=option.dest, help=option.help)
+    doctor.set_defaults(handler=_doctor)
+
+
 def main(argv: list[str] | None = None) -> int:
     from pytest_sme2._version import __version__
     from pytest_sme2.cli.init import DTYPES as INIT_DTYPES
@@ -379,30 +404,11 @@ def main(argv: list[str] | None = None) -> int:
         "project, other versions, ExecuTorch's LLM export); they are still listed and counted",
     )
     verify.set_defaults(handler=_cache_verify)
-    from pytest_sme2.cli import cache_prune
-
-    cache_prune.add_parser(cache_commands)
-    from pytest_sme2.cli import calibrate
-
-    calibrate.add_parser(commands)
-    doctor = commands.add_parser(
-        "doctor",
-        help="what this machine can do, with the command that fixes each missing "
-        "piece (exit 1 if something is missing)",
-    )
-    doctor.add_argument(
-        "--sme2-target",
-        help="also check this device as a session would use it: adb or adb:SERIAL "
-        "(its ABI, kernel and SME2, and whether the runner starts there, SME2 on and off)",
-    )
-    doctor.add_argument("--sme2-runner", help="check this runner instead of pytest-sme2's own")
-    try:
-        for option in _doctor_options():
-            doctor.add_argument(option.flag_text, dest=option.dest, help=option.help)
-    except Sme2Error as exc:  # the targets' registration cannot be read (an install older than the checkout)
+    try:  # these read the registered targets' options, which an install older than the checkout cannot give
+        _add_registry_commands(commands, cache_commands)
+    except (Sme2Error, pytest.UsageError) as exc:  # pytest's: the plugin package says so as it is imported
         print(f"pytest-sme2: {exc}", file=sys.stderr)
         return 2
-    doctor.set_defaults(handler=_doctor)
     argv = list(sys.argv[1:] if argv is None else argv)
     after = argv.index("--") if "--" in argv else len(argv)  # bisect: what follows -- is pytest's, untouched
     args = parser.parse_args(argv[:after])
