@@ -98,7 +98,7 @@ def main() -> int:
         name = f"sme2_{'on' if sme2 else 'off'}"
         target = EmulatedTarget(args.work / "logs", status=status, counting=args.counting, fresh=True)
         last = [0]
-        target.progress = lambda done, total: last.__setitem__(0, done)
+        target.progress = lambda done, *_: last.__setitem__(0, done)
         cpu_before, _ = children_usage()
         began = time.perf_counter()
         out = args.work / name

@@ -3,7 +3,8 @@
 Why: a counted run of a real model takes minutes, and before this a progress line said "running ... 1 warmup + 1
 timed runs" until the run ended or was killed, and the kill did not say how far it got. The plugin
 (native/count_plugin.c) rewrites a small file with the block executions and guest instructions counted so far
-(about once a second, at an event boundary); a thread here reads it while the run goes on and hands the
+(about once a second, also inside one long operator: count_plugin.c looks at an inline counter every 2^24
+instructions); a thread here reads it while the run goes on and hands the
 instructions to the target's progress callback, and a killed run's error says the last figure.
 """
 

@@ -116,3 +116,48 @@ def test_a_counted_run_reports_its_count_while_it_runs_and_a_killed_one_says_how
         target.run(mobilenet_pte, None, RunSpec(sme2=True, runs=20, warmup=1, timeout_s=4), tmp_path / "killed")
     left = sum(p.stat().st_size for p in (tmp_path / "killed").rglob("*") if p.is_file() and not p.is_symlink())
     assert left < 10 * 2**20, f"{left:,} bytes left behind by a killed counted run"
+
+
+ONE_LONG_OPERATOR = """
+import torch
+
+
+class OneMatmul(torch.nn.Module):
+    def forward(self, a, b):
+        return torch.mm(a, b)
+
+
+def get_eager_model():
+    return OneMatmul()
+
+
+def get_example_inputs():
+    generator = torch.Generator().manual_seed(0)
+    return (torch.rand(SIZE, SIZE, generator=generator), torch.rand(SIZE, SIZE, generator=generator))
+"""
+
+
+@pytest.mark.skipif(not STATUS.ready or STATUS.plugin_header is None, reason="needs the plugin-capable qemu")
+def test_progress_moves_inside_one_long_operator(
+    tmp_path: Path, shared_export_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One portable matrix product of several seconds, nearly all of the run: the count reported while it runs
+    must move inside it, not only at the event boundaries around it (EfficientSAM at 1024x1024 showed 12 G
+    instructions for minutes). The watcher looks every 0.2 s here; the plugin writes about once a second."""
+    from pytest_sme2.run import count_progress
+
+    (tmp_path / "one_long_operator.py").write_text(ONE_LONG_OPERATOR.replace("SIZE", "1024"))
+    session = Sme2Session(Settings(target="emulated", cache_dir=shared_export_cache, session_dir=tmp_path / "s"))
+    session.registry.register_dir(tmp_path)
+    pte = Path(session.export("one_long_operator", Recipe(partitioner="none")))
+    monkeypatch.setattr(count_progress, "_EVERY_S", 0.2)
+    target = EmulatedTarget(tmp_path / "logs", status=STATUS, counting="plugin", fresh=True)
+    seen: list[int] = []
+    target.progress = lambda done, total, variant: seen.append(done)
+    result = target.run(pte, None, RunSpec(sme2=False, runs=1, warmup=0), tmp_path / "run")
+    counts = json.loads(Path(result.evidence["instruction_counts"]).read_text())["files"]["timed"]["instructions"]
+    inference = max(counts)  # the outermost event; the operator's is the innermost of the events nested in it
+    operator = min(c for c in counts if c > inference / 2)
+    assert operator > 0.95 * inference, counts  # the product is (nearly) the whole run
+    inside = sorted({n for n in seen if 0.05 * inference < n < 0.95 * inference})
+    assert len(inside) >= 3, f"reports while the product ran: {inside} (all reports: {seen}; events: {counts})"

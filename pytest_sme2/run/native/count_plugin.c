@@ -21,8 +21,10 @@
  *            last record with block id 2^64-1 holds the rest
  *   blocks   at exit, the table of every translated block, as exec_counter writes it:
  *            "# pc instructions CLASS..." then "guest_pc instructions count_of_each_class..." per block id
- *   progress optional: a file rewritten about once a second (at a marker) with
- *            "executions instructions" so far (thread 0), for a progress line and for "how far it got"
+ *   progress optional: a file rewritten about once a second with "executions instructions" so far (thread 0),
+ *            for a progress line and for "how far it got": the instructions from a second inline counter that
+ *            every block adds its length to, looked at by a conditional callback every TICK instructions, so a
+ *            single operator of minutes still shows progress; the executions as of the last marker
  * Every translation of a block is a block id of its own (qemu translates a PC again after invalidating it).
  */
 #define _GNU_SOURCE
@@ -48,6 +50,9 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_version = QEMU_PLUGIN_VERSION;
 #define MAX_CHUNKS 64
 #define MAX_BLOCKS (CHUNK * MAX_CHUNKS)
 #define NO_MARKER UINT64_MAX
+/* Guest instructions between two looks at the progress counter: about a tenth of a second at 10^8 a second; one
+ * callback per 2^24 instructions costs nothing measurable (a callback per block, as the marker blocks have, would) */
+#define TICK (UINT64_C(1) << 24)
 
 typedef struct {
     uint64_t pc;
@@ -59,7 +64,9 @@ static block_t *blocks;
 static uint64_t n_blocks;
 static uint64_t *seen;          /* thread 0's counter of each block at the previous marker */
 static uint64_t position;       /* thread 0's block executions before the current marker */
-static uint64_t instructions;   /* thread 0's instructions so far (for progress) */
+static uint64_t ticked;         /* thread 0's instructions before the progress counter was last emptied */
+static struct qemu_plugin_scoreboard *tick_board;
+static qemu_plugin_u64 ticks;   /* per guest thread: instructions since its counter was last emptied */
 static struct qemu_plugin_scoreboard *counters[MAX_CHUNKS];
 static uint64_t *marker_pcs;
 static size_t n_marker_pcs;
@@ -131,8 +138,29 @@ static void write_progress(void) {
     snprintf(staging, sizeof staging, "%s.tmp", progress_path);
     FILE *file = fopen(staging, "w");
     if (!file) return;
-    fprintf(file, "%" PRIu64 " %" PRIu64 "\n", position, instructions);
+    fprintf(file, "%" PRIu64 " %" PRIu64 "\n", position, ticked + qemu_plugin_u64_get(ticks, 0));
     if (fclose(file) == 0) rename(staging, progress_path);
+}
+
+/* The progress file again when a second has passed since it was last written (called under ``lock``). */
+static void progress_now_and_then(void) {
+    if (!progress_path) return;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if ((now.tv_sec - last_progress.tv_sec) * 1000000000L + (now.tv_nsec - last_progress.tv_nsec) >= 1000000000L) {
+        last_progress = now;
+        write_progress();
+    }
+}
+
+/* Thread 0's progress counter passed TICK: carried into ``ticked`` and emptied, and the file written if it is time.
+ * Other threads' counters are emptied too (their callbacks fire alike) and otherwise not used. */
+static void ticked_over(unsigned int vcpu, void *udata) {
+    g_mutex_lock(&lock);
+    if (vcpu == 0) ticked += qemu_plugin_u64_get(ticks, 0);
+    qemu_plugin_u64_set(ticks, vcpu, 0);
+    if (vcpu == 0) progress_now_and_then();
+    g_mutex_unlock(&lock);
 }
 
 /* Write the blocks thread 0 executed since the previous marker, ending a segment at marker block ``marker``. */
@@ -157,7 +185,6 @@ static void end_segment(uint64_t marker) {
         record[4 + 2 * pairs] = delta;
         seen[id] = current[id & (CHUNK - 1)];
         moved += delta;
-        instructions += delta * blocks[id].n;
         ++pairs;
     }
     position += moved;
@@ -165,14 +192,7 @@ static void end_segment(uint64_t marker) {
     record[1] = position;
     record[2] = pairs;
     write_words(record, 3 + 2 * pairs);
-    if (progress_path) { /* about once a second, at a marker */
-        struct timespec now;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        if ((now.tv_sec - last_progress.tv_sec) * 1000000000L + (now.tv_nsec - last_progress.tv_nsec) >= 1000000000L) {
-            last_progress = now;
-            write_progress();
-        }
-    }
+    progress_now_and_then();
 }
 
 static void marker_executed(unsigned int vcpu, void *udata) {
@@ -212,6 +232,10 @@ static void translated(qemu_plugin_id_t id, struct qemu_plugin_tb *tb) {
                                              (void *)(uintptr_t)block_id);
     qemu_plugin_u64 counter = {.score = board, .offset = (block_id & (CHUNK - 1)) * sizeof(uint64_t)};
     qemu_plugin_register_vcpu_tb_exec_inline_per_vcpu(tb, QEMU_PLUGIN_INLINE_ADD_U64, counter, 1);
+    /* the same in the loader probe as in the counted run (progress or not): the same host allocations */
+    qemu_plugin_register_vcpu_tb_exec_inline_per_vcpu(tb, QEMU_PLUGIN_INLINE_ADD_U64, ticks, n);
+    qemu_plugin_register_vcpu_tb_exec_cond_cb(tb, ticked_over, QEMU_PLUGIN_CB_NO_REGS, QEMU_PLUGIN_COND_GE, ticks,
+                                              TICK, NULL);
 }
 
 static void finished(qemu_plugin_id_t id, void *p) {
@@ -266,6 +290,8 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
      * counts the loader itself) then make the same host allocations until the guest's libraries are mapped, so
      * qemu puts them at the same guest addresses in both (the counted run checks this against its memory map) */
     counters[0] = qemu_plugin_scoreboard_new(CHUNK * sizeof(uint64_t));
+    tick_board = qemu_plugin_scoreboard_new(sizeof(uint64_t));
+    ticks = (qemu_plugin_u64){.score = tick_board, .offset = 0};
     qemu_plugin_register_vcpu_tb_trans_cb(id, translated);
     qemu_plugin_register_atexit_cb(id, finished, NULL);
     return 0;
