@@ -47,10 +47,13 @@ from pytest_sme2.run.native.build import build_count_plugin, build_exec_counter
 from pytest_sme2.run.targets.base import RunSpec
 from pytest_sme2.run.targets.emulated import EmulatedTarget
 
-MODES = ("plain", "plugin", "plain11", "nochain", "exec", "logged", "pipe", "lazy", "counted")
+MODES = ("plain", "plugin", "plugin_other", "plain11", "nochain", "exec", "logged", "pipe", "lazy", "counted")
 _READ_BY_COUNTER = ("lazy", "counted")
 # what each counted mode is measured against: the same qemu, uncounted
-_BASELINE = {"plugin": "plain", "lazy": "plain11", "counted": "plain11"}
+_BASELINE = {"plugin": "plain", "plugin_other": "plain", "lazy": "plain11", "counted": "plain11"}
+# mode plugin_other: another build of the counting plugin (--other-plugin), e.g. the previous source's, timed in the
+# same repeats as this source's (mode plugin), so a change to count_plugin.c is measured A against B
+OTHER_PLUGIN: list[Path] = []
 
 
 def _command(
@@ -64,6 +67,8 @@ def _command(
         prefix, _ = target.counted_prefix(qemu, setarch, fifo)
     elif mode == "plugin":
         prefix, _, _ = target.plugin_prefix(qemu, setarch, build_count_plugin(status.plugin_header), work)
+    elif mode == "plugin_other":
+        prefix, _, _ = target.plugin_prefix(qemu, setarch, OTHER_PLUGIN[0], work)
     elif mode == "plain":
         prefix = [setarch, "-R", *qemu]
     else:
@@ -95,7 +100,8 @@ def time_mode(
     target: EmulatedTarget, status: emulation_setup.EmulationStatus, pte: Path, mode: str, runs: int
 ) -> tuple[float, float, int | None]:
     """(wall seconds, CPU seconds, blocks the log carried or None) of one runner start in ``mode``."""
-    env = {"QEMU_LD_PREFIX": str(emulation_setup.SYSROOT), **({"MALLOC_ARENA_MAX": "1"} if mode == "plugin" else {})}
+    arena = {"MALLOC_ARENA_MAX": "1"} if mode.startswith("plugin") else {}
+    env = {"QEMU_LD_PREFIX": str(emulation_setup.SYSROOT), **arena}
     with tempfile.TemporaryDirectory() as scratch:
         work = Path(scratch)
         command = _command(target, status, pte, work, mode, runs)  # outside the timing: the loader probe
@@ -112,7 +118,7 @@ def time_mode(
         start = time.perf_counter()
         done = subprocess.run(command, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=work)
         blocks = None
-        if mode == "plugin":  # the plugin's last line: "count_plugin: N blocks, M executions, complete"
+        if mode.startswith("plugin"):  # the plugin's last line: "count_plugin: N blocks, M executions, complete"
             found = re.search(r"count_plugin: \d+ blocks, (\d+) executions", done.stderr.decode(errors="replace"))
             blocks = int(found.group(1)) if found else None
         if counter is not None:
@@ -135,6 +141,7 @@ def main() -> None:
     parser.add_argument("--modes", default=",".join(MODES))
     parser.add_argument("--cache-dir", type=Path, default=REPO / ".sme2" / "cache")
     parser.add_argument("--json", type=Path, help="write the results here too")
+    parser.add_argument("--other-plugin", type=Path, help="mode plugin_other's counting plugin library (a .so)")
     args = parser.parse_args()
     print(machine(), f"load average {os.getloadavg()[0]:.1f}", flush=True)
     status = emulation_setup.status(build=True)
@@ -148,7 +155,11 @@ def main() -> None:
         by_log = EmulatedTarget(Path(scratch) / "logs", status=status, counting="log")
         by_plugin = EmulatedTarget(Path(scratch) / "logs", status=status, counting="plugin") if in_emulator else None
         modes = args.modes.split(",")
-        if by_plugin is None and {"plain", "plugin"} & set(modes):
+        if "plugin_other" in modes:
+            if args.other_plugin is None or not args.other_plugin.is_file():
+                raise SystemExit("mode plugin_other needs --other-plugin PATH, a built counting plugin library")
+            OTHER_PLUGIN.append(args.other_plugin)
+        if by_plugin is None and {"plain", "plugin", "plugin_other"} & set(modes):
             raise SystemExit(f"modes plain and plugin need the qemu built with plugins: {status.counting_note()}")
         counts = (0, 1, 1 + args.more)
         wall: dict[str, dict[int, list[float]]] = {m: {n: [] for n in counts} for m in modes}
@@ -159,7 +170,8 @@ def main() -> None:
             for mode in modes:
                 for runs in counts:
                     loads.append(os.getloadavg()[0])
-                    target = by_plugin if mode in ("plain", "plugin") and by_plugin is not None else by_log
+                    in_plugin_qemu = mode in ("plain", "plugin", "plugin_other") and by_plugin is not None
+                    target = by_plugin if in_plugin_qemu else by_log
                     seconds, used, logged = time_mode(target, status, pte, mode, runs)
                     wall[mode][runs].append(seconds)
                     cpu[mode][runs].append(used)

@@ -5,6 +5,7 @@ counted run's qemu, the size of the session's folder and the export cache entry,
 instructions counted. Run it alone on an idle machine for figures that mean anything (`uptime` is printed).
 
     python benchmarks/bench_real_model.py --model efficient_sam_1024 [--warmup 1] [--runs 1] [--json OUT]
+    python benchmarks/bench_real_model.py --model wav2letter --json OUT     (benchmarks/models/wav2letter.py)
 
 A step that fails or exceeds --timeout is recorded as such and the next one still runs.
 """
@@ -72,6 +73,7 @@ def main() -> int:
     print(f"{record['machine']}; load average {os.getloadavg()[0]:.1f}", flush=True)
     session = Sme2Session(Settings(target="emulated", cache_dir=args.cache_dir, session_dir=args.work / "session"))
     session.registry.register_dir(REPO / "models")
+    session.registry.register_dir(REPO / "benchmarks" / "models")  # wav2letter, squeeze_sam: benchmark models only
     started = time.perf_counter()
     cpu0 = time.process_time()
     try:
