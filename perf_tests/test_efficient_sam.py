@@ -45,7 +45,7 @@ KNOWN_PORTABLE = {
 }
 
 
-def _check(exported, runner, compare_variants) -> None:
+def _check(exported, runner, compare_variants, atol=None) -> None:
     # compare_variants: on the emulated target SME2 on and off are counted side by side, a core each (at
     # 1024x1024 each side takes minutes); on an SME2 machine they alternate as timed runs must
     on, off = compare_variants(exported, runner(sme2=True), runner(sme2=False))
@@ -54,8 +54,8 @@ def _check(exported, runner, compare_variants) -> None:
     assert_portable_ops(on, allowed=KNOWN_PORTABLE)
     # once SME2 has made the GEMMs cheap, data movement (the portable gathers above all) is most of the work
     assert_share(on, "data_movement", at_least=0.5)
-    assert_outputs_match(on, exported)
-    assert_outputs_match(off, exported)
+    assert_outputs_match(on, exported, atol=atol)
+    assert_outputs_match(off, exported, atol=atol)
 
 
 @pytest.mark.model("efficient_sam", dtype="fp32")
@@ -71,4 +71,8 @@ def test_efficient_sam_sme2_kernel_path(exported_pte, runner, compare_variants):
 # and a timed inference a side were killed (2026-12-02, side by side on 2 cores).
 @pytest.mark.perf(timeout=3600, warmup=0)
 def test_efficient_sam_1024_sme2_kernel_path(exported_pte, runner, compare_variants):
-    _check(exported_pte, runner, compare_variants)
+    # At 1024x1024 attention sums over 4,096 tokens (64 at 128x128) and SME2's outer products add in another order
+    # than eager's: the largest difference counted was 1.1e-4 with SME2 on, 4e-4 of the output's scale (0.27), over
+    # the default 1e-4 of it (2026-12-02). fp32's rounding over a 4,096-term sum is about 4,096 x 6e-8 = 2.4e-4 of
+    # the scale; 1e-3 here is 3.7e-3 of it.
+    _check(exported_pte, runner, compare_variants, atol=1e-3)

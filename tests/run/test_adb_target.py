@@ -603,9 +603,19 @@ def test_kernel_sampling_over_adb_with_simpleperf(
     for op in convolutions:  # named from this machine's copies of the libraries pushed to the device
         assert op["kernels"][0]["library"] == "libexecutorch_backend_xnnpack.so", op
         assert not op["kernels"][0]["kernel"].endswith("@0x?"), op  # a symbol or a function range, not unknown
-    total_sampled = sum(op["sampled_ms_per_run"] for op in sampled["ops"])
-    total_etdump = sum(op["etdump_ms_per_run"] for op in sampled["ops"])
-    assert total_sampled == pytest.approx(total_etdump, rel=0.05)
+    # The samples are CPU time (cpu-clock) and the events wall time: beside other jobs the events also hold the time
+    # the runner waited for a core, which no sample sees (this failed beside a load of about 10). What holds
+    # whatever the load: no more sampled time than the events took, and the operators' shares of the two alike
+    # (waiting falls on every operator in proportion to its time).
+    timed = [op for op in sampled["ops"] if op["etdump_ms_per_run"]]
+    total_sampled = sum(op["sampled_ms_per_run"] for op in timed)
+    total_etdump = sum(op["etdump_ms_per_run"] for op in timed)
+    assert 0 < total_sampled <= 1.05 * total_etdump
+    largest = [op for op in timed if op["etdump_ms_per_run"] >= 0.05 * total_etdump]
+    assert largest
+    for op in largest:
+        share = op["sampled_ms_per_run"] / total_sampled
+        assert share == pytest.approx(op["etdump_ms_per_run"] / total_etdump, abs=0.05), op
     missing = kernel_time("emulator-5556")["profiles"][0]["kernel_time"]
     assert missing["available"] is False and "has no simpleperf" in missing["problem"]
 
