@@ -534,7 +534,7 @@ def llm_profile(request: pytest.FixtureRequest) -> Callable[..., Any]:
             example = example_calls(pte)
             with progress.running(request.config, runner, pte) as step:
                 phases = step.ended(llm_phases(pte, runner, sequence, example))
-        profiles.extend([phases.prefill, phases.decode])
+        profiles.extend(phases.profiles)
         return phases
 
     return llm_profile
@@ -564,8 +564,8 @@ def compare_variants(request: pytest.FixtureRequest) -> Callable[..., tuple[Prof
                     raise UsageError(
                         f"compare_variants() needs {name} from the runner fixture, got {type(value).__name__}"
                     )
-            with progress.comparing(request.config, runner_a, runner_b, pte):
-                pair = alternate(pte, runner_a, runner_b, rounds)
+            with progress.comparing(request.config, runner_a, runner_b, pte) as step:
+                pair = step.ended(alternate(pte, runner_a, runner_b, rounds))
         profiles.extend(pair)
         return pair
 

@@ -179,17 +179,32 @@ def exporting(config: pytest.Config, model: str, recipe_label: str) -> Iterator[
 
 
 class RunStep:
-    """An announced run: :meth:`ended` says when its counted run came from the result cache, and its key."""
+    """An announced run: :meth:`ended` says which of its counted runs came from the result cache, and their keys."""
 
-    def __init__(self, outcome: Outcome | None) -> None:
+    def __init__(self, outcome: Outcome | None, what: str) -> None:
         self._outcome = outcome
+        self._what = what
 
-    def ended(self, profile: Any) -> Any:
-        """A cached answer must not read like a fresh emulation: say so, with the key, and return the profile."""
-        cache = (getattr(profile, "metadata", None) or {}).get("result_cache") or {}
-        if self._outcome is not None and cache.get("cached"):
-            self._outcome.done = f"{self._outcome.done} from the result cache (key {cache.get('key')})"
-        return profile
+    def ended(self, measured: Any) -> Any:
+        """A cached answer must not read like a fresh emulation (issue 65: an LLM re-run said "done: 1/1 runs" of
+        phases the result cache answered): say how many came from it, with their keys, and return ``measured``.
+
+        ``measured``: a Profile, a sequence of them (compare_variants' pair) or an LlmProfile (its ``profiles``,
+        a phase each); each Profile is one counted run as the session's result-cache line counts them."""
+        if isinstance(measured, (tuple, list)):
+            profiles = list(measured)
+        else:
+            profiles = list(getattr(measured, "profiles", (measured,)))
+        caches = [(getattr(p, "metadata", None) or {}).get("result_cache") or {} for p in profiles]
+        keys = [str(c.get("key")) for c in caches if c.get("cached")]
+        if self._outcome is not None and keys:
+            fresh = len(profiles) - len(keys)
+            runs = "counted run" if len(keys) == 1 else "counted runs"
+            key = f"key {keys[0]}" if len(keys) == 1 else f"keys {', '.join(keys)}"
+            self._outcome.done = f"{self._what}: {len(keys)} {runs} answered from the result cache ({key}), " + (
+                f"{fresh} emulated" if fresh else "none emulated"
+            )
+        return measured
 
 
 def running(config: pytest.Config, runner: Any, pte: Any) -> contextlib.AbstractContextManager[RunStep]:
@@ -234,7 +249,7 @@ def _with_run_progress(
     progress = _progress(config)
     if progress is None or not hasattr(target, "progress"):
         with step as outcome:
-            yield RunStep(outcome)
+            yield RunStep(outcome, what)
         return
 
     shown = [0]
@@ -253,6 +268,6 @@ def _with_run_progress(
     target.progress = on_run
     try:
         with step as outcome:
-            yield RunStep(outcome)
+            yield RunStep(outcome, what)
     finally:
         target.progress = None
