@@ -127,10 +127,12 @@ def sayer(config: pytest.Config) -> Callable[[str], None]:
 
 
 class Outcome:
-    """The end line of a step, which the step may change once it knows how it ended."""
+    """The end line of a step, which the step may change once it knows how it ended, and its seconds where the
+    step's work keeps its own measure (an export's ``export_seconds``; None: the step's own clock)."""
 
     def __init__(self, done: str) -> None:
         self.done = done
+        self.seconds: float | None = None
 
 
 @contextlib.contextmanager
@@ -152,7 +154,8 @@ def _step(config: pytest.Config, what: str, start: str, done: str) -> Iterator[O
         )
         progress.say(f"sme2: {what} {ended} after {time.perf_counter() - started:.1f} s")
         raise
-    progress.say(f"sme2: {outcome.done} in {time.perf_counter() - started:.1f} s")
+    took = time.perf_counter() - started if outcome.seconds is None else outcome.seconds
+    progress.say(f"sme2: {outcome.done} in {took:.1f} s")
 
 
 class ExportStep:
@@ -163,16 +166,20 @@ class ExportStep:
         self._outcome = outcome
 
     def ended(self, exported: Any) -> Any:
-        """Set the end line from the ExportedModel (a hit must not read like a fresh export) and return it."""
+        """Set the end line from the ExportedModel (a hit must not read like a fresh export) and return it; a fresh
+        export's seconds are its own ``export_seconds``, the one measure export.json and its repr() give too."""
         how = "from cache" if exported.from_cache else "exported"
         self._outcome.done = f"{self._name} {how} (key {exported.cache_key})"
+        if not exported.from_cache:
+            self._outcome.seconds = exported.export_seconds
         return exported
 
 
 @contextlib.contextmanager
 def exporting(config: pytest.Config, model: str, recipe_label: str) -> Iterator[ExportStep]:
     """Announce an export (or export-cache lookup) and how it ended: ``sme2: NAME from cache (key K) in 0.2 s``
-    or ``sme2: NAME exported (key K) in 12.0 s``; the seconds include the trace that computes the key."""
+    (the step's time: the trace that computes the key and the lookup) or ``sme2: NAME exported (key K) in 12.0 s``
+    (the export's ``export_seconds``)."""
     name = f"{model} {recipe_label}"
     with _step(config, f"export of {name}", f"exporting {name}", f"{name} ready") as outcome:
         yield ExportStep(name, outcome)
