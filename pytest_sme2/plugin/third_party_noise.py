@@ -18,7 +18,7 @@ import pytest
 
 # (category, start of the message, start of the warning module's name) as pytest's filterwarnings takes them:
 # regular expressions, matched at the start (no ":" in a message: it separates the fields). Seen in a session
-# exporting and running a model (torch 2.13, ExecuTorch 1.5.1, torchao 0.18).
+# exporting and running a model or an LLM (torch 2.13, ExecuTorch 1.5.1, torchao 0.18).
 WARNINGS: tuple[tuple[str, str, str], ...] = (
     # ExecuTorch reads its schema and op tables with importlib.resources' legacy functions
     ("DeprecationWarning", r"read_text is deprecated", r"executorch\."),
@@ -28,15 +28,22 @@ WARNINGS: tuple[tuple[str, str, str], ...] = (
     ("DeprecationWarning", r"`torch\.jit\.script_method` is deprecated", r"torch\.jit\."),
     # torch's pytree LeafSpec, copied by torch.export's and ExecuTorch's passes
     ("FutureWarning", r"`isinstance\(treespec, LeafSpec\)` is deprecated", r"copyreg\Z"),
+    # an LLM export (export_llama, dynamic shapes): torch's own graphs call it, ExecuTorch's ETRecord reader the others
+    ("FutureWarning", r"_check_is_size will be removed in a future PyTorch release", r"torch\."),
+    ("FutureWarning", r"add_var_to_val is deprecated", r"executorch\.exir\.serde\."),
+    ("FutureWarning", r"var_to_val is deprecated", r"executorch\.exir\.serde\."),
 )
 
-# (logger, what its record's message starts with, as a regular expression): log lines at import time.
+# (logger, what its record's message starts with, as a regular expression).
 LOG_LINES: tuple[tuple[str, str], ...] = (
     # torchao's optional kernels built for another Python or CUDA (_C_mxfp8, _C_cutlass_90a): unused on a CPU
     ("torchao", r"Failed to load \S*torchao[/\\]_C\w*[.\w-]*\.so\b"),
     ("torchao.kernel.intmm", r"Warning: Detected no triton"),
     # torchao's enums registered as pytree constants, which torch 2.13 deprecates (torch's own "W1202 ..." line)
     ("torch.utils._pytree", r"%s is an Enum subclass and is now natively supported by torch\.compile"),
+    # one per symbolic size of a dynamic-shape program each time its ETRecord is read (an LLM's profiles read it
+    # for their graph nodes): dozens of lines. export.py quiets this logger while it exports; this covers the reads
+    ("executorch.exir.serde.export_serialize", r"Symbol \S+ did not appear in the graph that was deserialized"),
 )
 
 

@@ -61,3 +61,40 @@ def test_a_users_session_shows_its_own_warnings_and_none_of_the_libraries_intern
     shown = [line for line in out.splitlines() if re.search(r"\w+Warning: ", line)]
     others = [line for line in shown if "my_helper" not in line and ": Pytest" not in line]
     assert any("my_helper" in line for line in shown) and not others, others
+
+
+def test_the_log_filters_drop_only_the_named_lines_and_go_with_the_session() -> None:
+    """An LLM's profiles read its ETRecord after the export: ExecuTorch's "Symbol u0 did not appear in the graph that
+    was deserialized", once per symbolic size, filled a failing test's captured log. Another line of the same
+    logger still passes, and after the session (``remove``) the loggers hold only their own filters. (This outer
+    session has the plugin's filters too: each added filter is asked directly.)"""
+    import logging
+
+    from pytest_sme2.plugin import third_party_noise
+
+    lines: list[tuple[str, str]] = []
+    config = type("Config", (), {"addinivalue_line": lambda self, name, line: lines.append((name, line))})()
+    library = "/site-packages/torchao/_C_mxfp8.cpython-310-x86_64-linux-gnu.so"
+    said = {
+        "executorch.exir.serde.export_serialize": (
+            "Symbol u7 did not appear in the graph that was deserialized",
+            "could not deserialize node 3",
+        ),
+        "torchao": (f"Failed to load {library}: Could not load this library: {library}", "Failed to load model.pt"),
+    }
+    loggers = {name: logging.getLogger(name) for name in said}
+    before = {name: list(logger.filters) for name, logger in loggers.items()}
+    remove = third_party_noise.install(config)  # type: ignore[arg-type]
+    try:
+        for name, (noise, other) in said.items():
+            [added] = [f for f in loggers[name].filters if f not in before[name]]
+
+            def passes(message: str, added: logging.Filter = added, name: str = name) -> bool:
+                return bool(added.filter(logging.LogRecord(name, logging.WARNING, __file__, 1, message, None, None)))
+
+            assert not passes(noise) and passes(other), name
+    finally:
+        remove()
+    assert {name: list(logger.filters) for name, logger in loggers.items()} == before
+    assert lines and {name for name, _ in lines} == {"filterwarnings"}
+    assert all(line.startswith("ignore:") and line.count(":") == 3 for _, line in lines), lines  # narrow: all fields
