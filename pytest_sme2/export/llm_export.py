@@ -261,6 +261,7 @@ def export_llm(config: Any, cache_dir: Path, name: str | None = None) -> Exporte
     """ExecuTorch's ``export_llama`` of ``config`` (an LlmConfig or a mapping of dotted fields), cached.
 
     ``name``: the model's name in labels and baselines (default: the params file's stem, else "llm")."""
+    started = time.perf_counter()  # the export's one duration (ExportedModel.export_seconds), cache key included
     config = llm_config(config)
     params = _read_file(config, "base", "params")
     name = check_name(name if name is not None else (params.stem if params is not None else "llm"))
@@ -281,8 +282,8 @@ def export_llm(config: Any, cache_dir: Path, name: str | None = None) -> Exporte
         shutil.rmtree(final, ignore_errors=True)  # a damaged or other entry under this name
         keyed_config, read_files = _keyed(config)  # before the export sets where it writes
         with staged_entry(cache_dir, final) as staging:
-            started = time.perf_counter()
             delegation = _export_into(config, staging, name, recipe)
+            files = {n: file_sha256(staging / n) for n in LLM_FILES}
             seconds = time.perf_counter() - started
             meta = {
                 "format": EXPORT_FORMAT_VERSION,
@@ -290,7 +291,7 @@ def export_llm(config: Any, cache_dir: Path, name: str | None = None) -> Exporte
                 "flow": FLOW,
                 "recipe": dataclasses.asdict(recipe),
                 "cache_key": key,
-                "program_digest": file_sha256(staging / PTE_NAME),
+                "program_digest": files[PTE_NAME],
                 **versions(),
                 "export_seconds": seconds,
                 "delegation": delegation,
@@ -298,7 +299,7 @@ def export_llm(config: Any, cache_dir: Path, name: str | None = None) -> Exporte
                 "config": _plain(config),
                 "keyed_config": keyed_config,
                 "read_files": read_files,
-                "files": {n: file_sha256(staging / n) for n in LLM_FILES},
+                "files": files,
             }
             write_entry_meta(staging, meta)
     return ExportedModel(name, recipe, final, key, False, seconds, delegation, meta["program_digest"])

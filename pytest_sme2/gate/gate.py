@@ -84,6 +84,9 @@ def new_outcome() -> dict[str, Any]:
         "paths": [],
         "written": [],
         "refused": [],
+        # files judged against a stored baseline that held: every record paired, no verdict failed (the summary's
+        # "N ok": a clean re-run's line once counted only what was written, refused, regressed or missing)
+        "ok": [],
         "verdicts": [],
         "failed": [],
         "missing": [],
@@ -333,6 +336,8 @@ def check_file(
         failures.append(f"baseline: {path}{when if stored else ''}")
         if outcome["failed"]:  # a regression; a missing record already said how to record it
             failures.append(f"if the change is intended, update the baseline: {update_command}")
+    if stored is not None and not absent and not findings.failed(ordered):
+        outcome["ok"].append(str(path))
     if findings.failed(ordered):
         outcome["findings"].append("\n".join(line for line in failures if line != missing_text))  # said apart
     return failures

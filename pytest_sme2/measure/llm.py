@@ -222,6 +222,11 @@ class LlmProfile:
     decode: "Profile"
 
     @property
+    def profiles(self) -> tuple["Profile", "Profile"]:
+        """Both phases' Profiles, prefill first: what the test gets attached and the result cache answers one by one."""
+        return (self.prefill, self.decode)
+
+    @property
     def prefill_rates(self) -> TokenRates:
         return TokenRates(self.prefill, self.sequence.chunk)
 

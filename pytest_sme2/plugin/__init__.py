@@ -26,7 +26,7 @@ from pytest_sme2.evidence.kernel_sampling import SamplingSettings  # noqa: E402
 from pytest_sme2.export.export import ExportedModel, Recipe  # noqa: E402
 from pytest_sme2.measure.runner import Runner, require_program  # noqa: E402
 from pytest_sme2.measure.session import Settings, Sme2Session, session_folder_name  # noqa: E402
-from pytest_sme2.plugin import options, progress  # noqa: E402
+from pytest_sme2.plugin import options, progress, third_party_noise  # noqa: E402
 from pytest_sme2.profile.profile import Profile  # noqa: E402
 from pytest_sme2.run.targets import RunSpec, TargetSettings, check_choice, target_options  # noqa: E402
 from pytest_sme2.run.targets.base import AUTO_PROCESSES  # noqa: E402
@@ -53,6 +53,8 @@ DEVICE_KEY = pytest.StashKey[Any]()
 # The folders of the session's places that did not exist at its start (`.sme2` by default): whichever exists at
 # its end was created by it, and gets a .gitignore (git_ignored). Workers create them too; the controller marks.
 _NEW_FOLDERS_KEY = pytest.StashKey[list]()
+# What removes the log filters of third_party_noise.install at the session's end.
+_NOISE_KEY = pytest.StashKey[Callable[[], None]]()
 
 
 def session_of(config: pytest.Config) -> Sme2Session | None:
@@ -143,6 +145,7 @@ def _target_options(config: pytest.Config) -> dict[str, Any]:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    config.stash[_NOISE_KEY] = third_party_noise.install(config)  # before anything imports torch or torchao
     for marker in MARKERS:
         config.addinivalue_line("markers", marker)
     supervised.install_signal_handlers()  # SIGTERM/SIGHUP to pytest end the runners it started
@@ -224,6 +227,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     finally:
         supervised.end_all()  # nothing a target started outlives the session, whatever stopped it
         _keep_new_folders_out_of_git(config)
+        config.stash.get(_NOISE_KEY, lambda: None)()
 
 
 def _keep_new_folders_out_of_git(config: pytest.Config) -> None:
@@ -534,7 +538,7 @@ def llm_profile(request: pytest.FixtureRequest) -> Callable[..., Any]:
             example = example_calls(pte)
             with progress.running(request.config, runner, pte) as step:
                 phases = step.ended(llm_phases(pte, runner, sequence, example))
-        profiles.extend([phases.prefill, phases.decode])
+        profiles.extend(phases.profiles)
         return phases
 
     return llm_profile
@@ -564,8 +568,8 @@ def compare_variants(request: pytest.FixtureRequest) -> Callable[..., tuple[Prof
                     raise UsageError(
                         f"compare_variants() needs {name} from the runner fixture, got {type(value).__name__}"
                     )
-            with progress.comparing(request.config, runner_a, runner_b, pte):
-                pair = alternate(pte, runner_a, runner_b, rounds)
+            with progress.comparing(request.config, runner_a, runner_b, pte) as step:
+                pair = step.ended(alternate(pte, runner_a, runner_b, rounds))
         profiles.extend(pair)
         return pair
 

@@ -489,7 +489,8 @@ class _GateTally:
             f"{len({p for r in reports for p in r['paths']})} baseline file(s) ({self._measure(reports)}): "
             f"{sum(len(r['written']) for r in reports)} written, "
             + (f"{unchanged} unchanged (kept as they were), " if unchanged else "")
-            + f"{sum(len(r.get('refused', [])) for r in reports)} refused, {self._regressions(reports)}, "
+            + f"{sum(len(r.get('refused', [])) for r in reports)} refused, "
+            f"{sum(len(r.get('ok', [])) for r in reports)} ok, {self._regressions(reports)}, "
             f"{len(improvements)} improvement(s), {len(inconclusive)} inconclusive, "
             f"{sum(len(r['missing']) for r in reports)} missing"
         )

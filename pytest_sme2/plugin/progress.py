@@ -127,10 +127,12 @@ def sayer(config: pytest.Config) -> Callable[[str], None]:
 
 
 class Outcome:
-    """The end line of a step, which the step may change once it knows how it ended."""
+    """The end line of a step, which the step may change once it knows how it ended, and its seconds where the
+    step's work keeps its own measure (an export's ``export_seconds``; None: the step's own clock)."""
 
     def __init__(self, done: str) -> None:
         self.done = done
+        self.seconds: float | None = None
 
 
 @contextlib.contextmanager
@@ -152,7 +154,8 @@ def _step(config: pytest.Config, what: str, start: str, done: str) -> Iterator[O
         )
         progress.say(f"sme2: {what} {ended} after {time.perf_counter() - started:.1f} s")
         raise
-    progress.say(f"sme2: {outcome.done} in {time.perf_counter() - started:.1f} s")
+    took = time.perf_counter() - started if outcome.seconds is None else outcome.seconds
+    progress.say(f"sme2: {outcome.done} in {took:.1f} s")
 
 
 class ExportStep:
@@ -163,33 +166,52 @@ class ExportStep:
         self._outcome = outcome
 
     def ended(self, exported: Any) -> Any:
-        """Set the end line from the ExportedModel (a hit must not read like a fresh export) and return it."""
+        """Set the end line from the ExportedModel (a hit must not read like a fresh export) and return it; a fresh
+        export's seconds are its own ``export_seconds``, the one measure export.json and its repr() give too."""
         how = "from cache" if exported.from_cache else "exported"
         self._outcome.done = f"{self._name} {how} (key {exported.cache_key})"
+        if not exported.from_cache:
+            self._outcome.seconds = exported.export_seconds
         return exported
 
 
 @contextlib.contextmanager
 def exporting(config: pytest.Config, model: str, recipe_label: str) -> Iterator[ExportStep]:
     """Announce an export (or export-cache lookup) and how it ended: ``sme2: NAME from cache (key K) in 0.2 s``
-    or ``sme2: NAME exported (key K) in 12.0 s``; the seconds include the trace that computes the key."""
+    (the step's time: the trace that computes the key and the lookup) or ``sme2: NAME exported (key K) in 12.0 s``
+    (the export's ``export_seconds``)."""
     name = f"{model} {recipe_label}"
     with _step(config, f"export of {name}", f"exporting {name}", f"{name} ready") as outcome:
         yield ExportStep(name, outcome)
 
 
 class RunStep:
-    """An announced run: :meth:`ended` says when its counted run came from the result cache, and its key."""
+    """An announced run: :meth:`ended` says which of its counted runs came from the result cache, and their keys."""
 
-    def __init__(self, outcome: Outcome | None) -> None:
+    def __init__(self, outcome: Outcome | None, what: str) -> None:
         self._outcome = outcome
+        self._what = what
 
-    def ended(self, profile: Any) -> Any:
-        """A cached answer must not read like a fresh emulation: say so, with the key, and return the profile."""
-        cache = (getattr(profile, "metadata", None) or {}).get("result_cache") or {}
-        if self._outcome is not None and cache.get("cached"):
-            self._outcome.done = f"{self._outcome.done} from the result cache (key {cache.get('key')})"
-        return profile
+    def ended(self, measured: Any) -> Any:
+        """A cached answer must not read like a fresh emulation (issue 65: an LLM re-run said "done: 1/1 runs" of
+        phases the result cache answered): say how many came from it, with their keys, and return ``measured``.
+
+        ``measured``: a Profile, a sequence of them (compare_variants' pair) or an LlmProfile (its ``profiles``,
+        a phase each); each Profile is one counted run as the session's result-cache line counts them."""
+        if isinstance(measured, (tuple, list)):
+            profiles = list(measured)
+        else:
+            profiles = list(getattr(measured, "profiles", (measured,)))
+        caches = [(getattr(p, "metadata", None) or {}).get("result_cache") or {} for p in profiles]
+        keys = [str(c.get("key")) for c in caches if c.get("cached")]
+        if self._outcome is not None and keys:
+            fresh = len(profiles) - len(keys)
+            runs = "counted run" if len(keys) == 1 else "counted runs"
+            key = f"key {keys[0]}" if len(keys) == 1 else f"keys {', '.join(keys)}"
+            self._outcome.done = f"{self._what}: {len(keys)} {runs} answered from the result cache ({key}), " + (
+                f"{fresh} emulated" if fresh else "none emulated"
+            )
+        return measured
 
 
 def running(config: pytest.Config, runner: Any, pte: Any) -> contextlib.AbstractContextManager[RunStep]:
@@ -234,7 +256,7 @@ def _with_run_progress(
     progress = _progress(config)
     if progress is None or not hasattr(target, "progress"):
         with step as outcome:
-            yield RunStep(outcome)
+            yield RunStep(outcome, what)
         return
 
     shown = [0]
@@ -253,6 +275,6 @@ def _with_run_progress(
     target.progress = on_run
     try:
         with step as outcome:
-            yield RunStep(outcome)
+            yield RunStep(outcome, what)
     finally:
         target.progress = None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 import shutil
 import signal
 import subprocess
@@ -361,6 +362,48 @@ def test_the_progress_line_says_from_cache_with_the_key(pytester: pytest.Pyteste
     second.assert_outcomes(passed=1)
     second.stdout.fnmatch_lines([f"sme2: tiny fp32-xnnpack from cache (key {key}) in *"])
     assert "exported (key" not in second.stdout.str() and "ready in" not in second.stdout.str()
+
+
+def test_the_progress_line_and_the_entry_give_one_export_duration(
+    pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 65: one export read 177.9 s in one place and 195.5 s in another: the progress line timed the whole
+    step, export.json's ``export_seconds`` (and ``repr(exported_pte)``) left out the cache key, lookups and the
+    entry's file digests. Digests made slow here (as a large program's are) must be in both, or in neither."""
+    real = digests.file_sha256
+    slow = 0.4
+
+    def slow_digest(path: Path) -> str:
+        time.sleep(slow)
+        return real(path)
+
+    monkeypatch.setattr(export_module, "file_sha256", slow_digest)
+    models = pytester.mkdir("models")
+    (models / "tiny.py").write_text(TINY_MODEL)
+    cache = tmp_path / "cache"
+    pytester.makeini(
+        f"[pytest]\nsme2_model_dirs = models\nsme2_target = host\nsme2_cache_dir = {cache}\n"
+        "filterwarnings = ignore\n"
+    )
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.model("tiny")
+        def test_export(exported_pte):
+            print("REPR", repr(exported_pte))
+        """
+    )
+    first = pytester.runpytest_inprocess("-v", "-s")
+    first.assert_outcomes(passed=1)
+    (entry,) = cache.glob("tiny-fp32-xnnpack-*")
+    recorded = json.loads((entry / "export.json").read_text())["export_seconds"]
+    assert recorded >= slow * len(export_module.CHECKED_FILES)  # the digests are part of the export's time
+    text = first.stdout.str()
+    said = re.search(r"sme2: tiny fp32-xnnpack exported (?:in ([0-9.]+) s )?\(key \w+\)(?: in ([0-9.]+) s)?", text)
+    assert said is not None, text
+    assert float(said.group(1) or said.group(2)) == pytest.approx(recorded, abs=0.05)
+    assert f"exported in {recorded:.1f} s" in text.split("REPR", 1)[1]  # repr(exported_pte): the same number
 
 
 @pytest.mark.parametrize("which", ["tiny", "reference"])

@@ -111,6 +111,9 @@ def test_missing_baseline_fails_with_update_command_then_update_and_rerun_pass(s
     rerun = sme2_project.runpytest_inprocess("-rA")
     rerun.assert_outcomes(passed=1)
     assert "[ok]" in rerun.stdout.str() and "0 regression(s)" in rerun.stdout.str()
+    # issue 65: a clean re-run's line counted written, refused, regressions and missing, never the file that held
+    rerun.stdout.fnmatch_lines(["*1 baseline file(s) (*): 0 written, 0 refused, 1 ok, 0 regression(s), *0 missing"])
+    update.stdout.fnmatch_lines(["*1 baseline file(s) (*): 1 written, 0 refused, 0 ok, *"])
 
 
 def test_missing_policy_skip_and_warn(sme2_project: pytest.Pytester) -> None:

@@ -192,3 +192,59 @@ def test_a_step_ended_by_ctrl_c_reads_interrupted_not_failed(
             raise error
     assert said[0] == "sme2: exporting m ..."
     assert said[1].startswith(f"sme2: export of m fp32-xnnpack {ended} after ") and said[1].endswith(" s")
+
+
+def _cached(key: str | None) -> object:
+    """A profile's stand-in: only the result cache's record, which the run step's end line reads."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(metadata={"result_cache": {"key": key, "cached": True}} if key else {})
+
+
+@pytest.mark.parametrize(
+    ("prefill_key", "decode_key"), [("a1" * 8, "b2" * 8), ("a1" * 8, None)], ids=["both cached", "one cached"]
+)
+def test_an_llm_run_from_the_result_cache_does_not_say_its_runs_were_done(
+    monkeypatch: pytest.MonkeyPatch, prefill_key: str, decode_key: str | None
+) -> None:
+    """Issue 65: an LLM re-run said "done: 1/1 runs in 9.3 s" where the next line said every counted run came from
+    the result cache; the end line now says which came from the cache (each phase is a counted run of its own)."""
+    from types import SimpleNamespace
+
+    from pytest_sme2.measure.llm import LlmProfile, LlmSequence
+    from pytest_sme2.plugin import progress
+
+    said: list[str] = []
+    monkeypatch.setattr(progress, "_progress", lambda config: type("P", (), {"say": staticmethod(said.append)})())
+    target = SimpleNamespace(side_by_side=1)  # no ``progress``: a target that does not report runs one by one
+    runner = SimpleNamespace(
+        spec=SimpleNamespace(runs=1, warmup=0), label="emulated", replicas=1, session=SimpleNamespace(target=target)
+    )
+    phases = LlmProfile(LlmSequence(4, 2), _cached(prefill_key), _cached(decode_key))  # type: ignore[arg-type]
+    with progress.running(None, runner, SimpleNamespace(label="llama")) as step:  # type: ignore[arg-type]
+        assert step.ended(phases) is phases
+    end = said[-1]
+    keys = [k for k in (prefill_key, decode_key) if k]
+    assert "done" not in end and "runs in" not in end, end
+    assert "from the result cache" in end and all(key in end for key in keys), end
+    assert f"{len(keys)} " in end.split("from the result cache")[0], end  # how many came from it
+    if len(keys) < 2:
+        assert "1 emulated" in end, end  # the phase that really ran is said apart
+    else:
+        assert "none emulated" in end, end
+
+
+def test_a_run_that_really_ran_says_done(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fresh end line is unchanged: ``done: N/N runs``."""
+    from types import SimpleNamespace
+
+    from pytest_sme2.plugin import progress
+
+    said: list[str] = []
+    monkeypatch.setattr(progress, "_progress", lambda config: type("P", (), {"say": staticmethod(said.append)})())
+    runner = SimpleNamespace(
+        spec=SimpleNamespace(runs=3, warmup=0), label="host", replicas=1, session=SimpleNamespace(target=object())
+    )
+    with progress.running(None, runner, SimpleNamespace(label="tiny")) as step:  # type: ignore[arg-type]
+        step.ended(_cached(None))
+    assert said[-1].startswith("sme2: tiny [host] done: 3/3 runs in ") and "cache" not in said[-1], said

@@ -131,6 +131,28 @@ def test_summary_table_and_markdown(entry: dict, tmp_path: Path) -> None:
     assert "portable ops worth delegating: `native_call_native_layer_norm.out`" in text
 
 
+def test_markdown_shows_arrows_as_arrows_and_html_escapes_them(entry: dict, tmp_path: Path) -> None:
+    """Issue 65: summary.md showed ``CONV 50% -&gt; OTHER 60%``: HTML's escaping in markdown, where a reader of the
+    file (and any renderer that does not decode entities in table cells) sees the entity. HTML still escapes."""
+    [shift] = {row[5] for row in summary_rows([entry]) if "->" in row[5]}  # the on row's category shift
+    summary = session_summary([entry], tmp_path)
+    markdown = session_markdown(summary)
+    assert f"| {shift} |" in markdown and "&gt;" not in markdown and "&amp;" not in markdown
+    page = session_html(summary)
+    assert shift.replace(">", "&gt;") in page and shift not in page
+
+
+def test_markdown_text_escapes_markup_with_backslashes_only() -> None:
+    """Markdown's own escape for what would be markup (a tag, an entity, a blockquote), and no other character
+    changed: ``->`` and ``R&D`` read as they are in the file and rendered alike."""
+    from pytest_sme2.report.escape import text
+
+    assert text("P=16 -> P=12, R&D") == "P=16 -> P=12, R&D"
+    assert text("<b>x</b>") == "\\<b>x\\</b>"  # no tag: each "<" escaped
+    assert text("&lt;b&gt; &#60;") == "\\&lt;b\\&gt; \\&#60;"  # shown as typed, not decoded into "<"
+    assert text("> quoted") == "\\> quoted" and text("a > b") == "a > b"  # a blockquote only at the start
+
+
 def test_emulated_records_label_time_and_give_no_speedup(tmp_path: Path) -> None:
     entry = build_test_entry(
         "t.py::t",
@@ -304,7 +326,8 @@ def test_report_of_an_untrusted_session_folder_writes_no_link_and_no_markup(entr
     assert not (session / "summary.md").is_symlink() and not (session / "report.html").is_symlink()
     text = (session / "summary.md").read_text()
     outside_code = re.sub(r"(`+)(?!`).*?(?<!`)\1(?!`)", "", text)  # code spans show their text literally
-    assert "<img" not in outside_code and "&lt;img src=x onerror=alert(1)&gt;" in text
+    # no tag: its "<" escaped with markdown's backslash (an entity showed as "&lt;" to a reader of the file)
+    assert re.search(r"(?<!\\)<", outside_code) is None and "\\<img src=x onerror=alert(1)>" in text
     # the target name sits in a code span that its own backtick cannot end: fence of two backticks
     assert "Target ``x`;touch /tmp/PWNED;#``" in text
     heading = next(line for line in text.splitlines() if line.startswith("### "))

@@ -369,8 +369,10 @@ def test_an_unchanged_model_is_answered_from_the_cache_and_a_changed_one_is_emul
     assert "from the result cache" not in _session_log(sme2_project)
     again = sme2_project.runpytest_inprocess(*on)
     again.assert_outcomes(passed=1)
+    assert "[emulated sme2=on threads=1] done" not in _session_log(sme2_project)  # no run claimed (issue 65)
     assert re.search(
-        r"tiny fp32-xnnpack \[emulated sme2=on threads=1\] done: .* from the result cache \(key " r"[0-9a-f]{16}\)",
+        r"tiny fp32-xnnpack \[emulated sme2=on threads=1\]: 1 counted run answered from the result cache \(key "
+        r"[0-9a-f]{16}\), none emulated in ",
         _session_log(sme2_project),
     )
     assert "counted run from the result cache, key " in (newest_session(sme2_project.path) / "summary.md").read_text()
