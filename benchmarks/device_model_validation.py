@@ -261,11 +261,20 @@ def scaled(base: "object", name: str, factors: dict[str, float], validation: str
 def fit(
     profiles: dict, device: str, base: str = "apple-m4", per_resource: bool = False, start: float = 1.0
 ) -> dict[str, float]:
+    """The factors of :func:`fit_landing`."""
+    return fit_landing(profiles, device, base, per_resource, start)[0]
+
+
+def fit_landing(
+    profiles: dict, device: str, base: str = "apple-m4", per_resource: bool = False, start: float = 1.0
+) -> tuple[dict[str, float], list[float]]:
     """Factors on ``base``'s SME, core and memory rates (``per_resource``: on each resource's and memory's) that
     best reproduce ``device``'s published category times (CONV, GEMM, DATA_MOVEMENT, OTHER, SME2 off and on;
     least squares on log ms), the solver starting with every factor at ``start``. A fit, not a measurement: every
     number it gives is labelled with the data it was fitted on. Seven factors for eight times are not determined:
-    where the solver starts (and its version) decides what they price elsewhere (docs/device_model.md)."""
+    where the solver starts (and its version) decides what they price elsewhere (docs/device_model.md). Also the
+    singular values of the residuals' Jacobian where it landed, largest first: each near zero is a combination of
+    the factors that moves no published time, which the data therefore does not determine."""
     import numpy as np
     from scipy.optimize import least_squares
 
@@ -285,7 +294,8 @@ def fit(
         return np.array(out)
 
     result = least_squares(residuals, np.full(len(groups), np.log(start)))
-    return dict(zip(groups, (float(x) for x in np.exp(result.x))))
+    singular = np.linalg.svd(result.jac, compute_uv=False)  # of the residuals' Jacobian where the solver landed
+    return dict(zip(groups, (float(x) for x in np.exp(result.x)))), [float(v) for v in singular]
 
 
 def device_file(base: "object", factors: dict[str, float], name: str, description: str, fitted_on: str) -> str:

@@ -274,18 +274,19 @@ def test_counts_of_one_model_are_not_priced_or_saved_as_another(tmp_path: Path) 
         validation.save_counts({True: profile}, copy)
 
 
-def _fc_priced_by_x300_fit(per_resource: bool, start: float = 1.0) -> dict:
-    """The LiteRT fully connected layer priced by a model fitted afresh to the X300's SqueezeSAM times."""
+def _fc_priced_by_x300_fit(per_resource: bool, start: float = 1.0) -> tuple[dict, list[float]]:
+    """The LiteRT fully connected layer priced by a model fitted afresh to the X300's SqueezeSAM times, and the
+    singular values of the fit's Jacobian where it landed."""
     from pytest_sme2.profile.device_model import load_device
 
     results = validation.REPO / "benchmarks" / "results"
     squeeze = validation.load_counts(results / "device_model_2026-11-27" / "squeeze_sam_counts.json", "squeeze_sam")
-    factors = validation.fit(squeeze, "dimensity-9500", per_resource=per_resource, start=start)
+    factors, singular = validation.fit_landing(squeeze, "dimensity-9500", per_resource=per_resource, start=start)
     fitted = validation.scaled(load_device("apple-m4"), "dimensity-9500", factors, "fit")
     layer = validation.load_counts(
         results / "device_model_2026-11-28" / "fully_connected_counts.json", "fully_connected"
     )
-    return validation.fc_comparison(layer, fitted)
+    return validation.fc_comparison(layer, fitted), singular
 
 
 def test_a_fit_to_the_x300_fails_the_phone_layer_it_was_not_fitted_on() -> None:
@@ -294,21 +295,23 @@ def test_a_fit_to_the_x300_fails_the_phone_layer_it_was_not_fitted_on() -> None:
     connected layer (which the fit never saw), put its NEON side at under a quarter of the published GFLOPS and its
     SME2 speedup at over five times the published one. Fitted afresh from the kept counts: the result files are
     not read back."""
-    result = _fc_priced_by_x300_fit(per_resource=False)
+    result, _ = _fc_priced_by_x300_fit(per_resource=False)
     assert result["rows"]["off"]["modelled_gflops"] < validation.FC_PUBLISHED_GFLOPS["off"] / 4
     published_speedup = validation.FC_PUBLISHED_GFLOPS["on"] / validation.FC_PUBLISHED_GFLOPS["off"]
     assert result["modelled_speedup"] > 5 * published_speedup
 
 
 def test_the_seven_factor_fit_is_not_determined_and_fails_the_phone_layer_wherever_it_lands() -> None:
-    """Seven factors (one per resource, and memory) for eight published times: started from the M4's rates and
-    from a third of them, the solver lands on different factors that price the phone layer differently (scipy
-    1.17.1: 41 and 28 GFLOPS SME2 off), and every landing puts its NEON side at under half the published GFLOPS
-    and its SME2 speedup at over three times the published one: a fit that predicts nothing else."""
-    landings = [_fc_priced_by_x300_fit(per_resource=True, start=start) for start in (1.0, 1 / 3)]
-    off = [landing["rows"]["off"]["modelled_gflops"] for landing in landings]
+    """Seven factors (one per resource, and memory) for eight published times: wherever the solver lands, started
+    from the M4's rates or from a third of them, at least two combinations of the factors move no published time
+    (singular values of the Jacobian under 1e-3 of the largest), so the data does not determine them; where it lands
+    depends on the start and on scipy's and numpy's builds (41 and 28 GFLOPS SME2 off in one venv, 27.5 from both
+    starts in another). Every landing puts the phone layer's NEON side at under half the published GFLOPS and its
+    SME2 speedup at over three times the published one: a fit that predicts nothing else."""
     published_speedup = validation.FC_PUBLISHED_GFLOPS["on"] / validation.FC_PUBLISHED_GFLOPS["off"]
-    for landing, gflops in zip(landings, off):
-        assert gflops < validation.FC_PUBLISHED_GFLOPS["off"] / 2
+    for start in (1.0, 1 / 3):
+        landing, singular = _fc_priced_by_x300_fit(per_resource=True, start=start)
+        undetermined = [value for value in singular if value < 1e-3 * singular[0]]
+        assert len(undetermined) >= 2, f"from {start}: singular values {singular}: the fit is determined now"
+        assert landing["rows"]["off"]["modelled_gflops"] < validation.FC_PUBLISHED_GFLOPS["off"] / 2
         assert landing["modelled_speedup"] > 3 * published_speedup
-    assert max(off) / min(off) > 1.2, f"the two starts priced the layer alike ({off}): the fit is determined now"
