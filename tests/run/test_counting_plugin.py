@@ -101,9 +101,14 @@ def mobilenet_pte(tmp_path_factory: pytest.TempPathFactory, shared_export_cache:
 
 @pytest.mark.skipif(not STATUS.ready or STATUS.plugin_header is None, reason="needs the plugin-capable qemu")
 def test_a_counted_run_reports_its_count_while_it_runs_and_a_killed_one_says_how_far_it_got(
-    mobilenet_pte: Path, tmp_path: Path
+    mobilenet_pte: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from pytest_sme2.errors import RunnerError
+    from pytest_sme2.run import count_progress
+
+    # the watcher looks every 0.2 s (2 s in a session), so a run of a few seconds on a fast emulator still shows two
+    # reports (the plugin writes about once a second): a qemu twice as fast failed len(seen) >= 2 at 2 s
+    monkeypatch.setattr(count_progress, "_EVERY_S", 0.2)
 
     target = EmulatedTarget(tmp_path / "logs", status=STATUS, counting="plugin")
     seen: list[int] = []
