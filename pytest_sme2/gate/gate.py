@@ -336,9 +336,10 @@ def check_file(
         failures.append(f"baseline: {path}{when if stored else ''}")
         if outcome["failed"]:  # a regression; a missing record already said how to record it
             failures.append(f"if the change is intended, update the baseline: {update_command}")
-    if stored is not None and not absent and not findings.failed(ordered):
+    failed = findings.failed(ordered)
+    if stored is not None and not absent and not failed:
         outcome["ok"].append(str(path))
-    if findings.failed(ordered):
+    if failed:
         outcome["findings"].append("\n".join(line for line in failures if line != missing_text))  # said apart
     return failures
 

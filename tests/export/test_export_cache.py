@@ -336,23 +336,29 @@ def test_an_unchanged_model_is_a_hit_in_a_fresh_process(
     assert result == [[True, here.cache_key], [True, exported_toy_cnn.cache_key]]
 
 
-def test_the_progress_line_says_from_cache_with_the_key(pytester: pytest.Pytester, tmp_path: Path) -> None:
+def _tiny_project(pytester: pytest.Pytester, cache: Path, body: str) -> None:
+    """A project of one model (the tiny one) exported on the host target into ``cache``, and one test whose body
+    is ``body`` using ``exported_pte``."""
     models = pytester.mkdir("models")
     (models / "tiny.py").write_text(TINY_MODEL)
-    cache = tmp_path / "cache"
     pytester.makeini(
         f"[pytest]\nsme2_model_dirs = models\nsme2_target = host\nsme2_cache_dir = {cache}\n"
         "filterwarnings = ignore\n"
     )
     pytester.makepyfile(
-        """
+        f"""
         import pytest
 
         @pytest.mark.model("tiny")
         def test_export(exported_pte):
-            pass
+            {body}
         """
     )
+
+
+def test_the_progress_line_says_from_cache_with_the_key(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    _tiny_project(pytester, cache, "pass")
     first = pytester.runpytest_inprocess("-v")
     first.assert_outcomes(passed=1)
     (entry,) = cache.glob("tiny-fp32-xnnpack-*")
@@ -378,22 +384,8 @@ def test_the_progress_line_and_the_entry_give_one_export_duration(
         return real(path)
 
     monkeypatch.setattr(export_module, "file_sha256", slow_digest)
-    models = pytester.mkdir("models")
-    (models / "tiny.py").write_text(TINY_MODEL)
     cache = tmp_path / "cache"
-    pytester.makeini(
-        f"[pytest]\nsme2_model_dirs = models\nsme2_target = host\nsme2_cache_dir = {cache}\n"
-        "filterwarnings = ignore\n"
-    )
-    pytester.makepyfile(
-        """
-        import pytest
-
-        @pytest.mark.model("tiny")
-        def test_export(exported_pte):
-            print("REPR", repr(exported_pte))
-        """
-    )
+    _tiny_project(pytester, cache, 'print("REPR", repr(exported_pte))')
     first = pytester.runpytest_inprocess("-v", "-s")
     first.assert_outcomes(passed=1)
     (entry,) = cache.glob("tiny-fp32-xnnpack-*")
