@@ -93,10 +93,13 @@ def test_the_loader_is_found_where_qemu_maps_it(way: str) -> None:
     found = loader_range(command, STATUS.runner, loader, env)
     assert found.name == loader.name and found.start % 0x1000 == 0 and found.end % 0x1000 == 0
     assert found.end - found.start >= loader.stat().st_size // 2  # its image, not a page of it
-    # three repeats with one arena; qemu-user 11.1 once, as before: beside two busy xdist workers it put the loader
-    # elsewhere now and then (2026-12-02, 1 run in 3; cause not found, see the stop's closing note)
+    # the same place every time: three repeats with one arena. The log's counted run needs only the loader's own
+    # range (its -dfilter); where the libraries went it reads from the run's own memory map, and qemu-user 11.1 moved
+    # them between two traces beside busy xdist workers (CI of 9b23af6: loader at the same address, libraries not).
+    # The plugin's markers are computed from the libraries' places before the run, so there they must hold too.
     again = [loader_range(command, STATUS.runner, loader, env) for _ in range(3 if way == "plugin" else 1)]
-    assert all(a == found for a in again), [hex(a.start) for a in [found, *again]]  # the same place every time
+    where = (lambda r: r) if way == "plugin" else (lambda r: (r.start, r.end, r.name))
+    assert all(where(a) == where(found) for a in again), [(hex(a.start), a.libraries) for a in [found, *again]]
 
 
 class _LazyTarget(EmulatedTarget):
