@@ -32,6 +32,7 @@ from typing import Iterator
 
 from pytest_sme2.errors import StorageError, UsageError
 from pytest_sme2.export.cache_entry import ENTRY_NAME, META_NAME
+from pytest_sme2.measure.count_records import RECORDS_FOLDER
 from pytest_sme2.measure.session import session_started
 from pytest_sme2.run.result_cache import MANIFEST, RESULTS_FOLDER
 from pytest_sme2.system.last_use import last_used
@@ -176,8 +177,8 @@ def _cache_items(cache: Path) -> list[Item]:
         name = child.name
         if name.startswith(".") or name == LOCKS_FOLDER:
             continue  # locks are never removed (a holder may have one open); dot names are staging and ours
-        if name == RESULTS_FOLDER and child.is_dir() and not child.is_symlink():
-            continue
+        if name in (RESULTS_FOLDER, RECORDS_FOLDER) and child.is_dir() and not child.is_symlink():
+            continue  # results are listed below; counted-run records are a few hundred bytes per model
         if ENTRY_NAME.fullmatch(name):
             items.append(
                 Item(child, EXPORT_ENTRY, last_used(child / META_NAME, child), _files(child), _lock(cache, name))
@@ -188,7 +189,7 @@ def _cache_items(cache: Path) -> list[Item]:
         cache,
         strangers,
         "cache folder",
-        "a cache holds MODEL-RECIPE-KEY entries, results/ and locks/",
+        "a cache holds MODEL-RECIPE-KEY entries, results/, counted-runs/ and locks/",
         "point --cache-dir at the folder of --sme2-cache-dir (default .sme2/cache), or move those out of it",
     )
     results = cache / RESULTS_FOLDER

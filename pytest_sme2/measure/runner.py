@@ -26,6 +26,8 @@ from pytest_sme2.evidence.samplers import PERF_DATA, Sampler
 from pytest_sme2.export.export import ExportedModel, tool_versions
 from pytest_sme2.export.program import check_program
 from pytest_sme2.export.work import ProgramFacts
+from pytest_sme2.measure.count_estimate import estimate, known_macs
+from pytest_sme2.measure.count_records import CountRecord, now_text, read_records, this_machine, write_record
 from pytest_sme2.measure.session import Sme2Session, kit_variant, link_artifact
 from pytest_sme2.model.registry import source_files
 from pytest_sme2.profile import stats
@@ -85,6 +87,9 @@ class Runner:
     # so each phase has its own baseline.
     plan: CallPlan | None = None
     phase: str = ""
+    # The typical guest instructions of this variant's counted run (count_estimate.py), once estimated: the
+    # progress line's "of about N"; None before or on a timed target.
+    expected_instructions: float | None = None
 
     @property
     def replicas(self) -> int:
@@ -141,11 +146,16 @@ class Runner:
         identity["inputs"] = str(inputs) if inputs is not None else None
         reference = self.session.reference() if sampler is None else None  # a sampled round is not timed
         before = self._state_before() if sampler is None else None
+        counted = self.session.target.counts_instructions(spec)
+        if counted:
+            self._expect(pte, program, identity, spec)
         started = time.perf_counter()
         extra = {"sampler": sampler} if sampler is not None else {}
         result = self.session.target.run(
             program, inputs, spec, out_dir, reference=reference.path if reference is not None else None, **extra
         )
+        if counted:
+            self._remember(result, identity, spec)
         if before is not None:
             identity["device_state"] = self._state_record(before)
         # How long the target took (runs, reference runs, process start): what the plugin's own cost is
@@ -160,6 +170,71 @@ class Runner:
             ),
         )
         return result, identity
+
+    def _records(self) -> list[CountRecord]:
+        """The cache's counted-run records, read once per process; a skipped one is said, never fatal."""
+        if self.session.count_records is None:
+            records, skipped = read_records(self.session.settings.cache_dir)
+            for sentence in skipped:
+                self.session.say(f"sme2: {sentence}")
+            self.session.count_records = records
+        return self.session.count_records
+
+    def _expect(
+        self, pte: "ExportedModel | str | Path", program: Path, identity: dict[str, Any], spec: RunSpec
+    ) -> None:
+        """Before a counted run: say what it is expected to cost (count_estimate.py), keep the typical count for
+        the progress line, and refuse a run that cannot finish inside its timeout, before it starts."""
+        records = self._records()
+        same = [
+            r for r in records if (r.model, r.recipe, r.variant) == (identity["model"], identity["recipe"], self.label)
+        ]
+        expected = estimate(
+            self._facts(pte, str(program)).work,
+            program.stat().st_size,
+            identity["recipe"],
+            spec.sme2 is not False,
+            spec.warmup + spec.runs,
+            same[0] if same else None,
+            records,
+            this_machine(),
+        )
+        self.expected_instructions = expected.instructions[1]
+        self.session.say(f"sme2: {identity['model']} [{self.label}]: {expected.line()}")
+        refusal = expected.refusal(spec.timeout_s, spec.timeout_source or f"--sme2-timeout={spec.timeout_s:g}")
+        if refusal is not None:
+            raise UsageError(f"{identity['model']} [{self.label}]: {refusal}")
+        warning = expected.warning(spec.timeout_s)
+        if warning is not None:
+            self.session.say(f"sme2: {identity['model']} [{self.label}]: {warning}")
+
+    def _remember(self, result: RunResult, identity: dict[str, Any], spec: RunSpec) -> None:
+        """After a counted run the emulator did (not the result cache): its record, for the next estimate."""
+        counted = result.evidence.get("counted_run")
+        if not isinstance(counted, dict) or (result.evidence.get("result_cache") or {}).get("cached"):
+            return
+        facts = self.session.program_facts.get(identity["pte"])
+        record = CountRecord(
+            model=str(identity["model"]),
+            recipe=str(identity["recipe"]),
+            variant=self.label,
+            sme2=spec.sme2 is not False,
+            instructions=int(counted["instructions"]),
+            inferences=spec.warmup + spec.runs,
+            macs=known_macs(facts.work) if facts is not None else 0.0,
+            seconds=float(counted["seconds"]),
+            machine=this_machine(),
+            recorded=now_text(),
+        )
+        try:
+            write_record(self.session.settings.cache_dir, record)
+        except (OSError, Sme2Error) as exc:  # a read-only or full cache: the next estimate is modelled instead
+            self.session.say(f"sme2: the counted-run record of {record.model} was not written: {exc}")
+            return
+        records = self._records()
+        records[:] = [record] + [
+            r for r in records if (r.model, r.recipe, r.variant) != (record.model, record.recipe, record.variant)
+        ]
 
     def _state_before(self) -> "dict[str, Any] | None":
         """The device's state before a timed round (None: the target reads none), after waiting for it to cool

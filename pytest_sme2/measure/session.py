@@ -107,6 +107,8 @@ class Sme2Session:
         self.steady_state: Any = None
         # Where the session says what it waits for (the plugin's progress line; silent outside pytest).
         self.say: Callable[[str], None] = lambda text: None
+        # The cache's counted-run records (count_records.py), read at the first counted run, added to after each.
+        self.count_records: list[Any] | None = None
 
     @property
     def target(self) -> Target:

@@ -231,6 +231,7 @@ def running(config: pytest.Config, runner: Any, pte: Any) -> contextlib.Abstract
             f"running {what}: {spec.warmup} warmup + {spec.runs} timed runs{each}",
             f"{what} done: {spec.runs}/{spec.runs} runs{each}",
         ),
+        (runner,),
     )
 
 
@@ -244,15 +245,21 @@ def comparing(config: pytest.Config, first: Any, second: Any, pte: Any) -> conte
         first.session.target,
         what,
         _step(config, what, f"running {what} {how}", f"{what} done"),
+        (first, second),
     )
 
 
 @contextlib.contextmanager
 def _with_run_progress(
-    config: pytest.Config, target: Any, what: str, step: contextlib.AbstractContextManager[Outcome]
+    config: pytest.Config,
+    target: Any,
+    what: str,
+    step: contextlib.AbstractContextManager[Outcome],
+    runners: tuple[Any, ...],
 ) -> Iterator[RunStep]:
     """While ``step`` runs, a target that reports timed runs (``target.progress``, the host target) says
-    "run i/N": every run in progress.log, about four per variant on the terminal."""
+    "run i/N": every run in progress.log, about four per variant on the terminal. A counted run says its
+    instructions so far, and of how many its runner expects (``Runner.expected_instructions``)."""
     progress = _progress(config)
     if progress is None or not hasattr(target, "progress"):
         with step as outcome:
@@ -265,7 +272,12 @@ def _with_run_progress(
     def on_run(done: int, total: int, variant: str | None = None) -> None:
         if counted:  # instructions counted so far (emulated: no time), each report a line of progress.log
             side = f" ({variant})" if variant else ""  # which of two counted side by side
-            progress.say(f"sme2: running {what}{side}: {done / 1e6:,.0f} M guest instructions counted", terminal=True)
+            runner = next((r for r in runners if variant and r.spec.sme2_label == variant), runners[0])
+            expected = getattr(runner, "expected_instructions", None)
+            of = f" of about {expected / 1e6:,.0f} M expected ({done / expected:.0%})" if expected else ""
+            progress.say(
+                f"sme2: running {what}{side}: {done / 1e6:,.0f} M guest instructions counted{of}", terminal=True
+            )
             return
         milestone = done < total and done - shown[0] >= max(1, total // 4)
         if milestone:

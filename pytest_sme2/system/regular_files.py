@@ -91,6 +91,11 @@ COUNT_PROGRESS = Kind(
     1 * MiB,
     "it is the counting plugin's own (two numbers); run the test again",
 )
+COUNT_RECORD = Kind(
+    "counted-run record",
+    1 * MiB,
+    "remove it: it only guides the estimate before a counted run and is written again after the next one",
+)
 KINDS = (
     BASELINE,
     DEVICE_FILE,
@@ -103,6 +108,7 @@ KINDS = (
     PROGRAM,
     PROJECT_CONFIG,
     COUNT_PROGRESS,
+    COUNT_RECORD,
 )
 
 

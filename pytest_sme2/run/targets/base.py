@@ -236,6 +236,11 @@ class Target(Protocol):
         before and after every timed round; None where there is no device to read (host, emulated)."""
         ...
 
+    def counts_instructions(self, spec: RunSpec) -> bool:
+        """Whether a run of ``spec`` counts guest instructions in an emulator (the emulated target with ETDump
+        and counting on): its cost is the emulator's, estimated before it starts (measure/count_estimate.py)."""
+        ...
+
     @property
     def side_by_side(self) -> int:
         """How many measurements of one test it makes at once (compare_variants' two sides): 1 unless a run's
@@ -297,6 +302,10 @@ class RegisteredTarget:
     checks_a_target: ClassVar[bool] = False
     # Measurements made at once (Target.side_by_side): one, for a target whose runs are timed.
     side_by_side: int = 1
+
+    def counts_instructions(self, spec: RunSpec) -> bool:
+        """False: a target whose runs are timed on hardware (Target.counts_instructions)."""
+        return False
 
     @classmethod
     def check_name(cls, name: str) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 from typing import Callable, NoReturn
 
@@ -31,7 +32,7 @@ from pytest_sme2.evidence.qemu_counts import (
     write_counts,
 )
 from pytest_sme2.run import emulation_setup
-from pytest_sme2.run.count_progress import ProgressWatcher, how_far
+from pytest_sme2.run.count_progress import ProgressWatcher, counted_so_far, how_far
 from pytest_sme2.run.guest_loader import BIND_NOW, LoaderRange, loader_range
 from pytest_sme2.run.kernel_libraries import runner_libraries
 from pytest_sme2.run.native.build import COUNT_PLUGIN_NAME
@@ -379,6 +380,10 @@ class EmulatedTarget(RegisteredTarget):
 
         return cores_for_side_by_side()
 
+    def counts_instructions(self, spec: RunSpec) -> bool:
+        """A run with ETDump on is counted unless counting is off (--sme2-no-kernel-trace)."""
+        return bool(self._trace_kernels and spec.etdump)
+
     @property
     def counting(self) -> str:
         """Where this target's counted runs count: "plugin" or "log"."""
@@ -542,12 +547,16 @@ class EmulatedTarget(RegisteredTarget):
         report = self.progress
         variant = spec.sme2_label
         watcher = ProgressWatcher(progress, None if report is None else lambda done: report(done, 0, variant))
+        started = time.monotonic()
         try:
             result = self._run_counted_runner(prefix, _plugin_env(), pte, inputs, spec, out_dir)
         except RunnerError as exc:
             raise RunnerError(f"{exc}\n{how_far(progress)}") from None
         finally:
             watcher.stop()
+        counted = counted_so_far(progress)  # the plugin writes its last figure at exit: the whole process's
+        if counted is not None:  # what the next estimate of this model starts from (measure/count_records.py)
+            result.evidence["counted_run"] = {"instructions": counted[1], "seconds": time.monotonic() - started}
         blocks, segments = out_dir / PLUGIN_BLOCKS, out_dir / PLUGIN_SEGMENTS
         if not blocks.is_file() or not segments.is_file():
             raise RunnerError(
