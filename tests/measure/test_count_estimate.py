@@ -74,13 +74,21 @@ def test_the_last_count_of_the_same_model_is_scaled_by_its_work_and_inferences()
     assert "1 earlier counted run on this machine" in now.rate_basis
 
 
-def test_a_slow_machine_never_makes_a_refusal_likelier() -> None:
-    """The low end of the seconds is at the fastest rate measured anywhere, however slow this machine's runs
-    were: a refusal must never stop a run that would have finished."""
+def test_neither_a_slow_machine_nor_a_forged_record_makes_a_refusal_likelier() -> None:
+    """The refusal's bound is the MACs at the most one instruction can do, at the fastest rate measured
+    anywhere: however slow this machine's runs were or however many instructions a record claims, a refusal
+    never stops a run that would have finished."""
     slow = _record(model="other", instructions=10**9, seconds=100.0)  # 10 M a second
-    with_slow = estimate(_work(1e11), 10**6, "fp32-xnnpack", False, 2, None, [slow], "cpu x2")
-    without = estimate(_work(1e11), 10**6, "fp32-xnnpack", False, 2, None, [], "cpu x2")
-    assert with_slow.seconds[0] == without.seconds[0] and with_slow.seconds[1] > without.seconds[1]
+    forged = _record(instructions=10**15)  # this model, a petainstruction
+    plain = estimate(_work(1e11), 10**6, "fp32-xnnpack", False, 2, None, [], "cpu x2")
+    for other in (
+        estimate(_work(1e11), 10**6, "fp32-xnnpack", False, 2, None, [slow], "cpu x2"),
+        estimate(_work(1e11), 10**6, "fp32-xnnpack", False, 2, forged, [forged], "cpu x2"),
+    ):
+        assert other.floor_seconds == plain.floor_seconds and other.seconds[1] > plain.seconds[1]
+        assert other.refusal(600, "x") is None and other.warning(600) is not None
+    # 2e11 MACs at 64 a SVE instruction (SVL 2048) at 300 M instructions a second: about 10 s, whatever the table
+    assert 5 < plain.floor_seconds < 20
 
 
 def test_rates_of_another_machine_are_not_this_machines() -> None:
@@ -90,11 +98,11 @@ def test_rates_of_another_machine_are_not_this_machines() -> None:
 
 
 def test_a_run_that_cannot_finish_is_refused_with_its_numbers_and_the_fix() -> None:
-    hopeless = estimate(_work(1e13), 10**6, "fp32-xnnpack", False, 2, None, [], "cpu x2")
+    hopeless = estimate(_work(1e14), 10**6, "fp32-xnnpack", False, 2, None, [], "cpu x2")
     refusal = hopeless.refusal(600, "@pytest.mark.perf(timeout=600)")
     assert refusal is not None
     assert "cannot finish inside its timeout of 10 min (@pytest.mark.perf(timeout=600))" in refusal
-    assert re.search(r"fewest instructions expected, [\d.,]+ [GMk]", refusal) and "--sme2-timeout=" in refusal
+    assert re.search(r"MACs alone take at least [\d.,]+ [GMk]", refusal) and "--sme2-timeout=" in refusal
     assert hopeless.warning(600) is not None
     fits = estimate(_work(1e8), 10**6, "fp32-xnnpack", False, 2, None, [], "cpu x2")
     assert fits.refusal(600, "x") is None and fits.warning(600) is None
@@ -187,7 +195,7 @@ def test_a_counted_run_leaves_a_record_the_next_estimate_uses_and_a_hopeless_one
 
     third = session()
     hopeless = Runner(third, RunSpec(sme2=True, runs=1, warmup=1, timeout_s=1e-6), third.test_dir("three"))
-    with pytest.raises(UsageError, match=r"cannot finish inside its timeout .* fewest instructions expected"):
+    with pytest.raises(UsageError, match=r"cannot finish inside its timeout .* MACs alone take at least"):
         hopeless.profile(pte)
     assert not any((third.test_dir("three")).glob("*-profile-*")), "a refused run must not start"
     assert math.isfinite(recount.seconds)
