@@ -99,8 +99,10 @@ def new_outcome() -> dict[str, Any]:
         # written files that cannot gate everything the user may expect (changes under min_effect_ms pass, its
         # modelled time was dropped): their ``written`` lines, which the terminal shows
         "written_caveats": [],
-        "unchanged": [],
-    }  # updated files whose every record equals the stored one: kept, date and commit too
+        "unchanged": [],  # updated files whose every record equals the stored one: kept, date and commit too
+        # baseline files an update did not write because the test's own body failed: "PATH: why", for the summary
+        "not_written": [],
+    }
 
 
 def records_of(

@@ -244,7 +244,10 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     item.stash[AUTO_PROCESSES_KEY] = gate.auto_processes(rules.root, fingerprint, item.nodeid, rules.tolerances)
 
 
-def _gate(item: pytest.Item) -> None:
+def _gate(item: pytest.Item, body_failed: str | None = None) -> None:
+    """Judge (or, updating, write) the test's profiles against its baseline file per target; ``body_failed``: the
+    test's own body failed with this, so an update writes nothing and says why (the profiles are what a failing
+    test measured), and a check still judges them (the caller shows the verdicts beside the failure)."""
     profiles = profiles_of(item)
     config = item.config.stash.get(_GATE_KEY, None)
     if not profiles or config is None:
@@ -255,6 +258,15 @@ def _gate(item: pytest.Item) -> None:
         return
     outcome = gate.new_outcome()
     item.stash[_ITEM_KEY] = outcome
+    if body_failed is not None and config.update:
+        for fingerprint in sorted(
+            {p.metadata.get("target", {}).get("fingerprint") or "unknown-target" for p in profiles}
+        ):
+            path = baselines.baseline_path(rules.root, fingerprint, item.nodeid)
+            outcome["fingerprints"].append(fingerprint)
+            outcome["paths"].append(str(path))  # its stored file (if any) is this test's, not unused
+            outcome["not_written"].append(f"{path}: the test failed ({body_failed}); fix it, then update again")
+        return
     session = session_of(item.config)
     verdicts_dir = session.test_dir(item.nodeid) if session is not None else None
     update = _update_command(item, config)
@@ -292,7 +304,9 @@ def _gate(item: pytest.Item) -> None:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Any:
     try:
-        result = yield  # a failing or skipped test body raises here: nothing to gate...
+        result = yield  # a failing or skipped test body raises here...
+    except (pytest.skip.Exception, KeyboardInterrupt, SystemExit, pytest.exit.Exception):
+        raise  # ...a skip or an interrupt: nothing to gate
     except EmulatedTimingError as error:
         # ...but for a timing read of emulated profiles (speedup_over), the project's own error, which stands
         # as a skip: the profiles built before it are exact counts, and the README's first example would
@@ -305,17 +319,39 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
             failure.__suppress_context__ = True
             raise
         raise _judged_skip(item, error) from None
+    except (Exception, pytest.fail.Exception) as error:  # noqa: BLE001 - the body's failure stands; the gate's
+        # verdicts go beside it (pytest.fail's exception is no Exception: a body's pytest.fail is a failure too)
+        _gate_after_failed_body(item, error)
+        raise
     _gate_after_body(item)
     return result
 
 
-def _gate_after_body(item: pytest.Item) -> None:
+def _gate_after_body(item: pytest.Item, body_failed: str | None = None) -> None:
     session = session_of(item.config)
     if session is None:  # the plugin's session was never configured: no profiles to gate
         return
     # A broken baseline, or writing one (or counting instructions) into a folder that cannot be written.
     with failures_of_test(session, item.nodeid, (item.config.stash[_GATE_KEY].place,)):
-        _gate(item)
+        _gate(item, body_failed)
+
+
+def _gate_after_failed_body(item: pytest.Item, error: BaseException) -> None:
+    """The test's body failed (its own assertion, say): the profiles it built before are still judged and their
+    verdicts shown beside the failure ("sme2 baselines" in its report, makereport below), which stays the
+    test's failure; an update writes no baseline of a failing test and the summary lists it. Issue 65: a failing
+    threshold silenced the gate, and nothing said that a new variant had no baseline or an old one went unused."""
+    first = (str(getattr(error, "msg", None) or error).strip().splitlines() or [""])[0][:200]
+    why = f"{type(error).__name__}: {first}" if first else type(error).__name__
+    try:
+        _gate_after_body(item, why)
+    except (pytest.fail.Exception, pytest.skip.Exception) as gated:  # its lines are in the outcome: shown beside
+        outcome = item.stash.get(_ITEM_KEY, None)
+        if outcome is not None and not outcome["findings"] and not outcome["missing"]:
+            outcome["findings"].append(str(getattr(gated, "msg", gated)))  # e.g. a broken baseline file
+    except Exception as broken:  # noqa: BLE001 - the gate's own trouble never hides the body's failure
+        outcome = item.stash.setdefault(_ITEM_KEY, gate.new_outcome())
+        outcome["findings"].append(f"the gate could not judge this test's profiles: {type(broken).__name__}: {broken}")
 
 
 def _judged_skip(item: pytest.Item, skip: BaseException, judged: str | None = None) -> BaseException:
@@ -349,6 +385,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
         lines = (
             [f"written {p}" for p in outcome["written"]]
             + [f"refused {p}" for p in outcome["refused"]]
+            + [f"not written {p}" for p in outcome.get("not_written", [])]
+            + (outcome["findings"] if report.failed else [])  # a failed body: the gate's own failure lines too
             + [str(Verdict.from_dict(v)) for v in outcome["verdicts"]]
             + outcome["missing"]
         )
@@ -484,13 +522,15 @@ class _GateTally:
         inconclusive = [v for v in judged if v.status == Status.INCONCLUSIVE]
         unused = self.unused()
         unchanged = sum(len(r.get("unchanged", [])) for r in reports)
+        not_written = sum(len(r.get("not_written", [])) for r in reports)
         terminalreporter.section("sme2 baselines")
         terminalreporter.write_line(
             f"{len({p for r in reports for p in r['paths']})} baseline file(s) ({self._measure(reports)}): "
             f"{sum(len(r['written']) for r in reports)} written, "
             + (f"{unchanged} unchanged (kept as they were), " if unchanged else "")
             + f"{sum(len(r.get('refused', [])) for r in reports)} refused, "
-            f"{sum(len(r.get('ok', [])) for r in reports)} ok, {self._regressions(reports)}, "
+            + (f"{not_written} not written (their tests failed), " if not_written else "")
+            + f"{sum(len(r.get('ok', [])) for r in reports)} ok, {self._regressions(reports)}, "
             f"{len(improvements)} improvement(s), {len(inconclusive)} inconclusive, "
             f"{sum(len(r['missing']) for r in reports)} missing"
         )
@@ -498,6 +538,8 @@ class _GateTally:
             terminalreporter.write_line(f"  {verdict}")
         for written in (w for r in reports for w in r["written_caveats"]):
             terminalreporter.write_line(f"  written: {written}")
+        for line in (w for r in reports for w in r.get("not_written", [])):
+            terminalreporter.write_line(f"  not written: {line}")
         not_modelled = [v for v in judged if v.check == "modelled" and v.status == Status.SKIPPED]
         unmodelled = [str(v.evidence[JUDGE_WITH]) for v in not_modelled if JUDGE_WITH in v.evidence]
         if unmodelled:  # in the summary too: in the verdicts file alone a modelled regression goes unseen

@@ -266,6 +266,7 @@ def _baseline_outcome(outcome: Mapping[str, Any]) -> list[dict[str, Any]]:
             rows += [{"verdict": "note", "message": str(Verdict.from_dict(v))} for v in outcome.get("notes", [])]
     rows += [{"verdict": "no baseline", "message": m} for m in outcome.get("missing", [])]
     rows += [{"verdict": "baseline written", "message": m} for m in outcome.get("written", [])]
+    rows += [{"verdict": "baseline not written", "message": m} for m in outcome.get("not_written", [])]
     rows += [
         {"verdict": "baseline unchanged", "message": f"{m} (its records equal this run's: kept as it was)"}
         for m in outcome.get("unchanged", [])

@@ -448,3 +448,47 @@ def test_a_written_baseline_says_which_variants_time_cannot_gate(sme2_project: p
     plain = sme2_project.runpytest_inprocess(*UPDATE)
     plain.assert_outcomes(passed=1)
     assert "written: " not in plain.stdout.str()
+
+
+@pytest.mark.skipif(
+    shutil.which("valgrind") is None, reason="needs valgrind: `make system-deps` or apt-get install valgrind"
+)
+def test_a_failing_assertion_still_gates_and_an_update_writes_no_baseline_of_it(
+    sme2_project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 65: a failing assertion in the test body (the user's own threshold) silenced the gate: no verdict,
+    nothing about a regression of the same change, and an update wrote nothing without saying so. The body's
+    failure stays the test's failure; the gate's verdicts show beside it; the update lists what it did not write."""
+    model = sme2_project.path / "models" / "gate.py"
+    model.write_text(GATE_MODEL)
+    body = _test_file().replace('@pytest.mark.model("tiny")', '@pytest.mark.model("gate")')
+    body += '    import os\n    assert os.environ.get("SME2_BODY") != "fail", "the threshold of the test itself"\n'
+    sme2_project.makepyfile(test_gate=body)
+    args = ("--sme2-metric=instructions", "-o", "sme2_instruction_inferences=3")
+
+    monkeypatch.setenv("SME2_BODY", "fail")
+    update = sme2_project.runpytest_inprocess(*args, *UPDATE)
+    update.assert_outcomes(failed=1)
+    assert _baseline_files(sme2_project) == []  # a failing test's profiles are not a baseline
+    update.stdout.fnmatch_lines(
+        [
+            "*1 baseline file(s) (*): 0 written, 0 refused, 1 not written (their tests failed), 0 ok, *",
+            "*not written: *test_gate.py_test_tiny~*.json: the test failed (AssertionError: the threshold of the test"
+            " itself*); fix it, then update again",
+        ]
+    )
+
+    monkeypatch.setenv("SME2_BODY", "pass")
+    sme2_project.runpytest_inprocess(*args, *UPDATE).assert_outcomes(passed=1)
+    assert len(_baseline_files(sme2_project)) == 1
+
+    # the same change fails the threshold and the baseline: both are said, the body's failure first
+    model.write_text(GATE_MODEL.replace("# EXTRA", "torch.nn.Conv2d(16, 16, 3), torch.nn.ReLU(),"))
+    monkeypatch.setenv("SME2_BODY", "fail")
+    result = sme2_project.runpytest_inprocess(*args)
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert "AssertionError: the threshold of the test itself" in out
+    section = out[out.index("sme2 baselines") :]
+    assert "instruction regression" in section and "tolerance +0.50%" in section, section[:3000]
+    assert re.search(r"1 baseline file\(s\) \(.*\): 0 written, 0 refused, 0 ok, \d+ regression\(s\) in 1 test", out)
