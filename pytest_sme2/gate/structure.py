@@ -2,7 +2,9 @@
 
 Names alone do not pair a changed program with its baseline: a layer inserted into a ``ModuleList`` renames
 every later layer (``layers.1`` becomes ``layers.2``), and positions (instruction ids, ``#N`` instance
-numbers) shift with anything inserted before them. So names are compared with their block index taken out
+numbers) shift with anything inserted before them. So blocks are paired by their names first (a block that kept
+its name and its nodes is itself: an appended block is the one with the new name), and where names do not
+decide, names are compared with their block index taken out
 (``layers.*.up: aten.linear.default``), whole blocks (the nodes of one ``layers.N``) are aligned as units by a
 sequence alignment (difflib), first with each node's output shape, so that of layers of different widths the
 inserted one is the one called added, then without it, so that a widened or otherwise changed block still
@@ -112,33 +114,19 @@ def align(then: Sequence[Node], now: Sequence[Node]) -> Alignment:
             tuple((generic(nodes[i].name), nodes[i].detail if with_detail else None) for i in unit.members),
         )
 
-    out = Alignment()
-    unit_pairs: list[tuple[_Unit, _Unit]] = []
-    left_then: list[_Unit] = []
-    left_now: list[_Unit] = []
-    exact = difflib.SequenceMatcher(
-        None,
-        [signature(then, True)(u) for u in units_then],
-        [signature(now, True)(u) for u in units_now],
-        autojunk=False,
-    )
-    for tag, i1, i2, j1, j2 in exact.get_opcodes():
-        if tag == "equal":
-            unit_pairs += zip(units_then[i1:i2], units_now[j1:j2])
-            continue
-        region_then, region_now = units_then[i1:i2], units_now[j1:j2]
-        loose = difflib.SequenceMatcher(
-            None,
-            [signature(then, False)(u) for u in region_then],
-            [signature(now, False)(u) for u in region_now],
-            autojunk=False,
+    def named(nodes: Sequence[Node]) -> Callable[[_Unit], Hashable]:
+        return lambda unit: (
+            unit.instance or nodes[unit.members[0]].name,
+            tuple((nodes[i].name, nodes[i].detail) for i in unit.members),
         )
-        for tag2, a1, a2, b1, b2 in loose.get_opcodes():
-            if tag2 == "equal":
-                unit_pairs += zip(region_then[a1:a2], region_now[b1:b2])
-            else:
-                left_then += region_then[a1:a2]
-                left_now += region_now[b1:b2]
+
+    out = Alignment()
+    # names first: a block that kept its name and its nodes is itself (an appended block is the new name, not
+    # the first of twelve alike: EfficientSAM's 13th encoder block read "blocks.0 added", issue 65); where names
+    # do not decide (a renumbered ModuleList), structure with output shapes, then structure alone
+    keys = [(named(then), named(now)), (signature(then, True), signature(now, True))]
+    keys.append((signature(then, False), signature(now, False)))
+    unit_pairs, left_then, left_now = _pair_units(units_then, units_now, keys)
     unit_pairs += _pair_changed_blocks(left_then, left_now)
     paired_then = {u.members for u, _ in unit_pairs}
     paired_now = {u.members for _, u in unit_pairs}
@@ -162,6 +150,29 @@ def align(then: Sequence[Node], now: Sequence[Node]) -> Alignment:
     out.gone.sort()
     out.new.sort()
     return out
+
+
+def _pair_units(
+    then: list[_Unit], now: list[_Unit], keys: list[tuple[Callable[[_Unit], Hashable], Callable[[_Unit], Hashable]]]
+) -> tuple[list[tuple[_Unit, _Unit]], list[_Unit], list[_Unit]]:
+    """Units paired by the first key's sequence alignment, each region it leaves unpaired by the next key's; what
+    the last leaves is returned unpaired (then, now)."""
+    if not keys or not then or not now:
+        return [], list(then), list(now)
+    (key_then, key_now), rest = keys[0], keys[1:]
+    matcher = difflib.SequenceMatcher(None, [key_then(u) for u in then], [key_now(u) for u in now], autojunk=False)
+    pairs: list[tuple[_Unit, _Unit]] = []
+    left_then: list[_Unit] = []
+    left_now: list[_Unit] = []
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            pairs += zip(then[i1:i2], now[j1:j2])
+            continue
+        more, unpaired_then, unpaired_now = _pair_units(then[i1:i2], now[j1:j2], rest)
+        pairs += more
+        left_then += unpaired_then
+        left_now += unpaired_now
+    return pairs, left_then, left_now
 
 
 def _pair_changed_blocks(then: list[_Unit], now: list[_Unit]) -> list[tuple[_Unit, _Unit]]:

@@ -100,6 +100,17 @@ def test_a_layer_inserted_in_the_middle_is_that_layer_added(tmp_path: Path, cach
     assert not ops.evidence["gone"]
 
 
+def test_a_layer_appended_to_layers_alike_is_the_new_name(tmp_path: Path, cache: Path) -> None:
+    # issue 65: EfficientSAM with a 13th encoder block read "blocks.12 -> 13 blocks (blocks.0 added)": of layers
+    # alike, the alignment that pairs the most units put the new one first; the new one is the new name
+    lines, verdicts, moved = _judged(tmp_path, cache, {"widths": "[128, 128, 128]"}, {"widths": "[128, 128, 128, 128]"})
+    assert lines[0] == f"stack[on]: layers: 3 -> 4 blocks (layers.3 added): {moved}", lines
+    assert not _regressions(verdicts, "op_instructions"), lines  # layers.0-.2 are themselves, unchanged
+    [ops] = [v for v in verdicts if v.check == "op_instructions" and v.evidence.get("new")]
+    assert {name.split(".", 2)[1] for name in ops.evidence["new_identity"] if " after " not in name} == {"3"}
+    assert not ops.evidence["gone"]
+
+
 def test_a_layer_removed_from_the_middle_is_that_layer_removed(tmp_path: Path, cache: Path) -> None:
     lines, verdicts, moved = _judged(tmp_path, cache, {"widths": "[128, 192, 256]"}, {})
     assert lines[0] == f"stack[on]: layers: 3 -> 2 blocks (layers.1 removed): {moved}", lines
