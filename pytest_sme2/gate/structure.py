@@ -92,15 +92,22 @@ class _Unit:
 
 
 def _units(nodes: Sequence[Node]) -> list[_Unit]:
-    """Runs of consecutive nodes of one block instance; a node outside any block is a unit of its own."""
+    """The nodes of each block instance, one unit each in the order of its first node; a node outside any block is
+    a unit of its own. A block's nodes need not be consecutive: ExecuTorch's LLM export runs some of every layer's
+    operators (the KV cache's position scalars) before the first layer's norm, which split each layer in two and
+    read as layer 0's operators gone and new (issue 65)."""
     units: list[_Unit] = []
+    where: dict[str, int] = {}
     for index, node in enumerate(nodes):
         found = instance_of(node.name)
-        if found is not None and units and units[-1].instance == found[1]:
-            last = units.pop()
-            units.append(_Unit(last.instance, last.family, last.members + (index,)))
+        if found is None:
+            units.append(_Unit(None, None, (index,)))
+        elif found[1] in where:
+            last = units[where[found[1]]]
+            units[where[found[1]]] = _Unit(last.instance, last.family, last.members + (index,))
         else:
-            units.append(_Unit(found[1] if found else None, found[0] if found else None, (index,)))
+            where[found[1]] = len(units)
+            units.append(_Unit(found[1], found[0], (index,)))
     return units
 
 

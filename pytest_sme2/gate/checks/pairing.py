@@ -6,15 +6,27 @@ change and modelled checks judge the same pairs.
 from __future__ import annotations
 
 import difflib
+import re
 from typing import Any, Mapping
 
 from pytest_sme2.evidence.categories import strip_instance
 from pytest_sme2.gate import structure
 
 
+# A kernel without its own profiling scope is named after its instruction (etdump.py: "OPERATOR_CALL[14]"): a
+# position, which shifts with anything inserted before it, as "#N" and "@instruction" do
+_POSITIONAL_CALL = re.compile(r"OPERATOR_CALL\[\d+\]")
+
+
 def op_kind(name: str) -> str:
-    """An operator's identity without its position: the event name without " #N" and " @instruction"."""
-    return strip_instance(name.rsplit(" @", 1)[0])
+    """An operator's identity without its position: the event name without " #N", " @instruction" and an
+    unscoped kernel's instruction ("OPERATOR_CALL[14]" is "OPERATOR_CALL")."""
+    return _POSITIONAL_CALL.sub("OPERATOR_CALL", strip_instance(name.rsplit(" @", 1)[0]))
+
+
+def _unpositioned(identity: str) -> str:
+    """An operator's identity (identity.py) as alignment compares it: an unscoped kernel's named by its kind."""
+    return _POSITIONAL_CALL.sub("OPERATOR_CALL", identity)
 
 
 def align_ops(
@@ -42,7 +54,10 @@ def align_ops(
     if ids_then and ids_now:
 
         def items(names: list[str], ids: Mapping[str, str], shape: Mapping[str, Any]) -> list[structure.Node]:
-            return [structure.Node(ids.get(n, n), detail=(op_kind(n), shape.get(ids.get(n, n)))) for n in names]
+            return [
+                structure.Node(_unpositioned(ids.get(n, n)), detail=(op_kind(n), shape.get(ids.get(n, n))))
+                for n in names
+            ]
 
         found = structure.align(items(then, ids_then, shapes[0]), items(now, ids_now, shapes[1]))
         pairs = [(then[i], now[j]) for i, j in found.pairs]
