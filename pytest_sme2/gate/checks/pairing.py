@@ -12,7 +12,6 @@ from typing import Any, Mapping
 from pytest_sme2.evidence.categories import strip_instance
 from pytest_sme2.gate import structure
 
-
 # A kernel without its own profiling scope is named after its instruction (etdump.py: "OPERATOR_CALL[14]"): a
 # position, which shifts with anything inserted before it, as "#N" and "@instruction" do
 _POSITIONAL_CALL = re.compile(r"OPERATOR_CALL\[\d+\]")
