@@ -57,10 +57,10 @@ def get_eager_model():
 
 
 def get_example_inputs():
-    return (torch.randn(1, 16, DIM){dtype},)
+    return (torch.randn(1, {seq}, DIM){dtype},)
 '''
 # Two layers of different widths, so that which layer was inserted or removed is a fact of the program.
-BASE = {"widths": "[128, 256]", "act": "ReLU", "softmax_dim": -1, "dtype": ""}
+BASE = {"widths": "[128, 256]", "act": "ReLU", "softmax_dim": -1, "dtype": "", "seq": 16}
 
 
 @pytest.fixture(scope="module")
@@ -154,3 +154,10 @@ def test_a_dtype_change_is_the_headline(tmp_path: Path, cache: Path) -> None:
     lines, _, moved = _judged(tmp_path, cache, {}, {"dtype": ".half()"})
     assert lines[0].startswith("stack[on]: dtype float32 -> float16 ("), lines
     assert lines[0].endswith(f"paired nodes): {moved}"), lines
+
+
+def test_changed_example_inputs_lead_the_headline(tmp_path: Path, cache: Path) -> None:
+    # issue 65: resnet8's input 32x32 -> 40x40 led with five CONV groups grown; the inputs were the fourth line
+    lines, _, moved = _judged(tmp_path, cache, {}, {"seq": 24})
+    assert lines[0].startswith("stack[on]: example inputs 1x16x64 float32 -> 1x24x64 float32"), lines
+    assert lines[0].endswith(moved), lines

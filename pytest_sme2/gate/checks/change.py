@@ -25,7 +25,8 @@ def change_verdict(
     and the counted GEMM and convolution operators that grew ("layers.*.up GEMMs +49% instructions each"): a
     note the failing test's headline leads with (findings.py). None when neither shows a change."""
     nodes_then, nodes_now = structure.nodes_of(baseline), structure.nodes_of(current)
-    parts = (
+    parts = _settings_changed(current, baseline)  # the cause of the shapes and kernels below, when it changed
+    parts += (
         []
         if nodes_then is None or nodes_now is None
         else structure.changes(nodes_then, nodes_now, structure.align(nodes_then, nodes_now))
@@ -39,6 +40,22 @@ def change_verdict(
         # what the change cost, said with it even where it made the whole smaller and something else failed
         evidence["moved"] = f"instructions per inference {counts[0] / counts[1] - 1:+.1%}"
     return Verdict("change", Status.NOTE, label, "; ".join(parts), Evidence(evidence))
+
+
+def _settings_changed(current: Mapping[str, Any], baseline: Mapping[str, Any]) -> list[str]:
+    """Example inputs or the recipe changed since the baseline: what resized every node and operator after it,
+    said first (issue 65: resnet8's input 32x32 -> 40x40 led with five CONV groups grown, the inputs fourth)."""
+    now, then = current.get("provenance") or {}, baseline.get("provenance") or {}
+    out = []
+    shapes = [[str(i).split(" ")[0] for i in side.get("inputs") or ()] for side in (then, now)]
+    if then.get("inputs") and now.get("inputs") and shapes[0] != shapes[1]:  # a dtype alone: the nodes' dtype line
+        out.append(f"example inputs {', '.join(then['inputs'])} -> {', '.join(now['inputs'])}")
+    if then.get("recipe") and now.get("recipe") and then["recipe"] != now["recipe"]:
+        moved = sorted(
+            k for k in set(then["recipe"]) | set(now["recipe"]) if then["recipe"].get(k) != now["recipe"].get(k)
+        )
+        out.append("recipe " + ", ".join(f"{k} {then['recipe'].get(k)} -> {now['recipe'].get(k)}" for k in moved))
+    return out
 
 
 def _grown_heavy_ops(current: Mapping[str, Any], baseline: Mapping[str, Any], tol: Tolerances) -> list[str]:
