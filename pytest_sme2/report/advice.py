@@ -12,6 +12,7 @@ from typing import Any, Mapping
 
 from pytest_sme2.evidence.categories import Category
 from pytest_sme2.profile.profile_json import WORTH_DELEGATING
+from pytest_sme2.report.table import category_change
 
 SME_PATH_EXPECTED = 0.5  # an SME2-on variant below this share of CONV+GEMM in SME kernels is suspicious
 DELEGATION_EXPECTED = 0.9
@@ -81,9 +82,19 @@ def recommendations(test_entry: Mapping[str, Any]) -> list[str]:
         off, on = comparison["bottleneck_off"], comparison["bottleneck_on"]
         on_share = next(c["on_share"] for c in comparison["categories"] if c["category"] == on)
         measure = "instructions" if comparison.get("unit") == "instructions" else "time"
-        if off != on:
+        if off != on:  # the old largest fell, the new one need not have grown: say what SME2 did to each
+            shares = {c["category"]: c for c in comparison["categories"]}
+            fell, other = category_change(shares[off]), category_change(shares[on])
             advice.append(
-                f"With SME2 the largest category moved from {off} to {on} ({on_share:.0%} of E2E "
-                f"{measure}): optimise {on} next ({_NEXT_STEPS[on]})."
+                f"With SME2, {off} {f'{_verb(shares[off])} {fell}' if fell else 'fell'} ({shares[off]['off_share']:.0%} -> "
+                f"{shares[off]['on_share']:.0%} of E2E {measure}) and {on}{f' ({other})' if other else ''} is now the "
+                f"largest ({on_share:.0%}): optimise {on} next ({_NEXT_STEPS[on]})."
             )
     return list(dict.fromkeys(advice))
+
+
+def _verb(category: Mapping[str, Any]) -> str:
+    """ "needs" (counted instructions: "needs 16.70x fewer instr") or "is" ("is 5.00x faster"); "fell" alone."""
+    if category.get("fewer_instructions") is not None:
+        return "needs"
+    return "is" if (category.get("speedup") or {}).get("value") is not None else "fell"
