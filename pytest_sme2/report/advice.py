@@ -85,8 +85,9 @@ def recommendations(test_entry: Mapping[str, Any]) -> list[str]:
         if off != on:  # the old largest fell, the new one need not have grown: say what SME2 did to each
             shares = {c["category"]: c for c in comparison["categories"]}
             fell, other = category_change(shares[off]), category_change(shares[on])
+            what = f"{_verb(shares[off])} {fell}" if fell else "fell"
             advice.append(
-                f"With SME2, {off} {f'{_verb(shares[off])} {fell}' if fell else 'fell'} ({shares[off]['off_share']:.0%} -> "
+                f"With SME2, {off} {what} ({shares[off]['off_share']:.0%} -> "
                 f"{shares[off]['on_share']:.0%} of E2E {measure}) and {on}{f' ({other})' if other else ''} is now the "
                 f"largest ({on_share:.0%}): optimise {on} next ({_NEXT_STEPS[on]})."
             )
