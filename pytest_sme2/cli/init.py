@@ -4,7 +4,10 @@ It writes two new files in the tests folder and touches nothing else: a ``confte
 model, and ``test_<name>.py``, a perf test that profiles it with SME2 on and off (each profile is judged against
 its baseline) and checks the runs' outputs against PyTorch eager. A conftest rather than a line in the user's
 pyproject.toml or pytest.ini, because adding to someone's configuration file means rewriting it; a file that is
-already there is never overwritten: the command refuses, names it, and says what to add by hand.
+already there is never overwritten: the command refuses, names it, and says what to add by hand. The one
+exception is a conftest init itself wrote and nobody edited (nothing in it but its docstring, imports and
+``register_model`` calls): a second and third model are added to it, one line each, so a perf folder holds
+several models (issue 65: init refused the second model because of its own conftest).
 
 A model inside the project is registered by file (relative to the conftest), so it works whatever pytest puts
 on ``sys.path``; one of an installed package by its module name. Either way it is imported once here, through
@@ -26,11 +29,13 @@ from pathlib import Path
 
 from pytest_sme2.errors import ModelDefinitionError, UsageError
 from pytest_sme2.model.registry import ModelRegistry, ModelSource
-from pytest_sme2.system.regular_files import outside
+from pytest_sme2.system.regular_files import PROJECT_CONFIG, outside, read_text
+from pytest_sme2.system.safe_files import write_file
 
 DTYPES = ("fp32", "fp16", "int8")
+INIT_MARK = "(written by pytest-sme2 init"  # in the docstring of the conftest init writes, and adds models to
 CONFTEST = '''\
-"""Registers the model {name!r} for the perf tests in this folder (written by pytest-sme2 init)."""
+"""Registers the models of the perf tests in this folder (written by pytest-sme2 init, which adds more)."""
 
 {imports}import pytest_sme2
 
@@ -88,7 +93,14 @@ def init(
     target = _registration(model, source, folder)
     _check_model(name, source, model, root)
     there = [path for path in (conftest, test_file) if os.path.lexists(path)]  # a dangling link is there too
-    if there:
+    adding = there == [conftest] and _registrations_only(conftest)
+    if adding:
+        registered = _registered_names(conftest)
+        if name in registered:
+            raise UsageError(
+                f"{conftest} already registers a model named {name!r}; init wrote nothing. Pass another --name"
+            )
+    if there and not adding:
         shown = [f"{p} (a link to {os.path.realpath(p)})" if p.is_symlink() else str(p) for p in there]
         raise UsageError(
             f"{' and '.join(shown)} already exist{'s' if len(there) == 1 else ''}; init never "
@@ -99,7 +111,9 @@ def init(
         )
     imports = "from pathlib import Path\n\n" if "Path(" in target else ""
     texts = {
-        conftest: CONFTEST.format(name=name, imports=imports, target=target),
+        conftest: _added(conftest, name, target)
+        if adding
+        else CONFTEST.format(name=name, imports=imports, target=target),
         test_file: PERF_TEST.format(name=name, dtype=dtype, slug=slug),
     }
     for path, text in texts.items():
@@ -109,11 +123,69 @@ def init(
             raise UsageError(f"init would write {path} that is not Python ({exc.msg}); pass --name letters and digits")
     folder.mkdir(parents=True, exist_ok=True)
     for path, text in texts.items():
-        _create(path, text)
+        if path == conftest and adding:
+            _replace_unchanged(conftest, text)
+        else:
+            _create(path, text)
     command = shlex.quote(os.path.relpath(test_file, Path.cwd()))  # printed to be pasted into a shell
     return Written(
         conftest, test_file, (f"pytest {command} -m sme2 --sme2-update-baselines", f"pytest {command} -m sme2")
     )
+
+
+def _registrations_only(conftest: Path) -> bool:
+    """Whether ``conftest`` is one init wrote and nobody changed: a regular file (not a link) holding nothing but a
+    docstring, imports and ``pytest_sme2.register_model(...)`` calls."""
+    if conftest.is_symlink() or not conftest.is_file():
+        return False
+    try:
+        tree = ast.parse(read_text(conftest, PROJECT_CONFIG), str(conftest))
+    except (SyntaxError, ValueError, OSError, UsageError):
+        return False
+    if INIT_MARK not in (ast.get_docstring(tree) or ""):
+        return False  # the user's own conftest, whatever it holds
+    calls = 0
+    for statement in tree.body[1:]:
+        if isinstance(statement, (ast.Import, ast.ImportFrom)):
+            continue
+        if _registration_call(statement) is None:
+            return False
+        calls += 1
+    return calls > 0
+
+
+def _registration_call(statement: ast.stmt) -> str | None:
+    """The model name of a ``pytest_sme2.register_model('name', ...)`` statement, else None."""
+    if not isinstance(statement, ast.Expr) or not isinstance(statement.value, ast.Call):
+        return None
+    call = statement.value
+    func = call.func
+    if not (isinstance(func, ast.Attribute) and func.attr == "register_model"):
+        return None
+    if not (isinstance(func.value, ast.Name) and func.value.id == "pytest_sme2"):
+        return None
+    first = call.args[0] if call.args else None
+    return first.value if isinstance(first, ast.Constant) and isinstance(first.value, str) else None
+
+
+def _registered_names(conftest: Path) -> set[str]:
+    tree = ast.parse(read_text(conftest, PROJECT_CONFIG), str(conftest))
+    return {name for name in (_registration_call(s) for s in tree.body) if name is not None}
+
+
+def _added(conftest: Path, name: str, target: str) -> str:
+    """The conftest with one more registration, and ``from pathlib import Path`` where it needs it now."""
+    text = read_text(conftest, PROJECT_CONFIG)
+    if "Path(" in target and not re.search(r"^from pathlib import .*\bPath\b", text, re.MULTILINE):
+        text = re.sub(
+            r"^import pytest_sme2$", "from pathlib import Path\n\nimport pytest_sme2", text, count=1, flags=re.M
+        )
+    return text.rstrip("\n") + f"\npytest_sme2.register_model({name!r}, {target})\n"
+
+
+def _replace_unchanged(path: Path, text: str) -> None:
+    """Replace init's own conftest atomically (never through a link), so a crash leaves the old or the new one."""
+    write_file(path, text)
 
 
 def _check_folder(folder: Path, root: Path) -> None:

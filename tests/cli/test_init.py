@@ -154,3 +154,48 @@ def test_a_name_that_is_no_python_identifier_still_writes_a_test_that_parses(
     [test] = (project / "perf_tests").glob("test_*.py")
     compile(test.read_text(), str(test), "exec")
     assert "pytest.mark.model('²'" in test.read_text()
+
+
+def test_a_second_and_third_model_are_added_to_inits_own_conftest_and_run(project: Path) -> None:
+    """Issue 65: init refused a second model because its own conftest.py existed, and wrote nothing. A conftest
+    init wrote and nobody edited gets one registration line per model; the second model's printed command then
+    records its baseline as the first's did (real export and counted runs on the emulated target)."""
+    from pytest_sme2.run import emulation_setup
+
+    (project / "models" / "second.py").write_text(TINY_MODEL)
+    (project / "models" / "third.py").write_text(TINY_MODEL)
+    assert main(["init", "models/tiny.py"]) == 0
+    assert main(["init", "models/second.py"]) == 0
+    assert main(["init", "models/third.py", "--dtype", "fp16"]) == 0
+    conftest = (project / "perf_tests" / "conftest.py").read_text()
+    for name in ("tiny", "second", "third"):
+        assert f"register_model({name!r}, Path(__file__).resolve().parent.parent / 'models/{name}.py')" in conftest
+        assert (project / "perf_tests" / f"test_{name}.py").is_file()
+    compile(conftest, "conftest.py", "exec")
+    assert main(["init", "models/second.py"]) == 2  # the same name again: its test file exists, nothing written
+    assert conftest == (project / "perf_tests" / "conftest.py").read_text()
+
+    status = emulation_setup.status()
+    if not status.ready:
+        pytest.skip(f"emulated target not ready: {status.problem}")
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
+    session = subprocess.run(
+        [sys.executable, "-m", "pytest", "perf_tests/test_second.py", "-m", "sme2", "--sme2-update-baselines"],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert session.returncode == 0, session.stdout[-3000:] + session.stderr[-3000:]
+    assert "1 baseline file(s) (counted instructions, emulated target): 1 written" in session.stdout
+
+
+def test_a_conftest_the_user_edited_is_never_added_to(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (project / "models" / "second.py").write_text(TINY_MODEL)
+    assert main(["init", "models/tiny.py"]) == 0
+    conftest = project / "perf_tests" / "conftest.py"
+    edited = conftest.read_text() + "\nSETTING = 1\n"
+    conftest.write_text(edited)
+    assert main(["init", "models/second.py"]) == 2
+    assert "already exists" in capsys.readouterr().err
+    assert conftest.read_text() == edited and not (project / "perf_tests" / "test_second.py").exists()
