@@ -25,6 +25,7 @@ from pytest_sme2.errors import (
 from pytest_sme2.evidence.categories import Category, classify
 from pytest_sme2.evidence.kernel_sampling import KernelTime
 from pytest_sme2.export.export import ExportedModel, Recipe
+from pytest_sme2.export.llm_families import llm_params
 from pytest_sme2.gate.assertions import (
     assert_delegation,
     assert_kernel_share,
@@ -96,6 +97,7 @@ __all__ = [
     "assert_sme2_not_slower_at_any_threads",
     "assert_speedup",
     "classify",
+    "llm_params",
     "count_instructions",
     "register_model",
 ]

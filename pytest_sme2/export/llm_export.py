@@ -93,8 +93,34 @@ def llm_config(config: Any) -> Any:
                 f"dotted paths such as model.use_kv_cache or backend.xnnpack.enabled, under one of "
                 f"{sections}"
             )
-        setattr(part, field, value)
+        setattr(part, field, _as_field_type(part, field, value, str(dotted)))
     return made
+
+
+def _as_field_type(part: Any, field: str, value: Any, dotted: str) -> Any:
+    """``value`` for an enum field given by its value or name as a string (``"smollm2"`` for ModelType.smollm2),
+    as ExecuTorch's own command line gives it; export_llama reads ``.value`` of these and failed on a string
+    with "'str' object has no attribute 'value'" (issue 65). Other values are set as they are."""
+    import enum
+    import typing
+
+    if not isinstance(value, str):
+        return value
+    try:
+        hint = typing.get_type_hints(type(part)).get(field)
+    except Exception:  # noqa: BLE001 - a config class whose hints do not resolve: set the value as given
+        return value
+    kinds = [hint, *typing.get_args(hint)]  # Optional[X] is Union[X, None]
+    enum_type = next((k for k in kinds if isinstance(k, type) and issubclass(k, enum.Enum)), None)
+    if enum_type is None:
+        return value
+    for member in enum_type:
+        if value in (member.value, member.name):
+            return member
+    raise UsageError(
+        f"export_llm(): {dotted}={value!r} is not one of ExecuTorch's {enum_type.__name__} values: "
+        f"{', '.join(str(m.value) for m in enum_type)}"
+    )
 
 
 def _plain(value: Any) -> Any:
@@ -341,6 +367,31 @@ def _lowered_program() -> Iterator[list[dict[str, Any]]]:
         LLMEdgeManager.to_executorch = original
 
 
+def _missing_package(config: Any, exc: ImportError) -> str:
+    """The error of an export whose model class imports a package that is missing or does not import: the
+    package, the class, and the way round that worked (issue 65: smollm2 imports torchtune even without a
+    checkpoint, and torchtune 0.6.1 does not import beside torchao 0.18)."""
+    from pytest_sme2.export.llm_families import FAMILY_OF_CLASS
+
+    missing = getattr(exc, "name", None) or str(exc)
+    model_class = _plain(getattr(config.base, "model_class", None))
+    family = FAMILY_OF_CLASS.get(str(model_class))
+    way_round = (
+        f", or export the same transformer through the llama model class, which needs nothing more: "
+        f"base.model_class='llama3' with base.params=pytest_sme2.llm_params({family!r}, FOLDER) (its published "
+        "shape, random weights; docs/llm.md, 'Model families')"
+        if family
+        else " (docs/llm.md, 'Model families', says which families export here and how)"
+    )
+    return (
+        f"ExecuTorch's LLM export of model class {model_class!r} needs the package {missing!r}, which "
+        f"{'is not installed' if isinstance(exc, ModuleNotFoundError) else 'does not import'} here "
+        f"({type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else missing}). Install it "
+        f"(`pip install {missing.split('.')[0]}`, checking that it imports beside this torch and torchao)"
+        f"{way_round}"
+    )
+
+
 def _export_into(config: Any, out: Path, name: str, recipe: Recipe) -> dict[str, Any]:
     """Run export_llama writing into ``out``; the ETRecord, the example prompt and the delegation record."""
     import torch
@@ -353,9 +404,18 @@ def _export_into(config: Any, out: Path, name: str, recipe: Recipe) -> dict[str,
 
         with _lowered_program() as lowered:
             export_llama(config)
+    except ImportError as exc:  # a model class whose module needs a package this environment lacks
+        raise ExportError(_missing_package(config, exc), detail=traceback.format_exc()) from None
     except Exception as exc:
+        offline = any(word in f"{type(exc).__name__} {exc}" for word in ("LocalEntryNotFound", "ConnectError"))
         raise ExportError(
-            f"ExecuTorch's LLM export (export_llama) of {name!r} ({recipe.label}) failed: " f"{first_line(exc)}",
+            f"ExecuTorch's LLM export (export_llama) of {name!r} ({recipe.label}) failed: {first_line(exc)}"
+            + (
+                "; its model class downloads from the Hugging Face hub, which this machine cannot reach: "
+                "export it where it can, or through base.model_class='llama3' with params of its shape"
+                if offline
+                else ""
+            ),
             detail=traceback.format_exc(),
         ) from None
     written = out / "etrecord.bin"  # export_llama writes its ETRecord beside the model under this name

@@ -174,3 +174,53 @@ def test_a_name_that_cannot_name_an_entry_is_refused_before_the_export(
     with pytest.raises(UsageError, match=rf"export_llm\(\): name {re.escape(repr(name))} is not valid"):
         export_llm(_config(params, 64), tmp_path / "cache", name)
     assert exports == [] and not (tmp_path / "escaped").exists()
+
+
+def test_enum_fields_take_their_value_or_name_as_a_string_and_name_the_choices_when_wrong() -> None:
+    """Issue 65: ``"base.model_class": "smollm2"`` reached export_llama as a string, which failed deep inside with
+    "'str' object has no attribute 'value'". ExecuTorch's own command line takes these as strings."""
+    from executorch.extension.llm.export.config.llm_config import DtypeOverride, ModelType
+
+    config = llm_config({"base.model_class": "smollm2", "model.dtype_override": "fp32"})
+    assert config.base.model_class is ModelType.smollm2 and config.model.dtype_override is DtypeOverride.fp32
+    assert config_key(config) == config_key(llm_config({"base.model_class": ModelType.smollm2}))
+    with pytest.raises(
+        UsageError, match=r"base.model_class='smollm9' is not one of ExecuTorch's ModelType values: .*" r"smollm2"
+    ):
+        llm_config({"base.model_class": "smollm9"})
+
+
+def test_a_family_s_published_shape_is_written_as_llama_params(tmp_path: Path) -> None:
+    from executorch.examples.models.llama.model_args import ModelArgs
+
+    from pytest_sme2.export.llm_families import FAMILIES, llm_params
+
+    for family in FAMILIES:
+        path = llm_params(family, tmp_path, n_layers=2)
+        params = json.loads(path.read_text())
+        assert params["n_layers"] == 2 and path.name == f"{family}.json"
+        args = ModelArgs(**params)  # every key is one of ExecuTorch's llama ModelArgs
+        assert args.dim == FAMILIES[family]["dim"] and args.n_kv_heads < args.n_heads  # grouped-query attention
+    assert json.loads(llm_params("smollm2_135m", tmp_path).read_text())["n_layers"] == 30  # the published depth
+    with pytest.raises(UsageError, match="no published shape of 'gpt5'.*smollm2_135m"):
+        llm_params("gpt5", tmp_path)
+    with pytest.raises(UsageError, match="n_layers=0"):
+        llm_params("qwen3_0_6b", tmp_path, n_layers=0)
+
+
+def test_a_model_class_that_needs_a_missing_package_names_it_and_the_way_round(tmp_path: Path) -> None:
+    """Real export_llama: ExecuTorch's smollm2 model class imports torchtune, not a dependency of this project."""
+    import importlib.util
+
+    from pytest_sme2.errors import ExportError
+
+    if importlib.util.find_spec("torchtune") is not None:
+        pytest.skip("torchtune is installed here: smollm2's model class may export")
+    params = tmp_path / "params.json"
+    params.write_text(json.dumps({"dim": 64, "n_layers": 1, "n_heads": 4, "n_kv_heads": 2, "vocab_size": 256}))
+    config = {"base.model_class": "smollm2", "base.params": str(params), "model.use_kv_cache": True}
+    with pytest.raises(ExportError) as caught:
+        export_llm(config, tmp_path / "cache", name="needs_torchtune")
+    text = str(caught.value)
+    assert "model class 'smollm2' needs the package 'torchtune', which is not installed" in text
+    assert "base.model_class='llama3' with base.params=pytest_sme2.llm_params('smollm2_135m', FOLDER)" in text
