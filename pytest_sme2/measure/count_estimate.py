@@ -58,8 +58,12 @@ MOST_MACS: dict[tuple[str, bool], float] = {
     ("int8", False): 512,
 }
 # Instructions per byte of the program for its load and its first inference's weight packing, once a run:
-# mobilenet_v3_small fp32 0.4 (load), wav2letter 10 (load and first-inference packing, 137 MB).
-PER_PROGRAM_BYTE = (0.1, 2.0, 12.0)
+# Qwen3-0.6B's shape at 2 layers 0.1 (the whole counted run of a 1.37 GB program: 144 M), mobilenet_v3_small fp32
+# 0.4 (load), wav2letter 10 (load and first-inference packing, 137 MB).
+PER_PROGRAM_BYTE = (0.02, 1.0, 12.0)
+# Instructions of the runner's own start-up before it loads the program (the runtime's set-up, reading the
+# inputs): a bundled tiny model's whole counted run is 2 M instructions
+STARTUP = (0.5e6, 1.5e6, 4e6)
 # Guest instructions a second of counted runs when none ran on this machine yet: 71 M (EfficientSAM 1024x1024
 # SME2 off) to 249 M (wav2letter SME2 off) on a 2-core Xeon (docs/performance.md), widened both ways.
 RATE_ELSEWHERE = (50e6, 120e6, 300e6)
@@ -202,8 +206,8 @@ def estimate(
     else:
         per_mac = _per_mac(dtype_of(recipe), sme2)
         low, typical, high = (
-            program_bytes * per_byte + inferences * macs * coefficient
-            for per_byte, coefficient in zip(PER_PROGRAM_BYTE, per_mac)
+            start + program_bytes * per_byte + inferences * macs * coefficient
+            for start, per_byte, coefficient in zip(STARTUP, PER_PROGRAM_BYTE, per_mac)
         )
         basis = (
             f"modelled from its work, {macs / 1e9:,.2f} GMAC an inference at {per_mac[0]:g}-{per_mac[2]:g} "
