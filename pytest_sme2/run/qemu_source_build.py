@@ -51,11 +51,19 @@ _PATCHED_FILE = Path("target/arm/tcg/sme_helper.c")
 _FUNCTION = "static void do_fmopa_s(void *vza, void *vzn, void *vzm, uint16_t *pn,"
 _FIRST_LINE = "    intptr_t row, col, oprsz = simd_maxsz(desc);\n"
 _CALL = "    if (pytest_sme2_fmopa_s(vza, vzn, vzm, pn, pm, fpst, desc, negx, negf)) {\n        return;\n    }\n"
+# and the fp32 vector FMA (native/qemu_fmla_s.c.inc: NEON and SVE FMLA by vector and by element, the same rule):
+# it replaces the two lines of this file that generate those helpers
+VECTOR_FAST_PATH = Path(__file__).resolve().parent / "native" / "qemu_fmla_s.c.inc"
+_VECTOR_FILE = Path("target/arm/tcg/vec_helper.c")
+_VECTOR_LINES = (
+    "DO_MULADD(gvec_vfma_s, float32_muladd_f, float32)\n",
+    "DO_FMLA_IDX(gvec_fmla_idx_s, float32, H4, 0, 0)\n",
+)
 
 
 def plugin_qemu_dir() -> Path:
     """Where the built qemu and its plugin header live: one folder per source version and version of our change."""
-    digest = hashlib.sha256(FAST_PATH.read_bytes()).hexdigest()[:8]
+    digest = hashlib.sha256(FAST_PATH.read_bytes() + VECTOR_FAST_PATH.read_bytes()).hexdigest()[:8]
     return cache_root() / "qemu-plugins" / f"{SOURCE_VERSION.replace(':', '_')}-{digest}"
 
 
@@ -135,7 +143,8 @@ def _fetch_source(root: Path, log: Path) -> Path:
 
 
 def add_fast_path(tree: Path) -> None:
-    """Include pytest-sme2's fp32 outer-product fast path into qemu's SME helpers (see FAST_PATH)."""
+    """Include pytest-sme2's fp32 fast paths into qemu: the outer product's into its SME helpers (FAST_PATH), the
+    vector FMA's into its vector helpers (VECTOR_FAST_PATH)."""
     helper = tree / _PATCHED_FILE
     text = helper.read_text()
     at = text.find(_FUNCTION)
@@ -149,6 +158,16 @@ def add_fast_path(tree: Path) -> None:
     end = first + len(_FIRST_LINE)
     patched = text[:at] + '#include "pytest_sme2_fmopa_s.c.inc"\n\n' + text[at:end] + _CALL + text[end:]
     helper.write_text(patched)
+    vector = tree / _VECTOR_FILE
+    text = vector.read_text()
+    if any(text.count(line) != 1 for line in _VECTOR_LINES):
+        raise RunnerError(
+            f"qemu {SOURCE_VERSION}'s {_VECTOR_FILE} does not generate gvec_vfma_s and gvec_fmla_idx_s as pytest-sme2 "
+            "expects; their fast path cannot be added (a pytest-sme2 bug: report it with the qemu source version)"
+        )
+    shutil.copyfile(VECTOR_FAST_PATH, vector.parent / "pytest_sme2_fmla_s.c.inc")
+    first, second = _VECTOR_LINES
+    vector.write_text(text.replace(first, '#include "pytest_sme2_fmla_s.c.inc"\n').replace(second, ""))
 
 
 def build_plugin_qemu(force: bool = False) -> Path:
