@@ -19,6 +19,7 @@ from pytest_sme2.errors import (
     Sme2Error,
     Sme2Warning,
     StorageError,
+    UninitialisedWeightsWarning,
     UnknownModelError,
     UsageError,
 )
@@ -83,6 +84,7 @@ __all__ = [
     "TargetSettings",
     "Timings",
     "Tolerances",
+    "UninitialisedWeightsWarning",
     "UnknownModelError",
     "UsageError",
     "Verdict",

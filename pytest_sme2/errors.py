@@ -80,6 +80,10 @@ class KernelSamplingWarning(Sme2Warning):
     """
 
 
+class UninitialisedWeightsWarning(Sme2Warning):
+    """An LLM export without a checkpoint: ExecuTorch leaves some weights and buffers uninitialised."""
+
+
 class DamagedCacheEntryWarning(Sme2Warning):
     """An export cache entry's files are not what its export stored (changed, truncated, missing or garbled).
 

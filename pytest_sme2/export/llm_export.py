@@ -24,7 +24,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from pytest_sme2.errors import DamagedCacheEntryWarning, ExportError, UsageError
+from pytest_sme2.errors import DamagedCacheEntryWarning, ExportError, UninitialisedWeightsWarning, UsageError
 from pytest_sme2.export.cache_entry import (
     ETRECORD_NAME,
     EXPORT_FORMAT_VERSION,
@@ -292,6 +292,8 @@ def export_llm(config: Any, cache_dir: Path, name: str | None = None) -> Exporte
     params = _read_file(config, "base", "params")
     name = check_name(name if name is not None else (params.stem if params is not None else "llm"))
     _refuse_several_methods(config, name)
+    if not getattr(config.base, "checkpoint", None):
+        warnings.warn(UninitialisedWeightsWarning(_NO_CHECKPOINT.format(name=name)), stacklevel=2)
     recipe = recipe_of(config)
     key = config_key(config)
     final = cache_dir / f"{name}-{FLOW}-{recipe.label}-{key}"
@@ -365,6 +367,15 @@ def _lowered_program() -> Iterator[list[dict[str, Any]]]:
         yield records
     finally:
         LLMEdgeManager.to_executorch = original
+
+
+_NO_CHECKPOINT = (
+    "export_llm({name!r}) has no base.checkpoint: ExecuTorch's export_llama then builds the model on the meta "
+    "device and to_empty() leaves what reset_parameters() does not set (the RMSNorm weights, the rope tables, the "
+    "causal mask, the KV cache) as the heap held them, so the program computes with garbage (inf or NaN logits) and "
+    "each export may differ. Instruction counts of XNNPACK's kernels do not depend on the values, but outputs mean "
+    "nothing: give base.checkpoint a seeded state dict (docs/llm.md, 'Random weights')"
+)
 
 
 def _missing_package(config: Any, exc: ImportError) -> str:

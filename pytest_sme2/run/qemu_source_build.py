@@ -166,8 +166,8 @@ def add_fast_path(tree: Path) -> None:
             "expects; their fast path cannot be added (a pytest-sme2 bug: report it with the qemu source version)"
         )
     shutil.copyfile(VECTOR_FAST_PATH, vector.parent / "pytest_sme2_fmla_s.c.inc")
-    first, second = _VECTOR_LINES
-    vector.write_text(text.replace(first, '#include "pytest_sme2_fmla_s.c.inc"\n').replace(second, ""))
+    vfma, fmla_idx = _VECTOR_LINES
+    vector.write_text(text.replace(vfma, '#include "pytest_sme2_fmla_s.c.inc"\n').replace(fmla_idx, ""))
 
 
 def build_plugin_qemu(force: bool = False) -> Path:

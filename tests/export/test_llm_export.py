@@ -219,7 +219,9 @@ def test_a_model_class_that_needs_a_missing_package_names_it_and_the_way_round(t
     params = tmp_path / "params.json"
     params.write_text(json.dumps({"dim": 64, "n_layers": 1, "n_heads": 4, "n_kv_heads": 2, "vocab_size": 256}))
     config = {"base.model_class": "smollm2", "base.params": str(params), "model.use_kv_cache": True}
-    with pytest.raises(ExportError) as caught:
+    from pytest_sme2.errors import UninitialisedWeightsWarning
+
+    with pytest.raises(ExportError) as caught, pytest.warns(UninitialisedWeightsWarning, match="no base.checkpoint"):
         export_llm(config, tmp_path / "cache", name="needs_torchtune")
     text = str(caught.value)
     assert "model class 'smollm2' needs the package 'torchtune', which is not installed" in text
