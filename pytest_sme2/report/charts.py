@@ -44,23 +44,22 @@ def fit(figure) -> None:  # noqa: ANN001 - matplotlib types
     past the plot). Measured on the drawn figure, a few passes: a wrapped title moves the plot."""
     import textwrap
 
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-
-    canvas = FigureCanvasAgg(figure)
+    # drawn without a canvas of its own (savefig picks Agg for PNG itself): a canvas made here from a backend
+    # module imported later than matplotlib.figure (pytester's in-process runs drop and re-import modules) made
+    # another generation of classes, and Legend refused its own Axes ("Legend needs either Axes or FigureBase")
     for _ in range(4):
-        canvas.draw()
-        renderer = canvas.get_renderer()
+        figure.draw_without_rendering()
         changed = False
         for axes in figure.axes:
             title = axes.title
-            extent = title.get_window_extent(renderer)
+            extent = title.get_window_extent()
             centre = (extent.x0 + extent.x1) / 2  # over its plot, which long tick labels push aside
             room = 2 * min(centre - figure.bbox.x0, figure.bbox.x1 - centre)
             if title.get_text() and extent.width > 0.97 * room:
                 chars = max(24, int(len(title.get_text()) * 0.9 * room / extent.width))
                 title.set_text("\n".join(textwrap.wrap(title.get_text().replace("\n", " "), chars)))
                 changed = True
-            right = max((t.get_window_extent(renderer).x1 for t in axes.texts if t.get_text()), default=0.0)
+            right = max((t.get_window_extent().x1 for t in axes.texts if t.get_text()), default=0.0)
             if right > axes.bbox.x1:
                 low, high = axes.get_xlim()
                 ticks = [t for t in axes.get_xticks() if low <= t <= high]  # the widened part holds labels only

@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from matplotlib.text import Text
 
 from pytest_sme2.report import charts
 
@@ -42,17 +41,20 @@ def _captured(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
 
 @pytest.mark.parametrize("counted", [True, False], ids=["counted", "timed"])
 def test_operator_chart_titles_and_labels_fit(monkeypatch: pytest.MonkeyPatch, counted: bool) -> None:
+    # imported here, not at collection: a matplotlib module imported before pytester's in-process sessions drop
+    # and re-import the rest mixes two generations of its classes (CI: "Legend needs either Axes or FigureBase")
+    from matplotlib.text import Text
+
     figures = _captured(monkeypatch)
     charts.operator_chart(_comparison(counted))
     (figure,) = figures
-    renderer = figure.canvas.get_renderer()
     frame = figure.bbox
     for text in figure.findobj(Text):
         if not text.get_text() or not text.get_visible():
             continue
-        box = text.get_window_extent(renderer)
+        box = text.get_window_extent()
         assert box.x0 >= frame.x0 - 1 and box.x1 <= frame.x1 + 1, (text.get_text(), box, frame)
     for axes in figure.axes:
         for text in axes.texts:  # a bar's label inside its plot
-            assert text.get_window_extent(renderer).x1 <= axes.bbox.x1 + 1, text.get_text()
+            assert text.get_window_extent().x1 <= axes.bbox.x1 + 1, text.get_text()
         assert "with SME2" in axes.get_title().replace("\n", " ") or not counted  # wrapped, not cut
