@@ -87,9 +87,6 @@ class Runner:
     # so each phase has its own baseline.
     plan: CallPlan | None = None
     phase: str = ""
-    # The typical guest instructions of this variant's counted run (count_estimate.py), once estimated: the
-    # progress line's "of about N"; None before or on a timed target.
-    expected_instructions: float | None = None
 
     @property
     def replicas(self) -> int:
@@ -201,7 +198,9 @@ class Runner:
             records,
             this_machine(),
         )
-        self.expected_instructions = expected.instructions[1]
+        # the progress line's "of about N" (plugin/progress.py), by the SME2 setting its reports name: in the
+        # session, since compare_variants runs copies of this runner side by side
+        self.session.expected_instructions[spec.sme2_label] = expected.instructions[1]
         self.session.say(f"sme2: {identity['model']} [{self.label}]: {expected.line()}")
         refusal = expected.refusal(spec.timeout_s, spec.timeout_source or f"--sme2-timeout={spec.timeout_s:g}")
         if refusal is not None:

@@ -109,6 +109,9 @@ class Sme2Session:
         self.say: Callable[[str], None] = lambda text: None
         # The cache's counted-run records (count_records.py), read at the first counted run, added to after each.
         self.count_records: list[Any] | None = None
+        # The typical guest instructions expected of the counted run now going, by SME2 setting ("sme2=on"): what
+        # the progress line counts towards (count_estimate.py)
+        self.expected_instructions: dict[str, float] = {}
 
     @property
     def target(self) -> Target:

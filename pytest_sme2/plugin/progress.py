@@ -259,7 +259,7 @@ def _with_run_progress(
 ) -> Iterator[RunStep]:
     """While ``step`` runs, a target that reports timed runs (``target.progress``, the host target) says
     "run i/N": every run in progress.log, about four per variant on the terminal. A counted run says its
-    instructions so far, and of how many its runner expects (``Runner.expected_instructions``)."""
+    instructions so far, and of how many its session expects (``Sme2Session.expected_instructions``)."""
     progress = _progress(config)
     if progress is None or not hasattr(target, "progress"):
         with step as outcome:
@@ -272,8 +272,8 @@ def _with_run_progress(
     def on_run(done: int, total: int, variant: str | None = None) -> None:
         if counted:  # instructions counted so far (emulated: no time), each report a line of progress.log
             side = f" ({variant})" if variant else ""  # which of two counted side by side
-            runner = next((r for r in runners if variant and r.spec.sme2_label == variant), runners[0])
-            expected = getattr(runner, "expected_instructions", None)
+            expecting = getattr(getattr(runners[0], "session", None), "expected_instructions", None) or {}
+            expected = expecting.get(variant or runners[0].spec.sme2_label)
             of = f" of about {expected / 1e6:,.0f} M expected ({done / expected:.0%})" if expected else ""
             progress.say(
                 f"sme2: running {what}{side}: {done / 1e6:,.0f} M guest instructions counted{of}", terminal=True

@@ -199,3 +199,33 @@ def test_a_counted_run_leaves_a_record_the_next_estimate_uses_and_a_hopeless_one
         hopeless.profile(pte)
     assert not any((third.test_dir("three")).glob("*-profile-*")), "a refused run must not start"
     assert math.isfinite(recount.seconds)
+
+
+@needs_plugin
+def test_side_by_side_progress_counts_towards_each_variants_estimate(
+    sme2_project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """compare_variants runs copies of its runners side by side: each report says of how many it counts, by the
+    SME2 setting it names (EfficientSAM 1024x1024 said only "N M guest instructions counted")."""
+    from pytest_sme2.run import count_progress
+
+    monkeypatch.setattr(count_progress, "_EVERY_S", 0.05)  # a toy run lasts under a second
+    monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)
+    sme2_project.makepyfile(
+        test_pair="""
+        import pytest
+
+        @pytest.mark.model("tiny")
+        def test_pair(exported_pte, runner, compare_variants):
+            compare_variants(exported_pte, runner(sme2=True), runner(sme2=False))
+        """
+    )
+    result = sme2_project.runpytest_inprocess("--sme2-target=emulated", "--sme2-no-baselines", "-v")
+    result.assert_outcomes(passed=1)
+    (log,) = (sme2_project.path / ".sme2" / "artifacts").glob("session-*/progress.log")
+    lines = [line for line in log.read_text().splitlines() if "guest instructions counted" in line]
+    assert lines, log.read_text()[-3000:]
+    for line in lines:
+        assert re.search(
+            r"\((sme2=on|sme2=off)\): [\d,]+ M guest instructions counted of about [\d,]+ M expected", line
+        )
