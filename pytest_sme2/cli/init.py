@@ -93,9 +93,9 @@ def init(
     target = _registration(model, source, folder)
     _check_model(name, source, model, root)
     there = [path for path in (conftest, test_file) if os.path.lexists(path)]  # a dangling link is there too
-    adding = there == [conftest] and _registrations_only(conftest)
-    if adding:
-        registered = _registered_names(conftest)
+    registered = _init_registrations(conftest) if there == [conftest] else None
+    adding = registered is not None
+    if registered is not None:
         if name in registered:
             raise UsageError(
                 f"{conftest} already registers a model named {name!r}; init wrote nothing. Pass another --name"
@@ -124,7 +124,7 @@ def init(
     folder.mkdir(parents=True, exist_ok=True)
     for path, text in texts.items():
         if path == conftest and adding:
-            _replace_unchanged(conftest, text)
+            write_file(conftest, text)  # init's own conftest, replaced atomically and never through a link
         else:
             _create(path, text)
     command = shlex.quote(os.path.relpath(test_file, Path.cwd()))  # printed to be pasted into a shell
@@ -133,25 +133,27 @@ def init(
     )
 
 
-def _registrations_only(conftest: Path) -> bool:
-    """Whether ``conftest`` is one init wrote and nobody changed: a regular file (not a link) holding nothing but a
-    docstring, imports and ``pytest_sme2.register_model(...)`` calls."""
+def _init_registrations(conftest: Path) -> set[str] | None:
+    """The model names a conftest init wrote and nobody changed registers: a regular file (not a link) with init's
+    mark in its docstring and nothing but imports and ``pytest_sme2.register_model(...)`` calls; None for any
+    other file (the user's own, whatever it holds)."""
     if conftest.is_symlink() or not conftest.is_file():
-        return False
+        return None
     try:
         tree = ast.parse(read_text(conftest, PROJECT_CONFIG), str(conftest))
     except (SyntaxError, ValueError, OSError, UsageError):
-        return False
+        return None
     if INIT_MARK not in (ast.get_docstring(tree) or ""):
-        return False  # the user's own conftest, whatever it holds
-    calls = 0
+        return None
+    names = set()
     for statement in tree.body[1:]:
         if isinstance(statement, (ast.Import, ast.ImportFrom)):
             continue
-        if _registration_call(statement) is None:
-            return False
-        calls += 1
-    return calls > 0
+        name = _registration_call(statement)
+        if name is None:
+            return None
+        names.add(name)
+    return names or None
 
 
 def _registration_call(statement: ast.stmt) -> str | None:
@@ -168,11 +170,6 @@ def _registration_call(statement: ast.stmt) -> str | None:
     return first.value if isinstance(first, ast.Constant) and isinstance(first.value, str) else None
 
 
-def _registered_names(conftest: Path) -> set[str]:
-    tree = ast.parse(read_text(conftest, PROJECT_CONFIG), str(conftest))
-    return {name for name in (_registration_call(s) for s in tree.body) if name is not None}
-
-
 def _added(conftest: Path, name: str, target: str) -> str:
     """The conftest with one more registration, and ``from pathlib import Path`` where it needs it now."""
     text = read_text(conftest, PROJECT_CONFIG)
@@ -181,11 +178,6 @@ def _added(conftest: Path, name: str, target: str) -> str:
             r"^import pytest_sme2$", "from pathlib import Path\n\nimport pytest_sme2", text, count=1, flags=re.M
         )
     return text.rstrip("\n") + f"\npytest_sme2.register_model({name!r}, {target})\n"
-
-
-def _replace_unchanged(path: Path, text: str) -> None:
-    """Replace init's own conftest atomically (never through a link), so a crash leaves the old or the new one."""
-    write_file(path, text)
 
 
 def _check_folder(folder: Path, root: Path) -> None:

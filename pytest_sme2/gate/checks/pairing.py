@@ -20,11 +20,11 @@ _POSITIONAL_CALL = re.compile(r"OPERATOR_CALL\[\d+\]")
 def op_kind(name: str) -> str:
     """An operator's identity without its position: the event name without " #N", " @instruction" and an
     unscoped kernel's instruction ("OPERATOR_CALL[14]" is "OPERATOR_CALL")."""
-    return _POSITIONAL_CALL.sub("OPERATOR_CALL", strip_instance(name.rsplit(" @", 1)[0]))
+    return _unpositioned(strip_instance(name.rsplit(" @", 1)[0]))
 
 
 def _unpositioned(identity: str) -> str:
-    """An operator's identity (identity.py) as alignment compares it: an unscoped kernel's named by its kind."""
+    """A name (an event's, an identity.py identity) with an unscoped kernel's instruction taken out."""
     return _POSITIONAL_CALL.sub("OPERATOR_CALL", identity)
 
 
