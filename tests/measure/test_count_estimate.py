@@ -197,8 +197,19 @@ def test_a_counted_run_leaves_a_record_the_next_estimate_uses_and_a_hopeless_one
     hopeless = Runner(third, RunSpec(sme2=True, runs=1, warmup=1, timeout_s=1e-6), third.test_dir("three"))
     with pytest.raises(UsageError, match=r"cannot finish inside its timeout .* MACs alone take at least"):
         hopeless.profile(pte)
-    assert not any((third.test_dir("three")).glob("*-profile-*")), "a refused run must not start"
+    started = [p for p in third.test_dir("three").glob("*-profile-*/**/*") if p.is_file()]
+    assert started == [], f"a refused run must not start: {started}"
     assert math.isfinite(recount.seconds)
+
+    # the same run again, now answered by the result cache the fresh runs stored into: nothing is emulated, so
+    # nothing is estimated (the estimate is said where the target emulates, not before its cache lookup)
+    said.clear()
+    cached = Sme2Session(Settings(target="emulated", cache_dir=cache, session_dir=tmp_path / "s"))
+    cached.registry.register_dir(REPO / "models")
+    cached.say = said.append
+    profile = Runner(cached, spec, cached.test_dir("four")).profile(pte)
+    assert profile.metadata["result_cache"]["cached"] is True, profile.metadata.get("result_cache")
+    assert not [s for s in said if "expect about" in s], said
 
 
 @needs_plugin

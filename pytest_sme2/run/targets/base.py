@@ -238,7 +238,9 @@ class Target(Protocol):
 
     def counts_instructions(self, spec: RunSpec) -> bool:
         """Whether a run of ``spec`` counts guest instructions in an emulator (the emulated target with ETDump
-        and counting on): its cost is the emulator's, estimated before it starts (measure/count_estimate.py)."""
+        and counting on): its cost is the emulator's, estimated before it starts (measure/count_estimate.py).
+        A target that says True takes ``before_counting=`` in ``run`` and calls it once right before it
+        emulates, not when a cache answers: the estimate is said there, and a hopeless run refused."""
         ...
 
     @property

@@ -342,9 +342,17 @@ class EmulatedTarget(RegisteredTarget):
         )
 
     def run(
-        self, pte: Path, inputs: Path | None, spec: RunSpec, out_dir: Path, reference: Path | None = None
+        self,
+        pte: Path,
+        inputs: Path | None,
+        spec: RunSpec,
+        out_dir: Path,
+        reference: Path | None = None,
+        before_counting: Callable[[], None] | None = None,
     ) -> RunResult:
         """``reference`` is not run: emulated time is never compared, so it would only cost emulation time.
+        ``before_counting`` is called once right before a counted run emulates (after the result cache missed):
+        where its estimate is said and a hopeless run refused (Target.counts_instructions).
 
         With ETDump on and counting on (the default), the run is counted: every block the
         inference executes is logged and cut into ETDump events (qemu_counts.py), and
@@ -358,7 +366,7 @@ class EmulatedTarget(RegisteredTarget):
         if self._trace_kernels and spec.etdump:
             if spec.threads > 1:  # before the result cache: an answer counted so would be just as wrong
                 raise UsageError(counted_threads_problem(spec.threads))
-            return self._counted_run(qemu, pte, inputs, spec, out_dir)
+            return self._counted_run(qemu, pte, inputs, spec, out_dir, before_counting)
         env = {**os.environ, "QEMU_LD_PREFIX": str(emulation_setup.SYSROOT)}
         return run_runner_process(
             qemu, self._ready_runner, env, pte, inputs, spec, out_dir, self.info, sme2_active=spec.sme2 is not False
@@ -389,7 +397,15 @@ class EmulatedTarget(RegisteredTarget):
         """Where this target's counted runs count: "plugin" or "log"."""
         return self._counting
 
-    def _counted_run(self, qemu: list[str], pte: Path, inputs: Path | None, spec: RunSpec, out_dir: Path) -> RunResult:
+    def _counted_run(
+        self,
+        qemu: list[str],
+        pte: Path,
+        inputs: Path | None,
+        spec: RunSpec,
+        out_dir: Path,
+        before_counting: Callable[[], None] | None = None,
+    ) -> RunResult:
         """The run counted per ETDump event (see qemu_counts.py), inside the emulator or from its log.
 
         The same program must count the same on every machine, so the guest sees the same
@@ -407,7 +423,7 @@ class EmulatedTarget(RegisteredTarget):
         key = None if self._results is None else self.result_key(pte, inputs, spec, counter_binary)
         results = self._results
         if key is None or results is None:
-            return self._count(qemu, pte, inputs, spec, out_dir, setarch, counter_binary, None)
+            return self._count(qemu, pte, inputs, spec, out_dir, setarch, counter_binary, None, before_counting)
         with results.computing(key):
             if not self._fresh:
                 stored = results.load(key, out_dir)
@@ -416,7 +432,7 @@ class EmulatedTarget(RegisteredTarget):
                     return self._cached_result(key, stored, spec, out_dir)
                 if stale is not None:
                     results.discard(key, stale)
-            return self._count(qemu, pte, inputs, spec, out_dir, setarch, counter_binary, key)
+            return self._count(qemu, pte, inputs, spec, out_dir, setarch, counter_binary, key, before_counting)
 
     def _counter(self) -> Path:
         """What counts: the counting plugin qemu loads, or the program that reads qemu's log."""
@@ -483,9 +499,12 @@ class EmulatedTarget(RegisteredTarget):
         setarch: str,
         counter_binary: Path,
         key: RunKey | None,
+        before_counting: Callable[[], None] | None = None,
     ) -> RunResult:
         """Emulate and count one run (no cache lookup), and store it under ``key`` when given. Whatever happens,
         nothing of the count's working files is left behind but the counts."""
+        if before_counting is not None:
+            before_counting()  # the estimate, or a refusal before qemu starts
         working = [out_dir / n for n in (PLUGIN_MARKERS, PLUGIN_SEGMENTS, PLUGIN_BLOCKS, PLUGIN_PROGRESS)]
         working += [out_dir / "blocks.tsv", out_dir / "blocks.u32", out_dir / "qemu-exec.fifo"]
         try:
