@@ -82,6 +82,10 @@ class Alignment:
     added: dict[str, list[str]] = field(default_factory=dict)  # family -> instances only now has
     removed: dict[str, list[str]] = field(default_factory=dict)  # family -> instances only the baseline has
     blocks: dict[str, tuple[int, int]] = field(default_factory=dict)  # family -> (instances then, now)
+    # family -> runs of added (or removed) blocks that could as well be others beside them: (the run's names,
+    # the first and last block of the stretch of alike blocks they are among), see _alike_stretch
+    added_among: dict[str, list[tuple[list[str], str, str]]] = field(default_factory=dict)
+    removed_among: dict[str, list[tuple[list[str], str, str]]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -146,10 +150,15 @@ def align(then: Sequence[Node], now: Sequence[Node]) -> Alignment:
     _pair_members(then, now, tuple(singles_then), tuple(singles_now), out)
     out.gone += [i for u in units_then if u.members not in paired_then and u.instance for i in u.members]
     out.new += [j for u in units_now if u.members not in paired_now and u.instance for j in u.members]
-    for side, units, paired, into in ((0, units_then, paired_then, out.removed), (1, units_now, paired_now, out.added)):
+    for nodes, units, paired, into, among in (
+        (then, units_then, paired_then, out.removed, out.removed_among),
+        (now, units_now, paired_now, out.added, out.added_among),
+    ):
         for unit in units:
             if unit.instance and unit.members not in paired:
                 into.setdefault(unit.family or ROOT, []).append(unit.instance)
+        for family, run, first, last in _alike_stretches(units, paired, signature(nodes, True)):
+            among.setdefault(family, []).append((run, first, last))
     for family in {u.family for u in units_then + units_now if u.instance}:
         count = [len({u.instance for u in units if u.family == family}) for units in (units_then, units_now)]
         out.blocks[family or ROOT] = (count[0], count[1])
@@ -180,6 +189,44 @@ def _pair_units(
         left_then += unpaired_then
         left_now += unpaired_now
     return pairs, left_then, left_now
+
+
+def _alike_stretches(
+    units: list[_Unit], paired: set[tuple[int, ...]], key: Callable[[_Unit], Hashable]
+) -> list[tuple[str, list[str], str, str]]:
+    """Runs of unpaired blocks that could as well be other blocks beside them: (family, the run's names, the first
+    and last block of the stretch they slide over). Blocks alike in the graph (same nodes, same shapes) cannot be
+    told apart from it: inserting one into ``Sequential`` or ``ModuleList`` renumbers every later one, so the
+    inserted ``.18`` and an appended ``.27`` make the same program, and names say the new name, not which block is
+    new (issue 65: deep_autoencoder's inserted Linear+BN+ReLU read as the last three added). A run that cannot
+    slide (a block unlike its neighbours) is not listed: its name is the block added."""
+    out = []
+    index = 0
+    while index < len(units):
+        unit = units[index]
+        if not unit.instance or unit.members in paired:
+            index += 1
+            continue
+        end = index
+        while end + 1 < len(units) and units[end + 1].instance and units[end + 1].members not in paired:
+            if units[end + 1].family != unit.family:
+                break
+            end += 1
+        size = end - index + 1
+        low, high = index, index  # where the run may start, as far as alike blocks let it slide
+        while low > 0 and units[low - 1].family == unit.family and key(units[low - 1]) == key(units[low - 1 + size]):
+            low -= 1
+        while (
+            high + size < len(units)
+            and units[high + size].family == unit.family
+            and key(units[high]) == key(units[high + size])
+        ):
+            high += 1
+        if (low, high) != (index, index):
+            run = [str(u.instance) for u in units[index : end + 1]]
+            out.append((unit.family or ROOT, run, str(units[low].instance), str(units[high + size - 1].instance)))
+        index = end + 1
+    return out
 
 
 def _pair_changed_blocks(then: list[_Unit], now: list[_Unit]) -> list[tuple[_Unit, _Unit]]:
@@ -233,8 +280,8 @@ def changes(then: Sequence[Node], now: Sequence[Node], alignment: Alignment) -> 
             which = "; ".join(
                 part
                 for part in (
-                    f"{', '.join(added)} added" if added else "",
-                    f"{', '.join(removed)} removed" if removed else "",
+                    _which(added, alignment.added_among.get(family, []), "added", "new name"),
+                    _which(removed, alignment.removed_among.get(family, []), "removed", "name gone"),
                 )
                 if part
             )
@@ -261,6 +308,24 @@ def changes(then: Sequence[Node], now: Sequence[Node], alignment: Alignment) -> 
     if loose_gone:
         out.append("node(s) gone: " + _some(loose_gone))
     return out
+
+
+def _which(names: list[str], among: list[tuple[list[str], str, str]], verb: str, name_word: str) -> str:
+    """``layers.1 added``; of blocks alike their neighbours, how many among which, and the names that are new (or
+    gone), since the graph cannot say which of the alike blocks is the one added."""
+    if not names:
+        return ""
+    vague = {name for run, _, _ in among for name in run}
+    parts = [f"{', '.join(n for n in names if n not in vague)} {verb}"] if set(names) - vague else []
+    for run, first, last in among:
+        plural = "s" if len(run) > 1 else ""
+        family, _, _ = first.rpartition(".")
+        to = last.removeprefix(family) if family and last.startswith(f"{family}.") else last
+        parts.append(
+            f"{len(run)} {verb} among {first} to {to}, which are alike: the graph cannot tell which; "
+            f"{name_word}{plural} {', '.join(run)}"
+        )
+    return "; ".join(parts)
 
 
 def fell_out(then: Sequence[Node], now: Sequence[Node], alignment: Alignment) -> list[str]:

@@ -100,15 +100,33 @@ def test_a_layer_inserted_in_the_middle_is_that_layer_added(tmp_path: Path, cach
     assert not ops.evidence["gone"]
 
 
-def test_a_layer_appended_to_layers_alike_is_the_new_name(tmp_path: Path, cache: Path) -> None:
+def test_a_layer_appended_to_layers_alike_names_the_new_name_and_that_which_cannot_be_told(
+    tmp_path: Path, cache: Path
+) -> None:
     # issue 65: EfficientSAM with a 13th encoder block read "blocks.12 -> 13 blocks (blocks.0 added)": of layers
-    # alike, the alignment that pairs the most units put the new one first; the new one is the new name
+    # alike, the alignment that pairs the most units put the new one first. Appended or inserted, four alike
+    # layers make the same program, so the headline says so and gives the name that is new
     lines, verdicts, moved = _judged(tmp_path, cache, {"widths": "[128, 128, 128]"}, {"widths": "[128, 128, 128, 128]"})
-    assert lines[0] == f"stack[on]: layers: 3 -> 4 blocks (layers.3 added): {moved}", lines
+    assert lines[0] == (
+        "stack[on]: layers: 3 -> 4 blocks (1 added among layers.0 to .3, which are alike: the graph cannot tell "
+        f"which; new name layers.3): {moved}"
+    ), lines
     assert not _regressions(verdicts, "op_instructions"), lines  # layers.0-.2 are themselves, unchanged
     [ops] = [v for v in verdicts if v.check == "op_instructions" and v.evidence.get("new")]
     assert {name.split(".", 2)[1] for name in ops.evidence["new_identity"] if " after " not in name} == {"3"}
     assert not ops.evidence["gone"]
+
+
+def test_a_layer_inserted_among_layers_alike_says_where_it_may_be(tmp_path: Path, cache: Path) -> None:
+    # issue 65: deep_autoencoder's Linear+BN+ReLU inserted after encoder_decoder.17 read ".27, .28, .29 added":
+    # a ModuleList (or Sequential) renumbers the later layers, so of the 256-wide layers the graph cannot tell
+    # which is new; the 128-wide first layer is not among them
+    lines, verdicts, moved = _judged(tmp_path, cache, {"widths": "[128, 256, 256]"}, {"widths": "[128, 256, 256, 256]"})
+    assert lines[0] == (
+        "stack[on]: layers: 3 -> 4 blocks (1 added among layers.1 to .3, which are alike: the graph cannot tell "
+        f"which; new name layers.3): {moved}"
+    ), lines
+    assert not _regressions(verdicts, "op_instructions"), lines  # alike layers count alike, whichever is paired
 
 
 def test_a_layer_removed_from_the_middle_is_that_layer_removed(tmp_path: Path, cache: Path) -> None:
