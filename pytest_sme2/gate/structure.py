@@ -157,8 +157,8 @@ def align(then: Sequence[Node], now: Sequence[Node]) -> Alignment:
         for unit in units:
             if unit.instance and unit.members not in paired:
                 into.setdefault(unit.family or ROOT, []).append(unit.instance)
-        for family, run, first, last in _alike_stretches(units, paired, signature(nodes, True)):
-            among.setdefault(family, []).append((run, first, last))
+        for stretch_family, run, first, last in _alike_stretches(units, paired, signature(nodes, True)):
+            among.setdefault(stretch_family, []).append((run, first, last))
     for family in {u.family for u in units_then + units_now if u.instance}:
         count = [len({u.instance for u in units if u.family == family}) for units in (units_then, units_now)]
         out.blocks[family or ROOT] = (count[0], count[1])
