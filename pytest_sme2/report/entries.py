@@ -312,9 +312,21 @@ def verdicts_of(properties: Iterable[tuple[str, Any]]) -> list[dict[str, Any]]:
     return unique
 
 
-def verdict_text(verdicts: list[Mapping[str, Any]]) -> str:
-    """One short word or phrase for a table cell."""
+def verdict_text(verdicts: list[Mapping[str, Any]], with_cause: bool = False) -> str:
+    """One short word or phrase for a table cell; ``with_cause``: a regression's headline after it (the reports'
+    summary tables, which said only "regression" with the cause 2,500 px further down: issue 65)."""
     if not verdicts:
         return "no baseline check"
     words = [str(v.get("verdict") or v.get("status") or "?") for v in verdicts]
-    return ", ".join(dict.fromkeys(words))
+    cause = headline(verdicts) if with_cause else None
+    return ", ".join(dict.fromkeys(words)) + (f": {cause}" if cause else "")
+
+
+def headline(verdicts: list[Mapping[str, Any]]) -> str | None:
+    """The first line of the first regression's message: the cause as the failing test's first line gives it."""
+    for verdict in verdicts:
+        if verdict.get("verdict") == "regression":
+            lines = [line.strip() for line in str(verdict.get("message", "")).splitlines() if line.strip()]
+            if lines:
+                return lines[0]
+    return None

@@ -62,6 +62,8 @@ STYLE = """<style>
 .sme2 img {display: block; max-width: 100%; margin: 4px 0}
 .sme2 .emulated {background: #fff3cd; border: 1px solid #e0c36a; padding: 4px 8px; margin: 4px 0}
 .sme2 .note {color: #555}
+.sme2 .cause {background: #fdecea; border: 1px solid #e5a19a; padding: 4px 8px; margin: 4px 0}
+.sme2 .cause pre {white-space: pre-wrap; font-size: 12px; margin: 2px 0}
 .sme2 code {font-size: 11px}
 </style>"""
 
@@ -355,12 +357,40 @@ def _verdicts_html(verdicts: Sequence[Mapping[str, Any]]) -> str:
     return "<h4>Baseline comparison</h4>" + table(keys, [[v.get(k, "") for k in keys] for v in verdicts])
 
 
+def _cause_html(test_entry: Mapping[str, Any], advice: Sequence[str]) -> str:
+    """A failed test's section opens on why: the gate's regressions as the terminal gives them (the headline, what
+    moved, how to update), the variants without a baseline, and the advice that follows, before any table or
+    chart (issue 65: the headline sat about 2,500 px down, under the charts). Empty for a test that passed."""
+    verdicts = test_entry.get("verdicts", [])
+    regressions = [v for v in verdicts if v.get("verdict") == "regression"]
+    missing = [v for v in verdicts if v.get("verdict") in ("no baseline", "baseline not written")]
+    failed = str(test_entry.get("outcome", "passed")) not in ("passed", "skipped")
+    if not regressions and not (failed and missing):
+        return ""
+    parts = ['<div class="cause">']
+    for verdict in regressions:
+        lines = [line for line in str(verdict.get("message", "")).splitlines() if line.strip()]
+        if lines:
+            parts.append(f"<p><b>{_esc(lines[0])}</b></p>")
+            if lines[1:]:
+                parts.append(f"<pre>{_esc(chr(10).join(lines[1:]))}</pre>")
+    for verdict in missing if failed else []:
+        parts.append(f"<p>{_esc(verdict['verdict'])}: {_esc(verdict.get('message', ''))}</p>")
+    if advice:
+        parts.append("<h4>What to do</h4><ul>" + "".join(f"<li>{_esc(a)}</li>" for a in advice) + "</ul>")
+    parts.append("</div>")
+    return "".join(parts)
+
+
 def entry_html(test_entry: Mapping[str, Any], base: Path | None = None) -> str:
     """One test's section: charts, comparisons, per-variant details, verdicts and artifact links."""
     profiles = test_entry["profiles"]
     if not profiles:
         return ""
     parts = ['<div class="sme2">']
+    advice = recommendations(test_entry)
+    cause = _cause_html(test_entry, advice)
+    parts.append(cause)
     # Emulated time is not time: an emulated run without instruction counts gets no latency table and no chart.
     timed = [p for p in profiles if p.get("basis", "time") == "time" and not p.get("emulated")]
     counted = [p for p in profiles if p.get("basis") == "instructions"]
@@ -422,8 +452,7 @@ def entry_html(test_entry: Mapping[str, Any], base: Path | None = None) -> str:
             parts.append(_img(charts.top_ops_chart(profile), f"top operators of {profile['variant']}"))
     for profile in profiles:
         parts.append(_profile_details_html(profile, base))
-    advice = recommendations(test_entry)
-    if advice:
+    if advice and not cause:  # a failed test's advice is shown first, beside its cause
         parts.append("<h4>Recommendations</h4><ul>" + "".join(f"<li>{_esc(a)}</li>" for a in advice) + "</ul>")
     if test_entry.get("timeline"):
         parts.append(
@@ -454,7 +483,7 @@ def session_html(summary: Mapping[str, Any]) -> str:
         f"<p class=\"note\">created {_esc(summary.get('created', '?'))}; target {_esc(target.get('name', '?'))}"
         f" ({_esc(target.get('cpu', '?'))}, SME2 {'yes' if target.get('has_sme2') else 'no'}"
         f"{', EMULATED' if target.get('emulated') else ''}); {len(test_entries)} perf test(s)</p>",
-        table(columns(test_entries), summary_rows(test_entries)),
+        table(columns(test_entries), summary_rows(test_entries, with_cause=True)),
     ]
     for test_entry in test_entries:
         parts.append(f"<h3>{_esc(test_entry['nodeid'])}: {_esc(test_entry.get('outcome', '?'))}</h3>")
@@ -472,7 +501,7 @@ def pytest_html_summary(test_entries: Sequence[Mapping[str, Any]], session_repor
     return (
         STYLE
         + '<div class="sme2"><h2>pytest-sme2: performance summary</h2>'
-        + table(columns(test_entries), summary_rows(test_entries))
+        + table(columns(test_entries), summary_rows(test_entries, with_cause=True))
         + f'<p class="note">Each perf test\'s own section (charts, operators, verdicts) is in its row of the '
         f'results below: passed tests open collapsed ("Show all details", or <code>render_collapsed = '
         f"failed</code> in your pytest ini to open them); {where}.</p></div>"

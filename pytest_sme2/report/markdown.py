@@ -131,7 +131,7 @@ def session_markdown(summary: Mapping[str, Any]) -> str:
             f"> **Emulated target**: kernels, SME path, outputs and instruction counts are real and exact; "
             f"time is not ({EMULATED_NOTE}), so shares there are shares of counted instructions.",
         ]
-    lines += [""] + markdown_table(columns(test_entries), summary_rows(test_entries))
+    lines += [""] + markdown_table(columns(test_entries), summary_rows(test_entries, with_cause=True))
     labels = modelled_labels(test_entries)  # the table's cells give each model's status only
     lines += ([""] + [text(label[0].upper() + label[1:]) + "." for label in labels]) if labels else []
     for test_entry in test_entries:

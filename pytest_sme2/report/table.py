@@ -302,12 +302,13 @@ def short_test(nodeid: str) -> str:
     return nodeid.rsplit("::", 1)[-1]
 
 
-def summary_rows(test_entries: Sequence[Mapping[str, Any]]) -> list[list[str]]:
-    """One row per profile of every test entry; the SME2-on row of a pair carries the comparison."""
+def summary_rows(test_entries: Sequence[Mapping[str, Any]], with_cause: bool = False) -> list[list[str]]:
+    """One row per profile of every test entry; the SME2-on row of a pair carries the comparison. ``with_cause``:
+    a regression's cell carries its headline (the reports' tables; the terminal prints the failure itself)."""
     rows = []
     for test_entry in test_entries:
         by_on = {c["on"]: c for c in test_entry.get("comparisons", [])}
-        verdict = verdict_text(test_entry.get("verdicts", []))
+        verdict = verdict_text(test_entry.get("verdicts", []), with_cause)
         for profile in test_entry["profiles"]:
             comparison = by_on.get(profile["variant"]) if profile.get("sme2") is True else None
             rows.append(

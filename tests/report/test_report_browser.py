@@ -49,10 +49,15 @@ window.addEventListener("load", function () {
   setTimeout(function () {
     var images = Array.prototype.slice.call(document.images).filter(function (i) { return i.getAttribute("src") !== ""; });
     var broken = images.filter(function (i) { return !i.complete || i.naturalWidth === 0; });
+    var top = function (e) { return e ? e.getBoundingClientRect().top + window.scrollY : null; };
+    var cause = document.querySelector(".sme2 .cause");
     var out = document.createElement("pre");
     out.id = "sme2-browser-check";
     out.textContent = JSON.stringify({images: images.length, broken: broken.map(function (i) { return i.alt || i.src.slice(0, 40); }),
-                                      errors: window.__sme2.errors, blocked: window.__sme2.blocked});
+                                      errors: window.__sme2.errors, blocked: window.__sme2.blocked,
+                                      cause_top: top(cause), cause_text: cause ? cause.textContent.slice(0, 8000) : null,
+                                      first_chart_top: top(document.querySelector(".sme2 img")),
+                                      first_table_top: top(document.querySelector(".sme2 .cause ~ table, .sme2 .cause ~ h4"))});
     document.body.appendChild(out);
   }, 1000);
 });
@@ -111,6 +116,40 @@ def test_reports_render_in_headless_chromium(sme2_project: pytest.Pytester, tmp_
         assert result["images"] >= 3, f"{name} report shows {result['images']} images"
         _screenshot(page, tmp_path / f"{name}.png", tmp_path)
     shutil.copy(tmp_path / "session.png", sme2_project.path / "session.png")  # kept with the pytester project
+
+
+def test_a_failed_test_opens_on_its_cause_and_advice_before_any_chart(
+    sme2_project: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 65: a failed test's section opened on the banner, tables and charts, its headline about 2,500 px
+    down under "Baseline comparison", and the summary table said only "regression". Laid out by the browser:
+    the cause (the gate's headline) and the advice are above the first table and chart, and the summary says why."""
+    from helpers_gate import UPDATE, _test_file
+
+    monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)  # the inner runs gate: undo conftest's --sme2-no-baselines
+    sme2_project.makepyfile(test_gate=_test_file())
+    sme2_project.runpytest_inprocess(*UPDATE).assert_outcomes(passed=1)
+    changed = _test_file().replace('@pytest.mark.model("tiny")', '@pytest.mark.model("tiny", partitioner="none")')
+    sme2_project.makepyfile(test_gate=changed)
+    failed = sme2_project.runpytest_inprocess(
+        "--sme2-artifacts-dir=artifacts", "--html=report.html", "--self-contained-html"
+    )
+    failed.assert_outcomes(failed=1)
+    # written from the change: without the partitioner the convolution (the first node) runs outside the delegate
+    headline = (
+        "tiny fp32-none [host sme2=auto threads=1]: node(s) fell out of the delegate: 0: aten.convolution.default"
+    )
+    (session,) = (sme2_project.path / "artifacts").glob("session-*")
+    for name, page in {"session": session / "report.html", "pytest-html": sme2_project.path / "report.html"}.items():
+        found = _check(page, tmp_path)
+        assert found["cause_top"] is not None, f"{name} report: no cause block"
+        assert headline in found["cause_text"], f"{name} report's cause: {found['cause_text']!r}"
+        assert "What to do" in found["cause_text"], f"{name} report's cause has no advice: {found['cause_text']!r}"
+        for what in ("first_chart_top", "first_table_top"):
+            assert found[what] is None or found["cause_top"] < found[what], f"{name} report: {what} {found}"
+    session_page = (session / "report.html").read_text(encoding="utf-8")
+    assert "regression: tiny" in session_page and headline in session_page.split("<h3>", 1)[0]
+    _screenshot(session / "report.html", tmp_path / "failed.png", tmp_path)
 
 
 def test_checker_catches_a_broken_image_and_an_external_request(tmp_path: Path) -> None:
