@@ -21,7 +21,6 @@ from pytest_sme2.run.result_cache import RESULTS_FOLDER, ResultCache, code_diges
 from pytest_sme2.run.targets import RunSpec, Target, TargetSettings, make_target
 from pytest_sme2.run.targets.base import AUTO_PROCESSES, DEFAULT_TIMEOUT_S
 from pytest_sme2.system.names import slug
-from pytest_sme2.system.safe_files import copy_file
 from pytest_sme2.system.writable_folders import Place, option_and_ini
 
 
@@ -197,7 +196,7 @@ class Sme2Session:
             self._target.close()
 
 
-def link_artifact(source: Path, destination: Path) -> Path:
+def link_artifact(source: Path, destination: Path, protect: bool = True) -> Path:
     """Put an export cache entry's ``.pte`` or ETRecord into a test's folder without copying its bytes.
 
     Why: a real model's program and ETRecord are tens to hundreds of MB, and every test of every session
@@ -208,12 +207,13 @@ def link_artifact(source: Path, destination: Path) -> Path:
     writes into the entry: the export cache checks every entry's files against their sha256 on every use, so
     the next session warns about the damaged entry and exports again; a changed program is never run as the
     cached one; the entry's file is made read-only first, so that (as anyone but root) such a write fails
-    instead. An artifact already linked to the entry is left as it is.
+    instead. An artifact already linked to the entry is left as it is. ``protect=False``: ``source`` is a file
+    of the same session (the timed ETDump under the name the kit's tools glob) and keeps its mode.
     """
     source, destination = Path(source), Path(destination)
     try:
-        mode = source.stat().st_mode
-        source.chmod(mode & ~0o222)
+        if protect:
+            source.chmod(source.stat().st_mode & ~0o222)
     except OSError:  # another user's shared cache: its owner decides
         pass
     try:
@@ -232,15 +232,3 @@ def link_artifact(source: Path, destination: Path) -> Path:
         temporary.unlink(missing_ok=True)
         raise
     return destination
-
-
-def copy_artifact(source: Path, destination: Path) -> Path:
-    """Put a copy of ``source`` (an export cache entry's file, a run's ETDump) into a test's folder.
-
-    Always a copy, never a hard link: a user writing over an artifact (``cp other.pte <artifact>``,
-    ``: > <artifact>``) must change that copy only, not the cache entry every later session runs. The copy
-    is written to a new file created exclusively beside ``destination`` and renamed over it, so whatever was
-    there (a stale program from an earlier export, a link planted in the folder) is replaced, never
-    followed or reused. Copying costs milliseconds per megabyte.
-    """
-    return copy_file(source, destination)

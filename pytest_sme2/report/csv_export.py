@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import csv
 import io
-from collections import defaultdict
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, BinaryIO, Iterable, Iterator, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
 
 from pytest_sme2.evidence.categories import strip_instance
-from pytest_sme2.evidence.etdump import EXECUTE_BLOCK, read_blocks
-from pytest_sme2.system.safe_files import write_file
+from pytest_sme2.evidence.etdump import EXECUTE_BLOCK, ExecuteEvents, execute_events
+from pytest_sme2.system.safe_files import write_streamed
 
 TIMELINE_COLUMNS = [
     "model_id",
@@ -39,94 +41,100 @@ PORTABLE = "portable"
 TICKS_PER_US = 1000.0  # ExecuTorch 1.5.1's runtimes tick in nanoseconds (checked: etdump.py)
 
 
-def _events(etdump: str | Path, backend: str) -> list[list[dict[str, Any]]]:
-    """Execute-block events per run: name, type, backend, times, and the instance key across runs."""
-    runs = []
-    for block in read_blocks(etdump):
-        if block.name != EXECUTE_BLOCK:
-            continue
-        seen: dict[tuple[str, str], int] = defaultdict(int)
-        events = []
-        for event in block.events:
-            name = event.label
-            kind = backend if event.is_delegate_op else PORTABLE
-            occurrence = seen[(name, kind)]
-            seen[(name, kind)] += 1
-            events.append(
-                {
-                    "name": name,
-                    "type": strip_instance(name),
-                    "delegate_backend": kind,
-                    "start": event.start,
-                    "end": event.end,
-                    "key": (name, kind, occurrence),
-                }
+# Rows are written this many events at a time: the memory a CSV takes is bounded by this, not by the runs.
+_CHUNK_EVENTS = 1 << 16
+
+
+def _row_columns(events: ExecuteEvents, backend: str) -> tuple[list[str], list[str], np.ndarray]:
+    """Per label: its type (the name without its instance); per event: its backend column value's index (0:
+    ``backend``, 1: portable)."""
+    types = [strip_instance(label) for label in events.labels]
+    return types, [backend, PORTABLE], np.where(events.delegated, 0, 1)
+
+
+def _durations_ms(events: ExecuteEvents) -> np.ndarray:
+    return (events.end.astype(np.int64) - events.start.astype(np.int64)).astype(np.float64) / 1e3 / TICKS_PER_US
+
+
+def _timeline_chunks(events: ExecuteEvents, model_id: str, backend: str) -> Iterator[list[list[Any]]]:
+    """The timeline's rows, ``_CHUNK_EVENTS`` at a time: every Execute-block event of every run in file order;
+    ``node_id`` its place in its run, ``pct_total`` per run over all of that run's event rows."""
+    types, kinds, kind = _row_columns(events, backend)
+    duration = _durations_ms(events)
+    total = np.bincount(events.run, weights=duration, minlength=events.runs)
+    first = np.searchsorted(events.run, np.arange(events.runs))  # each run's first event (runs are contiguous)
+    for a in range(0, events.run.size, _CHUNK_EVENTS):
+        b = min(a + _CHUNK_EVENTS, events.run.size)
+        run = events.run[a:b]
+        run_total = total[run]
+        pct = np.divide(duration[a:b], run_total, out=np.zeros(b - a), where=run_total > 0) * 100.0
+        yield [
+            [model_id, events.labels[label], types[label], kinds[k], start / TICKS_PER_US, end / TICKS_PER_US, d]
+            + [p, node, r, EXECUTE_BLOCK]
+            for label, k, start, end, d, p, node, r in zip(
+                events.label_id[a:b].tolist(),
+                kind[a:b].tolist(),
+                events.start[a:b].tolist(),
+                events.end[a:b].tolist(),
+                duration[a:b].tolist(),
+                pct.tolist(),
+                (np.arange(a, b) - first[run]).tolist(),
+                run.tolist(),
             )
-        runs.append(events)
-    return runs
+        ]
 
 
 def timeline_rows(etdump: str | Path, model_id: str, backend: str = "XnnpackBackend") -> list[dict[str, Any]]:
-    """Every Execute-block event of every run; pct_total is per run, over all of that run's event rows."""
-    rows = []
-    for run_index, events in enumerate(_events(etdump, backend)):
-        total_ms = sum((e["end"] - e["start"]) / 1e3 / TICKS_PER_US for e in events)
-        for node_id, event in enumerate(events):
-            duration_ms = (event["end"] - event["start"]) / 1e3 / TICKS_PER_US
-            rows.append(
-                {
-                    "model_id": model_id,
-                    "name": event["name"],
-                    "type": event["type"],
-                    "delegate_backend": event["delegate_backend"],
-                    "start_us": event["start"] / TICKS_PER_US,
-                    "end_us": event["end"] / TICKS_PER_US,
-                    "duration_ms": duration_ms,
-                    "pct_total": duration_ms / total_ms * 100.0 if total_ms > 0 else 0.0,
-                    "node_id": node_id,
-                    "run_index": run_index,
-                    "block": EXECUTE_BLOCK,
-                }
-            )
-    return rows
+    """Every Execute-block event of every run as a dict of TIMELINE_COLUMNS (for reading; writing streams)."""
+    events = execute_events(etdump)
+    return [dict(zip(TIMELINE_COLUMNS, row)) for rows in _timeline_chunks(events, model_id, backend) for row in rows]
 
 
-def ops_stats_rows(etdump: str | Path, model_id: str, backend: str = "XnnpackBackend") -> list[dict[str, Any]]:
-    """Per (type, backend): instances, total of the instances' mean ms per run, their mean, pct of all rows."""
-    per_instance: dict[tuple, list[float]] = defaultdict(list)
-    kind_of: dict[tuple, tuple[str, str]] = {}
-    for events in _events(etdump, backend):
-        for event in events:
-            per_instance[event["key"]].append((event["end"] - event["start"]) / 1e3 / TICKS_PER_US)
-            kind_of[event["key"]] = (event["type"], event["delegate_backend"])
-    groups: dict[tuple[str, str], list[float]] = defaultdict(list)
-    for key, durations in per_instance.items():
-        groups[kind_of[key]].append(sum(durations) / len(durations))
-    grand_total = sum(sum(means) for means in groups.values())
+def _ops_stats(events: ExecuteEvents, model_id: str, backend: str) -> list[dict[str, Any]]:
+    """Per (type, backend): instances, total of the instances' mean ms per run, their mean, pct of all rows. An
+    instance is a (label, backend, occurrence within its run) as the kit keys them."""
+    types, kinds, kind = _row_columns(events, backend)
+    frame = pd.DataFrame({"run": events.run, "label": events.label_id, "kind": kind, "ms": _durations_ms(events)})
+    frame["occurrence"] = frame.groupby(["run", "label", "kind"], sort=False).cumcount()
+    means = frame.groupby(["label", "kind", "occurrence"], sort=False)["ms"].mean().reset_index()
+    means["type"] = [types[label] for label in means["label"].tolist()]
+    groups = means.groupby(["type", "kind"], sort=False)["ms"].agg(["size", "sum"]).reset_index()
+    grand_total = float(groups["sum"].sum())
     rows = [
         {
             "model_id": model_id,
-            "name": kind,
-            "type": kind,
-            "delegate_backend": backend_name,
-            "count": len(means),
-            "total_ms": sum(means),
-            "avg_ms": sum(means) / len(means),
-            "pct_total": sum(means) / grand_total * 100.0 if grand_total > 0 else 0.0,
+            "name": name,
+            "type": name,
+            "delegate_backend": kinds[k],
+            "count": int(count),
+            "total_ms": float(total),
+            "avg_ms": float(total) / int(count),
+            "pct_total": float(total) / grand_total * 100.0 if grand_total > 0 else 0.0,
         }
-        for (kind, backend_name), means in groups.items()
+        for name, k, count, total in zip(groups["type"], groups["kind"], groups["size"], groups["sum"])
     ]
     rows.sort(key=lambda row: row["total_ms"], reverse=True)
     return rows
 
 
-def _write(path: Path, columns: list[str], rows: list[dict[str, Any]]) -> Path:
+def ops_stats_rows(etdump: str | Path, model_id: str, backend: str = "XnnpackBackend") -> list[dict[str, Any]]:
+    """Per (type, backend): instances, total of the instances' mean ms per run, their mean, pct of all rows."""
+    return _ops_stats(execute_events(etdump), model_id, backend)
+
+
+def _write(path: Path, columns: list[str], rows: Iterable[Sequence[Any]]) -> Path:
+    """A CSV of ``columns`` then ``rows`` (each a sequence in column order), streamed to the file."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = io.StringIO(newline="")
-    writer = csv.DictWriter(text, fieldnames=columns)
-    writer.writeheader()
-    writer.writerows(rows)
-    return write_file(path, text.getvalue())
+
+    def fill(out: BinaryIO) -> None:
+        text = io.TextIOWrapper(out, encoding="utf-8", newline="")
+        writer = csv.writer(text)
+        writer.writerow(columns)
+        writer.writerows(rows)
+        text.flush()
+        text.detach()
+
+    return write_streamed(path, fill)
 
 
 def write_csvs(
@@ -143,8 +151,11 @@ def write_csvs(
     ``_emulated_ops.csv``, which the reference kit's tools do not pick up and draw as latency.
     """
     names = ("emulated_events", "emulated_ops") if emulated else ("all_runs_timeline", "ops_stats")
-    timeline = _write(out_dir / f"{prefix}_{names[0]}.csv", TIMELINE_COLUMNS, timeline_rows(etdump, model_id, backend))
-    stats = _write(out_dir / f"{prefix}_{names[1]}.csv", OPS_STATS_COLUMNS, ops_stats_rows(etdump, model_id, backend))
+    events = execute_events(etdump)  # read once for both files
+    chunks = _timeline_chunks(events, model_id, backend)
+    timeline = _write(out_dir / f"{prefix}_{names[0]}.csv", TIMELINE_COLUMNS, (r for rows in chunks for r in rows))
+    stats_rows = [[row[c] for c in OPS_STATS_COLUMNS] for row in _ops_stats(events, model_id, backend)]
+    stats = _write(out_dir / f"{prefix}_{names[1]}.csv", OPS_STATS_COLUMNS, stats_rows)
     return {"timeline_csv": str(timeline), "ops_stats_csv": str(stats)}
 
 
@@ -196,5 +207,6 @@ def write_kernels_csv(
     """``<prefix>_kernels.csv`` when the profile's kernels were sampled; else nothing."""
     if not kernel_time or not kernel_time.get("available"):
         return {}
-    path = _write(out_dir / f"{prefix}_kernels.csv", KERNELS_COLUMNS, kernel_rows(kernel_time, model_id, variant))
+    rows = [[row[c] for c in KERNELS_COLUMNS] for row in kernel_rows(kernel_time, model_id, variant)]
+    path = _write(out_dir / f"{prefix}_kernels.csv", KERNELS_COLUMNS, rows)
     return {"kernels_csv": str(path)}

@@ -38,6 +38,12 @@ def write_file(path: str | os.PathLike[str], data: str | bytes, *, encoding: str
     return _replace(Path(path), lambda out: out.write(payload))
 
 
+def write_streamed(path: str | os.PathLike[str], fill: Callable[[BinaryIO], object]) -> Path:
+    """Replace ``path`` with what ``fill`` writes into the open file, atomically, never through a link at
+    ``path``: for a file too large to hold as one string first (a many-run session's timeline CSV)."""
+    return _replace(Path(path), fill)
+
+
 def copy_file(source: str | os.PathLike[str], destination: str | os.PathLike[str], kind: Kind = CACHE_FILE) -> Path:
     """Replace ``destination`` with a copy of ``source`` (never a link to it), never writing through a
     link at ``destination``. Artifacts are copies: writing one must not rewrite a cache entry. ``source`` is

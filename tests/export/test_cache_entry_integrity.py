@@ -20,9 +20,10 @@ from pytest_sme2.errors import DamagedCacheEntryWarning
 from pytest_sme2.export.export import ExportedModel, export
 from pytest_sme2.export.work import FACTS_FILE, write_facts
 from pytest_sme2.measure.runner import Runner
-from pytest_sme2.measure.session import Settings, Sme2Session, copy_artifact
+from pytest_sme2.measure.session import Settings, Sme2Session
 from pytest_sme2.model.registry import ModelRegistry
 from pytest_sme2.run.targets import RunSpec
+from pytest_sme2.system.safe_files import copy_file
 
 
 def _tiny(tmp_path: Path) -> ModelRegistry:
@@ -89,7 +90,7 @@ def test_an_artifact_is_a_fresh_copy_even_over_a_link(tmp_path: Path) -> None:
     destination = tmp_path / "test" / "model.pte"
     destination.parent.mkdir()
     destination.symlink_to(outside)
-    copy_artifact(source, destination)
+    copy_file(source, destination)
     assert not destination.is_symlink() and destination.read_bytes() == b"program"
     assert outside.read_bytes() == b"not ours"  # replaced the link, did not write through it
     destination.write_bytes(b"changed by the user")

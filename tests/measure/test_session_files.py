@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_sme2.measure.session import copy_artifact, link_artifact
+from pytest_sme2.measure.session import link_artifact
+from pytest_sme2.system.safe_files import copy_file
 
 
 def test_a_cached_program_is_linked_into_the_test_folder_not_copied(tmp_path: Path) -> None:
@@ -63,10 +64,10 @@ def test_a_stale_artifact_is_replaced_not_reused(tmp_path: Path) -> None:
     second.write_bytes(b"new program, other size")
     destination = tmp_path / "test-folder" / "model.pte"
     destination.parent.mkdir()
-    assert copy_artifact(first, destination).read_bytes() == b"old program"
-    assert copy_artifact(second, destination).read_bytes() == b"new program, other size"
+    assert copy_file(first, destination).read_bytes() == b"old program"
+    assert copy_file(second, destination).read_bytes() == b"new program, other size"
     assert not os.path.samefile(second, destination)  # a copy, never a hard link into the cache (issue 23)
-    assert copy_artifact(second, destination) == destination
+    assert copy_file(second, destination) == destination
     assert first.read_bytes() == b"old program"  # the earlier export is untouched
 
 

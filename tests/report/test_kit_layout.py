@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -56,7 +57,10 @@ def test_manifest_and_metrics_have_the_kits_keys_and_every_artifact_resolves(ses
 
 
 def test_etdumps_variants_and_model_ids_as_the_kit_finds_them(session_dir: Path) -> None:
-    assert len(list(session_dir.glob("**/*.etdump"))) == 2
+    kit_named = list(session_dir.glob("**/*.etdump"))
+    assert len(kit_named) == 2
+    # the timed ETDump under the kit's name, not a second copy of its bytes (issue 64: 86 MB stored twice)
+    assert all(os.path.samefile(path, path.parent / "timed.etdp") for path in kit_named)
     folders = sorted(p.name for p in session_dir.glob("*/*-profile-*"))
     assert any("sme2_off" in name for name in folders) and not any("sme2=" in name for name in folders)
     model_ids = set()

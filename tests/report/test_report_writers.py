@@ -199,6 +199,26 @@ def test_csv_exports_use_the_kits_columns_and_event_times(tmp_path: Path) -> Non
     assert float(conv_stats["pct_total"]) == pytest.approx(0.5 / 2.54 * 100)
 
 
+def test_the_timeline_is_written_a_bounded_chunk_at_a_time_with_each_run_numbered_from_its_own_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A many-run session's timeline is streamed (issue 64: 150,000 runs held 2.2 GB as a list of dicts): with
+    chunks of 4 rows, runs of 6 rows straddle every chunk, and each row still has its run's place and share."""
+    from pytest_sme2.report import csv_export
+
+    etdump = write_etdump(tmp_path / "off.etdp", [_run(1_000_000, 800_000, CONV_OFF, 500_000)] * 3)
+    whole = Path(write_csvs(etdump, tmp_path / "whole", "m", model_id="m")["timeline_csv"]).read_bytes()
+    monkeypatch.setattr(csv_export, "_CHUNK_EVENTS", 4)
+    chunked = Path(write_csvs(etdump, tmp_path / "chunked", "m", model_id="m")["timeline_csv"]).read_bytes()
+    assert chunked == whole
+    with open(tmp_path / "chunked" / "m_all_runs_timeline.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert [r["node_id"] for r in rows] == [str(i) for i in range(6)] * 3
+    assert [r["run_index"] for r in rows] == [str(i // 6) for i in range(18)]
+    for run in "012":
+        assert sum(float(r["pct_total"]) for r in rows if r["run_index"] == run) == pytest.approx(100.0)
+
+
 def test_summary_json_round_trip_and_report_rebuild(
     entry: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -12,6 +12,7 @@ from pytest_sme2.gate import structure
 from pytest_sme2.gate.checks.base import Check, Pair
 from pytest_sme2.gate.checks.counted import MIN_OP_INSTRUCTIONS, counted_of
 from pytest_sme2.gate.checks.pairing import op_pairs
+from pytest_sme2.gate.checks.provenance import moved_settings
 from pytest_sme2.gate.verdict import Evidence, Status, Tolerances, Verdict
 
 # A heavy operator's growth is the same across blocks ("each") when its block instances grew within this much.
@@ -45,16 +46,16 @@ def change_verdict(
 def _settings_changed(current: Mapping[str, Any], baseline: Mapping[str, Any]) -> list[str]:
     """Example inputs or the recipe changed since the baseline: what resized every node and operator after it,
     said first (issue 65: resnet8's input 32x32 -> 40x40 led with five CONV groups grown, the inputs fourth)."""
-    now, then = current.get("provenance") or {}, baseline.get("provenance") or {}
-    out = []
-    shapes = [[str(i).split(" ")[0] for i in side.get("inputs") or ()] for side in (then, now)]
-    if then.get("inputs") and now.get("inputs") and shapes[0] != shapes[1]:  # a dtype alone: the nodes' dtype line
-        out.append(f"example inputs {', '.join(then['inputs'])} -> {', '.join(now['inputs'])}")
-    if then.get("recipe") and now.get("recipe") and then["recipe"] != now["recipe"]:
-        moved = sorted(
-            k for k in set(then["recipe"]) | set(now["recipe"]) if then["recipe"].get(k) != now["recipe"].get(k)
-        )
-        out.append("recipe " + ", ".join(f"{k} {then['recipe'].get(k)} -> {now['recipe'].get(k)}" for k in moved))
+    moved, out = moved_settings(current, baseline), []
+    if "inputs" in moved:
+        then, now = moved["inputs"]
+        shapes = [[str(i).split(" ")[0] for i in side] for side in (then, now)]
+        if shapes[0] != shapes[1]:  # a dtype alone: the nodes' dtype line
+            out.append(f"example inputs {', '.join(then)} -> {', '.join(now)}")
+    if "recipe" in moved:
+        then, now = moved["recipe"]
+        keys = sorted(k for k in set(then) | set(now) if then.get(k) != now.get(k))
+        out.append("recipe " + ", ".join(f"{k} {then.get(k)} -> {now.get(k)}" for k in keys))
     return out
 
 

@@ -10,25 +10,31 @@ from typing import Any, Mapping
 from pytest_sme2.gate.checks.base import Check, Pair
 from pytest_sme2.gate.verdict import Evidence, Status, Verdict
 
+# What a record's provenance holds that, changed, explains a change of its counts: the versions, the traced
+# program, the example inputs, the recipe (in the order a note names them).
+SETTINGS = ("executorch", "torch", "model_source_hash", "inputs", "recipe")
+
+
+def moved_settings(current: Mapping[str, Any], baseline: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """Each of SETTINGS that both records know and that differs, as (then, now): the one comparison behind this
+    check's note and the headline's cause (checks/change.py). A record from before a setting was kept says
+    nothing of it."""
+    now, then = current.get("provenance") or {}, baseline.get("provenance") or {}
+    return {key: (then[key], now[key]) for key in SETTINGS if then.get(key) and now.get(key) and then[key] != now[key]}
+
 
 def _provenance(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any]) -> list[Verdict]:
     """Version and model changes: flagged (not failed), since they explain a change rather than cause a failure."""
     now, then = current.get("provenance") or {}, baseline.get("provenance") or {}
-    notes = []
-    for key in ("executorch", "torch"):
-        if then.get(key) and now.get(key) and then[key] != now[key]:
-            notes.append(f"{key} {then[key]} then, {now[key]} now")
-    if (
-        then.get("model_source_hash")
-        and now.get("model_source_hash")
-        and then["model_source_hash"] != now["model_source_hash"]
-    ):
+    moved = moved_settings(current, baseline)
+    notes = [f"{key} {moved[key][0]} then, {moved[key][1]} now" for key in ("executorch", "torch") if key in moved]
+    if "model_source_hash" in moved:
         notes.append(
             "the model's traced program changed" + _changed_files(then.get("model_files"), now.get("model_files"))
         )
-    if then.get("inputs") and now.get("inputs") and then["inputs"] != now["inputs"]:
+    if "inputs" in moved:
         notes.append(f"example inputs {', '.join(then['inputs'])} then, {', '.join(now['inputs'])} now")
-    if then.get("recipe") and now.get("recipe") and then["recipe"] != now["recipe"]:
+    if "recipe" in moved:
 
         def text(recipe: Mapping[str, Any]) -> str:
             return ", ".join(f"{k}={v}" for k, v in sorted(recipe.items()))
