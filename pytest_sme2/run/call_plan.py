@@ -39,6 +39,13 @@ PLAN_FILE = "calls.pt"
 WARMUP_INPUTS_FILE = "warmup_inputs.bin"
 
 
+def _flat(call: Any) -> tuple[Any, ...]:
+    """One call's inputs as the program takes them: the leaves of nested tuples, lists and dicts, in order."""
+    from torch.utils._pytree import tree_leaves
+
+    return tuple(tree_leaves(tuple(call)))
+
+
 @dataclass(frozen=True)
 class CallPlan:
     """The calls of one runner process. ``warmup_calls`` None: the warmup runs make the timed calls."""
@@ -49,6 +56,12 @@ class CallPlan:
     warmup_method: str | None = None
 
     def __post_init__(self) -> None:
+        # A program's method takes its inputs flat, in the order torch.export flattens the example inputs: an LSTM's
+        # (x, (h0, c0)) is three inputs x, h0, c0 (a nested call reached the native runner's tensor file as a tuple
+        # and failed there with "'tuple' object has no attribute 'detach'")
+        for name in ("calls", "warmup_calls"):
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, tuple(_flat(call) for call in getattr(self, name)))
         for name in ("method", "warmup_method"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not value.isidentifier()):

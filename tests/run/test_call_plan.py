@@ -6,9 +6,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers_gate import write_model_project
 
 from pytest_sme2.errors import RunnerError, UsageError
 from pytest_sme2.run.call_plan import CallPlan, load_plan, native_calls
+from pytest_sme2.run.native.build import build_problem
 from pytest_sme2.run.native.tensorfile import read_tensors
 from pytest_sme2.run.targets import RunSpec
 from pytest_sme2.run.targets.native_runner import RunnerFiles, runner_arguments
@@ -75,3 +77,56 @@ def test_a_single_call_needs_no_flag_any_runner_would_not_know(tmp_path: Path) -
     torch.save((torch.ones(2),), path)
     calls = native_calls(path, tmp_path / "inputs.bin")
     assert calls.flags == () and calls.warmup_inputs is None
+
+
+def test_nested_example_inputs_are_the_programs_flat_inputs_in_order() -> None:
+    x, h, c = torch.full((2, 3), 1.0), torch.full((1, 2, 4), 2.0), torch.full((1, 2, 4), 3.0)
+    plan = CallPlan(calls=((x, (h, c)),), warmup_calls=([x, [h, c]],))
+    assert [t[0, 0, 0].item() if t.dim() == 3 else t[0, 0].item() for t in plan.calls[0]] == [1.0, 2.0, 3.0]
+    assert len(plan.warmup[0]) == 3
+
+
+NESTED_MODEL = '''
+"""An LSTM whose example inputs nest as ExecuTorch's own lstm example's do: (x, (h0, c0))."""
+import torch
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lstm = torch.nn.LSTM(8, 16, num_layers=1)
+
+    def forward(self, x, state):
+        out, (h, c) = self.lstm(x, state)
+        return out, h, c
+
+
+def get_eager_model():
+    torch.manual_seed(0)
+    return Net().eval()
+
+
+def get_example_inputs():
+    return (torch.randn(4, 2, 8), (torch.zeros(1, 2, 16), torch.zeros(1, 2, 16)))
+'''
+NESTED_TEST = """
+import pytest
+from pytest_sme2 import assert_outputs_match
+
+
+@pytest.mark.model("nested")
+def test_nested(exported_pte, runner, etdump_profile):
+    profile = etdump_profile(exported_pte, runner())
+    assert_outputs_match(profile, exported_pte)
+"""
+
+
+@pytest.mark.skipif(build_problem() is not None, reason=f"the native runner cannot be built here: {build_problem()}")
+def test_a_model_with_nested_example_inputs_runs_on_the_native_runner(
+    pytester: pytest.Pytester, shared_export_cache: Path
+) -> None:
+    """ExecuTorch's lstm example, (x, (h0, c0)), through the real native runner: its outputs are the eager model's
+    (helper-5's onboarding of the wheel's examples: the run died with "'tuple' object has no attribute 'detach'")."""
+    write_model_project(pytester, "nested", NESTED_MODEL, NESTED_TEST, "local", shared_export_cache)
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--sme2-runs=2")
+    result.assert_outcomes(passed=1)
