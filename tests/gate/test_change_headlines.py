@@ -179,3 +179,43 @@ def test_changed_example_inputs_lead_the_headline(tmp_path: Path, cache: Path) -
     lines, _, moved = _judged(tmp_path, cache, {}, {"seq": 24})
     assert lines[0].startswith("stack[on]: example inputs 1x16x64 float32 -> 1x24x64 float32"), lines
     assert lines[0].endswith(moved), lines
+
+
+def _as_if_recorded_under(record: dict, executorch: str, rename: tuple[str, str] | None = None) -> dict:
+    """The record as another executorch would have written it: its version, and (``rename``) its XNNPACK operators
+    under another kernel family's name, as an upgrade that replaced a kernel family shows in the counts."""
+    import json
+
+    text = json.dumps(record)
+    if rename is not None:
+        text = text.replace(*rename)
+    out = json.loads(text)
+    out["provenance"]["executorch"] = executorch
+    return out
+
+
+def test_an_upgrade_leads_the_headline_with_the_versions_and_the_operators_it_rerouted(
+    tmp_path: Path, cache: Path
+) -> None:
+    # issue 66: an upgrade is a change the gate explains. The stack's five Linears (two per layer and the head)
+    # run XNNPACK's packed fp32 GEMM with SME2 on; a baseline whose executorch ran them as plain F32 GEMMs
+    now = _record(tmp_path, cache, "now")
+    then = _as_if_recorded_under(
+        now, "1.4.1+cpu", ("Fully Connected (NC, PF32) GEMM", "Fully Connected (NC, F32) GEMM")
+    )
+    lines = findings.message_lines(findings.findings(judge("stack[on]", now, then)))
+    version = now["provenance"]["executorch"]
+    assert lines[0].startswith(
+        f"stack[on]: executorch 1.4.1+cpu -> {version}: 5 operators run other XNNPACK operators "
+        "(Fully Connected (NC, F32) GEMM -> Fully Connected (NC, PF32) GEMM x5)"
+    ), lines
+
+
+def test_an_upgrade_that_moved_no_count_says_so(tmp_path: Path, cache: Path) -> None:
+    now = _record(tmp_path, cache, "now")
+    verdicts = judge("stack[on]", now, _as_if_recorded_under(now, "1.4.1+cpu"))
+    assert not [v for v in verdicts if v.status == Status.REGRESSION]
+    [note] = [v for v in verdicts if v.check == "provenance"]
+    assert "executorch 1.4.1+cpu then" in note.message
+    count = now["instructions"]["per_inference"]
+    assert f"the upgrade left its count unchanged: {count:,} instructions per inference" in note.message

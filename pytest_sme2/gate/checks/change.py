@@ -11,7 +11,7 @@ from pytest_sme2.evidence.categories import classify
 from pytest_sme2.gate import structure
 from pytest_sme2.gate.checks.base import Check, Pair
 from pytest_sme2.gate.checks.counted import MIN_OP_INSTRUCTIONS, counted_of
-from pytest_sme2.gate.checks.pairing import op_pairs
+from pytest_sme2.gate.checks.pairing import op_kind, op_pairs
 from pytest_sme2.gate.checks.provenance import moved_settings
 from pytest_sme2.gate.verdict import Evidence, Status, Tolerances, Verdict
 
@@ -46,7 +46,7 @@ def change_verdict(
 def _settings_changed(current: Mapping[str, Any], baseline: Mapping[str, Any]) -> list[str]:
     """Example inputs or the recipe changed since the baseline: what resized every node and operator after it,
     said first (issue 65: resnet8's input 32x32 -> 40x40 led with five CONV groups grown, the inputs fourth)."""
-    moved, out = moved_settings(current, baseline), []
+    moved, out = moved_settings(current, baseline), _upgrade(current, baseline)
     if "inputs" in moved:
         then, now = moved["inputs"]
         shapes = [[str(i).split(" ")[0] for i in side] for side in (then, now)]
@@ -57,6 +57,51 @@ def _settings_changed(current: Mapping[str, Any], baseline: Mapping[str, Any]) -
         keys = sorted(k for k in set(then) | set(now) if then.get(k) != now.get(k))
         out.append("recipe " + ", ".join(f"{k} {then.get(k)} -> {now.get(k)}" for k in keys))
     return out
+
+
+# An upgrade's rerouted operators named in the headline, the most frequent first; the rest are counted.
+SHOWN_REROUTES = 3
+
+
+def _upgrade(current: Mapping[str, Any], baseline: Mapping[str, Any]) -> list[str]:
+    """Another executorch or torch since the baseline, said first with what it changed in the program: graph nodes
+    whose XNNPACK operators are others now (a kernel family replaced, "Convolution (NHWC, F32) IGEMM ->
+    Convolution (NHWC, PF32) IGEMM") and the planned memory, when it moved (issue 66: an upgrade is a change the
+    gate explains, in the terms a person reads, not a note under the checks)."""
+    moved = moved_settings(current, baseline)
+    versions = [f"{key} {moved[key][0]} -> {moved[key][1]}" for key in ("executorch", "torch") if key in moved]
+    if not versions:
+        return []
+    parts = [_rerouted(current, baseline)]
+    memory = [(record.get("memory") or {}).get("planned_bytes") for record in (current, baseline)]
+    if all(isinstance(m, (int, float)) for m in memory) and memory[1] and memory[0] != memory[1]:
+        parts.append(f"planned memory {memory[0] / memory[1] - 1:+.1%}")
+    said = [part for part in parts if part]
+    return [", ".join(versions) + (": " + "; ".join(said) if said else "")]
+
+
+def _rerouted(current: Mapping[str, Any], baseline: Mapping[str, Any]) -> str:
+    """ "N operators run other XNNPACK operators (A -> B xK, ...)": graph nodes on both sides (op_identity) whose
+    delegated operators' kinds differ. "" when none did or either side has no identities."""
+    kinds: list[dict[str, list[str]]] = []
+    for record in (baseline, current):
+        by_node: dict[str, list[str]] = {}
+        for op, node in ((counted_of(record) or {}).get("op_identity") or {}).items():
+            by_node.setdefault(node, []).append(op_kind(op))
+        kinds.append({node: sorted(ops) for node, ops in by_node.items()})
+    then, now = kinds
+    rerouted: dict[str, int] = {}
+    for node in then.keys() & now.keys():
+        if then[node] != now[node]:
+            text = f"{', '.join(dict.fromkeys(then[node]))} -> {', '.join(dict.fromkeys(now[node]))}"
+            rerouted[text] = rerouted.get(text, 0) + 1
+    if not rerouted:
+        return ""
+    ranked = sorted(rerouted.items(), key=lambda item: (-item[1], item[0]))
+    shown = [f"{text} x{count}" if count > 1 else text for text, count in ranked[:SHOWN_REROUTES]]
+    more = f", and {len(ranked) - SHOWN_REROUTES} more kinds" if len(ranked) > SHOWN_REROUTES else ""
+    total = sum(rerouted.values())
+    return f"{total} operator{'s' if total > 1 else ''} run other XNNPACK operators ({', '.join(shown)}{more})"
 
 
 def _grown_heavy_ops(current: Mapping[str, Any], baseline: Mapping[str, Any], tol: Tolerances) -> list[str]:

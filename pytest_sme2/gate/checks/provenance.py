@@ -28,6 +28,9 @@ def _provenance(label: str, current: Mapping[str, Any], baseline: Mapping[str, A
     now, then = current.get("provenance") or {}, baseline.get("provenance") or {}
     moved = moved_settings(current, baseline)
     notes = [f"{key} {moved[key][0]} then, {moved[key][1]} now" for key in ("executorch", "torch") if key in moved]
+    counts = [(record.get("instructions") or {}).get("per_inference") for record in (current, baseline)]
+    if notes and counts[0] is not None and counts[0] == counts[1]:
+        notes[-1] += f" (the upgrade left its count unchanged: {counts[0]:,} instructions per inference)"
     if "model_source_hash" in moved:
         notes.append(
             "the model's traced program changed" + _changed_files(then.get("model_files"), now.get("model_files"))
