@@ -515,6 +515,17 @@ OPTIONS: tuple[Option, ...] = (
         doc_default="off (`--html` draws it too; else `pytest-sme2 report SESSION_DIR` later)",
     ),
     Option(
+        "kit_timeline_runs",
+        "the kit-layout timeline CSV (*_all_runs_timeline.csv, one row per event per run) holds the first N timed "
+        "runs; 0 holds every run. Its ops_stats CSV and the profile always use every run",
+        REPORT,
+        kind="int",
+        default=10_000,
+        low=0,
+        what="a whole number >= 0",
+        doc_default="10000 (a 150,000-run session's CSV was 307 MB; 0 = every run)",
+    ),
+    Option(
         "timeline",
         "write each test's timeline.json (Chrome trace-event JSON: open it in ui.perfetto.dev or "
         "chrome://tracing; docs/timeline.md): runs, delegate calls and operators, SME2 on and off side by side; "

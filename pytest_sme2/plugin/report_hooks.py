@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 
 from pytest_sme2.gate.gate import GATE_INPUT
+from pytest_sme2.plugin import options
 from pytest_sme2.report.entries import build_test_entry, verdicts_of
 from pytest_sme2.system.safe_files import write_file
 
@@ -50,8 +51,9 @@ def _test_entries(config: pytest.Config) -> dict[str, dict[str, Any]]:
     return config.stash.setdefault(_RECORDS_KEY, {})
 
 
-def _write_csvs(entry: dict[str, Any]) -> None:
-    """The kit-compatible CSVs of one profile, in its run folder next to its ETDumps; paths go into the entry."""
+def _write_csvs(entry: dict[str, Any], timeline_runs: int) -> None:
+    """The kit-compatible CSVs of one profile, in its run folder next to its ETDumps; paths go into the entry
+    (and ``timeline_runs``, "N of M", when the timeline CSV holds the first N of M runs)."""
     from pytest_sme2.measure.session import kit_variant, link_artifact
     from pytest_sme2.report.csv_export import write_csvs, write_kernels_csv
     from pytest_sme2.system.names import slug
@@ -65,7 +67,10 @@ def _write_csvs(entry: dict[str, Any]) -> None:
     # the variant in model_id: the kit's --compare keys runs by it, and SME2 on and off must stay apart
     model_id = f"{entry['model']} {entry['recipe']} [{variant}]"
     emulated = bool(entry.get("emulated"))
-    entry["artifacts"].update(write_csvs(etdump, out_dir, prefix, model_id=model_id, emulated=emulated))
+    written = write_csvs(etdump, out_dir, prefix, model_id=model_id, emulated=emulated, timeline_runs=timeline_runs)
+    if "timeline_runs" in written:
+        entry["timeline_csv_runs"] = written.pop("timeline_runs")
+    entry["artifacts"].update(written)
     entry["artifacts"].update(
         write_kernels_csv(entry.get("kernel_time") or {}, out_dir, prefix, model_id, entry["variant"])
     )
@@ -140,7 +145,7 @@ def _build(item: pytest.Item, report: pytest.TestReport) -> dict[str, Any] | Non
         if timeline_wanted(item.config):
             _write_timeline(item, report, test_entry, profiles, session.test_dir(item.nodeid))
     for entry in test_entry["profiles"]:
-        _write_csvs(entry)
+        _write_csvs(entry, options.value(item.config, "kit_timeline_runs"))
     test_entry["verdicts"] = verdicts_of([*item.user_properties, *report.user_properties])
     judged = [value for key, value in report.user_properties if key == GATE_INPUT]
     if judged:  # what `pytest-sme2 check SESSION_DIR` judges again

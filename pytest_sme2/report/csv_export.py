@@ -56,15 +56,18 @@ def _durations_ms(events: ExecuteEvents) -> np.ndarray:
     return (events.end.astype(np.int64) - events.start.astype(np.int64)).astype(np.float64) / 1e3 / TICKS_PER_US
 
 
-def _timeline_chunks(events: ExecuteEvents, model_id: str, backend: str) -> Iterator[list[list[Any]]]:
-    """The timeline's rows, ``_CHUNK_EVENTS`` at a time: every Execute-block event of every run in file order;
-    ``node_id`` its place in its run, ``pct_total`` per run over all of that run's event rows."""
+def _timeline_chunks(
+    events: ExecuteEvents, model_id: str, backend: str, runs: int | None = None
+) -> Iterator[list[list[Any]]]:
+    """The timeline's rows, ``_CHUNK_EVENTS`` at a time: every Execute-block event of the first ``runs`` runs (None:
+    all) in file order; ``node_id`` its place in its run, ``pct_total`` per run over all of that run's event rows."""
     types, kinds, kind = _row_columns(events, backend)
     duration = _durations_ms(events)
     total = np.bincount(events.run, weights=duration, minlength=events.runs)
     first = np.searchsorted(events.run, np.arange(events.runs))  # each run's first event (runs are contiguous)
-    for a in range(0, events.run.size, _CHUNK_EVENTS):
-        b = min(a + _CHUNK_EVENTS, events.run.size)
+    end = events.run.size if runs is None else int(np.searchsorted(events.run, runs))
+    for a in range(0, end, _CHUNK_EVENTS):
+        b = min(a + _CHUNK_EVENTS, end)
         run = events.run[a:b]
         run_total = total[run]
         pct = np.divide(duration[a:b], run_total, out=np.zeros(b - a), where=run_total > 0) * 100.0
@@ -144,19 +147,25 @@ def write_csvs(
     model_id: str,
     backend: str = "XnnpackBackend",
     emulated: bool = False,
+    timeline_runs: int = 0,
 ) -> dict[str, str]:
-    """Write ``<prefix>_all_runs_timeline.csv`` and ``<prefix>_ops_stats.csv``; returns their paths.
+    """Write ``<prefix>_all_runs_timeline.csv`` and ``<prefix>_ops_stats.csv``; returns their paths, and
+    ``timeline_runs`` as "written of all" when the timeline holds fewer runs than the ETDump.
 
     ``emulated``: the times are the emulator's, so the files are named ``_emulated_events.csv`` and
-    ``_emulated_ops.csv``, which the reference kit's tools do not pick up and draw as latency.
+    ``_emulated_ops.csv``, which the reference kit's tools do not pick up and draw as latency. ``timeline_runs``:
+    the timeline holds the first that many runs (0: all; the option ``sme2_kit_timeline_runs``); the ops stats
+    every run.
     """
     names = ("emulated_events", "emulated_ops") if emulated else ("all_runs_timeline", "ops_stats")
     events = execute_events(etdump)  # read once for both files
-    chunks = _timeline_chunks(events, model_id, backend)
+    cut = timeline_runs if 0 < timeline_runs < events.runs else None
+    chunks = _timeline_chunks(events, model_id, backend, cut)
     timeline = _write(out_dir / f"{prefix}_{names[0]}.csv", TIMELINE_COLUMNS, (r for rows in chunks for r in rows))
     stats_rows = [[row[c] for c in OPS_STATS_COLUMNS] for row in _ops_stats(events, model_id, backend)]
     stats = _write(out_dir / f"{prefix}_{names[1]}.csv", OPS_STATS_COLUMNS, stats_rows)
-    return {"timeline_csv": str(timeline), "ops_stats_csv": str(stats)}
+    written = {"timeline_csv": str(timeline), "ops_stats_csv": str(stats)}
+    return written if cut is None else {**written, "timeline_runs": f"{cut} of {events.runs}"}
 
 
 # One row per (operator, kernel) of a profile's sampled round (kernel_sampling.py): which kernels took each

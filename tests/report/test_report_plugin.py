@@ -161,3 +161,20 @@ def test_a_device_model_on_a_timing_target_says_nothing_was_modelled(sme2_projec
     skipped = sme2_project.runpytest_inprocess("--sme2-target=host", "--sme2-device=apple-m4", "-k", "not_perf")
     skipped.assert_outcomes(passed=1, deselected=1)  # no profile at all: it is said all the same
     skipped.stdout.fnmatch_lines(["sme2: --sme2-device apple-m4: nothing was modelled*"])
+
+
+def test_the_kit_timeline_holds_the_first_runs_the_option_asks_for_and_says_so(sme2_project: pytest.Pytester) -> None:
+    """Issue 64: a 150,000-run session's timeline CSV was 307 MB; ``--sme2-kit-timeline-runs`` bounds it, and the
+    profile and its ops stats still use every run."""
+    sme2_project.makepyfile(PERF_TEST)
+    result = sme2_project.runpytest_inprocess(
+        "--sme2-target=host", "--sme2-no-baselines", "--sme2-artifacts-dir=artifacts", "--sme2-kit-timeline-runs=2"
+    )
+    result.assert_outcomes(passed=2)
+    summary = json.loads((_session_dir(sme2_project) / "summary.json").read_text())
+    (profile,) = summary["tests"][0]["profiles"]
+    assert len(profile["e2e_ms"]) == 3 and profile["timeline_csv_runs"] == "2 of 3"
+    with Path(profile["artifacts"]["timeline_csv"]).open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert sorted({r["run_index"] for r in rows}) == ["0", "1"]
+    assert sum(r["name"] == "Method::execute" for r in rows) == 2

@@ -219,6 +219,20 @@ def test_the_timeline_is_written_a_bounded_chunk_at_a_time_with_each_run_numbere
         assert sum(float(r["pct_total"]) for r in rows if r["run_index"] == run) == pytest.approx(100.0)
 
 
+def test_a_bounded_timeline_holds_the_first_runs_and_the_ops_stats_all(tmp_path: Path) -> None:
+    # three runs whose conv takes 0.2, 0.4 and 0.9 ms: the stats' mean is all three's, 0.5 ms
+    runs = [_run(2_000_000, 1_500_000, CONV_OFF, ns) for ns in (200_000, 400_000, 900_000)]
+    etdump = write_etdump(tmp_path / "off.etdp", runs)
+    paths = write_csvs(etdump, tmp_path, "m", model_id="m", timeline_runs=2)
+    assert paths["timeline_runs"] == "2 of 3"
+    with open(paths["timeline_csv"], newline="") as handle:
+        assert sorted({r["run_index"] for r in csv.DictReader(handle)}) == ["0", "1"]
+    with open(paths["ops_stats_csv"], newline="") as handle:
+        conv = next(r for r in csv.DictReader(handle) if r["name"] == "Convolution (NHWC, F32) IGEMM")
+    assert float(conv["avg_ms"]) == pytest.approx(0.5)
+    assert "timeline_runs" not in write_csvs(etdump, tmp_path / "all", "m", model_id="m", timeline_runs=3)
+
+
 def test_summary_json_round_trip_and_report_rebuild(
     entry: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
