@@ -157,7 +157,7 @@ def align(then: Sequence[Node], now: Sequence[Node]) -> Alignment:
         for unit in units:
             if unit.instance and unit.members not in paired:
                 into.setdefault(unit.family or ROOT, []).append(unit.instance)
-        for stretch_family, run, first, last in _alike_stretches(units, paired, signature(nodes, True)):
+        for stretch_family, run, first, last in _alike_stretches(units, paired, signature(nodes, True), nodes):
             among.setdefault(stretch_family, []).append((run, first, last))
     for family in {u.family for u in units_then + units_now if u.instance}:
         count = [len({u.instance for u in units if u.family == family}) for units in (units_then, units_now)]
@@ -192,14 +192,23 @@ def _pair_units(
 
 
 def _alike_stretches(
-    units: list[_Unit], paired: set[tuple[int, ...]], key: Callable[[_Unit], Hashable]
+    units: list[_Unit], paired: set[tuple[int, ...]], key: Callable[[_Unit], Hashable], nodes: Sequence[Node]
 ) -> list[tuple[str, list[str], str, str]]:
     """Runs of unpaired blocks that could as well be other blocks beside them: (family, the run's names, the first
     and last block of the stretch they slide over). Blocks alike in the graph (same nodes, same shapes) cannot be
     told apart from it: inserting one into ``Sequential`` or ``ModuleList`` renumbers every later one, so the
     inserted ``.18`` and an appended ``.27`` make the same program, and names say the new name, not which block is
     new (issue 65: deep_autoencoder's inserted Linear+BN+ReLU read as the last three added). A run that cannot
-    slide (a block unlike its neighbours) is not listed: its name is the block added."""
+    slide (a block unlike its neighbours) is not listed: its name is the block added. Alike includes what a block
+    takes in, the output shape of the block before it (a record keeps only output shapes): deep_autoencoder's
+    Linear(8, 128) and Linear(128, 128) both give 1x128, but only the second can be the inserted one's twin."""
+
+    def alike(i: int, j: int) -> bool:
+        def taken(k: int) -> Hashable:
+            return nodes[units[k - 1].members[-1]].detail if k > 0 else None
+
+        return key(units[i]) == key(units[j]) and taken(i) == taken(j)
+
     out = []
     index = 0
     while index < len(units):
@@ -214,13 +223,9 @@ def _alike_stretches(
             end += 1
         size = end - index + 1
         low, high = index, index  # where the run may start, as far as alike blocks let it slide
-        while low > 0 and units[low - 1].family == unit.family and key(units[low - 1]) == key(units[low - 1 + size]):
+        while low > 0 and units[low - 1].family == unit.family and alike(low - 1, low - 1 + size):
             low -= 1
-        while (
-            high + size < len(units)
-            and units[high + size].family == unit.family
-            and key(units[high]) == key(units[high + size])
-        ):
+        while high + size < len(units) and units[high + size].family == unit.family and alike(high, high + size):
             high += 1
         if (low, high) != (index, index):
             run = [str(u.instance) for u in units[index : end + 1]]

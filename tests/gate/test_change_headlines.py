@@ -219,3 +219,45 @@ def test_an_upgrade_that_moved_no_count_says_so(tmp_path: Path, cache: Path) -> 
     assert "executorch 1.4.1+cpu then" in note.message
     count = now["instructions"]["per_inference"]
     assert f"the upgrade left its count unchanged: {count:,} instructions per inference" in note.message
+
+
+AUTOENCODER = '''
+"""The executorch wheel's own MLPerf Tiny deep autoencoder; INSERT puts a Linear(128, 128)+BatchNorm+ReLU after
+encoder_decoder.17 (the ReLU after the bottleneck's Linear(8, 128)), as a model author edits a Sequential."""
+import torch
+from executorch.examples.models.mlperf_tiny.deep_autoencoder import DeepAutoEncoder
+
+INSERT = {insert}
+
+
+def get_eager_model():
+    torch.manual_seed(0)
+    model = DeepAutoEncoder()
+    if INSERT:
+        layers = list(model.encoder_decoder)
+        layers[18:18] = [torch.nn.Linear(128, 128), torch.nn.BatchNorm1d(128), torch.nn.ReLU()]
+        model.encoder_decoder = torch.nn.Sequential(*layers)
+    return model.eval()
+
+
+def get_example_inputs():
+    torch.manual_seed(1)
+    return (torch.rand(1, 640) * 2 - 1,)
+'''
+
+
+def test_the_wheels_deep_autoencoder_with_a_block_inserted_says_the_stretch_it_may_be_in(
+    tmp_path: Path, cache: Path
+) -> None:
+    # issue 65: "27 -> 30 blocks (encoder_decoder.27, .28, .29 added)". A Sequential renumbers what follows the
+    # insertion, so the program is the same as one with (BatchNorm, ReLU, Linear) inserted after .15 or the three
+    # appended: .16 to .29 are the places it may be. .15, Linear(8, 128), gives the same 1x128 but takes 1x8 in
+    [then], [now] = (
+        counted_profiles(tmp_path / name, "autoencoder", [True], source=AUTOENCODER.format(insert=insert), cache=cache)
+        for name, insert in (("before", False), ("after", True))
+    )
+    lines = findings.message_lines(findings.findings(judge("ae[on]", record_of(now), record_of(then))))
+    assert lines[0].startswith(
+        "ae[on]: encoder_decoder: 27 -> 30 blocks (3 added among encoder_decoder.16 to .29, which are alike: the "
+        "graph cannot tell which; new names encoder_decoder.27, encoder_decoder.28, encoder_decoder.29)"
+    ), lines
