@@ -40,7 +40,10 @@ from pytest_sme2.gate.assertions import (
     assert_speedup,
 )
 from pytest_sme2.gate.verdict import Tolerances, Verdict
+from pytest_sme2.measure.llm import LlmProfile, LlmSequence
 from pytest_sme2.measure.runner import Runner, Timings
+from pytest_sme2.measure.session import Sme2Session
+from pytest_sme2.measure.thread_scaling import ThreadScaling
 from pytest_sme2.model.registry import register_model
 from pytest_sme2.profile.profile import Profile
 from pytest_sme2.profile.speedup import Speedup
@@ -62,6 +65,8 @@ __all__ = [
     "Interval",
     "KernelSamplingWarning",
     "KernelTime",
+    "LlmProfile",
+    "LlmSequence",
     "MissingBaselineWarning",
     "ModelDefinitionError",
     "OneProcessIntervalWarning",
@@ -76,12 +81,14 @@ __all__ = [
     "RunnerError",
     "SampleStats",
     "Sme2Error",
+    "Sme2Session",
     "Sme2Warning",
     "Speedup",
     "StorageError",
     "Target",
     "TargetInfo",
     "TargetSettings",
+    "ThreadScaling",
     "Timings",
     "Tolerances",
     "UninitialisedWeightsWarning",
@@ -99,7 +106,7 @@ __all__ = [
     "assert_sme2_not_slower_at_any_threads",
     "assert_speedup",
     "classify",
-    "llm_params",
     "count_instructions",
+    "llm_params",
     "register_model",
 ]

@@ -10,7 +10,7 @@ import contextlib
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import pytest
 
@@ -26,6 +26,10 @@ from pytest_sme2.evidence.kernel_sampling import SamplingSettings  # noqa: E402
 from pytest_sme2.export.export import ExportedModel, Recipe  # noqa: E402
 from pytest_sme2.measure.runner import Runner, require_program  # noqa: E402
 from pytest_sme2.measure.session import Settings, Sme2Session, session_folder_name  # noqa: E402
+
+if TYPE_CHECKING:  # what the fixtures return; imported where they run
+    from pytest_sme2.measure.llm import LlmProfile
+    from pytest_sme2.measure.thread_scaling import ThreadScaling
 from pytest_sme2.plugin import options, progress, third_party_noise  # noqa: E402
 from pytest_sme2.profile.profile import Profile  # noqa: E402
 from pytest_sme2.run.targets import RunSpec, TargetSettings, check_choice, target_options  # noqa: E402
@@ -504,7 +508,7 @@ def etdump_profile(request: pytest.FixtureRequest) -> Callable[[Any, Runner], Pr
 
 
 @pytest.fixture
-def llm_profile(request: pytest.FixtureRequest) -> Callable[..., Any]:
+def llm_profile(request: pytest.FixtureRequest) -> Callable[..., LlmProfile]:
     """Function: ``llm_profile(pte, runner, prefill=P, decode=D, prefill_method='forward', decode_method='forward',
     prefill_chunk=None)`` -> LlmProfile with ``.prefill`` and ``.decode`` Profiles and their per-token figures;
     ``prefill_chunk``: tokens per prefill call for a program with static shapes (the prompt then in chunks).
@@ -527,7 +531,7 @@ def llm_profile(request: pytest.FixtureRequest) -> Callable[..., Any]:
         prefill_method: str = "forward",
         decode_method: str = "forward",
         prefill_chunk: int | None = None,
-    ) -> Any:
+    ) -> LlmProfile:
         from pytest_sme2.measure.llm import LlmSequence, example_calls, llm_phases
 
         with _as_test_failure(request):
@@ -577,7 +581,7 @@ def compare_variants(request: pytest.FixtureRequest) -> Callable[..., tuple[Prof
 
 
 @pytest.fixture
-def sme2_thread_scaling(request: pytest.FixtureRequest, runner: Callable[..., Runner]) -> Callable[..., Any]:
+def sme2_thread_scaling(request: pytest.FixtureRequest, runner: Callable[..., Runner]) -> Callable[..., ThreadScaling]:
     """Function: ``sme2_thread_scaling(pte, threads=(1, 2, 4), rounds=4)`` -> ThreadScaling.
 
     SME2 on against off at each thread count, on and off alternating in chunks at each (as compare_variants),
@@ -587,7 +591,7 @@ def sme2_thread_scaling(request: pytest.FixtureRequest, runner: Callable[..., Ru
     """
     profiles = request.node.stash.setdefault(_PROFILES_KEY, [])
 
-    def sme2_thread_scaling(pte: Any, threads: Sequence[int] = (1, 2, 4), rounds: int = 4) -> Any:
+    def sme2_thread_scaling(pte: Any, threads: Sequence[int] = (1, 2, 4), rounds: int = 4) -> ThreadScaling:
         from pytest_sme2.measure.thread_scaling import thread_scaling
         from pytest_sme2.run.targets.base import EMULATED_TIMING
 
