@@ -261,3 +261,30 @@ def test_the_wheels_deep_autoencoder_with_a_block_inserted_says_the_stretch_it_m
         "ae[on]: encoder_decoder: 27 -> 30 blocks (3 added among encoder_decoder.16 to .29, which are alike: the "
         "graph cannot tell which; new names encoder_decoder.27, encoder_decoder.28, encoder_decoder.29)"
     ), lines
+
+
+RESNET8 = '''
+"""The executorch wheel's own MLPerf Tiny ResNet-8 at SIZE x SIZE."""
+import torch
+from executorch.examples.models.mlperf_tiny.resnet8 import ResNet8
+
+
+def get_eager_model():
+    torch.manual_seed(0)
+    return ResNet8().eval()
+
+
+def get_example_inputs():
+    torch.manual_seed(1)
+    return (torch.rand(1, 3, {size}, {size}),)
+'''
+
+
+def test_the_wheels_resnet8_on_larger_inputs_leads_with_the_inputs(tmp_path: Path, cache: Path) -> None:
+    # issue 65: resnet8's input 32x32 -> 40x40 listed five CONV groups first and the inputs on the fourth line
+    [then], [now] = (
+        counted_profiles(tmp_path / f"r{size}", "resnet8", [True], source=RESNET8.format(size=size), cache=cache)
+        for size in (32, 40)
+    )
+    lines = findings.message_lines(findings.findings(judge("r8[on]", record_of(now), record_of(then))))
+    assert lines[0].startswith("r8[on]: example inputs 1x3x32x32 float32 -> 1x3x40x40 float32"), lines

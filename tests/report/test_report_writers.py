@@ -516,3 +516,33 @@ def test_a_passing_tests_inconclusive_verdict_is_not_shown_as_ok() -> None:
     assert [r["verdict"] for r in rows] == ["ok", "inconclusive", "improvement", "ok"]
     assert rows[1]["message"] == "[inconclusive] m fp32: latency not judged: this run has 6 undisturbed of 120 runs"
     assert verdict_text(rows) == "ok, inconclusive, improvement"
+
+
+DS_CNN = '''
+"""The executorch wheel's own MLPerf Tiny DS-CNN keyword spotter."""
+import torch
+from executorch.examples.models.mlperf_tiny.ds_cnn import DSCNNKWS
+
+
+def get_eager_model():
+    torch.manual_seed(0)
+    return DSCNNKWS().eval()
+
+
+def get_example_inputs():
+    torch.manual_seed(1)
+    return (torch.rand(1, 1, 49, 10),)
+'''
+
+
+def test_the_wheels_ds_cnn_summary_says_what_sme2_did_to_the_category_that_fell(tmp_path: Path) -> None:
+    """Issue 65: ds_cnn's row read "GEMM 46% -> CONV 73%" (as if CONV had grown; its CONV instructions did not
+    change). Counted SME2 on and off from the wheel's own model: the GEMMs fall with SME2, CONV is left largest."""
+    from helpers_emulated import counted_profiles
+
+    from pytest_sme2.report.table import category_shift
+
+    on, off = counted_profiles(tmp_path, "ds_cnn", [True, False], source=DS_CNN)
+    [comparison] = build_test_entry("t.py::t", [on, off])["comparisons"]
+    cell = category_shift(comparison)
+    assert re.fullmatch(r"GEMM \d+% -> \d+% \(\d+\.\d\dx fewer instr\); CONV now \d+%", cell), cell
