@@ -60,9 +60,7 @@ def cache_root() -> Path:
 def executorch_prefix() -> Path:
     spec = importlib.util.find_spec("executorch")
     if spec is None or not spec.submodule_search_locations:
-        raise RunnerError(
-            "executorch is not installed; `pip install executorch==1.5.1` (or 1.4.1, host target only) first"
-        )
+        raise RunnerError("executorch is not installed; `pip install executorch==1.5.1` first")
     return Path(list(spec.submodule_search_locations)[0])
 
 
@@ -94,7 +92,8 @@ def runtime_problem(package: Path | None = None) -> str | None:
         f"against (no lib/libexecutorch*, no executorch::runtime CMake target, no module.h or ETDump headers: its "
         f"runtime is only inside the Python extension _portable_lib, which takes cpuinfo and pthreadpool from "
         f"PyTorch's libtorch_cpu); the native runner (the emulated, local and adb targets) needs executorch 1.5.1, "
-        f"whose wheel ships them: `pip install executorch==1.5.1`, or run on the host target (--sme2-target=host)"
+        f"whose wheel ships them: `pip install executorch==1.5.1` (1.4.1's Python binding, the host target, is built "
+        f"without the event tracer, so it writes no ETDump to profile either)"
     )
 
 
