@@ -186,7 +186,7 @@ python-smoke:
 	$(PYTHON) .ci/python_matrix.py --smoke
 
 # Before a release, and whenever the executorch or torch range changes (not in CI): each tested pair
-# (pytest_sme2/system/tested_versions.py) in a fresh venv with the built wheel, then the smoke session in a project
+# (pytest_sme2/system/version_pairs.py) in a fresh venv with the built wheel, then the smoke session in a project
 # outside the checkout: an export, a counted run on the emulated target, a gated verdict against the committed
 # baselines and an LLM prefill and decode (.ci/version_matrix.py; minutes per pair). TORCH_INDEX_URL as for
 # `make install` keeps torch's CPU build.

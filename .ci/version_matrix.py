@@ -5,7 +5,7 @@ and an LLM prefill and decode.
 Why: pyproject.toml admits ranges of executorch and torch, and most of what pytest-sme2 does depends on the
 executorch version (the runners built against its wheel, the kernel kit, ETDump and ``.pte`` facts, the LLM export
 path). A range is honest only where every pair in it was run. The pairs are one table,
-``pytest_sme2/system/tested_versions.py`` (``TESTED_PAIRS``), which ``pytest-sme2 doctor`` also reads; this script
+``pytest_sme2/system/version_pairs.py`` (``TESTED_PAIRS``), which ``pytest-sme2 doctor`` also reads; this script
 loads it by path, without torch. Before a release and whenever the range or a dependency changes; not in CI
 (minutes per pair, most of it pip, the exports and the first aarch64 runner build of a version).
 
@@ -49,9 +49,9 @@ sme2_artifacts_dir = ".sme2/artifacts"
 
 
 def tested_pairs() -> tuple:
-    """TESTED_PAIRS of pytest_sme2/system/tested_versions.py, loaded by path (it imports nothing)."""
-    path = ROOT / "pytest_sme2" / "system" / "tested_versions.py"
-    spec = importlib.util.spec_from_file_location("tested_versions", path)
+    """TESTED_PAIRS of pytest_sme2/system/version_pairs.py, loaded by path (it imports nothing)."""
+    path = ROOT / "pytest_sme2" / "system" / "version_pairs.py"
+    spec = importlib.util.spec_from_file_location("version_pairs", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # NamedTuple's class needs its module registered while it is made

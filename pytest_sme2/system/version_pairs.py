@@ -37,7 +37,7 @@ def pair_for(executorch: str | None) -> TestedPair:
     return next((pair for pair in TESTED_PAIRS if pair.executorch == release), NEWEST)
 
 
-def tested_text() -> str:
+def pairs_text() -> str:
     """The pairs as a person reads them: "executorch 1.4.1 (exports only) or 1.5.1, with torch 2.13.0"."""
     parts = [f"{p.executorch}{'' if p.profiles else ' (exports only)'}" for p in TESTED_PAIRS]
     torches = sorted({p.torch for p in TESTED_PAIRS})
