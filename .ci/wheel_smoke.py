@@ -72,7 +72,7 @@ def session_problems(summary: dict[str, Any], tests: int = 1) -> list[str]:
     that are all ok (.ci/version_matrix.py asks for two)."""
     held = summary.get("tests") or []
     if len(held) != tests:
-        return [f"the session holds {len(held)} tests with profiles, not the {tests} perf test(s)"]
+        return [f"the session holds {len(held)} tests with profiles, not the {tests} perf test{'s' * (tests != 1)}"]
     return [problem for test in held for problem in _test_problems(test)]
 
 
