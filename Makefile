@@ -10,7 +10,7 @@ PIP := $(PYTHON) -m pip
 # llvm-19's assembler encodes SME2, the oracle of tests/evidence/test_instruction_classes.py (binutils 2.40 cannot).
 SYSTEM_PACKAGES := g++-aarch64-linux-gnu qemu-user chromium valgrind clang lld linux-perf llvm-19
 
-.PHONY: install system-deps emulation auto-target auto-is-emulated perf perf-real bench lint test python-matrix wheel-smoke python-smoke
+.PHONY: install system-deps emulation auto-target auto-is-emulated perf perf-real bench lint test python-matrix wheel-smoke python-smoke version-matrix
 
 TORCH_PIN := 2.13.0
 # A plain index (PyPI) gives Linux x86 torch's CUDA build: several GB of nvidia-* packages pytest-sme2 never
@@ -184,3 +184,11 @@ wheel-smoke:
 # for Pythons other than 3.11 here is CUDA's, about 3 GB: TORCH_INDEX_URL as for `make install` avoids it).
 python-smoke:
 	$(PYTHON) .ci/python_matrix.py --smoke
+
+# Before a release, and whenever the executorch or torch range changes (not in CI): each tested pair
+# (pytest_sme2/system/version_pairs.py) in a fresh venv with the built wheel, then the smoke session in a project
+# outside the checkout: an export, a counted run on the emulated target, a gated verdict against the committed
+# baselines and an LLM prefill and decode (.ci/version_matrix.py; minutes per pair). TORCH_INDEX_URL as for
+# `make install` keeps torch's CPU build.
+version-matrix:
+	$(PYTHON) .ci/version_matrix.py

@@ -26,10 +26,13 @@ def _version(package: str) -> str | None:
 
 
 def _packages() -> list[DoctorLine]:
+    from pytest_sme2.system.version_pairs import pair_for, pairs_text
+
     checks = []
+    pair = pair_for(_version("executorch"))  # the installed executorch's tested torch, or the newest pair
     for package, fix in (
-        ("torch", "pip install torch==2.13.0 (the CPU build; install it before executorch)"),
-        ("executorch", "pip install executorch==1.5.1"),
+        ("torch", f"pip install torch=={pair.torch} (the CPU build; install it before executorch)"),
+        ("executorch", f"pip install executorch=={pair.executorch} (tested: {pairs_text()})"),
         ("matplotlib", "pip install 'matplotlib>=3.8,<4' (report charts)"),
         ("pytest-html", "pip install 'pytest-html>=4.1'"),
     ):

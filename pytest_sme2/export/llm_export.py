@@ -441,9 +441,12 @@ def _export_into(config: Any, out: Path, name: str, recipe: Recipe) -> dict[str,
     # No eager reference: ExecuTorch's flow builds its model itself; outputs are checked against eager in
     # pytest-sme2's own exports of the same model (tests/measure/test_llm.py).
     if not lowered:
+        import executorch.version
+
         raise ExportError(
             f"ExecuTorch's LLM export of {name!r} never reached LLMEdgeManager.to_executorch, where "
-            f"pytest-sme2 reads the lowered program's graph nodes; is this executorch 1.5.1?"
+            f"pytest-sme2 reads the lowered program's graph nodes: executorch 1.4.1's and 1.5.1's export_llama "
+            f"call it, this executorch {executorch.version.__version__.split('+')[0]}'s did not"
         )
     return lowered[-1]
 

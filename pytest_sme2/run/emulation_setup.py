@@ -21,7 +21,15 @@ from pathlib import Path
 from pytest_sme2.errors import RunnerError
 from pytest_sme2.run import qemu_source_build
 from pytest_sme2.run.debian_archive import apt_options, debian_mirror
-from pytest_sme2.run.native.build import CROSS_PACKAGE, _run, build_runner, cache_root, runner_binary
+from pytest_sme2.run.native.build import (
+    CROSS_PACKAGE,
+    RunnerUnavailable,
+    _run,
+    build_runner,
+    cache_root,
+    runner_binary,
+    runtime_problem,
+)
 from pytest_sme2.system.locks import locked
 
 SETUP_COMMAND = "pytest-sme2 setup-emulation"
@@ -198,6 +206,9 @@ def status(build: bool = False, runner: Path | None = None) -> EmulationStatus:
             f"the aarch64 sysroot {SYSROOT} is missing; run `{SETUP_COMMAND}` as root " f"or {CROSS_COMPILER_ADVICE}",
             **extra,
         )
+    unavailable = runtime_problem() if runner is None else None
+    if unavailable:
+        return EmulationStatus(qemu, version, None, unavailable, **extra)
     try:
         if runner is None:
             runner = build_runner("linux-aarch64") if build else _cached_aarch64_runner()
@@ -208,6 +219,8 @@ def status(build: bool = False, runner: Path | None = None) -> EmulationStatus:
             timeout=60,
             env={**os.environ, "QEMU_LD_PREFIX": str(SYSROOT)},
         ).stdout
+    except RunnerUnavailable as exc:
+        return EmulationStatus(qemu, version, None, f"{exc}", **extra)
     except (RunnerError, OSError, subprocess.TimeoutExpired) as exc:
         return EmulationStatus(qemu, version, None, f"{exc}; run `{SETUP_COMMAND}`", **extra)
     if runner is None:

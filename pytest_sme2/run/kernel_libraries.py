@@ -90,9 +90,11 @@ def missing_kernel_error(
             "them"
         )
     elif binding:
+        from pytest_sme2.run.native.build import executorch_release
+
         where = "; ".join(
             f"their kernels ship in {p.name} ({p.library} of the executorch package), which the "
-            "installed executorch package lacks: reinstall executorch==1.5.1"
+            f"installed executorch package lacks: reinstall executorch=={executorch_release()}"
             for p in providers
         )
     else:

@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from helpers_versions import needs_binding_etdump
 
 from conftest import quick_host_ini
 from pytest_sme2.cli import main
@@ -118,6 +119,7 @@ def test_a_passing_bad_end_stops_before_bisecting(repo: Path, monkeypatch: pytes
     assert _git(repo, "status", "--porcelain", "--untracked-files=all") == ""  # the output ignores itself
 
 
+@needs_binding_etdump
 def test_a_missing_baseline_is_no_failure_unless_the_user_says_so(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The step's own -o comes before the user's arguments, and pytest keeps the last -o of a name: the user's
     `-o sme2_baseline_missing=fail` fails GOOD (no baseline anywhere), and the reason names the missing baseline."""
@@ -202,6 +204,7 @@ def package_repo(tmp_path: Path, shared_export_cache: Path) -> Path:
     return root
 
 
+@needs_binding_etdump
 def test_bisect_names_a_commit_that_changes_only_an_imported_module(
     package_repo: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers_versions import needs_runtime_libraries
 
 from pytest_sme2.errors import RunnerError
 from pytest_sme2.evidence.instruction_classes import NAMES, SME_CLASSES, SVE_CLASSES
@@ -276,6 +277,7 @@ def _classified_as_named(named: dict[int, str], tmp_path: Path) -> dict[int, str
 
 
 @needs_llvm_mc
+@needs_runtime_libraries
 def test_every_sme_instruction_of_the_aarch64_xnnpack_library_is_in_the_class_llvm_names(tmp_path: Path) -> None:
     """The kernels counted runs execute: every SME-space word of the executorch wheel's aarch64 XNNPACK library,
     classified by the counter and by what LLVM 19's disassembler calls it."""
@@ -292,6 +294,7 @@ def test_every_sme_instruction_of_the_aarch64_xnnpack_library_is_in_the_class_ll
 
 
 @needs_llvm_mc
+@needs_runtime_libraries
 def test_every_sve_instruction_of_the_aarch64_xnnpack_library_names_a_z_register_or_is_a_predicate_one(
     tmp_path: Path,
 ) -> None:

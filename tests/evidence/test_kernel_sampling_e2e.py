@@ -14,6 +14,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from helpers_versions import needs_runtime_libraries
 
 from conftest import REPO, TINY_MODEL
 from pytest_sme2.evidence.perf_samples import permission_problem
@@ -23,6 +24,7 @@ pytestmark = [
         shutil.which("perf") is None, reason="Linux perf is not installed: apt-get install linux-perf (Debian)"
     ),
     pytest.mark.skipif(permission_problem() is not None, reason=f"perf not permitted: {permission_problem()}"),
+    needs_runtime_libraries,
 ]
 
 INNER = """

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers_versions import needs_runtime_libraries
 
 from pytest_sme2.evidence.perf_samples import parse_script, read_samples, record_command
 from pytest_sme2.system.elf import function_symbols, unwind_function_ranges
@@ -41,6 +42,7 @@ def test_an_address_outside_every_mapping_has_no_offset() -> None:
 
 
 @pytest.mark.skipif(shutil.which("perf") is None, reason="Linux perf is not installed (apt-get install linux-perf)")
+@needs_runtime_libraries
 def test_a_real_perf_recording_names_every_xnnpack_sample_by_a_function_of_the_library(
     tmp_path: Path, exported_toy_cnn
 ) -> None:  # noqa: ANN001

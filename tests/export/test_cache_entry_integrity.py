@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Callable
 
 import pytest
+from helpers_versions import needs_binding_etdump
 
 from conftest import TINY_MODEL
 from pytest_sme2 import Recipe
@@ -58,6 +59,7 @@ def _export_again(tmp_path: Path, cache: Path) -> tuple[ExportedModel, list[str]
     return exported, [str(w.message) for w in caught if issubclass(w.category, DamagedCacheEntryWarning)]
 
 
+@needs_binding_etdump
 def test_writing_over_an_artifact_leaves_the_next_sessions_program_right(
     pristine: tuple[Path, bytes], tmp_path: Path
 ) -> None:

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 from helpers_llm import eager_sequence, last_output
+from helpers_versions import needs_binding_etdump
 
 from pytest_sme2 import Recipe
 from pytest_sme2.errors import RunnerError, UsageError
@@ -107,6 +108,7 @@ def test_emulated_decode_with_executorch_llm_custom_ops(bundled_sessions) -> Non
     assert phases.decode.instructions is not None
 
 
+@needs_binding_etdump
 def test_host_decode_with_executorch_llm_custom_ops(bundled_sessions) -> None:  # noqa: ANN001
     """ExecuTorch's custom SDPA and KV-cache update on the host target, prefill then decode: the decode's last
     logits are the eager model's after the same prompt and steps; tokens per second are measured figures."""
@@ -186,6 +188,7 @@ def test_separate_prefill_and_decode_methods_share_the_cache(
     assert two.decode.label.endswith("decode D=3 after P=8]")
 
 
+@needs_binding_etdump
 def test_the_python_binding_refuses_two_methods_it_cannot_share_a_cache_between(
     bundled_sessions, prefill_decode_methods_pte: Path
 ) -> None:  # noqa: ANN001
@@ -282,6 +285,7 @@ def test_a_static_shape_program_prefills_in_chunks_of_its_size(bundled_sessions,
     assert phases.prefill_rates.tokens == 1
 
 
+@needs_binding_etdump
 def test_a_prompt_in_chunks_has_its_time_to_first_token_summed_over_a_cycle(
     bundled_sessions,  # noqa: ANN001
     tmp_path: Path,
@@ -300,6 +304,7 @@ def test_a_prompt_in_chunks_has_its_time_to_first_token_summed_over_a_cycle(
     )
 
 
+@needs_binding_etdump
 def test_a_sequence_longer_than_the_context_says_so_first(bundled_sessions) -> None:  # noqa: ANN001
     """tiny_llama_portable's KV cache holds 64 positions: 60 prompt tokens and 10 steps run past it."""
     session = bundled_sessions("host")

@@ -10,6 +10,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from helpers_versions import needs_binding_etdump
 
 PARAMS = {
     "dim": 64,
@@ -33,6 +34,7 @@ CONFIG = {
 }
 
 
+@needs_binding_etdump
 def test_executorch_llm_export_gated_per_phase_with_changes_named(
     pytester: pytest.Pytester, shared_export_cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers_versions import needs_binding_etdump
 
 TWO_TESTS = """
 import pytest
@@ -161,6 +162,7 @@ def test_verbose_shows_progress_lines_past_the_capture(sme2_project: pytest.Pyte
     assert "Captured stdout" not in result.stdout.str()
 
 
+@needs_binding_etdump
 def test_default_verbosity_on_a_terminal_shows_a_status_and_erases_it(sme2_project: pytest.Pytester) -> None:
     sme2_project.makepyfile(test_p=TWO_TESTS)
     raw = _run_in_pty(["-p", "no:cacheprovider"], sme2_project.path)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from helpers_gate import UPDATE
+from helpers_versions import needs_binding_etdump
 
 from conftest import INNER_SESSION_ENV, TINY_MODEL, quick_host_ini
 from pytest_sme2.gate import history
@@ -86,11 +87,13 @@ def test_not_perf():
     return XdistRun(root, cache, marks, done.stdout + done.stderr, done.returncode)
 
 
+@needs_binding_etdump
 def test_the_session_passes(xdist_run: XdistRun) -> None:
     assert xdist_run.returncode == 0, xdist_run.stdout
     assert f"{TESTS + 1} passed" in xdist_run.stdout
 
 
+@needs_binding_etdump
 def test_workers_updating_baselines_at_once_lose_nothing(xdist_run: XdistRun) -> None:
     files = sorted((xdist_run.root / "baselines").rglob("*.json"))
     assert sorted(json.loads(p.read_text())["test"] for p in files) == sorted(
@@ -100,6 +103,7 @@ def test_workers_updating_baselines_at_once_lose_nothing(xdist_run: XdistRun) ->
     assert f"{TESTS} written" in xdist_run.stdout  # the controller saw every worker's outcome
 
 
+@needs_binding_etdump
 def test_workers_append_to_one_history_without_losing_a_line(xdist_run: XdistRun) -> None:
     """(A later session appending after these lines: tests/gate/test_history.py, a history cut short.)"""
     rows = history.load(xdist_run.root / "history" / "sme2.jsonl")
@@ -112,6 +116,7 @@ def test_workers_append_to_one_history_without_losing_a_line(xdist_run: XdistRun
     json.dumps(rows)  # plain data
 
 
+@needs_binding_etdump
 def test_the_controller_gathers_every_workers_tests(xdist_run: XdistRun) -> None:
     assert "sme2: running" not in xdist_run.stdout  # -q, and workers never print progress
     ids = [f"test_shared[{i}]" for i in range(TESTS)]
@@ -127,6 +132,7 @@ def test_the_controller_gathers_every_workers_tests(xdist_run: XdistRun) -> None
     assert len(announced) == TESTS and set(announced) == {"gw0", "gw1"}
 
 
+@needs_binding_etdump
 def test_workers_export_once_and_share_the_session_folder(xdist_run: XdistRun) -> None:
     records = [p.read_text().split(" ", 1) for p in xdist_run.marks.iterdir()]
     assert len(records) == TESTS

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers_versions import needs_runtime_libraries
 
 from conftest import REPO
 from pytest_sme2 import Profile, Recipe
@@ -29,10 +30,14 @@ from pytest_sme2.run.native.tensorfile import read_tensors
 _STATUS = emulation.status()
 QEMU = str(_STATUS.qemu) if _STATUS.ready else shutil.which("qemu-aarch64")
 SYSROOT = Path("/usr/aarch64-linux-gnu")
-pytestmark = pytest.mark.skipif(
-    QEMU is None or shutil.which("aarch64-linux-gnu-g++") is None or not SYSROOT.exists(),
-    reason="needs qemu-aarch64 and the aarch64 cross compiler: apt-get install qemu-user g++-aarch64-linux-gnu",
-)
+# The runner links the wheel's C++ runtime libraries: on executorch 1.4.1 (none) every test here skips, naming why.
+pytestmark = [
+    pytest.mark.skipif(
+        QEMU is None or shutil.which("aarch64-linux-gnu-g++") is None or not SYSROOT.exists(),
+        reason="needs qemu-aarch64 and the aarch64 cross compiler: apt-get install qemu-user g++-aarch64-linux-gnu",
+    ),
+    needs_runtime_libraries,
+]
 
 
 @pytest.fixture(scope="module")

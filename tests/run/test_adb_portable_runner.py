@@ -17,6 +17,7 @@ from typing import Iterator
 import pytest
 import torch
 from adb_standin import AARCH64_GLIBC_DIRS, DEVICE_TMP, AdbStandin, StandinDevice, namespaces_available, session_ini
+from helpers_versions import needs_runtime_libraries
 
 from pytest_sme2.measure.runner import Runner
 from pytest_sme2.measure.session import Settings, Sme2Session
@@ -54,7 +55,11 @@ def _arm64_device_problem() -> str | None:
     return None
 
 
-pytestmark = pytest.mark.skipif(_arm64_device_problem() is not None, reason=str(_arm64_device_problem()))
+# The runner links the wheel's C++ runtime libraries: on executorch 1.4.1 (none) every test here skips, naming why.
+pytestmark = [
+    pytest.mark.skipif(_arm64_device_problem() is not None, reason=str(_arm64_device_problem())),
+    needs_runtime_libraries,
+]
 
 
 @pytest.fixture

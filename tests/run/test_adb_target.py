@@ -18,6 +18,7 @@ from typing import Callable, Iterator
 import pytest
 import torch
 from adb_standin import DEVICE_TMP, AdbStandin, StandinDevice, namespaces_available, session_ini, wait_until
+from helpers_versions import needs_runtime_libraries
 
 from conftest import REPO
 from pytest_sme2.errors import EtdumpError, RunnerError, UsageError
@@ -27,7 +28,11 @@ from pytest_sme2.run.native.build import build_runner
 from pytest_sme2.run.targets import RunSpec, check_target_name
 from pytest_sme2.run.targets.adb import AdbOptions, AdbTarget, adb_server_address, parse_adb_target
 
-pytestmark = pytest.mark.skipif(namespaces_available() is not None, reason=str(namespaces_available()))
+# The runner links the wheel's C++ runtime libraries: on executorch 1.4.1 (none) every test here skips, naming why.
+pytestmark = [
+    pytest.mark.skipif(namespaces_available() is not None, reason=str(namespaces_available())),
+    needs_runtime_libraries,
+]
 
 
 @pytest.fixture(scope="module")

@@ -17,6 +17,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from helpers_versions import needs_runtime_libraries
 
 from pytest_sme2.run import emulation_setup as emulation
 from pytest_sme2.run.cpu import CpuInfo, parse_proc_cpuinfo
@@ -62,6 +63,7 @@ def test_cpu_without_sme2_uses_emulation_when_ready_else_the_host() -> None:
     assert "pytest-sme2 setup-emulation" in fallback.sme2_on
 
 
+@needs_runtime_libraries
 def test_build_problem_names_the_compiler_and_cmake_fixes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("PYTEST_SME2_RUNNER_CACHE", str(tmp_path))  # nothing built yet
     monkeypatch.delenv("CC", raising=False)

@@ -13,12 +13,16 @@ from typing import Iterator
 
 import pytest
 from adb_standin import AdbStandin, StandinDevice, namespaces_available
+from helpers_versions import needs_runtime_libraries
 
 from pytest_sme2.measure.runner import Runner
 from pytest_sme2.measure.session import Settings, Sme2Session
 from pytest_sme2.report.text import device_state_text, disturbed_text, profile_text
 from pytest_sme2.run.device_state import DeviceState, cores_of_mask, wait_for_cooldown
 from pytest_sme2.run.targets import RunSpec
+
+# The runner links the wheel's C++ runtime libraries: on executorch 1.4.1 (none) every test here skips, naming why.
+pytestmark = needs_runtime_libraries
 
 SYSFS = """cpu0.scaling_governor=schedutil
 cpu0.scaling_cur_freq=1200000

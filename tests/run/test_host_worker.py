@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from helpers_versions import needs_binding_etdump
 
 from pytest_sme2.run.targets.host import _Worker
 
@@ -28,6 +29,7 @@ def get_example_inputs():
 '''
 
 
+@needs_binding_etdump
 def test_an_exception_while_waiting_discards_the_worker_and_the_next_test_gets_its_own_answer(
     sme2_project: pytest.Pytester,
 ) -> None:

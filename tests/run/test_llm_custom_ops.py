@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers_versions import needs_binding_etdump, needs_runtime_libraries
 
 from pytest_sme2 import Recipe, assert_outputs_match
 from pytest_sme2.errors import ProgramError, UsageError
@@ -95,6 +96,7 @@ def test_a_program_that_is_a_fifo_is_refused_by_its_kind(tmp_path: Path) -> None
         binding_libraries(fifo)
 
 
+@needs_binding_etdump
 def test_host_target_runs_executorch_llm_custom_ops(bundled_sessions) -> None:  # noqa: ANN001
     """No step from the user: the host worker loads ExecuTorch's LLM kernel library because the program names its
     ops; the runs match PyTorch eager, and the custom kernels show as non-delegated operators in their categories."""
@@ -111,6 +113,7 @@ def test_host_target_runs_executorch_llm_custom_ops(bundled_sessions) -> None:  
     assert "llama::custom_sdpa" not in profile.unclassified_ops
 
 
+@needs_runtime_libraries
 def test_the_local_target_s_own_runner_runs_them_through_its_kernel_kit(bundled_sessions) -> None:  # noqa: ANN001
     """This machine's own (x86_64) runner on the local target, prefill then decode: the kit of the installed
     package's library; the last decode step's logits are the eager model's."""

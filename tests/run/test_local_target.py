@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from helpers_versions import needs_runtime_libraries
 
 from conftest import REPO
 from pytest_sme2 import EtdumpError, Recipe, RunnerError, UsageError
@@ -23,6 +24,9 @@ from pytest_sme2.run.native.build import build_mask_library, build_runner
 from pytest_sme2.run.targets import RunSpec
 from pytest_sme2.run.targets.local import LocalTarget, check_runner, executable_arch
 from pytest_sme2.run.targets.native_runner import STARTUP_REPEATS
+
+# The runner links the wheel's C++ runtime libraries: on executorch 1.4.1 (none) every test here skips, naming why.
+pytestmark = needs_runtime_libraries
 
 
 @pytest.fixture(scope="module")

@@ -16,10 +16,14 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from helpers_versions import needs_runtime_libraries
 
 from pytest_sme2.errors import RunnerError
 from pytest_sme2.run.native.build import MASK_SOURCE_MACOS, SOURCE_DIR, macos_executorch
 from pytest_sme2.run.native.macho import MachOError, read_macho
+
+# The runner links the wheel's C++ runtime libraries: on executorch 1.4.1 (none) every test here skips, naming why.
+pytestmark = needs_runtime_libraries
 
 # The SME sysctls cpuinfo in executorch 1.5.1's macOS wheel asks for (../shared/FACTS.md, "macOS").
 # A new name here (say FEAT_SME2p2) must make this test fail until the interposer is checked against it.

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 import pytest
+from helpers_versions import needs_binding_etdump
 
 from pytest_sme2.errors import UsageError
 from pytest_sme2.run.targets import registry
@@ -161,6 +162,7 @@ def test_a_bad_registration_is_an_error_naming_the_distribution(
     assert says in str(raised.value)
 
 
+@needs_binding_etdump
 def test_a_session_chooses_the_third_party_target_by_name_with_its_own_option(
     sme2_project: pytest.Pytester, relay_site: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

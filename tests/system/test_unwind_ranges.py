@@ -9,12 +9,14 @@ from pathlib import Path
 
 import executorch
 import pytest
+from helpers_versions import needs_runtime_libraries
 
 from pytest_sme2.system.elf import function_symbols, unwind_function_ranges
 
 XNNPACK_LIB = Path(list(executorch.__path__)[0]) / "lib" / "libexecutorch_backend_xnnpack.so"
 
 
+@needs_runtime_libraries
 def test_every_named_function_of_the_xnnpack_library_has_its_exact_unwind_range() -> None:
     ranges = unwind_function_ranges(XNNPACK_LIB)
     symbols = function_symbols(XNNPACK_LIB)
@@ -27,6 +29,7 @@ def test_every_named_function_of_the_xnnpack_library_has_its_exact_unwind_range(
 
 
 @pytest.mark.skipif(shutil.which("readelf") is None, reason="readelf (binutils) is not installed")
+@needs_runtime_libraries
 def test_unwind_ranges_agree_with_readelf() -> None:
     listing = subprocess.run(
         ["readelf", "--debug-dump=frames", str(XNNPACK_LIB)], capture_output=True, text=True, check=True

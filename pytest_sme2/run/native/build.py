@@ -44,6 +44,11 @@ set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)
 """
 
 
+class RunnerUnavailable(RunnerError):
+    """The installed executorch cannot give pytest-sme2's runner a C++ runtime to link: no setup fixes it, another
+    executorch version (or the host target) does. The message names the version and what has it."""
+
+
 def cache_root() -> Path:
     configured = os.environ.get("PYTEST_SME2_RUNNER_CACHE")
     if configured:
@@ -68,6 +73,28 @@ def _executorch_version() -> str:
 def executorch_release(version: str | None = None) -> str:
     """The executorch release without local tags ("1.5.1+cpu" -> "1.5.1"): what runner builds are matched on."""
     return (version or _executorch_version()).split("+")[0]
+
+
+def runtime_problem(package: Path | None = None) -> str | None:
+    """Why the runner cannot be built against the executorch ``package`` (default: the installed one), or None.
+
+    The runner links the wheel's C++ runtime libraries (``lib/libexecutorch*``, the ``executorch::*`` CMake targets,
+    the module and ETDump headers). executorch 1.5.1's wheels ship them; 1.4.1's do not: its runtime is only inside
+    the Python extension ``extension/pybindings/_portable_lib``, which takes cpuinfo and pthreadpool (XNNPACK's CPU
+    feature detection, which SME2 off masks, and its thread pool) from PyTorch's libtorch_cpu, so it cannot run
+    without PyTorch for that architecture (on aarch64 Linux only PyPI's CUDA build of torch). The same layout holds
+    on every platform of the same version, so the installed package answers for the aarch64 and macOS wheels too."""
+    package = package or executorch_prefix()
+    if any((package / "lib").glob("libexecutorch.*")):
+        return None
+    return (
+        f"executorch {executorch_release()}'s wheel ships no C++ runtime libraries to build pytest-sme2's runner "
+        f"against (no lib/libexecutorch*, no executorch::runtime CMake target, no module.h or ETDump headers: its "
+        f"runtime is only inside the Python extension _portable_lib, which takes cpuinfo and pthreadpool from "
+        f"PyTorch's libtorch_cpu); the native runner (the emulated, local and adb targets) needs executorch 1.5.1, "
+        f"whose wheel ships them: `pip install executorch==1.5.1` (1.4.1's Python binding, the host target, is built "
+        f"without the event tracer, so it writes no ETDump to profile either)"
+    )
 
 
 def _sources_hash(names: tuple[str, ...]) -> str:
@@ -155,8 +182,11 @@ def build_problem(arch: str = "host") -> str | None:
         )
     try:
         binary = runner_binary(arch)
+        unavailable = runtime_problem()
     except (ImportError, RunnerError) as exc:
         return f"{exc}"
+    if unavailable:
+        return unavailable
     if binary.exists() and _mask_library_path(arch).exists():
         return None
     if arch == "linux-aarch64":
@@ -300,6 +330,9 @@ def build_runner(arch: str = "host", force: bool = False) -> Path:
     with locked(cache_root() / f"{key}.lock"):
         if binary.exists() and not force:
             return binary
+        unavailable = runtime_problem()
+        if unavailable:
+            raise RunnerUnavailable(unavailable)
         cmake = find_cmake()
         if arch == "linux-aarch64":
             cxx = _cross_compiler(CROSS_CXX)

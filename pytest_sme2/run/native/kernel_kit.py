@@ -210,8 +210,15 @@ def _standin_folder(library: Path, root: Path) -> Path:
     raise RunnerError(
         f"{library.name} does not search a PyTorch folder beside the executorch package (its RUNPATH: "
         f"{':'.join(read_dynamic(library).search_path)}); pytest-sme2's kernel kit knows the layout "
-        f"of executorch 1.5.1's wheel: run this program on the host target (--sme2-target=host)"
+        f"of executorch 1.5.1's wheel, not this executorch {_release()}'s: run this program on the host target "
+        f"(--sme2-target=host)"
     )
+
+
+def _release() -> str:
+    from pytest_sme2.run.native.build import executorch_release
+
+    return executorch_release()
 
 
 def _wheel_member(wheel: Path, member: str, destination: Path) -> None:
@@ -267,7 +274,7 @@ def kit_library(library: str, arch: str = "aarch64") -> Path:
             installed = package / library
             if not installed.is_file():
                 raise RunnerError(
-                    f"the installed executorch package has no {library}; reinstall executorch==1.5.1 "
+                    f"the installed executorch package has no {library}; reinstall executorch=={executorch_release()} "
                     f"or run programs with its operators on the host target (--sme2-target=host)"
                 )
             staged.parent.mkdir(parents=True, exist_ok=True)

@@ -222,9 +222,11 @@ class EmulatedTarget(RegisteredTarget):
                     "" if status.counting == "plugin" else emulation_setup.SETUP_COMMAND,
                 ),
             ]
-        return [
-            DoctorLine("emulated SME2 target", MISSING, status.problem or "not ready", emulation_setup.SETUP_COMMAND)
-        ]
+        from pytest_sme2.run.native.build import runtime_problem
+
+        # An executorch without a runtime for the runner (1.4.1): no setup fixes that, another version does.
+        fix = "pip install executorch==1.5.1" if runtime_problem() else emulation_setup.SETUP_COMMAND
+        return [DoctorLine("emulated SME2 target", MISSING, status.problem or "not ready", fix)]
 
     def __init__(
         self,

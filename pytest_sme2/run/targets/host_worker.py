@@ -123,6 +123,8 @@ def _run(
         # Writing resets the trace buffer, so the timed file holds timed runs only.
         warmup_etdump = os.path.join(out_dir, request["warmup_name"])
         module.write_etdump_result_to_file(warmup_etdump)
+        if not os.path.exists(warmup_etdump):
+            return _no_etdump()
     wall_ms = []
     reference_ms = []
     outputs = None
@@ -147,6 +149,8 @@ def _run(
     if request["etdump"]:
         timed_etdump = os.path.join(out_dir, request["timed_name"])
         module.write_etdump_result_to_file(timed_etdump)
+        if not os.path.exists(timed_etdump):
+            return _no_etdump()
     outputs_path = os.path.join(out_dir, request["outputs_name"])
     torch.save(list(outputs) if outputs is not None else [], outputs_path)
     return {
@@ -200,6 +204,23 @@ def _torch_dtype(code: int):  # noqa: ANN202 - torch dtype
         15: torch.bfloat16,
     }
     return table[int(code)]
+
+
+def _no_etdump() -> dict[str, Any]:
+    """The answer when the binding wrote no ETDump although asked: executorch 1.4.1's wheel builds its binding
+    without the event tracer (it logs "No etdump data found"), 1.5.1's with it. Named, never a profile without one."""
+    import executorch.version
+
+    version = executorch.version.__version__.split("+")[0]
+    return {
+        "ok": False,
+        "kind": "runtime",
+        "error": (
+            f"executorch {version}'s Python binding wrote no ETDump: its wheel's binding is built without "
+            "ExecuTorch's event tracer (EXECUTORCH_ENABLE_EVENT_TRACER), so the host target cannot profile a "
+            "program with it; executorch 1.5.1's binding has the tracer: `pip install executorch==1.5.1`"
+        ),
+    }
 
 
 def main() -> int:

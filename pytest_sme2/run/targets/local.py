@@ -346,12 +346,15 @@ class LocalTarget(RegisteredTarget):
 
 def _runner_check() -> DoctorLine:
     """Whether pytest-sme2's own runner for this machine is built (``pytest-sme2 build-runner`` builds it)."""
-    from pytest_sme2.run.native.build import runner_binary
+    from pytest_sme2.run.native.build import runner_binary, runtime_problem
 
     try:
         binary = runner_binary("host")
+        unavailable = runtime_problem()
     except Exception as exc:  # no executorch, unsupported platform
         return DoctorLine("native runner (local target)", MISSING, f"cannot locate: {exc}", "pytest-sme2 build-runner")
+    if unavailable:
+        return DoctorLine("native runner (local target)", MISSING, unavailable, "pip install executorch==1.5.1")
     if binary.exists():
         return DoctorLine("native runner (local target)", READY, str(binary))
     return DoctorLine("native runner (local target)", MISSING, f"not built ({binary})", "pytest-sme2 build-runner")
