@@ -288,3 +288,13 @@ def test_the_wheels_resnet8_on_larger_inputs_leads_with_the_inputs(tmp_path: Pat
     )
     lines = findings.message_lines(findings.findings(judge("r8[on]", record_of(now), record_of(then))))
     assert lines[0].startswith("r8[on]: example inputs 1x3x32x32 float32 -> 1x3x40x40 float32"), lines
+
+
+def test_an_upgrade_that_moved_nothing_adds_no_change_note_beside_its_provenance(tmp_path: Path, cache: Path) -> None:
+    # torch 2.13.0+cpu -> 2.14.1+cu130 on the smoke tests (2026-12-03): counts equal, two notes said the same
+    now = _record(tmp_path, cache, "now")
+    then = _as_if_recorded_under(now, now["provenance"]["executorch"])
+    then["provenance"]["torch"] = "2.13.0+cpu" if now["provenance"]["torch"] != "2.13.0+cpu" else "2.12.0+cpu"
+    verdicts = judge("stack[on]", now, then)
+    assert not [v for v in verdicts if v.check == "change"], [v.message for v in verdicts if v.check == "change"]
+    assert [v for v in verdicts if v.check == "provenance" and "left its count unchanged" in v.message]

@@ -12,7 +12,9 @@ def test_each_installed_version_finds_its_pair_and_others_the_newest():
     assert pair_for("1.4.1+cpu").executorch == "1.4.1" and pair_for("1.4.1+cpu").torch == "2.13.0"
     assert pair_for("1.5.1") == next(p for p in TESTED_PAIRS if p.executorch == "1.5.1")
     assert pair_for("9.9.9") == NEWEST and pair_for(None) == NEWEST
-    assert pairs_text() == "executorch 1.4.1 (exports only) or 1.5.1, with torch 2.13.0"
+    assert pairs_text() == (
+        "executorch 1.4.1 with torch 2.13.0 (exports only); executorch 1.5.1 with torch 2.13.0 or 2.14.1"
+    )
 
 
 def test_a_wheel_without_runtime_libraries_is_named_with_the_version_that_has_them(tmp_path: Path, monkeypatch):

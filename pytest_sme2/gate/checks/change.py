@@ -77,6 +77,9 @@ def _upgrade(current: Mapping[str, Any], baseline: Mapping[str, Any]) -> list[st
     if all(isinstance(m, (int, float)) for m in memory) and memory[1] and memory[0] != memory[1]:
         parts.append(f"planned memory {memory[0] / memory[1] - 1:+.1%}")
     said = [part for part in parts if part]
+    counts = [(record.get("instructions") or {}).get("per_inference") for record in (current, baseline)]
+    if not said and counts[0] is not None and counts[0] == counts[1]:
+        return []  # nothing moved: the provenance note says the upgrade left the count unchanged
     return [", ".join(versions) + (": " + "; ".join(said) if said else "")]
 
 
