@@ -6,10 +6,13 @@ README.md and the package proves the wheel needs nothing else from the checkout.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
+from typing import Iterator
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -26,3 +29,17 @@ def build_wheel(out: Path) -> Path:
     )
     (wheel,) = out.glob("pytest_sme2-*.whl")
     return wheel
+
+
+@contextlib.contextmanager
+def scratch_folder(prefix: str, keep: bool, script: str) -> Iterator[Path]:
+    """A temp folder for a CI script's venvs and projects: removed afterwards, or (``keep``, the scripts' --keep)
+    kept and said where."""
+    tmp = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        yield tmp
+    finally:
+        if keep:
+            print(f"{script}: kept {tmp}")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)

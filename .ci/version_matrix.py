@@ -23,17 +23,15 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import os
 import re
 import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from built_wheel import ROOT, build_wheel
-from wheel_smoke import SmokeFailure, _run, _user_env, session_problems
+from built_wheel import ROOT, build_wheel, scratch_folder
+from wheel_smoke import SmokeFailure, _run, _user_env, check_newest_session
 
 # One counted CNN test (export, SME2 on and off counted, gated) and the LLM's prefill and decode (gated too).
 SMOKE_TESTS = (
@@ -100,10 +98,7 @@ def smoke_pair(work: Path, wheel: Path, executorch: str, torch: str) -> None:
         env,
         "smoke tests",
     )
-    newest = sorted((project / ".sme2" / "artifacts").glob("session-*/summary.json"))[-1]
-    problems = session_problems(json.loads(newest.read_text()), tests=len(SMOKE_TESTS))
-    if problems:
-        raise SmokeFailure(f"{newest}: " + "; ".join(problems))
+    check_newest_session(project, tests=len(SMOKE_TESTS))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -115,9 +110,8 @@ def main(argv: list[str] | None = None) -> int:
     if not pairs:
         parser.error(f"--only {args.only}: no tested pair has executorch {args.only}")
     started = time.monotonic()
-    tmp = Path(tempfile.mkdtemp(prefix="version-matrix-"))
     failed = []
-    try:
+    with scratch_folder("version-matrix-", args.keep, "version_matrix") as tmp:
         (tmp / "wheel").mkdir()
         wheel = build_wheel(tmp / "wheel")
         for pair in pairs:
@@ -134,11 +128,6 @@ def main(argv: list[str] | None = None) -> int:
                 failed.append(name)
             else:
                 print(f"{name}: smoke session passed ({time.monotonic() - from_:.0f} s)")
-    finally:
-        if args.keep:
-            print(f"version_matrix: kept {tmp}")
-        else:
-            shutil.rmtree(tmp, ignore_errors=True)
     print(
         f"version_matrix: {len(pairs) - len(failed)} of {len(pairs)} executorch and torch pairs pass the smoke "
         f"session ({time.monotonic() - started:.0f} s)"

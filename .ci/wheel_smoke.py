@@ -20,16 +20,14 @@ import argparse
 import json
 import os
 import shlex
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 import zipfile
 from pathlib import Path
 from typing import Any
 
-from built_wheel import ROOT, build_wheel
+from built_wheel import ROOT, build_wheel, scratch_folder
 
 TORCH = "torch==2.13.0"
 EXECUTORCH = "executorch==1.5.1"
@@ -159,8 +157,13 @@ def smoke(work: Path, wheel: Path | None) -> None:
         _run([str(bin_ / "pytest"), *words[1:], "-p", "no:cacheprovider"], project, env, "perf test")
     if not list((project / "baselines").rglob("*.json")):
         raise SmokeFailure(f"--sme2-update-baselines wrote no baseline under {project / 'baselines'}")
+    check_newest_session(project)
+
+
+def check_newest_session(project: Path, tests: int = 1) -> None:
+    """SmokeFailure naming the newest session's summary of ``project`` and its problems (session_problems)."""
     newest = sorted((project / ".sme2" / "artifacts").glob("session-*/summary.json"))[-1]
-    problems = session_problems(json.loads(newest.read_text()))
+    problems = session_problems(json.loads(newest.read_text()), tests=tests)
     if problems:
         raise SmokeFailure(f"{newest}: " + "; ".join(problems))
 
@@ -173,17 +176,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.wheel is not None and not args.wheel.is_file():
         parser.error(f"--wheel {args.wheel}: no such file; build one with `pip wheel --no-deps .`")
     started = time.monotonic()
-    tmp = Path(tempfile.mkdtemp(prefix="wheel-smoke-"))
-    try:
-        smoke(tmp, args.wheel and args.wheel.resolve())
-    except SmokeFailure as exc:
-        print(f"wheel_smoke: FAILED in {time.monotonic() - started:.0f} s: {exc}")
-        return 1
-    finally:
-        if args.keep:
-            print(f"wheel_smoke: kept {tmp}")
-        else:
-            shutil.rmtree(tmp, ignore_errors=True)
+    with scratch_folder("wheel-smoke-", args.keep, "wheel_smoke") as tmp:
+        try:
+            smoke(tmp, args.wheel and args.wheel.resolve())
+        except SmokeFailure as exc:
+            print(f"wheel_smoke: FAILED in {time.monotonic() - started:.0f} s: {exc}")
+            return 1
     print(
         f"wheel_smoke: the installed wheel recorded and then gated a counted perf test outside the checkout "
         f"({time.monotonic() - started:.0f} s)"
