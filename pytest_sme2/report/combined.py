@@ -39,9 +39,26 @@ def _variant_key(profile: Mapping[str, Any]) -> str:
     return profile["variant"].split(" ", 1)[-1]
 
 
+def versions_of(summary: Mapping[str, Any]) -> str:
+    """``executorch 1.5.1+cpu, torch 2.14.1+cu130``: what the session's programs were exported with (each profile's
+    export metadata; several pairs are listed in order), or "" when no profile says."""
+    pairs = {
+        (export.get("executorch"), export.get("torch")): None
+        for test_entry in summary.get("tests", [])
+        for profile in test_entry.get("profiles", [])
+        for export in [(profile.get("metadata") or {}).get("export") or {}]
+        if export.get("executorch") or export.get("torch")
+    }
+    return "; ".join(f"executorch {executorch or '?'}, torch {torch or '?'}" for executorch, torch in pairs)
+
+
 def combine(summaries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Tests x variants x targets from several sessions' summaries (the data both renderings read)."""
+    """Tests x variants x targets from several sessions' summaries (the data both renderings read). Sessions whose
+    executorch or torch differ carry the versions in their column's name: an upgrade shown side by side (issue 66)."""
     labels = [target_label(s) for s in summaries]
+    versions = [versions_of(s) for s in summaries]
+    if len(set(versions)) > 1:
+        labels = [f"{label} [{version or 'versions unknown'}]" for label, version in zip(labels, versions)]
     seen: dict[str, int] = {}
     for i, label in enumerate(labels):  # the same target twice (two sessions): number them
         seen[label] = seen.get(label, 0) + 1

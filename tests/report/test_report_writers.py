@@ -546,3 +546,26 @@ def test_the_wheels_ds_cnn_summary_says_what_sme2_did_to_the_category_that_fell(
     [comparison] = build_test_entry("t.py::t", [on, off])["comparisons"]
     cell = category_shift(comparison)
     assert re.fullmatch(r"GEMM \d+% -> \d+% \(\d+\.\d\dx fewer instr\); CONV now \d+%", cell), cell
+
+
+def _summary(executorch: str, torch_version: str) -> dict:
+    profile = {
+        "variant": "emulated sme2=on threads=1",
+        "metadata": {"export": {"executorch": executorch, "torch": torch_version}},
+    }
+    target = {"name": "emulated", "cpu": "qemu", "has_sme2": True, "emulated": True}
+    return {"target": target, "tests": [{"nodeid": "t.py::t", "profiles": [profile], "comparisons": []}]}
+
+
+def test_sessions_of_two_versions_side_by_side_are_told_apart_by_their_versions() -> None:
+    """Issue 66: an upgrade's two sessions on one target read as the same column twice (`#2`)."""
+    from pytest_sme2.report.combined import combine
+
+    upgrade = combine([_summary("1.5.1+cpu", "2.13.0+cpu"), _summary("1.5.1+cpu", "2.14.1+cu130")])
+    assert upgrade["targets"] == [
+        "emulated (qemu, SME2, EMULATED) [executorch 1.5.1+cpu, torch 2.13.0+cpu]",
+        "emulated (qemu, SME2, EMULATED) [executorch 1.5.1+cpu, torch 2.14.1+cu130]",
+    ]
+    assert set(upgrade["tests"][0]["variants"]["sme2=on threads=1"]) == set(upgrade["targets"])
+    same = combine([_summary("1.5.1+cpu", "2.13.0+cpu"), _summary("1.5.1+cpu", "2.13.0+cpu")])
+    assert same["targets"] == ["emulated (qemu, SME2, EMULATED)", "emulated (qemu, SME2, EMULATED) #2"]
