@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import os
 import re
 import shutil
 import sys
@@ -31,7 +30,7 @@ import time
 from pathlib import Path
 
 from built_wheel import ROOT, build_wheel, scratch_folder
-from wheel_smoke import SmokeFailure, _run, _user_env, check_newest_session
+from wheel_smoke import SmokeFailure, _run, check_newest_session, fresh_venv
 
 # One counted CNN test (export, SME2 on and off counted, gated) and the LLM's prefill and decode (gated too).
 SMOKE_TESTS = (
@@ -70,13 +69,7 @@ def _project(project: Path) -> None:
 def smoke_pair(work: Path, wheel: Path, executorch: str, torch: str) -> None:
     """The smoke session of one pair in ``work``; SmokeFailure at the first step that fails."""
     venv, project = work / "venv", work / "project"
-    bin_ = venv / "bin"
-    env = _user_env(venv)
-    torch_index = os.environ.get("TORCH_INDEX_URL")
-    pip = [str(bin_ / "python"), "-m", "pip", "install", "--quiet", "--no-compile"]
-    _run([sys.executable, "-m", "venv", str(venv)], work, env, "fresh venv")
-    _run([*pip, *(["--index-url", torch_index] if torch_index else []), f"torch=={torch}"], work, env, "torch")
-    _run([*pip, str(wheel), f"executorch=={executorch}"], work, env, "the wheel and executorch")
+    bin_, env = fresh_venv(venv, wheel, f"torch=={torch}", f"executorch=={executorch}")
     versions = _run(
         [
             str(bin_ / "python"),

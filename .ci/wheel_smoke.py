@@ -122,6 +122,18 @@ def _user_env(venv: Path) -> dict[str, str]:
     return env
 
 
+def fresh_venv(venv: Path, wheel: Path, torch: str, executorch: str) -> tuple[Path, dict[str, str]]:
+    """A new venv at ``venv`` with ``torch`` first (from TORCH_INDEX_URL when set: the CPU build), then the wheel
+    and ``executorch`` (requirement strings); its bin folder and the user environment to run it in."""
+    bin_, env = venv / "bin", _user_env(venv)
+    torch_index = os.environ.get("TORCH_INDEX_URL")
+    pip = [str(bin_ / "python"), "-m", "pip", "install", "--quiet", "--no-compile"]
+    _run([sys.executable, "-m", "venv", str(venv)], venv.parent, env, "fresh venv")
+    _run([*pip, *(["--index-url", torch_index] if torch_index else []), torch], venv.parent, env, "torch")
+    _run([*pip, str(wheel), executorch], venv.parent, env, "the wheel and executorch")
+    return bin_, env
+
+
 def smoke(work: Path, wheel: Path | None) -> None:
     """Every step in ``work``; SmokeFailure at the first that fails."""
     wheel = wheel or build_wheel(work)
@@ -133,13 +145,7 @@ def smoke(work: Path, wheel: Path | None) -> None:
         )
     print(f"  wheel {wheel.name} holds every file of this checkout's pytest_sme2/", flush=True)
     venv, project = work / "venv", work / "project"
-    bin_ = venv / "bin"
-    env = _user_env(venv)
-    torch_index = os.environ.get("TORCH_INDEX_URL")
-    pip = [str(bin_ / "python"), "-m", "pip", "install", "--quiet", "--no-compile"]
-    _run([sys.executable, "-m", "venv", str(venv)], work, env, "fresh venv")
-    _run([*pip, *(["--index-url", torch_index] if torch_index else []), TORCH], work, env, "torch")
-    _run([*pip, str(wheel), EXECUTORCH], work, env, "the wheel and executorch")
+    bin_, env = fresh_venv(venv, wheel, TORCH, EXECUTORCH)
     (project / "models").mkdir(parents=True)
     (project / "models" / "smoke_net.py").write_text(MODEL)
     (project / "pyproject.toml").write_text("[tool.pytest.ini_options]\n")
