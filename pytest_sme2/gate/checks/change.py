@@ -12,7 +12,7 @@ from pytest_sme2.gate import structure
 from pytest_sme2.gate.checks.base import Check, Pair
 from pytest_sme2.gate.checks.counted import MIN_OP_INSTRUCTIONS, counted_of
 from pytest_sme2.gate.checks.pairing import op_kind, op_pairs
-from pytest_sme2.gate.checks.provenance import moved_settings
+from pytest_sme2.gate.checks.provenance import moved_settings, unchanged_count
 from pytest_sme2.gate.verdict import Evidence, Status, Tolerances, Verdict
 
 # A heavy operator's growth is the same across blocks ("each") when its block instances grew within this much.
@@ -46,7 +46,8 @@ def change_verdict(
 def _settings_changed(current: Mapping[str, Any], baseline: Mapping[str, Any]) -> list[str]:
     """Example inputs or the recipe changed since the baseline: what resized every node and operator after it,
     said first (issue 65: resnet8's input 32x32 -> 40x40 led with five CONV groups grown, the inputs fourth)."""
-    moved, out = moved_settings(current, baseline), _upgrade(current, baseline)
+    moved = moved_settings(current, baseline)
+    out = _upgrade(current, baseline, moved)
     if "inputs" in moved:
         then, now = moved["inputs"]
         shapes = [[str(i).split(" ")[0] for i in side] for side in (then, now)]
@@ -63,12 +64,13 @@ def _settings_changed(current: Mapping[str, Any], baseline: Mapping[str, Any]) -
 SHOWN_REROUTES = 3
 
 
-def _upgrade(current: Mapping[str, Any], baseline: Mapping[str, Any]) -> list[str]:
+def _upgrade(
+    current: Mapping[str, Any], baseline: Mapping[str, Any], moved: Mapping[str, tuple[Any, Any]]
+) -> list[str]:
     """Another executorch or torch since the baseline, said first with what it changed in the program: graph nodes
     whose XNNPACK operators are others now (a kernel family replaced, "Convolution (NHWC, F32) IGEMM ->
     Convolution (NHWC, PF32) IGEMM") and the planned memory, when it moved (issue 66: an upgrade is a change the
-    gate explains, in the terms a person reads, not a note under the checks)."""
-    moved = moved_settings(current, baseline)
+    gate explains, in the terms a person reads, not a note under the checks). ``moved``: moved_settings."""
     versions = [f"{key} {moved[key][0]} -> {moved[key][1]}" for key in ("executorch", "torch") if key in moved]
     if not versions:
         return []
@@ -77,8 +79,7 @@ def _upgrade(current: Mapping[str, Any], baseline: Mapping[str, Any]) -> list[st
     if all(isinstance(m, (int, float)) for m in memory) and memory[1] and memory[0] != memory[1]:
         parts.append(f"planned memory {memory[0] / memory[1] - 1:+.1%}")
     said = [part for part in parts if part]
-    counts = [(record.get("instructions") or {}).get("per_inference") for record in (current, baseline)]
-    if not said and counts[0] is not None and counts[0] == counts[1]:
+    if not said and unchanged_count(current, baseline) is not None:
         return []  # nothing moved: the provenance note says the upgrade left the count unchanged
     return [", ".join(versions) + (": " + "; ".join(said) if said else "")]
 

@@ -23,14 +23,21 @@ def moved_settings(current: Mapping[str, Any], baseline: Mapping[str, Any]) -> d
     return {key: (then[key], now[key]) for key in SETTINGS if then.get(key) and now.get(key) and then[key] != now[key]}
 
 
+def unchanged_count(current: Mapping[str, Any], baseline: Mapping[str, Any]) -> int | None:
+    """The instructions per inference when both records counted the same number, else None: what says that a
+    change of versions left the program's count as it was (this note, and checks/change.py's upgrade)."""
+    counts = [(record.get("instructions") or {}).get("per_inference") for record in (current, baseline)]
+    return counts[0] if counts[0] is not None and counts[0] == counts[1] else None
+
+
 def _provenance(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any]) -> list[Verdict]:
     """Version and model changes: flagged (not failed), since they explain a change rather than cause a failure."""
     now, then = current.get("provenance") or {}, baseline.get("provenance") or {}
     moved = moved_settings(current, baseline)
     notes = [f"{key} {moved[key][0]} then, {moved[key][1]} now" for key in ("executorch", "torch") if key in moved]
-    counts = [(record.get("instructions") or {}).get("per_inference") for record in (current, baseline)]
-    if notes and counts[0] is not None and counts[0] == counts[1]:
-        notes[-1] += f" (the upgrade left its count unchanged: {counts[0]:,} instructions per inference)"
+    same = unchanged_count(current, baseline)
+    if notes and same is not None:
+        notes[-1] += f" (the upgrade left its count unchanged: {same:,} instructions per inference)"
     if "model_source_hash" in moved:
         notes.append(
             "the model's traced program changed" + _changed_files(then.get("model_files"), now.get("model_files"))
