@@ -322,11 +322,16 @@ def verdict_text(verdicts: list[Mapping[str, Any]], with_cause: bool = False) ->
     return ", ".join(dict.fromkeys(words)) + (f": {cause}" if cause else "")
 
 
+def message_lines(verdict: Mapping[str, Any]) -> list[str]:
+    """A verdict's message as its non-blank lines, indentation kept: the first is its headline."""
+    return [line for line in str(verdict.get("message", "")).splitlines() if line.strip()]
+
+
 def headline(verdicts: list[Mapping[str, Any]]) -> str | None:
     """The first line of the first regression's message: the cause as the failing test's first line gives it."""
     for verdict in verdicts:
         if verdict.get("verdict") == "regression":
-            lines = [line.strip() for line in str(verdict.get("message", "")).splitlines() if line.strip()]
+            lines = message_lines(verdict)
             if lines:
-                return lines[0]
+                return lines[0].strip()
     return None

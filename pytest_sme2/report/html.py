@@ -18,7 +18,7 @@ from urllib.parse import quote
 from pytest_sme2.profile.profile_json import WORTH_DELEGATING
 from pytest_sme2.report import charts
 from pytest_sme2.report.advice import recommendations
-from pytest_sme2.report.entries import EMULATED_NOTE
+from pytest_sme2.report.entries import EMULATED_NOTE, message_lines
 from pytest_sme2.report.table import (
     SME_INSTRUCTIONS_LABEL,
     THREAD_SCALING_HEADERS,
@@ -369,7 +369,7 @@ def _cause_html(test_entry: Mapping[str, Any], advice: Sequence[str]) -> str:
         return ""
     parts = ['<div class="cause">']
     for verdict in regressions:
-        lines = [line for line in str(verdict.get("message", "")).splitlines() if line.strip()]
+        lines = message_lines(verdict)
         if lines:
             parts.append(f"<p><b>{_esc(lines[0])}</b></p>")
             if lines[1:]:
