@@ -36,7 +36,7 @@ from pytest_sme2.profile.speedup import emulated_timing
 from pytest_sme2.run.call_plan import PLAN_FILE, CallPlan
 from pytest_sme2.run.device_state import DeviceState, cores_of_mask, wait_for_cooldown
 from pytest_sme2.run.targets import RunResult, RunSpec
-from pytest_sme2.run.targets.base import RUN_FACTS
+from pytest_sme2.run.targets.base import RUN_FACTS, VERSION_KEYS
 from pytest_sme2.system.digests import file_sha256
 from pytest_sme2.system.names import slug
 from pytest_sme2.system.safe_files import write_file
@@ -163,7 +163,13 @@ class Runner:
         write_file(
             out_dir / RUN_FACTS,
             json.dumps(
-                {"version": 1, "target": self.session.target.info.as_dict(), "spec": spec.as_dict()},
+                {
+                    "version": 1,
+                    "target": self.session.target.info.as_dict(),
+                    "spec": spec.as_dict(),
+                    # what made the program: `pytest-sme2 compare` shows two runs' versions side by side (issue 66)
+                    "versions": {k: identity["export"].get(k) for k in VERSION_KEYS if k in identity["export"]},
+                },
                 indent=1,
                 default=str,
             ),

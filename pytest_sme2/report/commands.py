@@ -28,7 +28,7 @@ from pytest_sme2.report.table import (
     text_table,
 )
 from pytest_sme2.report.text import NO_OPERATOR_SHARES, operator_shares, profile_text
-from pytest_sme2.run.targets.base import EMULATED_TIMING, RUN_FACTS, RUNNER_LOG
+from pytest_sme2.run.targets.base import EMULATED_TIMING, RUN_FACTS, RUNNER_LOG, VERSION_KEYS
 from pytest_sme2.system.regular_files import SESSION_FILE, RefusedFile, open_checked, read_bytes
 
 
@@ -232,27 +232,43 @@ def where_unknown(etdump: Path) -> str | None:
     )
 
 
-def emulated_run(etdump: Path) -> bool:
-    """Whether an ETDump came from the emulated target, as its run folder says: ``run.json`` (RUN_FACTS, written
-    by the Runner after each run) names the target; folders written before it existed (or by hand) are read by
-    their runner.log, whose first line is the command that ran (qemu-aarch64 on the emulated target)."""
+def run_facts(etdump: Path) -> dict[str, Any] | None:
+    """The ``run.json`` (RUN_FACTS, written by the Runner after each run) beside an ETDump, read through the
+    checked reader; None when there is none. A damaged one is a UsageError naming the file and the way out."""
     facts = Path(etdump).parent / RUN_FACTS
     try:
         document = json.loads(read_bytes(facts, SESSION_FILE))
     except FileNotFoundError:
-        document = None
+        return None
     except (OSError, ValueError, RecursionError, RefusedFile) as exc:
         raise UsageError(
             f"{facts}, which says where {etdump} ran, cannot be read ({exc}); "
             "move it away to read the ETDump by its runner.log"
         ) from None
+    target = document.get("target") if isinstance(document, dict) else None
+    if not isinstance(target, dict) or not isinstance(target.get("emulated"), bool):
+        raise UsageError(
+            f"{facts} has no target.emulated (true or false); move it away to read the ETDump " "by its runner.log"
+        )
+    return document
+
+
+def run_versions(etdump: Path) -> dict[str, str]:
+    """The executorch, torch and torchao versions that exported and ran an ETDump's program, as its run.json
+    says (those of run folders from before it recorded them: none)."""
+    versions = (run_facts(etdump) or {}).get("versions")
+    if not isinstance(versions, dict):
+        return {}
+    return {key: str(versions[key]) for key in VERSION_KEYS if isinstance(versions.get(key), str)}
+
+
+def emulated_run(etdump: Path) -> bool:
+    """Whether an ETDump came from the emulated target, as its run folder says: ``run.json`` names the target;
+    folders written before it existed (or by hand) are read by their runner.log, whose first line is the command
+    that ran (qemu-aarch64 on the emulated target)."""
+    document = run_facts(etdump)
     if document is not None:
-        target = document.get("target") if isinstance(document, dict) else None
-        if not isinstance(target, dict) or not isinstance(target.get("emulated"), bool):
-            raise UsageError(
-                f"{facts} has no target.emulated (true or false); move it away to read the ETDump " "by its runner.log"
-            )
-        return target["emulated"]
+        return bool(document["target"]["emulated"])
     log = Path(etdump).parent / RUNNER_LOG
     try:
         with open_checked(log, SESSION_FILE) as handle:
@@ -260,6 +276,24 @@ def emulated_run(etdump: Path) -> bool:
     except (OSError, RefusedFile):
         return False
     return first.startswith("$ ") and "qemu-aarch64" in first
+
+
+def version_lines(a: Path, b: Path) -> tuple[list[str], dict[str, dict[str, str]]]:
+    """A line on the versions behind A and B, side by side when they differ (an upgrade compared: issue 66), and
+    the versions for --json. Nothing when neither run folder recorded them."""
+    then, now = run_versions(a), run_versions(b)
+    versions = {"a": then, "b": now}
+    if not then and not now:
+        return [], versions
+
+    def text(found: dict[str, str]) -> str:
+        return ", ".join(f"{key} {found[key]}" for key in VERSION_KEYS if key in found) or "versions not recorded"
+
+    if then == now:
+        return [f"versions (A and B): {text(now)}"], versions
+    moved = [key for key in VERSION_KEYS if then.get(key) != now.get(key)]
+    change = ", ".join(f"{key} {then.get(key, '?')} -> {now.get(key, '?')}" for key in moved)
+    return [f"versions differ, A -> B: {change} (A: {text(then)}; B: {text(now)})"], versions
 
 
 def _program_shape(profile: Profile) -> dict[str, Counter]:
@@ -301,6 +335,7 @@ def compare_files(a: Path, b: Path, as_json: bool) -> tuple[str, dict[str, Any]]
     emulated = [str(path) for path, profile in ((a, before), (b, after)) if profile.emulated]
     result["emulated_files"] = emulated
     result["program_differences"] = differences = program_differences(before, after)
+    versions, result["versions"] = version_lines(a, b)
     if as_json:
         return json.dumps(result, indent=1, default=str), result
     warning = (
@@ -312,6 +347,7 @@ def compare_files(a: Path, b: Path, as_json: bool) -> tuple[str, dict[str, Any]]
         else []
     )
     warning += [text for text in (where_unknown(a), where_unknown(b)) if text]
+    warning += versions
     if emulated:  # emulator time is no time: the headline is counted instructions, or that speed is not judged
         lines = _emulated_comparison(a, b, before, after, result)
         return "\n".join(lines[:2] + warning + lines[2:]), result

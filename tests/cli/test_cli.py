@@ -206,6 +206,31 @@ def test_compare_of_emulated_runs_computes_no_speedup_and_says_why(
     assert "compare cannot judge speed from emulated ETDumps" in out and "emulated timing is not hardware timing" in out
 
 
+def test_compare_shows_the_versions_of_two_runs_side_by_side(
+    toy_runs: tuple[Profile, Profile], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An upgrade compared (issue 66): each run folder's run.json records the versions that exported and ran it."""
+    import shutil
+
+    folders = []
+    for name, profile, executorch in zip("ab", toy_runs, ("1.4.1", "1.5.1")):
+        folder = tmp_path / name
+        folder.mkdir()
+        shutil.copy(profile.artifacts["timed_etdump"], folder / "timed.etdp")
+        versions = {"executorch": executorch, "torch": "2.13.0", "torchao": "0.18.0"}
+        facts = {"version": 1, "target": {"name": "host", "emulated": False}, "versions": versions}
+        (folder / "run.json").write_text(json.dumps(facts))
+        folders.append(str(folder / "timed.etdp"))
+    assert main(["compare", *folders]) == 0
+    out = capsys.readouterr().out
+    assert "versions differ, A -> B: executorch 1.4.1 -> 1.5.1 (A: executorch 1.4.1, torch 2.13.0" in out
+    assert main(["compare", *folders, "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["versions"]["a"]["executorch"] == "1.4.1" and result["versions"]["b"]["executorch"] == "1.5.1"
+    assert main(["compare", folders[1], folders[1]]) == 0
+    assert "versions (A and B): executorch 1.5.1, torch 2.13.0, torchao 0.18.0" in capsys.readouterr().out
+
+
 def test_report_of_an_artifacts_folder_lists_its_sessions(
     toy_runs: tuple[Profile, Profile], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

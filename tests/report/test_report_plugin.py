@@ -107,6 +107,9 @@ def test_session_outputs_table_and_html_extra(sme2_project: pytest.Pytester) -> 
     assert log.count("sme2: exporting") == 2 and "slow fp32-xnnpack [host sme2=auto threads=1] run 3/3" in log
     facts = json.loads((Path(profile["artifacts"]["timed_etdump"]).parent / "run.json").read_text())
     assert facts["target"]["name"] == "host" and facts["target"]["emulated"] is False and facts["spec"]["runs"] == 3
+    import executorch.version
+
+    assert facts["versions"]["executorch"] == executorch.version.__version__  # compare shows them (issue 66)
     timeline = Path(profile["artifacts"]["timeline_csv"])
     assert timeline.parent.parent.parent == session and timeline.name.endswith("_all_runs_timeline.csv")
     with timeline.open(newline="") as handle:

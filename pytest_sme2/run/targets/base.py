@@ -40,6 +40,8 @@ RUNNER_STDOUT = "runner.stdout"  # where the native runner prints its result lin
 # Written by the Runner into every run folder after a run: where it ran (TargetInfo) and how (RunSpec),
 # so a tool reading the folder later (pytest-sme2 analyze/compare) knows, e.g., that its time is emulated.
 RUN_FACTS = "run.json"
+# the versions run.json records: the installed ones that exported and ran the program (export.tool_versions)
+VERSION_KEYS = ("executorch", "torch", "torchao")
 OUTPUTS = "outputs.pt"
 # Why time-based checks are skipped on emulated targets (kernels and outputs there are real, time is not).
 EMULATED_TIMING = "emulated timing is not hardware timing"
