@@ -92,7 +92,7 @@ WORKER_ENV := OMP_NUM_THREADS=1
 auto-is-emulated:
 	@$(AUTO_IS_EMULATED)
 PERF_WORKERS ?= $(shell n=$$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1); [ "$$n" -gt 4 ] && n=4; echo $$n)
-# PYTEST_ARGS: more pytest options for the perf suite (the README's CI workflow passes --sme2-history).
+# PYTEST_ARGS: more pytest options for the perf suite (docs/ci.md's CI workflow passes --sme2-history).
 PYTEST_ARGS ?=
 perf: install auto-target
 	@if $(AUTO_IS_EMULATED); then workers="-n $(PERF_WORKERS)"; threads="$(WORKER_ENV) "; \

@@ -4,8 +4,9 @@
     python benchmarks/run_workflow_steps.py REPO --store DIR --workflow docs/ci/github-workflow.yml \
         [--event pull_request] [--env PYTEST_SME2=/path/to/pytest_sme2-0.1.0-py3-none-any.whl]
 
-Without --workflow: the README's workflow, in CLONE, a fresh clone of this repository. With it: that workflow
-file (the template for a user's own repository), in REPO, a scratch repository of one's own. CLONE/REPO is
+Without --workflow: this repository's workflow (docs/ci.md's block), in CLONE, a fresh clone of this
+repository. With it: that workflow file (the template for a user's own repository), in REPO, a scratch
+repository of one's own. CLONE/REPO is
 the checkout step's result; DIR keeps what ``actions/cache`` would keep between runs, so a second call with
 the same DIR is the warm run. The workflow's ``env:`` is set, with --env replacing a value (where pytest-sme2
 comes from, say, when the template's git URL cannot be reached). Every ``run:`` step is run with bash -e in
@@ -37,7 +38,7 @@ MARKER = "<!-- sme2-workflow"
 
 
 def workflow(path: Path) -> dict:
-    """The workflow of a .yml file, or of the README's ```yaml block after MARKER."""
+    """The workflow of a .yml file, or of a markdown page's ```yaml block after MARKER (docs/ci.md)."""
     text = path.read_text()
     if path.suffix in (".yml", ".yaml"):
         return yaml.safe_load(text)
@@ -122,7 +123,7 @@ def main() -> None:  # exits 1 when a run step failed, as the job would
     parser.add_argument("clone", type=Path)
     parser.add_argument("--store", type=Path, required=True)
     parser.add_argument("--json", type=Path)
-    parser.add_argument("--workflow", type=Path, help="a workflow file (default: the README's workflow block)")
+    parser.add_argument("--workflow", type=Path, help="a workflow file (default: docs/ci.md's workflow block)")
     parser.add_argument("--event", default="push", choices=("push", "pull_request"))
     parser.add_argument(
         "--env", action="append", default=[], metavar="NAME=VALUE", help="replace a value of the workflow's env:"
@@ -130,7 +131,7 @@ def main() -> None:  # exits 1 when a run step failed, as the job would
     args = parser.parse_args()
     clone, store = args.clone.resolve(), args.store.resolve()
     store.mkdir(parents=True, exist_ok=True)
-    flow = workflow(args.workflow.resolve() if args.workflow else clone / "README.md")
+    flow = workflow(args.workflow.resolve() if args.workflow else clone / "docs" / "ci.md")
     steps = flow["jobs"]["perf"]["steps"]
     summary = store / f"step-summary-{int(time.time())}.md"
     given = dict(item.split("=", 1) for item in args.env)

@@ -95,6 +95,6 @@ class DamagedCacheEntryWarning(Sme2Warning):
 class OneProcessIntervalWarning(Sme2Warning):
     """A speedup between two profiles of which one holds the runs of a single runner process: its interval
     shows run-to-run noise only, not how far the level moves between processes (several percent here), so
-    a bound such as ``.low >= 2.0`` can pass or fail by which process ran (docs/design.md, "Intervals between
+    a bound such as ``.low >= 2.0`` can pass or fail by which process ran (docs/history.md, "Intervals between
     variants"). ``compare_variants`` alternates the variants over processes and gives the honest interval.
     """

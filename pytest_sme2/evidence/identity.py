@@ -3,7 +3,7 @@
 The gate pairs baseline and run operators by it, so a delegate split or an inserted operator does not
 shift every pairing. An operator is named by what the model author wrote (module path, aten operator,
 which call of it in that module), never by execution order or per-delegate numbers. Why ETDump names,
-instruction ids and raw debug handles cannot serve: docs/design.md, "How identity.py names operators".
+instruction ids and raw debug handles cannot serve: docs/history.md, "How evidence/identity.py names operators".
 """
 
 from __future__ import annotations

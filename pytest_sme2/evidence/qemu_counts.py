@@ -2,8 +2,8 @@
 
 Emulated time is the emulator's; what the guest executes is exact. ``native/exec_counter.c`` compacts
 qemu's execution log; this module cuts it into ETDump events without help from the program and checks
-the counts against the ETDump files. How, and why the counts repeat exactly: docs/design.md,
-"How qemu_counts.py cuts events".
+the counts against the ETDump files. How, and why the counts repeat exactly: docs/history.md,
+"How evidence/qemu_counts.py cuts events".
 """
 
 from __future__ import annotations

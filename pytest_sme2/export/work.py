@@ -3,7 +3,7 @@
 Time depends on the machine; an operator's multiply-accumulates and bytes do not. They turn times into
 throughput on hardware and give the emulated target its SME path share *by work*. Where the numbers come
 from (XNNPACK delegate graphs matched per kind in order, portable kernels' tensor arguments):
-docs/design.md, "How work.py counts work".
+docs/history.md, "How export/work.py counts work".
 """
 
 from __future__ import annotations

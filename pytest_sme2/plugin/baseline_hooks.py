@@ -309,8 +309,8 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
         raise  # ...a skip or an interrupt: nothing to gate
     except EmulatedTimingError as error:
         # ...but for a timing read of emulated profiles (speedup_over), the project's own error, which stands
-        # as a skip: the profiles built before it are exact counts, and the README's first example would
-        # otherwise gate nothing on the emulated target.
+        # as a skip: the profiles built before it are exact counts, and a test that asserts a speedup beside
+        # them (docs/writing_tests.md, "A speedup in one test") would otherwise gate nothing on the emulated target.
         try:
             _gate_after_body(item)
         except pytest.skip.Exception as missing:  # sme2_baseline_missing = skip: both reasons, in one skip

@@ -27,7 +27,7 @@ from pytest_sme2.profile.profile import Profile
 
 # Slower by at least this much before it is named: runs of one process are not independent, so a bootstrap over
 # them calls a 1-2% shift between two processes "significant"; 5% is above what two processes of one program
-# differ by on a quiet machine (docs/design.md, "Disturbed runs").
+# differ by on a quiet machine (docs/history.md, "Disturbed runs").
 MIN_SLOWDOWN = 0.05
 
 

@@ -19,7 +19,7 @@ DEFAULT_RESAMPLES = 4000
 DEFAULT_SEED = 20261122
 # A run was disturbed by the machine (another job took the core) when it is slower than the
 # fastest run of its kind by more than DISTURBANCE_FACTOR - 1 of that fastest run *and* by more
-# than STALL_MIN_MS. Measured on a busy 2-core VM (docs/design.md, "Disturbed runs"): a stall is
+# than STALL_MIN_MS. Measured on a busy 2-core VM (docs/history.md, "Disturbed runs"): a stall is
 # a scheduler slice of 4-9 ms, far above both bounds; undisturbed runs of one process stay within
 # 1.45x of the fastest and, for models of tens of microseconds (where 1.5x is a few microseconds
 # of cache and timer noise), within 0.06 ms of it. Either bound alone misfires: the factor alone
@@ -29,7 +29,7 @@ DISTURBANCE_FACTOR = 1.5
 STALL_MIN_MS = 0.5
 # The reference run before a model run is disturbed when it was slowed more than that model run was,
 # by more than REFERENCE_UNMATCHED_FACTOR (and by more than STALL_MIN_MS). Two things slow runs on a
-# shared VM, and the ratio must survive one and leave out the other (docs/design.md, "Disturbed runs"):
+# shared VM, and the ratio must survive one and leave out the other (docs/history.md, "Disturbed runs"):
 # - the whole machine slows (a busy SMT sibling, the hypervisor): model and reference alike, 1.4-1.8x
 #   for minutes beside one busy job; the ratio cancels it, and these runs must count;
 # - the scheduler shares the core (three runnable tasks on two cores): the 9 ms reference reads 1.45x
@@ -135,7 +135,7 @@ class ProcessShift:
 
     The runs of one process are not independent samples of what a later session will see: the
     program's memory layout, the delegate's overhead and the core the process lands on hold for
-    all of its runs, and move the level between processes (docs/design.md, "Between processes").
+    all of its runs, and move the level between processes (docs/history.md, "Between processes").
     So each process contributes one value, the median of its undisturbed runs, and the two sets of
     process medians are compared with a pooled two-sample t-test: its spread is the spread between
     processes, and its few degrees of freedom say honestly how little a handful of processes knows.
@@ -310,7 +310,7 @@ def _cluster_bootstrap_medians(
     """Medians of a two-stage bootstrap: the groups (runner processes) drawn with replacement, then the runs
     within each drawn group. Runs of one process share its level, which moves between processes; resampling
     runs alone treats them as independent and gives intervals far too narrow (measured: identical variants
-    "significantly" different in 7 of 14 alternated comparisons at 95%; docs/design.md, "Intervals between
+    "significantly" different in 7 of 14 alternated comparisons at 95%; docs/history.md, "Intervals between
     variants")."""
     _, inverse = np.unique(groups, return_inverse=True)
     order = np.argsort(inverse, kind="stable")

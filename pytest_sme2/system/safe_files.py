@@ -3,7 +3,7 @@
 Why: pytest-sme2 writes into temp folders, session folders (shared as CI artifacts and read back
 by ``pytest-sme2 report``), caches and history files. Anyone who can write such a folder can plant
 a symlink where we are about to write (``summary.md -> ~/.bashrc``) or create the folder first.
-The one rule, used by every writer in the package (docs/design.md, "Files in shared folders"):
+The one rule, used by every writer in the package (docs/history.md, "Files in shared folders"):
 
 - a whole file is written to a fresh temp file beside it (created with ``O_EXCL``, so never an
   existing file or link) and renamed over the name: a rename replaces a planted link, never its

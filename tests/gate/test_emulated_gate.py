@@ -303,7 +303,8 @@ def test_readme(exported_pte, runner, etdump_profile):
 def test_the_readme_example_skips_its_speedup_but_its_profiles_are_gated(
     pytester: pytest.Pytester, shared_export_cache, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The README's first example asserts a speedup, which skips on the emulated target. Its two profiles were
+    """The example of docs/writing_tests.md, "A speedup in one test" (the README's first example until issue 67),
+    asserts a speedup, which skips on the emulated target. Its two profiles were
     counted before that line: found by a user's trial, a layer added to the model then still exited 0, the test
     skipped and no baseline ever written. They are gated now: recorded, passed unchanged, failed when changed."""
     monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)

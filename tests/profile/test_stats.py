@@ -233,7 +233,7 @@ def test_a_machine_slowed_for_model_and_reference_alike_keeps_its_runs() -> None
 
 def _chunked(levels: list[float], runs: int = 10, noise: float = 0.005, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Runs of several processes: each process at its own level (the machine's state when it started), its
-    runs scattered tightly around it, as measured on this VM (docs/design.md, "Intervals between variants")."""
+    runs scattered tightly around it, as measured on this VM (docs/history.md, "Intervals between variants")."""
     rng = np.random.default_rng(seed)
     values = np.concatenate([level * (1 + rng.normal(0, noise, runs)) for level in levels])
     return values, np.repeat(np.arange(len(levels)), runs)

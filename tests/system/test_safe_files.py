@@ -1,4 +1,4 @@
-"""Files in shared folders are never written through links (issue 23, items 1, 2, 7; the rule in docs/design.md)."""
+"""Files in shared folders are never written through links (issue 23, items 1, 2, 7; docs/history.md has the rule)."""
 
 from __future__ import annotations
 
