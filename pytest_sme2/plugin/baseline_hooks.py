@@ -373,9 +373,10 @@ def _judged_skip(item: pytest.Item, skip: BaseException, judged: str | None = No
     return pytest.skip.Exception(message, _use_item_location=True)
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
-    report = yield
+def add_gate_sections(item: pytest.Item, call: pytest.CallInfo, report: pytest.TestReport) -> None:
+    """Put the gate's outcome into a test's call report: its lines as the "sme2 baselines" section and what
+    `pytest-sme2 check` judges again as user properties. Called by the one makereport wrapper (report_hooks),
+    before the report entry is built from these properties: an order written in code, not left to hook order."""
     outcome = item.stash.get(_ITEM_KEY, None)
     if call.when == "call" and outcome is not None:
         report.user_properties.append((_USED, outcome))
@@ -392,7 +393,6 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
         )
         if lines:
             report.sections.append(("sme2 baselines", "\n".join(lines)))
-    return report
 
 
 # -------------------------------------------------------- pytest-benchmark

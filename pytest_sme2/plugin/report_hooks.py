@@ -27,6 +27,7 @@ import pytest
 
 from pytest_sme2.gate.gate import GATE_INPUT
 from pytest_sme2.plugin import options
+from pytest_sme2.plugin.baseline_hooks import add_gate_sections
 from pytest_sme2.report.entries import build_test_entry, verdicts_of
 from pytest_sme2.system.safe_files import write_file
 
@@ -154,9 +155,12 @@ def _build(item: pytest.Item, report: pytest.TestReport) -> dict[str, Any] | Non
     return json.loads(json.dumps(test_entry, default=str))
 
 
-@pytest.hookimpl(wrapper=True, tryfirst=True)  # outermost: sees what other wrappers (baselines) added
+@pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
+    """pytest-sme2's one makereport wrapper: first the gate's sections and properties (baseline_hooks), then the
+    report entry built from them, in that order by code (issue 67: two wrappers were ordered by tryfirst)."""
     report = yield
+    add_gate_sections(item, call, report)
     if call.when != "call":
         return report
     try:
