@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from pytest_sme2.errors import EmulatedTimingError, OneProcessIntervalWarning
+from pytest_sme2.errors import EmulatedTimingError, OneProcessIntervalWarning, RunnerError
 from pytest_sme2.profile import stats
 
 ONE_PROCESS_CAVEAT = (
@@ -117,6 +117,13 @@ def speedup_of(this: Timed, other: Timed) -> Speedup:
     if this.emulated or other.emulated:
         raise emulated_timing(f"speedup of {this.label} over {other.label} not checked")
     mine, theirs = this.e2e_ms[this.clean], other.e2e_ms[other.clean]
+    for profile, kept in ((this, mine), (other, theirs)):
+        if kept.size == 0:
+            raise RunnerError(
+                f"speedup of {this.label} over {other.label} not computed: every one of the {profile.e2e_ms.size} "
+                f"timed runs of {profile.label} was disturbed (other work on its core or a throttled device), so "
+                "no run says how fast it is; run it again on a quieter machine, or with more runs (--sme2-runs)"
+            )
     mine_groups, their_groups = this.run_groups[this.clean], other.run_groups[other.clean]
     interval = stats.ratio_of_medians_ci(theirs, mine, numerator_groups=their_groups, denominator_groups=mine_groups)
     speedup = Speedup(

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 import numpy as np
 
-from pytest_sme2.errors import OneProcessIntervalWarning
+from pytest_sme2.errors import OneProcessIntervalWarning, RunnerError
 from pytest_sme2.evidence.categories import Category, classify
 from pytest_sme2.gate.verdict import Status, Verdict
 from pytest_sme2.profile import stats
@@ -84,7 +84,10 @@ def compare(on: Profile, off: Profile, top: int = TOP_OPS, device: "str | Device
     counted = by == INSTRUCTIONS
     with warnings.catch_warnings():  # the report says it itself: "(1-process CI)" (table.speedup)
         warnings.simplefilter("ignore", OneProcessIntervalWarning)
-        speedup = None if emulated else on.speedup_over(off).as_dict()
+        try:
+            speedup = None if emulated else on.speedup_over(off).as_dict()
+        except RunnerError:  # every run of a side disturbed: no speedup to show, and the report still stands
+            speedup = None
     on_cat, off_cat = on.category_values(by), off.category_values(by)
     categories = []
     for category in Category:

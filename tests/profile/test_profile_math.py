@@ -450,3 +450,33 @@ def test_delegate_time_outside_every_delegate_operator_is_its_own_part_of_other(
     assert profile.delegate_outside_ops_share() == pytest.approx(0.10)
     assert profile.share("other") == pytest.approx(0.40)  # it stays in OTHER, now with its part named
     assert profile.to_dict()["other_delegate_outside_ops"] == pytest.approx(0.10)
+
+
+def _every_run_of_off_disturbed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As on a busy machine: every timed run of the SME2-off profile disturbed, none of the on profile's."""
+    monkeypatch.setattr(Profile, "clean", property(lambda self: np.full(self.e2e_ms.size, "sme2-off" not in self.label)))
+
+
+def test_a_speedup_with_every_run_of_a_side_disturbed_says_so_and_what_to_do(on_off, monkeypatch) -> None:
+    from pytest_sme2 import RunnerError
+
+    on, off = on_off
+    _every_run_of_off_disturbed(monkeypatch)
+    with pytest.raises(RunnerError) as raised:
+        on.speedup_over(off)
+    message = str(raised.value)
+    assert f"every one of the 15 timed runs of {off.label} was disturbed" in message
+    assert "--sme2-runs" in message and "quieter machine" in message
+
+
+@pytest.mark.filterwarnings("ignore::pytest_sme2.errors.OneProcessIntervalWarning")
+def test_the_report_of_a_pair_with_every_run_of_a_side_disturbed_still_stands(on_off, monkeypatch) -> None:
+    # A busy CI machine made the report itself fail ("numerator: no samples") and the session with it.
+    from pytest_sme2.report.entries import compare
+
+    on, off = on_off
+    assert compare(on, off)["speedup"] is not None  # the same pair, runs undisturbed: a speedup
+    _every_run_of_off_disturbed(monkeypatch)
+    compared = compare(on, off)
+    assert compared["speedup"] is None
+    assert {c["category"] for c in compared["categories"]}  # the rest of the comparison is there
