@@ -23,13 +23,7 @@ MAX_PARAMS = 7
 # a frozen dataclass for parameters that travel together) and delete or lower its line here.
 ALLOWLIST: dict[str, tuple[int, int]] = {
     "pytest_sme2.evidence.etdump:read_trace": (142, 4),
-    "pytest_sme2.report.html:_profile_details_html": (137, 2),
-    "pytest_sme2.report.commands:analyze": (119, 4),
-    "pytest_sme2.report.markdown:session_markdown": (113, 1),
-    "pytest_sme2.report.entries:compare": (97, 4),
-    "pytest_sme2.report.timeline:_part_events": (90, 8),
     "pytest_sme2.evidence.qemu_counts:count_events": (88, 3),
-    "pytest_sme2.report.timeline:_slice": (15, 8),
     "pytest_sme2.gate.checks.startup:startup_verdicts": (133, 4),
     "pytest_sme2.gate.checks.operators:_op_instructions": (122, 4),
     "pytest_sme2.gate.checks.latency:latency_verdict": (121, 4),
