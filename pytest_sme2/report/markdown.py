@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from pytest_sme2.report.advice import recommendations
 from pytest_sme2.report.entries import EMULATED_NOTE, verdict_text
@@ -56,6 +56,21 @@ def _rel(path: str, base: Path | None) -> str:
         return path
 
 
+def _top_operators(comparison: Mapping[str, Any], header: str, amount: Callable[[Mapping[str, Any]], str]) -> list[str]:
+    """The comparison's top five operators off -> on with their shares, then ``header``'s column (a speedup in
+    time, how many times fewer instructions when counted), between blank lines."""
+    rows = [
+        [
+            f"{op['off_op'] or '-'} -> {op['on_op'] or '-'}" if op["off_op"] != op["on_op"] else op["op"],
+            pct(op["off_share"]),
+            pct(op["on_share"]),
+            amount(op),
+        ]
+        for op in comparison["operators"][:5]
+    ]
+    return [""] + markdown_table(["operator (off -> on)", "share off", "share on", header], rows) + [""]
+
+
 def _counted_comparison(c: Mapping[str, Any]) -> list[str]:
     """SME2 on vs off on the emulated target, in counted instructions (no speedups there)."""
     lines = [
@@ -77,22 +92,7 @@ def _counted_comparison(c: Mapping[str, Any]) -> list[str]:
             for k in c["categories"]
         ],
     )
-    lines += (
-        [""]
-        + markdown_table(
-            ["operator (off -> on)", "share off", "share on", "fewer (off/on)"],
-            [
-                [
-                    f"{op['off_op'] or '-'} -> {op['on_op'] or '-'}" if op["off_op"] != op["on_op"] else op["op"],
-                    pct(op["off_share"]),
-                    pct(op["on_share"]),
-                    fewer(op.get("fewer_instructions")),
-                ]
-                for op in c["operators"][:5]
-            ],
-        )
-        + [""]
-    )
+    lines += _top_operators(c, "fewer (off/on)", lambda op: fewer(op.get("fewer_instructions")))
     if c.get("modelled"):
         lines += [text(modelled_text(c["modelled"])), ""]
         headers, rows = modelled_table(c["modelled"])
@@ -154,22 +154,7 @@ def _timed_comparison(comparison: Mapping[str, Any]) -> list[str]:
     lines += _kernel_comparison(comparison.get("kernels"))
     if slowdown_text(comparison):
         lines += ["", text(slowdown_text(comparison))]
-    lines += (
-        [""]
-        + markdown_table(
-            ["operator (off -> on)", "share off", "share on", "speedup [95% CI]"],
-            [
-                [
-                    f"{op['off_op'] or '-'} -> {op['on_op'] or '-'}" if op["off_op"] != op["on_op"] else op["op"],
-                    pct(op["off_share"]),
-                    pct(op["on_share"]),
-                    speedup(op["speedup"], comparison["emulated"]),
-                ]
-                for op in comparison["operators"][:5]
-            ],
-        )
-        + [""]
-    )
+    lines += _top_operators(comparison, "speedup [95% CI]", lambda op: speedup(op["speedup"], comparison["emulated"]))
     return lines
 
 
