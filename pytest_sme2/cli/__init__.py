@@ -256,13 +256,11 @@ def _add_registry_commands(commands: Any, cache_commands: Any) -> None:
     doctor.set_defaults(handler=_doctor)
 
 
-def main(argv: list[str] | None = None) -> int:
-    from pytest_sme2._version import __version__
+def _add_setup_commands(commands: Any) -> None:
+    """The commands that make a project ready (``build-runner``, ``setup-emulation``, ``init``): one group, read
+    together by whoever sets a machine up."""
     from pytest_sme2.cli.init import DTYPES as INIT_DTYPES
 
-    parser = argparse.ArgumentParser(prog="pytest-sme2", description=__doc__)
-    parser.add_argument("--version", action="version", version=f"pytest-sme2 {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True)
     build = commands.add_parser("build-runner", help="build (or reuse) the native runner for a target architecture")
     build.add_argument(
         "--arch",
@@ -294,6 +292,10 @@ def main(argv: list[str] | None = None) -> int:
     start.add_argument("--dtype", default="fp32", choices=INIT_DTYPES, help="the test's export dtype")
     start.add_argument("--tests-dir", default="perf_tests", help="where to write the two files (default perf_tests)")
     start.set_defaults(handler=_init)
+
+
+def _add_profile_commands(commands: Any) -> None:
+    """The commands that read ETDumps directly (``analyze``, ``compare``), without a session."""
     analyze = commands.add_parser(
         "analyze", help="an ETDump's profile as tables: latency, categories, operators, " "delegation, SME kernel path"
     )
@@ -315,6 +317,10 @@ def main(argv: list[str] | None = None) -> int:
         help="exit 1 when the speedup's lower 95%% bound is below this",
     )
     compare.set_defaults(handler=_compare)
+
+
+def _add_report_commands(commands: Any) -> None:
+    """The commands that draw a finished session or a history file again (``report``, ``history``)."""
     report = commands.add_parser(
         "report",
         help="rebuild report.html and summary.md from a session's summary.json; "
@@ -340,6 +346,10 @@ def main(argv: list[str] | None = None) -> int:
     trend.add_argument("history", help="the JSON Lines file sessions appended to with --sme2-history")
     trend.add_argument("--out", help="write history.html and history.md here (default ./sme2-history-report)")
     trend.set_defaults(handler=_history)
+
+
+def _add_gate_commands(commands: Any) -> None:
+    """The commands that judge against baselines outside a pytest session (``bisect``, ``check``)."""
     bisect = commands.add_parser(
         "bisect",
         help="the first commit between GOOD and BAD where the given perf tests "
@@ -366,6 +376,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     check.add_argument("--out", help="write each test's verdicts here (default SESSION_DIR/check)")
     check.set_defaults(handler=_check)
+
+
+def _add_cache_commands(commands: Any) -> Any:
+    """The ``cache`` command and its ``verify``; returns its subcommands, which ``cache prune`` joins later."""
     cache = commands.add_parser(
         "cache",
         help="the export cache: verify that its entries are what they say; prune .sme2/ to its bound",
@@ -404,15 +418,26 @@ def main(argv: list[str] | None = None) -> int:
         "project, other versions, ExecuTorch's LLM export); they are still listed and counted",
     )
     verify.set_defaults(handler=_cache_verify)
-    try:  # these read the registered targets' options, which an install older than the checkout cannot give
-        _add_registry_commands(commands, cache_commands)
-    except (Sme2Error, pytest.UsageError) as exc:  # pytest's: the plugin package says so as it is imported
-        print(f"pytest-sme2: {exc}", file=sys.stderr)
-        return 2
-    argv = list(sys.argv[1:] if argv is None else argv)
-    after = argv.index("--") if "--" in argv else len(argv)  # bisect: what follows -- is pytest's, untouched
-    args = parser.parse_args(argv[:after])
-    args.pytest_args = argv[after + 1 :]
+    return cache_commands
+
+
+def _parser() -> tuple[argparse.ArgumentParser, Any, Any]:
+    """The parser with every command that needs no target registry, in the order ``--help`` lists them; with the
+    commands and cache subcommands objects the registry's commands are added to."""
+    from pytest_sme2._version import __version__
+
+    parser = argparse.ArgumentParser(prog="pytest-sme2", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"pytest-sme2 {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True)
+    _add_setup_commands(commands)
+    _add_profile_commands(commands)
+    _add_report_commands(commands)
+    _add_gate_commands(commands)
+    return parser, commands, _add_cache_commands(commands)
+
+
+def _handle(args: argparse.Namespace) -> int:
+    """Run the parsed command's handler; every error it raises becomes one message and exit 2, never a traceback."""
     command = " ".join(filter(None, (args.command, getattr(args, "cache_command", None))))  # "cache prune"
     try:
         return args.handler(args)
@@ -430,6 +455,20 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
     return 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser, commands, cache_commands = _parser()
+    try:  # these read the registered targets' options, which an install older than the checkout cannot give
+        _add_registry_commands(commands, cache_commands)
+    except (Sme2Error, pytest.UsageError) as exc:  # pytest's: the plugin package says so as it is imported
+        print(f"pytest-sme2: {exc}", file=sys.stderr)
+        return 2
+    argv = list(sys.argv[1:] if argv is None else argv)
+    after = argv.index("--") if "--" in argv else len(argv)  # bisect: what follows -- is pytest's, untouched
+    args = parser.parse_args(argv[:after])
+    args.pytest_args = argv[after + 1 :]
+    return _handle(args)
 
 
 if __name__ == "__main__":

@@ -540,36 +540,83 @@ def _with_values(
     return replace(cols, start=begin, end=begin + values)
 
 
-def read_trace(
-    *paths: str | Path,
-    ticks_per_ms: float = NS_PER_MS,
-    values: Sequence[np.ndarray | None] | None = None,
-    unit: str = "ms",
-    starts: Sequence[np.ndarray | None] | None = None,
-) -> ExecutionTrace:
-    """Every Execute block of the given files, in order, as runs.
+_EVENT_FIELDS = ("lid", "run", "ms", "instr", "delegated", "event", "start", "end")
 
-    Load/init time comes from any "Default" block. Use :func:`read_run` when a
-    runner wrote its warmup runs to a separate file. ``values`` (one array per
-    file, one value per event in file order) replaces each event's duration:
-    the same events measured in another unit, e.g. instructions counted under
-    emulation (then ``ticks_per_ms=1`` keeps the values as they are, and ``unit`` names them). ``starts``
-    (likewise per file) gives where each such event began in that unit; with it the trace keeps its spans.
-    """
+
+@dataclass(frozen=True)
+class _RunEvents:
+    """Every event inside the runs of a trace's files, one entry per event in file order, labels numbered across
+    the files (``label_ids``), with the first load and init spans and start-up values the files hold: what
+    read_trace sums into runs and operators."""
+
+    lid: np.ndarray
+    run: np.ndarray  # the run it belongs to, counted across the files
+    ms: np.ndarray  # its duration (or value) in the trace's unit
+    instr: np.ndarray
+    delegated: np.ndarray
+    event: np.ndarray  # (index of its file, index of the event in that file)
+    start: np.ndarray
+    end: np.ndarray
+    label_ids: dict[str, int]
+    runs: int
+    load_span: tuple[int, int] | None
+    init_span: tuple[int, int] | None
+    startup: tuple[np.ndarray, np.ndarray] | None
+
+    def total(self, name: str) -> np.ndarray:
+        """Per run, the summed amount of the events labelled ``name``."""
+        mask = self.labelled(name)
+        return np.bincount(self.run[mask], weights=self.ms[mask], minlength=self.runs)
+
+    def labelled(self, name: str) -> np.ndarray:
+        """Which events are labelled ``name``."""
+        return self.lid == self.label_ids.get(name, -1)
+
+
+def _file_run_events(
+    cols: _Columns, path: str | Path, index: int, label_ids: dict[str, int], runs_before: int, ticks_per_ms: float
+) -> tuple[dict[str, np.ndarray], int]:
+    """One file's events inside its Execute blocks, by _EVENT_FIELDS (its labels numbered into ``label_ids``, its
+    runs after ``runs_before``), and how many runs it holds; an EtdumpError when a run has no Method::execute."""
+    is_execute_block = np.array([n == EXECUTE_BLOCK for n in cols.block_names], dtype=bool)
+    in_run = is_execute_block[cols.block] if cols.block.size else np.zeros(0, bool)
+    to_global = np.array([label_ids.setdefault(label, len(label_ids)) for label in cols.labels], dtype=np.int64)
+    lid = to_global[cols.label_id] if cols.label_id.size else np.zeros(0, np.int64)
+    run = (np.cumsum(is_execute_block) - 1)[cols.block] if cols.block.size else np.zeros(0, np.int64)
+    runs = int(is_execute_block.sum())
+    execute_id = label_ids.get(RUN_MODEL, -1)
+    has_execute = np.zeros(runs, dtype=bool)
+    has_execute[run[in_run & (lid == execute_id)]] = True
+    if not has_execute.all():
+        raise EtdumpError(
+            f"ETDump {path}: an Execute block has no {RUN_MODEL} event; the runtime was built "
+            "without event tracing or the file is not a complete run"
+        )
+    events = {
+        "lid": lid[in_run],
+        "run": run[in_run] + runs_before,
+        "ms": (cols.end - cols.start)[in_run].astype(np.float64) / ticks_per_ms,
+        "instr": cols.instruction_id[in_run],
+        "delegated": cols.delegated[in_run],
+        "event": np.stack([np.full(int(in_run.sum()), index), np.flatnonzero(in_run)], axis=1),
+        "start": cols.start[in_run].astype(np.int64),
+        "end": cols.end[in_run].astype(np.int64),
+    }
+    return events, runs
+
+
+def _read_run_events(
+    paths: Sequence[str | Path],
+    ticks_per_ms: float,
+    values: Sequence[np.ndarray | None] | None,
+    starts: Sequence[np.ndarray | None] | None,
+) -> _RunEvents:
+    """The run events of every file, in order (read_trace's arguments); an EtdumpError when they hold no run."""
     load_span: tuple[int, int] | None = None  # the first file's that has one (Program::load_method)
     init_span: tuple[int, int] | None = None
     startup: tuple[np.ndarray, np.ndarray] | None = None
     label_ids: dict[str, int] = {}
-    parts: dict[str, list] = {
-        "lid": [],
-        "run": [],
-        "ms": [],
-        "instr": [],
-        "delegated": [],
-        "event": [],
-        "start": [],
-        "end": [],
-    }
+    parts: dict[str, list] = {name: [] for name in _EVENT_FIELDS}
     runs_total = 0
     if values is not None and len(values) != len(paths):
         raise ValueError(f"read_trace: {len(values)} value arrays for {len(paths)} files")
@@ -580,55 +627,57 @@ def read_trace(
         load, init = _load_init_spans(cols)
         load_span, init_span = load_span or load, init_span or init
         startup = startup or _startup_values(cols, ticks_per_ms)
-        is_execute_block = np.array([n == EXECUTE_BLOCK for n in cols.block_names], dtype=bool)
-        in_run = is_execute_block[cols.block] if cols.block.size else np.zeros(0, bool)
-        to_global = np.array([label_ids.setdefault(label, len(label_ids)) for label in cols.labels], dtype=np.int64)
-        lid = to_global[cols.label_id] if cols.label_id.size else np.zeros(0, np.int64)
-        run = (np.cumsum(is_execute_block) - 1)[cols.block] if cols.block.size else np.zeros(0, np.int64)
-        runs = int(is_execute_block.sum())
-        execute_id = label_ids.get(RUN_MODEL, -1)
-        has_execute = np.zeros(runs, dtype=bool)
-        has_execute[run[in_run & (lid == execute_id)]] = True
-        if not has_execute.all():
-            raise EtdumpError(
-                f"ETDump {path}: an Execute block has no {RUN_MODEL} event; the runtime was built "
-                "without event tracing or the file is not a complete run"
-            )
-        parts["lid"].append(lid[in_run])
-        parts["run"].append(run[in_run] + runs_total)
-        parts["ms"].append((cols.end - cols.start)[in_run].astype(np.float64) / ticks_per_ms)
-        parts["instr"].append(cols.instruction_id[in_run])
-        parts["delegated"].append(cols.delegated[in_run])
-        parts["event"].append(np.stack([np.full(int(in_run.sum()), index), np.flatnonzero(in_run)], axis=1))
-        parts["start"].append(cols.start[in_run].astype(np.int64))
-        parts["end"].append(cols.end[in_run].astype(np.int64))
+        events, runs = _file_run_events(cols, path, index, label_ids, runs_total, ticks_per_ms)
+        for name in _EVENT_FIELDS:
+            parts[name].append(events[name])
         runs_total += runs
     if runs_total == 0:
         raise EtdumpError(
             f"ETDump {', '.join(map(str, paths))} holds no Execute runs; the runner loaded the "
             "program but never executed it (runs < 1?) or the trace was written too early"
         )
-    lid, run, ms, instr, delegated, event, start, end = (
-        np.concatenate(parts[k]) for k in ("lid", "run", "ms", "instr", "delegated", "event", "start", "end")
+    arrays = {name: np.concatenate(parts[name]) for name in _EVENT_FIELDS}
+    return _RunEvents(
+        **arrays,
+        label_ids=label_ids,
+        runs=runs_total,
+        load_span=load_span,
+        init_span=init_span,
+        startup=startup,
     )
 
-    def total(name: str) -> np.ndarray:
-        mask = lid == label_ids.get(name, -1)
-        return np.bincount(run[mask], weights=ms[mask], minlength=runs_total)
 
+def _operator_mask(events: _RunEvents) -> np.ndarray:
+    """Which events are operators: every non-structural one, and an OPERATOR_CALL with no operator of its own
+    (relabelled in ``events`` after its instruction)."""
+    lid, run, instr, label_ids = events.lid, events.run, events.instr, events.label_ids
     structural = np.isin(lid, [label_ids[n] for n in _STRUCTURAL if n in label_ids])
     is_op = ~structural
     # A kernel built without its own profiling scope shows only as OPERATOR_CALL;
     # keep its time as an op named after its instruction rather than lose it to OTHER.
     place = run * (1 << 32) + instr
-    orphan = (lid == label_ids.get(OPERATOR_CALL, -1)) & ~np.isin(place, place[is_op & ~delegated])
+    orphan = (lid == label_ids.get(OPERATOR_CALL, -1)) & ~np.isin(place, place[is_op & ~events.delegated])
     for i in np.flatnonzero(orphan).tolist():
         lid[i] = label_ids.setdefault(f"{OPERATOR_CALL}[{int(instr[i])}]", len(label_ids))
-    names = list(label_ids)
-    is_op |= orphan
-    op_lid, op_run, op_instr, op_del, op_amounts = lid[is_op], run[is_op], instr[is_op], delegated[is_op], ms[is_op]
-    op_event = event[is_op]
-    # Identity of an op instance: (label, instruction, delegated, occurrence within its run).
+    return is_op | orphan
+
+
+@dataclass(frozen=True)
+class _OpInstances:
+    """The operator instances of a trace, in order of first appearance, and where each operator event went."""
+
+    ops: list[OpKey]
+    values: np.ndarray  # (len(ops), runs)
+    index: np.ndarray  # per operator event: its instance in ``ops``
+    first_events: np.ndarray  # per instance: (file, event) of its first appearance
+
+
+def _op_instances(events: _RunEvents, is_op: np.ndarray) -> _OpInstances:
+    """Operator events grouped into instances by identity (label, instruction, delegated, occurrence within its
+    run), their amounts summed per run."""
+    names = list(events.label_ids)
+    op_lid, op_run, op_instr = events.lid[is_op], events.run[is_op], events.instr[is_op]
+    op_del, op_amounts = events.delegated[is_op], events.ms[is_op]
     base = (op_lid << 33) + ((op_instr + 1) << 1) + op_del.astype(np.int64)
     order = np.lexsort((np.arange(base.size), base, op_run))
     sorted_base, sorted_run = base[order], op_run[order]
@@ -646,37 +695,67 @@ def read_trace(
     rank = np.empty(unique.shape[0], dtype=np.int64)
     rank[by_appearance] = np.arange(unique.shape[0])
     op_index = rank[inverse.ravel()]
-    op_values = np.zeros((unique.shape[0], runs_total))
+    op_values = np.zeros((unique.shape[0], events.runs))
     np.add.at(op_values, (op_index, op_run), op_amounts)
     ops = [
         OpKey(names[int(op_lid[i])], int(op_instr[i]), bool(op_del[i]), int(occurrence[i]))
         for i in first[by_appearance].tolist()
     ]
+    return _OpInstances(ops, op_values, op_index, events.event[is_op][first[by_appearance]].reshape(-1, 2))
+
+
+def _event_spans(events: _RunEvents, is_op: np.ndarray, instances: _OpInstances) -> EventSpans:
+    """Where each operator, delegate call and run began and ended, with the load and init spans."""
+    start, end = events.start, events.end
+    delegate, execute = events.labelled(DELEGATE_CALL), events.labelled(RUN_MODEL)
+    return EventSpans(
+        op=instances.index,
+        op_run=events.run[is_op],
+        op_delegated=events.delegated[is_op],
+        op_start=start[is_op],
+        op_end=end[is_op],
+        delegate_start=start[delegate],
+        delegate_end=end[delegate],
+        execute_start=start[execute],
+        execute_end=end[execute],
+        load=events.load_span,
+        init=events.init_span,
+    )
+
+
+def read_trace(
+    *paths: str | Path,
+    ticks_per_ms: float = NS_PER_MS,
+    values: Sequence[np.ndarray | None] | None = None,
+    unit: str = "ms",
+    starts: Sequence[np.ndarray | None] | None = None,
+) -> ExecutionTrace:
+    """Every Execute block of the given files, in order, as runs.
+
+    Load/init time comes from any "Default" block. Use :func:`read_run` when a
+    runner wrote its warmup runs to a separate file. ``values`` (one array per
+    file, one value per event in file order) replaces each event's duration:
+    the same events measured in another unit, e.g. instructions counted under
+    emulation (then ``ticks_per_ms=1`` keeps the values as they are, and ``unit`` names them). ``starts``
+    (likewise per file) gives where each such event began in that unit; with it the trace keeps its spans.
+    """
+    events = _read_run_events(paths, ticks_per_ms, values, starts)
+    execute_values, delegate_values = events.total(RUN_MODEL), events.total(DELEGATE_CALL)
+    is_op = _operator_mask(events)
+    instances = _op_instances(events, is_op)
     spans = None
     if values is None or (starts is not None and all(s is not None for s in starts)):
-        frame = {name: lid == label_ids.get(name, -1) for name in (DELEGATE_CALL, RUN_MODEL)}
-        spans = EventSpans(
-            op=op_index,
-            op_run=op_run,
-            op_delegated=op_del,
-            op_start=start[is_op],
-            op_end=end[is_op],
-            delegate_start=start[frame[DELEGATE_CALL]],
-            delegate_end=end[frame[DELEGATE_CALL]],
-            execute_start=start[frame[RUN_MODEL]],
-            execute_end=end[frame[RUN_MODEL]],
-            load=load_span,
-            init=init_span,
-        )
+        spans = _event_spans(events, is_op, instances)
+    load_span, init_span, startup = events.load_span, events.init_span, events.startup
     return ExecutionTrace(
-        execute_values=total(RUN_MODEL),
-        delegate_values=total(DELEGATE_CALL),
-        ops=ops,
-        op_values=op_values,
+        execute_values=execute_values,
+        delegate_values=delegate_values,
+        ops=instances.ops,
+        op_values=instances.values,
         load_value=None if load_span is None else _span_value(load_span, ticks_per_ms),
         init_value=None if init_span is None else _span_value(init_span, ticks_per_ms),
         sources=[str(p) for p in paths],
-        op_events=op_event[first[by_appearance]].reshape(-1, 2),
+        op_events=instances.first_events,
         spans=spans,
         span_parts=(spans,) if spans is not None and len(paths) == 1 else (),
         startup_parts=(startup,) if startup is not None and len(paths) == 1 else (),

@@ -13,7 +13,7 @@ import re
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
@@ -335,57 +335,103 @@ def boundaries(space: AddressSpace) -> Boundaries:
     return Boundaries(etdump_path, starts, ends, logs, worker, invoke)
 
 
+_Segment = tuple[int, np.ndarray, dict[str, int]]  # instructions, per instruction class, per function
+
+
+@dataclass(frozen=True)
+class _Counter:
+    """What a stretch of the block sequence counted, the profiler's own instructions left out: one event's
+    instructions, per class and per function, and where in the count an event began."""
+
+    seq: BlockSequence
+    counted: np.ndarray  # per block: its instructions, 0 in the profiler
+    counted_classes: np.ndarray  # per block and instruction class
+    labels: list[str]  # per block: the function it is in
+    position_of: Callable[[int], int]  # counted instructions executed before a position of the sequence
+
+    def segment(self, *ranges: tuple[int, int]) -> _Segment:
+        """The instructions of the sequence's ``ranges`` (from, to positions), in all, per class and per function."""
+        executions = self.seq.executions(ranges, self.counted.size)
+        per_block = executions * self.counted
+        functions: dict[str, int] = {}
+        for block in np.flatnonzero(per_block).tolist():
+            functions[self.labels[block]] = functions.get(self.labels[block], 0) + int(per_block[block])
+        return int(per_block.sum()), executions @ self.counted_classes, functions
+
+
+def _in_mappings(pcs: np.ndarray, space: AddressSpace, path: str) -> np.ndarray:
+    """Which blocks lie in the library ``path`` as ``space`` maps it."""
+    inside = np.zeros(pcs.size, dtype=bool)
+    for m in space.mappings:
+        if m.path == path:
+            inside |= (pcs >= m.start) & (pcs < m.end)
+    return inside
+
+
+def _operator_stretches(seq: BlockSequence, pcs: np.ndarray, bounds: Boundaries) -> list[tuple[int, int]]:
+    """XNNPACK operators: from the worker's entry to the next block of xnn_invoke_runtime, as positions."""
+    op_entry = np.zeros(pcs.size, dtype=bool) if bounds.worker is None else pcs == bounds.worker
+    in_invoke = np.zeros(pcs.size, dtype=bool)
+    if bounds.invoke is not None:
+        in_invoke = (pcs >= bounds.invoke[0]) & (pcs < bounds.invoke[1])
+    op_positions = seq.positions(op_entry)
+    invoke_positions = seq.positions(in_invoke)
+    stretches = []
+    for position in op_positions.tolist():
+        after = np.searchsorted(invoke_positions, position)
+        if after >= invoke_positions.size:
+            raise RunnerError("an XNNPACK operator never returned to xnn_invoke_runtime in the traced run")
+        stretches.append((position, int(invoke_positions[after])))
+    return stretches
+
+
 def count_events(blocks: ExecutedBlocks, space: AddressSpace, bounds: Boundaries | None = None) -> EventCounts:
     """Cut the executed block sequence into ETDump events (see the module docstring); ``bounds``: ``space``'s
     boundaries when the caller has them already (they read XNNPACK's library to find its operator entry)."""
     bounds = bounds or boundaries(space)
     pcs = blocks.pcs.astype(np.int64)
-    in_tracer = np.zeros(pcs.size, dtype=bool)
-    for m in space.mappings:
-        if m.path == bounds.etdump:
-            in_tracer |= (pcs >= m.start) & (pcs < m.end)
+    in_tracer = _in_mappings(pcs, space, bounds.etdump)
     is_start, is_end, is_log = (np.isin(pcs, list(s)) for s in (bounds.starts, bounds.ends, bounds.logs))
-    op_entry = np.zeros(pcs.size, dtype=bool) if bounds.worker is None else pcs == bounds.worker
-    in_invoke = np.zeros(pcs.size, dtype=bool)
-    if bounds.invoke is not None:
-        in_invoke = (pcs >= bounds.invoke[0]) & (pcs < bounds.invoke[1])
     seq = blocks.sequence
     counted = np.where(in_tracer, 0, blocks.instructions)  # the profiler's own instructions are no event's
-    counted_classes = np.where(in_tracer[:, None], 0, blocks.classes)
-    labels = _function_labels(blocks, space)
-    # counted instructions executed before each position of the sequence: where an event begins
-    position_of = seq.counted_before(counted)
-
-    def segment(*ranges: tuple[int, int]) -> tuple[int, np.ndarray, dict[str, int]]:
-        executions = seq.executions(ranges, pcs.size)
-        per_block = executions * counted
-        functions: dict[str, int] = {}
-        for block in np.flatnonzero(per_block).tolist():
-            functions[labels[block]] = functions.get(labels[block], 0) + int(per_block[block])
-        return int(per_block.sum()), executions @ counted_classes, functions
-
-    # XNNPACK operators: from the worker's entry to the next block of xnn_invoke_runtime.
-    op_positions = seq.positions(op_entry)
-    invoke_positions = seq.positions(in_invoke)
-    pending_ops: list[tuple[int, np.ndarray, dict[str, int]]] = []
-    op_queue_positions = []
-    for position in op_positions.tolist():
-        after = np.searchsorted(invoke_positions, position)
-        if after >= invoke_positions.size:
-            raise RunnerError("an XNNPACK operator never returned to xnn_invoke_runtime in the traced run")
-        op_queue_positions.append((position, int(invoke_positions[after])))
+    counter = _Counter(
+        seq,
+        counted,
+        np.where(in_tracer[:, None], 0, blocks.classes),
+        _function_labels(blocks, space),
+        seq.counted_before(counted),
+    )
+    op_queue_positions = _operator_stretches(seq, pcs, bounds)
     boundary = seq.positions(is_start | is_end | is_log)
     boundary_kinds = [
         ("start" if is_start[b] else "end" if is_end[b] else "log") for b in seq.blocks_at(boundary).tolist()
     ]
+    kinds, values, event_starts = _cut_events(counter, boundary.tolist(), boundary_kinds, op_queue_positions)
+    instructions = np.array([v[0] for v in values], dtype=np.int64)
+    _check_delegate_calls(kinds, instructions)
+    return EventCounts(
+        kinds=kinds,
+        instructions=instructions,
+        classes=np.array([v[1] for v in values], dtype=np.int64).reshape(len(values), len(NAMES)),
+        functions=[v[2] for v in values],
+        starts=np.array(event_starts, dtype=np.int64),
+    )
+
+
+def _cut_events(
+    counter: _Counter, boundary: list[int], boundary_kinds: list[str], op_queue_positions: list[tuple[int, int]]
+) -> tuple[list[str], list[_Segment], list[int]]:
+    """The events in the order the profiler wrote them: each one's kind, counts and start, from the positions
+    where the profiler starts, ends and logs events and the stretches XNNPACK's operators ran."""
+    pending_ops: list[_Segment] = []
     kinds: list[str] = []
-    values: list[tuple[int, np.ndarray, dict[str, int]]] = []
+    values: list[_Segment] = []
     event_starts: list[int] = []
     pending_starts: list[int] = []
     stack: list[int] = []
     next_op = 0
     runs: list[tuple[int, int]] = []  # operator runs since the profiler last logged
-    for index, position in enumerate(boundary.tolist()):
+    for index, position in enumerate(boundary):
         # Operators that ran before this point join the runs the profiler's next log calls account for.
         while next_op < len(op_queue_positions) and op_queue_positions[next_op][0] < position:
             runs.append(op_queue_positions[next_op])
@@ -403,26 +449,18 @@ def count_events(blocks: ExecutedBlocks, space: AddressSpace, bounds: Boundaries
             runs = []
             kinds.append(RUNTIME)
             begin = stack.pop()
-            event_starts.append(position_of(begin))
-            values.append(segment((begin, position)))
+            event_starts.append(counter.position_of(begin))
+            values.append(counter.segment((begin, position)))
         else:  # log_profiling_delegate: the profiler logs every node it ran, in order, once they have all run
             if not pending_ops:
                 nodes = _nodes(runs, _logs_in_batch(boundary_kinds, index))
-                pending_ops.extend(segment(*node) for node in nodes)
-                pending_starts.extend(position_of(node[0][0]) for node in nodes)
+                pending_ops.extend(counter.segment(*node) for node in nodes)
+                pending_starts.extend(counter.position_of(node[0][0]) for node in nodes)
                 runs = []
             kinds.append(DELEGATE)
             values.append(pending_ops.pop(0))
             event_starts.append(pending_starts.pop(0))
-    instructions = np.array([v[0] for v in values], dtype=np.int64)
-    _check_delegate_calls(kinds, instructions)
-    return EventCounts(
-        kinds=kinds,
-        instructions=instructions,
-        classes=np.array([v[1] for v in values], dtype=np.int64).reshape(len(values), len(NAMES)),
-        functions=[v[2] for v in values],
-        starts=np.array(event_starts, dtype=np.int64),
-    )
+    return kinds, values, event_starts
 
 
 COUNTS_FILE = "instructions.json"

@@ -24,6 +24,7 @@ from pytest_sme2.report.table import (
     instructions,
     ms,
     pct,
+    portable_table,
     speedup,
     text_table,
 )
@@ -109,113 +110,84 @@ def analyze(etdump: Path, etrecord: Path | None, warmup: Path | None, as_json: b
     lines = ([unknown] if unknown else []) + [profile_text(entry)]
     if entry["node_delegation_coverage"] is None:
         lines.append(f"  {NODES_UNKNOWN}" + (f" ({etrecord} was read)" if etrecord else ""))
+    lines += _load_init_lines(profile, entry, counted)
+    lines += ["", "categories:"] + _category_lines(profile, entry, counted)
+    lines += ["", "top operators:"] + _operator_lines(entry, counted)
+    lines += ["", "portable operators:"]
+    portable = entry["portable_ops"]
+    if not portable:
+        lines.append("  none: every operator ran in a delegate")
+    else:
+        names = ("operator", "worth delegating")
+        lines += text_table(*portable_table(portable, entry["worth_delegating"], names, counted, profile.emulated))
+    return "\n".join(lines)
+
+
+def _load_init_lines(profile: Profile, entry: dict[str, Any], counted: bool) -> list[str]:
+    """Program::load_method and Method::init, counted or timed; nothing on an uncounted emulated run."""
     if counted and (entry["instructions"]["load"] is not None or entry["instructions"]["init"] is not None):
         load, init = entry["instructions"]["load"], entry["instructions"]["init"]
-        lines.append(
+        return [
             f"  load {instructions(load)} instructions, init {instructions(init)} instructions "
             "(Program::load_method, Method::init; counted, not part of an inference)"
-        )
-    elif not profile.emulated:
-        lines.append(
+        ]
+    if not profile.emulated:
+        return [
             f"  load {ms(entry['load_ms'])} ms, init {ms(entry['init_ms'])} ms "
             "(Program::load_method, Method::init; not part of E2E)"
-        )
-    lines += ["", "categories:"]
+        ]
+    return []
+
+
+def _category_lines(profile: Profile, entry: dict[str, Any], counted: bool) -> list[str]:
+    """The category table, with the amount per inference the run measured (none on an uncounted emulated run)."""
     if counted:
         per_run = profile.category_values(INSTRUCTIONS)
-        lines += text_table(
+        return text_table(
             ["category", "share of instructions", "instructions per inference"],
             [
                 [name, pct(share), instructions(float(per_run[name].median()))]
                 for name, share in entry["shares"].items()
             ],
         )
-    elif profile.emulated:
-        lines += text_table(
+    if profile.emulated:
+        return text_table(
             ["category", "share of emulator time (not time)"],
             [[name, pct(share)] for name, share in entry["shares"].items()],
         )
-    else:
-        lines += text_table(
-            ["category", "share of E2E", "median ms per run"],
-            [
-                [name, pct(share), ms(float(profile.category_ms[name].median()))]
-                for name, share in entry["shares"].items()
-            ],
-        )
-    lines += ["", "top operators:"]
+    return text_table(
+        ["category", "share of E2E", "median ms per run"],
+        [[name, pct(share), ms(float(profile.category_ms[name].median()))] for name, share in entry["shares"].items()],
+    )
+
+
+def _operator_lines(entry: dict[str, Any], counted: bool) -> list[str]:
+    """The top operators with their amounts, or why a run's per-operator shares are not known."""
     ops = operator_shares(entry)
     if ops is None:
-        lines.append(f"  {NO_OPERATOR_SHARES}")
-    else:
-        amount = "instructions" if counted else "median ms"
-        lines += text_table(
+        return [f"  {NO_OPERATOR_SHARES}"]
+    amount = "instructions" if counted else "median ms"
+    return text_table(
+        [
+            "operator",
+            "category",
+            "delegated",
+            "SME/SME2",
+            amount,
+            "share of instructions" if counted else "share of E2E",
+        ],
+        [
             [
-                "operator",
-                "category",
-                "delegated",
-                "SME/SME2",
-                amount,
-                "share of instructions" if counted else "share of E2E",
-            ],
-            [
-                [
-                    op["event"],
-                    op["category"],
-                    "yes" if op["delegated"] else "portable",
-                    "yes" if op["packed"] else "no",
-                    instructions(op["instructions"]) if counted else ms(op["median_ms"]),
-                    pct(share),
-                ]
-                for share, op in ops
-            ],
-        )
-    lines += ["", "portable operators:"]
-    portable = entry["portable_ops"]
-    if not portable:
-        lines.append("  none: every operator ran in a delegate")
-    elif counted:
-        lines += text_table(
-            [
-                "operator",
-                "count",
-                "category",
-                "instructions per inference",
-                "share of instructions",
-                "worth delegating",
-            ],
-            [
-                [
-                    op["op"],
-                    op["count"],
-                    op["category"],
-                    instructions(op["instructions"]),
-                    pct(op["instruction_share"]),
-                    "YES" if op["op"] in entry["worth_delegating"] else "",
-                ]
-                for op in portable
-            ],
-        )
-    elif profile.emulated:
-        lines += text_table(
-            ["operator", "count", "category"], [[op["op"], op["count"], op["category"]] for op in portable]
-        )
-    else:
-        lines += text_table(
-            ["operator", "count", "category", "ms per run", "share of E2E", "worth delegating"],
-            [
-                [
-                    op["op"],
-                    op["count"],
-                    op["category"],
-                    ms(op["median_ms_per_run"]),
-                    pct(op["share"]),
-                    "YES" if op["op"] in entry["worth_delegating"] else "",
-                ]
-                for op in portable
-            ],
-        )
-    return "\n".join(lines)
+                op["event"],
+                op["category"],
+                "yes" if op["delegated"] else "portable",
+                "yes" if op["packed"] else "no",
+                instructions(op["instructions"]) if counted else ms(op["median_ms"]),
+                pct(share),
+            ]
+            for share, op in ops
+        ],
+    )
 
 
 def where_unknown(etdump: Path) -> str | None:

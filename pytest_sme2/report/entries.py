@@ -88,6 +88,40 @@ def compare(on: Profile, off: Profile, top: int = TOP_OPS, device: "str | Device
             speedup = None if emulated else on.speedup_over(off).as_dict()
         except RunnerError:  # every run of a side disturbed: no speedup to show, and the report still stands
             speedup = None
+    categories = _category_rows(on, off, by, emulated)
+    operators = _operator_rows(on, off, by, emulated, top)
+    off_shares, on_shares = off.shares_by(by), on.shares_by(by)
+    return {
+        "model": on.model,
+        "recipe": on.recipe,
+        # A language model's phase (measure/llm.py): its prefill and decode pairs are told apart by it.
+        "phase": (on.metadata.get("llm") or {}).get("phase"),
+        "on": on.variant,
+        "off": off.variant,
+        "threads": _threads(on),
+        "emulated": emulated,
+        "note": EMULATED_NOTE if emulated else None,
+        "speedup": speedup,
+        "unit": by,  # what shares and amounts measure: time (ms) or instructions (counted, emulated)
+        "fewer_instructions": _fewer(off.instructions_per_inference or 0, on.instructions_per_inference or 0)
+        if counted
+        else None,
+        "on_median_ms": None if emulated else on.median_ms,
+        "off_median_ms": None if emulated else off.median_ms,
+        "bottleneck_off": max(off_shares, key=lambda k: off_shares[k]),
+        "bottleneck_on": max(on_shares, key=lambda k: on_shares[k]),
+        "categories": categories,
+        "operators": operators,
+        "kernels": _kernel_comparison(on, off),
+        # Measured time only: on the emulated target the device model names slowdowns (``modelled``).
+        "slower_with_sme2": None if emulated else [s.as_dict() for s in sme2_slowdowns(on, off)],
+        "modelled": modelled_comparison(on, off, device) if counted and device else None,
+    }
+
+
+def _category_rows(on: Profile, off: Profile, by: str, emulated: bool) -> list[dict[str, Any]]:
+    """Each category off and on: shares, and medians in ms or counted instructions, with the speedup when timed."""
+    counted = by == INSTRUCTIONS
     on_cat, off_cat = on.category_values(by), off.category_values(by)
     categories = []
     for category in Category:
@@ -108,6 +142,13 @@ def compare(on: Profile, off: Profile, top: int = TOP_OPS, device: "str | Device
                 else _ratio(off_cat[name].to_numpy(), on_cat[name].to_numpy(), off.run_groups, on.run_groups),
             }
         )
+    return categories
+
+
+def _operator_rows(on: Profile, off: Profile, by: str, emulated: bool, top: int) -> list[dict[str, Any]]:
+    """The ``top`` operators off and on, paired across variants (match_ops), by the larger of their two shares;
+    bootstrap intervals only for those shown (they cost ~20 ms each)."""
+    counted = by == INSTRUCTIONS
     on_ops, off_ops = per_run_by_op(on, by), per_run_by_op(off, by)
     on_total = float(on.category_values(by).sum(axis=1).sum())
     off_total = float(off.category_values(by).sum(axis=1).sum())
@@ -148,33 +189,7 @@ def compare(on: Profile, off: Profile, top: int = TOP_OPS, device: "str | Device
             if counted and op["off_instructions"] and op["on_instructions"]
             else None
         )
-    off_shares, on_shares = off.shares_by(by), on.shares_by(by)
-    return {
-        "model": on.model,
-        "recipe": on.recipe,
-        # A language model's phase (measure/llm.py): its prefill and decode pairs are told apart by it.
-        "phase": (on.metadata.get("llm") or {}).get("phase"),
-        "on": on.variant,
-        "off": off.variant,
-        "threads": _threads(on),
-        "emulated": emulated,
-        "note": EMULATED_NOTE if emulated else None,
-        "speedup": speedup,
-        "unit": by,  # what shares and amounts measure: time (ms) or instructions (counted, emulated)
-        "fewer_instructions": _fewer(off.instructions_per_inference or 0, on.instructions_per_inference or 0)
-        if counted
-        else None,
-        "on_median_ms": None if emulated else on.median_ms,
-        "off_median_ms": None if emulated else off.median_ms,
-        "bottleneck_off": max(off_shares, key=lambda k: off_shares[k]),
-        "bottleneck_on": max(on_shares, key=lambda k: on_shares[k]),
-        "categories": categories,
-        "operators": operators,
-        "kernels": _kernel_comparison(on, off),
-        # Measured time only: on the emulated target the device model names slowdowns (``modelled``).
-        "slower_with_sme2": None if emulated else [s.as_dict() for s in sme2_slowdowns(on, off)],
-        "modelled": modelled_comparison(on, off, device) if counted and device else None,
-    }
+    return operators
 
 
 def _kernel_comparison(on: Profile, off: Profile) -> dict[str, Any] | None:

@@ -31,6 +31,7 @@ from pytest_sme2.report.table import (
     modelled_text,
     ms,
     pct,
+    portable_table,
     program_title,
     sme_path_label,
     speedup,
@@ -211,7 +212,8 @@ def _comparison_html(comparison: Mapping[str, Any]) -> str:
 NODES_HEADER = "delegated (graph nodes: the program)"
 
 
-def _profile_details_html(profile: Mapping[str, Any], base: Path | None) -> str:
+def _delegation_table(profile: Mapping[str, Any]) -> str:
+    """The one-row table of how much of the program ran delegated and on the SME path, in the profile's basis."""
     basis = profile.get("basis", "time")
     sme_path = sme_path_label(profile.get("sme_path_basis"), bool(profile.get("emulated")))
     if basis == "instructions":
@@ -242,13 +244,12 @@ def _profile_details_html(profile: Mapping[str, Any], base: Path | None) -> str:
             "n/a (emulated)" if emulated else ms(profile["init_ms"]),
             disturbed_cell(profile),
         ]
-    parts = [
-        f"<h4>{_esc(profile['variant'])}: delegation and SME kernel path{_esc(cached_text(profile))}</h4>",
-        table(header, [row]),
-    ]
-    device = device_state_text(profile)
-    if device:  # governors, temperatures and throttling of the device it ran on (device_state.py)
-        parts.append(f'<p class="sme2-device">{_esc(device)}</p>')
+    return table(header, [row])
+
+
+def _kernels_html(profile: Mapping[str, Any], basis: str) -> list[str]:
+    """The CONV/GEMM kernels, the SME kernels a trace saw execute and the sampled kernel time, each when present."""
+    parts: list[str] = []
     kernels = profile.get("kernels", [])
     if kernels:
         parts.append(
@@ -284,64 +285,30 @@ def _profile_details_html(profile: Mapping[str, Any], base: Path | None) -> str:
         )
         if kernel_time.get("available"):
             parts.append(table(KERNEL_TABLE_HEADERS, kernel_rows_by_op(kernel_time)))
+    return parts
+
+
+def _portable_html(profile: Mapping[str, Any], basis: str) -> str:
+    """The operators no delegate took, with what this profile measured of them (instructions, time or neither)."""
     portable = profile.get("portable_ops", [])
+    if not portable:
+        return "<p>Portable operators: none, every operator ran in a delegate.</p>"
+    names = ("portable operator", f"worth delegating (> {WORTH_DELEGATING:.0%})")
     worth = set(profile.get("worth_delegating", []))
-    if portable and basis == "instructions":
-        parts.append(
-            table(
-                [
-                    "portable operator",
-                    "count",
-                    "category",
-                    "instructions per inference",
-                    "share of instructions",
-                    f"worth delegating (> {WORTH_DELEGATING:.0%})",
-                ],
-                [
-                    [
-                        op["op"],
-                        op["count"],
-                        op["category"],
-                        instructions(op["instructions"]),
-                        pct(op["instruction_share"]),
-                        "YES" if op["op"] in worth else "",
-                    ]
-                    for op in portable
-                ],
-            )
-        )
-    elif portable and profile.get("emulated"):  # no counts, and emulator time is not time: which ones ran, only
-        parts.append(
-            table(
-                ["portable operator", "count", "category"], [[op["op"], op["count"], op["category"]] for op in portable]
-            )
-        )
-    elif portable:
-        parts.append(
-            table(
-                [
-                    "portable operator",
-                    "count",
-                    "category",
-                    "ms per run",
-                    "share of E2E",
-                    f"worth delegating (> {WORTH_DELEGATING:.0%})",
-                ],
-                [
-                    [
-                        op["op"],
-                        op["count"],
-                        op["category"],
-                        ms(op["median_ms_per_run"]),
-                        pct(op["share"]),
-                        "YES" if op["op"] in worth else "",
-                    ]
-                    for op in portable
-                ],
-            )
-        )
-    else:
-        parts.append("<p>Portable operators: none, every operator ran in a delegate.</p>")
+    return table(*portable_table(portable, worth, names, basis == "instructions", bool(profile.get("emulated"))))
+
+
+def _profile_details_html(profile: Mapping[str, Any], base: Path | None) -> str:
+    basis = profile.get("basis", "time")
+    parts = [
+        f"<h4>{_esc(profile['variant'])}: delegation and SME kernel path{_esc(cached_text(profile))}</h4>",
+        _delegation_table(profile),
+    ]
+    device = device_state_text(profile)
+    if device:  # governors, temperatures and throttling of the device it ran on (device_state.py)
+        parts.append(f'<p class="sme2-device">{_esc(device)}</p>')
+    parts += _kernels_html(profile, basis)
+    parts.append(_portable_html(profile, basis))
     if profile.get("unclassified_ops"):
         parts.append(f"<p>Unclassified (counted as OTHER): {_esc(', '.join(profile['unclassified_ops']))}</p>")
     artifacts = profile.get("artifacts") or {}

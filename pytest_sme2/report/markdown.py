@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from pytest_sme2.report.advice import recommendations
 from pytest_sme2.report.entries import EMULATED_NOTE, verdict_text
@@ -56,6 +56,21 @@ def _rel(path: str, base: Path | None) -> str:
         return path
 
 
+def _top_operators(comparison: Mapping[str, Any], header: str, amount: Callable[[Mapping[str, Any]], str]) -> list[str]:
+    """The comparison's top five operators off -> on with their shares, then ``header``'s column (a speedup in
+    time, how many times fewer instructions when counted), between blank lines."""
+    rows = [
+        [
+            f"{op['off_op'] or '-'} -> {op['on_op'] or '-'}" if op["off_op"] != op["on_op"] else op["op"],
+            pct(op["off_share"]),
+            pct(op["on_share"]),
+            amount(op),
+        ]
+        for op in comparison["operators"][:5]
+    ]
+    return [""] + markdown_table(["operator (off -> on)", "share off", "share on", header], rows) + [""]
+
+
 def _counted_comparison(c: Mapping[str, Any]) -> list[str]:
     """SME2 on vs off on the emulated target, in counted instructions (no speedups there)."""
     lines = [
@@ -77,22 +92,7 @@ def _counted_comparison(c: Mapping[str, Any]) -> list[str]:
             for k in c["categories"]
         ],
     )
-    lines += (
-        [""]
-        + markdown_table(
-            ["operator (off -> on)", "share off", "share on", "fewer (off/on)"],
-            [
-                [
-                    f"{op['off_op'] or '-'} -> {op['on_op'] or '-'}" if op["off_op"] != op["on_op"] else op["op"],
-                    pct(op["off_share"]),
-                    pct(op["on_share"]),
-                    fewer(op.get("fewer_instructions")),
-                ]
-                for op in c["operators"][:5]
-            ],
-        )
-        + [""]
-    )
+    lines += _top_operators(c, "fewer (off/on)", lambda op: fewer(op.get("fewer_instructions")))
     if c.get("modelled"):
         lines += [text(modelled_text(c["modelled"])), ""]
         headers, rows = modelled_table(c["modelled"])
@@ -115,9 +115,9 @@ def _kernel_comparison(kernels: Mapping[str, Any] | None) -> list[str]:
     )
 
 
-def session_markdown(summary: Mapping[str, Any]) -> str:
+def _session_lines(summary: Mapping[str, Any]) -> list[str]:
+    """The page's head: where the session ran, the emulation note, the table of every test and the model labels."""
     test_entries = summary["tests"]
-    base = Path(summary["session_dir"]) if summary.get("session_dir") else None
     target = summary.get("target") or {}
     lines = ["## pytest-sme2: SME2 performance", ""]
     lines.append(
@@ -134,97 +134,98 @@ def session_markdown(summary: Mapping[str, Any]) -> str:
     lines += [""] + markdown_table(columns(test_entries), summary_rows(test_entries, with_cause=True))
     labels = modelled_labels(test_entries)  # the table's cells give each model's status only
     lines += ([""] + [text(label[0].upper() + label[1:]) + "." for label in labels]) if labels else []
-    for test_entry in test_entries:
-        lines += ["", f"### {code(test_entry['nodeid'])} ({text(test_entry.get('outcome', '?'))})", ""]
-        scaling = thread_scaling_rows(test_entry)
-        if scaling:
-            lines += ["SME2 speedup by threads:", ""] + markdown_table(THREAD_SCALING_HEADERS, scaling) + [""]
-        for c in test_entry.get("comparisons", []):
-            if c.get("unit") == "instructions":
-                lines += _counted_comparison(c)
-                continue
-            lines.append(
-                f"SME2 on vs off, {text(program_title(c))}: "
-                f"E2E speedup **{text(speedup(c['speedup'], c['emulated']))}**, bottleneck "
-                f"{text(c['bottleneck_off'])} -> {text(c['bottleneck_on'])}."
-            )
-            lines += [""] + markdown_table(
-                ["category", "share off", "share on", "speedup [95% CI]"],
-                [
-                    [k["category"], pct(k["off_share"]), pct(k["on_share"]), speedup(k["speedup"], c["emulated"])]
-                    for k in c["categories"]
-                ],
-            )
-            lines += _kernel_comparison(c.get("kernels"))
-            if slowdown_text(c):
-                lines += ["", text(slowdown_text(c))]
-            lines += (
-                [""]
-                + markdown_table(
-                    ["operator (off -> on)", "share off", "share on", "speedup [95% CI]"],
-                    [
-                        [
-                            f"{op['off_op'] or '-'} -> {op['on_op'] or '-'}"
-                            if op["off_op"] != op["on_op"]
-                            else op["op"],
-                            pct(op["off_share"]),
-                            pct(op["on_share"]),
-                            speedup(op["speedup"], c["emulated"]),
-                        ]
-                        for op in c["operators"][:5]
-                    ],
-                )
-                + [""]
-            )
-        for p in test_entry["profiles"]:
-            worth = ", ".join(code(op) for op in p.get("worth_delegating", [])) or "none"
-            measure = "instructions" if p.get("basis") == "instructions" else "time"
-            size = (
-                f"{instructions(p['instructions']['per_inference'])} instructions per inference (counted)"
-                if measure == "instructions"
-                else f"no latency ({NOT_COUNTED})"
-                if p.get("emulated")
-                else f"median {ms(p['latency']['median_ms'])} ms{disturbed_text(p)}"
-            )
-            shares = shares_text(p.get("shares") or {}, p.get("other_delegate_outside_ops"))
-            lines.append(
-                f"- **{text(p['variant'])}**{text(cached_text(p))}: {text(size)}, shares of {measure}: {text(shares)}; "
-                f"delegated {text(coverage_text(p, run_too=True))}, "
-                f"{sme_path_label(p.get('sme_path_basis'), bool(p.get('emulated')))} {text(pct(p['sme_path_share']))} "
-                f"({text(p['sme_path_ops'])} ops)"
-                + (
-                    f", {SME_INSTRUCTIONS_LABEL} {pct(p['instructions']['sme_share_of_conv_gemm'])}"
-                    if p.get("instructions")
-                    else ""
-                )
-                + "; "
-                f"portable ops worth delegating: {worth}"
-                + (
-                    f"; kernel trace: {len(p['executed_sme_kernels'])} SME/SME2 kernel(s) executed"
-                    if p.get("executed_sme_kernels") is not None
-                    else ""
-                )
-            )
-            kernels = kernel_time_text(p.get("kernel_time"))
-            if kernels:
-                lines.append(f"  - {text(kernels)}")
-                if p["kernel_time"].get("available"):
-                    lines += [""] + [
-                        "  " + row
-                        for row in markdown_table(KERNEL_TABLE_HEADERS, kernel_rows_by_op(p["kernel_time"], top=8))
-                    ]
-                    lines.append("")
-        lines += [f"- recommendation: {text(advice)}" for advice in recommendations(test_entry)]
-        lines.append(f"- verdict: {text(verdict_text(test_entry.get('verdicts', [])))}")
-        for verdict in test_entry.get("verdicts", []):  # a regression as the terminal gives it, cause first
-            if verdict.get("verdict") == "regression":
-                lines += [
-                    f"  - {text(line.strip())}" for line in str(verdict.get("message", "")).splitlines() if line.strip()
-                ]
-        if test_entry.get("test_dir"):
-            lines.append(f"- artifacts: {code(_rel(test_entry['test_dir'], base))}")
-        if test_entry.get("timeline"):
-            lines.append(
-                f"- timeline (ui.perfetto.dev or chrome://tracing): {code(_rel(test_entry['timeline'], base))}"
-            )
+    return lines
+
+
+def _timed_comparison(comparison: Mapping[str, Any]) -> list[str]:
+    """One SME2 on vs off comparison in time: its speedup, categories, kernels, slowdowns and top operators."""
+    lines = [
+        f"SME2 on vs off, {text(program_title(comparison))}: "
+        f"E2E speedup **{text(speedup(comparison['speedup'], comparison['emulated']))}**, bottleneck "
+        f"{text(comparison['bottleneck_off'])} -> {text(comparison['bottleneck_on'])}."
+    ]
+    lines += [""] + markdown_table(
+        ["category", "share off", "share on", "speedup [95% CI]"],
+        [
+            [k["category"], pct(k["off_share"]), pct(k["on_share"]), speedup(k["speedup"], comparison["emulated"])]
+            for k in comparison["categories"]
+        ],
+    )
+    lines += _kernel_comparison(comparison.get("kernels"))
+    if slowdown_text(comparison):
+        lines += ["", text(slowdown_text(comparison))]
+    lines += _top_operators(comparison, "speedup [95% CI]", lambda op: speedup(op["speedup"], comparison["emulated"]))
+    return lines
+
+
+def _profile_lines(p: Mapping[str, Any]) -> list[str]:
+    """One variant's bullet (its size, shares, delegation and SME path), then its sampled kernel time when present."""
+    worth = ", ".join(code(op) for op in p.get("worth_delegating", [])) or "none"
+    measure = "instructions" if p.get("basis") == "instructions" else "time"
+    size = (
+        f"{instructions(p['instructions']['per_inference'])} instructions per inference (counted)"
+        if measure == "instructions"
+        else f"no latency ({NOT_COUNTED})"
+        if p.get("emulated")
+        else f"median {ms(p['latency']['median_ms'])} ms{disturbed_text(p)}"
+    )
+    shares = shares_text(p.get("shares") or {}, p.get("other_delegate_outside_ops"))
+    lines = [
+        f"- **{text(p['variant'])}**{text(cached_text(p))}: {text(size)}, shares of {measure}: {text(shares)}; "
+        f"delegated {text(coverage_text(p, run_too=True))}, "
+        f"{sme_path_label(p.get('sme_path_basis'), bool(p.get('emulated')))} {text(pct(p['sme_path_share']))} "
+        f"({text(p['sme_path_ops'])} ops)"
+        + (
+            f", {SME_INSTRUCTIONS_LABEL} {pct(p['instructions']['sme_share_of_conv_gemm'])}"
+            if p.get("instructions")
+            else ""
+        )
+        + "; "
+        f"portable ops worth delegating: {worth}"
+        + (
+            f"; kernel trace: {len(p['executed_sme_kernels'])} SME/SME2 kernel(s) executed"
+            if p.get("executed_sme_kernels") is not None
+            else ""
+        )
+    ]
+    kernels = kernel_time_text(p.get("kernel_time"))
+    if kernels:
+        lines.append(f"  - {text(kernels)}")
+        if p["kernel_time"].get("available"):
+            lines += [""] + [
+                "  " + row for row in markdown_table(KERNEL_TABLE_HEADERS, kernel_rows_by_op(p["kernel_time"], top=8))
+            ]
+            lines.append("")
+    return lines
+
+
+def _test_lines(test_entry: Mapping[str, Any], base: Path | None) -> list[str]:
+    """One test's section: thread scaling, its comparisons and profiles, advice, verdicts and where its files are."""
+    lines = ["", f"### {code(test_entry['nodeid'])} ({text(test_entry.get('outcome', '?'))})", ""]
+    scaling = thread_scaling_rows(test_entry)
+    if scaling:
+        lines += ["SME2 speedup by threads:", ""] + markdown_table(THREAD_SCALING_HEADERS, scaling) + [""]
+    for c in test_entry.get("comparisons", []):
+        lines += _counted_comparison(c) if c.get("unit") == "instructions" else _timed_comparison(c)
+    for p in test_entry["profiles"]:
+        lines += _profile_lines(p)
+    lines += [f"- recommendation: {text(advice)}" for advice in recommendations(test_entry)]
+    lines.append(f"- verdict: {text(verdict_text(test_entry.get('verdicts', [])))}")
+    for verdict in test_entry.get("verdicts", []):  # a regression as the terminal gives it, cause first
+        if verdict.get("verdict") == "regression":
+            lines += [
+                f"  - {text(line.strip())}" for line in str(verdict.get("message", "")).splitlines() if line.strip()
+            ]
+    if test_entry.get("test_dir"):
+        lines.append(f"- artifacts: {code(_rel(test_entry['test_dir'], base))}")
+    if test_entry.get("timeline"):
+        lines.append(f"- timeline (ui.perfetto.dev or chrome://tracing): {code(_rel(test_entry['timeline'], base))}")
+    return lines
+
+
+def session_markdown(summary: Mapping[str, Any]) -> str:
+    base = Path(summary["session_dir"]) if summary.get("session_dir") else None
+    lines = _session_lines(summary)
+    for test_entry in summary["tests"]:
+        lines += _test_lines(test_entry, base)
     return "\n".join(lines) + "\n"

@@ -12,7 +12,7 @@ fewer SME2 on needed; shares there are shares of instructions.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Collection, Mapping, Sequence
 
 from pytest_sme2.profile.device_model import time_text
 from pytest_sme2.report.entries import verdict_text
@@ -389,6 +389,26 @@ def comparison_operator_rows(
         for op in comparison["operators"]
     ]
     return headers, rows
+
+
+def portable_table(
+    portable: Sequence[Mapping[str, Any]], worth: Collection[str], names: tuple[str, str], counted: bool, emulated: bool
+) -> tuple[list[str], list[list[Any]]]:
+    """The portable operators' headers and rows, for the HTML page and ``analyze`` alike (``names``: their operator and
+    worth-delegating headers): counted instructions, or time, or on an uncounted emulated run only which ones ran."""
+    if not counted and emulated:  # no counts, and emulator time is not time
+        return [names[0], "count", "category"], [[op["op"], op["count"], op["category"]] for op in portable]
+    if counted:
+        measured = ["instructions per inference", "share of instructions"]
+        cells = [[instructions(op["instructions"]), pct(op["instruction_share"])] for op in portable]
+    else:
+        measured = ["ms per run", "share of E2E"]
+        cells = [[ms(op["median_ms_per_run"]), pct(op["share"])] for op in portable]
+    rows = [
+        [op["op"], op["count"], op["category"], *amounts, "YES" if op["op"] in worth else ""]
+        for op, amounts in zip(portable, cells)
+    ]
+    return [names[0], "count", "category", *measured, names[1]], rows
 
 
 def _measured(row: Mapping[str, Any], counted: bool, timed: bool) -> list[str]:

@@ -20,6 +20,7 @@ every process says so: the emulator's time is never drawn.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -54,17 +55,28 @@ def _axis(profile: "Profile") -> tuple[ExecutionTrace | None, str, str | None]:
     return profile.trace, TIME_AXIS, None if profile.trace.span_parts else why
 
 
+@dataclass(frozen=True)
+class _Track:
+    """One runner process's thread in the timeline: every slice on it carries its process and thread, is placed
+    from the tick its clock starts at, and gives its length in the axis's unit."""
+
+    pid: int
+    tid: int
+    t0: int
+    unit: str
+
+
 def _slice(
-    name: str, cat: str, begin: float, end: float, pid: int, tid: int, t0: int, args: dict[str, Any] | None = None
+    name: str, cat: str, begin: float, end: float, track: _Track, args: dict[str, Any] | None = None
 ) -> dict[str, Any]:
     event = {
         "name": name,
         "cat": cat,
         "ph": "X",
-        "ts": (begin - t0) / TICKS_PER_US,
+        "ts": (begin - track.t0) / TICKS_PER_US,
         "dur": (end - begin) / TICKS_PER_US,
-        "pid": pid,
-        "tid": tid,
+        "pid": track.pid,
+        "tid": track.tid,
     }
     if args:
         event["args"] = args
@@ -102,17 +114,25 @@ def _part_events(
     profile: "Profile",
     trace: ExecutionTrace,
     part: EventSpans,
-    pid: int,
-    tid: int,
+    track: _Track,
     first_run: int,
-    unit: str,
     kernels: dict[str, list[dict[str, Any]]],
 ) -> list[dict[str, Any]]:
-    t0 = _start_of(part)
-    events = []
+    """Every slice of one runner process: load and init, its timed runs, delegate calls and operators."""
+    unit = track.unit
+    events: list[dict[str, Any]] = []
     for name, cat, span in ((LOAD, "load", part.load), (INIT, "init", part.init)):
         if span is not None:
-            events.append(_slice(name, cat, span[0], span[1], pid, tid, t0, {unit: span[1] - span[0]}))
+            events.append(_slice(name, cat, span[0], span[1], track, {unit: span[1] - span[0]}))
+    events += _run_events(profile, part, track, first_run)
+    for begin, end in zip(part.delegate_start.tolist(), part.delegate_end.tolist()):
+        events.append(_slice(DELEGATE, "delegate", begin, end, track, {unit: end - begin}))
+    return events + _operator_events(trace, part, track, kernels)
+
+
+def _run_events(profile: "Profile", part: EventSpans, track: _Track, first_run: int) -> list[dict[str, Any]]:
+    """One slice per timed run (its Method::execute), in start order, named disturbed or throttled where it was."""
+    events: list[dict[str, Any]] = []
     disturbed = set(profile.disturbed_run_indices)
     throttled = profile.throttled_runs
     order = np.argsort(part.execute_start, kind="stable")
@@ -128,64 +148,45 @@ def _part_events(
         ]
         name = f"run {run + 1}" + (f" ({', '.join(marks)})" if marks else "")
         begin, end = int(part.execute_start[index]), int(part.execute_end[index])
-        events.append(
-            _slice(
-                name,
-                ",".join(["run", *marks]),
-                begin,
-                end,
-                pid,
-                tid,
-                t0,
-                {
-                    "event": EXECUTE,
-                    "run_index": run,
-                    unit: end - begin,
-                    "disturbed": "disturbed" in marks,
-                    "throttled": "throttled" in marks,
-                },
-            )
-        )
-    for begin, end in zip(part.delegate_start.tolist(), part.delegate_end.tolist()):
-        events.append(_slice(DELEGATE, "delegate", begin, end, pid, tid, t0, {unit: end - begin}))
+        args: dict[str, Any] = {
+            "event": EXECUTE,
+            "run_index": run,
+            track.unit: end - begin,
+            "disturbed": "disturbed" in marks,
+            "throttled": "throttled" in marks,
+        }
+        events.append(_slice(name, ",".join(["run", *marks]), begin, end, track, args))
+    return events
+
+
+def _operator_events(
+    trace: ExecutionTrace, part: EventSpans, track: _Track, kernels: dict[str, list[dict[str, Any]]]
+) -> list[dict[str, Any]]:
+    """One slice per operator call, holding its sampled kernels sized by their share of its samples."""
+    events: list[dict[str, Any]] = []
     for op, run, delegated, begin, end in zip(
         part.op.tolist(), part.op_run.tolist(), part.op_delegated.tolist(), part.op_start.tolist(), part.op_end.tolist()
     ):
         key = trace.ops[op]
         name = op_id(key)
         category = classify(key.name).category.value
-        events.append(
-            _slice(
-                name,
-                category,
-                begin,
-                end,
-                pid,
-                tid,
-                t0,
-                {"category": category, "delegated": bool(delegated), "run_index": run, unit: end - begin},
-            )
-        )
+        args: dict[str, Any] = {
+            "category": category,
+            "delegated": bool(delegated),
+            "run_index": run,
+            track.unit: end - begin,
+        }
+        events.append(_slice(name, category, begin, end, track, args))
         at = float(begin)
         for kernel in kernels.get(name, []):
             length = kernel["share"] * (end - begin)
-            events.append(
-                _slice(
-                    kernel["kernel"],
-                    "kernel (sampled share)",
-                    at,
-                    at + length,
-                    pid,
-                    tid,
-                    t0,
-                    {
-                        "samples": kernel["samples"],
-                        "share_of_operator": kernel["share"],
-                        "kind": kernel["kind"],
-                        "note": "a sampled share of the operator, drawn from its start; not a position",
-                    },
-                )
-            )
+            note: dict[str, Any] = {
+                "samples": kernel["samples"],
+                "share_of_operator": kernel["share"],
+                "kind": kernel["kind"],
+                "note": "a sampled share of the operator, drawn from its start; not a position",
+            }
+            events.append(_slice(kernel["kernel"], "kernel (sampled share)", at, at + length, track, note))
             at += length
     return events
 
@@ -217,7 +218,8 @@ def timeline_document(test_id: str, profiles: Sequence["Profile"]) -> dict[str, 
                 _meta("thread_name", number, tid, {"name": f"{chunk} {tid}: runs {first_run + 1}-{first_run + runs}"})
             )
             events.append(_meta("thread_sort_index", number, tid, {"sort_index": tid}))
-            events.extend(_part_events(profile, trace, part, number, tid, first_run, unit, kernels))
+            track = _Track(number, tid, _start_of(part), unit)
+            events.extend(_part_events(profile, trace, part, track, first_run, kernels))
             first_run += runs
     slices = [e for e in events if e["ph"] == "X"]
     meta = [e for e in events if e["ph"] == "M"]

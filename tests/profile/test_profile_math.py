@@ -454,7 +454,9 @@ def test_delegate_time_outside_every_delegate_operator_is_its_own_part_of_other(
 
 def _every_run_of_off_disturbed(monkeypatch: pytest.MonkeyPatch) -> None:
     """As on a busy machine: every timed run of the SME2-off profile disturbed, none of the on profile's."""
-    monkeypatch.setattr(Profile, "clean", property(lambda self: np.full(self.e2e_ms.size, "sme2-off" not in self.label)))
+    monkeypatch.setattr(
+        Profile, "clean", property(lambda self: np.full(self.e2e_ms.size, "sme2-off" not in self.label))
+    )
 
 
 def test_a_speedup_with_every_run_of_a_side_disturbed_says_so_and_what_to_do(on_off, monkeypatch) -> None:
