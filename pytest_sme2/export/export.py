@@ -525,7 +525,7 @@ def _lower_into(model: Model, recipe: Recipe, traced: Traced, out: Path) -> dict
 
             partitioners = [XnnpackPartitioner()]
         edge = to_edge_transform_and_lower(exported, partitioner=partitioners, generate_etrecord=True)
-        delegation = _delegation_record(edge.exported_program().graph_module)
+        delegation = _delegation_record(edge.exported_program())
         stage.name = "to_executorch"
         program = edge.to_executorch()
         stage.name = "writing artifacts"
@@ -627,11 +627,12 @@ def _quantize(
         return torch.export.export(converted, inputs, dynamic_shapes=dynamic_shapes)
 
 
-def _delegation_record(graph_module) -> dict[str, Any]:  # noqa: ANN001
-    """Node-level delegation facts from executorch.devtools.backend_debug, minus getitem plumbing."""
+def _delegation_record(program) -> dict[str, Any]:  # noqa: ANN001
+    """Node-level delegation facts of a lowered ``ExportedProgram`` from executorch.devtools.backend_debug, minus
+    getitem plumbing, and its graph nodes with the weights each reads (graph_nodes)."""
     from executorch.devtools.backend_debug import get_delegation_info
 
-    info = get_delegation_info(graph_module)
+    info = get_delegation_info(program.graph_module)
     table = info.get_operator_delegation_dataframe()
     ops = []
     for row in table.to_dict("records"):
@@ -650,5 +651,5 @@ def _delegation_record(graph_module) -> dict[str, Any]:  # noqa: ANN001
         "delegated_subgraphs": int(info.num_delegated_subgraphs),
         "ops": ops,
         # node by node, so the gate can pair two programs' nodes by name (gate/structure.py)
-        "nodes": graph_nodes(graph_module),
+        "nodes": graph_nodes(program),
     }

@@ -359,7 +359,7 @@ def _lowered_program() -> Iterator[list[dict[str, Any]]]:
     original = LLMEdgeManager.to_executorch
 
     def to_executorch(self: Any, *args: Any, **kwargs: Any) -> Any:
-        records.append(_delegation_record(self.edge_manager.exported_program().graph_module))
+        records.append(_delegation_record(self.edge_manager.exported_program()))
         return original(self, *args, **kwargs)
 
     LLMEdgeManager.to_executorch = to_executorch

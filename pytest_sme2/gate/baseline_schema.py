@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
+from pytest_sme2.export.graph_nodes import WEIGHTS_CHARS
 from pytest_sme2.system.plain_text import CONTROL
 
 REQUIRED = ("latency", "samples_ms", "shares")
@@ -87,15 +88,20 @@ def _text(x: Any) -> bool:
     return isinstance(x, str)
 
 
+_WEIGHTS_DIGEST = re.compile(rf"[0-9a-f]{{{WEIGHTS_CHARS}}}")
+
+
 def _graph_node(x: Any) -> bool:
-    """[node name, delegated, dtype or null, shape or null] (export/graph_nodes.py)."""
+    """[node name, delegated, dtype or null, shape or null, weights digest or null] (export/graph_nodes.py); a
+    record of a pytest-sme2 before export format 5 has the first four only."""
     return (
         isinstance(x, list)
-        and len(x) == 4
+        and len(x) in (4, 5)
         and isinstance(x[0], str)
         and isinstance(x[1], bool)
         and (x[2] is None or isinstance(x[2], str))
         and (x[3] is None or _list(_count)(x[3]))
+        and (len(x) == 4 or x[4] is None or (isinstance(x[4], str) and _WEIGHTS_DIGEST.fullmatch(x[4]) is not None))
     )
 
 
@@ -200,7 +206,8 @@ PROFILE = Fields(
                 # graph nodes in order (export/graph_nodes.py); absent in records of older pytest-sme2
                 "nodes": Leaf(
                     _optional(_list(_graph_node)),
-                    "null or a list of [node name, delegated, dtype or null, shape or null]",
+                    "null or a list of [node name, delegated, dtype or null, shape or null, weights digest (16 "
+                    "hex characters) or null]; records written before export format 5 have no weights digest",
                 ),
             },
             nullable=True,

@@ -9,10 +9,21 @@ decide, names are compared with their block index taken out
 sequence alignment (difflib), first with each node's output shape, so that of layers of different widths the
 inserted one is the one called added, then without it, so that a widened or otherwise changed block still
 pairs with its own. An inserted block then reads as that block added, and nothing after it as new or changed.
+
+Blocks alike in the graph (same nodes, same shapes) cannot be told apart that way: an ``nn.Sequential`` renumbers
+every child after an insertion, and deep_autoencoder's inserted Linear+BatchNorm+ReLU made the same program as the
+three appended (issue 65). Their weights can: where both records carry each node's weights digest (export format
+5, export/graph_nodes.py), blocks whose weights are found once on each side are paired by them first (the most
+such pairs that keep one order on both sides), and the stretches between them are aligned as above. A
+renumbered block then keeps its own pair under its new name, the inserted ones are the blocks whose weights the
+baseline never had, and blocks beside them that read no weights or the same weights (a ReLU, an untrained
+BatchNorm) are placed by their names. Where weights do not decide (records without digests, or an init re-seeded so
+that every weight after the insertion changed), the alignment is the one above, unchanged.
 """
 
 from __future__ import annotations
 
+import bisect
 import difflib
 import re
 from collections import Counter
@@ -32,16 +43,26 @@ class Node:
     delegated: bool = True
     dtype: str | None = None
     detail: Hashable = None  # nodes: the output shape; operators: their kind
+    weights: str | None = None  # the digest of the weights the node reads, None for none (or not recorded)
+    weighed: bool = False  # its record keeps weights digests (export format 5), so None means it reads none
 
 
 def nodes_of(record: Any) -> list[Node] | None:
-    """A record's graph nodes (``delegation.nodes``, export/graph_nodes.py), None for a record without them."""
+    """A record's graph nodes (``delegation.nodes``, export/graph_nodes.py), None for a record without them. A row
+    has a 5th field, the node's weights digest, from export format 5; older records' rows have four."""
     rows = ((record or {}).get("delegation") or {}).get("nodes")
     if not rows:
         return None
     return [
-        Node(name, bool(delegated), dtype, None if shape is None else tuple(shape))
-        for name, delegated, dtype, shape in rows
+        Node(
+            row[0],
+            bool(row[1]),
+            row[2],
+            None if row[3] is None else tuple(row[3]),
+            weights=row[4] if len(row) > 4 else None,
+            weighed=len(row) > 4,
+        )
+        for row in rows
     ]
 
 
@@ -86,6 +107,8 @@ class Alignment:
     # the first and last block of the stretch of alike blocks they are among), see _alike_stretch
     added_among: dict[str, list[tuple[list[str], str, str]]] = field(default_factory=dict)
     removed_among: dict[str, list[tuple[list[str], str, str]]] = field(default_factory=dict)
+    # family -> (baseline instance, its instance now) of its renumbered blocks, where weights paired some of them
+    moved: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -137,8 +160,21 @@ def align(then: Sequence[Node], now: Sequence[Node]) -> Alignment:
     # do not decide (a renumbered ModuleList), structure with output shapes, then structure alone
     keys = [(named(then), named(now)), (signature(then, True), signature(now, True))]
     keys.append((signature(then, False), signature(now, False)))
-    unit_pairs, left_then, left_now = _pair_units(units_then, units_now, keys)
-    unit_pairs += _pair_changed_blocks(left_then, left_now)
+    # before all of them, where both records keep weights digests: blocks paired by their weights, and the
+    # stretches between those pairs aligned as above (without any, the whole program is one stretch)
+    weighs = any(n.weighed for n in then) and any(n.weighed for n in now)
+    weights_then, weights_now = (
+        [_weights(nodes, u) for u in units] for nodes, units in ((then, units_then), (now, units_now))
+    )
+    anchors = _weight_anchors(weights_then, weights_now) if weighs else []
+    unit_pairs = [(units_then[i], units_now[j]) for i, j in anchors]
+    for (i0, j0), (i1, j1) in zip([(-1, -1), *anchors], [*anchors, (len(units_then), len(units_now))]):
+        pairs, left_then, left_now = _pair_units(units_then[i0 + 1 : i1], units_now[j0 + 1 : j1], keys)
+        unit_pairs += pairs + _pair_changed_blocks(left_then, left_now)
+    by_weights = {units_then[i].family for i, j in anchors if units_then[i].instance != units_now[j].instance}
+    for before, after in unit_pairs:
+        if before.family in by_weights and before.instance != after.instance and after.family == before.family:
+            out.moved.setdefault(before.family or ROOT, []).append((str(before.instance), str(after.instance)))
     paired_then = {u.members for u, _ in unit_pairs}
     paired_now = {u.members for _, u in unit_pairs}
     for before, after in unit_pairs:
@@ -150,14 +186,17 @@ def align(then: Sequence[Node], now: Sequence[Node]) -> Alignment:
     _pair_members(then, now, tuple(singles_then), tuple(singles_now), out)
     out.gone += [i for u in units_then if u.members not in paired_then and u.instance for i in u.members]
     out.new += [j for u in units_now if u.members not in paired_now and u.instance for j in u.members]
-    for nodes, units, paired, into, among in (
-        (then, units_then, paired_then, out.removed, out.removed_among),
-        (now, units_now, paired_now, out.added, out.added_among),
+    for nodes, units, paired, into, among, own, other in (
+        (then, units_then, paired_then, out.removed, out.removed_among, weights_then, weights_now),
+        (now, units_now, paired_now, out.added, out.added_among, weights_now, weights_then),
     ):
         for unit in units:
             if unit.instance and unit.members not in paired:
                 into.setdefault(unit.family or ROOT, []).append(unit.instance)
-        for stretch_family, run, first, last in _alike_stretches(units, paired, signature(nodes, True), nodes):
+        known = set(other)
+        unknown = {k for k, weights in enumerate(own) if weights and weights not in known} if weighs else set()
+        placed = _placed_by_weights(units, paired, unknown)
+        for stretch_family, run, first, last in _alike_stretches(units, paired, signature(nodes, True), nodes, placed):
             among.setdefault(stretch_family, []).append((run, first, last))
     for family in {u.family for u in units_then + units_now if u.instance}:
         count = [len({u.instance for u in units if u.family == family}) for units in (units_then, units_now)]
@@ -191,8 +230,55 @@ def _pair_units(
     return pairs, left_then, left_now
 
 
+def _placed_by_weights(
+    units: list[_Unit], paired: set[tuple[int, ...]], unknown: set[int]
+) -> Callable[[range, range], bool]:
+    """Whether a run of unpaired units (indices) is where its weights say, given the stretch of alike units it could
+    slide over and ``unknown``, the units whose weights the other record never had. It is when it holds such a
+    unit (blocks beside it that read no weights, or the same, are then placed by their names), unless a unit of the
+    stretch was paired though its weights changed: then weights did not pair the stretch (an init re-seeded)."""
+
+    def placed(run: range, stretch: range) -> bool:
+        changed = any(k in unknown and units[k].members in paired for k in stretch)
+        return bool(unknown & set(run)) and not changed
+
+    return placed
+
+
+def _weights(nodes: Sequence[Node], unit: _Unit) -> tuple[str, ...]:
+    """The weights digests of a block's nodes that read any, in order: empty for a block that reads none."""
+    return tuple(str(nodes[i].weights) for i in unit.members if nodes[i].weights)
+
+
+def _weight_anchors(then: list[tuple[str, ...]], now: list[tuple[str, ...]]) -> list[tuple[int, int]]:
+    """Units paired by their weights (indices into each list): each unit whose weights are found once on each
+    side, the most such pairs that keep one order on both sides (a block moved against that order is left to the
+    alignment by names and structure). An untrained BatchNorm's weights, the same in every one, pair none."""
+    count_then, count_now = Counter(then), Counter(now)
+    where_now = {weights: j for j, weights in enumerate(now) if weights and count_now[weights] == 1}
+    found = [(i, where_now[w]) for i, w in enumerate(then) if w and count_then[w] == 1 and w in where_now]
+    # the longest increasing subsequence of current indices (patience sorting): tails[k] is the pair (its place in
+    # found) ending the best one of length k + 1 so far, ends[k] its current index, before[p] the pair before p
+    tails: list[int] = []
+    ends: list[int] = []
+    before: list[int] = []
+    for position, (_, j) in enumerate(found):
+        k = bisect.bisect_left(ends, j)
+        before.append(tails[k - 1] if k else -1)
+        tails[k : k + 1], ends[k : k + 1] = [position], [j]
+    run, position = [], tails[-1] if tails else -1
+    while position >= 0:
+        run.append(found[position])
+        position = before[position]
+    return run[::-1]
+
+
 def _alike_stretches(
-    units: list[_Unit], paired: set[tuple[int, ...]], key: Callable[[_Unit], Hashable], nodes: Sequence[Node]
+    units: list[_Unit],
+    paired: set[tuple[int, ...]],
+    key: Callable[[_Unit], Hashable],
+    nodes: Sequence[Node],
+    placed: Callable[[range, range], bool],
 ) -> list[tuple[str, list[str], str, str]]:
     """Runs of unpaired blocks that could as well be other blocks beside them: (family, the run's names, the first
     and last block of the stretch they slide over). Blocks alike in the graph (same nodes, same shapes) cannot be
@@ -201,7 +287,8 @@ def _alike_stretches(
     new (issue 65: deep_autoencoder's inserted Linear+BN+ReLU read as the last three added). A run that cannot
     slide (a block unlike its neighbours) is not listed: its name is the block added. Alike includes what a block
     takes in, the output shape of the block before it (a record keeps only output shapes): deep_autoencoder's
-    Linear(8, 128) and Linear(128, 128) both give 1x128, but only the second can be the inserted one's twin."""
+    Linear(8, 128) and Linear(128, 128) both give 1x128, but only the second can be the inserted one's twin.
+    ``placed(run, stretch)`` (unit indices): the run's weights say where it is, so it is not listed."""
 
     def alike(i: int, j: int) -> bool:
         def taken(k: int) -> Hashable:
@@ -227,7 +314,7 @@ def _alike_stretches(
             low -= 1
         while high + size < len(units) and units[high + size].family == unit.family and alike(high, high + size):
             high += 1
-        if (low, high) != (index, index):
+        if (low, high) != (index, index) and not placed(range(index, end + 1), range(low, high + size)):
             run = [str(u.instance) for u in units[index : end + 1]]
             out.append((unit.family or ROOT, run, str(units[low].instance), str(units[high + size - 1].instance)))
         index = end + 1
@@ -281,12 +368,14 @@ def changes(then: Sequence[Node], now: Sequence[Node], alignment: Alignment) -> 
     out = []
     for family, (before, after) in sorted(alignment.blocks.items()):
         added, removed = alignment.added.get(family, []), alignment.removed.get(family, [])
+        moved = alignment.moved.get(family, [])
         if added or removed:
             which = "; ".join(
                 part
                 for part in (
-                    _which(added, alignment.added_among.get(family, []), "added", "new name"),
-                    _which(removed, alignment.removed_among.get(family, []), "removed", "name gone"),
+                    _which(added, alignment.added_among.get(family, []), "inserted" if moved else "added", bool(moved)),
+                    _which(removed, alignment.removed_among.get(family, []), "removed", bool(moved)),
+                    _moves(moved),
                 )
                 if part
             )
@@ -315,22 +404,57 @@ def changes(then: Sequence[Node], now: Sequence[Node], alignment: Alignment) -> 
     return out
 
 
-def _which(names: list[str], among: list[tuple[list[str], str, str]], verb: str, name_word: str) -> str:
-    """``layers.1 added``; of blocks alike their neighbours, how many among which, and the names that are new (or
-    gone), since the graph cannot say which of the alike blocks is the one added."""
+def _which(names: list[str], among: list[tuple[list[str], str, str]], verb: str, counted: bool) -> str:
+    """``layers.1 added`` (``counted``: ``1 inserted: layers.1``, beside the blocks renumbered); of blocks alike
+    their neighbours, how many among which, and the names that are new (or gone), since the graph cannot say which
+    of the alike blocks is the one added."""
     if not names:
         return ""
+    name_word, names_word = ("name gone", "names gone") if verb == "removed" else ("new name", "new names")
     vague = {name for run, _, _ in among for name in run}
-    parts = [f"{', '.join(n for n in names if n not in vague)} {verb}"] if set(names) - vague else []
+    plain = [n for n in names if n not in vague]
+    parts = []
+    if plain:
+        parts.append(f"{len(plain)} {verb}: {_span(plain)}" if counted else f"{', '.join(plain)} {verb}")
     for run, first, last in among:
-        plural = "s" if len(run) > 1 else ""
-        family, _, _ = first.rpartition(".")
-        to = last.removeprefix(family) if family and last.startswith(f"{family}.") else last
         parts.append(
-            f"{len(run)} {verb} among {first} to {to}, which are alike: the graph cannot tell which; "
-            f"{name_word}{plural} {', '.join(run)}"
+            f"{len(run)} {verb} among {first} to {_tail(last)}, which are alike: the graph cannot tell which; "
+            f"{names_word if len(run) > 1 else name_word} {', '.join(run)}"
         )
     return "; ".join(parts)
+
+
+def _tail(instance: str) -> str:
+    """``.26`` of ``encoder_decoder.26``: a block's index after its family's first mention (``3`` of a root one)."""
+    family, _, index = instance.rpartition(".")
+    return f".{index}" if family else instance
+
+
+def _span(instances: list[str]) -> str:
+    """``encoder_decoder.18, .19, .20``."""
+    return ", ".join([instances[0], *map(_tail, instances[1:])])
+
+
+def _moves(moved: list[tuple[str, str]]) -> str:
+    """The renumbered blocks as runs: ``encoder_decoder.18 to .26 moved to .21 to .29`` (``layers.2 moved to .1``
+    for one), runs apart joined by commas."""
+
+    def index(instance: str) -> int:
+        return int(instance.rpartition(".")[2])
+
+    runs: list[list[tuple[str, str]]] = []
+    for then, now in sorted(moved, key=lambda pair: index(pair[0])):
+        last = runs[-1][-1] if runs else None
+        if last and index(then) == index(last[0]) + 1 and index(now) == index(last[1]) + 1:
+            runs[-1].append((then, now))
+        else:
+            runs.append([(then, now)])
+    return ", ".join(
+        f"{run[0][0]} moved to {_tail(run[0][1])}"
+        if len(run) == 1
+        else f"{run[0][0]} to {_tail(run[-1][0])} moved to {_tail(run[0][1])} to {_tail(run[-1][1])}"
+        for run in runs
+    )
 
 
 def fell_out(then: Sequence[Node], now: Sequence[Node], alignment: Alignment) -> list[str]:

@@ -33,7 +33,7 @@ def align_ops(
     ops_now: Mapping[str, Any],
     ids_then: Mapping[str, str] | None = None,
     ids_now: Mapping[str, str] | None = None,
-    shapes: tuple[Mapping[str, Any], Mapping[str, Any]] = ({}, {}),
+    graph: tuple[Mapping[str, structure.Node], Mapping[str, structure.Node]] = ({}, {}),
 ) -> tuple[list[tuple[str, str]], list[str], list[str]]:
     """Pairs (baseline op, current op), and the ops only one side has (each list in execution order).
 
@@ -41,9 +41,10 @@ def align_ops(
     operators are paired by what they are in the graph (structure.align): by identity with a block's index
     taken out, whole blocks aligned as units, so an inserted layer is that layer's operators new and
     nothing after it, though every later layer is renamed and every later operator renumbered.
-    ``shapes``: each side's graph node name -> output shape (shapes_of), which tells layers of different widths
-    apart. An operator that changed kind on the same node (a convolution now depthwise) stays paired, so a
-    kernel-path change reads "X is now Y".
+    ``graph``: each side's graph nodes by name (graph_of): their output shapes tell layers of different widths
+    apart, and their weights digests tell renumbered blocks from inserted ones, as they do for the nodes. An
+    operator that changed kind on the same node (a convolution now depthwise) stays paired, so a kernel-path
+    change reads "X is now Y".
 
     Records of an older pytest-sme2 have no identities: their operators are paired as before, by aligning
     the two execution orders (difflib, on names without numbers) and pairing operators replaced one for
@@ -52,13 +53,20 @@ def align_ops(
     then, now = (sorted(ops, key=lambda name: ops[name][0]) for ops in (ops_then, ops_now))
     if ids_then and ids_now:
 
-        def items(names: list[str], ids: Mapping[str, str], shape: Mapping[str, Any]) -> list[structure.Node]:
-            return [
-                structure.Node(_unpositioned(ids.get(n, n)), detail=(op_kind(n), shape.get(ids.get(n, n))))
-                for n in names
-            ]
+        def items(
+            names: list[str], ids: Mapping[str, str], nodes: Mapping[str, structure.Node]
+        ) -> list[structure.Node]:
+            weighed = any(node.weighed for node in nodes.values())
+            out = []
+            for n in names:
+                node = nodes.get(ids.get(n, n))
+                shape, weights = (node.detail, node.weights) if node else (None, None)
+                out.append(
+                    structure.Node(_unpositioned(ids.get(n, n)), True, None, (op_kind(n), shape), weights, weighed)
+                )
+            return out
 
-        found = structure.align(items(then, ids_then, shapes[0]), items(now, ids_now, shapes[1]))
+        found = structure.align(items(then, ids_then, graph[0]), items(now, ids_now, graph[1]))
         pairs = [(then[i], now[j]) for i, j in found.pairs]
         return pair_anchorless(pairs, [then[i] for i in found.gone], [now[j] for j in found.new], ids_then, ids_now)
     matcher = difflib.SequenceMatcher(None, [op_kind(n) for n in then], [op_kind(n) for n in now], autojunk=False)
@@ -120,9 +128,10 @@ LEGACY_PAIRING = (
 )
 
 
-def shapes_of(record: Mapping[str, Any]) -> dict[str, Any]:
-    """Graph node name -> its output shape, of a record with graph nodes (empty for one without)."""
-    return {node.name: node.detail for node in structure.nodes_of(record) or ()}
+def graph_of(record: Mapping[str, Any]) -> dict[str, structure.Node]:
+    """Graph node name -> the node (its output shape and weights), of a record with graph nodes (empty for one
+    without)."""
+    return {node.name: node for node in structure.nodes_of(record) or ()}
 
 
 def op_pairs(
@@ -133,5 +142,5 @@ def op_pairs(
     ops_now = {k: v for k, v in (now.get("ops") or {}).items() if keep_now is None or k in keep_now}
     ops_then = {k: v for k, v in (then.get("ops") or {}).items() if keep_then is None or k in keep_then}
     return align_ops(
-        ops_then, ops_now, then.get("op_identity"), now.get("op_identity"), (shapes_of(baseline), shapes_of(current))
+        ops_then, ops_now, then.get("op_identity"), now.get("op_identity"), (graph_of(baseline), graph_of(current))
     )
