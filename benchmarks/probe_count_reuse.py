@@ -65,13 +65,13 @@ def lower_and_split(model: str, work: Path) -> tuple[Path, list[Path], float]:
     return full, parts, time.perf_counter() - started
 
 
-INPUTS: dict[Path, Path] = {}  # a program's inputs file (torch.save of a tuple); all-ones where none
-
-
-def counted_events(pte: Path, sme2: bool, out: Path, logs: Path) -> list[tuple[str, str, bool, int, int]]:
-    """(block, label, is an XNNPACK operator, instructions, SME instructions) of each event of one counted run."""
+def counted_events(
+    pte: Path, sme2: bool, out: Path, logs: Path, inputs: Path | None = None
+) -> list[tuple[str, str, bool, int, int]]:
+    """(block, label, is an XNNPACK operator, instructions, SME instructions) of each event of one counted run;
+    ``inputs``: a torch.save of the inputs tuple, else the runner's all-ones inputs."""
     result = EmulatedTarget(logs, fresh=True).run(
-        pte, INPUTS.get(pte), RunSpec(sme2=sme2, runs=1, warmup=0, timeout_s=3600), out
+        pte, inputs, RunSpec(sme2=sme2, runs=1, warmup=0, timeout_s=3600), out
     )
     _, files = read_counts(Path(result.evidence["instruction_counts"]))
     counts = files["timed"]
@@ -140,11 +140,10 @@ def data_dependence(model: str, full_pte: Path, work: Path, seeds: list[int]) ->
     ones = counted_events(full_pte, True, work / "full_on_ones", work / "logs")
     out: dict[str, Any] = {"ones_inference": _inference(ones)}
     for seed in seeds:
-        INPUTS[full_pte] = seeded_inputs(model, seed, work / f"inputs_seed{seed}.pt")
-        drawn = counted_events(full_pte, True, work / f"full_on_seed{seed}", work / "logs")
+        drawn_inputs = seeded_inputs(model, seed, work / f"inputs_seed{seed}.pt")
+        drawn = counted_events(full_pte, True, work / f"full_on_seed{seed}", work / "logs", drawn_inputs)
         moved = [a[0] for a, b in zip(operator_counts(ones), operator_counts(drawn)) if a != b]
         out[f"seed_{seed}"] = {"inference": _inference(drawn), "operators_moved": len(moved), "moved": moved[:10]}
-    INPUTS.pop(full_pte, None)
     return out
 
 
