@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from typing import Any, Mapping
+from typing import Any, Mapping, NamedTuple
 
 from pytest_sme2.evidence.categories import strip_instance
 from pytest_sme2.gate import structure
@@ -68,7 +68,8 @@ def align_ops(
 
         found = structure.align(items(then, ids_then, graph[0]), items(now, ids_now, graph[1]))
         pairs = [(then[i], now[j]) for i, j in found.pairs]
-        return pair_anchorless(pairs, [then[i] for i in found.gone], [now[j] for j in found.new], ids_then, ids_now)
+        gone, new = [then[i] for i in found.gone], [now[j] for j in found.new]
+        return pair_anchorless(pairs, gone, new, Side(then, ids_then, ops_then), Side(now, ids_now, ops_now))
     matcher = difflib.SequenceMatcher(None, [op_kind(n) for n in then], [op_kind(n) for n in now], autojunk=False)
     pairs, gone, new = [], [], []
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
@@ -80,45 +81,107 @@ def align_ops(
     return pairs, gone, new
 
 
+class Side(NamedTuple):
+    """One record's counted operators, as pair_anchorless reads them."""
+
+    order: list[str]  # operator names in execution order
+    ids: Mapping[str, str]  # name -> identity (identity.py)
+    ops: Mapping[str, Any]  # name -> [position, instructions, ...]
+
+
 def pair_anchorless(
-    pairs: list[tuple[str, str]],
-    gone: list[str],
-    new: list[str],
-    ids_then: Mapping[str, str],
-    ids_now: Mapping[str, str],
+    pairs: list[tuple[str, str]], gone: list[str], new: list[str], then: Side, now: Side
 ) -> tuple[list[tuple[str, str]], list[str], list[str]]:
     """Operators with no graph node of their own are named after the last named operator before them
     (identity.py: "Mean (ND) Reduce2 after b2.conv: ..."), so a layer inserted before them renames them though
     they did not change. Left unpaired they read as gone and new under the same name and lose their own
-    instruction check. Such operators are paired kind by kind, in execution order, when the
-    baseline's unpaired ones of that kind are as many as the new ones now named after a node the baseline does
-    not have (an inserted layer): an inserted block that brings its own operator of that kind makes the counts
-    differ, and then nothing of that kind is paired (a wrong pair would judge one operator by another's
-    instructions). A boundary transpose after a delegate split, named after a node both sides have, stays new."""
-    nodes_then = set(ids_then.values())
+    instruction check. Three rules pair them, kind by kind in execution order, each on what the one before
+    left over:
 
-    def anchor(identity: str) -> str | None:
-        return identity.split(" after ", 1)[1] if " after " in identity else None
+    1. Both stand before the same named node (the first operator after them with a node of its own), one both
+       sides have: an unchanged operator before ``head`` is itself though it now follows an inserted layer.
+    2. The baseline's unpaired ones of a kind are as many as the new ones now named after a node the baseline
+       does not have (an inserted layer before them); where the counts differ nothing is paired by this rule.
+    3. Both count exactly alike (every counted quantity): an operator that only moved is no change at all,
+       and judging it by its twin's instructions cannot be wrong. EfficientSAM's two small Multiplies (119
+       instructions each) run after the last encoder block's norm1, so they move into an appended block,
+       beside Multiplies of the block's own.
 
-    by_kind_then: dict[str, list[str]] = {}
-    by_kind_now: dict[str, list[str]] = {}
-    for name in gone:
-        if anchor(ids_then.get(name, "")) is not None:
-            by_kind_then.setdefault(op_kind(name), []).append(name)
-    for name in new:
-        now_anchor = anchor(ids_now.get(name, ""))
-        if now_anchor is not None and now_anchor not in nodes_then:
-            by_kind_now.setdefault(op_kind(name), []).append(name)
-    matched = [
-        pair
-        for kind, names in by_kind_then.items()
-        if len(names) == len(by_kind_now.get(kind, []))
-        for pair in zip(names, by_kind_now[kind])
-    ]
+    What is left stays gone and new: a wrong pair would judge one operator by another's instructions. A
+    boundary transpose after a delegate split, named after a node both sides have, with no twin in the
+    baseline, stays new."""
+    named_both = set(then.ids.values()) & set(now.ids.values())
+    matched = _pair_by_key(_anchorless(gone, then, named_both), _anchorless(new, now, named_both))
+    left_then, left_now = _unpaired(gone, new, matched)
+    nodes_then = set(then.ids.values())
+    after_new_node = [n for n in left_now if _anchor(now.ids.get(n, "")) not in (None, *nodes_then)]
+    matched += _pair_by_key(_anchorless(left_then, then, None), _anchorless(after_new_node, now, None))
+    left_then, left_now = _unpaired(gone, new, matched)
+    matched += _pair_twins(_anchorless(left_then, then, None), _anchorless(left_now, now, None), then, now)
     if not matched:
         return pairs, gone, new
+    left_then, left_now = _unpaired(gone, new, matched)
+    return [*pairs, *matched], left_then, left_now
+
+
+def _unpaired(gone: list[str], new: list[str], matched: list[tuple[str, str]]) -> tuple[list[str], list[str]]:
+    """``gone`` and ``new`` without the operators ``matched`` pairs."""
     paired_then, paired_now = {a for a, _ in matched}, {b for _, b in matched}
-    return ([*pairs, *matched], [n for n in gone if n not in paired_then], [n for n in new if n not in paired_now])
+    return [n for n in gone if n not in paired_then], [n for n in new if n not in paired_now]
+
+
+def _pair_twins(
+    then: Mapping[tuple[str, str | None], list[str]],
+    now: Mapping[tuple[str, str | None], list[str]],
+    side_then: Side,
+    side_now: Side,
+) -> list[tuple[str, str]]:
+    """Rule 3 of pair_anchorless: each baseline operator with the first one now of its kind that counts exactly
+    alike (everything but the position), each used once."""
+    out = []
+    for key, names in then.items():
+        free = list(now.get(key, ()))
+        for name in names:
+            twin = next((n for n in free if list(side_now.ops[n][1:]) == list(side_then.ops[name][1:])), None)
+            if twin is not None:
+                free.remove(twin)
+                out.append((name, twin))
+    return out
+
+
+def _anchor(identity: str) -> str | None:
+    """The named node an anchorless operator's identity is named after (None for a node's own operator)."""
+    return identity.split(" after ", 1)[1] if " after " in identity else None
+
+
+def _anchorless(names: list[str], side: Side, before: set[str] | None) -> dict[tuple[str, str | None], list[str]]:
+    """The anchorless ones of ``names`` in execution order, by (kind, the next named node after them) where that
+    node is one of ``before`` (the others left out); ``before=None``: by kind alone."""
+    order, ids = side.order, side.ids
+    following: dict[str, str | None] = {}
+    upcoming: str | None = None
+    for name in reversed(order):
+        following[name] = upcoming
+        identity = ids.get(name, "")
+        if identity and _anchor(identity) is None:
+            upcoming = identity
+    out: dict[tuple[str, str | None], list[str]] = {}
+    wanted = set(names)
+    for name in order:
+        if name not in wanted or _anchor(ids.get(name, "")) is None:
+            continue
+        nxt = following[name] if before is not None else None
+        if before is not None and nxt not in before:
+            continue
+        out.setdefault((op_kind(name), nxt), []).append(name)
+    return out
+
+
+def _pair_by_key(
+    then: Mapping[tuple[str, str | None], list[str]], now: Mapping[tuple[str, str | None], list[str]]
+) -> list[tuple[str, str]]:
+    """Pairs in execution order of each key the two sides have as many operators of."""
+    return [pair for key, names in then.items() if len(names) == len(now.get(key, ())) for pair in zip(names, now[key])]
 
 
 LEGACY_PAIRING = (
