@@ -30,10 +30,9 @@ from pytest_sme2.measure.session import Settings, Sme2Session, session_folder_na
 if TYPE_CHECKING:  # what the fixtures return; imported where they run
     from pytest_sme2.measure.llm import LlmProfile
     from pytest_sme2.measure.thread_scaling import ThreadScaling
-from pytest_sme2.plugin import options, progress, third_party_noise  # noqa: E402
+from pytest_sme2.plugin import options, process_count, progress, third_party_noise  # noqa: E402
 from pytest_sme2.profile.profile import Profile  # noqa: E402
 from pytest_sme2.run.targets import RunSpec, TargetSettings, check_choice, target_options  # noqa: E402
-from pytest_sme2.run.targets.base import AUTO_PROCESSES  # noqa: E402
 from pytest_sme2.system import git_ignored, supervised, writable_folders  # noqa: E402
 from pytest_sme2.system.plain_text import no_workflow_commands  # noqa: E402
 from pytest_sme2.system.safe_files import write_file  # noqa: E402
@@ -48,9 +47,6 @@ pytest_plugins = (
 
 _SESSION_KEY = pytest.StashKey[Sme2Session]()
 _PROFILES_KEY = pytest.StashKey[list]()
-# sme2_processes = auto: the processes this test's baseline asks its checks to measure; set by the gate's
-# setup hook (baseline_hooks), which reads the test's own tolerances the way its verdicts will.
-AUTO_PROCESSES_KEY = pytest.StashKey[int]()
 # The device model of --sme2-device (a DeviceModel; None without one), read once at configure: the gate keeps
 # each counted run's modelled time on it in baselines and judges it (gate/checks/modelled.py).
 DEVICE_KEY = pytest.StashKey[Any]()
@@ -463,9 +459,7 @@ def runner(request: pytest.FixtureRequest) -> Callable[..., Runner]:
                 warmup=pick(warmup, "warmup", default_warmup),
                 timeout_s=pick(timeout, "timeout", s.timeout_s),
                 max_rounds=perf.get("max_rounds", s.max_rounds),
-                processes=(
-                    request.node.stash.get(AUTO_PROCESSES_KEY, 1) if s.processes == AUTO_PROCESSES else int(s.processes)
-                ),
+                processes=process_count.processes_for(request.node, s.processes),
                 timeout_source=(
                     f"runner(timeout={timeout!r})"
                     if timeout is not None

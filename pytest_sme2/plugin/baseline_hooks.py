@@ -30,10 +30,10 @@ from pytest_sme2.gate.checks.modelled import JUDGE_WITH, NO_DEVICE_THIS_SESSION
 from pytest_sme2.gate.gate import MISSING_POLICIES
 from pytest_sme2.gate.verdict import Status, Tolerances, Verdict
 from pytest_sme2.plugin import (
-    AUTO_PROCESSES_KEY,
     DEVICE_KEY,
     failures_of_test,
     options,
+    process_count,
     profiles_of,
     session_of,
     setting,
@@ -96,6 +96,7 @@ def pytest_configure(config: pytest.Config) -> None:
         narrowed_files=_narrowed_files(config),
         rootdir=config.rootpath,
     )
+    config.stash[process_count.BASELINE_NEEDS] = baseline_processes
     if getattr(config, "workerinput", None) is None:  # the controller (or a plain run) prints the summary
         config.pluginmanager.register(_GateTally(config.stash[_GATE_KEY]), "sme2-baseline-summary")
 
@@ -219,29 +220,33 @@ def _rules_of(item: pytest.Item, config: _GateConfig) -> gate.Rules | None:
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """A wrong @pytest.mark.baseline errors the test here, before its fixtures export or run anything (a plain
-    hook: a test skipped by its skip or skipif mark is skipped first, and never judged). Then
-    sme2_processes = auto: how many processes its stored baseline asks its checks to measure
-    (gate.auto_processes); the runner fixture reads it. 1 when the gate is off for the test."""
+    hook: a test skipped by its skip or skipif mark is skipped first, and never judged)."""
     config = item.config.stash.get(_GATE_KEY, None)
     if config is None:
         return
     try:  # a wrong @pytest.mark.baseline is an error before the test exports or runs anything
-        rules = _rules_of(item, config)
+        _rules_of(item, config)
     except UsageError as exc:
         raise pytest.fail.Exception(f"UsageError: {exc}", pytrace=False) from None
+
+
+def baseline_processes(item: pytest.Item) -> int:
+    """How many processes the checks of ``item``'s stored baseline on this target need (gate.auto_processes),
+    read with the test's own tolerances, as its verdicts will be; 1 when the gate is off for it or the target
+    cannot be set up (the runner reports that, as a test failure). Registered at configure for
+    plugin/process_count.py, the one place the process count is decided."""
+    config = item.config.stash.get(_GATE_KEY, None)
     session = session_of(item.config)
-    if (
-        rules is None
-        or session is None
-        or session.settings.processes != gate.AUTO_PROCESSES
-        or "runner" not in getattr(item, "fixturenames", ())
-    ):
-        return
+    if config is None or session is None:
+        return 1
+    rules = _rules_of(item, config)  # a wrong marker failed the test at setup, before this
+    if rules is None:
+        return 1
     try:
         fingerprint = session.target.info.fingerprint
-    except Sme2Error:  # a target that cannot be set up: the runner fixture reports it, as a test failure
-        return
-    item.stash[AUTO_PROCESSES_KEY] = gate.auto_processes(rules.root, fingerprint, item.nodeid, rules.tolerances)
+    except Sme2Error:
+        return 1
+    return gate.auto_processes(rules.root, fingerprint, item.nodeid, rules.tolerances)
 
 
 def _gate(item: pytest.Item, body_failed: str | None = None) -> None:
