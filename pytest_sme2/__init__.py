@@ -39,7 +39,8 @@ from pytest_sme2.gate.assertions import (
     assert_sme2_not_slower_at_any_threads,
     assert_speedup,
 )
-from pytest_sme2.gate.verdict import Tolerances, Verdict
+from pytest_sme2.gate.checks.base import Check, Pair
+from pytest_sme2.gate.verdict import Evidence, Status, Tolerances, Verdict
 from pytest_sme2.measure.llm import LlmProfile, LlmSequence
 from pytest_sme2.measure.runner import Runner, Timings
 from pytest_sme2.measure.session import Sme2Session
@@ -56,9 +57,11 @@ from pytest_sme2.system.option import Option
 __all__ = [
     "BaselineError",
     "Category",
+    "Check",
     "DamagedCacheEntryWarning",
     "DoctorLine",
     "EtdumpError",
+    "Evidence",
     "ExportError",
     "ExportedModel",
     "InstructionCount",
@@ -71,6 +74,7 @@ __all__ = [
     "ModelDefinitionError",
     "OneProcessIntervalWarning",
     "Option",
+    "Pair",
     "Profile",
     "ProgramError",
     "Recipe",
@@ -84,6 +88,7 @@ __all__ = [
     "Sme2Session",
     "Sme2Warning",
     "Speedup",
+    "Status",
     "StorageError",
     "Target",
     "TargetInfo",

@@ -17,10 +17,11 @@ def _taught_imports() -> list[tuple[str, str]]:
 
     CHANGELOG.md is history, not teaching, and is not read: it names the deprecated old names on purpose
     (test_renamed_public_names_still_work_for_one_release_and_warn checks those)."""
+    # Entry point groups (pyproject.toml's, such as the targets', and the checks') are dotted names, not imports.
+    from pytest_sme2.gate.checks.registered import GROUP as CHECKS_GROUP  # no shipped check registers there
     from pytest_sme2.system.toml_reader import tomllib
 
-    # Entry point groups (pyproject.toml's, such as the targets') are dotted names that are not imports.
-    groups = set(tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["entry-points"])
+    groups = set(tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["entry-points"]) | {CHECKS_GROUP}
     found = []
     for path in [REPO / "README.md", *(REPO / "docs").glob("*.md")]:
         text = path.read_text()

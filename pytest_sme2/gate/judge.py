@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from pytest_sme2.errors import UsageError
-from pytest_sme2.gate.checks import CHECKS, Pair
+from pytest_sme2.gate.checks import Pair
+from pytest_sme2.gate.checks.registered import registered_checks
 from pytest_sme2.gate.quality import forced_baseline_note
 from pytest_sme2.gate.verdict import METRICS, Tolerances, Verdict
 
@@ -21,9 +22,10 @@ def judge(
     tolerances: Tolerances | None = None,
     metric: str = "latency",
 ) -> list[Verdict]:
-    """Every registered check's verdicts, in registry order; a regression of a time-based quantity judged on a
+    """Every registered check's verdicts (pytest-sme2's own, then other distributions', checks/registered.py), in
+    that order; a regression of a time-based quantity judged on a
     baseline written despite its quality check says so (quality.forced_baseline_note)."""
     if metric not in METRICS:
         raise UsageError(f"metric {metric!r} is unknown; use one of {', '.join(METRICS)}")
     pair = Pair(label, current, baseline, tolerances or Tolerances(), metric)
-    return [forced_baseline_note(v, baseline) for check in CHECKS for v in check.judge(pair)]
+    return [forced_baseline_note(v, baseline) for check in registered_checks() for v in check.judge(pair)]

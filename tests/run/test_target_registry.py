@@ -9,11 +9,11 @@ host target and adds its option's value to the target's facts, so the session's 
 from __future__ import annotations
 
 import os
-import textwrap
 from pathlib import Path
 from typing import Callable, Iterator
 
 import pytest
+from helpers_dist import install
 from helpers_versions import needs_binding_etdump
 
 from pytest_sme2.errors import UsageError
@@ -71,18 +71,6 @@ class RelayTarget(RegisteredTarget):
     def close(self):
         self._inner.close()
 '''
-
-
-def install(site: Path, distribution: str, module: str, source: str, entry_points: str) -> Path:
-    """``module`` and a dist-info for ``distribution`` in ``site``, as pip leaves them: what importlib.metadata
-    reads."""
-    site.mkdir(parents=True, exist_ok=True)
-    (site / f"{module}.py").write_text(source)
-    info = site / f"{distribution.replace('-', '_')}-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {distribution}\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text(textwrap.dedent(entry_points))
-    return site
 
 
 @pytest.fixture
