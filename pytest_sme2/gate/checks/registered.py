@@ -16,23 +16,14 @@ from typing import Any
 
 from pytest_sme2.errors import UsageError
 from pytest_sme2.gate.checks import CHECKS, Check
+from pytest_sme2.system.entry_points import distribution_of, load
 
 GROUP = "pytest_sme2.checks"
 
 
-def _distribution(entry: metadata.EntryPoint) -> str:
-    dist = getattr(entry, "dist", None)
-    return dist.metadata["Name"] if dist is not None else "an unknown distribution"
-
-
 def _load(entry: metadata.EntryPoint) -> Check:
-    where = f"check {entry.name!r} ({entry.value}, entry point group {GROUP} of {_distribution(entry)})"
-    try:
-        loaded: Any = entry.load()
-    except Exception as exc:
-        raise UsageError(
-            f"{where} cannot be loaded: {type(exc).__name__}: {exc}; fix or uninstall that distribution"
-        ) from exc
+    where = f"check {entry.name!r} ({entry.value}, entry point group {GROUP} of {distribution_of(entry)})"
+    loaded: Any = load(entry, where)
     if not isinstance(loaded, Check):
         raise UsageError(f"{where} is {loaded!r}, not a pytest_sme2.Check; register a Check instance")
     if not loaded.names or (loaded.counted is None and loaded.measured is None):
@@ -50,9 +41,9 @@ def registered_checks() -> tuple[Check, ...]:
         for name in check.names:
             if name in given:
                 raise UsageError(
-                    f"check {entry.name!r} of {_distribution(entry)} (entry point group {GROUP}) gives verdicts "
+                    f"check {entry.name!r} of {distribution_of(entry)} (entry point group {GROUP}) gives verdicts "
                     f"named {name!r}, which {given[name]} already gives; rename its verdicts or uninstall it"
                 )
-            given[name] = _distribution(entry)
+            given[name] = distribution_of(entry)
         out.append(check)
     return tuple(out)

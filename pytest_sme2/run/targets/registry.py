@@ -16,15 +16,11 @@ from typing import Any
 
 from pytest_sme2.errors import UsageError
 from pytest_sme2.run.targets.base import RegisteredTarget, Target, TargetSettings
+from pytest_sme2.system.entry_points import distribution_of, load
 from pytest_sme2.system.option import Option
 
 GROUP = "pytest_sme2.targets"
 DISTRIBUTION = "pytest-sme2"
-
-
-def _distribution(entry: metadata.EntryPoint) -> str:
-    dist = getattr(entry, "dist", None)
-    return dist.metadata["Name"] if dist is not None else "an unknown distribution"
 
 
 def _own(name: str) -> bool:
@@ -32,13 +28,8 @@ def _own(name: str) -> bool:
 
 
 def _load(entry: metadata.EntryPoint) -> type[RegisteredTarget]:
-    where = f"target {entry.name!r} ({entry.value}, entry point group {GROUP} of {_distribution(entry)})"
-    try:
-        loaded: Any = entry.load()
-    except Exception as exc:
-        raise UsageError(
-            f"{where} cannot be loaded: {type(exc).__name__}: {exc}; fix or uninstall that " "distribution"
-        ) from exc
+    where = f"target {entry.name!r} ({entry.value}, entry point group {GROUP} of {distribution_of(entry)})"
+    loaded: Any = load(entry, where)
     if not (isinstance(loaded, type) and issubclass(loaded, RegisteredTarget)):
         raise UsageError(f"{where} is {loaded!r}, not a subclass of pytest_sme2.run.targets.base.RegisteredTarget")
     if not loaded.names or loaded.names[0] != entry.name:
@@ -55,7 +46,7 @@ def target_classes() -> dict[str, type[RegisteredTarget]]:
     that cannot be loaded, or no registration of pytest-sme2's own at all (metadata older than the checkout) is a
     UsageError that names the distribution and the fix."""
     entries = sorted(metadata.entry_points(group=GROUP), key=lambda entry: entry.name)
-    if not any(_own(_distribution(entry)) for entry in entries):
+    if not any(_own(distribution_of(entry)) for entry in entries):
         raise UsageError(
             f"no pytest-sme2 targets are registered (entry point group {GROUP}): the installed "
             "pytest-sme2's metadata is older than its code; install it again (`make install`, or "
@@ -65,13 +56,13 @@ def target_classes() -> dict[str, type[RegisteredTarget]]:
     registered_by: dict[str, str] = {}
     for entry in entries:
         if entry.name in classes:
-            first, second = sorted((registered_by[entry.name], _distribution(entry)))
+            first, second = sorted((registered_by[entry.name], distribution_of(entry)))
             raise UsageError(
                 f"the target name {entry.name!r} is registered twice (entry point group {GROUP}), by "
                 f"{first} and by {second}; uninstall one of them"
             )
         classes[entry.name] = _load(entry)
-        registered_by[entry.name] = _distribution(entry)
+        registered_by[entry.name] = distribution_of(entry)
     return classes
 
 
