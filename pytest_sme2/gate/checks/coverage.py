@@ -9,7 +9,7 @@ from typing import Any, Mapping
 
 from pytest_sme2.gate.checks.base import Check, Pair
 from pytest_sme2.gate.checks.counted import counted_share, counts_of
-from pytest_sme2.gate.checks.process_stats import per_run_verdict
+from pytest_sme2.gate.checks.process_stats import PerRunQuantity, per_run_verdict
 from pytest_sme2.gate.verdict import Tolerances, Verdict
 
 
@@ -17,17 +17,19 @@ def _coverage(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any
     """The delegate's share of each run's time (the graph nodes' share is delegated_ops.py's)."""
     return [
         per_run_verdict(
-            "delegation_coverage",
+            PerRunQuantity(
+                "delegation_coverage",
+                "delegation coverage of E2E time",
+                "delegation_coverage",
+                tol.coverage,
+                tol.alpha,
+                two_sided=False,
+                short="delegated share of the run's time",
+                session=tol.session_shares,
+            ),
             label,
-            "delegation coverage of E2E time",
-            "delegation_coverage",
             current,
             baseline,
-            tol.coverage,
-            tol.alpha,
-            two_sided=False,
-            short="delegated share of the run's time",
-            session=tol.session_shares,
         )
     ]
 
