@@ -16,7 +16,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from pytest_sme2.gate.checks.base import pct, points_short
-from pytest_sme2.gate.verdict import Evidence, Status, Tolerances, Verdict
+from pytest_sme2.gate.verdict import Evidence, Status, Verdict
 from pytest_sme2.profile import stats
 
 
@@ -272,44 +272,54 @@ def process_medians(record: Mapping[str, Any], values: np.ndarray, keep: np.ndar
         return stats.process_medians(values, [len(values)], keep)
 
 
+@dataclass(frozen=True)
+class ShiftQuantity:
+    """One quantity with a value per process and how shift_verdict judges it: the check, its name in verdicts
+    (``what``; ``short`` in a failing test's message, default ``what``), its unit, the tolerance, alpha and the
+    minimum effect (in ``unit``). ``basis``: what the values are relative to (empty: raw). ``advisory``: why a
+    change beyond the tolerance is a note here, never a failure (it is named with its numbers all the same)."""
+
+    check: str
+    what: str
+    unit: str
+    tolerance: float
+    alpha: float
+    min_effect: float
+    basis: str = ""
+    advisory: str | None = None
+    short: str = ""
+
+
 def shift_verdict(
-    check: str,
+    quantity: ShiftQuantity,
     label: str,
-    what: str,
-    unit: str,
     now: np.ndarray,
     then: np.ndarray,
     runs: tuple[int, int],
-    tolerance: float,
-    tol: Tolerances,
-    min_effect: float,
     evidence: dict[str, Any],
     shown: tuple[np.ndarray, np.ndarray] | None = None,
-    basis: str = "",
-    advisory: str | None = None,
-    short: str = "",
 ) -> Verdict:
     """One quantity with a value per process on each side, judged as latency is: a change beyond the tolerance
-    that the spread between processes cannot explain (stats.ProcessShift on logs, alpha) and above ``min_effect``.
-    ``shown``: the raw values per process when ``now``/``then`` are relative (``basis`` says to what).
-    ``advisory``: why such a change is a note here, never a failure (it is named with its numbers all the same).
-    ``short``: the quantity's name in a failing test's message (default ``what``)."""
+    that the spread between processes cannot explain (stats.ProcessShift on logs, alpha) and above the minimum
+    effect. ``shown``: the raw values per process when ``now``/``then`` are relative (``quantity.basis`` says to
+    what). ``evidence``: numbers of the caller's, added to."""
+    q = quantity
     raw_now, raw_then = shown if shown is not None else (now, then)
     if np.any(now <= 0) or np.any(then <= 0):
         return Verdict(
-            check,
+            q.check,
             Status.INCONCLUSIVE,
             label,
-            f"{what} not judged: a process's value is not positive",
+            f"{q.what} not judged: a process's value is not positive",
             Evidence(evidence),
         )
     test = stats.process_shift(then, now, runs, log=True)
     if test is None:
         return Verdict(
-            check,
+            q.check,
             Status.INCONCLUSIVE,
             label,
-            f"{what} not judged: {then.size} baseline and {now.size} current process(es); with fewer than "
+            f"{q.what} not judged: {then.size} baseline and {now.size} current process(es); with fewer than "
             f"three in all, how far it moves between processes is unknown (record the baseline again with "
             f"--sme2-update-baselines)",
             Evidence(evidence),
@@ -326,46 +336,55 @@ def shift_verdict(
             "ratio_high": high,
             "p_larger": test.p_up,
             "p_smaller": test.p_down,
-            "tolerance": tolerance,
-            "alpha": tol.alpha,
+            "tolerance": q.tolerance,
+            "alpha": q.alpha,
             "current_processes": int(now.size),
             "baseline_processes": int(then.size),
-            "basis": basis or "raw",
+            "basis": q.basis or "raw",
         }
     )
     numbers = (
-        f"{what} {ratio - 1:+.1%} ({basis + '; ' if basis else ''}median {after:.4g} {unit} vs baseline "
-        f"{before:.4g} {unit}; {processes_text(test)}, 95% CI of the ratio [{low:.3f}, {high:.3f}])"
+        f"{q.what} {ratio - 1:+.1%} ({q.basis + '; ' if q.basis else ''}median {after:.4g} {q.unit} vs baseline "
+        f"{before:.4g} {q.unit}; {processes_text(test)}, 95% CI of the ratio [{low:.3f}, {high:.3f}])"
     )
-    big_enough = abs(ratio - 1) * before > min_effect
-    if ratio > 1 + tolerance and big_enough and test.p_up < tol.alpha:
-        headline = f"{what} beyond its tolerance ({advisory})" if advisory else f"{what} regression"
-        worded = f"{short or what} {ratio - 1:+.1%}" if before else None
+    return _shift_decided(q, label, test, evidence, numbers)
+
+
+def _shift_decided(
+    q: ShiftQuantity, label: str, test: stats.ProcessShift, evidence: dict[str, Any], numbers: str
+) -> Verdict:
+    """shift_verdict once the t-test between processes could be made: a regression (a note with an advisory) or
+    an improvement beyond the tolerance, alpha and the minimum effect, otherwise OK saying why."""
+    ratio, before = evidence["ratio"], evidence["baseline"]
+    big_enough = abs(ratio - 1) * before > q.min_effect
+    if ratio > 1 + q.tolerance and big_enough and test.p_up < q.alpha:
+        headline = f"{q.what} beyond its tolerance ({q.advisory})" if q.advisory else f"{q.what} regression"
+        worded = f"{q.short or q.what} {ratio - 1:+.1%}" if before else None
         return Verdict(
-            check,
-            Status.NOTE if advisory else Status.REGRESSION,
+            q.check,
+            Status.NOTE if q.advisory else Status.REGRESSION,
             label,
             f"{headline}: {numbers}; tolerance "
-            f"+{tolerance:.0%}, t-test between processes p={test.p_up:.2g} < alpha {tol.alpha:g}",
+            f"+{q.tolerance:.0%}, t-test between processes p={test.p_up:.2g} < alpha {q.alpha:g}",
             Evidence(evidence, statistical=True, short=worded),
         )
-    if ratio < 1 / (1 + tolerance) and big_enough and test.p_down < tol.alpha:
+    if ratio < 1 / (1 + q.tolerance) and big_enough and test.p_down < q.alpha:
         return Verdict(
-            check, Status.IMPROVEMENT, label, f"{what} improvement: {numbers}", Evidence(evidence, statistical=True)
+            q.check, Status.IMPROVEMENT, label, f"{q.what} improvement: {numbers}", Evidence(evidence, statistical=True)
         )
     why = (
         "within tolerance"
-        if abs(ratio - 1) <= tolerance
+        if abs(ratio - 1) <= q.tolerance
         else (
-            f"below the minimum effect of {min_effect:g} {unit}"
+            f"below the minimum effect of {q.min_effect:g} {q.unit}"
             if not big_enough
             else f"not significant (p={min(test.p_up, test.p_down):.2g})"
         )
     )
     return Verdict(
-        check,
+        q.check,
         Status.OK,
         label,
-        f"{what} {why}: {numbers}; tolerance {tolerance:.0%}",
+        f"{q.what} {why}: {numbers}; tolerance {q.tolerance:.0%}",
         Evidence(evidence, statistical=True),
     )

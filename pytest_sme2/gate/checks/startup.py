@@ -14,7 +14,7 @@ import numpy as np
 
 from pytest_sme2.gate.checks.base import Check, Pair, change_short
 from pytest_sme2.gate.checks.counted import counts_of
-from pytest_sme2.gate.checks.process_stats import clean_runs, process_medians, shift_verdict
+from pytest_sme2.gate.checks.process_stats import ShiftQuantity, clean_runs, process_medians, shift_verdict
 from pytest_sme2.gate.verdict import Evidence, Status, Tolerances, Verdict
 
 # Why a hardware load/init change measured without the reference program is a note, not a failure. Measured
@@ -92,22 +92,10 @@ def _startup_verdict(
         sum(size for size, value in zip(record["chunk_sizes"], per_chunk) if value is not None)
         for record, per_chunk in ((baseline, then), (current, now))
     )  # the processes kept
-    return shift_verdict(
-        check,
-        label,
-        what,
-        "ms",
-        pair[0],
-        pair[1],
-        runs,
-        getattr(tol, check),
-        tol,
-        tol.min_effect_ms,
-        {},
-        shown=(raw_now, raw_then),
-        basis=basis,
-        advisory=advisory,
+    quantity = ShiftQuantity(
+        check, what, "ms", getattr(tol, check), tol.alpha, tol.min_effect_ms, basis=basis, advisory=advisory
     )
+    return shift_verdict(quantity, label, pair[0], pair[1], runs, {}, shown=(raw_now, raw_then))
 
 
 def _unrecorded_why(now: object, then: object) -> str:
@@ -208,19 +196,14 @@ def _peak_rss_verdict(label: str, current: Mapping[str, Any], baseline: Mapping[
     medians = [
         process_medians(record, series, mask) for record, series, mask in zip((current, baseline), values, clean)
     ]
+    quantity = ShiftQuantity("peak_rss", what, "KiB", tol.peak_rss, tol.alpha, 0.0, short="peak resident memory")
     return shift_verdict(
-        "peak_rss",
+        quantity,
         label,
-        what,
-        "KiB",
         medians[0][0],
         medians[1][0],
         (medians[1][1], medians[0][1]),
-        tol.peak_rss,
-        tol,
-        0.0,
         {"current_disturbed": int((~clean[0]).sum()), "baseline_disturbed": int((~clean[1]).sum())},
-        short="peak resident memory",
     )
 
 
