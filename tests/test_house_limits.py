@@ -24,7 +24,6 @@ MAX_PARAMS = 7
 ALLOWLIST: dict[str, tuple[int, int]] = {
     "pytest_sme2.evidence.kernel_sampling:attribute": (103, 7),
     "pytest_sme2.profile.device_model:_checked": (102, 2),
-    "pytest_sme2.gate.quality:baseline_quality": (94, 3),
     # the JSON form of a profile: a declarative table of its keys
     "pytest_sme2.profile.profile_json:profile_dict": (90, 1),
     "pytest_sme2.run.targets.host_worker:_run": (88, 3),
