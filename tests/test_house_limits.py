@@ -34,7 +34,6 @@ ALLOWLIST: dict[str, tuple[int, int]] = {
     "pytest_sme2.run.targets.emulated:EmulatedTarget._count": (49, 9),
     "pytest_sme2.run.targets.adb.target:AdbTarget._prepare": (42, 8),
     "pytest_sme2.run.targets.emulated:EmulatedTarget.__init__": (41, 8),
-    "pytest_sme2.gate.checks.counted:counted_share": (38, 9),
     "pytest_sme2.measure.count_estimate:estimate": (36, 8),
     "pytest_sme2.run.targets.local:LocalTarget.__init__": (32, 8),
     "pytest_sme2.run.result_cache:run_key": (26, 8),

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from pytest_sme2.gate.checks.base import Check, Pair
-from pytest_sme2.gate.checks.counted import counted_share, counts_of
+from pytest_sme2.gate.checks.counted import CountedShare, counted_share, counts_of
 from pytest_sme2.gate.checks.process_stats import PerRunQuantity, per_run_verdict
 from pytest_sme2.gate.verdict import Tolerances, Verdict
 
@@ -41,14 +41,16 @@ def _counted(pair: Pair) -> list[Verdict]:
     now, then = counts
     return [
         counted_share(
-            "delegation_coverage",
+            CountedShare(
+                "delegation_coverage",
+                "delegation coverage of E2E instructions",
+                pair.tol.coverage,
+                False,
+                short="delegated share of the run's instructions",
+            ),
             pair.label,
-            "delegation coverage of E2E instructions",
             now.get("delegation_coverage"),
             then.get("delegation_coverage"),
-            pair.tol.coverage,
-            False,
-            short="delegated share of the run's instructions",
         )
     ]
 
