@@ -54,7 +54,7 @@ from pytest_sme2.run.targets.base import (
     TargetInfo,
     TargetSettings,
 )
-from pytest_sme2.run.targets.local import check_runner, run_runner_process
+from pytest_sme2.run.targets.local import RunnerLaunch, check_runner, run_runner_process
 from pytest_sme2.run.targets.native_runner import OUTPUTS_FILE, build_result, read_result
 from pytest_sme2.system import supervised
 from pytest_sme2.system.carried_loader import carried_loader
@@ -370,9 +370,8 @@ class EmulatedTarget(RegisteredTarget):
                 raise UsageError(counted_threads_problem(spec.threads))
             return self._counted_run(qemu, pte, inputs, spec, out_dir, before_counting)
         env = {**os.environ, "QEMU_LD_PREFIX": str(emulation_setup.SYSROOT)}
-        return run_runner_process(
-            qemu, self._ready_runner, env, pte, inputs, spec, out_dir, self.info, sme2_active=spec.sme2 is not False
-        )
+        launch = RunnerLaunch(qemu, self._ready_runner, env, self.info, sme2_active=spec.sme2 is not False)
+        return run_runner_process(launch, pte, inputs, spec, out_dir)
 
     def emulator_command(self, spec: RunSpec) -> list[str]:
         """qemu and its CPU: ``-cpu max`` with this SVL for SME2 on, ``max,sme=off`` for SME2 off. A run counted
@@ -545,19 +544,16 @@ class EmulatedTarget(RegisteredTarget):
         self, prefix: list[str], env: dict[str, str], pte: Path, inputs: Path | None, spec: RunSpec, out_dir: Path
     ) -> RunResult:
         """The runner behind a counted run's ``prefix``: the fixed layout, and its memory map written (MAPS)."""
-        return run_runner_process(
+        launch = RunnerLaunch(
             prefix,
             self._ready_runner,
             env,
-            pte,
-            inputs,
-            spec,
-            out_dir,
             self.info,
             sme2_active=spec.sme2 is not False,
             extra_args=(f"--maps_path={MAPS}",),
             fixed_layout=True,
         )
+        return run_runner_process(launch, pte, inputs, spec, out_dir)
 
     def _run_in_plugin(
         self, qemu: list[str], pte: Path, inputs: Path | None, spec: RunSpec, out_dir: Path, setarch: str, plugin: Path
