@@ -29,7 +29,7 @@ from pytest_sme2.run.targets.adb.files import DeviceFiles
 from pytest_sme2.run.targets.adb.options import ADB, OPTIONS, AdbOptions, adb_server_address, parse_adb_target
 from pytest_sme2.run.targets.adb.performance_mode import PerformanceMode
 from pytest_sme2.run.targets.adb.simpleperf import device_sampler, report_samples
-from pytest_sme2.run.targets.adb.streaming import signal_note, stream
+from pytest_sme2.run.targets.adb.streaming import DeviceCommand, signal_note, stream
 from pytest_sme2.run.targets.base import (
     RUNNER_LOG,
     RUNNER_STDOUT,
@@ -283,7 +283,8 @@ class AdbTarget(RegisteredTarget):
             with open(log, "wb") as err, open(stdout_path, "wb") as out:
                 err.write(f"$ {shown}\n".encode())
                 err.flush()
-                code = stream(self._connection, command, out, err, spec, run_dir, shown, log, self.facts.described)
+                device_command = DeviceCommand(command, shown, run_dir, log, self.facts.described)
+                code = stream(self._connection, device_command, out, err, spec)
             if code != 0:
                 # 126/127: the shell could not execute it; SIGSYS: seccomp refused a system call
                 raise_if_missing_kernels(log, pte, self.info.name)
