@@ -24,7 +24,6 @@ MAX_PARAMS = 7
 ALLOWLIST: dict[str, tuple[int, int]] = {
     "pytest_sme2.measure.calibrate:model_rows": (51, 8),
     "pytest_sme2.run.targets.emulated:EmulatedTarget._count": (49, 9),
-    "pytest_sme2.run.targets.adb.target:AdbTarget._prepare": (42, 8),
     "pytest_sme2.run.targets.emulated:EmulatedTarget.__init__": (41, 8),
     "pytest_sme2.measure.count_estimate:estimate": (36, 8),
     "pytest_sme2.run.targets.local:LocalTarget.__init__": (32, 8),

@@ -15,6 +15,7 @@ import shlex
 import signal
 import uuid
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -68,6 +69,19 @@ START_ADVICE = (
     "runner passed with --sme2-runner avoids the carried glibc loader (docs/targets.md, 'Building for "
     "Android')"
 )
+
+
+@dataclass(frozen=True)
+class _RunRequest:
+    """One run as AdbTarget.run was asked for it, what _prepare pushes: the program, its inputs, the spec, the
+    local folder its results go to, the reference program and the kernel sampler."""
+
+    pte: Path
+    inputs: Path | None
+    spec: RunSpec
+    out_dir: Path
+    reference: Path | None = None
+    sampler: "SimpleperfSampler | None" = None
 
 
 class AdbTarget(RegisteredTarget):
@@ -278,7 +292,8 @@ class AdbTarget(RegisteredTarget):
         self._runs += 1
         run_dir = f"{self._files.session_dir}/run-{self._runs:03d}"
         try:
-            command = self._prepare(binary, Path(pte), inputs, spec, out_dir, run_dir, reference, sampler)
+            request = _RunRequest(Path(pte), inputs, spec, out_dir, reference, sampler)
+            command = self._prepare(binary, request, run_dir)
             shown = f"adb -s {self.facts.serial} shell {shlex.quote(command)}"
             with open(log, "wb") as err, open(stdout_path, "wb") as out:
                 err.write(f"$ {shown}\n".encode())
@@ -328,18 +343,9 @@ class AdbTarget(RegisteredTarget):
 
     # --- the steps of a run ---------------------------------------------------------------------------
 
-    def _prepare(
-        self,
-        binary: Path,
-        pte: Path,
-        inputs: Path | None,
-        spec: RunSpec,
-        out_dir: Path,
-        run_dir: str,
-        reference: Path | None = None,
-        sampler: "SimpleperfSampler | None" = None,
-    ) -> str:
+    def _prepare(self, binary: Path, run: _RunRequest, run_dir: str) -> str:
         """Push what the run needs and return the device shell command, every word quoted."""
+        pte, inputs, spec, reference = run.pte, run.inputs, run.spec, run.reference
         files, connection = self._files, self._connection
         folder = files.push_binary(binary)
         device_reference = files.push_reference(reference) if reference is not None else None
@@ -347,7 +353,7 @@ class AdbTarget(RegisteredTarget):
         device_pte = f"{run_dir}/{pte.name}"
         connection.push(pte, device_pte)
         device_inputs = device_warmup = None
-        calls = None if inputs is None else native_calls(inputs, out_dir / INPUTS_FILE)
+        calls = None if inputs is None else native_calls(inputs, run.out_dir / INPUTS_FILE)
         if calls is not None:
             device_inputs = f"{run_dir}/{INPUTS_FILE}"
             connection.push(calls.inputs, device_inputs)
@@ -367,7 +373,7 @@ class AdbTarget(RegisteredTarget):
         )
         argv = runner_arguments(f"{folder}/{binary.name}", runner_files, spec)
         launch = files.launch(
-            binary, folder, argv, self._options.affinity, self._preload(spec.sme2 is False), run_dir, sampler
+            binary, folder, argv, self._options.affinity, self._preload(spec.sme2 is False), run_dir, run.sampler
         )
         return f"cd {shlex.quote(run_dir)} && echo $$ > runner.pid && {launch}"
 
