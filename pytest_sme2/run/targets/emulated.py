@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, NoReturn
 
@@ -164,6 +165,21 @@ def counted_threads_problem(threads: int) -> str:
         f"--sme2-threads=1); mark a test that measures threads @pytest.mark.latency, so it runs on hardware "
         f"only (--sme2-target=local or adb); or run it uncounted with --sme2-no-kernel-trace"
     )
+
+
+@dataclass(frozen=True)
+class _CountedRun:
+    """One counted run as EmulatedTarget._counted_run set it up, what _count emulates: qemu's command, the
+    program, its inputs, the spec, the run's folder, setarch (no address randomisation) and what counts (the
+    counting plugin, or the program that reads qemu's log)."""
+
+    qemu: list[str]
+    pte: Path
+    inputs: Path | None
+    spec: RunSpec
+    out_dir: Path
+    setarch: str
+    counter: Path
 
 
 class EmulatedTarget(RegisteredTarget):
@@ -423,8 +439,9 @@ class EmulatedTarget(RegisteredTarget):
         counter_binary = self._counter()
         key = None if self._results is None else self.result_key(pte, inputs, spec, counter_binary)
         results = self._results
+        run = _CountedRun(qemu, pte, inputs, spec, out_dir, setarch, counter_binary)
         if key is None or results is None:
-            return self._count(qemu, pte, inputs, spec, out_dir, setarch, counter_binary, None, before_counting)
+            return self._count(run, None, before_counting)
         with results.computing(key):
             if not self._fresh:
                 stored = results.load(key, out_dir)
@@ -433,7 +450,7 @@ class EmulatedTarget(RegisteredTarget):
                     return self._cached_result(key, stored, spec, out_dir)
                 if stale is not None:
                     results.discard(key, stale)
-            return self._count(qemu, pte, inputs, spec, out_dir, setarch, counter_binary, key, before_counting)
+            return self._count(run, key, before_counting)
 
     def _counter(self) -> Path:
         """What counts: the counting plugin qemu loads, or the program that reads qemu's log."""
@@ -491,19 +508,12 @@ class EmulatedTarget(RegisteredTarget):
         return {"QEMU_LD_PREFIX": str(emulation_setup.SYSROOT)}
 
     def _count(
-        self,
-        qemu: list[str],
-        pte: Path,
-        inputs: Path | None,
-        spec: RunSpec,
-        out_dir: Path,
-        setarch: str,
-        counter_binary: Path,
-        key: RunKey | None,
-        before_counting: Callable[[], None] | None = None,
+        self, run: _CountedRun, key: RunKey | None, before_counting: Callable[[], None] | None = None
     ) -> RunResult:
         """Emulate and count one run (no cache lookup), and store it under ``key`` when given. Whatever happens,
         nothing of the count's working files is left behind but the counts."""
+        qemu, pte, inputs, spec, out_dir, setarch = run.qemu, run.pte, run.inputs, run.spec, run.out_dir, run.setarch
+        counter_binary = run.counter
         if before_counting is not None:
             before_counting()  # the estimate, or a refusal before qemu starts
         working = [out_dir / n for n in (PLUGIN_MARKERS, PLUGIN_SEGMENTS, PLUGIN_BLOCKS, PLUGIN_PROGRESS)]
