@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from pytest_sme2.errors import RunnerError, UsageError
 from pytest_sme2.run.call_plan import native_calls
-from pytest_sme2.run.cpu import CpuInfo, host_cpu
+from pytest_sme2.run.cpu import Machine, host_cpu
 from pytest_sme2.run.kernel_libraries import raise_if_missing_kernels, runner_libraries
 from pytest_sme2.run.targets.base import (
     EMULATED_TIMING,
@@ -245,16 +245,16 @@ class LocalTarget(RegisteredTarget):
         runner_on: Path | None = None,
         runner_off: Path | None = None,
         mask_library: Path | None = None,
-        cpu: CpuInfo | None = None,
-        launcher: tuple[str, ...] = (),
-        launcher_env: dict[str, str] | None = None,
+        machine: Machine | None = None,
     ):
-        # ``launcher``/``launcher_env``: an emulator that runs ``cpu``'s programs here (the tests' qemu SME2
-        # machine, targets/auto.py); runners must then be built for ``cpu.arch``, and times are not hardware times.
-        self._cpu = cpu or host_cpu()
+        # ``machine`` (targets/auto.py; None: this computer): its CPU, and in its ``launcher`` and ``env`` an
+        # emulator that runs that CPU's programs here (the tests' qemu SME2 machine); runners must then be built
+        # for ``machine.cpu.arch``, and times are not hardware times.
+        launcher = machine.launcher if machine is not None else ()
+        self._cpu = machine.cpu if machine is not None else host_cpu()
         self._log_dir = log_dir
         self._launcher = list(launcher)
-        self._launcher_env = dict(launcher_env or {})
+        self._launcher_env = dict(machine.env if machine is not None else {})
         arch = self._cpu.arch if launcher else None
         first = self.device_state()
         self._governor = first.governor() if first is not None else None  # in the fingerprint
