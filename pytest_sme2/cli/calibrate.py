@@ -157,16 +157,14 @@ def run(args: argparse.Namespace) -> int:
         if result.emulated:
             print("bundled models not compared: measured and counted would both be qemu's")
             return 0
-        rows = calibrate.model_rows(
-            device,
+        where = calibrate.ModelSessions(
             args.sme2_target,
-            models,
             Path(args.cache_dir),
             Path(".sme2") / "calibrate",
-            args.runs,
             args.sme2_adb_server,
             Path(args.model_dir),
         )
+        rows = calibrate.model_rows(device, models, where, args.runs)
         for line in calibrate.model_lines(rows, device.name):
             print(line)
     return 0

@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -380,7 +380,44 @@ def attribute(
         raise ValueError("attribute() needs a trace read from one run's ETDump (its spans), not a merged one")
     times = np.array([s.time_ns for s in samples], dtype=np.int64)
     ticks = (times - clock_offset_ns) / ns_per_tick
-    place = np.full(times.size, _OUTSIDE_RUNS, dtype=np.int64)
+    place = _places(spans, ticks, ns_per_tick)
+    periods_ms = np.array([s.period_ns for s in samples], dtype=float) / 1e6
+    clean = _runs_on_cpu(ticks, periods_ms, place, spans, trace.execute_values)
+    runs = int(clean.sum())
+    run_of = np.searchsorted(spans.execute_start, ticks, side="right") - 1
+    placed = np.flatnonzero((place != _OUTSIDE_RUNS) & clean[np.clip(run_of, 0, None)])
+    ms_per_sample = periods_ms / max(runs, 1)
+    rows: dict[tuple[int, str, str], list[float]] = {}
+    for i in placed.tolist():
+        sample = samples[i]
+        kernel = namer.name(sample.library, sample.symbol, sample.file_offset, sample.vaddr)
+        key = (int(place[i]), kernel, PurePosixPath(sample.library).name or sample.library)
+        entry = rows.setdefault(key, [0, 0.0])
+        entry[0] += 1
+        entry[1] += ms_per_sample[i]
+    kernel_rows, per_place = _kernel_and_op_rows(rows, trace, _etdump_ms_per_place(trace, clean))
+    kernels = pd.DataFrame(kernel_rows, columns=list(KernelTime._KERNEL_COLUMNS[:-1]))
+    place_order = sorted(per_place, key=lambda w: (w < 0, w))  # program order, then the two leftover places
+    ops = pd.DataFrame([per_place[w] for w in place_order], columns=list(KernelTime._OP_COLUMNS))
+    event_samples = kernels.groupby("op")["samples"].transform("sum") if len(kernels) else pd.Series(dtype=float)
+    kernels["share"] = kernels["samples"] / event_samples if len(kernels) else []
+    kernels = kernels.sort_values(["samples", "kernel"], ascending=[False, True], kind="stable").reset_index(drop=True)
+    return KernelTime(
+        kernels,
+        ops,
+        runs=runs,
+        period_ns=period_ns,
+        sampler=sampler,
+        samples_total=int(times.size),
+        samples_placed=int(placed.size),
+        runs_left_out=int(trace.runs - runs),
+    )
+
+
+def _places(spans: EventSpans, ticks: np.ndarray, ns_per_tick: float) -> np.ndarray:
+    """Each sample's place (an operator's index, or one of _PLACES): the innermost event it falls in, searched
+    from the innermost level (delegated operators) out to the whole execute; _OUTSIDE_RUNS for none."""
+    place = np.full(ticks.size, _OUTSIDE_RUNS, dtype=np.int64)
     delegated = spans.op_delegated.astype(bool)
     delegated_start, delegated_end = _true_positions(spans, delegated, ticks_per_us=1000 / ns_per_tick)
     levels = (
@@ -398,22 +435,15 @@ def attribute(
         inside = (index >= 0) & (place == _OUTSIDE_RUNS)
         inside[inside] &= ticks[inside] < ends[index[inside]]
         place[inside] = values[index[inside]]
-    periods_ms = np.array([s.period_ns for s in samples], dtype=float) / 1e6
-    clean = _runs_on_cpu(ticks, periods_ms, place, spans, trace.execute_values)
-    runs = int(clean.sum())
-    run_of = np.searchsorted(spans.execute_start, ticks, side="right") - 1
-    placed = np.flatnonzero((place != _OUTSIDE_RUNS) & clean[np.clip(run_of, 0, None)])
+    return place
+
+
+def _kernel_and_op_rows(
+    rows: Mapping[tuple[int, str, str], list[float]], trace: ExecutionTrace, etdump_ms: Mapping[int, float]
+) -> tuple[list[dict[str, Any]], dict[int, dict[str, Any]]]:
+    """The samples counted by (place, kernel, library) as KernelTime's rows: one per kernel of a place, and one
+    per place with its samples and sampled ms summed beside its ETDump ms."""
     ids = [op_id(key) for key in trace.ops]
-    ms_per_sample = periods_ms / max(runs, 1)
-    rows: dict[tuple[int, str, str], list[float]] = {}
-    for i in placed.tolist():
-        sample = samples[i]
-        kernel = namer.name(sample.library, sample.symbol, sample.file_offset, sample.vaddr)
-        key = (int(place[i]), kernel, PurePosixPath(sample.library).name or sample.library)
-        entry = rows.setdefault(key, [0, 0.0])
-        entry[0] += 1
-        entry[1] += ms_per_sample[i]
-    etdump_ms = _etdump_ms_per_place(trace, clean)
     kernel_rows: list[dict[str, Any]] = []
     per_place: dict[int, dict[str, Any]] = {}
     for (where, kernel, library), (count, ms) in rows.items():
@@ -448,22 +478,7 @@ def attribute(
         )
         total["samples"] += count
         total["sampled_ms_per_run"] += ms
-    kernels = pd.DataFrame(kernel_rows, columns=list(KernelTime._KERNEL_COLUMNS[:-1]))
-    place_order = sorted(per_place, key=lambda w: (w < 0, w))  # program order, then the two leftover places
-    ops = pd.DataFrame([per_place[w] for w in place_order], columns=list(KernelTime._OP_COLUMNS))
-    event_samples = kernels.groupby("op")["samples"].transform("sum") if len(kernels) else pd.Series(dtype=float)
-    kernels["share"] = kernels["samples"] / event_samples if len(kernels) else []
-    kernels = kernels.sort_values(["samples", "kernel"], ascending=[False, True], kind="stable").reset_index(drop=True)
-    return KernelTime(
-        kernels,
-        ops,
-        runs=runs,
-        period_ns=period_ns,
-        sampler=sampler,
-        samples_total=int(times.size),
-        samples_placed=int(placed.size),
-        runs_left_out=int(trace.runs - runs),
-    )
+    return kernel_rows, per_place
 
 
 # A run whose samples add up to less than this share of its ETDump time lost its core part of the time

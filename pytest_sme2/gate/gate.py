@@ -223,11 +223,19 @@ def verdicts_file_name(fingerprint: str) -> str:
     return f"baseline-verdicts~{slug(fingerprint, limit=40)}.txt"
 
 
+@dataclass(frozen=True)
+class GateFile:
+    """One baseline file's worth of a test, what check_file writes or judges: the test, the target (its
+    fingerprint names the file) and the records of the test's variants measured on it."""
+
+    test_id: str
+    fingerprint: str
+    target: Mapping[str, Any]
+    records: dict[str, dict[str, Any]]
+
+
 def check_file(
-    test_id: str,
-    fingerprint: str,
-    target: Mapping[str, Any],
-    records: dict[str, dict[str, Any]],
+    file: GateFile,
     rules: Rules,
     update_command: str,
     outcome: dict[str, Any],
@@ -240,60 +248,100 @@ def check_file(
     receives every verdict's line (None: not written); ``repo_root`` is where a written baseline's
     commit is read from.
     """
-    path = baselines.baseline_path(rules.root, fingerprint, test_id)
-    older = baselines.legacy_baseline_path(rules.root, fingerprint, test_id)
+    path = baselines.baseline_path(rules.root, file.fingerprint, file.test_id)
+    older = baselines.legacy_baseline_path(rules.root, file.fingerprint, file.test_id)
     # None: no file of this test under the name older versions gave it
-    legacy = older if older != path and older.is_file() and baselines.stored_test_id(older) == test_id else None
+    legacy = older if older != path and older.is_file() and baselines.stored_test_id(older) == file.test_id else None
     outcome["paths"].append(str(path))
     if rules.update:
-        owner = baselines.stored_test_id(path) if path.is_file() else None
-        if owner is not None and owner != test_id:
-            return [
-                f"baseline not written to {path}: that file belongs to test {owner!r}; "
-                f"move it away (it is never overwritten by another test's update)"
-            ]
-        refused = assess_quality(records, rules.tolerances, rules.accept_noisy, rules.check_processes)
-        if refused:
-            outcome["refused"].append(str(path))
-            return [
-                f"baseline not written to {path}: the runs are not good enough to judge later runs by:",
-                *refused,
-                "ways out: run again on a quieter machine; more runs (--sme2-runs or "
-                "@pytest.mark.perf(runs=...)) or processes (--sme2-baseline-processes, and --sme2-processes for "
-                "the checks that will use it); a tolerance the "
-                "quantity can meet (@pytest.mark.baseline(latency=..., shares=...)); or, knowing the risk, "
-                "write it anyway with --sme2-accept-noisy-baselines (the file then records the problems). "
-                "Each of these is judged on this session's processes only: on a busy or shared machine a later "
-                "session's level can move further (docs/gate.md, 'Between sessions'); for a sub-millisecond "
-                "model, instructions (--sme2-metric=instructions, or the emulated target) do not move at all",
-            ]
-        fresh = baselines.Baseline(path, test_id, fingerprint, records, dict(target))
-        if legacy is None and _unchanged(path, fresh):
-            outcome["unchanged"].append(str(path))  # a review of the update sees only files whose records moved
-            return []
-        dropped = _modelled_not_kept(legacy or path, records)
-        try:
-            baselines.write(replace(fresh, recorded=baselines.recorded_now(repo_root or Path.cwd())))
-        except baselines.BaselineError:
-            outcome["refused"].append(str(path))  # the summary's count says so too (a read-only file or folder)
-            raise
-        outcome["written"].append(str(path))
-        if any(r["quality"].get("auto") for r in records.values()):  # time to judge: say what its checks cost
-            needed = max((r["quality"].get("check_processes", 1) for r in records.values()), default=1)
-            outcome["written"][-1] += f" (sme2_processes = auto: its checks measure {needed} process(es))"
-        floor = _below_the_floor(records, rules.tolerances)
-        if floor:
-            outcome["written"][-1] += f" ({floor})"
-        if dropped:
-            outcome["written"][-1] += f" ({dropped})"
-        if legacy is not None:
-            legacy.unlink()  # its record now lives under the collision-free name
-            outcome["written"][-1] += f" (moved from {legacy.name})"
-        if floor or dropped:  # what the written file cannot do: the terminal shows these lines
-            outcome["written_caveats"].append(outcome["written"][-1])
-        return []
+        return _write_file(file, rules, path, legacy, outcome, repo_root)
     if legacy is not None and not path.exists():
         path = legacy  # recorded by an older pytest-sme2; the next update moves it
+    return _judge_file(file, rules, path, update_command, outcome, verdicts_dir)
+
+
+def _write_file(
+    file: GateFile,
+    rules: Rules,
+    path: Path,
+    legacy: Path | None,
+    outcome: dict[str, Any],
+    repo_root: Path | None,
+) -> list[str]:
+    """check_file with ``rules.update``: write the baseline file (moving a legacy-named one), unless another
+    test owns it or the runs are not good enough; an unchanged file is kept as it is."""
+    test_id, records = file.test_id, file.records
+    owner = baselines.stored_test_id(path) if path.is_file() else None
+    if owner is not None and owner != test_id:
+        return [
+            f"baseline not written to {path}: that file belongs to test {owner!r}; "
+            f"move it away (it is never overwritten by another test's update)"
+        ]
+    refused = assess_quality(records, rules.tolerances, rules.accept_noisy, rules.check_processes)
+    if refused:
+        outcome["refused"].append(str(path))
+        return [
+            f"baseline not written to {path}: the runs are not good enough to judge later runs by:",
+            *refused,
+            "ways out: run again on a quieter machine; more runs (--sme2-runs or "
+            "@pytest.mark.perf(runs=...)) or processes (--sme2-baseline-processes, and --sme2-processes for "
+            "the checks that will use it); a tolerance the "
+            "quantity can meet (@pytest.mark.baseline(latency=..., shares=...)); or, knowing the risk, "
+            "write it anyway with --sme2-accept-noisy-baselines (the file then records the problems). "
+            "Each of these is judged on this session's processes only: on a busy or shared machine a later "
+            "session's level can move further (docs/gate.md, 'Between sessions'); for a sub-millisecond "
+            "model, instructions (--sme2-metric=instructions, or the emulated target) do not move at all",
+        ]
+    fresh = baselines.Baseline(path, test_id, file.fingerprint, records, dict(file.target))
+    if legacy is None and _unchanged(path, fresh):
+        outcome["unchanged"].append(str(path))  # a review of the update sees only files whose records moved
+        return []
+    dropped = _modelled_not_kept(legacy or path, records)
+    try:
+        baselines.write(replace(fresh, recorded=baselines.recorded_now(repo_root or Path.cwd())))
+    except baselines.BaselineError:
+        outcome["refused"].append(str(path))  # the summary's count says so too (a read-only file or folder)
+        raise
+    outcome["written"].append(str(path))
+    _say_what_was_written(records, rules.tolerances, dropped, legacy, outcome)
+    return []
+
+
+def _say_what_was_written(
+    records: Mapping[str, Mapping[str, Any]],
+    tol: Tolerances,
+    dropped: str,
+    legacy: Path | None,
+    outcome: dict[str, Any],
+) -> None:
+    """Add to a just-written file's ``written`` line what its checks cost, what it cannot catch and where it was
+    moved from (removing the legacy-named file); what it cannot do goes to ``written_caveats`` too."""
+    if any(r["quality"].get("auto") for r in records.values()):  # time to judge: say what its checks cost
+        needed = max((r["quality"].get("check_processes", 1) for r in records.values()), default=1)
+        outcome["written"][-1] += f" (sme2_processes = auto: its checks measure {needed} process(es))"
+    floor = _below_the_floor(records, tol)
+    if floor:
+        outcome["written"][-1] += f" ({floor})"
+    if dropped:
+        outcome["written"][-1] += f" ({dropped})"
+    if legacy is not None:
+        legacy.unlink()  # its record now lives under the collision-free name
+        outcome["written"][-1] += f" (moved from {legacy.name})"
+    if floor or dropped:  # what the written file cannot do: the terminal shows these lines
+        outcome["written_caveats"].append(outcome["written"][-1])
+
+
+def _judge_file(
+    file: GateFile,
+    rules: Rules,
+    path: Path,
+    update_command: str,
+    outcome: dict[str, Any],
+    verdicts_dir: Path | None,
+) -> list[str]:
+    """check_file without ``rules.update``: judge the records against the stored file's, gather the outcome and
+    return the failure lines, missing records by ``rules.missing``, with the baseline block."""
+    test_id, records = file.test_id, file.records
     stored = baselines.load(path)  # BaselineError names the file; the test fails, the file stays
     update_command = with_stored_device(update_command, stored)
     pairs = pair_records(records, stored.profiles) if stored is not None else {}
@@ -314,7 +362,7 @@ def check_file(
     outcome["failed"] += [v.as_dict() for f in ordered for v in f.verdicts if v.failed]  # root cause first
     outcome["notes"] += [v.as_dict() for f in ordered for v in f.verdicts if v.status == Status.NOTE]
     written = (
-        write_verdicts(verdicts_dir / verdicts_file_name(fingerprint), ordered, judged)
+        write_verdicts(verdicts_dir / verdicts_file_name(file.fingerprint), ordered, judged)
         if judged and verdicts_dir is not None
         else None
     )
@@ -325,7 +373,7 @@ def check_file(
     if absent:
         shown = missing_records_text(absent, stored.profiles if stored is not None else ())
         missing_text = (
-            f"no baseline for {shown} on target {fingerprint} in {path}; " f"record it with: {update_command}"
+            f"no baseline for {shown} on target {file.fingerprint} in {path}; " f"record it with: {update_command}"
         )
         outcome["missing"].append(missing_text)
         if rules.missing == "fail":
@@ -568,10 +616,7 @@ def check_session(
             outcome["fingerprints"].append(fingerprint)
             records = {label: dict(record) for label, record in dict(entry.get("records") or {}).items()}
             failures += check_file(
-                test_id,
-                fingerprint,
-                entry.get("target") or {},
-                records,
+                GateFile(test_id, fingerprint, entry.get("target") or {}, records),
                 rules,
                 update_into(str(data.get("update_command")), baselines_dir),
                 outcome,

@@ -67,27 +67,13 @@ def baseline_quality(
         "disturbed_runs": runs - kept,
         "basis": "relative" if relative is not None else "raw",
     }
-    problems: list[str] = []
+    problems = _runs_problems(runs, kept)
     # What the check found unfit, by the quantity a verdict names (quality_quantity), "record" for the runs
     # themselves: a regression judged on a baseline accepted despite them names its own (forced_baseline_note).
-    unfit: dict[str, str] = {}
-    if kept < stats.MIN_CLEAN_RUNS:
-        problems.append(f"only {kept} of {runs} runs were undisturbed (need {stats.MIN_CLEAN_RUNS})")
-    if runs - kept > runs * MAX_DISTURBED_SHARE:
-        problems.append(
-            f"{runs - kept} of {runs} runs were disturbed by other work on the machine (the run, or the "
-            f"reference run right before it); at most {MAX_DISTURBED_SHARE:.0%} may be"
-        )
-    if problems:
-        unfit["record"] = "; ".join(problems)
-    for check, event in STARTUP:  # a review: such a baseline turned the start-up gate off without a word
-        values = record.get(f"{check}_relative_per_chunk") or record.get(f"{check}_ms_per_chunk")
-        if values and all(v is None for v in values):
-            unfit[check] = (
-                f"{check} ({event}) has no value: every warm load of every runner process was disturbed "
-                f"by other work on the machine"
-            )
-            problems.append(f"{unfit[check]}; its checks could not judge start-up")
+    unfit: dict[str, str] = {"record": "; ".join(problems)} if problems else {}
+    for check, text in _startup_unfit(record):
+        unfit[check] = text
+        problems.append(f"{text}; its checks could not judge start-up")
     latency = relative if relative is not None else np.asarray(record["samples_ms"], dtype=float)
     medians, _ = process_medians(record, latency, clean)
     quality["processes"] = int(medians.size)
@@ -107,36 +93,79 @@ def baseline_quality(
         change = design.detectable_change(tol.alpha, DETECT_POWER)
         spreads[quantity.what] = float(np.expm1(design.spread)) if quantity.log else design.spread
         detectable[quantity.what] = change
-        if not quantity.blind(change):
-            continue
-        remedy = _remedy(
-            quantity.medians, check_processes, quantity.tolerance, tol.alpha, quantity.name, log=quantity.log
-        )
-        if quantity.what == "latency":
-            unfit["latency"] = (
-                f"{quality['basis']} latency moves by {spreads['latency']:.1%} (sd) between its "
-                f"{medians.size} processes"
+        if quantity.blind(change):
+            unfit[quantity.what], problem = _blind_text(
+                quantity, design, change, check_processes, tol, f"{quality['basis']} latency"
             )
-            problems.append(
-                f"{unfit['latency']}: a check of {check_processes} process(es) would catch "
-                f"only slowdowns above {change:+.0%} reliably, not {DETECT_TOLERANCES * tol.latency:+.0%} "
-                f"({DETECT_TOLERANCES:g} x the tolerance); " + remedy
-            )
-        else:
-            unfit[quantity.what] = (
-                f"{quantity.what} moves by {design.spread * 100:.1f} points (sd) between its "
-                f"{quantity.medians.size} processes"
-            )
-            problems.append(
-                f"{unfit[quantity.what]}: a check of {check_processes} process(es) would "
-                f"catch only changes above {change * 100:.0f} points "
-                f"reliably, not {DETECT_TOLERANCES * quantity.tolerance * 100:g} ({DETECT_TOLERANCES:g} "
-                f"x the tolerance); " + remedy
-            )
+            problems.append(problem)
     quality.update({"between_processes": spreads, "detectable_change": detectable})
     if unfit:
         quality["unfit"] = unfit
     return quality, problems
+
+
+def _runs_problems(runs: int, kept: int) -> list[str]:
+    """What makes a record's runs themselves unfit for a baseline: too few undisturbed, or too many disturbed."""
+    problems = []
+    if kept < stats.MIN_CLEAN_RUNS:
+        problems.append(f"only {kept} of {runs} runs were undisturbed (need {stats.MIN_CLEAN_RUNS})")
+    if runs - kept > runs * MAX_DISTURBED_SHARE:
+        problems.append(
+            f"{runs - kept} of {runs} runs were disturbed by other work on the machine (the run, or the "
+            f"reference run right before it); at most {MAX_DISTURBED_SHARE:.0%} may be"
+        )
+    return problems
+
+
+def _startup_unfit(record: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """Start-up events (check, why) with no value at all: every warm load of every runner process was disturbed
+    (a review: such a baseline turned the start-up gate off without a word)."""
+    out = []
+    for check, event in STARTUP:
+        values = record.get(f"{check}_relative_per_chunk") or record.get(f"{check}_ms_per_chunk")
+        if values and all(v is None for v in values):
+            out.append(
+                (
+                    check,
+                    f"{check} ({event}) has no value: every warm load of every runner process was disturbed "
+                    f"by other work on the machine",
+                )
+            )
+    return out
+
+
+def _blind_text(
+    quantity: _Spread,
+    design: stats.ProcessShift,
+    change: float,
+    check_processes: int,
+    tol: Tolerances,
+    latency_name: str,
+) -> tuple[str, str]:
+    """A quantity whose processes disagree too much for a check of ``check_processes`` to catch DETECT_TOLERANCES
+    tolerances: its line in ``unfit`` and its problem, with the remedy. ``latency_name``: "relative latency" or
+    "raw latency"."""
+    remedy = _remedy(quantity.medians, check_processes, quantity.tolerance, tol.alpha, quantity.name, log=quantity.log)
+    if quantity.what == "latency":
+        unfit = (
+            f"{latency_name} moves by {float(np.expm1(design.spread)):.1%} (sd) between its "
+            f"{quantity.medians.size} processes"
+        )
+        return unfit, (
+            f"{unfit}: a check of {check_processes} process(es) would catch "
+            f"only slowdowns above {change:+.0%} reliably, not {DETECT_TOLERANCES * tol.latency:+.0%} "
+            f"({DETECT_TOLERANCES:g} x the tolerance); " + remedy
+        )
+    unfit = (
+        f"{quantity.what} moves by {design.spread * 100:.1f} points (sd) between its "
+        f"{quantity.medians.size} processes"
+    )
+    return unfit, (
+        f"{unfit}: a check of {check_processes} process(es) would "
+        f"catch only changes above {change * 100:.0f} points "
+        f"reliably, not {DETECT_TOLERANCES * quantity.tolerance * 100:g} ({DETECT_TOLERANCES:g} "
+        f"x the tolerance); " + remedy
+    )
 
 
 _TOLERANCE_NAMES = {"share": "shares", "delegation coverage": "coverage", "SME path share": "sme_path"}

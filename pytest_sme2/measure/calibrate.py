@@ -212,19 +212,22 @@ class ModelRow:
         return self.modelled_ms / self.measured_ms - 1
 
 
-def model_rows(
-    device: "DeviceModel",
-    target: str,
-    models: list[str],
-    cache_dir: Path,
-    session_dir: Path,
-    runs: int = 20,
-    adb_server: str | None = None,
-    model_dir: Path = Path("models"),
-) -> list[ModelRow]:
-    """Each of ``models`` (registered from ``model_dir``, fp32: the repository's bundled ones) measured on ``target``
-    with SME2 on and off, and counted on the emulated target and priced on ``device`` (a DeviceModel): the modelled
-    number beside the measured one."""
+@dataclass(frozen=True)
+class ModelSessions:
+    """Where model_rows measures and counts: the ``target`` (and its adb server, for the adb target), the export
+    cache, the folder its two sessions (measured, counted) write under, and the folder the models are found in."""
+
+    target: str
+    cache_dir: Path
+    session_dir: Path
+    adb_server: str | None = None
+    model_dir: Path = Path("models")
+
+
+def model_rows(device: "DeviceModel", models: list[str], where: ModelSessions, runs: int = 20) -> list[ModelRow]:
+    """Each of ``models`` (registered from ``where.model_dir``, fp32: the repository's bundled ones) measured on
+    ``where.target`` with SME2 on and off, and counted on the emulated target and priced on ``device`` (a
+    DeviceModel): the modelled number beside the measured one."""
     from pytest_sme2.export.export import Recipe
     from pytest_sme2.measure.runner import Runner
     from pytest_sme2.measure.session import Settings, Sme2Session
@@ -232,9 +235,10 @@ def model_rows(
     from pytest_sme2.run.targets.adb import is_adb_target
     from pytest_sme2.run.targets.adb.options import SERVER
 
+    target, cache_dir, session_dir, model_dir = where.target, where.cache_dir, where.session_dir, where.model_dir
     rows = []
     # the adb target reads its server from the session's target options (run/targets/adb/options.py)
-    given = {SERVER.name: adb_server} if adb_server is not None and is_adb_target(target) else {}
+    given = {SERVER.name: where.adb_server} if where.adb_server is not None and is_adb_target(target) else {}
     measured_session = Sme2Session(
         Settings(target=target, cache_dir=cache_dir, session_dir=session_dir / "measured", target_options=given)
     )

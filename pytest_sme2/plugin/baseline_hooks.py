@@ -290,10 +290,7 @@ def _gate(item: pytest.Item, body_failed: str | None = None) -> None:
         if not config.update:
             judged["files"].append({"fingerprint": fingerprint, "target": target, "records": records})
         failures += gate.check_file(
-            item.nodeid,
-            fingerprint,
-            target,
-            records,
+            gate.GateFile(item.nodeid, fingerprint, target, records),
             rules,
             update,
             outcome,

@@ -183,13 +183,18 @@ def device_of(device: "str | Path | DeviceModel") -> DeviceModel:
     return device if isinstance(device, DeviceModel) else load_device(device)
 
 
-def _checked(data: dict[str, Any], path: Path) -> DeviceModel:
-    """The DeviceModel of a device file's contents; a UsageError naming the file and the field otherwise."""
+@dataclass(frozen=True)
+class _DeviceFile:
+    """The checks of one device file's fields: each raises a UsageError naming the file and the field."""
 
-    def fail(what: str) -> UsageError:
-        return UsageError(f"device file {path}: {what} (docs/device_model.md describes the format)")
+    path: Path
 
-    def number(value: Any, where: str, bounds: tuple[float, float, str]) -> float:
+    def fail(self, what: str) -> UsageError:
+        """The error for a wrong field, naming the file and the format's page."""
+        return UsageError(f"device file {self.path}: {what} (docs/device_model.md describes the format)")
+
+    def number(self, value: Any, where: str, bounds: tuple[float, float, str]) -> float:
+        """A positive, finite number within ``bounds`` (low, high, why)."""
         low, high, why = bounds
         if (
             isinstance(value, bool)
@@ -198,78 +203,56 @@ def _checked(data: dict[str, Any], path: Path) -> DeviceModel:
             or value <= 0
             or not low <= value <= high
         ):
-            raise fail(f"{where} must be a positive number from {low:g} to {high:g} ({why}), not {value!r}")
+            raise self.fail(f"{where} must be a positive number from {low:g} to {high:g} ({why}), not {value!r}")
         return float(value)
 
-    def whole(value: Any, where: str, bounds: tuple[float, float, str]) -> int:
-        checked = number(value, where, bounds)
+    def whole(self, value: Any, where: str, bounds: tuple[float, float, str]) -> int:
+        """A number of ``number`` that is whole."""
+        checked = self.number(value, where, bounds)
         if checked != int(checked):  # int() would make threads = 0.5 a device of no threads
-            raise fail(f"{where} must be a whole number, not {value!r}")
+            raise self.fail(f"{where} must be a whole number, not {value!r}")
         return int(checked)
 
-    def text(value: Any, where: str) -> str:
+    def text(self, value: Any, where: str) -> str:
+        """A non-empty line of printable text."""
         if not isinstance(value, str) or not value.strip():
-            raise fail(f"{where} must be a non-empty text")
+            raise self.fail(f"{where} must be a non-empty text")
         if CONTROL.search(value):  # the name and validation reach every label and failure message
-            raise fail(f"{where} must be one line of printable text, not {value!r}")
+            raise self.fail(f"{where} must be one line of printable text, not {value!r}")
         return value
 
-    def sourced(table: Mapping[str, Any], key: str, where: str) -> str:
+    def sourced(self, table: Mapping[str, Any], key: str, where: str) -> str:
+        """The source ``table`` gives for ``key``: every number needs one."""
         sources = table.get("source")
         source = sources.get(key) if isinstance(sources, dict) else None
         if not isinstance(source, str) or not source.strip():
-            raise fail(f'{where} has no source; every number needs one (source.{key} = "...")')
-        return text(source, f"source.{key} of {where}")
+            raise self.fail(f'{where} has no source; every number needs one (source.{key} = "...")')
+        return self.text(source, f"source.{key} of {where}")
 
+
+def _checked(data: dict[str, Any], path: Path) -> DeviceModel:
+    """The DeviceModel of a device file's contents; a UsageError naming the file and the field otherwise."""
+    f = _DeviceFile(path)
     for key in ("name", "description", "validation"):
-        text(data.get(key), f"'{key}'")
-    svl = whole(data.get("svl_bits"), "svl_bits", SVL_BITS)
+        f.text(data.get(key), f"'{key}'")
+    svl = f.whole(data.get("svl_bits"), "svl_bits", SVL_BITS)
     if svl & (svl - 1):
-        raise fail(f"svl_bits must be a power of two ({SVL_BITS[2]}), not {svl}")
-    sourced(data, "svl_bits", "svl_bits")
-    threads = whole(data.get("threads"), "threads", THREADS)
-    sourced(data, "threads", "threads")
-    clock = data.get("clock_ghz")
-    resources = []
-    covered: set[str] = set()
-    for name, table in (data.get("resources") or {}).items():
-        if not isinstance(table, dict):
-            raise fail(f"resources.{name} must be a table")
-        rates: dict[str, float] = {}
-        sources: dict[str, str] = {}
-        for unit in ("per_ns", "per_cycle"):
-            for cls, value in (table.get(unit) or {}).items():
-                if cls != ALL_CLASSES and cls not in NAMES:
-                    raise fail(
-                        f"resources.{name}.{unit}.{cls} names no instruction class; the classes are "
-                        f"{', '.join(NAMES)} (or '{ALL_CLASSES}')"
-                    )
-                if cls in rates:
-                    raise fail(f"resources.{name} gives {cls} twice")
-                rate = number(value, f"resources.{name}.{unit}.{cls}", RATE)
-                if unit == "per_cycle":
-                    rate *= number(clock, "clock_ghz (needed by per_cycle rates)", CLOCK_GHZ)
-                    sourced(data, "clock_ghz", "clock_ghz")
-                rates[cls] = rate
-                sources[cls] = sourced(table, cls, f"resources.{name}.{unit}.{cls}")
-        if not rates:
-            raise fail(f"resources.{name} has no rates (per_ns or per_cycle)")
-        covered |= set(rates) - {ALL_CLASSES}  # a width over all classes does not say where one executes
-        resources.append(Resource(name, str(table.get("what", "")), rates, sources))
-    missing = [n for n in NAMES if n not in covered]
-    if missing:
-        raise fail(f"no resource executes the instruction class(es) {', '.join(missing)}")
+        raise f.fail(f"svl_bits must be a power of two ({SVL_BITS[2]}), not {svl}")
+    f.sourced(data, "svl_bits", "svl_bits")
+    threads = f.whole(data.get("threads"), "threads", THREADS)
+    f.sourced(data, "threads", "threads")
+    resources = _resources(data, f)
     memory_table = data.get("memory") or {}
     # l2_bytes a whole number of bytes, kept as a float like the bandwidths: the pricing digest of every
     # baseline priced so far hashed it that way
     memory = {
-        key: float(whole(memory_table.get(key), f"memory.{key}", L2_BYTES))
+        key: float(f.whole(memory_table.get(key), f"memory.{key}", L2_BYTES))
         if key == "l2_bytes"
-        else number(memory_table.get(key), f"memory.{key}", BANDWIDTH)
+        else f.number(memory_table.get(key), f"memory.{key}", BANDWIDTH)
         for key in MEMORY_KEYS
     }
     for key in MEMORY_KEYS:
-        sourced(memory_table, key, f"memory.{key}")
+        f.sourced(memory_table, key, f"memory.{key}")
     model = DeviceModel(
         data["name"], data["description"], svl, threads, data["validation"], tuple(resources), memory, str(path)
     )
@@ -280,11 +263,47 @@ def _checked(data: dict[str, Any], path: Path) -> DeviceModel:
         and load_device(model.name).pricing_digest != model.pricing_digest
     ):
         # a copy edited but not renamed: every label and skipped verdict would call it the shipped device
-        raise fail(
+        raise f.fail(
             f"name = {model.name!r} is a shipped device's name, and this file prices differently: give it a "
             f"name of its own (and a validation text of its own)"
         )
     return model
+
+
+def _resources(data: Mapping[str, Any], f: _DeviceFile) -> list[Resource]:
+    """A device file's resources, each rate checked and sourced (per_cycle ones priced at clock_ghz); every
+    instruction class must be executed by one of them."""
+    clock = data.get("clock_ghz")
+    resources = []
+    covered: set[str] = set()
+    for name, table in (data.get("resources") or {}).items():
+        if not isinstance(table, dict):
+            raise f.fail(f"resources.{name} must be a table")
+        rates: dict[str, float] = {}
+        sources: dict[str, str] = {}
+        for unit in ("per_ns", "per_cycle"):
+            for cls, value in (table.get(unit) or {}).items():
+                if cls != ALL_CLASSES and cls not in NAMES:
+                    raise f.fail(
+                        f"resources.{name}.{unit}.{cls} names no instruction class; the classes are "
+                        f"{', '.join(NAMES)} (or '{ALL_CLASSES}')"
+                    )
+                if cls in rates:
+                    raise f.fail(f"resources.{name} gives {cls} twice")
+                rate = f.number(value, f"resources.{name}.{unit}.{cls}", RATE)
+                if unit == "per_cycle":
+                    rate *= f.number(clock, "clock_ghz (needed by per_cycle rates)", CLOCK_GHZ)
+                    f.sourced(data, "clock_ghz", "clock_ghz")
+                rates[cls] = rate
+                sources[cls] = f.sourced(table, cls, f"resources.{name}.{unit}.{cls}")
+        if not rates:
+            raise f.fail(f"resources.{name} has no rates (per_ns or per_cycle)")
+        covered |= set(rates) - {ALL_CLASSES}  # a width over all classes does not say where one executes
+        resources.append(Resource(name, str(table.get("what", "")), rates, sources))
+    missing = [n for n in NAMES if n not in covered]
+    if missing:
+        raise f.fail(f"no resource executes the instruction class(es) {', '.join(missing)}")
+    return resources
 
 
 def time_text(ms: float) -> str:

@@ -26,15 +26,17 @@ WORTH_DELEGATING = 0.05  # a portable operator above this share of E2E is worth 
 def profile_dict(self: Any, top: int = 10) -> dict[str, Any]:
     """The one JSON form of this profile: the report's profile entry (summary.json, HTML, CSV), the history
     line, ``pytest-sme2 analyze --json`` and the baseline record (baselines.record_of picks from it) all
-    read this dict, so every quantity is named and converted here once (docs/artifacts.md)."""
-    top_ops = self.top_ops(top)
-    memory = self.metadata.get("memory") or {}
-    share = "instruction_share" if self.basis == INSTRUCTIONS else "share"
+    read this dict, so every quantity is named and converted here once (docs/artifacts.md). Its keys, in
+    order: the runs and their times, then where the time or instructions went, then the evidence."""
     # Emulated time is not time: an emulated profile's JSON holds no emulator milliseconds at all, neither
     # under latency names nor per operator, so no consumer of summary.json can read them as latency.
     timed = not self.emulated
-    portable = [_json_row(row, timed) for row in self.portable_ops.to_dict("records")]
-    executed = self.executed_sme_kernels  # from a kernel trace (emulated target); None when not traced
+    return {**_runs_part(self, timed), **_shares_part(self), **_evidence_part(self, timed, top)}
+
+
+def _runs_part(self: Any, timed: bool) -> dict[str, Any]:
+    """profile_dict's first keys: the model and variant, its runs, their latency and start-up, which were
+    disturbed."""
     return {
         "model": self.model,
         "recipe": self.recipe,
@@ -69,6 +71,14 @@ def profile_dict(self: Any, top: int = 10) -> dict[str, Any]:
         "disturbed_run_indices": self.disturbed_run_indices,
         "disturbed_references": self.disturbed_references,
         "throttled_runs": self.throttled,
+    }
+
+
+def _shares_part(self: Any) -> dict[str, Any]:
+    """profile_dict's middle keys: the basis, memory, and where the time or instructions went (shares,
+    delegation, SME path)."""
+    memory = self.metadata.get("memory") or {}
+    return {
         "basis": self.basis,
         "memory": {
             "planned_bytes": self.planned_memory_bytes,
@@ -96,6 +106,16 @@ def profile_dict(self: Any, top: int = 10) -> dict[str, Any]:
         "sme_path_share": self.sme_path_share,
         "sme_path_basis": self.sme_path_basis,
         "sme_path_ops": self.sme_path_ops,
+    }
+
+
+def _evidence_part(self: Any, timed: bool, top: int) -> dict[str, Any]:
+    """profile_dict's last keys: work, kernels and operators (the ``top`` heaviest), metadata and artifacts."""
+    top_ops = self.top_ops(top)
+    share = "instruction_share" if self.basis == INSTRUCTIONS else "share"
+    portable = [_json_row(row, timed) for row in self.portable_ops.to_dict("records")]
+    executed = self.executed_sme_kernels  # from a kernel trace (emulated target); None when not traced
+    return {
         "work": self.work_by_category(),
         "kernel_time": None if self.kernel_time is None else self.kernel_time.as_dict(top=KERNELS_PER_OP),
         # which CONV/GEMM kernels ran is evidence on every target; their share needs a measure (not emulator time)

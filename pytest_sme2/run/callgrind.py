@@ -79,7 +79,7 @@ def count_instructions(
 ) -> InstructionCount:
     """Instructions per inference of ``pte`` on the host native runner (see the module docstring)."""
     from pytest_sme2.run.native.build import build_runner
-    from pytest_sme2.run.targets.local import LocalTarget, run_runner_process
+    from pytest_sme2.run.targets.local import LocalTarget, RunnerLaunch, run_runner_process
 
     if inferences < 2:
         raise UsageError(f"instruction counting needs at least 2 inferences to cancel load and init, got {inferences}")
@@ -94,7 +94,8 @@ def count_instructions(
         output = run_dir / "callgrind.out"
         prefix = [valgrind, "--tool=callgrind", f"--callgrind-out-file={output}"]
         spec = RunSpec(sme2=None, threads=1, runs=n, warmup=0, etdump=False, timeout_s=timeout_s)
-        run_runner_process(prefix, binary, dict(os.environ), Path(pte), inputs, spec, run_dir, info, sme2_active=False)
+        launch = RunnerLaunch(prefix, binary, dict(os.environ), info, sme2_active=False)
+        run_runner_process(launch, Path(pte), inputs, spec, run_dir)
         totals[n] = read_callgrind_total(output)
     return InstructionCount(
         per_inference=(totals[inferences] - totals[1]) / (inferences - 1),

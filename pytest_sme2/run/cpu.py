@@ -11,7 +11,7 @@ import functools
 import platform
 import re
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 
@@ -29,6 +29,21 @@ class CpuInfo:
     @property
     def slug(self) -> str:
         return re.sub(r"[^a-z0-9]+", "-", self.name.lower()).strip("-") or "unknown-cpu"
+
+
+@dataclass(frozen=True)
+class Machine:
+    """Where native programs run: this computer by default.
+
+    ``launcher`` and ``env`` start a program there (empty for this computer; the
+    project's tests use ``qemu-aarch64 -cpu max`` to be an SME2 Linux machine),
+    ``runner_arch`` is the ``build_runner`` architecture whose binaries run there.
+    """
+
+    cpu: CpuInfo
+    runner_arch: str = "host"
+    launcher: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
 
 
 def parse_proc_cpuinfo(text: str, arch: str) -> tuple[str, frozenset[str]]:

@@ -7,6 +7,7 @@ and none of it reads emulated time.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 from pytest_sme2.gate.checks.base import Pair, pct, points_short
@@ -28,21 +29,25 @@ def counted_of(record: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return counts if isinstance(counts, Mapping) and counts.get("source") == QEMU else None
 
 
-def counted_share(
-    check: str,
-    label: str,
-    what: str,
-    now: float | None,
-    then: float | None,
-    tolerance: float,
-    two_sided: bool,
-    category: str | None = None,
-    short: str = "",
-) -> Verdict:
-    """A share of the counted run (coverage, SME path, a category) against the baseline's, in exact points;
-    ``short``: the share's name in a failing test's message (``what`` without its basis)."""
+@dataclass(frozen=True)
+class CountedShare:
+    """A share of the counted run (coverage, SME path, a category) and how counted_share judges it: the check,
+    its name in verdicts (``what``; ``short`` in a failing test's message: ``what`` without its basis), the
+    tolerance in points, whether a rise fails too (``two_sided``) and the share's category."""
+
+    check: str
+    what: str
+    tolerance: float
+    two_sided: bool
+    category: str | None = None
+    short: str = ""
+
+
+def counted_share(share: CountedShare, label: str, now: float | None, then: float | None) -> Verdict:
+    """A share of the counted run against the baseline's, in exact points."""
+    check, what, tolerance, two_sided = share.check, share.what, share.tolerance, share.two_sided
     evidence = Evidence(
-        {"current": now, "baseline": then, "tolerance": tolerance, "basis": "counted"}, category=category
+        {"current": now, "baseline": then, "tolerance": tolerance, "basis": "counted"}, category=share.category
     )
     if then is None:
         return Verdict(check, Status.OK, label, f"{what}: the baseline had none", evidence)
@@ -57,7 +62,7 @@ def counted_share(
             Status.REGRESSION,
             label,
             f"{numbers}; tolerance {bound} points",
-            evidence.worded(points_short(short or what, now, then)),
+            evidence.worded(points_short(share.short or what, now, then)),
         )
     return Verdict(
         check,

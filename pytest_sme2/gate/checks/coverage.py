@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from pytest_sme2.gate.checks.base import Check, Pair
-from pytest_sme2.gate.checks.counted import counted_share, counts_of
-from pytest_sme2.gate.checks.process_stats import per_run_verdict
+from pytest_sme2.gate.checks.counted import CountedShare, counted_share, counts_of
+from pytest_sme2.gate.checks.process_stats import PerRunQuantity, per_run_verdict
 from pytest_sme2.gate.verdict import Tolerances, Verdict
 
 
@@ -17,17 +17,19 @@ def _coverage(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any
     """The delegate's share of each run's time (the graph nodes' share is delegated_ops.py's)."""
     return [
         per_run_verdict(
-            "delegation_coverage",
+            PerRunQuantity(
+                "delegation_coverage",
+                "delegation coverage of E2E time",
+                "delegation_coverage",
+                tol.coverage,
+                tol.alpha,
+                two_sided=False,
+                short="delegated share of the run's time",
+                session=tol.session_shares,
+            ),
             label,
-            "delegation coverage of E2E time",
-            "delegation_coverage",
             current,
             baseline,
-            tol.coverage,
-            tol.alpha,
-            two_sided=False,
-            short="delegated share of the run's time",
-            session=tol.session_shares,
         )
     ]
 
@@ -39,14 +41,16 @@ def _counted(pair: Pair) -> list[Verdict]:
     now, then = counts
     return [
         counted_share(
-            "delegation_coverage",
+            CountedShare(
+                "delegation_coverage",
+                "delegation coverage of E2E instructions",
+                pair.tol.coverage,
+                False,
+                short="delegated share of the run's instructions",
+            ),
             pair.label,
-            "delegation coverage of E2E instructions",
             now.get("delegation_coverage"),
             then.get("delegation_coverage"),
-            pair.tol.coverage,
-            False,
-            short="delegated share of the run's instructions",
         )
     ]
 

@@ -51,27 +51,45 @@ def latency_verdict(label: str, current: Mapping[str, Any], baseline: Mapping[st
     test = process_shift_of((current, baseline), values, clean, log=True, session=float(np.log1p(tol.session_latency)))
     if isinstance(test, str):
         return Verdict("latency", Status.INCONCLUSIVE, label, f"latency not judged: {test}")
-    if judged_relative:
-        basis, how = "relative latency", "each run / the reference program's run right before it; "
-        raw_note = ""
-    else:
-        which = " and ".join(
-            side for side, r in (("this run", relative[0]), ("the baseline", relative[1])) if r is None
-        )
-        basis, how = "raw latency", ""
-        raw_note = (
-            f"; judged on raw milliseconds because {which} has no reference-program times, so drift of "
-            f"the machine is not cancelled (record the baseline again with --sme2-update-baselines and "
-            f"keep --sme2-latency-reference on)"
-        )
-    ratio = 1 + test.change
-    low, high = (1 + bound for bound in test.interval())
+    basis, how, raw_note = _basis(rel_now, rel_then)
     medians = [float(np.median(side)) for side in raw]
-    evidence = {
+    evidence = _latency_evidence(test, judged_relative, medians, clean, tol)
+    numbers = (
+        f"{basis} {evidence['ratio'] - 1:+.1%} ({how}{processes_text(test)}, 95% CI of the ratio "
+        f"[{evidence['ratio_low']:.3f}, {evidence['ratio_high']:.3f}]"
+        f"{disturbed}; raw median {medians[0]:.4g} ms vs baseline {medians[1]:.4g} ms){raw_note}"
+    )
+    return _decided(label, tol, test, evidence, numbers)
+
+
+def _basis(rel_now: np.ndarray | None, rel_then: np.ndarray | None) -> tuple[str, str, str]:
+    """What latency_verdict compares (relative latency when both sides have reference-program times), how, and
+    when it falls back to raw milliseconds the note saying which side lacks them and how to get them."""
+    if rel_now is not None and rel_then is not None:
+        return "relative latency", "each run / the reference program's run right before it; ", ""
+    which = " and ".join(side for side, r in (("this run", rel_now), ("the baseline", rel_then)) if r is None)
+    raw_note = (
+        f"; judged on raw milliseconds because {which} has no reference-program times, so drift of "
+        f"the machine is not cancelled (record the baseline again with --sme2-update-baselines and "
+        f"keep --sme2-latency-reference on)"
+    )
+    return "raw latency", "", raw_note
+
+
+def _latency_evidence(
+    test: stats.ProcessShift,
+    judged_relative: bool,
+    medians: list[float],
+    clean: tuple[np.ndarray, ...],
+    tol: Tolerances,
+) -> dict[str, Any]:
+    """The numbers of a judged latency verdict, for its evidence (and read back by _decided)."""
+    low, high = (1 + bound for bound in test.interval())
+    return {
         "basis": "relative" if judged_relative else "raw",
         "current_median_ms": medians[0],
         "baseline_median_ms": medians[1],
-        "ratio": ratio,
+        "ratio": 1 + test.change,
         "ratio_low": low,
         "ratio_high": high,
         "p_slower": test.p_up,
@@ -88,12 +106,14 @@ def latency_verdict(label: str, current: Mapping[str, Any], baseline: Mapping[st
         "current_disturbed": int((~clean[0]).sum()),
         "baseline_disturbed": int((~clean[1]).sum()),
     }
-    numbers = (
-        f"{basis} {ratio - 1:+.1%} ({how}{processes_text(test)}, 95% CI of the ratio [{low:.3f}, {high:.3f}]"
-        f"{disturbed}; raw median {medians[0]:.4g} ms vs baseline {medians[1]:.4g} ms){raw_note}"
-    )
+
+
+def _decided(label: str, tol: Tolerances, test: stats.ProcessShift, evidence: dict[str, Any], numbers: str) -> Verdict:
+    """The judged latency verdict: a regression or an improvement beyond the tolerance, the minimum effect and
+    alpha, otherwise OK saying which of the three held it back."""
+    ratio, low, high = evidence["ratio"], evidence["ratio_low"], evidence["ratio_high"]
     # The change in milliseconds the ratio stands for, measured on the baseline's median.
-    effect_ms = abs(ratio - 1) * medians[1]
+    effect_ms = abs(ratio - 1) * evidence["baseline_median_ms"]
     big_enough = effect_ms > tol.min_effect_ms
     if ratio > 1 + tol.latency and big_enough and test.p_up < tol.alpha:
         short = (

@@ -43,8 +43,9 @@ def modelled_verdicts(
     then: Mapping[str, Any] = baseline.get("modelled") or {}
     if not now and not then:
         return []
-
-    def skipped(why: str, judge_with: str | None = None) -> list[Verdict]:
+    not_judged = _why_not_judged(now, then)
+    if not_judged is not None:
+        why, judge_with = not_judged
         return [
             Verdict(
                 "modelled",
@@ -54,50 +55,9 @@ def modelled_verdicts(
                 Evidence({JUDGE_WITH: judge_with} if judge_with else {}),
             )
         ]
-
-    def option(side: Mapping[str, Any]) -> str:
-        return shlex.quote(device_option(side))
-
-    record_again = f"record the baseline again with --sme2-update-baselines --sme2-device {option(now or then)}"
-    if not now:
-        return skipped(
-            f"{NO_DEVICE_THIS_SESSION} (the baseline was modelled on {then.get('device')}; set "
-            f"--sme2-device {option(then)} to judge it)",
-            judge_with=option(then),
-        )
-    if not then:
-        return skipped(f"the baseline has no modelled time on {now.get('device')}; {record_again}")
-    if (now.get("device"), now.get("pricing_digest")) != (then.get("device"), then.get("pricing_digest")):
-        same = now.get("device") == then.get("device")
-        return skipped(
-            f"the baseline was priced by {'another version of ' if same else ''}{then.get('device')}'s "
-            f"numbers{' or pricing method' if same else ''}, this run by {now.get('device')}'s; "
-            f"{record_again}"
-        )
-    refused = now.get("refused") or then.get("refused")
-    if refused:
-        return skipped(str(refused))
-    if not all(
-        isinstance(side.get("e2e_ms"), (int, float)) and isinstance(side.get("ops"), Mapping) for side in (now, then)
-    ):
-        return skipped(
-            f"the {'baseline' if now.get('ops') is not None else 'run'}'s modelled time is incomplete; "
-            f"{record_again}"
-        )
     cur, base = float(now["e2e_ms"]), float(then["e2e_ms"])
     change = cur / base - 1 if base > 0 else (0.0 if cur == 0 else float("inf"))
-    pairs, gone, new = op_pairs(current, baseline, now["ops"], then["ops"])
-    moved: list[tuple[float, str | None, str | None, float, float]] = [
-        (now["ops"][after] - then["ops"][before], before, after, then["ops"][before], now["ops"][after])
-        for before, after in pairs
-    ]
-    moved += [(now["ops"][after], None, after, 0.0, now["ops"][after]) for after in new]
-    moved += [(-then["ops"][before], before, None, then["ops"][before], 0.0) for before in gone]
-    # named: the operators that grew most, where the growth shows at the four digits written (a model author's
-    # trial: "0.0047 -> 0.0047 ms" was named as grown most)
-    grown = sorted(
-        (m for m in moved if m[0] > 0 and time_text(m[3]) != time_text(m[4])), key=lambda m: m[0], reverse=True
-    )[:MODELLED_OPS_NAMED]
+    grown = _grown_most(current, baseline, now["ops"], then["ops"])
     device = now["device"]
     evidence = Evidence(
         {
@@ -138,6 +98,62 @@ def modelled_verdicts(
             Verdict("modelled", Status.IMPROVEMENT, label, f"modelled device time improvement: {numbers}", evidence)
         ]
     return [Verdict("modelled", Status.OK, label, f"modelled device time within tolerance: {numbers}", evidence)]
+
+
+def _why_not_judged(now: Mapping[str, Any], then: Mapping[str, Any]) -> tuple[str, str | None] | None:
+    """Why modelled time cannot be judged (no device this session, a baseline without modelled time, other
+    pricing, a refused or incomplete side), with the --sme2-device value that would judge it; None if it can."""
+
+    def option(side: Mapping[str, Any]) -> str:
+        return shlex.quote(device_option(side))
+
+    record_again = f"record the baseline again with --sme2-update-baselines --sme2-device {option(now or then)}"
+    if not now:
+        return (
+            f"{NO_DEVICE_THIS_SESSION} (the baseline was modelled on {then.get('device')}; set "
+            f"--sme2-device {option(then)} to judge it)",
+            option(then),
+        )
+    if not then:
+        return f"the baseline has no modelled time on {now.get('device')}; {record_again}", None
+    if (now.get("device"), now.get("pricing_digest")) != (then.get("device"), then.get("pricing_digest")):
+        same = now.get("device") == then.get("device")
+        return (
+            f"the baseline was priced by {'another version of ' if same else ''}{then.get('device')}'s "
+            f"numbers{' or pricing method' if same else ''}, this run by {now.get('device')}'s; "
+            f"{record_again}",
+            None,
+        )
+    refused = now.get("refused") or then.get("refused")
+    if refused:
+        return str(refused), None
+    if not all(
+        isinstance(side.get("e2e_ms"), (int, float)) and isinstance(side.get("ops"), Mapping) for side in (now, then)
+    ):
+        return (
+            f"the {'baseline' if now.get('ops') is not None else 'run'}'s modelled time is incomplete; "
+            f"{record_again}",
+            None,
+        )
+    return None
+
+
+def _grown_most(
+    current: Mapping[str, Any], baseline: Mapping[str, Any], ops_now: Mapping[str, Any], ops_then: Mapping[str, Any]
+) -> list[tuple[float, str | None, str | None, float, float]]:
+    """The MODELLED_OPS_NAMED operators whose modelled time grew most, paired by graph node (new and gone ones
+    too), as (growth, baseline name, current name, baseline ms, current ms)."""
+    pairs, gone, new = op_pairs(current, baseline, ops_now, ops_then)
+    moved: list[tuple[float, str | None, str | None, float, float]] = [
+        (ops_now[after] - ops_then[before], before, after, ops_then[before], ops_now[after]) for before, after in pairs
+    ]
+    moved += [(ops_now[after], None, after, 0.0, ops_now[after]) for after in new]
+    moved += [(-ops_then[before], before, None, ops_then[before], 0.0) for before in gone]
+    # named: the operators that grew most, where the growth shows at the four digits written (a model author's
+    # trial: "0.0047 -> 0.0047 ms" was named as grown most)
+    return sorted(
+        (m for m in moved if m[0] > 0 and time_text(m[3]) != time_text(m[4])), key=lambda m: m[0], reverse=True
+    )[:MODELLED_OPS_NAMED]
 
 
 def _modelled_op(before: str | None, after: str | None) -> str:

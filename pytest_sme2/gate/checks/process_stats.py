@@ -10,12 +10,13 @@ whole story.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from pytest_sme2.gate.checks.base import pct, points_short
-from pytest_sme2.gate.verdict import Evidence, Status, Tolerances, Verdict
+from pytest_sme2.gate.verdict import Evidence, Status, Verdict
 from pytest_sme2.profile import stats
 
 
@@ -100,116 +101,162 @@ def per_run(record: Mapping[str, Any], key: str, category: str | None = None) ->
     return np.array([np.nan if v is None else v for v in values], dtype=float)
 
 
+@dataclass(frozen=True)
+class PerRunQuantity:
+    """One per-run quantity and how per_run_verdict judges it: the check it belongs to, its name in verdicts
+    (``what``; ``short`` in a failing test's message, default ``what``), the record's ``per_run`` key (and
+    ``category`` within it, for shares), the tolerance in points, alpha, whether a rise fails too
+    (``two_sided``), ``min_effect_ms`` (for shares of the run's time: a change must be more than that many ms of
+    the baseline's median run) and ``session``: the points it moves between sessions beyond its processes,
+    allowed for in the t-test."""
+
+    check: str
+    what: str
+    key: str
+    tolerance: float
+    alpha: float
+    two_sided: bool
+    category: str | None = None
+    min_effect_ms: float = 0.0
+    short: str = ""
+    session: float = 0.0
+
+    def evidence(self, numbers: Mapping[str, Any] | None = None, judged: bool = False) -> Evidence:
+        """A verdict's evidence: the tolerance, alpha and ``numbers``, with the share's category; ``judged``: the
+        t-test between processes decided."""
+        found = {"tolerance": self.tolerance, "alpha": self.alpha, **(numbers or {})}
+        return Evidence(found, category=self.category, statistical=judged)
+
+
 def per_run_verdict(
-    check: str,
-    label: str,
-    what: str,
-    key: str,
-    current: Mapping[str, Any],
-    baseline: Mapping[str, Any],
-    tolerance: float,
-    alpha: float,
-    two_sided: bool,
-    category: str | None = None,
-    min_effect_ms: float = 0.0,
-    short: str = "",
-    session: float = 0.0,
+    quantity: PerRunQuantity, label: str, current: Mapping[str, Any], baseline: Mapping[str, Any]
 ) -> Verdict:
-    """One per-run quantity judged like latency: median change beyond ``tolerance`` points *and* significant,
-    and (``min_effect_ms``, for shares of the run's time) a change of more than that many ms of the baseline's
-    median run. ``short``: the quantity's name in a failing test's message (default ``what``). ``session``: the
-    points it moves between sessions beyond its processes, allowed for in the t-test."""
-    evidence: dict[str, Any] = {"tolerance": tolerance, "alpha": alpha}
-
-    def typed(judged: bool = False) -> Evidence:
-        """The numbers so far, with the share's category; ``judged``: the t-test between processes decided."""
-        return Evidence(evidence, category=category, statistical=judged)
-
-    now, then = (per_run(r, key, category) for r in (current, baseline))
-    if now is None and then is None:
-        return Verdict(check, Status.OK, label, f"{what}: neither side has any", typed())
-    if then is None or now is None:
-        side = "the baseline" if then is None else "this run"
-        if side == "the baseline" and baseline.get("per_run") is None:
-            return Verdict(
-                check,
-                Status.INCONCLUSIVE,
-                label,
-                f"{what} not judged: the baseline was recorded by an older pytest-sme2 without per-run "
-                f"values; record it again with --sme2-update-baselines",
-                typed(),
-            )
-        if two_sided or side == "this run":
-            return Verdict(check, Status.REGRESSION, label, f"{what}: {side} has none, the other side has", typed())
-        return Verdict(check, Status.OK, label, f"{what}: the baseline had none", typed())
+    """One per-run quantity judged like latency: median change beyond ``quantity.tolerance`` points *and*
+    significant, and (``quantity.min_effect_ms``) a change of more than that many ms of the baseline's median
+    run."""
+    q = quantity
+    now, then = (per_run(r, q.key, q.category) for r in (current, baseline))
+    if now is None or then is None:
+        return _per_run_missing(q, label, baseline, now, then)
     values = (now, then)
     clean = tuple(clean_runs(r) for r in (current, baseline))
     if len(values[0]) != clean[0].size or len(values[1]) != clean[1].size:
         return Verdict(
-            check, Status.INCONCLUSIVE, label, f"{what} not judged: per-run values do not match the runs", typed()
+            q.check,
+            Status.INCONCLUSIVE,
+            label,
+            f"{q.what} not judged: per-run values do not match the runs",
+            q.evidence(),
         )
     keep = tuple(m & np.isfinite(v) for v, m in zip(values, clean))
     few = too_few(keep)
     if few:
-        return Verdict(check, Status.INCONCLUSIVE, label, f"{what} not judged: {few}", typed())
-    test = process_shift_of((current, baseline), values, keep, session=session)
+        return Verdict(q.check, Status.INCONCLUSIVE, label, f"{q.what} not judged: {few}", q.evidence())
+    test = process_shift_of((current, baseline), values, keep, session=q.session)
     if isinstance(test, str):
-        return Verdict(check, Status.INCONCLUSIVE, label, f"{what} not judged: {test}", typed())
+        return Verdict(q.check, Status.INCONCLUSIVE, label, f"{q.what} not judged: {test}", q.evidence())
+    return _per_run_judged(q, label, baseline, test, clean)
+
+
+def _per_run_missing(
+    q: PerRunQuantity,
+    label: str,
+    baseline: Mapping[str, Any],
+    now: np.ndarray | None,
+    then: np.ndarray | None,
+) -> Verdict:
+    """per_run_verdict where a side has no values: OK when neither has, inconclusive for a baseline older than
+    per-run values, and a regression when the other side has (a new one only when a rise fails too)."""
+    if now is None and then is None:
+        return Verdict(q.check, Status.OK, label, f"{q.what}: neither side has any", q.evidence())
+    side = "the baseline" if then is None else "this run"
+    if side == "the baseline" and baseline.get("per_run") is None:
+        return Verdict(
+            q.check,
+            Status.INCONCLUSIVE,
+            label,
+            f"{q.what} not judged: the baseline was recorded by an older pytest-sme2 without per-run "
+            f"values; record it again with --sme2-update-baselines",
+            q.evidence(),
+        )
+    if q.two_sided or side == "this run":
+        return Verdict(
+            q.check, Status.REGRESSION, label, f"{q.what}: {side} has none, the other side has", q.evidence()
+        )
+    return Verdict(q.check, Status.OK, label, f"{q.what}: the baseline had none", q.evidence())
+
+
+def _per_run_judged(
+    q: PerRunQuantity,
+    label: str,
+    baseline: Mapping[str, Any],
+    test: stats.ProcessShift,
+    clean: tuple[np.ndarray, ...],
+) -> Verdict:
+    """per_run_verdict once the t-test between processes decided: a regression beyond the tolerance, alpha and
+    the minimum effect in a failing direction, otherwise OK saying why."""
     change = test.change
     p = test.p_up if change > 0 else test.p_down
-    evidence.update(
-        {
-            "current": test.current,
-            "baseline": test.baseline,
-            "change": change,
-            "p": p,
-            "current_runs": test.runs_current,
-            "baseline_runs": test.runs_baseline,
-            "current_processes": test.n_current,
-            "baseline_processes": test.n_baseline,
-            "between_processes": test.spread,
-            "between_sessions": test.session,
-            "current_disturbed": int((~clean[0]).sum()),
-            "baseline_disturbed": int((~clean[1]).sum()),
-        }
-    )
     low, high = test.interval()
-    evidence.update({"change_low": low, "change_high": high})
-    numbers = (
-        f"{what} {pct(test.baseline)} -> {pct(test.current)} ({change * 100:+.1f} points, 95% CI "
+    numbers: dict[str, Any] = {
+        "current": test.current,
+        "baseline": test.baseline,
+        "change": change,
+        "p": p,
+        "current_runs": test.runs_current,
+        "baseline_runs": test.runs_baseline,
+        "current_processes": test.n_current,
+        "baseline_processes": test.n_baseline,
+        "between_processes": test.spread,
+        "between_sessions": test.session,
+        "current_disturbed": int((~clean[0]).sum()),
+        "baseline_disturbed": int((~clean[1]).sum()),
+        "change_low": low,
+        "change_high": high,
+    }
+    text = (
+        f"{q.what} {pct(test.baseline)} -> {pct(test.current)} ({change * 100:+.1f} points, 95% CI "
         f"[{low * 100:+.1f}, {high * 100:+.1f}]; {processes_text(test)}{left_out(clean)}; "
         f"t-test p={p:.2g})"
     )
-    bad_direction = two_sided or change < 0
+    bad_direction = q.two_sided or change < 0
     effect_ms = abs(change) * median_run_ms(baseline, clean[1])
-    big_enough = not min_effect_ms or effect_ms > min_effect_ms  # coverage and SME path have no floor
-    if min_effect_ms:
-        evidence.update({"effect_ms": effect_ms, "min_effect_ms": min_effect_ms})
-    if abs(change) > tolerance and p < alpha and bad_direction and big_enough:
-        bound = f"+-{tolerance * 100:g}" if two_sided else f"-{tolerance * 100:g}"
-        floor = f" and {min_effect_ms:g} ms of the run ({effect_ms:.3g} ms)" if min_effect_ms else ""
+    big_enough = not q.min_effect_ms or effect_ms > q.min_effect_ms  # coverage and SME path have no floor
+    if q.min_effect_ms:
+        numbers.update({"effect_ms": effect_ms, "min_effect_ms": q.min_effect_ms})
+    if abs(change) > q.tolerance and p < q.alpha and bad_direction and big_enough:
+        bound = f"+-{q.tolerance * 100:g}" if q.two_sided else f"-{q.tolerance * 100:g}"
+        floor = f" and {q.min_effect_ms:g} ms of the run ({effect_ms:.3g} ms)" if q.min_effect_ms else ""
         return Verdict(
-            check,
+            q.check,
             Status.REGRESSION,
             label,
-            f"{numbers}; tolerance {bound} points{floor}, alpha {alpha:g}",
-            typed(True).worded(points_short(short or what, test.current, test.baseline)),
+            f"{text}; tolerance {bound} points{floor}, alpha {q.alpha:g}",
+            q.evidence(numbers, True).worded(points_short(q.short or q.what, test.current, test.baseline)),
         )
-    if abs(change) <= tolerance:
-        why = "within tolerance"
-    elif not big_enough and bad_direction:
-        why = (
+    why = _per_run_why_ok(q, test, p, effect_ms, big_enough, bad_direction)
+    return Verdict(q.check, Status.OK, label, f"{text}: {why}", q.evidence(numbers, True))
+
+
+def _per_run_why_ok(
+    q: PerRunQuantity, test: stats.ProcessShift, p: float, effect_ms: float, big_enough: bool, bad_direction: bool
+) -> str:
+    """Why a judged per-run quantity is OK: within tolerance, below the minimum effect, not significant, or
+    improved."""
+    change = test.change
+    if abs(change) <= q.tolerance:
+        return "within tolerance"
+    if not big_enough and bad_direction:
+        return (
             f"below the minimum effect: {abs(change) * 100:.1f} points of a {effect_ms / abs(change):.3g} ms run "
-            f"are {effect_ms:.3g} ms, not more than {min_effect_ms:g} ms (min_effect_ms)"
+            f"are {effect_ms:.3g} ms, not more than {q.min_effect_ms:g} ms (min_effect_ms)"
         )
-    elif p >= alpha:
-        why = (
-            f"not significant (only changes beyond {test.significant_change(alpha) * 100:.1f} points can be told "
+    if p >= q.alpha:
+        return (
+            f"not significant (only changes beyond {test.significant_change(q.alpha) * 100:.1f} points can be told "
             f"from how far processes{' and sessions' if test.session else ''} move it)"
         )
-    else:
-        why = "improved"
-    return Verdict(check, Status.OK, label, f"{numbers}: {why}", typed(True))
+    return "improved"
 
 
 def median_run_ms(record: Mapping[str, Any], clean: np.ndarray) -> float:
@@ -225,44 +272,54 @@ def process_medians(record: Mapping[str, Any], values: np.ndarray, keep: np.ndar
         return stats.process_medians(values, [len(values)], keep)
 
 
+@dataclass(frozen=True)
+class ShiftQuantity:
+    """One quantity with a value per process and how shift_verdict judges it: the check, its name in verdicts
+    (``what``; ``short`` in a failing test's message, default ``what``), its unit, the tolerance, alpha and the
+    minimum effect (in ``unit``). ``basis``: what the values are relative to (empty: raw). ``advisory``: why a
+    change beyond the tolerance is a note here, never a failure (it is named with its numbers all the same)."""
+
+    check: str
+    what: str
+    unit: str
+    tolerance: float
+    alpha: float
+    min_effect: float
+    basis: str = ""
+    advisory: str | None = None
+    short: str = ""
+
+
 def shift_verdict(
-    check: str,
+    quantity: ShiftQuantity,
     label: str,
-    what: str,
-    unit: str,
     now: np.ndarray,
     then: np.ndarray,
     runs: tuple[int, int],
-    tolerance: float,
-    tol: Tolerances,
-    min_effect: float,
     evidence: dict[str, Any],
     shown: tuple[np.ndarray, np.ndarray] | None = None,
-    basis: str = "",
-    advisory: str | None = None,
-    short: str = "",
 ) -> Verdict:
     """One quantity with a value per process on each side, judged as latency is: a change beyond the tolerance
-    that the spread between processes cannot explain (stats.ProcessShift on logs, alpha) and above ``min_effect``.
-    ``shown``: the raw values per process when ``now``/``then`` are relative (``basis`` says to what).
-    ``advisory``: why such a change is a note here, never a failure (it is named with its numbers all the same).
-    ``short``: the quantity's name in a failing test's message (default ``what``)."""
+    that the spread between processes cannot explain (stats.ProcessShift on logs, alpha) and above the minimum
+    effect. ``shown``: the raw values per process when ``now``/``then`` are relative (``quantity.basis`` says to
+    what). ``evidence``: numbers of the caller's, added to."""
+    q = quantity
     raw_now, raw_then = shown if shown is not None else (now, then)
     if np.any(now <= 0) or np.any(then <= 0):
         return Verdict(
-            check,
+            q.check,
             Status.INCONCLUSIVE,
             label,
-            f"{what} not judged: a process's value is not positive",
+            f"{q.what} not judged: a process's value is not positive",
             Evidence(evidence),
         )
     test = stats.process_shift(then, now, runs, log=True)
     if test is None:
         return Verdict(
-            check,
+            q.check,
             Status.INCONCLUSIVE,
             label,
-            f"{what} not judged: {then.size} baseline and {now.size} current process(es); with fewer than "
+            f"{q.what} not judged: {then.size} baseline and {now.size} current process(es); with fewer than "
             f"three in all, how far it moves between processes is unknown (record the baseline again with "
             f"--sme2-update-baselines)",
             Evidence(evidence),
@@ -279,46 +336,55 @@ def shift_verdict(
             "ratio_high": high,
             "p_larger": test.p_up,
             "p_smaller": test.p_down,
-            "tolerance": tolerance,
-            "alpha": tol.alpha,
+            "tolerance": q.tolerance,
+            "alpha": q.alpha,
             "current_processes": int(now.size),
             "baseline_processes": int(then.size),
-            "basis": basis or "raw",
+            "basis": q.basis or "raw",
         }
     )
     numbers = (
-        f"{what} {ratio - 1:+.1%} ({basis + '; ' if basis else ''}median {after:.4g} {unit} vs baseline "
-        f"{before:.4g} {unit}; {processes_text(test)}, 95% CI of the ratio [{low:.3f}, {high:.3f}])"
+        f"{q.what} {ratio - 1:+.1%} ({q.basis + '; ' if q.basis else ''}median {after:.4g} {q.unit} vs baseline "
+        f"{before:.4g} {q.unit}; {processes_text(test)}, 95% CI of the ratio [{low:.3f}, {high:.3f}])"
     )
-    big_enough = abs(ratio - 1) * before > min_effect
-    if ratio > 1 + tolerance and big_enough and test.p_up < tol.alpha:
-        headline = f"{what} beyond its tolerance ({advisory})" if advisory else f"{what} regression"
-        worded = f"{short or what} {ratio - 1:+.1%}" if before else None
+    return _shift_decided(q, label, test, evidence, numbers)
+
+
+def _shift_decided(
+    q: ShiftQuantity, label: str, test: stats.ProcessShift, evidence: dict[str, Any], numbers: str
+) -> Verdict:
+    """shift_verdict once the t-test between processes could be made: a regression (a note with an advisory) or
+    an improvement beyond the tolerance, alpha and the minimum effect, otherwise OK saying why."""
+    ratio, before = evidence["ratio"], evidence["baseline"]
+    big_enough = abs(ratio - 1) * before > q.min_effect
+    if ratio > 1 + q.tolerance and big_enough and test.p_up < q.alpha:
+        headline = f"{q.what} beyond its tolerance ({q.advisory})" if q.advisory else f"{q.what} regression"
+        worded = f"{q.short or q.what} {ratio - 1:+.1%}" if before else None
         return Verdict(
-            check,
-            Status.NOTE if advisory else Status.REGRESSION,
+            q.check,
+            Status.NOTE if q.advisory else Status.REGRESSION,
             label,
             f"{headline}: {numbers}; tolerance "
-            f"+{tolerance:.0%}, t-test between processes p={test.p_up:.2g} < alpha {tol.alpha:g}",
+            f"+{q.tolerance:.0%}, t-test between processes p={test.p_up:.2g} < alpha {q.alpha:g}",
             Evidence(evidence, statistical=True, short=worded),
         )
-    if ratio < 1 / (1 + tolerance) and big_enough and test.p_down < tol.alpha:
+    if ratio < 1 / (1 + q.tolerance) and big_enough and test.p_down < q.alpha:
         return Verdict(
-            check, Status.IMPROVEMENT, label, f"{what} improvement: {numbers}", Evidence(evidence, statistical=True)
+            q.check, Status.IMPROVEMENT, label, f"{q.what} improvement: {numbers}", Evidence(evidence, statistical=True)
         )
     why = (
         "within tolerance"
-        if abs(ratio - 1) <= tolerance
+        if abs(ratio - 1) <= q.tolerance
         else (
-            f"below the minimum effect of {min_effect:g} {unit}"
+            f"below the minimum effect of {q.min_effect:g} {q.unit}"
             if not big_enough
             else f"not significant (p={min(test.p_up, test.p_down):.2g})"
         )
     )
     return Verdict(
-        check,
+        q.check,
         Status.OK,
         label,
-        f"{what} {why}: {numbers}; tolerance {tolerance:.0%}",
+        f"{q.what} {why}: {numbers}; tolerance {q.tolerance:.0%}",
         Evidence(evidence, statistical=True),
     )

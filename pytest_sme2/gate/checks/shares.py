@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from pytest_sme2.gate.checks.base import Check, Pair
-from pytest_sme2.gate.checks.counted import counted_share, counts_of
-from pytest_sme2.gate.checks.process_stats import per_run_verdict
+from pytest_sme2.gate.checks.counted import CountedShare, counted_share, counts_of
+from pytest_sme2.gate.checks.process_stats import PerRunQuantity, per_run_verdict
 from pytest_sme2.gate.verdict import Tolerances, Verdict
 
 
@@ -20,18 +20,20 @@ def _shares(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any],
     # min_effect_ms of the run's time never fails.
     return [
         per_run_verdict(
-            "share",
+            PerRunQuantity(
+                "share",
+                f"share of {category}",
+                "shares",
+                tol.shares,
+                tol.alpha,
+                two_sided=True,
+                category=category,
+                min_effect_ms=tol.min_effect_ms,
+                session=tol.session_shares,
+            ),
             label,
-            f"share of {category}",
-            "shares",
             current,
             baseline,
-            tol.shares,
-            tol.alpha,
-            two_sided=True,
-            category=category,
-            min_effect_ms=tol.min_effect_ms,
-            session=tol.session_shares,
         )
         for category in categories
     ]
@@ -44,15 +46,12 @@ def _counted(pair: Pair) -> list[Verdict]:
     now, then = (c.get("shares") or {} for c in counts)
     return [
         counted_share(
-            "share",
+            CountedShare(
+                "share", f"share of {category} in instructions", pair.tol.shares, True, category, f"share of {category}"
+            ),
             pair.label,
-            f"share of {category} in instructions",
             now.get(category, 0.0),
             then.get(category, 0.0),
-            pair.tol.shares,
-            True,
-            category,
-            short=f"share of {category}",
         )
         for category in sorted(set(now) | set(then))
     ]

@@ -8,24 +8,26 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from pytest_sme2.gate.checks.base import Check, Pair
-from pytest_sme2.gate.checks.counted import counted_share, counts_of
-from pytest_sme2.gate.checks.process_stats import per_run_verdict
+from pytest_sme2.gate.checks.counted import CountedShare, counted_share, counts_of
+from pytest_sme2.gate.checks.process_stats import PerRunQuantity, per_run_verdict
 from pytest_sme2.gate.verdict import Tolerances, Verdict
 
 
 def _sme_path(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any], tol: Tolerances) -> Verdict:
     return per_run_verdict(
-        "sme_path",
+        PerRunQuantity(
+            "sme_path",
+            "SME path share of CONV+GEMM time",
+            "sme_path_share",
+            tol.sme_path,
+            tol.alpha,
+            two_sided=False,
+            short="SME path share",
+            session=tol.session_shares,
+        ),
         label,
-        "SME path share of CONV+GEMM time",
-        "sme_path_share",
         current,
         baseline,
-        tol.sme_path,
-        tol.alpha,
-        two_sided=False,
-        short="SME path share",
-        session=tol.session_shares,
     )
 
 
@@ -37,14 +39,12 @@ def _counted(pair: Pair) -> list[Verdict]:
     basis = {"work": "multiply-accumulates"}.get(now.get("sme_path_basis") or "", "instructions")
     return [
         counted_share(
-            "sme_path",
+            CountedShare(
+                "sme_path", f"SME path share of CONV+GEMM {basis}", pair.tol.sme_path, False, short="SME path share"
+            ),
             pair.label,
-            f"SME path share of CONV+GEMM {basis}",
             now.get("sme_path_share"),
             then.get("sme_path_share"),
-            pair.tol.sme_path,
-            False,
-            short="SME path share",
         )
     ]
 

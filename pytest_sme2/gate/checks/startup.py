@@ -14,7 +14,7 @@ import numpy as np
 
 from pytest_sme2.gate.checks.base import Check, Pair, change_short
 from pytest_sme2.gate.checks.counted import counts_of
-from pytest_sme2.gate.checks.process_stats import clean_runs, process_medians, shift_verdict
+from pytest_sme2.gate.checks.process_stats import ShiftQuantity, clean_runs, process_medians, shift_verdict
 from pytest_sme2.gate.verdict import Evidence, Status, Tolerances, Verdict
 
 # Why a hardware load/init change measured without the reference program is a note, not a failure. Measured
@@ -44,128 +44,117 @@ def startup_verdicts(
     Each runner process loads the method several times, each right after a load of the reference program
     (native_runner.STARTUP_REPEATS); a process's value is the median of its warm loads divided by those reference
     loads, so a busier or slower machine, which slows both loads alike, cancels out."""
-    out = []
-    for check, event in STARTUP:
-        what = f"{check} ({event})"
-        raw_key, relative_key = f"{check}_ms_per_chunk", f"{check}_relative_per_chunk"
-        now, then = current.get(raw_key), baseline.get(raw_key)
-        if then is None and now is None:  # the host target: nothing to re-record (a CI owner's trial)
-            out.append(
-                Verdict(
-                    check,
-                    Status.SKIPPED,
-                    label,
-                    f"{what} not compared: not timed on this target (the host "
-                    "target's Python worker is reused, so it has no fresh start-up "
-                    "to time; the local and adb runners time it)",
-                )
-            )
-            continue
-        if then is None or now is None:
-            why = (
-                (
-                    "the baseline has none (recorded by an older pytest-sme2, or on the host target, whose reused "
-                    "Python worker has no fresh start-up to time): record it again with --sme2-update-baselines on "
-                    "the local or adb target"
-                )
-                if then is None
-                else (
-                    "none measured now: on the host target its Python worker is reused between runs and tests, so its "
-                    "load and init are not a fresh process's (the local and adb runners time them); on the local and "
-                    "adb targets a runner process's ETDump had no matching Program::load_method and Method::init "
-                    "events (is the runner pytest-sme2's, of this version? its ETDumps are in the test's folder)"
-                )
-            )
-            out.append(Verdict(check, Status.SKIPPED, label, f"{what} not compared: {why}"))
-            continue
-        raw = _per_gate_process(current, now), _per_gate_process(baseline, then)
-        relative = current.get(relative_key), baseline.get(relative_key)
-        values = tuple(
-            None if r is None else _per_gate_process(record, r) for r, record in zip(relative, (current, baseline))
-        )
-        raw_now, raw_then = raw
-        if (
-            raw_now is None
-            or raw_then is None
-            or (relative[0] is not None and values[0] is None)
-            or (relative[1] is not None and values[1] is None)
-        ):
-            out.append(
-                Verdict(
-                    check,
-                    Status.SKIPPED,
-                    label,
-                    f"{what} not compared: its runner processes do not match the " f"record's runs (chunk_sizes)",
-                )
-            )
-            continue
-        if (values[0] is None) != (values[1] is None):
-            why = (
-                (
-                    "the baseline's is one load per process, not relative to the reference program's load (an older "
-                    "pytest-sme2, or recorded with --sme2-latency-reference=off): record it again with "
-                    "--sme2-update-baselines"
-                )
-                if values[1] is None
-                else (
-                    "this run has no reference-program loads to divide by (--sme2-latency-reference=off, or a runner "
-                    "other than pytest-sme2's) while the baseline has: turn the reference program back on "
-                    "(--sme2-latency-reference=on, pytest-sme2's runner), or record the baseline again as this runs"
-                )
-            )
-            out.append(Verdict(check, Status.SKIPPED, label, f"{what} not compared: {why}"))
-            continue
-        value_now, value_then = values  # both or neither (above)
-        if value_now is not None and value_then is not None:
-            basis, advisory = "relative to the reference program's load before each load", None
-            pair = (value_now, value_then)
-        else:
-            basis, advisory = "raw ms: neither side has reference-program loads", STARTUP_ADVISORY
-            pair = (raw_now, raw_then)
-        empty = [side for side, v in zip(("this run", "the baseline"), pair) if v.size == 0]
-        if empty:
-            again = (
-                "run again when the machine is quieter"
-                if empty[0] == "this run"
-                else "record the baseline again on a quieter machine (--sme2-update-baselines)"
-            )
-            out.append(
-                Verdict(
-                    check,
-                    Status.INCONCLUSIVE,
-                    label,
-                    f"{what} not judged: every warm load of every runner "
-                    f"process of {empty[0]} was disturbed (slowed against the process's fastest load, or "
-                    f"after a reference-program load slowed alone): other work on the machine came and "
-                    f"went faster than a load; {again}",
-                    Evidence({"disturbed_processes": empty}),
-                )
-            )
-            continue
-        runs = tuple(
-            sum(size for size, value in zip(record["chunk_sizes"], per_chunk) if value is not None)
-            for record, per_chunk in ((baseline, then), (current, now))
-        )  # the processes kept
-        out.append(
-            shift_verdict(
-                check,
-                label,
-                what,
-                "ms",
-                pair[0],
-                pair[1],
-                runs,
-                getattr(tol, check),
-                tol,
-                tol.min_effect_ms,
-                {},
-                shown=(raw_now, raw_then),
-                basis=basis,
-                advisory=advisory,
-            )
-        )
+    out = [_startup_verdict(check, event, label, current, baseline, tol) for check, event in STARTUP]
     out.append(_peak_rss_verdict(label, current, baseline, tol))
     return _load_explained_by_init(out)
+
+
+def _startup_verdict(
+    check: str, event: str, label: str, current: Mapping[str, Any], baseline: Mapping[str, Any], tol: Tolerances
+) -> Verdict:
+    """One start-up event (load or init) of startup_verdicts: why it is not compared, or its shift_verdict."""
+    what = f"{check} ({event})"
+    raw_key, relative_key = f"{check}_ms_per_chunk", f"{check}_relative_per_chunk"
+    now, then = current.get(raw_key), baseline.get(raw_key)
+    if then is None or now is None:
+        return Verdict(check, Status.SKIPPED, label, f"{what} not compared: {_unrecorded_why(now, then)}")
+    raw_now, raw_then = _per_gate_process(current, now), _per_gate_process(baseline, then)
+    relative = current.get(relative_key), baseline.get(relative_key)
+    values = tuple(
+        None if r is None else _per_gate_process(record, r) for r, record in zip(relative, (current, baseline))
+    )
+    if (
+        raw_now is None
+        or raw_then is None
+        or (relative[0] is not None and values[0] is None)
+        or (relative[1] is not None and values[1] is None)
+    ):
+        return Verdict(
+            check,
+            Status.SKIPPED,
+            label,
+            f"{what} not compared: its runner processes do not match the " f"record's runs (chunk_sizes)",
+        )
+    value_now, value_then = values
+    if (value_now is None) != (value_then is None):
+        why = _reference_mismatch_why(baseline_lacks=value_then is None)
+        return Verdict(check, Status.SKIPPED, label, f"{what} not compared: {why}")
+    if value_now is not None and value_then is not None:
+        basis, advisory = "relative to the reference program's load before each load", None
+        pair = (value_now, value_then)
+    else:
+        basis, advisory = "raw ms: neither side has reference-program loads", STARTUP_ADVISORY
+        pair = (raw_now, raw_then)
+    empty = [side for side, v in zip(("this run", "the baseline"), pair) if v.size == 0]
+    if empty:
+        return _all_disturbed(check, label, what, empty)
+    runs = tuple(
+        sum(size for size, value in zip(record["chunk_sizes"], per_chunk) if value is not None)
+        for record, per_chunk in ((baseline, then), (current, now))
+    )  # the processes kept
+    quantity = ShiftQuantity(
+        check, what, "ms", getattr(tol, check), tol.alpha, tol.min_effect_ms, basis=basis, advisory=advisory
+    )
+    return shift_verdict(quantity, label, pair[0], pair[1], runs, {}, shown=(raw_now, raw_then))
+
+
+def _unrecorded_why(now: object, then: object) -> str:
+    """Why a start-up event is not compared when a side has none: the host target (neither side times it) is not
+    told to record again, a baseline without one is, and a run without one is asked whether its runner is ours."""
+    if then is None and now is None:  # the host target: nothing to re-record (a CI owner's trial)
+        return (
+            "not timed on this target (the host "
+            "target's Python worker is reused, so it has no fresh start-up "
+            "to time; the local and adb runners time it)"
+        )
+    if then is None:
+        return (
+            "the baseline has none (recorded by an older pytest-sme2, or on the host target, whose reused "
+            "Python worker has no fresh start-up to time): record it again with --sme2-update-baselines on "
+            "the local or adb target"
+        )
+    return (
+        "none measured now: on the host target its Python worker is reused between runs and tests, so its "
+        "load and init are not a fresh process's (the local and adb runners time them); on the local and "
+        "adb targets a runner process's ETDump had no matching Program::load_method and Method::init "
+        "events (is the runner pytest-sme2's, of this version? its ETDumps are in the test's folder)"
+    )
+
+
+def _reference_mismatch_why(baseline_lacks: bool) -> str:
+    """Why loads relative to the reference program's on one side only are not compared, and what to do."""
+    if baseline_lacks:
+        return (
+            "the baseline's is one load per process, not relative to the reference program's load (an older "
+            "pytest-sme2, or recorded with --sme2-latency-reference=off): record it again with "
+            "--sme2-update-baselines"
+        )
+    return (
+        "this run has no reference-program loads to divide by (--sme2-latency-reference=off, or a runner "
+        "other than pytest-sme2's) while the baseline has: turn the reference program back on "
+        "(--sme2-latency-reference=on, pytest-sme2's runner), or record the baseline again as this runs"
+    )
+
+
+def _all_disturbed(check: str, label: str, what: str, empty: list[str]) -> Verdict:
+    """Sides (``empty``) none of whose runner processes kept a warm load: inconclusive (not a regression), saying
+    which side, the first, to run or record again."""
+    side = empty[0]
+    again = (
+        "run again when the machine is quieter"
+        if side == "this run"
+        else "record the baseline again on a quieter machine (--sme2-update-baselines)"
+    )
+    return Verdict(
+        check,
+        Status.INCONCLUSIVE,
+        label,
+        f"{what} not judged: every warm load of every runner "
+        f"process of {side} was disturbed (slowed against the process's fastest load, or "
+        f"after a reference-program load slowed alone): other work on the machine came and "
+        f"went faster than a load; {again}",
+        Evidence({"disturbed_processes": empty}),
+    )
 
 
 def _load_explained_by_init(out: list[Verdict]) -> list[Verdict]:
@@ -207,19 +196,14 @@ def _peak_rss_verdict(label: str, current: Mapping[str, Any], baseline: Mapping[
     medians = [
         process_medians(record, series, mask) for record, series, mask in zip((current, baseline), values, clean)
     ]
+    quantity = ShiftQuantity("peak_rss", what, "KiB", tol.peak_rss, tol.alpha, 0.0, short="peak resident memory")
     return shift_verdict(
-        "peak_rss",
+        quantity,
         label,
-        what,
-        "KiB",
         medians[0][0],
         medians[1][0],
         (medians[1][1], medians[0][1]),
-        tol.peak_rss,
-        tol,
-        0.0,
         {"current_disturbed": int((~clean[0]).sum()), "baseline_disturbed": int((~clean[1]).sum())},
-        short="peak resident memory",
     )
 
 

@@ -238,15 +238,7 @@ def kit_library(library: str, arch: str = "aarch64") -> Path:
     """The path of the wheel's ``library`` (relative to the executorch package) in its kit for ``arch`` Linux,
     built once per executorch version, arch and kit source under the runner cache. aarch64 takes the library
     from the aarch64 wheel and builds with the cross compiler; x86_64 from the installed package, with cc."""
-    from pytest_sme2.run.native.build import (
-        CROSS_CC,
-        _cross_compiler,
-        aarch64_executorch,
-        aarch64_wheel,
-        cache_root,
-        executorch_prefix,
-        executorch_release,
-    )
+    from pytest_sme2.run.native.build import cache_root, executorch_release
 
     if arch not in ARCHES:
         raise RunnerError(f"pytest-sme2's kernel kit is built for {' and '.join(ARCHES)} Linux, not {arch}")
@@ -259,65 +251,89 @@ def kit_library(library: str, arch: str = "aarch64") -> Path:
         staging = root.with_name(root.name + ".tmp")
         shutil.rmtree(staging, ignore_errors=True)
         staged = staging / "executorch" / library
-        if arch == "aarch64":
-            compiler = _cross_compiler(CROSS_CC)
-            package = aarch64_executorch()
-            _wheel_member(aarch64_wheel(), f"executorch/{library}", staged)
-        else:
-            compiler = shutil.which("cc") or shutil.which("gcc") or ""
-            if not compiler:
-                raise RunnerError(
-                    "building pytest-sme2's kernel kit needs a C compiler (cc): `sudo apt-get install "
-                    "gcc`, or run programs with ExecuTorch's LLM custom ops on the host target"
-                )
-            package = executorch_prefix()
-            installed = package / library
-            if not installed.is_file():
-                raise RunnerError(
-                    f"the installed executorch package has no {library}; reinstall executorch=={executorch_release()} "
-                    f"or run programs with its operators on the host target (--sme2-target=host)"
-                )
-            staged.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(installed, staged)
-        providers = sorted((package / "lib").glob("*.so"))
-        symbols = standin_symbols(staged, providers)
-        folder = _standin_folder(staged, staging)
-        folder.mkdir(parents=True, exist_ok=True)
-        asm, c_source = standin_sources(symbols, arch)
-        (staging / "standin.S").write_text(asm)
-        (staging / "standin.c").write_text(c_source)
-        _compile(compiler, [staging / "standin.S", staging / "standin.c"], folder / STANDIN_NAME, STANDIN_NAME)
-        stood_in = [name for name in read_dynamic(staged).needed if name.startswith(TORCH_LIBRARIES)]
-        empty = staging / "empty.c"
-        empty.write_text(
-            "/* A PyTorch library's name; its symbols are in the stand-in it needs. */\n"
-            "void pytest_sme2_torch_library(void) {}\n"
-        )
-        for name in stood_in:
-            _compile(
-                compiler,
-                [empty],
-                folder / name,
-                name,
-                ("-Wl,--no-as-needed", f"-L{folder}", f"-l:{STANDIN_NAME}", "-Wl,-rpath,$ORIGIN"),
-            )
-        (staging / MANIFEST).write_text(
-            json.dumps(
-                {
-                    "library": library,
-                    "executorch": executorch_release(),
-                    "arch": arch,
-                    "stood_in_libraries": stood_in,
-                    "registration_symbols": [s.shown for s in symbols if _registration_role(s)],
-                    "aborting_symbols": len([s for s in symbols if s.kind == "FUNC" and not _registration_role(s)]),
-                    "data_symbols": [s.shown for s in symbols if s.kind == "OBJECT"],
-                },
-                indent=1,
-            )
-        )
+        compiler, package = _stage_library(library, arch, staged)
+        _build_standins(library, arch, compiler, package, staged, staging)
         shutil.rmtree(root, ignore_errors=True)
         os.replace(staging, root)
     return target
+
+
+def _stage_library(library: str, arch: str, staged: Path) -> tuple[str, Path]:
+    """Copy the wheel's ``library`` for ``arch`` to ``staged`` (from the aarch64 wheel, or the installed package
+    on x86_64); the compiler that builds its stand-ins and the executorch package whose libraries it links."""
+    from pytest_sme2.run.native.build import (
+        CROSS_CC,
+        _cross_compiler,
+        aarch64_executorch,
+        aarch64_wheel,
+        executorch_prefix,
+        executorch_release,
+    )
+
+    if arch == "aarch64":
+        compiler = _cross_compiler(CROSS_CC)
+        package = aarch64_executorch()
+        _wheel_member(aarch64_wheel(), f"executorch/{library}", staged)
+        return compiler, package
+    compiler = shutil.which("cc") or shutil.which("gcc") or ""
+    if not compiler:
+        raise RunnerError(
+            "building pytest-sme2's kernel kit needs a C compiler (cc): `sudo apt-get install "
+            "gcc`, or run programs with ExecuTorch's LLM custom ops on the host target"
+        )
+    package = executorch_prefix()
+    installed = package / library
+    if not installed.is_file():
+        raise RunnerError(
+            f"the installed executorch package has no {library}; reinstall executorch=={executorch_release()} "
+            f"or run programs with its operators on the host target (--sme2-target=host)"
+        )
+    staged.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(installed, staged)
+    return compiler, package
+
+
+def _build_standins(library: str, arch: str, compiler: str, package: Path, staged: Path, staging: Path) -> None:
+    """Build the staged library's stand-in for the PyTorch symbols it needs, and an empty library of each
+    PyTorch library's name that needs the stand-in, where its RUNPATH looks; then the kit's manifest."""
+    from pytest_sme2.run.native.build import executorch_release
+
+    providers = sorted((package / "lib").glob("*.so"))
+    symbols = standin_symbols(staged, providers)
+    folder = _standin_folder(staged, staging)
+    folder.mkdir(parents=True, exist_ok=True)
+    asm, c_source = standin_sources(symbols, arch)
+    (staging / "standin.S").write_text(asm)
+    (staging / "standin.c").write_text(c_source)
+    _compile(compiler, [staging / "standin.S", staging / "standin.c"], folder / STANDIN_NAME, STANDIN_NAME)
+    stood_in = [name for name in read_dynamic(staged).needed if name.startswith(TORCH_LIBRARIES)]
+    empty = staging / "empty.c"
+    empty.write_text(
+        "/* A PyTorch library's name; its symbols are in the stand-in it needs. */\n"
+        "void pytest_sme2_torch_library(void) {}\n"
+    )
+    for name in stood_in:
+        _compile(
+            compiler,
+            [empty],
+            folder / name,
+            name,
+            ("-Wl,--no-as-needed", f"-L{folder}", f"-l:{STANDIN_NAME}", "-Wl,-rpath,$ORIGIN"),
+        )
+    (staging / MANIFEST).write_text(
+        json.dumps(
+            {
+                "library": library,
+                "executorch": executorch_release(),
+                "arch": arch,
+                "stood_in_libraries": stood_in,
+                "registration_symbols": [s.shown for s in symbols if _registration_role(s)],
+                "aborting_symbols": len([s for s in symbols if s.kind == "FUNC" and not _registration_role(s)]),
+                "data_symbols": [s.shown for s in symbols if s.kind == "OBJECT"],
+            },
+            indent=1,
+        )
+    )
 
 
 def kit_root(library: Path) -> Path:

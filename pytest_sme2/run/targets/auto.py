@@ -21,31 +21,16 @@ under emulation. The cost is a C/C++ compiler and CMake on the user's machine.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from pytest_sme2.run.cpu import CpuInfo, host_cpu
+from pytest_sme2.run.cpu import CpuInfo, Machine, host_cpu
 from pytest_sme2.run.native.build import mask_preload_variable
 from pytest_sme2.run.targets.base import INFO, MISSING, READY, DoctorLine, RegisteredTarget, TargetSettings
 
 if TYPE_CHECKING:
     from pytest_sme2.run.emulation_setup import EmulationStatus
     from pytest_sme2.run.targets.base import Target
-
-
-@dataclass(frozen=True)
-class Machine:
-    """Where native programs run: this computer by default.
-
-    ``launcher`` and ``env`` start a program there (empty for this computer; the
-    project's tests use ``qemu-aarch64 -cpu max`` to be an SME2 Linux machine),
-    ``runner_arch`` is the ``build_runner`` architecture whose binaries run there.
-    """
-
-    cpu: CpuInfo
-    runner_arch: str = "host"
-    launcher: tuple[str, ...] = ()
-    env: dict[str, str] = field(default_factory=dict)
 
 
 def this_machine() -> Machine:
@@ -146,21 +131,12 @@ def make_auto_target(settings: TargetSettings, machine: Machine | None = None) -
         from pytest_sme2.run.native.build import build_mask_library, build_runner
 
         if settings.runner_on is not None or settings.runner_off is not None:
-            return LocalTarget(
-                log_dir,
-                runner_on=settings.runner_on,
-                runner_off=settings.runner_off,
-                cpu=machine.cpu,
-                launcher=machine.launcher,
-                launcher_env=machine.env,
-            )
+            return LocalTarget(log_dir, runner_on=settings.runner_on, runner_off=settings.runner_off, machine=machine)
         return LocalTarget(
             log_dir,
             runner=settings.runner or build_runner(machine.runner_arch),
             mask_library=build_mask_library(machine.runner_arch),
-            cpu=machine.cpu,
-            launcher=machine.launcher,
-            launcher_env=machine.env,
+            machine=machine,
         )
     if chosen.target == "emulated":  # pytest-sme2's own aarch64 runner: the runner options are for local
         return EmulatedTarget.create("emulated", replace(settings, runner=None), emulation_status)

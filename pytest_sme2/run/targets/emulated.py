@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, NoReturn
 
@@ -54,7 +55,7 @@ from pytest_sme2.run.targets.base import (
     TargetInfo,
     TargetSettings,
 )
-from pytest_sme2.run.targets.local import check_runner, run_runner_process
+from pytest_sme2.run.targets.local import RunnerLaunch, check_runner, run_runner_process
 from pytest_sme2.run.targets.native_runner import OUTPUTS_FILE, build_result, read_result
 from pytest_sme2.system import supervised
 from pytest_sme2.system.carried_loader import carried_loader
@@ -164,6 +165,21 @@ def counted_threads_problem(threads: int) -> str:
         f"--sme2-threads=1); mark a test that measures threads @pytest.mark.latency, so it runs on hardware "
         f"only (--sme2-target=local or adb); or run it uncounted with --sme2-no-kernel-trace"
     )
+
+
+@dataclass(frozen=True)
+class _CountedRun:
+    """One counted run as EmulatedTarget._counted_run set it up, what _count emulates: qemu's command, the
+    program, its inputs, the spec, the run's folder, setarch (no address randomisation) and what counts (the
+    counting plugin, or the program that reads qemu's log)."""
+
+    qemu: list[str]
+    pte: Path
+    inputs: Path | None
+    spec: RunSpec
+    out_dir: Path
+    setarch: str
+    counter: Path
 
 
 class EmulatedTarget(RegisteredTarget):
@@ -370,9 +386,8 @@ class EmulatedTarget(RegisteredTarget):
                 raise UsageError(counted_threads_problem(spec.threads))
             return self._counted_run(qemu, pte, inputs, spec, out_dir, before_counting)
         env = {**os.environ, "QEMU_LD_PREFIX": str(emulation_setup.SYSROOT)}
-        return run_runner_process(
-            qemu, self._ready_runner, env, pte, inputs, spec, out_dir, self.info, sme2_active=spec.sme2 is not False
-        )
+        launch = RunnerLaunch(qemu, self._ready_runner, env, self.info, sme2_active=spec.sme2 is not False)
+        return run_runner_process(launch, pte, inputs, spec, out_dir)
 
     def emulator_command(self, spec: RunSpec) -> list[str]:
         """qemu and its CPU: ``-cpu max`` with this SVL for SME2 on, ``max,sme=off`` for SME2 off. A run counted
@@ -424,8 +439,9 @@ class EmulatedTarget(RegisteredTarget):
         counter_binary = self._counter()
         key = None if self._results is None else self.result_key(pte, inputs, spec, counter_binary)
         results = self._results
+        run = _CountedRun(qemu, pte, inputs, spec, out_dir, setarch, counter_binary)
         if key is None or results is None:
-            return self._count(qemu, pte, inputs, spec, out_dir, setarch, counter_binary, None, before_counting)
+            return self._count(run, None, before_counting)
         with results.computing(key):
             if not self._fresh:
                 stored = results.load(key, out_dir)
@@ -434,7 +450,7 @@ class EmulatedTarget(RegisteredTarget):
                     return self._cached_result(key, stored, spec, out_dir)
                 if stale is not None:
                     results.discard(key, stale)
-            return self._count(qemu, pte, inputs, spec, out_dir, setarch, counter_binary, key, before_counting)
+            return self._count(run, key, before_counting)
 
     def _counter(self) -> Path:
         """What counts: the counting plugin qemu loads, or the program that reads qemu's log."""
@@ -492,19 +508,12 @@ class EmulatedTarget(RegisteredTarget):
         return {"QEMU_LD_PREFIX": str(emulation_setup.SYSROOT)}
 
     def _count(
-        self,
-        qemu: list[str],
-        pte: Path,
-        inputs: Path | None,
-        spec: RunSpec,
-        out_dir: Path,
-        setarch: str,
-        counter_binary: Path,
-        key: RunKey | None,
-        before_counting: Callable[[], None] | None = None,
+        self, run: _CountedRun, key: RunKey | None, before_counting: Callable[[], None] | None = None
     ) -> RunResult:
         """Emulate and count one run (no cache lookup), and store it under ``key`` when given. Whatever happens,
         nothing of the count's working files is left behind but the counts."""
+        qemu, pte, inputs, spec, out_dir, setarch = run.qemu, run.pte, run.inputs, run.spec, run.out_dir, run.setarch
+        counter_binary = run.counter
         if before_counting is not None:
             before_counting()  # the estimate, or a refusal before qemu starts
         working = [out_dir / n for n in (PLUGIN_MARKERS, PLUGIN_SEGMENTS, PLUGIN_BLOCKS, PLUGIN_PROGRESS)]
@@ -545,19 +554,16 @@ class EmulatedTarget(RegisteredTarget):
         self, prefix: list[str], env: dict[str, str], pte: Path, inputs: Path | None, spec: RunSpec, out_dir: Path
     ) -> RunResult:
         """The runner behind a counted run's ``prefix``: the fixed layout, and its memory map written (MAPS)."""
-        return run_runner_process(
+        launch = RunnerLaunch(
             prefix,
             self._ready_runner,
             env,
-            pte,
-            inputs,
-            spec,
-            out_dir,
             self.info,
             sme2_active=spec.sme2 is not False,
             extra_args=(f"--maps_path={MAPS}",),
             fixed_layout=True,
         )
+        return run_runner_process(launch, pte, inputs, spec, out_dir)
 
     def _run_in_plugin(
         self, qemu: list[str], pte: Path, inputs: Path | None, spec: RunSpec, out_dir: Path, setarch: str, plugin: Path

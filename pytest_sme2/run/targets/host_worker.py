@@ -77,6 +77,8 @@ def _load_kernel_libraries(paths: list[str], state: dict[str, Any]) -> None:
 def _run(
     request: dict[str, Any], state: dict[str, Any], progress: Callable[[int, int], None] | None = None
 ) -> dict[str, Any]:
+    """One request: load the program, warm up, time the runs (each after a reference run when asked), write the
+    ETDumps and the last outputs; the answer's fields, or why not."""
     import torch
 
     portable_lib = runtime_binding()
@@ -103,21 +105,9 @@ def _run(
     calls, warmup_calls = plan.calls, plan.warmup
     method, warmup_method = plan.method, plan.warmup_method_name
     if warmup_method != method and int(request["warmup"]) > 0:
-        return {
-            "ok": False,
-            "kind": "runtime",
-            "error": (
-                f"the warmup runs call method '{warmup_method}' and the timed runs '{method}': ExecuTorch's Python "
-                "binding cannot share a program's memory arenas between methods, so the second would not read the "
-                "state (a KV cache) the first wrote; run it on a target with pytest-sme2's native runner (local, "
-                "emulated or adb), which shares them"
-            ),
-        }
+        return {"ok": False, "kind": "runtime", "error": _two_methods_error(warmup_method, method)}
     reference = _reference(request.get("reference"), state)
-    for i in range(int(request["warmup"])):
-        if reference is not None:
-            reference[0].run_method("forward", reference[1])
-        module.run_method(warmup_method, warmup_calls[i % len(warmup_calls)])
+    _warm_up(module, reference, warmup_method, warmup_calls, int(request["warmup"]))
     warmup_etdump = None
     if request["etdump"] and int(request["warmup"]) > 0:
         # Writing resets the trace buffer, so the timed file holds timed runs only.
@@ -125,26 +115,7 @@ def _run(
         module.write_etdump_result_to_file(warmup_etdump)
         if not os.path.exists(warmup_etdump):
             return _no_etdump()
-    wall_ms = []
-    reference_ms = []
-    outputs = None
-    clock = time.perf_counter_ns
-    runs = int(request["runs"])
-    reported = clock()
-    for done in range(1, runs + 1):
-        if reference is not None:  # right before the timed run, so drift of the machine hits both alike
-            start = clock()
-            reference[0].run_method("forward", reference[1])
-            reference_ms.append((clock() - start) / 1e6)
-        call = calls[(done - 1) % len(calls)]
-        start = clock()
-        outputs = module.run_method(method, call)
-        end = clock()
-        wall_ms.append((end - start) / 1e6)
-        # Outside the timed region, and at most twice a second, so fast models run undisturbed.
-        if progress is not None and (end - reported >= PROGRESS_INTERVAL_NS or done == runs):
-            progress(done, runs)
-            reported = end
+    wall_ms, reference_ms, outputs = _timed_runs(module, reference, method, calls, int(request["runs"]), progress)
     timed_etdump = None
     if request["etdump"]:
         timed_etdump = os.path.join(out_dir, request["timed_name"])
@@ -162,6 +133,56 @@ def _run(
         "threads": portable_lib._threadpool_get_thread_count(),
         **({"reference_ms": reference_ms} if reference is not None else {}),
     }
+
+
+def _two_methods_error(warmup_method: str, method: str) -> str:
+    """Why warmup runs of one method cannot precede timed runs of another in this binding."""
+    return (
+        f"the warmup runs call method '{warmup_method}' and the timed runs '{method}': ExecuTorch's Python "
+        "binding cannot share a program's memory arenas between methods, so the second would not read the "
+        "state (a KV cache) the first wrote; run it on a target with pytest-sme2's native runner (local, "
+        "emulated or adb), which shares them"
+    )
+
+
+def _warm_up(module: Any, reference: tuple[Any, tuple] | None, method: str, calls: Any, warmup: int) -> None:
+    """The warmup runs, each after a reference run when there is one, cycling through the warmup calls."""
+    for i in range(warmup):
+        if reference is not None:
+            reference[0].run_method("forward", reference[1])
+        module.run_method(method, calls[i % len(calls)])
+
+
+def _timed_runs(
+    module: Any,
+    reference: tuple[Any, tuple] | None,
+    method: str,
+    calls: Any,
+    runs: int,
+    progress: Callable[[int, int], None] | None,
+) -> tuple[list[float], list[float], Any]:
+    """The timed runs: each one's wall ms, the reference run's right before it (when there is one), and the last
+    run's outputs; progress reported outside the timed region, at most twice a second."""
+    wall_ms = []
+    reference_ms = []
+    outputs = None
+    clock = time.perf_counter_ns
+    reported = clock()
+    for done in range(1, runs + 1):
+        if reference is not None:  # right before the timed run, so drift of the machine hits both alike
+            start = clock()
+            reference[0].run_method("forward", reference[1])
+            reference_ms.append((clock() - start) / 1e6)
+        call = calls[(done - 1) % len(calls)]
+        start = clock()
+        outputs = module.run_method(method, call)
+        end = clock()
+        wall_ms.append((end - start) / 1e6)
+        # Outside the timed region, and at most twice a second, so fast models run undisturbed.
+        if progress is not None and (end - reported >= PROGRESS_INTERVAL_NS or done == runs):
+            progress(done, runs)
+            reported = end
+    return wall_ms, reference_ms, outputs
 
 
 def _reference(path: str | None, state: dict[str, Any]) -> tuple[Any, tuple] | None:

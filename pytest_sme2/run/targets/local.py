@@ -17,12 +17,13 @@ import os
 import platform
 import shlex
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pytest_sme2.errors import RunnerError, UsageError
 from pytest_sme2.run.call_plan import native_calls
-from pytest_sme2.run.cpu import CpuInfo, host_cpu
+from pytest_sme2.run.cpu import Machine, host_cpu
 from pytest_sme2.run.kernel_libraries import raise_if_missing_kernels, runner_libraries
 from pytest_sme2.run.targets.base import (
     EMULATED_TIMING,
@@ -94,37 +95,70 @@ def check_runner(path: Path | str, role: str, arch: str | None = None) -> Path:
     return path
 
 
-def run_runner_process(
-    prefix: list[str],
-    binary: Path,
-    env: dict[str, str],
-    pte: Path,
-    inputs: Path | None,
-    spec: RunSpec,
-    out_dir: Path,
-    info: TargetInfo,
-    sme2_active: bool,
-    extra_args: tuple[str, ...] = (),
-    reference: Path | None = None,
-    fixed_layout: bool = False,
-    sampler: "PerfSampler | None" = None,
-) -> RunResult:
-    """Run a pytest-sme2 runner (optionally behind ``prefix``, e.g. qemu) and collect its artifacts.
+@dataclass(frozen=True)
+class RunnerLaunch:
+    """How run_runner_process starts a pytest-sme2 runner: behind ``prefix`` (e.g. qemu), the runner ``binary``,
+    its environment, the target it reports as, whether SME2 is active, extra runner arguments, and under
+    ``sampler`` for kernel sampling.
 
     ``fixed_layout``: run inside ``out_dir`` with the same short relative names for the runner, the
     program and every file on every machine, so the guest's argv (and with it the stack and heap
     layout the program sees) does not depend on where the checkout or the cache lives; used by the
-    emulated target's counted run, whose instruction counts must repeat across machines.
-    """
+    emulated target's counted run, whose instruction counts must repeat across machines."""
+
+    prefix: list[str]
+    binary: Path
+    env: dict[str, str]
+    info: TargetInfo
+    sme2_active: bool
+    extra_args: tuple[str, ...] = ()
+    fixed_layout: bool = False
+    sampler: "PerfSampler | None" = None
+
+
+def run_runner_process(
+    launch: RunnerLaunch,
+    pte: Path,
+    inputs: Path | None,
+    spec: RunSpec,
+    out_dir: Path,
+    reference: Path | None = None,
+) -> RunResult:
+    """Run a pytest-sme2 runner as ``launch`` says and collect its artifacts."""
     out_dir.mkdir(parents=True, exist_ok=True)
+    program_name = Path(pte).name  # before fixed_layout renames it: what the user's errors name
+    files, binary, cwd = _runner_files(launch, pte, inputs, out_dir, reference)
+    command = [*launch.prefix, *runner_arguments(str(binary), files, spec), *launch.extra_args]
+    if launch.sampler is not None:  # kernel_sampling.py: the sampled round runs under the profiler
+        command = launch.sampler.wrap(command, out_dir)
+    log = out_dir / RUNNER_LOG
+    stdout_path = out_dir / RUNNER_STDOUT
+    shown = shlex.join(command)
+    code = _supervised_run(command, launch.env, cwd, spec, out_dir)
+    if code != 0:
+        raise_if_missing_kernels(log, program_name, launch.info.name)
+        raise RunnerError(
+            f"`{shown}` {_exit_description(code)}{usage_advice(code, log)}; log kept at {log}. Last "
+            f"lines:\n{_tail(log)}"
+        )
+    answer = read_result(stdout_path, shown, str(binary))
+    return build_result(answer, spec, launch.info, out_dir, log, launch.sme2_active, reference=reference is not None)
+
+
+def _runner_files(
+    launch: RunnerLaunch, pte: Path, inputs: Path | None, out_dir: Path, reference: Path | None
+) -> tuple[RunnerFiles, Path, Path | None]:
+    """The files the runner reads and writes, the runner's path and the folder it runs in: the real paths, or
+    with ``launch.fixed_layout`` short relative names inside ``out_dir`` (links to the runner, program and
+    kernel kits)."""
+    binary = launch.binary
     timed, warmup = out_dir / TIMED_ETDUMP, out_dir / WARMUP_ETDUMP
     calls = None if inputs is None else native_calls(inputs, out_dir / INPUTS_FILE)
     inputs_file = None if calls is None else calls.inputs
     warmup_file = None if calls is None else calls.warmup_inputs
     cwd = None
-    program_name = Path(pte).name  # before fixed_layout renames it: what the user's errors name
     kernels = [str(k) for k in runner_libraries(pte, executable_arch(binary))]
-    if fixed_layout:
+    if launch.fixed_layout:
         cwd = out_dir
         binary = Path(".") / _link(out_dir / "runner", binary).name
         pte = Path(_link(out_dir / "program.pte", Path(pte)).name)
@@ -136,39 +170,33 @@ def run_runner_process(
         pte=str(pte),
         timed_etdump=str(timed),
         warmup_etdump=str(warmup),
-        outputs=OUTPUTS_FILE if fixed_layout else str(out_dir / OUTPUTS_FILE),
+        outputs=OUTPUTS_FILE if launch.fixed_layout else str(out_dir / OUTPUTS_FILE),
         inputs=None if inputs_file is None else str(inputs_file),
         reference=None if reference is None else str(reference),
         warmup_inputs=None if warmup_file is None else str(warmup_file),
         call_flags=() if calls is None else calls.flags,
         kernel_libraries=tuple(kernels),
     )
-    command = [*prefix, *runner_arguments(str(binary), files, spec), *extra_args]
-    if sampler is not None:  # kernel_sampling.py: the sampled round runs under the profiler
-        command = sampler.wrap(command, out_dir)
+    return files, binary, cwd
+
+
+def _supervised_run(command: list[str], env: dict[str, str], cwd: Path | None, spec: RunSpec, out_dir: Path) -> int:
+    """Run the runner's ``command`` supervised, its stderr to RUNNER_LOG (after the command line) and stdout to
+    RUNNER_STDOUT in ``out_dir``; its exit code, or a RunnerError when it timed out and was killed."""
     log = out_dir / RUNNER_LOG
-    stdout_path = out_dir / RUNNER_STDOUT
     shown = shlex.join(command)
     preload = "".join(f"{name}={env[name]} " for name in ("LD_PRELOAD", "DYLD_INSERT_LIBRARIES") if name in env)
-    with open(log, "wb") as err, open(stdout_path, "wb") as out:
+    with open(log, "wb") as err, open(out_dir / RUNNER_STDOUT, "wb") as out:
         err.write(f"$ {preload}{shown}\n".encode())
         err.flush()
         process = supervised.start(command, limit_s=spec.timeout_s, stdout=out, stderr=err, env=env, cwd=cwd)
         try:
-            code = supervised.wait(process, timeout=spec.timeout_s)  # ends the runner on any interruption
+            return supervised.wait(process, timeout=spec.timeout_s)  # ends the runner on any interruption
         except subprocess.TimeoutExpired:
             raise RunnerError(
                 f"`{shown}` {spec.timed_out()} and was killed; raise it there if the model "
                 f"is that slow. Log: {log}\n{_tail(log)}"
             ) from None
-    if code != 0:
-        raise_if_missing_kernels(log, program_name, info.name)
-        raise RunnerError(
-            f"`{shown}` {_exit_description(code)}{usage_advice(code, log)}; log kept at {log}. Last "
-            f"lines:\n{_tail(log)}"
-        )
-    answer = read_result(stdout_path, shown, str(binary))
-    return build_result(answer, spec, info, out_dir, log, sme2_active, reference=reference is not None)
 
 
 def _linked_kit(out_dir: Path, index: int, library: Path) -> str:
@@ -217,16 +245,16 @@ class LocalTarget(RegisteredTarget):
         runner_on: Path | None = None,
         runner_off: Path | None = None,
         mask_library: Path | None = None,
-        cpu: CpuInfo | None = None,
-        launcher: tuple[str, ...] = (),
-        launcher_env: dict[str, str] | None = None,
+        machine: Machine | None = None,
     ):
-        # ``launcher``/``launcher_env``: an emulator that runs ``cpu``'s programs here (the tests' qemu SME2
-        # machine, targets/auto.py); runners must then be built for ``cpu.arch``, and times are not hardware times.
-        self._cpu = cpu or host_cpu()
+        # ``machine`` (targets/auto.py; None: this computer): its CPU, and in its ``launcher`` and ``env`` an
+        # emulator that runs that CPU's programs here (the tests' qemu SME2 machine); runners must then be built
+        # for ``machine.cpu.arch``, and times are not hardware times.
+        launcher = machine.launcher if machine is not None else ()
+        self._cpu = machine.cpu if machine is not None else host_cpu()
         self._log_dir = log_dir
         self._launcher = list(launcher)
-        self._launcher_env = dict(launcher_env or {})
+        self._launcher_env = dict(machine.env if machine is not None else {})
         arch = self._cpu.arch if launcher else None
         first = self.device_state()
         self._governor = first.governor() if first is not None else None  # in the fingerprint
@@ -318,19 +346,9 @@ class LocalTarget(RegisteredTarget):
         sampler: "PerfSampler | None" = None,
     ) -> RunResult:
         binary, env = self._command(spec.sme2)
-        return run_runner_process(
-            self._launcher,
-            binary,
-            env,
-            pte,
-            inputs,
-            spec,
-            out_dir,
-            self.info,
-            sme2_active=self._cpu.has_sme2 and spec.sme2 is not False,
-            reference=reference,
-            sampler=sampler,
-        )
+        sme2_active = self._cpu.has_sme2 and spec.sme2 is not False
+        launch = RunnerLaunch(self._launcher, binary, env, self.info, sme2_active, sampler=sampler)
+        return run_runner_process(launch, pte, inputs, spec, out_dir, reference=reference)
 
     def device_state(self) -> "DeviceState | None":
         """This machine's governors, frequencies and temperatures (device_state.py); None under an emulator."""

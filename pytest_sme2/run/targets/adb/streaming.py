@@ -7,6 +7,7 @@ from __future__ import annotations
 import signal
 import socket
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
@@ -32,24 +33,28 @@ class _Lost(Exception):
     """The shell stream ended before the runner's exit status arrived."""
 
 
-def stream(
-    connection: AdbConnection,
-    command: str,
-    out: IO[bytes],
-    err: IO[bytes],
-    spec: RunSpec,
-    run_dir: str,
-    shown: str,
-    log: Path,
-    described: str,
-) -> int:
+@dataclass(frozen=True)
+class DeviceCommand:
+    """One runner command on the device, as stream runs and names it: the shell ``command``, how messages show
+    it (``shown``, the adb line), the device folder its run writes (killed there when it does not finish), the
+    local log its messages point to and the device as they name it (``described``)."""
+
+    command: str
+    shown: str
+    run_dir: str
+    log: Path
+    described: str
+
+
+def stream(connection: AdbConnection, run: DeviceCommand, out: IO[bytes], err: IO[bytes], spec: RunSpec) -> int:
     """Run over shell,v2, writing stdout/stderr as they arrive; the exit status, or a RunnerError."""
     import adbutils
 
+    shown, log = run.shown, run.log
     deadline = time.monotonic() + spec.timeout_s
     try:
         transport = connection.device.open_transport(timeout=60)
-        transport.send_command(f"shell,v2:{command}")
+        transport.send_command(f"shell,v2:{run.command}")
         transport.check_okay()
     except (adbutils.AdbError, OSError, EOFError) as exc:
         raise connection.error(f"starting `{shown}`", exc, log) from None
@@ -71,7 +76,7 @@ def stream(
                 return data[0] if data else 255
     except socket.timeout:
         raise RunnerError(
-            f"`{shown}` {spec.timed_out()} on {described} and was killed; raise "
+            f"`{shown}` {spec.timed_out()} on {run.described} and was killed; raise "
             f"it there if the model is that slow. Log: {log}\n{tail(log)}"
         ) from None
     except (_Lost, OSError) as exc:
@@ -83,7 +88,7 @@ def stream(
         # on the device. adbd ends a shell whose socket closes; the kill is for devices that do not.
         transport.close()
         if not finished:
-            connection.kill(run_dir)
+            connection.kill(run.run_dir)
 
 
 def _read(sock: socket.socket, n: int, deadline: float) -> bytes:

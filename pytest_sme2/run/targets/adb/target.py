@@ -15,6 +15,7 @@ import shlex
 import signal
 import uuid
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -29,7 +30,7 @@ from pytest_sme2.run.targets.adb.files import DeviceFiles
 from pytest_sme2.run.targets.adb.options import ADB, OPTIONS, AdbOptions, adb_server_address, parse_adb_target
 from pytest_sme2.run.targets.adb.performance_mode import PerformanceMode
 from pytest_sme2.run.targets.adb.simpleperf import device_sampler, report_samples
-from pytest_sme2.run.targets.adb.streaming import signal_note, stream
+from pytest_sme2.run.targets.adb.streaming import DeviceCommand, signal_note, stream
 from pytest_sme2.run.targets.base import (
     RUNNER_LOG,
     RUNNER_STDOUT,
@@ -68,6 +69,19 @@ START_ADVICE = (
     "runner passed with --sme2-runner avoids the carried glibc loader (docs/targets.md, 'Building for "
     "Android')"
 )
+
+
+@dataclass(frozen=True)
+class _RunRequest:
+    """One run as AdbTarget.run was asked for it, what _prepare pushes: the program, its inputs, the spec, the
+    local folder its results go to, the reference program and the kernel sampler."""
+
+    pte: Path
+    inputs: Path | None
+    spec: RunSpec
+    out_dir: Path
+    reference: Path | None = None
+    sampler: "SimpleperfSampler | None" = None
 
 
 class AdbTarget(RegisteredTarget):
@@ -278,12 +292,14 @@ class AdbTarget(RegisteredTarget):
         self._runs += 1
         run_dir = f"{self._files.session_dir}/run-{self._runs:03d}"
         try:
-            command = self._prepare(binary, Path(pte), inputs, spec, out_dir, run_dir, reference, sampler)
+            request = _RunRequest(Path(pte), inputs, spec, out_dir, reference, sampler)
+            command = self._prepare(binary, request, run_dir)
             shown = f"adb -s {self.facts.serial} shell {shlex.quote(command)}"
             with open(log, "wb") as err, open(stdout_path, "wb") as out:
                 err.write(f"$ {shown}\n".encode())
                 err.flush()
-                code = stream(self._connection, command, out, err, spec, run_dir, shown, log, self.facts.described)
+                device_command = DeviceCommand(command, shown, run_dir, log, self.facts.described)
+                code = stream(self._connection, device_command, out, err, spec)
             if code != 0:
                 # 126/127: the shell could not execute it; SIGSYS: seccomp refused a system call
                 raise_if_missing_kernels(log, pte, self.info.name)
@@ -327,18 +343,9 @@ class AdbTarget(RegisteredTarget):
 
     # --- the steps of a run ---------------------------------------------------------------------------
 
-    def _prepare(
-        self,
-        binary: Path,
-        pte: Path,
-        inputs: Path | None,
-        spec: RunSpec,
-        out_dir: Path,
-        run_dir: str,
-        reference: Path | None = None,
-        sampler: "SimpleperfSampler | None" = None,
-    ) -> str:
+    def _prepare(self, binary: Path, run: _RunRequest, run_dir: str) -> str:
         """Push what the run needs and return the device shell command, every word quoted."""
+        pte, inputs, spec, reference = run.pte, run.inputs, run.spec, run.reference
         files, connection = self._files, self._connection
         folder = files.push_binary(binary)
         device_reference = files.push_reference(reference) if reference is not None else None
@@ -346,7 +353,7 @@ class AdbTarget(RegisteredTarget):
         device_pte = f"{run_dir}/{pte.name}"
         connection.push(pte, device_pte)
         device_inputs = device_warmup = None
-        calls = None if inputs is None else native_calls(inputs, out_dir / INPUTS_FILE)
+        calls = None if inputs is None else native_calls(inputs, run.out_dir / INPUTS_FILE)
         if calls is not None:
             device_inputs = f"{run_dir}/{INPUTS_FILE}"
             connection.push(calls.inputs, device_inputs)
@@ -366,7 +373,7 @@ class AdbTarget(RegisteredTarget):
         )
         argv = runner_arguments(f"{folder}/{binary.name}", runner_files, spec)
         launch = files.launch(
-            binary, folder, argv, self._options.affinity, self._preload(spec.sme2 is False), run_dir, sampler
+            binary, folder, argv, self._options.affinity, self._preload(spec.sme2 is False), run_dir, run.sampler
         )
         return f"cd {shlex.quote(run_dir)} && echo $$ > runner.pid && {launch}"
 
