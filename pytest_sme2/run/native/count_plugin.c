@@ -22,9 +22,9 @@
  *   blocks   at exit, the table of every translated block, as exec_counter writes it:
  *            "# pc instructions CLASS..." then "guest_pc instructions count_of_each_class..." per block id
  *   progress optional: a file rewritten about once a second with "executions instructions" so far (thread 0),
- *            for a progress line and for "how far it got": the instructions from a second inline counter that
- *            every block adds its length to, looked at by a conditional callback every TICK instructions, so a
- *            single operator of minutes still shows progress; the executions as of the last marker
+ *            for a progress line and for "how far it got": the instructions summed from the blocks' counters
+ *            when a loop's back edge (a block ending in a backward branch) has been taken TICK times, so a single
+ *            operator of minutes still shows progress; the executions as of the last marker
  * Every translation of a block is a block id of its own (qemu translates a PC again after invalidating it).
  */
 #define _GNU_SOURCE
@@ -50,9 +50,11 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_version = QEMU_PLUGIN_VERSION;
 #define MAX_CHUNKS 64
 #define MAX_BLOCKS (CHUNK * MAX_CHUNKS)
 #define NO_MARKER UINT64_MAX
-/* Guest instructions between two looks at the progress counter: about a tenth of a second at 10^8 a second; one
- * callback per 2^24 instructions costs nothing measurable (a callback per block, as the marker blocks have, would) */
-#define TICK (UINT64_C(1) << 24)
+/* Back edges taken between two looks at the clock for the progress file: about 10^6-10^7 instructions, well under a
+ * tenth of a second. Only back-edge blocks carry this counter and its conditional callback: every long run of guest
+ * code is a loop, and a callback test on every block cost 8-15 ms of a 50 ms start-up (a callback per block, as the
+ * marker blocks have, would cost far more) */
+#define TICK (UINT64_C(1) << 16)
 
 typedef struct {
     uint64_t pc;
@@ -64,9 +66,9 @@ static block_t *blocks;
 static uint64_t n_blocks;
 static uint64_t *seen;          /* thread 0's counter of each block at the previous marker */
 static uint64_t position;       /* thread 0's block executions before the current marker */
-static uint64_t ticked;         /* thread 0's instructions before the progress counter was last emptied */
+static uint32_t *lengths;       /* each block's instructions, apart from ``blocks`` for a fast sum */
 static struct qemu_plugin_scoreboard *tick_board;
-static qemu_plugin_u64 ticks;   /* per guest thread: instructions since its counter was last emptied */
+static qemu_plugin_u64 ticks;   /* per guest thread: back edges taken since its counter was last emptied */
 static struct qemu_plugin_scoreboard *counters[MAX_CHUNKS];
 static uint64_t *marker_pcs;
 static size_t n_marker_pcs;
@@ -133,12 +135,23 @@ static void write_words(const uint64_t *words, size_t n) {
     if (fwrite(words, sizeof words[0], n, out) != n) fail("short write of the segments", NULL);
 }
 
+/* Thread 0's instructions so far: each block's executions times its length (called under ``lock``). */
+static uint64_t instructions_so_far(void) {
+    uint64_t sum = 0;
+    const uint64_t *current = NULL;
+    for (uint64_t id = 0; id < n_blocks; ++id) {
+        if ((id & (CHUNK - 1)) == 0) current = qemu_plugin_scoreboard_find(counters[id >> CHUNK_BITS], 0);
+        sum += current[id & (CHUNK - 1)] * lengths[id];
+    }
+    return sum;
+}
+
 static void write_progress(void) {
     char staging[4096];
     snprintf(staging, sizeof staging, "%s.tmp", progress_path);
     FILE *file = fopen(staging, "w");
     if (!file) return;
-    fprintf(file, "%" PRIu64 " %" PRIu64 "\n", position, ticked + qemu_plugin_u64_get(ticks, 0));
+    fprintf(file, "%" PRIu64 " %" PRIu64 "\n", position, instructions_so_far());
     if (fclose(file) == 0) rename(staging, progress_path);
 }
 
@@ -153,11 +166,10 @@ static void progress_now_and_then(void) {
     }
 }
 
-/* Thread 0's progress counter passed TICK: carried into ``ticked`` and emptied, and the file written if it is time.
+/* A guest thread's back-edge counter passed TICK: emptied, and for thread 0 the progress file written if it is time.
  * Other threads' counters are emptied too (their callbacks fire alike) and otherwise not used. */
 static void ticked_over(unsigned int vcpu, void *udata) {
     g_mutex_lock(&lock);
-    if (vcpu == 0) ticked += qemu_plugin_u64_get(ticks, 0);
     qemu_plugin_u64_set(ticks, vcpu, 0);
     if (vcpu == 0) progress_now_and_then();
     g_mutex_unlock(&lock);
@@ -202,13 +214,24 @@ static void marker_executed(unsigned int vcpu, void *udata) {
     g_mutex_unlock(&lock);
 }
 
+/* Whether an AArch64 instruction is a direct branch to itself or backwards (B, B.cond/BC.cond, CB(N)Z, TB(N)Z with
+ * an offset of at most 0): the back edge of a loop. BL and indirect branches are not. */
+static int is_back_edge(uint32_t word) {
+    if ((word & 0xFC000000u) == 0x14000000u) return (word & 0x02000000u) || (word & 0x03FFFFFFu) == 0;
+    if ((word & 0xFF000000u) == 0x54000000u || (word & 0x7E000000u) == 0x34000000u)
+        return (word & 0x00800000u) || ((word >> 5) & 0x7FFFFu) == 0;
+    if ((word & 0x7E000000u) == 0x36000000u) return (word & 0x00040000u) || ((word >> 5) & 0x3FFFu) == 0;
+    return 0;
+}
+
 static void translated(qemu_plugin_id_t id, struct qemu_plugin_tb *tb) {
     uint64_t pc = qemu_plugin_tb_vaddr(tb);
     if (pc >= skip_low && pc < skip_high) return;
     size_t n = qemu_plugin_tb_n_insns(tb);
     block_t block = {.pc = pc, .n = (uint32_t)n};
+    uint32_t word = 0;
     for (size_t i = 0; i < n; ++i) {
-        uint32_t word = 0;
+        word = 0;
         struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
         qemu_plugin_insn_data(insn, &word, sizeof word);
         block.classes[classify(word)]++;
@@ -222,6 +245,7 @@ static void translated(qemu_plugin_id_t id, struct qemu_plugin_tb *tb) {
     }
     uint64_t block_id = n_blocks++;
     blocks[block_id] = block;
+    lengths[block_id] = block.n;
     if (!counters[block_id >> CHUNK_BITS])
         counters[block_id >> CHUNK_BITS] = qemu_plugin_scoreboard_new(CHUNK * sizeof(uint64_t));
     struct qemu_plugin_scoreboard *board = counters[block_id >> CHUNK_BITS];
@@ -233,9 +257,11 @@ static void translated(qemu_plugin_id_t id, struct qemu_plugin_tb *tb) {
     qemu_plugin_u64 counter = {.score = board, .offset = (block_id & (CHUNK - 1)) * sizeof(uint64_t)};
     qemu_plugin_register_vcpu_tb_exec_inline_per_vcpu(tb, QEMU_PLUGIN_INLINE_ADD_U64, counter, 1);
     /* the same in the loader probe as in the counted run (progress or not): the same host allocations */
-    qemu_plugin_register_vcpu_tb_exec_inline_per_vcpu(tb, QEMU_PLUGIN_INLINE_ADD_U64, ticks, n);
-    qemu_plugin_register_vcpu_tb_exec_cond_cb(tb, ticked_over, QEMU_PLUGIN_CB_NO_REGS, QEMU_PLUGIN_COND_GE, ticks,
-                                              TICK, NULL);
+    if (n && is_back_edge(word)) {
+        qemu_plugin_register_vcpu_tb_exec_inline_per_vcpu(tb, QEMU_PLUGIN_INLINE_ADD_U64, ticks, 1);
+        qemu_plugin_register_vcpu_tb_exec_cond_cb(tb, ticked_over, QEMU_PLUGIN_CB_NO_REGS, QEMU_PLUGIN_COND_GE,
+                                                  ticks, TICK, NULL);
+    }
 }
 
 static void finished(qemu_plugin_id_t id, void *p) {
@@ -285,7 +311,8 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
     setvbuf(out, buffer, _IOFBF, sizeof buffer);
     blocks = calloc(MAX_BLOCKS, sizeof blocks[0]);
     seen = calloc(MAX_BLOCKS, sizeof seen[0]);
-    if (!blocks || !seen) return fail("out of memory", NULL), -1;
+    lengths = calloc(MAX_BLOCKS, sizeof lengths[0]);
+    if (!blocks || !seen || !lengths) return fail("out of memory", NULL), -1;
     /* the first chunk now, before the guest runs: a counted run and its loader probe (run/guest_loader.py, which
      * counts the loader itself) then make the same host allocations until the guest's libraries are mapped, so
      * qemu puts them at the same guest addresses in both (the counted run checks this against its memory map) */
