@@ -34,7 +34,7 @@ from pytest_sme2.profile import stats
 from pytest_sme2.profile.profile import Profile
 from pytest_sme2.profile.speedup import emulated_timing
 from pytest_sme2.run.call_plan import PLAN_FILE, CallPlan
-from pytest_sme2.run.device_state import DeviceState, cores_of_mask, wait_for_cooldown
+from pytest_sme2.run.device_state import Clock, DeviceState, cores_of_mask, wait_for_cooldown
 from pytest_sme2.run.targets import RunResult, RunSpec
 from pytest_sme2.run.targets.base import RUN_FACTS, VERSION_KEYS
 from pytest_sme2.system.digests import file_sha256
@@ -257,8 +257,7 @@ class Runner:
                 settings.cooldown_c,
                 settings.cooldown_max_s,
                 self.session.say,
-                time.sleep,
-                time.monotonic,
+                Clock(time.sleep, time.monotonic),
                 first=state,
             )
         if self.session.steady_state is None:

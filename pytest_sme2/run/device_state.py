@@ -174,13 +174,24 @@ def _int(text: str | None) -> int | None:
         return None
 
 
+@dataclass(frozen=True)
+class Clock:
+    """The clock a wait runs by: ``sleep`` passes the time that ``now`` reads (seconds, monotonic).
+
+    They travel together because one must see what the other does: a test passes a fake pair, sleep
+    advancing the time now returns, so a wait of minutes runs at once.
+    """
+
+    sleep: Callable[[float], None]
+    now: Callable[[], float]
+
+
 def wait_for_cooldown(
     read: Callable[[], DeviceState],
     threshold_c: float,
     max_wait_s: float,
     say: Callable[[str], None],
-    sleep: Callable[[float], None],
-    now: Callable[[], float],
+    clock: Clock,
     poll_s: float = 5.0,
     first: DeviceState | None = None,
 ) -> tuple[DeviceState, float, str | None]:
@@ -189,12 +200,12 @@ def wait_for_cooldown(
     Returns the last state, the seconds waited, and why it is still hot (None: cooled down). Each poll is said.
     ``first``: a state just read (no second read for it).
     """
-    started = now()
+    started = clock.now()
     state = first if first is not None else read()
     reason = state.hot(threshold_c)
-    while reason is not None and now() - started < max_wait_s:
-        say(f"sme2: cooling down: {reason}; waited {now() - started:.0f} of {max_wait_s:g} s")
-        sleep(min(poll_s, max(0.0, max_wait_s - (now() - started))))
+    while reason is not None and clock.now() - started < max_wait_s:
+        say(f"sme2: cooling down: {reason}; waited {clock.now() - started:.0f} of {max_wait_s:g} s")
+        clock.sleep(min(poll_s, max(0.0, max_wait_s - (clock.now() - started))))
         state = read()
         reason = state.hot(threshold_c)
-    return state, now() - started, reason
+    return state, clock.now() - started, reason

@@ -18,7 +18,7 @@ from helpers_versions import needs_runtime_libraries
 from pytest_sme2.measure.runner import Runner
 from pytest_sme2.measure.session import Settings, Sme2Session
 from pytest_sme2.report.text import device_state_text, disturbed_text, profile_text
-from pytest_sme2.run.device_state import DeviceState, cores_of_mask, wait_for_cooldown
+from pytest_sme2.run.device_state import Clock, DeviceState, cores_of_mask, wait_for_cooldown
 from pytest_sme2.run.targets import RunSpec
 
 # The runner links the wheel's C++ runtime libraries: on executorch 1.4.1 (none) every test here skips, naming why.
@@ -99,7 +99,7 @@ def test_cooldown_waits_while_hot_and_gives_up_at_the_limit() -> None:
         return DeviceState(zones={"soc": next(temps)})
 
     state, waited, still_hot = wait_for_cooldown(
-        read, 45.0, 300.0, said.append, lambda s: clock.__setitem__(0, clock[0] + s), lambda: clock[0]
+        read, 45.0, 300.0, said.append, Clock(lambda s: clock.__setitem__(0, clock[0] + s), lambda: clock[0])
     )
     assert still_hot is None and state.hottest_c == 44.0 and waited == 10.0
     assert said == [
@@ -112,8 +112,7 @@ def test_cooldown_waits_while_hot_and_gives_up_at_the_limit() -> None:
         45.0,
         12.0,
         said.append,
-        lambda s: clock.__setitem__(0, clock[0] + s),
-        lambda: clock[0],
+        Clock(lambda s: clock.__setitem__(0, clock[0] + s), lambda: clock[0]),
     )
     assert still_hot == "soc at 70.0 C (above 45 C)" and waited == 12.0
 
