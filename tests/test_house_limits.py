@@ -25,7 +25,6 @@ ALLOWLIST: dict[str, tuple[int, int]] = {
     "pytest_sme2.run.targets.emulated:EmulatedTarget.__init__": (41, 8),
     "pytest_sme2.measure.count_estimate:estimate": (36, 8),
     "pytest_sme2.run.result_cache:run_key": (26, 8),
-    "pytest_sme2.profile.device_model:modelled_time": (20, 8),
 }
 
 FIX = (

@@ -445,6 +445,17 @@ class ModelledTime:
 
 
 @dataclass(frozen=True)
+class Traffic:
+    """Per operator, the bytes it reads and the bytes it writes (NaN: unknown, priced as no bytes).
+
+    They travel together because they are priced together: the memory term of an operator's time
+    (DeviceModel.memory_ns) weighs both against one L2 size, loads and stores at their own rates."""
+
+    bytes_read: np.ndarray
+    bytes_written: np.ndarray
+
+
+@dataclass(frozen=True)
 class PricingInputs:
     """What pricing one counted run on a device needs, and nothing else: per operator (rows of ``ops``: event, op,
     category, delegated) its instructions per class of NAMES and its bytes, its graph node, the instructions
@@ -515,8 +526,7 @@ class PricingInputs:
             self.ops,
             self.mix,
             self.outside_mix,
-            self.bytes_read,
-            self.bytes_written,
+            Traffic(self.bytes_read, self.bytes_written),
             self.identities,
         )
 
@@ -585,14 +595,14 @@ def modelled_time(
     ops: pd.DataFrame,
     mix: np.ndarray,
     outside_mix: np.ndarray,
-    bytes_read: np.ndarray,
-    bytes_written: np.ndarray,
+    traffic: Traffic,
     identities: "list[str] | None" = None,
 ) -> ModelledTime:
-    """Price ``mix`` (one row per operator of ``ops``, one column per class of NAMES) and the instructions
-    outside operators (``outside_mix``, no bytes) on ``device``. ``identities``: each operator's graph node
-    (identity.py), which pairs operators across SME2 on and off; without them, the position in the program."""
-    ns, bound = device.op_ns(mix, bytes_read, bytes_written) if len(ops) else (np.zeros(0), [])
+    """Price ``mix`` (one row per operator of ``ops``, one column per class of NAMES) with each operator's
+    ``traffic``, and the instructions outside operators (``outside_mix``, no bytes), on ``device``.
+    ``identities``: each operator's graph node (identity.py), which pairs operators across SME2 on and off;
+    without them, the position in the program."""
+    ns, bound = device.op_ns(mix, traffic.bytes_read, traffic.bytes_written) if len(ops) else (np.zeros(0), [])
     out = ops[["event", "op", "category", "delegated"]].copy()
     out["identity"] = identities if identities is not None else [f"operator {i + 1}" for i in range(len(ops))]
     out["modelled_ms"] = ns / 1e6

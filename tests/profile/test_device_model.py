@@ -31,7 +31,7 @@ from pytest_sme2 import assert_no_modelled_sme2_slowdown
 from pytest_sme2.errors import UsageError
 from pytest_sme2.evidence.instruction_classes import NAMES
 from pytest_sme2.evidence.qemu_counts import COUNTS_FILE, InstructionTrace
-from pytest_sme2.profile.device_model import available_devices, load_device, modelled_time
+from pytest_sme2.profile.device_model import Traffic, available_devices, load_device, modelled_time
 from pytest_sme2.profile.profile import Profile
 
 OTHERS = [n for n in NAMES if n not in ("mopa_fp32", "za_vgx4", "simd_fp")]
@@ -116,7 +116,12 @@ def test_a_profile_is_priced_per_operator_category_and_end_to_end(device_file: P
     mix = np.array([_mix(mopa_fp32=4000, scalar=100), _mix(simd_fp=8000), _mix(scalar=3000, za_vgx4=100)])
     outside = np.array(_mix(scalar=500))  # 500 ns on "rest"
     on = modelled_time(
-        load_device(device_file), "on", ops, mix, outside, np.array([600, 2000, np.nan]), np.array([200, 500, np.nan])
+        load_device(device_file),
+        "on",
+        ops,
+        mix,
+        outside,
+        Traffic(np.array([600, 2000, np.nan]), np.array([200, 500, np.nan])),
     )
     assert on.ops["modelled_ms"].tolist() == [0.001, 0.00192, 0.003]  # B: its bytes, as above
     assert on.outside_ops_ms == 0.0005
@@ -133,8 +138,7 @@ def test_a_profile_is_priced_per_operator_category_and_end_to_end(device_file: P
         ops,
         off_mix,
         outside,
-        np.array([600, 2000, np.nan]),
-        np.array([200, 500, np.nan]),
+        Traffic(np.array([600, 2000, np.nan]), np.array([200, 500, np.nan])),
     )
     speedup = on.speedup_over(off)
     assert speedup.value == pytest.approx(13.42 / 6.42) and speedup.low == speedup.high == speedup.value
@@ -156,7 +160,7 @@ def test_operators_modelled_slower_with_sme2_are_paired_by_identity_and_named(de
         ops = pd.DataFrame(
             {"event": events, "op": events, "category": ["GEMM", "CONV"][: len(events)], "delegated": [True, True]}
         )
-        return modelled_time(device, label, ops, np.array(mix), np.array(_mix()), none, none, identities)
+        return modelled_time(device, label, ops, np.array(mix), np.array(_mix()), Traffic(none, none), identities)
 
     on = priced(
         ["GEMM PF32 #1", "CONV PF32 #1"],
