@@ -24,7 +24,6 @@ MAX_PARAMS = 7
 ALLOWLIST: dict[str, tuple[int, int]] = {
     "pytest_sme2.run.targets.emulated:EmulatedTarget.__init__": (41, 8),
     "pytest_sme2.measure.count_estimate:estimate": (36, 8),
-    "pytest_sme2.run.result_cache:run_key": (26, 8),
 }
 
 FIX = (

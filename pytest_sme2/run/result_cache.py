@@ -57,12 +57,23 @@ class RunKey:
         return self.digest[:16]
 
 
+@dataclass(frozen=True)
+class LoadedRunner:
+    """The native runner as the emulator loads it: its ``binary`` and every shared library it loads
+    (``libraries``: a kernel kit's and the instruction counter's too, wherever they live).
+
+    They travel together because together they are the code that runs: a byte of any of them can change
+    a count, so each is keyed by its bytes, the libraries by name (not by folder) in sorted order."""
+
+    binary: Path
+    libraries: tuple[Path, ...]
+
+
 def run_key(
     *,
     program: Path,
     inputs: Path | None,
-    runner: Path,
-    libraries: Iterable[Path],
+    runner: LoadedRunner,
     emulator: Path,
     cpu: str,
     settings: Mapping[str, Any],
@@ -73,13 +84,13 @@ def run_key(
     ingredients: dict[str, str] = {
         "program": file_sha256(program),
         "inputs": "none" if inputs is None else file_sha256(inputs),
-        "runner": file_sha256(runner),
+        "runner": file_sha256(runner.binary),
         "emulator": file_sha256(emulator),
         "cpu": cpu,
         "settings": json.dumps(dict(settings), sort_keys=True, default=str),
         "code": code,
     }
-    for library in sorted(set(Path(p) for p in libraries), key=lambda p: p.name):
+    for library in sorted(set(Path(p) for p in runner.libraries), key=lambda p: p.name):
         ingredients[f"library {library.name}"] = file_sha256(library)
     digest = hashlib.sha256(json.dumps(ingredients, sort_keys=True).encode()).hexdigest()
     return RunKey(digest, ingredients)

@@ -17,7 +17,7 @@ from conftest import REPO
 from pytest_sme2 import DamagedCacheEntryWarning
 from pytest_sme2.run import emulation_setup
 from pytest_sme2.run import result_cache as rc
-from pytest_sme2.run.result_cache import MANIFEST, ResultCache, code_digest, run_key
+from pytest_sme2.run.result_cache import MANIFEST, LoadedRunner, ResultCache, code_digest, run_key
 from pytest_sme2.run.targets import RunSpec
 from pytest_sme2.run.targets import emulated as emulated_module
 from pytest_sme2.run.targets.emulated import EmulatedTarget, loaded_libraries
@@ -54,22 +54,28 @@ def ingredients(tmp_path: Path) -> dict:
     }
 
 
+def _run_key(ingredients: dict) -> rc.RunKey:
+    """run_key of the ingredients above, whose runner and libraries it takes as one LoadedRunner."""
+    flat = dict(ingredients)
+    return run_key(runner=LoadedRunner(flat.pop("runner"), tuple(flat.pop("libraries"))), **flat)
+
+
 def test_a_key_is_the_content_not_the_names_or_dates(ingredients: dict, tmp_path: Path) -> None:
-    first = run_key(**ingredients)
+    first = _run_key(ingredients)
     moved = tmp_path / "elsewhere"
     moved.mkdir()
     copy = dict(ingredients)
     for name in ("program", "inputs", "runner", "emulator"):
         copy[name] = Path(shutil.copy(ingredients[name], moved / f"renamed-{name}"))  # new name, new date
-    assert run_key(**copy).digest == first.digest
-    assert run_key(**ingredients).digest == first.digest  # stable
+    assert _run_key(copy).digest == first.digest
+    assert _run_key(ingredients).digest == first.digest  # stable
 
 
 @pytest.mark.parametrize("ingredient", ["program", "inputs", "runner", "library", "emulator"])
 def test_one_byte_of_any_file_changes_the_key(ingredients: dict, ingredient: str) -> None:
-    before = run_key(**ingredients).digest
+    before = _run_key(ingredients).digest
     _flip_last_byte(ingredients["libraries"][1] if ingredient == "library" else ingredients[ingredient])
-    assert run_key(**ingredients).digest != before
+    assert _run_key(ingredients).digest != before
 
 
 @pytest.mark.parametrize(
@@ -83,7 +89,7 @@ def test_one_byte_of_any_file_changes_the_key(ingredients: dict, ingredient: str
     ],
 )
 def test_each_setting_changes_the_key(ingredients: dict, change: dict) -> None:
-    assert run_key(**{**ingredients, **change}).digest != run_key(**ingredients).digest
+    assert _run_key({**ingredients, **change}).digest != _run_key(ingredients).digest
 
 
 def test_the_code_digest_changes_with_one_byte_of_the_counting_code(tmp_path: Path) -> None:
@@ -111,7 +117,7 @@ def stored(tmp_path: Path, ingredients: dict) -> tuple[ResultCache, rc.RunKey, P
     for name in ("timed.etdp", "instructions.json", "runner.stdout"):
         (run / name).write_bytes(f"{name} bytes".encode())
     cache = ResultCache(tmp_path / "cache" / "results")
-    key = run_key(**ingredients)
+    key = _run_key(ingredients)
     cache.store(key, run, ["timed.etdp", "instructions.json", "runner.stdout"], {"kernel_trace": {"kernels": ["k"]}})
     return cache, key, run
 
@@ -205,7 +211,7 @@ def test_another_programs_entry_copied_under_this_key_is_refused(
     key: every file matches its own digest, yet it answers for another program. It is refused, not used."""
     cache, key, _ = stored
     ingredients["program"].write_bytes(b"another program" * 100)
-    other_key = run_key(**ingredients)
+    other_key = _run_key(ingredients)
     other_run = tmp_path / "other_run"
     other_run.mkdir()
     (other_run / "timed.etdp").write_bytes(b"the other program's ETDump")

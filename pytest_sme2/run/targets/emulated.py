@@ -38,7 +38,7 @@ from pytest_sme2.run.guest_loader import BIND_NOW, LoaderRange, loader_range
 from pytest_sme2.run.kernel_libraries import runner_libraries
 from pytest_sme2.run.native.build import COUNT_PLUGIN_NAME
 from pytest_sme2.run.native.kernel_kit import kit_files
-from pytest_sme2.run.result_cache import ResultCache, RunKey, code_digest, run_key
+from pytest_sme2.run.result_cache import LoadedRunner, ResultCache, RunKey, code_digest, run_key
 from pytest_sme2.run.targets.base import (
     EMULATED_TIMING,
     INFO,
@@ -645,8 +645,7 @@ class EmulatedTarget(RegisteredTarget):
         return run_key(
             program=pte,
             inputs=inputs,
-            runner=runner,
-            libraries=[*loaded_libraries(runner), *kits, counter],
+            runner=LoadedRunner(runner, (*loaded_libraries(runner), *kits, counter)),
             emulator=Path(qemu[0]),
             cpu=" ".join(qemu[1:]),
             settings=settings,
