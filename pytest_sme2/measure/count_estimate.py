@@ -180,22 +180,33 @@ def _rates(records: Sequence[CountRecord], sme2: bool, machine: str) -> tuple[tu
     )
 
 
+@dataclass(frozen=True)
+class CountHistory:
+    """What the cache remembers of earlier counted runs (count_records.py), as an estimate reads it.
+
+    ``same_model``: the last counted run of this model, recipe and variant, or None; ``records``: every
+    counted run recorded, whose rates on ``machine`` (this one, ``this_machine()``) give the seconds. They
+    travel together because they are one reading of the cache, taken for one machine: the records are only
+    rates where they ran on ``machine``."""
+
+    same_model: CountRecord | None
+    records: Sequence[CountRecord]
+    machine: str
+
+
 def estimate(
     work: ProgramWork,
     program_bytes: int,
     recipe: str,
     sme2: bool,
     inferences: int,
-    same_model: CountRecord | None,
-    machine_records: Sequence[CountRecord],
-    machine: str,
+    history: CountHistory,
 ) -> CountEstimate:
-    """The estimate of one counted run of ``inferences`` inferences (warmup and timed) of this program.
-
-    ``same_model``: the last counted run of this model, recipe and variant here, or None; ``machine_records``:
-    the counted runs recorded in this cache, whose rates on ``machine`` give the seconds."""
+    """The estimate of one counted run of ``inferences`` inferences (warmup and timed) of this program: from
+    ``history``'s last count of the same model where there is one, else modelled from its work."""
     macs = known_macs(work)
-    rates, rate_basis = _rates(machine_records, sme2, machine)
+    same_model = history.same_model
+    rates, rate_basis = _rates(history.records, sme2, history.machine)
     if same_model is not None and same_model.instructions > 0:
         scale = macs / same_model.macs if macs > 0 and same_model.macs > 0 else 1.0
         typical = same_model.instructions * scale * (inferences + 1) / (same_model.inferences + 1)

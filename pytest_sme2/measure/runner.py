@@ -26,7 +26,7 @@ from pytest_sme2.evidence.samplers import PERF_DATA, Sampler
 from pytest_sme2.export.export import ExportedModel, tool_versions
 from pytest_sme2.export.program import check_program
 from pytest_sme2.export.work import ProgramFacts
-from pytest_sme2.measure.count_estimate import estimate, known_macs
+from pytest_sme2.measure.count_estimate import CountHistory, estimate, known_macs
 from pytest_sme2.measure.count_records import CountRecord, now_text, read_records, this_machine, write_record
 from pytest_sme2.measure.session import Sme2Session, kit_variant, link_artifact
 from pytest_sme2.model.registry import source_files
@@ -200,9 +200,7 @@ class Runner:
             identity["recipe"],
             spec.sme2 is not False,
             spec.warmup + spec.runs,
-            same[0] if same else None,
-            records,
-            this_machine(),
+            CountHistory(same[0] if same else None, records, this_machine()),
         )
         # the progress line's "of about N" (plugin/progress.py), by the SME2 setting its reports name: in the
         # session, since compare_variants runs copies of this runner side by side

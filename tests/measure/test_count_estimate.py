@@ -17,7 +17,7 @@ from conftest import REPO
 from pytest_sme2 import Recipe
 from pytest_sme2.errors import UsageError
 from pytest_sme2.export.work import OpWork, ProgramWork
-from pytest_sme2.measure.count_estimate import RATE_ELSEWHERE_TEXT, estimate, known_macs
+from pytest_sme2.measure.count_estimate import RATE_ELSEWHERE_TEXT, CountHistory, estimate, known_macs
 from pytest_sme2.measure.count_records import (
     RECORDS_FOLDER,
     CountRecord,
@@ -49,14 +49,14 @@ def test_work_of_unknown_operators_is_left_out_of_the_macs() -> None:
 
 
 def test_a_modelled_estimate_grows_with_the_work_and_says_it_is_modelled() -> None:
-    small = estimate(_work(1e8), 10**6, "fp32-xnnpack", True, 2, None, [], "cpu x2")
-    large = estimate(_work(1e11), 10**6, "fp32-xnnpack", True, 2, None, [], "cpu x2")
+    small = estimate(_work(1e8), 10**6, "fp32-xnnpack", True, 2, CountHistory(None, [], "cpu x2"))
+    large = estimate(_work(1e11), 10**6, "fp32-xnnpack", True, 2, CountHistory(None, [], "cpu x2"))
     for e in (small, large):
         low, typical, high = e.instructions
         assert 0 < low < typical < high and e.seconds[0] < e.seconds[1] < e.seconds[2]
         assert "modelled from its work" in e.basis and e.rate_basis == RATE_ELSEWHERE_TEXT
     assert large.instructions[1] > 100 * small.instructions[1]
-    off = estimate(_work(1e11), 10**6, "fp32-xnnpack", False, 2, None, [], "cpu x2")
+    off = estimate(_work(1e11), 10**6, "fp32-xnnpack", False, 2, CountHistory(None, [], "cpu x2"))
     assert off.instructions[0] > large.instructions[0]  # without SME2 a MAC costs more instructions
     line = large.line()
     assert "emulated seconds are the emulator's cost, not the program's time" in line and "GMAC" in line
@@ -64,7 +64,7 @@ def test_a_modelled_estimate_grows_with_the_work_and_says_it_is_modelled() -> No
 
 def test_the_last_count_of_the_same_model_is_scaled_by_its_work_and_inferences() -> None:
     then = _record(instructions=3 * 10**9, inferences=2, macs=1e9)
-    now = estimate(_work(2e9), 10**6, "fp32-xnnpack", True, 5, then, [then], "cpu x2")
+    now = estimate(_work(2e9), 10**6, "fp32-xnnpack", True, 5, CountHistory(then, [then], "cpu x2"))
     # twice the work, (5 + 1) / (2 + 1) the inferences (a load counts about one)
     assert now.instructions[1] == pytest.approx(3e9 * 2 * 6 / 3)
     assert now.instructions[0] < now.instructions[1] < now.instructions[2]
@@ -80,10 +80,10 @@ def test_neither_a_slow_machine_nor_a_forged_record_makes_a_refusal_likelier() -
     never stops a run that would have finished."""
     slow = _record(model="other", instructions=10**9, seconds=100.0)  # 10 M a second
     forged = _record(instructions=10**15)  # this model, a petainstruction
-    plain = estimate(_work(1e11), 10**6, "fp32-xnnpack", False, 2, None, [], "cpu x2")
+    plain = estimate(_work(1e11), 10**6, "fp32-xnnpack", False, 2, CountHistory(None, [], "cpu x2"))
     for other in (
-        estimate(_work(1e11), 10**6, "fp32-xnnpack", False, 2, None, [slow], "cpu x2"),
-        estimate(_work(1e11), 10**6, "fp32-xnnpack", False, 2, forged, [forged], "cpu x2"),
+        estimate(_work(1e11), 10**6, "fp32-xnnpack", False, 2, CountHistory(None, [slow], "cpu x2")),
+        estimate(_work(1e11), 10**6, "fp32-xnnpack", False, 2, CountHistory(forged, [forged], "cpu x2")),
     ):
         assert other.floor_seconds == plain.floor_seconds and other.seconds[1] > plain.seconds[1]
         assert other.refusal(600, "x") is None and other.warning(600) is not None
@@ -93,18 +93,18 @@ def test_neither_a_slow_machine_nor_a_forged_record_makes_a_refusal_likelier() -
 
 def test_rates_of_another_machine_are_not_this_machines() -> None:
     elsewhere = _record(machine="other cpu x64")
-    got = estimate(_work(1e9), 10**6, "fp32-xnnpack", True, 2, None, [elsewhere], "cpu x2")
+    got = estimate(_work(1e9), 10**6, "fp32-xnnpack", True, 2, CountHistory(None, [elsewhere], "cpu x2"))
     assert got.rate_basis == RATE_ELSEWHERE_TEXT
 
 
 def test_a_run_that_cannot_finish_is_refused_with_its_numbers_and_the_fix() -> None:
-    hopeless = estimate(_work(1e14), 10**6, "fp32-xnnpack", False, 2, None, [], "cpu x2")
+    hopeless = estimate(_work(1e14), 10**6, "fp32-xnnpack", False, 2, CountHistory(None, [], "cpu x2"))
     refusal = hopeless.refusal(600, "@pytest.mark.perf(timeout=600)")
     assert refusal is not None
     assert "cannot finish inside its timeout of 10 min (@pytest.mark.perf(timeout=600))" in refusal
     assert re.search(r"MACs alone take at least [\d.,]+ [GMk]", refusal) and "--sme2-timeout=" in refusal
     assert hopeless.warning(600) is not None
-    fits = estimate(_work(1e8), 10**6, "fp32-xnnpack", False, 2, None, [], "cpu x2")
+    fits = estimate(_work(1e8), 10**6, "fp32-xnnpack", False, 2, CountHistory(None, [], "cpu x2"))
     assert fits.refusal(600, "x") is None and fits.warning(600) is None
 
 
