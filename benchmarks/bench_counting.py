@@ -45,7 +45,7 @@ from pytest_sme2.measure.session import Settings, Sme2Session
 from pytest_sme2.run import emulation_setup
 from pytest_sme2.run.native.build import build_count_plugin, build_exec_counter
 from pytest_sme2.run.targets.base import RunSpec
-from pytest_sme2.run.targets.emulated import EmulatedTarget
+from pytest_sme2.run.targets.emulated import EmulatedOptions, EmulatedTarget
 
 MODES = ("plain", "plugin", "plugin_other", "plain11", "nochain", "exec", "logged", "pipe", "lazy", "counted")
 _READ_BY_COUNTER = ("lazy", "counted")
@@ -152,8 +152,12 @@ def main() -> None:
         session.registry.register_dir(REPO / "models")
         pte = Path(session.export(args.model, Recipe(args.recipe)))
         in_emulator = status.plugin_header is not None
-        by_log = EmulatedTarget(Path(scratch) / "logs", status=status, counting="log")
-        by_plugin = EmulatedTarget(Path(scratch) / "logs", status=status, counting="plugin") if in_emulator else None
+        by_log = EmulatedTarget(Path(scratch) / "logs", status=status, options=EmulatedOptions(counting="log"))
+        by_plugin = (
+            EmulatedTarget(Path(scratch) / "logs", status=status, options=EmulatedOptions(counting="plugin"))
+            if in_emulator
+            else None
+        )
         modes = args.modes.split(",")
         if "plugin_other" in modes:
             if args.other_plugin is None or not args.other_plugin.is_file():

@@ -28,7 +28,7 @@ from pytest_sme2.export.work import program_work
 from pytest_sme2.measure.session import Settings, Sme2Session
 from pytest_sme2.run import emulation_setup
 from pytest_sme2.run.targets.base import RunSpec
-from pytest_sme2.run.targets.emulated import EmulatedTarget
+from pytest_sme2.run.targets.emulated import EmulatedOptions, EmulatedTarget
 
 
 def folder_size(path: Path) -> int:
@@ -98,7 +98,9 @@ def main() -> int:
     save()
     for sme2 in [{"on": True, "off": False}[v] for v in args.variants.split(",")]:
         name = f"sme2_{'on' if sme2 else 'off'}"
-        target = EmulatedTarget(args.work / "logs", status=status, counting=args.counting, fresh=True)
+        target = EmulatedTarget(
+            args.work / "logs", status=status, options=EmulatedOptions(counting=args.counting, fresh=True)
+        )
         last = [0]
         target.progress = lambda done, *_: last.__setitem__(0, done)
         cpu_before, _ = children_usage()

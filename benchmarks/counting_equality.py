@@ -28,7 +28,7 @@ from pytest_sme2 import Recipe
 from pytest_sme2.measure.session import Settings, Sme2Session
 from pytest_sme2.run import emulation_setup
 from pytest_sme2.run.targets.base import RunSpec
-from pytest_sme2.run.targets.emulated import EmulatedTarget
+from pytest_sme2.run.targets.emulated import EmulatedOptions, EmulatedTarget
 
 # The perf suite's variants (perf_tests/): model -> recipes
 SUITE = {
@@ -141,7 +141,7 @@ def main() -> int:
                     name = f"{model} {text} sme2={'on' if sme2 else 'off'}"
                     answers = {}
                     for way in ("log", "plugin"):
-                        target = EmulatedTarget(work / way, status=status, counting=way)
+                        target = EmulatedTarget(work / way, status=status, options=EmulatedOptions(counting=way))
                         answers[way] = counted(target, pte, spec, work / "runs" / name.replace(" ", "_") / way)
                     difference = first_difference(answers["log"][0], answers["plugin"][0])
                     offset = start_offset(answers["log"][0], answers["plugin"][0])

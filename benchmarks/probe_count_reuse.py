@@ -34,7 +34,7 @@ from _common import REPO, machine
 from pytest_sme2.evidence.etdump import DELEGATE_CALL, EXECUTE_BLOCK, RUN_MODEL, read_blocks
 from pytest_sme2.evidence.qemu_counts import read_counts
 from pytest_sme2.run.targets.base import RunSpec
-from pytest_sme2.run.targets.emulated import EmulatedTarget
+from pytest_sme2.run.targets.emulated import EmulatedOptions, EmulatedTarget
 
 
 def lower_and_split(model: str, work: Path) -> tuple[Path, list[Path], float]:
@@ -70,7 +70,7 @@ def counted_events(
 ) -> list[tuple[str, str, bool, int, int]]:
     """(block, label, is an XNNPACK operator, instructions, SME instructions) of each event of one counted run;
     ``inputs``: a torch.save of the inputs tuple, else the runner's all-ones inputs."""
-    result = EmulatedTarget(logs, fresh=True).run(
+    result = EmulatedTarget(logs, options=EmulatedOptions(fresh=True)).run(
         pte, inputs, RunSpec(sme2=sme2, runs=1, warmup=0, timeout_s=3600), out
     )
     _, files = read_counts(Path(result.evidence["instruction_counts"]))

@@ -18,7 +18,7 @@ from pytest_sme2.errors import UsageError
 from pytest_sme2.measure.session import Settings, Sme2Session
 from pytest_sme2.run import emulation_setup
 from pytest_sme2.run.targets import RunSpec
-from pytest_sme2.run.targets.emulated import EmulatedTarget
+from pytest_sme2.run.targets.emulated import EmulatedOptions, EmulatedTarget
 
 STATUS = emulation_setup.status()
 needs_both = pytest.mark.skipif(
@@ -40,7 +40,7 @@ def toy_pte(tmp_path_factory: pytest.TempPathFactory, shared_export_cache: Path)
 
 
 def _counts(way: str, pte: Path, sme2: bool, out: Path) -> tuple[dict, dict]:
-    target = EmulatedTarget(out / "logs", status=STATUS, counting=way)
+    target = EmulatedTarget(out / "logs", status=STATUS, options=EmulatedOptions(counting=way))
     result = target.run(pte, None, RunSpec(sme2=sme2, runs=1, warmup=1), out)
     return json.loads(Path(result.evidence["instruction_counts"]).read_text()), result.evidence
 
@@ -68,7 +68,7 @@ def test_the_plugin_counts_every_event_as_the_log_does(toy_pte: Path, tmp_path: 
 @needs_both
 def test_an_unknown_counting_way_is_a_usage_error(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="--sme2-counting=trace is not one of auto, plugin, log"):
-        EmulatedTarget(tmp_path, status=STATUS, counting="trace")
+        EmulatedTarget(tmp_path, status=STATUS, options=EmulatedOptions(counting="trace"))
 
 
 def test_plugin_counting_without_the_plugin_qemu_names_the_setup_command(tmp_path: Path) -> None:
@@ -81,7 +81,7 @@ def test_plugin_counting_without_the_plugin_qemu_names_the_setup_command(tmp_pat
     with pytest.raises(
         UsageError, match=r"--sme2-counting=plugin: counting from qemu's execution log .* setup-emulation"
     ):
-        EmulatedTarget(tmp_path, status=without, counting="plugin")
+        EmulatedTarget(tmp_path, status=without, options=EmulatedOptions(counting="plugin"))
     assert EmulatedTarget(tmp_path, status=without).counting == "log"
 
 
@@ -110,7 +110,7 @@ def test_a_counted_run_reports_its_count_while_it_runs_and_a_killed_one_says_how
     # reports (the plugin writes about once a second): a qemu twice as fast failed len(seen) >= 2 at 2 s
     monkeypatch.setattr(count_progress, "_EVERY_S", 0.2)
 
-    target = EmulatedTarget(tmp_path / "logs", status=STATUS, counting="plugin")
+    target = EmulatedTarget(tmp_path / "logs", status=STATUS, options=EmulatedOptions(counting="plugin"))
     seen: list[int] = []
     variants: set[str] = set()
     target.progress = lambda done, total, variant: (seen.append(done), variants.add(variant))
@@ -156,7 +156,7 @@ def test_progress_moves_inside_one_long_operator(
     session.registry.register_dir(tmp_path)
     pte = Path(session.export("one_long_operator", Recipe(partitioner="none")))
     monkeypatch.setattr(count_progress, "_EVERY_S", 0.2)
-    target = EmulatedTarget(tmp_path / "logs", status=STATUS, counting="plugin", fresh=True)
+    target = EmulatedTarget(tmp_path / "logs", status=STATUS, options=EmulatedOptions(counting="plugin", fresh=True))
     seen: list[int] = []
     target.progress = lambda done, total, variant: seen.append(done)
     result = target.run(pte, None, RunSpec(sme2=False, runs=1, warmup=0), tmp_path / "run")

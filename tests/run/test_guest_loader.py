@@ -18,7 +18,7 @@ from pytest_sme2.evidence.qemu_counts import QEMU_LOG_FLAGS, TOP_FUNCTIONS
 from pytest_sme2.run import emulation_setup
 from pytest_sme2.run.guest_loader import LoaderRange, loader_range
 from pytest_sme2.run.targets.base import RunSpec
-from pytest_sme2.run.targets.emulated import EmulatedTarget
+from pytest_sme2.run.targets.emulated import EmulatedOptions, EmulatedTarget
 from pytest_sme2.system.carried_loader import carried_loader
 
 STATUS = emulation_setup.status()
@@ -148,8 +148,12 @@ def test_counting_without_the_loader_changes_only_the_loaders_blocks(
     finally:
         session.close()
     # the log's counting (the plugin's skips the loader the same way: tests/run/test_counting_plugin.py)
-    now = _counts(EmulatedTarget(tmp_path / "log", counting="log"), pte, sme2, tmp_path / "now")
-    before = _counts(_LazyTarget(tmp_path / "log", counting="log"), pte, sme2, tmp_path / "before")
+    now = _counts(
+        EmulatedTarget(tmp_path / "log", options=EmulatedOptions(counting="log")), pte, sme2, tmp_path / "now"
+    )
+    before = _counts(
+        _LazyTarget(tmp_path / "log", options=EmulatedOptions(counting="log")), pte, sme2, tmp_path / "before"
+    )
     loader = carried_loader(STATUS.runner).loader.name
     for file in ("warmup", "timed"):  # load, init and the warmup inference; the inference after it
         was, is_ = before[file], now[file]

@@ -20,7 +20,7 @@ from pytest_sme2.run import result_cache as rc
 from pytest_sme2.run.result_cache import MANIFEST, LoadedRunner, ResultCache, code_digest, run_key
 from pytest_sme2.run.targets import RunSpec
 from pytest_sme2.run.targets import emulated as emulated_module
-from pytest_sme2.run.targets.emulated import EmulatedTarget, loaded_libraries
+from pytest_sme2.run.targets.emulated import EmulatedOptions, EmulatedTarget, loaded_libraries
 from pytest_sme2.system import digests
 
 STATUS = emulation_setup.status()
@@ -241,7 +241,7 @@ def test_the_emulated_targets_key_covers_program_inputs_runner_libraries_qemu_sv
     program, inputs = tmp_path / "program.pte", tmp_path / "inputs.pt"
     program.write_bytes(b"program" * 50)
     inputs.write_bytes(b"inputs" * 50)
-    target = EmulatedTarget(tmp_path / "logs", 512, STATUS)
+    target = EmulatedTarget(tmp_path / "logs", EmulatedOptions(512), STATUS)
     spec = RunSpec(sme2=True, runs=1, warmup=1)
     base = target.result_key(program, inputs, spec).digest
     assert target.result_key(program, inputs, dataclasses.replace(spec, timeout_s=10)).digest == base
@@ -249,7 +249,7 @@ def test_the_emulated_targets_key_covers_program_inputs_runner_libraries_qemu_sv
     assert target.result_key(program, inputs, dataclasses.replace(spec, sme2=None)).digest == base
     changed = {
         "SME2 off": target.result_key(program, inputs, dataclasses.replace(spec, sme2=False)),
-        "SVL 256": EmulatedTarget(tmp_path / "logs", 256, STATUS).result_key(program, inputs, spec),
+        "SVL 256": EmulatedTarget(tmp_path / "logs", EmulatedOptions(256), STATUS).result_key(program, inputs, spec),
         "runs": target.result_key(program, inputs, dataclasses.replace(spec, runs=2)),
     }
     _flip_last_byte(program)
@@ -265,7 +265,9 @@ def test_the_emulated_targets_key_covers_program_inputs_runner_libraries_qemu_sv
         status = dataclasses.replace(STATUS, **{role: copy})
         if role == "runner":  # its libraries are found beside the original ($ORIGIN): the same ones
             monkeypatch.setattr(emulated_module, "loaded_libraries", lambda _: loaded_libraries(STATUS.runner))
-        changed[role] = EmulatedTarget(tmp_path / "logs", 512, status).result_key(program, inputs, spec)
+        changed[role] = EmulatedTarget(tmp_path / "logs", EmulatedOptions(512), status).result_key(
+            program, inputs, spec
+        )
     monkeypatch.undo()
     libraries = loaded_libraries(STATUS.runner)
     assert {"libexecutorch.so", "libc.so.6", "ld-linux-aarch64.so.1"} <= {p.name for p in libraries}

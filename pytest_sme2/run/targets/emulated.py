@@ -168,6 +168,23 @@ def counted_threads_problem(threads: int) -> str:
 
 
 @dataclass(frozen=True)
+class EmulatedOptions:
+    """The emulated target's own options, as the session's settings give them (EmulatedTarget.options:
+    --sme2-emulated-svl, --sme2-no-kernel-trace, --sme2-fresh, --sme2-counting), each at its option's default
+    unless given. They travel together because they come together, from one TargetSettings (``of``)."""
+
+    svl_bits: int = SVL.default
+    trace_kernels: bool = KERNEL_TRACE.default
+    fresh: bool = FRESH.default
+    counting: str = COUNTING.default
+
+    @classmethod
+    def of(cls, settings: TargetSettings) -> "EmulatedOptions":
+        """The options as ``settings`` give them (an absent one at its default)."""
+        return cls(settings.value(SVL), settings.value(KERNEL_TRACE), settings.value(FRESH), settings.value(COUNTING))
+
+
+@dataclass(frozen=True)
 class _CountedRun:
     """One counted run as EmulatedTarget._counted_run set it up, what _count emulates: qemu's command, the
     program, its inputs, the spec, the run's folder, setarch (no address randomisation) and what counts (the
@@ -205,14 +222,7 @@ class EmulatedTarget(RegisteredTarget):
     ) -> "EmulatedTarget":
         """From the session's settings; ``status``: the emulation's, when already read (the auto target)."""
         return cls(
-            settings.log_dir,
-            settings.value(SVL),
-            status,
-            runner=settings.runner,
-            trace_kernels=settings.value(KERNEL_TRACE),
-            results=settings.results,
-            fresh=settings.value(FRESH),
-            counting=settings.value(COUNTING),
+            settings.log_dir, EmulatedOptions.of(settings), status, runner=settings.runner, results=settings.results
         )
 
     @classmethod
@@ -247,31 +257,29 @@ class EmulatedTarget(RegisteredTarget):
     def __init__(
         self,
         log_dir: Path,
-        svl_bits: int = emulation_setup.DEFAULT_SVL_BITS,
+        options: EmulatedOptions = EmulatedOptions(),
         status: emulation_setup.EmulationStatus | None = None,
         runner: Path | None = None,
-        trace_kernels: bool = True,
         results: ResultCache | None = None,
-        fresh: bool = False,
-        counting: str = "auto",
     ):
-        """``results``: the result cache counted runs are answered from and stored in (None: no cache);
-        ``fresh``: emulate every counted run again (--sme2-fresh), still storing what it counts; ``counting``:
-        where counted runs count (COUNTING)."""
-        check_svl(svl_bits)
+        """``options``: the target's own (EmulatedOptions; ``fresh``: emulate every counted run again, still
+        storing what it counts; ``counting``: where counted runs count, COUNTING); ``results``: the result cache
+        counted runs are answered from and stored in (None: no cache)."""
+        check_svl(options.svl_bits)
         if runner is not None:  # a user's build: the right architecture and executorch, or nothing runs
             check_runner(runner, "emulated target runner (--sme2-runner)", arch="aarch64")
-        self._svl = svl_bits
-        self._trace_kernels = trace_kernels
+        self._svl = options.svl_bits
+        self._trace_kernels = options.trace_kernels
         self._status = status or emulation_setup.status(runner=runner)
         self._version_checked = False
         self._results = results
-        self._fresh = fresh
+        self._fresh = options.fresh
         self._loaders: dict[tuple[str, ...], LoaderRange] = {}  # per qemu command: where the guest's loader is
         # plugin/progress.py's "run i/N" hook; here (instructions counted so far, 0, the run's SME2 setting):
         # counted runs only, the setting telling apart two counted side by side
         self.progress: Callable[[int, int, str], None] | None = None
         self.progress_unit = "instructions"
+        counting = options.counting
         if counting not in COUNTING_CHOICES:
             raise UsageError(f"--sme2-counting={counting} is not one of {', '.join(COUNTING_CHOICES)}")
         self._counting = self._status.counting if counting == "auto" else counting
