@@ -110,16 +110,14 @@ def pair_anchorless(
     What is left stays gone and new: a wrong pair would judge one operator by another's instructions. A
     boundary transpose after a delegate split, named after a node both sides have, with no twin in the
     baseline, stays new."""
-    named_both = set(then.ids.values()) & set(now.ids.values())
+    nodes_then = set(then.ids.values())
+    named_both = nodes_then & set(now.ids.values())
     matched = _pair_by_key(_anchorless(gone, then, named_both), _anchorless(new, now, named_both))
     left_then, left_now = _unpaired(gone, new, matched)
-    nodes_then = set(then.ids.values())
-    after_new_node = [n for n in left_now if _anchor(now.ids.get(n, "")) not in (None, *nodes_then)]
+    after_new_node = [n for n in left_now if _anchor(now.ids.get(n, "")) not in nodes_then]
     matched += _pair_by_key(_anchorless(left_then, then, None), _anchorless(after_new_node, now, None))
     left_then, left_now = _unpaired(gone, new, matched)
     matched += _pair_twins(_anchorless(left_then, then, None), _anchorless(left_now, now, None), then, now)
-    if not matched:
-        return pairs, gone, new
     left_then, left_now = _unpaired(gone, new, matched)
     return [*pairs, *matched], left_then, left_now
 
@@ -157,24 +155,30 @@ def _anchor(identity: str) -> str | None:
 def _anchorless(names: list[str], side: Side, before: set[str] | None) -> dict[tuple[str, str | None], list[str]]:
     """The anchorless ones of ``names`` in execution order, by (kind, the next named node after them) where that
     node is one of ``before`` (the others left out); ``before=None``: by kind alone."""
-    order, ids = side.order, side.ids
-    following: dict[str, str | None] = {}
-    upcoming: str | None = None
-    for name in reversed(order):
-        following[name] = upcoming
-        identity = ids.get(name, "")
-        if identity and _anchor(identity) is None:
-            upcoming = identity
+    following = _next_named(side) if before is not None else {}
     out: dict[tuple[str, str | None], list[str]] = {}
     wanted = set(names)
-    for name in order:
-        if name not in wanted or _anchor(ids.get(name, "")) is None:
+    for name in side.order:
+        if name not in wanted or _anchor(side.ids.get(name, "")) is None:
             continue
-        nxt = following[name] if before is not None else None
+        nxt = following.get(name)
         if before is not None and nxt not in before:
             continue
         out.setdefault((op_kind(name), nxt), []).append(name)
     return out
+
+
+def _next_named(side: Side) -> dict[str, str | None]:
+    """Each operator's next named node in execution order: the identity of the first later operator with a graph
+    node of its own (None after the last)."""
+    following: dict[str, str | None] = {}
+    upcoming: str | None = None
+    for name in reversed(side.order):
+        following[name] = upcoming
+        identity = side.ids.get(name, "")
+        if identity and _anchor(identity) is None:
+            upcoming = identity
+    return following
 
 
 def _pair_by_key(
