@@ -76,6 +76,7 @@ class _GateConfig:
 _GATE_KEY = pytest.StashKey[_GateConfig]()
 _ITEM_KEY = pytest.StashKey[dict]()
 _INPUT_KEY = pytest.StashKey[dict]()  # what check_file judged: kept in summary.json for `pytest-sme2 check`
+_PROCESSES_KEY = pytest.StashKey[int]()  # baseline_processes' answer for the test: its baseline read once
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -234,7 +235,14 @@ def baseline_processes(item: pytest.Item) -> int:
     """How many processes the checks of ``item``'s stored baseline on this target need (gate.auto_processes),
     read with the test's own tolerances, as its verdicts will be; 1 when the gate is off for it or the target
     cannot be set up (the runner reports that, as a test failure). Registered at configure for
-    plugin/process_count.py, the one place the process count is decided."""
+    plugin/process_count.py, the one place the process count is decided. Read once a test: a test that asks for
+    several runners (SME2 on and off) gets the same answer without loading its baseline file again."""
+    if _PROCESSES_KEY not in item.stash:
+        item.stash[_PROCESSES_KEY] = _baseline_processes(item)
+    return item.stash[_PROCESSES_KEY]
+
+
+def _baseline_processes(item: pytest.Item) -> int:
     config = item.config.stash.get(_GATE_KEY, None)
     session = session_of(item.config)
     if config is None or session is None:
