@@ -16,6 +16,8 @@ from pytest_sme2.evidence.categories import strip_instance
 
 NO_HANDLE = 65535  # XNode.debug_handle of nodes the lowering inserted (no graph node of their own)
 ROOT = "<root>"
+# Nodes that are plumbing, not operators the model author wrote: tuple unpacking and the delegate call itself.
+PLUMBING = ("getitem", "executorch_call_delegate")
 
 
 def graph_anchors(etrecord: str | Path) -> tuple[dict[int, str], dict[int, list[int]]]:
@@ -37,20 +39,70 @@ def graph_anchors(etrecord: str | Path) -> tuple[dict[int, str], dict[int, list[
 
 
 def node_names(nodes: Iterable[Any]) -> dict[int, str]:
-    """Debug handle -> ``"<module path>: <aten op>"`` (``" [k]"`` for the k-th call within one module)."""
-    seen: Counter[str] = Counter()
-    names: dict[int, str] = {}
+    """Debug handle -> ``"<module path>: <aten op>"`` (``" [k]"`` for the k-th such call within one module)."""
+    groups = handle_groups(node for node in nodes if is_operator(node))
+    return {
+        handle: name for (handle, _), name in zip(groups, group_names([m for _, m in groups])) if handle is not None
+    }
+
+
+def is_operator(node: Any) -> bool:
+    """A call the model author's code made, not plumbing (tuple unpacking, the delegate call itself)."""
+    return node.op == "call_function" and target_name(node) not in PLUMBING
+
+
+def target_name(node: Any) -> str:
+    return getattr(node.target, "__name__", str(node.target))
+
+
+def module_path(node: Any) -> str:
+    """The innermost module the node was traced in ("<root>" outside every submodule)."""
+    stack = list((node.meta.get("nn_module_stack") or {}).values())
+    return (stack[-1][0] if stack and isinstance(stack[-1], tuple) else "") or ROOT
+
+
+def handle_groups(nodes: Iterable[Any]) -> list[tuple[int | None, list[Any]]]:
+    """Operator nodes grouped by debug handle, in handle order (handles are numbered in the order of the graph
+    before lowering); a node without a handle is a group of its own, after every numbered one, in graph order."""
+    numbered: dict[int, list[Any]] = {}
+    unnumbered: list[tuple[int | None, list[Any]]] = []
     for node in nodes:
-        handle = node.meta.get("debug_handle") if node.op == "call_function" else None
-        if not isinstance(handle, int):
-            continue
-        stack = list((node.meta.get("nn_module_stack") or {}).values())
-        path = (stack[-1][0] if stack and isinstance(stack[-1], tuple) else "") or ROOT
-        target = getattr(node.target, "__name__", str(node.target))
-        base = f"{path}: {target}"
+        handle = node.meta.get("debug_handle")
+        if isinstance(handle, int):
+            numbered.setdefault(handle, []).append(node)
+        else:
+            unnumbered.append((None, [node]))
+    return [(handle, numbered[handle]) for handle in sorted(numbered)] + unnumbered
+
+
+def group_names(groups: Sequence[Sequence[Any]]) -> list[str]:
+    """One name per group of nodes that share a debug handle: its module path and the operator the model's
+    code called. A decomposition keeps the handle of the operator it replaced on every node it makes (a
+    layer_norm's native_layer_norm, a matmul's views, expands and bmm, a bicubic resize's 162 gathers, adds and
+    clamps), so a group of several nodes is named after that operator (``from_node`` provenance), not after
+    whichever of its nodes came last: "blocks.0.attn: aten.matmul.default", not "...: aten.view_copy.default [7]".
+    A node alone keeps its own operator's name."""
+    seen: Counter[str] = Counter()
+    out = []
+    for members in groups:
+        op = target_name(members[0]) if len(members) == 1 else source_op(members[0]) or target_name(members[-1])
+        base = f"{module_path(members[0])}: {op}"
         seen[base] += 1
-        names[handle] = base if seen[base] == 1 else f"{base} [{seen[base]}]"
-    return names
+        out.append(base if seen[base] == 1 else f"{base} [{seen[base]}]")
+    return out
+
+
+def source_op(node: Any) -> str | None:
+    """The operator of the exported graph that decompositions turned into this node (the root of its
+    ``from_node`` chain), e.g. ``aten.upsample_bicubic2d.vec``; None without provenance."""
+    sources = node.meta.get("from_node") or []
+    if not sources:
+        return None
+    source = sources[0]
+    while getattr(source, "from_node", None):
+        source = source.from_node[0]
+    target = getattr(source, "target", None)
+    return str(target) if target else None
 
 
 def op_identities(ops: Sequence[Any], node_handles: Sequence[str | None]) -> list[str]:
@@ -60,11 +112,17 @@ def op_identities(ops: Sequence[Any], node_handles: Sequence[str | None]) -> lis
     out: list[str] = []
     previous = "start"
     used: Counter[str] = Counter()
+    taken: set[str] = set()
     for key, anchor in zip(ops, node_handles):
         kind = strip_instance(key.name)
         name = anchor if anchor is not None else f"{kind} after {previous}"
         used[name] += 1
-        out.append(name if used[name] == 1 else f"{name} [{used[name]}]")
+        identity = name if used[name] == 1 else f"{name} [{used[name]}]"
+        while identity in taken:  # "X [2]" of the second call of X, and the second operator of X's node
+            used[name] += 1
+            identity = f"{name} [{used[name]}]"
+        taken.add(identity)
+        out.append(identity)
         if anchor is not None:
             previous = anchor
     return out

@@ -18,8 +18,9 @@ from pytest_sme2.system.regular_files import EXPORT_RECORD, RefusedFile, read_by
 
 # 2: int8 reference outputs come from the quantized model; 3: keyed by the traced program's content;
 # 4: export.json holds every file's sha256, checked whenever the entry is used; 5: each graph node of the
-# delegation record has a 5th field, the digest of the weights it reads (graph_nodes.py)
-EXPORT_FORMAT_VERSION = 5
+# delegation record has a 5th field, the digest of the weights it reads (graph_nodes.py); 6: the nodes a
+# decomposition made from one operator are named after that operator (identity.group_names)
+EXPORT_FORMAT_VERSION = 6
 PTE_NAME = "model.pte"
 ETRECORD_NAME = "model.etrecord"
 INPUTS_NAME = "inputs.pt"

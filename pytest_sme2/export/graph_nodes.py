@@ -21,21 +21,21 @@ import hashlib
 from collections import Counter
 from typing import Any
 
-from pytest_sme2.evidence.identity import ROOT
+from pytest_sme2.evidence.identity import group_names, handle_groups, is_operator, target_name
 
-# Nodes that are plumbing, not operators the model author wrote: tuple unpacking and the delegate call itself.
-_PLUMBING = ("getitem", "executorch_call_delegate")
 WEIGHTS_CHARS = 16  # hex characters of a node's weights digest (64 bits: no two tensors of one model collide)
 
 
 def graph_nodes(program: Any) -> list[list[Any]]:
-    """``[name, delegated, dtype, shape, weights]`` per operator node of a lowered edge program (an
+    """``[name, delegated, dtype, shape, weights, operator]`` per operator node of a lowered edge program (an
     ``ExportedProgram``), in graph order.
 
     ``dtype`` is the output's (``"float32"``), ``shape`` its sizes; both None for a node with several or
     symbolic outputs. ``weights``: the digest of the constant tensors the node reads (``weights_digest``), None
-    for a node that reads none. Nodes inside a lowered module are delegated; call_function nodes of the top graph
-    are not.
+    for a node that reads none. ``operator``: the name of the operator the model's code called that the node is
+    part of (identity.group_names; the node's own name for its first node), which its counted operators carry: a
+    record whose rows lack it named decomposed operators after their last node (gate/naming.py). Nodes inside a
+    lowered module are delegated; call_function nodes of the top graph are not.
     """
     graph_module = program.graph_module
     weights = _Weights()
@@ -43,19 +43,25 @@ def graph_nodes(program: Any) -> list[list[Any]]:
     for node in graph_module.graph.nodes:
         if node.op == "get_attr" and node.name.startswith("lowered_module_"):
             inner = getattr(graph_module, node.name).original_module
-            found += [(_handle(n), len(found), n, True, inner) for n in inner.graph.nodes if _is_operator(n)]
-        elif _is_operator(node):
+            found += [(_handle(n), len(found), n, True, inner) for n in inner.graph.nodes if is_operator(n)]
+        elif is_operator(node):
             found.append((_handle(node), len(found), node, False, program))
-    seen: Counter[str] = Counter()
+    where = {id(node): (delegated, owner) for _, _, node, delegated, owner in found}
+    groups = handle_groups(node for _, _, node, _, _ in sorted(found, key=lambda item: item[:2]))
     out = []
-    for _, _, node, delegated, owner in sorted(found, key=lambda item: item[:2]):
-        stack = list((node.meta.get("nn_module_stack") or {}).values())
-        path = (stack[-1][0] if stack and isinstance(stack[-1], tuple) else "") or ROOT
-        base = f"{path}: {getattr(node.target, '__name__', str(node.target))}"
-        seen[base] += 1
-        dtype, shape = _output(node)
-        name = base if seen[base] == 1 else f"{base} [{seen[base]}]"
-        out.append([name, delegated, dtype, shape, weights.of(node, owner)])
+    for (_, members), name in zip(groups, group_names([m for _, m in groups])):
+        within: Counter[str] = Counter()
+        for position, node in enumerate(members):
+            # the group's first node carries its name (the one its counted operators carry); the others are
+            # named after it and their own operator: "blocks.0.attn: aten.matmul.default > aten.bmm.default"
+            row_name = name
+            if position:
+                within[target_name(node)] += 1
+                count = within[target_name(node)]
+                row_name = f"{name} > {target_name(node)}" + (f" [{count}]" if count > 1 else "")
+            delegated, owner = where[id(node)]
+            dtype, shape = _output(node)
+            out.append([row_name, delegated, dtype, shape, weights.of(node, owner), name])
     return out
 
 
@@ -143,10 +149,6 @@ def _flat(values: list[Any]) -> list[Any]:
     for value in values:
         out += _flat(list(value)) if isinstance(value, (list, tuple)) else [value]
     return out
-
-
-def _is_operator(node: Any) -> bool:
-    return node.op == "call_function" and getattr(node.target, "__name__", str(node.target)) not in _PLUMBING
 
 
 def _handle(node: Any) -> int:

@@ -272,7 +272,8 @@ def program_work(pte: str | Path) -> ProgramWork:
 
 
 FACTS_FILE = "program.json"  # beside model.pte in an export cache entry
-FACTS_VERSION = 3  # 2: quantized tensors read through their wrapper; 3: debug handles and graph node names
+FACTS_VERSION = 4  # 2: quantized tensors read through their wrapper; 3: debug handles and graph node names;
+# 4: a decomposed operator's nodes named after it (identity.group_names)
 
 
 def _encode(work: OpWork) -> list[Any]:

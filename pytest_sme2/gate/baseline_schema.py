@@ -92,11 +92,13 @@ _WEIGHTS_DIGEST = re.compile(rf"[0-9a-f]{{{WEIGHTS_CHARS}}}")
 
 
 def _graph_node(x: Any) -> bool:
-    """[node name, delegated, dtype or null, shape or null, weights digest or null] (export/graph_nodes.py); a
-    record of a pytest-sme2 before export format 5 has the first four only."""
+    """[node name, delegated, dtype or null, shape or null, weights digest or null, operator name]
+    (export/graph_nodes.py); a record of a pytest-sme2 before export format 5 has the first four only, one before
+    export format 6 the first five."""
     return (
         isinstance(x, list)
-        and len(x) in (4, 5)
+        and len(x) in (4, 5, 6)
+        and (len(x) < 6 or isinstance(x[5], str))
         and isinstance(x[0], str)
         and isinstance(x[1], bool)
         and (x[2] is None or isinstance(x[2], str))
@@ -207,7 +209,8 @@ PROFILE = Fields(
                 "nodes": Leaf(
                     _optional(_list(_graph_node)),
                     "null or a list of [node name, delegated, dtype or null, shape or null, weights digest (16 "
-                    "hex characters) or null]; records written before export format 5 have no weights digest",
+                    "hex characters) or null, operator name]; records written before export format 5 have no "
+                    "weights digest, before export format 6 no operator name",
                 ),
             },
             nullable=True,

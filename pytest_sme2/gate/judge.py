@@ -11,6 +11,7 @@ from typing import Any, Mapping
 from pytest_sme2.errors import UsageError
 from pytest_sme2.gate.checks import Pair
 from pytest_sme2.gate.checks.registered import registered_checks
+from pytest_sme2.gate.naming import comparable_baseline
 from pytest_sme2.gate.quality import forced_baseline_note
 from pytest_sme2.gate.verdict import METRICS, Tolerances, Verdict
 
@@ -27,5 +28,5 @@ def judge(
     baseline written despite its quality check says so (quality.forced_baseline_note)."""
     if metric not in METRICS:
         raise UsageError(f"metric {metric!r} is unknown; use one of {', '.join(METRICS)}")
-    pair = Pair(label, current, baseline, tolerances or Tolerances(), metric)
+    pair = Pair(label, current, comparable_baseline(current, baseline), tolerances or Tolerances(), metric)
     return [forced_baseline_note(v, baseline) for check in registered_checks() for v in check.judge(pair)]

@@ -34,7 +34,7 @@ def _model(insert: bool) -> torch.nn.Sequential:
 
 def test_a_renumbered_linear_keeps_its_digest_and_an_inserted_one_has_its_own() -> None:
     before, after = ({row[0]: row for row in _rows(_model(insert))} for insert in (False, True))
-    assert all(len(row) == 5 for row in [*before.values(), *after.values()])
+    assert all(len(row) == 6 for row in [*before.values(), *after.values()])
     linear = ": aten.linear.default"
     assert after["2" + linear][4] not in {row[4] for row in before.values()}  # inserted: weights never seen
     assert after["4" + linear][4] == before["2" + linear][4]  # the old .2, now .4, kept its weights
