@@ -29,3 +29,13 @@ def machine() -> str:
         f"{time.strftime('%Y-%m-%d')}, {cpu.name} ({cpu.arch}), {os.cpu_count()} cores, "
         f"Python {platform.python_version()}, torch {torch.__version__}, executorch {executorch.version.__version__}"
     )
+
+
+def progress_record(line: str, record: dict, json_path: Path | None) -> None:
+    """Print one result line at once and rewrite the JSON record with everything so far: a long probe killed
+    midway keeps what it measured."""
+    import json
+
+    print(line, flush=True)
+    if json_path:
+        json_path.write_text(json.dumps(record, indent=1) + "\n")

@@ -34,7 +34,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from _common import REPO, machine
+from _common import REPO, machine, progress_record
 
 from pytest_sme2.evidence.etdump import EXECUTE_BLOCK, RUN_MODEL, read_blocks
 from pytest_sme2.evidence.qemu_counts import read_counts
@@ -274,9 +274,7 @@ def main() -> int:
         if not args.no_full:
             result.update(compare(counted["full"], counted["composite"]))
         record[f"sme2_{variant}"] = result
-        print(f"SME2 {variant}: {json.dumps(result)}", flush=True)
-        if args.json:
-            args.json.write_text(json.dumps(record, indent=1) + "\n")
+        progress_record(f"SME2 {variant}: {json.dumps(result)}", record, args.json)
     return 0
 
 

@@ -29,7 +29,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from _common import REPO, machine
+from _common import REPO, machine, progress_record
 
 from pytest_sme2.evidence.etdump import DELEGATE_CALL, EXECUTE_BLOCK, RUN_MODEL, read_blocks
 from pytest_sme2.evidence.qemu_counts import read_counts
@@ -193,16 +193,12 @@ def main() -> int:
             parts_counted_s=round(parts_s, 1),
         )
         record[f"sme2_{variant}"] = result
-        print(f"SME2 {variant}: {json.dumps(result)}", flush=True)
-        if args.json:
-            args.json.write_text(json.dumps(record, indent=1) + "\n")
+        progress_record(f"SME2 {variant}: {json.dumps(result)}", record, args.json)
     if args.seeds:
         record["data_dependence"] = data_dependence(
             args.model, full_pte, args.work, [int(s) for s in args.seeds.split(",")]
         )
-        print(f"data dependence: {json.dumps(record['data_dependence'])}", flush=True)
-        if args.json:
-            args.json.write_text(json.dumps(record, indent=1) + "\n")
+        progress_record(f"data dependence: {json.dumps(record['data_dependence'])}", record, args.json)
     return 0
 
 
