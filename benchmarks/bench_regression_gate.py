@@ -158,7 +158,7 @@ def latency_study(root: Path, processes: int, runs: int, warmup: int, load: int 
                     pte = sess.export(name, Recipe())
                     runner = Runner(sess, RunSpec(runs=runs, warmup=warmup), sess.test_dir(f"{key}-{i}"))
                     started = time.perf_counter()
-                    records[key].append(baselines.record_of(runner.profile(pte)))
+                    records[key].append(baselines.record_of(runner.profile(pte)).to_json())
                     seconds.append(time.perf_counter() - started)
                 finally:
                     sess.close()

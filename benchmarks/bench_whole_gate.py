@@ -175,7 +175,7 @@ def _record(root: Path, model: str, program: str, tag: str, runs: int) -> tuple[
         pte = sess.export(program, Recipe())
         started = time.perf_counter()
         profile = Runner(sess, RunSpec(runs=runs), sess.test_dir(tag)).profile(pte)
-        return baselines.record_of(profile), time.perf_counter() - started
+        return baselines.record_of(profile).to_json(), time.perf_counter() - started
     finally:
         sess.close()
 

@@ -47,7 +47,7 @@ def main() -> None:
             # the copied model file lives outside models/: its import of the shared builder is made absolute
             source = path.read_text().replace("from ._efficient_sam", "from models._efficient_sam")
             for profile in counted_profiles(work / name, name, [True, False], source=source, cache=args.cache_dir):
-                record = record_of(profile)
+                record = record_of(profile).to_json()
                 counted = record["instructions"]
                 total = counted["per_inference"]
                 kinds: collections.Counter[str] = collections.Counter()

@@ -40,6 +40,7 @@ from pytest_sme2.gate.assertions import (
     assert_speedup,
 )
 from pytest_sme2.gate.checks.base import Check, Pair
+from pytest_sme2.gate.record import GateRecord
 from pytest_sme2.gate.verdict import Evidence, Status, Tolerances, Verdict
 from pytest_sme2.measure.llm import LlmProfile, LlmSequence
 from pytest_sme2.measure.runner import Runner, Timings
@@ -64,6 +65,7 @@ __all__ = [
     "Evidence",
     "ExportError",
     "ExportedModel",
+    "GateRecord",
     "InstructionCount",
     "Interval",
     "KernelSamplingWarning",

@@ -26,19 +26,20 @@ import re
 import shlex
 import subprocess
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from pytest_sme2.errors import BaselineError, UsageError
 from pytest_sme2.evidence.etdump import op_id
 from pytest_sme2.gate import baseline_schema
+from pytest_sme2.gate.record import RECORD_VERSION, Counts, GateRecord, Modelled
 from pytest_sme2.system.names import clean, slug
 from pytest_sme2.system.plain_text import one_line
 from pytest_sme2.system.regular_files import BASELINE, RefusedFile, read_text
 from pytest_sme2.system.writable_folders import read_only_mode
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = RECORD_VERSION  # the file's format is its records' (gate/record.py)
 SUFFIX = ".json"
 _NAME_LIMIT = 100
 _SIGNIFICANT = 6
@@ -88,64 +89,15 @@ def dumps(data: Mapping[str, Any]) -> str:
     return _NUMBER_LIST.sub(lambda m: "[" + ", ".join(p.strip() for p in m.group(1).split(",")) + "]", text) + "\n"
 
 
-# Kept as the profile's one JSON form has them (Profile.to_dict); the rest of a record is picked below.
-_RECORD_KEYS = (
-    "model",
-    "recipe",
-    "variant",
-    "emulated",
-    "basis",
-    "reference_ms",
-    "disturbed_runs",
-    "process_sizes",
-    "chunk_sizes",
-    "load_ms_per_chunk",
-    "init_ms_per_chunk",
-    "load_relative_per_chunk",
-    "init_relative_per_chunk",
-    "disturbed_run_indices",
-    "disturbed_references",
-    "shares",
-    "per_run",
-    "delegation_coverage",
-    "node_delegation_coverage",
-    "delegation",
-    "sme_path_share",
-    "sme_path_ops",
-)
-
-
-def record_of(profile: Any, instructions: Mapping[str, Any] | None = None, device: Any = None) -> dict[str, Any]:
-    """What a baseline keeps of one Profile: everything a verdict compares, and where it came from, picked
-    from the profile's one JSON form (``Profile.to_dict()``, which the reports read too).
-    ``instructions``: callgrind's counts of the host run, when the gate counted them. ``device``: a
+def record_of(profile: Any, instructions: Mapping[str, Any] | None = None, device: Any = None) -> GateRecord:
+    """What a baseline keeps of one Profile (``GateRecord.of``: everything a verdict compares, and where it came
+    from). ``instructions``: callgrind's counts of the host run, when the gate counted them. ``device``: a
     DeviceModel (``--sme2-device``) whose modelled time of a counted run is kept too (modelled_record)."""
-    data = profile.to_dict()
-    emulated = data["emulated"]
-    record: dict[str, Any] = {key: data[key] for key in _RECORD_KEYS}
-    record.update(
-        {
-            # Emulated time is the emulator's: not kept, so a committed emulated baseline changes only with the program.
-            "latency": None if emulated else data["latency"],
-            "samples_ms": [] if emulated else data["e2e_ms"],
-            "portable_ops": sorted({op["op"] for op in data["portable_ops"]}),
-            # Exact on every target: what the exporter planned for activations.
-            "memory": {key: data["memory"][key] for key in ("planned_bytes", "planned_buffers")}
-            # the runner's peak resident memory per run (hardware; under emulation it would be qemu's own)
-            | {"peak_rss_kb": None if emulated else data["memory"]["peak_rss_kb"]},
-            "run": data["metadata"].get("run", {}),
-            "provenance": data["metadata"].get("export", {}),
-        }
-    )
-    kernels = kernel_record(data["kernel_time"])
-    if kernels is not None:
-        record["kernel_time"] = kernels
+    record = GateRecord.of(profile)
     if instructions is not None:
-        record["instructions"] = {"source": "callgrind (host)", **dict(instructions)}
-    elif data["instructions"] is not None:  # the emulated target's counted run
-        record["instructions"] = data["instructions"]
-        if device is not None:
-            record["modelled"] = modelled_record(profile, device)
+        return replace(record, instructions=Counts.from_json({"source": "callgrind (host)", **dict(instructions)}))
+    if record.instructions is not None and device is not None:  # the emulated target's counted run
+        return replace(record, modelled=Modelled.from_json(modelled_record(profile, device)))
     return record
 
 
@@ -168,21 +120,6 @@ def modelled_record(profile: Any, device: Any) -> dict[str, Any]:
     return {**kept, "e2e_ms": modelled.e2e_ms, "category_ms": modelled.category_ms, "ops": ops}
 
 
-def kernel_record(kernel_time: Mapping[str, Any] | None, per_op: int = 3) -> dict[str, dict[str, Any]] | None:
-    """What a baseline keeps of sampled kernel time (the profile's ``kernel_time``): per operator (op id), its
-    samples and its top kernels' shares, so a later run can tell whether an operator's dominant kernel was
-    replaced (verdicts)."""
-    if not kernel_time or not kernel_time.get("available"):
-        return None
-    return {
-        op["op"]: {
-            "samples": int(op["samples"]),
-            "kernels": {k["kernel"]: float(k["share"]) for k in op["kernels"][:per_op]},
-        }
-        for op in kernel_time["ops"]
-    }
-
-
 def git_commit(directory: Path) -> str | None:
     """The commit checked out in ``directory`` (None outside a git work tree)."""
     try:
@@ -199,7 +136,7 @@ class Baseline:
     path: Path
     test_id: str
     fingerprint: str
-    profiles: dict[str, dict[str, Any]]
+    profiles: dict[str, GateRecord]
     target: dict[str, Any] = field(default_factory=dict)
     recorded: dict[str, Any] = field(default_factory=dict)
 
@@ -210,7 +147,7 @@ class Baseline:
             "fingerprint": self.fingerprint,
             "target": {k: self.target[k] for k in _TARGET_KEYS if k in self.target},
             "recorded": self.recorded,
-            "profiles": self.profiles,
+            "profiles": {label: record.to_json() for label, record in self.profiles.items()},
         }
 
 
@@ -277,14 +214,14 @@ def load(path: Path) -> Baseline | None:
     if wrong:
         raise _broken(path, wrong)
     for label, record in profiles.items():
-        wrong = baseline_schema.record_problem(record, f"profiles[{label!r}]")
+        wrong = GateRecord.problem(record, f"profiles[{label!r}]")
         if wrong:
             raise _broken(path, wrong)
     return Baseline(
         path=path,
         test_id=str(data["test"]),
         fingerprint=str(data["fingerprint"]),
-        profiles=profiles,
+        profiles={label: GateRecord.from_json(record) for label, record in profiles.items()},
         target=dict(data.get("target") or {}),
         recorded=dict(data.get("recorded") or {}),
     )

@@ -20,6 +20,7 @@ from pytest_sme2.gate import baseline_schema, baselines, findings
 from pytest_sme2.gate.checks.modelled import device_option
 from pytest_sme2.gate.judge import judge
 from pytest_sme2.gate.quality import MAX_SUGGESTED_PROCESSES, baseline_quality, processes_needed
+from pytest_sme2.gate.record import GateRecord
 from pytest_sme2.gate.variant_change import missing_records_text
 from pytest_sme2.gate.verdict import Status, Tolerances, Verdict
 from pytest_sme2.run.targets.base import AUTO_PROCESSES, DEFAULT_TIMEOUT_S
@@ -107,7 +108,7 @@ def new_outcome() -> dict[str, Any]:
 
 def records_of(
     labelled: list[tuple[str, Any]], metric: str, inferences: int, device: Any = None
-) -> dict[str, dict[str, Any]]:
+) -> dict[str, GateRecord]:
     """Each labelled Profile as the record a baseline keeps; with the instruction metric, callgrind counts a
     hardware run (an emulated run was counted by qemu already: its gate is that count whatever the metric, and
     callgrind's host counts in its place would be another machine's instructions); with a device model
@@ -132,7 +133,7 @@ def records_of(
     return records
 
 
-def pair_records(records: Mapping[str, Mapping[str, Any]], stored: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
+def pair_records(records: Mapping[str, GateRecord], stored: Mapping[str, GateRecord]) -> dict[str, str]:
     """Which stored record each current profile is judged against.
 
     Same label first. A profile whose recipe changed (say partitioner xnnpack
@@ -146,11 +147,7 @@ def pair_records(records: Mapping[str, Mapping[str, Any]], stored: Mapping[str, 
     for label, record in records.items():
         if label in pairs:
             continue
-        same = [
-            old
-            for old in leftover
-            if (stored[old].get("model"), stored[old].get("variant")) == (record.get("model"), record.get("variant"))
-        ]
+        same = [old for old in leftover if (stored[old].model, stored[old].variant) == (record.model, record.variant)]
         if len(same) == 1 and not any(other in pairs for other in same):
             pairs[label] = same[0]
             leftover.remove(same[0])
@@ -158,7 +155,7 @@ def pair_records(records: Mapping[str, Mapping[str, Any]], stored: Mapping[str, 
 
 
 def assess_quality(
-    records: dict[str, dict[str, Any]],
+    records: dict[str, GateRecord],
     tolerances: Tolerances,
     accept_noisy: bool,
     check_processes: int | str = AUTO_PROCESSES,
@@ -174,11 +171,11 @@ def assess_quality(
         if processes == AUTO_PROCESSES:
             processes = processes_needed(record, tolerances) or MAX_SUGGESTED_PROCESSES
         quality, problems = baseline_quality(record, tolerances, int(processes))
-        if check_processes == AUTO_PROCESSES and not record.get("emulated"):  # counts need one: nothing to keep,
+        if check_processes == AUTO_PROCESSES and not record.emulated:  # counts need one: nothing to keep,
             quality["auto"] = True  # so a committed emulated baseline still changes only with its program
         if problems and accept_noisy:
             quality["accepted_despite"] = problems
-        record["quality"] = quality
+        records[label] = replace(record, quality=quality)
         refused += [f"  {label}: {problem}" for problem in problems]
     return [] if accept_noisy else refused
 
@@ -197,8 +194,7 @@ def auto_processes(root: Path, fingerprint: str, test_id: str, tolerances: Toler
         return 1
     counts = []
     for record in stored.profiles.values():
-        given = record.get("quality")
-        quality: Mapping[str, Any] = given if isinstance(given, Mapping) else {}
+        quality: Mapping[str, Any] = record.quality or {}
         kept = quality.get("check_processes")
         if quality.get("auto") and isinstance(kept, int) and not isinstance(kept, bool) and kept >= 1:
             counts.append(kept)
@@ -231,7 +227,7 @@ class GateFile:
     test_id: str
     fingerprint: str
     target: Mapping[str, Any]
-    records: dict[str, dict[str, Any]]
+    records: dict[str, GateRecord]
 
 
 def check_file(
@@ -308,7 +304,7 @@ def _write_file(
 
 
 def _say_what_was_written(
-    records: Mapping[str, Mapping[str, Any]],
+    records: Mapping[str, GateRecord],
     tol: Tolerances,
     dropped: str,
     legacy: Path | None,
@@ -316,8 +312,8 @@ def _say_what_was_written(
 ) -> None:
     """Add to a just-written file's ``written`` line what its checks cost, what it cannot catch and where it was
     moved from (removing the legacy-named file); what it cannot do goes to ``written_caveats`` too."""
-    if any(r["quality"].get("auto") for r in records.values()):  # time to judge: say what its checks cost
-        needed = max((r["quality"].get("check_processes", 1) for r in records.values()), default=1)
+    if any((r.quality or {}).get("auto") for r in records.values()):  # time to judge: say what its checks cost
+        needed = max(((r.quality or {}).get("check_processes", 1) for r in records.values()), default=1)
         outcome["written"][-1] += f" (sme2_processes = auto: its checks measure {needed} process(es))"
     floor = _below_the_floor(records, tol)
     if floor:
@@ -394,13 +390,13 @@ def _judge_file(
     return failures
 
 
-def _below_the_floor(records: Mapping[str, Mapping[str, Any]], tol: Tolerances) -> str:
+def _below_the_floor(records: Mapping[str, GateRecord], tol: Tolerances) -> str:
     """What a just-written baseline cannot catch by time: variants whose runs are so short that a change of their
     latency tolerance is under min_effect_ms, below which latency and shares never fail (a CI owner's trial: a
     0.04 ms model's baseline was "written" with no word that a +40% change would pass). "" when none."""
     short = []
     for label, record in records.items():
-        median = (record.get("latency") or {}).get("median_ms") if not record.get("emulated") else None
+        median = (record.latency or {}).get("median_ms") if not record.emulated else None
         if isinstance(median, (int, float)) and 0 < median * tol.latency <= tol.min_effect_ms:
             short.append(f"{label}: {median:.3g} ms, so changes under {tol.min_effect_ms / median:.0%} pass")
     if not short:
@@ -439,11 +435,9 @@ def _device_options(stored: baselines.Baseline, labels: Collection[str] | None =
     records named in ``labels`` (None: all)."""
     return sorted(
         {
-            device_option(record["modelled"])
+            device_option(record.modelled)
             for label, record in stored.profiles.items()
-            if isinstance(record.get("modelled"), Mapping)
-            and record["modelled"].get("device")
-            and (labels is None or label in labels)
+            if record.modelled is not None and record.modelled.device and (labels is None or label in labels)
         }
     )
 
@@ -457,7 +451,7 @@ def with_stored_device(command: str, stored: baselines.Baseline | None) -> str:
     return f"{command} --sme2-device={shlex.quote(options[0])}" if options else command
 
 
-def _modelled_not_kept(path: Path, records: Mapping[str, Mapping[str, Any]]) -> str:
+def _modelled_not_kept(path: Path, records: Mapping[str, GateRecord]) -> str:
     """What an update that models no device drops from the file it replaces: its modelled device time (a user's
     trial: the update command a failure printed had no --sme2-device, and running it removed every modelled
     block without a word). "" when nothing is dropped."""
@@ -467,7 +461,7 @@ def _modelled_not_kept(path: Path, records: Mapping[str, Mapping[str, Any]]) -> 
         return ""
     if stored is None:
         return ""
-    dropped = _device_options(stored, {label for label, record in records.items() if "modelled" not in record})
+    dropped = _device_options(stored, {label for label, record in records.items() if record.modelled is None})
     if not dropped:
         return ""
     return (
@@ -555,7 +549,7 @@ def update_into(command: str, baselines_dir: Path | None) -> str:
 
 def gate_input_problem(data: Any, where: str) -> str | None:
     """What is wrong with one test's ``GATE_INPUT`` as read from a summary.json, or None: its records are checked
-    as a baseline file's are (baseline_schema.record_problem), so a NaN or infinite number there is refused by
+    as a baseline file's are (GateRecord.problem), so a NaN or infinite number there is refused by
     field, as in a baseline, rather than judged (a NaN planned_bytes would read as an improvement of +nan%,
     NaN latencies as inconclusive, both passing), and its text holds no control character."""
     if not isinstance(data, Mapping):
@@ -571,7 +565,7 @@ def gate_input_problem(data: Any, where: str) -> str | None:
         if not isinstance(records, Mapping):
             return f"{where}.files[{j}] must be an object with the records of one baseline file"
         for label, record in records.items():
-            wrong = baseline_schema.record_problem(record, f"{where}.files[{j}].records[{label!r}]")
+            wrong = GateRecord.problem(record, f"{where}.files[{j}].records[{label!r}]")
             if wrong:
                 return wrong
     return None
@@ -614,7 +608,9 @@ def check_session(
         for entry in data.get("files") or []:
             fingerprint = str(entry.get("fingerprint"))
             outcome["fingerprints"].append(fingerprint)
-            records = {label: dict(record) for label, record in dict(entry.get("records") or {}).items()}
+            records = {
+                label: GateRecord.from_json(record) for label, record in dict(entry.get("records") or {}).items()
+            }
             failures += check_file(
                 GateFile(test_id, fingerprint, entry.get("target") or {}, records),
                 rules,

@@ -12,27 +12,29 @@ name.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+import dataclasses
+
+from pytest_sme2.gate.record import GateRecord
 
 OPERATOR_FIELD = 5  # the graph row's operator name (export/graph_nodes.py), from export format 6
 
 
-def grouped_names(record: Mapping[str, Any]) -> bool | None:
+def grouped_names(record: GateRecord) -> bool | None:
     """Whether the record's graph rows carry operator names (export format 6); None for a record without rows."""
-    rows = (record.get("delegation") or {}).get("nodes")
+    rows = None if record.delegation is None else record.delegation.nodes
     if not rows:
         return None
     return all(len(row) > OPERATOR_FIELD for row in rows)
 
 
-def comparable_baseline(current: Mapping[str, Any], baseline: Mapping[str, Any]) -> Mapping[str, Any]:
+def comparable_baseline(current: GateRecord, baseline: GateRecord) -> GateRecord:
     """``baseline`` as the checks may compare it with ``current``: without its operator identities and graph
     nodes when those were named by the older naming and the current record's by the new one."""
     if not (grouped_names(current) and grouped_names(baseline) is False):
         return baseline
-    stripped = dict(baseline)
-    stripped["delegation"] = {k: v for k, v in baseline["delegation"].items() if k != "nodes"}
-    counted = baseline.get("instructions")
-    if isinstance(counted, Mapping) and "op_identity" in counted:
-        stripped["instructions"] = {k: v for k, v in counted.items() if k != "op_identity"}
-    return stripped
+    assert baseline.delegation is not None  # grouped_names found its rows
+    delegation = dataclasses.replace(baseline.delegation, nodes=None)
+    counts = baseline.instructions
+    if counts is not None and counts.op_identity is not None:
+        counts = dataclasses.replace(counts, op_identity=None)
+    return dataclasses.replace(baseline, delegation=delegation, instructions=counts)

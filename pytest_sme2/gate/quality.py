@@ -10,12 +10,13 @@ baseline is refused".
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
 from pytest_sme2.gate.checks.process_stats import clean_runs, median_run_ms, per_run, process_medians
 from pytest_sme2.gate.checks.startup import STARTUP
+from pytest_sme2.gate.record import GateRecord
 from pytest_sme2.gate.verdict import Status, Tolerances, Verdict
 from pytest_sme2.profile import stats
 
@@ -43,9 +44,7 @@ DETECT_TOLERANCES = 1.5
 DETECT_POWER = 0.95
 
 
-def baseline_quality(
-    record: Mapping[str, Any], tol: Tolerances, check_processes: int = 1
-) -> tuple[dict[str, Any], list[str]]:
+def baseline_quality(record: GateRecord, tol: Tolerances, check_processes: int = 1) -> tuple[dict[str, Any], list[str]]:
     """How trustworthy a record is as a baseline, and what makes it unfit (empty list: fit).
 
     It judges what the verdicts use. Verdicts compare one session's process with the baseline's
@@ -57,9 +56,9 @@ def baseline_quality(
     Latency and shares count only above the gate's minimum effect in milliseconds (tiny models). Emulated
     records have no time to judge: their counts repeat exactly.
     """
-    if record.get("emulated"):
+    if record.emulated:
         return {"emulated": True}, []
-    relative = stats.per_run_ratio(record["samples_ms"], record.get("reference_ms"))
+    relative = stats.per_run_ratio(record.samples_ms, record.reference_ms)
     clean = clean_runs(record, with_reference=relative is not None)
     runs, kept = int(clean.size), int(clean.sum())
     quality: dict[str, Any] = {
@@ -74,7 +73,7 @@ def baseline_quality(
     for check, text in _startup_unfit(record):
         unfit[check] = text
         problems.append(f"{text}; its checks could not judge start-up")
-    latency = relative if relative is not None else np.asarray(record["samples_ms"], dtype=float)
+    latency = relative if relative is not None else np.asarray(record.samples_ms, dtype=float)
     medians, _ = process_medians(record, latency, clean)
     quality["processes"] = int(medians.size)
     quality["check_processes"] = check_processes
@@ -117,12 +116,12 @@ def _runs_problems(runs: int, kept: int) -> list[str]:
     return problems
 
 
-def _startup_unfit(record: Mapping[str, Any]) -> list[tuple[str, str]]:
+def _startup_unfit(record: GateRecord) -> list[tuple[str, str]]:
     """Start-up events (check, why) with no value at all: every warm load of every runner process was disturbed
     (a review: such a baseline turned the start-up gate off without a word)."""
     out = []
     for check, event in STARTUP:
-        values = record.get(f"{check}_relative_per_chunk") or record.get(f"{check}_ms_per_chunk")
+        values = getattr(record, f"{check}_relative_per_chunk") or getattr(record, f"{check}_ms_per_chunk")
         if values and all(v is None for v in values):
             out.append(
                 (
@@ -199,9 +198,7 @@ class _Spread:
         return not self.min_effect_ms or detectable * self.median_ms > self.min_effect_ms
 
 
-def _spread_quantities(
-    record: Mapping[str, Any], tol: Tolerances, latency: np.ndarray, clean: np.ndarray
-) -> list[_Spread]:
+def _spread_quantities(record: GateRecord, tol: Tolerances, latency: np.ndarray, clean: np.ndarray) -> list[_Spread]:
     """Latency and every per-run quantity the verdicts judge, with enough processes to know their spread."""
     out = []
     medians, _ = process_medians(record, latency, clean)
@@ -216,16 +213,16 @@ def _spread_quantities(
     return out
 
 
-def processes_needed(record: Mapping[str, Any], tol: Tolerances) -> int | None:
+def processes_needed(record: GateRecord, tol: Tolerances) -> int | None:
     """The fewest check processes (at most MAX_SUGGESTED_PROCESSES) that see DETECT_TOLERANCES tolerances of
     every time-based quantity of this baseline record with DETECT_POWER; None when even that many do not
     (``sme2_processes = auto`` measures each test's checks in this many processes). 1 for a record without
     time to judge (emulated) or without enough processes to know its spread."""
-    if record.get("emulated") or not record.get("samples_ms"):
+    if record.emulated or not record.samples_ms:
         return 1
-    relative = stats.per_run_ratio(record["samples_ms"], record.get("reference_ms"))
+    relative = stats.per_run_ratio(record.samples_ms, record.reference_ms)
     clean = clean_runs(record, with_reference=relative is not None)
-    latency = relative if relative is not None else np.asarray(record["samples_ms"], dtype=float)
+    latency = relative if relative is not None else np.asarray(record.samples_ms, dtype=float)
     quantities = _spread_quantities(record, tol, latency, clean)
     for processes in range(1, MAX_SUGGESTED_PROCESSES + 1):
         if not any(
@@ -281,10 +278,10 @@ def _check_design(medians: np.ndarray, processes: int, log: bool) -> "stats.Proc
     )
 
 
-def _per_run_quantities(record: Mapping[str, Any], tol: Tolerances) -> list[tuple[str, np.ndarray, float]]:
+def _per_run_quantities(record: GateRecord, tol: Tolerances) -> list[tuple[str, np.ndarray, float]]:
     """The per-run quantities the verdicts judge, with their tolerances: shares, coverage, SME path."""
     out = []
-    for category in sorted(record.get("shares") or {}):
+    for category in sorted(record.shares or {}):
         values = per_run(record, "shares", category)
         if values is not None:
             out.append((f"share of {category}", values, tol.shares))
@@ -295,7 +292,7 @@ def _per_run_quantities(record: Mapping[str, Any], tol: Tolerances) -> list[tupl
         values = per_run(record, key)
         if values is not None:
             out.append((what, values, tolerance))
-    return [(what, values, tolerance) for what, values, tolerance in out if values.size == len(record["samples_ms"])]
+    return [(what, values, tolerance) for what, values, tolerance in out if values.size == len(record.samples_ms)]
 
 
 def quality_quantity(verdict: Verdict) -> str | None:
@@ -308,12 +305,12 @@ def quality_quantity(verdict: Verdict) -> str | None:
     )
 
 
-def forced_baseline_note(verdict: Verdict, baseline: Mapping[str, Any]) -> Verdict:
+def forced_baseline_note(verdict: Verdict, baseline: GateRecord) -> Verdict:
     """A regression of a time-based quantity against a baseline written with --sme2-accept-noisy-baselines
     says so, with what its quality check found: the user then knows the verdict stands on a baseline the gate
     called unfit, and that a level seen in one session is no promise for later ones (docs/gate.md, "Between
     sessions"). Every other verdict is returned as it is."""
-    quality = baseline.get("quality") or {}
+    quality = baseline.quality or {}
     quantity = quality_quantity(verdict)
     if (
         verdict.status != Status.REGRESSION

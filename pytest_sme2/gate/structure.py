@@ -28,9 +28,10 @@ import difflib
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Callable, Hashable, Sequence
+from typing import Callable, Hashable, Sequence
 
 from pytest_sme2.evidence.identity import ROOT
+from pytest_sme2.gate.record import GateRecord
 
 _INDEX = re.compile(r"(?:^|(?<=\.))\d+(?=\.|$)")
 
@@ -47,10 +48,10 @@ class Node:
     weighed: bool = False  # its record keeps weights digests (export format 5), so None means it reads none
 
 
-def nodes_of(record: Any) -> list[Node] | None:
+def nodes_of(record: GateRecord | None) -> list[Node] | None:
     """A record's graph nodes (``delegation.nodes``, export/graph_nodes.py), None for a record without them. A row
     has a 5th field, the node's weights digest, from export format 5; older records' rows have four."""
-    rows = ((record or {}).get("delegation") or {}).get("nodes")
+    rows = None if record is None or record.delegation is None else record.delegation.nodes
     if not rows:
         return None
     return [

@@ -296,7 +296,13 @@ def _gate(item: pytest.Item, body_failed: str | None = None) -> None:
         outcome["fingerprints"].append(fingerprint)
         records = gate.records_of(labelled, config.metric, config.inferences, item.config.stash.get(DEVICE_KEY, None))
         if not config.update:
-            judged["files"].append({"fingerprint": fingerprint, "target": target, "records": records})
+            judged["files"].append(
+                {
+                    "fingerprint": fingerprint,
+                    "target": target,
+                    "records": {label: record.to_json() for label, record in records.items()},
+                }
+            )
         failures += gate.check_file(
             gate.GateFile(item.nodeid, fingerprint, target, records),
             rules,

@@ -1,6 +1,6 @@
 """The one JSON form of a Profile (Profile.to_dict): the report's profile entry (summary.json, HTML, CSV), the
-history line, ``pytest-sme2 analyze --json`` and the baseline record (baselines.record_of picks from it) all read
-this dict, so every quantity is named and converted here once (docs/artifacts.md). Emulated time is not time: an
+history line, ``pytest-sme2 analyze --json`` and the gate record (gate/record.py, GateRecord.of takes from it) all
+read this dict, so every quantity is named and converted here once (docs/artifacts.md). Emulated time is not time: an
 emulated profile's JSON holds no emulator milliseconds at all.
 
 Its functions take the Profile as ``Any``: this module is the Profile's own serialisation, called from
@@ -25,7 +25,7 @@ WORTH_DELEGATING = 0.05  # a portable operator above this share of E2E is worth 
 
 def profile_dict(self: Any, top: int = 10) -> dict[str, Any]:
     """The one JSON form of this profile: the report's profile entry (summary.json, HTML, CSV), the history
-    line, ``pytest-sme2 analyze --json`` and the baseline record (baselines.record_of picks from it) all
+    line, ``pytest-sme2 analyze --json`` and the gate record (GateRecord.of takes from it) all
     read this dict, so every quantity is named and converted here once (docs/artifacts.md). Its keys, in
     order: the runs and their times, then where the time or instructions went, then the evidence."""
     # Emulated time is not time: an emulated profile's JSON holds no emulator milliseconds at all, neither

@@ -9,6 +9,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers_etdump import GAP_NS, RunSpec, write_etdump
@@ -303,12 +304,18 @@ def _record(**ops: tuple[int, dict[str, float]]) -> dict:
     return {"kernel_time": {op.replace("_", " "): {"samples": n, "kernels": k} for op, (n, k) in ops.items()}}
 
 
+def _typed(**ops: tuple[int, dict[str, float]]) -> Any:
+    from pytest_sme2.gate.record import GateRecord
+
+    return GateRecord.from_json(_record(**ops))
+
+
 def test_a_replaced_dominant_kernel_fails_the_gate_naming_the_operator_and_both_kernels() -> None:
     from pytest_sme2.gate.checks.dominant_kernel import _dominant_kernels
     from pytest_sme2.gate.verdict import Status
 
-    before = _record(conv_1=(400, {"xnn_f32_igemm__neonfma": 0.97, "xnn_f32_igemm_1x8__neonfma": 0.03}))
-    after = _record(conv_1=(390, {"kai_run_matmul_f32_sme2_mopa": 0.95, "xnn_f32_igemm__neonfma": 0.05}))
+    before = _typed(conv_1=(400, {"xnn_f32_igemm__neonfma": 0.97, "xnn_f32_igemm_1x8__neonfma": 0.03}))
+    after = _typed(conv_1=(390, {"kai_run_matmul_f32_sme2_mopa": 0.95, "xnn_f32_igemm__neonfma": 0.05}))
     [verdict] = _dominant_kernels("local sme2=on", after, before)
     assert verdict.status == Status.REGRESSION and verdict.check == "dominant_kernel"
     assert (
@@ -330,25 +337,26 @@ def test_kernels_trading_places_or_too_few_samples_pass(before, after) -> None: 
     from pytest_sme2.gate.checks.dominant_kernel import _dominant_kernels
     from pytest_sme2.gate.verdict import Status
 
-    [verdict] = _dominant_kernels("x", _record(op=after), _record(op=before))
+    [verdict] = _dominant_kernels("x", _typed(op=after), _typed(op=before))
     assert verdict.status == Status.OK
 
 
 def test_no_kernel_check_when_either_side_was_not_sampled() -> None:
     from pytest_sme2.gate.checks.dominant_kernel import _dominant_kernels
+    from pytest_sme2.gate.record import GateRecord
 
-    assert _dominant_kernels("x", {}, _record(op=(200, {"a": 1.0}))) == []
-    assert _dominant_kernels("x", _record(op=(200, {"a": 1.0})), {"kernel_time": None}) == []
+    assert _dominant_kernels("x", GateRecord(), _typed(op=(200, {"a": 1.0}))) == []
+    assert _dominant_kernels("x", _typed(op=(200, {"a": 1.0})), GateRecord(kernel_time=None)) == []
 
 
 def test_a_stored_kernel_record_of_the_wrong_shape_names_the_field() -> None:
-    from pytest_sme2.gate import baseline_schema
+    from pytest_sme2.gate.record import GateRecord
 
-    good = {"latency": None, "samples_ms": [], "shares": {}, **_record(op=(200, {"a": 1.0}))}
-    assert baseline_schema.problem(good, baseline_schema.PROFILE, "p") is None
+    good = {"latency": None, "samples_ms": [1.0], "shares": {}, **_record(op=(200, {"a": 1.0}))}
+    assert GateRecord.problem(good, "p") is None
     bad = {**good, "kernel_time": {"op": {"samples": 200, "kernels": {"a": 3}}}}
     assert (
-        baseline_schema.problem(bad, baseline_schema.PROFILE, "p")
+        GateRecord.problem(bad, "p")
         == "p.kernel_time['op'].kernels['a'] must be a fraction between 0 and 1, or null (it is int 3)"
     )
 

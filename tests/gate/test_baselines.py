@@ -6,6 +6,7 @@ import json
 import multiprocessing
 import os
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +17,7 @@ from pytest_sme2.evidence.etdump import read_run
 from pytest_sme2.evidence.etdump_writer import SyntheticEvent, write_synthetic_etdump
 from pytest_sme2.gate import baselines
 from pytest_sme2.gate.gate import auto_processes
+from pytest_sme2.gate.record import GateRecord
 from pytest_sme2.gate.verdict import Tolerances
 from pytest_sme2.profile.profile import Profile
 
@@ -35,7 +37,7 @@ def _baseline(
         path,
         test_id,
         "host-x86_64-cpu-nosme2",
-        {"m fp32 [host]": _record(samples or [1.0, 2.0])},
+        {"m fp32 [host]": GateRecord.from_json(_record(samples or [1.0, 2.0]))},
         {"name": "host", "cpu": "cpu", "details": {"runner": "/tmp/x"}},
         {"date": "2026-01-01T00:00:00Z"},
     )
@@ -83,7 +85,7 @@ def test_format_is_stable_sorted_rounded_and_keeps_number_lists_on_one_line(tmp_
 def test_load_round_trip_and_missing_file_is_none(tmp_path: Path) -> None:
     path = baselines.write(_baseline(tmp_path / "fp" / "t.json"))
     loaded = baselines.load(path)
-    assert loaded.test_id == "tests/test_x.py::test_a" and loaded.profiles["m fp32 [host]"]["samples_ms"] == [1.0, 2.0]
+    assert loaded.test_id == "tests/test_x.py::test_a" and loaded.profiles["m fp32 [host]"].samples_ms == [1.0, 2.0]
     assert baselines.load(tmp_path / "nope.json") is None
 
 
@@ -196,7 +198,7 @@ def test_failed_write_keeps_the_old_file(tmp_path: Path) -> None:
     path = baselines.write(_baseline(tmp_path / "b.json"))
     before = path.read_text()
     broken = _baseline(path)
-    broken.profiles["m fp32 [host]"]["samples_ms"] = [object()]
+    broken.profiles["m fp32 [host]"] = replace(broken.profiles["m fp32 [host]"], samples_ms=[object()])
     with pytest.raises(TypeError):
         baselines.write(broken)
     assert path.read_text() == before and not list(tmp_path.glob("*.tmp"))
@@ -250,12 +252,12 @@ def test_record_of_a_real_profile(tmp_path: Path) -> None:
         },
         metadata={"run": {"runs": 3}, "export": {"torch": "2.13.0"}},
     )
-    record = baselines.record_of(profile, {"per_inference": 10.0})
+    record = baselines.record_of(profile, {"per_inference": 10.0}).to_json()
     assert record["samples_ms"] == [1.0, 1.0, 1.0] and record["reference_ms"] is None
     referenced = Profile(
         trace, model="m", recipe="fp32-xnnpack", variant="host", reference_ms=np.array([2.0, 4.0, 0.5])
     )
-    assert baselines.record_of(referenced)["reference_ms"] == [2.0, 4.0, 0.5]
+    assert baselines.record_of(referenced).reference_ms == [2.0, 4.0, 0.5]
     assert list(referenced.relative_ms) == [0.5, 0.25, 2.0]
     assert referenced.to_dict()["relative_latency"]["median"] == 0.5
     assert record["delegation_coverage"] == pytest.approx(0.7)
@@ -284,6 +286,8 @@ def test_every_committed_baseline_loads_and_is_at_its_tests_name() -> None:
         stored = baselines.load(path)
         assert stored is not None and stored.profiles
         assert baselines.baseline_path(root, stored.fingerprint, stored.test_id) == path
+        # read into the typed record and written back, a committed file is byte for byte what it was
+        assert baselines.dumps(stored.as_dict()) == path.read_text()
 
 
 def test_a_baseline_without_a_commit_says_why_instead_of_commit_question_mark(

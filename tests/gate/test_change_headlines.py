@@ -71,11 +71,12 @@ def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _record(tmp_path: Path, cache: Path, name: str, **change: object) -> dict:
-    """The baseline record of the stack with ``change``, counted with SME2 on."""
+    """The baseline record of the stack with ``change``, counted with SME2 on, in its JSON form (edited below as a
+    baseline file would be)."""
     [profile] = counted_profiles(
         tmp_path / name, "stack", [True], source=STACK.format(**{**BASE, **change}), cache=cache
     )
-    return record_of(profile)
+    return record_of(profile).to_json()
 
 
 def _judged(tmp_path: Path, cache: Path, before: dict, after: dict) -> tuple[list[str], list, str]:

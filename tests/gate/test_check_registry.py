@@ -21,13 +21,17 @@ from pytest_sme2.gate.judge import judge
 BUDGET_MODULE = '''
 import os
 
-from pytest_sme2 import Check, Evidence, Pair, Status, Verdict
+from pytest_sme2 import Check, Evidence, GateRecord, Pair, Status, Verdict
+
+
+def _planned(record: GateRecord) -> int | None:
+    return None if record.memory is None else record.memory.planned_bytes
 
 
 def planned_budget(pair: Pair) -> list:
     """The planned activation memory against TEAM_PLANNED_BUDGET bytes (nothing to say without one)."""
     limit = int(os.environ.get("TEAM_PLANNED_BUDGET") or 0)
-    planned = (pair.current.get("memory") or {}).get("planned_bytes")
+    planned = _planned(pair.current)
     if not limit or planned is None:
         return []
     status = Status.REGRESSION if planned > limit else Status.OK

@@ -15,6 +15,7 @@ import pytest
 
 from pytest_sme2.errors import UsageError
 from pytest_sme2.gate.checks import CHECK_NAMES, CHECKS, Check, Pair
+from pytest_sme2.gate.record import GateRecord
 from pytest_sme2.gate.verdict import Evidence, Kind, Status, Tolerances, Verdict
 
 REPO = Path(__file__).resolve().parents[2]
@@ -52,10 +53,12 @@ def test_the_registry_is_the_one_list_of_check_names() -> None:
 
 def test_a_verdict_under_a_name_its_check_did_not_declare_is_refused() -> None:
     rogue = Check(("energy",), "docs/gate.md", measured=lambda pair: [Verdict("power", Status.OK, pair.label, "")])
-    pair = Pair("m", {"samples_ms": [1.0]}, {"samples_ms": [1.0]}, Tolerances())
+    record = GateRecord(samples_ms=[1.0])
+    pair = Pair("m", record, record, Tolerances())
     with pytest.raises(TypeError, match="'power'"):
         rogue.judge(pair)
-    assert rogue.judge(Pair("m", {"emulated": True}, {"emulated": True}, Tolerances())) == []  # no counted function
+    emulated = GateRecord(emulated=True)
+    assert rogue.judge(Pair("m", emulated, emulated, Tolerances())) == []  # no counted function
 
 
 def test_a_verdict_crosses_processes_as_plain_data_and_comes_back_equal() -> None:

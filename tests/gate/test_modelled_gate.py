@@ -171,23 +171,27 @@ def test_an_update_without_a_device_keeps_a_file_whose_counts_did_not_move_model
     unchanged as it is (its modelled time stays true); one whose counts moved is written without it, and says so
     (the end-to-end test on a real model is in test_emulated_gate.py)."""
     from pytest_sme2.gate import baselines, gate
+    from pytest_sme2.gate.record import GateRecord
 
     path = tmp_path / "b.json"
-    stored = baselines.Baseline(path, "t.py::t", "fp", {"m": counted(modelled=modelled())}, {})
+    stored = baselines.Baseline(path, "t.py::t", "fp", {"m": GateRecord.from_json(counted(modelled=modelled()))}, {})
     baselines.write(stored)
-    plain = baselines.Baseline(path, "t.py::t", "fp", {"m": counted()}, {})
+    plain = baselines.Baseline(path, "t.py::t", "fp", {"m": GateRecord.from_json(counted())}, {})
     assert gate._unchanged(path, plain)
-    assert gate._modelled_not_kept(path, {"m": counted()}).startswith(
+    assert gate._modelled_not_kept(path, {"m": GateRecord.from_json(counted())}).startswith(
         "its modelled device time was not kept on apple-m4: this update modelled no device"
     )
-    assert gate._modelled_not_kept(path, {"m": counted(modelled=modelled())}) == ""
-    moved = baselines.Baseline(path, "t.py::t", "fp", {"m": counted(instructions={"per_inference": 2_000_000})}, {})
+    assert gate._modelled_not_kept(path, {"m": GateRecord.from_json(counted(modelled=modelled()))}) == ""
+    moved = baselines.Baseline(
+        path, "t.py::t", "fp", {"m": GateRecord.from_json(counted(instructions={"per_inference": 2_000_000}))}, {}
+    )
     assert not gate._unchanged(path, moved)
 
 
 def test_a_change_spread_over_many_operators_still_names_the_ones_that_grew() -> None:
     """A review: 200 operators each 1.00 -> 1.05 ms failed (+5%) naming none, each being under 1% of the growth."""
     from pytest_sme2.gate.checks.modelled import modelled_verdicts
+    from pytest_sme2.gate.record import GateRecord
 
     ids = [f"Convolution (NHWC, F32) IGEMM #{i} @0" for i in range(1, 201)]
 
@@ -203,6 +207,6 @@ def test_a_change_spread_over_many_operators_still_names_the_ones_that_grew() ->
             },
         }
 
-    [verdict] = modelled_verdicts("m", side(1.05), side(1.0), Tolerances())
+    [verdict] = modelled_verdicts("m", GateRecord.from_json(side(1.05)), GateRecord.from_json(side(1.0)), Tolerances())
     assert verdict.status == Status.REGRESSION
     assert verdict.message.count("-> 1.05 ms") == 3  # the three named, each 1 ms -> 1.05 ms

@@ -12,6 +12,7 @@ import pytest
 from test_verdicts import record
 
 from pytest_sme2.gate.judge import judge
+from pytest_sme2.gate.record import GateRecord
 from pytest_sme2.gate.verdict import Tolerances
 
 
@@ -307,7 +308,7 @@ def test_a_process_whose_every_warm_load_was_disturbed_gives_no_start_up(tmp_pat
         reference_loads=[5.0, 1.0, 1.0],
     )
     from pytest_sme2 import Profile
-    from pytest_sme2.gate import baseline_schema
+    from pytest_sme2.gate.record import GateRecord
 
     both = Profile.concat([chaotic, quiet])
     assert both.init_relative_per_chunk == [None, pytest.approx(2.05)]
@@ -315,9 +316,9 @@ def test_a_process_whose_every_warm_load_was_disturbed_gives_no_start_up(tmp_pat
         key: getattr(both, key)
         for key in ("load_ms_per_chunk", "init_ms_per_chunk", "load_relative_per_chunk", "init_relative_per_chunk")
     }
-    assert baseline_schema.problem(record, baseline_schema.PROFILE, "r") is None  # a baseline may keep the None
+    assert GateRecord.problem(record, "r") is None  # a baseline may keep the None
     record["init_ms_per_chunk"] = [None, -1.0]
-    assert "init_ms_per_chunk" in baseline_schema.problem(record, baseline_schema.PROFILE, "r")
+    assert "init_ms_per_chunk" in (GateRecord.problem(record, "r") or "")
 
 
 def _with_disturbed(record: dict, processes: list[int]) -> dict:
@@ -353,10 +354,10 @@ def test_a_baseline_whose_every_process_was_disturbed_is_refused_when_written() 
     from pytest_sme2.gate.quality import baseline_quality
 
     disturbed = _with_disturbed(hardware(BASELINE_INIT), list(range(len(BASELINE_INIT))))
-    quality, problems = baseline_quality(disturbed, Tolerances())
+    quality, problems = baseline_quality(GateRecord.from_json(disturbed), Tolerances())
     assert any(
         "init (Method::init) has no value: every warm load of every runner process was disturbed" in p for p in problems
     )
     assert "init" in quality["unfit"] and "load" in quality["unfit"]
-    _, fine = baseline_quality(_with_disturbed(hardware(BASELINE_INIT), [0, 1]), Tolerances())
+    _, fine = baseline_quality(GateRecord.from_json(_with_disturbed(hardware(BASELINE_INIT), [0, 1])), Tolerances())
     assert not any("has no value" in p for p in fine)  # eight processes left: judged on those

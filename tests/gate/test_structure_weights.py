@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from pytest_sme2.gate import structure
-from pytest_sme2.gate.baseline_schema import _graph_node
 from pytest_sme2.gate.checks.pairing import align_ops, graph_of
+from pytest_sme2.gate.record import GateRecord, graph_node
 
 LINEAR, NORM, RELU = "aten.linear.default", "aten._native_batch_norm_legit_no_training.default", "aten.relu.default"
 UNTRAINED_NORM = "00bn00bn00bn00bn"  # an untrained BatchNorm's weights: the same in every one
@@ -48,13 +48,18 @@ def module_list(layers: list[str], weights: bool = True) -> list[list[Any]]:
 
 
 def _headline(rows_then: list[list[Any]], rows_now: list[list[Any]]) -> list[str]:
-    then, now = (structure.nodes_of({"delegation": {"nodes": rows}}) for rows in (rows_then, rows_now))
+    then, now = (
+        structure.nodes_of(GateRecord.from_json({"delegation": {"nodes": rows}})) for rows in (rows_then, rows_now)
+    )
     assert then is not None and now is not None
     return structure.changes(then, now, structure.align(then, now))
 
 
 def _alignment(rows_then: list[list[Any]], rows_now: list[list[Any]]) -> tuple[list, list, structure.Alignment]:
-    then, now = (structure.nodes_of({"delegation": {"nodes": rows}}) or [] for rows in (rows_then, rows_now))
+    then, now = (
+        structure.nodes_of(GateRecord.from_json({"delegation": {"nodes": rows}})) or []
+        for rows in (rows_then, rows_now)
+    )
     return then, now, structure.align(then, now)
 
 
@@ -125,7 +130,7 @@ def test_a_reseeded_init_that_changed_every_weight_after_the_insertion_reads_the
 def test_old_four_field_rows_read_as_they_always_did() -> None:
     then, now = sequential(BASE, weights=False), sequential(INSERTED, weights=False)
     assert _headline(then, now) == [STRETCH]
-    nodes = structure.nodes_of({"delegation": {"nodes": then}}) or []
+    nodes = structure.nodes_of(GateRecord.from_json({"delegation": {"nodes": then}})) or []
     assert nodes and not any(node.weighed or node.weights for node in nodes)
 
 
@@ -152,7 +157,7 @@ def test_the_counted_operators_pair_by_the_weights_of_the_nodes_they_implement()
         for position, (name, *_) in enumerate(row for row in rows if NORM not in row[0]):
             op = f"{'Fully Connected' if 'linear' in name else 'Clamp'} #{position} @{position}"
             ops[op], ids[op] = [position, 1000], name
-        records.append(({"delegation": {"nodes": rows}}, ops, ids))
+        records.append((GateRecord.from_json({"delegation": {"nodes": rows}}), ops, ids))
     (then, ops_then, ids_then), (now, ops_now, ids_now) = records
     pairs, gone, new = align_ops(ops_then, ops_now, ids_then, ids_now, (graph_of(then), graph_of(now)))
     assert not gone
@@ -175,4 +180,4 @@ def test_the_counted_operators_pair_by_the_weights_of_the_nodes_they_implement()
     ],
 )
 def test_a_baseline_row_has_four_fields_or_five_with_a_digest(row: list[Any], fits: bool) -> None:
-    assert _graph_node(row) is fits
+    assert graph_node(row) is fits

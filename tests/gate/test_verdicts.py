@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +12,7 @@ import pytest
 from pytest_sme2.errors import UsageError
 from pytest_sme2.gate.gate import update_into
 from pytest_sme2.gate.judge import judge
+from pytest_sme2.gate.record import GateRecord
 from pytest_sme2.gate.verdict import Status, Tolerances
 from pytest_sme2.profile import stats
 
@@ -423,14 +425,14 @@ def test_baseline_quality_refuses_a_stalled_or_unstable_record() -> None:
 
     reference, model = noisy(3.0, n=50, seed=20, cv=0.005), noisy(2.0, n=50, seed=21, cv=0.005)
     good = record(model, reference_ms=list(reference), processes=10)
-    quality, problems = baseline_quality(good, Tolerances())
+    quality, problems = baseline_quality(GateRecord.from_json(good), Tolerances())
     assert problems == [] and quality["disturbed_runs"] == 0 and quality["basis"] == "relative"
     assert quality["processes"] == 10 and quality["detectable_change"]["latency"] < 0.15
     for stalls, refused in ((12, False), (13, True), (21, True)):  # at most a quarter of 50 runs may be disturbed
         stalled = record(
             model, reference_ms=list(np.where(np.arange(50) < stalls, reference + 5.0, reference)), processes=10
         )
-        _, problems = baseline_quality(stalled, Tolerances())
+        _, problems = baseline_quality(GateRecord.from_json(stalled), Tolerances())
         assert any(f"{stalls} of 50 runs were disturbed" in p for p in problems) == refused, problems
     # the user's model of the issue: 17 of 40 reference runs disturbed was accepted
     stalled = record(
@@ -438,33 +440,38 @@ def test_baseline_quality_refuses_a_stalled_or_unstable_record() -> None:
         reference_ms=list(np.where(np.arange(40) % 40 < 17, reference[:40] + 5.0, reference[:40])),
         processes=8,
     )
-    assert any("17 of 40 runs were disturbed" in p for p in baseline_quality(stalled, Tolerances())[1])
+    assert any(
+        "17 of 40 runs were disturbed" in p for p in baseline_quality(GateRecord.from_json(stalled), Tolerances())[1]
+    )
     # processes that disagree: every run quiet, but the level moves 6% (sd) between processes
     unstable = record(
         leveled(2.0, [1.0, 1.08, 0.94, 1.05, 0.92, 1.1, 0.97, 1.02, 0.9, 1.06], runs=5, cv=0.005),
         reference_ms=list(reference),
         processes=10,
     )
-    _, problems = baseline_quality(unstable, Tolerances())
+    _, problems = baseline_quality(GateRecord.from_json(unstable), Tolerances())
     assert any(p.startswith("relative latency moves by") and "between its 10 processes" in p for p in problems)
     # a share whose processes disagree by 5 points is refused by name, latency being fine
     wobbly = record(model, reference_ms=list(reference), processes=10)
     wobbly["per_run"]["shares"]["CONV"] = list(np.repeat(0.5 + 0.05 * np.random.default_rng(9).standard_normal(10), 5))
-    _, problems = baseline_quality(wobbly, Tolerances())
+    _, problems = baseline_quality(GateRecord.from_json(wobbly), Tolerances())
     assert [p.split(" moves")[0] for p in problems] == ["share of CONV"]
-    assert baseline_quality(record(noisy(2.0), emulated=True), Tolerances()) == ({"emulated": True}, [])
+    assert baseline_quality(GateRecord.from_json(record(noisy(2.0), emulated=True)), Tolerances()) == (
+        {"emulated": True},
+        [],
+    )
     # a moderate spread: the refusal names the settings that would make it usable
     moderate = record(
         leveled(2.0, [1.0, 1.03, 0.97, 1.02, 0.96, 1.04, 0.98, 1.01, 0.95, 1.03], runs=5, cv=0.005),
         reference_ms=list(reference),
         processes=10,
     )
-    [problem] = baseline_quality(moderate, Tolerances())[1]
+    [problem] = baseline_quality(GateRecord.from_json(moderate), Tolerances())[1]
     assert "checks of 3 processes would catch it (ini sme2_processes = 3" in problem
     assert "@pytest.mark.baseline(latency=0.1" in problem
-    assert baseline_quality(moderate, Tolerances(), check_processes=3)[1] == []
+    assert baseline_quality(GateRecord.from_json(moderate), Tolerances(), check_processes=3)[1] == []
     few = record(model, reference_ms=list(reference), processes=2)
-    assert any("the gate needs 3 or more" in p for p in baseline_quality(few, Tolerances())[1])
+    assert any("the gate needs 3 or more" in p for p in baseline_quality(GateRecord.from_json(few), Tolerances())[1])
 
 
 def test_other_versions_are_flagged_without_failing() -> None:
@@ -548,9 +555,11 @@ def test_a_fraction_read_back_from_a_baseline_file_is_not_a_drop(tmp_path) -> No
 
     for delegation in ({"delegated_nodes": 95, "non_delegated_nodes": 4, "ops": {}}, None):
         current = record(noisy(2.0), node_delegation_coverage=95 / 99, delegation=delegation)
-        path = baselines.write(baselines.Baseline(tmp_path / "b.json", "t.py::t", "fp", {"m": current}))
+        path = baselines.write(
+            baselines.Baseline(tmp_path / "b.json", "t.py::t", "fp", {"m": GateRecord.from_json(current)})
+        )
         stored = baselines.load(path).profiles["m"]
-        assert stored["node_delegation_coverage"] > 95 / 99  # the rounding is real
+        assert stored.node_delegation_coverage > 95 / 99  # the rounding is real
         assert not [v for v in by_check(judge("m", current, stored), "delegation_coverage") if v.failed]
     one_less = record(
         noisy(2.0),
@@ -577,7 +586,9 @@ def test_a_tiny_models_baseline_is_judged_in_milliseconds_too() -> None:
     levels = [1.0, 1.08, 0.94, 1.05, 0.92, 1.1, 0.97, 1.02, 0.9, 1.06]
     for median_ms, refused in ((0.02, False), (2.0, True)):
         runs = leveled(median_ms, levels, runs=5, cv=0.005, seed=31)
-        quality, problems = baseline_quality(record(runs, reference_ms=list(reference), processes=10), Tolerances())
+        quality, problems = baseline_quality(
+            GateRecord.from_json(record(runs, reference_ms=list(reference), processes=10)), Tolerances()
+        )
         assert quality["between_processes"]["latency"] == pytest.approx(np.std(levels, ddof=1), rel=0.2)
         assert bool(any("latency moves by" in p for p in problems)) == refused
 
@@ -746,24 +757,28 @@ def test_processes_needed_is_the_fewest_checks_that_see_one_and_a_half_tolerance
 
     reference = noisy(3.0, n=50, seed=20, cv=0.005)
     steady = record(noisy(2.0, n=50, seed=21, cv=0.005), reference_ms=list(reference), processes=10)
-    assert processes_needed(steady, Tolerances()) == 1
+    assert processes_needed(GateRecord.from_json(steady), Tolerances()) == 1
     moderate = record(
         leveled(2.0, [1.0, 1.03, 0.97, 1.02, 0.96, 1.04, 0.98, 1.01, 0.95, 1.03], runs=5, cv=0.005),
         reference_ms=list(reference),
         processes=10,
     )
-    needed = processes_needed(moderate, Tolerances())
+    needed = processes_needed(GateRecord.from_json(moderate), Tolerances())
     assert needed == 3  # the count the refusal of a 1-process design names (test above)
-    assert baseline_quality(moderate, Tolerances(), check_processes=needed - 1)[1]  # one fewer is blind
-    assert baseline_quality(moderate, Tolerances(), check_processes=needed)[1] == []
+    assert baseline_quality(GateRecord.from_json(moderate), Tolerances(), check_processes=needed - 1)[
+        1
+    ]  # one fewer is blind
+    assert baseline_quality(GateRecord.from_json(moderate), Tolerances(), check_processes=needed)[1] == []
     wild = record(
         leveled(2.0, [1.0, 1.3, 0.8, 1.2, 0.7, 1.25, 0.85, 1.1, 0.75, 1.3], runs=5, cv=0.005),
         reference_ms=list(reference),
         processes=10,
     )
-    assert processes_needed(wild, Tolerances()) is None  # not even MAX_SUGGESTED_PROCESSES see +15%
-    assert baseline_quality(wild, Tolerances(), check_processes=MAX_SUGGESTED_PROCESSES)[1]
-    assert processes_needed(record(noisy(2.0), emulated=True), Tolerances()) == 1
+    assert (
+        processes_needed(GateRecord.from_json(wild), Tolerances()) is None
+    )  # not even MAX_SUGGESTED_PROCESSES see +15%
+    assert baseline_quality(GateRecord.from_json(wild), Tolerances(), check_processes=MAX_SUGGESTED_PROCESSES)[1]
+    assert processes_needed(GateRecord.from_json(record(noisy(2.0), emulated=True)), Tolerances()) == 1
 
 
 def test_a_share_that_moves_between_processes_refuses_a_baseline_only_where_the_gate_would_judge_it() -> None:
@@ -779,12 +794,16 @@ def test_a_share_that_moves_between_processes_refuses_a_baseline_only_where_the_
         base["per_run"]["shares"]["CONV"] = [level for level in levels for _ in range(5)]
         return base
 
-    problems = baseline_quality(spread_shares(2.0), Tolerances(), check_processes=3)[1]
+    problems = baseline_quality(GateRecord.from_json(spread_shares(2.0)), Tolerances(), check_processes=3)[1]
     assert any("share of CONV" in problem for problem in problems), problems
     assert not any(
-        "share of CONV" in p for p in baseline_quality(spread_shares(0.05), Tolerances(), check_processes=3)[1]
+        "share of CONV" in p
+        for p in baseline_quality(GateRecord.from_json(spread_shares(0.05)), Tolerances(), check_processes=3)[1]
     )
-    assert any("share of CONV" in p for p in baseline_quality(spread_shares(0.1), Tolerances(), check_processes=3)[1])
+    assert any(
+        "share of CONV" in p
+        for p in baseline_quality(GateRecord.from_json(spread_shares(0.1)), Tolerances(), check_processes=3)[1]
+    )
 
 
 def test_auto_processes_reads_the_stored_baselines_need(tmp_path) -> None:  # noqa: ANN001
@@ -798,9 +817,9 @@ def test_auto_processes_reads_the_stored_baselines_need(tmp_path) -> None:  # no
         processes=10,
     )
     steady = record(noisy(2.0, n=50, seed=21, cv=0.005), reference_ms=list(reference), processes=10)
-    records = {"a": moderate, "b": steady}
+    records = {"a": GateRecord.from_json(moderate), "b": GateRecord.from_json(steady)}
     assert assess_quality(records, Tolerances(), accept_noisy=False, check_processes=AUTO_PROCESSES) == []
-    assert [r["quality"]["check_processes"] for r in records.values()] == [3, 1]
+    assert [(r.quality or {})["check_processes"] for r in records.values()] == [3, 1]
     test_id = "test_x.py::test_x"
     tol = Tolerances()
     assert auto_processes(tmp_path, "host-x", test_id, tol) == 1  # no baseline yet: one process, the gate says why
@@ -808,8 +827,8 @@ def test_auto_processes_reads_the_stored_baselines_need(tmp_path) -> None:  # no
     baselines.write(baselines.Baseline(path, test_id, "host-x", records, {"fingerprint": "host-x"}, {}))
     assert auto_processes(tmp_path, "host-x", test_id, tol) == 3  # the most any variant needs
     # a baseline written without auto: its need is worked out from its processes' spread
-    for stored in records.values():
-        stored["quality"] = {"check_processes": 1}
+    for label, stored in records.items():
+        records[label] = replace(stored, quality={"check_processes": 1})
     baselines.write(baselines.Baseline(path, test_id, "host-x", records, {"fingerprint": "host-x"}, {}))
     assert auto_processes(tmp_path, "host-x", test_id, tol) == 3
     assert auto_processes(tmp_path, "host-x", test_id, tol.replace(latency=0.3)) == 1  # a wider tolerance
@@ -827,7 +846,7 @@ def test_a_regression_against_a_baseline_written_despite_its_quality_check_says_
     reference = noisy(3.0, n=50, seed=20, cv=0.005)
     levels = [1.0, 1.08, 0.94, 1.05, 0.92, 1.1, 0.97, 1.02, 0.9, 1.06]  # 6% (sd) between processes
     base = record(leveled(2.0, levels, runs=5, cv=0.005), reference_ms=list(reference), processes=10)
-    quality, problems = baseline_quality(base, Tolerances())
+    quality, problems = baseline_quality(GateRecord.from_json(base), Tolerances())
     [latency_problem] = problems
     forced = {**base, "quality": {**quality, "accepted_despite": problems}}
     slow = record(leveled(2.0 * 1.5, [1.0], runs=50, cv=0.005), reference_ms=list(reference), processes=10)
@@ -1049,19 +1068,26 @@ def test_an_update_keeps_a_file_whose_records_differ_only_in_provenance_pointers
 
     record = {"instructions": {"per_inference": 1_000}, "provenance": {"model_source_hash": "a" * 64}}
     old = baselines.Baseline(
-        tmp_path / "b.json", "t.py::test", "fp", {"m fp32": record}, recorded={"at": "2026-11-01T00:00:00Z"}
+        tmp_path / "b.json",
+        "t.py::test",
+        "fp",
+        {"m fp32": GateRecord.from_json(record)},
+        recorded={"at": "2026-11-01T00:00:00Z"},
     )
     old.path.write_text(baselines.dumps(old.as_dict()))
 
     def fresh(**provenance: object) -> baselines.Baseline:
         changed = json.loads(json.dumps(record))
         changed["provenance"].update(provenance)
-        return baselines.Baseline(old.path, "t.py::test", "fp", {"m fp32": changed}, recorded={"at": "now"})
+        return baselines.Baseline(
+            old.path, "t.py::test", "fp", {"m fp32": GateRecord.from_json(changed)}, recorded={"at": "now"}
+        )
 
     assert _unchanged(old.path, fresh(model_files={"m.py": "1" * 16}, inputs=["1x3 float32"]))
     assert not _unchanged(old.path, fresh(model_source_hash="b" * 64))
     counted = fresh()
-    counted.profiles["m fp32"]["instructions"]["per_inference"] = 1_001
+    counts = counted.profiles["m fp32"].instructions
+    counted.profiles["m fp32"] = replace(counted.profiles["m fp32"], instructions=replace(counts, per_inference=1_001))
     assert not _unchanged(old.path, counted)
 
 
@@ -1076,11 +1102,11 @@ def test_a_written_baseline_of_a_very_short_run_says_what_time_cannot_catch() ->
         "big fp32": {"latency": {"median_ms": 2.0}},
         "emulated": {"emulated": True, "latency": {"median_ms": 0.001}},
     }
-    text = _below_the_floor(short, tol)
+    text = _below_the_floor({label: GateRecord.from_json(r) for label, r in short.items()}, tol)
     assert text.startswith(f"latency and shares are gated only above {tol.min_effect_ms:g} ms of change")
     assert "toy int8: 0.04 ms, so changes under 50% pass" in text and "big fp32" not in text
     assert "emulated" not in text.split("; instructions")[0]
-    assert _below_the_floor({"big fp32": {"latency": {"median_ms": 2.0}}}, tol) == ""
+    assert _below_the_floor({"big fp32": GateRecord.from_json({"latency": {"median_ms": 2.0}})}, tol) == ""
 
 
 def test_a_shift_the_size_of_sessions_moving_is_allowed_for_only_as_configured() -> None:

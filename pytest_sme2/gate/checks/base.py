@@ -4,15 +4,16 @@ A check is a function from a Pair (one profile's record, its baseline's, the tol
 verdicts, registered once in gate/checks/__init__.py. A record is judged on one of two kinds of evidence, so a
 check gives a function for each kind it applies to: ``counted`` for records of the emulated target (exact
 instruction counts; emulated time is never compared) and ``measured`` for every other record (time, with the
-statistics of process_stats.py). Records are the plain dicts of baselines.record_of, so unit tests judge
-synthetic numbers.
+statistics of process_stats.py). Records are typed ``GateRecord``s (gate/record.py, the one declaration of
+what a profile means to the gate): a check reads their attributes, and unit tests judge synthetic numbers.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Callable
 
+from pytest_sme2.gate.record import GateRecord
 from pytest_sme2.gate.verdict import Tolerances, Verdict
 
 
@@ -21,15 +22,15 @@ class Pair:
     """What every check reads: one profile's record against its baseline's, and the rules."""
 
     label: str  # the profile's label: model, recipe and variant
-    current: Mapping[str, Any]
-    baseline: Mapping[str, Any]
+    current: GateRecord  # this run's record
+    baseline: GateRecord  # the stored baseline's
     tol: Tolerances
     metric: str = "latency"  # measured records: "latency" or callgrind "instructions" (verdict.METRICS)
 
     @property
     def counted(self) -> bool:
         """Judged on counts (either side from the emulated target), never on time."""
-        return bool(self.current.get("emulated") or self.baseline.get("emulated"))
+        return bool(self.current.emulated or self.baseline.emulated)
 
 
 Judging = Callable[[Pair], "list[Verdict]"]

@@ -13,15 +13,14 @@ from pytest_sme2.gate.checks.base import Check, Pair
 from pytest_sme2.gate.checks.counted import MIN_OP_INSTRUCTIONS, counted_of
 from pytest_sme2.gate.checks.pairing import op_kind, op_pairs
 from pytest_sme2.gate.checks.provenance import moved_settings, unchanged_count
+from pytest_sme2.gate.record import GateRecord
 from pytest_sme2.gate.verdict import Evidence, Status, Tolerances, Verdict
 
 # A heavy operator's growth is the same across blocks ("each") when its block instances grew within this much.
 SAME_GROWTH = 0.05
 
 
-def change_verdict(
-    label: str, current: Mapping[str, Any], baseline: Mapping[str, Any], tol: Tolerances
-) -> Verdict | None:
+def change_verdict(label: str, current: GateRecord, baseline: GateRecord, tol: Tolerances) -> Verdict | None:
     """The change a person made, in their terms, from the two programs' paired graph nodes (structure.changes)
     and the counted GEMM and convolution operators that grew ("layers.*.up GEMMs +49% instructions each"): a
     note the failing test's headline leads with (findings.py). None when neither shows a change."""
@@ -36,14 +35,14 @@ def change_verdict(
     if not parts:
         return None
     evidence: dict[str, Any] = {"changes": parts}
-    counts = [((record.get("instructions") or {}).get("per_inference")) for record in (current, baseline)]
-    if all(isinstance(count, (int, float)) for count in counts) and counts[1]:
+    now, then = (None if r.instructions is None else r.instructions.per_inference for r in (current, baseline))
+    if isinstance(now, (int, float)) and isinstance(then, (int, float)) and then:
         # what the change cost, said with it even where it made the whole smaller and something else failed
-        evidence["moved"] = f"instructions per inference {counts[0] / counts[1] - 1:+.1%}"
+        evidence["moved"] = f"instructions per inference {now / then - 1:+.1%}"
     return Verdict("change", Status.NOTE, label, "; ".join(parts), Evidence(evidence))
 
 
-def _settings_changed(current: Mapping[str, Any], baseline: Mapping[str, Any]) -> list[str]:
+def _settings_changed(current: GateRecord, baseline: GateRecord) -> list[str]:
     """Example inputs or the recipe changed since the baseline: what resized every node and operator after it,
     said first (issue 65: resnet8's input 32x32 -> 40x40 led with five CONV groups grown, the inputs fourth)."""
     moved = moved_settings(current, baseline)
@@ -64,9 +63,7 @@ def _settings_changed(current: Mapping[str, Any], baseline: Mapping[str, Any]) -
 SHOWN_REROUTES = 3
 
 
-def _upgrade(
-    current: Mapping[str, Any], baseline: Mapping[str, Any], moved: Mapping[str, tuple[Any, Any]]
-) -> list[str]:
+def _upgrade(current: GateRecord, baseline: GateRecord, moved: Mapping[str, tuple[Any, Any]]) -> list[str]:
     """Another executorch or torch since the baseline, said first with what it changed in the program: graph nodes
     whose XNNPACK operators are others now (a kernel family replaced, "Convolution (NHWC, F32) IGEMM ->
     Convolution (NHWC, PF32) IGEMM") and the planned memory, when it moved (issue 66: an upgrade is a change the
@@ -75,22 +72,23 @@ def _upgrade(
     if not versions:
         return []
     parts = [_rerouted(current, baseline)]
-    memory = [(record.get("memory") or {}).get("planned_bytes") for record in (current, baseline)]
-    if all(isinstance(m, (int, float)) for m in memory) and memory[1] and memory[0] != memory[1]:
-        parts.append(f"planned memory {memory[0] / memory[1] - 1:+.1%}")
+    now, then = (None if r.memory is None else r.memory.planned_bytes for r in (current, baseline))
+    if isinstance(now, (int, float)) and isinstance(then, (int, float)) and then and now != then:
+        parts.append(f"planned memory {now / then - 1:+.1%}")
     said = [part for part in parts if part]
     if not said and unchanged_count(current, baseline) is not None:
         return []  # nothing moved: the provenance note says the upgrade left the count unchanged
     return [", ".join(versions) + (": " + "; ".join(said) if said else "")]
 
 
-def _rerouted(current: Mapping[str, Any], baseline: Mapping[str, Any]) -> str:
+def _rerouted(current: GateRecord, baseline: GateRecord) -> str:
     """ "N operators run other XNNPACK operators (A -> B xK, ...)": graph nodes on both sides (op_identity) whose
     delegated operators' kinds differ. "" when none did or either side has no identities."""
     kinds: list[dict[str, list[str]]] = []
     for record in (baseline, current):
         by_node: dict[str, list[str]] = {}
-        for op, node in ((counted_of(record) or {}).get("op_identity") or {}).items():
+        counts = counted_of(record)
+        for op, node in ((None if counts is None else counts.op_identity) or {}).items():
             by_node.setdefault(node, []).append(op_kind(op))
         kinds.append({node: sorted(ops) for node, ops in by_node.items()})
     then, now = kinds
@@ -108,7 +106,7 @@ def _rerouted(current: Mapping[str, Any], baseline: Mapping[str, Any]) -> str:
     return f"{total} operator{'s' if total > 1 else ''} run other XNNPACK operators ({', '.join(shown)}{more})"
 
 
-def _grown_heavy_ops(current: Mapping[str, Any], baseline: Mapping[str, Any], tol: Tolerances) -> list[str]:
+def _grown_heavy_ops(current: GateRecord, baseline: GateRecord, tol: Tolerances) -> list[str]:
     """The counted GEMM and convolution operators of resized graph nodes (a node's output shape changed: a wider
     FFN), by the node they implement with its block's index taken out, one phrase per category ("layers.*.up,
     layers.*.down GEMMs +36% to +44% instructions"). Without both sides' graph nodes, those that grew beyond
@@ -117,8 +115,9 @@ def _grown_heavy_ops(current: Mapping[str, Any], baseline: Mapping[str, Any], to
     A block counts as resized when any of its nodes changed shape: the second linear of a wider FFN keeps its
     output's shape, its input grew."""
     now, then = counted_of(current), counted_of(baseline)
-    if now is None or then is None or not then.get("op_identity") or not now.get("op_identity"):
+    if now is None or then is None or not then.op_identity or not now.op_identity:
         return []
+    ops_then, ops_now, identity_then = then.ops or {}, now.ops or {}, then.op_identity
     nodes_then, nodes_now = structure.nodes_of(baseline), structure.nodes_of(current)
     resized = (
         None
@@ -131,9 +130,9 @@ def _grown_heavy_ops(current: Mapping[str, Any], baseline: Mapping[str, Any], to
     )
     grown: dict[str, dict[str, list[float]]] = {}
     for before, after in op_pairs(current, baseline)[0]:
-        base, cur = float(then["ops"][before][1]), float(now["ops"][after][1])
+        base, cur = float(ops_then[before][1]), float(ops_now[after][1])
         category = classify(before).category.value
-        node_then = then["op_identity"].get(before, before)
+        node_then = identity_then.get(before, before)
         grew = base > 0 and cur / base - 1 > tol.op_instructions
         if resized is not None:
             moved = grew and (structure.instance_of(node_then) or (None, node_then))[1] in resized

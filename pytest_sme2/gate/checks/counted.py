@@ -8,9 +8,9 @@ and none of it reads emulated time.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping
 
 from pytest_sme2.gate.checks.base import Pair, pct, points_short
+from pytest_sme2.gate.record import Counts, GateRecord
 from pytest_sme2.gate.verdict import Evidence, Status, Verdict
 
 # An operator's count moves by tens of instructions when the address layout the program sees changes
@@ -21,12 +21,9 @@ from pytest_sme2.gate.verdict import Evidence, Status, Verdict
 MIN_OP_INSTRUCTIONS = 1000
 
 
-QEMU = "qemu (emulated target)"
-
-
-def counted_of(record: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    counts = record.get("instructions")
-    return counts if isinstance(counts, Mapping) and counts.get("source") == QEMU else None
+def counted_of(record: GateRecord) -> Counts | None:
+    """The record's counts of the emulated target (qemu); None for callgrind's, or without counts."""
+    return record.counts
 
 
 @dataclass(frozen=True)
@@ -73,7 +70,7 @@ def counted_share(share: CountedShare, label: str, now: float | None, then: floa
     )
 
 
-def counts_of(pair: Pair) -> tuple[Mapping[str, Any], Mapping[str, Any]] | None:
+def counts_of(pair: Pair) -> tuple[Counts, Counts] | None:
     """Both sides' counts (this run's, the baseline's), or None when either has none (the instructions check
     then says so, and no other counted check has anything to judge)."""
     now, then = counted_of(pair.current), counted_of(pair.baseline)

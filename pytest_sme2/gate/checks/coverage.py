@@ -5,15 +5,14 @@ SME path share".
 
 from __future__ import annotations
 
-from typing import Any, Mapping
-
 from pytest_sme2.gate.checks.base import Check, Pair
 from pytest_sme2.gate.checks.counted import CountedShare, counted_share, counts_of
 from pytest_sme2.gate.checks.process_stats import PerRunQuantity, per_run_verdict
+from pytest_sme2.gate.record import GateRecord
 from pytest_sme2.gate.verdict import Tolerances, Verdict
 
 
-def _coverage(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any], tol: Tolerances) -> list[Verdict]:
+def _coverage(label: str, current: GateRecord, baseline: GateRecord, tol: Tolerances) -> list[Verdict]:
     """The delegate's share of each run's time (the graph nodes' share is delegated_ops.py's)."""
     return [
         per_run_verdict(
@@ -49,8 +48,8 @@ def _counted(pair: Pair) -> list[Verdict]:
                 short="delegated share of the run's instructions",
             ),
             pair.label,
-            now.get("delegation_coverage"),
-            then.get("delegation_coverage"),
+            now.delegation_coverage,
+            then.delegation_coverage,
         )
     ]
 

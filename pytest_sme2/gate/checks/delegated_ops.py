@@ -4,20 +4,19 @@ the export-time graph's nodes. Exact, no statistics; docs/gate.md, "Structure".
 
 from __future__ import annotations
 
-from typing import Any, Mapping
-
 from pytest_sme2.gate import structure
 from pytest_sme2.gate.checks.base import Check, Pair, pct, points_short
+from pytest_sme2.gate.record import Delegation, GateRecord
 from pytest_sme2.gate.verdict import Evidence, Status, Verdict
 
 
-def _delegated_ops(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any]) -> Verdict:
+def _delegated_ops(label: str, current: GateRecord, baseline: GateRecord) -> Verdict:
     """Nodes that left the delegate. With both sides' graph nodes (structure.nodes_of) a node fell out only when
     it was delegated in the baseline and is not now; a new node outside the delegate fails too, unless the
     baseline's blocks ran the same node outside it (a layer added to a stack brings its own portable nodes).
     Records without graph nodes are compared by counts per operator type."""
     nodes_then, nodes_now = structure.nodes_of(baseline), structure.nodes_of(current)
-    new_portable = sorted(set(current.get("portable_ops") or []) - set(baseline.get("portable_ops") or []))
+    new_portable = sorted(set(current.portable_ops or []) - set(baseline.portable_ops or []))
     if nodes_then is not None and nodes_now is not None:
         found = structure.align(nodes_then, nodes_now)
         fell_out = structure.fell_out(nodes_then, nodes_now, found)
@@ -31,8 +30,8 @@ def _delegated_ops(label: str, current: Mapping[str, Any], baseline: Mapping[str
             return Verdict("delegated_ops", Status.REGRESSION, label, "; ".join(parts) + kernels, evidence)
         return Verdict("delegated_ops", Status.OK, label, "no node left the delegate", evidence)
     fell: list[str] = []
-    ops_now = (current.get("delegation") or {}).get("ops") or {}
-    ops_then = (baseline.get("delegation") or {}).get("ops") or {}
+    ops_now = (current.delegation or Delegation()).ops or {}
+    ops_then = (baseline.delegation or Delegation()).ops or {}
     for op, (_, outside_now) in sorted(ops_now.items()):
         outside_then = ops_then.get(op, [0, 0])[1]
         if outside_now > outside_then:
@@ -54,10 +53,10 @@ def _delegated_ops(label: str, current: Mapping[str, Any], baseline: Mapping[str
 _STORED_PRECISION = 1e-6
 
 
-def _node_coverage(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any]) -> list[Verdict]:
+def _node_coverage(label: str, current: GateRecord, baseline: GateRecord) -> list[Verdict]:
     """The export-time graph's delegated share: judged on the node counts where both sides have them
     (exact), else on the stored fraction, up to its rounding."""
-    nodes_now, nodes_then = current.get("node_delegation_coverage"), baseline.get("node_delegation_coverage")
+    nodes_now, nodes_then = current.node_delegation_coverage, baseline.node_delegation_coverage
     if nodes_now is None or nodes_then is None:
         return []
     counts_now, counts_then = (_node_counts(r) for r in (current, baseline))
@@ -86,10 +85,10 @@ def _node_coverage(label: str, current: Mapping[str, Any], baseline: Mapping[str
     return []
 
 
-def _node_counts(record: Mapping[str, Any]) -> tuple[int, int] | None:
+def _node_counts(record: GateRecord) -> tuple[int, int] | None:
     """(delegated, not delegated) graph nodes of a record, None if it does not say."""
-    delegation = record.get("delegation") or {}
-    delegated, other = delegation.get("delegated_nodes"), delegation.get("non_delegated_nodes")
+    delegation = record.delegation or Delegation()
+    delegated, other = delegation.delegated_nodes, delegation.non_delegated_nodes
     if isinstance(delegated, int) and isinstance(other, int) and delegated + other > 0:
         return delegated, other
     return None

@@ -7,21 +7,18 @@ nothing to judge (docs/gate.md, "On the emulated target the gate is deterministi
 
 from __future__ import annotations
 
-from typing import Any, Mapping
-
 from pytest_sme2.gate.checks.base import Check, Pair, change_short
 from pytest_sme2.gate.checks.counted import counted_of
+from pytest_sme2.gate.record import GateRecord
 from pytest_sme2.gate.verdict import Evidence, Status, Tolerances, Verdict
 
 
-def instruction_verdict(
-    label: str, current: Mapping[str, Any], baseline: Mapping[str, Any], tol: Tolerances
-) -> Verdict:
+def instruction_verdict(label: str, current: GateRecord, baseline: GateRecord, tol: Tolerances) -> Verdict:
     """Instructions per inference against the baseline's, with a plain relative tolerance (they barely vary)."""
-    now, then = current.get("instructions"), baseline.get("instructions")
-    if not now:
+    now, then = current.instructions, baseline.instructions
+    if now is None or now.per_inference is None:
         return Verdict("instructions", Status.MISSING, label, "this run has no instruction count")
-    if not then:
+    if then is None or then.per_inference is None:
         return Verdict(
             "instructions",
             Status.MISSING,
@@ -29,7 +26,7 @@ def instruction_verdict(
             "the baseline has no instruction count; record one with "
             "--sme2-metric=instructions --sme2-update-baselines",
         )
-    cur, base = float(now["per_inference"]), float(then["per_inference"])
+    cur, base = float(now.per_inference), float(then.per_inference)
     change = cur / base - 1 if base > 0 else float("inf")
     evidence = Evidence({"current": cur, "baseline": base, "change": change, "tolerance": tol.instructions})
     numbers = f"{cur:,.0f} instructions per inference vs baseline {base:,.0f} ({change:+.3%})"

@@ -6,17 +6,18 @@ minimum effect combine.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
 from pytest_sme2.gate.checks.base import Check, Pair
 from pytest_sme2.gate.checks.process_stats import clean_runs, left_out, process_shift_of, processes_text, too_few
+from pytest_sme2.gate.record import GateRecord
 from pytest_sme2.gate.verdict import Evidence, Status, Tolerances, Verdict
 from pytest_sme2.profile import stats
 
 
-def latency_verdict(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any], tol: Tolerances) -> Verdict:
+def latency_verdict(label: str, current: GateRecord, baseline: GateRecord, tol: Tolerances) -> Verdict:
     """Regression only if latency moved more than the tolerance and more than processes move it.
 
     What is compared is the relative latency (each run divided by the reference program's run right
@@ -26,12 +27,12 @@ def latency_verdict(label: str, current: Mapping[str, Any], baseline: Mapping[st
     baseline's processes and this run's (stats.ProcessShift): the 40 runs of one process share its
     level, so testing them as independent samples called unchanged code slower at p=1e-9.
     """
-    if current.get("emulated") or baseline.get("emulated"):
+    if current.emulated or baseline.emulated:
         return Verdict("latency", Status.SKIPPED, label, "emulated timing is not hardware timing: latency not compared")
-    relative = tuple(stats.per_run_ratio(r["samples_ms"], r.get("reference_ms")) for r in (current, baseline))
+    relative = tuple(stats.per_run_ratio(r.samples_ms, r.reference_ms) for r in (current, baseline))
     judged_relative = relative[0] is not None and relative[1] is not None
     clean = tuple(clean_runs(r, with_reference=judged_relative) for r in (current, baseline))
-    raw = tuple(np.asarray(r["samples_ms"], dtype=float)[mask] for r, mask in zip((current, baseline), clean))
+    raw = tuple(np.asarray(r.samples_ms, dtype=float)[mask] for r, mask in zip((current, baseline), clean))
     disturbed = left_out(clean)
     few = too_few(clean)
     if few:
@@ -46,7 +47,7 @@ def latency_verdict(label: str, current: Mapping[str, Any], baseline: Mapping[st
     values = (
         (rel_now, rel_then)
         if rel_now is not None and rel_then is not None
-        else tuple(np.asarray(r["samples_ms"], dtype=float) for r in (current, baseline))
+        else tuple(np.asarray(r.samples_ms, dtype=float) for r in (current, baseline))
     )
     test = process_shift_of((current, baseline), values, clean, log=True, session=float(np.log1p(tol.session_latency)))
     if isinstance(test, str):

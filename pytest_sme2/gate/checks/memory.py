@@ -4,16 +4,15 @@ any growth beyond ``tol.memory`` fails. docs/gate.md, "Planned memory".
 
 from __future__ import annotations
 
-from typing import Any, Mapping
-
 from pytest_sme2.gate.checks.base import Check, Pair, change_short
+from pytest_sme2.gate.record import GateRecord
 from pytest_sme2.gate.verdict import Evidence, Status, Tolerances, Verdict
 
 
-def memory_verdict(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any], tol: Tolerances) -> Verdict:
+def memory_verdict(label: str, current: GateRecord, baseline: GateRecord, tol: Tolerances) -> Verdict:
     """The program's planned memory against the baseline's: exact, so any growth beyond ``tol.memory`` fails."""
-    now = (current.get("memory") or {}).get("planned_bytes")
-    then = (baseline.get("memory") or {}).get("planned_bytes")
+    now = None if current.memory is None else current.memory.planned_bytes
+    then = None if baseline.memory is None else baseline.memory.planned_bytes
     evidence = Evidence({"current": now, "baseline": then, "tolerance": tol.memory})
     if now is None or then is None:
         return Verdict(

@@ -11,6 +11,7 @@ from typing import Any, Mapping
 from pytest_sme2.gate.checks.base import Check, Pair
 from pytest_sme2.gate.checks.counted import counts_of
 from pytest_sme2.gate.checks.pairing import op_pairs
+from pytest_sme2.gate.record import GateRecord, Modelled
 from pytest_sme2.gate.verdict import Evidence, Status, Tolerances, Verdict
 from pytest_sme2.profile.device_model import time_text
 
@@ -22,15 +23,13 @@ NO_DEVICE_THIS_SESSION = "this session models no device"
 JUDGE_WITH = "judge_with"
 
 
-def device_option(modelled: Mapping[str, Any]) -> str:
+def device_option(modelled: Modelled) -> str:
     """The --sme2-device value a record's modelled time was priced with: its ``option``, or its device's name in
     records written before options were kept."""
-    return str(modelled.get("option") or modelled.get("device"))
+    return str(modelled.option or modelled.device)
 
 
-def modelled_verdicts(
-    label: str, current: Mapping[str, Any], baseline: Mapping[str, Any], tol: Tolerances
-) -> list[Verdict]:
+def modelled_verdicts(label: str, current: GateRecord, baseline: GateRecord, tol: Tolerances) -> list[Verdict]:
     """Modelled device time (``--sme2-device``) against the baseline's, where both sides were priced by the same
     device numbers: end to end beyond ``tol.modelled`` fails, naming the operators whose modelled time grew
     most with their ms before and after (paired like the counted operators, by graph node).
@@ -39,13 +38,12 @@ def modelled_verdicts(
     only against a baseline priced by the same numbers (``pricing_digest``), and where it cannot be (no
     device this session, a baseline without modelled time, another device file, a refused profile) a skipped
     verdict says why and how to record it: the counted verdicts gate the same change exactly anyway."""
-    now: Mapping[str, Any] = current.get("modelled") or {}
-    then: Mapping[str, Any] = baseline.get("modelled") or {}
-    if not now and not then:
+    now, then = current.modelled, baseline.modelled
+    if now is None and then is None:
         return []
     not_judged = _why_not_judged(now, then)
-    if not_judged is not None:
-        why, judge_with = not_judged
+    if not_judged is not None or now is None or then is None:
+        why, judge_with = not_judged or ("", None)
         return [
             Verdict(
                 "modelled",
@@ -55,10 +53,10 @@ def modelled_verdicts(
                 Evidence({JUDGE_WITH: judge_with} if judge_with else {}),
             )
         ]
-    cur, base = float(now["e2e_ms"]), float(then["e2e_ms"])
+    cur, base = float(now.e2e_ms or 0.0), float(then.e2e_ms or 0.0)
     change = cur / base - 1 if base > 0 else (0.0 if cur == 0 else float("inf"))
-    grown = _grown_most(current, baseline, now["ops"], then["ops"])
-    device = now["device"]
+    grown = _grown_most(current, baseline, now.ops or {}, then.ops or {})
+    device = now.device
     evidence = Evidence(
         {
             "current": cur,
@@ -73,7 +71,7 @@ def modelled_verdicts(
         }
     )
     numbers = (
-        f"modelled on {device} ({now.get('validation', '')}; a model, not a measurement): "
+        f"modelled on {device} ({now.validation if now.validation is not None else ''}; a model, not a measurement): "
         f"{time_text(base)} -> {time_text(cur)} end to end ({change:+.2%})"
     )
     if change > tol.modelled:
@@ -100,46 +98,45 @@ def modelled_verdicts(
     return [Verdict("modelled", Status.OK, label, f"modelled device time within tolerance: {numbers}", evidence)]
 
 
-def _why_not_judged(now: Mapping[str, Any], then: Mapping[str, Any]) -> tuple[str, str | None] | None:
+def _why_not_judged(now: Modelled | None, then: Modelled | None) -> tuple[str, str | None] | None:
     """Why modelled time cannot be judged (no device this session, a baseline without modelled time, other
     pricing, a refused or incomplete side), with the --sme2-device value that would judge it; None if it can."""
 
-    def option(side: Mapping[str, Any]) -> str:
+    def option(side: Modelled) -> str:
         return shlex.quote(device_option(side))
 
-    record_again = f"record the baseline again with --sme2-update-baselines --sme2-device {option(now or then)}"
-    if not now:
+    if now is None:
+        if then is None:  # neither side was modelled: nothing to judge
+            return None
         return (
-            f"{NO_DEVICE_THIS_SESSION} (the baseline was modelled on {then.get('device')}; set "
+            f"{NO_DEVICE_THIS_SESSION} (the baseline was modelled on {then.device}; set "
             f"--sme2-device {option(then)} to judge it)",
             option(then),
         )
-    if not then:
-        return f"the baseline has no modelled time on {now.get('device')}; {record_again}", None
-    if (now.get("device"), now.get("pricing_digest")) != (then.get("device"), then.get("pricing_digest")):
-        same = now.get("device") == then.get("device")
+    record_again = f"record the baseline again with --sme2-update-baselines --sme2-device {option(now)}"
+    if then is None:
+        return f"the baseline has no modelled time on {now.device}; {record_again}", None
+    if (now.device, now.pricing_digest) != (then.device, then.pricing_digest):
+        same = now.device == then.device
         return (
-            f"the baseline was priced by {'another version of ' if same else ''}{then.get('device')}'s "
-            f"numbers{' or pricing method' if same else ''}, this run by {now.get('device')}'s; "
+            f"the baseline was priced by {'another version of ' if same else ''}{then.device}'s "
+            f"numbers{' or pricing method' if same else ''}, this run by {now.device}'s; "
             f"{record_again}",
             None,
         )
-    refused = now.get("refused") or then.get("refused")
+    refused = now.refused or then.refused
     if refused:
         return str(refused), None
-    if not all(
-        isinstance(side.get("e2e_ms"), (int, float)) and isinstance(side.get("ops"), Mapping) for side in (now, then)
-    ):
+    if not all(isinstance(side.e2e_ms, (int, float)) and isinstance(side.ops, Mapping) for side in (now, then)):
         return (
-            f"the {'baseline' if now.get('ops') is not None else 'run'}'s modelled time is incomplete; "
-            f"{record_again}",
+            f"the {'baseline' if now.ops is not None else 'run'}'s modelled time is incomplete; " f"{record_again}",
             None,
         )
     return None
 
 
 def _grown_most(
-    current: Mapping[str, Any], baseline: Mapping[str, Any], ops_now: Mapping[str, Any], ops_then: Mapping[str, Any]
+    current: GateRecord, baseline: GateRecord, ops_now: Mapping[str, Any], ops_then: Mapping[str, Any]
 ) -> list[tuple[float, str | None, str | None, float, float]]:
     """The MODELLED_OPS_NAMED operators whose modelled time grew most, paired by graph node (new and gone ones
     too), as (growth, baseline name, current name, baseline ms, current ms)."""

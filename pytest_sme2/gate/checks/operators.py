@@ -13,6 +13,7 @@ from pytest_sme2.gate import structure
 from pytest_sme2.gate.checks.base import Check, Pair
 from pytest_sme2.gate.checks.counted import MIN_OP_INSTRUCTIONS, counted_of, counts_of
 from pytest_sme2.gate.checks.pairing import LEGACY_PAIRING, op_kind, op_pairs
+from pytest_sme2.gate.record import Counts, GateRecord
 from pytest_sme2.gate.verdict import Evidence, Kind, Status, Tolerances, Verdict
 
 
@@ -29,15 +30,11 @@ class _Counted:
     ids_then: Mapping[str, str] | None
 
 
-def _op_instructions(
-    label: str, current: Mapping[str, Any], baseline: Mapping[str, Any], tol: Tolerances
-) -> list[Verdict]:
+def _op_instructions(label: str, current: GateRecord, baseline: GateRecord, tol: Tolerances) -> list[Verdict]:
     """Each operator's instructions against the baseline's, operators paired by identity (align_ops): which
     got more expensive, which lost their SME kernels, and which appeared or disappeared."""
-    now, then = counted_of(current) or {}, counted_of(baseline) or {}
-    ops = _Counted(
-        label, tol, now.get("ops") or {}, then.get("ops") or {}, now.get("op_identity"), then.get("op_identity")
-    )
+    now, then = counted_of(current) or Counts(), counted_of(baseline) or Counts()
+    ops = _Counted(label, tol, now.ops or {}, then.ops or {}, now.op_identity, then.op_identity)
     pairs, gone, new = op_pairs(current, baseline)
     out = []
     if ops.ops_now and ops.ops_then and not (ops.ids_now and ops.ids_then):
@@ -166,8 +163,8 @@ def _operators_changed(ops: _Counted, pairs: Sequence[tuple[str, str]], gone: li
     )
 
 
-def _sme_kernels(label: str, now: Mapping[str, Any], then: Mapping[str, Any]) -> list[Verdict]:
-    lost = sorted(set(then.get("sme_kernels") or ()) - set(now.get("sme_kernels") or ()))
+def _sme_kernels(label: str, now: Counts, then: Counts) -> list[Verdict]:
+    lost = sorted(set(then.sme_kernels or ()) - set(now.sme_kernels or ()))
     if lost:
         return [
             Verdict(

@@ -11,6 +11,7 @@ from typing import Any, Mapping, NamedTuple
 
 from pytest_sme2.evidence.categories import strip_instance
 from pytest_sme2.gate import structure
+from pytest_sme2.gate.record import Counts, GateRecord
 
 # A kernel without its own profiling scope is named after its instruction (etdump.py: "OPERATOR_CALL[14]"): a
 # position, which shifts with anything inserted before it, as "#N" and "@instruction" do
@@ -195,19 +196,17 @@ LEGACY_PAIRING = (
 )
 
 
-def graph_of(record: Mapping[str, Any]) -> dict[str, structure.Node]:
+def graph_of(record: GateRecord) -> dict[str, structure.Node]:
     """Graph node name -> the node (its output shape and weights), of a record with graph nodes (empty for one
     without)."""
     return {node.name: node for node in structure.nodes_of(record) or ()}
 
 
 def op_pairs(
-    current: Mapping[str, Any], baseline: Mapping[str, Any], keep_now: Any = None, keep_then: Any = None
+    current: GateRecord, baseline: GateRecord, keep_now: Any = None, keep_then: Any = None
 ) -> tuple[list[tuple[str, str]], list[str], list[str]]:
     """The counted operators of two records paired (align_ops); ``keep_*``: only operators named there."""
-    now, then = (record.get("instructions") or {} for record in (current, baseline))
-    ops_now = {k: v for k, v in (now.get("ops") or {}).items() if keep_now is None or k in keep_now}
-    ops_then = {k: v for k, v in (then.get("ops") or {}).items() if keep_then is None or k in keep_then}
-    return align_ops(
-        ops_then, ops_now, then.get("op_identity"), now.get("op_identity"), (graph_of(baseline), graph_of(current))
-    )
+    now, then = (record.instructions or Counts() for record in (current, baseline))
+    ops_now = {k: v for k, v in (now.ops or {}).items() if keep_now is None or k in keep_now}
+    ops_then = {k: v for k, v in (then.ops or {}).items() if keep_then is None or k in keep_then}
+    return align_ops(ops_then, ops_now, then.op_identity, now.op_identity, (graph_of(baseline), graph_of(current)))

@@ -16,12 +16,13 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from pytest_sme2.gate.checks.base import pct, points_short
+from pytest_sme2.gate.record import GateRecord
 from pytest_sme2.gate.verdict import Evidence, Status, Verdict
 from pytest_sme2.profile import stats
 
 
 def process_shift_of(
-    records: tuple[Mapping[str, Any], Mapping[str, Any]],
+    records: tuple[GateRecord, GateRecord],
     values: Sequence[np.ndarray],
     keep: Sequence[np.ndarray],
     log: bool = False,
@@ -62,13 +63,13 @@ def processes_text(test: "stats.ProcessShift") -> str:
     )
 
 
-def clean_runs(record: Mapping[str, Any], with_reference: bool = False) -> np.ndarray:
+def clean_runs(record: GateRecord, with_reference: bool = False) -> np.ndarray:
     """Which runs of a record a verdict may read (stats.undisturbed_runs, the Profile's own definition):
     undisturbed runs, and for relative latency also an undisturbed reference run before each."""
-    reference = record.get("reference_ms") if with_reference else None
-    mask = stats.undisturbed_runs(record["samples_ms"], reference, bool(record.get("emulated")))
-    indices = record.get("disturbed_run_indices")
-    if indices and not record.get("emulated"):  # stalls inside one operator, seen by the Profile
+    reference = record.reference_ms if with_reference else None
+    mask = stats.undisturbed_runs(record.samples_ms, reference, bool(record.emulated))
+    indices = record.disturbed_run_indices
+    if indices and not record.emulated:  # stalls inside one operator, seen by the Profile
         mask[[i for i in indices if 0 <= i < mask.size]] = False
     return mask
 
@@ -90,10 +91,10 @@ def too_few(clean: Sequence[np.ndarray]) -> str:
     return ""
 
 
-def per_run(record: Mapping[str, Any], key: str, category: str | None = None) -> np.ndarray | None:
-    """The record's per-run values of one quantity (NaN where a run has none); None if it has none."""
-    per_run = record.get("per_run") or {}
-    values = per_run.get(key)
+def per_run(record: GateRecord, key: str, category: str | None = None) -> np.ndarray | None:
+    """The record's per-run values of one quantity (its ``per_run`` field ``key``; NaN where a run has none);
+    None if it has none."""
+    values: Any = None if record.per_run is None else getattr(record.per_run, key)
     if category is not None:
         values = (values or {}).get(category)
     if values is None:
@@ -128,9 +129,7 @@ class PerRunQuantity:
         return Evidence(found, category=self.category, statistical=judged)
 
 
-def per_run_verdict(
-    quantity: PerRunQuantity, label: str, current: Mapping[str, Any], baseline: Mapping[str, Any]
-) -> Verdict:
+def per_run_verdict(quantity: PerRunQuantity, label: str, current: GateRecord, baseline: GateRecord) -> Verdict:
     """One per-run quantity judged like latency: median change beyond ``quantity.tolerance`` points *and*
     significant, and (``quantity.min_effect_ms``) a change of more than that many ms of the baseline's median
     run."""
@@ -161,7 +160,7 @@ def per_run_verdict(
 def _per_run_missing(
     q: PerRunQuantity,
     label: str,
-    baseline: Mapping[str, Any],
+    baseline: GateRecord,
     now: np.ndarray | None,
     then: np.ndarray | None,
 ) -> Verdict:
@@ -170,7 +169,7 @@ def _per_run_missing(
     if now is None and then is None:
         return Verdict(q.check, Status.OK, label, f"{q.what}: neither side has any", q.evidence())
     side = "the baseline" if then is None else "this run"
-    if side == "the baseline" and baseline.get("per_run") is None:
+    if side == "the baseline" and baseline.per_run is None:
         return Verdict(
             q.check,
             Status.INCONCLUSIVE,
@@ -189,7 +188,7 @@ def _per_run_missing(
 def _per_run_judged(
     q: PerRunQuantity,
     label: str,
-    baseline: Mapping[str, Any],
+    baseline: GateRecord,
     test: stats.ProcessShift,
     clean: tuple[np.ndarray, ...],
 ) -> Verdict:
@@ -259,13 +258,13 @@ def _per_run_why_ok(
     return "improved"
 
 
-def median_run_ms(record: Mapping[str, Any], clean: np.ndarray) -> float:
+def median_run_ms(record: GateRecord, clean: np.ndarray) -> float:
     """The record's median undisturbed run in ms (0 without one): what min_effect_ms weighs a share's points by."""
-    return float(np.median(np.asarray(record["samples_ms"], dtype=float)[clean])) if clean.any() else 0.0
+    return float(np.median(np.asarray(record.samples_ms, dtype=float)[clean])) if clean.any() else 0.0
 
 
-def process_medians(record: Mapping[str, Any], values: np.ndarray, keep: np.ndarray) -> tuple[np.ndarray, int]:
-    sizes = record.get("process_sizes") or [len(values)]
+def process_medians(record: GateRecord, values: np.ndarray, keep: np.ndarray) -> tuple[np.ndarray, int]:
+    sizes = record.process_sizes or [len(values)]
     try:
         return stats.process_medians(values, sizes, keep)
     except ValueError:  # sizes of another run count (an older record): one process

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from pytest_sme2.gate.checks.base import Check, Pair
+from pytest_sme2.gate.record import GateRecord
 from pytest_sme2.gate.verdict import Evidence, Status, Verdict
 
 # What a record's provenance holds that, changed, explains a change of its counts: the versions, the traced
@@ -15,24 +16,24 @@ from pytest_sme2.gate.verdict import Evidence, Status, Verdict
 SETTINGS = ("executorch", "torch", "model_source_hash", "inputs", "recipe")
 
 
-def moved_settings(current: Mapping[str, Any], baseline: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
+def moved_settings(current: GateRecord, baseline: GateRecord) -> dict[str, tuple[Any, Any]]:
     """Each of SETTINGS that both records know and that differs, as (then, now): the one comparison behind this
     check's note and the headline's cause (checks/change.py). A record from before a setting was kept says
     nothing of it."""
-    now, then = current.get("provenance") or {}, baseline.get("provenance") or {}
+    now, then = current.provenance or {}, baseline.provenance or {}
     return {key: (then[key], now[key]) for key in SETTINGS if then.get(key) and now.get(key) and then[key] != now[key]}
 
 
-def unchanged_count(current: Mapping[str, Any], baseline: Mapping[str, Any]) -> int | None:
+def unchanged_count(current: GateRecord, baseline: GateRecord) -> float | None:
     """The instructions per inference when both records counted the same number, else None: what says that a
     change of versions left the program's count as it was (this note, and checks/change.py's upgrade)."""
-    counts = [(record.get("instructions") or {}).get("per_inference") for record in (current, baseline)]
+    counts = [None if r.instructions is None else r.instructions.per_inference for r in (current, baseline)]
     return counts[0] if counts[0] is not None and counts[0] == counts[1] else None
 
 
-def _provenance(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any]) -> list[Verdict]:
+def _provenance(label: str, current: GateRecord, baseline: GateRecord) -> list[Verdict]:
     """Version and model changes: flagged (not failed), since they explain a change rather than cause a failure."""
-    now, then = current.get("provenance") or {}, baseline.get("provenance") or {}
+    now, then = current.provenance or {}, baseline.provenance or {}
     moved = moved_settings(current, baseline)
     notes = [f"{key} {moved[key][0]} then, {moved[key][1]} now" for key in ("executorch", "torch") if key in moved]
     same = unchanged_count(current, baseline)

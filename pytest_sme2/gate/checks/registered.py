@@ -2,10 +2,10 @@
 register in the entry point group ``pytest_sme2.checks``, as targets are registered (run/targets/registry.py).
 
 An entry point's value is a ``Check`` (gate/checks/base.py): its verdict names, where its docs are (a page or
-address of the distribution's own) and a function per kind of record it judges, given a ``Pair`` of plain records
-(``baselines.record_of``). Third-party checks come after the shipped ones, ordered by entry point name: installers
-write entry points in an order of their own. A verdict name another check already gives, an object that is not a
-Check, or one that cannot be loaded is a UsageError naming the distribution and the fix.
+address of the distribution's own) and a function per kind of record it judges, given a ``Pair`` of typed records
+(``GateRecord``, gate/record.py). Third-party checks come after the shipped ones, ordered by entry point name:
+installers write entry points in an order of their own. A verdict name another check already gives, an object that
+is not a Check, or one that cannot be loaded is a UsageError naming the distribution and the fix.
 """
 
 from __future__ import annotations

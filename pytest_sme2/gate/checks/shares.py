@@ -5,16 +5,15 @@ delegation coverage and SME path share".
 
 from __future__ import annotations
 
-from typing import Any, Mapping
-
 from pytest_sme2.gate.checks.base import Check, Pair
 from pytest_sme2.gate.checks.counted import CountedShare, counted_share, counts_of
 from pytest_sme2.gate.checks.process_stats import PerRunQuantity, per_run_verdict
+from pytest_sme2.gate.record import GateRecord
 from pytest_sme2.gate.verdict import Tolerances, Verdict
 
 
-def _shares(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any], tol: Tolerances) -> list[Verdict]:
-    categories = sorted(set(current.get("shares") or {}) | set(baseline.get("shares") or {}))
+def _shares(label: str, current: GateRecord, baseline: GateRecord, tol: Tolerances) -> list[Verdict]:
+    categories = sorted(set(current.shares or {}) | set(baseline.shares or {}))
     # A share of a sub-millisecond run moves with the machine between sessions by more than its tolerance (toy_cnn,
     # 0.1 ms: CONV 0.50-0.72 within minutes, benchmarks/results/notebook.md); like latency, a change of less than
     # min_effect_ms of the run's time never fails.
@@ -43,7 +42,7 @@ def _counted(pair: Pair) -> list[Verdict]:
     counts = counts_of(pair)
     if counts is None:
         return []
-    now, then = (c.get("shares") or {} for c in counts)
+    now, then = (c.shares or {} for c in counts)
     return [
         counted_share(
             CountedShare(

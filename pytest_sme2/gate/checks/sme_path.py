@@ -5,15 +5,14 @@ SME path share".
 
 from __future__ import annotations
 
-from typing import Any, Mapping
-
 from pytest_sme2.gate.checks.base import Check, Pair
 from pytest_sme2.gate.checks.counted import CountedShare, counted_share, counts_of
 from pytest_sme2.gate.checks.process_stats import PerRunQuantity, per_run_verdict
+from pytest_sme2.gate.record import GateRecord
 from pytest_sme2.gate.verdict import Tolerances, Verdict
 
 
-def _sme_path(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any], tol: Tolerances) -> Verdict:
+def _sme_path(label: str, current: GateRecord, baseline: GateRecord, tol: Tolerances) -> Verdict:
     return per_run_verdict(
         PerRunQuantity(
             "sme_path",
@@ -36,15 +35,15 @@ def _counted(pair: Pair) -> list[Verdict]:
     if counts is None:
         return []
     now, then = counts
-    basis = {"work": "multiply-accumulates"}.get(now.get("sme_path_basis") or "", "instructions")
+    basis = {"work": "multiply-accumulates"}.get(now.sme_path_basis or "", "instructions")
     return [
         counted_share(
             CountedShare(
                 "sme_path", f"SME path share of CONV+GEMM {basis}", pair.tol.sme_path, False, short="SME path share"
             ),
             pair.label,
-            now.get("sme_path_share"),
-            then.get("sme_path_share"),
+            now.sme_path_share,
+            then.sme_path_share,
         )
     ]
 

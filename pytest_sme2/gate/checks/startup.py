@@ -8,13 +8,14 @@ and the numbers behind the tolerances.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from pytest_sme2.gate.checks.base import Check, Pair, change_short
 from pytest_sme2.gate.checks.counted import counts_of
 from pytest_sme2.gate.checks.process_stats import ShiftQuantity, clean_runs, process_medians, shift_verdict
+from pytest_sme2.gate.record import Counts, GateRecord
 from pytest_sme2.gate.verdict import Evidence, Status, Tolerances, Verdict
 
 # Why a hardware load/init change measured without the reference program is a note, not a failure. Measured
@@ -33,9 +34,7 @@ STARTUP_ADVISORY = (
 STARTUP = (("load", "Program::load_method"), ("init", "Method::init"))
 
 
-def startup_verdicts(
-    label: str, current: Mapping[str, Any], baseline: Mapping[str, Any], tol: Tolerances
-) -> list[Verdict]:
+def startup_verdicts(label: str, current: GateRecord, baseline: GateRecord, tol: Tolerances) -> list[Verdict]:
     """Local and adb targets: Program::load_method and Method::init of each runner process (where XNNPACK packs
     weights; the host target's reused worker gives none, Profile._startup_samples), and the runner's peak
     resident memory per run, each against the baseline with the latency gate's statistics (a value per process;
@@ -50,16 +49,16 @@ def startup_verdicts(
 
 
 def _startup_verdict(
-    check: str, event: str, label: str, current: Mapping[str, Any], baseline: Mapping[str, Any], tol: Tolerances
+    check: str, event: str, label: str, current: GateRecord, baseline: GateRecord, tol: Tolerances
 ) -> Verdict:
     """One start-up event (load or init) of startup_verdicts: why it is not compared, or its shift_verdict."""
     what = f"{check} ({event})"
     raw_key, relative_key = f"{check}_ms_per_chunk", f"{check}_relative_per_chunk"
-    now, then = current.get(raw_key), baseline.get(raw_key)
+    now, then = getattr(current, raw_key), getattr(baseline, raw_key)
     if then is None or now is None:
         return Verdict(check, Status.SKIPPED, label, f"{what} not compared: {_unrecorded_why(now, then)}")
     raw_now, raw_then = _per_gate_process(current, now), _per_gate_process(baseline, then)
-    relative = current.get(relative_key), baseline.get(relative_key)
+    relative = getattr(current, relative_key), getattr(baseline, relative_key)
     values = tuple(
         None if r is None else _per_gate_process(record, r) for r, record in zip(relative, (current, baseline))
     )
@@ -88,10 +87,11 @@ def _startup_verdict(
     empty = [side for side, v in zip(("this run", "the baseline"), pair) if v.size == 0]
     if empty:
         return _all_disturbed(check, label, what, empty)
-    runs = tuple(
-        sum(size for size, value in zip(record["chunk_sizes"], per_chunk) if value is not None)
+    kept_then, kept_now = (
+        sum(size for size, value in zip(record.chunk_sizes or (), per_chunk) if value is not None)
         for record, per_chunk in ((baseline, then), (current, now))
     )  # the processes kept
+    runs = (kept_then, kept_now)
     quantity = ShiftQuantity(
         check, what, "ms", getattr(tol, check), tol.alpha, tol.min_effect_ms, basis=basis, advisory=advisory
     )
@@ -177,9 +177,9 @@ def _load_explained_by_init(out: list[Verdict]) -> list[Verdict]:
     return [note if v is load else v for v in out]
 
 
-def _peak_rss_verdict(label: str, current: Mapping[str, Any], baseline: Mapping[str, Any], tol: Tolerances) -> Verdict:
+def _peak_rss_verdict(label: str, current: GateRecord, baseline: GateRecord, tol: Tolerances) -> Verdict:
     what = "peak resident memory (the runner's, per run)"
-    peaks = [(r.get("memory") or {}).get("peak_rss_kb") for r in (current, baseline)]
+    peaks = [None if r.memory is None else r.memory.peak_rss_kb for r in (current, baseline)]
     if peaks[0] is None or peaks[1] is None:
         where = "this run" if peaks[0] is None else "the baseline"
         return Verdict(
@@ -207,11 +207,11 @@ def _peak_rss_verdict(label: str, current: Mapping[str, Any], baseline: Mapping[
     )
 
 
-def _counted_startup(label: str, now: Mapping[str, Any], then: Mapping[str, Any], tol: Tolerances) -> list[Verdict]:
+def _counted_startup(label: str, now: Counts, then: Counts, tol: Tolerances) -> list[Verdict]:
     """Emulated target: the counted instructions of load_method and init, exact, against the tolerance."""
     out = []
     for check, event in STARTUP:
-        after, before = now.get(check), then.get(check)
+        after, before = getattr(now, check), getattr(then, check)
         what = f"{check} ({event})"
         if after is None or before is None:
             out.append(
@@ -246,15 +246,15 @@ def _counted_startup(label: str, now: Mapping[str, Any], then: Mapping[str, Any]
     return _load_explained_by_init(out)
 
 
-def _per_gate_process(record: Mapping[str, Any], per_chunk: Sequence[float | None]) -> np.ndarray | None:
+def _per_gate_process(record: GateRecord, per_chunk: Sequence[float | None]) -> np.ndarray | None:
     """One value per process the gate compares (``process_sizes``: a baseline replica, or one check), the median
     of its runner processes' values (``chunk_sizes``: alternated chunks run in processes of their own). A runner
     process whose every warm load was disturbed has None (Profile._startup_per_chunk) and is left out; a process
     left with none is not compared."""
-    chunks = record.get("chunk_sizes")
+    chunks = record.chunk_sizes
     if not chunks or len(chunks) != len(per_chunk):
         return None
-    processes = record.get("process_sizes") or [sum(chunks)]
+    processes = record.process_sizes or [sum(chunks)]
     owner = np.searchsorted(np.cumsum(processes), np.cumsum(chunks), side="left")
     values = np.array([np.nan if v is None else v for v in per_chunk], dtype=float)
     usable = ~np.isnan(values)
