@@ -73,6 +73,13 @@ def graph_node(x: Any) -> bool:
     )
 
 
+def _whole_numbers_map(length: int, what: str) -> MapOf:
+    """Name -> a list of ``length`` whole numbers >= 0 (``what`` says which, for the load error)."""
+    return MapOf(
+        Leaf(lambda x: isinstance(x, list) and len(x) == length and all(count(v) for v in x), what), nullable=True
+    )
+
+
 def _whole_list(what: str) -> Leaf:
     return Leaf(optional(listed(count)), f"null or a list of {what} (whole numbers >= 0)")
 
@@ -98,13 +105,7 @@ class Delegation(Part):
     non_delegated_nodes: int | None = declared(COUNT, "graph nodes left to the portable runtime")
     delegated_subgraphs: int | None = declared(COUNT, "delegated subgraphs of the program")
     ops: Mapping[str, list[int]] | None = declared(
-        MapOf(
-            Leaf(
-                lambda x: isinstance(x, list) and len(x) == 2 and all(count(v) for v in x),
-                "[delegated, not delegated], two whole numbers >= 0",
-            ),
-            nullable=True,
-        ),
+        _whole_numbers_map(2, "[delegated, not delegated], two whole numbers >= 0"),
         "operator type -> [delegated, not delegated] nodes",
     )
     nodes: list[list[Any]] | None = declared(
@@ -150,13 +151,7 @@ class Counts(Part):
     load: int | None = declared(COUNT, "instructions of Program::load_method")
     init: int | None = declared(COUNT, "instructions of Method::init")
     ops: Mapping[str, list[int]] | None = declared(
-        MapOf(
-            Leaf(
-                lambda x: isinstance(x, list) and len(x) == 3 and all(count(v) for v in x),
-                "[execution order, instructions, SME instructions], three whole numbers >= 0",
-            ),
-            nullable=True,
-        ),
+        _whole_numbers_map(3, "[execution order, instructions, SME instructions], three whole numbers >= 0"),
         "op id -> [execution order, instructions, SME instructions] (the order pairs records without identities)",
     )
     sme_kernels: list[str] | None = declared(TEXTS, "the SME kernels that executed")
