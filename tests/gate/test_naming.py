@@ -69,7 +69,8 @@ def test_a_real_counted_record_against_its_older_namings_baseline_passes_and_sta
         return baseline
 
     label = "transformer_encoder fp32"
-    older = [v for v in judge(label, current, stale(False)) if v.status.value == "regression"]
-    assert older == []
+    verdicts = judge(label, current, stale(False))
+    assert [v for v in verdicts if v.status.value == "regression"] == []
+    assert any(v.status.value == "note" and "older naming" in v.message for v in verdicts)  # said, not silent
     believed = [v for v in judge(label, current, stale(True)) if v.status.value == "regression"]
     assert believed, "stale identities on new-naming rows should pair unlike operators"

@@ -191,7 +191,8 @@ def _pair_by_key(
 
 LEGACY_PAIRING = (
     "operators paired by execution order: the baseline was recorded by an older pytest-sme2 without "
-    "operator identities, so after a delegate split or an inserted operator some pairs can be wrong; "
+    "operator identities, or with the names of an older naming (before export format 6, gate/naming.py), so "
+    "after a delegate split or an inserted operator some pairs can be wrong; "
     "record the baseline again with --sme2-update-baselines to pair them by graph node"
 )
 
