@@ -91,9 +91,9 @@ def selected_ops(graph_module: Any, prefix: str | None) -> list[Any]:
     return [n for n in ops if any(p == prefix or p.startswith(prefix + ".") for p in module_paths(n, graph_module))]
 
 
-def composite(graph_module: Any, ops: list[Any], values: dict[str, Any]) -> tuple[Any, tuple[Any, ...], list[str]]:
-    """One program that runs each selected operator once on its own captured inputs and returns its outputs;
-    the names of the copied nodes, in the order they run."""
+def composite(graph_module: Any, ops: list[Any], values: dict[str, Any]) -> tuple[Any, tuple[Any, ...]]:
+    """One program that runs each selected operator once on its own captured inputs and returns its outputs, and
+    the inputs to feed it (in the order of its placeholders)."""
     import torch
     from torch.fx.node import map_aggregate
 
@@ -132,7 +132,7 @@ def composite(graph_module: Any, ops: list[Any], values: dict[str, Any]) -> tupl
         else:
             outputs.append(copied)
     graph.output(tuple(outputs))
-    return torch.fx.GraphModule(root, graph), tuple(feed), [n.name for n in ops]
+    return torch.fx.GraphModule(root, graph), tuple(feed)
 
 
 def to_program(module: Any, feed: tuple[Any, ...]) -> Any:
@@ -165,10 +165,9 @@ def counted_instructions(pte: Path, inputs: Path, sme2: bool, out: Path, plan: l
     )
     _, files = read_counts(Path(result.evidence["instruction_counts"]))
     counts = files["timed"]
-    events = [e for block in read_blocks(out / "timed.etdp") for e in block.events]
-    blocks = [block.name for block in read_blocks(out / "timed.etdp") for _ in block.events]
+    events = [(block.name, e) for block in read_blocks(out / "timed.etdp") for e in block.events]
     per: list[dict[str, Any]] = []
-    for block, event, n, sme in zip(blocks, events, counts["instructions"], counts["sme"]):
+    for (block, event), n, sme in zip(events, counts["instructions"], counts["sme"]):
         if block != EXECUTE_BLOCK or event.label == RUN_MODEL:
             continue
         if not per or per[-1]["instruction"] != event.instruction_id:
@@ -238,7 +237,7 @@ def main() -> int:
     if not ops:
         parser.error(f"--select {args.select!r}: no operator of {args.model} comes from a module under that path")
     started = time.perf_counter()
-    module, feed, names = composite(program.graph_module, ops, values)
+    module, feed = composite(program.graph_module, ops, values)
     part_program = to_program(module, feed)
     composite_s = time.perf_counter() - started
     full_program = edge.to_executorch()

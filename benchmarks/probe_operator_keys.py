@@ -23,6 +23,7 @@ import operator
 import sys
 import time
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 from _common import REPO, machine, progress_record
@@ -92,7 +93,7 @@ def keys_of(program: Any) -> list[str]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--resolution", type=int, default=128)
-    parser.add_argument("--json", type=_path, default=None)
+    parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     record: dict[str, Any] = {"machine": machine(), "model": "efficient_sam", "resolution": args.resolution}
     keys = {}
@@ -111,12 +112,6 @@ def main() -> int:
     record["first_program"] = {"operators_sharing_a_key": sum(n for n in repeated.values() if n > 1)}
     progress_record(f"{record}", record, args.json)
     return 0
-
-
-def _path(text: str) -> Any:
-    from pathlib import Path
-
-    return Path(text)
 
 
 if __name__ == "__main__":

@@ -39,15 +39,15 @@ def graph_nodes(program: Any) -> list[list[Any]]:
     """
     graph_module = program.graph_module
     weights = _Weights()
-    found: list[tuple[int, int, Any, bool, Any]] = []  # (debug handle, position, node, delegated, its program)
+    found: list[tuple[Any, bool, Any]] = []  # (node, delegated, its program), in graph order
     for node in graph_module.graph.nodes:
         if node.op == "get_attr" and node.name.startswith("lowered_module_"):
             inner = getattr(graph_module, node.name).original_module
-            found += [(_handle(n), len(found), n, True, inner) for n in inner.graph.nodes if is_operator(n)]
+            found += [(n, True, inner) for n in inner.graph.nodes if is_operator(n)]
         elif is_operator(node):
-            found.append((_handle(node), len(found), node, False, program))
-    where = {id(node): (delegated, owner) for _, _, node, delegated, owner in found}
-    groups = handle_groups(node for _, _, node, _, _ in sorted(found, key=lambda item: item[:2]))
+            found.append((node, False, program))
+    where = {id(node): (delegated, owner) for node, delegated, owner in found}
+    groups = handle_groups(node for node, _, _ in found)  # in handle order: the order of the graph before lowering
     out = []
     for (_, members), name in zip(groups, group_names([m for _, m in groups])):
         within: Counter[str] = Counter()
@@ -149,11 +149,6 @@ def _flat(values: list[Any]) -> list[Any]:
     for value in values:
         out += _flat(list(value)) if isinstance(value, (list, tuple)) else [value]
     return out
-
-
-def _handle(node: Any) -> int:
-    handle = node.meta.get("debug_handle")
-    return handle if isinstance(handle, int) else 1 << 30  # no handle: after every numbered node, in graph order
 
 
 def _output(node: Any) -> tuple[str | None, list[int] | None]:

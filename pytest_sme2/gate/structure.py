@@ -50,7 +50,8 @@ class Node:
 
 def nodes_of(record: GateRecord | None) -> list[Node] | None:
     """A record's graph nodes (``delegation.nodes``, export/graph_nodes.py), None for a record without them. A row
-    has a 5th field, the node's weights digest, from export format 5; older records' rows have four."""
+    has a 5th field, the node's weights digest, from export format 5 (older records' rows have four), and a 6th,
+    its operator's name, from export format 6 (gate/naming.py reads it)."""
     rows = None if record is None or record.delegation is None else record.delegation.nodes
     if not rows:
         return None
