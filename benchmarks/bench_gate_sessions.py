@@ -179,7 +179,7 @@ def main() -> None:
         "--reuse-baselines",
         action="store_true",
         help="keep the baselines an earlier run of this script wrote in --work (no update): the same "
-        "baselines judged by checks of another design, e.g. -o sme2_processes=1 after 3",
+        "baselines judged by checks of another design, e.g. -o sme2_replicas=1 after 3",
     )
     parser.add_argument("pytest_args", nargs="*", help="more pytest arguments for every session (after --)")
     args = parser.parse_args()

@@ -1,10 +1,10 @@
-"""Kernel sampling (issue 14): what the sampled round costs, how much sampling slows a run, how well it attributes.
+"""Kernel sampling (issue 14): what the sampled process costs, how much sampling slows a run, how well it attributes.
 
 On the local target (the native runner under Linux perf), per round: one normal profile
-(timed runs, ETDump on, no reference program between runs) and its sampled round (same runner,
+(timed runs, ETDump on, no reference program between runs) and its sampled process (same runner,
 program and settings, under ``perf record -e cpu-clock``). Rounds repeat, so machine drift
 hits both alike. Reported:
-- slowdown by sampling: median Method::execute of the sampled rounds' runs over the
+- slowdown by sampling: median Method::execute of the sampled processes' runs over the
   normal rounds' runs (both from their ETDumps), with a bootstrap interval;
 - cost: seconds of a profile with sampling on and off (the extra round, perf's start and
   ``perf script``);
@@ -46,7 +46,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         # No reference program between runs: it slows the model's next run by a few percent (cache), and the
-        # sampled round runs none, so with it the comparison would mix the two effects.
+        # sampled process runs none, so with it the comparison would mix the two effects.
         sess = Sme2Session(
             Settings(
                 target="local",

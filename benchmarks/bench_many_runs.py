@@ -42,7 +42,7 @@ def _session(runs: int, root: Path) -> dict:
         f"--sme2-cache-dir={root / 'cache'}",
         f"--sme2-artifacts-dir={root / 'artifacts'}",
         "--sme2-timeout=3600",
-        "--sme2-max-rounds=1",  # one process of N runs: a busy machine must not add top-up rounds
+        "--sme2-max-rounds=1",  # one process of N runs: a busy machine must not add extra rounds
     ]
     started = time.perf_counter()
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True)

@@ -200,7 +200,7 @@ def latency_study(root: Path, processes: int, runs: int, warmup: int, load: int 
         "seconds_per_profile_median": float(np.median(seconds)),  # worker start + warmup + runs
         "true_slowdown_raw": float(np.median(medians["slow"]) / np.median(medians["base"]) - 1),
         "true_slowdown_relative": float(np.median(relative["slow"]) / np.median(relative["base"]) - 1),
-        "process_medians_ms": medians,
+        "replica_medians_ms": medians,
         "process_relative_medians": relative,
         "between_process_spread_ms": {k: [float(min(v)), float(max(v))] for k, v in medians.items()},
         "between_process_spread_relative": {k: [float(min(v)), float(max(v))] for k, v in relative.items()},

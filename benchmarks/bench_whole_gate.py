@@ -40,7 +40,7 @@ from _common import REPO, machine, session
 
 from pytest_sme2 import Recipe
 from pytest_sme2.gate import baselines
-from pytest_sme2.gate.checks.process_stats import clean_runs
+from pytest_sme2.gate.checks.replica_stats import clean_runs
 from pytest_sme2.gate.judge import judge
 from pytest_sme2.gate.quality import baseline_quality
 from pytest_sme2.gate.verdict import Status, Tolerances, Verdict

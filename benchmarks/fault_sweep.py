@@ -609,7 +609,7 @@ def baseline_fifo(root: Path) -> subprocess.CompletedProcess[str]:
     path = _recorded_baseline(root)
     path.unlink()
     os.mkfifo(path)
-    return _pytest(root, "-o", "sme2_processes=auto")
+    return _pytest(root, "-o", "sme2_replicas=auto")
 
 
 def baseline_dev_zero(root: Path) -> subprocess.CompletedProcess[str]:
@@ -1310,7 +1310,7 @@ CASES: list[tuple[str, Callable[[Path], subprocess.CompletedProcess[str]]]] = [
     ("64.1 cache verify: evil.py in an entry, named as its source", verify_runs_no_source_the_entry_names),
     ("64.2 cache verify --sample 99: a forged program, its source null", verify_forged_program_without_source),
     ("64.3 a cache entry's .pte with a program size of 2^62, its digest updated", crafted_program_size),
-    ("64.4 the baseline file is a FIFO (sme2_processes = auto)", baseline_fifo),
+    ("64.4 the baseline file is a FIFO (sme2_replicas = auto)", baseline_fifo),
     ("64.5 the baseline file is a link to /dev/zero", baseline_dev_zero),
     ("64.6 export_llm: a context-64 entry under the context-128 key", llm_entry_of_another_config),
     ('64.7 export_llm: an entry\'s export_seconds "fast"', llm_entry_damaged),

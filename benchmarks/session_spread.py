@@ -29,7 +29,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import REPO  # noqa: E402
 
-from pytest_sme2.gate.checks.process_stats import clean_runs, per_run, process_medians  # noqa: E402
+from pytest_sme2.gate.checks.replica_stats import clean_runs, per_run, replica_medians  # noqa: E402
+from pytest_sme2.gate.record import upgraded  # noqa: E402
 from pytest_sme2.profile import stats  # noqa: E402
 
 WORK = REPO / ".sme2" / "false-alarms"
@@ -50,7 +51,7 @@ def sessions(root: Path, before: str | None) -> Iterator[tuple[str, str, Mapping
             for profile in test.get("profiles") or []:
                 if profile.get("emulated") or not profile.get("e2e_ms"):
                     continue
-                record = {**profile, "samples_ms": profile["e2e_ms"]}
+                record = upgraded({**profile, "samples_ms": profile["e2e_ms"]}, 1)  # an older session's keys too
                 yield summary.parent.name, _test_name(test["nodeid"]), record
 
 
@@ -59,15 +60,15 @@ def quantities(record: Mapping[str, Any]) -> dict[str, np.ndarray]:
     relative = stats.per_run_ratio(record["samples_ms"], record.get("reference_ms"))
     clean = clean_runs(record, with_reference=relative is not None)
     latency = relative if relative is not None else np.asarray(record["samples_ms"], dtype=float)
-    sizes = record.get("process_sizes") or [len(latency)]
+    sizes = record.get("replica_sizes") or [len(latency)]
     found: dict[str, np.ndarray] = {}
-    medians, _ = stats.process_medians(latency, sizes, clean)
+    medians, _ = stats.replica_medians(latency, sizes, clean)
     if medians.size and np.all(medians > 0):
         found["latency"] = np.log(medians)
     for category in sorted(record.get("shares") or {}):
         values = per_run(record, "shares", category)
         if values is not None:
-            shares, _ = process_medians(record, values, clean & np.isfinite(values))
+            shares, _ = replica_medians(record, values, clean & np.isfinite(values))
             if shares.size:
                 found[f"share of {category}"] = shares * 100
     return found

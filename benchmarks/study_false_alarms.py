@@ -17,7 +17,7 @@ Dependence: each baseline is reused by M sessions and each session by K baseline
 independent; the summary gives the bound for the pair count and for the count of independent sessions.
 
 The sessions measure, per test, as many processes as the most any of the K baselines asks for
-(``sme2_processes = auto`` reads it from a folder holding, per test, the baseline file that asks for the
+(``sme2_replicas = auto`` reads it from a folder holding, per test, the baseline file that asks for the
 most): a pair's check then has at least the processes its baseline would have made a user's session
 measure, which can only make a shift between sessions easier to call significant.
 
@@ -52,6 +52,8 @@ from typing import Any, Iterable
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import REPO, machine  # noqa: E402
 from bench_gate_sessions import MODELS, write_project  # noqa: E402
+
+from pytest_sme2.gate.record import upgraded  # noqa: E402
 
 RESULTS = REPO / "benchmarks" / "results" / "false_alarms.jsonl"
 WITH_LOAD = Path("/work/shared/tools/with-load")
@@ -235,11 +237,12 @@ def baseline_files(folder: Path) -> dict[str, Path]:
     return found
 
 
-def asked_processes(path: Path) -> int:
-    """The processes a check against this baseline file measures (sme2_processes = auto): the most any of
-    its records keeps in ``quality.check_processes``."""
-    profiles = json.loads(path.read_text()).get("profiles") or {}
-    return max((int((r.get("quality") or {}).get("check_processes") or 1) for r in profiles.values()), default=1)
+def asked_replicas(path: Path) -> int:
+    """The processes a check against this baseline file measures (sme2_replicas = auto): the most any of
+    its records keeps in ``quality.check_replicas``."""
+    data = json.loads(path.read_text())
+    profiles = [upgraded(r, data.get("schema", 1)) for r in (data.get("profiles") or {}).values()]
+    return max((int((r.get("quality") or {}).get("check_replicas") or 1) for r in profiles), default=1)
 
 
 def build_union(root: Path, folders: list[Path]) -> dict[str, int]:
@@ -250,7 +253,7 @@ def build_union(root: Path, folders: list[Path]) -> dict[str, int]:
     asked: dict[str, int] = {}
     for folder in folders:
         for test, path in baseline_files(folder).items():
-            count = asked_processes(path)
+            count = asked_replicas(path)
             if count > asked.get(test, 0):
                 asked[test] = count
                 target = union / path.relative_to(folder)
@@ -456,7 +459,7 @@ def run(args: argparse.Namespace) -> None:
             **session,
             "max_other_busy": args.max_other_busy,
             "written": sorted(files),
-            "asked_processes": {t: asked_processes(p) for t, p in files.items()},
+            "asked_replicas": {t: asked_replicas(p) for t, p in files.items()},
             "refused": sorted(set(TESTS) - set(files)),
             "refusal_text": refused,
         }

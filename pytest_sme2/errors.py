@@ -69,6 +69,12 @@ class Sme2Warning(UserWarning):
     ignores UserWarning (as many do for torch's export noise; this repository's pyproject shows it again)."""
 
 
+class Sme2DeprecationWarning(Sme2Warning, DeprecationWarning):
+    """A renamed option, ini key or keyword was used in its old spelling: it still works, and the message names the
+    new one. Also a DeprecationWarning, so a project's ``-W error::DeprecationWarning`` catches it; an Sme2Warning,
+    so a project that ignores DeprecationWarning still sees it."""
+
+
 class MissingBaselineWarning(Sme2Warning):
     """A test has no stored baseline and the policy is ``sme2_baseline_missing = warn``: nothing was gated."""
 

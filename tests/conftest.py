@@ -253,8 +253,8 @@ def quick_host_ini(cache: Path, *extra: str) -> str:
         "sme2_runs = 3",
         "sme2_warmup = 0",
         "sme2_max_rounds = 1",
-        "sme2_baseline_processes = 3",
-        "sme2_processes = 1",
+        "sme2_baseline_replicas = 3",
+        "sme2_replicas = 1",
         *extra,
     ]
     return "\n".join(lines) + "\n"
@@ -285,10 +285,10 @@ def sme2_project(pytester: pytest.Pytester, shared_export_cache: Path) -> pytest
             # (tests/measure/test_runner_rounds.py tests those).
             sme2_max_rounds = 1
             # Baseline updates measure the fewest processes the gate accepts (each a host worker start).
-            sme2_baseline_processes = 3
+            sme2_baseline_replicas = 3
             # Checks of one process: these tests are about the gate's flow, and their 5-run baselines of a 30 us
             # model are noisy enough that auto (the default) would measure ten (test_check_command tests auto).
-            sme2_processes = 1
+            sme2_replicas = 1
             # Every emulated run really emulated: the export cache is shared by the whole suite, and these tests
             # are about what a run does; tests/run/test_result_cache.py turns the result cache on (-o).
             sme2_fresh = true

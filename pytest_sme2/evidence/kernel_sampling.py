@@ -1,8 +1,8 @@
 """Which kernels took each operator's time on real hardware: a sampling profiler's samples placed in ETDump events.
 
-Why one more, sampled round instead of sampling the timed runs: a verdict must not
+Why one more, sampled process instead of sampling the timed runs: a verdict must not
 depend on whether sampling was on, so the timed runs are never sampled. The sampled
-round runs the same runner, program and SME2 setting with its own ETDump; what it
+process runs the same runner, program and SME2 setting with its own ETDump; what it
 costs and how much sampling slows a run is in docs/performance.md.
 
 Alignment: ETDump ticks count from the runtime's init. The runner reports the
@@ -139,14 +139,14 @@ def _ranges(path: Path) -> list[tuple[int, int]]:
 
 @dataclass
 class KernelTime:
-    """Per operator event, the kernels that took its time, from samples of one sampled round.
+    """Per operator event, the kernels that took its time, from samples of one sampled process.
 
     ``kernels``: one row per (operator, kernel): op (etdump.op_id: event name and instruction,
     unique where event names repeat), event, category, delegated, kernel, library, kind
     (kernel_trace.KERNEL_KINDS), samples, ms_per_run, share (of the operator's samples).
     ``ops``: one row per operator that got samples, in program order: op, event, category,
     delegated, samples, sampled_ms_per_run (samples x period / runs) and etdump_ms_per_run
-    (the same round's ETDump). The two leftover places (DELEGATE_OUTSIDE_OPS, BETWEEN_OPS) come last.
+    (the sampled process's own ETDump). The two leftover places (DELEGATE_OUTSIDE_OPS, BETWEEN_OPS) come last.
     ``problem``: why there is no attribution (perf missing, not permitted, ...); the tables are then empty.
     """
 

@@ -27,7 +27,7 @@ PERF_DATA = "perf.data"
 
 
 class Sampler(Protocol):
-    """A sampling profiler around one runner process: what a target needs to run its sampled round.
+    """A sampling profiler around one runner process: what a target needs to run its sampled process.
 
     ``library_copies``: folders on this machine holding the libraries the runner mapped where it ran
     (a device), so kernels can be named from them.

@@ -33,7 +33,7 @@ from typing import Any, Iterable, Mapping
 from pytest_sme2.errors import BaselineError, UsageError
 from pytest_sme2.evidence.etdump import op_id
 from pytest_sme2.gate import baseline_schema
-from pytest_sme2.gate.record import RECORD_VERSION, Counts, GateRecord, Modelled
+from pytest_sme2.gate.record import READABLE_VERSIONS, RECORD_VERSION, Counts, GateRecord, Modelled, upgraded
 from pytest_sme2.system.names import clean, slug
 from pytest_sme2.system.plain_text import one_line
 from pytest_sme2.system.regular_files import BASELINE, RefusedFile, read_text
@@ -192,14 +192,16 @@ def load(path: Path) -> Baseline | None:
     if wrong:
         raise _broken(path, wrong)
     schema = data.get("schema")
-    if schema != SCHEMA_VERSION:
-        raise _broken(path, f"schema {schema!r}, this pytest-sme2 reads schema {SCHEMA_VERSION}")
+    if schema not in READABLE_VERSIONS or isinstance(schema, bool):
+        readable = ", ".join(map(str, READABLE_VERSIONS))
+        raise _broken(path, f"schema {schema!r}, this pytest-sme2 reads schemas {readable}")
     missing = [k for k in ("test", "fingerprint", "profiles") if k not in data]
     if missing:
         raise _broken(path, f"missing key(s) {', '.join(missing)}")
     profiles = data["profiles"]
     if not isinstance(profiles, dict) or not all(isinstance(v, dict) for v in profiles.values()):
         raise _broken(path, "'profiles' is not an object of profile records")
+    profiles = {label: upgraded(record, schema) for label, record in profiles.items()}  # an older format's keys
     for key, kind in (("test", str), ("fingerprint", str), ("target", dict), ("recorded", dict)):
         if (
             key in data

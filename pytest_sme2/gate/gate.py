@@ -19,11 +19,11 @@ from pytest_sme2.errors import MissingBaselineWarning, UsageError
 from pytest_sme2.gate import baseline_schema, baselines, findings
 from pytest_sme2.gate.checks.modelled import device_option
 from pytest_sme2.gate.judge import judge
-from pytest_sme2.gate.quality import MAX_SUGGESTED_PROCESSES, baseline_quality, processes_needed
-from pytest_sme2.gate.record import GateRecord
+from pytest_sme2.gate.quality import MAX_SUGGESTED_REPLICAS, baseline_quality, replicas_needed
+from pytest_sme2.gate.record import READABLE_VERSIONS, RECORD_VERSION, GateRecord, upgraded
 from pytest_sme2.gate.variant_change import missing_records_text
 from pytest_sme2.gate.verdict import Status, Tolerances, Verdict
-from pytest_sme2.run.targets.base import AUTO_PROCESSES, DEFAULT_TIMEOUT_S
+from pytest_sme2.run.targets.base import AUTO_REPLICAS, DEFAULT_TIMEOUT_S
 from pytest_sme2.system.names import slug
 from pytest_sme2.system.safe_files import write_file
 
@@ -44,9 +44,7 @@ class Rules:
     missing: str = "fail"
     update: bool = False
     accept_noisy: bool = False
-    check_processes: int | str = (
-        AUTO_PROCESSES  # processes later checks measure (or "auto"): what a baseline must serve
-    )
+    check_replicas: int | str = AUTO_REPLICAS  # replicas later checks measure (or "auto"): what a baseline must serve
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -54,7 +52,7 @@ class Rules:
             "metric": self.metric,
             "tolerances": asdict(self.tolerances),
             "missing": self.missing,
-            "check_processes": self.check_processes,
+            "check_replicas": self.check_replicas,
         }
 
     @classmethod
@@ -66,9 +64,9 @@ class Rules:
                 metric=str(data["metric"]),
                 tolerances=Tolerances(**dict(data["tolerances"])),
                 missing=missing or str(data["missing"]),
-                check_processes=data["check_processes"]
-                if data["check_processes"] == AUTO_PROCESSES
-                else int(data["check_processes"]),
+                check_replicas=data["check_replicas"]
+                if data["check_replicas"] == AUTO_REPLICAS
+                else int(data["check_replicas"]),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise UsageError(
@@ -158,20 +156,20 @@ def assess_quality(
     records: dict[str, GateRecord],
     tolerances: Tolerances,
     accept_noisy: bool,
-    check_processes: int | str = AUTO_PROCESSES,
+    check_replicas: int | str = AUTO_REPLICAS,
 ) -> list[str]:
     """Put each record's quality into it; the reasons to refuse the file (empty: write it).
 
-    With ``check_processes = "auto"`` each record is judged for the fewest check processes that see 1.5
-    tolerances of its every quantity (processes_needed; refused when even the most do not), and
-    its quality keeps that count for the checks (``auto_processes``)."""
+    With ``check_replicas = "auto"`` each record is judged for the fewest check replicas that see 1.5
+    tolerances of its every quantity (replicas_needed; refused when even the most do not), and
+    its quality keeps that count for the checks (``auto_replicas``)."""
     refused = []
     for label, record in records.items():
-        processes = check_processes
-        if processes == AUTO_PROCESSES:
-            processes = processes_needed(record, tolerances) or MAX_SUGGESTED_PROCESSES
-        quality, problems = baseline_quality(record, tolerances, int(processes))
-        if check_processes == AUTO_PROCESSES and not record.emulated:  # counts need one: nothing to keep,
+        replicas = check_replicas
+        if replicas == AUTO_REPLICAS:
+            replicas = replicas_needed(record, tolerances) or MAX_SUGGESTED_REPLICAS
+        quality, problems = baseline_quality(record, tolerances, int(replicas))
+        if check_replicas == AUTO_REPLICAS and not record.emulated:  # counts need one: nothing to keep,
             quality["auto"] = True  # so a committed emulated baseline still changes only with its program
         if problems and accept_noisy:
             quality["accepted_despite"] = problems
@@ -180,10 +178,10 @@ def assess_quality(
     return [] if accept_noisy else refused
 
 
-def auto_processes(root: Path, fingerprint: str, test_id: str, tolerances: Tolerances) -> int:
-    """How many processes ``sme2_processes = auto`` measures a test's check in: the most any record of its
-    stored baseline on this target needs, at most MAX_SUGGESTED_PROCESSES. A record written with
-    auto keeps its count (``quality.check_processes``); an older one is worked out from its processes'
+def auto_replicas(root: Path, fingerprint: str, test_id: str, tolerances: Tolerances) -> int:
+    """How many replicas ``sme2_replicas = auto`` measures a test's check in: the most any record of its
+    stored baseline on this target needs, at most MAX_SUGGESTED_REPLICAS. A record written with
+    auto keeps its count (``quality.check_replicas``); an older one is worked out from its replicas'
     spread with ``tolerances``. 1 without a readable baseline (the gate then says why)."""
     path = baselines.baseline_path(root, fingerprint, test_id)
     try:
@@ -195,15 +193,15 @@ def auto_processes(root: Path, fingerprint: str, test_id: str, tolerances: Toler
     counts = []
     for record in stored.profiles.values():
         quality: Mapping[str, Any] = record.quality or {}
-        kept = quality.get("check_processes")
+        kept = quality.get("check_replicas")
         if quality.get("auto") and isinstance(kept, int) and not isinstance(kept, bool) and kept >= 1:
             counts.append(kept)
         else:
             try:
-                counts.append(processes_needed(record, tolerances) or MAX_SUGGESTED_PROCESSES)
+                counts.append(replicas_needed(record, tolerances) or MAX_SUGGESTED_REPLICAS)
             except (KeyError, TypeError, ValueError):  # a record the gate will refuse by name
                 counts.append(1)
-    return min(max(counts, default=1), MAX_SUGGESTED_PROCESSES)
+    return min(max(counts, default=1), MAX_SUGGESTED_REPLICAS)
 
 
 def write_verdicts(path: Path, ordered: list[findings.Finding], judged: list[Verdict]) -> Path:
@@ -273,18 +271,18 @@ def _write_file(
             f"baseline not written to {path}: that file belongs to test {owner!r}; "
             f"move it away (it is never overwritten by another test's update)"
         ]
-    refused = assess_quality(records, rules.tolerances, rules.accept_noisy, rules.check_processes)
+    refused = assess_quality(records, rules.tolerances, rules.accept_noisy, rules.check_replicas)
     if refused:
         outcome["refused"].append(str(path))
         return [
             f"baseline not written to {path}: the runs are not good enough to judge later runs by:",
             *refused,
             "ways out: run again on a quieter machine; more runs (--sme2-runs or "
-            "@pytest.mark.perf(runs=...)) or processes (--sme2-baseline-processes, and --sme2-processes for "
+            "@pytest.mark.perf(runs=...)) or replicas (--sme2-baseline-replicas, and --sme2-replicas for "
             "the checks that will use it); a tolerance the "
             "quantity can meet (@pytest.mark.baseline(latency=..., shares=...)); or, knowing the risk, "
             "write it anyway with --sme2-accept-noisy-baselines (the file then records the problems). "
-            "Each of these is judged on this session's processes only: on a busy or shared machine a later "
+            "Each of these is judged on this session's replicas only: on a busy or shared machine a later "
             "session's level can move further (docs/gate.md, 'Between sessions'); for a sub-millisecond "
             "model, instructions (--sme2-metric=instructions, or the emulated target) do not move at all",
         ]
@@ -313,8 +311,8 @@ def _say_what_was_written(
     """Add to a just-written file's ``written`` line what its checks cost, what it cannot catch and where it was
     moved from (removing the legacy-named file); what it cannot do goes to ``written_caveats`` too."""
     if any((r.quality or {}).get("auto") for r in records.values()):  # time to judge: say what its checks cost
-        needed = max(((r.quality or {}).get("check_processes", 1) for r in records.values()), default=1)
-        outcome["written"][-1] += f" (sme2_processes = auto: its checks measure {needed} process(es))"
+        needed = max(((r.quality or {}).get("check_replicas", 1) for r in records.values()), default=1)
+        outcome["written"][-1] += f" (sme2_replicas = auto: its checks measure {needed} replica(s))"
     floor = _below_the_floor(records, tol)
     if floor:
         outcome["written"][-1] += f" ({floor})"
@@ -547,6 +545,25 @@ def update_into(command: str, baselines_dir: Path | None) -> str:
     return shlex.join([*kept, f"{BASELINES_DIR_OPTION}={Path(baselines_dir).absolute()}"])
 
 
+def current_gate_input(data: Mapping[str, Any]) -> dict[str, Any]:
+    """One test's ``GATE_INPUT`` in this format's keys: a summary of an older pytest-sme2 (no
+    ``record_version``: format 1) keeps its rules and records under their old names (record.upgraded)."""
+    version = data.get("record_version", 1)
+    version = version if version in READABLE_VERSIONS and not isinstance(version, bool) else RECORD_VERSION
+    files = [
+        {**entry, "records": {k: upgraded(r, version) for k, r in entry["records"].items()}}
+        if isinstance(entry, Mapping) and isinstance(entry.get("records"), Mapping)
+        else entry
+        for entry in (data.get("files") or [])
+    ]
+    return {
+        **data,
+        "record_version": RECORD_VERSION,
+        "rules": upgraded(data.get("rules") or {}, version, "rules"),
+        **({"files": files} if "files" in data else {}),
+    }
+
+
 def gate_input_problem(data: Any, where: str) -> str | None:
     """What is wrong with one test's ``GATE_INPUT`` as read from a summary.json, or None: its records are checked
     as a baseline file's are (GateRecord.problem), so a NaN or infinite number there is refused by
@@ -558,6 +575,8 @@ def gate_input_problem(data: Any, where: str) -> str | None:
     if wrong:
         return wrong
     files = data.get("files") or []
+    if isinstance(files, list):
+        files = current_gate_input(data).get("files") or []
     if not isinstance(files, list):
         return f"{where}.files must be a list"
     for j, entry in enumerate(files):
@@ -596,7 +615,7 @@ def check_session(
         )
     results = []
     for test in judged:
-        data = test[GATE_INPUT]
+        data = current_gate_input(test[GATE_INPUT])
         rules = Rules.from_dict(data.get("rules") or {}, root=baselines_dir, missing=missing)
         test_id = str(data.get("test_id") or test.get("nodeid"))
         folder = None

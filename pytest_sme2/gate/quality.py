@@ -1,8 +1,8 @@
-"""Whether a record can serve as a baseline (a power analysis of its processes), how many processes its checks
+"""Whether a record can serve as a baseline (a power analysis of its replicas), how many replicas its checks
 need, and the note a regression judged on a baseline written despite its problems carries.
 
-Verdicts compare one session's processes with the baseline's (stats.ProcessShift), so a baseline needs several
-processes, few disturbed runs, and for latency and every per-run share a spread between processes small enough
+Verdicts compare one session's replicas with the baseline's (stats.ReplicaShift), so a baseline needs several
+replicas, few disturbed runs, and for latency and every per-run share a spread between replicas small enough
 that a change of DETECT_TOLERANCES tolerances would be caught DETECT_POWER of the time. docs/gate.md, "A bad
 baseline is refused".
 """
@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from pytest_sme2.gate.checks.process_stats import clean_runs, median_run_ms, per_run, process_medians
+from pytest_sme2.gate.checks.replica_stats import clean_runs, median_run_ms, per_run, replica_medians
 from pytest_sme2.gate.checks.startup import STARTUP
 from pytest_sme2.gate.record import GateRecord
 from pytest_sme2.gate.verdict import Status, Tolerances, Verdict
@@ -26,17 +26,17 @@ from pytest_sme2.profile import stats
 MAX_DISTURBED_SHARE = 0.25
 
 
-# Processes a baseline needs at least, to know how far its quantities move between processes, and how many
-# an update measures by default (--sme2-baseline-processes): with 10, one later process against them is a
-# t-test with 9 degrees of freedom, which catches a change of 6.4 process sds 95% of the time at alpha 0.001.
-MIN_BASELINE_PROCESSES = 3
+# Replicas a baseline needs at least, to know how far its quantities move between replicas, and how many
+# an update measures by default (--sme2-baseline-replicas): with 10, one later replica against them is a
+# t-test with 9 degrees of freedom, which catches a change of 6.4 replica sds 95% of the time at alpha 0.001.
+MIN_BASELINE_REPLICAS = 3
 
 
-BASELINE_PROCESSES = 10
+BASELINE_REPLICAS = 10
 
 
 # Each quantity's baseline must let the gate catch a change of this many tolerances 95% of the time (one
-# process against the baseline's, at alpha): the detection targets of the gate (+15% latency at a 10%
+# replica against the baseline's, at alpha): the detection targets of the gate (+15% latency at a 10%
 # tolerance; +10 points of a share at 5) are one and a half to two tolerances.
 DETECT_TOLERANCES = 1.5
 
@@ -44,15 +44,15 @@ DETECT_TOLERANCES = 1.5
 DETECT_POWER = 0.95
 
 
-def baseline_quality(record: GateRecord, tol: Tolerances, check_processes: int = 1) -> tuple[dict[str, Any], list[str]]:
+def baseline_quality(record: GateRecord, tol: Tolerances, check_replicas: int = 1) -> tuple[dict[str, Any], list[str]]:
     """How trustworthy a record is as a baseline, and what makes it unfit (empty list: fit).
 
-    It judges what the verdicts use. Verdicts compare one session's process with the baseline's
-    processes (stats.ProcessShift), so a baseline needs several processes, few disturbed runs,
-    and for latency and every per-run share a spread between processes small enough that a
+    It judges what the verdicts use. Verdicts compare one session's replica with the baseline's
+    replicas (stats.ReplicaShift), so a baseline needs several replicas, few disturbed runs,
+    and for latency and every per-run share a spread between replicas small enough that a
     change of DETECT_TOLERANCES tolerances would be caught at least DETECT_POWER of the time by a
-    check of ``check_processes`` processes (--sme2-processes); a
-    quantity whose processes disagree more than that would make its verdicts noise or blind.
+    check of ``check_replicas`` replicas (--sme2-replicas); a
+    quantity whose replicas disagree more than that would make its verdicts noise or blind.
     Latency and shares count only above the gate's minimum effect in milliseconds (tiny models). Emulated
     records have no time to judge: their counts repeat exactly.
     """
@@ -74,30 +74,30 @@ def baseline_quality(record: GateRecord, tol: Tolerances, check_processes: int =
         unfit[check] = text
         problems.append(f"{text}; its checks could not judge start-up")
     latency = relative if relative is not None else np.asarray(record.samples_ms, dtype=float)
-    medians, _ = process_medians(record, latency, clean)
-    quality["processes"] = int(medians.size)
-    quality["check_processes"] = check_processes
-    if medians.size < MIN_BASELINE_PROCESSES:
-        few = f"it holds {medians.size} process(es) with {stats.MIN_RUNS_PER_PROCESS} or more undisturbed runs"
+    medians, _ = replica_medians(record, latency, clean)
+    quality["replicas"] = int(medians.size)
+    quality["check_replicas"] = check_replicas
+    if medians.size < MIN_BASELINE_REPLICAS:
+        few = f"it holds {medians.size} replica(s) with {stats.MIN_RUNS_PER_REPLICA} or more undisturbed runs"
         problems.append(
-            f"{few}; the gate needs {MIN_BASELINE_PROCESSES} or more to know how far each quantity moves "
-            f"between processes (--sme2-baseline-processes, default {BASELINE_PROCESSES})"
+            f"{few}; the gate needs {MIN_BASELINE_REPLICAS} or more to know how far each quantity moves "
+            f"between replicas (--sme2-baseline-replicas, default {BASELINE_REPLICAS})"
         )
         unfit["record"] = "; ".join(filter(None, (unfit.get("record"), few)))
         return quality | {"unfit": unfit}, problems
     spreads: dict[str, float] = {}
     detectable: dict[str, float] = {}
     for quantity in _spread_quantities(record, tol, latency, clean):
-        design = _check_design(quantity.medians, check_processes, log=quantity.log)
+        design = _check_design(quantity.medians, check_replicas, log=quantity.log)
         change = design.detectable_change(tol.alpha, DETECT_POWER)
         spreads[quantity.what] = float(np.expm1(design.spread)) if quantity.log else design.spread
         detectable[quantity.what] = change
         if quantity.blind(change):
             unfit[quantity.what], problem = _blind_text(
-                quantity, design, change, check_processes, tol, f"{quality['basis']} latency"
+                quantity, design, change, check_replicas, tol, f"{quality['basis']} latency"
             )
             problems.append(problem)
-    quality.update({"between_processes": spreads, "detectable_change": detectable})
+    quality.update({"between_replicas": spreads, "detectable_change": detectable})
     if unfit:
         quality["unfit"] = unfit
     return quality, problems
@@ -135,32 +135,32 @@ def _startup_unfit(record: GateRecord) -> list[tuple[str, str]]:
 
 def _blind_text(
     quantity: _Spread,
-    design: stats.ProcessShift,
+    design: stats.ReplicaShift,
     change: float,
-    check_processes: int,
+    check_replicas: int,
     tol: Tolerances,
     latency_name: str,
 ) -> tuple[str, str]:
-    """A quantity whose processes disagree too much for a check of ``check_processes`` to catch DETECT_TOLERANCES
+    """A quantity whose replicas disagree too much for a check of ``check_replicas`` to catch DETECT_TOLERANCES
     tolerances: its line in ``unfit`` and its problem, with the remedy. ``latency_name``: "relative latency" or
     "raw latency"."""
-    remedy = _remedy(quantity.medians, check_processes, quantity.tolerance, tol.alpha, quantity.name, log=quantity.log)
+    remedy = _remedy(quantity.medians, check_replicas, quantity.tolerance, tol.alpha, quantity.name, log=quantity.log)
     if quantity.what == "latency":
         unfit = (
             f"{latency_name} moves by {float(np.expm1(design.spread)):.1%} (sd) between its "
-            f"{quantity.medians.size} processes"
+            f"{quantity.medians.size} replicas"
         )
         return unfit, (
-            f"{unfit}: a check of {check_processes} process(es) would catch "
+            f"{unfit}: a check of {check_replicas} replica(s) would catch "
             f"only slowdowns above {change:+.0%} reliably, not {DETECT_TOLERANCES * tol.latency:+.0%} "
             f"({DETECT_TOLERANCES:g} x the tolerance); " + remedy
         )
     unfit = (
         f"{quantity.what} moves by {design.spread * 100:.1f} points (sd) between its "
-        f"{quantity.medians.size} processes"
+        f"{quantity.medians.size} replicas"
     )
     return unfit, (
-        f"{unfit}: a check of {check_processes} process(es) would "
+        f"{unfit}: a check of {check_replicas} replica(s) would "
         f"catch only changes above {change * 100:.0f} points "
         f"reliably, not {DETECT_TOLERANCES * quantity.tolerance * 100:g} ({DETECT_TOLERANCES:g} "
         f"x the tolerance); " + remedy
@@ -170,12 +170,12 @@ def _blind_text(
 _TOLERANCE_NAMES = {"share": "shares", "delegation coverage": "coverage", "SME path share": "sme_path"}
 
 
-MAX_SUGGESTED_PROCESSES = 10
+MAX_SUGGESTED_REPLICAS = 10
 
 
 @dataclass(frozen=True)
 class _Spread:
-    """One time-based quantity of a baseline, as its process medians: what a check's power depends on."""
+    """One time-based quantity of a baseline, as its replica medians: what a check's power depends on."""
 
     what: str
     medians: np.ndarray
@@ -199,55 +199,55 @@ class _Spread:
 
 
 def _spread_quantities(record: GateRecord, tol: Tolerances, latency: np.ndarray, clean: np.ndarray) -> list[_Spread]:
-    """Latency and every per-run quantity the verdicts judge, with enough processes to know their spread."""
+    """Latency and every per-run quantity the verdicts judge, with enough replicas to know their spread."""
     out = []
-    medians, _ = process_medians(record, latency, clean)
+    medians, _ = replica_medians(record, latency, clean)
     median_ms = median_run_ms(record, clean)
-    if medians.size >= MIN_BASELINE_PROCESSES and np.all(medians > 0):
+    if medians.size >= MIN_BASELINE_REPLICAS and np.all(medians > 0):
         out.append(_Spread("latency", np.log(medians), tol.latency, True, median_ms, tol.min_effect_ms))
     for what, values, tolerance in _per_run_quantities(record, tol):
-        found, _ = process_medians(record, values, clean & np.isfinite(values))
-        if found.size >= MIN_BASELINE_PROCESSES:
+        found, _ = replica_medians(record, values, clean & np.isfinite(values))
+        if found.size >= MIN_BASELINE_REPLICAS:
             floor = tol.min_effect_ms if what.startswith("share of ") else 0.0  # as _shares judges them
             out.append(_Spread(what, found, tolerance, False, median_ms, floor))
     return out
 
 
-def processes_needed(record: GateRecord, tol: Tolerances) -> int | None:
-    """The fewest check processes (at most MAX_SUGGESTED_PROCESSES) that see DETECT_TOLERANCES tolerances of
+def replicas_needed(record: GateRecord, tol: Tolerances) -> int | None:
+    """The fewest check replicas (at most MAX_SUGGESTED_REPLICAS) that see DETECT_TOLERANCES tolerances of
     every time-based quantity of this baseline record with DETECT_POWER; None when even that many do not
-    (``sme2_processes = auto`` measures each test's checks in this many processes). 1 for a record without
-    time to judge (emulated) or without enough processes to know its spread."""
+    (``sme2_replicas = auto`` measures each test's checks in this many replicas). 1 for a record without
+    time to judge (emulated) or without enough replicas to know its spread."""
     if record.emulated or not record.samples_ms:
         return 1
     relative = stats.per_run_ratio(record.samples_ms, record.reference_ms)
     clean = clean_runs(record, with_reference=relative is not None)
     latency = relative if relative is not None else np.asarray(record.samples_ms, dtype=float)
     quantities = _spread_quantities(record, tol, latency, clean)
-    for processes in range(1, MAX_SUGGESTED_PROCESSES + 1):
+    for replicas in range(1, MAX_SUGGESTED_REPLICAS + 1):
         if not any(
-            q.blind(_check_design(q.medians, processes, q.log).detectable_change(tol.alpha, DETECT_POWER))
+            q.blind(_check_design(q.medians, replicas, q.log).detectable_change(tol.alpha, DETECT_POWER))
             for q in quantities
         ):
-            return processes
+            return replicas
     return None
 
 
-def _remedy(medians: np.ndarray, processes: int, tolerance: float, alpha: float, name: str, log: bool = False) -> str:
-    """What would make this baseline usable: the fewest check processes that catch 1.5 tolerances, and the
+def _remedy(medians: np.ndarray, replicas: int, tolerance: float, alpha: float, name: str, log: bool = False) -> str:
+    """What would make this baseline usable: the fewest check replicas that catch 1.5 tolerances, and the
     tolerance that checks of the current count could meet (so the refusal names settings, not a vague hope)."""
     needed = next(
         (
             r
-            for r in range(processes + 1, MAX_SUGGESTED_PROCESSES + 1)
+            for r in range(replicas + 1, MAX_SUGGESTED_REPLICAS + 1)
             if _check_design(medians, r, log).detectable_change(alpha, DETECT_POWER) <= DETECT_TOLERANCES * tolerance
         ),
         None,
     )
-    meetable = _check_design(medians, processes, log).detectable_change(alpha, DETECT_POWER) / DETECT_TOLERANCES
+    meetable = _check_design(medians, replicas, log).detectable_change(alpha, DETECT_POWER) / DETECT_TOLERANCES
     parts = (
         [
-            f"checks of {needed} processes would catch it (ini sme2_processes = {needed}, or auto: each test "
+            f"checks of {needed} replicas would catch it (ini sme2_replicas = {needed}, or auto: each test "
             f"as many as its baseline needs; then record again)"
         ]
         if needed
@@ -257,20 +257,20 @@ def _remedy(medians: np.ndarray, processes: int, tolerance: float, alpha: float,
     return " or ".join(parts)
 
 
-def _check_design(medians: np.ndarray, processes: int, log: bool) -> "stats.ProcessShift":
-    """The comparison a later check of ``processes`` processes makes with this baseline (no change); the
-    spread between processes is the baseline's."""
+def _check_design(medians: np.ndarray, replicas: int, log: bool) -> "stats.ReplicaShift":
+    """The comparison a later check of ``replicas`` replicas makes with this baseline (no change); the
+    spread between replicas is the baseline's."""
     spread = float(np.std(medians, ddof=1))
     centre = float(np.mean(medians))
-    return stats.ProcessShift(
+    return stats.ReplicaShift(
         current=centre,
         baseline=centre,
         change=0.0,
         p_up=1.0,
         p_down=1.0,
         spread=spread,
-        df=int(medians.size) + processes - 2,
-        n_current=processes,
+        df=int(medians.size) + replicas - 2,
+        n_current=replicas,
         n_baseline=int(medians.size),
         runs_current=0,
         runs_baseline=0,

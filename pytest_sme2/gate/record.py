@@ -5,9 +5,10 @@ summary's record and read back into it, is checked on load from these same field
 them: a field declared here is always checked, a key not declared here is refused by name) and is handed to every
 check typed (gate/checks/base.py, ``Pair``). Nothing else lists the fields: a new quantity is one field here.
 
-The JSON form is the one baseline files have held since format 1 (the same keys and values), so committed
-baselines load unchanged. Profile.to_dict is what a record is taken from (``GateRecord.of``); a field marked
-``kept`` is taken from it as it is under the same name.
+The JSON form is the one baseline files have held since format 1 (the same keys and values; format 2 renamed the
+process keys to replica ones, and ``upgraded`` reads format 1's), so committed baselines load unchanged.
+Profile.to_dict is what a record is taken from (``GateRecord.of``); a field marked ``kept`` is taken from it as it
+is under the same name.
 """
 
 from __future__ import annotations
@@ -37,8 +38,45 @@ from pytest_sme2.gate.baseline_schema import (
 from pytest_sme2.gate.record_fields import WHEN_SET, Object, Part, declared, read_value
 
 # The record's format: a baseline file's "schema" (baselines.SCHEMA_VERSION is this number). A change to what a
-# field holds, or a field a reader must have, is a new format; a new optional field is not.
-RECORD_VERSION = 1
+# field holds, a renamed key, or a field a reader must have, is a new format; a new optional field is not.
+# 2: a *replica* is the gate's sample unit (issue 67), so version 1's process keys carry replica names.
+RECORD_VERSION = 2
+READABLE_VERSIONS = (1, 2)
+
+# Each format's renamed keys, as (what, path of the old key, new name): what a record ("record") or a summary's
+# gate rules ("rules") of an older format held under another name. The one place old keys are read.
+_RENAMED_IN: dict[int, tuple[tuple[str, tuple[str, ...], str], ...]] = {
+    2: (
+        ("record", ("process_sizes",), "replica_sizes"),
+        ("record", ("run", "processes"), "replicas"),
+        ("record", ("quality", "processes"), "replicas"),
+        ("record", ("quality", "check_processes"), "check_replicas"),
+        ("record", ("quality", "between_processes"), "between_replicas"),
+        ("rules", ("check_processes",), "check_replicas"),
+    )
+}
+
+
+def upgraded(data: Any, version: int, what: str = "record") -> Any:
+    """``data`` (a record, or a summary's gate rules: ``what``) of format ``version`` in this format's keys, a
+    copy; anything but an object is returned as it is, for the field checks to name. Why: stored baselines and
+    sessions' summaries of an older pytest-sme2 keep working after a rename; only the names change."""
+    if not isinstance(data, Mapping):
+        return data
+    data = dict(data)
+    for later in range(version + 1, RECORD_VERSION + 1):
+        for kind, path, new in _RENAMED_IN.get(later, ()):
+            *parents, old = path
+            holder: Any = data
+            for key in parents if kind == what else ():  # copy each object on the way: the caller's is kept
+                if not isinstance(holder.get(key), Mapping):
+                    holder = None
+                    break
+                holder[key] = dict(holder[key])
+                holder = holder[key]
+            if kind == what and holder is not None and old in holder and new not in holder:
+                holder[new] = holder.pop(old)
+    return data
 
 
 def _startup(event: str, relative: bool) -> Leaf:
@@ -238,8 +276,8 @@ class GateRecord(Part):
         kept=True,
     )
     disturbed_runs: int | None = declared(COUNT, "how many runs were disturbed", kept=True)
-    process_sizes: list[int] | None = declared(
-        _whole_list("runs per process"), "runs per process, in order: the gate compares process medians", kept=True
+    replica_sizes: list[int] | None = declared(
+        _whole_list("runs per replica"), "runs per replica, in order: the gate compares replica medians", kept=True
     )
     chunk_sizes: list[int] | None = declared(
         _whole_list("runs per runner process"), "runs per runner process", kept=True
@@ -279,7 +317,7 @@ class GateRecord(Part):
     modelled: Modelled | None = declared(Object(Modelled), "modelled device time (--sme2-device)", written=WHEN_SET)
     kernel_time: Mapping[str, SampledKernels] | None = declared(
         MapOf(Object(SampledKernels, nullable=False), nullable=True),
-        "op id -> its sampled kernels (hardware, a sampled round)",
+        "op id -> its sampled kernels (hardware, a sampled process)",
         written=WHEN_SET,
     )
     quality: Mapping[str, Any] | None = declared(
@@ -355,4 +393,15 @@ def kernel_record(kernel_time: Mapping[str, Any] | None, per_op: int = 3) -> dic
     }
 
 
-__all__ = ["RECORD_VERSION", "Counts", "Delegation", "GateRecord", "Memory", "Modelled", "PerRun", "SampledKernels"]
+__all__ = [
+    "READABLE_VERSIONS",
+    "RECORD_VERSION",
+    "upgraded",
+    "Counts",
+    "Delegation",
+    "GateRecord",
+    "Memory",
+    "Modelled",
+    "PerRun",
+    "SampledKernels",
+]

@@ -19,7 +19,7 @@ from pytest_sme2.errors import UsageError
 METRICS = ("latency", "instructions")
 
 # How far an unchanged program's relative latency (sd, relative) and its shares (sd, points) move between
-# sessions beyond the spread of one session's processes. Measured by benchmarks/session_spread.py over the
+# sessions beyond the spread of one session's replicas. Measured by benchmarks/session_spread.py over the
 # false-alarm study's calibration sessions on a shared 2-core x86_64 VM (2026-11-29 04:19-05:16, host and local,
 # idle and beside one or two busy jobs, 5-11 sessions each): at most 2.26% and 0.71 points for mobilenet_v3_small,
 # mynet and transformer_encoder; toy_cnn (0.1 ms a run) moved up to 4.35% and 3.5 points, where min_effect_ms
@@ -36,7 +36,7 @@ class Status(str, Enum):
     REGRESSION = "regression"
     IMPROVEMENT = "improvement"
     SKIPPED = "skipped"  # the check could not apply (a quantity one side lacks); the message says why
-    INCONCLUSIVE = "inconclusive"  # too few undisturbed runs or processes to judge: shown, never failed
+    INCONCLUSIVE = "inconclusive"  # too few undisturbed runs or replicas to judge: shown, never failed
     NOTE = "note"  # explains a change without failing (provenance, the person's change, an advisory)
     MISSING = "missing"  # a quantity the gate needs is absent: fails, since nothing can be judged without it
 
@@ -223,9 +223,9 @@ class Tolerances:
 
     ``session_latency`` (relative) and ``session_shares`` (points, for shares, coverage and the SME path share)
     are not allowances for change but how far an unchanged program's level moves between sessions on a
-    hardware target beyond its processes' spread (sd): a baseline's processes are measured back to back in
+    hardware target beyond its replicas' spread (sd): a baseline's replicas are measured back to back in
     one minute, a check runs later beside other work. Every t-test of these quantities allows for it
-    (stats.ProcessShift.session); the defaults are what the false-alarm study measured on a shared 2-core
+    (stats.ReplicaShift.session); the defaults are what the false-alarm study measured on a shared 2-core
     VM (docs/gate.md, "Between sessions"); set them from your own machine's sessions.
     """
 

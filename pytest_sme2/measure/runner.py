@@ -37,6 +37,7 @@ from pytest_sme2.run.call_plan import PLAN_FILE, CallPlan
 from pytest_sme2.run.device_state import Clock, DeviceState, cores_of_mask, wait_for_cooldown
 from pytest_sme2.run.targets import RunResult, RunSpec
 from pytest_sme2.run.targets.base import RUN_FACTS, VERSION_KEYS
+from pytest_sme2.system.deprecated import warn_renamed
 from pytest_sme2.system.digests import file_sha256
 from pytest_sme2.system.names import slug
 from pytest_sme2.system.safe_files import write_file
@@ -90,9 +91,9 @@ class Runner:
 
     @property
     def replicas(self) -> int:
-        """Processes one measurement of this variant takes: ``spec.processes``, but one on the emulated target,
+        """Processes one measurement of this variant takes: ``spec.replicas``, but one on the emulated target,
         whose counted runs repeat exactly."""
-        return 1 if self.session.target.info.emulated else self.spec.processes
+        return 1 if self.session.target.info.emulated else self.spec.replicas
 
     @property
     def label(self) -> str:
@@ -141,7 +142,7 @@ class Runner:
             inputs = self.plan.save(out_dir / PLAN_FILE)
         identity["pte"] = str(program)
         identity["inputs"] = str(inputs) if inputs is not None else None
-        reference = self.session.reference() if sampler is None else None  # a sampled round is not timed
+        reference = self.session.reference() if sampler is None else None  # a sampled process is not timed
         before = self._state_before() if sampler is None else None
         # a target written before Target.counts_instructions (a user's, a test's double) counts nothing
         counts = getattr(self.session.target, "counts_instructions", None)
@@ -242,7 +243,7 @@ class Runner:
         ]
 
     def _state_before(self) -> "dict[str, Any] | None":
-        """The device's state before a timed round (None: the target reads none), after waiting for it to cool
+        """The device's state before a chunk (None: the target reads none), after waiting for it to cool
         down when the session asks (--sme2-cooldown-temp). The session's first reading is its steady state."""
         target, settings = self.session.target, self.session.settings
         state = target.device_state()
@@ -287,46 +288,54 @@ class Runner:
             "governor": after.governor(cores),
         }
 
-    def profile(self, pte: "ExportedModel | str | Path", top_up: bool = True) -> Profile:
+    def profile(
+        self, pte: "ExportedModel | str | Path", extra_rounds: bool = True, *, top_up: bool | None = None
+    ) -> Profile:
         """Run with ETDump and build the Profile of the timed runs.
 
         When the machine disturbed so many runs that fewer than half of them
         are undisturbed (for 20 runs or more: clean_runs_wanted), the same number of runs
-        is made again, up to ``spec.max_rounds`` in all, and the rounds are merged: on a
-        busy machine the run count grows until a verdict has enough undisturbed
-        runs to stand on, and on a quiet one it costs nothing.
+        is made again in an extra round, up to ``spec.max_rounds`` rounds in all, and the rounds are
+        merged: on a busy machine the run count grows until a verdict has enough undisturbed
+        runs to stand on, and on a quiet one it costs nothing. ``extra_rounds=False`` makes one round
+        only (and no sampled runner process): compare_variants makes its own rounds. ``top_up`` is
+        its earlier spelling (system/deprecated.py).
 
-        With ``spec.processes`` > 1 (a baseline update) the whole measurement is made that many
-        times, each replica in a fresh process, so the baseline knows how far its quantities move
-        between processes (stats.ProcessShift). Counted (emulated) runs repeat exactly: one is enough.
+        With ``spec.replicas`` > 1 (a baseline update) the whole measurement is made that many
+        times, each replica begun in a fresh process, so the baseline knows how far its quantities move
+        between replicas (stats.ReplicaShift). Counted (emulated) runs repeat exactly: one is enough.
         """
+        if top_up is not None:
+            warn_renamed("Runner.profile(top_up=)")
+            extra_rounds = top_up
         replicas = self.replicas
         if replicas == 1:
-            profile = replace(self, spec=replace(self.spec, processes=1))._one_process(pte, top_up)
+            profile = replace(self, spec=replace(self.spec, replicas=1))._one_replica(pte, extra_rounds)
         else:
             fresh = replace(self, spec=replace(self.spec, fresh_process=True))
-            profile = Profile.concat([fresh._one_process(pte, top_up) for _ in range(replicas)], replicas=True)
-        return self.with_kernel_time(profile, pte) if top_up else profile
+            profile = Profile.concat([fresh._one_replica(pte, extra_rounds) for _ in range(replicas)], replicas=True)
+        return self.with_kernel_time(profile, pte) if extra_rounds else profile
 
-    def _one_process(self, pte: "ExportedModel | str | Path", top_up: bool) -> Profile:
-        """One measurement: the runs asked for, topped up in the same process when the machine disturbed them."""
-        chunks = [self._profile_once(pte)]
-        profile = chunks[0]
+    def _one_replica(self, pte: "ExportedModel | str | Path", extra_rounds: bool) -> Profile:
+        """One replica: a round of the runs asked for, and extra rounds (``extra_rounds``) without asking for a
+        fresh process while the machine disturbed too many of them."""
+        rounds = [self._profile_once(pte)]
+        profile = rounds[0]
         same = replace(self, spec=replace(self.spec, fresh_process=False))
         while (
-            top_up
-            and len(chunks) < self.spec.max_rounds
+            extra_rounds
+            and len(rounds) < self.spec.max_rounds
             and not profile.emulated
             and int(profile.clean_relative.sum()) < clean_runs_wanted(self.spec.runs)
         ):
-            chunks.append(same._profile_once(pte))
-            profile = Profile.concat(chunks)
+            rounds.append(same._profile_once(pte))
+            profile = Profile.concat(rounds)
         return profile
 
     def with_kernel_time(self, profile: Profile, pte: "ExportedModel | str | Path") -> Profile:
         """``profile`` with the kernels that took each operator's time, when the session samples kernels.
 
-        One more round under the sampler, never the timed runs (kernel_sampling.py). A
+        One more runner process under the sampler (a sampled process), never the timed runs (kernel_sampling.py). A
         sampler that is missing, not permitted or fails leaves the profile without
         attribution (``kernel_time.problem`` says why, and a warning) rather than failing the test.
         """
@@ -354,7 +363,7 @@ class Runner:
                 sampler.description,
             )
         except (Sme2Error, OSError, ValueError) as exc:
-            return self._without_kernel_time(profile, f"the sampled round failed: {exc}", sampler.description)
+            return self._without_kernel_time(profile, f"the sampled process failed: {exc}", sampler.description)
         kernel_time.artifacts = {
             "samples": str(result.out_dir / PERF_DATA),
             "etdump": str(result.timed_etdump),
@@ -506,14 +515,14 @@ def alternate(
     one variant after the other puts the drift into the comparison. Alternating
     chunks spreads it over both. Each variant's runs are split into ``rounds``
     chunks (separate processes, each with its own warmup), so the merged profile
-    has the variant's usual number of timed runs. With ``spec.processes`` > 1 (a baseline
+    has the variant's usual number of timed runs. With ``spec.replicas`` > 1 (a baseline
     update) the whole alternating measurement is made that many times, each starting in a
     fresh process, and kept as replicas (Runner.profile).
     """
     if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
         raise UsageError(f"rounds={rounds!r} is invalid: use an integer >= 1")
     replicas = max(first.replicas, second.replicas)
-    once = [replace(r, spec=replace(r.spec, processes=1)) for r in (first, second)]
+    once = [replace(r, spec=replace(r.spec, replicas=1)) for r in (first, second)]
     if replicas == 1:
         merged = _alternate_once(pte, once[0], once[1], rounds, fresh=False)
     else:
@@ -546,7 +555,7 @@ def _alternate_once(
             if runs:
                 starts = fresh and not chunks[0] and not chunks[1] and not calls
                 calls.append((side, replace(runner, spec=replace(runner.spec, runs=runs, fresh_process=starts))))
-        made = side_by_side([partial(chunk.profile, pte, top_up=False) for _, chunk in calls], at_once)
+        made = side_by_side([partial(chunk.profile, pte, extra_rounds=False) for _, chunk in calls], at_once)
         for (side, _), profile in zip(calls, made):
             chunks[side].append(profile)
 

@@ -19,7 +19,7 @@ from pytest_sme2.export.export import ExportedModel, Recipe, export, export_code
 from pytest_sme2.model.registry import ModelRegistry, default_registry
 from pytest_sme2.run.result_cache import RESULTS_FOLDER, ResultCache, code_digest
 from pytest_sme2.run.targets import RunSpec, Target, TargetSettings, make_target
-from pytest_sme2.run.targets.base import AUTO_PROCESSES, DEFAULT_TIMEOUT_S
+from pytest_sme2.run.targets.base import AUTO_REPLICAS, DEFAULT_TIMEOUT_S
 from pytest_sme2.system.names import slug
 from pytest_sme2.system.writable_folders import Place, option_and_ini
 
@@ -30,9 +30,9 @@ class Settings:
     runs: int | None = None  # None: the target's default (RunSpec.runs on hardware, fewer under emulation)
     warmup: int | None = None
     max_rounds: int = RunSpec.max_rounds
-    # RunSpec.processes: a baseline update's --sme2-baseline-processes, else --sme2-processes ("auto": per test)
-    processes: int | str = AUTO_PROCESSES
-    check_processes: int | str = AUTO_PROCESSES  # --sme2-processes: what a baseline must serve (baseline_quality)
+    # RunSpec.replicas: a baseline update's --sme2-baseline-replicas, else --sme2-replicas ("auto": per test)
+    replicas: int | str = AUTO_REPLICAS
+    check_replicas: int | str = AUTO_REPLICAS  # --sme2-replicas: what a baseline must serve (baseline_quality)
     threads: int = 1
     timeout_s: float = DEFAULT_TIMEOUT_S
     cache_dir: Path = Path(".sme2/cache")
@@ -46,9 +46,10 @@ class Settings:
     # Run the reference program before each timed run, so latency can be gated relative to it
     # (reference_program.py); off only for runners that cannot (a user's own executor_runner).
     latency_reference: bool = True
-    # Sample which kernels took each operator's time in one more round per profile (kernel_sampling.py); None: off.
+    # Sample which kernels took each operator's time in one more runner process per profile (kernel_sampling.py);
+    # None: off.
     kernel_sampling: Any = None
-    # adb and local targets: wait before each timed round until the device is this cool (device_state.py);
+    # adb and local targets: wait before each chunk until the device is this cool (device_state.py);
     # None: no wait.
     cooldown_c: float | None = None
     cooldown_max_s: float = 300.0

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import pytest
 
-from pytest_sme2.errors import EmulatedTimingError, Sme2Error, UsageError
+from pytest_sme2.errors import EmulatedTimingError, Sme2DeprecationWarning, Sme2Error, UsageError
 from pytest_sme2.run.targets import registry
 
 try:  # the option table holds the registered targets' options: read the registration first
@@ -30,7 +30,7 @@ from pytest_sme2.measure.session import Settings, Sme2Session, session_folder_na
 if TYPE_CHECKING:  # what the fixtures return; imported where they run
     from pytest_sme2.measure.llm import LlmProfile
     from pytest_sme2.measure.thread_scaling import ThreadScaling
-from pytest_sme2.plugin import options, process_count, progress, third_party_noise  # noqa: E402
+from pytest_sme2.plugin import options, progress, replica_count, third_party_noise  # noqa: E402
 from pytest_sme2.profile.profile import Profile  # noqa: E402
 from pytest_sme2.run.targets import RunSpec, TargetSettings, check_choice, target_options  # noqa: E402
 from pytest_sme2.system import git_ignored, supervised, writable_folders  # noqa: E402
@@ -155,11 +155,11 @@ def pytest_configure(config: pytest.Config) -> None:
         runs=setting(config, "runs"),
         warmup=setting(config, "warmup"),
         max_rounds=setting(config, "max_rounds"),
-        # A baseline update measures each variant in several processes (RunSpec.processes); checks in
-        # --sme2-processes (default auto: per test, what its baseline needs), which the update's quality
+        # A baseline update measures each variant in several processes (RunSpec.replicas); checks in
+        # --sme2-replicas (default auto: per test, what its baseline needs), which the update's quality
         # check assumes of later checks.
-        processes=setting(config, "baseline_processes" if setting(config, "update_baselines") else "processes"),
-        check_processes=setting(config, "processes"),
+        replicas=setting(config, "baseline_replicas" if setting(config, "update_baselines") else "replicas"),
+        check_replicas=setting(config, "replicas"),
         threads=setting(config, "threads"),
         timeout_s=setting(config, "timeout"),
         cache_dir=options.required_path(config, "cache_dir"),
@@ -192,6 +192,8 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(str(exc)) from None
     session = Sme2Session(settings)
     session.registry.root = rootdir  # where an unimportable model package is looked for (its error names the fix)
+    for note in [] if hasattr(config, "workerinput") else options.renamed_in_use(config):  # once, not per worker
+        config.issue_config_time_warning(Sme2DeprecationWarning(note), stacklevel=2)  # the old spelling still works
     unknown = options.unknown_ini_keys(config)
     if unknown:
         session.registry.settings_note = (
@@ -459,7 +461,7 @@ def runner(request: pytest.FixtureRequest) -> Callable[..., Runner]:
                 warmup=pick(warmup, "warmup", default_warmup),
                 timeout_s=pick(timeout, "timeout", s.timeout_s),
                 max_rounds=perf.get("max_rounds", s.max_rounds),
-                processes=process_count.processes_for(request.node, s.processes),
+                replicas=replica_count.replicas_for(request.node, s.replicas),
                 timeout_source=(
                     f"runner(timeout={timeout!r})"
                     if timeout is not None

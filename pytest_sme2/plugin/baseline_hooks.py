@@ -28,13 +28,14 @@ from pytest_sme2.errors import EmulatedTimingError, Sme2Error, UsageError
 from pytest_sme2.gate import baselines, gate
 from pytest_sme2.gate.checks.modelled import JUDGE_WITH, NO_DEVICE_THIS_SESSION
 from pytest_sme2.gate.gate import MISSING_POLICIES
+from pytest_sme2.gate.record import RECORD_VERSION
 from pytest_sme2.gate.verdict import Status, Tolerances, Verdict
 from pytest_sme2.plugin import (
     DEVICE_KEY,
     failures_of_test,
     options,
-    process_count,
     profiles_of,
+    replica_count,
     session_of,
     setting,
 )
@@ -76,7 +77,7 @@ class _GateConfig:
 _GATE_KEY = pytest.StashKey[_GateConfig]()
 _ITEM_KEY = pytest.StashKey[dict]()
 _INPUT_KEY = pytest.StashKey[dict]()  # what check_file judged: kept in summary.json for `pytest-sme2 check`
-_PROCESSES_KEY = pytest.StashKey[int]()  # baseline_processes' answer for the test: its baseline read once
+_REPLICAS_KEY = pytest.StashKey[int]()  # baseline_replicas' answer for the test: its baseline read once
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -97,7 +98,7 @@ def pytest_configure(config: pytest.Config) -> None:
         narrowed_files=_narrowed_files(config),
         rootdir=config.rootpath,
     )
-    config.stash[process_count.BASELINE_NEEDS] = baseline_processes
+    config.stash[replica_count.BASELINE_NEEDS] = baseline_replicas
     if getattr(config, "workerinput", None) is None:  # the controller (or a plain run) prints the summary
         config.pluginmanager.register(_GateTally(config.stash[_GATE_KEY]), "sme2-baseline-summary")
 
@@ -196,15 +197,15 @@ def _update_command(item: pytest.Item, settings: _GateConfig) -> str:
     return f"{where}pytest {shlex.quote(item.nodeid)} --sme2-update-baselines{extra}"
 
 
-def _check_processes(config: pytest.Config) -> int | str:
-    """How many processes later checks measure (--sme2-processes, or "auto"): the design a baseline must serve."""
+def _check_replicas(config: pytest.Config) -> int | str:
+    """How many replicas later checks measure (--sme2-replicas, or "auto"): the design a baseline must serve."""
     session = session_of(config)
-    return session.settings.check_processes if session is not None else 1
+    return session.settings.check_replicas if session is not None else 1
 
 
 def _rules_of(item: pytest.Item, config: _GateConfig) -> gate.Rules | None:
     """The gate's rules for this test: the session's settings under its @pytest.mark.baseline; None when the
-    gate is off for it. One reader for the verdicts and for the processes sme2_processes = auto measures."""
+    gate is off for it. One reader for the verdicts and for the replicas sme2_replicas = auto measures."""
     overrides = _marker_options(item)
     if not config.enabled or overrides.pop("enabled", True) is False:
         return None
@@ -215,7 +216,7 @@ def _rules_of(item: pytest.Item, config: _GateConfig) -> gate.Rules | None:
         missing=overrides.get("missing", config.missing),
         update=config.update,
         accept_noisy=config.accept_noisy,
-        check_processes=_check_processes(item.config),
+        check_replicas=_check_replicas(item.config),
     )
 
 
@@ -231,18 +232,18 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         raise pytest.fail.Exception(f"UsageError: {exc}", pytrace=False) from None
 
 
-def baseline_processes(item: pytest.Item) -> int:
-    """How many processes the checks of ``item``'s stored baseline on this target need (gate.auto_processes),
+def baseline_replicas(item: pytest.Item) -> int:
+    """How many replicas the checks of ``item``'s stored baseline on this target need (gate.auto_replicas),
     read with the test's own tolerances, as its verdicts will be; 1 when the gate is off for it or the target
     cannot be set up (the runner reports that, as a test failure). Registered at configure for
-    plugin/process_count.py, the one place the process count is decided. Read once a test: a test that asks for
+    plugin/replica_count.py, the one place the replica count is decided. Read once a test: a test that asks for
     several runners (SME2 on and off) gets the same answer without loading its baseline file again."""
-    if _PROCESSES_KEY not in item.stash:
-        item.stash[_PROCESSES_KEY] = _baseline_processes(item)
-    return item.stash[_PROCESSES_KEY]
+    if _REPLICAS_KEY not in item.stash:
+        item.stash[_REPLICAS_KEY] = _baseline_replicas(item)
+    return item.stash[_REPLICAS_KEY]
 
 
-def _baseline_processes(item: pytest.Item) -> int:
+def _baseline_replicas(item: pytest.Item) -> int:
     config = item.config.stash.get(_GATE_KEY, None)
     session = session_of(item.config)
     if config is None or session is None:
@@ -254,7 +255,7 @@ def _baseline_processes(item: pytest.Item) -> int:
         fingerprint = session.target.info.fingerprint
     except Sme2Error:
         return 1
-    return gate.auto_processes(rules.root, fingerprint, item.nodeid, rules.tolerances)
+    return gate.auto_replicas(rules.root, fingerprint, item.nodeid, rules.tolerances)
 
 
 def _gate(item: pytest.Item, body_failed: str | None = None) -> None:
@@ -289,7 +290,13 @@ def _gate(item: pytest.Item, body_failed: str | None = None) -> None:
         fingerprint = target.get("fingerprint") or "unknown-target"
         by_target.setdefault(fingerprint, (target, []))[1].append((label, profile))
     # What `pytest-sme2 check` judges again later: the rules and each file's records (summary.json).
-    judged: dict[str, Any] = {"rules": rules.as_dict(), "test_id": item.nodeid, "update_command": update, "files": []}
+    judged: dict[str, Any] = {
+        "record_version": RECORD_VERSION,  # what its records' and rules' keys are (gate.current_gate_input)
+        "rules": rules.as_dict(),
+        "test_id": item.nodeid,
+        "update_command": update,
+        "files": [],
+    }
     item.stash[_INPUT_KEY] = judged
     failures: list[str] = []
     for fingerprint, (target, labelled) in by_target.items():

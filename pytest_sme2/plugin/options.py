@@ -18,12 +18,12 @@ from typing import Any
 from pytest_sme2.errors import Sme2Error, UsageError
 from pytest_sme2.evidence.perf_samples import DEFAULT_PERIOD_NS
 from pytest_sme2.gate.gate import MISSING_POLICIES
-from pytest_sme2.gate.quality import BASELINE_PROCESSES, MIN_BASELINE_PROCESSES
+from pytest_sme2.gate.quality import BASELINE_REPLICAS, MIN_BASELINE_REPLICAS
 from pytest_sme2.gate.verdict import METRICS, SESSION_LATENCY, SESSION_SHARES, Tolerances
 from pytest_sme2.measure.prune import DEFAULT_KEEP_SESSIONS, DEFAULT_MAX_SIZE, parse_size
 from pytest_sme2.run.targets import RunSpec, check_target_name, target_class, target_names, target_options
 from pytest_sme2.run.targets.base import (
-    AUTO_PROCESSES,
+    AUTO_REPLICAS,
     DEFAULT_TIMEOUT_S,
     MAX_THREADS,
     MAX_TIMEOUT_S,
@@ -31,6 +31,7 @@ from pytest_sme2.run.targets.base import (
     TIMEOUT_RANGE,
 )
 from pytest_sme2.run.targets.emulated import EmulatedTarget
+from pytest_sme2.system.deprecated import renamed_setting
 from pytest_sme2.system.option import GATE, REPORT, RUN, Option
 
 __all__ = [
@@ -46,6 +47,7 @@ __all__ = [
     "source",
     "resolve_path",
     "unknown_ini_keys",
+    "renamed_in_use",
     "marker_arguments",
     "markdown_table",
     "target_table",
@@ -155,18 +157,18 @@ OPTIONS: tuple[Option, ...] = (
     *target_options(),  # each registered target's own (run/targets/registry.py)
     Option(
         "cooldown_temp",
-        "adb and local targets: before each round of timed runs, wait until every thermal zone "
+        "adb and local targets: before each chunk of timed runs, wait until every thermal zone "
         "is at or below this many degrees C and Android's thermal status is below moderate",
         RUN,
         kind="float",
         low=0,
         what="degrees C >= 0",
-        doc_default="no wait (device state is still recorded, and throttled " "rounds are left out)",
+        doc_default="no wait (device state is still recorded, and throttled chunks are left out)",
     ),
     Option(
         "cooldown_max_wait",
         "adb and local targets: the longest cooldown wait in seconds; a device still hot "
-        "then runs, and its throttled rounds are left out",
+        "then runs, and its throttled chunks are left out",
         RUN,
         kind="float",
         default=300.0,
@@ -262,14 +264,14 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "kernel_sampling",
-        "sample which kernels took each operator's time, in one more round per profile under "
+        "sample which kernels took each operator's time, in one more runner process per profile under "
         "Linux perf (local target) or simpleperf (adb target); default: ini sme2_kernel_sampling, off",
         RUN,
         kind="bool",
         default=False,
         switch="on/off",
-        ini_help="sample which kernels took each operator's time (one more round per profile)",
-        doc_default="off; `on` samples kernels in one more round per profile (local and adb targets)",
+        ini_help="sample which kernels took each operator's time (one more runner process per profile)",
+        doc_default="off; `on` samples kernels in one more runner process per profile (local and adb targets)",
     ),
     Option(
         "kernel_sampling_hz",
@@ -434,35 +436,37 @@ OPTIONS: tuple[Option, ...] = (
         for field, (ini, text, doc) in _TOLERANCE_TEXT.items()
     ),
     Option(
-        "baseline_processes",
-        "with --sme2-update-baselines: measure each variant this many times, each in a "
-        "fresh process, so the gate knows how far its quantities move between processes (default "
-        f"{BASELINE_PROCESSES}; at least {MIN_BASELINE_PROCESSES}; not used on the emulated target, whose counts "
+        "baseline_replicas",
+        "with --sme2-update-baselines: measure each variant this many times (replicas), each begun in a "
+        "fresh process, so the gate knows how far its quantities move between replicas (default "
+        f"{BASELINE_REPLICAS}; at least {MIN_BASELINE_REPLICAS}; not used on the emulated target, whose counts "
         "repeat)",
         GATE,
         kind="int",
-        default=BASELINE_PROCESSES,
-        low=MIN_BASELINE_PROCESSES,
-        what=f"a whole number >= {MIN_BASELINE_PROCESSES}",
-        ini_help="processes a baseline update measures each variant in",
-        doc_default=f"{BASELINE_PROCESSES} (fresh processes an update measures each variant in; at least "
-        f"{MIN_BASELINE_PROCESSES})",
+        default=BASELINE_REPLICAS,
+        low=MIN_BASELINE_REPLICAS,
+        what=f"a whole number >= {MIN_BASELINE_REPLICAS}",
+        ini_help="replicas a baseline update measures each variant in",
+        doc_default=f"{BASELINE_REPLICAS} (replicas an update measures each variant in, each in a fresh process; "
+        f"at least {MIN_BASELINE_REPLICAS})",
+        renamed_from=("baseline_processes",),
     ),
     Option(
-        "processes",
-        "measure each variant this many times, each in a fresh process, and judge their medians "
-        "against the baseline's processes (default auto: each test as many as its baseline's quality check "
+        "replicas",
+        "measure each variant this many times (replicas), each begun in a fresh process, and judge their "
+        "medians against the baseline's replicas (default auto: each test as many as its baseline's quality check "
         "found it needs to see 1.5 tolerances, at most 10; one on the emulated target, whose counts repeat; "
         "a number: every test that many, and baselines are refused that such checks could not judge)",
         GATE,
         kind="int",
-        default=AUTO_PROCESSES,
+        default=AUTO_REPLICAS,
         low=1,
-        specials=(AUTO_PROCESSES,),
+        specials=(AUTO_REPLICAS,),
         what="a whole number >= 1, or auto",
-        ini_help="processes each variant is measured in (checks; or auto)",
-        doc_default="`auto` (per test, the processes its baseline needs to see 1.5 tolerances, at most 10; 1 on "
+        ini_help="replicas each variant is measured in (checks; or auto)",
+        doc_default="`auto` (per test, the replicas its baseline needs to see 1.5 tolerances, at most 10; 1 on "
         "the emulated target); or a number for every test",
+        renamed_from=("processes",),
     ),
     Option(
         "accept_noisy_baselines",
@@ -543,8 +547,9 @@ BY_NAME = {option.name: option for option in OPTIONS}
 
 
 def register(group: Any, parser: Any) -> None:
-    """Every option into pytest's ``sme2`` group and every ini key into its parser, from the table."""
-    for option in OPTIONS:
+    """Every option into pytest's ``sme2`` group and every ini key into its parser, from the table; a renamed
+    setting's earlier spellings too (``Option.renamed``), so what users typed keeps working."""
+    for option in (o for named in OPTIONS for o in (named, *named.renamed)):
         if option.option:
             if option.kind == "flag" or (option.switch or "").startswith("--"):
                 group.addoption(option.flag_text, action="store_true", default=False, help=option.help)
@@ -590,10 +595,39 @@ def unknown_ini_keys(config: Any) -> list[str]:
     return notes
 
 
+def _given(config: Any, option: Option) -> bool:
+    """Whether ``option`` was set by the user: its option given, or its ini key other than the default."""
+    given = config.getoption(option.dest) if option.option else None
+    if given is not None and given is not False:
+        return True
+    return bool(option.ini) and config.getini(option.ini_key) != option.ini_default
+
+
+def _spelling(config: Any, name: str) -> Option:
+    """The setting as it was given: under its name, or under an earlier name (``Option.renamed_from``) when only
+    that was set; the name wins when both are."""
+    option = BY_NAME[name]
+    if _given(config, option):
+        return option
+    return next((old for old in option.renamed if _given(config, old)), option)
+
+
+def renamed_in_use(config: Any) -> list[str]:
+    """A warning's text for each setting the user gave under an earlier name (it is still read, ``_spelling``)."""
+    notes = []
+    for option in OPTIONS:
+        old = _spelling(config, option.name)
+        if old is not option:
+            where = source(config, option.name).split(" (", 1)[0]  # as written: no "(in tox.ini or -o)"
+            new = option.flag_text if where.startswith("--") else f"ini {option.ini_key}"
+            notes.append(renamed_setting(where, new))
+    return notes
+
+
 def source(config: Any, name: str) -> str:
     """Where a setting's value comes from, as the user wrote it: ``--sme2-runs=0`` or ``ini sme2_runs = 0``
     (or the default), so an error about it names the place to fix."""
-    option = BY_NAME[name]
+    option = _spelling(config, name)
     given = config.getoption(option.dest) if option.option and option.kind not in ("flag",) else None
     if given is not None and given is not False:
         return f"{option.flag_text}={given}" if given is not True else option.flag_text
@@ -613,7 +647,7 @@ def value(config: Any, name: str) -> Any:
     Raises UsageError naming where the bad value was written and what is valid. Paths are returned as
     written (``resolve_path`` makes them absolute); an unset number or text is None.
     """
-    option = BY_NAME[name]
+    option = _spelling(config, name)
     if option.kind == "flag":
         return bool(config.getoption(option.dest))
     if option.kind == "bool":
@@ -681,6 +715,9 @@ def _rows(options: tuple[Option, ...]) -> str:
     for option in options:
         flag = f"`{option.flag_text}`" if option.option else ""
         ini = f"`{option.ini_key}`" if option.ini else ""
+        for old in option.renamed:  # an earlier spelling still works: said where the setting is listed
+            flag += f" (deprecated: `{old.flag_text}`)" if option.option else ""
+            ini += f" (deprecated: `{old.ini_key}`)" if option.ini else ""
         rows.append(f"| {flag} | {ini} | {option.doc_default} |".replace("|  |", "| |"))
     return "\n".join(rows)
 

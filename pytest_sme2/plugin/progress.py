@@ -218,7 +218,7 @@ def running(config: pytest.Config, runner: Any, pte: Any) -> contextlib.Abstract
     """Announce a variant's warmup + timed runs, each timed run where the target reports it, and the end."""
     spec = runner.spec
     what = f"{getattr(pte, 'label', Path(str(pte)).name)} [{runner.label}]"
-    # More than one process (a baseline update, or what sme2_processes = auto found a check needs) multiplies
+    # More than one process (a baseline update, or what sme2_replicas = auto found a check needs) multiplies
     # the time: say so, so a long test on a noisy machine is not a mystery.
     each = f" in each of {runner.replicas} fresh processes" if runner.replicas > 1 else ""
     return _with_run_progress(

@@ -42,6 +42,7 @@ from pytest_sme2.export.work import ProgramWork
 from pytest_sme2.profile import stats
 from pytest_sme2.profile.breakdown import BASES, INSTRUCTIONS, TIME, WORK, Breakdown, with_kernel_evidence
 from pytest_sme2.profile.speedup import Speedup, emulated_timing, speedup_of
+from pytest_sme2.system.deprecated import warn_renamed
 
 if TYPE_CHECKING:
     from pytest_sme2.profile.device_model import DeviceModel, ModelledTime, PricingInputs
@@ -68,7 +69,7 @@ class Profile:
     instructions: "InstructionTrace | None" = None
     # Arithmetic work and bytes of the program's operators (work.py), or None.
     work: "ProgramWork | None" = None
-    # Which kernels took each operator's time, from a sampled round (kernel_sampling.py); None: not sampled.
+    # Which kernels took each operator's time, from a sampled process (kernel_sampling.py); None: not sampled.
     kernel_time: "KernelTime | None" = None
     # Per run: taken while the device throttled (device_state.py), so left out like a stall; None: never.
     throttled_runs: np.ndarray | None = None
@@ -93,9 +94,9 @@ class Profile:
 
         The chunks must be the same program and variant; identity, delegation and
         metadata come from the first, artifacts of later chunks get a ``.N`` suffix.
-        ``replicas``: the chunks are independent replicas of the whole measurement, each in its
-        own process (a baseline update), and keep their own process sizes; otherwise they are
-        parts of one measurement, which the gate treats as one process.
+        ``replicas``: the profiles are independent replicas of the whole measurement, each begun in a
+        fresh process (a baseline update), and keep their own replica sizes; otherwise they are chunks
+        of one measurement (its rounds and extra rounds), which the gate treats as one replica.
         """
         if not profiles:
             raise ValueError("Profile.concat needs at least one profile")
@@ -127,7 +128,7 @@ class Profile:
                 "chunks": sum(int(p.metadata.get("chunks", 1)) for p in profiles),
                 **({"memory": memory} if memory or "memory" in head.metadata else {}),
                 "chunk_sizes": [size for p in profiles for size in p.chunk_sizes],
-                "process_sizes": [size for p in profiles for size in p.process_sizes]
+                "replica_sizes": [size for p in profiles for size in p.replica_sizes]
                 if replicas
                 else [sum(p.runs for p in profiles)],
             },
@@ -202,11 +203,17 @@ class Profile:
         return self.trace.runs
 
     @property
-    def process_sizes(self) -> list[int]:
-        """How many of the runs each process (round) made, in order: the unit the gate compares between
-        sessions, since the level of a quantity moves between processes (stats.ProcessShift)."""
-        sizes = self.metadata.get("process_sizes")
+    def replica_sizes(self) -> list[int]:
+        """How many of the runs each replica made, in order: the unit the gate compares between sessions,
+        since the level of a quantity moves between processes (stats.ReplicaShift)."""
+        sizes = self.metadata.get("replica_sizes")
         return [int(n) for n in sizes] if sizes and sum(sizes) == self.runs else [self.runs]
+
+    @property
+    def process_sizes(self) -> list[int]:
+        """The earlier spelling of ``replica_sizes`` (system/deprecated.py): still read, with a warning."""
+        warn_renamed("Profile.process_sizes")
+        return self.replica_sizes
 
     @property
     def chunk_sizes(self) -> list[int]:

@@ -19,7 +19,7 @@ from pytest_sme2.evidence.identity import anchors_of
 from pytest_sme2.profile import stats
 from pytest_sme2.profile.breakdown import INSTRUCTIONS
 
-KERNELS_PER_OP = 5  # kernels kept per operator event in the JSON form (the rest are in the sampled round's perf.data)
+KERNELS_PER_OP = 5  # kernels kept per operator event in the JSON form (the rest are in the sampled process's perf.data)
 WORTH_DELEGATING = 0.05  # a portable operator above this share of E2E is worth delegating
 
 
@@ -56,8 +56,8 @@ def _runs_part(self: Any, timed: bool) -> dict[str, Any]:
         "reference_ms": [float(x) for x in self.reference_ms]
         if self.relative_ms is not None and self.reference_ms is not None
         else None,
-        # Runs per process, in order: the gate compares process medians (stats.ProcessShift).
-        "process_sizes": self.process_sizes,
+        # Runs per process, in order: the gate compares process medians (stats.ReplicaShift).
+        "replica_sizes": self.replica_sizes,
         "load_ms": self.load_ms if timed else None,  # emulated: counted, under instructions.load / init
         "init_ms": self.init_ms if timed else None,
         # Runs per runner process, and each one's load and init (hardware): the gate judges those per process.

@@ -1,8 +1,8 @@
 """The one statistics module: sample statistics and confidence intervals.
 
 Latency samples on shared machines are skewed and their level moves between
-processes, so verdicts compare process medians (ProcessShift: a t-test between
-the baseline's processes and the current ones) rather than runs of one process;
+replicas, so verdicts compare replica medians (ReplicaShift: a t-test between
+the baseline's replicas and the current ones) rather than runs of one replica;
 statistics use order-statistic intervals for one median and a seeded percentile
 bootstrap for ratios of medians (so the same samples always give the same interval).
 """
@@ -20,7 +20,7 @@ DEFAULT_SEED = 20261122
 # A run was disturbed by the machine (another job took the core) when it is slower than the
 # fastest run of its kind by more than DISTURBANCE_FACTOR - 1 of that fastest run *and* by more
 # than STALL_MIN_MS. Measured on a busy 2-core VM (docs/history.md, "Disturbed runs"): a stall is
-# a scheduler slice of 4-9 ms, far above both bounds; undisturbed runs of one process stay within
+# a scheduler slice of 4-9 ms, far above both bounds; undisturbed runs of one replica stay within
 # 1.45x of the fastest and, for models of tens of microseconds (where 1.5x is a few microseconds
 # of cache and timer noise), within 0.06 ms of it. Either bound alone misfires: the factor alone
 # called a third of a 44-us model's quiet runs disturbed; the absolute bound alone called most of
@@ -125,42 +125,42 @@ def undisturbed_runs(
     return mask
 
 
-# A process (round) with fewer undisturbed runs than this gives no median of its own to the between-process test.
-MIN_RUNS_PER_PROCESS = 5
+# A replica with fewer undisturbed runs than this gives no median of its own to the between-replica test.
+MIN_RUNS_PER_REPLICA = 5
 
 
 @dataclass(frozen=True)
-class ProcessShift:
-    """Did a quantity move between the baseline's processes and the current ones?
+class ReplicaShift:
+    """Did a quantity move between the baseline's replicas and the current ones?
 
-    The runs of one process are not independent samples of what a later session will see: the
-    program's memory layout, the delegate's overhead and the core the process lands on hold for
-    all of its runs, and move the level between processes (docs/history.md, "Between processes").
+    The runs of one replica are not independent samples of what a later session will see: the
+    program's memory layout, the delegate's overhead and the core its process lands on hold for
+    all of its runs, and move the level from one process to the next (docs/history.md, "Between processes").
     So each process contributes one value, the median of its undisturbed runs, and the two sets of
-    process medians are compared with a pooled two-sample t-test: its spread is the spread between
-    processes, and its few degrees of freedom say honestly how little a handful of processes knows.
+    replica medians are compared with a pooled two-sample t-test: its spread is the spread between
+    replicas, and its few degrees of freedom say honestly how little a handful of replicas knows.
     ``log`` compares logarithms (latency ratios); the change is then a ratio - 1.
 
     ``session`` is how far one session's level moves about the machine's long-run level (sd, in the test's
-    units), which no set of processes measured back to back can show: a baseline recorded in one quiet minute
+    units), which no set of replicas measured back to back can show: a baseline recorded in one quiet minute
     and a check an hour later beside other work differ by it. The two sides' levels differ by sqrt(2) of it,
-    so it adds 2 session**2 to the variance of the difference (gate/checks/process_stats.py, docs/gate.md
-    "Between sessions"). It is given, not estimated from these processes, so the t-test's degrees of freedom
+    so it adds 2 session**2 to the variance of the difference (gate/checks/replica_stats.py, docs/gate.md
+    "Between sessions"). It is given, not estimated from these replicas, so the t-test's degrees of freedom
     are Welch-Satterthwaite's for an estimated and a known variance component (``effective_df``). A change must
-    be significant both ways, against the processes alone and against processes and sessions: a small session
+    be significant both ways, against the replicas alone and against replicas and sessions: a small session
     spread would otherwise raise the degrees of freedom more than the error and make the test bolder.
     """
 
-    current: float  # mean of the current process medians (back-transformed when log)
+    current: float  # mean of the current replica medians (back-transformed when log)
     baseline: float
     change: float  # current - baseline, or current / baseline - 1 when log
-    p_up: float  # H1: the current processes are higher
+    p_up: float  # H1: the current replicas are higher
     p_down: float
-    spread: float  # pooled standard deviation between processes (log units when log)
+    spread: float  # pooled standard deviation between replicas (log units when log)
     df: int
-    n_current: int  # processes
+    n_current: int  # replicas
     n_baseline: int
-    runs_current: int  # undisturbed runs behind the process medians
+    runs_current: int  # undisturbed runs behind the replica medians
     runs_baseline: int
     log: bool = False
     session: float = 0.0  # sd of a session's level between sessions (log units when log)
@@ -174,21 +174,21 @@ class ProcessShift:
         return difference_variances(self.spread, self.n_current, self.n_baseline, self.session)
 
     @property
-    def _process_variance(self) -> float:
+    def _replica_variance(self) -> float:
         return self._variances[0]
 
     @property
     def effective_df(self) -> float:
-        """The processes' degrees of freedom, widened by the share of the variance the given session spread
+        """The replicas' degrees of freedom, widened by the share of the variance the given session spread
         holds (Welch-Satterthwaite; a session spread alone would be a z-test)."""
         return effective_df(*self._variances, self.df)
 
     def _quantile_step(self, *quantiles: float) -> float:
-        """Sum of the t quantiles times the standard error, the larger of the two tests (processes alone;
-        processes and sessions)."""
+        """Sum of the t quantiles times the standard error, the larger of the two tests (replicas alone;
+        replicas and sessions)."""
         from scipy.stats import t as student
 
-        alone = sum(student.ppf(q, self.df) for q in quantiles) * np.sqrt(self._process_variance)
+        alone = sum(student.ppf(q, self.df) for q in quantiles) * np.sqrt(self._replica_variance)
         both = sum(student.ppf(q, self.effective_df) for q in quantiles) * self.standard_error
         return float(max(alone, both))
 
@@ -211,19 +211,19 @@ class ProcessShift:
         return self.detectable_change(alpha, power=0.5)
 
 
-def process_medians(
+def replica_medians(
     values: Sequence[float] | np.ndarray,
     sizes: Sequence[int],
     keep: np.ndarray | None = None,
-    min_runs: int = MIN_RUNS_PER_PROCESS,
+    min_runs: int = MIN_RUNS_PER_REPLICA,
 ) -> tuple[np.ndarray, int]:
     """The median of each process's kept runs (processes with fewer than ``min_runs`` left out), and the runs used.
 
-    ``sizes`` are the run counts of the processes in order (Profile.process_sizes); ``keep`` masks runs
+    ``sizes`` are the run counts of the replicas in order (Profile.replica_sizes); ``keep`` masks runs
     (undisturbed and finite)."""
     array = np.asarray(values, dtype=float)
     if sum(sizes) != array.size:
-        raise ValueError(f"process sizes {list(sizes)} do not add up to the {array.size} runs")
+        raise ValueError(f"replica sizes {list(sizes)} do not add up to the {array.size} runs")
     mask = np.isfinite(array) if keep is None else (np.asarray(keep, dtype=bool) & np.isfinite(array))
     medians, used, start = [], 0, 0
     for size in sizes:
@@ -236,7 +236,7 @@ def process_medians(
 
 
 def difference_variances(spread: float, n_current: int, n_baseline: int, session: float) -> tuple[float, float]:
-    """The variance of the difference of two sides' mean levels: (what their processes estimate, what the given
+    """The variance of the difference of two sides' mean levels: (what their replicas estimate, what the given
     between-session spread adds: two sessions' levels, 2 session**2)."""
     return float(spread**2 * (1 / n_current + 1 / n_baseline)), float(2 * session**2)
 
@@ -251,15 +251,15 @@ def effective_df(estimated: float, given: float, df: int) -> float:
     return float(min(1e6, df * (estimated + given) ** 2 / estimated**2))
 
 
-def process_shift(
+def replica_shift(
     baseline: np.ndarray,
     current: np.ndarray,
     runs: tuple[int, int] = (0, 0),
     log: bool = False,
     session: float = 0.0,
-) -> ProcessShift | None:
-    """Compare process medians (see :class:`ProcessShift`); None when the spread between processes
-    cannot be estimated (fewer than three processes in all). ``session``: the between-session sd allowed for."""
+) -> ReplicaShift | None:
+    """Compare replica medians (see :class:`ReplicaShift`); None when the spread between replicas
+    cannot be estimated (fewer than three replicas in all). ``session``: the between-session sd allowed for."""
     from scipy.stats import t as student
 
     base = np.log(baseline) if log else np.asarray(baseline, dtype=float)
@@ -272,17 +272,17 @@ def process_shift(
     difference = float(cur.mean() - base.mean())
     estimated, given = difference_variances(pooled, r, k, session)
     if estimated + given > 0:
-        # significant only if significant against the processes alone and against processes and sessions
+        # significant only if significant against the replicas alone and against replicas and sessions
         tests = [(difference / np.sqrt(estimated + given), effective_df(estimated, given, df))]
         if estimated > 0:
             tests.append((difference / np.sqrt(estimated), float(df)))
         p_up = max(float(student.sf(statistic, dof)) for statistic, dof in tests)
         p_down = max(float(student.cdf(statistic, dof)) for statistic, dof in tests)
-    else:  # every process agrees exactly: any difference is certain, none is no evidence
+    else:  # every replica agrees exactly: any difference is certain, none is no evidence
         p_up = 0.0 if difference > 0 else 1.0
         p_down = 0.0 if difference < 0 else 1.0
     back = np.exp if log else (lambda x: x)
-    return ProcessShift(
+    return ReplicaShift(
         current=float(back(cur.mean())),
         baseline=float(back(base.mean())),
         change=float(np.expm1(difference)) if log else difference,
@@ -391,7 +391,7 @@ def ratio_of_medians_ci(
 
     The two sample sets are resampled independently (they come from different
     runs), which is what makes the interval honest about noise on both sides.
-    ``*_groups``: which process (chunk) each sample came from; a side with two or more is resampled by
+    ``*_groups``: which runner process (chunk) each sample came from; a side with two or more is resampled by
     process first, then by run within it (_cluster_bootstrap_medians), so the process-to-process movement
     of the level is in the interval. A side from one process can only show run-to-run noise.
     """

@@ -168,7 +168,7 @@ def write_csvs(
     return written if cut is None else {**written, "timeline_runs": f"{cut} of {events.runs}"}
 
 
-# One row per (operator, kernel) of a profile's sampled round (kernel_sampling.py): which kernels took each
+# One row per (operator, kernel) of a profile's sampled process (kernel_sampling.py): which kernels took each
 # operator's time, like the reference kit's kernel view but measured in time rather than logged at setup.
 KERNELS_COLUMNS = [
     "model_id",

@@ -22,8 +22,10 @@ from pytest_sme2.system.safe_files import write_file
 
 # 2: an emulated profile's latency, e2e_ms, load_ms and init_ms are null and its operator rows have no time
 # columns (emulated time is not time). Version 1 files still read: every reader guards those keys.
-SCHEMA_VERSION = 2
-READABLE_VERSIONS = (1, 2)
+# 3: a profile's ``process_sizes`` is ``replica_sizes`` (issue 67); each test's gate input says its records' format
+# (``record_version``, gate/record.py), and one without it is read as format 1.
+SCHEMA_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
 SUMMARY_JSON = "summary.json"
 SUMMARY_MD = "summary.md"
 REPORT_HTML = "report.html"

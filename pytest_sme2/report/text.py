@@ -65,9 +65,9 @@ def kernel_time_text(kernel_time: Mapping[str, Any] | None) -> str | None:
     )
     top = "; ".join(f"{k['kernel']} ({k['kind']}, {pct(k['share'])})" for k in kernel_time.get("top_kernels", [])[:3])
     etdump = sum(op["etdump_ms_per_run"] or 0.0 for op in kernel_time.get("ops", []))
-    # The sampled round is its own round (sampling slows it), so its times are not the timed runs' E2E.
+    # The sampled process is its own round (sampling slows it), so its times are not the timed runs' E2E.
     return (
-        f"kernels (a separate sampled round of {kernel_time['runs']} runs, about {etdump:.3f} ms each in its ETDump; "
+        f"kernels (a separate sampled process of {kernel_time['runs']} runs, about {etdump:.3f} ms each in its ETDump; "
         f"{kernel_time['samples_placed']} of {kernel_time['samples_total']} samples fell in those runs, the "
         f"rest in loading, setup and runs left out): SME/SME2 kernels "
         f"{pct(kernel_time.get('sme_kernel_share_conv_gemm'))} of "

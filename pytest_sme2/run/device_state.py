@@ -1,10 +1,10 @@
-"""The state of the device a timed round ran on: CPU governors and frequencies, temperatures, thermal status,
+"""The state of the device a chunk ran on: CPU governors and frequencies, temperatures, thermal status,
 battery.
 
 Phones are noisy in ways a VM is not: a hot phone lowers its cores' frequency cap, and every run taken then is
 slower for a reason that is not the program. ExecuTorch dropped its device-farm perf jobs over exactly this
-(pytorch/executorch #15433). So the adb and local targets read this state before and after every round; a
-round taken while the device throttled is counted as disturbed, like a stall (Profile.clean), and the
+(pytorch/executorch #15433). So the adb and local targets read this state before and after every chunk; a
+chunk taken while the device throttled is counted as disturbed, like a stall (Profile.clean), and the
 baseline fingerprint holds the governor of the cores used.
 
 One shell script reads it all, the same on Android (toybox) and Linux: every word of it is a fixed path, so

@@ -8,6 +8,7 @@ plugin's table does, through pytest.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -26,6 +27,9 @@ class Option:
     ``check`` refuses a value the bounds cannot describe (given the value and where it was set, it raises a
     UsageError naming that place). ``doctor``: also an argument of ``pytest-sme2 doctor --sme2-target``,
     for the settings that decide whether a target can be reached at all (an adb server's address).
+    ``renamed_from``: the setting's earlier names (``processes`` for ``replicas``): their option and ini key are
+    still registered and read when the new spelling is not given, with a warning naming the new one, so what
+    users typed keeps working after a rename.
     """
 
     name: str
@@ -48,6 +52,7 @@ class Option:
     specials: tuple[str, ...] = ()  # words a number setting also takes, e.g. "auto"
     check: Callable[[Any, str], Any] | None = None  # (value, where it was set) -> value, or a UsageError
     doctor: bool = False  # also an argument of `pytest-sme2 doctor --sme2-target`
+    renamed_from: tuple[str, ...] = ()  # earlier names, still accepted (deprecated)
 
     @property
     def ini_key(self) -> str:
@@ -62,6 +67,22 @@ class Option:
     def flag_text(self) -> str:
         """The option as the user types it."""
         return self.switch if self.switch and self.switch.startswith("--") else f"--sme2-{self.name.replace('_', '-')}"
+
+    @property
+    def renamed(self) -> tuple[Option, ...]:
+        """The setting under each earlier name: the same option in every way but its name and help, which says
+        what to use instead (so it is registered, typed and bounded exactly like the new spelling)."""
+        return tuple(
+            dataclasses.replace(
+                self,
+                name=old,
+                help=f"deprecated spelling of {self.flag_text}",
+                ini_help=f"deprecated spelling of {self.ini_key}",
+                switch=None if (self.switch or "").startswith("--") else self.switch,
+                renamed_from=(),
+            )
+            for old in self.renamed_from
+        )
 
     @property
     def ini_default(self) -> Any:

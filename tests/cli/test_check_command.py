@@ -173,19 +173,19 @@ import pytest
 def test_tiny(exported_pte, runner, etdump_profile):
     profile = etdump_profile(exported_pte, runner())
     with open("processes.txt", "w") as out:
-        out.write(str(len(profile.process_sizes)))
+        out.write(str(len(profile.replica_sizes)))
 """
 
 
-def test_auto_processes_measure_what_the_baseline_needs(sme2_project: pytest.Pytester) -> None:
-    """sme2_processes = auto: a check measures as many processes as its baseline's quality check said."""
+def test_auto_replicas_measure_what_the_baseline_needs(sme2_project: pytest.Pytester) -> None:
+    """sme2_replicas = auto: a check measures as many processes as its baseline's quality check said."""
     sme2_project.makepyfile(test_gate=_test_file())
-    sme2_project.runpytest_inprocess(*UPDATE, "-o", "sme2_processes=auto").assert_outcomes(passed=1)
+    sme2_project.runpytest_inprocess(*UPDATE, "-o", "sme2_replicas=auto").assert_outcomes(passed=1)
     [path] = sorted((sme2_project.path / "baselines").rglob("*.json"))
     data = json.loads(path.read_text())
     [record] = data["profiles"].values()
-    assert record["quality"]["auto"] is True and 1 <= record["quality"]["check_processes"] <= 10
-    record["quality"]["check_processes"] = 3  # as a noisier machine would have found
+    assert record["quality"]["auto"] is True and 1 <= record["quality"]["check_replicas"] <= 10
+    record["quality"]["check_replicas"] = 3  # as a noisier machine would have found
     path.write_text(json.dumps(data))
 
     def measured(*args: str) -> int:
@@ -194,17 +194,17 @@ def test_auto_processes_measure_what_the_baseline_needs(sme2_project: pytest.Pyt
         [test] = summary["tests"]
         [entry] = test["sme2_gate_input"]["files"]
         [judged] = entry["records"].values()
-        return len(judged["process_sizes"])
+        return len(judged["replica_sizes"])
 
-    assert measured("-o", "sme2_processes=auto") == 3
+    assert measured("-o", "sme2_replicas=auto") == 3
     assert measured() == 1  # a number (this project's ini: 1) measures that many in every test
     ini = sme2_project.path / "tox.ini"  # pytester.makeini's file
-    ini.write_text(ini.read_text().replace("sme2_processes = 1", ""))
+    ini.write_text(ini.read_text().replace("sme2_replicas = 1", ""))
     assert measured() == 3  # the default is auto
     # The gate off for this test (its marker): nothing judges the processes, so auto measures one.
     sme2_project.makepyfile(test_gate=GATE_OFF)
-    sme2_project.runpytest_inprocess("-o", "sme2_processes=auto").assert_outcomes(passed=1)
+    sme2_project.runpytest_inprocess("-o", "sme2_replicas=auto").assert_outcomes(passed=1)
     assert (sme2_project.path / "processes.txt").read_text() == "1"
-    bad = sme2_project.runpytest_inprocess("-o", "sme2_processes=often")
-    assert "ini sme2_processes = often (in " in bad.stderr.str()
+    bad = sme2_project.runpytest_inprocess("-o", "sme2_replicas=often")
+    assert "ini sme2_replicas = often (in " in bad.stderr.str()
     assert "is not a whole number or auto" in bad.stderr.str()

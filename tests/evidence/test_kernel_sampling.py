@@ -428,7 +428,7 @@ def test_runs_in_which_the_runner_lost_its_core_are_left_out(tmp_path: Path) -> 
 def test_the_kernel_line_says_its_round_is_not_the_timed_one() -> None:
     from pytest_sme2.report.text import kernel_time_text
 
-    # two operators of 1.25 and 0.5 ms per run in the sampled round's ETDump (one without an ETDump time)
+    # two operators of 1.25 and 0.5 ms per run in the sampled process's ETDump (one without an ETDump time)
     line = kernel_time_text(
         {
             "available": True,
@@ -442,7 +442,7 @@ def test_the_kernel_line_says_its_round_is_not_the_timed_one() -> None:
         }
     )
     assert line.startswith(
-        "kernels (a separate sampled round of 30 runs, about 1.750 ms each in its ETDump; "
+        "kernels (a separate sampled process of 30 runs, about 1.750 ms each in its ETDump; "
         "500 of 620 samples fell in those runs"
     )
     assert "CPU time per run SME2 0.400 ms" in line

@@ -181,7 +181,7 @@ def test_a_missing_or_failing_sampler_leaves_the_profile_without_kernel_time_and
     result.assert_outcomes(passed=1)  # the test and its profile stand
     assert kernel_time["available"] is False
     expected = (
-        "apt-get install linux-perf" if fault == "missing" else "the sampled round failed: .*exited with status 139"
+        "apt-get install linux-perf" if fault == "missing" else "the sampled process failed: .*exited with status 139"
     )
     assert __import__("re").search(expected, kernel_time["problem"]), kernel_time["problem"]
     result.stdout.fnmatch_lines(["*KernelSamplingWarning*no kernel time for*"])

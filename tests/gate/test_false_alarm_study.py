@@ -107,7 +107,7 @@ def test_real_sessions_judged_against_a_baseline_folder(
     folder = sme2_project.path / "baselines-1"
     sme2_project.runpytest_inprocess(*UPDATE, f"--sme2-baselines-dir={folder}").assert_outcomes(passed=1)
     files = study.baseline_files(folder)
-    assert list(files) == ["tiny"] and study.asked_processes(files["tiny"]) == 1  # the ini's sme2_processes
+    assert list(files) == ["tiny"] and study.asked_replicas(files["tiny"]) == 1  # the ini's sme2_replicas
 
     def session() -> Path:
         sme2_project.runpytest_inprocess(f"--sme2-baselines-dir={folder}")
@@ -125,7 +125,7 @@ def test_real_sessions_judged_against_a_baseline_folder(
 def _baseline(folder: Path, test: str, asked: list[int]) -> None:
     path = folder / "host-x86_64" / f"test_perf.py_test_model_{test}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    profiles = {f"{test} v{i}": {"quality": {"auto": True, "check_processes": n}} for i, n in enumerate(asked)}
+    profiles = {f"{test} v{i}": {"quality": {"auto": True, "check_replicas": n}} for i, n in enumerate(asked)}
     path.write_text(json.dumps({"test": f"test_perf.py::test_model[{test}]", "profiles": profiles}))
 
 
@@ -140,7 +140,7 @@ def test_sessions_measure_what_the_most_demanding_baseline_asks(tmp_path: Path) 
     assert study.build_union(tmp_path, [first, second]) == {"a": 7, "b": 9, "c": 1}
     union = study.baseline_files(tmp_path / "baselines-union")
     assert sorted(union) == ["a", "b", "c"] and len(list((tmp_path / "baselines-union").rglob("*.json"))) == 3
-    assert {test: study.asked_processes(path) for test, path in union.items()} == {"a": 7, "b": 9, "c": 1}
+    assert {test: study.asked_replicas(path) for test, path in union.items()} == {"a": 7, "b": 9, "c": 1}
 
 
 def test_the_table_counts_the_newest_judging_and_held_out_sessions() -> None:

@@ -76,7 +76,7 @@ def test_a_bigger_weight_fails_on_init_and_unchanged_passes(
     # Start-up is under test, not whether this machine is quiet enough for a latency baseline: beside other work
     # (a helper's make perf) the quality check refused it (28 of 48 runs disturbed), so it is accepted here.
     pytester.runpytest_inprocess(
-        "--sme2-update-baselines", "--sme2-baseline-processes=4", "--sme2-runs=12", "--sme2-accept-noisy-baselines"
+        "--sme2-update-baselines", "--sme2-baseline-replicas=4", "--sme2-runs=12", "--sme2-accept-noisy-baselines"
     ).assert_outcomes(passed=1)
     kept = _record(pytester.path / "baselines")
     assert kept["chunk_sizes"] == [12] * 4 and len(kept["init_relative_per_chunk"]) == 4
@@ -91,7 +91,7 @@ def test_a_bigger_weight_fails_on_init_and_unchanged_passes(
         if load is not None and init is not None
     )
 
-    unchanged = pytester.runpytest_inprocess("--sme2-runs=12", "--sme2-processes=3", "--sme2-artifacts-dir=same")
+    unchanged = pytester.runpytest_inprocess("--sme2-runs=12", "--sme2-replicas=3", "--sme2-artifacts-dir=same")
     unchanged.assert_outcomes(passed=1)
     judged = _verdicts(pytester.path / "same")
     for check in ("load", "init"):
@@ -101,7 +101,7 @@ def test_a_bigger_weight_fails_on_init_and_unchanged_passes(
     assert judged["peak"].startswith("[ok] "), judged["peak"]  # the repeated loads come after the runs' peaks
 
     _project(pytester, shared_export_cache, size=48)  # the head's weight 4 times as big
-    changed = pytester.runpytest_inprocess("--sme2-runs=12", "--sme2-processes=3", "--sme2-artifacts-dir=grown")
+    changed = pytester.runpytest_inprocess("--sme2-runs=12", "--sme2-replicas=3", "--sme2-artifacts-dir=grown")
     changed.assert_outcomes(failed=1)
     init = _verdicts(pytester.path / "grown")["init"]
     assert init.startswith("[regression] ") and ": init (Method::init) regression: init (Method::init) +" in init, init
@@ -140,7 +140,7 @@ def test_each_runner_process_loads_the_method_after_each_reference_load(tmp_path
     try:
         session.registry.register_dir(REPO / "models")
         exported = session.export("toy_cnn", Recipe())
-        profile = Runner(session, RunSpec(runs=3, warmup=1, processes=2), session.test_dir("t")).profile(exported)
+        profile = Runner(session, RunSpec(runs=3, warmup=1, replicas=2), session.test_dir("t")).profile(exported)
     finally:
         session.close()
     assert profile.chunk_sizes == [3, 3]

@@ -30,11 +30,11 @@ def hardware(
     processes = len(init_ms)
     rng = np.random.default_rng(seed)
     samples = list(2.0 * reference * (1 + 0.01 * rng.standard_normal(processes * runs)))
-    base = record(samples, processes=processes)
+    base = record(samples, replicas=processes)
     base.update(
         {
             "chunk_sizes": [runs] * processes,
-            "process_sizes": [runs] * processes,
+            "replica_sizes": [runs] * processes,
             "reference_ms": [reference * (1 + 0.005 * x) for x in rng.standard_normal(processes * runs)],
             "load_ms_per_chunk": load_ms if load_ms is not None else [1.5 * reference] * processes,
             "init_ms_per_chunk": init_ms,
@@ -58,7 +58,7 @@ def by_check(verdicts, check: str):  # noqa: ANN001, ANN201
     return verdict
 
 
-# ten processes, as --sme2-update-baselines records by default (sme2_baseline_processes), 3% apart
+# ten processes, as --sme2-update-baselines records by default (sme2_baseline_replicas), 3% apart
 BASELINE_INIT = [10.0, 10.4, 9.7, 10.2, 9.9, 10.1, 9.6, 10.3, 10.0, 9.8]
 
 
@@ -68,7 +68,7 @@ def test_twice_the_init_fails_naming_init_and_load_stays_ok() -> None:
     assert init.status == "regression" and init.failed
     assert init.message.startswith("init (Method::init) regression: init (Method::init) +10")
     assert "relative to the reference program's load before each load" in init.message
-    assert "median 20.5 ms vs baseline 10 ms" in init.message and "1 vs 10 process(es)" in init.message
+    assert "median 20.5 ms vs baseline 10 ms" in init.message and "1 vs 10 replica(s)" in init.message
     assert by_check(verdicts, "load").status == "ok"
 
 
@@ -339,7 +339,7 @@ def test_a_check_whose_every_process_was_disturbed_is_inconclusive_not_a_regress
         assert "run again when the machine is quieter" in verdict.message
     judged = by_check(judge("net", _with_disturbed(hardware([30.0, 20.4, 20.6]), [0]), hardware(BASELINE_INIT)), "init")
     assert judged.status == "regression" and "median 20.5 ms vs baseline 10 ms" in judged.message
-    assert "2 vs 10 process(es)" in judged.message
+    assert "2 vs 10 replica(s)" in judged.message
 
 
 def test_a_baseline_whose_every_process_was_disturbed_says_to_record_it_again() -> None:

@@ -37,11 +37,11 @@ def record(samples: np.ndarray | list[float], **changes: object) -> dict:
     seed = int(changes.pop("seed", 0))
     # Runs split over processes as an update records them (the gate compares process medians); the
     # synthetic processes share one level, so only run-to-run noise moves their medians.
-    processes = int(changes.pop("processes", 4 if n >= 4 * stats.MIN_RUNS_PER_PROCESS else 1))
+    replicas = int(changes.pop("replicas", 4 if n >= 4 * stats.MIN_RUNS_PER_REPLICA else 1))
     base = {
         "latency": {"median_ms": float(np.median(samples))} if samples else None,
         "samples_ms": samples,
-        "process_sizes": [n // processes + (1 if i < n % processes else 0) for i in range(processes)],
+        "replica_sizes": [n // replicas + (1 if i < n % replicas else 0) for i in range(replicas)],
         "emulated": False,
         "shares": {"CONV": 0.5, "GEMM": 0.2, "DATA_MOVEMENT": 0.1, "ELEMENTWISE": 0.05, "OTHER": 0.15},
         "delegation_coverage": 0.98,
@@ -89,7 +89,7 @@ def test_identical_records_pass_every_check() -> None:
     }
 
 
-def process_medians_by_hand(samples: list[float], processes: int) -> np.ndarray:
+def replica_medians_by_hand(samples: list[float], processes: int) -> np.ndarray:
     """Each process's median, computed here from the record's own split (not by the code under test)."""
     return np.array([np.median(part) for part in np.array_split(np.asarray(samples), processes)])
 
@@ -101,7 +101,7 @@ def test_latency_regression_needs_size_and_significance() -> None:
     slow = record(noisy(2.0 * 1.25, seed=2))
     [verdict] = by_check(judge("m", slow, base), "latency")
     assert verdict.status == "regression"
-    logs = [np.log(process_medians_by_hand(r["samples_ms"], 4)) for r in (slow, base)]
+    logs = [np.log(replica_medians_by_hand(r["samples_ms"], 4)) for r in (slow, base)]
     assert verdict.evidence["ratio"] == pytest.approx(np.exp(logs[0].mean() - logs[1].mean()))
     # the pooled two-sample t-test on log process medians, as scipy computes it
     assert verdict.evidence["p_slower"] == pytest.approx(ttest_ind(logs[0], logs[1], alternative="greater").pvalue)
@@ -110,8 +110,8 @@ def test_latency_regression_needs_size_and_significance() -> None:
     for text in (
         "latency regression",
         "tolerance +10%",
-        "t-test between processes p=",
-        "4 vs 4 process(es)",
+        "t-test between replicas p=",
+        "4 vs 4 replica(s)",
         f"{ratio - 1:+.1%}",
     ):
         assert text in verdict.message
@@ -131,14 +131,14 @@ def test_a_change_no_bigger_than_processes_move_it_is_not_a_regression() -> None
     # The baseline's 10 processes sit at levels 0.9-1.12; this run's process 14% above their mean. Over runs
     # the change is overwhelming (Mann-Whitney p < 1e-6): the old gate failed unchanged code this way.
     levels = [0.9, 1.12, 0.95, 1.08, 1.0, 0.93, 1.05, 0.98, 1.1, 0.96]
-    base = record(leveled(2.0, levels, runs=5, seed=1), processes=10)
-    cur = record(leveled(2.0 * 1.14, [1.0], runs=40, seed=2), processes=1)
+    base = record(leveled(2.0, levels, runs=5, seed=1), replicas=10)
+    cur = record(leveled(2.0 * 1.14, [1.0], runs=40, seed=2), replicas=1)
     assert stats.mann_whitney_p(cur["samples_ms"], base["samples_ms"]) < 1e-6
     [verdict] = by_check(judge("m", cur, base), "latency")
     assert verdict.status == "ok" and "not significant" in verdict.message, verdict.message
-    assert verdict.evidence["current_processes"] == 1 and verdict.evidence["baseline_processes"] == 10
+    assert verdict.evidence["current_replicas"] == 1 and verdict.evidence["baseline_replicas"] == 10
     # 60% higher: outside what processes do
-    slow = record(leveled(2.0 * 1.6, [1.0], runs=40, seed=2), processes=1)
+    slow = record(leveled(2.0 * 1.6, [1.0], runs=40, seed=2), replicas=1)
     [caught] = by_check(judge("m", slow, base), "latency")
     assert caught.status == "regression", caught.message
 
@@ -150,13 +150,13 @@ def test_too_few_undisturbed_runs_give_no_verdict() -> None:
 
 
 def test_a_baseline_of_one_process_gives_no_verdict_and_says_how_to_get_one() -> None:
-    one = record(noisy(1.0, n=20, seed=3), processes=1)
-    [verdict] = by_check(judge("m", record(noisy(2.0, n=20, seed=4), processes=1), one), "latency")
+    one = record(noisy(1.0, n=20, seed=3), replicas=1)
+    [verdict] = by_check(judge("m", record(noisy(2.0, n=20, seed=4), replicas=1), one), "latency")
     assert verdict.status == "inconclusive" and not verdict.failed
-    assert "the baseline holds 1 process(es)" in verdict.message and "--sme2-update-baselines" in verdict.message
+    assert "the baseline holds 1 replica(s)" in verdict.message and "--sme2-update-baselines" in verdict.message
     legacy = record(noisy(1.0, n=20, seed=3))
-    del legacy["process_sizes"]  # recorded before processes were kept: one process
-    shares = by_check(judge("m", record(noisy(1.0, n=20, seed=4), processes=1), legacy), "share")
+    del legacy["replica_sizes"]  # recorded before processes were kept: one process
+    shares = by_check(judge("m", record(noisy(1.0, n=20, seed=4), replicas=1), legacy), "share")
     assert shares and all(v.status == "inconclusive" for v in shares)
 
 
@@ -424,13 +424,13 @@ def test_baseline_quality_refuses_a_stalled_or_unstable_record() -> None:
     from pytest_sme2.gate.quality import baseline_quality
 
     reference, model = noisy(3.0, n=50, seed=20, cv=0.005), noisy(2.0, n=50, seed=21, cv=0.005)
-    good = record(model, reference_ms=list(reference), processes=10)
+    good = record(model, reference_ms=list(reference), replicas=10)
     quality, problems = baseline_quality(GateRecord.from_json(good), Tolerances())
     assert problems == [] and quality["disturbed_runs"] == 0 and quality["basis"] == "relative"
-    assert quality["processes"] == 10 and quality["detectable_change"]["latency"] < 0.15
+    assert quality["replicas"] == 10 and quality["detectable_change"]["latency"] < 0.15
     for stalls, refused in ((12, False), (13, True), (21, True)):  # at most a quarter of 50 runs may be disturbed
         stalled = record(
-            model, reference_ms=list(np.where(np.arange(50) < stalls, reference + 5.0, reference)), processes=10
+            model, reference_ms=list(np.where(np.arange(50) < stalls, reference + 5.0, reference)), replicas=10
         )
         _, problems = baseline_quality(GateRecord.from_json(stalled), Tolerances())
         assert any(f"{stalls} of 50 runs were disturbed" in p for p in problems) == refused, problems
@@ -438,7 +438,7 @@ def test_baseline_quality_refuses_a_stalled_or_unstable_record() -> None:
     stalled = record(
         model[:40],
         reference_ms=list(np.where(np.arange(40) % 40 < 17, reference[:40] + 5.0, reference[:40])),
-        processes=8,
+        replicas=8,
     )
     assert any(
         "17 of 40 runs were disturbed" in p for p in baseline_quality(GateRecord.from_json(stalled), Tolerances())[1]
@@ -447,12 +447,12 @@ def test_baseline_quality_refuses_a_stalled_or_unstable_record() -> None:
     unstable = record(
         leveled(2.0, [1.0, 1.08, 0.94, 1.05, 0.92, 1.1, 0.97, 1.02, 0.9, 1.06], runs=5, cv=0.005),
         reference_ms=list(reference),
-        processes=10,
+        replicas=10,
     )
     _, problems = baseline_quality(GateRecord.from_json(unstable), Tolerances())
-    assert any(p.startswith("relative latency moves by") and "between its 10 processes" in p for p in problems)
+    assert any(p.startswith("relative latency moves by") and "between its 10 replicas" in p for p in problems)
     # a share whose processes disagree by 5 points is refused by name, latency being fine
-    wobbly = record(model, reference_ms=list(reference), processes=10)
+    wobbly = record(model, reference_ms=list(reference), replicas=10)
     wobbly["per_run"]["shares"]["CONV"] = list(np.repeat(0.5 + 0.05 * np.random.default_rng(9).standard_normal(10), 5))
     _, problems = baseline_quality(GateRecord.from_json(wobbly), Tolerances())
     assert [p.split(" moves")[0] for p in problems] == ["share of CONV"]
@@ -464,13 +464,13 @@ def test_baseline_quality_refuses_a_stalled_or_unstable_record() -> None:
     moderate = record(
         leveled(2.0, [1.0, 1.03, 0.97, 1.02, 0.96, 1.04, 0.98, 1.01, 0.95, 1.03], runs=5, cv=0.005),
         reference_ms=list(reference),
-        processes=10,
+        replicas=10,
     )
     [problem] = baseline_quality(GateRecord.from_json(moderate), Tolerances())[1]
-    assert "checks of 3 processes would catch it (ini sme2_processes = 3" in problem
+    assert "checks of 3 replicas would catch it (ini sme2_replicas = 3" in problem
     assert "@pytest.mark.baseline(latency=0.1" in problem
-    assert baseline_quality(GateRecord.from_json(moderate), Tolerances(), check_processes=3)[1] == []
-    few = record(model, reference_ms=list(reference), processes=2)
+    assert baseline_quality(GateRecord.from_json(moderate), Tolerances(), check_replicas=3)[1] == []
+    few = record(model, reference_ms=list(reference), replicas=2)
     assert any("the gate needs 3 or more" in p for p in baseline_quality(GateRecord.from_json(few), Tolerances())[1])
 
 
@@ -587,9 +587,9 @@ def test_a_tiny_models_baseline_is_judged_in_milliseconds_too() -> None:
     for median_ms, refused in ((0.02, False), (2.0, True)):
         runs = leveled(median_ms, levels, runs=5, cv=0.005, seed=31)
         quality, problems = baseline_quality(
-            GateRecord.from_json(record(runs, reference_ms=list(reference), processes=10)), Tolerances()
+            GateRecord.from_json(record(runs, reference_ms=list(reference), replicas=10)), Tolerances()
         )
-        assert quality["between_processes"]["latency"] == pytest.approx(np.std(levels, ddof=1), rel=0.2)
+        assert quality["between_replicas"]["latency"] == pytest.approx(np.std(levels, ddof=1), rel=0.2)
         assert bool(any("latency moves by" in p for p in problems)) == refused
 
 
@@ -603,12 +603,12 @@ def simulated_gate(between: float, change: float, pairs: int, seed: int, toleran
             [2.0 * np.exp(between * rng.standard_normal()) * (1 + 0.03 * rng.standard_normal(40)) for _ in range(10)]
         )
         cur = 2.0 * (1 + change) * np.exp(between * rng.standard_normal()) * (1 + 0.03 * rng.standard_normal(40))
-        verdicts = judge("m", record(cur, processes=1), record(base, processes=10), tolerances)
+        verdicts = judge("m", record(cur, replicas=1), record(base, replicas=10), tolerances)
         failed += any(v.failed for v in by_check(verdicts, "latency"))
     return failed / pairs
 
 
-def test_the_gate_holds_when_the_level_moves_between_processes() -> None:
+def test_the_gate_holds_when_the_level_moves_between_replicas() -> None:
     # 8% between processes (what edge_seg showed: +22-24% in 2 of 5 unchanged sessions): no false alarm in
     # 300 pairs; the old test over the runs of one baseline process failed 22% of such pairs.
     assert simulated_gate(between=0.08, change=0.0, pairs=300, seed=1) == 0.0
@@ -751,37 +751,35 @@ def test_findings_lead_with_the_structural_cause_and_name_each_quantity_once() -
     assert sum(v.failed for f in ordered for v in f.verdicts) == sum(v.failed for f in variants.values() for v in f)
 
 
-def test_processes_needed_is_the_fewest_checks_that_see_one_and_a_half_tolerances() -> None:
-    """sme2_processes = auto measures each test's check in this many processes (issue 22)."""
-    from pytest_sme2.gate.quality import MAX_SUGGESTED_PROCESSES, baseline_quality, processes_needed
+def test_replicas_needed_is_the_fewest_checks_that_see_one_and_a_half_tolerances() -> None:
+    """sme2_replicas = auto measures each test's check in this many processes (issue 22)."""
+    from pytest_sme2.gate.quality import MAX_SUGGESTED_REPLICAS, baseline_quality, replicas_needed
 
     reference = noisy(3.0, n=50, seed=20, cv=0.005)
-    steady = record(noisy(2.0, n=50, seed=21, cv=0.005), reference_ms=list(reference), processes=10)
-    assert processes_needed(GateRecord.from_json(steady), Tolerances()) == 1
+    steady = record(noisy(2.0, n=50, seed=21, cv=0.005), reference_ms=list(reference), replicas=10)
+    assert replicas_needed(GateRecord.from_json(steady), Tolerances()) == 1
     moderate = record(
         leveled(2.0, [1.0, 1.03, 0.97, 1.02, 0.96, 1.04, 0.98, 1.01, 0.95, 1.03], runs=5, cv=0.005),
         reference_ms=list(reference),
-        processes=10,
+        replicas=10,
     )
-    needed = processes_needed(GateRecord.from_json(moderate), Tolerances())
+    needed = replicas_needed(GateRecord.from_json(moderate), Tolerances())
     assert needed == 3  # the count the refusal of a 1-process design names (test above)
-    assert baseline_quality(GateRecord.from_json(moderate), Tolerances(), check_processes=needed - 1)[
+    assert baseline_quality(GateRecord.from_json(moderate), Tolerances(), check_replicas=needed - 1)[
         1
     ]  # one fewer is blind
-    assert baseline_quality(GateRecord.from_json(moderate), Tolerances(), check_processes=needed)[1] == []
+    assert baseline_quality(GateRecord.from_json(moderate), Tolerances(), check_replicas=needed)[1] == []
     wild = record(
         leveled(2.0, [1.0, 1.3, 0.8, 1.2, 0.7, 1.25, 0.85, 1.1, 0.75, 1.3], runs=5, cv=0.005),
         reference_ms=list(reference),
-        processes=10,
+        replicas=10,
     )
-    assert (
-        processes_needed(GateRecord.from_json(wild), Tolerances()) is None
-    )  # not even MAX_SUGGESTED_PROCESSES see +15%
-    assert baseline_quality(GateRecord.from_json(wild), Tolerances(), check_processes=MAX_SUGGESTED_PROCESSES)[1]
-    assert processes_needed(GateRecord.from_json(record(noisy(2.0), emulated=True)), Tolerances()) == 1
+    assert replicas_needed(GateRecord.from_json(wild), Tolerances()) is None  # not even MAX_SUGGESTED_REPLICAS see +15%
+    assert baseline_quality(GateRecord.from_json(wild), Tolerances(), check_replicas=MAX_SUGGESTED_REPLICAS)[1]
+    assert replicas_needed(GateRecord.from_json(record(noisy(2.0), emulated=True)), Tolerances()) == 1
 
 
-def test_a_share_that_moves_between_processes_refuses_a_baseline_only_where_the_gate_would_judge_it() -> None:
+def test_a_share_that_moves_between_replicas_refuses_a_baseline_only_where_the_gate_would_judge_it() -> None:
     """CONV share 6 points (sd) apart between processes: 3 check processes see only moves above 24 points. A 2 ms
     run's baseline is refused (24 points are 480 us); a 0.05 ms run's is not: 24 points of it are 12 us, below
     min_effect_ms, where the gate passes any move anyway. A 0.1 ms run's 24 points are 24 us: refused."""
@@ -789,51 +787,51 @@ def test_a_share_that_moves_between_processes_refuses_a_baseline_only_where_the_
 
     def spread_shares(median_ms: float) -> dict:
         reference = noisy(3.0, n=50, seed=20, cv=0.005)
-        base = record(noisy(median_ms, n=50, seed=21, cv=0.005), reference_ms=list(reference), processes=10)
+        base = record(noisy(median_ms, n=50, seed=21, cv=0.005), reference_ms=list(reference), replicas=10)
         levels = [0.50, 0.58, 0.44, 0.55, 0.47, 0.60, 0.42, 0.52, 0.57, 0.45]
         base["per_run"]["shares"]["CONV"] = [level for level in levels for _ in range(5)]
         return base
 
-    problems = baseline_quality(GateRecord.from_json(spread_shares(2.0)), Tolerances(), check_processes=3)[1]
+    problems = baseline_quality(GateRecord.from_json(spread_shares(2.0)), Tolerances(), check_replicas=3)[1]
     assert any("share of CONV" in problem for problem in problems), problems
     assert not any(
         "share of CONV" in p
-        for p in baseline_quality(GateRecord.from_json(spread_shares(0.05)), Tolerances(), check_processes=3)[1]
+        for p in baseline_quality(GateRecord.from_json(spread_shares(0.05)), Tolerances(), check_replicas=3)[1]
     )
     assert any(
         "share of CONV" in p
-        for p in baseline_quality(GateRecord.from_json(spread_shares(0.1)), Tolerances(), check_processes=3)[1]
+        for p in baseline_quality(GateRecord.from_json(spread_shares(0.1)), Tolerances(), check_replicas=3)[1]
     )
 
 
-def test_auto_processes_reads_the_stored_baselines_need(tmp_path) -> None:  # noqa: ANN001
+def test_auto_replicas_reads_the_stored_baselines_need(tmp_path) -> None:  # noqa: ANN001
     from pytest_sme2.gate import baselines
-    from pytest_sme2.gate.gate import AUTO_PROCESSES, assess_quality, auto_processes
+    from pytest_sme2.gate.gate import AUTO_REPLICAS, assess_quality, auto_replicas
 
     reference = noisy(3.0, n=50, seed=20, cv=0.005)
     moderate = record(
         leveled(2.0, [1.0, 1.03, 0.97, 1.02, 0.96, 1.04, 0.98, 1.01, 0.95, 1.03], runs=5, cv=0.005),
         reference_ms=list(reference),
-        processes=10,
+        replicas=10,
     )
-    steady = record(noisy(2.0, n=50, seed=21, cv=0.005), reference_ms=list(reference), processes=10)
+    steady = record(noisy(2.0, n=50, seed=21, cv=0.005), reference_ms=list(reference), replicas=10)
     records = {"a": GateRecord.from_json(moderate), "b": GateRecord.from_json(steady)}
-    assert assess_quality(records, Tolerances(), accept_noisy=False, check_processes=AUTO_PROCESSES) == []
-    assert [(r.quality or {})["check_processes"] for r in records.values()] == [3, 1]
+    assert assess_quality(records, Tolerances(), accept_noisy=False, check_replicas=AUTO_REPLICAS) == []
+    assert [(r.quality or {})["check_replicas"] for r in records.values()] == [3, 1]
     test_id = "test_x.py::test_x"
     tol = Tolerances()
-    assert auto_processes(tmp_path, "host-x", test_id, tol) == 1  # no baseline yet: one process, the gate says why
+    assert auto_replicas(tmp_path, "host-x", test_id, tol) == 1  # no baseline yet: one process, the gate says why
     path = baselines.baseline_path(tmp_path, "host-x", test_id)
     baselines.write(baselines.Baseline(path, test_id, "host-x", records, {"fingerprint": "host-x"}, {}))
-    assert auto_processes(tmp_path, "host-x", test_id, tol) == 3  # the most any variant needs
+    assert auto_replicas(tmp_path, "host-x", test_id, tol) == 3  # the most any variant needs
     # a baseline written without auto: its need is worked out from its processes' spread
     for label, stored in records.items():
-        records[label] = replace(stored, quality={"check_processes": 1})
+        records[label] = replace(stored, quality={"check_replicas": 1})
     baselines.write(baselines.Baseline(path, test_id, "host-x", records, {"fingerprint": "host-x"}, {}))
-    assert auto_processes(tmp_path, "host-x", test_id, tol) == 3
-    assert auto_processes(tmp_path, "host-x", test_id, tol.replace(latency=0.3)) == 1  # a wider tolerance
+    assert auto_replicas(tmp_path, "host-x", test_id, tol) == 3
+    assert auto_replicas(tmp_path, "host-x", test_id, tol.replace(latency=0.3)) == 1  # a wider tolerance
     path.write_text("{broken")
-    assert auto_processes(tmp_path, "host-x", test_id, tol) == 1  # a broken file: the gate fails the test, naming it
+    assert auto_replicas(tmp_path, "host-x", test_id, tol) == 1  # a broken file: the gate fails the test, naming it
 
 
 def test_a_regression_against_a_baseline_written_despite_its_quality_check_says_what_the_check_found() -> None:
@@ -845,11 +843,11 @@ def test_a_regression_against_a_baseline_written_despite_its_quality_check_says_
 
     reference = noisy(3.0, n=50, seed=20, cv=0.005)
     levels = [1.0, 1.08, 0.94, 1.05, 0.92, 1.1, 0.97, 1.02, 0.9, 1.06]  # 6% (sd) between processes
-    base = record(leveled(2.0, levels, runs=5, cv=0.005), reference_ms=list(reference), processes=10)
+    base = record(leveled(2.0, levels, runs=5, cv=0.005), reference_ms=list(reference), replicas=10)
     quality, problems = baseline_quality(GateRecord.from_json(base), Tolerances())
     [latency_problem] = problems
     forced = {**base, "quality": {**quality, "accepted_despite": problems}}
-    slow = record(leveled(2.0 * 1.5, [1.0], runs=50, cv=0.005), reference_ms=list(reference), processes=10)
+    slow = record(leveled(2.0 * 1.5, [1.0], runs=50, cv=0.005), reference_ms=list(reference), replicas=10)
     [plain] = by_check(judge("m", slow, base), "latency")
     [noted] = by_check(judge("m", slow, forced), "latency")
     assert plain.status == noted.status == "regression"
@@ -862,7 +860,7 @@ def test_a_regression_against_a_baseline_written_despite_its_quality_check_says_
     # a share regression on that baseline: the check passed every share, so its message has no note
     moved = {**SHARES, "CONV": 0.58, "OTHER": 0.07}
     shifted = record(
-        leveled(2.0, levels, runs=5, cv=0.005), reference_ms=list(reference), processes=10, shares=moved, seed=3
+        leveled(2.0, levels, runs=5, cv=0.005), reference_ms=list(reference), replicas=10, shares=moved, seed=3
     )
     [conv] = [v for v in by_check(judge("m", shifted, forced), "share") if v.evidence.category == "CONV"]
     assert conv.status == "regression" and "accept-noisy" not in conv.message
@@ -1114,9 +1112,9 @@ def test_a_shift_the_size_of_sessions_moving_is_allowed_for_only_as_configured()
     one check process a session later whose level moved +12% (latency) and 7 points of OTHER's share. Judged
     against the processes alone both are certain; with the machine's between-session spread allowed for
     (Tolerances.session_latency / session_shares) neither is significant, and the verdict says why."""
-    base = record(noisy(2.0, n=200, cv=0.005), processes=10)
+    base = record(noisy(2.0, n=200, cv=0.005), replicas=10)
     moved = {**SHARES, "CONV": 0.43, "OTHER": 0.22}
-    current = record(noisy(2.0 * 1.12, n=20, cv=0.005, seed=9), processes=1, shares=moved, seed=3)
+    current = record(noisy(2.0 * 1.12, n=20, cv=0.005, seed=9), replicas=1, shares=moved, seed=3)
     current["shares"] = moved
     alone = Tolerances(session_latency=0.0, session_shares=0.0)
     assert by_check(judge("m", current, base, alone), "latency")[0].status == "regression"
@@ -1129,5 +1127,5 @@ def test_a_shift_the_size_of_sessions_moving_is_allowed_for_only_as_configured()
     [other] = [v for v in by_check(judge("m", current, base, allowing), "share") if "OTHER" in v.message]
     assert other.status == "ok" and "sessions by 3.0 points (allowed)" in other.message
     # a real change still fails beside the same allowance
-    slower = record(noisy(2.0 * 1.35, n=20, cv=0.005, seed=9), processes=1)
+    slower = record(noisy(2.0 * 1.35, n=20, cv=0.005, seed=9), replicas=1)
     assert by_check(judge("m", slower, base, allowing), "latency")[0].status == "regression"

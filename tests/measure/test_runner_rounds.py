@@ -13,6 +13,7 @@ import pytest
 from helpers_etdump import RunSpec as EtRun
 from helpers_etdump import write_etdump
 
+from pytest_sme2.errors import Sme2DeprecationWarning
 from pytest_sme2.measure.runner import Runner, alternate, clean_runs_wanted
 from pytest_sme2.measure.session import Settings, Sme2Session
 from pytest_sme2.run.targets import RunResult, RunSpec, TargetInfo
@@ -113,6 +114,17 @@ def test_rounds_stop_at_max_rounds(tmp_path: Path, program: Path) -> None:
     assert single.calls == 1
 
 
+def test_the_earlier_spellings_of_extra_rounds_and_replica_sizes_still_work_and_warn(
+    tmp_path: Path, program: Path
+) -> None:
+    target = ScriptedTarget([39])
+    with pytest.warns(Sme2DeprecationWarning, match=r"Runner.profile\(top_up=\) is deprecated: use .*extra_rounds="):
+        profile = runner(tmp_path, target, runs=40).profile(program, top_up=False)
+    assert target.calls == 1  # top_up=False is extra_rounds=False: one round however disturbed
+    with pytest.warns(Sme2DeprecationWarning, match=r"Profile.process_sizes is deprecated: use Profile.replica_sizes"):
+        assert profile.process_sizes == profile.replica_sizes == [40]
+
+
 def test_alternating_variants_get_extra_rounds_too(tmp_path: Path, program: Path) -> None:
     target = ScriptedTarget([8] * 8 + [0])  # 8 of each chunk's 10 runs stalled: 8 undisturbed of 40 a side
     a = runner(tmp_path, target, runs=40)
@@ -123,28 +135,28 @@ def test_alternating_variants_get_extra_rounds_too(tmp_path: Path, program: Path
     assert int(first.clean.sum()) == int(second.clean.sum()) == 28
 
 
-def test_a_baseline_update_measures_each_process_afresh_and_keeps_their_sizes(tmp_path: Path, program: Path) -> None:
-    # 3 processes; the second one's machine was busy (30 of 40 stalled), so it is topped up in its own process.
+def test_a_baseline_update_measures_each_replica_afresh_and_keeps_their_sizes(tmp_path: Path, program: Path) -> None:
+    # 3 replicas; the second one's machine was busy (30 of 40 stalled), so it gets an extra round in its own process.
     target = ScriptedTarget([0, 30, 0, 0])
-    profile = runner(tmp_path, target, runs=40, processes=3).profile(program)
-    assert target.fresh == [True, True, False, True]  # each process starts fresh; its top-up does not
-    assert profile.process_sizes == [40, 80, 40] and profile.runs == 160
+    profile = runner(tmp_path, target, runs=40, replicas=3).profile(program)
+    assert target.fresh == [True, True, False, True]  # each replica starts fresh; its extra round does not
+    assert profile.replica_sizes == [40, 80, 40] and profile.runs == 160
 
 
-def test_a_check_is_one_process_and_emulated_counts_need_no_replicas(tmp_path: Path, program: Path) -> None:
+def test_a_check_is_one_replica_and_emulated_counts_need_no_more(tmp_path: Path, program: Path) -> None:
     target = ScriptedTarget([0])
-    assert runner(tmp_path, target, runs=40).profile(program).process_sizes == [40] and target.fresh == [False]
+    assert runner(tmp_path, target, runs=40).profile(program).replica_sizes == [40] and target.fresh == [False]
     emulated = ScriptedTarget([0])
     emulated.info = TargetInfo(name="emulated", cpu="scripted", arch="aarch64", has_sme2=True, emulated=True)
-    runner(tmp_path / "e", emulated, runs=2, processes=3).profile(program)
+    runner(tmp_path / "e", emulated, runs=2, replicas=3).profile(program)
     assert emulated.calls == 1
 
 
 def test_alternating_variants_of_a_baseline_update_are_replicated_whole(tmp_path: Path, program: Path) -> None:
     target = ScriptedTarget([0])
-    a = runner(tmp_path, target, runs=40, processes=2)
-    b = Runner(a.session, RunSpec(runs=40, sme2=None, threads=2, processes=2), a.test_dir)
+    a = runner(tmp_path, target, runs=40, replicas=2)
+    b = Runner(a.session, RunSpec(runs=40, sme2=None, threads=2, replicas=2), a.test_dir)
     first, second = alternate(program, a, b, rounds=4)
     # two replicas of the whole A, B, A, B ... measurement, each starting in a fresh process
     assert target.fresh == [True] + [False] * 7 + [True] + [False] * 7
-    assert first.process_sizes == second.process_sizes == [40, 40]
+    assert first.replica_sizes == second.replica_sizes == [40, 40]

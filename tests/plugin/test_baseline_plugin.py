@@ -395,7 +395,7 @@ def test_quality_check_refuses_a_baseline_too_few_undisturbed_runs_stand_on(sme2
     [path] = _baseline_files(sme2_project)
     [record] = json.loads(path.read_text())["profiles"].values()
     assert record["quality"]["runs"] == 9 and any("(need 10)" in p for p in record["quality"]["accepted_despite"])
-    assert record["process_sizes"] == [3, 3, 3]
+    assert record["replica_sizes"] == [3, 3, 3]
     assert (
         set(record["per_run"]["shares"]) == set(record["shares"]) and len(record["per_run"]["delegation_coverage"]) == 9
     )
@@ -420,8 +420,8 @@ def test_quality_check_writes_a_good_baseline_and_records_its_quality(sme2_proje
     [record] = json.loads(path.read_text())["profiles"].values()
     quality = record["quality"]
     assert quality["basis"] == "relative" and quality["runs"] >= 40 and "accepted_despite" not in quality
-    # measured in 3 fresh host workers (sme2_baseline_processes = 3), each with its own pid in its log name
-    assert quality["processes"] == 3 and len(record["process_sizes"]) == 3 and min(record["process_sizes"]) >= 40
+    # measured in 3 fresh host workers (sme2_baseline_replicas = 3), each with its own pid in its log name
+    assert quality["replicas"] == 3 and len(record["replica_sizes"]) == 3 and min(record["replica_sizes"]) >= 40
     assert quality["detectable_change"]["latency"] <= 0.15
 
 

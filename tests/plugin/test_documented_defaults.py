@@ -127,7 +127,7 @@ def test_settings_defaults_are_the_tables() -> None:
     assert defaults.max_rounds == table["max_rounds"].default
     assert defaults.threads == table["threads"].default
     assert defaults.timeout_s == table["timeout"].default
-    assert defaults.processes == defaults.check_processes == table["processes"].default
+    assert defaults.replicas == defaults.check_replicas == table["replicas"].default
     assert defaults.cache_dir == Path(table["cache_dir"].default)
     assert defaults.latency_reference is table["latency_reference"].default
     assert defaults.target == table["target"].default

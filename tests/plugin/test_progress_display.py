@@ -107,7 +107,7 @@ def test_default_verbosity_into_a_pipe_keeps_the_letters_on_one_line(sme2_projec
 
 
 def test_a_measurement_of_several_processes_says_how_many(sme2_project: pytest.Pytester) -> None:
-    """A baseline update (3 processes in this project), or a check sme2_processes = auto sends to several,
+    """A baseline update (3 processes in this project), or a check sme2_replicas = auto sends to several,
     takes that many times longer: the progress line says why."""
     sme2_project.makepyfile(test_p=TWO_TESTS)
     result = sme2_project.runpytest_inprocess(

@@ -338,8 +338,8 @@ def test_a_session_spread_widens_the_test_by_two_sessions_variance() -> None:
     from scipy.stats import norm
 
     session = math.log1p(0.03)
-    shifted = stats.process_shift(QUIET_BASELINE, np.array([1.132]), log=True, session=session)
-    alone = stats.process_shift(QUIET_BASELINE, np.array([1.132]), log=True)
+    shifted = stats.replica_shift(QUIET_BASELINE, np.array([1.132]), log=True, session=session)
+    alone = stats.replica_shift(QUIET_BASELINE, np.array([1.132]), log=True)
     assert alone.p_up < 1e-6  # the processes alone call it certain
     spread = np.std(np.log(QUIET_BASELINE), ddof=1)  # pooled: the one check process adds no sum of squares
     variance = spread**2 * (1 + 1 / 10) + 2 * session**2
@@ -355,8 +355,8 @@ def test_a_session_spread_never_makes_a_change_more_significant() -> None:
         base = np.exp(rng.normal(0, rng.uniform(0.001, 0.05), size=rng.integers(2, 11)))
         current = np.exp(rng.normal(rng.uniform(-0.3, 0.3), 0.02, size=rng.integers(1, 5)))
         session = rng.uniform(0, 0.04)
-        without = stats.process_shift(base, current, log=True)
-        with_session = stats.process_shift(base, current, log=True, session=session)
+        without = stats.replica_shift(base, current, log=True)
+        with_session = stats.replica_shift(base, current, log=True, session=session)
         assert with_session.p_up >= without.p_up and with_session.p_down >= without.p_down
         assert with_session.significant_change(0.001) >= without.significant_change(0.001)
         low, high = with_session.interval()
@@ -365,7 +365,7 @@ def test_a_session_spread_never_makes_a_change_more_significant() -> None:
 
 
 def test_a_large_change_is_still_caught_beside_a_session_spread() -> None:
-    caught = stats.process_shift(QUIET_BASELINE, np.array([1.30, 1.31]), log=True, session=math.log1p(0.02))
+    caught = stats.replica_shift(QUIET_BASELINE, np.array([1.30, 1.31]), log=True, session=math.log1p(0.02))
     assert caught.p_up < 0.001
 
 

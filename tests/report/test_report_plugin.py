@@ -96,7 +96,7 @@ def test_session_outputs_table_and_html_extra(sme2_project: pytest.Pytester) -> 
     )
     session = _session_dir(sme2_project)
     summary = json.loads((session / "summary.json").read_text())
-    assert summary["schema_version"] == 2 and [t["nodeid"].rsplit("::")[1] for t in summary["tests"]] == [
+    assert summary["schema_version"] == 3 and [t["nodeid"].rsplit("::")[1] for t in summary["tests"]] == [
         "test_slow",
         "test_tiny",
     ]

@@ -595,7 +595,7 @@ def test_kernel_sampling_over_adb_with_simpleperf(
     session = Path(record["test_dir"]).parent
     markdown = (session / "summary.md").read_text()
     # reports: a kernel table per profile, the off-vs-on kernel view, and a kernels CSV next to each ETDump
-    assert "kernels (a separate sampled round of " in markdown and "Kernels SME2 off vs on (sampled)" in markdown
+    assert "kernels (a separate sampled process of " in markdown and "Kernels SME2 off vs on (sampled)" in markdown
     html = next(session.glob("*.html")).read_text()
     assert "kernel time (sampled)" in html and "top kernels off" in html
     rows = Path(record["profiles"][0]["artifacts"]["kernels_csv"]).read_text().splitlines()

@@ -1,5 +1,5 @@
 """Device state recorded and guarded (issue 27, item 2): governors, frequency caps, temperatures and thermal
-status read before and after every timed round; throttled rounds left out like stalls; cooldown before runs.
+status read before and after every chunk; throttled chunks left out like stalls; cooldown before runs.
 
 Unit tests read hand-written sysfs text; the end-to-end tests run the real runner on stand-in devices whose
 sysfs files and dumpsys the test changes while the runner runs, as a phone heating up would.
@@ -162,14 +162,15 @@ def test_state_is_recorded_and_a_throttled_round_is_left_out(
     change_state_at_reads(device, {3: {"cap_khz": 1_800_000, "temp_c": 58}, 4: {"cap_khz": 3_000_000, "temp_c": 36}})
     session = _session(standin, "HOT-1", tmp_path)
     try:
-        # 20 runs a round: half must be undisturbed (clean_runs_wanted), so the throttled first round is topped up.
+        # 20 runs a round: half must be undisturbed (clean_runs_wanted), so the throttled first round gets an extra
+        # round.
         profile = Runner(
             session, RunSpec(sme2=False, runs=20, warmup=1, max_rounds=3), session.test_dir("hot")
         ).profile(exported_toy_cnn)
         fingerprint = session.target.info.fingerprint
     finally:
         session.close()
-    # Two rounds: the throttled one topped up. A third only when this host is so busy that the second round's
+    # Two rounds: the throttled one and its extra round. A third only when this host is so busy that the second round's
     # timings are disturbed too (seen beside a perf suite): max_rounds allows it, the throttling is the same.
     assert len(device.runs) in (2, 3) and profile.runs == 20 * len(device.runs)
     assert profile.throttled == 20 and profile.throttled_runs[:20].all() and not profile.throttled_runs[20:].any()

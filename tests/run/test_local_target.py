@@ -359,7 +359,7 @@ def test_a_garbage_etdump_from_the_runner_blames_the_runner_not_the_user(session
         )
     )
     with pytest.raises(EtdumpError) as info:
-        Runner(other, RunSpec(runs=2, warmup=0), other.test_dir("t")).profile(exported, top_up=False)
+        Runner(other, RunSpec(runs=2, warmup=0), other.test_dir("t")).profile(exported, extra_rounds=False)
     text = str(info.value)
     assert "is not an ETDump" in text and "The runner wrote it in this run" in text and "runner.log" in text
     assert ".pte" not in text.split("is not an ETDump")[1]

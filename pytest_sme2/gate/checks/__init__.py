@@ -1,7 +1,7 @@
 """The gate's checks, one module each, registered here in the order their verdicts are listed.
 
 A check is a ``base.Check``: the verdict names it gives, its docs, and a function per kind of record it judges
-(``counted``: the emulated target's exact counts; ``measured``: time, between processes). ``judge`` (gate/judge.py)
+(``counted``: the emulated target's exact counts; ``measured``: time, between replicas). ``judge`` (gate/judge.py)
 runs every registered check on a pair of records. Adding one is its module, its docs, its tests and one line
 here (docs/design.md, "Adding a gate check").
 """

@@ -4,7 +4,7 @@ A check is a function from a Pair (one profile's record, its baseline's, the tol
 verdicts, registered once in gate/checks/__init__.py. A record is judged on one of two kinds of evidence, so a
 check gives a function for each kind it applies to: ``counted`` for records of the emulated target (exact
 instruction counts; emulated time is never compared) and ``measured`` for every other record (time, with the
-statistics of process_stats.py). Records are typed ``GateRecord``s (gate/record.py, the one declaration of
+statistics of replica_stats.py). Records are typed ``GateRecord``s (gate/record.py, the one declaration of
 what a profile means to the gate): a check reads their attributes, and unit tests judge synthetic numbers.
 """
 

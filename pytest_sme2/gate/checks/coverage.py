@@ -1,4 +1,4 @@
-"""Delegation coverage: the delegate's share of the run's time (measured, per run, between processes) or of its
+"""Delegation coverage: the delegate's share of the run's time (measured, per run, between replicas) or of its
 counted instructions (emulated target, exact). Only a drop fails. docs/gate.md, "Shares, delegation coverage and
 SME path share".
 """
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pytest_sme2.gate.checks.base import Check, Pair
 from pytest_sme2.gate.checks.counted import CountedShare, counted_share, counts_of
-from pytest_sme2.gate.checks.process_stats import PerRunQuantity, per_run_verdict
+from pytest_sme2.gate.checks.replica_stats import PerRunQuantity, per_run_verdict
 from pytest_sme2.gate.record import GateRecord
 from pytest_sme2.gate.verdict import Tolerances, Verdict
 

@@ -1,6 +1,6 @@
-"""Latency: this run's per-process medians against the baseline's (measured records, ``--sme2-metric=latency``).
+"""Latency: this run's per-replica medians against the baseline's (measured records, ``--sme2-metric=latency``).
 
-docs/gate.md, "How a regression is decided", says how the relative latency, the test between processes and the
+docs/gate.md, "How a regression is decided", says how the relative latency, the test between replicas and the
 minimum effect combine.
 """
 
@@ -11,20 +11,20 @@ from typing import Any
 import numpy as np
 
 from pytest_sme2.gate.checks.base import Check, Pair
-from pytest_sme2.gate.checks.process_stats import clean_runs, left_out, process_shift_of, processes_text, too_few
+from pytest_sme2.gate.checks.replica_stats import clean_runs, left_out, replica_shift_of, replicas_text, too_few
 from pytest_sme2.gate.record import GateRecord
 from pytest_sme2.gate.verdict import Evidence, Status, Tolerances, Verdict
 from pytest_sme2.profile import stats
 
 
 def latency_verdict(label: str, current: GateRecord, baseline: GateRecord, tol: Tolerances) -> Verdict:
-    """Regression only if latency moved more than the tolerance and more than processes move it.
+    """Regression only if latency moved more than the tolerance and more than replicas move it.
 
     What is compared is the relative latency (each run divided by the reference program's run right
     before it) when both sides have it, because drift of the whole machine cancels there; raw
-    milliseconds otherwise, with a note saying so and how to get the relative gate. Each process
+    milliseconds otherwise, with a note saying so and how to get the relative gate. Each replica
     gives one value, the median of its undisturbed runs, and the significance test is between the
-    baseline's processes and this run's (stats.ProcessShift): the 40 runs of one process share its
+    baseline's replicas and this run's (stats.ReplicaShift): the 40 runs of one replica share its
     level, so testing them as independent samples called unchanged code slower at p=1e-9.
     """
     if current.emulated or baseline.emulated:
@@ -49,14 +49,14 @@ def latency_verdict(label: str, current: GateRecord, baseline: GateRecord, tol: 
         if rel_now is not None and rel_then is not None
         else tuple(np.asarray(r.samples_ms, dtype=float) for r in (current, baseline))
     )
-    test = process_shift_of((current, baseline), values, clean, log=True, session=float(np.log1p(tol.session_latency)))
+    test = replica_shift_of((current, baseline), values, clean, log=True, session=float(np.log1p(tol.session_latency)))
     if isinstance(test, str):
         return Verdict("latency", Status.INCONCLUSIVE, label, f"latency not judged: {test}")
     basis, how, raw_note = _basis(rel_now, rel_then)
     medians = [float(np.median(side)) for side in raw]
     evidence = _latency_evidence(test, judged_relative, medians, clean, tol)
     numbers = (
-        f"{basis} {evidence['ratio'] - 1:+.1%} ({how}{processes_text(test)}, 95% CI of the ratio "
+        f"{basis} {evidence['ratio'] - 1:+.1%} ({how}{replicas_text(test)}, 95% CI of the ratio "
         f"[{evidence['ratio_low']:.3f}, {evidence['ratio_high']:.3f}]"
         f"{disturbed}; raw median {medians[0]:.4g} ms vs baseline {medians[1]:.4g} ms){raw_note}"
     )
@@ -78,7 +78,7 @@ def _basis(rel_now: np.ndarray | None, rel_then: np.ndarray | None) -> tuple[str
 
 
 def _latency_evidence(
-    test: stats.ProcessShift,
+    test: stats.ReplicaShift,
     judged_relative: bool,
     medians: list[float],
     clean: tuple[np.ndarray, ...],
@@ -100,16 +100,16 @@ def _latency_evidence(
         "min_effect_ms": tol.min_effect_ms,
         "current_runs": test.runs_current,
         "baseline_runs": test.runs_baseline,
-        "current_processes": test.n_current,
-        "baseline_processes": test.n_baseline,
-        "between_processes": float(np.expm1(test.spread)),
+        "current_replicas": test.n_current,
+        "baseline_replicas": test.n_baseline,
+        "between_replicas": float(np.expm1(test.spread)),
         "between_sessions": float(np.expm1(test.session)),
         "current_disturbed": int((~clean[0]).sum()),
         "baseline_disturbed": int((~clean[1]).sum()),
     }
 
 
-def _decided(label: str, tol: Tolerances, test: stats.ProcessShift, evidence: dict[str, Any], numbers: str) -> Verdict:
+def _decided(label: str, tol: Tolerances, test: stats.ReplicaShift, evidence: dict[str, Any], numbers: str) -> Verdict:
     """The judged latency verdict: a regression or an improvement beyond the tolerance, the minimum effect and
     alpha, otherwise OK saying which of the three held it back."""
     ratio, low, high = evidence["ratio"], evidence["ratio_low"], evidence["ratio_high"]
@@ -126,7 +126,7 @@ def _decided(label: str, tol: Tolerances, test: stats.ProcessShift, evidence: di
             Status.REGRESSION,
             label,
             f"latency regression: {numbers}; tolerance +{tol.latency:.0%} and {tol.min_effect_ms:g} ms, "
-            f"t-test between processes p={test.p_up:.2g} < alpha {tol.alpha:g}",
+            f"t-test between replicas p={test.p_up:.2g} < alpha {tol.alpha:g}",
             Evidence(evidence, statistical=True, short=short),
         )
     if ratio < 1 / (1 + tol.latency) and big_enough and test.p_down < tol.alpha:
@@ -134,7 +134,7 @@ def _decided(label: str, tol: Tolerances, test: stats.ProcessShift, evidence: di
             "latency",
             Status.IMPROVEMENT,
             label,
-            f"latency improvement: {numbers}; t-test between processes p={test.p_down:.2g} < alpha " f"{tol.alpha:g}",
+            f"latency improvement: {numbers}; t-test between replicas p={test.p_down:.2g} < alpha " f"{tol.alpha:g}",
             Evidence(evidence, statistical=True),
         )
     p = test.p_up if ratio >= 1 else test.p_down
@@ -147,7 +147,7 @@ def _decided(label: str, tol: Tolerances, test: stats.ProcessShift, evidence: di
         )
     else:
         why = (
-            f"not significant (p={p:.2g}; processes move it by {np.expm1(test.spread):.1%}"
+            f"not significant (p={p:.2g}; replicas move it by {np.expm1(test.spread):.1%}"
             f"{f' and sessions by {np.expm1(test.session):.1%}' if test.session else ''}, so only changes "
             f"beyond {test.significant_change(tol.alpha):+.1%} can be told from that)"
         )

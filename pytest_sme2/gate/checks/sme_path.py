@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pytest_sme2.gate.checks.base import Check, Pair
 from pytest_sme2.gate.checks.counted import CountedShare, counted_share, counts_of
-from pytest_sme2.gate.checks.process_stats import PerRunQuantity, per_run_verdict
+from pytest_sme2.gate.checks.replica_stats import PerRunQuantity, per_run_verdict
 from pytest_sme2.gate.record import GateRecord
 from pytest_sme2.gate.verdict import Tolerances, Verdict
 

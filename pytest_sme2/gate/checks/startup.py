@@ -14,7 +14,7 @@ import numpy as np
 
 from pytest_sme2.gate.checks.base import Check, Pair, change_short
 from pytest_sme2.gate.checks.counted import counts_of
-from pytest_sme2.gate.checks.process_stats import ShiftQuantity, clean_runs, process_medians, shift_verdict
+from pytest_sme2.gate.checks.replica_stats import ShiftQuantity, clean_runs, replica_medians, shift_verdict
 from pytest_sme2.gate.record import Counts, GateRecord
 from pytest_sme2.gate.verdict import Evidence, Status, Tolerances, Verdict
 
@@ -57,11 +57,9 @@ def _startup_verdict(
     now, then = getattr(current, raw_key), getattr(baseline, raw_key)
     if then is None or now is None:
         return Verdict(check, Status.SKIPPED, label, f"{what} not compared: {_unrecorded_why(now, then)}")
-    raw_now, raw_then = _per_gate_process(current, now), _per_gate_process(baseline, then)
+    raw_now, raw_then = _per_replica(current, now), _per_replica(baseline, then)
     relative = getattr(current, relative_key), getattr(baseline, relative_key)
-    values = tuple(
-        None if r is None else _per_gate_process(record, r) for r, record in zip(relative, (current, baseline))
-    )
+    values = tuple(None if r is None else _per_replica(record, r) for r, record in zip(relative, (current, baseline)))
     if (
         raw_now is None
         or raw_then is None
@@ -194,7 +192,7 @@ def _peak_rss_verdict(label: str, current: GateRecord, baseline: GateRecord, tol
     if any(v.size != m.size for v, m in zip(values, clean)):
         return Verdict("peak_rss", Status.SKIPPED, label, f"{what} not compared: one value per run is needed")
     medians = [
-        process_medians(record, series, mask) for record, series, mask in zip((current, baseline), values, clean)
+        replica_medians(record, series, mask) for record, series, mask in zip((current, baseline), values, clean)
     ]
     quantity = ShiftQuantity("peak_rss", what, "KiB", tol.peak_rss, tol.alpha, 0.0, short="peak resident memory")
     return shift_verdict(
@@ -246,15 +244,15 @@ def _counted_startup(label: str, now: Counts, then: Counts, tol: Tolerances) -> 
     return _load_explained_by_init(out)
 
 
-def _per_gate_process(record: GateRecord, per_chunk: Sequence[float | None]) -> np.ndarray | None:
-    """One value per process the gate compares (``process_sizes``: a baseline replica, or one check), the median
+def _per_replica(record: GateRecord, per_chunk: Sequence[float | None]) -> np.ndarray | None:
+    """One value per process the gate compares (``replica_sizes``: a baseline replica, or one check), the median
     of its runner processes' values (``chunk_sizes``: alternated chunks run in processes of their own). A runner
     process whose every warm load was disturbed has None (Profile._startup_per_chunk) and is left out; a process
     left with none is not compared."""
     chunks = record.chunk_sizes
     if not chunks or len(chunks) != len(per_chunk):
         return None
-    processes = record.process_sizes or [sum(chunks)]
+    processes = record.replica_sizes or [sum(chunks)]
     owner = np.searchsorted(np.cumsum(processes), np.cumsum(chunks), side="left")
     values = np.array([np.nan if v is None else v for v in per_chunk], dtype=float)
     usable = ~np.isnan(values)

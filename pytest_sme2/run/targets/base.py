@@ -19,6 +19,7 @@ lines of ``pytest-sme2 doctor`` (``DoctorLine``).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Protocol
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Protocol
 import numpy as np
 
 from pytest_sme2.errors import UsageError
+from pytest_sme2.system.deprecated import warn_renamed
 from pytest_sme2.system.option import Option
 
 if TYPE_CHECKING:
@@ -68,9 +70,9 @@ MAX_THREADS = 1024
 THREADS_WHY = "no CPU has more than a few hundred cores, and more threads than cores only slow a run down"
 
 
-# sme2_processes = auto (the default): each test's checks measure as many processes as its stored baseline
-# says they need to see 1.5 tolerances (gate.auto_processes); a RunSpec always gets the resolved number.
-AUTO_PROCESSES = "auto"
+# sme2_replicas = auto (the default): each test's checks measure as many processes as its stored baseline
+# says they need to see 1.5 tolerances (gate.auto_replicas); a RunSpec always gets the resolved number.
+AUTO_REPLICAS = "auto"
 
 
 @dataclass(frozen=True)
@@ -85,10 +87,10 @@ class RunSpec:
     timeout_s: float = DEFAULT_TIMEOUT_S
     # Up to this many rounds of ``runs`` when the machine disturbs more than half of them (Runner.profile).
     max_rounds: int = 3
-    # Independent replicas of the whole measurement, each in a process of its own with a fresh program
-    # load (a baseline update's --sme2-baseline-processes): the gate compares quantities between
-    # processes, because their level moves between processes, not only between runs (stats.ProcessShift).
-    processes: int = 1
+    # Replicas: independent measurements of the whole variant, each begun in a fresh process with a fresh
+    # program load (a baseline update's --sme2-baseline-replicas): the gate compares quantities between
+    # replicas, because their level moves between processes, not only between runs (stats.ReplicaShift).
+    replicas: int = 1
     # Run in a process no earlier run used (the host target starts a new worker; runner-binary targets
     # start one per run anyway). Set by Runner for each replica; not a setting, so not stored.
     fresh_process: bool = field(default=False, compare=False, repr=False)
@@ -97,7 +99,7 @@ class RunSpec:
     timeout_source: str = field(default="", compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        for name, minimum in (("threads", 1), ("runs", 1), ("warmup", 0), ("max_rounds", 1), ("processes", 1)):
+        for name, minimum in (("threads", 1), ("runs", 1), ("warmup", 0), ("max_rounds", 1), ("replicas", 1)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
                 raise UsageError(
@@ -117,6 +119,12 @@ class RunSpec:
             raise UsageError(f"{source} is invalid: it must be {TIMEOUT_RANGE}")
 
     @property
+    def processes(self) -> int:
+        """The earlier spelling of ``replicas`` (system/deprecated.py): still read, with a warning."""
+        warn_renamed("RunSpec.processes")
+        return self.replicas
+
+    @property
     def sme2_label(self) -> str:
         return {True: "sme2=on", False: "sme2=off", None: "sme2=auto"}[self.sme2]
 
@@ -130,6 +138,23 @@ class RunSpec:
         """``timed out after N s`` and where N was set, so the user knows what to raise."""
         source = self.timeout_source or "RunSpec(timeout_s=...)"
         return f"timed out after {self.timeout_s:g} s (set by {source})"
+
+
+_made_by_dataclass = RunSpec.__init__
+
+
+@functools.wraps(_made_by_dataclass)
+def _run_spec_init(self: RunSpec, *args: Any, processes: int | None = None, **kwargs: Any) -> None:
+    """RunSpec's own constructor, also taking ``processes=``, the earlier spelling of ``replicas=``
+    (system/deprecated.py), with a warning. Wrapped rather than a field, so ``dataclasses.replace`` and
+    ``asdict`` never see the old name."""
+    if processes is not None:
+        warn_renamed("RunSpec(processes=)")
+        kwargs.setdefault("replicas", processes)
+    _made_by_dataclass(self, *args, **kwargs)
+
+
+RunSpec.__init__ = _run_spec_init  # type: ignore[method-assign]
 
 
 @dataclass(frozen=True)
@@ -235,7 +260,7 @@ class Target(Protocol):
 
     def device_state(self) -> "DeviceState | None":
         """The device's governors, frequencies, temperatures and thermal status now (device_state.py), read
-        before and after every timed round; None where there is no device to read (host, emulated)."""
+        before and after every chunk; None where there is no device to read (host, emulated)."""
         ...
 
     def counts_instructions(self, spec: RunSpec) -> bool:

@@ -129,7 +129,7 @@ def run_runner_process(
     program_name = Path(pte).name  # before fixed_layout renames it: what the user's errors name
     files, binary, cwd = _runner_files(launch, pte, inputs, out_dir, reference)
     command = [*launch.prefix, *runner_arguments(str(binary), files, spec), *launch.extra_args]
-    if launch.sampler is not None:  # kernel_sampling.py: the sampled round runs under the profiler
+    if launch.sampler is not None:  # kernel_sampling.py: the sampled process runs under the profiler
         command = launch.sampler.wrap(command, out_dir)
     log = out_dir / RUNNER_LOG
     stdout_path = out_dir / RUNNER_STDOUT

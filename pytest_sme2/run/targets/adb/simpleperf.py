@@ -1,5 +1,5 @@
 """Kernel sampling on the device: its simpleperf (kernel_sampling.py's sampler for the adb target), and its
-``report-sample`` run beside the perf.data a sampled round left."""
+``report-sample`` run beside the perf.data a sampled process left."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pytest_sme2.system.elf import bundled_libraries
 if TYPE_CHECKING:
     from pytest_sme2.evidence.samplers import SimpleperfSampler
 
-REPORT_TIMEOUT_S = 300.0  # simpleperf report-sample of one sampled round
+REPORT_TIMEOUT_S = 300.0  # simpleperf report-sample of one sampled process
 
 
 def device_sampler(

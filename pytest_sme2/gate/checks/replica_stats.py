@@ -1,8 +1,8 @@
-"""The statistics the measured checks share: which runs a verdict may read, and a quantity judged between processes.
+"""The statistics the measured checks share: which runs a verdict may read, and a quantity judged between replicas.
 
 Time-based quantities (relative latency, category shares, delegation coverage, SME path share, start-up) fail
-only when they moved more than their tolerance *and* a t-test between the baseline's and this run's process
-medians calls the move significant (stats.ProcessShift; one-sided, shares either way): the runs of one process
+only when they moved more than their tolerance *and* a t-test between the baseline's and this run's replica
+medians calls the move significant (stats.ReplicaShift; one-sided, shares either way): the runs of one replica
 are not independent. Latency and shares must also have moved by more than ``min_effect_ms`` of the run.
 Disturbed runs never decide; too few undisturbed ones make a verdict ``inconclusive``. docs/gate.md has the
 whole story.
@@ -21,45 +21,45 @@ from pytest_sme2.gate.verdict import Evidence, Status, Verdict
 from pytest_sme2.profile import stats
 
 
-def process_shift_of(
+def replica_shift_of(
     records: tuple[GateRecord, GateRecord],
     values: Sequence[np.ndarray],
     keep: Sequence[np.ndarray],
     log: bool = False,
     session: float = 0.0,
-) -> "stats.ProcessShift | str":
-    """The between-process comparison of one quantity (current, baseline order), or why there is none.
-    ``session``: how far the quantity moves between sessions beyond its processes (Tolerances.session_latency
+) -> "stats.ReplicaShift | str":
+    """The between-replica comparison of one quantity (current, baseline order), or why there is none.
+    ``session``: how far the quantity moves between sessions beyond its replicas (Tolerances.session_latency
     or session_shares, in the test's units), allowed for in the t-test."""
     medians, used = [], []
     for record, series, mask in zip(records, values, keep):
-        found, runs = process_medians(record, series, mask)
+        found, runs = replica_medians(record, series, mask)
         medians.append(found)
         used.append(runs)
     if log and any(np.any(m <= 0) for m in medians):
-        return "a process median is not positive"
-    test = stats.process_shift(medians[1], medians[0], (used[1], used[0]), log=log, session=session)
+        return "a replica median is not positive"
+    test = stats.replica_shift(medians[1], medians[0], (used[1], used[0]), log=log, session=session)
     if test is None:
         return (
-            f"the baseline holds {medians[1].size} process(es) with {stats.MIN_RUNS_PER_PROCESS} or more "
+            f"the baseline holds {medians[1].size} replica(s) with {stats.MIN_RUNS_PER_REPLICA} or more "
             f"undisturbed runs, and this run {medians[0].size}: with fewer than three in all, how far the "
             f"level moves between processes is unknown, and runs of one process cannot stand in for it; "
-            f"record the baseline again with --sme2-update-baselines (it runs --sme2-baseline-processes "
-            f"processes)"
+            f"record the baseline again with --sme2-update-baselines (it runs --sme2-baseline-replicas "
+            f"replicas)"
         )
     return test
 
 
-def processes_text(test: "stats.ProcessShift") -> str:
-    """How the process comparison was made, for a verdict's numbers."""
+def replicas_text(test: "stats.ReplicaShift") -> str:
+    """How the replica comparison was made, for a verdict's numbers."""
 
     def amount(value: float) -> str:
         return f"{np.expm1(value):.1%}" if test.log else f"{value * 100:.1f} points"
 
     sessions = f", sessions by {amount(test.session)} (allowed)" if test.session else ""
     return (
-        f"{test.n_current} vs {test.n_baseline} process(es) of {test.runs_current} vs {test.runs_baseline} "
-        f"undisturbed runs, processes differ by {amount(test.spread)} (sd){sessions}"
+        f"{test.n_current} vs {test.n_baseline} replica(s) of {test.runs_current} vs {test.runs_baseline} "
+        f"undisturbed runs, replicas differ by {amount(test.spread)} (sd){sessions}"
     )
 
 
@@ -108,7 +108,7 @@ class PerRunQuantity:
     (``what``; ``short`` in a failing test's message, default ``what``), the record's ``per_run`` key (and
     ``category`` within it, for shares), the tolerance in points, alpha, whether a rise fails too
     (``two_sided``), ``min_effect_ms`` (for shares of the run's time: a change must be more than that many ms of
-    the baseline's median run) and ``session``: the points it moves between sessions beyond its processes,
+    the baseline's median run) and ``session``: the points it moves between sessions beyond its replicas,
     allowed for in the t-test."""
 
     check: str
@@ -124,7 +124,7 @@ class PerRunQuantity:
 
     def evidence(self, numbers: Mapping[str, Any] | None = None, judged: bool = False) -> Evidence:
         """A verdict's evidence: the tolerance, alpha and ``numbers``, with the share's category; ``judged``: the
-        t-test between processes decided."""
+        t-test between replicas decided."""
         found = {"tolerance": self.tolerance, "alpha": self.alpha, **(numbers or {})}
         return Evidence(found, category=self.category, statistical=judged)
 
@@ -151,7 +151,7 @@ def per_run_verdict(quantity: PerRunQuantity, label: str, current: GateRecord, b
     few = too_few(keep)
     if few:
         return Verdict(q.check, Status.INCONCLUSIVE, label, f"{q.what} not judged: {few}", q.evidence())
-    test = process_shift_of((current, baseline), values, keep, session=q.session)
+    test = replica_shift_of((current, baseline), values, keep, session=q.session)
     if isinstance(test, str):
         return Verdict(q.check, Status.INCONCLUSIVE, label, f"{q.what} not judged: {test}", q.evidence())
     return _per_run_judged(q, label, baseline, test, clean)
@@ -189,10 +189,10 @@ def _per_run_judged(
     q: PerRunQuantity,
     label: str,
     baseline: GateRecord,
-    test: stats.ProcessShift,
+    test: stats.ReplicaShift,
     clean: tuple[np.ndarray, ...],
 ) -> Verdict:
-    """per_run_verdict once the t-test between processes decided: a regression beyond the tolerance, alpha and
+    """per_run_verdict once the t-test between replicas decided: a regression beyond the tolerance, alpha and
     the minimum effect in a failing direction, otherwise OK saying why."""
     change = test.change
     p = test.p_up if change > 0 else test.p_down
@@ -204,9 +204,9 @@ def _per_run_judged(
         "p": p,
         "current_runs": test.runs_current,
         "baseline_runs": test.runs_baseline,
-        "current_processes": test.n_current,
-        "baseline_processes": test.n_baseline,
-        "between_processes": test.spread,
+        "current_replicas": test.n_current,
+        "baseline_replicas": test.n_baseline,
+        "between_replicas": test.spread,
         "between_sessions": test.session,
         "current_disturbed": int((~clean[0]).sum()),
         "baseline_disturbed": int((~clean[1]).sum()),
@@ -215,7 +215,7 @@ def _per_run_judged(
     }
     text = (
         f"{q.what} {pct(test.baseline)} -> {pct(test.current)} ({change * 100:+.1f} points, 95% CI "
-        f"[{low * 100:+.1f}, {high * 100:+.1f}]; {processes_text(test)}{left_out(clean)}; "
+        f"[{low * 100:+.1f}, {high * 100:+.1f}]; {replicas_text(test)}{left_out(clean)}; "
         f"t-test p={p:.2g})"
     )
     bad_direction = q.two_sided or change < 0
@@ -238,7 +238,7 @@ def _per_run_judged(
 
 
 def _per_run_why_ok(
-    q: PerRunQuantity, test: stats.ProcessShift, p: float, effect_ms: float, big_enough: bool, bad_direction: bool
+    q: PerRunQuantity, test: stats.ReplicaShift, p: float, effect_ms: float, big_enough: bool, bad_direction: bool
 ) -> str:
     """Why a judged per-run quantity is OK: within tolerance, below the minimum effect, not significant, or
     improved."""
@@ -253,7 +253,7 @@ def _per_run_why_ok(
     if p >= q.alpha:
         return (
             f"not significant (only changes beyond {test.significant_change(q.alpha) * 100:.1f} points can be told "
-            f"from how far processes{' and sessions' if test.session else ''} move it)"
+            f"from how far replicas{' and sessions' if test.session else ''} move it)"
         )
     return "improved"
 
@@ -263,17 +263,17 @@ def median_run_ms(record: GateRecord, clean: np.ndarray) -> float:
     return float(np.median(np.asarray(record.samples_ms, dtype=float)[clean])) if clean.any() else 0.0
 
 
-def process_medians(record: GateRecord, values: np.ndarray, keep: np.ndarray) -> tuple[np.ndarray, int]:
-    sizes = record.process_sizes or [len(values)]
+def replica_medians(record: GateRecord, values: np.ndarray, keep: np.ndarray) -> tuple[np.ndarray, int]:
+    sizes = record.replica_sizes or [len(values)]
     try:
-        return stats.process_medians(values, sizes, keep)
-    except ValueError:  # sizes of another run count (an older record): one process
-        return stats.process_medians(values, [len(values)], keep)
+        return stats.replica_medians(values, sizes, keep)
+    except ValueError:  # sizes of another run count (an older record): one replica
+        return stats.replica_medians(values, [len(values)], keep)
 
 
 @dataclass(frozen=True)
 class ShiftQuantity:
-    """One quantity with a value per process and how shift_verdict judges it: the check, its name in verdicts
+    """One quantity with a value per replica and how shift_verdict judges it: the check, its name in verdicts
     (``what``; ``short`` in a failing test's message, default ``what``), its unit, the tolerance, alpha and the
     minimum effect (in ``unit``). ``basis``: what the values are relative to (empty: raw). ``advisory``: why a
     change beyond the tolerance is a note here, never a failure (it is named with its numbers all the same)."""
@@ -298,9 +298,9 @@ def shift_verdict(
     evidence: dict[str, Any],
     shown: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> Verdict:
-    """One quantity with a value per process on each side, judged as latency is: a change beyond the tolerance
-    that the spread between processes cannot explain (stats.ProcessShift on logs, alpha) and above the minimum
-    effect. ``shown``: the raw values per process when ``now``/``then`` are relative (``quantity.basis`` says to
+    """One quantity with a value per replica on each side, judged as latency is: a change beyond the tolerance
+    that the spread between replicas cannot explain (stats.ReplicaShift on logs, alpha) and above the minimum
+    effect. ``shown``: the raw values per replica when ``now``/``then`` are relative (``quantity.basis`` says to
     what). ``evidence``: numbers of the caller's, added to."""
     q = quantity
     raw_now, raw_then = shown if shown is not None else (now, then)
@@ -309,16 +309,16 @@ def shift_verdict(
             q.check,
             Status.INCONCLUSIVE,
             label,
-            f"{q.what} not judged: a process's value is not positive",
+            f"{q.what} not judged: a replica's value is not positive",
             Evidence(evidence),
         )
-    test = stats.process_shift(then, now, runs, log=True)
+    test = stats.replica_shift(then, now, runs, log=True)
     if test is None:
         return Verdict(
             q.check,
             Status.INCONCLUSIVE,
             label,
-            f"{q.what} not judged: {then.size} baseline and {now.size} current process(es); with fewer than "
+            f"{q.what} not judged: {then.size} baseline and {now.size} current replica(s); with fewer than "
             f"three in all, how far it moves between processes is unknown (record the baseline again with "
             f"--sme2-update-baselines)",
             Evidence(evidence),
@@ -337,22 +337,22 @@ def shift_verdict(
             "p_smaller": test.p_down,
             "tolerance": q.tolerance,
             "alpha": q.alpha,
-            "current_processes": int(now.size),
-            "baseline_processes": int(then.size),
+            "current_replicas": int(now.size),
+            "baseline_replicas": int(then.size),
             "basis": q.basis or "raw",
         }
     )
     numbers = (
         f"{q.what} {ratio - 1:+.1%} ({q.basis + '; ' if q.basis else ''}median {after:.4g} {q.unit} vs baseline "
-        f"{before:.4g} {q.unit}; {processes_text(test)}, 95% CI of the ratio [{low:.3f}, {high:.3f}])"
+        f"{before:.4g} {q.unit}; {replicas_text(test)}, 95% CI of the ratio [{low:.3f}, {high:.3f}])"
     )
     return _shift_decided(q, label, test, evidence, numbers)
 
 
 def _shift_decided(
-    q: ShiftQuantity, label: str, test: stats.ProcessShift, evidence: dict[str, Any], numbers: str
+    q: ShiftQuantity, label: str, test: stats.ReplicaShift, evidence: dict[str, Any], numbers: str
 ) -> Verdict:
-    """shift_verdict once the t-test between processes could be made: a regression (a note with an advisory) or
+    """shift_verdict once the t-test between replicas could be made: a regression (a note with an advisory) or
     an improvement beyond the tolerance, alpha and the minimum effect, otherwise OK saying why."""
     ratio, before = evidence["ratio"], evidence["baseline"]
     big_enough = abs(ratio - 1) * before > q.min_effect
@@ -364,7 +364,7 @@ def _shift_decided(
             Status.NOTE if q.advisory else Status.REGRESSION,
             label,
             f"{headline}: {numbers}; tolerance "
-            f"+{q.tolerance:.0%}, t-test between processes p={test.p_up:.2g} < alpha {q.alpha:g}",
+            f"+{q.tolerance:.0%}, t-test between replicas p={test.p_up:.2g} < alpha {q.alpha:g}",
             Evidence(evidence, statistical=True, short=worded),
         )
     if ratio < 1 / (1 + q.tolerance) and big_enough and test.p_down < q.alpha:
