@@ -42,7 +42,7 @@ from pytest_sme2.export.work import ProgramWork
 from pytest_sme2.profile import stats
 from pytest_sme2.profile.breakdown import BASES, INSTRUCTIONS, TIME, WORK, Breakdown, with_kernel_evidence
 from pytest_sme2.profile.speedup import Speedup, emulated_timing, speedup_of
-from pytest_sme2.system.deprecated import warn_renamed
+from pytest_sme2.system.deprecated import renamed_attribute
 
 if TYPE_CHECKING:
     from pytest_sme2.profile.device_model import DeviceModel, ModelledTime, PricingInputs
@@ -209,11 +209,7 @@ class Profile:
         sizes = self.metadata.get("replica_sizes")
         return [int(n) for n in sizes] if sizes and sum(sizes) == self.runs else [self.runs]
 
-    @property
-    def process_sizes(self) -> list[int]:
-        """The earlier spelling of ``replica_sizes`` (system/deprecated.py): still read, with a warning."""
-        warn_renamed("Profile.process_sizes")
-        return self.replica_sizes
+    process_sizes = renamed_attribute("Profile.process_sizes", "replica_sizes")
 
     @property
     def chunk_sizes(self) -> list[int]:

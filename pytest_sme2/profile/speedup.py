@@ -15,6 +15,7 @@ import numpy as np
 
 from pytest_sme2.errors import EmulatedTimingError, OneProcessIntervalWarning, RunnerError
 from pytest_sme2.profile import stats
+from pytest_sme2.system.deprecated import renamed_attribute
 
 ONE_PROCESS_CAVEAT = (
     "one runner process a side: the interval is run-to-run noise only, not how the level moves "
@@ -38,16 +39,19 @@ class Speedup:
     other_runs: int
     this_disturbed: int = 0  # runs the machine disturbed, left out
     other_disturbed: int = 0
-    # Runner processes (chunks) each side's runs came from: with two or more the interval holds the movement
+    # Chunks (runner processes) each side's runs came from: with two or more the interval holds the movement
     # between processes (stats.ratio_of_medians_ci); with one it shows run-to-run noise only.
-    this_processes: int = 1
-    other_processes: int = 1
+    this_chunks: int = 1
+    other_chunks: int = 1
 
     @property
     def within_one_process(self) -> bool:
         """A side holds one runner process's runs: the interval is run-to-run noise only (see
         errors.OneProcessIntervalWarning)."""
-        return min(self.this_processes, self.other_processes) < 2
+        return min(self.this_chunks, self.other_chunks) < 2
+
+    this_processes = renamed_attribute("Speedup.this_processes", "this_chunks")
+    other_processes = renamed_attribute("Speedup.other_processes", "other_chunks")
 
     def __repr__(self) -> str:
         def runs(count: int, disturbed: int, processes: int) -> str:
@@ -61,8 +65,8 @@ class Speedup:
         return (
             f"Speedup({self.value:.2f}x, {self.confidence:.0%} CI [{self.low:.2f}, {self.high:.2f}]: "
             f"{self.this} (median {self.this_median_ms:.3f} ms, "
-            f"{runs(self.this_runs, self.this_disturbed, self.this_processes)}) over {self.other} (median "
-            f"{self.other_median_ms:.3f} ms, {runs(self.other_runs, self.other_disturbed, self.other_processes)})"
+            f"{runs(self.this_runs, self.this_disturbed, self.this_chunks)}) over {self.other} (median "
+            f"{self.other_median_ms:.3f} ms, {runs(self.other_runs, self.other_disturbed, self.other_chunks)})"
             f"{caveat})"
         )
 
@@ -76,8 +80,8 @@ class Speedup:
             "confidence": self.confidence,
             "this": self.this,
             "other": self.other,
-            "this_processes": self.this_processes,
-            "other_processes": self.other_processes,
+            "this_chunks": self.this_chunks,
+            "other_chunks": self.other_chunks,
         }
 
 
@@ -141,8 +145,8 @@ def speedup_of(this: Timed, other: Timed) -> Speedup:
         other_runs=int(theirs.size),
         this_disturbed=this.disturbed_runs,
         other_disturbed=other.disturbed_runs,
-        this_processes=int(np.unique(mine_groups).size),
-        other_processes=int(np.unique(their_groups).size),
+        this_chunks=int(np.unique(mine_groups).size),
+        other_chunks=int(np.unique(their_groups).size),
     )
     if speedup.within_one_process:
         warnings.warn(

@@ -67,7 +67,8 @@ def speedup(value: Mapping[str, float] | None, emulated: bool = False) -> str:
     if value is None:
         return "n/a (emulated)" if emulated else "n/a"
     # one runner process a side: the interval holds run-to-run noise only (Speedup.within_one_process)
-    one_process = min(value.get("this_processes", 2), value.get("other_processes", 2)) < 2
+    sides = [value.get(f"{side}_chunks", value.get(f"{side}_processes", 2)) for side in ("this", "other")]  # schema 2
+    one_process = min(sides) < 2
     return f"{value['value']:.2f}x [{value['low']:.2f}, {value['high']:.2f}]" + (
         " (1-process CI)" if one_process else ""
     )

@@ -9,6 +9,7 @@ glossary (docs/design.md, "Names") may appear in the public API: tests/test_glos
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 from pytest_sme2.errors import Sme2DeprecationWarning
 
@@ -19,6 +20,8 @@ RENAMED: dict[str, str] = {
     "RunSpec.processes": "RunSpec.replicas",
     "Profile.process_sizes": "Profile.replica_sizes",
     "Runner.profile(top_up=)": "Runner.profile(extra_rounds=)",
+    "Speedup.this_processes": "Speedup.this_chunks",
+    "Speedup.other_processes": "Speedup.other_chunks",
 }
 
 
@@ -31,9 +34,22 @@ def warn_renamed(old: str, stacklevel: int = 3) -> None:
     )
 
 
+def renamed_attribute(old: str, new: str) -> Any:
+    """A read-only property that reads attribute ``new`` under the earlier name ``old`` (a key of RENAMED, e.g.
+    ``"RunSpec.processes"``), with the warning: ``processes = renamed_attribute("RunSpec.processes", "replicas")``
+    in the class body. A property, not a field, so ``dataclasses`` never sees the old name."""
+
+    def read(self: Any) -> Any:
+        warn_renamed(old)
+        return getattr(self, new)
+
+    read.__doc__ = f"The earlier spelling of ``{new}`` (system/deprecated.py): still read, with a warning."
+    return property(read)
+
+
 def renamed_setting(old: str, new: str) -> str:
     """The warning's text for a setting given in its old spelling (an option or ini key of the option table)."""
     return f"{old} is deprecated: use {new} (same meaning; the old spelling still works)"
 
 
-__all__ = ["RENAMED", "renamed_setting", "warn_renamed"]
+__all__ = ["RENAMED", "renamed_attribute", "renamed_setting", "warn_renamed"]

@@ -387,7 +387,7 @@ def test_quality_check_refuses_a_baseline_too_few_undisturbed_runs_stand_on(sme2
     out = refused.stdout.str()
     assert "baseline not written to" in out and "runs were undisturbed (need 10)" in out
     assert "--sme2-accept-noisy-baselines" in out and "--sme2-runs" in out
-    assert "judged on this session's processes only" in out and "'Between sessions'" in out  # what it cannot see
+    assert "judged on this session's replicas only" in out and "'Between sessions'" in out  # what it cannot see
     assert _baseline_files(sme2_project) == [] and "1 refused" in out
 
     written = sme2_project.runpytest_inprocess(*UPDATE, "--sme2-runs=3")

@@ -292,7 +292,7 @@ def test_profiles_merged_from_chunks_resample_by_chunk(tmp_path) -> None:  # noq
     assert a.chunk_sizes == [12, 12, 12, 12] and list(a.run_groups[:13]) == [0] * 12 + [1]
     assert Profile.concat([a, merged("a", [1.0, 1.0], seed=3)]).chunk_sizes == [12] * 6  # merged again: kept
     speedup = b.speedup_over(a)
-    assert speedup.this_processes == speedup.other_processes == 4
+    assert speedup.this_chunks == speedup.other_chunks == 4
     assert speedup.low < 1.0 < speedup.high and "48 runs in 4 processes" in repr(speedup)
     single = Profile.from_etdump(
         execute_only(tmp_path / "one.etdp", [1_000_000] * 12), model="m", recipe="r", variant="a"

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Protocol
 import numpy as np
 
 from pytest_sme2.errors import UsageError
-from pytest_sme2.system.deprecated import warn_renamed
+from pytest_sme2.system.deprecated import renamed_attribute, warn_renamed
 from pytest_sme2.system.option import Option
 
 if TYPE_CHECKING:
@@ -118,11 +118,7 @@ class RunSpec:
             source = self.timeout_source or f"timeout={timeout!r}"
             raise UsageError(f"{source} is invalid: it must be {TIMEOUT_RANGE}")
 
-    @property
-    def processes(self) -> int:
-        """The earlier spelling of ``replicas`` (system/deprecated.py): still read, with a warning."""
-        warn_renamed("RunSpec.processes")
-        return self.replicas
+    processes = renamed_attribute("RunSpec.processes", "replicas")
 
     @property
     def sme2_label(self) -> str:
