@@ -414,6 +414,19 @@ def build_mask_library(arch: str = "host", force: bool = False) -> Path:
     return library
 
 
+def _compiled(output: Path, compiler: str, arguments: list[str], what: str, force: bool = False) -> Path:
+    """``output`` built once by ``compiler arguments... -o output`` (a staging name first, so a killed build
+    leaves no half-written file under the final name), under a lock: the one way the small C helpers are built."""
+    with locked(cache_root() / f"{output.parent.name}.lock"):
+        if output.exists() and not force:
+            return output
+        output.parent.mkdir(parents=True, exist_ok=True)
+        staging = output.with_suffix(".tmp")
+        _run([compiler, *arguments, "-o", str(staging)], output.parent / "build.log", what)
+        os.replace(staging, output)
+    return output
+
+
 def build_exec_counter(force: bool = False) -> Path:
     """Build (or reuse) the host program that compacts qemu's execution log (see exec_counter.c).
 
@@ -424,23 +437,32 @@ def build_exec_counter(force: bool = False) -> Path:
         / f"exec-counter-{platform.machine()}-{_sources_hash((EXEC_COUNTER_SOURCE, CLASSES_HEADER))}"
         / EXEC_COUNTER_NAME
     )
-    with locked(cache_root() / f"{binary.parent.name}.lock"):
-        if binary.exists() and not force:
-            return binary
-        compiler = _host_compilers()[0]
-        if compiler is None:
-            raise RunnerError(
-                f"no C compiler found to build the emulated target's instruction counter; " f"{compiler_advice()}"
-            )
-        binary.parent.mkdir(parents=True, exist_ok=True)
-        staging = binary.with_suffix(".tmp")
-        _run(
-            [compiler, "-O2", "-o", str(staging), str(SOURCE_DIR / EXEC_COUNTER_SOURCE)],
-            binary.parent / "build.log",
-            "building the instruction counter",
+    if binary.exists() and not force:
+        return binary
+    compiler = _host_compilers()[0]
+    if compiler is None:
+        raise RunnerError(
+            f"no C compiler found to build the emulated target's instruction counter; {compiler_advice()}"
         )
-        os.replace(staging, binary)
-    return binary
+    return _compiled(
+        binary, compiler, ["-O2", str(SOURCE_DIR / EXEC_COUNTER_SOURCE)], "building the instruction counter", force
+    )
+
+
+ALLOCATOR_SOURCE = "fixed_cost_alloc.c"
+ALLOCATOR_NAME = "libfixed_cost_alloc.so"
+
+
+def build_fixed_cost_allocator(force: bool = False) -> Path:
+    """Build (or reuse) the aarch64 allocator every counted run preloads (fixed_cost_alloc.c): a call's cost
+    follows its arguments, not the heap's history, so an operator counts the same in any program."""
+    library = cache_root() / f"allocator-linux-aarch64-{_sources_hash((ALLOCATOR_SOURCE,))}" / ALLOCATOR_NAME
+    if library.exists() and not force:
+        return library
+    compiler = _cross_compiler(CROSS_CC)
+    # -fno-builtin: else GCC turns calloc's malloc-then-memset into a call of calloc, itself (an endless loop)
+    arguments = ["-shared", "-fPIC", "-O2", "-fno-builtin", str(SOURCE_DIR / ALLOCATOR_SOURCE)]
+    return _compiled(library, compiler, arguments, "building the counted runs' allocator", force)
 
 
 def build_count_plugin(header: Path, force: bool = False) -> Path:

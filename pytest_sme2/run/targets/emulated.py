@@ -484,7 +484,7 @@ class EmulatedTarget(RegisteredTarget):
         """The command a counted run from the log starts the runner behind, and where it maps the guest's loader:
         no address randomisation, every symbol bound at start-up and the loader's code left out of the execution
         log (guest_loader.py), the log written into ``log``."""
-        base = [setarch, "-R", *qemu]
+        base = [setarch, "-R", *qemu, *_counted_guest()]
         loader = self._loader(base)
         return [*base, *BIND_NOW, *QEMU_LOG_FLAGS, *loader.log_filter(), "-D", log], loader
 
@@ -501,14 +501,21 @@ class EmulatedTarget(RegisteredTarget):
             )
         # asked with the plugin loaded as it will be (its allocations are the same whatever it marks)
         probe = f"{plugin},markers=/dev/null,out=/dev/null,blocks=/dev/null,skip=0-0"
-        loader = self._loader([setarch, "-R", *qemu[:1], "-plugin", probe, *qemu[1:], *_ONE_ARENA], _plugin_env())
+        guest = _counted_guest()
+        loader = self._loader(
+            [setarch, "-R", *qemu[:1], "-plugin", probe, *qemu[1:], *_ONE_ARENA, *guest], _plugin_env()
+        )
         bounds = boundaries(AddressSpace.of_libraries(loader.libraries))
         write_file(out_dir / PLUGIN_MARKERS, bounds.marker_lines())
         arguments = (
             f"{plugin},markers={PLUGIN_MARKERS},out={PLUGIN_SEGMENTS},blocks={PLUGIN_BLOCKS},"
             f"skip={loader.start:x}-{loader.end:x},progress={PLUGIN_PROGRESS}"
         )
-        return [setarch, "-R", *qemu[:1], "-plugin", arguments, *qemu[1:], *_ONE_ARENA, *BIND_NOW], loader, bounds
+        return (
+            [setarch, "-R", *qemu[:1], "-plugin", arguments, *qemu[1:], *_ONE_ARENA, *guest, *BIND_NOW],
+            loader,
+            bounds,
+        )
 
     @staticmethod
     def _guest_env() -> dict[str, str]:
@@ -536,6 +543,7 @@ class EmulatedTarget(RegisteredTarget):
                 bounds = None
             space = AddressSpace.from_file(out_dir / MAPS)
             loader.check(space.text, str(out_dir / MAPS))
+            _check_allocator_loaded(space, out_dir / MAPS)
             found = boundaries(space)
             if bounds is not None and found != bounds:
                 raise RunnerError(
@@ -653,7 +661,7 @@ class EmulatedTarget(RegisteredTarget):
         return run_key(
             program=pte,
             inputs=inputs,
-            runner=LoadedRunner(runner, (*loaded_libraries(runner), *kits, counter)),
+            runner=LoadedRunner(runner, (*loaded_libraries(runner), *kits, counter, _allocator())),
             emulator=Path(qemu[0]),
             cpu=" ".join(qemu[1:]),
             settings=settings,
@@ -680,6 +688,32 @@ class EmulatedTarget(RegisteredTarget):
 # varies from run to run (2 layouts in 6 runs); with one arena the guest's layout repeats exactly (10 of 10), so
 # the loader's trace before the run says where the libraries will be. The guest does not see the variable (-U).
 _ONE_ARENA = ("-U", "MALLOC_ARENA_MAX")
+
+
+def _allocator() -> Path:
+    """The allocator a counted run's guest preloads (fixed_cost_alloc.c): glibc's malloc costs what the heap's
+    history makes it cost, so an operator that allocates would count differently in another program."""
+    from pytest_sme2.run.native.build import build_fixed_cost_allocator
+
+    return build_fixed_cost_allocator()
+
+
+def _counted_guest() -> tuple[str, ...]:
+    """qemu's flags that give a counted run's guest the fixed-cost allocator (a path qemu finds on the host, as
+    the sysroot holds no such file)."""
+    return ("-E", f"LD_PRELOAD={_allocator()}")
+
+
+def _check_allocator_loaded(space: AddressSpace, maps: Path) -> None:
+    """A counted run whose guest did not load the fixed-cost allocator counted glibc's malloc instead, so its
+    counts are not the ones every other counted run (and the baselines) hold: an error, never a silent mix."""
+    allocator = os.path.realpath(_allocator())
+    if not any(mapping.path == allocator for mapping in space.mappings):
+        raise RunnerError(
+            f"the counted run's memory map ({maps}) does not show {allocator}, the allocator every counted run "
+            "preloads, so its counts would hold glibc's malloc: check that nothing unsets LD_PRELOAD in the guest "
+            "(qemu's -E/-U options, QEMU_SET_ENV) and that the file is readable, then run again"
+        )
 
 
 def _plugin_env() -> dict[str, str]:
