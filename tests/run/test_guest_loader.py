@@ -18,7 +18,7 @@ from pytest_sme2.evidence.qemu_counts import QEMU_LOG_FLAGS, TOP_FUNCTIONS
 from pytest_sme2.run import emulation_setup
 from pytest_sme2.run.guest_loader import LoaderRange, loader_range
 from pytest_sme2.run.targets.base import RunSpec
-from pytest_sme2.run.targets.emulated import EmulatedOptions, EmulatedTarget
+from pytest_sme2.run.targets.emulated import EmulatedOptions, EmulatedTarget, counted_guest_flags
 from pytest_sme2.system.carried_loader import carried_loader
 
 STATUS = emulation_setup.status()
@@ -107,7 +107,7 @@ class _LazyTarget(EmulatedTarget):
 
     def counted_prefix(self, qemu: list[str], setarch: str, log: str) -> tuple[list[str], LoaderRange]:
         _, loader = super().counted_prefix(qemu, setarch, log)
-        return [setarch, "-R", *qemu, *QEMU_LOG_FLAGS, "-D", log], loader
+        return [setarch, "-R", *qemu, *counted_guest_flags(), *QEMU_LOG_FLAGS, "-D", log], loader
 
 
 def _counts(target: EmulatedTarget, pte: Path, sme2: bool, out: Path) -> dict:

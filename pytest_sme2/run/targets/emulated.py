@@ -484,7 +484,7 @@ class EmulatedTarget(RegisteredTarget):
         """The command a counted run from the log starts the runner behind, and where it maps the guest's loader:
         no address randomisation, every symbol bound at start-up and the loader's code left out of the execution
         log (guest_loader.py), the log written into ``log``."""
-        base = [setarch, "-R", *qemu, *_counted_guest()]
+        base = [setarch, "-R", *qemu, *counted_guest_flags()]
         loader = self._loader(base)
         return [*base, *BIND_NOW, *QEMU_LOG_FLAGS, *loader.log_filter(), "-D", log], loader
 
@@ -501,7 +501,7 @@ class EmulatedTarget(RegisteredTarget):
             )
         # asked with the plugin loaded as it will be (its allocations are the same whatever it marks)
         probe = f"{plugin},markers=/dev/null,out=/dev/null,blocks=/dev/null,skip=0-0"
-        guest = _counted_guest()
+        guest = counted_guest_flags()
         loader = self._loader(
             [setarch, "-R", *qemu[:1], "-plugin", probe, *qemu[1:], *_ONE_ARENA, *guest], _plugin_env()
         )
@@ -698,7 +698,7 @@ def _allocator() -> Path:
     return build_fixed_cost_allocator()
 
 
-def _counted_guest() -> tuple[str, ...]:
+def counted_guest_flags() -> tuple[str, ...]:
     """qemu's flags that give a counted run's guest the fixed-cost allocator (a path qemu finds on the host, as
     the sysroot holds no such file)."""
     return ("-E", f"LD_PRELOAD={_allocator()}")
